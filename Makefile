@@ -1,0 +1,58 @@
+# Conduit's two commands: `make run` and `make test`. Each installs what is missing first.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+# One cargo target folder outside the clone, shared by every checkout on this machine.
+export CARGO_TARGET_DIR ?= $(HOME)/.cache/conduit-target
+export CARGO_TERM_COLOR ?= $(if $(CI),never,auto)
+CARGO := cargo
+XVFB := xvfb-run --auto-servernum --server-args="-screen 0 1400x900x24"
+
+.PHONY: help setup setup-test ui run test fmt-check clippy test-ui build test-rust test-desktop clean
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
+
+setup: ## Install what `make run` needs and is missing
+	scripts/setup.sh run
+
+setup-test: ## Install what `make test` needs and is missing
+	scripts/setup.sh test
+
+ui: ## Build the web UI into ui/dist (the app embeds it)
+	cd ui && npm run build --silent
+
+run: setup ui ## Build and start the desktop app
+	$(CARGO) run --locked -p conduit-desktop
+
+test: setup-test ## Every check and test: formatting, lints, Rust, UI, the desktop app under Xvfb
+	@start=$$(date +%s); \
+	$(MAKE) --no-print-directory fmt-check test-ui ui clippy build test-rust; \
+	echo "make test: all passed in $$(( $$(date +%s) - start )) s"
+
+fmt-check:
+	$(CARGO) fmt --all -- --check
+
+test-ui: ## UI type check and unit tests
+	cd ui && npm run check --silent && npm test --silent
+
+clippy: ui
+	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
+
+build: ui
+	$(CARGO) build --locked --workspace --all-targets
+
+# Every package is selected in each cargo call so that features unify the same way and
+# nothing is compiled twice. The desktop test needs a display, so all tests run under Xvfb.
+test-rust: build ## The workspace's Rust tests, the desktop end-to-end test included
+	rm -rf test-artifacts/desktop
+	$(XVFB) $(CARGO) test --locked --workspace
+	@echo "desktop screenshots: $(CURDIR)/test-artifacts/desktop"
+
+test-desktop: build ## Only the desktop end-to-end test, under Xvfb
+	rm -rf test-artifacts/desktop
+	$(XVFB) $(CARGO) test --locked --workspace --test desktop
+
+clean: ## Remove build outputs (the shared cargo target folder included)
+	rm -rf ui/dist test-artifacts "$(CARGO_TARGET_DIR)"

@@ -1,0 +1,144 @@
+//! Logging with `tracing`: always to a log file under the data folder, rotated by size
+//! when a process starts, and to stderr when a frontend asks (the CLI's `-v`).
+
+use std::fs;
+use std::io;
+use std::path::Path;
+
+use tracing_appender::non_blocking::WorkerGuard;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer, fmt};
+
+use crate::Paths;
+
+/// Environment variable with a `tracing` filter for the log file, e.g. `conduit=debug`.
+pub const LOG_FILTER_ENV: &str = "CONDUIT_LOG";
+
+/// A log file larger than this is moved aside when a process starts.
+const ROTATE_AT_BYTES: u64 = 10 * 1024 * 1024;
+/// How many moved-aside files are kept: `conduit.log.1` (newest) to `conduit.log.N`.
+const KEEP_ROTATED: u32 = 4;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoggingError {
+    #[error("cannot create the log folder {path}: {source}")]
+    CreateDir { path: String, source: io::Error },
+    #[error("cannot open the log file {path}: {source}")]
+    OpenFile { path: String, source: io::Error },
+    #[error("logging is already set up in this process")]
+    AlreadyInitialised,
+}
+
+/// How verbose stderr is; `None` keeps stderr quiet.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LogOptions {
+    pub stderr_level: Option<tracing::Level>,
+}
+
+/// Keeps the background log writer alive; dropping it flushes the file.
+#[must_use = "dropping the guard stops file logging"]
+pub struct LogGuard {
+    _file: WorkerGuard,
+}
+
+/// Sets up logging for this process: the file always (level `info`, or `CONDUIT_LOG`),
+/// stderr at the level asked for.
+pub fn init(paths: &Paths, options: LogOptions) -> Result<LogGuard, LoggingError> {
+    fs::create_dir_all(&paths.log_dir).map_err(|source| LoggingError::CreateDir {
+        path: paths.log_dir.display().to_string(),
+        source,
+    })?;
+    rotate_if_large(&paths.log_file, ROTATE_AT_BYTES, KEEP_ROTATED);
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&paths.log_file)
+        .map_err(|source| LoggingError::OpenFile {
+            path: paths.log_file.display().to_string(),
+            source,
+        })?;
+    let (writer, guard) = tracing_appender::non_blocking(file);
+
+    let file_filter = EnvFilter::try_from_env(LOG_FILTER_ENV)
+        .unwrap_or_else(|_| EnvFilter::new("info,tao=warn,wry=warn"));
+    let file_layer = fmt::layer()
+        .with_ansi(false)
+        .with_writer(writer)
+        .with_filter(file_filter);
+    let stderr_layer = options.stderr_level.map(|level| {
+        fmt::layer()
+            .with_writer(io::stderr)
+            .with_target(false)
+            .with_filter(tracing_subscriber::filter::LevelFilter::from_level(level))
+    });
+    tracing_subscriber::registry()
+        .with(file_layer)
+        .with(stderr_layer)
+        .try_init()
+        .map_err(|_| LoggingError::AlreadyInitialised)?;
+    Ok(LogGuard { _file: guard })
+}
+
+/// Moves `file` to `file.1` (and older ones up to `file.keep`) once it exceeds `limit`.
+/// Failures are ignored: a log that cannot rotate keeps growing rather than stopping the app.
+fn rotate_if_large(file: &Path, limit: u64, keep: u32) {
+    let Ok(meta) = fs::metadata(file) else {
+        return;
+    };
+    if meta.len() <= limit || keep == 0 {
+        return;
+    }
+    let numbered = |n: u32| {
+        let mut name = file.as_os_str().to_owned();
+        name.push(format!(".{n}"));
+        std::path::PathBuf::from(name)
+    };
+    let _ = fs::remove_file(numbered(keep));
+    for n in (1..keep).rev() {
+        let _ = fs::rename(numbered(n), numbered(n + 1));
+    }
+    let _ = fs::rename(file, numbered(1));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_large_log_is_moved_aside_and_the_oldest_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("conduit.log");
+        fs::write(&log, "current-but-large").unwrap();
+        fs::write(dir.path().join("conduit.log.1"), "one").unwrap();
+        fs::write(dir.path().join("conduit.log.2"), "two").unwrap();
+
+        rotate_if_large(&log, 4, 2);
+
+        assert!(!log.exists());
+        let read = |name: &str| fs::read_to_string(dir.path().join(name)).unwrap();
+        assert_eq!(read("conduit.log.1"), "current-but-large");
+        assert_eq!(read("conduit.log.2"), "one");
+        assert!(!dir.path().join("conduit.log.3").exists());
+    }
+
+    #[test]
+    fn a_small_log_stays() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("conduit.log");
+        fs::write(&log, "small").unwrap();
+        rotate_if_large(&log, 1024, 2);
+        assert_eq!(fs::read_to_string(&log).unwrap(), "small");
+    }
+
+    #[test]
+    fn init_writes_the_log_file_under_the_data_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = Paths::under_home(dir.path().to_owned(), None);
+        let guard = init(&paths, LogOptions::default()).unwrap();
+        tracing::info!(marker = "written-by-test", "hello");
+        drop(guard);
+        let text = fs::read_to_string(&paths.log_file).unwrap();
+        assert!(text.contains("written-by-test"), "{text}");
+    }
+}

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Installs what Conduit's build needs and is missing: Debian packages, npm packages,
+# Rust crates, and (for tests) tauri-driver. Usage: scripts/setup.sh run|test
+set -euo pipefail
+
+mode=${1:-run}
+root=$(cd "$(dirname "$0")/.." && pwd)
+tauri_driver_version=2.1.0
+
+say() { printf '\033[1msetup:\033[0m %s\n' "$*"; }
+die() { printf 'setup: %s\n' "$*" >&2; exit 1; }
+
+# Prerequisites these commands cannot install for you.
+command -v cargo >/dev/null ||
+  die "Rust is missing: install it with: curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh"
+command -v node >/dev/null && command -v npm >/dev/null ||
+  die "Node.js 20.19 or newer is missing: install it from https://nodejs.org or your package manager (e.g. NodeSource's nodejs package)"
+node -e 'const [a,b]=process.versions.node.split(".").map(Number); process.exit(a>20||(a===20&&b>=19)?0:1)' ||
+  die "Node.js $(node --version) is too old: Conduit's UI build needs 20.19 or newer"
+
+packages=(build-essential pkg-config curl file libwebkit2gtk-4.1-dev libxdo-dev libssl-dev librsvg2-dev)
+if [ "$mode" = test ]; then
+  packages+=(xvfb xauth webkit2gtk-driver)
+fi
+if command -v dpkg-query >/dev/null; then
+  missing=()
+  for pkg in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    say "installing Debian packages: ${missing[*]}"
+    sudo=()
+    if [ "$(id -u)" -ne 0 ]; then
+      command -v sudo >/dev/null || die "run as root or install sudo to install: ${missing[*]}"
+      sudo=(sudo)
+    fi
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  fi
+else
+  say "not a Debian/Ubuntu system: make sure these (or your system's equivalents) are installed: ${packages[*]}"
+fi
+
+# npm packages, reinstalled when the lock file changed since the last install.
+stamp="$root/ui/node_modules/.conduit-lock-stamp"
+if [ ! -f "$stamp" ] || ! cmp -s "$root/ui/package-lock.json" "$stamp"; then
+  say "installing npm packages (npm ci)"
+  (cd "$root/ui" && npm ci --no-audit --no-fund --loglevel=error)
+  cp "$root/ui/package-lock.json" "$stamp"
+fi
+
+say "fetching Rust crates"
+(cd "$root" && cargo fetch --locked --quiet)
+
+if [ "$mode" = test ]; then
+  if ! command -v tauri-driver >/dev/null ||
+     ! cargo install --list | grep -q "^tauri-driver v$tauri_driver_version:"; then
+    say "installing tauri-driver $tauri_driver_version"
+    cargo install tauri-driver --locked --version "$tauri_driver_version" --quiet
+  fi
+fi

@@ -1,0 +1,92 @@
+//! The real desktop app in a real window (Xvfb, tauri-driver, WebKitWebDriver): the frame
+//! renders and shows what the Rust backend sent over IPC.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use conduit_e2e::artifacts_dir;
+use conduit_e2e::desktop::{DesktopSession, app_binary};
+use fantoccini::Locator;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_frame_renders_with_data_from_the_backend() {
+    let app = app_binary().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let mcp_file = home.path().join("elsewhere").join("servers.json");
+    let session = DesktopSession::start(
+        &app,
+        &[
+            ("CONDUIT_HOME", home.path()),
+            ("CONDUIT_MCP_CONFIG", &mcp_file),
+        ],
+    )
+    .await
+    .unwrap();
+    let shots = artifacts_dir("desktop");
+
+    // The version appears only once the backend answered the app_info command.
+    let version = session
+        .wait_for_text(
+            r#"[aria-label="Conduit version"]"#,
+            Duration::from_secs(30),
+            |t| t != "…" && !t.is_empty(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(version, env!("CARGO_PKG_VERSION"));
+
+    let c = &session.client;
+    for css in [
+        r#"nav[aria-label="Sidebar"]"#,
+        r#"ul[aria-label="Conversation list"]"#,
+        r#"section[aria-label="Chat"]"#,
+        r#"textarea[aria-label="Message"]"#,
+    ] {
+        c.find(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("{css}: {e}"));
+    }
+    let new_chat = c
+        .find(Locator::XPath("//button[normalize-space()='New chat']"))
+        .await;
+    assert!(new_chat.is_ok(), "New chat button missing");
+    session
+        .screenshot(&shots.join("01-chat.png"))
+        .await
+        .unwrap();
+
+    // Settings show paths that only the backend knows: the temp folder this test made.
+    c.find(Locator::XPath("//button[normalize-space()='Settings']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let data_dir = session
+        .wait_for_text(
+            r#"dd[aria-label="Data folder"]"#,
+            Duration::from_secs(10),
+            |t| !t.is_empty(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(data_dir, home.path().display().to_string());
+    let mcp = c
+        .find(Locator::Css(r#"dd[aria-label="mcpServers file"]"#))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(mcp, mcp_file.display().to_string());
+    session
+        .screenshot(&shots.join("02-settings.png"))
+        .await
+        .unwrap();
+
+    // The app's log file is written under the data folder.
+    assert!(home.path().join("logs").join("conduit.log").is_file());
+
+    session.close().await.unwrap();
+}

@@ -1,0 +1,187 @@
+//! Drives the real desktop app in a real window through `tauri-driver` and
+//! `WebKitWebDriver`, as the desktop end-to-end tests need it.
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use fantoccini::{Client, ClientBuilder, Locator};
+use hyper_util::client::legacy::connect::HttpConnector;
+use serde_json::json;
+
+use crate::{free_port, target_profile_dir};
+
+/// Environment variable naming the app binary; default: `conduit-desktop` beside the tests.
+pub const APP_BIN_ENV: &str = "CONDUIT_DESKTOP_BIN";
+/// Environment variable naming the `tauri-driver` binary; default: the one on `PATH`.
+pub const DRIVER_BIN_ENV: &str = "TAURI_DRIVER_BIN";
+
+/// The app binary under test, which must have been built before the test runs.
+pub fn app_binary() -> anyhow::Result<PathBuf> {
+    let path = match std::env::var_os(APP_BIN_ENV) {
+        Some(path) => PathBuf::from(path),
+        None => target_profile_dir()?.join("conduit-desktop"),
+    };
+    if !path.is_file() {
+        bail!(
+            "the desktop app is not built at {}: run `make test-desktop` (or build `conduit-desktop` first)",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
+/// A running `tauri-driver` with one WebDriver session on the app; both end on drop.
+pub struct DesktopSession {
+    pub client: Client,
+    driver: Child,
+}
+
+impl DesktopSession {
+    /// Starts `tauri-driver` and opens the app with `envs` set (e.g. `CONDUIT_HOME`).
+    pub async fn start(app: &Path, envs: &[(&str, &Path)]) -> anyhow::Result<Self> {
+        if std::env::var_os("DISPLAY").is_none() && std::env::var_os("WAYLAND_DISPLAY").is_none() {
+            bail!("no display: run the desktop tests under Xvfb (`make test-desktop` does)");
+        }
+        let driver_bin = std::env::var_os(DRIVER_BIN_ENV).unwrap_or_else(|| "tauri-driver".into());
+        let port = free_port()?;
+        let native_port = free_port()?;
+        let mut command = Command::new(&driver_bin);
+        command
+            .args([
+                "--port",
+                &port.to_string(),
+                "--native-port",
+                &native_port.to_string(),
+            ])
+            .stdin(Stdio::null())
+            .process_group(0);
+        for (name, value) in envs {
+            command.env(name, value);
+        }
+        let driver = command.spawn().with_context(|| {
+            format!(
+                "cannot start {:?}: install it with `cargo install tauri-driver --locked`",
+                driver_bin
+            )
+        })?;
+        let mut guard = DriverGuard(Some(driver));
+        wait_for_port(port, Duration::from_secs(20)).await?;
+
+        let capabilities = json!({
+            "tauri:options": { "application": app },
+            "browserName": "wry",
+        });
+        let capabilities = match capabilities {
+            serde_json::Value::Object(map) => map,
+            _ => bail!("capabilities must be a JSON object"),
+        };
+        let client = ClientBuilder::new(HttpConnector::new())
+            .capabilities(capabilities)
+            .connect(&format!("http://127.0.0.1:{port}"))
+            .await
+            .context("tauri-driver did not open a session on the app")?;
+        let driver = guard.0.take().context("driver handle lost")?;
+        Ok(Self { client, driver })
+    }
+
+    /// Waits until the element found by `css` shows text that `accept` takes, and returns it.
+    pub async fn wait_for_text(
+        &self,
+        css: &str,
+        timeout: Duration,
+        accept: impl Fn(&str) -> bool,
+    ) -> anyhow::Result<String> {
+        let deadline = Instant::now() + timeout;
+        let mut last = String::new();
+        loop {
+            if let Ok(element) = self.client.find(Locator::Css(css)).await {
+                last = element.text().await.unwrap_or_default();
+                if accept(&last) {
+                    return Ok(last);
+                }
+            }
+            if Instant::now() > deadline {
+                bail!("{css} never showed the expected text; last seen: {last:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Saves a PNG of the window's content.
+    pub async fn screenshot(&self, file: &Path) -> anyhow::Result<()> {
+        if let Some(dir) = file.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        // WebKit can snapshot the frame painted before the last DOM change: wait two frames.
+        self.client
+            .execute_async(
+                "const done = arguments[arguments.length - 1];\
+                 requestAnimationFrame(() => requestAnimationFrame(() => done(null)));",
+                vec![],
+            )
+            .await?;
+        let png = self.client.screenshot().await?;
+        std::fs::write(file, png).with_context(|| format!("cannot write {}", file.display()))
+    }
+
+    /// Ends the session (closing the app) and the driver.
+    pub async fn close(mut self) -> anyhow::Result<()> {
+        let closed = self.client.clone().close().await;
+        stop_process_group(&mut self.driver);
+        closed.context("closing the WebDriver session failed")
+    }
+}
+
+impl Drop for DesktopSession {
+    fn drop(&mut self) {
+        stop_process_group(&mut self.driver);
+    }
+}
+
+/// Ends a driver that failed before a session existed.
+struct DriverGuard(Option<Child>);
+
+impl Drop for DriverGuard {
+    fn drop(&mut self) {
+        if let Some(child) = self.0.as_mut() {
+            stop_process_group(child);
+        }
+    }
+}
+
+/// Ends `tauri-driver`, the `WebKitWebDriver` it started and the app, which share its group.
+fn stop_process_group(child: &mut Child) {
+    if let Ok(Some(_)) = child.try_wait() {
+        return;
+    }
+    let group = format!("-{}", child.id());
+    let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+    let _ = child.wait();
+}
+
+async fn wait_for_port(port: u16, timeout: Duration) -> anyhow::Result<()> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("tauri-driver did not listen on port {port} within {timeout:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

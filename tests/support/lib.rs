@@ -1,0 +1,39 @@
+//! Fixtures shared by Conduit's end-to-end tests: where the built binaries and the test
+//! artifacts are, and a `tauri-driver` session around the real desktop app.
+
+pub mod desktop;
+
+use std::path::PathBuf;
+
+/// The workspace's root folder.
+pub fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(PathBuf::from)
+        .unwrap_or_default()
+}
+
+/// Where tests keep screenshots and logs for people to look at:
+/// `CONDUIT_TEST_ARTIFACTS`, or `test-artifacts/` in the workspace.
+pub fn artifacts_dir(suite: &str) -> PathBuf {
+    let root = std::env::var_os("CONDUIT_TEST_ARTIFACTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("test-artifacts"));
+    root.join(suite)
+}
+
+/// The folder of the binaries built with this test (`target/<profile>`).
+pub fn target_profile_dir() -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    // Test executables live in target/<profile>/deps/.
+    exe.parent()
+        .and_then(|deps| deps.parent())
+        .map(PathBuf::from)
+        .ok_or_else(|| anyhow::anyhow!("cannot find the target folder from {}", exe.display()))
+}
+
+/// A port on the loopback interface that nothing listens on right now.
+pub fn free_port() -> anyhow::Result<u16> {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
+    Ok(listener.local_addr()?.port())
+}

@@ -1,0 +1,63 @@
+import { fireEvent, render, screen } from "@testing-library/svelte";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import App from "./App.svelte";
+import type { AppInfo } from "./lib/types";
+
+const invoke = vi.hoisted(() => vi.fn());
+vi.mock("@tauri-apps/api/core", () => ({ invoke }));
+
+const info: AppInfo = {
+  version: "9.8.7-test",
+  paths: {
+    dataDir: "/home/test/.local/share/conduit",
+    configDir: "/home/test/.config/conduit",
+    settingsFile: "/home/test/.config/conduit/settings.json",
+    mcpConfigFile: "/home/test/.config/conduit/mcp_servers.json",
+    logDir: "/home/test/.local/share/conduit/logs",
+    logFile: "/home/test/.local/share/conduit/logs/conduit.log",
+  },
+};
+
+afterEach(() => {
+  invoke.mockReset();
+});
+
+describe("App", () => {
+  it("shows the version the backend reports", async () => {
+    invoke.mockResolvedValue(info);
+    render(App);
+    expect(await screen.findByLabelText("Conduit version")).toHaveProperty(
+      "textContent",
+      "9.8.7-test",
+    );
+    expect(invoke).toHaveBeenCalledWith("app_info");
+  });
+
+  it("renders the frame: sidebar, conversation list, chat and composer", async () => {
+    invoke.mockResolvedValue(info);
+    render(App);
+    expect(screen.getByRole("navigation", { name: "Sidebar" })).toBeTruthy();
+    expect(screen.getByRole("button", { name: "New chat" })).toBeTruthy();
+    expect(screen.getByRole("list", { name: "Conversation list" })).toBeTruthy();
+    expect(screen.getByRole("region", { name: "Chat" })).toBeTruthy();
+    expect(screen.getByRole("textbox", { name: "Message" })).toBeTruthy();
+  });
+
+  it("opens settings with the paths from the backend and returns to the chat", async () => {
+    invoke.mockResolvedValue(info);
+    render(App);
+    await screen.findByText("9.8.7-test");
+    await fireEvent.click(screen.getByRole("button", { name: "Settings" }));
+    expect(screen.getByLabelText("mcpServers file").textContent).toBe(info.paths.mcpConfigFile);
+    expect(screen.getByLabelText("Data folder").textContent).toBe(info.paths.dataDir);
+    await fireEvent.click(screen.getByRole("button", { name: "New chat" }));
+    expect(screen.getByRole("region", { name: "Chat" })).toBeTruthy();
+  });
+
+  it("says so when the backend does not answer", async () => {
+    invoke.mockRejectedValue("command app_info not allowed");
+    render(App);
+    const alert = await screen.findByRole("alert");
+    expect(alert.textContent).toContain("command app_info not allowed");
+  });
+});
