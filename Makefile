@@ -23,8 +23,8 @@ setup-test: ## Install what `make test` needs and is missing
 ui: ## Build the web UI into ui/dist (the app embeds it)
 	cd ui && npm run build --silent
 
-run: setup ui ## Build and start the desktop app
-	$(CARGO) run --locked -p conduit-desktop
+run: setup build ## Build and start the desktop app
+	"$(CARGO_TARGET_DIR)/debug/conduit-desktop"
 
 test: setup-test ## Every check and test: formatting, lints, Rust, UI, the desktop app under Xvfb
 	@start=$$(date +%s); \
