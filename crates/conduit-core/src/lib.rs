@@ -2,3 +2,15 @@
 //!
 //! Place in the crate graph: the root. `conduit-providers`, `conduit-mcp` and
 //! `conduit-store` build on it; it names no wire format, no database and no window.
+//!
+//! - [`content`]: messages as lists of blocks (text, image, reasoning, tool call, tool result).
+//! - [`media`]: the store that blocks reference media through.
+//! - [`tool`]: the [`tool::Tool`] trait and the registry the loop looks tools up in.
+//! - [`provider`]: the [`provider::Provider`] trait and its typed stream events.
+//! - [`agent`]: the loop that streams, approves and runs tools, and keeps history valid.
+
+pub mod agent;
+pub mod content;
+pub mod media;
+pub mod provider;
+pub mod tool;

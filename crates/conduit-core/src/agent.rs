@@ -1,0 +1,519 @@
+//! The agent loop: stream the model's answer, run the tool calls it asks for (approved,
+//! concurrently, with a timeout), send the results back, until the model is done.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::content::{Block, Message, Role, ToolCall, ToolResult, repair_history};
+use crate::provider::{
+    ModelCapabilities, ModelRequest, Provider, ProviderError, ProviderEvent, StopReason, Usage,
+};
+use crate::tool::{Progress, ToolContext, ToolRegistry, ToolSpec};
+
+/// What the loop reports while it runs, in order. Frontends render these; `--json`
+/// prints them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum AgentEvent {
+    /// A model request starts (1 for the first, 2 after the first tool results, ...).
+    TurnStarted {
+        turn: u32,
+    },
+    TextDelta {
+        text: String,
+    },
+    ReasoningDelta {
+        text: String,
+    },
+    ToolCallStarted {
+        id: String,
+        name: String,
+    },
+    ToolCallDelta {
+        id: String,
+        arguments: String,
+    },
+    /// The call is complete and about to go through approval.
+    ToolCallReady {
+        call: ToolCall,
+    },
+    ToolCallDenied {
+        id: String,
+        reason: String,
+    },
+    ToolProgress {
+        id: String,
+        progress: Progress,
+    },
+    ToolResult {
+        result: ToolResult,
+        duration_ms: u64,
+    },
+    Usage {
+        usage: Usage,
+    },
+    Retrying {
+        attempt: u32,
+        delay_ms: u64,
+        error: ProviderError,
+    },
+    /// A message is complete and part of the history (save it now).
+    MessageDone {
+        message: Message,
+    },
+    /// The loop hit its turn limit with tool calls still coming.
+    TurnLimitReached {
+        limit: u32,
+    },
+    /// The user stopped the turn; partial output is kept, marked interrupted.
+    Cancelled,
+    /// The model finished.
+    Finished {
+        reason: StopReason,
+    },
+}
+
+/// Where the loop sends its events.
+pub type EventSink = Arc<dyn Fn(AgentEvent) + Send + Sync>;
+
+/// The answer to "may this tool call run?".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Approval {
+    Allow,
+    Deny { reason: String },
+}
+
+/// Decides whether each tool call may run: a fixed policy, a per-tool setting, or a
+/// question to the user that waits for the answer.
+#[async_trait]
+pub trait Approver: Send + Sync {
+    async fn decide(&self, call: &ToolCall, spec: &ToolSpec) -> Approval;
+}
+
+/// One answer for every call (`--approve auto|deny`).
+pub struct FixedApproval(pub Approval);
+
+#[async_trait]
+impl Approver for FixedApproval {
+    async fn decide(&self, _call: &ToolCall, _spec: &ToolSpec) -> Approval {
+        self.0.clone()
+    }
+}
+
+/// How a run ended when it did not fail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Finished(StopReason),
+    TurnLimit,
+    Cancelled,
+}
+
+/// Limits and model settings of a run.
+#[derive(Debug, Clone)]
+pub struct AgentOptions {
+    pub model: String,
+    pub system: Option<String>,
+    pub capabilities: ModelCapabilities,
+    pub max_output_tokens: Option<u32>,
+    /// Model requests per run; the default is 25.
+    pub max_turns: u32,
+    /// How long one tool call may take.
+    pub tool_timeout: Duration,
+}
+
+impl AgentOptions {
+    pub fn new(model: impl Into<String>) -> Self {
+        Self {
+            model: model.into(),
+            system: None,
+            capabilities: ModelCapabilities::default(),
+            max_output_tokens: None,
+            max_turns: 25,
+            tool_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// A model, its tools and the approval policy.
+pub struct Agent {
+    provider: Arc<dyn Provider>,
+    tools: ToolRegistry,
+    approver: Arc<dyn Approver>,
+    options: AgentOptions,
+}
+
+impl Agent {
+    pub fn new(
+        provider: Arc<dyn Provider>,
+        tools: ToolRegistry,
+        approver: Arc<dyn Approver>,
+        options: AgentOptions,
+    ) -> Self {
+        Self {
+            provider,
+            tools,
+            approver,
+            options,
+        }
+    }
+
+    /// Runs the loop on `history`, whose last message is the user's. Completed messages
+    /// are appended as they finish; on return the history is valid for every provider
+    /// (each tool call answered), also after an error or a cancel.
+    pub async fn run(
+        &self,
+        history: &mut Vec<Message>,
+        events: EventSink,
+        cancel: CancellationToken,
+    ) -> Result<Outcome, ProviderError> {
+        repair_history(history);
+        for turn in 1..=self.options.max_turns {
+            events(AgentEvent::TurnStarted { turn });
+            let streamed = self.stream_turn(history, &events, &cancel).await;
+            let (message, ending) = match streamed {
+                Ok(done) => done,
+                Err(err) => {
+                    repair_history(history);
+                    return Err(err);
+                }
+            };
+            let calls: Vec<ToolCall> = message.tool_calls().cloned().collect();
+            match ending {
+                TurnEnding::Cancelled => {
+                    self.finish_interrupted(history, &events);
+                    return Ok(Outcome::Cancelled);
+                }
+                TurnEnding::Stopped(reason) if calls.is_empty() => {
+                    events(AgentEvent::Finished {
+                        reason: reason.clone(),
+                    });
+                    return Ok(Outcome::Finished(reason));
+                }
+                TurnEnding::Stopped(_) => {}
+            }
+            let results = self.run_tools(&calls, &events, &cancel).await;
+            let tool_message = Message {
+                role: Role::Tool,
+                blocks: results.into_iter().map(Block::ToolResult).collect(),
+            };
+            history.push(tool_message.clone());
+            events(AgentEvent::MessageDone {
+                message: tool_message,
+            });
+            if cancel.is_cancelled() {
+                events(AgentEvent::Cancelled);
+                return Ok(Outcome::Cancelled);
+            }
+        }
+        events(AgentEvent::TurnLimitReached {
+            limit: self.options.max_turns,
+        });
+        Ok(Outcome::TurnLimit)
+    }
+
+    /// Streams one model response into an assistant message appended to `history`.
+    async fn stream_turn(
+        &self,
+        history: &mut Vec<Message>,
+        events: &EventSink,
+        cancel: &CancellationToken,
+    ) -> Result<(Message, TurnEnding), ProviderError> {
+        let request = ModelRequest {
+            model: self.options.model.clone(),
+            system: self.options.system.clone(),
+            messages: history.clone(),
+            tools: if self.options.capabilities.tool_calling {
+                self.tools.specs()
+            } else {
+                Vec::new()
+            },
+            max_output_tokens: self.options.max_output_tokens,
+            capabilities: self.options.capabilities.clone(),
+        };
+        let mut builder = MessageBuilder::new(self.provider.protocol());
+        let mut stream = tokio::select! {
+            stream = self.provider.stream(request) => stream?,
+            () = cancel.cancelled() => return Ok((Message { role: Role::Assistant, blocks: vec![] }, TurnEnding::Cancelled)),
+        };
+        let ending = loop {
+            let next = tokio::select! {
+                next = stream.next() => next,
+                () = cancel.cancelled() => break TurnEnding::Cancelled,
+            };
+            match next {
+                None => {
+                    break TurnEnding::Stopped(StopReason::Other(
+                        "the stream ended without a stop reason".into(),
+                    ));
+                }
+                Some(Err(err)) => {
+                    self.keep_partial(history, builder, events);
+                    return Err(err);
+                }
+                Some(Ok(ProviderEvent::Stop(reason))) => break TurnEnding::Stopped(reason),
+                Some(Ok(event)) => {
+                    if let Some(out) = builder.apply(event) {
+                        events(out);
+                    }
+                }
+            }
+        };
+        let message = builder.finish();
+        if !message.blocks.is_empty() || matches!(ending, TurnEnding::Stopped(_)) {
+            history.push(message.clone());
+            events(AgentEvent::MessageDone {
+                message: message.clone(),
+            });
+        }
+        Ok((message, ending))
+    }
+
+    /// Keeps what streamed before a failure, so the user's partial answer is not lost.
+    fn keep_partial(
+        &self,
+        history: &mut Vec<Message>,
+        builder: MessageBuilder,
+        events: &EventSink,
+    ) {
+        let message = builder.finish();
+        if !message.blocks.is_empty() {
+            history.push(message.clone());
+            events(AgentEvent::MessageDone { message });
+        }
+    }
+
+    fn finish_interrupted(&self, history: &mut Vec<Message>, events: &EventSink) {
+        let before = history.len();
+        repair_history(history);
+        if let Some(added) = history.get(before..) {
+            for message in added.iter().cloned() {
+                events(AgentEvent::MessageDone { message });
+            }
+        }
+        events(AgentEvent::Cancelled);
+    }
+
+    /// Runs one turn's tool calls concurrently; results come back in call order.
+    async fn run_tools(
+        &self,
+        calls: &[ToolCall],
+        events: &EventSink,
+        cancel: &CancellationToken,
+    ) -> Vec<ToolResult> {
+        let runs = calls
+            .iter()
+            .map(|call| self.run_tool(call, events, cancel.child_token()));
+        futures::future::join_all(runs).await
+    }
+
+    async fn run_tool(
+        &self,
+        call: &ToolCall,
+        events: &EventSink,
+        cancel: CancellationToken,
+    ) -> ToolResult {
+        let started = Instant::now();
+        let result = self.run_tool_inner(call, events, cancel).await;
+        events(AgentEvent::ToolResult {
+            result: result.clone(),
+            duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        });
+        result
+    }
+
+    async fn run_tool_inner(
+        &self,
+        call: &ToolCall,
+        events: &EventSink,
+        cancel: CancellationToken,
+    ) -> ToolResult {
+        if let Some(invalid) = &call.invalid_arguments {
+            return ToolResult::error(
+                call,
+                format!(
+                    "The arguments were not valid JSON ({invalid}). Call the tool again with a JSON object."
+                ),
+            );
+        }
+        let Some(tool) = self.tools.get(&call.name) else {
+            return ToolResult::error(call, format!("There is no tool named {:?}.", call.name));
+        };
+        let approval = tokio::select! {
+            approval = self.approver.decide(call, tool.spec()) => approval,
+            () = cancel.cancelled() => return ToolResult::error(call, "The user stopped the turn before the call was approved."),
+        };
+        if let Approval::Deny { reason } = approval {
+            events(AgentEvent::ToolCallDenied {
+                id: call.id.clone(),
+                reason: reason.clone(),
+            });
+            return ToolResult::error(call, format!("The user denied this tool call: {reason}"));
+        }
+        let progress_events = events.clone();
+        let id = call.id.clone();
+        let context = ToolContext::new(
+            cancel.clone(),
+            Arc::new(move |progress| {
+                progress_events(AgentEvent::ToolProgress {
+                    id: id.clone(),
+                    progress,
+                })
+            }),
+        );
+        let timeout = self.options.tool_timeout;
+        // Biased: a tool that ends because it saw the cancel still counts as stopped.
+        let outcome = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return ToolResult::error(call, "The user stopped the turn while the tool was running."),
+            outcome = tokio::time::timeout(timeout, tool.call(call.arguments.clone(), context)) => outcome,
+        };
+        match outcome {
+            Ok(Ok(output)) => ToolResult {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                is_error: output.is_error,
+                parts: output.parts,
+            },
+            Ok(Err(err)) => ToolResult::error(call, format!("The tool failed: {err}")),
+            Err(_) => {
+                cancel.cancel();
+                ToolResult::error(
+                    call,
+                    format!(
+                        "The tool did not finish within {} s.",
+                        timeout.as_secs_f32()
+                    ),
+                )
+            }
+        }
+    }
+}
+
+enum TurnEnding {
+    Stopped(StopReason),
+    Cancelled,
+}
+
+/// Builds the assistant message from a model's events, and turns those events into
+/// agent events.
+struct MessageBuilder {
+    protocol: &'static str,
+    blocks: Vec<Block>,
+}
+
+impl MessageBuilder {
+    fn new(protocol: &'static str) -> Self {
+        Self {
+            protocol,
+            blocks: Vec::new(),
+        }
+    }
+
+    fn apply(&mut self, event: ProviderEvent) -> Option<AgentEvent> {
+        match event {
+            ProviderEvent::TextDelta(text) => {
+                match self.blocks.last_mut() {
+                    Some(Block::Text { text: last }) => last.push_str(&text),
+                    _ => self.blocks.push(Block::text(text.clone())),
+                }
+                Some(AgentEvent::TextDelta { text })
+            }
+            ProviderEvent::ReasoningDelta(text) => {
+                match self.blocks.last_mut() {
+                    Some(Block::Reasoning {
+                        text: last,
+                        signature: None,
+                        encrypted: None,
+                        ..
+                    }) => last.push_str(&text),
+                    _ => self.blocks.push(self.reasoning(text.clone())),
+                }
+                Some(AgentEvent::ReasoningDelta { text })
+            }
+            ProviderEvent::ReasoningDone {
+                signature,
+                encrypted,
+                id,
+            } => {
+                if !matches!(self.blocks.last(), Some(Block::Reasoning { .. })) {
+                    self.blocks.push(self.reasoning(String::new()));
+                }
+                if let Some(Block::Reasoning {
+                    signature: s,
+                    encrypted: e,
+                    id: i,
+                    ..
+                }) = self.blocks.last_mut()
+                {
+                    *s = signature;
+                    *e = encrypted;
+                    *i = id;
+                }
+                None
+            }
+            ProviderEvent::ToolCallStarted { id, name } => {
+                Some(AgentEvent::ToolCallStarted { id, name })
+            }
+            ProviderEvent::ToolCallDelta { id, arguments } => {
+                Some(AgentEvent::ToolCallDelta { id, arguments })
+            }
+            ProviderEvent::ToolCallDone {
+                id,
+                name,
+                arguments,
+                signature,
+            } => {
+                let (arguments, invalid_arguments) = match arguments {
+                    Ok(value) => (value, None),
+                    Err(invalid) => (Value::Object(Default::default()), Some(invalid.to_string())),
+                };
+                let call = ToolCall {
+                    id,
+                    name,
+                    arguments,
+                    signature,
+                    invalid_arguments,
+                };
+                self.blocks.push(Block::ToolCall(call.clone()));
+                Some(AgentEvent::ToolCallReady { call })
+            }
+            ProviderEvent::Usage(usage) => Some(AgentEvent::Usage { usage }),
+            ProviderEvent::Retrying {
+                attempt,
+                delay,
+                error,
+            } => Some(AgentEvent::Retrying {
+                attempt,
+                delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                error,
+            }),
+            ProviderEvent::Stop(_) => None,
+        }
+    }
+
+    fn reasoning(&self, text: String) -> Block {
+        Block::Reasoning {
+            text,
+            signature: None,
+            encrypted: None,
+            id: None,
+            protocol: Some(self.protocol.to_owned()),
+        }
+    }
+
+    fn finish(self) -> Message {
+        Message {
+            role: Role::Assistant,
+            blocks: self.blocks,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,501 @@
+//! Tests of the agent loop against a scripted provider and test tools.
+
+use std::sync::Mutex;
+
+use futures::stream;
+use serde_json::json;
+use tokio::sync::Barrier;
+
+use super::*;
+use crate::provider::{EventStream, InvalidArguments, ModelInfo, ProviderErrorKind};
+use crate::tool::{Tool, ToolError, ToolOutput};
+
+type Script = Vec<Result<ProviderEvent, ProviderError>>;
+
+/// A provider that replays one script per request and records the requests.
+struct ScriptedProvider {
+    scripts: Mutex<Vec<(Script, bool)>>,
+    requests: Mutex<Vec<ModelRequest>>,
+}
+
+impl ScriptedProvider {
+    fn new(scripts: Vec<Script>) -> Arc<Self> {
+        Self::with_hangs(scripts.into_iter().map(|s| (s, false)).collect())
+    }
+
+    /// Each script may end by hanging (never closing the stream).
+    fn with_hangs(scripts: Vec<(Script, bool)>) -> Arc<Self> {
+        Arc::new(Self {
+            scripts: Mutex::new(scripts.into_iter().rev().collect()),
+            requests: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn requests(&self) -> Vec<ModelRequest> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+#[async_trait]
+impl Provider for ScriptedProvider {
+    fn protocol(&self) -> &'static str {
+        "scripted"
+    }
+
+    async fn stream(&self, request: ModelRequest) -> Result<EventStream, ProviderError> {
+        self.requests.lock().unwrap().push(request);
+        let (script, hang) = self
+            .scripts
+            .lock()
+            .unwrap()
+            .pop()
+            .expect("the test scripted enough responses");
+        let events = stream::iter(script);
+        if hang {
+            Ok(events.chain(stream::pending()).boxed())
+        } else {
+            Ok(events.boxed())
+        }
+    }
+
+    async fn list_models(&self) -> Result<Vec<ModelInfo>, ProviderError> {
+        Ok(vec![])
+    }
+}
+
+fn spec(name: &str) -> ToolSpec {
+    ToolSpec {
+        name: name.into(),
+        title: None,
+        description: format!("test tool {name}"),
+        input_schema: json!({"type": "object"}),
+        output_schema: None,
+        annotations: Default::default(),
+    }
+}
+
+/// Echoes its `text` argument.
+struct Echo(ToolSpec);
+
+#[async_trait]
+impl Tool for Echo {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    async fn call(&self, arguments: Value, _context: ToolContext) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::text(
+            arguments["text"].as_str().unwrap_or_default().to_owned(),
+        ))
+    }
+}
+
+/// Waits until `n` calls are inside at once: passes only when calls run concurrently.
+struct Rendezvous(ToolSpec, Arc<Barrier>);
+
+#[async_trait]
+impl Tool for Rendezvous {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    async fn call(&self, arguments: Value, context: ToolContext) -> Result<ToolOutput, ToolError> {
+        (context.progress)(Progress {
+            progress: 1.0,
+            total: Some(2.0),
+            message: None,
+        });
+        self.1.wait().await;
+        Ok(ToolOutput::text(format!("met {}", arguments["who"])))
+    }
+}
+
+/// Never finishes until cancelled.
+struct Hang(ToolSpec);
+
+#[async_trait]
+impl Tool for Hang {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    async fn call(&self, _arguments: Value, context: ToolContext) -> Result<ToolOutput, ToolError> {
+        context.cancel.cancelled().await;
+        Err(ToolError("cancelled".into()))
+    }
+}
+
+struct Fails(ToolSpec);
+
+#[async_trait]
+impl Tool for Fails {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    async fn call(
+        &self,
+        _arguments: Value,
+        _context: ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        Err(ToolError("disk on fire".into()))
+    }
+}
+
+fn text(t: &str) -> Result<ProviderEvent, ProviderError> {
+    Ok(ProviderEvent::TextDelta(t.into()))
+}
+
+fn stop(reason: StopReason) -> Result<ProviderEvent, ProviderError> {
+    Ok(ProviderEvent::Stop(reason))
+}
+
+fn call(id: &str, name: &str, arguments: Value) -> Result<ProviderEvent, ProviderError> {
+    Ok(ProviderEvent::ToolCallDone {
+        id: id.into(),
+        name: name.into(),
+        arguments: Ok(arguments),
+        signature: None,
+    })
+}
+
+struct Run {
+    outcome: Result<Outcome, ProviderError>,
+    history: Vec<Message>,
+    events: Vec<AgentEvent>,
+}
+
+async fn run_with(
+    provider: Arc<ScriptedProvider>,
+    tools: Vec<Arc<dyn Tool>>,
+    approval: Approval,
+    options: AgentOptions,
+    cancel: CancellationToken,
+) -> Run {
+    let mut registry = ToolRegistry::new();
+    for tool in tools {
+        registry.register(tool);
+    }
+    let agent = Agent::new(
+        provider,
+        registry,
+        Arc::new(FixedApproval(approval)),
+        options,
+    );
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink_seen = seen.clone();
+    let sink: EventSink = Arc::new(move |event| sink_seen.lock().unwrap().push(event));
+    let mut history = vec![Message::user_text("hello")];
+    let outcome = agent.run(&mut history, sink, cancel).await;
+    let events = seen.lock().unwrap().clone();
+    Run {
+        outcome,
+        history,
+        events,
+    }
+}
+
+async fn run(provider: Arc<ScriptedProvider>, tools: Vec<Arc<dyn Tool>>) -> Run {
+    run_with(
+        provider,
+        tools,
+        Approval::Allow,
+        AgentOptions::new("m"),
+        CancellationToken::new(),
+    )
+    .await
+}
+
+fn results_of(message: &Message) -> Vec<(String, bool, String)> {
+    message
+        .tool_results()
+        .map(|r| (r.call_id.clone(), r.is_error, r.text()))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_plain_answer_streams_and_finishes() {
+    let provider = ScriptedProvider::new(vec![vec![
+        text("Hel"),
+        text("lo!"),
+        Ok(ProviderEvent::Usage(Usage {
+            input_tokens: 3,
+            output_tokens: 2,
+            ..Default::default()
+        })),
+        stop(StopReason::EndTurn),
+    ]]);
+    let run = run(provider, vec![]).await;
+    assert_eq!(run.outcome, Ok(Outcome::Finished(StopReason::EndTurn)));
+    assert_eq!(run.history.len(), 2);
+    assert_eq!(run.history[1].role, Role::Assistant);
+    assert_eq!(run.history[1].text(), "Hello!");
+    let deltas: Vec<_> = run
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::TextDelta { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(deltas, ["Hel", "lo!"]);
+    assert!(matches!(
+        run.events.first(),
+        Some(AgentEvent::TurnStarted { turn: 1 })
+    ));
+    assert!(matches!(
+        run.events.last(),
+        Some(AgentEvent::Finished {
+            reason: StopReason::EndTurn
+        })
+    ));
+}
+
+#[tokio::test]
+async fn parallel_tool_calls_run_concurrently_and_answer_in_order() {
+    let barrier = Arc::new(Barrier::new(2));
+    let provider = ScriptedProvider::new(vec![
+        vec![
+            text("Let me check."),
+            call("c1", "meet", json!({"who": "a"})),
+            call("c2", "meet", json!({"who": "b"})),
+            stop(StopReason::ToolUse),
+        ],
+        vec![text("Both met."), stop(StopReason::EndTurn)],
+    ]);
+    let tools: Vec<Arc<dyn Tool>> = vec![Arc::new(Rendezvous(spec("meet"), barrier))];
+    let run = tokio::time::timeout(Duration::from_secs(5), run(provider.clone(), tools))
+        .await
+        .expect("calls that wait for each other finish only when they run concurrently");
+    assert_eq!(run.outcome, Ok(Outcome::Finished(StopReason::EndTurn)));
+    let roles: Vec<_> = run.history.iter().map(|m| m.role).collect();
+    assert_eq!(
+        roles,
+        [Role::User, Role::Assistant, Role::Tool, Role::Assistant]
+    );
+    assert_eq!(
+        results_of(&run.history[2]),
+        [
+            ("c1".into(), false, "met \"a\"".into()),
+            ("c2".into(), false, "met \"b\"".into())
+        ]
+    );
+    // The second request carried the calls and their results.
+    let second = &provider.requests()[1];
+    assert_eq!(second.messages.len(), 3);
+    assert_eq!(second.tools.len(), 1);
+    let progress = run
+        .events
+        .iter()
+        .filter(|e| matches!(e, AgentEvent::ToolProgress { .. }))
+        .count();
+    assert_eq!(progress, 2);
+}
+
+#[tokio::test]
+async fn tool_failures_unknown_tools_and_bad_arguments_become_error_results() {
+    let provider = ScriptedProvider::new(vec![
+        vec![
+            call("c1", "fails", json!({})),
+            call("c2", "nope", json!({})),
+            Ok(ProviderEvent::ToolCallDone {
+                id: "c3".into(),
+                name: "echo".into(),
+                arguments: Err(InvalidArguments {
+                    raw: "{\"text\": ".into(),
+                    error: "EOF while parsing".into(),
+                }),
+                signature: None,
+            }),
+            stop(StopReason::ToolUse),
+        ],
+        vec![text("Sorry."), stop(StopReason::EndTurn)],
+    ]);
+    let tools: Vec<Arc<dyn Tool>> =
+        vec![Arc::new(Fails(spec("fails"))), Arc::new(Echo(spec("echo")))];
+    let run = run(provider, tools).await;
+    assert_eq!(run.outcome, Ok(Outcome::Finished(StopReason::EndTurn)));
+    let results = results_of(&run.history[2]);
+    assert!(results.iter().all(|(_, is_error, _)| *is_error));
+    assert!(results[0].2.contains("disk on fire"));
+    assert!(results[1].2.contains("no tool named \"nope\""));
+    assert!(results[2].2.contains("not valid JSON"));
+    // The call with bad arguments is kept with an empty object, valid for every provider.
+    let bad = run.history[1].tool_calls().nth(2).unwrap();
+    assert_eq!(bad.arguments, json!({}));
+}
+
+#[tokio::test]
+async fn a_denied_call_gets_a_denied_result_and_the_model_answers() {
+    let provider = ScriptedProvider::new(vec![
+        vec![
+            call("c1", "echo", json!({"text": "x"})),
+            stop(StopReason::ToolUse),
+        ],
+        vec![text("Understood."), stop(StopReason::EndTurn)],
+    ]);
+    let run = run_with(
+        provider,
+        vec![Arc::new(Echo(spec("echo")))],
+        Approval::Deny {
+            reason: "not now".into(),
+        },
+        AgentOptions::new("m"),
+        CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(run.outcome, Ok(Outcome::Finished(StopReason::EndTurn)));
+    let results = results_of(&run.history[2]);
+    assert!(results[0].1);
+    assert!(results[0].2.contains("denied"), "{results:?}");
+    assert!(
+        run.events
+            .iter()
+            .any(|e| matches!(e, AgentEvent::ToolCallDenied { .. }))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_tool_that_hangs_times_out_and_is_cancelled() {
+    let provider = ScriptedProvider::new(vec![
+        vec![call("c1", "hang", json!({})), stop(StopReason::ToolUse)],
+        vec![text("It timed out."), stop(StopReason::EndTurn)],
+    ]);
+    let mut options = AgentOptions::new("m");
+    options.tool_timeout = Duration::from_secs(2);
+    let run = run_with(
+        provider,
+        vec![Arc::new(Hang(spec("hang")))],
+        Approval::Allow,
+        options,
+        CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(run.outcome, Ok(Outcome::Finished(StopReason::EndTurn)));
+    let results = results_of(&run.history[2]);
+    assert!(
+        results[0].2.contains("did not finish within 2 s"),
+        "{results:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_turn_limit_ends_the_run_with_a_valid_history() {
+    let looping: Vec<Script> = (0..3)
+        .map(|i| {
+            vec![
+                call(&format!("c{i}"), "echo", json!({"text": "again"})),
+                stop(StopReason::ToolUse),
+            ]
+        })
+        .collect();
+    let provider = ScriptedProvider::new(looping);
+    let mut options = AgentOptions::new("m");
+    options.max_turns = 3;
+    let run = run_with(
+        provider,
+        vec![Arc::new(Echo(spec("echo")))],
+        Approval::Allow,
+        options,
+        CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(run.outcome, Ok(Outcome::TurnLimit));
+    assert!(matches!(
+        run.events.last(),
+        Some(AgentEvent::TurnLimitReached { limit: 3 })
+    ));
+    assert_eq!(run.history.len(), 7);
+    assert_eq!(run.history.last().map(|m| m.role), Some(Role::Tool));
+}
+
+#[tokio::test]
+async fn cancelling_mid_stream_keeps_the_partial_answer() {
+    let provider = ScriptedProvider::with_hangs(vec![(vec![text("Partial ans")], true)]);
+    let cancel = CancellationToken::new();
+    let stopper = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        stopper.cancel();
+    });
+    let run = run_with(
+        provider,
+        vec![],
+        Approval::Allow,
+        AgentOptions::new("m"),
+        cancel,
+    )
+    .await;
+    assert_eq!(run.outcome, Ok(Outcome::Cancelled));
+    assert_eq!(run.history[1].text(), "Partial ans");
+    assert!(matches!(run.events.last(), Some(AgentEvent::Cancelled)));
+}
+
+#[tokio::test]
+async fn cancelling_while_tools_run_answers_every_call() {
+    let provider = ScriptedProvider::new(vec![vec![
+        call("c1", "hang", json!({})),
+        call("c2", "hang", json!({})),
+        stop(StopReason::ToolUse),
+    ]]);
+    let cancel = CancellationToken::new();
+    let stopper = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        stopper.cancel();
+    });
+    let run = run_with(
+        provider,
+        vec![Arc::new(Hang(spec("hang")))],
+        Approval::Allow,
+        AgentOptions::new("m"),
+        cancel,
+    )
+    .await;
+    assert_eq!(run.outcome, Ok(Outcome::Cancelled));
+    let results = results_of(&run.history[2]);
+    assert_eq!(results.len(), 2);
+    assert!(results.iter().all(|(_, e, t)| *e && t.contains("stopped")));
+}
+
+#[tokio::test]
+async fn an_error_mid_stream_keeps_the_partial_answer_and_a_valid_history() {
+    let provider = ScriptedProvider::new(vec![vec![
+        text("I will "),
+        call("c1", "echo", json!({"text": "x"})),
+        Err(ProviderError::new(
+            ProviderErrorKind::Stream,
+            "overloaded_error",
+        )),
+    ]]);
+    let run = run(provider, vec![Arc::new(Echo(spec("echo")))]).await;
+    let err = run.outcome.unwrap_err();
+    assert_eq!(err.kind, ProviderErrorKind::Stream);
+    assert_eq!(run.history[1].text(), "I will ");
+    // The call that streamed before the error is answered as interrupted.
+    let results = results_of(&run.history[2]);
+    assert_eq!(results[0].0, "c1");
+    assert!(results[0].1);
+}
+
+#[tokio::test]
+async fn reasoning_is_kept_with_its_signature_for_replay() {
+    let provider = ScriptedProvider::new(vec![vec![
+        Ok(ProviderEvent::ReasoningDelta("think".into())),
+        Ok(ProviderEvent::ReasoningDelta("ing".into())),
+        Ok(ProviderEvent::ReasoningDone {
+            signature: Some("sig".into()),
+            encrypted: None,
+            id: None,
+        }),
+        text("Answer"),
+        stop(StopReason::EndTurn),
+    ]]);
+    let run = run(provider, vec![]).await;
+    assert_eq!(
+        run.history[1].blocks[0],
+        Block::Reasoning {
+            text: "thinking".into(),
+            signature: Some("sig".into()),
+            encrypted: None,
+            id: None,
+            protocol: Some("scripted".into()),
+        }
+    );
+}

@@ -1,0 +1,422 @@
+//! The conversation model: messages as ordered lists of blocks, the same for every provider.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Who wrote a message. Tool results travel in their own `Tool` message right after the
+/// assistant message whose calls they answer; each protocol maps that to its own form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    User,
+    Assistant,
+    Tool,
+}
+
+/// A stored media file (image or audio), referenced by its content hash. Bytes never
+/// travel inside messages; providers and the window load them from the media store.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct MediaRef {
+    /// Hex SHA-256 of the bytes.
+    pub hash: String,
+    /// The type the bytes have (detected from them, not taken from a declaration).
+    pub mime: String,
+    pub bytes: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub width: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub height: Option<u32>,
+}
+
+/// One piece of a message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Block {
+    Text {
+        text: String,
+    },
+    Image {
+        media: MediaRef,
+    },
+    /// The model's reasoning, with what its provider needs to accept it back.
+    Reasoning {
+        text: String,
+        /// Anthropic's thinking signature.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signature: Option<String>,
+        /// OpenAI Responses' encrypted reasoning, or Anthropic's redacted thinking data.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        encrypted: Option<String>,
+        /// The provider's id for the reasoning item (OpenAI Responses).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<String>,
+        /// The protocol that produced it; replay goes only to the same protocol.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        protocol: Option<String>,
+    },
+    ToolCall(ToolCall),
+    ToolResult(ToolResult),
+}
+
+impl Block {
+    pub fn text(text: impl Into<String>) -> Self {
+        Self::Text { text: text.into() }
+    }
+}
+
+/// A model's request to run a tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    /// The arguments as the model wrote them, parsed; `{}` when it wrote none.
+    pub arguments: Value,
+    /// A provider's opaque token that must be sent back with the call (Gemini's
+    /// `thoughtSignature`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
+    /// Set when the model's arguments were not valid JSON (`arguments` is then `{}`):
+    /// the call is answered with this error instead of running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invalid_arguments: Option<String>,
+}
+
+/// The outcome of one tool call. Every call gets exactly one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolResult {
+    pub call_id: String,
+    /// The tool's name, which some protocols (Gemini) repeat in the result.
+    pub name: String,
+    pub is_error: bool,
+    pub parts: Vec<ResultPart>,
+}
+
+impl ToolResult {
+    /// An error result carrying one text part.
+    pub fn error(call: &ToolCall, message: impl Into<String>) -> Self {
+        Self {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            is_error: true,
+            parts: vec![ResultPart::Text {
+                text: message.into(),
+            }],
+        }
+    }
+
+    /// The text parts joined, as protocols that carry only text need them.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for part in &self.parts {
+            let piece = match part {
+                ResultPart::Text { text } => text.clone(),
+                ResultPart::Structured { value } => value.to_string(),
+                ResultPart::ResourceLink { uri, name, .. } => {
+                    format!("[resource {}: {uri}]", name.as_deref().unwrap_or("link"))
+                }
+                ResultPart::Resource {
+                    uri, text: Some(t), ..
+                } => format!("[resource {uri}]\n{t}"),
+                ResultPart::Resource { uri, mime, .. } => format!(
+                    "[resource {uri}: {} binary content]",
+                    mime.as_deref().unwrap_or("unknown")
+                ),
+                ResultPart::Image { .. } | ResultPart::Audio { .. } => continue,
+            };
+            if !out.is_empty() {
+                out.push('\n');
+            }
+            out.push_str(&piece);
+        }
+        out
+    }
+
+    /// The images among the parts, in order.
+    pub fn images(&self) -> impl Iterator<Item = &MediaRef> {
+        self.parts.iter().filter_map(|part| match part {
+            ResultPart::Image { media } => Some(media),
+            _ => None,
+        })
+    }
+}
+
+/// One piece of a tool's result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ResultPart {
+    Text {
+        text: String,
+    },
+    Image {
+        media: MediaRef,
+    },
+    Audio {
+        media: MediaRef,
+    },
+    /// A link to a resource the server offers.
+    ResourceLink {
+        uri: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mime: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        description: Option<String>,
+    },
+    /// A resource embedded in the result: text, or binary content stored as media.
+    Resource {
+        uri: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mime: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        media: Option<MediaRef>,
+    },
+    /// Structured JSON content (MCP `structuredContent`).
+    Structured {
+        value: Value,
+    },
+}
+
+/// A message: who wrote it and its blocks, in order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: Role,
+    pub blocks: Vec<Block>,
+}
+
+impl Message {
+    pub fn user_text(text: impl Into<String>) -> Self {
+        Self {
+            role: Role::User,
+            blocks: vec![Block::text(text)],
+        }
+    }
+
+    /// The text blocks joined.
+    pub fn text(&self) -> String {
+        self.blocks
+            .iter()
+            .filter_map(|block| match block {
+                Block::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("")
+    }
+
+    pub fn tool_calls(&self) -> impl Iterator<Item = &ToolCall> {
+        self.blocks.iter().filter_map(|block| match block {
+            Block::ToolCall(call) => Some(call),
+            _ => None,
+        })
+    }
+
+    pub fn tool_results(&self) -> impl Iterator<Item = &ToolResult> {
+        self.blocks.iter().filter_map(|block| match block {
+            Block::ToolResult(result) => Some(result),
+            _ => None,
+        })
+    }
+}
+
+/// Makes a history valid for every provider: each tool call gets a result, in a `Tool`
+/// message right after its assistant message. Calls without one (a crash, a stop) get
+/// an error result saying the call was interrupted.
+pub fn repair_history(messages: &mut Vec<Message>) {
+    let mut index = 0;
+    while index < messages.len() {
+        let calls: Vec<ToolCall> = match messages.get(index) {
+            Some(message) if message.role == Role::Assistant => {
+                message.tool_calls().cloned().collect()
+            }
+            _ => Vec::new(),
+        };
+        if calls.is_empty() {
+            index += 1;
+            continue;
+        }
+        let next_is_tool = messages
+            .get(index + 1)
+            .is_some_and(|next| next.role == Role::Tool);
+        if !next_is_tool {
+            messages.insert(
+                index + 1,
+                Message {
+                    role: Role::Tool,
+                    blocks: Vec::new(),
+                },
+            );
+        }
+        if let Some(results) = messages.get_mut(index + 1) {
+            for call in &calls {
+                let answered = results.tool_results().any(|r| r.call_id == call.id);
+                if !answered {
+                    results.blocks.push(Block::ToolResult(ToolResult::error(
+                        call,
+                        "The tool call was interrupted before it finished.",
+                    )));
+                }
+            }
+        }
+        index += 2;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn call(id: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: "srv__echo".into(),
+            arguments: json!({"x": 1}),
+            signature: None,
+            invalid_arguments: None,
+        }
+    }
+
+    fn assistant_with_calls(ids: &[&str]) -> Message {
+        Message {
+            role: Role::Assistant,
+            blocks: ids.iter().map(|id| Block::ToolCall(call(id))).collect(),
+        }
+    }
+
+    #[test]
+    fn blocks_serialise_with_a_type_tag() {
+        let message = Message {
+            role: Role::Assistant,
+            blocks: vec![Block::text("hi"), Block::ToolCall(call("c1"))],
+        };
+        let json = serde_json::to_value(&message).unwrap();
+        assert_eq!(
+            json,
+            json!({"role": "assistant", "blocks": [
+                {"type": "text", "text": "hi"},
+                {"type": "tool_call", "id": "c1", "name": "srv__echo", "arguments": {"x": 1}}
+            ]})
+        );
+        let back: Message = serde_json::from_value(json).unwrap();
+        assert_eq!(back, message);
+    }
+
+    #[test]
+    fn every_block_kind_round_trips() {
+        let media = MediaRef {
+            hash: "ab".into(),
+            mime: "image/png".into(),
+            bytes: 3,
+            width: Some(1),
+            height: Some(1),
+        };
+        let message = Message {
+            role: Role::Tool,
+            blocks: vec![
+                Block::Image {
+                    media: media.clone(),
+                },
+                Block::Reasoning {
+                    text: "hmm".into(),
+                    signature: Some("sig".into()),
+                    encrypted: None,
+                    id: None,
+                    protocol: Some("anthropic".into()),
+                },
+                Block::ToolResult(ToolResult {
+                    call_id: "c1".into(),
+                    name: "t".into(),
+                    is_error: false,
+                    parts: vec![
+                        ResultPart::Text { text: "a".into() },
+                        ResultPart::Image {
+                            media: media.clone(),
+                        },
+                        ResultPart::Audio {
+                            media: media.clone(),
+                        },
+                        ResultPart::ResourceLink {
+                            uri: "file:///x".into(),
+                            name: Some("x".into()),
+                            mime: None,
+                            description: None,
+                        },
+                        ResultPart::Resource {
+                            uri: "mem://r".into(),
+                            mime: Some("text/plain".into()),
+                            text: Some("body".into()),
+                            media: None,
+                        },
+                        ResultPart::Structured {
+                            value: json!({"sum": 3}),
+                        },
+                    ],
+                }),
+            ],
+        };
+        let text = serde_json::to_string(&message).unwrap();
+        let back: Message = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, message);
+    }
+
+    #[test]
+    fn result_text_describes_non_text_parts_and_skips_media() {
+        let result = ToolResult {
+            call_id: "c".into(),
+            name: "t".into(),
+            is_error: false,
+            parts: vec![
+                ResultPart::Text { text: "one".into() },
+                ResultPart::Structured {
+                    value: json!({"a": 1}),
+                },
+                ResultPart::ResourceLink {
+                    uri: "file:///r".into(),
+                    name: Some("r".into()),
+                    mime: None,
+                    description: None,
+                },
+            ],
+        };
+        assert_eq!(result.text(), "one\n{\"a\":1}\n[resource r: file:///r]");
+    }
+
+    #[test]
+    fn repair_answers_calls_left_without_results() {
+        let mut history = vec![
+            Message::user_text("hi"),
+            assistant_with_calls(&["a", "b"]),
+            Message {
+                role: Role::Tool,
+                blocks: vec![Block::ToolResult(ToolResult {
+                    call_id: "a".into(),
+                    name: "srv__echo".into(),
+                    is_error: false,
+                    parts: vec![],
+                })],
+            },
+            assistant_with_calls(&["c"]),
+        ];
+        repair_history(&mut history);
+        assert_eq!(history.len(), 5);
+        let first: Vec<_> = history[2]
+            .tool_results()
+            .map(|r| r.call_id.clone())
+            .collect();
+        assert_eq!(first, ["a", "b"]);
+        let last = history[4].tool_results().next().unwrap();
+        assert_eq!(last.call_id, "c");
+        assert!(last.is_error);
+    }
+
+    #[test]
+    fn repair_leaves_a_valid_history_alone() {
+        let mut history = vec![Message::user_text("hi"), Message::user_text("again")];
+        let before = history.clone();
+        repair_history(&mut history);
+        assert_eq!(history, before);
+    }
+}

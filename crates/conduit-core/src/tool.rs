@@ -1,0 +1,143 @@
+//! Tools the model can call: the `Tool` trait that built-in and MCP tools share, and the
+//! registry the agent loop looks them up in.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::content::ResultPart;
+
+/// What a tool tells the model and the user about itself.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// The name the model calls it by: `[A-Za-z0-9_-]`, at most 64 characters.
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    pub description: String,
+    /// JSON Schema of the arguments (an object schema).
+    pub input_schema: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+    #[serde(default)]
+    pub annotations: ToolAnnotations,
+}
+
+/// Hints a tool gives about its behaviour (MCP's annotations): shown to the user,
+/// never trusted for a decision.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolAnnotations {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only_hint: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destructive_hint: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotent_hint: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_world_hint: Option<bool>,
+}
+
+/// What a tool returns: parts (text, images, ...) and whether it is an error.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ToolOutput {
+    pub parts: Vec<ResultPart>,
+    pub is_error: bool,
+}
+
+impl ToolOutput {
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            parts: vec![ResultPart::Text { text: text.into() }],
+            is_error: false,
+        }
+    }
+
+    pub fn error(text: impl Into<String>) -> Self {
+        Self {
+            parts: vec![ResultPart::Text { text: text.into() }],
+            is_error: true,
+        }
+    }
+}
+
+/// Progress a running tool reports (MCP progress notifications).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Progress {
+    pub progress: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// Where a tool reports progress.
+pub type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
+
+/// What a running tool gets besides its arguments.
+#[derive(Clone)]
+pub struct ToolContext {
+    /// Cancelled when the user stops the turn or the call times out.
+    pub cancel: CancellationToken,
+    pub progress: ProgressSink,
+}
+
+impl ToolContext {
+    pub fn new(cancel: CancellationToken, progress: ProgressSink) -> Self {
+        Self { cancel, progress }
+    }
+}
+
+/// A failure to run a tool at all; the agent loop turns it into an error result.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct ToolError(pub String);
+
+/// A tool the model can call. Built-in tools and MCP servers' tools both implement it.
+#[async_trait]
+pub trait Tool: Send + Sync {
+    fn spec(&self) -> &ToolSpec;
+
+    /// Runs the tool. It should stop soon after `context.cancel` fires.
+    async fn call(&self, arguments: Value, context: ToolContext) -> Result<ToolOutput, ToolError>;
+}
+
+/// The tools offered to the model in one turn, by name.
+#[derive(Clone, Default)]
+pub struct ToolRegistry {
+    tools: BTreeMap<String, Arc<dyn Tool>>,
+}
+
+impl ToolRegistry {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a tool; one with the same name is replaced.
+    pub fn register(&mut self, tool: Arc<dyn Tool>) {
+        self.tools.insert(tool.spec().name.clone(), tool);
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools.get(name)
+    }
+
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.tools
+            .values()
+            .map(|tool| tool.spec().clone())
+            .collect()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+}
