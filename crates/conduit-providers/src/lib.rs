@@ -1,5 +1,101 @@
-//! LLM wire protocols (Anthropic Messages, OpenAI Responses, OpenAI Chat Completions,
-//! Gemini) behind the core's provider interface.
+//! LLM wire protocols behind the core's [`Provider`] trait: Anthropic Messages and OpenAI
+//! Chat Completions (which also serves Ollama, DeepSeek, OpenRouter, LM Studio, vLLM,
+//! Groq and Mistral as configuration).
 //!
 //! Place in the crate graph: depends on `conduit-core` only; `conduit-host` composes it.
-//! Each protocol will live in one module of pure converters plus a streaming client.
+//! Each protocol is one module: pure functions from the conversation model to request
+//! JSON and from stream events to [`ProviderEvent`]s, plus a client over [`http`].
+
+pub mod anthropic;
+pub mod http;
+pub mod images;
+pub mod openai_chat;
+
+use std::sync::Arc;
+
+use conduit_core::media::MediaStore;
+use conduit_core::provider::{ModelRequest, Provider, ProviderError, ProviderErrorKind};
+use serde::{Deserialize, Serialize};
+
+pub use http::{HttpClient, HttpSettings, RetryPolicy};
+
+/// A wire protocol, as users name it in settings and on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Protocol {
+    #[serde(rename = "anthropic")]
+    Anthropic,
+    #[serde(rename = "openai-chat")]
+    OpenAiChat,
+}
+
+impl Protocol {
+    pub const ALL: [Protocol; 2] = [Protocol::Anthropic, Protocol::OpenAiChat];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Anthropic => "anthropic",
+            Protocol::OpenAiChat => "openai-chat",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.name() == name)
+    }
+}
+
+/// Everything needed to talk to one provider.
+#[derive(Debug, Clone)]
+pub struct ProviderConfig {
+    pub protocol: Protocol,
+    /// The service root as its official SDK takes it, e.g. `https://api.anthropic.com`
+    /// or `http://localhost:11434/v1`.
+    pub base_url: String,
+    pub api_key: Option<String>,
+    pub http: HttpSettings,
+}
+
+/// Builds the provider a configuration describes.
+pub fn build(
+    config: ProviderConfig,
+    media: Arc<dyn MediaStore>,
+) -> Result<Arc<dyn Provider>, ProviderError> {
+    let http = HttpClient::new(config.http)?;
+    Ok(match config.protocol {
+        Protocol::Anthropic => Arc::new(anthropic::AnthropicProvider::new(
+            http,
+            &config.base_url,
+            config.api_key,
+            media,
+        )),
+        Protocol::OpenAiChat => Arc::new(openai_chat::OpenAiChatProvider::new(
+            http,
+            &config.base_url,
+            config.api_key,
+            media,
+        )),
+    })
+}
+
+/// Loads and prepares a request's images off the async workers.
+async fn prepare_images(
+    request: &ModelRequest,
+    media: &Arc<dyn MediaStore>,
+    limits: images::ImageLimits,
+) -> Result<images::PreparedImages, ProviderError> {
+    if images::referenced_images(&request.messages).is_empty() {
+        return Ok(Default::default());
+    }
+    let messages = request.messages.clone();
+    let media = media.clone();
+    tokio::task::spawn_blocking(move || images::prepare_all(&messages, media.as_ref(), &limits))
+        .await
+        .map_err(|e| {
+            ProviderError::new(
+                ProviderErrorKind::Input,
+                format!("preparing images failed: {e}"),
+            )
+        })
+}
+
+#[cfg(test)]
+mod test_support;

@@ -1,0 +1,396 @@
+//! Anthropic Messages API: request building and stream decoding as pure functions, and
+//! the streaming client.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use conduit_core::content::{Block, Message, ResultPart, Role, ToolResult};
+use conduit_core::media::MediaStore;
+use conduit_core::provider::{
+    EventStream, ModelInfo, ModelRequest, Provider, ProviderError, ProviderErrorKind,
+    ProviderEvent, StopReason, Usage,
+};
+use serde_json::{Value, json};
+
+use crate::http::{HttpClient, StreamDecoder, error_message, parse_arguments, stop_reason};
+use crate::images::{self, PreparedImages};
+
+pub const PROTOCOL: &str = "anthropic";
+pub const API_VERSION: &str = "2023-06-01";
+/// `max_tokens` is required by the API; used when neither request nor model sets one.
+const DEFAULT_MAX_TOKENS: u32 = 8192;
+
+/// The JSON body of a streaming Messages request.
+pub fn build_request(request: &ModelRequest, images: &PreparedImages) -> Value {
+    let mut messages: Vec<Value> = Vec::new();
+    for message in &request.messages {
+        let role = match message.role {
+            Role::Assistant => "assistant",
+            Role::User | Role::Tool => "user",
+        };
+        let content = content_blocks(message, images);
+        if content.is_empty() {
+            continue;
+        }
+        // Tool results and a following user message share one user turn.
+        match messages.last_mut() {
+            Some(last) if last["role"] == role => {
+                if let Some(blocks) = last["content"].as_array_mut() {
+                    blocks.extend(content);
+                }
+            }
+            _ => messages.push(json!({"role": role, "content": content})),
+        }
+    }
+    let max_tokens = request
+        .max_output_tokens
+        .or(request.capabilities.output_tokens)
+        .unwrap_or(DEFAULT_MAX_TOKENS);
+    let mut body = json!({
+        "model": request.model,
+        "max_tokens": max_tokens,
+        "stream": true,
+        "messages": messages,
+    });
+    if let Some(system) = request.system.as_deref().filter(|s| !s.is_empty()) {
+        body["system"] = json!(system);
+    }
+    if !request.tools.is_empty() {
+        body["tools"] = request
+            .tools
+            .iter()
+            .map(|tool| {
+                json!({
+                    "name": tool.name,
+                    "description": tool.description,
+                    "input_schema": tool.input_schema,
+                })
+            })
+            .collect();
+    }
+    body
+}
+
+fn content_blocks(message: &Message, images: &PreparedImages) -> Vec<Value> {
+    let mut out = Vec::new();
+    for block in &message.blocks {
+        match block {
+            Block::Text { text } if !text.is_empty() => {
+                out.push(json!({"type": "text", "text": text}));
+            }
+            Block::Text { .. } => {}
+            Block::Image { media } => out.push(image_block(&media.hash, images)),
+            Block::Reasoning {
+                text,
+                signature,
+                encrypted,
+                protocol,
+                ..
+            } if protocol.as_deref() == Some(PROTOCOL) => {
+                if let Some(data) = encrypted {
+                    out.push(json!({"type": "redacted_thinking", "data": data}));
+                } else if let Some(signature) = signature {
+                    out.push(json!({"type": "thinking", "thinking": text, "signature": signature}));
+                }
+            }
+            Block::Reasoning { .. } => {}
+            Block::ToolCall(call) => out.push(json!({
+                "type": "tool_use",
+                "id": call.id,
+                "name": call.name,
+                "input": call.arguments,
+            })),
+            Block::ToolResult(result) => out.push(tool_result_block(result, images)),
+        }
+    }
+    out
+}
+
+fn image_block(hash: &str, images: &PreparedImages) -> Value {
+    match images.get(hash) {
+        Some(Ok(image)) => json!({
+            "type": "image",
+            "source": {"type": "base64", "media_type": image.mime, "data": image.base64},
+        }),
+        Some(Err(reason)) => json!({"type": "text", "text": images::omitted_note(reason)}),
+        None => json!({"type": "text", "text": images::omitted_note("it was not loaded")}),
+    }
+}
+
+/// Anthropic keeps text and images inside the tool result.
+fn tool_result_block(result: &ToolResult, images: &PreparedImages) -> Value {
+    let mut content: Vec<Value> = Vec::new();
+    let text = result.text();
+    if !text.is_empty() {
+        content.push(json!({"type": "text", "text": text}));
+    }
+    for part in &result.parts {
+        match part {
+            ResultPart::Image { media } => content.push(image_block(&media.hash, images)),
+            ResultPart::Audio { media } => content.push(json!({
+                "type": "text",
+                "text": format!("[audio {} omitted: this model does not take audio]", media.mime),
+            })),
+            _ => {}
+        }
+    }
+    let mut block = json!({
+        "type": "tool_result",
+        "tool_use_id": result.call_id,
+        "content": content,
+    });
+    if result.is_error {
+        block["is_error"] = json!(true);
+    }
+    block
+}
+
+#[derive(Debug)]
+enum OpenBlock {
+    Text,
+    Thinking {
+        signature: Option<String>,
+    },
+    Redacted {
+        data: String,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+        json: String,
+    },
+}
+
+/// Decodes the Messages stream: `message_start`, `content_block_*`, `message_delta`,
+/// `message_stop`, `ping` and `error` events.
+#[derive(Debug, Default)]
+pub struct Decoder {
+    blocks: BTreeMap<u64, OpenBlock>,
+    usage: Usage,
+    stop: Option<StopReason>,
+    done: bool,
+}
+
+impl StreamDecoder for Decoder {
+    fn decode(
+        &mut self,
+        _event: Option<&str>,
+        data: &str,
+    ) -> Result<Vec<ProviderEvent>, ProviderError> {
+        let value: Value = serde_json::from_str(data).map_err(|e| {
+            ProviderError::new(
+                ProviderErrorKind::Protocol,
+                format!("an event is not JSON ({e}): {}", truncate(data)),
+            )
+        })?;
+        let index = value["index"].as_u64().unwrap_or_default();
+        let mut out = Vec::new();
+        match value["type"].as_str().unwrap_or_default() {
+            "message_start" => {
+                self.read_usage(&value["message"]["usage"]);
+                out.push(ProviderEvent::Usage(self.usage));
+            }
+            "content_block_start" => {
+                let block = &value["content_block"];
+                let open = match block["type"].as_str().unwrap_or_default() {
+                    "tool_use" => {
+                        let id = block["id"].as_str().unwrap_or_default().to_owned();
+                        let name = block["name"].as_str().unwrap_or_default().to_owned();
+                        out.push(ProviderEvent::ToolCallStarted {
+                            id: id.clone(),
+                            name: name.clone(),
+                        });
+                        OpenBlock::ToolUse {
+                            id,
+                            name,
+                            json: String::new(),
+                        }
+                    }
+                    "thinking" => OpenBlock::Thinking { signature: None },
+                    "redacted_thinking" => OpenBlock::Redacted {
+                        data: block["data"].as_str().unwrap_or_default().to_owned(),
+                    },
+                    _ => OpenBlock::Text,
+                };
+                self.blocks.insert(index, open);
+            }
+            "content_block_delta" => {
+                let delta = &value["delta"];
+                let text = |key: &str| delta[key].as_str().unwrap_or_default().to_owned();
+                match (
+                    delta["type"].as_str().unwrap_or_default(),
+                    self.blocks.get_mut(&index),
+                ) {
+                    ("text_delta", _) => out.push(ProviderEvent::TextDelta(text("text"))),
+                    ("thinking_delta", _) => {
+                        out.push(ProviderEvent::ReasoningDelta(text("thinking")));
+                    }
+                    ("signature_delta", Some(OpenBlock::Thinking { signature })) => {
+                        signature
+                            .get_or_insert_default()
+                            .push_str(&text("signature"));
+                    }
+                    ("input_json_delta", Some(OpenBlock::ToolUse { id, json, .. })) => {
+                        let partial = text("partial_json");
+                        json.push_str(&partial);
+                        out.push(ProviderEvent::ToolCallDelta {
+                            id: id.clone(),
+                            arguments: partial,
+                        });
+                    }
+                    _ => {}
+                }
+            }
+            "content_block_stop" => match self.blocks.remove(&index) {
+                Some(OpenBlock::ToolUse { id, name, json }) => {
+                    out.push(ProviderEvent::ToolCallDone {
+                        id,
+                        name,
+                        arguments: parse_arguments(&json),
+                        signature: None,
+                    });
+                }
+                Some(OpenBlock::Thinking { signature }) => {
+                    out.push(ProviderEvent::ReasoningDone {
+                        signature,
+                        encrypted: None,
+                        id: None,
+                    });
+                }
+                Some(OpenBlock::Redacted { data }) => out.push(ProviderEvent::ReasoningDone {
+                    signature: None,
+                    encrypted: Some(data),
+                    id: None,
+                }),
+                Some(OpenBlock::Text) | None => {}
+            },
+            "message_delta" => {
+                if let Some(reason) = value["delta"]["stop_reason"].as_str() {
+                    self.stop = Some(stop_reason(reason));
+                }
+                self.read_usage(&value["usage"]);
+                out.push(ProviderEvent::Usage(self.usage));
+            }
+            "message_stop" => {
+                self.done = true;
+                out.push(ProviderEvent::Stop(
+                    self.stop.take().unwrap_or(StopReason::EndTurn),
+                ));
+            }
+            "error" => {
+                // Mid-answer errors are not retried: output already streamed.
+                let kind = value["error"]["type"].as_str().unwrap_or("error");
+                return Err(ProviderError::new(
+                    ProviderErrorKind::Stream,
+                    format!("{kind}: {}", error_message(data)),
+                ));
+            }
+            _ => {} // ping and event types added later
+        }
+        Ok(out)
+    }
+
+    fn finish(&mut self) -> Result<Vec<ProviderEvent>, ProviderError> {
+        if self.done {
+            return Ok(Vec::new());
+        }
+        Err(ProviderError::new(
+            ProviderErrorKind::Connection,
+            "the stream ended before message_stop",
+        ))
+    }
+}
+
+impl Decoder {
+    fn read_usage(&mut self, usage: &Value) {
+        let read = |key: &str| usage[key].as_u64();
+        if let Some(n) = read("input_tokens") {
+            self.usage.input_tokens = n;
+        }
+        if let Some(n) = read("output_tokens") {
+            self.usage.output_tokens = n;
+        }
+        if let Some(n) = read("cache_read_input_tokens") {
+            self.usage.cache_read_tokens = n;
+        }
+    }
+}
+
+fn truncate(text: &str) -> String {
+    text.chars().take(200).collect()
+}
+
+/// The models list of `GET /v1/models`.
+pub fn parse_models(body: &Value) -> Vec<ModelInfo> {
+    body["data"]
+        .as_array()
+        .map(|models| {
+            models
+                .iter()
+                .filter_map(|m| {
+                    Some(ModelInfo {
+                        id: m["id"].as_str()?.to_owned(),
+                        display_name: m["display_name"].as_str().map(str::to_owned),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The Anthropic Messages API at a base URL such as `https://api.anthropic.com`.
+pub struct AnthropicProvider {
+    http: HttpClient,
+    base_url: String,
+    api_key: Option<String>,
+    media: Arc<dyn MediaStore>,
+}
+
+impl AnthropicProvider {
+    pub fn new(
+        http: HttpClient,
+        base_url: &str,
+        api_key: Option<String>,
+        media: Arc<dyn MediaStore>,
+    ) -> Self {
+        Self {
+            http,
+            base_url: base_url.trim_end_matches('/').to_owned(),
+            api_key,
+            media,
+        }
+    }
+
+    fn headers(&self) -> Vec<(&'static str, String)> {
+        let mut headers = vec![("anthropic-version", API_VERSION.to_owned())];
+        if let Some(key) = &self.api_key {
+            headers.push(("x-api-key", key.clone()));
+        }
+        headers
+    }
+}
+
+#[async_trait]
+impl Provider for AnthropicProvider {
+    fn protocol(&self) -> &'static str {
+        PROTOCOL
+    }
+
+    async fn stream(&self, request: ModelRequest) -> Result<EventStream, ProviderError> {
+        let images = crate::prepare_images(&request, &self.media, images::ANTHROPIC).await?;
+        let body = build_request(&request, &images);
+        let url = format!("{}/v1/messages", self.base_url);
+        self.http
+            .stream(url, &self.headers(), body, Decoder::default())
+    }
+
+    async fn list_models(&self) -> Result<Vec<ModelInfo>, ProviderError> {
+        let url = format!("{}/v1/models?limit=1000", self.base_url);
+        let body = self.http.get_json(&url, &self.headers()).await?;
+        Ok(parse_models(&body))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,350 @@
+//! The Anthropic converters against the API's documented requests and stream bytes.
+
+use conduit_core::content::{Block, Message, ResultPart, Role, ToolCall, ToolResult};
+use conduit_core::provider::{InvalidArguments, ProviderErrorKind, StopReason};
+use conduit_core::tool::ToolSpec;
+use serde_json::json;
+
+use super::*;
+use crate::images::PreparedImage;
+use crate::test_support::{media, replay, request};
+
+const TEXT_STREAM: &str = r#"event: message_start
+data: {"type": "message_start", "message": {"id": "msg_1nZdL29xx5MUA1yADyHTEsnR8uuvGzszyY", "type": "message", "role": "assistant", "content": [], "model": "claude-opus-4-6", "stop_reason": null, "stop_sequence": null, "usage": {"input_tokens": 25, "output_tokens": 1}}}
+
+event: content_block_start
+data: {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}
+
+event: ping
+data: {"type": "ping"}
+
+event: content_block_delta
+data: {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hello"}}
+
+event: content_block_delta
+data: {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "!"}}
+
+event: content_block_stop
+data: {"type": "content_block_stop", "index": 0}
+
+event: message_delta
+data: {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence":null}, "usage": {"output_tokens": 15}}
+
+event: message_stop
+data: {"type": "message_stop"}
+
+"#;
+
+#[test]
+fn a_text_stream_decodes_to_deltas_usage_and_stop() {
+    let events: Vec<_> = replay(&mut Decoder::default(), TEXT_STREAM)
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    let usage = Usage {
+        input_tokens: 25,
+        output_tokens: 15,
+        ..Default::default()
+    };
+    assert_eq!(
+        events,
+        [
+            ProviderEvent::Usage(Usage {
+                input_tokens: 25,
+                output_tokens: 1,
+                ..Default::default()
+            }),
+            ProviderEvent::TextDelta("Hello".into()),
+            ProviderEvent::TextDelta("!".into()),
+            ProviderEvent::Usage(usage),
+            ProviderEvent::Stop(StopReason::EndTurn),
+        ]
+    );
+}
+
+#[test]
+fn a_tool_use_stream_assembles_the_arguments() {
+    let sse = r#"event: message_start
+data: {"type":"message_start","message":{"id":"msg_014p7gG3wDgGV9EUtLvnow3U","type":"message","role":"assistant","model":"claude-opus-4-6","stop_sequence":null,"usage":{"input_tokens":472,"output_tokens":2},"content":[],"stop_reason":null}}
+
+event: content_block_start
+data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Okay, let me check."}}
+
+event: content_block_stop
+data: {"type":"content_block_stop","index":0}
+
+event: content_block_start
+data: {"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_01T1x1fJ34qAmk2tNTrN7Up6","name":"get_weather","input":{}}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":""}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"location\":"}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":" \"San Francisco, CA\"}"}}
+
+event: content_block_stop
+data: {"type":"content_block_stop","index":1}
+
+event: message_delta
+data: {"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":89}}
+
+event: message_stop
+data: {"type":"message_stop"}
+
+"#;
+    let events: Vec<_> = replay(&mut Decoder::default(), sse)
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert!(events.contains(&ProviderEvent::ToolCallStarted {
+        id: "toolu_01T1x1fJ34qAmk2tNTrN7Up6".into(),
+        name: "get_weather".into(),
+    }));
+    assert!(events.contains(&ProviderEvent::ToolCallDone {
+        id: "toolu_01T1x1fJ34qAmk2tNTrN7Up6".into(),
+        name: "get_weather".into(),
+        arguments: Ok(json!({"location": "San Francisco, CA"})),
+        signature: None,
+    }));
+    assert_eq!(
+        events.last(),
+        Some(&ProviderEvent::Stop(StopReason::ToolUse))
+    );
+}
+
+#[test]
+fn thinking_keeps_its_signature_and_redacted_thinking_its_data() {
+    let sse = r#"event: content_block_start
+data: {"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}}
+
+event: content_block_delta
+data: {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "Let me solve this step by step"}}
+
+event: content_block_delta
+data: {"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds"}}
+
+event: content_block_stop
+data: {"type": "content_block_stop", "index": 0}
+
+event: content_block_start
+data: {"type": "content_block_start", "index": 1, "content_block": {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix"}}
+
+event: content_block_stop
+data: {"type": "content_block_stop", "index": 1}
+
+event: message_stop
+data: {"type": "message_stop"}
+
+"#;
+    let events: Vec<_> = replay(&mut Decoder::default(), sse)
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        events,
+        [
+            ProviderEvent::ReasoningDelta("Let me solve this step by step".into()),
+            ProviderEvent::ReasoningDone {
+                signature: Some("EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds".into()),
+                encrypted: None,
+                id: None,
+            },
+            ProviderEvent::ReasoningDone {
+                signature: None,
+                encrypted: Some("EmwKAhgBEgy3va3pzix".into()),
+                id: None,
+            },
+            ProviderEvent::Stop(StopReason::EndTurn),
+        ]
+    );
+}
+
+#[test]
+fn an_error_event_mid_stream_carries_the_providers_message() {
+    let sse = "event: content_block_delta\ndata: {\"type\": \"content_block_delta\", \"index\": 0, \"delta\": {\"type\": \"text_delta\", \"text\": \"Hi\"}}\n\nevent: error\ndata: {\"type\": \"error\", \"error\": {\"type\": \"overloaded_error\", \"message\": \"Overloaded\"}}\n\n";
+    let events = replay(&mut Decoder::default(), sse);
+    assert_eq!(events[0], Ok(ProviderEvent::TextDelta("Hi".into())));
+    let err = events[1].clone().unwrap_err();
+    assert_eq!(err.kind, ProviderErrorKind::Stream);
+    assert_eq!(err.message, "overloaded_error: Overloaded");
+}
+
+#[test]
+fn a_stream_cut_before_message_stop_is_an_error() {
+    let cut = TEXT_STREAM.split("event: message_delta").next().unwrap();
+    let events = replay(&mut Decoder::default(), cut);
+    let err = events.last().unwrap().clone().unwrap_err();
+    assert_eq!(err.kind, ProviderErrorKind::Connection);
+}
+
+#[test]
+fn invalid_tool_json_is_a_typed_error_not_a_panic() {
+    let sse = r#"data: {"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t1","name":"f","input":{}}}
+
+data: {"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"a\": tru"}}
+
+data: {"type":"content_block_stop","index":0}
+
+"#;
+    let events = replay(&mut Decoder::default(), sse);
+    let done = events
+        .iter()
+        .find_map(|e| match e {
+            Ok(ProviderEvent::ToolCallDone { arguments, .. }) => Some(arguments.clone()),
+            _ => None,
+        })
+        .unwrap();
+    let Err(InvalidArguments { raw, .. }) = done else {
+        panic!("expected invalid arguments");
+    };
+    assert_eq!(raw, "{\"a\": tru");
+}
+
+#[test]
+fn the_request_keeps_images_inside_tool_results_and_replays_thinking() {
+    let mut req = request(vec![
+        Message {
+            role: Role::User,
+            blocks: vec![
+                Block::text("What is in this?"),
+                Block::Image {
+                    media: media("img1"),
+                },
+            ],
+        },
+        Message {
+            role: Role::Assistant,
+            blocks: vec![
+                Block::Reasoning {
+                    text: "look at it".into(),
+                    signature: Some("sig".into()),
+                    encrypted: None,
+                    id: None,
+                    protocol: Some("anthropic".into()),
+                },
+                Block::Reasoning {
+                    text: "from another provider".into(),
+                    signature: None,
+                    encrypted: Some("enc".into()),
+                    id: Some("rs_1".into()),
+                    protocol: Some("openai-responses".into()),
+                },
+                Block::text("Let me zoom."),
+                Block::ToolCall(ToolCall {
+                    id: "toolu_1".into(),
+                    name: "figma__frame".into(),
+                    arguments: json!({"id": 7}),
+                    signature: None,
+                    invalid_arguments: None,
+                }),
+            ],
+        },
+        Message {
+            role: Role::Tool,
+            blocks: vec![Block::ToolResult(ToolResult {
+                call_id: "toolu_1".into(),
+                name: "figma__frame".into(),
+                is_error: false,
+                parts: vec![
+                    ResultPart::Text {
+                        text: "frame 7".into(),
+                    },
+                    ResultPart::Image {
+                        media: media("img2"),
+                    },
+                ],
+            })],
+        },
+        Message::user_text("And now?"),
+    ]);
+    req.system = Some("Be brief.".into());
+    req.tools = vec![ToolSpec {
+        name: "figma__frame".into(),
+        title: None,
+        description: "Render a frame".into(),
+        input_schema: json!({"type": "object", "properties": {"id": {"type": "integer"}}}),
+        output_schema: None,
+        annotations: Default::default(),
+    }];
+    let mut images = PreparedImages::new();
+    images.insert(
+        "img1".into(),
+        Ok(PreparedImage {
+            mime: "image/png",
+            base64: "AAA=".into(),
+        }),
+    );
+    images.insert("img2".into(), Err("the media file img2 is missing".into()));
+
+    let body = build_request(&req, &images);
+    assert_eq!(
+        body,
+        json!({
+            "model": "test-model",
+            "max_tokens": 8192,
+            "stream": true,
+            "system": "Be brief.",
+            "messages": [
+                {"role": "user", "content": [
+                    {"type": "text", "text": "What is in this?"},
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAA="}}
+                ]},
+                {"role": "assistant", "content": [
+                    {"type": "thinking", "thinking": "look at it", "signature": "sig"},
+                    {"type": "text", "text": "Let me zoom."},
+                    {"type": "tool_use", "id": "toolu_1", "name": "figma__frame", "input": {"id": 7}}
+                ]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": [
+                        {"type": "text", "text": "frame 7"},
+                        {"type": "text", "text": "[An image was omitted: the media file img2 is missing]"}
+                    ]},
+                    {"type": "text", "text": "And now?"}
+                ]}
+            ],
+            "tools": [{
+                "name": "figma__frame",
+                "description": "Render a frame",
+                "input_schema": {"type": "object", "properties": {"id": {"type": "integer"}}}
+            }]
+        })
+    );
+}
+
+#[test]
+fn error_results_are_flagged() {
+    let req = request(vec![Message {
+        role: Role::Tool,
+        blocks: vec![Block::ToolResult(ToolResult {
+            call_id: "t".into(),
+            name: "x".into(),
+            is_error: true,
+            parts: vec![ResultPart::Text {
+                text: "boom".into(),
+            }],
+        })],
+    }]);
+    let body = build_request(&req, &PreparedImages::new());
+    assert_eq!(
+        body["messages"][0]["content"][0],
+        json!({"type": "tool_result", "tool_use_id": "t", "is_error": true, "content": [{"type": "text", "text": "boom"}]})
+    );
+}
+
+#[test]
+fn models_are_listed_with_display_names() {
+    let body = json!({"data": [{"type": "model", "id": "claude-sonnet-4-5", "display_name": "Claude Sonnet 4.5", "created_at": "2025-09-29T00:00:00Z"}], "has_more": false});
+    assert_eq!(
+        parse_models(&body),
+        [ModelInfo {
+            id: "claude-sonnet-4-5".into(),
+            display_name: Some("Claude Sonnet 4.5".into())
+        }]
+    );
+}

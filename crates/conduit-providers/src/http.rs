@@ -1,0 +1,456 @@
+//! The HTTP side every protocol shares: POST with retries and backoff that honour
+//! `retry-after`, HTTP errors mapped to typed errors, and SSE streams that fail when they
+//! stall.
+
+use std::time::{Duration, SystemTime};
+
+use conduit_core::provider::{
+    EventStream, ProviderError, ProviderErrorKind, ProviderEvent, StopReason,
+};
+use futures::StreamExt;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use serde_json::Value;
+use sse_stream::SseStream;
+
+/// Limits on retrying a failed request.
+#[derive(Debug, Clone)]
+pub struct RetryPolicy {
+    /// Attempts after the first.
+    pub max_retries: u32,
+    /// Delay before the first retry; it doubles each time.
+    pub base_delay: Duration,
+    /// No single wait is longer than this, whatever `retry-after` says.
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_retries: 4,
+            base_delay: Duration::from_secs(1),
+            max_delay: Duration::from_secs(60),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The wait before retry number `attempt` (1-based): what the provider asked for, or
+    /// exponential backoff.
+    pub fn delay(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
+        let backoff = self
+            .base_delay
+            .saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1)));
+        retry_after.unwrap_or(backoff).min(self.max_delay)
+    }
+}
+
+/// Connection settings of one provider.
+#[derive(Debug, Clone)]
+pub struct HttpSettings {
+    pub connect_timeout: Duration,
+    /// A stream that sends nothing (not even a ping) for this long fails as stalled.
+    pub read_timeout: Duration,
+    pub retry: RetryPolicy,
+    /// Extra headers sent with every request (from the provider's settings).
+    pub extra_headers: Vec<(String, String)>,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        Self {
+            connect_timeout: Duration::from_secs(15),
+            read_timeout: Duration::from_secs(120),
+            retry: RetryPolicy::default(),
+            extra_headers: Vec::new(),
+        }
+    }
+}
+
+/// Turns one protocol's server-sent events into provider events.
+pub trait StreamDecoder: Send + 'static {
+    /// One SSE event: its `event:` name, if any, and its `data:`.
+    fn decode(
+        &mut self,
+        event: Option<&str>,
+        data: &str,
+    ) -> Result<Vec<ProviderEvent>, ProviderError>;
+
+    /// The stream ended. Events still held back come out here; a stream that ended
+    /// before the protocol said it was done is an error.
+    fn finish(&mut self) -> Result<Vec<ProviderEvent>, ProviderError>;
+}
+
+/// An HTTP client for one provider.
+#[derive(Clone)]
+pub struct HttpClient {
+    client: reqwest::Client,
+    settings: HttpSettings,
+}
+
+impl HttpClient {
+    pub fn new(settings: HttpSettings) -> Result<Self, ProviderError> {
+        let client = reqwest::Client::builder()
+            .connect_timeout(settings.connect_timeout)
+            .build()
+            .map_err(|e| ProviderError::new(ProviderErrorKind::Connection, e.to_string()))?;
+        Ok(Self { client, settings })
+    }
+
+    fn headers(&self, protocol_headers: &[(&str, String)]) -> Result<HeaderMap, ProviderError> {
+        let mut map = HeaderMap::new();
+        let extra = self
+            .settings
+            .extra_headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.clone()));
+        for (name, value) in protocol_headers.iter().cloned().chain(extra) {
+            let name = HeaderName::try_from(name).map_err(|_| {
+                ProviderError::new(
+                    ProviderErrorKind::Input,
+                    format!("bad header name {name:?}"),
+                )
+            })?;
+            let mut value = HeaderValue::try_from(value).map_err(|_| {
+                ProviderError::new(
+                    ProviderErrorKind::Input,
+                    format!("the value of header {name} is not valid"),
+                )
+            })?;
+            if is_secret_header(name.as_str()) {
+                value.set_sensitive(true);
+            }
+            map.insert(name, value);
+        }
+        Ok(map)
+    }
+
+    /// GETs JSON (model lists), with the same error mapping and retries.
+    pub async fn get_json(
+        &self,
+        url: &str,
+        headers: &[(&str, String)],
+    ) -> Result<Value, ProviderError> {
+        let headers = self.headers(headers)?;
+        let mut attempt = 0;
+        loop {
+            let sent = self.client.get(url).headers(headers.clone()).send().await;
+            match check(sent).await {
+                Ok(response) => {
+                    return response.json::<Value>().await.map_err(|e| {
+                        ProviderError::new(ProviderErrorKind::Protocol, e.to_string())
+                    });
+                }
+                Err(err) if err.is_retryable() && attempt < self.settings.retry.max_retries => {
+                    attempt += 1;
+                    tokio::time::sleep(self.settings.retry.delay(attempt, err.retry_after)).await;
+                }
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    /// POSTs `body` and streams the SSE answer through `decoder`. Failures before the
+    /// answer starts are retried (each retry is a `Retrying` event); once it streams, an
+    /// error ends the stream.
+    pub fn stream(
+        &self,
+        url: String,
+        headers: &[(&str, String)],
+        body: Value,
+        mut decoder: impl StreamDecoder,
+    ) -> Result<EventStream, ProviderError> {
+        let headers = self.headers(headers)?;
+        let client = self.client.clone();
+        let settings = self.settings.clone();
+        let stream = async_stream::stream! {
+            let mut attempt = 0;
+            let response = loop {
+                let sent = client
+                    .post(&url)
+                    .headers(headers.clone())
+                    .header("accept", "text/event-stream")
+                    .json(&body)
+                    .send()
+                    .await;
+                match check(sent).await {
+                    Ok(response) => break response,
+                    Err(err) if err.is_retryable() && attempt < settings.retry.max_retries => {
+                        attempt += 1;
+                        let delay = settings.retry.delay(attempt, err.retry_after);
+                        tracing::warn!(attempt, ?delay, error = %err, "retrying the provider request");
+                        yield Ok(ProviderEvent::Retrying { attempt, delay, error: err });
+                        tokio::time::sleep(delay).await;
+                    }
+                    Err(err) => {
+                        yield Err(err);
+                        return;
+                    }
+                }
+            };
+            let mut events = SseStream::from_bytes_stream(response.bytes_stream());
+            loop {
+                let next = tokio::time::timeout(settings.read_timeout, events.next()).await;
+                let decoded = match next {
+                    Err(_) => Err(ProviderError::new(
+                        ProviderErrorKind::Stalled,
+                        format!("nothing arrived for {} s", settings.read_timeout.as_secs_f32()),
+                    )),
+                    Ok(None) => {
+                        for item in split(decoder.finish()) {
+                            yield item;
+                        }
+                        return;
+                    }
+                    Ok(Some(Err(err))) => Err(ProviderError::new(
+                        ProviderErrorKind::Connection,
+                        format!("the stream broke: {err}"),
+                    )),
+                    Ok(Some(Ok(sse))) => match sse.data.as_deref() {
+                        // Comments and keep-alives carry no data.
+                        None => Ok(Vec::new()),
+                        Some(data) => decoder.decode(sse.event.as_deref(), data),
+                    },
+                };
+                let failed = decoded.is_err();
+                let mut stopped = false;
+                for item in split(decoded) {
+                    stopped |= matches!(item, Ok(ProviderEvent::Stop(_)));
+                    yield item;
+                }
+                if failed || stopped {
+                    return;
+                }
+            }
+        };
+        Ok(stream.boxed())
+    }
+}
+
+/// Events, or the error, as stream items.
+fn split(
+    decoded: Result<Vec<ProviderEvent>, ProviderError>,
+) -> Vec<Result<ProviderEvent, ProviderError>> {
+    match decoded {
+        Ok(events) => events.into_iter().map(Ok).collect(),
+        Err(err) => vec![Err(err)],
+    }
+}
+
+/// A sent request's response, or its failure as a typed error with the provider's message.
+async fn check(
+    sent: Result<reqwest::Response, reqwest::Error>,
+) -> Result<reqwest::Response, ProviderError> {
+    let response = sent.map_err(|e| {
+        let kind = if e.is_timeout() || e.is_connect() || e.is_request() {
+            ProviderErrorKind::Connection
+        } else {
+            ProviderErrorKind::Protocol
+        };
+        ProviderError::new(kind, describe_reqwest(&e))
+    })?;
+    let status = response.status();
+    if status.is_success() {
+        return Ok(response);
+    }
+    let retry_after = retry_after(response.headers(), SystemTime::now());
+    let body = response.text().await.unwrap_or_default();
+    Err(status_error(status.as_u16(), &body, retry_after))
+}
+
+fn describe_reqwest(e: &reqwest::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(inner) = source {
+        text.push_str(": ");
+        text.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    text
+}
+
+/// Maps an HTTP error status and body to a typed error carrying the provider's message.
+pub fn status_error(status: u16, body: &str, retry_after: Option<Duration>) -> ProviderError {
+    let kind = match status {
+        401 | 403 => ProviderErrorKind::Authentication,
+        404 => ProviderErrorKind::NotFound,
+        413 => ProviderErrorKind::RequestTooLarge,
+        429 => ProviderErrorKind::RateLimited,
+        503 | 529 => ProviderErrorKind::Overloaded,
+        500..=599 => ProviderErrorKind::Server,
+        _ => ProviderErrorKind::InvalidRequest,
+    };
+    ProviderError {
+        kind,
+        status: Some(status),
+        message: error_message(body),
+        retry_after,
+    }
+}
+
+/// The human message inside a provider's error body. Anthropic, OpenAI and Gemini all
+/// put it at `error.message`; anything else is shown as sent, shortened.
+pub fn error_message(body: &str) -> String {
+    let parsed: Option<Value> = serde_json::from_str(body).ok();
+    let message = parsed.as_ref().and_then(|v| {
+        v.pointer("/error/message")
+            .or_else(|| v.get("message"))
+            .or_else(|| v.get("error").filter(|e| e.is_string()))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    });
+    match message {
+        Some(message) => message,
+        None if body.trim().is_empty() => "no details given".to_owned(),
+        None => body.chars().take(500).collect(),
+    }
+}
+
+/// How long the provider asked to wait: `retry-after-ms`, or `retry-after` in seconds or
+/// as an HTTP date.
+pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(ms) = text("retry-after-ms").and_then(|v| v.trim().parse::<f64>().ok()) {
+        return Some(Duration::from_secs_f64(ms.max(0.0) / 1000.0));
+    }
+    let value = text("retry-after")?.trim();
+    if let Ok(seconds) = value.parse::<f64>() {
+        return Some(Duration::from_secs_f64(seconds.max(0.0)));
+    }
+    let date = httpdate::parse_http_date(value).ok()?;
+    Some(date.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+fn is_secret_header(name: &str) -> bool {
+    matches!(
+        name,
+        "authorization" | "x-api-key" | "x-goog-api-key" | "api-key"
+    )
+}
+
+/// Parses a tool call's accumulated argument text; empty text means no arguments.
+pub fn parse_arguments(raw: &str) -> Result<Value, conduit_core::provider::InvalidArguments> {
+    if raw.trim().is_empty() {
+        return Ok(Value::Object(Default::default()));
+    }
+    match serde_json::from_str::<Value>(raw) {
+        Ok(value @ Value::Object(_)) => Ok(value),
+        Ok(other) => Err(conduit_core::provider::InvalidArguments {
+            raw: raw.to_owned(),
+            error: format!("expected a JSON object, got {}", json_kind(&other)),
+        }),
+        Err(err) => Err(conduit_core::provider::InvalidArguments {
+            raw: raw.to_owned(),
+            error: err.to_string(),
+        }),
+    }
+}
+
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Maps a protocol's finish reason to the core's.
+pub fn stop_reason(reason: &str) -> StopReason {
+    match reason {
+        "end_turn" | "stop" | "STOP" | "stop_sequence" | "completed" => StopReason::EndTurn,
+        "tool_use" | "tool_calls" | "function_call" => StopReason::ToolUse,
+        "max_tokens" | "length" | "MAX_TOKENS" | "incomplete" => StopReason::MaxTokens,
+        "refusal" | "content_filter" | "SAFETY" => StopReason::Refusal,
+        other => StopReason::Other(other.to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_map_to_kinds_with_the_providers_message() {
+        let anthropic = r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#;
+        let err = status_error(401, anthropic, None);
+        assert_eq!(err.kind, ProviderErrorKind::Authentication);
+        assert_eq!(err.message, "invalid x-api-key");
+        let openai = r#"{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}"#;
+        assert_eq!(
+            status_error(429, openai, None).kind,
+            ProviderErrorKind::RateLimited
+        );
+        let gemini =
+            r#"{"error":{"code":503,"message":"The model is overloaded.","status":"UNAVAILABLE"}}"#;
+        let err = status_error(503, gemini, None);
+        assert_eq!(err.kind, ProviderErrorKind::Overloaded);
+        assert_eq!(err.message, "The model is overloaded.");
+        for (status, kind) in [
+            (400, ProviderErrorKind::InvalidRequest),
+            (403, ProviderErrorKind::Authentication),
+            (404, ProviderErrorKind::NotFound),
+            (413, ProviderErrorKind::RequestTooLarge),
+            (500, ProviderErrorKind::Server),
+            (529, ProviderErrorKind::Overloaded),
+        ] {
+            assert_eq!(status_error(status, "", None).kind, kind, "{status}");
+        }
+        assert_eq!(status_error(500, "", None).message, "no details given");
+        assert_eq!(
+            status_error(502, "<html>bad gateway</html>", None).message,
+            "<html>bad gateway</html>"
+        );
+    }
+
+    #[test]
+    fn retry_after_reads_milliseconds_seconds_and_dates() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let mut headers = HeaderMap::new();
+        headers.insert("retry-after", HeaderValue::from_static("7"));
+        assert_eq!(retry_after(&headers, now), Some(Duration::from_secs(7)));
+        headers.insert("retry-after-ms", HeaderValue::from_static("1500"));
+        assert_eq!(
+            retry_after(&headers, now),
+            Some(Duration::from_millis(1500))
+        );
+        let mut dated = HeaderMap::new();
+        let later = httpdate::fmt_http_date(now + Duration::from_secs(30));
+        dated.insert("retry-after", HeaderValue::from_str(&later).unwrap());
+        assert_eq!(retry_after(&dated, now), Some(Duration::from_secs(30)));
+        assert_eq!(retry_after(&HeaderMap::new(), now), None);
+    }
+
+    #[test]
+    fn backoff_doubles_honours_retry_after_and_is_capped() {
+        let policy = RetryPolicy {
+            max_retries: 5,
+            base_delay: Duration::from_millis(100),
+            max_delay: Duration::from_secs(1),
+        };
+        assert_eq!(policy.delay(1, None), Duration::from_millis(100));
+        assert_eq!(policy.delay(3, None), Duration::from_millis(400));
+        assert_eq!(policy.delay(9, None), Duration::from_secs(1));
+        assert_eq!(
+            policy.delay(1, Some(Duration::from_millis(250))),
+            Duration::from_millis(250)
+        );
+        assert_eq!(
+            policy.delay(1, Some(Duration::from_secs(90))),
+            Duration::from_secs(1)
+        );
+    }
+
+    #[test]
+    fn arguments_parse_to_objects_only() {
+        assert_eq!(parse_arguments("").unwrap(), serde_json::json!({}));
+        assert_eq!(
+            parse_arguments("{\"a\":1}").unwrap(),
+            serde_json::json!({"a": 1})
+        );
+        assert!(parse_arguments("{\"a\":").is_err());
+        let err = parse_arguments("[1]").unwrap_err();
+        assert!(err.error.contains("an array"));
+    }
+}

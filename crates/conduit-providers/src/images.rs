@@ -1,0 +1,256 @@
+//! Images on their way to a provider: the bytes decide the type, and anything a provider
+//! would refuse (type, long edge, size) is downscaled and re-encoded first.
+
+use std::collections::HashMap;
+use std::io::Cursor;
+
+use base64::Engine;
+use conduit_core::content::{Block, MediaRef, Message, ResultPart};
+use conduit_core::media::MediaStore;
+use image::{GenericImageView, ImageFormat, ImageReader};
+
+/// What one provider accepts.
+#[derive(Debug, Clone, Copy)]
+pub struct ImageLimits {
+    pub max_long_edge: u32,
+    pub max_bytes: usize,
+    pub accepted: &'static [&'static str],
+}
+
+/// Anthropic: larger images are scaled down by the service anyway; 5 MB per image.
+pub const ANTHROPIC: ImageLimits = ImageLimits {
+    max_long_edge: 1568,
+    max_bytes: 5 * 1024 * 1024,
+    accepted: &["image/jpeg", "image/png", "image/gif", "image/webp"],
+};
+
+/// OpenAI (Chat Completions and Responses) and compatible servers.
+pub const OPENAI: ImageLimits = ImageLimits {
+    max_long_edge: 2048,
+    max_bytes: 20 * 1024 * 1024,
+    accepted: &["image/jpeg", "image/png", "image/gif", "image/webp"],
+};
+
+/// An image ready to embed: its type and base64 bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreparedImage {
+    pub mime: &'static str,
+    pub base64: String,
+}
+
+impl PreparedImage {
+    pub fn data_url(&self) -> String {
+        format!("data:{};base64,{}", self.mime, self.base64)
+    }
+}
+
+/// Every image of a request by hash: prepared, or why it cannot be sent.
+pub type PreparedImages = HashMap<String, Result<PreparedImage, String>>;
+
+/// The media a request references, in order of first use.
+pub fn referenced_images(messages: &[Message]) -> Vec<MediaRef> {
+    let mut seen = Vec::<MediaRef>::new();
+    let mut add = |media: &MediaRef| {
+        if !seen.iter().any(|m| m.hash == media.hash) {
+            seen.push(media.clone());
+        }
+    };
+    for message in messages {
+        for block in &message.blocks {
+            match block {
+                Block::Image { media } => add(media),
+                Block::ToolResult(result) => {
+                    for part in &result.parts {
+                        if let ResultPart::Image { media } = part {
+                            add(media);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    seen
+}
+
+/// Loads and prepares every image `messages` reference. CPU-heavy: call it off the
+/// async runtime's worker threads.
+pub fn prepare_all(
+    messages: &[Message],
+    media: &dyn MediaStore,
+    limits: &ImageLimits,
+) -> PreparedImages {
+    referenced_images(messages)
+        .into_iter()
+        .map(|reference| {
+            let prepared = media
+                .load(&reference)
+                .map_err(|e| e.to_string())
+                .and_then(|bytes| prepare(&bytes, limits));
+            (reference.hash, prepared)
+        })
+        .collect()
+}
+
+/// Makes `bytes` acceptable to a provider with `limits`, or says why it cannot be.
+/// Media was fully decoded once when it was stored; here the header is enough to pass
+/// an image through unchanged, and only images that must change are decoded.
+pub fn prepare(bytes: &[u8], limits: &ImageLimits) -> Result<PreparedImage, String> {
+    let format = image::guess_format(bytes)
+        .map_err(|_| "the file is not an image in a known format".to_owned())?;
+    let mime = format.to_mime_type();
+    let (width, height) = ImageReader::with_format(Cursor::new(bytes), format)
+        .into_dimensions()
+        .map_err(|e| format!("the image is corrupt: {e}"))?;
+    let fits = limits.accepted.contains(&mime)
+        && width.max(height) <= limits.max_long_edge
+        && bytes.len() <= limits.max_bytes;
+    if fits {
+        return Ok(PreparedImage {
+            mime: static_mime(mime),
+            base64: base64::engine::general_purpose::STANDARD.encode(bytes),
+        });
+    }
+    let decoded = image::load_from_memory_with_format(bytes, format)
+        .map_err(|e| format!("the image is corrupt: {e}"))?;
+    let (w, h) = decoded.dimensions();
+    let scaled = if w.max(h) > limits.max_long_edge {
+        decoded.resize(
+            limits.max_long_edge,
+            limits.max_long_edge,
+            image::imageops::FilterType::Triangle,
+        )
+    } else {
+        decoded
+    };
+    let mut png = Vec::new();
+    scaled
+        .write_to(&mut Cursor::new(&mut png), ImageFormat::Png)
+        .map_err(|e| format!("cannot re-encode the image: {e}"))?;
+    if png.len() <= limits.max_bytes {
+        return Ok(PreparedImage {
+            mime: "image/png",
+            base64: base64::engine::general_purpose::STANDARD.encode(png),
+        });
+    }
+    let mut jpeg = Vec::new();
+    image::DynamicImage::ImageRgb8(scaled.to_rgb8())
+        .write_to(&mut Cursor::new(&mut jpeg), ImageFormat::Jpeg)
+        .map_err(|e| format!("cannot re-encode the image: {e}"))?;
+    if jpeg.len() > limits.max_bytes {
+        return Err(format!(
+            "the image is still {} bytes after downscaling; the provider takes at most {}",
+            jpeg.len(),
+            limits.max_bytes
+        ));
+    }
+    Ok(PreparedImage {
+        mime: "image/jpeg",
+        base64: base64::engine::general_purpose::STANDARD.encode(jpeg),
+    })
+}
+
+fn static_mime(mime: &str) -> &'static str {
+    match mime {
+        "image/png" => "image/png",
+        "image/jpeg" => "image/jpeg",
+        "image/gif" => "image/gif",
+        "image/webp" => "image/webp",
+        _ => "application/octet-stream",
+    }
+}
+
+/// The note a model gets instead of an image that cannot be sent.
+pub fn omitted_note(reason: &str) -> String {
+    format!("[An image was omitted: {reason}]")
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub fn png(width: u32, height: u32) -> Vec<u8> {
+        let img = image::RgbaImage::from_fn(width, height, |x, y| {
+            image::Rgba([(x % 256) as u8, (y % 256) as u8, 128, 255])
+        });
+        let mut out = Vec::new();
+        image::DynamicImage::ImageRgba8(img)
+            .write_to(&mut Cursor::new(&mut out), ImageFormat::Png)
+            .unwrap();
+        out
+    }
+
+    /// Pixels that do not compress, so the PNG is large.
+    fn noisy_png(width: u32, height: u32) -> Vec<u8> {
+        let mut seed: u32 = 12345;
+        let img = image::RgbImage::from_fn(width, height, |_, _| {
+            seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            let [a, b, c, _] = seed.to_le_bytes();
+            image::Rgb([a, b, c])
+        });
+        let mut out = Vec::new();
+        image::DynamicImage::ImageRgb8(img)
+            .write_to(&mut Cursor::new(&mut out), ImageFormat::Png)
+            .unwrap();
+        out
+    }
+
+    fn decode(prepared: &PreparedImage) -> image::DynamicImage {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(&prepared.base64)
+            .unwrap();
+        image::load_from_memory(&bytes).unwrap()
+    }
+
+    #[test]
+    fn a_small_png_passes_through_unchanged() {
+        let bytes = png(10, 5);
+        let prepared = prepare(&bytes, &ANTHROPIC).unwrap();
+        assert_eq!(prepared.mime, "image/png");
+        assert_eq!(
+            base64::engine::general_purpose::STANDARD
+                .decode(&prepared.base64)
+                .unwrap(),
+            bytes
+        );
+    }
+
+    #[test]
+    fn the_bytes_decide_the_type_not_a_declaration() {
+        // A PNG stored under any name or declared type is still a PNG.
+        assert_eq!(prepare(&png(2, 2), &OPENAI).unwrap().mime, "image/png");
+    }
+
+    #[test]
+    fn a_large_image_is_downscaled_to_the_long_edge() {
+        let prepared = prepare(&png(3000, 1500), &ANTHROPIC).unwrap();
+        let img = decode(&prepared);
+        assert_eq!(img.dimensions(), (1568, 784));
+    }
+
+    #[test]
+    fn an_image_over_the_byte_limit_is_re_encoded_smaller() {
+        let limits = ImageLimits {
+            max_long_edge: 4096,
+            max_bytes: 300_000,
+            accepted: ANTHROPIC.accepted,
+        };
+        let bytes = noisy_png(400, 400);
+        assert!(bytes.len() > limits.max_bytes);
+        let prepared = prepare(&bytes, &limits).unwrap();
+        assert_eq!(prepared.mime, "image/jpeg");
+        assert_eq!(decode(&prepared).dimensions(), (400, 400));
+    }
+
+    #[test]
+    fn corrupt_and_unknown_bytes_are_refused_with_a_reason() {
+        // A PNG signature followed by garbage: the header cannot be read.
+        let mut broken = png(50, 50);
+        broken.truncate(8);
+        broken.extend_from_slice(b"garbage instead of an IHDR chunk");
+        let err = prepare(&broken, &ANTHROPIC).unwrap_err();
+        assert!(err.contains("corrupt"), "{err}");
+        let err = prepare(b"hello, not an image", &ANTHROPIC).unwrap_err();
+        assert!(err.contains("not an image"), "{err}");
+    }
+}

@@ -1,0 +1,236 @@
+//! The Chat Completions converters against the API's documented requests and stream bytes.
+
+use conduit_core::content::{Block, Message, ResultPart, Role, ToolCall, ToolResult};
+use conduit_core::provider::{ProviderErrorKind, StopReason};
+use serde_json::json;
+
+use super::*;
+use crate::images::PreparedImage;
+use crate::test_support::{media, replay, request};
+
+#[test]
+fn a_text_stream_decodes_to_deltas_usage_and_stop() {
+    let sse = r#"data: {"id":"chatcmpl-123","object":"chat.completion.chunk","created":1694268190,"model":"gpt-4o-mini", "system_fingerprint": "fp_44709d6fcb", "choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}
+
+data: {"id":"chatcmpl-123","object":"chat.completion.chunk","created":1694268190,"model":"gpt-4o-mini", "system_fingerprint": "fp_44709d6fcb", "choices":[{"index":0,"delta":{"content":"Hello"},"logprobs":null,"finish_reason":null}]}
+
+data: {"id":"chatcmpl-123","object":"chat.completion.chunk","created":1694268190,"model":"gpt-4o-mini", "system_fingerprint": "fp_44709d6fcb", "choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}]}
+
+data: {"id":"chatcmpl-123","object":"chat.completion.chunk","created":1694268190,"model":"gpt-4o-mini", "system_fingerprint": "fp_44709d6fcb", "choices":[],"usage":{"prompt_tokens":9,"completion_tokens":12,"total_tokens":21}}
+
+data: [DONE]
+
+"#;
+    let events: Vec<_> = replay(&mut Decoder::default(), sse)
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        events,
+        [
+            ProviderEvent::TextDelta("Hello".into()),
+            ProviderEvent::Usage(Usage {
+                input_tokens: 9,
+                output_tokens: 12,
+                ..Default::default()
+            }),
+            ProviderEvent::Stop(StopReason::EndTurn),
+        ]
+    );
+}
+
+#[test]
+fn parallel_tool_call_deltas_are_assembled_by_index() {
+    let sse = r#"data: {"choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_abc","type":"function","function":{"name":"get_weather","arguments":""}}]},"finish_reason":null}]}
+
+data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"location\":"}}]},"finish_reason":null}]}
+
+data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"call_def","type":"function","function":{"name":"get_time","arguments":"{}"}}]},"finish_reason":null}]}
+
+data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"Paris\"}"}}]},"finish_reason":null}]}
+
+data: {"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}
+
+data: [DONE]
+
+"#;
+    let events: Vec<_> = replay(&mut Decoder::default(), sse)
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    let done: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            ProviderEvent::ToolCallDone {
+                id,
+                name,
+                arguments,
+                ..
+            } => Some((id.as_str(), name.as_str(), arguments.clone().unwrap())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        done,
+        [
+            ("call_abc", "get_weather", json!({"location": "Paris"})),
+            ("call_def", "get_time", json!({})),
+        ]
+    );
+    assert_eq!(
+        events.last(),
+        Some(&ProviderEvent::Stop(StopReason::ToolUse))
+    );
+    let started = events
+        .iter()
+        .filter(|e| matches!(e, ProviderEvent::ToolCallStarted { .. }))
+        .count();
+    assert_eq!(started, 2);
+}
+
+#[test]
+fn deepseek_reasoning_content_streams_as_reasoning() {
+    let sse = "data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"Hmm\"},\"finish_reason\":null}]}\n\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Yes\"},\"finish_reason\":\"stop\"}]}\n\n";
+    let events: Vec<_> = replay(&mut Decoder::default(), sse)
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    // This server closed without [DONE] after a finish reason: still a complete answer.
+    assert_eq!(
+        events,
+        [
+            ProviderEvent::ReasoningDelta("Hmm".into()),
+            ProviderEvent::TextDelta("Yes".into()),
+            ProviderEvent::Stop(StopReason::EndTurn),
+        ]
+    );
+}
+
+#[test]
+fn an_error_chunk_mid_stream_and_a_cut_stream_are_errors() {
+    let sse = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":null}]}\n\ndata: {\"error\":{\"message\":\"The server had an error while processing your request.\",\"type\":\"server_error\"}}\n\n";
+    let events = replay(&mut Decoder::default(), sse);
+    let err = events[1].clone().unwrap_err();
+    assert_eq!(err.kind, ProviderErrorKind::Stream);
+    assert_eq!(
+        err.message,
+        "The server had an error while processing your request."
+    );
+
+    let cut = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":null}]}\n\n";
+    let events = replay(&mut Decoder::default(), cut);
+    assert_eq!(
+        events.last().unwrap().clone().unwrap_err().kind,
+        ProviderErrorKind::Connection
+    );
+}
+
+fn turn_with_image_results() -> Vec<Message> {
+    let call = |id: &str| {
+        Block::ToolCall(ToolCall {
+            id: id.into(),
+            name: "charts__plot".into(),
+            arguments: json!({"n": 1}),
+            signature: None,
+            invalid_arguments: None,
+        })
+    };
+    let result = |id: &str, img: &str| {
+        Block::ToolResult(ToolResult {
+            call_id: id.into(),
+            name: "charts__plot".into(),
+            is_error: false,
+            parts: vec![
+                ResultPart::Text {
+                    text: format!("chart {id}"),
+                },
+                ResultPart::Image { media: media(img) },
+            ],
+        })
+    };
+    vec![
+        Message::user_text("Plot two charts"),
+        Message {
+            role: Role::Assistant,
+            blocks: vec![call("c1"), call("c2")],
+        },
+        Message {
+            role: Role::Tool,
+            blocks: vec![result("c1", "img1"), result("c2", "img2")],
+        },
+    ]
+}
+
+fn prepared() -> PreparedImages {
+    let mut images = PreparedImages::new();
+    for hash in ["img1", "img2"] {
+        images.insert(
+            hash.into(),
+            Ok(PreparedImage {
+                mime: "image/png",
+                base64: format!("{hash}=="),
+            }),
+        );
+    }
+    images
+}
+
+#[test]
+fn tool_images_follow_all_tool_messages_in_one_user_message() {
+    let mut req = request(turn_with_image_results());
+    req.system = Some("sys".into());
+    let body = build_request(&req, &prepared());
+    assert_eq!(
+        body["messages"],
+        json!([
+            {"role": "system", "content": "sys"},
+            {"role": "user", "content": "Plot two charts"},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "charts__plot", "arguments": "{\"n\":1}"}},
+                {"id": "c2", "type": "function", "function": {"name": "charts__plot", "arguments": "{\"n\":1}"}}
+            ]},
+            {"role": "tool", "tool_call_id": "c1", "content": "chart c1\n[1 image(s) from this result follow in the next message]"},
+            {"role": "tool", "tool_call_id": "c2", "content": "chart c2\n[1 image(s) from this result follow in the next message]"},
+            {"role": "user", "content": [
+                {"type": "text", "text": "Images returned by the tool calls above:"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,img1=="}},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,img2=="}}
+            ]}
+        ])
+    );
+    assert_eq!(body["stream_options"], json!({"include_usage": true}));
+    assert_eq!(body["stream"], json!(true));
+}
+
+#[test]
+fn a_model_without_vision_gets_a_note_instead_of_images() {
+    let mut req = request(turn_with_image_results());
+    req.capabilities.vision = false;
+    let body = build_request(&req, &prepared());
+    let messages = body["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 4);
+    assert_eq!(
+        messages[2]["content"],
+        "chart c1\n[1 image(s) omitted: this model does not take images]"
+    );
+}
+
+#[test]
+fn tools_use_the_nested_function_shape() {
+    let mut req = request(vec![Message::user_text("hi")]);
+    req.tools = vec![conduit_core::tool::ToolSpec {
+        name: "t".into(),
+        title: None,
+        description: "d".into(),
+        input_schema: json!({"type": "object"}),
+        output_schema: None,
+        annotations: Default::default(),
+    }];
+    req.max_output_tokens = Some(100);
+    let body = build_request(&req, &PreparedImages::new());
+    assert_eq!(
+        body["tools"],
+        json!([{"type": "function", "function": {"name": "t", "description": "d", "parameters": {"type": "object"}}}])
+    );
+    assert_eq!(body["max_tokens"], 100);
+}
