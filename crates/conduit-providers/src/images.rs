@@ -31,6 +31,13 @@ pub const OPENAI: ImageLimits = ImageLimits {
     accepted: &["image/jpeg", "image/png", "image/gif", "image/webp"],
 };
 
+/// Gemini: inline data up to 20 MB per request.
+pub const GEMINI: ImageLimits = ImageLimits {
+    max_long_edge: 3072,
+    max_bytes: 15 * 1024 * 1024,
+    accepted: &["image/jpeg", "image/png", "image/webp"],
+};
+
 /// An image ready to embed: its type and base64 bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PreparedImage {

@@ -1,15 +1,17 @@
-//! LLM wire protocols behind the core's [`Provider`] trait: Anthropic Messages and OpenAI
-//! Chat Completions (which also serves Ollama, DeepSeek, OpenRouter, LM Studio, vLLM,
-//! Groq and Mistral as configuration).
+//! LLM wire protocols behind the core's [`Provider`] trait: Anthropic Messages, OpenAI
+//! Responses, OpenAI Chat Completions (which also serves Ollama, DeepSeek, OpenRouter,
+//! LM Studio, vLLM, Groq and Mistral as configuration) and Gemini.
 //!
 //! Place in the crate graph: depends on `conduit-core` only; `conduit-host` composes it.
 //! Each protocol is one module: pure functions from the conversation model to request
 //! JSON and from stream events to [`ProviderEvent`]s, plus a client over [`http`].
 
 pub mod anthropic;
+pub mod gemini;
 pub mod http;
 pub mod images;
 pub mod openai_chat;
+pub mod openai_responses;
 
 use std::sync::Arc;
 
@@ -24,17 +26,28 @@ pub use http::{HttpClient, HttpSettings, RetryPolicy};
 pub enum Protocol {
     #[serde(rename = "anthropic")]
     Anthropic,
+    #[serde(rename = "openai-responses")]
+    OpenAiResponses,
     #[serde(rename = "openai-chat")]
     OpenAiChat,
+    #[serde(rename = "gemini")]
+    Gemini,
 }
 
 impl Protocol {
-    pub const ALL: [Protocol; 2] = [Protocol::Anthropic, Protocol::OpenAiChat];
+    pub const ALL: [Protocol; 4] = [
+        Protocol::Anthropic,
+        Protocol::OpenAiResponses,
+        Protocol::OpenAiChat,
+        Protocol::Gemini,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
-            Protocol::Anthropic => "anthropic",
-            Protocol::OpenAiChat => "openai-chat",
+            Protocol::Anthropic => anthropic::PROTOCOL,
+            Protocol::OpenAiResponses => openai_responses::PROTOCOL,
+            Protocol::OpenAiChat => openai_chat::PROTOCOL,
+            Protocol::Gemini => gemini::PROTOCOL,
         }
     }
 
@@ -67,7 +80,19 @@ pub fn build(
             config.api_key,
             media,
         )),
+        Protocol::OpenAiResponses => Arc::new(openai_responses::OpenAiResponsesProvider::new(
+            http,
+            &config.base_url,
+            config.api_key,
+            media,
+        )),
         Protocol::OpenAiChat => Arc::new(openai_chat::OpenAiChatProvider::new(
+            http,
+            &config.base_url,
+            config.api_key,
+            media,
+        )),
+        Protocol::Gemini => Arc::new(gemini::GeminiProvider::new(
             http,
             &config.base_url,
             config.api_key,

@@ -1,0 +1,357 @@
+//! Gemini `generateContent`: request building and stream decoding as pure functions, and
+//! the streaming client (`:streamGenerateContent?alt=sse`).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use conduit_core::content::{Block, Message, ResultPart, Role, ToolResult};
+use conduit_core::media::MediaStore;
+use conduit_core::provider::{
+    EventStream, ModelInfo, ModelRequest, Provider, ProviderError, ProviderErrorKind,
+    ProviderEvent, StopReason, Usage,
+};
+use serde_json::{Value, json};
+
+use crate::http::{HttpClient, StreamDecoder, error_message, stop_reason};
+use crate::images::{self, PreparedImages};
+
+pub const PROTOCOL: &str = "gemini";
+
+/// Ids Conduit makes up for calls the model sent without one. They are never sent back:
+/// such calls are matched by name and order, as Gemini does for them.
+const LOCAL_ID_PREFIX: &str = "gemini-call-";
+
+/// The JSON body of a `generateContent` request.
+pub fn build_request(request: &ModelRequest, images: &PreparedImages) -> Value {
+    let mut contents: Vec<Value> = Vec::new();
+    for message in &request.messages {
+        let (role, parts) = match message.role {
+            Role::User => ("user", user_parts(message, images)),
+            Role::Assistant => ("model", model_parts(message)),
+            Role::Tool => ("user", function_responses(message, request, images)),
+        };
+        if parts.is_empty() {
+            continue;
+        }
+        match contents.last_mut() {
+            Some(last) if last["role"] == role => {
+                if let Some(existing) = last["parts"].as_array_mut() {
+                    existing.extend(parts);
+                }
+            }
+            _ => contents.push(json!({"role": role, "parts": parts})),
+        }
+    }
+    let mut body = json!({"contents": contents});
+    if let Some(system) = request.system.as_deref().filter(|s| !s.is_empty()) {
+        body["systemInstruction"] = json!({"parts": [{"text": system}]});
+    }
+    if !request.tools.is_empty() {
+        let declarations: Vec<Value> = request
+            .tools
+            .iter()
+            .map(|tool| {
+                json!({
+                    "name": tool.name,
+                    "description": tool.description,
+                    "parametersJsonSchema": tool.input_schema,
+                })
+            })
+            .collect();
+        body["tools"] = json!([{"functionDeclarations": declarations}]);
+    }
+    if let Some(max) = request.max_output_tokens {
+        body["generationConfig"] = json!({"maxOutputTokens": max});
+    }
+    body
+}
+
+fn inline_data(hash: &str, images: &PreparedImages) -> Value {
+    match images.get(hash) {
+        Some(Ok(image)) => json!({"inlineData": {"mimeType": image.mime, "data": image.base64}}),
+        Some(Err(reason)) => json!({"text": images::omitted_note(reason)}),
+        None => json!({"text": images::omitted_note("it was not loaded")}),
+    }
+}
+
+fn user_parts(message: &Message, images: &PreparedImages) -> Vec<Value> {
+    message
+        .blocks
+        .iter()
+        .filter_map(|block| match block {
+            Block::Text { text } if !text.is_empty() => Some(json!({"text": text})),
+            Block::Image { media } => Some(inline_data(&media.hash, images)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn model_parts(message: &Message) -> Vec<Value> {
+    message
+        .blocks
+        .iter()
+        .filter_map(|block| match block {
+            Block::Text { text } if !text.is_empty() => Some(json!({"text": text})),
+            Block::ToolCall(call) => {
+                let mut function_call = json!({"name": call.name, "args": call.arguments});
+                if !call.id.starts_with(LOCAL_ID_PREFIX) {
+                    function_call["id"] = json!(call.id);
+                }
+                let mut part = json!({"functionCall": function_call});
+                // Gemini 3 rejects a replayed call without the signature it gave.
+                if let Some(signature) = &call.signature {
+                    part["thoughtSignature"] = json!(signature);
+                }
+                Some(part)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// One `functionResponse` part per result. Images go inside it for models that take
+/// that (Gemini 3), otherwise as parts after the responses.
+fn function_responses(
+    message: &Message,
+    request: &ModelRequest,
+    images: &PreparedImages,
+) -> Vec<Value> {
+    let mut parts = Vec::new();
+    let mut trailing = Vec::new();
+    for result in message.tool_results() {
+        let nested: Vec<Value> = result
+            .images()
+            .map(|media| inline_data(&media.hash, images))
+            .collect();
+        let mut response = json!({
+            "name": result.name,
+            "response": response_object(result),
+        });
+        if !result.call_id.starts_with(LOCAL_ID_PREFIX) {
+            response["id"] = json!(result.call_id);
+        }
+        if !nested.is_empty() {
+            if request.capabilities.images_in_tool_results {
+                response["parts"] = json!(nested);
+            } else if request.capabilities.vision {
+                trailing.extend(nested);
+            }
+        }
+        parts.push(json!({"functionResponse": response}));
+    }
+    parts.extend(trailing);
+    parts
+}
+
+fn response_object(result: &ToolResult) -> Value {
+    let mut text = result.text();
+    let images = result.images().count();
+    let audio = result
+        .parts
+        .iter()
+        .filter(|p| matches!(p, ResultPart::Audio { .. }))
+        .count();
+    if images > 0 {
+        text.push_str(&format!("\n[{images} image(s) attached]"));
+    }
+    if audio > 0 {
+        text.push_str(&format!("\n[{audio} audio clip(s) omitted]"));
+    }
+    let text = text.trim_start().to_owned();
+    if result.is_error {
+        json!({"error": text})
+    } else {
+        json!({"result": text})
+    }
+}
+
+/// Decodes the SSE stream of `GenerateContentResponse` chunks. Function calls arrive
+/// whole; the stream ends by closing after a chunk with a `finishReason`.
+#[derive(Debug, Default)]
+pub struct Decoder {
+    calls: u32,
+    finish: Option<StopReason>,
+    usage: Option<Usage>,
+    done: bool,
+}
+
+impl StreamDecoder for Decoder {
+    fn decode(
+        &mut self,
+        _event: Option<&str>,
+        data: &str,
+    ) -> Result<Vec<ProviderEvent>, ProviderError> {
+        let value: Value = serde_json::from_str(data).map_err(|e| {
+            ProviderError::new(
+                ProviderErrorKind::Protocol,
+                format!("a chunk is not JSON ({e})"),
+            )
+        })?;
+        if value.get("error").is_some() {
+            return Err(ProviderError::new(
+                ProviderErrorKind::Stream,
+                error_message(data),
+            ));
+        }
+        let mut out = Vec::new();
+        if let Some(usage) = value.get("usageMetadata") {
+            let read = |key: &str| usage[key].as_u64().unwrap_or_default();
+            self.usage = Some(Usage {
+                input_tokens: read("promptTokenCount"),
+                output_tokens: read("candidatesTokenCount") + read("thoughtsTokenCount"),
+                cache_read_tokens: read("cachedContentTokenCount"),
+                reasoning_tokens: read("thoughtsTokenCount"),
+            });
+        }
+        if let Some(reason) = value["promptFeedback"]["blockReason"].as_str() {
+            return Err(ProviderError::new(
+                ProviderErrorKind::InvalidRequest,
+                format!("the prompt was blocked: {reason}"),
+            ));
+        }
+        let candidate = &value["candidates"][0];
+        for part in candidate["content"]["parts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            if let Some(call) = part.get("functionCall") {
+                let name = call["name"].as_str().unwrap_or_default().to_owned();
+                let id = match call["id"].as_str() {
+                    Some(id) if !id.is_empty() => id.to_owned(),
+                    _ => format!("{LOCAL_ID_PREFIX}{}", self.calls),
+                };
+                self.calls += 1;
+                let arguments = match &call["args"] {
+                    Value::Null => Value::Object(Default::default()),
+                    args => args.clone(),
+                };
+                out.push(ProviderEvent::ToolCallStarted {
+                    id: id.clone(),
+                    name: name.clone(),
+                });
+                out.push(ProviderEvent::ToolCallDone {
+                    id,
+                    name,
+                    arguments: Ok(arguments),
+                    signature: part["thoughtSignature"].as_str().map(str::to_owned),
+                });
+            } else if let Some(text) = part["text"].as_str().filter(|t| !t.is_empty()) {
+                if part["thought"].as_bool() == Some(true) {
+                    out.push(ProviderEvent::ReasoningDelta(text.to_owned()));
+                } else {
+                    out.push(ProviderEvent::TextDelta(text.to_owned()));
+                }
+            }
+        }
+        if let Some(reason) = candidate["finishReason"].as_str() {
+            self.finish = Some(if self.calls > 0 && reason == "STOP" {
+                StopReason::ToolUse
+            } else {
+                stop_reason(reason)
+            });
+        }
+        Ok(out)
+    }
+
+    fn finish(&mut self) -> Result<Vec<ProviderEvent>, ProviderError> {
+        if self.done {
+            return Ok(Vec::new());
+        }
+        let Some(reason) = self.finish.take() else {
+            return Err(ProviderError::new(
+                ProviderErrorKind::Connection,
+                "the stream ended before a finish reason",
+            ));
+        };
+        self.done = true;
+        let mut out = Vec::new();
+        if let Some(usage) = self.usage.take() {
+            out.push(ProviderEvent::Usage(usage));
+        }
+        out.push(ProviderEvent::Stop(reason));
+        Ok(out)
+    }
+}
+
+/// The models of `GET /v1beta/models` that can generate content.
+pub fn parse_models(body: &Value) -> Vec<ModelInfo> {
+    body["models"]
+        .as_array()
+        .map(|models| {
+            models
+                .iter()
+                .filter(|m| {
+                    m["supportedGenerationMethods"]
+                        .as_array()
+                        .is_none_or(|methods| methods.iter().any(|x| x == "generateContent"))
+                })
+                .filter_map(|m| {
+                    let name = m["name"].as_str()?;
+                    Some(ModelInfo {
+                        id: name.strip_prefix("models/").unwrap_or(name).to_owned(),
+                        display_name: m["displayName"].as_str().map(str::to_owned),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The Gemini API at a base URL such as `https://generativelanguage.googleapis.com`.
+pub struct GeminiProvider {
+    http: HttpClient,
+    base_url: String,
+    api_key: Option<String>,
+    media: Arc<dyn MediaStore>,
+}
+
+impl GeminiProvider {
+    pub fn new(
+        http: HttpClient,
+        base_url: &str,
+        api_key: Option<String>,
+        media: Arc<dyn MediaStore>,
+    ) -> Self {
+        Self {
+            http,
+            base_url: base_url.trim_end_matches('/').to_owned(),
+            api_key,
+            media,
+        }
+    }
+
+    fn headers(&self) -> Vec<(&'static str, String)> {
+        self.api_key
+            .iter()
+            .map(|key| ("x-goog-api-key", key.clone()))
+            .collect()
+    }
+}
+
+#[async_trait]
+impl Provider for GeminiProvider {
+    fn protocol(&self) -> &'static str {
+        PROTOCOL
+    }
+
+    async fn stream(&self, request: ModelRequest) -> Result<EventStream, ProviderError> {
+        let images = crate::prepare_images(&request, &self.media, images::GEMINI).await?;
+        let body = build_request(&request, &images);
+        let url = format!(
+            "{}/v1beta/models/{}:streamGenerateContent?alt=sse",
+            self.base_url, request.model
+        );
+        self.http
+            .stream(url, &self.headers(), body, Decoder::default())
+    }
+
+    async fn list_models(&self) -> Result<Vec<ModelInfo>, ProviderError> {
+        let url = format!("{}/v1beta/models?pageSize=1000", self.base_url);
+        let body = self.http.get_json(&url, &self.headers()).await?;
+        Ok(parse_models(&body))
+    }
+}
+
+#[cfg(test)]
+mod tests;

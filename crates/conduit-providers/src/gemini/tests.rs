@@ -1,0 +1,225 @@
+//! The Gemini converters against the API's documented requests and stream chunks.
+
+use conduit_core::content::{Block, Message, ResultPart, Role, ToolCall, ToolResult};
+use conduit_core::provider::{ProviderErrorKind, StopReason};
+use serde_json::json;
+
+use super::*;
+use crate::images::PreparedImage;
+use crate::test_support::{media, replay, request};
+
+#[test]
+fn a_text_stream_decodes_to_deltas_usage_and_stop() {
+    let sse = r#"data: {"candidates": [{"content": {"parts": [{"text": "The"}],"role": "model"},"index": 0}],"usageMetadata": {"promptTokenCount": 8,"candidatesTokenCount": 1,"totalTokenCount": 9},"modelVersion": "gemini-2.5-flash"}
+
+data: {"candidates": [{"content": {"parts": [{"text": " sky is blue."}],"role": "model"},"finishReason": "STOP","index": 0}],"usageMetadata": {"promptTokenCount": 8,"candidatesTokenCount": 6,"totalTokenCount": 14},"modelVersion": "gemini-2.5-flash"}
+
+"#;
+    let events: Vec<_> = replay(&mut Decoder::default(), sse)
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        events,
+        [
+            ProviderEvent::TextDelta("The".into()),
+            ProviderEvent::TextDelta(" sky is blue.".into()),
+            ProviderEvent::Usage(Usage {
+                input_tokens: 8,
+                output_tokens: 6,
+                ..Default::default()
+            }),
+            ProviderEvent::Stop(StopReason::EndTurn),
+        ]
+    );
+}
+
+#[test]
+fn function_calls_keep_ids_and_thought_signatures() {
+    let sse = r#"data: {"candidates": [{"content": {"parts": [{"text": "checking", "thought": true}, {"functionCall": {"id": "abc1", "name": "get_weather", "args": {"location": "Paris"}}, "thoughtSignature": "CiQB0e2Kb8"}, {"functionCall": {"name": "get_time", "args": {}}}],"role": "model"},"finishReason": "STOP","index": 0}]}
+
+"#;
+    let events: Vec<_> = replay(&mut Decoder::default(), sse)
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(events[0], ProviderEvent::ReasoningDelta("checking".into()));
+    let done: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            ProviderEvent::ToolCallDone {
+                id,
+                name,
+                arguments,
+                signature,
+            } => Some((
+                id.clone(),
+                name.clone(),
+                arguments.clone().unwrap(),
+                signature.clone(),
+            )),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        done,
+        [
+            (
+                "abc1".into(),
+                "get_weather".into(),
+                json!({"location": "Paris"}),
+                Some("CiQB0e2Kb8".into())
+            ),
+            ("gemini-call-1".into(), "get_time".into(), json!({}), None),
+        ]
+    );
+    assert_eq!(
+        events.last(),
+        Some(&ProviderEvent::Stop(StopReason::ToolUse))
+    );
+}
+
+#[test]
+fn errors_and_cut_streams() {
+    let sse = "data: {\"error\": {\"code\": 500, \"message\": \"An internal error has occurred.\", \"status\": \"INTERNAL\"}}\n\n";
+    let err = replay(&mut Decoder::default(), sse)[0].clone().unwrap_err();
+    assert_eq!(err.kind, ProviderErrorKind::Stream);
+    assert_eq!(err.message, "An internal error has occurred.");
+
+    let cut = "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"The\"}],\"role\": \"model\"},\"index\": 0}]}\n\n";
+    let events = replay(&mut Decoder::default(), cut);
+    assert_eq!(
+        events.last().unwrap().clone().unwrap_err().kind,
+        ProviderErrorKind::Connection
+    );
+}
+
+fn conversation() -> Vec<Message> {
+    vec![
+        Message::user_text("Show frame 7"),
+        Message {
+            role: Role::Assistant,
+            blocks: vec![
+                Block::ToolCall(ToolCall {
+                    id: "abc1".into(),
+                    name: "figma__frame".into(),
+                    arguments: json!({"id": 7}),
+                    signature: Some("CiQB0e2Kb8".into()),
+                    invalid_arguments: None,
+                }),
+                Block::ToolCall(ToolCall {
+                    id: "gemini-call-1".into(),
+                    name: "figma__meta".into(),
+                    arguments: json!({}),
+                    signature: None,
+                    invalid_arguments: None,
+                }),
+            ],
+        },
+        Message {
+            role: Role::Tool,
+            blocks: vec![
+                Block::ToolResult(ToolResult {
+                    call_id: "abc1".into(),
+                    name: "figma__frame".into(),
+                    is_error: false,
+                    parts: vec![
+                        ResultPart::Text {
+                            text: "frame 7".into(),
+                        },
+                        ResultPart::Image {
+                            media: media("img1"),
+                        },
+                    ],
+                }),
+                Block::ToolResult(ToolResult {
+                    call_id: "gemini-call-1".into(),
+                    name: "figma__meta".into(),
+                    is_error: true,
+                    parts: vec![ResultPart::Text {
+                        text: "no access".into(),
+                    }],
+                }),
+            ],
+        },
+    ]
+}
+
+fn images() -> PreparedImages {
+    let mut images = PreparedImages::new();
+    images.insert(
+        "img1".into(),
+        Ok(PreparedImage {
+            mime: "image/png",
+            base64: "iVBOR==".into(),
+        }),
+    );
+    images
+}
+
+#[test]
+fn gemini_3_gets_images_inside_the_function_response_and_signatures_back() {
+    let mut req = request(conversation());
+    req.system = Some("Be brief.".into());
+    req.tools = vec![conduit_core::tool::ToolSpec {
+        name: "figma__frame".into(),
+        title: None,
+        description: "Render a frame".into(),
+        input_schema: json!({"type": "object", "properties": {"id": {"type": "integer"}}}),
+        output_schema: None,
+        annotations: Default::default(),
+    }];
+    req.max_output_tokens = Some(512);
+    let body = build_request(&req, &images());
+    assert_eq!(
+        body,
+        json!({
+            "contents": [
+                {"role": "user", "parts": [{"text": "Show frame 7"}]},
+                {"role": "model", "parts": [
+                    {"functionCall": {"id": "abc1", "name": "figma__frame", "args": {"id": 7}}, "thoughtSignature": "CiQB0e2Kb8"},
+                    {"functionCall": {"name": "figma__meta", "args": {}}}
+                ]},
+                {"role": "user", "parts": [
+                    {"functionResponse": {"id": "abc1", "name": "figma__frame",
+                        "response": {"result": "frame 7\n[1 image(s) attached]"},
+                        "parts": [{"inlineData": {"mimeType": "image/png", "data": "iVBOR=="}}]}},
+                    {"functionResponse": {"name": "figma__meta", "response": {"error": "no access"}}}
+                ]}
+            ],
+            "systemInstruction": {"parts": [{"text": "Be brief."}]},
+            "tools": [{"functionDeclarations": [{"name": "figma__frame", "description": "Render a frame",
+                "parametersJsonSchema": {"type": "object", "properties": {"id": {"type": "integer"}}}}]}],
+            "generationConfig": {"maxOutputTokens": 512}
+        })
+    );
+}
+
+#[test]
+fn older_models_get_images_as_parts_after_the_responses() {
+    let mut req = request(conversation());
+    req.capabilities.images_in_tool_results = false;
+    let body = build_request(&req, &images());
+    let parts = body["contents"][2]["parts"].as_array().unwrap();
+    assert_eq!(parts.len(), 3);
+    assert!(parts[0]["functionResponse"].get("parts").is_none());
+    assert_eq!(
+        parts[2],
+        json!({"inlineData": {"mimeType": "image/png", "data": "iVBOR=="}})
+    );
+}
+
+#[test]
+fn models_are_listed_without_the_models_prefix() {
+    let body = json!({"models": [
+        {"name": "models/gemini-2.5-flash", "displayName": "Gemini 2.5 Flash", "supportedGenerationMethods": ["generateContent", "countTokens"]},
+        {"name": "models/text-embedding-004", "supportedGenerationMethods": ["embedContent"]}
+    ]});
+    assert_eq!(
+        parse_models(&body),
+        [ModelInfo {
+            id: "gemini-2.5-flash".into(),
+            display_name: Some("Gemini 2.5 Flash".into())
+        }]
+    );
+}

@@ -1,0 +1,195 @@
+//! The Responses converters against the API's documented requests and stream events.
+
+use conduit_core::content::{Block, Message, ResultPart, Role, ToolCall, ToolResult};
+use conduit_core::provider::{ProviderErrorKind, StopReason};
+use serde_json::json;
+
+use super::*;
+use crate::images::PreparedImage;
+use crate::test_support::{media, replay, request};
+
+const TOOL_STREAM: &str = r#"event: response.created
+data: {"type":"response.created","sequence_number":0,"response":{"id":"resp_1","object":"response","status":"in_progress","output":[]}}
+
+event: response.output_item.added
+data: {"type":"response.output_item.added","sequence_number":1,"output_index":0,"item":{"id":"rs_1","type":"reasoning","summary":[]}}
+
+event: response.reasoning_summary_text.delta
+data: {"type":"response.reasoning_summary_text.delta","sequence_number":2,"item_id":"rs_1","output_index":0,"summary_index":0,"delta":"Need weather."}
+
+event: response.output_item.done
+data: {"type":"response.output_item.done","sequence_number":3,"output_index":0,"item":{"id":"rs_1","type":"reasoning","encrypted_content":"gAAAAB-enc","summary":[{"type":"summary_text","text":"Need weather."}]}}
+
+event: response.output_item.added
+data: {"type":"response.output_item.added","sequence_number":4,"output_index":1,"item":{"id":"fc_1","type":"function_call","status":"in_progress","arguments":"","call_id":"call_1","name":"get_weather"}}
+
+event: response.function_call_arguments.delta
+data: {"type":"response.function_call_arguments.delta","sequence_number":5,"item_id":"fc_1","output_index":1,"delta":"{\"location\":"}
+
+event: response.function_call_arguments.delta
+data: {"type":"response.function_call_arguments.delta","sequence_number":6,"item_id":"fc_1","output_index":1,"delta":"\"Paris\"}"}
+
+event: response.function_call_arguments.done
+data: {"type":"response.function_call_arguments.done","sequence_number":7,"item_id":"fc_1","output_index":1,"arguments":"{\"location\":\"Paris\"}"}
+
+event: response.output_item.done
+data: {"type":"response.output_item.done","sequence_number":8,"output_index":1,"item":{"id":"fc_1","type":"function_call","status":"completed","arguments":"{\"location\":\"Paris\"}","call_id":"call_1","name":"get_weather"}}
+
+event: response.completed
+data: {"type":"response.completed","sequence_number":9,"response":{"id":"resp_1","status":"completed","usage":{"input_tokens":36,"input_tokens_details":{"cached_tokens":0},"output_tokens":87,"output_tokens_details":{"reasoning_tokens":64},"total_tokens":123}}}
+
+"#;
+
+#[test]
+fn a_function_call_stream_with_reasoning_decodes_in_order() {
+    let events: Vec<_> = replay(&mut Decoder::default(), TOOL_STREAM)
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        events,
+        [
+            ProviderEvent::ReasoningDelta("Need weather.".into()),
+            ProviderEvent::ReasoningDone {
+                signature: None,
+                encrypted: Some("gAAAAB-enc".into()),
+                id: Some("rs_1".into()),
+            },
+            ProviderEvent::ToolCallStarted {
+                id: "call_1".into(),
+                name: "get_weather".into()
+            },
+            ProviderEvent::ToolCallDelta {
+                id: "call_1".into(),
+                arguments: "{\"location\":".into()
+            },
+            ProviderEvent::ToolCallDelta {
+                id: "call_1".into(),
+                arguments: "\"Paris\"}".into()
+            },
+            ProviderEvent::ToolCallDone {
+                id: "call_1".into(),
+                name: "get_weather".into(),
+                arguments: Ok(json!({"location": "Paris"})),
+                signature: None,
+            },
+            ProviderEvent::Usage(Usage {
+                input_tokens: 36,
+                output_tokens: 87,
+                cache_read_tokens: 0,
+                reasoning_tokens: 64,
+            }),
+            ProviderEvent::Stop(StopReason::ToolUse),
+        ]
+    );
+}
+
+#[test]
+fn text_deltas_and_failures() {
+    let sse = "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":0,\"delta\":\"Hi\"}\n\nevent: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"status\":\"failed\",\"error\":{\"code\":\"server_error\",\"message\":\"The model failed to generate a response.\"}}}\n\n";
+    let events = replay(&mut Decoder::default(), sse);
+    assert_eq!(events[0], Ok(ProviderEvent::TextDelta("Hi".into())));
+    let err = events[1].clone().unwrap_err();
+    assert_eq!(err.kind, ProviderErrorKind::Stream);
+    assert_eq!(
+        err.message,
+        "server_error: The model failed to generate a response."
+    );
+
+    let sse = "event: error\ndata: {\"type\":\"error\",\"code\":\"ERR_SOMETHING\",\"message\":\"Something went wrong\",\"param\":null,\"sequence_number\":1}\n\n";
+    let err = replay(&mut Decoder::default(), sse)[0].clone().unwrap_err();
+    assert_eq!(err.message, "ERR_SOMETHING: Something went wrong");
+}
+
+#[test]
+fn an_incomplete_response_stops_for_max_tokens() {
+    let sse = "event: response.incomplete\ndata: {\"type\":\"response.incomplete\",\"response\":{\"status\":\"incomplete\",\"incomplete_details\":{\"reason\":\"max_output_tokens\"},\"usage\":{\"input_tokens\":1,\"output_tokens\":2}}}\n\n";
+    let events = replay(&mut Decoder::default(), sse);
+    assert_eq!(
+        events.last(),
+        Some(&Ok(ProviderEvent::Stop(StopReason::MaxTokens)))
+    );
+}
+
+#[test]
+fn the_request_uses_flat_tools_function_call_items_and_image_outputs() {
+    let mut req = request(vec![
+        Message::user_text("Weather and map?"),
+        Message {
+            role: Role::Assistant,
+            blocks: vec![
+                Block::Reasoning {
+                    text: "Need weather.".into(),
+                    signature: None,
+                    encrypted: Some("gAAAAB-enc".into()),
+                    id: Some("rs_1".into()),
+                    protocol: Some(PROTOCOL.into()),
+                },
+                Block::ToolCall(ToolCall {
+                    id: "call_1".into(),
+                    name: "maps__render".into(),
+                    arguments: json!({"city": "Paris"}),
+                    signature: None,
+                    invalid_arguments: None,
+                }),
+            ],
+        },
+        Message {
+            role: Role::Tool,
+            blocks: vec![Block::ToolResult(ToolResult {
+                call_id: "call_1".into(),
+                name: "maps__render".into(),
+                is_error: false,
+                parts: vec![
+                    ResultPart::Text {
+                        text: "map of Paris".into(),
+                    },
+                    ResultPart::Image {
+                        media: media("img1"),
+                    },
+                ],
+            })],
+        },
+    ]);
+    req.system = Some("Be brief.".into());
+    req.tools = vec![conduit_core::tool::ToolSpec {
+        name: "maps__render".into(),
+        title: None,
+        description: "Render a map".into(),
+        input_schema: json!({"type": "object"}),
+        output_schema: None,
+        annotations: Default::default(),
+    }];
+    let mut images = PreparedImages::new();
+    images.insert(
+        "img1".into(),
+        Ok(PreparedImage {
+            mime: "image/png",
+            base64: "iVBOR==".into(),
+        }),
+    );
+    let body = build_request(&req, &images);
+    assert_eq!(
+        body,
+        json!({
+            "model": "test-model",
+            "stream": true,
+            "store": false,
+            "include": ["reasoning.encrypted_content"],
+            "instructions": "Be brief.",
+            "input": [
+                {"role": "user", "content": [{"type": "input_text", "text": "Weather and map?"}]},
+                {"type": "reasoning", "id": "rs_1", "encrypted_content": "gAAAAB-enc",
+                 "summary": [{"type": "summary_text", "text": "Need weather."}]},
+                {"type": "function_call", "call_id": "call_1", "name": "maps__render",
+                 "arguments": "{\"city\":\"Paris\"}"},
+                {"type": "function_call_output", "call_id": "call_1", "output": [
+                    {"type": "input_text", "text": "map of Paris"},
+                    {"type": "input_image", "image_url": "data:image/png;base64,iVBOR=="}
+                ]}
+            ],
+            "tools": [{"type": "function", "name": "maps__render", "description": "Render a map",
+                       "parameters": {"type": "object"}, "strict": false}]
+        })
+    );
+}
