@@ -1,20 +1,20 @@
 //! The commands the window may call; each forwards to `conduit-host`.
 
-use conduit_host::{AppInfo, Paths};
+use conduit_host::{AppInfo, Host};
 
 /// What the window's commands share.
 pub struct AppState {
-    paths: Paths,
+    host: Host,
 }
 
 impl AppState {
-    pub fn new(paths: Paths) -> Self {
-        Self { paths }
+    pub fn new(host: Host) -> Self {
+        Self { host }
     }
 }
 
 /// The app's version and where its data lives.
 #[tauri::command]
 pub fn app_info(state: tauri::State<'_, AppState>) -> AppInfo {
-    AppInfo::new(state.paths.clone())
+    state.host.info()
 }

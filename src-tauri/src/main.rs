@@ -4,8 +4,8 @@
 
 mod commands;
 
-use conduit_host::Paths;
 use conduit_host::logging::{self, LogOptions};
+use conduit_host::{Host, Paths};
 
 fn main() -> std::process::ExitCode {
     let paths = match Paths::from_env() {
@@ -25,7 +25,7 @@ fn main() -> std::process::ExitCode {
     tracing::info!(version = conduit_host::VERSION, "desktop app starting");
 
     let result = tauri::Builder::default()
-        .manage(commands::AppState::new(paths))
+        .manage(commands::AppState::new(Host::new(paths)))
         .invoke_handler(tauri::generate_handler![commands::app_info])
         .run(tauri_context());
     match result {

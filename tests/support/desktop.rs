@@ -11,7 +11,7 @@ use fantoccini::{Client, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::json;
 
-use crate::{free_port, target_profile_dir};
+use crate::free_port;
 
 /// Environment variable naming the app binary; default: `conduit-desktop` beside the tests.
 pub const APP_BIN_ENV: &str = "CONDUIT_DESKTOP_BIN";
@@ -22,7 +22,7 @@ pub const DRIVER_BIN_ENV: &str = "TAURI_DRIVER_BIN";
 pub fn app_binary() -> anyhow::Result<PathBuf> {
     let path = match std::env::var_os(APP_BIN_ENV) {
         Some(path) => PathBuf::from(path),
-        None => target_profile_dir()?.join("conduit-desktop"),
+        None => crate::target_profile_dir()?.join("conduit-desktop"),
     };
     if !path.is_file() {
         bail!(

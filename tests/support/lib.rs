@@ -1,7 +1,9 @@
 //! Fixtures shared by Conduit's end-to-end tests: where the built binaries and the test
-//! artifacts are, and a `tauri-driver` session around the real desktop app.
+//! artifacts are, a `tauri-driver` session around the real desktop app, and a scripted
+//! LLM server that speaks the four provider protocols.
 
 pub mod desktop;
+pub mod llm_server;
 
 use std::path::PathBuf;
 
@@ -30,6 +32,18 @@ pub fn target_profile_dir() -> anyhow::Result<PathBuf> {
         .and_then(|deps| deps.parent())
         .map(PathBuf::from)
         .ok_or_else(|| anyhow::anyhow!("cannot find the target folder from {}", exe.display()))
+}
+
+/// A workspace binary built beside the tests (`cargo build --workspace` builds them).
+pub fn binary(name: &str) -> anyhow::Result<PathBuf> {
+    let path = target_profile_dir()?.join(name);
+    if !path.is_file() {
+        anyhow::bail!(
+            "{} is not built: run `cargo build --workspace` (make test does) first",
+            path.display()
+        );
+    }
+    Ok(path)
 }
 
 /// A port on the loopback interface that nothing listens on right now.

@@ -1,13 +1,17 @@
 //! The `conduit` command: Conduit's engine without a window. Parses arguments and calls
 //! `conduit-host`; it holds no logic of its own.
 
+mod chat;
+mod providers;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use conduit_host::logging::{self, LogOptions};
-use conduit_host::{AppInfo, Paths};
+use conduit_host::{Host, Paths};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -36,20 +40,68 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Send one message to a model and stream its answer, running the tools it calls.
+    Chat(chat::ChatArgs),
+    /// Manage the LLM providers in settings.
+    Providers {
+        #[command(subcommand)]
+        command: providers::ProvidersCommand,
+    },
 }
 
-fn main() -> ExitCode {
-    let cli = Cli::parse();
-    match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("conduit: {err:#}");
-            ExitCode::FAILURE
+/// Exit code of a failure the command explained.
+const EXIT_FAILURE: u8 = 1;
+/// Exit code of bad usage (clap uses the same).
+const EXIT_USAGE: u8 = 2;
+/// Exit code when the user stopped the run (Ctrl-C), as shells report SIGINT.
+const EXIT_INTERRUPTED: u8 = 130;
+
+/// A failure with the exit code it should produce.
+#[derive(Debug)]
+struct Failure {
+    code: u8,
+    error: anyhow::Error,
+}
+
+impl<E: Into<anyhow::Error>> From<E> for Failure {
+    fn from(error: E) -> Self {
+        Self {
+            code: EXIT_FAILURE,
+            error: error.into(),
         }
     }
 }
 
-fn run(cli: Cli) -> anyhow::Result<()> {
+fn usage_error(message: impl Into<String>) -> Failure {
+    Failure {
+        code: EXIT_USAGE,
+        error: anyhow::anyhow!(message.into()),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("conduit: cannot start: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(code) => ExitCode::from(code),
+        Err(failure) => {
+            eprintln!("conduit: {:#}", failure.error);
+            ExitCode::from(failure.code)
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<u8, Failure> {
     let mut paths = Paths::from_env()?;
     if let Some(file) = cli.mcp_config {
         paths = paths.with_mcp_config_file(file);
@@ -63,23 +115,28 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let _log =
         logging::init(&paths, LogOptions { stderr_level }).context("cannot start logging")?;
     tracing::debug!(command = ?cli.command, "conduit started");
+    let host = Arc::new(Host::new(paths));
 
     match cli.command {
-        Command::Paths { json } => print_paths(&AppInfo::new(paths), json),
+        Command::Paths { json } => {
+            print_paths(&host.info().paths, json)?;
+            Ok(0)
+        }
+        Command::Chat(args) => chat::run(host, args).await,
+        Command::Providers { command } => providers::run(host, command).await,
     }
 }
 
-fn print_paths(info: &AppInfo, json: bool) -> anyhow::Result<()> {
+fn print_paths(paths: &Paths, json: bool) -> anyhow::Result<()> {
     if json {
-        println!("{}", serde_json::to_string_pretty(&info.paths)?);
+        println!("{}", serde_json::to_string_pretty(paths)?);
         return Ok(());
     }
-    let p = &info.paths;
     for (label, path) in [
-        ("data folder", &p.data_dir),
-        ("settings file", &p.settings_file),
-        ("mcpServers file", &p.mcp_config_file),
-        ("log file", &p.log_file),
+        ("data folder", &paths.data_dir),
+        ("settings file", &paths.settings_file),
+        ("mcpServers file", &paths.mcp_config_file),
+        ("log file", &paths.log_file),
     ] {
         println!("{label:<16} {}", path.display());
     }

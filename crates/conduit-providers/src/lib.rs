@@ -124,3 +124,21 @@ async fn prepare_images(
 
 #[cfg(test)]
 mod test_support;
+
+/// What Conduit assumes a model can do when nothing says otherwise.
+pub fn default_capabilities(
+    protocol: Protocol,
+    model: &str,
+) -> conduit_core::provider::ModelCapabilities {
+    let images_in_tool_results = match protocol {
+        Protocol::Anthropic | Protocol::OpenAiResponses => true,
+        // Chat Completions' tool messages are text; images follow in a user message.
+        Protocol::OpenAiChat => false,
+        // Gemini 3 takes images inside function responses; earlier models do not.
+        Protocol::Gemini => model.starts_with("gemini-3"),
+    };
+    conduit_core::provider::ModelCapabilities {
+        images_in_tool_results,
+        ..Default::default()
+    }
+}

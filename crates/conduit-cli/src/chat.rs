@@ -1,0 +1,290 @@
+//! `conduit chat`: one user message, the agent's streamed answer, readable or as JSON Lines.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use conduit_core::agent::{AgentEvent, EventSink, Outcome};
+use conduit_core::content::ResultPart;
+use conduit_host::Host;
+use conduit_host::chat::{ApprovalMode, ChatError, ChatRequest, ProviderChoice};
+use conduit_providers::Protocol;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::{EXIT_FAILURE, EXIT_INTERRUPTED, Failure, usage_error};
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Kind {
+    Anthropic,
+    #[value(name = "openai-responses")]
+    OpenaiResponses,
+    #[value(name = "openai-chat")]
+    OpenaiChat,
+    Gemini,
+}
+
+impl From<Kind> for Protocol {
+    fn from(kind: Kind) -> Self {
+        match kind {
+            Kind::Anthropic => Protocol::Anthropic,
+            Kind::OpenaiResponses => Protocol::OpenAiResponses,
+            Kind::OpenaiChat => Protocol::OpenAiChat,
+            Kind::Gemini => Protocol::Gemini,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Approve {
+    /// Run every tool call.
+    Auto,
+    /// Refuse every tool call; the model is told so.
+    Deny,
+}
+
+#[derive(Debug, Args)]
+pub struct ChatArgs {
+    /// A provider from settings (see `conduit providers list`).
+    #[arg(long, conflicts_with_all = ["kind", "base_url"])]
+    provider: Option<String>,
+    /// The protocol of a provider given on the command line.
+    #[arg(long, value_enum, requires = "base_url")]
+    kind: Option<Kind>,
+    /// The service root, e.g. https://api.anthropic.com or http://localhost:11434/v1.
+    #[arg(long, requires = "kind")]
+    base_url: Option<String>,
+    /// The environment variable holding the API key.
+    #[arg(long, value_name = "VAR")]
+    api_key_env: Option<String>,
+    /// The model; default: the provider's default model.
+    #[arg(long)]
+    model: Option<String>,
+    /// Continue a saved conversation (not available yet: history arrives with the store).
+    #[arg(long, value_name = "ID")]
+    conversation: Option<String>,
+    /// An image to send with the message (repeatable).
+    #[arg(long, value_name = "IMAGE")]
+    attach: Vec<PathBuf>,
+    /// What to do with tool calls: there is no window to ask in.
+    #[arg(long, value_enum, default_value = "deny")]
+    approve: Approve,
+    /// Model requests in this run at most.
+    #[arg(long, default_value_t = 25, value_parser = clap::value_parser!(u32).range(1..))]
+    max_turns: u32,
+    /// A system prompt.
+    #[arg(long)]
+    system: Option<String>,
+    /// Fail when the provider sends nothing for this many seconds.
+    #[arg(long, value_name = "SECONDS")]
+    read_timeout: Option<f64>,
+    /// Print JSON Lines events instead of text.
+    #[arg(long)]
+    json: bool,
+    /// The message.
+    prompt: String,
+}
+
+pub async fn run(host: Arc<Host>, args: ChatArgs) -> Result<u8, Failure> {
+    if args.conversation.is_some() {
+        return Err(usage_error(
+            "--conversation is not available yet: this build keeps no history",
+        ));
+    }
+    let provider = match (args.provider, args.kind, args.base_url) {
+        (Some(id), _, _) => ProviderChoice::Saved(id),
+        (None, Some(kind), Some(base_url)) => ProviderChoice::Explicit {
+            protocol: kind.into(),
+            base_url,
+            api_key_env: args.api_key_env.clone(),
+        },
+        _ => {
+            return Err(usage_error(
+                "say which provider to use: --provider ID, or --kind K --base-url URL",
+            ));
+        }
+    };
+    let read_timeout = match args.read_timeout {
+        Some(s) if s.is_finite() && s > 0.0 => Some(Duration::from_secs_f64(s)),
+        Some(_) => return Err(usage_error("--read-timeout must be a positive number")),
+        None => None,
+    };
+    let request = ChatRequest {
+        provider,
+        model: args.model,
+        prompt: args.prompt,
+        attachments: args.attach,
+        approval: match args.approve {
+            Approve::Auto => ApprovalMode::Auto,
+            Approve::Deny => ApprovalMode::Deny,
+        },
+        max_turns: args.max_turns,
+        system: args.system,
+        read_timeout,
+    };
+
+    let printer = Arc::new(Printer {
+        json: args.json,
+        host: host.clone(),
+    });
+    let sink_printer = printer.clone();
+    let sink: EventSink = Arc::new(move |event| sink_printer.event(&event));
+    let cancel = CancellationToken::new();
+    let on_interrupt = cancel.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            on_interrupt.cancel();
+        }
+    });
+
+    match host.chat(request, sink, cancel).await {
+        Ok(done) => Ok(printer.outcome(&done.outcome)),
+        Err(err @ (ChatError::NoModel(_) | ChatError::EmptyMessage)) => {
+            Err(usage_error(err.to_string()))
+        }
+        Err(ChatError::Provider(err)) => {
+            printer.error(&err.to_string(), serde_json::to_value(&err).ok());
+            Ok(EXIT_FAILURE)
+        }
+        Err(err) => {
+            printer.error(&err.to_string(), None);
+            Ok(EXIT_FAILURE)
+        }
+    }
+}
+
+/// Prints the agent's events as text for people or as JSON Lines for programs.
+struct Printer {
+    json: bool,
+    host: Arc<Host>,
+}
+
+impl Printer {
+    fn event(&self, event: &AgentEvent) {
+        if self.json {
+            let mut value = serde_json::to_value(event).unwrap_or(Value::Null);
+            if let AgentEvent::ToolResult { result, .. } = event {
+                value["images"] = self.stored_images(result.parts.iter());
+            }
+            self.json_line(&value);
+            return;
+        }
+        match event {
+            AgentEvent::TextDelta { text } => {
+                let mut out = std::io::stdout().lock();
+                let _ = out.write_all(text.as_bytes());
+                let _ = out.flush();
+            }
+            AgentEvent::ToolCallReady { call } => {
+                println!("\n→ {} {}", call.name, call.arguments);
+            }
+            AgentEvent::ToolResult {
+                result,
+                duration_ms,
+            } => {
+                let state = if result.is_error { "failed" } else { "done" };
+                let mut line = format!("← {} {state} in {duration_ms} ms", result.name);
+                let text = result.text();
+                let first = text.lines().next().unwrap_or_default();
+                if !first.is_empty() {
+                    line.push_str(&format!(": {}", truncate(first, 120)));
+                }
+                for part in &result.parts {
+                    if let ResultPart::Image { media } | ResultPart::Audio { media } = part {
+                        line.push_str(&format!(
+                            "\n  {} ({} bytes): {}",
+                            media.mime,
+                            media.bytes,
+                            self.host.media_path(media).display()
+                        ));
+                    }
+                }
+                println!("{line}");
+            }
+            AgentEvent::ToolCallDenied { reason, .. } => {
+                eprintln!("conduit: tool call denied: {reason} (pass --approve auto to run tools)");
+            }
+            AgentEvent::Retrying {
+                attempt,
+                delay_ms,
+                error,
+            } => {
+                eprintln!(
+                    "conduit: {error}; retrying in {:.1} s (attempt {attempt})",
+                    *delay_ms as f64 / 1000.0
+                );
+            }
+            _ => {}
+        }
+    }
+
+    fn stored_images<'a>(&self, parts: impl Iterator<Item = &'a ResultPart>) -> Value {
+        let images: Vec<Value> = parts
+            .filter_map(|part| match part {
+                ResultPart::Image { media } => Some(json!({
+                    "path": self.host.media_path(media),
+                    "mime": media.mime,
+                    "bytes": media.bytes,
+                    "width": media.width,
+                    "height": media.height,
+                })),
+                _ => None,
+            })
+            .collect();
+        Value::Array(images)
+    }
+
+    fn json_line(&self, value: &Value) {
+        let mut out = std::io::stdout().lock();
+        let _ = serde_json::to_writer(&mut out, value);
+        let _ = out.write_all(b"\n");
+        let _ = out.flush();
+    }
+
+    /// Prints how the run ended and returns the exit code.
+    fn outcome(&self, outcome: &Outcome) -> u8 {
+        let (name, code, message) = match outcome {
+            Outcome::Finished(_) => ("finished", 0, None),
+            Outcome::TurnLimit => (
+                "turn_limit",
+                EXIT_FAILURE,
+                Some("stopped: the model kept calling tools past --max-turns"),
+            ),
+            Outcome::Cancelled => (
+                "cancelled",
+                EXIT_INTERRUPTED,
+                Some("stopped by the user; the partial answer was kept"),
+            ),
+        };
+        if self.json {
+            self.json_line(&json!({"type": "done", "outcome": name}));
+        } else {
+            println!();
+        }
+        if let Some(message) = message {
+            eprintln!("conduit: {message}");
+        }
+        code
+    }
+
+    fn error(&self, message: &str, detail: Option<Value>) {
+        if self.json {
+            self.json_line(&json!({"type": "error", "message": message, "error": detail}));
+            self.json_line(&json!({"type": "done", "outcome": "error"}));
+        } else {
+            println!();
+        }
+        eprintln!("conduit: {message}");
+    }
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let mut cut: String = text.chars().take(max).collect();
+    cut.push('…');
+    cut
+}

@@ -1,0 +1,130 @@
+//! `conduit providers`: list, add, remove, and list a provider's models.
+
+use std::io::BufRead;
+use std::sync::Arc;
+
+use clap::{Args, Subcommand};
+use conduit_host::{Host, ProviderSettings};
+use conduit_providers::Protocol;
+
+use crate::Failure;
+use crate::chat::Kind;
+
+#[derive(Debug, Subcommand)]
+pub enum ProvidersCommand {
+    /// List the providers and where their keys are.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add a provider. The key is read from stdin with --api-key-stdin and stored in the
+    /// keychain (or the private secrets file), never in settings.
+    Add(AddArgs),
+    /// Remove a provider and its stored key.
+    Remove { id: String },
+    /// List the models a provider offers.
+    Models {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct AddArgs {
+    /// A name for the provider, e.g. `anthropic` or `ollama`.
+    id: String,
+    #[arg(long, value_enum)]
+    kind: Kind,
+    /// The service root, e.g. https://api.anthropic.com or http://localhost:11434/v1.
+    #[arg(long)]
+    base_url: String,
+    /// The model used when `conduit chat` names none.
+    #[arg(long)]
+    model: Option<String>,
+    /// Read the API key from the first line of stdin and store it as a secret.
+    #[arg(long, conflicts_with = "api_key_env")]
+    api_key_stdin: bool,
+    /// Take the key from this environment variable each time instead.
+    #[arg(long, value_name = "VAR")]
+    api_key_env: Option<String>,
+    /// An extra header sent with every request, `Name: value` (repeatable).
+    #[arg(long = "header", value_name = "NAME: VALUE")]
+    headers: Vec<String>,
+}
+
+pub async fn run(host: Arc<Host>, command: ProvidersCommand) -> Result<u8, Failure> {
+    match command {
+        ProvidersCommand::List { json } => {
+            let providers = host.list_providers()?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&providers)?);
+            } else if providers.is_empty() {
+                println!("No providers yet: add one with `conduit providers add`.");
+            } else {
+                for p in providers {
+                    let s = &p.settings;
+                    println!(
+                        "{:<16} {:<17} {}  model: {}  key: {}",
+                        s.id,
+                        s.protocol.name(),
+                        s.base_url,
+                        s.default_model.as_deref().unwrap_or("-"),
+                        p.key
+                    );
+                }
+            }
+        }
+        ProvidersCommand::Add(args) => {
+            let mut headers = std::collections::BTreeMap::new();
+            for header in &args.headers {
+                let Some((name, value)) = header.split_once(':') else {
+                    return Err(crate::usage_error(format!(
+                        "--header {header:?} must look like `Name: value`"
+                    )));
+                };
+                headers.insert(name.trim().to_owned(), value.trim().to_owned());
+            }
+            let key = if args.api_key_stdin {
+                let mut line = String::new();
+                std::io::stdin().lock().read_line(&mut line)?;
+                let key = line.trim().to_owned();
+                if key.is_empty() {
+                    return Err(crate::usage_error("--api-key-stdin read an empty key"));
+                }
+                Some(key)
+            } else {
+                None
+            };
+            let settings = ProviderSettings {
+                id: args.id.clone(),
+                protocol: Protocol::from(args.kind),
+                base_url: args.base_url,
+                default_model: args.model,
+                headers,
+                api_key_env: args.api_key_env,
+                other: Default::default(),
+            };
+            host.add_provider(settings, key.as_deref())?;
+            println!("Added provider {}.", args.id);
+        }
+        ProvidersCommand::Remove { id } => {
+            host.remove_provider(&id)?;
+            println!("Removed provider {id}.");
+        }
+        ProvidersCommand::Models { id, json } => {
+            let models = host.provider_models(&id).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&models)?);
+            } else {
+                for model in models {
+                    match model.display_name {
+                        Some(name) => println!("{:<40} {name}", model.id),
+                        None => println!("{}", model.id),
+                    }
+                }
+            }
+        }
+    }
+    Ok(0)
+}

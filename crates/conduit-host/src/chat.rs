@@ -1,0 +1,185 @@
+//! One run of the agent for a frontend: resolve the provider and its key, store the
+//! attachments, offer the tools, stream the events, and keep the history valid.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use conduit_core::agent::{Agent, AgentOptions, Approval, EventSink, FixedApproval, Outcome};
+use conduit_core::content::{Block, Message, Role};
+use conduit_core::media::{MediaError, MediaStore};
+use conduit_core::provider::ProviderError;
+use conduit_core::tool::ToolRegistry;
+use conduit_providers::{HttpSettings, Protocol, ProviderConfig};
+use tokio_util::sync::CancellationToken;
+
+use crate::Host;
+use crate::providers::{ProvidersError, key_from_env};
+
+/// Which provider a chat uses.
+#[derive(Debug, Clone)]
+pub enum ProviderChoice {
+    /// One from settings, by id.
+    Saved(String),
+    /// Given on the command line.
+    Explicit {
+        protocol: Protocol,
+        base_url: String,
+        api_key_env: Option<String>,
+    },
+}
+
+/// The approval policy of a run without a window to ask in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApprovalMode {
+    Auto,
+    Deny,
+}
+
+/// What a frontend asks for.
+#[derive(Debug, Clone)]
+pub struct ChatRequest {
+    pub provider: ProviderChoice,
+    pub model: Option<String>,
+    pub prompt: String,
+    pub attachments: Vec<PathBuf>,
+    pub approval: ApprovalMode,
+    pub max_turns: u32,
+    pub system: Option<String>,
+    /// Overrides the provider's read timeout (a stream silent this long fails).
+    pub read_timeout: Option<Duration>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ChatError {
+    #[error(transparent)]
+    Providers(#[from] ProvidersError),
+    #[error(
+        "no model given: pass --model, or set a default model for provider {0:?} (`conduit providers add ... --model M`)"
+    )]
+    NoModel(String),
+    #[error("cannot attach {path}: {reason}")]
+    Attachment { path: String, reason: String },
+    #[error("the message is empty: give a prompt or an attachment")]
+    EmptyMessage,
+    #[error(transparent)]
+    Provider(#[from] ProviderError),
+}
+
+/// How the run ended, and the conversation as it now is.
+pub struct ChatResult {
+    pub outcome: Outcome,
+    pub history: Vec<Message>,
+}
+
+impl Host {
+    /// Runs the agent on one user message, streaming events to `events`. Failures the
+    /// provider reports mid-run come back as [`ChatError::Provider`].
+    pub async fn chat(
+        &self,
+        request: ChatRequest,
+        events: EventSink,
+        cancel: CancellationToken,
+    ) -> Result<ChatResult, ChatError> {
+        let (config, default_model) = self.provider_config(&request)?;
+        let model = request
+            .model
+            .clone()
+            .or(default_model)
+            .ok_or_else(|| ChatError::NoModel(provider_label(&request.provider)))?;
+        let user = self.user_message(&request).await?;
+        let protocol = config.protocol;
+        let media: Arc<dyn MediaStore> = self.media.clone();
+        let provider = conduit_providers::build(config, media)?;
+
+        let mut tools = ToolRegistry::new();
+        if crate::test_tools::enabled() {
+            crate::test_tools::register(&mut tools, self.media.clone());
+        }
+        let approval = match request.approval {
+            ApprovalMode::Auto => Approval::Allow,
+            ApprovalMode::Deny => Approval::Deny {
+                reason: "tool calls are denied in this run (--approve deny)".into(),
+            },
+        };
+        let mut options = AgentOptions::new(model.clone());
+        options.capabilities = conduit_providers::default_capabilities(protocol, &model);
+        options.system = request.system.clone();
+        options.max_turns = request.max_turns;
+        let agent = Agent::new(provider, tools, Arc::new(FixedApproval(approval)), options);
+
+        let mut history = vec![user];
+        tracing::info!(protocol = protocol.name(), %model, "chat turn starts");
+        let outcome = agent.run(&mut history, events, cancel).await;
+        match outcome {
+            Ok(outcome) => Ok(ChatResult { outcome, history }),
+            Err(err) => {
+                tracing::warn!(error = %err, "chat turn failed");
+                Err(ChatError::Provider(err))
+            }
+        }
+    }
+
+    fn provider_config(
+        &self,
+        request: &ChatRequest,
+    ) -> Result<(ProviderConfig, Option<String>), ChatError> {
+        let (mut config, default_model) = match &request.provider {
+            ProviderChoice::Explicit {
+                protocol,
+                base_url,
+                api_key_env,
+            } => {
+                let api_key = api_key_env.as_deref().map(key_from_env).transpose()?;
+                let config = ProviderConfig {
+                    protocol: *protocol,
+                    base_url: base_url.clone(),
+                    api_key,
+                    http: HttpSettings::default(),
+                };
+                (config, None)
+            }
+            ProviderChoice::Saved(id) => self.saved_provider_config(id)?,
+        };
+        if let Some(timeout) = request.read_timeout {
+            config.http.read_timeout = timeout;
+        }
+        Ok((config, default_model))
+    }
+
+    async fn user_message(&self, request: &ChatRequest) -> Result<Message, ChatError> {
+        let mut blocks = Vec::new();
+        if !request.prompt.trim().is_empty() {
+            blocks.push(Block::text(request.prompt.clone()));
+        }
+        for path in &request.attachments {
+            let attachment_error = |reason: String| ChatError::Attachment {
+                path: path.display().to_string(),
+                reason,
+            };
+            let bytes = tokio::fs::read(path)
+                .await
+                .map_err(|e| attachment_error(e.to_string()))?;
+            let media = self.media.clone();
+            let stored = tokio::task::spawn_blocking(move || media.put(&bytes, None))
+                .await
+                .map_err(|e| attachment_error(e.to_string()))?
+                .map_err(|e: MediaError| attachment_error(e.to_string()))?;
+            blocks.push(Block::Image { media: stored });
+        }
+        if blocks.is_empty() {
+            return Err(ChatError::EmptyMessage);
+        }
+        Ok(Message {
+            role: Role::User,
+            blocks,
+        })
+    }
+}
+
+fn provider_label(choice: &ProviderChoice) -> String {
+    match choice {
+        ProviderChoice::Saved(id) => id.clone(),
+        ProviderChoice::Explicit { base_url, .. } => base_url.clone(),
+    }
+}

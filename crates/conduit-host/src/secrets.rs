@@ -1,0 +1,181 @@
+//! API keys and tokens: in the OS keychain where one answers, otherwise in a file only
+//! the user can read. Never in settings, the database, logs or events.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use crate::files;
+
+/// Environment variable choosing the store: `keychain`, `file`, or `auto` (the default:
+/// the keychain when it answers, else the file).
+pub const STORE_ENV: &str = "CONDUIT_SECRET_STORE";
+
+const KEYRING_SERVICE: &str = "dev.conduit.desktop";
+
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    #[error("the keychain failed: {0}")]
+    Keychain(String),
+    #[error("the secrets file {path} failed: {message}")]
+    File { path: String, message: String },
+}
+
+/// Where secrets are kept.
+pub trait SecretStore: Send + Sync {
+    fn get(&self, name: &str) -> Result<Option<String>, SecretError>;
+    fn set(&self, name: &str, value: &str) -> Result<(), SecretError>;
+    fn delete(&self, name: &str) -> Result<(), SecretError>;
+    /// Where the secrets are, for the settings screen.
+    fn describe(&self) -> String;
+}
+
+/// Opens the store `CONDUIT_SECRET_STORE` asks for (see [`STORE_ENV`]).
+pub fn open(file: PathBuf) -> Box<dyn SecretStore> {
+    let choice = std::env::var(STORE_ENV).unwrap_or_default();
+    match choice.as_str() {
+        "file" => Box::new(FileSecrets::new(file)),
+        "keychain" => Box::new(KeychainSecrets),
+        _ => {
+            if KeychainSecrets::answers() {
+                Box::new(KeychainSecrets)
+            } else {
+                tracing::info!(file = %file.display(), "no keychain answers; secrets go to a private file");
+                Box::new(FileSecrets::new(file))
+            }
+        }
+    }
+}
+
+/// The OS keychain (Secret Service on Linux, Keychain on macOS, Credential Manager on Windows).
+pub struct KeychainSecrets;
+
+impl KeychainSecrets {
+    fn entry(name: &str) -> Result<keyring::Entry, SecretError> {
+        keyring::Entry::new(KEYRING_SERVICE, name).map_err(|e| SecretError::Keychain(e.to_string()))
+    }
+
+    /// Whether a keychain is there to answer (a read of a name nobody sets).
+    fn answers() -> bool {
+        keyring::Entry::new(KEYRING_SERVICE, "conduit-probe")
+            .is_ok_and(|entry| matches!(entry.get_password(), Ok(_) | Err(keyring::Error::NoEntry)))
+    }
+}
+
+impl SecretStore for KeychainSecrets {
+    fn get(&self, name: &str) -> Result<Option<String>, SecretError> {
+        match Self::entry(name)?.get_password() {
+            Ok(value) => Ok(Some(value)),
+            Err(keyring::Error::NoEntry) => Ok(None),
+            Err(e) => Err(SecretError::Keychain(e.to_string())),
+        }
+    }
+
+    fn set(&self, name: &str, value: &str) -> Result<(), SecretError> {
+        Self::entry(name)?
+            .set_password(value)
+            .map_err(|e| SecretError::Keychain(e.to_string()))
+    }
+
+    fn delete(&self, name: &str) -> Result<(), SecretError> {
+        match Self::entry(name)?.delete_credential() {
+            Ok(()) | Err(keyring::Error::NoEntry) => Ok(()),
+            Err(e) => Err(SecretError::Keychain(e.to_string())),
+        }
+    }
+
+    fn describe(&self) -> String {
+        "the system keychain".to_owned()
+    }
+}
+
+/// A JSON file readable and writable by the user alone (mode 0600).
+pub struct FileSecrets {
+    path: PathBuf,
+    lock: Mutex<()>,
+}
+
+impl FileSecrets {
+    pub fn new(path: PathBuf) -> Self {
+        Self {
+            path,
+            lock: Mutex::new(()),
+        }
+    }
+
+    fn error(&self, message: impl std::fmt::Display) -> SecretError {
+        SecretError::File {
+            path: self.path.display().to_string(),
+            message: message.to_string(),
+        }
+    }
+
+    fn read(&self) -> Result<BTreeMap<String, String>, SecretError> {
+        match std::fs::read_to_string(&self.path) {
+            Ok(text) => serde_json::from_str(&text).map_err(|e| self.error(e)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
+            Err(e) => Err(self.error(e)),
+        }
+    }
+
+    fn write(&self, secrets: &BTreeMap<String, String>) -> Result<(), SecretError> {
+        let text = serde_json::to_string_pretty(secrets).map_err(|e| self.error(e))?;
+        files::write_atomically(&self.path, text.as_bytes(), 0o600).map_err(|e| self.error(e))?;
+        // The backup holds old secrets: keep it private too, or remove it.
+        let backup = self.path.with_extension("json.bak");
+        let _ = std::fs::remove_file(backup);
+        Ok(())
+    }
+}
+
+impl SecretStore for FileSecrets {
+    fn get(&self, name: &str) -> Result<Option<String>, SecretError> {
+        Ok(self.read()?.remove(name))
+    }
+
+    fn set(&self, name: &str, value: &str) -> Result<(), SecretError> {
+        let _guard = self.lock.lock().map_err(|_| self.error("lock poisoned"))?;
+        let mut secrets = self.read()?;
+        secrets.insert(name.to_owned(), value.to_owned());
+        self.write(&secrets)
+    }
+
+    fn delete(&self, name: &str) -> Result<(), SecretError> {
+        let _guard = self.lock.lock().map_err(|_| self.error("lock poisoned"))?;
+        let mut secrets = self.read()?;
+        if secrets.remove(name).is_some() {
+            self.write(&secrets)?;
+        }
+        Ok(())
+    }
+
+    fn describe(&self) -> String {
+        format!("the private file {}", self.path.display())
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn the_file_store_keeps_secrets_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("secrets.json");
+        let store = FileSecrets::new(path.clone());
+        assert_eq!(store.get("provider:a").unwrap(), None);
+        store.set("provider:a", "sk-one").unwrap();
+        store.set("provider:a", "sk-two").unwrap();
+        store.set("provider:b", "sk-b").unwrap();
+        assert_eq!(store.get("provider:a").unwrap().as_deref(), Some("sk-two"));
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert!(!dir.path().join("secrets.json.bak").exists());
+        store.delete("provider:a").unwrap();
+        assert_eq!(store.get("provider:a").unwrap(), None);
+        assert_eq!(store.get("provider:b").unwrap().as_deref(), Some("sk-b"));
+    }
+}

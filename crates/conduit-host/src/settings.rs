@@ -1,0 +1,226 @@
+//! `settings.json`: the providers (protocol, base URL, default model, extra headers) and
+//! other preferences. Keys are never here; they live in the secret store.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use conduit_providers::Protocol;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::files;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error(
+        "{path} is not valid settings (line {line}, column {column}): {message}. The file was left as it is."
+    )]
+    Parse {
+        path: String,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("there is no provider {0:?}")]
+    UnknownProvider(String),
+    #[error("a provider named {0:?} exists already")]
+    DuplicateProvider(String),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// One configured LLM service.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderSettings {
+    pub id: String,
+    pub protocol: Protocol,
+    pub base_url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_model: Option<String>,
+    /// Headers sent with every request (e.g. OpenRouter's `HTTP-Referer`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// Take the key from this environment variable instead of the secret store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// Fields a newer Conduit wrote: kept as they are.
+    #[serde(flatten)]
+    pub other: Map<String, Value>,
+}
+
+/// The whole settings file; fields Conduit does not know are kept on save.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Settings {
+    #[serde(default)]
+    pub providers: Vec<ProviderSettings>,
+    #[serde(flatten)]
+    pub other: Map<String, Value>,
+}
+
+impl Settings {
+    /// Reads `path`; a missing file is empty settings. A file that does not parse is an
+    /// error naming line and column, and is never overwritten by Conduit.
+    pub fn load(path: &Path) -> Result<Self, SettingsError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
+            Err(source) => {
+                return Err(SettingsError::Read {
+                    path: path.display().to_string(),
+                    source,
+                });
+            }
+        };
+        serde_json::from_str(&text).map_err(|e| SettingsError::Parse {
+            path: path.display().to_string(),
+            line: e.line(),
+            column: e.column(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Writes the settings atomically, keeping a backup of the previous file.
+    pub fn save(&self, path: &Path) -> Result<(), SettingsError> {
+        let write_error = |source| SettingsError::Write {
+            path: path.display().to_string(),
+            source,
+        };
+        let mut text = serde_json::to_string_pretty(self)
+            .map_err(|e| write_error(std::io::Error::other(e)))?;
+        text.push('\n');
+        files::write_atomically(path, text.as_bytes(), 0o600).map_err(write_error)
+    }
+
+    pub fn provider(&self, id: &str) -> Result<&ProviderSettings, SettingsError> {
+        self.providers
+            .iter()
+            .find(|p| p.id == id)
+            .ok_or_else(|| SettingsError::UnknownProvider(id.to_owned()))
+    }
+
+    pub fn add_provider(&mut self, provider: ProviderSettings) -> Result<(), SettingsError> {
+        if provider.id.trim().is_empty() {
+            return Err(SettingsError::Invalid("a provider needs an id".into()));
+        }
+        if !(provider.base_url.starts_with("http://") || provider.base_url.starts_with("https://"))
+        {
+            return Err(SettingsError::Invalid(format!(
+                "the base URL {:?} must start with http:// or https://",
+                provider.base_url
+            )));
+        }
+        if self.providers.iter().any(|p| p.id == provider.id) {
+            return Err(SettingsError::DuplicateProvider(provider.id));
+        }
+        self.providers.push(provider);
+        Ok(())
+    }
+
+    pub fn remove_provider(&mut self, id: &str) -> Result<ProviderSettings, SettingsError> {
+        let index = self
+            .providers
+            .iter()
+            .position(|p| p.id == id)
+            .ok_or_else(|| SettingsError::UnknownProvider(id.to_owned()))?;
+        Ok(self.providers.remove(index))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn provider(id: &str) -> ProviderSettings {
+        ProviderSettings {
+            id: id.into(),
+            protocol: Protocol::OpenAiChat,
+            base_url: "http://localhost:11434/v1".into(),
+            default_model: Some("llama3.2".into()),
+            headers: BTreeMap::new(),
+            api_key_env: None,
+            other: Map::new(),
+        }
+    }
+
+    #[test]
+    fn a_missing_file_is_empty_settings() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(
+            Settings::load(&dir.path().join("none.json")).unwrap(),
+            Settings::default()
+        );
+    }
+
+    #[test]
+    fn unknown_fields_survive_a_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("settings.json");
+        std::fs::write(
+            &path,
+            r#"{"theme": "dark", "providers": [{"id": "o", "protocol": "openai-chat", "baseUrl": "http://x/v1", "futureField": 3}]}"#,
+        )
+        .unwrap();
+        let mut settings = Settings::load(&path).unwrap();
+        settings.add_provider(provider("ollama")).unwrap();
+        settings.save(&path).unwrap();
+        let saved: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(saved["theme"], "dark");
+        assert_eq!(saved["providers"][0]["futureField"], 3);
+        assert_eq!(saved["providers"][1]["protocol"], "openai-chat");
+        assert_eq!(saved["providers"][1]["defaultModel"], "llama3.2");
+    }
+
+    #[test]
+    fn a_broken_file_names_line_and_column_and_stays_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("settings.json");
+        let broken = "{\n  \"providers\": [\n    {\"id\": }\n  ]\n}\n";
+        std::fs::write(&path, broken).unwrap();
+        let err = Settings::load(&path).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                SettingsError::Parse {
+                    line: 3,
+                    column: 12,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), broken);
+    }
+
+    #[test]
+    fn providers_are_validated_added_and_removed() {
+        let mut settings = Settings::default();
+        settings.add_provider(provider("a")).unwrap();
+        assert!(matches!(
+            settings.add_provider(provider("a")),
+            Err(SettingsError::DuplicateProvider(_))
+        ));
+        let mut bad = provider("b");
+        bad.base_url = "localhost:11434".into();
+        assert!(matches!(
+            settings.add_provider(bad),
+            Err(SettingsError::Invalid(_))
+        ));
+        assert_eq!(settings.remove_provider("a").unwrap().id, "a");
+        assert!(matches!(
+            settings.provider("a"),
+            Err(SettingsError::UnknownProvider(_))
+        ));
+    }
+}

@@ -1,0 +1,229 @@
+//! Media files (images, audio) stored once by content hash under the data folder, each
+//! checked on the way in: the bytes decide the type, and an image must decode.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::io::{Cursor, Write};
+use std::path::{Path, PathBuf};
+
+use conduit_core::content::MediaRef;
+use conduit_core::media::{MediaError, MediaStore};
+use image::ImageReader;
+use sha2::{Digest, Sha256};
+
+/// Media under one folder: `<root>/<first two hex digits>/<sha256>.<ext>`.
+#[derive(Debug, Clone)]
+pub struct FileMediaStore {
+    root: PathBuf,
+}
+
+impl FileMediaStore {
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+
+    /// Where the file of `media` lives (it may be missing).
+    pub fn path_of(&self, media: &MediaRef) -> PathBuf {
+        let prefix = media.hash.get(..2).unwrap_or("00");
+        self.root
+            .join(prefix)
+            .join(format!("{}.{}", media.hash, extension(&media.mime)))
+    }
+}
+
+impl MediaStore for FileMediaStore {
+    fn put(&self, bytes: &[u8], declared_mime: Option<&str>) -> Result<MediaRef, MediaError> {
+        let (mime, dimensions) = identify(bytes, declared_mime)?;
+        let hash = sha256_hex(bytes);
+        let media = MediaRef {
+            hash,
+            mime,
+            bytes: bytes.len() as u64,
+            width: dimensions.map(|d| d.0),
+            height: dimensions.map(|d| d.1),
+        };
+        let path = self.path_of(&media);
+        if !path.exists() {
+            write_atomically(&path, bytes).map_err(|e| MediaError::Io(e.to_string()))?;
+        }
+        Ok(media)
+    }
+
+    fn load(&self, media: &MediaRef) -> Result<Vec<u8>, MediaError> {
+        match fs::read(self.path_of(media)) {
+            Ok(bytes) => Ok(bytes),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(MediaError::Missing {
+                hash: media.hash.clone(),
+            }),
+            Err(e) => Err(MediaError::Io(e.to_string())),
+        }
+    }
+}
+
+/// The type of `bytes` and, for images, their size. An image that does not decode is
+/// refused; audio is recognised by its signature.
+fn identify(
+    bytes: &[u8],
+    declared_mime: Option<&str>,
+) -> Result<(String, Option<(u32, u32)>), MediaError> {
+    if let Ok(format) = image::guess_format(bytes) {
+        let image = ImageReader::with_format(Cursor::new(bytes), format)
+            .decode()
+            .map_err(|e| MediaError::Invalid(format!("the image does not decode: {e}")))?;
+        return Ok((
+            format.to_mime_type().to_owned(),
+            Some((image.width(), image.height())),
+        ));
+    }
+    if let Some(audio) = audio_mime(bytes) {
+        return Ok((audio.to_owned(), None));
+    }
+    let declared = declared_mime.unwrap_or("unknown");
+    Err(MediaError::Invalid(format!(
+        "the bytes are no image or audio format Conduit knows (declared as {declared})"
+    )))
+}
+
+fn audio_mime(bytes: &[u8]) -> Option<&'static str> {
+    match bytes {
+        [
+            b'R',
+            b'I',
+            b'F',
+            b'F',
+            _,
+            _,
+            _,
+            _,
+            b'W',
+            b'A',
+            b'V',
+            b'E',
+            ..,
+        ] => Some("audio/wav"),
+        [b'O', b'g', b'g', b'S', ..] => Some("audio/ogg"),
+        [b'f', b'L', b'a', b'C', ..] => Some("audio/flac"),
+        [b'I', b'D', b'3', ..] | [0xFF, 0xFB | 0xF3 | 0xF2, ..] => Some("audio/mpeg"),
+        _ => None,
+    }
+}
+
+fn extension(mime: &str) -> &'static str {
+    match mime {
+        "image/png" => "png",
+        "image/jpeg" => "jpg",
+        "image/gif" => "gif",
+        "image/webp" => "webp",
+        "audio/wav" => "wav",
+        "audio/ogg" => "ogg",
+        "audio/flac" => "flac",
+        "audio/mpeg" => "mp3",
+        _ => "bin",
+    }
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let mut hex = String::with_capacity(64);
+    for byte in digest {
+        let _ = write!(hex, "{byte:02x}");
+    }
+    hex
+}
+
+/// Writes through a temporary file and a rename, so a reader never sees half a file.
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path
+        .parent()
+        .ok_or_else(|| std::io::Error::other("media path has no folder"))?;
+    fs::create_dir_all(dir)?;
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("media"),
+        std::process::id()
+    ));
+    let mut file = fs::File::create(&tmp)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn png(width: u32, height: u32) -> Vec<u8> {
+        let mut out = Vec::new();
+        image::DynamicImage::new_rgba8(width, height)
+            .write_to(&mut Cursor::new(&mut out), image::ImageFormat::Png)
+            .unwrap();
+        out
+    }
+
+    #[test]
+    fn an_image_is_stored_once_by_hash_with_its_real_type_and_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileMediaStore::new(dir.path());
+        let bytes = png(3, 2);
+        // Declared as JPEG; the bytes say PNG.
+        let first = store.put(&bytes, Some("image/jpeg")).unwrap();
+        assert_eq!(first.mime, "image/png");
+        assert_eq!((first.width, first.height), (Some(3), Some(2)));
+        assert_eq!(first.bytes, bytes.len() as u64);
+        let second = store.put(&bytes, None).unwrap();
+        assert_eq!(first, second);
+        assert_eq!(store.load(&first).unwrap(), bytes);
+        let files: Vec<_> = walk(dir.path());
+        assert_eq!(files.len(), 1, "{files:?}");
+        assert!(files[0].ends_with(format!("{}.png", first.hash)));
+    }
+
+    #[test]
+    fn corrupt_images_and_unknown_bytes_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileMediaStore::new(dir.path());
+        let mut broken = png(50, 50);
+        broken.truncate(broken.len() / 2);
+        let err = store.put(&broken, Some("image/png")).unwrap_err();
+        assert!(matches!(err, MediaError::Invalid(_)), "{err}");
+        let err = store.put(b"plain text", Some("image/png")).unwrap_err();
+        assert!(err.to_string().contains("declared as image/png"), "{err}");
+        assert!(walk(dir.path()).is_empty());
+    }
+
+    #[test]
+    fn audio_is_recognised_by_its_signature() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileMediaStore::new(dir.path());
+        let mut wav = b"RIFF\x24\x00\x00\x00WAVEfmt ".to_vec();
+        wav.extend_from_slice(&[0; 24]);
+        let media = store.put(&wav, Some("audio/x-wav")).unwrap();
+        assert_eq!(media.mime, "audio/wav");
+        assert_eq!(media.width, None);
+    }
+
+    #[test]
+    fn a_missing_file_is_reported_as_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileMediaStore::new(dir.path());
+        let media = store.put(&png(1, 1), None).unwrap();
+        fs::remove_file(store.path_of(&media)).unwrap();
+        assert!(matches!(
+            store.load(&media),
+            Err(MediaError::Missing { .. })
+        ));
+    }
+
+    fn walk(dir: &Path) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for entry in fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                out.extend(walk(&path));
+            } else {
+                out.push(path);
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,610 @@
+//! `conduit chat --json` against the scripted LLM server, for each of the four protocols:
+//! streaming, parallel tool calls, images in tool results, retries, errors, stalls, the
+//! turn limit and cancellation.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use base64::Engine;
+use conduit_e2e::binary;
+use conduit_e2e::llm_server::{Dialect, Recorded, Reply, ScriptedCall, ScriptedLlm};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+const KEY: &str = "sk-test-key-1234";
+
+/// A 1×1 PNG.
+const PNG_BASE64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+
+fn model(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Anthropic => "claude-test",
+        Dialect::OpenAiResponses | Dialect::OpenAiChat => "gpt-test",
+        // A Gemini 3 model takes images inside function responses.
+        Dialect::Gemini => "gemini-3-pro-test",
+    }
+}
+
+struct Run {
+    code: Option<i32>,
+    events: Vec<Value>,
+    stderr: String,
+}
+
+impl Run {
+    fn of_type(&self, kind: &str) -> Vec<&Value> {
+        self.events.iter().filter(|e| e["type"] == kind).collect()
+    }
+
+    fn text(&self) -> String {
+        self.of_type("text_delta")
+            .iter()
+            .map(|e| e["text"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    fn last(&self) -> &Value {
+        self.events.last().expect("some events")
+    }
+}
+
+fn command(
+    dialect: Dialect,
+    server: &ScriptedLlm,
+    home: &Path,
+    extra: &[&str],
+    prompt: &str,
+) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(binary("conduit").unwrap());
+    cmd.args([
+        "chat",
+        "--kind",
+        dialect.kind(),
+        "--base-url",
+        &dialect.base_url(&server.url()),
+        "--api-key-env",
+        "CONDUIT_TEST_LLM_KEY",
+        "--model",
+        model(dialect),
+        "--json",
+    ])
+    .args(extra)
+    .arg(prompt)
+    .env("CONDUIT_HOME", home)
+    .env("CONDUIT_TEST_LLM_KEY", KEY)
+    .env("CONDUIT_TEST_TOOLS", "1")
+    .env("CONDUIT_SECRET_STORE", "file")
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .kill_on_drop(true);
+    cmd
+}
+
+async fn chat(
+    dialect: Dialect,
+    replies: Vec<Reply>,
+    extra: &[&str],
+) -> (Run, Vec<Recorded>, tempfile::TempDir) {
+    let server = ScriptedLlm::start(replies).await.unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let output = tokio::time::timeout(
+        Duration::from_secs(60),
+        command(dialect, &server, home.path(), extra, "Hello there").output(),
+    )
+    .await
+    .expect("conduit chat finished")
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let events = stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")))
+        .collect();
+    let run = Run {
+        code: output.status.code(),
+        events,
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    };
+    (run, server.requests(), home)
+}
+
+fn calls_of(dialect: Dialect) -> Vec<ScriptedCall> {
+    let id = |n: u32| match dialect {
+        Dialect::Anthropic => format!("toolu_0{n}"),
+        Dialect::Gemini => format!("gem{n}"),
+        _ => format!("call_{n}"),
+    };
+    vec![
+        ScriptedCall::new(&id(1), "test__echo", json!({"text": "one"})),
+        ScriptedCall::new(&id(2), "test__echo", json!({"text": "two"})),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_answer_streams() {
+    for dialect in Dialect::ALL {
+        let (run, requests, _home) =
+            chat(dialect, vec![dialect.text(&["Hel", "lo ", "world"])], &[]).await;
+        assert_eq!(run.code, Some(0), "{dialect:?}: {}", run.stderr);
+        assert_eq!(run.text(), "Hello world", "{dialect:?}");
+        assert_eq!(
+            run.of_type("text_delta").len(),
+            3,
+            "{dialect:?}: every piece streams"
+        );
+        assert_eq!(
+            run.last(),
+            &json!({"type": "done", "outcome": "finished"}),
+            "{dialect:?}"
+        );
+        assert!(
+            !run.of_type("usage").is_empty(),
+            "{dialect:?}: usage reported"
+        );
+
+        assert_eq!(requests.len(), 1);
+        let request = &requests[0];
+        assert_eq!(request.method, "POST");
+        assert_eq!(
+            request.path_and_query,
+            dialect.stream_path(model(dialect)),
+            "{dialect:?}"
+        );
+        let (header, value) = dialect.auth_header(KEY);
+        assert_eq!(request.header(header), Some(value.as_str()), "{dialect:?}");
+        if dialect == Dialect::Anthropic {
+            assert_eq!(request.header("anthropic-version"), Some("2023-06-01"));
+        }
+        assert!(
+            request.body.to_string().contains("Hello there"),
+            "{dialect:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text_then_two_parallel_tool_calls_then_the_answer() {
+    for dialect in Dialect::ALL {
+        let calls = calls_of(dialect);
+        let replies = vec![
+            dialect.turn(&["Let me echo."], &calls),
+            dialect.text(&["Both echoed."]),
+        ];
+        let (run, requests, _home) = chat(dialect, replies, &["--approve", "auto"]).await;
+        assert_eq!(run.code, Some(0), "{dialect:?}: {}", run.stderr);
+        assert_eq!(run.text(), "Let me echo.Both echoed.", "{dialect:?}");
+        let results = run.of_type("tool_result");
+        assert_eq!(results.len(), 2, "{dialect:?}");
+        let mut texts: Vec<_> = results
+            .iter()
+            .map(|r| r["result"]["parts"][0]["text"].as_str().unwrap().to_owned())
+            .collect();
+        texts.sort();
+        assert_eq!(texts, ["one", "two"], "{dialect:?}");
+        assert_eq!(run.of_type("turn_started").len(), 2);
+
+        // The second request carries both calls and both results, in the protocol's form.
+        assert_eq!(requests.len(), 2, "{dialect:?}");
+        let second = &requests[1].body;
+        let results_in_request = tool_results_in(dialect, second);
+        assert_eq!(
+            results_in_request,
+            [
+                (calls[0].id.clone(), "one".into()),
+                (calls[1].id.clone(), "two".into())
+            ],
+            "{dialect:?}: {second}"
+        );
+        assert!(
+            requests[0].body.to_string().contains("test__echo"),
+            "{dialect:?}: tools offered"
+        );
+    }
+}
+
+/// (call id, result text) of each tool result in a recorded request, in order.
+fn tool_results_in(dialect: Dialect, body: &Value) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    match dialect {
+        Dialect::Anthropic => {
+            for message in body["messages"].as_array().unwrap() {
+                for block in message["content"].as_array().into_iter().flatten() {
+                    if block["type"] == "tool_result" {
+                        out.push((
+                            block["tool_use_id"].as_str().unwrap().into(),
+                            block["content"][0]["text"].as_str().unwrap().into(),
+                        ));
+                    }
+                }
+            }
+        }
+        Dialect::OpenAiResponses => {
+            for item in body["input"].as_array().unwrap() {
+                if item["type"] == "function_call_output" {
+                    out.push((
+                        item["call_id"].as_str().unwrap().into(),
+                        item["output"][0]["text"].as_str().unwrap().into(),
+                    ));
+                }
+            }
+        }
+        Dialect::OpenAiChat => {
+            for message in body["messages"].as_array().unwrap() {
+                if message["role"] == "tool" {
+                    out.push((
+                        message["tool_call_id"].as_str().unwrap().into(),
+                        message["content"]
+                            .as_str()
+                            .unwrap()
+                            .lines()
+                            .next()
+                            .unwrap()
+                            .into(),
+                    ));
+                }
+            }
+        }
+        Dialect::Gemini => {
+            for content in body["contents"].as_array().unwrap() {
+                for part in content["parts"].as_array().unwrap() {
+                    if let Some(response) = part.get("functionResponse") {
+                        out.push((
+                            response["id"].as_str().unwrap().into(),
+                            response["response"]["result"]
+                                .as_str()
+                                .unwrap()
+                                .lines()
+                                .next()
+                                .unwrap()
+                                .into(),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_image_reaches_the_next_request_in_the_protocols_form() {
+    let png = base64::engine::general_purpose::STANDARD
+        .decode(PNG_BASE64)
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tiny.png");
+    std::fs::write(&file, &png).unwrap();
+    for dialect in Dialect::ALL {
+        let call = ScriptedCall::new("img_call_1", "test__image", json!({"path": file}));
+        let replies = vec![dialect.turn(&[], &[call]), dialect.text(&["A tiny image."])];
+        let (run, requests, home) = chat(dialect, replies, &["--approve", "auto"]).await;
+        assert_eq!(run.code, Some(0), "{dialect:?}: {}", run.stderr);
+
+        // The event lists the image as a stored file with its type and size.
+        let result = run.of_type("tool_result")[0].clone();
+        let image = &result["images"][0];
+        assert_eq!(image["mime"], "image/png");
+        assert_eq!(image["bytes"], png.len());
+        let stored = Path::new(image["path"].as_str().unwrap());
+        assert!(stored.starts_with(home.path()), "{stored:?}");
+        assert_eq!(std::fs::read(stored).unwrap(), png);
+
+        let second = &requests[1].body;
+        let data_url = format!("data:image/png;base64,{PNG_BASE64}");
+        match dialect {
+            Dialect::Anthropic => {
+                let result = second["messages"][2]["content"][0].clone();
+                assert_eq!(result["type"], "tool_result", "{second}");
+                assert_eq!(
+                    result["content"][1],
+                    json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG_BASE64}})
+                );
+            }
+            Dialect::OpenAiResponses => {
+                let output = second["input"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|i| i["type"] == "function_call_output")
+                    .unwrap()["output"]
+                    .clone();
+                assert_eq!(
+                    output[1],
+                    json!({"type": "input_image", "image_url": data_url})
+                );
+            }
+            Dialect::OpenAiChat => {
+                let messages = second["messages"].as_array().unwrap();
+                let tool_at = messages.iter().position(|m| m["role"] == "tool").unwrap();
+                let follow = &messages[tool_at + 1];
+                assert_eq!(follow["role"], "user", "{second}");
+                assert_eq!(
+                    follow["content"][1],
+                    json!({"type": "image_url", "image_url": {"url": data_url}})
+                );
+            }
+            Dialect::Gemini => {
+                let response = &second["contents"][2]["parts"][0]["functionResponse"];
+                assert_eq!(
+                    response["parts"][0],
+                    json!({"inlineData": {"mimeType": "image/png", "data": PNG_BASE64}}),
+                    "{second}"
+                );
+                // The call went back with the thought signature the model gave.
+                assert_eq!(
+                    second["contents"][1]["parts"][0]["thoughtSignature"],
+                    "sig-img_call_1"
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limits_and_server_errors_are_retried() {
+    for dialect in Dialect::ALL {
+        let replies = vec![
+            dialect.http_error(429, "Slow down, please.", Some("1")),
+            dialect.http_error(500, "Internal trouble.", None),
+            dialect.text(&["Made it."]),
+        ];
+        let (run, requests, _home) = chat(dialect, replies, &[]).await;
+        assert_eq!(run.code, Some(0), "{dialect:?}: {}", run.stderr);
+        assert_eq!(run.text(), "Made it.");
+        let retries = run.of_type("retrying");
+        assert_eq!(retries.len(), 2, "{dialect:?}");
+        assert_eq!(
+            retries[0]["delay_ms"], 1000,
+            "{dialect:?}: retry-after honoured"
+        );
+        assert_eq!(retries[0]["error"]["kind"], "rate_limited");
+        assert_eq!(retries[0]["error"]["message"], "Slow down, please.");
+        assert_eq!(retries[1]["error"]["kind"], "server");
+        assert_eq!(requests.len(), 3);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_key_fails_with_the_providers_message() {
+    for dialect in Dialect::ALL {
+        let replies = vec![dialect.http_error(401, "invalid x-api-key", None)];
+        let (run, requests, _home) = chat(dialect, replies, &[]).await;
+        assert_eq!(run.code, Some(1), "{dialect:?}");
+        assert_eq!(requests.len(), 1, "{dialect:?}: a 401 is not retried");
+        let error = run.of_type("error")[0].clone();
+        assert_eq!(error["error"]["kind"], "authentication");
+        assert_eq!(error["error"]["status"], 401);
+        assert!(run.stderr.contains("invalid x-api-key"), "{}", run.stderr);
+        assert!(run.stderr.contains("API key"), "{}", run.stderr);
+        assert!(!run.stderr.contains(KEY), "the key never shows");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_error_event_mid_stream_fails_and_keeps_the_partial_answer() {
+    for dialect in Dialect::ALL {
+        let replies = vec![dialect.error_mid_stream(&["Partial "], "Overloaded")];
+        let (run, _requests, _home) = chat(dialect, replies, &[]).await;
+        assert_eq!(run.code, Some(1), "{dialect:?}: {}", run.stderr);
+        assert_eq!(run.text(), "Partial ");
+        let error = run.of_type("error")[0].clone();
+        assert_eq!(error["error"]["kind"], "stream", "{dialect:?}");
+        assert!(
+            error["message"].as_str().unwrap().contains("Overloaded"),
+            "{error}"
+        );
+        // The partial answer is part of the history the run produced.
+        let done = run.of_type("message_done");
+        assert_eq!(done[0]["message"]["blocks"][0]["text"], "Partial ");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_stream_fails_after_the_read_timeout() {
+    for dialect in Dialect::ALL {
+        let replies = vec![dialect.stall_after(&["Thinking"])];
+        let (run, _requests, _home) = chat(dialect, replies, &["--read-timeout", "0.5"]).await;
+        assert_eq!(run.code, Some(1), "{dialect:?}: {}", run.stderr);
+        assert_eq!(run.text(), "Thinking");
+        assert_eq!(
+            run.of_type("error")[0]["error"]["kind"],
+            "stalled",
+            "{dialect:?}"
+        );
+        assert!(run.stderr.contains("stopped sending"), "{}", run.stderr);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_turn_limit_ends_the_run_clearly() {
+    for dialect in Dialect::ALL {
+        let call = |n: u32| {
+            vec![ScriptedCall::new(
+                &format!("loop_{n}"),
+                "test__echo",
+                json!({"text": "again"}),
+            )]
+        };
+        let replies = vec![dialect.turn(&[], &call(1)), dialect.turn(&[], &call(2))];
+        let (run, requests, _home) =
+            chat(dialect, replies, &["--approve", "auto", "--max-turns", "2"]).await;
+        assert_eq!(run.code, Some(1), "{dialect:?}: {}", run.stderr);
+        assert_eq!(requests.len(), 2);
+        assert_eq!(run.of_type("turn_limit_reached")[0]["limit"], 2);
+        assert_eq!(
+            run.last(),
+            &json!({"type": "done", "outcome": "turn_limit"})
+        );
+        assert!(run.stderr.contains("--max-turns"), "{}", run.stderr);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn denied_tool_calls_get_a_denied_result_and_the_model_answers() {
+    let dialect = Dialect::Anthropic;
+    let calls = calls_of(dialect);
+    let replies = vec![
+        dialect.turn(&[], &calls[..1]),
+        dialect.text(&["Fine, no echo."]),
+    ];
+    let (run, requests, _home) = chat(dialect, replies, &[]).await;
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_eq!(run.of_type("tool_call_denied").len(), 1);
+    let result = &requests[1].body["messages"][2]["content"][0];
+    assert_eq!(result["is_error"], true);
+    assert!(
+        result["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("denied")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_mid_stream_stops_and_keeps_the_partial_answer() {
+    for dialect in Dialect::ALL {
+        let server = ScriptedLlm::start(vec![dialect.stall_after(&["Half an ans"])])
+            .await
+            .unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let mut child = command(dialect, &server, home.path(), &[], "Hello there")
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut events: Vec<Value> = Vec::new();
+        while let Some(line) = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+            .await
+            .unwrap()
+            .unwrap()
+        {
+            let event: Value = serde_json::from_str(&line).unwrap();
+            let is_text = event["type"] == "text_delta";
+            events.push(event);
+            if is_text {
+                let pid = child.id().unwrap().to_string();
+                std::process::Command::new("kill")
+                    .args(["-INT", &pid])
+                    .status()
+                    .unwrap();
+            }
+        }
+        let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(status.code(), Some(130), "{dialect:?}");
+        let types: Vec<_> = events
+            .iter()
+            .map(|e| e["type"].as_str().unwrap().to_owned())
+            .collect();
+        assert!(
+            types.contains(&"cancelled".to_owned()),
+            "{dialect:?}: {types:?}"
+        );
+        assert_eq!(
+            events.last().unwrap(),
+            &json!({"type": "done", "outcome": "cancelled"})
+        );
+        let kept = events.iter().find(|e| e["type"] == "message_done").unwrap();
+        assert_eq!(kept["message"]["blocks"][0]["text"], "Half an ans");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_usage_exits_with_2() {
+    let home = tempfile::tempdir().unwrap();
+    let conduit = binary("conduit").unwrap();
+    let run = |args: &[&str]| {
+        std::process::Command::new(&conduit)
+            .args(args)
+            .env("CONDUIT_HOME", home.path())
+            .output()
+            .unwrap()
+    };
+    assert_eq!(run(&["chat", "hi"]).status.code(), Some(2), "no provider");
+    assert_eq!(
+        run(&["chat", "--kind", "gemini", "hi"]).status.code(),
+        Some(2),
+        "kind without URL"
+    );
+    assert_eq!(
+        run(&["chat", "--kind", "nope", "--base-url", "http://x", "hi"])
+            .status
+            .code(),
+        Some(2)
+    );
+    let no_model = run(&[
+        "chat",
+        "--kind",
+        "anthropic",
+        "--base-url",
+        "http://127.0.0.1:9",
+        "hi",
+    ]);
+    assert_eq!(no_model.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&no_model.stderr).contains("--model"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_attachment_is_refused_clearly() {
+    let home = tempfile::tempdir().unwrap();
+    let bad = home.path().join("broken.png");
+    std::fs::write(&bad, b"\x89PNG\r\n\x1a\nnot really").unwrap();
+    let server = ScriptedLlm::start(vec![]).await.unwrap();
+    let output = command(
+        Dialect::Anthropic,
+        &server,
+        home.path(),
+        &["--attach", bad.to_str().unwrap()],
+        "look",
+    )
+    .output()
+    .await
+    .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("cannot attach") && stderr.contains("broken.png"),
+        "{stderr}"
+    );
+    assert!(server.requests().is_empty(), "nothing was sent");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readable_output_shows_the_text_and_one_line_per_tool_call() {
+    let dialect = Dialect::OpenAiChat;
+    let server = ScriptedLlm::start(vec![
+        dialect.turn(&["Checking."], &calls_of(dialect)[..1]),
+        dialect.text(&["It said one."]),
+    ])
+    .await
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let output = std::process::Command::new(binary("conduit").unwrap())
+        .args([
+            "chat",
+            "--kind",
+            "openai-chat",
+            "--base-url",
+            &dialect.base_url(&server.url()),
+        ])
+        .args(["--model", "gpt-test", "--approve", "auto", "Echo one"])
+        .env("CONDUIT_HOME", home.path())
+        .env("CONDUIT_TEST_TOOLS", "1")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 4, "{stdout}");
+    assert_eq!(lines[0], "Checking.");
+    assert_eq!(lines[1], "→ test__echo {\"text\":\"one\"}");
+    assert!(
+        lines[2].starts_with("← test__echo done in ") && lines[2].ends_with(" ms: one"),
+        "{stdout}"
+    );
+    assert_eq!(lines[3], "It said one.");
+}

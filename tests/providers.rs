@@ -1,0 +1,182 @@
+//! `conduit providers` as a user runs it: keys go to the secret store and never to
+//! settings, logs or output; a saved provider serves `conduit chat` and lists its models.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use conduit_e2e::binary;
+use conduit_e2e::llm_server::{Dialect, Reply, ScriptedLlm};
+use serde_json::{Value, json};
+
+const SECRET: &str = "sk-ant-very-secret-0987";
+
+fn conduit(home: &Path, args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(binary("conduit").unwrap())
+        .args(args)
+        .env("CONDUIT_HOME", home)
+        .env("CONDUIT_SECRET_STORE", "file")
+        .env("CONDUIT_LOG", "trace")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    if let Some(text) = stdin {
+        input.write_all(text.as_bytes()).unwrap();
+    }
+    drop(input);
+    child.wait_with_output().unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_saved_provider_keeps_its_key_secret_and_serves_chat_and_models() {
+    let server = ScriptedLlm::start(vec![
+        Reply::Json(json!({"data": [{"type": "model", "id": "claude-test", "display_name": "Claude Test"}], "has_more": false})),
+        Dialect::Anthropic.text(&["Hi from the saved provider."]),
+    ])
+    .await
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+
+    let added = conduit(
+        h,
+        &[
+            "providers",
+            "add",
+            "claude",
+            "--kind",
+            "anthropic",
+            "--base-url",
+            &server.url(),
+            "--model",
+            "claude-test",
+            "--api-key-stdin",
+            "--header",
+            "X-Team: conduit",
+        ],
+        Some(&format!("{SECRET}\n")),
+    );
+    assert!(added.status.success(), "{}", text(&added.stderr));
+
+    let settings: Value =
+        serde_json::from_str(&std::fs::read_to_string(h.join("settings.json")).unwrap()).unwrap();
+    assert_eq!(
+        settings["providers"][0],
+        json!({"id": "claude", "protocol": "anthropic", "baseUrl": server.url(),
+               "defaultModel": "claude-test", "headers": {"X-Team": "conduit"}})
+    );
+
+    let listed = conduit(h, &["providers", "list", "--json"], None);
+    let list: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(list[0]["id"], "claude");
+    assert!(
+        list[0]["key"]
+            .as_str()
+            .unwrap()
+            .starts_with("stored in the private file")
+    );
+
+    let models = conduit(h, &["providers", "models", "claude"], None);
+    assert!(models.status.success(), "{}", text(&models.stderr));
+    assert!(
+        text(&models.stdout).contains("claude-test")
+            && text(&models.stdout).contains("Claude Test")
+    );
+
+    let chat = conduit(
+        h,
+        &["chat", "--provider", "claude", "--json", "Hello"],
+        None,
+    );
+    assert!(chat.status.success(), "{}", text(&chat.stderr));
+    assert!(text(&chat.stdout).contains("Hi from the saved provider."));
+
+    let requests = server.requests();
+    assert_eq!(requests[0].path_and_query, "/v1/models?limit=1000");
+    for request in &requests {
+        assert_eq!(request.header("x-api-key"), Some(SECRET));
+        assert_eq!(request.header("x-team"), Some("conduit"));
+    }
+    assert_eq!(requests[1].body["model"], "claude-test");
+
+    // The key is in the private secrets file and nowhere else under the data folder.
+    for output in [&added, &listed, &models, &chat] {
+        assert!(!text(&output.stdout).contains(SECRET) && !text(&output.stderr).contains(SECRET));
+    }
+    let mut holders = Vec::new();
+    find_secret(h, &mut holders);
+    assert_eq!(
+        holders,
+        [h.join("secrets.json")],
+        "the key must live only in secrets.json"
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(h.join("secrets.json"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    let removed = conduit(h, &["providers", "remove", "claude"], None);
+    assert!(removed.status.success());
+    let mut holders = Vec::new();
+    find_secret(h, &mut holders);
+    assert!(
+        holders.is_empty(),
+        "removing the provider removes its key: {holders:?}"
+    );
+}
+
+fn find_secret(dir: &Path, found: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            find_secret(&path, found);
+        } else if std::fs::read(&path)
+            .unwrap()
+            .windows(SECRET.len())
+            .any(|w| w == SECRET.as_bytes())
+        {
+            found.push(path);
+        }
+    }
+}
+
+#[test]
+fn a_broken_settings_file_is_reported_with_line_and_column_and_left_alone() {
+    let home = tempfile::tempdir().unwrap();
+    let broken = "{\n  \"providers\": [\n    {\"id\": \"x\",}\n  ]\n}\n";
+    std::fs::write(home.path().join("settings.json"), broken).unwrap();
+    let out = conduit(
+        home.path(),
+        &[
+            "providers",
+            "add",
+            "y",
+            "--kind",
+            "openai-chat",
+            "--base-url",
+            "http://localhost:11434/v1",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("line 3, column"), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(home.path().join("settings.json")).unwrap(),
+        broken
+    );
+}
