@@ -9,7 +9,7 @@ export CARGO_TERM_COLOR ?= $(if $(CI),never,auto)
 CARGO := cargo
 XVFB := xvfb-run --auto-servernum --server-args="-screen 0 1400x900x24"
 
-.PHONY: help setup setup-test ui run test fmt-check clippy test-ui build test-rust test-desktop clean
+.PHONY: help setup setup-test ui run test fmt-check clippy test-ui build test-rust test-desktop bench clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -56,3 +56,6 @@ test-desktop: build ## Only the desktop end-to-end test, under Xvfb
 
 clean: ## Remove build outputs (the shared cargo target folder included)
 	rm -rf ui/dist test-artifacts "$(CARGO_TARGET_DIR)"
+
+bench: ## Benchmarks (release build): streaming cost per event, peak memory
+	$(CARGO) bench --locked -p conduit-providers --bench stream

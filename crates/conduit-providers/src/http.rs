@@ -157,7 +157,7 @@ impl HttpClient {
         url: String,
         headers: &[(&str, String)],
         body: Value,
-        mut decoder: impl StreamDecoder,
+        decoder: impl StreamDecoder,
     ) -> Result<EventStream, ProviderError> {
         let headers = self.headers(headers)?;
         let client = self.client.clone();
@@ -187,43 +187,65 @@ impl HttpClient {
                     }
                 }
             };
-            let mut events = SseStream::from_bytes_stream(response.bytes_stream());
-            loop {
-                let next = tokio::time::timeout(settings.read_timeout, events.next()).await;
-                let decoded = match next {
-                    Err(_) => Err(ProviderError::new(
-                        ProviderErrorKind::Stalled,
-                        format!("nothing arrived for {} s", settings.read_timeout.as_secs_f32()),
-                    )),
-                    Ok(None) => {
-                        for item in split(decoder.finish()) {
-                            yield item;
-                        }
-                        return;
-                    }
-                    Ok(Some(Err(err))) => Err(ProviderError::new(
-                        ProviderErrorKind::Connection,
-                        format!("the stream broke: {err}"),
-                    )),
-                    Ok(Some(Ok(sse))) => match sse.data.as_deref() {
-                        // Comments and keep-alives carry no data.
-                        None => Ok(Vec::new()),
-                        Some(data) => decoder.decode(sse.event.as_deref(), data),
-                    },
-                };
-                let failed = decoded.is_err();
-                let mut stopped = false;
-                for item in split(decoded) {
-                    stopped |= matches!(item, Ok(ProviderEvent::Stop(_)));
-                    yield item;
-                }
-                if failed || stopped {
-                    return;
-                }
+            let mut events = decode_sse(response.bytes_stream(), decoder, settings.read_timeout);
+            while let Some(item) = events.next().await {
+                yield item;
             }
         };
         Ok(stream.boxed())
     }
+}
+
+/// Decodes a provider's SSE bytes into events through `decoder`. The stream ends after
+/// `Stop` or the first error; silence longer than `read_timeout` is a `Stalled` error.
+pub fn decode_sse<S, B, E>(
+    bytes: S,
+    mut decoder: impl StreamDecoder,
+    read_timeout: Duration,
+) -> EventStream
+where
+    S: futures::Stream<Item = Result<B, E>> + Send + 'static,
+    B: bytes::Buf + Send + 'static,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let stream = async_stream::stream! {
+        let events = SseStream::from_bytes_stream(bytes);
+        futures::pin_mut!(events);
+        loop {
+            let next = tokio::time::timeout(read_timeout, events.next()).await;
+            let decoded = match next {
+                Err(_) => Err(ProviderError::new(
+                    ProviderErrorKind::Stalled,
+                    format!("nothing arrived for {} s", read_timeout.as_secs_f32()),
+                )),
+                Ok(None) => {
+                    for item in split(decoder.finish()) {
+                        yield item;
+                    }
+                    return;
+                }
+                Ok(Some(Err(err))) => Err(ProviderError::new(
+                    ProviderErrorKind::Connection,
+                    format!("the stream broke: {err}"),
+                )),
+                Ok(Some(Ok(sse))) => match sse.data.as_deref() {
+                    // Comments and keep-alives carry no data.
+                    None => Ok(Vec::new()),
+                    Some(data) => decoder.decode(sse.event.as_deref(), data),
+                },
+            };
+            let failed = decoded.is_err();
+            let mut stopped = false;
+            for item in split(decoded) {
+                stopped |= matches!(item, Ok(ProviderEvent::Stop(_)));
+                yield item;
+            }
+            if failed || stopped {
+                return;
+            }
+        }
+    };
+    stream.boxed()
 }
 
 /// Events, or the error, as stream items.
