@@ -43,6 +43,13 @@ pub enum AgentEvent {
     ToolCallReady {
         call: ToolCall,
     },
+    /// The approval policy asks the user about this call; answer through
+    /// [`crate::approval::AskApproval::answer`]. Annotations are the tool's hints.
+    ApprovalRequested {
+        call: ToolCall,
+        title: Option<String>,
+        annotations: crate::tool::ToolAnnotations,
+    },
     ToolCallDenied {
         id: String,
         reason: String,

@@ -8,8 +8,10 @@
 //! - [`tool`]: the [`tool::Tool`] trait and the registry the loop looks tools up in.
 //! - [`provider`]: the [`provider::Provider`] trait and its typed stream events.
 //! - [`agent`]: the loop that streams, approves and runs tools, and keeps history valid.
+//! - [`approval`]: the policy that asks the user and waits for the answer.
 
 pub mod agent;
+pub mod approval;
 pub mod content;
 pub mod media;
 pub mod provider;

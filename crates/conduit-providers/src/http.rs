@@ -21,6 +21,8 @@ pub struct RetryPolicy {
     pub base_delay: Duration,
     /// No single wait is longer than this, whatever `retry-after` says.
     pub max_delay: Duration,
+    /// No retry starts once this much time has passed since the first attempt.
+    pub max_total: Duration,
 }
 
 impl Default for RetryPolicy {
@@ -29,6 +31,7 @@ impl Default for RetryPolicy {
             max_retries: 4,
             base_delay: Duration::from_secs(1),
             max_delay: Duration::from_secs(60),
+            max_total: Duration::from_secs(180),
         }
     }
 }
@@ -41,6 +44,36 @@ impl RetryPolicy {
             .base_delay
             .saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1)));
         retry_after.unwrap_or(backoff).min(self.max_delay)
+    }
+}
+
+/// Counts the attempts of one request and decides whether and when to try again.
+struct Retrier<'a> {
+    policy: &'a RetryPolicy,
+    attempt: u32,
+    started: std::time::Instant,
+}
+
+impl<'a> Retrier<'a> {
+    fn new(policy: &'a RetryPolicy) -> Self {
+        Self {
+            policy,
+            attempt: 0,
+            started: std::time::Instant::now(),
+        }
+    }
+
+    /// The wait before the next attempt, or `None` when `err` should end the request.
+    fn next_delay(&mut self, err: &ProviderError) -> Option<(u32, Duration)> {
+        if !err.is_retryable() || self.attempt >= self.policy.max_retries {
+            return None;
+        }
+        let delay = self.policy.delay(self.attempt + 1, err.retry_after);
+        if self.started.elapsed() + delay > self.policy.max_total {
+            return None;
+        }
+        self.attempt += 1;
+        Some((self.attempt, delay))
     }
 }
 
@@ -131,7 +164,7 @@ impl HttpClient {
         headers: &[(&str, String)],
     ) -> Result<Value, ProviderError> {
         let headers = self.headers(headers)?;
-        let mut attempt = 0;
+        let mut retrier = Retrier::new(&self.settings.retry);
         loop {
             let sent = self.client.get(url).headers(headers.clone()).send().await;
             match check(sent).await {
@@ -140,11 +173,10 @@ impl HttpClient {
                         ProviderError::new(ProviderErrorKind::Protocol, e.to_string())
                     });
                 }
-                Err(err) if err.is_retryable() && attempt < self.settings.retry.max_retries => {
-                    attempt += 1;
-                    tokio::time::sleep(self.settings.retry.delay(attempt, err.retry_after)).await;
-                }
-                Err(err) => return Err(err),
+                Err(err) => match retrier.next_delay(&err) {
+                    Some((_, delay)) => tokio::time::sleep(delay).await,
+                    None => return Err(err),
+                },
             }
         }
     }
@@ -163,7 +195,7 @@ impl HttpClient {
         let client = self.client.clone();
         let settings = self.settings.clone();
         let stream = async_stream::stream! {
-            let mut attempt = 0;
+            let mut retrier = Retrier::new(&settings.retry);
             let response = loop {
                 let sent = client
                     .post(&url)
@@ -174,17 +206,17 @@ impl HttpClient {
                     .await;
                 match check(sent).await {
                     Ok(response) => break response,
-                    Err(err) if err.is_retryable() && attempt < settings.retry.max_retries => {
-                        attempt += 1;
-                        let delay = settings.retry.delay(attempt, err.retry_after);
-                        tracing::warn!(attempt, ?delay, error = %err, "retrying the provider request");
-                        yield Ok(ProviderEvent::Retrying { attempt, delay, error: err });
-                        tokio::time::sleep(delay).await;
-                    }
-                    Err(err) => {
-                        yield Err(err);
-                        return;
-                    }
+                    Err(err) => match retrier.next_delay(&err) {
+                        Some((attempt, delay)) => {
+                            tracing::warn!(attempt, ?delay, error = %err, "retrying the provider request");
+                            yield Ok(ProviderEvent::Retrying { attempt, delay, error: err });
+                            tokio::time::sleep(delay).await;
+                        }
+                        None => {
+                            yield Err(err);
+                            return;
+                        }
+                    },
                 }
             };
             let mut events = decode_sse(response.bytes_stream(), decoder, settings.read_timeout);
@@ -450,6 +482,7 @@ mod tests {
             max_retries: 5,
             base_delay: Duration::from_millis(100),
             max_delay: Duration::from_secs(1),
+            max_total: Duration::from_secs(10),
         };
         assert_eq!(policy.delay(1, None), Duration::from_millis(100));
         assert_eq!(policy.delay(3, None), Duration::from_millis(400));
@@ -462,6 +495,38 @@ mod tests {
             policy.delay(1, Some(Duration::from_secs(90))),
             Duration::from_secs(1)
         );
+    }
+
+    #[test]
+    fn retries_stop_at_the_count_the_total_time_and_non_retryable_errors() {
+        let policy = RetryPolicy {
+            max_retries: 2,
+            base_delay: Duration::from_millis(10),
+            max_delay: Duration::from_secs(60),
+            max_total: Duration::from_secs(30),
+        };
+        let busy = ProviderError::new(ProviderErrorKind::RateLimited, "busy");
+        let mut retrier = Retrier::new(&policy);
+        assert_eq!(
+            retrier.next_delay(&busy),
+            Some((1, Duration::from_millis(10)))
+        );
+        assert_eq!(
+            retrier.next_delay(&busy),
+            Some((2, Duration::from_millis(20)))
+        );
+        assert_eq!(retrier.next_delay(&busy), None, "count reached");
+
+        let mut long_wait = busy.clone();
+        long_wait.retry_after = Some(Duration::from_secs(45));
+        assert_eq!(
+            Retrier::new(&policy).next_delay(&long_wait),
+            None,
+            "past the total time"
+        );
+
+        let auth = ProviderError::new(ProviderErrorKind::Authentication, "bad key");
+        assert_eq!(Retrier::new(&policy).next_delay(&auth), None);
     }
 
     #[test]

@@ -499,3 +499,94 @@ async fn reasoning_is_kept_with_its_signature_for_replay() {
         }
     );
 }
+
+#[tokio::test]
+async fn ask_approval_waits_for_each_answer() {
+    use crate::approval::AskApproval;
+
+    let provider = ScriptedProvider::new(vec![
+        vec![
+            call("c1", "echo", json!({"text": "yes"})),
+            call("c2", "echo", json!({"text": "no"})),
+            stop(StopReason::ToolUse),
+        ],
+        vec![text("Done."), stop(StopReason::EndTurn)],
+    ]);
+    let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
+    let sink: EventSink = Arc::new(move |event| {
+        let _ = sender.send(event);
+    });
+    let ask = AskApproval::new(sink.clone());
+    let answering = ask.clone();
+    let answerer = tokio::spawn(async move {
+        let mut asked = Vec::new();
+        while let Some(event) = receiver.recv().await {
+            if let AgentEvent::ApprovalRequested { call, .. } = event {
+                let approval = if call.id == "c1" {
+                    Approval::Allow
+                } else {
+                    Approval::Deny {
+                        reason: "not this one".into(),
+                    }
+                };
+                assert!(answering.answer(&call.id, approval));
+                asked.push(call.id);
+                if asked.len() == 2 {
+                    break;
+                }
+            }
+        }
+        asked
+    });
+    let mut registry = ToolRegistry::new();
+    registry.register(Arc::new(Echo(spec("echo"))));
+    let agent = Agent::new(provider, registry, ask.clone(), AgentOptions::new("m"));
+    let mut history = vec![Message::user_text("hi")];
+    let outcome = agent
+        .run(&mut history, sink, CancellationToken::new())
+        .await;
+    assert_eq!(outcome, Ok(Outcome::Finished(StopReason::EndTurn)));
+    drop(agent);
+    let results = results_of(&history[2]);
+    assert_eq!(results[0], ("c1".into(), false, "yes".into()));
+    assert!(results[1].1 && results[1].2.contains("not this one"));
+    assert!(ask.waiting().is_empty());
+    assert!(
+        !ask.answer("c1", Approval::Allow),
+        "an answered call cannot be answered twice"
+    );
+    drop(ask);
+    let mut asked = answerer.await.unwrap();
+    asked.sort();
+    assert_eq!(asked, ["c1", "c2"]);
+}
+
+#[tokio::test]
+async fn a_stop_while_waiting_for_approval_forgets_the_question() {
+    use crate::approval::AskApproval;
+
+    let provider = ScriptedProvider::new(vec![vec![
+        call("c1", "echo", json!({"text": "x"})),
+        stop(StopReason::ToolUse),
+    ]]);
+    let sink: EventSink = Arc::new(|_| {});
+    let ask = AskApproval::new(sink.clone());
+    let mut registry = ToolRegistry::new();
+    registry.register(Arc::new(Echo(spec("echo"))));
+    let agent = Agent::new(provider, registry, ask.clone(), AgentOptions::new("m"));
+    let cancel = CancellationToken::new();
+    let stopper = cancel.clone();
+    let watcher = ask.clone();
+    tokio::spawn(async move {
+        while watcher.waiting().is_empty() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        stopper.cancel();
+    });
+    let mut history = vec![Message::user_text("hi")];
+    let outcome = agent.run(&mut history, sink, cancel).await;
+    assert_eq!(outcome, Ok(Outcome::Cancelled));
+    assert!(ask.waiting().is_empty());
+    let results = results_of(&history[2]);
+    assert!(results[0].1 && results[0].2.contains("before the call was approved"));
+}
