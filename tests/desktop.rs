@@ -85,6 +85,20 @@ async fn the_frame_renders_with_data_from_the_backend() {
         .await
         .unwrap();
 
+    // Capabilities expose the app's own commands only: a core command is refused.
+    let refused = c
+        .execute_async(
+            "const done = arguments[arguments.length - 1];\
+             window.__TAURI_INTERNALS__.invoke('plugin:app|version')\
+               .then(v => done('allowed: ' + v), e => done('refused: ' + e));",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let refused = refused.as_str().unwrap_or_default().to_owned();
+    assert!(refused.starts_with("refused: "), "{refused}");
+    assert!(refused.contains("not allowed"), "{refused}");
+
     // The app's log file is written under the data folder.
     assert!(home.path().join("logs").join("conduit.log").is_file());
 
