@@ -39,6 +39,12 @@ pub enum AgentEvent {
         id: String,
         arguments: String,
     },
+    /// A block of the assistant message in flight is complete (the next one began, or it
+    /// is a tool call): save it now, so a crash loses at most the block in flight.
+    BlockDone {
+        index: usize,
+        block: Block,
+    },
     /// The call is complete and about to go through approval.
     ToolCallReady {
         call: ToolCall,
@@ -265,7 +271,7 @@ impl Agent {
                 }
                 Some(Ok(ProviderEvent::Stop(reason))) => break TurnEnding::Stopped(reason),
                 Some(Ok(event)) => {
-                    if let Some(out) = builder.apply(event) {
+                    for out in builder.apply(event) {
                         events(out);
                     }
                 }
@@ -412,6 +418,8 @@ enum TurnEnding {
 struct MessageBuilder {
     protocol: &'static str,
     blocks: Vec<Block>,
+    /// Blocks before this index were reported complete.
+    reported: usize,
 }
 
 impl MessageBuilder {
@@ -419,37 +427,65 @@ impl MessageBuilder {
         Self {
             protocol,
             blocks: Vec::new(),
+            reported: 0,
         }
     }
 
-    fn apply(&mut self, event: ProviderEvent) -> Option<AgentEvent> {
+    /// Adds a block; the ones before it are complete now.
+    fn push(&mut self, block: Block, out: &mut Vec<AgentEvent>) {
+        self.report_complete(self.blocks.len(), out);
+        self.blocks.push(block);
+    }
+
+    fn report_complete(&mut self, up_to: usize, out: &mut Vec<AgentEvent>) {
+        while self.reported < up_to {
+            if let Some(block) = self.blocks.get(self.reported) {
+                out.push(AgentEvent::BlockDone {
+                    index: self.reported,
+                    block: block.clone(),
+                });
+            }
+            self.reported += 1;
+        }
+    }
+
+    fn apply(&mut self, event: ProviderEvent) -> Vec<AgentEvent> {
+        let mut out = Vec::new();
         match event {
             ProviderEvent::TextDelta(text) => {
+                let open = self.reported < self.blocks.len();
                 match self.blocks.last_mut() {
-                    Some(Block::Text { text: last }) => last.push_str(&text),
-                    _ => self.blocks.push(Block::text(text.clone())),
+                    Some(Block::Text { text: last }) if open => last.push_str(&text),
+                    _ => self.push(Block::text(text.clone()), &mut out),
                 }
-                Some(AgentEvent::TextDelta { text })
+                out.push(AgentEvent::TextDelta { text });
             }
             ProviderEvent::ReasoningDelta(text) => {
+                let open = self.reported < self.blocks.len();
                 match self.blocks.last_mut() {
                     Some(Block::Reasoning {
                         text: last,
                         signature: None,
                         encrypted: None,
                         ..
-                    }) => last.push_str(&text),
-                    _ => self.blocks.push(self.reasoning(text.clone())),
+                    }) if open => last.push_str(&text),
+                    _ => {
+                        let block = self.reasoning(text.clone());
+                        self.push(block, &mut out);
+                    }
                 }
-                Some(AgentEvent::ReasoningDelta { text })
+                out.push(AgentEvent::ReasoningDelta { text });
             }
             ProviderEvent::ReasoningDone {
                 signature,
                 encrypted,
                 id,
             } => {
-                if !matches!(self.blocks.last(), Some(Block::Reasoning { .. })) {
-                    self.blocks.push(self.reasoning(String::new()));
+                let open_reasoning = self.reported < self.blocks.len()
+                    && matches!(self.blocks.last(), Some(Block::Reasoning { .. }));
+                if !open_reasoning {
+                    let block = self.reasoning(String::new());
+                    self.push(block, &mut out);
                 }
                 if let Some(Block::Reasoning {
                     signature: s,
@@ -462,13 +498,13 @@ impl MessageBuilder {
                     *e = encrypted;
                     *i = id;
                 }
-                None
+                self.report_complete(self.blocks.len(), &mut out);
             }
             ProviderEvent::ToolCallStarted { id, name } => {
-                Some(AgentEvent::ToolCallStarted { id, name })
+                out.push(AgentEvent::ToolCallStarted { id, name });
             }
             ProviderEvent::ToolCallDelta { id, arguments } => {
-                Some(AgentEvent::ToolCallDelta { id, arguments })
+                out.push(AgentEvent::ToolCallDelta { id, arguments });
             }
             ProviderEvent::ToolCallDone {
                 id,
@@ -487,21 +523,23 @@ impl MessageBuilder {
                     signature,
                     invalid_arguments,
                 };
-                self.blocks.push(Block::ToolCall(call.clone()));
-                Some(AgentEvent::ToolCallReady { call })
+                self.push(Block::ToolCall(call.clone()), &mut out);
+                self.report_complete(self.blocks.len(), &mut out);
+                out.push(AgentEvent::ToolCallReady { call });
             }
-            ProviderEvent::Usage(usage) => Some(AgentEvent::Usage { usage }),
+            ProviderEvent::Usage(usage) => out.push(AgentEvent::Usage { usage }),
             ProviderEvent::Retrying {
                 attempt,
                 delay,
                 error,
-            } => Some(AgentEvent::Retrying {
+            } => out.push(AgentEvent::Retrying {
                 attempt,
                 delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
                 error,
             }),
-            ProviderEvent::Stop(_) => None,
+            ProviderEvent::Stop(_) => {}
         }
+        out
     }
 
     fn reasoning(&self, text: String) -> Block {

@@ -1,9 +1,16 @@
 //! Conversation history, media files and full-text search.
 //!
 //! Place in the crate graph: depends on `conduit-core` only; `conduit-host` composes it.
-//! Today it holds the media store: files stored once by content hash, their type
-//! decided by their bytes. SQLite history and search come next.
+//! - [`history`]: conversations on SQLite (WAL, versioned migrations, FTS5 search),
+//!   written block by block so a crash loses at most the block in flight.
+//! - [`media`]: files stored once by content hash, their type decided by their bytes,
+//!   with thumbnails.
+//! - [`export`]: a conversation as Markdown or JSON, images beside the file.
 
+pub mod export;
+pub mod history;
 pub mod media;
+mod schema;
 
+pub use history::{Conversation, MessageStatus, SearchHit, Store, StoreError, StoredMessage};
 pub use media::FileMediaStore;

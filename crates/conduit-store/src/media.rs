@@ -24,27 +24,65 @@ impl FileMediaStore {
 
     /// Where the file of `media` lives (it may be missing).
     pub fn path_of(&self, media: &MediaRef) -> PathBuf {
-        let prefix = media.hash.get(..2).unwrap_or("00");
-        self.root
-            .join(prefix)
+        self.folder_of(&media.hash)
             .join(format!("{}.{}", media.hash, extension(&media.mime)))
+    }
+
+    /// Where the thumbnail of an image lives (a PNG, at most 256 pixels on its long edge).
+    pub fn thumbnail_of(&self, hash: &str) -> PathBuf {
+        self.folder_of(hash).join(format!("{hash}.thumb.png"))
+    }
+
+    fn folder_of(&self, hash: &str) -> PathBuf {
+        self.root.join(hash.get(..2).unwrap_or("00"))
+    }
+
+    /// Deletes the files of `media` (the file and its thumbnail).
+    pub fn remove(&self, media: &MediaRef) -> std::io::Result<()> {
+        for path in [self.path_of(media), self.thumbnail_of(&media.hash)] {
+            match fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 }
 
+/// The long edge of thumbnails, in pixels.
+pub const THUMBNAIL_EDGE: u32 = 256;
+
 impl MediaStore for FileMediaStore {
     fn put(&self, bytes: &[u8], declared_mime: Option<&str>) -> Result<MediaRef, MediaError> {
-        let (mime, dimensions) = identify(bytes, declared_mime)?;
         let hash = sha256_hex(bytes);
+        let (mime, image) = identify(bytes, declared_mime)?;
         let media = MediaRef {
             hash,
             mime,
             bytes: bytes.len() as u64,
-            width: dimensions.map(|d| d.0),
-            height: dimensions.map(|d| d.1),
+            width: image.as_ref().map(|i| i.width()),
+            height: image.as_ref().map(|i| i.height()),
         };
+        let io = |e: std::io::Error| MediaError::Io(e.to_string());
         let path = self.path_of(&media);
         if !path.exists() {
-            write_atomically(&path, bytes).map_err(|e| MediaError::Io(e.to_string()))?;
+            write_atomically(&path, bytes).map_err(io)?;
+        }
+        if let Some(image) = image {
+            let thumb = self.thumbnail_of(&media.hash);
+            if !thumb.exists() {
+                let mut png = Vec::new();
+                let small = if image.width().max(image.height()) > THUMBNAIL_EDGE {
+                    image.thumbnail(THUMBNAIL_EDGE, THUMBNAIL_EDGE)
+                } else {
+                    image
+                };
+                small
+                    .write_to(&mut Cursor::new(&mut png), image::ImageFormat::Png)
+                    .map_err(|e| MediaError::Io(format!("cannot make a thumbnail: {e}")))?;
+                write_atomically(&thumb, &png).map_err(io)?;
+            }
         }
         Ok(media)
     }
@@ -60,20 +98,17 @@ impl MediaStore for FileMediaStore {
     }
 }
 
-/// The type of `bytes` and, for images, their size. An image that does not decode is
-/// refused; audio is recognised by its signature.
+/// The type of `bytes` and, for images, the decoded image. An image that does not
+/// decode is refused; audio is recognised by its signature.
 fn identify(
     bytes: &[u8],
     declared_mime: Option<&str>,
-) -> Result<(String, Option<(u32, u32)>), MediaError> {
+) -> Result<(String, Option<image::DynamicImage>), MediaError> {
     if let Ok(format) = image::guess_format(bytes) {
         let image = ImageReader::with_format(Cursor::new(bytes), format)
             .decode()
             .map_err(|e| MediaError::Invalid(format!("the image does not decode: {e}")))?;
-        return Ok((
-            format.to_mime_type().to_owned(),
-            Some((image.width(), image.height())),
-        ));
+        return Ok((format.to_mime_type().to_owned(), Some(image)));
     }
     if let Some(audio) = audio_mime(bytes) {
         return Ok((audio.to_owned(), None));
@@ -173,9 +208,17 @@ mod tests {
         let second = store.put(&bytes, None).unwrap();
         assert_eq!(first, second);
         assert_eq!(store.load(&first).unwrap(), bytes);
-        let files: Vec<_> = walk(dir.path());
-        assert_eq!(files.len(), 1, "{files:?}");
+        let mut files: Vec<_> = walk(dir.path());
+        files.sort();
+        assert_eq!(files.len(), 2, "the file and its thumbnail: {files:?}");
         assert!(files[0].ends_with(format!("{}.png", first.hash)));
+        assert_eq!(files[1], store.thumbnail_of(&first.hash));
+        let thumb = image::open(&files[1]).unwrap();
+        assert_eq!(
+            (thumb.width(), thumb.height()),
+            (3, 2),
+            "small images keep their size"
+        );
     }
 
     #[test]
@@ -200,6 +243,17 @@ mod tests {
         let media = store.put(&wav, Some("audio/x-wav")).unwrap();
         assert_eq!(media.mime, "audio/wav");
         assert_eq!(media.width, None);
+    }
+
+    #[test]
+    fn a_large_image_gets_a_small_thumbnail() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileMediaStore::new(dir.path());
+        let media = store.put(&png(1000, 500), None).unwrap();
+        let thumb = image::open(store.thumbnail_of(&media.hash)).unwrap();
+        assert_eq!((thumb.width(), thumb.height()), (256, 128));
+        store.remove(&media).unwrap();
+        assert!(walk(dir.path()).is_empty());
     }
 
     #[test]

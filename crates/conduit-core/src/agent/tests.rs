@@ -590,3 +590,52 @@ async fn a_stop_while_waiting_for_approval_forgets_the_question() {
     let results = results_of(&history[2]);
     assert!(results[0].1 && results[0].2.contains("before the call was approved"));
 }
+
+#[tokio::test]
+async fn each_block_is_reported_as_soon_as_it_is_complete() {
+    let provider = ScriptedProvider::new(vec![
+        vec![
+            Ok(ProviderEvent::ReasoningDelta("hmm".into())),
+            Ok(ProviderEvent::ReasoningDone {
+                signature: Some("s".into()),
+                encrypted: None,
+                id: None,
+            }),
+            text("I will "),
+            text("echo."),
+            call("c1", "echo", json!({"text": "a"})),
+            stop(StopReason::ToolUse),
+        ],
+        vec![text("Done."), stop(StopReason::EndTurn)],
+    ]);
+    let run = run(provider, vec![Arc::new(Echo(spec("echo")))]).await;
+    let done: Vec<(usize, &'static str)> = run
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::BlockDone { index, block } => Some((
+                *index,
+                match block {
+                    Block::Reasoning { .. } => "reasoning",
+                    Block::Text { .. } => "text",
+                    Block::ToolCall(_) => "tool_call",
+                    _ => "other",
+                },
+            )),
+            _ => None,
+        })
+        .collect();
+    // The last text block of the final answer completes with its message instead.
+    assert_eq!(done, [(0, "reasoning"), (1, "text"), (2, "tool_call")]);
+    let text_done = run
+        .events
+        .iter()
+        .position(|e| matches!(e, AgentEvent::BlockDone { index: 1, .. }))
+        .unwrap();
+    let call_ready = run
+        .events
+        .iter()
+        .position(|e| matches!(e, AgentEvent::ToolCallReady { .. }))
+        .unwrap();
+    assert!(text_done < call_ready);
+}

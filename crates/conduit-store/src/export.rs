@@ -1,0 +1,178 @@
+//! A conversation exported as Markdown or JSON, its images copied into a folder beside
+//! the file.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use conduit_core::content::{Block, MediaRef, ResultPart, Role};
+use serde_json::json;
+
+use crate::history::{Store, StoreError, StoredMessage};
+
+/// The export formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Markdown,
+    Json,
+}
+
+/// Writes conversation `id` into `out_dir`; returns the file written.
+pub fn export(
+    store: &Store,
+    id: &str,
+    format: Format,
+    out_dir: &Path,
+) -> Result<PathBuf, StoreError> {
+    let conversation = store.conversation(id)?;
+    let messages = store.messages(id, None)?;
+    let stem = format!(
+        "{}-{}",
+        slug(&conversation.title),
+        id.get(..8).unwrap_or(id)
+    );
+    let media_dir_name = format!("{stem}-media");
+    let io = |path: &Path, e: std::io::Error| StoreError::Io {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    };
+    std::fs::create_dir_all(out_dir).map_err(|e| io(out_dir, e))?;
+
+    // Copy each image once; a missing file is noted, not fatal.
+    let mut files: BTreeMap<String, Option<String>> = BTreeMap::new();
+    for media in messages
+        .iter()
+        .flat_map(|m| m.blocks.iter())
+        .flat_map(media_of)
+    {
+        if files.contains_key(&media.hash) {
+            continue;
+        }
+        let source = store.media_path(media);
+        let name = source
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| media.hash.clone());
+        let target_dir = out_dir.join(&media_dir_name);
+        std::fs::create_dir_all(&target_dir).map_err(|e| io(&target_dir, e))?;
+        let copied = std::fs::copy(&source, target_dir.join(&name)).is_ok();
+        files.insert(
+            media.hash.clone(),
+            copied.then(|| format!("{media_dir_name}/{name}")),
+        );
+    }
+
+    let (file, text) = match format {
+        Format::Markdown => (
+            out_dir.join(format!("{stem}.md")),
+            markdown(&conversation.title, &messages, &files),
+        ),
+        Format::Json => {
+            let value = json!({
+                "conversation": conversation,
+                "messages": messages,
+                "media": files,
+            });
+            (
+                out_dir.join(format!("{stem}.json")),
+                serde_json::to_string_pretty(&value)
+                    .map_err(|e| StoreError::Database(e.to_string()))?,
+            )
+        }
+    };
+    std::fs::write(&file, text).map_err(|e| io(&file, e))?;
+    Ok(file)
+}
+
+fn media_of(block: &Block) -> Vec<&MediaRef> {
+    match block {
+        Block::Image { media } => vec![media],
+        Block::ToolResult(result) => result
+            .parts
+            .iter()
+            .filter_map(|p| match p {
+                ResultPart::Image { media } => Some(media),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn markdown(
+    title: &str,
+    messages: &[StoredMessage],
+    files: &BTreeMap<String, Option<String>>,
+) -> String {
+    let image = |media: &MediaRef| match files.get(&media.hash).and_then(|f| f.as_deref()) {
+        Some(path) => format!("![image]({path})"),
+        None => format!(
+            "*[image {} missing]*",
+            media.hash.get(..12).unwrap_or(&media.hash)
+        ),
+    };
+    let mut out = format!("# {title}\n");
+    for message in messages {
+        let who = match message.role {
+            Role::User => "You",
+            Role::Assistant => "Assistant",
+            Role::Tool => "Tool results",
+        };
+        out.push_str(&format!("\n## {who}\n\n"));
+        for block in &message.blocks {
+            match block {
+                Block::Text { text } => out.push_str(&format!("{text}\n\n")),
+                Block::Image { media } => out.push_str(&format!("{}\n\n", image(media))),
+                Block::Reasoning { text, .. } if !text.is_empty() => {
+                    for line in text.lines() {
+                        out.push_str(&format!("> {line}\n"));
+                    }
+                    out.push('\n');
+                }
+                Block::Reasoning { .. } => {}
+                Block::ToolCall(call) => out.push_str(&format!(
+                    "**Tool call** `{}`\n\n```json\n{}\n```\n\n",
+                    call.name,
+                    serde_json::to_string_pretty(&call.arguments).unwrap_or_default()
+                )),
+                Block::ToolResult(result) => {
+                    let state = if result.is_error { "failed" } else { "result" };
+                    out.push_str(&format!("**`{}` {state}**\n\n", result.name));
+                    let text = result.text();
+                    if !text.is_empty() {
+                        out.push_str(&format!("```\n{text}\n```\n\n"));
+                    }
+                    for media in result.images() {
+                        out.push_str(&format!("{}\n\n", image(media)));
+                    }
+                }
+            }
+        }
+        if message.status != crate::history::MessageStatus::Complete {
+            out.push_str(&format!("*({:?})*\n\n", message.status).to_lowercase());
+        }
+    }
+    out
+}
+
+fn slug(title: &str) -> String {
+    let slug: String = title
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let slug = slug
+        .split('-')
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join("-");
+    if slug.is_empty() {
+        "conversation".to_owned()
+    } else {
+        slug.chars().take(40).collect()
+    }
+}

@@ -1,0 +1,703 @@
+//! Conversations on SQLite: each block written as it completes, full-text search with
+//! snippets, a database that survives a crash mid-answer, and media collected when no
+//! message references it any more.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use conduit_core::content::{Block, MediaRef, Message, ResultPart, Role, repair_history};
+use conduit_core::provider::Usage;
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::{Deserialize, Serialize};
+
+use crate::media::FileMediaStore;
+use crate::schema::{self, VersionProblem};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(
+        "the history database {path} was written by a newer Conduit (schema {found}, this one knows {known}); update Conduit, it will not downgrade the file"
+    )]
+    NewerVersion {
+        path: String,
+        found: i64,
+        known: i64,
+    },
+    #[error(
+        "the history database was corrupt ({reason}); it was moved to {moved_to} untouched, and a new one will be made on the next start"
+    )]
+    Corrupt { reason: String, moved_to: String },
+    #[error("the disk is full: the history could not be saved ({0})")]
+    DiskFull(String),
+    #[error("there is no conversation {0:?}")]
+    UnknownConversation(String),
+    #[error("the history database failed: {0}")]
+    Database(String),
+    #[error("cannot write {path}: {message}")]
+    Io { path: String, message: String },
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(err: rusqlite::Error) -> Self {
+        match err.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::DiskFull) => StoreError::DiskFull(err.to_string()),
+            _ => StoreError::Database(err.to_string()),
+        }
+    }
+}
+
+/// How far a message got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageStatus {
+    Complete,
+    Streaming,
+    Interrupted,
+    Error,
+}
+
+impl MessageStatus {
+    fn as_str(self) -> &'static str {
+        match self {
+            MessageStatus::Complete => "complete",
+            MessageStatus::Streaming => "streaming",
+            MessageStatus::Interrupted => "interrupted",
+            MessageStatus::Error => "error",
+        }
+    }
+
+    fn parse(text: &str) -> Self {
+        match text {
+            "complete" => MessageStatus::Complete,
+            "streaming" => MessageStatus::Streaming,
+            "error" => MessageStatus::Error,
+            _ => MessageStatus::Interrupted,
+        }
+    }
+}
+
+/// A conversation as lists show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Conversation {
+    pub id: String,
+    pub title: String,
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub message_count: i64,
+}
+
+/// A stored message with its status and usage.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoredMessage {
+    pub id: i64,
+    pub role: Role,
+    pub status: MessageStatus,
+    pub blocks: Vec<Block>,
+    pub usage: Option<Usage>,
+    pub error: Option<String>,
+    pub created_at: i64,
+}
+
+/// One search result: where, and the matching text with the match in `[` `]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SearchHit {
+    pub conversation_id: String,
+    pub title: String,
+    pub message_id: i64,
+    pub snippet: String,
+    pub created_at: i64,
+}
+
+/// The history database and the media folder beside it.
+pub struct Store {
+    conn: Mutex<Connection>,
+    media: FileMediaStore,
+}
+
+const TITLE_CHARS: usize = 60;
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or_default()
+}
+
+impl Store {
+    /// Opens (or creates) the database at `path`, migrates it, and marks messages left
+    /// streaming by a crash as interrupted. A corrupt file is moved aside, never rewritten.
+    pub fn open(path: &Path, media: FileMediaStore) -> Result<Self, StoreError> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| StoreError::Io {
+                path: dir.display().to_string(),
+                message: e.to_string(),
+            })?;
+        }
+        let mut conn = match Self::connect(path) {
+            Ok(conn) => conn,
+            Err(err) if is_corruption(&err) => return Err(move_aside(path, &err.to_string())),
+            Err(err) => return Err(err.into()),
+        };
+        let found: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+        if found > schema::CURRENT {
+            return Err(StoreError::NewerVersion {
+                path: path.display().to_string(),
+                found,
+                known: schema::CURRENT,
+            });
+        }
+        Self::configure(&conn)?;
+        match schema::migrate(&mut conn) {
+            Ok(Ok(())) => {}
+            Ok(Err(VersionProblem::Newer(found))) => {
+                return Err(StoreError::NewerVersion {
+                    path: path.display().to_string(),
+                    found,
+                    known: schema::CURRENT,
+                });
+            }
+            Err(err) if is_corruption(&err) => {
+                drop(conn);
+                return Err(move_aside(path, &err.to_string()));
+            }
+            Err(err) => return Err(err.into()),
+        }
+        let interrupted = conn.execute(
+            "UPDATE messages SET status = 'interrupted' WHERE status = 'streaming'",
+            [],
+        )?;
+        if interrupted > 0 {
+            tracing::warn!(
+                interrupted,
+                "messages left streaming by a crash are marked interrupted"
+            );
+        }
+        Ok(Self {
+            conn: Mutex::new(conn),
+            media,
+        })
+    }
+
+    /// Opens the file and checks it without writing anything: a corrupt file or one from
+    /// a newer Conduit stays byte for byte as it was.
+    fn connect(path: &Path) -> Result<Connection, rusqlite::Error> {
+        let conn = Connection::open(path)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        // Reading the schema fails at once on a file that is not a database.
+        let check: String = conn.query_row("PRAGMA quick_check", [], |row| row.get(0))?;
+        if check != "ok" {
+            return Err(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CORRUPT),
+                Some(check),
+            ));
+        }
+        Ok(conn)
+    }
+
+    fn configure(conn: &Connection) -> Result<(), rusqlite::Error> {
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")
+    }
+
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Connection>, StoreError> {
+        self.conn
+            .lock()
+            .map_err(|_| StoreError::Database("the database lock was poisoned".into()))
+    }
+
+    pub fn media(&self) -> &FileMediaStore {
+        &self.media
+    }
+
+    /// Caps the database's size in pages: for tests of a full disk.
+    pub fn limit_pages(&self, pages: u64) -> Result<(), StoreError> {
+        self.lock()?
+            .pragma_update(None, "max_page_count", pages as i64)?;
+        Ok(())
+    }
+
+    pub fn create_conversation(
+        &self,
+        provider: Option<&str>,
+        model: Option<&str>,
+    ) -> Result<String, StoreError> {
+        let id = uuid::Uuid::now_v7().to_string();
+        let now = now_ms();
+        self.lock()?.execute(
+            "INSERT INTO conversations (id, title, provider, model, created_at, updated_at)
+             VALUES (?1, 'New chat', ?2, ?3, ?4, ?4)",
+            params![id, provider, model, now],
+        )?;
+        Ok(id)
+    }
+
+    pub fn conversation(&self, id: &str) -> Result<Conversation, StoreError> {
+        let conn = self.lock()?;
+        conn.query_row(
+            "SELECT c.id, c.title, c.provider, c.model, c.created_at, c.updated_at,
+                    (SELECT count(*) FROM messages m WHERE m.conversation_id = c.id)
+             FROM conversations c WHERE c.id = ?1",
+            [id],
+            row_to_conversation,
+        )
+        .optional()?
+        .ok_or_else(|| StoreError::UnknownConversation(id.to_owned()))
+    }
+
+    /// Conversations, most recently updated first.
+    pub fn list(&self, limit: usize) -> Result<Vec<Conversation>, StoreError> {
+        let conn = self.lock()?;
+        let mut statement = conn.prepare(
+            "SELECT c.id, c.title, c.provider, c.model, c.created_at, c.updated_at,
+                    (SELECT count(*) FROM messages m WHERE m.conversation_id = c.id)
+             FROM conversations c ORDER BY c.updated_at DESC, c.id DESC LIMIT ?1",
+        )?;
+        let rows = statement.query_map([limit as i64], row_to_conversation)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Starts a message; its blocks follow with [`Store::append_block`].
+    pub fn begin_message(
+        &self,
+        conversation: &str,
+        role: Role,
+        status: MessageStatus,
+    ) -> Result<i64, StoreError> {
+        let mut conn = self.lock()?;
+        let tx = conn.transaction()?;
+        let exists: bool = tx
+            .query_row(
+                "SELECT 1 FROM conversations WHERE id = ?1",
+                [conversation],
+                |_| Ok(true),
+            )
+            .optional()?
+            .unwrap_or(false);
+        if !exists {
+            return Err(StoreError::UnknownConversation(conversation.to_owned()));
+        }
+        let position: i64 = tx.query_row(
+            "SELECT coalesce(max(position) + 1, 0) FROM messages WHERE conversation_id = ?1",
+            [conversation],
+            |row| row.get(0),
+        )?;
+        let now = now_ms();
+        tx.execute(
+            "INSERT INTO messages (conversation_id, position, role, status, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![
+                conversation,
+                position,
+                role_name(role),
+                status.as_str(),
+                now
+            ],
+        )?;
+        let id = tx.last_insert_rowid();
+        tx.execute(
+            "UPDATE conversations SET updated_at = ?2 WHERE id = ?1",
+            params![conversation, now],
+        )?;
+        tx.commit()?;
+        Ok(id)
+    }
+
+    /// Writes one completed block, its search text and media references, in one
+    /// transaction. The first user text names an untitled conversation.
+    pub fn append_block(&self, message_id: i64, block: &Block) -> Result<(), StoreError> {
+        let data = serde_json::to_string(block).map_err(|e| StoreError::Database(e.to_string()))?;
+        let mut conn = self.lock()?;
+        let tx = conn.transaction()?;
+        let (conversation, role): (String, String) = tx.query_row(
+            "SELECT conversation_id, role FROM messages WHERE id = ?1",
+            [message_id],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )?;
+        let position: i64 = tx.query_row(
+            "SELECT count(*) FROM blocks WHERE message_id = ?1",
+            [message_id],
+            |row| row.get(0),
+        )?;
+        tx.execute(
+            "INSERT INTO blocks (message_id, position, kind, data) VALUES (?1, ?2, ?3, ?4)",
+            params![message_id, position, block_kind(block), data],
+        )?;
+        let text = searchable_text(block);
+        if !text.is_empty() {
+            tx.execute(
+                "INSERT INTO search (text, message_id, conversation_id) VALUES (?1, ?2, ?3)",
+                params![text, message_id, conversation],
+            )?;
+        }
+        for media in block_media(block) {
+            tx.execute(
+                "INSERT OR IGNORE INTO media (hash, mime, bytes, width, height) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![media.hash, media.mime, media.bytes as i64, media.width, media.height],
+            )?;
+            tx.execute(
+                "INSERT INTO block_media (message_id, hash) VALUES (?1, ?2)",
+                params![message_id, media.hash],
+            )?;
+        }
+        if role == "user" {
+            if let Block::Text { text } = block {
+                tx.execute(
+                    "UPDATE conversations SET title = ?2 WHERE id = ?1 AND title_is_custom = 0 AND title = 'New chat'",
+                    params![conversation, derive_title(text)],
+                )?;
+            }
+        }
+        tx.execute(
+            "UPDATE conversations SET updated_at = ?2 WHERE id = ?1",
+            params![conversation, now_ms()],
+        )?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Sets how a message ended, with its usage and error.
+    pub fn finish_message(
+        &self,
+        message_id: i64,
+        status: MessageStatus,
+        usage: Option<Usage>,
+        error: Option<&str>,
+    ) -> Result<(), StoreError> {
+        self.lock()?.execute(
+            "UPDATE messages SET status = ?2, input_tokens = ?3, output_tokens = ?4, error = ?5 WHERE id = ?1",
+            params![
+                message_id,
+                status.as_str(),
+                usage.map(|u| u.input_tokens as i64),
+                usage.map(|u| u.output_tokens as i64),
+                error
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// Stores a whole message at once (user messages, tool results).
+    pub fn add_message(
+        &self,
+        conversation: &str,
+        message: &Message,
+        status: MessageStatus,
+    ) -> Result<i64, StoreError> {
+        let id = self.begin_message(conversation, message.role, MessageStatus::Streaming)?;
+        for block in &message.blocks {
+            self.append_block(id, block)?;
+        }
+        self.finish_message(id, status, None, None)?;
+        Ok(id)
+    }
+
+    /// The messages of a conversation, oldest first; `newest` keeps only the last N.
+    pub fn messages(
+        &self,
+        conversation: &str,
+        newest: Option<usize>,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
+        self.conversation(conversation)?;
+        let conn = self.lock()?;
+        let mut statement = conn.prepare(
+            "SELECT id, role, status, input_tokens, output_tokens, error, created_at FROM (
+                 SELECT * FROM messages WHERE conversation_id = ?1
+                 ORDER BY position DESC LIMIT ?2
+             ) ORDER BY position ASC",
+        )?;
+        let limit = newest.map(|n| n as i64).unwrap_or(-1);
+        let mut messages: Vec<StoredMessage> = statement
+            .query_map(params![conversation, limit], |row| {
+                let role: String = row.get(1)?;
+                let status: String = row.get(2)?;
+                let input: Option<i64> = row.get(3)?;
+                let output: Option<i64> = row.get(4)?;
+                Ok(StoredMessage {
+                    id: row.get(0)?,
+                    role: parse_role(&role),
+                    status: MessageStatus::parse(&status),
+                    blocks: Vec::new(),
+                    usage: match (input, output) {
+                        (None, None) => None,
+                        (i, o) => Some(Usage {
+                            input_tokens: i.unwrap_or_default() as u64,
+                            output_tokens: o.unwrap_or_default() as u64,
+                            ..Default::default()
+                        }),
+                    },
+                    error: row.get(5)?,
+                    created_at: row.get(6)?,
+                })
+            })?
+            .collect::<Result<_, _>>()?;
+        let mut blocks =
+            conn.prepare("SELECT data FROM blocks WHERE message_id = ?1 ORDER BY position")?;
+        for message in &mut messages {
+            let rows = blocks.query_map([message.id], |row| row.get::<_, String>(0))?;
+            for data in rows {
+                let data = data?;
+                match serde_json::from_str::<Block>(&data) {
+                    Ok(block) => message.blocks.push(block),
+                    Err(err) => message.blocks.push(Block::text(format!(
+                        "[a block this version of Conduit cannot read: {err}]"
+                    ))),
+                }
+            }
+        }
+        Ok(messages)
+    }
+
+    /// The conversation as a history to send to a model: every tool call answered.
+    pub fn history(&self, conversation: &str) -> Result<Vec<Message>, StoreError> {
+        let mut history: Vec<Message> = self
+            .messages(conversation, None)?
+            .into_iter()
+            .filter(|m| !m.blocks.is_empty())
+            .map(|m| Message {
+                role: m.role,
+                blocks: m.blocks,
+            })
+            .collect();
+        repair_history(&mut history);
+        Ok(history)
+    }
+
+    pub fn rename(&self, conversation: &str, title: &str) -> Result<(), StoreError> {
+        let changed = self.lock()?.execute(
+            "UPDATE conversations SET title = ?2, title_is_custom = 1 WHERE id = ?1",
+            params![conversation, title.trim()],
+        )?;
+        if changed == 0 {
+            return Err(StoreError::UnknownConversation(conversation.to_owned()));
+        }
+        Ok(())
+    }
+
+    /// Deletes a conversation, and the media files no other message references.
+    pub fn delete(&self, conversation: &str) -> Result<(), StoreError> {
+        let orphans: Vec<MediaRef> = {
+            let mut conn = self.lock()?;
+            let tx = conn.transaction()?;
+            tx.execute(
+                "DELETE FROM search WHERE conversation_id = ?1",
+                [conversation],
+            )?;
+            let deleted = tx.execute("DELETE FROM conversations WHERE id = ?1", [conversation])?;
+            if deleted == 0 {
+                return Err(StoreError::UnknownConversation(conversation.to_owned()));
+            }
+            let orphans = {
+                let mut statement = tx.prepare(
+                    "SELECT hash, mime, bytes, width, height FROM media
+                     WHERE hash NOT IN (SELECT hash FROM block_media)",
+                )?;
+                let rows = statement.query_map([], |row| {
+                    Ok(MediaRef {
+                        hash: row.get(0)?,
+                        mime: row.get(1)?,
+                        bytes: row.get::<_, i64>(2)? as u64,
+                        width: row.get(3)?,
+                        height: row.get(4)?,
+                    })
+                })?;
+                rows.collect::<Result<Vec<_>, _>>()?
+            };
+            tx.execute(
+                "DELETE FROM media WHERE hash NOT IN (SELECT hash FROM block_media)",
+                [],
+            )?;
+            tx.commit()?;
+            orphans
+        };
+        for media in orphans {
+            if let Err(err) = self.media.remove(&media) {
+                tracing::warn!(hash = %media.hash, error = %err, "a media file could not be removed");
+            }
+        }
+        Ok(())
+    }
+
+    /// Full-text search over messages and tool results, newest first, with snippets.
+    pub fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>, StoreError> {
+        let fts_query = fts_query(query);
+        if fts_query.is_empty() {
+            return Ok(Vec::new());
+        }
+        let conn = self.lock()?;
+        let mut statement = conn.prepare(
+            "SELECT s.conversation_id, c.title, s.message_id,
+                    snippet(search, 0, '[', ']', '…', 12), m.created_at
+             FROM search s
+             JOIN messages m ON m.id = s.message_id
+             JOIN conversations c ON c.id = s.conversation_id
+             WHERE search MATCH ?1
+             ORDER BY m.created_at DESC, s.rowid DESC
+             LIMIT ?2",
+        )?;
+        let rows = statement.query_map(params![fts_query, limit as i64], |row| {
+            Ok(SearchHit {
+                conversation_id: row.get(0)?,
+                title: row.get(1)?,
+                message_id: row.get(2)?,
+                snippet: row.get(3)?,
+                created_at: row.get(4)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Checks the database file, as after a crash.
+    pub fn integrity_check(&self) -> Result<String, StoreError> {
+        Ok(self
+            .lock()?
+            .query_row("PRAGMA integrity_check", [], |row| row.get(0))?)
+    }
+
+    /// The path of a stored media file, for export and display.
+    pub fn media_path(&self, media: &MediaRef) -> PathBuf {
+        self.media.path_of(media)
+    }
+}
+
+fn row_to_conversation(row: &rusqlite::Row<'_>) -> rusqlite::Result<Conversation> {
+    Ok(Conversation {
+        id: row.get(0)?,
+        title: row.get(1)?,
+        provider: row.get(2)?,
+        model: row.get(3)?,
+        created_at: row.get(4)?,
+        updated_at: row.get(5)?,
+        message_count: row.get(6)?,
+    })
+}
+
+fn is_corruption(err: &rusqlite::Error) -> bool {
+    matches!(
+        err.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+    )
+}
+
+/// Moves a corrupt database (and its WAL files) aside, never deleting or rewriting it.
+fn move_aside(path: &Path, reason: &str) -> StoreError {
+    let mut aside = path.as_os_str().to_owned();
+    aside.push(format!(".corrupt-{}", now_ms()));
+    let aside = PathBuf::from(aside);
+    let moved = std::fs::rename(path, &aside);
+    for suffix in ["-wal", "-shm"] {
+        let mut from = path.as_os_str().to_owned();
+        from.push(suffix);
+        let mut to = aside.as_os_str().to_owned();
+        to.push(suffix);
+        let _ = std::fs::rename(PathBuf::from(from), PathBuf::from(to));
+    }
+    match moved {
+        Ok(()) => {
+            tracing::error!(reason, moved_to = %aside.display(), "corrupt history database moved aside");
+            StoreError::Corrupt {
+                reason: reason.to_owned(),
+                moved_to: aside.display().to_string(),
+            }
+        }
+        Err(err) => StoreError::Database(format!(
+            "the history database {} is corrupt ({reason}) and could not be moved aside: {err}",
+            path.display()
+        )),
+    }
+}
+
+fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::User => "user",
+        Role::Assistant => "assistant",
+        Role::Tool => "tool",
+    }
+}
+
+fn parse_role(text: &str) -> Role {
+    match text {
+        "user" => Role::User,
+        "tool" => Role::Tool,
+        _ => Role::Assistant,
+    }
+}
+
+fn block_kind(block: &Block) -> &'static str {
+    match block {
+        Block::Text { .. } => "text",
+        Block::Image { .. } => "image",
+        Block::Reasoning { .. } => "reasoning",
+        Block::ToolCall(_) => "tool_call",
+        Block::ToolResult(_) => "tool_result",
+    }
+}
+
+/// The text a search should find in a block: message text and tool results.
+fn searchable_text(block: &Block) -> String {
+    match block {
+        Block::Text { text } => text.clone(),
+        Block::ToolResult(result) => result.text(),
+        _ => String::new(),
+    }
+}
+
+fn block_media(block: &Block) -> Vec<&MediaRef> {
+    match block {
+        Block::Image { media } => vec![media],
+        Block::ToolResult(result) => result
+            .parts
+            .iter()
+            .filter_map(|part| match part {
+                ResultPart::Image { media } | ResultPart::Audio { media } => Some(media),
+                ResultPart::Resource {
+                    media: Some(media), ..
+                } => Some(media),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// A conversation's title from its first user text: one line, at most 60 characters.
+pub fn derive_title(text: &str) -> String {
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("New chat");
+    if line.chars().count() <= TITLE_CHARS {
+        return line.to_owned();
+    }
+    let mut title: String = line.chars().take(TITLE_CHARS - 1).collect();
+    title = title.trim_end().to_owned();
+    title.push('…');
+    title
+}
+
+/// A user's words as an FTS5 query: each word quoted (so `-`, `:` or quotes are text),
+/// all words required, the last one as a prefix.
+fn fts_query(query: &str) -> String {
+    let words: Vec<String> = query
+        .split_whitespace()
+        .map(|w| format!("\"{}\"", w.replace('"', "\"\"")))
+        .collect();
+    match words.split_last() {
+        Some((last, rest)) => {
+            let mut parts: Vec<String> = rest.to_vec();
+            parts.push(format!("{last}*"));
+            parts.join(" ")
+        }
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

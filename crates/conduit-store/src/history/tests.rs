@@ -1,0 +1,497 @@
+//! The history store: round trips, crash marking, search, media collection, bad files.
+
+use std::io::Cursor;
+
+use conduit_core::content::{ToolCall, ToolResult};
+use conduit_core::media::MediaStore;
+use serde_json::json;
+
+use super::*;
+use crate::export::{Format, export};
+
+fn open(dir: &Path) -> Store {
+    Store::open(
+        &dir.join("history.db"),
+        FileMediaStore::new(dir.join("media")),
+    )
+    .unwrap()
+}
+
+fn png(width: u32, height: u32, shade: u8) -> Vec<u8> {
+    let mut out = Vec::new();
+    image::DynamicImage::ImageRgb8(image::RgbImage::from_pixel(
+        width,
+        height,
+        image::Rgb([shade, 0, 0]),
+    ))
+    .write_to(&mut Cursor::new(&mut out), image::ImageFormat::Png)
+    .unwrap();
+    out
+}
+
+fn every_kind_of_block(media: &MediaRef) -> Vec<Block> {
+    vec![
+        Block::text("Here is what I found."),
+        Block::Image {
+            media: media.clone(),
+        },
+        Block::Reasoning {
+            text: "think".into(),
+            signature: Some("sig".into()),
+            encrypted: Some("enc".into()),
+            id: Some("rs_1".into()),
+            protocol: Some("anthropic".into()),
+        },
+        Block::ToolCall(ToolCall {
+            id: "c1".into(),
+            name: "srv__tool".into(),
+            arguments: json!({"q": "rust"}),
+            signature: Some("thought".into()),
+            invalid_arguments: None,
+        }),
+        Block::ToolResult(ToolResult {
+            call_id: "c1".into(),
+            name: "srv__tool".into(),
+            is_error: true,
+            parts: vec![
+                ResultPart::Text {
+                    text: "a result about crabs".into(),
+                },
+                ResultPart::Image {
+                    media: media.clone(),
+                },
+                ResultPart::Audio {
+                    media: media.clone(),
+                },
+                ResultPart::ResourceLink {
+                    uri: "file:///a".into(),
+                    name: Some("a".into()),
+                    mime: Some("text/plain".into()),
+                    description: Some("d".into()),
+                },
+                ResultPart::Resource {
+                    uri: "mem://r".into(),
+                    mime: Some("text/plain".into()),
+                    text: Some("body".into()),
+                    media: None,
+                },
+                ResultPart::Structured {
+                    value: json!({"n": 1}),
+                },
+            ],
+        }),
+    ]
+}
+
+#[test]
+fn every_block_kind_round_trips_with_status_and_usage() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let media = store.media().put(&png(4, 4, 1), None).unwrap();
+    let id = store
+        .create_conversation(Some("claude"), Some("claude-test"))
+        .unwrap();
+    let blocks = every_kind_of_block(&media);
+    let message = store
+        .begin_message(&id, Role::Assistant, MessageStatus::Streaming)
+        .unwrap();
+    for block in &blocks {
+        store.append_block(message, block).unwrap();
+    }
+    let usage = Usage {
+        input_tokens: 10,
+        output_tokens: 20,
+        ..Default::default()
+    };
+    store
+        .finish_message(message, MessageStatus::Complete, Some(usage), None)
+        .unwrap();
+
+    let stored = store.messages(&id, None).unwrap();
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0].blocks, blocks);
+    assert_eq!(stored[0].status, MessageStatus::Complete);
+    assert_eq!(stored[0].usage, Some(usage));
+    let conversation = store.conversation(&id).unwrap();
+    assert_eq!(conversation.model.as_deref(), Some("claude-test"));
+    assert_eq!(conversation.message_count, 1);
+}
+
+#[test]
+fn the_title_comes_from_the_first_user_text_and_can_be_renamed() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let id = store.create_conversation(None, None).unwrap();
+    store
+        .add_message(
+            &id,
+            &Message::user_text(
+                "\n  How do crabs molt? And why so often, really, in the sea\nsecond line",
+            ),
+            MessageStatus::Complete,
+        )
+        .unwrap();
+    store
+        .add_message(
+            &id,
+            &Message::user_text("Another question"),
+            MessageStatus::Complete,
+        )
+        .unwrap();
+    let title = store.conversation(&id).unwrap().title;
+    assert_eq!(
+        title,
+        "How do crabs molt? And why so often, really, in the sea"
+    );
+    store.rename(&id, "Crabs").unwrap();
+    assert_eq!(store.conversation(&id).unwrap().title, "Crabs");
+    assert!(matches!(
+        store.rename("nope", "x"),
+        Err(StoreError::UnknownConversation(_))
+    ));
+    assert_eq!(derive_title(&"x".repeat(100)).chars().count(), 60);
+}
+
+#[test]
+fn messages_left_streaming_by_a_crash_open_as_interrupted_with_a_valid_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let id;
+    {
+        let store = open(dir.path());
+        id = store.create_conversation(None, None).unwrap();
+        store
+            .add_message(&id, &Message::user_text("Run it"), MessageStatus::Complete)
+            .unwrap();
+        let message = store
+            .begin_message(&id, Role::Assistant, MessageStatus::Streaming)
+            .unwrap();
+        store
+            .append_block(message, &Block::text("Running "))
+            .unwrap();
+        store
+            .append_block(
+                message,
+                &Block::ToolCall(ToolCall {
+                    id: "c9".into(),
+                    name: "t".into(),
+                    arguments: json!({}),
+                    signature: None,
+                    invalid_arguments: None,
+                }),
+            )
+            .unwrap();
+        // The process dies here: no finish, no tool result.
+    }
+    let store = open(dir.path());
+    assert_eq!(store.integrity_check().unwrap(), "ok");
+    let messages = store.messages(&id, None).unwrap();
+    assert_eq!(messages[1].status, MessageStatus::Interrupted);
+    let history = store.history(&id).unwrap();
+    assert_eq!(history.len(), 3);
+    let result = history[2].tool_results().next().unwrap();
+    assert_eq!(result.call_id, "c9");
+    assert!(result.is_error);
+}
+
+#[test]
+fn search_finds_text_and_tool_results_newest_first_with_snippets() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let old = store.create_conversation(None, None).unwrap();
+    store
+        .add_message(
+            &old,
+            &Message::user_text("Tell me about hermit crabs and their shells"),
+            MessageStatus::Complete,
+        )
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let new = store.create_conversation(None, None).unwrap();
+    store
+        .add_message(
+            &new,
+            &Message {
+                role: Role::Tool,
+                blocks: vec![Block::ToolResult(ToolResult {
+                    call_id: "c".into(),
+                    name: "web__search".into(),
+                    is_error: false,
+                    parts: vec![ResultPart::Text {
+                        text: "Coconut crabs are the largest land arthropods.".into(),
+                    }],
+                })],
+            },
+            MessageStatus::Complete,
+        )
+        .unwrap();
+    store
+        .add_message(
+            &new,
+            &Message::user_text("nothing relevant"),
+            MessageStatus::Complete,
+        )
+        .unwrap();
+
+    let hits = store.search("crabs", 10).unwrap();
+    assert_eq!(hits.len(), 2);
+    assert_eq!(hits[0].conversation_id, new, "newest first");
+    assert!(hits[0].snippet.contains("[crabs]"), "{}", hits[0].snippet);
+    assert!(
+        hits[1].snippet.contains("hermit [crabs]"),
+        "{}",
+        hits[1].snippet
+    );
+    // Prefixes match; odd characters are text, not query syntax.
+    assert_eq!(store.search("arthro", 10).unwrap().len(), 1);
+    assert!(store.search("crabs: \"-OR", 10).unwrap().is_empty());
+    assert!(store.search("   ", 10).unwrap().is_empty());
+}
+
+#[test]
+fn deleting_a_conversation_removes_only_media_nothing_else_uses() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let shared = store.media().put(&png(2, 2, 1), None).unwrap();
+    let own = store.media().put(&png(2, 2, 2), None).unwrap();
+    let keep = store.create_conversation(None, None).unwrap();
+    let drop_me = store.create_conversation(None, None).unwrap();
+    let with = |media: &[&MediaRef]| Message {
+        role: Role::User,
+        blocks: media
+            .iter()
+            .map(|m| Block::Image {
+                media: (*m).clone(),
+            })
+            .collect(),
+    };
+    store
+        .add_message(&keep, &with(&[&shared]), MessageStatus::Complete)
+        .unwrap();
+    store
+        .add_message(&drop_me, &with(&[&shared, &own]), MessageStatus::Complete)
+        .unwrap();
+    // The same image twice in one conversation is stored once.
+    store
+        .add_message(&drop_me, &with(&[&own]), MessageStatus::Complete)
+        .unwrap();
+
+    store.delete(&drop_me).unwrap();
+    assert!(store.media_path(&shared).exists());
+    assert!(!store.media_path(&own).exists());
+    assert!(!store.media().thumbnail_of(&own.hash).exists());
+    assert!(store.search("x", 10).unwrap().is_empty());
+    assert!(matches!(
+        store.conversation(&drop_me),
+        Err(StoreError::UnknownConversation(_))
+    ));
+    assert_eq!(store.list(10).unwrap().len(), 1);
+}
+
+#[test]
+fn a_missing_media_file_still_opens_and_exports_with_a_placeholder() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let media = store.media().put(&png(3, 3, 9), None).unwrap();
+    let id = store.create_conversation(None, None).unwrap();
+    store
+        .add_message(
+            &id,
+            &Message {
+                role: Role::User,
+                blocks: vec![
+                    Block::text("look"),
+                    Block::Image {
+                        media: media.clone(),
+                    },
+                ],
+            },
+            MessageStatus::Complete,
+        )
+        .unwrap();
+    std::fs::remove_file(store.media_path(&media)).unwrap();
+    assert_eq!(store.messages(&id, None).unwrap()[0].blocks.len(), 2);
+    let out = tempfile::tempdir().unwrap();
+    let file = export(&store, &id, Format::Markdown, out.path()).unwrap();
+    let text = std::fs::read_to_string(file).unwrap();
+    assert!(text.contains("missing]"), "{text}");
+}
+
+#[test]
+fn export_writes_markdown_and_json_with_images_beside() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let media = store.media().put(&png(5, 5, 3), None).unwrap();
+    let id = store.create_conversation(None, None).unwrap();
+    store
+        .add_message(
+            &id,
+            &Message::user_text("Draw a red square"),
+            MessageStatus::Complete,
+        )
+        .unwrap();
+    store
+        .add_message(
+            &id,
+            &Message {
+                role: Role::Assistant,
+                blocks: every_kind_of_block(&media),
+            },
+            MessageStatus::Complete,
+        )
+        .unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let md = export(&store, &id, Format::Markdown, out.path()).unwrap();
+    let text = std::fs::read_to_string(&md).unwrap();
+    assert!(text.starts_with("# Draw a red square\n"), "{text}");
+    assert!(text.contains("## You\n\nDraw a red square"));
+    assert!(text.contains("**Tool call** `srv__tool`"));
+    assert!(text.contains("a result about crabs"));
+    let image_link = format!("draw-a-red-square-{}-media/{}.png", &id[..8], media.hash);
+    assert!(text.contains(&format!("![image]({image_link})")), "{text}");
+    assert_eq!(
+        std::fs::read(out.path().join(&image_link)).unwrap(),
+        png(5, 5, 3)
+    );
+
+    let json_file = export(&store, &id, Format::Json, out.path()).unwrap();
+    let value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(json_file).unwrap()).unwrap();
+    assert_eq!(value["conversation"]["title"], "Draw a red square");
+    assert_eq!(value["messages"][1]["blocks"][3]["type"], "tool_call");
+    assert_eq!(value["media"][&media.hash], image_link);
+}
+
+#[test]
+fn a_database_from_a_newer_conduit_is_refused_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.db");
+    {
+        let conn = Connection::open(&path).unwrap();
+        conn.pragma_update(None, "user_version", 99).unwrap();
+    }
+    let before = std::fs::read(&path).unwrap();
+    let err = Store::open(&path, FileMediaStore::new(dir.path().join("media")))
+        .err()
+        .unwrap();
+    assert!(
+        matches!(err, StoreError::NewerVersion { found: 99, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("newer Conduit"));
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+}
+
+#[test]
+fn a_corrupt_database_is_moved_aside_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.db");
+    let garbage = b"this is not a database, just some bytes that filled the file".repeat(100);
+    std::fs::write(&path, &garbage).unwrap();
+    let err = Store::open(&path, FileMediaStore::new(dir.path().join("media")))
+        .err()
+        .unwrap();
+    let StoreError::Corrupt { moved_to, .. } = &err else {
+        panic!("expected corrupt, got {err}");
+    };
+    assert_eq!(std::fs::read(moved_to).unwrap(), garbage);
+    assert!(!path.exists());
+    // The next start makes a new database.
+    let store = Store::open(&path, FileMediaStore::new(dir.path().join("media"))).unwrap();
+    assert!(store.list(10).unwrap().is_empty());
+}
+
+#[test]
+fn migrations_run_from_an_empty_file_and_again_do_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.db");
+    for version in 0..schema::CURRENT {
+        // Every earlier version is reachable by running the migrations up to it.
+        let mut conn = Connection::open(dir.path().join(format!("v{version}.db"))).unwrap();
+        let tx = conn.transaction().unwrap();
+        for sql in &schema::MIGRATIONS[..version as usize] {
+            tx.execute_batch(sql).unwrap();
+        }
+        tx.pragma_update(None, "user_version", version).unwrap();
+        tx.commit().unwrap();
+        drop(conn);
+        let store = Store::open(
+            &dir.path().join(format!("v{version}.db")),
+            FileMediaStore::new(dir.path().join("m")),
+        )
+        .unwrap();
+        let version_now: i64 = store
+            .lock()
+            .unwrap()
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version_now, schema::CURRENT);
+    }
+    let store = open(dir.path());
+    drop(store);
+    let store = Store::open(&path, FileMediaStore::new(dir.path().join("media"))).unwrap();
+    let journal: String = store
+        .lock()
+        .unwrap()
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(journal, "wal");
+    let foreign_keys: i64 = store
+        .lock()
+        .unwrap()
+        .query_row("PRAGMA foreign_keys", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(foreign_keys, 1);
+}
+
+#[test]
+fn a_full_disk_fails_the_write_clearly_and_loses_nothing_earlier() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let id = store.create_conversation(None, None).unwrap();
+    store
+        .add_message(&id, &Message::user_text("keep me"), MessageStatus::Complete)
+        .unwrap();
+    let pages: i64 = store
+        .lock()
+        .unwrap()
+        .query_row("PRAGMA page_count", [], |r| r.get(0))
+        .unwrap();
+    store.limit_pages(pages as u64).unwrap();
+    let big = "x".repeat(200_000);
+    let message = store.begin_message(&id, Role::Assistant, MessageStatus::Streaming);
+    let failed = message.and_then(|m| store.append_block(m, &Block::text(big)));
+    assert!(matches!(failed, Err(StoreError::DiskFull(_))), "{failed:?}");
+    assert!(failed.unwrap_err().to_string().contains("disk is full"));
+    assert_eq!(
+        store.messages(&id, None).unwrap()[0].blocks,
+        [Block::text("keep me")]
+    );
+}
+
+#[test]
+fn the_newest_messages_load_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let id = store.create_conversation(None, None).unwrap();
+    for n in 0..20 {
+        store
+            .add_message(
+                &id,
+                &Message::user_text(format!("message {n}")),
+                MessageStatus::Complete,
+            )
+            .unwrap();
+    }
+    let newest = store.messages(&id, Some(3)).unwrap();
+    let texts: Vec<String> = newest
+        .iter()
+        .map(|m| {
+            Message {
+                role: m.role,
+                blocks: m.blocks.clone(),
+            }
+            .text()
+        })
+        .collect();
+    assert_eq!(texts, ["message 17", "message 18", "message 19"]);
+}

@@ -1,0 +1,89 @@
+//! The history database's schema and its migrations, versioned by `PRAGMA user_version`.
+
+use rusqlite::Connection;
+
+/// Each entry moves the schema from version `index` to `index + 1`.
+pub const MIGRATIONS: &[&str] = &[
+    // 1: conversations, messages as ordered blocks, media references, full-text search.
+    r#"
+    CREATE TABLE conversations (
+        id TEXT PRIMARY KEY,
+        title TEXT NOT NULL,
+        title_is_custom INTEGER NOT NULL DEFAULT 0,
+        provider TEXT,
+        model TEXT,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL
+    );
+    CREATE INDEX conversations_by_update ON conversations(updated_at DESC);
+
+    CREATE TABLE messages (
+        id INTEGER PRIMARY KEY,
+        conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        position INTEGER NOT NULL,
+        role TEXT NOT NULL,
+        status TEXT NOT NULL,
+        input_tokens INTEGER,
+        output_tokens INTEGER,
+        error TEXT,
+        created_at INTEGER NOT NULL,
+        UNIQUE (conversation_id, position)
+    );
+
+    CREATE TABLE blocks (
+        message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+        position INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        data TEXT NOT NULL,
+        PRIMARY KEY (message_id, position)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE media (
+        hash TEXT PRIMARY KEY,
+        mime TEXT NOT NULL,
+        bytes INTEGER NOT NULL,
+        width INTEGER,
+        height INTEGER
+    ) WITHOUT ROWID;
+
+    CREATE TABLE block_media (
+        message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+        hash TEXT NOT NULL REFERENCES media(hash)
+    );
+    CREATE INDEX block_media_by_hash ON block_media(hash);
+    CREATE INDEX block_media_by_message ON block_media(message_id);
+
+    CREATE VIRTUAL TABLE search USING fts5(
+        text,
+        message_id UNINDEXED,
+        conversation_id UNINDEXED,
+        tokenize = 'unicode61 remove_diacritics 2'
+    );
+    "#,
+];
+
+/// The schema version this build writes.
+pub const CURRENT: i64 = MIGRATIONS.len() as i64;
+
+/// A database the migrations cannot bring to [`CURRENT`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum VersionProblem {
+    /// Made by a newer Conduit; never downgraded.
+    Newer(i64),
+}
+
+/// Brings the schema to [`CURRENT`], each step in its own transaction.
+pub fn migrate(conn: &mut Connection) -> Result<Result<(), VersionProblem>, rusqlite::Error> {
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+    if version > CURRENT {
+        return Ok(Err(VersionProblem::Newer(version)));
+    }
+    for (index, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        let tx = conn.transaction()?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", index as i64 + 1)?;
+        tx.commit()?;
+        tracing::info!(version = index + 1, "history database migrated");
+    }
+    Ok(Ok(()))
+}
