@@ -346,13 +346,11 @@ impl Store {
                 params![message_id, media.hash],
             )?;
         }
-        if role == "user" {
-            if let Block::Text { text } = block {
-                tx.execute(
-                    "UPDATE conversations SET title = ?2 WHERE id = ?1 AND title_is_custom = 0 AND title = 'New chat'",
-                    params![conversation, derive_title(text)],
-                )?;
-            }
+        if let (Block::Text { text }, "user") = (block, role.as_str()) {
+            tx.execute(
+                "UPDATE conversations SET title = ?2 WHERE id = ?1 AND title_is_custom = 0 AND title = 'New chat'",
+                params![conversation, derive_title(text)],
+            )?;
         }
         tx.execute(
             "UPDATE conversations SET updated_at = ?2 WHERE id = ?1",
