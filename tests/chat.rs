@@ -111,6 +111,18 @@ async fn chat(
     (run, server.requests(), home)
 }
 
+/// The last event says how the run ended and names the saved conversation.
+fn assert_done(event: &Value, outcome: &str) {
+    assert_eq!(event["type"], "done", "{event}");
+    assert_eq!(event["outcome"], outcome, "{event}");
+    assert!(
+        event["conversation"]
+            .as_str()
+            .is_some_and(|id| !id.is_empty()),
+        "{event}"
+    );
+}
+
 fn calls_of(dialect: Dialect) -> Vec<ScriptedCall> {
     let id = |n: u32| match dialect {
         Dialect::Anthropic => format!("toolu_0{n}"),
@@ -135,11 +147,7 @@ async fn a_plain_answer_streams() {
             3,
             "{dialect:?}: every piece streams"
         );
-        assert_eq!(
-            run.last(),
-            &json!({"type": "done", "outcome": "finished"}),
-            "{dialect:?}"
-        );
+        assert_done(run.last(), "finished");
         assert!(
             !run.of_type("usage").is_empty(),
             "{dialect:?}: usage reported"
@@ -434,10 +442,7 @@ async fn the_turn_limit_ends_the_run_clearly() {
         assert_eq!(run.code, Some(1), "{dialect:?}: {}", run.stderr);
         assert_eq!(requests.len(), 2);
         assert_eq!(run.of_type("turn_limit_reached")[0]["limit"], 2);
-        assert_eq!(
-            run.last(),
-            &json!({"type": "done", "outcome": "turn_limit"})
-        );
+        assert_done(run.last(), "turn_limit");
         assert!(run.stderr.contains("--max-turns"), "{}", run.stderr);
     }
 }
@@ -504,10 +509,7 @@ async fn ctrl_c_mid_stream_stops_and_keeps_the_partial_answer() {
             types.contains(&"cancelled".to_owned()),
             "{dialect:?}: {types:?}"
         );
-        assert_eq!(
-            events.last().unwrap(),
-            &json!({"type": "done", "outcome": "cancelled"})
-        );
+        assert_done(events.last().unwrap(), "cancelled");
         let kept = events.iter().find(|e| e["type"] == "message_done").unwrap();
         assert_eq!(kept["message"]["blocks"][0]["text"], "Half an ans");
     }

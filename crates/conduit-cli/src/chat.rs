@@ -6,11 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use conduit_core::agent::{AgentEvent, EventSink, Outcome};
-use conduit_core::content::ResultPart;
 use conduit_host::Host;
+use conduit_host::Protocol;
 use conduit_host::chat::{ApprovalMode, ChatError, ChatRequest, ProviderChoice};
-use conduit_providers::Protocol;
+use conduit_host::core::agent::{AgentEvent, EventSink, Outcome};
+use conduit_host::core::content::ResultPart;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -62,7 +62,7 @@ pub struct ChatArgs {
     /// The model; default: the provider's default model.
     #[arg(long)]
     model: Option<String>,
-    /// Continue a saved conversation (not available yet: history arrives with the store).
+    /// Continue a saved conversation (see `conduit sessions list`).
     #[arg(long, value_name = "ID")]
     conversation: Option<String>,
     /// An image to send with the message (repeatable).
@@ -88,11 +88,6 @@ pub struct ChatArgs {
 }
 
 pub async fn run(host: Arc<Host>, args: ChatArgs) -> Result<u8, Failure> {
-    if args.conversation.is_some() {
-        return Err(usage_error(
-            "--conversation is not available yet: this build keeps no history",
-        ));
-    }
     let provider = match (args.provider, args.kind, args.base_url) {
         (Some(id), _, _) => ProviderChoice::Saved(id),
         (None, Some(kind), Some(base_url)) => ProviderChoice::Explicit {
@@ -112,6 +107,7 @@ pub async fn run(host: Arc<Host>, args: ChatArgs) -> Result<u8, Failure> {
         None => None,
     };
     let request = ChatRequest {
+        conversation: args.conversation,
         provider,
         model: args.model,
         prompt: args.prompt,
@@ -140,16 +136,22 @@ pub async fn run(host: Arc<Host>, args: ChatArgs) -> Result<u8, Failure> {
     });
 
     match host.chat(request, sink, cancel).await {
-        Ok(done) => Ok(printer.outcome(&done.outcome)),
+        Ok(done) => match done.outcome {
+            Ok(outcome) => Ok(printer.outcome(&outcome, &done.conversation)),
+            Err(err) => {
+                printer.error(
+                    &err.to_string(),
+                    serde_json::to_value(&err).ok(),
+                    Some(&done.conversation),
+                );
+                Ok(EXIT_FAILURE)
+            }
+        },
         Err(err @ (ChatError::NoModel(_) | ChatError::EmptyMessage)) => {
             Err(usage_error(err.to_string()))
         }
-        Err(ChatError::Provider(err)) => {
-            printer.error(&err.to_string(), serde_json::to_value(&err).ok());
-            Ok(EXIT_FAILURE)
-        }
         Err(err) => {
-            printer.error(&err.to_string(), None);
+            printer.error(&err.to_string(), None, None);
             Ok(EXIT_FAILURE)
         }
     }
@@ -244,7 +246,7 @@ impl Printer {
     }
 
     /// Prints how the run ended and returns the exit code.
-    fn outcome(&self, outcome: &Outcome) -> u8 {
+    fn outcome(&self, outcome: &Outcome, conversation: &str) -> u8 {
         let (name, code, message) = match outcome {
             Outcome::Finished(_) => ("finished", 0, None),
             Outcome::TurnLimit => (
@@ -259,9 +261,10 @@ impl Printer {
             ),
         };
         if self.json {
-            self.json_line(&json!({"type": "done", "outcome": name}));
+            self.json_line(&json!({"type": "done", "outcome": name, "conversation": conversation}));
         } else {
             println!();
+            eprintln!("conduit: conversation {conversation}");
         }
         if let Some(message) = message {
             eprintln!("conduit: {message}");
@@ -269,14 +272,19 @@ impl Printer {
         code
     }
 
-    fn error(&self, message: &str, detail: Option<Value>) {
+    fn error(&self, message: &str, detail: Option<Value>, conversation: Option<&str>) {
         if self.json {
             self.json_line(&json!({"type": "error", "message": message, "error": detail}));
-            self.json_line(&json!({"type": "done", "outcome": "error"}));
+            self.json_line(
+                &json!({"type": "done", "outcome": "error", "conversation": conversation}),
+            );
         } else {
             println!();
         }
         eprintln!("conduit: {message}");
+        if let Some(id) = conversation.filter(|_| !self.json) {
+            eprintln!("conduit: conversation {id}");
+        }
     }
 }
 

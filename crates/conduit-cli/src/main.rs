@@ -3,6 +3,7 @@
 
 mod chat;
 mod providers;
+mod sessions;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -46,6 +47,11 @@ enum Command {
     Providers {
         #[command(subcommand)]
         command: providers::ProvidersCommand,
+    },
+    /// Saved conversations: list, show, search, export, rename, delete.
+    Sessions {
+        #[command(subcommand)]
+        command: sessions::SessionsCommand,
     },
 }
 
@@ -124,6 +130,7 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
         }
         Command::Chat(args) => chat::run(host, args).await,
         Command::Providers { command } => providers::run(host, command).await,
+        Command::Sessions { command } => sessions::run(host, command),
     }
 }
 

@@ -4,8 +4,8 @@ use std::io::BufRead;
 use std::sync::Arc;
 
 use clap::{Args, Subcommand};
+use conduit_host::Protocol;
 use conduit_host::{Host, ProviderSettings};
-use conduit_providers::Protocol;
 
 use crate::Failure;
 use crate::chat::Kind;

@@ -15,6 +15,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::Host;
 use crate::providers::{ProvidersError, key_from_env};
+use crate::recorder::Recorder;
+use conduit_store::{MessageStatus, StoreError};
 
 /// Which provider a chat uses.
 #[derive(Debug, Clone)]
@@ -39,6 +41,8 @@ pub enum ApprovalMode {
 /// What a frontend asks for.
 #[derive(Debug, Clone)]
 pub struct ChatRequest {
+    /// Continue this saved conversation; `None` starts a new one.
+    pub conversation: Option<String>,
     pub provider: ProviderChoice,
     pub model: Option<String>,
     pub prompt: String,
@@ -64,17 +68,20 @@ pub enum ChatError {
     EmptyMessage,
     #[error(transparent)]
     Provider(#[from] ProviderError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
 }
 
-/// How the run ended, and the conversation as it now is.
+/// How the run ended, in which conversation.
 pub struct ChatResult {
-    pub outcome: Outcome,
-    pub history: Vec<Message>,
+    pub conversation: String,
+    /// How the agent ended; a provider's failure mid-run is here, saved with the message.
+    pub outcome: Result<Outcome, ProviderError>,
 }
 
 impl Host {
-    /// Runs the agent on one user message, streaming events to `events`. Failures the
-    /// provider reports mid-run come back as [`ChatError::Provider`].
+    /// Runs the agent on one user message, saving the conversation as it goes and
+    /// streaming events to `events`.
     pub async fn chat(
         &self,
         request: ChatRequest,
@@ -87,10 +94,24 @@ impl Host {
             .clone()
             .or(default_model)
             .ok_or_else(|| ChatError::NoModel(provider_label(&request.provider)))?;
+        let store = self.store()?;
+        let mut history = match &request.conversation {
+            Some(id) => store.history(id)?,
+            None => Vec::new(),
+        };
         let user = self.user_message(&request).await?;
         let protocol = config.protocol;
         let media: Arc<dyn MediaStore> = self.media.clone();
         let provider = conduit_providers::build(config, media)?;
+
+        let conversation = match &request.conversation {
+            Some(id) => id.clone(),
+            None => {
+                store.create_conversation(Some(&provider_label(&request.provider)), Some(&model))?
+            }
+        };
+        store.add_message(&conversation, &user, MessageStatus::Complete)?;
+        history.push(user);
 
         let mut tools = ToolRegistry::new();
         if crate::test_tools::enabled() {
@@ -108,16 +129,23 @@ impl Host {
         options.max_turns = request.max_turns;
         let agent = Agent::new(provider, tools, Arc::new(FixedApproval(approval)), options);
 
-        let mut history = vec![user];
-        tracing::info!(protocol = protocol.name(), %model, "chat turn starts");
-        let outcome = agent.run(&mut history, events, cancel).await;
-        match outcome {
-            Ok(outcome) => Ok(ChatResult { outcome, history }),
-            Err(err) => {
-                tracing::warn!(error = %err, "chat turn failed");
-                Err(ChatError::Provider(err))
-            }
+        let run_cancel = cancel.child_token();
+        let recorder = Recorder::new(store.clone(), conversation.clone(), run_cancel.clone());
+        tracing::info!(protocol = protocol.name(), %model, %conversation, "chat turn starts");
+        let outcome = agent
+            .run(&mut history, recorder.sink(events), run_cancel)
+            .await;
+        if let Some(err) = recorder.take_failure() {
+            return Err(ChatError::Store(err));
         }
+        if let Err(err) = &outcome {
+            tracing::warn!(error = %err, "chat turn failed");
+            recorder.failed(&err.to_string())?;
+        }
+        Ok(ChatResult {
+            conversation,
+            outcome,
+        })
     }
 
     fn provider_config(

@@ -10,7 +10,9 @@ mod files;
 pub mod logging;
 pub mod paths;
 pub mod providers;
+mod recorder;
 pub mod secrets;
+pub mod sessions;
 pub mod settings;
 pub mod test_tools;
 
@@ -18,9 +20,13 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use conduit_core::content::MediaRef;
-use conduit_store::FileMediaStore;
+use conduit_store::{FileMediaStore, Store, StoreError};
 use serde::Serialize;
 
+/// The types frontends need from the crates below, so they depend on the host alone.
+pub use conduit_core as core;
+pub use conduit_providers::Protocol;
+pub use conduit_store as store;
 pub use paths::{Paths, PathsError};
 pub use settings::{ProviderSettings, Settings, SettingsError};
 
@@ -48,18 +54,33 @@ impl AppInfo {
 pub struct Host {
     paths: Paths,
     media: Arc<FileMediaStore>,
+    /// Opened on first use, so a frontend that never touches history never opens it.
+    store: OnceLock<Arc<Store>>,
     /// Opened on first use: probing the keychain costs time at start-up.
     secrets: OnceLock<Box<dyn secrets::SecretStore>>,
 }
 
 impl Host {
     pub fn new(paths: Paths) -> Self {
-        let media = Arc::new(FileMediaStore::new(paths.data_dir.join("media")));
+        let media = Arc::new(FileMediaStore::new(paths.media_dir.clone()));
         Self {
             paths,
             media,
+            store: OnceLock::new(),
             secrets: OnceLock::new(),
         }
+    }
+
+    /// The history database, opened (and migrated) on first use.
+    pub fn store(&self) -> Result<Arc<Store>, StoreError> {
+        if let Some(store) = self.store.get() {
+            return Ok(store.clone());
+        }
+        let opened = Arc::new(Store::open(
+            &self.paths.database_file,
+            FileMediaStore::new(self.paths.media_dir.clone()),
+        )?);
+        Ok(self.store.get_or_init(|| opened).clone())
     }
 
     fn secrets(&self) -> &dyn secrets::SecretStore {

@@ -31,6 +31,10 @@ pub struct Paths {
     pub config_dir: PathBuf,
     pub settings_file: PathBuf,
     pub mcp_config_file: PathBuf,
+    /// The history database.
+    pub database_file: PathBuf,
+    /// Images and audio, stored once by content hash.
+    pub media_dir: PathBuf,
     pub log_dir: PathBuf,
     pub log_file: PathBuf,
 }
@@ -71,6 +75,8 @@ impl Paths {
             settings_file: config_dir.join("settings.json"),
             mcp_config_file: mcp_override.unwrap_or_else(|| config_dir.join("mcp_servers.json")),
             log_file: log_dir.join("conduit.log"),
+            database_file: data_dir.join("history.db"),
+            media_dir: data_dir.join("media"),
             log_dir,
             config_dir,
             data_dir,
@@ -114,6 +120,8 @@ mod tests {
         assert_eq!(paths.settings_file, PathBuf::from("/h/settings.json"));
         assert_eq!(paths.mcp_config_file, PathBuf::from("/h/mcp_servers.json"));
         assert_eq!(paths.log_file, PathBuf::from("/h/logs/conduit.log"));
+        assert_eq!(paths.database_file, PathBuf::from("/h/history.db"));
+        assert_eq!(paths.media_dir, PathBuf::from("/h/media"));
     }
 
     #[test]

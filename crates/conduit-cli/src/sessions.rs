@@ -1,0 +1,159 @@
+//! `conduit sessions`: saved conversations: list, show, search, export, rename, delete.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::{Subcommand, ValueEnum};
+use conduit_host::Host;
+use conduit_host::core::content::{Block, ResultPart};
+use conduit_host::store::export::Format;
+
+use crate::Failure;
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ExportFormat {
+    Md,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionsCommand {
+    /// Conversations, most recent first.
+    List {
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        #[arg(long)]
+        json: bool,
+    },
+    /// A conversation's messages.
+    Show {
+        id: String,
+        /// Only the newest N messages.
+        #[arg(long)]
+        last: Option<usize>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Full-text search over messages and tool results, newest first.
+    Search {
+        query: String,
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write a conversation as Markdown or JSON, images beside the file.
+    Export {
+        id: String,
+        #[arg(long, value_enum, default_value = "md")]
+        format: ExportFormat,
+        #[arg(long, value_name = "DIR", default_value = ".")]
+        out: PathBuf,
+    },
+    Rename {
+        id: String,
+        title: String,
+    },
+    Delete {
+        id: String,
+    },
+}
+
+pub fn run(host: Arc<Host>, command: SessionsCommand) -> Result<u8, Failure> {
+    match command {
+        SessionsCommand::List { limit, json } => {
+            let conversations = host.conversations(limit)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&conversations)?);
+            } else if conversations.is_empty() {
+                println!("No conversations yet.");
+            } else {
+                for c in conversations {
+                    println!("{}  {:>4} messages  {}", c.id, c.message_count, c.title);
+                }
+            }
+        }
+        SessionsCommand::Show { id, last, json } => {
+            let (conversation, messages) = host.conversation(&id, last)?;
+            if json {
+                let value = serde_json::json!({"conversation": conversation, "messages": messages});
+                println!("{}", serde_json::to_string_pretty(&value)?);
+                return Ok(0);
+            }
+            println!("# {}\n", conversation.title);
+            for message in messages {
+                let status = match message.status {
+                    conduit_host::store::MessageStatus::Complete => String::new(),
+                    other => format!(" ({})", format!("{other:?}").to_lowercase()),
+                };
+                println!("[{:?}]{status}", message.role);
+                for block in &message.blocks {
+                    print_block(&host, block);
+                }
+                if let Some(error) = &message.error {
+                    println!("  error: {error}");
+                }
+                println!();
+            }
+        }
+        SessionsCommand::Search { query, limit, json } => {
+            let hits = host.search(&query, limit)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&hits)?);
+            } else {
+                for hit in hits {
+                    println!(
+                        "{}  {}\n    {}",
+                        hit.conversation_id, hit.title, hit.snippet
+                    );
+                }
+            }
+        }
+        SessionsCommand::Export { id, format, out } => {
+            let format = match format {
+                ExportFormat::Md => Format::Markdown,
+                ExportFormat::Json => Format::Json,
+            };
+            let file = host.export_conversation(&id, format, &out)?;
+            println!("{}", file.display());
+        }
+        SessionsCommand::Rename { id, title } => {
+            host.rename_conversation(&id, &title)?;
+            println!("Renamed {id}.");
+        }
+        SessionsCommand::Delete { id } => {
+            host.delete_conversation(&id)?;
+            println!("Deleted {id}.");
+        }
+    }
+    Ok(0)
+}
+
+fn print_block(host: &Host, block: &Block) {
+    match block {
+        Block::Text { text } => println!("{text}"),
+        Block::Image { media } => println!("  [image {}: {}]", media.mime, image_note(host, media)),
+        Block::Reasoning { text, .. } if !text.is_empty() => println!("  (reasoning) {text}"),
+        Block::Reasoning { .. } => {}
+        Block::ToolCall(call) => println!("→ {} {}", call.name, call.arguments),
+        Block::ToolResult(result) => {
+            let state = if result.is_error { "failed" } else { "done" };
+            println!("← {} {state}: {}", result.name, result.text());
+            for part in &result.parts {
+                if let ResultPart::Image { media } = part {
+                    println!("  [image {}: {}]", media.mime, image_note(host, media));
+                }
+            }
+        }
+    }
+}
+
+/// The image's file, or a placeholder when the file is gone.
+fn image_note(host: &Host, media: &conduit_host::core::content::MediaRef) -> String {
+    let path = host.media_path(media);
+    if path.exists() {
+        path.display().to_string()
+    } else {
+        format!("missing file {}", media.hash)
+    }
+}

@@ -1,0 +1,269 @@
+//! History through the real `conduit` binary: every turn saved, conversations continued,
+//! listed, searched, exported, renamed and deleted, and a SIGKILL mid-answer that leaves
+//! a sound database and a valid next turn.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use conduit_e2e::binary;
+use conduit_e2e::llm_server::{Dialect, ScriptedCall, ScriptedLlm};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+fn conduit(home: &Path, args: &[&str]) -> Output {
+    Command::new(binary("conduit").unwrap())
+        .args(args)
+        .env("CONDUIT_HOME", home)
+        .env("CONDUIT_TEST_TOOLS", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn chat_args<'a>(server: &'a str, extra: &[&'a str]) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "chat",
+        "--kind",
+        "anthropic",
+        "--base-url",
+        server,
+        "--model",
+        "claude-test",
+        "--json",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args
+}
+
+fn run_chat(home: &Path, server: &ScriptedLlm, extra: &[&str]) -> (Output, Vec<Value>) {
+    let url = server.url();
+    let args = chat_args(&url, extra);
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = conduit(home, &refs);
+    let events = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (out, events)
+}
+
+fn json_of(out: &Output) -> Value {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_turn_is_saved_continued_found_exported_renamed_and_deleted() {
+    let dialect = Dialect::Anthropic;
+    let server = ScriptedLlm::start(vec![
+        dialect.turn(
+            &["Let me echo."],
+            &[ScriptedCall::new(
+                "toolu_1",
+                "test__echo",
+                json!({"text": "barnacle"}),
+            )],
+        ),
+        dialect.text(&["The echo said barnacle."]),
+        dialect.text(&["You asked about barnacles."]),
+    ])
+    .await
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+
+    let (out, events) = run_chat(h, &server, &["--approve", "auto", "Please echo barnacle"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let done = events.last().unwrap();
+    assert_eq!(done["type"], "done");
+    let id = done["conversation"].as_str().unwrap().to_owned();
+
+    let list = json_of(&conduit(h, &["sessions", "list", "--json"]));
+    assert_eq!(list[0]["id"], id);
+    assert_eq!(list[0]["title"], "Please echo barnacle");
+    assert_eq!(list[0]["messageCount"], 4);
+
+    let shown = json_of(&conduit(h, &["sessions", "show", &id, "--json"]));
+    let roles: Vec<&str> = shown["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "tool", "assistant"]);
+    let statuses: Vec<&str> = shown["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["complete"; 4]);
+    assert_eq!(shown["messages"][1]["blocks"][1]["type"], "tool_call");
+    assert_eq!(shown["messages"][3]["usage"]["outputTokens"], 20);
+
+    // Continue the conversation: the whole history goes to the model.
+    let (out, _) = run_chat(h, &server, &["--conversation", &id, "What did I ask?"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let third = &server.requests()[2].body;
+    let messages = third["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 5, "{third}");
+    assert_eq!(messages[0]["content"][0]["text"], "Please echo barnacle");
+    assert_eq!(messages[4]["content"][0]["text"], "What did I ask?");
+
+    let hits = json_of(&conduit(h, &["sessions", "search", "barnac", "--json"]));
+    assert!(hits.as_array().unwrap().len() >= 3, "{hits}");
+    assert!(hits[0]["snippet"].as_str().unwrap().contains('['));
+
+    let out_dir = tempfile::tempdir().unwrap();
+    let exported = conduit(
+        h,
+        &[
+            "sessions",
+            "export",
+            &id,
+            "--format",
+            "md",
+            "--out",
+            out_dir.path().to_str().unwrap(),
+        ],
+    );
+    assert!(exported.status.success());
+    let file = String::from_utf8_lossy(&exported.stdout).trim().to_owned();
+    let markdown = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        markdown.contains("# Please echo barnacle") && markdown.contains("The echo said barnacle.")
+    );
+
+    assert!(
+        conduit(h, &["sessions", "rename", &id, "Barnacles"])
+            .status
+            .success()
+    );
+    assert_eq!(
+        json_of(&conduit(h, &["sessions", "list", "--json"]))[0]["title"],
+        "Barnacles"
+    );
+    assert!(conduit(h, &["sessions", "delete", &id]).status.success());
+    assert_eq!(
+        json_of(&conduit(h, &["sessions", "list", "--json"])),
+        json!([])
+    );
+    let missing = conduit(h, &["sessions", "show", &id]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no conversation"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_mid_answer_leaves_a_sound_database_and_a_valid_next_turn() {
+    let dialect = Dialect::Anthropic;
+    // Text, then a complete tool call, then the stream stalls before message_stop.
+    let mut reply = match dialect.turn(
+        &["Checking the logs."],
+        &[ScriptedCall::new(
+            "toolu_9",
+            "test__echo",
+            json!({"text": "x"}),
+        )],
+    ) {
+        conduit_e2e::llm_server::Reply::Stream(chunks) => chunks,
+        _ => unreachable!(),
+    };
+    reply.truncate(reply.len() - 2); // drop message_delta and message_stop
+    reply.push(conduit_e2e::llm_server::Chunk::Hang);
+    let server = ScriptedLlm::start(vec![conduit_e2e::llm_server::Reply::Stream(reply)])
+        .await
+        .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+
+    let url = server.url();
+    let mut child = tokio::process::Command::new(binary("conduit").unwrap())
+        .args(chat_args(&url, &["--approve", "auto", "Check the logs"]))
+        .env("CONDUIT_HOME", h)
+        .env("CONDUIT_TEST_TOOLS", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    loop {
+        let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        let event: Value = serde_json::from_str(&line).unwrap();
+        // The call is announced after its block (and the text before it) were saved.
+        if event["type"] == "tool_call_ready" {
+            break;
+        }
+    }
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+
+    let db = rusqlite::Connection::open(h.join("history.db")).unwrap();
+    let check: String = db
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(check, "ok");
+    drop(db);
+
+    let list = json_of(&conduit(h, &["sessions", "list", "--json"]));
+    let id = list[0]["id"].as_str().unwrap().to_owned();
+    let shown = json_of(&conduit(h, &["sessions", "show", &id, "--json"]));
+    let answer = &shown["messages"][1];
+    assert_eq!(answer["status"], "interrupted");
+    assert_eq!(answer["blocks"][0]["text"], "Checking the logs.");
+    assert_eq!(answer["blocks"][1]["id"], "toolu_9");
+    let readable = conduit(h, &["sessions", "show", &id]);
+    assert!(String::from_utf8_lossy(&readable.stdout).contains("(interrupted)"));
+
+    // The next turn sends a valid history: the open call is answered as interrupted.
+    let next = ScriptedLlm::start(vec![dialect.text(&["Sorry, that was cut off."])])
+        .await
+        .unwrap();
+    let (out, _) = run_chat(h, &next, &["--conversation", &id, "Try again"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let body = &next.requests()[0].body;
+    let messages = body["messages"].as_array().unwrap();
+    assert_eq!(messages[1]["content"][1]["type"], "tool_use", "{body}");
+    let result = &messages[2]["content"][0];
+    assert_eq!(result["type"], "tool_result");
+    assert_eq!(result["tool_use_id"], "toolu_9");
+    assert_eq!(result["is_error"], true);
+    assert_eq!(messages[2]["content"][1]["text"], "Try again");
+}
+
+#[test]
+fn a_history_database_from_a_newer_conduit_is_a_clear_error() {
+    let home = tempfile::tempdir().unwrap();
+    let db = rusqlite::Connection::open(home.path().join("history.db")).unwrap();
+    db.pragma_update(None, "user_version", 42).unwrap();
+    drop(db);
+    let out = conduit(home.path(), &["sessions", "list"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("newer Conduit"));
+}
