@@ -57,5 +57,6 @@ test-desktop: build ## Only the desktop end-to-end test, under Xvfb
 clean: ## Remove build outputs (the shared cargo target folder included)
 	rm -rf ui/dist test-artifacts "$(CARGO_TARGET_DIR)"
 
-bench: ## Benchmarks (release build): streaming cost per event, peak memory
+bench: ## Benchmarks (release build): streaming, history, media
 	$(CARGO) bench --locked -p conduit-providers --bench stream
+	$(CARGO) bench --locked -p conduit-store --bench history

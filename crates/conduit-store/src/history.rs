@@ -529,15 +529,20 @@ impl Store {
             return Ok(Vec::new());
         }
         let conn = self.lock()?;
+        // Rows enter the index in the order messages are written, so the newest match
+        // has the highest rowid: FTS5 walks rowids backwards and stops at the limit,
+        // and snippets are made for the rows shown only.
         let mut statement = conn.prepare(
-            "SELECT s.conversation_id, c.title, s.message_id,
-                    snippet(search, 0, '[', ']', '…', 12), m.created_at
-             FROM search s
+            "SELECT s.conversation_id, c.title, s.message_id, s.snip, m.created_at
+             FROM (
+                 SELECT rowid, conversation_id, message_id,
+                        snippet(search, 0, '[', ']', '…', 12) AS snip
+                 FROM search WHERE search MATCH ?1
+                 ORDER BY rowid DESC LIMIT ?2
+             ) s
              JOIN messages m ON m.id = s.message_id
              JOIN conversations c ON c.id = s.conversation_id
-             WHERE search MATCH ?1
-             ORDER BY m.created_at DESC, s.rowid DESC
-             LIMIT ?2",
+             ORDER BY s.rowid DESC",
         )?;
         let rows = statement.query_map(params![fts_query, limit as i64], |row| {
             Ok(SearchHit {

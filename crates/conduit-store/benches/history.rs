@@ -1,0 +1,146 @@
+//! What history costs: opening the newest 50 messages of a 10,000-message conversation,
+//! full-text search over 100,000 messages, storing a 4000×4000 PNG with its thumbnail,
+//! and inserts per second. Run with `make bench` (release build). Prints a report.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+use std::io::Cursor;
+use std::time::{Duration, Instant};
+
+use conduit_core::content::{Block, Message, Role};
+use conduit_core::media::MediaStore;
+use conduit_store::{FileMediaStore, MessageStatus, Store};
+
+const WORDS: &[&str] = &[
+    "crab",
+    "harbour",
+    "lighthouse",
+    "rust",
+    "compiler",
+    "tide",
+    "anchor",
+    "kelp",
+    "sonar",
+    "reef",
+    "shell",
+    "current",
+    "beacon",
+    "trawler",
+    "gull",
+    "pier",
+    "buoy",
+    "coral",
+];
+
+fn sentence(n: usize) -> String {
+    (0..24)
+        .map(|i| WORDS[(n * 7 + i * 13 + n / 5) % WORDS.len()])
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn best_of<T>(runs: usize, mut f: impl FnMut() -> T) -> (Duration, T) {
+    let mut best = Duration::MAX;
+    let mut last = None;
+    for _ in 0..runs {
+        let started = Instant::now();
+        let value = f();
+        best = best.min(started.elapsed());
+        last = Some(value);
+    }
+    (best, last.expect("at least one run"))
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn main() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let store = Store::open(
+        &dir.path().join("history.db"),
+        FileMediaStore::new(dir.path().join("media")),
+    )
+    .expect("the store opens");
+    println!("History (release build, SQLite WAL, temp folder)");
+
+    // Inserts: one message per transaction-set, as a chat writes them.
+    let long = store
+        .create_conversation(Some("bench"), Some("bench"))
+        .unwrap();
+    let started = Instant::now();
+    for n in 0..10_000 {
+        let role = if n % 2 == 0 {
+            Role::User
+        } else {
+            Role::Assistant
+        };
+        let message = Message {
+            role,
+            blocks: vec![Block::text(sentence(n))],
+        };
+        store
+            .add_message(&long, &message, MessageStatus::Complete)
+            .unwrap();
+    }
+    let took = started.elapsed();
+    println!(
+        "insert 10,000 messages one by one: {:.0} ms ({:.0} messages/s)",
+        ms(took),
+        10_000.0 / took.as_secs_f64()
+    );
+
+    let (took, newest) = best_of(5, || store.messages(&long, Some(50)).unwrap());
+    assert_eq!(newest.len(), 50);
+    println!(
+        "open the newest 50 messages of a 10,000-message conversation: {:.2} ms",
+        ms(took)
+    );
+
+    // 90,000 more messages across 90 conversations: 100,000 in all.
+    for c in 0..90 {
+        let id = store.create_conversation(None, None).unwrap();
+        for n in 0..1_000 {
+            let message = Message::user_text(sentence(c * 1_000 + n));
+            store
+                .add_message(&id, &message, MessageStatus::Complete)
+                .unwrap();
+        }
+    }
+    let marker = store.create_conversation(None, None).unwrap();
+    store
+        .add_message(
+            &marker,
+            &Message::user_text("the quartermaster logged a narwhal sighting"),
+            MessageStatus::Complete,
+        )
+        .unwrap();
+    for query in ["narwhal", "lighthouse beacon", "cor"] {
+        let (took, hits) = best_of(5, || store.search(query, 20).unwrap());
+        println!(
+            "search {query:?} over 100,001 messages: {:.2} ms ({} hits shown)",
+            ms(took),
+            hits.len()
+        );
+    }
+
+    let mut png = Vec::new();
+    let noise = image::RgbImage::from_fn(4000, 4000, |x, y| {
+        image::Rgb([(x % 251) as u8, (y % 241) as u8, ((x ^ y) % 239) as u8])
+    });
+    image::DynamicImage::ImageRgb8(noise)
+        .write_to(&mut Cursor::new(&mut png), image::ImageFormat::Png)
+        .unwrap();
+    let media_root = tempfile::tempdir().unwrap();
+    let media = FileMediaStore::new(media_root.path());
+    let started = Instant::now();
+    let stored = media.put(&png, Some("image/png")).unwrap();
+    let took = started.elapsed();
+    assert!(media.thumbnail_of(&stored.hash).exists());
+    println!(
+        "validate + store a 4000x4000 PNG ({:.1} MB) with its thumbnail: {:.0} ms",
+        png.len() as f64 / 1e6,
+        ms(took)
+    );
+    println!("budgets: search < 50 ms; PNG with thumbnail < 500 ms; first screen < 300 ms");
+}
