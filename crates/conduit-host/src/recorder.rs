@@ -133,3 +133,75 @@ impl Recorder {
         self.state.lock().ok().and_then(|mut s| s.failure.take())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use conduit_core::content::{Block, Message};
+    use conduit_store::FileMediaStore;
+
+    fn store(dir: &std::path::Path) -> Arc<Store> {
+        Arc::new(Store::open(&dir.join("h.db"), FileMediaStore::new(dir.join("m"))).unwrap())
+    }
+
+    #[test]
+    fn a_full_disk_stops_the_run_with_a_clear_error_and_keeps_what_was_saved() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(dir.path());
+        let id = store.create_conversation(None, None).unwrap();
+        store
+            .add_message(&id, &Message::user_text("first"), MessageStatus::Complete)
+            .unwrap();
+        let stop = CancellationToken::new();
+        let recorder = Recorder::new(store.clone(), id.clone(), stop.clone());
+        let seen = Arc::new(Mutex::new(0));
+        let counter = seen.clone();
+        let sink = recorder.sink(Arc::new(move |_| *counter.lock().unwrap() += 1));
+        sink(AgentEvent::TurnStarted { turn: 1 });
+        sink(AgentEvent::BlockDone {
+            index: 0,
+            block: Block::text("a short block"),
+        });
+        // SQLite cannot shrink the cap below the file's size: this caps it where it is,
+        // so the next large block cannot fit.
+        store.limit_pages(1).unwrap();
+        sink(AgentEvent::BlockDone {
+            index: 1,
+            block: Block::text("x".repeat(500_000)),
+        });
+        assert!(stop.is_cancelled(), "the run is stopped");
+        let failure = recorder.take_failure().unwrap();
+        assert!(failure.to_string().contains("disk is full"), "{failure}");
+        assert_eq!(*seen.lock().unwrap(), 3, "events still reach the frontend");
+        let messages = store.messages(&id, None).unwrap();
+        assert_eq!(messages[0].blocks, [Block::text("first")]);
+        assert_eq!(messages[1].blocks, [Block::text("a short block")]);
+    }
+
+    #[test]
+    fn a_stopped_answer_is_saved_as_interrupted_and_a_failed_one_as_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(dir.path());
+        let id = store.create_conversation(None, None).unwrap();
+        let recorder = Recorder::new(store.clone(), id.clone(), CancellationToken::new());
+        let sink = recorder.sink(Arc::new(|_| {}));
+        sink(AgentEvent::TurnStarted { turn: 1 });
+        sink(AgentEvent::MessageDone {
+            message: Message {
+                role: Role::Assistant,
+                blocks: vec![Block::text("partial")],
+            },
+        });
+        sink(AgentEvent::Cancelled);
+        sink(AgentEvent::TurnStarted { turn: 1 });
+        recorder.failed("the provider refused the API key").unwrap();
+        let messages = store.messages(&id, None).unwrap();
+        assert_eq!(messages[0].status, MessageStatus::Interrupted);
+        assert_eq!(messages[0].blocks, [Block::text("partial")]);
+        assert_eq!(messages[1].status, MessageStatus::Error);
+        assert_eq!(
+            messages[1].error.as_deref(),
+            Some("the provider refused the API key")
+        );
+    }
+}
