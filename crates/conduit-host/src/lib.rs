@@ -6,7 +6,6 @@
 //! hold no logic of their own, so anything a frontend can do, a test can do here.
 
 pub mod chat;
-mod files;
 pub mod logging;
 pub mod paths;
 pub mod providers;

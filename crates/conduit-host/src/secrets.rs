@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use crate::files;
+use conduit_files as files;
 
 /// Environment variable choosing the store: `keychain`, `file`, or `auto` (the default:
 /// the keychain when it answers, else the file).

@@ -8,7 +8,7 @@ use conduit_providers::Protocol;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::files;
+use conduit_files as files;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SettingsError {

@@ -1,5 +1,9 @@
 //! Writing the user's files safely: through a temporary file and a rename, with a backup
-//! of what was there, and the file's permissions kept.
+//! of what was there, and the file's permissions kept; and fingerprints that tell whether
+//! a file changed since it was read.
+//!
+//! Place in the crate graph: a leaf with no Conduit dependency; `conduit-mcp` (the
+//! `mcpServers` file) and `conduit-host` (settings, secrets) write through it.
 
 use std::fs;
 use std::io::Write;
@@ -28,6 +32,26 @@ pub fn write_atomically(path: &Path, bytes: &[u8], new_mode: u32) -> std::io::Re
         fs::copy(path, &backup)?;
     }
     fs::rename(&tmp, path)
+}
+
+/// A fingerprint of a file's bytes (hex SHA-256), or `None` when there is no file.
+pub fn fingerprint(path: &Path) -> std::io::Result<Option<String>> {
+    match fs::read(path) {
+        Ok(bytes) => Ok(Some(fingerprint_bytes(&bytes))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The fingerprint of bytes already read.
+pub fn fingerprint_bytes(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    use std::fmt::Write as _;
+    let mut hex = String::with_capacity(64);
+    for byte in Sha256::digest(bytes) {
+        let _ = write!(hex, "{byte:02x}");
+    }
+    hex
 }
 
 #[cfg(unix)]
@@ -79,5 +103,17 @@ mod tests {
             fs::metadata(&path).unwrap().permissions().mode() & 0o777,
             0o640
         );
+    }
+
+    #[test]
+    fn fingerprints_change_with_the_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        assert_eq!(fingerprint(&path).unwrap(), None);
+        fs::write(&path, b"a").unwrap();
+        let first = fingerprint(&path).unwrap().unwrap();
+        assert_eq!(first, fingerprint_bytes(b"a"));
+        fs::write(&path, b"b").unwrap();
+        assert_ne!(fingerprint(&path).unwrap().unwrap(), first);
     }
 }
