@@ -54,6 +54,13 @@ pub fn fingerprint_bytes(bytes: &[u8]) -> String {
     hex
 }
 
+/// A JSON error's message without the "at line L column C" that callers report apart.
+pub fn json_error_message(error: &serde_json::Error) -> String {
+    let text = error.to_string();
+    let position = format!(" at line {} column {}", error.line(), error.column());
+    text.strip_suffix(&position).unwrap_or(&text).to_owned()
+}
+
 #[cfg(unix)]
 fn permissions_of(path: &Path) -> Option<u32> {
     use std::os::unix::fs::PermissionsExt;

@@ -87,7 +87,7 @@ impl Settings {
             path: path.display().to_string(),
             line: e.line(),
             column: e.column(),
-            message: e.to_string(),
+            message: conduit_files::json_error_message(&e),
         })
     }
 

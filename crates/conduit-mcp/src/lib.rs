@@ -1,4 +1,9 @@
 //! The `mcpServers` file, MCP client connections and the MCP server for built-in tools.
 //!
-//! Place in the crate graph: depends on `conduit-core` only; `conduit-host` composes it.
-//! It is the one crate that names `rmcp`, so that library's churn stays here.
+//! Place in the crate graph: depends on `conduit-core` (and `conduit-files` for safe
+//! writes); `conduit-host` composes it. It is the one crate that names `rmcp`, so that
+//! library's churn stays here.
+//!
+//! - [`config`]: the file in Claude Desktop's format, read without loss, written safely.
+
+pub mod config;

@@ -1,0 +1,412 @@
+//! The `mcpServers` file in Claude Desktop's format: read without losing anything, each
+//! server checked on its own, `${VAR}` expanded, and written atomically with a backup,
+//! never over a change made since it was read.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+/// The key that holds the servers.
+const SERVERS: &str = "mcpServers";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {message}")]
+    Read { path: String, message: String },
+    #[error(
+        "{path} is not valid JSON (line {line}, column {column}): {message}. The file was left as it is."
+    )]
+    Parse {
+        path: String,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("{path} must hold a JSON object with an \"mcpServers\" object")]
+    Shape { path: String },
+    #[error("cannot write {path}: {message}")]
+    Write { path: String, message: String },
+    #[error(
+        "{path} changed on disk since it was read; nothing was written. Read it again and redo the change."
+    )]
+    Conflict { path: String },
+    #[error("there is no server named {0:?}")]
+    UnknownServer(String),
+    #[error("a server named {0:?} exists already")]
+    DuplicateServer(String),
+    #[error("server {server:?}: {message}")]
+    InvalidServer { server: String, message: String },
+}
+
+/// How Conduit reaches a server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transport {
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+        cwd: Option<PathBuf>,
+    },
+    Http {
+        url: String,
+        headers: BTreeMap<String, String>,
+    },
+}
+
+/// One server as the file describes it, checked and with `${VAR}` expanded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerSpec {
+    pub transport: Transport,
+    /// Per-call timeout (`timeout`, in seconds or milliseconds as the file says).
+    pub timeout: Option<Duration>,
+}
+
+/// One entry of the file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerEntry {
+    pub name: String,
+    pub disabled: bool,
+    /// The entry as written, unknown fields included.
+    pub raw: Value,
+    /// The checked spec, or why the entry cannot start (naming what is wrong).
+    pub spec: Result<ServerSpec, String>,
+}
+
+/// The file as read: its servers in order, the whole document, and its fingerprint.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snapshot {
+    pub path: PathBuf,
+    pub servers: Vec<ServerEntry>,
+    document: Value,
+    /// `None` when the file does not exist.
+    fingerprint: Option<String>,
+}
+
+impl Snapshot {
+    pub fn server(&self, name: &str) -> Option<&ServerEntry> {
+        self.servers.iter().find(|s| s.name == name)
+    }
+
+    /// Whether the file on disk is still the one this snapshot read.
+    pub fn is_current(&self) -> Result<bool, ConfigError> {
+        let now = conduit_files::fingerprint(&self.path).map_err(|e| ConfigError::Read {
+            path: self.path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        Ok(now == self.fingerprint)
+    }
+}
+
+/// Reads the file with the process environment for `${VAR}`. A missing file has no servers.
+pub fn read(path: &Path) -> Result<Snapshot, ConfigError> {
+    read_with(path, &|name| std::env::var(name).ok())
+}
+
+/// Reads the file, expanding `${VAR}` through `env`.
+pub fn read_with(
+    path: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Snapshot, ConfigError> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(Snapshot {
+                path: path.to_owned(),
+                servers: Vec::new(),
+                document: Value::Object(Map::new()),
+                fingerprint: None,
+            });
+        }
+        Err(e) => {
+            return Err(ConfigError::Read {
+                path: path.display().to_string(),
+                message: e.to_string(),
+            });
+        }
+    };
+    let document = parse(path, &bytes)?;
+    let servers = entries(&document, env);
+    Ok(Snapshot {
+        path: path.to_owned(),
+        servers,
+        document,
+        fingerprint: Some(conduit_files::fingerprint_bytes(&bytes)),
+    })
+}
+
+fn parse(path: &Path, bytes: &[u8]) -> Result<Value, ConfigError> {
+    let document: Value = serde_json::from_slice(bytes).map_err(|e| ConfigError::Parse {
+        path: path.display().to_string(),
+        line: e.line(),
+        column: e.column(),
+        message: conduit_files::json_error_message(&e),
+    })?;
+    let shape_ok = match &document {
+        Value::Object(map) => map.get(SERVERS).is_none_or(Value::is_object),
+        _ => false,
+    };
+    if !shape_ok {
+        return Err(ConfigError::Shape {
+            path: path.display().to_string(),
+        });
+    }
+    Ok(document)
+}
+
+fn entries(document: &Value, env: &dyn Fn(&str) -> Option<String>) -> Vec<ServerEntry> {
+    let Some(servers) = document.get(SERVERS).and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    servers
+        .iter()
+        .map(|(name, raw)| ServerEntry {
+            name: name.clone(),
+            disabled: raw
+                .get("disabled")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            raw: raw.clone(),
+            spec: spec_of(raw, env),
+        })
+        .collect()
+}
+
+/// Checks one entry and expands `${VAR}` in `env`, `url` and `headers`.
+pub fn spec_of(raw: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<ServerSpec, String> {
+    let object = raw.as_object().ok_or("the entry must be a JSON object")?;
+    let strings = |key: &str| -> Result<BTreeMap<String, String>, String> {
+        match object.get(key) {
+            None | Some(Value::Null) => Ok(BTreeMap::new()),
+            Some(Value::Object(map)) => map
+                .iter()
+                .map(|(k, v)| match v {
+                    Value::String(s) => Ok((
+                        k.clone(),
+                        expand(s, env).map_err(|var| {
+                            format!("{key}.{k} uses ${{{var}}}, which is not set")
+                        })?,
+                    )),
+                    _ => Err(format!("{key}.{k} must be a string")),
+                })
+                .collect(),
+            Some(_) => Err(format!("{key} must be an object of strings")),
+        }
+    };
+    let timeout = match object.get("timeout") {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) => {
+            let value = n
+                .as_f64()
+                .filter(|v| *v > 0.0)
+                .ok_or("timeout must be a positive number")?;
+            // Claude Desktop-style files give seconds; values over 1000 are milliseconds.
+            Some(if value > 1000.0 {
+                Duration::from_secs_f64(value / 1000.0)
+            } else {
+                Duration::from_secs_f64(value)
+            })
+        }
+        Some(_) => return Err("timeout must be a number".into()),
+    };
+    let kind = object.get("type").and_then(Value::as_str);
+    let url = object.get("url");
+    let command = object.get("command");
+    let transport = match (kind, command, url) {
+        (Some("stdio") | None, Some(command), _) => {
+            let command = command
+                .as_str()
+                .filter(|c| !c.trim().is_empty())
+                .ok_or("command must be a non-empty string")?;
+            let args = match object.get("args") {
+                None | Some(Value::Null) => Vec::new(),
+                Some(Value::Array(items)) => items
+                    .iter()
+                    .map(|a| a.as_str().map(str::to_owned).ok_or("args must be strings"))
+                    .collect::<Result<_, _>>()?,
+                Some(_) => return Err("args must be an array of strings".into()),
+            };
+            let cwd = match object.get("cwd") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(dir)) => Some(PathBuf::from(dir)),
+                Some(_) => return Err("cwd must be a string".into()),
+            };
+            Transport::Stdio {
+                command: command.to_owned(),
+                args,
+                env: strings("env")?,
+                cwd,
+            }
+        }
+        (Some("http" | "streamable-http" | "streamableHttp" | "sse") | None, None, Some(url)) => {
+            let url = url.as_str().ok_or("url must be a string")?;
+            let url =
+                expand(url, env).map_err(|var| format!("url uses ${{{var}}}, which is not set"))?;
+            if !(url.starts_with("http://") || url.starts_with("https://")) || url.len() < 10 {
+                return Err(format!("url {url:?} is not an http:// or https:// URL"));
+            }
+            Transport::Http {
+                url,
+                headers: strings("headers")?,
+            }
+        }
+        (Some(other), _, _)
+            if !matches!(
+                other,
+                "stdio" | "http" | "streamable-http" | "streamableHttp" | "sse"
+            ) =>
+        {
+            return Err(format!(
+                "type {other:?} is not one Conduit knows (stdio, http)"
+            ));
+        }
+        _ => return Err("the entry needs a command (stdio) or a url (http)".into()),
+    };
+    Ok(ServerSpec { transport, timeout })
+}
+
+/// Replaces each `${NAME}` with its value; the first unset name is the error.
+pub fn expand(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else {
+            out.push_str(&rest[start..]);
+            return Ok(out);
+        };
+        let name = &after[..end];
+        out.push_str(&env(name).ok_or_else(|| name.to_owned())?);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// A change to the file.
+#[derive(Debug, Clone)]
+pub enum Edit {
+    Add {
+        name: String,
+        entry: Value,
+    },
+    Update {
+        name: String,
+        entry: Value,
+    },
+    Remove {
+        name: String,
+    },
+    SetDisabled {
+        name: String,
+        disabled: bool,
+    },
+    /// The whole document, as the raw editor saves it.
+    Replace {
+        text: String,
+    },
+}
+
+/// Applies `edit` to the file `snapshot` read, if the file is unchanged since: validated,
+/// written atomically (permissions kept, previous file as `.bak`), fields and order of
+/// everything else kept. Returns the new snapshot.
+pub fn apply(snapshot: &Snapshot, edit: Edit) -> Result<Snapshot, ConfigError> {
+    let path = &snapshot.path;
+    if !snapshot.is_current()? {
+        return Err(ConfigError::Conflict {
+            path: path.display().to_string(),
+        });
+    }
+    let no_env = |_: &str| -> Option<String> { Some(String::new()) };
+    let mut document = snapshot.document.clone();
+    match edit {
+        Edit::Replace { text } => {
+            document = parse(path, text.as_bytes())?;
+        }
+        Edit::Add { name, entry } => {
+            check_entry(&name, &entry, &no_env)?;
+            let servers = servers_mut(&mut document, path)?;
+            if servers.contains_key(&name) {
+                return Err(ConfigError::DuplicateServer(name));
+            }
+            servers.insert(name, entry);
+        }
+        Edit::Update { name, entry } => {
+            check_entry(&name, &entry, &no_env)?;
+            let servers = servers_mut(&mut document, path)?;
+            let slot = servers
+                .get_mut(&name)
+                .ok_or_else(|| ConfigError::UnknownServer(name.clone()))?;
+            *slot = entry;
+        }
+        Edit::Remove { name } => {
+            servers_mut(&mut document, path)?
+                .shift_remove(&name)
+                .ok_or(ConfigError::UnknownServer(name))?;
+        }
+        Edit::SetDisabled { name, disabled } => {
+            let entry = servers_mut(&mut document, path)?
+                .get_mut(&name)
+                .and_then(Value::as_object_mut)
+                .ok_or_else(|| ConfigError::UnknownServer(name.clone()))?;
+            if disabled {
+                entry.insert("disabled".into(), Value::Bool(true));
+            } else {
+                entry.remove("disabled");
+            }
+        }
+    }
+    let mut text = serde_json::to_string_pretty(&document).map_err(|e| ConfigError::Write {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })?;
+    text.push('\n');
+    conduit_files::write_atomically(path, text.as_bytes(), 0o600).map_err(|e| {
+        ConfigError::Write {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        }
+    })?;
+    read(path)
+}
+
+fn check_entry(
+    name: &str,
+    entry: &Value,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(), ConfigError> {
+    if name.trim().is_empty() {
+        return Err(ConfigError::InvalidServer {
+            server: name.to_owned(),
+            message: "a server needs a name".into(),
+        });
+    }
+    spec_of(entry, env)
+        .map(|_| ())
+        .map_err(|message| ConfigError::InvalidServer {
+            server: name.to_owned(),
+            message,
+        })
+}
+
+fn servers_mut<'a>(
+    document: &'a mut Value,
+    path: &Path,
+) -> Result<&'a mut Map<String, Value>, ConfigError> {
+    if !document.is_object() {
+        *document = Value::Object(Map::new());
+    }
+    if !document[SERVERS].is_object() {
+        document[SERVERS] = Value::Object(Map::new());
+    }
+    document[SERVERS]
+        .as_object_mut()
+        .ok_or_else(|| ConfigError::Shape {
+            path: path.display().to_string(),
+        })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,306 @@
+//! The mcpServers file: Claude Desktop's format, errors that name line, column or server,
+//! `${VAR}` expansion, and writes that keep everything and refuse lost updates.
+
+use super::*;
+use serde_json::json;
+
+fn env(name: &str) -> Option<String> {
+    match name {
+        "TOKEN" => Some("s3cret".into()),
+        "HOME" => Some("/home/u".into()),
+        _ => None,
+    }
+}
+
+const CLAUDE_DESKTOP: &str = r#"{
+  "globalShortcut": "Ctrl+Space",
+  "mcpServers": {
+    "filesystem": {
+      "command": "npx",
+      "args": ["-y", "@modelcontextprotocol/server-filesystem", "${HOME}/Desktop"],
+      "env": {"DEBUG": "1", "PATH_HINT": "${HOME}/bin"},
+      "someFutureField": {"keep": true}
+    },
+    "remote": {"type": "http", "url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}, "timeout": 30},
+    "off": {"command": "uvx", "args": ["mcp-server-time"], "disabled": true},
+    "broken": {"args": ["x"]},
+    "badurl": {"url": "ftp://nope"},
+    "needs-var": {"command": "srv", "env": {"KEY": "${MISSING_VAR}"}}
+  }
+}
+"#;
+
+fn write(dir: &Path, text: &str) -> PathBuf {
+    let path = dir.join("mcp_servers.json");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn claude_desktop_files_read_with_each_server_checked_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let snapshot = read_with(&write(dir.path(), CLAUDE_DESKTOP), &env).unwrap();
+    let names: Vec<&str> = snapshot.servers.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "filesystem",
+            "remote",
+            "off",
+            "broken",
+            "badurl",
+            "needs-var"
+        ]
+    );
+
+    let fs = snapshot.server("filesystem").unwrap();
+    assert_eq!(
+        fs.spec,
+        Ok(ServerSpec {
+            transport: Transport::Stdio {
+                command: "npx".into(),
+                args: vec![
+                    "-y".into(),
+                    "@modelcontextprotocol/server-filesystem".into(),
+                    "${HOME}/Desktop".into()
+                ],
+                env: BTreeMap::from([
+                    ("DEBUG".into(), "1".into()),
+                    ("PATH_HINT".into(), "/home/u/bin".into())
+                ]),
+                cwd: None,
+            },
+            timeout: None,
+        })
+    );
+    let remote = snapshot.server("remote").unwrap().spec.clone().unwrap();
+    assert_eq!(
+        remote.transport,
+        Transport::Http {
+            url: "https://mcp.example.com/mcp".into(),
+            headers: BTreeMap::from([("Authorization".into(), "Bearer s3cret".into())]),
+        }
+    );
+    assert_eq!(remote.timeout, Some(Duration::from_secs(30)));
+    assert!(snapshot.server("off").unwrap().disabled);
+    assert!(
+        snapshot
+            .server("broken")
+            .unwrap()
+            .spec
+            .clone()
+            .unwrap_err()
+            .contains("command")
+    );
+    assert!(
+        snapshot
+            .server("badurl")
+            .unwrap()
+            .spec
+            .clone()
+            .unwrap_err()
+            .contains("ftp://nope")
+    );
+    assert!(
+        snapshot
+            .server("needs-var")
+            .unwrap()
+            .spec
+            .clone()
+            .unwrap_err()
+            .contains("MISSING_VAR")
+    );
+}
+
+#[test]
+fn a_missing_file_has_no_servers_and_a_broken_one_names_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let none = read(&dir.path().join("absent.json")).unwrap();
+    assert!(none.servers.is_empty());
+
+    let broken = "{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\",}\n  }\n}\n";
+    let path = write(dir.path(), broken);
+    let err = read(&path).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ConfigError::Parse {
+                line: 3,
+                column: 26,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), broken);
+
+    let path = write(dir.path(), r#"{"mcpServers": []}"#);
+    assert!(matches!(read(&path), Err(ConfigError::Shape { .. })));
+}
+
+#[test]
+fn expansion_replaces_variables_and_names_the_first_missing_one() {
+    assert_eq!(
+        expand("a ${TOKEN} b ${HOME}", &env).unwrap(),
+        "a s3cret b /home/u"
+    );
+    assert_eq!(
+        expand("no vars, ${ unclosed", &env).unwrap(),
+        "no vars, ${ unclosed"
+    );
+    assert_eq!(expand("${NOPE}", &env).unwrap_err(), "NOPE");
+}
+
+#[test]
+fn writes_keep_unknown_fields_and_order_and_leave_a_backup() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), CLAUDE_DESKTOP);
+    let snapshot = read(&path).unwrap();
+    let added = apply(
+        &snapshot,
+        Edit::Add {
+            name: "everything".into(),
+            entry: json!({"command": "mcp-server-everything", "args": ["stdio"]}),
+        },
+    )
+    .unwrap();
+    let disabled = apply(
+        &added,
+        Edit::SetDisabled {
+            name: "filesystem".into(),
+            disabled: true,
+        },
+    )
+    .unwrap();
+    let removed = apply(
+        &disabled,
+        Edit::Remove {
+            name: "badurl".into(),
+        },
+    )
+    .unwrap();
+
+    let text = std::fs::read_to_string(&path).unwrap();
+    let value: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(value["globalShortcut"], "Ctrl+Space");
+    assert_eq!(
+        value["mcpServers"]["filesystem"]["someFutureField"],
+        json!({"keep": true})
+    );
+    assert_eq!(value["mcpServers"]["filesystem"]["disabled"], true);
+    let names: Vec<&str> = removed.servers.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "filesystem",
+            "remote",
+            "off",
+            "broken",
+            "needs-var",
+            "everything"
+        ]
+    );
+    let backup: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("mcp_servers.json.bak")).unwrap(),
+    )
+    .unwrap();
+    assert!(
+        backup["mcpServers"].get("badurl").is_some(),
+        "the backup is the file before the last write"
+    );
+
+    let enabled = apply(
+        &removed,
+        Edit::SetDisabled {
+            name: "filesystem".into(),
+            disabled: false,
+        },
+    )
+    .unwrap();
+    assert!(!enabled.server("filesystem").unwrap().disabled);
+}
+
+#[test]
+fn invalid_entries_and_unknown_names_are_refused_without_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), CLAUDE_DESKTOP);
+    let snapshot = read(&path).unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let err = apply(
+        &snapshot,
+        Edit::Add {
+            name: "x".into(),
+            entry: json!({"args": []}),
+        },
+    )
+    .unwrap_err();
+    assert!(matches!(err, ConfigError::InvalidServer { .. }), "{err}");
+    assert!(matches!(
+        apply(
+            &snapshot,
+            Edit::Add {
+                name: "remote".into(),
+                entry: json!({"command": "a"})
+            }
+        ),
+        Err(ConfigError::DuplicateServer(_))
+    ));
+    assert!(matches!(
+        apply(
+            &snapshot,
+            Edit::Remove {
+                name: "ghost".into()
+            }
+        ),
+        Err(ConfigError::UnknownServer(_))
+    ));
+    let err = apply(
+        &snapshot,
+        Edit::Replace {
+            text: "{\"mcpServers\": {".into(),
+        },
+    )
+    .unwrap_err();
+    assert!(matches!(err, ConfigError::Parse { .. }));
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+}
+
+#[test]
+fn a_change_on_disk_since_the_read_refuses_the_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), CLAUDE_DESKTOP);
+    let snapshot = read(&path).unwrap();
+    let outside = CLAUDE_DESKTOP.replace("Ctrl+Space", "Alt+Space");
+    std::fs::write(&path, &outside).unwrap();
+    let err = apply(&snapshot, Edit::Remove { name: "off".into() }).unwrap_err();
+    assert!(matches!(err, ConfigError::Conflict { .. }), "{err}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), outside);
+}
+
+#[cfg(unix)]
+#[test]
+fn a_write_keeps_the_files_permissions_and_creates_a_missing_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("new").join("mcp_servers.json");
+    let snapshot = read(&path).unwrap();
+    apply(
+        &snapshot,
+        Edit::Add {
+            name: "a".into(),
+            entry: json!({"command": "a"}),
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let snapshot = read(&path).unwrap();
+    apply(&snapshot, Edit::Remove { name: "a".into() }).unwrap();
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        0o644
+    );
+}
