@@ -5,5 +5,7 @@
 //! library's churn stays here.
 //!
 //! - [`config`]: the file in Claude Desktop's format, read without loss, written safely.
+//! - [`naming`]: collision-free tool names every provider accepts, mapped back exactly.
 
 pub mod config;
+pub mod naming;
