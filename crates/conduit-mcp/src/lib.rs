@@ -6,6 +6,13 @@
 //!
 //! - [`config`]: the file in Claude Desktop's format, read without loss, written safely.
 //! - [`naming`]: collision-free tool names every provider accepts, mapped back exactly.
+//! - [`client`]: one session with a server over stdio or streamable HTTP.
+//! - [`result`]: MCP results into the core's rich result; [`tool`]: MCP tools as core tools.
 
+pub mod client;
 pub mod config;
 pub mod naming;
+mod process;
+pub mod result;
+pub mod servers;
+pub mod tool;

@@ -1,0 +1,393 @@
+//! One connection to an MCP server over stdio or streamable HTTP, through rmcp: the
+//! handshake with a timeout, tools, resources and prompts, and tool calls with a timeout
+//! that progress resets, progress matched to its call, and cancellation that reaches the
+//! server.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use conduit_core::tool::{Progress, ProgressSink};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
+    ClientCapabilities, ClientConfig, ClientRequest, GetPromptRequestParams, GetPromptResult,
+    Implementation, JsonObject, ProgressNotificationParam, ProgressToken, Prompt, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResult, Resource, ResourceTemplate, ServerResult, Tool,
+};
+use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientHandler, Peer, RoleClient, ServiceError, ServiceExt};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{ServerSpec, Transport};
+use crate::process::{self, ServerProcess, StderrTail};
+
+/// Default time a tool call may take without progress.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
+/// Progress resets the call timeout, but no call runs longer than this.
+pub const MAX_CALL_TIME: Duration = Duration::from_secs(30 * 60);
+
+/// Why a server did not start, with what it left behind.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{reason}")]
+pub struct StartError {
+    pub reason: String,
+    pub exit_code: Option<i32>,
+    pub stderr_tail: Vec<String>,
+}
+
+impl StartError {
+    fn plain(reason: String) -> Self {
+        Self {
+            reason,
+            exit_code: None,
+            stderr_tail: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum McpError {
+    #[error("the server closed the connection")]
+    Closed,
+    #[error("the call took longer than {0:?}")]
+    Timeout(Duration),
+    #[error("the call was cancelled")]
+    Cancelled,
+    #[error("the server answered with an error: {0}")]
+    Server(String),
+    #[error("{0}")]
+    Other(String),
+}
+
+impl From<ServiceError> for McpError {
+    fn from(err: ServiceError) -> Self {
+        match err {
+            ServiceError::TransportClosed | ServiceError::TransportSend(_) => McpError::Closed,
+            ServiceError::Timeout { timeout } => McpError::Timeout(timeout),
+            ServiceError::Cancelled { .. } => McpError::Cancelled,
+            ServiceError::McpError(data) => McpError::Server(data.message.to_string()),
+            other => McpError::Other(other.to_string()),
+        }
+    }
+}
+
+/// What the server said about itself in the handshake.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerDetails {
+    pub name: Option<String>,
+    pub version: Option<String>,
+    pub protocol_version: String,
+    pub instructions: Option<String>,
+    pub tools: bool,
+    pub resources: bool,
+    pub prompts: bool,
+}
+
+#[derive(Default)]
+struct Shared {
+    progress: Mutex<HashMap<ProgressToken, ProgressSink>>,
+    tools_changed: tokio::sync::Notify,
+}
+
+/// The client side of a session: routes progress to calls, notes tool list changes.
+#[derive(Clone)]
+struct Handler {
+    shared: Arc<Shared>,
+}
+
+impl ClientHandler for Handler {
+    fn get_info(&self) -> ClientConfig {
+        // Conduit declares only what works: no sampling, roots or elicitation yet.
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("conduit", env!("CARGO_PKG_VERSION")),
+        )
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let sink = self
+            .shared
+            .progress
+            .lock()
+            .ok()
+            .and_then(|sinks| sinks.get(&params.progress_token).cloned());
+        if let Some(sink) = sink {
+            sink(Progress {
+                progress: params.progress,
+                total: params.total,
+                message: params.message,
+            });
+        }
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.shared.tools_changed.notify_waiters();
+    }
+}
+
+/// A live session with one server.
+pub struct Connection {
+    peer: Peer<RoleClient>,
+    service: Mutex<Option<RunningService<RoleClient, Handler>>>,
+    shared: Arc<Shared>,
+    process: tokio::sync::Mutex<Option<ServerProcess>>,
+    stderr: StderrTail,
+    pub details: ServerDetails,
+    call_timeout: Duration,
+}
+
+impl Connection {
+    /// Starts (stdio) or reaches (HTTP) the server and completes the handshake within
+    /// `start_timeout`.
+    pub async fn connect(spec: &ServerSpec, start_timeout: Duration) -> Result<Self, StartError> {
+        let shared = Arc::new(Shared::default());
+        let handler = Handler {
+            shared: shared.clone(),
+        };
+        match &spec.transport {
+            Transport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
+                let (mut process, stdout, stdin) = process::spawn(command, args, env, cwd.as_ref())
+                    .map_err(|e| {
+                        StartError::plain(format!(
+                            "could not start {command:?}: {}",
+                            spawn_message(command, &e)
+                        ))
+                    })?;
+                let stderr = process.stderr.clone();
+                let started =
+                    tokio::time::timeout(start_timeout, handler.serve((stdout, stdin))).await;
+                let reason = match started {
+                    Ok(Ok(service)) => {
+                        return Self::ready(service, Some(process), stderr, shared, spec);
+                    }
+                    Ok(Err(err)) => err.to_string(),
+                    Err(_) => format!("it did not finish starting within {start_timeout:?}"),
+                };
+                // Give a crashing server a moment to finish writing stderr and exit.
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                let exit = process.exit_status();
+                process.shutdown(Duration::ZERO).await;
+                let reason = match exit {
+                    Some(status) => format!("it exited ({status}) before it was ready: {reason}"),
+                    None => reason,
+                };
+                Err(StartError {
+                    reason,
+                    exit_code: exit.and_then(|s| s.code()),
+                    stderr_tail: stderr.lines(),
+                })
+            }
+            Transport::Http { url, headers } => {
+                let mut custom = HashMap::new();
+                for (name, value) in headers {
+                    let name = reqwest::header::HeaderName::try_from(name.as_str())
+                        .map_err(|_| StartError::plain(format!("bad header name {name:?}")))?;
+                    let mut value = reqwest::header::HeaderValue::try_from(value.as_str())
+                        .map_err(|_| StartError::plain(format!("bad value for header {name}")))?;
+                    value.set_sensitive(true);
+                    custom.insert(name, value);
+                }
+                let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                    .custom_headers(custom);
+                let transport = StreamableHttpClientTransport::from_config(config);
+                let service = tokio::time::timeout(start_timeout, handler.serve(transport))
+                    .await
+                    .map_err(|_| {
+                        StartError::plain(format!(
+                            "it did not finish starting within {start_timeout:?}"
+                        ))
+                    })?
+                    .map_err(|e| StartError::plain(e.to_string()))?;
+                Self::ready(service, None, StderrTail::default(), shared, spec)
+            }
+        }
+    }
+
+    fn ready(
+        service: RunningService<RoleClient, Handler>,
+        process: Option<ServerProcess>,
+        stderr: StderrTail,
+        shared: Arc<Shared>,
+        spec: &ServerSpec,
+    ) -> Result<Self, StartError> {
+        let details = service
+            .peer_info()
+            .map(|info| ServerDetails {
+                name: info.server_info.as_ref().map(|i| i.name.clone()),
+                version: info.server_info.as_ref().map(|i| i.version.clone()),
+                protocol_version: info.protocol_version.to_string(),
+                instructions: info.instructions.clone(),
+                tools: info.capabilities.tools.is_some(),
+                resources: info.capabilities.resources.is_some(),
+                prompts: info.capabilities.prompts.is_some(),
+            })
+            .unwrap_or_default();
+        Ok(Self {
+            peer: service.peer().clone(),
+            service: Mutex::new(Some(service)),
+            shared,
+            process: tokio::sync::Mutex::new(process),
+            stderr,
+            details,
+            call_timeout: spec.timeout.unwrap_or(DEFAULT_CALL_TIMEOUT),
+        })
+    }
+
+    /// The last lines the server wrote to stderr.
+    pub fn stderr_tail(&self) -> Vec<String> {
+        self.stderr.lines()
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.peer.is_transport_closed()
+    }
+
+    /// Resolves when the server says its tools changed.
+    pub async fn tools_changed(&self) {
+        self.shared.tools_changed.notified().await;
+    }
+
+    pub async fn tools(&self) -> Result<Vec<Tool>, McpError> {
+        if !self.details.tools {
+            return Ok(Vec::new());
+        }
+        Ok(self.peer.list_all_tools().await?)
+    }
+
+    pub async fn resources(&self) -> Result<Vec<Resource>, McpError> {
+        if !self.details.resources {
+            return Ok(Vec::new());
+        }
+        Ok(self.peer.list_all_resources().await?)
+    }
+
+    pub async fn resource_templates(&self) -> Result<Vec<ResourceTemplate>, McpError> {
+        if !self.details.resources {
+            return Ok(Vec::new());
+        }
+        Ok(self.peer.list_all_resource_templates().await?)
+    }
+
+    pub async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult, McpError> {
+        Ok(self
+            .peer
+            .read_resource(ReadResourceRequestParams::new(uri.to_owned()))
+            .await?)
+    }
+
+    pub async fn prompts(&self) -> Result<Vec<Prompt>, McpError> {
+        if !self.details.prompts {
+            return Ok(Vec::new());
+        }
+        Ok(self.peer.list_all_prompts().await?)
+    }
+
+    pub async fn prompt(
+        &self,
+        name: &str,
+        arguments: JsonObject,
+    ) -> Result<GetPromptResult, McpError> {
+        Ok(self
+            .peer
+            .get_prompt(GetPromptRequestParams::new(name.to_owned()).with_arguments(arguments))
+            .await?)
+    }
+
+    /// Calls a tool. The timeout restarts with each progress notification (up to
+    /// [`MAX_CALL_TIME`]); a timeout or `cancel` sends `notifications/cancelled`. A server
+    /// that dies fails the call at once.
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        arguments: JsonObject,
+        progress: ProgressSink,
+        cancel: CancellationToken,
+    ) -> Result<CallToolResult, McpError> {
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(
+            CallToolRequestParams::new(name.to_owned()).with_arguments(arguments),
+        ));
+        let options = PeerRequestOptions::with_timeout(self.call_timeout)
+            .reset_timeout_on_progress()
+            .with_max_total_timeout(MAX_CALL_TIME.max(self.call_timeout));
+        let handle = self.peer.send_request_with_option(request, options).await?;
+        let token = handle.progress_token.clone();
+        if let Ok(mut sinks) = self.shared.progress.lock() {
+            sinks.insert(token.clone(), progress);
+        }
+        let forget = ForgetProgress {
+            shared: &self.shared,
+            token,
+        };
+        let (peer, id) = (handle.peer.clone(), handle.id.clone());
+        let response = tokio::select! {
+            response = handle.await_response() => response,
+            () = cancel.cancelled() => {
+                let reason = Some("the user stopped the call".to_owned());
+                let _ = peer.notify_cancelled(CancelledNotificationParam::new(Some(id), reason)).await;
+                return Err(McpError::Cancelled);
+            }
+        };
+        drop(forget);
+        match response? {
+            ServerResult::CallToolResult(result) => Ok(result),
+            _ => Err(McpError::Other(
+                "the server answered tools/call with something else".into(),
+            )),
+        }
+    }
+
+    /// Ends the session and the server process (its whole process group).
+    pub async fn shutdown(&self) {
+        let service = self.service.lock().ok().and_then(|mut s| s.take());
+        if let Some(mut service) = service {
+            let _ = service.close_with_timeout(Duration::from_secs(2)).await;
+        }
+        if let Some(mut process) = self.process.lock().await.take() {
+            process.shutdown(Duration::from_secs(2)).await;
+        }
+    }
+
+    /// The exit status of a stdio server that has ended.
+    pub async fn exit_status(&self) -> Option<std::process::ExitStatus> {
+        self.process
+            .lock()
+            .await
+            .as_mut()
+            .and_then(ServerProcess::exit_status)
+    }
+}
+
+/// Stops routing progress to a call that finished or was abandoned.
+struct ForgetProgress<'a> {
+    shared: &'a Shared,
+    token: ProgressToken,
+}
+
+impl Drop for ForgetProgress<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut sinks) = self.shared.progress.lock() {
+            sinks.remove(&self.token);
+        }
+    }
+}
+
+fn spawn_message(command: &str, err: &std::io::Error) -> String {
+    if err.kind() == std::io::ErrorKind::NotFound {
+        format!("{command} was not found on PATH ({err})")
+    } else {
+        err.to_string()
+    }
+}
