@@ -2,6 +2,7 @@
 //! `conduit-host`; it holds no logic of its own.
 
 mod chat;
+mod mcp;
 mod providers;
 mod sessions;
 
@@ -47,6 +48,11 @@ enum Command {
     Providers {
         #[command(subcommand)]
         command: providers::ProvidersCommand,
+    },
+    /// MCP servers from the mcpServers file: list, tools, call, resources, prompts.
+    Mcp {
+        #[command(subcommand)]
+        command: mcp::McpCommand,
     },
     /// Saved conversations: list, show, search, export, rename, delete.
     Sessions {
@@ -131,6 +137,7 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
         Command::Chat(args) => chat::run(host, args).await,
         Command::Providers { command } => providers::run(host, command).await,
         Command::Sessions { command } => sessions::run(host, command),
+        Command::Mcp { command } => mcp::run(host, command).await,
     }
 }
 

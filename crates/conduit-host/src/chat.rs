@@ -14,6 +14,7 @@ use conduit_providers::{HttpSettings, Protocol, ProviderConfig};
 use tokio_util::sync::CancellationToken;
 
 use crate::Host;
+use crate::mcp::ServerState;
 use crate::providers::{ProvidersError, key_from_env};
 use crate::recorder::Recorder;
 use conduit_store::{MessageStatus, StoreError};
@@ -70,6 +71,8 @@ pub enum ChatError {
     Provider(#[from] ProviderError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    McpConfig(#[from] conduit_mcp::config::ConfigError),
 }
 
 /// How the run ended, in which conversation.
@@ -113,7 +116,16 @@ impl Host {
         store.add_message(&conversation, &user, MessageStatus::Complete)?;
         history.push(user);
 
+        let servers = self.start_mcp().await?;
         let mut tools = ToolRegistry::new();
+        for tool in servers.tools(self.media.clone()) {
+            tools.register(tool);
+        }
+        for status in servers.statuses() {
+            if let ServerState::Failed { reason, .. } = &status.state {
+                tracing::warn!(server = %status.name, %reason, "MCP server unavailable for this chat");
+            }
+        }
         if crate::test_tools::enabled() {
             crate::test_tools::register(&mut tools, self.media.clone());
         }
@@ -135,6 +147,7 @@ impl Host {
         let outcome = agent
             .run(&mut history, recorder.sink(events), run_cancel)
             .await;
+        servers.shutdown().await;
         if let Some(err) = recorder.take_failure() {
             return Err(ChatError::Store(err));
         }

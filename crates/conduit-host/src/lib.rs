@@ -7,6 +7,7 @@
 
 pub mod chat;
 pub mod logging;
+pub mod mcp;
 pub mod paths;
 pub mod providers;
 mod recorder;
@@ -24,6 +25,7 @@ use serde::Serialize;
 
 /// The types frontends need from the crates below, so they depend on the host alone.
 pub use conduit_core as core;
+pub use conduit_mcp as mcp_client;
 pub use conduit_providers::Protocol;
 pub use conduit_store as store;
 pub use paths::{Paths, PathsError};

@@ -180,8 +180,9 @@ impl Connection {
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 let exit = process.exit_status();
                 process.shutdown(Duration::ZERO).await;
+                // When it exited, its exit and stderr say why; rmcp's broken pipe does not.
                 let reason = match exit {
-                    Some(status) => format!("it exited ({status}) before it was ready: {reason}"),
+                    Some(status) => format!("it exited ({status}) before it was ready"),
                     None => reason,
                 };
                 Err(StartError {

@@ -158,7 +158,7 @@ async fn start_one(entry: &ServerEntry, start_timeout: Duration) -> Running {
         Ok(spec) => spec,
         Err(reason) => return failed(reason.clone(), None, Vec::new()),
     };
-    let timeout = spec.timeout.map_or(start_timeout, |t| t.max(start_timeout));
+    let timeout = start_timeout;
     let connection = match Connection::connect(spec, timeout).await {
         Ok(connection) => Arc::new(connection),
         Err(err) => {

@@ -1,0 +1,278 @@
+//! `conduit mcp`: the servers of the mcpServers file, their tools, resources and prompts.
+
+use std::sync::Arc;
+
+use clap::Subcommand;
+use conduit_host::Host;
+use conduit_host::core::content::ResultPart;
+use conduit_host::mcp::{ServerState, as_object};
+use conduit_host::mcp_client::servers::Servers;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::{EXIT_FAILURE, Failure, usage_error};
+
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Each server, its state, tool count and error.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// The tools of every ready server, or of one.
+    Tools {
+        server: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Call a tool; images in the result are saved and their paths printed.
+    Call {
+        server: String,
+        tool: String,
+        /// The arguments as a JSON object.
+        #[arg(long, default_value = "{}")]
+        args: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The resources (and resource templates) of a server.
+    Resources { server: String },
+    /// Read a resource.
+    Read { server: String, uri: String },
+    /// The prompts of a server.
+    Prompts { server: String },
+    /// Get a prompt with arguments.
+    Prompt {
+        server: String,
+        name: String,
+        #[arg(long, default_value = "{}")]
+        args: String,
+    },
+}
+
+pub async fn run(host: Arc<Host>, command: McpCommand) -> Result<u8, Failure> {
+    let servers = host.start_mcp().await?;
+    let result = run_with(&host, &servers, command).await;
+    servers.shutdown().await;
+    result
+}
+
+fn parse_args(text: &str) -> Result<Value, Failure> {
+    serde_json::from_str(text).map_err(|e| usage_error(format!("--args is not JSON: {e}")))
+}
+
+async fn run_with(host: &Host, servers: &Servers, command: McpCommand) -> Result<u8, Failure> {
+    match command {
+        McpCommand::List { json } => {
+            let statuses = servers.statuses();
+            if json {
+                println!("{}", serde_json::to_string_pretty(&statuses)?);
+                return Ok(0);
+            }
+            if statuses.is_empty() {
+                println!(
+                    "No MCP servers in {}.",
+                    host.paths().mcp_config_file.display()
+                );
+            }
+            for status in statuses {
+                match &status.state {
+                    ServerState::Ready {
+                        details,
+                        tool_count,
+                    } => println!(
+                        "{:<20} ready     {tool_count} tools  ({} {})",
+                        status.name,
+                        details.name.as_deref().unwrap_or("?"),
+                        details.version.as_deref().unwrap_or("")
+                    ),
+                    ServerState::Failed {
+                        reason,
+                        exit_code,
+                        stderr_tail,
+                    } => {
+                        println!("{:<20} failed    {reason}", status.name);
+                        if let Some(code) = exit_code {
+                            println!("{:<20}           exit code {code}", "");
+                        }
+                        for line in stderr_tail.iter().rev().take(5).rev() {
+                            println!("{:<20}   stderr: {line}", "");
+                        }
+                    }
+                    ServerState::Disabled => println!("{:<20} disabled", status.name),
+                    ServerState::Starting => println!("{:<20} starting", status.name),
+                }
+            }
+        }
+        McpCommand::Tools { server, json } => {
+            let names: Vec<String> = match &server {
+                Some(name) => vec![name.clone()],
+                None => servers.statuses().into_iter().map(|s| s.name).collect(),
+            };
+            let mut listed = Vec::new();
+            for name in names {
+                let Some(tools) = servers.server_tools(&name) else {
+                    return Err(Failure::from(anyhow::anyhow!(
+                        "there is no server named {name:?}"
+                    )));
+                };
+                for tool in tools {
+                    listed.push(json!({
+                        "server": name,
+                        "name": tool.name,
+                        "description": tool.description,
+                        "inputSchema": *tool.input_schema,
+                    }));
+                }
+            }
+            if json {
+                println!("{}", serde_json::to_string_pretty(&listed)?);
+            } else {
+                for tool in listed {
+                    let description = tool["description"].as_str().unwrap_or_default();
+                    let first = description.lines().next().unwrap_or_default();
+                    println!(
+                        "{}/{}  {first}",
+                        tool["server"].as_str().unwrap_or_default(),
+                        tool["name"].as_str().unwrap_or_default()
+                    );
+                }
+            }
+        }
+        McpCommand::Call {
+            server,
+            tool,
+            args,
+            json,
+        } => {
+            let arguments = parse_args(&args)?;
+            let progress_json = json;
+            let progress = Arc::new(move |p: conduit_host::core::tool::Progress| {
+                if progress_json {
+                    println!("{}", json!({"type": "progress", "progress": p}));
+                } else {
+                    let total = p.total.map(|t| format!("/{t}")).unwrap_or_default();
+                    eprintln!(
+                        "progress {}{total} {}",
+                        p.progress,
+                        p.message.unwrap_or_default()
+                    );
+                }
+            });
+            let output = host
+                .call_mcp_tool(
+                    servers,
+                    &server,
+                    &tool,
+                    arguments,
+                    progress,
+                    CancellationToken::new(),
+                )
+                .await?;
+            print_output(host, &output.parts, output.is_error, json)?;
+            return Ok(if output.is_error { EXIT_FAILURE } else { 0 });
+        }
+        McpCommand::Resources { server } => {
+            let connection = servers
+                .connection(&server)
+                .ok_or_else(|| anyhow::anyhow!("there is no ready server named {server:?}"))?;
+            let resources = connection.resources().await.map_err(anyhow::Error::from)?;
+            let templates = connection
+                .resource_templates()
+                .await
+                .map_err(anyhow::Error::from)?;
+            println!(
+                "{}",
+                serde_json::to_string_pretty(
+                    &json!({"resources": resources, "templates": templates})
+                )?
+            );
+        }
+        McpCommand::Read { server, uri } => {
+            let connection = servers
+                .connection(&server)
+                .ok_or_else(|| anyhow::anyhow!("there is no ready server named {server:?}"))?;
+            let read = connection
+                .read_resource(&uri)
+                .await
+                .map_err(anyhow::Error::from)?;
+            println!("{}", serde_json::to_string_pretty(&read)?);
+        }
+        McpCommand::Prompts { server } => {
+            let connection = servers
+                .connection(&server)
+                .ok_or_else(|| anyhow::anyhow!("there is no ready server named {server:?}"))?;
+            let prompts = connection.prompts().await.map_err(anyhow::Error::from)?;
+            println!("{}", serde_json::to_string_pretty(&prompts)?);
+        }
+        McpCommand::Prompt { server, name, args } => {
+            let connection = servers
+                .connection(&server)
+                .ok_or_else(|| anyhow::anyhow!("there is no ready server named {server:?}"))?;
+            let arguments = as_object(parse_args(&args)?)?;
+            let prompt = connection
+                .prompt(&name, arguments)
+                .await
+                .map_err(anyhow::Error::from)?;
+            println!("{}", serde_json::to_string_pretty(&prompt)?);
+        }
+    }
+    Ok(0)
+}
+
+fn print_output(
+    host: &Host,
+    parts: &[ResultPart],
+    is_error: bool,
+    json: bool,
+) -> Result<(), Failure> {
+    if json {
+        let images: Vec<Value> = parts
+            .iter()
+            .filter_map(|p| match p {
+                ResultPart::Image { media } | ResultPart::Audio { media } => Some(json!({
+                    "path": host.media_path(media), "mime": media.mime, "bytes": media.bytes,
+                })),
+                _ => None,
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(
+                &json!({"isError": is_error, "parts": parts, "files": images})
+            )?
+        );
+        return Ok(());
+    }
+    if is_error {
+        eprintln!("conduit: the tool reported an error");
+    }
+    for part in parts {
+        match part {
+            ResultPart::Text { text } => println!("{text}"),
+            ResultPart::Image { media } | ResultPart::Audio { media } => {
+                println!(
+                    "{} ({} bytes): {}",
+                    media.mime,
+                    media.bytes,
+                    host.media_path(media).display()
+                );
+            }
+            ResultPart::ResourceLink { uri, name, .. } => {
+                println!("link: {} {uri}", name.as_deref().unwrap_or(""));
+            }
+            ResultPart::Resource {
+                uri, text, mime, ..
+            } => {
+                println!("resource {uri} ({})", mime.as_deref().unwrap_or("?"));
+                if let Some(text) = text {
+                    println!("{text}");
+                }
+            }
+            ResultPart::Structured { value } => {
+                println!("{}", serde_json::to_string_pretty(value)?);
+            }
+        }
+    }
+    Ok(())
+}
