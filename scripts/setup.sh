@@ -41,12 +41,19 @@ else
   say "not a Debian/Ubuntu system: make sure these (or your system's equivalents) are installed: ${packages[*]}"
 fi
 
-# npm packages, reinstalled when the lock file changed since the last install.
-stamp="$root/ui/node_modules/.conduit-lock-stamp"
-if [ ! -f "$stamp" ] || ! cmp -s "$root/ui/package-lock.json" "$stamp"; then
-  say "installing npm packages (npm ci)"
-  (cd "$root/ui" && npm ci --no-audit --no-fund --loglevel=error)
-  cp "$root/ui/package-lock.json" "$stamp"
+# npm packages, reinstalled when a lock file changed since the last install.
+npm_install() {
+  local dir="$1" stamp="$1/node_modules/.conduit-lock-stamp"
+  if [ ! -f "$stamp" ] || ! cmp -s "$dir/package-lock.json" "$stamp"; then
+    say "installing npm packages in ${dir#"$root"/} (npm ci)"
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+    cp "$dir/package-lock.json" "$stamp"
+  fi
+}
+npm_install "$root/ui"
+if [ "$mode" = test ]; then
+  # Real MCP servers for the tests, pinned by their lock file.
+  npm_install "$root/tests/mcp-servers"
 fi
 
 say "fetching Rust crates"

@@ -51,3 +51,18 @@ pub fn free_port() -> anyhow::Result<u16> {
     let listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
     Ok(listener.local_addr()?.port())
 }
+
+/// The entry script of an npm-installed test MCP server (`tests/mcp-servers`).
+pub fn npm_server(package: &str) -> anyhow::Result<PathBuf> {
+    let path = workspace_root()
+        .join("tests/mcp-servers/node_modules/@modelcontextprotocol")
+        .join(package)
+        .join("dist/index.js");
+    if !path.is_file() {
+        anyhow::bail!(
+            "{} is missing: run `make test` (it runs npm ci in tests/mcp-servers)",
+            path.display()
+        );
+    }
+    Ok(path)
+}

@@ -1,0 +1,624 @@
+//! `conduit mcp` and MCP tools in a chat, against real servers nobody here wrote
+//! (`@modelcontextprotocol/server-everything`, `server-filesystem`), and against servers
+//! that fail in every way: exit at start, print garbage, crash mid-call, hang.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use conduit_e2e::llm_server::{Dialect, ScriptedCall, ScriptedLlm};
+use conduit_e2e::{binary, npm_server};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+/// A temp home with an mcpServers file; `marker` appears in every server's command line
+/// so the test can find leftover processes.
+struct Setup {
+    home: tempfile::TempDir,
+    marker: String,
+}
+
+impl Setup {
+    fn new(servers: Value) -> Self {
+        let home = tempfile::tempdir().unwrap();
+        let marker = format!(
+            "conduit-test-{}",
+            home.path().file_name().unwrap().to_string_lossy()
+        );
+        let text = serde_json::to_string_pretty(&json!({"mcpServers": servers}))
+            .unwrap()
+            .replace("MARKER", &marker);
+        std::fs::write(home.path().join("mcp_servers.json"), text).unwrap();
+        Self { home, marker }
+    }
+
+    fn path(&self) -> &Path {
+        self.home.path()
+    }
+
+    fn conduit(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(binary("conduit").unwrap());
+        cmd.args(args)
+            .env("CONDUIT_HOME", self.path())
+            .env_remove("CONDUIT_MCP_CONFIG")
+            .env("CONDUIT_MCP_START_TIMEOUT", "5")
+            .env("CONDUIT_TEST_TOKEN", "tok-123")
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// Server processes of this test still running.
+    fn leftovers(&self) -> Vec<String> {
+        let out = Command::new("pgrep")
+            .args(["-af", &self.marker])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| !l.contains("pgrep"))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    fn assert_no_leftovers(&self) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !self.leftovers().is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(
+            self.leftovers(),
+            Vec::<String>::new(),
+            "server processes were left behind"
+        );
+    }
+}
+
+fn everything() -> Value {
+    json!({"command": "node", "args": [npm_server("server-everything").unwrap(), "stdio", "MARKER"]})
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn json_out(out: &Output) -> Value {
+    assert!(out.status.success(), "{}", stderr(out));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(out)))
+}
+
+#[test]
+fn servers_start_together_and_each_shows_its_state() {
+    let setup = Setup::new(json!({
+        "everything": everything(),
+        "dies": {"command": "sh", "args": ["-c", "echo 'fatal: missing API_KEY' >&2; exit 3", "MARKER"]},
+        "silent": {"command": "sh", "args": ["-c", "echo 'not json at all'; exec sleep 30", "MARKER"]},
+        "off": {"command": "nope", "disabled": true},
+        "no-command": {"args": ["x"]},
+        "missing-binary": {"command": "conduit-no-such-binary-xyz"}
+    }));
+    let started = Instant::now();
+    let list = json_out(&setup.conduit(&["mcp", "list", "--json"]));
+    // All start at once: the slow one (5 s timeout) bounds the whole start.
+    assert!(
+        started.elapsed() < Duration::from_secs(9),
+        "{:?}",
+        started.elapsed()
+    );
+    let by_name = |name: &str| {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap()
+            .clone()
+    };
+
+    let ready = by_name("everything");
+    assert_eq!(ready["state"], "ready");
+    assert_eq!(ready["details"]["name"], "mcp-servers/everything");
+    assert!(ready["tool_count"].as_u64().unwrap() >= 10);
+    assert!(ready["details"]["tools"].as_bool().unwrap());
+
+    let dies = by_name("dies");
+    assert_eq!(dies["state"], "failed");
+    assert_eq!(dies["exit_code"], 3);
+    assert_eq!(dies["stderr_tail"], json!(["fatal: missing API_KEY"]));
+
+    let silent = by_name("silent");
+    assert_eq!(silent["state"], "failed");
+    assert!(
+        silent["reason"]
+            .as_str()
+            .unwrap()
+            .contains("did not finish starting"),
+        "{silent}"
+    );
+
+    assert_eq!(by_name("off")["state"], "disabled");
+    assert!(
+        by_name("no-command")["reason"]
+            .as_str()
+            .unwrap()
+            .contains("needs a command")
+    );
+    assert!(
+        by_name("missing-binary")["reason"]
+            .as_str()
+            .unwrap()
+            .contains("not found")
+    );
+
+    let readable = stdout(&setup.conduit(&["mcp", "list"]));
+    assert!(
+        readable.contains("stderr: fatal: missing API_KEY"),
+        "{readable}"
+    );
+    setup.assert_no_leftovers();
+}
+
+#[test]
+fn tools_of_server_everything_are_called_with_rich_results() {
+    let setup = Setup::new(json!({"everything": everything()}));
+    let tools = json_out(&setup.conduit(&["mcp", "tools", "everything", "--json"]));
+    let names: Vec<&str> = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    for expected in [
+        "echo",
+        "get-sum",
+        "get-tiny-image",
+        "trigger-long-running-operation",
+        "get-structured-content",
+    ] {
+        assert!(names.contains(&expected), "{names:?}");
+    }
+
+    let echo = json_out(&setup.conduit(&[
+        "mcp",
+        "call",
+        "everything",
+        "echo",
+        "--args",
+        r#"{"message": "hi there"}"#,
+        "--json",
+    ]));
+    assert_eq!(echo["parts"][0]["text"], "Echo: hi there");
+
+    let sum = json_out(&setup.conduit(&[
+        "mcp",
+        "call",
+        "everything",
+        "get-sum",
+        "--args",
+        r#"{"a": 2, "b": 40}"#,
+        "--json",
+    ]));
+    assert!(sum["parts"][0]["text"].as_str().unwrap().contains("42"));
+
+    let image =
+        json_out(&setup.conduit(&["mcp", "call", "everything", "get-tiny-image", "--json"]));
+    let file = &image["files"][0];
+    assert_eq!(file["mime"], "image/png");
+    let bytes = std::fs::read(file["path"].as_str().unwrap()).unwrap();
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+    assert!(Path::new(file["path"].as_str().unwrap()).starts_with(setup.path()));
+
+    let structured = json_out(&setup.conduit(&[
+        "mcp",
+        "call",
+        "everything",
+        "get-structured-content",
+        "--args",
+        r#"{"location": "Chicago"}"#,
+        "--json",
+    ]));
+    let parts = structured["parts"].as_array().unwrap();
+    let value = parts.iter().find(|p| p["type"] == "structured").unwrap();
+    assert!(value["value"]["temperature"].is_number(), "{structured}");
+
+    let links = json_out(&setup.conduit(&[
+        "mcp",
+        "call",
+        "everything",
+        "get-resource-links",
+        "--args",
+        r#"{"count": 3}"#,
+        "--json",
+    ]));
+    let link_count = links["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["type"] == "resource_link")
+        .count();
+    assert_eq!(link_count, 3);
+
+    let reference = json_out(&setup.conduit(&[
+        "mcp",
+        "call",
+        "everything",
+        "get-resource-reference",
+        "--args",
+        r#"{"resourceType": "Text", "resourceId": 2}"#,
+        "--json",
+    ]));
+    let resource = reference["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["type"] == "resource")
+        .unwrap()
+        .clone();
+    assert_eq!(resource["uri"], "demo://resource/dynamic/text/2");
+    assert!(resource["text"].as_str().unwrap().contains("Resource 2"));
+
+    // Invalid arguments come back as an isError result: exit 1, the server's words shown.
+    let invalid = setup.conduit(&[
+        "mcp",
+        "call",
+        "everything",
+        "echo",
+        "--args",
+        r#"{"wrong": 1}"#,
+        "--json",
+    ]);
+    assert_eq!(invalid.status.code(), Some(1));
+    let result: Value = serde_json::from_slice(&invalid.stdout).unwrap();
+    assert_eq!(result["isError"], true);
+    assert!(
+        result["parts"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("message"),
+        "{result}"
+    );
+    setup.assert_no_leftovers();
+}
+
+#[test]
+fn progress_arrives_n_of_n_matched_to_the_call() {
+    let setup = Setup::new(json!({"everything": everything()}));
+    let out = setup.conduit(&[
+        "mcp",
+        "call",
+        "everything",
+        "trigger-long-running-operation",
+        "--args",
+        r#"{"duration": 1, "steps": 4}"#,
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let progress: Vec<Value> = text
+        .lines()
+        .filter(|l| l.starts_with("{\"type\":\"progress\""))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let steps: Vec<f64> = progress
+        .iter()
+        .map(|p| p["progress"]["progress"].as_f64().unwrap())
+        .collect();
+    assert_eq!(steps, [1.0, 2.0, 3.0, 4.0], "{text}");
+    assert!(progress.iter().all(|p| p["progress"]["total"] == 4.0));
+    setup.assert_no_leftovers();
+}
+
+#[test]
+fn resources_and_prompts_are_listed_read_and_got() {
+    let setup = Setup::new(json!({"everything": everything()}));
+    let resources = json_out(&setup.conduit(&["mcp", "resources", "everything"]));
+    assert!(
+        !resources["resources"].as_array().unwrap().is_empty(),
+        "{resources}"
+    );
+    assert!(
+        !resources["templates"].as_array().unwrap().is_empty(),
+        "{resources}"
+    );
+    let read = json_out(&setup.conduit(&[
+        "mcp",
+        "read",
+        "everything",
+        "demo://resource/dynamic/text/1",
+    ]));
+    assert!(
+        read["contents"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Resource 1"),
+        "{read}"
+    );
+    let prompts = json_out(&setup.conduit(&["mcp", "prompts", "everything"]));
+    let names: Vec<&str> = prompts
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"args-prompt"), "{names:?}");
+    let prompt = json_out(&setup.conduit(&[
+        "mcp",
+        "prompt",
+        "everything",
+        "args-prompt",
+        "--args",
+        r#"{"city": "Oslo"}"#,
+    ]));
+    assert!(prompt.to_string().contains("Oslo"), "{prompt}");
+    setup.assert_no_leftovers();
+}
+
+#[test]
+fn server_filesystem_lists_a_temp_folder() {
+    let folder = tempfile::tempdir().unwrap();
+    std::fs::write(folder.path().join("notes.txt"), "hello").unwrap();
+    let setup = Setup::new(
+        json!({"fs": {"command": "node", "args": [npm_server("server-filesystem").unwrap(), folder.path(), "MARKER-unused"]}}),
+    );
+    // server-filesystem treats every argument as an allowed folder: drop the marker one.
+    let text = std::fs::read_to_string(setup.path().join("mcp_servers.json")).unwrap();
+    let config: Value = serde_json::from_str(&text).unwrap();
+    let mut fs_entry = config["mcpServers"]["fs"].clone();
+    fs_entry["args"] = json!([npm_server("server-filesystem").unwrap(), folder.path()]);
+    std::fs::write(
+        setup.path().join("mcp_servers.json"),
+        json!({"mcpServers": {"fs": fs_entry}}).to_string(),
+    )
+    .unwrap();
+
+    let out = json_out(&setup.conduit(&[
+        "mcp",
+        "call",
+        "fs",
+        "list_directory",
+        "--args",
+        &json!({"path": folder.path()}).to_string(),
+        "--json",
+    ]));
+    assert!(
+        out["parts"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("notes.txt"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_syntax_error_in_the_file_is_reported_and_the_file_left_alone() {
+    let home = tempfile::tempdir().unwrap();
+    let path = home.path().join("mcp_servers.json");
+    let broken = "{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\",}\n  }\n}\n";
+    std::fs::write(&path, broken).unwrap();
+    let out = Command::new(binary("conduit").unwrap())
+        .args(["mcp", "list"])
+        .env("CONDUIT_HOME", home.path())
+        .env_remove("CONDUIT_MCP_CONFIG")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let message = stderr(&out);
+    assert!(message.contains("line 3, column 26"), "{message}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), broken);
+}
+
+#[test]
+fn garbage_on_stdout_before_the_protocol_is_tolerated() {
+    let script = format!(
+        "echo 'banner: not json'; exec node {} stdio MARKER",
+        npm_server("server-everything").unwrap().display()
+    );
+    let setup = Setup::new(json!({"chatty": {"command": "sh", "args": ["-c", script]}}));
+    let out = json_out(&setup.conduit(&[
+        "mcp",
+        "call",
+        "chatty",
+        "get-sum",
+        "--args",
+        r#"{"a": 1, "b": 1}"#,
+        "--json",
+    ]));
+    assert!(out["parts"][0]["text"].as_str().unwrap().contains('2'));
+    setup.assert_no_leftovers();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_crashes_mid_call_fails_the_call_at_once() {
+    let setup = Setup::new(json!({"everything": everything()}));
+    let mut child = tokio::process::Command::from(setup.command(&[
+        "mcp",
+        "call",
+        "everything",
+        "trigger-long-running-operation",
+        "--args",
+        r#"{"duration": 30, "steps": 30}"#,
+        "--json",
+    ]))
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .kill_on_drop(true)
+    .spawn()
+    .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(first.contains("progress"), "{first}");
+    // Kill the server (not conduit): the call in flight must fail promptly.
+    let killed = Instant::now();
+    let pkill = Command::new("pkill")
+        .args(["-KILL", "-f", &format!("stdio {}", setup.marker)])
+        .status()
+        .unwrap();
+    assert!(pkill.success());
+    let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        killed.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        killed.elapsed()
+    );
+    assert_eq!(status.code(), Some(1));
+    let mut err = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut child.stderr.take().unwrap(), &mut err)
+        .await
+        .unwrap();
+    assert!(err.contains("closed the connection"), "{err}");
+    setup.assert_no_leftovers();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_hangs_times_out() {
+    let mut entry = everything();
+    entry["timeout"] = json!(1);
+    let setup = Setup::new(json!({"everything": entry}));
+    let started = Instant::now();
+    // Progress every 10 s is slower than the 1 s timeout.
+    let out = setup.conduit(&[
+        "mcp",
+        "call",
+        "everything",
+        "trigger-long-running-operation",
+        "--args",
+        r#"{"duration": 20, "steps": 2}"#,
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("took longer than"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+    setup.assert_no_leftovers();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_of_conduit_leaves_no_server_behind() {
+    let setup = Setup::new(json!({"everything": everything()}));
+    let mut child = tokio::process::Command::from(setup.command(&[
+        "mcp",
+        "call",
+        "everything",
+        "trigger-long-running-operation",
+        "--args",
+        r#"{"duration": 30, "steps": 30}"#,
+        "--json",
+    ]))
+    .stdout(Stdio::piped())
+    .kill_on_drop(true)
+    .spawn()
+    .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(
+        !setup.leftovers().is_empty(),
+        "the server runs while conduit does"
+    );
+    child.start_kill().unwrap(); // SIGKILL: no chance to clean up
+    child.wait().await.unwrap();
+    setup.assert_no_leftovers();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_calls_get_tiny_image_and_the_image_reaches_the_next_request() {
+    let setup = Setup::new(json!({"everything": everything()}));
+    let dialect = Dialect::Anthropic;
+    let server = ScriptedLlm::start(vec![
+        dialect.turn(
+            &[],
+            &[ScriptedCall::new(
+                "toolu_img",
+                "everything__get-tiny-image",
+                json!({}),
+            )],
+        ),
+        dialect.text(&["It is the MCP logo."]),
+    ])
+    .await
+    .unwrap();
+    let url = server.url();
+    let out = setup.conduit(&[
+        "chat",
+        "--kind",
+        "anthropic",
+        "--base-url",
+        &url,
+        "--model",
+        "claude-test",
+        "--approve",
+        "auto",
+        "--json",
+        "Show me the tiny image",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let requests = server.requests();
+    let offered: Vec<String> = requests[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        offered.contains(&"everything__get-tiny-image".to_owned()),
+        "{offered:?}"
+    );
+    let result = &requests[1].body["messages"][2]["content"][0];
+    assert_eq!(result["type"], "tool_result");
+    let image = result["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "image")
+        .unwrap();
+    assert_eq!(image["source"]["media_type"], "image/png");
+    let stored: Vec<PathBuf> = walk(&setup.path().join("media"))
+        .into_iter()
+        .filter(|p| !p.to_string_lossy().contains("thumb"))
+        .collect();
+    let expected = base64_of(&std::fs::read(&stored[0]).unwrap());
+    assert_eq!(image["source"]["data"], expected);
+    setup.assert_no_leftovers();
+}
+
+fn base64_of(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
