@@ -138,7 +138,7 @@ fn print_block(host: &Host, block: &Block) {
         Block::ToolCall(call) => println!("→ {} {}", call.name, call.arguments),
         Block::ToolResult(result) => {
             let state = if result.is_error { "failed" } else { "done" };
-            println!("← {} {state}: {}", result.name, result.text());
+            println!("← {} {state}: {}", result.name, result.full_text());
             for part in &result.parts {
                 if let ResultPart::Image { media } = part {
                     println!("  [image {}: {}]", media.mime, image_note(host, media));

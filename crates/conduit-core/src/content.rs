@@ -81,6 +81,26 @@ pub struct ToolCall {
     pub invalid_arguments: Option<String>,
 }
 
+/// How much of a tool's text output goes to a model (100 KB).
+pub const MODEL_TEXT_LIMIT: usize = 100 * 1024;
+
+/// `text` cut to at most `limit` bytes (at a character boundary) with a note saying so.
+pub fn cut_for_model(mut text: String, limit: usize) -> String {
+    if text.len() <= limit {
+        return text;
+    }
+    let mut cut = limit;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let dropped = text.len() - cut;
+    text.truncate(cut);
+    text.push_str(&format!(
+        "\n[Output cut here: {dropped} more bytes were left out for the model. The whole output is kept in Conduit.]"
+    ));
+    text
+}
+
 /// The outcome of one tool call. Every call gets exactly one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolResult {
@@ -104,8 +124,14 @@ impl ToolResult {
         }
     }
 
-    /// The text parts joined, as protocols that carry only text need them.
+    /// The text parts joined, as protocols that carry only text need them, cut at
+    /// [`MODEL_TEXT_LIMIT`] with a note (the parts keep the whole text for display).
     pub fn text(&self) -> String {
+        cut_for_model(self.full_text(), MODEL_TEXT_LIMIT)
+    }
+
+    /// The text parts joined, uncut.
+    pub fn full_text(&self) -> String {
         let mut out = String::new();
         for part in &self.parts {
             let piece = match part {
@@ -382,6 +408,23 @@ mod tests {
             ],
         };
         assert_eq!(result.text(), "one\n{\"a\":1}\n[resource r: file:///r]");
+    }
+
+    #[test]
+    fn long_output_is_cut_for_the_model_and_kept_whole_in_the_parts() {
+        let long = "é".repeat(60 * 1024); // 120 KB of two-byte characters
+        let result = ToolResult {
+            call_id: "c".into(),
+            name: "t".into(),
+            is_error: false,
+            parts: vec![ResultPart::Text { text: long.clone() }],
+        };
+        let for_model = result.text();
+        assert!(for_model.len() < MODEL_TEXT_LIMIT + 200);
+        assert!(for_model.contains("Output cut here"), "note present");
+        assert!(for_model.starts_with("éé"));
+        assert_eq!(result.full_text(), long);
+        assert_eq!(cut_for_model("short".into(), 10), "short");
     }
 
     #[test]

@@ -137,7 +137,7 @@ fn markdown(
                 Block::ToolResult(result) => {
                     let state = if result.is_error { "failed" } else { "result" };
                     out.push_str(&format!("**`{}` {state}**\n\n", result.name));
-                    let text = result.text();
+                    let text = result.full_text();
                     if !text.is_empty() {
                         out.push_str(&format!("```\n{text}\n```\n\n"));
                     }
