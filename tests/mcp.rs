@@ -622,3 +622,123 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// server-everything over streamable HTTP on a free port; killed when dropped.
+async fn everything_over_http() -> (tokio::process::Child, u16) {
+    let port = conduit_e2e::free_port().unwrap();
+    let child = tokio::process::Command::new("node")
+        .arg(npm_server("server-everything").unwrap())
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "server-everything did not listen on {port}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (child, port)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streamable_http_with_a_bearer_token_from_the_environment() {
+    let (_server, port) = everything_over_http().await;
+    let gate = conduit_e2e::http_gate::HttpGate::start(
+        &format!("http://127.0.0.1:{port}"),
+        "Bearer tok-123",
+    )
+    .await
+    .unwrap();
+    let url = format!("http://{}/mcp", gate.addr);
+    let setup = Setup::new(json!({
+        "remote": {"type": "http", "url": url, "headers": {"Authorization": "Bearer ${CONDUIT_TEST_TOKEN}"}},
+        "wrong-token": {"type": "http", "url": url, "headers": {"Authorization": "Bearer nope"}}
+    }));
+    let setup_path = setup.path().to_owned();
+    let (list, sum, image, progress) = tokio::task::spawn_blocking(move || {
+        let run = |args: &[&str]| {
+            let mut cmd = Command::new(binary("conduit").unwrap());
+            cmd.args(args)
+                .env("CONDUIT_HOME", &setup_path)
+                .env_remove("CONDUIT_MCP_CONFIG")
+                .env("CONDUIT_MCP_START_TIMEOUT", "10")
+                .env("CONDUIT_TEST_TOKEN", "tok-123");
+            cmd.output().unwrap()
+        };
+        (
+            run(&["mcp", "list", "--json"]),
+            run(&[
+                "mcp",
+                "call",
+                "remote",
+                "get-sum",
+                "--args",
+                r#"{"a": 20, "b": 22}"#,
+                "--json",
+            ]),
+            run(&["mcp", "call", "remote", "get-tiny-image", "--json"]),
+            run(&[
+                "mcp",
+                "call",
+                "remote",
+                "trigger-long-running-operation",
+                "--args",
+                r#"{"duration": 1, "steps": 3}"#,
+                "--json",
+            ]),
+        )
+    })
+    .await
+    .unwrap();
+    let list = json_out(&list);
+    let remote = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "remote")
+        .unwrap();
+    assert_eq!(remote["state"], "ready", "{list}");
+    let wrong = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "wrong-token")
+        .unwrap();
+    assert_eq!(wrong["state"], "failed", "{list}");
+    assert!(
+        json_out(&sum)["parts"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("42")
+    );
+    assert_eq!(json_out(&image)["files"][0]["mime"], "image/png");
+    let steps = stdout(&progress)
+        .lines()
+        .filter(|l| l.starts_with("{\"type\":\"progress\""))
+        .count();
+    assert_eq!(steps, 3, "{}", stdout(&progress));
+
+    // The token went with every request of the good server; the session id was kept.
+    let seen = gate.seen();
+    let good: Vec<_> = seen
+        .iter()
+        .filter(|h| {
+            h.get("authorization")
+                .is_some_and(|v| v == "Bearer tok-123")
+        })
+        .collect();
+    assert!(good.len() >= 6, "{}", good.len());
+    assert!(
+        good.iter().any(|h| h.get("mcp-session-id").is_some()),
+        "the session id is sent back"
+    );
+}

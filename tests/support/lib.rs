@@ -3,6 +3,7 @@
 //! LLM server that speaks the four provider protocols.
 
 pub mod desktop;
+pub mod http_gate;
 pub mod llm_server;
 
 use std::path::PathBuf;

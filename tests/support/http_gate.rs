@@ -1,0 +1,111 @@
+//! A loopback reverse proxy that lets a request through only with the expected
+//! `Authorization` header, and records the headers of every request it saw: it puts an
+//! MCP server that takes no token behind one that requires it.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::Response;
+use bytes::Bytes;
+use futures::StreamExt;
+
+struct Gate {
+    upstream: String,
+    expected_authorization: String,
+    client: reqwest::Client,
+    seen: Mutex<Vec<HeaderMap>>,
+}
+
+/// The running proxy; it stops when dropped.
+pub struct HttpGate {
+    pub addr: SocketAddr,
+    gate: Arc<Gate>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl HttpGate {
+    /// Proxies to `upstream` (e.g. `http://127.0.0.1:3001`) for requests carrying
+    /// `Authorization: <expected_authorization>`; others get a 401.
+    pub async fn start(upstream: &str, expected_authorization: &str) -> anyhow::Result<Self> {
+        let gate = Arc::new(Gate {
+            upstream: upstream.trim_end_matches('/').to_owned(),
+            expected_authorization: expected_authorization.to_owned(),
+            client: reqwest::Client::new(),
+            seen: Mutex::new(Vec::new()),
+        });
+        let app = Router::new().fallback(forward).with_state(gate.clone());
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
+        let addr = listener.local_addr()?;
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(Self { addr, gate, task })
+    }
+
+    /// The headers of every request that reached the gate, in order.
+    pub fn seen(&self) -> Vec<HeaderMap> {
+        self.gate.seen.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+}
+
+impl Drop for HttpGate {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn forward(
+    State(gate): State<Arc<Gate>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Ok(mut seen) = gate.seen.lock() {
+        seen.push(headers.clone());
+    }
+    let authorized = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v == gate.expected_authorization);
+    if !authorized {
+        return Response::builder()
+            .status(StatusCode::UNAUTHORIZED)
+            .header("www-authenticate", "Bearer")
+            .body(Body::from("missing or wrong bearer token"))
+            .unwrap_or_default();
+    }
+    let path = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+    let mut request = gate
+        .client
+        .request(method, format!("{}{path}", gate.upstream))
+        .body(body);
+    for (name, value) in &headers {
+        if name != "host" && name != "content-length" {
+            request = request.header(name, value);
+        }
+    }
+    let upstream = match request.send().await {
+        Ok(response) => response,
+        Err(err) => {
+            return Response::builder()
+                .status(StatusCode::BAD_GATEWAY)
+                .body(Body::from(err.to_string()))
+                .unwrap_or_default();
+        }
+    };
+    let mut builder = Response::builder().status(upstream.status().as_u16());
+    for (name, value) in upstream.headers() {
+        if name != "content-length" && name != "transfer-encoding" {
+            builder = builder.header(name.as_str(), value.as_bytes());
+        }
+    }
+    let stream = upstream
+        .bytes_stream()
+        .map(|chunk| chunk.map_err(std::io::Error::other));
+    builder.body(Body::from_stream(stream)).unwrap_or_default()
+}
