@@ -2,19 +2,16 @@
 //! the streaming client.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use async_trait::async_trait;
 use conduit_core::content::{Block, Message, ResultPart, Role, ToolResult};
-use conduit_core::media::MediaStore;
 use conduit_core::provider::{
-    EventStream, ModelInfo, ModelRequest, Provider, ProviderError, ProviderErrorKind,
-    ProviderEvent, StopReason, Usage,
+    ModelInfo, ModelRequest, ProviderError, ProviderErrorKind, ProviderEvent, StopReason, Usage,
 };
 use serde_json::{Value, json};
 
-use crate::http::{HttpClient, StreamDecoder, error_message, parse_arguments, stop_reason};
+use crate::http::{StreamDecoder, error_message, parse_arguments, stop_reason};
 use crate::images::{self, PreparedImages};
+use crate::wire::Wire;
 
 pub const PROTOCOL: &str = "anthropic";
 pub const API_VERSION: &str = "2023-06-01";
@@ -340,55 +337,35 @@ pub fn parse_models(body: &Value) -> Vec<ModelInfo> {
 }
 
 /// The Anthropic Messages API at a base URL such as `https://api.anthropic.com`.
-pub struct AnthropicProvider {
-    http: HttpClient,
-    base_url: String,
-    api_key: Option<String>,
-    media: Arc<dyn MediaStore>,
-}
+pub struct Anthropic;
 
-impl AnthropicProvider {
-    pub fn new(
-        http: HttpClient,
-        base_url: &str,
-        api_key: Option<String>,
-        media: Arc<dyn MediaStore>,
-    ) -> Self {
-        Self {
-            http,
-            base_url: base_url.trim_end_matches('/').to_owned(),
-            api_key,
-            media,
-        }
-    }
+impl Wire for Anthropic {
+    const PROTOCOL: &'static str = PROTOCOL;
+    const IMAGE_LIMITS: images::ImageLimits = images::ANTHROPIC;
+    type Decoder = Decoder;
 
-    fn headers(&self) -> Vec<(&'static str, String)> {
+    fn auth_headers(api_key: Option<&str>) -> Vec<(&'static str, String)> {
         let mut headers = vec![("anthropic-version", API_VERSION.to_owned())];
-        if let Some(key) = &self.api_key {
-            headers.push(("x-api-key", key.clone()));
+        if let Some(key) = api_key {
+            headers.push(("x-api-key", key.to_owned()));
         }
         headers
     }
-}
 
-#[async_trait]
-impl Provider for AnthropicProvider {
-    fn protocol(&self) -> &'static str {
-        PROTOCOL
+    fn stream_url(base_url: &str, _model: &str) -> String {
+        format!("{base_url}/v1/messages")
     }
 
-    async fn stream(&self, request: ModelRequest) -> Result<EventStream, ProviderError> {
-        let images = crate::prepare_images(&request, &self.media, images::ANTHROPIC).await?;
-        let body = build_request(&request, &images);
-        let url = format!("{}/v1/messages", self.base_url);
-        self.http
-            .stream(url, &self.headers(), body, Decoder::default())
+    fn models_url(base_url: &str) -> String {
+        format!("{base_url}/v1/models?limit=1000")
     }
 
-    async fn list_models(&self) -> Result<Vec<ModelInfo>, ProviderError> {
-        let url = format!("{}/v1/models?limit=1000", self.base_url);
-        let body = self.http.get_json(&url, &self.headers()).await?;
-        Ok(parse_models(&body))
+    fn build_request(request: &ModelRequest, images: &PreparedImages) -> Value {
+        build_request(request, images)
+    }
+
+    fn parse_models(body: &Value) -> Vec<ModelInfo> {
+        parse_models(body)
     }
 }
 

@@ -1,19 +1,15 @@
 //! Gemini `generateContent`: request building and stream decoding as pure functions, and
 //! the streaming client (`:streamGenerateContent?alt=sse`).
 
-use std::sync::Arc;
-
-use async_trait::async_trait;
 use conduit_core::content::{Block, Message, ResultPart, Role, ToolResult};
-use conduit_core::media::MediaStore;
 use conduit_core::provider::{
-    EventStream, ModelInfo, ModelRequest, Provider, ProviderError, ProviderErrorKind,
-    ProviderEvent, StopReason, Usage,
+    ModelInfo, ModelRequest, ProviderError, ProviderErrorKind, ProviderEvent, StopReason, Usage,
 };
 use serde_json::{Value, json};
 
-use crate::http::{HttpClient, StreamDecoder, error_message, stop_reason};
+use crate::http::{StreamDecoder, error_message, stop_reason};
 use crate::images::{self, PreparedImages};
+use crate::wire::Wire;
 
 pub const PROTOCOL: &str = "gemini";
 
@@ -299,57 +295,33 @@ pub fn parse_models(body: &Value) -> Vec<ModelInfo> {
 }
 
 /// The Gemini API at a base URL such as `https://generativelanguage.googleapis.com`.
-pub struct GeminiProvider {
-    http: HttpClient,
-    base_url: String,
-    api_key: Option<String>,
-    media: Arc<dyn MediaStore>,
-}
+pub struct Gemini;
 
-impl GeminiProvider {
-    pub fn new(
-        http: HttpClient,
-        base_url: &str,
-        api_key: Option<String>,
-        media: Arc<dyn MediaStore>,
-    ) -> Self {
-        Self {
-            http,
-            base_url: base_url.trim_end_matches('/').to_owned(),
-            api_key,
-            media,
-        }
+impl Wire for Gemini {
+    const PROTOCOL: &'static str = PROTOCOL;
+    const IMAGE_LIMITS: images::ImageLimits = images::GEMINI;
+    type Decoder = Decoder;
+
+    fn auth_headers(api_key: Option<&str>) -> Vec<(&'static str, String)> {
+        api_key
+            .map(|key| vec![("x-goog-api-key", key.to_owned())])
+            .unwrap_or_default()
     }
 
-    fn headers(&self) -> Vec<(&'static str, String)> {
-        self.api_key
-            .iter()
-            .map(|key| ("x-goog-api-key", key.clone()))
-            .collect()
-    }
-}
-
-#[async_trait]
-impl Provider for GeminiProvider {
-    fn protocol(&self) -> &'static str {
-        PROTOCOL
+    fn stream_url(base_url: &str, model: &str) -> String {
+        format!("{base_url}/v1beta/models/{model}:streamGenerateContent?alt=sse")
     }
 
-    async fn stream(&self, request: ModelRequest) -> Result<EventStream, ProviderError> {
-        let images = crate::prepare_images(&request, &self.media, images::GEMINI).await?;
-        let body = build_request(&request, &images);
-        let url = format!(
-            "{}/v1beta/models/{}:streamGenerateContent?alt=sse",
-            self.base_url, request.model
-        );
-        self.http
-            .stream(url, &self.headers(), body, Decoder::default())
+    fn models_url(base_url: &str) -> String {
+        format!("{base_url}/v1beta/models?pageSize=1000")
     }
 
-    async fn list_models(&self) -> Result<Vec<ModelInfo>, ProviderError> {
-        let url = format!("{}/v1beta/models?pageSize=1000", self.base_url);
-        let body = self.http.get_json(&url, &self.headers()).await?;
-        Ok(parse_models(&body))
+    fn build_request(request: &ModelRequest, images: &PreparedImages) -> Value {
+        build_request(request, images)
+    }
+
+    fn parse_models(body: &Value) -> Vec<ModelInfo> {
+        parse_models(body)
     }
 }
 

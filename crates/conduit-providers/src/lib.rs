@@ -12,6 +12,7 @@ pub mod http;
 pub mod images;
 pub mod openai_chat;
 pub mod openai_responses;
+pub mod wire;
 
 use std::sync::Arc;
 
@@ -20,6 +21,7 @@ use conduit_core::provider::{ModelRequest, Provider, ProviderError, ProviderErro
 use serde::{Deserialize, Serialize};
 
 pub use http::{HttpClient, HttpSettings, RetryPolicy};
+use wire::WireProvider;
 
 /// A wire protocol, as users name it in settings and on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -73,31 +75,18 @@ pub fn build(
     media: Arc<dyn MediaStore>,
 ) -> Result<Arc<dyn Provider>, ProviderError> {
     let http = HttpClient::new(config.http)?;
+    let (base, key) = (config.base_url.as_str(), config.api_key);
     Ok(match config.protocol {
-        Protocol::Anthropic => Arc::new(anthropic::AnthropicProvider::new(
-            http,
-            &config.base_url,
-            config.api_key,
-            media,
+        Protocol::Anthropic => Arc::new(WireProvider::<anthropic::Anthropic>::new(
+            http, base, key, media,
         )),
-        Protocol::OpenAiResponses => Arc::new(openai_responses::OpenAiResponsesProvider::new(
-            http,
-            &config.base_url,
-            config.api_key,
-            media,
+        Protocol::OpenAiResponses => Arc::new(
+            WireProvider::<openai_responses::OpenAiResponses>::new(http, base, key, media),
+        ),
+        Protocol::OpenAiChat => Arc::new(WireProvider::<openai_chat::OpenAiChat>::new(
+            http, base, key, media,
         )),
-        Protocol::OpenAiChat => Arc::new(openai_chat::OpenAiChatProvider::new(
-            http,
-            &config.base_url,
-            config.api_key,
-            media,
-        )),
-        Protocol::Gemini => Arc::new(gemini::GeminiProvider::new(
-            http,
-            &config.base_url,
-            config.api_key,
-            media,
-        )),
+        Protocol::Gemini => Arc::new(WireProvider::<gemini::Gemini>::new(http, base, key, media)),
     })
 }
 

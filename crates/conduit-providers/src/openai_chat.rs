@@ -3,19 +3,17 @@
 //! streaming client.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use async_trait::async_trait;
 use conduit_core::content::{Block, Message, ResultPart, Role};
-use conduit_core::media::MediaStore;
 use conduit_core::provider::{
-    EventStream, ModelInfo, ModelRequest, Provider, ProviderError, ProviderErrorKind,
-    ProviderEvent, StopReason, Usage,
+    ModelInfo, ModelRequest, ProviderError, ProviderErrorKind, ProviderEvent, StopReason, Usage,
 };
 use serde_json::{Value, json};
 
-use crate::http::{HttpClient, StreamDecoder, error_message, parse_arguments, stop_reason};
+use crate::http::{StreamDecoder, error_message, parse_arguments, stop_reason};
 use crate::images::{self, PreparedImages};
+use crate::wire::Wire;
+use crate::wire::bearer;
 
 pub const PROTOCOL: &str = "openai-chat";
 
@@ -332,54 +330,31 @@ pub fn parse_models(body: &Value) -> Vec<ModelInfo> {
 }
 
 /// A Chat Completions service at a base URL such as `https://api.openai.com/v1`.
-pub struct OpenAiChatProvider {
-    http: HttpClient,
-    base_url: String,
-    api_key: Option<String>,
-    media: Arc<dyn MediaStore>,
-}
+pub struct OpenAiChat;
 
-impl OpenAiChatProvider {
-    pub fn new(
-        http: HttpClient,
-        base_url: &str,
-        api_key: Option<String>,
-        media: Arc<dyn MediaStore>,
-    ) -> Self {
-        Self {
-            http,
-            base_url: base_url.trim_end_matches('/').to_owned(),
-            api_key,
-            media,
-        }
+impl Wire for OpenAiChat {
+    const PROTOCOL: &'static str = PROTOCOL;
+    const IMAGE_LIMITS: images::ImageLimits = images::OPENAI;
+    type Decoder = Decoder;
+
+    fn auth_headers(api_key: Option<&str>) -> Vec<(&'static str, String)> {
+        bearer(api_key)
     }
 
-    fn headers(&self) -> Vec<(&'static str, String)> {
-        self.api_key
-            .iter()
-            .map(|key| ("authorization", format!("Bearer {key}")))
-            .collect()
-    }
-}
-
-#[async_trait]
-impl Provider for OpenAiChatProvider {
-    fn protocol(&self) -> &'static str {
-        PROTOCOL
+    fn stream_url(base_url: &str, _model: &str) -> String {
+        format!("{base_url}/chat/completions")
     }
 
-    async fn stream(&self, request: ModelRequest) -> Result<EventStream, ProviderError> {
-        let images = crate::prepare_images(&request, &self.media, images::OPENAI).await?;
-        let body = build_request(&request, &images);
-        let url = format!("{}/chat/completions", self.base_url);
-        self.http
-            .stream(url, &self.headers(), body, Decoder::default())
+    fn models_url(base_url: &str) -> String {
+        format!("{base_url}/models")
     }
 
-    async fn list_models(&self) -> Result<Vec<ModelInfo>, ProviderError> {
-        let url = format!("{}/models", self.base_url);
-        let body = self.http.get_json(&url, &self.headers()).await?;
-        Ok(parse_models(&body))
+    fn build_request(request: &ModelRequest, images: &PreparedImages) -> Value {
+        build_request(request, images)
+    }
+
+    fn parse_models(body: &Value) -> Vec<ModelInfo> {
+        parse_models(body)
     }
 }
 

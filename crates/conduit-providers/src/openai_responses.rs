@@ -3,20 +3,18 @@
 //! encrypted content.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use async_trait::async_trait;
 use conduit_core::content::{Block, Message, ResultPart, Role};
-use conduit_core::media::MediaStore;
 use conduit_core::provider::{
-    EventStream, ModelInfo, ModelRequest, Provider, ProviderError, ProviderErrorKind,
-    ProviderEvent, StopReason, Usage,
+    ModelInfo, ModelRequest, ProviderError, ProviderErrorKind, ProviderEvent, StopReason, Usage,
 };
 use serde_json::{Value, json};
 
-use crate::http::{HttpClient, StreamDecoder, parse_arguments};
+use crate::http::{StreamDecoder, parse_arguments};
 use crate::images::{self, PreparedImages};
 use crate::openai_chat;
+use crate::wire::Wire;
+use crate::wire::bearer;
 
 pub const PROTOCOL: &str = "openai-responses";
 
@@ -318,54 +316,31 @@ fn read_usage(usage: &Value) -> Usage {
 }
 
 /// The Responses API at a base URL such as `https://api.openai.com/v1`.
-pub struct OpenAiResponsesProvider {
-    http: HttpClient,
-    base_url: String,
-    api_key: Option<String>,
-    media: Arc<dyn MediaStore>,
-}
+pub struct OpenAiResponses;
 
-impl OpenAiResponsesProvider {
-    pub fn new(
-        http: HttpClient,
-        base_url: &str,
-        api_key: Option<String>,
-        media: Arc<dyn MediaStore>,
-    ) -> Self {
-        Self {
-            http,
-            base_url: base_url.trim_end_matches('/').to_owned(),
-            api_key,
-            media,
-        }
+impl Wire for OpenAiResponses {
+    const PROTOCOL: &'static str = PROTOCOL;
+    const IMAGE_LIMITS: images::ImageLimits = images::OPENAI;
+    type Decoder = Decoder;
+
+    fn auth_headers(api_key: Option<&str>) -> Vec<(&'static str, String)> {
+        bearer(api_key)
     }
 
-    fn headers(&self) -> Vec<(&'static str, String)> {
-        self.api_key
-            .iter()
-            .map(|key| ("authorization", format!("Bearer {key}")))
-            .collect()
-    }
-}
-
-#[async_trait]
-impl Provider for OpenAiResponsesProvider {
-    fn protocol(&self) -> &'static str {
-        PROTOCOL
+    fn stream_url(base_url: &str, _model: &str) -> String {
+        format!("{base_url}/responses")
     }
 
-    async fn stream(&self, request: ModelRequest) -> Result<EventStream, ProviderError> {
-        let images = crate::prepare_images(&request, &self.media, images::OPENAI).await?;
-        let body = build_request(&request, &images);
-        let url = format!("{}/responses", self.base_url);
-        self.http
-            .stream(url, &self.headers(), body, Decoder::default())
+    fn models_url(base_url: &str) -> String {
+        format!("{base_url}/models")
     }
 
-    async fn list_models(&self) -> Result<Vec<ModelInfo>, ProviderError> {
-        let url = format!("{}/models", self.base_url);
-        let body = self.http.get_json(&url, &self.headers()).await?;
-        Ok(openai_chat::parse_models(&body))
+    fn build_request(request: &ModelRequest, images: &PreparedImages) -> Value {
+        build_request(request, images)
+    }
+
+    fn parse_models(body: &Value) -> Vec<ModelInfo> {
+        openai_chat::parse_models(body)
     }
 }
 
