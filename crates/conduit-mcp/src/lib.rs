@@ -15,4 +15,5 @@ pub mod naming;
 mod process;
 pub mod result;
 pub mod servers;
+pub mod shell_path;
 pub mod tool;

@@ -49,8 +49,13 @@ pub fn spawn(
     env: &BTreeMap<String, String>,
     cwd: Option<&PathBuf>,
 ) -> std::io::Result<(ServerProcess, ChildStdout, ChildStdin)> {
-    let mut cmd = Command::new(command);
+    // Found as the login shell finds it, also when Conduit started from a desktop menu.
+    let path = crate::shell_path::login_path();
+    let program =
+        crate::shell_path::resolve(command, &path).unwrap_or_else(|| PathBuf::from(command));
+    let mut cmd = Command::new(program);
     cmd.args(args)
+        .env("PATH", &path)
         .envs(env)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
