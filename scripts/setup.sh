@@ -20,7 +20,7 @@ node -e 'const [a,b]=process.versions.node.split(".").map(Number); process.exit(
 
 packages=(build-essential pkg-config curl file libwebkit2gtk-4.1-dev libxdo-dev libssl-dev librsvg2-dev)
 if [ "$mode" = test ]; then
-  packages+=(xvfb xauth webkit2gtk-driver)
+  packages+=(xvfb xauth webkit2gtk-driver python3 python3-venv)
 fi
 if command -v dpkg-query >/dev/null; then
   missing=()
@@ -52,8 +52,18 @@ npm_install() {
 }
 npm_install "$root/ui"
 if [ "$mode" = test ]; then
-  # Real MCP servers for the tests, pinned by their lock file.
+  # Real MCP servers for the tests, pinned by their lock files.
   npm_install "$root/tests/mcp-servers"
+  venv="$root/tests/mcp-servers/.venv"
+  lock="$root/tests/mcp-servers/requirements.lock"
+  if [ ! -f "$venv/.conduit-lock-stamp" ] || ! cmp -s "$lock" "$venv/.conduit-lock-stamp"; then
+    command -v python3 >/dev/null || die "python3 is missing: install it (Debian: apt-get install python3 python3-venv)"
+    say "installing Python MCP servers for the tests (pip)"
+    rm -rf "$venv"
+    python3 -m venv "$venv" || die "python3 -m venv failed: install python3-venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps -r "$lock"
+    cp "$lock" "$venv/.conduit-lock-stamp"
+  fi
 fi
 
 say "fetching Rust crates"

@@ -742,3 +742,41 @@ async fn streamable_http_with_a_bearer_token_from_the_environment() {
         "the session id is sent back"
     );
 }
+
+#[test]
+fn mcp_server_time_from_pypi_answers() {
+    let server = conduit_e2e::workspace_root().join("tests/mcp-servers/.venv/bin/mcp-server-time");
+    assert!(
+        server.is_file(),
+        "{} is missing: run `make test` (it installs it)",
+        server.display()
+    );
+    let setup = Setup::new(
+        json!({"time": {"command": server, "args": ["--local-timezone", "UTC"], "env": {"MARKER": "MARKER"}}}),
+    );
+    let tools = json_out(&setup.conduit(&["mcp", "tools", "time", "--json"]));
+    let names: Vec<&str> = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"get_current_time") && names.contains(&"convert_time"),
+        "{names:?}"
+    );
+    let now = json_out(&setup.conduit(&[
+        "mcp",
+        "call",
+        "time",
+        "get_current_time",
+        "--args",
+        r#"{"timezone": "Europe/Oslo"}"#,
+        "--json",
+    ]));
+    let text = now["parts"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("Europe/Oslo") && text.contains("datetime"),
+        "{text}"
+    );
+}
