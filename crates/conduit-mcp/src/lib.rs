@@ -8,9 +8,12 @@
 //! - [`naming`]: collision-free tool names every provider accepts, mapped back exactly.
 //! - [`client`]: one session with a server over stdio or streamable HTTP.
 //! - [`result`]: MCP results into the core's rich result; [`tool`]: MCP tools as core tools.
+//! - [`servers`]: a file's servers started together; [`live`]: kept in step with the file
+//!   and restarted after a crash, for the long-lived app.
 
 pub mod client;
 pub mod config;
+pub mod live;
 pub mod naming;
 mod process;
 pub mod result;

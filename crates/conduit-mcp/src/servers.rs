@@ -31,6 +31,12 @@ pub enum ServerState {
         exit_code: Option<i32>,
         stderr_tail: Vec<String>,
     },
+    /// It stopped unexpectedly and starts again after a pause.
+    Restarting {
+        attempt: u32,
+        reason: String,
+        stderr_tail: Vec<String>,
+    },
     Disabled,
 }
 
@@ -42,11 +48,12 @@ pub struct ServerStatus {
     pub state: ServerState,
 }
 
-struct Running {
-    name: String,
-    state: ServerState,
-    connection: Option<Arc<Connection>>,
-    tools: Vec<rmcp::model::Tool>,
+/// One server after a start attempt.
+pub(crate) struct Running {
+    pub(crate) name: String,
+    pub(crate) state: ServerState,
+    pub(crate) connection: Option<Arc<Connection>>,
+    pub(crate) tools: Vec<rmcp::model::Tool>,
 }
 
 /// The started servers of one file.
@@ -85,34 +92,7 @@ impl Servers {
 
     /// The tools of the ready servers, under names unique across all of them.
     pub fn tools(&self, media: Arc<dyn MediaStore>) -> Vec<Arc<dyn Tool>> {
-        let pairs: Vec<(&str, &str)> = self
-            .running
-            .iter()
-            .flat_map(|r| {
-                r.tools
-                    .iter()
-                    .map(move |t| (r.name.as_str(), t.name.as_ref()))
-            })
-            .collect();
-        let names = ToolNames::assign(pairs);
-        let mut out: Vec<Arc<dyn Tool>> = Vec::new();
-        for running in &self.running {
-            let Some(connection) = &running.connection else {
-                continue;
-            };
-            for tool in &running.tools {
-                if let Some(name) = names.name_of(&running.name, &tool.name) {
-                    out.push(Arc::new(McpTool::new(
-                        name.to_owned(),
-                        &running.name,
-                        tool,
-                        connection.clone(),
-                        media.clone(),
-                    )));
-                }
-            }
-        }
-        out
+        tools_of(self.running.iter(), media)
     }
 
     /// The tools of one ready server, as the server names them.
@@ -134,7 +114,42 @@ impl Servers {
     }
 }
 
-async fn start_one(entry: &ServerEntry, start_timeout: Duration) -> Running {
+/// Core tools for the ready servers among `running`, named uniquely across all of them.
+pub(crate) fn tools_of<'a>(
+    running: impl Iterator<Item = &'a Running> + Clone,
+    media: Arc<dyn MediaStore>,
+) -> Vec<Arc<dyn Tool>> {
+    let pairs: Vec<(&str, &str)> = running
+        .clone()
+        .flat_map(|r| {
+            r.tools
+                .iter()
+                .map(move |t| (r.name.as_str(), t.name.as_ref()))
+        })
+        .collect();
+    let names = ToolNames::assign(pairs);
+    let mut out: Vec<Arc<dyn Tool>> = Vec::new();
+    for running in running {
+        let Some(connection) = &running.connection else {
+            continue;
+        };
+        for tool in &running.tools {
+            if let Some(name) = names.name_of(&running.name, &tool.name) {
+                out.push(Arc::new(McpTool::new(
+                    name.to_owned(),
+                    &running.name,
+                    tool,
+                    connection.clone(),
+                    media.clone(),
+                )));
+            }
+        }
+    }
+    out
+}
+
+/// Starts one server and lists its tools; never fails, the state says what happened.
+pub(crate) async fn start_one(entry: &ServerEntry, start_timeout: Duration) -> Running {
     let name = entry.name.clone();
     if entry.disabled {
         return Running {

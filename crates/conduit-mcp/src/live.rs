@@ -1,0 +1,414 @@
+//! Servers kept running for a long-lived app: the `mcpServers` file is watched and an
+//! outside edit applies live (only servers whose entry changed restart; a file that does
+//! not parse leaves the running servers alone), and a server that stops unexpectedly
+//! restarts with backoff.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use conduit_core::media::MediaStore;
+use conduit_core::tool::Tool;
+use notify::{RecommendedWatcher, RecursiveMode, Watcher};
+use serde_json::Value;
+use tokio::sync::broadcast;
+
+use crate::client::Connection;
+use crate::config::{self, ConfigError, ServerEntry};
+use crate::servers::{Running, ServerState, ServerStatus, start_one, tools_of};
+
+/// Restarts after an unexpected stop wait 1 s, 2 s, 4 s ... up to this.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// After this many failed restarts in a row the server stays failed.
+const MAX_RESTARTS: u32 = 5;
+/// How often a running server is checked for an unexpected stop.
+const WATCH_INTERVAL: Duration = Duration::from_millis(200);
+/// Edits arriving within this window apply once.
+const DEBOUNCE: Duration = Duration::from_millis(150);
+
+/// What changed, for a frontend to refresh.
+#[derive(Debug, Clone)]
+pub enum LiveEvent {
+    Server(ServerStatus),
+    /// The file failed to read; the servers from the last good read keep running.
+    ConfigError(String),
+    /// The file was read and applied.
+    ConfigApplied,
+}
+
+struct Slot {
+    /// The entry as written: a change restarts the server.
+    raw: Value,
+    entry: ServerEntry,
+    running: Running,
+    /// Bumped at each (re)start, so an old watcher stops acting.
+    generation: u64,
+}
+
+struct Inner {
+    path: PathBuf,
+    start_timeout: Duration,
+    slots: Mutex<BTreeMap<String, Slot>>,
+    order: Mutex<Vec<String>>,
+    events: broadcast::Sender<LiveEvent>,
+    config_error: Mutex<Option<String>>,
+    reload_lock: tokio::sync::Mutex<()>,
+}
+
+/// The servers of one file, kept in step with it.
+pub struct LiveServers {
+    inner: Arc<Inner>,
+    _watcher: Option<RecommendedWatcher>,
+}
+
+impl LiveServers {
+    /// Reads the file, starts its servers together and starts watching it.
+    pub async fn start(path: &Path, start_timeout: Duration) -> Self {
+        let (events, _) = broadcast::channel(64);
+        let inner = Arc::new(Inner {
+            path: path.to_owned(),
+            start_timeout,
+            slots: Mutex::new(BTreeMap::new()),
+            order: Mutex::new(Vec::new()),
+            events,
+            config_error: Mutex::new(None),
+            reload_lock: tokio::sync::Mutex::new(()),
+        });
+        reload(&inner).await;
+        let watcher = watch(path, Arc::downgrade(&inner));
+        if let Err(err) = &watcher {
+            tracing::warn!(error = %err, "cannot watch the mcpServers file; edits apply on restart");
+        }
+        Self {
+            inner,
+            _watcher: watcher.ok(),
+        }
+    }
+
+    /// Events as servers change state and the file is applied.
+    pub fn subscribe(&self) -> broadcast::Receiver<LiveEvent> {
+        self.inner.events.subscribe()
+    }
+
+    /// Every server in file order, with its state.
+    pub fn statuses(&self) -> Vec<ServerStatus> {
+        let order = self
+            .inner
+            .order
+            .lock()
+            .map(|o| o.clone())
+            .unwrap_or_default();
+        let Ok(slots) = self.inner.slots.lock() else {
+            return Vec::new();
+        };
+        order
+            .iter()
+            .filter_map(|name| slots.get(name))
+            .map(|slot| status_of(&slot.running))
+            .collect()
+    }
+
+    /// The last read error of the file, if the last read failed.
+    pub fn config_error(&self) -> Option<String> {
+        self.inner.config_error.lock().ok().and_then(|e| e.clone())
+    }
+
+    /// The connection of a ready server.
+    pub fn connection(&self, server: &str) -> Option<Arc<Connection>> {
+        self.inner
+            .slots
+            .lock()
+            .ok()
+            .and_then(|slots| slots.get(server).and_then(|s| s.running.connection.clone()))
+    }
+
+    /// The ready servers' tools under names unique across them.
+    pub fn tools(&self, media: Arc<dyn MediaStore>) -> Vec<Arc<dyn Tool>> {
+        let Ok(slots) = self.inner.slots.lock() else {
+            return Vec::new();
+        };
+        tools_of(slots.values().map(|s| &s.running), media)
+    }
+
+    /// Applies the file now (the watcher does this by itself after an edit).
+    pub async fn reload(&self) {
+        reload(&self.inner).await;
+    }
+
+    /// Ends every server.
+    pub async fn shutdown(&self) {
+        let connections: Vec<Arc<Connection>> = match self.inner.slots.lock() {
+            Ok(mut slots) => {
+                let taken = std::mem::take(&mut *slots);
+                taken
+                    .into_values()
+                    .filter_map(|s| s.running.connection)
+                    .collect()
+            }
+            Err(_) => Vec::new(),
+        };
+        futures::future::join_all(connections.iter().map(|c| c.shutdown())).await;
+    }
+}
+
+fn status_of(running: &Running) -> ServerStatus {
+    ServerStatus {
+        name: running.name.clone(),
+        state: running.state.clone(),
+    }
+}
+
+fn publish(inner: &Inner, running: &Running) {
+    let _ = inner.events.send(LiveEvent::Server(status_of(running)));
+}
+
+/// Reads the file and brings the servers in line with it.
+async fn reload(inner: &Arc<Inner>) {
+    let _serial = inner.reload_lock.lock().await;
+    let snapshot = match config::read(&inner.path) {
+        Ok(snapshot) => snapshot,
+        Err(err) => {
+            report_config_error(inner, &err);
+            return;
+        }
+    };
+    if let Ok(mut error) = inner.config_error.lock() {
+        *error = None;
+    }
+    let wanted: BTreeMap<String, ServerEntry> = snapshot
+        .servers
+        .iter()
+        .map(|e| (e.name.clone(), e.clone()))
+        .collect();
+    // Stop servers that are gone or whose entry changed.
+    let stopping: Vec<(String, Option<Arc<Connection>>)> = match inner.slots.lock() {
+        Ok(mut slots) => {
+            let changed: Vec<String> = slots
+                .iter()
+                .filter(|(name, slot)| wanted.get(*name).is_none_or(|e| e.raw != slot.raw))
+                .map(|(name, _)| name.clone())
+                .collect();
+            changed
+                .into_iter()
+                .filter_map(|name| slots.remove(&name).map(|s| (name, s.running.connection)))
+                .collect()
+        }
+        Err(_) => Vec::new(),
+    };
+    for (name, connection) in &stopping {
+        tracing::info!(server = %name, "MCP server stops: its entry changed or was removed");
+        if let Some(connection) = connection {
+            connection.shutdown().await;
+        }
+    }
+    // Start the new and the changed ones, together.
+    let to_start: Vec<ServerEntry> = match inner.slots.lock() {
+        Ok(slots) => wanted
+            .values()
+            .filter(|e| !slots.contains_key(&e.name))
+            .cloned()
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    if let Ok(mut order) = inner.order.lock() {
+        *order = snapshot.servers.iter().map(|e| e.name.clone()).collect();
+    }
+    let started = futures::future::join_all(
+        to_start
+            .iter()
+            .map(|entry| start_one(entry, inner.start_timeout)),
+    )
+    .await;
+    for (entry, running) in to_start.into_iter().zip(started) {
+        install(inner, entry, running, 0);
+    }
+    let _ = inner.events.send(LiveEvent::ConfigApplied);
+}
+
+fn report_config_error(inner: &Inner, err: &ConfigError) {
+    tracing::warn!(error = %err, "the mcpServers file could not be applied; servers keep running");
+    if let Ok(mut error) = inner.config_error.lock() {
+        *error = Some(err.to_string());
+    }
+    let _ = inner.events.send(LiveEvent::ConfigError(err.to_string()));
+}
+
+/// Puts a started server in its slot and watches it for an unexpected stop.
+fn install(inner: &Arc<Inner>, entry: ServerEntry, running: Running, restarts: u32) {
+    publish(inner, &running);
+    let connection = running.connection.clone();
+    let name = entry.name.clone();
+    let generation = match inner.slots.lock() {
+        Ok(mut slots) => {
+            let generation = slots.get(&name).map_or(0, |s| s.generation + 1);
+            slots.insert(
+                name.clone(),
+                Slot {
+                    raw: entry.raw.clone(),
+                    entry,
+                    running,
+                    generation,
+                },
+            );
+            generation
+        }
+        Err(_) => return,
+    };
+    if let Some(connection) = connection {
+        let weak = Arc::downgrade(inner);
+        tokio::spawn(supervise(weak, name, generation, connection, restarts));
+    }
+}
+
+/// Waits for the server to stop; if nobody stopped it on purpose, restarts it with backoff.
+async fn supervise(
+    inner: Weak<Inner>,
+    name: String,
+    generation: u64,
+    connection: Arc<Connection>,
+    restarts: u32,
+) {
+    let mut healthy_for = Duration::ZERO;
+    let mut restarts = restarts;
+    loop {
+        tokio::time::sleep(WATCH_INTERVAL).await;
+        healthy_for += WATCH_INTERVAL;
+        if healthy_for > MAX_BACKOFF {
+            restarts = 0; // A server that ran a while starts its backoff afresh.
+        }
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        let current = inner
+            .slots
+            .lock()
+            .ok()
+            .and_then(|slots| slots.get(&name).map(|s| s.generation));
+        if current != Some(generation) {
+            return; // Replaced or removed on purpose.
+        }
+        if !connection.is_closed() {
+            continue;
+        }
+        let exit = connection.exit_status().await;
+        let stderr_tail = connection.stderr_tail();
+        connection.shutdown().await;
+        let reason = match exit {
+            Some(status) => format!("it stopped unexpectedly ({status})"),
+            None => "it closed the connection unexpectedly".to_owned(),
+        };
+        tracing::warn!(server = %name, %reason, "MCP server stopped; restarting");
+        restart(inner, name, generation, restarts + 1, reason, stderr_tail).await;
+        return;
+    }
+}
+
+async fn restart(
+    inner: Arc<Inner>,
+    name: String,
+    generation: u64,
+    attempt: u32,
+    reason: String,
+    stderr_tail: Vec<String>,
+) {
+    let entry = {
+        let Ok(mut slots) = inner.slots.lock() else {
+            return;
+        };
+        let Some(slot) = slots.get_mut(&name).filter(|s| s.generation == generation) else {
+            return;
+        };
+        slot.running.connection = None;
+        slot.running.tools.clear();
+        slot.running.state = if attempt > MAX_RESTARTS {
+            ServerState::Failed {
+                reason: format!("{reason}; gave up after {MAX_RESTARTS} restarts"),
+                exit_code: None,
+                stderr_tail: stderr_tail.clone(),
+            }
+        } else {
+            ServerState::Restarting {
+                attempt,
+                reason: reason.clone(),
+                stderr_tail: stderr_tail.clone(),
+            }
+        };
+        publish(&inner, &slot.running);
+        if attempt > MAX_RESTARTS {
+            return;
+        }
+        slot.entry.clone()
+    };
+    let backoff = Duration::from_secs(1)
+        .saturating_mul(2u32.saturating_pow(attempt - 1))
+        .min(MAX_BACKOFF);
+    tokio::time::sleep(backoff).await;
+    let still_ours = inner
+        .slots
+        .lock()
+        .ok()
+        .and_then(|slots| slots.get(&name).map(|s| s.generation))
+        == Some(generation);
+    if !still_ours {
+        return;
+    }
+    let running = start_one(&entry, inner.start_timeout).await;
+    let failed_again = running.connection.is_none();
+    install(&inner, entry.clone(), running, attempt);
+    if failed_again {
+        // Try again later, counting this attempt.
+        let generation = inner
+            .slots
+            .lock()
+            .ok()
+            .and_then(|slots| slots.get(&name).map(|s| s.generation));
+        if let Some(generation) = generation {
+            Box::pin(restart(
+                inner,
+                name,
+                generation,
+                attempt + 1,
+                reason,
+                stderr_tail,
+            ))
+            .await;
+        }
+    }
+}
+
+/// Watches the file's folder (editors replace files by renaming) and reloads after edits.
+fn watch(path: &Path, inner: Weak<Inner>) -> notify::Result<RecommendedWatcher> {
+    let file_name = path.file_name().map(|n| n.to_owned());
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."));
+    std::fs::create_dir_all(&dir).map_err(notify::Error::io)?;
+    let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        let Ok(event) = event else {
+            return;
+        };
+        let ours = event
+            .paths
+            .iter()
+            .any(|p| p.file_name() == file_name.as_deref());
+        if ours && !event.kind.is_access() {
+            let _ = sender.send(());
+        }
+    })?;
+    watcher.watch(&dir, RecursiveMode::NonRecursive)?;
+    tokio::spawn(async move {
+        while receiver.recv().await.is_some() {
+            tokio::time::sleep(DEBOUNCE).await;
+            while receiver.try_recv().is_ok() {}
+            let Some(inner) = inner.upgrade() else {
+                return;
+            };
+            reload(&inner).await;
+        }
+    });
+    Ok(watcher)
+}

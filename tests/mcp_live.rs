@@ -1,0 +1,223 @@
+//! Servers kept in step with the mcpServers file: outside edits apply live and restart
+//! only the servers whose entry changed, a broken file leaves them running, a disabled
+//! server's process ends, and a crashed server comes back.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use conduit_core::content::MediaRef;
+use conduit_core::media::{MediaError, MediaStore};
+use conduit_e2e::npm_server;
+use conduit_mcp::live::LiveServers;
+use serde_json::{Value, json};
+
+fn entry(marker: &str, extra: &[&str]) -> Value {
+    let mut args = vec![
+        json!(npm_server("server-everything").unwrap()),
+        json!("stdio"),
+        json!(marker),
+    ];
+    args.extend(extra.iter().map(|a| json!(a)));
+    json!({"command": "node", "args": args})
+}
+
+fn write(path: &Path, servers: Value) {
+    std::fs::write(
+        path,
+        serde_json::to_string_pretty(&json!({"mcpServers": servers})).unwrap(),
+    )
+    .unwrap();
+}
+
+/// The pids of processes whose command line holds `marker` (exactly, as its own word).
+fn pids(marker: &str) -> Vec<u32> {
+    let out = Command::new("pgrep")
+        .args(["-f", &format!("stdio {marker}( |$)")])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+async fn wait_until(what: &str, timeout: Duration, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn state_of(live: &LiveServers, name: &str) -> String {
+    live.statuses()
+        .into_iter()
+        .find(|s| s.name == name)
+        .map(|s| {
+            serde_json::to_value(&s).unwrap()["state"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .unwrap_or_else(|| "absent".into())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outside_edits_apply_live_and_restart_only_what_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let tag = dir
+        .path()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .replace('.', "");
+    let (a, b, c) = (format!("{tag}-a"), format!("{tag}-b"), format!("{tag}-c"));
+    let file = dir.path().join("mcp_servers.json");
+    write(&file, json!({"a": entry(&a, &[]), "b": entry(&b, &[])}));
+
+    let live = LiveServers::start(&file, Duration::from_secs(20)).await;
+    assert_eq!(state_of(&live, "a"), "ready");
+    assert_eq!(state_of(&live, "b"), "ready");
+    let (pid_a, pid_b) = (pids(&a), pids(&b));
+    assert_eq!((pid_a.len(), pid_b.len()), (1, 1));
+
+    // Change b and add c: a keeps running untouched.
+    write(
+        &file,
+        json!({"a": entry(&a, &[]), "b": entry(&b, &["changed"]), "c": entry(&c, &[])}),
+    );
+    wait_until("c is ready", Duration::from_secs(20), || {
+        state_of(&live, "c") == "ready"
+    })
+    .await;
+    wait_until("b restarted", Duration::from_secs(20), || {
+        let now = pids(&b);
+        now.len() == 1 && now != pid_b && state_of(&live, "b") == "ready"
+    })
+    .await;
+    assert_eq!(pids(&a), pid_a, "a was not restarted");
+    assert_eq!(
+        live.statuses()
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect::<Vec<_>>(),
+        ["a", "b", "c"]
+    );
+    assert!(live.tools(media()).len() >= 30, "tools of three servers");
+
+    // A broken file changes nothing and says why.
+    std::fs::write(&file, "{\"mcpServers\": {\"a\": ").unwrap();
+    wait_until("the error is known", Duration::from_secs(10), || {
+        live.config_error().is_some()
+    })
+    .await;
+    assert!(
+        live.config_error().unwrap().contains("line 1"),
+        "{:?}",
+        live.config_error()
+    );
+    assert_eq!(pids(&a), pid_a);
+    assert_eq!(state_of(&live, "c"), "ready");
+
+    // Disable c and remove b: their processes end.
+    let mut disabled = entry(&c, &[]);
+    disabled["disabled"] = json!(true);
+    write(&file, json!({"a": entry(&a, &[]), "c": disabled}));
+    wait_until("c disabled", Duration::from_secs(20), || {
+        state_of(&live, "c") == "disabled"
+    })
+    .await;
+    wait_until("b and c gone", Duration::from_secs(10), || {
+        pids(&b).is_empty() && pids(&c).is_empty()
+    })
+    .await;
+    assert!(live.config_error().is_none());
+    assert_eq!(state_of(&live, "b"), "absent");
+    assert_eq!(pids(&a), pid_a);
+
+    live.shutdown().await;
+    wait_until("a gone", Duration::from_secs(10), || pids(&a).is_empty()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_server_is_restarted() {
+    let dir = tempfile::tempdir().unwrap();
+    let tag = format!(
+        "{}-crash",
+        dir.path()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .replace('.', "")
+    );
+    let file = dir.path().join("mcp_servers.json");
+    write(&file, json!({"s": entry(&tag, &[])}));
+    let live = LiveServers::start(&file, Duration::from_secs(20)).await;
+    let mut events = live.subscribe();
+    let before = pids(&tag);
+    assert_eq!(before.len(), 1);
+
+    Command::new("kill")
+        .args(["-KILL", &before[0].to_string()])
+        .status()
+        .unwrap();
+    let mut saw_restarting = false;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if let Ok(Ok(conduit_mcp::live::LiveEvent::Server(status))) =
+            tokio::time::timeout(Duration::from_millis(200), events.recv()).await
+        {
+            let state = serde_json::to_value(&status).unwrap();
+            if state["state"] == "restarting" {
+                saw_restarting = true;
+                assert!(
+                    state["reason"]
+                        .as_str()
+                        .unwrap()
+                        .contains("stopped unexpectedly"),
+                    "{state}"
+                );
+            }
+            if saw_restarting && state["state"] == "ready" {
+                break;
+            }
+        }
+    }
+    assert!(saw_restarting);
+    assert_eq!(state_of(&live, "s"), "ready");
+    let after = pids(&tag);
+    assert_eq!(after.len(), 1);
+    assert_ne!(after, before);
+    // The new connection serves calls.
+    let connection = live.connection("s").unwrap();
+    let result = connection
+        .call_tool(
+            "get-sum",
+            serde_json::from_value(json!({"a": 1, "b": 2})).unwrap(),
+            std::sync::Arc::new(|_| {}),
+            tokio_util::sync::CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert!(format!("{:?}", result.content).contains('3'));
+    live.shutdown().await;
+}
+
+/// A media store for tests that store no media.
+fn media() -> std::sync::Arc<dyn MediaStore> {
+    std::sync::Arc::new(NoMedia)
+}
+
+struct NoMedia;
+
+impl MediaStore for NoMedia {
+    fn put(&self, _: &[u8], _: Option<&str>) -> Result<MediaRef, MediaError> {
+        Err(MediaError::Io("this test stores no media".into()))
+    }
+    fn load(&self, _: &MediaRef) -> Result<Vec<u8>, MediaError> {
+        Err(MediaError::Io("this test stores no media".into()))
+    }
+}
