@@ -99,6 +99,12 @@ async fn run_with(host: &Host, servers: &Servers, command: McpCommand) -> Result
                             println!("{:<20}   stderr: {line}", "");
                         }
                     }
+                    ServerState::Restarting {
+                        attempt, reason, ..
+                    } => println!(
+                        "{:<20} restarting (attempt {attempt}): {reason}",
+                        status.name
+                    ),
                     ServerState::Disabled => println!("{:<20} disabled", status.name),
                     ServerState::Starting => println!("{:<20} starting", status.name),
                 }

@@ -42,7 +42,7 @@ struct Slot {
     raw: Value,
     entry: ServerEntry,
     running: Running,
-    /// Bumped at each (re)start, so an old watcher stops acting.
+    /// Unique to each start, so the watcher of a replaced server stops acting.
     generation: u64,
 }
 
@@ -54,6 +54,7 @@ struct Inner {
     events: broadcast::Sender<LiveEvent>,
     config_error: Mutex<Option<String>>,
     reload_lock: tokio::sync::Mutex<()>,
+    next_generation: std::sync::atomic::AtomicU64,
 }
 
 /// The servers of one file, kept in step with it.
@@ -74,6 +75,7 @@ impl LiveServers {
             events,
             config_error: Mutex::new(None),
             reload_lock: tokio::sync::Mutex::new(()),
+            next_generation: std::sync::atomic::AtomicU64::new(0),
         });
         reload(&inner).await;
         let watcher = watch(path, Arc::downgrade(&inner));
@@ -236,12 +238,15 @@ fn report_config_error(inner: &Inner, err: &ConfigError) {
 
 /// Puts a started server in its slot and watches it for an unexpected stop.
 fn install(inner: &Arc<Inner>, entry: ServerEntry, running: Running, restarts: u32) {
-    publish(inner, &running);
+    // Published after the slot holds it, so a listener that looks sees the new state.
+    let status = status_of(&running);
     let connection = running.connection.clone();
     let name = entry.name.clone();
+    let generation = inner
+        .next_generation
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let generation = match inner.slots.lock() {
         Ok(mut slots) => {
-            let generation = slots.get(&name).map_or(0, |s| s.generation + 1);
             slots.insert(
                 name.clone(),
                 Slot {
@@ -255,6 +260,7 @@ fn install(inner: &Arc<Inner>, entry: ServerEntry, running: Running, restarts: u
         }
         Err(_) => return,
     };
+    let _ = inner.events.send(LiveEvent::Server(status));
     if let Some(connection) = connection {
         let weak = Arc::downgrade(inner);
         tokio::spawn(supervise(weak, name, generation, connection, restarts));
@@ -354,7 +360,7 @@ async fn restart(
         return;
     }
     let running = start_one(&entry, inner.start_timeout).await;
-    let failed_again = running.connection.is_none();
+    let failed_again = matches!(running.state, ServerState::Failed { .. });
     install(&inner, entry.clone(), running, attempt);
     if failed_again {
         // Try again later, counting this attempt.
