@@ -57,6 +57,7 @@ test-desktop: build ## Only the desktop end-to-end test, under Xvfb
 clean: ## Remove build outputs (the shared cargo target folder included)
 	rm -rf ui/dist test-artifacts "$(CARGO_TARGET_DIR)"
 
-bench: ## Benchmarks (release build): streaming, history, media
+bench: setup-test ## Benchmarks (release build): streaming, history, media, MCP
 	$(CARGO) bench --locked -p conduit-providers --bench stream
 	$(CARGO) bench --locked -p conduit-store --bench history
+	$(CARGO) bench --locked -p conduit-mcp --bench mcp
