@@ -780,3 +780,57 @@ fn mcp_server_time_from_pypi_answers() {
         "{text}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disabled_tool_is_not_offered_to_the_model() {
+    let setup = Setup::new(json!({"everything": everything()}));
+    let off = setup.conduit(&["mcp", "disable-tool", "everything", "echo"]);
+    assert!(off.status.success(), "{}", stderr(&off));
+    let listed = json_out(&setup.conduit(&["mcp", "tools", "everything", "--json"]));
+    let echo = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "echo")
+        .unwrap();
+    assert_eq!(echo["enabled"], false);
+
+    let dialect = Dialect::Anthropic;
+    let server = ScriptedLlm::start(vec![dialect.text(&["ok"]), dialect.text(&["ok"])])
+        .await
+        .unwrap();
+    let url = server.url();
+    let chat = |setup: &Setup| {
+        setup.conduit(&[
+            "chat",
+            "--kind",
+            "anthropic",
+            "--base-url",
+            &url,
+            "--model",
+            "m",
+            "--json",
+            "hi",
+        ])
+    };
+    assert!(chat(&setup).status.success());
+    assert!(
+        setup
+            .conduit(&["mcp", "enable-tool", "everything", "echo"])
+            .status
+            .success()
+    );
+    assert!(chat(&setup).status.success());
+    let offered = |n: usize| -> Vec<String> {
+        server.requests()[n].body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert!(!offered(0).contains(&"everything__echo".to_owned()));
+    assert!(offered(0).contains(&"everything__get-sum".to_owned()));
+    assert!(offered(1).contains(&"everything__echo".to_owned()));
+    setup.assert_no_leftovers();
+}

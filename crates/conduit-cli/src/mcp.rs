@@ -35,6 +35,10 @@ pub enum McpCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Offer a tool to models again.
+    EnableTool { server: String, tool: String },
+    /// Never offer a tool to models (kept in settings).
+    DisableTool { server: String, tool: String },
     /// The resources (and resource templates) of a server.
     Resources { server: String },
     /// Read a resource.
@@ -51,6 +55,16 @@ pub enum McpCommand {
 }
 
 pub async fn run(host: Arc<Host>, command: McpCommand) -> Result<u8, Failure> {
+    match &command {
+        McpCommand::EnableTool { server, tool } | McpCommand::DisableTool { server, tool } => {
+            let enabled = matches!(command, McpCommand::EnableTool { .. });
+            host.set_mcp_tool_enabled(server, tool, enabled)?;
+            let state = if enabled { "offered to" } else { "kept from" };
+            println!("{server}/{tool} is {state} models.");
+            return Ok(0);
+        }
+        _ => {}
+    }
     let servers = host.start_mcp().await?;
     let result = run_with(&host, &servers, command).await;
     servers.shutdown().await;
@@ -110,7 +124,9 @@ async fn run_with(host: &Host, servers: &Servers, command: McpCommand) -> Result
                 }
             }
         }
+        McpCommand::EnableTool { .. } | McpCommand::DisableTool { .. } => {}
         McpCommand::Tools { server, json } => {
+            let settings = host.settings()?;
             let names: Vec<String> = match &server {
                 Some(name) => vec![name.clone()],
                 None => servers.statuses().into_iter().map(|s| s.name).collect(),
@@ -126,6 +142,7 @@ async fn run_with(host: &Host, servers: &Servers, command: McpCommand) -> Result
                     listed.push(json!({
                         "server": name,
                         "name": tool.name,
+                        "enabled": settings.tool_enabled(&name, &tool.name),
                         "description": tool.description,
                         "inputSchema": *tool.input_schema,
                     }));

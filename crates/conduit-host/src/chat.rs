@@ -117,8 +117,10 @@ impl Host {
         history.push(user);
 
         let servers = self.start_mcp().await?;
+        let settings = self.settings().map_err(ProvidersError::from)?;
         let mut tools = ToolRegistry::new();
-        for tool in servers.tools(self.media.clone()) {
+        let allow = |server: &str, tool: &str| settings.tool_enabled(server, tool);
+        for tool in servers.tools(self.media.clone(), &allow) {
             tools.register(tool);
         }
         for status in servers.statuses() {

@@ -58,6 +58,18 @@ impl Host {
         Ok(Servers::start(&snapshot, timeout).await)
     }
 
+    /// Lets a model use `tool` of `server`, or not (kept in settings).
+    pub fn set_mcp_tool_enabled(
+        &self,
+        server: &str,
+        tool: &str,
+        enabled: bool,
+    ) -> Result<(), crate::SettingsError> {
+        let mut settings = self.settings()?;
+        settings.set_tool_enabled(server, tool, enabled);
+        settings.save(&self.paths.settings_file)
+    }
+
     /// Calls `tool` on `server` directly (not through a model).
     pub async fn call_mcp_tool(
         &self,

@@ -59,12 +59,27 @@ pub struct ProviderSettings {
     pub other: Map<String, Value>,
 }
 
+/// Preferences for one MCP server's tools (the server itself is enabled or disabled in
+/// the `mcpServers` file, where other apps see it too).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerPrefs {
+    /// Tools never offered to a model.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub disabled_tools: Vec<String>,
+    #[serde(flatten)]
+    pub other: Map<String, Value>,
+}
+
 /// The whole settings file; fields Conduit does not know are kept on save.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Settings {
     #[serde(default)]
     pub providers: Vec<ProviderSettings>,
+    /// Per-server tool preferences, by server name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub mcp_servers: BTreeMap<String, McpServerPrefs>,
     #[serde(flatten)]
     pub other: Map<String, Value>,
 }
@@ -101,6 +116,24 @@ impl Settings {
             .map_err(|e| write_error(std::io::Error::other(e)))?;
         text.push('\n');
         files::write_atomically(path, text.as_bytes(), 0o600).map_err(write_error)
+    }
+
+    /// Whether a model may be offered `tool` of `server`.
+    pub fn tool_enabled(&self, server: &str, tool: &str) -> bool {
+        self.mcp_servers
+            .get(server)
+            .is_none_or(|prefs| !prefs.disabled_tools.iter().any(|t| t == tool))
+    }
+
+    pub fn set_tool_enabled(&mut self, server: &str, tool: &str, enabled: bool) {
+        let prefs = self.mcp_servers.entry(server.to_owned()).or_default();
+        prefs.disabled_tools.retain(|t| t != tool);
+        if !enabled {
+            prefs.disabled_tools.push(tool.to_owned());
+        }
+        if prefs.disabled_tools.is_empty() && prefs.other.is_empty() {
+            self.mcp_servers.remove(server);
+        }
     }
 
     pub fn provider(&self, id: &str) -> Result<&ProviderSettings, SettingsError> {
@@ -201,6 +234,20 @@ mod tests {
             "{err}"
         );
         assert_eq!(std::fs::read_to_string(&path).unwrap(), broken);
+    }
+
+    #[test]
+    fn tools_can_be_disabled_and_enabled_per_server() {
+        let mut settings = Settings::default();
+        assert!(settings.tool_enabled("everything", "echo"));
+        settings.set_tool_enabled("everything", "echo", false);
+        assert!(!settings.tool_enabled("everything", "echo"));
+        assert!(settings.tool_enabled("everything", "get-sum"));
+        assert!(settings.tool_enabled("other", "echo"));
+        let json = serde_json::to_value(&settings).unwrap();
+        assert_eq!(json["mcpServers"]["everything"]["disabledTools"][0], "echo");
+        settings.set_tool_enabled("everything", "echo", true);
+        assert!(settings.mcp_servers.is_empty());
     }
 
     #[test]

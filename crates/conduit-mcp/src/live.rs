@@ -125,12 +125,17 @@ impl LiveServers {
             .and_then(|slots| slots.get(server).and_then(|s| s.running.connection.clone()))
     }
 
-    /// The ready servers' tools under names unique across them.
-    pub fn tools(&self, media: Arc<dyn MediaStore>) -> Vec<Arc<dyn Tool>> {
+    /// The ready servers' tools that `allow(server, tool)` lets through, under names
+    /// unique across them.
+    pub fn tools(
+        &self,
+        media: Arc<dyn MediaStore>,
+        allow: &dyn Fn(&str, &str) -> bool,
+    ) -> Vec<Arc<dyn Tool>> {
         let Ok(slots) = self.inner.slots.lock() else {
             return Vec::new();
         };
-        tools_of(slots.values().map(|s| &s.running), media)
+        tools_of(slots.values().map(|s| &s.running), media, allow)
     }
 
     /// Applies the file now (the watcher does this by itself after an edit).

@@ -90,9 +90,14 @@ impl Servers {
             .and_then(|r| r.connection.clone())
     }
 
-    /// The tools of the ready servers, under names unique across all of them.
-    pub fn tools(&self, media: Arc<dyn MediaStore>) -> Vec<Arc<dyn Tool>> {
-        tools_of(self.running.iter(), media)
+    /// The tools of the ready servers that `allow(server, tool)` lets through, under
+    /// names unique across all of them.
+    pub fn tools(
+        &self,
+        media: Arc<dyn MediaStore>,
+        allow: &dyn Fn(&str, &str) -> bool,
+    ) -> Vec<Arc<dyn Tool>> {
+        tools_of(self.running.iter(), media, allow)
     }
 
     /// The tools of one ready server, as the server names them.
@@ -114,10 +119,12 @@ impl Servers {
     }
 }
 
-/// Core tools for the ready servers among `running`, named uniquely across all of them.
+/// Core tools for the ready servers among `running` that `allow(server, tool)` lets
+/// through, named uniquely across all of them.
 pub(crate) fn tools_of<'a>(
     running: impl Iterator<Item = &'a Running> + Clone,
     media: Arc<dyn MediaStore>,
+    allow: &dyn Fn(&str, &str) -> bool,
 ) -> Vec<Arc<dyn Tool>> {
     let pairs: Vec<(&str, &str)> = running
         .clone()
@@ -126,6 +133,7 @@ pub(crate) fn tools_of<'a>(
                 .iter()
                 .map(move |t| (r.name.as_str(), t.name.as_ref()))
         })
+        .filter(|(server, tool)| allow(server, tool))
         .collect();
     let names = ToolNames::assign(pairs);
     let mut out: Vec<Arc<dyn Tool>> = Vec::new();
