@@ -834,3 +834,35 @@ async fn a_disabled_tool_is_not_offered_to_the_model() {
     assert!(offered(1).contains(&"everything__echo".to_owned()));
     setup.assert_no_leftovers();
 }
+
+#[test]
+fn the_official_conformance_suite_passes_initialize_tools_call_and_sse_retry() {
+    let servers = conduit_e2e::workspace_root().join("tests/mcp-servers/node_modules");
+    let node22 = servers.join(".bin/node");
+    let suite = servers.join("@modelcontextprotocol/conformance/dist/index.js");
+    assert!(
+        node22.is_file() && suite.is_file(),
+        "run `make test`: the conformance suite is missing"
+    );
+    let client = conduit_e2e::target_profile_dir()
+        .unwrap()
+        .join("examples/conformance_client");
+    assert!(
+        client.is_file(),
+        "build the example first (`cargo build --workspace --all-targets`)"
+    );
+    for scenario in ["initialize", "tools_call", "sse-retry"] {
+        let out = Command::new(&node22)
+            .arg(&suite)
+            .args(["client", "--scenario", scenario, "--command"])
+            .arg(&client)
+            .output()
+            .unwrap();
+        let text = format!("{}{}", stdout(&out), stderr(&out));
+        assert!(out.status.success(), "{scenario}: {text}");
+        assert!(
+            text.contains("OVERALL: PASSED") && text.contains(" 0 failed"),
+            "{scenario}: {text}"
+        );
+    }
+}
