@@ -224,3 +224,44 @@ impl MediaStore for NoMedia {
         Err(MediaError::Io("this test stores no media".into()))
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_are_listed_again_when_the_server_says_they_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = conduit_e2e::workspace_root().join("tests/mcp-servers");
+    let python = root.join(".venv/bin/python");
+    assert!(
+        python.is_file(),
+        "run `make test`: the Python test servers are missing"
+    );
+    let file = dir.path().join("mcp_servers.json");
+    write(
+        &file,
+        json!({"dyn": {"command": python, "args": [root.join("fixtures/dynamic_tools.py")]}}),
+    );
+    let live = LiveServers::start(&file, Duration::from_secs(20)).await;
+    let names = |live: &LiveServers| -> Vec<String> {
+        live.tools(media(), &|_, _| true)
+            .iter()
+            .map(|t| t.spec().name.clone())
+            .collect()
+    };
+    assert_eq!(names(&live), ["dyn__add_tool"]);
+    let connection = live.connection("dyn").unwrap();
+    connection
+        .call_tool(
+            "add_tool",
+            serde_json::from_value(json!({"name": "zeta"})).unwrap(),
+            std::sync::Arc::new(|_| {}),
+            tokio_util::sync::CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    wait_until("the new tool is listed", Duration::from_secs(10), || {
+        names(&live).contains(&"dyn__zeta".to_owned())
+    })
+    .await;
+    let status = serde_json::to_value(&live.statuses()[0]).unwrap();
+    assert_eq!(status["tool_count"], 2);
+    live.shutdown().await;
+}

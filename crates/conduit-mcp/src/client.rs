@@ -129,7 +129,8 @@ impl ClientHandler for Handler {
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.shared.tools_changed.notify_waiters();
+        // A stored permit: a change while nobody waits is not lost.
+        self.shared.tools_changed.notify_one();
     }
 }
 

@@ -268,7 +268,52 @@ fn install(inner: &Arc<Inner>, entry: ServerEntry, running: Running, restarts: u
     let _ = inner.events.send(LiveEvent::Server(status));
     if let Some(connection) = connection {
         let weak = Arc::downgrade(inner);
+        tokio::spawn(refresh_tools(
+            weak.clone(),
+            name.clone(),
+            generation,
+            connection.clone(),
+        ));
         tokio::spawn(supervise(weak, name, generation, connection, restarts));
+    }
+}
+
+/// Lists the tools again each time the server says they changed.
+async fn refresh_tools(
+    inner: Weak<Inner>,
+    name: String,
+    generation: u64,
+    connection: Arc<Connection>,
+) {
+    loop {
+        connection.tools_changed().await;
+        let tools = match connection.tools().await {
+            Ok(tools) => tools,
+            Err(err) => {
+                tracing::warn!(server = %name, error = %err, "re-listing tools failed");
+                if connection.is_closed() {
+                    return;
+                }
+                continue;
+            }
+        };
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        let Ok(mut slots) = inner.slots.lock() else {
+            return;
+        };
+        let Some(slot) = slots.get_mut(&name).filter(|s| s.generation == generation) else {
+            return;
+        };
+        tracing::info!(server = %name, tools = tools.len(), "MCP server's tools changed");
+        if let ServerState::Ready { tool_count, .. } = &mut slot.running.state {
+            *tool_count = tools.len();
+        }
+        slot.running.tools = tools;
+        let _ = inner
+            .events
+            .send(LiveEvent::Server(status_of(&slot.running)));
     }
 }
 
