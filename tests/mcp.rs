@@ -866,3 +866,71 @@ fn the_official_conformance_suite_passes_initialize_tools_call_and_sse_retry() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_tool_output_is_cut_for_the_model_and_kept_whole() {
+    let root = conduit_e2e::workspace_root().join("tests/mcp-servers");
+    let setup = Setup::new(json!({"dyn": {
+        "command": root.join(".venv/bin/python"),
+        "args": [root.join("fixtures/dynamic_tools.py"), "MARKER"]
+    }}));
+    let dialect = Dialect::OpenAiChat;
+    let server = ScriptedLlm::start(vec![
+        dialect.turn(
+            &[],
+            &[ScriptedCall::new(
+                "call_big",
+                "dyn__big_output",
+                json!({"mb": 20}),
+            )],
+        ),
+        dialect.text(&["That was long."]),
+    ])
+    .await
+    .unwrap();
+    let url = dialect.base_url(&server.url());
+    let out = setup.conduit(&[
+        "chat",
+        "--kind",
+        "openai-chat",
+        "--base-url",
+        &url,
+        "--model",
+        "m",
+        "--approve",
+        "auto",
+        "--json",
+        "Make a lot of output",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let second = &server.requests()[1].body;
+    let tool = second["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap();
+    let sent = tool["content"].as_str().unwrap();
+    assert!(
+        sent.len() < 110 * 1024,
+        "{} bytes went to the model",
+        sent.len()
+    );
+    assert!(
+        sent.contains("Output cut here"),
+        "the model is told the output was cut"
+    );
+
+    // The whole output is kept for display.
+    let done: Value = serde_json::from_str(stdout(&out).lines().last().unwrap()).unwrap();
+    let id = done["conversation"].as_str().unwrap();
+    let shown = json_out(&setup.conduit(&["sessions", "show", id, "--json"]));
+    let kept = shown["messages"][2]["blocks"][0]["parts"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(
+        kept.len() >= 20 * 1024 * 1024 - 100,
+        "{} bytes kept",
+        kept.len()
+    );
+}

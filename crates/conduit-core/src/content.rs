@@ -95,10 +95,14 @@ pub fn cut_for_model(mut text: String, limit: usize) -> String {
     }
     let dropped = text.len() - cut;
     text.truncate(cut);
-    text.push_str(&format!(
-        "\n[Output cut here: {dropped} more bytes were left out for the model. The whole output is kept in Conduit.]"
-    ));
+    text.push_str(&cut_note(dropped));
     text
+}
+
+fn cut_note(dropped: usize) -> String {
+    format!(
+        "\n[Output cut here: {dropped} more bytes were left out for the model. The whole output is kept in Conduit.]"
+    )
 }
 
 /// The outcome of one tool call. Every call gets exactly one.
@@ -126,35 +130,66 @@ impl ToolResult {
 
     /// The text parts joined, as protocols that carry only text need them, cut at
     /// [`MODEL_TEXT_LIMIT`] with a note (the parts keep the whole text for display).
+    /// A huge output is never copied whole: only what the model gets is built.
     pub fn text(&self) -> String {
-        cut_for_model(self.full_text(), MODEL_TEXT_LIMIT)
-    }
-
-    /// The text parts joined, uncut.
-    pub fn full_text(&self) -> String {
         let mut out = String::new();
-        for part in &self.parts {
-            let piece = match part {
-                ResultPart::Text { text } => text.clone(),
-                ResultPart::Structured { value } => value.to_string(),
-                ResultPart::ResourceLink { uri, name, .. } => {
-                    format!("[resource {}: {uri}]", name.as_deref().unwrap_or("link"))
+        let mut dropped = 0usize;
+        for piece in self.text_pieces() {
+            let separator = usize::from(!out.is_empty());
+            if dropped > 0 || out.len() + separator + piece.len() > MODEL_TEXT_LIMIT {
+                let room = MODEL_TEXT_LIMIT.saturating_sub(out.len() + separator);
+                if dropped == 0 && room > 0 {
+                    let mut cut = room.min(piece.len());
+                    while !piece.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    if separator == 1 {
+                        out.push('\n');
+                    }
+                    out.push_str(&piece[..cut]);
+                    dropped += piece.len() - cut;
+                } else {
+                    dropped += separator + piece.len();
                 }
-                ResultPart::Resource {
-                    uri, text: Some(t), ..
-                } => format!("[resource {uri}]\n{t}"),
-                ResultPart::Resource { uri, mime, .. } => format!(
-                    "[resource {uri}: {} binary content]",
-                    mime.as_deref().unwrap_or("unknown")
-                ),
-                ResultPart::Image { .. } | ResultPart::Audio { .. } => continue,
-            };
-            if !out.is_empty() {
+                continue;
+            }
+            if separator == 1 {
                 out.push('\n');
             }
             out.push_str(&piece);
         }
+        if dropped > 0 {
+            out.push_str(&cut_note(dropped));
+        }
         out
+    }
+
+    /// The text parts joined, uncut.
+    pub fn full_text(&self) -> String {
+        self.text_pieces().collect::<Vec<_>>().join("\n")
+    }
+
+    /// Each part as the text a text-only protocol carries (media parts give none).
+    fn text_pieces(&self) -> impl Iterator<Item = std::borrow::Cow<'_, str>> {
+        use std::borrow::Cow;
+        self.parts.iter().filter_map(|part| {
+            Some(match part {
+                ResultPart::Text { text } => Cow::Borrowed(text.as_str()),
+                ResultPart::Structured { value } => Cow::Owned(value.to_string()),
+                ResultPart::ResourceLink { uri, name, .. } => Cow::Owned(format!(
+                    "[resource {}: {uri}]",
+                    name.as_deref().unwrap_or("link")
+                )),
+                ResultPart::Resource {
+                    uri, text: Some(t), ..
+                } => Cow::Owned(format!("[resource {uri}]\n{t}")),
+                ResultPart::Resource { uri, mime, .. } => Cow::Owned(format!(
+                    "[resource {uri}: {} binary content]",
+                    mime.as_deref().unwrap_or("unknown")
+                )),
+                ResultPart::Image { .. } | ResultPart::Audio { .. } => return None,
+            })
+        })
     }
 
     /// The images among the parts, in order.
@@ -425,6 +460,31 @@ mod tests {
         assert!(for_model.starts_with("éé"));
         assert_eq!(result.full_text(), long);
         assert_eq!(cut_for_model("short".into(), 10), "short");
+        // Several parts: what fits goes whole, the part that crosses the limit is cut.
+        let parts = ToolResult {
+            call_id: "c".into(),
+            name: "t".into(),
+            is_error: false,
+            parts: vec![
+                ResultPart::Text {
+                    text: "head".into(),
+                },
+                ResultPart::Text {
+                    text: "x".repeat(MODEL_TEXT_LIMIT),
+                },
+                ResultPart::Text {
+                    text: "tail".into(),
+                },
+            ],
+        };
+        let text = parts.text();
+        assert!(text.starts_with("head\nxxx"));
+        assert!(!text.contains("tail"));
+        assert!(
+            text.contains("Output cut here: 10 more bytes"),
+            "{}",
+            &text[text.len() - 120..]
+        );
     }
 
     #[test]

@@ -16,6 +16,7 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, Peer, RoleClient, ServiceError, ServiceExt};
 use tokio_util::sync::CancellationToken;
@@ -25,6 +26,8 @@ use crate::process::{self, ServerProcess, StderrTail};
 
 /// Default time a tool call may take without progress.
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
+/// The largest message a stdio server may send (a tool output of 100 MB fits, with room).
+pub const MAX_STDIO_MESSAGE: usize = 256 * 1024 * 1024;
 /// Progress resets the call timeout, but no call runs longer than this.
 pub const MAX_CALL_TIME: Duration = Duration::from_secs(30 * 60);
 
@@ -168,8 +171,11 @@ impl Connection {
                         ))
                     })?;
                 let stderr = process.stderr.clone();
-                let started =
-                    tokio::time::timeout(start_timeout, handler.serve((stdout, stdin))).await;
+                // rmcp drops stdio messages over 16 MiB (the call then waits out its
+                // timeout); tool outputs of 100 MB must arrive, so the cap is higher.
+                let transport =
+                    AsyncRwTransport::new(stdout, stdin).with_max_line_length(MAX_STDIO_MESSAGE);
+                let started = tokio::time::timeout(start_timeout, handler.serve(transport)).await;
                 let reason = match started {
                     Ok(Ok(service)) => {
                         return Self::ready(service, Some(process), stderr, shared, spec);
