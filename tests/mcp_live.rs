@@ -265,3 +265,42 @@ async fn tools_are_listed_again_when_the_server_says_they_changed() {
     assert_eq!(status["tool_count"], 2);
     live.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_times_out_sends_cancelled_while_the_server_runs_on() {
+    let root = conduit_e2e::workspace_root().join("tests/mcp-servers");
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("cancelled.txt");
+    let spec = conduit_mcp::config::ServerSpec {
+        transport: conduit_mcp::config::Transport::Stdio {
+            command: root.join(".venv/bin/python").display().to_string(),
+            args: vec![root.join("fixtures/dynamic_tools.py").display().to_string()],
+            env: Default::default(),
+            cwd: None,
+        },
+        timeout: Some(Duration::from_secs(1)),
+    };
+    let connection = conduit_mcp::client::Connection::connect(&spec, Duration::from_secs(20))
+        .await
+        .unwrap();
+    let outcome = connection
+        .call_tool(
+            "hang",
+            serde_json::from_value(json!({"marker_file": marker})).unwrap(),
+            std::sync::Arc::new(|_| {}),
+            tokio_util::sync::CancellationToken::new(),
+        )
+        .await;
+    assert!(
+        matches!(outcome, Err(conduit_mcp::client::McpError::Timeout(_))),
+        "{outcome:?}"
+    );
+    // The server is still running: only notifications/cancelled can have stopped the tool.
+    wait_until("the server saw the cancel", Duration::from_secs(5), || {
+        marker.exists()
+    })
+    .await;
+    assert!(!connection.is_closed());
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "cancelled");
+    connection.shutdown().await;
+}
