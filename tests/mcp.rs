@@ -435,9 +435,8 @@ fn garbage_on_stdout_before_the_protocol_is_tolerated() {
     setup.assert_no_leftovers();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_server_that_crashes_mid_call_fails_the_call_at_once() {
-    let setup = Setup::new(json!({"everything": everything()}));
+/// `conduit mcp call` of a 30 s operation, returned once its first progress arrived.
+async fn long_call_in_progress(setup: &Setup) -> tokio::process::Child {
     let mut child = tokio::process::Command::from(setup.command(&[
         "mcp",
         "call",
@@ -459,6 +458,13 @@ async fn a_server_that_crashes_mid_call_fails_the_call_at_once() {
         .unwrap()
         .unwrap();
     assert!(first.contains("progress"), "{first}");
+    child
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_crashes_mid_call_fails_the_call_at_once() {
+    let setup = Setup::new(json!({"everything": everything()}));
+    let mut child = long_call_in_progress(&setup).await;
     // Kill the server (not conduit): the call in flight must fail promptly.
     let killed = Instant::now();
     let pkill = Command::new("pkill")
@@ -516,25 +522,7 @@ async fn a_call_that_hangs_times_out() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_of_conduit_leaves_no_server_behind() {
     let setup = Setup::new(json!({"everything": everything()}));
-    let mut child = tokio::process::Command::from(setup.command(&[
-        "mcp",
-        "call",
-        "everything",
-        "trigger-long-running-operation",
-        "--args",
-        r#"{"duration": 30, "steps": 30}"#,
-        "--json",
-    ]))
-    .stdout(Stdio::piped())
-    .kill_on_drop(true)
-    .spawn()
-    .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    tokio::time::timeout(Duration::from_secs(20), lines.next_line())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let mut child = long_call_in_progress(&setup).await;
     assert!(
         !setup.leftovers().is_empty(),
         "the server runs while conduit does"
