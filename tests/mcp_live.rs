@@ -84,7 +84,8 @@ async fn outside_edits_apply_live_and_restart_only_what_changed() {
     let (pid_a, pid_b) = (pids(&a), pids(&b));
     assert_eq!((pid_a.len(), pid_b.len()), (1, 1));
 
-    // Change b and add c: a keeps running untouched.
+    // Change b and add c: a keeps running untouched; c shows as starting first.
+    let mut events = live.subscribe();
     write(
         &file,
         json!({"a": entry(&a, &[]), "b": entry(&b, &["changed"]), "c": entry(&c, &[])}),
@@ -99,6 +100,20 @@ async fn outside_edits_apply_live_and_restart_only_what_changed() {
     })
     .await;
     assert_eq!(pids(&a), pid_a, "a was not restarted");
+    let mut states_of_c = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        if let conduit_mcp::live::LiveEvent::Server(status) = event
+            && status.name == "c"
+        {
+            states_of_c.push(serde_json::to_value(&status).unwrap()["state"].clone());
+        }
+    }
+    assert_eq!(
+        states_of_c.first(),
+        Some(&json!("starting")),
+        "{states_of_c:?}"
+    );
+    assert_eq!(states_of_c.last(), Some(&json!("ready")), "{states_of_c:?}");
     assert_eq!(
         live.statuses()
             .iter()

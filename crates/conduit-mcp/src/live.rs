@@ -104,10 +104,16 @@ impl LiveServers {
         let Ok(slots) = self.inner.slots.lock() else {
             return Vec::new();
         };
+        // A name in the file without a slot yet is being started.
         order
             .iter()
-            .filter_map(|name| slots.get(name))
-            .map(|slot| status_of(&slot.running))
+            .map(|name| match slots.get(name) {
+                Some(slot) => status_of(&slot.running),
+                None => ServerStatus {
+                    name: name.clone(),
+                    state: ServerState::Starting,
+                },
+            })
             .collect()
     }
 
@@ -220,6 +226,12 @@ async fn reload(inner: &Arc<Inner>) {
     };
     if let Ok(mut order) = inner.order.lock() {
         *order = snapshot.servers.iter().map(|e| e.name.clone()).collect();
+    }
+    for entry in &to_start {
+        let _ = inner.events.send(LiveEvent::Server(ServerStatus {
+            name: entry.name.clone(),
+            state: ServerState::Starting,
+        }));
     }
     let started = futures::future::join_all(
         to_start
