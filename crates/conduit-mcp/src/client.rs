@@ -336,8 +336,8 @@ impl Connection {
             sinks.insert(token.clone(), progress);
         }
         let forget = ForgetProgress {
-            shared: &self.shared,
-            token,
+            shared: self.shared.clone(),
+            token: Some(token),
         };
         let (peer, id) = (handle.peer.clone(), handle.id.clone());
         let response = tokio::select! {
@@ -348,7 +348,13 @@ impl Connection {
                 return Err(McpError::Cancelled);
             }
         };
-        drop(forget);
+        // rmcp hands each notification to its own task, so progress sent just before
+        // the result may still be queued: let it run before the call returns, and keep
+        // routing late ones a moment longer (the sink is dropped in the background).
+        for _ in 0..3 {
+            tokio::task::yield_now().await;
+        }
+        forget.later();
         match response? {
             ServerResult::CallToolResult(result) => Ok(result),
             _ => Err(McpError::Other(
@@ -379,18 +385,38 @@ impl Connection {
 }
 
 /// Stops routing progress to a call that finished or was abandoned.
-struct ForgetProgress<'a> {
-    shared: &'a Shared,
-    token: ProgressToken,
+struct ForgetProgress {
+    shared: Arc<Shared>,
+    token: Option<ProgressToken>,
 }
 
-impl Drop for ForgetProgress<'_> {
-    fn drop(&mut self) {
-        if let Ok(mut sinks) = self.shared.progress.lock() {
-            sinks.remove(&self.token);
+impl ForgetProgress {
+    /// Forgets the call's progress after a grace period instead of now.
+    fn later(mut self) {
+        if let Some(token) = self.token.take() {
+            let shared = self.shared.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(PROGRESS_GRACE).await;
+                if let Ok(mut sinks) = shared.progress.lock() {
+                    sinks.remove(&token);
+                }
+            });
         }
     }
 }
+
+impl Drop for ForgetProgress {
+    fn drop(&mut self) {
+        if let Some(token) = self.token.take()
+            && let Ok(mut sinks) = self.shared.progress.lock()
+        {
+            sinks.remove(&token);
+        }
+    }
+}
+
+/// How long progress of a finished call is still delivered (it may trail the result).
+const PROGRESS_GRACE: Duration = Duration::from_millis(200);
 
 fn spawn_message(command: &str, err: &std::io::Error) -> String {
     if err.kind() == std::io::ErrorKind::NotFound {
