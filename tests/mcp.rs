@@ -365,19 +365,11 @@ fn resources_and_prompts_are_listed_read_and_got() {
 fn server_filesystem_lists_a_temp_folder() {
     let folder = tempfile::tempdir().unwrap();
     std::fs::write(folder.path().join("notes.txt"), "hello").unwrap();
-    let setup = Setup::new(
-        json!({"fs": {"command": "node", "args": [npm_server("server-filesystem").unwrap(), folder.path(), "MARKER-unused"]}}),
-    );
-    // server-filesystem treats every argument as an allowed folder: drop the marker one.
-    let text = std::fs::read_to_string(setup.path().join("mcp_servers.json")).unwrap();
-    let config: Value = serde_json::from_str(&text).unwrap();
-    let mut fs_entry = config["mcpServers"]["fs"].clone();
-    fs_entry["args"] = json!([npm_server("server-filesystem").unwrap(), folder.path()]);
-    std::fs::write(
-        setup.path().join("mcp_servers.json"),
-        json!({"mcpServers": {"fs": fs_entry}}).to_string(),
-    )
-    .unwrap();
+    // server-filesystem takes every argument as an allowed folder, so no marker here.
+    let setup = Setup::new(json!({"fs": {
+        "command": "node",
+        "args": [npm_server("server-filesystem").unwrap(), folder.path()]
+    }}));
 
     let out = json_out(&setup.conduit(&[
         "mcp",
