@@ -29,6 +29,8 @@ pub enum HostMcpError {
     Call { server: String, error: McpError },
     #[error("{0}")]
     Arguments(String),
+    #[error("{0}")]
+    Result(String),
 }
 
 impl Host {
@@ -92,7 +94,9 @@ impl Host {
                 error,
             })?;
         let media: Arc<dyn MediaStore> = self.media.clone();
-        Ok(conduit_mcp::result::convert(result, media.as_ref()))
+        conduit_mcp::result::convert_off_thread(result, media)
+            .await
+            .map_err(HostMcpError::Result)
     }
 }
 

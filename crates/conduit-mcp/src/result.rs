@@ -73,6 +73,16 @@ pub fn convert(result: CallToolResult, media: &dyn MediaStore) -> ToolOutput {
     }
 }
 
+/// [`convert`] on a blocking thread: checking and storing images decodes them.
+pub async fn convert_off_thread(
+    result: CallToolResult,
+    media: std::sync::Arc<dyn MediaStore>,
+) -> Result<ToolOutput, String> {
+    tokio::task::spawn_blocking(move || convert(result, media.as_ref()))
+        .await
+        .map_err(|e| format!("reading the result failed: {e}"))
+}
+
 fn store(
     media: &dyn MediaStore,
     base64_data: &str,

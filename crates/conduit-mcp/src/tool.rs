@@ -88,12 +88,9 @@ impl Tool for McpTool {
             .call_tool(&self.tool, arguments, context.progress, context.cancel)
             .await;
         match called {
-            Ok(result) => {
-                let media = self.media.clone();
-                tokio::task::spawn_blocking(move || result::convert(result, media.as_ref()))
-                    .await
-                    .map_err(|e| ToolError(format!("reading the result failed: {e}")))
-            }
+            Ok(result) => result::convert_off_thread(result, self.media.clone())
+                .await
+                .map_err(ToolError),
             Err(McpError::Closed) => Err(ToolError(format!(
                 "the MCP server {:?} stopped during the call",
                 self.server
