@@ -901,16 +901,29 @@ async fn a_huge_tool_output_is_cut_for_the_model_and_kept_whole() {
         "the model is told the output was cut"
     );
 
-    // The whole output is kept for display.
-    let done: Value = serde_json::from_str(stdout(&out).lines().last().unwrap()).unwrap();
-    let id = done["conversation"].as_str().unwrap();
-    let shown = json_out(&setup.conduit(&["sessions", "show", id, "--json"]));
-    let kept = shown["messages"][2]["blocks"][0]["parts"][0]["text"]
-        .as_str()
-        .unwrap();
+    // The whole output is kept for display, as a file beside the history.
+    let events: Vec<Value> = stdout(&out)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let result = events.iter().find(|e| e["type"] == "tool_result").unwrap();
+    let file = result["files"][0]["path"].as_str().unwrap();
+    let whole = std::fs::read_to_string(file).unwrap();
     assert!(
-        kept.len() >= 20 * 1024 * 1024 - 100,
+        whole.len() >= 20 * 1024 * 1024 - 100,
         "{} bytes kept",
-        kept.len()
+        whole.len()
+    );
+    assert!(whole.starts_with("0123456789abcdef") && whole.ends_with("cdef\n"));
+    let id = events.last().unwrap()["conversation"].as_str().unwrap();
+    let shown = json_out(&setup.conduit(&["sessions", "show", id, "--json"]));
+    let part = &shown["messages"][2]["blocks"][0]["parts"][0];
+    assert_eq!(part["type"], "long_text", "{part:.300}");
+    assert_eq!(part["media"]["bytes"], whole.len());
+    assert!(
+        part["preview"]
+            .as_str()
+            .unwrap()
+            .starts_with("0123456789abcdef")
     );
 }

@@ -169,6 +169,7 @@ impl Printer {
             let mut value = serde_json::to_value(event).unwrap_or(Value::Null);
             if let AgentEvent::ToolResult { result, .. } = event {
                 value["images"] = self.stored_images(result.parts.iter());
+                value["files"] = self.long_text_files(result.parts.iter());
             }
             self.json_line(&value);
             return;
@@ -194,7 +195,10 @@ impl Printer {
                     line.push_str(&format!(": {}", truncate(first, 120)));
                 }
                 for part in &result.parts {
-                    if let ResultPart::Image { media } | ResultPart::Audio { media } = part {
+                    if let ResultPart::Image { media }
+                    | ResultPart::Audio { media }
+                    | ResultPart::LongText { media, .. } = part
+                    {
                         line.push_str(&format!(
                             "\n  {} ({} bytes): {}",
                             media.mime,
@@ -236,6 +240,20 @@ impl Printer {
             })
             .collect();
         Value::Array(images)
+    }
+
+    /// Where the whole of each long text output is.
+    fn long_text_files<'a>(&self, parts: impl Iterator<Item = &'a ResultPart>) -> Value {
+        parts
+            .filter_map(|part| match part {
+                ResultPart::LongText { media, .. } => Some(json!({
+                    "path": self.host.media_path(media),
+                    "mime": media.mime,
+                    "bytes": media.bytes,
+                })),
+                _ => None,
+            })
+            .collect()
     }
 
     fn json_line(&self, value: &Value) {

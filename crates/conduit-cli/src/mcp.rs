@@ -1,5 +1,6 @@
 //! `conduit mcp`: the servers of the mcpServers file, their tools, resources and prompts.
 
+use std::io::Write;
 use std::sync::Arc;
 
 use clap::Subcommand;
@@ -253,7 +254,9 @@ fn print_output(
         let images: Vec<Value> = parts
             .iter()
             .filter_map(|p| match p {
-                ResultPart::Image { media } | ResultPart::Audio { media } => Some(json!({
+                ResultPart::Image { media }
+                | ResultPart::Audio { media }
+                | ResultPart::LongText { media, .. } => Some(json!({
                     "path": host.media_path(media), "mime": media.mime, "bytes": media.bytes,
                 })),
                 _ => None,
@@ -294,6 +297,13 @@ fn print_output(
             }
             ResultPart::Structured { value } => {
                 println!("{}", serde_json::to_string_pretty(value)?);
+            }
+            ResultPart::LongText { media, .. } => {
+                // The whole output, straight from its file.
+                let mut file = std::fs::File::open(host.media_path(media))?;
+                let mut out = std::io::stdout().lock();
+                std::io::copy(&mut file, &mut out)?;
+                out.write_all(b"\n")?;
             }
         }
     }

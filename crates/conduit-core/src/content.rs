@@ -84,15 +84,24 @@ pub struct ToolCall {
 /// How much of a tool's text output goes to a model (100 KB).
 pub const MODEL_TEXT_LIMIT: usize = 100 * 1024;
 
+/// Tool output text longer than this is kept as a file with a preview (1 MiB).
+pub const LONG_TEXT: usize = 1024 * 1024;
+
+/// The start of `text`: at most `limit` bytes, cut at a character boundary.
+pub fn text_start(text: &str, limit: usize) -> &str {
+    let mut cut = limit.min(text.len());
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    &text[..cut]
+}
+
 /// `text` cut to at most `limit` bytes (at a character boundary) with a note saying so.
 pub fn cut_for_model(mut text: String, limit: usize) -> String {
     if text.len() <= limit {
         return text;
     }
-    let mut cut = limit;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
+    let cut = text_start(&text, limit).len();
     let dropped = text.len() - cut;
     text.truncate(cut);
     text.push_str(&cut_note(dropped));
@@ -134,29 +143,24 @@ impl ToolResult {
     pub fn text(&self) -> String {
         let mut out = String::new();
         let mut dropped = 0usize;
-        for piece in self.text_pieces() {
+        for (piece, left_out) in self.text_pieces() {
             let separator = usize::from(!out.is_empty());
-            if dropped > 0 || out.len() + separator + piece.len() > MODEL_TEXT_LIMIT {
-                let room = MODEL_TEXT_LIMIT.saturating_sub(out.len() + separator);
-                if dropped == 0 && room > 0 {
-                    let mut cut = room.min(piece.len());
-                    while !piece.is_char_boundary(cut) {
-                        cut -= 1;
-                    }
-                    if separator == 1 {
-                        out.push('\n');
-                    }
-                    out.push_str(&piece[..cut]);
-                    dropped += piece.len() - cut;
-                } else {
-                    dropped += separator + piece.len();
+            let room = MODEL_TEXT_LIMIT.saturating_sub(out.len() + separator);
+            let kept = if dropped == 0 {
+                text_start(&piece, room)
+            } else {
+                ""
+            };
+            if kept.is_empty() && !piece.is_empty() {
+                dropped += separator + piece.len();
+            } else {
+                if separator == 1 {
+                    out.push('\n');
                 }
-                continue;
+                out.push_str(kept);
+                dropped += piece.len() - kept.len();
             }
-            if separator == 1 {
-                out.push('\n');
-            }
-            out.push_str(&piece);
+            dropped += left_out;
         }
         if dropped > 0 {
             out.push_str(&cut_note(dropped));
@@ -164,16 +168,29 @@ impl ToolResult {
         out
     }
 
-    /// The text parts joined, uncut.
+    /// The text parts joined, uncut (a long text as its preview and a note).
     pub fn full_text(&self) -> String {
-        self.text_pieces().collect::<Vec<_>>().join("\n")
+        self.text_pieces()
+            .map(|(piece, left_out)| match left_out {
+                0 => piece,
+                n => format!("{piece}\n[{n} more bytes are in the whole output file]").into(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
-    /// Each part as the text a text-only protocol carries (media parts give none).
-    fn text_pieces(&self) -> impl Iterator<Item = std::borrow::Cow<'_, str>> {
+    /// Each part as the text a text-only protocol carries (media parts give none), with
+    /// how many bytes of it are not in the piece (a long text's rest).
+    fn text_pieces(&self) -> impl Iterator<Item = (std::borrow::Cow<'_, str>, usize)> {
         use std::borrow::Cow;
         self.parts.iter().filter_map(|part| {
-            Some(match part {
+            if let ResultPart::LongText { preview, media } = part {
+                let rest = usize::try_from(media.bytes)
+                    .unwrap_or(usize::MAX)
+                    .saturating_sub(preview.len());
+                return Some((Cow::Borrowed(preview.as_str()), rest));
+            }
+            let piece = match part {
                 ResultPart::Text { text } => Cow::Borrowed(text.as_str()),
                 ResultPart::Structured { value } => Cow::Owned(value.to_string()),
                 ResultPart::ResourceLink { uri, name, .. } => Cow::Owned(format!(
@@ -187,8 +204,11 @@ impl ToolResult {
                     "[resource {uri}: {} binary content]",
                     mime.as_deref().unwrap_or("unknown")
                 )),
-                ResultPart::Image { .. } | ResultPart::Audio { .. } => return None,
-            })
+                ResultPart::Image { .. }
+                | ResultPart::Audio { .. }
+                | ResultPart::LongText { .. } => return None,
+            };
+            Some((piece, 0))
         })
     }
 
@@ -237,6 +257,13 @@ pub enum ResultPart {
     /// Structured JSON content (MCP `structuredContent`).
     Structured {
         value: Value,
+    },
+    /// Text over [`LONG_TEXT`] (or structured content that large, as JSON): its start,
+    /// and the whole of it as a stored file (`text/plain` or `application/json`), so a
+    /// huge output is not carried through events, history and the database.
+    LongText {
+        preview: String,
+        media: MediaRef,
     },
 }
 
@@ -484,6 +511,39 @@ mod tests {
             text.contains("Output cut here: 10 more bytes"),
             "{}",
             &text[text.len() - 120..]
+        );
+    }
+
+    #[test]
+    fn a_long_text_goes_to_the_model_as_its_preview_with_the_size_of_the_rest() {
+        let preview = "p".repeat(1000);
+        let result = ToolResult {
+            call_id: "c".into(),
+            name: "t".into(),
+            is_error: false,
+            parts: vec![
+                ResultPart::LongText {
+                    preview: preview.clone(),
+                    media: MediaRef {
+                        hash: "h".into(),
+                        mime: "text/plain".into(),
+                        bytes: 5000,
+                        width: None,
+                        height: None,
+                    },
+                },
+                ResultPart::Text {
+                    text: "after".into(),
+                },
+            ],
+        };
+        assert_eq!(
+            result.text(),
+            format!("{preview}{}", cut_note(4000 + 1 + 5))
+        );
+        assert_eq!(
+            result.full_text(),
+            format!("{preview}\n[4000 more bytes are in the whole output file]\nafter")
         );
     }
 

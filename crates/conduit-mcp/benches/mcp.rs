@@ -1,7 +1,8 @@
 //! What MCP costs: connect + initialize + list tools; ten servers started at once against
 //! the slowest alone; Conduit's overhead per tool call over a raw JSON-RPC round trip on
 //! the same kind of pipe; and 1,000 `echo` calls through Conduit beside the official
-//! TypeScript and Python SDK clients, against the same server in the same run.
+//! TypeScript and Python SDK clients, against the same server in the same run; and the
+//! memory a 100 MB tool output costs.
 //! Run with `make bench` (release build, after `make setup-test`). Prints a report.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
@@ -12,9 +13,12 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use conduit_core::content::{MediaRef, ResultPart};
+use conduit_core::media::{MediaError, MediaStore};
 use conduit_mcp::client::Connection;
 use conduit_mcp::config::{ServerEntry, ServerSpec, Snapshot, Transport};
-use conduit_mcp::servers::Servers;
+use conduit_mcp::result::convert_off_thread;
+use conduit_mcp::servers::{ServerState, Servers};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
@@ -30,16 +34,170 @@ fn everything() -> PathBuf {
     )
 }
 
-fn spec() -> ServerSpec {
+fn stdio(command: &str, args: Vec<String>) -> ServerSpec {
     ServerSpec {
         transport: Transport::Stdio {
-            command: "node".into(),
-            args: vec![everything().display().to_string(), "stdio".into()],
+            command: command.into(),
+            args,
             env: BTreeMap::new(),
             cwd: None,
         },
         timeout: None,
     }
+}
+
+fn spec() -> ServerSpec {
+    stdio(
+        "node",
+        vec![everything().display().to_string(), "stdio".into()],
+    )
+}
+
+fn python() -> String {
+    root()
+        .join("tests/mcp-servers/.venv/bin/python")
+        .display()
+        .to_string()
+}
+
+fn minimal() -> ServerSpec {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/servers/minimal.py");
+    stdio("python3", vec![script.display().to_string()])
+}
+
+/// Ten servers of one kind at once, against the slowest of five single starts.
+async fn ten_at_once(kind: &str, spec: fn() -> ServerSpec) {
+    let mut alone = Duration::ZERO;
+    for _ in 0..5 {
+        let started = Instant::now();
+        let connection = Connection::connect(&spec(), Duration::from_secs(30))
+            .await
+            .unwrap();
+        connection.tools().await.unwrap();
+        alone = alone.max(started.elapsed());
+        connection.shutdown().await;
+    }
+    let entry = |name: String| ServerEntry {
+        name,
+        disabled: false,
+        raw: Value::Null,
+        spec: Ok(spec()),
+    };
+    let snapshot = Snapshot::for_servers((0..10).map(|n| entry(format!("s{n}"))).collect());
+    let started = Instant::now();
+    let servers = Servers::start(&snapshot, Duration::from_secs(60)).await;
+    let ten = started.elapsed();
+    let ready = servers
+        .statuses()
+        .iter()
+        .filter(|s| matches!(s.state, ServerState::Ready { .. }))
+        .count();
+    servers.shutdown().await;
+    // The machine's own limit: the same ten processes started bare, run until they see
+    // their input end.
+    let Transport::Stdio { command, args, .. } = spec().transport else {
+        unreachable!()
+    };
+    let bare_started = Instant::now();
+    let children: Vec<_> = (0..10)
+        .map(|_| {
+            std::process::Command::new(&command)
+                .args(&args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut child in children {
+        child.wait().unwrap();
+    }
+    let bare = bare_started.elapsed();
+    println!(
+        "10 {kind} started at once: {:.0} ms ({ready} ready); the slowest single start: {:.0} ms (budget: within it + 50 ms); the same 10 processes started bare: {:.0} ms",
+        ms(ten),
+        ms(alone),
+        ms(bare)
+    );
+}
+
+/// Keeps long outputs as files in a temporary folder, as the host's media store does.
+struct Files(tempfile::TempDir);
+
+impl MediaStore for Files {
+    fn put(&self, bytes: &[u8], mime: Option<&str>) -> Result<MediaRef, MediaError> {
+        let name = format!("{}", self.0.path().read_dir().unwrap().count());
+        std::fs::write(self.0.path().join(&name), bytes).unwrap();
+        Ok(MediaRef {
+            hash: name,
+            mime: mime.unwrap_or_default().into(),
+            bytes: bytes.len() as u64,
+            width: None,
+            height: None,
+        })
+    }
+    fn load(&self, media: &MediaRef) -> Result<Vec<u8>, MediaError> {
+        Err(MediaError::Missing {
+            hash: media.hash.clone(),
+        })
+    }
+}
+
+fn status_kib(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// The memory a huge tool output costs: peak RSS above the level before the call.
+async fn huge_output(mb: u64) {
+    let fixture = root().join("tests/mcp-servers/fixtures/dynamic_tools.py");
+    let spec = stdio(
+        &python(),
+        vec![fixture.display().to_string(), "bench".into()],
+    );
+    let connection = Connection::connect(&spec, Duration::from_secs(30))
+        .await
+        .unwrap();
+    let before = status_kib("VmRSS:");
+    // Resets the peak (VmHWM) to the current size, so the figure is this call's alone.
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    let mut arguments = serde_json::Map::new();
+    arguments.insert("mb".into(), json!(mb));
+    let started = Instant::now();
+    let result = connection
+        .call_tool(
+            "big_output",
+            arguments,
+            Arc::new(|_| {}),
+            tokio_util::sync::CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    let media: Arc<dyn MediaStore> = Arc::new(Files(tempfile::tempdir().unwrap()));
+    let output = convert_off_thread(result, media).await.unwrap();
+    let took = started.elapsed();
+    let peak = status_kib("VmHWM:");
+    let kept: u64 = output
+        .parts
+        .iter()
+        .map(|part| match part {
+            ResultPart::LongText { media, .. } => media.bytes,
+            _ => 0,
+        })
+        .sum();
+    println!(
+        "a {mb} MB tool output (Python SDK: sent as text and again as structuredContent, {} MB kept as files): {:.0} ms, peak memory {:.0} MB above the {:.0} MB before",
+        kept / 1_000_000,
+        ms(took),
+        peak.saturating_sub(before) as f64 / 1024.0,
+        before as f64 / 1024.0
+    );
+    connection.shutdown().await;
 }
 
 fn median(mut samples: Vec<Duration>) -> Duration {
@@ -163,24 +321,13 @@ async fn main() {
         ms(median(connects.clone()))
     );
 
-    // Ten at once against the slowest alone: one file with ten entries.
-    let entry = |name: String| ServerEntry {
-        name,
-        disabled: false,
-        raw: Value::Null,
-        spec: Ok(spec()),
-    };
-    let snapshot = Snapshot::for_servers((0..10).map(|n| entry(format!("s{n}"))).collect());
-    let started = Instant::now();
-    let servers = Servers::start(&snapshot, Duration::from_secs(60)).await;
-    let ten = started.elapsed();
-    servers.shutdown().await;
-    let slowest_alone = connects.iter().max().copied().unwrap_or_default();
-    println!(
-        "10 servers started at once: {:.0} ms; the slowest single start: {:.0} ms (budget: within it + 50 ms on 2 cores)",
-        ms(ten),
-        ms(slowest_alone)
-    );
+    // Ten at once against the slowest alone: with a server that costs little CPU to
+    // start, this measures Conduit's parallel start; with server-everything, ten Node.js
+    // start-ups share the machine's cores.
+    ten_at_once("minimal Python servers", minimal).await;
+    ten_at_once("server-everything (Node.js)", spec).await;
+
+    huge_output(100).await;
 
     // Overhead per call: Conduit's client against a raw JSON-RPC loop, same server kind.
     let mut raw = Raw::start().await;

@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{ServerSpec, Transport};
 use crate::process::{self, ServerProcess, StderrTail};
+use crate::spill::{self, Spill};
 
 /// Default time a tool call may take without progress.
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
@@ -144,6 +145,7 @@ pub struct Connection {
     shared: Arc<Shared>,
     process: tokio::sync::Mutex<Option<ServerProcess>>,
     stderr: StderrTail,
+    spill: Arc<Spill>,
     pub details: ServerDetails,
     call_timeout: Duration,
 }
@@ -171,14 +173,23 @@ impl Connection {
                         ))
                     })?;
                 let stderr = process.stderr.clone();
-                // rmcp drops stdio messages over 16 MiB (the call then waits out its
-                // timeout); tool outputs of 100 MB must arrive, so the cap is higher.
+                // Large messages reach rmcp through the spill pump (see `spill`), so a
+                // 100 MB tool output is parsed once; rmcp's own 16 MiB cap is raised for
+                // messages that are large without one huge string.
+                let spill = Arc::new(Spill::new());
+                let (pumped, pump_end) = tokio::io::duplex(64 * 1024);
+                tokio::spawn(spill::pump(
+                    stdout,
+                    pump_end,
+                    spill.clone(),
+                    MAX_STDIO_MESSAGE,
+                ));
                 let transport =
-                    AsyncRwTransport::new(stdout, stdin).with_max_line_length(MAX_STDIO_MESSAGE);
+                    AsyncRwTransport::new(pumped, stdin).with_max_line_length(MAX_STDIO_MESSAGE);
                 let started = tokio::time::timeout(start_timeout, handler.serve(transport)).await;
                 let reason = match started {
                     Ok(Ok(service)) => {
-                        return Self::ready(service, Some(process), stderr, shared, spec);
+                        return Self::ready(service, Some(process), stderr, spill, shared, spec);
                     }
                     Ok(Err(err)) => err.to_string(),
                     Err(_) => format!("it did not finish starting within {start_timeout:?}"),
@@ -219,7 +230,14 @@ impl Connection {
                         ))
                     })?
                     .map_err(|e| StartError::plain(e.to_string()))?;
-                Self::ready(service, None, StderrTail::default(), shared, spec)
+                Self::ready(
+                    service,
+                    None,
+                    StderrTail::default(),
+                    Arc::new(Spill::new()),
+                    shared,
+                    spec,
+                )
             }
         }
     }
@@ -228,6 +246,7 @@ impl Connection {
         service: RunningService<RoleClient, Handler>,
         process: Option<ServerProcess>,
         stderr: StderrTail,
+        spill: Arc<Spill>,
         shared: Arc<Shared>,
         spec: &ServerSpec,
     ) -> Result<Self, StartError> {
@@ -249,6 +268,7 @@ impl Connection {
             shared,
             process: tokio::sync::Mutex::new(process),
             stderr,
+            spill,
             details,
             call_timeout: spec.timeout.unwrap_or(DEFAULT_CALL_TIMEOUT),
         })
@@ -290,10 +310,12 @@ impl Connection {
     }
 
     pub async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult, McpError> {
-        Ok(self
+        let mut result = self
             .peer
             .read_resource(ReadResourceRequestParams::new(uri.to_owned()))
-            .await?)
+            .await?;
+        self.spill.claim_read_result(&mut result);
+        Ok(result)
     }
 
     pub async fn prompts(&self) -> Result<Vec<Prompt>, McpError> {
@@ -356,7 +378,10 @@ impl Connection {
         }
         forget.later();
         match response? {
-            ServerResult::CallToolResult(result) => Ok(result),
+            ServerResult::CallToolResult(mut result) => {
+                self.spill.claim_tool_result(&mut result);
+                Ok(result)
+            }
             _ => Err(McpError::Other(
                 "the server answered tools/call with something else".into(),
             )),

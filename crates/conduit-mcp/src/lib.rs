@@ -6,7 +6,8 @@
 //!
 //! - [`config`]: the file in Claude Desktop's format, read without loss, written safely.
 //! - [`naming`]: collision-free tool names every provider accepts, mapped back exactly.
-//! - [`client`]: one session with a server over stdio or streamable HTTP.
+//! - [`client`]: one session with a server over stdio or streamable HTTP; `spill` keeps
+//!   the huge strings of large stdio messages out of rmcp's parser.
 //! - [`result`]: MCP results into the core's rich result; [`tool`]: MCP tools as core tools.
 //! - [`servers`]: a file's servers started together; [`live`]: kept in step with the file
 //!   and restarted after a crash, for the long-lived app.
@@ -19,4 +20,5 @@ mod process;
 pub mod result;
 pub mod servers;
 pub mod shell_path;
+mod spill;
 pub mod tool;

@@ -1,9 +1,10 @@
 //! MCP tool results into the core's rich result: text, images and audio (checked and
 //! stored as media; the bytes decide), resource links, embedded resources, structured
-//! content, and the error flag.
+//! content, and the error flag. Text or structured content over [`LONG_TEXT`] is stored
+//! as a file and carried as a preview.
 
 use base64::Engine;
-use conduit_core::content::ResultPart;
+use conduit_core::content::{LONG_TEXT, MODEL_TEXT_LIMIT, ResultPart, text_start};
 use conduit_core::media::MediaStore;
 use conduit_core::tool::ToolOutput;
 use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
@@ -13,6 +14,9 @@ pub fn convert(result: CallToolResult, media: &dyn MediaStore) -> ToolOutput {
     let mut parts = Vec::new();
     for block in result.content {
         parts.push(match block {
+            ContentBlock::Text(text) if text.text.len() > LONG_TEXT => {
+                long_text(media, text.text.as_bytes(), "text/plain")
+            }
             ContentBlock::Text(text) => ResultPart::Text { text: text.text },
             ContentBlock::Image(image) => match store(media, &image.data, &image.mime_type) {
                 Ok(media) => ResultPart::Image { media },
@@ -65,7 +69,13 @@ pub fn convert(result: CallToolResult, media: &dyn MediaStore) -> ToolOutput {
         });
     }
     if let Some(value) = result.structured_content {
-        parts.push(ResultPart::Structured { value });
+        parts.push(if json_len(&value) > LONG_TEXT {
+            let json = serde_json::to_vec(&value).unwrap_or_default();
+            drop(value);
+            long_text(media, &json, "application/json")
+        } else {
+            ResultPart::Structured { value }
+        });
     }
     ToolOutput {
         parts,
@@ -83,6 +93,38 @@ pub async fn convert_off_thread(
         .map_err(|e| format!("reading the result failed: {e}"))
 }
 
+/// A long text as a stored file and its start; if it cannot be stored, just its start.
+fn long_text(media: &dyn MediaStore, text: &[u8], mime: &str) -> ResultPart {
+    let whole = String::from_utf8_lossy(text);
+    let preview = text_start(&whole, MODEL_TEXT_LIMIT).to_owned();
+    match media.put(text, Some(mime)) {
+        Ok(media) => ResultPart::LongText { preview, media },
+        Err(e) => ResultPart::Text {
+            text: format!(
+                "{preview}\n[The output was {} bytes; only its start is kept: {e}]",
+                text.len()
+            ),
+        },
+    }
+}
+
+/// The length of `value` as compact JSON, found without building it.
+fn json_len(value: &serde_json::Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
+
 fn store(
     media: &dyn MediaStore,
     base64_data: &str,
@@ -94,4 +136,69 @@ fn store(
     media
         .put(&bytes, Some(declared))
         .map_err(|e| format!("[{declared} content omitted: {e}]"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use conduit_core::content::MediaRef;
+    use conduit_core::media::MediaError;
+    use std::sync::Mutex;
+
+    /// Keeps what it is given, as text files.
+    #[derive(Default)]
+    struct Kept(Mutex<Vec<Vec<u8>>>);
+
+    impl MediaStore for Kept {
+        fn put(&self, bytes: &[u8], declared: Option<&str>) -> Result<MediaRef, MediaError> {
+            let mut kept = self.0.lock().unwrap();
+            kept.push(bytes.to_vec());
+            Ok(MediaRef {
+                hash: kept.len().to_string(),
+                mime: declared.unwrap_or_default().to_owned(),
+                bytes: bytes.len() as u64,
+                width: None,
+                height: None,
+            })
+        }
+        fn load(&self, media: &MediaRef) -> Result<Vec<u8>, MediaError> {
+            Err(MediaError::Missing {
+                hash: media.hash.clone(),
+            })
+        }
+    }
+
+    #[test]
+    fn long_text_and_structured_content_become_files_with_a_preview() {
+        let long = "z".repeat(LONG_TEXT + 1);
+        let mut result = CallToolResult::success(vec![
+            ContentBlock::text("short"),
+            ContentBlock::text(long.clone()),
+        ]);
+        result.structured_content = Some(serde_json::json!({ "result": long }));
+        let kept = Kept::default();
+        let output = convert(result, &kept);
+        assert_eq!(
+            output.parts[0],
+            ResultPart::Text {
+                text: "short".into()
+            }
+        );
+        let ResultPart::LongText { preview, media } = &output.parts[1] else {
+            panic!("{:?}", output.parts[1])
+        };
+        assert_eq!(preview.len(), MODEL_TEXT_LIMIT);
+        assert_eq!(
+            (media.mime.as_str(), media.bytes),
+            ("text/plain", long.len() as u64)
+        );
+        let ResultPart::LongText { media, .. } = &output.parts[2] else {
+            panic!("{:?}", output.parts[2])
+        };
+        assert_eq!(media.mime, "application/json");
+        let files = kept.0.lock().unwrap();
+        assert_eq!(files[0], long.as_bytes());
+        let json: serde_json::Value = serde_json::from_slice(&files[1]).unwrap();
+        assert_eq!(json["result"], long.as_str());
+    }
 }

@@ -658,7 +658,9 @@ fn block_media(block: &Block) -> Vec<&MediaRef> {
             .parts
             .iter()
             .filter_map(|part| match part {
-                ResultPart::Image { media } | ResultPart::Audio { media } => Some(media),
+                ResultPart::Image { media }
+                | ResultPart::Audio { media }
+                | ResultPart::LongText { media, .. } => Some(media),
                 ResultPart::Resource {
                     media: Some(media), ..
                 } => Some(media),

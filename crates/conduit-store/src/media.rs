@@ -113,6 +113,12 @@ fn identify(
     if let Some(audio) = audio_mime(bytes) {
         return Ok((audio.to_owned(), None));
     }
+    // Long tool output kept as a file: text that says it is text, and is.
+    if let Some(text @ ("text/plain" | "application/json")) = declared_mime
+        && std::str::from_utf8(bytes).is_ok()
+    {
+        return Ok((text.to_owned(), None));
+    }
     let declared = declared_mime.unwrap_or("unknown");
     Err(MediaError::Invalid(format!(
         "the bytes are no image or audio format Conduit knows (declared as {declared})"
@@ -153,6 +159,8 @@ fn extension(mime: &str) -> &'static str {
         "audio/ogg" => "ogg",
         "audio/flac" => "flac",
         "audio/mpeg" => "mp3",
+        "text/plain" => "txt",
+        "application/json" => "json",
         _ => "bin",
     }
 }
@@ -232,6 +240,19 @@ mod tests {
         let err = store.put(b"plain text", Some("image/png")).unwrap_err();
         assert!(err.to_string().contains("declared as image/png"), "{err}");
         assert!(walk(dir.path()).is_empty());
+    }
+
+    #[test]
+    fn long_text_is_kept_when_declared_as_text_and_valid_utf8() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileMediaStore::new(dir.path());
+        let media = store
+            .put("{\"a\": \"é\"}".as_bytes(), Some("application/json"))
+            .unwrap();
+        assert_eq!(media.mime, "application/json");
+        assert!(store.path_of(&media).to_string_lossy().ends_with(".json"));
+        let err = store.put(b"\xff\xfe", Some("text/plain")).unwrap_err();
+        assert!(matches!(err, MediaError::Invalid(_)), "{err}");
     }
 
     #[test]
