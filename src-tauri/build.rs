@@ -2,7 +2,23 @@
 //! exactly the app's own commands.
 
 fn main() {
-    let manifest = tauri_build::AppManifest::new().commands(&["app_info"]);
+    let manifest = tauri_build::AppManifest::new().commands(&[
+        "app_info",
+        "list_conversations",
+        "search_history",
+        "load_messages",
+        "rename_conversation",
+        "delete_conversation",
+        "list_providers",
+        "provider_models",
+        "detect_local_providers",
+        "send_message",
+        "stop_turn",
+        "answer_approval",
+        "store_attachment",
+        "mcp_servers",
+        "open_external",
+    ]);
     let attributes = tauri_build::Attributes::new()
         .config_path("../tauri.conf.json")
         .app_manifest(manifest)

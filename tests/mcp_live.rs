@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use conduit_core::content::MediaRef;
 use conduit_core::media::{MediaError, MediaStore};
+use conduit_core::tool::Tool;
 use conduit_e2e::npm_server;
 use conduit_mcp::live::LiveServers;
 use serde_json::{Value, json};

@@ -1,20 +1,166 @@
 //! The commands the window may call; each forwards to `conduit-host`.
 
+use std::sync::Arc;
+
+use conduit_host::app::{App, McpOverview, SendRequest, Started, TurnEvent};
+use conduit_host::approval::Decision;
+use conduit_host::core::content::MediaRef;
+use conduit_host::providers::{LOCAL_SERVERS, LocalProvider, ProviderSummary};
+use conduit_host::store::{Conversation, SearchHit, StoredMessage};
 use conduit_host::{AppInfo, Host};
+use tauri::ipc::{Channel, InvokeBody, Request};
 
 /// What the window's commands share.
 pub struct AppState {
-    host: Host,
+    pub app: Arc<App>,
 }
 
 impl AppState {
     pub fn new(host: Host) -> Self {
-        Self { host }
+        Self {
+            app: App::new(Arc::new(host)),
+        }
     }
+
+    fn host(&self) -> &Host {
+        self.app.host()
+    }
+}
+
+/// Errors reach the window as their message.
+type Reply<T> = Result<T, String>;
+
+fn say<E: std::fmt::Display>(error: E) -> String {
+    error.to_string()
 }
 
 /// The app's version and where its data lives.
 #[tauri::command]
 pub fn app_info(state: tauri::State<'_, AppState>) -> AppInfo {
-    state.host.info()
+    state.host().info()
+}
+
+#[tauri::command]
+pub fn list_conversations(state: tauri::State<'_, AppState>) -> Reply<Vec<Conversation>> {
+    state.host().conversations(500).map_err(say)
+}
+
+#[tauri::command]
+pub fn search_history(state: tauri::State<'_, AppState>, query: String) -> Reply<Vec<SearchHit>> {
+    state.host().search(&query, 50).map_err(say)
+}
+
+/// Up to `limit` messages before message `before` (or the newest), oldest first.
+#[tauri::command]
+pub fn load_messages(
+    state: tauri::State<'_, AppState>,
+    conversation: String,
+    before: Option<i64>,
+    limit: usize,
+) -> Reply<Vec<StoredMessage>> {
+    state
+        .host()
+        .conversation_page(&conversation, before, limit.clamp(1, 500))
+        .map_err(say)
+}
+
+#[tauri::command]
+pub fn rename_conversation(
+    state: tauri::State<'_, AppState>,
+    conversation: String,
+    title: String,
+) -> Reply<()> {
+    state
+        .host()
+        .rename_conversation(&conversation, &title)
+        .map_err(say)
+}
+
+#[tauri::command]
+pub fn delete_conversation(state: tauri::State<'_, AppState>, conversation: String) -> Reply<()> {
+    state.host().delete_conversation(&conversation).map_err(say)
+}
+
+#[tauri::command]
+pub fn list_providers(state: tauri::State<'_, AppState>) -> Reply<Vec<ProviderSummary>> {
+    state.host().list_providers().map_err(say)
+}
+
+#[tauri::command]
+pub async fn provider_models(
+    state: tauri::State<'_, AppState>,
+    provider: String,
+) -> Reply<Vec<String>> {
+    let models = state.host().provider_models(&provider).await.map_err(say)?;
+    Ok(models.into_iter().map(|m| m.id).collect())
+}
+
+/// Ollama and LM Studio, if they answer on this machine.
+#[tauri::command]
+pub async fn detect_local_providers(
+    state: tauri::State<'_, AppState>,
+) -> Reply<Vec<LocalProvider>> {
+    Ok(state.host().detect_local_providers(&LOCAL_SERVERS).await)
+}
+
+/// Starts a turn; its events arrive on `on_event`, the last one `ended`.
+#[tauri::command]
+pub fn send_message(
+    state: tauri::State<'_, AppState>,
+    request: SendRequest,
+    on_event: Channel<TurnEvent>,
+) -> Reply<Started> {
+    let sink = Arc::new(move |event: TurnEvent| {
+        if let Err(error) = on_event.send(event) {
+            tracing::debug!(%error, "the window no longer listens to this turn");
+        }
+    });
+    state.app.send(request, sink).map_err(say)
+}
+
+#[tauri::command]
+pub fn stop_turn(state: tauri::State<'_, AppState>, turn: String) -> Reply<()> {
+    state.app.stop(&turn).map_err(say)
+}
+
+#[tauri::command]
+pub fn answer_approval(
+    state: tauri::State<'_, AppState>,
+    turn: String,
+    call_id: String,
+    decision: Decision,
+) -> Reply<bool> {
+    state.app.answer(&turn, &call_id, decision).map_err(say)
+}
+
+/// Stores an image the user attached; the request body is its bytes.
+#[tauri::command]
+pub async fn store_attachment(
+    state: tauri::State<'_, AppState>,
+    request: Request<'_>,
+) -> Reply<MediaRef> {
+    let InvokeBody::Raw(bytes) = request.body() else {
+        return Err("send the image's bytes as the request body".into());
+    };
+    state.app.store_attachment(bytes.clone()).await.map_err(say)
+}
+
+#[tauri::command]
+pub fn mcp_servers(state: tauri::State<'_, AppState>) -> McpOverview {
+    state.app.mcp_servers()
+}
+
+/// Opens a link from a message in the system browser (never inside the app).
+#[tauri::command]
+pub fn open_external(url: String) -> Reply<()> {
+    let lower = url.to_ascii_lowercase();
+    if !(lower.starts_with("https://")
+        || lower.starts_with("http://")
+        || lower.starts_with("mailto:"))
+    {
+        return Err(format!(
+            "Conduit opens only web and mail links, not {url:?}"
+        ));
+    }
+    open::that_detached(&url).map_err(say)
 }

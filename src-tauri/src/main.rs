@@ -3,6 +3,9 @@
 #![cfg_attr(not(debug_assertions), windows_subsystem = "windows")]
 
 mod commands;
+mod media;
+
+use tauri::Manager;
 
 use conduit_host::logging::{self, LogOptions};
 use conduit_host::{Host, Paths};
@@ -24,16 +27,71 @@ fn main() -> std::process::ExitCode {
     };
     tracing::info!(version = conduit_host::VERSION, "desktop app starting");
 
-    let result = tauri::Builder::default()
-        .manage(commands::AppState::new(Host::new(paths)))
-        .invoke_handler(tauri::generate_handler![commands::app_info])
-        .run(tauri_context());
-    match result {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+    let state = commands::AppState::new(Host::new(paths));
+    let app = state.app.clone();
+    let media_app = state.app.clone();
+    let built = tauri::Builder::default()
+        .manage(state)
+        .register_asynchronous_uri_scheme_protocol("media", move |_ctx, request, responder| {
+            let app = media_app.clone();
+            tauri::async_runtime::spawn(async move {
+                responder.respond(media::respond(app.host(), request.uri().path()).await);
+            });
+        })
+        .setup(move |handle| {
+            let handle = handle.handle().clone();
+            tauri::async_runtime::spawn(mcp_events(app, handle));
+            Ok(())
+        })
+        .invoke_handler(tauri::generate_handler![
+            commands::app_info,
+            commands::list_conversations,
+            commands::search_history,
+            commands::load_messages,
+            commands::rename_conversation,
+            commands::delete_conversation,
+            commands::list_providers,
+            commands::provider_models,
+            commands::detect_local_providers,
+            commands::send_message,
+            commands::stop_turn,
+            commands::answer_approval,
+            commands::store_attachment,
+            commands::mcp_servers,
+            commands::open_external,
+        ])
+        .build(tauri_context());
+    let app = match built {
+        Ok(app) => app,
         Err(err) => {
-            tracing::error!(error = %err, "the window could not run");
+            tracing::error!(error = %err, "the window could not start");
             eprintln!("conduit-desktop: {err}");
-            std::process::ExitCode::FAILURE
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    app.run(|handle, event| {
+        if let tauri::RunEvent::Exit = event {
+            // No server outlives the app: end turns and servers before exiting.
+            let state = handle.state::<commands::AppState>();
+            tauri::async_runtime::block_on(state.app.shutdown());
+        }
+    });
+    std::process::ExitCode::SUCCESS
+}
+
+/// Starts the MCP servers and tells the window whenever one changes state or the file is
+/// applied or fails to read (event `mcp-servers`, no payload: it asks for the list).
+async fn mcp_events(app: std::sync::Arc<conduit_host::app::App>, handle: tauri::AppHandle) {
+    use tauri::Emitter;
+    let live = app.live().await;
+    let mut events = live.subscribe();
+    let _ = handle.emit("mcp-servers", ());
+    loop {
+        match events.recv().await {
+            Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                let _ = handle.emit("mcp-servers", ());
+            }
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
         }
     }
 }

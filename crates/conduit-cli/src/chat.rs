@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use conduit_host::Host;
 use conduit_host::Protocol;
-use conduit_host::chat::{ApprovalMode, ChatError, ChatRequest, ProviderChoice};
+use conduit_host::chat::{ApprovalMode, Attachment, ChatError, ChatRequest, ProviderChoice};
 use conduit_host::core::agent::{AgentEvent, EventSink, Outcome};
 use conduit_host::core::content::ResultPart;
 use serde_json::{Value, json};
@@ -111,7 +111,8 @@ pub async fn run(host: Arc<Host>, args: ChatArgs) -> Result<u8, Failure> {
         provider,
         model: args.model,
         prompt: args.prompt,
-        attachments: args.attach,
+        attachments: args.attach.into_iter().map(Attachment::File).collect(),
+        live: None,
         approval: match args.approve {
             Approve::Auto => ApprovalMode::Auto,
             Approve::Deny => ApprovalMode::Deny,

@@ -1,19 +1,25 @@
 //! One run of the agent for a frontend: resolve the provider and its key, store the
 //! attachments, offer the tools, stream the events, and keep the history valid.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use conduit_core::agent::{Agent, AgentOptions, Approval, EventSink, FixedApproval, Outcome};
-use conduit_core::content::{Block, Message, Role};
+use conduit_core::agent::{
+    Agent, AgentOptions, Approval, Approver, EventSink, FixedApproval, Outcome,
+};
+use conduit_core::content::{Block, MediaRef, Message, Role};
 use conduit_core::media::{MediaError, MediaStore};
 use conduit_core::provider::ProviderError;
+use conduit_core::tool::Tool;
 use conduit_core::tool::ToolRegistry;
+use conduit_mcp::live::LiveServers;
 use conduit_providers::{HttpSettings, Protocol, ProviderConfig};
 use tokio_util::sync::CancellationToken;
 
 use crate::Host;
+use crate::approval::WindowApproval;
 use crate::mcp::ServerState;
 use crate::providers::{ProvidersError, key_from_env};
 use crate::recorder::Recorder;
@@ -32,23 +38,38 @@ pub enum ProviderChoice {
     },
 }
 
-/// The approval policy of a run without a window to ask in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Who decides whether a tool call runs.
+#[derive(Debug, Clone)]
 pub enum ApprovalMode {
+    /// Every call runs (`conduit chat --approve auto`).
     Auto,
+    /// No call runs (the CLI's default: there is nobody to ask).
     Deny,
+    /// The settings' per-tool policy, and the window asks about the rest.
+    Window(Arc<WindowApproval>),
+}
+
+/// Something the user attaches to a message.
+#[derive(Debug, Clone)]
+pub enum Attachment {
+    /// A file to read and store (the bytes decide its type).
+    File(PathBuf),
+    /// Media already in the store (the window uploads before sending).
+    Stored(MediaRef),
 }
 
 /// What a frontend asks for.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ChatRequest {
     /// Continue this saved conversation; `None` starts a new one.
     pub conversation: Option<String>,
     pub provider: ProviderChoice,
     pub model: Option<String>,
     pub prompt: String,
-    pub attachments: Vec<PathBuf>,
+    pub attachments: Vec<Attachment>,
     pub approval: ApprovalMode,
+    /// The app's running servers; `None` starts the file's servers for this run.
+    pub live: Option<Arc<LiveServers>>,
     pub max_turns: u32,
     pub system: Option<String>,
     /// Overrides the provider's read timeout (a stream silent this long fails).
@@ -116,32 +137,52 @@ impl Host {
         store.add_message(&conversation, &user, MessageStatus::Complete)?;
         history.push(user);
 
-        let servers = self.start_mcp().await?;
+        let servers = match &request.live {
+            Some(_) => None,
+            None => Some(self.start_mcp().await?),
+        };
         let settings = self.settings().map_err(ProvidersError::from)?;
-        let mut tools = ToolRegistry::new();
         let allow = |server: &str, tool: &str| settings.tool_enabled(server, tool);
-        for tool in servers.tools(self.media.clone(), &allow) {
-            tools.register(tool);
-        }
-        for status in servers.statuses() {
+        let (mcp_tools, statuses) = match (&request.live, &servers) {
+            (Some(live), _) => (live.tools(self.media.clone(), &allow), live.statuses()),
+            (None, Some(servers)) => (
+                servers.tools(self.media.clone(), &allow),
+                servers.statuses(),
+            ),
+            (None, None) => (Vec::new(), Vec::new()),
+        };
+        for status in statuses {
             if let ServerState::Failed { reason, .. } = &status.state {
                 tracing::warn!(server = %status.name, %reason, "MCP server unavailable for this chat");
             }
         }
+        let mut tools = ToolRegistry::new();
+        let mut origins = HashMap::new();
+        for tool in mcp_tools {
+            origins.insert(
+                tool.spec().name.clone(),
+                (tool.server().to_owned(), tool.tool_name().to_owned()),
+            );
+            tools.register(tool);
+        }
         if crate::test_tools::enabled() {
             crate::test_tools::register(&mut tools, self.media.clone());
         }
-        let approval = match request.approval {
-            ApprovalMode::Auto => Approval::Allow,
-            ApprovalMode::Deny => Approval::Deny {
+        let approver: Arc<dyn Approver> = match &request.approval {
+            ApprovalMode::Auto => Arc::new(FixedApproval(Approval::Allow)),
+            ApprovalMode::Deny => Arc::new(FixedApproval(Approval::Deny {
                 reason: "tool calls are denied in this run (--approve deny)".into(),
-            },
+            })),
+            ApprovalMode::Window(window) => {
+                window.set_origins(origins);
+                window.clone()
+            }
         };
         let mut options = AgentOptions::new(model.clone());
         options.capabilities = conduit_providers::default_capabilities(protocol, &model);
         options.system = request.system.clone();
         options.max_turns = request.max_turns;
-        let agent = Agent::new(provider, tools, Arc::new(FixedApproval(approval)), options);
+        let agent = Agent::new(provider, tools, approver, options);
 
         let run_cancel = cancel.child_token();
         let recorder = Recorder::new(store.clone(), conversation.clone(), run_cancel.clone());
@@ -149,7 +190,9 @@ impl Host {
         let outcome = agent
             .run(&mut history, recorder.sink(events), run_cancel)
             .await;
-        servers.shutdown().await;
+        if let Some(servers) = servers {
+            servers.shutdown().await;
+        }
         if let Some(err) = recorder.take_failure() {
             return Err(ChatError::Store(err));
         }
@@ -195,7 +238,16 @@ impl Host {
         if !request.prompt.trim().is_empty() {
             blocks.push(Block::text(request.prompt.clone()));
         }
-        for path in &request.attachments {
+        for attachment in &request.attachments {
+            let path = match attachment {
+                Attachment::Stored(media) => {
+                    blocks.push(Block::Image {
+                        media: media.clone(),
+                    });
+                    continue;
+                }
+                Attachment::File(path) => path,
+            };
             let attachment_error = |reason: String| ChatError::Attachment {
                 path: path.display().to_string(),
                 reason,

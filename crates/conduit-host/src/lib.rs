@@ -5,6 +5,8 @@
 //! `conduit-mcp` and `conduit-store`; `conduit-cli` and `src-tauri` depend on it and
 //! hold no logic of their own, so anything a frontend can do, a test can do here.
 
+pub mod app;
+pub mod approval;
 pub mod chat;
 pub mod logging;
 pub mod mcp;
@@ -96,6 +98,12 @@ impl Host {
 
     pub fn info(&self) -> AppInfo {
         AppInfo::new(self.paths.clone())
+    }
+
+    /// A stored media file by hash (or its thumbnail) and its type, for the window's
+    /// `media:` URLs; `None` for anything else.
+    pub fn media_file(&self, hash: &str, thumbnail: bool) -> Option<(PathBuf, &'static str)> {
+        self.media.find(hash, thumbnail)
     }
 
     /// The file a stored media reference lives in.

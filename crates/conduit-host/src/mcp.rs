@@ -52,12 +52,16 @@ impl Host {
     /// timeout (`CONDUIT_MCP_START_TIMEOUT` seconds, default 30).
     pub async fn start_mcp(&self) -> Result<Servers, ConfigError> {
         let snapshot = self.mcp_config()?;
-        let timeout = std::env::var(START_TIMEOUT_ENV)
+        Ok(Servers::start(&snapshot, self.mcp_start_timeout()).await)
+    }
+
+    /// How long a server may take to start: `CONDUIT_MCP_START_TIMEOUT` seconds, or 30.
+    pub fn mcp_start_timeout(&self) -> Duration {
+        std::env::var(START_TIMEOUT_ENV)
             .ok()
             .and_then(|s| s.parse::<f64>().ok())
             .filter(|s| s.is_finite() && *s > 0.0)
-            .map_or(DEFAULT_START_TIMEOUT, Duration::from_secs_f64);
-        Ok(Servers::start(&snapshot, timeout).await)
+            .map_or(DEFAULT_START_TIMEOUT, Duration::from_secs_f64)
     }
 
     /// Lets a model use `tool` of `server`, or not (kept in settings).

@@ -1,11 +1,12 @@
-//! Managing providers: add, remove, list, and ask one for its models. Keys go to the
-//! secret store, never to settings.
+//! Managing providers: add, remove, list, ask one for its models, and find local model
+//! servers. Keys go to the secret store, never to settings.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use conduit_core::media::MediaStore;
 use conduit_core::provider::{ModelInfo, ProviderError};
-use conduit_providers::{HttpSettings, ProviderConfig};
+use conduit_providers::{HttpSettings, Protocol, ProviderConfig, RetryPolicy};
 use serde::Serialize;
 
 use crate::secrets::SecretError;
@@ -127,4 +128,106 @@ impl Host {
 /// An API key from the environment variable the user named.
 pub(crate) fn key_from_env(var: &str) -> Result<String, ProvidersError> {
     std::env::var(var).map_err(|_| ProvidersError::MissingKeyEnv(var.to_owned()))
+}
+
+/// A model server answering on this machine, offered on first run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LocalProvider {
+    /// A suggested provider id: `ollama` or `lm-studio`.
+    pub id: String,
+    pub name: String,
+    pub protocol: Protocol,
+    pub base_url: String,
+    pub models: Vec<String>,
+}
+
+/// Where Ollama and LM Studio listen by default (their OpenAI-compatible APIs).
+pub const LOCAL_SERVERS: [(&str, &str, &str); 2] = [
+    ("ollama", "Ollama", "http://127.0.0.1:11434/v1"),
+    ("lm-studio", "LM Studio", "http://127.0.0.1:1234/v1"),
+];
+
+impl Host {
+    /// The local model servers among `candidates` (id, name, base URL) that answer with
+    /// their model list within a second.
+    pub async fn detect_local_providers(
+        &self,
+        candidates: &[(&str, &str, &str)],
+    ) -> Vec<LocalProvider> {
+        let probes = candidates.iter().map(|(id, name, base_url)| async move {
+            let config = ProviderConfig {
+                protocol: Protocol::OpenAiChat,
+                base_url: (*base_url).to_owned(),
+                api_key: None,
+                http: HttpSettings {
+                    connect_timeout: Duration::from_millis(500),
+                    read_timeout: Duration::from_secs(1),
+                    retry: RetryPolicy {
+                        max_retries: 0,
+                        ..RetryPolicy::default()
+                    },
+                    extra_headers: Vec::new(),
+                },
+            };
+            let media: Arc<dyn MediaStore> = self.media.clone();
+            let provider = conduit_providers::build(config, media).ok()?;
+            let models = tokio::time::timeout(Duration::from_secs(1), provider.list_models())
+                .await
+                .ok()?
+                .ok()?;
+            Some(LocalProvider {
+                id: (*id).to_owned(),
+                name: (*name).to_owned(),
+                protocol: Protocol::OpenAiChat,
+                base_url: (*base_url).to_owned(),
+                models: models.into_iter().map(|m| m.id).collect(),
+            })
+        });
+        futures::future::join_all(probes)
+            .await
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[tokio::test]
+    async fn a_local_server_that_lists_models_is_found_and_a_silent_port_is_not() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let mut buf = [0u8; 4096];
+                let _ = socket.read(&mut buf).await;
+                let body = r#"{"object":"list","data":[{"id":"llama3.2","object":"model"}]}"#;
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(reply.as_bytes()).await;
+            }
+        });
+        let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let closed_port = closed.local_addr().unwrap().port();
+        drop(closed);
+        let dir = tempfile::tempdir().unwrap();
+        let host = Host::new(crate::Paths::under_home(dir.path().to_owned(), None));
+        let answering = format!("http://127.0.0.1:{port}/v1");
+        let silent = format!("http://127.0.0.1:{closed_port}/v1");
+        let found = host
+            .detect_local_providers(&[
+                ("ollama", "Ollama", answering.as_str()),
+                ("lm-studio", "LM Studio", silent.as_str()),
+            ])
+            .await;
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].id, "ollama");
+        assert_eq!(found[0].models, ["llama3.2"]);
+    }
 }

@@ -22,6 +22,16 @@ impl Host {
         Ok((store.conversation(id)?, store.messages(id, newest)?))
     }
 
+    /// Up to `limit` messages before message `before` (or the newest), oldest first.
+    pub fn conversation_page(
+        &self,
+        id: &str,
+        before: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
+        self.store()?.page(id, before, Some(limit))
+    }
+
     pub fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>, StoreError> {
         self.store()?.search(query, limit)
     }

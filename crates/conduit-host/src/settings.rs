@@ -67,8 +67,30 @@ pub struct McpServerPrefs {
     /// Tools never offered to a model.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub disabled_tools: Vec<String>,
+    /// Whether a tool's calls run without asking; a tool not listed is asked about.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tool_approval: BTreeMap<String, ToolPolicy>,
     #[serde(flatten)]
     pub other: Map<String, Value>,
+}
+
+impl McpServerPrefs {
+    fn is_empty(&self) -> bool {
+        self.disabled_tools.is_empty() && self.tool_approval.is_empty() && self.other.is_empty()
+    }
+}
+
+/// What happens when a model calls a tool.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolPolicy {
+    /// Ask the user each time (the default for every MCP tool).
+    #[default]
+    Ask,
+    /// Run without asking ("Always allow").
+    Allow,
+    /// Never run; the model is told the user denied it.
+    Deny,
 }
 
 /// The whole settings file; fields Conduit does not know are kept on save.
@@ -131,7 +153,26 @@ impl Settings {
         if !enabled {
             prefs.disabled_tools.push(tool.to_owned());
         }
-        if prefs.disabled_tools.is_empty() && prefs.other.is_empty() {
+        if prefs.is_empty() {
+            self.mcp_servers.remove(server);
+        }
+    }
+
+    pub fn tool_policy(&self, server: &str, tool: &str) -> ToolPolicy {
+        self.mcp_servers
+            .get(server)
+            .and_then(|prefs| prefs.tool_approval.get(tool).copied())
+            .unwrap_or_default()
+    }
+
+    pub fn set_tool_policy(&mut self, server: &str, tool: &str, policy: ToolPolicy) {
+        let prefs = self.mcp_servers.entry(server.to_owned()).or_default();
+        if policy == ToolPolicy::Ask {
+            prefs.tool_approval.remove(tool);
+        } else {
+            prefs.tool_approval.insert(tool.to_owned(), policy);
+        }
+        if prefs.is_empty() {
             self.mcp_servers.remove(server);
         }
     }
@@ -247,6 +288,25 @@ mod tests {
         let json = serde_json::to_value(&settings).unwrap();
         assert_eq!(json["mcpServers"]["everything"]["disabledTools"][0], "echo");
         settings.set_tool_enabled("everything", "echo", true);
+        assert!(settings.mcp_servers.is_empty());
+    }
+
+    #[test]
+    fn every_tool_is_asked_about_until_the_user_says_otherwise() {
+        let mut settings = Settings::default();
+        assert_eq!(settings.tool_policy("everything", "echo"), ToolPolicy::Ask);
+        settings.set_tool_policy("everything", "echo", ToolPolicy::Allow);
+        settings.set_tool_policy("everything", "get-sum", ToolPolicy::Deny);
+        let json = serde_json::to_value(&settings).unwrap();
+        assert_eq!(
+            json["mcpServers"]["everything"]["toolApproval"]["echo"],
+            "allow"
+        );
+        let back: Settings = serde_json::from_value(json).unwrap();
+        assert_eq!(back.tool_policy("everything", "echo"), ToolPolicy::Allow);
+        assert_eq!(back.tool_policy("everything", "get-sum"), ToolPolicy::Deny);
+        settings.set_tool_policy("everything", "echo", ToolPolicy::Ask);
+        settings.set_tool_policy("everything", "get-sum", ToolPolicy::Ask);
         assert!(settings.mcp_servers.is_empty());
     }
 

@@ -9,7 +9,6 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use conduit_core::media::MediaStore;
-use conduit_core::tool::Tool;
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 use serde_json::Value;
 use tokio::sync::broadcast;
@@ -17,6 +16,7 @@ use tokio::sync::broadcast;
 use crate::client::Connection;
 use crate::config::{self, ConfigError, ServerEntry};
 use crate::servers::{Running, ServerState, ServerStatus, start_one, tools_of};
+use crate::tool::McpTool;
 
 /// Restarts after an unexpected stop wait 1 s, 2 s, 4 s ... up to this.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -137,7 +137,7 @@ impl LiveServers {
         &self,
         media: Arc<dyn MediaStore>,
         allow: &dyn Fn(&str, &str) -> bool,
-    ) -> Vec<Arc<dyn Tool>> {
+    ) -> Vec<Arc<McpTool>> {
         let Ok(slots) = self.inner.slots.lock() else {
             return Vec::new();
         };

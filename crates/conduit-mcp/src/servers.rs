@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use conduit_core::media::MediaStore;
-use conduit_core::tool::Tool;
 use serde::Serialize;
 
 use crate::client::{Connection, ServerDetails};
@@ -96,7 +95,7 @@ impl Servers {
         &self,
         media: Arc<dyn MediaStore>,
         allow: &dyn Fn(&str, &str) -> bool,
-    ) -> Vec<Arc<dyn Tool>> {
+    ) -> Vec<Arc<McpTool>> {
         tools_of(self.running.iter(), media, allow)
     }
 
@@ -125,7 +124,7 @@ pub(crate) fn tools_of<'a>(
     running: impl Iterator<Item = &'a Running> + Clone,
     media: Arc<dyn MediaStore>,
     allow: &dyn Fn(&str, &str) -> bool,
-) -> Vec<Arc<dyn Tool>> {
+) -> Vec<Arc<McpTool>> {
     let pairs: Vec<(&str, &str)> = running
         .clone()
         .flat_map(|r| {
@@ -136,7 +135,7 @@ pub(crate) fn tools_of<'a>(
         .filter(|(server, tool)| allow(server, tool))
         .collect();
     let names = ToolNames::assign(pairs);
-    let mut out: Vec<Arc<dyn Tool>> = Vec::new();
+    let mut out = Vec::new();
     for running in running {
         let Some(connection) = &running.connection else {
             continue;

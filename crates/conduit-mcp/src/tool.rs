@@ -65,6 +65,11 @@ impl McpTool {
     pub fn server(&self) -> &str {
         &self.server
     }
+
+    /// The tool's own name on its server.
+    pub fn tool_name(&self) -> &str {
+        &self.tool
+    }
 }
 
 #[async_trait]

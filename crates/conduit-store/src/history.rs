@@ -402,17 +402,29 @@ impl Store {
         conversation: &str,
         newest: Option<usize>,
     ) -> Result<Vec<StoredMessage>, StoreError> {
+        self.page(conversation, None, newest)
+    }
+
+    /// The last `newest` messages (all without a limit) before message `before` (or the
+    /// end), oldest first: a window pages back through a long conversation with this.
+    pub fn page(
+        &self,
+        conversation: &str,
+        before: Option<i64>,
+        newest: Option<usize>,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
         self.conversation(conversation)?;
         let conn = self.lock()?;
         let mut statement = conn.prepare(
             "SELECT id, role, status, input_tokens, output_tokens, error, created_at FROM (
                  SELECT * FROM messages WHERE conversation_id = ?1
+                 AND (?3 IS NULL OR position < (SELECT position FROM messages WHERE id = ?3))
                  ORDER BY position DESC LIMIT ?2
              ) ORDER BY position ASC",
         )?;
         let limit = newest.map(|n| n as i64).unwrap_or(-1);
         let mut messages: Vec<StoredMessage> = statement
-            .query_map(params![conversation, limit], |row| {
+            .query_map(params![conversation, limit, before], |row| {
                 let role: String = row.get(1)?;
                 let status: String = row.get(2)?;
                 let input: Option<i64> = row.get(3)?;

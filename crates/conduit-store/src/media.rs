@@ -28,6 +28,35 @@ impl FileMediaStore {
             .join(format!("{}.{}", media.hash, extension(&media.mime)))
     }
 
+    /// The stored file with this hash and its type, or with `thumbnail` its thumbnail;
+    /// `None` for anything that is not a stored hash (a path, `..`) or is missing.
+    pub fn find(&self, hash: &str, thumbnail: bool) -> Option<(PathBuf, &'static str)> {
+        if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        if thumbnail {
+            let thumb = self.thumbnail_of(hash);
+            return thumb.is_file().then_some((thumb, "image/png"));
+        }
+        let prefix = format!("{hash}.");
+        fs::read_dir(self.folder_of(hash))
+            .ok()?
+            .filter_map(Result::ok)
+            .map(|entry| entry.path())
+            .find(|path| {
+                path.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(&prefix) && !n.ends_with(".thumb.png"))
+            })
+            .map(|path| {
+                let mime = path
+                    .extension()
+                    .and_then(|e| e.to_str())
+                    .map_or("application/octet-stream", mime_of_extension);
+                (path, mime)
+            })
+    }
+
     /// Where the thumbnail of an image lives (a PNG, at most 256 pixels on its long edge).
     pub fn thumbnail_of(&self, hash: &str) -> PathBuf {
         self.folder_of(hash).join(format!("{hash}.thumb.png"))
@@ -149,20 +178,32 @@ fn audio_mime(bytes: &[u8]) -> Option<&'static str> {
     }
 }
 
+/// Content types by extension, as the store writes them; anything else is opaque bytes.
+const TYPES: [(&str, &str); 10] = [
+    ("image/png", "png"),
+    ("image/jpeg", "jpg"),
+    ("image/gif", "gif"),
+    ("image/webp", "webp"),
+    ("audio/wav", "wav"),
+    ("audio/ogg", "ogg"),
+    ("audio/flac", "flac"),
+    ("audio/mpeg", "mp3"),
+    ("text/plain", "txt"),
+    ("application/json", "json"),
+];
+
+fn mime_of_extension(extension: &str) -> &'static str {
+    TYPES
+        .iter()
+        .find(|(_, ext)| *ext == extension)
+        .map_or("application/octet-stream", |(mime, _)| mime)
+}
+
 fn extension(mime: &str) -> &'static str {
-    match mime {
-        "image/png" => "png",
-        "image/jpeg" => "jpg",
-        "image/gif" => "gif",
-        "image/webp" => "webp",
-        "audio/wav" => "wav",
-        "audio/ogg" => "ogg",
-        "audio/flac" => "flac",
-        "audio/mpeg" => "mp3",
-        "text/plain" => "txt",
-        "application/json" => "json",
-        _ => "bin",
-    }
+    TYPES
+        .iter()
+        .find(|(known, _)| *known == mime)
+        .map_or("bin", |(_, ext)| ext)
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
@@ -220,6 +261,16 @@ mod tests {
         files.sort();
         assert_eq!(files.len(), 2, "the file and its thumbnail: {files:?}");
         assert!(files[0].ends_with(format!("{}.png", first.hash)));
+        assert_eq!(
+            store.find(&first.hash, false),
+            Some((files[0].clone(), "image/png"))
+        );
+        assert_eq!(
+            store.find(&first.hash, true).map(|f| f.1),
+            Some("image/png")
+        );
+        assert_eq!(store.find("../../etc/passwd", false), None);
+        assert_eq!(store.find(&"0".repeat(64), false), None);
         assert_eq!(files[1], store.thumbnail_of(&first.hash));
         let thumb = image::open(&files[1]).unwrap();
         assert_eq!(

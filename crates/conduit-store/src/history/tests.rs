@@ -482,16 +482,23 @@ fn the_newest_messages_load_alone() {
             )
             .unwrap();
     }
+    let texts = |messages: &[StoredMessage]| -> Vec<String> {
+        messages
+            .iter()
+            .map(|m| {
+                Message {
+                    role: m.role,
+                    blocks: m.blocks.clone(),
+                }
+                .text()
+            })
+            .collect()
+    };
     let newest = store.messages(&id, Some(3)).unwrap();
-    let texts: Vec<String> = newest
-        .iter()
-        .map(|m| {
-            Message {
-                role: m.role,
-                blocks: m.blocks.clone(),
-            }
-            .text()
-        })
-        .collect();
-    assert_eq!(texts, ["message 17", "message 18", "message 19"]);
+    assert_eq!(texts(&newest), ["message 17", "message 18", "message 19"]);
+    // Paging back from the oldest one shown.
+    let older = store.page(&id, Some(newest[0].id), Some(3)).unwrap();
+    assert_eq!(texts(&older), ["message 14", "message 15", "message 16"]);
+    let first = store.page(&id, Some(older[0].id - 13), Some(3)).unwrap();
+    assert_eq!(texts(&first), ["message 0"]);
 }

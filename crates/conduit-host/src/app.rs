@@ -1,0 +1,337 @@
+//! The long-lived engine behind the window: MCP servers kept running and in step with the
+//! file, turns that run in the background with their events streamed to the window, and
+//! stop and approval answers that reach the running turn.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use conduit_core::agent::{AgentEvent, EventSink};
+use conduit_core::content::MediaRef;
+use conduit_core::media::MediaStore;
+use conduit_core::provider::{ProviderError, ProviderErrorKind};
+use conduit_mcp::live::LiveServers;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use crate::Host;
+use crate::approval::{Decision, WindowApproval};
+use crate::chat::{ApprovalMode, Attachment, ChatError, ChatRequest, ProviderChoice};
+use crate::mcp::{ServerState, ServerStatus};
+use crate::providers::ProvidersError;
+
+/// What the window sends.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SendRequest {
+    /// Continue this conversation; `None` starts a new one.
+    pub conversation: Option<String>,
+    pub text: String,
+    /// Images stored beforehand with [`App::store_attachment`].
+    #[serde(default)]
+    pub attachments: Vec<MediaRef>,
+    /// A provider id from settings.
+    pub provider: String,
+    /// `None` uses the provider's default model.
+    pub model: Option<String>,
+}
+
+/// A turn that started: where it is saved, and its id for stop and approval answers.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Started {
+    pub conversation: String,
+    pub turn: String,
+}
+
+/// What the window hears about a turn: the agent's events, then how it ended.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum TurnEvent {
+    Agent {
+        event: AgentEvent,
+    },
+    Ended {
+        status: TurnStatus,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<TurnError>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnStatus {
+    Complete,
+    Interrupted,
+    Error,
+}
+
+/// A failure as the window shows it: what happened, and what the user can do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnError {
+    pub message: String,
+    /// `settings` when the fix is there (no key, a rejected key, no model).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub action: Option<&'static str>,
+}
+
+impl TurnError {
+    fn from_chat(error: &ChatError) -> Self {
+        let settings = matches!(
+            error,
+            ChatError::NoModel(_)
+                | ChatError::Providers(ProvidersError::Settings(_))
+                | ChatError::Providers(ProvidersError::Secret(_))
+                | ChatError::Providers(ProvidersError::MissingKeyEnv(_))
+        );
+        match error {
+            ChatError::Provider(provider) => Self::from_provider(provider),
+            other => Self {
+                message: other.to_string(),
+                action: settings.then_some("settings"),
+            },
+        }
+    }
+
+    fn from_provider(error: &ProviderError) -> Self {
+        let action = (error.kind == ProviderErrorKind::Authentication).then_some("settings");
+        let hint = match error.kind {
+            ProviderErrorKind::Authentication => " Check the provider's API key in Settings.",
+            ProviderErrorKind::RateLimited => " The provider is rate limiting; try again shortly.",
+            ProviderErrorKind::Connection => " Check the network and the provider's address.",
+            _ => "",
+        };
+        Self {
+            message: format!("{error}{hint}"),
+            action,
+        }
+    }
+}
+
+/// The MCP servers as the window lists them.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpOverview {
+    pub servers: Vec<ServerStatus>,
+    pub config_error: Option<String>,
+}
+
+/// Where a turn's events go.
+pub type TurnSink = Arc<dyn Fn(TurnEvent) + Send + Sync>;
+
+struct Turn {
+    cancel: CancellationToken,
+    approval: Arc<WindowApproval>,
+}
+
+/// The engine the window talks to.
+pub struct App {
+    host: Arc<Host>,
+    /// Started in the background when the app starts; a turn waits for it.
+    live: tokio::sync::OnceCell<Arc<LiveServers>>,
+    turns: Mutex<HashMap<String, Turn>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error(transparent)]
+    Store(#[from] conduit_store::StoreError),
+    #[error(transparent)]
+    Media(#[from] conduit_core::media::MediaError),
+    #[error(transparent)]
+    Settings(#[from] crate::SettingsError),
+    #[error("no turn {0} is running")]
+    NoTurn(String),
+    #[error("the message is empty: type something or attach an image")]
+    EmptyMessage,
+}
+
+impl App {
+    pub fn new(host: Arc<Host>) -> Arc<Self> {
+        Arc::new(Self {
+            host,
+            live: tokio::sync::OnceCell::new(),
+            turns: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn host(&self) -> &Host {
+        &self.host
+    }
+
+    /// The `mcpServers` file's servers, kept in step with it; the first call starts them.
+    pub async fn live(&self) -> Arc<LiveServers> {
+        self.live
+            .get_or_init(|| async {
+                let path = &self.host.paths().mcp_config_file;
+                Arc::new(LiveServers::start(path, self.host.mcp_start_timeout()).await)
+            })
+            .await
+            .clone()
+    }
+
+    /// Every server in the file with its state (all `starting` until the first start
+    /// finished), and the file's read error if it has one.
+    pub fn mcp_servers(&self) -> McpOverview {
+        match self.live.get() {
+            Some(live) => McpOverview {
+                servers: live.statuses(),
+                config_error: live.config_error(),
+            },
+            None => match self.host.mcp_config() {
+                Ok(snapshot) => McpOverview {
+                    servers: snapshot
+                        .servers
+                        .iter()
+                        .map(|entry| ServerStatus {
+                            name: entry.name.clone(),
+                            state: if entry.disabled {
+                                ServerState::Disabled
+                            } else {
+                                ServerState::Starting
+                            },
+                        })
+                        .collect(),
+                    config_error: None,
+                },
+                Err(error) => McpOverview {
+                    servers: Vec::new(),
+                    config_error: Some(error.to_string()),
+                },
+            },
+        }
+    }
+
+    /// Stores an image the user attached (pasted, dropped or picked); the bytes decide
+    /// its type, and one that does not decode is refused.
+    pub async fn store_attachment(&self, bytes: Vec<u8>) -> Result<MediaRef, AppError> {
+        let media = self.host.media.clone();
+        let stored = tokio::task::spawn_blocking(move || media.put(&bytes, None))
+            .await
+            .map_err(|e| conduit_core::media::MediaError::Io(e.to_string()))??;
+        Ok(stored)
+    }
+
+    /// Saves the user's message and runs the turn in the background; events go to `sink`
+    /// and end with [`TurnEvent::Ended`].
+    pub fn send(
+        self: &Arc<Self>,
+        request: SendRequest,
+        sink: TurnSink,
+    ) -> Result<Started, AppError> {
+        if request.text.trim().is_empty() && request.attachments.is_empty() {
+            return Err(AppError::EmptyMessage);
+        }
+        let store = self.host.store()?;
+        let conversation = match request.conversation {
+            Some(id) => {
+                store.conversation(&id)?;
+                id
+            }
+            None => store.create_conversation(Some(&request.provider), request.model.as_deref())?,
+        };
+        let turn = uuid::Uuid::now_v7().to_string();
+        let cancel = CancellationToken::new();
+        let agent_sink: EventSink = {
+            let sink = sink.clone();
+            Arc::new(move |event| sink(TurnEvent::Agent { event }))
+        };
+        let approval =
+            WindowApproval::new(agent_sink.clone(), self.host.paths().settings_file.clone());
+        if let Ok(mut turns) = self.turns.lock() {
+            turns.insert(
+                turn.clone(),
+                Turn {
+                    cancel: cancel.clone(),
+                    approval: approval.clone(),
+                },
+            );
+        }
+        let mut chat = ChatRequest {
+            conversation: Some(conversation.clone()),
+            provider: ProviderChoice::Saved(request.provider),
+            model: request.model,
+            prompt: request.text,
+            attachments: request
+                .attachments
+                .into_iter()
+                .map(Attachment::Stored)
+                .collect(),
+            approval: ApprovalMode::Window(approval),
+            live: None,
+            max_turns: 25,
+            system: None,
+            read_timeout: None,
+        };
+        let app = self.clone();
+        let turn_id = turn.clone();
+        tokio::spawn(async move {
+            chat.live = Some(app.live().await);
+            let result = app.host.chat(chat, agent_sink, cancel.clone()).await;
+            if let Ok(mut turns) = app.turns.lock() {
+                turns.remove(&turn_id);
+            }
+            let ended = match result {
+                Ok(done) => match done.outcome {
+                    Ok(_) if cancel.is_cancelled() => TurnEvent::Ended {
+                        status: TurnStatus::Interrupted,
+                        error: None,
+                    },
+                    Ok(_) => TurnEvent::Ended {
+                        status: TurnStatus::Complete,
+                        error: None,
+                    },
+                    Err(error) => TurnEvent::Ended {
+                        status: TurnStatus::Error,
+                        error: Some(TurnError::from_provider(&error)),
+                    },
+                },
+                Err(error) => {
+                    tracing::warn!(%error, "a turn could not run");
+                    TurnEvent::Ended {
+                        status: TurnStatus::Error,
+                        error: Some(TurnError::from_chat(&error)),
+                    }
+                }
+            };
+            sink(ended);
+        });
+        Ok(Started { conversation, turn })
+    }
+
+    /// Stops a running turn; the partial answer is kept, marked interrupted.
+    pub fn stop(&self, turn: &str) -> Result<(), AppError> {
+        let turns = self
+            .turns
+            .lock()
+            .map_err(|_| AppError::NoTurn(turn.to_owned()))?;
+        let running = turns
+            .get(turn)
+            .ok_or_else(|| AppError::NoTurn(turn.to_owned()))?;
+        running.cancel.cancel();
+        Ok(())
+    }
+
+    /// Answers the approval question about `call_id` in `turn`.
+    pub fn answer(&self, turn: &str, call_id: &str, decision: Decision) -> Result<bool, AppError> {
+        let approval = self
+            .turns
+            .lock()
+            .ok()
+            .and_then(|turns| turns.get(turn).map(|t| t.approval.clone()))
+            .ok_or_else(|| AppError::NoTurn(turn.to_owned()))?;
+        Ok(approval.answer(call_id, decision)?)
+    }
+
+    /// Ends every turn and server (the window is closing).
+    pub async fn shutdown(&self) {
+        if let Ok(turns) = self.turns.lock() {
+            for turn in turns.values() {
+                turn.cancel.cancel();
+            }
+        }
+        if let Some(live) = self.live.get() {
+            live.shutdown().await;
+        }
+    }
+}

@@ -1,0 +1,102 @@
+// Turns untrusted markdown (model replies, tool output) into sanitized HTML for {@html}.
+import DOMPurify from "dompurify";
+import hljs from "highlight.js/lib/core";
+import bash from "highlight.js/lib/languages/bash";
+import c from "highlight.js/lib/languages/c";
+import cpp from "highlight.js/lib/languages/cpp";
+import css from "highlight.js/lib/languages/css";
+import diff from "highlight.js/lib/languages/diff";
+import go from "highlight.js/lib/languages/go";
+import java from "highlight.js/lib/languages/java";
+import javascript from "highlight.js/lib/languages/javascript";
+import json from "highlight.js/lib/languages/json";
+import markdown from "highlight.js/lib/languages/markdown";
+import python from "highlight.js/lib/languages/python";
+import rust from "highlight.js/lib/languages/rust";
+import shell from "highlight.js/lib/languages/shell";
+import sql from "highlight.js/lib/languages/sql";
+import typescript from "highlight.js/lib/languages/typescript";
+import xml from "highlight.js/lib/languages/xml";
+import yaml from "highlight.js/lib/languages/yaml";
+import { Marked, type Tokens } from "marked";
+
+// The core build keeps the bundle small; each definition also brings its aliases
+// (js, ts, py, rs, sh, html, yml, ...).
+const languages = {
+  bash, c, cpp, css, diff, go, java, javascript, json, markdown, python, rust, shell, sql,
+  typescript, xml, yaml,
+};
+for (const [name, language] of Object.entries(languages)) hljs.registerLanguage(name, language);
+
+export function escapeHtml(text: string): string {
+  return text
+    .replace(/&/g, "&amp;")
+    .replace(/</g, "&lt;")
+    .replace(/>/g, "&gt;")
+    .replace(/"/g, "&quot;")
+    .replace(/'/g, "&#39;");
+}
+
+function renderCode({ text, lang }: Tokens.Code): string {
+  const fence = (lang ?? "").match(/^\S*/)?.[0] ?? "";
+  const known = fence !== "" && hljs.getLanguage(fence) !== undefined;
+  const body = known
+    ? hljs.highlight(text, { language: fence, ignoreIllegals: true }).value
+    : escapeHtml(text);
+  const codeClass = known ? `hljs language-${escapeHtml(fence.toLowerCase())}` : "hljs";
+  return (
+    `<div class="code-block"><div class="code-head"><span>${escapeHtml(fence || "text")}</span>` +
+    `<button type="button" class="copy-code" aria-label="Copy code">Copy</button></div>` +
+    `<pre><code class="${codeClass}">${body}</code></pre></div>\n`
+  );
+}
+
+const marked = new Marked({
+  gfm: true,
+  renderer: {
+    code: renderCode,
+    // Raw HTML from a model is shown as the text it is, never parsed into elements.
+    html: ({ text, block }) =>
+      block ? `<p class="raw-html">${escapeHtml(text)}</p>` : escapeHtml(text),
+    // A remote image would be fetched as soon as it renders, telling a third party the chat is open.
+    image({ text, tokens }) {
+      return escapeHtml(tokens ? this.parser.parseInline(tokens, this.parser.textRenderer) : text);
+    },
+    // Task lists would otherwise need <input>, which the sanitizer drops.
+    checkbox: ({ checked }) => (checked ? "☑ " : "☐ "),
+  },
+});
+
+// A private instance, so these hooks and settings don't leak into any other DOMPurify user.
+const purifier = DOMPurify(window);
+
+purifier.addHook("afterSanitizeAttributes", (node) => {
+  if (node.tagName !== "A") return;
+  node.removeAttribute("target");
+  node.setAttribute("rel", "noopener noreferrer");
+  const href = node.getAttribute("href");
+  // This hook runs after attribute filtering, so href has passed ALLOWED_URI_REGEXP and the
+  // attribute added here is not dropped by ALLOW_DATA_ATTR: false.
+  if (href) node.setAttribute("data-external-link", href);
+});
+
+// An allowlist of what the renderer above emits: anything else (script, iframe, img, svg, form, ...)
+// can only come from an escaping bug, and is dropped.
+const purifyConfig = {
+  ALLOWED_TAGS: [
+    "a", "blockquote", "br", "button", "code", "del", "div", "em", "h1", "h2", "h3", "h4", "h5",
+    "h6", "hr", "li", "ol", "p", "pre", "span", "strong", "table", "tbody", "td", "th", "thead",
+    "tr", "ul",
+  ],
+  ALLOWED_ATTR: ["align", "aria-label", "class", "href", "start", "title", "type"],
+  ALLOW_DATA_ATTR: false,
+  // DOMPurify tests every attribute not marked URI-safe against ALLOWED_URI_REGEXP; marking these
+  // leaves href as the only one it applies to.
+  ADD_URI_SAFE_ATTR: ["align", "start", "type"],
+  ALLOWED_URI_REGEXP: /^(?:https?|mailto):/i,
+};
+
+export function renderMarkdown(text: string): string {
+  const html = marked.parse(text, { async: false });
+  return purifier.sanitize(html, purifyConfig);
+}
