@@ -45,19 +45,20 @@ build: ui
 
 # Every package is selected in each cargo call so that features unify the same way and
 # nothing is compiled twice. The desktop test needs a display, so all tests run under Xvfb.
-test-rust: build ## The workspace's Rust tests, the desktop end-to-end test included
-	rm -rf test-artifacts/desktop
+test-rust: build ## The workspace's Rust tests, the desktop end-to-end tests included
+	rm -rf test-artifacts/desktop test-artifacts/desktop-chat
 	$(XVFB) $(CARGO) test --locked --workspace
 	@echo "desktop screenshots: $(CURDIR)/test-artifacts/desktop"
 
-test-desktop: build ## Only the desktop end-to-end test, under Xvfb
-	rm -rf test-artifacts/desktop
-	$(XVFB) $(CARGO) test --locked --workspace --test desktop
+test-desktop: build ## Only the desktop end-to-end tests, under Xvfb
+	rm -rf test-artifacts/desktop test-artifacts/desktop-chat
+	$(XVFB) $(CARGO) test --locked --workspace --test desktop --test desktop_chat
 
 clean: ## Remove build outputs (the shared cargo target folder included)
 	rm -rf ui/dist test-artifacts "$(CARGO_TARGET_DIR)"
 
-bench: setup-test ## Benchmarks (release build): streaming, history, media, MCP
+bench: setup-test build ## Benchmarks: streaming, history, media, MCP (release); the chat window (real webview)
 	$(CARGO) bench --locked -p conduit-providers --bench stream
 	$(CARGO) bench --locked -p conduit-store --bench history
 	$(CARGO) bench --locked -p conduit-mcp --bench mcp
+	$(XVFB) $(CARGO) test --locked --workspace --test desktop_bench -- --ignored --nocapture

@@ -12,6 +12,7 @@ fn main() {
         "list_providers",
         "provider_models",
         "detect_local_providers",
+        "add_local_provider",
         "send_message",
         "stop_turn",
         "answer_approval",

@@ -103,9 +103,17 @@ pub async fn detect_local_providers(
     Ok(state.host().detect_local_providers(&LOCAL_SERVERS).await)
 }
 
-/// Starts a turn; its events arrive on `on_event`, the last one `ended`.
+/// Saves a local model server the window found as a provider (no key; its first model
+/// is the default).
 #[tauri::command]
-pub fn send_message(
+pub fn add_local_provider(state: tauri::State<'_, AppState>, provider: LocalProvider) -> Reply<()> {
+    state.host().add_local_provider(provider).map_err(say)
+}
+
+/// Starts a turn; its events arrive on `on_event`, the last one `ended`. Async so that
+/// the turn's task starts on the app's runtime.
+#[tauri::command]
+pub async fn send_message(
     state: tauri::State<'_, AppState>,
     request: SendRequest,
     on_event: Channel<TurnEvent>,

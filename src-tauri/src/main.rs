@@ -53,6 +53,7 @@ fn main() -> std::process::ExitCode {
             commands::list_providers,
             commands::provider_models,
             commands::detect_local_providers,
+            commands::add_local_provider,
             commands::send_message,
             commands::stop_turn,
             commands::answer_approval,

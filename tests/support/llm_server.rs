@@ -62,6 +62,8 @@ impl Recorded {
 struct Shared {
     replies: Mutex<VecDeque<Reply>>,
     requests: Mutex<Vec<Recorded>>,
+    /// When set, `GET .../models` gets this without using up a scripted reply.
+    models: Mutex<Option<Value>>,
 }
 
 /// The running server; it stops when dropped.
@@ -77,6 +79,7 @@ impl ScriptedLlm {
         let shared = Arc::new(Shared {
             replies: Mutex::new(replies.into()),
             requests: Mutex::new(Vec::new()),
+            models: Mutex::new(None),
         });
         let app = Router::new().fallback(handle).with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
@@ -89,6 +92,21 @@ impl ScriptedLlm {
 
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// Answers model-list requests with `body` from now on, outside the script (an app
+    /// asks for them whenever it likes).
+    pub fn answer_models(&self, body: Value) {
+        if let Ok(mut models) = self.shared.models.lock() {
+            *models = Some(body);
+        }
+    }
+
+    /// Adds replies to the end of the script.
+    pub fn push(&self, replies: Vec<Reply>) {
+        if let Ok(mut queue) = self.shared.replies.lock() {
+            queue.extend(replies);
+        }
     }
 
     pub fn requests(&self) -> Vec<Recorded> {
@@ -125,6 +143,12 @@ async fn handle(
             .collect(),
         body: serde_json::from_slice(&body).unwrap_or(Value::Null),
     };
+    if method == Method::GET && uri.path().ends_with("/models") {
+        let models = shared.models.lock().ok().and_then(|m| m.clone());
+        if let Some(models) = models {
+            return respond(200, &[], "application/json", Body::from(models.to_string()));
+        }
+    }
     if let Ok(mut requests) = shared.requests.lock() {
         requests.push(recorded);
     }

@@ -4,7 +4,26 @@ import App from "./App.svelte";
 import type { AppInfo } from "./lib/types";
 
 const invoke = vi.hoisted(() => vi.fn());
-vi.mock("@tauri-apps/api/core", () => ({ invoke }));
+vi.mock("@tauri-apps/api/core", () => ({ invoke, Channel: class {} }));
+vi.mock("@tauri-apps/api/event", () => ({ listen: () => Promise.resolve(() => {}) }));
+
+/** Answers each command the way an empty installation does, `app_info` with `answer`. */
+function backend(answer: () => Promise<unknown>): (command: string) => Promise<unknown> {
+  return (command: string) => {
+    switch (command) {
+      case "app_info":
+        return answer();
+      case "list_conversations":
+      case "list_providers":
+      case "detect_local_providers":
+        return Promise.resolve([]);
+      case "mcp_servers":
+        return Promise.resolve({ servers: [], configError: null });
+      default:
+        return Promise.reject(new Error(`unexpected command ${command}`));
+    }
+  };
+}
 
 const info: AppInfo = {
   version: "9.8.7-test",
@@ -24,7 +43,7 @@ afterEach(() => {
 
 describe("App", () => {
   it("shows the version the backend reports", async () => {
-    invoke.mockResolvedValue(info);
+    invoke.mockImplementation(backend(() => Promise.resolve(info)));
     render(App);
     expect(await screen.findByLabelText("Conduit version")).toHaveProperty(
       "textContent",
@@ -33,8 +52,15 @@ describe("App", () => {
     expect(invoke).toHaveBeenCalledWith("app_info");
   });
 
+  it("offers a first-run path when no provider is set up", async () => {
+    invoke.mockImplementation(backend(() => Promise.resolve(info)));
+    render(App);
+    expect(await screen.findByLabelText("First run")).toBeTruthy();
+    expect(screen.getByRole("button", { name: "Open Settings" })).toBeTruthy();
+  });
+
   it("renders the frame: sidebar, conversation list, chat and composer", async () => {
-    invoke.mockResolvedValue(info);
+    invoke.mockImplementation(backend(() => Promise.resolve(info)));
     render(App);
     expect(screen.getByRole("navigation", { name: "Sidebar" })).toBeTruthy();
     expect(screen.getByRole("button", { name: "New chat" })).toBeTruthy();
@@ -44,7 +70,7 @@ describe("App", () => {
   });
 
   it("opens settings with the paths from the backend and returns to the chat", async () => {
-    invoke.mockResolvedValue(info);
+    invoke.mockImplementation(backend(() => Promise.resolve(info)));
     render(App);
     await screen.findByText("9.8.7-test");
     await fireEvent.click(screen.getByRole("button", { name: "Settings" }));
@@ -55,7 +81,7 @@ describe("App", () => {
   });
 
   it("says so when the backend does not answer", async () => {
-    invoke.mockRejectedValue("command app_info not allowed");
+    invoke.mockImplementation(backend(() => Promise.reject("command app_info not allowed")));
     render(App);
     const alert = await screen.findByRole("alert");
     expect(alert.textContent).toContain("command app_info not allowed");

@@ -131,7 +131,7 @@ pub(crate) fn key_from_env(var: &str) -> Result<String, ProvidersError> {
 }
 
 /// A model server answering on this machine, offered on first run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LocalProvider {
     /// A suggested provider id: `ollama` or `lm-studio`.
@@ -149,6 +149,22 @@ pub const LOCAL_SERVERS: [(&str, &str, &str); 2] = [
 ];
 
 impl Host {
+    /// Saves a local model server as a provider: no key, its first model as the default.
+    pub fn add_local_provider(&self, local: LocalProvider) -> Result<(), ProvidersError> {
+        self.add_provider(
+            ProviderSettings {
+                id: local.id,
+                protocol: local.protocol,
+                base_url: local.base_url,
+                default_model: local.models.into_iter().next(),
+                headers: Default::default(),
+                api_key_env: None,
+                other: Default::default(),
+            },
+            None,
+        )
+    }
+
     /// The local model servers among `candidates` (id, name, base URL) that answer with
     /// their model list within a second.
     pub async fn detect_local_providers(

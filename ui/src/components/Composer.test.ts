@@ -9,7 +9,7 @@ describe("Composer", () => {
     const box = screen.getByRole("textbox", { name: "Message" }) as HTMLTextAreaElement;
     await fireEvent.input(box, { target: { value: "  hello  " } });
     await fireEvent.keyDown(box, { key: "Enter" });
-    expect(onSend).toHaveBeenCalledWith("hello");
+    expect(onSend).toHaveBeenCalledWith("hello", []);
     expect(box.value).toBe("");
   });
 

@@ -15,3 +15,177 @@ export interface AppInfo {
   version: string;
   paths: Paths;
 }
+
+/** A stored file by content hash (conduit_core::content::MediaRef). */
+export interface MediaRef {
+  hash: string;
+  mime: string;
+  bytes: number;
+  width?: number;
+  height?: number;
+}
+
+export interface ToolCall {
+  id: string;
+  name: string;
+  arguments: unknown;
+  signature?: string;
+  invalid_arguments?: string;
+}
+
+export type ResultPart =
+  | { type: "text"; text: string }
+  | { type: "image"; media: MediaRef }
+  | { type: "audio"; media: MediaRef }
+  | { type: "resource_link"; uri: string; name?: string; mime?: string; description?: string }
+  | { type: "resource"; uri: string; mime?: string; text?: string; media?: MediaRef }
+  | { type: "structured"; value: unknown }
+  | { type: "long_text"; preview: string; media: MediaRef };
+
+export interface ToolResult {
+  call_id: string;
+  name: string;
+  is_error: boolean;
+  parts: ResultPart[];
+}
+
+export type Block =
+  | { type: "text"; text: string }
+  | { type: "image"; media: MediaRef }
+  | { type: "reasoning"; text: string }
+  | ({ type: "tool_call" } & ToolCall)
+  | ({ type: "tool_result" } & ToolResult);
+
+export type Role = "user" | "assistant" | "tool";
+export type MessageStatus = "complete" | "streaming" | "interrupted" | "error";
+
+export interface StoredMessage {
+  id: number;
+  role: Role;
+  status: MessageStatus;
+  blocks: Block[];
+  error: string | null;
+  createdAt: number;
+}
+
+export interface Conversation {
+  id: string;
+  title: string;
+  provider: string | null;
+  model: string | null;
+  createdAt: number;
+  updatedAt: number;
+  messageCount: number;
+}
+
+/** A search hit; the match in `snippet` is between `[` and `]`. */
+export interface SearchHit {
+  conversationId: string;
+  title: string;
+  messageId: number;
+  snippet: string;
+  createdAt: number;
+}
+
+export interface ToolAnnotations {
+  readOnlyHint?: boolean;
+  destructiveHint?: boolean;
+  idempotentHint?: boolean;
+  openWorldHint?: boolean;
+}
+
+export interface Progress {
+  progress: number;
+  total?: number;
+  message?: string;
+}
+
+export interface ProviderError {
+  kind: string;
+  status?: number;
+  message: string;
+  retry_after?: number;
+}
+
+/** The agent loop's events (conduit_core::agent::AgentEvent). */
+export type AgentEvent =
+  | { type: "turn_started"; turn: number }
+  | { type: "text_delta"; text: string }
+  | { type: "reasoning_delta"; text: string }
+  | { type: "tool_call_started"; id: string; name: string }
+  | { type: "tool_call_delta"; id: string; arguments: string }
+  | { type: "block_done"; index: number; block: Block }
+  | { type: "tool_call_ready"; call: ToolCall }
+  | {
+      type: "approval_requested";
+      call: ToolCall;
+      title?: string | null;
+      annotations: ToolAnnotations;
+    }
+  | { type: "tool_call_denied"; id: string; reason: string }
+  | { type: "tool_progress"; id: string; progress: Progress }
+  | { type: "tool_result"; result: ToolResult; duration_ms: number }
+  | { type: "usage"; usage: unknown }
+  | { type: "retrying"; attempt: number; delay_ms: number; error: ProviderError }
+  | { type: "message_done"; message: { role: Role; blocks: Block[] } }
+  | { type: "turn_limit_reached"; limit: number }
+  | { type: "cancelled" }
+  | { type: "finished"; reason: unknown };
+
+export interface TurnError {
+  message: string;
+  action?: "settings";
+}
+
+/** What the window hears about a turn (conduit_host::app::TurnEvent). */
+export type TurnEvent =
+  | { type: "agent"; event: AgentEvent }
+  | { type: "ended"; status: "complete" | "interrupted" | "error"; error?: TurnError };
+
+export interface Started {
+  conversation: string;
+  turn: string;
+}
+
+export interface ProviderSummary {
+  id: string;
+  protocol: string;
+  baseUrl: string;
+  defaultModel?: string;
+  key: string;
+}
+
+export interface LocalProvider {
+  id: string;
+  name: string;
+  protocol: string;
+  baseUrl: string;
+  models: string[];
+}
+
+export type ServerState =
+  | { state: "starting" }
+  | { state: "ready"; details: { name?: string; version?: string }; tool_count: number }
+  | { state: "failed"; reason: string; exit_code?: number; stderr_tail: string[] }
+  | { state: "restarting"; attempt: number; reason: string; stderr_tail: string[] }
+  | { state: "disabled" };
+
+export type ServerStatus = { name: string } & ServerState;
+
+export interface McpOverview {
+  servers: ServerStatus[];
+  configError: string | null;
+}
+
+export type Decision = "allow_once" | "always_allow" | "deny";
+
+/** The models a user can pick, grouped by provider. */
+export interface ModelGroup {
+  provider: string;
+  models: string[];
+}
+
+export interface ModelChoice {
+  provider: string;
+  model: string;
+}

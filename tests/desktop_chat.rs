@@ -1,0 +1,312 @@
+//! The chat window as a person uses it, in the real app under Xvfb: answers stream in, a
+//! tool's image shows as a thumbnail and opens full size, approval (Allow once, Deny,
+//! Always allow, which survives a restart), Stop keeps the partial answer, history and
+//! search after a restart, and an XSS corpus in model text and tool output stays inert.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use conduit_e2e::desktop::{DesktopSession, app_binary};
+use conduit_e2e::llm_server::{Dialect, ScriptedCall, ScriptedLlm};
+use conduit_e2e::{artifacts_dir, npm_server};
+use fantoccini::Locator;
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// Payloads that would set `window.__xss` (or navigate) if any of them ran.
+const XSS: &str = r#"<script>window.__xss=1</script> <img src=x onerror="window.__xss=2">
+[click me](javascript:window.__xss=3) <a href="javascript:window.__xss=4">a</a>
+<svg onload="window.__xss=5"><script>window.__xss=6</script></svg>
+<iframe src="javascript:window.__xss=7"></iframe>
+<meta http-equiv="refresh" content="0;url=javascript:window.__xss=8">
+<details open ontoggle="window.__xss=9">x</details>"#;
+
+struct Fixture {
+    home: tempfile::TempDir,
+    llm: ScriptedLlm,
+    shots: PathBuf,
+}
+
+impl Fixture {
+    async fn new() -> Self {
+        let home = tempfile::tempdir().unwrap();
+        let llm = ScriptedLlm::start(Vec::new()).await.unwrap();
+        llm.answer_models(json!({"object": "list", "data": [{"id": "m", "object": "model"}]}));
+        let settings = json!({"providers": [{
+            "id": "scripted",
+            "protocol": "openai-chat",
+            "baseUrl": Dialect::OpenAiChat.base_url(&llm.url()),
+            "defaultModel": "m"
+        }]});
+        std::fs::write(home.path().join("settings.json"), settings.to_string()).unwrap();
+        let servers = json!({"mcpServers": {"everything": {
+            "command": "node",
+            "args": [npm_server("server-everything").unwrap(), "stdio"]
+        }}});
+        std::fs::write(home.path().join("mcp_servers.json"), servers.to_string()).unwrap();
+        Self {
+            home,
+            llm,
+            shots: artifacts_dir("desktop-chat"),
+        }
+    }
+
+    async fn open(&self) -> Window {
+        let session = DesktopSession::start(
+            &app_binary().unwrap(),
+            &[("CONDUIT_HOME", self.home.path())],
+        )
+        .await
+        .unwrap();
+        let window = Window { session };
+        // Ready when the provider's model shows in the picker.
+        window.wait(r#"document.querySelector('select[aria-label="Model"]')?.value.endsWith("m")"#).await;
+        window
+    }
+
+    fn settings(&self) -> Value {
+        let text = std::fs::read_to_string(self.home.path().join("settings.json")).unwrap();
+        serde_json::from_str(&text).unwrap()
+    }
+
+    fn shot(&self, name: &str) -> PathBuf {
+        self.shots.join(name)
+    }
+}
+
+struct Window {
+    session: DesktopSession,
+}
+
+impl Window {
+    /// Waits until the JavaScript expression is truthy; returns its value.
+    async fn wait(&self, expression: &str) -> Value {
+        let deadline = Instant::now() + WAIT;
+        let script = format!("return ({expression}) || null;");
+        loop {
+            let value = self
+                .session
+                .client
+                .execute(&script, vec![])
+                .await
+                .unwrap_or(Value::Null);
+            if !value.is_null() && value != json!(false) {
+                return value;
+            }
+            assert!(Instant::now() < deadline, "never true: {expression}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn js(&self, script: &str) -> Value {
+        self.session.client.execute(script, vec![]).await.unwrap()
+    }
+
+    async fn send(&self, text: &str) {
+        let box_ = self
+            .session
+            .client
+            .find(Locator::Css(r#"textarea[aria-label="Message"]"#))
+            .await
+            .unwrap();
+        box_.send_keys(text).await.unwrap();
+        box_.send_keys("\u{E007}").await.unwrap(); // Enter
+    }
+
+    async fn click_button(&self, name: &str) {
+        let xpath = format!("//button[normalize-space()='{name}' or @aria-label='{name}']");
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Ok(button) = self.session.client.find(Locator::XPath(&xpath)).await
+                && button.click().await.is_ok()
+            {
+                return;
+            }
+            assert!(Instant::now() < deadline, "no button {name}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The text of the last assistant message once it contains `expected`.
+    async fn answer_contains(&self, expected: &str) {
+        let expected = serde_json::to_string(expected).unwrap();
+        self.wait(&format!(
+            r#"[...document.querySelectorAll('[aria-label="Assistant message"]')].some(m => m.textContent.includes({expected}))"#
+        ))
+        .await;
+    }
+
+    /// The state label of the last card of `tool`, once it is `state`.
+    async fn tool_state(&self, tool: &str, state: &str) {
+        self.wait(&format!(
+            r#"(() => {{ const cards = document.querySelectorAll('article[aria-label="Tool call {tool}"]');
+                const card = cards[cards.length - 1];
+                return card && card.querySelector('[aria-label="Tool state"]').textContent.trim() === "{state}"; }})()"#
+        ))
+        .await;
+    }
+
+    async fn shot(&self, file: &Path) {
+        self.session.screenshot(file).await.unwrap();
+    }
+}
+
+fn call(id: &str, tool: &str, arguments: Value) -> ScriptedCall {
+    ScriptedCall::new(id, &format!("everything__{tool}"), arguments)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_day_in_the_chat_window() {
+    let chat = Dialect::OpenAiChat;
+    let fixture = Fixture::new().await;
+    fixture.llm.push(vec![
+        chat.turn(&["Let me look."], &[call("c1", "get-tiny-image", json!({}))]),
+        chat.text(&["Here is the **tiny** image."]),
+    ]);
+    let window = fixture.open().await;
+    window.send("Show me the tiny image").await;
+
+    // Asked first: every MCP tool needs approval until the user says otherwise.
+    window.tool_state("get-tiny-image", "Waiting for approval").await;
+    window.shot(&fixture.shot("01-approval.png")).await;
+    window.click_button("Allow once").await;
+    window.answer_contains("Here is the tiny image.").await;
+    window.tool_state("get-tiny-image", "Done").await;
+    let width = window
+        .wait(r#"(() => { const img = document.querySelector('[aria-label="Tool result"] img'); return img && img.complete && img.naturalWidth; })()"#)
+        .await;
+    assert!(width.as_u64().unwrap() > 0, "the thumbnail decoded");
+    window.shot(&fixture.shot("02-tool-image.png")).await;
+    // The image went to the model in its next request.
+    let second = &fixture.llm.requests()[1].body;
+    assert!(second.to_string().contains("image_url"), "{second:.500}");
+
+    window.click_button("Open image full size").await;
+    let full = window
+        .wait(r#"(() => { const img = document.querySelector('[aria-label="Image viewer"] img'); return img && img.complete && img.naturalWidth; })()"#)
+        .await;
+    assert!(full.as_u64().unwrap() > 0);
+    window.click_button("Zoom in").await;
+    window.wait(r#"document.querySelector('[aria-label="Zoom level"]').textContent === "125%""#).await;
+    window.shot(&fixture.shot("03-image-viewer.png")).await;
+    window.click_button("Close image").await;
+
+    // Deny: the model gets a denied result and answers.
+    fixture.llm.push(vec![
+        chat.turn(&[], &[call("c2", "echo", json!({"message": "secret"}))]),
+        chat.text(&["Understood, I will not run it."]),
+    ]);
+    window.send("Echo something").await;
+    window.tool_state("echo", "Waiting for approval").await;
+    window.click_button("Deny").await;
+    window.answer_contains("Understood, I will not run it.").await;
+    window.tool_state("echo", "Denied").await;
+    let denied = fixture.llm.requests()[3].body.to_string();
+    assert!(denied.contains("denied"), "{denied:.800}");
+
+    // Always allow: saved in settings; the next call of the tool runs without asking.
+    fixture.llm.push(vec![
+        chat.turn(&[], &[call("c3", "echo", json!({"message": "once more"}))]),
+        chat.text(&["Echoed."]),
+    ]);
+    window.send("Echo with always").await;
+    window.tool_state("echo", "Waiting for approval").await;
+    window.click_button("Always allow this tool").await;
+    window.answer_contains("Echoed.").await;
+    assert_eq!(
+        fixture.settings()["mcpServers"]["everything"]["toolApproval"]["echo"],
+        "allow"
+    );
+
+    // XSS in model text and in tool output renders as inert text.
+    let tricky = format!("Here:\n\n{XSS}");
+    fixture.llm.push(vec![
+        chat.turn(&[&tricky], &[call("c4", "echo", json!({"message": XSS}))]),
+        chat.text(&[&tricky, "\n\nThe end of the tricky part."]),
+    ]);
+    window.send("Show me tricky output").await;
+    window.answer_contains("The end of the tricky part.").await;
+    window.tool_state("echo", "Done").await;
+    let verdict = window
+        .js(r#"const log = document.querySelector('[role="log"]');
+               return {
+                 xss: window.__xss === undefined ? null : window.__xss,
+                 // Only rendered content counts: the app's own icons are SVG.
+                 scripts: log.querySelectorAll('script, iframe, meta, object, embed, .markdown svg, .tool-text svg').length,
+                 handlers: [...log.querySelectorAll('*')].filter(e => [...e.attributes].some(a => a.name.startsWith('on'))).length,
+                 jsLinks: [...log.querySelectorAll('[href]')].filter(e => /^\s*javascript:/i.test(e.getAttribute('href'))).length,
+                 echoed: [...log.querySelectorAll('.tool-text')].some(p => p.textContent.includes('<script>window.__xss=1</script>')),
+                 location: location.href
+               };"#)
+        .await;
+    assert_eq!(verdict["xss"], Value::Null, "{verdict}");
+    assert_eq!(verdict["scripts"], 0, "{verdict}");
+    assert_eq!(verdict["handlers"], 0, "{verdict}");
+    assert_eq!(verdict["jsLinks"], 0, "{verdict}");
+    assert_eq!(verdict["echoed"], true, "the tool output shows the payload as text");
+    // A click on the javascript: link text does nothing either.
+    window
+        .js(r#"document.querySelectorAll('[role="log"] a').forEach(a => a.click()); return null;"#)
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let after = window.js("return window.__xss === undefined ? null : window.__xss;").await;
+    assert_eq!(after, Value::Null);
+    window.shot(&fixture.shot("04-xss-inert.png")).await;
+
+    // Stop mid-stream: the partial answer stays, marked.
+    fixture
+        .llm
+        .push(vec![chat.stall_after(&["Once upon a time", " there was a story"])]);
+    window.send("Tell me a long story").await;
+    window.answer_contains("Once upon a time there was a story").await;
+    window.shot(&fixture.shot("05-streaming.png")).await;
+    window.click_button("Stop").await;
+    window
+        .wait(r#"[...document.querySelectorAll('[aria-label="Message state"]')].some(e => e.textContent.includes("Stopped"))"#)
+        .await;
+    window.wait(r#"document.querySelector('button[aria-label="Send"]') !== null"#).await;
+    window.shot(&fixture.shot("06-stopped.png")).await;
+    window.session.close().await.unwrap();
+
+    // After a restart: the conversation is there, search finds it, Always allow holds.
+    let window = fixture.open().await;
+    window
+        .wait(r#"[...document.querySelectorAll('[aria-label="Conversation list"] button')].some(b => b.textContent.includes("Show me the tiny image"))"#)
+        .await;
+    window
+        .js(r#"[...document.querySelectorAll('[aria-label="Conversation list"] button')].find(b => b.textContent.includes("Show me the tiny image")).click(); return null;"#)
+        .await;
+    window.answer_contains("Once upon a time there was a story").await;
+    window
+        .wait(r#"[...document.querySelectorAll('[aria-label="Message state"]')].some(e => e.textContent.includes("Stopped"))"#)
+        .await;
+    let search = window
+        .session
+        .client
+        .find(Locator::Css(r#"input[aria-label="Search conversations"]"#))
+        .await
+        .unwrap();
+    search.send_keys("story").await.unwrap();
+    window
+        .wait(r#"document.querySelector('[aria-label="Search results"] mark')?.textContent.toLowerCase() === "story""#)
+        .await;
+    window.shot(&fixture.shot("07-search-after-restart.png")).await;
+
+    fixture.llm.push(vec![
+        chat.turn(&[], &[call("c5", "echo", json!({"message": "after restart"}))]),
+        chat.text(&["Done without asking."]),
+    ]);
+    window.click_button("New chat").await;
+    window.send("Echo after restart").await;
+    window.answer_contains("Done without asking.").await;
+    window.tool_state("echo", "Done").await;
+    let asked = window
+        .js(r#"return document.querySelectorAll('[aria-label="Approve tool call"]').length;"#)
+        .await;
+    assert_eq!(asked, 0, "Always allow held across the restart");
+    window.shot(&fixture.shot("08-always-allowed.png")).await;
+    window.session.close().await.unwrap();
+}

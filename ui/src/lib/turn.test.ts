@@ -1,0 +1,101 @@
+import { describe, expect, it } from "vitest";
+import { snippetParts } from "./snippet";
+import { applyEvent, emptyState, fromStored, pendingUserMessage, toolLabel } from "./turn";
+import type { StoredMessage, ToolCall } from "./types";
+
+const call: ToolCall = { id: "c1", name: "everything__echo", arguments: { message: "hi" } };
+
+describe("a turn's events", () => {
+  it("stream text into one assistant message and tool calls into cards with states", () => {
+    const state = emptyState();
+    state.messages.push(pendingUserMessage([{ type: "text", text: "hello" }]));
+    applyEvent(state, { type: "turn_started", turn: 1 }, 0);
+    applyEvent(state, { type: "text_delta", text: "Hel" }, 0);
+    applyEvent(state, { type: "text_delta", text: "lo" }, 0);
+    applyEvent(state, { type: "tool_call_started", id: "c1", name: call.name }, 0);
+    applyEvent(state, { type: "tool_call_ready", call }, 100);
+    applyEvent(state, { type: "approval_requested", call, annotations: { readOnlyHint: true } }, 100);
+    expect(state.calls.c1?.state).toBe("approval");
+    applyEvent(state, { type: "tool_progress", id: "c1", progress: { progress: 1, total: 2 } }, 150);
+    expect(state.calls.c1?.state).toBe("running");
+    applyEvent(
+      state,
+      {
+        type: "tool_result",
+        result: { call_id: "c1", name: call.name, is_error: false, parts: [{ type: "text", text: "hi" }] },
+        duration_ms: 42,
+      },
+      200,
+    );
+    expect(state.messages).toHaveLength(2);
+    const answer = state.messages[1];
+    expect(answer?.blocks[0]).toEqual({ type: "text", text: "Hello" });
+    expect(answer?.blocks[1]).toMatchObject({ type: "tool_call", id: "c1", arguments: { message: "hi" } });
+    expect(state.calls.c1).toMatchObject({ state: "done", durationMs: 42 });
+  });
+
+  it("mark what was in flight as interrupted on a stop, and denied calls as denied", () => {
+    const state = emptyState();
+    applyEvent(state, { type: "tool_call_ready", call }, 0);
+    applyEvent(state, { type: "tool_call_denied", id: "c1", reason: "the user chose Deny" }, 0);
+    applyEvent(state, { type: "text_delta", text: "partial" }, 0);
+    applyEvent(state, { type: "cancelled" }, 0);
+    expect(state.calls.c1?.state).toBe("denied");
+    expect(state.messages[0]?.status).toBe("interrupted");
+  });
+
+  it("show a retry with its deadline", () => {
+    const state = emptyState();
+    applyEvent(
+      state,
+      { type: "retrying", attempt: 1, delay_ms: 3000, error: { kind: "rate_limited", message: "slow down" } },
+      1000,
+    );
+    expect(state.retry).toEqual({ message: "slow down", until: 4000 });
+    applyEvent(state, { type: "text_delta", text: "ok" }, 5000);
+    expect(state.retry).toBeNull();
+  });
+});
+
+describe("stored messages", () => {
+  it("pair each call with its result from the tool message", () => {
+    const messages: StoredMessage[] = [
+      { id: 1, role: "assistant", status: "complete", error: null, createdAt: 0, blocks: [{ type: "tool_call", ...call }] },
+      {
+        id: 2,
+        role: "tool",
+        status: "complete",
+        error: null,
+        createdAt: 0,
+        blocks: [
+          {
+            type: "tool_result",
+            call_id: "c1",
+            name: call.name,
+            is_error: true,
+            parts: [{ type: "text", text: "The user denied this tool call: no" }],
+          },
+        ],
+      },
+    ];
+    const state = fromStored(messages);
+    expect(state.calls.c1?.state).toBe("denied");
+    expect(state.calls.c1?.result?.call_id).toBe("c1");
+  });
+});
+
+describe("labels and snippets", () => {
+  it("split a tool's exposed name into server and tool", () => {
+    expect(toolLabel("everything__get-tiny-image")).toEqual({ server: "everything", tool: "get-tiny-image" });
+    expect(toolLabel("plain")).toEqual({ server: null, tool: "plain" });
+  });
+
+  it("split a snippet at its [match] marks", () => {
+    expect(snippetParts("a [b] c [d]")).toEqual([
+      { text: "a ", match: false },
+      { text: "b", match: true },
+      { text: " c ", match: false },
+      { text: "d", match: true },
+    ]);
+  });
+});

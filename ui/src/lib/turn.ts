@@ -1,0 +1,234 @@
+// How a conversation looks while a turn streams: the agent's events folded into messages
+// and per-call states. Pure functions, so the rules are tested without a window.
+import type {
+  AgentEvent,
+  Block,
+  MessageStatus,
+  Progress,
+  Role,
+  StoredMessage,
+  ToolAnnotations,
+  ToolCall,
+  ToolResult,
+} from "./types";
+
+/** A message on screen: stored (with an id) or still streaming. */
+export interface ViewMessage {
+  key: string;
+  id: number | null;
+  role: Role;
+  status: MessageStatus;
+  blocks: Block[];
+  error: string | null;
+}
+
+export type CallState =
+  | "streaming"
+  | "approval"
+  | "running"
+  | "done"
+  | "failed"
+  | "denied"
+  | "interrupted";
+
+/** What a tool card shows about its call beyond the call itself. */
+export interface CallView {
+  state: CallState;
+  result: ToolResult | null;
+  progress: Progress | null;
+  durationMs: number | null;
+  startedAt: number | null;
+  approval: { title: string | null; annotations: ToolAnnotations } | null;
+  deniedReason: string | null;
+}
+
+export interface ChatState {
+  messages: ViewMessage[];
+  calls: Record<string, CallView>;
+  /** Set while the provider is being retried: why, and until when. */
+  retry: { message: string; until: number } | null;
+}
+
+export function emptyState(): ChatState {
+  return { messages: [], calls: {}, retry: null };
+}
+
+function newCall(state: CallState): CallView {
+  return {
+    state,
+    result: null,
+    progress: null,
+    durationMs: null,
+    startedAt: null,
+    approval: null,
+    deniedReason: null,
+  };
+}
+
+/** Calls and their states as the stored messages say (results live in tool messages). */
+export function fromStored(messages: StoredMessage[]): ChatState {
+  const state = emptyState();
+  state.messages = messages.map((message) => ({
+    key: `m${message.id}`,
+    id: message.id,
+    role: message.role,
+    status: message.status,
+    blocks: message.blocks,
+    error: message.error,
+  }));
+  for (const message of messages) {
+    for (const block of message.blocks) {
+      if (block.type === "tool_call" && !state.calls[block.id]) {
+        state.calls[block.id] = newCall(message.status === "interrupted" ? "interrupted" : "done");
+      }
+      if (block.type === "tool_result") {
+        const call = state.calls[block.call_id] ?? newCall("done");
+        call.result = block;
+        call.state = resultState(block);
+        state.calls[block.call_id] = call;
+      }
+    }
+  }
+  return state;
+}
+
+function resultState(result: ToolResult): CallState {
+  if (!result.is_error) return "done";
+  const text = result.parts.map((p) => (p.type === "text" ? p.text : "")).join(" ");
+  if (text.startsWith("The user denied")) return "denied";
+  if (text.startsWith("The user stopped")) return "interrupted";
+  return "failed";
+}
+
+let nextKey = 0;
+
+function streamingMessage(role: Role): ViewMessage {
+  nextKey += 1;
+  return { key: `live${nextKey}`, id: null, role, status: "streaming", blocks: [], error: null };
+}
+
+/** The user's message as it is sent, before the store has it. */
+export function pendingUserMessage(blocks: Block[]): ViewMessage {
+  return { ...streamingMessage("user"), status: "complete", blocks };
+}
+
+function liveAssistant(state: ChatState): ViewMessage {
+  const last = state.messages[state.messages.length - 1];
+  if (last && last.role === "assistant" && last.status === "streaming") return last;
+  const message = streamingMessage("assistant");
+  state.messages.push(message);
+  return message;
+}
+
+function appendText(message: ViewMessage, type: "text" | "reasoning", text: string): void {
+  const last = message.blocks[message.blocks.length - 1];
+  if (last && last.type === type) {
+    last.text += text;
+  } else {
+    message.blocks.push({ type, text } as Block);
+  }
+}
+
+function upsertCall(message: ViewMessage, call: ToolCall): void {
+  const index = message.blocks.findIndex((b) => b.type === "tool_call" && b.id === call.id);
+  const block: Block = { type: "tool_call", ...call };
+  if (index >= 0) message.blocks[index] = block;
+  else message.blocks.push(block);
+}
+
+function callView(state: ChatState, id: string): CallView {
+  const existing = state.calls[id];
+  if (existing) return existing;
+  const created = newCall("streaming");
+  state.calls[id] = created;
+  return created;
+}
+
+/** Folds one agent event into the state (mutates it: Svelte's $state tracks the changes). */
+export function applyEvent(state: ChatState, event: AgentEvent, now: number): void {
+  switch (event.type) {
+    case "turn_started":
+      state.retry = null;
+      liveAssistant(state);
+      break;
+    case "text_delta":
+      state.retry = null;
+      appendText(liveAssistant(state), "text", event.text);
+      break;
+    case "reasoning_delta":
+      appendText(liveAssistant(state), "reasoning", event.text);
+      break;
+    case "tool_call_started":
+      upsertCall(liveAssistant(state), { id: event.id, name: event.name, arguments: {} });
+      callView(state, event.id);
+      break;
+    case "tool_call_ready": {
+      upsertCall(liveAssistant(state), event.call);
+      const call = callView(state, event.call.id);
+      call.state = "running";
+      call.startedAt = now;
+      break;
+    }
+    case "approval_requested": {
+      const call = callView(state, event.call.id);
+      call.state = "approval";
+      call.approval = { title: event.title ?? null, annotations: event.annotations };
+      break;
+    }
+    case "tool_call_denied": {
+      const call = callView(state, event.id);
+      call.state = "denied";
+      call.approval = null;
+      call.deniedReason = event.reason;
+      break;
+    }
+    case "tool_progress": {
+      const call = callView(state, event.id);
+      call.progress = event.progress;
+      if (call.state === "approval") call.approval = null;
+      call.state = "running";
+      break;
+    }
+    case "tool_result": {
+      const call = callView(state, event.result.call_id);
+      call.result = event.result;
+      call.durationMs = event.duration_ms;
+      call.approval = null;
+      if (call.state !== "denied") call.state = resultState(event.result);
+      break;
+    }
+    case "message_done":
+      if (event.message.role === "assistant") {
+        const message = liveAssistant(state);
+        message.blocks = event.message.blocks;
+        message.status = "complete";
+      }
+      break;
+    case "retrying":
+      state.retry = {
+        message: event.error.message,
+        until: now + event.delay_ms,
+      };
+      break;
+    case "cancelled":
+      for (const message of state.messages) {
+        if (message.status === "streaming") message.status = "interrupted";
+      }
+      for (const call of Object.values(state.calls)) {
+        if (call.state === "running" || call.state === "approval" || call.state === "streaming") {
+          call.state = "interrupted";
+          call.approval = null;
+        }
+      }
+      break;
+    default:
+      break;
+  }
+}
+
+/** A tool's exposed name split into server and tool (`server__tool`), for labels. */
+export function toolLabel(name: string): { server: string | null; tool: string } {
+  const at = name.indexOf("__");
+  if (at <= 0) return { server: null, tool: name };
+  return { server: name.slice(0, at), tool: name.slice(at + 2) };
+}
