@@ -58,12 +58,19 @@ async fn chat_window_speed() {
         .await
         .unwrap();
     let c = &session.client;
-    session
-        .wait_for_text(r#"[aria-label="Conversation list"] li"#, Duration::from_secs(30), |t| {
-            t.contains("Ten thousand messages")
-        })
-        .await
-        .unwrap();
+    // Listed once the window asked the store (WebDriver's element text misses truncated text).
+    c.execute_async(
+        r#"const done = arguments[0];
+           const check = () => {
+             const list = document.querySelector('[aria-label="Conversation list"]');
+             if (list && list.textContent.includes("Ten thousand messages")) done(null);
+             else setTimeout(check, 50);
+           };
+           check();"#,
+        vec![],
+    )
+    .await
+    .unwrap();
 
     // First screen: click to the frame that shows the newest messages, three runs.
     let mut first_screens = Vec::new();
@@ -94,16 +101,20 @@ async fn chat_window_speed() {
     }
 
     // Streaming at 1,000 tokens per second into a new chat, frames recorded meanwhile.
-    let Reply::Stream(chunks) = Dialect::OpenAiChat.text(&vec!["tok "; TOKENS]) else {
+    // Ten tokens every 10 ms: timers are too coarse to pace one per millisecond.
+    let piece = "tok ".repeat(10);
+    let Reply::Stream(chunks) = Dialect::OpenAiChat.text(&vec![piece.as_str(); TOKENS / 10]) else {
         unreachable!()
     };
     let paced = chunks
         .into_iter()
-        .flat_map(|chunk| [chunk, Chunk::Sleep(Duration::from_millis(1))])
+        .flat_map(|chunk| [chunk, Chunk::Sleep(Duration::from_millis(10))])
         .collect();
     llm.push(vec![Reply::Stream(paced)]);
     let new_chat = c
-        .find(fantoccini::Locator::XPath("//button[normalize-space()='New chat']"))
+        .find(fantoccini::Locator::XPath(
+            "//button[normalize-space()='New chat']",
+        ))
         .await
         .unwrap();
     new_chat.click().await.unwrap();
@@ -117,14 +128,18 @@ async fn chat_window_speed() {
     .unwrap();
     let started = std::time::Instant::now();
     let textarea = c
-        .find(fantoccini::Locator::Css(r#"textarea[aria-label="Message"]"#))
+        .find(fantoccini::Locator::Css(
+            r#"textarea[aria-label="Message"]"#,
+        ))
         .await
         .unwrap();
     textarea.send_keys("stream please\u{E007}").await.unwrap();
     session
-        .wait_for_text(r#"[aria-label="Assistant message"]"#, Duration::from_secs(60), |t| {
-            t.matches("tok").count() >= TOKENS
-        })
+        .wait_for_text(
+            r#"[aria-label="Assistant message"]"#,
+            Duration::from_secs(60),
+            |t| t.matches("tok").count() >= TOKENS,
+        )
         .await
         .unwrap();
     let streamed = started.elapsed();

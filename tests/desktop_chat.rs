@@ -63,7 +63,9 @@ impl Fixture {
         .unwrap();
         let window = Window { session };
         // Ready when the provider's model shows in the picker.
-        window.wait(r#"document.querySelector('select[aria-label="Model"]')?.value.endsWith("m")"#).await;
+        window
+            .wait(r#"document.querySelector('select[aria-label="Model"]')?.value.endsWith("m")"#)
+            .await;
         window
     }
 
@@ -163,14 +165,19 @@ async fn a_day_in_the_chat_window() {
     let chat = Dialect::OpenAiChat;
     let fixture = Fixture::new().await;
     fixture.llm.push(vec![
-        chat.turn(&["Let me look."], &[call("c1", "get-tiny-image", json!({}))]),
+        chat.turn(
+            &["Let me look."],
+            &[call("c1", "get-tiny-image", json!({}))],
+        ),
         chat.text(&["Here is the **tiny** image."]),
     ]);
     let window = fixture.open().await;
     window.send("Show me the tiny image").await;
 
     // Asked first: every MCP tool needs approval until the user says otherwise.
-    window.tool_state("get-tiny-image", "Waiting for approval").await;
+    window
+        .tool_state("get-tiny-image", "Waiting for approval")
+        .await;
     window.shot(&fixture.shot("01-approval.png")).await;
     window.click_button("Allow once").await;
     window.answer_contains("Here is the tiny image.").await;
@@ -190,7 +197,9 @@ async fn a_day_in_the_chat_window() {
         .await;
     assert!(full.as_u64().unwrap() > 0);
     window.click_button("Zoom in").await;
-    window.wait(r#"document.querySelector('[aria-label="Zoom level"]').textContent === "125%""#).await;
+    window
+        .wait(r#"document.querySelector('[aria-label="Zoom level"]').textContent === "125%""#)
+        .await;
     window.shot(&fixture.shot("03-image-viewer.png")).await;
     window.click_button("Close image").await;
 
@@ -202,7 +211,9 @@ async fn a_day_in_the_chat_window() {
     window.send("Echo something").await;
     window.tool_state("echo", "Waiting for approval").await;
     window.click_button("Deny").await;
-    window.answer_contains("Understood, I will not run it.").await;
+    window
+        .answer_contains("Understood, I will not run it.")
+        .await;
     window.tool_state("echo", "Denied").await;
     let denied = fixture.llm.requests()[3].body.to_string();
     assert!(denied.contains("denied"), "{denied:.800}");
@@ -246,28 +257,37 @@ async fn a_day_in_the_chat_window() {
     assert_eq!(verdict["scripts"], 0, "{verdict}");
     assert_eq!(verdict["handlers"], 0, "{verdict}");
     assert_eq!(verdict["jsLinks"], 0, "{verdict}");
-    assert_eq!(verdict["echoed"], true, "the tool output shows the payload as text");
+    assert_eq!(
+        verdict["echoed"], true,
+        "the tool output shows the payload as text"
+    );
     // A click on the javascript: link text does nothing either.
     window
         .js(r#"document.querySelectorAll('[role="log"] a').forEach(a => a.click()); return null;"#)
         .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let after = window.js("return window.__xss === undefined ? null : window.__xss;").await;
+    let after = window
+        .js("return window.__xss === undefined ? null : window.__xss;")
+        .await;
     assert_eq!(after, Value::Null);
     window.shot(&fixture.shot("04-xss-inert.png")).await;
 
     // Stop mid-stream: the partial answer stays, marked.
-    fixture
-        .llm
-        .push(vec![chat.stall_after(&["Once upon a time", " there was a story"])]);
+    fixture.llm.push(vec![
+        chat.stall_after(&["Once upon a time", " there was a story"]),
+    ]);
     window.send("Tell me a long story").await;
-    window.answer_contains("Once upon a time there was a story").await;
+    window
+        .answer_contains("Once upon a time there was a story")
+        .await;
     window.shot(&fixture.shot("05-streaming.png")).await;
     window.click_button("Stop").await;
     window
         .wait(r#"[...document.querySelectorAll('[aria-label="Message state"]')].some(e => e.textContent.includes("Stopped"))"#)
         .await;
-    window.wait(r#"document.querySelector('button[aria-label="Send"]') !== null"#).await;
+    window
+        .wait(r#"document.querySelector('button[aria-label="Send"]') !== null"#)
+        .await;
     window.shot(&fixture.shot("06-stopped.png")).await;
     window.session.close().await.unwrap();
 
@@ -279,7 +299,9 @@ async fn a_day_in_the_chat_window() {
     window
         .js(r#"[...document.querySelectorAll('[aria-label="Conversation list"] button')].find(b => b.textContent.includes("Show me the tiny image")).click(); return null;"#)
         .await;
-    window.answer_contains("Once upon a time there was a story").await;
+    window
+        .answer_contains("Once upon a time there was a story")
+        .await;
     window
         .wait(r#"[...document.querySelectorAll('[aria-label="Message state"]')].some(e => e.textContent.includes("Stopped"))"#)
         .await;
@@ -293,10 +315,15 @@ async fn a_day_in_the_chat_window() {
     window
         .wait(r#"document.querySelector('[aria-label="Search results"] mark')?.textContent.toLowerCase() === "story""#)
         .await;
-    window.shot(&fixture.shot("07-search-after-restart.png")).await;
+    window
+        .shot(&fixture.shot("07-search-after-restart.png"))
+        .await;
 
     fixture.llm.push(vec![
-        chat.turn(&[], &[call("c5", "echo", json!({"message": "after restart"}))]),
+        chat.turn(
+            &[],
+            &[call("c5", "echo", json!({"message": "after restart"}))],
+        ),
         chat.text(&["Done without asking."]),
     ]);
     window.click_button("New chat").await;
