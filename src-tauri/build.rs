@@ -19,6 +19,17 @@ fn main() {
         "store_attachment",
         "mcp_servers",
         "open_external",
+        "save_provider",
+        "remove_provider",
+        "mcp_file",
+        "edit_mcp_file",
+        "check_mcp_text",
+        "mcp_import_candidates",
+        "mcp_server_tools",
+        "restart_mcp_server",
+        "set_tool_enabled",
+        "set_tool_policy",
+        "open_folder",
     ]);
     let attributes = tauri_build::Attributes::new()
         .config_path("../tauri.conf.json")

@@ -2,10 +2,13 @@
 
 use std::sync::Arc;
 
-use conduit_host::app::{App, McpOverview, SendRequest, Started, TurnEvent};
+use conduit_host::app::{App, McpOverview, SendRequest, Started, ToolSetting, TurnEvent};
 use conduit_host::approval::Decision;
 use conduit_host::core::content::MediaRef;
-use conduit_host::providers::{LOCAL_SERVERS, LocalProvider, ProviderSummary};
+use conduit_host::mcp::{McpEdit, McpFile, TextProblem};
+use conduit_host::mcp_client::config::ImportCandidate;
+use conduit_host::providers::{LOCAL_SERVERS, LocalProvider, ProviderInput, ProviderSummary};
+use conduit_host::settings::ToolPolicy;
 use conduit_host::store::{Conversation, SearchHit, StoredMessage};
 use conduit_host::{AppInfo, Host};
 use tauri::ipc::{Channel, InvokeBody, Request};
@@ -171,4 +174,97 @@ pub fn open_external(url: String) -> Reply<()> {
         ));
     }
     open::that_detached(&url).map_err(say)
+}
+
+#[tauri::command]
+pub fn save_provider(state: tauri::State<'_, AppState>, provider: ProviderInput) -> Reply<()> {
+    state.host().save_provider(provider).map_err(say)
+}
+
+#[tauri::command]
+pub fn remove_provider(state: tauri::State<'_, AppState>, provider: String) -> Reply<()> {
+    state.host().remove_provider(&provider).map_err(say)
+}
+
+#[tauri::command]
+pub fn mcp_file(state: tauri::State<'_, AppState>) -> Reply<McpFile> {
+    state.host().mcp_file().map_err(say)
+}
+
+#[tauri::command]
+pub fn edit_mcp_file(
+    state: tauri::State<'_, AppState>,
+    version: Option<String>,
+    edit: McpEdit,
+) -> Reply<McpFile> {
+    state.host().edit_mcp_file(version, edit).map_err(say)
+}
+
+#[tauri::command]
+pub fn check_mcp_text(state: tauri::State<'_, AppState>, text: String) -> Option<TextProblem> {
+    state.host().check_mcp_text(&text)
+}
+
+#[tauri::command]
+pub fn mcp_import_candidates(
+    state: tauri::State<'_, AppState>,
+    file: String,
+) -> Reply<Vec<ImportCandidate>> {
+    state
+        .host()
+        .mcp_import_candidates(std::path::Path::new(&file))
+        .map_err(say)
+}
+
+#[tauri::command]
+pub async fn mcp_server_tools(
+    state: tauri::State<'_, AppState>,
+    server: String,
+) -> Reply<Vec<ToolSetting>> {
+    state.app.mcp_server_tools(&server).await.map_err(say)
+}
+
+#[tauri::command]
+pub async fn restart_mcp_server(state: tauri::State<'_, AppState>, server: String) -> Reply<()> {
+    state.app.restart_mcp_server(&server).await;
+    Ok(())
+}
+
+#[tauri::command]
+pub fn set_tool_enabled(
+    state: tauri::State<'_, AppState>,
+    server: String,
+    tool: String,
+    enabled: bool,
+) -> Reply<()> {
+    state
+        .host()
+        .set_mcp_tool_enabled(&server, &tool, enabled)
+        .map_err(say)
+}
+
+#[tauri::command]
+pub fn set_tool_policy(
+    state: tauri::State<'_, AppState>,
+    server: String,
+    tool: String,
+    policy: ToolPolicy,
+) -> Reply<()> {
+    state
+        .host()
+        .set_mcp_tool_policy(&server, &tool, policy)
+        .map_err(say)
+}
+
+/// Opens one of Conduit's own folders (`data`, `logs`, `config`) in the file manager.
+#[tauri::command]
+pub fn open_folder(state: tauri::State<'_, AppState>, folder: String) -> Reply<()> {
+    let paths = state.host().paths();
+    let path = match folder.as_str() {
+        "data" => paths.data_dir.clone(),
+        "logs" => paths.log_dir.clone(),
+        "config" => paths.config_dir.clone(),
+        other => return Err(format!("no folder called {other:?}")),
+    };
+    open::that_detached(&path).map_err(say)
 }

@@ -60,6 +60,17 @@ fn main() -> std::process::ExitCode {
             commands::store_attachment,
             commands::mcp_servers,
             commands::open_external,
+            commands::save_provider,
+            commands::remove_provider,
+            commands::mcp_file,
+            commands::edit_mcp_file,
+            commands::check_mcp_text,
+            commands::mcp_import_candidates,
+            commands::mcp_server_tools,
+            commands::restart_mcp_server,
+            commands::set_tool_enabled,
+            commands::set_tool_policy,
+            commands::open_folder,
         ])
         .build(tauri_context());
     let app = match built {

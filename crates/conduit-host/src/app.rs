@@ -116,6 +116,16 @@ pub struct McpOverview {
     pub config_error: Option<String>,
 }
 
+/// A tool as Settings lists it: what it is, whether models see it, when it may run.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolSetting {
+    #[serde(flatten)]
+    pub tool: conduit_mcp::live::ToolInfo,
+    pub enabled: bool,
+    pub policy: crate::settings::ToolPolicy,
+}
+
 /// Where a turn's events go.
 pub type TurnSink = Arc<dyn Fn(TurnEvent) + Send + Sync>;
 
@@ -321,6 +331,27 @@ impl App {
             .and_then(|turns| turns.get(turn).map(|t| t.approval.clone()))
             .ok_or_else(|| AppError::NoTurn(turn.to_owned()))?;
         Ok(approval.answer(call_id, decision)?)
+    }
+
+    /// A server's tools with whether each is offered to models and its approval policy.
+    pub async fn mcp_server_tools(&self, server: &str) -> Result<Vec<ToolSetting>, AppError> {
+        let settings = self.host.settings()?;
+        Ok(self
+            .live()
+            .await
+            .server_tools(server)
+            .into_iter()
+            .map(|tool| ToolSetting {
+                enabled: settings.tool_enabled(server, &tool.name),
+                policy: settings.tool_policy(server, &tool.name),
+                tool,
+            })
+            .collect())
+    }
+
+    /// Stops a server and starts it again.
+    pub async fn restart_mcp_server(&self, server: &str) {
+        self.live().await.restart_server(server).await;
     }
 
     /// Ends every turn and server (the window is closing).

@@ -114,3 +114,181 @@ pub fn as_object(value: Value) -> Result<Map<String, Value>, HostMcpError> {
         ))),
     }
 }
+
+/// The `mcpServers` file as the settings screen shows it.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpFile {
+    pub path: String,
+    /// The file's text (a starting document when there is no file).
+    pub text: String,
+    /// Names this version of the file; a change must name the version it is based on.
+    pub version: Option<String>,
+    pub servers: Vec<McpFileServer>,
+    /// Why the file cannot be read as it is (its servers are then not listed).
+    pub problem: Option<TextProblem>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpFileServer {
+    pub name: String,
+    pub disabled: bool,
+    /// The entry as written, unknown fields included.
+    pub entry: Value,
+    /// Why the entry cannot start, if it cannot.
+    pub problem: Option<String>,
+}
+
+/// A problem with the file's text, with where it is when it is a JSON syntax error.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TextProblem {
+    pub message: String,
+    pub line: Option<usize>,
+    pub column: Option<usize>,
+}
+
+impl From<&ConfigError> for TextProblem {
+    fn from(error: &ConfigError) -> Self {
+        let (line, column) = match error {
+            ConfigError::Parse { line, column, .. } => (Some(*line), Some(*column)),
+            _ => (None, None),
+        };
+        Self {
+            message: error.to_string(),
+            line,
+            column,
+        }
+    }
+}
+
+/// A change the settings screen makes to the file.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum McpEdit {
+    Add { name: String, entry: Value },
+    Update { name: String, entry: Value },
+    Remove { name: String },
+    SetDisabled { name: String, disabled: bool },
+    Replace { text: String },
+}
+
+/// What a new file starts as.
+const EMPTY_FILE: &str = "{\n  \"mcpServers\": {}\n}\n";
+
+impl Host {
+    /// The file's text, version and servers; a file that does not parse comes with its
+    /// problem (line and column) so the raw editor can show both.
+    pub fn mcp_file(&self) -> Result<McpFile, ConfigError> {
+        let path = &self.paths.mcp_config_file;
+        let read_error = |e: std::io::Error| ConfigError::Read {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        };
+        let version = conduit_files::fingerprint(path).map_err(read_error)?;
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => EMPTY_FILE.to_owned(),
+            Err(e) => return Err(read_error(e)),
+        };
+        let (servers, problem) = match config::read(path) {
+            Ok(snapshot) => (
+                snapshot
+                    .servers
+                    .into_iter()
+                    .map(|entry| McpFileServer {
+                        name: entry.name,
+                        disabled: entry.disabled,
+                        entry: entry.raw,
+                        problem: entry.spec.err(),
+                    })
+                    .collect(),
+                None,
+            ),
+            Err(error) => (Vec::new(), Some(TextProblem::from(&error))),
+        };
+        Ok(McpFile {
+            path: path.display().to_string(),
+            text,
+            version,
+            servers,
+            problem,
+        })
+    }
+
+    /// Applies a change made on `version` of the file; refused (nothing written) when the
+    /// file changed since, or when the change is invalid.
+    pub fn edit_mcp_file(
+        &self,
+        version: Option<String>,
+        edit: McpEdit,
+    ) -> Result<McpFile, ConfigError> {
+        let path = &self.paths.mcp_config_file;
+        let conflict = || ConfigError::Conflict {
+            path: path.display().to_string(),
+        };
+        let current = conduit_files::fingerprint(path).map_err(|e| ConfigError::Read {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        if current != version {
+            return Err(conflict());
+        }
+        if let McpEdit::Replace { text } = &edit {
+            // The raw editor may be mending a file that does not parse: no snapshot needed.
+            config::check_text(path, text)?;
+            conduit_files::write_atomically(path, text.as_bytes(), 0o600).map_err(|e| {
+                ConfigError::Write {
+                    path: path.display().to_string(),
+                    message: e.to_string(),
+                }
+            })?;
+            return self.mcp_file();
+        }
+        let snapshot = config::read(path)?;
+        if snapshot.version().map(str::to_owned) != version {
+            return Err(conflict());
+        }
+        let edit = match edit {
+            McpEdit::Add { name, entry } => Edit::Add { name, entry },
+            McpEdit::Update { name, entry } => Edit::Update { name, entry },
+            McpEdit::Remove { name } => Edit::Remove { name },
+            McpEdit::SetDisabled { name, disabled } => Edit::SetDisabled { name, disabled },
+            McpEdit::Replace { text } => Edit::Replace { text },
+        };
+        config::apply(&snapshot, edit)?;
+        self.mcp_file()
+    }
+
+    /// The problem the raw editor's text has, if any.
+    pub fn check_mcp_text(&self, text: &str) -> Option<TextProblem> {
+        config::check_text(&self.paths.mcp_config_file, text)
+            .err()
+            .map(|e| TextProblem::from(&e))
+    }
+
+    /// The servers another app's config file (Claude Desktop, Cursor, VS Code) holds.
+    pub fn mcp_import_candidates(
+        &self,
+        file: &std::path::Path,
+    ) -> Result<Vec<config::ImportCandidate>, ConfigError> {
+        let text = std::fs::read_to_string(file).map_err(|e| ConfigError::Read {
+            path: file.display().to_string(),
+            message: e.to_string(),
+        })?;
+        config::import_candidates(file, &text)
+    }
+
+    /// Sets whether `tool` of `server` runs without asking, never, or after asking.
+    pub fn set_mcp_tool_policy(
+        &self,
+        server: &str,
+        tool: &str,
+        policy: crate::settings::ToolPolicy,
+    ) -> Result<(), crate::SettingsError> {
+        let mut settings = self.settings()?;
+        settings.set_tool_policy(server, tool, policy);
+        settings.save(&self.paths.settings_file)
+    }
+}

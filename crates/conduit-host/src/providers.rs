@@ -130,6 +130,69 @@ pub(crate) fn key_from_env(var: &str) -> Result<String, ProvidersError> {
     std::env::var(var).map_err(|_| ProvidersError::MissingKeyEnv(var.to_owned()))
 }
 
+/// A provider as the settings form sends it. The key, if typed, goes to the secret store
+/// and is never sent back; `None` keeps the stored one.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderInput {
+    pub id: String,
+    pub protocol: Protocol,
+    pub base_url: String,
+    pub default_model: Option<String>,
+    #[serde(default)]
+    pub headers: std::collections::BTreeMap<String, String>,
+    pub api_key: Option<String>,
+}
+
+impl Host {
+    /// Adds the provider, or updates the one with its id (fields Conduit does not know
+    /// and a named key variable are kept).
+    pub fn save_provider(&self, input: ProviderInput) -> Result<(), ProvidersError> {
+        let mut settings = self.settings()?;
+        let key = input
+            .api_key
+            .as_deref()
+            .map(str::trim)
+            .filter(|k| !k.is_empty());
+        let default_model = input.default_model.filter(|m| !m.trim().is_empty());
+        match settings.providers.iter_mut().find(|p| p.id == input.id) {
+            Some(saved) => {
+                if !(input.base_url.starts_with("http://")
+                    || input.base_url.starts_with("https://"))
+                {
+                    return Err(SettingsError::Invalid(format!(
+                        "the base URL {:?} must start with http:// or https://",
+                        input.base_url
+                    ))
+                    .into());
+                }
+                saved.protocol = input.protocol;
+                saved.base_url = input.base_url;
+                saved.default_model = default_model;
+                saved.headers = input.headers;
+                if let Some(key) = key {
+                    self.secrets().set(&provider_secret_name(&input.id), key)?;
+                }
+                settings.save(&self.paths.settings_file)?;
+                tracing::info!(provider = %input.id, "provider updated");
+                Ok(())
+            }
+            None => self.add_provider(
+                ProviderSettings {
+                    id: input.id,
+                    protocol: input.protocol,
+                    base_url: input.base_url,
+                    default_model,
+                    headers: input.headers,
+                    api_key_env: None,
+                    other: Default::default(),
+                },
+                key,
+            ),
+        }
+    }
+}
+
 /// A model server answering on this machine, offered on first run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -99,6 +99,12 @@ impl Snapshot {
         self.servers.iter().find(|s| s.name == name)
     }
 
+    /// Names this version of the file (`None`: there was no file), so a window can say
+    /// which version its change is based on.
+    pub fn version(&self) -> Option<&str> {
+        self.fingerprint.as_deref()
+    }
+
     /// Whether the file on disk is still the one this snapshot read.
     pub fn is_current(&self) -> Result<bool, ConfigError> {
         let now = conduit_files::fingerprint(&self.path).map_err(|e| ConfigError::Read {
@@ -293,6 +299,60 @@ pub fn expand(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// Checks text for the raw editor as it is typed: the error a save would give, if any.
+pub fn check_text(path: &Path, text: &str) -> Result<(), ConfigError> {
+    let document = parse(path, text.as_bytes())?;
+    let no_env = |_: &str| -> Option<String> { Some(String::new()) };
+    for entry in entries(&document, &no_env) {
+        if let Err(message) = entry.spec {
+            return Err(ConfigError::InvalidServer {
+                server: entry.name,
+                message,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// A server found in another app's config file, and why it cannot be imported, if so.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ImportCandidate {
+    pub name: String,
+    pub entry: Value,
+    pub problem: Option<String>,
+}
+
+/// The servers in another app's MCP config: Claude Desktop's and Cursor's `mcpServers`,
+/// VS Code's `servers` (`mcp.json`) or `mcp.servers` (`settings.json`).
+pub fn import_candidates(path: &Path, text: &str) -> Result<Vec<ImportCandidate>, ConfigError> {
+    let document: Value = serde_json::from_str(text).map_err(|e| ConfigError::Parse {
+        path: path.display().to_string(),
+        line: e.line(),
+        column: e.column(),
+        message: conduit_files::json_error_message(&e),
+    })?;
+    let servers = [
+        document.get(SERVERS),
+        document.get("servers"),
+        document.get("mcp").and_then(|m| m.get("servers")),
+    ]
+    .into_iter()
+    .flatten()
+    .find_map(Value::as_object)
+    .ok_or_else(|| ConfigError::Shape {
+        path: path.display().to_string(),
+    })?;
+    let env = |name: &str| std::env::var(name).ok().or(Some(String::new()));
+    Ok(servers
+        .iter()
+        .map(|(name, entry)| ImportCandidate {
+            name: name.clone(),
+            entry: entry.clone(),
+            problem: spec_of(entry, &env).err(),
+        })
+        .collect())
 }
 
 /// A change to the file.

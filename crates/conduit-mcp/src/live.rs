@@ -27,6 +27,33 @@ const WATCH_INTERVAL: Duration = Duration::from_millis(200);
 /// Edits arriving within this window apply once.
 const DEBOUNCE: Duration = Duration::from_millis(150);
 
+/// A server's tool as a settings screen lists it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolInfo {
+    pub name: String,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub read_only: bool,
+    pub destructive: bool,
+}
+
+impl From<&rmcp::model::Tool> for ToolInfo {
+    fn from(tool: &rmcp::model::Tool) -> Self {
+        let hints = tool.annotations.as_ref();
+        Self {
+            name: tool.name.to_string(),
+            title: tool
+                .title
+                .clone()
+                .or_else(|| hints.and_then(|a| a.title.clone())),
+            description: tool.description.as_ref().map(|d| d.to_string()),
+            read_only: hints.and_then(|a| a.read_only_hint).unwrap_or(false),
+            destructive: hints.and_then(|a| a.destructive_hint).unwrap_or(false),
+        }
+    }
+}
+
 /// What changed, for a frontend to refresh.
 #[derive(Debug, Clone)]
 pub enum LiveEvent {
@@ -142,6 +169,31 @@ impl LiveServers {
             return Vec::new();
         };
         tools_of(slots.values().map(|s| &s.running), media, allow)
+    }
+
+    /// Stops a server and starts it again (the user asked; its entry is unchanged).
+    pub async fn restart_server(&self, server: &str) {
+        let slot = self
+            .inner
+            .slots
+            .lock()
+            .ok()
+            .and_then(|mut slots| slots.remove(server));
+        if let Some(connection) = slot.and_then(|s| s.running.connection) {
+            connection.shutdown().await;
+        }
+        reload(&self.inner).await;
+    }
+
+    /// What a ready server's tools are, for a settings screen.
+    pub fn server_tools(&self, server: &str) -> Vec<ToolInfo> {
+        let Ok(slots) = self.inner.slots.lock() else {
+            return Vec::new();
+        };
+        slots
+            .get(server)
+            .map(|slot| slot.running.tools.iter().map(ToolInfo::from).collect())
+            .unwrap_or_default()
     }
 
     /// Applies the file now (the watcher does this by itself after an edit).

@@ -304,3 +304,64 @@ fn a_write_keeps_the_files_permissions_and_creates_a_missing_file() {
         0o644
     );
 }
+
+#[test]
+fn the_raw_editor_check_names_line_and_column_or_the_bad_server() {
+    let path = Path::new("/x/mcp_servers.json");
+    let err = check_text(path, "{\n  \"mcpServers\": {,}\n}").unwrap_err();
+    assert!(matches!(err, ConfigError::Parse { line: 2, .. }), "{err}");
+    let err = check_text(path, r#"{"mcpServers": {"a": {"args": []}}}"#).unwrap_err();
+    assert!(
+        matches!(&err, ConfigError::InvalidServer { server, .. } if server == "a"),
+        "{err}"
+    );
+    check_text(
+        path,
+        CLAUDE_DESKTOP
+            .replace(r#""broken": {"args": ["x"]},"#, "")
+            .replace(r#""badurl": {"url": "ftp://nope"},"#, "")
+            .as_str(),
+    )
+    .unwrap();
+}
+
+#[test]
+fn servers_import_from_claude_desktop_cursor_and_vs_code_files() {
+    let path = Path::new("/x/config.json");
+    let claude = import_candidates(path, CLAUDE_DESKTOP).unwrap();
+    let names: Vec<&str> = claude.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "filesystem",
+            "remote",
+            "off",
+            "broken",
+            "badurl",
+            "needs-var"
+        ]
+    );
+    assert!(claude[0].problem.is_none());
+    assert!(
+        claude[3].problem.as_deref().unwrap().contains("command"),
+        "{:?}",
+        claude[3]
+    );
+    assert_eq!(
+        claude[0].entry["someFutureField"]["keep"], true,
+        "entries come whole"
+    );
+
+    let vscode = r#"{"servers": {"time": {"type": "stdio", "command": "uvx", "args": ["mcp-server-time"]}}}"#;
+    let found = import_candidates(path, vscode).unwrap();
+    assert_eq!(
+        (found[0].name.as_str(), found[0].problem.as_ref()),
+        ("time", None)
+    );
+    let settings = r#"{"editor.fontSize": 14, "mcp": {"servers": {"web": {"type": "http", "url": "https://x.example/mcp"}}}}"#;
+    assert_eq!(import_candidates(path, settings).unwrap()[0].name, "web");
+    assert!(matches!(
+        import_candidates(path, r#"{"other": 1}"#),
+        Err(ConfigError::Shape { .. })
+    ));
+}
