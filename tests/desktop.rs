@@ -63,6 +63,14 @@ async fn the_frame_renders_with_data_from_the_backend() {
         .click()
         .await
         .unwrap();
+    c.find(Locator::XPath(
+        "//button[@role='tab' and normalize-space()='General']",
+    ))
+    .await
+    .unwrap()
+    .click()
+    .await
+    .unwrap();
     let data_dir = session
         .wait_for_text(
             r#"dd[aria-label="Data folder"]"#,

@@ -17,6 +17,8 @@ function backend(answer: () => Promise<unknown>): (command: string) => Promise<u
       case "list_providers":
       case "detect_local_providers":
         return Promise.resolve([]);
+      case "mcp_file":
+        return Promise.resolve({ path: "/m.json", text: "{}", version: null, servers: [], problem: null });
       case "mcp_servers":
         return Promise.resolve({ servers: [], configError: null });
       default:
@@ -74,6 +76,7 @@ describe("App", () => {
     render(App);
     await screen.findByText("9.8.7-test");
     await fireEvent.click(screen.getByRole("button", { name: "Settings" }));
+    await fireEvent.click(screen.getByRole("tab", { name: "General" }));
     expect(screen.getByLabelText("mcpServers file").textContent).toBe(info.paths.mcpConfigFile);
     expect(screen.getByLabelText("Data folder").textContent).toBe(info.paths.dataDir);
     await fireEvent.click(screen.getByRole("button", { name: "New chat" }));

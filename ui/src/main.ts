@@ -2,6 +2,9 @@
 import { mount } from "svelte";
 import App from "./App.svelte";
 import "./app.css";
+import { startTheme } from "./lib/theme";
+
+startTheme();
 
 const target = document.getElementById("app");
 if (!target) throw new Error("index.html has no #app element");

@@ -151,14 +151,23 @@ pub struct TextProblem {
 
 impl From<&ConfigError> for TextProblem {
     fn from(error: &ConfigError) -> Self {
-        let (line, column) = match error {
-            ConfigError::Parse { line, column, .. } => (Some(*line), Some(*column)),
-            _ => (None, None),
-        };
-        Self {
-            message: error.to_string(),
-            line,
-            column,
+        match error {
+            // The editor shows where; the message says what.
+            ConfigError::Parse {
+                line,
+                column,
+                message,
+                ..
+            } => Self {
+                message: message.clone(),
+                line: Some(*line),
+                column: Some(*column),
+            },
+            other => Self {
+                message: other.to_string(),
+                line: None,
+                column: None,
+            },
         }
     }
 }

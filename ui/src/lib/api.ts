@@ -4,13 +4,20 @@ import type {
   AppInfo,
   Conversation,
   Decision,
+  ImportCandidate,
   LocalProvider,
+  McpEdit,
+  McpFile,
   McpOverview,
   MediaRef,
+  ProviderInput,
   ProviderSummary,
   SearchHit,
   Started,
   StoredMessage,
+  TextProblem,
+  ToolPolicy,
+  ToolSetting,
   TurnEvent,
 } from "./types";
 
@@ -108,6 +115,53 @@ export function mediaUrl(media: MediaRef, thumbnail = false): string {
   return navigator.userAgent.includes("Windows")
     ? `http://media.localhost/${path}`
     : `media://localhost/${path}`;
+}
+
+export function saveProvider(provider: ProviderInput): Promise<void> {
+  return invoke("save_provider", { provider });
+}
+
+export function removeProvider(provider: string): Promise<void> {
+  return invoke("remove_provider", { provider });
+}
+
+export function mcpFile(): Promise<McpFile> {
+  return invoke<McpFile>("mcp_file");
+}
+
+/** Applies a change made on `version` of the file; rejected if the file changed since. */
+export function editMcpFile(version: string | null, edit: McpEdit): Promise<McpFile> {
+  return invoke<McpFile>("edit_mcp_file", { version, edit });
+}
+
+/** The problem the raw editor's text has (null: it would save). */
+export function checkMcpText(text: string): Promise<TextProblem | null> {
+  return invoke<TextProblem | null>("check_mcp_text", { text });
+}
+
+export function mcpImportCandidates(file: string): Promise<ImportCandidate[]> {
+  return invoke<ImportCandidate[]>("mcp_import_candidates", { file });
+}
+
+export function mcpServerTools(server: string): Promise<ToolSetting[]> {
+  return invoke<ToolSetting[]>("mcp_server_tools", { server });
+}
+
+export function restartMcpServer(server: string): Promise<void> {
+  return invoke("restart_mcp_server", { server });
+}
+
+export function setToolEnabled(server: string, tool: string, enabled: boolean): Promise<void> {
+  return invoke("set_tool_enabled", { server, tool, enabled });
+}
+
+export function setToolPolicy(server: string, tool: string, policy: ToolPolicy): Promise<void> {
+  return invoke("set_tool_policy", { server, tool, policy });
+}
+
+/** Opens one of Conduit's folders in the file manager. */
+export function openFolder(folder: "data" | "logs" | "config"): Promise<void> {
+  return invoke("open_folder", { folder });
 }
 
 /** A message fit for the window from whatever a command rejected with. */

@@ -152,6 +152,8 @@ export interface ProviderSummary {
   protocol: string;
   baseUrl: string;
   defaultModel?: string;
+  headers?: Record<string, string>;
+  /** Where the key is ("stored in ...", "env VAR" or "none"); never the key. */
   key: string;
 }
 
@@ -188,4 +190,64 @@ export interface ModelGroup {
 export interface ModelChoice {
   provider: string;
   model: string;
+}
+
+/** A provider as the settings form sends it; `apiKey` null keeps the stored key. */
+export interface ProviderInput {
+  id: string;
+  protocol: string;
+  baseUrl: string;
+  defaultModel: string | null;
+  headers: Record<string, string>;
+  apiKey: string | null;
+}
+
+/** A problem with the mcpServers text; line and column for JSON syntax errors. */
+export interface TextProblem {
+  message: string;
+  line: number | null;
+  column: number | null;
+}
+
+export interface McpFileServer {
+  name: string;
+  disabled: boolean;
+  /** The entry as written (command/args/env/cwd or type/url/headers, plus unknown fields). */
+  entry: Record<string, unknown>;
+  problem: string | null;
+}
+
+/** The mcpServers file (conduit_host::mcp::McpFile). */
+export interface McpFile {
+  path: string;
+  text: string;
+  /** The version a change must be based on (null: there is no file yet). */
+  version: string | null;
+  servers: McpFileServer[];
+  problem: TextProblem | null;
+}
+
+export type McpEdit =
+  | { kind: "add"; name: string; entry: Record<string, unknown> }
+  | { kind: "update"; name: string; entry: Record<string, unknown> }
+  | { kind: "remove"; name: string }
+  | { kind: "set_disabled"; name: string; disabled: boolean }
+  | { kind: "replace"; text: string };
+
+export interface ImportCandidate {
+  name: string;
+  entry: Record<string, unknown>;
+  problem: string | null;
+}
+
+export type ToolPolicy = "ask" | "allow" | "deny";
+
+export interface ToolSetting {
+  name: string;
+  title: string | null;
+  description: string | null;
+  readOnly: boolean;
+  destructive: boolean;
+  enabled: boolean;
+  policy: ToolPolicy;
 }

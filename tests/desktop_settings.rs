@@ -1,0 +1,382 @@
+//! Settings in the real app under Xvfb: a provider added through the form (its key never
+//! shown again, nor in IPC replies, logs or the database), an MCP server added through the
+//! form becomes ready with its tools, the raw editor refuses broken JSON and leaves the
+//! file byte-identical, an outside edit shows up, disabling a server ends its process,
+//! and servers import from a Claude Desktop config file.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use conduit_e2e::desktop::{DesktopSession, app_binary};
+use conduit_e2e::llm_server::{Dialect, ScriptedLlm};
+use conduit_e2e::{artifacts_dir, npm_server};
+use fantoccini::Locator;
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(30);
+const KEY: &str = "sk-conduit-SECRET-4242-never-shown";
+
+struct Window {
+    session: DesktopSession,
+    shots: PathBuf,
+}
+
+impl Window {
+    async fn wait(&self, expression: &str) -> Value {
+        let deadline = Instant::now() + WAIT;
+        let script = format!("return ({expression}) || null;");
+        loop {
+            let value = self
+                .session
+                .client
+                .execute(&script, vec![])
+                .await
+                .unwrap_or(Value::Null);
+            if !value.is_null() && value != json!(false) {
+                return value;
+            }
+            assert!(Instant::now() < deadline, "never true: {expression}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn js(&self, script: &str) -> Value {
+        self.session.client.execute(script, vec![]).await.unwrap()
+    }
+
+    async fn click(&self, xpath: &str) {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Ok(element) = self.session.client.find(Locator::XPath(xpath)).await
+                && element.click().await.is_ok()
+            {
+                return;
+            }
+            assert!(Instant::now() < deadline, "cannot click {xpath}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn button(&self, name: &str) {
+        self.click(&format!(
+            "//button[normalize-space()='{name}' or @aria-label='{name}']"
+        ))
+        .await;
+    }
+
+    async fn type_into(&self, label: &str, text: &str) {
+        let element = self
+            .session
+            .client
+            .find(Locator::Css(&format!(r#"[aria-label="{label}"]"#)))
+            .await
+            .unwrap_or_else(|e| panic!("{label}: {e}"));
+        element.send_keys(text).await.unwrap();
+    }
+
+    /// Sets a select's value the way a user's choice does (an input and a change event).
+    async fn choose(&self, label: &str, value: &str) {
+        self.wait(&format!(
+            r#"document.querySelector('[aria-label="{label}"]')"#
+        ))
+        .await;
+        self.js(&format!(
+            r#"const s = document.querySelector('[aria-label="{label}"]'); s.value = "{value}";
+               s.dispatchEvent(new Event('input', {{bubbles: true}}));
+               s.dispatchEvent(new Event('change', {{bubbles: true}})); return null;"#
+        ))
+        .await;
+    }
+
+    async fn server_state(&self, server: &str, state: &str) {
+        self.wait(&format!(
+            r#"document.querySelector('[aria-label="Server {server}"] [aria-label="Server state"]')?.textContent.trim() === "{state}""#
+        ))
+        .await;
+    }
+
+    async fn shot(&self, name: &str) {
+        self.session
+            .screenshot(&self.shots.join(name))
+            .await
+            .unwrap();
+    }
+}
+
+fn running(marker: &str) -> bool {
+    Command::new("pgrep")
+        .args(["-f", marker])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(files_under(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settings_manage_providers_and_the_mcp_servers_file() {
+    let home = tempfile::tempdir().unwrap();
+    let llm = ScriptedLlm::start(Vec::new()).await.unwrap();
+    llm.answer_models(json!({"object": "list", "data": [{"id": "m", "object": "model"}]}));
+    let mcp_file = home.path().join("mcp_servers.json");
+    std::fs::write(
+        &mcp_file,
+        "{\n  \"globalShortcut\": \"Ctrl+Space\",\n  \"mcpServers\": {}\n}\n",
+    )
+    .unwrap();
+    let marker = format!("MARKER-{}", std::process::id());
+    let everything = npm_server("server-everything").unwrap();
+
+    let session = DesktopSession::start(
+        &app_binary().unwrap(),
+        &[
+            ("CONDUIT_HOME", home.path()),
+            ("CONDUIT_SECRET_STORE", Path::new("file")),
+        ],
+    )
+    .await
+    .unwrap();
+    let window = Window {
+        session,
+        shots: artifacts_dir("desktop-settings"),
+    };
+    window.button("Settings").await;
+
+    // A provider through the form; its key goes in and never comes back out.
+    window.button("Add provider").await;
+    window.choose("Protocol", "openai-chat").await;
+    window.type_into("Provider id", "scripted").await;
+    window
+        .js(r#"const i = document.querySelector('[aria-label="Base URL"]'); i.value = ""; i.dispatchEvent(new Event('input', {bubbles: true})); return null;"#)
+        .await;
+    window
+        .type_into("Base URL", &Dialect::OpenAiChat.base_url(&llm.url()))
+        .await;
+    window.type_into("API key", KEY).await;
+    window.type_into("Default model", "m").await;
+    window.shot("01-provider-form.png").await;
+    window.button("Save provider").await;
+    window
+        .wait(r#"document.querySelector('[aria-label="Provider scripted"]')"#)
+        .await;
+    window.button("Test connection").await;
+    window
+        .wait(r#"document.querySelector('[aria-label="Connection test"]')?.textContent.includes("Connected: 1 models (m)")"#)
+        .await;
+    window.shot("02-provider-saved.png").await;
+    let page = window
+        .js("return document.documentElement.outerHTML + [...document.querySelectorAll('input, textarea')].map(i => i.value).join(' ');")
+        .await;
+    assert!(
+        !page.as_str().unwrap().contains(KEY),
+        "the key is in the DOM"
+    );
+    let reply = window
+        .session
+        .client
+        .execute_async(
+            "const done = arguments[0];\
+             window.__TAURI_INTERNALS__.invoke('list_providers').then(r => done(JSON.stringify(r)), e => done(String(e)));",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let reply = reply.as_str().unwrap();
+    assert!(
+        reply.contains("scripted") && !reply.contains(KEY),
+        "{reply}"
+    );
+
+    // An MCP server through the form: the file gets it (and keeps what it had), it
+    // becomes ready, and its tools are listed.
+    window
+        .click("//button[@role='tab' and normalize-space()='MCP servers']")
+        .await;
+    window.button("Add server").await;
+    window.type_into("Server name", "everything").await;
+    window.type_into("Command", "node").await;
+    for (index, arg) in [
+        everything.display().to_string(),
+        "stdio".into(),
+        marker.clone(),
+    ]
+    .iter()
+    .enumerate()
+    {
+        if index > 0
+            || window
+                .js(r#"return document.querySelector('[aria-label="Argument 1"]') === null;"#)
+                .await
+                == json!(true)
+        {
+            window.button("Add argument").await;
+        }
+        window
+            .type_into(&format!("Argument {}", index + 1), arg)
+            .await;
+    }
+    window.shot("03-server-form.png").await;
+    window
+        .click("//form[@aria-label='Server form']//button[@type='submit']")
+        .await;
+    window.server_state("everything", "Ready").await;
+    let on_disk: Value =
+        serde_json::from_str(&std::fs::read_to_string(&mcp_file).unwrap()).unwrap();
+    assert_eq!(
+        on_disk["globalShortcut"], "Ctrl+Space",
+        "unknown fields kept"
+    );
+    assert_eq!(on_disk["mcpServers"]["everything"]["command"], "node");
+    assert_eq!(
+        on_disk["mcpServers"]["everything"]["args"][2],
+        marker.as_str()
+    );
+    assert!(running(&marker), "the server runs");
+    window
+        .click("//li[@aria-label='Server everything']//button[normalize-space()='Tools']")
+        .await;
+    window
+        .wait(r#"document.querySelector('tr[aria-label="Tool echo"]')"#)
+        .await;
+    // Approval policy per tool: set here, kept in settings, revocable.
+    window.choose("Approval for echo", "allow").await;
+    let settings_file = home.path().join("settings.json");
+    let deadline = Instant::now() + WAIT;
+    while !std::fs::read_to_string(&settings_file)
+        .unwrap_or_default()
+        .contains("\"echo\": \"allow\"")
+    {
+        assert!(Instant::now() < deadline, "the policy was not saved");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    window.shot("04-server-ready-tools.png").await;
+
+    // Broken JSON in the raw editor: the error names line and column; the file stays.
+    let before = std::fs::read(&mcp_file).unwrap();
+    window
+        .js(r#"const t = document.querySelector('textarea[aria-label="mcpServers JSON"]');
+               t.scrollIntoView(); t.focus(); t.setSelectionRange(t.value.length, t.value.length); return null;"#)
+        .await;
+    window.type_into("mcpServers JSON", "oops").await;
+    let problem = window
+        .wait(r#"document.querySelector('[aria-label="JSON problem"]')?.textContent"#)
+        .await;
+    let problem = problem.as_str().unwrap().to_owned();
+    assert!(
+        problem.contains("Line ") && problem.contains("column "),
+        "{problem}"
+    );
+    let save_disabled = window
+        .js(r#"return [...document.querySelectorAll('button')].find(b => b.textContent.trim() === "Save file").disabled;"#)
+        .await;
+    assert_eq!(save_disabled, json!(true));
+    window.shot("05-raw-editor-error.png").await;
+    assert_eq!(
+        std::fs::read(&mcp_file).unwrap(),
+        before,
+        "the file is byte-identical"
+    );
+    window.button("Revert").await;
+
+    // An outside edit shows up: a server added by another program appears (and fails:
+    // its command does not exist).
+    let mut document: Value = serde_json::from_slice(&before).unwrap();
+    document["mcpServers"]["ghost"] = json!({"command": "conduit-no-such-command-xyz"});
+    std::fs::write(&mcp_file, serde_json::to_string_pretty(&document).unwrap()).unwrap();
+    window.server_state("ghost", "Failed").await;
+    window
+        .wait(r#"document.querySelector('textarea[aria-label="mcpServers JSON"]').value.includes("ghost")"#)
+        .await;
+    window.shot("06-outside-edit.png").await;
+
+    // Disable a server: its process ends.
+    window
+        .click("//input[@aria-label='Enabled everything']")
+        .await;
+    window.server_state("everything", "Disabled").await;
+    let deadline = Instant::now() + WAIT;
+    while running(&marker) {
+        assert!(Instant::now() < deadline, "the disabled server still runs");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let on_disk: Value =
+        serde_json::from_str(&std::fs::read_to_string(&mcp_file).unwrap()).unwrap();
+    assert_eq!(on_disk["mcpServers"]["everything"]["disabled"], true);
+
+    // Import from a Claude Desktop config file.
+    let claude = tempfile::tempdir().unwrap();
+    let claude_file = claude.path().join("claude_desktop_config.json");
+    let filesystem = npm_server("server-filesystem").unwrap();
+    std::fs::write(
+        &claude_file,
+        json!({"mcpServers": {
+            "everything": {"command": "node", "args": [everything, "stdio"]},
+            "files": {"command": "node", "args": [filesystem, claude.path()]}
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    window
+        .type_into("Config file to import", &claude_file.display().to_string())
+        .await;
+    window.button("Preview").await;
+    window
+        .wait(r#"document.querySelector('[aria-label="Import files"]')"#)
+        .await;
+    let clash = window
+        .js(r#"return document.querySelector('[aria-label="New name for everything"]')?.value ?? null;"#)
+        .await;
+    assert_eq!(
+        clash,
+        json!("everything-imported"),
+        "the name clash is offered a new name"
+    );
+    let checked = window
+        .js(r#"return document.querySelector('[aria-label="Import files"]').checked;"#)
+        .await;
+    if checked != json!(true) {
+        window.click("//input[@aria-label='Import files']").await;
+    }
+    window.shot("07-import-preview.png").await;
+    window.button("Import selected").await;
+    window.server_state("files", "Ready").await;
+    let on_disk: Value =
+        serde_json::from_str(&std::fs::read_to_string(&mcp_file).unwrap()).unwrap();
+    assert_eq!(on_disk["mcpServers"]["files"]["command"], "node");
+    assert_eq!(on_disk["globalShortcut"], "Ctrl+Space");
+    window.shot("08-imported.png").await;
+
+    window.session.close().await.unwrap();
+
+    // The key is only in the private secrets file: not in settings, logs or the database.
+    for file in files_under(home.path()) {
+        if file.file_name().is_some_and(|n| n == "secrets.json") {
+            continue;
+        }
+        let bytes = std::fs::read(&file).unwrap();
+        let found = bytes.windows(KEY.len()).any(|w| w == KEY.as_bytes());
+        assert!(!found, "the key leaked into {}", file.display());
+    }
+    let secrets = home.path().join("secrets.json");
+    assert!(std::fs::read_to_string(&secrets).unwrap().contains(KEY));
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&secrets).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert!(!running(&marker), "no server outlives the app");
+}

@@ -1,0 +1,107 @@
+// Turning an mcpServers entry into the server form's fields and back, keeping what the form
+// does not manage (timeouts, `disabled`, fields of other apps) exactly as written.
+
+export interface Pair {
+  key: string;
+  value: string;
+}
+
+export type Transport = "stdio" | "http";
+
+export interface ServerFields {
+  transport: Transport;
+  command: string;
+  args: string[];
+  env: Pair[];
+  cwd: string;
+  url: string;
+  headers: Pair[];
+}
+
+/** The fields the form owns; every other field of an entry is carried over untouched. */
+const MANAGED = ["command", "args", "env", "cwd", "type", "url", "headers"];
+const HTTP_TYPES = ["http", "streamable-http", "streamableHttp", "sse"];
+
+function text(value: unknown): string {
+  if (value === undefined || value === null) return "";
+  return typeof value === "string" ? value : JSON.stringify(value);
+}
+
+function pairs(value: unknown): Pair[] {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return [];
+  return Object.entries(value).map(([key, v]) => ({ key, value: text(v) }));
+}
+
+export function emptyFields(): ServerFields {
+  return { transport: "stdio", command: "", args: [], env: [], cwd: "", url: "", headers: [] };
+}
+
+export function fieldsFromEntry(entry: Record<string, unknown>): ServerFields {
+  const type = typeof entry.type === "string" ? entry.type : null;
+  const http = type !== null ? HTTP_TYPES.includes(type) : entry.command === undefined && entry.url !== undefined;
+  return {
+    transport: http ? "http" : "stdio",
+    command: text(entry.command),
+    args: Array.isArray(entry.args) ? entry.args.map(text) : [],
+    env: pairs(entry.env),
+    cwd: text(entry.cwd),
+    url: text(entry.url),
+    headers: pairs(entry.headers),
+  };
+}
+
+/** The first thing that keeps the fields from making an entry, or null. */
+export function fieldsProblem(fields: ServerFields): string | null {
+  if (fields.transport === "stdio" && fields.command.trim() === "") return "Enter the command that starts the server.";
+  if (fields.transport === "http" && fields.url.trim() === "") return "Enter the server's URL.";
+  const [list, what] = fields.transport === "stdio" ? [fields.env, "variable"] : [fields.headers, "header"];
+  const seen = new Set<string>();
+  for (const [index, pair] of list.entries()) {
+    const key = pair.key.trim();
+    if (key === "" && pair.value !== "") return `The ${what} in row ${index + 1} needs a name.`;
+    if (key !== "" && seen.has(key)) return `The ${what} ${key} is there twice.`;
+    seen.add(key);
+  }
+  return null;
+}
+
+function record(list: Pair[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const pair of list) if (pair.key.trim() !== "") out[pair.key.trim()] = pair.value;
+  return out;
+}
+
+/**
+ * The entry to save: `base`'s fields in their order with the managed ones replaced (or
+ * dropped), then the managed ones `base` lacked.
+ */
+export function entryFromFields(base: Record<string, unknown>, fields: ServerFields): Record<string, unknown> {
+  const managed: Record<string, unknown> = {};
+  if (fields.transport === "stdio") {
+    managed.command = fields.command.trim();
+    managed.args = fields.args.filter((arg) => arg !== "");
+    const env = record(fields.env);
+    if (Object.keys(env).length > 0) managed.env = env;
+    if (fields.cwd.trim() !== "") managed.cwd = fields.cwd.trim();
+  } else {
+    // Another app's spelling of the HTTP transport stays; Conduit reads them all.
+    managed.type = typeof base.type === "string" && HTTP_TYPES.includes(base.type) ? base.type : "http";
+    managed.url = fields.url.trim();
+    const headers = record(fields.headers);
+    if (Object.keys(headers).length > 0) managed.headers = headers;
+  }
+  const entry: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(base)) {
+    if (!MANAGED.includes(key)) entry[key] = value;
+    else if (key in managed) entry[key] = managed[key];
+  }
+  for (const [key, value] of Object.entries(managed)) if (!(key in entry)) entry[key] = value;
+  return entry;
+}
+
+/** "Line L, column C: message" when the problem has a place, else the message. */
+export function problemText(problem: { message: string; line: number | null; column: number | null }): string {
+  return problem.line !== null && problem.column !== null
+    ? `Line ${problem.line}, column ${problem.column}: ${problem.message}`
+    : problem.message;
+}

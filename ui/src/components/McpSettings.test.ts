@@ -1,0 +1,474 @@
+import { fireEvent, render, screen, waitFor, within } from "@testing-library/svelte";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import McpSettings from "./McpSettings.svelte";
+import type {
+  ImportCandidate,
+  McpEdit,
+  McpFile,
+  McpFileServer,
+  McpOverview,
+  TextProblem,
+  ToolSetting,
+} from "../lib/types";
+
+const invoke = vi.hoisted(() => vi.fn());
+const events = vi.hoisted(() => ({ handlers: [] as Array<() => void> }));
+vi.mock("@tauri-apps/api/core", () => ({ invoke, Channel: class {} }));
+vi.mock("@tauri-apps/api/event", () => ({
+  listen: (name: string, handler: () => void) => {
+    if (name === "mcp-servers") events.handlers.push(handler);
+    return Promise.resolve(() => {});
+  },
+}));
+
+function server(name: string, entry: Record<string, unknown>, extra: Partial<McpFileServer> = {}): McpFileServer {
+  return { name, disabled: entry.disabled === true, entry, problem: null, ...extra };
+}
+
+function fileOf(servers: McpFileServer[], version: string): McpFile {
+  const document = { mcpServers: Object.fromEntries(servers.map((s) => [s.name, s.entry])) };
+  return {
+    path: "/home/test/.config/conduit/mcp_servers.json",
+    text: `${JSON.stringify(document, null, 2)}\n`,
+    version,
+    servers,
+    problem: null,
+  };
+}
+
+/** A backend that keeps one mcpServers file and refuses edits based on an old version. */
+class Backend {
+  file: McpFile;
+  overview: McpOverview = { servers: [], configError: null };
+  candidates: ImportCandidate[] = [];
+  tools: ToolSetting[] = [];
+  problem: TextProblem | null = null;
+  private count = 1;
+
+  constructor(servers: McpFileServer[]) {
+    this.file = fileOf(servers, "v1");
+  }
+
+  /** Changes the file "on disk", as another program would. */
+  replaceOnDisk(servers: McpFileServer[]): void {
+    this.count += 1;
+    this.file = fileOf(servers, `v${this.count}`);
+  }
+
+  edit(version: string | null, edit: McpEdit): McpFile {
+    if (version !== this.file.version) {
+      throw `${this.file.path} changed on disk since it was read; nothing was written. Read it again and redo the change.`;
+    }
+    let servers = [...this.file.servers];
+    switch (edit.kind) {
+      case "add":
+        if (servers.some((s) => s.name === edit.name)) throw `a server named "${edit.name}" exists already`;
+        servers.push(server(edit.name, edit.entry));
+        break;
+      case "update":
+        servers = servers.map((s) => (s.name === edit.name ? server(edit.name, edit.entry) : s));
+        break;
+      case "remove":
+        servers = servers.filter((s) => s.name !== edit.name);
+        break;
+      case "set_disabled":
+        servers = servers.map((s) => (s.name === edit.name ? { ...s, disabled: edit.disabled } : s));
+        break;
+      case "replace":
+        this.count += 1;
+        this.file = { ...this.file, text: edit.text, version: `v${this.count}` };
+        return this.file;
+    }
+    this.replaceOnDisk(servers);
+    return this.file;
+  }
+
+  handle = (command: string, args: Record<string, unknown> = {}): Promise<unknown> => {
+    try {
+      switch (command) {
+        case "mcp_file":
+          return Promise.resolve(this.file);
+        case "mcp_servers":
+          return Promise.resolve(this.overview);
+        case "edit_mcp_file":
+          return Promise.resolve(this.edit(args.version as string | null, args.edit as McpEdit));
+        case "check_mcp_text":
+          return Promise.resolve(this.problem);
+        case "mcp_import_candidates":
+          return Promise.resolve(this.candidates);
+        case "mcp_server_tools":
+          return Promise.resolve(this.tools);
+        case "restart_mcp_server":
+        case "set_tool_enabled":
+        case "set_tool_policy":
+          return Promise.resolve(null);
+        default:
+          return Promise.reject(new Error(`unexpected command ${command}`));
+      }
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  };
+}
+
+function setup(servers: McpFileServer[]): Backend {
+  const backend = new Backend(servers);
+  invoke.mockImplementation(backend.handle);
+  return backend;
+}
+
+async function serverRow(name: string): Promise<HTMLElement> {
+  return screen.findByRole("listitem", { name: `Server ${name}` });
+}
+
+function editCalls(): McpEdit[] {
+  return invoke.mock.calls
+    .filter(([command]) => command === "edit_mcp_file")
+    .map(([, args]) => (args as { edit: McpEdit }).edit);
+}
+
+function fireDiskEvent(): void {
+  for (const handler of events.handlers) handler();
+}
+
+beforeEach(() => {
+  events.handlers = [];
+});
+
+afterEach(() => {
+  invoke.mockReset();
+});
+
+describe("McpSettings", () => {
+  it("lists the file's servers with their live states and a failed server's reason and log", async () => {
+    const backend = setup([
+      server("files", { command: "npx" }),
+      server("broken", { command: "srv" }),
+      server("new", { command: "srv" }),
+      server("off", { command: "srv", disabled: true }),
+      server("bad", { args: ["x"] }, { problem: "the entry needs a command (stdio) or a url (http)" }),
+    ]);
+    backend.overview = {
+      configError: null,
+      servers: [
+        { name: "files", state: "ready", details: {}, tool_count: 3 },
+        { name: "broken", state: "failed", reason: "exited with code 1", exit_code: 1, stderr_tail: ["boom", "bye"] },
+        { name: "off", state: "disabled" },
+      ],
+    };
+    render(McpSettings);
+
+    const files = await serverRow("files");
+    await waitFor(() => expect(within(files).getByLabelText("Server state").textContent).toBe("Ready"));
+    expect(within(files).getByText("3 tools")).toBeTruthy();
+
+    const broken = await serverRow("broken");
+    expect(within(broken).getByLabelText("Server state").textContent).toBe("Failed");
+    expect(within(broken).getByText("exited with code 1")).toBeTruthy();
+    expect(within(broken).getByText("Server log")).toBeTruthy();
+    expect(broken.querySelector("pre")?.textContent).toBe("boom\nbye");
+
+    expect(within(await serverRow("new")).getByLabelText("Server state").textContent).toBe("Starting");
+    expect(within(await serverRow("off")).getByLabelText("Server state").textContent).toBe("Disabled");
+    const bad = await serverRow("bad");
+    expect(within(bad).getByLabelText("Server state").textContent).toBe("Failed");
+    expect(within(bad).getByText(/needs a command/)).toBeTruthy();
+
+    const names = within(screen.getByRole("list", { name: "MCP server list" }))
+      .getAllByRole("listitem")
+      .map((item) => item.getAttribute("aria-label"));
+    expect(names).toEqual(["Server files", "Server broken", "Server new", "Server off", "Server bad"]);
+  });
+
+  it("adds a stdio server from the form, based on the loaded version", async () => {
+    setup([]);
+    render(McpSettings);
+    await fireEvent.click(await screen.findByRole("button", { name: "Add server" }));
+    const form = screen.getByRole("form", { name: "Server form" });
+    await fireEvent.input(within(form).getByLabelText("Server name"), { target: { value: "time" } });
+    await fireEvent.input(within(form).getByLabelText("Command"), { target: { value: "uvx" } });
+    await fireEvent.click(within(form).getByRole("button", { name: "Add argument" }));
+    await fireEvent.click(within(form).getByRole("button", { name: "Add argument" }));
+    await fireEvent.input(within(form).getByLabelText("Argument 1"), { target: { value: "mcp-server-time" } });
+    await fireEvent.input(within(form).getByLabelText("Argument 2"), { target: { value: "--local" } });
+    await fireEvent.click(within(form).getByRole("button", { name: "Add variable" }));
+    await fireEvent.input(within(form).getByLabelText("Variable name 1"), { target: { value: "TZ" } });
+    const value = within(form).getByLabelText("Variable value 1") as HTMLInputElement;
+    expect(value.type).toBe("password");
+    await fireEvent.input(value, { target: { value: "UTC" } });
+    await fireEvent.click(within(form).getByRole("button", { name: "Show variable value 1" }));
+    expect(value.type).toBe("text");
+    await fireEvent.click(within(form).getByRole("button", { name: "Save" }));
+
+    await waitFor(() =>
+      expect(invoke).toHaveBeenCalledWith("edit_mcp_file", {
+        version: "v1",
+        edit: {
+          kind: "add",
+          name: "time",
+          entry: { command: "uvx", args: ["mcp-server-time", "--local"], env: { TZ: "UTC" } },
+        },
+      }),
+    );
+    await serverRow("time");
+    expect(screen.queryByRole("form", { name: "Server form" })).toBeNull();
+  });
+
+  it("keeps the form and what was typed when the backend refuses the server", async () => {
+    setup([server("time", { command: "uvx" })]);
+    render(McpSettings);
+    await fireEvent.click(await screen.findByRole("button", { name: "Add server" }));
+    const form = screen.getByRole("form", { name: "Server form" });
+    await fireEvent.input(within(form).getByLabelText("Server name"), { target: { value: "time" } });
+    await fireEvent.input(within(form).getByLabelText("Command"), { target: { value: "other" } });
+    await fireEvent.click(within(form).getByRole("button", { name: "Save" }));
+    expect((await within(form).findByRole("alert")).textContent).toContain("exists already");
+    expect((within(form).getByLabelText("Command") as HTMLInputElement).value).toBe("other");
+  });
+
+  it("edits a server and keeps the entry's unknown fields", async () => {
+    setup([
+      server("files", {
+        command: "npx",
+        args: ["-y", "server-files"],
+        env: { DEBUG: "1" },
+        someFutureField: { keep: true },
+        timeout: 30,
+      }),
+    ]);
+    render(McpSettings);
+    await fireEvent.click(within(await serverRow("files")).getByRole("button", { name: "Edit" }));
+    const form = screen.getByRole("form", { name: "Server form" });
+    const name = within(form).getByLabelText("Server name") as HTMLInputElement;
+    expect(name.value).toBe("files");
+    expect(name.readOnly).toBe(true);
+    expect((within(form).getByLabelText("Argument 2") as HTMLInputElement).value).toBe("server-files");
+    await fireEvent.input(within(form).getByLabelText("Command"), { target: { value: "bunx" } });
+    await fireEvent.click(within(form).getByRole("button", { name: "Save" }));
+
+    await waitFor(() => expect(editCalls()).toHaveLength(1));
+    expect(editCalls()[0]).toEqual({
+      kind: "update",
+      name: "files",
+      entry: {
+        command: "bunx",
+        args: ["-y", "server-files"],
+        env: { DEBUG: "1" },
+        someFutureField: { keep: true },
+        timeout: 30,
+      },
+    });
+  });
+
+  it("switches an HTTP server's entry without stdio fields", async () => {
+    setup([server("tool", { command: "srv", args: ["a"], note: "mine" })]);
+    render(McpSettings);
+    await fireEvent.click(within(await serverRow("tool")).getByRole("button", { name: "Edit" }));
+    const form = screen.getByRole("form", { name: "Server form" });
+    await fireEvent.change(within(form).getByLabelText("Transport"), { target: { value: "http" } });
+    await fireEvent.input(within(form).getByLabelText("URL"), { target: { value: "https://mcp.example.com/mcp" } });
+    await fireEvent.click(within(form).getByRole("button", { name: "Add header" }));
+    await fireEvent.input(within(form).getByLabelText("Header name 1"), { target: { value: "Authorization" } });
+    await fireEvent.input(within(form).getByLabelText("Header value 1"), { target: { value: "Bearer ${TOKEN}" } });
+    await fireEvent.click(within(form).getByRole("button", { name: "Save" }));
+    await waitFor(() => expect(editCalls()).toHaveLength(1));
+    expect(editCalls()[0]).toEqual({
+      kind: "update",
+      name: "tool",
+      entry: {
+        note: "mine",
+        type: "http",
+        url: "https://mcp.example.com/mcp",
+        headers: { Authorization: "Bearer ${TOKEN}" },
+      },
+    });
+  });
+
+  it("shows where the raw text is wrong and keeps Save disabled", async () => {
+    const backend = setup([]);
+    render(McpSettings);
+    const editor = (await screen.findByLabelText("mcpServers JSON")) as HTMLTextAreaElement;
+    expect(editor.getAttribute("spellcheck")).toBe("false");
+    backend.problem = { message: "expected `,` or `}`", line: 2, column: 5 };
+    await fireEvent.input(editor, { target: { value: '{\n  "mcpServers" {}\n}' } });
+    const problem = await screen.findByRole("alert", { name: "JSON problem" });
+    expect(problem.textContent).toBe("Line 2, column 5: expected `,` or `}`");
+    expect(invoke).toHaveBeenCalledWith("check_mcp_text", { text: '{\n  "mcpServers" {}\n}' });
+    expect((screen.getByRole("button", { name: "Save file" }) as HTMLButtonElement).disabled).toBe(true);
+  });
+
+  it("saves the raw text with the version it was loaded from", async () => {
+    setup([]);
+    render(McpSettings);
+    const editor = (await screen.findByLabelText("mcpServers JSON")) as HTMLTextAreaElement;
+    const save = screen.getByRole("button", { name: "Save file" }) as HTMLButtonElement;
+    expect(save.disabled).toBe(true);
+    const text = '{ "mcpServers": { "x": { "command": "x" } } }\n';
+    await fireEvent.input(editor, { target: { value: text } });
+    expect(save.disabled).toBe(false);
+    await fireEvent.click(save);
+    await waitFor(() => expect(editCalls()).toEqual([{ kind: "replace", text }]));
+    expect(invoke).toHaveBeenCalledWith("edit_mcp_file", { version: "v1", edit: { kind: "replace", text } });
+    await waitFor(() => expect(save.disabled).toBe(true));
+  });
+
+  it("keeps unsaved raw text when the file changes on disk and lets the user choose", async () => {
+    const backend = setup([server("a", { command: "a" })]);
+    render(McpSettings);
+    const editor = (await screen.findByLabelText("mcpServers JSON")) as HTMLTextAreaElement;
+    const mine = '{ "mcpServers": { "mine": { "command": "m" } } }';
+    await fireEvent.input(editor, { target: { value: mine } });
+
+    backend.replaceOnDisk([server("a", { command: "a" }), server("b", { command: "b" })]);
+    fireDiskEvent();
+    const notice = await screen.findByRole("status", { name: "File changed on disk" });
+    expect(editor.value).toBe(mine);
+    // The list shows the newest file all the same.
+    await serverRow("b");
+
+    await fireEvent.click(within(notice).getByRole("button", { name: "Keep my text" }));
+    expect(screen.queryByRole("status", { name: "File changed on disk" })).toBeNull();
+    await fireEvent.click(screen.getByRole("button", { name: "Save file" }));
+    await waitFor(() =>
+      expect(invoke).toHaveBeenCalledWith("edit_mcp_file", { version: "v2", edit: { kind: "replace", text: mine } }),
+    );
+  });
+
+  it("loads the file from disk when the user discards their text", async () => {
+    const backend = setup([server("a", { command: "a" })]);
+    render(McpSettings);
+    const editor = (await screen.findByLabelText("mcpServers JSON")) as HTMLTextAreaElement;
+    await fireEvent.input(editor, { target: { value: "{}" } });
+    backend.replaceOnDisk([server("b", { command: "b" })]);
+    fireDiskEvent();
+    const notice = await screen.findByRole("status", { name: "File changed on disk" });
+    await fireEvent.click(within(notice).getByRole("button", { name: "Load the file from disk" }));
+    expect(editor.value).toBe(backend.file.text);
+  });
+
+  it("replaces untouched raw text silently when the file changes on disk", async () => {
+    const backend = setup([server("a", { command: "a" })]);
+    render(McpSettings);
+    const editor = (await screen.findByLabelText("mcpServers JSON")) as HTMLTextAreaElement;
+    await waitFor(() => expect(editor.value).toBe(backend.file.text));
+    backend.replaceOnDisk([server("b", { command: "b" })]);
+    fireDiskEvent();
+    await waitFor(() => expect(editor.value).toBe(backend.file.text));
+    expect(editor.value).toContain('"b"');
+    expect(screen.queryByRole("status", { name: "File changed on disk" })).toBeNull();
+  });
+
+  it("keeps the raw text and says so when a save is refused as a conflict", async () => {
+    const backend = setup([server("a", { command: "a" })]);
+    render(McpSettings);
+    const editor = (await screen.findByLabelText("mcpServers JSON")) as HTMLTextAreaElement;
+    await fireEvent.input(editor, { target: { value: "{}" } });
+    // Changed on disk, but no event has told the window yet.
+    backend.replaceOnDisk([server("b", { command: "b" })]);
+    await fireEvent.click(screen.getByRole("button", { name: "Save file" }));
+    expect((await screen.findByText(/changed on disk since it was read/)).getAttribute("role")).toBe("alert");
+    expect(editor.value).toBe("{}");
+    await screen.findByRole("status", { name: "File changed on disk" });
+  });
+
+  it("previews an import, marks a clashing name and imports under the new name", async () => {
+    const backend = setup([server("files", { command: "npx" })]);
+    backend.candidates = [
+      { name: "files", entry: { command: "other" }, problem: null },
+      { name: "time", entry: { command: "uvx", args: ["mcp-server-time"] }, problem: null },
+      { name: "bad", entry: { args: [] }, problem: "the entry needs a command (stdio) or a url (http)" },
+    ];
+    render(McpSettings);
+    await serverRow("files");
+    await fireEvent.input(screen.getByLabelText("Config file to import"), {
+      target: { value: "/home/test/.cursor/mcp.json" },
+    });
+    await fireEvent.click(screen.getByRole("button", { name: "Preview" }));
+    expect(invoke).toHaveBeenCalledWith("mcp_import_candidates", { file: "/home/test/.cursor/mcp.json" });
+
+    const clashing = (await screen.findByLabelText("Import files")) as HTMLInputElement;
+    expect(clashing.checked).toBe(false);
+    const rename = screen.getByLabelText("New name for files") as HTMLInputElement;
+    expect(rename.value).toBe("files-imported");
+    expect((screen.getByLabelText("Import time") as HTMLInputElement).checked).toBe(true);
+    const bad = screen.getByLabelText("Import bad") as HTMLInputElement;
+    expect(bad.checked).toBe(false);
+    expect(bad.disabled).toBe(true);
+    expect(screen.getByText(/needs a command/)).toBeTruthy();
+
+    await fireEvent.input(rename, { target: { value: "files" } });
+    expect(clashing.disabled).toBe(true);
+    expect(screen.getByText("A server named files exists already.")).toBeTruthy();
+    await fireEvent.input(rename, { target: { value: "files-cursor" } });
+    expect(clashing.disabled).toBe(false);
+    await fireEvent.click(clashing);
+    await fireEvent.click(screen.getByRole("button", { name: "Import selected" }));
+
+    expect((await screen.findByText("Imported 2 servers.")).getAttribute("role")).toBe("status");
+    expect(invoke).toHaveBeenCalledWith("edit_mcp_file", {
+      version: "v1",
+      edit: { kind: "add", name: "files-cursor", entry: { command: "other" } },
+    });
+    expect(invoke).toHaveBeenCalledWith("edit_mcp_file", {
+      version: "v2",
+      edit: { kind: "add", name: "time", entry: { command: "uvx", args: ["mcp-server-time"] } },
+    });
+    await serverRow("files-cursor");
+    await serverRow("time");
+  });
+
+  it("sends set_disabled when the enable switch is toggled", async () => {
+    setup([server("files", { command: "npx" })]);
+    render(McpSettings);
+    const toggle = within(await serverRow("files")).getByRole("switch", { name: "Enabled files" }) as HTMLInputElement;
+    expect(toggle.checked).toBe(true);
+    await fireEvent.click(toggle);
+    await waitFor(() =>
+      expect(invoke).toHaveBeenCalledWith("edit_mcp_file", {
+        version: "v1",
+        edit: { kind: "set_disabled", name: "files", disabled: true },
+      }),
+    );
+    await waitFor(() =>
+      expect(within(screen.getByRole("listitem", { name: "Server files" })).getByLabelText("Server state").textContent).toBe(
+        "Disabled",
+      ),
+    );
+  });
+
+  it("deletes a server after confirmation", async () => {
+    setup([server("files", { command: "npx" })]);
+    render(McpSettings);
+    await fireEvent.click(within(await serverRow("files")).getByRole("button", { name: "Delete" }));
+    const dialog = screen.getByRole("alertdialog", { name: "Delete server" });
+    await fireEvent.click(within(dialog).getByRole("button", { name: "Delete" }));
+    await waitFor(() => expect(editCalls()).toEqual([{ kind: "remove", name: "files" }]));
+    await waitFor(() => expect(screen.queryByRole("listitem", { name: "Server files" })).toBeNull());
+  });
+
+  it("lists a ready server's tools and changes their settings", async () => {
+    const backend = setup([server("files", { command: "npx" })]);
+    backend.overview = { configError: null, servers: [{ name: "files", state: "ready", details: {}, tool_count: 1 }] };
+    backend.tools = [
+      {
+        name: "delete_file",
+        title: "Delete a file",
+        description: "Removes a file",
+        readOnly: false,
+        destructive: true,
+        enabled: true,
+        policy: "ask",
+      },
+    ];
+    render(McpSettings);
+    const row = await serverRow("files");
+    await waitFor(() => expect(within(row).getByLabelText("Server state").textContent).toBe("Ready"));
+    await fireEvent.click(within(row).getByRole("button", { name: "Tools" }));
+    const tool = await within(row).findByRole("row", { name: "Tool delete_file" });
+    expect(within(tool).getByText("destructive")).toBeTruthy();
+    await fireEvent.click(within(tool).getByLabelText("Offer delete_file to models"));
+    expect(invoke).toHaveBeenCalledWith("set_tool_enabled", { server: "files", tool: "delete_file", enabled: false });
+    await fireEvent.change(within(tool).getByLabelText("Approval for delete_file"), { target: { value: "allow" } });
+    expect(invoke).toHaveBeenCalledWith("set_tool_policy", { server: "files", tool: "delete_file", policy: "allow" });
+  });
+});
