@@ -2,7 +2,7 @@
 //! test`): time to first screen of a 10,000-message conversation, and frame times while
 //! an answer streams at 1,000 tokens per second.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! Always allow, which survives a restart), Stop keeps the partial answer, history and
 //! search after a restart, and an XSS corpus in model text and tool output stays inert.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
