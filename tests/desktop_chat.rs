@@ -272,6 +272,36 @@ async fn a_day_in_the_chat_window() {
     assert_eq!(after, Value::Null);
     window.shot(&fixture.shot("04-xss-inert.png")).await;
 
+    // A long tool run shows MCP progress in its card; a 429 shows the retry countdown.
+    fixture.llm.push(vec![
+        chat.turn(
+            &[],
+            &[call(
+                "c6",
+                "trigger-long-running-operation",
+                json!({"duration": 3, "steps": 3}),
+            )],
+        ),
+        chat.http_error(429, "Too many requests, slow down", Some("2")),
+        chat.text(&["The operation finished."]),
+    ]);
+    window.send("Run the long operation").await;
+    window
+        .tool_state("trigger-long-running-operation", "Waiting for approval")
+        .await;
+    window.click_button("Allow once").await;
+    let progress = window
+        .wait(r#"document.querySelector('[aria-label="Tool progress"]')?.getAttribute('aria-valuenow')"#)
+        .await;
+    assert!(progress.as_str().unwrap().parse::<f64>().unwrap() >= 1.0);
+    window.shot(&fixture.shot("05-progress.png")).await;
+    window
+        .wait(r#"[...document.querySelectorAll('[role="status"]')].some(s => /retrying in \d+ s/.test(s.textContent))"#)
+        .await;
+    window.shot(&fixture.shot("06-retrying.png")).await;
+    window.answer_contains("The operation finished.").await;
+    window.tool_state("trigger-long-running-operation", "Done").await;
+
     // Stop mid-stream: the partial answer stays, marked.
     fixture.llm.push(vec![
         chat.stall_after(&["Once upon a time", " there was a story"]),
@@ -280,7 +310,7 @@ async fn a_day_in_the_chat_window() {
     window
         .answer_contains("Once upon a time there was a story")
         .await;
-    window.shot(&fixture.shot("05-streaming.png")).await;
+    window.shot(&fixture.shot("07-streaming.png")).await;
     window.click_button("Stop").await;
     window
         .wait(r#"[...document.querySelectorAll('[aria-label="Message state"]')].some(e => e.textContent.includes("Stopped"))"#)
@@ -288,7 +318,7 @@ async fn a_day_in_the_chat_window() {
     window
         .wait(r#"document.querySelector('button[aria-label="Send"]') !== null"#)
         .await;
-    window.shot(&fixture.shot("06-stopped.png")).await;
+    window.shot(&fixture.shot("08-stopped.png")).await;
     window.session.close().await.unwrap();
 
     // After a restart: the conversation is there, search finds it, Always allow holds.
@@ -334,6 +364,6 @@ async fn a_day_in_the_chat_window() {
         .js(r#"return document.querySelectorAll('[aria-label="Approve tool call"]').length;"#)
         .await;
     assert_eq!(asked, 0, "Always allow held across the restart");
-    window.shot(&fixture.shot("08-always-allowed.png")).await;
+    window.shot(&fixture.shot("10-always-allowed.png")).await;
     window.session.close().await.unwrap();
 }
