@@ -21,13 +21,11 @@ async fn chat_window_speed() {
     let home = tempfile::tempdir().unwrap();
     let llm = ScriptedLlm::start(Vec::new()).await.unwrap();
     llm.answer_models(json!({"object": "list", "data": []}));
-    let settings = json!({"providers": [{
-        "id": "scripted",
-        "protocol": "openai-chat",
-        "baseUrl": Dialect::OpenAiChat.base_url(&llm.url()),
-        "defaultModel": "m"
-    }]});
-    std::fs::write(home.path().join("settings.json"), settings.to_string()).unwrap();
+    std::fs::write(
+        home.path().join("settings.json"),
+        llm.provider_settings().to_string(),
+    )
+    .unwrap();
 
     let store = Store::open(
         &home.path().join("history.db"),

@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use conduit_e2e::desktop::{DesktopSession, app_binary};
 use conduit_e2e::llm_server::{Dialect, ScriptedCall, ScriptedLlm};
@@ -35,13 +35,11 @@ impl Fixture {
         let home = tempfile::tempdir().unwrap();
         let llm = ScriptedLlm::start(Vec::new()).await.unwrap();
         llm.answer_models(json!({"object": "list", "data": [{"id": "m", "object": "model"}]}));
-        let settings = json!({"providers": [{
-            "id": "scripted",
-            "protocol": "openai-chat",
-            "baseUrl": Dialect::OpenAiChat.base_url(&llm.url()),
-            "defaultModel": "m"
-        }]});
-        std::fs::write(home.path().join("settings.json"), settings.to_string()).unwrap();
+        std::fs::write(
+            home.path().join("settings.json"),
+            llm.provider_settings().to_string(),
+        )
+        .unwrap();
         let servers = json!({"mcpServers": {"everything": {
             "command": "node",
             "args": [npm_server("server-everything").unwrap(), "stdio"]
@@ -84,27 +82,12 @@ struct Window {
 }
 
 impl Window {
-    /// Waits until the JavaScript expression is truthy; returns its value.
     async fn wait(&self, expression: &str) -> Value {
-        let deadline = Instant::now() + WAIT;
-        let script = format!("return ({expression}) || null;");
-        loop {
-            let value = self
-                .session
-                .client
-                .execute(&script, vec![])
-                .await
-                .unwrap_or(Value::Null);
-            if !value.is_null() && value != json!(false) {
-                return value;
-            }
-            assert!(Instant::now() < deadline, "never true: {expression}");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        self.session.wait_js(expression, WAIT).await.unwrap()
     }
 
     async fn js(&self, script: &str) -> Value {
-        self.session.client.execute(script, vec![]).await.unwrap()
+        self.session.js(script).await.unwrap()
     }
 
     async fn send(&self, text: &str) {
@@ -119,17 +102,7 @@ impl Window {
     }
 
     async fn click_button(&self, name: &str) {
-        let xpath = format!("//button[normalize-space()='{name}' or @aria-label='{name}']");
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if let Ok(button) = self.session.client.find(Locator::XPath(&xpath)).await
-                && button.click().await.is_ok()
-            {
-                return;
-            }
-            assert!(Instant::now() < deadline, "no button {name}");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        self.session.click_button(name, WAIT).await.unwrap();
     }
 
     /// The text of the last assistant message once it contains `expected`.
@@ -300,7 +273,9 @@ async fn a_day_in_the_chat_window() {
         .await;
     window.shot(&fixture.shot("06-retrying.png")).await;
     window.answer_contains("The operation finished.").await;
-    window.tool_state("trigger-long-running-operation", "Done").await;
+    window
+        .tool_state("trigger-long-running-operation", "Done")
+        .await;
 
     // Stop mid-stream: the partial answer stays, marked.
     fixture.llm.push(vec![

@@ -26,45 +26,19 @@ struct Window {
 
 impl Window {
     async fn wait(&self, expression: &str) -> Value {
-        let deadline = Instant::now() + WAIT;
-        let script = format!("return ({expression}) || null;");
-        loop {
-            let value = self
-                .session
-                .client
-                .execute(&script, vec![])
-                .await
-                .unwrap_or(Value::Null);
-            if !value.is_null() && value != json!(false) {
-                return value;
-            }
-            assert!(Instant::now() < deadline, "never true: {expression}");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        self.session.wait_js(expression, WAIT).await.unwrap()
     }
 
     async fn js(&self, script: &str) -> Value {
-        self.session.client.execute(script, vec![]).await.unwrap()
+        self.session.js(script).await.unwrap()
     }
 
     async fn click(&self, xpath: &str) {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if let Ok(element) = self.session.client.find(Locator::XPath(xpath)).await
-                && element.click().await.is_ok()
-            {
-                return;
-            }
-            assert!(Instant::now() < deadline, "cannot click {xpath}");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        self.session.click_xpath(xpath, WAIT).await.unwrap();
     }
 
     async fn button(&self, name: &str) {
-        self.click(&format!(
-            "//button[normalize-space()='{name}' or @aria-label='{name}']"
-        ))
-        .await;
+        self.session.click_button(name, WAIT).await.unwrap();
     }
 
     async fn type_into(&self, label: &str, text: &str) {

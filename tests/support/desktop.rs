@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use fantoccini::{Client, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::free_port;
 
@@ -108,6 +108,56 @@ impl DesktopSession {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+
+    /// Waits until the JavaScript expression is truthy and returns its value.
+    pub async fn wait_js(&self, expression: &str, timeout: Duration) -> anyhow::Result<Value> {
+        let deadline = Instant::now() + timeout;
+        let script = format!("return ({expression}) || null;");
+        loop {
+            let value = self
+                .client
+                .execute(&script, vec![])
+                .await
+                .unwrap_or(Value::Null);
+            if !value.is_null() && value != Value::Bool(false) {
+                return Ok(value);
+            }
+            if Instant::now() > deadline {
+                bail!("never true within {timeout:?}: {expression}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Runs a script in the page and returns what it returns.
+    pub async fn js(&self, script: &str) -> anyhow::Result<Value> {
+        Ok(self.client.execute(script, vec![]).await?)
+    }
+
+    /// Clicks the element at `xpath` once it exists and takes the click.
+    pub async fn click_xpath(&self, xpath: &str, timeout: Duration) -> anyhow::Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(element) = self.client.find(Locator::XPath(xpath)).await
+                && element.click().await.is_ok()
+            {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!("nothing to click at {xpath} within {timeout:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Clicks the button with this text or accessible label.
+    pub async fn click_button(&self, name: &str, timeout: Duration) -> anyhow::Result<()> {
+        self.click_xpath(
+            &format!("//button[normalize-space()='{name}' or @aria-label='{name}']"),
+            timeout,
+        )
+        .await
     }
 
     /// Saves a PNG of the window's content.

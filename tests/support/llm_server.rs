@@ -102,6 +102,17 @@ impl ScriptedLlm {
         }
     }
 
+    /// A settings file with this server as provider `scripted` (Chat Completions, model
+    /// `m`), as the desktop tests give the app.
+    pub fn provider_settings(&self) -> Value {
+        json!({"providers": [{
+            "id": "scripted",
+            "protocol": "openai-chat",
+            "baseUrl": Dialect::OpenAiChat.base_url(&self.url()),
+            "defaultModel": "m"
+        }]})
+    }
+
     /// Adds replies to the end of the script.
     pub fn push(&self, replies: Vec<Reply>) {
         if let Ok(mut queue) = self.shared.replies.lock() {
