@@ -27,7 +27,8 @@ use crate::spill::{self, Spill};
 
 /// Default time a tool call may take without progress.
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
-/// The largest message a stdio server may send (a tool output of 100 MB fits, with room).
+/// The largest message a server may send, over stdio or as one SSE event (a tool output
+/// of 100 MB fits, with room).
 pub const MAX_STDIO_MESSAGE: usize = 256 * 1024 * 1024;
 /// Progress resets the call timeout, but no call runs longer than this.
 pub const MAX_CALL_TIME: Duration = Duration::from_secs(30 * 60);
@@ -219,8 +220,10 @@ impl Connection {
                     value.set_sensitive(true);
                     custom.insert(name, value);
                 }
+                // The same cap as stdio: rmcp's default (16 MiB) would drop larger outputs.
                 let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
-                    .custom_headers(custom);
+                    .custom_headers(custom)
+                    .max_sse_event_size(MAX_STDIO_MESSAGE);
                 let transport = StreamableHttpClientTransport::from_config(config);
                 let service = tokio::time::timeout(start_timeout, handler.serve(transport))
                     .await
