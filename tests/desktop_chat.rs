@@ -214,6 +214,34 @@ async fn a_day_in_the_chat_window() {
         "allow"
     );
 
+    // An image attached with the picker goes to the model with the message.
+    let picture = fixture.home.path().join("pixel.png");
+    std::fs::write(&picture, PIXEL_PNG).unwrap();
+    fixture.llm.push(vec![chat.text(&["A single pixel."])]);
+    let picker = window
+        .session
+        .client
+        .find(Locator::Css(r#"input[aria-label="Image files"]"#))
+        .await
+        .unwrap();
+    picker
+        .send_keys(&picture.display().to_string())
+        .await
+        .unwrap();
+    window
+        .wait(r#"document.querySelector('[aria-label="Attachments"]')?.textContent.includes("pixel.png")"#)
+        .await;
+    window.send("What is in this picture?").await;
+    window.answer_contains("A single pixel.").await;
+    window
+        .wait(r#"(() => { const img = [...document.querySelectorAll('[aria-label="Your message"] img')].pop(); return img && img.complete && img.naturalWidth; })()"#)
+        .await;
+    let asked = fixture.llm.requests().last().unwrap().body.to_string();
+    assert!(
+        asked.contains("image_url") && asked.contains("What is in this picture?"),
+        "{asked:.400}"
+    );
+
     // XSS in model text and in tool output renders as inert text.
     let tricky = format!("Here:\n\n{XSS}");
     fixture.llm.push(vec![
