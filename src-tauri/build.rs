@@ -30,6 +30,7 @@ fn main() {
         "set_tool_enabled",
         "set_tool_policy",
         "open_folder",
+        "open_media",
     ]);
     let attributes = tauri_build::Attributes::new()
         .config_path("../tauri.conf.json")

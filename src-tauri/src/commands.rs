@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use conduit_host::app::{App, McpOverview, SendRequest, Started, ToolSetting, TurnEvent};
+use conduit_host::app::{
+    App, McpOverview, SendRequest, Started, ToolSetting, TurnError, TurnEvent,
+};
 use conduit_host::approval::Decision;
 use conduit_host::core::content::MediaRef;
 use conduit_host::mcp::{McpEdit, McpFile, TextProblem};
@@ -113,20 +115,21 @@ pub fn add_local_provider(state: tauri::State<'_, AppState>, provider: LocalProv
     state.host().add_local_provider(provider).map_err(say)
 }
 
-/// Starts a turn; its events arrive on `on_event`, the last one `ended`. Async so that
-/// the turn's task starts on the app's runtime.
+/// Starts a turn; its events arrive on `on_event`, the last one `ended`. A turn that
+/// cannot start is refused with what to do. Async so that the turn's task starts on the
+/// app's runtime.
 #[tauri::command]
 pub async fn send_message(
     state: tauri::State<'_, AppState>,
     request: SendRequest,
     on_event: Channel<TurnEvent>,
-) -> Reply<Started> {
+) -> Result<Started, TurnError> {
     let sink = Arc::new(move |event: TurnEvent| {
         if let Err(error) = on_event.send(event) {
             tracing::debug!(%error, "the window no longer listens to this turn");
         }
     });
-    state.app.send(request, sink).map_err(say)
+    state.app.send(request, sink)
 }
 
 #[tauri::command]
@@ -266,5 +269,15 @@ pub fn open_folder(state: tauri::State<'_, AppState>, folder: String) -> Reply<(
         "config" => paths.config_dir.clone(),
         other => return Err(format!("no folder called {other:?}")),
     };
+    open::that_detached(&path).map_err(say)
+}
+
+/// Opens a stored file (a long tool output kept whole) in the system's app for its type.
+#[tauri::command]
+pub fn open_media(state: tauri::State<'_, AppState>, hash: String) -> Reply<()> {
+    let (path, _) = state
+        .host()
+        .media_file(&hash, false)
+        .ok_or_else(|| format!("no stored file {hash:?}"))?;
     open::that_detached(&path).map_err(say)
 }

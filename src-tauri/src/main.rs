@@ -71,6 +71,7 @@ fn main() -> std::process::ExitCode {
             commands::set_tool_enabled,
             commands::set_tool_policy,
             commands::open_folder,
+            commands::open_media,
         ])
         .build(tauri_context());
     let app = match built {

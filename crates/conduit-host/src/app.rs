@@ -93,6 +93,13 @@ impl TurnError {
         }
     }
 
+    fn from_app(error: &AppError) -> Self {
+        Self {
+            message: error.to_string(),
+            action: None,
+        }
+    }
+
     fn from_provider(error: &ProviderError) -> Self {
         let action = (error.kind == ProviderErrorKind::Authentication).then_some("settings");
         let hint = match error.kind {
@@ -224,14 +231,28 @@ impl App {
 
     /// Saves the user's message and runs the turn in the background; events go to `sink`
     /// and end with [`TurnEvent::Ended`].
+    /// A turn that cannot start (no key, no model, an empty message) is refused here,
+    /// before anything is saved, with what to do about it.
     pub fn send(
         self: &Arc<Self>,
         request: SendRequest,
         sink: TurnSink,
-    ) -> Result<Started, AppError> {
+    ) -> Result<Started, TurnError> {
         if request.text.trim().is_empty() && request.attachments.is_empty() {
-            return Err(AppError::EmptyMessage);
+            return Err(TurnError::from_app(&AppError::EmptyMessage));
         }
+        self.host
+            .check_provider(&request.provider, request.model.as_deref())
+            .map_err(|e| TurnError::from_chat(&e))?;
+        self.start_turn(request, sink)
+            .map_err(|e| TurnError::from_app(&e))
+    }
+
+    fn start_turn(
+        self: &Arc<Self>,
+        request: SendRequest,
+        sink: TurnSink,
+    ) -> Result<Started, AppError> {
         let store = self.host.store()?;
         let conversation = match request.conversation {
             Some(id) => {

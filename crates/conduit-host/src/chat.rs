@@ -104,6 +104,16 @@ pub struct ChatResult {
 }
 
 impl Host {
+    /// Whether a chat with saved provider `id` can start: its settings and key resolve and
+    /// there is a model. The window asks before it saves anything.
+    pub fn check_provider(&self, id: &str, model: Option<&str>) -> Result<(), ChatError> {
+        let (_, default_model) = self.saved_provider_config(id)?;
+        if model.is_none() && default_model.is_none() {
+            return Err(ChatError::NoModel(id.to_owned()));
+        }
+        Ok(())
+    }
+
     /// Runs the agent on one user message, saving the conversation as it goes and
     /// streaming events to `events`.
     pub async fn chat(

@@ -164,6 +164,11 @@ export function openFolder(folder: "data" | "logs" | "config"): Promise<void> {
   return invoke("open_folder", { folder });
 }
 
+/** Opens a stored file (a long tool output kept whole) in the system's app for it. */
+export function openMedia(media: MediaRef): Promise<void> {
+  return invoke("open_media", { hash: media.hash });
+}
+
 /** A message fit for the window from whatever a command rejected with. */
 export function errorMessage(error: unknown): string {
   if (error instanceof Error) return error.message;
