@@ -45,18 +45,18 @@ pub fn app_info(state: tauri::State<'_, AppState>) -> AppInfo {
     state.host().info()
 }
 
-#[tauri::command]
+#[tauri::command(async)]
 pub fn list_conversations(state: tauri::State<'_, AppState>) -> Reply<Vec<Conversation>> {
     state.host().conversations(500).map_err(say)
 }
 
-#[tauri::command]
+#[tauri::command(async)]
 pub fn search_history(state: tauri::State<'_, AppState>, query: String) -> Reply<Vec<SearchHit>> {
     state.host().search(&query, 50).map_err(say)
 }
 
 /// Up to `limit` messages before message `before` (or the newest), oldest first.
-#[tauri::command]
+#[tauri::command(async)]
 pub fn load_messages(
     state: tauri::State<'_, AppState>,
     conversation: String,
@@ -69,7 +69,7 @@ pub fn load_messages(
         .map_err(say)
 }
 
-#[tauri::command]
+#[tauri::command(async)]
 pub fn rename_conversation(
     state: tauri::State<'_, AppState>,
     conversation: String,
@@ -81,12 +81,12 @@ pub fn rename_conversation(
         .map_err(say)
 }
 
-#[tauri::command]
+#[tauri::command(async)]
 pub fn delete_conversation(state: tauri::State<'_, AppState>, conversation: String) -> Reply<()> {
     state.host().delete_conversation(&conversation).map_err(say)
 }
 
-#[tauri::command]
+#[tauri::command(async)]
 pub fn list_providers(state: tauri::State<'_, AppState>) -> Reply<Vec<ProviderSummary>> {
     state.host().list_providers().map_err(say)
 }
@@ -110,7 +110,7 @@ pub async fn detect_local_providers(
 
 /// Saves a local model server the window found as a provider (no key; its first model
 /// is the default).
-#[tauri::command]
+#[tauri::command(async)]
 pub fn add_local_provider(state: tauri::State<'_, AppState>, provider: LocalProvider) -> Reply<()> {
     state.host().add_local_provider(provider).map_err(say)
 }
@@ -132,12 +132,12 @@ pub async fn send_message(
     state.app.send(request, sink)
 }
 
-#[tauri::command]
+#[tauri::command(async)]
 pub fn stop_turn(state: tauri::State<'_, AppState>, turn: String) -> Reply<()> {
     state.app.stop(&turn).map_err(say)
 }
 
-#[tauri::command]
+#[tauri::command(async)]
 pub fn answer_approval(
     state: tauri::State<'_, AppState>,
     turn: String,
@@ -165,7 +165,7 @@ pub fn mcp_servers(state: tauri::State<'_, AppState>) -> McpOverview {
 }
 
 /// Opens a link from a message in the system browser (never inside the app).
-#[tauri::command]
+#[tauri::command(async)]
 pub fn open_external(url: String) -> Reply<()> {
     let lower = url.to_ascii_lowercase();
     if !(lower.starts_with("https://")
@@ -179,22 +179,22 @@ pub fn open_external(url: String) -> Reply<()> {
     open::that_detached(&url).map_err(say)
 }
 
-#[tauri::command]
+#[tauri::command(async)]
 pub fn save_provider(state: tauri::State<'_, AppState>, provider: ProviderInput) -> Reply<()> {
     state.host().save_provider(provider).map_err(say)
 }
 
-#[tauri::command]
+#[tauri::command(async)]
 pub fn remove_provider(state: tauri::State<'_, AppState>, provider: String) -> Reply<()> {
     state.host().remove_provider(&provider).map_err(say)
 }
 
-#[tauri::command]
+#[tauri::command(async)]
 pub fn mcp_file(state: tauri::State<'_, AppState>) -> Reply<McpFile> {
     state.host().mcp_file().map_err(say)
 }
 
-#[tauri::command]
+#[tauri::command(async)]
 pub fn edit_mcp_file(
     state: tauri::State<'_, AppState>,
     version: Option<String>,
@@ -203,12 +203,15 @@ pub fn edit_mcp_file(
     state.host().edit_mcp_file(version, edit).map_err(say)
 }
 
-#[tauri::command]
-pub fn check_mcp_text(state: tauri::State<'_, AppState>, text: String) -> Option<TextProblem> {
-    state.host().check_mcp_text(&text)
+#[tauri::command(async)]
+pub fn check_mcp_text(
+    state: tauri::State<'_, AppState>,
+    text: String,
+) -> Reply<Option<TextProblem>> {
+    Ok(state.host().check_mcp_text(&text))
 }
 
-#[tauri::command]
+#[tauri::command(async)]
 pub fn mcp_import_candidates(
     state: tauri::State<'_, AppState>,
     file: String,
@@ -233,7 +236,7 @@ pub async fn restart_mcp_server(state: tauri::State<'_, AppState>, server: Strin
     Ok(())
 }
 
-#[tauri::command]
+#[tauri::command(async)]
 pub fn set_tool_enabled(
     state: tauri::State<'_, AppState>,
     server: String,
@@ -246,7 +249,7 @@ pub fn set_tool_enabled(
         .map_err(say)
 }
 
-#[tauri::command]
+#[tauri::command(async)]
 pub fn set_tool_policy(
     state: tauri::State<'_, AppState>,
     server: String,
@@ -260,20 +263,17 @@ pub fn set_tool_policy(
 }
 
 /// Opens one of Conduit's own folders (`data`, `logs`, `config`) in the file manager.
-#[tauri::command]
+#[tauri::command(async)]
 pub fn open_folder(state: tauri::State<'_, AppState>, folder: String) -> Reply<()> {
-    let paths = state.host().paths();
-    let path = match folder.as_str() {
-        "data" => paths.data_dir.clone(),
-        "logs" => paths.log_dir.clone(),
-        "config" => paths.config_dir.clone(),
-        other => return Err(format!("no folder called {other:?}")),
-    };
-    open::that_detached(&path).map_err(say)
+    let path = state
+        .host()
+        .folder(&folder)
+        .ok_or_else(|| format!("no folder called {folder:?}"))?;
+    open::that_detached(path).map_err(say)
 }
 
 /// Opens a stored file (a long tool output kept whole) in the system's app for its type.
-#[tauri::command]
+#[tauri::command(async)]
 pub fn open_media(state: tauri::State<'_, AppState>, hash: String) -> Reply<()> {
     let (path, _) = state
         .host()

@@ -26,9 +26,10 @@ pub struct SendRequest {
     /// Continue this conversation; `None` starts a new one.
     pub conversation: Option<String>,
     pub text: String,
-    /// Images stored beforehand with [`App::store_attachment`].
+    /// Hashes of images stored beforehand with [`App::store_attachment`]; their
+    /// references are rebuilt from the store, never taken from the window.
     #[serde(default)]
-    pub attachments: Vec<MediaRef>,
+    pub attachments: Vec<String>,
     /// A provider id from settings.
     pub provider: String,
     /// `None` uses the provider's default model.
@@ -161,6 +162,8 @@ pub enum AppError {
     NoTurn(String),
     #[error("the message is empty: type something or attach an image")]
     EmptyMessage,
+    #[error("the attached image {0} is not in the media store; attach it again")]
+    UnknownAttachment(String),
 }
 
 impl App {
@@ -253,6 +256,16 @@ impl App {
         request: SendRequest,
         sink: TurnSink,
     ) -> Result<Started, AppError> {
+        let attachments = request
+            .attachments
+            .iter()
+            .map(|hash| {
+                self.host
+                    .media
+                    .reference(hash)
+                    .ok_or_else(|| AppError::UnknownAttachment(hash.clone()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let store = self.host.store()?;
         let conversation = match request.conversation {
             Some(id) => {
@@ -283,11 +296,7 @@ impl App {
             provider: ProviderChoice::Saved(request.provider),
             model: request.model,
             prompt: request.text,
-            attachments: request
-                .attachments
-                .into_iter()
-                .map(Attachment::Stored)
-                .collect(),
+            attachments: attachments.into_iter().map(Attachment::Stored).collect(),
             approval: ApprovalMode::Window(approval),
             live: None,
             max_turns: 25,
@@ -298,34 +307,40 @@ impl App {
         let turn_id = turn.clone();
         tokio::spawn(async move {
             chat.live = Some(app.live().await);
-            let result = app.host.chat(chat, agent_sink, cancel.clone()).await;
+            // The turn runs in its own task so that even a panic in it ends the turn
+            // for the window instead of leaving it waiting.
+            let host_app = app.clone();
+            let run_cancel = cancel.clone();
+            let run =
+                tokio::spawn(async move { host_app.host.chat(chat, agent_sink, run_cancel).await });
+            let result = run.await;
             if let Ok(mut turns) = app.turns.lock() {
                 turns.remove(&turn_id);
             }
-            let ended = match result {
-                Ok(done) => match done.outcome {
-                    Ok(_) if cancel.is_cancelled() => TurnEvent::Ended {
-                        status: TurnStatus::Interrupted,
-                        error: None,
-                    },
-                    Ok(_) => TurnEvent::Ended {
-                        status: TurnStatus::Complete,
-                        error: None,
-                    },
-                    Err(error) => TurnEvent::Ended {
-                        status: TurnStatus::Error,
-                        error: Some(TurnError::from_provider(&error)),
-                    },
+            let (status, error) = match result {
+                Ok(Ok(done)) => match done.outcome {
+                    Ok(_) if cancel.is_cancelled() => (TurnStatus::Interrupted, None),
+                    Ok(_) => (TurnStatus::Complete, None),
+                    Err(error) => (TurnStatus::Error, Some(TurnError::from_provider(&error))),
                 },
-                Err(error) => {
+                Ok(Err(error)) => {
                     tracing::warn!(%error, "a turn could not run");
-                    TurnEvent::Ended {
-                        status: TurnStatus::Error,
-                        error: Some(TurnError::from_chat(&error)),
-                    }
+                    (TurnStatus::Error, Some(TurnError::from_chat(&error)))
+                }
+                Err(crashed) => {
+                    tracing::error!(error = %crashed, "a turn crashed");
+                    let message =
+                        format!("The turn stopped unexpectedly ({crashed}); the log has details.");
+                    (
+                        TurnStatus::Error,
+                        Some(TurnError {
+                            message,
+                            action: None,
+                        }),
+                    )
                 }
             };
-            sink(ended);
+            sink(TurnEvent::Ended { status, error });
         });
         Ok(Started { conversation, turn })
     }

@@ -64,14 +64,23 @@ impl WindowApproval {
     /// Answers the question about `call_id`; false when no call waits under that id.
     /// "Always allow" is saved for the tool before the call runs.
     pub fn answer(&self, call_id: &str, decision: Decision) -> Result<bool, SettingsError> {
+        if !self.ask.waiting().iter().any(|id| id == call_id) {
+            return Ok(false);
+        }
         let exposed = self.asked.lock().ok().and_then(|mut a| a.remove(call_id));
         let approval = match decision {
             Decision::AllowOnce => Approval::Allow,
             Decision::AlwaysAllow => {
                 if let Some((server, tool)) = exposed.as_deref().and_then(|e| self.origin(e)) {
-                    let mut settings = Settings::load(&self.settings_file)?;
-                    settings.set_tool_policy(&server, &tool, ToolPolicy::Allow);
-                    settings.save(&self.settings_file)?;
+                    let saved = Settings::load(&self.settings_file).and_then(|mut settings| {
+                        settings.set_tool_policy(&server, &tool, ToolPolicy::Allow);
+                        settings.save(&self.settings_file)
+                    });
+                    if let Err(error) = saved {
+                        // The call still runs (the user allowed it); the failure is reported.
+                        self.ask.answer(call_id, Approval::Allow);
+                        return Err(error);
+                    }
                 }
                 Approval::Allow
             }

@@ -107,10 +107,13 @@ impl Host {
     /// Whether a chat with saved provider `id` can start: its settings and key resolve and
     /// there is a model. The window asks before it saves anything.
     pub fn check_provider(&self, id: &str, model: Option<&str>) -> Result<(), ChatError> {
-        let (_, default_model) = self.saved_provider_config(id)?;
+        let (config, default_model) = self.saved_provider_config(id)?;
         if model.is_none() && default_model.is_none() {
             return Err(ChatError::NoModel(id.to_owned()));
         }
+        // Building it checks the rest (headers that are not valid HTTP, say).
+        let media: Arc<dyn MediaStore> = self.media.clone();
+        conduit_providers::build(config, media)?;
         Ok(())
     }
 

@@ -106,6 +106,17 @@ impl Host {
         self.media.find(hash, thumbnail)
     }
 
+    /// One of Conduit's own folders by name (`data`, `logs`, `config`), for the window to
+    /// open; nothing else.
+    pub fn folder(&self, name: &str) -> Option<PathBuf> {
+        match name {
+            "data" => Some(self.paths.data_dir.clone()),
+            "logs" => Some(self.paths.log_dir.clone()),
+            "config" => Some(self.paths.config_dir.clone()),
+            _ => None,
+        }
+    }
+
     /// The file a stored media reference lives in.
     pub fn media_path(&self, media: &MediaRef) -> PathBuf {
         self.media.path_of(media)
@@ -113,6 +124,22 @@ impl Host {
 
     pub fn settings(&self) -> Result<Settings, SettingsError> {
         Settings::load(&self.paths.settings_file)
+    }
+}
+
+/// A link from a message that may open in the system browser: web and mail links only
+/// (never `file:`, `javascript:` or an app's own scheme).
+pub fn external_url(url: &str) -> Result<&str, String> {
+    let lower = url.trim_start().to_ascii_lowercase();
+    if ["https://", "http://", "mailto:"]
+        .iter()
+        .any(|scheme| lower.starts_with(scheme))
+    {
+        Ok(url.trim_start())
+    } else {
+        Err(format!(
+            "Conduit opens only web and mail links, not {url:?}"
+        ))
     }
 }
 
@@ -124,6 +151,27 @@ fn provider_secret_name(provider_id: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_web_and_mail_links_open_outside() {
+        assert_eq!(
+            external_url("https://example.com/a"),
+            Ok("https://example.com/a")
+        );
+        assert!(external_url("mailto:a@example.com").is_ok());
+        for refused in [
+            "javascript:alert(1)",
+            "file:///etc/passwd",
+            "JAVASCRIPT:x",
+            "media://localhost/x",
+            "/etc",
+        ] {
+            assert!(external_url(refused).is_err(), "{refused}");
+        }
+        let host = Host::new(Paths::under_home(PathBuf::from("/h"), None));
+        assert_eq!(host.folder("logs"), Some(PathBuf::from("/h/logs")));
+        assert_eq!(host.folder("../etc"), None);
+    }
 
     #[test]
     fn app_info_serialises_for_the_window_in_camel_case() {

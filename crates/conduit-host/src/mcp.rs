@@ -244,28 +244,27 @@ impl Host {
         if current != version {
             return Err(conflict());
         }
-        if let McpEdit::Replace { text } = &edit {
-            // The raw editor may be mending a file that does not parse: no snapshot needed.
-            config::check_text(path, text)?;
-            conduit_files::write_atomically(path, text.as_bytes(), 0o600).map_err(|e| {
-                ConfigError::Write {
-                    path: path.display().to_string(),
-                    message: e.to_string(),
-                }
-            })?;
-            return self.mcp_file();
-        }
-        let snapshot = config::read(path)?;
-        if snapshot.version().map(str::to_owned) != version {
-            return Err(conflict());
-        }
         let edit = match edit {
+            McpEdit::Replace { text } => {
+                // The raw editor may be mending a file that does not parse: no snapshot.
+                config::check_text(path, &text)?;
+                conduit_files::write_atomically(path, text.as_bytes(), 0o600).map_err(|e| {
+                    ConfigError::Write {
+                        path: path.display().to_string(),
+                        message: e.to_string(),
+                    }
+                })?;
+                return self.mcp_file();
+            }
             McpEdit::Add { name, entry } => Edit::Add { name, entry },
             McpEdit::Update { name, entry } => Edit::Update { name, entry },
             McpEdit::Remove { name } => Edit::Remove { name },
             McpEdit::SetDisabled { name, disabled } => Edit::SetDisabled { name, disabled },
-            McpEdit::Replace { text } => Edit::Replace { text },
         };
+        let snapshot = config::read(path)?;
+        if snapshot.version().map(str::to_owned) != version {
+            return Err(conflict());
+        }
         config::apply(&snapshot, edit)?;
         self.mcp_file()
     }
@@ -282,11 +281,16 @@ impl Host {
         &self,
         file: &std::path::Path,
     ) -> Result<Vec<config::ImportCandidate>, ConfigError> {
-        let text = std::fs::read_to_string(file).map_err(|e| ConfigError::Read {
-            path: file.display().to_string(),
+        // Paths as other apps document them start with `~`.
+        let expanded = match (file.strip_prefix("~"), directories::BaseDirs::new()) {
+            (Ok(rest), Some(dirs)) => dirs.home_dir().join(rest),
+            _ => file.to_owned(),
+        };
+        let text = std::fs::read_to_string(&expanded).map_err(|e| ConfigError::Read {
+            path: expanded.display().to_string(),
             message: e.to_string(),
         })?;
-        config::import_candidates(file, &text)
+        config::import_candidates(&expanded, &text)
     }
 
     /// Sets whether `tool` of `server` runs without asking, never, or after asking.
@@ -299,5 +303,93 @@ impl Host {
         let mut settings = self.settings()?;
         settings.set_tool_policy(server, tool, policy);
         settings.save(&self.paths.settings_file)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn host(dir: &std::path::Path) -> Host {
+        Host::new(crate::Paths::under_home(dir.to_owned(), None))
+    }
+
+    #[test]
+    fn edits_name_the_version_they_are_based_on_and_bad_text_is_never_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = host(dir.path());
+        let empty = host.mcp_file().unwrap();
+        assert_eq!(empty.version, None, "no file yet");
+        let added = host
+            .edit_mcp_file(
+                None,
+                McpEdit::Add {
+                    name: "time".into(),
+                    entry: json!({"command": "uvx", "args": ["mcp-server-time"]}),
+                },
+            )
+            .unwrap();
+        assert_eq!(added.servers[0].name, "time");
+        let file = dir.path().join("mcp_servers.json");
+        let before = std::fs::read(&file).unwrap();
+
+        // A change based on an older version is refused: nothing written.
+        let stale = host.edit_mcp_file(
+            None,
+            McpEdit::Remove {
+                name: "time".into(),
+            },
+        );
+        assert!(
+            matches!(stale, Err(ConfigError::Conflict { .. })),
+            "{stale:?}"
+        );
+        // Broken text is refused with line and column: nothing written.
+        let broken = host.edit_mcp_file(
+            added.version.clone(),
+            McpEdit::Replace {
+                text: "{\n  \"mcpServers\": {,}\n}".into(),
+            },
+        );
+        assert!(
+            matches!(broken, Err(ConfigError::Parse { line: 2, .. })),
+            "{broken:?}"
+        );
+        assert_eq!(std::fs::read(&file).unwrap(), before);
+        let problem = host.check_mcp_text("{\n  \"mcpServers\": {,}\n}").unwrap();
+        assert_eq!((problem.line, problem.column), (Some(2), Some(18)));
+        assert!(
+            !problem.message.contains("mcp_servers.json"),
+            "{}",
+            problem.message
+        );
+
+        // A file that does not parse still opens in the editor, with its problem.
+        std::fs::write(&file, "{ not json").unwrap();
+        let shown = host.mcp_file().unwrap();
+        assert_eq!(shown.text, "{ not json");
+        assert!(shown.problem.is_some() && shown.servers.is_empty());
+        let mended = host
+            .edit_mcp_file(
+                shown.version,
+                McpEdit::Replace {
+                    text: "{\"mcpServers\": {}}\n".into(),
+                },
+            )
+            .unwrap();
+        assert!(mended.problem.is_none());
+    }
+
+    #[test]
+    fn import_reads_paths_that_start_with_the_home_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = host(dir.path());
+        let missing =
+            host.mcp_import_candidates(std::path::Path::new("~/no-such-conduit-file.json"));
+        let Err(ConfigError::Read { path, .. }) = missing else {
+            panic!("{missing:?}")
+        };
+        assert!(!path.starts_with('~'), "{path}");
     }
 }

@@ -142,6 +142,9 @@ pub struct ProviderInput {
     #[serde(default)]
     pub headers: std::collections::BTreeMap<String, String>,
     pub api_key: Option<String>,
+    /// Set by the Add form: a provider with this id must not exist yet.
+    #[serde(default)]
+    pub is_new: bool,
 }
 
 impl Host {
@@ -156,6 +159,7 @@ impl Host {
             .filter(|k| !k.is_empty());
         let default_model = input.default_model.filter(|m| !m.trim().is_empty());
         match settings.providers.iter_mut().find(|p| p.id == input.id) {
+            Some(_) if input.is_new => Err(SettingsError::DuplicateProvider(input.id).into()),
             Some(saved) => {
                 if !(input.base_url.starts_with("http://")
                     || input.base_url.starts_with("https://"))
@@ -276,6 +280,46 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+    #[test]
+    fn the_add_form_never_overwrites_a_provider_and_an_edit_keeps_what_it_does_not_show() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = Host::new(crate::Paths::under_home(dir.path().to_owned(), None));
+        let input = |is_new: bool, url: &str| ProviderInput {
+            id: "local".into(),
+            protocol: Protocol::OpenAiChat,
+            base_url: url.into(),
+            default_model: Some("m".into()),
+            headers: Default::default(),
+            api_key: None,
+            is_new,
+        };
+        host.save_provider(input(true, "http://127.0.0.1:1/v1"))
+            .unwrap();
+        let again = host.save_provider(input(true, "http://127.0.0.1:2/v1"));
+        assert!(
+            matches!(
+                again,
+                Err(ProvidersError::Settings(SettingsError::DuplicateProvider(
+                    _
+                )))
+            ),
+            "{again:?}"
+        );
+        // An edit keeps fields it does not manage.
+        let file = dir.path().join("settings.json");
+        let mut raw: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        raw["providers"][0]["futureField"] = serde_json::json!(7);
+        std::fs::write(&file, raw.to_string()).unwrap();
+        host.save_provider(input(false, "http://127.0.0.1:3/v1"))
+            .unwrap();
+        let saved = host.settings().unwrap();
+        assert_eq!(saved.providers[0].base_url, "http://127.0.0.1:3/v1");
+        assert_eq!(saved.providers[0].other["futureField"], 7);
+        let bad = host.save_provider(input(false, "ftp://nope"));
+        assert!(bad.is_err());
+    }
+
     #[tokio::test]
     async fn a_local_server_that_lists_models_is_found_and_a_silent_port_is_not() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -292,9 +336,15 @@ mod tests {
                 let _ = socket.write_all(reply.as_bytes()).await;
             }
         });
-        let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let closed_port = closed.local_addr().unwrap().port();
-        drop(closed);
+        // A port that accepts and never answers: the probe gives up after its timeout.
+        let silent_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let closed_port = silent_listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((socket, _)) = silent_listener.accept().await {
+                held.push(socket);
+            }
+        });
         let dir = tempfile::tempdir().unwrap();
         let host = Host::new(crate::Paths::under_home(dir.path().to_owned(), None));
         let answering = format!("http://127.0.0.1:{port}/v1");

@@ -185,6 +185,18 @@ impl Connection {
                     spill.clone(),
                     MAX_STDIO_MESSAGE,
                 ));
+                // Answers to calls nobody waits for any more are let go even when no
+                // other call comes.
+                let weak = Arc::downgrade(&spill);
+                tokio::spawn(async move {
+                    loop {
+                        tokio::time::sleep(spill::UNCLAIMED / 2).await;
+                        match weak.upgrade() {
+                            Some(spill) => spill.sweep(spill::UNCLAIMED),
+                            None => return,
+                        }
+                    }
+                });
                 let transport =
                     AsyncRwTransport::new(pumped, stdin).with_max_line_length(MAX_STDIO_MESSAGE);
                 let started = tokio::time::timeout(start_timeout, handler.serve(transport)).await;

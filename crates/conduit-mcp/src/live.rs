@@ -314,9 +314,9 @@ fn install(inner: &Arc<Inner>, entry: ServerEntry, running: Running, restarts: u
     let generation = inner
         .next_generation
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let generation = match inner.slots.lock() {
+    let (generation, replaced) = match inner.slots.lock() {
         Ok(mut slots) => {
-            slots.insert(
+            let replaced = slots.insert(
                 name.clone(),
                 Slot {
                     raw: entry.raw.clone(),
@@ -325,10 +325,21 @@ fn install(inner: &Arc<Inner>, entry: ServerEntry, running: Running, restarts: u
                     generation,
                 },
             );
-            generation
+            (
+                generation,
+                replaced.and_then(|slot| slot.running.connection),
+            )
         }
         Err(_) => return,
     };
+    // Never two instances of one server: one that was in the slot ends.
+    if let Some(old) = replaced
+        && connection
+            .as_ref()
+            .is_none_or(|new| !Arc::ptr_eq(new, &old))
+    {
+        tokio::spawn(async move { old.shutdown().await });
+    }
     let _ = inner.events.send(LiveEvent::Server(status));
     if let Some(connection) = connection {
         let weak = Arc::downgrade(inner);
@@ -474,6 +485,20 @@ async fn restart(
         return;
     }
     let running = start_one(&entry, inner.start_timeout).await;
+    // The slot may have moved on while this start ran (a manual restart, an edit): then
+    // this instance is not wanted.
+    let still_ours = inner
+        .slots
+        .lock()
+        .ok()
+        .and_then(|slots| slots.get(&name).map(|s| s.generation))
+        == Some(generation);
+    if !still_ours {
+        if let Some(connection) = running.connection {
+            connection.shutdown().await;
+        }
+        return;
+    }
     let failed_again = matches!(running.state, ServerState::Failed { .. });
     install(&inner, entry.clone(), running, attempt);
     if failed_again {

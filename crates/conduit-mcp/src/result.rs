@@ -33,6 +33,9 @@ pub fn convert(result: CallToolResult, media: &dyn MediaStore) -> ToolOutput {
                 description: link.description,
             },
             ContentBlock::Resource(embedded) => match embedded.resource {
+                ResourceContents::TextResourceContents { text, .. } if text.len() > LONG_TEXT => {
+                    long_text(media, text.as_bytes(), "text/plain")
+                }
                 ResourceContents::TextResourceContents {
                     uri,
                     mime_type,

@@ -23,8 +23,8 @@ use tokio_util::io::SyncIoBridge;
 const LARGE_LINE: usize = 1024 * 1024;
 /// Strings at least this long in a large line's result are moved aside.
 const LARGE_STRING: usize = 64 * 1024;
-/// A held string nobody claimed (its call was abandoned) is dropped after this.
-const UNCLAIMED: Duration = Duration::from_secs(300);
+/// A held string nobody claimed (its call timed out or was stopped) is dropped after this.
+pub(crate) const UNCLAIMED: Duration = Duration::from_secs(120);
 
 /// Strings moved out of messages, waiting for the client to claim them by marker.
 pub(crate) struct Spill {
@@ -46,12 +46,19 @@ impl Spill {
 
     fn hold(&self, text: String) -> String {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.sweep(UNCLAIMED);
         if let Ok(mut held) = self.held.lock() {
-            let now = Instant::now();
-            held.retain(|_, (since, _)| now.duration_since(*since) < UNCLAIMED);
-            held.insert(id, (now, text));
+            held.insert(id, (Instant::now(), text));
         }
         format!("{}{id}", self.prefix)
+    }
+
+    /// Drops what was held longer than `age`: the answer of a call nobody waits for.
+    pub(crate) fn sweep(&self, age: Duration) {
+        if let Ok(mut held) = self.held.lock() {
+            let now = Instant::now();
+            held.retain(|_, (since, _)| now.duration_since(*since) < age);
+        }
     }
 
     /// Puts the held string back where its marker is.
@@ -98,6 +105,7 @@ impl Spill {
         if let Some(structured) = &mut result.structured_content {
             self.claim_value(structured);
         }
+        self.sweep(UNCLAIMED);
     }
 
     pub(crate) fn claim_read_result(&self, result: &mut ReadResourceResult) {
@@ -378,6 +386,16 @@ mod tests {
         let message: Value = serde_json::from_slice(lines[1]).unwrap();
         assert_eq!(message["params"]["p"], big('z'), "only results are shrunk");
         assert_eq!(lines[2], b"after");
+    }
+
+    #[test]
+    fn strings_nobody_claims_are_dropped() {
+        let spill = Spill::new();
+        let _marker = spill.hold("x".repeat(LARGE_STRING));
+        spill.sweep(UNCLAIMED);
+        assert_eq!(spill.held.lock().unwrap().len(), 1, "still fresh");
+        spill.sweep(Duration::ZERO);
+        assert!(spill.held.lock().unwrap().is_empty());
     }
 
     #[test]

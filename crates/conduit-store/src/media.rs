@@ -23,15 +23,41 @@ impl FileMediaStore {
     }
 
     /// Where the file of `media` lives (it may be missing).
+    /// Where a stored file lives. A reference whose hash is not a hash (it came from
+    /// outside, say `../..`) names a file that never exists, never a path elsewhere.
     pub fn path_of(&self, media: &MediaRef) -> PathBuf {
+        if !is_hash(&media.hash) {
+            return self.root.join("invalid-reference");
+        }
         self.folder_of(&media.hash)
             .join(format!("{}.{}", media.hash, extension(&media.mime)))
+    }
+
+    /// The reference of a stored file, rebuilt from the store itself (type from the file,
+    /// size from the disk, an image's dimensions from its header).
+    pub fn reference(&self, hash: &str) -> Option<MediaRef> {
+        let (path, mime) = self.find(hash, false)?;
+        let bytes = fs::metadata(&path).ok()?.len();
+        let (width, height) = if mime.starts_with("image/") {
+            image::image_dimensions(&path)
+                .map(|(w, h)| (Some(w), Some(h)))
+                .unwrap_or((None, None))
+        } else {
+            (None, None)
+        };
+        Some(MediaRef {
+            hash: hash.to_owned(),
+            mime: mime.to_owned(),
+            bytes,
+            width,
+            height,
+        })
     }
 
     /// The stored file with this hash and its type, or with `thumbnail` its thumbnail;
     /// `None` for anything that is not a stored hash (a path, `..`) or is missing.
     pub fn find(&self, hash: &str, thumbnail: bool) -> Option<(PathBuf, &'static str)> {
-        if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+        if !is_hash(hash) {
             return None;
         }
         if thumbnail {
@@ -68,6 +94,9 @@ impl FileMediaStore {
 
     /// Deletes the files of `media` (the file and its thumbnail).
     pub fn remove(&self, media: &MediaRef) -> std::io::Result<()> {
+        if !is_hash(&media.hash) {
+            return Ok(());
+        }
         for path in [self.path_of(media), self.thumbnail_of(&media.hash)] {
             match fs::remove_file(&path) {
                 Ok(()) => {}
@@ -133,6 +162,13 @@ fn identify(
     bytes: &[u8],
     declared_mime: Option<&str>,
 ) -> Result<(String, Option<image::DynamicImage>), MediaError> {
+    // Long tool output kept as a file: text that says it is text, and is. Checked first:
+    // text may start like an image format ("BM", "P1").
+    if let Some(text @ ("text/plain" | "application/json")) = declared_mime
+        && std::str::from_utf8(bytes).is_ok()
+    {
+        return Ok((text.to_owned(), None));
+    }
     if let Ok(format) = image::guess_format(bytes) {
         let image = ImageReader::with_format(Cursor::new(bytes), format)
             .decode()
@@ -141,12 +177,6 @@ fn identify(
     }
     if let Some(audio) = audio_mime(bytes) {
         return Ok((audio.to_owned(), None));
-    }
-    // Long tool output kept as a file: text that says it is text, and is.
-    if let Some(text @ ("text/plain" | "application/json")) = declared_mime
-        && std::str::from_utf8(bytes).is_ok()
-    {
-        return Ok((text.to_owned(), None));
     }
     let declared = declared_mime.unwrap_or("unknown");
     Err(MediaError::Invalid(format!(
@@ -176,6 +206,11 @@ fn audio_mime(bytes: &[u8]) -> Option<&'static str> {
         [b'I', b'D', b'3', ..] | [0xFF, 0xFB | 0xF3 | 0xF2, ..] => Some("audio/mpeg"),
         _ => None,
     }
+}
+
+/// A hex SHA-256, as the store names files; anything else never becomes a path.
+fn is_hash(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// Content types by extension, as the store writes them; anything else is opaque bytes.
@@ -270,6 +305,18 @@ mod tests {
             Some("image/png")
         );
         assert_eq!(store.find("../../etc/passwd", false), None);
+        assert_eq!(store.reference(&first.hash), Some(first.clone()));
+        let forged = MediaRef {
+            hash: "../../secrets".into(),
+            ..first.clone()
+        };
+        assert!(
+            !store
+                .path_of(&forged)
+                .starts_with(dir.path().parent().unwrap().join("secrets"))
+        );
+        assert!(store.path_of(&forged).starts_with(dir.path()));
+        store.remove(&forged).unwrap();
         assert_eq!(store.find(&"0".repeat(64), false), None);
         assert_eq!(files[1], store.thumbnail_of(&first.hash));
         let thumb = image::open(&files[1]).unwrap();
@@ -302,6 +349,10 @@ mod tests {
             .unwrap();
         assert_eq!(media.mime, "application/json");
         assert!(store.path_of(&media).to_string_lossy().ends_with(".json"));
+        let looks_like_bmp = store
+            .put(b"BM is how this output starts", Some("text/plain"))
+            .unwrap();
+        assert_eq!(looks_like_bmp.mime, "text/plain");
         let err = store.put(b"\xff\xfe", Some("text/plain")).unwrap_err();
         assert!(matches!(err, MediaError::Invalid(_)), "{err}");
     }

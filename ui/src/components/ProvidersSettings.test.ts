@@ -46,6 +46,7 @@ describe("Providers settings", () => {
         defaultModel: "claude-sonnet",
         headers: {},
         apiKey: "sk-secret-1",
+        isNew: true,
       },
     });
     await screen.findByLabelText("Provider claude");

@@ -71,7 +71,8 @@ export function addLocalProvider(provider: LocalProvider): Promise<void> {
 export interface SendRequest {
   conversation: string | null;
   text: string;
-  attachments: MediaRef[];
+  /** Hashes of images stored with storeAttachment. */
+  attachments: string[];
   provider: string;
   model: string | null;
 }

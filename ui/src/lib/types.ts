@@ -200,6 +200,8 @@ export interface ProviderInput {
   defaultModel: string | null;
   headers: Record<string, string>;
   apiKey: string | null;
+  /** From the Add form: refused if the id exists (no silent overwrite). */
+  isNew: boolean;
 }
 
 /** A problem with the mcpServers text; line and column for JSON syntax errors. */
