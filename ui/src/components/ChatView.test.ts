@@ -46,6 +46,41 @@ describe("ChatView", () => {
     expect(onOpenSettings).toHaveBeenCalled();
   });
 
+  it("keeps a running turn's state, approval included, while another conversation is open", async () => {
+    let channel: { onmessage: (event: unknown) => void } | undefined;
+    invoke.mockImplementation((command: string, args?: Record<string, unknown>) => {
+      if (command === "send_message") {
+        channel = args?.onEvent as typeof channel;
+        return Promise.resolve({ conversation: "c1", turn: "t1" });
+      }
+      if (command === "load_messages" && args?.conversation === "c2") {
+        return Promise.resolve([
+          { id: 9, role: "user", status: "complete", error: null, createdAt: 0, blocks: [{ type: "text", text: "Another chat" }] },
+        ]);
+      }
+      return Promise.reject(new Error(command));
+    });
+    const view = render(ChatView, props());
+    const box = screen.getByRole("textbox", { name: "Message" });
+    await fireEvent.input(box, { target: { value: "Start" } });
+    await fireEvent.keyDown(box, { key: "Enter" });
+    await waitFor(() => expect(channel).toBeDefined());
+    const call = { id: "k1", name: "srv__echo", arguments: {} };
+    channel?.onmessage({ type: "agent", event: { type: "text_delta", text: "Partial answer" } });
+    await screen.findByText("Partial answer");
+
+    await view.rerender({ conversationId: "c2", title: "Other" });
+    await screen.findByText("Another chat");
+    channel?.onmessage({ type: "agent", event: { type: "tool_call_ready", call } });
+    channel?.onmessage({ type: "agent", event: { type: "approval_requested", call, annotations: {} } });
+    await new Promise((done) => setTimeout(done, 50));
+    expect(screen.queryByText("Partial answer")).toBeNull();
+
+    await view.rerender({ conversationId: "c1", title: "Start" });
+    await screen.findByText("Partial answer");
+    expect(screen.getByRole("button", { name: "Allow once" })).toBeTruthy();
+  });
+
   it("names a failed MCP server and why", () => {
     const view = props();
     view.mcp = {
