@@ -18,6 +18,8 @@ use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(30);
 const KEY: &str = "sk-conduit-SECRET-4242-never-shown";
+/// Header values often carry tokens too: kept in settings, never shown again.
+const HEADER: &str = "hdr-SECRET-77";
 
 struct Window {
     session: DesktopSession,
@@ -142,6 +144,9 @@ async fn settings_manage_providers_and_the_mcp_servers_file() {
         .await;
     window.type_into("API key", KEY).await;
     window.type_into("Default model", "m").await;
+    window.button("Add header").await;
+    window.type_into("Header name 1", "X-Team-Token").await;
+    window.type_into("Header value 1", HEADER).await;
     window.shot("01-provider-form.png").await;
     window.button("Save provider").await;
     window

@@ -1,6 +1,7 @@
 //! Managing providers: add, remove, list, ask one for its models, and find local model
 //! servers. Keys go to the secret store, never to settings.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -81,7 +82,10 @@ impl Host {
                     None => "none".to_owned(),
                 };
                 Ok(ProviderSummary {
-                    settings: provider,
+                    settings: ProviderSettings {
+                        headers: masked(&provider.headers),
+                        ..provider
+                    },
                     key,
                 })
             })
@@ -130,6 +134,16 @@ pub(crate) fn key_from_env(var: &str) -> Result<String, ProvidersError> {
     std::env::var(var).map_err(|_| ProvidersError::MissingKeyEnv(var.to_owned()))
 }
 
+/// What a header's value shows as outside settings: headers often carry tokens.
+pub const MASKED: &str = "••••••••";
+
+fn masked(headers: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    headers
+        .keys()
+        .map(|name| (name.clone(), MASKED.to_owned()))
+        .collect()
+}
+
 /// A provider as the settings form sends it. The key, if typed, goes to the secret store
 /// and is never sent back; `None` keeps the stored one.
 #[derive(Debug, Clone, serde::Deserialize)]
@@ -139,8 +153,9 @@ pub struct ProviderInput {
     pub protocol: Protocol,
     pub base_url: String,
     pub default_model: Option<String>,
+    /// A value of [`MASKED`] keeps the stored value of that header.
     #[serde(default)]
-    pub headers: std::collections::BTreeMap<String, String>,
+    pub headers: BTreeMap<String, String>,
     pub api_key: Option<String>,
     /// Set by the Add form: a provider with this id must not exist yet.
     #[serde(default)]
@@ -170,10 +185,20 @@ impl Host {
                     ))
                     .into());
                 }
+                let headers = input
+                    .headers
+                    .into_iter()
+                    .map(|(name, value)| {
+                        let kept = (value == MASKED)
+                            .then(|| saved.headers.get(&name).cloned())
+                            .flatten();
+                        (name, kept.unwrap_or(value))
+                    })
+                    .collect();
                 saved.protocol = input.protocol;
                 saved.base_url = input.base_url;
                 saved.default_model = default_model;
-                saved.headers = input.headers;
+                saved.headers = headers;
                 if let Some(key) = key {
                     self.secrets().set(&provider_secret_name(&input.id), key)?;
                 }
@@ -304,6 +329,21 @@ mod tests {
                 )))
             ),
             "{again:?}"
+        );
+        // Header values never leave settings; an edit that sends the mask keeps them.
+        let mut with_header = input(false, "http://127.0.0.1:1/v1");
+        with_header
+            .headers
+            .insert("Authorization".into(), "Bearer tok-123".into());
+        host.save_provider(with_header).unwrap();
+        let mut masked_edit = input(false, "http://127.0.0.1:1/v1");
+        masked_edit
+            .headers
+            .insert("Authorization".into(), MASKED.into());
+        host.save_provider(masked_edit).unwrap();
+        assert_eq!(
+            host.settings().unwrap().providers[0].headers["Authorization"],
+            "Bearer tok-123"
         );
         // An edit keeps fields it does not manage.
         let file = dir.path().join("settings.json");
