@@ -81,6 +81,18 @@ describe("ChatView", () => {
     expect(screen.getByRole("button", { name: "Allow once" })).toBeTruthy();
   });
 
+  it("says when the mcpServers file does not read, and that servers keep running", () => {
+    const view = props();
+    view.mcp = {
+      servers: [],
+      configError: "/h/mcp_servers.json is not valid JSON (line 3, column 1): expected value.",
+    } as McpOverview;
+    render(ChatView, view);
+    const status = screen.getByRole("status", { name: "mcpServers file problem" });
+    expect(status.textContent).toContain("line 3, column 1");
+    expect(status.textContent).toContain("keep running");
+  });
+
   it("names a failed MCP server and why", () => {
     const view = props();
     view.mcp = {
