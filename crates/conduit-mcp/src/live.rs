@@ -435,6 +435,16 @@ async fn supervise(
     }
 }
 
+/// Whether the slot of `name` is still the start numbered `generation`.
+fn holds(inner: &Inner, name: &str, generation: u64) -> bool {
+    inner
+        .slots
+        .lock()
+        .ok()
+        .and_then(|slots| slots.get(name).map(|s| s.generation))
+        == Some(generation)
+}
+
 async fn restart(
     inner: Arc<Inner>,
     name: String,
@@ -475,25 +485,13 @@ async fn restart(
         .saturating_mul(2u32.saturating_pow(attempt - 1))
         .min(MAX_BACKOFF);
     tokio::time::sleep(backoff).await;
-    let still_ours = inner
-        .slots
-        .lock()
-        .ok()
-        .and_then(|slots| slots.get(&name).map(|s| s.generation))
-        == Some(generation);
-    if !still_ours {
+    if !holds(&inner, &name, generation) {
         return;
     }
     let running = start_one(&entry, inner.start_timeout).await;
     // The slot may have moved on while this start ran (a manual restart, an edit): then
     // this instance is not wanted.
-    let still_ours = inner
-        .slots
-        .lock()
-        .ok()
-        .and_then(|slots| slots.get(&name).map(|s| s.generation))
-        == Some(generation);
-    if !still_ours {
+    if !holds(&inner, &name, generation) {
         if let Some(connection) = running.connection {
             connection.shutdown().await;
         }
