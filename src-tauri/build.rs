@@ -29,6 +29,7 @@ fn main() {
         "restart_mcp_server",
         "set_tool_enabled",
         "set_tool_policy",
+        "set_server_policy",
         "open_folder",
         "open_media",
     ]);

@@ -90,6 +90,14 @@ fn running(marker: &str) -> bool {
         .unwrap_or(false)
 }
 
+fn pids(marker: &str) -> String {
+    Command::new("pgrep")
+        .args(["-f", marker])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default()
+}
+
 fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap().flatten() {
@@ -242,7 +250,40 @@ async fn settings_manage_providers_and_the_mcp_servers_file() {
         assert!(Instant::now() < deadline, "the policy was not saved");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // A server-wide policy covers the tools without their own; echo keeps "allow".
+    window
+        .choose("Approval for all tools of everything", "deny")
+        .await;
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let settings: Value =
+            serde_json::from_str(&std::fs::read_to_string(&settings_file).unwrap_or_default())
+                .unwrap_or(Value::Null);
+        let server = &settings["mcpServers"]["everything"];
+        if server["approval"] == "deny" {
+            assert_eq!(server["toolApproval"]["echo"], "allow");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the server policy was not saved");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     window.shot("04-server-ready-tools.png").await;
+
+    // Restart: a new process takes the old one's place.
+    let before_pid = pids(&marker);
+    window
+        .click("//li[@aria-label='Server everything']//button[normalize-space()='Restart']")
+        .await;
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let now = pids(&marker);
+        if !now.is_empty() && now != before_pid {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the server did not restart");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    window.server_state("everything", "Ready").await;
 
     // Broken JSON in the raw editor: the error names line and column; the file stays.
     let before = std::fs::read(&mcp_file).unwrap();

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use conduit_host::app::{
-    App, McpOverview, SendRequest, Started, ToolSetting, TurnError, TurnEvent,
+    App, McpOverview, SendRequest, ServerTools, Started, TurnError, TurnEvent,
 };
 use conduit_host::approval::Decision;
 use conduit_host::core::content::MediaRef;
@@ -226,7 +226,7 @@ pub fn mcp_import_candidates(
 pub async fn mcp_server_tools(
     state: tauri::State<'_, AppState>,
     server: String,
-) -> Reply<Vec<ToolSetting>> {
+) -> Reply<ServerTools> {
     state.app.mcp_server_tools(&server).await.map_err(say)
 }
 
@@ -280,4 +280,16 @@ pub fn open_media(state: tauri::State<'_, AppState>, hash: String) -> Reply<()> 
         .media_file(&hash, false)
         .ok_or_else(|| format!("no stored file {hash:?}"))?;
     open::that_detached(&path).map_err(say)
+}
+
+#[tauri::command(async)]
+pub fn set_server_policy(
+    state: tauri::State<'_, AppState>,
+    server: String,
+    policy: ToolPolicy,
+) -> Reply<()> {
+    state
+        .host()
+        .set_mcp_server_policy(&server, policy)
+        .map_err(say)
 }

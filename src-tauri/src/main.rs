@@ -70,6 +70,7 @@ fn main() -> std::process::ExitCode {
             commands::restart_mcp_server,
             commands::set_tool_enabled,
             commands::set_tool_policy,
+            commands::set_server_policy,
             commands::open_folder,
             commands::open_media,
         ])

@@ -124,6 +124,13 @@ pub struct McpOverview {
     pub config_error: Option<String>,
 }
 
+/// A server's tools as Settings lists them, with the server's own policy.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerTools {
+    pub policy: crate::settings::ToolPolicy,
+    pub tools: Vec<ToolSetting>,
+}
+
 /// A tool as Settings lists it: what it is, whether models see it, when it may run.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -369,10 +376,11 @@ impl App {
         Ok(approval.answer(call_id, decision)?)
     }
 
-    /// A server's tools with whether each is offered to models and its approval policy.
-    pub async fn mcp_server_tools(&self, server: &str) -> Result<Vec<ToolSetting>, AppError> {
+    /// A server's approval policy and its tools, each with whether it is offered to
+    /// models and the policy that applies to it.
+    pub async fn mcp_server_tools(&self, server: &str) -> Result<ServerTools, AppError> {
         let settings = self.host.settings()?;
-        Ok(self
+        let tools = self
             .live()
             .await
             .server_tools(server)
@@ -382,7 +390,11 @@ impl App {
                 policy: settings.tool_policy(server, &tool.name),
                 tool,
             })
-            .collect())
+            .collect();
+        Ok(ServerTools {
+            policy: settings.server_policy(server),
+            tools,
+        })
     }
 
     /// Stops a server and starts it again.

@@ -293,6 +293,17 @@ impl Host {
         config::import_candidates(&expanded, &text)
     }
 
+    /// Sets the approval policy of `server`'s tools that have none of their own.
+    pub fn set_mcp_server_policy(
+        &self,
+        server: &str,
+        policy: crate::settings::ToolPolicy,
+    ) -> Result<(), crate::SettingsError> {
+        let mut settings = self.settings()?;
+        settings.set_server_policy(server, policy);
+        settings.save(&self.paths.settings_file)
+    }
+
     /// Sets whether `tool` of `server` runs without asking, never, or after asking.
     pub fn set_mcp_tool_policy(
         &self,

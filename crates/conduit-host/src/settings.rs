@@ -67,16 +67,22 @@ pub struct McpServerPrefs {
     /// Tools never offered to a model.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub disabled_tools: Vec<String>,
-    /// Whether a tool's calls run without asking; a tool not listed is asked about.
+    /// Whether a tool's calls run without asking; a tool not listed follows `approval`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tool_approval: BTreeMap<String, ToolPolicy>,
+    /// The policy of the server's tools that have none of their own (default: ask).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ToolPolicy>,
     #[serde(flatten)]
     pub other: Map<String, Value>,
 }
 
 impl McpServerPrefs {
     fn is_empty(&self) -> bool {
-        self.disabled_tools.is_empty() && self.tool_approval.is_empty() && self.other.is_empty()
+        self.disabled_tools.is_empty()
+            && self.tool_approval.is_empty()
+            && self.approval.is_none()
+            && self.other.is_empty()
     }
 }
 
@@ -158,20 +164,40 @@ impl Settings {
         }
     }
 
+    /// The tool's own policy, else its server's, else ask.
     pub fn tool_policy(&self, server: &str, tool: &str) -> ToolPolicy {
         self.mcp_servers
             .get(server)
-            .and_then(|prefs| prefs.tool_approval.get(tool).copied())
+            .and_then(|prefs| prefs.tool_approval.get(tool).copied().or(prefs.approval))
             .unwrap_or_default()
     }
 
+    /// The policy of a server's tools that have none of their own.
+    pub fn server_policy(&self, server: &str) -> ToolPolicy {
+        self.mcp_servers
+            .get(server)
+            .and_then(|prefs| prefs.approval)
+            .unwrap_or_default()
+    }
+
+    /// Gives a tool its own policy; the server's policy needs no copy.
     pub fn set_tool_policy(&mut self, server: &str, tool: &str, policy: ToolPolicy) {
         let prefs = self.mcp_servers.entry(server.to_owned()).or_default();
-        if policy == ToolPolicy::Ask {
+        if policy == prefs.approval.unwrap_or_default() {
             prefs.tool_approval.remove(tool);
         } else {
             prefs.tool_approval.insert(tool.to_owned(), policy);
         }
+        if prefs.is_empty() {
+            self.mcp_servers.remove(server);
+        }
+    }
+
+    /// Sets the policy of a server's tools that have none of their own.
+    pub fn set_server_policy(&mut self, server: &str, policy: ToolPolicy) {
+        let prefs = self.mcp_servers.entry(server.to_owned()).or_default();
+        prefs.approval = (policy != ToolPolicy::Ask).then_some(policy);
+        prefs.tool_approval.retain(|_, own| *own != policy);
         if prefs.is_empty() {
             self.mcp_servers.remove(server);
         }
@@ -308,6 +334,20 @@ mod tests {
         settings.set_tool_policy("everything", "echo", ToolPolicy::Ask);
         settings.set_tool_policy("everything", "get-sum", ToolPolicy::Ask);
         assert!(settings.mcp_servers.is_empty());
+
+        // A server's policy covers its tools without one; a tool's own choice wins.
+        settings.set_server_policy("fs", ToolPolicy::Allow);
+        settings.set_tool_policy("fs", "delete", ToolPolicy::Ask);
+        assert_eq!(settings.tool_policy("fs", "read"), ToolPolicy::Allow);
+        assert_eq!(settings.tool_policy("fs", "delete"), ToolPolicy::Ask);
+        assert_eq!(settings.server_policy("fs"), ToolPolicy::Allow);
+        settings.set_server_policy("fs", ToolPolicy::Ask);
+        assert_eq!(settings.tool_policy("fs", "read"), ToolPolicy::Ask);
+        assert!(
+            settings.mcp_servers.is_empty(),
+            "{:?}",
+            settings.mcp_servers
+        );
     }
 
     #[test]

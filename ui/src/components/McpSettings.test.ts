@@ -97,10 +97,11 @@ class Backend {
         case "mcp_import_candidates":
           return Promise.resolve(this.candidates);
         case "mcp_server_tools":
-          return Promise.resolve(this.tools);
+          return Promise.resolve({ policy: "ask", tools: this.tools });
         case "restart_mcp_server":
         case "set_tool_enabled":
         case "set_tool_policy":
+        case "set_server_policy":
           return Promise.resolve(null);
         default:
           return Promise.reject(new Error(`unexpected command ${command}`));

@@ -17,7 +17,7 @@ import type {
   StoredMessage,
   TextProblem,
   ToolPolicy,
-  ToolSetting,
+  ServerTools,
   TurnEvent,
 } from "./types";
 
@@ -144,8 +144,13 @@ export function mcpImportCandidates(file: string): Promise<ImportCandidate[]> {
   return invoke<ImportCandidate[]>("mcp_import_candidates", { file });
 }
 
-export function mcpServerTools(server: string): Promise<ToolSetting[]> {
-  return invoke<ToolSetting[]>("mcp_server_tools", { server });
+export function mcpServerTools(server: string): Promise<ServerTools> {
+  return invoke<ServerTools>("mcp_server_tools", { server });
+}
+
+/** The approval policy of a server's tools that have none of their own. */
+export function setServerPolicy(server: string, policy: ToolPolicy): Promise<void> {
+  return invoke("set_server_policy", { server, policy });
 }
 
 export function restartMcpServer(server: string): Promise<void> {

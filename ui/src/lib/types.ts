@@ -253,3 +253,9 @@ export interface ToolSetting {
   enabled: boolean;
   policy: ToolPolicy;
 }
+
+/** A server's approval policy and its tools (conduit_host::app::ServerTools). */
+export interface ServerTools {
+  policy: ToolPolicy;
+  tools: ToolSetting[];
+}
