@@ -30,7 +30,18 @@ fn main() -> std::process::ExitCode {
     let state = commands::AppState::new(Host::new(paths));
     let app = state.app.clone();
     let media_app = state.app.clone();
+    // The window never leaves the app: a page elsewhere could be anything.
+    let navigation_guard = tauri::plugin::Builder::<tauri::Wry>::new("navigation-guard")
+        .on_navigation(|_, url| {
+            let allowed = conduit_host::is_app_page(url.as_str());
+            if !allowed {
+                tracing::warn!(%url, "the window was kept from leaving the app");
+            }
+            allowed
+        })
+        .build();
     let built = tauri::Builder::default()
+        .plugin(navigation_guard)
         .manage(state)
         .register_asynchronous_uri_scheme_protocol("media", move |_ctx, request, responder| {
             let app = media_app.clone();

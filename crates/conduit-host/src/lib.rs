@@ -143,6 +143,24 @@ pub fn external_url(url: &str) -> Result<&str, String> {
     }
 }
 
+/// Whether the window may show this page: only the app's own pages (`tauri://localhost`
+/// on Linux and macOS, `http(s)://tauri.localhost` on Windows). Anything else a link or a
+/// script tries to load is refused; web links open in the system browser instead.
+pub fn is_app_page(url: &str) -> bool {
+    let lower = url.to_ascii_lowercase();
+    [
+        "tauri://localhost",
+        "http://tauri.localhost",
+        "https://tauri.localhost",
+    ]
+    .iter()
+    .any(|origin| {
+        lower
+            .strip_prefix(origin)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    })
+}
+
 /// The secret store's name for a provider's API key.
 fn provider_secret_name(provider_id: &str) -> String {
     format!("provider:{provider_id}")
@@ -151,6 +169,22 @@ fn provider_secret_name(provider_id: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_window_shows_only_the_apps_own_pages() {
+        assert!(is_app_page("tauri://localhost"));
+        assert!(is_app_page("tauri://localhost/index.html"));
+        assert!(is_app_page("http://tauri.localhost/"));
+        for refused in [
+            "https://example.com",
+            "http://127.0.0.1:8080/",
+            "tauri://localhost.evil.com/",
+            "javascript:alert(1)",
+            "file:///etc/passwd",
+        ] {
+            assert!(!is_app_page(refused), "{refused}");
+        }
+    }
 
     #[test]
     fn only_web_and_mail_links_open_outside() {
