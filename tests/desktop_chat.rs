@@ -282,6 +282,23 @@ async fn a_day_in_the_chat_window() {
     assert_eq!(after, Value::Null);
     window.shot(&fixture.shot("04-xss-inert.png")).await;
 
+    // Not even a script takes the window elsewhere (here a loopback page, not the web).
+    window
+        .js(&format!(
+            "location.href = {:?}; return null;",
+            fixture.llm.url()
+        ))
+        .await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let location = window.js("return location.href;").await;
+    assert!(
+        location.as_str().unwrap().starts_with("tauri://localhost"),
+        "{location}"
+    );
+    window
+        .wait(r#"document.querySelector('textarea[aria-label="Message"]')"#)
+        .await;
+
     // A long tool run shows MCP progress in its card; a 429 shows the retry countdown.
     fixture.llm.push(vec![
         chat.turn(
