@@ -414,3 +414,229 @@ impl App {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::time::Duration;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::sync::mpsc;
+
+    /// A Chat Completions server that streams "Hello" and ends, or with `stall` sends
+    /// "Hel" and then nothing more.
+    async fn model_server(stall: bool) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/v1", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut request = Vec::new();
+                    let mut buf = [0u8; 8192];
+                    // Headers, then the body its content-length announces.
+                    loop {
+                        let n = socket.read(&mut buf).await.unwrap_or(0);
+                        if n == 0 {
+                            return;
+                        }
+                        request.extend_from_slice(&buf[..n]);
+                        let text = String::from_utf8_lossy(&request).to_lowercase();
+                        if let Some(end) = text.find("\r\n\r\n") {
+                            let length = text
+                                .lines()
+                                .find_map(|l| l.strip_prefix("content-length:"))
+                                .and_then(|v| v.trim().parse::<usize>().ok())
+                                .unwrap_or(0);
+                            if request.len() >= end + 4 + length {
+                                break;
+                            }
+                        }
+                    }
+                    let chunk = |delta: serde_json::Value, finish: serde_json::Value| {
+                        format!(
+                            "data: {}\n\n",
+                            json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+                                   "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+                        )
+                    };
+                    let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+                    let mut body = head.to_owned();
+                    if stall {
+                        body.push_str(&chunk(
+                            json!({"role": "assistant", "content": "Hel"}),
+                            json!(null),
+                        ));
+                        let _ = socket.write_all(body.as_bytes()).await;
+                        tokio::time::sleep(Duration::from_secs(3600)).await;
+                        return;
+                    }
+                    body.push_str(&chunk(
+                        json!({"role": "assistant", "content": "Hello"}),
+                        json!(null),
+                    ));
+                    body.push_str(&chunk(json!({}), json!("stop")));
+                    body.push_str("data: [DONE]\n\n");
+                    let _ = socket.write_all(body.as_bytes()).await;
+                });
+            }
+        });
+        url
+    }
+
+    fn app(dir: &std::path::Path, provider: serde_json::Value) -> Arc<App> {
+        std::fs::write(
+            dir.join("settings.json"),
+            json!({"providers": [provider]}).to_string(),
+        )
+        .unwrap();
+        App::new(Arc::new(Host::new(crate::Paths::under_home(
+            dir.to_owned(),
+            None,
+        ))))
+    }
+
+    fn request(text: &str) -> SendRequest {
+        SendRequest {
+            conversation: None,
+            text: text.into(),
+            attachments: Vec::new(),
+            provider: "local".into(),
+            model: None,
+        }
+    }
+
+    fn collector() -> (TurnSink, mpsc::UnboundedReceiver<TurnEvent>) {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        let sink: TurnSink = Arc::new(move |event| {
+            let _ = sender.send(event);
+        });
+        (sink, receiver)
+    }
+
+    async fn until_ended(events: &mut mpsc::UnboundedReceiver<TurnEvent>) -> (String, TurnEvent) {
+        let mut text = String::new();
+        loop {
+            let event = tokio::time::timeout(Duration::from_secs(30), events.recv())
+                .await
+                .unwrap()
+                .unwrap();
+            match event {
+                TurnEvent::Agent {
+                    event: AgentEvent::TextDelta { text: piece },
+                } => text.push_str(&piece),
+                TurnEvent::Ended { .. } => return (text, event),
+                _ => {}
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_turn_streams_in_the_background_and_is_saved() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = model_server(false).await;
+        let app = app(
+            dir.path(),
+            json!({"id": "local", "protocol": "openai-chat", "baseUrl": url, "defaultModel": "m"}),
+        );
+        let (sink, mut events) = collector();
+        let started = app.send(request("Say hello"), sink).unwrap();
+        let (text, ended) = until_ended(&mut events).await;
+        assert_eq!(text, "Hello");
+        assert!(
+            matches!(
+                ended,
+                TurnEvent::Ended {
+                    status: TurnStatus::Complete,
+                    error: None
+                }
+            ),
+            "{ended:?}"
+        );
+        let saved = app
+            .host()
+            .store()
+            .unwrap()
+            .messages(&started.conversation, None)
+            .unwrap();
+        assert_eq!(saved.len(), 2, "the question and the answer");
+        assert!(
+            matches!(app.stop(&started.turn), Err(AppError::NoTurn(_))),
+            "the turn is over"
+        );
+        app.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn a_stopped_turn_ends_interrupted_with_its_partial_answer_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = model_server(true).await;
+        let app = app(
+            dir.path(),
+            json!({"id": "local", "protocol": "openai-chat", "baseUrl": url, "defaultModel": "m"}),
+        );
+        let (sink, mut events) = collector();
+        let started = app.send(request("Tell a long story"), sink).unwrap();
+        loop {
+            let event = tokio::time::timeout(Duration::from_secs(30), events.recv())
+                .await
+                .unwrap()
+                .unwrap();
+            if matches!(
+                event,
+                TurnEvent::Agent {
+                    event: AgentEvent::TextDelta { .. }
+                }
+            ) {
+                break;
+            }
+        }
+        app.stop(&started.turn).unwrap();
+        let (_, ended) = until_ended(&mut events).await;
+        assert!(
+            matches!(
+                ended,
+                TurnEvent::Ended {
+                    status: TurnStatus::Interrupted,
+                    ..
+                }
+            ),
+            "{ended:?}"
+        );
+        let saved = app
+            .host()
+            .store()
+            .unwrap()
+            .messages(&started.conversation, None)
+            .unwrap();
+        let answer = saved.last().unwrap();
+        assert_eq!(answer.status, conduit_store::MessageStatus::Interrupted);
+        app.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn a_turn_that_cannot_start_is_refused_before_anything_is_saved() {
+        let dir = tempfile::tempdir().unwrap();
+        let app = app(
+            dir.path(),
+            json!({"id": "local", "protocol": "openai-chat", "baseUrl": "http://127.0.0.1:9/v1",
+                   "defaultModel": "m", "apiKeyEnv": "CONDUIT_TEST_NO_SUCH_KEY_VARIABLE"}),
+        );
+        let (sink, _events) = collector();
+        let refused = app.send(request("Hello"), sink.clone()).unwrap_err();
+        assert_eq!(refused.action, Some("settings"), "{refused:?}");
+        assert!(
+            refused
+                .message
+                .contains("CONDUIT_TEST_NO_SUCH_KEY_VARIABLE"),
+            "{refused:?}"
+        );
+        let mut forged = request("Look");
+        forged.attachments = vec!["../../secrets".into()];
+        assert!(app.send(forged, sink.clone()).is_err());
+        assert!(app.send(request("  "), sink).is_err(), "an empty message");
+        assert!(
+            app.host().conversations(10).unwrap().is_empty(),
+            "nothing saved"
+        );
+    }
+}
