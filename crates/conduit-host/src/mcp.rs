@@ -195,13 +195,25 @@ impl Host {
             path: path.display().to_string(),
             message: e.to_string(),
         };
-        let version = conduit_files::fingerprint(path).map_err(read_error)?;
-        let text = match std::fs::read_to_string(path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => EMPTY_FILE.to_owned(),
+        // One read: the text shown, its version and its servers are the same contents.
+        let bytes = match std::fs::read(path) {
+            Ok(bytes) => Some(bytes),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(read_error(e)),
         };
-        let (servers, problem) = match config::read(path) {
+        let Some(bytes) = bytes else {
+            return Ok(McpFile {
+                path: path.display().to_string(),
+                text: EMPTY_FILE.to_owned(),
+                version: None,
+                servers: Vec::new(),
+                problem: None,
+            });
+        };
+        let version = Some(conduit_files::fingerprint_bytes(&bytes));
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let env = |name: &str| std::env::var(name).ok();
+        let (servers, problem) = match config::snapshot_of(path, &bytes, &env) {
             Ok(snapshot) => (
                 snapshot
                     .servers

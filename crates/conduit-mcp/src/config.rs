@@ -142,13 +142,22 @@ pub fn read_with(
             });
         }
     };
-    let document = parse(path, &bytes)?;
+    snapshot_of(path, &bytes, env)
+}
+
+/// The snapshot of the file at `path` whose contents are `bytes` (already read).
+pub fn snapshot_of(
+    path: &Path,
+    bytes: &[u8],
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Snapshot, ConfigError> {
+    let document = parse(path, bytes)?;
     let servers = entries(&document, env);
     Ok(Snapshot {
         path: path.to_owned(),
         servers,
         document,
-        fingerprint: Some(conduit_files::fingerprint_bytes(&bytes)),
+        fingerprint: Some(conduit_files::fingerprint_bytes(bytes)),
     })
 }
 

@@ -23,7 +23,8 @@ use tokio_util::io::SyncIoBridge;
 const LARGE_LINE: usize = 1024 * 1024;
 /// Strings at least this long in a large line's result are moved aside.
 const LARGE_STRING: usize = 64 * 1024;
-/// A held string nobody claimed (its call timed out or was stopped) is dropped after this.
+/// A held string nobody claimed (its call timed out or was stopped) is dropped after this,
+/// by the connection's sweeper or the next hold.
 pub(crate) const UNCLAIMED: Duration = Duration::from_secs(120);
 
 /// Strings moved out of messages, waiting for the client to claim them by marker.
@@ -105,7 +106,6 @@ impl Spill {
         if let Some(structured) = &mut result.structured_content {
             self.claim_value(structured);
         }
-        self.sweep(UNCLAIMED);
     }
 
     pub(crate) fn claim_read_result(&self, result: &mut ReadResourceResult) {
