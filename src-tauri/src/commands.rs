@@ -1,29 +1,39 @@
 //! The commands the window may call; each forwards to `conduit-host`.
 
-use std::sync::Arc;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 use conduit_host::app::{
     App, McpOverview, SendRequest, ServerTools, Started, TurnError, TurnEvent,
 };
 use conduit_host::approval::Decision;
 use conduit_host::core::content::MediaRef;
-use conduit_host::mcp::{McpEdit, McpFile, TextProblem};
+use conduit_host::mcp::{ImportFile, ImportPick, McpEdit, McpFile, TextProblem};
 use conduit_host::mcp_client::config::ImportCandidate;
 use conduit_host::providers::{LOCAL_SERVERS, LocalProvider, ProviderInput, ProviderSummary};
 use conduit_host::settings::ToolPolicy;
 use conduit_host::store::{Conversation, SearchHit, StoredMessage};
 use conduit_host::{AppInfo, Host};
+use tauri::Emitter;
 use tauri::ipc::{Channel, InvokeBody, Request};
+
+use crate::native::{self, Confirmer};
 
 /// What the window's commands share.
 pub struct AppState {
     pub app: Arc<App>,
+    /// How the user confirms what a page must not decide alone.
+    confirmer: Confirmer,
+    /// The config file the user last picked to import from (the page never names one).
+    picked_import: Mutex<Option<PathBuf>>,
 }
 
 impl AppState {
-    pub fn new(host: Host) -> Self {
+    pub fn new(host: Host, confirmer: Confirmer) -> Self {
         Self {
             app: App::new(Arc::new(host)),
+            confirmer,
+            picked_import: Mutex::new(None),
         }
     }
 
@@ -111,8 +121,14 @@ pub async fn detect_local_providers(
 /// Saves a local model server the window found as a provider (no key; its first model
 /// is the default).
 #[tauri::command(async)]
-pub fn add_local_provider(state: tauri::State<'_, AppState>, provider: LocalProvider) -> Reply<()> {
-    state.host().add_local_provider(provider).map_err(say)
+pub fn add_local_provider(
+    app: tauri::AppHandle,
+    state: tauri::State<'_, AppState>,
+    provider: LocalProvider,
+) -> Reply<()> {
+    state.host().add_local_provider(provider).map_err(say)?;
+    providers_changed(&app);
+    Ok(())
 }
 
 /// Starts a turn; its events arrive on `on_event`, the last one `ended`. A turn that
@@ -164,29 +180,66 @@ pub fn mcp_servers(state: tauri::State<'_, AppState>) -> McpOverview {
     state.app.mcp_servers()
 }
 
-/// Opens a link from a message in the system browser (never inside the app).
-#[tauri::command(async)]
-pub fn open_external(url: String) -> Reply<()> {
-    let lower = url.to_ascii_lowercase();
-    if !(lower.starts_with("https://")
-        || lower.starts_with("http://")
-        || lower.starts_with("mailto:"))
-    {
-        return Err(format!(
-            "Conduit opens only web and mail links, not {url:?}"
-        ));
+/// Opens a link from a message in the system browser (never inside the app), after the
+/// user saw the whole URL in a native confirmation.
+#[tauri::command]
+pub async fn open_external(
+    app: tauri::AppHandle,
+    state: tauri::State<'_, AppState>,
+    url: String,
+) -> Reply<()> {
+    let url = conduit_host::external_url(&url)?.to_owned();
+    let confirmer = state.confirmer;
+    blocking(move || {
+        let question = format!("Open this link in your browser?\n\n{url}");
+        if !confirmer.ask(&app, &question, "Open") {
+            return Err("the link was not opened".to_owned());
+        }
+        open::that_detached(&url).map_err(say)
+    })
+    .await
+}
+
+/// Runs `work` (which may wait for a native dialog) off the async workers.
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> Reply<T> + Send + 'static) -> Reply<T> {
+    tauri::async_runtime::spawn_blocking(work)
+        .await
+        .map_err(|e| format!("the request stopped unexpectedly: {e}"))?
+}
+
+/// Opens Settings in its own window: only that window may change settings.
+#[tauri::command]
+pub async fn open_settings(app: tauri::AppHandle) -> Reply<()> {
+    native::open_settings(&app).map_err(say)
+}
+
+/// Tells every window that the providers changed (Settings saves them; the chat lists them).
+fn providers_changed(app: &tauri::AppHandle) {
+    if let Err(error) = app.emit("providers-changed", ()) {
+        tracing::debug!(%error, "no window heard that the providers changed");
     }
-    open::that_detached(&url).map_err(say)
 }
 
 #[tauri::command(async)]
-pub fn save_provider(state: tauri::State<'_, AppState>, provider: ProviderInput) -> Reply<()> {
-    state.host().save_provider(provider).map_err(say)
+pub fn save_provider(
+    app: tauri::AppHandle,
+    state: tauri::State<'_, AppState>,
+    provider: ProviderInput,
+) -> Reply<()> {
+    state.host().save_provider(provider).map_err(say)?;
+    providers_changed(&app);
+    Ok(())
 }
 
 #[tauri::command(async)]
-pub fn remove_provider(state: tauri::State<'_, AppState>, provider: String) -> Reply<()> {
-    state.host().remove_provider(&provider).map_err(say)
+pub fn remove_provider(
+    app: tauri::AppHandle,
+    state: tauri::State<'_, AppState>,
+    provider: String,
+) -> Reply<()> {
+    state.host().remove_provider(&provider).map_err(say)?;
+    providers_changed(&app);
+    Ok(())
 }
 
 #[tauri::command(async)]
@@ -194,13 +247,43 @@ pub fn mcp_file(state: tauri::State<'_, AppState>) -> Reply<McpFile> {
     state.host().mcp_file().map_err(say)
 }
 
-#[tauri::command(async)]
-pub fn edit_mcp_file(
+/// Applies the window's change; one that would start a new or changed command or connect
+/// to a new or changed URL is written only after the user confirms it natively.
+#[tauri::command]
+pub async fn edit_mcp_file(
+    app: tauri::AppHandle,
     state: tauri::State<'_, AppState>,
     version: Option<String>,
     edit: McpEdit,
 ) -> Reply<McpFile> {
-    state.host().edit_mcp_file(version, edit).map_err(say)
+    let engine = state.app.clone();
+    let confirmer = state.confirmer;
+    blocking(move || {
+        let confirm = |question: &str| confirmer.ask(&app, question, "Allow");
+        engine
+            .host()
+            .edit_mcp_file(version, edit, &confirm)
+            .map_err(say)
+    })
+    .await
+}
+
+/// The file with its secret values in clear, after the user confirmed it natively.
+#[tauri::command]
+pub async fn reveal_mcp_file(
+    app: tauri::AppHandle,
+    state: tauri::State<'_, AppState>,
+) -> Reply<McpFile> {
+    let engine = state.app.clone();
+    let confirmer = state.confirmer;
+    blocking(move || {
+        let question = "Show the secret values (env and headers) of the mcpServers file in the settings window?";
+        if !confirmer.ask(&app, question, "Show") {
+            return Err("the secret values stay hidden".to_owned());
+        }
+        engine.host().mcp_file_revealed().map_err(say)
+    })
+    .await
 }
 
 #[tauri::command(async)]
@@ -211,15 +294,82 @@ pub fn check_mcp_text(
     Ok(state.host().check_mcp_text(&text))
 }
 
+/// A config file to import from: a known one by id, or the one the user picked.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ImportSource {
+    Known { id: String },
+    Picked,
+}
+
+impl AppState {
+    fn import_path(&self, source: &ImportSource) -> Reply<PathBuf> {
+        match source {
+            ImportSource::Known { id } => self.host().mcp_import_file(id).map_err(say),
+            ImportSource::Picked => self
+                .picked_import
+                .lock()
+                .ok()
+                .and_then(|picked| picked.clone())
+                .ok_or_else(|| "pick a config file first".to_owned()),
+        }
+    }
+}
+
+/// Where other apps keep their servers on this machine.
+#[tauri::command(async)]
+pub fn mcp_import_files(state: tauri::State<'_, AppState>) -> Vec<ImportFile> {
+    state.host().mcp_import_files()
+}
+
+/// Lets the user pick a config file in a native dialog; its path stays here. `None` when
+/// they cancel.
+#[tauri::command]
+pub async fn pick_mcp_import_file(
+    app: tauri::AppHandle,
+    state: tauri::State<'_, AppState>,
+) -> Reply<Option<String>> {
+    let picked = blocking(move || Ok(native::pick_config_file(&app))).await?;
+    let name = picked.as_ref().map(|path| path.display().to_string());
+    if let Some(path) = picked
+        && let Ok(mut slot) = state.picked_import.lock()
+    {
+        *slot = Some(path);
+    }
+    Ok(name)
+}
+
+/// The servers of a known or picked config file, their secret values masked.
 #[tauri::command(async)]
 pub fn mcp_import_candidates(
     state: tauri::State<'_, AppState>,
-    file: String,
+    source: ImportSource,
 ) -> Reply<Vec<ImportCandidate>> {
-    state
-        .host()
-        .mcp_import_candidates(std::path::Path::new(&file))
-        .map_err(say)
+    let path = state.import_path(&source)?;
+    state.host().mcp_import_candidates(&path).map_err(say)
+}
+
+/// Adds the picked servers of a known or picked file, after the user confirms what they
+/// would start.
+#[tauri::command]
+pub async fn import_mcp_servers(
+    app: tauri::AppHandle,
+    state: tauri::State<'_, AppState>,
+    version: Option<String>,
+    source: ImportSource,
+    picks: Vec<ImportPick>,
+) -> Reply<McpFile> {
+    let path = state.import_path(&source)?;
+    let engine = state.app.clone();
+    let confirmer = state.confirmer;
+    blocking(move || {
+        let confirm = |question: &str| confirmer.ask(&app, question, "Allow");
+        engine
+            .host()
+            .import_mcp_servers(version, &path, picks, &confirm)
+            .map_err(say)
+    })
+    .await
 }
 
 #[tauri::command]

@@ -4,6 +4,7 @@
 
 mod commands;
 mod media;
+mod native;
 
 use tauri::Manager;
 
@@ -27,7 +28,7 @@ fn main() -> std::process::ExitCode {
     };
     tracing::info!(version = conduit_host::VERSION, "desktop app starting");
 
-    let state = commands::AppState::new(Host::new(paths));
+    let state = commands::AppState::new(Host::new(paths), native::Confirmer::from_env());
     let app = state.app.clone();
     let media_app = state.app.clone();
     // The window never leaves the app: a page elsewhere could be anything.
@@ -42,6 +43,8 @@ fn main() -> std::process::ExitCode {
         .build();
     let built = tauri::Builder::default()
         .plugin(navigation_guard)
+        // Used from Rust only: no window's capability grants the dialog plugin's commands.
+        .plugin(tauri_plugin_dialog::init())
         .manage(state)
         .register_asynchronous_uri_scheme_protocol("media", move |_ctx, request, responder| {
             let app = media_app.clone();
@@ -71,12 +74,17 @@ fn main() -> std::process::ExitCode {
             commands::store_attachment,
             commands::mcp_servers,
             commands::open_external,
+            commands::open_settings,
             commands::save_provider,
             commands::remove_provider,
             commands::mcp_file,
             commands::edit_mcp_file,
+            commands::reveal_mcp_file,
             commands::check_mcp_text,
+            commands::mcp_import_files,
+            commands::pick_mcp_import_file,
             commands::mcp_import_candidates,
+            commands::import_mcp_servers,
             commands::mcp_server_tools,
             commands::restart_mcp_server,
             commands::set_tool_enabled,

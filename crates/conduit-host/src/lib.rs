@@ -17,6 +17,7 @@ pub mod secrets;
 pub mod sessions;
 pub mod settings;
 pub mod test_tools;
+pub mod window_guard;
 
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
@@ -127,20 +128,47 @@ impl Host {
     }
 }
 
-/// A link from a message that may open in the system browser: web and mail links only
-/// (never `file:`, `javascript:` or an app's own scheme).
+/// A link from a message that may open in the system browser: `http`/`https` with a host,
+/// or a plain `mailto:` to one address (no query that could fill in a subject, body or
+/// more recipients); never `file:`, `javascript:` or an app's own scheme, and nothing
+/// with spaces or control characters that could hide part of it.
 pub fn external_url(url: &str) -> Result<&str, String> {
-    let lower = url.trim_start().to_ascii_lowercase();
-    if ["https://", "http://", "mailto:"]
-        .iter()
-        .any(|scheme| lower.starts_with(scheme))
-    {
-        Ok(url.trim_start())
-    } else {
+    let refuse = || {
         Err(format!(
-            "Conduit opens only web and mail links, not {url:?}"
+            "Conduit opens only web links and plain mail links, not {url:?}"
         ))
+    };
+    // Bidirectional controls could make the URL the user is shown read differently.
+    let hides = |c: char| {
+        c.is_whitespace()
+            || c.is_control()
+            || matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if url.is_empty() || url.chars().any(hides) {
+        return refuse();
     }
+    let lower = url.to_ascii_lowercase();
+    if let Some(rest) = ["https://", "http://"]
+        .iter()
+        .find_map(|scheme| lower.strip_prefix(scheme))
+    {
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+        let host = authority.rsplit('@').next().unwrap_or_default();
+        if host.is_empty() || host.starts_with(':') {
+            return refuse();
+        }
+        return Ok(url);
+    }
+    if let Some(address) = lower.strip_prefix("mailto:") {
+        let plain = address.matches('@').count() == 1
+            && !address.starts_with('@')
+            && !address.ends_with('@')
+            && !address.contains(['?', '#', '&', ',', ';', '%', '<', '>', '"', '\\']);
+        if plain {
+            return Ok(url);
+        }
+    }
+    refuse()
 }
 
 /// Whether the window may show this page: only the app's own pages (`tauri://localhost`
@@ -193,7 +221,17 @@ mod tests {
             Ok("https://example.com/a")
         );
         assert!(external_url("mailto:a@example.com").is_ok());
+        assert!(external_url("http://127.0.0.1:8080/x?y=1#z").is_ok());
         for refused in [
+            "mailto:a@example.com?subject=x&body=y",
+            "mailto:a@example.com,b@example.com",
+            "mailto:?to=a@example.com",
+            "mailto:a%40example.com",
+            "https://",
+            "https:///path",
+            "https://example.com/a b",
+            "https://example.com/\u{202e}",
+            " https://example.com",
             "javascript:alert(1)",
             "file:///etc/passwd",
             "JAVASCRIPT:x",

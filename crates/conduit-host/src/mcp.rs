@@ -186,10 +186,55 @@ pub enum McpEdit {
 /// What a new file starts as.
 const EMPTY_FILE: &str = "{\n  \"mcpServers\": {}\n}\n";
 
+/// Why the window's change to the file was not made.
+#[derive(Debug, thiserror::Error)]
+pub enum McpEditError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Mask(#[from] crate::window_guard::MaskError),
+    #[error(transparent)]
+    Import(#[from] crate::window_guard::ImportFileError),
+    #[error("nothing was changed: starting the server was not confirmed")]
+    NotConfirmed,
+    #[error("{file} has no server named {name:?}")]
+    NoCandidate { file: String, name: String },
+}
+
+/// Asks the user, outside the page, to confirm what the host shows; `true` is a yes.
+pub type Confirm<'a> = &'a (dyn Fn(&str) -> bool + Sync);
+
+/// A server to import from another app's file, and the name to give it here.
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct ImportPick {
+    pub name: String,
+    pub target: String,
+}
+
+/// A known config file of another app, as the window lists it.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ImportFile {
+    #[serde(flatten)]
+    pub file: crate::window_guard::KnownImportFile,
+    pub exists: bool,
+}
+
 impl Host {
-    /// The file's text, version and servers; a file that does not parse comes with its
-    /// problem (line and column) so the raw editor can show both.
+    /// The file's text, version and servers, with every secret value (`env`, `headers`)
+    /// masked; a file that does not parse comes with its problem (line and column) so the
+    /// raw editor can show both.
     pub fn mcp_file(&self) -> Result<McpFile, ConfigError> {
+        self.read_mcp_file(true)
+    }
+
+    /// The file with its secret values in clear, for the raw editor after the user
+    /// confirmed the reveal outside the page.
+    pub fn mcp_file_revealed(&self) -> Result<McpFile, ConfigError> {
+        self.read_mcp_file(false)
+    }
+
+    fn read_mcp_file(&self, mask: bool) -> Result<McpFile, ConfigError> {
         let path = &self.paths.mcp_config_file;
         let read_error = |e: std::io::Error| ConfigError::Read {
             path: path.display().to_string(),
@@ -221,7 +266,11 @@ impl Host {
                     .map(|entry| McpFileServer {
                         name: entry.name,
                         disabled: entry.disabled,
-                        entry: entry.raw,
+                        entry: if mask {
+                            crate::window_guard::mask_entry(&entry.raw)
+                        } else {
+                            entry.raw
+                        },
                         problem: entry.spec.err(),
                     })
                     .collect(),
@@ -231,54 +280,132 @@ impl Host {
         };
         Ok(McpFile {
             path: path.display().to_string(),
-            text,
+            text: if mask {
+                crate::window_guard::mask_text(&text)
+            } else {
+                text
+            },
             version,
             servers,
             problem,
         })
     }
 
-    /// Applies a change made on `version` of the file; refused (nothing written) when the
-    /// file changed since, or when the change is invalid.
+    /// The file's current text (none when there is no file) after checking that it is
+    /// still `version`.
+    fn current_text(&self, version: &Option<String>) -> Result<String, ConfigError> {
+        let path = &self.paths.mcp_config_file;
+        let read_error = |e: std::io::Error| ConfigError::Read {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        };
+        let bytes = match std::fs::read(path) {
+            Ok(bytes) => Some(bytes),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(read_error(e)),
+        };
+        let current = bytes.as_deref().map(conduit_files::fingerprint_bytes);
+        if &current != version {
+            return Err(ConfigError::Conflict {
+                path: path.display().to_string(),
+            });
+        }
+        Ok(bytes
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default())
+    }
+
+    /// Applies a change the window made on `version` of the file; refused (nothing
+    /// written) when the file changed since, when the change is invalid, when it moves a
+    /// masked secret, or when it would start a new or changed command or connect to a new
+    /// or changed URL and `confirm` (asked outside the page) says no. Masked secrets sent
+    /// back keep their stored values.
     pub fn edit_mcp_file(
         &self,
         version: Option<String>,
         edit: McpEdit,
-    ) -> Result<McpFile, ConfigError> {
+        confirm: Confirm<'_>,
+    ) -> Result<McpFile, McpEditError> {
+        use crate::window_guard::{servers_of, unmask_entry, unmask_text};
         let path = &self.paths.mcp_config_file;
-        let conflict = || ConfigError::Conflict {
-            path: path.display().to_string(),
-        };
-        let current = conduit_files::fingerprint(path).map_err(|e| ConfigError::Read {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        })?;
-        if current != version {
-            return Err(conflict());
-        }
+        let old_text = self.current_text(&version)?;
+        let old = servers_of(&old_text);
+        let mut new = old.clone();
         let edit = match edit {
             McpEdit::Replace { text } => {
+                let text = unmask_text(&text, &old_text)?;
                 // The raw editor may be mending a file that does not parse: no snapshot.
                 config::check_text(path, &text)?;
+                self.confirm_launches(&old, &servers_of(&text), confirm)?;
+                // The file must still be the one the change was made on.
+                self.current_text(&version)?;
                 conduit_files::write_atomically(path, text.as_bytes(), 0o600).map_err(|e| {
                     ConfigError::Write {
                         path: path.display().to_string(),
                         message: e.to_string(),
                     }
                 })?;
-                return self.mcp_file();
+                return Ok(self.mcp_file()?);
             }
-            McpEdit::Add { name, entry } => Edit::Add { name, entry },
-            McpEdit::Update { name, entry } => Edit::Update { name, entry },
+            McpEdit::Add { name, entry } => {
+                let entry = unmask_entry(&name, entry, None)?;
+                new.insert(name.clone(), entry.clone());
+                Edit::Add { name, entry }
+            }
+            McpEdit::Update { name, entry } => {
+                let entry = unmask_entry(&name, entry, old.get(&name))?;
+                new.insert(name.clone(), entry.clone());
+                Edit::Update { name, entry }
+            }
             McpEdit::Remove { name } => Edit::Remove { name },
-            McpEdit::SetDisabled { name, disabled } => Edit::SetDisabled { name, disabled },
+            McpEdit::SetDisabled { name, disabled } => {
+                if let Some(Value::Object(entry)) = new.get_mut(&name) {
+                    if disabled {
+                        entry.insert("disabled".into(), Value::Bool(true));
+                    } else {
+                        entry.remove("disabled");
+                    }
+                }
+                Edit::SetDisabled { name, disabled }
+            }
         };
+        self.confirm_launches(&old, &new, confirm)?;
         let snapshot = config::read(path)?;
         if snapshot.version().map(str::to_owned) != version {
-            return Err(conflict());
+            return Err(ConfigError::Conflict {
+                path: path.display().to_string(),
+            }
+            .into());
         }
         config::apply(&snapshot, edit)?;
-        self.mcp_file()
+        Ok(self.mcp_file()?)
+    }
+
+    /// Asks `confirm` about what `new` would start that `old` does not; a no refuses.
+    fn confirm_launches(
+        &self,
+        old: &Map<String, Value>,
+        new: &Map<String, Value>,
+        confirm: Confirm<'_>,
+    ) -> Result<(), McpEditError> {
+        let launches = crate::window_guard::launches_to_confirm(old, new);
+        if launches.is_empty() {
+            return Ok(());
+        }
+        let question = crate::window_guard::confirmation_text(&launches);
+        if confirm(&question) {
+            tracing::info!(
+                servers = launches.len(),
+                "the user confirmed starting servers"
+            );
+            Ok(())
+        } else {
+            tracing::warn!(
+                servers = launches.len(),
+                "starting servers was not confirmed; nothing written"
+            );
+            Err(McpEditError::NotConfirmed)
+        }
     }
 
     /// The problem the raw editor's text has, if any.
@@ -288,21 +415,94 @@ impl Host {
             .map(|e| TextProblem::from(&e))
     }
 
-    /// The servers another app's config file (Claude Desktop, Cursor, VS Code) holds.
+    /// Where other apps keep their servers on this machine; the window names one by id.
+    pub fn mcp_import_files(&self) -> Vec<ImportFile> {
+        let Some(dirs) = directories::BaseDirs::new() else {
+            return Vec::new();
+        };
+        crate::window_guard::known_import_files(dirs.home_dir(), dirs.config_dir())
+            .into_iter()
+            .map(|file| ImportFile {
+                exists: file.path.is_file(),
+                file,
+            })
+            .collect()
+    }
+
+    /// The path of the known config file `id`; nothing else can be named.
+    pub fn mcp_import_file(
+        &self,
+        id: &str,
+    ) -> Result<std::path::PathBuf, crate::window_guard::ImportFileError> {
+        self.mcp_import_files()
+            .into_iter()
+            .find(|known| known.file.id == id)
+            .map(|known| known.file.path)
+            .ok_or_else(|| crate::window_guard::ImportFileError::UnknownSource(id.to_owned()))
+    }
+
+    /// The servers another app's config file (Claude Desktop, Cursor, VS Code) holds,
+    /// their secret values masked. `file` is one the user picked or a known one: the
+    /// window never names a path.
     pub fn mcp_import_candidates(
         &self,
         file: &std::path::Path,
-    ) -> Result<Vec<config::ImportCandidate>, ConfigError> {
-        // Paths as other apps document them start with `~`.
-        let expanded = match (file.strip_prefix("~"), directories::BaseDirs::new()) {
-            (Ok(rest), Some(dirs)) => dirs.home_dir().join(rest),
-            _ => file.to_owned(),
-        };
-        let text = std::fs::read_to_string(&expanded).map_err(|e| ConfigError::Read {
-            path: expanded.display().to_string(),
-            message: e.to_string(),
-        })?;
-        config::import_candidates(&expanded, &text)
+    ) -> Result<Vec<config::ImportCandidate>, McpEditError> {
+        let text = crate::window_guard::read_import_file(file)?;
+        Ok(config::import_candidates(file, &text)?
+            .into_iter()
+            .map(|mut candidate| {
+                candidate.entry = crate::window_guard::mask_entry(&candidate.entry);
+                candidate
+            })
+            .collect())
+    }
+
+    /// Adds the picked servers of `file` (read again now, secrets and all) to the file at
+    /// `version`, after `confirm` for what they would start.
+    pub fn import_mcp_servers(
+        &self,
+        version: Option<String>,
+        file: &std::path::Path,
+        picks: Vec<ImportPick>,
+        confirm: Confirm<'_>,
+    ) -> Result<McpFile, McpEditError> {
+        let text = crate::window_guard::read_import_file(file)?;
+        let candidates = config::import_candidates(file, &text)?;
+        let old_text = self.current_text(&version)?;
+        let old = crate::window_guard::servers_of(&old_text);
+        let mut new = old.clone();
+        let mut edits = Vec::new();
+        for pick in picks {
+            let candidate = candidates
+                .iter()
+                .find(|c| c.name == pick.name)
+                .ok_or_else(|| McpEditError::NoCandidate {
+                    file: file.display().to_string(),
+                    name: pick.name.clone(),
+                })?;
+            if new.contains_key(&pick.target) {
+                return Err(ConfigError::DuplicateServer(pick.target).into());
+            }
+            new.insert(pick.target.clone(), candidate.entry.clone());
+            edits.push(Edit::Add {
+                name: pick.target,
+                entry: candidate.entry.clone(),
+            });
+        }
+        self.confirm_launches(&old, &new, confirm)?;
+        let path = &self.paths.mcp_config_file;
+        let mut snapshot = config::read(path)?;
+        if snapshot.version().map(str::to_owned) != version {
+            return Err(ConfigError::Conflict {
+                path: path.display().to_string(),
+            }
+            .into());
+        }
+        for edit in edits {
+            snapshot = config::apply(&snapshot, edit)?;
+        }
+        Ok(self.mcp_file()?)
     }
 
     /// Sets the approval policy of `server`'s tools that have none of their own.
@@ -332,6 +532,7 @@ impl Host {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::window_guard::MASKED;
     use serde_json::json;
 
     fn host(dir: &std::path::Path) -> Host {
@@ -351,6 +552,7 @@ mod tests {
                     name: "time".into(),
                     entry: json!({"command": "uvx", "args": ["mcp-server-time"]}),
                 },
+                &YES,
             )
             .unwrap();
         assert_eq!(added.servers[0].name, "time");
@@ -363,9 +565,13 @@ mod tests {
             McpEdit::Remove {
                 name: "time".into(),
             },
+            &YES,
         );
         assert!(
-            matches!(stale, Err(ConfigError::Conflict { .. })),
+            matches!(
+                stale,
+                Err(McpEditError::Config(ConfigError::Conflict { .. }))
+            ),
             "{stale:?}"
         );
         // Broken text is refused with line and column: nothing written.
@@ -374,9 +580,13 @@ mod tests {
             McpEdit::Replace {
                 text: "{\n  \"mcpServers\": {,}\n}".into(),
             },
+            &YES,
         );
         assert!(
-            matches!(broken, Err(ConfigError::Parse { line: 2, .. })),
+            matches!(
+                broken,
+                Err(McpEditError::Config(ConfigError::Parse { line: 2, .. }))
+            ),
             "{broken:?}"
         );
         assert_eq!(std::fs::read(&file).unwrap(), before);
@@ -399,20 +609,223 @@ mod tests {
                 McpEdit::Replace {
                     text: "{\"mcpServers\": {}}\n".into(),
                 },
+                &YES,
             )
             .unwrap();
         assert!(mended.problem.is_none());
     }
 
+    /// A user who says yes, and one who says no and remembers what was asked.
+    const YES: fn(&str) -> bool = |_| true;
+
+    struct Asked(std::sync::Mutex<Vec<String>>);
+    impl Asked {
+        fn new() -> Self {
+            Self(std::sync::Mutex::new(Vec::new()))
+        }
+        fn no(&self) -> impl Fn(&str) -> bool + Sync + '_ {
+            |question: &str| {
+                self.0.lock().unwrap().push(question.to_owned());
+                false
+            }
+        }
+        fn questions(&self) -> Vec<String> {
+            self.0.lock().unwrap().clone()
+        }
+    }
+
     #[test]
-    fn import_reads_paths_that_start_with_the_home_folder() {
+    fn the_windows_edits_that_start_a_command_need_a_yes_and_a_no_writes_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let host = host(dir.path());
-        let missing =
-            host.mcp_import_candidates(std::path::Path::new("~/no-such-conduit-file.json"));
-        let Err(ConfigError::Read { path, .. }) = missing else {
-            panic!("{missing:?}")
+        let file = dir.path().join("mcp_servers.json");
+        std::fs::write(
+            &file,
+            r#"{"mcpServers": {"time": {"command": "uvx", "args": ["mcp-server-time"], "disabled": true}}}"#,
+        )
+        .unwrap();
+        let before = std::fs::read(&file).unwrap();
+        let version = host.mcp_file().unwrap().version;
+        let asked = Asked::new();
+        let edits = [
+            McpEdit::Add {
+                name: "evil".into(),
+                entry: json!({"command": "sh", "args": ["-c", "touch /tmp/pwned"]}),
+            },
+            McpEdit::Update {
+                name: "time".into(),
+                entry: json!({"command": "sh", "args": ["-c", "id"]}),
+            },
+            McpEdit::SetDisabled {
+                name: "time".into(),
+                disabled: false,
+            },
+            McpEdit::Replace {
+                text: r#"{"mcpServers": {"web": {"url": "http://127.0.0.1:9/mcp"}}}"#.into(),
+            },
+        ];
+        for edit in edits {
+            let refused = host.edit_mcp_file(version.clone(), edit, &asked.no());
+            assert!(
+                matches!(refused, Err(McpEditError::NotConfirmed)),
+                "{refused:?}"
+            );
+            assert_eq!(std::fs::read(&file).unwrap(), before, "nothing written");
+        }
+        let questions = asked.questions();
+        assert_eq!(questions.len(), 4);
+        assert!(
+            questions[0].contains("\"touch /tmp/pwned\""),
+            "{}",
+            questions[0]
+        );
+        assert!(
+            questions[2].contains("\"mcp-server-time\""),
+            "{}",
+            questions[2]
+        );
+        assert!(
+            questions[3].contains("http://127.0.0.1:9/mcp"),
+            "{}",
+            questions[3]
+        );
+
+        // Removing and disabling start nothing: nobody is asked.
+        let removed = host
+            .edit_mcp_file(
+                version,
+                McpEdit::Remove {
+                    name: "time".into(),
+                },
+                &asked.no(),
+            )
+            .unwrap();
+        assert!(removed.servers.is_empty());
+        assert_eq!(asked.questions().len(), 4);
+    }
+
+    #[test]
+    fn secrets_reach_the_window_masked_and_a_mask_sent_back_keeps_the_stored_value() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = host(dir.path());
+        let file = dir.path().join("mcp_servers.json");
+        let secret = "sk-live-very-secret";
+        std::fs::write(
+            &file,
+            format!(
+                r#"{{"mcpServers": {{"gh": {{"command": "gh-mcp", "env": {{"TOKEN": "{secret}"}}}},
+                    "web": {{"url": "https://h/mcp", "headers": {{"Authorization": "Bearer {secret}"}}}}}}}}"#
+            ),
+        )
+        .unwrap();
+        let shown = host.mcp_file().unwrap();
+        let json = serde_json::to_string(&serde_json::json!({"text": shown.text,
+            "servers": shown.servers.iter().map(|s| s.entry.clone()).collect::<Vec<_>>()}))
+        .unwrap();
+        assert!(!json.contains(secret), "{json}");
+        assert!(host.mcp_file_revealed().unwrap().text.contains(secret));
+
+        // The form sends the entry back masked with another argument: the token stays.
+        let mut entry = shown.servers[0].entry.clone();
+        entry["args"] = json!(["--verbose"]);
+        let asked = Asked::new();
+        let refused = host.edit_mcp_file(
+            shown.version.clone(),
+            McpEdit::Update {
+                name: "gh".into(),
+                entry: entry.clone(),
+            },
+            &asked.no(),
+        );
+        assert!(
+            matches!(refused, Err(McpEditError::NotConfirmed)),
+            "new arguments need a yes"
+        );
+        assert!(!asked.questions()[0].contains(secret));
+        let saved = host
+            .edit_mcp_file(
+                shown.version.clone(),
+                McpEdit::Update {
+                    name: "gh".into(),
+                    entry,
+                },
+                &YES,
+            )
+            .unwrap();
+        let written = std::fs::read_to_string(&file).unwrap();
+        assert!(
+            written.contains(&format!("\"TOKEN\": \"{secret}\"")),
+            "{written}"
+        );
+        assert!(written.contains("Bearer"), "{written}");
+
+        // The raw editor's masked text saved as is keeps both values; a mask moved to a
+        // new server is refused.
+        let same = host
+            .edit_mcp_file(
+                saved.version.clone(),
+                McpEdit::Replace {
+                    text: saved.text.clone(),
+                },
+                &YES,
+            )
+            .unwrap();
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), written);
+        let moved = saved.text.replace("\"gh\"", "\"gh2\"");
+        let refused =
+            host.edit_mcp_file(same.version.clone(), McpEdit::Replace { text: moved }, &YES);
+        assert!(matches!(refused, Err(McpEditError::Mask(_))), "{refused:?}");
+        let stolen = host.edit_mcp_file(
+            same.version,
+            McpEdit::Add {
+                name: "thief".into(),
+                entry: json!({"url": "http://127.0.0.1:9/", "headers": {"Authorization": MASKED}}),
+            },
+            &YES,
+        );
+        assert!(matches!(stolen, Err(McpEditError::Mask(_))), "{stolen:?}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), written);
+    }
+
+    #[test]
+    fn import_masks_what_it_shows_and_writes_the_real_entries_after_a_yes() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = host(dir.path());
+        let other = dir.path().join("claude.json");
+        std::fs::write(
+            &other,
+            r#"{"mcpServers": {"gh": {"command": "gh-mcp", "env": {"TOKEN": "s3cret"}}}}"#,
+        )
+        .unwrap();
+        let candidates = host.mcp_import_candidates(&other).unwrap();
+        assert_eq!(candidates[0].entry["env"]["TOKEN"], MASKED);
+        let pick = || {
+            vec![ImportPick {
+                name: "gh".into(),
+                target: "github".into(),
+            }]
         };
-        assert!(!path.starts_with('~'), "{path}");
+        let asked = Asked::new();
+        let refused = host.import_mcp_servers(None, &other, pick(), &asked.no());
+        assert!(
+            matches!(refused, Err(McpEditError::NotConfirmed)),
+            "{refused:?}"
+        );
+        assert!(asked.questions()[0].contains("\"gh-mcp\""));
+        assert!(
+            !dir.path().join("mcp_servers.json").exists(),
+            "nothing written"
+        );
+        host.import_mcp_servers(None, &other, pick(), &YES).unwrap();
+        let written = std::fs::read_to_string(dir.path().join("mcp_servers.json")).unwrap();
+        assert!(
+            written.contains("\"github\"") && written.contains("s3cret"),
+            "{written}"
+        );
+
+        assert!(matches!(
+            host.mcp_import_file("../../etc/passwd"),
+            Err(crate::window_guard::ImportFileError::UnknownSource(_))
+        ));
     }
 }

@@ -5,6 +5,8 @@ import type {
   Conversation,
   Decision,
   ImportCandidate,
+  ImportFile,
+  ImportSource,
   LocalProvider,
   McpEdit,
   McpFile,
@@ -140,8 +142,38 @@ export function checkMcpText(text: string): Promise<TextProblem | null> {
   return invoke<TextProblem | null>("check_mcp_text", { text });
 }
 
-export function mcpImportCandidates(file: string): Promise<ImportCandidate[]> {
-  return invoke<ImportCandidate[]>("mcp_import_candidates", { file });
+/** Where other apps keep their servers on this machine (the page names one by id). */
+export function mcpImportFiles(): Promise<ImportFile[]> {
+  return invoke<ImportFile[]>("mcp_import_files");
+}
+
+/** Lets the user pick a config file in a native dialog; its name, or null if cancelled. */
+export function pickMcpImportFile(): Promise<string | null> {
+  return invoke<string | null>("pick_mcp_import_file");
+}
+
+/** The servers of a known or picked file, their secret values masked. */
+export function mcpImportCandidates(source: ImportSource): Promise<ImportCandidate[]> {
+  return invoke<ImportCandidate[]>("mcp_import_candidates", { source });
+}
+
+/** Adds picked servers from a known or picked file; Conduit asks the user natively first. */
+export function importMcpServers(
+  version: string | null,
+  source: ImportSource,
+  picks: { name: string; target: string }[],
+): Promise<McpFile> {
+  return invoke<McpFile>("import_mcp_servers", { version, source, picks });
+}
+
+/** The file with its secret values in clear, once the user confirms natively. */
+export function revealMcpFile(): Promise<McpFile> {
+  return invoke<McpFile>("reveal_mcp_file");
+}
+
+/** Opens Settings in its own window (the chat window cannot change settings). */
+export function openSettings(): Promise<void> {
+  return invoke("open_settings");
 }
 
 export function mcpServerTools(server: string): Promise<ServerTools> {

@@ -236,6 +236,17 @@ export type McpEdit =
   | { kind: "set_disabled"; name: string; disabled: boolean }
   | { kind: "replace"; text: string };
 
+/** Another app's config file at a place Conduit knows. */
+export interface ImportFile {
+  id: string;
+  app: string;
+  path: string;
+  exists: boolean;
+}
+
+/** A file to import from: a known one by id, or the one the user picked natively. */
+export type ImportSource = { kind: "known"; id: string } | { kind: "picked" };
+
 export interface ImportCandidate {
   name: string;
   entry: Record<string, unknown>;

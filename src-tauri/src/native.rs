@@ -1,0 +1,87 @@
+//! What only Rust may show: native confirmations the page cannot forge or answer, the
+//! native file picker, and the Settings window.
+
+use tauri::Manager;
+use tauri_plugin_dialog::{DialogExt, MessageDialogButtons, MessageDialogKind};
+
+/// The title of every confirmation, so the user (and a test) knows it is Conduit's.
+pub const CONFIRM_TITLE: &str = "Conduit: confirm";
+
+/// Environment variable, read once at start, that answers every confirmation (`yes` or
+/// `no`) without a dialog; for tests only. The page cannot set it.
+pub const TEST_ANSWER_ENV: &str = "CONDUIT_TEST_CONFIRM";
+
+/// How confirmations are answered: by the user in a native dialog, or (tests) by the
+/// answer fixed at start.
+#[derive(Debug, Clone, Copy)]
+pub enum Confirmer {
+    Dialog,
+    Fixed(bool),
+}
+
+impl Confirmer {
+    /// The confirmer for this run: `CONDUIT_TEST_CONFIRM=yes|no` fixes the answer.
+    pub fn from_env() -> Self {
+        match std::env::var(TEST_ANSWER_ENV).as_deref() {
+            Ok("yes") => {
+                tracing::warn!("confirmations are answered yes by {TEST_ANSWER_ENV} (tests only)");
+                Self::Fixed(true)
+            }
+            Ok("no") => {
+                tracing::warn!("confirmations are answered no by {TEST_ANSWER_ENV} (tests only)");
+                Self::Fixed(false)
+            }
+            _ => Self::Dialog,
+        }
+    }
+
+    /// Asks `question` in a native dialog and waits for the answer. Call it off the main
+    /// thread (the dialog runs there).
+    pub fn ask(self, app: &tauri::AppHandle, question: &str, allow: &str) -> bool {
+        match self {
+            Self::Fixed(answer) => answer,
+            Self::Dialog => app
+                .dialog()
+                .message(question)
+                .title(CONFIRM_TITLE)
+                .kind(MessageDialogKind::Warning)
+                .buttons(MessageDialogButtons::OkCancelCustom(
+                    allow.to_owned(),
+                    "Cancel".to_owned(),
+                ))
+                .blocking_show(),
+        }
+    }
+}
+
+/// Lets the user pick a config file to import from; `None` when they cancel.
+pub fn pick_config_file(app: &tauri::AppHandle) -> Option<std::path::PathBuf> {
+    app.dialog()
+        .file()
+        .set_title("Import MCP servers from")
+        .add_filter("JSON", &["json"])
+        .blocking_pick_file()
+        .and_then(|file| file.into_path().ok())
+}
+
+/// The Settings window's label: its capability lets it edit settings; the chat window's
+/// does not.
+pub const SETTINGS_LABEL: &str = "settings";
+
+/// Opens the Settings window, or brings it forward.
+pub fn open_settings(app: &tauri::AppHandle) -> tauri::Result<()> {
+    if let Some(window) = app.get_webview_window(SETTINGS_LABEL) {
+        window.unminimize()?;
+        return window.set_focus();
+    }
+    tauri::WebviewWindowBuilder::new(
+        app,
+        SETTINGS_LABEL,
+        tauri::WebviewUrl::App("index.html?window=settings".into()),
+    )
+    .title("Conduit Settings")
+    .inner_size(1000.0, 760.0)
+    .min_inner_size(640.0, 480.0)
+    .build()?;
+    Ok(())
+}
