@@ -46,11 +46,21 @@ impl Confirmer {
                 .title(CONFIRM_TITLE)
                 .kind(MessageDialogKind::Warning)
                 .buttons(MessageDialogButtons::OkCancelCustom(
-                    allow.to_owned(),
+                    mnemonic(allow),
                     "Cancel".to_owned(),
                 ))
                 .blocking_show(),
         }
+    }
+}
+
+/// The button's label with its first letter as the keyboard mnemonic where GTK draws
+/// dialogs (Alt+letter presses it); elsewhere the label as is.
+fn mnemonic(label: &str) -> String {
+    if cfg!(target_os = "linux") {
+        format!("_{label}")
+    } else {
+        label.to_owned()
     }
 }
 

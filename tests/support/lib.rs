@@ -5,6 +5,7 @@
 pub mod desktop;
 pub mod http_gate;
 pub mod llm_server;
+pub mod native_dialog;
 
 use std::path::PathBuf;
 

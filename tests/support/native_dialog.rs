@@ -1,0 +1,118 @@
+//! Answers the app's native dialogs (GTK, under Xvfb) as a user would, with `xdotool`:
+//! a confirmation by its Allow button's mnemonic or by Escape, a file picker by typing
+//! the path. The page cannot reach these dialogs; the tests reach them from outside.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+/// The title of the app's confirmations (`src-tauri/src/native.rs`).
+pub const CONFIRM_TITLE: &str = "Conduit: confirm";
+/// The title of the app's import file picker.
+pub const PICK_TITLE: &str = "Import MCP servers from";
+
+fn xdotool(args: &[&str]) -> anyhow::Result<String> {
+    let output = Command::new("xdotool")
+        .args(args)
+        .output()
+        .context("xdotool is missing: install it (Debian: apt-get install xdotool)")?;
+    if !output.status.success() {
+        bail!(
+            "xdotool {args:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// The X window whose title is exactly `title`, once one is mapped (within `timeout`).
+pub fn wait_for_window(title: &str, timeout: Duration) -> anyhow::Result<String> {
+    let deadline = Instant::now() + timeout;
+    let pattern = format!("^{}$", regex_escape(title));
+    loop {
+        if let Ok(found) = xdotool(&["search", "--onlyvisible", "--name", &pattern])
+            && let Some(id) = found.lines().next()
+        {
+            return Ok(id.trim().to_owned());
+        }
+        if Instant::now() > deadline {
+            bail!("no window titled {title:?} appeared within {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Whether a window titled `title` is shown now.
+pub fn window_shown(title: &str) -> bool {
+    let pattern = format!("^{}$", regex_escape(title));
+    xdotool(&["search", "--onlyvisible", "--name", &pattern])
+        .map(|found| !found.trim().is_empty())
+        .unwrap_or(false)
+}
+
+fn regex_escape(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            if c.is_ascii_alphanumeric() || c == ' ' {
+                vec![c]
+            } else {
+                vec!['\\', c]
+            }
+        })
+        .collect()
+}
+
+fn focus(window: &str) -> anyhow::Result<()> {
+    xdotool(&["windowfocus", "--sync", window])?;
+    Ok(())
+}
+
+/// How the user answers a confirmation.
+#[derive(Debug, Clone, Copy)]
+pub enum Answer {
+    /// Presses the button whose label starts with this letter (its mnemonic: Alt+letter),
+    /// e.g. `'a'` for Allow, `'o'` for Open, `'s'` for Show.
+    Press(char),
+    /// Escape: the dialog's Cancel.
+    Cancel,
+}
+
+/// Answers the app's confirmation, then waits until the dialog is gone.
+pub fn answer_confirmation(answer: Answer, timeout: Duration) -> anyhow::Result<()> {
+    let window = wait_for_window(CONFIRM_TITLE, timeout)?;
+    focus(&window)?;
+    let key = match answer {
+        Answer::Press(letter) => format!("alt+{letter}"),
+        Answer::Cancel => "Escape".to_owned(),
+    };
+    xdotool(&["key", "--clearmodifiers", &key])?;
+    let deadline = Instant::now() + timeout;
+    while window_shown(CONFIRM_TITLE) {
+        if Instant::now() > deadline {
+            bail!("the confirmation stayed open after the answer");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Ok(())
+}
+
+/// Picks `file` in the app's native file picker by typing its path.
+pub fn pick_file(file: &Path, timeout: Duration) -> anyhow::Result<()> {
+    let window = wait_for_window(PICK_TITLE, timeout)?;
+    focus(&window)?;
+    // Ctrl+L opens the location field; the path then goes in whole.
+    xdotool(&["key", "--clearmodifiers", "ctrl+l"])?;
+    let path = file.display().to_string();
+    xdotool(&["type", "--delay", "5", &path])?;
+    xdotool(&["key", "--clearmodifiers", "Return"])?;
+    let deadline = Instant::now() + timeout;
+    while window_shown(PICK_TITLE) {
+        if Instant::now() > deadline {
+            bail!("the file picker stayed open after the path was typed");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Ok(())
+}
