@@ -2,7 +2,9 @@
 //! shown again, nor in IPC replies, logs or the database), an MCP server added through the
 //! form becomes ready with its tools, the raw editor refuses broken JSON and leaves the
 //! file byte-identical, an outside edit shows up, disabling a server ends its process,
-//! and servers import from a Claude Desktop config file.
+//! and servers import from a Claude Desktop config file picked in the native file picker.
+//! Settings are their own window; starting a server waits for the native confirmation,
+//! answered here with xdotool as a user would.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -12,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use conduit_e2e::desktop::{DesktopSession, app_binary};
 use conduit_e2e::llm_server::{Dialect, ScriptedLlm};
+use conduit_e2e::native_dialog::{self, Answer};
 use conduit_e2e::{artifacts_dir, npm_server};
 use fantoccini::Locator;
 use serde_json::{Value, json};
@@ -72,6 +75,16 @@ impl Window {
             r#"document.querySelector('[aria-label="Server {server}"] [aria-label="Server state"]')?.textContent.trim() === "{state}""#
         ))
         .await;
+    }
+
+    /// Waits for the app's native confirmation and presses Allow, as the user would.
+    async fn allow(&self) {
+        tokio::task::spawn_blocking(|| {
+            native_dialog::answer_confirmation(Answer::Press('a'), WAIT)
+        })
+        .await
+        .unwrap()
+        .unwrap();
     }
 
     async fn shot(&self, name: &str) {
@@ -138,7 +151,24 @@ async fn settings_manage_providers_and_the_mcp_servers_file() {
         session,
         shots: artifacts_dir("desktop-settings"),
     };
+    // Settings open in their own window.
+    let main_window = window.session.client.window().await.unwrap();
     window.button("Settings").await;
+    let deadline = Instant::now() + WAIT;
+    let settings_window = loop {
+        let handles = window.session.client.windows().await.unwrap();
+        if let Some(other) = handles.into_iter().find(|h| *h != main_window) {
+            break other;
+        }
+        assert!(Instant::now() < deadline, "Settings did not open a window");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    window
+        .session
+        .client
+        .switch_to_window(settings_window)
+        .await
+        .unwrap();
 
     // A provider through the form; its key goes in and never comes back out.
     window.button("Add provider").await;
@@ -220,6 +250,8 @@ async fn settings_manage_providers_and_the_mcp_servers_file() {
     window
         .click("//form[@aria-label='Server form']//button[@type='submit']")
         .await;
+    // A new command runs only after the user allows it in Conduit's native dialog.
+    window.allow().await;
     window.server_state("everything", "Ready").await;
     let on_disk: Value =
         serde_json::from_str(&std::fs::read_to_string(&mcp_file).unwrap()).unwrap();
@@ -350,10 +382,12 @@ async fn settings_manage_providers_and_the_mcp_servers_file() {
         .to_string(),
     )
     .unwrap();
-    window
-        .type_into("Config file to import", &claude_file.display().to_string())
-        .await;
-    window.button("Preview").await;
+    window.button("Choose a file…").await;
+    let picked = claude_file.clone();
+    tokio::task::spawn_blocking(move || native_dialog::pick_file(&picked, WAIT))
+        .await
+        .unwrap()
+        .unwrap();
     window
         .wait(r#"document.querySelector('[aria-label="Import files"]')"#)
         .await;
@@ -373,6 +407,7 @@ async fn settings_manage_providers_and_the_mcp_servers_file() {
     }
     window.shot("07-import-preview.png").await;
     window.button("Import selected").await;
+    window.allow().await;
     window.server_state("files", "Ready").await;
     let on_disk: Value =
         serde_json::from_str(&std::fs::read_to_string(&mcp_file).unwrap()).unwrap();

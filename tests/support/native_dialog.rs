@@ -110,6 +110,7 @@ pub fn pick_file(file: &Path, timeout: Duration) -> anyhow::Result<()> {
     let deadline = Instant::now() + timeout;
     while window_shown(PICK_TITLE) {
         if Instant::now() > deadline {
+            let _ = Command::new("convert").args(["x:root", "/tmp/webview-picker.png"]).status();
             bail!("the file picker stayed open after the path was typed");
         }
         std::thread::sleep(Duration::from_millis(100));
