@@ -46,6 +46,7 @@ impl DesktopSession {
             bail!("no display: run the desktop tests under Xvfb (`make test-desktop` does)");
         }
         let driver_bin = std::env::var_os(DRIVER_BIN_ENV).unwrap_or_else(|| "tauri-driver".into());
+        require_native_driver()?;
         let port = free_port()?;
         let native_port = free_port()?;
         let mut command = Command::new(&driver_bin);
@@ -68,7 +69,12 @@ impl DesktopSession {
             )
         })?;
         let mut guard = DriverGuard(Some(driver));
-        wait_for_port(port, Duration::from_secs(20)).await?;
+        // tauri-driver listens before the WebKitWebDriver it starts does: on a cold machine
+        // the first session request used to reach a native driver that was not up yet
+        // ("webdriver server did not respond"). Wait for both to answer.
+        let deadline = Instant::now() + READY_TIMEOUT;
+        wait_for_port(port, deadline, &mut guard).await?;
+        wait_for_native_driver(native_port, deadline, &mut guard).await?;
 
         let capabilities = json!({
             "tauri:options": { "application": app },
@@ -78,11 +84,30 @@ impl DesktopSession {
             serde_json::Value::Object(map) => map,
             _ => bail!("capabilities must be a JSON object"),
         };
-        let client = ClientBuilder::new(HttpConnector::new())
-            .capabilities(capabilities)
-            .connect(&format!("http://127.0.0.1:{port}"))
-            .await
-            .context("tauri-driver did not open a session on the app")?;
+        let mut attempt = 1;
+        let client = loop {
+            match ClientBuilder::new(HttpConnector::new())
+                .capabilities(capabilities.clone())
+                .connect(&format!("http://127.0.0.1:{port}"))
+                .await
+            {
+                Ok(client) => break client,
+                Err(error) if attempt < SESSION_ATTEMPTS && Instant::now() < deadline => {
+                    eprintln!(
+                        "desktop: opening the WebDriver session failed (attempt {attempt}): {error}; retrying"
+                    );
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                Err(error) => {
+                    return Err(error).with_context(|| {
+                        format!(
+                            "tauri-driver did not open a session on the app ({attempt} attempts)"
+                        )
+                    });
+                }
+            }
+        };
         let driver = guard.0.take().context("driver handle lost")?;
         Ok(Self { client, driver })
     }
@@ -220,8 +245,39 @@ fn stop_process_group(child: &mut Child) {
     let _ = child.wait();
 }
 
-async fn wait_for_port(port: u16, timeout: Duration) -> anyhow::Result<()> {
-    let deadline = Instant::now() + timeout;
+/// How long tauri-driver and WebKitWebDriver may take to start on a cold machine.
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+/// Session requests tried before the failure is reported.
+const SESSION_ATTEMPTS: u32 = 3;
+
+/// Fails early, with the package to install, when `WebKitWebDriver` is not on `PATH`.
+fn require_native_driver() -> anyhow::Result<()> {
+    let found = std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|dir| dir.join("WebKitWebDriver").is_file())
+    });
+    if !found {
+        bail!(
+            "WebKitWebDriver is not on PATH: install the Debian package webkit2gtk-driver (`make setup-test` does)"
+        );
+    }
+    Ok(())
+}
+
+/// Fails at once when the driver process ended instead of waiting out the bound.
+fn check_driver_alive(guard: &mut DriverGuard) -> anyhow::Result<()> {
+    if let Some(child) = guard.0.as_mut()
+        && let Ok(Some(status)) = child.try_wait()
+    {
+        bail!("tauri-driver exited before it was ready ({status})");
+    }
+    Ok(())
+}
+
+async fn wait_for_port(
+    port: u16,
+    deadline: Instant,
+    guard: &mut DriverGuard,
+) -> anyhow::Result<()> {
     loop {
         if tokio::net::TcpStream::connect(("127.0.0.1", port))
             .await
@@ -229,9 +285,40 @@ async fn wait_for_port(port: u16, timeout: Duration) -> anyhow::Result<()> {
         {
             return Ok(());
         }
+        check_driver_alive(guard)?;
         if Instant::now() > deadline {
-            bail!("tauri-driver did not listen on port {port} within {timeout:?}");
+            bail!("tauri-driver did not listen on port {port} within {READY_TIMEOUT:?}");
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits until WebKitWebDriver answers its `/status` endpoint with `ready: true`.
+async fn wait_for_native_driver(
+    port: u16,
+    deadline: Instant,
+    guard: &mut DriverGuard,
+) -> anyhow::Result<()> {
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .build()?;
+    let url = format!("http://127.0.0.1:{port}/status");
+    let mut last = String::from("no answer");
+    loop {
+        match http.get(&url).send().await {
+            Ok(response) => match response.json::<Value>().await {
+                Ok(status) if status["value"]["ready"] == Value::Bool(true) => return Ok(()),
+                Ok(status) => last = format!("not ready: {status}"),
+                Err(error) => last = format!("unreadable status: {error}"),
+            },
+            Err(error) => last = error.to_string(),
+        }
+        check_driver_alive(guard)?;
+        if Instant::now() > deadline {
+            bail!(
+                "WebKitWebDriver (started by tauri-driver on port {port}) was not ready within {READY_TIMEOUT:?}: {last}"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
