@@ -102,18 +102,22 @@ pub fn answer_confirmation(answer: Answer, timeout: Duration) -> anyhow::Result<
 pub fn pick_file(file: &Path, timeout: Duration) -> anyhow::Result<()> {
     let window = wait_for_window(PICK_TITLE, timeout)?;
     focus(&window)?;
-    // Ctrl+L opens the location field; the path then goes in whole.
+    // Ctrl+L opens the location field; the path then goes in whole. The field completes
+    // names as they are typed, which can take the first Return: press it again (a few
+    // times at most) until the picker closes.
     xdotool(&["key", "--clearmodifiers", "ctrl+l"])?;
+    xdotool(&["key", "--clearmodifiers", "ctrl+a"])?;
     let path = file.display().to_string();
-    xdotool(&["type", "--delay", "5", &path])?;
-    xdotool(&["key", "--clearmodifiers", "Return"])?;
-    let deadline = Instant::now() + timeout;
-    while window_shown(PICK_TITLE) {
-        if Instant::now() > deadline {
-            let _ = Command::new("convert").args(["x:root", "/tmp/webview-picker.png"]).status();
-            bail!("the file picker stayed open after the path was typed");
+    xdotool(&["type", "--clearmodifiers", "--delay", "20", &path])?;
+    for _ in 0..5 {
+        xdotool(&["key", "--clearmodifiers", "Return"])?;
+        let deadline = Instant::now() + timeout / 5;
+        while window_shown(PICK_TITLE) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
         }
-        std::thread::sleep(Duration::from_millis(100));
+        if !window_shown(PICK_TITLE) {
+            return Ok(());
+        }
     }
-    Ok(())
+    bail!("the file picker stayed open after the path was typed")
 }
