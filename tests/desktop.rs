@@ -56,21 +56,35 @@ async fn the_frame_renders_with_data_from_the_backend() {
         .await
         .unwrap();
 
-    // Settings show paths that only the backend knows: the temp folder this test made.
+    // Settings (their own window) show paths that only the backend knows: the temp
+    // folder this test made.
+    let main_window = c.window().await.unwrap();
     c.find(Locator::XPath("//button[normalize-space()='Settings']"))
         .await
         .unwrap()
         .click()
         .await
         .unwrap();
-    c.find(Locator::XPath(
-        "//button[@role='tab' and normalize-space()='General']",
-    ))
-    .await
-    .unwrap()
-    .click()
-    .await
-    .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let settings_window = loop {
+        let handles = c.windows().await.unwrap();
+        if let Some(other) = handles.into_iter().find(|h| *h != main_window) {
+            break other;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "Settings opened no window"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    c.switch_to_window(settings_window).await.unwrap();
+    session
+        .click_xpath(
+            "//button[@role='tab' and normalize-space()='General']",
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap();
     let data_dir = session
         .wait_for_text(
             r#"dd[aria-label="Data folder"]"#,

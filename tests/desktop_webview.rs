@@ -216,6 +216,12 @@ async fn a_page_script_cannot_start_programs_read_secrets_or_open_links_unseen()
         ("remove_provider", json!({"provider": "x"})),
         ("restart_mcp_server", json!({"server": "dormant"})),
         ("open_folder", json!({"folder": "data"})),
+        // The dialog plugin is Rust's alone: no window may raise (or fake) its dialogs.
+        (
+            "plugin:dialog|message",
+            json!({"message": "Allow?", "title": "Conduit: confirm"}),
+        ),
+        ("plugin:dialog|open", json!({"options": {}})),
     ] {
         let reply = main.invoke(command, args).await;
         refused(
