@@ -303,7 +303,7 @@ async fn wait_for_native_driver(
         .timeout(Duration::from_secs(2))
         .build()?;
     let url = format!("http://127.0.0.1:{port}/status");
-    let mut last = String::from("no answer");
+    let mut last: String;
     loop {
         match http.get(&url).send().await {
             Ok(response) => match response.json::<Value>().await {
