@@ -21,6 +21,8 @@ function backend(answer: () => Promise<unknown>): (command: string) => Promise<u
         return Promise.resolve({ path: "/m.json", text: "{}", version: null, servers: [], problem: null });
       case "mcp_servers":
         return Promise.resolve({ servers: [], configError: null });
+      case "open_settings":
+        return Promise.resolve(null);
       default:
         return Promise.reject(new Error(`unexpected command ${command}`));
     }
@@ -71,16 +73,29 @@ describe("App", () => {
     expect(screen.getByRole("textbox", { name: "Message" })).toBeTruthy();
   });
 
-  it("opens settings with the paths from the backend and returns to the chat", async () => {
+  it("opens settings in their own window: the chat window only asks for it", async () => {
     invoke.mockImplementation(backend(() => Promise.resolve(info)));
     render(App);
     await screen.findByText("9.8.7-test");
     await fireEvent.click(screen.getByRole("button", { name: "Settings" }));
-    await fireEvent.click(screen.getByRole("tab", { name: "General" }));
-    expect(screen.getByLabelText("mcpServers file").textContent).toBe(info.paths.mcpConfigFile);
-    expect(screen.getByLabelText("Data folder").textContent).toBe(info.paths.dataDir);
-    await fireEvent.click(screen.getByRole("button", { name: "New chat" }));
+    expect(invoke).toHaveBeenCalledWith("open_settings");
+    expect(screen.queryByRole("tab", { name: "General" })).toBeNull();
     expect(screen.getByRole("region", { name: "Chat" })).toBeTruthy();
+  });
+
+  it("the settings window shows settings with the paths from the backend, and no chat", async () => {
+    window.history.replaceState({}, "", "/?window=settings");
+    try {
+      invoke.mockImplementation(backend(() => Promise.resolve(info)));
+      render(App);
+      await fireEvent.click(await screen.findByRole("tab", { name: "General" }));
+      expect((await screen.findByLabelText("mcpServers file")).textContent).toBe(info.paths.mcpConfigFile);
+      expect(screen.getByLabelText("Data folder").textContent).toBe(info.paths.dataDir);
+      expect(screen.queryByRole("region", { name: "Chat" })).toBeNull();
+      expect(invoke).not.toHaveBeenCalledWith("list_conversations");
+    } finally {
+      window.history.replaceState({}, "", "/");
+    }
   });
 
   it("says so when the backend does not answer", async () => {

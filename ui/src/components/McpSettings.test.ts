@@ -83,6 +83,18 @@ class Backend {
     return this.file;
   }
 
+  importPicks(version: string | null, picks: { name: string; target: string }[]): McpFile {
+    let file = this.file;
+    let base = version;
+    for (const pick of picks) {
+      const candidate = this.candidates.find((c) => c.name === pick.name);
+      if (!candidate) throw `no server ${pick.name}`;
+      file = this.edit(base, { kind: "add", name: pick.target, entry: candidate.entry });
+      base = file.version;
+    }
+    return file;
+  }
+
   handle = (command: string, args: Record<string, unknown> = {}): Promise<unknown> => {
     try {
       switch (command) {
@@ -94,8 +106,19 @@ class Backend {
           return Promise.resolve(this.edit(args.version as string | null, args.edit as McpEdit));
         case "check_mcp_text":
           return Promise.resolve(this.problem);
+        case "mcp_import_files":
+          return Promise.resolve([
+            { id: "cursor", app: "Cursor", path: "/home/test/.cursor/mcp.json", exists: true },
+            { id: "vscode", app: "VS Code", path: "/home/test/.config/Code/User/mcp.json", exists: false },
+          ]);
         case "mcp_import_candidates":
           return Promise.resolve(this.candidates);
+        case "import_mcp_servers":
+          return Promise.resolve(
+            this.importPicks(args.version as string | null, args.picks as { name: string; target: string }[]),
+          );
+        case "reveal_mcp_file":
+          return Promise.resolve({ ...this.file, text: this.file.text.replaceAll("••••••••", "s3cret") });
         case "mcp_server_tools":
           return Promise.resolve({ policy: "ask", tools: this.tools });
         case "restart_mcp_server":
@@ -381,11 +404,10 @@ describe("McpSettings", () => {
     ];
     render(McpSettings);
     await serverRow("files");
-    await fireEvent.input(screen.getByLabelText("Config file to import"), {
-      target: { value: "/home/test/.cursor/mcp.json" },
-    });
-    await fireEvent.click(screen.getByRole("button", { name: "Preview" }));
-    expect(invoke).toHaveBeenCalledWith("mcp_import_candidates", { file: "/home/test/.cursor/mcp.json" });
+    // Only files the host knows (or one picked natively) can be named; missing ones are not offered.
+    await fireEvent.click(await screen.findByRole("button", { name: "Cursor" }));
+    expect(screen.queryByRole("button", { name: "VS Code" })).toBeNull();
+    expect(invoke).toHaveBeenCalledWith("mcp_import_candidates", { source: { kind: "known", id: "cursor" } });
 
     const clashing = (await screen.findByLabelText("Import files")) as HTMLInputElement;
     expect(clashing.checked).toBe(false);
@@ -406,16 +428,27 @@ describe("McpSettings", () => {
     await fireEvent.click(screen.getByRole("button", { name: "Import selected" }));
 
     expect((await screen.findByText("Imported 2 servers.")).getAttribute("role")).toBe("status");
-    expect(invoke).toHaveBeenCalledWith("edit_mcp_file", {
+    // One request: the host reads the file again and asks the user natively before writing.
+    expect(invoke).toHaveBeenCalledWith("import_mcp_servers", {
       version: "v1",
-      edit: { kind: "add", name: "files-cursor", entry: { command: "other" } },
-    });
-    expect(invoke).toHaveBeenCalledWith("edit_mcp_file", {
-      version: "v2",
-      edit: { kind: "add", name: "time", entry: { command: "uvx", args: ["mcp-server-time"] } },
+      source: { kind: "known", id: "cursor" },
+      picks: [
+        { name: "files", target: "files-cursor" },
+        { name: "time", target: "time" },
+      ],
     });
     await serverRow("files-cursor");
     await serverRow("time");
+  });
+
+  it("shows secret values masked until the user reveals them through the host", async () => {
+    setup([server("gh", { command: "gh-mcp", env: { TOKEN: "••••••••" } })]);
+    render(McpSettings);
+    const editor = (await screen.findByLabelText("mcpServers JSON")) as HTMLTextAreaElement;
+    await waitFor(() => expect(editor.value).toContain("••••••••"));
+    await fireEvent.click(screen.getByRole("button", { name: "Reveal secret values" }));
+    await waitFor(() => expect(editor.value).toContain("s3cret"));
+    expect(invoke).toHaveBeenCalledWith("reveal_mcp_file");
   });
 
   it("sends set_disabled when the enable switch is toggled", async () => {
