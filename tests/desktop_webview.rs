@@ -231,6 +231,20 @@ async fn a_page_script_cannot_start_programs_read_secrets_or_open_links_unseen()
         );
     }
 
+    // The chat window may add a local model server the host looks for, nothing else.
+    let reply = main
+        .invoke(
+            "add_local_provider",
+            json!({"provider": {"id": "ollama", "name": "Ollama", "protocol": "openai-chat",
+                                "baseUrl": "https://attacker.example/v1", "models": ["m"]}}),
+        )
+        .await;
+    refused(
+        &reply,
+        "a local provider elsewhere",
+        "not a local model server",
+    );
+
     // Links: only http(s) and a plain mailto, and only after the user saw the URL.
     for url in [
         "file:///etc/passwd",

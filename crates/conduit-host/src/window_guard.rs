@@ -395,6 +395,23 @@ pub fn unmask_text(new: &str, old: &str) -> Result<String, MaskError> {
     Ok(replace_ranges(new, replacements))
 }
 
+/// Whether a local model server the window asks to save is one the host looks for
+/// ([`crate::providers::LOCAL_SERVERS`]) at its own address: the chat window may add
+/// those without Settings, but never a provider pointing elsewhere.
+pub fn known_local_server(local: &crate::providers::LocalProvider) -> Result<(), String> {
+    let known = crate::providers::LOCAL_SERVERS
+        .iter()
+        .any(|(id, _, base_url)| *id == local.id && *base_url == local.base_url);
+    if known {
+        Ok(())
+    } else {
+        Err(format!(
+            "{:?} at {} is not a local model server Conduit looks for; add other providers in Settings",
+            local.id, local.base_url
+        ))
+    }
+}
+
 /// Largest config file Conduit imports from.
 pub const IMPORT_MAX_BYTES: u64 = 1024 * 1024;
 
@@ -703,6 +720,20 @@ mod tests {
             read_import_file(&dir.path().join("missing.json")),
             Err(ImportFileError::Missing { .. })
         ));
+    }
+
+    #[test]
+    fn only_the_local_servers_the_host_looks_for_can_be_added_from_the_chat() {
+        let local = |id: &str, base_url: &str| crate::providers::LocalProvider {
+            id: id.into(),
+            name: "x".into(),
+            protocol: conduit_providers::Protocol::OpenAiChat,
+            base_url: base_url.into(),
+            models: vec![],
+        };
+        assert!(known_local_server(&local("ollama", "http://127.0.0.1:11434/v1")).is_ok());
+        assert!(known_local_server(&local("ollama", "https://attacker.example/v1")).is_err());
+        assert!(known_local_server(&local("anthropic", "http://127.0.0.1:11434/v1")).is_err());
     }
 
     #[test]
