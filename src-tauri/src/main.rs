@@ -52,6 +52,18 @@ fn main() -> std::process::ExitCode {
                 responder.respond(media::respond(app.host(), request.uri().path()).await);
             });
         })
+        // Settings belong to the chat window: they close with it.
+        .on_window_event(|window, event| {
+            if window.label() == "main"
+                && matches!(event, tauri::WindowEvent::Destroyed)
+                && let Some(settings) = window
+                    .app_handle()
+                    .get_webview_window(native::SETTINGS_LABEL)
+                && let Err(error) = settings.close()
+            {
+                tracing::warn!(%error, "the Settings window did not close with the chat");
+            }
+        })
         .setup(move |handle| {
             let handle = handle.handle().clone();
             tauri::async_runtime::spawn(mcp_events(app, handle));

@@ -827,5 +827,13 @@ mod tests {
             host.mcp_import_file("../../etc/passwd"),
             Err(crate::window_guard::ImportFileError::UnknownSource(_))
         ));
+        // A config path that is a symlink to a file like /etc/passwd is read as its
+        // target and refused as not JSON, without its text in the error.
+        let passwd = dir.path().join("passwd");
+        std::fs::write(&passwd, "root:x:0:0:root:/root:/bin/bash\n").unwrap();
+        let link = dir.path().join("mcp.json");
+        std::os::unix::fs::symlink(&passwd, &link).unwrap();
+        let refused = host.mcp_import_candidates(&link).unwrap_err().to_string();
+        assert!(!refused.contains("root:"), "{refused}");
     }
 }
