@@ -218,6 +218,32 @@ async fn settings_manage_providers_and_the_mcp_servers_file() {
         "{reply}"
     );
 
+    // The chat window hears of the new provider: its model picker offers it.
+    window
+        .session
+        .client
+        .switch_to_window(main_window.clone())
+        .await
+        .unwrap();
+    window
+        .wait(r#"document.querySelector('select[aria-label="Model"] optgroup[label="scripted"]')"#)
+        .await;
+    let settings_window = window
+        .session
+        .client
+        .windows()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|h| *h != main_window)
+        .unwrap();
+    window
+        .session
+        .client
+        .switch_to_window(settings_window)
+        .await
+        .unwrap();
+
     // An MCP server through the form: the file gets it (and keeps what it had), it
     // becomes ready, and its tools are listed.
     window
