@@ -426,6 +426,21 @@ async fn a_page_script_cannot_start_programs_read_secrets_or_open_links_unseen()
     let dom = settings.dom().await;
     assert!(!dom.contains(SECRET), "a secret is in the Settings DOM");
 
+    // The raw editor's masked text saved back (with a change that starts nothing) keeps
+    // the stored values: no question, and the secrets stay on disk, not in the reply.
+    let edited = text.replacen('{', "{\n  \"globalShortcut\": \"Ctrl+Space\",", 1);
+    let reply = settings
+        .invoke(
+            "edit_mcp_file",
+            json!({"version": version, "edit": {"kind": "replace", "text": edited}}),
+        )
+        .await;
+    assert!(reply.err.is_none(), "{}", reply.raw);
+    assert!(!reply.raw.contains(SECRET));
+    let on_disk = std::fs::read_to_string(&mcp_file).unwrap();
+    assert!(on_disk.contains("Ctrl+Space"), "{on_disk}");
+    assert_eq!(on_disk.matches(SECRET).count(), 2, "{on_disk}");
+
     // The user can still reveal them on purpose: the real dialog, answered Show.
     let reply = settings
         .invoke_confirmed("reveal_mcp_file", json!({}), Answer::Press('s'))
