@@ -323,6 +323,15 @@ fn same_origin(first: &reqwest::Url, target: &reqwest::Url) -> bool {
     first.origin() == target.origin()
 }
 
+/// Whether two base URLs name the same origin (scheme, host and port). A URL that does
+/// not parse matches nothing, so a doubtful change counts as a move to another server.
+pub fn same_origin_urls(a: &str, b: &str) -> bool {
+    match (reqwest::Url::parse(a.trim()), reqwest::Url::parse(b.trim())) {
+        (Ok(a), Ok(b)) => same_origin(&a, &b),
+        _ => false,
+    }
+}
+
 /// A URL as it may be shown: no user info and no query (either can hold a key).
 fn without_secrets(url: &reqwest::Url) -> String {
     let mut shown = url.clone();
@@ -602,6 +611,11 @@ mod tests {
         ] {
             assert!(!same_origin(&first, &url(other)), "{other}");
         }
+        assert!(same_origin_urls(
+            "https://API.example.com/v1",
+            "https://api.example.com:443/v2"
+        ));
+        assert!(!same_origin_urls("https://api.example.com/v1", "not a url"));
         assert_eq!(
             without_secrets(&url("https://user:pw@evil.example/collect?key=sk-1#frag")),
             "https://evil.example/collect"
