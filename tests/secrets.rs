@@ -369,3 +369,79 @@ async fn everything_conduit_writes_is_private_to_its_user() {
     assert_eq!(mode(&exports), 0o700);
     assert_eq!(open, Vec::new(), "readable by other users");
 }
+
+const VAR_SECRET: &str = "var-secret-value-5150";
+
+/// A hostile MCP endpoint: every request gets a 401 whose body repeats what it was sent.
+async fn echoing_endpoint() -> (String, tokio::task::JoinHandle<()>) {
+    let app = Router::new().fallback(|uri: Uri, headers: axum::http::HeaderMap| async move {
+        let echoed = format!("{uri} {headers:?}");
+        (StatusCode::UNAUTHORIZED, echoed).into_response()
+    });
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (format!("http://{addr}"), task)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_expanded_variable_or_url_query_reaches_errors_states_or_the_log() {
+    let (echoing, task) = echoing_endpoint().await;
+    let closed = format!("http://127.0.0.1:{}", conduit_e2e::free_port().unwrap());
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let config = serde_json::json!({"mcpServers": {
+        "query": {"type": "http", "url": format!("{closed}/mcp?token=${{SECRET_VAR}}")},
+        "userinfo": {"type": "http", "url": format!("http://me:${{SECRET_VAR}}@127.0.0.1:{}/mcp", conduit_e2e::free_port().unwrap())},
+        "header": {"type": "http", "url": format!("{echoing}/mcp?key=${{SECRET_VAR}}"),
+                   "headers": {"Authorization": "Bearer ${SECRET_VAR}"}},
+        "badurl": {"type": "http", "url": "ftp://${SECRET_VAR}@example.com/mcp"},
+        "command": {"command": "sh",
+                    "args": ["-c", "echo \"cannot use token $TOKEN\" >&2; exit 3"],
+                    "env": {"TOKEN": "${SECRET_VAR}"}}
+    }});
+    std::fs::write(h.join("mcp_servers.json"), config.to_string()).unwrap();
+    let out = Command::new(binary("conduit").unwrap())
+        .args(["-vv", "mcp", "list", "--json"])
+        .env("CONDUIT_HOME", h)
+        .env_remove("CONDUIT_MCP_CONFIG")
+        .env("CONDUIT_MCP_START_TIMEOUT", "5")
+        .env("CONDUIT_LOG", "debug")
+        .env("SECRET_VAR", VAR_SECRET)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    task.abort();
+    let statuses: serde_json::Value =
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout} {stderr}"));
+    // Every server failed, and each says why.
+    for status in statuses.as_array().unwrap() {
+        assert_eq!(status["state"], "failed", "{status}");
+    }
+    assert!(
+        stdout.contains("cannot use token"),
+        "the stderr tail is kept: {stdout}"
+    );
+    assert!(stdout.contains("ftp://"), "the bad URL is named: {stdout}");
+    let log = std::fs::read_to_string(h.join("logs/conduit.log")).unwrap();
+    for (what, seen) in [("stdout", &stdout), ("stderr", &stderr), ("log", &log)] {
+        assert!(
+            !seen.contains(VAR_SECRET),
+            "{what} carries the value: {seen}"
+        );
+        assert!(
+            !seen.contains("token="),
+            "{what} carries a URL query: {seen}"
+        );
+        assert!(
+            !seen.contains("me:"),
+            "{what} carries a URL's user info: {seen}"
+        );
+    }
+}

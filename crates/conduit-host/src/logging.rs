@@ -78,11 +78,11 @@ pub fn init(paths: &Paths, options: LogOptions) -> Result<LogGuard, LoggingError
         .unwrap_or_else(|_| EnvFilter::new("info,tao=warn,wry=warn"));
     let file_layer = fmt::layer()
         .with_ansi(false)
-        .with_writer(writer)
+        .with_writer(Scrubbed(writer))
         .with_filter(file_filter);
     let stderr_layer = options.stderr_level.map(|level| {
         fmt::layer()
-            .with_writer(io::stderr)
+            .with_writer(Scrubbed(io::stderr))
             .with_target(false)
             .with_filter(tracing_subscriber::filter::LevelFilter::from_level(level))
     });
@@ -92,6 +92,34 @@ pub fn init(paths: &Paths, options: LogOptions) -> Result<LogGuard, LoggingError
         .try_init()
         .map_err(|_| LoggingError::AlreadyInitialised)?;
     Ok(LogGuard { _file: guard })
+}
+
+/// A log writer that hides the MCP servers' secrets and removes the query and user info
+/// of every URL in a line before it is written: libraries (rmcp, reqwest) log request
+/// URLs and server answers, and either can hold a key.
+struct Scrubbed<M>(M);
+
+impl<'a, M: fmt::MakeWriter<'a>> fmt::MakeWriter<'a> for Scrubbed<M> {
+    type Writer = ScrubbedWriter<M::Writer>;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        ScrubbedWriter(self.0.make_writer())
+    }
+}
+
+/// One event's writer (the formatter writes each event whole).
+struct ScrubbedWriter<W>(W);
+
+impl<W: io::Write> io::Write for ScrubbedWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let clean = conduit_mcp::redact::scrub_log_line(&String::from_utf8_lossy(buf));
+        self.0.write_all(clean.as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
 }
 
 /// Moves `file` to `file.1` (and older ones up to `file.keep`) once it exceeds `limit`.

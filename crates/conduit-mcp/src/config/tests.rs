@@ -71,6 +71,7 @@ fn claude_desktop_files_read_with_each_server_checked_alone() {
                 cwd: None,
             },
             timeout: None,
+            secrets: Default::default(),
         })
     );
     let remote = snapshot.server("remote").unwrap().spec.clone().unwrap();
