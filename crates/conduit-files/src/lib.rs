@@ -199,6 +199,7 @@ mod tests {
         );
     }
 
+    #[allow(clippy::unwrap_used)]
     fn mode(path: &Path) -> u32 {
         fs::metadata(path).unwrap().permissions().mode() & 0o777
     }

@@ -333,29 +333,27 @@ impl Connection {
         if !self.details.tools {
             return Ok(Vec::new());
         }
-        Ok(self.peer.list_all_tools().await.map_err(|e| self.hide(e))?)
+        self.peer.list_all_tools().await.map_err(|e| self.hide(e))
     }
 
     pub async fn resources(&self) -> Result<Vec<Resource>, McpError> {
         if !self.details.resources {
             return Ok(Vec::new());
         }
-        Ok(self
-            .peer
+        self.peer
             .list_all_resources()
             .await
-            .map_err(|e| self.hide(e))?)
+            .map_err(|e| self.hide(e))
     }
 
     pub async fn resource_templates(&self) -> Result<Vec<ResourceTemplate>, McpError> {
         if !self.details.resources {
             return Ok(Vec::new());
         }
-        Ok(self
-            .peer
+        self.peer
             .list_all_resource_templates()
             .await
-            .map_err(|e| self.hide(e))?)
+            .map_err(|e| self.hide(e))
     }
 
     pub async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult, McpError> {
@@ -372,11 +370,7 @@ impl Connection {
         if !self.details.prompts {
             return Ok(Vec::new());
         }
-        Ok(self
-            .peer
-            .list_all_prompts()
-            .await
-            .map_err(|e| self.hide(e))?)
+        self.peer.list_all_prompts().await.map_err(|e| self.hide(e))
     }
 
     pub async fn prompt(
@@ -384,11 +378,10 @@ impl Connection {
         name: &str,
         arguments: JsonObject,
     ) -> Result<GetPromptResult, McpError> {
-        Ok(self
-            .peer
+        self.peer
             .get_prompt(GetPromptRequestParams::new(name.to_owned()).with_arguments(arguments))
             .await
-            .map_err(|e| self.hide(e))?)
+            .map_err(|e| self.hide(e))
     }
 
     /// Calls a tool. The timeout restarts with each progress notification (up to
