@@ -52,7 +52,7 @@ test-rust: build ## The workspace's Rust tests, the desktop end-to-end tests inc
 
 test-desktop: build ## Only the desktop end-to-end tests, under Xvfb
 	rm -rf test-artifacts/desktop test-artifacts/desktop-chat test-artifacts/desktop-settings
-	$(XVFB) $(CARGO) test --locked --workspace --test desktop --test desktop_chat --test desktop_settings
+	$(XVFB) $(CARGO) test --locked --workspace --test desktop --test desktop_chat --test desktop_settings --test desktop_secrets
 
 clean: ## Remove build outputs (the shared cargo target folder included)
 	rm -rf ui/dist test-artifacts "$(CARGO_TARGET_DIR)"
