@@ -445,3 +445,34 @@ async fn no_expanded_variable_or_url_query_reaches_errors_states_or_the_log() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_server_is_logged_once_not_again_by_the_turn() {
+    let dialect = Dialect::OpenAiChat;
+    let server = ScriptedLlm::start(vec![dialect.text(&["Fine without tools."])])
+        .await
+        .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let config = serde_json::json!({"mcpServers": {
+        "broken": {"command": "sh", "args": ["-c", "exit 3"]}
+    }});
+    std::fs::write(h.join("mcp_servers.json"), config.to_string()).unwrap();
+    let out = Command::new(binary("conduit").unwrap())
+        .args(["chat", "--kind", "openai-chat", "--base-url"])
+        .arg(dialect.base_url(&server.url()))
+        .args(["--model", "m", "Hello"])
+        .env("CONDUIT_HOME", h)
+        .env_remove("CONDUIT_MCP_CONFIG")
+        .env("CONDUIT_MCP_START_TIMEOUT", "5")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let log = std::fs::read_to_string(h.join("logs/conduit.log")).unwrap();
+    let mentions: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("broken"))
+        .collect();
+    assert_eq!(mentions.len(), 1, "{log}");
+}
