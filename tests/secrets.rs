@@ -476,3 +476,43 @@ async fn a_failed_server_is_logged_once_not_again_by_the_turn() {
         .collect();
     assert_eq!(mentions.len(), 1, "{log}");
 }
+
+#[test]
+fn a_symlinked_settings_file_is_written_through_and_a_planted_backup_link_is_not_followed() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let dotfiles = tempfile::tempdir().unwrap();
+    let real = dotfiles.path().join("conduit-settings.json");
+    std::fs::write(&real, "{}").unwrap();
+    std::os::unix::fs::symlink(&real, h.join("settings.json")).unwrap();
+    let victim = dotfiles.path().join("victim");
+    std::fs::write(&victim, "precious").unwrap();
+    std::os::unix::fs::symlink(&victim, dotfiles.path().join("conduit-settings.json.bak")).unwrap();
+
+    let added = conduit(
+        h,
+        &[
+            "providers",
+            "add",
+            "p",
+            "--kind",
+            "openai-chat",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+        ],
+        None,
+    );
+    assert!(added.status.success(), "{}", text(&added.stderr));
+    let link = std::fs::symlink_metadata(h.join("settings.json")).unwrap();
+    assert!(link.file_type().is_symlink(), "the link was replaced");
+    assert!(
+        std::fs::read_to_string(&real)
+            .unwrap()
+            .contains("127.0.0.1:9")
+    );
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    assert_eq!(
+        std::fs::read_to_string(dotfiles.path().join("conduit-settings.json.bak")).unwrap(),
+        "{}"
+    );
+}
