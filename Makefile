@@ -7,6 +7,8 @@ SHELL := /bin/bash
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/conduit-target
 export CARGO_TERM_COLOR ?= $(if $(CI),never,auto)
 CARGO := cargo
+# The desktop end-to-end tests (the real app in a real window).
+DESKTOP_TESTS := desktop desktop_chat desktop_settings desktop_webview desktop_secrets desktop_approval desktop_images
 XVFB := xvfb-run --auto-servernum --server-args="-screen 0 1400x900x24"
 
 .PHONY: help setup setup-test ui run test fmt-check clippy test-ui build test-rust test-desktop bench clean
@@ -46,13 +48,13 @@ build: ui
 # Every package is selected in each cargo call so that features unify the same way and
 # nothing is compiled twice. The desktop test needs a display, so all tests run under Xvfb.
 test-rust: build ## The workspace's Rust tests, the desktop end-to-end tests included
-	rm -rf test-artifacts/desktop test-artifacts/desktop-chat test-artifacts/desktop-settings test-artifacts/desktop-webview
+	rm -rf test-artifacts/desktop*
 	$(XVFB) $(CARGO) test --locked --workspace
 	@echo "desktop screenshots: $(CURDIR)/test-artifacts/desktop"
 
 test-desktop: build ## Only the desktop end-to-end tests, under Xvfb
-	rm -rf test-artifacts/desktop test-artifacts/desktop-chat test-artifacts/desktop-settings test-artifacts/desktop-webview
-	$(XVFB) $(CARGO) test --locked --workspace --test desktop --test desktop_chat --test desktop_settings --test desktop_webview
+	rm -rf test-artifacts/desktop*
+	$(XVFB) $(CARGO) test --locked --workspace $(addprefix --test ,$(DESKTOP_TESTS))
 
 clean: ## Remove build outputs (the shared cargo target folder included)
 	rm -rf ui/dist test-artifacts "$(CARGO_TARGET_DIR)"

@@ -297,6 +297,7 @@ async fn a_call_that_times_out_sends_cancelled_while_the_server_runs_on() {
             cwd: None,
         },
         timeout: Some(Duration::from_secs(1)),
+        secrets: Default::default(),
     };
     let connection = conduit_mcp::client::Connection::connect(&spec, Duration::from_secs(20))
         .await

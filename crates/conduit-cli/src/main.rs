@@ -61,6 +61,19 @@ enum Command {
     },
 }
 
+impl Command {
+    /// The subcommand's name, for the log.
+    fn name(&self) -> &'static str {
+        match self {
+            Command::Paths { .. } => "paths",
+            Command::Chat(_) => "chat",
+            Command::Providers { .. } => "providers",
+            Command::Mcp { .. } => "mcp",
+            Command::Sessions { .. } => "sessions",
+        }
+    }
+}
+
 /// Exit code of a failure the command explained.
 const EXIT_FAILURE: u8 = 1;
 /// Exit code of bad usage (clap uses the same).
@@ -126,7 +139,8 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
     };
     let _log =
         logging::init(&paths, LogOptions { stderr_level }).context("cannot start logging")?;
-    tracing::debug!(command = ?cli.command, "conduit started");
+    // Only the command's name: its arguments can hold header values and prompts.
+    tracing::debug!(command = cli.command.name(), "conduit started");
     let host = Arc::new(Host::new(paths));
 
     match cli.command {

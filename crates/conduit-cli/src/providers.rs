@@ -79,9 +79,10 @@ pub async fn run(host: Arc<Host>, command: ProvidersCommand) -> Result<u8, Failu
             let mut headers = std::collections::BTreeMap::new();
             for header in &args.headers {
                 let Some((name, value)) = header.split_once(':') else {
-                    return Err(crate::usage_error(format!(
-                        "--header {header:?} must look like `Name: value`"
-                    )));
+                    // Not echoed: a header without its colon is likely a value too.
+                    return Err(crate::usage_error(
+                        "a --header must look like `Name: value` (no colon found)",
+                    ));
                 };
                 headers.insert(name.trim().to_owned(), value.trim().to_owned());
             }

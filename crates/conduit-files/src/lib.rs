@@ -9,29 +9,116 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+/// Unix permissions of every folder Conduit creates for itself: its user's only.
+pub const PRIVATE_DIR_MODE: u32 = 0o700;
+/// Unix permissions of every file Conduit writes: its user's only.
+pub const PRIVATE_FILE_MODE: u32 = 0o600;
+
+/// How many symlinks a write follows before it gives up (as Linux's `ELOOP` does).
+const MAX_SYMLINKS: usize = 40;
+
+/// Creates `dir` and its missing parents; the folders this creates are private (0700).
+/// Folders that already exist keep their permissions.
+pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(PRIVATE_DIR_MODE);
+    }
+    builder.create(dir)
+}
+
+/// Creates `dir` if needed and makes it private (0700) even if it existed: for the
+/// folders that are Conduit's own (data, config, media, logs).
+pub fn ensure_private_dir(dir: &Path) -> std::io::Result<()> {
+    create_private_dir(dir)?;
+    set_mode(dir, PRIVATE_DIR_MODE)
+}
+
+/// Makes an existing file private (0600); a missing file is fine.
+pub fn make_private(path: &Path) -> std::io::Result<()> {
+    match set_mode(path, PRIVATE_FILE_MODE) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
+}
+
 /// Replaces `path` with `bytes` atomically. The previous content, if any, is kept as
 /// `<path>.bak`. A new file gets `new_mode` (Unix permissions); an existing one keeps its own.
+///
+/// A symlink at `path` is written through: its target gets the bytes and the link stays.
+/// The temporary file and the backup are each a fresh file with a random name, created
+/// exclusively and renamed into place, so a planted file or symlink at a predictable
+/// name (a `.tmp` or the `.bak`) is replaced, never followed.
 pub fn write_atomically(path: &Path, bytes: &[u8], new_mode: u32) -> std::io::Result<()> {
-    let dir = path
-        .parent()
+    let target = resolve_symlinks(path)?;
+    let existing_mode = permissions_of(&target);
+    if existing_mode.is_some() {
+        let name = target
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "file".into());
+        let previous = fs::read(&target)?;
+        let backup = target.with_file_name(format!("{name}.bak"));
+        replace_with(&backup, &previous, PRIVATE_FILE_MODE)?;
+    }
+    replace_with(&target, bytes, existing_mode.unwrap_or(new_mode))
+}
+
+/// Writes `bytes` to `path` through a random temporary file and a rename, without a
+/// backup: for files named by their content (media) and exports. The file gets `mode`.
+pub fn write_new_atomically(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    replace_with(path, bytes, mode)
+}
+
+/// A fresh, exclusively created temporary file beside `path` with `bytes`, renamed over
+/// `path` (which is replaced, not followed, if it is a symlink).
+fn replace_with(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    let dir = folder_of(path);
+    create_private_dir(&dir)?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "file".into());
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".tmp")
+        .tempfile_in(&dir)?;
+    set_mode(tmp.path(), mode)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// The folder a file is in (`.` for a bare name).
+fn folder_of(path: &Path) -> PathBuf {
+    path.parent()
         .filter(|d| !d.as_os_str().is_empty())
         .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."));
-    fs::create_dir_all(&dir)?;
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let existing_mode = permissions_of(path);
-    {
-        let mut file = fs::File::create(&tmp)?;
-        set_mode(&tmp, existing_mode.unwrap_or(new_mode))?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// The file `path` finally names after following symlinks (the target need not exist).
+fn resolve_symlinks(path: &Path) -> std::io::Result<PathBuf> {
+    let mut current = path.to_path_buf();
+    for _ in 0..MAX_SYMLINKS {
+        match fs::symlink_metadata(&current) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                let link = fs::read_link(&current)?;
+                current = folder_of(&current).join(link);
+            }
+            Ok(_) => return Ok(current),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(current),
+            Err(e) => return Err(e),
+        }
     }
-    if path.exists() {
-        let backup = dir.join(format!("{name}.bak"));
-        fs::copy(path, &backup)?;
-    }
-    fs::rename(&tmp, path)
+    Err(std::io::Error::other(format!(
+        "{} is a chain of more than {MAX_SYMLINKS} symlinks",
+        path.display()
+    )))
 }
 
 /// A fingerprint of a file's bytes (hex SHA-256), or `None` when there is no file.
@@ -110,6 +197,105 @@ mod tests {
             fs::metadata(&path).unwrap().permissions().mode() & 0o777,
             0o640
         );
+    }
+
+    #[allow(clippy::unwrap_used)]
+    fn mode(path: &Path) -> u32 {
+        fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn a_symlinked_backup_is_replaced_and_its_target_left_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        fs::write(&victim, "precious").unwrap();
+        let path = dir.path().join("settings.json");
+        fs::write(&path, "one").unwrap();
+        std::os::unix::fs::symlink(&victim, dir.path().join("settings.json.bak")).unwrap();
+        write_atomically(&path, b"two", 0o600).unwrap();
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "precious");
+        let backup = dir.path().join("settings.json.bak");
+        assert!(
+            !fs::symlink_metadata(&backup)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(fs::read_to_string(&backup).unwrap(), "one");
+        assert_eq!(mode(&backup), 0o600);
+    }
+
+    #[test]
+    fn a_symlinked_file_is_written_through_and_stays_a_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let dotfiles = dir.path().join("dotfiles");
+        fs::create_dir(&dotfiles).unwrap();
+        let real = dotfiles.join("mcp.json");
+        fs::write(&real, "old").unwrap();
+        let link = dir.path().join("mcp_servers.json");
+        std::os::unix::fs::symlink("dotfiles/mcp.json", &link).unwrap();
+        write_atomically(&link, b"new", 0o600).unwrap();
+        assert!(
+            fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(fs::read_to_string(&real).unwrap(), "new");
+        assert_eq!(
+            fs::read_to_string(dotfiles.join("mcp.json.bak")).unwrap(),
+            "old"
+        );
+        assert!(!dir.path().join("mcp_servers.json.bak").exists());
+    }
+
+    #[test]
+    fn the_temporary_name_is_not_predictable() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        fs::write(&victim, "precious").unwrap();
+        // The names a predictable scheme would use: `.<name>.tmp-<pid>` and friends.
+        let planted = dir
+            .path()
+            .join(format!(".settings.json.tmp-{}", std::process::id()));
+        std::os::unix::fs::symlink(&victim, &planted).unwrap();
+        let path = dir.path().join("settings.json");
+        write_atomically(&path, b"one", 0o600).unwrap();
+        write_atomically(&path, b"two", 0o600).unwrap();
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "precious");
+        assert_eq!(fs::read_to_string(&path).unwrap(), "two");
+        // Nothing but the file, its backup and what was planted is left behind.
+        let mut names: Vec<String> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        let planted_name = planted.file_name().unwrap().to_string_lossy().into_owned();
+        assert_eq!(
+            names,
+            [
+                planted_name.as_str(),
+                "settings.json",
+                "settings.json.bak",
+                "victim"
+            ]
+        );
+    }
+
+    #[test]
+    fn new_files_and_folders_are_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let nested = dir.path().join("a/b");
+        let path = nested.join("media.bin");
+        write_new_atomically(&path, b"x", PRIVATE_FILE_MODE).unwrap();
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(&nested), 0o700);
+        assert_eq!(mode(&dir.path().join("a")), 0o700);
+        let open = dir.path().join("open");
+        fs::create_dir(&open).unwrap();
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o755)).unwrap();
+        ensure_private_dir(&open).unwrap();
+        assert_eq!(mode(&open), 0o700);
     }
 
     #[test]

@@ -20,7 +20,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::Host;
 use crate::approval::WindowApproval;
-use crate::mcp::ServerState;
 use crate::providers::{ProvidersError, key_from_env};
 use crate::recorder::Recorder;
 use conduit_store::{MessageStatus, StoreError};
@@ -156,19 +155,13 @@ impl Host {
         };
         let settings = self.settings().map_err(ProvidersError::from)?;
         let allow = |server: &str, tool: &str| settings.tool_enabled(server, tool);
-        let (mcp_tools, statuses) = match (&request.live, &servers) {
-            (Some(live), _) => (live.tools(self.media.clone(), &allow), live.statuses()),
-            (None, Some(servers)) => (
-                servers.tools(self.media.clone(), &allow),
-                servers.statuses(),
-            ),
-            (None, None) => (Vec::new(), Vec::new()),
+        // A failed server is logged once when its state changes (in `conduit-mcp`), not
+        // again on every turn.
+        let mcp_tools = match (&request.live, &servers) {
+            (Some(live), _) => live.tools(self.media.clone(), &allow),
+            (None, Some(servers)) => servers.tools(self.media.clone(), &allow),
+            (None, None) => Vec::new(),
         };
-        for status in statuses {
-            if let ServerState::Failed { reason, .. } = &status.state {
-                tracing::warn!(server = %status.name, %reason, "MCP server unavailable for this chat");
-            }
-        }
         let mut tools = ToolRegistry::new();
         let mut origins = HashMap::new();
         for tool in mcp_tools {

@@ -22,7 +22,7 @@ const KEEP_ROTATED: u32 = 4;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoggingError {
-    #[error("cannot create the log folder {path}: {source}")]
+    #[error("cannot create the folder {path}: {source}")]
     CreateDir { path: String, source: io::Error },
     #[error("cannot open the log file {path}: {source}")]
     OpenFile { path: String, source: io::Error },
@@ -45,30 +45,44 @@ pub struct LogGuard {
 /// Sets up logging for this process: the file always (level `info`, or `CONDUIT_LOG`),
 /// stderr at the level asked for.
 pub fn init(paths: &Paths, options: LogOptions) -> Result<LogGuard, LoggingError> {
-    fs::create_dir_all(&paths.log_dir).map_err(|source| LoggingError::CreateDir {
-        path: paths.log_dir.display().to_string(),
-        source,
-    })?;
-    rotate_if_large(&paths.log_file, ROTATE_AT_BYTES, KEEP_ROTATED);
-    let file = fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&paths.log_file)
-        .map_err(|source| LoggingError::OpenFile {
-            path: paths.log_file.display().to_string(),
+    // Every process starts here, so this is where Conduit's own folders become private.
+    paths
+        .create_private_dirs()
+        .map_err(|(dir, source)| LoggingError::CreateDir {
+            path: dir.display().to_string(),
             source,
         })?;
+    rotate_if_large(&paths.log_file, ROTATE_AT_BYTES, KEEP_ROTATED);
+    let open_failed = |source| LoggingError::OpenFile {
+        path: paths.log_file.display().to_string(),
+        source,
+    };
+    let mut open = fs::OpenOptions::new();
+    open.create(true).append(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        open.mode(conduit_files::PRIVATE_FILE_MODE);
+    }
+    let file = open.open(&paths.log_file).map_err(open_failed)?;
+    // A log written by an older version may be readable by others.
+    conduit_files::make_private(&paths.log_file).map_err(open_failed)?;
+    for n in 1..=KEEP_ROTATED {
+        let mut rotated = paths.log_file.as_os_str().to_owned();
+        rotated.push(format!(".{n}"));
+        conduit_files::make_private(Path::new(&rotated)).map_err(open_failed)?;
+    }
     let (writer, guard) = tracing_appender::non_blocking(file);
 
     let file_filter = EnvFilter::try_from_env(LOG_FILTER_ENV)
         .unwrap_or_else(|_| EnvFilter::new("info,tao=warn,wry=warn"));
     let file_layer = fmt::layer()
         .with_ansi(false)
-        .with_writer(writer)
+        .with_writer(Scrubbed(writer))
         .with_filter(file_filter);
     let stderr_layer = options.stderr_level.map(|level| {
         fmt::layer()
-            .with_writer(io::stderr)
+            .with_writer(Scrubbed(io::stderr))
             .with_target(false)
             .with_filter(tracing_subscriber::filter::LevelFilter::from_level(level))
     });
@@ -78,6 +92,34 @@ pub fn init(paths: &Paths, options: LogOptions) -> Result<LogGuard, LoggingError
         .try_init()
         .map_err(|_| LoggingError::AlreadyInitialised)?;
     Ok(LogGuard { _file: guard })
+}
+
+/// A log writer that hides the MCP servers' secrets and removes the query and user info
+/// of every URL in a line before it is written: libraries (rmcp, reqwest) log request
+/// URLs and server answers, and either can hold a key.
+struct Scrubbed<M>(M);
+
+impl<'a, M: fmt::MakeWriter<'a>> fmt::MakeWriter<'a> for Scrubbed<M> {
+    type Writer = ScrubbedWriter<M::Writer>;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        ScrubbedWriter(self.0.make_writer())
+    }
+}
+
+/// One event's writer (the formatter writes each event whole).
+struct ScrubbedWriter<W>(W);
+
+impl<W: io::Write> io::Write for ScrubbedWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let clean = conduit_mcp::redact::scrub_log_line(&String::from_utf8_lossy(buf));
+        self.0.write_all(clean.as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
 }
 
 /// Moves `file` to `file.1` (and older ones up to `file.keep`) once it exceeds `limit`.

@@ -83,6 +83,21 @@ impl Paths {
         }
     }
 
+    /// Creates Conduit's own folders (data, config, media, logs) and makes them private
+    /// (0700), also when an older version left them open to other users. On failure,
+    /// the folder that failed.
+    pub fn create_private_dirs(&self) -> Result<(), (PathBuf, std::io::Error)> {
+        for dir in [
+            &self.config_dir,
+            &self.data_dir,
+            &self.media_dir,
+            &self.log_dir,
+        ] {
+            conduit_files::ensure_private_dir(dir).map_err(|e| (dir.clone(), e))?;
+        }
+        Ok(())
+    }
+
     /// Replaces the `mcpServers` file, as a `--mcp-config` flag does.
     pub fn with_mcp_config_file(mut self, file: PathBuf) -> Self {
         self.mcp_config_file = file;

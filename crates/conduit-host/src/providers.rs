@@ -185,22 +185,36 @@ impl Host {
                     ))
                     .into());
                 }
+                // Secrets saved for one server never go to another: a move to another
+                // origin forgets the stored key and the masked headers, unless this same
+                // save brings new ones.
+                let moved =
+                    !conduit_providers::http::same_origin_urls(&saved.base_url, &input.base_url);
                 let headers = input
                     .headers
                     .into_iter()
-                    .map(|(name, value)| {
-                        let kept = (value == MASKED)
-                            .then(|| saved.headers.get(&name).cloned())
-                            .flatten();
-                        (name, kept.unwrap_or(value))
+                    .filter_map(|(name, value)| {
+                        if value != MASKED {
+                            return Some((name, value));
+                        }
+                        if moved {
+                            return None;
+                        }
+                        saved.headers.get(&name).cloned().map(|kept| (name, kept))
                     })
                     .collect();
                 saved.protocol = input.protocol;
                 saved.base_url = input.base_url;
                 saved.default_model = default_model;
                 saved.headers = headers;
-                if let Some(key) = key {
-                    self.secrets().set(&provider_secret_name(&input.id), key)?;
+                let secret_name = provider_secret_name(&input.id);
+                match key {
+                    Some(key) => self.secrets().set(&secret_name, key)?,
+                    None if moved => {
+                        self.secrets().delete(&secret_name)?;
+                        tracing::info!(provider = %input.id, "provider moved to another server: its stored key was removed");
+                    }
+                    None => {}
                 }
                 settings.save(&self.paths.settings_file)?;
                 tracing::info!(provider = %input.id, "provider updated");
@@ -398,5 +412,90 @@ mod tests {
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].id, "ollama");
         assert_eq!(found[0].models, ["llama3.2"]);
+    }
+
+    /// A loopback model server that records the head of every request it gets.
+    async fn recording_server() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/v1", listener.local_addr().unwrap());
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let record = seen.clone();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match socket.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                record
+                    .lock()
+                    .unwrap()
+                    .push(String::from_utf8_lossy(&head).into_owned());
+                let body = r#"{"object":"list","data":[{"id":"m","object":"model"}]}"#;
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(reply.as_bytes()).await;
+            }
+        });
+        (url, seen)
+    }
+
+    #[tokio::test]
+    async fn a_provider_moved_to_another_server_never_sends_it_the_old_key_or_headers() {
+        const KEY: &str = "sk-old-server-key-31337";
+        const TOKEN: &str = "org-token-for-the-old-server";
+        let (old_url, old_seen) = recording_server().await;
+        let (new_url, new_seen) = recording_server().await;
+        let dir = tempfile::tempdir().unwrap();
+        let host = Host::new(crate::Paths::under_home(dir.path().to_owned(), None));
+        let file_store: Box<dyn crate::secrets::SecretStore> = Box::new(
+            crate::secrets::FileSecrets::new(dir.path().join("secrets.json")),
+        );
+        assert!(host.secrets.set(file_store).is_ok());
+        let input = |url: &str, key: Option<&str>, token: &str, is_new: bool| ProviderInput {
+            id: "p".into(),
+            protocol: Protocol::OpenAiChat,
+            base_url: url.into(),
+            default_model: Some("m".into()),
+            headers: [("X-Org-Token".to_owned(), token.to_owned())].into(),
+            api_key: key.map(str::to_owned),
+            is_new,
+        };
+        host.save_provider(input(&old_url, Some(KEY), TOKEN, true))
+            .unwrap();
+        // Another path on the same server keeps the key and the masked header.
+        let same_server = old_url.replace("/v1", "/v1/");
+        host.save_provider(input(&same_server, None, MASKED, false))
+            .unwrap();
+        host.provider_models("p").await.unwrap();
+        let first = old_seen.lock().unwrap().concat();
+        assert!(first.contains(KEY) && first.contains(TOKEN), "{first}");
+
+        // The form sends the mask and no key: the new server gets neither.
+        host.save_provider(input(&new_url, None, MASKED, false))
+            .unwrap();
+        host.provider_models("p").await.unwrap();
+        let seen = new_seen.lock().unwrap().concat();
+        assert!(seen.contains("GET /v1/models"), "{seen}");
+        assert!(!seen.contains(KEY) && !seen.contains(TOKEN), "{seen}");
+        let saved = host.settings().unwrap();
+        assert!(saved.providers[0].headers.is_empty());
+        let secrets = std::fs::read_to_string(dir.path().join("secrets.json")).unwrap();
+        assert!(!secrets.contains(KEY), "{secrets}");
+
+        // A move that brings a new key and header uses them.
+        host.save_provider(input(&old_url, Some("sk-new-key"), "new-token", false))
+            .unwrap();
+        host.provider_models("p").await.unwrap();
+        let latest = old_seen.lock().unwrap().last().cloned().unwrap();
+        assert!(
+            latest.contains("sk-new-key") && latest.contains("new-token"),
+            "{latest}"
+        );
     }
 }

@@ -43,6 +43,7 @@ fn stdio(command: &str, args: Vec<String>) -> ServerSpec {
             cwd: None,
         },
         timeout: None,
+        secrets: Default::default(),
     }
 }
 

@@ -26,6 +26,7 @@ async fn main() {
             headers: BTreeMap::new(),
         },
         timeout: Some(Duration::from_secs(20)),
+        secrets: Default::default(),
     };
     let connection = Connection::connect(&spec, Duration::from_secs(20))
         .await

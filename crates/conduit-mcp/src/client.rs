@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::redact::Redactor;
 use conduit_core::tool::{Progress, ProgressSink};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
@@ -149,12 +150,27 @@ pub struct Connection {
     spill: Arc<Spill>,
     pub details: ServerDetails,
     call_timeout: Duration,
+    secrets: Redactor,
 }
 
 impl Connection {
     /// Starts (stdio) or reaches (HTTP) the server and completes the handshake within
     /// `start_timeout`.
+    ///
+    /// The error carries no secret of the entry: `${VAR}` values, header values and the
+    /// URL's query and user info are hidden in its reason and stderr tail.
     pub async fn connect(spec: &ServerSpec, start_timeout: Duration) -> Result<Self, StartError> {
+        crate::redact::keep_out_of_logs(&spec.secrets);
+        Self::start(spec, start_timeout)
+            .await
+            .map_err(|err| StartError {
+                reason: spec.secrets.text(&err.reason),
+                exit_code: err.exit_code,
+                stderr_tail: spec.secrets.lines(err.stderr_tail),
+            })
+    }
+
+    async fn start(spec: &ServerSpec, start_timeout: Duration) -> Result<Self, StartError> {
         let shared = Arc::new(Shared::default());
         let handler = Handler {
             shared: shared.clone(),
@@ -286,12 +302,22 @@ impl Connection {
             spill,
             details,
             call_timeout: spec.timeout.unwrap_or(DEFAULT_CALL_TIMEOUT),
+            secrets: spec.secrets.clone(),
         })
     }
 
-    /// The last lines the server wrote to stderr.
+    /// The last lines the server wrote to stderr, its secrets hidden.
     pub fn stderr_tail(&self) -> Vec<String> {
-        self.stderr.lines()
+        self.secrets.lines(self.stderr.lines())
+    }
+
+    /// An error as it may leave the crate: no secret of this server in its text.
+    fn hide(&self, error: impl Into<McpError>) -> McpError {
+        match error.into() {
+            McpError::Server(message) => McpError::Server(self.secrets.text(&message)),
+            McpError::Other(message) => McpError::Other(self.secrets.text(&message)),
+            other => other,
+        }
     }
 
     pub fn is_closed(&self) -> bool {
@@ -307,28 +333,35 @@ impl Connection {
         if !self.details.tools {
             return Ok(Vec::new());
         }
-        Ok(self.peer.list_all_tools().await?)
+        self.peer.list_all_tools().await.map_err(|e| self.hide(e))
     }
 
     pub async fn resources(&self) -> Result<Vec<Resource>, McpError> {
         if !self.details.resources {
             return Ok(Vec::new());
         }
-        Ok(self.peer.list_all_resources().await?)
+        self.peer
+            .list_all_resources()
+            .await
+            .map_err(|e| self.hide(e))
     }
 
     pub async fn resource_templates(&self) -> Result<Vec<ResourceTemplate>, McpError> {
         if !self.details.resources {
             return Ok(Vec::new());
         }
-        Ok(self.peer.list_all_resource_templates().await?)
+        self.peer
+            .list_all_resource_templates()
+            .await
+            .map_err(|e| self.hide(e))
     }
 
     pub async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult, McpError> {
         let mut result = self
             .peer
             .read_resource(ReadResourceRequestParams::new(uri.to_owned()))
-            .await?;
+            .await
+            .map_err(|e| self.hide(e))?;
         self.spill.claim_read_result(&mut result);
         Ok(result)
     }
@@ -337,7 +370,7 @@ impl Connection {
         if !self.details.prompts {
             return Ok(Vec::new());
         }
-        Ok(self.peer.list_all_prompts().await?)
+        self.peer.list_all_prompts().await.map_err(|e| self.hide(e))
     }
 
     pub async fn prompt(
@@ -345,10 +378,10 @@ impl Connection {
         name: &str,
         arguments: JsonObject,
     ) -> Result<GetPromptResult, McpError> {
-        Ok(self
-            .peer
+        self.peer
             .get_prompt(GetPromptRequestParams::new(name.to_owned()).with_arguments(arguments))
-            .await?)
+            .await
+            .map_err(|e| self.hide(e))
     }
 
     /// Calls a tool. The timeout restarts with each progress notification (up to
@@ -367,7 +400,11 @@ impl Connection {
         let options = PeerRequestOptions::with_timeout(self.call_timeout)
             .reset_timeout_on_progress()
             .with_max_total_timeout(MAX_CALL_TIME.max(self.call_timeout));
-        let handle = self.peer.send_request_with_option(request, options).await?;
+        let handle = self
+            .peer
+            .send_request_with_option(request, options)
+            .await
+            .map_err(|e| self.hide(e))?;
         let token = handle.progress_token.clone();
         if let Ok(mut sinks) = self.shared.progress.lock() {
             sinks.insert(token.clone(), progress);
@@ -392,7 +429,7 @@ impl Connection {
             tokio::task::yield_now().await;
         }
         forget.later();
-        match response? {
+        match response.map_err(|e| self.hide(e))? {
             ServerResult::CallToolResult(mut result) => {
                 self.spill.claim_tool_result(&mut result);
                 Ok(result)

@@ -61,6 +61,9 @@ pub struct ServerSpec {
     pub transport: Transport,
     /// Per-call timeout (`timeout`, in seconds or milliseconds as the file says).
     pub timeout: Option<Duration>,
+    /// Hides what must not leave the crate: the `${VAR}` values, header values and the
+    /// URL's query and user info.
+    pub secrets: crate::redact::Redactor,
 }
 
 /// One entry of the file.
@@ -200,6 +203,16 @@ fn entries(document: &Value, env: &dyn Fn(&str) -> Option<String>) -> Vec<Server
 
 /// Checks one entry and expands `${VAR}` in `env`, `url` and `headers`.
 pub fn spec_of(raw: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<ServerSpec, String> {
+    // Every value a `${VAR}` brings in is a secret; messages use the template instead.
+    let expanded = std::cell::RefCell::new(Vec::new());
+    let recording = |name: &str| {
+        let value = env(name);
+        if let (Some(value), Ok(mut seen)) = (&value, expanded.try_borrow_mut()) {
+            seen.push(value.clone());
+        }
+        value
+    };
+    let env: &dyn Fn(&str) -> Option<String> = &recording;
     let object = raw.as_object().ok_or("the entry must be a JSON object")?;
     let strings = |key: &str| -> Result<BTreeMap<String, String>, String> {
         match object.get(key) {
@@ -265,11 +278,14 @@ pub fn spec_of(raw: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<Serv
             }
         }
         (Some("http" | "streamable-http" | "streamableHttp" | "sse") | None, None, Some(url)) => {
-            let url = url.as_str().ok_or("url must be a string")?;
-            let url =
-                expand(url, env).map_err(|var| format!("url uses ${{{var}}}, which is not set"))?;
+            let template = url.as_str().ok_or("url must be a string")?;
+            let url = expand(template, env)
+                .map_err(|var| format!("url uses ${{{var}}}, which is not set"))?;
             if !(url.starts_with("http://") || url.starts_with("https://")) || url.len() < 10 {
-                return Err(format!("url {url:?} is not an http:// or https:// URL"));
+                return Err(format!(
+                    "url {:?} is not an http:// or https:// URL",
+                    crate::redact::strip_url_secrets(template)
+                ));
             }
             Transport::Http {
                 url,
@@ -288,7 +304,31 @@ pub fn spec_of(raw: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<Serv
         }
         _ => return Err("the entry needs a command (stdio) or a url (http)".into()),
     };
-    Ok(ServerSpec { transport, timeout })
+    let mut secrets = expanded.take();
+    if let Transport::Http { url, headers } = &transport {
+        secrets.extend(headers.values().cloned());
+        secrets.extend(url_secrets(url));
+    }
+    Ok(ServerSpec {
+        transport,
+        timeout,
+        secrets: crate::redact::Redactor::new(secrets),
+    })
+}
+
+/// The parts of a URL that can hold a key: its user name, password and query (whole and
+/// each value), so they are hidden wherever the URL is quoted in part.
+fn url_secrets(url: &str) -> Vec<String> {
+    let Ok(parsed) = reqwest::Url::parse(url) else {
+        return Vec::new();
+    };
+    let mut secrets = vec![parsed.username().to_owned()];
+    secrets.extend(parsed.password().map(str::to_owned));
+    if let Some(query) = parsed.query() {
+        secrets.push(query.to_owned());
+        secrets.extend(parsed.query_pairs().map(|(_, value)| value.into_owned()));
+    }
+    secrets
 }
 
 /// Replaces each `${NAME}` with its value; the first unset name is the error.

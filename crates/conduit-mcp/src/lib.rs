@@ -9,6 +9,7 @@
 //! - [`client`]: one session with a server over stdio or streamable HTTP; `spill` keeps
 //!   the huge strings of large stdio messages out of rmcp's parser.
 //! - [`result`]: MCP results into the core's rich result; [`tool`]: MCP tools as core tools.
+//! - [`redact`]: secrets kept out of errors, states and logs.
 //! - [`servers`]: a file's servers started together; [`live`]: kept in step with the file
 //!   and restarted after a crash, for the long-lived app.
 
@@ -17,6 +18,7 @@ pub mod config;
 pub mod live;
 pub mod naming;
 mod process;
+pub mod redact;
 pub mod result;
 pub mod servers;
 pub mod shell_path;

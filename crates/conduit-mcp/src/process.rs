@@ -54,7 +54,10 @@ pub fn spawn(
     let program =
         crate::shell_path::resolve(command, &path).unwrap_or_else(|| PathBuf::from(command));
     let mut cmd = Command::new(program);
+    // Not Conduit's whole environment: it holds provider keys the server has no use for.
     cmd.args(args)
+        .env_clear()
+        .envs(inherited_environment(std::env::vars_os()))
         .env("PATH", &path)
         .envs(env)
         .stdin(Stdio::piped())
@@ -91,6 +94,48 @@ pub fn spawn(
         stdout,
         stdin,
     ))
+}
+
+/// Variables a server gets from Conduit's environment besides PATH (the one the login
+/// shell resolves) and its entry's `env`: who and where the user is, the terminal and the
+/// locale, as the official TypeScript SDK passes by default.
+const INHERITED: &[&str] = &[
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "TERM",
+    "LANG",
+    "TMPDIR",
+    // Windows needs these to find the user's folders and the system.
+    "APPDATA",
+    "HOMEDRIVE",
+    "HOMEPATH",
+    "LOCALAPPDATA",
+    "PROGRAMFILES",
+    "SYSTEMDRIVE",
+    "SYSTEMROOT",
+    "TEMP",
+    "TMP",
+    "USERNAME",
+    "USERPROFILE",
+    "COMSPEC",
+    "PATHEXT",
+];
+
+/// The part of `vars` a server inherits: the names in [`INHERITED`], every `LC_*` and
+/// every `XDG_*`.
+fn inherited_environment(
+    vars: impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    vars.filter(|(name, _)| {
+        let Some(name) = name.to_str() else {
+            return false;
+        };
+        let upper = name.to_ascii_uppercase();
+        INHERITED.contains(&upper.as_str()) || name.starts_with("LC_") || name.starts_with("XDG_")
+    })
+    .collect()
 }
 
 /// On Linux, asks the kernel to SIGKILL the server when the thread that started it dies,
@@ -157,5 +202,31 @@ impl Drop for ServerProcess {
     fn drop(&mut self) {
         // Helpers the server started share its group: end them with it.
         self.kill_group(true);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_inherits_the_user_and_locale_but_no_keys() {
+        let vars = [
+            ("HOME", "/home/u"),
+            ("LC_ALL", "C.UTF-8"),
+            ("XDG_RUNTIME_DIR", "/run/user/1"),
+            ("TERM", "xterm"),
+            ("OPENAI_API_KEY", "sk-1"),
+            ("ANTHROPIC_API_KEY", "sk-2"),
+            ("CONDUIT_HOME", "/data"),
+            ("AWS_SECRET_ACCESS_KEY", "x"),
+            ("PATH", "/bin"),
+        ]
+        .map(|(k, v)| (k.into(), v.into()));
+        let kept: Vec<String> = inherited_environment(vars.into_iter())
+            .into_iter()
+            .map(|(k, _)| k.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(kept, ["HOME", "LC_ALL", "XDG_RUNTIME_DIR", "TERM"]);
     }
 }

@@ -178,7 +178,10 @@ pub(crate) async fn start_one(entry: &ServerEntry, start_timeout: Duration) -> R
     };
     let spec = match &entry.spec {
         Ok(spec) => spec,
-        Err(reason) => return failed(reason.clone(), None, Vec::new()),
+        Err(reason) => {
+            tracing::warn!(server = %entry.name, %reason, "MCP server entry cannot start");
+            return failed(reason.clone(), None, Vec::new());
+        }
     };
     let timeout = start_timeout;
     let connection = match Connection::connect(spec, timeout).await {

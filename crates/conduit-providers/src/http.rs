@@ -124,6 +124,7 @@ impl HttpClient {
     pub fn new(settings: HttpSettings) -> Result<Self, ProviderError> {
         let client = reqwest::Client::builder()
             .connect_timeout(settings.connect_timeout)
+            .redirect(same_origin_redirects())
             .build()
             .map_err(|e| ProviderError::new(ProviderErrorKind::Connection, e.to_string()))?;
         Ok(Self { client, settings })
@@ -289,6 +290,70 @@ fn split(
         Err(err) => vec![Err(err)],
     }
 }
+
+/// How many same-origin redirects one request may follow.
+const MAX_REDIRECTS: usize = 10;
+
+/// Follows redirects only within the origin (scheme, host, port) of the first request:
+/// the key headers, the extra headers and the conversation never go to another server,
+/// and an https request is never downgraded to http. Anything else is an error that
+/// names where the server pointed.
+fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let Some(first) = attempt.previous().first() else {
+            return attempt.stop();
+        };
+        let target = attempt.url();
+        if !same_origin(first, target) {
+            let error = CrossOriginRedirect {
+                target: without_secrets(target),
+            };
+            return attempt.error(error);
+        }
+        if attempt.previous().len() > MAX_REDIRECTS {
+            return attempt.error(TooManyRedirects);
+        }
+        attempt.follow()
+    })
+}
+
+/// Whether a redirect from `first` to `target` stays on the same scheme, host and port
+/// (so https to http on the same host is another origin).
+fn same_origin(first: &reqwest::Url, target: &reqwest::Url) -> bool {
+    first.origin() == target.origin()
+}
+
+/// Whether two base URLs name the same origin (scheme, host and port). A URL that does
+/// not parse matches nothing, so a doubtful change counts as a move to another server.
+pub fn same_origin_urls(a: &str, b: &str) -> bool {
+    match (reqwest::Url::parse(a.trim()), reqwest::Url::parse(b.trim())) {
+        (Ok(a), Ok(b)) => same_origin(&a, &b),
+        _ => false,
+    }
+}
+
+/// A URL as it may be shown: no user info and no query (either can hold a key).
+fn without_secrets(url: &reqwest::Url) -> String {
+    let mut shown = url.clone();
+    // Both fail only for URLs that cannot have user info (no host), where there is none.
+    let _ = shown.set_username("");
+    let _ = shown.set_password(None);
+    shown.set_query(None);
+    shown.set_fragment(None);
+    shown.to_string()
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the provider redirected to another origin, {target}; Conduit does not follow it so the key and the conversation stay with the configured server"
+)]
+struct CrossOriginRedirect {
+    target: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("the provider redirected more than {MAX_REDIRECTS} times")]
+struct TooManyRedirects;
 
 /// A sent request's response, or its failure as a typed error with the provider's message.
 async fn check(
@@ -527,6 +592,34 @@ mod tests {
 
         let auth = ProviderError::new(ProviderErrorKind::Authentication, "bad key");
         assert_eq!(Retrier::new(&policy).next_delay(&auth), None);
+    }
+
+    #[test]
+    fn redirects_stay_on_the_scheme_host_and_port_of_the_first_request() {
+        let url = |s: &str| reqwest::Url::parse(s).unwrap();
+        let first = url("https://api.example.com/v1/messages");
+        assert!(same_origin(
+            &first,
+            &url("https://api.example.com/v2/messages?x=1")
+        ));
+        assert!(same_origin(&first, &url("https://api.example.com:443/v1")));
+        for other in [
+            "http://api.example.com/v1/messages",
+            "https://api.example.com:8443/v1/messages",
+            "https://evil.example.com/v1/messages",
+            "https://example.com/v1/messages",
+        ] {
+            assert!(!same_origin(&first, &url(other)), "{other}");
+        }
+        assert!(same_origin_urls(
+            "https://API.example.com/v1",
+            "https://api.example.com:443/v2"
+        ));
+        assert!(!same_origin_urls("https://api.example.com/v1", "not a url"));
+        assert_eq!(
+            without_secrets(&url("https://user:pw@evil.example/collect?key=sk-1#frag")),
+            "https://evil.example/collect"
+        );
     }
 
     #[test]

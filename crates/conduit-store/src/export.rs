@@ -35,7 +35,8 @@ pub fn export(
         path: path.display().to_string(),
         message: e.to_string(),
     };
-    std::fs::create_dir_all(out_dir).map_err(|e| io(out_dir, e))?;
+    // A folder the export creates is private; one the user chose keeps its permissions.
+    conduit_files::create_private_dir(out_dir).map_err(|e| io(out_dir, e))?;
 
     // Copy each image once; a missing file is noted, not fatal.
     let mut files: BTreeMap<String, Option<String>> = BTreeMap::new();
@@ -53,8 +54,15 @@ pub fn export(
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| media.hash.clone());
         let target_dir = out_dir.join(&media_dir_name);
-        std::fs::create_dir_all(&target_dir).map_err(|e| io(&target_dir, e))?;
-        let copied = std::fs::copy(&source, target_dir.join(&name)).is_ok();
+        conduit_files::ensure_private_dir(&target_dir).map_err(|e| io(&target_dir, e))?;
+        let copied = std::fs::read(&source).is_ok_and(|bytes| {
+            conduit_files::write_new_atomically(
+                &target_dir.join(&name),
+                &bytes,
+                conduit_files::PRIVATE_FILE_MODE,
+            )
+            .is_ok()
+        });
         files.insert(
             media.hash.clone(),
             copied.then(|| format!("{media_dir_name}/{name}")),
@@ -79,7 +87,8 @@ pub fn export(
             )
         }
     };
-    std::fs::write(&file, text).map_err(|e| io(&file, e))?;
+    conduit_files::write_new_atomically(&file, text.as_bytes(), conduit_files::PRIVATE_FILE_MODE)
+        .map_err(|e| io(&file, e))?;
     Ok(file)
 }
 

@@ -122,6 +122,30 @@ pub struct Store {
 
 const TITLE_CHARS: usize = 60;
 
+/// Creates the database file private (0600) before SQLite opens it, and makes an existing
+/// one and its WAL and shared-memory files private: SQLite gives the WAL and SHM files it
+/// creates the database file's permissions. Only permissions change, never a byte.
+fn make_database_private(path: &Path) -> std::io::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(conduit_files::PRIVATE_FILE_MODE);
+    }
+    match options.open(path) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    for suffix in ["", "-wal", "-shm"] {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        conduit_files::make_private(Path::new(&name))?;
+    }
+    Ok(())
+}
+
 fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -134,11 +158,15 @@ impl Store {
     /// streaming by a crash as interrupted. A corrupt file is moved aside, never rewritten.
     pub fn open(path: &Path, media: FileMediaStore) -> Result<Self, StoreError> {
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| StoreError::Io {
+            conduit_files::create_private_dir(dir).map_err(|e| StoreError::Io {
                 path: dir.display().to_string(),
                 message: e.to_string(),
             })?;
         }
+        make_database_private(path).map_err(|e| StoreError::Io {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
         let mut conn = match Self::connect(path) {
             Ok(conn) => conn,
             Err(err) if is_corruption(&err) => return Err(move_aside(path, &err.to_string())),

@@ -1,15 +1,13 @@
 //! Media files (images, audio) stored once by content hash under the data folder, each
 //! checked on the way in: the bytes decide the type, and an image must decode.
 
-use std::fmt::Write as _;
 use std::fs;
-use std::io::{Cursor, Write};
+use std::io::Cursor;
 use std::path::{Path, PathBuf};
 
 use conduit_core::content::MediaRef;
 use conduit_core::media::{MediaError, MediaStore};
 use image::ImageReader;
-use sha2::{Digest, Sha256};
 
 /// Media under one folder: `<root>/<first two hex digits>/<sha256>.<ext>`.
 #[derive(Debug, Clone)]
@@ -242,29 +240,13 @@ fn extension(mime: &str) -> &'static str {
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut hex = String::with_capacity(64);
-    for byte in digest {
-        let _ = write!(hex, "{byte:02x}");
-    }
-    hex
+    conduit_files::fingerprint_bytes(bytes)
 }
 
-/// Writes through a temporary file and a rename, so a reader never sees half a file.
+/// Writes through a random temporary file and a rename, so a reader never sees half a
+/// file; media files and their folders are private to the user.
 fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path
-        .parent()
-        .ok_or_else(|| std::io::Error::other("media path has no folder"))?;
-    fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("media"),
-        std::process::id()
-    ));
-    let mut file = fs::File::create(&tmp)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    fs::rename(&tmp, path)
+    conduit_files::write_new_atomically(path, bytes, conduit_files::PRIVATE_FILE_MODE)
 }
 
 #[cfg(test)]

@@ -71,6 +71,8 @@ fn claude_desktop_files_read_with_each_server_checked_alone() {
                 cwd: None,
             },
             timeout: None,
+            // The value `${HOME}` brought in is hidden in what leaves the crate.
+            secrets: crate::redact::Redactor::new(["/home/u".to_owned()]),
         })
     );
     let remote = snapshot.server("remote").unwrap().spec.clone().unwrap();
@@ -82,6 +84,10 @@ fn claude_desktop_files_read_with_each_server_checked_alone() {
         }
     );
     assert_eq!(remote.timeout, Some(Duration::from_secs(30)));
+    assert_eq!(
+        remote.secrets.text("401 for Bearer s3cret, then s3cret"),
+        "401 for ••••, then ••••"
+    );
     assert!(snapshot.server("off").unwrap().disabled);
     assert!(
         snapshot

@@ -1,0 +1,141 @@
+//! Keeps a server's secrets out of what leaves this crate: errors, states, stderr tails
+//! and log lines never carry a `${VAR}` value, a header value, or a URL's query or user
+//! info.
+
+/// What a hidden value shows as.
+pub const MASK: &str = "••••";
+
+/// Values shorter than this are not hidden: masking every "1" of a `DEBUG=1` would
+/// garble messages and hide nothing worth hiding.
+const MIN_SECRET_CHARS: usize = 4;
+
+/// The secret values of one server, and the rule that hides them in text.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Redactor {
+    /// Longest first, so a value that contains another is hidden whole.
+    values: Vec<String>,
+}
+
+impl std::fmt::Debug for Redactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Redactor({} values)", self.values.len())
+    }
+}
+
+impl Redactor {
+    /// A redactor for these values (empty and very short ones are ignored).
+    pub fn new(values: impl IntoIterator<Item = String>) -> Self {
+        let mut values: Vec<String> = values
+            .into_iter()
+            .filter(|v| v.trim().chars().count() >= MIN_SECRET_CHARS)
+            .collect();
+        values.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+        values.dedup();
+        Self { values }
+    }
+
+    /// `text` with every secret value masked and every URL without query or user info.
+    pub fn text(&self, text: &str) -> String {
+        let mut out = text.to_owned();
+        for value in &self.values {
+            if out.contains(value.as_str()) {
+                out = out.replace(value.as_str(), MASK);
+            }
+        }
+        strip_url_secrets(&out)
+    }
+
+    /// Each line through [`Redactor::text`].
+    pub fn lines(&self, lines: Vec<String>) -> Vec<String> {
+        lines.iter().map(|line| self.text(line)).collect()
+    }
+}
+
+/// The secrets of every server this process started: libraries log what servers answer
+/// (rmcp logs a failed response's body), and a hostile server can echo what it was sent.
+static LOGGED_SECRETS: std::sync::RwLock<Redactor> =
+    std::sync::RwLock::new(Redactor { values: Vec::new() });
+
+/// Hides `redactor`'s values in every later log line ([`scrub_log_line`]).
+pub fn keep_out_of_logs(redactor: &Redactor) {
+    if redactor.values.is_empty() {
+        return;
+    }
+    if let Ok(mut known) = LOGGED_SECRETS.write() {
+        let values = known.values.iter().chain(&redactor.values).cloned();
+        *known = Redactor::new(values.collect::<Vec<_>>());
+    }
+}
+
+/// A log line with the known servers' secrets hidden and URLs stripped of query and
+/// user info.
+pub fn scrub_log_line(text: &str) -> String {
+    match LOGGED_SECRETS.read() {
+        Ok(known) => known.text(text),
+        Err(_) => strip_url_secrets(text),
+    }
+}
+
+/// `text` with the user info, query and fragment of every http(s) URL in it removed
+/// (either can hold a key: `https://user:key@host/`, `?api_key=`).
+pub fn strip_url_secrets(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    loop {
+        let start = ["http://", "https://", "HTTP://", "HTTPS://"]
+            .iter()
+            .filter_map(|scheme| rest.find(scheme).map(|at| (at, scheme.len())))
+            .min();
+        let Some((at, scheme_len)) = start else {
+            out.push_str(rest);
+            return out;
+        };
+        out.push_str(&rest[..at + scheme_len]);
+        let after = &rest[at + scheme_len..];
+        let end = after
+            .find(|c: char| {
+                c.is_whitespace() || matches!(c, '"' | '\'' | '<' | '>' | '`' | ')' | ']' | '}')
+            })
+            .unwrap_or(after.len());
+        let url = &after[..end];
+        let authority_end = url.find(['/', '?', '#']).unwrap_or(url.len());
+        let (authority, tail) = url.split_at(authority_end);
+        out.push_str(
+            authority
+                .rsplit_once('@')
+                .map_or(authority, |(_, host)| host),
+        );
+        out.push_str(&tail[..tail.find(['?', '#']).unwrap_or(tail.len())]);
+        rest = &after[end..];
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_lose_their_user_info_query_and_fragment() {
+        assert_eq!(
+            strip_url_secrets(
+                "error sending request for url (https://me:pw@mcp.example.com:8443/mcp?key=sk-1&x=2#f): refused"
+            ),
+            "error sending request for url (https://mcp.example.com:8443/mcp): refused"
+        );
+        assert_eq!(
+            strip_url_secrets("a \"http://h/p?t=1\" and http://other?q and plain text"),
+            "a \"http://h/p\" and http://other and plain text"
+        );
+        assert_eq!(strip_url_secrets("no url here"), "no url here");
+    }
+
+    #[test]
+    fn secret_values_are_masked_longest_first_and_short_ones_left() {
+        let redactor = Redactor::new(["sk-abc".to_owned(), "sk-abcdef".to_owned(), "1".to_owned()]);
+        assert_eq!(
+            redactor.text("tokens sk-abcdef and sk-abc, DEBUG=1"),
+            format!("tokens {MASK} and {MASK}, DEBUG=1")
+        );
+        assert_eq!(format!("{redactor:?}"), "Redactor(2 values)");
+    }
+}

@@ -1,0 +1,518 @@
+//! Secrets stay put: provider keys and conversations never follow a redirect to another
+//! server, a provider moved to another server loses its old key, the CLI never logs
+//! header values, stdio MCP servers do not inherit Conduit's environment, and everything
+//! Conduit writes is private to its user.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use axum::Router;
+use axum::http::{StatusCode, Uri, header};
+use axum::response::IntoResponse;
+use conduit_e2e::binary;
+use conduit_e2e::llm_server::{Dialect, ScriptedLlm};
+
+const KEY: &str = "sk-redirect-secret-4711";
+const HEADER_SECRET: &str = "org-header-secret-0815";
+const PROMPT: &str = "the confidential conversation";
+
+fn conduit(home: &Path, args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(binary("conduit").unwrap())
+        .args(args)
+        .env("CONDUIT_HOME", home)
+        .env("CONDUIT_SECRET_STORE", "file")
+        .env("CONDUIT_LOG", "trace")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    if let Some(text) = stdin {
+        input.write_all(text.as_bytes()).unwrap();
+    }
+    drop(input);
+    child.wait_with_output().unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn model(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Anthropic => "claude-test",
+        Dialect::OpenAiResponses | Dialect::OpenAiChat => "gpt-test",
+        Dialect::Gemini => "gemini-test",
+    }
+}
+
+/// A server that answers every request with a 307 to the same path on `target`.
+async fn redirector(target: String) -> (String, tokio::task::JoinHandle<()>) {
+    let app = Router::new().fallback(move |uri: Uri| {
+        let target = target.clone();
+        async move {
+            let path = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+            let location = format!("{target}{path}");
+            (
+                StatusCode::TEMPORARY_REDIRECT,
+                [(header::LOCATION, location)],
+            )
+                .into_response()
+        }
+    });
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (format!("http://{addr}"), task)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redirect_to_another_origin_never_carries_the_key_headers_or_conversation() {
+    for dialect in Dialect::ALL {
+        // The capture server would answer properly, so following the redirect would
+        // succeed: only the policy keeps the request away from it.
+        let capture = ScriptedLlm::start(vec![dialect.text(&["captured"])])
+            .await
+            .unwrap();
+        let (front, task) = redirector(capture.url()).await;
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+
+        let header = format!("X-Org-Token: {HEADER_SECRET}");
+        let base_url = dialect.base_url(&front);
+        let added = conduit(
+            h,
+            &[
+                "providers",
+                "add",
+                "p",
+                "--kind",
+                dialect.kind(),
+                "--base-url",
+                &base_url,
+                "--model",
+                model(dialect),
+                "--api-key-stdin",
+                "--header",
+                &header,
+            ],
+            Some(&format!("{KEY}\n")),
+        );
+        assert!(added.status.success(), "{}", text(&added.stderr));
+
+        let chat = conduit(h, &["chat", "--provider", "p", PROMPT], None);
+        let stderr = text(&chat.stderr);
+        assert!(
+            !chat.status.success(),
+            "{dialect:?}: the redirect was followed"
+        );
+        assert!(
+            stderr.contains("redirected to another origin")
+                && stderr.contains(&capture.addr.to_string()),
+            "{dialect:?}: the error must name the target: {stderr}"
+        );
+        assert!(
+            capture.requests().is_empty(),
+            "{dialect:?}: the capture server saw {:?}",
+            capture.requests()
+        );
+        assert!(!stderr.contains(KEY) && !stderr.contains(HEADER_SECRET));
+        task.abort();
+    }
+}
+
+/// Every file under `dir` whose bytes contain `needle`.
+fn files_containing(dir: &Path, needle: &str, found: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files_containing(&path, needle, found);
+        } else if String::from_utf8_lossy(&std::fs::read(&path).unwrap()).contains(needle) {
+            found.push(path);
+        }
+    }
+}
+
+#[test]
+fn the_cli_never_logs_header_values() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let header = format!("X-Org-Token: {HEADER_SECRET}");
+    let added = conduit(
+        h,
+        &[
+            "-vvv",
+            "providers",
+            "add",
+            "p",
+            "--kind",
+            "openai-chat",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--model",
+            "m",
+            "--header",
+            &header,
+        ],
+        None,
+    );
+    assert!(added.status.success(), "{}", text(&added.stderr));
+    assert!(!text(&added.stderr).contains(HEADER_SECRET));
+    assert!(!text(&added.stdout).contains(HEADER_SECRET));
+    let mut holders = Vec::new();
+    files_containing(h, HEADER_SECRET, &mut holders);
+    // The value is a setting the user saved; the log must not repeat it.
+    assert_eq!(holders, [h.join("settings.json")]);
+
+    // A malformed header is refused without echoing what could be a value.
+    let bad = conduit(
+        h,
+        &[
+            "providers",
+            "add",
+            "q",
+            "--kind",
+            "openai-chat",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--header",
+            &format!("Authorization Bearer {HEADER_SECRET}"),
+        ],
+        None,
+    );
+    assert!(!bad.status.success());
+    assert!(
+        !text(&bad.stderr).contains(HEADER_SECRET),
+        "{}",
+        text(&bad.stderr)
+    );
+}
+
+#[test]
+fn a_stdio_server_does_not_see_conduits_provider_keys() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let server = conduit_e2e::npm_server("server-everything").unwrap();
+    let config = serde_json::json!({"mcpServers": {"everything": {
+        "command": "node",
+        "args": [server, "stdio"],
+        "env": {"ENTRY_VARIABLE": "from-the-entry"}
+    }}});
+    std::fs::write(h.join("mcp_servers.json"), config.to_string()).unwrap();
+    let out = Command::new(binary("conduit").unwrap())
+        .args(["mcp", "call", "everything", "get-env"])
+        .env("CONDUIT_HOME", h)
+        .env_remove("CONDUIT_MCP_CONFIG")
+        .env("OPENAI_API_KEY", "sk-openai-from-env-1")
+        .env("ANTHROPIC_API_KEY", "sk-ant-from-env-2")
+        .env("LC_TIME", "C")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let env: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(env["ENTRY_VARIABLE"], "from-the-entry");
+    assert_eq!(env["LC_TIME"], "C");
+    assert!(env["PATH"].as_str().is_some_and(|p| !p.is_empty()));
+    assert!(env["HOME"].is_string());
+    for leaked in ["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "CONDUIT_HOME"] {
+        assert!(env.get(leaked).is_none(), "the server saw {leaked}");
+    }
+    assert!(!stdout.contains("sk-openai-from-env-1") && !stdout.contains("sk-ant-from-env-2"));
+}
+
+/// A 1×1 PNG.
+const PNG_BASE64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+
+/// Every path under `dir` whose permissions let anyone but the owner in, with its mode.
+fn open_to_others(dir: &Path, found: &mut Vec<(std::path::PathBuf, u32)>) {
+    use std::os::unix::fs::PermissionsExt;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        let mode = meta.permissions().mode() & 0o777;
+        let expected = if meta.is_dir() { 0o700 } else { 0o600 };
+        if mode != expected {
+            found.push((path.clone(), mode));
+        }
+        if meta.is_dir() {
+            open_to_others(&path, found);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn everything_conduit_writes_is_private_to_its_user() {
+    use base64::Engine;
+    use conduit_e2e::llm_server::ScriptedCall;
+
+    let parent = tempfile::tempdir().unwrap();
+    // A fresh home Conduit creates itself, under the umask a default system has.
+    let home = parent.path().join("home");
+    let png = base64::engine::general_purpose::STANDARD
+        .decode(PNG_BASE64)
+        .unwrap();
+    let image = parent.path().join("tiny.png");
+    std::fs::write(&image, &png).unwrap();
+
+    let dialect = Dialect::OpenAiChat;
+    let call = ScriptedCall::new("img_1", "test__image", serde_json::json!({"path": image}));
+    let server = ScriptedLlm::start(vec![
+        dialect.turn(&[], &[call]),
+        dialect.text(&["A tiny image."]),
+    ])
+    .await
+    .unwrap();
+    let added = conduit(
+        &home,
+        &[
+            "providers",
+            "add",
+            "p",
+            "--kind",
+            dialect.kind(),
+            "--base-url",
+            &dialect.base_url(&server.url()),
+            "--model",
+            "m",
+            "--api-key-stdin",
+        ],
+        Some(&format!("{KEY}\n")),
+    );
+    assert!(added.status.success(), "{}", text(&added.stderr));
+    // Twice, so the settings file has a backup.
+    let again = conduit(
+        &home,
+        &[
+            "providers",
+            "add",
+            "q",
+            "--kind",
+            dialect.kind(),
+            "--base-url",
+            &dialect.base_url(&server.url()),
+            "--model",
+            "m",
+        ],
+        None,
+    );
+    assert!(again.status.success(), "{}", text(&again.stderr));
+
+    let chat = Command::new(binary("conduit").unwrap())
+        .args([
+            "chat",
+            "--provider",
+            "p",
+            "--approve",
+            "auto",
+            "Show the image",
+        ])
+        .env("CONDUIT_HOME", &home)
+        .env("CONDUIT_SECRET_STORE", "file")
+        .env("CONDUIT_TEST_TOOLS", "1")
+        .env("CONDUIT_LOG", "debug")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(chat.status.success(), "{}", text(&chat.stderr));
+    let conversation = text(&chat.stderr)
+        .lines()
+        .find_map(|l| l.strip_prefix("conduit: conversation ").map(str::to_owned))
+        .expect("the conversation's id");
+
+    let exports = parent.path().join("exports");
+    let exported = conduit(
+        &home,
+        &[
+            "sessions",
+            "export",
+            &conversation,
+            "--format",
+            "md",
+            "--out",
+            exports.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert!(exported.status.success(), "{}", text(&exported.stderr));
+
+    for file in [
+        "settings.json",
+        "settings.json.bak",
+        "secrets.json",
+        "history.db",
+        "logs/conduit.log",
+    ] {
+        assert!(home.join(file).is_file(), "{file} was not written");
+    }
+    let mut media = Vec::new();
+    files_containing(&home.join("media"), "", &mut media);
+    assert!(media.len() >= 2, "the image and its thumbnail: {media:?}");
+
+    let mut open = Vec::new();
+    open_to_others(&home, &mut open);
+    open_to_others(&exports, &mut open);
+    let mode = |p: &Path| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+    };
+    assert_eq!(mode(&home), 0o700);
+    assert_eq!(mode(&exports), 0o700);
+    assert_eq!(open, Vec::new(), "readable by other users");
+}
+
+const VAR_SECRET: &str = "var-secret-value-5150";
+
+/// A hostile MCP endpoint: every request gets a 401 whose body repeats what it was sent.
+async fn echoing_endpoint() -> (String, tokio::task::JoinHandle<()>) {
+    let app = Router::new().fallback(|uri: Uri, headers: axum::http::HeaderMap| async move {
+        let echoed = format!("{uri} {headers:?}");
+        (StatusCode::UNAUTHORIZED, echoed).into_response()
+    });
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (format!("http://{addr}"), task)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_expanded_variable_or_url_query_reaches_errors_states_or_the_log() {
+    let (echoing, task) = echoing_endpoint().await;
+    let closed = format!("http://127.0.0.1:{}", conduit_e2e::free_port().unwrap());
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let config = serde_json::json!({"mcpServers": {
+        "query": {"type": "http", "url": format!("{closed}/mcp?token=${{SECRET_VAR}}")},
+        "userinfo": {"type": "http", "url": format!("http://me:${{SECRET_VAR}}@127.0.0.1:{}/mcp", conduit_e2e::free_port().unwrap())},
+        "header": {"type": "http", "url": format!("{echoing}/mcp?key=${{SECRET_VAR}}"),
+                   "headers": {"Authorization": "Bearer ${SECRET_VAR}"}},
+        "badurl": {"type": "http", "url": "ftp://${SECRET_VAR}@example.com/mcp"},
+        "command": {"command": "sh",
+                    "args": ["-c", "echo \"cannot use token $TOKEN\" >&2; exit 3"],
+                    "env": {"TOKEN": "${SECRET_VAR}"}}
+    }});
+    std::fs::write(h.join("mcp_servers.json"), config.to_string()).unwrap();
+    let out = Command::new(binary("conduit").unwrap())
+        .args(["-vv", "mcp", "list", "--json"])
+        .env("CONDUIT_HOME", h)
+        .env_remove("CONDUIT_MCP_CONFIG")
+        .env("CONDUIT_MCP_START_TIMEOUT", "5")
+        .env("CONDUIT_LOG", "debug")
+        .env("SECRET_VAR", VAR_SECRET)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    task.abort();
+    let statuses: serde_json::Value =
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout} {stderr}"));
+    // Every server failed, and each says why.
+    for status in statuses.as_array().unwrap() {
+        assert_eq!(status["state"], "failed", "{status}");
+    }
+    assert!(
+        stdout.contains("cannot use token"),
+        "the stderr tail is kept: {stdout}"
+    );
+    assert!(stdout.contains("ftp://"), "the bad URL is named: {stdout}");
+    let log = std::fs::read_to_string(h.join("logs/conduit.log")).unwrap();
+    for (what, seen) in [("stdout", &stdout), ("stderr", &stderr), ("log", &log)] {
+        assert!(
+            !seen.contains(VAR_SECRET),
+            "{what} carries the value: {seen}"
+        );
+        assert!(
+            !seen.contains("token="),
+            "{what} carries a URL query: {seen}"
+        );
+        assert!(
+            !seen.contains("me:"),
+            "{what} carries a URL's user info: {seen}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_server_is_logged_once_not_again_by_the_turn() {
+    let dialect = Dialect::OpenAiChat;
+    let server = ScriptedLlm::start(vec![dialect.text(&["Fine without tools."])])
+        .await
+        .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let config = serde_json::json!({"mcpServers": {
+        "broken": {"command": "sh", "args": ["-c", "exit 3"]}
+    }});
+    std::fs::write(h.join("mcp_servers.json"), config.to_string()).unwrap();
+    let out = Command::new(binary("conduit").unwrap())
+        .args(["chat", "--kind", "openai-chat", "--base-url"])
+        .arg(dialect.base_url(&server.url()))
+        .args(["--model", "m", "Hello"])
+        .env("CONDUIT_HOME", h)
+        .env_remove("CONDUIT_MCP_CONFIG")
+        .env("CONDUIT_MCP_START_TIMEOUT", "5")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let log = std::fs::read_to_string(h.join("logs/conduit.log")).unwrap();
+    let mentions: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("broken"))
+        .collect();
+    assert_eq!(mentions.len(), 1, "{log}");
+}
+
+#[test]
+fn a_symlinked_settings_file_is_written_through_and_a_planted_backup_link_is_not_followed() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let dotfiles = tempfile::tempdir().unwrap();
+    let real = dotfiles.path().join("conduit-settings.json");
+    std::fs::write(&real, "{}").unwrap();
+    std::os::unix::fs::symlink(&real, h.join("settings.json")).unwrap();
+    let victim = dotfiles.path().join("victim");
+    std::fs::write(&victim, "precious").unwrap();
+    std::os::unix::fs::symlink(&victim, dotfiles.path().join("conduit-settings.json.bak")).unwrap();
+
+    let added = conduit(
+        h,
+        &[
+            "providers",
+            "add",
+            "p",
+            "--kind",
+            "openai-chat",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+        ],
+        None,
+    );
+    assert!(added.status.success(), "{}", text(&added.stderr));
+    let link = std::fs::symlink_metadata(h.join("settings.json")).unwrap();
+    assert!(link.file_type().is_symlink(), "the link was replaced");
+    assert!(
+        std::fs::read_to_string(&real)
+            .unwrap()
+            .contains("127.0.0.1:9")
+    );
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    assert_eq!(
+        std::fs::read_to_string(dotfiles.path().join("conduit-settings.json.bak")).unwrap(),
+        "{}"
+    );
+}
