@@ -32,6 +32,8 @@ fn main() {
         "set_server_policy",
         "open_folder",
         "open_media",
+        "copy_image",
+        "save_image",
     ]);
     let attributes = tauri_build::Attributes::new()
         .config_path("../tauri.conf.json")

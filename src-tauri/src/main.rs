@@ -42,11 +42,14 @@ fn main() -> std::process::ExitCode {
         .build();
     let built = tauri::Builder::default()
         .plugin(navigation_guard)
+        // Used from Rust only (copy and save an image); the page gets none of their commands.
+        .plugin(tauri_plugin_clipboard_manager::init())
+        .plugin(tauri_plugin_dialog::init())
         .manage(state)
         .register_asynchronous_uri_scheme_protocol("media", move |_ctx, request, responder| {
             let app = media_app.clone();
             tauri::async_runtime::spawn(async move {
-                responder.respond(media::respond(app.host(), request.uri().path()).await);
+                responder.respond(media::respond(app, request.uri().path()).await);
             });
         })
         .setup(move |handle| {
@@ -84,6 +87,8 @@ fn main() -> std::process::ExitCode {
             commands::set_server_policy,
             commands::open_folder,
             commands::open_media,
+            media::copy_image,
+            media::save_image,
         ])
         .build(tauri_context());
     let app = match built {
