@@ -34,6 +34,7 @@ fn main() {
         "open_media",
         "copy_image",
         "save_image",
+        "clipboard_image",
     ]);
     let attributes = tauri_build::Attributes::new()
         .config_path("../tauri.conf.json")

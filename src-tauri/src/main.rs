@@ -89,6 +89,7 @@ fn main() -> std::process::ExitCode {
             commands::open_media,
             media::copy_image,
             media::save_image,
+            media::clipboard_image,
         ])
         .build(tauri_context());
     let app = match built {

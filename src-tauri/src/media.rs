@@ -119,6 +119,24 @@ pub fn copy_image(
         .map_err(|e| format!("cannot copy the image: {e}"))
 }
 
+/// The image on the system clipboard as PNG bytes, for a paste the webview cannot read
+/// itself (WebKitGTK gives a page no image data from the clipboard). Off the main thread:
+/// reading the clipboard there can deadlock on Linux.
+#[tauri::command(async)]
+pub fn clipboard_image(app: tauri::AppHandle) -> Result<tauri::ipc::Response, String> {
+    let image = app
+        .clipboard()
+        .read_image()
+        .map_err(|e| format!("no image on the clipboard: {e}"))?;
+    let pixels = image::RgbaImage::from_raw(image.width(), image.height(), image.rgba().to_vec())
+        .ok_or_else(|| "the clipboard's image has the wrong size".to_owned())?;
+    let mut png = Vec::new();
+    pixels
+        .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
+        .map_err(|e| format!("cannot encode the clipboard's image: {e}"))?;
+    Ok(tauri::ipc::Response::new(png))
+}
+
 /// Asks where to save a stored image with the system's save dialog and copies it there.
 /// `Ok(None)` when the person cancels; `Ok(Some(path))` where it was saved.
 #[tauri::command]

@@ -195,6 +195,12 @@ export function copyImage(hash: string): Promise<void> {
   return invoke("copy_image", { hash });
 }
 
+/** The image on the system clipboard as a PNG file (for a paste that carried no data). */
+export async function clipboardImage(): Promise<File> {
+  const bytes = await invoke<ArrayBuffer>("clipboard_image");
+  return new File([bytes], "pasted image.png", { type: "image/png" });
+}
+
 /** Saves a stored image where the person picks in the system's save dialog; null if cancelled. */
 export function saveImage(hash: string): Promise<string | null> {
   return invoke<string | null>("save_image", { hash });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { imageFiles, shouldSend } from "./composer";
+import { imageFiles, pastesNothing, shouldSend } from "./composer";
 
 describe("shouldSend", () => {
   it("sends on Enter", () => {
@@ -35,5 +35,13 @@ describe("imageFiles", () => {
 
   it("takes nothing from nothing", () => {
     expect(imageFiles(null)).toEqual([]);
+  });
+});
+
+describe("pastesNothing", () => {
+  it("is true only for a paste without any type", () => {
+    expect(pastesNothing({ types: [] })).toBe(true);
+    expect(pastesNothing({ types: ["text/plain"] })).toBe(false);
+    expect(pastesNothing(null)).toBe(false);
   });
 });

@@ -24,3 +24,8 @@ export function imageFiles(source: FileSource | null | undefined): File[] {
   }
   return files.filter((file) => file.type === "" || file.type.startsWith("image/"));
 }
+
+/** A paste that carries no data the page can read (no type at all): WebKitGTK's image paste. */
+export function pastesNothing(data: Pick<DataTransfer, "types"> | null | undefined): boolean {
+  return !!data && data.types.length === 0;
+}
