@@ -143,7 +143,7 @@ fn design_frame(width: u32, height: u32, title: &str) -> Vec<u8> {
     fill(&mut image, 0, 0, width, unit * 6, [49, 46, 129]);
     text(
         &mut image,
-        unit * 2,
+        unit * 7,
         unit * 2,
         unit / 3,
         "CONDUIT",
@@ -562,12 +562,10 @@ async fn tool_images_at_real_sizes() {
         "a sized thumbnail, not the original: {frame:?}"
     );
     assert!(frame.natural_width < 1600.0, "{frame:?}");
+    window
+        .js(r#"document.querySelector('article[aria-label="Tool call frames"]').scrollIntoView({ block: "center" })"#)
+        .await;
     window.shot(&fixture.shot("01-frame-in-card.png")).await;
-    std::fs::copy(
-        fixture.shot("01-frame-in-card.png"),
-        fixture.shot("readme-frame-in-card.png"),
-    )
-    .unwrap();
 
     // The viewer opens fitted to the window; actual size reaches every edge.
     window.click_button("Open image full size").await;
@@ -675,6 +673,43 @@ async fn tool_images_at_real_sizes() {
     window.key("\u{E012}").await; // Arrow left
     assert_eq!(window.viewer().await.position.as_deref(), Some("2 of 3"));
     window.click_button("Close image").await;
+
+    // Save the frame from its card through the native save dialog: typed into it as a
+    // person would, the file is the stored image, byte for byte.
+    let folder = PathBuf::from(format!("/tmp/conduit-save-{}", std::process::id()));
+    std::fs::create_dir_all(&folder).unwrap();
+    let target = folder.join("frame.png");
+    window
+        .session
+        .click_xpath(
+            "(//article[@aria-label='Tool call frames'])[1]//button[@aria-label='Save image']",
+            WAIT,
+        )
+        .await
+        .unwrap();
+    let script = workspace_root().join("tests/support/type_in_dialog.py");
+    let typed = tokio::process::Command::new("python3")
+        .arg(&script)
+        .arg("Save image")
+        .arg(&target)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        typed.status.success(),
+        "typing into the save dialog failed: {}",
+        String::from_utf8_lossy(&typed.stderr)
+    );
+    window
+        .wait(&format!(
+            r#"[...document.querySelectorAll('[aria-label="Image action"]')].some(s => s.textContent === "Saved to {}")"#,
+            target.display()
+        ))
+        .await;
+    let saved = std::fs::read(&target).unwrap();
+    let stored = std::fs::read(fixture.home.path().join("frames").join(FRAME)).unwrap();
+    assert!(saved == stored, "the saved file is the stored image");
+    std::fs::remove_dir_all(&folder).unwrap();
 
     // Copy the frame from its card, paste it into the composer: it reaches the model.
     window
