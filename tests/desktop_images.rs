@@ -16,7 +16,9 @@ use conduit_e2e::desktop::{DesktopSession, app_binary};
 use conduit_e2e::llm_server::{Dialect, ScriptedCall, ScriptedLlm};
 use conduit_e2e::{artifacts_dir, workspace_root};
 use fantoccini::Locator;
-use fantoccini::actions::{InputSource, MOUSE_BUTTON_LEFT, MouseActions, PointerAction};
+use fantoccini::actions::{
+    InputSource, MOUSE_BUTTON_LEFT, MouseActions, PointerAction, WheelAction, WheelActions,
+};
 use image::{Rgb, RgbImage};
 use serde_json::{Value, json};
 
@@ -619,6 +621,37 @@ async fn tool_images_at_real_sizes() {
     // Keys: 0 fits, + zooms in, 1 is actual size, Escape closes.
     window.key("0").await;
     assert_eq!(window.viewer().await.zoom, opened.zoom);
+    // The wheel zooms around the pointer: the image point under it stays under it.
+    let fitted = window.viewer().await;
+    let (px, py) = (
+        (fitted.image[0] + fitted.image_width() * 0.25).round(),
+        (fitted.image[1] + fitted.image_height() * 0.3).round(),
+    );
+    let fraction = |v: &ViewerState| {
+        (
+            (px - v.image[0]) / v.image_width(),
+            (py - v.image[1]) / v.image_height(),
+        )
+    };
+    let under = fraction(&fitted);
+    let wheel = WheelActions::new("wheel".into()).then(WheelAction::Scroll {
+        duration: None,
+        x: px as i64,
+        y: py as i64,
+        delta_x: 0,
+        delta_y: -120,
+    });
+    window.session.client.perform_actions(wheel).await.unwrap();
+    let wheeled = window.viewer().await;
+    assert!(
+        wheeled.image_width() > fitted.image_width() * 1.2,
+        "the wheel zoomed in: {fitted:?} -> {wheeled:?}"
+    );
+    let still = fraction(&wheeled);
+    assert!(
+        (still.0 - under.0).abs() < 0.005 && (still.1 - under.1).abs() < 0.005,
+        "the point under the pointer moved: {under:?} -> {still:?}"
+    );
     window.key("+").await;
     let zoomed = window.viewer().await;
     assert!(
