@@ -24,6 +24,9 @@ use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(60);
 
+/// One app window at a time: the tests of this file share the display and the driver.
+static ONE_WINDOW: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 const FRAME: &str = "frame-1600x1000.png";
 const LARGE: &str = "frame-4000x4000.png";
 const TALL: &str = "screenshot-800x3000.png";
@@ -289,12 +292,16 @@ impl Fixture {
     }
 
     async fn open(&self) -> Window {
-        let session = DesktopSession::start(
-            &app_binary().unwrap(),
-            &[("CONDUIT_HOME", self.home.path())],
-        )
-        .await
-        .unwrap();
+        self.open_with(&[]).await
+    }
+
+    /// Opens the app with more environment (e.g. `GDK_SCALE` for a high-density screen).
+    async fn open_with(&self, envs: &[(&str, &Path)]) -> Window {
+        let mut all = vec![("CONDUIT_HOME", self.home.path())];
+        all.extend_from_slice(envs);
+        let session = DesktopSession::start(&app_binary().unwrap(), &all)
+            .await
+            .unwrap();
         let window = Window { session };
         window
             .wait(r#"document.querySelector('select[aria-label="Model"]')?.value.endsWith("m")"#)
@@ -542,6 +549,7 @@ async fn assert_every_edge_reachable(window: &Window, what: &str, natural: (f64,
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tool_images_at_real_sizes() {
+    let _window = ONE_WINDOW.lock().await;
     let chat = Dialect::OpenAiChat;
     let fixture = Fixture::new().await;
     fixture.llm.push(vec![
@@ -824,5 +832,32 @@ async fn tool_images_at_real_sizes() {
         .shot(&fixture.shot("08-pasted-and-dropped.png"))
         .await;
 
+    window.session.close().await.unwrap();
+}
+
+/// On a screen with two device pixels per CSS pixel the card loads a thumbnail twice as
+/// wide as it shows the frame (here the original: no allowed width lies between).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_high_density_screen_gets_a_thumbnail_twice_as_wide() {
+    let _window = ONE_WINDOW.lock().await;
+    let chat = Dialect::OpenAiChat;
+    let fixture = Fixture::new().await;
+    fixture.llm.push(vec![
+        chat.turn(&[], &[call("c1", &[LARGE])]),
+        chat.text(&["The large frame."]),
+    ]);
+    let window = fixture.open_with(&[("GDK_SCALE", Path::new("2"))]).await;
+    window.send("Show me the large frame").await;
+    window.answer_contains("The large frame.").await;
+    let card = window.card_images(1).await;
+    let large = &card[0];
+    assert_eq!(
+        large.pixel_ratio, 2.0,
+        "GDK_SCALE=2 gives the page two pixels per CSS pixel"
+    );
+    assert_card_image("the 4000×4000 frame at 2×", large, (4000.0, 4000.0));
+    // 480 CSS px tall and wide (the card's height limit), so 960 device pixels: 1024.
+    assert!(large.src.ends_with("/w/1024"), "{large:?}");
+    window.shot(&fixture.shot("09-high-density.png")).await;
     window.session.close().await.unwrap();
 }
