@@ -37,6 +37,9 @@ fn main() {
         "set_server_policy",
         "open_folder",
         "open_media",
+        "copy_image",
+        "save_image",
+        "clipboard_image",
     ]);
     let attributes = tauri_build::Attributes::new()
         .config_path("../tauri.conf.json")

@@ -43,13 +43,15 @@ fn main() -> std::process::ExitCode {
         .build();
     let built = tauri::Builder::default()
         .plugin(navigation_guard)
-        // Used from Rust only: no window's capability grants the dialog plugin's commands.
+        // Used from Rust only: no window's capability grants the dialog or clipboard plugins'
+        // commands (copy and save an image, native confirmations, file pickers).
+        .plugin(tauri_plugin_clipboard_manager::init())
         .plugin(tauri_plugin_dialog::init())
         .manage(state)
         .register_asynchronous_uri_scheme_protocol("media", move |_ctx, request, responder| {
             let app = media_app.clone();
             tauri::async_runtime::spawn(async move {
-                responder.respond(media::respond(app.host(), request.uri().path()).await);
+                responder.respond(media::respond(app, request.uri().path()).await);
             });
         })
         // Settings belong to the chat window: they close with it.
@@ -104,6 +106,9 @@ fn main() -> std::process::ExitCode {
             commands::set_server_policy,
             commands::open_folder,
             commands::open_media,
+            media::copy_image,
+            media::save_image,
+            media::clipboard_image,
         ])
         .build(tauri_context());
     let app = match built {

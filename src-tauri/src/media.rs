@@ -1,17 +1,67 @@
-//! The `media:` URL scheme: images, audio and long outputs from the media store reach the
-//! webview as files by hash (`media://localhost/<hash>`, `.../<hash>/thumb` for an
-//! image's thumbnail), never as base64 through IPC.
+//! Stored media in the window: the `media:` URL scheme serves images, audio and long outputs
+//! from the media store as files by hash (`media://localhost/<hash>`, `.../<hash>/thumb` for
+//! the small thumbnail, `.../<hash>/w/<width>` for an image sized to one of the allowed
+//! widths), never as base64 through IPC; and the commands that copy a stored image to the
+//! clipboard or save it through a native save dialog. The page only names a hash; the host
+//! checks it and the user picks the path.
 
-use conduit_host::Host;
+use std::sync::Arc;
+
+use conduit_host::app::App;
+use conduit_host::store::media::THUMBNAIL_WIDTHS;
 use tauri::http::{Response, StatusCode, header};
+use tauri_plugin_clipboard_manager::ClipboardExt;
+use tauri_plugin_dialog::DialogExt;
 
-pub async fn respond(host: &Host, path: &str) -> Response<Vec<u8>> {
-    let path = path.trim_start_matches('/');
-    let (hash, thumbnail) = match path.strip_suffix("/thumb") {
-        Some(hash) => (hash, true),
-        None => (path, false),
+use crate::commands::AppState;
+
+/// What a `media:` path asks for.
+#[derive(Debug, PartialEq, Eq)]
+enum Wanted<'a> {
+    File(&'a str),
+    Thumbnail(&'a str),
+    Sized(&'a str, u32),
+}
+
+/// Reads a `media:` path; `None` for anything else (the hash itself is checked by the store).
+fn parse(path: &str) -> Option<Wanted<'_>> {
+    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    match parts.as_slice() {
+        [hash] => Some(Wanted::File(hash)),
+        [hash, "thumb"] => Some(Wanted::Thumbnail(hash)),
+        [hash, "w", width] => {
+            let width: u32 = width.parse().ok()?;
+            THUMBNAIL_WIDTHS
+                .contains(&width)
+                .then_some(Wanted::Sized(hash, width))
+        }
+        _ => None,
+    }
+}
+
+pub async fn respond(app: Arc<App>, path: &str) -> Response<Vec<u8>> {
+    let host = app.host();
+    let found = match parse(path) {
+        None => return status(StatusCode::BAD_REQUEST),
+        Some(Wanted::File(hash)) => host.media_file(hash, false),
+        Some(Wanted::Thumbnail(hash)) => host.media_file(hash, true),
+        Some(Wanted::Sized(hash, width)) => {
+            // Making a thumbnail decodes the image: off the async workers.
+            let (app, hash) = (app.clone(), hash.to_owned());
+            match tokio::task::spawn_blocking(move || app.host().media_sized(&hash, width)).await {
+                Ok(Ok(found)) => found,
+                Ok(Err(error)) => {
+                    tracing::warn!(%error, "cannot size a stored image");
+                    return status(StatusCode::UNPROCESSABLE_ENTITY);
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "sizing a stored image stopped");
+                    return status(StatusCode::INTERNAL_SERVER_ERROR);
+                }
+            }
+        }
     };
-    let Some((file, mime)) = host.media_file(hash, thumbnail) else {
+    let Some((file, mime)) = found else {
         return status(StatusCode::NOT_FOUND);
     };
     match tokio::fs::read(&file).await {
@@ -33,4 +83,131 @@ fn status(code: StatusCode) -> Response<Vec<u8>> {
     let mut response = Response::new(Vec::new());
     *response.status_mut() = code;
     response
+}
+
+/// The stored image with this hash, or a clear error (not a hash, missing, not an image).
+fn stored_image(
+    state: &AppState,
+    hash: &str,
+) -> Result<(std::path::PathBuf, &'static str), String> {
+    let (path, mime) = state
+        .app
+        .host()
+        .media_file(hash, false)
+        .ok_or_else(|| format!("no stored image {hash:?}"))?;
+    if !mime.starts_with("image/") {
+        return Err(format!("the stored file {hash:?} is no image ({mime})"));
+    }
+    Ok((path, mime))
+}
+
+/// Puts a stored image on the system clipboard (as pixels; the system offers it as PNG).
+#[tauri::command(async)]
+pub fn copy_image(
+    app: tauri::AppHandle,
+    state: tauri::State<'_, AppState>,
+    hash: String,
+) -> Result<(), String> {
+    let (path, _) = stored_image(&state, &hash)?;
+    let pixels = image::open(&path)
+        .map_err(|e| format!("the stored image does not decode: {e}"))?
+        .into_rgba8();
+    let (width, height) = pixels.dimensions();
+    let image = tauri::image::Image::new_owned(pixels.into_raw(), width, height);
+    app.clipboard()
+        .write_image(&image)
+        .map_err(|e| format!("cannot copy the image: {e}"))
+}
+
+/// The image on the system clipboard as PNG bytes, for a paste the webview cannot read
+/// itself (WebKitGTK gives a page no image data from the clipboard). Off the main thread:
+/// reading the clipboard there can deadlock on Linux.
+#[tauri::command(async)]
+pub fn clipboard_image(app: tauri::AppHandle) -> Result<tauri::ipc::Response, String> {
+    let image = app
+        .clipboard()
+        .read_image()
+        .map_err(|e| format!("no image on the clipboard: {e}"))?;
+    let pixels = image::RgbaImage::from_raw(image.width(), image.height(), image.rgba().to_vec())
+        .ok_or_else(|| "the clipboard's image has the wrong size".to_owned())?;
+    let mut png = Vec::new();
+    pixels
+        .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
+        .map_err(|e| format!("cannot encode the clipboard's image: {e}"))?;
+    Ok(tauri::ipc::Response::new(png))
+}
+
+/// Asks where to save a stored image with the system's save dialog and copies it there.
+/// `Ok(None)` when the person cancels; `Ok(Some(path))` where it was saved.
+#[tauri::command]
+pub async fn save_image(
+    app: tauri::AppHandle,
+    state: tauri::State<'_, AppState>,
+    hash: String,
+) -> Result<Option<String>, String> {
+    let (path, mime) = stored_image(&state, &hash)?;
+    let extension = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or("png")
+        .to_owned();
+    let short = hash.get(..8).unwrap_or("image");
+    let (sender, receiver) = tokio::sync::oneshot::channel();
+    let mut dialog = app
+        .dialog()
+        .file()
+        .set_title("Save image")
+        .set_file_name(format!("image-{short}.{extension}"))
+        .add_filter(mime, &[extension.as_str()]);
+    if let Some(window) = tauri::Manager::get_webview_window(&app, "main") {
+        dialog = dialog.set_parent(&window);
+    }
+    dialog.save_file(move |chosen| {
+        let _ = sender.send(chosen);
+    });
+    let Some(chosen) = receiver.await.map_err(say)? else {
+        return Ok(None);
+    };
+    let target = chosen
+        .into_path()
+        .map_err(|e| format!("the chosen place is not a file path: {e}"))?;
+    tokio::fs::copy(&path, &target)
+        .await
+        .map_err(|e| format!("cannot save the image to {}: {e}", target.display()))?;
+    tracing::info!(file = %target.display(), "saved an image");
+    Ok(Some(target.display().to_string()))
+}
+
+fn say<E: std::fmt::Display>(error: E) -> String {
+    error.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn only_known_shapes_and_allowed_widths_are_asked_for() {
+        let hash = "a".repeat(64);
+        assert_eq!(parse(&format!("/{hash}")), Some(Wanted::File(&hash)));
+        assert_eq!(
+            parse(&format!("/{hash}/thumb")),
+            Some(Wanted::Thumbnail(&hash))
+        );
+        assert_eq!(
+            parse(&format!("/{hash}/w/1024")),
+            Some(Wanted::Sized(&hash, 1024))
+        );
+        for bad in [
+            format!("/{hash}/w/1000"),
+            format!("/{hash}/w/99999999999"),
+            format!("/{hash}/w/-1"),
+            format!("/{hash}/w/"),
+            format!("/{hash}/x"),
+            format!("/{hash}/w/512/extra"),
+        ] {
+            assert_eq!(parse(&bad), None, "{bad}");
+        }
+    }
 }

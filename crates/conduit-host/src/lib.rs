@@ -107,6 +107,16 @@ impl Host {
         self.media.find(hash, thumbnail)
     }
 
+    /// The file to show a stored image at `width` pixels wide (see
+    /// [`conduit_store::media::FileMediaStore::sized`]); slow the first time (it decodes).
+    pub fn media_sized(
+        &self,
+        hash: &str,
+        width: u32,
+    ) -> Result<Option<(PathBuf, &'static str)>, conduit_core::media::MediaError> {
+        self.media.sized(hash, width)
+    }
+
     /// One of Conduit's own folders by name (`data`, `logs`, `config`), for the window to
     /// open; nothing else.
     pub fn folder(&self, name: &str) -> Option<PathBuf> {

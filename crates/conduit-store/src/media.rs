@@ -67,10 +67,12 @@ impl FileMediaStore {
             .ok()?
             .filter_map(Result::ok)
             .map(|entry| entry.path())
+            // `<hash>.<ext>` only: thumbnails are `<hash>.thumb.png` and `<hash>.w<width>.png`.
             .find(|path| {
                 path.file_name()
                     .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with(&prefix) && !n.ends_with(".thumb.png"))
+                    .and_then(|n| n.strip_prefix(&prefix))
+                    .is_some_and(|ext| !ext.is_empty() && !ext.contains('.'))
             })
             .map(|path| {
                 let mime = path
@@ -86,6 +88,51 @@ impl FileMediaStore {
         self.folder_of(hash).join(format!("{hash}.thumb.png"))
     }
 
+    /// The file to show an image at `width` pixels wide: the original when it is no wider
+    /// (never an upscale), else a PNG made at that width with the original's aspect ratio,
+    /// made once and kept. `width` must be one of [`THUMBNAIL_WIDTHS`], so what a page asks
+    /// for cannot fill the disk. `Ok(None)`: no stored image has this hash.
+    pub fn sized(
+        &self,
+        hash: &str,
+        width: u32,
+    ) -> Result<Option<(PathBuf, &'static str)>, MediaError> {
+        if !THUMBNAIL_WIDTHS.contains(&width) {
+            return Err(MediaError::Invalid(format!(
+                "{width} is not a thumbnail width (one of {THUMBNAIL_WIDTHS:?})"
+            )));
+        }
+        let Some((original, mime)) = self.find(hash, false) else {
+            return Ok(None);
+        };
+        if !mime.starts_with("image/") {
+            return Ok(None);
+        }
+        let (natural_width, _) = image::image_dimensions(&original)
+            .map_err(|e| MediaError::Invalid(format!("the stored image does not decode: {e}")))?;
+        if natural_width <= width {
+            return Ok(Some((original, mime)));
+        }
+        let sized = self.sized_path(hash, width);
+        if !sized.is_file() {
+            let image = image::open(&original).map_err(|e| {
+                MediaError::Invalid(format!("the stored image does not decode: {e}"))
+            })?;
+            let height = scaled_height(image.width(), image.height(), width);
+            let small = image.resize_exact(width, height, image::imageops::FilterType::CatmullRom);
+            let mut png = Vec::new();
+            small
+                .write_to(&mut Cursor::new(&mut png), image::ImageFormat::Png)
+                .map_err(|e| MediaError::Io(format!("cannot make a thumbnail: {e}")))?;
+            write_atomically(&sized, &png).map_err(|e| MediaError::Io(e.to_string()))?;
+        }
+        Ok(Some((sized, "image/png")))
+    }
+
+    fn sized_path(&self, hash: &str, width: u32) -> PathBuf {
+        self.folder_of(hash).join(format!("{hash}.w{width}.png"))
+    }
+
     fn folder_of(&self, hash: &str) -> PathBuf {
         self.root.join(hash.get(..2).unwrap_or("00"))
     }
@@ -95,7 +142,11 @@ impl FileMediaStore {
         if !is_hash(&media.hash) {
             return Ok(());
         }
-        for path in [self.path_of(media), self.thumbnail_of(&media.hash)] {
+        let sized = THUMBNAIL_WIDTHS.map(|width| self.sized_path(&media.hash, width));
+        for path in [self.path_of(media), self.thumbnail_of(&media.hash)]
+            .into_iter()
+            .chain(sized)
+        {
             match fs::remove_file(&path) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -108,6 +159,17 @@ impl FileMediaStore {
 
 /// The long edge of thumbnails, in pixels.
 pub const THUMBNAIL_EDGE: u32 = 256;
+
+/// The widths a window may ask an image at ([`FileMediaStore::sized`]): it picks the
+/// smallest at least as wide as the image is shown (times the screen's pixel ratio).
+pub const THUMBNAIL_WIDTHS: [u32; 5] = [256, 512, 1024, 1600, 2400];
+
+/// The height of `width` × `height` scaled to `to_width`, rounded, at least one pixel.
+fn scaled_height(width: u32, height: u32, to_width: u32) -> u32 {
+    let scaled =
+        (u64::from(height) * u64::from(to_width) + u64::from(width) / 2) / u64::from(width.max(1));
+    u32::try_from(scaled).unwrap_or(u32::MAX).max(1)
+}
 
 impl MediaStore for FileMediaStore {
     fn put(&self, bytes: &[u8], declared_mime: Option<&str>) -> Result<MediaRef, MediaError> {
@@ -359,6 +421,43 @@ mod tests {
         assert_eq!((thumb.width(), thumb.height()), (256, 128));
         store.remove(&media).unwrap();
         assert!(walk(dir.path()).is_empty());
+    }
+
+    #[test]
+    fn an_image_is_sized_to_an_allowed_width_keeping_its_aspect_and_never_upscaled() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileMediaStore::new(dir.path());
+        let wide = store.put(&png(1600, 1000), None).unwrap();
+        let (file, mime) = store.sized(&wide.hash, 1024).unwrap().unwrap();
+        assert_eq!(mime, "image/png");
+        assert_eq!(image::image_dimensions(&file).unwrap(), (1024, 640));
+        // Made once, then served from the file.
+        let modified = fs::metadata(&file).unwrap().modified().unwrap();
+        let (again, _) = store.sized(&wide.hash, 1024).unwrap().unwrap();
+        assert_eq!(again, file);
+        assert_eq!(fs::metadata(&again).unwrap().modified().unwrap(), modified);
+        // Asked wider than the image: the original itself.
+        let (original, _) = store.sized(&wide.hash, 2400).unwrap().unwrap();
+        assert_eq!(original, store.path_of(&wide));
+        assert_eq!(store.sized(&wide.hash, 1600).unwrap().unwrap().0, original);
+        // The original is still found by hash with thumbnails beside it.
+        assert_eq!(store.find(&wide.hash, false).unwrap().0, original);
+        assert_eq!(store.reference(&wide.hash).unwrap(), wide);
+        let tall = store.put(&png(800, 3000), None).unwrap();
+        let (file, _) = store.sized(&tall.hash, 512).unwrap().unwrap();
+        assert_eq!(image::image_dimensions(&file).unwrap(), (512, 1920));
+
+        let err = store.sized(&wide.hash, 1000).unwrap_err();
+        assert!(err.to_string().contains("not a thumbnail width"), "{err}");
+        assert_eq!(store.sized("../../etc/passwd", 512).unwrap(), None);
+        assert_eq!(store.sized(&"a".repeat(64), 512).unwrap(), None);
+        let text = store.put(b"long output", Some("text/plain")).unwrap();
+        assert_eq!(store.sized(&text.hash, 512).unwrap(), None);
+
+        store.remove(&wide).unwrap();
+        store.remove(&tall).unwrap();
+        store.remove(&text).unwrap();
+        assert!(walk(dir.path()).is_empty(), "{:?}", walk(dir.path()));
     }
 
     #[test]

@@ -111,9 +111,17 @@ export function openExternal(url: string): Promise<void> {
   return invoke("open_external", { url });
 }
 
-/** The URL of a stored file (or its thumbnail) through the app's `media:` scheme. */
-export function mediaUrl(media: MediaRef, thumbnail = false): string {
-  const path = thumbnail ? `${media.hash}/thumb` : media.hash;
+/**
+ * The URL of a stored file through the app's `media:` scheme: the file itself, its small
+ * thumbnail (`true`), or the image sized to one of THUMBNAIL_WIDTHS (a number).
+ */
+export function mediaUrl(media: MediaRef, thumbnail: boolean | number = false): string {
+  const path =
+    typeof thumbnail === "number"
+      ? `${media.hash}/w/${thumbnail}`
+      : thumbnail
+        ? `${media.hash}/thumb`
+        : media.hash;
   // WebKitGTK and macOS use scheme://localhost; Windows' WebView2 uses http://scheme.localhost.
   return navigator.userAgent.includes("Windows")
     ? `http://media.localhost/${path}`
@@ -212,4 +220,20 @@ export function errorMessage(error: unknown): string {
   if (error instanceof Error) return error.message;
   if (typeof error === "string") return error;
   return JSON.stringify(error);
+}
+
+/** Puts a stored image on the system clipboard. */
+export function copyImage(hash: string): Promise<void> {
+  return invoke("copy_image", { hash });
+}
+
+/** The image on the system clipboard as a PNG file (for a paste that carried no data). */
+export async function clipboardImage(): Promise<File> {
+  const bytes = await invoke<ArrayBuffer>("clipboard_image");
+  return new File([bytes], "pasted image.png", { type: "image/png" });
+}
+
+/** Saves a stored image where the person picks in the system's save dialog; null if cancelled. */
+export function saveImage(hash: string): Promise<string | null> {
+  return invoke<string | null>("save_image", { hash });
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { shouldSend } from "./composer";
+import { imageFiles, pastesNothing, shouldSend } from "./composer";
 
 describe("shouldSend", () => {
   it("sends on Enter", () => {
@@ -13,5 +13,35 @@ describe("shouldSend", () => {
   });
   it("ignores other keys", () => {
     expect(shouldSend({ key: "a", shiftKey: false, isComposing: false })).toBe(false);
+  });
+});
+
+describe("imageFiles", () => {
+  const png = new File([new Uint8Array([0x89, 0x50])], "a.png", { type: "image/png" });
+  const text = new File(["hi"], "a.txt", { type: "text/plain" });
+  const untyped = new File([new Uint8Array([1])], "blob", { type: "" });
+
+  it("takes the images among the files", () => {
+    expect(imageFiles({ files: [png, text, untyped] as unknown as FileList })).toEqual([png, untyped]);
+  });
+
+  it("falls back to file items when the files list is empty", () => {
+    const items = [
+      { kind: "string", getAsFile: () => null },
+      { kind: "file", getAsFile: () => png },
+    ];
+    expect(imageFiles({ files: [] as unknown as FileList, items })).toEqual([png]);
+  });
+
+  it("takes nothing from nothing", () => {
+    expect(imageFiles(null)).toEqual([]);
+  });
+});
+
+describe("pastesNothing", () => {
+  it("is true only for a paste without any type", () => {
+    expect(pastesNothing({ types: [] })).toBe(true);
+    expect(pastesNothing({ types: ["text/plain"] })).toBe(false);
+    expect(pastesNothing(null)).toBe(false);
   });
 });

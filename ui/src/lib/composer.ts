@@ -6,3 +6,26 @@ type KeyLike = Pick<KeyboardEvent, "key" | "shiftKey" | "isComposing">;
 export function shouldSend(event: KeyLike): boolean {
   return event.key === "Enter" && !event.shiftKey && !event.isComposing;
 }
+
+type FileSource = { files: FileList | null } & { items?: ArrayLike<Pick<DataTransferItem, "kind" | "getAsFile">> };
+
+/**
+ * The image files in a paste or a drop. Some webviews (WebKitGTK) list a pasted image only
+ * among the items, not the files; a file without a type goes too: the host decides by its bytes.
+ */
+export function imageFiles(source: FileSource | null | undefined): File[] {
+  if (!source) return [];
+  let files = Array.from(source.files ?? []);
+  if (files.length === 0 && source.items) {
+    files = Array.from(source.items)
+      .filter((item) => item.kind === "file")
+      .map((item) => item.getAsFile())
+      .filter((file): file is File => file !== null);
+  }
+  return files.filter((file) => file.type === "" || file.type.startsWith("image/"));
+}
+
+/** A paste that carries no data the page can read (no type at all): WebKitGTK's image paste. */
+export function pastesNothing(data: Pick<DataTransfer, "types"> | null | undefined): boolean {
+  return !!data && data.types.length === 0;
+}

@@ -1,0 +1,121 @@
+// Image sizing for cards and the viewer's zoom/pan math: pure functions, no DOM.
+
+/** The widths the host makes thumbnails at (conduit_store::media::THUMBNAIL_WIDTHS). */
+export const THUMBNAIL_WIDTHS = [256, 512, 1024, 1600, 2400] as const;
+
+export interface Size {
+  width: number;
+  height: number;
+}
+
+export interface Point {
+  x: number;
+  y: number;
+}
+
+/**
+ * The size an image shows at in a box: its own size when it fits, else scaled down to fit
+ * `maxWidth` × `maxHeight` keeping its aspect ratio; never scaled up.
+ */
+export function shownSize(natural: Size, maxWidth: number, maxHeight: number): Size {
+  if (natural.width <= 0 || natural.height <= 0) return { width: 0, height: 0 };
+  const scale = Math.min(1, maxWidth / natural.width, maxHeight / natural.height);
+  return { width: natural.width * scale, height: natural.height * scale };
+}
+
+/**
+ * Which thumbnail to load for an image shown `shownWidth` CSS pixels wide on a screen with
+ * `pixelRatio` device pixels per CSS pixel: the smallest allowed width that covers it, or
+ * `null` for the original (it is no wider than needed, or no thumbnail is wide enough).
+ */
+export function thumbnailWidth(shownWidth: number, pixelRatio: number, naturalWidth: number): number | null {
+  const needed = Math.ceil(shownWidth * Math.max(1, pixelRatio));
+  if (naturalWidth <= needed) return null;
+  const width = THUMBNAIL_WIDTHS.find((w) => w >= needed);
+  return width === undefined || width >= naturalWidth ? null : width;
+}
+
+export const MIN_SCALE = 0.02;
+export const MAX_SCALE = 8;
+export const ZOOM_STEP = 1.25;
+
+export function clampScale(scale: number): number {
+  return Math.min(MAX_SCALE, Math.max(MIN_SCALE, scale));
+}
+
+/** The scale that shows the whole image in the viewport; never above 100 %. */
+export function fitScale(image: Size, viewport: Size): number {
+  if (image.width <= 0 || image.height <= 0 || viewport.width <= 0 || viewport.height <= 0) return 1;
+  return clampScale(Math.min(1, viewport.width / image.width, viewport.height / image.height));
+}
+
+/** The next zoom step in (`direction` 1) or out (-1) from `scale`. */
+export function stepScale(scale: number, direction: 1 | -1): number {
+  return clampScale(direction > 0 ? scale * ZOOM_STEP : scale / ZOOM_STEP);
+}
+
+/**
+ * Where the image sits in the viewer's scrolled content at `scale`: the content is at
+ * least the viewport (so a small image is centred) and exactly the image where it is
+ * larger, so every edge of the image can be scrolled to.
+ */
+export interface Layout {
+  contentWidth: number;
+  contentHeight: number;
+  left: number;
+  top: number;
+  width: number;
+  height: number;
+}
+
+export function layout(image: Size, viewport: Size, scale: number): Layout {
+  const width = image.width * scale;
+  const height = image.height * scale;
+  const contentWidth = Math.max(viewport.width, width);
+  const contentHeight = Math.max(viewport.height, height);
+  return {
+    contentWidth,
+    contentHeight,
+    left: (contentWidth - width) / 2,
+    top: (contentHeight - height) / 2,
+    width,
+    height,
+  };
+}
+
+/** A scroll position kept inside the content. */
+export function clampScroll(scroll: Point, at: Layout, viewport: Size): Point {
+  return {
+    x: Math.min(Math.max(0, scroll.x), Math.max(0, at.contentWidth - viewport.width)),
+    y: Math.min(Math.max(0, scroll.y), Math.max(0, at.contentHeight - viewport.height)),
+  };
+}
+
+/**
+ * The scroll position after zooming from `from` to `to` so that the image point under
+ * `pointer` (relative to the viewport's top-left) stays under it.
+ */
+export function zoomAround(
+  image: Size,
+  viewport: Size,
+  from: number,
+  to: number,
+  scroll: Point,
+  pointer: Point,
+): Point {
+  const before = layout(image, viewport, from);
+  const after = layout(image, viewport, to);
+  const imageX = (scroll.x + pointer.x - before.left) / from;
+  const imageY = (scroll.y + pointer.y - before.top) / from;
+  return clampScroll(
+    { x: imageX * to + after.left - pointer.x, y: imageY * to + after.top - pointer.y },
+    after,
+    viewport,
+  );
+}
+
+/** The index `step` away from `index` among `count` images, wrapping around. */
+export function stepIndex(index: number, step: 1 | -1, count: number): number {
+  if (count <= 0) return 0;
+  return (((index + step) % count) + count) % count;
+}
