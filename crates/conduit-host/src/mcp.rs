@@ -256,6 +256,7 @@ impl Host {
         if current != version {
             return Err(conflict());
         }
+        let mut removed = None;
         let edit = match edit {
             McpEdit::Replace { text } => {
                 // The raw editor may be mending a file that does not parse: no snapshot.
@@ -270,7 +271,10 @@ impl Host {
             }
             McpEdit::Add { name, entry } => Edit::Add { name, entry },
             McpEdit::Update { name, entry } => Edit::Update { name, entry },
-            McpEdit::Remove { name } => Edit::Remove { name },
+            McpEdit::Remove { name } => {
+                removed = Some(name.clone());
+                Edit::Remove { name }
+            }
             McpEdit::SetDisabled { name, disabled } => Edit::SetDisabled { name, disabled },
         };
         let snapshot = config::read(path)?;
@@ -278,6 +282,9 @@ impl Host {
             return Err(conflict());
         }
         config::apply(&snapshot, edit)?;
+        if let Some(server) = removed {
+            self.forget_server_policies(&server);
+        }
         self.mcp_file()
     }
 
