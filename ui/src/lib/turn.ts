@@ -9,6 +9,7 @@ import type {
   StoredMessage,
   ToolAnnotations,
   ToolCall,
+  ToolOrigin,
   ToolResult,
 } from "./types";
 
@@ -31,6 +32,15 @@ export type CallState =
   | "denied"
   | "interrupted";
 
+/** A question the host asked about one call: the call exactly as it was asked about. */
+export interface Approval {
+  call: ToolCall;
+  origin: ToolOrigin | null;
+  title: string | null;
+  annotations: ToolAnnotations;
+  changes: string[];
+}
+
 /** What a tool card shows about its call beyond the call itself. */
 export interface CallView {
   state: CallState;
@@ -38,7 +48,7 @@ export interface CallView {
   progress: Progress | null;
   durationMs: number | null;
   startedAt: number | null;
-  approval: { title: string | null; annotations: ToolAnnotations } | null;
+  approval: Approval | null;
   deniedReason: string | null;
 }
 
@@ -159,7 +169,12 @@ export function applyEvent(state: ChatState, event: AgentEvent, now: number): vo
       appendText(liveAssistant(state), "reasoning", event.text);
       break;
     case "tool_call_started":
-      upsertCall(liveAssistant(state), { id: event.id, name: event.name, arguments: {} });
+      upsertCall(liveAssistant(state), {
+        id: event.id,
+        name: event.name,
+        arguments: {},
+        ...(event.origin ? { origin: event.origin } : {}),
+      });
       callView(state, event.id);
       break;
     case "tool_call_ready": {
@@ -172,7 +187,13 @@ export function applyEvent(state: ChatState, event: AgentEvent, now: number): vo
     case "approval_requested": {
       const call = callView(state, event.call.id);
       call.state = "approval";
-      call.approval = { title: event.title ?? null, annotations: event.annotations };
+      call.approval = {
+        call: event.call,
+        origin: event.origin ?? event.call.origin ?? null,
+        title: event.title ?? null,
+        annotations: event.annotations,
+        changes: event.changes ?? [],
+      };
       break;
     }
     case "tool_call_denied": {
@@ -226,9 +247,27 @@ export function applyEvent(state: ChatState, event: AgentEvent, now: number): vo
   }
 }
 
-/** A tool's exposed name split into server and tool (`server__tool`), for labels. */
-export function toolLabel(name: string): { server: string | null; tool: string } {
-  const at = name.indexOf("__");
-  if (at <= 0) return { server: null, tool: name };
-  return { server: name.slice(0, at), tool: name.slice(at + 2) };
+/**
+ * The question a card may answer: only the card whose block is the very call the host
+ * asked about (same id, same tool, same arguments) gets approval controls.
+ */
+export function pendingApproval(block: ToolCall, view: CallView | undefined): Approval | null {
+  const approval = view?.state === "approval" ? view.approval : null;
+  if (!approval) return null;
+  const asked = approval.call;
+  const same =
+    asked.id === block.id &&
+    asked.name === block.name &&
+    JSON.stringify(asked.arguments ?? {}) === JSON.stringify(block.arguments ?? {});
+  return same ? approval : null;
+}
+
+/**
+ * What a card names: the real server and tool from the host; a call without an origin
+ * (a built-in tool, or one saved before origins were recorded) by its whole exposed name,
+ * never guessed from it.
+ */
+export function callLabel(call: ToolCall, origin?: ToolOrigin | null): { server: string | null; tool: string } {
+  const known = origin ?? call.origin;
+  return known ? { server: known.server, tool: known.tool } : { server: null, tool: call.name };
 }
