@@ -440,6 +440,34 @@ mod tests {
         assert!(matches!(decided, Approval::Deny { .. }), "{decided:?}");
     }
 
+    #[test]
+    fn removing_a_server_in_the_window_drops_its_policies() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = crate::Host::new(crate::Paths::under_home(dir.path().to_owned(), None));
+        let file = &host.paths().mcp_config_file;
+        std::fs::write(
+            file,
+            json!({"mcpServers": {"gone": {"command": "a"}, "kept": {"command": "b"}}})
+                .to_string(),
+        )
+        .unwrap();
+        let mut settings = Settings::default();
+        settings.allow_tool("gone", "run", trust("gone", "run", "a", "d").now);
+        settings.allow_tool("kept", "run", trust("kept", "run", "b", "d").now);
+        settings.save(&host.paths().settings_file).unwrap();
+        let version = conduit_files::fingerprint(file).unwrap();
+        host.edit_mcp_file(
+            version,
+            crate::mcp::McpEdit::Remove {
+                name: "gone".into(),
+            },
+        )
+        .unwrap();
+        let saved = host.settings().unwrap();
+        assert!(!saved.mcp_servers.contains_key("gone"), "{saved:?}");
+        assert_eq!(saved.tool_policy("kept", "run"), ToolPolicy::Allow);
+    }
+
     /// Answers one response with two calls under the same provider id, then ends.
     struct RepeatsAnId(Mutex<u32>);
 
