@@ -149,6 +149,47 @@ describe("approval keyed by Conduit's call ids", () => {
   });
 });
 
+describe("conversations saved with the provider's repeating ids", () => {
+  it("give each call its own card and result", () => {
+    const legacy = (id: number, path: string): StoredMessage[] => [
+      {
+        id,
+        role: "assistant",
+        status: "complete",
+        error: null,
+        createdAt: 0,
+        blocks: [{ type: "tool_call", id: "gemini-call-0", name: "fs__read_file", arguments: { path } }],
+      },
+      {
+        id: id + 1,
+        role: "tool",
+        status: "complete",
+        error: null,
+        createdAt: 0,
+        blocks: [
+          {
+            type: "tool_result",
+            call_id: "gemini-call-0",
+            name: "fs__read_file",
+            is_error: false,
+            parts: [{ type: "text", text: `contents of ${path}` }],
+          },
+        ],
+      },
+    ];
+    const state = fromStored([...legacy(1, "a.txt"), ...legacy(3, "b.txt")]);
+    const ids = state.messages
+      .flatMap((m) => m.blocks)
+      .flatMap((b) => (b.type === "tool_call" ? [b.id] : []));
+    expect(new Set(ids).size).toBe(2);
+    const texts = ids.map((id) => {
+      const part = state.calls[id]?.result?.parts[0];
+      return part?.type === "text" ? part.text : null;
+    });
+    expect(texts).toEqual(["contents of a.txt", "contents of b.txt"]);
+  });
+});
+
 describe("labels and snippets", () => {
   it("split a snippet at its [match] marks", () => {
     expect(snippetParts("a [b] c [d]")).toEqual([

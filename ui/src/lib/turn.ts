@@ -78,7 +78,8 @@ function newCall(state: CallState): CallView {
 /** Calls and their states as the stored messages say (results live in tool messages). */
 export function fromStored(messages: StoredMessage[]): ChatState {
   const state = emptyState();
-  state.messages = messages.map((message) => ({
+  const distinct = distinctCallIds(messages);
+  state.messages = distinct.map((message) => ({
     key: `m${message.id}`,
     id: message.id,
     role: message.role,
@@ -86,7 +87,7 @@ export function fromStored(messages: StoredMessage[]): ChatState {
     blocks: message.blocks,
     error: message.error,
   }));
-  for (const message of messages) {
+  for (const message of distinct) {
     for (const block of message.blocks) {
       if (block.type === "tool_call" && !state.calls[block.id]) {
         state.calls[block.id] = newCall(message.status === "interrupted" ? "interrupted" : "done");
@@ -100,6 +101,46 @@ export function fromStored(messages: StoredMessage[]): ChatState {
     }
   }
   return state;
+}
+
+/**
+ * Conversations saved before Conduit gave calls its own ids carry the provider's, which
+ * repeat (`gemini-call-0` in every response). Such a repeated id gets a key of its own on
+ * screen, and the results in the tool message after it follow, in order, so each card
+ * shows its own call's result.
+ */
+function distinctCallIds(messages: StoredMessage[]): StoredMessage[] {
+  const seen = new Set<string>();
+  // The last assistant message's calls: original id → screen keys, in call order.
+  let keys = new Map<string, string[]>();
+  return messages.map((message) => {
+    if (message.role === "assistant") {
+      keys = new Map();
+      let changed = false;
+      const blocks = message.blocks.map((block, index) => {
+        if (block.type !== "tool_call") return block;
+        const key = seen.has(block.id) ? `${block.id}@${message.id}.${index}` : block.id;
+        seen.add(key);
+        keys.set(block.id, [...(keys.get(block.id) ?? []), key]);
+        if (key === block.id) return block;
+        changed = true;
+        return { ...block, id: key };
+      });
+      return changed ? { ...message, blocks } : message;
+    }
+    if (message.role === "tool") {
+      let changed = false;
+      const blocks = message.blocks.map((block) => {
+        if (block.type !== "tool_result") return block;
+        const key = keys.get(block.call_id)?.shift();
+        if (key === undefined || key === block.call_id) return block;
+        changed = true;
+        return { ...block, call_id: key };
+      });
+      return changed ? { ...message, blocks } : message;
+    }
+    return message;
+  });
 }
 
 function resultState(result: ToolResult): CallState {
