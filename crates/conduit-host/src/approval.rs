@@ -447,8 +447,7 @@ mod tests {
         let file = &host.paths().mcp_config_file;
         std::fs::write(
             file,
-            json!({"mcpServers": {"gone": {"command": "a"}, "kept": {"command": "b"}}})
-                .to_string(),
+            json!({"mcpServers": {"gone": {"command": "a"}, "kept": {"command": "b"}}}).to_string(),
         )
         .unwrap();
         let mut settings = Settings::default();
