@@ -368,5 +368,56 @@ async fn approval_answers_exactly_the_call_it_shows() {
     window.click_button("Deny").await;
     window.answer_contains("Not run.").await;
     window.tool_state("run", "Denied").await;
+
+    // Settings shows the allow as needing re-approval, and why; allowing it again binds
+    // it to what the server and tool are now.
+    let before = fixture.settings()["mcpServers"]["sh"]["approved"]["run"].clone();
+    window.click_button("Settings").await;
+    window
+        .session
+        .click_xpath(
+            "//button[@role='tab' and normalize-space()='MCP servers']",
+            WAIT,
+        )
+        .await
+        .unwrap();
+    window
+        .session
+        .click_xpath(
+            "//li[@aria-label='Server sh']//button[normalize-space()='Tools']",
+            WAIT,
+        )
+        .await
+        .unwrap();
+    let flagged = window
+        .wait(r#"document.querySelector('[aria-label="run needs re-approval"]')?.textContent"#)
+        .await;
+    assert!(
+        flagged.as_str().unwrap().contains("Needs re-approval")
+            && flagged
+                .as_str()
+                .unwrap()
+                .contains("description of run changed"),
+        "{flagged}"
+    );
+    window
+        .js(r#"document.querySelector('[aria-label="run needs re-approval"]').closest('tr').scrollIntoView({block: "center"}); return null;"#)
+        .await;
+    window
+        .shot(&fixture.shot("06-settings-needs-reapproval.png"))
+        .await;
+    window.click_button("Allow it as it is now").await;
+    window
+        .wait(r#"document.querySelector('tr[aria-label="Tool run"]') && !document.querySelector('[aria-label="run needs re-approval"]')"#)
+        .await;
+    let after = fixture.settings()["mcpServers"]["sh"]["approved"]["run"].clone();
+    assert_ne!(
+        before, after,
+        "the allow is bound to the changed server and tool"
+    );
+    assert_eq!(
+        fixture.settings()["mcpServers"]["sh"]["toolApproval"]["run"],
+        "allow"
+    );
     window.session.close().await.unwrap();
 }
