@@ -46,13 +46,13 @@ build: ui
 # Every package is selected in each cargo call so that features unify the same way and
 # nothing is compiled twice. The desktop test needs a display, so all tests run under Xvfb.
 test-rust: build ## The workspace's Rust tests, the desktop end-to-end tests included
-	rm -rf test-artifacts/desktop test-artifacts/desktop-chat test-artifacts/desktop-settings
+	rm -rf test-artifacts/desktop test-artifacts/desktop-chat test-artifacts/desktop-settings test-artifacts/desktop-approval
 	$(XVFB) $(CARGO) test --locked --workspace
 	@echo "desktop screenshots: $(CURDIR)/test-artifacts/desktop"
 
 test-desktop: build ## Only the desktop end-to-end tests, under Xvfb
-	rm -rf test-artifacts/desktop test-artifacts/desktop-chat test-artifacts/desktop-settings
-	$(XVFB) $(CARGO) test --locked --workspace --test desktop --test desktop_chat --test desktop_settings
+	rm -rf test-artifacts/desktop test-artifacts/desktop-chat test-artifacts/desktop-settings test-artifacts/desktop-approval
+	$(XVFB) $(CARGO) test --locked --workspace --test desktop --test desktop_chat --test desktop_settings --test desktop_approval
 
 clean: ## Remove build outputs (the shared cargo target folder included)
 	rm -rf ui/dist test-artifacts "$(CARGO_TARGET_DIR)"
