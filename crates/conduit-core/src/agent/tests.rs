@@ -740,3 +740,69 @@ async fn streamed_pieces_of_calls_under_a_repeated_id_go_to_the_right_call() {
     assert_eq!(ready[0], (started_ids[0].clone(), json!("one")));
     assert_eq!(ready[1], (started_ids[1].clone(), json!("two")));
 }
+
+#[tokio::test]
+async fn two_calls_under_one_repeated_id_are_asked_and_answered_apart() {
+    use crate::approval::AskApproval;
+
+    let provider = ScriptedProvider::new(vec![
+        vec![
+            call("dup", "echo", json!({"text": "deny me"})),
+            call("dup", "echo", json!({"text": "allow me"})),
+            stop(StopReason::ToolUse),
+        ],
+        vec![text("Done."), stop(StopReason::EndTurn)],
+    ]);
+    let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
+    let sink: EventSink = Arc::new(move |event| {
+        let _ = sender.send(event);
+    });
+    let ask = AskApproval::new(sink.clone());
+    let answering = ask.clone();
+    let answerer = tokio::spawn(async move {
+        let mut asked = Vec::new();
+        while let Some(event) = receiver.recv().await {
+            if let AgentEvent::ApprovalRequested { call, .. } = event {
+                let approval = if call.arguments["text"] == "deny me" {
+                    Approval::Deny {
+                        reason: "not this one".into(),
+                    }
+                } else {
+                    Approval::Allow
+                };
+                assert!(answering.answer(&call.id, approval), "{call:?}");
+                asked.push(call.id);
+                if asked.len() == 2 {
+                    return asked;
+                }
+            }
+        }
+        asked
+    });
+    let mut registry = ToolRegistry::new();
+    registry.register(Arc::new(Echo(spec("echo"))));
+    let agent = Agent::new(provider, registry, ask.clone(), AgentOptions::new("m"));
+    let mut history = vec![Message::user_text("hi")];
+    // Bounded: with ids that collide, one question would never come (or be answered).
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(10),
+        agent.run(&mut history, sink, CancellationToken::new()),
+    )
+    .await
+    .expect("both calls were asked about and answered");
+    assert_eq!(outcome, Ok(Outcome::Finished(StopReason::EndTurn)));
+    let asked = tokio::time::timeout(Duration::from_secs(10), answerer)
+        .await
+        .expect("both questions came")
+        .unwrap();
+    assert_ne!(asked[0], asked[1], "each question names its own call");
+    let results: Vec<(bool, String)> = history[2]
+        .tool_results()
+        .map(|r| (r.is_error, r.text()))
+        .collect();
+    assert!(
+        results[0].0 && results[0].1.contains("not this one"),
+        "{results:?}"
+    );
+    assert_eq!(results[1], (false, "allow me".to_owned()));
+}
