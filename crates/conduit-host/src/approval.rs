@@ -547,9 +547,13 @@ mod tests {
             })
         };
         let mut history = vec![Message::user_text("twice")];
-        let outcome = agent
-            .run(&mut history, Arc::new(|_| {}), CancellationToken::new())
-            .await;
+        // Bounded: with ids that collide, a question would go unanswered for ever.
+        let outcome = tokio::time::timeout(
+            std::time::Duration::from_secs(15),
+            agent.run(&mut history, Arc::new(|_| {}), CancellationToken::new()),
+        )
+        .await
+        .expect("both calls were answered");
         assert_eq!(outcome, Ok(Outcome::Finished(StopReason::EndTurn)));
         let ids = answerer.await.unwrap();
         let calls: Vec<ToolCall> = history[1].tool_calls().cloned().collect();
