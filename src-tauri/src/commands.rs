@@ -400,16 +400,17 @@ pub fn set_tool_enabled(
         .map_err(say)
 }
 
-#[tauri::command(async)]
-pub fn set_tool_policy(
+#[tauri::command]
+pub async fn set_tool_policy(
     state: tauri::State<'_, AppState>,
     server: String,
     tool: String,
     policy: ToolPolicy,
 ) -> Reply<()> {
     state
-        .host()
-        .set_mcp_tool_policy(&server, &tool, policy)
+        .app
+        .set_tool_policy(&server, &tool, policy)
+        .await
         .map_err(say)
 }
 
@@ -433,14 +434,15 @@ pub fn open_media(state: tauri::State<'_, AppState>, hash: String) -> Reply<()> 
     open::that_detached(&path).map_err(say)
 }
 
-#[tauri::command(async)]
-pub fn set_server_policy(
+#[tauri::command]
+pub async fn set_server_policy(
     state: tauri::State<'_, AppState>,
     server: String,
     policy: ToolPolicy,
 ) -> Reply<()> {
     state
-        .host()
-        .set_mcp_server_policy(&server, policy)
+        .app
+        .set_server_policy(&server, policy)
+        .await
         .map_err(say)
 }

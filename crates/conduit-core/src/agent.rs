@@ -10,7 +10,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::content::{Block, Message, Role, ToolCall, ToolResult, repair_history};
+use crate::content::{
+    Block, Message, Role, ToolCall, ToolOrigin, ToolResult, new_call_id, repair_history,
+};
 use crate::provider::{
     ModelCapabilities, ModelRequest, Provider, ProviderError, ProviderEvent, StopReason, Usage,
 };
@@ -31,9 +33,13 @@ pub enum AgentEvent {
     ReasoningDelta {
         text: String,
     },
+    /// A call begins to stream. `id` is Conduit's own (unique in the conversation);
+    /// `origin` names the real server and tool behind `name`.
     ToolCallStarted {
         id: String,
         name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        origin: Option<ToolOrigin>,
     },
     ToolCallDelta {
         id: String,
@@ -50,11 +56,18 @@ pub enum AgentEvent {
         call: ToolCall,
     },
     /// The approval policy asks the user about this call; answer through
-    /// [`crate::approval::AskApproval::answer`]. Annotations are the tool's hints.
+    /// [`crate::approval::AskApproval::answer`]. `origin` is the real server and tool
+    /// (from the host, not parsed out of the exposed name); `title` is the server's own
+    /// label for the tool, secondary; annotations are the tool's hints; `changes` says
+    /// what changed since the user last chose "Always allow" for it.
     ApprovalRequested {
         call: ToolCall,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        origin: Option<ToolOrigin>,
         title: Option<String>,
         annotations: crate::tool::ToolAnnotations,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        changes: Vec<String>,
     },
     ToolCallDenied {
         id: String,
@@ -249,7 +262,7 @@ impl Agent {
             max_output_tokens: self.options.max_output_tokens,
             capabilities: self.options.capabilities.clone(),
         };
-        let mut builder = MessageBuilder::new(self.provider.protocol());
+        let mut builder = MessageBuilder::new(self.provider.protocol(), self.tools.clone());
         let mut stream = tokio::select! {
             stream = self.provider.stream(request) => stream?,
             () = cancel.cancelled() => return Ok((Message { role: Role::Assistant, blocks: vec![] }, TurnEnding::Cancelled)),
@@ -389,6 +402,7 @@ impl Agent {
         match outcome {
             Ok(Ok(output)) => ToolResult {
                 call_id: call.id.clone(),
+                wire_id: call.wire_id.clone(),
                 name: call.name.clone(),
                 is_error: output.is_error,
                 parts: output.parts,
@@ -414,21 +428,61 @@ enum TurnEnding {
 }
 
 /// Builds the assistant message from a model's events, and turns those events into
-/// agent events.
+/// agent events. Each call gets Conduit's own id here; the provider's id is kept for the
+/// wire only.
 struct MessageBuilder {
     protocol: &'static str,
     blocks: Vec<Block>,
     /// Blocks before this index were reported complete.
     reported: usize,
+    /// The turn's tools, for the origin of each call.
+    tools: ToolRegistry,
+    /// Calls that started streaming and are not done yet: (provider id, Conduit id), in
+    /// the order they started.
+    open_calls: Vec<(String, String)>,
 }
 
 impl MessageBuilder {
-    fn new(protocol: &'static str) -> Self {
+    fn new(protocol: &'static str, tools: ToolRegistry) -> Self {
         Self {
             protocol,
             blocks: Vec::new(),
             reported: 0,
+            tools,
+            open_calls: Vec::new(),
         }
+    }
+
+    /// The open call a streamed piece belongs to: the latest one started under that
+    /// provider id (a provider streams one call's arguments before the next one's). A
+    /// piece for a call that never started opens one.
+    fn streaming_call(&mut self, wire_id: &str) -> String {
+        match self
+            .open_calls
+            .iter()
+            .rev()
+            .find(|(wire, _)| wire == wire_id)
+        {
+            Some((_, id)) => id.clone(),
+            None => {
+                let id = new_call_id();
+                self.open_calls.push((wire_id.to_owned(), id.clone()));
+                id
+            }
+        }
+    }
+
+    /// Closes the earliest open call under that provider id (calls finish in the order
+    /// they started), or gives a call that never streamed its own id.
+    fn finished_call(&mut self, wire_id: &str) -> String {
+        match self.open_calls.iter().position(|(wire, _)| wire == wire_id) {
+            Some(index) => self.open_calls.remove(index).1,
+            None => new_call_id(),
+        }
+    }
+
+    fn origin(&self, name: &str) -> Option<ToolOrigin> {
+        self.tools.get(name).and_then(|tool| tool.origin())
     }
 
     /// Adds a block; the ones before it are complete now.
@@ -500,28 +554,39 @@ impl MessageBuilder {
                 }
                 self.report_complete(self.blocks.len(), &mut out);
             }
-            ProviderEvent::ToolCallStarted { id, name } => {
-                out.push(AgentEvent::ToolCallStarted { id, name });
+            ProviderEvent::ToolCallStarted { id: wire_id, name } => {
+                let id = new_call_id();
+                self.open_calls.push((wire_id, id.clone()));
+                let origin = self.origin(&name);
+                out.push(AgentEvent::ToolCallStarted { id, name, origin });
             }
-            ProviderEvent::ToolCallDelta { id, arguments } => {
+            ProviderEvent::ToolCallDelta {
+                id: wire_id,
+                arguments,
+            } => {
+                let id = self.streaming_call(&wire_id);
                 out.push(AgentEvent::ToolCallDelta { id, arguments });
             }
             ProviderEvent::ToolCallDone {
-                id,
+                id: wire_id,
                 name,
                 arguments,
                 signature,
             } => {
+                let id = self.finished_call(&wire_id);
+                let origin = self.origin(&name);
                 let (arguments, invalid_arguments) = match arguments {
                     Ok(value) => (value, None),
                     Err(invalid) => (Value::Object(Default::default()), Some(invalid.to_string())),
                 };
                 let call = ToolCall {
                     id,
+                    wire_id: Some(wire_id),
                     name,
                     arguments,
                     signature,
                     invalid_arguments,
+                    origin,
                 };
                 self.push(Block::ToolCall(call.clone()), &mut out);
                 self.report_complete(self.blocks.len(), &mut out);

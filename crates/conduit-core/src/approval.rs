@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use tokio::sync::oneshot;
 
 use crate::agent::{AgentEvent, Approval, Approver, EventSink};
-use crate::content::ToolCall;
+use crate::content::{ToolCall, ToolOrigin};
 use crate::tool::ToolSpec;
 
 /// Asks through the event sink and waits for [`AskApproval::answer`].
@@ -58,12 +58,30 @@ impl Drop for Forget<'_> {
     }
 }
 
-#[async_trait]
-impl Approver for AskApproval {
-    async fn decide(&self, call: &ToolCall, spec: &ToolSpec) -> Approval {
+impl AskApproval {
+    /// Asks about `call` of the tool `spec` (from `origin`), saying what changed since
+    /// the user last allowed it, and waits for the answer.
+    pub async fn ask(
+        &self,
+        call: &ToolCall,
+        spec: &ToolSpec,
+        origin: Option<ToolOrigin>,
+        changes: Vec<String>,
+    ) -> Approval {
         let (sender, receiver) = oneshot::channel();
-        if let Ok(mut pending) = self.pending.lock() {
-            pending.insert(call.id.clone(), sender);
+        let fresh = match self.pending.lock() {
+            Ok(mut pending) if !pending.contains_key(&call.id) => {
+                pending.insert(call.id.clone(), sender);
+                true
+            }
+            _ => false,
+        };
+        if !fresh {
+            // Ids are the host's own and unique; a second question under one id would let
+            // one answer reach the wrong call, so it is refused instead.
+            return Approval::Deny {
+                reason: "another call is already waiting for approval under the same id".into(),
+            };
         }
         let _forget = Forget {
             owner: self,
@@ -71,11 +89,20 @@ impl Approver for AskApproval {
         };
         (self.events)(AgentEvent::ApprovalRequested {
             call: call.clone(),
+            origin,
             title: spec.title.clone(),
             annotations: spec.annotations.clone(),
+            changes,
         });
         receiver.await.unwrap_or(Approval::Deny {
             reason: "nobody answered the approval question".into(),
         })
+    }
+}
+
+#[async_trait]
+impl Approver for AskApproval {
+    async fn decide(&self, call: &ToolCall, spec: &ToolSpec) -> Approval {
+        self.ask(call, spec, call.origin.clone(), Vec::new()).await
     }
 }

@@ -67,7 +67,17 @@ impl Block {
 /// A model's request to run a tool.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {
+    /// Conduit's own id for the call, unique in the conversation: every event, result,
+    /// approval and window state names the call by it. (In conversations saved before
+    /// `wire_id` existed it is the provider's id.)
     pub id: String,
+    /// The provider's id for the call, which only goes back to the provider: providers
+    /// repeat ids (per response counters, a model repeating one), so it names nothing
+    /// in Conduit. `None` in conversations saved before it existed: `id` is then the
+    /// provider's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire_id: Option<String>,
+    /// The exposed name the model called.
     pub name: String,
     /// The arguments as the model wrote them, parsed; `{}` when it wrote none.
     pub arguments: Value,
@@ -79,6 +89,29 @@ pub struct ToolCall {
     /// the call is answered with this error instead of running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub invalid_arguments: Option<String>,
+    /// The real server and tool behind the exposed name, as the host knows them when
+    /// the call is made (`None` for built-in tools and unknown names).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<ToolOrigin>,
+}
+
+impl ToolCall {
+    /// The id to send to the provider with this call.
+    pub fn wire_id(&self) -> &str {
+        self.wire_id.as_deref().unwrap_or(&self.id)
+    }
+}
+
+/// Where a tool comes from: an MCP server and the tool's own name on it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ToolOrigin {
+    pub server: String,
+    pub tool: String,
+}
+
+/// A new call id, unique in the conversation (and beyond): `call_` and a UUID v7.
+pub fn new_call_id() -> String {
+    format!("call_{}", uuid::Uuid::now_v7().simple())
 }
 
 /// How much of a tool's text output goes to a model (100 KB).
@@ -117,7 +150,11 @@ fn cut_note(dropped: usize) -> String {
 /// The outcome of one tool call. Every call gets exactly one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolResult {
+    /// The call's [`ToolCall::id`].
     pub call_id: String,
+    /// The call's [`ToolCall::wire_id`], which goes to the provider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire_id: Option<String>,
     /// The tool's name, which some protocols (Gemini) repeat in the result.
     pub name: String,
     pub is_error: bool,
@@ -129,12 +166,18 @@ impl ToolResult {
     pub fn error(call: &ToolCall, message: impl Into<String>) -> Self {
         Self {
             call_id: call.id.clone(),
+            wire_id: call.wire_id.clone(),
             name: call.name.clone(),
             is_error: true,
             parts: vec![ResultPart::Text {
                 text: message.into(),
             }],
         }
+    }
+
+    /// The call id to send to the provider with this result.
+    pub fn wire_id(&self) -> &str {
+        self.wire_id.as_deref().unwrap_or(&self.call_id)
     }
 
     /// The text parts joined, as protocols that carry only text need them, cut at
@@ -364,6 +407,8 @@ mod tests {
             arguments: json!({"x": 1}),
             signature: None,
             invalid_arguments: None,
+            wire_id: None,
+            origin: None,
         }
     }
 
@@ -416,6 +461,7 @@ mod tests {
                 },
                 Block::ToolResult(ToolResult {
                     call_id: "c1".into(),
+                    wire_id: None,
                     name: "t".into(),
                     is_error: false,
                     parts: vec![
@@ -454,6 +500,7 @@ mod tests {
     fn result_text_describes_non_text_parts_and_skips_media() {
         let result = ToolResult {
             call_id: "c".into(),
+            wire_id: None,
             name: "t".into(),
             is_error: false,
             parts: vec![
@@ -477,6 +524,7 @@ mod tests {
         let long = "é".repeat(60 * 1024); // 120 KB of two-byte characters
         let result = ToolResult {
             call_id: "c".into(),
+            wire_id: None,
             name: "t".into(),
             is_error: false,
             parts: vec![ResultPart::Text { text: long.clone() }],
@@ -490,6 +538,7 @@ mod tests {
         // Several parts: what fits goes whole, the part that crosses the limit is cut.
         let parts = ToolResult {
             call_id: "c".into(),
+            wire_id: None,
             name: "t".into(),
             is_error: false,
             parts: vec![
@@ -519,6 +568,7 @@ mod tests {
         let preview = "p".repeat(1000);
         let result = ToolResult {
             call_id: "c".into(),
+            wire_id: None,
             name: "t".into(),
             is_error: false,
             parts: vec![
@@ -556,6 +606,7 @@ mod tests {
                 role: Role::Tool,
                 blocks: vec![Block::ToolResult(ToolResult {
                     call_id: "a".into(),
+                    wire_id: None,
                     name: "srv__echo".into(),
                     is_error: false,
                     parts: vec![],

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::content::ResultPart;
+use crate::content::{ResultPart, ToolOrigin};
 
 /// What a tool tells the model and the user about itself.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -101,6 +101,12 @@ pub struct ToolError(pub String);
 #[async_trait]
 pub trait Tool: Send + Sync {
     fn spec(&self) -> &ToolSpec;
+
+    /// The real server and tool behind the exposed name (MCP tools); `None` for
+    /// built-in tools.
+    fn origin(&self) -> Option<ToolOrigin> {
+        None
+    }
 
     /// Runs the tool. It should stop soon after `context.cancel` fires.
     async fn call(&self, arguments: Value, context: ToolContext) -> Result<ToolOutput, ToolError>;

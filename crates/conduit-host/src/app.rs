@@ -49,7 +49,8 @@ pub struct Started {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum TurnEvent {
     Agent {
-        event: AgentEvent,
+        /// Boxed: an agent event is much larger than `Ended`.
+        event: Box<AgentEvent>,
     },
     Ended {
         status: TurnStatus,
@@ -139,6 +140,10 @@ pub struct ToolSetting {
     pub tool: conduit_mcp::live::ToolInfo,
     pub enabled: bool,
     pub policy: crate::settings::ToolPolicy,
+    /// Why an "allow" no longer holds (the server or the tool changed since, or the tool
+    /// is new): its calls are asked about again. Empty when nothing needs re-approval.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reapproval: Vec<String>,
 }
 
 /// Where a turn's events go.
@@ -285,7 +290,11 @@ impl App {
         let cancel = CancellationToken::new();
         let agent_sink: EventSink = {
             let sink = sink.clone();
-            Arc::new(move |event| sink(TurnEvent::Agent { event }))
+            Arc::new(move |event| {
+                sink(TurnEvent::Agent {
+                    event: Box::new(event),
+                })
+            })
         };
         let approval =
             WindowApproval::new(agent_sink.clone(), self.host.paths().settings_file.clone());
@@ -380,21 +389,91 @@ impl App {
     /// models and the policy that applies to it.
     pub async fn mcp_server_tools(&self, server: &str) -> Result<ServerTools, AppError> {
         let settings = self.host.settings()?;
+        let trust = self.server_trust(server).await;
         let tools = self
             .live()
             .await
             .server_tools(server)
             .into_iter()
-            .map(|tool| ToolSetting {
-                enabled: settings.tool_enabled(server, &tool.name),
-                policy: settings.tool_policy(server, &tool.name),
-                tool,
+            .map(|tool| {
+                let reapproval = match trust
+                    .get(&tool.name)
+                    .map(|now| settings.verdict(server, &tool.name, now))
+                {
+                    Some(crate::settings::Verdict::Ask { changes })
+                        if settings.tool_policy(server, &tool.name)
+                            == crate::settings::ToolPolicy::Allow =>
+                    {
+                        changes
+                    }
+                    _ => Vec::new(),
+                };
+                ToolSetting {
+                    enabled: settings.tool_enabled(server, &tool.name),
+                    policy: settings.tool_policy(server, &tool.name),
+                    reapproval,
+                    tool,
+                }
             })
             .collect();
         Ok(ServerTools {
             policy: settings.server_policy(server),
             tools,
         })
+    }
+
+    /// What each of `server`'s running tools is now, by the tool's own name.
+    async fn server_trust(&self, server: &str) -> HashMap<String, crate::settings::ApprovedTool> {
+        let tools = self
+            .live()
+            .await
+            .tools(self.host.media.clone(), &|_, _| true);
+        let snapshot = self.host.mcp_config().ok();
+        crate::approval::tool_trust(&tools, snapshot.as_ref())
+            .into_values()
+            .filter(|trust| trust.origin.server == server)
+            .map(|trust| (trust.origin.tool, trust.now))
+            .collect()
+    }
+
+    /// Sets whether `tool` of `server` runs without asking, never, or after asking; an
+    /// allow is bound to what the server and the tool are now.
+    pub async fn set_tool_policy(
+        &self,
+        server: &str,
+        tool: &str,
+        policy: crate::settings::ToolPolicy,
+    ) -> Result<(), AppError> {
+        let trust = self.server_trust(server).await;
+        let mut settings = self.host.settings()?;
+        match (policy, trust.get(tool)) {
+            (crate::settings::ToolPolicy::Allow, Some(now)) => {
+                settings.allow_tool(server, tool, now.clone());
+            }
+            // A tool that is not running cannot be fingerprinted: its allow is asked
+            // about once when it is first called.
+            _ => settings.set_tool_policy(server, tool, policy),
+        }
+        settings.save(&self.host.paths().settings_file)?;
+        Ok(())
+    }
+
+    /// Sets the policy of `server`'s tools that have none of their own; an allow covers
+    /// the tools the server has now, as they are now.
+    pub async fn set_server_policy(
+        &self,
+        server: &str,
+        policy: crate::settings::ToolPolicy,
+    ) -> Result<(), AppError> {
+        let trust = self.server_trust(server).await;
+        let mut settings = self.host.settings()?;
+        if policy == crate::settings::ToolPolicy::Allow {
+            settings.allow_server(server, trust.into_iter().collect());
+        } else {
+            settings.set_server_policy(server, policy);
+        }
+        settings.save(&self.host.paths().settings_file)?;
+        Ok(())
     }
 
     /// Stops a server and starts it again.
@@ -520,12 +599,13 @@ mod tests {
                 .await
                 .unwrap()
                 .unwrap();
-            match event {
-                TurnEvent::Agent {
-                    event: AgentEvent::TextDelta { text: piece },
-                } => text.push_str(&piece),
+            match &event {
+                TurnEvent::Agent { event: agent } => {
+                    if let AgentEvent::TextDelta { text: piece } = agent.as_ref() {
+                        text.push_str(piece);
+                    }
+                }
                 TurnEvent::Ended { .. } => return (text, event),
-                _ => {}
             }
         }
     }
@@ -581,12 +661,9 @@ mod tests {
                 .await
                 .unwrap()
                 .unwrap();
-            if matches!(
-                event,
-                TurnEvent::Agent {
-                    event: AgentEvent::TextDelta { .. }
-                }
-            ) {
+            if let TurnEvent::Agent { event } = &event
+                && matches!(event.as_ref(), AgentEvent::TextDelta { .. })
+            {
                 break;
             }
         }

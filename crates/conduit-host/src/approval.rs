@@ -1,6 +1,8 @@
 //! Tool approval for the window: each tool's policy from settings (allow, deny, ask;
 //! ask by default), the window's question for the rest, and "Always allow" kept in
-//! settings so it holds across restarts and can be revoked in Settings.
+//! settings, bound to fingerprints of the server entry and the tool it was given to, so
+//! it holds across restarts, can be revoked in Settings, and is asked again when the
+//! server or the tool changed.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -9,11 +11,14 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use conduit_core::agent::{Approval, Approver, EventSink};
 use conduit_core::approval::AskApproval;
-use conduit_core::content::ToolCall;
-use conduit_core::tool::ToolSpec;
+use conduit_core::content::{ToolCall, ToolOrigin};
+use conduit_core::tool::{Tool, ToolSpec};
+use conduit_mcp::config::{Snapshot, Transport};
+use conduit_mcp::tool::McpTool;
 use serde::Deserialize;
+use serde_json::json;
 
-use crate::settings::{Settings, SettingsError, ToolPolicy};
+use crate::settings::{ApprovedTool, Settings, SettingsError, Verdict};
 
 /// The user's answer to an approval question.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -24,13 +29,94 @@ pub enum Decision {
     Deny,
 }
 
+/// What the host knows about an exposed tool name: the real server and tool behind it,
+/// and what they are now (the fingerprints an "allow" is bound to).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolTrust {
+    pub origin: ToolOrigin,
+    pub now: ApprovedTool,
+}
+
+/// The fingerprint of how a server is reached: its command and arguments, or its URL.
+/// A server the file no longer names (or cannot start) has none that any allow matches.
+pub fn server_fingerprint(transport: Option<&Transport>) -> String {
+    let described = match transport {
+        Some(Transport::Stdio { command, args, .. }) => {
+            json!({"command": command, "args": args})
+        }
+        Some(Transport::Http { url, .. }) => json!({"url": url}),
+        None => return String::new(),
+    };
+    conduit_files::fingerprint_bytes(described.to_string().as_bytes())
+}
+
+/// Each MCP tool's origin and fingerprints, by exposed name; the server entries come
+/// from `snapshot` (the `mcpServers` file as read now).
+pub fn tool_trust(
+    tools: &[Arc<McpTool>],
+    snapshot: Option<&Snapshot>,
+) -> HashMap<String, ToolTrust> {
+    let mut servers: HashMap<&str, String> = HashMap::new();
+    let mut out = HashMap::new();
+    for tool in tools {
+        let server = tool.server();
+        let server_print = servers
+            .entry(server)
+            .or_insert_with(|| {
+                let transport = snapshot
+                    .and_then(|s| s.server(server))
+                    .and_then(|entry| entry.spec.as_ref().ok())
+                    .map(|spec| &spec.transport);
+                server_fingerprint(transport)
+            })
+            .clone();
+        let spec = tool.spec();
+        out.insert(
+            spec.name.clone(),
+            ToolTrust {
+                origin: ToolOrigin {
+                    server: server.to_owned(),
+                    tool: tool.tool_name().to_owned(),
+                },
+                now: ApprovedTool {
+                    server: server_print,
+                    description: conduit_files::fingerprint_bytes(spec.description.as_bytes()),
+                    input_schema: conduit_files::fingerprint_bytes(
+                        spec.input_schema.to_string().as_bytes(),
+                    ),
+                },
+            },
+        );
+    }
+    out
+}
+
+impl crate::Host {
+    /// Drops a removed server's tool preferences, its "allow"s among them, so a server
+    /// added later under the same name starts from "ask". A failure is logged: the
+    /// server is gone already, and its stale allows no longer match a new server's
+    /// fingerprint anyway.
+    pub fn forget_server_policies(&self, server: &str) {
+        let file = &self.paths().settings_file;
+        let forgotten = Settings::load(file).and_then(|mut settings| {
+            if settings.forget_server(server) {
+                settings.save(file)?;
+            }
+            Ok(())
+        });
+        if let Err(error) = forgotten {
+            tracing::warn!(%server, %error, "the removed server's tool policies could not be dropped");
+        }
+    }
+}
+
 /// Decides a turn's tool calls: settings first, then the window.
 pub struct WindowApproval {
     ask: Arc<AskApproval>,
     settings_file: PathBuf,
-    /// Exposed tool name → (server, the tool's own name), for MCP tools.
-    origins: Mutex<HashMap<String, (String, String)>>,
-    /// Calls waiting for an answer → their exposed tool name.
+    /// Exposed tool name → the real server and tool, and what they are now.
+    trust: Mutex<HashMap<String, ToolTrust>>,
+    /// Calls waiting for an answer (by Conduit's call id) → their exposed tool name.
     asked: Mutex<HashMap<String, String>>,
 }
 
@@ -46,23 +132,30 @@ impl WindowApproval {
         Arc::new(Self {
             ask: AskApproval::new(events),
             settings_file,
-            origins: Mutex::new(HashMap::new()),
+            trust: Mutex::new(HashMap::new()),
             asked: Mutex::new(HashMap::new()),
         })
     }
 
-    pub(crate) fn set_origins(&self, origins: HashMap<String, (String, String)>) {
-        if let Ok(mut known) = self.origins.lock() {
-            *known = origins;
+    pub(crate) fn set_trust(&self, trust: HashMap<String, ToolTrust>) {
+        if let Ok(mut known) = self.trust.lock() {
+            *known = trust;
         }
     }
 
-    fn origin(&self, exposed: &str) -> Option<(String, String)> {
-        self.origins.lock().ok()?.get(exposed).cloned()
+    fn trust_of(&self, exposed: &str) -> Option<ToolTrust> {
+        self.trust.lock().ok()?.get(exposed).cloned()
     }
 
-    /// Answers the question about `call_id`; false when no call waits under that id.
-    /// "Always allow" is saved for the tool before the call runs.
+    /// The calls waiting for an answer, by Conduit's call id.
+    pub fn waiting(&self) -> Vec<String> {
+        self.ask.waiting()
+    }
+
+    /// Answers the question about the call `call_id` (Conduit's id); false, and nothing
+    /// changes, when that call is not the one waiting (answered already, stopped, or
+    /// never asked). "Always allow" is saved for exactly that call's tool, bound to what
+    /// the server and tool are now, before the call runs.
     pub fn answer(&self, call_id: &str, decision: Decision) -> Result<bool, SettingsError> {
         if !self.ask.waiting().iter().any(|id| id == call_id) {
             return Ok(false);
@@ -71,9 +164,9 @@ impl WindowApproval {
         let approval = match decision {
             Decision::AllowOnce => Approval::Allow,
             Decision::AlwaysAllow => {
-                if let Some((server, tool)) = exposed.as_deref().and_then(|e| self.origin(e)) {
+                if let Some(trust) = exposed.as_deref().and_then(|e| self.trust_of(e)) {
                     let saved = Settings::load(&self.settings_file).and_then(|mut settings| {
-                        settings.set_tool_policy(&server, &tool, ToolPolicy::Allow);
+                        settings.allow_tool(&trust.origin.server, &trust.origin.tool, trust.now);
                         settings.save(&self.settings_file)
                     });
                     if let Err(error) = saved {
@@ -95,33 +188,53 @@ impl WindowApproval {
 #[async_trait]
 impl Approver for WindowApproval {
     async fn decide(&self, call: &ToolCall, spec: &ToolSpec) -> Approval {
-        if let Some((server, tool)) = self.origin(&spec.name) {
+        let trust = self.trust_of(&spec.name);
+        let mut changes = Vec::new();
+        if let Some(trust) = &trust {
+            let (server, tool) = (&trust.origin.server, &trust.origin.tool);
             // Read now, not at the turn's start: a change in Settings applies at once.
-            let policy = Settings::load(&self.settings_file)
-                .map(|s| s.tool_policy(&server, &tool))
-                .unwrap_or_default();
-            match policy {
-                ToolPolicy::Allow => return Approval::Allow,
-                ToolPolicy::Deny => {
+            let verdict = match Settings::load(&self.settings_file) {
+                Ok(settings) => settings.verdict(server, tool, &trust.now),
+                Err(error) => Verdict::Ask {
+                    changes: vec![format!("the settings could not be read ({error})")],
+                },
+            };
+            match verdict {
+                Verdict::Allow => return Approval::Allow,
+                Verdict::Deny => {
                     return Approval::Deny {
                         reason: format!("{tool} of {server} is set to Deny in Settings"),
                     };
                 }
-                ToolPolicy::Ask => {}
+                Verdict::Ask { changes: why } => changes = why,
             }
         }
         if let Ok(mut asked) = self.asked.lock() {
             asked.insert(call.id.clone(), spec.name.clone());
         }
-        self.ask.decide(call, spec).await
+        let origin = trust.map(|t| t.origin);
+        let approval = self.ask.ask(call, spec, origin, changes).await;
+        if let Ok(mut asked) = self.asked.lock() {
+            asked.remove(&call.id);
+        }
+        approval
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use conduit_core::agent::AgentEvent;
+    use conduit_core::agent::{Agent, AgentEvent, AgentOptions, Outcome};
+    use conduit_core::content::{Message, ToolResult};
+    use conduit_core::provider::{
+        EventStream, ModelInfo, ModelRequest, Provider, ProviderError, ProviderEvent, StopReason,
+    };
+    use conduit_core::tool::{ToolContext, ToolError, ToolOutput, ToolRegistry};
+    use futures::StreamExt;
     use serde_json::json;
+    use tokio_util::sync::CancellationToken;
+
+    use crate::settings::ToolPolicy;
 
     fn spec(name: &str) -> ToolSpec {
         ToolSpec {
@@ -137,28 +250,72 @@ mod tests {
     fn call(id: &str, name: &str) -> ToolCall {
         ToolCall {
             id: id.into(),
+            wire_id: None,
             name: name.into(),
             arguments: json!({}),
             signature: None,
             invalid_arguments: None,
+            origin: None,
         }
     }
 
-    #[tokio::test]
-    async fn always_allow_is_saved_and_later_calls_run_without_asking() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("settings.json");
-        let asked = Arc::new(Mutex::new(Vec::new()));
+    fn trust(server: &str, tool: &str, command: &str, description: &str) -> ToolTrust {
+        ToolTrust {
+            origin: ToolOrigin {
+                server: server.into(),
+                tool: tool.into(),
+            },
+            now: ApprovedTool {
+                server: server_fingerprint(Some(&Transport::Stdio {
+                    command: command.into(),
+                    args: vec![],
+                    env: Default::default(),
+                    cwd: None,
+                })),
+                description: conduit_files::fingerprint_bytes(description.as_bytes()),
+                input_schema: "schema".into(),
+            },
+        }
+    }
+
+    /// A window that records each question (call id, origin, what changed).
+    type Asked = Arc<Mutex<Vec<(String, Option<ToolOrigin>, Vec<String>)>>>;
+
+    fn window(file: &std::path::Path) -> (Arc<WindowApproval>, Asked) {
+        let asked: Asked = Arc::new(Mutex::new(Vec::new()));
         let seen = asked.clone();
         let events: EventSink = Arc::new(move |event| {
-            if let AgentEvent::ApprovalRequested { call, .. } = event {
-                seen.lock().unwrap().push(call.id);
+            if let AgentEvent::ApprovalRequested {
+                call,
+                origin,
+                changes,
+                ..
+            } = event
+            {
+                seen.lock().unwrap().push((call.id, origin, changes));
             }
         });
-        let approval = WindowApproval::new(events, file.clone());
-        approval.set_origins(HashMap::from([(
+        (WindowApproval::new(events, file.to_owned()), asked)
+    }
+
+    async fn until_asked(asked: &Asked, count: usize) {
+        tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            while asked.lock().unwrap().len() < count {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .unwrap();
+    }
+
+    #[tokio::test]
+    async fn always_allow_is_saved_for_what_was_approved_and_asked_again_after_a_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("settings.json");
+        let (approval, asked) = window(&file);
+        approval.set_trust(HashMap::from([(
             "srv__echo".to_owned(),
-            ("srv".to_owned(), "echo".to_owned()),
+            trust("srv", "echo", "node", "echoes"),
         )]));
 
         let waiting = {
@@ -169,13 +326,25 @@ mod tests {
                     .await
             })
         };
-        while asked.lock().unwrap().is_empty() {
-            tokio::task::yield_now().await;
-        }
+        until_asked(&asked, 1).await;
+        let (_, origin, changes) = asked.lock().unwrap()[0].clone();
+        assert_eq!(
+            origin,
+            Some(ToolOrigin {
+                server: "srv".into(),
+                tool: "echo".into()
+            }),
+            "the question names the real server and tool"
+        );
+        assert!(changes.is_empty());
         assert!(approval.answer("c1", Decision::AlwaysAllow).unwrap());
         assert_eq!(waiting.await.unwrap(), Approval::Allow);
         let saved = Settings::load(&file).unwrap();
         assert_eq!(saved.tool_policy("srv", "echo"), ToolPolicy::Allow);
+        assert_eq!(
+            saved.mcp_servers["srv"].approved["echo"],
+            trust("srv", "echo", "node", "echoes").now
+        );
 
         let second = approval
             .decide(&call("c2", "srv__echo"), &spec("srv__echo"))
@@ -183,6 +352,74 @@ mod tests {
         assert_eq!(second, Approval::Allow);
         assert_eq!(asked.lock().unwrap().len(), 1, "asked only the first time");
         assert!(!approval.answer("nobody", Decision::Deny).unwrap());
+
+        // The server's command changed ("rug pull"): asked again, saying what changed.
+        approval.set_trust(HashMap::from([(
+            "srv__echo".to_owned(),
+            trust("srv", "echo", "/tmp/evil", "echoes"),
+        )]));
+        let third = {
+            let approval = approval.clone();
+            tokio::spawn(async move {
+                approval
+                    .decide(&call("c3", "srv__echo"), &spec("srv__echo"))
+                    .await
+            })
+        };
+        until_asked(&asked, 2).await;
+        let (id, _, changes) = asked.lock().unwrap()[1].clone();
+        assert_eq!(id, "c3");
+        assert!(changes[0].contains("command and arguments"), "{changes:?}");
+        assert!(approval.answer("c3", Decision::Deny).unwrap());
+        assert!(matches!(third.await.unwrap(), Approval::Deny { .. }));
+    }
+
+    #[tokio::test]
+    async fn an_answer_reaches_only_the_pending_call_and_a_stale_one_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("settings.json");
+        let (approval, asked) = window(&file);
+        approval.set_trust(HashMap::from([
+            (
+                "fs__read_file".to_owned(),
+                trust("fs", "read_file", "fs-server", "reads"),
+            ),
+            (
+                "sh__run".to_owned(),
+                trust("sh", "run", "sh-server", "runs"),
+            ),
+        ]));
+        // The first call is answered once; the second one then waits.
+        let first = {
+            let approval = approval.clone();
+            tokio::spawn(async move {
+                approval
+                    .decide(&call("call_a", "fs__read_file"), &spec("fs__read_file"))
+                    .await
+            })
+        };
+        until_asked(&asked, 1).await;
+        assert!(approval.answer("call_a", Decision::AllowOnce).unwrap());
+        assert_eq!(first.await.unwrap(), Approval::Allow);
+        let second = {
+            let approval = approval.clone();
+            tokio::spawn(async move {
+                approval
+                    .decide(&call("call_b", "sh__run"), &spec("sh__run"))
+                    .await
+            })
+        };
+        until_asked(&asked, 2).await;
+        // A stale answer for the answered call changes nothing: no policy, no answer.
+        assert!(!approval.answer("call_a", Decision::AlwaysAllow).unwrap());
+        assert!(!file.exists(), "nothing saved for a stale answer");
+        assert_eq!(approval.waiting(), ["call_b"]);
+        // "Always allow" on the pending call saves that call's tool, and only it.
+        assert!(approval.answer("call_b", Decision::AlwaysAllow).unwrap());
+        assert_eq!(second.await.unwrap(), Approval::Allow);
+        let saved = Settings::load(&file).unwrap();
+        assert_eq!(saved.tool_policy("sh", "run"), ToolPolicy::Allow);
+        assert_eq!(saved.tool_policy("fs", "read_file"), ToolPolicy::Ask);
     }
 
     #[tokio::test]
@@ -193,13 +430,150 @@ mod tests {
         settings.set_tool_policy("srv", "rm", ToolPolicy::Deny);
         settings.save(&file).unwrap();
         let approval = WindowApproval::new(Arc::new(|_| {}), file);
-        approval.set_origins(HashMap::from([(
+        approval.set_trust(HashMap::from([(
             "srv__rm".to_owned(),
-            ("srv".to_owned(), "rm".to_owned()),
+            trust("srv", "rm", "node", "removes"),
         )]));
         let decided = approval
             .decide(&call("c", "srv__rm"), &spec("srv__rm"))
             .await;
         assert!(matches!(decided, Approval::Deny { .. }), "{decided:?}");
+    }
+
+    #[test]
+    fn removing_a_server_in_the_window_drops_its_policies() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = crate::Host::new(crate::Paths::under_home(dir.path().to_owned(), None));
+        let file = &host.paths().mcp_config_file;
+        std::fs::write(
+            file,
+            json!({"mcpServers": {"gone": {"command": "a"}, "kept": {"command": "b"}}}).to_string(),
+        )
+        .unwrap();
+        let mut settings = Settings::default();
+        settings.allow_tool("gone", "run", trust("gone", "run", "a", "d").now);
+        settings.allow_tool("kept", "run", trust("kept", "run", "b", "d").now);
+        settings.save(&host.paths().settings_file).unwrap();
+        let version = conduit_files::fingerprint(file).unwrap();
+        host.edit_mcp_file(
+            version,
+            crate::mcp::McpEdit::Remove {
+                name: "gone".into(),
+            },
+            &|_| true,
+        )
+        .unwrap();
+        let saved = host.settings().unwrap();
+        assert!(!saved.mcp_servers.contains_key("gone"), "{saved:?}");
+        assert_eq!(saved.tool_policy("kept", "run"), ToolPolicy::Allow);
+    }
+
+    /// Answers one response with two calls under the same provider id, then ends.
+    struct RepeatsAnId(Mutex<u32>);
+
+    #[async_trait]
+    impl Provider for RepeatsAnId {
+        fn protocol(&self) -> &'static str {
+            "scripted"
+        }
+
+        async fn stream(&self, _request: ModelRequest) -> Result<EventStream, ProviderError> {
+            let mut count = self.0.lock().unwrap();
+            *count += 1;
+            let done = |name: &str, text: &str| {
+                Ok(ProviderEvent::ToolCallDone {
+                    id: "dup".into(),
+                    name: name.into(),
+                    arguments: Ok(json!({"text": text})),
+                    signature: None,
+                })
+            };
+            let events = if *count == 1 {
+                vec![
+                    done("srv__echo", "first"),
+                    done("srv__echo", "second"),
+                    Ok(ProviderEvent::Stop(StopReason::ToolUse)),
+                ]
+            } else {
+                vec![Ok(ProviderEvent::Stop(StopReason::EndTurn))]
+            };
+            Ok(futures::stream::iter(events).boxed())
+        }
+
+        async fn list_models(&self) -> Result<Vec<ModelInfo>, ProviderError> {
+            Ok(vec![])
+        }
+    }
+
+    struct Echo(ToolSpec);
+
+    #[async_trait]
+    impl Tool for Echo {
+        fn spec(&self) -> &ToolSpec {
+            &self.0
+        }
+
+        async fn call(
+            &self,
+            arguments: serde_json::Value,
+            _context: ToolContext,
+        ) -> Result<ToolOutput, ToolError> {
+            Ok(ToolOutput::text(arguments["text"].as_str().unwrap_or("")))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_model_repeating_a_call_id_gets_two_calls_answered_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let (approval, asked) = window(&dir.path().join("settings.json"));
+        let mut tools = ToolRegistry::new();
+        tools.register(Arc::new(Echo(spec("srv__echo"))));
+        let agent = Agent::new(
+            Arc::new(RepeatsAnId(Mutex::new(0))),
+            tools,
+            approval.clone(),
+            AgentOptions::new("m"),
+        );
+        let answerer = {
+            let approval = approval.clone();
+            let asked = asked.clone();
+            tokio::spawn(async move {
+                until_asked(&asked, 2).await;
+                let ids: Vec<String> = asked.lock().unwrap().iter().map(|a| a.0.clone()).collect();
+                assert_ne!(ids[0], ids[1], "each call has its own id");
+                // Deny one, allow the other: neither answer reaches the other call.
+                assert!(approval.answer(&ids[0], Decision::Deny).unwrap());
+                assert!(approval.answer(&ids[1], Decision::AllowOnce).unwrap());
+                ids
+            })
+        };
+        let mut history = vec![Message::user_text("twice")];
+        // Bounded: with ids that collide, a question would go unanswered for ever.
+        let outcome = tokio::time::timeout(
+            std::time::Duration::from_secs(15),
+            agent.run(&mut history, Arc::new(|_| {}), CancellationToken::new()),
+        )
+        .await
+        .expect("both calls were answered");
+        assert_eq!(outcome, Ok(Outcome::Finished(StopReason::EndTurn)));
+        let ids = answerer.await.unwrap();
+        let calls: Vec<ToolCall> = history[1].tool_calls().cloned().collect();
+        let results: Vec<ToolResult> = history[2].tool_results().cloned().collect();
+        let by_id = |id: &str| results.iter().find(|r| r.call_id == id).unwrap().clone();
+        let denied = by_id(&ids[0]);
+        let allowed = by_id(&ids[1]);
+        assert!(
+            denied.is_error && denied.text().contains("denied"),
+            "{denied:?}"
+        );
+        assert!(!allowed.is_error, "{allowed:?}");
+        let allowed_call = calls.iter().find(|c| c.id == ids[1]).unwrap();
+        assert_eq!(
+            allowed.text(),
+            allowed_call.arguments["text"].as_str().unwrap()
+        );
+        // The provider's id still goes back with both.
+        assert!(calls.iter().all(|c| c.wire_id() == "dup"));
+        assert!(results.iter().all(|r| r.wire_id() == "dup"));
     }
 }

@@ -12,7 +12,6 @@ use conduit_core::agent::{
 use conduit_core::content::{Block, MediaRef, Message, Role};
 use conduit_core::media::{MediaError, MediaStore};
 use conduit_core::provider::ProviderError;
-use conduit_core::tool::Tool;
 use conduit_core::tool::ToolRegistry;
 use conduit_mcp::live::LiveServers;
 use conduit_providers::{HttpSettings, Protocol, ProviderConfig};
@@ -162,13 +161,16 @@ impl Host {
             (None, Some(servers)) => servers.tools(self.media.clone(), &allow),
             (None, None) => Vec::new(),
         };
+        let trust = match &request.approval {
+            // What each tool and its server are now, which an "allow" must still match.
+            ApprovalMode::Window(_) => {
+                let snapshot = self.mcp_config().ok();
+                crate::approval::tool_trust(&mcp_tools, snapshot.as_ref())
+            }
+            _ => HashMap::new(),
+        };
         let mut tools = ToolRegistry::new();
-        let mut origins = HashMap::new();
         for tool in mcp_tools {
-            origins.insert(
-                tool.spec().name.clone(),
-                (tool.server().to_owned(), tool.tool_name().to_owned()),
-            );
             tools.register(tool);
         }
         if crate::test_tools::enabled() {
@@ -180,7 +182,7 @@ impl Host {
                 reason: "tool calls are denied in this run (--approve deny)".into(),
             })),
             ApprovalMode::Window(window) => {
-                window.set_origins(origins);
+                window.set_trust(trust);
                 window.clone()
             }
         };

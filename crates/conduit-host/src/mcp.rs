@@ -331,12 +331,14 @@ impl Host {
         let old_text = self.current_text(&version)?;
         let old = servers_of(&old_text);
         let mut new = old.clone();
+        let mut removed = None;
         let edit = match edit {
             McpEdit::Replace { text } => {
                 let text = unmask_text(&text, &old_text)?;
                 // The raw editor may be mending a file that does not parse: no snapshot.
                 config::check_text(path, &text)?;
-                self.confirm_launches(&old, &servers_of(&text), confirm)?;
+                let replaced = servers_of(&text);
+                self.confirm_launches(&old, &replaced, confirm)?;
                 // The file must still be the one the change was made on.
                 self.current_text(&version)?;
                 conduit_files::write_atomically(path, text.as_bytes(), 0o600).map_err(|e| {
@@ -345,6 +347,10 @@ impl Host {
                         message: e.to_string(),
                     }
                 })?;
+                // A server the new text no longer has takes its tool policies with it.
+                for server in old.keys().filter(|name| !replaced.contains_key(*name)) {
+                    self.forget_server_policies(server);
+                }
                 return Ok(self.mcp_file()?);
             }
             McpEdit::Add { name, entry } => {
@@ -357,7 +363,10 @@ impl Host {
                 new.insert(name.clone(), entry.clone());
                 Edit::Update { name, entry }
             }
-            McpEdit::Remove { name } => Edit::Remove { name },
+            McpEdit::Remove { name } => {
+                removed = Some(name.clone());
+                Edit::Remove { name }
+            }
             McpEdit::SetDisabled { name, disabled } => {
                 if let Some(Value::Object(entry)) = new.get_mut(&name) {
                     if disabled {
@@ -378,6 +387,9 @@ impl Host {
             .into());
         }
         config::apply(&snapshot, edit)?;
+        if let Some(server) = removed {
+            self.forget_server_policies(&server);
+        }
         Ok(self.mcp_file()?)
     }
 

@@ -78,6 +78,13 @@ impl Tool for McpTool {
         &self.spec
     }
 
+    fn origin(&self) -> Option<conduit_core::content::ToolOrigin> {
+        Some(conduit_core::content::ToolOrigin {
+            server: self.server.clone(),
+            tool: self.tool.clone(),
+        })
+    }
+
     async fn call(&self, arguments: Value, context: ToolContext) -> Result<ToolOutput, ToolError> {
         let arguments = match arguments {
             Value::Object(map) => map,

@@ -94,7 +94,7 @@ fn content_blocks(message: &Message, images: &PreparedImages) -> Vec<Value> {
             Block::Reasoning { .. } => {}
             Block::ToolCall(call) => out.push(json!({
                 "type": "tool_use",
-                "id": call.id,
+                "id": call.wire_id(),
                 "name": call.name,
                 "input": call.arguments,
             })),
@@ -134,7 +134,7 @@ fn tool_result_block(result: &ToolResult, images: &PreparedImages) -> Value {
     }
     let mut block = json!({
         "type": "tool_result",
-        "tool_use_id": result.call_id,
+        "tool_use_id": result.wire_id(),
         "content": content,
     });
     if result.is_error {

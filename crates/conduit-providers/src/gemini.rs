@@ -90,8 +90,8 @@ fn model_parts(message: &Message) -> Vec<Value> {
             Block::Text { text } if !text.is_empty() => Some(json!({"text": text})),
             Block::ToolCall(call) => {
                 let mut function_call = json!({"name": call.name, "args": call.arguments});
-                if !call.id.starts_with(LOCAL_ID_PREFIX) {
-                    function_call["id"] = json!(call.id);
+                if !call.wire_id().starts_with(LOCAL_ID_PREFIX) {
+                    function_call["id"] = json!(call.wire_id());
                 }
                 let mut part = json!({"functionCall": function_call});
                 // Gemini 3 rejects a replayed call without the signature it gave.
@@ -123,8 +123,8 @@ fn function_responses(
             "name": result.name,
             "response": response_object(result),
         });
-        if !result.call_id.starts_with(LOCAL_ID_PREFIX) {
-            response["id"] = json!(result.call_id);
+        if !result.wire_id().starts_with(LOCAL_ID_PREFIX) {
+            response["id"] = json!(result.wire_id());
         }
         if !nested.is_empty() {
             if request.capabilities.images_in_tool_results {

@@ -114,6 +114,9 @@ async fn prepare_images(
 #[cfg(test)]
 mod test_support;
 
+#[cfg(test)]
+mod call_ids_tests;
+
 /// What Conduit assumes a model can do when nothing says otherwise.
 pub fn default_capabilities(
     protocol: Protocol,

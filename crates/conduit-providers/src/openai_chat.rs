@@ -96,7 +96,7 @@ fn assistant_message(message: &Message) -> Option<Value> {
         .tool_calls()
         .map(|call| {
             json!({
-                "id": call.id,
+                "id": call.wire_id(),
                 "type": "function",
                 "function": {"name": call.name, "arguments": call.arguments.to_string()},
             })
@@ -150,7 +150,7 @@ fn tool_messages(
         if result.is_error && !content.starts_with("Error") {
             content = format!("Error: {content}");
         }
-        out.push(json!({"role": "tool", "tool_call_id": result.call_id, "content": content}));
+        out.push(json!({"role": "tool", "tool_call_id": result.wire_id(), "content": content}));
     }
     if !held_images.is_empty() {
         let mut parts =

@@ -54,7 +54,7 @@ pub fn build_request(request: &ModelRequest, images: &PreparedImages) -> Value {
                     }
                     input.push(json!({
                         "type": "function_call_output",
-                        "call_id": result.call_id,
+                        "call_id": result.wire_id(),
                         "output": output,
                     }));
                 }
@@ -141,7 +141,7 @@ fn assistant_items(message: &Message, input: &mut Vec<Value>) {
             })),
             Block::ToolCall(call) => input.push(json!({
                 "type": "function_call",
-                "call_id": call.id,
+                "call_id": call.wire_id(),
                 "name": call.name,
                 "arguments": call.arguments.to_string(),
             })),

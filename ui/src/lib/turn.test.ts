@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { snippetParts } from "./snippet";
-import { applyEvent, emptyState, fromStored, pendingUserMessage, toolLabel } from "./turn";
+import { applyEvent, callLabel, emptyState, fromStored, pendingApproval, pendingUserMessage } from "./turn";
 import type { StoredMessage, ToolCall } from "./types";
 
 const call: ToolCall = { id: "c1", name: "everything__echo", arguments: { message: "hi" } };
@@ -84,12 +84,113 @@ describe("stored messages", () => {
   });
 });
 
-describe("labels and snippets", () => {
-  it("split a tool's exposed name into server and tool", () => {
-    expect(toolLabel("everything__get-tiny-image")).toEqual({ server: "everything", tool: "get-tiny-image" });
-    expect(toolLabel("plain")).toEqual({ server: null, tool: "plain" });
+describe("approval keyed by Conduit's call ids", () => {
+  const read: ToolCall = {
+    id: "call_1",
+    wire_id: "gemini-call-0",
+    name: "fs__read_file",
+    origin: { server: "fs", tool: "read_file" },
+    arguments: { path: "notes.txt" },
+  };
+  const run: ToolCall = {
+    id: "call_2",
+    wire_id: "gemini-call-0",
+    name: "sh__run",
+    origin: { server: "sh", tool: "run" },
+    arguments: { command: "rm -rf ~" },
+  };
+
+  it("give the controls only to the card whose block is the pending call", () => {
+    const state = emptyState();
+    applyEvent(state, { type: "turn_started", turn: 1 }, 0);
+    applyEvent(state, { type: "tool_call_started", id: read.id, name: read.name, origin: read.origin }, 0);
+    applyEvent(state, { type: "tool_call_ready", call: read }, 0);
+    applyEvent(state, { type: "approval_requested", call: read, origin: read.origin, annotations: {} }, 0);
+    applyEvent(
+      state,
+      {
+        type: "tool_result",
+        result: { call_id: read.id, wire_id: "gemini-call-0", name: read.name, is_error: false, parts: [] },
+        duration_ms: 1,
+      },
+      0,
+    );
+    applyEvent(state, { type: "message_done", message: { role: "assistant", blocks: [{ type: "tool_call", ...read }] } }, 0);
+    // The next response numbers its call from 0 again; Conduit's ids differ.
+    applyEvent(state, { type: "turn_started", turn: 2 }, 0);
+    applyEvent(state, { type: "tool_call_ready", call: run }, 0);
+    applyEvent(
+      state,
+      { type: "approval_requested", call: run, origin: { server: "sh", tool: "run" }, annotations: {}, changes: ["x changed"] },
+      0,
+    );
+    expect(pendingApproval(read, state.calls[read.id])).toBeNull();
+    expect(state.calls[read.id]?.state).toBe("done");
+    const asked = pendingApproval(run, state.calls[run.id]);
+    expect(asked?.call.id).toBe("call_2");
+    expect(asked?.origin).toEqual({ server: "sh", tool: "run" });
+    expect(asked?.changes).toEqual(["x changed"]);
+    // Even a view that somehow held another call's question gives no controls to a card
+    // whose block is not that call.
+    expect(pendingApproval(read, state.calls[run.id])).toBeNull();
+    expect(pendingApproval({ ...run, arguments: { command: "ls" } }, state.calls[run.id])).toBeNull();
   });
 
+  it("name the real server and tool, never parsed out of the exposed name", () => {
+    expect(callLabel(run)).toEqual({ server: "sh", tool: "run" });
+    expect(callLabel({ id: "c", name: "a__b__c", arguments: {} }, { server: "a__b", tool: "c" })).toEqual({
+      server: "a__b",
+      tool: "c",
+    });
+    expect(callLabel({ id: "c", name: "everything__echo", arguments: {} })).toEqual({
+      server: null,
+      tool: "everything__echo",
+    });
+  });
+});
+
+describe("conversations saved with the provider's repeating ids", () => {
+  it("give each call its own card and result", () => {
+    const legacy = (id: number, path: string): StoredMessage[] => [
+      {
+        id,
+        role: "assistant",
+        status: "complete",
+        error: null,
+        createdAt: 0,
+        blocks: [{ type: "tool_call", id: "gemini-call-0", name: "fs__read_file", arguments: { path } }],
+      },
+      {
+        id: id + 1,
+        role: "tool",
+        status: "complete",
+        error: null,
+        createdAt: 0,
+        blocks: [
+          {
+            type: "tool_result",
+            call_id: "gemini-call-0",
+            name: "fs__read_file",
+            is_error: false,
+            parts: [{ type: "text", text: `contents of ${path}` }],
+          },
+        ],
+      },
+    ];
+    const state = fromStored([...legacy(1, "a.txt"), ...legacy(3, "b.txt")]);
+    const ids = state.messages
+      .flatMap((m) => m.blocks)
+      .flatMap((b) => (b.type === "tool_call" ? [b.id] : []));
+    expect(new Set(ids).size).toBe(2);
+    const texts = ids.map((id) => {
+      const part = state.calls[id]?.result?.parts[0];
+      return part?.type === "text" ? part.text : null;
+    });
+    expect(texts).toEqual(["contents of a.txt", "contents of b.txt"]);
+  });
+});
+
+describe("labels and snippets", () => {
   it("split a snippet at its [match] marks", () => {
     expect(snippetParts("a [b] c [d]")).toEqual([
       { text: "a ", match: false },

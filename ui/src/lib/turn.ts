@@ -9,6 +9,7 @@ import type {
   StoredMessage,
   ToolAnnotations,
   ToolCall,
+  ToolOrigin,
   ToolResult,
 } from "./types";
 
@@ -31,6 +32,15 @@ export type CallState =
   | "denied"
   | "interrupted";
 
+/** A question the host asked about one call: the call exactly as it was asked about. */
+export interface Approval {
+  call: ToolCall;
+  origin: ToolOrigin | null;
+  title: string | null;
+  annotations: ToolAnnotations;
+  changes: string[];
+}
+
 /** What a tool card shows about its call beyond the call itself. */
 export interface CallView {
   state: CallState;
@@ -38,7 +48,7 @@ export interface CallView {
   progress: Progress | null;
   durationMs: number | null;
   startedAt: number | null;
-  approval: { title: string | null; annotations: ToolAnnotations } | null;
+  approval: Approval | null;
   deniedReason: string | null;
 }
 
@@ -68,7 +78,8 @@ function newCall(state: CallState): CallView {
 /** Calls and their states as the stored messages say (results live in tool messages). */
 export function fromStored(messages: StoredMessage[]): ChatState {
   const state = emptyState();
-  state.messages = messages.map((message) => ({
+  const distinct = distinctCallIds(messages);
+  state.messages = distinct.map((message) => ({
     key: `m${message.id}`,
     id: message.id,
     role: message.role,
@@ -76,7 +87,7 @@ export function fromStored(messages: StoredMessage[]): ChatState {
     blocks: message.blocks,
     error: message.error,
   }));
-  for (const message of messages) {
+  for (const message of distinct) {
     for (const block of message.blocks) {
       if (block.type === "tool_call" && !state.calls[block.id]) {
         state.calls[block.id] = newCall(message.status === "interrupted" ? "interrupted" : "done");
@@ -90,6 +101,46 @@ export function fromStored(messages: StoredMessage[]): ChatState {
     }
   }
   return state;
+}
+
+/**
+ * Conversations saved before Conduit gave calls its own ids carry the provider's, which
+ * repeat (`gemini-call-0` in every response). Such a repeated id gets a key of its own on
+ * screen, and the results in the tool message after it follow, in order, so each card
+ * shows its own call's result.
+ */
+function distinctCallIds(messages: StoredMessage[]): StoredMessage[] {
+  const seen = new Set<string>();
+  // The last assistant message's calls: original id → screen keys, in call order.
+  let keys = new Map<string, string[]>();
+  return messages.map((message) => {
+    if (message.role === "assistant") {
+      keys = new Map();
+      let changed = false;
+      const blocks = message.blocks.map((block, index) => {
+        if (block.type !== "tool_call") return block;
+        const key = seen.has(block.id) ? `${block.id}@${message.id}.${index}` : block.id;
+        seen.add(key);
+        keys.set(block.id, [...(keys.get(block.id) ?? []), key]);
+        if (key === block.id) return block;
+        changed = true;
+        return { ...block, id: key };
+      });
+      return changed ? { ...message, blocks } : message;
+    }
+    if (message.role === "tool") {
+      let changed = false;
+      const blocks = message.blocks.map((block) => {
+        if (block.type !== "tool_result") return block;
+        const key = keys.get(block.call_id)?.shift();
+        if (key === undefined || key === block.call_id) return block;
+        changed = true;
+        return { ...block, call_id: key };
+      });
+      return changed ? { ...message, blocks } : message;
+    }
+    return message;
+  });
 }
 
 function resultState(result: ToolResult): CallState {
@@ -159,7 +210,12 @@ export function applyEvent(state: ChatState, event: AgentEvent, now: number): vo
       appendText(liveAssistant(state), "reasoning", event.text);
       break;
     case "tool_call_started":
-      upsertCall(liveAssistant(state), { id: event.id, name: event.name, arguments: {} });
+      upsertCall(liveAssistant(state), {
+        id: event.id,
+        name: event.name,
+        arguments: {},
+        ...(event.origin ? { origin: event.origin } : {}),
+      });
       callView(state, event.id);
       break;
     case "tool_call_ready": {
@@ -172,7 +228,13 @@ export function applyEvent(state: ChatState, event: AgentEvent, now: number): vo
     case "approval_requested": {
       const call = callView(state, event.call.id);
       call.state = "approval";
-      call.approval = { title: event.title ?? null, annotations: event.annotations };
+      call.approval = {
+        call: event.call,
+        origin: event.origin ?? event.call.origin ?? null,
+        title: event.title ?? null,
+        annotations: event.annotations,
+        changes: event.changes ?? [],
+      };
       break;
     }
     case "tool_call_denied": {
@@ -226,9 +288,27 @@ export function applyEvent(state: ChatState, event: AgentEvent, now: number): vo
   }
 }
 
-/** A tool's exposed name split into server and tool (`server__tool`), for labels. */
-export function toolLabel(name: string): { server: string | null; tool: string } {
-  const at = name.indexOf("__");
-  if (at <= 0) return { server: null, tool: name };
-  return { server: name.slice(0, at), tool: name.slice(at + 2) };
+/**
+ * The question a card may answer: only the card whose block is the very call the host
+ * asked about (same id, same tool, same arguments) gets approval controls.
+ */
+export function pendingApproval(block: ToolCall, view: CallView | undefined): Approval | null {
+  const approval = view?.state === "approval" ? view.approval : null;
+  if (!approval) return null;
+  const asked = approval.call;
+  const same =
+    asked.id === block.id &&
+    asked.name === block.name &&
+    JSON.stringify(asked.arguments ?? {}) === JSON.stringify(block.arguments ?? {});
+  return same ? approval : null;
+}
+
+/**
+ * What a card names: the real server and tool from the host; a call without an origin
+ * (a built-in tool, or one saved before origins were recorded) by its whole exposed name,
+ * never guessed from it.
+ */
+export function callLabel(call: ToolCall, origin?: ToolOrigin | null): { server: string | null; tool: string } {
+  const known = origin ?? call.origin;
+  return known ? { server: known.server, tool: known.tool } : { server: null, tool: call.name };
 }

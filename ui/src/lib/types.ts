@@ -25,9 +25,19 @@ export interface MediaRef {
   height?: number;
 }
 
+/** The real server and tool behind an exposed tool name, as the host knows them. */
+export interface ToolOrigin {
+  server: string;
+  tool: string;
+}
+
 export interface ToolCall {
+  /** Conduit's own id, unique in the conversation: every state is keyed by it. */
   id: string;
+  /** The provider's id, for the wire only (absent in conversations saved before it). */
+  wire_id?: string;
   name: string;
+  origin?: ToolOrigin;
   arguments: unknown;
   signature?: string;
   invalid_arguments?: string;
@@ -44,6 +54,7 @@ export type ResultPart =
 
 export interface ToolResult {
   call_id: string;
+  wire_id?: string;
   name: string;
   is_error: boolean;
   parts: ResultPart[];
@@ -112,15 +123,18 @@ export type AgentEvent =
   | { type: "turn_started"; turn: number }
   | { type: "text_delta"; text: string }
   | { type: "reasoning_delta"; text: string }
-  | { type: "tool_call_started"; id: string; name: string }
+  | { type: "tool_call_started"; id: string; name: string; origin?: ToolOrigin | null }
   | { type: "tool_call_delta"; id: string; arguments: string }
   | { type: "block_done"; index: number; block: Block }
   | { type: "tool_call_ready"; call: ToolCall }
   | {
       type: "approval_requested";
       call: ToolCall;
+      origin?: ToolOrigin | null;
       title?: string | null;
       annotations: ToolAnnotations;
+      /** Why an earlier "Always allow" no longer holds. */
+      changes?: string[];
     }
   | { type: "tool_call_denied"; id: string; reason: string }
   | { type: "tool_progress"; id: string; progress: Progress }
@@ -263,6 +277,8 @@ export interface ToolSetting {
   destructive: boolean;
   enabled: boolean;
   policy: ToolPolicy;
+  /** Why an "allow" no longer holds (the server or tool changed, or the tool is new). */
+  reapproval?: string[];
 }
 
 /** A server's approval policy and its tools (conduit_host::app::ServerTools). */

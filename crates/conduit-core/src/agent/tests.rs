@@ -205,7 +205,7 @@ async fn run(provider: Arc<ScriptedProvider>, tools: Vec<Arc<dyn Tool>>) -> Run 
 fn results_of(message: &Message) -> Vec<(String, bool, String)> {
     message
         .tool_results()
-        .map(|r| (r.call_id.clone(), r.is_error, r.text()))
+        .map(|r| (r.wire_id().to_owned(), r.is_error, r.text()))
         .collect()
 }
 
@@ -522,7 +522,7 @@ async fn ask_approval_waits_for_each_answer() {
         let mut asked = Vec::new();
         while let Some(event) = receiver.recv().await {
             if let AgentEvent::ApprovalRequested { call, .. } = event {
-                let approval = if call.id == "c1" {
+                let approval = if call.wire_id() == "c1" {
                     Approval::Allow
                 } else {
                     Approval::Deny {
@@ -530,7 +530,7 @@ async fn ask_approval_waits_for_each_answer() {
                     }
                 };
                 assert!(answering.answer(&call.id, approval));
-                asked.push(call.id);
+                asked.push(call.wire_id().to_owned());
                 if asked.len() == 2 {
                     break;
                 }
@@ -551,8 +551,9 @@ async fn ask_approval_waits_for_each_answer() {
     assert_eq!(results[0], ("c1".into(), false, "yes".into()));
     assert!(results[1].1 && results[1].2.contains("not this one"));
     assert!(ask.waiting().is_empty());
+    let first_id = history[1].tool_calls().next().unwrap().id.clone();
     assert!(
-        !ask.answer("c1", Approval::Allow),
+        !ask.answer(&first_id, Approval::Allow),
         "an answered call cannot be answered twice"
     );
     drop(ask);
@@ -638,4 +639,170 @@ async fn each_block_is_reported_as_soon_as_it_is_complete() {
         .position(|e| matches!(e, AgentEvent::ToolCallReady { .. }))
         .unwrap();
     assert!(text_done < call_ready);
+}
+
+#[tokio::test]
+async fn every_call_gets_its_own_id_even_when_the_provider_repeats_one() {
+    // Two responses that both number their calls from 0 (Gemini without ids), and one
+    // response that repeats an id (a model doing so).
+    let provider = ScriptedProvider::new(vec![
+        vec![
+            call("gemini-call-0", "echo", json!({"text": "a"})),
+            stop(StopReason::ToolUse),
+        ],
+        vec![
+            call("gemini-call-0", "echo", json!({"text": "b"})),
+            call("gemini-call-0", "echo", json!({"text": "c"})),
+            stop(StopReason::ToolUse),
+        ],
+        vec![text("Done."), stop(StopReason::EndTurn)],
+    ]);
+    let run = run(provider.clone(), vec![Arc::new(Echo(spec("echo")))]).await;
+    assert_eq!(run.outcome, Ok(Outcome::Finished(StopReason::EndTurn)));
+    let calls: Vec<&ToolCall> = run.history.iter().flat_map(|m| m.tool_calls()).collect();
+    assert_eq!(calls.len(), 3);
+    let ids: std::collections::HashSet<&str> = calls.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids.len(), 3, "ids unique in the conversation: {calls:?}");
+    assert!(calls.iter().all(|c| c.wire_id() == "gemini-call-0"));
+    // Each result answers its own call, by Conduit's id, with the provider's id kept.
+    for message in run.history.windows(2) {
+        let (calls, results) = (&message[0], &message[1]);
+        let pairs: Vec<_> = calls
+            .tool_calls()
+            .zip(results.tool_results())
+            .map(|(call, result)| {
+                (
+                    call.id == result.call_id,
+                    result.text() == call.arguments["text"],
+                )
+            })
+            .collect();
+        assert!(pairs.iter().all(|(same, text)| *same && *text), "{pairs:?}");
+    }
+    // The provider got its own ids back.
+    let last = provider.requests().pop().unwrap();
+    let wire: Vec<_> = last
+        .messages
+        .iter()
+        .flat_map(|m| m.tool_results())
+        .map(|r| r.wire_id().to_owned())
+        .collect();
+    assert_eq!(wire, ["gemini-call-0"; 3]);
+}
+
+#[tokio::test]
+async fn streamed_pieces_of_calls_under_a_repeated_id_go_to_the_right_call() {
+    let started = |id: &str| {
+        Ok(ProviderEvent::ToolCallStarted {
+            id: id.into(),
+            name: "echo".into(),
+        })
+    };
+    let delta = |id: &str, arguments: &str| {
+        Ok(ProviderEvent::ToolCallDelta {
+            id: id.into(),
+            arguments: arguments.into(),
+        })
+    };
+    let provider = ScriptedProvider::new(vec![
+        vec![
+            started("dup"),
+            delta("dup", "{\"text\":\"one\"}"),
+            call("dup", "echo", json!({"text": "one"})),
+            started("dup"),
+            delta("dup", "{\"text\":\"two\"}"),
+            call("dup", "echo", json!({"text": "two"})),
+            stop(StopReason::ToolUse),
+        ],
+        vec![text("Done."), stop(StopReason::EndTurn)],
+    ]);
+    let run = run(provider, vec![Arc::new(Echo(spec("echo")))]).await;
+    let mut started_ids = Vec::new();
+    let mut deltas = Vec::new();
+    let mut ready = Vec::new();
+    for event in &run.events {
+        match event {
+            AgentEvent::ToolCallStarted { id, .. } => started_ids.push(id.clone()),
+            AgentEvent::ToolCallDelta { id, arguments } => {
+                deltas.push((id.clone(), arguments.clone()))
+            }
+            AgentEvent::ToolCallReady { call } => {
+                ready.push((call.id.clone(), call.arguments["text"].clone()))
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(started_ids.len(), 2);
+    assert_ne!(started_ids[0], started_ids[1]);
+    assert_eq!(deltas[0].0, started_ids[0]);
+    assert!(deltas[0].1.contains("one"));
+    assert_eq!(deltas[1].0, started_ids[1]);
+    assert_eq!(ready[0], (started_ids[0].clone(), json!("one")));
+    assert_eq!(ready[1], (started_ids[1].clone(), json!("two")));
+}
+
+#[tokio::test]
+async fn two_calls_under_one_repeated_id_are_asked_and_answered_apart() {
+    use crate::approval::AskApproval;
+
+    let provider = ScriptedProvider::new(vec![
+        vec![
+            call("dup", "echo", json!({"text": "deny me"})),
+            call("dup", "echo", json!({"text": "allow me"})),
+            stop(StopReason::ToolUse),
+        ],
+        vec![text("Done."), stop(StopReason::EndTurn)],
+    ]);
+    let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
+    let sink: EventSink = Arc::new(move |event| {
+        let _ = sender.send(event);
+    });
+    let ask = AskApproval::new(sink.clone());
+    let answering = ask.clone();
+    let answerer = tokio::spawn(async move {
+        let mut asked = Vec::new();
+        while let Some(event) = receiver.recv().await {
+            if let AgentEvent::ApprovalRequested { call, .. } = event {
+                let approval = if call.arguments["text"] == "deny me" {
+                    Approval::Deny {
+                        reason: "not this one".into(),
+                    }
+                } else {
+                    Approval::Allow
+                };
+                assert!(answering.answer(&call.id, approval), "{call:?}");
+                asked.push(call.id);
+                if asked.len() == 2 {
+                    return asked;
+                }
+            }
+        }
+        asked
+    });
+    let mut registry = ToolRegistry::new();
+    registry.register(Arc::new(Echo(spec("echo"))));
+    let agent = Agent::new(provider, registry, ask.clone(), AgentOptions::new("m"));
+    let mut history = vec![Message::user_text("hi")];
+    // Bounded: with ids that collide, one question would never come (or be answered).
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(10),
+        agent.run(&mut history, sink, CancellationToken::new()),
+    )
+    .await
+    .expect("both calls were asked about and answered");
+    assert_eq!(outcome, Ok(Outcome::Finished(StopReason::EndTurn)));
+    let asked = tokio::time::timeout(Duration::from_secs(10), answerer)
+        .await
+        .expect("both questions came")
+        .unwrap();
+    assert_ne!(asked[0], asked[1], "each question names its own call");
+    let results: Vec<(bool, String)> = history[2]
+        .tool_results()
+        .map(|r| (r.is_error, r.text()))
+        .collect();
+    assert!(
+        results[0].0 && results[0].1.contains("not this one"),
+        "{results:?}"
+    );
+    assert_eq!(results[1], (false, "allow me".to_owned()));
 }

@@ -242,6 +242,8 @@ fn the_request_keeps_images_inside_tool_results_and_replays_thinking() {
                     arguments: json!({"id": 7}),
                     signature: None,
                     invalid_arguments: None,
+                    wire_id: None,
+                    origin: None,
                 }),
             ],
         },
@@ -249,6 +251,7 @@ fn the_request_keeps_images_inside_tool_results_and_replays_thinking() {
             role: Role::Tool,
             blocks: vec![Block::ToolResult(ToolResult {
                 call_id: "toolu_1".into(),
+                wire_id: None,
                 name: "figma__frame".into(),
                 is_error: false,
                 parts: vec![
@@ -323,6 +326,7 @@ fn error_results_are_flagged() {
         role: Role::Tool,
         blocks: vec![Block::ToolResult(ToolResult {
             call_id: "t".into(),
+            wire_id: None,
             name: "x".into(),
             is_error: true,
             parts: vec![ResultPart::Text {

@@ -106,6 +106,8 @@ fn conversation() -> Vec<Message> {
                     arguments: json!({"id": 7}),
                     signature: Some("CiQB0e2Kb8".into()),
                     invalid_arguments: None,
+                    wire_id: None,
+                    origin: None,
                 }),
                 Block::ToolCall(ToolCall {
                     id: "gemini-call-1".into(),
@@ -113,6 +115,8 @@ fn conversation() -> Vec<Message> {
                     arguments: json!({}),
                     signature: None,
                     invalid_arguments: None,
+                    wire_id: None,
+                    origin: None,
                 }),
             ],
         },
@@ -121,6 +125,7 @@ fn conversation() -> Vec<Message> {
             blocks: vec![
                 Block::ToolResult(ToolResult {
                     call_id: "abc1".into(),
+                    wire_id: None,
                     name: "figma__frame".into(),
                     is_error: false,
                     parts: vec![
@@ -134,6 +139,7 @@ fn conversation() -> Vec<Message> {
                 }),
                 Block::ToolResult(ToolResult {
                     call_id: "gemini-call-1".into(),
+                    wire_id: None,
                     name: "figma__meta".into(),
                     is_error: true,
                     parts: vec![ResultPart::Text {

@@ -133,11 +133,14 @@ fn turn_with_image_results() -> Vec<Message> {
             arguments: json!({"n": 1}),
             signature: None,
             invalid_arguments: None,
+            wire_id: None,
+            origin: None,
         })
     };
     let result = |id: &str, img: &str| {
         Block::ToolResult(ToolResult {
             call_id: id.into(),
+            wire_id: None,
             name: "charts__plot".into(),
             is_error: false,
             parts: vec![

@@ -131,6 +131,8 @@ fn the_request_uses_flat_tools_function_call_items_and_image_outputs() {
                     arguments: json!({"city": "Paris"}),
                     signature: None,
                     invalid_arguments: None,
+                    wire_id: None,
+                    origin: None,
                 }),
             ],
         },
@@ -138,6 +140,7 @@ fn the_request_uses_flat_tools_function_call_items_and_image_outputs() {
             role: Role::Tool,
             blocks: vec![Block::ToolResult(ToolResult {
                 call_id: "call_1".into(),
+                wire_id: None,
                 name: "maps__render".into(),
                 is_error: false,
                 parts: vec![

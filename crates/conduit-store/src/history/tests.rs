@@ -48,9 +48,12 @@ fn every_kind_of_block(media: &MediaRef) -> Vec<Block> {
             arguments: json!({"q": "rust"}),
             signature: Some("thought".into()),
             invalid_arguments: None,
+            wire_id: None,
+            origin: None,
         }),
         Block::ToolResult(ToolResult {
             call_id: "c1".into(),
+            wire_id: None,
             name: "srv__tool".into(),
             is_error: true,
             parts: vec![
@@ -177,6 +180,8 @@ fn messages_left_streaming_by_a_crash_open_as_interrupted_with_a_valid_history()
                     arguments: json!({}),
                     signature: None,
                     invalid_arguments: None,
+                    wire_id: None,
+                    origin: None,
                 }),
             )
             .unwrap();
@@ -214,6 +219,7 @@ fn search_finds_text_and_tool_results_newest_first_with_snippets() {
                 role: Role::Tool,
                 blocks: vec![Block::ToolResult(ToolResult {
                     call_id: "c".into(),
+                    wire_id: None,
                     name: "web__search".into(),
                     is_error: false,
                     parts: vec![ResultPart::Text {

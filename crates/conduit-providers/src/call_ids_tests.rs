@@ -1,0 +1,89 @@
+//! Every protocol sends the provider's own call id (`wire_id`) back, never Conduit's.
+
+use conduit_core::content::{Block, Message, ResultPart, Role, ToolCall, ToolResult};
+use conduit_core::provider::{ModelCapabilities, ModelRequest};
+use serde_json::{Value, json};
+
+use crate::images::PreparedImages;
+
+fn request(wire_id: Option<&str>) -> ModelRequest {
+    let call = ToolCall {
+        id: "call_conduit_own".into(),
+        wire_id: wire_id.map(str::to_owned),
+        name: "fs__read_file".into(),
+        arguments: json!({"path": "notes.txt"}),
+        signature: None,
+        invalid_arguments: None,
+        origin: None,
+    };
+    ModelRequest {
+        model: "m".into(),
+        system: None,
+        messages: vec![
+            Message::user_text("read it"),
+            Message {
+                role: Role::Assistant,
+                blocks: vec![Block::ToolCall(call.clone())],
+            },
+            Message {
+                role: Role::Tool,
+                blocks: vec![Block::ToolResult(ToolResult {
+                    call_id: call.id.clone(),
+                    wire_id: call.wire_id.clone(),
+                    name: call.name.clone(),
+                    is_error: false,
+                    parts: vec![ResultPart::Text {
+                        text: "hello".into(),
+                    }],
+                })],
+            },
+        ],
+        tools: vec![],
+        max_output_tokens: None,
+        capabilities: ModelCapabilities::default(),
+    }
+}
+
+fn bodies(request: &ModelRequest) -> Vec<(&'static str, Value)> {
+    let images = PreparedImages::new();
+    vec![
+        (
+            "anthropic",
+            crate::anthropic::build_request(request, &images),
+        ),
+        (
+            "openai-responses",
+            crate::openai_responses::build_request(request, &images),
+        ),
+        (
+            "openai-chat",
+            crate::openai_chat::build_request(request, &images),
+        ),
+        ("gemini", crate::gemini::build_request(request, &images)),
+    ]
+}
+
+#[test]
+fn the_provider_gets_its_own_call_id_back_and_never_conduits() {
+    for (protocol, body) in bodies(&request(Some("toolu_wire_1"))) {
+        let text = body.to_string();
+        assert_eq!(
+            text.matches("toolu_wire_1").count(),
+            2,
+            "{protocol}: the call and its result carry the provider's id: {text}"
+        );
+        assert!(!text.contains("call_conduit_own"), "{protocol}: {text}");
+    }
+}
+
+#[test]
+fn a_conversation_saved_before_wire_ids_sends_its_stored_id() {
+    for (protocol, body) in bodies(&request(None)) {
+        let text = body.to_string();
+        assert_eq!(
+            text.matches("call_conduit_own").count(),
+            2,
+            "{protocol}: {text}"
+        );
+    }
+}

@@ -1,0 +1,423 @@
+//! Approval answers exactly the call it shows, in the real app under Xvfb: a Gemini-protocol
+//! model whose calls come without ids (so the provider numbers each response's calls
+//! from 0 again) gets one card per call, the Allow buttons only on the pending call,
+//! "Always allow" saved for that call's tool, a stale answer refused, the real server and
+//! tool named, long arguments shown whole, and an allow asked again after the server
+//! changed.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use conduit_e2e::artifacts_dir;
+use conduit_e2e::desktop::{DesktopSession, app_binary};
+use conduit_e2e::llm_server::{Dialect, ScriptedCall, ScriptedLlm};
+use fantoccini::Locator;
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(30);
+const KEY_VAR: &str = "CONDUIT_TEST_APPROVAL_GEMINI_KEY";
+
+struct Fixture {
+    home: tempfile::TempDir,
+    llm: ScriptedLlm,
+    shots: PathBuf,
+}
+
+impl Fixture {
+    async fn new() -> Self {
+        let home = tempfile::tempdir().unwrap();
+        let llm = ScriptedLlm::start(Vec::new()).await.unwrap();
+        llm.answer_models(json!({"models": [{"name": "models/m", "supportedGenerationMethods": ["generateContent"]}]}));
+        let settings = json!({"providers": [{
+            "id": "gemini",
+            "protocol": "gemini",
+            "baseUrl": Dialect::Gemini.base_url(&llm.url()),
+            "defaultModel": "m",
+            "apiKeyEnv": KEY_VAR
+        }]});
+        std::fs::write(home.path().join("settings.json"), settings.to_string()).unwrap();
+        let fixture = Self {
+            home,
+            llm,
+            shots: artifacts_dir("desktop-approval"),
+        };
+        fixture.write_servers("");
+        fixture
+    }
+
+    /// Servers `fs` and `sh`, both the approval test server; `extra` changes `sh`'s
+    /// arguments and its `run` tool's description.
+    fn write_servers(&self, extra: &str) {
+        let root = conduit_e2e::workspace_root().join("tests/mcp-servers");
+        let python = root.join(".venv/bin/python");
+        assert!(
+            python.is_file(),
+            "run `make test`: the Python test servers are missing"
+        );
+        let script = root.join("fixtures/approval_tools.py");
+        let mut sh_args = vec![json!(script)];
+        if !extra.is_empty() {
+            sh_args.push(json!(extra));
+        }
+        let servers = json!({"mcpServers": {
+            "fs": {"command": python, "args": [script]},
+            "sh": {"command": python, "args": sh_args}
+        }});
+        std::fs::write(
+            self.home.path().join("mcp_servers.json"),
+            servers.to_string(),
+        )
+        .unwrap();
+    }
+
+    async fn open(&self) -> Window {
+        let session = DesktopSession::start(
+            &app_binary().unwrap(),
+            &[
+                ("CONDUIT_HOME", self.home.path()),
+                (KEY_VAR, Path::new("test-gemini-key")),
+            ],
+        )
+        .await
+        .unwrap();
+        let window = Window { session };
+        window
+            .wait(r#"document.querySelector('select[aria-label="Model"]')?.value.endsWith("m")"#)
+            .await;
+        window
+    }
+
+    fn settings(&self) -> Value {
+        let text = std::fs::read_to_string(self.home.path().join("settings.json")).unwrap();
+        serde_json::from_str(&text).unwrap()
+    }
+
+    fn shot(&self, name: &str) -> PathBuf {
+        self.shots.join(name)
+    }
+}
+
+struct Window {
+    session: DesktopSession,
+}
+
+impl Window {
+    async fn wait(&self, expression: &str) -> Value {
+        self.session.wait_js(expression, WAIT).await.unwrap()
+    }
+
+    async fn js(&self, script: &str) -> Value {
+        self.session.js(script).await.unwrap()
+    }
+
+    async fn send(&self, text: &str) {
+        let box_ = self
+            .session
+            .client
+            .find(Locator::Css(r#"textarea[aria-label="Message"]"#))
+            .await
+            .unwrap();
+        box_.send_keys(text).await.unwrap();
+        box_.send_keys("\u{E007}").await.unwrap(); // Enter
+    }
+
+    async fn click_button(&self, name: &str) {
+        self.session.click_button(name, WAIT).await.unwrap();
+    }
+
+    async fn answer_contains(&self, expected: &str) {
+        let expected = serde_json::to_string(expected).unwrap();
+        self.wait(&format!(
+            r#"[...document.querySelectorAll('[aria-label="Assistant message"]')].some(m => m.textContent.includes({expected}))"#
+        ))
+        .await;
+    }
+
+    /// Waits until the last card of `tool` shows `state`.
+    async fn tool_state(&self, tool: &str, state: &str) {
+        self.wait(&format!(
+            r#"(() => {{ const cards = document.querySelectorAll('article[aria-label="Tool call {tool}"]');
+                const card = cards[cards.length - 1];
+                return card && card.querySelector('[aria-label="Tool state"]').textContent.trim() === "{state}"; }})()"#
+        ))
+        .await;
+    }
+
+    /// Every card: its call id, tool, server, state and whether it has approval controls.
+    async fn cards(&self) -> Vec<Value> {
+        let cards = self
+            .js(r#"return [...document.querySelectorAll('article[data-call-id]')].map(card => ({
+                     id: card.dataset.callId,
+                     tool: card.querySelector('[aria-label="Tool name"]')?.textContent.trim(),
+                     server: card.querySelector('[aria-label="Server name"]')?.textContent.trim() ?? null,
+                     state: card.dataset.state,
+                     controls: card.querySelectorAll('[aria-label="Approve tool call"] button').length
+                   }));"#)
+            .await;
+        cards.as_array().unwrap().clone()
+    }
+
+    async fn shot(&self, file: &Path) {
+        self.session.screenshot(file).await.unwrap();
+    }
+}
+
+fn no_id_call(name: &str, arguments: Value) -> ScriptedCall {
+    // An empty id is what a Gemini call without one decodes to: Conduit numbers it.
+    ScriptedCall::new("", name, arguments)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approval_answers_exactly_the_call_it_shows() {
+    let gemini = Dialect::Gemini;
+    let fixture = Fixture::new().await;
+    // A long command: it must show whole, scrolling, while approval is pending.
+    let long_command = (1..=80)
+        .map(|n| format!("echo line {n} of a long command that goes on and on"))
+        .collect::<Vec<_>>()
+        .join(" && ")
+        + " && echo THE-END-OF-THE-COMMAND";
+    fixture.llm.push(vec![
+        gemini.turn(
+            &[],
+            &[no_id_call("fs__read_file", json!({"path": "notes.txt"}))],
+        ),
+        gemini.turn(
+            &[],
+            &[no_id_call("sh__run", json!({"command": long_command}))],
+        ),
+        gemini.text(&["Read and ran."]),
+    ]);
+    let window = fixture.open().await;
+    window.send("Read my notes, then run the command").await;
+
+    window.tool_state("read_file", "Waiting for approval").await;
+    let first = window.cards().await;
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert_eq!(first[0]["server"], "fs", "the real server: {first:?}");
+    let question = window
+        .js(r#"return document.querySelector('[aria-label="Approval question"]').textContent.replace(/\s+/g, " ").trim();"#)
+        .await;
+    assert!(
+        question
+            .as_str()
+            .unwrap()
+            .contains("run read_file of server fs"),
+        "{question}"
+    );
+    window.shot(&fixture.shot("01-first-call.png")).await;
+    window.click_button("Allow once").await;
+
+    // The next response numbers its call from 0 again; it gets its own card and id.
+    window.tool_state("run", "Waiting for approval").await;
+    window.tool_state("read_file", "Done").await;
+    let cards = window.cards().await;
+    assert_eq!(cards.len(), 2, "{cards:?}");
+    let (read, run) = (&cards[0], &cards[1]);
+    assert_ne!(read["id"], run["id"], "{cards:?}");
+    assert_eq!(read["tool"], "read_file");
+    assert_eq!(read["state"], "done");
+    assert_eq!(
+        read["controls"], 0,
+        "the old card has no buttons: {cards:?}"
+    );
+    assert_eq!(run["tool"], "run");
+    assert_eq!(run["server"], "sh");
+    assert_eq!(run["controls"], 3, "{cards:?}");
+    assert_eq!(
+        window
+            .js(r#"return document.querySelectorAll('[aria-label="Approve tool call"]').length;"#)
+            .await,
+        1
+    );
+
+    // The arguments show whole while pending: not folded, the end is there, and the box
+    // scrolls.
+    let shown = window
+        .js(r#"const pre = document.querySelector('article[data-state="approval"] pre[aria-label="Arguments"]');
+               return { folded: pre.closest('details') !== null,
+                        whole: pre.textContent.includes("THE-END-OF-THE-COMMAND"),
+                        scrolls: pre.scrollHeight > pre.clientHeight,
+                        overflow: getComputedStyle(pre).overflowY };"#)
+        .await;
+    assert_eq!(shown["folded"], false, "{shown}");
+    assert_eq!(shown["whole"], true, "{shown}");
+    assert_eq!(shown["scrolls"], true, "{shown}");
+    assert_eq!(shown["overflow"], "auto", "{shown}");
+    window
+        .js(r#"document.querySelector('article[data-state="approval"]').scrollIntoView(); return null;"#)
+        .await;
+    window.shot(&fixture.shot("02-long-arguments.png")).await;
+    window
+        .js(r#"const pre = document.querySelector('article[data-state="approval"] pre[aria-label="Arguments"]');
+               pre.scrollTop = pre.scrollHeight; return null;"#)
+        .await;
+    window
+        .shot(&fixture.shot("03-long-arguments-scrolled.png"))
+        .await;
+
+    // A stale answer, for the call already answered, is refused and saves nothing.
+    let read_id = read["id"].as_str().unwrap();
+    // The running turn's id, as a page script could learn it.
+    let turn = window
+        .wait(r#"document.querySelector('[role="log"]').dataset.turn"#)
+        .await;
+    window
+        .js(&format!(
+            r#"window.__TAURI_INTERNALS__.invoke("answer_approval",
+                 {{ turn: {turn}, callId: {read_id:?}, decision: "always_allow" }})
+                 .then(r => window.__stale = JSON.stringify(r), e => window.__stale = "error: " + e);
+               return null;"#
+        ))
+        .await;
+    let stale = window.wait("window.__stale").await;
+    assert_eq!(stale, "false", "a stale answer is refused");
+    assert!(fixture.settings().get("mcpServers").is_none());
+
+    // "Always allow" acts on the pending call alone and saves its own tool.
+    window.click_button("Always allow this tool").await;
+    window.answer_contains("Read and ran.").await;
+    window.tool_state("run", "Done").await;
+    let settings = fixture.settings();
+    assert_eq!(
+        settings["mcpServers"]["sh"]["toolApproval"]["run"], "allow",
+        "{settings}"
+    );
+    assert!(
+        settings["mcpServers"]["sh"]["approved"]["run"]["server"].is_string(),
+        "{settings}"
+    );
+    assert!(
+        settings["mcpServers"].get("fs").is_none(),
+        "nothing saved for read_file: {settings}"
+    );
+    // Each result went back to the model with the call it answers, without made-up ids.
+    let last = fixture.llm.requests().last().unwrap().body.clone();
+    let responses: Vec<&Value> = last["contents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["parts"].as_array().unwrap())
+        .filter_map(|p| p.get("functionResponse"))
+        .collect();
+    assert_eq!(responses.len(), 2, "{last}");
+    assert_eq!(responses[0]["name"], "fs__read_file");
+    assert!(responses[0].to_string().contains("contents of notes.txt"));
+    assert_eq!(responses[1]["name"], "sh__run");
+    assert!(responses[1].to_string().contains("would run: echo line 1"));
+    assert!(
+        !last.to_string().contains("gemini-call-"),
+        "Conduit's numbering never goes to the wire"
+    );
+    let run_id = run["id"].as_str().unwrap();
+    assert!(
+        !last.to_string().contains(read_id) && !last.to_string().contains(run_id),
+        "nor Conduit's own ids"
+    );
+    window.shot(&fixture.shot("04-allowed.png")).await;
+
+    // The server changes after "always" (another command line, another description): the
+    // next call is asked about again, and the card says what changed.
+    fixture.write_servers("CHANGED");
+    // Wait until the watcher restarted `sh` with the new definition (what Settings lists).
+    window
+        .js(r#"window.__changed = false;
+               const poll = () => window.__TAURI_INTERNALS__.invoke("mcp_server_tools", { server: "sh" })
+                 .then(listed => {
+                   const run = listed.tools.find(t => t.name === "run");
+                   if (run && run.description.includes("CHANGED")) window.__changed = listed;
+                   else setTimeout(poll, 100);
+                 }, () => setTimeout(poll, 100));
+               poll();
+               return null;"#)
+        .await;
+    let listed = window.wait("window.__changed").await;
+    // Settings marks the allow as needing re-approval, and says why.
+    let run_setting = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "run")
+        .unwrap();
+    let why = run_setting["reapproval"].to_string();
+    assert!(
+        why.contains("command and arguments") && why.contains("description"),
+        "{run_setting}"
+    );
+    fixture.llm.push(vec![
+        gemini.turn(&[], &[no_id_call("sh__run", json!({"command": "ls"}))]),
+        gemini.text(&["Not run."]),
+    ]);
+    window.send("Run ls").await;
+    window.tool_state("run", "Waiting for approval").await;
+    let changed = window
+        .wait(r#"document.querySelector('[aria-label="What changed"]')?.textContent"#)
+        .await;
+    assert!(
+        changed.as_str().unwrap().contains("command and arguments"),
+        "{changed}"
+    );
+    window
+        .js(r#"document.querySelector('article[data-state="approval"]').scrollIntoView(); return null;"#)
+        .await;
+    window
+        .shot(&fixture.shot("05-asked-again-after-a-change.png"))
+        .await;
+    window.click_button("Deny").await;
+    window.answer_contains("Not run.").await;
+    window.tool_state("run", "Denied").await;
+
+    // Settings shows the allow as needing re-approval, and why; allowing it again binds
+    // it to what the server and tool are now.
+    let before = fixture.settings()["mcpServers"]["sh"]["approved"]["run"].clone();
+    window.click_button("Settings").await;
+    window
+        .session
+        .click_xpath(
+            "//button[@role='tab' and normalize-space()='MCP servers']",
+            WAIT,
+        )
+        .await
+        .unwrap();
+    window
+        .session
+        .click_xpath(
+            "//li[@aria-label='Server sh']//button[normalize-space()='Tools']",
+            WAIT,
+        )
+        .await
+        .unwrap();
+    let flagged = window
+        .wait(r#"document.querySelector('[aria-label="run needs re-approval"]')?.textContent"#)
+        .await;
+    assert!(
+        flagged.as_str().unwrap().contains("Needs re-approval")
+            && flagged
+                .as_str()
+                .unwrap()
+                .contains("description of run changed"),
+        "{flagged}"
+    );
+    window
+        .js(r#"document.querySelector('[aria-label="run needs re-approval"]').closest('tr').scrollIntoView({block: "center"}); return null;"#)
+        .await;
+    window
+        .shot(&fixture.shot("06-settings-needs-reapproval.png"))
+        .await;
+    window.click_button("Allow it as it is now").await;
+    window
+        .wait(r#"document.querySelector('tr[aria-label="Tool run"]') && !document.querySelector('[aria-label="run needs re-approval"]')"#)
+        .await;
+    let after = fixture.settings()["mcpServers"]["sh"]["approved"]["run"].clone();
+    assert_ne!(
+        before, after,
+        "the allow is bound to the changed server and tool"
+    );
+    assert_eq!(
+        fixture.settings()["mcpServers"]["sh"]["toolApproval"]["run"],
+        "allow"
+    );
+    window.session.close().await.unwrap();
+}
