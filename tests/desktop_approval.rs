@@ -321,7 +321,9 @@ async fn approval_answers_exactly_the_call_it_shows() {
     // The server changes after "always" (another command line, another description): the
     // next call is asked about again, and the card says what changed.
     fixture.write_servers("CHANGED");
-    // Wait until the watcher restarted `sh` with the new definition (what Settings lists).
+    // Wait until the watcher restarted `sh` with the new definition, as Settings list it
+    // (the Settings window: the chat window may not call settings commands).
+    let chat_window = window.session.open_settings_window(WAIT).await.unwrap();
     window
         .js(r#"window.__changed = false;
                const poll = () => window.__TAURI_INTERNALS__.invoke("mcp_server_tools", { server: "sh" })
@@ -334,6 +336,7 @@ async fn approval_answers_exactly_the_call_it_shows() {
                return null;"#)
         .await;
     let listed = window.wait("window.__changed").await;
+    let settings_window = window.session.client.window().await.unwrap();
     // Settings marks the allow as needing re-approval, and says why.
     let run_setting = listed["tools"]
         .as_array()
@@ -346,6 +349,12 @@ async fn approval_answers_exactly_the_call_it_shows() {
         why.contains("command and arguments") && why.contains("description"),
         "{run_setting}"
     );
+    window
+        .session
+        .client
+        .switch_to_window(chat_window)
+        .await
+        .unwrap();
     fixture.llm.push(vec![
         gemini.turn(&[], &[no_id_call("sh__run", json!({"command": "ls"}))]),
         gemini.text(&["Not run."]),
@@ -372,7 +381,12 @@ async fn approval_answers_exactly_the_call_it_shows() {
     // Settings shows the allow as needing re-approval, and why; allowing it again binds
     // it to what the server and tool are now.
     let before = fixture.settings()["mcpServers"]["sh"]["approved"]["run"].clone();
-    window.click_button("Settings").await;
+    window
+        .session
+        .client
+        .switch_to_window(settings_window)
+        .await
+        .unwrap();
     window
         .session
         .click_xpath(

@@ -185,6 +185,34 @@ impl DesktopSession {
         .await
     }
 
+    /// Clicks the chat window's Settings button, switches the session to the Settings
+    /// window once it shows, and returns the chat window's handle to switch back with.
+    pub async fn open_settings_window(
+        &self,
+        timeout: Duration,
+    ) -> anyhow::Result<fantoccini::wd::WindowHandle> {
+        let main = self.client.window().await?;
+        self.click_button("Settings", timeout).await?;
+        let deadline = Instant::now() + timeout;
+        let settings = loop {
+            let handles = self.client.windows().await?;
+            if let Some(other) = handles.into_iter().find(|h| *h != main) {
+                break other;
+            }
+            if Instant::now() > deadline {
+                bail!("the Settings window did not open within {timeout:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        self.client.switch_to_window(settings).await?;
+        self.wait_js(
+            r#"document.querySelector('[aria-label="Settings"]')"#,
+            timeout,
+        )
+        .await?;
+        Ok(main)
+    }
+
     /// Saves a PNG of the window's content.
     pub async fn screenshot(&self, file: &Path) -> anyhow::Result<()> {
         if let Some(dir) = file.parent() {
