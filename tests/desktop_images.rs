@@ -269,9 +269,7 @@ impl Fixture {
 
         let llm = ScriptedLlm::start(Vec::new()).await.unwrap();
         llm.answer_models(json!({"object": "list", "data": [{"id": "m", "object": "model"}]}));
-        let mut settings = llm.provider_settings();
-        // The fixture's tools run without asking: approval is not what these tests look at.
-        settings["mcpServers"] = json!({"design": {"approval": "allow"}});
+        let settings = llm.provider_settings();
         std::fs::write(home.path().join("settings.json"), settings.to_string()).unwrap();
         let root = workspace_root().join("tests/mcp-servers");
         let python = root.join(".venv/bin/python");
@@ -558,6 +556,8 @@ async fn tool_images_at_real_sizes() {
     ]);
     let window = fixture.open().await;
     window.send("Show me the frame").await;
+    // Approval is not what these tests look at: allow the tool once and for all.
+    window.click_button("Always allow this tool").await;
     window
         .answer_contains("That is the 1600 by 1000 frame.")
         .await;
@@ -848,6 +848,8 @@ async fn a_high_density_screen_gets_a_thumbnail_twice_as_wide() {
     ]);
     let window = fixture.open_with(&[("GDK_SCALE", Path::new("2"))]).await;
     window.send("Show me the large frame").await;
+    // Approval is not what these tests look at: allow the tool once and for all.
+    window.click_button("Always allow this tool").await;
     window.answer_contains("The large frame.").await;
     let card = window.card_images(1).await;
     let large = &card[0];
