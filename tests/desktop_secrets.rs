@@ -64,7 +64,8 @@ async fn a_base_url_change_to_another_server_never_sends_it_the_old_key() {
     .await
     .unwrap();
     let shots = artifacts_dir("desktop-secrets");
-    session.click_button("Settings", WAIT).await.unwrap();
+    // Settings are their own window.
+    session.open_settings_window(WAIT).await.unwrap();
     session
         .click_xpath(
             "//li[@aria-label='Provider p']//button[normalize-space()='Edit']",
