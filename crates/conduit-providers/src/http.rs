@@ -341,22 +341,10 @@ pub fn status_error(status: u16, body: &str, retry_after: Option<Duration>) -> P
     }
 }
 
-/// The human message inside a provider's error body. Anthropic, OpenAI and Gemini all
-/// put it at `error.message`; anything else is shown as sent, shortened.
+/// The human message inside a provider's error body, in any shape the services send
+/// (see [`crate::error_body`]); anything else is shown as a short excerpt.
 pub fn error_message(body: &str) -> String {
-    let parsed: Option<Value> = serde_json::from_str(body).ok();
-    let message = parsed.as_ref().and_then(|v| {
-        v.pointer("/error/message")
-            .or_else(|| v.get("message"))
-            .or_else(|| v.get("error").filter(|e| e.is_string()))
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-    });
-    match message {
-        Some(message) => message,
-        None if body.trim().is_empty() => "no details given".to_owned(),
-        None => body.chars().take(500).collect(),
-    }
+    crate::error_body::body_message(body)
 }
 
 /// How long the provider asked to wait: `retry-after-ms`, or `retry-after` in seconds or
@@ -454,7 +442,7 @@ mod tests {
         assert_eq!(status_error(500, "", None).message, "no details given");
         assert_eq!(
             status_error(502, "<html>bad gateway</html>", None).message,
-            "<html>bad gateway</html>"
+            "an HTML page instead of an error message: \"bad gateway\""
         );
     }
 
