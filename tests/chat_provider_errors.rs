@@ -120,3 +120,18 @@ async fn an_html_error_page_shows_its_status_and_title() {
         assert!(!run.stderr.contains("<title>"), "{}", run.stderr);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_json_error_sent_with_status_200_instead_of_a_stream_shows_its_message() {
+    for dialect in Dialect::ALL {
+        let body = serde_json::json!({"error": {"message": "model 'gpt-9' is not loaded", "code": "model_not_loaded"}});
+        let run = chat(dialect, vec![Reply::Json(body)]).await;
+        assert_eq!(run.code, Some(1), "{dialect:?}: {}", run.stderr);
+        let error = &run.of_type("error")[0]["error"];
+        assert_eq!(error["kind"], "protocol", "{dialect:?}");
+        assert_eq!(
+            error["message"], "model_not_loaded: model 'gpt-9' is not loaded",
+            "{dialect:?}"
+        );
+    }
+}
