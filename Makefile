@@ -62,5 +62,6 @@ clean: ## Remove build outputs (the shared cargo target folder included)
 bench: setup-test build ## Benchmarks: streaming, history, media, MCP (release); the chat window (real webview)
 	$(CARGO) bench --locked -p conduit-providers --bench stream
 	$(CARGO) bench --locked -p conduit-store --bench history
+	$(CARGO) build --locked --workspace --release --bin conduit
 	$(CARGO) bench --locked -p conduit-mcp --bench mcp
 	$(XVFB) $(CARGO) test --locked --workspace --test desktop_bench -- --ignored --nocapture

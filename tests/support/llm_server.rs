@@ -333,6 +333,49 @@ impl Dialect {
         Reply::Stream(chunks)
     }
 
+    /// Text pieces, then the failure as the service really sends it where that differs
+    /// from its documentation: OpenAI Responses' `error` event with its fields nested
+    /// under `error`; OpenRouter's error chunk with the upstream's words in
+    /// `metadata.raw`; Anthropic's error event with a `request_id`; Gemini cutting the
+    /// answer off with a finish reason and a `finishMessage`.
+    pub fn error_as_sent(self, pieces: &[&str], message: &str) -> Reply {
+        let mut chunks: Vec<Chunk> = self
+            .turn_events(pieces, &[], false)
+            .into_iter()
+            .map(Chunk::Send)
+            .collect();
+        let error = match self {
+            Dialect::Anthropic => event(
+                "error",
+                json!({"type": "error", "error": {"details": null, "type": "api_error", "message": message}, "request_id": "req_test"}),
+            ),
+            Dialect::OpenAiResponses => event(
+                "error",
+                json!({"type": "error", "sequence_number": 9, "error": {"type": "server_error", "code": "server_error", "message": message, "param": null}}),
+            ),
+            Dialect::OpenAiChat => data(
+                json!({"id": "gen-test", "object": "chat.completion.chunk", "error": {"code": 502, "message": "Provider returned error", "metadata": {"raw": message, "provider_name": "Example"}}, "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "error"}]}),
+            ),
+            Dialect::Gemini => data(
+                json!({"candidates": [{"content": {"parts": [{"text": ""}], "role": "model"}, "finishReason": "MALFORMED_FUNCTION_CALL", "finishMessage": message, "index": 0}], "modelVersion": "gemini-test"}),
+            ),
+        };
+        chunks.push(Chunk::Send(error));
+        Reply::Stream(chunks)
+    }
+
+    /// An HTTP error whose body is an HTML page (a proxy's or CDN's), not the service's
+    /// JSON.
+    pub fn html_error(self, status: u16, title: &str) -> Reply {
+        Reply::Error {
+            status,
+            headers: Vec::new(),
+            body: format!(
+                "<!DOCTYPE html>\n<html>\n<head><title>{title}</title></head>\n<body><h1>{title}</h1><p>Please try again later.</p></body>\n</html>\n"
+            ),
+        }
+    }
+
     /// Text pieces, then silence on an open connection.
     pub fn stall_after(self, pieces: &[&str]) -> Reply {
         let mut chunks: Vec<Chunk> = self

@@ -2,7 +2,9 @@
 //! the slowest alone; Conduit's overhead per tool call over a raw JSON-RPC round trip on
 //! the same kind of pipe; and 1,000 `echo` calls through Conduit beside the official
 //! TypeScript and Python SDK clients, against the same server in the same run; and the
-//! memory a 100 MB tool output costs.
+//! memory a 100 MB tool output costs, in the library and through the release `conduit`
+//! binary as a person runs it (`conduit mcp call`, and `conduit chat` with a model that
+//! calls the tool).
 //! Run with `make bench` (release build, after `make setup-test`). Prints a report.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
@@ -201,6 +203,181 @@ async fn huge_output(mb: u64) {
     connection.shutdown().await;
 }
 
+/// The release `conduit` binary (`make bench` builds it first).
+fn conduit_binary() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"));
+    let binary = target.join("release/conduit");
+    assert!(
+        binary.is_file(),
+        "{} is missing: run `cargo build --workspace --release --bin conduit` (make bench does)",
+        binary.display()
+    );
+    binary
+}
+
+/// A Conduit home whose mcpServers file names the Python SDK fixture as `dyn`.
+fn home_with_fixture() -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    let fixture = root().join("tests/mcp-servers/fixtures/dynamic_tools.py");
+    let servers = json!({"mcpServers": {"dyn": {"command": python(), "args": [fixture]}}});
+    std::fs::write(home.path().join("mcp_servers.json"), servers.to_string()).unwrap();
+    home
+}
+
+/// Runs `command` to its end and returns how long it took and its peak RSS in KiB (its
+/// VmHWM, read every 10 ms; the servers it starts are not counted).
+async fn peak_of(mut command: tokio::process::Command) -> (Duration, u64) {
+    let started = Instant::now();
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let status_file = format!("/proc/{}/status", child.id().unwrap());
+    let mut stderr = child.stderr.take().unwrap();
+    let errors = tokio::spawn(async move {
+        let mut text = String::new();
+        let _ = tokio::io::AsyncReadExt::read_to_string(&mut stderr, &mut text).await;
+        text
+    });
+    let mut peak = 0;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        let text = std::fs::read_to_string(&status_file).unwrap_or_default();
+        let hwm = text
+            .lines()
+            .find_map(|line| line.strip_prefix("VmHWM:"))
+            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0);
+        peak = peak.max(hwm);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    let took = started.elapsed();
+    assert!(
+        status.success(),
+        "conduit failed: {}",
+        errors.await.unwrap()
+    );
+    (took, peak)
+}
+
+/// A model on loopback speaking Chat Completions: the first request gets a call of
+/// `dyn__big_output`, every later one a short answer. Returns its base URL.
+async fn scripted_model(mb: u64) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let mut answered = 0;
+        loop {
+            let Ok((mut socket, _)) = listener.accept().await else {
+                return;
+            };
+            // Reads the request: headers, then the body its content-length gives.
+            let mut request = Vec::new();
+            let mut buffer = [0u8; 64 * 1024];
+            let body_end = loop {
+                let n = tokio::io::AsyncReadExt::read(&mut socket, &mut buffer)
+                    .await
+                    .unwrap_or(0);
+                if n == 0 {
+                    break None;
+                }
+                request.extend_from_slice(&buffer[..n]);
+                let text = String::from_utf8_lossy(&request);
+                if let Some(at) = text.find("\r\n\r\n") {
+                    let length: usize = text[..at]
+                        .lines()
+                        .find_map(|line| {
+                            let (name, value) = line.split_once(':')?;
+                            name.eq_ignore_ascii_case("content-length")
+                                .then(|| value.trim().parse().ok())?
+                        })
+                        .unwrap_or(0);
+                    if request.len() >= at + 4 + length {
+                        break Some(());
+                    }
+                }
+            };
+            if body_end.is_none() {
+                continue;
+            }
+            let chunk = |delta: Value, finish: Value| {
+                format!(
+                    "data: {}\n\n",
+                    json!({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+                )
+            };
+            let arguments = json!({"mb": mb}).to_string();
+            let events = if answered == 0 {
+                chunk(
+                    json!({"role": "assistant", "tool_calls": [{"index": 0, "id": "call_big", "type": "function", "function": {"name": "dyn__big_output", "arguments": arguments}}]}),
+                    json!("tool_calls"),
+                )
+            } else {
+                chunk(
+                    json!({"role": "assistant", "content": "It was long."}),
+                    json!("stop"),
+                )
+            };
+            answered += 1;
+            let reply = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n{events}data: [DONE]\n\n"
+            );
+            let _ = socket.write_all(reply.as_bytes()).await;
+            let _ = socket.shutdown().await;
+        }
+    });
+    url
+}
+
+/// The same huge output through the release binary, as a person gets it: printed by
+/// `conduit mcp call`, and returned to a model in `conduit chat` (kept as a file, saved
+/// in the conversation).
+async fn huge_output_through_the_cli(mb: u64) {
+    let binary = conduit_binary();
+    let home = home_with_fixture();
+    let mut call = tokio::process::Command::new(&binary);
+    call.args(["mcp", "call", "dyn", "big_output", "--args"])
+        .arg(json!({"mb": mb}).to_string())
+        .env("CONDUIT_HOME", home.path())
+        .env("CONDUIT_SECRET_STORE", "file");
+    let (took, peak) = peak_of(call).await;
+    println!(
+        "a {mb} MB tool output through `conduit mcp call` (release, printed whole): {:.1} s, peak RSS of conduit {:.0} MB",
+        took.as_secs_f64(),
+        peak as f64 / 1024.0
+    );
+    let url = scripted_model(mb).await;
+    let mut chat = tokio::process::Command::new(&binary);
+    chat.args([
+        "chat",
+        "--kind",
+        "openai-chat",
+        "--base-url",
+        &url,
+        "--model",
+        "m",
+        "--approve",
+        "auto",
+        "--json",
+        "Make a lot of output",
+    ])
+    .env("CONDUIT_HOME", home.path())
+    .env("CONDUIT_SECRET_STORE", "file");
+    let (took, peak) = peak_of(chat).await;
+    println!(
+        "the same output returned to a model in `conduit chat` (release; the model gets 100 KB, the whole output is a file): {:.1} s, peak RSS of conduit {:.0} MB",
+        took.as_secs_f64(),
+        peak as f64 / 1024.0
+    );
+}
+
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
     samples[samples.len() / 2]
@@ -329,6 +506,7 @@ async fn main() {
     ten_at_once("server-everything (Node.js)", spec).await;
 
     huge_output(100).await;
+    huge_output_through_the_cli(100).await;
 
     // Overhead per call: Conduit's client against a raw JSON-RPC loop, same server kind.
     let mut raw = Raw::start().await;

@@ -73,8 +73,7 @@ pub fn convert(result: CallToolResult, media: &dyn MediaStore) -> ToolOutput {
     }
     if let Some(value) = result.structured_content {
         parts.push(if json_len(&value) > LONG_TEXT {
-            let json = serde_json::to_vec(&value).unwrap_or_default();
-            drop(value);
+            let json = json_without_the_value(value);
             long_text(media, &json, "application/json")
         } else {
             ResultPart::Structured { value }
@@ -108,6 +107,38 @@ fn long_text(media: &dyn MediaStore, text: &[u8], mime: &str) -> ResultPart {
                 text.len()
             ),
         },
+    }
+}
+
+/// `value` as compact JSON, never in memory beside it: written to an unlinked temporary
+/// file, the value dropped, then read back (in memory if no file can be made).
+fn json_without_the_value(value: serde_json::Value) -> Vec<u8> {
+    use std::io::{Read, Seek, Write};
+    let written = tempfile::tempfile().and_then(|mut file| {
+        let mut writer = std::io::BufWriter::with_capacity(64 * 1024, &mut file);
+        serde_json::to_writer(&mut writer, &value)?;
+        writer.flush()?;
+        drop(writer);
+        Ok(file)
+    });
+    match written {
+        Ok(mut file) => {
+            drop(value);
+            let mut json = Vec::new();
+            let read = file
+                .seek(std::io::SeekFrom::Start(0))
+                .and_then(|_| file.read_to_end(&mut json));
+            match read {
+                Ok(_) => json,
+                Err(error) => {
+                    format!("[the structured content could not be read back: {error}]").into_bytes()
+                }
+            }
+        }
+        Err(error) => {
+            tracing::warn!("structured content is converted in memory: no temporary file: {error}");
+            serde_json::to_vec(&value).unwrap_or_default()
+        }
     }
 }
 

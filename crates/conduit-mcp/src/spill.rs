@@ -1,20 +1,27 @@
-//! Keeps the huge strings of a large stdio message out of rmcp's parser: a pump between
-//! the server's stdout and rmcp parses each large line once, moves its big text and blob
-//! strings aside, and passes on a small line with markers that the client swaps back.
+//! Keeps the huge strings of a large stdio message out of rmcp's parser and out of
+//! memory: a pump between the server's stdout and rmcp parses each large line once,
+//! writes its big result strings to an unlinked temporary file as they are parsed, and
+//! passes on a small line with markers that the client swaps back.
 //!
 //! rmcp parses a message through untagged enums, which copy every string several times:
-//! a 50 MB tool output used to peak near 600 MB. Through the pump, the strings are parsed
-//! once and then only moved.
+//! a 50 MB tool output used to peak near 600 MB. Through the pump, a big string exists
+//! once in memory: in the parser's buffer while it is read, then only when the client
+//! claims it. A string that repeats one already held in the same message (the Python
+//! SDK sends a tool's text again as `structuredContent`) is not kept twice: its place
+//! says what it was a copy of.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::collections::hash_map::RandomState;
+use std::fs::File;
 use std::hash::BuildHasher;
-use std::io::{BufRead, Read};
+use std::io::{BufRead, Read, Seek, SeekFrom, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{CallToolResult, ContentBlock, ReadResourceResult, ResourceContents};
+use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio_util::io::SyncIoBridge;
@@ -27,11 +34,102 @@ const LARGE_STRING: usize = 64 * 1024;
 /// by the connection's sweeper or the next hold.
 pub(crate) const UNCLAIMED: Duration = Duration::from_secs(120);
 
+/// The unlinked temporary file the big strings of one message are written to, one after
+/// another; its space is freed when the last string held in it is claimed or dropped.
+type SharedFile = Arc<Mutex<File>>;
+
+/// Where the big strings of the message being parsed go: the ids held so far and the
+/// file with its end (one file per message, so a message of many strings opens one).
+#[derive(Default)]
+struct Holding {
+    ids: Vec<u64>,
+    file: Option<(SharedFile, u64)>,
+}
+
+/// A string moved aside: `bytes` bytes at `offset` in a message's file.
+struct Held {
+    since: Instant,
+    file: SharedFile,
+    offset: u64,
+    bytes: usize,
+}
+
+impl Held {
+    fn open(&self) -> std::io::Result<std::sync::MutexGuard<'_, File>> {
+        let mut file = self
+            .file
+            .lock()
+            .map_err(|_| std::io::Error::other("the spill file's lock is poisoned"))?;
+        file.seek(SeekFrom::Start(self.offset))?;
+        Ok(file)
+    }
+
+    fn read(&self) -> std::io::Result<String> {
+        let mut file = self.open()?;
+        let mut text = String::with_capacity(self.bytes);
+        (&mut *file)
+            .take(self.bytes as u64)
+            .read_to_string(&mut text)?;
+        if text.len() != self.bytes {
+            return Err(std::io::Error::other(
+                "the spill file is shorter than written",
+            ));
+        }
+        Ok(text)
+    }
+
+    /// Whether it is exactly `text`, compared in small pieces.
+    fn is(&self, text: &str) -> bool {
+        if self.bytes != text.len() {
+            return false;
+        }
+        let Ok(mut file) = self.open() else {
+            return false;
+        };
+        let mut piece = vec![0u8; 64 * 1024];
+        let mut rest = text.as_bytes();
+        while !rest.is_empty() {
+            let want = rest.len().min(piece.len());
+            if file.read_exact(&mut piece[..want]).is_err() || piece[..want] != rest[..want] {
+                return false;
+            }
+            rest = &rest[want..];
+        }
+        true
+    }
+}
+
+/// Appends `text` to the message's file (made on first use) and returns where it is.
+fn write_aside(holding: &mut Holding, text: &str) -> std::io::Result<Held> {
+    let (file, end) = match &mut holding.file {
+        Some(open) => open,
+        None => holding
+            .file
+            .insert((Arc::new(Mutex::new(tempfile::tempfile()?)), 0)),
+    };
+    {
+        let mut writer = file
+            .lock()
+            .map_err(|_| std::io::Error::other("the spill file's lock is poisoned"))?;
+        // Comparing a string with one held reads the file: write at its end again.
+        writer.seek(SeekFrom::Start(*end))?;
+        writer.write_all(text.as_bytes())?;
+    }
+    let held = Held {
+        since: Instant::now(),
+        file: file.clone(),
+        offset: *end,
+        bytes: text.len(),
+    };
+    *end += text.len() as u64;
+    Ok(held)
+}
+
 /// Strings moved out of messages, waiting for the client to claim them by marker.
 pub(crate) struct Spill {
     prefix: String,
     next: AtomicU64,
-    held: Mutex<HashMap<u64, (Instant, String)>>,
+    held: Mutex<HashMap<u64, Held>>,
 }
 
 impl Spill {
@@ -45,36 +143,88 @@ impl Spill {
         }
     }
 
-    fn hold(&self, text: String) -> String {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
+    /// Writes `text` aside (into the message's file) and returns its id; `None` if it
+    /// cannot be written (it then stays where it is).
+    fn hold(&self, text: &str, holding: &mut Holding) -> Option<u64> {
         self.sweep(UNCLAIMED);
-        if let Ok(mut held) = self.held.lock() {
-            held.insert(id, (Instant::now(), text));
+        let held = match write_aside(holding, text) {
+            Ok(held) => held,
+            Err(error) => {
+                tracing::warn!(
+                    bytes = text.len(),
+                    "a large string stays in memory: it cannot be written aside: {error}"
+                );
+                return None;
+            }
+        };
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut all) = self.held.lock() {
+            all.insert(id, held);
         }
+        holding.ids.push(id);
+        Some(id)
+    }
+
+    fn marker(&self, id: u64) -> String {
         format!("{}{id}", self.prefix)
+    }
+
+    /// The marker of a string that repeats the held string `id`.
+    fn copy_marker(&self, id: u64, bytes: usize) -> String {
+        format!("{}copy:{id}:{bytes}", self.prefix)
+    }
+
+    /// The one of `ids` whose string is `text`.
+    fn held_copy_of(&self, text: &str, ids: &[u64]) -> Option<u64> {
+        let all = self.held.lock().ok()?;
+        ids.iter()
+            .copied()
+            .find(|id| all.get(id).is_some_and(|held| held.is(text)))
+    }
+
+    fn release(&self, ids: &[u64]) {
+        if let Ok(mut all) = self.held.lock() {
+            for id in ids {
+                all.remove(id);
+            }
+        }
     }
 
     /// Drops what was held longer than `age`: the answer of a call nobody waits for.
     pub(crate) fn sweep(&self, age: Duration) {
         if let Ok(mut held) = self.held.lock() {
             let now = Instant::now();
-            held.retain(|_, (since, _)| now.duration_since(*since) < age);
+            held.retain(|_, held| now.duration_since(held.since) < age);
         }
     }
 
-    /// Puts the held string back where its marker is.
+    /// Puts the held string back where its marker is; where the marker stands for a
+    /// copy of another string of the message, a note says so.
     fn claim(&self, text: &mut String) {
-        let Some(id) = text
-            .strip_prefix(&self.prefix)
-            .and_then(|id| id.parse::<u64>().ok())
-        else {
+        let Some(rest) = text.strip_prefix(&self.prefix) else {
             return;
         };
-        if let Some((_, held)) = self.held.lock().ok().and_then(|mut h| h.remove(&id)) {
-            *text = held;
+        if let Some((_, bytes)) = rest
+            .strip_prefix("copy:")
+            .and_then(|copy| copy.split_once(':'))
+        {
+            *text = format!("[a copy of another part of this result ({bytes} bytes), left out]");
+            return;
         }
+        let Ok(id) = rest.parse::<u64>() else {
+            return;
+        };
+        let Some(held) = self.held.lock().ok().and_then(|mut h| h.remove(&id)) else {
+            return;
+        };
+        *text = match held.read() {
+            Ok(whole) => whole,
+            Err(error) => format!(
+                "[{} bytes of this result could not be read back: {error}]",
+                held.bytes
+            ),
+        };
     }
-
     fn claim_value(&self, value: &mut Value) {
         match value {
             Value::String(text) => self.claim(text),
@@ -113,45 +263,161 @@ impl Spill {
             self.claim_resource(resource);
         }
     }
+}
 
-    /// Moves the big strings of a response's result aside; anything else is left as is.
-    fn shrink(&self, message: &mut Value) {
-        let Some(result) = message.get_mut("result").and_then(Value::as_object_mut) else {
-            return;
-        };
-        for key in ["content", "contents"] {
-            if let Some(Value::Array(items)) = result.get_mut(key) {
-                for item in items {
-                    for field in ["text", "data", "blob"] {
-                        self.hold_field(item.get_mut(field));
-                    }
-                    if let Some(resource) = item.get_mut("resource") {
-                        self.hold_field(resource.get_mut("text"));
-                        self.hold_field(resource.get_mut("blob"));
-                    }
+/// Where a value sits in a message, as far as holding its strings goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// The message itself.
+    Message,
+    /// Its `result`.
+    Result,
+    /// `result.content` or `result.contents`.
+    Items,
+    /// One of those items.
+    Item,
+    /// An item's `resource`.
+    Resource,
+    /// A string field that may be big: `text`, `data`, `blob`.
+    Big,
+    /// Anywhere in `result.structuredContent`.
+    Structured,
+}
+
+/// Builds a message as `serde_json::Value` would, except that each big string in the
+/// places a result carries them is written aside while it is parsed (its marker takes its
+/// place), and one in `structuredContent` that repeats a string already held is not kept
+/// at all. Everything else (requests, notifications, small fields) is left as is.
+#[derive(Clone, Copy)]
+struct Parse<'a> {
+    place: Place,
+    spill: &'a Spill,
+    /// What this message has held so far, and where.
+    holding: &'a RefCell<Holding>,
+}
+
+impl Parse<'_> {
+    fn at(self, place: Place) -> Self {
+        Self { place, ..self }
+    }
+
+    /// Where the value of `key` in an object here sits; `None` for an ordinary value.
+    fn under_key(self, key: &str) -> Option<Place> {
+        match (self.place, key) {
+            (Place::Message, "result") => Some(Place::Result),
+            (Place::Result, "content" | "contents") => Some(Place::Items),
+            (Place::Result, "structuredContent") | (Place::Structured, _) => {
+                Some(Place::Structured)
+            }
+            (Place::Item, "text" | "data" | "blob") | (Place::Resource, "text" | "blob") => {
+                Some(Place::Big)
+            }
+            (Place::Item, "resource") => Some(Place::Resource),
+            _ => None,
+        }
+    }
+
+    /// Where the items of an array here sit; `None` for ordinary values.
+    fn in_array(self) -> Option<Place> {
+        match self.place {
+            Place::Items => Some(Place::Item),
+            Place::Structured => Some(Place::Structured),
+            _ => None,
+        }
+    }
+
+    fn string(self, text: &str) -> Value {
+        let holds = matches!(self.place, Place::Big | Place::Structured);
+        if !holds || text.len() < LARGE_STRING {
+            return Value::String(text.to_owned());
+        }
+        let mut holding = self.holding.borrow_mut();
+        if self.place == Place::Structured
+            && let Some(id) = self.spill.held_copy_of(text, &holding.ids)
+        {
+            return Value::String(self.spill.copy_marker(id, text.len()));
+        }
+        match self.spill.hold(text, &mut holding) {
+            Some(id) => Value::String(self.spill.marker(id)),
+            None => Value::String(text.to_owned()),
+        }
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Parse<'_> {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Parse<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, value: bool) -> Result<Value, E> {
+        Ok(Value::Bool(value))
+    }
+
+    fn visit_i64<E>(self, value: i64) -> Result<Value, E> {
+        Ok(Value::from(value))
+    }
+
+    fn visit_u64<E>(self, value: u64) -> Result<Value, E> {
+        Ok(Value::from(value))
+    }
+
+    fn visit_f64<E>(self, value: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(value).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E>(self, value: &str) -> Result<Value, E> {
+        Ok(self.string(value))
+    }
+
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        match self.in_array() {
+            Some(place) => {
+                while let Some(item) = seq.next_element_seed(self.at(place))? {
+                    items.push(item);
+                }
+            }
+            None => {
+                while let Some(item) = seq.next_element::<Value>()? {
+                    items.push(item);
                 }
             }
         }
-        if let Some(structured) = result.get_mut("structuredContent") {
-            self.hold_all(structured);
-        }
+        Ok(Value::Array(items))
     }
 
-    fn hold_field(&self, field: Option<&mut Value>) {
-        if let Some(Value::String(text)) = field
-            && text.len() >= LARGE_STRING
-        {
-            *text = self.hold(std::mem::take(text));
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut object = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let value = match self.under_key(&key) {
+                Some(place) => map.next_value_seed(self.at(place))?,
+                None => map.next_value::<Value>()?,
+            };
+            object.insert(key, value);
         }
-    }
-
-    fn hold_all(&self, value: &mut Value) {
-        match value {
-            Value::String(_) => self.hold_field(Some(value)),
-            Value::Array(items) => items.iter_mut().for_each(|item| self.hold_all(item)),
-            Value::Object(map) => map.values_mut().for_each(|item| self.hold_all(item)),
-            _ => {}
-        }
+        Ok(Value::Object(object))
     }
 }
 
@@ -242,21 +508,32 @@ fn parse_large<R: AsyncRead + Unpin>(
         max: max_line,
         ended: false,
     };
-    let parsed = serde_json::from_reader::<_, Value>(std::io::BufReader::with_capacity(
-        64 * 1024,
-        std::io::Cursor::new(start).chain(&mut rest),
-    ));
+    let holding = RefCell::new(Holding::default());
+    let parsed = {
+        let input = std::io::BufReader::with_capacity(
+            64 * 1024,
+            std::io::Cursor::new(start).chain(&mut rest),
+        );
+        let mut deserializer = serde_json::Deserializer::from_reader(input);
+        let seed = Parse {
+            place: Place::Message,
+            spill,
+            holding: &holding,
+        };
+        seed.deserialize(&mut deserializer)
+            .and_then(|message| deserializer.end().map(|()| message))
+    };
     // Whatever is left of the line after an error is skipped, not buffered.
     rest.max = usize::MAX;
     let _ = std::io::copy(&mut rest, &mut std::io::sink());
     let out = match parsed {
-        Ok(mut message) => {
-            spill.shrink(&mut message);
+        Ok(message) => {
             let mut small = serde_json::to_vec(&message).unwrap_or_default();
             small.push(b'\n');
             Some(small)
         }
         Err(error) => {
+            spill.release(&holding.borrow().ids);
             tracing::error!(
                 bytes = rest.read,
                 "a large server message was dropped: {error}"
@@ -317,13 +594,14 @@ mod tests {
     async fn a_large_tool_result_arrives_small_and_is_restored_whole() {
         let text = big('a');
         let blob = big('b');
+        let other = big('c');
         let message = json!({"jsonrpc": "2.0", "id": 1, "result": {
             "content": [
                 {"type": "text", "text": text},
                 {"type": "text", "text": "short"},
                 {"type": "resource", "resource": {"uri": "file:///x", "blob": blob}}
             ],
-            "structuredContent": {"result": text, "n": 3}
+            "structuredContent": {"result": text, "other": [other], "n": 3}
         }});
         let mut input = serde_json::to_vec(&message).unwrap();
         input.extend_from_slice(b"\n{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{}}\n");
@@ -344,6 +622,11 @@ mod tests {
         assert_eq!(lines.len(), 2);
         assert!(lines[0].len() < 1024, "{} bytes passed on", lines[0].len());
         assert_eq!(lines[1], br#"{"jsonrpc":"2.0","id":2,"result":{}}"#);
+        assert_eq!(
+            spill.held.lock().unwrap().len(),
+            3,
+            "the text, the blob and the other string; the copy of the text is not kept"
+        );
 
         let small: Value = serde_json::from_slice(lines[0]).unwrap();
         let mut result: CallToolResult = serde_json::from_value(small["result"].clone()).unwrap();
@@ -356,11 +639,43 @@ mod tests {
         assert!(
             matches!(&embedded.resource, ResourceContents::BlobResourceContents { blob: b, .. } if *b == blob)
         );
+        let copy_note = format!(
+            "[a copy of another part of this result ({} bytes), left out]",
+            text.len()
+        );
         assert_eq!(
             result.structured_content,
-            Some(json!({"result": text, "n": 3}))
+            Some(json!({"result": copy_note, "other": [other], "n": 3}))
         );
         assert!(spill.held.lock().unwrap().is_empty(), "everything claimed");
+    }
+
+    #[test]
+    fn a_message_that_does_not_parse_leaves_nothing_held() {
+        let spill = Spill::new();
+        let line = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"{}\"}}]}}, oops\n",
+            big('a')
+        );
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let reader = BufReader::new(std::io::Cursor::new(Vec::new()));
+        let (_, out) = runtime.block_on(async {
+            tokio::task::spawn_blocking({
+                let handle = tokio::runtime::Handle::current();
+                move || {
+                    let spill = spill;
+                    let result = parse_large(reader, line.into_bytes(), &spill, usize::MAX, handle);
+                    assert!(spill.held.lock().unwrap().is_empty());
+                    result
+                }
+            })
+            .await
+            .unwrap()
+        });
+        assert!(out.is_none());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -391,7 +706,7 @@ mod tests {
     #[test]
     fn strings_nobody_claims_are_dropped() {
         let spill = Spill::new();
-        let _marker = spill.hold("x".repeat(LARGE_STRING));
+        let _id = spill.hold(&"x".repeat(LARGE_STRING), &mut Holding::default());
         spill.sweep(UNCLAIMED);
         assert_eq!(spill.held.lock().unwrap().len(), 1, "still fresh");
         spill.sweep(Duration::ZERO);
@@ -402,8 +717,11 @@ mod tests {
     fn text_that_only_looks_like_a_marker_is_left_alone() {
         let spill = Spill::new();
         let mut forged = "\u{1}conduit-spill-0000000000000000:0".to_owned();
-        let _held = spill.hold("secret".into());
+        let _held = spill.hold("secret", &mut Holding::default());
         spill.claim(&mut forged);
         assert_eq!(forged, "\u{1}conduit-spill-0000000000000000:0");
+        let mut copy = "\u{1}conduit-spill-0000000000000000:copy:0:6".to_owned();
+        spill.claim(&mut copy);
+        assert_eq!(copy, "\u{1}conduit-spill-0000000000000000:copy:0:6");
     }
 }

@@ -9,7 +9,8 @@ use conduit_core::provider::{
 };
 use serde_json::{Value, json};
 
-use crate::http::{StreamDecoder, error_message, parse_arguments, stop_reason};
+use crate::error_body;
+use crate::http::{StreamDecoder, parse_arguments, stop_reason};
 use crate::images::{self, PreparedImages};
 use crate::wire::Wire;
 
@@ -277,10 +278,9 @@ impl StreamDecoder for Decoder {
             }
             "error" => {
                 // Mid-answer errors are not retried: output already streamed.
-                let kind = value["error"]["type"].as_str().unwrap_or("error");
                 return Err(ProviderError::new(
                     ProviderErrorKind::Stream,
-                    format!("{kind}: {}", error_message(data)),
+                    error_body::event_message(&value, data),
                 ));
             }
             _ => {} // ping and event types added later

@@ -7,7 +7,8 @@ use conduit_core::provider::{
 };
 use serde_json::{Value, json};
 
-use crate::http::{StreamDecoder, error_message, stop_reason};
+use crate::error_body;
+use crate::http::{StreamDecoder, stop_reason};
 use crate::images::{self, PreparedImages};
 use crate::wire::Wire;
 
@@ -167,8 +168,34 @@ fn response_object(result: &ToolResult) -> Value {
 pub struct Decoder {
     calls: u32,
     finish: Option<StopReason>,
+    /// A finish reason that means the service stopped the answer, reported at the end.
+    cut_off: Option<ProviderError>,
     usage: Option<Usage>,
     done: bool,
+}
+
+/// Why Gemini stopped an answer: its own finish message, or what the reason means.
+fn cut_off_message(reason: &str, finish_message: Option<&str>) -> String {
+    if let Some(message) = finish_message.filter(|m| !m.trim().is_empty()) {
+        return format!("{reason}: {message}");
+    }
+    let meaning = match reason {
+        "SAFETY" | "IMAGE_SAFETY" => "the answer was blocked for safety reasons",
+        "RECITATION" | "IMAGE_RECITATION" => {
+            "the answer was stopped because it recited protected material"
+        }
+        "PROHIBITED_CONTENT" | "IMAGE_PROHIBITED_CONTENT" => {
+            "the answer was blocked for prohibited content"
+        }
+        "BLOCKLIST" => "the answer contained a blocked term",
+        "SPII" => "the answer contained sensitive personal information",
+        "LANGUAGE" => "the answer was in a language the model does not support",
+        "MALFORMED_FUNCTION_CALL" => "the model wrote a function call that does not parse",
+        "UNEXPECTED_TOOL_CALL" => "the model called a tool it was not given",
+        "TOO_MANY_TOOL_CALLS" => "the model made too many tool calls",
+        _ => "the service stopped the answer",
+    };
+    format!("{reason}: {meaning}")
 }
 
 impl StreamDecoder for Decoder {
@@ -183,10 +210,10 @@ impl StreamDecoder for Decoder {
                 format!("a chunk is not JSON ({e})"),
             )
         })?;
-        if value.get("error").is_some() {
+        if error_body::is_error_chunk(&value) {
             return Err(ProviderError::new(
                 ProviderErrorKind::Stream,
-                error_message(data),
+                error_body::event_message(&value, data),
             ));
         }
         let mut out = Vec::new();
@@ -200,9 +227,13 @@ impl StreamDecoder for Decoder {
             });
         }
         if let Some(reason) = value["promptFeedback"]["blockReason"].as_str() {
+            let said = value["promptFeedback"]["blockReasonMessage"]
+                .as_str()
+                .map(|message| format!(" ({message})"))
+                .unwrap_or_default();
             return Err(ProviderError::new(
                 ProviderErrorKind::InvalidRequest,
-                format!("the prompt was blocked: {reason}"),
+                format!("the prompt was blocked: {reason}{said}"),
             ));
         }
         let candidate = &value["candidates"][0];
@@ -241,11 +272,21 @@ impl StreamDecoder for Decoder {
             }
         }
         if let Some(reason) = candidate["finishReason"].as_str() {
-            self.finish = Some(if self.calls > 0 && reason == "STOP" {
-                StopReason::ToolUse
-            } else {
-                stop_reason(reason)
-            });
+            match reason {
+                "STOP" if self.calls > 0 => self.finish = Some(StopReason::ToolUse),
+                "STOP" | "MAX_TOKENS" | "FINISH_REASON_UNSPECIFIED" => {
+                    self.finish = Some(stop_reason(reason));
+                }
+                // SAFETY, RECITATION, MALFORMED_FUNCTION_CALL...: the service cut the
+                // answer off. The text of this chunk still counts; the failure ends the
+                // stream when it closes.
+                blocked => {
+                    self.cut_off = Some(ProviderError::new(
+                        ProviderErrorKind::Stream,
+                        cut_off_message(blocked, candidate["finishMessage"].as_str()),
+                    ));
+                }
+            }
         }
         Ok(out)
     }
@@ -253,6 +294,10 @@ impl StreamDecoder for Decoder {
     fn finish(&mut self) -> Result<Vec<ProviderEvent>, ProviderError> {
         if self.done {
             return Ok(Vec::new());
+        }
+        if let Some(cut_off) = self.cut_off.take() {
+            self.done = true;
+            return Err(cut_off);
         }
         let Some(reason) = self.finish.take() else {
             return Err(ProviderError::new(

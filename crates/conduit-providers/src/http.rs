@@ -220,13 +220,89 @@ impl HttpClient {
                     },
                 }
             };
-            let mut events = decode_sse(response.bytes_stream(), decoder, settings.read_timeout);
+            let mut events = match not_a_stream(response).await {
+                Answer::Stream(response) => {
+                    decode_sse(response.bytes_stream(), decoder, settings.read_timeout)
+                }
+                Answer::Read(body) => decode_sse(
+                    futures::stream::iter([Ok::<_, std::io::Error>(body)]),
+                    decoder,
+                    settings.read_timeout,
+                ),
+                Answer::Failed(err) => {
+                    yield Err(err);
+                    return;
+                }
+            };
             while let Some(item) = events.next().await {
                 yield item;
             }
         };
         Ok(stream.boxed())
     }
+}
+
+/// What a successful answer turned out to be.
+enum Answer {
+    /// An event stream, still to be read.
+    Stream(reqwest::Response),
+    /// An event stream labelled as JSON, read whole.
+    Read(bytes::Bytes),
+    /// A page or a JSON document where the event stream should be: a proxy's or
+    /// captive portal's HTML page, or a server that reports its error with status 200.
+    Failed(ProviderError),
+}
+
+/// Checks that a 200 answer is an event stream: one labelled HTML, or JSON that is one
+/// whole document, is an error with the provider's message (or a short excerpt).
+async fn not_a_stream(response: reqwest::Response) -> Answer {
+    let content_type = response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    let is_json = content_type.starts_with("application/json");
+    if !is_json && !content_type.starts_with("text/html") {
+        return Answer::Stream(response);
+    }
+    let status = response.status().as_u16();
+    match response.bytes().await {
+        Ok(body) => match whole_answer(&content_type, status, body) {
+            Ok(events) => Answer::Read(events),
+            Err(err) => Answer::Failed(err),
+        },
+        Err(err) => Answer::Failed(ProviderError::new(
+            ProviderErrorKind::Connection,
+            format!("the answer broke: {}", describe_reqwest(&err)),
+        )),
+    }
+}
+
+/// A 200 answer labelled JSON or HTML, read whole: events under the wrong label (a JSON
+/// label on what is not one JSON document), or the error it is.
+fn whole_answer(
+    content_type: &str,
+    status: u16,
+    body: bytes::Bytes,
+) -> Result<bytes::Bytes, ProviderError> {
+    let document = serde_json::from_slice::<Value>(&body).ok();
+    if content_type.starts_with("application/json") && document.is_none() {
+        return Ok(body);
+    }
+    let message = match document.as_ref().and_then(crate::error_body::details) {
+        Some(details) => details.line(),
+        None => format!(
+            "an answer that is not an event stream ({content_type}): {}",
+            error_message(&String::from_utf8_lossy(&body))
+        ),
+    };
+    Err(ProviderError {
+        kind: ProviderErrorKind::Protocol,
+        status: Some(status),
+        message,
+        retry_after: None,
+    })
 }
 
 /// Decodes a provider's SSE bytes into events through `decoder`. The stream ends after
@@ -406,22 +482,10 @@ pub fn status_error(status: u16, body: &str, retry_after: Option<Duration>) -> P
     }
 }
 
-/// The human message inside a provider's error body. Anthropic, OpenAI and Gemini all
-/// put it at `error.message`; anything else is shown as sent, shortened.
+/// The human message inside a provider's error body, in any shape the services send
+/// (see [`crate::error_body`]); anything else is shown as a short excerpt.
 pub fn error_message(body: &str) -> String {
-    let parsed: Option<Value> = serde_json::from_str(body).ok();
-    let message = parsed.as_ref().and_then(|v| {
-        v.pointer("/error/message")
-            .or_else(|| v.get("message"))
-            .or_else(|| v.get("error").filter(|e| e.is_string()))
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-    });
-    match message {
-        Some(message) => message,
-        None if body.trim().is_empty() => "no details given".to_owned(),
-        None => body.chars().take(500).collect(),
-    }
+    crate::error_body::body_message(body)
 }
 
 /// How long the provider asked to wait: `retry-after-ms`, or `retry-after` in seconds or
@@ -519,7 +583,42 @@ mod tests {
         assert_eq!(status_error(500, "", None).message, "no details given");
         assert_eq!(
             status_error(502, "<html>bad gateway</html>", None).message,
-            "<html>bad gateway</html>"
+            "an HTML page instead of an error message: \"bad gateway\""
+        );
+    }
+
+    #[test]
+    fn a_page_or_a_json_error_where_the_stream_should_be_is_an_error() {
+        let whole = |content_type: &str, body: &'static str| {
+            whole_answer(
+                content_type,
+                200,
+                bytes::Bytes::from_static(body.as_bytes()),
+            )
+        };
+        let err = whole(
+            "application/json",
+            r#"{"error":{"message":"model 'x' not found","type":"not_found_error","code":"model_not_found"}}"#,
+        )
+        .unwrap_err();
+        assert_eq!(err.kind, ProviderErrorKind::Protocol);
+        assert_eq!(err.status, Some(200));
+        assert_eq!(err.message, "model_not_found: model 'x' not found");
+
+        let err = whole(
+            "text/html; charset=utf-8",
+            "<html><head><title>Sign in to the Wi-Fi</title></head></html>",
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.message,
+            "an answer that is not an event stream (text/html; charset=utf-8): an HTML page instead of an error message: \"Sign in to the Wi-Fi\""
+        );
+
+        let events = "data: {\"a\":1}\n\ndata: [DONE]\n\n";
+        assert_eq!(
+            whole("application/json", events).unwrap(),
+            events.as_bytes()
         );
     }
 

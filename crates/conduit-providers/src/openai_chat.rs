@@ -10,7 +10,8 @@ use conduit_core::provider::{
 };
 use serde_json::{Value, json};
 
-use crate::http::{StreamDecoder, error_message, parse_arguments, stop_reason};
+use crate::error_body;
+use crate::http::{StreamDecoder, parse_arguments, stop_reason};
 use crate::images::{self, PreparedImages};
 use crate::wire::Wire;
 use crate::wire::bearer;
@@ -226,10 +227,12 @@ impl StreamDecoder for Decoder {
                 format!("a chunk is not JSON ({e})"),
             )
         })?;
-        if value.get("error").is_some() {
+        // OpenAI and compatible servers (OpenRouter, Ollama, vLLM) report a failure
+        // mid-answer as a chunk of its own, in several shapes.
+        if error_body::is_error_chunk(&value) {
             return Err(ProviderError::new(
                 ProviderErrorKind::Stream,
-                error_message(data),
+                error_body::event_message(&value, data),
             ));
         }
         let mut out = Vec::new();

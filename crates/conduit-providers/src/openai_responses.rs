@@ -10,6 +10,7 @@ use conduit_core::provider::{
 };
 use serde_json::{Value, json};
 
+use crate::error_body;
 use crate::http::{StreamDecoder, parse_arguments};
 use crate::images::{self, PreparedImages};
 use crate::openai_chat;
@@ -255,7 +256,9 @@ impl StreamDecoder for Decoder {
                 let reason = if response["status"] == "incomplete" {
                     match response["incomplete_details"]["reason"].as_str() {
                         Some("content_filter") => StopReason::Refusal,
-                        _ => StopReason::MaxTokens,
+                        Some("max_output_tokens") | None => StopReason::MaxTokens,
+                        // A reason added later, in the provider's words.
+                        Some(other) => StopReason::Other(other.to_owned()),
                     }
                 } else if self.saw_call {
                     StopReason::ToolUse
@@ -265,25 +268,13 @@ impl StreamDecoder for Decoder {
                 self.done = true;
                 out.push(ProviderEvent::Stop(reason));
             }
-            "response.failed" => {
-                let error = &value["response"]["error"];
+            // A failure mid-answer: `response.failed` carries it at `response.error`, the
+            // `error` event nested under `error` (as the service sends it) or flat (as
+            // it is documented). Both read the same way.
+            "response.failed" | "error" => {
                 return Err(ProviderError::new(
                     ProviderErrorKind::Stream,
-                    format!(
-                        "{}: {}",
-                        error["code"].as_str().unwrap_or("failed"),
-                        error["message"].as_str().unwrap_or("the response failed")
-                    ),
-                ));
-            }
-            "error" => {
-                return Err(ProviderError::new(
-                    ProviderErrorKind::Stream,
-                    format!(
-                        "{}: {}",
-                        value["code"].as_str().unwrap_or("error"),
-                        value["message"].as_str().unwrap_or("unknown error")
-                    ),
+                    error_body::event_message(&value, data),
                 ));
             }
             _ => {}

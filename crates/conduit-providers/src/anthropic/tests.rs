@@ -352,3 +352,24 @@ fn models_are_listed_with_display_names() {
         }]
     );
 }
+
+#[test]
+fn error_events_and_bodies_in_the_services_shapes() {
+    let sse = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"claude\",\"usage\":{\"input_tokens\":3,\"output_tokens\":1}}}\n\nevent: error\ndata: {\"type\":\"error\",\"error\":{\"details\":null,\"type\":\"api_error\",\"message\":\"Internal server error\"},\"request_id\":\"req_011CSHoEeqs5C35K2UUqR7Fy\"}\n\n";
+    let events = replay(&mut Decoder::default(), sse);
+    let err = events.last().unwrap().clone().unwrap_err();
+    assert_eq!(err.kind, ProviderErrorKind::Stream);
+    assert_eq!(err.message, "api_error: Internal server error");
+
+    let no_message =
+        "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\"}}\n\n";
+    let err = replay(&mut Decoder::default(), no_message)[0]
+        .clone()
+        .unwrap_err();
+    assert_eq!(err.message, "overloaded_error (no message given)");
+
+    let body = r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"},"request_id":"req_1"}"#;
+    let err = crate::http::status_error(529, body, None);
+    assert_eq!(err.kind, ProviderErrorKind::Overloaded);
+    assert_eq!(err.message, "Overloaded");
+}

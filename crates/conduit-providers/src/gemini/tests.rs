@@ -84,7 +84,7 @@ fn errors_and_cut_streams() {
     let sse = "data: {\"error\": {\"code\": 500, \"message\": \"An internal error has occurred.\", \"status\": \"INTERNAL\"}}\n\n";
     let err = replay(&mut Decoder::default(), sse)[0].clone().unwrap_err();
     assert_eq!(err.kind, ProviderErrorKind::Stream);
-    assert_eq!(err.message, "An internal error has occurred.");
+    assert_eq!(err.message, "INTERNAL: An internal error has occurred.");
 
     let cut = "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"The\"}],\"role\": \"model\"},\"index\": 0}]}\n\n";
     let events = replay(&mut Decoder::default(), cut);
@@ -227,5 +227,54 @@ fn models_are_listed_without_the_models_prefix() {
             id: "gemini-2.5-flash".into(),
             display_name: Some("Gemini 2.5 Flash".into())
         }]
+    );
+}
+
+#[test]
+fn an_answer_the_service_cuts_off_is_an_error_in_its_words_after_its_text() {
+    let safety = "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"Here is\"}],\"role\": \"model\"},\"finishReason\": \"SAFETY\",\"index\": 0,\"safetyRatings\": [{\"category\": \"HARM_CATEGORY_DANGEROUS_CONTENT\",\"probability\": \"HIGH\",\"blocked\": true}]}],\"usageMetadata\": {\"promptTokenCount\": 8,\"totalTokenCount\": 8}}\n\n";
+    let events = replay(&mut Decoder::default(), safety);
+    assert_eq!(events[0], Ok(ProviderEvent::TextDelta("Here is".into())));
+    let err = events[1].clone().unwrap_err();
+    assert_eq!(err.kind, ProviderErrorKind::Stream);
+    assert_eq!(
+        err.message,
+        "SAFETY: the answer was blocked for safety reasons"
+    );
+    assert_eq!(events.len(), 2);
+
+    let recitation = "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"\"}],\"role\": \"model\"},\"finishReason\": \"RECITATION\",\"index\": 0}]}\n\n";
+    let err = replay(&mut Decoder::default(), recitation)[0]
+        .clone()
+        .unwrap_err();
+    assert!(err.message.starts_with("RECITATION: "), "{}", err.message);
+
+    let malformed = "data: {\"candidates\": [{\"content\": {},\"finishReason\": \"MALFORMED_FUNCTION_CALL\",\"finishMessage\": \"Malformed function call: print(default_api.get_weather(city=))\",\"index\": 0}]}\n\n";
+    let err = replay(&mut Decoder::default(), malformed)[0]
+        .clone()
+        .unwrap_err();
+    assert_eq!(
+        err.message,
+        "MALFORMED_FUNCTION_CALL: Malformed function call: print(default_api.get_weather(city=))"
+    );
+
+    let blocked = "data: {\"promptFeedback\": {\"blockReason\": \"PROHIBITED_CONTENT\",\"blockReasonMessage\": \"The prompt was blocked.\"}}\n\n";
+    let err = replay(&mut Decoder::default(), blocked)[0]
+        .clone()
+        .unwrap_err();
+    assert_eq!(
+        err.message,
+        "the prompt was blocked: PROHIBITED_CONTENT (The prompt was blocked.)"
+    );
+}
+
+#[test]
+fn an_error_body_sent_as_an_array_gives_its_message() {
+    let body = "[{\n  \"error\": {\n    \"code\": 429,\n    \"message\": \"Resource has been exhausted (e.g. check quota).\",\n    \"status\": \"RESOURCE_EXHAUSTED\"\n  }\n}\n]";
+    let err = crate::http::status_error(429, body, None);
+    assert_eq!(err.kind, ProviderErrorKind::RateLimited);
+    assert_eq!(
+        err.message,
+        "Resource has been exhausted (e.g. check quota)."
     );
 }

@@ -114,7 +114,7 @@ fn an_error_chunk_mid_stream_and_a_cut_stream_are_errors() {
     assert_eq!(err.kind, ProviderErrorKind::Stream);
     assert_eq!(
         err.message,
-        "The server had an error while processing your request."
+        "server_error: The server had an error while processing your request."
     );
 
     let cut = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":null}]}\n\n";
@@ -236,4 +236,54 @@ fn tools_use_the_nested_function_shape() {
         json!([{"type": "function", "function": {"name": "t", "description": "d", "parameters": {"type": "object"}}}])
     );
     assert_eq!(body["max_tokens"], 100);
+}
+
+#[test]
+fn compatible_servers_error_chunks_read_in_their_words() {
+    // OpenRouter: the upstream's own words sit in `metadata.raw`.
+    let openrouter = "data: {\"id\":\"gen-1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":null}]}\n\ndata: {\"id\":\"gen-1\",\"object\":\"chat.completion.chunk\",\"error\":{\"code\":502,\"message\":\"Provider returned error\",\"metadata\":{\"raw\":\"upstream connect error or disconnect/reset before headers\",\"provider_name\":\"Example\"}},\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\"},\"finish_reason\":\"error\"}]}\n\n";
+    let events = replay(&mut Decoder::default(), openrouter);
+    assert_eq!(events[0], Ok(ProviderEvent::TextDelta("Hi".into())));
+    assert_eq!(
+        events[1].clone().unwrap_err().message,
+        "502: Provider returned error: upstream connect error or disconnect/reset before headers"
+    );
+    // Ollama.
+    let ollama = "data: {\"error\":\"an error was encountered while running the model: unexpected EOF\"}\n\n";
+    let err = replay(&mut Decoder::default(), ollama)[0]
+        .clone()
+        .unwrap_err();
+    assert_eq!(err.kind, ProviderErrorKind::Stream);
+    assert_eq!(
+        err.message,
+        "an error was encountered while running the model: unexpected EOF"
+    );
+    // vLLM.
+    let vllm = "data: {\"object\":\"error\",\"message\":\"This model's maximum context length is 4096 tokens.\",\"type\":\"BadRequestError\",\"param\":null,\"code\":400}\n\n";
+    let err = replay(&mut Decoder::default(), vllm)[0]
+        .clone()
+        .unwrap_err();
+    assert_eq!(
+        err.message,
+        "BadRequestError: This model's maximum context length is 4096 tokens."
+    );
+    // A null error is no error.
+    let fine = "data: {\"error\":null,\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+    let events = replay(&mut Decoder::default(), fine);
+    assert_eq!(events[0], Ok(ProviderEvent::TextDelta("ok".into())));
+    assert_eq!(
+        events.last(),
+        Some(&Ok(ProviderEvent::Stop(StopReason::EndTurn)))
+    );
+}
+
+#[test]
+fn an_html_error_page_shows_its_status_and_title() {
+    let page = "<html>\r\n<head><title>504 Gateway Time-out</title></head>\r\n<body>\r\n<center><h1>504 Gateway Time-out</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n";
+    let err = crate::http::status_error(504, page, None);
+    assert_eq!(err.kind, ProviderErrorKind::Server);
+    assert_eq!(
+        err.to_string(),
+        "the provider had an internal error (HTTP 504): an HTML page instead of an error message: \"504 Gateway Time-out\""
+    );
 }

@@ -196,3 +196,38 @@ fn the_request_uses_flat_tools_function_call_items_and_image_outputs() {
         })
     );
 }
+
+#[test]
+fn an_error_event_nested_as_the_service_sends_it_gives_its_message() {
+    let sse = "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":0,\"delta\":\"Hi\"}\n\nevent: error\ndata: {\"type\":\"error\",\"sequence_number\":2,\"error\":{\"type\":\"too_many_requests\",\"code\":\"too_many_requests\",\"message\":\"Too Many Requests\",\"param\":null}}\n\n";
+    let events = replay(&mut Decoder::default(), sse);
+    assert_eq!(events[0], Ok(ProviderEvent::TextDelta("Hi".into())));
+    let err = events[1].clone().unwrap_err();
+    assert_eq!(err.kind, ProviderErrorKind::Stream);
+    assert_eq!(err.message, "too_many_requests: Too Many Requests");
+
+    let null_code = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"service_unavailable_error\",\"code\":null,\"message\":\"Unable to verify model access right now. Please retry.\",\"param\":null},\"sequence_number\":2}\n\n";
+    let err = replay(&mut Decoder::default(), null_code)[0]
+        .clone()
+        .unwrap_err();
+    assert_eq!(
+        err.message,
+        "service_unavailable_error: Unable to verify model access right now. Please retry."
+    );
+}
+
+#[test]
+fn an_incomplete_response_for_another_reason_says_which() {
+    let sse = "event: response.incomplete\ndata: {\"type\":\"response.incomplete\",\"response\":{\"status\":\"incomplete\",\"incomplete_details\":{\"reason\":\"content_filter\"},\"usage\":{\"input_tokens\":1,\"output_tokens\":2}}}\n\n";
+    assert_eq!(
+        replay(&mut Decoder::default(), sse).last(),
+        Some(&Ok(ProviderEvent::Stop(StopReason::Refusal)))
+    );
+    let sse = "event: response.incomplete\ndata: {\"type\":\"response.incomplete\",\"response\":{\"status\":\"incomplete\",\"incomplete_details\":{\"reason\":\"interrupted\"},\"usage\":{\"input_tokens\":1,\"output_tokens\":2}}}\n\n";
+    assert_eq!(
+        replay(&mut Decoder::default(), sse).last(),
+        Some(&Ok(ProviderEvent::Stop(StopReason::Other(
+            "interrupted".into()
+        ))))
+    );
+}

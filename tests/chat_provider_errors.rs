@@ -1,0 +1,137 @@
+//! `conduit chat --json` shows a provider's failure in the provider's own words, for the
+//! shapes the services really send: a mid-answer error in each protocol's observed
+//! shape, and an HTML error page where JSON was expected.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use conduit_e2e::binary;
+use conduit_e2e::llm_server::{Dialect, Reply, ScriptedLlm};
+use serde_json::Value;
+
+const KEY: &str = "sk-test-key-1234";
+
+struct Run {
+    code: Option<i32>,
+    events: Vec<Value>,
+    stderr: String,
+}
+
+impl Run {
+    fn of_type(&self, kind: &str) -> Vec<&Value> {
+        self.events.iter().filter(|e| e["type"] == kind).collect()
+    }
+
+    fn text(&self) -> String {
+        self.of_type("text_delta")
+            .iter()
+            .map(|e| e["text"].as_str().unwrap().to_owned())
+            .collect()
+    }
+}
+
+async fn chat(dialect: Dialect, replies: Vec<Reply>) -> Run {
+    let server = ScriptedLlm::start(replies).await.unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let model = match dialect {
+        Dialect::Anthropic => "claude-test",
+        Dialect::Gemini => "gemini-test",
+        Dialect::OpenAiResponses | Dialect::OpenAiChat => "gpt-test",
+    };
+    let output = tokio::time::timeout(
+        Duration::from_secs(60),
+        tokio::process::Command::new(binary("conduit").unwrap())
+            .args([
+                "chat",
+                "--kind",
+                dialect.kind(),
+                "--base-url",
+                &dialect.base_url(&server.url()),
+                "--api-key-env",
+                "CONDUIT_TEST_LLM_KEY",
+                "--model",
+                model,
+                "--json",
+                "Hello there",
+            ])
+            .env("CONDUIT_HOME", home.path())
+            .env("CONDUIT_TEST_LLM_KEY", KEY)
+            .env("CONDUIT_SECRET_STORE", "file")
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("conduit chat finished")
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    Run {
+        code: output.status.code(),
+        events: stdout
+            .lines()
+            .map(|line| {
+                serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+            })
+            .collect(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mid_answer_failure_shows_the_providers_message_in_every_shape() {
+    let said = "The upstream model crashed while answering (ref 7f3a).";
+    for dialect in Dialect::ALL {
+        let run = chat(dialect, vec![dialect.error_as_sent(&["Partial "], said)]).await;
+        assert_eq!(run.code, Some(1), "{dialect:?}: {}", run.stderr);
+        assert_eq!(run.text(), "Partial ", "{dialect:?}");
+        let errors = run.of_type("error");
+        assert_eq!(errors.len(), 1, "{dialect:?}: {:?}", run.events);
+        assert_eq!(errors[0]["error"]["kind"], "stream", "{dialect:?}");
+        let message = errors[0]["error"]["message"].as_str().unwrap();
+        assert!(message.contains(said), "{dialect:?}: {message}");
+        assert!(!message.contains("unknown error"), "{dialect:?}: {message}");
+        assert!(run.stderr.contains(said), "{dialect:?}: {}", run.stderr);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_html_error_page_shows_its_status_and_title() {
+    for dialect in Dialect::ALL {
+        let run = chat(
+            dialect,
+            vec![dialect.html_error(403, "Attention Required! | Cloudflare")],
+        )
+        .await;
+        assert_eq!(run.code, Some(1), "{dialect:?}: {}", run.stderr);
+        let error = &run.of_type("error")[0]["error"];
+        assert_eq!(error["status"], 403, "{dialect:?}");
+        assert_eq!(
+            error["message"],
+            "an HTML page instead of an error message: \"Attention Required! | Cloudflare\"",
+            "{dialect:?}"
+        );
+        assert!(
+            run.stderr.contains("(HTTP 403)") && run.stderr.contains("Cloudflare"),
+            "{dialect:?}: {}",
+            run.stderr
+        );
+        assert!(!run.stderr.contains("<title>"), "{}", run.stderr);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_json_error_sent_with_status_200_instead_of_a_stream_shows_its_message() {
+    for dialect in Dialect::ALL {
+        let body = serde_json::json!({"error": {"message": "model 'gpt-9' is not loaded", "code": "model_not_loaded"}});
+        let run = chat(dialect, vec![Reply::Json(body)]).await;
+        assert_eq!(run.code, Some(1), "{dialect:?}: {}", run.stderr);
+        let error = &run.of_type("error")[0]["error"];
+        assert_eq!(error["kind"], "protocol", "{dialect:?}");
+        assert_eq!(
+            error["message"], "model_not_loaded: model 'gpt-9' is not loaded",
+            "{dialect:?}"
+        );
+    }
+}
