@@ -234,19 +234,23 @@ impl Host {
         self.read_mcp_file(false)
     }
 
+    /// The `mcpServers` file's bytes, `None` when there is no file yet.
+    fn mcp_file_bytes(&self) -> Result<Option<Vec<u8>>, ConfigError> {
+        let path = &self.paths.mcp_config_file;
+        match std::fs::read(path) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(ConfigError::Read {
+                path: path.display().to_string(),
+                message: e.to_string(),
+            }),
+        }
+    }
+
     fn read_mcp_file(&self, mask: bool) -> Result<McpFile, ConfigError> {
         let path = &self.paths.mcp_config_file;
-        let read_error = |e: std::io::Error| ConfigError::Read {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        };
         // One read: the text shown, its version and its servers are the same contents.
-        let bytes = match std::fs::read(path) {
-            Ok(bytes) => Some(bytes),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(read_error(e)),
-        };
-        let Some(bytes) = bytes else {
+        let Some(bytes) = self.mcp_file_bytes()? else {
             return Ok(McpFile {
                 path: path.display().to_string(),
                 text: EMPTY_FILE.to_owned(),
@@ -295,15 +299,7 @@ impl Host {
     /// still `version`.
     fn current_text(&self, version: &Option<String>) -> Result<String, ConfigError> {
         let path = &self.paths.mcp_config_file;
-        let read_error = |e: std::io::Error| ConfigError::Read {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        };
-        let bytes = match std::fs::read(path) {
-            Ok(bytes) => Some(bytes),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(read_error(e)),
-        };
+        let bytes = self.mcp_file_bytes()?;
         let current = bytes.as_deref().map(conduit_files::fingerprint_bytes);
         if &current != version {
             return Err(ConfigError::Conflict {
