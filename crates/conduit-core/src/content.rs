@@ -62,6 +62,17 @@ impl Block {
     pub fn text(text: impl Into<String>) -> Self {
         Self::Text { text: text.into() }
     }
+
+    /// Every stored file this block references (images, audio, long outputs, binary
+    /// resources), in order: the one answer history (media kept alive) and export
+    /// (media copied out) share.
+    pub fn media(&self) -> Vec<&MediaRef> {
+        match self {
+            Self::Image { media } => vec![media],
+            Self::ToolResult(result) => result.parts.iter().filter_map(ResultPart::media).collect(),
+            Self::Text { .. } | Self::Reasoning { .. } | Self::ToolCall(_) => Vec::new(),
+        }
+    }
 }
 
 /// A model's request to run a tool.
@@ -308,6 +319,19 @@ pub enum ResultPart {
         preview: String,
         media: MediaRef,
     },
+}
+
+impl ResultPart {
+    /// The stored file this part references, if any.
+    pub fn media(&self) -> Option<&MediaRef> {
+        match self {
+            Self::Image { media } | Self::Audio { media } | Self::LongText { media, .. } => {
+                Some(media)
+            }
+            Self::Resource { media, .. } => media.as_ref(),
+            Self::Text { .. } | Self::ResourceLink { .. } | Self::Structured { .. } => None,
+        }
+    }
 }
 
 /// A message: who wrote it and its blocks, in order.

@@ -1,5 +1,5 @@
-//! A conversation exported as Markdown or JSON, its images copied into a folder beside
-//! the file.
+//! A conversation exported as Markdown or JSON, the media its blocks reference (images,
+//! audio, long outputs, binary resources) copied into a folder beside the file.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -38,12 +38,12 @@ pub fn export(
     // A folder the export creates is private; one the user chose keeps its permissions.
     conduit_files::create_private_dir(out_dir).map_err(|e| io(out_dir, e))?;
 
-    // Copy each image once; a missing file is noted, not fatal.
+    // Copy each referenced file once; a missing file is noted, not fatal.
     let mut files: BTreeMap<String, Option<String>> = BTreeMap::new();
     for media in messages
         .iter()
         .flat_map(|m| m.blocks.iter())
-        .flat_map(media_of)
+        .flat_map(Block::media)
     {
         if files.contains_key(&media.hash) {
             continue;
@@ -92,33 +92,20 @@ pub fn export(
     Ok(file)
 }
 
-fn media_of(block: &Block) -> Vec<&MediaRef> {
-    match block {
-        Block::Image { media } => vec![media],
-        Block::ToolResult(result) => result
-            .parts
-            .iter()
-            .filter_map(|p| match p {
-                ResultPart::Image { media } => Some(media),
-                _ => None,
-            })
-            .collect(),
-        _ => Vec::new(),
-    }
-}
-
 fn markdown(
     title: &str,
     messages: &[StoredMessage],
     files: &BTreeMap<String, Option<String>>,
 ) -> String {
-    let image = |media: &MediaRef| match files.get(&media.hash).and_then(|f| f.as_deref()) {
-        Some(path) => format!("![image]({path})"),
-        None => format!(
-            "*[image {} missing]*",
-            media.hash.get(..12).unwrap_or(&media.hash)
-        ),
-    };
+    let link =
+        |kind: &str, media: &MediaRef| match files.get(&media.hash).and_then(|f| f.as_deref()) {
+            Some(path) if kind == "image" => format!("![image]({path})"),
+            Some(path) => format!("[{kind}]({path})"),
+            None => format!(
+                "*[{kind} {} missing]*",
+                media.hash.get(..12).unwrap_or(&media.hash)
+            ),
+        };
     let mut out = format!("# {title}\n");
     for message in messages {
         let who = match message.role {
@@ -130,7 +117,9 @@ fn markdown(
         for block in &message.blocks {
             match block {
                 Block::Text { text } => out.push_str(&format!("{text}\n\n")),
-                Block::Image { media } => out.push_str(&format!("{}\n\n", image(media))),
+                Block::Image { media } => {
+                    out.push_str(&format!("{}\n\n", link("image", media)));
+                }
                 Block::Reasoning { text, .. } if !text.is_empty() => {
                     for line in text.lines() {
                         out.push_str(&format!("> {line}\n"));
@@ -150,8 +139,16 @@ fn markdown(
                     if !text.is_empty() {
                         out.push_str(&format!("```\n{text}\n```\n\n"));
                     }
-                    for media in result.images() {
-                        out.push_str(&format!("{}\n\n", image(media)));
+                    for part in &result.parts {
+                        let kind = match part {
+                            ResultPart::Image { .. } => "image",
+                            ResultPart::Audio { .. } => "audio",
+                            ResultPart::LongText { .. } => "whole output",
+                            _ => "resource",
+                        };
+                        if let Some(media) = part.media() {
+                            out.push_str(&format!("{}\n\n", link(kind, media)));
+                        }
                     }
                 }
             }

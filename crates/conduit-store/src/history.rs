@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use conduit_core::content::{Block, MediaRef, Message, ResultPart, Role, repair_history};
+use conduit_core::content::{Block, MediaRef, Message, Role, repair_history};
 use conduit_core::provider::Usage;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
@@ -364,7 +364,7 @@ impl Store {
                 params![text, message_id, conversation],
             )?;
         }
-        for media in block_media(block) {
+        for media in block.media() {
             tx.execute(
                 "INSERT OR IGNORE INTO media (hash, mime, bytes, width, height) VALUES (?1, ?2, ?3, ?4, ?5)",
                 params![media.hash, media.mime, media.bytes as i64, media.width, media.height],
@@ -688,26 +688,6 @@ fn searchable_text(block: &Block) -> String {
         Block::Text { text } => text.clone(),
         Block::ToolResult(result) => result.text(),
         _ => String::new(),
-    }
-}
-
-fn block_media(block: &Block) -> Vec<&MediaRef> {
-    match block {
-        Block::Image { media } => vec![media],
-        Block::ToolResult(result) => result
-            .parts
-            .iter()
-            .filter_map(|part| match part {
-                ResultPart::Image { media }
-                | ResultPart::Audio { media }
-                | ResultPart::LongText { media, .. } => Some(media),
-                ResultPart::Resource {
-                    media: Some(media), ..
-                } => Some(media),
-                _ => None,
-            })
-            .collect(),
-        _ => Vec::new(),
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::io::Cursor;
 
-use conduit_core::content::{ToolCall, ToolResult};
+use conduit_core::content::{ResultPart, ToolCall, ToolResult};
 use conduit_core::media::MediaStore;
 use serde_json::json;
 
@@ -365,6 +365,95 @@ fn export_writes_markdown_and_json_with_images_beside() {
     assert_eq!(value["conversation"]["title"], "Draw a red square");
     assert_eq!(value["messages"][1]["blocks"][3]["type"], "tool_call");
     assert_eq!(value["media"][&media.hash], image_link);
+}
+
+#[test]
+fn export_carries_the_image_the_audio_and_the_long_output_beside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let image = store.media().put(&png(4, 4, 7), None).unwrap();
+    let wav = b"RIFF\x24\0\0\0WAVEfmt ".to_vec();
+    let audio = store.media().put(&wav, Some("audio/wav")).unwrap();
+    let long = "a long output line\n".repeat(2000);
+    let whole = store
+        .media()
+        .put(long.as_bytes(), Some("text/plain"))
+        .unwrap();
+    let call = ToolCall {
+        id: "c1".into(),
+        wire_id: None,
+        name: "srv__speak".into(),
+        arguments: json!({}),
+        signature: None,
+        invalid_arguments: None,
+        origin: None,
+    };
+    let id = store.create_conversation(None, None).unwrap();
+    store
+        .add_message(
+            &id,
+            &Message {
+                role: Role::User,
+                blocks: vec![
+                    Block::text("say it"),
+                    Block::Image {
+                        media: image.clone(),
+                    },
+                ],
+            },
+            MessageStatus::Complete,
+        )
+        .unwrap();
+    store
+        .add_message(
+            &id,
+            &Message {
+                role: Role::Tool,
+                blocks: vec![Block::ToolResult(ToolResult {
+                    call_id: call.id.clone(),
+                    wire_id: None,
+                    name: call.name.clone(),
+                    is_error: false,
+                    parts: vec![
+                        ResultPart::Audio {
+                            media: audio.clone(),
+                        },
+                        ResultPart::LongText {
+                            preview: "a long output line".into(),
+                            media: whole.clone(),
+                        },
+                    ],
+                })],
+            },
+            MessageStatus::Complete,
+        )
+        .unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let md = export(&store, &id, Format::Markdown, out.path()).unwrap();
+    let text = std::fs::read_to_string(&md).unwrap();
+    let folder = out.path().join(format!("say-it-{}-media", &id[..8]));
+    for (media, bytes) in [
+        (&image, png(4, 4, 7)),
+        (&audio, wav.clone()),
+        (&whole, long.clone().into_bytes()),
+    ] {
+        let name = store
+            .media_path(media)
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        assert_eq!(std::fs::read(folder.join(&name)).unwrap(), bytes, "{name}");
+        assert!(text.contains(&name), "{name} is not linked in\n{text}");
+    }
+    assert!(!text.contains("missing]"), "{text}");
+
+    let json_file = export(&store, &id, Format::Json, out.path()).unwrap();
+    let value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(json_file).unwrap()).unwrap();
+    for media in [&image, &audio, &whole] {
+        assert!(value["media"][&media.hash].is_string(), "{value}");
+    }
 }
 
 #[test]
