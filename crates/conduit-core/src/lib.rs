@@ -9,9 +9,11 @@
 //! - [`provider`]: the [`provider::Provider`] trait and its typed stream events.
 //! - [`agent`]: the loop that streams, approves and runs tools, and keeps history valid.
 //! - [`approval`]: the policy that asks the user and waits for the answer.
+//! - [`backoff`]: the exponential wait before trying again (provider retries, MCP restarts).
 
 pub mod agent;
 pub mod approval;
+pub mod backoff;
 pub mod content;
 pub mod media;
 pub mod provider;

@@ -18,8 +18,9 @@ use crate::config::{self, ConfigError, ServerEntry};
 use crate::servers::{Running, ServerState, ServerStatus, start_one, tools_of};
 use crate::tool::McpTool;
 
-/// Restarts after an unexpected stop wait 1 s, 2 s, 4 s ... up to this.
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// Restarts after an unexpected stop wait 1 s, 2 s, 4 s ... up to 30 s.
+const RESTART_BACKOFF: conduit_core::backoff::Backoff =
+    conduit_core::backoff::Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
 /// After this many failed restarts in a row the server stays failed.
 const MAX_RESTARTS: u32 = 5;
 /// How often a running server is checked for an unexpected stop.
@@ -405,7 +406,7 @@ async fn supervise(
     loop {
         tokio::time::sleep(WATCH_INTERVAL).await;
         healthy_for += WATCH_INTERVAL;
-        if healthy_for > MAX_BACKOFF {
+        if healthy_for > RESTART_BACKOFF.max {
             restarts = 0; // A server that ran a while starts its backoff afresh.
         }
         let Some(inner) = inner.upgrade() else {
@@ -481,10 +482,7 @@ async fn restart(
         }
         slot.entry.clone()
     };
-    let backoff = Duration::from_secs(1)
-        .saturating_mul(2u32.saturating_pow(attempt - 1))
-        .min(MAX_BACKOFF);
-    tokio::time::sleep(backoff).await;
+    tokio::time::sleep(RESTART_BACKOFF.delay(attempt)).await;
     if !holds(&inner, &name, generation) {
         return;
     }

@@ -40,10 +40,10 @@ impl RetryPolicy {
     /// The wait before retry number `attempt` (1-based): what the provider asked for, or
     /// exponential backoff.
     pub fn delay(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
-        let backoff = self
-            .base_delay
-            .saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1)));
-        retry_after.unwrap_or(backoff).min(self.max_delay)
+        let backoff = conduit_core::backoff::Backoff::new(self.base_delay, self.max_delay);
+        retry_after
+            .unwrap_or_else(|| backoff.delay(attempt))
+            .min(self.max_delay)
     }
 }
 
