@@ -774,6 +774,7 @@ async fn a_disabled_tool_is_not_offered_to_the_model() {
         .find(|t| t["name"] == "echo")
         .unwrap();
     assert_eq!(echo["enabled"], false);
+    assert_eq!(echo["policy"], "ask", "the host's join, with the policy");
 
     let dialect = Dialect::Anthropic;
     let server = ScriptedLlm::start(vec![dialect.text(&["ok"]), dialect.text(&["ok"])])

@@ -72,7 +72,7 @@ pub struct ChatArgs {
     #[arg(long, value_enum, default_value = "deny")]
     approve: Approve,
     /// Model requests in this run at most.
-    #[arg(long, default_value_t = 25, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = conduit_host::core::agent::DEFAULT_MAX_TURNS, value_parser = clap::value_parser!(u32).range(1..))]
     max_turns: u32,
     /// A system prompt.
     #[arg(long)]

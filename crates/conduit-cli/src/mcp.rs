@@ -127,23 +127,27 @@ async fn run_with(host: &Host, servers: &Servers, command: McpCommand) -> Result
         }
         McpCommand::EnableTool { .. } | McpCommand::DisableTool { .. } => {}
         McpCommand::Tools { server, json } => {
-            let settings = host.settings()?;
             let names: Vec<String> = match &server {
                 Some(name) => vec![name.clone()],
                 None => servers.statuses().into_iter().map(|s| s.name).collect(),
             };
             let mut listed = Vec::new();
             for name in names {
-                let Some(tools) = servers.server_tools(&name) else {
+                // Whether each tool is offered and its policy are the host's answer.
+                let (Some(tools), Some(settings)) = (
+                    servers.server_tools(&name),
+                    host.started_tool_settings(servers, &name)?,
+                ) else {
                     return Err(Failure::from(anyhow::anyhow!(
                         "there is no server named {name:?}"
                     )));
                 };
-                for tool in tools {
+                for (tool, setting) in tools.iter().zip(settings.tools) {
                     listed.push(json!({
                         "server": name,
                         "name": tool.name,
-                        "enabled": settings.tool_enabled(&name, &tool.name),
+                        "enabled": setting.enabled,
+                        "policy": setting.policy,
                         "description": tool.description,
                         "inputSchema": *tool.input_schema,
                     }));

@@ -140,6 +140,10 @@ pub enum Outcome {
     Cancelled,
 }
 
+/// Model requests per run unless the caller says otherwise: the one default the agent,
+/// the host's window turns and the CLI's `--max-turns` share.
+pub const DEFAULT_MAX_TURNS: u32 = 25;
+
 /// Limits and model settings of a run.
 #[derive(Debug, Clone)]
 pub struct AgentOptions {
@@ -147,7 +151,7 @@ pub struct AgentOptions {
     pub system: Option<String>,
     pub capabilities: ModelCapabilities,
     pub max_output_tokens: Option<u32>,
-    /// Model requests per run; the default is 25.
+    /// Model requests per run; the default is [`DEFAULT_MAX_TURNS`].
     pub max_turns: u32,
     /// How long one tool call may take.
     pub tool_timeout: Duration,
@@ -160,7 +164,7 @@ impl AgentOptions {
             system: None,
             capabilities: ModelCapabilities::default(),
             max_output_tokens: None,
-            max_turns: 25,
+            max_turns: DEFAULT_MAX_TURNS,
             tool_timeout: Duration::from_secs(60),
         }
     }

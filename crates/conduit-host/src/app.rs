@@ -125,26 +125,7 @@ pub struct McpOverview {
     pub config_error: Option<String>,
 }
 
-/// A server's tools as Settings lists them, with the server's own policy.
-#[derive(Debug, Clone, Serialize)]
-pub struct ServerTools {
-    pub policy: crate::settings::ToolPolicy,
-    pub tools: Vec<ToolSetting>,
-}
-
-/// A tool as Settings lists it: what it is, whether models see it, when it may run.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ToolSetting {
-    #[serde(flatten)]
-    pub tool: conduit_mcp::live::ToolInfo,
-    pub enabled: bool,
-    pub policy: crate::settings::ToolPolicy,
-    /// Why an "allow" no longer holds (the server or the tool changed since, or the tool
-    /// is new): its calls are asked about again. Empty when nothing needs re-approval.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub reapproval: Vec<String>,
-}
+pub use crate::mcp::{ServerTools, ToolSetting};
 
 /// Where a turn's events go.
 pub type TurnSink = Arc<dyn Fn(TurnEvent) + Send + Sync>;
@@ -315,7 +296,7 @@ impl App {
             attachments: attachments.into_iter().map(Attachment::Stored).collect(),
             approval: ApprovalMode::Window(approval),
             live: None,
-            max_turns: 25,
+            max_turns: conduit_core::agent::DEFAULT_MAX_TURNS,
             system: None,
             read_timeout: None,
         };
@@ -388,38 +369,11 @@ impl App {
     /// A server's approval policy and its tools, each with whether it is offered to
     /// models and the policy that applies to it.
     pub async fn mcp_server_tools(&self, server: &str) -> Result<ServerTools, AppError> {
-        let settings = self.host.settings()?;
-        let trust = self.server_trust(server).await;
-        let tools = self
-            .live()
-            .await
-            .server_tools(server)
-            .into_iter()
-            .map(|tool| {
-                let reapproval = match trust
-                    .get(&tool.name)
-                    .map(|now| settings.verdict(server, &tool.name, now))
-                {
-                    Some(crate::settings::Verdict::Ask { changes })
-                        if settings.tool_policy(server, &tool.name)
-                            == crate::settings::ToolPolicy::Allow =>
-                    {
-                        changes
-                    }
-                    _ => Vec::new(),
-                };
-                ToolSetting {
-                    enabled: settings.tool_enabled(server, &tool.name),
-                    policy: settings.tool_policy(server, &tool.name),
-                    reapproval,
-                    tool,
-                }
-            })
-            .collect();
-        Ok(ServerTools {
-            policy: settings.server_policy(server),
-            tools,
-        })
+        let live = self.live().await;
+        let running = live.tools(self.host.media.clone(), &|_, _| true);
+        Ok(self
+            .host
+            .tool_settings(server, live.server_tools(server), &running)?)
     }
 
     /// What each of `server`'s running tools is now, by the tool's own name.
@@ -428,12 +382,7 @@ impl App {
             .live()
             .await
             .tools(self.host.media.clone(), &|_, _| true);
-        let snapshot = self.host.mcp_config().ok();
-        crate::approval::tool_trust(&tools, snapshot.as_ref())
-            .into_values()
-            .filter(|trust| trust.origin.server == server)
-            .map(|trust| (trust.origin.tool, trust.now))
-            .collect()
+        self.host.server_trust(server, &tools)
     }
 
     /// Sets whether `tool` of `server` runs without asking, never, or after asking; an

@@ -1,6 +1,7 @@
 //! MCP for the frontends: the `mcpServers` file, starting its servers, and calling their
 //! tools, resources and prompts.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,16 +9,40 @@ use conduit_core::media::MediaStore;
 use conduit_core::tool::{ProgressSink, ToolOutput};
 use conduit_mcp::client::McpError;
 use conduit_mcp::config::{self, ConfigError, Edit, Snapshot};
+use conduit_mcp::live::ToolInfo;
 use conduit_mcp::servers::{DEFAULT_START_TIMEOUT, Servers};
+use conduit_mcp::tool::McpTool;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::Host;
+use crate::settings::{ApprovedTool, ToolPolicy, Verdict};
 
 /// Environment variable with the start timeout of MCP servers, in seconds.
 pub const START_TIMEOUT_ENV: &str = "CONDUIT_MCP_START_TIMEOUT";
 
 pub use conduit_mcp::servers::{ServerState, ServerStatus};
+
+/// A server's tools as Settings lists them, with the server's own policy.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ServerTools {
+    pub policy: crate::settings::ToolPolicy,
+    pub tools: Vec<ToolSetting>,
+}
+
+/// A tool as Settings lists it: what it is, whether models see it, when it may run.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolSetting {
+    #[serde(flatten)]
+    pub tool: conduit_mcp::live::ToolInfo,
+    pub enabled: bool,
+    pub policy: crate::settings::ToolPolicy,
+    /// Why an "allow" no longer holds (the server or the tool changed since, or the tool
+    /// is new): its calls are asked about again. Empty when nothing needs re-approval.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reapproval: Vec<String>,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum HostMcpError {
@@ -62,6 +87,72 @@ impl Host {
             .and_then(|s| s.parse::<f64>().ok())
             .filter(|s| s.is_finite() && *s > 0.0)
             .map_or(DEFAULT_START_TIMEOUT, Duration::from_secs_f64)
+    }
+
+    /// `server`'s tools joined with the settings: whether each is offered to models, the
+    /// policy that applies to it, and why an "allow" no longer holds. The one join the
+    /// window's Settings and `conduit mcp tools` both list; `running` is every running
+    /// tool (to know what each is now).
+    pub fn tool_settings(
+        &self,
+        server: &str,
+        tools: Vec<ToolInfo>,
+        running: &[Arc<McpTool>],
+    ) -> Result<ServerTools, crate::SettingsError> {
+        let settings = self.settings()?;
+        let trust = self.server_trust(server, running);
+        let tools = tools
+            .into_iter()
+            .map(|tool| {
+                let policy = settings.tool_policy(server, &tool.name);
+                let reapproval = match trust
+                    .get(&tool.name)
+                    .map(|now| settings.verdict(server, &tool.name, now))
+                {
+                    Some(Verdict::Ask { changes }) if policy == ToolPolicy::Allow => changes,
+                    _ => Vec::new(),
+                };
+                ToolSetting {
+                    enabled: settings.tool_enabled(server, &tool.name),
+                    policy,
+                    reapproval,
+                    tool,
+                }
+            })
+            .collect();
+        Ok(ServerTools {
+            policy: settings.server_policy(server),
+            tools,
+        })
+    }
+
+    /// [`Host::tool_settings`] for the servers a command started; `None` when no server
+    /// of that name is running.
+    pub fn started_tool_settings(
+        &self,
+        servers: &Servers,
+        server: &str,
+    ) -> Result<Option<ServerTools>, crate::SettingsError> {
+        let Some(tools) = servers.server_tools(server) else {
+            return Ok(None);
+        };
+        let tools = tools.iter().map(ToolInfo::from).collect();
+        let running = servers.tools(self.media.clone(), &|_, _| true);
+        self.tool_settings(server, tools, &running).map(Some)
+    }
+
+    /// What each of `server`'s running tools is now, by the tool's own name.
+    pub(crate) fn server_trust(
+        &self,
+        server: &str,
+        running: &[Arc<McpTool>],
+    ) -> HashMap<String, ApprovedTool> {
+        let snapshot = self.mcp_config().ok();
+        crate::approval::tool_trust(running, snapshot.as_ref())
+            .into_values()
+            .filter(|trust| trust.origin.server == server)
+            .map(|trust| (trust.origin.tool, trust.now))
+            .collect()
     }
 
     /// Lets a model use `tool` of `server`, or not (kept in settings).
@@ -136,6 +227,9 @@ pub struct McpFileServer {
     pub disabled: bool,
     /// The entry as written, unknown fields included.
     pub entry: Value,
+    /// The transport the entry names, every app's `type` spelling read the one way
+    /// ([`config::TransportKind::of_entry`]); `None` when it names none.
+    pub transport: Option<config::TransportKind>,
     /// Why the entry cannot start, if it cannot.
     pub problem: Option<String>,
 }
@@ -270,6 +364,7 @@ impl Host {
                     .map(|entry| McpFileServer {
                         name: entry.name,
                         disabled: entry.disabled,
+                        transport: config::TransportKind::of_entry(&entry.raw),
                         entry: if mask {
                             crate::window_guard::mask_entry(&entry.raw)
                         } else {
@@ -843,5 +938,51 @@ mod tests {
         std::os::unix::fs::symlink(&passwd, &link).unwrap();
         let refused = host.mcp_import_candidates(&link).unwrap_err().to_string();
         assert!(!refused.contains("root:"), "{refused}");
+    }
+
+    fn info(name: &str) -> ToolInfo {
+        ToolInfo {
+            name: name.into(),
+            title: None,
+            description: None,
+            read_only: false,
+            destructive: false,
+        }
+    }
+
+    #[test]
+    fn the_tool_settings_join_gives_each_tool_its_switch_and_policy_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = host(dir.path());
+        let mut settings = host.settings().unwrap();
+        settings.set_tool_enabled("srv", "quiet", false);
+        settings.set_server_policy("srv", ToolPolicy::Deny);
+        settings.set_tool_policy("srv", "trusted", ToolPolicy::Allow);
+        settings.set_tool_enabled("other", "loud", false);
+        settings.save(&host.paths().settings_file).unwrap();
+
+        let joined = host
+            .tool_settings(
+                "srv",
+                vec![info("loud"), info("quiet"), info("trusted")],
+                &[],
+            )
+            .unwrap();
+        assert_eq!(joined.policy, ToolPolicy::Deny);
+        let rows: Vec<(&str, bool, ToolPolicy)> = joined
+            .tools
+            .iter()
+            .map(|t| (t.tool.name.as_str(), t.enabled, t.policy))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("loud", true, ToolPolicy::Deny),
+                ("quiet", false, ToolPolicy::Deny),
+                ("trusted", true, ToolPolicy::Allow),
+            ]
+        );
+        // Not running: nothing to compare an allow with, so nothing to re-approve.
+        assert!(joined.tools.iter().all(|t| t.reapproval.is_empty()));
     }
 }

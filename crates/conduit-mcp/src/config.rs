@@ -55,6 +55,42 @@ pub enum Transport {
     },
 }
 
+/// Which of the two ways in [`Transport`] an entry names, before anything else in it is
+/// checked: what a form shows for the entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TransportKind {
+    Stdio,
+    Http,
+}
+
+impl TransportKind {
+    /// The transport a `type` names, in any app's spelling (`sse`, `streamable-http`,
+    /// `streamableHttp` are HTTP); `None` for a type Conduit does not know. The one
+    /// alias table: the parser and the window both read it.
+    pub fn of_type(name: &str) -> Option<Self> {
+        match name {
+            "stdio" => Some(Self::Stdio),
+            "http" | "streamable-http" | "streamableHttp" | "sse" => Some(Self::Http),
+            _ => None,
+        }
+    }
+
+    /// The transport of an entry as written: its `type`, else stdio when it has a
+    /// `command` and HTTP when it has only a `url`; `None` when it names none.
+    pub fn of_entry(raw: &Value) -> Option<Self> {
+        let object = raw.as_object()?;
+        if let Some(name) = object.get("type").and_then(Value::as_str) {
+            return Self::of_type(name);
+        }
+        match (object.get("command"), object.get("url")) {
+            (Some(_), _) => Some(Self::Stdio),
+            (None, Some(_)) => Some(Self::Http),
+            (None, None) => None,
+        }
+    }
+}
+
 /// One server as the file describes it, checked and with `${VAR}` expanded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerSpec {
@@ -248,11 +284,17 @@ pub fn spec_of(raw: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<Serv
         }
         Some(_) => return Err("timeout must be a number".into()),
     };
-    let kind = object.get("type").and_then(Value::as_str);
+    let kind = match object.get("type").and_then(Value::as_str) {
+        None => None,
+        Some(name) => Some(
+            TransportKind::of_type(name)
+                .ok_or_else(|| format!("type {name:?} is not one Conduit knows (stdio, http)"))?,
+        ),
+    };
     let url = object.get("url");
     let command = object.get("command");
     let transport = match (kind, command, url) {
-        (Some("stdio") | None, Some(command), _) => {
+        (Some(TransportKind::Stdio) | None, Some(command), _) => {
             let command = command
                 .as_str()
                 .filter(|c| !c.trim().is_empty())
@@ -277,7 +319,7 @@ pub fn spec_of(raw: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<Serv
                 cwd,
             }
         }
-        (Some("http" | "streamable-http" | "streamableHttp" | "sse") | None, None, Some(url)) => {
+        (Some(TransportKind::Http) | None, None, Some(url)) => {
             let template = url.as_str().ok_or("url must be a string")?;
             let url = expand(template, env)
                 .map_err(|var| format!("url uses ${{{var}}}, which is not set"))?;
@@ -291,16 +333,6 @@ pub fn spec_of(raw: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<Serv
                 url,
                 headers: strings("headers")?,
             }
-        }
-        (Some(other), _, _)
-            if !matches!(
-                other,
-                "stdio" | "http" | "streamable-http" | "streamableHttp" | "sse"
-            ) =>
-        {
-            return Err(format!(
-                "type {other:?} is not one Conduit knows (stdio, http)"
-            ));
         }
         _ => return Err("the entry needs a command (stdio) or a url (http)".into()),
     };

@@ -1,5 +1,8 @@
 // Turning an mcpServers entry into the server form's fields and back, keeping what the form
-// does not manage (timeouts, `disabled`, fields of other apps) exactly as written.
+// does not manage (timeouts, `disabled`, fields of other apps) exactly as written. Which
+// transport an entry names is the host's answer (it owns the `type` alias table).
+
+import type { McpFileServer } from "../lib/types";
 
 export interface Pair {
   key: string;
@@ -20,7 +23,6 @@ export interface ServerFields {
 
 /** The fields the form owns; every other field of an entry is carried over untouched. */
 const MANAGED = ["command", "args", "env", "cwd", "type", "url", "headers"];
-const HTTP_TYPES = ["http", "streamable-http", "streamableHttp", "sse"];
 
 function text(value: unknown): string {
   if (value === undefined || value === null) return "";
@@ -36,11 +38,11 @@ export function emptyFields(): ServerFields {
   return { transport: "stdio", command: "", args: [], env: [], cwd: "", url: "", headers: [] };
 }
 
-export function fieldsFromEntry(entry: Record<string, unknown>): ServerFields {
-  const type = typeof entry.type === "string" ? entry.type : null;
-  const http = type !== null ? HTTP_TYPES.includes(type) : entry.command === undefined && entry.url !== undefined;
+/** The form's fields for a server of the file; an entry that names no transport opens as stdio. */
+export function fieldsFromEntry(server: Pick<McpFileServer, "entry" | "transport">): ServerFields {
+  const entry = server.entry;
   return {
-    transport: http ? "http" : "stdio",
+    transport: server.transport ?? "stdio",
     command: text(entry.command),
     args: Array.isArray(entry.args) ? entry.args.map(text) : [],
     env: pairs(entry.env),
@@ -73,9 +75,14 @@ function record(list: Pair[]): Record<string, string> {
 
 /**
  * The entry to save: `base`'s fields in their order with the managed ones replaced (or
- * dropped), then the managed ones `base` lacked.
+ * dropped), then the managed ones `base` lacked. `base` is the server as the host listed
+ * it (`undefined` for a new one).
  */
-export function entryFromFields(base: Record<string, unknown>, fields: ServerFields): Record<string, unknown> {
+export function entryFromFields(
+  base: Pick<McpFileServer, "entry" | "transport"> | undefined,
+  fields: ServerFields,
+): Record<string, unknown> {
+  const written = base?.entry ?? {};
   const managed: Record<string, unknown> = {};
   if (fields.transport === "stdio") {
     managed.command = fields.command.trim();
@@ -84,14 +91,14 @@ export function entryFromFields(base: Record<string, unknown>, fields: ServerFie
     if (Object.keys(env).length > 0) managed.env = env;
     if (fields.cwd.trim() !== "") managed.cwd = fields.cwd.trim();
   } else {
-    // Another app's spelling of the HTTP transport stays; Conduit reads them all.
-    managed.type = typeof base.type === "string" && HTTP_TYPES.includes(base.type) ? base.type : "http";
+    // Another app's spelling of the HTTP transport stays; the host reads them all.
+    managed.type = base?.transport === "http" && typeof written.type === "string" ? written.type : "http";
     managed.url = fields.url.trim();
     const headers = record(fields.headers);
     if (Object.keys(headers).length > 0) managed.headers = headers;
   }
   const entry: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(base)) {
+  for (const [key, value] of Object.entries(written)) {
     if (!MANAGED.includes(key)) entry[key] = value;
     else if (key in managed) entry[key] = managed[key];
   }

@@ -22,7 +22,9 @@ vi.mock("@tauri-apps/api/event", () => ({
 }));
 
 function server(name: string, entry: Record<string, unknown>, extra: Partial<McpFileServer> = {}): McpFileServer {
-  return { name, disabled: entry.disabled === true, entry, problem: null, ...extra };
+  // The host names the transport; this fake only sees plain stdio and "http" entries.
+  const transport = "command" in entry ? "stdio" : "url" in entry ? "http" : null;
+  return { name, disabled: entry.disabled === true, entry, transport, problem: null, ...extra };
 }
 
 function fileOf(servers: McpFileServer[], version: string): McpFile {

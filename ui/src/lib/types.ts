@@ -230,6 +230,8 @@ export interface McpFileServer {
   disabled: boolean;
   /** The entry as written (command/args/env/cwd or type/url/headers, plus unknown fields). */
   entry: Record<string, unknown>;
+  /** The transport the entry names, as the host reads every app's `type` spelling; null when it names none. */
+  transport: "stdio" | "http" | null;
   problem: string | null;
 }
 

@@ -371,3 +371,38 @@ fn servers_import_from_claude_desktop_cursor_and_vs_code_files() {
         Err(ConfigError::Shape { .. })
     ));
 }
+
+#[test]
+fn every_apps_spelling_of_a_transport_is_read_the_one_way() {
+    for (entry, kind) in [
+        (
+            json!({"type": "stdio", "command": "x"}),
+            Some(TransportKind::Stdio),
+        ),
+        (json!({"command": "x"}), Some(TransportKind::Stdio)),
+        (
+            json!({"command": "x", "url": "http://h/"}),
+            Some(TransportKind::Stdio),
+        ),
+        (json!({"url": "http://h/"}), Some(TransportKind::Http)),
+        (json!({"type": "http"}), Some(TransportKind::Http)),
+        (
+            json!({"type": "sse", "command": "x"}),
+            Some(TransportKind::Http),
+        ),
+        (
+            json!({"type": "streamable-http"}),
+            Some(TransportKind::Http),
+        ),
+        (json!({"type": "streamableHttp"}), Some(TransportKind::Http)),
+        (json!({"type": "websocket", "url": "ws://h/"}), None),
+        (json!({"disabled": true}), None),
+        (json!("not an object"), None),
+    ] {
+        assert_eq!(TransportKind::of_entry(&entry), kind, "{entry}");
+    }
+    assert_eq!(
+        serde_json::to_value(TransportKind::Http).unwrap(),
+        json!("http")
+    );
+}
