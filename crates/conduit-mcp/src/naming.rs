@@ -1,6 +1,7 @@
 //! Tool names every provider accepts: `server__tool` in `[A-Za-z0-9_-]`, at most 64
-//! characters, made unique with a short hash when cleaning or shortening collides, and
-//! mapped back to the exact server and tool.
+//! characters, made unique with a short hash when cleaning or shortening collides. The
+//! way back is not a name parse: each tool made under a name carries its server and tool
+//! ([`crate::tool::McpTool`]'s origin), which calls and events take from the registry.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -8,11 +9,10 @@ use std::collections::{BTreeMap, HashSet};
 pub const MAX_LEN: usize = 64;
 const SEPARATOR: &str = "__";
 
-/// Exposed names for `(server, tool)` pairs, and the way back.
+/// Exposed names for `(server, tool)` pairs, distinct from one another.
 #[derive(Debug, Default, Clone)]
 pub struct ToolNames {
     forward: BTreeMap<(String, String), String>,
-    back: BTreeMap<String, (String, String)>,
 }
 
 impl ToolNames {
@@ -31,10 +31,7 @@ impl ToolNames {
             taken.insert(name.clone());
             names
                 .forward
-                .insert((server.to_owned(), tool.to_owned()), name.clone());
-            names
-                .back
-                .insert(name, (server.to_owned(), tool.to_owned()));
+                .insert((server.to_owned(), tool.to_owned()), name);
         }
         names
     }
@@ -43,18 +40,6 @@ impl ToolNames {
         self.forward
             .get(&(server.to_owned(), tool.to_owned()))
             .map(String::as_str)
-    }
-
-    /// The server and tool behind an exposed name. Also accepts the forms models mangle
-    /// names into (`server.tool`, `functions.server__tool`).
-    pub fn resolve(&self, name: &str) -> Option<(&str, &str)> {
-        let found = self.back.get(name).or_else(|| {
-            let stripped = name.strip_prefix("functions.").unwrap_or(name);
-            self.back
-                .get(stripped)
-                .or_else(|| self.back.get(&stripped.replacen('.', SEPARATOR, 1)))
-        });
-        found.map(|(s, t)| (s.as_str(), t.as_str()))
     }
 }
 
@@ -130,7 +115,7 @@ mod tests {
     }
 
     #[test]
-    fn collisions_are_resolved_and_every_name_maps_back_exactly() {
+    fn collisions_are_resolved_and_every_pair_gets_its_own_valid_name() {
         let pairs = [("a b", "x"), ("a_b", "x"), ("a", "b__x"), ("srv", "tool")];
         let names = ToolNames::assign(pairs);
         let exposed: HashSet<&str> = pairs
@@ -141,15 +126,11 @@ mod tests {
         for (server, tool) in pairs {
             let name = names.name_of(server, tool).unwrap();
             assert!(valid(name), "{name}");
-            assert_eq!(names.resolve(name), Some((server, tool)));
         }
-    }
-
-    #[test]
-    fn mangled_names_map_back() {
-        let names = ToolNames::assign([("srv", "tool")]);
-        assert_eq!(names.resolve("srv.tool"), Some(("srv", "tool")));
-        assert_eq!(names.resolve("functions.srv__tool"), Some(("srv", "tool")));
-        assert_eq!(names.resolve("other"), None);
+        assert_eq!(
+            names.name_of("a b", "x"),
+            ToolNames::assign(pairs.iter().rev().copied()).name_of("a b", "x"),
+            "the same pairs give the same names in any order"
+        );
     }
 }
