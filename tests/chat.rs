@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use base64::Engine;
 use conduit_e2e::binary;
+use conduit_e2e::cli::ChatRun;
 use conduit_e2e::llm_server::{Dialect, Recorded, Reply, ScriptedCall, ScriptedLlm};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -25,29 +26,6 @@ fn model(dialect: Dialect) -> &'static str {
         Dialect::OpenAiResponses | Dialect::OpenAiChat => "gpt-test",
         // A Gemini 3 model takes images inside function responses.
         Dialect::Gemini => "gemini-3-pro-test",
-    }
-}
-
-struct Run {
-    code: Option<i32>,
-    events: Vec<Value>,
-    stderr: String,
-}
-
-impl Run {
-    fn of_type(&self, kind: &str) -> Vec<&Value> {
-        self.events.iter().filter(|e| e["type"] == kind).collect()
-    }
-
-    fn text(&self) -> String {
-        self.of_type("text_delta")
-            .iter()
-            .map(|e| e["text"].as_str().unwrap().to_owned())
-            .collect()
-    }
-
-    fn last(&self) -> &Value {
-        self.events.last().expect("some events")
     }
 }
 
@@ -88,7 +66,7 @@ async fn chat(
     dialect: Dialect,
     replies: Vec<Reply>,
     extra: &[&str],
-) -> (Run, Vec<Recorded>, tempfile::TempDir) {
+) -> (ChatRun, Vec<Recorded>, tempfile::TempDir) {
     let server = ScriptedLlm::start(replies).await.unwrap();
     let home = tempfile::tempdir().unwrap();
     let output = tokio::time::timeout(
@@ -98,16 +76,7 @@ async fn chat(
     .await
     .expect("conduit chat finished")
     .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let events = stdout
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")))
-        .collect();
-    let run = Run {
-        code: output.status.code(),
-        events,
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    };
+    let run = ChatRun::of(&output);
     (run, server.requests(), home)
 }
 

@@ -8,31 +8,12 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use conduit_e2e::binary;
+use conduit_e2e::cli::ChatRun;
 use conduit_e2e::llm_server::{Dialect, Reply, ScriptedLlm};
-use serde_json::Value;
 
 const KEY: &str = "sk-test-key-1234";
 
-struct Run {
-    code: Option<i32>,
-    events: Vec<Value>,
-    stderr: String,
-}
-
-impl Run {
-    fn of_type(&self, kind: &str) -> Vec<&Value> {
-        self.events.iter().filter(|e| e["type"] == kind).collect()
-    }
-
-    fn text(&self) -> String {
-        self.of_type("text_delta")
-            .iter()
-            .map(|e| e["text"].as_str().unwrap().to_owned())
-            .collect()
-    }
-}
-
-async fn chat(dialect: Dialect, replies: Vec<Reply>) -> Run {
+async fn chat(dialect: Dialect, replies: Vec<Reply>) -> ChatRun {
     let server = ScriptedLlm::start(replies).await.unwrap();
     let home = tempfile::tempdir().unwrap();
     let model = match dialect {
@@ -66,17 +47,7 @@ async fn chat(dialect: Dialect, replies: Vec<Reply>) -> Run {
     .await
     .expect("conduit chat finished")
     .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    Run {
-        code: output.status.code(),
-        events: stdout
-            .lines()
-            .map(|line| {
-                serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
-            })
-            .collect(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
+    ChatRun::of(&output)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,9 +11,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use conduit_e2e::artifacts_dir;
-use conduit_e2e::desktop::{DesktopSession, app_binary};
+use conduit_e2e::desktop::Window;
 use conduit_e2e::llm_server::{Dialect, ScriptedCall, ScriptedLlm};
-use fantoccini::Locator;
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -73,19 +72,16 @@ impl Fixture {
     }
 
     async fn open(&self) -> Window {
-        let session = DesktopSession::start(
-            &app_binary().unwrap(),
+        let window = Window::start(
             &[
                 ("CONDUIT_HOME", self.home.path()),
                 (KEY_VAR, Path::new("test-gemini-key")),
             ],
+            WAIT,
         )
-        .await
-        .unwrap();
-        let window = Window { session };
-        window
-            .wait(r#"document.querySelector('select[aria-label="Model"]')?.value.endsWith("m")"#)
-            .await;
+        .await;
+        // Ready when the provider's model shows in the picker.
+        window.model_shown("m").await;
         window
     }
 
@@ -99,74 +95,23 @@ impl Fixture {
     }
 }
 
-struct Window {
-    session: DesktopSession,
-}
-
-impl Window {
-    async fn wait(&self, expression: &str) -> Value {
-        self.session.wait_js(expression, WAIT).await.unwrap()
-    }
-
-    async fn js(&self, script: &str) -> Value {
-        self.session.js(script).await.unwrap()
-    }
-
-    async fn send(&self, text: &str) {
-        let box_ = self
-            .session
-            .client
-            .find(Locator::Css(r#"textarea[aria-label="Message"]"#))
-            .await
-            .unwrap();
-        box_.send_keys(text).await.unwrap();
-        box_.send_keys("\u{E007}").await.unwrap(); // Enter
-    }
-
-    async fn click_button(&self, name: &str) {
-        self.session.click_button(name, WAIT).await.unwrap();
-    }
-
-    async fn answer_contains(&self, expected: &str) {
-        let expected = serde_json::to_string(expected).unwrap();
-        self.wait(&format!(
-            r#"[...document.querySelectorAll('[aria-label="Assistant message"]')].some(m => m.textContent.includes({expected}))"#
-        ))
-        .await;
-    }
-
-    /// Waits until the last card of `tool` shows `state`.
-    async fn tool_state(&self, tool: &str, state: &str) {
-        self.wait(&format!(
-            r#"(() => {{ const cards = document.querySelectorAll('article[aria-label="Tool call {tool}"]');
-                const card = cards[cards.length - 1];
-                return card && card.querySelector('[aria-label="Tool state"]').textContent.trim() === "{state}"; }})()"#
-        ))
-        .await;
-    }
-
-    /// Every card: its call id, tool, server, state and whether it has approval controls.
-    async fn cards(&self) -> Vec<Value> {
-        let cards = self
-            .js(r#"return [...document.querySelectorAll('article[data-call-id]')].map(card => ({
-                     id: card.dataset.callId,
-                     tool: card.querySelector('[aria-label="Tool name"]')?.textContent.trim(),
-                     server: card.querySelector('[aria-label="Server name"]')?.textContent.trim() ?? null,
-                     state: card.dataset.state,
-                     controls: card.querySelectorAll('[aria-label="Approve tool call"] button').length
-                   }));"#)
-            .await;
-        cards.as_array().unwrap().clone()
-    }
-
-    async fn shot(&self, file: &Path) {
-        self.session.screenshot(file).await.unwrap();
-    }
-}
-
 fn no_id_call(name: &str, arguments: Value) -> ScriptedCall {
     // An empty id is what a Gemini call without one decodes to: Conduit numbers it.
     ScriptedCall::new("", name, arguments)
+}
+
+/// Every card: its call id, tool, server, state and whether it has approval controls.
+async fn cards(window: &Window) -> Vec<Value> {
+    let cards = window
+        .js(r#"return [...document.querySelectorAll('article[data-call-id]')].map(card => ({
+                 id: card.dataset.callId,
+                 tool: card.querySelector('[aria-label="Tool name"]')?.textContent.trim(),
+                 server: card.querySelector('[aria-label="Server name"]')?.textContent.trim() ?? null,
+                 state: card.dataset.state,
+                 controls: card.querySelectorAll('[aria-label="Approve tool call"] button').length
+               }));"#)
+        .await;
+    cards.as_array().unwrap().clone()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -194,7 +139,7 @@ async fn approval_answers_exactly_the_call_it_shows() {
     window.send("Read my notes, then run the command").await;
 
     window.tool_state("read_file", "Waiting for approval").await;
-    let first = window.cards().await;
+    let first = cards(&window).await;
     assert_eq!(first.len(), 1, "{first:?}");
     assert_eq!(first[0]["server"], "fs", "the real server: {first:?}");
     let question = window
@@ -213,7 +158,7 @@ async fn approval_answers_exactly_the_call_it_shows() {
     // The next response numbers its call from 0 again; it gets its own card and id.
     window.tool_state("run", "Waiting for approval").await;
     window.tool_state("read_file", "Done").await;
-    let cards = window.cards().await;
+    let cards = cards(&window).await;
     assert_eq!(cards.len(), 2, "{cards:?}");
     let (read, run) = (&cards[0], &cards[1]);
     assert_ne!(read["id"], run["id"], "{cards:?}");

@@ -5,10 +5,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
-use conduit_e2e::desktop::{DesktopSession, app_binary};
+use conduit_e2e::desktop::Window;
 use conduit_e2e::llm_server::{Dialect, ScriptedCall, ScriptedLlm};
 use conduit_e2e::{artifacts_dir, npm_server};
 use fantoccini::Locator;
@@ -62,17 +62,9 @@ impl Fixture {
     }
 
     async fn open(&self) -> Window {
-        let session = DesktopSession::start(
-            &app_binary().unwrap(),
-            &[("CONDUIT_HOME", self.home.path())],
-        )
-        .await
-        .unwrap();
-        let window = Window { session };
+        let window = Window::start(&[("CONDUIT_HOME", self.home.path())], WAIT).await;
         // Ready when the provider's model shows in the picker.
-        window
-            .wait(r#"document.querySelector('select[aria-label="Model"]')?.value.endsWith("m")"#)
-            .await;
+        window.model_shown("m").await;
         window
     }
 
@@ -83,58 +75,6 @@ impl Fixture {
 
     fn shot(&self, name: &str) -> PathBuf {
         self.shots.join(name)
-    }
-}
-
-struct Window {
-    session: DesktopSession,
-}
-
-impl Window {
-    async fn wait(&self, expression: &str) -> Value {
-        self.session.wait_js(expression, WAIT).await.unwrap()
-    }
-
-    async fn js(&self, script: &str) -> Value {
-        self.session.js(script).await.unwrap()
-    }
-
-    async fn send(&self, text: &str) {
-        let box_ = self
-            .session
-            .client
-            .find(Locator::Css(r#"textarea[aria-label="Message"]"#))
-            .await
-            .unwrap();
-        box_.send_keys(text).await.unwrap();
-        box_.send_keys("\u{E007}").await.unwrap(); // Enter
-    }
-
-    async fn click_button(&self, name: &str) {
-        self.session.click_button(name, WAIT).await.unwrap();
-    }
-
-    /// The text of the last assistant message once it contains `expected`.
-    async fn answer_contains(&self, expected: &str) {
-        let expected = serde_json::to_string(expected).unwrap();
-        self.wait(&format!(
-            r#"[...document.querySelectorAll('[aria-label="Assistant message"]')].some(m => m.textContent.includes({expected}))"#
-        ))
-        .await;
-    }
-
-    /// The state label of the last card of `tool`, once it is `state`.
-    async fn tool_state(&self, tool: &str, state: &str) {
-        self.wait(&format!(
-            r#"(() => {{ const cards = document.querySelectorAll('article[aria-label="Tool call {tool}"]');
-                const card = cards[cards.length - 1];
-                return card && card.querySelector('[aria-label="Tool state"]').textContent.trim() === "{state}"; }})()"#
-        ))
-        .await;
-    }
-
-    async fn shot(&self, file: &Path) {
-        self.session.screenshot(file).await.unwrap();
     }
 }
 

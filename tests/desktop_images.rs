@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use base64::Engine as _;
-use conduit_e2e::desktop::{DesktopSession, app_binary};
+use conduit_e2e::desktop;
 use conduit_e2e::llm_server::{Dialect, ScriptedCall, ScriptedLlm};
 use conduit_e2e::{artifacts_dir, workspace_root};
 use fantoccini::Locator;
@@ -20,7 +20,7 @@ use fantoccini::actions::{
     InputSource, MOUSE_BUTTON_LEFT, MouseActions, PointerAction, WheelAction, WheelActions,
 };
 use image::{Rgb, RgbImage};
-use serde_json::{Value, json};
+use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -297,13 +297,10 @@ impl Fixture {
     async fn open_with(&self, envs: &[(&str, &Path)]) -> Window {
         let mut all = vec![("CONDUIT_HOME", self.home.path())];
         all.extend_from_slice(envs);
-        let session = DesktopSession::start(&app_binary().unwrap(), &all)
-            .await
-            .unwrap();
-        let window = Window { session };
-        window
-            .wait(r#"document.querySelector('select[aria-label="Model"]')?.value.endsWith("m")"#)
-            .await;
+        let window = Window {
+            ui: desktop::Window::start(&all, WAIT).await,
+        };
+        window.model_shown("m").await;
         window
     }
 
@@ -312,8 +309,17 @@ impl Fixture {
     }
 }
 
+/// The shared window, with the image steps of this file.
 struct Window {
-    session: DesktopSession,
+    ui: desktop::Window,
+}
+
+impl std::ops::Deref for Window {
+    type Target = desktop::Window;
+
+    fn deref(&self) -> &desktop::Window {
+        &self.ui
+    }
 }
 
 /// What the card shows of one image: its box on screen, its loaded size and URL.
@@ -361,40 +367,6 @@ const VIEWER_STATE: &str = r#"(() => {
 })()"#;
 
 impl Window {
-    async fn wait(&self, expression: &str) -> Value {
-        self.session.wait_js(expression, WAIT).await.unwrap()
-    }
-
-    async fn js(&self, script: &str) -> Value {
-        self.session.js(script).await.unwrap()
-    }
-
-    async fn message_box(&self) -> fantoccini::elements::Element {
-        self.session
-            .client
-            .find(Locator::Css(r#"textarea[aria-label="Message"]"#))
-            .await
-            .unwrap()
-    }
-
-    async fn send(&self, text: &str) {
-        let box_ = self.message_box().await;
-        box_.send_keys(text).await.unwrap();
-        box_.send_keys("\u{E007}").await.unwrap(); // Enter
-    }
-
-    async fn click_button(&self, name: &str) {
-        self.session.click_button(name, WAIT).await.unwrap();
-    }
-
-    async fn answer_contains(&self, expected: &str) {
-        let expected = serde_json::to_string(expected).unwrap();
-        self.wait(&format!(
-            r#"[...document.querySelectorAll('[aria-label="Assistant message"]')].some(m => m.textContent.includes({expected}))"#
-        ))
-        .await;
-    }
-
     /// The images of the last `frames` card once `count` of them have loaded.
     async fn card_images(&self, count: usize) -> Vec<CardImage> {
         let value = self
@@ -463,10 +435,6 @@ impl Window {
             .await
             .unwrap();
         dialog.send_keys(key).await.unwrap();
-    }
-
-    async fn shot(&self, file: &Path) {
-        self.session.screenshot(file).await.unwrap();
     }
 }
 
@@ -832,7 +800,7 @@ async fn tool_images_at_real_sizes() {
         .shot(&fixture.shot("08-pasted-and-dropped.png"))
         .await;
 
-    window.session.close().await.unwrap();
+    window.ui.session.close().await.unwrap();
 }
 
 /// On a screen with two device pixels per CSS pixel the card loads a thumbnail twice as
@@ -861,5 +829,5 @@ async fn a_high_density_screen_gets_a_thumbnail_twice_as_wide() {
     // 480 CSS px tall and wide (the card's height limit), so 960 device pixels: 1024.
     assert!(large.src.ends_with("/w/1024"), "{large:?}");
     window.shot(&fixture.shot("09-high-density.png")).await;
-    window.session.close().await.unwrap();
+    window.ui.session.close().await.unwrap();
 }

@@ -12,11 +12,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use conduit_e2e::desktop::{DesktopSession, app_binary};
+use conduit_e2e::desktop::Window;
 use conduit_e2e::llm_server::{Dialect, ScriptedLlm};
 use conduit_e2e::native_dialog::{self, Answer};
 use conduit_e2e::{artifacts_dir, npm_server};
-use fantoccini::Locator;
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -24,75 +23,21 @@ const KEY: &str = "sk-conduit-SECRET-4242-never-shown";
 /// Header values often carry tokens too: kept in settings, never shown again.
 const HEADER: &str = "hdr-SECRET-77";
 
-struct Window {
-    session: DesktopSession,
-    shots: PathBuf,
-}
-
-impl Window {
-    async fn wait(&self, expression: &str) -> Value {
-        self.session.wait_js(expression, WAIT).await.unwrap()
-    }
-
-    async fn js(&self, script: &str) -> Value {
-        self.session.js(script).await.unwrap()
-    }
-
-    async fn click(&self, xpath: &str) {
-        self.session.click_xpath(xpath, WAIT).await.unwrap();
-    }
-
-    async fn button(&self, name: &str) {
-        self.session.click_button(name, WAIT).await.unwrap();
-    }
-
-    async fn type_into(&self, label: &str, text: &str) {
-        let element = self
-            .session
-            .client
-            .find(Locator::Css(&format!(r#"[aria-label="{label}"]"#)))
-            .await
-            .unwrap_or_else(|e| panic!("{label}: {e}"));
-        element.send_keys(text).await.unwrap();
-    }
-
-    /// Sets a select's value the way a user's choice does (an input and a change event).
-    async fn choose(&self, label: &str, value: &str) {
-        self.wait(&format!(
-            r#"document.querySelector('[aria-label="{label}"]')"#
-        ))
-        .await;
-        self.js(&format!(
-            r#"const s = document.querySelector('[aria-label="{label}"]'); s.value = "{value}";
-               s.dispatchEvent(new Event('input', {{bubbles: true}}));
-               s.dispatchEvent(new Event('change', {{bubbles: true}})); return null;"#
-        ))
-        .await;
-    }
-
-    async fn server_state(&self, server: &str, state: &str) {
-        self.wait(&format!(
+/// Waits until the Settings row of `server` shows `state`.
+async fn server_state(window: &Window, server: &str, state: &str) {
+    window
+        .wait(&format!(
             r#"document.querySelector('[aria-label="Server {server}"] [aria-label="Server state"]')?.textContent.trim() === "{state}""#
         ))
         .await;
-    }
+}
 
-    /// Waits for the app's native confirmation and presses Allow, as the user would.
-    async fn allow(&self) {
-        tokio::task::spawn_blocking(|| {
-            native_dialog::answer_confirmation(Answer::Press('a'), WAIT)
-        })
+/// Waits for the app's native confirmation and presses Allow, as the user would.
+async fn allow_in_native_dialog() {
+    tokio::task::spawn_blocking(|| native_dialog::answer_confirmation(Answer::Press('a'), WAIT))
         .await
         .unwrap()
         .unwrap();
-    }
-
-    async fn shot(&self, name: &str) {
-        self.session
-            .screenshot(&self.shots.join(name))
-            .await
-            .unwrap();
-    }
 }
 
 fn running(marker: &str) -> bool {
@@ -138,22 +83,18 @@ async fn settings_manage_providers_and_the_mcp_servers_file() {
     let marker = format!("MARKER-{}", std::process::id());
     let everything = npm_server("server-everything").unwrap();
 
-    let session = DesktopSession::start(
-        &app_binary().unwrap(),
+    let window = Window::start(
         &[
             ("CONDUIT_HOME", home.path()),
             ("CONDUIT_SECRET_STORE", Path::new("file")),
         ],
+        WAIT,
     )
-    .await
-    .unwrap();
-    let window = Window {
-        session,
-        shots: artifacts_dir("desktop-settings"),
-    };
+    .await;
+    let shots = artifacts_dir("desktop-settings");
     // Settings open in their own window.
     let main_window = window.session.client.window().await.unwrap();
-    window.button("Settings").await;
+    window.click_button("Settings").await;
     let deadline = Instant::now() + WAIT;
     let settings_window = loop {
         let handles = window.session.client.windows().await.unwrap();
@@ -171,7 +112,7 @@ async fn settings_manage_providers_and_the_mcp_servers_file() {
         .unwrap();
 
     // A provider through the form; its key goes in and never comes back out.
-    window.button("Add provider").await;
+    window.click_button("Add provider").await;
     window.choose("Protocol", "openai-chat").await;
     window.type_into("Provider id", "scripted").await;
     window
@@ -182,19 +123,19 @@ async fn settings_manage_providers_and_the_mcp_servers_file() {
         .await;
     window.type_into("API key", KEY).await;
     window.type_into("Default model", "m").await;
-    window.button("Add header").await;
+    window.click_button("Add header").await;
     window.type_into("Header name 1", "X-Team-Token").await;
     window.type_into("Header value 1", HEADER).await;
-    window.shot("01-provider-form.png").await;
-    window.button("Save provider").await;
+    window.shot(&shots.join("01-provider-form.png")).await;
+    window.click_button("Save provider").await;
     window
         .wait(r#"document.querySelector('[aria-label="Provider scripted"]')"#)
         .await;
-    window.button("Test connection").await;
+    window.click_button("Test connection").await;
     window
         .wait(r#"document.querySelector('[aria-label="Connection test"]')?.textContent.includes("Connected: 1 models (m)")"#)
         .await;
-    window.shot("02-provider-saved.png").await;
+    window.shot(&shots.join("02-provider-saved.png")).await;
     let page = window
         .js("return document.documentElement.outerHTML + [...document.querySelectorAll('input, textarea')].map(i => i.value).join(' ');")
         .await;
@@ -247,9 +188,9 @@ async fn settings_manage_providers_and_the_mcp_servers_file() {
     // An MCP server through the form: the file gets it (and keeps what it had), it
     // becomes ready, and its tools are listed.
     window
-        .click("//button[@role='tab' and normalize-space()='MCP servers']")
+        .click_xpath("//button[@role='tab' and normalize-space()='MCP servers']")
         .await;
-    window.button("Add server").await;
+    window.click_button("Add server").await;
     window.type_into("Server name", "everything").await;
     window.type_into("Command", "node").await;
     for (index, arg) in [
@@ -266,19 +207,19 @@ async fn settings_manage_providers_and_the_mcp_servers_file() {
                 .await
                 == json!(true)
         {
-            window.button("Add argument").await;
+            window.click_button("Add argument").await;
         }
         window
             .type_into(&format!("Argument {}", index + 1), arg)
             .await;
     }
-    window.shot("03-server-form.png").await;
+    window.shot(&shots.join("03-server-form.png")).await;
     window
-        .click("//form[@aria-label='Server form']//button[@type='submit']")
+        .click_xpath("//form[@aria-label='Server form']//button[@type='submit']")
         .await;
     // A new command runs only after the user allows it in Conduit's native dialog.
-    window.allow().await;
-    window.server_state("everything", "Ready").await;
+    allow_in_native_dialog().await;
+    server_state(&window, "everything", "Ready").await;
     let on_disk: Value =
         serde_json::from_str(&std::fs::read_to_string(&mcp_file).unwrap()).unwrap();
     assert_eq!(
@@ -292,7 +233,7 @@ async fn settings_manage_providers_and_the_mcp_servers_file() {
     );
     assert!(running(&marker), "the server runs");
     window
-        .click("//li[@aria-label='Server everything']//button[normalize-space()='Tools']")
+        .click_xpath("//li[@aria-label='Server everything']//button[normalize-space()='Tools']")
         .await;
     window
         .wait(r#"document.querySelector('tr[aria-label="Tool echo"]')"#)
@@ -325,12 +266,12 @@ async fn settings_manage_providers_and_the_mcp_servers_file() {
         assert!(Instant::now() < deadline, "the server policy was not saved");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    window.shot("04-server-ready-tools.png").await;
+    window.shot(&shots.join("04-server-ready-tools.png")).await;
 
     // Restart: a new process takes the old one's place.
     let before_pid = pids(&marker);
     window
-        .click("//li[@aria-label='Server everything']//button[normalize-space()='Restart']")
+        .click_xpath("//li[@aria-label='Server everything']//button[normalize-space()='Restart']")
         .await;
     let deadline = Instant::now() + WAIT;
     loop {
@@ -341,7 +282,7 @@ async fn settings_manage_providers_and_the_mcp_servers_file() {
         assert!(Instant::now() < deadline, "the server did not restart");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    window.server_state("everything", "Ready").await;
+    server_state(&window, "everything", "Ready").await;
 
     // Broken JSON in the raw editor: the error names line and column; the file stays.
     let before = std::fs::read(&mcp_file).unwrap();
@@ -362,30 +303,30 @@ async fn settings_manage_providers_and_the_mcp_servers_file() {
         .js(r#"return [...document.querySelectorAll('button')].find(b => b.textContent.trim() === "Save file").disabled;"#)
         .await;
     assert_eq!(save_disabled, json!(true));
-    window.shot("05-raw-editor-error.png").await;
+    window.shot(&shots.join("05-raw-editor-error.png")).await;
     assert_eq!(
         std::fs::read(&mcp_file).unwrap(),
         before,
         "the file is byte-identical"
     );
-    window.button("Revert").await;
+    window.click_button("Revert").await;
 
     // An outside edit shows up: a server added by another program appears (and fails:
     // its command does not exist).
     let mut document: Value = serde_json::from_slice(&before).unwrap();
     document["mcpServers"]["ghost"] = json!({"command": "conduit-no-such-command-xyz"});
     std::fs::write(&mcp_file, serde_json::to_string_pretty(&document).unwrap()).unwrap();
-    window.server_state("ghost", "Failed").await;
+    server_state(&window, "ghost", "Failed").await;
     window
         .wait(r#"document.querySelector('textarea[aria-label="mcpServers JSON"]').value.includes("ghost")"#)
         .await;
-    window.shot("06-outside-edit.png").await;
+    window.shot(&shots.join("06-outside-edit.png")).await;
 
     // Disable a server: its process ends.
     window
-        .click("//input[@aria-label='Enabled everything']")
+        .click_xpath("//input[@aria-label='Enabled everything']")
         .await;
-    window.server_state("everything", "Disabled").await;
+    server_state(&window, "everything", "Disabled").await;
     let deadline = Instant::now() + WAIT;
     while running(&marker) {
         assert!(Instant::now() < deadline, "the disabled server still runs");
@@ -408,7 +349,7 @@ async fn settings_manage_providers_and_the_mcp_servers_file() {
         .to_string(),
     )
     .unwrap();
-    window.button("Choose a file…").await;
+    window.click_button("Choose a file…").await;
     let picked = claude_file.clone();
     tokio::task::spawn_blocking(move || native_dialog::pick_file(&picked, WAIT))
         .await
@@ -429,17 +370,19 @@ async fn settings_manage_providers_and_the_mcp_servers_file() {
         .js(r#"return document.querySelector('[aria-label="Import files"]').checked;"#)
         .await;
     if checked != json!(true) {
-        window.click("//input[@aria-label='Import files']").await;
+        window
+            .click_xpath("//input[@aria-label='Import files']")
+            .await;
     }
-    window.shot("07-import-preview.png").await;
-    window.button("Import selected").await;
-    window.allow().await;
-    window.server_state("files", "Ready").await;
+    window.shot(&shots.join("07-import-preview.png")).await;
+    window.click_button("Import selected").await;
+    allow_in_native_dialog().await;
+    server_state(&window, "files", "Ready").await;
     let on_disk: Value =
         serde_json::from_str(&std::fs::read_to_string(&mcp_file).unwrap()).unwrap();
     assert_eq!(on_disk["mcpServers"]["files"]["command"], "node");
     assert_eq!(on_disk["globalShortcut"], "Ctrl+Space");
-    window.shot("08-imported.png").await;
+    window.shot(&shots.join("08-imported.png")).await;
 
     window.session.close().await.unwrap();
 

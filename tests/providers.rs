@@ -3,38 +3,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
 
-use conduit_e2e::binary;
+use conduit_e2e::cli::{conduit, text};
 use conduit_e2e::llm_server::{Dialect, Reply, ScriptedLlm};
 use serde_json::{Value, json};
 
 const SECRET: &str = "sk-ant-very-secret-0987";
-
-fn conduit(home: &Path, args: &[&str], stdin: Option<&str>) -> Output {
-    let mut child = Command::new(binary("conduit").unwrap())
-        .args(args)
-        .env("CONDUIT_HOME", home)
-        .env("CONDUIT_SECRET_STORE", "file")
-        .env("CONDUIT_LOG", "trace")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    if let Some(text) = stdin {
-        input.write_all(text.as_bytes()).unwrap();
-    }
-    drop(input);
-    child.wait_with_output().unwrap()
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_saved_provider_keeps_its_key_secret_and_serves_chat_and_models() {

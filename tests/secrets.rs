@@ -5,42 +5,19 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 use axum::Router;
 use axum::http::{StatusCode, Uri, header};
 use axum::response::IntoResponse;
 use conduit_e2e::binary;
+use conduit_e2e::cli::{conduit, text};
 use conduit_e2e::llm_server::{Dialect, ScriptedLlm};
 
 const KEY: &str = "sk-redirect-secret-4711";
 const HEADER_SECRET: &str = "org-header-secret-0815";
 const PROMPT: &str = "the confidential conversation";
-
-fn conduit(home: &Path, args: &[&str], stdin: Option<&str>) -> Output {
-    let mut child = Command::new(binary("conduit").unwrap())
-        .args(args)
-        .env("CONDUIT_HOME", home)
-        .env("CONDUIT_SECRET_STORE", "file")
-        .env("CONDUIT_LOG", "trace")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    if let Some(text) = stdin {
-        input.write_all(text.as_bytes()).unwrap();
-    }
-    drop(input);
-    child.wait_with_output().unwrap()
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
 
 fn model(dialect: Dialect) -> &'static str {
     match dialect {

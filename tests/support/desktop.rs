@@ -238,6 +238,135 @@ impl DesktopSession {
     }
 }
 
+/// The app's window as the desktop tests drive it, with the steps they all take. Each step
+/// waits up to the window's patience; one that cannot be done fails the test that took
+/// it, naming what it waited for.
+pub struct Window {
+    pub session: DesktopSession,
+    patience: Duration,
+}
+
+// A test step: failing loudly is its job, so the test-only lints apply here too.
+#[allow(clippy::unwrap_used, clippy::panic)]
+impl Window {
+    pub fn new(session: DesktopSession, patience: Duration) -> Self {
+        Self { session, patience }
+    }
+
+    /// Starts the app with `envs` set (e.g. `CONDUIT_HOME`).
+    pub async fn start(envs: &[(&str, &Path)], patience: Duration) -> Self {
+        let app = app_binary().unwrap_or_else(|err| panic!("{err:#}"));
+        match DesktopSession::start(&app, envs).await {
+            Ok(session) => Self::new(session, patience),
+            Err(err) => panic!("{err:#}"),
+        }
+    }
+
+    /// Waits until the chat's model picker shows a model whose id ends with `model`: the
+    /// window has loaded its providers and can send.
+    pub async fn model_shown(&self, model: &str) {
+        let model = serde_json::to_string(model).unwrap();
+        self.wait(&format!(
+            r#"document.querySelector('select[aria-label="Model"]')?.value.endsWith({model})"#
+        ))
+        .await;
+    }
+
+    /// The value of `expression` once it is truthy.
+    pub async fn wait(&self, expression: &str) -> Value {
+        match self.session.wait_js(expression, self.patience).await {
+            Ok(value) => value,
+            Err(err) => panic!("{err:#}"),
+        }
+    }
+
+    /// Runs `script` (a function body: `return` gives the value).
+    pub async fn js(&self, script: &str) -> Value {
+        self.session.js(script).await.unwrap()
+    }
+
+    /// The composer's message box.
+    pub async fn message_box(&self) -> fantoccini::elements::Element {
+        self.session
+            .client
+            .find(Locator::Css(r#"textarea[aria-label="Message"]"#))
+            .await
+            .unwrap()
+    }
+
+    /// Types `text` into the composer and presses Enter.
+    pub async fn send(&self, text: &str) {
+        let message = self.message_box().await;
+        message.send_keys(text).await.unwrap();
+        message.send_keys("\u{E007}").await.unwrap(); // Enter
+    }
+
+    /// Clicks the button with this text or accessible name once it can be clicked.
+    pub async fn click_button(&self, name: &str) {
+        self.session
+            .click_button(name, self.patience)
+            .await
+            .unwrap_or_else(|err| panic!("button {name:?}: {err:#}"));
+    }
+
+    /// Clicks the element at `xpath` once it can be clicked.
+    pub async fn click_xpath(&self, xpath: &str) {
+        self.session
+            .click_xpath(xpath, self.patience)
+            .await
+            .unwrap_or_else(|err| panic!("{xpath}: {err:#}"));
+    }
+
+    /// Types `text` into the element with this accessible name.
+    pub async fn type_into(&self, label: &str, text: &str) {
+        let element = self
+            .session
+            .client
+            .find(Locator::Css(&format!(r#"[aria-label="{label}"]"#)))
+            .await
+            .unwrap_or_else(|e| panic!("{label}: {e}"));
+        element.send_keys(text).await.unwrap();
+    }
+
+    /// Sets a select's value the way a user's choice does (an input and a change event).
+    pub async fn choose(&self, label: &str, value: &str) {
+        self.wait(&format!(
+            r#"document.querySelector('[aria-label="{label}"]')"#
+        ))
+        .await;
+        self.js(&format!(
+            r#"const s = document.querySelector('[aria-label="{label}"]'); s.value = "{value}";
+               s.dispatchEvent(new Event('input', {{bubbles: true}}));
+               s.dispatchEvent(new Event('change', {{bubbles: true}})); return null;"#
+        ))
+        .await;
+    }
+
+    /// Waits until an assistant message contains `expected`.
+    pub async fn answer_contains(&self, expected: &str) {
+        let expected = serde_json::to_string(expected).unwrap();
+        self.wait(&format!(
+            r#"[...document.querySelectorAll('[aria-label="Assistant message"]')].some(m => m.textContent.includes({expected}))"#
+        ))
+        .await;
+    }
+
+    /// Waits until the last card of `tool` shows `state`.
+    pub async fn tool_state(&self, tool: &str, state: &str) {
+        self.wait(&format!(
+            r#"(() => {{ const cards = document.querySelectorAll('article[aria-label="Tool call {tool}"]');
+                const card = cards[cards.length - 1];
+                return card && card.querySelector('[aria-label="Tool state"]').textContent.trim() === "{state}"; }})()"#
+        ))
+        .await;
+    }
+
+    /// Saves a screenshot of the window to `file`.
+    pub async fn shot(&self, file: &Path) {
+        self.session.screenshot(file).await.unwrap();
+    }
+}
+
 impl Drop for DesktopSession {
     fn drop(&mut self) {
         stop_process_group(&mut self.driver);

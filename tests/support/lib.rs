@@ -1,7 +1,8 @@
 //! Fixtures shared by Conduit's end-to-end tests: where the built binaries and the test
-//! artifacts are, a `tauri-driver` session around the real desktop app, and a scripted
+//! artifacts are, the `conduit` CLI run as a user runs it, a `tauri-driver` session around the real desktop app, and a scripted
 //! LLM server that speaks the four provider protocols.
 
+pub mod cli;
 pub mod desktop;
 pub mod http_gate;
 pub mod llm_server;
