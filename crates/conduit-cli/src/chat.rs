@@ -315,3 +315,27 @@ fn truncate(text: &str, max: usize) -> String {
     cut.push('…');
     cut
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::ChatArgs;
+
+    #[derive(Debug, Parser)]
+    struct Chat {
+        #[command(flatten)]
+        args: ChatArgs,
+    }
+
+    #[test]
+    fn max_turns_defaults_to_the_one_limit_core_owns() {
+        let chat = Chat::try_parse_from(["chat", "hi"]).unwrap();
+        assert_eq!(
+            chat.args.max_turns,
+            conduit_host::core::agent::DEFAULT_MAX_TURNS
+        );
+        let chat = Chat::try_parse_from(["chat", "--max-turns", "3", "hi"]).unwrap();
+        assert_eq!(chat.args.max_turns, 3);
+    }
+}
