@@ -928,3 +928,60 @@ async fn a_huge_tool_output_is_cut_for_the_model_and_kept_whole() {
             .starts_with("0123456789abcdef")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_under_a_hashed_name_names_its_real_server_and_tool() {
+    // A space is not allowed in a tool name: the exposed name is cleaned and hashed, and
+    // nothing parses it back; the call takes its origin from the tool the host made.
+    let setup = Setup::new(json!({"my server": everything()}));
+    let exposed = conduit_mcp::naming::exposed_name("my server", "echo");
+    assert!(exposed.starts_with("my_server__echo_"), "{exposed}");
+    let dialect = Dialect::Anthropic;
+    let server = ScriptedLlm::start(vec![
+        dialect.turn(
+            &[],
+            &[ScriptedCall::new(
+                "toolu_1",
+                &exposed,
+                json!({"message": "hi"}),
+            )],
+        ),
+        dialect.text(&["Echoed."]),
+    ])
+    .await
+    .unwrap();
+    let url = server.url();
+    let out = setup.conduit(&[
+        "chat",
+        "--kind",
+        "anthropic",
+        "--base-url",
+        &url,
+        "--model",
+        "claude-test",
+        "--approve",
+        "auto",
+        "--json",
+        "Echo hi",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let events: Vec<Value> = stdout(&out)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let ready = events
+        .iter()
+        .find(|e| e["type"] == "tool_call_ready")
+        .unwrap_or_else(|| panic!("{events:?}"));
+    assert_eq!(ready["call"]["name"], exposed.as_str());
+    assert_eq!(
+        ready["call"]["origin"],
+        json!({"server": "my server", "tool": "echo"})
+    );
+    let result = events
+        .iter()
+        .find(|e| e["type"] == "tool_result")
+        .unwrap_or_else(|| panic!("{events:?}"));
+    assert_eq!(result["result"]["is_error"], false, "{result}");
+    setup.assert_no_leftovers();
+}

@@ -195,18 +195,13 @@ impl Printer {
                 if !first.is_empty() {
                     line.push_str(&format!(": {}", truncate(first, 120)));
                 }
-                for part in &result.parts {
-                    if let ResultPart::Image { media }
-                    | ResultPart::Audio { media }
-                    | ResultPart::LongText { media, .. } = part
-                    {
-                        line.push_str(&format!(
-                            "\n  {} ({} bytes): {}",
-                            media.mime,
-                            media.bytes,
-                            self.host.media_path(media).display()
-                        ));
-                    }
+                for media in result.parts.iter().filter_map(ResultPart::media) {
+                    line.push_str(&format!(
+                        "\n  {} ({} bytes): {}",
+                        media.mime,
+                        media.bytes,
+                        self.host.media_path(media).display()
+                    ));
                 }
                 println!("{line}");
             }
