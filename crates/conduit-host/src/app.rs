@@ -445,16 +445,17 @@ impl App {
         policy: crate::settings::ToolPolicy,
     ) -> Result<(), AppError> {
         let trust = self.server_trust(server).await;
-        let mut settings = self.host.settings()?;
-        match (policy, trust.get(tool)) {
-            (crate::settings::ToolPolicy::Allow, Some(now)) => {
-                settings.allow_tool(server, tool, now.clone());
+        self.host.update_settings(|settings| {
+            match (policy, trust.get(tool)) {
+                (crate::settings::ToolPolicy::Allow, Some(now)) => {
+                    settings.allow_tool(server, tool, now.clone());
+                }
+                // A tool that is not running cannot be fingerprinted: its allow is asked
+                // about once when it is first called.
+                _ => settings.set_tool_policy(server, tool, policy),
             }
-            // A tool that is not running cannot be fingerprinted: its allow is asked
-            // about once when it is first called.
-            _ => settings.set_tool_policy(server, tool, policy),
-        }
-        settings.save(&self.host.paths().settings_file)?;
+            Ok::<_, crate::SettingsError>(())
+        })?;
         Ok(())
     }
 
@@ -466,13 +467,14 @@ impl App {
         policy: crate::settings::ToolPolicy,
     ) -> Result<(), AppError> {
         let trust = self.server_trust(server).await;
-        let mut settings = self.host.settings()?;
-        if policy == crate::settings::ToolPolicy::Allow {
-            settings.allow_server(server, trust.into_iter().collect());
-        } else {
-            settings.set_server_policy(server, policy);
-        }
-        settings.save(&self.host.paths().settings_file)?;
+        self.host.update_settings(|settings| {
+            if policy == crate::settings::ToolPolicy::Allow {
+                settings.allow_server(server, trust.into_iter().collect());
+            } else {
+                settings.set_server_policy(server, policy);
+            }
+            Ok::<_, crate::SettingsError>(())
+        })?;
         Ok(())
     }
 

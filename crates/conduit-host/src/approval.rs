@@ -98,11 +98,9 @@ impl crate::Host {
     /// fingerprint anyway.
     pub fn forget_server_policies(&self, server: &str) {
         let file = &self.paths().settings_file;
-        let forgotten = Settings::load(file).and_then(|mut settings| {
-            if settings.forget_server(server) {
-                settings.save(file)?;
-            }
-            Ok(())
+        let forgotten = Settings::update(file, |settings| {
+            settings.forget_server(server);
+            Ok::<_, SettingsError>(())
         });
         if let Err(error) = forgotten {
             tracing::warn!(%server, %error, "the removed server's tool policies could not be dropped");
@@ -165,9 +163,9 @@ impl WindowApproval {
             Decision::AllowOnce => Approval::Allow,
             Decision::AlwaysAllow => {
                 if let Some(trust) = exposed.as_deref().and_then(|e| self.trust_of(e)) {
-                    let saved = Settings::load(&self.settings_file).and_then(|mut settings| {
+                    let saved = Settings::update(&self.settings_file, |settings| {
                         settings.allow_tool(&trust.origin.server, &trust.origin.tool, trust.now);
-                        settings.save(&self.settings_file)
+                        Ok::<_, SettingsError>(())
                     });
                     if let Err(error) = saved {
                         // The call still runs (the user allowed it); the failure is reported.
@@ -426,9 +424,11 @@ mod tests {
     async fn a_denied_tool_in_settings_is_denied_without_asking() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("settings.json");
-        let mut settings = Settings::default();
-        settings.set_tool_policy("srv", "rm", ToolPolicy::Deny);
-        settings.save(&file).unwrap();
+        Settings::update(&file, |settings| {
+            settings.set_tool_policy("srv", "rm", ToolPolicy::Deny);
+            Ok::<_, SettingsError>(())
+        })
+        .unwrap();
         let approval = WindowApproval::new(Arc::new(|_| {}), file);
         approval.set_trust(HashMap::from([(
             "srv__rm".to_owned(),
@@ -450,10 +450,12 @@ mod tests {
             json!({"mcpServers": {"gone": {"command": "a"}, "kept": {"command": "b"}}}).to_string(),
         )
         .unwrap();
-        let mut settings = Settings::default();
-        settings.allow_tool("gone", "run", trust("gone", "run", "a", "d").now);
-        settings.allow_tool("kept", "run", trust("kept", "run", "b", "d").now);
-        settings.save(&host.paths().settings_file).unwrap();
+        host.update_settings(|settings| {
+            settings.allow_tool("gone", "run", trust("gone", "run", "a", "d").now);
+            settings.allow_tool("kept", "run", trust("kept", "run", "b", "d").now);
+            Ok::<_, SettingsError>(())
+        })
+        .unwrap();
         let version = conduit_files::fingerprint(file).unwrap();
         host.edit_mcp_file(
             version,
