@@ -6,7 +6,9 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use async_trait::async_trait;
 use conduit_core::agent::{Approval, Approver, EventSink};
@@ -136,13 +138,11 @@ impl WindowApproval {
     }
 
     pub(crate) fn set_trust(&self, trust: HashMap<String, ToolTrust>) {
-        if let Ok(mut known) = self.trust.lock() {
-            *known = trust;
-        }
+        *self.trust.lock() = trust;
     }
 
     fn trust_of(&self, exposed: &str) -> Option<ToolTrust> {
-        self.trust.lock().ok()?.get(exposed).cloned()
+        self.trust.lock().get(exposed).cloned()
     }
 
     /// The calls waiting for an answer, by Conduit's call id.
@@ -158,7 +158,7 @@ impl WindowApproval {
         if !self.ask.waiting().iter().any(|id| id == call_id) {
             return Ok(false);
         }
-        let exposed = self.asked.lock().ok().and_then(|mut a| a.remove(call_id));
+        let exposed = self.asked.lock().remove(call_id);
         let approval = match decision {
             Decision::AllowOnce => Approval::Allow,
             Decision::AlwaysAllow => {
@@ -207,14 +207,10 @@ impl Approver for WindowApproval {
                 Verdict::Ask { changes: why } => changes = why,
             }
         }
-        if let Ok(mut asked) = self.asked.lock() {
-            asked.insert(call.id.clone(), spec.name.clone());
-        }
+        self.asked.lock().insert(call.id.clone(), spec.name.clone());
         let origin = trust.map(|t| t.origin);
         let approval = self.ask.ask(call, spec, origin, changes).await;
-        if let Ok(mut asked) = self.asked.lock() {
-            asked.remove(&call.id);
-        }
+        self.asked.lock().remove(&call.id);
         approval
     }
 }
@@ -290,7 +286,7 @@ mod tests {
                 ..
             } = event
             {
-                seen.lock().unwrap().push((call.id, origin, changes));
+                seen.lock().push((call.id, origin, changes));
             }
         });
         (WindowApproval::new(events, file.to_owned()), asked)
@@ -298,7 +294,7 @@ mod tests {
 
     async fn until_asked(asked: &Asked, count: usize) {
         tokio::time::timeout(std::time::Duration::from_secs(10), async {
-            while asked.lock().unwrap().len() < count {
+            while asked.lock().len() < count {
                 tokio::task::yield_now().await;
             }
         })
@@ -325,7 +321,7 @@ mod tests {
             })
         };
         until_asked(&asked, 1).await;
-        let (_, origin, changes) = asked.lock().unwrap()[0].clone();
+        let (_, origin, changes) = asked.lock()[0].clone();
         assert_eq!(
             origin,
             Some(ToolOrigin {
@@ -348,7 +344,7 @@ mod tests {
             .decide(&call("c2", "srv__echo"), &spec("srv__echo"))
             .await;
         assert_eq!(second, Approval::Allow);
-        assert_eq!(asked.lock().unwrap().len(), 1, "asked only the first time");
+        assert_eq!(asked.lock().len(), 1, "asked only the first time");
         assert!(!approval.answer("nobody", Decision::Deny).unwrap());
 
         // The server's command changed ("rug pull"): asked again, saying what changed.
@@ -365,7 +361,7 @@ mod tests {
             })
         };
         until_asked(&asked, 2).await;
-        let (id, _, changes) = asked.lock().unwrap()[1].clone();
+        let (id, _, changes) = asked.lock()[1].clone();
         assert_eq!(id, "c3");
         assert!(changes[0].contains("command and arguments"), "{changes:?}");
         assert!(approval.answer("c3", Decision::Deny).unwrap());
@@ -480,7 +476,7 @@ mod tests {
         }
 
         async fn stream(&self, _request: ModelRequest) -> Result<EventStream, ProviderError> {
-            let mut count = self.0.lock().unwrap();
+            let mut count = self.0.lock();
             *count += 1;
             let done = |name: &str, text: &str| {
                 Ok(ProviderEvent::ToolCallDone {
@@ -541,7 +537,7 @@ mod tests {
             let asked = asked.clone();
             tokio::spawn(async move {
                 until_asked(&asked, 2).await;
-                let ids: Vec<String> = asked.lock().unwrap().iter().map(|a| a.0.clone()).collect();
+                let ids: Vec<String> = asked.lock().iter().map(|a| a.0.clone()).collect();
                 assert_ne!(ids[0], ids[1], "each call has its own id");
                 // Deny one, allow the other: neither answer reaches the other call.
                 assert!(approval.answer(&ids[0], Decision::Deny).unwrap());
