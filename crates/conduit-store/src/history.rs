@@ -3,9 +3,9 @@
 //! message references it any more.
 
 use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::{Mutex, MutexGuard};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use conduit_core::content::{Block, MediaRef, Message, ResultPart, Role, repair_history};
 use conduit_core::provider::Usage;
