@@ -71,9 +71,10 @@ impl Host {
         tool: &str,
         enabled: bool,
     ) -> Result<(), crate::SettingsError> {
-        let mut settings = self.settings()?;
-        settings.set_tool_enabled(server, tool, enabled);
-        settings.save(&self.paths.settings_file)
+        self.update_settings(|settings| {
+            settings.set_tool_enabled(server, tool, enabled);
+            Ok(())
+        })
     }
 
     /// Calls `tool` on `server` directly (not through a model).
@@ -519,9 +520,10 @@ impl Host {
         server: &str,
         policy: crate::settings::ToolPolicy,
     ) -> Result<(), crate::SettingsError> {
-        let mut settings = self.settings()?;
-        settings.set_server_policy(server, policy);
-        settings.save(&self.paths.settings_file)
+        self.update_settings(|settings| {
+            settings.set_server_policy(server, policy);
+            Ok(())
+        })
     }
 
     /// Sets whether `tool` of `server` runs without asking, never, or after asking.
@@ -531,9 +533,10 @@ impl Host {
         tool: &str,
         policy: crate::settings::ToolPolicy,
     ) -> Result<(), crate::SettingsError> {
-        let mut settings = self.settings()?;
-        settings.set_tool_policy(server, tool, policy);
-        settings.save(&self.paths.settings_file)
+        self.update_settings(|settings| {
+            settings.set_tool_policy(server, tool, policy);
+            Ok(())
+        })
     }
 }
 
