@@ -126,3 +126,52 @@ async fn the_frame_renders_with_data_from_the_backend() {
 
     session.close().await.unwrap();
 }
+
+/// On a cold machine `WebKitWebDriver` answered seconds after `tauri-driver` listened, and
+/// the first session failed ("webdriver server did not respond"). A native driver that
+/// starts 4 s late must be waited for, not raced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_native_driver_that_starts_late_is_waited_for() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let app = app_binary().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let slow = home.path().join("slow-driver");
+    std::fs::create_dir_all(&slow).unwrap();
+    let real = std::env::split_paths(&std::env::var_os("PATH").unwrap())
+        .map(|dir| dir.join("WebKitWebDriver"))
+        .find(|path| path.is_file())
+        .unwrap();
+    let wrapper = slow.join("WebKitWebDriver");
+    std::fs::write(
+        &wrapper,
+        format!("#!/bin/sh\nsleep 4\nexec '{}' \"$@\"\n", real.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // tauri-driver finds the native driver on its PATH: the slow one comes first.
+    let path = std::env::join_paths(
+        std::iter::once(slow.clone())
+            .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+    )
+    .unwrap();
+    let session = DesktopSession::start(
+        &app,
+        &[
+            ("CONDUIT_HOME", home.path()),
+            ("PATH", std::path::Path::new(&path)),
+        ],
+    )
+    .await
+    .unwrap();
+    let version = session
+        .wait_for_text(
+            r#"[aria-label="Conduit version"]"#,
+            Duration::from_secs(30),
+            |t| t != "…" && !t.is_empty(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(version, env!("CARGO_PKG_VERSION"));
+    session.close().await.unwrap();
+}

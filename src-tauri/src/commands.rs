@@ -1,7 +1,9 @@
 //! The commands the window may call; each forwards to `conduit-host`.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use conduit_host::app::{
     App, McpOverview, SendRequest, ServerTools, Started, TurnError, TurnEvent,
@@ -310,8 +312,7 @@ impl AppState {
             ImportSource::Picked => self
                 .picked_import
                 .lock()
-                .ok()
-                .and_then(|picked| picked.clone())
+                .clone()
                 .ok_or_else(|| "pick a config file first".to_owned()),
         }
     }
@@ -332,10 +333,8 @@ pub async fn pick_mcp_import_file(
 ) -> Reply<Option<String>> {
     let picked = blocking(move || Ok(native::pick_config_file(&app))).await?;
     let name = picked.as_ref().map(|path| path.display().to_string());
-    if let Some(path) = picked
-        && let Ok(mut slot) = state.picked_import.lock()
-    {
-        *slot = Some(path);
+    if let Some(path) = picked {
+        *state.picked_import.lock() = Some(path);
     }
     Ok(name)
 }

@@ -2,7 +2,9 @@
 //! a frontend answers (the window's Allow / Deny), or the turn is stopped.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use async_trait::async_trait;
 use tokio::sync::oneshot;
@@ -27,20 +29,13 @@ impl AskApproval {
 
     /// Answers the question about call `call_id`; false when no call waits under that id.
     pub fn answer(&self, call_id: &str, approval: Approval) -> bool {
-        let waiting = self
-            .pending
-            .lock()
-            .ok()
-            .and_then(|mut pending| pending.remove(call_id));
+        let waiting = self.pending.lock().remove(call_id);
         waiting.is_some_and(|sender| sender.send(approval).is_ok())
     }
 
     /// The calls waiting for an answer.
     pub fn waiting(&self) -> Vec<String> {
-        self.pending
-            .lock()
-            .map(|pending| pending.keys().cloned().collect())
-            .unwrap_or_default()
+        self.pending.lock().keys().cloned().collect()
     }
 }
 
@@ -52,9 +47,7 @@ struct Forget<'a> {
 
 impl Drop for Forget<'_> {
     fn drop(&mut self) {
-        if let Ok(mut pending) = self.owner.pending.lock() {
-            pending.remove(&self.call_id);
-        }
+        self.owner.pending.lock().remove(&self.call_id);
     }
 }
 
@@ -69,12 +62,13 @@ impl AskApproval {
         changes: Vec<String>,
     ) -> Approval {
         let (sender, receiver) = oneshot::channel();
-        let fresh = match self.pending.lock() {
-            Ok(mut pending) if !pending.contains_key(&call.id) => {
+        let fresh = {
+            let mut pending = self.pending.lock();
+            let fresh = !pending.contains_key(&call.id);
+            if fresh {
                 pending.insert(call.id.clone(), sender);
-                true
             }
-            _ => false,
+            fresh
         };
         if !fresh {
             // Ids are the host's own and unique; a second question under one id would let
@@ -104,5 +98,30 @@ impl AskApproval {
 impl Approver for AskApproval {
     async fn decide(&self, call: &ToolCall, spec: &ToolSpec) -> Approval {
         self.ask(call, spec, call.origin.clone(), Vec::new()).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_while_the_lock_is_held_loses_no_question() {
+        let ask = AskApproval::new(Arc::new(|_| {}));
+        let (sender, mut receiver) = oneshot::channel();
+        ask.pending.lock().insert("c1".to_owned(), sender);
+        let crashed = std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    let _held = ask.pending.lock();
+                    panic!("a crash while the lock is held");
+                })
+                .join()
+        });
+        assert!(crashed.is_err());
+        // A std lock would now be poisoned and the question silently dropped.
+        assert_eq!(ask.waiting(), vec!["c1".to_owned()]);
+        assert!(ask.answer("c1", Approval::Allow));
+        assert!(matches!(receiver.try_recv(), Ok(Approval::Allow)));
     }
 }

@@ -3,7 +3,9 @@
 //! stop and approval answers that reach the running turn.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use conduit_core::agent::{AgentEvent, EventSink};
 use conduit_core::content::MediaRef;
@@ -279,15 +281,13 @@ impl App {
         };
         let approval =
             WindowApproval::new(agent_sink.clone(), self.host.paths().settings_file.clone());
-        if let Ok(mut turns) = self.turns.lock() {
-            turns.insert(
-                turn.clone(),
-                Turn {
-                    cancel: cancel.clone(),
-                    approval: approval.clone(),
-                },
-            );
-        }
+        self.turns.lock().insert(
+            turn.clone(),
+            Turn {
+                cancel: cancel.clone(),
+                approval: approval.clone(),
+            },
+        );
         let mut chat = ChatRequest {
             conversation: Some(conversation.clone()),
             provider: ProviderChoice::Saved(request.provider),
@@ -311,9 +311,7 @@ impl App {
             let run =
                 tokio::spawn(async move { host_app.host.chat(chat, agent_sink, run_cancel).await });
             let result = run.await;
-            if let Ok(mut turns) = app.turns.lock() {
-                turns.remove(&turn_id);
-            }
+            app.turns.lock().remove(&turn_id);
             let (status, error) = match result {
                 Ok(Ok(done)) => match done.outcome {
                     Ok(_) if cancel.is_cancelled() => (TurnStatus::Interrupted, None),
@@ -344,10 +342,7 @@ impl App {
 
     /// Stops a running turn; the partial answer is kept, marked interrupted.
     pub fn stop(&self, turn: &str) -> Result<(), AppError> {
-        let turns = self
-            .turns
-            .lock()
-            .map_err(|_| AppError::NoTurn(turn.to_owned()))?;
+        let turns = self.turns.lock();
         let running = turns
             .get(turn)
             .ok_or_else(|| AppError::NoTurn(turn.to_owned()))?;
@@ -360,8 +355,8 @@ impl App {
         let approval = self
             .turns
             .lock()
-            .ok()
-            .and_then(|turns| turns.get(turn).map(|t| t.approval.clone()))
+            .get(turn)
+            .map(|t| t.approval.clone())
             .ok_or_else(|| AppError::NoTurn(turn.to_owned()))?;
         Ok(approval.answer(call_id, decision)?)
     }
@@ -394,16 +389,17 @@ impl App {
         policy: crate::settings::ToolPolicy,
     ) -> Result<(), AppError> {
         let trust = self.server_trust(server).await;
-        let mut settings = self.host.settings()?;
-        match (policy, trust.get(tool)) {
-            (crate::settings::ToolPolicy::Allow, Some(now)) => {
-                settings.allow_tool(server, tool, now.clone());
+        self.host.update_settings(|settings| {
+            match (policy, trust.get(tool)) {
+                (crate::settings::ToolPolicy::Allow, Some(now)) => {
+                    settings.allow_tool(server, tool, now.clone());
+                }
+                // A tool that is not running cannot be fingerprinted: its allow is asked
+                // about once when it is first called.
+                _ => settings.set_tool_policy(server, tool, policy),
             }
-            // A tool that is not running cannot be fingerprinted: its allow is asked
-            // about once when it is first called.
-            _ => settings.set_tool_policy(server, tool, policy),
-        }
-        settings.save(&self.host.paths().settings_file)?;
+            Ok::<_, crate::SettingsError>(())
+        })?;
         Ok(())
     }
 
@@ -415,13 +411,14 @@ impl App {
         policy: crate::settings::ToolPolicy,
     ) -> Result<(), AppError> {
         let trust = self.server_trust(server).await;
-        let mut settings = self.host.settings()?;
-        if policy == crate::settings::ToolPolicy::Allow {
-            settings.allow_server(server, trust.into_iter().collect());
-        } else {
-            settings.set_server_policy(server, policy);
-        }
-        settings.save(&self.host.paths().settings_file)?;
+        self.host.update_settings(|settings| {
+            if policy == crate::settings::ToolPolicy::Allow {
+                settings.allow_server(server, trust.into_iter().collect());
+            } else {
+                settings.set_server_policy(server, policy);
+            }
+            Ok::<_, crate::SettingsError>(())
+        })?;
         Ok(())
     }
 
@@ -432,10 +429,8 @@ impl App {
 
     /// Ends every turn and server (the window is closing).
     pub async fn shutdown(&self) {
-        if let Ok(turns) = self.turns.lock() {
-            for turn in turns.values() {
-                turn.cancel.cancel();
-            }
+        for turn in self.turns.lock().values() {
+            turn.cancel.cancel();
         }
         if let Some(live) = self.live.get() {
             live.shutdown().await;
@@ -636,6 +631,52 @@ mod tests {
             .unwrap();
         let answer = saved.last().unwrap();
         assert_eq!(answer.status, conduit_store::MessageStatus::Interrupted);
+        app.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn a_turn_stays_stoppable_after_a_crash_while_the_turns_lock_was_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = model_server(true).await;
+        let app = app(
+            dir.path(),
+            json!({"id": "local", "protocol": "openai-chat", "baseUrl": url, "defaultModel": "m"}),
+        );
+        let (sink, mut events) = collector();
+        let started = app.send(request("Tell a long story"), sink).unwrap();
+        loop {
+            let event = tokio::time::timeout(Duration::from_secs(30), events.recv())
+                .await
+                .unwrap()
+                .unwrap();
+            if let TurnEvent::Agent { event } = &event
+                && matches!(event.as_ref(), AgentEvent::TextDelta { .. })
+            {
+                break;
+            }
+        }
+        let crashed = std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    let _held = app.turns.lock();
+                    panic!("a crash while the turns lock is held");
+                })
+                .join()
+        });
+        assert!(crashed.is_err());
+        // A poisoned std lock made this turn unstoppable.
+        app.stop(&started.turn).unwrap();
+        let (_, ended) = until_ended(&mut events).await;
+        assert!(
+            matches!(
+                ended,
+                TurnEvent::Ended {
+                    status: TurnStatus::Interrupted,
+                    ..
+                }
+            ),
+            "{ended:?}"
+        );
         app.shutdown().await;
     }
 

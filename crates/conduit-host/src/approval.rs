@@ -6,7 +6,9 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use async_trait::async_trait;
 use conduit_core::agent::{Approval, Approver, EventSink};
@@ -98,11 +100,9 @@ impl crate::Host {
     /// fingerprint anyway.
     pub fn forget_server_policies(&self, server: &str) {
         let file = &self.paths().settings_file;
-        let forgotten = Settings::load(file).and_then(|mut settings| {
-            if settings.forget_server(server) {
-                settings.save(file)?;
-            }
-            Ok(())
+        let forgotten = Settings::update(file, |settings| {
+            settings.forget_server(server);
+            Ok::<_, SettingsError>(())
         });
         if let Err(error) = forgotten {
             tracing::warn!(%server, %error, "the removed server's tool policies could not be dropped");
@@ -138,13 +138,11 @@ impl WindowApproval {
     }
 
     pub(crate) fn set_trust(&self, trust: HashMap<String, ToolTrust>) {
-        if let Ok(mut known) = self.trust.lock() {
-            *known = trust;
-        }
+        *self.trust.lock() = trust;
     }
 
     fn trust_of(&self, exposed: &str) -> Option<ToolTrust> {
-        self.trust.lock().ok()?.get(exposed).cloned()
+        self.trust.lock().get(exposed).cloned()
     }
 
     /// The calls waiting for an answer, by Conduit's call id.
@@ -160,14 +158,14 @@ impl WindowApproval {
         if !self.ask.waiting().iter().any(|id| id == call_id) {
             return Ok(false);
         }
-        let exposed = self.asked.lock().ok().and_then(|mut a| a.remove(call_id));
+        let exposed = self.asked.lock().remove(call_id);
         let approval = match decision {
             Decision::AllowOnce => Approval::Allow,
             Decision::AlwaysAllow => {
                 if let Some(trust) = exposed.as_deref().and_then(|e| self.trust_of(e)) {
-                    let saved = Settings::load(&self.settings_file).and_then(|mut settings| {
+                    let saved = Settings::update(&self.settings_file, |settings| {
                         settings.allow_tool(&trust.origin.server, &trust.origin.tool, trust.now);
-                        settings.save(&self.settings_file)
+                        Ok::<_, SettingsError>(())
                     });
                     if let Err(error) = saved {
                         // The call still runs (the user allowed it); the failure is reported.
@@ -209,14 +207,10 @@ impl Approver for WindowApproval {
                 Verdict::Ask { changes: why } => changes = why,
             }
         }
-        if let Ok(mut asked) = self.asked.lock() {
-            asked.insert(call.id.clone(), spec.name.clone());
-        }
+        self.asked.lock().insert(call.id.clone(), spec.name.clone());
         let origin = trust.map(|t| t.origin);
         let approval = self.ask.ask(call, spec, origin, changes).await;
-        if let Ok(mut asked) = self.asked.lock() {
-            asked.remove(&call.id);
-        }
+        self.asked.lock().remove(&call.id);
         approval
     }
 }
@@ -292,7 +286,7 @@ mod tests {
                 ..
             } = event
             {
-                seen.lock().unwrap().push((call.id, origin, changes));
+                seen.lock().push((call.id, origin, changes));
             }
         });
         (WindowApproval::new(events, file.to_owned()), asked)
@@ -300,7 +294,7 @@ mod tests {
 
     async fn until_asked(asked: &Asked, count: usize) {
         tokio::time::timeout(std::time::Duration::from_secs(10), async {
-            while asked.lock().unwrap().len() < count {
+            while asked.lock().len() < count {
                 tokio::task::yield_now().await;
             }
         })
@@ -327,7 +321,7 @@ mod tests {
             })
         };
         until_asked(&asked, 1).await;
-        let (_, origin, changes) = asked.lock().unwrap()[0].clone();
+        let (_, origin, changes) = asked.lock()[0].clone();
         assert_eq!(
             origin,
             Some(ToolOrigin {
@@ -350,7 +344,7 @@ mod tests {
             .decide(&call("c2", "srv__echo"), &spec("srv__echo"))
             .await;
         assert_eq!(second, Approval::Allow);
-        assert_eq!(asked.lock().unwrap().len(), 1, "asked only the first time");
+        assert_eq!(asked.lock().len(), 1, "asked only the first time");
         assert!(!approval.answer("nobody", Decision::Deny).unwrap());
 
         // The server's command changed ("rug pull"): asked again, saying what changed.
@@ -367,7 +361,7 @@ mod tests {
             })
         };
         until_asked(&asked, 2).await;
-        let (id, _, changes) = asked.lock().unwrap()[1].clone();
+        let (id, _, changes) = asked.lock()[1].clone();
         assert_eq!(id, "c3");
         assert!(changes[0].contains("command and arguments"), "{changes:?}");
         assert!(approval.answer("c3", Decision::Deny).unwrap());
@@ -426,9 +420,11 @@ mod tests {
     async fn a_denied_tool_in_settings_is_denied_without_asking() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("settings.json");
-        let mut settings = Settings::default();
-        settings.set_tool_policy("srv", "rm", ToolPolicy::Deny);
-        settings.save(&file).unwrap();
+        Settings::update(&file, |settings| {
+            settings.set_tool_policy("srv", "rm", ToolPolicy::Deny);
+            Ok::<_, SettingsError>(())
+        })
+        .unwrap();
         let approval = WindowApproval::new(Arc::new(|_| {}), file);
         approval.set_trust(HashMap::from([(
             "srv__rm".to_owned(),
@@ -450,10 +446,12 @@ mod tests {
             json!({"mcpServers": {"gone": {"command": "a"}, "kept": {"command": "b"}}}).to_string(),
         )
         .unwrap();
-        let mut settings = Settings::default();
-        settings.allow_tool("gone", "run", trust("gone", "run", "a", "d").now);
-        settings.allow_tool("kept", "run", trust("kept", "run", "b", "d").now);
-        settings.save(&host.paths().settings_file).unwrap();
+        host.update_settings(|settings| {
+            settings.allow_tool("gone", "run", trust("gone", "run", "a", "d").now);
+            settings.allow_tool("kept", "run", trust("kept", "run", "b", "d").now);
+            Ok::<_, SettingsError>(())
+        })
+        .unwrap();
         let version = conduit_files::fingerprint(file).unwrap();
         host.edit_mcp_file(
             version,
@@ -478,7 +476,7 @@ mod tests {
         }
 
         async fn stream(&self, _request: ModelRequest) -> Result<EventStream, ProviderError> {
-            let mut count = self.0.lock().unwrap();
+            let mut count = self.0.lock();
             *count += 1;
             let done = |name: &str, text: &str| {
                 Ok(ProviderEvent::ToolCallDone {
@@ -539,7 +537,7 @@ mod tests {
             let asked = asked.clone();
             tokio::spawn(async move {
                 until_asked(&asked, 2).await;
-                let ids: Vec<String> = asked.lock().unwrap().iter().map(|a| a.0.clone()).collect();
+                let ids: Vec<String> = asked.lock().iter().map(|a| a.0.clone()).collect();
                 assert_ne!(ids[0], ids[1], "each call has its own id");
                 // Deny one, allow the other: neither answer reaches the other call.
                 assert!(approval.answer(&ids[0], Decision::Deny).unwrap());

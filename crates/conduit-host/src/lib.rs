@@ -136,6 +136,17 @@ impl Host {
     pub fn settings(&self) -> Result<Settings, SettingsError> {
         Settings::load(&self.paths.settings_file)
     }
+
+    /// Changes the settings file through [`Settings::update`], the only way to change it.
+    pub fn update_settings<T, E>(
+        &self,
+        change: impl FnOnce(&mut Settings) -> Result<T, E>,
+    ) -> Result<T, E>
+    where
+        E: From<SettingsError>,
+    {
+        Settings::update(&self.paths.settings_file, change)
+    }
 }
 
 /// A link from a message that may open in the system browser: `http`/`https` with a host,

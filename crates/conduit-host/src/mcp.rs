@@ -162,9 +162,10 @@ impl Host {
         tool: &str,
         enabled: bool,
     ) -> Result<(), crate::SettingsError> {
-        let mut settings = self.settings()?;
-        settings.set_tool_enabled(server, tool, enabled);
-        settings.save(&self.paths.settings_file)
+        self.update_settings(|settings| {
+            settings.set_tool_enabled(server, tool, enabled);
+            Ok(())
+        })
     }
 
     /// Calls `tool` on `server` directly (not through a model).
@@ -614,9 +615,10 @@ impl Host {
         server: &str,
         policy: crate::settings::ToolPolicy,
     ) -> Result<(), crate::SettingsError> {
-        let mut settings = self.settings()?;
-        settings.set_server_policy(server, policy);
-        settings.save(&self.paths.settings_file)
+        self.update_settings(|settings| {
+            settings.set_server_policy(server, policy);
+            Ok(())
+        })
     }
 
     /// Sets whether `tool` of `server` runs without asking, never, or after asking.
@@ -626,9 +628,10 @@ impl Host {
         tool: &str,
         policy: crate::settings::ToolPolicy,
     ) -> Result<(), crate::SettingsError> {
-        let mut settings = self.settings()?;
-        settings.set_tool_policy(server, tool, policy);
-        settings.save(&self.paths.settings_file)
+        self.update_settings(|settings| {
+            settings.set_tool_policy(server, tool, policy);
+            Ok(())
+        })
     }
 }
 
@@ -954,12 +957,14 @@ mod tests {
     fn the_tool_settings_join_gives_each_tool_its_switch_and_policy_in_order() {
         let dir = tempfile::tempdir().unwrap();
         let host = host(dir.path());
-        let mut settings = host.settings().unwrap();
-        settings.set_tool_enabled("srv", "quiet", false);
-        settings.set_server_policy("srv", ToolPolicy::Deny);
-        settings.set_tool_policy("srv", "trusted", ToolPolicy::Allow);
-        settings.set_tool_enabled("other", "loud", false);
-        settings.save(&host.paths().settings_file).unwrap();
+        host.update_settings(|settings| {
+            settings.set_tool_enabled("srv", "quiet", false);
+            settings.set_server_policy("srv", ToolPolicy::Deny);
+            settings.set_tool_policy("srv", "trusted", ToolPolicy::Allow);
+            settings.set_tool_enabled("other", "loud", false);
+            Ok::<_, crate::SettingsError>(())
+        })
+        .unwrap();
 
         let joined = host
             .tool_settings(

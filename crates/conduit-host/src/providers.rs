@@ -11,7 +11,7 @@ use conduit_providers::{HttpSettings, Protocol, ProviderConfig, RetryPolicy};
 use serde::Serialize;
 
 use crate::secrets::SecretError;
-use crate::settings::{ProviderSettings, SettingsError};
+use crate::settings::{ProviderSettings, Settings, SettingsError};
 use crate::{Host, provider_secret_name};
 
 #[derive(Debug, thiserror::Error)]
@@ -43,22 +43,30 @@ impl Host {
         provider: ProviderSettings,
         api_key: Option<&str>,
     ) -> Result<(), ProvidersError> {
-        let mut settings = self.settings()?;
+        let id = provider.id.clone();
+        self.update_settings(|settings| self.add_provider_to(settings, provider, api_key))?;
+        tracing::info!(provider = %id, "provider added");
+        Ok(())
+    }
+
+    /// Adds `provider` to `settings` (within an update) and stores its key.
+    fn add_provider_to(
+        &self,
+        settings: &mut Settings,
+        provider: ProviderSettings,
+        api_key: Option<&str>,
+    ) -> Result<(), ProvidersError> {
         let id = provider.id.clone();
         settings.add_provider(provider)?;
         if let Some(key) = api_key {
             self.secrets().set(&provider_secret_name(&id), key)?;
         }
-        settings.save(&self.paths.settings_file)?;
-        tracing::info!(provider = %id, "provider added");
         Ok(())
     }
 
     /// Removes a provider and its stored key.
     pub fn remove_provider(&self, id: &str) -> Result<(), ProvidersError> {
-        let mut settings = self.settings()?;
-        settings.remove_provider(id)?;
-        settings.save(&self.paths.settings_file)?;
+        self.update_settings(|settings| settings.remove_provider(id))?;
         self.secrets().delete(&provider_secret_name(id))?;
         tracing::info!(provider = %id, "provider removed");
         Ok(())
@@ -166,73 +174,78 @@ impl Host {
     /// Adds the provider, or updates the one with its id (fields Conduit does not know
     /// and a named key variable are kept).
     pub fn save_provider(&self, input: ProviderInput) -> Result<(), ProvidersError> {
-        let mut settings = self.settings()?;
-        let key = input
-            .api_key
-            .as_deref()
-            .map(str::trim)
-            .filter(|k| !k.is_empty());
-        let default_model = input.default_model.filter(|m| !m.trim().is_empty());
-        match settings.providers.iter_mut().find(|p| p.id == input.id) {
-            Some(_) if input.is_new => Err(SettingsError::DuplicateProvider(input.id).into()),
-            Some(saved) => {
-                if !(input.base_url.starts_with("http://")
-                    || input.base_url.starts_with("https://"))
-                {
-                    return Err(SettingsError::Invalid(format!(
-                        "the base URL {:?} must start with http:// or https://",
-                        input.base_url
-                    ))
-                    .into());
-                }
-                // Secrets saved for one server never go to another: a move to another
-                // origin forgets the stored key and the masked headers, unless this same
-                // save brings new ones.
-                let moved =
-                    !conduit_providers::http::same_origin_urls(&saved.base_url, &input.base_url);
-                let headers = input
-                    .headers
-                    .into_iter()
-                    .filter_map(|(name, value)| {
-                        if value != MASKED {
-                            return Some((name, value));
-                        }
-                        if moved {
-                            return None;
-                        }
-                        saved.headers.get(&name).cloned().map(|kept| (name, kept))
-                    })
-                    .collect();
-                saved.protocol = input.protocol;
-                saved.base_url = input.base_url;
-                saved.default_model = default_model;
-                saved.headers = headers;
-                let secret_name = provider_secret_name(&input.id);
-                match key {
-                    Some(key) => self.secrets().set(&secret_name, key)?,
-                    None if moved => {
-                        self.secrets().delete(&secret_name)?;
-                        tracing::info!(provider = %input.id, "provider moved to another server: its stored key was removed");
+        let id = input.id.clone();
+        let outcome = self.update_settings(|settings| {
+            let key = input
+                .api_key
+                .as_deref()
+                .map(str::trim)
+                .filter(|k| !k.is_empty());
+            let default_model = input.default_model.filter(|m| !m.trim().is_empty());
+            match settings.providers.iter_mut().find(|p| p.id == input.id) {
+                Some(_) if input.is_new => Err(SettingsError::DuplicateProvider(input.id).into()),
+                Some(saved) => {
+                    if !(input.base_url.starts_with("http://")
+                        || input.base_url.starts_with("https://"))
+                    {
+                        return Err(SettingsError::Invalid(format!(
+                            "the base URL {:?} must start with http:// or https://",
+                            input.base_url
+                        ))
+                        .into());
                     }
-                    None => {}
+                    // Secrets saved for one server never go to another: a move to another
+                    // origin forgets the stored key and the masked headers, unless this same
+                    // save brings new ones.
+                    let moved =
+                        !conduit_providers::http::same_origin_urls(&saved.base_url, &input.base_url);
+                    let headers = input
+                        .headers
+                        .into_iter()
+                        .filter_map(|(name, value)| {
+                            if value != MASKED {
+                                return Some((name, value));
+                            }
+                            if moved {
+                                return None;
+                            }
+                            saved.headers.get(&name).cloned().map(|kept| (name, kept))
+                        })
+                        .collect();
+                    saved.protocol = input.protocol;
+                    saved.base_url = input.base_url;
+                    saved.default_model = default_model;
+                    saved.headers = headers;
+                    let secret_name = provider_secret_name(&input.id);
+                    match key {
+                        Some(key) => self.secrets().set(&secret_name, key)?,
+                        None if moved => {
+                            self.secrets().delete(&secret_name)?;
+                            tracing::info!(provider = %input.id, "provider moved to another server: its stored key was removed");
+                        }
+                        None => {}
+                    }
+                    Ok("provider updated")
                 }
-                settings.save(&self.paths.settings_file)?;
-                tracing::info!(provider = %input.id, "provider updated");
-                Ok(())
+                None => self
+                    .add_provider_to(
+                        settings,
+                        ProviderSettings {
+                        id: input.id,
+                        protocol: input.protocol,
+                        base_url: input.base_url,
+                        default_model,
+                        headers: input.headers,
+                        api_key_env: None,
+                        other: Default::default(),
+                        },
+                        key,
+                    )
+                    .map(|()| "provider added"),
             }
-            None => self.add_provider(
-                ProviderSettings {
-                    id: input.id,
-                    protocol: input.protocol,
-                    base_url: input.base_url,
-                    default_model,
-                    headers: input.headers,
-                    api_key_env: None,
-                    other: Default::default(),
-                },
-                key,
-            ),
-        }
+        })?;
+        tracing::info!(provider = %id, "{outcome}");
+        Ok(())
     }
 }
 

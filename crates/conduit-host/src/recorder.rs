@@ -1,7 +1,9 @@
 //! Saves a chat as it happens: the user's message first, then each block of the answer
 //! as it completes, each tool message whole, and how the run ended.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use conduit_core::agent::{AgentEvent, EventSink};
 use conduit_core::content::Role;
@@ -48,9 +50,7 @@ impl Recorder {
     }
 
     fn record(&self, event: &AgentEvent) {
-        let Ok(mut state) = self.state.lock() else {
-            return;
-        };
+        let mut state = self.state.lock();
         if state.failure.is_some() {
             return;
         }
@@ -111,9 +111,7 @@ impl Recorder {
 
     /// Marks the answer in flight as failed with `error`.
     pub fn failed(&self, error: &str) -> Result<(), StoreError> {
-        let Ok(mut state) = self.state.lock() else {
-            return Ok(());
-        };
+        let mut state = self.state.lock();
         let id = state
             .streaming
             .take()
@@ -130,7 +128,7 @@ impl Recorder {
 
     /// The write that failed, if one did.
     pub fn take_failure(&self) -> Option<StoreError> {
-        self.state.lock().ok().and_then(|mut s| s.failure.take())
+        self.state.lock().failure.take()
     }
 }
 
@@ -156,7 +154,7 @@ mod tests {
         let recorder = Recorder::new(store.clone(), id.clone(), stop.clone());
         let seen = Arc::new(Mutex::new(0));
         let counter = seen.clone();
-        let sink = recorder.sink(Arc::new(move |_| *counter.lock().unwrap() += 1));
+        let sink = recorder.sink(Arc::new(move |_| *counter.lock() += 1));
         sink(AgentEvent::TurnStarted { turn: 1 });
         sink(AgentEvent::BlockDone {
             index: 0,
@@ -172,7 +170,7 @@ mod tests {
         assert!(stop.is_cancelled(), "the run is stopped");
         let failure = recorder.take_failure().unwrap();
         assert!(failure.to_string().contains("disk is full"), "{failure}");
-        assert_eq!(*seen.lock().unwrap(), 3, "events still reach the frontend");
+        assert_eq!(*seen.lock(), 3, "events still reach the frontend");
         let messages = store.messages(&id, None).unwrap();
         assert_eq!(messages[0].blocks, [Block::text("first")]);
         assert_eq!(messages[1].blocks, [Block::text("a short block")]);

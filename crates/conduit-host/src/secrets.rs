@@ -3,7 +3,8 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Mutex;
+
+use parking_lot::Mutex;
 
 use conduit_files as files;
 
@@ -134,14 +135,14 @@ impl SecretStore for FileSecrets {
     }
 
     fn set(&self, name: &str, value: &str) -> Result<(), SecretError> {
-        let _guard = self.lock.lock().map_err(|_| self.error("lock poisoned"))?;
+        let _guard = self.lock.lock();
         let mut secrets = self.read()?;
         secrets.insert(name.to_owned(), value.to_owned());
         self.write(&secrets)
     }
 
     fn delete(&self, name: &str) -> Result<(), SecretError> {
-        let _guard = self.lock.lock().map_err(|_| self.error("lock poisoned"))?;
+        let _guard = self.lock.lock();
         let mut secrets = self.read()?;
         if secrets.remove(name).is_some() {
             self.write(&secrets)?;

@@ -1,8 +1,12 @@
 //! `settings.json`: the providers (protocol, base URL, default model, extra headers) and
 //! other preferences. Keys are never here; they live in the secret store.
 
-use std::collections::BTreeMap;
-use std::path::Path;
+use std::collections::{BTreeMap, HashMap};
+use std::fs::{File, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock};
+
+use parking_lot::Mutex;
 
 use conduit_providers::Protocol;
 use serde::{Deserialize, Serialize};
@@ -28,6 +32,11 @@ pub enum SettingsError {
     },
     #[error("cannot write {path}: {source}")]
     Write {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("cannot lock {path} for a change: {source}")]
+    Lock {
         path: String,
         source: std::io::Error,
     },
@@ -139,6 +148,36 @@ pub struct Settings {
     pub other: Map<String, Value>,
 }
 
+/// The in-process lock of each settings file, by its path.
+fn update_lock_of(path: &Path) -> Arc<Mutex<()>> {
+    static LOCKS: LazyLock<Mutex<HashMap<PathBuf, Arc<Mutex<()>>>>> =
+        LazyLock::new(Default::default);
+    LOCKS.lock().entry(path.to_path_buf()).or_default().clone()
+}
+
+/// Takes the advisory lock on `<path>.lock` (a file beside the settings, since the
+/// settings file itself is replaced by a rename on every save); released when the
+/// returned file is dropped.
+fn lock_across_processes(path: &Path) -> Result<File, SettingsError> {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".lock");
+    let lock_path = PathBuf::from(name);
+    let lock_error = |source| SettingsError::Lock {
+        path: path.display().to_string(),
+        source,
+    };
+    if let Some(dir) = lock_path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        files::create_private_dir(dir).map_err(lock_error)?;
+    }
+    let mut options = OpenOptions::new();
+    options.create(true).truncate(false).write(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let file = options.open(&lock_path).map_err(lock_error)?;
+    file.lock().map_err(lock_error)?;
+    Ok(file)
+}
+
 impl Settings {
     /// Reads `path`; a missing file is empty settings. A file that does not parse is an
     /// error naming line and column, and is never overwritten by Conduit.
@@ -161,8 +200,33 @@ impl Settings {
         })
     }
 
-    /// Writes the settings atomically, keeping a backup of the previous file.
-    pub fn save(&self, path: &Path) -> Result<(), SettingsError> {
+    /// The only way to change the settings file: reads it, lets `change` edit it, and
+    /// writes it back if `change` succeeded and changed something. Updates of one file
+    /// are serialised within this process (a lock per path) and across processes (an
+    /// advisory lock on `<file>.lock`), so the CLI, a turn's "Always allow" and a Settings
+    /// toggle never overwrite each other's change.
+    pub fn update<T, E>(
+        path: &Path,
+        change: impl FnOnce(&mut Settings) -> Result<T, E>,
+    ) -> Result<T, E>
+    where
+        E: From<SettingsError>,
+    {
+        let in_process = update_lock_of(path);
+        let _in_process = in_process.lock();
+        let _across_processes = lock_across_processes(path)?;
+        let before = Self::load(path)?;
+        let mut settings = before.clone();
+        let value = change(&mut settings)?;
+        if settings != before {
+            settings.save(path)?;
+        }
+        Ok(value)
+    }
+
+    /// Writes the settings atomically, keeping a backup of the previous file. Only
+    /// [`Settings::update`] calls it, under its locks.
+    fn save(&self, path: &Path) -> Result<(), SettingsError> {
         let write_error = |source| SettingsError::Write {
             path: path.display().to_string(),
             source,
@@ -540,5 +604,82 @@ mod tests {
             settings.provider("a"),
             Err(SettingsError::UnknownProvider(_))
         ));
+    }
+
+    /// Sets `keys` keys named `<prefix>-<n>`, one update each.
+    fn set_keys(path: &Path, prefix: &str, keys: usize) {
+        for n in 0..keys {
+            Settings::update(path, |settings| {
+                settings
+                    .other
+                    .insert(format!("{prefix}-{n}"), Value::from(n));
+                Ok::<_, SettingsError>(())
+            })
+            .unwrap();
+        }
+    }
+
+    #[test]
+    fn concurrent_updates_from_threads_lose_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("settings.json");
+        let (threads, keys) = (8, 25);
+        std::thread::scope(|scope| {
+            for thread in 0..threads {
+                let path = &path;
+                scope.spawn(move || set_keys(path, &format!("thread{thread}"), keys));
+            }
+        });
+        let saved = Settings::load(&path).unwrap();
+        assert_eq!(saved.other.len(), threads * keys);
+    }
+
+    const CHILD_FILE_ENV: &str = "CONDUIT_TEST_SETTINGS_CHILD_FILE";
+
+    /// The other process of `concurrent_updates_from_processes_lose_nothing`: does
+    /// nothing unless that test started it.
+    #[test]
+    fn settings_update_child_process() {
+        if let Some(path) = std::env::var_os(CHILD_FILE_ENV) {
+            set_keys(Path::new(&path), "child", 40);
+        }
+    }
+
+    #[test]
+    fn concurrent_updates_from_processes_lose_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("settings.json");
+        let child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "settings::tests::settings_update_child_process",
+                "--test-threads=1",
+            ])
+            .env(CHILD_FILE_ENV, &path)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        set_keys(&path, "parent", 40);
+        let status = child.wait_with_output().unwrap().status;
+        assert!(status.success());
+        let saved = Settings::load(&path).unwrap();
+        assert_eq!(saved.other.len(), 80, "{:?}", saved.other.keys());
+    }
+
+    #[test]
+    fn a_failed_or_empty_change_leaves_the_file_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("settings.json");
+        std::fs::write(&path, "{ \"providers\": [] }").unwrap();
+        let failed = Settings::update(&path, |settings| {
+            settings.other.insert("lost".into(), Value::from(1));
+            Err::<(), _>(SettingsError::Invalid("no".into()))
+        });
+        assert!(failed.is_err());
+        Settings::update(&path, |_| Ok::<_, SettingsError>(())).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "{ \"providers\": [] }"
+        );
     }
 }

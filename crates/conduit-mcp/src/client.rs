@@ -4,7 +4,9 @@
 //! server.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::Duration;
 
 use crate::redact::Redactor;
@@ -123,8 +125,8 @@ impl ClientHandler for Handler {
             .shared
             .progress
             .lock()
-            .ok()
-            .and_then(|sinks| sinks.get(&params.progress_token).cloned());
+            .get(&params.progress_token)
+            .cloned();
         if let Some(sink) = sink {
             sink(Progress {
                 progress: params.progress,
@@ -406,9 +408,7 @@ impl Connection {
             .await
             .map_err(|e| self.hide(e))?;
         let token = handle.progress_token.clone();
-        if let Ok(mut sinks) = self.shared.progress.lock() {
-            sinks.insert(token.clone(), progress);
-        }
+        self.shared.progress.lock().insert(token.clone(), progress);
         let forget = ForgetProgress {
             shared: self.shared.clone(),
             token: Some(token),
@@ -442,7 +442,7 @@ impl Connection {
 
     /// Ends the session and the server process (its whole process group).
     pub async fn shutdown(&self) {
-        let service = self.service.lock().ok().and_then(|mut s| s.take());
+        let service = self.service.lock().take();
         if let Some(mut service) = service {
             let _ = service.close_with_timeout(Duration::from_secs(2)).await;
         }
@@ -474,9 +474,7 @@ impl ForgetProgress {
             let shared = self.shared.clone();
             tokio::spawn(async move {
                 tokio::time::sleep(PROGRESS_GRACE).await;
-                if let Ok(mut sinks) = shared.progress.lock() {
-                    sinks.remove(&token);
-                }
+                shared.progress.lock().remove(&token);
             });
         }
     }
@@ -484,10 +482,8 @@ impl ForgetProgress {
 
 impl Drop for ForgetProgress {
     fn drop(&mut self) {
-        if let Some(token) = self.token.take()
-            && let Ok(mut sinks) = self.shared.progress.lock()
-        {
-            sinks.remove(&token);
+        if let Some(token) = self.token.take() {
+            self.shared.progress.lock().remove(&token);
         }
     }
 }

@@ -5,7 +5,9 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
+
+use parking_lot::Mutex;
 use std::time::Duration;
 
 use conduit_core::media::MediaStore;
@@ -123,15 +125,8 @@ impl LiveServers {
 
     /// Every server in file order, with its state.
     pub fn statuses(&self) -> Vec<ServerStatus> {
-        let order = self
-            .inner
-            .order
-            .lock()
-            .map(|o| o.clone())
-            .unwrap_or_default();
-        let Ok(slots) = self.inner.slots.lock() else {
-            return Vec::new();
-        };
+        let order = self.inner.order.lock().clone();
+        let slots = self.inner.slots.lock();
         // A name in the file without a slot yet is being started.
         order
             .iter()
@@ -147,7 +142,7 @@ impl LiveServers {
 
     /// The last read error of the file, if the last read failed.
     pub fn config_error(&self) -> Option<String> {
-        self.inner.config_error.lock().ok().and_then(|e| e.clone())
+        self.inner.config_error.lock().clone()
     }
 
     /// The connection of a ready server.
@@ -155,8 +150,8 @@ impl LiveServers {
         self.inner
             .slots
             .lock()
-            .ok()
-            .and_then(|slots| slots.get(server).and_then(|s| s.running.connection.clone()))
+            .get(server)
+            .and_then(|s| s.running.connection.clone())
     }
 
     /// The ready servers' tools that `allow(server, tool)` lets through, under names
@@ -166,20 +161,13 @@ impl LiveServers {
         media: Arc<dyn MediaStore>,
         allow: &dyn Fn(&str, &str) -> bool,
     ) -> Vec<Arc<McpTool>> {
-        let Ok(slots) = self.inner.slots.lock() else {
-            return Vec::new();
-        };
+        let slots = self.inner.slots.lock();
         tools_of(slots.values().map(|s| &s.running), media, allow)
     }
 
     /// Stops a server and starts it again (the user asked; its entry is unchanged).
     pub async fn restart_server(&self, server: &str) {
-        let slot = self
-            .inner
-            .slots
-            .lock()
-            .ok()
-            .and_then(|mut slots| slots.remove(server));
+        let slot = self.inner.slots.lock().remove(server);
         if let Some(connection) = slot.and_then(|s| s.running.connection) {
             connection.shutdown().await;
         }
@@ -188,10 +176,9 @@ impl LiveServers {
 
     /// What a ready server's tools are, for a settings screen.
     pub fn server_tools(&self, server: &str) -> Vec<ToolInfo> {
-        let Ok(slots) = self.inner.slots.lock() else {
-            return Vec::new();
-        };
-        slots
+        self.inner
+            .slots
+            .lock()
             .get(server)
             .map(|slot| slot.running.tools.iter().map(ToolInfo::from).collect())
             .unwrap_or_default()
@@ -204,16 +191,11 @@ impl LiveServers {
 
     /// Ends every server.
     pub async fn shutdown(&self) {
-        let connections: Vec<Arc<Connection>> = match self.inner.slots.lock() {
-            Ok(mut slots) => {
-                let taken = std::mem::take(&mut *slots);
-                taken
-                    .into_values()
-                    .filter_map(|s| s.running.connection)
-                    .collect()
-            }
-            Err(_) => Vec::new(),
-        };
+        let taken = std::mem::take(&mut *self.inner.slots.lock());
+        let connections: Vec<Arc<Connection>> = taken
+            .into_values()
+            .filter_map(|s| s.running.connection)
+            .collect();
         futures::future::join_all(connections.iter().map(|c| c.shutdown())).await;
     }
 }
@@ -239,28 +221,24 @@ async fn reload(inner: &Arc<Inner>) {
             return;
         }
     };
-    if let Ok(mut error) = inner.config_error.lock() {
-        *error = None;
-    }
+    *inner.config_error.lock() = None;
     let wanted: BTreeMap<String, ServerEntry> = snapshot
         .servers
         .iter()
         .map(|e| (e.name.clone(), e.clone()))
         .collect();
     // Stop servers that are gone or whose entry changed.
-    let stopping: Vec<(String, Option<Arc<Connection>>)> = match inner.slots.lock() {
-        Ok(mut slots) => {
-            let changed: Vec<String> = slots
-                .iter()
-                .filter(|(name, slot)| wanted.get(*name).is_none_or(|e| e.raw != slot.raw))
-                .map(|(name, _)| name.clone())
-                .collect();
-            changed
-                .into_iter()
-                .filter_map(|name| slots.remove(&name).map(|s| (name, s.running.connection)))
-                .collect()
-        }
-        Err(_) => Vec::new(),
+    let stopping: Vec<(String, Option<Arc<Connection>>)> = {
+        let mut slots = inner.slots.lock();
+        let changed: Vec<String> = slots
+            .iter()
+            .filter(|(name, slot)| wanted.get(*name).is_none_or(|e| e.raw != slot.raw))
+            .map(|(name, _)| name.clone())
+            .collect();
+        changed
+            .into_iter()
+            .filter_map(|name| slots.remove(&name).map(|s| (name, s.running.connection)))
+            .collect()
     };
     for (name, connection) in &stopping {
         tracing::info!(server = %name, "MCP server stops: its entry changed or was removed");
@@ -269,17 +247,15 @@ async fn reload(inner: &Arc<Inner>) {
         }
     }
     // Start the new and the changed ones, together.
-    let to_start: Vec<ServerEntry> = match inner.slots.lock() {
-        Ok(slots) => wanted
+    let to_start: Vec<ServerEntry> = {
+        let slots = inner.slots.lock();
+        wanted
             .values()
             .filter(|e| !slots.contains_key(&e.name))
             .cloned()
-            .collect(),
-        Err(_) => Vec::new(),
+            .collect()
     };
-    if let Ok(mut order) = inner.order.lock() {
-        *order = snapshot.servers.iter().map(|e| e.name.clone()).collect();
-    }
+    *inner.order.lock() = snapshot.servers.iter().map(|e| e.name.clone()).collect();
     for entry in &to_start {
         let _ = inner.events.send(LiveEvent::Server(ServerStatus {
             name: entry.name.clone(),
@@ -300,9 +276,7 @@ async fn reload(inner: &Arc<Inner>) {
 
 fn report_config_error(inner: &Inner, err: &ConfigError) {
     tracing::warn!(error = %err, "the mcpServers file could not be applied; servers keep running");
-    if let Ok(mut error) = inner.config_error.lock() {
-        *error = Some(err.to_string());
-    }
+    *inner.config_error.lock() = Some(err.to_string());
     let _ = inner.events.send(LiveEvent::ConfigError(err.to_string()));
 }
 
@@ -315,24 +289,19 @@ fn install(inner: &Arc<Inner>, entry: ServerEntry, running: Running, restarts: u
     let generation = inner
         .next_generation
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let (generation, replaced) = match inner.slots.lock() {
-        Ok(mut slots) => {
-            let replaced = slots.insert(
-                name.clone(),
-                Slot {
-                    raw: entry.raw.clone(),
-                    entry,
-                    running,
-                    generation,
-                },
-            );
-            (
+    let replaced = inner
+        .slots
+        .lock()
+        .insert(
+            name.clone(),
+            Slot {
+                raw: entry.raw.clone(),
+                entry,
+                running,
                 generation,
-                replaced.and_then(|slot| slot.running.connection),
-            )
-        }
-        Err(_) => return,
-    };
+            },
+        )
+        .and_then(|slot| slot.running.connection);
     // Never two instances of one server: one that was in the slot ends.
     if let Some(old) = replaced
         && connection
@@ -376,9 +345,7 @@ async fn refresh_tools(
         let Some(inner) = inner.upgrade() else {
             return;
         };
-        let Ok(mut slots) = inner.slots.lock() else {
-            return;
-        };
+        let mut slots = inner.slots.lock();
         let Some(slot) = slots.get_mut(&name).filter(|s| s.generation == generation) else {
             return;
         };
@@ -412,11 +379,7 @@ async fn supervise(
         let Some(inner) = inner.upgrade() else {
             return;
         };
-        let current = inner
-            .slots
-            .lock()
-            .ok()
-            .and_then(|slots| slots.get(&name).map(|s| s.generation));
+        let current = inner.slots.lock().get(&name).map(|s| s.generation);
         if current != Some(generation) {
             return; // Replaced or removed on purpose.
         }
@@ -438,12 +401,7 @@ async fn supervise(
 
 /// Whether the slot of `name` is still the start numbered `generation`.
 fn holds(inner: &Inner, name: &str, generation: u64) -> bool {
-    inner
-        .slots
-        .lock()
-        .ok()
-        .and_then(|slots| slots.get(name).map(|s| s.generation))
-        == Some(generation)
+    inner.slots.lock().get(name).map(|s| s.generation) == Some(generation)
 }
 
 async fn restart(
@@ -455,9 +413,7 @@ async fn restart(
     stderr_tail: Vec<String>,
 ) {
     let entry = {
-        let Ok(mut slots) = inner.slots.lock() else {
-            return;
-        };
+        let mut slots = inner.slots.lock();
         let Some(slot) = slots.get_mut(&name).filter(|s| s.generation == generation) else {
             return;
         };
@@ -499,11 +455,7 @@ async fn restart(
     install(&inner, entry.clone(), running, attempt);
     if failed_again {
         // Try again later, counting this attempt.
-        let generation = inner
-            .slots
-            .lock()
-            .ok()
-            .and_then(|slots| slots.get(&name).map(|s| s.generation));
+        let generation = inner.slots.lock().get(&name).map(|s| s.generation);
         if let Some(generation) = generation {
             Box::pin(restart(
                 inner,

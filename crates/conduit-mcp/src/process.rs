@@ -5,7 +5,9 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -20,19 +22,15 @@ pub struct StderrTail(Arc<Mutex<VecDeque<String>>>);
 
 impl StderrTail {
     fn push(&self, line: String) {
-        if let Ok(mut lines) = self.0.lock() {
-            if lines.len() == STDERR_LINES {
-                lines.pop_front();
-            }
-            lines.push_back(line);
+        let mut lines = self.0.lock();
+        if lines.len() == STDERR_LINES {
+            lines.pop_front();
         }
+        lines.push_back(line);
     }
 
     pub fn lines(&self) -> Vec<String> {
-        self.0
-            .lock()
-            .map(|lines| lines.iter().cloned().collect())
-            .unwrap_or_default()
+        self.0.lock().iter().cloned().collect()
     }
 }
 

@@ -53,27 +53,23 @@ impl Redactor {
 
 /// The secrets of every server this process started: libraries log what servers answer
 /// (rmcp logs a failed response's body), and a hostile server can echo what it was sent.
-static LOGGED_SECRETS: std::sync::RwLock<Redactor> =
-    std::sync::RwLock::new(Redactor { values: Vec::new() });
+static LOGGED_SECRETS: parking_lot::RwLock<Redactor> =
+    parking_lot::RwLock::new(Redactor { values: Vec::new() });
 
 /// Hides `redactor`'s values in every later log line ([`scrub_log_line`]).
 pub fn keep_out_of_logs(redactor: &Redactor) {
     if redactor.values.is_empty() {
         return;
     }
-    if let Ok(mut known) = LOGGED_SECRETS.write() {
-        let values = known.values.iter().chain(&redactor.values).cloned();
-        *known = Redactor::new(values.collect::<Vec<_>>());
-    }
+    let mut known = LOGGED_SECRETS.write();
+    let values = known.values.iter().chain(&redactor.values).cloned();
+    *known = Redactor::new(values.collect::<Vec<_>>());
 }
 
 /// A log line with the known servers' secrets hidden and URLs stripped of query and
 /// user info.
 pub fn scrub_log_line(text: &str) -> String {
-    match LOGGED_SECRETS.read() {
-        Ok(known) => known.text(text),
-        Err(_) => strip_url_secrets(text),
-    }
+    LOGGED_SECRETS.read().text(text)
 }
 
 /// `text` with the user info, query and fragment of every http(s) URL in it removed

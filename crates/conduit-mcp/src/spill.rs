@@ -16,8 +16,10 @@ use std::collections::hash_map::RandomState;
 use std::fs::File;
 use std::hash::BuildHasher;
 use std::io::{BufRead, Read, Seek, SeekFrom, Write};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+
+use parking_lot::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{CallToolResult, ContentBlock, ReadResourceResult, ResourceContents};
@@ -55,11 +57,8 @@ struct Held {
 }
 
 impl Held {
-    fn open(&self) -> std::io::Result<std::sync::MutexGuard<'_, File>> {
-        let mut file = self
-            .file
-            .lock()
-            .map_err(|_| std::io::Error::other("the spill file's lock is poisoned"))?;
+    fn open(&self) -> std::io::Result<MutexGuard<'_, File>> {
+        let mut file = self.file.lock();
         file.seek(SeekFrom::Start(self.offset))?;
         Ok(file)
     }
@@ -108,9 +107,7 @@ fn write_aside(holding: &mut Holding, text: &str) -> std::io::Result<Held> {
             .insert((Arc::new(Mutex::new(tempfile::tempfile()?)), 0)),
     };
     {
-        let mut writer = file
-            .lock()
-            .map_err(|_| std::io::Error::other("the spill file's lock is poisoned"))?;
+        let mut writer = file.lock();
         // Comparing a string with one held reads the file: write at its end again.
         writer.seek(SeekFrom::Start(*end))?;
         writer.write_all(text.as_bytes())?;
@@ -158,9 +155,7 @@ impl Spill {
             }
         };
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        if let Ok(mut all) = self.held.lock() {
-            all.insert(id, held);
-        }
+        self.held.lock().insert(id, held);
         holding.ids.push(id);
         Some(id)
     }
@@ -176,26 +171,25 @@ impl Spill {
 
     /// The one of `ids` whose string is `text`.
     fn held_copy_of(&self, text: &str, ids: &[u64]) -> Option<u64> {
-        let all = self.held.lock().ok()?;
+        let all = self.held.lock();
         ids.iter()
             .copied()
             .find(|id| all.get(id).is_some_and(|held| held.is(text)))
     }
 
     fn release(&self, ids: &[u64]) {
-        if let Ok(mut all) = self.held.lock() {
-            for id in ids {
-                all.remove(id);
-            }
+        let mut all = self.held.lock();
+        for id in ids {
+            all.remove(id);
         }
     }
 
     /// Drops what was held longer than `age`: the answer of a call nobody waits for.
     pub(crate) fn sweep(&self, age: Duration) {
-        if let Ok(mut held) = self.held.lock() {
-            let now = Instant::now();
-            held.retain(|_, held| now.duration_since(held.since) < age);
-        }
+        let now = Instant::now();
+        self.held
+            .lock()
+            .retain(|_, held| now.duration_since(held.since) < age);
     }
 
     /// Puts the held string back where its marker is; where the marker stands for a
@@ -214,7 +208,7 @@ impl Spill {
         let Ok(id) = rest.parse::<u64>() else {
             return;
         };
-        let Some(held) = self.held.lock().ok().and_then(|mut h| h.remove(&id)) else {
+        let Some(held) = self.held.lock().remove(&id) else {
             return;
         };
         *text = match held.read() {
@@ -623,7 +617,7 @@ mod tests {
         assert!(lines[0].len() < 1024, "{} bytes passed on", lines[0].len());
         assert_eq!(lines[1], br#"{"jsonrpc":"2.0","id":2,"result":{}}"#);
         assert_eq!(
-            spill.held.lock().unwrap().len(),
+            spill.held.lock().len(),
             3,
             "the text, the blob and the other string; the copy of the text is not kept"
         );
@@ -647,7 +641,7 @@ mod tests {
             result.structured_content,
             Some(json!({"result": copy_note, "other": [other], "n": 3}))
         );
-        assert!(spill.held.lock().unwrap().is_empty(), "everything claimed");
+        assert!(spill.held.lock().is_empty(), "everything claimed");
     }
 
     #[test]
@@ -668,7 +662,7 @@ mod tests {
                 move || {
                     let spill = spill;
                     let result = parse_large(reader, line.into_bytes(), &spill, usize::MAX, handle);
-                    assert!(spill.held.lock().unwrap().is_empty());
+                    assert!(spill.held.lock().is_empty());
                     result
                 }
             })
@@ -708,9 +702,9 @@ mod tests {
         let spill = Spill::new();
         let _id = spill.hold(&"x".repeat(LARGE_STRING), &mut Holding::default());
         spill.sweep(UNCLAIMED);
-        assert_eq!(spill.held.lock().unwrap().len(), 1, "still fresh");
+        assert_eq!(spill.held.lock().len(), 1, "still fresh");
         spill.sweep(Duration::ZERO);
-        assert!(spill.held.lock().unwrap().is_empty());
+        assert!(spill.held.lock().is_empty());
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! message references it any more.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
+
+use parking_lot::{Mutex, MutexGuard};
 
 use conduit_core::content::{Block, MediaRef, Message, Role, repair_history};
 use conduit_core::provider::Usage;
@@ -234,10 +235,8 @@ impl Store {
         conn.pragma_update(None, "foreign_keys", "ON")
     }
 
-    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Connection>, StoreError> {
-        self.conn
-            .lock()
-            .map_err(|_| StoreError::Database("the database lock was poisoned".into()))
+    fn lock(&self) -> MutexGuard<'_, Connection> {
+        self.conn.lock()
     }
 
     pub fn media(&self) -> &FileMediaStore {
@@ -246,7 +245,7 @@ impl Store {
 
     /// Caps the database's size in pages: for tests of a full disk.
     pub fn limit_pages(&self, pages: u64) -> Result<(), StoreError> {
-        self.lock()?
+        self.lock()
             .pragma_update(None, "max_page_count", pages as i64)?;
         Ok(())
     }
@@ -258,7 +257,7 @@ impl Store {
     ) -> Result<String, StoreError> {
         let id = uuid::Uuid::now_v7().to_string();
         let now = now_ms();
-        self.lock()?.execute(
+        self.lock().execute(
             "INSERT INTO conversations (id, title, provider, model, created_at, updated_at)
              VALUES (?1, 'New chat', ?2, ?3, ?4, ?4)",
             params![id, provider, model, now],
@@ -267,7 +266,7 @@ impl Store {
     }
 
     pub fn conversation(&self, id: &str) -> Result<Conversation, StoreError> {
-        let conn = self.lock()?;
+        let conn = self.lock();
         conn.query_row(
             "SELECT c.id, c.title, c.provider, c.model, c.created_at, c.updated_at,
                     (SELECT count(*) FROM messages m WHERE m.conversation_id = c.id)
@@ -281,7 +280,7 @@ impl Store {
 
     /// Conversations, most recently updated first.
     pub fn list(&self, limit: usize) -> Result<Vec<Conversation>, StoreError> {
-        let conn = self.lock()?;
+        let conn = self.lock();
         let mut statement = conn.prepare(
             "SELECT c.id, c.title, c.provider, c.model, c.created_at, c.updated_at,
                     (SELECT count(*) FROM messages m WHERE m.conversation_id = c.id)
@@ -298,7 +297,7 @@ impl Store {
         role: Role,
         status: MessageStatus,
     ) -> Result<i64, StoreError> {
-        let mut conn = self.lock()?;
+        let mut conn = self.lock();
         let tx = conn.transaction()?;
         let exists: bool = tx
             .query_row(
@@ -341,7 +340,7 @@ impl Store {
     /// transaction. The first user text names an untitled conversation.
     pub fn append_block(&self, message_id: i64, block: &Block) -> Result<(), StoreError> {
         let data = serde_json::to_string(block).map_err(|e| StoreError::Database(e.to_string()))?;
-        let mut conn = self.lock()?;
+        let mut conn = self.lock();
         let tx = conn.transaction()?;
         let (conversation, role): (String, String) = tx.query_row(
             "SELECT conversation_id, role FROM messages WHERE id = ?1",
@@ -396,7 +395,7 @@ impl Store {
         usage: Option<Usage>,
         error: Option<&str>,
     ) -> Result<(), StoreError> {
-        self.lock()?.execute(
+        self.lock().execute(
             "UPDATE messages SET status = ?2, input_tokens = ?3, output_tokens = ?4, error = ?5 WHERE id = ?1",
             params![
                 message_id,
@@ -442,7 +441,7 @@ impl Store {
         newest: Option<usize>,
     ) -> Result<Vec<StoredMessage>, StoreError> {
         self.conversation(conversation)?;
-        let conn = self.lock()?;
+        let conn = self.lock();
         let mut statement = conn.prepare(
             "SELECT id, role, status, input_tokens, output_tokens, error, created_at FROM (
                  SELECT * FROM messages WHERE conversation_id = ?1
@@ -508,7 +507,7 @@ impl Store {
     }
 
     pub fn rename(&self, conversation: &str, title: &str) -> Result<(), StoreError> {
-        let changed = self.lock()?.execute(
+        let changed = self.lock().execute(
             "UPDATE conversations SET title = ?2, title_is_custom = 1 WHERE id = ?1",
             params![conversation, title.trim()],
         )?;
@@ -521,7 +520,7 @@ impl Store {
     /// Deletes a conversation, and the media files no other message references.
     pub fn delete(&self, conversation: &str) -> Result<(), StoreError> {
         let orphans: Vec<MediaRef> = {
-            let mut conn = self.lock()?;
+            let mut conn = self.lock();
             let tx = conn.transaction()?;
             tx.execute(
                 "DELETE FROM search WHERE conversation_id = ?1",
@@ -568,7 +567,7 @@ impl Store {
         if fts_query.is_empty() {
             return Ok(Vec::new());
         }
-        let conn = self.lock()?;
+        let conn = self.lock();
         // Rows enter the index in the order messages are written, so the newest match
         // has the highest rowid: FTS5 walks rowids backwards and stops at the limit,
         // and snippets are made for the rows shown only.
@@ -599,7 +598,7 @@ impl Store {
     /// Checks the database file, as after a crash.
     pub fn integrity_check(&self) -> Result<String, StoreError> {
         Ok(self
-            .lock()?
+            .lock()
             .query_row("PRAGMA integrity_check", [], |row| row.get(0))?)
     }
 

@@ -516,7 +516,6 @@ fn migrations_run_from_an_empty_file_and_again_do_nothing() {
         .unwrap();
         let version_now: i64 = store
             .lock()
-            .unwrap()
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
         assert_eq!(version_now, schema::CURRENT);
@@ -526,13 +525,11 @@ fn migrations_run_from_an_empty_file_and_again_do_nothing() {
     let store = Store::open(&path, FileMediaStore::new(dir.path().join("media"))).unwrap();
     let journal: String = store
         .lock()
-        .unwrap()
         .query_row("PRAGMA journal_mode", [], |r| r.get(0))
         .unwrap();
     assert_eq!(journal, "wal");
     let foreign_keys: i64 = store
         .lock()
-        .unwrap()
         .query_row("PRAGMA foreign_keys", [], |r| r.get(0))
         .unwrap();
     assert_eq!(foreign_keys, 1);
@@ -548,7 +545,6 @@ fn a_full_disk_fails_the_write_clearly_and_loses_nothing_earlier() {
         .unwrap();
     let pages: i64 = store
         .lock()
-        .unwrap()
         .query_row("PRAGMA page_count", [], |r| r.get(0))
         .unwrap();
     store.limit_pages(pages as u64).unwrap();
