@@ -7,6 +7,7 @@
 //! JSON and from stream events to [`ProviderEvent`]s, plus a client over [`http`].
 
 pub mod anthropic;
+mod decode;
 pub mod error_body;
 pub mod gemini;
 pub mod http;
