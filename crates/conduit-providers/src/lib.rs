@@ -119,6 +119,9 @@ mod test_support;
 #[cfg(test)]
 mod call_ids_tests;
 
+#[cfg(test)]
+mod wire_fields_tests;
+
 /// What Conduit assumes a model can do when nothing says otherwise.
 pub fn default_capabilities(
     protocol: Protocol,
