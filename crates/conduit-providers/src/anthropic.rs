@@ -198,18 +198,14 @@ enum ContentBlock {
 #[derive(Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Delta {
-    TextDelta {
-        text: String,
-    },
-    ThinkingDelta {
-        thinking: String,
-    },
-    SignatureDelta {
-        signature: String,
-    },
-    InputJsonDelta {
-        partial_json: String,
-    },
+    #[serde(rename = "text_delta")]
+    Text { text: String },
+    #[serde(rename = "thinking_delta")]
+    Thinking { thinking: String },
+    #[serde(rename = "signature_delta")]
+    Signature { signature: String },
+    #[serde(rename = "input_json_delta")]
+    InputJson { partial_json: String },
     /// `citations_delta` and delta types added later.
     #[serde(other)]
     Other,
@@ -303,18 +299,18 @@ impl StreamDecoder for Decoder {
             }
             Event::ContentBlockDelta { index, delta } => {
                 match (delta, self.blocks.get_mut(&index)) {
-                    (Delta::TextDelta { text }, _) => out.push(ProviderEvent::TextDelta(text)),
-                    (Delta::ThinkingDelta { thinking }, _) => {
+                    (Delta::Text { text }, _) => out.push(ProviderEvent::TextDelta(text)),
+                    (Delta::Thinking { thinking }, _) => {
                         out.push(ProviderEvent::ReasoningDelta(thinking));
                     }
                     (
-                        Delta::SignatureDelta { signature: part },
+                        Delta::Signature { signature: part },
                         Some(OpenBlock::Thinking { signature }),
                     ) => {
                         signature.get_or_insert_default().push_str(&part);
                     }
                     (
-                        Delta::InputJsonDelta { partial_json },
+                        Delta::InputJson { partial_json },
                         Some(OpenBlock::ToolUse { id, json, .. }),
                     ) => {
                         json.push_str(&partial_json);

@@ -17,10 +17,10 @@ pub(crate) fn event<'a, T: Deserialize<'a>>(
     data: &'a str,
 ) -> Result<T, ProviderError> {
     serde_json::from_str(data).map_err(|e| {
-        if let Ok(value) = serde_json::from_str::<Value>(data) {
-            if error_body::is_error_chunk(&value) {
-                return stream_error(&value, data);
-            }
+        if let Ok(value) = serde_json::from_str::<Value>(data)
+            && error_body::is_error_chunk(&value)
+        {
+            return stream_error(&value, data);
         }
         let what = if e.is_data() {
             "an event Conduit cannot read"

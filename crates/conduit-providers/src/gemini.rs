@@ -305,17 +305,17 @@ impl StreamDecoder for Decoder {
                 reasoning_tokens: usage.thoughts_token_count,
             });
         }
-        if let Some(feedback) = chunk.prompt_feedback {
-            if let Some(reason) = feedback.block_reason {
-                let said = feedback
-                    .block_reason_message
-                    .map(|message| format!(" ({message})"))
-                    .unwrap_or_default();
-                return Err(ProviderError::new(
-                    ProviderErrorKind::InvalidRequest,
-                    format!("the prompt was blocked: {reason}{said}"),
-                ));
-            }
+        if let Some(feedback) = chunk.prompt_feedback
+            && let Some(reason) = feedback.block_reason
+        {
+            let said = feedback
+                .block_reason_message
+                .map(|message| format!(" ({message})"))
+                .unwrap_or_default();
+            return Err(ProviderError::new(
+                ProviderErrorKind::InvalidRequest,
+                format!("the prompt was blocked: {reason}{said}"),
+            ));
         }
         let Some(candidate) = chunk.candidates.into_iter().next() else {
             return Ok(out);
