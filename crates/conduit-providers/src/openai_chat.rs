@@ -196,11 +196,46 @@ struct Choice {
 
 #[derive(Deserialize, Default)]
 struct Delta {
-    content: Option<String>,
+    content: Option<DeltaContent>,
     /// DeepSeek and several local servers stream reasoning beside the content.
     reasoning_content: Option<String>,
     reasoning: Option<String>,
     tool_calls: Option<Vec<ToolCallDelta>>,
+}
+
+/// A delta's `content`: text, or (Mistral's reasoning models) a list of parts, whose
+/// `text` parts are the answer.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum DeltaContent {
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+impl DeltaContent {
+    fn into_text(self) -> String {
+        match self {
+            DeltaContent::Text(text) => text,
+            DeltaContent::Parts(parts) => parts
+                .into_iter()
+                .filter_map(|part| match part {
+                    ContentPart::Text { text } => Some(text),
+                    ContentPart::Other => None,
+                })
+                .collect(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ContentPart {
+    Text {
+        text: String,
+    },
+    /// `thinking` parts and kinds added later.
+    #[serde(other)]
+    Other,
 }
 
 #[derive(Deserialize)]
@@ -390,7 +425,11 @@ impl StreamDecoder for Decoder {
                 out.push(ProviderEvent::ReasoningDelta(text));
             }
         }
-        if let Some(text) = delta.content.filter(|t| !t.is_empty()) {
+        if let Some(text) = delta
+            .content
+            .map(DeltaContent::into_text)
+            .filter(|t| !t.is_empty())
+        {
             out.push(ProviderEvent::TextDelta(text));
         }
         for call in delta.tool_calls.into_iter().flatten() {

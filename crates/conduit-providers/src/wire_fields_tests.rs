@@ -191,6 +191,20 @@ data: [DONE]\n\n";
 }
 
 #[test]
+fn chat_content_sent_as_parts_keeps_its_text() {
+    // Mistral's reasoning models stream `content` as a list of parts.
+    let sse = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":[{\"type\":\"thinking\",\"thinking\":[{\"type\":\"text\",\"text\":\"Hmm\"}]},{\"type\":\"text\",\"text\":\"Yes\"}]},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+    let events = all_ok(replay(&mut openai_chat::Decoder::default(), sse));
+    assert_eq!(
+        events,
+        vec![
+            ProviderEvent::TextDelta("Yes".into()),
+            ProviderEvent::Stop(StopReason::EndTurn)
+        ]
+    );
+}
+
+#[test]
 fn chat_finish_reasons_map_by_its_table() {
     use openai_chat::stop_reason;
     assert_eq!(stop_reason("stop"), StopReason::EndTurn);
