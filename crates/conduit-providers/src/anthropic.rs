@@ -7,10 +7,11 @@ use conduit_core::content::{Block, Message, ResultPart, Role, ToolResult};
 use conduit_core::provider::{
     ModelInfo, ModelRequest, ProviderError, ProviderErrorKind, ProviderEvent, StopReason, Usage,
 };
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::error_body;
-use crate::http::{StreamDecoder, parse_arguments, stop_reason};
+use crate::decode;
+use crate::http::{StreamDecoder, parse_arguments};
 use crate::images::{self, PreparedImages};
 use crate::wire::Wire;
 
@@ -144,6 +145,98 @@ fn tool_result_block(result: &ToolResult, images: &PreparedImages) -> Value {
     block
 }
 
+/// The Messages stream's events, as documented. Event types added later are ignored, as
+/// the API's versioning policy asks of clients.
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Event {
+    MessageStart {
+        message: MessageStart,
+    },
+    ContentBlockStart {
+        index: u64,
+        content_block: ContentBlock,
+    },
+    ContentBlockDelta {
+        index: u64,
+        delta: Delta,
+    },
+    ContentBlockStop {
+        index: u64,
+    },
+    MessageDelta {
+        delta: MessageDelta,
+        usage: Option<WireUsage>,
+    },
+    MessageStop,
+    Error,
+    #[serde(other)]
+    Unknown,
+}
+
+#[derive(Deserialize)]
+struct MessageStart {
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ContentBlock {
+    ToolUse {
+        id: String,
+        name: String,
+    },
+    Thinking,
+    RedactedThinking {
+        data: String,
+    },
+    /// `text`, and server tool blocks, whose content is not streamed as Conduit's own.
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Delta {
+    #[serde(rename = "text_delta")]
+    Text { text: String },
+    #[serde(rename = "thinking_delta")]
+    Thinking { thinking: String },
+    #[serde(rename = "signature_delta")]
+    Signature { signature: String },
+    #[serde(rename = "input_json_delta")]
+    InputJson { partial_json: String },
+    /// `citations_delta` and delta types added later.
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+struct MessageDelta {
+    stop_reason: Option<String>,
+}
+
+/// Usage counts; each may be absent from a given event (`message_delta` carries only
+/// what changed).
+#[derive(Deserialize)]
+struct WireUsage {
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+    cache_read_input_tokens: Option<u64>,
+}
+
+/// What a Messages `stop_reason` means.
+pub fn stop_reason(reason: &str) -> StopReason {
+    match reason {
+        "end_turn" | "stop_sequence" => StopReason::EndTurn,
+        "tool_use" => StopReason::ToolUse,
+        "max_tokens" | "model_context_window_exceeded" => StopReason::MaxTokens,
+        "refusal" => StopReason::Refusal,
+        // `pause_turn` and reasons added later, in the provider's words.
+        other => StopReason::Other(other.to_owned()),
+    }
+}
+
 #[derive(Debug)]
 enum OpenBlock {
     Text,
@@ -176,25 +269,18 @@ impl StreamDecoder for Decoder {
         _event: Option<&str>,
         data: &str,
     ) -> Result<Vec<ProviderEvent>, ProviderError> {
-        let value: Value = serde_json::from_str(data).map_err(|e| {
-            ProviderError::new(
-                ProviderErrorKind::Protocol,
-                format!("an event is not JSON ({e}): {}", truncate(data)),
-            )
-        })?;
-        let index = value["index"].as_u64().unwrap_or_default();
         let mut out = Vec::new();
-        match value["type"].as_str().unwrap_or_default() {
-            "message_start" => {
-                self.read_usage(&value["message"]["usage"]);
+        match decode::event::<Event>(PROTOCOL, data)? {
+            Event::MessageStart { message } => {
+                self.read_usage(message.usage);
                 out.push(ProviderEvent::Usage(self.usage));
             }
-            "content_block_start" => {
-                let block = &value["content_block"];
-                let open = match block["type"].as_str().unwrap_or_default() {
-                    "tool_use" => {
-                        let id = block["id"].as_str().unwrap_or_default().to_owned();
-                        let name = block["name"].as_str().unwrap_or_default().to_owned();
+            Event::ContentBlockStart {
+                index,
+                content_block,
+            } => {
+                let open = match content_block {
+                    ContentBlock::ToolUse { id, name } => {
                         out.push(ProviderEvent::ToolCallStarted {
                             id: id.clone(),
                             name: name.clone(),
@@ -205,42 +291,38 @@ impl StreamDecoder for Decoder {
                             json: String::new(),
                         }
                     }
-                    "thinking" => OpenBlock::Thinking { signature: None },
-                    "redacted_thinking" => OpenBlock::Redacted {
-                        data: block["data"].as_str().unwrap_or_default().to_owned(),
-                    },
-                    _ => OpenBlock::Text,
+                    ContentBlock::Thinking => OpenBlock::Thinking { signature: None },
+                    ContentBlock::RedactedThinking { data } => OpenBlock::Redacted { data },
+                    ContentBlock::Other => OpenBlock::Text,
                 };
                 self.blocks.insert(index, open);
             }
-            "content_block_delta" => {
-                let delta = &value["delta"];
-                let text = |key: &str| delta[key].as_str().unwrap_or_default().to_owned();
-                match (
-                    delta["type"].as_str().unwrap_or_default(),
-                    self.blocks.get_mut(&index),
-                ) {
-                    ("text_delta", _) => out.push(ProviderEvent::TextDelta(text("text"))),
-                    ("thinking_delta", _) => {
-                        out.push(ProviderEvent::ReasoningDelta(text("thinking")));
+            Event::ContentBlockDelta { index, delta } => {
+                match (delta, self.blocks.get_mut(&index)) {
+                    (Delta::Text { text }, _) => out.push(ProviderEvent::TextDelta(text)),
+                    (Delta::Thinking { thinking }, _) => {
+                        out.push(ProviderEvent::ReasoningDelta(thinking));
                     }
-                    ("signature_delta", Some(OpenBlock::Thinking { signature })) => {
-                        signature
-                            .get_or_insert_default()
-                            .push_str(&text("signature"));
+                    (
+                        Delta::Signature { signature: part },
+                        Some(OpenBlock::Thinking { signature }),
+                    ) => {
+                        signature.get_or_insert_default().push_str(&part);
                     }
-                    ("input_json_delta", Some(OpenBlock::ToolUse { id, json, .. })) => {
-                        let partial = text("partial_json");
-                        json.push_str(&partial);
+                    (
+                        Delta::InputJson { partial_json },
+                        Some(OpenBlock::ToolUse { id, json, .. }),
+                    ) => {
+                        json.push_str(&partial_json);
                         out.push(ProviderEvent::ToolCallDelta {
                             id: id.clone(),
-                            arguments: partial,
+                            arguments: partial_json,
                         });
                     }
                     _ => {}
                 }
             }
-            "content_block_stop" => match self.blocks.remove(&index) {
+            Event::ContentBlockStop { index } => match self.blocks.remove(&index) {
                 Some(OpenBlock::ToolUse { id, name, json }) => {
                     out.push(ProviderEvent::ToolCallDone {
                         id,
@@ -263,27 +345,22 @@ impl StreamDecoder for Decoder {
                 }),
                 Some(OpenBlock::Text) | None => {}
             },
-            "message_delta" => {
-                if let Some(reason) = value["delta"]["stop_reason"].as_str() {
-                    self.stop = Some(stop_reason(reason));
+            Event::MessageDelta { delta, usage } => {
+                if let Some(reason) = delta.stop_reason {
+                    self.stop = Some(stop_reason(&reason));
                 }
-                self.read_usage(&value["usage"]);
+                self.read_usage(usage);
                 out.push(ProviderEvent::Usage(self.usage));
             }
-            "message_stop" => {
+            Event::MessageStop => {
                 self.done = true;
                 out.push(ProviderEvent::Stop(
                     self.stop.take().unwrap_or(StopReason::EndTurn),
                 ));
             }
-            "error" => {
-                // Mid-answer errors are not retried: output already streamed.
-                return Err(ProviderError::new(
-                    ProviderErrorKind::Stream,
-                    error_body::event_message(&value, data),
-                ));
-            }
-            _ => {} // ping and event types added later
+            // Mid-answer errors are not retried: output already streamed.
+            Event::Error => return Err(decode::stream_error_in(data)),
+            Event::Unknown => {} // ping and event types added later
         }
         Ok(out)
     }
@@ -300,22 +377,18 @@ impl StreamDecoder for Decoder {
 }
 
 impl Decoder {
-    fn read_usage(&mut self, usage: &Value) {
-        let read = |key: &str| usage[key].as_u64();
-        if let Some(n) = read("input_tokens") {
+    fn read_usage(&mut self, usage: Option<WireUsage>) {
+        let Some(usage) = usage else { return };
+        if let Some(n) = usage.input_tokens {
             self.usage.input_tokens = n;
         }
-        if let Some(n) = read("output_tokens") {
+        if let Some(n) = usage.output_tokens {
             self.usage.output_tokens = n;
         }
-        if let Some(n) = read("cache_read_input_tokens") {
+        if let Some(n) = usage.cache_read_input_tokens {
             self.usage.cache_read_tokens = n;
         }
     }
-}
-
-fn truncate(text: &str) -> String {
-    text.chars().take(200).collect()
 }
 
 /// The models list of `GET /v1/models`.

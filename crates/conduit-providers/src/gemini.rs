@@ -1,14 +1,18 @@
 //! Gemini `generateContent`: request building and stream decoding as pure functions, and
 //! the streaming client (`:streamGenerateContent?alt=sse`).
 
+use std::borrow::Cow;
+
 use conduit_core::content::{Block, Message, ResultPart, Role, ToolResult};
 use conduit_core::provider::{
     ModelInfo, ModelRequest, ProviderError, ProviderErrorKind, ProviderEvent, StopReason, Usage,
 };
+use serde::Deserialize;
+use serde::de::IgnoredAny;
 use serde_json::{Value, json};
 
-use crate::error_body;
-use crate::http::{StreamDecoder, stop_reason};
+use crate::decode;
+use crate::http::StreamDecoder;
 use crate::images::{self, PreparedImages};
 use crate::wire::Wire;
 
@@ -162,6 +166,90 @@ fn response_object(result: &ToolResult) -> Value {
     }
 }
 
+/// One streamed `GenerateContentResponse`.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Chunk<'a> {
+    #[serde(default)]
+    candidates: Vec<Candidate>,
+    usage_metadata: Option<WireUsage>,
+    prompt_feedback: Option<PromptFeedback>,
+    /// Set (non-null) on an error chunk; read again as JSON then.
+    error: Option<IgnoredAny>,
+    #[serde(borrow)]
+    object: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Candidate {
+    /// Absent on a chunk that only finishes (or was blocked).
+    content: Option<Content>,
+    finish_reason: Option<String>,
+    finish_message: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Content {
+    #[serde(default)]
+    parts: Vec<Part>,
+}
+
+/// A part: text (maybe a thought), a function call, or a kind Conduit does not read.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Part {
+    text: Option<String>,
+    thought: Option<bool>,
+    function_call: Option<FunctionCall>,
+    thought_signature: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct FunctionCall {
+    /// Gemini sends calls without ids (Conduit numbers those).
+    id: Option<String>,
+    name: String,
+    args: Option<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireUsage {
+    #[serde(default)]
+    prompt_token_count: u64,
+    #[serde(default)]
+    candidates_token_count: u64,
+    #[serde(default)]
+    thoughts_token_count: u64,
+    #[serde(default)]
+    cached_content_token_count: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PromptFeedback {
+    block_reason: Option<String>,
+    block_reason_message: Option<String>,
+}
+
+/// What a `finishReason` means. The decoder reads the reasons that cut an answer off
+/// as failures first (see [`cut_off_message`]).
+pub fn stop_reason(reason: &str) -> StopReason {
+    match reason {
+        "STOP" => StopReason::EndTurn,
+        "MAX_TOKENS" => StopReason::MaxTokens,
+        "SAFETY"
+        | "IMAGE_SAFETY"
+        | "PROHIBITED_CONTENT"
+        | "IMAGE_PROHIBITED_CONTENT"
+        | "BLOCKLIST"
+        | "SPII" => StopReason::Refusal,
+        // FINISH_REASON_UNSPECIFIED and reasons added later, in the provider's words.
+        other => StopReason::Other(other.to_owned()),
+    }
+}
+
 /// Decodes the SSE stream of `GenerateContentResponse` chunks. Function calls arrive
 /// whole; the stream ends by closing after a chunk with a `finishReason`.
 #[derive(Debug, Default)]
@@ -204,31 +292,24 @@ impl StreamDecoder for Decoder {
         _event: Option<&str>,
         data: &str,
     ) -> Result<Vec<ProviderEvent>, ProviderError> {
-        let value: Value = serde_json::from_str(data).map_err(|e| {
-            ProviderError::new(
-                ProviderErrorKind::Protocol,
-                format!("a chunk is not JSON ({e})"),
-            )
-        })?;
-        if error_body::is_error_chunk(&value) {
-            return Err(ProviderError::new(
-                ProviderErrorKind::Stream,
-                error_body::event_message(&value, data),
-            ));
+        let chunk: Chunk = decode::event(PROTOCOL, data)?;
+        if chunk.error.is_some() || chunk.object.as_deref() == Some("error") {
+            return Err(decode::stream_error_in(data));
         }
         let mut out = Vec::new();
-        if let Some(usage) = value.get("usageMetadata") {
-            let read = |key: &str| usage[key].as_u64().unwrap_or_default();
+        if let Some(usage) = chunk.usage_metadata {
             self.usage = Some(Usage {
-                input_tokens: read("promptTokenCount"),
-                output_tokens: read("candidatesTokenCount") + read("thoughtsTokenCount"),
-                cache_read_tokens: read("cachedContentTokenCount"),
-                reasoning_tokens: read("thoughtsTokenCount"),
+                input_tokens: usage.prompt_token_count,
+                output_tokens: usage.candidates_token_count + usage.thoughts_token_count,
+                cache_read_tokens: usage.cached_content_token_count,
+                reasoning_tokens: usage.thoughts_token_count,
             });
         }
-        if let Some(reason) = value["promptFeedback"]["blockReason"].as_str() {
-            let said = value["promptFeedback"]["blockReasonMessage"]
-                .as_str()
+        if let Some(feedback) = chunk.prompt_feedback
+            && let Some(reason) = feedback.block_reason
+        {
+            let said = feedback
+                .block_reason_message
                 .map(|message| format!(" ({message})"))
                 .unwrap_or_default();
             return Err(ProviderError::new(
@@ -236,46 +317,43 @@ impl StreamDecoder for Decoder {
                 format!("the prompt was blocked: {reason}{said}"),
             ));
         }
-        let candidate = &value["candidates"][0];
-        for part in candidate["content"]["parts"]
-            .as_array()
-            .into_iter()
-            .flatten()
-        {
-            if let Some(call) = part.get("functionCall") {
-                let name = call["name"].as_str().unwrap_or_default().to_owned();
-                let id = match call["id"].as_str() {
-                    Some(id) if !id.is_empty() => id.to_owned(),
+        let Some(candidate) = chunk.candidates.into_iter().next() else {
+            return Ok(out);
+        };
+        for part in candidate.content.into_iter().flat_map(|c| c.parts) {
+            if let Some(call) = part.function_call {
+                let id = match call.id {
+                    Some(id) if !id.is_empty() => id,
                     _ => format!("{LOCAL_ID_PREFIX}{}", self.calls),
                 };
                 self.calls += 1;
-                let arguments = match &call["args"] {
-                    Value::Null => Value::Object(Default::default()),
-                    args => args.clone(),
+                let arguments = match call.args {
+                    None | Some(Value::Null) => Value::Object(Default::default()),
+                    Some(args) => args,
                 };
                 out.push(ProviderEvent::ToolCallStarted {
                     id: id.clone(),
-                    name: name.clone(),
+                    name: call.name.clone(),
                 });
                 out.push(ProviderEvent::ToolCallDone {
                     id,
-                    name,
+                    name: call.name,
                     arguments: Ok(arguments),
-                    signature: part["thoughtSignature"].as_str().map(str::to_owned),
+                    signature: part.thought_signature,
                 });
-            } else if let Some(text) = part["text"].as_str().filter(|t| !t.is_empty()) {
-                if part["thought"].as_bool() == Some(true) {
-                    out.push(ProviderEvent::ReasoningDelta(text.to_owned()));
+            } else if let Some(text) = part.text.filter(|t| !t.is_empty()) {
+                if part.thought == Some(true) {
+                    out.push(ProviderEvent::ReasoningDelta(text));
                 } else {
-                    out.push(ProviderEvent::TextDelta(text.to_owned()));
+                    out.push(ProviderEvent::TextDelta(text));
                 }
             }
         }
-        if let Some(reason) = candidate["finishReason"].as_str() {
-            match reason {
+        if let Some(reason) = candidate.finish_reason {
+            match reason.as_str() {
                 "STOP" if self.calls > 0 => self.finish = Some(StopReason::ToolUse),
                 "STOP" | "MAX_TOKENS" | "FINISH_REASON_UNSPECIFIED" => {
-                    self.finish = Some(stop_reason(reason));
+                    self.finish = Some(stop_reason(&reason));
                 }
                 // SAFETY, RECITATION, MALFORMED_FUNCTION_CALL...: the service cut the
                 // answer off. The text of this chunk still counts; the failure ends the
@@ -283,7 +361,7 @@ impl StreamDecoder for Decoder {
                 blocked => {
                     self.cut_off = Some(ProviderError::new(
                         ProviderErrorKind::Stream,
-                        cut_off_message(blocked, candidate["finishMessage"].as_str()),
+                        cut_off_message(blocked, candidate.finish_message.as_deref()),
                     ));
                 }
             }

@@ -4,9 +4,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use conduit_core::provider::{
-    EventStream, ProviderError, ProviderErrorKind, ProviderEvent, StopReason,
-};
+use conduit_core::provider::{EventStream, ProviderError, ProviderErrorKind, ProviderEvent};
 use futures::StreamExt;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
@@ -536,17 +534,6 @@ fn json_kind(value: &Value) -> &'static str {
         Value::String(_) => "a string",
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
-    }
-}
-
-/// Maps a protocol's finish reason to the core's.
-pub fn stop_reason(reason: &str) -> StopReason {
-    match reason {
-        "end_turn" | "stop" | "STOP" | "stop_sequence" | "completed" => StopReason::EndTurn,
-        "tool_use" | "tool_calls" | "function_call" => StopReason::ToolUse,
-        "max_tokens" | "length" | "MAX_TOKENS" | "incomplete" => StopReason::MaxTokens,
-        "refusal" | "content_filter" | "SAFETY" => StopReason::Refusal,
-        other => StopReason::Other(other.to_owned()),
     }
 }
 

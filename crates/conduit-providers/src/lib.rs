@@ -7,6 +7,7 @@
 //! JSON and from stream events to [`ProviderEvent`]s, plus a client over [`http`].
 
 pub mod anthropic;
+mod decode;
 pub mod error_body;
 pub mod gemini;
 pub mod http;
@@ -117,6 +118,9 @@ mod test_support;
 
 #[cfg(test)]
 mod call_ids_tests;
+
+#[cfg(test)]
+mod wire_fields_tests;
 
 /// What Conduit assumes a model can do when nothing says otherwise.
 pub fn default_capabilities(

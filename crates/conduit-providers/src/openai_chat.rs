@@ -2,16 +2,20 @@
 //! Groq and Mistral: request building and stream decoding as pure functions, and the
 //! streaming client.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 
 use conduit_core::content::{Block, Message, ResultPart, Role};
 use conduit_core::provider::{
     ModelInfo, ModelRequest, ProviderError, ProviderErrorKind, ProviderEvent, StopReason, Usage,
 };
+use serde::Deserialize;
+use serde::de::IgnoredAny;
 use serde_json::{Value, json};
 
-use crate::error_body;
-use crate::http::{StreamDecoder, parse_arguments, stop_reason};
+use crate::decode;
+use crate::http::{StreamDecoder, parse_arguments};
 use crate::images::{self, PreparedImages};
 use crate::wire::Wire;
 use crate::wire::bearer;
@@ -169,6 +173,119 @@ fn join_lines(first: &str, second: &str) -> String {
     }
 }
 
+/// One streamed chunk. Compatible servers add fields of their own; those are ignored.
+#[derive(Deserialize)]
+struct Chunk<'a> {
+    /// Absent or empty on the final usage chunk and on Azure's prompt-filter chunk.
+    #[serde(default)]
+    choices: Vec<Choice>,
+    usage: Option<WireUsage>,
+    /// Set (non-null) on an error chunk, whatever its shape; read again as JSON then.
+    error: Option<IgnoredAny>,
+    #[serde(borrow)]
+    object: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    /// Some compatible servers send the finishing choice without a delta.
+    #[serde(default)]
+    delta: Delta,
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+struct Delta {
+    content: Option<DeltaContent>,
+    /// DeepSeek and several local servers stream reasoning beside the content.
+    reasoning_content: Option<String>,
+    reasoning: Option<String>,
+    tool_calls: Option<Vec<ToolCallDelta>>,
+}
+
+/// A delta's `content`: text, or (Mistral's reasoning models) a list of parts, whose
+/// `text` parts are the answer.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum DeltaContent {
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+impl DeltaContent {
+    fn into_text(self) -> String {
+        match self {
+            DeltaContent::Text(text) => text,
+            DeltaContent::Parts(parts) => parts
+                .into_iter()
+                .filter_map(|part| match part {
+                    ContentPart::Text { text } => Some(text),
+                    ContentPart::Other => None,
+                })
+                .collect(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ContentPart {
+    Text {
+        text: String,
+    },
+    /// `thinking` parts and kinds added later.
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+struct ToolCallDelta {
+    index: u64,
+    /// Sent on a call's first chunk; some compatible servers send none at all.
+    id: Option<String>,
+    function: Option<FunctionDelta>,
+}
+
+#[derive(Deserialize)]
+struct FunctionDelta {
+    /// Required on a call's first chunk (checked there), absent after.
+    name: Option<String>,
+    arguments: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireUsage {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+    prompt_tokens_details: Option<PromptDetails>,
+    completion_tokens_details: Option<CompletionDetails>,
+}
+
+#[derive(Deserialize)]
+struct PromptDetails {
+    cached_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct CompletionDetails {
+    reasoning_tokens: Option<u64>,
+}
+
+/// What a Chat Completions `finish_reason` means.
+pub fn stop_reason(reason: &str) -> StopReason {
+    match reason {
+        "stop" => StopReason::EndTurn,
+        // `function_call` is the deprecated single-function form.
+        "tool_calls" | "function_call" => StopReason::ToolUse,
+        "length" => StopReason::MaxTokens,
+        "content_filter" => StopReason::Refusal,
+        // OpenRouter's `error` and reasons added later, in the provider's words.
+        other => StopReason::Other(other.to_owned()),
+    }
+}
+
 #[derive(Debug, Default)]
 struct PendingCall {
     id: String,
@@ -210,6 +327,60 @@ impl Decoder {
         ));
         out
     }
+
+    fn tool_call(
+        &mut self,
+        call: ToolCallDelta,
+        data: &str,
+        out: &mut Vec<ProviderEvent>,
+    ) -> Result<(), ProviderError> {
+        let index = call.index;
+        let (name, arguments) = call
+            .function
+            .map_or((None, None), |f| (f.name, f.arguments));
+        let name = name.filter(|s| !s.is_empty());
+        let id = call.id.filter(|s| !s.is_empty());
+        let pending = match self.calls.entry(index) {
+            Entry::Occupied(entry) => {
+                let pending = entry.into_mut();
+                if let Some(name) = name {
+                    pending.name.push_str(&name);
+                }
+                pending
+            }
+            Entry::Vacant(entry) => {
+                let Some(name) = name else {
+                    return Err(decode::missing(
+                        PROTOCOL,
+                        "choices[].delta.tool_calls[].function.name",
+                        data,
+                    ));
+                };
+                // Some servers send no id: make one that is stable in the history.
+                let id = id.clone().unwrap_or_else(|| format!("call_{index}"));
+                out.push(ProviderEvent::ToolCallStarted {
+                    id: id.clone(),
+                    name: name.clone(),
+                });
+                entry.insert(PendingCall {
+                    id,
+                    name,
+                    arguments: String::new(),
+                })
+            }
+        };
+        if let Some(id) = id {
+            pending.id = id;
+        }
+        if let Some(arguments) = arguments.filter(|s| !s.is_empty()) {
+            pending.arguments.push_str(&arguments);
+            out.push(ProviderEvent::ToolCallDelta {
+                id: pending.id.clone(),
+                arguments,
+            });
+        }
+        Ok(())
+    }
 }
 
 impl StreamDecoder for Decoder {
@@ -221,79 +392,51 @@ impl StreamDecoder for Decoder {
         if data.trim() == "[DONE]" {
             return Ok(self.end());
         }
-        let value: Value = serde_json::from_str(data).map_err(|e| {
-            ProviderError::new(
-                ProviderErrorKind::Protocol,
-                format!("a chunk is not JSON ({e})"),
-            )
-        })?;
+        let chunk: Chunk = decode::event(PROTOCOL, data)?;
         // OpenAI and compatible servers (OpenRouter, Ollama, vLLM) report a failure
         // mid-answer as a chunk of its own, in several shapes.
-        if error_body::is_error_chunk(&value) {
-            return Err(ProviderError::new(
-                ProviderErrorKind::Stream,
-                error_body::event_message(&value, data),
-            ));
+        if chunk.error.is_some() || chunk.object.as_deref() == Some("error") {
+            return Err(decode::stream_error_in(data));
         }
         let mut out = Vec::new();
-        if let Some(usage) = value.get("usage").filter(|u| u.is_object()) {
+        if let Some(usage) = chunk.usage {
             self.usage = Some(Usage {
-                input_tokens: usage["prompt_tokens"].as_u64().unwrap_or_default(),
-                output_tokens: usage["completion_tokens"].as_u64().unwrap_or_default(),
-                cache_read_tokens: usage["prompt_tokens_details"]["cached_tokens"]
-                    .as_u64()
+                input_tokens: usage.prompt_tokens,
+                output_tokens: usage.completion_tokens,
+                cache_read_tokens: usage
+                    .prompt_tokens_details
+                    .and_then(|d| d.cached_tokens)
                     .unwrap_or_default(),
-                reasoning_tokens: usage["completion_tokens_details"]["reasoning_tokens"]
-                    .as_u64()
+                reasoning_tokens: usage
+                    .completion_tokens_details
+                    .and_then(|d| d.reasoning_tokens)
                     .unwrap_or_default(),
             });
         }
-        let Some(choice) = value["choices"].get(0) else {
+        let Some(choice) = chunk.choices.into_iter().next() else {
             return Ok(out);
         };
-        let delta = &choice["delta"];
-        // DeepSeek and several local servers stream reasoning beside the content.
-        for key in ["reasoning_content", "reasoning"] {
-            if let Some(text) = delta[key].as_str().filter(|t| !t.is_empty()) {
-                out.push(ProviderEvent::ReasoningDelta(text.to_owned()));
+        let delta = choice.delta;
+        for text in [delta.reasoning_content, delta.reasoning]
+            .into_iter()
+            .flatten()
+        {
+            if !text.is_empty() {
+                out.push(ProviderEvent::ReasoningDelta(text));
             }
         }
-        if let Some(text) = delta["content"].as_str().filter(|t| !t.is_empty()) {
-            out.push(ProviderEvent::TextDelta(text.to_owned()));
+        if let Some(text) = delta
+            .content
+            .map(DeltaContent::into_text)
+            .filter(|t| !t.is_empty())
+        {
+            out.push(ProviderEvent::TextDelta(text));
         }
-        if let Some(calls) = delta["tool_calls"].as_array() {
-            for (position, call) in calls.iter().enumerate() {
-                let index = call["index"].as_u64().unwrap_or(position as u64);
-                let pending = self.calls.entry(index).or_default();
-                let function = &call["function"];
-                let is_new = pending.id.is_empty() && pending.name.is_empty();
-                if let Some(id) = call["id"].as_str().filter(|s| !s.is_empty()) {
-                    pending.id = id.to_owned();
-                }
-                if let Some(name) = function["name"].as_str().filter(|s| !s.is_empty()) {
-                    pending.name.push_str(name);
-                }
-                if is_new {
-                    if pending.id.is_empty() {
-                        // Some servers send no id: make one that is stable in the history.
-                        pending.id = format!("call_{index}");
-                    }
-                    out.push(ProviderEvent::ToolCallStarted {
-                        id: pending.id.clone(),
-                        name: pending.name.clone(),
-                    });
-                }
-                if let Some(arguments) = function["arguments"].as_str().filter(|s| !s.is_empty()) {
-                    pending.arguments.push_str(arguments);
-                    out.push(ProviderEvent::ToolCallDelta {
-                        id: pending.id.clone(),
-                        arguments: arguments.to_owned(),
-                    });
-                }
-            }
+        for call in delta.tool_calls.into_iter().flatten() {
+            self.tool_call(call, data, &mut out)?;
         }
-        if let Some(reason) = choice["finish_reason"].as_str() {
-            self.finish = Some(stop_reason(reason));
+        if let Some(reason) = choice.finish_reason {
+            self.finish = Some(stop_reason(&reason));
             out.extend(self.flush_calls());
         }
         Ok(out)

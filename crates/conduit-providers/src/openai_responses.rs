@@ -8,9 +8,10 @@ use conduit_core::content::{Block, Message, ResultPart, Role};
 use conduit_core::provider::{
     ModelInfo, ModelRequest, ProviderError, ProviderErrorKind, ProviderEvent, StopReason, Usage,
 };
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::error_body;
+use crate::decode;
 use crate::http::{StreamDecoder, parse_arguments};
 use crate::images::{self, PreparedImages};
 use crate::openai_chat;
@@ -151,10 +152,105 @@ fn assistant_items(message: &Message, input: &mut Vec<Value>) {
     }
 }
 
+/// The Responses stream's events that Conduit reads. The service documents that new event
+/// and item types may appear; those are ignored.
+#[derive(Deserialize)]
+#[serde(tag = "type")]
+enum Event {
+    #[serde(rename = "response.output_text.delta")]
+    OutputTextDelta { delta: String },
+    #[serde(rename = "response.reasoning_summary_text.delta")]
+    ReasoningSummaryDelta { delta: String },
+    #[serde(rename = "response.reasoning_text.delta")]
+    ReasoningTextDelta { delta: String },
+    #[serde(rename = "response.output_item.added")]
+    OutputItemAdded { item: Item },
+    #[serde(rename = "response.function_call_arguments.delta")]
+    ArgumentsDelta { item_id: String, delta: String },
+    #[serde(rename = "response.function_call_arguments.done")]
+    ArgumentsDone { item_id: String, arguments: String },
+    #[serde(rename = "response.output_item.done")]
+    OutputItemDone { item: Item },
+    #[serde(rename = "response.completed")]
+    Completed { response: Response },
+    #[serde(rename = "response.incomplete")]
+    Incomplete { response: Response },
+    /// A failure mid-answer: `response.failed` carries it at `response.error`, the
+    /// `error` event nested under `error` (as the service sends it) or flat (as it is
+    /// documented). Both read the same way.
+    #[serde(rename = "response.failed")]
+    Failed,
+    #[serde(rename = "error")]
+    Error,
+    #[serde(other)]
+    Unknown,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Item {
+    FunctionCall {
+        /// The output item's id; documented as optional on function calls.
+        id: Option<String>,
+        call_id: String,
+        name: String,
+        /// Empty when the item is added, whole when it is done.
+        arguments: Option<String>,
+    },
+    Reasoning {
+        id: Option<String>,
+        encrypted_content: Option<String>,
+    },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+struct Response {
+    status: String,
+    incomplete_details: Option<IncompleteDetails>,
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize)]
+struct IncompleteDetails {
+    reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireUsage {
+    input_tokens: u64,
+    output_tokens: u64,
+    input_tokens_details: Option<InputDetails>,
+    output_tokens_details: Option<OutputDetails>,
+}
+
+#[derive(Deserialize)]
+struct InputDetails {
+    #[serde(default)]
+    cached_tokens: u64,
+}
+
+#[derive(Deserialize)]
+struct OutputDetails {
+    #[serde(default)]
+    reasoning_tokens: u64,
+}
+
+/// What an `incomplete_details.reason` means (a completed response ends the turn, or
+/// asks for tools when it made calls).
+pub fn stop_reason(reason: &str) -> StopReason {
+    match reason {
+        "max_output_tokens" => StopReason::MaxTokens,
+        "content_filter" => StopReason::Refusal,
+        // A reason added later, in the provider's words.
+        other => StopReason::Other(other.to_owned()),
+    }
+}
+
 #[derive(Debug)]
 struct PendingCall {
     call_id: String,
-    name: String,
     arguments: String,
 }
 
@@ -173,38 +269,31 @@ impl StreamDecoder for Decoder {
         _event: Option<&str>,
         data: &str,
     ) -> Result<Vec<ProviderEvent>, ProviderError> {
-        let value: Value = serde_json::from_str(data).map_err(|e| {
-            ProviderError::new(
-                ProviderErrorKind::Protocol,
-                format!("an event is not JSON ({e})"),
-            )
-        })?;
-        let text = |key: &str| value[key].as_str().unwrap_or_default().to_owned();
         let mut out = Vec::new();
-        match value["type"].as_str().unwrap_or_default() {
-            "response.output_text.delta" => out.push(ProviderEvent::TextDelta(text("delta"))),
-            "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
-                out.push(ProviderEvent::ReasoningDelta(text("delta")));
+        match decode::event::<Event>(PROTOCOL, data)? {
+            Event::OutputTextDelta { delta } => out.push(ProviderEvent::TextDelta(delta)),
+            Event::ReasoningSummaryDelta { delta } | Event::ReasoningTextDelta { delta } => {
+                out.push(ProviderEvent::ReasoningDelta(delta));
             }
-            "response.output_item.added" => {
-                let item = &value["item"];
-                if item["type"] == "function_call" {
-                    let call = PendingCall {
-                        call_id: item["call_id"].as_str().unwrap_or_default().to_owned(),
-                        name: item["name"].as_str().unwrap_or_default().to_owned(),
-                        arguments: String::new(),
-                    };
-                    out.push(ProviderEvent::ToolCallStarted {
-                        id: call.call_id.clone(),
-                        name: call.name.clone(),
-                    });
-                    let item_id = item["id"].as_str().unwrap_or_default().to_owned();
-                    self.calls.insert(item_id, call);
-                }
+            Event::OutputItemAdded {
+                item:
+                    Item::FunctionCall {
+                        id, call_id, name, ..
+                    },
+            } => {
+                out.push(ProviderEvent::ToolCallStarted {
+                    id: call_id.clone(),
+                    name,
+                });
+                let call = PendingCall {
+                    call_id,
+                    arguments: String::new(),
+                };
+                self.calls.insert(id.unwrap_or_default(), call);
             }
-            "response.function_call_arguments.delta" => {
-                if let Some(call) = self.calls.get_mut(&text("item_id")) {
-                    let delta = text("delta");
+            Event::OutputItemAdded { .. } => {}
+            Event::ArgumentsDelta { item_id, delta } => {
+                if let Some(call) = self.calls.get_mut(&item_id) {
                     call.arguments.push_str(&delta);
                     out.push(ProviderEvent::ToolCallDelta {
                         id: call.call_id.clone(),
@@ -212,54 +301,49 @@ impl StreamDecoder for Decoder {
                     });
                 }
             }
-            "response.function_call_arguments.done" => {
-                if let Some(call) = self.calls.get_mut(&text("item_id")) {
-                    call.arguments = text("arguments");
+            Event::ArgumentsDone { item_id, arguments } => {
+                if let Some(call) = self.calls.get_mut(&item_id) {
+                    call.arguments = arguments;
                 }
             }
-            "response.output_item.done" => {
-                let item = &value["item"];
-                match item["type"].as_str().unwrap_or_default() {
-                    "function_call" => {
-                        let item_id = item["id"].as_str().unwrap_or_default();
-                        let pending = self.calls.remove(item_id);
-                        let arguments = item["arguments"]
-                            .as_str()
-                            .map(str::to_owned)
-                            .or_else(|| pending.as_ref().map(|p| p.arguments.clone()))
-                            .unwrap_or_default();
-                        let call_id = item["call_id"].as_str().map(str::to_owned);
-                        let name = item["name"].as_str().map(str::to_owned);
-                        self.saw_call = true;
-                        out.push(ProviderEvent::ToolCallDone {
-                            id: call_id
-                                .or_else(|| pending.as_ref().map(|p| p.call_id.clone()))
-                                .unwrap_or_default(),
-                            name: name
-                                .or_else(|| pending.as_ref().map(|p| p.name.clone()))
-                                .unwrap_or_default(),
-                            arguments: parse_arguments(&arguments),
-                            signature: None,
-                        });
-                    }
-                    "reasoning" => out.push(ProviderEvent::ReasoningDone {
+            Event::OutputItemDone { item } => match item {
+                Item::FunctionCall {
+                    id,
+                    call_id,
+                    name,
+                    arguments,
+                } => {
+                    let pending = self.calls.remove(id.as_deref().unwrap_or_default());
+                    let arguments = arguments
+                        .or_else(|| pending.map(|p| p.arguments))
+                        .unwrap_or_default();
+                    self.saw_call = true;
+                    out.push(ProviderEvent::ToolCallDone {
+                        id: call_id,
+                        name,
+                        arguments: parse_arguments(&arguments),
                         signature: None,
-                        encrypted: item["encrypted_content"].as_str().map(str::to_owned),
-                        id: item["id"].as_str().map(str::to_owned),
-                    }),
-                    _ => {}
+                    });
                 }
-            }
-            "response.completed" | "response.incomplete" => {
-                let response = &value["response"];
-                out.push(ProviderEvent::Usage(read_usage(&response["usage"])));
-                let reason = if response["status"] == "incomplete" {
-                    match response["incomplete_details"]["reason"].as_str() {
-                        Some("content_filter") => StopReason::Refusal,
-                        Some("max_output_tokens") | None => StopReason::MaxTokens,
-                        // A reason added later, in the provider's words.
-                        Some(other) => StopReason::Other(other.to_owned()),
-                    }
+                Item::Reasoning {
+                    id,
+                    encrypted_content,
+                } => out.push(ProviderEvent::ReasoningDone {
+                    signature: None,
+                    encrypted: encrypted_content,
+                    id,
+                }),
+                Item::Other => {}
+            },
+            Event::Completed { response } | Event::Incomplete { response } => {
+                out.push(ProviderEvent::Usage(
+                    response.usage.map(usage).unwrap_or_default(),
+                ));
+                let reason = if response.status == "incomplete" {
+                    response
+                        .incomplete_details
+                        .and_then(|details| details.reason)
+                        .map_or(StopReason::MaxTokens, |reason| stop_reason(&reason))
                 } else if self.saw_call {
                     StopReason::ToolUse
                 } else {
@@ -268,16 +352,8 @@ impl StreamDecoder for Decoder {
                 self.done = true;
                 out.push(ProviderEvent::Stop(reason));
             }
-            // A failure mid-answer: `response.failed` carries it at `response.error`, the
-            // `error` event nested under `error` (as the service sends it) or flat (as
-            // it is documented). Both read the same way.
-            "response.failed" | "error" => {
-                return Err(ProviderError::new(
-                    ProviderErrorKind::Stream,
-                    error_body::event_message(&value, data),
-                ));
-            }
-            _ => {}
+            Event::Failed | Event::Error => return Err(decode::stream_error_in(data)),
+            Event::Unknown => {}
         }
         Ok(out)
     }
@@ -293,16 +369,14 @@ impl StreamDecoder for Decoder {
     }
 }
 
-fn read_usage(usage: &Value) -> Usage {
+fn usage(usage: WireUsage) -> Usage {
     Usage {
-        input_tokens: usage["input_tokens"].as_u64().unwrap_or_default(),
-        output_tokens: usage["output_tokens"].as_u64().unwrap_or_default(),
-        cache_read_tokens: usage["input_tokens_details"]["cached_tokens"]
-            .as_u64()
-            .unwrap_or_default(),
-        reasoning_tokens: usage["output_tokens_details"]["reasoning_tokens"]
-            .as_u64()
-            .unwrap_or_default(),
+        input_tokens: usage.input_tokens,
+        output_tokens: usage.output_tokens,
+        cache_read_tokens: usage.input_tokens_details.map_or(0, |d| d.cached_tokens),
+        reasoning_tokens: usage
+            .output_tokens_details
+            .map_or(0, |d| d.reasoning_tokens),
     }
 }
 
