@@ -240,7 +240,9 @@ enum ContentPart {
 
 #[derive(Deserialize)]
 struct ToolCallDelta {
-    index: u64,
+    /// Documented as required, but Gemini's OpenAI-compatible endpoint has been seen to
+    /// leave it out: the call's position in the chunk stands in for it then.
+    index: Option<u64>,
     /// Sent on a call's first chunk; some compatible servers send none at all.
     id: Option<String>,
     function: Option<FunctionDelta>,
@@ -331,10 +333,11 @@ impl Decoder {
     fn tool_call(
         &mut self,
         call: ToolCallDelta,
+        position: u64,
         data: &str,
         out: &mut Vec<ProviderEvent>,
     ) -> Result<(), ProviderError> {
-        let index = call.index;
+        let index = call.index.unwrap_or(position);
         let (name, arguments) = call
             .function
             .map_or((None, None), |f| (f.name, f.arguments));
@@ -432,8 +435,8 @@ impl StreamDecoder for Decoder {
         {
             out.push(ProviderEvent::TextDelta(text));
         }
-        for call in delta.tool_calls.into_iter().flatten() {
-            self.tool_call(call, data, &mut out)?;
+        for (position, call) in (0u64..).zip(delta.tool_calls.into_iter().flatten()) {
+            self.tool_call(call, position, data, &mut out)?;
         }
         if let Some(reason) = choice.finish_reason {
             self.finish = Some(stop_reason(&reason));

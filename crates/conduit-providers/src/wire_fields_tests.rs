@@ -161,8 +161,6 @@ fn chat_errors(sse: &str) -> String {
 fn chat_required_fields_missing_are_errors_naming_them() {
     let no_name = "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_abc\",\"type\":\"function\",\"function\":{\"arguments\":\"{}\"}}]},\"finish_reason\":null}]}\n\n";
     assert_names(&chat_errors(no_name), "function.name");
-    let no_index = "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"id\":\"call_abc\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":\"\"}}]},\"finish_reason\":null}]}\n\n";
-    assert_names(&chat_errors(no_index), "`index`");
     let not_json = "data: {\"choices\":[\n\n";
     assert!(chat_errors(not_json).contains("not JSON"));
 }
@@ -187,6 +185,35 @@ data: [DONE]\n\n";
     assert_eq!(
         events.last(),
         Some(&ProviderEvent::Stop(StopReason::ToolUse))
+    );
+}
+
+/// Gemini's OpenAI-compatible endpoint has been seen to send whole calls without
+/// `index`: each call's position in the chunk stands in for it.
+#[test]
+fn chat_calls_without_an_index_take_their_position_in_the_chunk() {
+    let sse = "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"id\":\"a\",\"type\":\"function\",\"function\":{\"name\":\"first\",\"arguments\":\"{}\"}},{\"id\":\"b\",\"type\":\"function\",\"function\":{\"name\":\"second\",\"arguments\":\"{\\\"x\\\":1}\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\n\
+data: [DONE]\n\n";
+    let events = all_ok(replay(&mut openai_chat::Decoder::default(), sse));
+    let done: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            ProviderEvent::ToolCallDone {
+                id,
+                name,
+                arguments,
+                ..
+            } => Some((id.clone(), name.clone(), arguments.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        done,
+        vec![
+            ("a".to_owned(), "first".to_owned(), Ok(json!({}))),
+            ("b".to_owned(), "second".to_owned(), Ok(json!({"x": 1}))),
+        ],
+        "{events:?}"
     );
 }
 
