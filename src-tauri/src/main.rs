@@ -3,6 +3,8 @@
 #![cfg_attr(not(debug_assertions), windows_subsystem = "windows")]
 
 #[cfg(test)]
+mod bindings_tests;
+#[cfg(test)]
 mod command_list;
 mod commands;
 #[cfg(test)]

@@ -36,6 +36,8 @@ const info: AppInfo = {
     configDir: "/home/test/.config/conduit",
     settingsFile: "/home/test/.config/conduit/settings.json",
     mcpConfigFile: "/home/test/.config/conduit/mcp_servers.json",
+    databaseFile: "/home/test/.local/share/conduit/conduit.db",
+    mediaDir: "/home/test/.local/share/conduit/media",
     logDir: "/home/test/.local/share/conduit/logs",
     logFile: "/home/test/.local/share/conduit/logs/conduit.log",
   },

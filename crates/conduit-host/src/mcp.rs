@@ -117,7 +117,7 @@ pub fn as_object(value: Value) -> Result<Map<String, Value>, HostMcpError> {
 }
 
 /// The `mcpServers` file as the settings screen shows it.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub struct McpFile {
     pub path: String,
@@ -130,19 +130,20 @@ pub struct McpFile {
     pub problem: Option<TextProblem>,
 }
 
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub struct McpFileServer {
     pub name: String,
     pub disabled: bool,
     /// The entry as written, unknown fields included.
+    #[ts(type = "Record<string, unknown>")]
     pub entry: Value,
     /// Why the entry cannot start, if it cannot.
     pub problem: Option<String>,
 }
 
 /// A problem with the file's text, with where it is when it is a JSON syntax error.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub struct TextProblem {
     pub message: String,
@@ -174,14 +175,29 @@ impl From<&ConfigError> for TextProblem {
 }
 
 /// A change the settings screen makes to the file.
-#[derive(Debug, Clone, serde::Deserialize)]
+#[derive(Debug, Clone, serde::Deserialize, ts_rs::TS)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum McpEdit {
-    Add { name: String, entry: Value },
-    Update { name: String, entry: Value },
-    Remove { name: String },
-    SetDisabled { name: String, disabled: bool },
-    Replace { text: String },
+    Add {
+        name: String,
+        #[ts(type = "Record<string, unknown>")]
+        entry: Value,
+    },
+    Update {
+        name: String,
+        #[ts(type = "Record<string, unknown>")]
+        entry: Value,
+    },
+    Remove {
+        name: String,
+    },
+    SetDisabled {
+        name: String,
+        disabled: bool,
+    },
+    Replace {
+        text: String,
+    },
 }
 
 /// What a new file starts as.
@@ -206,14 +222,14 @@ pub enum McpEditError {
 pub type Confirm<'a> = &'a (dyn Fn(&str) -> bool + Sync);
 
 /// A server to import from another app's file, and the name to give it here.
-#[derive(Debug, Clone, serde::Deserialize)]
+#[derive(Debug, Clone, serde::Deserialize, ts_rs::TS)]
 pub struct ImportPick {
     pub name: String,
     pub target: String,
 }
 
 /// A known config file of another app, as the window lists it.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub struct ImportFile {
     #[serde(flatten)]

@@ -366,9 +366,10 @@ pub fn check_text(path: &Path, text: &str) -> Result<(), ConfigError> {
 }
 
 /// A server found in another app's config file, and why it cannot be imported, if so.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, ts_rs::TS)]
 pub struct ImportCandidate {
     pub name: String,
+    #[ts(type = "Record<string, unknown>")]
     pub entry: Value,
     pub problem: Option<String>,
 }

@@ -6,6 +6,7 @@ import type {
   Decision,
   ImportCandidate,
   ImportFile,
+  ImportPick,
   ImportSource,
   LocalProvider,
   McpEdit,
@@ -14,6 +15,7 @@ import type {
   MediaRef,
   ProviderInput,
   ProviderSummary,
+  SendRequest,
   SearchHit,
   Started,
   StoredMessage,
@@ -68,15 +70,6 @@ export function detectLocalProviders(): Promise<LocalProvider[]> {
 /** Saves a local model server found on this machine as a provider (no key needed). */
 export function addLocalProvider(provider: LocalProvider): Promise<void> {
   return invoke("add_local_provider", { provider });
-}
-
-export interface SendRequest {
-  conversation: string | null;
-  text: string;
-  /** Hashes of images stored with storeAttachment. */
-  attachments: string[];
-  provider: string;
-  model: string | null;
 }
 
 /** Starts a turn; its events go to `onEvent` until one of type `ended`. */
@@ -169,7 +162,7 @@ export function mcpImportCandidates(source: ImportSource): Promise<ImportCandida
 export function importMcpServers(
   version: string | null,
   source: ImportSource,
-  picks: { name: string; target: string }[],
+  picks: ImportPick[],
 ): Promise<McpFile> {
   return invoke<McpFile>("import_mcp_servers", { version, source, picks });
 }
