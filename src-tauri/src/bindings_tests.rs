@@ -23,12 +23,20 @@ use conduit_host::store::{Conversation, MessageStatus, SearchHit, StoredMessage}
 use conduit_host::{AppInfo, Paths};
 use ts_rs::{Config, TS};
 
+use crate::command_list::{self, Command};
 use crate::commands::ImportSource;
+
+fn commands() -> Vec<Command> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("commands.list");
+    let text =
+        std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
+    command_list::parse(&text).unwrap_or_else(|err| panic!("{err}"))
+}
 
 const HEADER: &str = "// Generated from the Rust types by src-tauri/src/bindings_tests.rs: do not edit.\n\
 // Regenerate with `UPDATE_BINDINGS=1 cargo test --workspace bindings`.\n";
 
-/// One `export type` per type, in this order.
+/// The command names, then one `export type` per type, in this order.
 fn generate() -> String {
     // The window's numbers (ids, sizes, times in ms) all fit a JavaScript number.
     let config = Config::new().with_large_int("number");
@@ -80,6 +88,11 @@ fn generate() -> String {
         ServerTools::decl(&config),
     ];
     let mut out = String::from(HEADER);
+    out.push_str("\n/** The commands of src-tauri/commands.list. */\nexport type CommandName =");
+    for command in commands() {
+        out.push_str(&format!("\n  | \"{}\"", command.name));
+    }
+    out.push_str(";\n");
     for declaration in declarations {
         out.push('\n');
         out.push_str("export ");

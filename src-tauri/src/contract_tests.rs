@@ -14,12 +14,12 @@ fn listed() -> Vec<Command> {
     command_list::parse(&crate_file("commands.list")).unwrap_or_else(|err| panic!("{err}"))
 }
 
-/// The names the UI passes to `invoke(...)`.
+/// The names the UI passes to `command(...)`, api.ts's one caller of `invoke`.
 fn invoked_in(source: &str) -> BTreeSet<String> {
     let mut names = BTreeSet::new();
-    for (at, _) in source.match_indices("invoke") {
-        let rest = &source[at + "invoke".len()..];
-        // `invoke("name"` or `invoke<Type>("name"`.
+    for (at, _) in source.match_indices("command") {
+        let rest = &source[at + "command".len()..];
+        // `command("name"` or `command<Type>("name"`.
         let rest = match rest.strip_prefix('<') {
             Some(generic) => generic.split_once(">(").map_or("", |(_, after)| after),
             None => rest.strip_prefix('(').unwrap_or(""),
@@ -74,7 +74,7 @@ fn the_ui_invokes_exactly_the_listed_commands() {
 
 #[test]
 fn the_invoke_scan_reads_plain_and_typed_calls() {
-    let names = invoked_in(r#"invoke("a_b"); invoke<string | null>("c", { x }); invoke(name)"#);
+    let names = invoked_in(r#"command("a_b"); command<string | null>("c", { x }); command(name)"#);
     assert_eq!(names, BTreeSet::from(["a_b".to_owned(), "c".to_owned()]));
 }
 

@@ -1,6 +1,46 @@
 // Generated from the Rust types by src-tauri/src/bindings_tests.rs: do not edit.
 // Regenerate with `UPDATE_BINDINGS=1 cargo test --workspace bindings`.
 
+/** The commands of src-tauri/commands.list. */
+export type CommandName =
+  | "app_info"
+  | "list_conversations"
+  | "search_history"
+  | "load_messages"
+  | "rename_conversation"
+  | "delete_conversation"
+  | "list_providers"
+  | "provider_models"
+  | "detect_local_providers"
+  | "add_local_provider"
+  | "send_message"
+  | "stop_turn"
+  | "answer_approval"
+  | "store_attachment"
+  | "mcp_servers"
+  | "open_external"
+  | "open_settings"
+  | "save_provider"
+  | "remove_provider"
+  | "mcp_file"
+  | "edit_mcp_file"
+  | "reveal_mcp_file"
+  | "check_mcp_text"
+  | "mcp_import_files"
+  | "pick_mcp_import_file"
+  | "mcp_import_candidates"
+  | "import_mcp_servers"
+  | "mcp_server_tools"
+  | "restart_mcp_server"
+  | "set_tool_enabled"
+  | "set_tool_policy"
+  | "set_server_policy"
+  | "open_folder"
+  | "open_media"
+  | "copy_image"
+  | "save_image"
+  | "clipboard_image";
+
 export type Paths = { 
 /**
  * Database, media and logs.
