@@ -1,46 +1,40 @@
 //! Builds the Tauri context from the top-level `tauri.conf.json`, with permissions for
-//! exactly the app's own commands.
+//! exactly the app's own commands, and the invoke handler, both from `commands.list`.
+
+#[path = "src/command_list.rs"]
+mod command_list;
+
+use std::path::PathBuf;
 
 fn main() {
-    let manifest = tauri_build::AppManifest::new().commands(&[
-        "app_info",
-        "list_conversations",
-        "search_history",
-        "load_messages",
-        "rename_conversation",
-        "delete_conversation",
-        "list_providers",
-        "provider_models",
-        "detect_local_providers",
-        "add_local_provider",
-        "send_message",
-        "stop_turn",
-        "answer_approval",
-        "store_attachment",
-        "mcp_servers",
-        "open_external",
-        "open_settings",
-        "save_provider",
-        "remove_provider",
-        "mcp_file",
-        "edit_mcp_file",
-        "reveal_mcp_file",
-        "check_mcp_text",
-        "mcp_import_files",
-        "pick_mcp_import_file",
-        "mcp_import_candidates",
-        "import_mcp_servers",
-        "mcp_server_tools",
-        "restart_mcp_server",
-        "set_tool_enabled",
-        "set_tool_policy",
-        "set_server_policy",
-        "open_folder",
-        "open_media",
-        "copy_image",
-        "save_image",
-        "clipboard_image",
-    ]);
+    println!("cargo:rerun-if-changed=commands.list");
+    println!("cargo:rerun-if-changed=src/command_list.rs");
+    let commands = match std::fs::read_to_string("commands.list")
+        .map_err(|err| format!("commands.list: {err}"))
+        .and_then(|text| command_list::parse(&text))
+    {
+        Ok(commands) => commands,
+        Err(err) => {
+            println!("cargo:warning={err}");
+            std::process::exit(1);
+        }
+    };
+    let Some(out_dir) = std::env::var_os("OUT_DIR").map(PathBuf::from) else {
+        println!("cargo:warning=OUT_DIR is not set");
+        std::process::exit(1);
+    };
+    let handler = out_dir.join("invoke_handler.rs");
+    if let Err(err) = std::fs::write(&handler, command_list::handler_expression(&commands)) {
+        println!("cargo:warning={}: {err}", handler.display());
+        std::process::exit(1);
+    }
+
+    // tauri-build keeps the names for the whole build: a build script may leak them.
+    let names: Vec<&'static str> = commands
+        .into_iter()
+        .map(|c| &*Box::leak(c.name.into_boxed_str()))
+        .collect();
+    let manifest = tauri_build::AppManifest::new().commands(Box::leak(names.into_boxed_slice()));
     let attributes = tauri_build::Attributes::new()
         .config_path("../tauri.conf.json")
         .app_manifest(manifest)

@@ -298,7 +298,7 @@ pub fn check_mcp_text(
 }
 
 /// A config file to import from: a known one by id, or the one the user picked.
-#[derive(Debug, Clone, serde::Deserialize)]
+#[derive(Debug, Clone, serde::Deserialize, ts_rs::TS)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ImportSource {
     Known { id: String },

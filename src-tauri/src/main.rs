@@ -2,7 +2,13 @@
 
 #![cfg_attr(not(debug_assertions), windows_subsystem = "windows")]
 
+#[cfg(test)]
+mod bindings_tests;
+#[cfg(test)]
+mod command_list;
 mod commands;
+#[cfg(test)]
+mod contract_tests;
 mod media;
 mod native;
 
@@ -71,45 +77,8 @@ fn main() -> std::process::ExitCode {
             tauri::async_runtime::spawn(mcp_events(app, handle));
             Ok(())
         })
-        .invoke_handler(tauri::generate_handler![
-            commands::app_info,
-            commands::list_conversations,
-            commands::search_history,
-            commands::load_messages,
-            commands::rename_conversation,
-            commands::delete_conversation,
-            commands::list_providers,
-            commands::provider_models,
-            commands::detect_local_providers,
-            commands::add_local_provider,
-            commands::send_message,
-            commands::stop_turn,
-            commands::answer_approval,
-            commands::store_attachment,
-            commands::mcp_servers,
-            commands::open_external,
-            commands::open_settings,
-            commands::save_provider,
-            commands::remove_provider,
-            commands::mcp_file,
-            commands::edit_mcp_file,
-            commands::reveal_mcp_file,
-            commands::check_mcp_text,
-            commands::mcp_import_files,
-            commands::pick_mcp_import_file,
-            commands::mcp_import_candidates,
-            commands::import_mcp_servers,
-            commands::mcp_server_tools,
-            commands::restart_mcp_server,
-            commands::set_tool_enabled,
-            commands::set_tool_policy,
-            commands::set_server_policy,
-            commands::open_folder,
-            commands::open_media,
-            media::copy_image,
-            media::save_image,
-            media::clipboard_image,
-        ])
+        // Every command in commands.list, which also feeds the app manifest (build.rs).
+        .invoke_handler(include!(concat!(env!("OUT_DIR"), "/invoke_handler.rs")))
         .build(tauri_context());
     let app = match built {
         Ok(app) => app,

@@ -20,7 +20,7 @@ use crate::tool::{Progress, ToolContext, ToolRegistry, ToolSpec};
 
 /// What the loop reports while it runs, in order. Frontends render these; `--json`
 /// prints them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum AgentEvent {
     /// A model request starts (1 for the first, 2 after the first tool results, ...).

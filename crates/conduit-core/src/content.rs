@@ -5,7 +5,7 @@ use serde_json::Value;
 
 /// Who wrote a message. Tool results travel in their own `Tool` message right after the
 /// assistant message whose calls they answer; each protocol maps that to its own form.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     User,
@@ -15,7 +15,7 @@ pub enum Role {
 
 /// A stored media file (image or audio), referenced by its content hash. Bytes never
 /// travel inside messages; providers and the window load them from the media store.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, ts_rs::TS)]
 pub struct MediaRef {
     /// Hex SHA-256 of the bytes.
     pub hash: String,
@@ -29,7 +29,7 @@ pub struct MediaRef {
 }
 
 /// One piece of a message.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Block {
     Text {
@@ -76,7 +76,7 @@ impl Block {
 }
 
 /// A model's request to run a tool.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct ToolCall {
     /// Conduit's own id for the call, unique in the conversation: every event, result,
     /// approval and window state names the call by it. (In conversations saved before
@@ -91,6 +91,7 @@ pub struct ToolCall {
     /// The exposed name the model called.
     pub name: String,
     /// The arguments as the model wrote them, parsed; `{}` when it wrote none.
+    #[ts(type = "unknown")]
     pub arguments: Value,
     /// A provider's opaque token that must be sent back with the call (Gemini's
     /// `thoughtSignature`).
@@ -114,7 +115,7 @@ impl ToolCall {
 }
 
 /// Where a tool comes from: an MCP server and the tool's own name on it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, ts_rs::TS)]
 pub struct ToolOrigin {
     pub server: String,
     pub tool: String,
@@ -159,7 +160,7 @@ fn cut_note(dropped: usize) -> String {
 }
 
 /// The outcome of one tool call. Every call gets exactly one.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct ToolResult {
     /// The call's [`ToolCall::id`].
     pub call_id: String,
@@ -276,7 +277,7 @@ impl ToolResult {
 }
 
 /// One piece of a tool's result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ResultPart {
     Text {
@@ -310,6 +311,7 @@ pub enum ResultPart {
     },
     /// Structured JSON content (MCP `structuredContent`).
     Structured {
+        #[ts(type = "unknown")]
         value: Value,
     },
     /// Text over [`LONG_TEXT`] (or structured content that large, as JSON): its start,
@@ -335,7 +337,7 @@ impl ResultPart {
 }
 
 /// A message: who wrote it and its blocks, in order.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct Message {
     pub role: Role,
     pub blocks: Vec<Block>,

@@ -58,7 +58,7 @@ pub struct ModelRequest {
 }
 
 /// Token counts of one model response.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub struct Usage {
     pub input_tokens: u64,
@@ -80,7 +80,7 @@ impl Usage {
 }
 
 /// Why the model stopped.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
     EndTurn,
@@ -134,7 +134,7 @@ pub enum ProviderEvent {
 }
 
 /// What kind of failure a provider reported.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "snake_case")]
 pub enum ProviderErrorKind {
     /// 400, 404, 413 and other requests the provider will not take as they are.
@@ -161,7 +161,7 @@ pub enum ProviderErrorKind {
 }
 
 /// A provider's failure, with the provider's own message.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error, ts_rs::TS)]
 #[error("{}", self.describe())]
 pub struct ProviderError {
     pub kind: ProviderErrorKind,
@@ -174,6 +174,7 @@ pub struct ProviderError {
         skip_serializing_if = "Option::is_none",
         with = "duration_millis"
     )]
+    #[ts(type = "number")]
     pub retry_after: Option<Duration>,
 }
 

@@ -29,7 +29,7 @@ pub struct ToolSpec {
 
 /// Hints a tool gives about its behaviour (MCP's annotations): shown to the user,
 /// never trusted for a decision.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolAnnotations {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -66,7 +66,7 @@ impl ToolOutput {
 }
 
 /// Progress a running tool reports (MCP progress notifications).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct Progress {
     pub progress: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]

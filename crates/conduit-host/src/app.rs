@@ -22,7 +22,7 @@ use crate::mcp::{ServerState, ServerStatus};
 use crate::providers::ProvidersError;
 
 /// What the window sends.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub struct SendRequest {
     /// Continue this conversation; `None` starts a new one.
@@ -39,7 +39,7 @@ pub struct SendRequest {
 }
 
 /// A turn that started: where it is saved, and its id for stop and approval answers.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub struct Started {
     pub conversation: String,
@@ -47,7 +47,7 @@ pub struct Started {
 }
 
 /// What the window hears about a turn: the agent's events, then how it ended.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum TurnEvent {
     Agent {
@@ -57,11 +57,12 @@ pub enum TurnEvent {
     Ended {
         status: TurnStatus,
         #[serde(skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
         error: Option<TurnError>,
     },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ts_rs::TS)]
 #[serde(rename_all = "snake_case")]
 pub enum TurnStatus {
     Complete,
@@ -70,12 +71,13 @@ pub enum TurnStatus {
 }
 
 /// A failure as the window shows it: what happened, and what the user can do.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub struct TurnError {
     pub message: String,
     /// `settings` when the fix is there (no key, a rejected key, no model).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
     pub action: Option<&'static str>,
 }
 
@@ -120,7 +122,7 @@ impl TurnError {
 }
 
 /// The MCP servers as the window lists them.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub struct McpOverview {
     pub servers: Vec<ServerStatus>,

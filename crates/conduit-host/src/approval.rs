@@ -23,7 +23,7 @@ use serde_json::json;
 use crate::settings::{ApprovedTool, Settings, SettingsError, Verdict};
 
 /// The user's answer to an approval question.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "snake_case")]
 pub enum Decision {
     AllowOnce,

@@ -38,7 +38,7 @@ pub use settings::{ProviderSettings, Settings, SettingsError};
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// What a frontend shows about this installation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub struct AppInfo {
     pub version: String,

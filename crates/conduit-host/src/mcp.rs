@@ -24,14 +24,14 @@ pub const START_TIMEOUT_ENV: &str = "CONDUIT_MCP_START_TIMEOUT";
 pub use conduit_mcp::servers::{ServerState, ServerStatus};
 
 /// A server's tools as Settings lists them, with the server's own policy.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, ts_rs::TS)]
 pub struct ServerTools {
     pub policy: crate::settings::ToolPolicy,
     pub tools: Vec<ToolSetting>,
 }
 
 /// A tool as Settings lists it: what it is, whether models see it, when it may run.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolSetting {
     #[serde(flatten)]
@@ -41,6 +41,7 @@ pub struct ToolSetting {
     /// Why an "allow" no longer holds (the server or the tool changed since, or the tool
     /// is new): its calls are asked about again. Empty when nothing needs re-approval.
     #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[ts(as = "Option<Vec<String>>", optional)]
     pub reapproval: Vec<String>,
 }
 
@@ -208,7 +209,7 @@ pub fn as_object(value: Value) -> Result<Map<String, Value>, HostMcpError> {
 }
 
 /// The `mcpServers` file as the settings screen shows it.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub struct McpFile {
     pub path: String,
@@ -221,12 +222,13 @@ pub struct McpFile {
     pub problem: Option<TextProblem>,
 }
 
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub struct McpFileServer {
     pub name: String,
     pub disabled: bool,
     /// The entry as written, unknown fields included.
+    #[ts(type = "Record<string, unknown>")]
     pub entry: Value,
     /// The transport the entry names, every app's `type` spelling read the one way
     /// ([`config::TransportKind::of_entry`]); `None` when it names none.
@@ -236,7 +238,7 @@ pub struct McpFileServer {
 }
 
 /// A problem with the file's text, with where it is when it is a JSON syntax error.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub struct TextProblem {
     pub message: String,
@@ -268,14 +270,29 @@ impl From<&ConfigError> for TextProblem {
 }
 
 /// A change the settings screen makes to the file.
-#[derive(Debug, Clone, serde::Deserialize)]
+#[derive(Debug, Clone, serde::Deserialize, ts_rs::TS)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum McpEdit {
-    Add { name: String, entry: Value },
-    Update { name: String, entry: Value },
-    Remove { name: String },
-    SetDisabled { name: String, disabled: bool },
-    Replace { text: String },
+    Add {
+        name: String,
+        #[ts(type = "Record<string, unknown>")]
+        entry: Value,
+    },
+    Update {
+        name: String,
+        #[ts(type = "Record<string, unknown>")]
+        entry: Value,
+    },
+    Remove {
+        name: String,
+    },
+    SetDisabled {
+        name: String,
+        disabled: bool,
+    },
+    Replace {
+        text: String,
+    },
 }
 
 /// What a new file starts as.
@@ -300,14 +317,14 @@ pub enum McpEditError {
 pub type Confirm<'a> = &'a (dyn Fn(&str) -> bool + Sync);
 
 /// A server to import from another app's file, and the name to give it here.
-#[derive(Debug, Clone, serde::Deserialize)]
+#[derive(Debug, Clone, serde::Deserialize, ts_rs::TS)]
 pub struct ImportPick {
     pub name: String,
     pub target: String,
 }
 
 /// A known config file of another app, as the window lists it.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub struct ImportFile {
     #[serde(flatten)]

@@ -22,7 +22,7 @@ pub enum PathsError {
 }
 
 /// Every file and folder Conduit reads or writes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub struct Paths {
     /// Database, media and logs.

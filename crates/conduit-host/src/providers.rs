@@ -27,7 +27,7 @@ pub enum ProvidersError {
 }
 
 /// A provider as a frontend lists it: its settings and where its key is, never the key.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub struct ProviderSummary {
     #[serde(flatten)]
@@ -154,10 +154,11 @@ fn masked(headers: &BTreeMap<String, String>) -> BTreeMap<String, String> {
 
 /// A provider as the settings form sends it. The key, if typed, goes to the secret store
 /// and is never sent back; `None` keeps the stored one.
-#[derive(Debug, Clone, serde::Deserialize)]
+#[derive(Debug, Clone, serde::Deserialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub struct ProviderInput {
     pub id: String,
+    #[ts(type = "string")]
     pub protocol: Protocol,
     pub base_url: String,
     pub default_model: Option<String>,
@@ -250,12 +251,13 @@ impl Host {
 }
 
 /// A model server answering on this machine, offered on first run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub struct LocalProvider {
     /// A suggested provider id: `ollama` or `lm-studio`.
     pub id: String,
     pub name: String,
+    #[ts(type = "string")]
     pub protocol: Protocol,
     pub base_url: String,
     pub models: Vec<String>,

@@ -49,10 +49,11 @@ pub enum SettingsError {
 }
 
 /// One configured LLM service.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub struct ProviderSettings {
     pub id: String,
+    #[ts(type = "string")]
     pub protocol: Protocol,
     pub base_url: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -65,6 +66,7 @@ pub struct ProviderSettings {
     pub api_key_env: Option<String>,
     /// Fields a newer Conduit wrote: kept as they are.
     #[serde(flatten)]
+    #[ts(skip)]
     pub other: Map<String, Value>,
 }
 
@@ -123,7 +125,7 @@ pub enum Verdict {
 }
 
 /// What happens when a model calls a tool.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "lowercase")]
 pub enum ToolPolicy {
     /// Ask the user each time (the default for every MCP tool).

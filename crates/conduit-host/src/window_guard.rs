@@ -416,7 +416,7 @@ pub fn known_local_server(local: &crate::providers::LocalProvider) -> Result<(),
 pub const IMPORT_MAX_BYTES: u64 = 1024 * 1024;
 
 /// Another app's MCP config file at a place the host knows; the window names it by id.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub struct KnownImportFile {
     pub id: &'static str,

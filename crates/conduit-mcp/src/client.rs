@@ -82,7 +82,7 @@ impl From<ServiceError> for McpError {
 }
 
 /// What the server said about itself in the handshake.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub struct ServerDetails {
     pub name: Option<String>,

@@ -57,7 +57,7 @@ pub enum Transport {
 
 /// Which of the two ways in [`Transport`] an entry names, before anything else in it is
 /// checked: what a form shows for the entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, ts_rs::TS)]
 #[serde(rename_all = "lowercase")]
 pub enum TransportKind {
     Stdio,
@@ -398,9 +398,10 @@ pub fn check_text(path: &Path, text: &str) -> Result<(), ConfigError> {
 }
 
 /// A server found in another app's config file, and why it cannot be imported, if so.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, ts_rs::TS)]
 pub struct ImportCandidate {
     pub name: String,
+    #[ts(type = "Record<string, unknown>")]
     pub entry: Value,
     pub problem: Option<String>,
 }

@@ -31,7 +31,7 @@ const WATCH_INTERVAL: Duration = Duration::from_millis(200);
 const DEBOUNCE: Duration = Duration::from_millis(150);
 
 /// A server's tool as a settings screen lists it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolInfo {
     pub name: String,

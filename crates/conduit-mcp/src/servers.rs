@@ -16,7 +16,7 @@ use crate::tool::McpTool;
 pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Where a server is.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ts_rs::TS)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum ServerState {
     Starting,
@@ -27,6 +27,7 @@ pub enum ServerState {
     Failed {
         reason: String,
         #[serde(skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
         exit_code: Option<i32>,
         stderr_tail: Vec<String>,
     },
@@ -40,7 +41,7 @@ pub enum ServerState {
 }
 
 /// A server and its state, as lists show it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ts_rs::TS)]
 pub struct ServerStatus {
     pub name: String,
     #[serde(flatten)]

@@ -49,7 +49,7 @@ impl From<rusqlite::Error> for StoreError {
 }
 
 /// How far a message got.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "snake_case")]
 pub enum MessageStatus {
     Complete,
@@ -79,7 +79,7 @@ impl MessageStatus {
 }
 
 /// A conversation as lists show it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub struct Conversation {
     pub id: String,
@@ -92,7 +92,7 @@ pub struct Conversation {
 }
 
 /// A stored message with its status and usage.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub struct StoredMessage {
     pub id: i64,
@@ -105,7 +105,7 @@ pub struct StoredMessage {
 }
 
 /// One search result: where, and the matching text with the match in `[` `]`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub struct SearchHit {
     pub conversation_id: String,

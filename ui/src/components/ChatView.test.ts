@@ -1,12 +1,16 @@
 import { fireEvent, render, screen, waitFor } from "@testing-library/svelte";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import type { McpOverview } from "../lib/types";
+import * as apiModule from "../lib/api";
+import { resetApi, type ApiMock } from "../lib/apiMock";
+import type { McpOverview, ToolCall, TurnEvent } from "../lib/types";
 import ChatView from "./ChatView.svelte";
 
-const invoke = vi.hoisted(() => vi.fn());
-vi.mock("@tauri-apps/api/core", () => ({ invoke, Channel: class {} }));
+vi.mock("../lib/api", async (importOriginal) =>
+  (await import("../lib/apiMock")).mockedApi(importOriginal),
+);
+const api = apiModule as unknown as ApiMock;
 
-afterEach(() => invoke.mockReset());
+afterEach(() => resetApi(api));
 
 function props(onOpenSettings = vi.fn()) {
   return {
@@ -25,14 +29,10 @@ function props(onOpenSettings = vi.fn()) {
 
 describe("ChatView", () => {
   it("gives a refused message back and points to Settings when the key is missing", async () => {
-    invoke.mockImplementation((command: string) =>
-      command === "send_message"
-        ? Promise.reject({
-            message: "the environment variable ANTHROPIC_API_KEY holding the API key is not set",
-            action: "settings",
-          })
-        : Promise.reject(new Error(command)),
-    );
+    api.sendMessage.mockRejectedValue({
+      message: "the environment variable ANTHROPIC_API_KEY holding the API key is not set",
+      action: "settings",
+    });
     const onOpenSettings = vi.fn();
     render(ChatView, props(onOpenSettings));
     const box = screen.getByRole("textbox", { name: "Message" }) as HTMLTextAreaElement;
@@ -47,32 +47,39 @@ describe("ChatView", () => {
   });
 
   it("keeps a running turn's state, approval included, while another conversation is open", async () => {
-    let channel: { onmessage: (event: unknown) => void } | undefined;
-    invoke.mockImplementation((command: string, args?: Record<string, unknown>) => {
-      if (command === "send_message") {
-        channel = args?.onEvent as typeof channel;
-        return Promise.resolve({ conversation: "c1", turn: "t1" });
-      }
-      if (command === "load_messages" && args?.conversation === "c2") {
-        return Promise.resolve([
-          { id: 9, role: "user", status: "complete", error: null, createdAt: 0, blocks: [{ type: "text", text: "Another chat" }] },
-        ]);
-      }
-      return Promise.reject(new Error(command));
+    let emit: ((event: TurnEvent) => void) | undefined;
+    api.sendMessage.mockImplementation((_request, onEvent) => {
+      emit = onEvent;
+      return Promise.resolve({ conversation: "c1", turn: "t1" });
     });
+    api.loadMessages.mockImplementation((conversation) =>
+      conversation === "c2"
+        ? Promise.resolve([
+            {
+              id: 9,
+              role: "user",
+              status: "complete",
+              error: null,
+              usage: null,
+              createdAt: 0,
+              blocks: [{ type: "text", text: "Another chat" }],
+            },
+          ])
+        : Promise.reject(new Error(`unexpected conversation ${conversation}`)),
+    );
     const view = render(ChatView, props());
     const box = screen.getByRole("textbox", { name: "Message" });
     await fireEvent.input(box, { target: { value: "Start" } });
     await fireEvent.keyDown(box, { key: "Enter" });
-    await waitFor(() => expect(channel).toBeDefined());
-    const call = { id: "k1", name: "srv__echo", arguments: {} };
-    channel?.onmessage({ type: "agent", event: { type: "text_delta", text: "Partial answer" } });
+    await waitFor(() => expect(emit).toBeDefined());
+    const call: ToolCall = { id: "k1", name: "srv__echo", arguments: {} };
+    emit?.({ type: "agent", event: { type: "text_delta", text: "Partial answer" } });
     await screen.findByText("Partial answer");
 
     await view.rerender({ conversationId: "c2", title: "Other" });
     await screen.findByText("Another chat");
-    channel?.onmessage({ type: "agent", event: { type: "tool_call_ready", call } });
-    channel?.onmessage({ type: "agent", event: { type: "approval_requested", call, annotations: {} } });
+    emit?.({ type: "agent", event: { type: "tool_call_ready", call } });
+    emit?.({ type: "agent", event: { type: "approval_requested", call, title: null, annotations: {} } });
     await new Promise((done) => setTimeout(done, 50));
     expect(screen.queryByText("Partial answer")).toBeNull();
 

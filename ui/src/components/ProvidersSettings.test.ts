@@ -1,11 +1,16 @@
 import { fireEvent, render, screen, waitFor } from "@testing-library/svelte";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import * as apiModule from "../lib/api";
+import { resetApi, type ApiMock } from "../lib/apiMock";
+import type { ProviderSummary } from "../lib/types";
 import ProvidersSettings from "./ProvidersSettings.svelte";
 
-const invoke = vi.hoisted(() => vi.fn());
-vi.mock("@tauri-apps/api/core", () => ({ invoke }));
+vi.mock("../lib/api", async (importOriginal) =>
+  (await import("../lib/apiMock")).mockedApi(importOriginal),
+);
+const api = apiModule as unknown as ApiMock;
 
-const saved = {
+const saved: ProviderSummary = {
   id: "claude",
   protocol: "anthropic",
   baseUrl: "https://api.anthropic.com",
@@ -14,19 +19,16 @@ const saved = {
   key: "stored in file",
 };
 
-afterEach(() => invoke.mockReset());
+afterEach(() => resetApi(api));
 
 describe("Providers settings", () => {
   it("saves a new provider with its key and forgets the key afterwards", async () => {
-    const listed: unknown[] = [];
-    invoke.mockImplementation((command: string, args?: Record<string, unknown>) => {
-      if (command === "list_providers") return Promise.resolve(listed);
-      if (command === "detect_local_providers") return Promise.resolve([]);
-      if (command === "save_provider") {
-        listed.push(saved);
-        return Promise.resolve(args);
-      }
-      return Promise.reject(new Error(command));
+    const listed: ProviderSummary[] = [];
+    api.listProviders.mockImplementation(() => Promise.resolve(listed));
+    api.detectLocalProviders.mockResolvedValue([]);
+    api.saveProvider.mockImplementation(() => {
+      listed.push(saved);
+      return Promise.resolve();
     });
     const onChanged = vi.fn();
     render(ProvidersSettings, { onChanged });
@@ -38,16 +40,14 @@ describe("Providers settings", () => {
     });
     await fireEvent.click(screen.getByRole("button", { name: "Save provider" }));
     await waitFor(() => expect(onChanged).toHaveBeenCalled());
-    expect(invoke).toHaveBeenCalledWith("save_provider", {
-      provider: {
-        id: "claude",
-        protocol: "anthropic",
-        baseUrl: "https://api.anthropic.com",
-        defaultModel: "claude-sonnet",
-        headers: {},
-        apiKey: "sk-secret-1",
-        isNew: true,
-      },
+    expect(api.saveProvider).toHaveBeenCalledWith({
+      id: "claude",
+      protocol: "anthropic",
+      baseUrl: "https://api.anthropic.com",
+      defaultModel: "claude-sonnet",
+      headers: {},
+      apiKey: "sk-secret-1",
+      isNew: true,
     });
     await screen.findByLabelText("Provider claude");
     expect(screen.queryByLabelText("API key")).toBeNull();
@@ -56,14 +56,10 @@ describe("Providers settings", () => {
   });
 
   it("keeps the stored key when an edit leaves the key empty, and shows a test's error", async () => {
-    invoke.mockImplementation((command: string) => {
-      if (command === "list_providers") return Promise.resolve([saved]);
-      if (command === "detect_local_providers") return Promise.resolve([]);
-      if (command === "save_provider") return Promise.resolve();
-      if (command === "provider_models")
-        return Promise.reject("the provider refused the key (401): invalid x-api-key");
-      return Promise.reject(new Error(command));
-    });
+    api.listProviders.mockResolvedValue([saved]);
+    api.detectLocalProviders.mockResolvedValue([]);
+    api.saveProvider.mockResolvedValue();
+    api.providerModels.mockRejectedValue("the provider refused the key (401): invalid x-api-key");
     render(ProvidersSettings, { onChanged: () => {} });
     await fireEvent.click(await screen.findByRole("button", { name: "Test connection" }));
     expect((await screen.findByLabelText("Connection test")).textContent).toContain("401");
@@ -71,10 +67,7 @@ describe("Providers settings", () => {
     expect((screen.getByLabelText("Header name 1") as HTMLInputElement).value).toBe("x-team");
     await fireEvent.click(screen.getByRole("button", { name: "Save provider" }));
     await waitFor(() =>
-      expect(invoke).toHaveBeenCalledWith(
-        "save_provider",
-        expect.objectContaining({ provider: expect.objectContaining({ apiKey: null }) }),
-      ),
+      expect(api.saveProvider).toHaveBeenCalledWith(expect.objectContaining({ apiKey: null })),
     );
   });
 });

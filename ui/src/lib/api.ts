@@ -1,11 +1,13 @@
 // Typed wrappers over the backend's Tauri commands: the only way the UI gets data.
-import { Channel, invoke } from "@tauri-apps/api/core";
+import { Channel, invoke, type InvokeArgs } from "@tauri-apps/api/core";
+import type { CommandName } from "./bindings";
 import type {
   AppInfo,
   Conversation,
   Decision,
   ImportCandidate,
   ImportFile,
+  ImportPick,
   ImportSource,
   LocalProvider,
   McpEdit,
@@ -14,6 +16,7 @@ import type {
   MediaRef,
   ProviderInput,
   ProviderSummary,
+  SendRequest,
   SearchHit,
   Started,
   StoredMessage,
@@ -23,17 +26,23 @@ import type {
   TurnEvent,
 } from "./types";
 
+/** Calls a command by its name in src-tauri/commands.list (another name fails svelte-check). */
+function command<T>(name: CommandName, args?: InvokeArgs): Promise<T> {
+  // Exactly the arguments given: a command without any gets none.
+  return args === undefined ? invoke<T>(name) : invoke<T>(name, args);
+}
+
 /** The app's version and paths, from conduit-host. */
 export function appInfo(): Promise<AppInfo> {
-  return invoke<AppInfo>("app_info");
+  return command<AppInfo>("app_info");
 }
 
 export function listConversations(): Promise<Conversation[]> {
-  return invoke<Conversation[]>("list_conversations");
+  return command<Conversation[]>("list_conversations");
 }
 
 export function searchHistory(query: string): Promise<SearchHit[]> {
-  return invoke<SearchHit[]>("search_history", { query });
+  return command<SearchHit[]>("search_history", { query });
 }
 
 /** Up to `limit` messages before message `before` (or the newest), oldest first. */
@@ -42,41 +51,32 @@ export function loadMessages(
   before: number | null,
   limit: number,
 ): Promise<StoredMessage[]> {
-  return invoke<StoredMessage[]>("load_messages", { conversation, before, limit });
+  return command<StoredMessage[]>("load_messages", { conversation, before, limit });
 }
 
 export function renameConversation(conversation: string, title: string): Promise<void> {
-  return invoke("rename_conversation", { conversation, title });
+  return command("rename_conversation", { conversation, title });
 }
 
 export function deleteConversation(conversation: string): Promise<void> {
-  return invoke("delete_conversation", { conversation });
+  return command("delete_conversation", { conversation });
 }
 
 export function listProviders(): Promise<ProviderSummary[]> {
-  return invoke<ProviderSummary[]>("list_providers");
+  return command<ProviderSummary[]>("list_providers");
 }
 
 export function providerModels(provider: string): Promise<string[]> {
-  return invoke<string[]>("provider_models", { provider });
+  return command<string[]>("provider_models", { provider });
 }
 
 export function detectLocalProviders(): Promise<LocalProvider[]> {
-  return invoke<LocalProvider[]>("detect_local_providers");
+  return command<LocalProvider[]>("detect_local_providers");
 }
 
 /** Saves a local model server found on this machine as a provider (no key needed). */
 export function addLocalProvider(provider: LocalProvider): Promise<void> {
-  return invoke("add_local_provider", { provider });
-}
-
-export interface SendRequest {
-  conversation: string | null;
-  text: string;
-  /** Hashes of images stored with storeAttachment. */
-  attachments: string[];
-  provider: string;
-  model: string | null;
+  return command("add_local_provider", { provider });
 }
 
 /** Starts a turn; its events go to `onEvent` until one of type `ended`. */
@@ -86,29 +86,29 @@ export function sendMessage(
 ): Promise<Started> {
   const channel = new Channel<TurnEvent>();
   channel.onmessage = onEvent;
-  return invoke<Started>("send_message", { request, onEvent: channel });
+  return command<Started>("send_message", { request, onEvent: channel });
 }
 
 export function stopTurn(turn: string): Promise<void> {
-  return invoke("stop_turn", { turn });
+  return command("stop_turn", { turn });
 }
 
 export function answerApproval(turn: string, callId: string, decision: Decision): Promise<boolean> {
-  return invoke<boolean>("answer_approval", { turn, callId, decision });
+  return command<boolean>("answer_approval", { turn, callId, decision });
 }
 
 /** Stores an attached image; its bytes travel as the raw request body. */
 export async function storeAttachment(file: Blob): Promise<MediaRef> {
   const bytes = new Uint8Array(await file.arrayBuffer());
-  return invoke<MediaRef>("store_attachment", bytes);
+  return command<MediaRef>("store_attachment", bytes);
 }
 
 export function mcpServers(): Promise<McpOverview> {
-  return invoke<McpOverview>("mcp_servers");
+  return command<McpOverview>("mcp_servers");
 }
 
 export function openExternal(url: string): Promise<void> {
-  return invoke("open_external", { url });
+  return command("open_external", { url });
 }
 
 /**
@@ -129,90 +129,90 @@ export function mediaUrl(media: MediaRef, thumbnail: boolean | number = false): 
 }
 
 export function saveProvider(provider: ProviderInput): Promise<void> {
-  return invoke("save_provider", { provider });
+  return command("save_provider", { provider });
 }
 
 export function removeProvider(provider: string): Promise<void> {
-  return invoke("remove_provider", { provider });
+  return command("remove_provider", { provider });
 }
 
 export function mcpFile(): Promise<McpFile> {
-  return invoke<McpFile>("mcp_file");
+  return command<McpFile>("mcp_file");
 }
 
 /** Applies a change made on `version` of the file; rejected if the file changed since. */
 export function editMcpFile(version: string | null, edit: McpEdit): Promise<McpFile> {
-  return invoke<McpFile>("edit_mcp_file", { version, edit });
+  return command<McpFile>("edit_mcp_file", { version, edit });
 }
 
 /** The problem the raw editor's text has (null: it would save). */
 export function checkMcpText(text: string): Promise<TextProblem | null> {
-  return invoke<TextProblem | null>("check_mcp_text", { text });
+  return command<TextProblem | null>("check_mcp_text", { text });
 }
 
 /** Where other apps keep their servers on this machine (the page names one by id). */
 export function mcpImportFiles(): Promise<ImportFile[]> {
-  return invoke<ImportFile[]>("mcp_import_files");
+  return command<ImportFile[]>("mcp_import_files");
 }
 
 /** Lets the user pick a config file in a native dialog; its name, or null if cancelled. */
 export function pickMcpImportFile(): Promise<string | null> {
-  return invoke<string | null>("pick_mcp_import_file");
+  return command<string | null>("pick_mcp_import_file");
 }
 
 /** The servers of a known or picked file, their secret values masked. */
 export function mcpImportCandidates(source: ImportSource): Promise<ImportCandidate[]> {
-  return invoke<ImportCandidate[]>("mcp_import_candidates", { source });
+  return command<ImportCandidate[]>("mcp_import_candidates", { source });
 }
 
 /** Adds picked servers from a known or picked file; Conduit asks the user natively first. */
 export function importMcpServers(
   version: string | null,
   source: ImportSource,
-  picks: { name: string; target: string }[],
+  picks: ImportPick[],
 ): Promise<McpFile> {
-  return invoke<McpFile>("import_mcp_servers", { version, source, picks });
+  return command<McpFile>("import_mcp_servers", { version, source, picks });
 }
 
 /** The file with its secret values in clear, once the user confirms natively. */
 export function revealMcpFile(): Promise<McpFile> {
-  return invoke<McpFile>("reveal_mcp_file");
+  return command<McpFile>("reveal_mcp_file");
 }
 
 /** Opens Settings in its own window (the chat window cannot change settings). */
 export function openSettings(): Promise<void> {
-  return invoke("open_settings");
+  return command("open_settings");
 }
 
 export function mcpServerTools(server: string): Promise<ServerTools> {
-  return invoke<ServerTools>("mcp_server_tools", { server });
+  return command<ServerTools>("mcp_server_tools", { server });
 }
 
 /** The approval policy of a server's tools that have none of their own. */
 export function setServerPolicy(server: string, policy: ToolPolicy): Promise<void> {
-  return invoke("set_server_policy", { server, policy });
+  return command("set_server_policy", { server, policy });
 }
 
 export function restartMcpServer(server: string): Promise<void> {
-  return invoke("restart_mcp_server", { server });
+  return command("restart_mcp_server", { server });
 }
 
 export function setToolEnabled(server: string, tool: string, enabled: boolean): Promise<void> {
-  return invoke("set_tool_enabled", { server, tool, enabled });
+  return command("set_tool_enabled", { server, tool, enabled });
 }
 
 export function setToolPolicy(server: string, tool: string, policy: ToolPolicy): Promise<void> {
-  return invoke("set_tool_policy", { server, tool, policy });
+  return command("set_tool_policy", { server, tool, policy });
 }
 
 /** Opens one of Conduit's folders in the file manager. */
 export function openFolder(folder: "data" | "logs" | "config"): Promise<void> {
-  return invoke("open_folder", { folder });
+  return command("open_folder", { folder });
 }
 
 /** Opens a stored file (a long tool output kept whole) in the system's app for it. */
 export function openMedia(media: MediaRef): Promise<void> {
-  return invoke("open_media", { hash: media.hash });
+  return command("open_media", { hash: media.hash });
 }
 
 /** A message fit for the window from whatever a command rejected with. */
@@ -224,16 +224,16 @@ export function errorMessage(error: unknown): string {
 
 /** Puts a stored image on the system clipboard. */
 export function copyImage(hash: string): Promise<void> {
-  return invoke("copy_image", { hash });
+  return command("copy_image", { hash });
 }
 
 /** The image on the system clipboard as a PNG file (for a paste that carried no data). */
 export async function clipboardImage(): Promise<File> {
-  const bytes = await invoke<ArrayBuffer>("clipboard_image");
+  const bytes = await command<ArrayBuffer>("clipboard_image");
   return new File([bytes], "pasted image.png", { type: "image/png" });
 }
 
 /** Saves a stored image where the person picks in the system's save dialog; null if cancelled. */
 export function saveImage(hash: string): Promise<string | null> {
-  return invoke<string | null>("save_image", { hash });
+  return command<string | null>("save_image", { hash });
 }

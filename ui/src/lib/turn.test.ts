@@ -14,7 +14,7 @@ describe("a turn's events", () => {
     applyEvent(state, { type: "text_delta", text: "lo" }, 0);
     applyEvent(state, { type: "tool_call_started", id: "c1", name: call.name }, 0);
     applyEvent(state, { type: "tool_call_ready", call }, 100);
-    applyEvent(state, { type: "approval_requested", call, annotations: { readOnlyHint: true } }, 100);
+    applyEvent(state, { type: "approval_requested", call, title: null, annotations: { readOnlyHint: true } }, 100);
     expect(state.calls.c1?.state).toBe("approval");
     applyEvent(state, { type: "tool_progress", id: "c1", progress: { progress: 1, total: 2 } }, 150);
     expect(state.calls.c1?.state).toBe("running");
@@ -60,12 +60,13 @@ describe("a turn's events", () => {
 describe("stored messages", () => {
   it("pair each call with its result from the tool message", () => {
     const messages: StoredMessage[] = [
-      { id: 1, role: "assistant", status: "complete", error: null, createdAt: 0, blocks: [{ type: "tool_call", ...call }] },
+      { id: 1, role: "assistant", status: "complete", error: null, usage: null, createdAt: 0, blocks: [{ type: "tool_call", ...call }] },
       {
         id: 2,
         role: "tool",
         status: "complete",
         error: null,
+        usage: null,
         createdAt: 0,
         blocks: [
           {
@@ -105,7 +106,7 @@ describe("approval keyed by Conduit's call ids", () => {
     applyEvent(state, { type: "turn_started", turn: 1 }, 0);
     applyEvent(state, { type: "tool_call_started", id: read.id, name: read.name, origin: read.origin }, 0);
     applyEvent(state, { type: "tool_call_ready", call: read }, 0);
-    applyEvent(state, { type: "approval_requested", call: read, origin: read.origin, annotations: {} }, 0);
+    applyEvent(state, { type: "approval_requested", call: read, title: null, origin: read.origin, annotations: {} }, 0);
     applyEvent(
       state,
       {
@@ -121,7 +122,7 @@ describe("approval keyed by Conduit's call ids", () => {
     applyEvent(state, { type: "tool_call_ready", call: run }, 0);
     applyEvent(
       state,
-      { type: "approval_requested", call: run, origin: { server: "sh", tool: "run" }, annotations: {}, changes: ["x changed"] },
+      { type: "approval_requested", call: run, title: null, origin: { server: "sh", tool: "run" }, annotations: {}, changes: ["x changed"] },
       0,
     );
     expect(pendingApproval(read, state.calls[read.id])).toBeNull();
@@ -157,6 +158,7 @@ describe("conversations saved with the provider's repeating ids", () => {
         role: "assistant",
         status: "complete",
         error: null,
+        usage: null,
         createdAt: 0,
         blocks: [{ type: "tool_call", id: "gemini-call-0", name: "fs__read_file", arguments: { path } }],
       },
@@ -165,6 +167,7 @@ describe("conversations saved with the provider's repeating ids", () => {
         role: "tool",
         status: "complete",
         error: null,
+        usage: null,
         createdAt: 0,
         blocks: [
           {

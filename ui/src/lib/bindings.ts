@@ -1,0 +1,305 @@
+// Generated from the Rust types by src-tauri/src/bindings_tests.rs: do not edit.
+// Regenerate with `UPDATE_BINDINGS=1 cargo test --workspace bindings`.
+
+/** The commands of src-tauri/commands.list. */
+export type CommandName =
+  | "app_info"
+  | "list_conversations"
+  | "search_history"
+  | "load_messages"
+  | "rename_conversation"
+  | "delete_conversation"
+  | "list_providers"
+  | "provider_models"
+  | "detect_local_providers"
+  | "add_local_provider"
+  | "send_message"
+  | "stop_turn"
+  | "answer_approval"
+  | "store_attachment"
+  | "mcp_servers"
+  | "open_external"
+  | "open_settings"
+  | "save_provider"
+  | "remove_provider"
+  | "mcp_file"
+  | "edit_mcp_file"
+  | "reveal_mcp_file"
+  | "check_mcp_text"
+  | "mcp_import_files"
+  | "pick_mcp_import_file"
+  | "mcp_import_candidates"
+  | "import_mcp_servers"
+  | "mcp_server_tools"
+  | "restart_mcp_server"
+  | "set_tool_enabled"
+  | "set_tool_policy"
+  | "set_server_policy"
+  | "open_folder"
+  | "open_media"
+  | "copy_image"
+  | "save_image"
+  | "clipboard_image";
+
+export type Paths = { 
+/**
+ * Database, media and logs.
+ */
+dataDir: string, 
+/**
+ * Settings and the default `mcpServers` file.
+ */
+configDir: string, settingsFile: string, mcpConfigFile: string, 
+/**
+ * The history database.
+ */
+databaseFile: string, 
+/**
+ * Images and audio, stored once by content hash.
+ */
+mediaDir: string, logDir: string, logFile: string, };
+
+export type AppInfo = { version: string, paths: Paths, };
+
+export type MediaRef = { 
+/**
+ * Hex SHA-256 of the bytes.
+ */
+hash: string, 
+/**
+ * The type the bytes have (detected from them, not taken from a declaration).
+ */
+mime: string, bytes: number, width?: number | null, height?: number | null, };
+
+export type ToolOrigin = { server: string, tool: string, };
+
+export type ToolCall = { 
+/**
+ * Conduit's own id for the call, unique in the conversation: every event, result,
+ * approval and window state names the call by it. (In conversations saved before
+ * `wire_id` existed it is the provider's id.)
+ */
+id: string, 
+/**
+ * The provider's id for the call, which only goes back to the provider: providers
+ * repeat ids (per response counters, a model repeating one), so it names nothing
+ * in Conduit. `None` in conversations saved before it existed: `id` is then the
+ * provider's.
+ */
+wire_id?: string | null, 
+/**
+ * The exposed name the model called.
+ */
+name: string, 
+/**
+ * The arguments as the model wrote them, parsed; `{}` when it wrote none.
+ */
+arguments: unknown, 
+/**
+ * A provider's opaque token that must be sent back with the call (Gemini's
+ * `thoughtSignature`).
+ */
+signature?: string | null, 
+/**
+ * Set when the model's arguments were not valid JSON (`arguments` is then `{}`):
+ * the call is answered with this error instead of running.
+ */
+invalid_arguments?: string | null, 
+/**
+ * The real server and tool behind the exposed name, as the host knows them when
+ * the call is made (`None` for built-in tools and unknown names).
+ */
+origin?: ToolOrigin | null, };
+
+export type ResultPart = { "type": "text", text: string, } | { "type": "image", media: MediaRef, } | { "type": "audio", media: MediaRef, } | { "type": "resource_link", uri: string, name?: string | null, mime?: string | null, description?: string | null, } | { "type": "resource", uri: string, mime?: string | null, text?: string | null, media?: MediaRef | null, } | { "type": "structured", value: unknown, } | { "type": "long_text", preview: string, media: MediaRef, };
+
+export type ToolResult = { 
+/**
+ * The call's [`ToolCall::id`].
+ */
+call_id: string, 
+/**
+ * The call's [`ToolCall::wire_id`], which goes to the provider.
+ */
+wire_id?: string | null, 
+/**
+ * The tool's name, which some protocols (Gemini) repeat in the result.
+ */
+name: string, is_error: boolean, parts: Array<ResultPart>, };
+
+export type Block = { "type": "text", text: string, } | { "type": "image", media: MediaRef, } | { "type": "reasoning", text: string, 
+/**
+ * Anthropic's thinking signature.
+ */
+signature?: string | null, 
+/**
+ * OpenAI Responses' encrypted reasoning, or Anthropic's redacted thinking data.
+ */
+encrypted?: string | null, 
+/**
+ * The provider's id for the reasoning item (OpenAI Responses).
+ */
+id?: string | null, 
+/**
+ * The protocol that produced it; replay goes only to the same protocol.
+ */
+protocol?: string | null, } | { "type": "tool_call" } & ToolCall | { "type": "tool_result" } & ToolResult;
+
+export type Role = "user" | "assistant" | "tool";
+
+export type Message = { role: Role, blocks: Array<Block>, };
+
+export type MessageStatus = "complete" | "streaming" | "interrupted" | "error";
+
+export type StoredMessage = { id: number, role: Role, status: MessageStatus, blocks: Array<Block>, usage: Usage | null, error: string | null, createdAt: number, };
+
+export type Conversation = { id: string, title: string, provider: string | null, model: string | null, createdAt: number, updatedAt: number, messageCount: number, };
+
+export type SearchHit = { conversationId: string, title: string, messageId: number, snippet: string, createdAt: number, };
+
+export type ToolAnnotations = { readOnlyHint?: boolean | null, destructiveHint?: boolean | null, idempotentHint?: boolean | null, openWorldHint?: boolean | null, };
+
+export type Progress = { progress: number, total?: number | null, message?: string | null, };
+
+export type Usage = { inputTokens: number, outputTokens: number, cacheReadTokens: number, reasoningTokens: number, };
+
+export type StopReason = "end_turn" | "tool_use" | "max_tokens" | "refusal" | { "other": string };
+
+export type ProviderErrorKind = "invalid_request" | "authentication" | "not_found" | "request_too_large" | "rate_limited" | "server" | "overloaded" | "connection" | "stalled" | "stream" | "protocol" | "input";
+
+export type ProviderError = { kind: ProviderErrorKind, status?: number | null, message: string, 
+/**
+ * How long the provider asked to wait before trying again.
+ */
+retry_after?: number, };
+
+export type AgentEvent = { "type": "turn_started", turn: number, } | { "type": "text_delta", text: string, } | { "type": "reasoning_delta", text: string, } | { "type": "tool_call_started", id: string, name: string, origin?: ToolOrigin | null, } | { "type": "tool_call_delta", id: string, arguments: string, } | { "type": "block_done", index: number, block: Block, } | { "type": "tool_call_ready", call: ToolCall, } | { "type": "approval_requested", call: ToolCall, origin?: ToolOrigin | null, title: string | null, annotations: ToolAnnotations, changes?: Array<string>, } | { "type": "tool_call_denied", id: string, reason: string, } | { "type": "tool_progress", id: string, progress: Progress, } | { "type": "tool_result", result: ToolResult, duration_ms: number, } | { "type": "usage", usage: Usage, } | { "type": "retrying", attempt: number, delay_ms: number, error: ProviderError, } | { "type": "message_done", message: Message, } | { "type": "turn_limit_reached", limit: number, } | { "type": "cancelled" } | { "type": "finished", reason: StopReason, };
+
+export type TurnError = { message: string, 
+/**
+ * `settings` when the fix is there (no key, a rejected key, no model).
+ */
+action?: string, };
+
+export type TurnStatus = "complete" | "interrupted" | "error";
+
+export type TurnEvent = { "type": "agent", 
+/**
+ * Boxed: an agent event is much larger than `Ended`.
+ */
+event: AgentEvent, } | { "type": "ended", status: TurnStatus, error?: TurnError, };
+
+export type Started = { conversation: string, turn: string, };
+
+export type SendRequest = { 
+/**
+ * Continue this conversation; `None` starts a new one.
+ */
+conversation: string | null, text: string, 
+/**
+ * Hashes of images stored beforehand with [`App::store_attachment`]; their
+ * references are rebuilt from the store, never taken from the window.
+ */
+attachments: Array<string>, 
+/**
+ * A provider id from settings.
+ */
+provider: string, 
+/**
+ * `None` uses the provider's default model.
+ */
+model: string | null, };
+
+export type ProviderSummary = { 
+/**
+ * `secret store`, `env VAR`, or `none`.
+ */
+key: string, id: string, protocol: string, baseUrl: string, defaultModel?: string | null, 
+/**
+ * Headers sent with every request (e.g. OpenRouter's `HTTP-Referer`).
+ */
+headers?: { [key in string]: string }, 
+/**
+ * Take the key from this environment variable instead of the secret store.
+ */
+apiKeyEnv?: string | null, };
+
+export type LocalProvider = { 
+/**
+ * A suggested provider id: `ollama` or `lm-studio`.
+ */
+id: string, name: string, protocol: string, baseUrl: string, models: Array<string>, };
+
+export type ProviderInput = { id: string, protocol: string, baseUrl: string, defaultModel: string | null, 
+/**
+ * A value of [`MASKED`] keeps the stored value of that header.
+ */
+headers: { [key in string]: string }, apiKey: string | null, 
+/**
+ * Set by the Add form: a provider with this id must not exist yet.
+ */
+isNew: boolean, };
+
+export type ServerDetails = { name: string | null, version: string | null, protocolVersion: string, instructions: string | null, tools: boolean, resources: boolean, prompts: boolean, };
+
+export type ServerState = { "state": "starting" } | { "state": "ready", details: ServerDetails, tool_count: number, } | { "state": "failed", reason: string, exit_code?: number, stderr_tail: Array<string>, } | { "state": "restarting", attempt: number, reason: string, stderr_tail: Array<string>, } | { "state": "disabled" };
+
+export type ServerStatus = { name: string, } & ({ "state": "starting" } | { "state": "ready", details: ServerDetails, tool_count: number, } | { "state": "failed", reason: string, exit_code?: number, stderr_tail: Array<string>, } | { "state": "restarting", attempt: number, reason: string, stderr_tail: Array<string>, } | { "state": "disabled" });
+
+export type McpOverview = { servers: Array<ServerStatus>, configError: string | null, };
+
+export type Decision = "allow_once" | "always_allow" | "deny";
+
+export type TextProblem = { message: string, line: number | null, column: number | null, };
+
+export type TransportKind = "stdio" | "http";
+
+export type McpFileServer = { name: string, disabled: boolean, 
+/**
+ * The entry as written, unknown fields included.
+ */
+entry: Record<string, unknown>, 
+/**
+ * The transport the entry names, every app's `type` spelling read the one way
+ * ([`config::TransportKind::of_entry`]); `None` when it names none.
+ */
+transport: TransportKind | null, 
+/**
+ * Why the entry cannot start, if it cannot.
+ */
+problem: string | null, };
+
+export type McpFile = { path: string, 
+/**
+ * The file's text (a starting document when there is no file).
+ */
+text: string, 
+/**
+ * Names this version of the file; a change must name the version it is based on.
+ */
+version: string | null, servers: Array<McpFileServer>, 
+/**
+ * Why the file cannot be read as it is (its servers are then not listed).
+ */
+problem: TextProblem | null, };
+
+export type McpEdit = { "kind": "add", name: string, entry: Record<string, unknown>, } | { "kind": "update", name: string, entry: Record<string, unknown>, } | { "kind": "remove", name: string, } | { "kind": "set_disabled", name: string, disabled: boolean, } | { "kind": "replace", text: string, };
+
+export type ImportFile = { exists: boolean, id: string, app: string, path: string, };
+
+export type ImportSource = { "kind": "known", id: string, } | { "kind": "picked" };
+
+export type ImportPick = { name: string, target: string, };
+
+export type ImportCandidate = { name: string, entry: Record<string, unknown>, problem: string | null, };
+
+export type ToolPolicy = "ask" | "allow" | "deny";
+
+export type ToolSetting = { enabled: boolean, policy: ToolPolicy, 
+/**
+ * Why an "allow" no longer holds (the server or the tool changed since, or the tool
+ * is new): its calls are asked about again. Empty when nothing needs re-approval.
+ */
+reapproval?: Array<string>, name: string, title: string | null, description: string | null, readOnly: boolean, destructive: boolean, };
+
+export type ServerTools = { policy: ToolPolicy, tools: Array<ToolSetting>, };
