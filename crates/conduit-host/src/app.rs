@@ -592,6 +592,21 @@ mod tests {
         app.shutdown().await;
     }
 
+    /// Waits until the turn streams its first text.
+    async fn until_first_text(events: &mut mpsc::UnboundedReceiver<TurnEvent>) {
+        loop {
+            let event = tokio::time::timeout(Duration::from_secs(30), events.recv())
+                .await
+                .unwrap()
+                .unwrap();
+            if let TurnEvent::Agent { event } = &event
+                && matches!(event.as_ref(), AgentEvent::TextDelta { .. })
+            {
+                return;
+            }
+        }
+    }
+
     #[tokio::test]
     async fn a_stopped_turn_ends_interrupted_with_its_partial_answer_kept() {
         let dir = tempfile::tempdir().unwrap();
@@ -602,17 +617,7 @@ mod tests {
         );
         let (sink, mut events) = collector();
         let started = app.send(request("Tell a long story"), sink).unwrap();
-        loop {
-            let event = tokio::time::timeout(Duration::from_secs(30), events.recv())
-                .await
-                .unwrap()
-                .unwrap();
-            if let TurnEvent::Agent { event } = &event
-                && matches!(event.as_ref(), AgentEvent::TextDelta { .. })
-            {
-                break;
-            }
-        }
+        until_first_text(&mut events).await;
         app.stop(&started.turn).unwrap();
         let (_, ended) = until_ended(&mut events).await;
         assert!(
@@ -646,17 +651,7 @@ mod tests {
         );
         let (sink, mut events) = collector();
         let started = app.send(request("Tell a long story"), sink).unwrap();
-        loop {
-            let event = tokio::time::timeout(Duration::from_secs(30), events.recv())
-                .await
-                .unwrap()
-                .unwrap();
-            if let TurnEvent::Agent { event } = &event
-                && matches!(event.as_ref(), AgentEvent::TextDelta { .. })
-            {
-                break;
-            }
-        }
+        until_first_text(&mut events).await;
         let crashed = std::thread::scope(|scope| {
             scope
                 .spawn(|| {
