@@ -1,8 +1,11 @@
 import { fireEvent, render, screen, waitFor, within } from "@testing-library/svelte";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import * as apiModule from "../lib/api";
+import { resetApi, type ApiMock } from "../lib/apiMock";
 import McpSettings from "./McpSettings.svelte";
 import type {
   ImportCandidate,
+  ImportPick,
   McpEdit,
   McpFile,
   McpFileServer,
@@ -11,15 +14,17 @@ import type {
   ToolSetting,
 } from "../lib/types";
 
-const invoke = vi.hoisted(() => vi.fn());
 const events = vi.hoisted(() => ({ handlers: [] as Array<() => void> }));
-vi.mock("@tauri-apps/api/core", () => ({ invoke, Channel: class {} }));
+vi.mock("../lib/api", async (importOriginal) =>
+  (await import("../lib/apiMock")).mockedApi(importOriginal),
+);
 vi.mock("@tauri-apps/api/event", () => ({
   listen: (name: string, handler: () => void) => {
     if (name === "mcp-servers") events.handlers.push(handler);
     return Promise.resolve(() => {});
   },
 }));
+const api = apiModule as unknown as ApiMock;
 
 function server(name: string, entry: Record<string, unknown>, extra: Partial<McpFileServer> = {}): McpFileServer {
   // The host names the transport; this fake only sees plain stdio and "http" entries.
@@ -85,7 +90,7 @@ class Backend {
     return this.file;
   }
 
-  importPicks(version: string | null, picks: { name: string; target: string }[]): McpFile {
+  importPicks(version: string | null, picks: ImportPick[]): McpFile {
     let file = this.file;
     let base = version;
     for (const pick of picks) {
@@ -97,49 +102,43 @@ class Backend {
     return file;
   }
 
-  handle = (command: string, args: Record<string, unknown> = {}): Promise<unknown> => {
-    try {
-      switch (command) {
-        case "mcp_file":
-          return Promise.resolve(this.file);
-        case "mcp_servers":
-          return Promise.resolve(this.overview);
-        case "edit_mcp_file":
-          return Promise.resolve(this.edit(args.version as string | null, args.edit as McpEdit));
-        case "check_mcp_text":
-          return Promise.resolve(this.problem);
-        case "mcp_import_files":
-          return Promise.resolve([
-            { id: "cursor", app: "Cursor", path: "/home/test/.cursor/mcp.json", exists: true },
-            { id: "vscode", app: "VS Code", path: "/home/test/.config/Code/User/mcp.json", exists: false },
-          ]);
-        case "mcp_import_candidates":
-          return Promise.resolve(this.candidates);
-        case "import_mcp_servers":
-          return Promise.resolve(
-            this.importPicks(args.version as string | null, args.picks as { name: string; target: string }[]),
-          );
-        case "reveal_mcp_file":
-          return Promise.resolve({ ...this.file, text: this.file.text.replaceAll("••••••••", "s3cret") });
-        case "mcp_server_tools":
-          return Promise.resolve({ policy: "ask", tools: this.tools });
-        case "restart_mcp_server":
-        case "set_tool_enabled":
-        case "set_tool_policy":
-        case "set_server_policy":
-          return Promise.resolve(null);
-        default:
-          return Promise.reject(new Error(`unexpected command ${command}`));
-      }
-    } catch (e) {
-      return Promise.reject(e);
-    }
-  };
+  /** Answers each command the MCP page may call; any other command refuses (resetApi). */
+  install(api: ApiMock): void {
+    api.mcpFile.mockImplementation(() => answer(() => this.file));
+    api.mcpServers.mockImplementation(() => answer(() => this.overview));
+    api.editMcpFile.mockImplementation((version, edit) => answer(() => this.edit(version, edit)));
+    api.checkMcpText.mockImplementation(() => answer(() => this.problem));
+    api.mcpImportFiles.mockResolvedValue([
+      { id: "cursor", app: "Cursor", path: "/home/test/.cursor/mcp.json", exists: true },
+      { id: "vscode", app: "VS Code", path: "/home/test/.config/Code/User/mcp.json", exists: false },
+    ]);
+    api.mcpImportCandidates.mockImplementation(() => answer(() => this.candidates));
+    api.importMcpServers.mockImplementation((version, _source, picks) =>
+      answer(() => this.importPicks(version, picks)),
+    );
+    api.revealMcpFile.mockImplementation(() =>
+      answer(() => ({ ...this.file, text: this.file.text.replaceAll("••••••••", "s3cret") })),
+    );
+    api.mcpServerTools.mockImplementation(() => answer(() => ({ policy: "ask", tools: this.tools })));
+    api.restartMcpServer.mockResolvedValue();
+    api.setToolEnabled.mockResolvedValue();
+    api.setToolPolicy.mockResolvedValue();
+    api.setServerPolicy.mockResolvedValue();
+  }
+}
+
+/** What `compute` gives as a resolved promise, or what it throws as a rejected one (as invoke does). */
+function answer<T>(compute: () => T): Promise<T> {
+  try {
+    return Promise.resolve(compute());
+  } catch (e) {
+    return Promise.reject(e);
+  }
 }
 
 function setup(servers: McpFileServer[]): Backend {
   const backend = new Backend(servers);
-  invoke.mockImplementation(backend.handle);
+  backend.install(api);
   return backend;
 }
 
@@ -148,9 +147,7 @@ async function serverRow(name: string): Promise<HTMLElement> {
 }
 
 function editCalls(): McpEdit[] {
-  return invoke.mock.calls
-    .filter(([command]) => command === "edit_mcp_file")
-    .map(([, args]) => (args as { edit: McpEdit }).edit);
+  return api.editMcpFile.mock.calls.map(([, edit]) => edit);
 }
 
 function fireDiskEvent(): void {
@@ -161,9 +158,7 @@ beforeEach(() => {
   events.handlers = [];
 });
 
-afterEach(() => {
-  invoke.mockReset();
-});
+afterEach(() => resetApi(api));
 
 describe("McpSettings", () => {
   it("lists the file's servers with their live states and a failed server's reason and log", async () => {
@@ -227,13 +222,10 @@ describe("McpSettings", () => {
     await fireEvent.click(within(form).getByRole("button", { name: "Save" }));
 
     await waitFor(() =>
-      expect(invoke).toHaveBeenCalledWith("edit_mcp_file", {
-        version: "v1",
-        edit: {
-          kind: "add",
-          name: "time",
-          entry: { command: "uvx", args: ["mcp-server-time", "--local"], env: { TZ: "UTC" } },
-        },
+      expect(api.editMcpFile).toHaveBeenCalledWith("v1", {
+        kind: "add",
+        name: "time",
+        entry: { command: "uvx", args: ["mcp-server-time", "--local"], env: { TZ: "UTC" } },
       }),
     );
     await serverRow("time");
@@ -319,7 +311,7 @@ describe("McpSettings", () => {
     await fireEvent.input(editor, { target: { value: '{\n  "mcpServers" {}\n}' } });
     const problem = await screen.findByRole("alert", { name: "JSON problem" });
     expect(problem.textContent).toBe("Line 2, column 5: expected `,` or `}`");
-    expect(invoke).toHaveBeenCalledWith("check_mcp_text", { text: '{\n  "mcpServers" {}\n}' });
+    expect(api.checkMcpText).toHaveBeenCalledWith('{\n  "mcpServers" {}\n}');
     expect((screen.getByRole("button", { name: "Save file" }) as HTMLButtonElement).disabled).toBe(true);
   });
 
@@ -334,7 +326,7 @@ describe("McpSettings", () => {
     expect(save.disabled).toBe(false);
     await fireEvent.click(save);
     await waitFor(() => expect(editCalls()).toEqual([{ kind: "replace", text }]));
-    expect(invoke).toHaveBeenCalledWith("edit_mcp_file", { version: "v1", edit: { kind: "replace", text } });
+    expect(api.editMcpFile).toHaveBeenCalledWith("v1", { kind: "replace", text });
     await waitFor(() => expect(save.disabled).toBe(true));
   });
 
@@ -356,7 +348,7 @@ describe("McpSettings", () => {
     expect(screen.queryByRole("status", { name: "File changed on disk" })).toBeNull();
     await fireEvent.click(screen.getByRole("button", { name: "Save file" }));
     await waitFor(() =>
-      expect(invoke).toHaveBeenCalledWith("edit_mcp_file", { version: "v2", edit: { kind: "replace", text: mine } }),
+      expect(api.editMcpFile).toHaveBeenCalledWith("v2", { kind: "replace", text: mine }),
     );
   });
 
@@ -409,7 +401,7 @@ describe("McpSettings", () => {
     // Only files the host knows (or one picked natively) can be named; missing ones are not offered.
     await fireEvent.click(await screen.findByRole("button", { name: "Cursor" }));
     expect(screen.queryByRole("button", { name: "VS Code" })).toBeNull();
-    expect(invoke).toHaveBeenCalledWith("mcp_import_candidates", { source: { kind: "known", id: "cursor" } });
+    expect(api.mcpImportCandidates).toHaveBeenCalledWith({ kind: "known", id: "cursor" });
 
     const clashing = (await screen.findByLabelText("Import files")) as HTMLInputElement;
     expect(clashing.checked).toBe(false);
@@ -431,14 +423,10 @@ describe("McpSettings", () => {
 
     expect((await screen.findByText("Imported 2 servers.")).getAttribute("role")).toBe("status");
     // One request: the host reads the file again and asks the user natively before writing.
-    expect(invoke).toHaveBeenCalledWith("import_mcp_servers", {
-      version: "v1",
-      source: { kind: "known", id: "cursor" },
-      picks: [
-        { name: "files", target: "files-cursor" },
-        { name: "time", target: "time" },
-      ],
-    });
+    expect(api.importMcpServers).toHaveBeenCalledWith("v1", { kind: "known", id: "cursor" }, [
+      { name: "files", target: "files-cursor" },
+      { name: "time", target: "time" },
+    ]);
     await serverRow("files-cursor");
     await serverRow("time");
   });
@@ -450,7 +438,7 @@ describe("McpSettings", () => {
     await waitFor(() => expect(editor.value).toContain("••••••••"));
     await fireEvent.click(screen.getByRole("button", { name: "Reveal secret values" }));
     await waitFor(() => expect(editor.value).toContain("s3cret"));
-    expect(invoke).toHaveBeenCalledWith("reveal_mcp_file");
+    expect(api.revealMcpFile).toHaveBeenCalledWith();
   });
 
   it("sends set_disabled when the enable switch is toggled", async () => {
@@ -460,10 +448,7 @@ describe("McpSettings", () => {
     expect(toggle.checked).toBe(true);
     await fireEvent.click(toggle);
     await waitFor(() =>
-      expect(invoke).toHaveBeenCalledWith("edit_mcp_file", {
-        version: "v1",
-        edit: { kind: "set_disabled", name: "files", disabled: true },
-      }),
+      expect(api.editMcpFile).toHaveBeenCalledWith("v1", { kind: "set_disabled", name: "files", disabled: true }),
     );
     await waitFor(() =>
       expect(within(screen.getByRole("listitem", { name: "Server files" })).getByLabelText("Server state").textContent).toBe(
@@ -503,8 +488,8 @@ describe("McpSettings", () => {
     const tool = await within(row).findByRole("row", { name: "Tool delete_file" });
     expect(within(tool).getByText("destructive")).toBeTruthy();
     await fireEvent.click(within(tool).getByLabelText("Offer delete_file to models"));
-    expect(invoke).toHaveBeenCalledWith("set_tool_enabled", { server: "files", tool: "delete_file", enabled: false });
+    expect(api.setToolEnabled).toHaveBeenCalledWith("files", "delete_file", false);
     await fireEvent.change(within(tool).getByLabelText("Approval for delete_file"), { target: { value: "allow" } });
-    expect(invoke).toHaveBeenCalledWith("set_tool_policy", { server: "files", tool: "delete_file", policy: "allow" });
+    expect(api.setToolPolicy).toHaveBeenCalledWith("files", "delete_file", "allow");
   });
 });
