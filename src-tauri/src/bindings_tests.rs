@@ -4,7 +4,8 @@
 use std::path::Path;
 
 use conduit_host::app::{
-    McpOverview, SendRequest, ServerTools, Started, ToolSetting, TurnError, TurnEvent, TurnStatus,
+    McpOverview, SendRequest, ServerTools, Started, ToolSetting, TurnAction, TurnError, TurnEvent,
+    TurnStatus,
 };
 use conduit_host::approval::Decision;
 use conduit_host::core::agent::AgentEvent;
@@ -62,6 +63,7 @@ fn generate() -> String {
         ProviderErrorKind::decl(&config),
         ProviderError::decl(&config),
         AgentEvent::decl(&config),
+        TurnAction::decl(&config),
         TurnError::decl(&config),
         TurnStatus::decl(&config),
         TurnEvent::decl(&config),

@@ -75,10 +75,18 @@ pub enum TurnStatus {
 #[serde(rename_all = "camelCase")]
 pub struct TurnError {
     pub message: String,
-    /// `settings` when the fix is there (no key, a rejected key, no model).
+    /// Where the user can fix it, when the window can take them there.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[ts(optional)]
-    pub action: Option<&'static str>,
+    pub action: Option<TurnAction>,
+}
+
+/// What the window offers beside a failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ts_rs::TS)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnAction {
+    /// The fix is in Settings (no key, a rejected key, no model).
+    OpenSettings,
 }
 
 impl TurnError {
@@ -94,7 +102,7 @@ impl TurnError {
             ChatError::Provider(provider) => Self::from_provider(provider),
             other => Self {
                 message: other.to_string(),
-                action: settings.then_some("settings"),
+                action: settings.then_some(TurnAction::OpenSettings),
             },
         }
     }
@@ -107,7 +115,8 @@ impl TurnError {
     }
 
     fn from_provider(error: &ProviderError) -> Self {
-        let action = (error.kind == ProviderErrorKind::Authentication).then_some("settings");
+        let action =
+            (error.kind == ProviderErrorKind::Authentication).then_some(TurnAction::OpenSettings);
         let hint = match error.kind {
             ProviderErrorKind::Authentication => " Check the provider's API key in Settings.",
             ProviderErrorKind::RateLimited => " The provider is rate limiting; try again shortly.",
@@ -687,7 +696,11 @@ mod tests {
         );
         let (sink, _events) = collector();
         let refused = app.send(request("Hello"), sink.clone()).unwrap_err();
-        assert_eq!(refused.action, Some("settings"), "{refused:?}");
+        assert_eq!(
+            refused.action,
+            Some(TurnAction::OpenSettings),
+            "{refused:?}"
+        );
         assert!(
             refused
                 .message

@@ -31,7 +31,7 @@ describe("ChatView", () => {
   it("gives a refused message back and points to Settings when the key is missing", async () => {
     api.sendMessage.mockRejectedValue({
       message: "the environment variable ANTHROPIC_API_KEY holding the API key is not set",
-      action: "settings",
+      action: "open_settings",
     });
     const onOpenSettings = vi.fn();
     render(ChatView, props(onOpenSettings));
