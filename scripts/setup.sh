@@ -20,7 +20,7 @@ node -e 'const [a,b]=process.versions.node.split(".").map(Number); process.exit(
 
 packages=(build-essential pkg-config curl file libwebkit2gtk-4.1-dev libxdo-dev libssl-dev librsvg2-dev)
 if [ "$mode" = test ]; then
-  packages+=(xvfb xauth webkit2gtk-driver python3 python3-venv xdotool)
+  packages+=(xvfb xauth webkit2gtk-driver python3 python3-venv xdotool x11-utils)
 fi
 if command -v dpkg-query >/dev/null; then
   missing=()
