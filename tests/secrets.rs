@@ -41,14 +41,7 @@ async fn redirector(target: String) -> (String, tokio::task::JoinHandle<()>) {
                 .into_response()
         }
     });
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
-        .await
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    let task = tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    (format!("http://{addr}"), task)
+    conduit_e2e::serve_loopback(app).await.unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -355,14 +348,7 @@ async fn echoing_endpoint() -> (String, tokio::task::JoinHandle<()>) {
         let echoed = format!("{uri} {headers:?}");
         (StatusCode::UNAUTHORIZED, echoed).into_response()
     });
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
-        .await
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    let task = tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    (format!("http://{addr}"), task)
+    conduit_e2e::serve_loopback(app).await.unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -55,6 +55,20 @@ pub fn free_port() -> anyhow::Result<u16> {
     Ok(listener.local_addr()?.port())
 }
 
+/// Serves `app` on a loopback port until the task ends; its base URL and the task.
+pub async fn serve_loopback(
+    app: axum::Router,
+) -> anyhow::Result<(String, tokio::task::JoinHandle<()>)> {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
+    let addr = listener.local_addr()?;
+    let task = tokio::spawn(async move {
+        if let Err(error) = axum::serve(listener, app).await {
+            eprintln!("loopback server on {addr} ended: {error}");
+        }
+    });
+    Ok((format!("http://{addr}"), task))
+}
+
 /// The entry script of an npm-installed test MCP server (`tests/mcp-servers`).
 pub fn npm_server(package: &str) -> anyhow::Result<PathBuf> {
     let path = workspace_root()
