@@ -47,7 +47,7 @@ impl AppState {
 /// Errors reach the window as their message.
 type Reply<T> = Result<T, String>;
 
-fn say<E: std::fmt::Display>(error: E) -> String {
+pub(crate) fn say<E: std::fmt::Display>(error: E) -> String {
     error.to_string()
 }
 

@@ -13,7 +13,7 @@ use tauri::http::{Response, StatusCode, header};
 use tauri_plugin_clipboard_manager::ClipboardExt;
 use tauri_plugin_dialog::DialogExt;
 
-use crate::commands::AppState;
+use crate::commands::{AppState, say};
 
 /// What a `media:` path asks for.
 #[derive(Debug, PartialEq, Eq)]
@@ -176,10 +176,6 @@ pub async fn save_image(
         .map_err(|e| format!("cannot save the image to {}: {e}", target.display()))?;
     tracing::info!(file = %target.display(), "saved an image");
     Ok(Some(target.display().to_string()))
-}
-
-fn say<E: std::fmt::Display>(error: E) -> String {
-    error.to_string()
 }
 
 #[cfg(test)]

@@ -7,8 +7,8 @@ use tauri_plugin_dialog::{DialogExt, MessageDialogButtons, MessageDialogKind};
 /// The title of every confirmation, so the user (and a test) knows it is Conduit's.
 pub const CONFIRM_TITLE: &str = "Conduit: confirm";
 
-/// Environment variable, read once at start, that answers every confirmation (`yes` or
-/// `no`) without a dialog; for tests only. The page cannot set it.
+/// Environment variable, read once at start by debug builds only, that answers every
+/// confirmation (`yes` or `no`) without a dialog; for tests. The page cannot set it.
 pub const TEST_ANSWER_ENV: &str = "CONDUIT_TEST_CONFIRM";
 
 /// How confirmations are answered: by the user in a native dialog, or (tests) by the
@@ -22,6 +22,11 @@ pub enum Confirmer {
 impl Confirmer {
     /// The confirmer for this run: `CONDUIT_TEST_CONFIRM=yes|no` fixes the answer.
     pub fn from_env() -> Self {
+        // Release builds always ask: a variable left in a profile must not turn the
+        // confirmations off. The tests drive debug builds.
+        if !cfg!(debug_assertions) {
+            return Self::Dialog;
+        }
         match std::env::var(TEST_ANSWER_ENV).as_deref() {
             Ok("yes") => {
                 tracing::warn!("confirmations are answered yes by {TEST_ANSWER_ENV} (tests only)");
