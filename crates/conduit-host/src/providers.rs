@@ -221,6 +221,8 @@ impl Host {
                     match key {
                         Some(key) => self.secrets().set(&secret_name, key)?,
                         None if moved => {
+                            // A key named by a variable would go to the new server too.
+                            saved.api_key_env = None;
                             self.secrets().delete(&secret_name)?;
                             tracing::info!(provider = %input.id, "provider moved to another server: its stored key was removed");
                         }
@@ -512,5 +514,19 @@ mod tests {
             latest.contains("sk-new-key") && latest.contains("new-token"),
             "{latest}"
         );
+
+        // A key named by an environment variable does not follow a move either.
+        host.update_settings(|settings| {
+            settings.providers[0].api_key_env = Some("PATH".into());
+            Ok::<_, crate::settings::SettingsError>(())
+        })
+        .unwrap();
+        host.save_provider(input(&new_url, None, MASKED, false))
+            .unwrap();
+        assert_eq!(host.settings().unwrap().providers[0].api_key_env, None);
+        let path = std::env::var("PATH").unwrap();
+        host.provider_models("p").await.unwrap();
+        let seen = new_seen.lock().unwrap().concat();
+        assert!(!seen.contains(&path), "{seen}");
     }
 }

@@ -201,6 +201,9 @@ pub fn mask_entry(entry: &Value) -> Value {
 /// An entry the window sent back: each masked `env`/`headers` value takes the stored
 /// value of the same server, section and key (`old`); a mask anywhere else is refused.
 pub fn unmask_entry(server: &str, entry: Value, old: Option<&Value>) -> Result<Value, MaskError> {
+    // Stored secrets stay with what they were given to: an entry that now runs another
+    // command or reaches another URL gets none of them (a mask is then refused).
+    let old = old.filter(|old| same_target(old, &entry));
     fn walk(
         value: &mut Value,
         path: &mut Vec<String>,
@@ -367,10 +370,18 @@ pub fn mask_text(text: &str) -> String {
 /// Text the raw editor sent back: each mask takes the stored value at the same server,
 /// section and key of `old`; a mask anywhere else is refused.
 pub fn unmask_text(new: &str, old: &str) -> Result<String, MaskError> {
+    let (old_servers, new_servers) = (servers_of(old), servers_of(new));
+    let kept_target = |server: &str| match (old_servers.get(server), new_servers.get(server)) {
+        (Some(old), Some(new)) => same_target(old, new),
+        _ => false,
+    };
     let stored: BTreeMap<(String, String, String), std::ops::Range<usize>> = string_tokens(old)
         .into_iter()
         .filter_map(|token| {
             let (server, section, key) = secret_place(&token)?;
+            if !kept_target(server) {
+                return None;
+            }
             let place = (server.to_owned(), section.to_owned(), key.to_owned());
             Some((place, token.range))
         })
@@ -393,6 +404,12 @@ pub fn unmask_text(new: &str, old: &str) -> Result<String, MaskError> {
         }
     }
     Ok(replace_ranges(new, replacements))
+}
+
+/// Whether two entries run the same command or reach the same URL: only then may a
+/// stored secret carry over from one to the other.
+fn same_target(old: &Value, new: &Value) -> bool {
+    old.get("command") == new.get("command") && old.get("url") == new.get("url")
 }
 
 /// Whether a local model server the window asks to save is one the host looks for
@@ -643,6 +660,32 @@ mod tests {
     }
 
     #[test]
+    fn stored_secrets_do_not_follow_an_entry_to_another_command_or_url() {
+        let old =
+            json!({"url": "https://mcp.example/", "headers": {"Authorization": "Bearer s3cret"}});
+        let moved =
+            json!({"url": "https://attacker.example/", "headers": {"Authorization": MASKED}});
+        assert!(unmask_entry("remote", moved, Some(&old)).is_err());
+        let kept = json!({"url": "https://mcp.example/", "headers": {"Authorization": MASKED}});
+        assert_eq!(
+            unmask_entry("remote", kept, Some(&old)).unwrap()["headers"]["Authorization"],
+            "Bearer s3cret"
+        );
+        let old_text =
+            r#"{"mcpServers": {"run": {"command": "node", "env": {"TOKEN": "s3cret"}}}}"#;
+        let moved_text = format!(
+            r#"{{"mcpServers": {{"run": {{"command": "sh", "env": {{"TOKEN": "{MASKED}"}}}}}}}}"#
+        );
+        assert!(unmask_text(&moved_text, old_text).is_err());
+        let kept_text = moved_text.replace("\"sh\"", "\"node\"");
+        assert!(
+            unmask_text(&kept_text, old_text)
+                .unwrap()
+                .contains("s3cret")
+        );
+    }
+
+    #[test]
     fn the_raw_text_is_masked_in_place_and_masks_sent_back_take_the_stored_values() {
         let old = "{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\", \"env\": {\"K\": \"s3\\\"cret\", \"R\": \"${HOME}\"}},\n    \"b\": {\"url\": \"https://h/mcp\", \"headers\": {\"Authorization\": \"Bearer t0k\"}}\n  }\n}\n";
         let masked = mask_text(old);
@@ -656,11 +699,14 @@ mod tests {
         );
         assert_eq!(unmask_text(&masked, old).unwrap(), old);
 
-        // An edit elsewhere keeps the values; moving a mask to another server is refused.
-        let edited = masked.replace("\"x\"", "\"y\"");
+        // An edit elsewhere keeps the values (another command does not: see
+        // stored_secrets_do_not_follow_an_entry_to_another_command_or_url); moving a mask
+        // to another server is refused.
+        let with_cwd = "\"command\": \"x\", \"cwd\": \"/tmp\"";
+        let edited = masked.replace("\"command\": \"x\"", with_cwd);
         assert_eq!(
             unmask_text(&edited, old).unwrap(),
-            old.replace("\"x\"", "\"y\"")
+            old.replace("\"command\": \"x\"", with_cwd)
         );
         let moved = masked.replace("\"b\"", "\"c\"");
         assert!(unmask_text(&moved, old).is_err());
