@@ -218,7 +218,7 @@ impl HttpClient {
                     },
                 }
             };
-            let mut events = match not_a_stream(response).await {
+            let mut events = match not_a_stream(response, settings.read_timeout).await {
                 Answer::Stream(response) => {
                     decode_sse(response.bytes_stream(), decoder, settings.read_timeout)
                 }
@@ -253,7 +253,7 @@ enum Answer {
 
 /// Checks that a 200 answer is an event stream: one labelled HTML, or JSON that is one
 /// whole document, is an error with the provider's message (or a short excerpt).
-async fn not_a_stream(response: reqwest::Response) -> Answer {
+async fn not_a_stream(response: reqwest::Response, read_timeout: Duration) -> Answer {
     let content_type = response
         .headers()
         .get(reqwest::header::CONTENT_TYPE)
@@ -265,14 +265,22 @@ async fn not_a_stream(response: reqwest::Response) -> Answer {
         return Answer::Stream(response);
     }
     let status = response.status().as_u16();
-    match response.bytes().await {
-        Ok(body) => match whole_answer(&content_type, status, body) {
+    // Read whole, but never longer than a stream may stay silent.
+    match tokio::time::timeout(read_timeout, response.bytes()).await {
+        Ok(Ok(body)) => match whole_answer(&content_type, status, body) {
             Ok(events) => Answer::Read(events),
             Err(err) => Answer::Failed(err),
         },
-        Err(err) => Answer::Failed(ProviderError::new(
+        Ok(Err(err)) => Answer::Failed(ProviderError::new(
             ProviderErrorKind::Connection,
             format!("the answer broke: {}", describe_reqwest(&err)),
+        )),
+        Err(_) => Answer::Failed(ProviderError::new(
+            ProviderErrorKind::Connection,
+            format!(
+                "the answer did not arrive within {} s",
+                read_timeout.as_secs()
+            ),
         )),
     }
 }

@@ -241,7 +241,8 @@ enum ContentPart {
 #[derive(Deserialize)]
 struct ToolCallDelta {
     /// Documented as required, but Gemini's OpenAI-compatible endpoint has been seen to
-    /// leave it out: the call's position in the chunk stands in for it then.
+    /// leave it out: a named piece then starts the next call, a nameless one continues
+    /// the latest.
     index: Option<u64>,
     /// Sent on a call's first chunk; some compatible servers send none at all.
     id: Option<String>,
@@ -333,15 +334,21 @@ impl Decoder {
     fn tool_call(
         &mut self,
         call: ToolCallDelta,
-        position: u64,
         data: &str,
         out: &mut Vec<ProviderEvent>,
     ) -> Result<(), ProviderError> {
-        let index = call.index.unwrap_or(position);
         let (name, arguments) = call
             .function
             .map_or((None, None), |f| (f.name, f.arguments));
         let name = name.filter(|s| !s.is_empty());
+        // Without an index, a named piece starts the next call and a nameless one
+        // continues the latest.
+        let latest = self.calls.keys().next_back().copied();
+        let index = match (call.index, &name) {
+            (Some(index), _) => index,
+            (None, Some(_)) => latest.map_or(0, |index| index + 1),
+            (None, None) => latest.unwrap_or(0),
+        };
         let id = call.id.filter(|s| !s.is_empty());
         let pending = match self.calls.entry(index) {
             Entry::Occupied(entry) => {
@@ -372,9 +379,7 @@ impl Decoder {
                 })
             }
         };
-        if let Some(id) = id {
-            pending.id = id;
-        }
+        // The id a call started under stays its id: later pieces only add arguments.
         if let Some(arguments) = arguments.filter(|s| !s.is_empty()) {
             pending.arguments.push_str(&arguments);
             out.push(ProviderEvent::ToolCallDelta {
@@ -435,8 +440,8 @@ impl StreamDecoder for Decoder {
         {
             out.push(ProviderEvent::TextDelta(text));
         }
-        for (position, call) in (0u64..).zip(delta.tool_calls.into_iter().flatten()) {
-            self.tool_call(call, position, data, &mut out)?;
+        for call in delta.tool_calls.into_iter().flatten() {
+            self.tool_call(call, data, &mut out)?;
         }
         if let Some(reason) = choice.finish_reason {
             self.finish = Some(stop_reason(&reason));

@@ -189,10 +189,12 @@ data: [DONE]\n\n";
 }
 
 /// Gemini's OpenAI-compatible endpoint has been seen to send whole calls without
-/// `index`: each call's position in the chunk stands in for it.
+/// `index`: each named piece starts the next call, in one chunk or across chunks.
 #[test]
-fn chat_calls_without_an_index_take_their_position_in_the_chunk() {
-    let sse = "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"id\":\"a\",\"type\":\"function\",\"function\":{\"name\":\"first\",\"arguments\":\"{}\"}},{\"id\":\"b\",\"type\":\"function\",\"function\":{\"name\":\"second\",\"arguments\":\"{\\\"x\\\":1}\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\n\
+fn chat_calls_without_an_index_each_start_the_next_call() {
+    let sse = "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"id\":\"a\",\"type\":\"function\",\"function\":{\"name\":\"first\",\"arguments\":\"{}\"}},{\"id\":\"b\",\"type\":\"function\",\"function\":{\"name\":\"second\",\"arguments\":\"{\\\"x\\\":1}\"}}]},\"finish_reason\":null}]}\n\n\
+data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"id\":\"c\",\"type\":\"function\",\"function\":{\"name\":\"third\",\"arguments\":\"{\"}}]},\"finish_reason\":null}]}\n\n\
+data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"function\":{\"arguments\":\"}\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\n\
 data: [DONE]\n\n";
     let events = all_ok(replay(&mut openai_chat::Decoder::default(), sse));
     let done: Vec<_> = events
@@ -212,6 +214,7 @@ data: [DONE]\n\n";
         vec![
             ("a".to_owned(), "first".to_owned(), Ok(json!({}))),
             ("b".to_owned(), "second".to_owned(), Ok(json!({"x": 1}))),
+            ("c".to_owned(), "third".to_owned(), Ok(json!({}))),
         ],
         "{events:?}"
     );
