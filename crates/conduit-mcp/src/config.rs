@@ -337,9 +337,13 @@ pub fn spec_of(raw: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<Serv
         _ => return Err("the entry needs a command (stdio) or a url (http)".into()),
     };
     let mut secrets = expanded.take();
-    if let Transport::Http { url, headers } = &transport {
-        secrets.extend(headers.values().cloned());
-        secrets.extend(url_secrets(url));
+    match &transport {
+        Transport::Http { url, headers } => {
+            secrets.extend(headers.values().cloned());
+            secrets.extend(url_secrets(url));
+        }
+        // Keys are most often written straight into `env` (Claude Desktop's own examples).
+        Transport::Stdio { env, .. } => secrets.extend(env.values().cloned()),
     }
     Ok(ServerSpec {
         transport,

@@ -96,7 +96,9 @@ pub fn spawn(
 
 /// Variables a server gets from Conduit's environment besides PATH (the one the login
 /// shell resolves) and its entry's `env`: who and where the user is, the terminal and the
-/// locale, as the official TypeScript SDK passes by default.
+/// locale (the official TypeScript SDK's default set), plus what servers need to open a
+/// browser or reach the network the way the user's other programs do (display, session
+/// bus, SSH agent, proxies, extra certificates). No keys or tokens.
 const INHERITED: &[&str] = &[
     "HOME",
     "USER",
@@ -105,6 +107,18 @@ const INHERITED: &[&str] = &[
     "TERM",
     "LANG",
     "TMPDIR",
+    "DISPLAY",
+    "WAYLAND_DISPLAY",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "SSH_AUTH_SOCK",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "ALL_PROXY",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
+    "PROCESSOR_ARCHITECTURE",
     // Windows needs these to find the user's folders and the system.
     "APPDATA",
     "HOMEDRIVE",

@@ -71,8 +71,13 @@ fn claude_desktop_files_read_with_each_server_checked_alone() {
                 cwd: None,
             },
             timeout: None,
-            // The value `${HOME}` brought in is hidden in what leaves the crate.
-            secrets: crate::redact::Redactor::new(["/home/u".to_owned()]),
+            // The value `${HOME}` brought in and the entry's own `env` values (long
+            // enough to be secrets) are hidden in what leaves the crate.
+            secrets: crate::redact::Redactor::new([
+                "/home/u".to_owned(),
+                "1".to_owned(),
+                "/home/u/bin".to_owned()
+            ]),
         })
     );
     let remote = snapshot.server("remote").unwrap().spec.clone().unwrap();
