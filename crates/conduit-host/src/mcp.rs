@@ -625,31 +625,6 @@ impl Host {
         }
         Ok(self.mcp_file()?)
     }
-
-    /// Sets the approval policy of `server`'s tools that have none of their own.
-    pub fn set_mcp_server_policy(
-        &self,
-        server: &str,
-        policy: crate::settings::ToolPolicy,
-    ) -> Result<(), crate::SettingsError> {
-        self.update_settings(|settings| {
-            settings.set_server_policy(server, policy);
-            Ok(())
-        })
-    }
-
-    /// Sets whether `tool` of `server` runs without asking, never, or after asking.
-    pub fn set_mcp_tool_policy(
-        &self,
-        server: &str,
-        tool: &str,
-        policy: crate::settings::ToolPolicy,
-    ) -> Result<(), crate::SettingsError> {
-        self.update_settings(|settings| {
-            settings.set_tool_policy(server, tool, policy);
-            Ok(())
-        })
-    }
 }
 
 #[cfg(test)]

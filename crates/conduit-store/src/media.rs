@@ -110,7 +110,10 @@ impl FileMediaStore {
         }
         let (natural_width, _) = image::image_dimensions(&original)
             .map_err(|e| MediaError::Invalid(format!("the stored image does not decode: {e}")))?;
-        if natural_width <= width {
+        // A still PNG of an animation's first frame would lose what it shows: animations
+        // are served whole (the window scales them).
+        let may_animate = matches!(mime, "image/gif" | "image/webp" | "image/apng");
+        if natural_width <= width || may_animate {
             return Ok(Some((original, mime)));
         }
         let sized = self.sized_path(hash, width);
@@ -446,6 +449,19 @@ mod tests {
         let tall = store.put(&png(800, 3000), None).unwrap();
         let (file, _) = store.sized(&tall.hash, 512).unwrap().unwrap();
         assert_eq!(image::image_dimensions(&file).unwrap(), (512, 1920));
+
+        // An animation is served whole: a resized PNG would keep only its first frame.
+        let mut gif = Vec::new();
+        image::DynamicImage::new_rgba8(1600, 1000)
+            .write_to(&mut Cursor::new(&mut gif), image::ImageFormat::Gif)
+            .unwrap();
+        let animated = store.put(&gif, None).unwrap();
+        let (file, mime) = store.sized(&animated.hash, 512).unwrap().unwrap();
+        assert_eq!(
+            (file.as_path(), mime),
+            (store.path_of(&animated).as_path(), "image/gif")
+        );
+        store.remove(&animated).unwrap();
 
         let err = store.sized(&wide.hash, 1000).unwrap_err();
         assert!(err.to_string().contains("not a thumbnail width"), "{err}");
