@@ -39,12 +39,19 @@ pub struct ToolTrust {
     pub now: ApprovedTool,
 }
 
-/// The fingerprint of how a server is reached: its command and arguments, or its URL.
-/// A server the file no longer names (or cannot start) has none that any allow matches.
+/// The fingerprint of what a server runs: its command, arguments, environment and folder
+/// (an env such as `NODE_OPTIONS` or another folder changes what runs as much as the
+/// command does; values are only hashed), or its URL. A server the file no longer names
+/// (or cannot start) has none that any allow matches.
 pub fn server_fingerprint(transport: Option<&Transport>) -> String {
     let described = match transport {
-        Some(Transport::Stdio { command, args, .. }) => {
-            json!({"command": command, "args": args})
+        Some(Transport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        }) => {
+            json!({"command": command, "args": args, "env": env, "cwd": cwd})
         }
         Some(Transport::Http { url, .. }) => json!({"url": url}),
         None => return String::new(),
@@ -251,6 +258,29 @@ mod tests {
             invalid_arguments: None,
             origin: None,
         }
+    }
+
+    #[test]
+    fn the_server_fingerprint_covers_what_runs_env_and_folder_included() {
+        let stdio = |env: &[(&str, &str)], cwd: Option<&str>| {
+            server_fingerprint(Some(&Transport::Stdio {
+                command: "node".into(),
+                args: vec!["server.js".into()],
+                env: env
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+                cwd: cwd.map(Into::into),
+            }))
+        };
+        let base = stdio(&[], None);
+        assert_eq!(base, stdio(&[], None));
+        assert_ne!(
+            base,
+            stdio(&[("NODE_OPTIONS", "--require /tmp/x.js")], None)
+        );
+        assert_ne!(base, stdio(&[], Some("/tmp/elsewhere")));
+        assert_eq!(server_fingerprint(None), "");
     }
 
     fn trust(server: &str, tool: &str, command: &str, description: &str) -> ToolTrust {

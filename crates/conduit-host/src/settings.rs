@@ -104,7 +104,7 @@ impl McpServerPrefs {
 }
 
 /// Fingerprints of what the user allowed: the server entry (its command and arguments,
-/// or its URL) and the tool (its description and input schema; the name is the key).
+/// environment and folder, or its URL) and the tool (its description and input schema; the name is the key).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ApprovedTool {
@@ -289,7 +289,7 @@ impl Settings {
         let mut changes = Vec::new();
         if approved.server != current.server {
             changes.push(format!(
-                "the command and arguments (or URL) of server {server} changed since you allowed it"
+                "the command and arguments, environment or folder (or URL) of server {server} changed since you allowed it"
             ));
         }
         if approved.description != current.description {
