@@ -739,6 +739,51 @@ async fn streamed_pieces_of_calls_under_a_repeated_id_go_to_the_right_call() {
     assert_eq!(deltas[1].0, started_ids[1]);
     assert_eq!(ready[0], (started_ids[0].clone(), json!("one")));
     assert_eq!(ready[1], (started_ids[1].clone(), json!("two")));
+
+    // Overlapping: the second call starts before the first is done. A piece goes to the
+    // latest call started under the id; calls finish in the order they started.
+    let provider = ScriptedProvider::new(vec![
+        vec![
+            started("dup"),
+            delta("dup", "{\"text\":\"one\"}"),
+            started("dup"),
+            delta("dup", "{\"text\":\"two\"}"),
+            call("dup", "echo", json!({"text": "one"})),
+            call("dup", "echo", json!({"text": "two"})),
+            stop(StopReason::ToolUse),
+        ],
+        vec![text("Done."), stop(StopReason::EndTurn)],
+    ]);
+    let overlapping = self::run(provider, vec![Arc::new(Echo(spec("echo")))]).await;
+    let started_ids: Vec<String> = overlapping
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::ToolCallStarted { id, .. } => Some(id.clone()),
+            _ => None,
+        })
+        .collect();
+    let deltas: Vec<String> = overlapping
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::ToolCallDelta { id, .. } => Some(id.clone()),
+            _ => None,
+        })
+        .collect();
+    let ready: Vec<String> = overlapping
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::ToolCallReady { call } => Some(call.id.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        deltas, started_ids,
+        "each piece goes to the call started before it"
+    );
+    assert_eq!(ready, started_ids, "calls finish in the order they started");
 }
 
 #[tokio::test]
