@@ -128,7 +128,6 @@ pub fn add_local_provider(
     state: tauri::State<'_, AppState>,
     provider: LocalProvider,
 ) -> Reply<()> {
-    conduit_host::window_guard::known_local_server(&provider)?;
     state.host().add_local_provider(provider).map_err(say)?;
     providers_changed(&app);
     Ok(())

@@ -24,6 +24,9 @@ pub enum ProvidersError {
     Provider(#[from] ProviderError),
     #[error("the environment variable {0} holding the API key is not set")]
     MissingKeyEnv(String),
+    /// The window asked to add a "local" server that is not one the host looks for.
+    #[error("{0}")]
+    NotLocal(String),
 }
 
 /// A provider as a frontend lists it: its settings and where its key is, never the key.
@@ -274,10 +277,13 @@ pub const LOCAL_SERVERS: [(&str, &str, &str); 2] = [
 impl Host {
     /// Saves a local model server as a provider: no key, its first model as the default.
     pub fn add_local_provider(&self, local: LocalProvider) -> Result<(), ProvidersError> {
+        // The window may ask for this without Settings: only a server the host looks for,
+        // at its own address, spoken to as the host probed it.
+        crate::window_guard::known_local_server(&local).map_err(ProvidersError::NotLocal)?;
         self.add_provider(
             ProviderSettings {
                 id: local.id,
-                protocol: local.protocol,
+                protocol: Protocol::OpenAiChat,
                 base_url: local.base_url,
                 default_model: local.models.into_iter().next(),
                 headers: Default::default(),
@@ -528,5 +534,31 @@ mod tests {
         host.provider_models("p").await.unwrap();
         let seen = new_seen.lock().unwrap().concat();
         assert!(!seen.contains(&path), "{seen}");
+    }
+
+    #[test]
+    fn the_window_adds_only_a_local_server_the_host_looks_for_as_the_host_speaks_to_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = Host::new(crate::Paths::under_home(dir.path().to_owned(), None));
+        let local = |base_url: &str| LocalProvider {
+            id: "ollama".into(),
+            name: "Ollama".into(),
+            protocol: Protocol::Anthropic,
+            base_url: base_url.into(),
+            models: vec!["llama3".into()],
+        };
+        let refused = host
+            .add_local_provider(local("https://attacker.example/v1"))
+            .unwrap_err();
+        assert!(
+            refused.to_string().contains("not a local model server"),
+            "{refused}"
+        );
+        assert!(host.settings().unwrap().providers.is_empty());
+        host.add_local_provider(local("http://127.0.0.1:11434/v1"))
+            .unwrap();
+        let saved = &host.settings().unwrap().providers[0];
+        assert_eq!(saved.protocol, Protocol::OpenAiChat);
+        assert_eq!(saved.default_model.as_deref(), Some("llama3"));
     }
 }
