@@ -96,6 +96,19 @@ fn generate() -> String {
         out.push_str(&format!("\n  | \"{}\"", command.name));
     }
     out.push_str(";\n");
+    // Values the window must agree with the host on, from the host's own constants.
+    let widths: Vec<String> = conduit_host::store::media::THUMBNAIL_WIDTHS
+        .iter()
+        .map(u32::to_string)
+        .collect();
+    out.push_str(&format!(
+        "\n/** The widths the host makes thumbnails at (conduit_store::media::THUMBNAIL_WIDTHS). */\nexport const THUMBNAIL_WIDTHS = [{}] as const;\n",
+        widths.join(", ")
+    ));
+    out.push_str(&format!(
+        "\n/** What a secret value reads as in what the window receives (conduit_host::providers::MASKED). */\nexport const MASKED = {:?};\n",
+        conduit_host::providers::MASKED
+    ));
     for declaration in declarations {
         out.push('\n');
         out.push_str("export ");

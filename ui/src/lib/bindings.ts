@@ -41,6 +41,12 @@ export type CommandName =
   | "save_image"
   | "clipboard_image";
 
+/** The widths the host makes thumbnails at (conduit_store::media::THUMBNAIL_WIDTHS). */
+export const THUMBNAIL_WIDTHS = [256, 512, 1024, 1600, 2400] as const;
+
+/** What a secret value reads as in what the window receives (conduit_host::providers::MASKED). */
+export const MASKED = "••••••••";
+
 export type Paths = { 
 /**
  * Database, media and logs.

@@ -1,7 +1,6 @@
 // Image sizing for cards and the viewer's zoom/pan math: pure functions, no DOM.
 
-/** The widths the host makes thumbnails at (conduit_store::media::THUMBNAIL_WIDTHS). */
-export const THUMBNAIL_WIDTHS = [256, 512, 1024, 1600, 2400] as const;
+import { THUMBNAIL_WIDTHS } from "./bindings";
 
 export interface Size {
   width: number;
