@@ -327,7 +327,7 @@ async fn a_page_script_cannot_start_programs_read_secrets_or_open_links_unseen()
         (
             "new url",
             json!({"kind": "update", "name": "remote", "entry":
-                {"url": "http://127.0.0.1:9/attacker", "headers": {"Authorization": MASKED}}}),
+                {"url": "http://127.0.0.1:9/attacker"}}),
         ),
         (
             "replace",

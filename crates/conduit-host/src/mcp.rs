@@ -638,6 +638,33 @@ mod tests {
     }
 
     #[test]
+    fn a_stored_header_sent_along_to_a_new_url_is_refused_before_anything_is_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = Host::new(crate::Paths::under_home(dir.path().to_owned(), None));
+        let file = dir.path().join("mcp_servers.json");
+        std::fs::write(
+            &file,
+            json!({"mcpServers": {"remote": {"url": "http://127.0.0.1:9/mcp",
+                "headers": {"Authorization": "Bearer s3cret"}, "disabled": true}}})
+            .to_string(),
+        )
+        .unwrap();
+        let version = conduit_files::fingerprint(&file).unwrap();
+        let refused = host
+            .edit_mcp_file(
+                version,
+                McpEdit::Update {
+                    name: "remote".into(),
+                    entry: json!({"url": "http://127.0.0.1:9/attacker",
+                        "headers": {"Authorization": MASKED}}),
+                },
+                &|question: &str| panic!("asked: {question}"),
+            )
+            .unwrap_err();
+        assert!(refused.to_string().contains("no stored value"), "{refused}");
+    }
+
+    #[test]
     fn edits_name_the_version_they_are_based_on_and_bad_text_is_never_written() {
         let dir = tempfile::tempdir().unwrap();
         let host = host(dir.path());
