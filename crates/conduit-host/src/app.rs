@@ -11,7 +11,7 @@ use conduit_core::agent::{AgentEvent, EventSink};
 use conduit_core::content::MediaRef;
 use conduit_core::media::MediaStore;
 use conduit_core::provider::{ProviderError, ProviderErrorKind};
-use conduit_mcp::live::LiveServers;
+use conduit_mcp::runtime::McpRuntime;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
@@ -145,14 +145,16 @@ pub type TurnSink = Arc<dyn Fn(TurnEvent) + Send + Sync>;
 
 struct Turn {
     cancel: CancellationToken,
-    approval: Arc<WindowApproval>,
+    /// Set once the turn is prepared (its tools known); answers before that find no
+    /// question.
+    approval: Arc<std::sync::OnceLock<Arc<WindowApproval>>>,
 }
 
 /// The engine the window talks to.
 pub struct App {
     host: Arc<Host>,
     /// Started in the background when the app starts; a turn waits for it.
-    live: tokio::sync::OnceCell<Arc<LiveServers>>,
+    servers: tokio::sync::OnceCell<Arc<McpRuntime>>,
     turns: Mutex<HashMap<String, Turn>>,
 }
 
@@ -176,7 +178,7 @@ impl App {
     pub fn new(host: Arc<Host>) -> Arc<Self> {
         Arc::new(Self {
             host,
-            live: tokio::sync::OnceCell::new(),
+            servers: tokio::sync::OnceCell::new(),
             turns: Mutex::new(HashMap::new()),
         })
     }
@@ -185,13 +187,10 @@ impl App {
         &self.host
     }
 
-    /// The `mcpServers` file's servers, kept in step with it; the first call starts them.
-    pub async fn live(&self) -> Arc<LiveServers> {
-        self.live
-            .get_or_init(|| async {
-                let path = &self.host.paths().mcp_config_file;
-                Arc::new(LiveServers::start(path, self.host.mcp_start_timeout()).await)
-            })
+    /// The MCP runtime, kept in step with the `mcpServers` file; the first call starts it.
+    pub async fn servers(&self) -> Arc<McpRuntime> {
+        self.servers
+            .get_or_init(|| async { Arc::new(self.host.watch_mcp().await) })
             .await
             .clone()
     }
@@ -199,10 +198,10 @@ impl App {
     /// Every server in the file with its state (all `starting` until the first start
     /// finished), and the file's read error if it has one.
     pub fn mcp_servers(&self) -> McpOverview {
-        match self.live.get() {
-            Some(live) => McpOverview {
-                servers: live.statuses(),
-                config_error: live.config_error(),
+        match self.servers.get() {
+            Some(servers) => McpOverview {
+                servers: servers.statuses(),
+                config_error: servers.config_error(),
             },
             None => match self.host.mcp_config() {
                 Ok(snapshot) => McpOverview {
@@ -290,8 +289,7 @@ impl App {
                 })
             })
         };
-        let approval =
-            WindowApproval::new(agent_sink.clone(), self.host.paths().settings_file.clone());
+        let approval = Arc::new(std::sync::OnceLock::new());
         self.turns.lock().insert(
             turn.clone(),
             Turn {
@@ -299,14 +297,13 @@ impl App {
                 approval: approval.clone(),
             },
         );
-        let mut chat = ChatRequest {
+        let chat = ChatRequest {
             conversation: Some(conversation.clone()),
             provider: ProviderChoice::Saved(request.provider),
             model: request.model,
             prompt: request.text,
             attachments: attachments.into_iter().map(Attachment::Stored).collect(),
-            approval: ApprovalMode::Window(approval),
-            live: None,
+            approval: ApprovalMode::Window(agent_sink.clone()),
             max_turns: conduit_core::agent::DEFAULT_MAX_TURNS,
             system: None,
             read_timeout: None,
@@ -314,13 +311,19 @@ impl App {
         let app = self.clone();
         let turn_id = turn.clone();
         tokio::spawn(async move {
-            chat.live = Some(app.live().await);
             // The turn runs in its own task so that even a panic in it ends the turn
             // for the window instead of leaving it waiting.
             let host_app = app.clone();
             let run_cancel = cancel.clone();
-            let run =
-                tokio::spawn(async move { host_app.host.chat(chat, agent_sink, run_cancel).await });
+            let run = tokio::spawn(async move {
+                let servers = host_app.servers().await;
+                let prepared = host_app.host.prepare_turn(chat, &servers).await?;
+                if let Some(window) = prepared.window_approval() {
+                    // Only this turn's task sets it, once.
+                    let _ = approval.set(window);
+                }
+                prepared.run(agent_sink, run_cancel).await
+            });
             let result = run.await;
             app.turns.lock().remove(&turn_id);
             let (status, error) = match result {
@@ -367,25 +370,26 @@ impl App {
             .turns
             .lock()
             .get(turn)
-            .map(|t| t.approval.clone())
+            .map(|t| t.approval.get().cloned())
             .ok_or_else(|| AppError::NoTurn(turn.to_owned()))?;
-        Ok(approval.answer(call_id, decision)?)
+        match approval {
+            Some(approval) => Ok(approval.answer(call_id, decision)?),
+            // Not prepared yet: no question was asked.
+            None => Ok(false),
+        }
     }
 
     /// A server's approval policy and its tools, each with whether it is offered to
     /// models and the policy that applies to it.
     pub async fn mcp_server_tools(&self, server: &str) -> Result<ServerTools, AppError> {
-        let live = self.live().await;
-        let running = live.tools(self.host.media.clone(), &|_, _| true);
-        Ok(self
-            .host
-            .tool_settings(server, live.server_tools(server), &running)?)
+        let servers = self.servers().await;
+        Ok(self.host.server_tool_settings(&servers, server)?)
     }
 
     /// What each of `server`'s running tools is now, by the tool's own name.
     async fn server_trust(&self, server: &str) -> HashMap<String, crate::settings::ApprovedTool> {
         let tools = self
-            .live()
+            .servers()
             .await
             .tools(self.host.media.clone(), &|_, _| true);
         self.host.server_trust(server, &tools)
@@ -435,7 +439,7 @@ impl App {
 
     /// Stops a server and starts it again.
     pub async fn restart_mcp_server(&self, server: &str) {
-        self.live().await.restart_server(server).await;
+        self.servers().await.restart_server(server).await;
     }
 
     /// Ends every turn and server (the window is closing).
@@ -443,8 +447,8 @@ impl App {
         for turn in self.turns.lock().values() {
             turn.cancel.cancel();
         }
-        if let Some(live) = self.live.get() {
-            live.shutdown().await;
+        if let Some(servers) = self.servers.get() {
+            servers.shutdown().await;
         }
     }
 }

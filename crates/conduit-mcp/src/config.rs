@@ -124,16 +124,6 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// A snapshot of servers that come from no file (benchmarks, tests, built-ins).
-    pub fn for_servers(servers: Vec<ServerEntry>) -> Self {
-        Self {
-            path: PathBuf::new(),
-            servers,
-            document: Value::Object(Map::new()),
-            fingerprint: None,
-        }
-    }
-
     pub fn server(&self, name: &str) -> Option<&ServerEntry> {
         self.servers.iter().find(|s| s.name == name)
     }
