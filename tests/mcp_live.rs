@@ -8,8 +8,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use conduit_core::content::MediaRef;
-use conduit_core::media::{MediaError, MediaStore};
+use conduit_core::media::MediaStore;
 use conduit_core::tool::Tool;
 use conduit_e2e::npm_server;
 use conduit_mcp::runtime::{LiveEvent, McpRuntime, RuntimeOptions};
@@ -230,20 +229,9 @@ async fn a_crashed_server_is_restarted() {
     live.shutdown().await;
 }
 
-/// A media store for tests that store no media.
+/// A media store for tests.
 fn media() -> std::sync::Arc<dyn MediaStore> {
-    std::sync::Arc::new(NoMedia)
-}
-
-struct NoMedia;
-
-impl MediaStore for NoMedia {
-    fn put(&self, _: &[u8], _: Option<&str>) -> Result<MediaRef, MediaError> {
-        Err(MediaError::Io("this test stores no media".into()))
-    }
-    fn load(&self, _: &MediaRef) -> Result<Vec<u8>, MediaError> {
-        Err(MediaError::Io("this test stores no media".into()))
-    }
+    conduit_core::testing::MemoryMedia::new()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

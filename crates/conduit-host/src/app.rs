@@ -456,69 +456,22 @@ impl App {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use conduit_testing::llm_server::{Dialect, ScriptedLlm};
     use serde_json::json;
     use std::time::Duration;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::sync::mpsc;
 
     /// A Chat Completions server that streams "Hello" and ends, or with `stall` sends
-    /// "Hel" and then nothing more.
-    async fn model_server(stall: bool) -> String {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/v1", listener.local_addr().unwrap());
-        tokio::spawn(async move {
-            while let Ok((mut socket, _)) = listener.accept().await {
-                tokio::spawn(async move {
-                    let mut request = Vec::new();
-                    let mut buf = [0u8; 8192];
-                    // Headers, then the body its content-length announces.
-                    loop {
-                        let n = socket.read(&mut buf).await.unwrap_or(0);
-                        if n == 0 {
-                            return;
-                        }
-                        request.extend_from_slice(&buf[..n]);
-                        let text = String::from_utf8_lossy(&request).to_lowercase();
-                        if let Some(end) = text.find("\r\n\r\n") {
-                            let length = text
-                                .lines()
-                                .find_map(|l| l.strip_prefix("content-length:"))
-                                .and_then(|v| v.trim().parse::<usize>().ok())
-                                .unwrap_or(0);
-                            if request.len() >= end + 4 + length {
-                                break;
-                            }
-                        }
-                    }
-                    let chunk = |delta: serde_json::Value, finish: serde_json::Value| {
-                        format!(
-                            "data: {}\n\n",
-                            json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
-                                   "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
-                        )
-                    };
-                    let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
-                    let mut body = head.to_owned();
-                    if stall {
-                        body.push_str(&chunk(
-                            json!({"role": "assistant", "content": "Hel"}),
-                            json!(null),
-                        ));
-                        let _ = socket.write_all(body.as_bytes()).await;
-                        tokio::time::sleep(Duration::from_secs(3600)).await;
-                        return;
-                    }
-                    body.push_str(&chunk(
-                        json!({"role": "assistant", "content": "Hello"}),
-                        json!(null),
-                    ));
-                    body.push_str(&chunk(json!({}), json!("stop")));
-                    body.push_str("data: [DONE]\n\n");
-                    let _ = socket.write_all(body.as_bytes()).await;
-                });
-            }
-        });
-        url
+    /// "Hel" and then nothing more; it runs while the returned server lives.
+    async fn model_server(stall: bool) -> (String, ScriptedLlm) {
+        let dialect = Dialect::OpenAiChat;
+        let reply = if stall {
+            dialect.stall_after(&["Hel"])
+        } else {
+            dialect.text(&["Hello"])
+        };
+        let server = ScriptedLlm::start(vec![reply]).await.unwrap();
+        (dialect.base_url(&server.url()), server)
     }
 
     fn app(dir: &std::path::Path, provider: serde_json::Value) -> Arc<App> {
@@ -572,7 +525,7 @@ mod tests {
     #[tokio::test]
     async fn a_turn_streams_in_the_background_and_is_saved() {
         let dir = tempfile::tempdir().unwrap();
-        let url = model_server(false).await;
+        let (url, _server) = model_server(false).await;
         let app = app(
             dir.path(),
             json!({"id": "local", "protocol": "openai-chat", "baseUrl": url, "defaultModel": "m"}),
@@ -623,7 +576,7 @@ mod tests {
     #[tokio::test]
     async fn a_stopped_turn_ends_interrupted_with_its_partial_answer_kept() {
         let dir = tempfile::tempdir().unwrap();
-        let url = model_server(true).await;
+        let (url, _server) = model_server(true).await;
         let app = app(
             dir.path(),
             json!({"id": "local", "protocol": "openai-chat", "baseUrl": url, "defaultModel": "m"}),
@@ -657,7 +610,7 @@ mod tests {
     #[tokio::test]
     async fn a_turn_stays_stoppable_after_a_crash_while_the_turns_lock_was_held() {
         let dir = tempfile::tempdir().unwrap();
-        let url = model_server(true).await;
+        let (url, _server) = model_server(true).await;
         let app = app(
             dir.path(),
             json!({"id": "local", "protocol": "openai-chat", "baseUrl": url, "defaultModel": "m"}),

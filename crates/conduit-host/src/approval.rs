@@ -229,26 +229,13 @@ mod tests {
     use super::*;
     use conduit_core::agent::{Agent, AgentEvent, AgentOptions, Outcome};
     use conduit_core::content::{Message, ToolResult};
-    use conduit_core::provider::{
-        EventStream, ModelInfo, ModelRequest, Provider, ProviderError, ProviderEvent, StopReason,
-    };
-    use conduit_core::tool::{ToolContext, ToolError, ToolOutput, ToolRegistry};
-    use futures::StreamExt;
+    use conduit_core::provider::{ProviderEvent, StopReason};
+    use conduit_core::testing::{Echo, ScriptedProvider, tool_spec as spec};
+    use conduit_core::tool::ToolRegistry;
     use serde_json::json;
     use tokio_util::sync::CancellationToken;
 
     use crate::settings::ToolPolicy;
-
-    fn spec(name: &str) -> ToolSpec {
-        ToolSpec {
-            name: name.into(),
-            title: None,
-            description: String::new(),
-            input_schema: json!({"type": "object"}),
-            output_schema: None,
-            annotations: Default::default(),
-        }
-    }
 
     fn call(id: &str, name: &str) -> ToolCall {
         ToolCall {
@@ -512,58 +499,24 @@ mod tests {
         assert_eq!(saved.tool_policy("kept", "run"), ToolPolicy::Allow);
     }
 
-    /// Answers one response with two calls under the same provider id, then ends.
-    struct RepeatsAnId(Mutex<u32>);
-
-    #[async_trait]
-    impl Provider for RepeatsAnId {
-        fn protocol(&self) -> &'static str {
-            "scripted"
-        }
-
-        async fn stream(&self, _request: ModelRequest) -> Result<EventStream, ProviderError> {
-            let mut count = self.0.lock();
-            *count += 1;
-            let done = |name: &str, text: &str| {
-                Ok(ProviderEvent::ToolCallDone {
-                    id: "dup".into(),
-                    name: name.into(),
-                    arguments: Ok(json!({"text": text})),
-                    signature: None,
-                })
-            };
-            let events = if *count == 1 {
-                vec![
-                    done("srv__echo", "first"),
-                    done("srv__echo", "second"),
-                    Ok(ProviderEvent::Stop(StopReason::ToolUse)),
-                ]
-            } else {
-                vec![Ok(ProviderEvent::Stop(StopReason::EndTurn))]
-            };
-            Ok(futures::stream::iter(events).boxed())
-        }
-
-        async fn list_models(&self) -> Result<Vec<ModelInfo>, ProviderError> {
-            Ok(vec![])
-        }
-    }
-
-    struct Echo(ToolSpec);
-
-    #[async_trait]
-    impl Tool for Echo {
-        fn spec(&self) -> &ToolSpec {
-            &self.0
-        }
-
-        async fn call(
-            &self,
-            arguments: serde_json::Value,
-            _context: ToolContext,
-        ) -> Result<ToolOutput, ToolError> {
-            Ok(ToolOutput::text(arguments["text"].as_str().unwrap_or("")))
-        }
+    /// One response with two calls under the same provider id, then the end.
+    fn repeats_an_id() -> Arc<ScriptedProvider> {
+        let done = |text: &str| {
+            Ok(ProviderEvent::ToolCallDone {
+                id: "dup".into(),
+                name: "srv__echo".into(),
+                arguments: Ok(json!({"text": text})),
+                signature: None,
+            })
+        };
+        ScriptedProvider::new(vec![
+            vec![
+                done("first"),
+                done("second"),
+                Ok(ProviderEvent::Stop(StopReason::ToolUse)),
+            ],
+            vec![Ok(ProviderEvent::Stop(StopReason::EndTurn))],
+        ])
     }
 
     #[tokio::test]
@@ -573,9 +526,9 @@ mod tests {
         let approval =
             WindowApproval::new(events, dir.path().join("settings.json"), HashMap::new());
         let mut tools = ToolRegistry::new();
-        tools.register(Arc::new(Echo(spec("srv__echo"))));
+        tools.register(Echo::named("srv__echo"));
         let agent = Agent::new(
-            Arc::new(RepeatsAnId(Mutex::new(0))),
+            repeats_an_id(),
             tools,
             approval.clone(),
             AgentOptions::new("m"),
