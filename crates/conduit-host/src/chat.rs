@@ -80,8 +80,12 @@ pub enum ChatError {
         "no model given: pass --model, or set a default model for provider {0:?} (`conduit providers add ... --model M`)"
     )]
     NoModel(String),
-    #[error("cannot attach {path}: {reason}")]
-    Attachment { path: String, reason: String },
+    #[error("cannot attach {path}: {source}")]
+    Attachment {
+        path: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     #[error("the message is empty: give a prompt or an attachment")]
     EmptyMessage,
     #[error(transparent)]
@@ -285,18 +289,19 @@ impl Host {
                 }
                 Attachment::File(path) => path,
             };
-            let attachment_error = |reason: String| ChatError::Attachment {
-                path: path.display().to_string(),
-                reason,
-            };
+            let attachment_error =
+                |source: Box<dyn std::error::Error + Send + Sync>| ChatError::Attachment {
+                    path: path.display().to_string(),
+                    source,
+                };
             let bytes = tokio::fs::read(path)
                 .await
-                .map_err(|e| attachment_error(e.to_string()))?;
+                .map_err(|e| attachment_error(e.into()))?;
             let media = self.media.clone();
             let stored = tokio::task::spawn_blocking(move || media.put(&bytes, None))
                 .await
-                .map_err(|e| attachment_error(e.to_string()))?
-                .map_err(|e: MediaError| attachment_error(e.to_string()))?;
+                .map_err(|e| attachment_error(e.into()))?
+                .map_err(|e: MediaError| attachment_error(e.into()))?;
             blocks.push(Block::Image { media: stored });
         }
         if blocks.is_empty() {

@@ -52,7 +52,11 @@ pub enum HostMcpError {
     #[error("there is no ready server named {0:?}")]
     NoServer(String),
     #[error("server {server:?}: {error}")]
-    Call { server: String, error: McpError },
+    Call {
+        server: String,
+        #[source]
+        error: McpError,
+    },
     #[error("{0}")]
     Arguments(String),
     #[error("{0}")]
@@ -359,10 +363,7 @@ impl Host {
         match std::fs::read(path) {
             Ok(bytes) => Ok(Some(bytes)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(ConfigError::Read {
-                path: path.display().to_string(),
-                message: e.to_string(),
-            }),
+            Err(e) => Err(ConfigError::read(path, e)),
         }
     }
 
@@ -457,12 +458,8 @@ impl Host {
                 self.confirm_launches(&old, &replaced, confirm)?;
                 // The file must still be the one the change was made on.
                 self.current_text(&version)?;
-                conduit_files::write_atomically(path, text.as_bytes(), 0o600).map_err(|e| {
-                    ConfigError::Write {
-                        path: path.display().to_string(),
-                        message: e.to_string(),
-                    }
-                })?;
+                conduit_files::write_atomically(path, text.as_bytes(), 0o600)
+                    .map_err(|e| ConfigError::write(path, e))?;
                 // A server the new text no longer has takes its tool policies with it.
                 for server in old.keys().filter(|name| !replaced.contains_key(*name)) {
                     self.forget_server_policies(server);
