@@ -27,6 +27,7 @@ async fn main() {
         },
         timeout: Some(Duration::from_secs(20)),
         secrets: Default::default(),
+        era: Default::default(),
     };
     let connection = Connection::connect(&spec, Duration::from_secs(20))
         .await

@@ -15,16 +15,17 @@ use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
     ClientCapabilities, ClientConfig, ClientRequest, GetPromptRequestParams, GetPromptResult,
     Implementation, JsonObject, ProgressNotificationParam, ProgressToken, Prompt, ProtocolVersion,
-    ReadResourceRequestParams, ReadResourceResult, Resource, ResourceTemplate, ServerResult, Tool,
+    ReadResourceRequestParams, ReadResourceResult, Resource, ResourceTemplate, ServerNotification,
+    ServerResult, SubscriptionFilter, Tool,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ClientHandler, Peer, RoleClient, ServiceError, ServiceExt};
+use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, Peer, RoleClient, ServiceError};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{ServerSpec, Transport};
+use crate::config::{ProtocolEra, ServerSpec, Transport};
 use crate::process::{self, ServerProcess, StderrTail};
 use crate::spill::{self, Spill};
 
@@ -142,6 +143,22 @@ impl ClientHandler for Handler {
     }
 }
 
+/// How a session starts in each era: `server/discover` and per-request metadata
+/// (2026-07-28), the `initialize` handshake (2025-11-25), or discover first and the
+/// handshake for a server that answers it as a legacy server.
+fn lifecycle(era: ProtocolEra) -> ClientLifecycleMode {
+    match era {
+        ProtocolEra::Auto => ClientLifecycleMode::Auto {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+        },
+        ProtocolEra::Stateless => ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        },
+        ProtocolEra::Initialize => ClientLifecycleMode::Initialize,
+    }
+}
+
 /// How much an in-process session buffers each way before the writer waits.
 const IN_PROCESS_BUFFER: usize = 1024 * 1024;
 
@@ -252,14 +269,17 @@ impl Connection {
             inner: AsyncRwTransport::new(read, write).with_max_line_length(MAX_STDIO_MESSAGE),
             ended: ended.clone(),
         };
-        let service = tokio::time::timeout(start_timeout, handler.serve(transport))
-            .await
-            .map_err(|_| {
-                StartError::plain(format!(
-                    "it did not finish starting within {start_timeout:?}"
-                ))
-            })?
-            .map_err(|e| StartError::plain(e.to_string()))?;
+        let service = tokio::time::timeout(
+            start_timeout,
+            handler.serve_with_lifecycle(transport, lifecycle(ProtocolEra::Auto)),
+        )
+        .await
+        .map_err(|_| {
+            StartError::plain(format!(
+                "it did not finish starting within {start_timeout:?}"
+            ))
+        })?
+        .map_err(|e| StartError::plain(e.to_string()))?;
         Ok(Self::ready(
             service,
             Session {
@@ -324,7 +344,11 @@ impl Connection {
                         .with_max_line_length(MAX_STDIO_MESSAGE),
                     ended: ended.clone(),
                 };
-                let started = tokio::time::timeout(start_timeout, handler.serve(transport)).await;
+                let started = tokio::time::timeout(
+                    start_timeout,
+                    handler.serve_with_lifecycle(transport, lifecycle(spec.era)),
+                )
+                .await;
                 let reason = match started {
                     Ok(Ok(service)) => {
                         return Ok(Self::ready(
@@ -376,14 +400,17 @@ impl Connection {
                     inner: StreamableHttpClientTransport::from_config(config),
                     ended: ended.clone(),
                 };
-                let service = tokio::time::timeout(start_timeout, handler.serve(transport))
-                    .await
-                    .map_err(|_| {
-                        StartError::plain(format!(
-                            "it did not finish starting within {start_timeout:?}"
-                        ))
-                    })?
-                    .map_err(|e| StartError::plain(e.to_string()))?;
+                let service = tokio::time::timeout(
+                    start_timeout,
+                    handler.serve_with_lifecycle(transport, lifecycle(spec.era)),
+                )
+                .await
+                .map_err(|_| {
+                    StartError::plain(format!(
+                        "it did not finish starting within {start_timeout:?}"
+                    ))
+                })?
+                .map_err(|e| StartError::plain(e.to_string()))?;
                 Ok(Self::ready(
                     service,
                     Session {
@@ -401,6 +428,24 @@ impl Connection {
     }
 
     fn ready(service: RunningService<RoleClient, Handler>, session: Session) -> Self {
+        let info = service.peer_info();
+        // A 2026-07-28 server sends list changes only on a `subscriptions/listen`
+        // stream the client opens (older ones send them unasked, to the handler).
+        let listens = info.as_ref().is_some_and(|info| {
+            !info.protocol_version.has_initialize()
+                && info
+                    .capabilities
+                    .tools
+                    .as_ref()
+                    .is_some_and(|tools| tools.list_changed == Some(true))
+        });
+        if listens {
+            tokio::spawn(listen_for_tool_changes(
+                service.peer().clone(),
+                session.shared.clone(),
+                session.ended.clone(),
+            ));
+        }
         let details = service
             .peer_info()
             .map(|info| ServerDetails {
@@ -585,6 +630,61 @@ impl Connection {
             .and_then(ServerProcess::exit_status)
     }
 }
+
+/// Follows a stateless server's tool list changes on a `subscriptions/listen` stream
+/// until the session ends, opening the stream again when the server ends it.
+async fn listen_for_tool_changes(
+    peer: Peer<RoleClient>,
+    shared: Arc<Shared>,
+    ended: CancellationToken,
+) {
+    let filter = SubscriptionFilter::builder().tools_list_changed().build();
+    let mut failures: u32 = 0;
+    while !ended.is_cancelled() {
+        let listened = tokio::select! {
+            listened = peer.listen(filter.clone()) => listened,
+            () = ended.cancelled() => return,
+        };
+        match listened {
+            Ok(mut subscription) => loop {
+                let next = tokio::select! {
+                    next = subscription.next() => next,
+                    () = ended.cancelled() => return,
+                };
+                match next {
+                    Ok(Some(ServerNotification::ToolListChangedNotification(_))) => {
+                        failures = 0;
+                        shared.tools_changed.notify_one();
+                    }
+                    Ok(Some(_)) => {}
+                    Ok(None) => break,
+                    Err(err) => {
+                        tracing::warn!(error = %err, "the server's notification stream failed");
+                        break;
+                    }
+                }
+            },
+            Err(err) => {
+                tracing::warn!(error = %err, "the server refused a notification stream");
+            }
+        }
+        failures += 1;
+        if failures > LISTEN_ATTEMPTS {
+            tracing::warn!("the server's tool list changes are no longer followed");
+            return;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(LISTEN_BACKOFF.delay(failures)) => {}
+            () = ended.cancelled() => return,
+        }
+    }
+}
+
+/// Reopening a notification stream waits 1 s, 2 s ... up to 30 s, at most this often
+/// in a row.
+const LISTEN_BACKOFF: conduit_core::backoff::Backoff =
+    conduit_core::backoff::Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
+const LISTEN_ATTEMPTS: u32 = 8;
 
 /// Stops routing progress to a call that finished or was abandoned.
 struct ForgetProgress {
