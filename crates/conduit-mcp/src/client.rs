@@ -44,6 +44,9 @@ pub struct StartError {
     pub reason: String,
     pub exit_code: Option<i32>,
     pub stderr_tail: Vec<String>,
+    /// The server answered `server/discover` with something that is neither a 2026
+    /// answer nor the error a legacy server gives: worth one more try with `initialize`.
+    confused_by_discover: bool,
 }
 
 impl StartError {
@@ -52,6 +55,24 @@ impl StartError {
             reason,
             exit_code: None,
             stderr_tail: Vec::new(),
+            confused_by_discover: false,
+        }
+    }
+
+    /// Why the handshake failed, noting a server that did not understand discovery.
+    fn handshake(error: &rmcp::service::ClientInitializeError) -> Self {
+        use rmcp::service::ClientInitializeError as Failed;
+        let confused = matches!(
+            error,
+            Failed::ExpectedInitResponse(_)
+                | Failed::ExpectedInitResult(_)
+                | Failed::ConflictInitResponseId(..)
+                | Failed::UncorrelatedErrorResponse { .. }
+                | Failed::JsonRpcError(_)
+        );
+        Self {
+            confused_by_discover: confused,
+            ..Self::plain(error.to_string())
         }
     }
 }
@@ -242,13 +263,25 @@ impl Connection {
     /// URL's query and user info are hidden in its reason and stderr tail.
     pub async fn connect(spec: &ServerSpec, start_timeout: Duration) -> Result<Self, StartError> {
         crate::redact::keep_out_of_logs(&spec.secrets);
-        Self::start(spec, start_timeout)
-            .await
-            .map_err(|err| StartError {
-                reason: spec.secrets.text(&err.reason),
-                exit_code: err.exit_code,
-                stderr_tail: spec.secrets.lines(err.stderr_tail),
-            })
+        let started = match Self::start(spec, start_timeout).await {
+            // A legacy server that answers an unknown method oddly instead of with an
+            // error: once more, with the handshake it knows.
+            Err(err) if err.confused_by_discover && spec.era == ProtocolEra::Auto => {
+                tracing::info!(reason = %spec.secrets.text(&err.reason), "the server did not understand server/discover; trying initialize");
+                let legacy = ServerSpec {
+                    era: ProtocolEra::Initialize,
+                    ..spec.clone()
+                };
+                Self::start(&legacy, start_timeout).await
+            }
+            started => started,
+        };
+        started.map_err(|err| StartError {
+            reason: spec.secrets.text(&err.reason),
+            exit_code: err.exit_code,
+            stderr_tail: spec.secrets.lines(err.stderr_tail),
+            confused_by_discover: false,
+        })
     }
 
     /// Starts a session with a server Conduit runs itself, over an in-memory transport:
@@ -349,6 +382,7 @@ impl Connection {
                     handler.serve_with_lifecycle(transport, lifecycle(spec.era)),
                 )
                 .await;
+                let mut confused_by_discover = false;
                 let reason = match started {
                     Ok(Ok(service)) => {
                         return Ok(Self::ready(
@@ -364,7 +398,10 @@ impl Connection {
                             },
                         ));
                     }
-                    Ok(Err(err)) => err.to_string(),
+                    Ok(Err(err)) => {
+                        confused_by_discover = StartError::handshake(&err).confused_by_discover;
+                        err.to_string()
+                    }
                     Err(_) => format!("it did not finish starting within {start_timeout:?}"),
                 };
                 // Give a crashing server a moment to finish writing stderr and exit.
@@ -380,6 +417,8 @@ impl Connection {
                     reason,
                     exit_code: exit.and_then(|s| s.code()),
                     stderr_tail: stderr.lines(),
+                    // A server that exited was not merely confused.
+                    confused_by_discover: confused_by_discover && exit.is_none(),
                 })
             }
             Transport::Http { url, headers } => {
@@ -410,7 +449,7 @@ impl Connection {
                         "it did not finish starting within {start_timeout:?}"
                     ))
                 })?
-                .map_err(|e| StartError::plain(e.to_string()))?;
+                .map_err(|e| StartError::handshake(&e))?;
                 Ok(Self::ready(
                     service,
                     Session {
@@ -566,9 +605,60 @@ impl Connection {
         progress: ProgressSink,
         cancel: CancellationToken,
     ) -> Result<CallToolResult, McpError> {
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(
-            CallToolRequestParams::new(name.to_owned()).with_arguments(arguments),
-        ));
+        let mut params = CallToolRequestParams::new(name.to_owned()).with_arguments(arguments);
+        let mut state_only_rounds = 0u32;
+        for _round in 0..MAX_INPUT_ROUNDS {
+            let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
+            match self.call_round(request, &progress, &cancel).await? {
+                ServerResult::CallToolResult(mut result) => {
+                    self.spill.claim_tool_result(&mut result);
+                    return Ok(result);
+                }
+                // 2026-07-28 (SEP-2322): the server needs another round; its state goes back
+                // byte for byte, in a new request with its own id.
+                ServerResult::InputRequiredResult(asked) => {
+                    let requests = asked.input_requests.unwrap_or_default();
+                    if let Some(kind) = requests.values().next() {
+                        return Err(McpError::Other(format!(
+                            "the server asked for input Conduit does not offer yet ({})",
+                            input_kind(kind)
+                        )));
+                    }
+                    let Some(state) = asked.request_state else {
+                        return Err(McpError::Other(
+                            "the server asked for another round without saying for what".into(),
+                        ));
+                    };
+                    // A server that only hands its state back is polled, gently.
+                    let pause = 50u64.saturating_mul(1 << state_only_rounds.min(3)).min(250);
+                    state_only_rounds += 1;
+                    tokio::select! {
+                        () = tokio::time::sleep(Duration::from_millis(pause)) => {}
+                        () = cancel.cancelled() => return Err(McpError::Cancelled),
+                    }
+                    params.request_state = Some(state);
+                    params.input_responses = None;
+                }
+                _ => {
+                    return Err(McpError::Other(
+                        "the server answered tools/call with something else".into(),
+                    ));
+                }
+            }
+        }
+        Err(McpError::Other(format!(
+            "the server still wanted more after {MAX_INPUT_ROUNDS} rounds"
+        )))
+    }
+
+    /// One request of a tool call, its progress routed to `progress`; `cancel` sends
+    /// `notifications/cancelled`.
+    async fn call_round(
+        &self,
+        request: ClientRequest,
+        progress: &ProgressSink,
+        cancel: &CancellationToken,
+    ) -> Result<ServerResult, McpError> {
         let options = PeerRequestOptions::with_timeout(self.call_timeout)
             .reset_timeout_on_progress()
             .with_max_total_timeout(MAX_CALL_TIME.max(self.call_timeout));
@@ -578,7 +668,10 @@ impl Connection {
             .await
             .map_err(|e| self.hide(e))?;
         let token = handle.progress_token.clone();
-        self.shared.progress.lock().insert(token.clone(), progress);
+        self.shared
+            .progress
+            .lock()
+            .insert(token.clone(), progress.clone());
         let forget = ForgetProgress {
             shared: self.shared.clone(),
             token: Some(token),
@@ -599,15 +692,7 @@ impl Connection {
             tokio::task::yield_now().await;
         }
         forget.later();
-        match response.map_err(|e| self.hide(e))? {
-            ServerResult::CallToolResult(mut result) => {
-                self.spill.claim_tool_result(&mut result);
-                Ok(result)
-            }
-            _ => Err(McpError::Other(
-                "the server answered tools/call with something else".into(),
-            )),
-        }
+        response.map_err(|e| self.hide(e))
     }
 
     /// Ends the session and the server process (its whole process group).
@@ -685,6 +770,19 @@ async fn listen_for_tool_changes(
 const LISTEN_BACKOFF: conduit_core::backoff::Backoff =
     conduit_core::backoff::Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
 const LISTEN_ATTEMPTS: u32 = 8;
+
+/// How many rounds one tool call may take when the server asks for more (2026-07-28).
+const MAX_INPUT_ROUNDS: u32 = 16;
+
+/// What a server's input request asks for, in words.
+fn input_kind(request: &rmcp::model::InputRequest) -> &'static str {
+    match request {
+        rmcp::model::InputRequest::CreateMessage(_) => "sampling",
+        rmcp::model::InputRequest::Elicitation(_) => "elicitation",
+        rmcp::model::InputRequest::ListRoots(_) => "roots",
+        _ => "an input Conduit does not know",
+    }
+}
 
 /// Stops routing progress to a call that finished or was abandoned.
 struct ForgetProgress {
