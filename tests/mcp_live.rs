@@ -311,9 +311,13 @@ async fn a_call_that_times_out_sends_cancelled_while_the_server_runs_on() {
         secrets: Default::default(),
         era: Default::default(),
     };
-    let connection = conduit_mcp::client::Connection::connect(&spec, Duration::from_secs(20))
-        .await
-        .unwrap();
+    let connection = conduit_mcp::client::Connection::connect(
+        &spec,
+        Duration::from_secs(20),
+        conduit_mcp::client::Asks::nobody("dyn"),
+    )
+    .await
+    .unwrap();
     let outcome = connection
         .call_tool(
             "hang",

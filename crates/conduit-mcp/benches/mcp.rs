@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use conduit_core::content::{MediaRef, ResultPart};
 use conduit_core::media::{MediaError, MediaStore};
-use conduit_mcp::client::Connection;
+use conduit_mcp::client::{Asks, Connection};
 use conduit_mcp::config::{ServerSpec, Transport};
 use conduit_mcp::result::convert_off_thread;
 use conduit_mcp::runtime::{McpRuntime, RuntimeOptions};
@@ -75,9 +75,10 @@ async fn ten_at_once(kind: &str, spec: fn() -> ServerSpec) {
     let mut alone = Duration::ZERO;
     for _ in 0..5 {
         let started = Instant::now();
-        let connection = Connection::connect(&spec(), Duration::from_secs(30))
-            .await
-            .unwrap();
+        let connection =
+            Connection::connect(&spec(), Duration::from_secs(30), Asks::nobody("bench"))
+                .await
+                .unwrap();
         connection.tools().await.unwrap();
         alone = alone.max(started.elapsed());
         connection.shutdown().await;
@@ -170,7 +171,7 @@ async fn huge_output(mb: u64) {
         &python(),
         vec![fixture.display().to_string(), "bench".into()],
     );
-    let connection = Connection::connect(&spec, Duration::from_secs(30))
+    let connection = Connection::connect(&spec, Duration::from_secs(30), Asks::nobody("bench"))
         .await
         .unwrap();
     let before = status_kib("VmRSS:");
@@ -493,9 +494,10 @@ async fn main() {
     let mut connects = Vec::new();
     for _ in 0..5 {
         let started = Instant::now();
-        let connection = Connection::connect(&spec(), Duration::from_secs(30))
-            .await
-            .unwrap();
+        let connection =
+            Connection::connect(&spec(), Duration::from_secs(30), Asks::nobody("bench"))
+                .await
+                .unwrap();
         let tools = connection.tools().await.unwrap();
         connects.push(started.elapsed());
         assert!(!tools.is_empty());
@@ -530,7 +532,7 @@ async fn main() {
         assert!(reply.get("result").is_some());
     }
     let _ = raw.child.kill().await;
-    let connection = Connection::connect(&spec(), Duration::from_secs(30))
+    let connection = Connection::connect(&spec(), Duration::from_secs(30), Asks::nobody("bench"))
         .await
         .unwrap();
     let conduit_samples = conduit_echo_calls(&connection, CALLS).await;

@@ -10,8 +10,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use conduit_mcp::client::Connection;
+use conduit_mcp::client::{Asks, Connection};
 use conduit_mcp::config::{ServerSpec, Transport};
+use conduit_mcp::elicit::{
+    Asker, Elicitation, ElicitationAnswer, ElicitationKind, ElicitationOffer, defaults,
+};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -30,7 +33,12 @@ async fn main() {
         secrets: Default::default(),
         era: Default::default(),
     };
-    let connection = Connection::connect(&spec, Duration::from_secs(20))
+    // Only the answers come from the scenario: the form's defaults, or consent to a URL.
+    let asks = Asks {
+        server: "conformance".into(),
+        asker: Some(Arc::new(ScenarioAnswers)),
+    };
+    let connection = Connection::connect(&spec, Duration::from_secs(20), asks)
         .await
         .unwrap_or_else(|e| panic!("connect failed: {e}"));
     let tools = connection.tools().await.expect("tools/list");
@@ -87,4 +95,24 @@ async fn main() {
         }
     }
     connection.shutdown().await;
+}
+
+/// Answers every question as a user who accepts what is offered would.
+struct ScenarioAnswers;
+
+#[async_trait::async_trait]
+impl Asker for ScenarioAnswers {
+    fn offers(&self) -> ElicitationOffer {
+        ElicitationOffer {
+            form: true,
+            url: true,
+        }
+    }
+
+    async fn elicit(&self, question: Elicitation) -> ElicitationAnswer {
+        match question.kind {
+            ElicitationKind::Form { fields } => ElicitationAnswer::Accept(defaults(&fields)),
+            ElicitationKind::Url { .. } => ElicitationAnswer::Accept(Default::default()),
+        }
+    }
 }

@@ -13,10 +13,11 @@ use crate::redact::Redactor;
 use conduit_core::tool::{Progress, ProgressSink};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
-    ClientCapabilities, ClientConfig, ClientRequest, GetPromptRequestParams, GetPromptResult,
-    Implementation, JsonObject, ProgressNotificationParam, ProgressToken, Prompt, ProtocolVersion,
-    ReadResourceRequestParams, ReadResourceResult, Resource, ResourceTemplate, ServerNotification,
-    ServerResult, SubscriptionFilter, Tool,
+    ClientCapabilities, ClientConfig, ClientRequest, ElicitRequestParams, ElicitResult,
+    ElicitationAction, ElicitationCapability, FormElicitationCapability, GetPromptRequestParams,
+    GetPromptResult, Implementation, JsonObject, ProgressNotificationParam, ProgressToken, Prompt,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResult, Resource, ResourceTemplate,
+    ServerNotification, ServerResult, SubscriptionFilter, Tool, UrlElicitationCapability,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -26,6 +27,9 @@ use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, Peer, RoleClien
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{ProtocolEra, ServerSpec, Transport};
+use crate::elicit::{
+    self, Asker, Elicitation, ElicitationAnswer, ElicitationKind, ElicitationOffer,
+};
 use crate::process::{self, ServerProcess, StderrTail};
 use crate::spill::{self, Spill};
 
@@ -122,20 +126,121 @@ struct Shared {
     tools_changed: tokio::sync::Notify,
 }
 
-/// The client side of a session: routes progress to calls, notes tool list changes.
+/// The client side of a session: routes progress to calls, notes tool list changes,
+/// and hands the server's questions to the frontend's [`Asker`].
 #[derive(Clone)]
 struct Handler {
     shared: Arc<Shared>,
+    asks: Asks,
+}
+
+/// Who answers a server's questions, and which server it is.
+#[derive(Clone)]
+pub struct Asks {
+    pub server: String,
+    pub asker: Option<Arc<dyn Asker>>,
+}
+
+impl Asks {
+    /// A session whose questions nobody answers (nothing is declared).
+    pub fn nobody(server: &str) -> Self {
+        Self {
+            server: server.to_owned(),
+            asker: None,
+        }
+    }
+
+    fn offer(&self) -> ElicitationOffer {
+        self.asker
+            .as_ref()
+            .map(|asker| asker.offers())
+            .unwrap_or_default()
+    }
+
+    /// Asks the user what the server wants; a question that cannot be shown is declined
+    /// and said in the log.
+    async fn elicit(&self, request: ElicitRequestParams) -> ElicitResult {
+        let Some(asker) = &self.asker else {
+            return ElicitResult::new(ElicitationAction::Decline);
+        };
+        let offer = asker.offers();
+        let (message, kind) = match request {
+            ElicitRequestParams::FormElicitationParams {
+                message,
+                requested_schema,
+                ..
+            } if offer.form => {
+                let schema = serde_json::to_value(&requested_schema).unwrap_or_default();
+                match elicit::form_fields(&schema) {
+                    Ok(fields) => (message, ElicitationKind::Form { fields }),
+                    Err(why) => {
+                        tracing::warn!(server = %self.server, %why, "a server's form cannot be shown; declined");
+                        return ElicitResult::new(ElicitationAction::Decline);
+                    }
+                }
+            }
+            ElicitRequestParams::UrlElicitationParams { message, url, .. } if offer.url => {
+                (message, ElicitationKind::Url { url })
+            }
+            _ => return ElicitResult::new(ElicitationAction::Decline),
+        };
+        let question = Elicitation {
+            server: self.server.clone(),
+            message,
+            kind,
+        };
+        let fields = match &question.kind {
+            ElicitationKind::Form { fields } => fields.clone(),
+            ElicitationKind::Url { .. } => Vec::new(),
+        };
+        match asker.elicit(question).await {
+            ElicitationAnswer::Accept(values) => {
+                // The frontend's answer is checked here, once, whoever gave it.
+                if let Err(why) = elicit::check(&fields, &values) {
+                    tracing::warn!(server = %self.server, %why, "an answer did not fit the form; declined");
+                    return ElicitResult::new(ElicitationAction::Decline);
+                }
+                let result = ElicitResult::new(ElicitationAction::Accept);
+                if fields.is_empty() && values.is_empty() {
+                    result
+                } else {
+                    result.with_content(serde_json::Value::Object(values))
+                }
+            }
+            ElicitationAnswer::Decline => ElicitResult::new(ElicitationAction::Decline),
+            ElicitationAnswer::Cancel => ElicitResult::new(ElicitationAction::Cancel),
+        }
+    }
 }
 
 impl ClientHandler for Handler {
     fn get_info(&self) -> ClientConfig {
-        // Conduit declares only what works: no sampling, roots or elicitation yet.
+        // Conduit declares only what its frontend can answer.
+        let mut capabilities = ClientCapabilities::default();
+        let offer = self.asks.offer();
+        if offer.form || offer.url {
+            let mut elicitation = ElicitationCapability::new();
+            if offer.form {
+                elicitation = elicitation.with_form(FormElicitationCapability::new());
+            }
+            if offer.url {
+                elicitation = elicitation.with_url(UrlElicitationCapability::new());
+            }
+            capabilities.elicitation = Some(elicitation);
+        }
         ClientConfig::new(
-            ClientCapabilities::default(),
+            capabilities,
             Implementation::new("conduit", env!("CARGO_PKG_VERSION")),
         )
         .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, rmcp::ErrorData> {
+        Ok(self.asks.elicit(request).await)
     }
 
     async fn on_progress(
@@ -192,6 +297,7 @@ pub trait InProcessServer: Send + Sync {
 
 /// What a session holds besides rmcp's service.
 struct Session {
+    asks: Asks,
     process: Option<ServerProcess>,
     stderr: StderrTail,
     spill: Arc<Spill>,
@@ -243,6 +349,7 @@ impl<T: rmcp::transport::Transport<RoleClient>> rmcp::transport::Transport<RoleC
 /// A live session with one server.
 pub struct Connection {
     peer: Peer<RoleClient>,
+    asks: Asks,
     /// Cancelled when the session has ended.
     ended: CancellationToken,
     service: Mutex<Option<RunningService<RoleClient, Handler>>>,
@@ -261,9 +368,13 @@ impl Connection {
     ///
     /// The error carries no secret of the entry: `${VAR}` values, header values and the
     /// URL's query and user info are hidden in its reason and stderr tail.
-    pub async fn connect(spec: &ServerSpec, start_timeout: Duration) -> Result<Self, StartError> {
+    pub async fn connect(
+        spec: &ServerSpec,
+        start_timeout: Duration,
+        asks: Asks,
+    ) -> Result<Self, StartError> {
         crate::redact::keep_out_of_logs(&spec.secrets);
-        let started = match Self::start(spec, start_timeout).await {
+        let started = match Self::start(spec, start_timeout, asks.clone()).await {
             // A legacy server that answers an unknown method oddly instead of with an
             // error: once more, with the handshake it knows.
             Err(err) if err.confused_by_discover && spec.era == ProtocolEra::Auto => {
@@ -272,7 +383,7 @@ impl Connection {
                     era: ProtocolEra::Initialize,
                     ..spec.clone()
                 };
-                Self::start(&legacy, start_timeout).await
+                Self::start(&legacy, start_timeout, asks).await
             }
             started => started,
         };
@@ -289,10 +400,12 @@ impl Connection {
     pub async fn connect_in_process(
         server: &dyn InProcessServer,
         start_timeout: Duration,
+        asks: Asks,
     ) -> Result<Self, StartError> {
         let shared = Arc::new(Shared::default());
         let handler = Handler {
             shared: shared.clone(),
+            asks: asks.clone(),
         };
         let ended = CancellationToken::new();
         let (client_end, server_end) = tokio::io::duplex(IN_PROCESS_BUFFER);
@@ -316,6 +429,7 @@ impl Connection {
         Ok(Self::ready(
             service,
             Session {
+                asks: asks.clone(),
                 process: None,
                 stderr: StderrTail::default(),
                 spill: Arc::new(Spill::new()),
@@ -327,10 +441,15 @@ impl Connection {
         ))
     }
 
-    async fn start(spec: &ServerSpec, start_timeout: Duration) -> Result<Self, StartError> {
+    async fn start(
+        spec: &ServerSpec,
+        start_timeout: Duration,
+        asks: Asks,
+    ) -> Result<Self, StartError> {
         let shared = Arc::new(Shared::default());
         let handler = Handler {
             shared: shared.clone(),
+            asks: asks.clone(),
         };
         let ended = CancellationToken::new();
         let call_timeout = spec.timeout.unwrap_or(DEFAULT_CALL_TIMEOUT);
@@ -388,6 +507,7 @@ impl Connection {
                         return Ok(Self::ready(
                             service,
                             Session {
+                                asks: asks.clone(),
                                 process: Some(process),
                                 stderr,
                                 spill,
@@ -453,6 +573,7 @@ impl Connection {
                 Ok(Self::ready(
                     service,
                     Session {
+                        asks: asks.clone(),
                         process: None,
                         stderr: StderrTail::default(),
                         spill: Arc::new(Spill::new()),
@@ -499,6 +620,7 @@ impl Connection {
             .unwrap_or_default();
         Self {
             peer: service.peer().clone(),
+            asks: session.asks,
             ended: session.ended,
             service: Mutex::new(Some(service)),
             shared: session.shared,
@@ -618,26 +740,39 @@ impl Connection {
                 // byte for byte, in a new request with its own id.
                 ServerResult::InputRequiredResult(asked) => {
                     let requests = asked.input_requests.unwrap_or_default();
-                    if let Some(kind) = requests.values().next() {
-                        return Err(McpError::Other(format!(
-                            "the server asked for input Conduit does not offer yet ({})",
-                            input_kind(kind)
-                        )));
-                    }
-                    let Some(state) = asked.request_state else {
+                    if requests.is_empty() && asked.request_state.is_none() {
                         return Err(McpError::Other(
                             "the server asked for another round without saying for what".into(),
                         ));
-                    };
-                    // A server that only hands its state back is polled, gently.
-                    let pause = 50u64.saturating_mul(1 << state_only_rounds.min(3)).min(250);
-                    state_only_rounds += 1;
-                    tokio::select! {
-                        () = tokio::time::sleep(Duration::from_millis(pause)) => {}
-                        () = cancel.cancelled() => return Err(McpError::Cancelled),
                     }
-                    params.request_state = Some(state);
-                    params.input_responses = None;
+                    let mut responses = rmcp::model::InputResponses::new();
+                    for (key, request) in requests {
+                        let rmcp::model::InputRequest::Elicitation(request) = request else {
+                            return Err(McpError::Other(format!(
+                                "the server asked for input Conduit does not offer yet ({})",
+                                input_kind(&request)
+                            )));
+                        };
+                        let answer = tokio::select! {
+                            answer = self.asks.elicit(request.params) => answer,
+                            () = cancel.cancelled() => return Err(McpError::Cancelled),
+                        };
+                        let answer = serde_json::to_value(answer)
+                            .map_err(|e| McpError::Other(e.to_string()))?;
+                        responses.insert(key, answer);
+                    }
+                    if responses.is_empty() {
+                        // A server that only hands its state back is polled, gently.
+                        let pause = 50u64.saturating_mul(1 << state_only_rounds.min(3)).min(250);
+                        state_only_rounds += 1;
+                        tokio::select! {
+                            () = tokio::time::sleep(Duration::from_millis(pause)) => {}
+                            () = cancel.cancelled() => return Err(McpError::Cancelled),
+                        }
+                    }
+                    // The state goes back exactly as it came, or not at all.
+                    params.request_state = asked.request_state;
+                    params.input_responses = (!responses.is_empty()).then_some(responses);
                 }
                 _ => {
                     return Err(McpError::Other(

@@ -9,6 +9,8 @@
 //! - [`client`]: one session with a server over stdio or streamable HTTP; `spill` keeps
 //!   the huge strings of large stdio messages out of rmcp's parser.
 //! - [`result`]: MCP results into the core's rich result; [`tool`]: MCP tools as core tools.
+//! - [`elicit`]: what a server asks the user (elicitation), read and checked, and the
+//!   [`elicit::Asker`] seam a frontend answers through.
 //! - [`redact`]: secrets kept out of errors, states and logs.
 //! - [`runtime`]: the one runtime of the app and the command line: the file's servers and
 //!   Conduit's own in-process ones ([`client::InProcessServer`], the tool-source seam),
@@ -17,6 +19,7 @@
 
 pub mod client;
 pub mod config;
+pub mod elicit;
 pub mod naming;
 mod process;
 pub mod redact;

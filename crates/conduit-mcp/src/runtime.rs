@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client::{Connection, InProcessServer};
 use crate::config::{self, ConfigError};
+use crate::elicit::Asker;
 use crate::servers::{Running, ServerState, ServerStatus, Source, ToolInfo, start_one, tools_of};
 use crate::tool::McpTool;
 
@@ -53,6 +54,8 @@ pub struct RuntimeOptions {
     pub start_timeout: Duration,
     /// Conduit's own servers, by name; a file entry of the same name is refused.
     pub in_process: Vec<(String, Arc<dyn InProcessServer>)>,
+    /// Who answers the servers' questions; without one, none is declared.
+    pub asker: Option<Arc<dyn Asker>>,
 }
 
 impl RuntimeOptions {
@@ -62,7 +65,14 @@ impl RuntimeOptions {
             file: file.into(),
             start_timeout,
             in_process: Vec::new(),
+            asker: None,
         }
+    }
+
+    /// Servers' questions go to `asker`.
+    pub fn with_asker(mut self, asker: Arc<dyn Asker>) -> Self {
+        self.asker = Some(asker);
+        self
     }
 
     /// Adds one of Conduit's own servers.
@@ -382,7 +392,10 @@ async fn supervise(
     stop: CancellationToken,
     settled: oneshot::Sender<()>,
 ) {
-    let Some(start_timeout) = inner.upgrade().map(|i| i.options.start_timeout) else {
+    let Some((start_timeout, asker)) = inner
+        .upgrade()
+        .map(|i| (i.options.start_timeout, i.options.asker.clone()))
+    else {
         return;
     };
     let mut settled = Some(settled);
@@ -391,7 +404,7 @@ async fn supervise(
     let mut last_end: Option<(String, Vec<String>)> = None;
     loop {
         let running = tokio::select! {
-            running = start_one(&name, &source, start_timeout) => running,
+            running = start_one(&name, &source, start_timeout, asker.clone()) => running,
             () = stop.cancelled() => return,
         };
         let connection = running.connection.clone();

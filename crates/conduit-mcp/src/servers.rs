@@ -7,8 +7,9 @@ use std::time::Duration;
 use conduit_core::media::MediaStore;
 use serde::Serialize;
 
-use crate::client::{Connection, InProcessServer, ServerDetails};
+use crate::client::{Asks, Connection, InProcessServer, ServerDetails};
 use crate::config::ServerEntry;
+use crate::elicit::Asker;
 use crate::naming::ToolNames;
 use crate::tool::McpTool;
 
@@ -170,11 +171,21 @@ pub(crate) fn tools_of<'a>(
 }
 
 /// Starts one server and lists its tools; never fails, the state says what happened.
-pub(crate) async fn start_one(name: &str, source: &Source, start_timeout: Duration) -> Running {
+pub(crate) async fn start_one(
+    name: &str,
+    source: &Source,
+    start_timeout: Duration,
+    asker: Option<Arc<dyn Asker>>,
+) -> Running {
+    let asks = Asks {
+        server: name.to_owned(),
+        asker,
+    };
     let entry = match source {
         Source::File(entry) => entry,
         Source::InProcess(server) => {
-            let connected = Connection::connect_in_process(server.as_ref(), start_timeout).await;
+            let connected =
+                Connection::connect_in_process(server.as_ref(), start_timeout, asks).await;
             return list_tools(name, connected, start_timeout).await;
         }
     };
@@ -196,7 +207,7 @@ pub(crate) async fn start_one(name: &str, source: &Source, start_timeout: Durati
     };
     list_tools(
         &name,
-        Connection::connect(spec, start_timeout).await,
+        Connection::connect(spec, start_timeout, asks).await,
         start_timeout,
     )
     .await

@@ -1,0 +1,476 @@
+//! Elicitation: what a server asks the user, in Conduit's own types read from the wire's
+//! restricted JSON Schema (strings, numbers, booleans, single and multi-select enums), the
+//! answer checked against that schema before it goes back, and the [`Asker`] seam through
+//! which a frontend answers (a form in the window, prompts on a terminal, a scenario in
+//! the conformance client).
+
+use async_trait::async_trait;
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// One question a server asks.
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+#[serde(rename_all = "camelCase")]
+pub struct Elicitation {
+    /// The server that asks (the name in the `mcpServers` file).
+    pub server: String,
+    pub message: String,
+    pub kind: ElicitationKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+#[serde(tag = "mode", rename_all = "camelCase")]
+pub enum ElicitationKind {
+    /// Fields to fill in.
+    Form { fields: Vec<FormField> },
+    /// A page to open in the browser, with the user's consent.
+    Url { url: String },
+}
+
+/// One field of a form.
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+#[serde(rename_all = "camelCase")]
+pub struct FormField {
+    pub name: String,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub required: bool,
+    pub input: FieldInput,
+}
+
+/// What a field takes.
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum FieldInput {
+    Text {
+        default: Option<String>,
+        /// `email`, `uri`, `date` or `date-time`.
+        format: Option<String>,
+        min_length: Option<u64>,
+        max_length: Option<u64>,
+    },
+    Number {
+        integer: bool,
+        default: Option<f64>,
+        minimum: Option<f64>,
+        maximum: Option<f64>,
+    },
+    Boolean {
+        default: Option<bool>,
+    },
+    /// One of the options.
+    Choice {
+        options: Vec<ChoiceOption>,
+        default: Option<String>,
+    },
+    /// Any number of the options.
+    Choices {
+        options: Vec<ChoiceOption>,
+        default: Vec<String>,
+        min_items: Option<u64>,
+        max_items: Option<u64>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+pub struct ChoiceOption {
+    pub value: String,
+    pub title: Option<String>,
+}
+
+/// The user's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ElicitationAnswer {
+    /// The form's values (empty for a URL the user agreed to open).
+    Accept(Map<String, Value>),
+    Decline,
+    Cancel,
+}
+
+/// Which kinds of elicitation a frontend can answer; declared to servers as they are.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ElicitationOffer {
+    pub form: bool,
+    pub url: bool,
+}
+
+/// Who answers a server's questions.
+#[async_trait]
+pub trait Asker: Send + Sync {
+    fn offers(&self) -> ElicitationOffer;
+
+    /// Asks the user; a frontend that cannot ask right now declines.
+    async fn elicit(&self, question: Elicitation) -> ElicitationAnswer;
+}
+
+/// Reads a form's restricted schema (`requestedSchema`): an object whose properties are
+/// primitives. Anything else is refused, naming the property.
+pub fn form_fields(schema: &Value) -> Result<Vec<FormField>, String> {
+    let object = schema
+        .as_object()
+        .ok_or("the form's schema is not an object")?;
+    if object.get("type").and_then(Value::as_str) != Some("object") {
+        return Err("the form's schema must be of type object".into());
+    }
+    let required: Vec<&str> = match object.get("required") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(names)) => names
+            .iter()
+            .map(|n| n.as_str().ok_or("required must list property names"))
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err("required must be an array".into()),
+    };
+    let properties = match object.get("properties") {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Object(properties)) => properties,
+        Some(_) => return Err("properties must be an object".into()),
+    };
+    properties
+        .iter()
+        .map(|(name, property)| {
+            let input = field_input(property).map_err(|why| format!("field {name:?}: {why}"))?;
+            Ok(FormField {
+                name: name.clone(),
+                title: text(property, "title"),
+                description: text(property, "description"),
+                required: required.contains(&name.as_str()),
+                input,
+            })
+        })
+        .collect()
+}
+
+fn text(value: &Value, key: &str) -> Option<String> {
+    value.get(key).and_then(Value::as_str).map(str::to_owned)
+}
+
+fn number(value: &Value, key: &str) -> Option<f64> {
+    value.get(key).and_then(Value::as_f64)
+}
+
+fn count(value: &Value, key: &str) -> Option<u64> {
+    value.get(key).and_then(Value::as_u64)
+}
+
+/// Options from `enum` (with the legacy `enumNames` as titles), or from `oneOf`/`anyOf`
+/// entries of `{const, title}`.
+fn options(schema: &Value) -> Result<Option<Vec<ChoiceOption>>, String> {
+    if let Some(values) = schema.get("enum") {
+        let values = values.as_array().ok_or("enum must be an array")?;
+        let titles = schema.get("enumNames").and_then(Value::as_array);
+        return values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let value = v.as_str().ok_or("enum values must be strings")?.to_owned();
+                let title = titles
+                    .and_then(|t| t.get(i))
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                Ok(ChoiceOption { value, title })
+            })
+            .collect::<Result<Vec<_>, String>>()
+            .map(Some);
+    }
+    for key in ["oneOf", "anyOf"] {
+        if let Some(entries) = schema.get(key) {
+            let entries = entries
+                .as_array()
+                .ok_or(format!("{key} must be an array"))?;
+            return entries
+                .iter()
+                .map(|entry| {
+                    let value = entry
+                        .get("const")
+                        .and_then(Value::as_str)
+                        .ok_or(format!("each {key} entry needs a string const"))?
+                        .to_owned();
+                    Ok(ChoiceOption {
+                        value,
+                        title: text(entry, "title"),
+                    })
+                })
+                .collect::<Result<Vec<_>, String>>()
+                .map(Some);
+        }
+    }
+    Ok(None)
+}
+
+fn field_input(property: &Value) -> Result<FieldInput, String> {
+    let kind = property
+        .get("type")
+        .and_then(Value::as_str)
+        .ok_or("it has no type")?;
+    match kind {
+        "string" => match options(property)? {
+            Some(options) => Ok(FieldInput::Choice {
+                options,
+                default: text(property, "default"),
+            }),
+            None => Ok(FieldInput::Text {
+                default: text(property, "default"),
+                format: text(property, "format"),
+                min_length: count(property, "minLength"),
+                max_length: count(property, "maxLength"),
+            }),
+        },
+        "number" | "integer" => Ok(FieldInput::Number {
+            integer: kind == "integer",
+            default: number(property, "default"),
+            minimum: number(property, "minimum"),
+            maximum: number(property, "maximum"),
+        }),
+        "boolean" => Ok(FieldInput::Boolean {
+            default: property.get("default").and_then(Value::as_bool),
+        }),
+        "array" => {
+            let items = property.get("items").ok_or("a list needs items")?;
+            let options = options(items)?.ok_or("a list's items must be enumerated")?;
+            let default = match property.get("default") {
+                None | Some(Value::Null) => Vec::new(),
+                Some(Value::Array(values)) => values
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect(),
+                Some(_) => return Err("a list's default must be an array".into()),
+            };
+            Ok(FieldInput::Choices {
+                options,
+                default,
+                min_items: count(property, "minItems"),
+                max_items: count(property, "maxItems"),
+            })
+        }
+        other => Err(format!("type {other:?} is not one a form can ask for")),
+    }
+}
+
+/// The form's defaults: what a user who changes nothing sends.
+pub fn defaults(fields: &[FormField]) -> Map<String, Value> {
+    let mut values = Map::new();
+    for field in fields {
+        let value = match &field.input {
+            FieldInput::Text { default, .. } => default.clone().map(Value::String),
+            FieldInput::Number {
+                default, integer, ..
+            } => default.map(|d| {
+                if *integer {
+                    Value::from(d as i64)
+                } else {
+                    Value::from(d)
+                }
+            }),
+            FieldInput::Boolean { default } => default.map(Value::Bool),
+            FieldInput::Choice { default, .. } => default.clone().map(Value::String),
+            FieldInput::Choices { default, .. } if !default.is_empty() => Some(Value::Array(
+                default.iter().cloned().map(Value::String).collect(),
+            )),
+            FieldInput::Choices { .. } => None,
+        };
+        if let Some(value) = value {
+            values.insert(field.name.clone(), value);
+        }
+    }
+    values
+}
+
+/// Checks an answer against the form: every required field, the right type, within its
+/// bounds and among its options, and no field the form did not ask for.
+pub fn check(fields: &[FormField], values: &Map<String, Value>) -> Result<(), String> {
+    if let Some(unknown) = values
+        .keys()
+        .find(|k| !fields.iter().any(|f| &f.name == *k))
+    {
+        return Err(format!("the form has no field {unknown:?}"));
+    }
+    for field in fields {
+        let Some(value) = values.get(&field.name) else {
+            if field.required {
+                return Err(format!("{} is required", label(field)));
+            }
+            continue;
+        };
+        check_value(field, value).map_err(|why| format!("{}: {why}", label(field)))?;
+    }
+    Ok(())
+}
+
+fn label(field: &FormField) -> &str {
+    field.title.as_deref().unwrap_or(&field.name)
+}
+
+fn check_value(field: &FormField, value: &Value) -> Result<(), String> {
+    let among = |options: &[ChoiceOption], chosen: &str| {
+        if options.iter().any(|o| o.value == chosen) {
+            Ok(())
+        } else {
+            Err(format!("{chosen:?} is not one of the options"))
+        }
+    };
+    match &field.input {
+        FieldInput::Text {
+            min_length,
+            max_length,
+            ..
+        } => {
+            let text = value.as_str().ok_or("must be text")?;
+            let length = text.chars().count() as u64;
+            if min_length.is_some_and(|min| length < min) {
+                return Err(format!(
+                    "must be at least {} characters",
+                    min_length.unwrap_or(0)
+                ));
+            }
+            if max_length.is_some_and(|max| length > max) {
+                return Err(format!(
+                    "must be at most {} characters",
+                    max_length.unwrap_or(0)
+                ));
+            }
+            Ok(())
+        }
+        FieldInput::Number {
+            integer,
+            minimum,
+            maximum,
+            ..
+        } => {
+            let number = value.as_f64().ok_or("must be a number")?;
+            if *integer && number.fract() != 0.0 {
+                return Err("must be a whole number".into());
+            }
+            if minimum.is_some_and(|min| number < min) || maximum.is_some_and(|max| number > max) {
+                return Err("is out of range".into());
+            }
+            Ok(())
+        }
+        FieldInput::Boolean { .. } => value
+            .as_bool()
+            .map(|_| ())
+            .ok_or("must be yes or no".into()),
+        FieldInput::Choice { options, .. } => among(options, value.as_str().ok_or("must be text")?),
+        FieldInput::Choices {
+            options,
+            min_items,
+            max_items,
+            ..
+        } => {
+            let chosen = value.as_array().ok_or("must be a list")?;
+            for item in chosen {
+                among(options, item.as_str().ok_or("must be a list of text")?)?;
+            }
+            let n = chosen.len() as u64;
+            if min_items.is_some_and(|min| n < min) || max_items.is_some_and(|max| n > max) {
+                return Err("has too few or too many choices".into());
+            }
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The spec's restricted schema, every kind of field (2025-11-25, SEP-1034 defaults,
+    /// SEP-1330 enums).
+    fn schema() -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "title": "Name", "minLength": 1, "maxLength": 5, "default": "Ann"},
+                "email": {"type": "string", "format": "email"},
+                "age": {"type": "integer", "minimum": 0, "maximum": 150, "default": 30},
+                "score": {"type": "number", "default": 0.5},
+                "ok": {"type": "boolean", "default": true},
+                "color": {"type": "string", "enum": ["r", "g"], "enumNames": ["Red", "Green"], "default": "g"},
+                "size": {"type": "string", "oneOf": [{"const": "s", "title": "Small"}, {"const": "l", "title": "Large"}]},
+                "tags": {"type": "array", "items": {"type": "string", "enum": ["a", "b", "c"]}, "maxItems": 2, "default": ["a"]},
+                "picks": {"type": "array", "items": {"anyOf": [{"const": "x", "title": "Ex"}]}}
+            },
+            "required": ["name", "age"]
+        })
+    }
+
+    #[test]
+    fn every_kind_of_field_is_read_with_its_titles_bounds_and_defaults() {
+        let fields = form_fields(&schema()).unwrap();
+        assert_eq!(fields.len(), 9);
+        let name = &fields[0];
+        assert_eq!(
+            (name.name.as_str(), name.title.as_deref(), name.required),
+            ("name", Some("Name"), true)
+        );
+        let color = fields.iter().find(|f| f.name == "color").unwrap();
+        assert_eq!(
+            color.input,
+            FieldInput::Choice {
+                options: vec![
+                    ChoiceOption {
+                        value: "r".into(),
+                        title: Some("Red".into())
+                    },
+                    ChoiceOption {
+                        value: "g".into(),
+                        title: Some("Green".into())
+                    }
+                ],
+                default: Some("g".into())
+            }
+        );
+        assert_eq!(
+            Value::Object(defaults(&fields)),
+            json!({"name": "Ann", "age": 30, "score": 0.5, "ok": true, "color": "g", "tags": ["a"]})
+        );
+    }
+
+    #[test]
+    fn answers_are_checked_against_the_form() {
+        let fields = form_fields(&schema()).unwrap();
+        let answer = |v: Value| check(&fields, v.as_object().unwrap());
+        assert!(answer(json!({"name": "Bo", "age": 3, "tags": ["a", "b"], "size": "l"})).is_ok());
+        for (bad, why) in [
+            (json!({"age": 3}), "required"),
+            (json!({"name": "", "age": 3}), "at least"),
+            (json!({"name": "toolong", "age": 3}), "at most"),
+            (json!({"name": "Bo", "age": 3.5}), "whole"),
+            (json!({"name": "Bo", "age": 200}), "range"),
+            (json!({"name": "Bo", "age": 3, "color": "blue"}), "options"),
+            (
+                json!({"name": "Bo", "age": 3, "tags": ["a", "b", "c"]}),
+                "too many",
+            ),
+            (json!({"name": "Bo", "age": 3, "ok": "yes"}), "yes or no"),
+            (json!({"name": "Bo", "age": 3, "extra": 1}), "no field"),
+        ] {
+            let refused = answer(bad.clone()).unwrap_err();
+            assert!(refused.contains(why), "{bad}: {refused}");
+        }
+    }
+
+    #[test]
+    fn a_schema_a_form_cannot_ask_is_refused_naming_the_field() {
+        for (schema, why) in [
+            (json!([]), "not an object"),
+            (json!({"type": "array"}), "type object"),
+            (
+                json!({"type": "object", "properties": {"f": {"type": "object"}}}),
+                "field \"f\"",
+            ),
+            (
+                json!({"type": "object", "properties": {"f": {"type": "array", "items": {"type": "string"}}}}),
+                "enumerated",
+            ),
+            (
+                json!({"type": "object", "properties": {"f": {"type": "string", "enum": [1]}}}),
+                "strings",
+            ),
+        ] {
+            let refused = form_fields(&schema).unwrap_err();
+            assert!(refused.contains(why), "{schema}: {refused}");
+        }
+    }
+}
