@@ -136,7 +136,9 @@ pub async fn run(host: Arc<Host>, args: ChatArgs) -> Result<u8, Failure> {
     });
 
     let run = async {
-        let servers = host.start_mcp().await?;
+        let servers = host
+            .start_mcp(crate::ask::TerminalAsker::if_interactive())
+            .await?;
         let turn = host.prepare_turn(request, &servers).await;
         let result = match turn {
             Ok(turn) => turn.run(sink, cancel).await,

@@ -1,6 +1,7 @@
 //! The `conduit` command: Conduit's engine without a window. Parses arguments and calls
 //! `conduit-host`; it holds no logic of its own.
 
+mod ask;
 mod chat;
 mod mcp;
 mod providers;

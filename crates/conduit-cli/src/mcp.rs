@@ -66,7 +66,9 @@ pub async fn run(host: Arc<Host>, command: McpCommand) -> Result<u8, Failure> {
         }
         _ => {}
     }
-    let servers = host.start_mcp().await?;
+    let servers = host
+        .start_mcp(crate::ask::TerminalAsker::if_interactive())
+        .await?;
     let result = run_with(&host, &servers, command).await;
     servers.shutdown().await;
     result

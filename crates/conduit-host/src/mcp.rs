@@ -9,6 +9,7 @@ use conduit_core::media::MediaStore;
 use conduit_core::tool::{ProgressSink, ToolOutput};
 use conduit_mcp::client::McpError;
 use conduit_mcp::config::{self, ConfigError, Edit, Snapshot};
+use conduit_mcp::elicit::Asker;
 use conduit_mcp::runtime::{McpRuntime, RuntimeOptions};
 use conduit_mcp::servers::{DEFAULT_START_TIMEOUT, ToolInfo};
 use conduit_mcp::tool::McpTool;
@@ -81,8 +82,14 @@ impl Host {
     /// The MCP runtime for one command line run: every enabled server of the file
     /// started at once, each within the start timeout (`CONDUIT_MCP_START_TIMEOUT`
     /// seconds, default 30), and kept running; a file that cannot be read is an error.
-    pub async fn start_mcp(&self) -> Result<McpRuntime, ConfigError> {
-        McpRuntime::start(self.mcp_runtime_options()).await
+    /// The servers' questions go to `asker` (none are declared without one).
+    pub async fn start_mcp(
+        &self,
+        asker: Option<Arc<dyn Asker>>,
+    ) -> Result<McpRuntime, ConfigError> {
+        let mut options = self.mcp_runtime_options();
+        options.asker = asker;
+        McpRuntime::start(options).await
     }
 
     /// The MCP runtime for the app: as [`Host::start_mcp`], following outside edits of

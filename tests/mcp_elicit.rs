@@ -1,0 +1,178 @@
+//! Servers that ask back: a Python SDK server's elicitation reaches the frontend's asker
+//! as a typed form in both protocol eras (elicitation/create in 2025-11-25, an
+//! input_required round in 2026-07-28), the answer goes back and the tool uses it, a
+//! decline is a decline, and without an asker nothing is declared.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use conduit_mcp::elicit::{
+    Asker, Elicitation, ElicitationAnswer, ElicitationKind, ElicitationOffer, FieldInput,
+};
+use conduit_mcp::runtime::{McpRuntime, RuntimeOptions};
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+/// Answers with what it was told and keeps every question.
+struct Scripted {
+    answer: ElicitationAnswer,
+    asked: Mutex<Vec<Elicitation>>,
+}
+
+#[async_trait]
+impl Asker for Scripted {
+    fn offers(&self) -> ElicitationOffer {
+        ElicitationOffer {
+            form: true,
+            url: false,
+        }
+    }
+
+    async fn elicit(&self, question: Elicitation) -> ElicitationAnswer {
+        self.asked.lock().push(question);
+        self.answer.clone()
+    }
+}
+
+async fn runtime(
+    era: Option<&str>,
+    asker: Option<Arc<Scripted>>,
+) -> (McpRuntime, tempfile::TempDir) {
+    let root = conduit_e2e::workspace_root().join("tests/mcp-servers");
+    let python = root.join(".venv/bin/python");
+    assert!(
+        python.is_file(),
+        "run `make test`: the Python test servers are missing"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("mcp_servers.json");
+    std::fs::write(
+        &file,
+        json!({"mcpServers": {"dyn": {"command": python, "args": [root.join("fixtures/dynamic_tools.py")],
+                                       "protocolVersion": era}}})
+        .to_string(),
+    )
+    .unwrap();
+    let mut options = RuntimeOptions::new(&file, Duration::from_secs(20));
+    if let Some(asker) = asker {
+        options = options.with_asker(asker);
+    }
+    (McpRuntime::start(options).await.unwrap(), dir)
+}
+
+async fn ask_name(runtime: &McpRuntime) -> Result<String, String> {
+    let connection = runtime.connection("dyn").unwrap();
+    let result = tokio::time::timeout(
+        Duration::from_secs(30),
+        connection.call_tool(
+            "ask_name",
+            serde_json::Map::new(),
+            Arc::new(|_| {}),
+            CancellationToken::new(),
+        ),
+    )
+    .await
+    .expect("the call ended");
+    let result = result.map_err(|e| e.to_string())?;
+    let text = serde_json::to_value(&result.content).unwrap()[0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    if result.is_error == Some(true) {
+        Err(text)
+    } else {
+        Ok(text)
+    }
+}
+
+fn era_of(runtime: &McpRuntime) -> Value {
+    serde_json::to_value(&runtime.statuses()[0]).unwrap()["details"]["protocolVersion"].clone()
+}
+
+async fn the_answer_reaches_the_server(era: Option<&str>, spoken: &str) {
+    let asker = Arc::new(Scripted {
+        answer: ElicitationAnswer::Accept(json!({"name": "Ada"}).as_object().unwrap().clone()),
+        asked: Mutex::new(Vec::new()),
+    });
+    let (servers, _dir) = runtime(era, Some(asker.clone())).await;
+    assert_eq!(era_of(&servers), spoken);
+    assert_eq!(ask_name(&servers).await, Ok("hello Ada, 30".to_owned()));
+    let asked = asker.asked.lock().clone();
+    assert_eq!(asked.len(), 1, "asked once");
+    assert_eq!(asked[0].server, "dyn");
+    assert_eq!(asked[0].message, "Who are you?");
+    let ElicitationKind::Form { fields } = &asked[0].kind else {
+        panic!("{:?}", asked[0].kind)
+    };
+    let name = fields.iter().find(|f| f.name == "name").unwrap();
+    assert!(name.required);
+    assert_eq!(name.title.as_deref(), Some("Your name"));
+    let age = fields.iter().find(|f| f.name == "age").unwrap();
+    assert!(matches!(
+        age.input,
+        FieldInput::Number {
+            integer: true,
+            default: Some(d),
+            ..
+        } if d == 30.0
+    ));
+    servers.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_form_is_answered_in_2026_through_an_input_required_round() {
+    the_answer_reaches_the_server(None, "2026-07-28").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_form_is_answered_in_2025_through_elicitation_create() {
+    the_answer_reaches_the_server(Some("2025-11-25"), "2025-11-25").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_declined_form_is_declined_in_both_eras() {
+    for era in [None, Some("2025-11-25")] {
+        let asker = Arc::new(Scripted {
+            answer: ElicitationAnswer::Decline,
+            asked: Mutex::new(Vec::new()),
+        });
+        let (servers, _dir) = runtime(era, Some(asker.clone())).await;
+        assert_eq!(
+            ask_name(&servers).await,
+            Ok("decline".to_owned()),
+            "{era:?}"
+        );
+        servers.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_that_does_not_fit_the_form_is_not_sent() {
+    // The asker "accepts" without the required name: Conduit declines instead.
+    let asker = Arc::new(Scripted {
+        answer: ElicitationAnswer::Accept(json!({"age": 3}).as_object().unwrap().clone()),
+        asked: Mutex::new(Vec::new()),
+    });
+    let (servers, _dir) = runtime(None, Some(asker)).await;
+    assert_eq!(ask_name(&servers).await, Ok("decline".to_owned()));
+    servers.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_an_asker_nothing_is_declared_and_nothing_asked() {
+    for era in [None, Some("2025-11-25")] {
+        let (servers, _dir) = runtime(era, None).await;
+        let answer = ask_name(&servers).await;
+        assert!(
+            answer
+                .as_ref()
+                .is_err_and(|e| e.to_lowercase().contains("elicitation")),
+            "{era:?}: {answer:?}"
+        );
+        servers.shutdown().await;
+    }
+}
