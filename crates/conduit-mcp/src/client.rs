@@ -695,7 +695,16 @@ impl Connection {
             .read_resource(ReadResourceRequestParams::new(uri.to_owned()))
             .await
             .map_err(|e| self.hide(e))?;
-        self.spill.claim_read_result(&mut result);
+        if self.spill.holds_any() {
+            // Claiming reads the held strings back from disk: not on an async worker.
+            let spill = self.spill.clone();
+            result = tokio::task::spawn_blocking(move || {
+                spill.claim_read_result(&mut result);
+                result
+            })
+            .await
+            .map_err(|e| McpError::Other(format!("restoring a large result failed: {e}")))?;
+        }
         Ok(result)
     }
 
@@ -733,7 +742,19 @@ impl Connection {
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
             match self.call_round(request, &progress, &cancel).await? {
                 ServerResult::CallToolResult(mut result) => {
-                    self.spill.claim_tool_result(&mut result);
+                    if self.spill.holds_any() {
+                        // Claiming reads the held strings back from disk: not on an
+                        // async worker.
+                        let spill = self.spill.clone();
+                        result = tokio::task::spawn_blocking(move || {
+                            spill.claim_tool_result(&mut result);
+                            result
+                        })
+                        .await
+                        .map_err(|e| {
+                            McpError::Other(format!("restoring a large result failed: {e}"))
+                        })?;
+                    }
                     return Ok(result);
                 }
                 // 2026-07-28 (SEP-2322): the server needs another round; its state goes back

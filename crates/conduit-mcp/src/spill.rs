@@ -184,6 +184,11 @@ impl Spill {
         }
     }
 
+    /// Whether any string is held (then a result may need claiming, which reads files).
+    pub(crate) fn holds_any(&self) -> bool {
+        !self.held.lock().is_empty()
+    }
+
     /// Drops what was held longer than `age`: the answer of a call nobody waits for.
     pub(crate) fn sweep(&self, age: Duration) {
         let now = Instant::now();
