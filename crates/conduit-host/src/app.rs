@@ -12,6 +12,8 @@ use conduit_core::content::MediaRef;
 use conduit_core::media::MediaStore;
 use conduit_core::provider::{ProviderError, ProviderErrorKind};
 use conduit_mcp::runtime::McpRuntime;
+
+use crate::asks::WindowAsker;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
@@ -155,6 +157,8 @@ pub struct App {
     host: Arc<Host>,
     /// Started in the background when the app starts; a turn waits for it.
     servers: tokio::sync::OnceCell<Arc<McpRuntime>>,
+    /// The servers' questions, waiting for the user.
+    asker: Arc<WindowAsker>,
     turns: Mutex<HashMap<String, Turn>>,
 }
 
@@ -179,6 +183,7 @@ impl App {
         Arc::new(Self {
             host,
             servers: tokio::sync::OnceCell::new(),
+            asker: WindowAsker::new(crate::asks::ANSWER_WAIT),
             turns: Mutex::new(HashMap::new()),
         })
     }
@@ -190,9 +195,17 @@ impl App {
     /// The MCP runtime, kept in step with the `mcpServers` file; the first call starts it.
     pub async fn servers(&self) -> Arc<McpRuntime> {
         self.servers
-            .get_or_init(|| async { Arc::new(self.host.watch_mcp().await) })
+            .get_or_init(|| async {
+                let asker: Arc<dyn conduit_mcp::elicit::Asker> = self.asker.clone();
+                Arc::new(self.host.watch_mcp(Some(asker)).await)
+            })
             .await
             .clone()
+    }
+
+    /// The servers' questions waiting for the user, and a signal when they change.
+    pub fn asker(&self) -> &Arc<WindowAsker> {
+        &self.asker
     }
 
     /// Every server in the file with its state (all `starting` until the first start

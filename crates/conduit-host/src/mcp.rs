@@ -94,8 +94,10 @@ impl Host {
 
     /// The MCP runtime for the app: as [`Host::start_mcp`], following outside edits of
     /// the file; a read error is shown, not fatal.
-    pub async fn watch_mcp(&self) -> McpRuntime {
-        McpRuntime::watch(self.mcp_runtime_options()).await
+    pub async fn watch_mcp(&self, asker: Option<Arc<dyn Asker>>) -> McpRuntime {
+        let mut options = self.mcp_runtime_options();
+        options.asker = asker;
+        McpRuntime::watch(options).await
     }
 
     fn mcp_runtime_options(&self) -> RuntimeOptions {
