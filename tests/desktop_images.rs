@@ -758,7 +758,7 @@ async fn tool_images_at_real_sizes() {
             .execute_async(
                 r#"const done = arguments[arguments.length - 1];
                    window.__TAURI_INTERNALS__.invoke("clipboard_image")
-                     .then((b) => done(`${b.byteLength ?? b.length} bytes`), (e) => done(`error: ${e}`));"#,
+                     .then((m) => done(JSON.stringify(m)), (e) => done(`error: ${JSON.stringify(e)}`));"#,
                 vec![],
             )
             .await;
