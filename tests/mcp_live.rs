@@ -8,11 +8,10 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use conduit_core::content::MediaRef;
-use conduit_core::media::{MediaError, MediaStore};
+use conduit_core::media::MediaStore;
 use conduit_core::tool::Tool;
 use conduit_e2e::npm_server;
-use conduit_mcp::live::LiveServers;
+use conduit_mcp::runtime::{LiveEvent, McpRuntime, RuntimeOptions};
 use serde_json::{Value, json};
 
 fn entry(marker: &str, extra: &[&str]) -> Value {
@@ -53,7 +52,12 @@ async fn wait_until(what: &str, timeout: Duration, mut check: impl FnMut() -> bo
     }
 }
 
-fn state_of(live: &LiveServers, name: &str) -> String {
+/// The file's servers, watched as the app runs them.
+async fn start(file: &Path) -> McpRuntime {
+    McpRuntime::watch(RuntimeOptions::new(file, Duration::from_secs(20))).await
+}
+
+fn state_of(live: &McpRuntime, name: &str) -> String {
     live.statuses()
         .into_iter()
         .find(|s| s.name == name)
@@ -79,7 +83,7 @@ async fn outside_edits_apply_live_and_restart_only_what_changed() {
     let file = dir.path().join("mcp_servers.json");
     write(&file, json!({"a": entry(&a, &[]), "b": entry(&b, &[])}));
 
-    let live = LiveServers::start(&file, Duration::from_secs(20)).await;
+    let live = start(&file).await;
     assert_eq!(state_of(&live, "a"), "ready");
     assert_eq!(state_of(&live, "b"), "ready");
     let (pid_a, pid_b) = (pids(&a), pids(&b));
@@ -103,7 +107,7 @@ async fn outside_edits_apply_live_and_restart_only_what_changed() {
     assert_eq!(pids(&a), pid_a, "a was not restarted");
     let mut states_of_c = Vec::new();
     while let Ok(event) = events.try_recv() {
-        if let conduit_mcp::live::LiveEvent::Server(status) = event
+        if let LiveEvent::Server(status) = event
             && status.name == "c"
         {
             states_of_c.push(serde_json::to_value(&status).unwrap()["state"].clone());
@@ -174,7 +178,7 @@ async fn a_crashed_server_is_restarted() {
     );
     let file = dir.path().join("mcp_servers.json");
     write(&file, json!({"s": entry(&tag, &[])}));
-    let live = LiveServers::start(&file, Duration::from_secs(20)).await;
+    let live = start(&file).await;
     let mut events = live.subscribe();
     let before = pids(&tag);
     assert_eq!(before.len(), 1);
@@ -186,7 +190,7 @@ async fn a_crashed_server_is_restarted() {
     let mut saw_restarting = false;
     let deadline = Instant::now() + Duration::from_secs(20);
     while Instant::now() < deadline {
-        if let Ok(Ok(conduit_mcp::live::LiveEvent::Server(status))) =
+        if let Ok(Ok(LiveEvent::Server(status))) =
             tokio::time::timeout(Duration::from_millis(200), events.recv()).await
         {
             let state = serde_json::to_value(&status).unwrap();
@@ -225,20 +229,9 @@ async fn a_crashed_server_is_restarted() {
     live.shutdown().await;
 }
 
-/// A media store for tests that store no media.
+/// A media store for tests.
 fn media() -> std::sync::Arc<dyn MediaStore> {
-    std::sync::Arc::new(NoMedia)
-}
-
-struct NoMedia;
-
-impl MediaStore for NoMedia {
-    fn put(&self, _: &[u8], _: Option<&str>) -> Result<MediaRef, MediaError> {
-        Err(MediaError::Io("this test stores no media".into()))
-    }
-    fn load(&self, _: &MediaRef) -> Result<Vec<u8>, MediaError> {
-        Err(MediaError::Io("this test stores no media".into()))
-    }
+    conduit_core::testing::MemoryMedia::new()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -255,8 +248,8 @@ async fn tools_are_listed_again_when_the_server_says_they_changed() {
         &file,
         json!({"dyn": {"command": python, "args": [root.join("fixtures/dynamic_tools.py")]}}),
     );
-    let live = LiveServers::start(&file, Duration::from_secs(20)).await;
-    let names = |live: &LiveServers| -> Vec<String> {
+    let live = start(&file).await;
+    let names = |live: &McpRuntime| -> Vec<String> {
         live.tools(media(), &|_, _| true)
             .iter()
             .map(|t| t.spec().name.clone())

@@ -103,8 +103,8 @@ fn main() -> std::process::ExitCode {
 /// applied or fails to read (event `mcp-servers`, no payload: it asks for the list).
 async fn mcp_events(app: std::sync::Arc<conduit_host::app::App>, handle: tauri::AppHandle) {
     use tauri::Emitter;
-    let live = app.live().await;
-    let mut events = live.subscribe();
+    let servers = app.servers().await;
+    let mut events = servers.subscribe();
     let _ = handle.emit("mcp-servers", ());
     loop {
         match events.recv().await {

@@ -5,7 +5,7 @@
 pub mod cli;
 pub mod desktop;
 pub mod http_gate;
-pub mod llm_server;
+pub use conduit_testing::llm_server;
 pub mod native_dialog;
 
 use std::path::PathBuf;

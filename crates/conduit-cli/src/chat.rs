@@ -112,7 +112,6 @@ pub async fn run(host: Arc<Host>, args: ChatArgs) -> Result<u8, Failure> {
         model: args.model,
         prompt: args.prompt,
         attachments: args.attach.into_iter().map(Attachment::File).collect(),
-        live: None,
         approval: match args.approve {
             Approve::Auto => ApprovalMode::Auto,
             Approve::Deny => ApprovalMode::Deny,
@@ -136,7 +135,17 @@ pub async fn run(host: Arc<Host>, args: ChatArgs) -> Result<u8, Failure> {
         }
     });
 
-    match host.chat(request, sink, cancel).await {
+    let run = async {
+        let servers = host.start_mcp().await?;
+        let turn = host.prepare_turn(request, &servers).await;
+        let result = match turn {
+            Ok(turn) => turn.run(sink, cancel).await,
+            Err(err) => Err(err),
+        };
+        servers.shutdown().await;
+        result
+    };
+    match run.await {
         Ok(done) => match done.outcome {
             Ok(outcome) => Ok(printer.outcome(&outcome, &done.conversation)),
             Err(err) => {

@@ -7,7 +7,7 @@ use clap::Subcommand;
 use conduit_host::Host;
 use conduit_host::core::content::ResultPart;
 use conduit_host::mcp::{ServerState, as_object};
-use conduit_host::mcp_client::servers::Servers;
+use conduit_host::mcp_client::runtime::McpRuntime;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -76,7 +76,7 @@ fn parse_args(text: &str) -> Result<Value, Failure> {
     serde_json::from_str(text).map_err(|e| usage_error(format!("--args is not JSON: {e}")))
 }
 
-async fn run_with(host: &Host, servers: &Servers, command: McpCommand) -> Result<u8, Failure> {
+async fn run_with(host: &Host, servers: &McpRuntime, command: McpCommand) -> Result<u8, Failure> {
     match command {
         McpCommand::List { json } => {
             let statuses = servers.statuses();
@@ -133,23 +133,20 @@ async fn run_with(host: &Host, servers: &Servers, command: McpCommand) -> Result
             };
             let mut listed = Vec::new();
             for name in names {
-                // Whether each tool is offered and its policy are the host's answer.
-                let (Some(tools), Some(settings)) = (
-                    servers.server_tools(&name),
-                    host.started_tool_settings(servers, &name)?,
-                ) else {
+                if !servers.statuses().iter().any(|s| s.name == name) {
                     return Err(Failure::from(anyhow::anyhow!(
                         "there is no server named {name:?}"
                     )));
-                };
-                for (tool, setting) in tools.iter().zip(settings.tools) {
+                }
+                // Whether each tool is offered and its policy are the host's answer.
+                for setting in host.server_tool_settings(servers, &name)?.tools {
                     listed.push(json!({
                         "server": name,
-                        "name": tool.name,
+                        "name": setting.tool.name,
                         "enabled": setting.enabled,
                         "policy": setting.policy,
-                        "description": tool.description,
-                        "inputSchema": *tool.input_schema,
+                        "description": setting.tool.description,
+                        "inputSchema": setting.tool.input_schema,
                     }));
                 }
             }

@@ -17,4 +17,6 @@ pub mod backoff;
 pub mod content;
 pub mod media;
 pub mod provider;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod tool;

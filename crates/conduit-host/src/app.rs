@@ -10,7 +10,7 @@ use parking_lot::Mutex;
 use conduit_core::agent::{AgentEvent, EventSink};
 use conduit_core::content::MediaRef;
 use conduit_core::media::MediaStore;
-use conduit_mcp::live::LiveServers;
+use conduit_mcp::runtime::McpRuntime;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
@@ -85,14 +85,16 @@ pub type TurnSink = Arc<dyn Fn(TurnEvent) + Send + Sync>;
 
 struct Turn {
     cancel: CancellationToken,
-    approval: Arc<WindowApproval>,
+    /// Set once the turn is prepared (its tools known); answers before that find no
+    /// question.
+    approval: Arc<std::sync::OnceLock<Arc<WindowApproval>>>,
 }
 
 /// The engine the window talks to.
 pub struct App {
     host: Arc<Host>,
     /// Started in the background when the app starts; a turn waits for it.
-    live: tokio::sync::OnceCell<Arc<LiveServers>>,
+    servers: tokio::sync::OnceCell<Arc<McpRuntime>>,
     turns: Mutex<HashMap<String, Turn>>,
 }
 
@@ -116,7 +118,7 @@ impl App {
     pub fn new(host: Arc<Host>) -> Arc<Self> {
         Arc::new(Self {
             host,
-            live: tokio::sync::OnceCell::new(),
+            servers: tokio::sync::OnceCell::new(),
             turns: Mutex::new(HashMap::new()),
         })
     }
@@ -125,13 +127,10 @@ impl App {
         &self.host
     }
 
-    /// The `mcpServers` file's servers, kept in step with it; the first call starts them.
-    pub async fn live(&self) -> Arc<LiveServers> {
-        self.live
-            .get_or_init(|| async {
-                let path = &self.host.paths().mcp_config_file;
-                Arc::new(LiveServers::start(path, self.host.mcp_start_timeout()).await)
-            })
+    /// The MCP runtime, kept in step with the `mcpServers` file; the first call starts it.
+    pub async fn servers(&self) -> Arc<McpRuntime> {
+        self.servers
+            .get_or_init(|| async { Arc::new(self.host.watch_mcp().await) })
             .await
             .clone()
     }
@@ -139,10 +138,10 @@ impl App {
     /// Every server in the file with its state (all `starting` until the first start
     /// finished), and the file's read error if it has one.
     pub fn mcp_servers(&self) -> McpOverview {
-        match self.live.get() {
-            Some(live) => McpOverview {
-                servers: live.statuses(),
-                config_error: live.config_error(),
+        match self.servers.get() {
+            Some(servers) => McpOverview {
+                servers: servers.statuses(),
+                config_error: servers.config_error(),
             },
             None => match self.host.mcp_config() {
                 Ok(snapshot) => McpOverview {
@@ -229,8 +228,7 @@ impl App {
                 })
             })
         };
-        let approval =
-            WindowApproval::new(agent_sink.clone(), self.host.paths().settings_file.clone());
+        let approval = Arc::new(std::sync::OnceLock::new());
         self.turns.lock().insert(
             turn.clone(),
             Turn {
@@ -238,14 +236,13 @@ impl App {
                 approval: approval.clone(),
             },
         );
-        let mut chat = ChatRequest {
+        let chat = ChatRequest {
             conversation: Some(conversation.clone()),
             provider: ProviderChoice::Saved(request.provider),
             model: request.model,
             prompt: request.text,
             attachments: attachments.into_iter().map(Attachment::Stored).collect(),
-            approval: ApprovalMode::Window(approval),
-            live: None,
+            approval: ApprovalMode::Window(agent_sink.clone()),
             max_turns: conduit_core::agent::DEFAULT_MAX_TURNS,
             system: None,
             read_timeout: None,
@@ -253,13 +250,19 @@ impl App {
         let app = self.clone();
         let turn_id = turn.clone();
         tokio::spawn(async move {
-            chat.live = Some(app.live().await);
             // The turn runs in its own task so that even a panic in it ends the turn
             // for the window instead of leaving it waiting.
             let host_app = app.clone();
             let run_cancel = cancel.clone();
-            let run =
-                tokio::spawn(async move { host_app.host.chat(chat, agent_sink, run_cancel).await });
+            let run = tokio::spawn(async move {
+                let servers = host_app.servers().await;
+                let prepared = host_app.host.prepare_turn(chat, &servers).await?;
+                if let Some(window) = prepared.window_approval() {
+                    // Only this turn's task sets it, once.
+                    let _ = approval.set(window);
+                }
+                prepared.run(agent_sink, run_cancel).await
+            });
             let result = run.await;
             app.turns.lock().remove(&turn_id);
             let (status, error) = match result {
@@ -300,25 +303,26 @@ impl App {
             .turns
             .lock()
             .get(turn)
-            .map(|t| t.approval.clone())
+            .map(|t| t.approval.get().cloned())
             .ok_or_else(|| AppError::NoTurn(turn.to_owned()))?;
-        Ok(approval.answer(call_id, decision)?)
+        match approval {
+            Some(approval) => Ok(approval.answer(call_id, decision)?),
+            // Not prepared yet: no question was asked.
+            None => Ok(false),
+        }
     }
 
     /// A server's approval policy and its tools, each with whether it is offered to
     /// models and the policy that applies to it.
     pub async fn mcp_server_tools(&self, server: &str) -> Result<ServerTools, AppError> {
-        let live = self.live().await;
-        let running = live.tools(self.host.media.clone(), &|_, _| true);
-        Ok(self
-            .host
-            .tool_settings(server, live.server_tools(server), &running)?)
+        let servers = self.servers().await;
+        Ok(self.host.server_tool_settings(&servers, server)?)
     }
 
     /// What each of `server`'s running tools is now, by the tool's own name.
     async fn server_trust(&self, server: &str) -> HashMap<String, crate::settings::ApprovedTool> {
         let tools = self
-            .live()
+            .servers()
             .await
             .tools(self.host.media.clone(), &|_, _| true);
         self.host.server_trust(server, &tools)
@@ -368,7 +372,7 @@ impl App {
 
     /// Stops a server and starts it again.
     pub async fn restart_mcp_server(&self, server: &str) {
-        self.live().await.restart_server(server).await;
+        self.servers().await.restart_server(server).await;
     }
 
     /// Ends every turn and server (the window is closing).
@@ -376,8 +380,8 @@ impl App {
         for turn in self.turns.lock().values() {
             turn.cancel.cancel();
         }
-        if let Some(live) = self.live.get() {
-            live.shutdown().await;
+        if let Some(servers) = self.servers.get() {
+            servers.shutdown().await;
         }
     }
 }
@@ -385,69 +389,22 @@ impl App {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use conduit_testing::llm_server::{Dialect, ScriptedLlm};
     use serde_json::json;
     use std::time::Duration;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::sync::mpsc;
 
     /// A Chat Completions server that streams "Hello" and ends, or with `stall` sends
-    /// "Hel" and then nothing more.
-    async fn model_server(stall: bool) -> String {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/v1", listener.local_addr().unwrap());
-        tokio::spawn(async move {
-            while let Ok((mut socket, _)) = listener.accept().await {
-                tokio::spawn(async move {
-                    let mut request = Vec::new();
-                    let mut buf = [0u8; 8192];
-                    // Headers, then the body its content-length announces.
-                    loop {
-                        let n = socket.read(&mut buf).await.unwrap_or(0);
-                        if n == 0 {
-                            return;
-                        }
-                        request.extend_from_slice(&buf[..n]);
-                        let text = String::from_utf8_lossy(&request).to_lowercase();
-                        if let Some(end) = text.find("\r\n\r\n") {
-                            let length = text
-                                .lines()
-                                .find_map(|l| l.strip_prefix("content-length:"))
-                                .and_then(|v| v.trim().parse::<usize>().ok())
-                                .unwrap_or(0);
-                            if request.len() >= end + 4 + length {
-                                break;
-                            }
-                        }
-                    }
-                    let chunk = |delta: serde_json::Value, finish: serde_json::Value| {
-                        format!(
-                            "data: {}\n\n",
-                            json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
-                                   "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
-                        )
-                    };
-                    let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
-                    let mut body = head.to_owned();
-                    if stall {
-                        body.push_str(&chunk(
-                            json!({"role": "assistant", "content": "Hel"}),
-                            json!(null),
-                        ));
-                        let _ = socket.write_all(body.as_bytes()).await;
-                        tokio::time::sleep(Duration::from_secs(3600)).await;
-                        return;
-                    }
-                    body.push_str(&chunk(
-                        json!({"role": "assistant", "content": "Hello"}),
-                        json!(null),
-                    ));
-                    body.push_str(&chunk(json!({}), json!("stop")));
-                    body.push_str("data: [DONE]\n\n");
-                    let _ = socket.write_all(body.as_bytes()).await;
-                });
-            }
-        });
-        url
+    /// "Hel" and then nothing more; it runs while the returned server lives.
+    async fn model_server(stall: bool) -> (String, ScriptedLlm) {
+        let dialect = Dialect::OpenAiChat;
+        let reply = if stall {
+            dialect.stall_after(&["Hel"])
+        } else {
+            dialect.text(&["Hello"])
+        };
+        let server = ScriptedLlm::start(vec![reply]).await.unwrap();
+        (dialect.base_url(&server.url()), server)
     }
 
     fn app(dir: &std::path::Path, provider: serde_json::Value) -> Arc<App> {
@@ -501,7 +458,7 @@ mod tests {
     #[tokio::test]
     async fn a_turn_streams_in_the_background_and_is_saved() {
         let dir = tempfile::tempdir().unwrap();
-        let url = model_server(false).await;
+        let (url, _server) = model_server(false).await;
         let app = app(
             dir.path(),
             json!({"id": "local", "protocol": "openai-chat", "baseUrl": url, "defaultModel": "m"}),
@@ -552,7 +509,7 @@ mod tests {
     #[tokio::test]
     async fn a_stopped_turn_ends_interrupted_with_its_partial_answer_kept() {
         let dir = tempfile::tempdir().unwrap();
-        let url = model_server(true).await;
+        let (url, _server) = model_server(true).await;
         let app = app(
             dir.path(),
             json!({"id": "local", "protocol": "openai-chat", "baseUrl": url, "defaultModel": "m"}),
@@ -586,7 +543,7 @@ mod tests {
     #[tokio::test]
     async fn a_turn_stays_stoppable_after_a_crash_while_the_turns_lock_was_held() {
         let dir = tempfile::tempdir().unwrap();
-        let url = model_server(true).await;
+        let (url, _server) = model_server(true).await;
         let app = app(
             dir.path(),
             json!({"id": "local", "protocol": "openai-chat", "baseUrl": url, "defaultModel": "m"}),

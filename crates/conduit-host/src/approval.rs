@@ -121,8 +121,9 @@ impl crate::Host {
 pub struct WindowApproval {
     ask: Arc<AskApproval>,
     settings_file: PathBuf,
-    /// Exposed tool name → the real server and tool, and what they are now.
-    trust: Mutex<HashMap<String, ToolTrust>>,
+    /// Exposed tool name → the real server and tool, and what they are now: fixed for
+    /// the turn, from the tools it offers.
+    trust: HashMap<String, ToolTrust>,
     /// Calls waiting for an answer (by Conduit's call id) → their exposed tool name.
     asked: Mutex<HashMap<String, String>>,
 }
@@ -134,22 +135,23 @@ impl std::fmt::Debug for WindowApproval {
 }
 
 impl WindowApproval {
-    /// Questions go to `events` as `ApprovalRequested`.
-    pub fn new(events: EventSink, settings_file: PathBuf) -> Arc<Self> {
+    /// Questions go to `events` as `ApprovalRequested`; `trust` says what each tool the
+    /// turn offers really is (see [`tool_trust`]).
+    pub fn new(
+        events: EventSink,
+        settings_file: PathBuf,
+        trust: HashMap<String, ToolTrust>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             ask: AskApproval::new(events),
             settings_file,
-            trust: Mutex::new(HashMap::new()),
+            trust,
             asked: Mutex::new(HashMap::new()),
         })
     }
 
-    pub(crate) fn set_trust(&self, trust: HashMap<String, ToolTrust>) {
-        *self.trust.lock() = trust;
-    }
-
     fn trust_of(&self, exposed: &str) -> Option<ToolTrust> {
-        self.trust.lock().get(exposed).cloned()
+        self.trust.get(exposed).cloned()
     }
 
     /// The calls waiting for an answer, by Conduit's call id.
@@ -227,26 +229,13 @@ mod tests {
     use super::*;
     use conduit_core::agent::{Agent, AgentEvent, AgentOptions, Outcome};
     use conduit_core::content::{Message, ToolResult};
-    use conduit_core::provider::{
-        EventStream, ModelInfo, ModelRequest, Provider, ProviderError, ProviderEvent, StopReason,
-    };
-    use conduit_core::tool::{ToolContext, ToolError, ToolOutput, ToolRegistry};
-    use futures::StreamExt;
+    use conduit_core::provider::{ProviderEvent, StopReason};
+    use conduit_core::testing::{Echo, ScriptedProvider, tool_spec as spec};
+    use conduit_core::tool::ToolRegistry;
     use serde_json::json;
     use tokio_util::sync::CancellationToken;
 
     use crate::settings::ToolPolicy;
-
-    fn spec(name: &str) -> ToolSpec {
-        ToolSpec {
-            name: name.into(),
-            title: None,
-            description: String::new(),
-            input_schema: json!({"type": "object"}),
-            output_schema: None,
-            annotations: Default::default(),
-        }
-    }
 
     fn call(id: &str, name: &str) -> ToolCall {
         ToolCall {
@@ -305,7 +294,8 @@ mod tests {
     /// A window that records each question (call id, origin, what changed).
     type Asked = Arc<Mutex<Vec<(String, Option<ToolOrigin>, Vec<String>)>>>;
 
-    fn window(file: &std::path::Path) -> (Arc<WindowApproval>, Asked) {
+    /// The window's side: where questions go, and what was asked.
+    fn asking() -> (EventSink, Asked) {
         let asked: Asked = Arc::new(Mutex::new(Vec::new()));
         let seen = asked.clone();
         let events: EventSink = Arc::new(move |event| {
@@ -319,7 +309,7 @@ mod tests {
                 seen.lock().push((call.id, origin, changes));
             }
         });
-        (WindowApproval::new(events, file.to_owned()), asked)
+        (events, asked)
     }
 
     async fn until_asked(asked: &Asked, count: usize) {
@@ -336,11 +326,15 @@ mod tests {
     async fn always_allow_is_saved_for_what_was_approved_and_asked_again_after_a_change() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("settings.json");
-        let (approval, asked) = window(&file);
-        approval.set_trust(HashMap::from([(
-            "srv__echo".to_owned(),
-            trust("srv", "echo", "node", "echoes"),
-        )]));
+        let (events, asked) = asking();
+        let approval = WindowApproval::new(
+            events.clone(),
+            file.clone(),
+            HashMap::from([(
+                "srv__echo".to_owned(),
+                trust("srv", "echo", "node", "echoes"),
+            )]),
+        );
 
         let waiting = {
             let approval = approval.clone();
@@ -377,11 +371,16 @@ mod tests {
         assert_eq!(asked.lock().len(), 1, "asked only the first time");
         assert!(!approval.answer("nobody", Decision::Deny).unwrap());
 
-        // The server's command changed ("rug pull"): asked again, saying what changed.
-        approval.set_trust(HashMap::from([(
-            "srv__echo".to_owned(),
-            trust("srv", "echo", "/tmp/evil", "echoes"),
-        )]));
+        // The server's command changed ("rug pull"): the next turn asks again, saying
+        // what changed.
+        let approval = WindowApproval::new(
+            events,
+            file.clone(),
+            HashMap::from([(
+                "srv__echo".to_owned(),
+                trust("srv", "echo", "/tmp/evil", "echoes"),
+            )]),
+        );
         let third = {
             let approval = approval.clone();
             tokio::spawn(async move {
@@ -402,17 +401,21 @@ mod tests {
     async fn an_answer_reaches_only_the_pending_call_and_a_stale_one_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("settings.json");
-        let (approval, asked) = window(&file);
-        approval.set_trust(HashMap::from([
-            (
-                "fs__read_file".to_owned(),
-                trust("fs", "read_file", "fs-server", "reads"),
-            ),
-            (
-                "sh__run".to_owned(),
-                trust("sh", "run", "sh-server", "runs"),
-            ),
-        ]));
+        let (events, asked) = asking();
+        let approval = WindowApproval::new(
+            events,
+            file.clone(),
+            HashMap::from([
+                (
+                    "fs__read_file".to_owned(),
+                    trust("fs", "read_file", "fs-server", "reads"),
+                ),
+                (
+                    "sh__run".to_owned(),
+                    trust("sh", "run", "sh-server", "runs"),
+                ),
+            ]),
+        );
         // The first call is answered once; the second one then waits.
         let first = {
             let approval = approval.clone();
@@ -455,11 +458,11 @@ mod tests {
             Ok::<_, SettingsError>(())
         })
         .unwrap();
-        let approval = WindowApproval::new(Arc::new(|_| {}), file);
-        approval.set_trust(HashMap::from([(
-            "srv__rm".to_owned(),
-            trust("srv", "rm", "node", "removes"),
-        )]));
+        let approval = WindowApproval::new(
+            Arc::new(|_| {}),
+            file,
+            HashMap::from([("srv__rm".to_owned(), trust("srv", "rm", "node", "removes"))]),
+        );
         let decided = approval
             .decide(&call("c", "srv__rm"), &spec("srv__rm"))
             .await;
@@ -496,68 +499,36 @@ mod tests {
         assert_eq!(saved.tool_policy("kept", "run"), ToolPolicy::Allow);
     }
 
-    /// Answers one response with two calls under the same provider id, then ends.
-    struct RepeatsAnId(Mutex<u32>);
-
-    #[async_trait]
-    impl Provider for RepeatsAnId {
-        fn protocol(&self) -> &'static str {
-            "scripted"
-        }
-
-        async fn stream(&self, _request: ModelRequest) -> Result<EventStream, ProviderError> {
-            let mut count = self.0.lock();
-            *count += 1;
-            let done = |name: &str, text: &str| {
-                Ok(ProviderEvent::ToolCallDone {
-                    id: "dup".into(),
-                    name: name.into(),
-                    arguments: Ok(json!({"text": text})),
-                    signature: None,
-                })
-            };
-            let events = if *count == 1 {
-                vec![
-                    done("srv__echo", "first"),
-                    done("srv__echo", "second"),
-                    Ok(ProviderEvent::Stop(StopReason::ToolUse)),
-                ]
-            } else {
-                vec![Ok(ProviderEvent::Stop(StopReason::EndTurn))]
-            };
-            Ok(futures::stream::iter(events).boxed())
-        }
-
-        async fn list_models(&self) -> Result<Vec<ModelInfo>, ProviderError> {
-            Ok(vec![])
-        }
-    }
-
-    struct Echo(ToolSpec);
-
-    #[async_trait]
-    impl Tool for Echo {
-        fn spec(&self) -> &ToolSpec {
-            &self.0
-        }
-
-        async fn call(
-            &self,
-            arguments: serde_json::Value,
-            _context: ToolContext,
-        ) -> Result<ToolOutput, ToolError> {
-            Ok(ToolOutput::text(arguments["text"].as_str().unwrap_or("")))
-        }
+    /// One response with two calls under the same provider id, then the end.
+    fn repeats_an_id() -> Arc<ScriptedProvider> {
+        let done = |text: &str| {
+            Ok(ProviderEvent::ToolCallDone {
+                id: "dup".into(),
+                name: "srv__echo".into(),
+                arguments: Ok(json!({"text": text})),
+                signature: None,
+            })
+        };
+        ScriptedProvider::new(vec![
+            vec![
+                done("first"),
+                done("second"),
+                Ok(ProviderEvent::Stop(StopReason::ToolUse)),
+            ],
+            vec![Ok(ProviderEvent::Stop(StopReason::EndTurn))],
+        ])
     }
 
     #[tokio::test]
     async fn a_model_repeating_a_call_id_gets_two_calls_answered_apart() {
         let dir = tempfile::tempdir().unwrap();
-        let (approval, asked) = window(&dir.path().join("settings.json"));
+        let (events, asked) = asking();
+        let approval =
+            WindowApproval::new(events, dir.path().join("settings.json"), HashMap::new());
         let mut tools = ToolRegistry::new();
-        tools.register(Arc::new(Echo(spec("srv__echo"))));
+        tools.register(Echo::named("srv__echo"));
         let agent = Agent::new(
-            Arc::new(RepeatsAnId(Mutex::new(0))),
+            repeats_an_id(),
             tools,
             approval.clone(),
             AgentOptions::new("m"),

@@ -1,7 +1,6 @@
 //! One run of the agent for a frontend: resolve the provider and its key, store the
 //! attachments, offer the tools, stream the events, and keep the history valid.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,7 +12,7 @@ use conduit_core::content::{Block, MediaRef, Message, Role};
 use conduit_core::media::{MediaError, MediaStore};
 use conduit_core::provider::ProviderError;
 use conduit_core::tool::ToolRegistry;
-use conduit_mcp::live::LiveServers;
+use conduit_mcp::runtime::McpRuntime;
 use conduit_providers::{HttpSettings, Protocol, ProviderConfig};
 use tokio_util::sync::CancellationToken;
 
@@ -21,7 +20,7 @@ use crate::Host;
 use crate::approval::WindowApproval;
 use crate::providers::{ProvidersError, key_from_env};
 use crate::recorder::Recorder;
-use conduit_store::{MessageStatus, StoreError};
+use conduit_store::{MessageStatus, Store, StoreError};
 
 /// Which provider a chat uses.
 #[derive(Debug, Clone)]
@@ -37,14 +36,15 @@ pub enum ProviderChoice {
 }
 
 /// Who decides whether a tool call runs.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub enum ApprovalMode {
     /// Every call runs (`conduit chat --approve auto`).
     Auto,
     /// No call runs (the CLI's default: there is nobody to ask).
     Deny,
-    /// The settings' per-tool policy, and the window asks about the rest.
-    Window(Arc<WindowApproval>),
+    /// The settings' per-tool policy, and the window asks about the rest: its questions
+    /// go to these events.
+    Window(EventSink),
 }
 
 /// Something the user attaches to a message.
@@ -66,8 +66,6 @@ pub struct ChatRequest {
     pub prompt: String,
     pub attachments: Vec<Attachment>,
     pub approval: ApprovalMode,
-    /// The app's running servers; `None` starts the file's servers for this run.
-    pub live: Option<Arc<LiveServers>>,
     pub max_turns: u32,
     pub system: Option<String>,
     /// Overrides the provider's read timeout (a stream silent this long fails).
@@ -82,8 +80,12 @@ pub enum ChatError {
         "no model given: pass --model, or set a default model for provider {0:?} (`conduit providers add ... --model M`)"
     )]
     NoModel(String),
-    #[error("cannot attach {path}: {reason}")]
-    Attachment { path: String, reason: String },
+    #[error("cannot attach {path}: {source}")]
+    Attachment {
+        path: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     #[error("the message is empty: give a prompt or an attachment")]
     EmptyMessage,
     #[error(transparent)]
@@ -92,6 +94,60 @@ pub enum ChatError {
     Store(#[from] StoreError),
     #[error(transparent)]
     McpConfig(#[from] conduit_mcp::config::ConfigError),
+}
+
+/// A turn ready to run (see [`crate::Host::prepare_turn`]).
+pub struct PreparedTurn {
+    agent: Agent,
+    conversation: String,
+    history: Vec<Message>,
+    store: Arc<Store>,
+    window_approval: Option<Arc<WindowApproval>>,
+    protocol: &'static str,
+    model: String,
+}
+
+impl PreparedTurn {
+    pub fn conversation(&self) -> &str {
+        &self.conversation
+    }
+
+    /// The window's approver of this turn, to route the user's answers to.
+    pub fn window_approval(&self) -> Option<Arc<WindowApproval>> {
+        self.window_approval.clone()
+    }
+
+    /// Runs the agent, saving the conversation as it goes and streaming events to
+    /// `events`; a provider failure is saved with the message and returned in the
+    /// outcome.
+    pub async fn run(
+        mut self,
+        events: EventSink,
+        cancel: CancellationToken,
+    ) -> Result<ChatResult, ChatError> {
+        let run_cancel = cancel.child_token();
+        let recorder = Recorder::new(
+            self.store.clone(),
+            self.conversation.clone(),
+            run_cancel.clone(),
+        );
+        tracing::info!(protocol = self.protocol, model = %self.model, conversation = %self.conversation, "chat turn starts");
+        let outcome = self
+            .agent
+            .run(&mut self.history, recorder.sink(events), run_cancel)
+            .await;
+        if let Some(err) = recorder.take_failure() {
+            return Err(ChatError::Store(err));
+        }
+        if let Err(err) = &outcome {
+            tracing::warn!(error = %err, "chat turn failed");
+            recorder.failed(&err.to_string())?;
+        }
+        Ok(ChatResult {
+            conversation: self.conversation,
+            outcome,
+        })
+    }
 }
 
 /// How the run ended, in which conversation.
@@ -115,14 +171,15 @@ impl Host {
         Ok(())
     }
 
-    /// Runs the agent on one user message, saving the conversation as it goes and
-    /// streaming events to `events`.
-    pub async fn chat(
+    /// Gets one user message's turn ready: resolves the provider and model, saves the
+    /// message (and its conversation, when new), and fixes the tools `servers` offer now
+    /// with what each really is, and who approves their calls. Refused before anything is
+    /// saved when the provider, model or attachments are not usable.
+    pub async fn prepare_turn(
         &self,
         request: ChatRequest,
-        events: EventSink,
-        cancel: CancellationToken,
-    ) -> Result<ChatResult, ChatError> {
+        servers: &McpRuntime,
+    ) -> Result<PreparedTurn, ChatError> {
         let (config, default_model) = self.provider_config(&request)?;
         let model = request
             .model
@@ -148,26 +205,25 @@ impl Host {
         store.add_message(&conversation, &user, MessageStatus::Complete)?;
         history.push(user);
 
-        let servers = match &request.live {
-            Some(_) => None,
-            None => Some(self.start_mcp().await?),
-        };
         let settings = self.settings().map_err(ProvidersError::from)?;
         let allow = |server: &str, tool: &str| settings.tool_enabled(server, tool);
         // A failed server is logged once when its state changes (in `conduit-mcp`), not
         // again on every turn.
-        let mcp_tools = match (&request.live, &servers) {
-            (Some(live), _) => live.tools(self.media.clone(), &allow),
-            (None, Some(servers)) => servers.tools(self.media.clone(), &allow),
-            (None, None) => Vec::new(),
-        };
-        let trust = match &request.approval {
-            // What each tool and its server are now, which an "allow" must still match.
-            ApprovalMode::Window(_) => {
+        let mcp_tools = servers.tools(self.media.clone(), &allow);
+        let mut window_approval = None;
+        let approver: Arc<dyn Approver> = match request.approval {
+            ApprovalMode::Auto => Arc::new(FixedApproval(Approval::Allow)),
+            ApprovalMode::Deny => Arc::new(FixedApproval(Approval::Deny {
+                reason: "tool calls are denied in this run (--approve deny)".into(),
+            })),
+            ApprovalMode::Window(events) => {
+                // What each tool and its server are now, which an "allow" must still match.
                 let snapshot = self.mcp_config().ok();
-                crate::approval::tool_trust(&mcp_tools, snapshot.as_ref())
+                let trust = crate::approval::tool_trust(&mcp_tools, snapshot.as_ref());
+                let window = WindowApproval::new(events, self.paths.settings_file.clone(), trust);
+                window_approval = Some(window.clone());
+                window
             }
-            _ => HashMap::new(),
         };
         let mut tools = ToolRegistry::new();
         for tool in mcp_tools {
@@ -176,41 +232,18 @@ impl Host {
         if crate::test_tools::enabled() {
             crate::test_tools::register(&mut tools, self.media.clone());
         }
-        let approver: Arc<dyn Approver> = match &request.approval {
-            ApprovalMode::Auto => Arc::new(FixedApproval(Approval::Allow)),
-            ApprovalMode::Deny => Arc::new(FixedApproval(Approval::Deny {
-                reason: "tool calls are denied in this run (--approve deny)".into(),
-            })),
-            ApprovalMode::Window(window) => {
-                window.set_trust(trust);
-                window.clone()
-            }
-        };
         let mut options = AgentOptions::new(model.clone());
         options.capabilities = conduit_providers::default_capabilities(protocol, &model);
-        options.system = request.system.clone();
+        options.system = request.system;
         options.max_turns = request.max_turns;
-        let agent = Agent::new(provider, tools, approver, options);
-
-        let run_cancel = cancel.child_token();
-        let recorder = Recorder::new(store.clone(), conversation.clone(), run_cancel.clone());
-        tracing::info!(protocol = protocol.name(), %model, %conversation, "chat turn starts");
-        let outcome = agent
-            .run(&mut history, recorder.sink(events), run_cancel)
-            .await;
-        if let Some(servers) = servers {
-            servers.shutdown().await;
-        }
-        if let Some(err) = recorder.take_failure() {
-            return Err(ChatError::Store(err));
-        }
-        if let Err(err) = &outcome {
-            tracing::warn!(error = %err, "chat turn failed");
-            recorder.failed(&err.to_string())?;
-        }
-        Ok(ChatResult {
+        Ok(PreparedTurn {
+            agent: Agent::new(provider, tools, approver, options),
             conversation,
-            outcome,
+            history,
+            store,
+            window_approval,
+            protocol: protocol.name(),
+            model,
         })
     }
 
@@ -256,18 +289,19 @@ impl Host {
                 }
                 Attachment::File(path) => path,
             };
-            let attachment_error = |reason: String| ChatError::Attachment {
-                path: path.display().to_string(),
-                reason,
-            };
+            let attachment_error =
+                |source: Box<dyn std::error::Error + Send + Sync>| ChatError::Attachment {
+                    path: path.display().to_string(),
+                    source,
+                };
             let bytes = tokio::fs::read(path)
                 .await
-                .map_err(|e| attachment_error(e.to_string()))?;
+                .map_err(|e| attachment_error(e.into()))?;
             let media = self.media.clone();
             let stored = tokio::task::spawn_blocking(move || media.put(&bytes, None))
                 .await
-                .map_err(|e| attachment_error(e.to_string()))?
-                .map_err(|e: MediaError| attachment_error(e.to_string()))?;
+                .map_err(|e| attachment_error(e.into()))?
+                .map_err(|e: MediaError| attachment_error(e.into()))?;
             blocks.push(Block::Image { media: stored });
         }
         if blocks.is_empty() {

@@ -9,8 +9,8 @@ use conduit_core::media::MediaStore;
 use conduit_core::tool::{ProgressSink, ToolOutput};
 use conduit_mcp::client::McpError;
 use conduit_mcp::config::{self, ConfigError, Edit, Snapshot};
-use conduit_mcp::live::ToolInfo;
-use conduit_mcp::servers::{DEFAULT_START_TIMEOUT, Servers};
+use conduit_mcp::runtime::{McpRuntime, RuntimeOptions};
+use conduit_mcp::servers::{DEFAULT_START_TIMEOUT, ToolInfo};
 use conduit_mcp::tool::McpTool;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -35,7 +35,7 @@ pub struct ServerTools {
 #[serde(rename_all = "camelCase")]
 pub struct ToolSetting {
     #[serde(flatten)]
-    pub tool: conduit_mcp::live::ToolInfo,
+    pub tool: ToolInfo,
     pub enabled: bool,
     pub policy: crate::settings::ToolPolicy,
     /// Why an "allow" no longer holds (the server or the tool changed since, or the tool
@@ -52,7 +52,11 @@ pub enum HostMcpError {
     #[error("there is no ready server named {0:?}")]
     NoServer(String),
     #[error("server {server:?}: {error}")]
-    Call { server: String, error: McpError },
+    Call {
+        server: String,
+        #[source]
+        error: McpError,
+    },
     #[error("{0}")]
     Arguments(String),
     #[error("{0}")]
@@ -74,11 +78,21 @@ impl Host {
         config::apply(snapshot, edit)
     }
 
-    /// Starts every enabled server of the file, all at once, each within the start
-    /// timeout (`CONDUIT_MCP_START_TIMEOUT` seconds, default 30).
-    pub async fn start_mcp(&self) -> Result<Servers, ConfigError> {
-        let snapshot = self.mcp_config()?;
-        Ok(Servers::start(&snapshot, self.mcp_start_timeout()).await)
+    /// The MCP runtime for one command line run: every enabled server of the file
+    /// started at once, each within the start timeout (`CONDUIT_MCP_START_TIMEOUT`
+    /// seconds, default 30), and kept running; a file that cannot be read is an error.
+    pub async fn start_mcp(&self) -> Result<McpRuntime, ConfigError> {
+        McpRuntime::start(self.mcp_runtime_options()).await
+    }
+
+    /// The MCP runtime for the app: as [`Host::start_mcp`], following outside edits of
+    /// the file; a read error is shown, not fatal.
+    pub async fn watch_mcp(&self) -> McpRuntime {
+        McpRuntime::watch(self.mcp_runtime_options()).await
+    }
+
+    fn mcp_runtime_options(&self) -> RuntimeOptions {
+        RuntimeOptions::new(&self.paths.mcp_config_file, self.mcp_start_timeout())
     }
 
     /// How long a server may take to start: `CONDUIT_MCP_START_TIMEOUT` seconds, or 30.
@@ -127,19 +141,16 @@ impl Host {
         })
     }
 
-    /// [`Host::tool_settings`] for the servers a command started; `None` when no server
-    /// of that name is running.
-    pub fn started_tool_settings(
+    /// [`Host::tool_settings`] for a server of `servers`: its policy, and its tools
+    /// while it runs (none while it does not).
+    pub fn server_tool_settings(
         &self,
-        servers: &Servers,
+        servers: &McpRuntime,
         server: &str,
-    ) -> Result<Option<ServerTools>, crate::SettingsError> {
-        let Some(tools) = servers.server_tools(server) else {
-            return Ok(None);
-        };
-        let tools = tools.iter().map(ToolInfo::from).collect();
+    ) -> Result<ServerTools, crate::SettingsError> {
+        let tools = servers.server_tools(server).unwrap_or_default();
         let running = servers.tools(self.media.clone(), &|_, _| true);
-        self.tool_settings(server, tools, &running).map(Some)
+        self.tool_settings(server, tools, &running)
     }
 
     /// What each of `server`'s running tools is now, by the tool's own name.
@@ -172,7 +183,7 @@ impl Host {
     /// Calls `tool` on `server` directly (not through a model).
     pub async fn call_mcp_tool(
         &self,
-        servers: &Servers,
+        servers: &McpRuntime,
         server: &str,
         tool: &str,
         arguments: Value,
@@ -326,10 +337,7 @@ impl Host {
         match std::fs::read(path) {
             Ok(bytes) => Ok(Some(bytes)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(ConfigError::Read {
-                path: path.display().to_string(),
-                message: e.to_string(),
-            }),
+            Err(e) => Err(ConfigError::read(path, e)),
         }
     }
 
@@ -446,12 +454,8 @@ impl Host {
         self.confirm_launches(&old, &replaced, confirm)?;
         // Not changed while the user was asked: the write is still based on `version`.
         self.current_text(version)?;
-        conduit_files::write_atomically(path, text.as_bytes(), 0o600).map_err(|e| {
-            ConfigError::Write {
-                path: path.display().to_string(),
-                message: e.to_string(),
-            }
-        })?;
+        conduit_files::write_atomically(path, text.as_bytes(), 0o600)
+            .map_err(|e| ConfigError::write(path, e))?;
         // A server the new text no longer has takes its tool policies with it.
         for server in old.keys().filter(|name| !replaced.contains_key(*name)) {
             self.forget_server_policies(server);
@@ -979,6 +983,7 @@ mod tests {
             description: None,
             read_only: false,
             destructive: false,
+            input_schema: serde_json::json!({"type": "object"}),
         }
     }
 

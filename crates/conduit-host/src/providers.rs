@@ -340,7 +340,8 @@ impl Host {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use conduit_testing::llm_server::{Dialect, Reply, ScriptedLlm};
+    use serde_json::json;
 
     #[test]
     fn the_add_form_never_overwrites_a_provider_and_an_edit_keeps_what_it_does_not_show() {
@@ -399,20 +400,10 @@ mod tests {
 
     #[tokio::test]
     async fn a_local_server_that_lists_models_is_found_and_a_silent_port_is_not() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        tokio::spawn(async move {
-            while let Ok((mut socket, _)) = listener.accept().await {
-                let mut buf = [0u8; 4096];
-                let _ = socket.read(&mut buf).await;
-                let body = r#"{"object":"list","data":[{"id":"llama3.2","object":"model"}]}"#;
-                let reply = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = socket.write_all(reply.as_bytes()).await;
-            }
-        });
+        let server = ScriptedLlm::start(Vec::new()).await.unwrap();
+        server.answer_models(
+            json!({"object": "list", "data": [{"id": "llama3.2", "object": "model"}]}),
+        );
         // A port that accepts and never answers: the probe gives up after its timeout.
         let silent_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let closed_port = silent_listener.local_addr().unwrap().port();
@@ -424,7 +415,7 @@ mod tests {
         });
         let dir = tempfile::tempdir().unwrap();
         let host = Host::new(crate::Paths::under_home(dir.path().to_owned(), None));
-        let answering = format!("http://127.0.0.1:{port}/v1");
+        let answering = Dialect::OpenAiChat.base_url(&server.url());
         let silent = format!("http://127.0.0.1:{closed_port}/v1");
         let found = host
             .detect_local_providers(&[
@@ -437,35 +428,30 @@ mod tests {
         assert_eq!(found[0].models, ["llama3.2"]);
     }
 
-    /// A loopback model server that records the head of every request it gets.
-    async fn recording_server() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/v1", listener.local_addr().unwrap());
-        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let record = seen.clone();
-        tokio::spawn(async move {
-            while let Ok((mut socket, _)) = listener.accept().await {
-                let mut head = Vec::new();
-                let mut buf = [0u8; 4096];
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match socket.read(&mut buf).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => head.extend_from_slice(&buf[..n]),
-                    }
-                }
-                record
-                    .lock()
-                    .unwrap()
-                    .push(String::from_utf8_lossy(&head).into_owned());
-                let body = r#"{"object":"list","data":[{"id":"m","object":"model"}]}"#;
-                let reply = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = socket.write_all(reply.as_bytes()).await;
-            }
-        });
-        (url, seen)
+    /// A loopback model server that lists one model (a few times, each request
+    /// recorded), and its base URL.
+    async fn recording_server() -> (String, ScriptedLlm) {
+        let models = json!({"object": "list", "data": [{"id": "m", "object": "model"}]});
+        let server = ScriptedLlm::start(vec![Reply::Json(models); 4])
+            .await
+            .unwrap();
+        (Dialect::OpenAiChat.base_url(&server.url()), server)
+    }
+
+    /// The request line and headers of each request `server` received.
+    fn heads(server: &ScriptedLlm) -> Vec<String> {
+        server
+            .requests()
+            .iter()
+            .map(|r| {
+                let headers: Vec<String> = r
+                    .headers
+                    .iter()
+                    .map(|(k, v)| format!("{k}: {v}\r\n"))
+                    .collect();
+                format!("{} {}\r\n{}", r.method, r.path_and_query, headers.concat())
+            })
+            .collect()
     }
 
     #[tokio::test]
@@ -496,14 +482,14 @@ mod tests {
         host.save_provider(input(&same_server, None, MASKED, false))
             .unwrap();
         host.provider_models("p").await.unwrap();
-        let first = old_seen.lock().unwrap().concat();
+        let first = heads(&old_seen).concat();
         assert!(first.contains(KEY) && first.contains(TOKEN), "{first}");
 
         // The form sends the mask and no key: the new server gets neither.
         host.save_provider(input(&new_url, None, MASKED, false))
             .unwrap();
         host.provider_models("p").await.unwrap();
-        let seen = new_seen.lock().unwrap().concat();
+        let seen = heads(&new_seen).concat();
         assert!(seen.contains("GET /v1/models"), "{seen}");
         assert!(!seen.contains(KEY) && !seen.contains(TOKEN), "{seen}");
         let saved = host.settings().unwrap();
@@ -515,7 +501,7 @@ mod tests {
         host.save_provider(input(&old_url, Some("sk-new-key"), "new-token", false))
             .unwrap();
         host.provider_models("p").await.unwrap();
-        let latest = old_seen.lock().unwrap().last().cloned().unwrap();
+        let latest = heads(&old_seen).last().cloned().unwrap();
         assert!(
             latest.contains("sk-new-key") && latest.contains("new-token"),
             "{latest}"
@@ -532,7 +518,7 @@ mod tests {
         assert_eq!(host.settings().unwrap().providers[0].api_key_env, None);
         let path = std::env::var("PATH").unwrap();
         host.provider_models("p").await.unwrap();
-        let seen = new_seen.lock().unwrap().concat();
+        let seen = heads(&new_seen).concat();
         assert!(!seen.contains(&path), "{seen}");
     }
 

@@ -17,9 +17,13 @@ const KEYRING_SERVICE: &str = "dev.conduit.desktop";
 #[derive(Debug, thiserror::Error)]
 pub enum SecretError {
     #[error("the keychain failed: {0}")]
-    Keychain(String),
-    #[error("the secrets file {path} failed: {message}")]
-    File { path: String, message: String },
+    Keychain(#[source] keyring::Error),
+    #[error("the secrets file {path} failed: {source}")]
+    File {
+        path: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 /// Where secrets are kept.
@@ -53,7 +57,7 @@ pub struct KeychainSecrets;
 
 impl KeychainSecrets {
     fn entry(name: &str) -> Result<keyring::Entry, SecretError> {
-        keyring::Entry::new(KEYRING_SERVICE, name).map_err(|e| SecretError::Keychain(e.to_string()))
+        keyring::Entry::new(KEYRING_SERVICE, name).map_err(SecretError::Keychain)
     }
 
     /// Whether a keychain is there to answer (a read of a name nobody sets).
@@ -68,20 +72,20 @@ impl SecretStore for KeychainSecrets {
         match Self::entry(name)?.get_password() {
             Ok(value) => Ok(Some(value)),
             Err(keyring::Error::NoEntry) => Ok(None),
-            Err(e) => Err(SecretError::Keychain(e.to_string())),
+            Err(e) => Err(SecretError::Keychain(e)),
         }
     }
 
     fn set(&self, name: &str, value: &str) -> Result<(), SecretError> {
         Self::entry(name)?
             .set_password(value)
-            .map_err(|e| SecretError::Keychain(e.to_string()))
+            .map_err(SecretError::Keychain)
     }
 
     fn delete(&self, name: &str) -> Result<(), SecretError> {
         match Self::entry(name)?.delete_credential() {
             Ok(()) | Err(keyring::Error::NoEntry) => Ok(()),
-            Err(e) => Err(SecretError::Keychain(e.to_string())),
+            Err(e) => Err(SecretError::Keychain(e)),
         }
     }
 
@@ -104,10 +108,10 @@ impl FileSecrets {
         }
     }
 
-    fn error(&self, message: impl std::fmt::Display) -> SecretError {
+    fn error(&self, source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> SecretError {
         SecretError::File {
             path: self.path.display().to_string(),
-            message: message.to_string(),
+            source: source.into(),
         }
     }
 

@@ -18,9 +18,10 @@ use std::time::{Duration, Instant};
 use conduit_core::content::{MediaRef, ResultPart};
 use conduit_core::media::{MediaError, MediaStore};
 use conduit_mcp::client::Connection;
-use conduit_mcp::config::{ServerEntry, ServerSpec, Snapshot, Transport};
+use conduit_mcp::config::{ServerSpec, Transport};
 use conduit_mcp::result::convert_off_thread;
-use conduit_mcp::servers::{ServerState, Servers};
+use conduit_mcp::runtime::{McpRuntime, RuntimeOptions};
+use conduit_mcp::servers::ServerState;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
@@ -80,15 +81,20 @@ async fn ten_at_once(kind: &str, spec: fn() -> ServerSpec) {
         alone = alone.max(started.elapsed());
         connection.shutdown().await;
     }
-    let entry = |name: String| ServerEntry {
-        name,
-        disabled: false,
-        raw: Value::Null,
-        spec: Ok(spec()),
+    // The same ten servers the app would run, from an mcpServers file.
+    let Transport::Stdio { command, args, .. } = spec().transport else {
+        unreachable!("the bench servers are stdio servers")
     };
-    let snapshot = Snapshot::for_servers((0..10).map(|n| entry(format!("s{n}"))).collect());
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("mcp_servers.json");
+    let entries: serde_json::Map<String, Value> = (0..10)
+        .map(|n| (format!("s{n}"), json!({"command": command, "args": args})))
+        .collect();
+    std::fs::write(&file, json!({"mcpServers": entries}).to_string()).unwrap();
     let started = Instant::now();
-    let servers = Servers::start(&snapshot, Duration::from_secs(60)).await;
+    let servers = McpRuntime::start(RuntimeOptions::new(&file, Duration::from_secs(60)))
+        .await
+        .unwrap();
     let ten = started.elapsed();
     let ready = servers
         .statuses()

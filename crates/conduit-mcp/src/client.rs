@@ -142,9 +142,71 @@ impl ClientHandler for Handler {
     }
 }
 
+/// How much an in-process session buffers each way before the writer waits.
+const IN_PROCESS_BUFFER: usize = 1024 * 1024;
+
+/// A server Conduit runs itself (its built-in tools), reached through the same client
+/// as any other: the seam where tool sources other than the `mcpServers` file plug in.
+pub trait InProcessServer: Send + Sync {
+    /// Serves one session on `transport` until the client closes it.
+    fn serve(&self, transport: tokio::io::DuplexStream) -> futures::future::BoxFuture<'static, ()>;
+}
+
+/// What a session holds besides rmcp's service.
+struct Session {
+    process: Option<ServerProcess>,
+    stderr: StderrTail,
+    spill: Arc<Spill>,
+    shared: Arc<Shared>,
+    ended: CancellationToken,
+    call_timeout: Duration,
+    secrets: Redactor,
+}
+
+/// A transport that says when it is gone: rmcp's session task owns the transport and
+/// drops it when the session ends for any reason (end of stream, a failed send, a close),
+/// so its drop is the moment the connection ended.
+struct EndSignal<T> {
+    inner: T,
+    ended: CancellationToken,
+}
+
+impl<T> Drop for EndSignal<T> {
+    fn drop(&mut self) {
+        self.ended.cancel();
+    }
+}
+
+impl<T: rmcp::transport::Transport<RoleClient>> rmcp::transport::Transport<RoleClient>
+    for EndSignal<T>
+{
+    type Error = T::Error;
+
+    fn send(
+        &mut self,
+        item: rmcp::service::TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.inner.send(item)
+    }
+
+    async fn receive(&mut self) -> Option<rmcp::service::RxJsonRpcMessage<RoleClient>> {
+        let received = self.inner.receive().await;
+        if received.is_none() {
+            self.ended.cancel();
+        }
+        received
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
+    }
+}
+
 /// A live session with one server.
 pub struct Connection {
     peer: Peer<RoleClient>,
+    /// Cancelled when the session has ended.
+    ended: CancellationToken,
     service: Mutex<Option<RunningService<RoleClient, Handler>>>,
     shared: Arc<Shared>,
     process: tokio::sync::Mutex<Option<ServerProcess>>,
@@ -172,11 +234,53 @@ impl Connection {
             })
     }
 
+    /// Starts a session with a server Conduit runs itself, over an in-memory transport:
+    /// the same client, handshake and calls as any other server.
+    pub async fn connect_in_process(
+        server: &dyn InProcessServer,
+        start_timeout: Duration,
+    ) -> Result<Self, StartError> {
+        let shared = Arc::new(Shared::default());
+        let handler = Handler {
+            shared: shared.clone(),
+        };
+        let ended = CancellationToken::new();
+        let (client_end, server_end) = tokio::io::duplex(IN_PROCESS_BUFFER);
+        tokio::spawn(server.serve(server_end));
+        let (read, write) = tokio::io::split(client_end);
+        let transport = EndSignal {
+            inner: AsyncRwTransport::new(read, write).with_max_line_length(MAX_STDIO_MESSAGE),
+            ended: ended.clone(),
+        };
+        let service = tokio::time::timeout(start_timeout, handler.serve(transport))
+            .await
+            .map_err(|_| {
+                StartError::plain(format!(
+                    "it did not finish starting within {start_timeout:?}"
+                ))
+            })?
+            .map_err(|e| StartError::plain(e.to_string()))?;
+        Ok(Self::ready(
+            service,
+            Session {
+                process: None,
+                stderr: StderrTail::default(),
+                spill: Arc::new(Spill::new()),
+                shared,
+                ended,
+                call_timeout: DEFAULT_CALL_TIMEOUT,
+                secrets: Redactor::default(),
+            },
+        ))
+    }
+
     async fn start(spec: &ServerSpec, start_timeout: Duration) -> Result<Self, StartError> {
         let shared = Arc::new(Shared::default());
         let handler = Handler {
             shared: shared.clone(),
         };
+        let ended = CancellationToken::new();
+        let call_timeout = spec.timeout.unwrap_or(DEFAULT_CALL_TIMEOUT);
         match &spec.transport {
             Transport::Stdio {
                 command,
@@ -215,12 +319,26 @@ impl Connection {
                         }
                     }
                 });
-                let transport =
-                    AsyncRwTransport::new(pumped, stdin).with_max_line_length(MAX_STDIO_MESSAGE);
+                let transport = EndSignal {
+                    inner: AsyncRwTransport::new(pumped, stdin)
+                        .with_max_line_length(MAX_STDIO_MESSAGE),
+                    ended: ended.clone(),
+                };
                 let started = tokio::time::timeout(start_timeout, handler.serve(transport)).await;
                 let reason = match started {
                     Ok(Ok(service)) => {
-                        return Self::ready(service, Some(process), stderr, spill, shared, spec);
+                        return Ok(Self::ready(
+                            service,
+                            Session {
+                                process: Some(process),
+                                stderr,
+                                spill,
+                                shared,
+                                ended,
+                                call_timeout,
+                                secrets: spec.secrets.clone(),
+                            },
+                        ));
                     }
                     Ok(Err(err)) => err.to_string(),
                     Err(_) => format!("it did not finish starting within {start_timeout:?}"),
@@ -254,7 +372,10 @@ impl Connection {
                 let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
                     .custom_headers(custom)
                     .max_sse_event_size(MAX_STDIO_MESSAGE);
-                let transport = StreamableHttpClientTransport::from_config(config);
+                let transport = EndSignal {
+                    inner: StreamableHttpClientTransport::from_config(config),
+                    ended: ended.clone(),
+                };
                 let service = tokio::time::timeout(start_timeout, handler.serve(transport))
                     .await
                     .map_err(|_| {
@@ -263,26 +384,23 @@ impl Connection {
                         ))
                     })?
                     .map_err(|e| StartError::plain(e.to_string()))?;
-                Self::ready(
+                Ok(Self::ready(
                     service,
-                    None,
-                    StderrTail::default(),
-                    Arc::new(Spill::new()),
-                    shared,
-                    spec,
-                )
+                    Session {
+                        process: None,
+                        stderr: StderrTail::default(),
+                        spill: Arc::new(Spill::new()),
+                        shared,
+                        ended,
+                        call_timeout,
+                        secrets: spec.secrets.clone(),
+                    },
+                ))
             }
         }
     }
 
-    fn ready(
-        service: RunningService<RoleClient, Handler>,
-        process: Option<ServerProcess>,
-        stderr: StderrTail,
-        spill: Arc<Spill>,
-        shared: Arc<Shared>,
-        spec: &ServerSpec,
-    ) -> Result<Self, StartError> {
+    fn ready(service: RunningService<RoleClient, Handler>, session: Session) -> Self {
         let details = service
             .peer_info()
             .map(|info| ServerDetails {
@@ -295,17 +413,18 @@ impl Connection {
                 prompts: info.capabilities.prompts.is_some(),
             })
             .unwrap_or_default();
-        Ok(Self {
+        Self {
             peer: service.peer().clone(),
+            ended: session.ended,
             service: Mutex::new(Some(service)),
-            shared,
-            process: tokio::sync::Mutex::new(process),
-            stderr,
-            spill,
+            shared: session.shared,
+            process: tokio::sync::Mutex::new(session.process),
+            stderr: session.stderr,
+            spill: session.spill,
             details,
-            call_timeout: spec.timeout.unwrap_or(DEFAULT_CALL_TIMEOUT),
-            secrets: spec.secrets.clone(),
-        })
+            call_timeout: session.call_timeout,
+            secrets: session.secrets,
+        }
     }
 
     /// The last lines the server wrote to stderr, its secrets hidden.
@@ -323,7 +442,13 @@ impl Connection {
     }
 
     pub fn is_closed(&self) -> bool {
-        self.peer.is_transport_closed()
+        self.ended.is_cancelled() || self.peer.is_transport_closed()
+    }
+
+    /// Resolves once the session has ended: the server exited or closed the connection,
+    /// or it was shut down.
+    pub async fn ended(&self) {
+        self.ended.cancelled().await;
     }
 
     /// Resolves when the server says its tools changed.

@@ -13,8 +13,12 @@ const SERVERS: &str = "mcpServers";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read {path}: {message}")]
-    Read { path: String, message: String },
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error(
         "{path} is not valid JSON (line {line}, column {column}): {message}. The file was left as it is."
     )]
@@ -26,8 +30,12 @@ pub enum ConfigError {
     },
     #[error("{path} must hold a JSON object with an \"mcpServers\" object")]
     Shape { path: String },
-    #[error("cannot write {path}: {message}")]
-    Write { path: String, message: String },
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error(
         "{path} changed on disk since it was read; nothing was written. Read it again and redo the change."
     )]
@@ -38,6 +46,22 @@ pub enum ConfigError {
     DuplicateServer(String),
     #[error("server {server:?}: {message}")]
     InvalidServer { server: String, message: String },
+}
+
+impl ConfigError {
+    pub fn read(path: &Path, source: std::io::Error) -> Self {
+        Self::Read {
+            path: path.display().to_string(),
+            source,
+        }
+    }
+
+    pub fn write(path: &Path, source: std::io::Error) -> Self {
+        Self::Write {
+            path: path.display().to_string(),
+            source,
+        }
+    }
 }
 
 /// How Conduit reaches a server.
@@ -124,16 +148,6 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// A snapshot of servers that come from no file (benchmarks, tests, built-ins).
-    pub fn for_servers(servers: Vec<ServerEntry>) -> Self {
-        Self {
-            path: PathBuf::new(),
-            servers,
-            document: Value::Object(Map::new()),
-            fingerprint: None,
-        }
-    }
-
     pub fn server(&self, name: &str) -> Option<&ServerEntry> {
         self.servers.iter().find(|s| s.name == name)
     }
@@ -146,10 +160,8 @@ impl Snapshot {
 
     /// Whether the file on disk is still the one this snapshot read.
     pub fn is_current(&self) -> Result<bool, ConfigError> {
-        let now = conduit_files::fingerprint(&self.path).map_err(|e| ConfigError::Read {
-            path: self.path.display().to_string(),
-            message: e.to_string(),
-        })?;
+        let now =
+            conduit_files::fingerprint(&self.path).map_err(|e| ConfigError::read(&self.path, e))?;
         Ok(now == self.fingerprint)
     }
 }
@@ -174,12 +186,7 @@ pub fn read_with(
                 fingerprint: None,
             });
         }
-        Err(e) => {
-            return Err(ConfigError::Read {
-                path: path.display().to_string(),
-                message: e.to_string(),
-            });
-        }
+        Err(e) => return Err(ConfigError::read(path, e)),
     };
     snapshot_of(path, &bytes, env)
 }
@@ -517,17 +524,11 @@ pub fn apply(snapshot: &Snapshot, edit: Edit) -> Result<Snapshot, ConfigError> {
             }
         }
     }
-    let mut text = serde_json::to_string_pretty(&document).map_err(|e| ConfigError::Write {
-        path: path.display().to_string(),
-        message: e.to_string(),
-    })?;
+    let mut text = serde_json::to_string_pretty(&document)
+        .map_err(|e| ConfigError::write(path, std::io::Error::other(e)))?;
     text.push('\n');
-    conduit_files::write_atomically(path, text.as_bytes(), 0o600).map_err(|e| {
-        ConfigError::Write {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        }
-    })?;
+    conduit_files::write_atomically(path, text.as_bytes(), 0o600)
+        .map_err(|e| ConfigError::write(path, e))?;
     read(path)
 }
 

@@ -10,16 +10,18 @@
 //!   the huge strings of large stdio messages out of rmcp's parser.
 //! - [`result`]: MCP results into the core's rich result; [`tool`]: MCP tools as core tools.
 //! - [`redact`]: secrets kept out of errors, states and logs.
-//! - [`servers`]: a file's servers started together; [`live`]: kept in step with the file
-//!   and restarted after a crash, for the long-lived app.
+//! - [`runtime`]: the one runtime of the app and the command line: the file's servers and
+//!   Conduit's own in-process ones ([`client::InProcessServer`], the tool-source seam),
+//!   each supervised, restarted after a crash, and (with a watcher) kept in step with the
+//!   file; [`servers`]: one server's start and state, tools under collision-free names.
 
 pub mod client;
 pub mod config;
-pub mod live;
 pub mod naming;
 mod process;
 pub mod redact;
 pub mod result;
+pub mod runtime;
 pub mod servers;
 pub mod shell_path;
 mod spill;

@@ -175,32 +175,7 @@ fn store(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use conduit_core::content::MediaRef;
-    use conduit_core::media::MediaError;
-    use std::sync::Mutex;
-
-    /// Keeps what it is given, as text files.
-    #[derive(Default)]
-    struct Kept(Mutex<Vec<Vec<u8>>>);
-
-    impl MediaStore for Kept {
-        fn put(&self, bytes: &[u8], declared: Option<&str>) -> Result<MediaRef, MediaError> {
-            let mut kept = self.0.lock().unwrap();
-            kept.push(bytes.to_vec());
-            Ok(MediaRef {
-                hash: kept.len().to_string(),
-                mime: declared.unwrap_or_default().to_owned(),
-                bytes: bytes.len() as u64,
-                width: None,
-                height: None,
-            })
-        }
-        fn load(&self, media: &MediaRef) -> Result<Vec<u8>, MediaError> {
-            Err(MediaError::Missing {
-                hash: media.hash.clone(),
-            })
-        }
-    }
+    use conduit_core::testing::MemoryMedia;
 
     #[test]
     fn long_text_and_structured_content_become_files_with_a_preview() {
@@ -210,7 +185,7 @@ mod tests {
             ContentBlock::text(long.clone()),
         ]);
         result.structured_content = Some(serde_json::json!({ "result": long }));
-        let kept = Kept::default();
+        let kept = MemoryMedia::default();
         let output = convert(result, &kept);
         assert_eq!(
             output.parts[0],
@@ -230,7 +205,7 @@ mod tests {
             panic!("{:?}", output.parts[2])
         };
         assert_eq!(media.mime, "application/json");
-        let files = kept.0.lock().unwrap();
+        let files = kept.kept();
         assert_eq!(files[0], long.as_bytes());
         let json: serde_json::Value = serde_json::from_slice(&files[1]).unwrap();
         assert_eq!(json["result"], long.as_str());

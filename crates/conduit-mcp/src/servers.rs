@@ -1,5 +1,5 @@
-//! The servers of one `mcpServers` file: started together, each with a start timeout and
-//! a visible state, their tools offered under collision-free names.
+//! One server's start and state, and the tools of ready servers under collision-free
+//! names; [`crate::runtime`] keeps them running.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -7,8 +7,8 @@ use std::time::Duration;
 use conduit_core::media::MediaStore;
 use serde::Serialize;
 
-use crate::client::{Connection, ServerDetails};
-use crate::config::{ServerEntry, Snapshot};
+use crate::client::{Connection, InProcessServer, ServerDetails};
+use crate::config::ServerEntry;
 use crate::naming::ToolNames;
 use crate::tool::McpTool;
 
@@ -48,6 +48,55 @@ pub struct ServerStatus {
     pub state: ServerState,
 }
 
+/// A server's tool as a settings screen lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ts_rs::TS)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolInfo {
+    pub name: String,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub read_only: bool,
+    pub destructive: bool,
+    /// JSON Schema of its arguments.
+    #[ts(type = "Record<string, unknown>")]
+    pub input_schema: serde_json::Value,
+}
+
+impl From<&rmcp::model::Tool> for ToolInfo {
+    fn from(tool: &rmcp::model::Tool) -> Self {
+        let hints = tool.annotations.as_ref();
+        Self {
+            name: tool.name.to_string(),
+            title: tool
+                .title
+                .clone()
+                .or_else(|| hints.and_then(|a| a.title.clone())),
+            description: tool.description.as_ref().map(|d| d.to_string()),
+            read_only: hints.and_then(|a| a.read_only_hint).unwrap_or(false),
+            destructive: hints.and_then(|a| a.destructive_hint).unwrap_or(false),
+            input_schema: serde_json::Value::Object((*tool.input_schema).clone()),
+        }
+    }
+}
+
+/// Where a server comes from: an entry of the `mcpServers` file, or Conduit itself.
+#[derive(Clone)]
+pub enum Source {
+    File(Box<ServerEntry>),
+    InProcess(Arc<dyn InProcessServer>),
+}
+
+impl Source {
+    /// Whether `self` runs something other than `other` (then it restarts).
+    pub(crate) fn differs_from(&self, other: &Source) -> bool {
+        match (self, other) {
+            (Source::File(a), Source::File(b)) => a.raw != b.raw,
+            (Source::InProcess(a), Source::InProcess(b)) => !Arc::ptr_eq(a, b),
+            _ => true,
+        }
+    }
+}
+
 /// One server after a start attempt.
 pub(crate) struct Running {
     pub(crate) name: String,
@@ -56,66 +105,30 @@ pub(crate) struct Running {
     pub(crate) tools: Vec<rmcp::model::Tool>,
 }
 
-/// The started servers of one file.
-pub struct Servers {
-    running: Vec<Running>,
-}
-
-impl Servers {
-    /// Starts every enabled, valid server of `snapshot` at once.
-    pub async fn start(snapshot: &Snapshot, start_timeout: Duration) -> Self {
-        let starts = snapshot
-            .servers
-            .iter()
-            .map(|entry| start_one(entry, start_timeout));
+impl Running {
+    pub(crate) fn failed(
+        name: &str,
+        reason: String,
+        exit_code: Option<i32>,
+        stderr_tail: Vec<String>,
+    ) -> Self {
         Self {
-            running: futures::future::join_all(starts).await,
+            name: name.to_owned(),
+            state: ServerState::Failed {
+                reason,
+                exit_code,
+                stderr_tail,
+            },
+            connection: None,
+            tools: Vec::new(),
         }
     }
 
-    pub fn statuses(&self) -> Vec<ServerStatus> {
-        self.running
-            .iter()
-            .map(|r| ServerStatus {
-                name: r.name.clone(),
-                state: r.state.clone(),
-            })
-            .collect()
-    }
-
-    pub fn connection(&self, server: &str) -> Option<Arc<Connection>> {
-        self.running
-            .iter()
-            .find(|r| r.name == server)
-            .and_then(|r| r.connection.clone())
-    }
-
-    /// The tools of the ready servers that `allow(server, tool)` lets through, under
-    /// names unique across all of them.
-    pub fn tools(
-        &self,
-        media: Arc<dyn MediaStore>,
-        allow: &dyn Fn(&str, &str) -> bool,
-    ) -> Vec<Arc<McpTool>> {
-        tools_of(self.running.iter(), media, allow)
-    }
-
-    /// The tools of one ready server, as the server names them.
-    pub fn server_tools(&self, server: &str) -> Option<&[rmcp::model::Tool]> {
-        self.running
-            .iter()
-            .find(|r| r.name == server)
-            .map(|r| r.tools.as_slice())
-    }
-
-    /// Ends every session and server process.
-    pub async fn shutdown(&self) {
-        let stops = self
-            .running
-            .iter()
-            .filter_map(|r| r.connection.as_ref())
-            .map(|c| c.shutdown());
-        futures::future::join_all(stops).await;
+    pub(crate) fn status(&self) -> ServerStatus {
+        ServerStatus {
+            name: self.name.clone(),
+            state: self.state.clone(),
+        }
     }
 }
 
@@ -157,7 +170,14 @@ pub(crate) fn tools_of<'a>(
 }
 
 /// Starts one server and lists its tools; never fails, the state says what happened.
-pub(crate) async fn start_one(entry: &ServerEntry, start_timeout: Duration) -> Running {
+pub(crate) async fn start_one(name: &str, source: &Source, start_timeout: Duration) -> Running {
+    let entry = match source {
+        Source::File(entry) => entry,
+        Source::InProcess(server) => {
+            let connected = Connection::connect_in_process(server.as_ref(), start_timeout).await;
+            return list_tools(name, connected, start_timeout).await;
+        }
+    };
     let name = entry.name.clone();
     if entry.disabled {
         return Running {
@@ -167,36 +187,41 @@ pub(crate) async fn start_one(entry: &ServerEntry, start_timeout: Duration) -> R
             tools: Vec::new(),
         };
     }
-    let failed = |reason: String, exit_code: Option<i32>, stderr_tail: Vec<String>| Running {
-        name: entry.name.clone(),
-        state: ServerState::Failed {
-            reason,
-            exit_code,
-            stderr_tail,
-        },
-        connection: None,
-        tools: Vec::new(),
-    };
     let spec = match &entry.spec {
         Ok(spec) => spec,
         Err(reason) => {
             tracing::warn!(server = %entry.name, %reason, "MCP server entry cannot start");
-            return failed(reason.clone(), None, Vec::new());
+            return Running::failed(&name, reason.clone(), None, Vec::new());
         }
     };
-    let timeout = start_timeout;
-    let connection = match Connection::connect(spec, timeout).await {
+    list_tools(
+        &name,
+        Connection::connect(spec, start_timeout).await,
+        start_timeout,
+    )
+    .await
+}
+
+/// Lists a started server's tools within `timeout`: then it is ready.
+async fn list_tools(
+    name: &str,
+    connected: Result<Connection, crate::client::StartError>,
+    timeout: Duration,
+) -> Running {
+    let failed =
+        |reason, exit_code, stderr_tail| Running::failed(name, reason, exit_code, stderr_tail);
+    let connection = match connected {
         Ok(connection) => Arc::new(connection),
         Err(err) => {
-            tracing::warn!(server = %entry.name, error = %err, "MCP server failed to start");
+            tracing::warn!(server = %name, error = %err, "MCP server failed to start");
             return failed(err.reason, err.exit_code, err.stderr_tail);
         }
     };
     match tokio::time::timeout(timeout, connection.tools()).await {
         Ok(Ok(tools)) => {
-            tracing::info!(server = %entry.name, tools = tools.len(), "MCP server ready");
+            tracing::info!(server = %name, tools = tools.len(), "MCP server ready");
             Running {
-                name,
+                name: name.to_owned(),
                 state: ServerState::Ready {
                     details: connection.details.clone(),
                     tool_count: tools.len(),

@@ -477,6 +477,7 @@ describe("McpSettings", () => {
         description: "Removes a file",
         readOnly: false,
         destructive: true,
+        inputSchema: { type: "object" },
         enabled: true,
         policy: "ask",
       },

@@ -314,6 +314,10 @@ export type ToolSetting = { enabled: boolean, policy: ToolPolicy,
  * Why an "allow" no longer holds (the server or the tool changed since, or the tool
  * is new): its calls are asked about again. Empty when nothing needs re-approval.
  */
-reapproval?: Array<string>, name: string, title: string | null, description: string | null, readOnly: boolean, destructive: boolean, };
+reapproval?: Array<string>, name: string, title: string | null, description: string | null, readOnly: boolean, destructive: boolean, 
+/**
+ * JSON Schema of its arguments.
+ */
+inputSchema: Record<string, unknown>, };
 
 export type ServerTools = { policy: ToolPolicy, tools: Array<ToolSetting>, };

@@ -2,91 +2,16 @@
 
 use std::sync::Mutex;
 
-use futures::stream;
 use serde_json::json;
 use tokio::sync::Barrier;
 
 use super::*;
-use crate::provider::{EventStream, InvalidArguments, ModelInfo, ProviderErrorKind};
+use crate::provider::{InvalidArguments, ProviderErrorKind};
+use crate::testing::{Echo, Script, ScriptedProvider, tool_spec};
 use crate::tool::{Tool, ToolError, ToolOutput};
 
-type Script = Vec<Result<ProviderEvent, ProviderError>>;
-
-/// A provider that replays one script per request and records the requests.
-struct ScriptedProvider {
-    scripts: Mutex<Vec<(Script, bool)>>,
-    requests: Mutex<Vec<ModelRequest>>,
-}
-
-impl ScriptedProvider {
-    fn new(scripts: Vec<Script>) -> Arc<Self> {
-        Self::with_hangs(scripts.into_iter().map(|s| (s, false)).collect())
-    }
-
-    /// Each script may end by hanging (never closing the stream).
-    fn with_hangs(scripts: Vec<(Script, bool)>) -> Arc<Self> {
-        Arc::new(Self {
-            scripts: Mutex::new(scripts.into_iter().rev().collect()),
-            requests: Mutex::new(Vec::new()),
-        })
-    }
-
-    fn requests(&self) -> Vec<ModelRequest> {
-        self.requests.lock().unwrap().clone()
-    }
-}
-
-#[async_trait]
-impl Provider for ScriptedProvider {
-    fn protocol(&self) -> &'static str {
-        "scripted"
-    }
-
-    async fn stream(&self, request: ModelRequest) -> Result<EventStream, ProviderError> {
-        self.requests.lock().unwrap().push(request);
-        let (script, hang) = self
-            .scripts
-            .lock()
-            .unwrap()
-            .pop()
-            .expect("the test scripted enough responses");
-        let events = stream::iter(script);
-        if hang {
-            Ok(events.chain(stream::pending()).boxed())
-        } else {
-            Ok(events.boxed())
-        }
-    }
-
-    async fn list_models(&self) -> Result<Vec<ModelInfo>, ProviderError> {
-        Ok(vec![])
-    }
-}
-
 fn spec(name: &str) -> ToolSpec {
-    ToolSpec {
-        name: name.into(),
-        title: None,
-        description: format!("test tool {name}"),
-        input_schema: json!({"type": "object"}),
-        output_schema: None,
-        annotations: Default::default(),
-    }
-}
-
-/// Echoes its `text` argument.
-struct Echo(ToolSpec);
-
-#[async_trait]
-impl Tool for Echo {
-    fn spec(&self) -> &ToolSpec {
-        &self.0
-    }
-    async fn call(&self, arguments: Value, _context: ToolContext) -> Result<ToolOutput, ToolError> {
-        Ok(ToolOutput::text(
-            arguments["text"].as_str().unwrap_or_default().to_owned(),
-        ))
-    }
+    tool_spec(name)
 }
 
 /// Waits until `n` calls are inside at once: passes only when calls run concurrently.

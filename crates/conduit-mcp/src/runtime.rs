@@ -1,0 +1,541 @@
+//! The one MCP runtime, for the app and the command line alike: the servers of the
+//! `mcpServers` file and Conduit's own in-process servers, each owned by a supervisor task
+//! that starts it, follows its tool list, awaits its end and restarts it with backoff.
+//!
+//! Each server's slot owns its supervisor: replacing or removing the slot cancels it, and
+//! the supervisor writes to the slot only while it is not cancelled, checked under the
+//! one lock, so a replaced server can never overwrite its successor. With a watcher, an
+//! outside edit of the file applies live (only servers whose entry changed restart; a
+//! file that does not parse leaves the running servers alone).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use conduit_core::media::MediaStore;
+use notify_debouncer_mini::notify::{RecommendedWatcher, RecursiveMode};
+use notify_debouncer_mini::{DebounceEventResult, Debouncer, new_debouncer};
+use parking_lot::Mutex;
+use tokio::sync::{broadcast, oneshot};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::client::{Connection, InProcessServer};
+use crate::config::{self, ConfigError};
+use crate::servers::{Running, ServerState, ServerStatus, Source, ToolInfo, start_one, tools_of};
+use crate::tool::McpTool;
+
+/// Restarts after an unexpected stop wait 1 s, 2 s, 4 s ... up to 30 s.
+const RESTART_BACKOFF: conduit_core::backoff::Backoff =
+    conduit_core::backoff::Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
+/// After this many failed restarts in a row the server stays failed.
+const MAX_RESTARTS: u32 = 5;
+/// Edits arriving within this window apply once.
+const DEBOUNCE: Duration = Duration::from_millis(150);
+
+/// What changed, for a frontend to refresh.
+#[derive(Debug, Clone)]
+pub enum LiveEvent {
+    Server(ServerStatus),
+    /// The file failed to read; the servers from the last good read keep running.
+    ConfigError(String),
+    /// The file was read and applied.
+    ConfigApplied,
+}
+
+/// How a runtime runs.
+#[derive(Clone)]
+pub struct RuntimeOptions {
+    /// The `mcpServers` file.
+    pub file: PathBuf,
+    /// How long a server may take to start.
+    pub start_timeout: Duration,
+    /// Conduit's own servers, by name; a file entry of the same name is refused.
+    pub in_process: Vec<(String, Arc<dyn InProcessServer>)>,
+}
+
+impl RuntimeOptions {
+    /// The servers of `file`, none of Conduit's own.
+    pub fn new(file: impl Into<PathBuf>, start_timeout: Duration) -> Self {
+        Self {
+            file: file.into(),
+            start_timeout,
+            in_process: Vec::new(),
+        }
+    }
+
+    /// Adds one of Conduit's own servers.
+    pub fn with_in_process(mut self, name: &str, server: Arc<dyn InProcessServer>) -> Self {
+        self.in_process.push((name.to_owned(), server));
+        self
+    }
+}
+
+struct Slot {
+    source: Source,
+    running: Running,
+    /// Cancelled when the slot is replaced or removed: its supervisor then ends.
+    stop: CancellationToken,
+    supervisor: Option<JoinHandle<()>>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+#[derive(Default)]
+struct State {
+    /// Server names in file order (Conduit's own first).
+    order: Vec<String>,
+    slots: BTreeMap<String, Slot>,
+    config_error: Option<String>,
+}
+
+struct Inner {
+    options: RuntimeOptions,
+    state: Mutex<State>,
+    events: broadcast::Sender<LiveEvent>,
+    /// One change of the set of servers at a time (a file applied, a restart, the end).
+    changes: tokio::sync::Mutex<()>,
+}
+
+impl Inner {
+    fn new(options: RuntimeOptions) -> Arc<Self> {
+        let (events, _) = broadcast::channel(64);
+        Arc::new(Self {
+            options,
+            state: Mutex::new(State::default()),
+            events,
+            changes: tokio::sync::Mutex::new(()),
+        })
+    }
+}
+
+/// The servers Conduit talks to, kept running.
+pub struct McpRuntime {
+    inner: Arc<Inner>,
+    _watcher: Option<Debouncer<RecommendedWatcher>>,
+}
+
+impl McpRuntime {
+    /// For one run (the command line): reads the file, starts its servers and Conduit's
+    /// own together and waits until each is ready or failed. A file that cannot be read is
+    /// an error, since nothing could fix it during the run.
+    pub async fn start(options: RuntimeOptions) -> Result<Self, ConfigError> {
+        let inner = Inner::new(options);
+        apply_file(&inner).await?;
+        Ok(Self {
+            inner,
+            _watcher: None,
+        })
+    }
+
+    /// For the app: [`McpRuntime::start`], then follows outside edits of the file. A
+    /// file that cannot be read is kept as [`McpRuntime::config_error`] and applied once
+    /// it is fixed.
+    pub async fn watch(options: RuntimeOptions) -> Self {
+        let inner = Inner::new(options);
+        // Watching first: an edit made while the servers start is not missed.
+        let watcher = match watch_file(&inner.options.file, Arc::downgrade(&inner)) {
+            Ok(watcher) => Some(watcher),
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot watch the mcpServers file; edits apply on restart");
+                None
+            }
+        };
+        // A failure is kept in the state and sent as an event.
+        let _ = apply_file(&inner).await;
+        Self {
+            inner,
+            _watcher: watcher,
+        }
+    }
+
+    /// Events as servers change state and the file is applied.
+    pub fn subscribe(&self) -> broadcast::Receiver<LiveEvent> {
+        self.inner.events.subscribe()
+    }
+
+    /// Every server in order, with its state.
+    pub fn statuses(&self) -> Vec<ServerStatus> {
+        let state = self.inner.state.lock();
+        state
+            .order
+            .iter()
+            .filter_map(|name| state.slots.get(name))
+            .map(|slot| slot.running.status())
+            .collect()
+    }
+
+    /// The last read error of the file, if the last read failed.
+    pub fn config_error(&self) -> Option<String> {
+        self.inner.state.lock().config_error.clone()
+    }
+
+    /// The connection of a ready server.
+    pub fn connection(&self, server: &str) -> Option<Arc<Connection>> {
+        self.inner
+            .state
+            .lock()
+            .slots
+            .get(server)
+            .and_then(|slot| slot.running.connection.clone())
+    }
+
+    /// The ready servers' tools that `allow(server, tool)` lets through, under names
+    /// unique across them.
+    pub fn tools(
+        &self,
+        media: Arc<dyn MediaStore>,
+        allow: &dyn Fn(&str, &str) -> bool,
+    ) -> Vec<Arc<McpTool>> {
+        let state = self.inner.state.lock();
+        tools_of(state.slots.values().map(|s| &s.running), media, allow)
+    }
+
+    /// What a ready server's tools are; `None` when no server of that name runs.
+    pub fn server_tools(&self, server: &str) -> Option<Vec<ToolInfo>> {
+        let state = self.inner.state.lock();
+        let running = &state.slots.get(server)?.running;
+        running.connection.as_ref()?;
+        Some(running.tools.iter().map(ToolInfo::from).collect())
+    }
+
+    /// Stops a server and starts it again (the user asked; its entry is unchanged), and
+    /// waits until it is ready or failed.
+    pub async fn restart_server(&self, server: &str) {
+        let _change = self.inner.changes.lock().await;
+        let Some(source) = self
+            .inner
+            .state
+            .lock()
+            .slots
+            .get(server)
+            .map(|slot| slot.source.clone())
+        else {
+            return;
+        };
+        stop_slots(&self.inner, &[server.to_owned()]).await;
+        let settled = install(&self.inner, server.to_owned(), source);
+        let _ = settled.await;
+    }
+
+    /// Applies the file now (the watcher does this by itself after an edit).
+    pub async fn reload(&self) -> Result<(), ConfigError> {
+        apply_file(&self.inner).await
+    }
+
+    /// Ends every server, and waits until each has.
+    pub async fn shutdown(&self) {
+        let _change = self.inner.changes.lock().await;
+        let names: Vec<String> = self.inner.state.lock().slots.keys().cloned().collect();
+        stop_slots(&self.inner, &names).await;
+    }
+}
+
+/// Reads the file and brings the servers in line with it (and with Conduit's own).
+async fn apply_file(inner: &Arc<Inner>) -> Result<(), ConfigError> {
+    let _change = inner.changes.lock().await;
+    let snapshot = match config::read(&inner.options.file) {
+        Ok(snapshot) => snapshot,
+        Err(err) => {
+            tracing::warn!(error = %err, "the mcpServers file could not be applied; servers keep running");
+            inner.state.lock().config_error = Some(err.to_string());
+            let _ = inner.events.send(LiveEvent::ConfigError(err.to_string()));
+            return Err(err);
+        }
+    };
+    let mut wanted: Vec<(String, Source)> = inner
+        .options
+        .in_process
+        .iter()
+        .map(|(name, server)| (name.clone(), Source::InProcess(server.clone())))
+        .collect();
+    for entry in snapshot.servers {
+        if wanted.iter().any(|(name, _)| *name == entry.name) {
+            let mut refused = entry.clone();
+            refused.spec = Err(format!(
+                "the name {:?} is taken by Conduit's own server; rename this entry",
+                entry.name
+            ));
+            wanted.push((
+                format!("{} (file)", entry.name),
+                Source::File(Box::new(refused)),
+            ));
+        } else {
+            wanted.push((entry.name.clone(), Source::File(Box::new(entry))));
+        }
+    }
+    // Servers that are gone or whose entry changed stop first: never two instances.
+    let stopping: Vec<String> = {
+        let state = inner.state.lock();
+        state
+            .slots
+            .iter()
+            .filter(|(name, slot)| {
+                wanted
+                    .iter()
+                    .find(|(wanted_name, _)| wanted_name == *name)
+                    .is_none_or(|(_, source)| source.differs_from(&slot.source))
+            })
+            .map(|(name, _)| name.clone())
+            .collect()
+    };
+    for name in &stopping {
+        tracing::info!(server = %name, "MCP server stops: its entry changed or was removed");
+    }
+    stop_slots(inner, &stopping).await;
+    let settling: Vec<oneshot::Receiver<()>> = {
+        let mut state = inner.state.lock();
+        state.config_error = None;
+        state.order = wanted.iter().map(|(name, _)| name.clone()).collect();
+        let new: Vec<(String, Source)> = wanted
+            .into_iter()
+            .filter(|(name, _)| !state.slots.contains_key(name))
+            .collect();
+        drop(state);
+        new.into_iter()
+            .map(|(name, source)| install(inner, name, source))
+            .collect()
+    };
+    futures::future::join_all(settling).await;
+    let _ = inner.events.send(LiveEvent::ConfigApplied);
+    Ok(())
+}
+
+/// Removes the slots named, cancelling their supervisors, and waits until each has
+/// ended its server.
+async fn stop_slots(inner: &Inner, names: &[String]) {
+    let supervisors: Vec<JoinHandle<()>> = {
+        let mut state = inner.state.lock();
+        names
+            .iter()
+            .filter_map(|name| state.slots.remove(name))
+            .filter_map(|mut slot| {
+                slot.stop.cancel();
+                slot.supervisor.take()
+            })
+            .collect()
+    };
+    for supervisor in supervisors {
+        if let Err(err) = supervisor.await {
+            tracing::error!(error = %err, "an MCP server's supervisor failed");
+        }
+    }
+}
+
+/// Puts a new slot for `name` in place (state `starting`) with its supervisor; the
+/// receiver resolves when the first start is over, ready or failed.
+fn install(inner: &Arc<Inner>, name: String, source: Source) -> oneshot::Receiver<()> {
+    let (settled, settled_receiver) = oneshot::channel();
+    let stop = CancellationToken::new();
+    let starting = Running {
+        name: name.clone(),
+        state: ServerState::Starting,
+        connection: None,
+        tools: Vec::new(),
+    };
+    let _ = inner.events.send(LiveEvent::Server(starting.status()));
+    let mut state = inner.state.lock();
+    let supervisor = tokio::spawn(supervise(
+        Arc::downgrade(inner),
+        name.clone(),
+        source.clone(),
+        stop.clone(),
+        settled,
+    ));
+    state.slots.insert(
+        name,
+        Slot {
+            source,
+            running: starting,
+            stop,
+            supervisor: Some(supervisor),
+        },
+    );
+    settled_receiver
+}
+
+/// Changes the slot of `name` and publishes its new state, unless the supervisor that
+/// asks was stopped: then the slot belongs to another one (or to nobody).
+fn update(inner: &Inner, name: &str, stop: &CancellationToken, change: impl FnOnce(&mut Running)) {
+    let mut state = inner.state.lock();
+    if stop.is_cancelled() {
+        return;
+    }
+    if let Some(slot) = state.slots.get_mut(name) {
+        change(&mut slot.running);
+        let _ = inner.events.send(LiveEvent::Server(slot.running.status()));
+    }
+}
+
+/// One server's whole life: start, follow its tools until it ends, restart after an
+/// unexpected end with backoff, give up after [`MAX_RESTARTS`] failed restarts in a row.
+/// A first start that fails is not retried: the entry needs the user's attention.
+async fn supervise(
+    inner: Weak<Inner>,
+    name: String,
+    source: Source,
+    stop: CancellationToken,
+    settled: oneshot::Sender<()>,
+) {
+    let Some(start_timeout) = inner.upgrade().map(|i| i.options.start_timeout) else {
+        return;
+    };
+    let mut settled = Some(settled);
+    // Restarts in a row after unexpected ends, and why the last end happened.
+    let mut restarts: u32 = 0;
+    let mut last_end: Option<(String, Vec<String>)> = None;
+    loop {
+        let running = tokio::select! {
+            running = start_one(&name, &source, start_timeout) => running,
+            () = stop.cancelled() => return,
+        };
+        let connection = running.connection.clone();
+        let started_at = Instant::now();
+        let Some(inner_now) = inner.upgrade() else {
+            return;
+        };
+        match (&connection, &last_end) {
+            (Some(_), _) | (None, None) => update(&inner_now, &name, &stop, |slot| *slot = running),
+            // A restart that failed: counted below, and shown as restarting.
+            (None, Some(_)) => {}
+        }
+        drop(inner_now);
+        if let Some(settled) = settled.take() {
+            let _ = settled.send(());
+        }
+        let end = match connection {
+            Some(connection) => {
+                let Some(end) = follow(&inner, &name, &stop, &connection).await else {
+                    connection.shutdown().await;
+                    return;
+                };
+                if started_at.elapsed() > RESTART_BACKOFF.max {
+                    restarts = 0; // A server that ran a while starts its backoff afresh.
+                }
+                end
+            }
+            None if last_end.is_none() => return,
+            None => last_end.clone().unwrap_or_default(),
+        };
+        restarts += 1;
+        let (reason, stderr_tail) = end;
+        let Some(inner_now) = inner.upgrade() else {
+            return;
+        };
+        let gave_up = restarts > MAX_RESTARTS;
+        update(&inner_now, &name, &stop, |slot| {
+            slot.connection = None;
+            slot.tools.clear();
+            slot.state = if gave_up {
+                ServerState::Failed {
+                    reason: format!("{reason}; gave up after {MAX_RESTARTS} restarts"),
+                    exit_code: None,
+                    stderr_tail: stderr_tail.clone(),
+                }
+            } else {
+                ServerState::Restarting {
+                    attempt: restarts,
+                    reason: reason.clone(),
+                    stderr_tail: stderr_tail.clone(),
+                }
+            };
+        });
+        drop(inner_now);
+        if gave_up {
+            return;
+        }
+        last_end = Some((reason, stderr_tail));
+        tokio::select! {
+            () = tokio::time::sleep(RESTART_BACKOFF.delay(restarts)) => {}
+            () = stop.cancelled() => return,
+        }
+    }
+}
+
+/// Follows a ready server until it ends: lists its tools again each time it says they
+/// changed. Returns why it ended and its stderr tail, or `None` when it was stopped.
+async fn follow(
+    inner: &Weak<Inner>,
+    name: &str,
+    stop: &CancellationToken,
+    connection: &Connection,
+) -> Option<(String, Vec<String>)> {
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return None,
+            () = connection.ended() => break,
+            () = connection.tools_changed() => {
+                let tools = match connection.tools().await {
+                    Ok(tools) => tools,
+                    Err(err) => {
+                        tracing::warn!(server = %name, error = %err, "re-listing tools failed");
+                        continue;
+                    }
+                };
+                let inner = inner.upgrade()?;
+                tracing::info!(server = %name, tools = tools.len(), "MCP server's tools changed");
+                update(&inner, name, stop, |slot| {
+                    if let ServerState::Ready { tool_count, .. } = &mut slot.state {
+                        *tool_count = tools.len();
+                    }
+                    slot.tools = tools;
+                });
+            }
+        }
+    }
+    let exit = connection.exit_status().await;
+    let stderr_tail = connection.stderr_tail();
+    connection.shutdown().await;
+    let reason = match exit {
+        Some(status) => format!("it stopped unexpectedly ({status})"),
+        None => "it closed the connection unexpectedly".to_owned(),
+    };
+    tracing::warn!(server = %name, %reason, "MCP server stopped; restarting");
+    Some((reason, stderr_tail))
+}
+
+/// Watches the file's folder (editors replace files by renaming) and applies the file
+/// after edits settle.
+fn watch_file(
+    path: &Path,
+    inner: Weak<Inner>,
+) -> Result<Debouncer<RecommendedWatcher>, notify_debouncer_mini::notify::Error> {
+    let file_name = path.file_name().map(|n| n.to_owned());
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."));
+    std::fs::create_dir_all(&dir).map_err(notify_debouncer_mini::notify::Error::io)?;
+    let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let mut debouncer = new_debouncer(DEBOUNCE, move |events: DebounceEventResult| match events {
+        Ok(events) => {
+            if events
+                .iter()
+                .any(|e| e.path.file_name() == file_name.as_deref())
+            {
+                let _ = sender.send(());
+            }
+        }
+        Err(err) => tracing::warn!(error = %err, "watching the mcpServers file failed"),
+    })?;
+    debouncer
+        .watcher()
+        .watch(&dir, RecursiveMode::NonRecursive)?;
+    tokio::spawn(async move {
+        while receiver.recv().await.is_some() {
+            while receiver.try_recv().is_ok() {}
+            let Some(inner) = inner.upgrade() else {
+                return;
+            };
+            // A failure is reported as an event and kept in the state.
+            let _ = apply_file(&inner).await;
+        }
+    });
+    Ok(debouncer)
+}

@@ -1,0 +1,320 @@
+// The chat view's state and turn lifecycle, without the view: opening a conversation, paging
+// older messages, a turn from send to its end, stop, approval answers, the retry countdown.
+import type * as Api from "./api";
+import { commandError, errorMessage } from "./api";
+import { storedAttachment, type Attachment } from "./composer";
+import { applyEvent, emptyState, fromStored, pendingUserMessage, type ChatState } from "./turn";
+import type {
+  AgentEvent,
+  Block,
+  Decision,
+  MediaRef,
+  ModelChoice,
+  StoredMessage,
+  CommandError,
+  TurnEvent,
+} from "./types";
+
+/** The commands the chat view uses, typed by api.ts (tests give typed mocks). */
+export type ChatApi = Pick<
+  typeof Api,
+  "loadMessages" | "sendMessage" | "stopTurn" | "answerApproval" | "storeAttachment" | "openExternal"
+>;
+
+/** The message list's scroll position, which only the page knows. */
+export interface ChatScroll {
+  /** Shows the newest message, once the page has drawn the change. */
+  toEnd(): Promise<void>;
+  /** Whether the reader is at the newest message (so new text keeps it in view). */
+  atEnd(): boolean;
+  /** Notes the reading position before older messages go above it; the result restores it. */
+  keepPlace(): () => Promise<void>;
+}
+
+export interface ChatClock {
+  now(): number;
+  /** Calls `run` every `ms` until the returned function is called. */
+  every(ms: number, run: () => void): () => void;
+}
+
+export interface TurnControllerOptions {
+  api: ChatApi;
+  /** Runs `run` before the next paint (requestAnimationFrame in the window). */
+  frame: (run: () => void) => void;
+  clock: ChatClock;
+  scroll: ChatScroll;
+  /** The conversation list may have changed (a turn started or ended). */
+  onChanged: () => void;
+  /** A turn started a conversation other than the one opened (a new chat got its id). */
+  onConversationStarted: (id: string) => void;
+}
+
+/** Messages loaded at once, and when paging back. */
+export const PAGE = 50;
+
+/** One turn, from send to its `ended` event. */
+interface Run {
+  /** The state its events go to, on screen or not. */
+  chat: ChatState;
+  /** What was typed: a turn that fails before the message is saved gives it back. */
+  text: string;
+  /** Its conversation, once send_message answered (null if it ended before that). */
+  conversation: string | null;
+  ended: boolean;
+  /** Events waiting for the next frame. */
+  pending: AgentEvent[];
+  scheduled: boolean;
+}
+
+export class TurnController {
+  /** The conversation on screen (a running turn's live state when it is that one's). */
+  chat = $state<ChatState>(emptyState());
+  hasOlder = $state(false);
+  error = $state<CommandError | null>(null);
+  /** The running turn's id, once the host gave it. */
+  turn = $state<string | null>(null);
+  /** The composer's text and files: a message that could not be sent comes back here. */
+  draftText = $state("");
+  draftFiles = $state<Attachment[]>([]);
+  now = $state(0);
+
+  readonly #options: TurnControllerOptions;
+  readonly #stopClock: () => void;
+  #stored: StoredMessage[] = [];
+  #loadingOlder = false;
+  /** The running turn whose id and conversation are known: it keeps taking events while
+   *  another conversation is on screen. */
+  #running: Run | null = null;
+  /** The conversation last opened (null: a new chat). */
+  #opened: string | null = null;
+  /** The conversation on screen, which a new chat's first turn sets. */
+  #showing: string | null = null;
+  /** Counts opens, so a slow load that a newer open overtook is dropped. */
+  #opens = 0;
+
+  constructor(options: TurnControllerOptions) {
+    this.#options = options;
+    this.now = options.clock.now();
+    this.#stopClock = options.clock.every(1000, () => (this.now = options.clock.now()));
+  }
+
+  get busy(): boolean {
+    return this.turn !== null;
+  }
+
+  /** The provider's retry (a 429): why, and the whole seconds left; null when none. */
+  get retry(): { message: string; seconds: number } | null {
+    const retry = this.chat.retry;
+    if (!retry || retry.until <= this.now) return null;
+    return { message: retry.message, seconds: Math.ceil((retry.until - this.now) / 1000) };
+  }
+
+  destroy(): void {
+    this.#stopClock();
+  }
+
+  async open(id: string | null): Promise<void> {
+    const request = ++this.#opens;
+    this.#opened = id;
+    this.#showing = id;
+    this.error = null;
+    // The running turn's conversation shows its live state, approval questions included.
+    const running = this.#running;
+    if (id !== null && running && id === running.conversation) {
+      this.chat = running.chat;
+      await this.#options.scroll.toEnd();
+      return;
+    }
+    if (id === null) {
+      this.#stored = [];
+      this.chat = emptyState();
+      this.hasOlder = false;
+      return;
+    }
+    try {
+      const loaded = await this.#options.api.loadMessages(id, null, PAGE);
+      if (request !== this.#opens) return;
+      this.#show(loaded, loaded.length === PAGE);
+      await this.#options.scroll.toEnd();
+    } catch (e) {
+      if (request === this.#opens) this.error = { message: errorMessage(e) };
+    }
+  }
+
+  /** Pages back: the messages before the oldest on screen. */
+  async loadOlder(): Promise<void> {
+    const id = this.#opened;
+    const first = this.#stored[0]?.id;
+    if (!id || first === undefined || this.#loadingOlder || !this.hasOlder || this.busy) return;
+    this.#loadingOlder = true;
+    const restorePlace = this.#options.scroll.keepPlace();
+    try {
+      const older = await this.#options.api.loadMessages(id, first, PAGE);
+      this.#show([...older, ...this.#stored], older.length === PAGE);
+      await restorePlace();
+    } catch (e) {
+      this.error = { message: errorMessage(e) };
+    } finally {
+      this.#loadingOlder = false;
+    }
+  }
+
+  /** Sends a message with `choice`; its events stream into the conversation it was sent in. */
+  async send(choice: ModelChoice | null, text: string, files: Attachment[]): Promise<void> {
+    if (!choice) return;
+    const { api, scroll } = this.#options;
+    this.error = null;
+    let attachments: MediaRef[];
+    try {
+      attachments = await Promise.all(files.map((file) => storedAttachment(file, (f) => api.storeAttachment(f))));
+    } catch (e) {
+      this.error = { message: `The image could not be attached: ${errorMessage(e)}` };
+      this.#giveBack(text, files);
+      return;
+    }
+    const blocks: Block[] = [
+      ...(text ? [{ type: "text" as const, text }] : []),
+      ...attachments.map((media) => ({ type: "image" as const, media })),
+    ];
+    // The turn's state is the one on screen now; it keeps it if the user looks elsewhere.
+    const run: Run = {
+      chat: this.chat,
+      text,
+      conversation: null,
+      ended: false,
+      pending: [],
+      scheduled: false,
+    };
+    run.chat.messages.push(pendingUserMessage(blocks));
+    await scroll.toEnd();
+    try {
+      const started = await api.sendMessage(
+        {
+          conversation: this.#opened,
+          text,
+          attachments: attachments.map((media) => media.hash),
+          provider: choice.provider,
+          model: choice.model,
+        },
+        (event) => this.#receive(run, event),
+      );
+      if (!run.ended) {
+        this.turn = started.turn;
+        run.conversation = started.conversation;
+        this.#running = run;
+      }
+      const onScreen = this.chat === run.chat;
+      if (onScreen) this.#showing = started.conversation;
+      if (run.ended && onScreen) void this.#refresh(started.conversation).then(() => scroll.toEnd());
+      if (started.conversation !== this.#opened) this.#options.onConversationStarted(started.conversation);
+      this.#options.onChanged();
+    } catch (e) {
+      // Refused before anything was saved: the message goes back into the composer.
+      this.error = commandError(e);
+      run.chat.messages.pop();
+      this.#giveBack(text, files);
+    }
+  }
+
+  /** Asks the host to stop the running turn; false when there is none. */
+  stop(): boolean {
+    const turn = this.turn;
+    if (!turn) return false;
+    void this.#options.api.stopTurn(turn).catch((e: unknown) => (this.error = { message: errorMessage(e) }));
+    return true;
+  }
+
+  answer(callId: string, decision: Decision): void {
+    const turn = this.turn;
+    if (!turn) return;
+    this.#options.api
+      .answerApproval(turn, callId, decision)
+      .then((waiting) => {
+        if (!waiting) this.error = { message: "That tool call is no longer waiting for an answer." };
+      })
+      .catch((e: unknown) => (this.error = { message: errorMessage(e) }));
+  }
+
+  openLink(url: string): void {
+    this.#options.api.openExternal(url).catch((e: unknown) => (this.error = { message: errorMessage(e) }));
+  }
+
+  /** Shows an error the view met (e.g. adding a local provider failed). */
+  fail(message: string): void {
+    this.error = { message };
+  }
+
+  dismissError(): void {
+    this.error = null;
+  }
+
+  #giveBack(text: string, files: Attachment[]): void {
+    this.draftText = text;
+    this.draftFiles = files;
+  }
+
+  #show(stored: StoredMessage[], hasOlder: boolean): void {
+    this.#stored = stored;
+    this.chat = fromStored(stored);
+    this.hasOlder = hasOlder;
+  }
+
+  /** Reloads a conversation after its turn ended, with room for the turn's new messages. */
+  async #refresh(id: string): Promise<void> {
+    const count = Math.max(PAGE, this.#stored.length + 4);
+    try {
+      const loaded = await this.#options.api.loadMessages(id, null, count);
+      if (this.#showing !== id) return;
+      this.#show(loaded, loaded.length === count);
+    } catch (e) {
+      this.error = { message: errorMessage(e) };
+    }
+  }
+
+  #receive(run: Run, event: TurnEvent): void {
+    if (event.type === "agent") {
+      // Applied once per frame, not one by one: a fast stream sends hundreds of events a
+      // second, and each application re-renders.
+      run.pending.push(event.event);
+      if (!run.scheduled) {
+        run.scheduled = true;
+        this.#options.frame(() => this.#flush(run));
+      }
+      return;
+    }
+    this.#end(run, event);
+  }
+
+  #flush(run: Run): void {
+    run.scheduled = false;
+    const events = run.pending;
+    run.pending = [];
+    const onScreen = this.chat === run.chat;
+    const atEnd = this.#options.scroll.atEnd();
+    this.now = this.#options.clock.now();
+    for (const event of events) applyEvent(run.chat, event, this.now);
+    if (onScreen && atEnd) void this.#options.scroll.toEnd();
+  }
+
+  #end(run: Run, event: Extract<TurnEvent, { type: "ended" }>): void {
+    this.#flush(run);
+    run.ended = true;
+    const finished = run.conversation;
+    if (this.#running === run) this.#running = null;
+    this.turn = null;
+    this.#options.onChanged();
+    if (this.chat !== run.chat) return;
+    if (event.error) this.error = event.error;
+    if (!finished) return; // ended before send_message answered: send() refreshes
+    void this.#refresh(finished).then(() => {
+      // A turn that failed before the message was saved gives the text back.
+      const saved = this.#stored.some(
+        (m) => m.role === "user" && m.blocks.some((b) => b.type === "text" && b.text === run.text),
+      );
+      if (event.status === "error" && run.text && !saved && this.draftText === "") {
+        this.draftText = run.text;
+      }
+      return this.#options.scroll.toEnd();
+    });
+  }
+}

@@ -1,0 +1,520 @@
+// The chat's turn lifecycle without a DOM: a typed fake Api, frames, a clock and a scroll
+// position run by hand. Nothing is rendered; the test keeps the default (browser-like)
+// environment only because Svelte compiles runes for the browser there, as in the window
+// (under `node` it compiles the server version, whose state is not reactive).
+import { describe, expect, it, vi, type Mock } from "vitest";
+import { commandError } from "./api";
+import { PAGE, TurnController, type ChatApi } from "./turnController.svelte";
+import type { AgentEvent, MediaRef, StoredMessage, ToolCall, TurnEvent } from "./types";
+
+type FakeApi = { [Name in keyof ChatApi]: Mock<ChatApi[Name]> };
+
+const choice = { provider: "claude", model: "claude-sonnet" };
+
+function refuse(name: string) {
+  return () => Promise.reject(new Error(`unexpected command ${name}`));
+}
+
+function stored(id: number, role: StoredMessage["role"], text: string, status: StoredMessage["status"] = "complete"): StoredMessage {
+  return { id, role, status, error: null, usage: null, createdAt: 0, blocks: [{ type: "text", text }] };
+}
+
+/** A promise the test settles when it wants to. */
+function deferred<T>() {
+  let resolve!: (value: T) => void;
+  const promise = new Promise<T>((done) => (resolve = done));
+  return { promise, resolve };
+}
+
+function setup() {
+  const api: FakeApi = {
+    loadMessages: vi.fn<ChatApi["loadMessages"]>(refuse("loadMessages")),
+    sendMessage: vi.fn<ChatApi["sendMessage"]>(refuse("sendMessage")),
+    stopTurn: vi.fn<ChatApi["stopTurn"]>(refuse("stopTurn")),
+    answerApproval: vi.fn<ChatApi["answerApproval"]>(refuse("answerApproval")),
+    storeAttachment: vi.fn<ChatApi["storeAttachment"]>(refuse("storeAttachment")),
+    openExternal: vi.fn<ChatApi["openExternal"]>(refuse("openExternal")),
+  };
+  const frames: (() => void)[] = [];
+  let time = 1_000_000;
+  let tick: (() => void) | null = null;
+  const restorePlace = vi.fn(() => Promise.resolve());
+  const scroll = {
+    toEnd: vi.fn(() => Promise.resolve()),
+    atEnd: vi.fn(() => true),
+    keepPlace: vi.fn(() => restorePlace),
+  };
+  const onChanged = vi.fn();
+  const onConversationStarted = vi.fn();
+  const controller = new TurnController({
+    api,
+    frame: (run) => frames.push(run),
+    clock: {
+      now: () => time,
+      every: (_ms, run) => {
+        tick = run;
+        return () => (tick = null);
+      },
+    },
+    scroll,
+    onChanged,
+    onConversationStarted,
+  });
+  /** The channel of the turn `send` starts; the host answers `started` (the default: c1, t1). */
+  let emit: (event: TurnEvent) => void = () => {
+    throw new Error("no turn was sent");
+  };
+  function acceptTurns(started = { conversation: "c1", turn: "t1" }): void {
+    api.sendMessage.mockImplementation((_request, onEvent) => {
+      emit = onEvent;
+      return Promise.resolve(started);
+    });
+  }
+  return {
+    api,
+    controller,
+    scroll,
+    restorePlace,
+    onChanged,
+    onConversationStarted,
+    frames,
+    acceptTurns,
+    emit: (event: TurnEvent) => emit(event),
+    agent: (...events: AgentEvent[]) => events.forEach((event) => emit({ type: "agent", event })),
+    /** Runs the frames requested so far, as the browser would before its next paint. */
+    runFrames(): void {
+      for (const run of frames.splice(0)) run();
+    },
+    /** Moves the clock on, and the controller's once-a-second tick with it. */
+    advance(ms: number): void {
+      time += ms;
+      tick?.();
+    },
+    get clockRunning(): boolean {
+      return tick !== null;
+    },
+  };
+}
+
+/** The texts of the messages on screen, with their roles and states. */
+function shown(controller: TurnController): string[] {
+  return controller.chat.messages.map(
+    (m) => `${m.role}/${m.status}: ${m.blocks.map((b) => (b.type === "text" ? b.text : `[${b.type}]`)).join(" ")}`,
+  );
+}
+
+describe("a turn in the chat controller", () => {
+  it("streams an answer: sends, shows the message at once, applies events, reloads when it ends", async () => {
+    const t = setup();
+    t.acceptTurns();
+    await t.controller.open(null);
+    await t.controller.send(choice, "Hello", []);
+
+    expect(t.api.sendMessage).toHaveBeenCalledWith(
+      { conversation: null, text: "Hello", attachments: [], provider: "claude", model: "claude-sonnet" },
+      expect.any(Function),
+    );
+    expect(shown(t.controller)).toEqual(["user/complete: Hello"]);
+    expect(t.controller.turn).toBe("t1");
+    expect(t.controller.busy).toBe(true);
+    expect(t.onConversationStarted).toHaveBeenCalledWith("c1");
+    expect(t.onChanged).toHaveBeenCalledTimes(1);
+
+    t.agent({ type: "turn_started", turn: 1 }, { type: "text_delta", text: "Hi " }, { type: "text_delta", text: "there" });
+    t.runFrames();
+    expect(shown(t.controller)).toEqual(["user/complete: Hello", "assistant/streaming: Hi there"]);
+    expect(t.scroll.toEnd).toHaveBeenCalled();
+
+    const saved = [stored(1, "user", "Hello"), stored(2, "assistant", "Hi there")];
+    t.api.loadMessages.mockResolvedValue(saved);
+    t.agent({ type: "message_done", message: { role: "assistant", blocks: [{ type: "text", text: "Hi there" }] } });
+    t.emit({ type: "ended", status: "complete" });
+    expect(t.controller.turn).toBeNull();
+    expect(t.controller.busy).toBe(false);
+    expect(t.onChanged).toHaveBeenCalledTimes(2);
+    await vi.waitFor(() => expect(t.controller.chat.messages[0]?.id).toBe(1));
+    expect(t.api.loadMessages).toHaveBeenCalledWith("c1", null, PAGE);
+    expect(shown(t.controller)).toEqual(["user/complete: Hello", "assistant/complete: Hi there"]);
+    expect(t.controller.error).toBeNull();
+    expect(t.controller.draftText).toBe("");
+  });
+
+  it("gives a refused message back, files too, with an error that offers Settings", async () => {
+    const t = setup();
+    const file = new File(["png"], "pixel.png", { type: "image/png" });
+    const media: MediaRef = { hash: "ab12", mime: "image/png", bytes: 3 };
+    t.api.storeAttachment.mockResolvedValue(media);
+    t.api.sendMessage.mockRejectedValue({
+      message: "the environment variable ANTHROPIC_API_KEY holding the API key is not set",
+      action: "open_settings",
+    });
+    await t.controller.open(null);
+    await t.controller.send(choice, "Hello there", [file]);
+
+    expect(t.api.sendMessage.mock.calls[0]?.[0].attachments).toEqual(["ab12"]);
+    expect(t.controller.error).toEqual({
+      message: "the environment variable ANTHROPIC_API_KEY holding the API key is not set",
+      action: "open_settings",
+    });
+    expect(t.controller.chat.messages).toEqual([]);
+    expect(t.controller.draftText).toBe("Hello there");
+    expect(t.controller.draftFiles).toEqual([file]);
+    expect(t.controller.busy).toBe(false);
+    expect(t.onConversationStarted).not.toHaveBeenCalled();
+  });
+
+  it("gives the message back when an image cannot be stored, and sends nothing", async () => {
+    const t = setup();
+    const file = new File(["x"], "huge.png", { type: "image/png" });
+    t.api.storeAttachment.mockRejectedValue(new Error("the image is larger than 20 MB"));
+    await t.controller.send(choice, "Look", [file]);
+
+    expect(t.controller.error?.message).toBe("The image could not be attached: the image is larger than 20 MB");
+    expect(t.controller.error?.action).toBeUndefined();
+    expect(t.api.sendMessage).not.toHaveBeenCalled();
+    expect(t.controller.chat.messages).toEqual([]);
+    expect(t.controller.draftText).toBe("Look");
+    expect(t.controller.draftFiles).toEqual([file]);
+  });
+
+  it("sends nothing without a model", async () => {
+    const t = setup();
+    await t.controller.send(null, "Hello", []);
+    expect(t.api.sendMessage).not.toHaveBeenCalled();
+    expect(t.controller.chat.messages).toEqual([]);
+  });
+
+  it("stops on request and keeps the partial answer, marked stopped", async () => {
+    const t = setup();
+    t.acceptTurns();
+    await t.controller.send(choice, "Tell me a story", []);
+    t.agent({ type: "turn_started", turn: 1 }, { type: "text_delta", text: "Once upon" });
+    t.runFrames();
+
+    t.api.stopTurn.mockResolvedValue(undefined);
+    expect(t.controller.stop()).toBe(true);
+    expect(t.api.stopTurn).toHaveBeenCalledWith("t1");
+
+    const reload = deferred<StoredMessage[]>();
+    t.api.loadMessages.mockReturnValue(reload.promise);
+    t.agent({ type: "cancelled" });
+    t.emit({ type: "ended", status: "interrupted" });
+    // Before the store answers, the stop shows on the live state.
+    expect(shown(t.controller)).toEqual(["user/complete: Tell me a story", "assistant/interrupted: Once upon"]);
+    reload.resolve([stored(1, "user", "Tell me a story"), stored(2, "assistant", "Once upon", "interrupted")]);
+    await vi.waitFor(() => expect(t.controller.chat.messages[1]?.id).toBe(2));
+    expect(shown(t.controller)).toEqual(["user/complete: Tell me a story", "assistant/interrupted: Once upon"]);
+    expect(t.controller.error).toBeNull();
+    expect(t.controller.draftText).toBe("");
+
+    // With no turn running there is nothing to stop (Escape stays the page's).
+    expect(t.controller.stop()).toBe(false);
+    expect(t.api.stopTurn).toHaveBeenCalledTimes(1);
+  });
+
+  it("shows a stop that the host refused", async () => {
+    const t = setup();
+    t.acceptTurns();
+    await t.controller.send(choice, "Hi", []);
+    t.api.stopTurn.mockRejectedValue(new Error("no such turn"));
+    t.controller.stop();
+    await vi.waitFor(() => expect(t.controller.error?.message).toBe("no such turn"));
+  });
+
+  it("forwards an approval answer for the running turn, and says when the call no longer waits", async () => {
+    const t = setup();
+    t.acceptTurns();
+    await t.controller.send(choice, "List files", []);
+    const call: ToolCall = { id: "k1", name: "fs__list", arguments: { path: "." } };
+    t.agent(
+      { type: "tool_call_ready", call },
+      { type: "approval_requested", call, title: "List a folder", annotations: { readOnlyHint: true } },
+    );
+    t.runFrames();
+    expect(t.controller.chat.calls.k1?.state).toBe("approval");
+    expect(t.controller.chat.calls.k1?.approval?.title).toBe("List a folder");
+
+    t.api.answerApproval.mockResolvedValueOnce(true);
+    t.controller.answer("k1", "allow_once");
+    expect(t.api.answerApproval).toHaveBeenCalledWith("t1", "k1", "allow_once");
+
+    t.api.answerApproval.mockResolvedValueOnce(false);
+    t.controller.answer("k1", "always_allow");
+    expect(t.api.answerApproval).toHaveBeenLastCalledWith("t1", "k1", "always_allow");
+    await vi.waitFor(() =>
+      expect(t.controller.error?.message).toBe("That tool call is no longer waiting for an answer."),
+    );
+  });
+
+  it("answers nothing when no turn runs", () => {
+    const t = setup();
+    t.controller.answer("k1", "deny");
+    expect(t.api.answerApproval).not.toHaveBeenCalled();
+  });
+
+  it("follows a tool call's events into its card: started, ready, progress, result", async () => {
+    const t = setup();
+    t.acceptTurns();
+    await t.controller.send(choice, "Echo hi", []);
+    const call: ToolCall = { id: "k1", name: "everything__echo", arguments: { message: "hi" } };
+    const origin = { server: "everything", tool: "echo" };
+    t.agent({ type: "turn_started", turn: 1 }, { type: "tool_call_started", id: "k1", name: call.name, origin });
+    t.runFrames();
+    expect(t.controller.chat.calls.k1?.state).toBe("streaming");
+    t.agent({ type: "tool_call_ready", call: { ...call, origin } });
+    t.runFrames();
+    expect(t.controller.chat.calls.k1).toMatchObject({ state: "running", startedAt: 1_000_000 });
+    t.agent({ type: "tool_progress", id: "k1", progress: { progress: 1, total: 2 } });
+    t.runFrames();
+    expect(t.controller.chat.calls.k1?.progress).toEqual({ progress: 1, total: 2 });
+    t.agent({
+      type: "tool_result",
+      result: { call_id: "k1", name: call.name, is_error: false, parts: [{ type: "text", text: "hi" }] },
+      duration_ms: 12,
+    });
+    t.runFrames();
+    expect(t.controller.chat.calls.k1).toMatchObject({ state: "done", durationMs: 12 });
+    const answer = t.controller.chat.messages[1];
+    expect(answer?.role).toBe("assistant");
+    expect(answer?.blocks[0]).toMatchObject({ type: "tool_call", id: "k1", arguments: { message: "hi" }, origin });
+  });
+
+  it("shows a provider error, and gives the text back when the message was not saved", async () => {
+    const t = setup();
+    t.acceptTurns();
+    await t.controller.send(choice, "Hello", []);
+    t.agent({ type: "turn_started", turn: 1 });
+    t.api.loadMessages.mockResolvedValue([]);
+    t.emit({
+      type: "ended",
+      status: "error",
+      error: { message: "the provider answered 500: internal error" },
+    });
+    expect(t.controller.error).toEqual({ message: "the provider answered 500: internal error" });
+    expect(t.controller.busy).toBe(false);
+    await vi.waitFor(() => expect(t.controller.draftText).toBe("Hello"));
+    expect(t.controller.chat.messages).toEqual([]);
+  });
+
+  it("keeps the composer as it is when the failed turn's message was saved", async () => {
+    const t = setup();
+    t.acceptTurns();
+    await t.controller.send(choice, "Hello", []);
+    t.api.loadMessages.mockResolvedValue([stored(1, "user", "Hello"), stored(2, "assistant", "", "error")]);
+    t.emit({ type: "ended", status: "error", error: { message: "the provider stalled", action: "open_settings" } });
+    await vi.waitFor(() => expect(t.controller.chat.messages[0]?.id).toBe(1));
+    expect(t.controller.error?.action).toBe("open_settings");
+    expect(t.controller.draftText).toBe("");
+  });
+
+  it("counts down the provider's retry (a 429) and clears it when text comes", async () => {
+    const t = setup();
+    t.acceptTurns();
+    await t.controller.send(choice, "Hello", []);
+    t.agent({
+      type: "retrying",
+      attempt: 1,
+      delay_ms: 5000,
+      error: { kind: "rate_limited", status: 429, message: "rate limited" },
+    });
+    expect(t.controller.retry).toBeNull();
+    t.runFrames();
+    expect(t.controller.retry).toEqual({ message: "rate limited", seconds: 5 });
+    t.advance(1500);
+    expect(t.controller.retry?.seconds).toBe(4);
+    t.advance(3000);
+    expect(t.controller.retry?.seconds).toBe(1);
+    t.advance(500);
+    expect(t.controller.retry).toBeNull();
+
+    t.agent({ type: "retrying", attempt: 2, delay_ms: 10_000, error: { kind: "rate_limited", message: "again" } });
+    t.runFrames();
+    expect(t.controller.retry).toEqual({ message: "again", seconds: 10 });
+    t.agent({ type: "text_delta", text: "Finally" });
+    t.runFrames();
+    expect(t.controller.retry).toBeNull();
+  });
+
+  it("stops its clock when destroyed", () => {
+    const t = setup();
+    expect(t.clockRunning).toBe(true);
+    t.controller.destroy();
+    expect(t.clockRunning).toBe(false);
+  });
+
+  it("applies events once per frame, in order, and the end without waiting for one", async () => {
+    const t = setup();
+    t.acceptTurns();
+    await t.controller.send(choice, "Count", []);
+    t.agent({ type: "turn_started", turn: 1 }, { type: "text_delta", text: "one " }, { type: "text_delta", text: "two " });
+    expect(t.frames).toHaveLength(1);
+    expect(shown(t.controller)).toEqual(["user/complete: Count"]);
+    t.runFrames();
+    expect(shown(t.controller)).toEqual(["user/complete: Count", "assistant/streaming: one two "]);
+
+    t.agent({ type: "text_delta", text: "three " }, { type: "text_delta", text: "four" });
+    expect(t.frames).toHaveLength(1);
+    expect(shown(t.controller)[1]).toBe("assistant/streaming: one two ");
+
+    // The end applies what waits at once; the frame that comes after finds nothing.
+    t.api.loadMessages.mockReturnValue(new Promise(() => {}));
+    t.emit({ type: "ended", status: "complete" });
+    expect(shown(t.controller)[1]).toBe("assistant/streaming: one two three four");
+    t.runFrames();
+    expect(shown(t.controller)[1]).toBe("assistant/streaming: one two three four");
+  });
+
+  it("follows the stream down only while the reader is at the end", async () => {
+    const t = setup();
+    t.acceptTurns();
+    await t.controller.send(choice, "Hello", []);
+    t.scroll.toEnd.mockClear();
+    t.scroll.atEnd.mockReturnValue(false);
+    t.agent({ type: "text_delta", text: "a" });
+    t.runFrames();
+    expect(t.scroll.toEnd).not.toHaveBeenCalled();
+    t.scroll.atEnd.mockReturnValue(true);
+    t.agent({ type: "text_delta", text: "b" });
+    t.runFrames();
+    expect(t.scroll.toEnd).toHaveBeenCalledTimes(1);
+  });
+
+  it("keeps a running turn's live state while another conversation is open", async () => {
+    const t = setup();
+    t.acceptTurns();
+    await t.controller.open(null);
+    await t.controller.send(choice, "Start", []);
+    t.agent({ type: "text_delta", text: "Partial answer" });
+    t.runFrames();
+
+    t.api.loadMessages.mockResolvedValue([stored(9, "user", "Another chat")]);
+    await t.controller.open("c2");
+    expect(shown(t.controller)).toEqual(["user/complete: Another chat"]);
+    const call: ToolCall = { id: "k1", name: "srv__echo", arguments: {} };
+    t.agent({ type: "tool_call_ready", call }, { type: "approval_requested", call, title: null, annotations: {} });
+    t.runFrames();
+    expect(shown(t.controller)).toEqual(["user/complete: Another chat"]);
+
+    t.api.loadMessages.mockClear();
+    await t.controller.open("c1");
+    expect(t.api.loadMessages).not.toHaveBeenCalled();
+    expect(shown(t.controller)[1]).toBe("assistant/streaming: Partial answer [tool_call]");
+    expect(t.controller.chat.calls.k1?.state).toBe("approval");
+  });
+
+  it("does not touch the screen when a turn ends while another conversation shows", async () => {
+    const t = setup();
+    t.acceptTurns();
+    await t.controller.send(choice, "Start", []);
+    t.api.loadMessages.mockResolvedValue([stored(9, "user", "Another chat")]);
+    await t.controller.open("c2");
+    t.api.loadMessages.mockClear();
+    t.emit({ type: "ended", status: "error", error: { message: "boom" } });
+    expect(t.controller.error).toBeNull();
+    expect(t.controller.busy).toBe(false);
+    expect(t.api.loadMessages).not.toHaveBeenCalled();
+    expect(t.onChanged).toHaveBeenCalled();
+  });
+
+  it("reloads a turn that ended before the host answered, and runs nothing afterwards", async () => {
+    const t = setup();
+    t.api.sendMessage.mockImplementation((_request, onEvent) => {
+      onEvent({ type: "ended", status: "complete" });
+      return Promise.resolve({ conversation: "c1", turn: "t1" });
+    });
+    t.api.loadMessages.mockResolvedValue([stored(1, "user", "Quick")]);
+    await t.controller.send(choice, "Quick", []);
+    expect(t.controller.turn).toBeNull();
+    expect(t.controller.busy).toBe(false);
+    await vi.waitFor(() => expect(t.api.loadMessages).toHaveBeenCalledWith("c1", null, PAGE));
+    await vi.waitFor(() => expect(t.controller.chat.messages[0]?.id).toBe(1));
+  });
+
+  it("continues the opened conversation and does not announce it again", async () => {
+    const t = setup();
+    t.acceptTurns();
+    t.api.loadMessages.mockResolvedValue([stored(1, "user", "Earlier")]);
+    await t.controller.open("c1");
+    await t.controller.send(choice, "More", []);
+    expect(t.api.sendMessage.mock.calls[0]?.[0].conversation).toBe("c1");
+    expect(t.onConversationStarted).not.toHaveBeenCalled();
+    expect(shown(t.controller)).toEqual(["user/complete: Earlier", "user/complete: More"]);
+  });
+
+  it("says when a conversation does not load, unless a newer open overtook it", async () => {
+    const t = setup();
+    const slow = deferred<StoredMessage[]>();
+    t.api.loadMessages.mockReturnValueOnce(slow.promise).mockResolvedValueOnce([stored(5, "user", "Newer")]);
+    const first = t.controller.open("c1");
+    await t.controller.open("c2");
+    slow.resolve([stored(1, "user", "Stale")]);
+    await first;
+    expect(shown(t.controller)).toEqual(["user/complete: Newer"]);
+
+    t.api.loadMessages.mockRejectedValueOnce(new Error("database is locked"));
+    await t.controller.open("c3");
+    expect(t.controller.error).toEqual({ message: "database is locked" });
+    t.controller.dismissError();
+    expect(t.controller.error).toBeNull();
+  });
+
+  it("pages back through older messages, keeping the reader's place, never during a turn", async () => {
+    const t = setup();
+    const page = Array.from({ length: PAGE }, (_, i) => stored(100 + i, "user", `m${100 + i}`));
+    t.api.loadMessages.mockResolvedValueOnce(page);
+    await t.controller.open("c1");
+    expect(t.controller.hasOlder).toBe(true);
+
+    t.api.loadMessages.mockResolvedValueOnce([stored(98, "user", "m98"), stored(99, "user", "m99")]);
+    await t.controller.loadOlder();
+    expect(t.api.loadMessages).toHaveBeenLastCalledWith("c1", 100, PAGE);
+    expect(t.scroll.keepPlace).toHaveBeenCalledTimes(1);
+    expect(t.restorePlace).toHaveBeenCalledTimes(1);
+    expect(t.controller.chat.messages).toHaveLength(PAGE + 2);
+    expect(t.controller.chat.messages[0]?.id).toBe(98);
+    expect(t.controller.hasOlder).toBe(false);
+
+    // Nothing older: no more asking.
+    await t.controller.loadOlder();
+    expect(t.api.loadMessages).toHaveBeenCalledTimes(2);
+  });
+
+  it("does not page back while a turn runs, and shows a page that failed", async () => {
+    const t = setup();
+    const page = Array.from({ length: PAGE }, (_, i) => stored(100 + i, "user", `m${100 + i}`));
+    t.api.loadMessages.mockResolvedValueOnce(page);
+    await t.controller.open("c1");
+    t.acceptTurns({ conversation: "c1", turn: "t1" });
+    await t.controller.send(choice, "More", []);
+    await t.controller.loadOlder();
+    expect(t.api.loadMessages).toHaveBeenCalledTimes(1);
+
+    // The reload after the turn asks for room for its new messages, and finds them all.
+    const reloaded = Array.from({ length: PAGE + 4 }, (_, i) => stored(100 + i, "user", `m${100 + i}`));
+    t.api.loadMessages.mockResolvedValueOnce(reloaded);
+    t.emit({ type: "ended", status: "complete" });
+    await vi.waitFor(() => expect(t.controller.chat.messages).toHaveLength(PAGE + 4));
+    expect(t.api.loadMessages).toHaveBeenLastCalledWith("c1", null, PAGE + 4);
+    expect(t.controller.hasOlder).toBe(true);
+    t.api.loadMessages.mockRejectedValueOnce(new Error("database is locked"));
+    await t.controller.loadOlder();
+    expect(t.controller.error).toEqual({ message: "database is locked" });
+  });
+
+  it("opens a link through the host and shows a refusal", async () => {
+    const t = setup();
+    t.api.openExternal.mockRejectedValue(new Error("only http and https links open"));
+    t.controller.openLink("file:///etc/passwd");
+    expect(t.api.openExternal).toHaveBeenCalledWith("file:///etc/passwd");
+    await vi.waitFor(() => expect(t.controller.error?.message).toBe("only http and https links open"));
+  });
+});
+
+describe("commandError", () => {
+  it("keeps a known action and drops anything else", () => {
+    expect(commandError({ message: "no key", action: "open_settings" })).toEqual({ message: "no key", action: "open_settings" });
+    expect(commandError({ message: "no key", action: "run_script" })).toEqual({ message: "no key", action: undefined });
+    expect(commandError("plain text")).toEqual({ message: "plain text" });
+    expect(commandError(new Error("thrown"))).toEqual({ message: "thrown", action: undefined });
+  });
+});
