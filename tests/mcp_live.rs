@@ -235,7 +235,22 @@ fn media() -> std::sync::Arc<dyn MediaStore> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tools_are_listed_again_when_the_server_says_they_changed() {
+async fn tools_are_listed_again_when_a_2026_server_says_they_changed() {
+    // Found out by itself: the Python SDK speaks 2026-07-28, so changes come on a
+    // subscriptions/listen stream.
+    tools_are_listed_again_when_the_server_says_they_changed(None, "2026-07-28").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_are_listed_again_when_a_server_pinned_to_2025_says_they_changed() {
+    tools_are_listed_again_when_the_server_says_they_changed(Some("2025-11-25"), "2025-11-25")
+        .await;
+}
+
+async fn tools_are_listed_again_when_the_server_says_they_changed(
+    pinned: Option<&str>,
+    spoken: &str,
+) {
     let dir = tempfile::tempdir().unwrap();
     let root = conduit_e2e::workspace_root().join("tests/mcp-servers");
     let python = root.join(".venv/bin/python");
@@ -246,9 +261,12 @@ async fn tools_are_listed_again_when_the_server_says_they_changed() {
     let file = dir.path().join("mcp_servers.json");
     write(
         &file,
-        json!({"dyn": {"command": python, "args": [root.join("fixtures/dynamic_tools.py")]}}),
+        json!({"dyn": {"command": python, "args": [root.join("fixtures/dynamic_tools.py")],
+                       "protocolVersion": pinned}}),
     );
     let live = start(&file).await;
+    let status = serde_json::to_value(&live.statuses()[0]).unwrap();
+    assert_eq!(status["details"]["protocolVersion"], spoken, "{status}");
     let names = |live: &McpRuntime| -> Vec<String> {
         live.tools(media(), &|_, _| true)
             .iter()
@@ -291,6 +309,7 @@ async fn a_call_that_times_out_sends_cancelled_while_the_server_runs_on() {
         },
         timeout: Some(Duration::from_secs(1)),
         secrets: Default::default(),
+        era: Default::default(),
     };
     let connection = conduit_mcp::client::Connection::connect(&spec, Duration::from_secs(20))
         .await

@@ -1,6 +1,7 @@
 //! A small MCP client on `conduit-mcp` for the official conformance suite
 //! (`@modelcontextprotocol/conformance`): it connects to the URL it is given, lists the
-//! tools, and calls the one the scenario (`MCP_CONFORMANCE_SCENARIO`) is about.
+//! tools, and calls the ones the scenario (`MCP_CONFORMANCE_SCENARIO`, with its
+//! `MCP_CONFORMANCE_CONTEXT`) is about.
 //! Usage: conformance_client URL
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
@@ -27,6 +28,7 @@ async fn main() {
         },
         timeout: Some(Duration::from_secs(20)),
         secrets: Default::default(),
+        era: Default::default(),
     };
     let connection = Connection::connect(&spec, Duration::from_secs(20))
         .await
@@ -47,20 +49,42 @@ async fn main() {
         }
     };
     let names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
-    match scenario.as_str() {
-        "tools_call" => {
-            let result = call("add_numbers", json!({"a": 5, "b": 3}))
-                .await
-                .expect("tools/call");
-            println!("{:?}", result.content);
+    println!("tools: {names:?}");
+    // The calls a scenario names in its context, else the fixed ones of the older
+    // scenarios, else every tool with no arguments.
+    let context: serde_json::Value = std::env::var("MCP_CONFORMANCE_CONTEXT")
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_default();
+    let mut calls: Vec<(String, serde_json::Value)> = context["toolCalls"]
+        .as_array()
+        .map(|calls| {
+            calls
+                .iter()
+                .map(|c| {
+                    let name = c["name"].as_str().unwrap_or_default().to_owned();
+                    let arguments = match &c["arguments"] {
+                        serde_json::Value::Null => json!({}),
+                        given => given.clone(),
+                    };
+                    (name, arguments)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if calls.is_empty() {
+        calls = match scenario.as_str() {
+            "tools_call" => vec![("add_numbers".into(), json!({"a": 5, "b": 3}))],
+            "sse-retry" => vec![("test_reconnection".into(), json!({}))],
+            "initialize" => Vec::new(),
+            _ => names.iter().map(|name| (name.clone(), json!({}))).collect(),
+        };
+    }
+    for (name, arguments) in calls {
+        match call(&name, arguments).await {
+            Ok(result) => println!("{name}: {:?}", result.content),
+            Err(err) => println!("{name} failed: {err}"),
         }
-        "sse-retry" => {
-            let result = call("test_reconnection", json!({}))
-                .await
-                .expect("tools/call");
-            println!("{:?}", result.content);
-        }
-        _ => println!("tools: {names:?}"),
     }
     connection.shutdown().await;
 }

@@ -15,16 +15,17 @@ use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
     ClientCapabilities, ClientConfig, ClientRequest, GetPromptRequestParams, GetPromptResult,
     Implementation, JsonObject, ProgressNotificationParam, ProgressToken, Prompt, ProtocolVersion,
-    ReadResourceRequestParams, ReadResourceResult, Resource, ResourceTemplate, ServerResult, Tool,
+    ReadResourceRequestParams, ReadResourceResult, Resource, ResourceTemplate, ServerNotification,
+    ServerResult, SubscriptionFilter, Tool,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ClientHandler, Peer, RoleClient, ServiceError, ServiceExt};
+use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, Peer, RoleClient, ServiceError};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{ServerSpec, Transport};
+use crate::config::{ProtocolEra, ServerSpec, Transport};
 use crate::process::{self, ServerProcess, StderrTail};
 use crate::spill::{self, Spill};
 
@@ -43,6 +44,9 @@ pub struct StartError {
     pub reason: String,
     pub exit_code: Option<i32>,
     pub stderr_tail: Vec<String>,
+    /// The server answered `server/discover` with something that is neither a 2026
+    /// answer nor the error a legacy server gives: worth one more try with `initialize`.
+    confused_by_discover: bool,
 }
 
 impl StartError {
@@ -51,6 +55,24 @@ impl StartError {
             reason,
             exit_code: None,
             stderr_tail: Vec::new(),
+            confused_by_discover: false,
+        }
+    }
+
+    /// Why the handshake failed, noting a server that did not understand discovery.
+    fn handshake(error: &rmcp::service::ClientInitializeError) -> Self {
+        use rmcp::service::ClientInitializeError as Failed;
+        let confused = matches!(
+            error,
+            Failed::ExpectedInitResponse(_)
+                | Failed::ExpectedInitResult(_)
+                | Failed::ConflictInitResponseId(..)
+                | Failed::UncorrelatedErrorResponse { .. }
+                | Failed::JsonRpcError(_)
+        );
+        Self {
+            confused_by_discover: confused,
+            ..Self::plain(error.to_string())
         }
     }
 }
@@ -142,6 +164,22 @@ impl ClientHandler for Handler {
     }
 }
 
+/// How a session starts in each era: `server/discover` and per-request metadata
+/// (2026-07-28), the `initialize` handshake (2025-11-25), or discover first and the
+/// handshake for a server that answers it as a legacy server.
+fn lifecycle(era: ProtocolEra) -> ClientLifecycleMode {
+    match era {
+        ProtocolEra::Auto => ClientLifecycleMode::Auto {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+        },
+        ProtocolEra::Stateless => ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        },
+        ProtocolEra::Initialize => ClientLifecycleMode::Initialize,
+    }
+}
+
 /// How much an in-process session buffers each way before the writer waits.
 const IN_PROCESS_BUFFER: usize = 1024 * 1024;
 
@@ -225,13 +263,25 @@ impl Connection {
     /// URL's query and user info are hidden in its reason and stderr tail.
     pub async fn connect(spec: &ServerSpec, start_timeout: Duration) -> Result<Self, StartError> {
         crate::redact::keep_out_of_logs(&spec.secrets);
-        Self::start(spec, start_timeout)
-            .await
-            .map_err(|err| StartError {
-                reason: spec.secrets.text(&err.reason),
-                exit_code: err.exit_code,
-                stderr_tail: spec.secrets.lines(err.stderr_tail),
-            })
+        let started = match Self::start(spec, start_timeout).await {
+            // A legacy server that answers an unknown method oddly instead of with an
+            // error: once more, with the handshake it knows.
+            Err(err) if err.confused_by_discover && spec.era == ProtocolEra::Auto => {
+                tracing::info!(reason = %spec.secrets.text(&err.reason), "the server did not understand server/discover; trying initialize");
+                let legacy = ServerSpec {
+                    era: ProtocolEra::Initialize,
+                    ..spec.clone()
+                };
+                Self::start(&legacy, start_timeout).await
+            }
+            started => started,
+        };
+        started.map_err(|err| StartError {
+            reason: spec.secrets.text(&err.reason),
+            exit_code: err.exit_code,
+            stderr_tail: spec.secrets.lines(err.stderr_tail),
+            confused_by_discover: false,
+        })
     }
 
     /// Starts a session with a server Conduit runs itself, over an in-memory transport:
@@ -252,14 +302,17 @@ impl Connection {
             inner: AsyncRwTransport::new(read, write).with_max_line_length(MAX_STDIO_MESSAGE),
             ended: ended.clone(),
         };
-        let service = tokio::time::timeout(start_timeout, handler.serve(transport))
-            .await
-            .map_err(|_| {
-                StartError::plain(format!(
-                    "it did not finish starting within {start_timeout:?}"
-                ))
-            })?
-            .map_err(|e| StartError::plain(e.to_string()))?;
+        let service = tokio::time::timeout(
+            start_timeout,
+            handler.serve_with_lifecycle(transport, lifecycle(ProtocolEra::Auto)),
+        )
+        .await
+        .map_err(|_| {
+            StartError::plain(format!(
+                "it did not finish starting within {start_timeout:?}"
+            ))
+        })?
+        .map_err(|e| StartError::plain(e.to_string()))?;
         Ok(Self::ready(
             service,
             Session {
@@ -324,7 +377,12 @@ impl Connection {
                         .with_max_line_length(MAX_STDIO_MESSAGE),
                     ended: ended.clone(),
                 };
-                let started = tokio::time::timeout(start_timeout, handler.serve(transport)).await;
+                let started = tokio::time::timeout(
+                    start_timeout,
+                    handler.serve_with_lifecycle(transport, lifecycle(spec.era)),
+                )
+                .await;
+                let mut confused_by_discover = false;
                 let reason = match started {
                     Ok(Ok(service)) => {
                         return Ok(Self::ready(
@@ -340,7 +398,10 @@ impl Connection {
                             },
                         ));
                     }
-                    Ok(Err(err)) => err.to_string(),
+                    Ok(Err(err)) => {
+                        confused_by_discover = StartError::handshake(&err).confused_by_discover;
+                        err.to_string()
+                    }
                     Err(_) => format!("it did not finish starting within {start_timeout:?}"),
                 };
                 // Give a crashing server a moment to finish writing stderr and exit.
@@ -356,6 +417,8 @@ impl Connection {
                     reason,
                     exit_code: exit.and_then(|s| s.code()),
                     stderr_tail: stderr.lines(),
+                    // A server that exited was not merely confused.
+                    confused_by_discover: confused_by_discover && exit.is_none(),
                 })
             }
             Transport::Http { url, headers } => {
@@ -376,14 +439,17 @@ impl Connection {
                     inner: StreamableHttpClientTransport::from_config(config),
                     ended: ended.clone(),
                 };
-                let service = tokio::time::timeout(start_timeout, handler.serve(transport))
-                    .await
-                    .map_err(|_| {
-                        StartError::plain(format!(
-                            "it did not finish starting within {start_timeout:?}"
-                        ))
-                    })?
-                    .map_err(|e| StartError::plain(e.to_string()))?;
+                let service = tokio::time::timeout(
+                    start_timeout,
+                    handler.serve_with_lifecycle(transport, lifecycle(spec.era)),
+                )
+                .await
+                .map_err(|_| {
+                    StartError::plain(format!(
+                        "it did not finish starting within {start_timeout:?}"
+                    ))
+                })?
+                .map_err(|e| StartError::handshake(&e))?;
                 Ok(Self::ready(
                     service,
                     Session {
@@ -401,6 +467,24 @@ impl Connection {
     }
 
     fn ready(service: RunningService<RoleClient, Handler>, session: Session) -> Self {
+        let info = service.peer_info();
+        // A 2026-07-28 server sends list changes only on a `subscriptions/listen`
+        // stream the client opens (older ones send them unasked, to the handler).
+        let listens = info.as_ref().is_some_and(|info| {
+            !info.protocol_version.has_initialize()
+                && info
+                    .capabilities
+                    .tools
+                    .as_ref()
+                    .is_some_and(|tools| tools.list_changed == Some(true))
+        });
+        if listens {
+            tokio::spawn(listen_for_tool_changes(
+                service.peer().clone(),
+                session.shared.clone(),
+                session.ended.clone(),
+            ));
+        }
         let details = service
             .peer_info()
             .map(|info| ServerDetails {
@@ -521,9 +605,60 @@ impl Connection {
         progress: ProgressSink,
         cancel: CancellationToken,
     ) -> Result<CallToolResult, McpError> {
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(
-            CallToolRequestParams::new(name.to_owned()).with_arguments(arguments),
-        ));
+        let mut params = CallToolRequestParams::new(name.to_owned()).with_arguments(arguments);
+        let mut state_only_rounds = 0u32;
+        for _round in 0..MAX_INPUT_ROUNDS {
+            let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
+            match self.call_round(request, &progress, &cancel).await? {
+                ServerResult::CallToolResult(mut result) => {
+                    self.spill.claim_tool_result(&mut result);
+                    return Ok(result);
+                }
+                // 2026-07-28 (SEP-2322): the server needs another round; its state goes back
+                // byte for byte, in a new request with its own id.
+                ServerResult::InputRequiredResult(asked) => {
+                    let requests = asked.input_requests.unwrap_or_default();
+                    if let Some(kind) = requests.values().next() {
+                        return Err(McpError::Other(format!(
+                            "the server asked for input Conduit does not offer yet ({})",
+                            input_kind(kind)
+                        )));
+                    }
+                    let Some(state) = asked.request_state else {
+                        return Err(McpError::Other(
+                            "the server asked for another round without saying for what".into(),
+                        ));
+                    };
+                    // A server that only hands its state back is polled, gently.
+                    let pause = 50u64.saturating_mul(1 << state_only_rounds.min(3)).min(250);
+                    state_only_rounds += 1;
+                    tokio::select! {
+                        () = tokio::time::sleep(Duration::from_millis(pause)) => {}
+                        () = cancel.cancelled() => return Err(McpError::Cancelled),
+                    }
+                    params.request_state = Some(state);
+                    params.input_responses = None;
+                }
+                _ => {
+                    return Err(McpError::Other(
+                        "the server answered tools/call with something else".into(),
+                    ));
+                }
+            }
+        }
+        Err(McpError::Other(format!(
+            "the server still wanted more after {MAX_INPUT_ROUNDS} rounds"
+        )))
+    }
+
+    /// One request of a tool call, its progress routed to `progress`; `cancel` sends
+    /// `notifications/cancelled`.
+    async fn call_round(
+        &self,
+        request: ClientRequest,
+        progress: &ProgressSink,
+        cancel: &CancellationToken,
+    ) -> Result<ServerResult, McpError> {
         let options = PeerRequestOptions::with_timeout(self.call_timeout)
             .reset_timeout_on_progress()
             .with_max_total_timeout(MAX_CALL_TIME.max(self.call_timeout));
@@ -533,7 +668,10 @@ impl Connection {
             .await
             .map_err(|e| self.hide(e))?;
         let token = handle.progress_token.clone();
-        self.shared.progress.lock().insert(token.clone(), progress);
+        self.shared
+            .progress
+            .lock()
+            .insert(token.clone(), progress.clone());
         let forget = ForgetProgress {
             shared: self.shared.clone(),
             token: Some(token),
@@ -554,15 +692,7 @@ impl Connection {
             tokio::task::yield_now().await;
         }
         forget.later();
-        match response.map_err(|e| self.hide(e))? {
-            ServerResult::CallToolResult(mut result) => {
-                self.spill.claim_tool_result(&mut result);
-                Ok(result)
-            }
-            _ => Err(McpError::Other(
-                "the server answered tools/call with something else".into(),
-            )),
-        }
+        response.map_err(|e| self.hide(e))
     }
 
     /// Ends the session and the server process (its whole process group).
@@ -583,6 +713,74 @@ impl Connection {
             .await
             .as_mut()
             .and_then(ServerProcess::exit_status)
+    }
+}
+
+/// Follows a stateless server's tool list changes on a `subscriptions/listen` stream
+/// until the session ends, opening the stream again when the server ends it.
+async fn listen_for_tool_changes(
+    peer: Peer<RoleClient>,
+    shared: Arc<Shared>,
+    ended: CancellationToken,
+) {
+    let filter = SubscriptionFilter::builder().tools_list_changed().build();
+    let mut failures: u32 = 0;
+    while !ended.is_cancelled() {
+        let listened = tokio::select! {
+            listened = peer.listen(filter.clone()) => listened,
+            () = ended.cancelled() => return,
+        };
+        match listened {
+            Ok(mut subscription) => loop {
+                let next = tokio::select! {
+                    next = subscription.next() => next,
+                    () = ended.cancelled() => return,
+                };
+                match next {
+                    Ok(Some(ServerNotification::ToolListChangedNotification(_))) => {
+                        failures = 0;
+                        shared.tools_changed.notify_one();
+                    }
+                    Ok(Some(_)) => {}
+                    Ok(None) => break,
+                    Err(err) => {
+                        tracing::warn!(error = %err, "the server's notification stream failed");
+                        break;
+                    }
+                }
+            },
+            Err(err) => {
+                tracing::warn!(error = %err, "the server refused a notification stream");
+            }
+        }
+        failures += 1;
+        if failures > LISTEN_ATTEMPTS {
+            tracing::warn!("the server's tool list changes are no longer followed");
+            return;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(LISTEN_BACKOFF.delay(failures)) => {}
+            () = ended.cancelled() => return,
+        }
+    }
+}
+
+/// Reopening a notification stream waits 1 s, 2 s ... up to 30 s, at most this often
+/// in a row.
+const LISTEN_BACKOFF: conduit_core::backoff::Backoff =
+    conduit_core::backoff::Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
+const LISTEN_ATTEMPTS: u32 = 8;
+
+/// How many rounds one tool call may take when the server asks for more (2026-07-28).
+const MAX_INPUT_ROUNDS: u32 = 16;
+
+/// What a server's input request asks for, in words.
+fn input_kind(request: &rmcp::model::InputRequest) -> &'static str {
+    match request {
+        rmcp::model::InputRequest::CreateMessage(_) => "sampling",
+        rmcp::model::InputRequest::Elicitation(_) => "elicitation",
+        rmcp::model::InputRequest::ListRoots(_) => "roots",
+        _ => "an input Conduit does not know",
     }
 }
 

@@ -121,9 +121,36 @@ pub struct ServerSpec {
     pub transport: Transport,
     /// Per-call timeout (`timeout`, in seconds or milliseconds as the file says).
     pub timeout: Option<Duration>,
+    /// The protocol era to speak (`protocolVersion`); found out per server by default.
+    pub era: ProtocolEra,
     /// Hides what must not leave the crate: the `${VAR}` values, header values and the
     /// URL's query and user info.
     pub secrets: crate::redact::Redactor,
+}
+
+/// Which era of the MCP protocol Conduit speaks with a server.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ProtocolEra {
+    /// Ask with `server/discover` (2026-07-28); a server that does not know it gets the
+    /// `initialize` handshake (2025-11-25) instead.
+    #[default]
+    Auto,
+    /// 2026-07-28: stateless, no handshake (`"protocolVersion": "2026-07-28"`).
+    Stateless,
+    /// 2025-11-25 and before: the `initialize` handshake (`"protocolVersion": "2025-11-25"`).
+    Initialize,
+}
+
+impl ProtocolEra {
+    /// The era a file's `protocolVersion` value pins.
+    pub fn from_file(value: &str) -> Option<Self> {
+        match value {
+            "auto" => Some(Self::Auto),
+            "2026-07-28" => Some(Self::Stateless),
+            "2025-11-25" | "2025-06-18" | "2025-03-26" | "2024-11-05" => Some(Self::Initialize),
+            _ => None,
+        }
+    }
 }
 
 /// One entry of the file.
@@ -291,6 +318,15 @@ pub fn spec_of(raw: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<Serv
         }
         Some(_) => return Err("timeout must be a number".into()),
     };
+    let era = match object.get("protocolVersion") {
+        None | Some(Value::Null) => ProtocolEra::Auto,
+        Some(Value::String(value)) => ProtocolEra::from_file(value).ok_or_else(|| {
+            format!(
+                "protocolVersion {value:?} is not one Conduit speaks (\"auto\", \"2026-07-28\", \"2025-11-25\")"
+            )
+        })?,
+        Some(_) => return Err("protocolVersion must be a string".into()),
+    };
     let kind = match object.get("type").and_then(Value::as_str) {
         None => None,
         Some(name) => Some(
@@ -355,6 +391,7 @@ pub fn spec_of(raw: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<Serv
     Ok(ServerSpec {
         transport,
         timeout,
+        era,
         secrets: crate::redact::Redactor::new(secrets),
     })
 }

@@ -71,6 +71,7 @@ fn claude_desktop_files_read_with_each_server_checked_alone() {
                 cwd: None,
             },
             timeout: None,
+            era: Default::default(),
             // The value `${HOME}` brought in and the entry's own `env` values (long
             // enough to be secrets) are hidden in what leaves the crate.
             secrets: crate::redact::Redactor::new([
@@ -147,6 +148,30 @@ fn a_missing_file_has_no_servers_and_a_broken_one_names_line_and_column() {
 
     let path = write(dir.path(), r#"{"mcpServers": []}"#);
     assert!(matches!(read(&path), Err(ConfigError::Shape { .. })));
+}
+
+#[test]
+fn an_entry_may_pin_its_protocol_era_and_a_wrong_one_is_named() {
+    let era = |value: serde_json::Value| {
+        spec_of(
+            &serde_json::json!({"command": "x", "protocolVersion": value}),
+            &env,
+        )
+        .map(|spec| spec.era)
+    };
+    assert_eq!(era(serde_json::Value::Null), Ok(ProtocolEra::Auto));
+    assert_eq!(era("auto".into()), Ok(ProtocolEra::Auto));
+    assert_eq!(era("2026-07-28".into()), Ok(ProtocolEra::Stateless));
+    assert_eq!(era("2025-11-25".into()), Ok(ProtocolEra::Initialize));
+    let wrong = era("2027-01-01".into()).unwrap_err();
+    assert!(
+        wrong.contains("2027-01-01") && wrong.contains("2026-07-28"),
+        "{wrong}"
+    );
+    assert_eq!(
+        era(7.into()).unwrap_err(),
+        "protocolVersion must be a string"
+    );
 }
 
 #[test]
