@@ -23,10 +23,21 @@ fn main() {
         println!("cargo:warning=OUT_DIR is not set");
         std::process::exit(1);
     };
-    let handler = out_dir.join("invoke_handler.rs");
-    if let Err(err) = std::fs::write(&handler, command_list::handler_expression(&commands)) {
-        println!("cargo:warning={}: {err}", handler.display());
-        std::process::exit(1);
+    for (file, expression) in [
+        (
+            "invoke_handler.rs",
+            command_list::handler_expression(&commands),
+        ),
+        (
+            "command_shapes.rs",
+            command_list::shapes_expression(&commands),
+        ),
+    ] {
+        let file = out_dir.join(file);
+        if let Err(err) = std::fs::write(&file, expression) {
+            println!("cargo:warning={}: {err}", file.display());
+            std::process::exit(1);
+        }
     }
 
     // tauri-build keeps the names for the whole build: a build script may leak them.

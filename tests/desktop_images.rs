@@ -758,7 +758,7 @@ async fn tool_images_at_real_sizes() {
             .execute_async(
                 r#"const done = arguments[arguments.length - 1];
                    window.__TAURI_INTERNALS__.invoke("clipboard_image")
-                     .then((b) => done(`${b.byteLength ?? b.length} bytes`), (e) => done(`error: ${e}`));"#,
+                     .then((m) => done(JSON.stringify(m)), (e) => done(`error: ${JSON.stringify(e)}`));"#,
                 vec![],
             )
             .await;
@@ -766,6 +766,23 @@ async fn tool_images_at_real_sizes() {
             "the pasted image was not attached; the paste carried {seen}; the host's clipboard: {host:?}"
         );
     }
+    // The host stored the clipboard's image and told the page only its reference.
+    let reply = window
+        .session
+        .client
+        .execute_async(
+            r#"const done = arguments[arguments.length - 1];
+               window.__TAURI_INTERNALS__.invoke("clipboard_image")
+                 .then((m) => done({ok: m}), (e) => done({err: JSON.stringify(e)}));"#,
+            vec![],
+        )
+        .await
+        .unwrap();
+    let media = &reply["ok"];
+    assert!(
+        media["hash"].as_str().is_some_and(|h| h.len() == 64) && media["mime"] == "image/png",
+        "{reply}"
+    );
     let asked = fixture.llm.requests().len();
     fixture.llm.push(vec![chat.text(&["A pasted frame."])]);
     window.send("What did I paste?").await;

@@ -1,11 +1,13 @@
-//! Generates ui/src/lib/bindings.ts from the Rust types the window sees, and fails when the
-//! checked-in file is stale (`UPDATE_BINDINGS=1 cargo test --workspace bindings` rewrites it).
+//! Generates the window's contract from the Rust definitions: ui/src/lib/bindings.ts (the
+//! types the window sees), ui/src/lib/commands.ts (a typed wrapper per command, from its
+//! signature) and capabilities/*.json (from commands.list). Fails when a checked-in file is
+//! stale; `UPDATE_BINDINGS=1 cargo test --workspace bindings` rewrites them.
 
 use std::path::Path;
 
 use conduit_host::app::{
-    McpOverview, SendRequest, ServerTools, Started, ToolSetting, TurnAction, TurnError, TurnEvent,
-    TurnStatus,
+    CommandError, ErrorAction, McpOverview, SendRequest, ServerTools, Started, ToolSetting,
+    TurnEvent, TurnStatus,
 };
 use conduit_host::approval::Decision;
 use conduit_host::core::agent::AgentEvent;
@@ -14,9 +16,9 @@ use conduit_host::core::content::{
 };
 use conduit_host::core::provider::{ProviderError, ProviderErrorKind, StopReason, Usage};
 use conduit_host::core::tool::{Progress, ToolAnnotations};
-use conduit_host::mcp::{ImportFile, ImportPick, McpEdit, McpFile, McpFileServer, TextProblem};
+use conduit_host::mcp::{ImportFile, ImportPick, McpFile, McpFileServer, TextProblem};
 use conduit_host::mcp_client::client::ServerDetails;
-use conduit_host::mcp_client::config::{ImportCandidate, TransportKind};
+use conduit_host::mcp_client::config::{Edit, ImportCandidate, TransportKind};
 use conduit_host::mcp_client::servers::{ServerState, ServerStatus};
 use conduit_host::providers::{LocalProvider, ProviderInput, ProviderSummary};
 use conduit_host::settings::ToolPolicy;
@@ -24,8 +26,9 @@ use conduit_host::store::{Conversation, MessageStatus, SearchHit, StoredMessage}
 use conduit_host::{AppInfo, Paths};
 use ts_rs::{Config, TS};
 
-use crate::command_list::{self, Command};
-use crate::commands::ImportSource;
+use crate::bindgen::{ArgKind, CommandShape};
+use crate::command_list::{self, Command, WINDOWS};
+use crate::commands::{Folder, ImportSource};
 
 fn commands() -> Vec<Command> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("commands.list");
@@ -39,56 +42,64 @@ const HEADER: &str = "// Generated from the Rust types by src-tauri/src/bindings
 
 /// The command names, then one `export type` per type, in this order.
 fn generate() -> String {
-    // The window's numbers (ids, sizes, times in ms) all fit a JavaScript number.
-    let config = Config::new().with_large_int("number");
+    generate_types(&config())
+}
+
+/// The window's numbers (ids, sizes, times in ms) all fit a JavaScript number.
+fn config() -> Config {
+    Config::new().with_large_int("number")
+}
+
+fn generate_types(config: &Config) -> String {
     let declarations = [
-        Paths::decl(&config),
-        AppInfo::decl(&config),
-        MediaRef::decl(&config),
-        ToolOrigin::decl(&config),
-        ToolCall::decl(&config),
-        ResultPart::decl(&config),
-        ToolResult::decl(&config),
-        Block::decl(&config),
-        Role::decl(&config),
-        Message::decl(&config),
-        MessageStatus::decl(&config),
-        StoredMessage::decl(&config),
-        Conversation::decl(&config),
-        SearchHit::decl(&config),
-        ToolAnnotations::decl(&config),
-        Progress::decl(&config),
-        Usage::decl(&config),
-        StopReason::decl(&config),
-        ProviderErrorKind::decl(&config),
-        ProviderError::decl(&config),
-        AgentEvent::decl(&config),
-        TurnAction::decl(&config),
-        TurnError::decl(&config),
-        TurnStatus::decl(&config),
-        TurnEvent::decl(&config),
-        Started::decl(&config),
-        SendRequest::decl(&config),
-        ProviderSummary::decl(&config),
-        LocalProvider::decl(&config),
-        ProviderInput::decl(&config),
-        ServerDetails::decl(&config),
-        ServerState::decl(&config),
-        ServerStatus::decl(&config),
-        McpOverview::decl(&config),
-        Decision::decl(&config),
-        TextProblem::decl(&config),
-        TransportKind::decl(&config),
-        McpFileServer::decl(&config),
-        McpFile::decl(&config),
-        McpEdit::decl(&config),
-        ImportFile::decl(&config),
-        ImportSource::decl(&config),
-        ImportPick::decl(&config),
-        ImportCandidate::decl(&config),
-        ToolPolicy::decl(&config),
-        ToolSetting::decl(&config),
-        ServerTools::decl(&config),
+        Paths::decl(config),
+        AppInfo::decl(config),
+        MediaRef::decl(config),
+        ToolOrigin::decl(config),
+        ToolCall::decl(config),
+        ResultPart::decl(config),
+        ToolResult::decl(config),
+        Block::decl(config),
+        Role::decl(config),
+        Message::decl(config),
+        MessageStatus::decl(config),
+        StoredMessage::decl(config),
+        Conversation::decl(config),
+        SearchHit::decl(config),
+        ToolAnnotations::decl(config),
+        Progress::decl(config),
+        Usage::decl(config),
+        StopReason::decl(config),
+        ProviderErrorKind::decl(config),
+        ProviderError::decl(config),
+        AgentEvent::decl(config),
+        ErrorAction::decl(config),
+        CommandError::decl(config),
+        TurnStatus::decl(config),
+        TurnEvent::decl(config),
+        Started::decl(config),
+        SendRequest::decl(config),
+        ProviderSummary::decl(config),
+        LocalProvider::decl(config),
+        ProviderInput::decl(config),
+        ServerDetails::decl(config),
+        ServerState::decl(config),
+        ServerStatus::decl(config),
+        McpOverview::decl(config),
+        Decision::decl(config),
+        TextProblem::decl(config),
+        TransportKind::decl(config),
+        McpFileServer::decl(config),
+        McpFile::decl(config),
+        Edit::decl(config),
+        ImportFile::decl(config),
+        Folder::decl(config),
+        ImportSource::decl(config),
+        ImportPick::decl(config),
+        ImportCandidate::decl(config),
+        ToolPolicy::decl(config),
+        ToolSetting::decl(config),
+        ServerTools::decl(config),
     ];
     let mut out = String::from(HEADER);
     out.push_str("\n/** The commands of src-tauri/commands.list. */\nexport type CommandName =");
@@ -118,12 +129,146 @@ fn generate() -> String {
     out
 }
 
-#[test]
-fn bindings_ts_is_generated_from_the_rust_types() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../ui/src/lib/bindings.ts");
-    let generated = generate();
+/// Every command's description, from `window_command!` beside each one, in list order.
+fn shapes(cfg: &Config) -> Vec<CommandShape> {
+    include!(concat!(env!("OUT_DIR"), "/command_shapes.rs"))
+}
+
+fn camel_case(snake: &str) -> String {
+    let mut words = snake.split('_');
+    let mut out = words.next().unwrap_or_default().to_owned();
+    for word in words {
+        let mut chars = word.chars();
+        if let Some(first) = chars.next() {
+            out.extend(first.to_uppercase());
+            out.push_str(chars.as_str());
+        }
+    }
+    out
+}
+
+/// The names `export type` declares in bindings.ts.
+fn declared_types(bindings: &str) -> Vec<&str> {
+    bindings
+        .lines()
+        .filter_map(|line| line.strip_prefix("export type "))
+        .filter_map(|rest| rest.split([' ', '<', '=']).next())
+        .collect()
+}
+
+/// One typed wrapper per command: its arguments by Tauri's (camelCase) names, a channel
+/// as a callback, a raw body as a `Blob`, its answer as the promise's type.
+fn generate_commands(shapes: &[CommandShape], bindings: &str) -> String {
+    let mut body = String::new();
+    for shape in shapes {
+        let mut params = Vec::new();
+        let mut sent = Vec::new();
+        let mut setup = String::new();
+        let mut raw_body = None;
+        for (name, kind) in &shape.args {
+            let name = camel_case(name);
+            match kind {
+                ArgKind::Injected => {}
+                ArgKind::Value(ts) => {
+                    params.push(format!("{name}: {ts}"));
+                    sent.push(name);
+                }
+                ArgKind::Channel(ts) => {
+                    params.push(format!("{name}: (message: {ts}) => void"));
+                    setup.push_str(&format!(
+                        "  const {name}Channel = new Channel<{ts}>();\n  {name}Channel.onmessage = {name};\n"
+                    ));
+                    sent.push(format!("{name}: {name}Channel"));
+                }
+                ArgKind::RawBody => {
+                    params.push(format!("{name}: Blob"));
+                    raw_body = Some(name);
+                }
+            }
+        }
+        let docs: Vec<String> = shape
+            .docs
+            .iter()
+            .map(|line| line.trim().replace("*/", "*\\/"))
+            .collect();
+        body.push('\n');
+        match docs.as_slice() {
+            [] => {}
+            [line] => body.push_str(&format!("/** {line} */\n")),
+            lines => {
+                body.push_str("/**\n");
+                for line in lines {
+                    body.push_str(&format!(" * {line}\n").replace(" \n", "\n"));
+                }
+                body.push_str(" */\n");
+            }
+        }
+        let name = shape.name;
+        let ok = &shape.ok;
+        let args = match (&raw_body, sent.is_empty()) {
+            (Some(blob), _) => format!(", new Uint8Array(await {blob}.arrayBuffer())"),
+            (None, true) => String::new(),
+            (None, false) => format!(", {{ {} }}", sent.join(", ")),
+        };
+        let asyncness = if raw_body.is_some() { "async " } else { "" };
+        body.push_str(&format!(
+            "export {asyncness}function {}({}): Promise<{ok}> {{\n{setup}  return invoke<{ok}>(\"{name}\"{args});\n}}\n",
+            camel_case(name),
+            params.join(", "),
+        ));
+    }
+    let is_word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let used: Vec<&str> = declared_types(bindings)
+        .into_iter()
+        .filter(|ty| {
+            body.match_indices(ty).any(|(at, _)| {
+                !body[..at].ends_with(is_word) && !body[at + ty.len()..].starts_with(is_word)
+            })
+        })
+        .collect();
+    let core = if body.contains("new Channel<") {
+        "Channel, invoke"
+    } else {
+        "invoke"
+    };
+    format!(
+        "// Generated from the Rust commands (window_command! in src-tauri) by src-tauri/src/bindings_tests.rs: do not edit.\n\
+         // Regenerate with `UPDATE_BINDINGS=1 cargo test --workspace bindings`.\n\
+         import {{ {core} }} from \"@tauri-apps/api/core\";\n\
+         import type {{ {} }} from \"./bindings\";\n{body}",
+        used.join(", ")
+    )
+}
+
+/// What each window may call, from commands.list: its commands, and listening to events.
+fn generate_capability(window: &str, description: &str, commands: &[Command]) -> String {
+    let mut permissions: Vec<String> = commands
+        .iter()
+        .filter(|command| command.windows.iter().any(|w| w == window))
+        .map(|command| format!("allow-{}", command.name.replace('_', "-")))
+        .collect();
+    permissions.extend([
+        "core:event:allow-listen".into(),
+        "core:event:allow-unlisten".into(),
+    ]);
+    let capability = serde_json::json!({
+        "$schema": "../gen/schemas/desktop-schema.json",
+        "identifier": format!("{window}-window"),
+        "description": description,
+        "windows": [window],
+        "permissions": permissions,
+    });
+    let mut text = serde_json::to_string_pretty(&capability).unwrap_or_else(|err| panic!("{err}"));
+    text.push('\n');
+    text
+}
+
+/// Writes `generated` to `relative` (under src-tauri) with UPDATE_BINDINGS set; otherwise
+/// fails unless the checked-in file is exactly it.
+fn check_generated(relative: &str, generated: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(relative);
     if std::env::var_os("UPDATE_BINDINGS").is_some() {
-        std::fs::write(&path, &generated).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
+        std::fs::write(&path, generated).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
         return;
     }
     let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
@@ -131,5 +276,75 @@ fn bindings_ts_is_generated_from_the_rust_types() {
         checked_in == generated,
         "{} is stale: run `UPDATE_BINDINGS=1 cargo test --workspace bindings` and commit it",
         path.display()
+    );
+}
+
+#[test]
+fn bindings_ts_is_generated_from_the_rust_types() {
+    check_generated("../ui/src/lib/bindings.ts", &generate());
+}
+
+#[test]
+fn bindings_commands_ts_is_generated_from_the_command_signatures() {
+    let cfg = config();
+    let bindings = generate_types(&cfg);
+    check_generated(
+        "../ui/src/lib/commands.ts",
+        &generate_commands(&shapes(&cfg), &bindings),
+    );
+}
+
+#[test]
+fn bindings_capabilities_are_generated_from_the_command_list() {
+    let commands = commands();
+    for (window, description) in WINDOWS.iter().zip(command_list::WINDOW_DESCRIPTIONS) {
+        check_generated(
+            &format!("capabilities/{window}-window.json"),
+            &generate_capability(window, description, &commands),
+        );
+    }
+}
+
+#[test]
+#[allow(clippy::needless_borrow)] // The borrow is what picks WindowArg over SpecialArg.
+fn bindings_cover_each_argument_kind() {
+    use crate::bindgen::{Arg, SpecialArg as _, WindowArg as _};
+    use conduit_host::app::TurnEvent;
+    let cfg = config();
+    assert_eq!(
+        (&Arg::<Option<i64>>::new()).kind(&cfg),
+        ArgKind::Value("number | null".into())
+    );
+    assert_eq!(
+        (&Arg::<tauri::State<'_, crate::commands::AppState>>::new()).kind(&cfg),
+        ArgKind::Injected
+    );
+    assert_eq!(
+        (&Arg::<tauri::ipc::Channel<TurnEvent>>::new()).kind(&cfg),
+        ArgKind::Channel("TurnEvent".into())
+    );
+    assert_eq!(
+        (&Arg::<tauri::ipc::Request<'_>>::new()).kind(&cfg),
+        ArgKind::RawBody
+    );
+    let shape = CommandShape {
+        name: "send_it",
+        docs: vec![" Sends it."],
+        args: vec![
+            ("state", ArgKind::Injected),
+            ("call_id", ArgKind::Value("string".into())),
+            ("on_event", ArgKind::Channel("TurnEvent".into())),
+        ],
+        ok: "Started".into(),
+    };
+    let generated = generate_commands(
+        &[shape],
+        "export type Started = {};\nexport type TurnEvent = {};\n",
+    );
+    assert!(
+        generated.contains(
+            "import { Channel, invoke } from \"@tauri-apps/api/core\";\nimport type { Started, TurnEvent } from \"./bindings\";\n\n/** Sends it. */\nexport function sendIt(callId: string, onEvent: (message: TurnEvent) => void): Promise<Started> {\n  const onEventChannel = new Channel<TurnEvent>();\n  onEventChannel.onmessage = onEvent;\n  return invoke<Started>(\"send_it\", { callId, onEvent: onEventChannel });\n}\n"
+        ),
+        "{generated}"
     );
 }

@@ -3,6 +3,13 @@
 /// The windows a command can be granted to, each with its own capability file.
 pub const WINDOWS: [&str; 2] = ["main", "settings"];
 
+/// What each window's capability file says it is for (generated into `capabilities/`).
+#[allow(dead_code)] // The tests generate the files; build.rs only reads the list.
+pub const WINDOW_DESCRIPTIONS: [&str; 2] = [
+    "The chat window: conversations, turns and their approvals, and opening Settings. It cannot change settings, the mcpServers file or tool policies: a script in this page must not gain those.",
+    "The Settings window: providers, the mcpServers file (its edits that start a program are confirmed natively by Rust), import, tool policies and Conduit's folders. It shows no model or tool output.",
+];
+
 /// One command: where its function is, the name the page invokes, and who may invoke it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Command {
@@ -65,4 +72,14 @@ pub fn handler_expression(commands: &[Command]) -> String {
         "::tauri::generate_handler![\n    crate::{}\n]\n",
         paths.join(",\n    crate::")
     )
+}
+
+/// The Rust expression that lists every command's description for the generated wrappers
+/// (`bindgen::window_command!` puts `describe` beside each command).
+pub fn shapes_expression(commands: &[Command]) -> String {
+    let calls: Vec<String> = commands
+        .iter()
+        .map(|c| format!("crate::{}::describe(cfg)", c.path))
+        .collect();
+    format!("vec![\n    {}\n]\n", calls.join(",\n    "))
 }

@@ -6,12 +6,12 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use conduit_host::app::{
-    App, McpOverview, SendRequest, ServerTools, Started, TurnError, TurnEvent,
+    App, CommandError, McpOverview, SendRequest, ServerTools, Started, TurnEvent,
 };
 use conduit_host::approval::Decision;
 use conduit_host::core::content::MediaRef;
-use conduit_host::mcp::{ImportFile, ImportPick, McpEdit, McpFile, TextProblem};
-use conduit_host::mcp_client::config::ImportCandidate;
+use conduit_host::mcp::{ImportFile, ImportPick, McpFile, TextProblem};
+use conduit_host::mcp_client::config::{Edit, ImportCandidate};
 use conduit_host::providers::{LOCAL_SERVERS, LocalProvider, ProviderInput, ProviderSummary};
 use conduit_host::settings::ToolPolicy;
 use conduit_host::store::{Conversation, SearchHit, StoredMessage};
@@ -19,6 +19,7 @@ use conduit_host::{AppInfo, Host};
 use tauri::Emitter;
 use tauri::ipc::{Channel, InvokeBody, Request};
 
+use crate::bindgen::window_command;
 use crate::native::{self, Confirmer};
 
 /// What the window's commands share.
@@ -44,29 +45,33 @@ impl AppState {
     }
 }
 
-/// Errors reach the window as their message.
-type Reply<T> = Result<T, String>;
+/// What every command answers: a value, or a [`CommandError`] (the error's message with
+/// its causes, and what the window can offer), made from the host's error at this edge.
+pub type Reply<T> = Result<T, CommandError>;
 
-pub(crate) fn say<E: std::fmt::Display>(error: E) -> String {
-    error.to_string()
-}
-
+window_command! {
 /// The app's version and where its data lives.
 #[tauri::command]
-pub fn app_info(state: tauri::State<'_, AppState>) -> AppInfo {
-    state.host().info()
+pub fn app_info(state: tauri::State<'_, AppState>) -> Reply<AppInfo> {
+    Ok(state.host().info())
+}
 }
 
+window_command! {
 #[tauri::command(async)]
 pub fn list_conversations(state: tauri::State<'_, AppState>) -> Reply<Vec<Conversation>> {
-    state.host().conversations(500).map_err(say)
+    state.host().conversations(500).map_err(CommandError::from)
+}
 }
 
+window_command! {
 #[tauri::command(async)]
 pub fn search_history(state: tauri::State<'_, AppState>, query: String) -> Reply<Vec<SearchHit>> {
-    state.host().search(&query, 50).map_err(say)
+    state.host().search(&query, 50).map_err(CommandError::from)
+}
 }
 
+window_command! {
 /// Up to `limit` messages before message `before` (or the newest), oldest first.
 #[tauri::command(async)]
 pub fn load_messages(
@@ -78,9 +83,11 @@ pub fn load_messages(
     state
         .host()
         .conversation_page(&conversation, before, limit.clamp(1, 500))
-        .map_err(say)
+        .map_err(CommandError::from)
+}
 }
 
+window_command! {
 #[tauri::command(async)]
 pub fn rename_conversation(
     state: tauri::State<'_, AppState>,
@@ -90,28 +97,36 @@ pub fn rename_conversation(
     state
         .host()
         .rename_conversation(&conversation, &title)
-        .map_err(say)
+        .map_err(CommandError::from)
+}
 }
 
+window_command! {
 #[tauri::command(async)]
 pub fn delete_conversation(state: tauri::State<'_, AppState>, conversation: String) -> Reply<()> {
-    state.host().delete_conversation(&conversation).map_err(say)
+    state.host().delete_conversation(&conversation).map_err(CommandError::from)
+}
 }
 
+window_command! {
 #[tauri::command(async)]
 pub fn list_providers(state: tauri::State<'_, AppState>) -> Reply<Vec<ProviderSummary>> {
-    state.host().list_providers().map_err(say)
+    state.host().list_providers().map_err(CommandError::from)
+}
 }
 
+window_command! {
 #[tauri::command]
 pub async fn provider_models(
     state: tauri::State<'_, AppState>,
     provider: String,
 ) -> Reply<Vec<String>> {
-    let models = state.host().provider_models(&provider).await.map_err(say)?;
+    let models = state.host().provider_models(&provider).await?;
     Ok(models.into_iter().map(|m| m.id).collect())
 }
+}
 
+window_command! {
 /// Ollama and LM Studio, if they answer on this machine.
 #[tauri::command]
 pub async fn detect_local_providers(
@@ -119,7 +134,9 @@ pub async fn detect_local_providers(
 ) -> Reply<Vec<LocalProvider>> {
     Ok(state.host().detect_local_providers(&LOCAL_SERVERS).await)
 }
+}
 
+window_command! {
 /// Saves a local model server the window found as a provider (no key; its first model
 /// is the default).
 #[tauri::command(async)]
@@ -128,11 +145,13 @@ pub fn add_local_provider(
     state: tauri::State<'_, AppState>,
     provider: LocalProvider,
 ) -> Reply<()> {
-    state.host().add_local_provider(provider).map_err(say)?;
+    state.host().add_local_provider(provider)?;
     providers_changed(&app);
     Ok(())
 }
+}
 
+window_command! {
 /// Starts a turn; its events arrive on `on_event`, the last one `ended`. A turn that
 /// cannot start is refused with what to do. Async so that the turn's task starts on the
 /// app's runtime.
@@ -141,7 +160,7 @@ pub async fn send_message(
     state: tauri::State<'_, AppState>,
     request: SendRequest,
     on_event: Channel<TurnEvent>,
-) -> Result<Started, TurnError> {
+) -> Reply<Started> {
     let sink = Arc::new(move |event: TurnEvent| {
         if let Err(error) = on_event.send(event) {
             tracing::debug!(%error, "the window no longer listens to this turn");
@@ -149,12 +168,16 @@ pub async fn send_message(
     });
     state.app.send(request, sink)
 }
-
-#[tauri::command(async)]
-pub fn stop_turn(state: tauri::State<'_, AppState>, turn: String) -> Reply<()> {
-    state.app.stop(&turn).map_err(say)
 }
 
+window_command! {
+#[tauri::command(async)]
+pub fn stop_turn(state: tauri::State<'_, AppState>, turn: String) -> Reply<()> {
+    state.app.stop(&turn).map_err(CommandError::from)
+}
+}
+
+window_command! {
 #[tauri::command(async)]
 pub fn answer_approval(
     state: tauri::State<'_, AppState>,
@@ -162,9 +185,11 @@ pub fn answer_approval(
     call_id: String,
     decision: Decision,
 ) -> Reply<bool> {
-    state.app.answer(&turn, &call_id, decision).map_err(say)
+    state.app.answer(&turn, &call_id, decision).map_err(CommandError::from)
+}
 }
 
+window_command! {
 /// Stores an image the user attached; the request body is its bytes.
 #[tauri::command]
 pub async fn store_attachment(
@@ -172,16 +197,22 @@ pub async fn store_attachment(
     request: Request<'_>,
 ) -> Reply<MediaRef> {
     let InvokeBody::Raw(bytes) = request.body() else {
-        return Err("send the image's bytes as the request body".into());
+        return Err(CommandError::message(
+            "send the image's bytes as the request body",
+        ));
     };
-    state.app.store_attachment(bytes.clone()).await.map_err(say)
+    state.app.store_attachment(bytes.clone()).await.map_err(CommandError::from)
+}
 }
 
+window_command! {
 #[tauri::command]
-pub fn mcp_servers(state: tauri::State<'_, AppState>) -> McpOverview {
-    state.app.mcp_servers()
+pub fn mcp_servers(state: tauri::State<'_, AppState>) -> Reply<McpOverview> {
+    Ok(state.app.mcp_servers())
+}
 }
 
+window_command! {
 /// Opens a link from a message in the system browser (never inside the app), after the
 /// user saw the whole URL in a native confirmation.
 #[tauri::command]
@@ -190,29 +221,34 @@ pub async fn open_external(
     state: tauri::State<'_, AppState>,
     url: String,
 ) -> Reply<()> {
-    let url = conduit_host::external_url(&url)?.to_owned();
+    let url = conduit_host::external_url(&url)
+        .map_err(CommandError::message)?
+        .to_owned();
     let confirmer = state.confirmer;
     blocking(move || {
         let question = format!("Open this link in your browser?\n\n{url}");
         if !confirmer.ask(&app, &question, "Open") {
-            return Err("the link was not opened".to_owned());
+            return Err(CommandError::message("the link was not opened"));
         }
-        open::that_detached(&url).map_err(say)
+        Ok(open::that_detached(&url)?)
     })
     .await
+}
 }
 
 /// Runs `work` (which may wait for a native dialog) off the async workers.
 async fn blocking<T: Send + 'static>(work: impl FnOnce() -> Reply<T> + Send + 'static) -> Reply<T> {
     tauri::async_runtime::spawn_blocking(work)
         .await
-        .map_err(|e| format!("the request stopped unexpectedly: {e}"))?
+        .map_err(|e| CommandError::message(format!("the request stopped unexpectedly: {e}")))?
 }
 
+window_command! {
 /// Opens Settings in its own window: only that window may change settings.
 #[tauri::command]
 pub async fn open_settings(app: tauri::AppHandle) -> Reply<()> {
-    native::open_settings(&app).map_err(say)
+    native::open_settings(&app).map_err(CommandError::from)
+}
 }
 
 /// Tells every window that the providers changed (Settings saves them; the chat lists them).
@@ -222,33 +258,40 @@ fn providers_changed(app: &tauri::AppHandle) {
     }
 }
 
+window_command! {
 #[tauri::command(async)]
 pub fn save_provider(
     app: tauri::AppHandle,
     state: tauri::State<'_, AppState>,
     provider: ProviderInput,
 ) -> Reply<()> {
-    state.host().save_provider(provider).map_err(say)?;
+    state.host().save_provider(provider)?;
     providers_changed(&app);
     Ok(())
 }
+}
 
+window_command! {
 #[tauri::command(async)]
 pub fn remove_provider(
     app: tauri::AppHandle,
     state: tauri::State<'_, AppState>,
     provider: String,
 ) -> Reply<()> {
-    state.host().remove_provider(&provider).map_err(say)?;
+    state.host().remove_provider(&provider)?;
     providers_changed(&app);
     Ok(())
 }
-
-#[tauri::command(async)]
-pub fn mcp_file(state: tauri::State<'_, AppState>) -> Reply<McpFile> {
-    state.host().mcp_file().map_err(say)
 }
 
+window_command! {
+#[tauri::command(async)]
+pub fn mcp_file(state: tauri::State<'_, AppState>) -> Reply<McpFile> {
+    state.host().mcp_file().map_err(CommandError::from)
+}
+}
+
+window_command! {
 /// Applies the window's change; one that would start a new or changed command or connect
 /// to a new or changed URL is written only after the user confirms it natively.
 #[tauri::command]
@@ -256,7 +299,7 @@ pub async fn edit_mcp_file(
     app: tauri::AppHandle,
     state: tauri::State<'_, AppState>,
     version: Option<String>,
-    edit: McpEdit,
+    edit: Edit,
 ) -> Reply<McpFile> {
     let engine = state.app.clone();
     let confirmer = state.confirmer;
@@ -265,11 +308,13 @@ pub async fn edit_mcp_file(
         engine
             .host()
             .edit_mcp_file(version, edit, &confirm)
-            .map_err(say)
+            .map_err(CommandError::from)
     })
     .await
 }
+}
 
+window_command! {
 /// The file with its secret values in clear, after the user confirmed it natively.
 #[tauri::command]
 pub async fn reveal_mcp_file(
@@ -281,19 +326,41 @@ pub async fn reveal_mcp_file(
     blocking(move || {
         let question = "Show the secret values (env and headers) of the mcpServers file in the settings window?";
         if !confirmer.ask(&app, question, "Show") {
-            return Err("the secret values stay hidden".to_owned());
+            return Err(CommandError::message("the secret values stay hidden"));
         }
-        engine.host().mcp_file_revealed().map_err(say)
+        engine.host().mcp_file_revealed().map_err(CommandError::from)
     })
     .await
 }
+}
 
+window_command! {
 #[tauri::command(async)]
 pub fn check_mcp_text(
     state: tauri::State<'_, AppState>,
     text: String,
 ) -> Reply<Option<TextProblem>> {
     Ok(state.host().check_mcp_text(&text))
+}
+}
+
+/// One of Conduit's own folders the window may open.
+#[derive(Debug, Clone, Copy, serde::Deserialize, ts_rs::TS)]
+#[serde(rename_all = "snake_case")]
+pub enum Folder {
+    Data,
+    Logs,
+    Config,
+}
+
+impl Folder {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Data => "data",
+            Self::Logs => "logs",
+            Self::Config => "config",
+        }
+    }
 }
 
 /// A config file to import from: a known one by id, or the one the user picked.
@@ -307,22 +374,27 @@ pub enum ImportSource {
 impl AppState {
     fn import_path(&self, source: &ImportSource) -> Reply<PathBuf> {
         match source {
-            ImportSource::Known { id } => self.host().mcp_import_file(id).map_err(say),
+            ImportSource::Known { id } => {
+                self.host().mcp_import_file(id).map_err(CommandError::from)
+            }
             ImportSource::Picked => self
                 .picked_import
                 .lock()
                 .clone()
-                .ok_or_else(|| "pick a config file first".to_owned()),
+                .ok_or_else(|| CommandError::message("pick a config file first")),
         }
     }
 }
 
+window_command! {
 /// Where other apps keep their servers on this machine.
 #[tauri::command(async)]
-pub fn mcp_import_files(state: tauri::State<'_, AppState>) -> Vec<ImportFile> {
-    state.host().mcp_import_files()
+pub fn mcp_import_files(state: tauri::State<'_, AppState>) -> Reply<Vec<ImportFile>> {
+    Ok(state.host().mcp_import_files())
+}
 }
 
+window_command! {
 /// Lets the user pick a config file in a native dialog; its path stays here. `None` when
 /// they cancel.
 #[tauri::command]
@@ -337,7 +409,9 @@ pub async fn pick_mcp_import_file(
     }
     Ok(name)
 }
+}
 
+window_command! {
 /// The servers of a known or picked config file, their secret values masked.
 #[tauri::command(async)]
 pub fn mcp_import_candidates(
@@ -345,9 +419,11 @@ pub fn mcp_import_candidates(
     source: ImportSource,
 ) -> Reply<Vec<ImportCandidate>> {
     let path = state.import_path(&source)?;
-    state.host().mcp_import_candidates(&path).map_err(say)
+    state.host().mcp_import_candidates(&path).map_err(CommandError::from)
+}
 }
 
+window_command! {
 /// Adds the picked servers of a known or picked file, after the user confirms what they
 /// would start.
 #[tauri::command]
@@ -366,25 +442,31 @@ pub async fn import_mcp_servers(
         engine
             .host()
             .import_mcp_servers(version, &path, picks, &confirm)
-            .map_err(say)
+            .map_err(CommandError::from)
     })
     .await
 }
+}
 
+window_command! {
 #[tauri::command]
 pub async fn mcp_server_tools(
     state: tauri::State<'_, AppState>,
     server: String,
 ) -> Reply<ServerTools> {
-    state.app.mcp_server_tools(&server).await.map_err(say)
+    state.app.mcp_server_tools(&server).await.map_err(CommandError::from)
+}
 }
 
+window_command! {
 #[tauri::command]
 pub async fn restart_mcp_server(state: tauri::State<'_, AppState>, server: String) -> Reply<()> {
     state.app.restart_mcp_server(&server).await;
     Ok(())
 }
+}
 
+window_command! {
 #[tauri::command(async)]
 pub fn set_tool_enabled(
     state: tauri::State<'_, AppState>,
@@ -395,9 +477,11 @@ pub fn set_tool_enabled(
     state
         .host()
         .set_mcp_tool_enabled(&server, &tool, enabled)
-        .map_err(say)
+        .map_err(CommandError::from)
+}
 }
 
+window_command! {
 #[tauri::command]
 pub async fn set_tool_policy(
     state: tauri::State<'_, AppState>,
@@ -409,29 +493,37 @@ pub async fn set_tool_policy(
         .app
         .set_tool_policy(&server, &tool, policy)
         .await
-        .map_err(say)
+        .map_err(CommandError::from)
+}
 }
 
+window_command! {
 /// Opens one of Conduit's own folders (`data`, `logs`, `config`) in the file manager.
 #[tauri::command(async)]
-pub fn open_folder(state: tauri::State<'_, AppState>, folder: String) -> Reply<()> {
+pub fn open_folder(state: tauri::State<'_, AppState>, folder: Folder) -> Reply<()> {
+    let name = folder.name();
     let path = state
         .host()
-        .folder(&folder)
-        .ok_or_else(|| format!("no folder called {folder:?}"))?;
-    open::that_detached(path).map_err(say)
+        .folder(name)
+        .ok_or_else(|| CommandError::message(format!("no folder called {name:?}")))?;
+    Ok(open::that_detached(path)?)
+}
 }
 
+window_command! {
 /// Opens a stored file (a long tool output kept whole) in the system's app for its type.
 #[tauri::command(async)]
-pub fn open_media(state: tauri::State<'_, AppState>, hash: String) -> Reply<()> {
+pub fn open_media(state: tauri::State<'_, AppState>, media: MediaRef) -> Reply<()> {
+    let hash = media.hash;
     let (path, _) = state
         .host()
         .media_file(&hash, false)
-        .ok_or_else(|| format!("no stored file {hash:?}"))?;
-    open::that_detached(&path).map_err(say)
+        .ok_or_else(|| CommandError::message(format!("no stored file {hash:?}")))?;
+    Ok(open::that_detached(&path)?)
+}
 }
 
+window_command! {
 #[tauri::command]
 pub async fn set_server_policy(
     state: tauri::State<'_, AppState>,
@@ -442,5 +534,6 @@ pub async fn set_server_policy(
         .app
         .set_server_policy(&server, policy)
         .await
-        .map_err(say)
+        .map_err(CommandError::from)
+}
 }

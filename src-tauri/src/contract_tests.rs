@@ -1,9 +1,12 @@
-//! Checks that the capability files and the UI's command wrappers agree with `commands.list`.
+//! Checks that the UI's command wrappers agree with `commands.list`, that nothing else in
+//! the UI invokes a command, and how the list is read. (The capability files and the
+//! wrappers are generated and checked in `bindings_tests.rs`; a listed command not written
+//! in `window_command!` does not compile, since its description is missing.)
 
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use crate::command_list::{self, Command, WINDOWS};
+use crate::command_list::{self, Command};
 
 fn crate_file(relative: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(relative);
@@ -14,12 +17,11 @@ fn listed() -> Vec<Command> {
     command_list::parse(&crate_file("commands.list")).unwrap_or_else(|err| panic!("{err}"))
 }
 
-/// The names the UI passes to `command(...)`, api.ts's one caller of `invoke`.
+/// The command names a TypeScript source passes to `invoke(...)` or `invoke<T>(...)`.
 fn invoked_in(source: &str) -> BTreeSet<String> {
     let mut names = BTreeSet::new();
-    for (at, _) in source.match_indices("command") {
-        let rest = &source[at + "command".len()..];
-        // `command("name"` or `command<Type>("name"`.
+    for (at, _) in source.match_indices("invoke") {
+        let rest = &source[at + "invoke".len()..];
         let rest = match rest.strip_prefix('<') {
             Some(generic) => generic.split_once(">(").map_or("", |(_, after)| after),
             None => rest.strip_prefix('(').unwrap_or(""),
@@ -33,48 +35,59 @@ fn invoked_in(source: &str) -> BTreeSet<String> {
     names
 }
 
-#[test]
-fn each_window_capability_grants_exactly_its_listed_commands() {
-    let commands = listed();
-    for window in WINDOWS {
-        let file = format!("capabilities/{window}-window.json");
-        let capability: serde_json::Value =
-            serde_json::from_str(&crate_file(&file)).unwrap_or_else(|err| panic!("{file}: {err}"));
-        assert_eq!(
-            capability["windows"],
-            serde_json::json!([window]),
-            "{file} must apply to the {window} window only"
-        );
-        let granted: BTreeSet<String> = capability["permissions"]
-            .as_array()
-            .unwrap_or_else(|| panic!("{file}: no permissions"))
-            .iter()
-            .filter_map(|permission| permission.as_str())
-            .filter(|permission| !permission.contains(':'))
-            .map(str::to_owned)
-            .collect();
-        let expected: BTreeSet<String> = commands
-            .iter()
-            .filter(|command| command.windows.iter().any(|w| w == window))
-            .map(|command| format!("allow-{}", command.name.replace('_', "-")))
-            .collect();
-        assert_eq!(granted, expected, "{file} disagrees with commands.list");
+/// The UI's own sources (not the generated ones, not tests), with their paths.
+fn ui_sources() -> Vec<(String, String)> {
+    fn walk(dir: &Path, out: &mut Vec<(String, String)>) {
+        let entries =
+            std::fs::read_dir(dir).unwrap_or_else(|err| panic!("{}: {err}", dir.display()));
+        for entry in entries {
+            let path = entry.unwrap_or_else(|err| panic!("{err}")).path();
+            let name = path.to_string_lossy().into_owned();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if (name.ends_with(".ts") || name.ends_with(".svelte"))
+                && !name.ends_with(".test.ts")
+                && !name.ends_with("lib/commands.ts")
+            {
+                let text =
+                    std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{name}: {err}"));
+                out.push((name, text));
+            }
+        }
     }
+    let mut out = Vec::new();
+    walk(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../ui/src"),
+        &mut out,
+    );
+    out
 }
 
 #[test]
-fn the_ui_invokes_exactly_the_listed_commands() {
+fn the_generated_wrappers_invoke_exactly_the_listed_commands() {
     let listed: BTreeSet<String> = listed().into_iter().map(|c| c.name).collect();
-    let invoked = invoked_in(&crate_file("../ui/src/lib/api.ts"));
+    let invoked = invoked_in(&crate_file("../ui/src/lib/commands.ts"));
     assert_eq!(
         invoked, listed,
-        "ui/src/lib/api.ts disagrees with commands.list"
+        "ui/src/lib/commands.ts disagrees with commands.list"
     );
 }
 
 #[test]
+fn no_hand_written_ui_code_invokes_a_command() {
+    let sources = ui_sources();
+    assert!(sources.iter().any(|(name, _)| name.ends_with("lib/api.ts")));
+    for (name, text) in sources {
+        assert!(
+            !text.contains("@tauri-apps/api/core"),
+            "{name} reaches Tauri's invoke itself: call the generated wrapper from lib/api instead"
+        );
+    }
+}
+
+#[test]
 fn the_invoke_scan_reads_plain_and_typed_calls() {
-    let names = invoked_in(r#"command("a_b"); command<string | null>("c", { x }); command(name)"#);
+    let names = invoked_in(r#"invoke("a_b"); invoke<string | null>("c", { x }); invoke(name)"#);
     assert_eq!(names, BTreeSet::from(["a_b".to_owned(), "c".to_owned()]));
 }
 
@@ -107,5 +120,9 @@ fn the_handler_lists_every_command_by_path() {
     assert_eq!(
         command_list::handler_expression(&commands),
         "::tauri::generate_handler![\n    crate::commands::a,\n    crate::media::b\n]\n"
+    );
+    assert_eq!(
+        command_list::shapes_expression(&commands),
+        "vec![\n    crate::commands::a::describe(cfg),\n    crate::media::b::describe(cfg)\n]\n"
     );
 }

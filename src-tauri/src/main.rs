@@ -2,6 +2,7 @@
 
 #![cfg_attr(not(debug_assertions), windows_subsystem = "windows")]
 
+mod bindgen;
 #[cfg(test)]
 mod bindings_tests;
 #[cfg(test)]

@@ -13,7 +13,11 @@ use tauri::http::{Response, StatusCode, header};
 use tauri_plugin_clipboard_manager::ClipboardExt;
 use tauri_plugin_dialog::DialogExt;
 
-use crate::commands::{AppState, say};
+use conduit_host::app::CommandError;
+use conduit_host::core::content::MediaRef;
+
+use crate::bindgen::window_command;
+use crate::commands::{AppState, Reply};
 
 /// What a `media:` path asks for.
 #[derive(Debug, PartialEq, Eq)]
@@ -86,57 +90,85 @@ fn status(code: StatusCode) -> Response<Vec<u8>> {
 }
 
 /// The stored image with this hash, or a clear error (not a hash, missing, not an image).
-fn stored_image(
-    state: &AppState,
-    hash: &str,
-) -> Result<(std::path::PathBuf, &'static str), String> {
+fn stored_image(state: &AppState, hash: &str) -> Reply<(std::path::PathBuf, &'static str)> {
     let (path, mime) = state
         .app
         .host()
         .media_file(hash, false)
-        .ok_or_else(|| format!("no stored image {hash:?}"))?;
+        .ok_or_else(|| CommandError::message(format!("no stored image {hash:?}")))?;
     if !mime.starts_with("image/") {
-        return Err(format!("the stored file {hash:?} is no image ({mime})"));
+        return Err(CommandError::message(format!(
+            "the stored file {hash:?} is no image ({mime})"
+        )));
     }
     Ok((path, mime))
 }
 
+/// Why a clipboard image could not be copied or pasted (the source kept for the window).
+#[derive(Debug, thiserror::Error)]
+enum ClipboardError {
+    #[error("the stored image does not decode")]
+    Decode(#[source] image::ImageError),
+    #[error("cannot copy the image")]
+    Write(#[source] tauri_plugin_clipboard_manager::Error),
+    #[error("no image on the clipboard")]
+    Read(#[source] tauri_plugin_clipboard_manager::Error),
+    #[error("the clipboard's image has the wrong size")]
+    Size,
+    #[error("cannot encode the clipboard's image")]
+    Encode(#[source] image::ImageError),
+}
+
+window_command! {
 /// Puts a stored image on the system clipboard (as pixels; the system offers it as PNG).
 #[tauri::command(async)]
 pub fn copy_image(
     app: tauri::AppHandle,
     state: tauri::State<'_, AppState>,
     hash: String,
-) -> Result<(), String> {
+) -> Reply<()> {
     let (path, _) = stored_image(&state, &hash)?;
     let pixels = image::open(&path)
-        .map_err(|e| format!("the stored image does not decode: {e}"))?
+        .map_err(ClipboardError::Decode)?
         .into_rgba8();
     let (width, height) = pixels.dimensions();
     let image = tauri::image::Image::new_owned(pixels.into_raw(), width, height);
-    app.clipboard()
+    Ok(app.clipboard()
         .write_image(&image)
-        .map_err(|e| format!("cannot copy the image: {e}"))
+        .map_err(ClipboardError::Write)?)
+}
 }
 
-/// The image on the system clipboard as PNG bytes, for a paste the webview cannot read
-/// itself (WebKitGTK gives a page no image data from the clipboard). Off the main thread:
-/// reading the clipboard there can deadlock on Linux.
-#[tauri::command(async)]
-pub fn clipboard_image(app: tauri::AppHandle) -> Result<tauri::ipc::Response, String> {
-    let image = app
-        .clipboard()
-        .read_image()
-        .map_err(|e| format!("no image on the clipboard: {e}"))?;
+window_command! {
+/// Stores the image on the system clipboard in the media store, for a paste the webview
+/// cannot read itself (WebKitGTK gives a page no image data from the clipboard): the
+/// window attaches the stored image like a picked file and never holds its bytes. Off
+/// the main thread: reading the clipboard there can deadlock on Linux.
+#[tauri::command]
+pub async fn clipboard_image(
+    app: tauri::AppHandle,
+    state: tauri::State<'_, AppState>,
+) -> Reply<MediaRef> {
+    let png = tauri::async_runtime::spawn_blocking(move || clipboard_png(&app))
+        .await
+        .map_err(|e| CommandError::message(format!("reading the clipboard stopped: {e}")))??;
+    Ok(state.app.store_attachment(png).await?)
+}
+}
+
+/// The clipboard's image as PNG bytes.
+fn clipboard_png(app: &tauri::AppHandle) -> Result<Vec<u8>, ClipboardError> {
+    let image = app.clipboard().read_image().map_err(ClipboardError::Read)?;
     let pixels = image::RgbaImage::from_raw(image.width(), image.height(), image.rgba().to_vec())
-        .ok_or_else(|| "the clipboard's image has the wrong size".to_owned())?;
+        .ok_or(ClipboardError::Size)?;
     let mut png = Vec::new();
     pixels
         .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
-        .map_err(|e| format!("cannot encode the clipboard's image: {e}"))?;
-    Ok(tauri::ipc::Response::new(png))
+        .map_err(ClipboardError::Encode)?;
+    Ok(png)
 }
 
+window_command! {
 /// Asks where to save a stored image with the system's save dialog and copies it there.
 /// `Ok(None)` when the person cancels; `Ok(Some(path))` where it was saved.
 #[tauri::command]
@@ -144,7 +176,7 @@ pub async fn save_image(
     app: tauri::AppHandle,
     state: tauri::State<'_, AppState>,
     hash: String,
-) -> Result<Option<String>, String> {
+) -> Reply<Option<String>> {
     let (path, mime) = stored_image(&state, &hash)?;
     let extension = path
         .extension()
@@ -165,17 +197,18 @@ pub async fn save_image(
     dialog.save_file(move |chosen| {
         let _ = sender.send(chosen);
     });
-    let Some(chosen) = receiver.await.map_err(say)? else {
+    let Some(chosen) = receiver.await? else {
         return Ok(None);
     };
-    let target = chosen
-        .into_path()
-        .map_err(|e| format!("the chosen place is not a file path: {e}"))?;
-    tokio::fs::copy(&path, &target)
-        .await
-        .map_err(|e| format!("cannot save the image to {}: {e}", target.display()))?;
+    let target = chosen.into_path().map_err(|e| {
+        CommandError::message(format!("the chosen place is not a file path: {e}"))
+    })?;
+    tokio::fs::copy(&path, &target).await.map_err(|e| {
+        CommandError::message(format!("cannot save the image to {}: {e}", target.display()))
+    })?;
     tracing::info!(file = %target.display(), "saved an image");
     Ok(Some(target.display().to_string()))
+}
 }
 
 #[cfg(test)]

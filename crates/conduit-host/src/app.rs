@@ -10,7 +10,6 @@ use parking_lot::Mutex;
 use conduit_core::agent::{AgentEvent, EventSink};
 use conduit_core::content::MediaRef;
 use conduit_core::media::MediaStore;
-use conduit_core::provider::{ProviderError, ProviderErrorKind};
 use conduit_mcp::runtime::McpRuntime;
 
 use crate::asks::WindowAsker;
@@ -19,9 +18,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::Host;
 use crate::approval::{Decision, WindowApproval};
-use crate::chat::{ApprovalMode, Attachment, ChatError, ChatRequest, ProviderChoice};
+use crate::chat::{ApprovalMode, Attachment, ChatRequest, ProviderChoice};
 use crate::mcp::{ServerState, ServerStatus};
-use crate::providers::ProvidersError;
 
 /// What the window sends.
 #[derive(Debug, Clone, Deserialize, ts_rs::TS)]
@@ -60,7 +58,7 @@ pub enum TurnEvent {
         status: TurnStatus,
         #[serde(skip_serializing_if = "Option::is_none")]
         #[ts(optional)]
-        error: Option<TurnError>,
+        error: Option<CommandError>,
     },
 }
 
@@ -72,65 +70,7 @@ pub enum TurnStatus {
     Error,
 }
 
-/// A failure as the window shows it: what happened, and what the user can do.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, ts_rs::TS)]
-#[serde(rename_all = "camelCase")]
-pub struct TurnError {
-    pub message: String,
-    /// Where the user can fix it, when the window can take them there.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[ts(optional)]
-    pub action: Option<TurnAction>,
-}
-
-/// What the window offers beside a failure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ts_rs::TS)]
-#[serde(rename_all = "snake_case")]
-pub enum TurnAction {
-    /// The fix is in Settings (no key, a rejected key, no model).
-    OpenSettings,
-}
-
-impl TurnError {
-    fn from_chat(error: &ChatError) -> Self {
-        let settings = matches!(
-            error,
-            ChatError::NoModel(_)
-                | ChatError::Providers(ProvidersError::Settings(_))
-                | ChatError::Providers(ProvidersError::Secret(_))
-                | ChatError::Providers(ProvidersError::MissingKeyEnv(_))
-        );
-        match error {
-            ChatError::Provider(provider) => Self::from_provider(provider),
-            other => Self {
-                message: other.to_string(),
-                action: settings.then_some(TurnAction::OpenSettings),
-            },
-        }
-    }
-
-    fn from_app(error: &AppError) -> Self {
-        Self {
-            message: error.to_string(),
-            action: None,
-        }
-    }
-
-    fn from_provider(error: &ProviderError) -> Self {
-        let action =
-            (error.kind == ProviderErrorKind::Authentication).then_some(TurnAction::OpenSettings);
-        let hint = match error.kind {
-            ProviderErrorKind::Authentication => " Check the provider's API key in Settings.",
-            ProviderErrorKind::RateLimited => " The provider is rate limiting; try again shortly.",
-            ProviderErrorKind::Connection => " Check the network and the provider's address.",
-            _ => "",
-        };
-        Self {
-            message: format!("{error}{hint}"),
-            action,
-        }
-    }
-}
+pub use crate::window_error::{CommandError, ErrorAction};
 
 /// The MCP servers as the window lists them.
 #[derive(Debug, Clone, Serialize, ts_rs::TS)]
@@ -258,15 +198,14 @@ impl App {
         self: &Arc<Self>,
         request: SendRequest,
         sink: TurnSink,
-    ) -> Result<Started, TurnError> {
+    ) -> Result<Started, CommandError> {
         if request.text.trim().is_empty() && request.attachments.is_empty() {
-            return Err(TurnError::from_app(&AppError::EmptyMessage));
+            return Err(CommandError::from(AppError::EmptyMessage));
         }
         self.host
             .check_provider(&request.provider, request.model.as_deref())
-            .map_err(|e| TurnError::from_chat(&e))?;
-        self.start_turn(request, sink)
-            .map_err(|e| TurnError::from_app(&e))
+            .map_err(|e| CommandError::from_chat(&e))?;
+        self.start_turn(request, sink).map_err(CommandError::from)
     }
 
     fn start_turn(
@@ -343,23 +282,17 @@ impl App {
                 Ok(Ok(done)) => match done.outcome {
                     Ok(_) if cancel.is_cancelled() => (TurnStatus::Interrupted, None),
                     Ok(_) => (TurnStatus::Complete, None),
-                    Err(error) => (TurnStatus::Error, Some(TurnError::from_provider(&error))),
+                    Err(error) => (TurnStatus::Error, Some(CommandError::from_provider(&error))),
                 },
                 Ok(Err(error)) => {
                     tracing::warn!(%error, "a turn could not run");
-                    (TurnStatus::Error, Some(TurnError::from_chat(&error)))
+                    (TurnStatus::Error, Some(CommandError::from_chat(&error)))
                 }
                 Err(crashed) => {
                     tracing::error!(error = %crashed, "a turn crashed");
                     let message =
                         format!("The turn stopped unexpectedly ({crashed}); the log has details.");
-                    (
-                        TurnStatus::Error,
-                        Some(TurnError {
-                            message,
-                            action: None,
-                        }),
-                    )
+                    (TurnStatus::Error, Some(CommandError::message(message)))
                 }
             };
             sink(TurnEvent::Ended { status, error });
@@ -668,7 +601,7 @@ mod tests {
         let refused = app.send(request("Hello"), sink.clone()).unwrap_err();
         assert_eq!(
             refused.action,
-            Some(TurnAction::OpenSettings),
+            Some(ErrorAction::OpenSettings),
             "{refused:?}"
         );
         assert!(

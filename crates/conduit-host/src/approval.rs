@@ -488,7 +488,7 @@ mod tests {
         let version = conduit_files::fingerprint(file).unwrap();
         host.edit_mcp_file(
             version,
-            crate::mcp::McpEdit::Remove {
+            conduit_mcp::config::Edit::Remove {
                 name: "gone".into(),
             },
             &|_| true,

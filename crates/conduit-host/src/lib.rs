@@ -18,6 +18,7 @@ pub mod secrets;
 pub mod sessions;
 pub mod settings;
 pub mod test_tools;
+pub mod window_error;
 pub mod window_guard;
 
 use std::path::PathBuf;

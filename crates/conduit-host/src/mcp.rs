@@ -289,32 +289,6 @@ impl From<&ConfigError> for TextProblem {
     }
 }
 
-/// A change the settings screen makes to the file.
-#[derive(Debug, Clone, serde::Deserialize, ts_rs::TS)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum McpEdit {
-    Add {
-        name: String,
-        #[ts(type = "Record<string, unknown>")]
-        entry: Value,
-    },
-    Update {
-        name: String,
-        #[ts(type = "Record<string, unknown>")]
-        entry: Value,
-    },
-    Remove {
-        name: String,
-    },
-    SetDisabled {
-        name: String,
-        disabled: bool,
-    },
-    Replace {
-        text: String,
-    },
-}
-
 /// What a new file starts as.
 const EMPTY_FILE: &str = "{\n  \"mcpServers\": {}\n}\n";
 
@@ -449,68 +423,114 @@ impl Host {
     pub fn edit_mcp_file(
         &self,
         version: Option<String>,
-        edit: McpEdit,
+        edit: Edit,
         confirm: Confirm<'_>,
     ) -> Result<McpFile, McpEditError> {
-        use crate::window_guard::{servers_of, unmask_entry, unmask_text};
-        let path = &self.paths.mcp_config_file;
-        let old_text = self.current_text(&version)?;
-        let old = servers_of(&old_text);
-        let mut new = old.clone();
-        let mut removed = None;
-        let edit = match edit {
-            McpEdit::Replace { text } => {
-                let text = unmask_text(&text, &old_text)?;
-                // The raw editor may be mending a file that does not parse: no snapshot.
-                config::check_text(path, &text)?;
-                let replaced = servers_of(&text);
-                self.confirm_launches(&old, &replaced, confirm)?;
-                // The file must still be the one the change was made on.
-                self.current_text(&version)?;
-                conduit_files::write_atomically(path, text.as_bytes(), 0o600)
-                    .map_err(|e| ConfigError::write(path, e))?;
-                // A server the new text no longer has takes its tool policies with it.
-                for server in old.keys().filter(|name| !replaced.contains_key(*name)) {
-                    self.forget_server_policies(server);
-                }
-                return Ok(self.mcp_file()?);
-            }
-            McpEdit::Add { name, entry } => {
-                let entry = unmask_entry(&name, entry, None)?;
-                new.insert(name.clone(), entry.clone());
-                Edit::Add { name, entry }
-            }
-            McpEdit::Update { name, entry } => {
-                let entry = unmask_entry(&name, entry, old.get(&name))?;
-                new.insert(name.clone(), entry.clone());
-                Edit::Update { name, entry }
-            }
-            McpEdit::Remove { name } => {
-                removed = Some(name.clone());
-                Edit::Remove { name }
-            }
-            McpEdit::SetDisabled { name, disabled } => {
-                if let Some(Value::Object(entry)) = new.get_mut(&name) {
-                    if disabled {
-                        entry.insert("disabled".into(), Value::Bool(true));
-                    } else {
-                        entry.remove("disabled");
-                    }
-                }
-                Edit::SetDisabled { name, disabled }
-            }
+        use crate::window_guard::unmask_entry;
+        let (snapshot, old) = match edit {
+            Edit::Replace { text } => return self.replace_mcp_text(&version, &text, confirm),
+            _ => self.snapshot_at(&version)?,
         };
-        self.confirm_launches(&old, &new, confirm)?;
+        let edit = match edit {
+            Edit::Add { name, entry } => Edit::Add {
+                entry: unmask_entry(&name, entry, None)?,
+                name,
+            },
+            Edit::Update { name, entry } => Edit::Update {
+                entry: unmask_entry(&name, entry, old.get(&name))?,
+                name,
+            },
+            other => other,
+        };
+        self.apply_edits(&snapshot, &old, vec![edit], confirm)
+    }
+
+    /// The file as the raw editor saves it: it may be mending a file that does not parse,
+    /// so there is no snapshot; the text is checked whole.
+    fn replace_mcp_text(
+        &self,
+        version: &Option<String>,
+        text: &str,
+        confirm: Confirm<'_>,
+    ) -> Result<McpFile, McpEditError> {
+        use crate::window_guard::{servers_of, unmask_text};
+        let path = &self.paths.mcp_config_file;
+        let old_text = self.current_text(version)?;
+        let old = servers_of(&old_text);
+        let text = unmask_text(text, &old_text)?;
+        config::check_text(path, &text)?;
+        let replaced = servers_of(&text);
+        self.confirm_launches(&old, &replaced, confirm)?;
+        // Not changed while the user was asked: the write is still based on `version`.
+        self.current_text(version)?;
+        conduit_files::write_atomically(path, text.as_bytes(), 0o600)
+            .map_err(|e| ConfigError::write(path, e))?;
+        // A server the new text no longer has takes its tool policies with it.
+        for server in old.keys().filter(|name| !replaced.contains_key(*name)) {
+            self.forget_server_policies(server);
+        }
+        Ok(self.mcp_file()?)
+    }
+
+    /// The file read once, refused unless it is still `version` (the one version check of
+    /// an edit), with its entries as written by name.
+    fn snapshot_at(
+        &self,
+        version: &Option<String>,
+    ) -> Result<(config::Snapshot, Map<String, Value>), ConfigError> {
+        let path = &self.paths.mcp_config_file;
         let snapshot = config::read(path)?;
-        if snapshot.version().map(str::to_owned) != version {
+        if snapshot.version() != version.as_deref() {
             return Err(ConfigError::Conflict {
                 path: path.display().to_string(),
-            }
-            .into());
+            });
         }
-        config::apply(&snapshot, edit)?;
-        if let Some(server) = removed {
-            self.forget_server_policies(&server);
+        let entries = snapshot
+            .servers
+            .iter()
+            .map(|entry| (entry.name.clone(), entry.raw.clone()))
+            .collect();
+        Ok((snapshot, entries))
+    }
+
+    /// The end of every change to the file: confirms what `edits` would start that the
+    /// file (`old`) does not, applies them to `snapshot` (refused if the file changed while
+    /// the user was asked), and drops the tool policies of removed servers.
+    fn apply_edits(
+        &self,
+        snapshot: &config::Snapshot,
+        old: &Map<String, Value>,
+        edits: Vec<Edit>,
+        confirm: Confirm<'_>,
+    ) -> Result<McpFile, McpEditError> {
+        let mut new = old.clone();
+        for edit in &edits {
+            match edit {
+                Edit::Add { name, entry } | Edit::Update { name, entry } => {
+                    new.insert(name.clone(), entry.clone());
+                }
+                Edit::Remove { name } => {
+                    new.remove(name);
+                }
+                Edit::SetDisabled { name, disabled } => {
+                    if let Some(Value::Object(entry)) = new.get_mut(name) {
+                        if *disabled {
+                            entry.insert("disabled".into(), Value::Bool(true));
+                        } else {
+                            entry.remove("disabled");
+                        }
+                    }
+                }
+                Edit::Replace { .. } => {}
+            }
+        }
+        self.confirm_launches(old, &new, confirm)?;
+        let mut current = None;
+        for edit in edits {
+            current = Some(config::apply(current.as_ref().unwrap_or(snapshot), edit)?);
+        }
+        for server in old.keys().filter(|name| !new.contains_key(*name)) {
+            self.forget_server_policies(server);
         }
         Ok(self.mcp_file()?)
     }
@@ -603,9 +623,7 @@ impl Host {
     ) -> Result<McpFile, McpEditError> {
         let text = crate::window_guard::read_import_file(file)?;
         let candidates = config::import_candidates(file, &text)?;
-        let old_text = self.current_text(&version)?;
-        let old = crate::window_guard::servers_of(&old_text);
-        let mut new = old.clone();
+        let (snapshot, old) = self.snapshot_at(&version)?;
         let mut edits = Vec::new();
         for pick in picks {
             let candidate = candidates
@@ -615,28 +633,21 @@ impl Host {
                     file: file.display().to_string(),
                     name: pick.name.clone(),
                 })?;
-            if new.contains_key(&pick.target) {
+            let taken = |name: &str| {
+                old.contains_key(name)
+                    || edits
+                        .iter()
+                        .any(|e| matches!(e, Edit::Add { name: added, .. } if added == name))
+            };
+            if taken(&pick.target) {
                 return Err(ConfigError::DuplicateServer(pick.target).into());
             }
-            new.insert(pick.target.clone(), candidate.entry.clone());
             edits.push(Edit::Add {
                 name: pick.target,
                 entry: candidate.entry.clone(),
             });
         }
-        self.confirm_launches(&old, &new, confirm)?;
-        let path = &self.paths.mcp_config_file;
-        let mut snapshot = config::read(path)?;
-        if snapshot.version().map(str::to_owned) != version {
-            return Err(ConfigError::Conflict {
-                path: path.display().to_string(),
-            }
-            .into());
-        }
-        for edit in edits {
-            snapshot = config::apply(&snapshot, edit)?;
-        }
-        Ok(self.mcp_file()?)
+        self.apply_edits(&snapshot, &old, edits, confirm)
     }
 }
 
@@ -666,7 +677,7 @@ mod tests {
         let refused = host
             .edit_mcp_file(
                 version,
-                McpEdit::Update {
+                Edit::Update {
                     name: "remote".into(),
                     entry: json!({"url": "http://127.0.0.1:9/attacker",
                         "headers": {"Authorization": MASKED}}),
@@ -686,7 +697,7 @@ mod tests {
         let added = host
             .edit_mcp_file(
                 None,
-                McpEdit::Add {
+                Edit::Add {
                     name: "time".into(),
                     entry: json!({"command": "uvx", "args": ["mcp-server-time"]}),
                 },
@@ -700,7 +711,7 @@ mod tests {
         // A change based on an older version is refused: nothing written.
         let stale = host.edit_mcp_file(
             None,
-            McpEdit::Remove {
+            Edit::Remove {
                 name: "time".into(),
             },
             &YES,
@@ -715,7 +726,7 @@ mod tests {
         // Broken text is refused with line and column: nothing written.
         let broken = host.edit_mcp_file(
             added.version.clone(),
-            McpEdit::Replace {
+            Edit::Replace {
                 text: "{\n  \"mcpServers\": {,}\n}".into(),
             },
             &YES,
@@ -744,7 +755,7 @@ mod tests {
         let mended = host
             .edit_mcp_file(
                 shown.version,
-                McpEdit::Replace {
+                Edit::Replace {
                     text: "{\"mcpServers\": {}}\n".into(),
                 },
                 &YES,
@@ -786,19 +797,19 @@ mod tests {
         let version = host.mcp_file().unwrap().version;
         let asked = Asked::new();
         let edits = [
-            McpEdit::Add {
+            Edit::Add {
                 name: "evil".into(),
                 entry: json!({"command": "sh", "args": ["-c", "touch /tmp/pwned"]}),
             },
-            McpEdit::Update {
+            Edit::Update {
                 name: "time".into(),
                 entry: json!({"command": "sh", "args": ["-c", "id"]}),
             },
-            McpEdit::SetDisabled {
+            Edit::SetDisabled {
                 name: "time".into(),
                 disabled: false,
             },
-            McpEdit::Replace {
+            Edit::Replace {
                 text: r#"{"mcpServers": {"web": {"url": "http://127.0.0.1:9/mcp"}}}"#.into(),
             },
         ];
@@ -832,7 +843,7 @@ mod tests {
         let removed = host
             .edit_mcp_file(
                 version,
-                McpEdit::Remove {
+                Edit::Remove {
                     name: "time".into(),
                 },
                 &asked.no(),
@@ -869,7 +880,7 @@ mod tests {
         let asked = Asked::new();
         let refused = host.edit_mcp_file(
             shown.version.clone(),
-            McpEdit::Update {
+            Edit::Update {
                 name: "gh".into(),
                 entry: entry.clone(),
             },
@@ -883,7 +894,7 @@ mod tests {
         let saved = host
             .edit_mcp_file(
                 shown.version.clone(),
-                McpEdit::Update {
+                Edit::Update {
                     name: "gh".into(),
                     entry,
                 },
@@ -902,7 +913,7 @@ mod tests {
         let same = host
             .edit_mcp_file(
                 saved.version.clone(),
-                McpEdit::Replace {
+                Edit::Replace {
                     text: saved.text.clone(),
                 },
                 &YES,
@@ -910,12 +921,11 @@ mod tests {
             .unwrap();
         assert_eq!(std::fs::read_to_string(&file).unwrap(), written);
         let moved = saved.text.replace("\"gh\"", "\"gh2\"");
-        let refused =
-            host.edit_mcp_file(same.version.clone(), McpEdit::Replace { text: moved }, &YES);
+        let refused = host.edit_mcp_file(same.version.clone(), Edit::Replace { text: moved }, &YES);
         assert!(matches!(refused, Err(McpEditError::Mask(_))), "{refused:?}");
         let stolen = host.edit_mcp_file(
             same.version,
-            McpEdit::Add {
+            Edit::Add {
                 name: "thief".into(),
                 entry: json!({"url": "http://127.0.0.1:9/", "headers": {"Authorization": MASKED}}),
             },

@@ -181,10 +181,165 @@ fn mask_value(value: &str) -> &str {
     if is_reference(value) { value } else { MASKED }
 }
 
-/// An entry with its `env` and `headers` values masked.
+/// A URL split where its secrets are: `scheme://`, the userinfo before `@`, the host and
+/// path, the query's `key=value` pairs, and the `#fragment`; split by hand so that the
+/// text is kept exactly as written (a parser would re-encode it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct UrlParts<'a> {
+    scheme: &'a str,
+    userinfo: Option<&'a str>,
+    host_path: &'a str,
+    query: Option<Vec<(&'a str, Option<&'a str>)>>,
+    fragment: Option<&'a str>,
+}
+
+impl<'a> UrlParts<'a> {
+    fn split(url: &'a str) -> Self {
+        let (rest, fragment) = match url.split_once('#') {
+            Some((rest, fragment)) => (rest, Some(fragment)),
+            None => (url, None),
+        };
+        let (rest, query) = match rest.split_once('?') {
+            Some((rest, query)) => (
+                rest,
+                Some(
+                    query
+                        .split('&')
+                        .map(|pair| match pair.split_once('=') {
+                            Some((key, value)) => (key, Some(value)),
+                            None => (pair, None),
+                        })
+                        .collect(),
+                ),
+            ),
+            None => (rest, None),
+        };
+        let (scheme, rest) = match rest.find("://") {
+            Some(at) => rest.split_at(at + 3),
+            None => ("", rest),
+        };
+        let authority_end = rest.find('/').unwrap_or(rest.len());
+        let (userinfo, host_path) = match rest[..authority_end].rfind('@') {
+            Some(at) => (Some(&rest[..at]), &rest[at + 1..]),
+            None => (None, rest),
+        };
+        Self {
+            scheme,
+            userinfo,
+            host_path,
+            query,
+            fragment,
+        }
+    }
+
+    fn join(&self) -> String {
+        let mut url = self.scheme.to_owned();
+        if let Some(userinfo) = self.userinfo {
+            url.push_str(userinfo);
+            url.push('@');
+        }
+        url.push_str(self.host_path);
+        if let Some(query) = &self.query {
+            url.push('?');
+            let pairs: Vec<String> = query
+                .iter()
+                .map(|(key, value)| match value {
+                    Some(value) => format!("{key}={value}"),
+                    None => (*key).to_owned(),
+                })
+                .collect();
+            url.push_str(&pairs.join("&"));
+        }
+        if let Some(fragment) = self.fragment {
+            url.push('#');
+            url.push_str(fragment);
+        }
+        url
+    }
+}
+
+/// A server URL with its userinfo and each query value masked (a `${NAME}` reference and
+/// an empty value are shown as they are): tokens travel there as often as in headers.
+pub fn mask_url(url: &str) -> String {
+    let mut parts = UrlParts::split(url);
+    if parts.userinfo.is_some_and(|userinfo| !userinfo.is_empty()) {
+        parts.userinfo = Some(MASKED);
+    }
+    if let Some(query) = &mut parts.query {
+        for (_, value) in query.iter_mut() {
+            if let Some(v) = *value
+                && !v.is_empty()
+            {
+                *value = Some(mask_value(v));
+            }
+        }
+    }
+    parts.join()
+}
+
+/// A URL the window sent back: a masked userinfo or query value takes the stored one of
+/// `old` at the same place (the same query key, counted in order), and only when the
+/// scheme, host and path are unchanged; a mask anywhere else is refused.
+fn unmask_url(url: &str, old: Option<&str>, place: &str) -> Result<String, MaskError> {
+    if !url.contains(MASKED) {
+        return Ok(url.to_owned());
+    }
+    let moved = || MaskError::Moved {
+        place: place.to_owned(),
+    };
+    let new = UrlParts::split(url);
+    let old = old.map(UrlParts::split);
+    let old = old
+        .filter(|old| old.scheme == new.scheme && old.host_path == new.host_path)
+        .ok_or_else(moved)?;
+    if new.scheme.contains(MASKED)
+        || new.host_path.contains(MASKED)
+        || new.fragment.is_some_and(|f| f.contains(MASKED))
+    {
+        return Err(moved());
+    }
+    let mut restored = new.clone();
+    if restored.userinfo == Some(MASKED) {
+        restored.userinfo = Some(old.userinfo.ok_or_else(moved)?);
+    } else if restored.userinfo.is_some_and(|u| u.contains(MASKED)) {
+        return Err(moved());
+    }
+    if let Some(query) = &mut restored.query {
+        let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+        for (key, value) in query.iter_mut() {
+            let nth = seen.entry(*key).or_default();
+            let index = *nth;
+            *nth += 1;
+            if key.contains(MASKED) {
+                return Err(moved());
+            }
+            match value {
+                Some(v) if *v == MASKED => {
+                    let stored = old
+                        .query
+                        .iter()
+                        .flatten()
+                        .filter(|(old_key, _)| old_key == key)
+                        .nth(index)
+                        .and_then(|(_, old_value)| *old_value)
+                        .ok_or_else(moved)?;
+                    *value = Some(stored);
+                }
+                Some(v) if v.contains(MASKED) => return Err(moved()),
+                _ => {}
+            }
+        }
+    }
+    Ok(restored.join())
+}
+
+/// An entry with its `env` and `headers` values and its URL's secrets masked.
 pub fn mask_entry(entry: &Value) -> Value {
     let mut entry = entry.clone();
     if let Some(object) = entry.as_object_mut() {
+        if let Some(Value::String(url)) = object.get_mut("url") {
+            *url = mask_url(url);
+        }
         for section in SECRET_SECTIONS {
             if let Some(Value::Object(values)) = object.get_mut(section) {
                 for value in values.values_mut() {
@@ -201,6 +356,12 @@ pub fn mask_entry(entry: &Value) -> Value {
 /// An entry the window sent back: each masked `env`/`headers` value takes the stored
 /// value of the same server, section and key (`old`); a mask anywhere else is refused.
 pub fn unmask_entry(server: &str, entry: Value, old: Option<&Value>) -> Result<Value, MaskError> {
+    let mut entry = entry;
+    // The URL first: its masks are judged by its own parts, and the rest by the whole URL.
+    if let Some(Value::String(url)) = entry.get_mut("url") {
+        let stored = old.and_then(|o| o.get("url")).and_then(Value::as_str);
+        *url = unmask_url(url, stored, &format!("{server}.url"))?;
+    }
     // Stored secrets stay with what they were given to: an entry that now runs another
     // command or reaches another URL gets none of them (a mask is then refused).
     let old = old.filter(|old| same_target(old, &entry));
@@ -253,7 +414,6 @@ pub fn unmask_entry(server: &str, entry: Value, old: Option<&Value>) -> Result<V
             _ => Ok(()),
         }
     }
-    let mut entry = entry;
     walk(&mut entry, &mut Vec::new(), old, server)?;
     Ok(entry)
 }
@@ -335,6 +495,19 @@ fn string_tokens(text: &str) -> Vec<StringToken> {
     tokens
 }
 
+/// `[mcpServers, server]` and the key `url`: a server's URL.
+fn url_place(token: &StringToken) -> Option<&str> {
+    match token.path.as_slice() {
+        [root, server, key] if !token.is_key && root == SERVERS && key == "url" => Some(server),
+        _ => None,
+    }
+}
+
+/// A string's JSON literal.
+fn json_literal(value: &str) -> String {
+    Value::String(value.to_owned()).to_string()
+}
+
 /// `[mcpServers, server, env|headers, key]`: a secret value's place.
 fn secret_place(token: &StringToken) -> Option<(&str, &str, &str)> {
     match token.path.as_slice() {
@@ -361,8 +534,16 @@ fn replace_ranges(text: &str, mut replacements: Vec<(std::ops::Range<usize>, Str
 pub fn mask_text(text: &str) -> String {
     let replacements = string_tokens(text)
         .into_iter()
-        .filter(|token| secret_place(token).is_some() && !is_reference(&token.value))
-        .map(|token| (token.range, format!("\"{MASKED}\"")))
+        .filter_map(|token| {
+            if secret_place(&token).is_some() && !is_reference(&token.value) {
+                Some((token.range, format!("\"{MASKED}\"")))
+            } else if url_place(&token).is_some() {
+                let masked = mask_url(&token.value);
+                (masked != token.value).then(|| (token.range, json_literal(&masked)))
+            } else {
+                None
+            }
+        })
         .collect();
     replace_ranges(text, replacements)
 }
@@ -370,7 +551,25 @@ pub fn mask_text(text: &str) -> String {
 /// Text the raw editor sent back: each mask takes the stored value at the same server,
 /// section and key of `old`; a mask anywhere else is refused.
 pub fn unmask_text(new: &str, old: &str) -> Result<String, MaskError> {
-    let (old_servers, new_servers) = (servers_of(old), servers_of(new));
+    let old_servers = servers_of(old);
+    let stored_url = |server: &str| {
+        old_servers
+            .get(server)
+            .and_then(|entry| entry.get("url"))
+            .and_then(Value::as_str)
+    };
+    // URLs first: each masked part takes the stored one, or the text is refused.
+    let mut url_replacements = Vec::new();
+    for token in string_tokens(new) {
+        if let Some(server) = url_place(&token)
+            && token.value.contains(MASKED)
+        {
+            let url = unmask_url(&token.value, stored_url(server), &token.path.join("."))?;
+            url_replacements.push((token.range, json_literal(&url)));
+        }
+    }
+    let new = &replace_ranges(new, url_replacements);
+    let new_servers = servers_of(new);
     let kept_target = |server: &str| match (old_servers.get(server), new_servers.get(server)) {
         (Some(old), Some(new)) => same_target(old, new),
         _ => false,
@@ -388,7 +587,7 @@ pub fn unmask_text(new: &str, old: &str) -> Result<String, MaskError> {
         .collect();
     let mut replacements = Vec::new();
     for token in string_tokens(new) {
-        if token.value != MASKED {
+        if token.value != MASKED || url_place(&token).is_some() {
             continue;
         }
         let kept = secret_place(&token).and_then(|(server, section, key)| {
@@ -657,6 +856,69 @@ mod tests {
             unmask_entry("other", masked, None).is_err(),
             "a new server has no stored values"
         );
+    }
+
+    #[test]
+    fn a_urls_userinfo_and_query_values_are_masked_and_a_mask_sent_back_keeps_them() {
+        let stored = json!({"url": "https://me:pa55@mcp.example/v1?key=s3cret&ref=${TOKEN}&flag&empty=#top",
+            "headers": {"Authorization": "Bearer t0k"}});
+        let masked = mask_entry(&stored);
+        assert_eq!(
+            masked["url"],
+            format!("https://{MASKED}@mcp.example/v1?key={MASKED}&ref=${{TOKEN}}&flag&empty=#top")
+        );
+        assert!(
+            !masked.to_string().contains("s3cret") && !masked.to_string().contains("pa55"),
+            "{masked}"
+        );
+        // Sent back as it was: the stored URL and header come back.
+        assert_eq!(
+            unmask_entry("srv", masked.clone(), Some(&stored)).unwrap(),
+            stored
+        );
+        // Another value typed in beside a mask: kept, the mask takes the stored one.
+        let mut edited = masked.clone();
+        edited["url"] = json!(format!(
+            "https://{MASKED}@mcp.example/v1?key={MASKED}&ref=${{TOKEN}}&flag&empty=#top"
+        ));
+        assert_eq!(
+            unmask_entry("srv", edited, Some(&stored)).unwrap()["url"],
+            stored["url"]
+        );
+
+        // A mask moved to another host, another key, or into the path is refused.
+        for moved in [
+            format!("https://{MASKED}@attacker.example/v1?key={MASKED}"),
+            format!("https://mcp.example/v1?other={MASKED}"),
+            format!("https://mcp.example/v1/{MASKED}?key=x"),
+            format!("https://mcp.example/v1?key={MASKED}&key={MASKED}"),
+            format!("https://mcp.example/v1?key=a{MASKED}"),
+        ] {
+            let mut entry = masked.clone();
+            entry["url"] = json!(moved);
+            let refused = unmask_entry("srv", entry, Some(&stored));
+            assert!(
+                matches!(refused, Err(MaskError::Moved { .. })),
+                "{moved}: {refused:?}"
+            );
+        }
+        assert!(
+            unmask_entry("new", masked, None).is_err(),
+            "a new server has no stored URL"
+        );
+    }
+
+    #[test]
+    fn the_raw_text_masks_a_urls_secrets_and_takes_them_back() {
+        let old = "{\"mcpServers\": {\"r\": {\"url\": \"https://u:p@h/mcp?token=s3cret\", \"headers\": {\"A\": \"t0k\"}}}}";
+        let masked = mask_text(old);
+        assert!(
+            !masked.contains("s3cret") && !masked.contains("u:p") && !masked.contains("t0k"),
+            "{masked}"
+        );
+        assert_eq!(unmask_text(&masked, old).unwrap(), old);
+        let moved = masked.replace("https://", "http://");
+        assert!(unmask_text(&moved, old).is_err(), "{moved}");
     }
 
     #[test]

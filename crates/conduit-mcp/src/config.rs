@@ -485,15 +485,18 @@ pub fn import_candidates(path: &Path, text: &str) -> Result<Vec<ImportCandidate>
         .collect())
 }
 
-/// A change to the file.
-#[derive(Debug, Clone)]
+/// A change to the file (the settings window sends these as they are).
+#[derive(Debug, Clone, serde::Deserialize, ts_rs::TS)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Edit {
     Add {
         name: String,
+        #[ts(type = "Record<string, unknown>")]
         entry: Value,
     },
     Update {
         name: String,
+        #[ts(type = "Record<string, unknown>")]
         entry: Value,
     },
     Remove {

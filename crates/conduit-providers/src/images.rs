@@ -52,7 +52,22 @@ impl PreparedImage {
 }
 
 /// Every image of a request by hash: prepared, or why it cannot be sent.
-pub type PreparedImages = HashMap<String, Result<PreparedImage, String>>;
+pub type PreparedImages = HashMap<String, Result<PreparedImage, ImageError>>;
+
+/// Why an image cannot go to a provider (the model is told instead), its cause kept.
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    #[error(transparent)]
+    Load(#[from] conduit_core::media::MediaError),
+    #[error("the file is not an image in a known format")]
+    UnknownFormat,
+    #[error("the image is corrupt: {0}")]
+    Corrupt(#[source] image::ImageError),
+    #[error("cannot re-encode the image: {0}")]
+    Encode(#[source] image::ImageError),
+    #[error("the image is still {size} bytes after downscaling; the provider takes at most {max}")]
+    TooLarge { size: usize, max: usize },
+}
 
 /// The media a request references, in order of first use.
 pub fn referenced_images(messages: &[Message]) -> Vec<MediaRef> {
@@ -92,7 +107,7 @@ pub fn prepare_all(
         .map(|reference| {
             let prepared = media
                 .load(&reference)
-                .map_err(|e| e.to_string())
+                .map_err(ImageError::from)
                 .and_then(|bytes| prepare(&bytes, limits));
             (reference.hash, prepared)
         })
@@ -102,13 +117,12 @@ pub fn prepare_all(
 /// Makes `bytes` acceptable to a provider with `limits`, or says why it cannot be.
 /// Media was fully decoded once when it was stored; here the header is enough to pass
 /// an image through unchanged, and only images that must change are decoded.
-pub fn prepare(bytes: &[u8], limits: &ImageLimits) -> Result<PreparedImage, String> {
-    let format = image::guess_format(bytes)
-        .map_err(|_| "the file is not an image in a known format".to_owned())?;
+pub fn prepare(bytes: &[u8], limits: &ImageLimits) -> Result<PreparedImage, ImageError> {
+    let format = image::guess_format(bytes).map_err(|_| ImageError::UnknownFormat)?;
     let mime = format.to_mime_type();
     let (width, height) = ImageReader::with_format(Cursor::new(bytes), format)
         .into_dimensions()
-        .map_err(|e| format!("the image is corrupt: {e}"))?;
+        .map_err(ImageError::Corrupt)?;
     let fits = limits.accepted.contains(&mime)
         && width.max(height) <= limits.max_long_edge
         && bytes.len() <= limits.max_bytes;
@@ -118,8 +132,8 @@ pub fn prepare(bytes: &[u8], limits: &ImageLimits) -> Result<PreparedImage, Stri
             base64: base64::engine::general_purpose::STANDARD.encode(bytes),
         });
     }
-    let decoded = image::load_from_memory_with_format(bytes, format)
-        .map_err(|e| format!("the image is corrupt: {e}"))?;
+    let decoded =
+        image::load_from_memory_with_format(bytes, format).map_err(ImageError::Corrupt)?;
     let (w, h) = decoded.dimensions();
     let scaled = if w.max(h) > limits.max_long_edge {
         decoded.resize(
@@ -133,7 +147,7 @@ pub fn prepare(bytes: &[u8], limits: &ImageLimits) -> Result<PreparedImage, Stri
     let mut png = Vec::new();
     scaled
         .write_to(&mut Cursor::new(&mut png), ImageFormat::Png)
-        .map_err(|e| format!("cannot re-encode the image: {e}"))?;
+        .map_err(ImageError::Encode)?;
     if png.len() <= limits.max_bytes {
         return Ok(PreparedImage {
             mime: "image/png",
@@ -143,13 +157,12 @@ pub fn prepare(bytes: &[u8], limits: &ImageLimits) -> Result<PreparedImage, Stri
     let mut jpeg = Vec::new();
     image::DynamicImage::ImageRgb8(scaled.to_rgb8())
         .write_to(&mut Cursor::new(&mut jpeg), ImageFormat::Jpeg)
-        .map_err(|e| format!("cannot re-encode the image: {e}"))?;
+        .map_err(ImageError::Encode)?;
     if jpeg.len() > limits.max_bytes {
-        return Err(format!(
-            "the image is still {} bytes after downscaling; the provider takes at most {}",
-            jpeg.len(),
-            limits.max_bytes
-        ));
+        return Err(ImageError::TooLarge {
+            size: jpeg.len(),
+            max: limits.max_bytes,
+        });
     }
     Ok(PreparedImage {
         mime: "image/jpeg",
@@ -168,7 +181,7 @@ fn static_mime(mime: &str) -> &'static str {
 }
 
 /// The note a model gets instead of an image that cannot be sent.
-pub fn omitted_note(reason: &str) -> String {
+pub fn omitted_note(reason: impl std::fmt::Display) -> String {
     format!("[An image was omitted: {reason}]")
 }
 
@@ -255,9 +268,11 @@ pub(crate) mod tests {
         let mut broken = png(50, 50);
         broken.truncate(8);
         broken.extend_from_slice(b"garbage instead of an IHDR chunk");
-        let err = prepare(&broken, &ANTHROPIC).unwrap_err();
+        let err = prepare(&broken, &ANTHROPIC).unwrap_err().to_string();
         assert!(err.contains("corrupt"), "{err}");
-        let err = prepare(b"hello, not an image", &ANTHROPIC).unwrap_err();
+        let err = prepare(b"hello, not an image", &ANTHROPIC)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("not an image"), "{err}");
     }
 }

@@ -31,9 +31,9 @@ pub fn export(
         id.get(..8).unwrap_or(id)
     );
     let media_dir_name = format!("{stem}-media");
-    let io = |path: &Path, e: std::io::Error| StoreError::Io {
+    let io = |path: &Path, source: std::io::Error| StoreError::Io {
         path: path.display().to_string(),
-        message: e.to_string(),
+        source,
     };
     // A folder the export creates is private; one the user chose keeps its permissions.
     conduit_files::create_private_dir(out_dir).map_err(|e| io(out_dir, e))?;
@@ -82,8 +82,7 @@ pub fn export(
             });
             (
                 out_dir.join(format!("{stem}.json")),
-                serde_json::to_string_pretty(&value)
-                    .map_err(|e| StoreError::Database(e.to_string()))?,
+                serde_json::to_string_pretty(&value).map_err(StoreError::Encode)?,
             )
         }
     };

@@ -28,22 +28,42 @@ pub enum StoreError {
     #[error(
         "the history database was corrupt ({reason}); it was moved to {moved_to} untouched, and a new one will be made on the next start"
     )]
-    Corrupt { reason: String, moved_to: String },
+    Corrupt {
+        #[source]
+        reason: rusqlite::Error,
+        moved_to: String,
+    },
     #[error("the disk is full: the history could not be saved ({0})")]
-    DiskFull(String),
+    DiskFull(#[source] rusqlite::Error),
     #[error("there is no conversation {0:?}")]
     UnknownConversation(String),
     #[error("the history database failed: {0}")]
-    Database(String),
-    #[error("cannot write {path}: {message}")]
-    Io { path: String, message: String },
+    Database(#[source] rusqlite::Error),
+    #[error(
+        "the history database {path} is corrupt ({reason}) and could not be moved aside: {source}"
+    )]
+    CorruptStuck {
+        path: String,
+        /// Why it is corrupt (the cause kept is why it could not be moved).
+        reason: rusqlite::Error,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot encode a message as JSON: {0}")]
+    Encode(#[source] serde_json::Error),
+    #[error("cannot write {path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl From<rusqlite::Error> for StoreError {
     fn from(err: rusqlite::Error) -> Self {
         match err.sqlite_error_code() {
-            Some(rusqlite::ErrorCode::DiskFull) => StoreError::DiskFull(err.to_string()),
-            _ => StoreError::Database(err.to_string()),
+            Some(rusqlite::ErrorCode::DiskFull) => StoreError::DiskFull(err),
+            _ => StoreError::Database(err),
         }
     }
 }
@@ -159,18 +179,18 @@ impl Store {
     /// streaming by a crash as interrupted. A corrupt file is moved aside, never rewritten.
     pub fn open(path: &Path, media: FileMediaStore) -> Result<Self, StoreError> {
         if let Some(dir) = path.parent() {
-            conduit_files::create_private_dir(dir).map_err(|e| StoreError::Io {
+            conduit_files::create_private_dir(dir).map_err(|source| StoreError::Io {
                 path: dir.display().to_string(),
-                message: e.to_string(),
+                source,
             })?;
         }
-        make_database_private(path).map_err(|e| StoreError::Io {
+        make_database_private(path).map_err(|source| StoreError::Io {
             path: path.display().to_string(),
-            message: e.to_string(),
+            source,
         })?;
         let mut conn = match Self::connect(path) {
             Ok(conn) => conn,
-            Err(err) if is_corruption(&err) => return Err(move_aside(path, &err.to_string())),
+            Err(err) if is_corruption(&err) => return Err(move_aside(path, err)),
             Err(err) => return Err(err.into()),
         };
         let found: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
@@ -193,7 +213,7 @@ impl Store {
             }
             Err(err) if is_corruption(&err) => {
                 drop(conn);
-                return Err(move_aside(path, &err.to_string()));
+                return Err(move_aside(path, err));
             }
             Err(err) => return Err(err.into()),
         }
@@ -339,7 +359,7 @@ impl Store {
     /// Writes one completed block, its search text and media references, in one
     /// transaction. The first user text names an untitled conversation.
     pub fn append_block(&self, message_id: i64, block: &Block) -> Result<(), StoreError> {
-        let data = serde_json::to_string(block).map_err(|e| StoreError::Database(e.to_string()))?;
+        let data = serde_json::to_string(block).map_err(StoreError::Encode)?;
         let mut conn = self.lock();
         let tx = conn.transaction()?;
         let (conversation, role): (String, String) = tx.query_row(
@@ -628,7 +648,7 @@ fn is_corruption(err: &rusqlite::Error) -> bool {
 }
 
 /// Moves a corrupt database (and its WAL files) aside, never deleting or rewriting it.
-fn move_aside(path: &Path, reason: &str) -> StoreError {
+fn move_aside(path: &Path, reason: rusqlite::Error) -> StoreError {
     let mut aside = path.as_os_str().to_owned();
     aside.push(format!(".corrupt-{}", now_ms()));
     let aside = PathBuf::from(aside);
@@ -642,16 +662,17 @@ fn move_aside(path: &Path, reason: &str) -> StoreError {
     }
     match moved {
         Ok(()) => {
-            tracing::error!(reason, moved_to = %aside.display(), "corrupt history database moved aside");
+            tracing::error!(%reason, moved_to = %aside.display(), "corrupt history database moved aside");
             StoreError::Corrupt {
-                reason: reason.to_owned(),
+                reason,
                 moved_to: aside.display().to_string(),
             }
         }
-        Err(err) => StoreError::Database(format!(
-            "the history database {} is corrupt ({reason}) and could not be moved aside: {err}",
-            path.display()
-        )),
+        Err(source) => StoreError::CorruptStuck {
+            path: path.display().to_string(),
+            reason,
+            source,
+        },
     }
 }
 

@@ -6,7 +6,7 @@ import McpSettings from "./McpSettings.svelte";
 import type {
   ImportCandidate,
   ImportPick,
-  McpEdit,
+  Edit,
   McpFile,
   McpFileServer,
   McpOverview,
@@ -62,7 +62,7 @@ class Backend {
     this.file = fileOf(servers, `v${this.count}`);
   }
 
-  edit(version: string | null, edit: McpEdit): McpFile {
+  edit(version: string | null, edit: Edit): McpFile {
     if (version !== this.file.version) {
       throw `${this.file.path} changed on disk since it was read; nothing was written. Read it again and redo the change.`;
     }
@@ -146,7 +146,7 @@ async function serverRow(name: string): Promise<HTMLElement> {
   return screen.findByRole("listitem", { name: `Server ${name}` });
 }
 
-function editCalls(): McpEdit[] {
+function editCalls(): Edit[] {
   return api.editMcpFile.mock.calls.map(([, edit]) => edit);
 }
 

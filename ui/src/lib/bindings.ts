@@ -181,13 +181,17 @@ retry_after?: number, };
 
 export type AgentEvent = { "type": "turn_started", turn: number, } | { "type": "text_delta", text: string, } | { "type": "reasoning_delta", text: string, } | { "type": "tool_call_started", id: string, name: string, origin?: ToolOrigin | null, } | { "type": "tool_call_delta", id: string, arguments: string, } | { "type": "block_done", index: number, block: Block, } | { "type": "tool_call_ready", call: ToolCall, } | { "type": "approval_requested", call: ToolCall, origin?: ToolOrigin | null, title: string | null, annotations: ToolAnnotations, changes?: Array<string>, } | { "type": "tool_call_denied", id: string, reason: string, } | { "type": "tool_progress", id: string, progress: Progress, } | { "type": "tool_result", result: ToolResult, duration_ms: number, } | { "type": "usage", usage: Usage, } | { "type": "retrying", attempt: number, delay_ms: number, error: ProviderError, } | { "type": "message_done", message: Message, } | { "type": "turn_limit_reached", limit: number, } | { "type": "cancelled" } | { "type": "finished", reason: StopReason, };
 
-export type TurnAction = "open_settings";
+export type ErrorAction = "open_settings";
 
-export type TurnError = { message: string, 
+export type CommandError = { 
+/**
+ * The error and its causes, outermost first.
+ */
+message: string, 
 /**
  * Where the user can fix it, when the window can take them there.
  */
-action?: TurnAction, };
+action?: ErrorAction, };
 
 export type TurnStatus = "complete" | "interrupted" | "error";
 
@@ -195,7 +199,7 @@ export type TurnEvent = { "type": "agent",
 /**
  * Boxed: an agent event is much larger than `Ended`.
  */
-event: AgentEvent, } | { "type": "ended", status: TurnStatus, error?: TurnError, };
+event: AgentEvent, } | { "type": "ended", status: TurnStatus, error?: CommandError, };
 
 export type Started = { conversation: string, turn: string, };
 
@@ -291,9 +295,11 @@ version: string | null, servers: Array<McpFileServer>,
  */
 problem: TextProblem | null, };
 
-export type McpEdit = { "kind": "add", name: string, entry: Record<string, unknown>, } | { "kind": "update", name: string, entry: Record<string, unknown>, } | { "kind": "remove", name: string, } | { "kind": "set_disabled", name: string, disabled: boolean, } | { "kind": "replace", text: string, };
+export type Edit = { "kind": "add", name: string, entry: Record<string, unknown>, } | { "kind": "update", name: string, entry: Record<string, unknown>, } | { "kind": "remove", name: string, } | { "kind": "set_disabled", name: string, disabled: boolean, } | { "kind": "replace", text: string, };
 
 export type ImportFile = { exists: boolean, id: string, app: string, path: string, };
+
+export type Folder = "data" | "logs" | "config";
 
 export type ImportSource = { "kind": "known", id: string, } | { "kind": "picked" };
 

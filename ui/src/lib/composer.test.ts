@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { imageFiles, pastesNothing, shouldSend } from "./composer";
+import { attachmentName, imageFiles, pastesNothing, shouldSend, storedAttachment } from "./composer";
+import type { MediaRef } from "./types";
 
 describe("shouldSend", () => {
   it("sends on Enter", () => {
@@ -43,5 +44,17 @@ describe("pastesNothing", () => {
     expect(pastesNothing({ types: [] })).toBe(true);
     expect(pastesNothing({ types: ["text/plain"] })).toBe(false);
     expect(pastesNothing(null)).toBe(false);
+  });
+});
+
+describe("attachments", () => {
+  it("stores a file, keeps an image the host stored, and names both", async () => {
+    const media: MediaRef = { hash: "a".repeat(64), mime: "image/png", bytes: 1 };
+    const file = new File([new Uint8Array([1])], "cat.png", { type: "image/png" });
+    const store = (f: File) => Promise.resolve({ ...media, hash: f.name });
+    expect((await storedAttachment(file, store)).hash).toBe("cat.png");
+    expect(await storedAttachment(media, store)).toBe(media);
+    expect(attachmentName(file)).toBe("cat.png");
+    expect(attachmentName(media)).toBe("pasted image");
   });
 });

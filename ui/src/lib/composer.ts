@@ -1,4 +1,24 @@
-// Keyboard rules of the message composer.
+// Keyboard rules of the message composer, and what it holds as attachments.
+import type { MediaRef } from "./types";
+
+/**
+ * An attachment: a file the page read (picked, dropped, pasted) that is stored when the
+ * message is sent, or an image the host already stored (a paste it read from the clipboard).
+ */
+export type Attachment = File | MediaRef;
+
+/** The attachment's name as the composer lists it. */
+export function attachmentName(attachment: Attachment): string {
+  return attachment instanceof File && attachment.name ? attachment.name : "pasted image";
+}
+
+/** The stored image for an attachment: a file is stored with `store`, a stored one kept. */
+export function storedAttachment(
+  attachment: Attachment,
+  store: (file: File) => Promise<MediaRef>,
+): Promise<MediaRef> {
+  return attachment instanceof File ? store(attachment) : Promise.resolve(attachment);
+}
 
 type KeyLike = Pick<KeyboardEvent, "key" | "shiftKey" | "isComposing">;
 

@@ -1,7 +1,8 @@
 // The chat view's state and turn lifecycle, without the view: opening a conversation, paging
 // older messages, a turn from send to its end, stop, approval answers, the retry countdown.
 import type * as Api from "./api";
-import { errorMessage } from "./api";
+import { commandError, errorMessage } from "./api";
+import { storedAttachment, type Attachment } from "./composer";
 import { applyEvent, emptyState, fromStored, pendingUserMessage, type ChatState } from "./turn";
 import type {
   AgentEvent,
@@ -10,7 +11,7 @@ import type {
   MediaRef,
   ModelChoice,
   StoredMessage,
-  TurnError,
+  CommandError,
   TurnEvent,
 } from "./types";
 
@@ -65,25 +66,16 @@ interface Run {
   scheduled: boolean;
 }
 
-/** An error a command rejected with, keeping the action the host offers (if any). */
-export function turnError(e: unknown): TurnError {
-  if (typeof e === "object" && e !== null && "message" in e) {
-    const { message, action } = e as TurnError;
-    return { message: String(message), action: action === "open_settings" ? "open_settings" : undefined };
-  }
-  return { message: errorMessage(e) };
-}
-
 export class TurnController {
   /** The conversation on screen (a running turn's live state when it is that one's). */
   chat = $state<ChatState>(emptyState());
   hasOlder = $state(false);
-  error = $state<TurnError | null>(null);
+  error = $state<CommandError | null>(null);
   /** The running turn's id, once the host gave it. */
   turn = $state<string | null>(null);
   /** The composer's text and files: a message that could not be sent comes back here. */
   draftText = $state("");
-  draftFiles = $state<File[]>([]);
+  draftFiles = $state<Attachment[]>([]);
   now = $state(0);
 
   readonly #options: TurnControllerOptions;
@@ -168,13 +160,13 @@ export class TurnController {
   }
 
   /** Sends a message with `choice`; its events stream into the conversation it was sent in. */
-  async send(choice: ModelChoice | null, text: string, files: File[]): Promise<void> {
+  async send(choice: ModelChoice | null, text: string, files: Attachment[]): Promise<void> {
     if (!choice) return;
     const { api, scroll } = this.#options;
     this.error = null;
     let attachments: MediaRef[];
     try {
-      attachments = await Promise.all(files.map((file) => api.storeAttachment(file)));
+      attachments = await Promise.all(files.map((file) => storedAttachment(file, (f) => api.storeAttachment(f))));
     } catch (e) {
       this.error = { message: `The image could not be attached: ${errorMessage(e)}` };
       this.#giveBack(text, files);
@@ -218,7 +210,7 @@ export class TurnController {
       this.#options.onChanged();
     } catch (e) {
       // Refused before anything was saved: the message goes back into the composer.
-      this.error = turnError(e);
+      this.error = commandError(e);
       run.chat.messages.pop();
       this.#giveBack(text, files);
     }
@@ -256,7 +248,7 @@ export class TurnController {
     this.error = null;
   }
 
-  #giveBack(text: string, files: File[]): void {
+  #giveBack(text: string, files: Attachment[]): void {
     this.draftText = text;
     this.draftFiles = files;
   }

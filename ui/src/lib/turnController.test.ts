@@ -3,7 +3,8 @@
 // environment only because Svelte compiles runes for the browser there, as in the window
 // (under `node` it compiles the server version, whose state is not reactive).
 import { describe, expect, it, vi, type Mock } from "vitest";
-import { PAGE, TurnController, turnError, type ChatApi } from "./turnController.svelte";
+import { commandError } from "./api";
+import { PAGE, TurnController, type ChatApi } from "./turnController.svelte";
 import type { AgentEvent, MediaRef, StoredMessage, ToolCall, TurnEvent } from "./types";
 
 type FakeApi = { [Name in keyof ChatApi]: Mock<ChatApi[Name]> };
@@ -509,11 +510,11 @@ describe("a turn in the chat controller", () => {
   });
 });
 
-describe("turnError", () => {
+describe("commandError", () => {
   it("keeps a known action and drops anything else", () => {
-    expect(turnError({ message: "no key", action: "open_settings" })).toEqual({ message: "no key", action: "open_settings" });
-    expect(turnError({ message: "no key", action: "run_script" })).toEqual({ message: "no key", action: undefined });
-    expect(turnError("plain text")).toEqual({ message: "plain text" });
-    expect(turnError(new Error("thrown"))).toEqual({ message: "thrown", action: undefined });
+    expect(commandError({ message: "no key", action: "open_settings" })).toEqual({ message: "no key", action: "open_settings" });
+    expect(commandError({ message: "no key", action: "run_script" })).toEqual({ message: "no key", action: undefined });
+    expect(commandError("plain text")).toEqual({ message: "plain text" });
+    expect(commandError(new Error("thrown"))).toEqual({ message: "thrown", action: undefined });
   });
 });

@@ -283,7 +283,13 @@ fn the_request_keeps_images_inside_tool_results_and_replays_thinking() {
             base64: "AAA=".into(),
         }),
     );
-    images.insert("img2".into(), Err("the media file img2 is missing".into()));
+    images.insert(
+        "img2".into(),
+        Err(conduit_core::media::MediaError::Missing {
+            hash: "img2".into(),
+        }
+        .into()),
+    );
 
     let body = build_request(&req, &images);
     assert_eq!(

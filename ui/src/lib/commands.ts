@@ -1,0 +1,200 @@
+// Generated from the Rust commands (window_command! in src-tauri) by src-tauri/src/bindings_tests.rs: do not edit.
+// Regenerate with `UPDATE_BINDINGS=1 cargo test --workspace bindings`.
+import { Channel, invoke } from "@tauri-apps/api/core";
+import type { AppInfo, MediaRef, StoredMessage, Conversation, SearchHit, TurnEvent, Started, SendRequest, ProviderSummary, LocalProvider, ProviderInput, McpOverview, Decision, TextProblem, McpFile, Edit, ImportFile, Folder, ImportSource, ImportPick, ImportCandidate, ToolPolicy, ServerTools } from "./bindings";
+
+/** The app's version and where its data lives. */
+export function appInfo(): Promise<AppInfo> {
+  return invoke<AppInfo>("app_info");
+}
+
+export function listConversations(): Promise<Array<Conversation>> {
+  return invoke<Array<Conversation>>("list_conversations");
+}
+
+export function searchHistory(query: string): Promise<Array<SearchHit>> {
+  return invoke<Array<SearchHit>>("search_history", { query });
+}
+
+/** Up to `limit` messages before message `before` (or the newest), oldest first. */
+export function loadMessages(conversation: string, before: number | null, limit: number): Promise<Array<StoredMessage>> {
+  return invoke<Array<StoredMessage>>("load_messages", { conversation, before, limit });
+}
+
+export function renameConversation(conversation: string, title: string): Promise<void> {
+  return invoke<void>("rename_conversation", { conversation, title });
+}
+
+export function deleteConversation(conversation: string): Promise<void> {
+  return invoke<void>("delete_conversation", { conversation });
+}
+
+export function listProviders(): Promise<Array<ProviderSummary>> {
+  return invoke<Array<ProviderSummary>>("list_providers");
+}
+
+export function providerModels(provider: string): Promise<Array<string>> {
+  return invoke<Array<string>>("provider_models", { provider });
+}
+
+/** Ollama and LM Studio, if they answer on this machine. */
+export function detectLocalProviders(): Promise<Array<LocalProvider>> {
+  return invoke<Array<LocalProvider>>("detect_local_providers");
+}
+
+/**
+ * Saves a local model server the window found as a provider (no key; its first model
+ * is the default).
+ */
+export function addLocalProvider(provider: LocalProvider): Promise<void> {
+  return invoke<void>("add_local_provider", { provider });
+}
+
+/**
+ * Starts a turn; its events arrive on `on_event`, the last one `ended`. A turn that
+ * cannot start is refused with what to do. Async so that the turn's task starts on the
+ * app's runtime.
+ */
+export function sendMessage(request: SendRequest, onEvent: (message: TurnEvent) => void): Promise<Started> {
+  const onEventChannel = new Channel<TurnEvent>();
+  onEventChannel.onmessage = onEvent;
+  return invoke<Started>("send_message", { request, onEvent: onEventChannel });
+}
+
+export function stopTurn(turn: string): Promise<void> {
+  return invoke<void>("stop_turn", { turn });
+}
+
+export function answerApproval(turn: string, callId: string, decision: Decision): Promise<boolean> {
+  return invoke<boolean>("answer_approval", { turn, callId, decision });
+}
+
+/** Stores an image the user attached; the request body is its bytes. */
+export async function storeAttachment(request: Blob): Promise<MediaRef> {
+  return invoke<MediaRef>("store_attachment", new Uint8Array(await request.arrayBuffer()));
+}
+
+export function mcpServers(): Promise<McpOverview> {
+  return invoke<McpOverview>("mcp_servers");
+}
+
+/**
+ * Opens a link from a message in the system browser (never inside the app), after the
+ * user saw the whole URL in a native confirmation.
+ */
+export function openExternal(url: string): Promise<void> {
+  return invoke<void>("open_external", { url });
+}
+
+/** Opens Settings in its own window: only that window may change settings. */
+export function openSettings(): Promise<void> {
+  return invoke<void>("open_settings");
+}
+
+export function saveProvider(provider: ProviderInput): Promise<void> {
+  return invoke<void>("save_provider", { provider });
+}
+
+export function removeProvider(provider: string): Promise<void> {
+  return invoke<void>("remove_provider", { provider });
+}
+
+export function mcpFile(): Promise<McpFile> {
+  return invoke<McpFile>("mcp_file");
+}
+
+/**
+ * Applies the window's change; one that would start a new or changed command or connect
+ * to a new or changed URL is written only after the user confirms it natively.
+ */
+export function editMcpFile(version: string | null, edit: Edit): Promise<McpFile> {
+  return invoke<McpFile>("edit_mcp_file", { version, edit });
+}
+
+/** The file with its secret values in clear, after the user confirmed it natively. */
+export function revealMcpFile(): Promise<McpFile> {
+  return invoke<McpFile>("reveal_mcp_file");
+}
+
+export function checkMcpText(text: string): Promise<TextProblem | null> {
+  return invoke<TextProblem | null>("check_mcp_text", { text });
+}
+
+/** Where other apps keep their servers on this machine. */
+export function mcpImportFiles(): Promise<Array<ImportFile>> {
+  return invoke<Array<ImportFile>>("mcp_import_files");
+}
+
+/**
+ * Lets the user pick a config file in a native dialog; its path stays here. `None` when
+ * they cancel.
+ */
+export function pickMcpImportFile(): Promise<string | null> {
+  return invoke<string | null>("pick_mcp_import_file");
+}
+
+/** The servers of a known or picked config file, their secret values masked. */
+export function mcpImportCandidates(source: ImportSource): Promise<Array<ImportCandidate>> {
+  return invoke<Array<ImportCandidate>>("mcp_import_candidates", { source });
+}
+
+/**
+ * Adds the picked servers of a known or picked file, after the user confirms what they
+ * would start.
+ */
+export function importMcpServers(version: string | null, source: ImportSource, picks: Array<ImportPick>): Promise<McpFile> {
+  return invoke<McpFile>("import_mcp_servers", { version, source, picks });
+}
+
+export function mcpServerTools(server: string): Promise<ServerTools> {
+  return invoke<ServerTools>("mcp_server_tools", { server });
+}
+
+export function restartMcpServer(server: string): Promise<void> {
+  return invoke<void>("restart_mcp_server", { server });
+}
+
+export function setToolEnabled(server: string, tool: string, enabled: boolean): Promise<void> {
+  return invoke<void>("set_tool_enabled", { server, tool, enabled });
+}
+
+export function setToolPolicy(server: string, tool: string, policy: ToolPolicy): Promise<void> {
+  return invoke<void>("set_tool_policy", { server, tool, policy });
+}
+
+export function setServerPolicy(server: string, policy: ToolPolicy): Promise<void> {
+  return invoke<void>("set_server_policy", { server, policy });
+}
+
+/** Opens one of Conduit's own folders (`data`, `logs`, `config`) in the file manager. */
+export function openFolder(folder: Folder): Promise<void> {
+  return invoke<void>("open_folder", { folder });
+}
+
+/** Opens a stored file (a long tool output kept whole) in the system's app for its type. */
+export function openMedia(media: MediaRef): Promise<void> {
+  return invoke<void>("open_media", { media });
+}
+
+/** Puts a stored image on the system clipboard (as pixels; the system offers it as PNG). */
+export function copyImage(hash: string): Promise<void> {
+  return invoke<void>("copy_image", { hash });
+}
+
+/**
+ * Asks where to save a stored image with the system's save dialog and copies it there.
+ * `Ok(None)` when the person cancels; `Ok(Some(path))` where it was saved.
+ */
+export function saveImage(hash: string): Promise<string | null> {
+  return invoke<string | null>("save_image", { hash });
+}
+
+/**
+ * Stores the image on the system clipboard in the media store, for a paste the webview
+ * cannot read itself (WebKitGTK gives a page no image data from the clipboard): the
+ * window attaches the stored image like a picked file and never holds its bytes. Off
+ * the main thread: reading the clipboard there can deadlock on Linux.
+ */
+export function clipboardImage(): Promise<MediaRef> {
+  return invoke<MediaRef>("clipboard_image");
+}
