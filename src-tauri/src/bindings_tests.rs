@@ -10,6 +10,7 @@ use conduit_host::app::{
     TurnEvent, TurnStatus,
 };
 use conduit_host::approval::Decision;
+use conduit_host::asks::{Question, QuestionReply};
 use conduit_host::core::agent::AgentEvent;
 use conduit_host::core::content::{
     Block, MediaRef, Message, ResultPart, Role, ToolCall, ToolOrigin, ToolResult,
@@ -19,6 +20,9 @@ use conduit_host::core::tool::{Progress, ToolAnnotations};
 use conduit_host::mcp::{ImportFile, ImportPick, McpFile, McpFileServer, TextProblem};
 use conduit_host::mcp_client::client::ServerDetails;
 use conduit_host::mcp_client::config::{Edit, ImportCandidate, TransportKind};
+use conduit_host::mcp_client::elicit::{
+    ChoiceOption, Elicitation, ElicitationKind, FieldInput, FormField,
+};
 use conduit_host::mcp_client::servers::{ServerState, ServerStatus};
 use conduit_host::providers::{LocalProvider, ProviderInput, ProviderSummary};
 use conduit_host::settings::ToolPolicy;
@@ -100,6 +104,13 @@ fn generate_types(config: &Config) -> String {
         ToolPolicy::decl(config),
         ToolSetting::decl(config),
         ServerTools::decl(config),
+        ChoiceOption::decl(config),
+        FieldInput::decl(config),
+        FormField::decl(config),
+        ElicitationKind::decl(config),
+        Elicitation::decl(config),
+        Question::decl(config),
+        QuestionReply::decl(config),
     ];
     let mut out = String::from(HEADER);
     out.push_str("\n/** The commands of src-tauri/commands.list. */\nexport type CommandName =");

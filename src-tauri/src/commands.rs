@@ -9,6 +9,7 @@ use conduit_host::app::{
     App, CommandError, McpOverview, SendRequest, ServerTools, Started, TurnEvent,
 };
 use conduit_host::approval::Decision;
+use conduit_host::asks::{Question, QuestionReply};
 use conduit_host::core::content::MediaRef;
 use conduit_host::mcp::{ImportFile, ImportPick, McpFile, TextProblem};
 use conduit_host::mcp_client::config::{Edit, ImportCandidate};
@@ -230,6 +231,48 @@ pub async fn open_external(
         if !confirmer.ask(&app, &question, "Open") {
             return Err(CommandError::message("the link was not opened"));
         }
+        Ok(open::that_detached(&url)?)
+    })
+    .await
+}
+}
+
+window_command! {
+/// The questions MCP servers are asking the user (elicitation), oldest first.
+#[tauri::command]
+pub fn mcp_questions(state: tauri::State<'_, AppState>) -> Reply<Vec<Question>> {
+    Ok(state.app.asker().questions())
+}
+}
+
+window_command! {
+/// Answers a server's question. A form's values must fit its schema (the host checks);
+/// consent to open a page counts only after the user saw the whole URL in a native
+/// confirmation, and the page opens in the system browser through the link policy.
+#[tauri::command]
+pub async fn answer_question(
+    app: tauri::AppHandle,
+    state: tauri::State<'_, AppState>,
+    id: String,
+    reply: QuestionReply,
+) -> Reply<()> {
+    let asker = state.app.asker().clone();
+    let accepted_url = match (&reply, asker.url_of(&id)) {
+        (QuestionReply::Accept { .. }, Some(url)) => Some(url),
+        _ => None,
+    };
+    let Some(url) = accepted_url else {
+        return asker.answer(&id, reply).map_err(CommandError::from);
+    };
+    let confirmer = state.confirmer;
+    blocking(move || {
+        let url = conduit_host::external_url(&url).map_err(CommandError::message)?.to_owned();
+        let question = format!("An MCP server asks you to open this page in your browser:\n\n{url}");
+        if !confirmer.ask(&app, &question, "Open") {
+            asker.answer(&id, QuestionReply::Decline)?;
+            return Err(CommandError::message("the page was not opened"));
+        }
+        asker.answer(&id, reply)?;
         Ok(open::that_detached(&url)?)
     })
     .await

@@ -75,6 +75,7 @@ fn main() -> std::process::ExitCode {
         })
         .setup(move |handle| {
             let handle = handle.handle().clone();
+            tauri::async_runtime::spawn(question_events(app.clone(), handle.clone()));
             tauri::async_runtime::spawn(mcp_events(app, handle));
             Ok(())
         })
@@ -110,6 +111,21 @@ async fn mcp_events(app: std::sync::Arc<conduit_host::app::App>, handle: tauri::
         match events.recv().await {
             Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
                 let _ = handle.emit("mcp-servers", ());
+            }
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+        }
+    }
+}
+
+/// Tells the chat window whenever a server's question arrives or leaves (event
+/// `mcp-questions`, no payload: it asks for the list).
+async fn question_events(app: std::sync::Arc<conduit_host::app::App>, handle: tauri::AppHandle) {
+    use tauri::Emitter;
+    let mut changes = app.asker().subscribe();
+    loop {
+        match changes.recv().await {
+            Ok(()) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                let _ = handle.emit_to("main", "mcp-questions", ());
             }
             Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
         }

@@ -31,7 +31,7 @@ pub struct Question {
 /// What the user did with a question.
 #[derive(Debug, Clone, PartialEq, Deserialize, ts_rs::TS)]
 #[serde(tag = "action", rename_all = "camelCase")]
-pub enum Reply {
+pub enum QuestionReply {
     /// The form's values; for a URL, consent to open it (confirmed natively first).
     Accept {
         #[serde(default)]
@@ -96,11 +96,11 @@ impl WindowAsker {
     /// Answers the question `id`. A form's values must fit its schema (checked here;
     /// a refused answer leaves the question waiting). Accepting a URL question only
     /// records consent: the caller opens the page after the user confirmed it natively.
-    pub fn answer(&self, id: &str, reply: Reply) -> Result<(), AskError> {
+    pub fn answer(&self, id: &str, reply: QuestionReply) -> Result<(), AskError> {
         let mut waiting = self.waiting.lock();
         let question = &waiting.get(id).ok_or(AskError::NotWaiting)?.question;
         let answer = match reply {
-            Reply::Accept { values } => {
+            QuestionReply::Accept { values } => {
                 match &question.elicitation.kind {
                     ElicitationKind::Form { fields } => {
                         elicit::check(fields, &values).map_err(AskError::DoesNotFit)?;
@@ -112,8 +112,8 @@ impl WindowAsker {
                 }
                 ElicitationAnswer::Accept(values)
             }
-            Reply::Decline => ElicitationAnswer::Decline,
-            Reply::Cancel => ElicitationAnswer::Cancel,
+            QuestionReply::Decline => ElicitationAnswer::Decline,
+            QuestionReply::Cancel => ElicitationAnswer::Cancel,
         };
         let Some(waited) = waiting.remove(id) else {
             return Err(AskError::NotWaiting);
@@ -209,7 +209,7 @@ mod tests {
         assert!(question.id.starts_with("ask_"));
         let wrong = asker.answer(
             &question.id,
-            Reply::Accept {
+            QuestionReply::Accept {
                 values: json!({"repo": ""}).as_object().unwrap().clone(),
             },
         );
@@ -219,7 +219,7 @@ mod tests {
         asker
             .answer(
                 &question.id,
-                Reply::Accept {
+                QuestionReply::Accept {
                     values: values.clone(),
                 },
             )
@@ -227,7 +227,7 @@ mod tests {
         assert_eq!(waiting.await.unwrap(), ElicitationAnswer::Accept(values));
         assert!(asker.questions().is_empty());
         assert_eq!(
-            asker.answer(&question.id, Reply::Decline),
+            asker.answer(&question.id, QuestionReply::Decline),
             Err(AskError::NotWaiting),
             "answered once"
         );
@@ -264,26 +264,26 @@ mod tests {
         );
         let smuggled = asker.answer(
             &question.id,
-            Reply::Accept {
+            QuestionReply::Accept {
                 values: json!({"card": "4111"}).as_object().unwrap().clone(),
             },
         );
         assert!(matches!(smuggled, Err(AskError::DoesNotFit(_))));
-        asker.answer(&question.id, Reply::Decline).unwrap();
+        asker.answer(&question.id, QuestionReply::Decline).unwrap();
         assert_eq!(waiting.await.unwrap(), ElicitationAnswer::Decline);
     }
 
     #[test]
     fn replies_read_from_the_window_in_camel_case() {
-        let reply: Reply =
+        let reply: QuestionReply =
             serde_json::from_value(json!({"action": "accept", "values": {"a": 1}})).unwrap();
         assert_eq!(
             reply,
-            Reply::Accept {
+            QuestionReply::Accept {
                 values: json!({"a": 1}).as_object().unwrap().clone()
             }
         );
-        let decline: Reply = serde_json::from_value(json!({"action": "decline"})).unwrap();
-        assert_eq!(decline, Reply::Decline);
+        let decline: QuestionReply = serde_json::from_value(json!({"action": "decline"})).unwrap();
+        assert_eq!(decline, QuestionReply::Decline);
     }
 }

@@ -16,6 +16,8 @@ export type CommandName =
   | "send_message"
   | "stop_turn"
   | "answer_approval"
+  | "mcp_questions"
+  | "answer_question"
   | "store_attachment"
   | "mcp_servers"
   | "open_external"
@@ -321,3 +323,29 @@ reapproval?: Array<string>, name: string, title: string | null, description: str
 inputSchema: Record<string, unknown>, };
 
 export type ServerTools = { policy: ToolPolicy, tools: Array<ToolSetting>, };
+
+export type ChoiceOption = { value: string, title: string | null, };
+
+export type FieldInput = { "type": "text", default: string | null, 
+/**
+ * `email`, `uri`, `date` or `date-time`.
+ */
+format: string | null, minLength: number | null, maxLength: number | null, } | { "type": "number", integer: boolean, default: number | null, minimum: number | null, maximum: number | null, } | { "type": "boolean", default: boolean | null, } | { "type": "choice", options: Array<ChoiceOption>, default: string | null, } | { "type": "choices", options: Array<ChoiceOption>, default: Array<string>, minItems: number | null, maxItems: number | null, };
+
+export type FormField = { name: string, title: string | null, description: string | null, required: boolean, input: FieldInput, };
+
+export type ElicitationKind = { "mode": "form", fields: Array<FormField>, } | { "mode": "url", url: string, };
+
+export type Elicitation = { 
+/**
+ * The server that asks (the name in the `mcpServers` file).
+ */
+server: string, message: string, kind: ElicitationKind, };
+
+export type Question = { 
+/**
+ * The host's id for it (never the server's).
+ */
+id: string, elicitation: Elicitation, };
+
+export type QuestionReply = { "action": "accept", values: Record<string, unknown>, } | { "action": "decline" } | { "action": "cancel" };

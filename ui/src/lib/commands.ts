@@ -1,7 +1,7 @@
 // Generated from the Rust commands (window_command! in src-tauri) by src-tauri/src/bindings_tests.rs: do not edit.
 // Regenerate with `UPDATE_BINDINGS=1 cargo test --workspace bindings`.
 import { Channel, invoke } from "@tauri-apps/api/core";
-import type { AppInfo, MediaRef, StoredMessage, Conversation, SearchHit, TurnEvent, Started, SendRequest, ProviderSummary, LocalProvider, ProviderInput, McpOverview, Decision, TextProblem, McpFile, Edit, ImportFile, Folder, ImportSource, ImportPick, ImportCandidate, ToolPolicy, ServerTools } from "./bindings";
+import type { AppInfo, MediaRef, StoredMessage, Conversation, SearchHit, TurnEvent, Started, SendRequest, ProviderSummary, LocalProvider, ProviderInput, McpOverview, Decision, TextProblem, McpFile, Edit, ImportFile, Folder, ImportSource, ImportPick, ImportCandidate, ToolPolicy, ServerTools, Question, QuestionReply } from "./bindings";
 
 /** The app's version and where its data lives. */
 export function appInfo(): Promise<AppInfo> {
@@ -67,6 +67,20 @@ export function stopTurn(turn: string): Promise<void> {
 
 export function answerApproval(turn: string, callId: string, decision: Decision): Promise<boolean> {
   return invoke<boolean>("answer_approval", { turn, callId, decision });
+}
+
+/** The questions MCP servers are asking the user (elicitation), oldest first. */
+export function mcpQuestions(): Promise<Array<Question>> {
+  return invoke<Array<Question>>("mcp_questions");
+}
+
+/**
+ * Answers a server's question. A form's values must fit its schema (the host checks);
+ * consent to open a page counts only after the user saw the whole URL in a native
+ * confirmation, and the page opens in the system browser through the link policy.
+ */
+export function answerQuestion(id: string, reply: QuestionReply): Promise<void> {
+  return invoke<void>("answer_question", { id, reply });
 }
 
 /** Stores an image the user attached; the request body is its bytes. */

@@ -1,0 +1,69 @@
+import { fireEvent, render, screen, waitFor } from "@testing-library/svelte";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import * as apiModule from "../lib/api";
+import { resetApi, type ApiMock } from "../lib/apiMock";
+import type { Question } from "../lib/bindings";
+import ServerQuestions from "./ServerQuestions.svelte";
+
+vi.mock("../lib/api", async (importOriginal) =>
+  (await import("../lib/apiMock")).mockedApi(importOriginal),
+);
+const api = apiModule as unknown as ApiMock;
+
+afterEach(() => resetApi(api));
+
+const form: Question = {
+  id: "ask_1",
+  elicitation: {
+    server: "github",
+    message: "Which repository?",
+    kind: {
+      mode: "form",
+      fields: [
+        { name: "repo", title: "Repository", description: null, required: true, input: { type: "text", default: "conduit", format: null, minLength: null, maxLength: null } },
+        { name: "stars", title: null, description: null, required: false, input: { type: "number", integer: true, default: null, minimum: null, maximum: null } },
+      ],
+    },
+  },
+};
+
+const page: Question = {
+  id: "ask_2",
+  elicitation: { server: "pay", message: "Confirm the payment", kind: { mode: "url", url: "https://pay.example/c?id=7" } },
+};
+
+describe("a server's questions in the chat", () => {
+  it("shows the form with its defaults and sends the typed answer to the host", async () => {
+    api.mcpQuestions.mockResolvedValue([form]);
+    api.answerQuestion.mockResolvedValue(undefined);
+    render(ServerQuestions);
+    expect(await screen.findByText("Which repository?")).toBeTruthy();
+    expect(screen.getByText("github")).toBeTruthy();
+    const repo = screen.getByLabelText("Repository *") as HTMLInputElement;
+    expect(repo.value).toBe("conduit");
+    await fireEvent.input(screen.getByLabelText("stars"), { target: { value: "12" } });
+    await fireEvent.click(screen.getByText("Submit"));
+    await waitFor(() =>
+      expect(api.answerQuestion).toHaveBeenCalledWith("ask_1", { action: "accept", values: { repo: "conduit", stars: 12 } }),
+    );
+    await waitFor(() => expect(screen.queryByText("Which repository?")).toBeNull());
+  });
+
+  it("shows what the host refused and keeps the question", async () => {
+    api.mcpQuestions.mockResolvedValue([form]);
+    api.answerQuestion.mockRejectedValue({ message: "the answer does not fit the form: Repository: must be at most 3 characters" });
+    render(ServerQuestions);
+    await fireEvent.click(await screen.findByText("Submit"));
+    expect((await screen.findByRole("alert")).textContent).toContain("does not fit the form");
+    expect(screen.getByText("Which repository?")).toBeTruthy();
+  });
+
+  it("shows a page's whole URL and declines when asked to", async () => {
+    api.mcpQuestions.mockResolvedValue([page]);
+    api.answerQuestion.mockResolvedValue(undefined);
+    render(ServerQuestions);
+    expect(await screen.findByText("https://pay.example/c?id=7")).toBeTruthy();
+    await fireEvent.click(screen.getByText("Decline"));
+    await waitFor(() => expect(api.answerQuestion).toHaveBeenCalledWith("ask_2", { action: "decline" }));
+  });
+});
