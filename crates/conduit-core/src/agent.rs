@@ -73,6 +73,10 @@ pub enum AgentEvent {
         id: String,
         reason: String,
     },
+    /// The call was allowed and runs now (its approval question, if any, is answered).
+    ToolCallRunning {
+        id: String,
+    },
     ToolProgress {
         id: String,
         progress: Progress,
@@ -385,6 +389,9 @@ impl Agent {
             });
             return ToolResult::error(call, format!("The user denied this tool call: {reason}"));
         }
+        events(AgentEvent::ToolCallRunning {
+            id: call.id.clone(),
+        });
         let progress_events = events.clone();
         let id = call.id.clone();
         let context = ToolContext::new(

@@ -40,7 +40,11 @@ pub struct FormField {
 
 /// What a field takes.
 #[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
-#[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
+#[serde(
+    tag = "type",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
 pub enum FieldInput {
     Text {
         default: Option<String>,

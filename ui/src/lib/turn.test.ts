@@ -34,6 +34,16 @@ describe("a turn's events", () => {
     expect(state.calls.c1).toMatchObject({ state: "done", durationMs: 42 });
   });
 
+  it("take the approval controls away once an allowed call runs, before any progress", () => {
+    const state = emptyState();
+    applyEvent(state, { type: "tool_call_ready", call }, 0);
+    applyEvent(state, { type: "approval_requested", call, title: null, annotations: {} }, 0);
+    expect(pendingApproval(call, state.calls.c1)).not.toBeNull();
+    applyEvent(state, { type: "tool_call_running", id: "c1" }, 10);
+    expect(state.calls.c1?.state).toBe("running");
+    expect(pendingApproval(call, state.calls.c1)).toBeNull();
+  });
+
   it("mark what was in flight as interrupted on a stop, and denied calls as denied", () => {
     const state = emptyState();
     applyEvent(state, { type: "tool_call_ready", call }, 0);

@@ -244,6 +244,12 @@ export function applyEvent(state: ChatState, event: AgentEvent, now: number): vo
       call.deniedReason = event.reason;
       break;
     }
+    case "tool_call_running": {
+      const call = callView(state, event.id);
+      call.approval = null;
+      call.state = "running";
+      break;
+    }
     case "tool_progress": {
       const call = callView(state, event.id);
       call.progress = event.progress;
