@@ -7,6 +7,7 @@
 
 pub mod app;
 pub mod approval;
+pub mod builtin;
 pub mod chat;
 pub mod logging;
 pub mod mcp;
