@@ -203,6 +203,51 @@ fn built_in_tools_are_enabled_and_disabled_in_settings_like_a_servers_tools() {
 }
 
 #[test]
+fn a_switch_keeps_everything_else_in_the_settings_file() {
+    let (dir, host) = host();
+    let file = dir.path().join("settings.json");
+    std::fs::write(
+        &file,
+        r#"{"providers": [], "theme": "dark", "mcpServers": {"everything": {"disabledTools": ["echo"], "approval": "allow"}, "conduit": {"futureField": 1}}}"#,
+    )
+    .unwrap();
+    host.set_builtin_tool_enabled("time_now", false).unwrap();
+    let saved: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(saved["theme"], "dark");
+    assert_eq!(
+        saved["mcpServers"]["everything"]["disabledTools"],
+        json!(["echo"])
+    );
+    assert_eq!(saved["mcpServers"]["everything"]["approval"], "allow");
+    assert_eq!(saved["mcpServers"]["conduit"]["futureField"], 1);
+    assert_eq!(
+        saved["mcpServers"]["conduit"]["disabledTools"],
+        json!(["time_now"])
+    );
+    // Another server's switch of a tool with the same name changes nothing here.
+    host.update_settings(|settings| {
+        settings.set_tool_enabled("everything", "get_image", false);
+        Ok::<_, SettingsError>(())
+    })
+    .unwrap();
+    let states = host.builtin_tool_states().unwrap();
+    assert!(
+        states
+            .iter()
+            .find(|t| t.name == "get_image")
+            .unwrap()
+            .enabled
+    );
+    assert!(
+        !states
+            .iter()
+            .find(|t| t.name == "time_now")
+            .unwrap()
+            .enabled
+    );
+}
+
+#[test]
 fn a_broken_settings_file_is_an_error_not_all_tools_enabled() {
     let (dir, host) = host();
     std::fs::write(dir.path().join("settings.json"), "{ not json").unwrap();
@@ -878,9 +923,18 @@ fn keep_for_people(name: &str, png: &[u8]) {
 
 /// Renders a chart and returns the decoded image and the result.
 async fn chart(host: &Arc<Host>, arguments: Value) -> (image::RgbImage, ToolOutput) {
-    let kept = arguments["title"]
-        .as_str()
-        .map(|t| t.to_lowercase().replace(' ', "_"));
+    let kept = arguments["title"].as_str().map(|title| {
+        title
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_lowercase()
+                } else {
+                    '_'
+                }
+            })
+            .collect::<String>()
+    });
     let output = call(tool(host, "render_chart").as_ref(), arguments).await;
     assert!(!output.is_error, "{}", text(&output));
     let media = output
@@ -1007,6 +1061,43 @@ async fn bar_and_scatter_charts_render_at_the_asked_size() {
     chart(
         &host,
         json!({"kind": "line", "labels": ["Mon", "Tue"], "series": [{"y": [1, 2]}]}),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn charts_at_the_edges_of_the_limits_still_draw() {
+    let (_dir, host) = host();
+    let labels: Vec<String> = (0..chart::MAX_CATEGORIES)
+        .map(|i| format!("category {i}"))
+        .collect();
+    let series: Vec<Value> = (0..chart::MAX_SERIES)
+        .map(|s| json!({"name": format!("s{s}"), "y": (0..chart::MAX_CATEGORIES).map(|i| (i * s) as f64 - 50.0).collect::<Vec<_>>()}))
+        .collect();
+    chart(
+        &host,
+        json!({"kind": "bar", "labels": labels, "series": series, "width": 200, "height": 200}),
+    )
+    .await;
+    let long: Vec<f64> = (0..chart::MAX_POINTS_PER_SERIES)
+        .map(|i| (i as f64 / 100.0).sin())
+        .collect();
+    chart(
+        &host,
+        json!({"kind": "line", "series": [{"y": long}], "width": 2400, "height": 1600}),
+    )
+    .await;
+    for y in [
+        json!([1e-300, 2e-300]),
+        json!([1e15, 1e15 + 1.0]),
+        json!([-1e300, 1e300]),
+        json!([0.1, 0.1000000001]),
+    ] {
+        chart(&host, json!({"kind": "scatter", "series": [{"y": y}]})).await;
+    }
+    chart(
+        &host,
+        json!({"kind": "line", "title": "雨 ☔ ünïcödé", "labels": ["ß", "😀"], "series": [{"name": "名前", "y": [1, 2]}, {"y": [2, 1]}]}),
     )
     .await;
 }
