@@ -804,7 +804,12 @@ async fn convert_time_explains_skipped_and_repeated_hours() {
     assert_eq!(skipped["from"]["local"], "2026-03-29T03:30:00");
     assert_eq!(skipped["to"]["local"], "2026-03-29T01:30:00");
     let note = skipped["note"].as_str().unwrap();
-    assert!(note.contains("does not exist in Europe/Berlin"), "{note}");
+    assert!(
+        note.contains("does not exist in Europe/Berlin")
+            && note.contains("from UTC+01:00 to UTC+02:00")
+            && note.ends_with("read as 2026-03-29T03:30:00"),
+        "{note}"
+    );
 
     let repeated = convert(json!({"time": "2026-10-25T02:30", "from_time_zone": "Europe/Berlin", "to_time_zone": "UTC"})).await;
     assert_eq!(
@@ -813,6 +818,7 @@ async fn convert_time_explains_skipped_and_repeated_hours() {
     );
     let note = repeated["note"].as_str().unwrap();
     assert!(note.contains("happens twice"), "{note}");
+    assert_eq!(repeated["from"]["abbreviation"], "CEST");
 }
 
 #[tokio::test]

@@ -353,12 +353,17 @@ impl ConvertTime {
                 },
             };
             let ambiguous = from_zone.to_ambiguous_zoned(wall);
-            let note = match ambiguous.offset() {
+            let offsets = ambiguous.offset();
+            let zoned = ambiguous.compatible().map_err(|e| {
+                ToolOutput::error(format!("{wall} in {from_name} is out of range: {e}"))
+            })?;
+            let note = match offsets {
                 AmbiguousOffset::Unambiguous { .. } => None,
                 AmbiguousOffset::Gap { before, after } => Some(format!(
-                    "{wall} does not exist in {from_name}: the clocks jumped from UTC{} to UTC{} then, so it is read as the same time after the jump",
+                    "{wall} does not exist in {from_name}: the clocks jumped from UTC{} to UTC{} then, so it is read as {}",
                     offset_text(before),
-                    offset_text(after)
+                    offset_text(after),
+                    zoned.datetime()
                 )),
                 AmbiguousOffset::Fold { before, after } => Some(format!(
                     "{wall} happens twice in {from_name} (first at UTC{}, then at UTC{} after the clocks went back); the first is used",
@@ -366,9 +371,6 @@ impl ConvertTime {
                     offset_text(after)
                 )),
             };
-            let zoned = ambiguous.compatible().map_err(|e| {
-                ToolOutput::error(format!("{wall} in {from_name} is out of range: {e}"))
-            })?;
             (zoned, from_name, note)
         };
         let to = from.with_time_zone(to_zone);
