@@ -8,6 +8,7 @@
 pub mod app;
 pub mod approval;
 pub mod asks;
+pub mod builtin;
 pub mod chat;
 pub mod logging;
 pub mod mcp;

@@ -143,7 +143,8 @@ pub enum ToolPolicy {
 pub struct Settings {
     #[serde(default)]
     pub providers: Vec<ProviderSettings>,
-    /// Per-server tool preferences, by server name.
+    /// Per-server tool preferences, by server name. The name `conduit`
+    /// ([`crate::builtin::BUILTIN_SERVER`]) holds Conduit's own built-in tools' switches.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub mcp_servers: BTreeMap<String, McpServerPrefs>,
     #[serde(flatten)]
