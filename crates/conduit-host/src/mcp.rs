@@ -305,6 +305,8 @@ pub enum McpEditError {
     NotConfirmed,
     #[error("{file} has no server named {name:?}")]
     NoCandidate { file: String, name: String },
+    #[error("the name {0:?} is taken by Conduit's own tools; give the server another name")]
+    ReservedName(String),
 }
 
 /// Asks the user, outside the page, to confirm what the host shows; `true` is a yes.
@@ -506,6 +508,9 @@ impl Host {
         let mut new = old.clone();
         for edit in &edits {
             match edit {
+                Edit::Add { name, .. } if name == crate::builtin::BUILTIN_SERVER => {
+                    return Err(McpEditError::ReservedName(name.clone()));
+                }
                 Edit::Add { name, entry } | Edit::Update { name, entry } => {
                     new.insert(name.clone(), entry.clone());
                 }
@@ -686,6 +691,31 @@ mod tests {
             )
             .unwrap_err();
         assert!(refused.to_string().contains("no stored value"), "{refused}");
+    }
+
+    #[test]
+    fn a_server_cannot_take_the_name_of_conduits_own_tools() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = host(dir.path());
+        let refused = host
+            .edit_mcp_file(
+                None,
+                Edit::Add {
+                    name: crate::builtin::BUILTIN_SERVER.into(),
+                    entry: json!({"command": "conduit", "args": ["mcp", "serve"]}),
+                },
+                &YES,
+            )
+            .unwrap_err();
+        assert!(
+            matches!(refused, McpEditError::ReservedName(_)),
+            "{refused}"
+        );
+        assert!(refused.to_string().contains("another name"), "{refused}");
+        assert!(
+            !dir.path().join("mcp_servers.json").exists(),
+            "nothing written"
+        );
     }
 
     #[test]
