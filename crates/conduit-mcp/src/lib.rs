@@ -17,11 +17,13 @@
 
 pub mod client;
 pub mod config;
+pub mod http;
 pub mod naming;
 mod process;
 pub mod redact;
 pub mod result;
 pub mod runtime;
+pub mod server;
 pub mod servers;
 pub mod shell_path;
 mod spill;

@@ -1,0 +1,776 @@
+//! The MCP server side: [`ToolServer`] serves a [`Catalog`] (core tools, resources,
+//! prompts and completions) to any MCP client, in process (the agent's own tool source,
+//! through [`InProcessServer`]), over stdio or over streamable HTTP (see [`crate::http`]).
+//!
+//! Tool results go back as MCP content: text, images and audio read from the media
+//! store as base64, embedded resources, and structured content as `structuredContent`.
+//! A tool that fails becomes an error result, never a protocol error; a client's
+//! `notifications/cancelled` cancels the call's token and drops the call; a tool's
+//! progress becomes progress notifications; the catalog's change signal becomes
+//! `notifications/tools/list_changed` (and resources/prompts alike).
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use base64::Engine;
+use conduit_core::content::ResultPart;
+use conduit_core::media::MediaStore;
+use conduit_core::tool::{Progress, Tool, ToolContext, ToolOutput};
+use futures::future::BoxFuture;
+use parking_lot::Mutex;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    ErrorCode, GetPromptRequestParams, GetPromptResponse, GetPromptResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    ServerCapabilities, ServerConfig, SubscribeRequestParams, UnsubscribeRequestParams,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, ServiceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
+use tokio::sync::broadcast;
+
+use crate::client::InProcessServer;
+
+/// What changed in a catalog, for connected clients to hear.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CatalogChange {
+    Tools,
+    Resources,
+    /// One resource's content changed (sent to clients subscribed to it).
+    ResourceUpdated(String),
+    Prompts,
+}
+
+/// Why a catalog request failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CatalogError {
+    #[error("not found: {0}")]
+    NotFound(String),
+    #[error("invalid arguments: {0}")]
+    InvalidArguments(String),
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// A resource as listed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceInfo {
+    pub uri: String,
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+}
+
+/// A family of resources named by an RFC 6570 template (`conduit://conversation/{id}`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceTemplateInfo {
+    pub uri_template: String,
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+}
+
+/// What a resource holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ResourceData {
+    Text(String),
+    Binary(Vec<u8>),
+}
+
+/// One content of a read resource.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResourceBody {
+    pub uri: String,
+    pub mime_type: Option<String>,
+    pub data: ResourceData,
+}
+
+/// One argument of a prompt.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PromptArgumentInfo {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub required: bool,
+}
+
+/// A prompt as listed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PromptInfo {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub arguments: Vec<PromptArgumentInfo>,
+}
+
+/// Who says a prompt message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PromptRole {
+    User,
+    Assistant,
+}
+
+/// The content of one prompt message.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PromptContent {
+    Text(String),
+    Image { data: Vec<u8>, mime_type: String },
+    Audio { data: Vec<u8>, mime_type: String },
+    Resource(ResourceBody),
+}
+
+/// A prompt with its arguments filled in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PromptBody {
+    pub description: Option<String>,
+    pub messages: Vec<(PromptRole, PromptContent)>,
+}
+
+/// What an argument completion is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CompletionTarget {
+    Prompt(String),
+    /// A resource template, by its URI template.
+    ResourceTemplate(String),
+}
+
+/// The most completion values one answer carries (the protocol's cap).
+pub const MAX_COMPLETIONS: usize = 100;
+
+/// What a server serves: tools, resources, prompts and completions, and a signal when
+/// they change. The host's catalog is the production one; tests bring their own.
+#[async_trait]
+pub trait Catalog: Send + Sync + 'static {
+    /// The server's name in the handshake.
+    fn name(&self) -> String {
+        "conduit".to_owned()
+    }
+
+    fn instructions(&self) -> Option<String> {
+        None
+    }
+
+    /// The tools served now.
+    fn tools(&self) -> Vec<Arc<dyn Tool>>;
+
+    /// A tool's `_meta`, if it has one.
+    fn tool_meta(&self, _name: &str) -> Option<Map<String, Value>> {
+        None
+    }
+
+    /// Changes as they happen; `None` when the catalog never changes.
+    fn changes(&self) -> Option<broadcast::Receiver<CatalogChange>> {
+        None
+    }
+
+    async fn resources(&self) -> Result<Vec<ResourceInfo>, CatalogError> {
+        Ok(Vec::new())
+    }
+
+    fn resource_templates(&self) -> Vec<ResourceTemplateInfo> {
+        Vec::new()
+    }
+
+    async fn read_resource(&self, uri: &str) -> Result<Vec<ResourceBody>, CatalogError> {
+        Err(CatalogError::NotFound(uri.to_owned()))
+    }
+
+    fn prompts(&self) -> Vec<PromptInfo> {
+        Vec::new()
+    }
+
+    async fn get_prompt(
+        &self,
+        name: &str,
+        _arguments: &HashMap<String, String>,
+    ) -> Result<PromptBody, CatalogError> {
+        Err(CatalogError::NotFound(name.to_owned()))
+    }
+
+    /// Values for `argument` starting like `value` (`context` holds the arguments
+    /// already chosen), at most [`MAX_COMPLETIONS`] are sent.
+    async fn complete(
+        &self,
+        _target: &CompletionTarget,
+        _argument: &str,
+        _value: &str,
+        _context: &HashMap<String, String>,
+    ) -> Result<Vec<String>, CatalogError> {
+        Ok(Vec::new())
+    }
+}
+
+tokio::task_local! {
+    /// The client a tool call runs for: lets fixtures that need the session itself
+    /// (logging from a tool, sampling) reach it without widening the core `Tool`.
+    static CALLER: Peer<RoleServer>;
+}
+
+/// The client the current tool call runs for, inside [`ToolServer`]'s call.
+pub fn current_caller() -> Option<Peer<RoleServer>> {
+    CALLER.try_with(Clone::clone).ok()
+}
+
+struct Inner {
+    catalog: Arc<dyn Catalog>,
+    media: Arc<dyn MediaStore>,
+}
+
+/// One session's state.
+#[derive(Default)]
+struct SessionState {
+    subscriptions: Mutex<BTreeSet<String>>,
+    forwarding: Mutex<bool>,
+}
+
+/// An MCP server for a catalog. Cheap to clone; each clone made by [`ToolServer::session`]
+/// is one client's session.
+#[derive(Clone)]
+pub struct ToolServer {
+    inner: Arc<Inner>,
+    session: Arc<SessionState>,
+}
+
+impl ToolServer {
+    pub fn new(catalog: Arc<dyn Catalog>, media: Arc<dyn MediaStore>) -> Self {
+        Self {
+            inner: Arc::new(Inner { catalog, media }),
+            session: Arc::new(SessionState::default()),
+        }
+    }
+
+    /// A fresh session over the same catalog.
+    pub fn session(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            session: Arc::new(SessionState::default()),
+        }
+    }
+
+    /// Serves one session over stdin and stdout until the client closes it.
+    pub async fn serve_stdio(&self) -> Result<(), ServeError> {
+        let running = self
+            .session()
+            .serve(rmcp::transport::stdio())
+            .await
+            .map_err(|e| ServeError(e.to_string()))?;
+        running
+            .waiting()
+            .await
+            .map(|_| ())
+            .map_err(|e| ServeError(e.to_string()))
+    }
+
+    /// Forwards the catalog's changes to one client until it goes away.
+    fn forward_changes(&self, peer: Peer<RoleServer>) {
+        {
+            let mut forwarding = self.session.forwarding.lock();
+            if *forwarding {
+                return;
+            }
+            *forwarding = true;
+        }
+        let Some(mut changes) = self.inner.catalog.changes() else {
+            return;
+        };
+        let session = self.session.clone();
+        tokio::spawn(async move {
+            loop {
+                let change = match changes.recv().await {
+                    Ok(change) => change,
+                    // Missed changes: say everything changed.
+                    Err(broadcast::error::RecvError::Lagged(_)) => CatalogChange::Tools,
+                    Err(broadcast::error::RecvError::Closed) => return,
+                };
+                let sent = match change {
+                    CatalogChange::Tools => peer.notify_tool_list_changed().await,
+                    CatalogChange::Resources => peer.notify_resource_list_changed().await,
+                    CatalogChange::Prompts => peer.notify_prompt_list_changed().await,
+                    CatalogChange::ResourceUpdated(uri) => {
+                        if !session.subscriptions.lock().contains(&uri) {
+                            continue;
+                        }
+                        match from_json(json!({ "uri": uri })) {
+                            Ok(params) => peer.notify_resource_updated(params).await,
+                            Err(_) => continue,
+                        }
+                    }
+                };
+                if sent.is_err() || peer.is_transport_closed() {
+                    return;
+                }
+            }
+        });
+    }
+
+    fn tool(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.inner
+            .catalog
+            .tools()
+            .into_iter()
+            .find(|tool| tool.spec().name == name)
+    }
+
+    fn listed_tool(&self, tool: &dyn Tool) -> Value {
+        let spec = tool.spec();
+        let mut listed = json!({
+            "name": spec.name,
+            "description": spec.description,
+            "inputSchema": spec.input_schema,
+        });
+        if let Some(title) = &spec.title {
+            listed["title"] = json!(title);
+        }
+        if let Some(schema) = &spec.output_schema {
+            listed["outputSchema"] = schema.clone();
+        }
+        let mut annotations = serde_json::to_value(&spec.annotations).unwrap_or(Value::Null);
+        if let (Some(title), Value::Object(map)) = (&spec.title, &mut annotations) {
+            map.insert("title".into(), json!(title));
+        }
+        if annotations.as_object().is_some_and(|map| !map.is_empty()) {
+            listed["annotations"] = annotations;
+        }
+        if let Some(meta) = self.inner.catalog.tool_meta(&spec.name) {
+            listed["_meta"] = Value::Object(meta);
+        }
+        listed
+    }
+
+    /// A tool's output as an MCP result.
+    fn result_json(&self, output: ToolOutput) -> Value {
+        let mut content = Vec::new();
+        let mut structured = None;
+        for part in output.parts {
+            match part {
+                ResultPart::Text { text } => content.push(json!({"type": "text", "text": text})),
+                ResultPart::Image { media } => content.push(self.media_block("image", &media)),
+                ResultPart::Audio { media } => content.push(self.media_block("audio", &media)),
+                ResultPart::ResourceLink {
+                    uri,
+                    name,
+                    mime,
+                    description,
+                } => {
+                    let mut link = json!({
+                        "type": "resource_link",
+                        "name": name.unwrap_or_else(|| uri.clone()),
+                        "uri": uri,
+                    });
+                    if let Some(mime) = mime {
+                        link["mimeType"] = json!(mime);
+                    }
+                    if let Some(description) = description {
+                        link["description"] = json!(description);
+                    }
+                    content.push(link);
+                }
+                ResultPart::Resource {
+                    uri,
+                    mime,
+                    text,
+                    media,
+                } => {
+                    let mut resource = json!({ "uri": uri });
+                    if let Some(mime) = &mime {
+                        resource["mimeType"] = json!(mime);
+                    }
+                    match (text, media) {
+                        (Some(text), _) => resource["text"] = json!(text),
+                        (None, Some(media)) => match self.inner.media.load(&media) {
+                            Ok(bytes) => resource["blob"] = json!(base64_of(&bytes)),
+                            Err(e) => resource["text"] = json!(format!("[{e}]")),
+                        },
+                        (None, None) => resource["text"] = json!(""),
+                    }
+                    content.push(json!({"type": "resource", "resource": resource}));
+                }
+                ResultPart::Structured { value } => {
+                    // Clients that read only content see the JSON as text too.
+                    content.push(json!({"type": "text", "text": value.to_string()}));
+                    structured = Some(value);
+                }
+                ResultPart::LongText { preview, media } => {
+                    let text = match self.inner.media.load(&media) {
+                        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+                        Err(e) => format!("{preview}\n[the rest is not available: {e}]"),
+                    };
+                    content.push(json!({"type": "text", "text": text}));
+                }
+            }
+        }
+        let mut result = json!({ "content": content, "isError": output.is_error });
+        if let Some(value) = structured {
+            result["structuredContent"] = value;
+        }
+        result
+    }
+
+    fn media_block(&self, kind: &str, media: &conduit_core::content::MediaRef) -> Value {
+        match self.inner.media.load(media) {
+            Ok(bytes) => json!({"type": kind, "data": base64_of(&bytes), "mimeType": media.mime}),
+            Err(e) => {
+                json!({"type": "text", "text": format!("[the {kind} is not available: {e}]")})
+            }
+        }
+    }
+
+    async fn run_tool(
+        &self,
+        tool: Arc<dyn Tool>,
+        arguments: Value,
+        context: &RequestContext<RoleServer>,
+    ) -> ToolOutput {
+        let progress_token = context.meta.get_progress_token();
+        let (sender, mut received) = tokio::sync::mpsc::unbounded_channel::<Progress>();
+        // Progress goes out in order, before the result (the forwarder is awaited).
+        let peer = context.peer.clone();
+        let forwarder = tokio::spawn(async move {
+            while let Some(progress) = received.recv().await {
+                let Some(token) = progress_token.clone() else {
+                    continue;
+                };
+                let mut param = ProgressNotificationParam::new(token, progress.progress);
+                param.total = progress.total;
+                param.message = progress.message;
+                if peer.notify_progress(param).await.is_err() {
+                    return;
+                }
+            }
+        });
+        let sink: conduit_core::tool::ProgressSink = Arc::new(move |progress| {
+            let _ = sender.send(progress);
+        });
+        let cancel = context.ct.child_token();
+        let call_context = ToolContext::new(cancel.clone(), sink);
+        let call = CALLER.scope(context.peer.clone(), tool.call(arguments, call_context));
+        let output = tokio::select! {
+            output = call => match output {
+                Ok(output) => output,
+                Err(e) => ToolOutput::error(e.0),
+            },
+            () = cancel.cancelled() => ToolOutput::error("the call was cancelled"),
+        };
+        let _ = forwarder.await;
+        output
+    }
+}
+
+/// Serving failed (the transport could not start or broke).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("serving MCP failed: {0}")]
+pub struct ServeError(pub String);
+
+fn base64_of(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// A value of an rmcp type from its JSON form (rmcp's types are non-exhaustive).
+fn from_json<T: DeserializeOwned>(value: Value) -> Result<T, ErrorData> {
+    serde_json::from_value(value)
+        .map_err(|e| ErrorData::internal_error(format!("building the answer failed: {e}"), None))
+}
+
+fn to_json<T: Serialize>(value: &T) -> Value {
+    serde_json::to_value(value).unwrap_or(Value::Null)
+}
+
+fn catalog_error(error: CatalogError) -> ErrorData {
+    match error {
+        CatalogError::NotFound(what) => ErrorData::new(
+            ErrorCode::RESOURCE_NOT_FOUND,
+            format!("not found: {what}"),
+            Some(json!({ "uri": what })),
+        ),
+        CatalogError::InvalidArguments(message) => ErrorData::invalid_params(message, None),
+        CatalogError::Failed(message) => ErrorData::internal_error(message, None),
+    }
+}
+
+fn resource_json(body: ResourceBody) -> Value {
+    let mut resource = json!({ "uri": body.uri });
+    if let Some(mime) = body.mime_type {
+        resource["mimeType"] = json!(mime);
+    }
+    match body.data {
+        ResourceData::Text(text) => resource["text"] = json!(text),
+        ResourceData::Binary(bytes) => resource["blob"] = json!(base64_of(&bytes)),
+    }
+    resource
+}
+
+impl ServerHandler for ToolServer {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities: ServerCapabilities = serde_json::from_value(json!({
+            "tools": { "listChanged": true },
+            "resources": { "listChanged": true, "subscribe": true },
+            "prompts": { "listChanged": true },
+            "completions": {},
+            "logging": {},
+        }))
+        .unwrap_or_default();
+        let mut info = ServerConfig::new(capabilities);
+        info.server_info =
+            rmcp::model::Implementation::new(self.inner.catalog.name(), env!("CARGO_PKG_VERSION"));
+        info.instructions = self.inner.catalog.instructions();
+        info
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.forward_changes(context.peer);
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools: Vec<Value> = self
+            .inner
+            .catalog
+            .tools()
+            .iter()
+            .map(|tool| self.listed_tool(tool.as_ref()))
+            .collect();
+        from_json(json!({ "tools": tools }))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.to_string();
+        let Some(tool) = self.tool(&name) else {
+            return Err(ErrorData::invalid_params(
+                format!("there is no tool named {name:?}"),
+                None,
+            ));
+        };
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let output = self.run_tool(tool, arguments, &context).await;
+        let result: CallToolResult = from_json(self.result_json(output))?;
+        Ok(result.into())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let resources = self
+            .inner
+            .catalog
+            .resources()
+            .await
+            .map_err(catalog_error)?;
+        from_json(json!({ "resources": to_json(&resources) }))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let templates = self.inner.catalog.resource_templates();
+        from_json(json!({ "resourceTemplates": to_json(&templates) }))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let bodies = self
+            .inner
+            .catalog
+            .read_resource(&request.uri)
+            .await
+            .map_err(catalog_error)?;
+        let contents: Vec<Value> = bodies.into_iter().map(resource_json).collect();
+        let result: ReadResourceResult = from_json(json!({ "contents": contents }))?;
+        Ok(result.into())
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.session.subscriptions.lock().insert(request.uri);
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.session.subscriptions.lock().remove(&request.uri);
+        Ok(())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let prompts = self.inner.catalog.prompts();
+        from_json(json!({ "prompts": to_json(&prompts) }))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let mut arguments = HashMap::new();
+        for (key, value) in request.arguments.unwrap_or_default() {
+            let value = match value {
+                Value::String(text) => text,
+                other => other.to_string(),
+            };
+            arguments.insert(key, value);
+        }
+        let known = self
+            .inner
+            .catalog
+            .prompts()
+            .into_iter()
+            .find(|prompt| prompt.name == request.name);
+        let Some(known) = known else {
+            return Err(ErrorData::invalid_params(
+                format!("there is no prompt named {:?}", request.name),
+                None,
+            ));
+        };
+        if let Some(missing) = known
+            .arguments
+            .iter()
+            .find(|argument| argument.required && !arguments.contains_key(&argument.name))
+        {
+            return Err(ErrorData::invalid_params(
+                format!("the argument {:?} is required", missing.name),
+                None,
+            ));
+        }
+        let body = self
+            .inner
+            .catalog
+            .get_prompt(&request.name, &arguments)
+            .await
+            .map_err(|e| match e {
+                CatalogError::NotFound(what) => ErrorData::invalid_params(what, None),
+                other => catalog_error(other),
+            })?;
+        let messages: Vec<Value> = body
+            .messages
+            .into_iter()
+            .map(|(role, content)| {
+                let role = match role {
+                    PromptRole::User => "user",
+                    PromptRole::Assistant => "assistant",
+                };
+                let content = match content {
+                    PromptContent::Text(text) => json!({"type": "text", "text": text}),
+                    PromptContent::Image { data, mime_type } => {
+                        json!({"type": "image", "data": base64_of(&data), "mimeType": mime_type})
+                    }
+                    PromptContent::Audio { data, mime_type } => {
+                        json!({"type": "audio", "data": base64_of(&data), "mimeType": mime_type})
+                    }
+                    PromptContent::Resource(body) => {
+                        json!({"type": "resource", "resource": resource_json(body)})
+                    }
+                };
+                json!({ "role": role, "content": content })
+            })
+            .collect();
+        let mut result = json!({ "messages": messages });
+        if let Some(description) = body.description {
+            result["description"] = json!(description);
+        }
+        let result: GetPromptResult = from_json(result)?;
+        Ok(result.into())
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let reference = to_json(&request.r#ref);
+        let target = match reference["type"].as_str() {
+            Some("ref/prompt") => {
+                CompletionTarget::Prompt(reference["name"].as_str().unwrap_or_default().into())
+            }
+            _ => CompletionTarget::ResourceTemplate(
+                reference["uri"].as_str().unwrap_or_default().into(),
+            ),
+        };
+        let context = request
+            .context
+            .and_then(|context| context.arguments)
+            .unwrap_or_default();
+        let mut values = self
+            .inner
+            .catalog
+            .complete(
+                &target,
+                &request.argument.name,
+                &request.argument.value,
+                &context,
+            )
+            .await
+            .map_err(catalog_error)?;
+        let total = values.len();
+        values.truncate(MAX_COMPLETIONS);
+        from_json(json!({
+            "completion": { "values": values, "total": total, "hasMore": total > MAX_COMPLETIONS }
+        }))
+    }
+
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        tracing::debug!(level = ?request.level, "an MCP client set its log level");
+        Ok(())
+    }
+}
+
+impl InProcessServer for ToolServer {
+    fn serve(&self, transport: tokio::io::DuplexStream) -> BoxFuture<'static, ()> {
+        let server = self.session();
+        Box::pin(async move {
+            match server.serve(transport).await {
+                Ok(running) => {
+                    let _ = running.waiting().await;
+                }
+                Err(e) => tracing::warn!(error = %e, "an in-process MCP session failed to start"),
+            }
+        })
+    }
+}
