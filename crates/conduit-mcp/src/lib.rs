@@ -17,6 +17,7 @@
 
 pub mod client;
 pub mod config;
+pub mod conformance;
 pub mod http;
 pub mod naming;
 mod process;
