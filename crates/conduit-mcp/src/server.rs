@@ -489,6 +489,15 @@ fn from_json<T: DeserializeOwned>(value: Value) -> Result<T, ErrorData> {
         .map_err(|e| ErrorData::internal_error(format!("building the answer failed: {e}"), None))
 }
 
+/// A result of an rmcp type from its JSON form, marked complete (2026-07-28 requires
+/// `resultType`; rmcp strips it for peers of older versions).
+fn complete_result<T: DeserializeOwned>(mut value: Value) -> Result<T, ErrorData> {
+    if let Value::Object(map) = &mut value {
+        map.insert("resultType".into(), json!("complete"));
+    }
+    from_json(value)
+}
+
 fn to_json<T: Serialize>(value: &T) -> Value {
     serde_json::to_value(value).unwrap_or(Value::Null)
 }
@@ -550,7 +559,7 @@ impl ServerHandler for ToolServer {
             .iter()
             .map(|tool| self.listed_tool(tool.as_ref()))
             .collect();
-        from_json(json!({ "tools": tools }))
+        complete_result(json!({ "tools": tools }))
     }
 
     async fn call_tool(
@@ -567,7 +576,7 @@ impl ServerHandler for ToolServer {
         };
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let output = self.run_tool(tool, arguments, &context).await;
-        let result: CallToolResult = from_json(self.result_json(output))?;
+        let result: CallToolResult = complete_result(self.result_json(output))?;
         Ok(result.into())
     }
 
@@ -582,7 +591,7 @@ impl ServerHandler for ToolServer {
             .resources()
             .await
             .map_err(catalog_error)?;
-        from_json(json!({ "resources": to_json(&resources) }))
+        complete_result(json!({ "resources": to_json(&resources) }))
     }
 
     async fn list_resource_templates(
@@ -591,7 +600,7 @@ impl ServerHandler for ToolServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         let templates = self.inner.catalog.resource_templates();
-        from_json(json!({ "resourceTemplates": to_json(&templates) }))
+        complete_result(json!({ "resourceTemplates": to_json(&templates) }))
     }
 
     async fn read_resource(
@@ -606,7 +615,7 @@ impl ServerHandler for ToolServer {
             .await
             .map_err(catalog_error)?;
         let contents: Vec<Value> = bodies.into_iter().map(resource_json).collect();
-        let result: ReadResourceResult = from_json(json!({ "contents": contents }))?;
+        let result: ReadResourceResult = complete_result(json!({ "contents": contents }))?;
         Ok(result.into())
     }
 
@@ -636,7 +645,7 @@ impl ServerHandler for ToolServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
         let prompts = self.inner.catalog.prompts();
-        from_json(json!({ "prompts": to_json(&prompts) }))
+        complete_result(json!({ "prompts": to_json(&prompts) }))
     }
 
     async fn get_prompt(
@@ -710,7 +719,7 @@ impl ServerHandler for ToolServer {
         if let Some(description) = body.description {
             result["description"] = json!(description);
         }
-        let result: GetPromptResult = from_json(result)?;
+        let result: GetPromptResult = complete_result(result)?;
         Ok(result.into())
     }
 
@@ -745,7 +754,7 @@ impl ServerHandler for ToolServer {
             .map_err(catalog_error)?;
         let total = values.len();
         values.truncate(MAX_COMPLETIONS);
-        from_json(json!({
+        complete_result(json!({
             "completion": { "values": values, "total": total, "hasMore": total > MAX_COMPLETIONS }
         }))
     }
