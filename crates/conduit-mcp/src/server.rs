@@ -462,15 +462,31 @@ impl ToolServer {
         let cancel = context.ct.child_token();
         let call_context = ToolContext::new(cancel.clone(), sink);
         let call = CALLER.scope(context.peer.clone(), tool.call(arguments, call_context));
+        let mut unfinished = Unfinished(Some(tool.spec().name.clone()));
         let output = tokio::select! {
             output = call => match output {
                 Ok(output) => output,
                 Err(e) => ToolOutput::error(e.0),
             },
-            () = cancel.cancelled() => ToolOutput::error("the call was cancelled"),
+            () = cancel.cancelled() => {
+                tracing::info!(tool = %tool.spec().name, "a served tool call stopped: its client cancelled it");
+                ToolOutput::error("the call was cancelled")
+            }
         };
+        unfinished.0 = None;
         let _ = forwarder.await;
         output
+    }
+}
+
+/// Notes a call dropped before it finished (its session ended under it).
+struct Unfinished(Option<String>);
+
+impl Drop for Unfinished {
+    fn drop(&mut self) {
+        if let Some(tool) = self.0.take() {
+            tracing::info!(%tool, "a served tool call stopped: its session ended");
+        }
     }
 }
 
