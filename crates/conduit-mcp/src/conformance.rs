@@ -14,9 +14,13 @@ use conduit_core::tool::{Progress, Tool, ToolContext, ToolError, ToolOutput, Too
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
+use sha2::{Digest, Sha256};
+use tokio::sync::broadcast;
+
 use crate::server::{
-    Catalog, CatalogError, PromptArgumentInfo, PromptBody, PromptContent, PromptInfo, PromptRole,
-    ResourceBody, ResourceData, ResourceInfo, ResourceTemplateInfo, current_caller,
+    Catalog, CatalogChange, CatalogError, PromptArgumentInfo, PromptBody, PromptContent,
+    PromptInfo, PromptRole, RawRequest, ResourceBody, ResourceData, ResourceInfo,
+    ResourceTemplateInfo, current_caller, log,
 };
 
 /// A 1x1 red PNG, as the suite's reference server sends it.
@@ -86,11 +90,69 @@ fn done(output: ToolOutput) -> BoxFuture<'static, Result<ToolOutput, ToolError>>
 /// The suite's fixtures.
 pub struct ConformanceCatalog {
     tools: Vec<Arc<dyn Tool>>,
+    changes: broadcast::Sender<CatalogChange>,
+    /// Signs `requestState` so a tampered one is refused.
+    key: [u8; 32],
+}
+
+/// Multi-round tools answered in MCP's terms (see [`Catalog::answer_raw`]).
+const RAW_TOOLS: [&str; 9] = [
+    "test_input_required_result_elicitation",
+    "test_input_required_result_sampling",
+    "test_input_required_result_list_roots",
+    "test_input_required_result_request_state",
+    "test_input_required_result_multiple_inputs",
+    "test_input_required_result_multi_round",
+    "test_input_required_result_tampered_state",
+    "test_input_required_result_capabilities",
+    "test_streaming_elicitation",
+];
+
+fn random_key() -> [u8; 32] {
+    use std::hash::{BuildHasher, Hasher};
+    let mut key = [0u8; 32];
+    for (index, chunk) in key.chunks_mut(8).enumerate() {
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_usize(index);
+        chunk.copy_from_slice(&hasher.finish().to_le_bytes());
+    }
+    key
+}
+
+fn elicit(message: &str, field: &str, kind: &str) -> Value {
+    json!({"method": "elicitation/create", "params": {
+        "message": message,
+        "requestedSchema": {"type": "object", "properties": {field: {"type": kind}}, "required": [field]}
+    }})
+}
+
+fn sample(text: &str, max_tokens: u32) -> Value {
+    json!({"method": "sampling/createMessage", "params": {
+        "messages": [{"role": "user", "content": {"type": "text", "text": text}}],
+        "maxTokens": max_tokens
+    }})
+}
+
+fn roots() -> Value {
+    json!({"method": "roots/list", "params": {}})
+}
+
+fn input_required(requests: Value, state: Option<String>) -> Value {
+    let mut result = json!({"resultType": "input_required", "inputRequests": requests});
+    if let Some(state) = state {
+        result["requestState"] = json!(state);
+    }
+    result
+}
+
+fn complete_text(text: &str) -> Value {
+    json!({"content": [{"type": "text", "text": text}], "isError": false})
 }
 
 impl ConformanceCatalog {
     /// The fixtures; their image and audio are stored in `media` (results carry media).
     pub fn new(media: &dyn MediaStore) -> Result<Self, CatalogError> {
+        let (changes, _) = broadcast::channel(16);
         let store = |base64: &str, mime: &str| -> Result<MediaRef, CatalogError> {
             media
                 .put(&decode(base64), Some(mime))
@@ -170,6 +232,42 @@ impl ConformanceCatalog {
                 empty_schema(),
                 Arc::new(|_, _| Box::pin(with_logging())),
             ),
+            fixture(
+                "test_logging_tool",
+                "Logs three messages, to clients that asked for them",
+                empty_schema(),
+                Arc::new(|_, _| Box::pin(with_logging())),
+            ),
+            fixture(
+                "test_missing_capability",
+                "Needs the client's sampling capability",
+                empty_schema(),
+                Arc::new(|_, _| done(parts(vec![text("the client can sample")]))),
+            ),
+            {
+                let changes = changes.clone();
+                fixture(
+                    "test_trigger_tool_change",
+                    "Says the tool list changed",
+                    empty_schema(),
+                    Arc::new(move |_, _| {
+                        let _ = changes.send(CatalogChange::Tools);
+                        done(parts(vec![text("tools changed")]))
+                    }),
+                )
+            },
+            {
+                let changes = changes.clone();
+                fixture(
+                    "test_trigger_prompt_change",
+                    "Says the prompt list changed",
+                    empty_schema(),
+                    Arc::new(move |_, _| {
+                        let _ = changes.send(CatalogChange::Prompts);
+                        done(parts(vec![text("prompts changed")]))
+                    }),
+                )
+            },
             fixture(
                 "test_tool_with_progress",
                 "Tests tool that reports progress notifications",
@@ -296,24 +394,179 @@ impl ConformanceCatalog {
                 }),
             ),
         ];
-        Ok(Self { tools })
+        let mut tools = tools;
+        for name in RAW_TOOLS {
+            // Listed like any tool; answered by `answer_raw`.
+            tools.push(fixture(
+                name,
+                "Asks the client for input first (multi-round, 2026-07-28)",
+                empty_schema(),
+                Arc::new(|_, _| {
+                    Box::pin(std::future::ready(Err(ToolError(
+                        "answered in MCP terms".into(),
+                    ))))
+                }),
+            ));
+        }
+        Ok(Self {
+            tools,
+            changes,
+            key: random_key(),
+        })
+    }
+
+    fn sign(&self, payload: &str) -> String {
+        let mut hash = Sha256::new();
+        hash.update(self.key);
+        hash.update(payload.as_bytes());
+        hash.update(self.key);
+        let digest: String = hash
+            .finalize()
+            .iter()
+            .map(|byte| format!("{byte:02x}"))
+            .collect();
+        format!("{payload}.{digest}")
+    }
+
+    /// The payload of a state this catalog signed; an error for anything else.
+    fn verify(&self, state: &str) -> Result<String, CatalogError> {
+        let payload = state.rsplit_once('.').map(|(payload, _)| payload);
+        match payload {
+            Some(payload) if self.sign(payload) == state => Ok(payload.to_owned()),
+            _ => Err(CatalogError::InvalidArguments(
+                "requestState failed its integrity check".into(),
+            )),
+        }
+    }
+
+    fn tool_answer(&self, name: &str, request: &RawRequest) -> Result<Value, CatalogError> {
+        let responses = request
+            .params
+            .get("inputResponses")
+            .filter(|r| r.is_object());
+        let response = |key: &str| responses.and_then(|r| r.get(key));
+        let state = request.params.get("requestState").and_then(Value::as_str);
+        let answered = |key: &str| response(key).is_some();
+        Ok(match name {
+            "test_input_required_result_elicitation" | "test_streaming_elicitation" => {
+                match response("user_name") {
+                    None => input_required(
+                        json!({"user_name": elicit("What is your name?", "name", "string")}),
+                        None,
+                    ),
+                    Some(answer) => complete_text(&format!(
+                        "Hello, {}!",
+                        answer["content"]["name"].as_str().unwrap_or("stranger")
+                    )),
+                }
+            }
+            "test_input_required_result_sampling" => match response("capital_question") {
+                None => input_required(
+                    json!({"capital_question": sample("What is the capital of France?", 100)}),
+                    None,
+                ),
+                Some(answer) => complete_text(&format!(
+                    "The model said: {}",
+                    answer["content"]["text"].as_str().unwrap_or_default()
+                )),
+            },
+            "test_input_required_result_list_roots" => match response("client_roots") {
+                None => input_required(json!({"client_roots": roots()}), None),
+                Some(answer) => {
+                    let uris: Vec<&str> = answer["roots"]
+                        .as_array()
+                        .map(|roots| roots.iter().filter_map(|r| r["uri"].as_str()).collect())
+                        .unwrap_or_default();
+                    complete_text(&format!("The client's roots: {}", uris.join(", ")))
+                }
+            },
+            "test_input_required_result_request_state"
+            | "test_input_required_result_tampered_state" => match state {
+                Some(state) if answered("confirm") => {
+                    self.verify(state)?;
+                    complete_text("state-ok: the request state came back intact")
+                }
+                _ => input_required(
+                    json!({"confirm": elicit("Please confirm", "ok", "boolean")}),
+                    Some(self.sign(&format!("{name}:1"))),
+                ),
+            },
+            "test_input_required_result_multiple_inputs" => match state {
+                Some(state)
+                    if ["user_name", "greeting", "client_roots"]
+                        .iter()
+                        .all(|k| answered(k)) =>
+                {
+                    self.verify(state)?;
+                    complete_text("All three inputs arrived")
+                }
+                _ => input_required(
+                    json!({
+                        "user_name": elicit("What is your name?", "name", "string"),
+                        "greeting": sample("Generate a greeting", 50),
+                        "client_roots": roots(),
+                    }),
+                    Some(self.sign("multiple:1")),
+                ),
+            },
+            "test_input_required_result_multi_round" => {
+                let round = match state {
+                    Some(state) => self.verify(state)?,
+                    None => String::new(),
+                };
+                match round.as_str() {
+                    "multi:1" if answered("step1") => input_required(
+                        json!({"step2": elicit("Step 2: What is your favorite color?", "color", "string")}),
+                        Some(self.sign("multi:2")),
+                    ),
+                    "multi:2" if answered("step2") => complete_text("Both steps are done"),
+                    "multi:2" => input_required(
+                        json!({"step2": elicit("Step 2: What is your favorite color?", "color", "string")}),
+                        Some(self.sign("multi:2")),
+                    ),
+                    _ => input_required(
+                        json!({"step1": elicit("Step 1: What is your name?", "name", "string")}),
+                        Some(self.sign("multi:1")),
+                    ),
+                }
+            }
+            "test_input_required_result_capabilities" => {
+                if responses.is_some_and(|r| r.as_object().is_some_and(|m| !m.is_empty())) {
+                    complete_text("The inputs arrived")
+                } else {
+                    let caps = &request.client_capabilities;
+                    let mut requests = serde_json::Map::new();
+                    if caps.get("sampling").is_some() {
+                        requests.insert("greeting".into(), sample("Generate a greeting", 50));
+                    }
+                    if caps.get("elicitation").is_some() {
+                        requests.insert(
+                            "user_name".into(),
+                            elicit("What is your name?", "name", "string"),
+                        );
+                    }
+                    if caps.get("roots").is_some() {
+                        requests.insert("client_roots".into(), roots());
+                    }
+                    if requests.is_empty() {
+                        complete_text("The client can give no input")
+                    } else {
+                        input_required(Value::Object(requests), None)
+                    }
+                }
+            }
+            _ => return Err(CatalogError::NotFound(name.to_owned())),
+        })
     }
 }
 
-#[allow(deprecated)]
 async fn with_logging() -> Result<ToolOutput, ToolError> {
-    if let Some(peer) = current_caller() {
-        for data in [
-            "Tool execution started",
-            "Tool processing data",
-            "Tool execution completed",
-        ] {
-            let param = serde_json::from_value(json!({"level": "info", "data": data}))
-                .map_err(|e| ToolError(e.to_string()))?;
-            peer.notify_logging_message(param)
-                .await
-                .map_err(|e| ToolError(e.to_string()))?;
-        }
+    for data in [
+        "Tool execution started",
+        "Tool processing data",
+        "Tool execution completed",
+    ] {
+        log("info", json!(data)).await;
     }
     Ok(parts(vec![text("Tool with logging executed successfully")]))
 }
@@ -394,6 +647,36 @@ impl Catalog for ConformanceCatalog {
 
     fn tools(&self) -> Vec<Arc<dyn Tool>> {
         self.tools.clone()
+    }
+
+    fn tool_requires(&self, name: &str) -> Option<Value> {
+        (name == "test_missing_capability").then(|| json!({"sampling": {}}))
+    }
+
+    fn changes(&self) -> Option<broadcast::Receiver<CatalogChange>> {
+        Some(self.changes.subscribe())
+    }
+
+    async fn answer_raw(&self, request: &RawRequest) -> Option<Result<Value, CatalogError>> {
+        match request.method {
+            "tools/call" if RAW_TOOLS.contains(&request.name.as_str()) => {
+                Some(self.tool_answer(&request.name, request))
+            }
+            "prompts/get" if request.name == "test_input_required_result_prompt" => {
+                let responses = request.params.get("inputResponses");
+                Some(Ok(match responses.and_then(|r| r.get("user_context")) {
+                    None => input_required(
+                        json!({"user_context": elicit("What context should the prompt use?", "context", "string")}),
+                        None,
+                    ),
+                    Some(answer) => json!({"messages": [{"role": "user", "content": {
+                        "type": "text",
+                        "text": format!("Use this context: {}", answer["content"]["context"].as_str().unwrap_or_default())
+                    }}]}),
+                }))
+            }
+            _ => None,
+        }
     }
 
     async fn resources(&self) -> Result<Vec<ResourceInfo>, CatalogError> {
@@ -479,6 +762,11 @@ impl Catalog for ConformanceCatalog {
                 vec![argument("resourceUri", "URI of the resource to embed")],
             ),
             prompt("test_prompt_with_image", "Prompt With Image", Vec::new()),
+            prompt(
+                "test_input_required_result_prompt",
+                "Asks the client for context first",
+                Vec::new(),
+            ),
         ]
     }
 

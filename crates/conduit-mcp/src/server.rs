@@ -52,6 +52,9 @@ pub enum CatalogError {
     NotFound(String),
     #[error("invalid arguments: {0}")]
     InvalidArguments(String),
+    /// The client must declare these capabilities (`ClientCapabilities` JSON) first.
+    #[error("the client lacks a required capability: {0}")]
+    MissingClientCapability(Value),
     #[error("{0}")]
     Failed(String),
 }
@@ -152,6 +155,19 @@ pub enum CompletionTarget {
     ResourceTemplate(String),
 }
 
+/// A request for [`Catalog::answer_raw`].
+#[derive(Debug, Clone)]
+pub struct RawRequest {
+    /// `tools/call` or `prompts/get`.
+    pub method: &'static str,
+    /// The tool or prompt.
+    pub name: String,
+    /// The request's `params` as sent.
+    pub params: Value,
+    /// What the client declared it can do (`ClientCapabilities` JSON, `{}` when nothing).
+    pub client_capabilities: Value,
+}
+
 /// The most completion values one answer carries (the protocol's cap).
 pub const MAX_COMPLETIONS: usize = 100;
 
@@ -173,6 +189,21 @@ pub trait Catalog: Send + Sync + 'static {
 
     /// A tool's `_meta`, if it has one.
     fn tool_meta(&self, _name: &str) -> Option<Map<String, Value>> {
+        None
+    }
+
+    /// The client capabilities a tool needs (as MCP's `ClientCapabilities` JSON, e.g.
+    /// `{"sampling": {}}`): a client that did not declare them gets
+    /// MissingRequiredClientCapability (-32021) instead of a call.
+    fn tool_requires(&self, _name: &str) -> Option<Value> {
+        None
+    }
+
+    /// A `tools/call` or `prompts/get` answered in MCP's own terms (the full `params`,
+    /// with `inputResponses` and `requestState`), for catalogs that need the protocol's
+    /// multi-round input (`resultType: "input_required"`) that core tools cannot express:
+    /// the conformance fixtures. `None` lets the core tool or prompt answer.
+    async fn answer_raw(&self, _request: &RawRequest) -> Option<Result<Value, CatalogError>> {
         None
     }
 
@@ -218,15 +249,75 @@ pub trait Catalog: Send + Sync + 'static {
     }
 }
 
+/// MCP's log levels, least severe first.
+const LOG_LEVELS: [&str; 8] = [
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
+
+fn level_rank(level: &str) -> Option<usize> {
+    LOG_LEVELS.iter().position(|known| *known == level)
+}
+
+/// Which log messages the client of a call wants.
+#[derive(Debug, Clone, Copy)]
+enum LogThreshold {
+    /// A session that never set a level: everything (2025-11-25).
+    All,
+    /// Messages at this rank or above.
+    AtLeast(usize),
+    /// A stateless request that did not opt in (`_meta` logLevel): none (2026-07-28).
+    None,
+}
+
+#[derive(Clone)]
+struct Caller {
+    peer: Peer<RoleServer>,
+    logs: LogThreshold,
+}
+
 tokio::task_local! {
     /// The client a tool call runs for: lets fixtures that need the session itself
     /// (logging from a tool, sampling) reach it without widening the core `Tool`.
-    static CALLER: Peer<RoleServer>;
+    static CALLER: Caller;
 }
 
 /// The client the current tool call runs for, inside [`ToolServer`]'s call.
 pub fn current_caller() -> Option<Peer<RoleServer>> {
-    CALLER.try_with(Clone::clone).ok()
+    CALLER.try_with(|caller| caller.peer.clone()).ok()
+}
+
+/// Sends a log message (`notifications/message`) to the client of the current tool call,
+/// if it asked for messages of this level (`logging/setLevel`, or the request's
+/// `_meta` log level on 2026-07-28). Does nothing outside a served call.
+#[allow(deprecated)]
+pub async fn log(level: &str, data: Value) {
+    let Ok(caller) = CALLER.try_with(Clone::clone) else {
+        return;
+    };
+    let Some(rank) = level_rank(level) else {
+        return;
+    };
+    let wanted = match caller.logs {
+        LogThreshold::All => true,
+        LogThreshold::AtLeast(threshold) => rank >= threshold,
+        LogThreshold::None => false,
+    };
+    if !wanted {
+        return;
+    }
+    let Ok(param) = from_json::<rmcp::model::LoggingMessageNotificationParam>(
+        json!({ "level": level, "logger": "conduit", "data": data }),
+    ) else {
+        return;
+    };
+    let _ = caller.peer.notify_logging_message(param).await;
 }
 
 struct Inner {
@@ -239,6 +330,8 @@ struct Inner {
 struct SessionState {
     subscriptions: Mutex<BTreeSet<String>>,
     forwarding: Mutex<bool>,
+    /// The level `logging/setLevel` chose (2025-11-25 sessions).
+    log_level: Mutex<Option<usize>>,
 }
 
 /// An MCP server for a catalog. Cheap to clone; each clone made by [`ToolServer::session`]
@@ -433,6 +526,24 @@ impl ToolServer {
         }
     }
 
+    fn log_threshold(&self, context: &RequestContext<RoleServer>) -> LogThreshold {
+        let stateless = context
+            .meta
+            .protocol_version()
+            .is_some_and(|v| v.as_str() >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str());
+        #[allow(deprecated)]
+        let requested = context.meta.log_level().and_then(|level| {
+            serde_json::to_value(level)
+                .ok()
+                .and_then(|v| v.as_str().and_then(level_rank))
+        });
+        match (requested, *self.session.log_level.lock(), stateless) {
+            (Some(rank), _, _) | (None, Some(rank), false) => LogThreshold::AtLeast(rank),
+            (None, _, true) => LogThreshold::None,
+            (None, None, false) => LogThreshold::All,
+        }
+    }
+
     async fn run_tool(
         &self,
         tool: Arc<dyn Tool>,
@@ -461,18 +572,23 @@ impl ToolServer {
         });
         let cancel = context.ct.child_token();
         let call_context = ToolContext::new(cancel.clone(), sink);
-        let call = CALLER.scope(context.peer.clone(), tool.call(arguments, call_context));
+        let caller = Caller {
+            peer: context.peer.clone(),
+            logs: self.log_threshold(context),
+        };
+        let call = CALLER.scope(caller, tool.call(arguments, call_context));
         let mut unfinished = Unfinished(Some(tool.spec().name.clone()));
         let output = tokio::select! {
             output = call => match output {
                 Ok(output) => output,
                 Err(e) => ToolOutput::error(e.0),
             },
-            () = cancel.cancelled() => {
-                tracing::info!(tool = %tool.spec().name, "a served tool call stopped: its client cancelled it");
-                ToolOutput::error("the call was cancelled")
-            }
+            () = cancel.cancelled() => ToolOutput::error("the call was cancelled"),
         };
+        // The tool may have seen the cancellation first and returned: either way it stopped.
+        if cancel.is_cancelled() {
+            tracing::info!(tool = %tool.spec().name, "a served tool call stopped: its client cancelled it");
+        }
         unfinished.0 = None;
         let _ = forwarder.await;
         output
@@ -526,6 +642,10 @@ fn catalog_error(error: CatalogError) -> ErrorData {
             Some(json!({ "uri": what })),
         ),
         CatalogError::InvalidArguments(message) => ErrorData::invalid_params(message, None),
+        CatalogError::MissingClientCapability(required) => match from_json(required) {
+            Ok(required) => ErrorData::missing_required_client_capability(required),
+            Err(e) => e,
+        },
         CatalogError::Failed(message) => ErrorData::internal_error(message, None),
     }
 }
@@ -584,6 +704,36 @@ impl ServerHandler for ToolServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
+        let client_capabilities = context
+            .client_capabilities()
+            .map(|caps| to_json(&caps))
+            .unwrap_or_else(|| json!({}));
+        if let Some(required) = self.inner.catalog.tool_requires(&name) {
+            let missing = required.as_object().is_some_and(|needed| {
+                needed
+                    .keys()
+                    .any(|key| client_capabilities.get(key).is_none())
+            });
+            if missing {
+                return Err(catalog_error(CatalogError::MissingClientCapability(
+                    required,
+                )));
+            }
+        }
+        let raw = RawRequest {
+            method: "tools/call",
+            name: name.clone(),
+            params: to_json(&request),
+            client_capabilities,
+        };
+        if let Some(answer) = self.inner.catalog.answer_raw(&raw).await {
+            let answer = answer.map_err(catalog_error)?;
+            return if answer["resultType"] == "input_required" {
+                Ok(CallToolResponse::InputRequired(from_json(answer)?))
+            } else {
+                Ok(complete_result::<CallToolResult>(answer)?.into())
+            };
+        }
         let Some(tool) = self.tool(&name) else {
             return Err(ErrorData::invalid_params(
                 format!("there is no tool named {name:?}"),
@@ -635,6 +785,59 @@ impl ServerHandler for ToolServer {
         Ok(result.into())
     }
 
+    fn accepted_subscription_filter(
+        &self,
+        requested: &rmcp::model::SubscriptionFilter,
+    ) -> Option<rmcp::model::SubscriptionFilter> {
+        Some(requested.clone())
+    }
+
+    /// A 2026-07-28 `subscriptions/listen` stream: the catalog's changes the client asked
+    /// for, until it cancels (rmcp filters by what was accepted and tags each one).
+    async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), ErrorData> {
+        let Some(mut changes) = self.inner.catalog.changes() else {
+            context.cancelled().await;
+            return Ok(());
+        };
+        let wanted = context.accepted().clone();
+        loop {
+            let change = tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                change = changes.recv() => change,
+            };
+            let sink = context.sink();
+            let sent = match change {
+                Ok(CatalogChange::Tools) | Err(broadcast::error::RecvError::Lagged(_))
+                    if wanted.tools_list_changed == Some(true) =>
+                {
+                    sink.notify_tool_list_changed().await
+                }
+                Ok(CatalogChange::Prompts) if wanted.prompts_list_changed == Some(true) => {
+                    sink.notify_prompt_list_changed().await
+                }
+                Ok(CatalogChange::Resources) if wanted.resources_list_changed == Some(true) => {
+                    sink.notify_resource_list_changed().await
+                }
+                Ok(CatalogChange::ResourceUpdated(uri))
+                    if wanted
+                        .resource_subscriptions
+                        .as_ref()
+                        .is_some_and(|uris| uris.contains(&uri)) =>
+                {
+                    sink.notify_resource_updated(uri).await
+                }
+                Err(broadcast::error::RecvError::Closed) => {
+                    context.cancelled().await;
+                    return Ok(());
+                }
+                _ => Ok(()),
+            };
+            if sent.is_err() {
+                return Ok(());
+            }
+        }
+    }
+
     #[allow(deprecated)]
     async fn subscribe(
         &self,
@@ -667,8 +870,25 @@ impl ServerHandler for ToolServer {
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
+        let raw = RawRequest {
+            method: "prompts/get",
+            name: request.name.clone(),
+            params: to_json(&request),
+            client_capabilities: context
+                .client_capabilities()
+                .map(|caps| to_json(&caps))
+                .unwrap_or_else(|| json!({})),
+        };
+        if let Some(answer) = self.inner.catalog.answer_raw(&raw).await {
+            let answer = answer.map_err(catalog_error)?;
+            return if answer["resultType"] == "input_required" {
+                Ok(GetPromptResponse::InputRequired(from_json(answer)?))
+            } else {
+                Ok(complete_result::<GetPromptResult>(answer)?.into())
+            };
+        }
         let mut arguments = HashMap::new();
         for (key, value) in request.arguments.unwrap_or_default() {
             let value = match value {
@@ -782,6 +1002,10 @@ impl ServerHandler for ToolServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         tracing::debug!(level = ?request.level, "an MCP client set its log level");
+        let rank = serde_json::to_value(request.level)
+            .ok()
+            .and_then(|v| v.as_str().and_then(level_rank));
+        *self.session.log_level.lock() = rank;
         Ok(())
     }
 }
