@@ -4,6 +4,8 @@
 //! or wrong token and a non-loopback bind; and the official conformance suite
 //! (0.2.0-alpha.12) runs its server scenarios for 2025-11-25 and 2026-07-28.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;

@@ -3,6 +3,8 @@
 //! an image that arrives as stored media, errors as error results, progress,
 //! cancellation that stops the tool, and the tool list following the catalog.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
