@@ -190,6 +190,25 @@ fn assert_typescript_saw(out: &Value, conversation: &str) {
         text.contains("What is the capital of Norway?") && text.contains("Oslo is the capital"),
         "{text}"
     );
+    let media = &out["media"]["contents"][0];
+    assert_eq!(media["mimeType"], "image/png");
+    let stored = {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD
+            .decode(media["blob"].as_str().unwrap())
+            .unwrap()
+    };
+    assert_eq!(image::load_from_memory(&stored).unwrap().width(), 4);
+    // Unknown or hostile URIs are clear errors, never a read.
+    for answer in out["badReads"].as_array().unwrap() {
+        let answer = answer.as_str().unwrap();
+        assert!(answer.contains("not found"), "{answer}");
+    }
+    let without = out["promptWithoutArgument"].as_str().unwrap();
+    assert!(
+        without.contains("\"conversation\" is required"),
+        "{without}"
+    );
     assert_eq!(
         out["prompts"],
         json!(["continue_conversation", "summarize_conversation"])
