@@ -194,15 +194,30 @@ async fn fixture() -> Fixture {
     }
 }
 
-fn context() -> (ToolContext, Arc<Mutex<Vec<Progress>>>, CancellationToken) {
+/// A tool context: the progress it saw (and a signal for each), and its cancel token.
+fn context_with_progress() -> (
+    ToolContext,
+    Arc<Mutex<Vec<Progress>>>,
+    Arc<Notify>,
+    CancellationToken,
+) {
     let seen = Arc::new(Mutex::new(Vec::new()));
-    let sink = seen.clone();
+    let signal = Arc::new(Notify::new());
+    let (sink, notify) = (seen.clone(), signal.clone());
     let cancel = CancellationToken::new();
-    (
-        ToolContext::new(cancel.clone(), Arc::new(move |p| sink.lock().push(p))),
-        seen,
-        cancel,
-    )
+    let context = ToolContext::new(
+        cancel.clone(),
+        Arc::new(move |p| {
+            sink.lock().push(p);
+            notify.notify_one();
+        }),
+    );
+    (context, seen, signal, cancel)
+}
+
+fn context() -> (ToolContext, Arc<Mutex<Vec<Progress>>>, CancellationToken) {
+    let (context, seen, _, cancel) = context_with_progress();
+    (context, seen, cancel)
 }
 
 impl Fixture {
@@ -286,7 +301,7 @@ async fn the_agent_reaches_served_tools_through_the_runtime() {
         }]
     );
 
-    let (ctx, progress, _) = context();
+    let (ctx, progress, progress_seen, _) = context_with_progress();
     let out = f
         .tool("conduit__counts")
         .call(json!({}), ctx)
@@ -298,6 +313,15 @@ async fn the_agent_reaches_served_tools_through_the_runtime() {
             text: "counted".into()
         }]
     );
+    // Progress may trail the result a moment (the client routes each notification in its
+    // own task): wait for all three, bounded.
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while progress.lock().len() < 3 {
+            progress_seen.notified().await;
+        }
+    })
+    .await
+    .expect("three progress notifications arrived");
     // The server sends them in order; rmcp's client hands each to its own task, so
     // they may arrive in any order.
     let mut steps: Vec<(u32, String)> = progress

@@ -383,8 +383,22 @@ impl ConformanceCatalog {
                 json!({
                     "$schema": "https://json-schema.org/draft/2020-12/schema",
                     "type": "object",
-                    "$defs": {"address": {"type": "object", "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
-                    "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+                    "$defs": {"address": {
+                        "$anchor": "addressDef",
+                        "type": "object",
+                        "properties": {"street": {"type": "string"}, "city": {"type": "string"}}
+                    }},
+                    "properties": {
+                        "name": {"type": "string"},
+                        "address": {"$ref": "#/$defs/address"},
+                        "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+                        "phone": {"type": "string"},
+                        "email": {"type": "string"}
+                    },
+                    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+                    "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+                    "then": {"required": ["phone"]},
+                    "else": {"required": ["email"]},
                     "additionalProperties": false
                 }),
                 Arc::new(|arguments: Value, _| {

@@ -578,14 +578,23 @@ impl ToolServer {
         };
         let call = CALLER.scope(caller, tool.call(arguments, call_context));
         let mut unfinished = Unfinished(Some(tool.spec().name.clone()));
-        let output = tokio::select! {
-            output = call => match output {
-                Ok(output) => output,
-                Err(e) => ToolOutput::error(e.0),
-            },
-            () = cancel.cancelled() => ToolOutput::error("the call was cancelled"),
+        let mut call = std::pin::pin!(call);
+        let finished = |output: Result<ToolOutput, conduit_core::tool::ToolError>| match output {
+            Ok(output) => output,
+            Err(e) => ToolOutput::error(e.0),
         };
-        // The tool may have seen the cancellation first and returned: either way it stopped.
+        let output = tokio::select! {
+            biased;
+            output = &mut call => finished(output),
+            () = cancel.cancelled() => {
+                // A tool that honours its token ends on its own (and cleans up); one that
+                // does not is dropped after a grace period.
+                match tokio::time::timeout(CANCEL_GRACE, &mut call).await {
+                    Ok(output) => finished(output),
+                    Err(_) => ToolOutput::error("the call was cancelled"),
+                }
+            }
+        };
         if cancel.is_cancelled() {
             tracing::info!(tool = %tool.spec().name, "a served tool call stopped: its client cancelled it");
         }
@@ -594,6 +603,9 @@ impl ToolServer {
         output
     }
 }
+
+/// How long a cancelled tool may take to end on its own before it is dropped.
+const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Notes a call dropped before it finished (its session ended under it).
 struct Unfinished(Option<String>);
