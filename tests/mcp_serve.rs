@@ -588,6 +588,16 @@ async fn conformance(requirements: &str) {
         failing.is_empty(),
         "{requirements}: required scenarios not passing: {failing:?}\n{summary}"
     );
+    // Beyond the required set, the suite's pending and newer scenarios pass too; only the
+    // optional tasks extension (SEP-2663), which Conduit does not implement, fails.
+    let other_failures: Vec<&str> = summary
+        .lines()
+        .filter(|line| line.starts_with("✗ ") && !line.starts_with("✗ tasks-"))
+        .collect();
+    assert!(
+        other_failures.is_empty(),
+        "{requirements}: {other_failures:?}\n{summary}"
+    );
     assert!(out.status.success(), "{requirements}: {summary}");
 }
 

@@ -378,6 +378,21 @@ impl ConformanceCatalog {
                 }),
             ),
             fixture(
+                "test_custom_headers",
+                "Mirrors its region argument into the Mcp-Param-Region header (SEP-2243)",
+                json!({
+                    "type": "object",
+                    "properties": {"region": {"type": "string", "x-mcp-header": "Region"}},
+                    "required": ["region"]
+                }),
+                Arc::new(|arguments: Value, _| {
+                    done(parts(vec![text(&format!(
+                        "region: {}",
+                        arguments["region"].as_str().unwrap_or_default()
+                    ))]))
+                }),
+            ),
+            fixture(
                 "json_schema_2020_12_tool",
                 "Tool with JSON Schema 2020-12 features for conformance testing (SEP-1613)",
                 json!({

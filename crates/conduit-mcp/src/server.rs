@@ -710,6 +710,13 @@ impl ServerHandler for ToolServer {
         complete_result(json!({ "tools": tools }))
     }
 
+    /// A tool's listing, which rmcp's HTTP transport checks `Mcp-Param-*` headers against
+    /// (`x-mcp-header` in the input schema).
+    fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
+        let tool = self.tool(name)?;
+        from_json(self.listed_tool(tool.as_ref())).ok()
+    }
+
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
