@@ -11,7 +11,7 @@ CARGO := cargo
 DESKTOP_TESTS := desktop desktop_chat desktop_settings desktop_webview desktop_secrets desktop_approval desktop_images desktop_elicit
 XVFB := xvfb-run --auto-servernum --server-args="-screen 0 1400x900x24"
 
-.PHONY: help setup setup-test ui run test fmt-check clippy test-ui build test-rust test-desktop bench clean
+.PHONY: help setup setup-test ui run test fmt-check clippy test-ui build test-rust test-desktop conformance bench clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -55,6 +55,9 @@ test-rust: build ## The workspace's Rust tests, the desktop end-to-end tests inc
 test-desktop: build ## Only the desktop end-to-end tests, under Xvfb
 	rm -rf test-artifacts/desktop*
 	$(XVFB) $(CARGO) test --locked --workspace $(addprefix --test ,$(DESKTOP_TESTS))
+
+conformance: setup-test build ## The MCP conformance suite against `conduit mcp serve --http` (2025-11-25, 2026-07-28; also part of test-rust)
+	$(CARGO) test --locked --workspace --test mcp_serve conformance -- --nocapture
 
 clean: ## Remove build outputs (the shared cargo target folder included)
 	rm -rf ui/dist test-artifacts "$(CARGO_TARGET_DIR)"

@@ -53,6 +53,16 @@ pub enum McpCommand {
         #[arg(long, default_value = "{}")]
         args: String,
     },
+    /// Serve Conduit's tools, conversations and prompts as an MCP server: over stdio, or
+    /// with --http as streamable HTTP (bearer token required; made and shown once).
+    Serve {
+        /// Serve streamable HTTP on this address (e.g. 127.0.0.1:8765) at /mcp.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<std::net::SocketAddr>,
+        /// Allow an address other machines can reach (the default is loopback only).
+        #[arg(long, requires = "http")]
+        allow_remote: bool,
+    },
 }
 
 pub async fn run(host: Arc<Host>, command: McpCommand) -> Result<u8, Failure> {
@@ -64,6 +74,9 @@ pub async fn run(host: Arc<Host>, command: McpCommand) -> Result<u8, Failure> {
             println!("{server}/{tool} is {state} models.");
             return Ok(0);
         }
+        McpCommand::Serve { http, allow_remote } => {
+            return serve(&host, *http, *allow_remote).await;
+        }
         _ => {}
     }
     let servers = host
@@ -72,6 +85,37 @@ pub async fn run(host: Arc<Host>, command: McpCommand) -> Result<u8, Failure> {
     let result = run_with(&host, &servers, command).await;
     servers.shutdown().await;
     result
+}
+
+/// `conduit mcp serve`: stdio until the client leaves, or HTTP until Ctrl-C.
+async fn serve(
+    host: &Arc<Host>,
+    http: Option<std::net::SocketAddr>,
+    allow_remote: bool,
+) -> Result<u8, Failure> {
+    let Some(addr) = http else {
+        host.serve_mcp_stdio().await?;
+        return Ok(0);
+    };
+    let stop = CancellationToken::new();
+    let serving = host
+        .start_mcp_http(addr, allow_remote, stop.clone())
+        .await?;
+    println!("Serving MCP at {}", serving.url);
+    if serving.token.created {
+        // The only time the token is shown: it is never logged.
+        println!(
+            "A bearer token was made for it and kept in the secret store; clients send \
+             `Authorization: Bearer <token>`. It is shown only now:\n{}",
+            serving.token.token
+        );
+    }
+    tokio::spawn(async move {
+        let _ = tokio::signal::ctrl_c().await;
+        stop.cancel();
+    });
+    serving.finished().await?;
+    Ok(0)
 }
 
 fn parse_args(text: &str) -> Result<Value, Failure> {
@@ -127,7 +171,9 @@ async fn run_with(host: &Host, servers: &McpRuntime, command: McpCommand) -> Res
                 }
             }
         }
-        McpCommand::EnableTool { .. } | McpCommand::DisableTool { .. } => {}
+        McpCommand::EnableTool { .. }
+        | McpCommand::DisableTool { .. }
+        | McpCommand::Serve { .. } => {}
         McpCommand::Tools { server, json } => {
             let names: Vec<String> = match &server {
                 Some(name) => vec![name.clone()],

@@ -111,6 +111,12 @@ impl Tool for Sleep {
 
     async fn call(&self, arguments: Value, context: ToolContext) -> Result<ToolOutput, ToolError> {
         let ms = arguments["ms"].as_u64().unwrap_or(0);
+        // Says it is running, so a test can cancel a call known to have started.
+        (context.progress)(conduit_core::tool::Progress {
+            progress: 0.0,
+            total: Some(ms as f64),
+            message: Some(format!("sleeping {ms} ms")),
+        });
         tokio::select! {
             () = tokio::time::sleep(Duration::from_millis(ms)) => Ok(ToolOutput::text(format!("slept {ms} ms"))),
             () = context.cancel.cancelled() => Err(ToolError("cancelled".into())),

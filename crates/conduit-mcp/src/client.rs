@@ -123,6 +123,9 @@ pub struct ServerDetails {
 #[derive(Default)]
 struct Shared {
     progress: Mutex<HashMap<ProgressToken, ProgressSink>>,
+    /// Progress that arrived before its call registered a sink (a fast server answers
+    /// while rmcp is still handing the call back): replayed when the sink comes.
+    early: Mutex<HashMap<ProgressToken, Vec<Progress>>>,
     tools_changed: tokio::sync::Notify,
 }
 
@@ -248,18 +251,29 @@ impl ClientHandler for Handler {
         params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        let sink = self
-            .shared
-            .progress
-            .lock()
-            .get(&params.progress_token)
-            .cloned();
+        let progress = Progress {
+            progress: params.progress,
+            total: params.total,
+            message: params.message,
+        };
+        let sink = {
+            let sinks = self.shared.progress.lock();
+            let sink = sinks.get(&params.progress_token).cloned();
+            if sink.is_none() {
+                // Kept under the sinks' lock, so a call registering now cannot miss it.
+                let mut early = self.shared.early.lock();
+                if early.len() >= MAX_EARLY_TOKENS && !early.contains_key(&params.progress_token) {
+                    early.clear();
+                }
+                let kept = early.entry(params.progress_token).or_default();
+                if kept.len() < MAX_EARLY_PER_TOKEN {
+                    kept.push(progress.clone());
+                }
+            }
+            sink
+        };
         if let Some(sink) = sink {
-            sink(Progress {
-                progress: params.progress,
-                total: params.total,
-                message: params.message,
-            });
+            sink(progress);
         }
     }
 
@@ -824,10 +838,14 @@ impl Connection {
             .await
             .map_err(|e| self.hide(e))?;
         let token = handle.progress_token.clone();
-        self.shared
-            .progress
-            .lock()
-            .insert(token.clone(), progress.clone());
+        let early = {
+            let mut sinks = self.shared.progress.lock();
+            sinks.insert(token.clone(), progress.clone());
+            self.shared.early.lock().remove(&token)
+        };
+        for step in early.into_iter().flatten() {
+            progress(step);
+        }
         let forget = ForgetProgress {
             shared: self.shared.clone(),
             token: Some(token),
@@ -966,6 +984,11 @@ impl Drop for ForgetProgress {
         }
     }
 }
+
+/// Progress for calls not yet registered is kept for this many calls ...
+const MAX_EARLY_TOKENS: usize = 64;
+/// ... and this many notifications each.
+const MAX_EARLY_PER_TOKEN: usize = 64;
 
 /// How long progress of a finished call is still delivered (it may trail the result).
 const PROGRESS_GRACE: Duration = Duration::from_millis(200);

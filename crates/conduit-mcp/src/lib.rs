@@ -1,4 +1,5 @@
-//! The `mcpServers` file, MCP client connections and the MCP server for built-in tools.
+//! The `mcpServers` file, MCP client connections, and the MCP server that serves Conduit's
+//! own tools, resources and prompts.
 //!
 //! Place in the crate graph: depends on `conduit-core` (and `conduit-files` for safe
 //! writes); `conduit-host` composes it. It is the one crate that names `rmcp`, so that
@@ -16,15 +17,21 @@
 //!   Conduit's own in-process ones ([`client::InProcessServer`], the tool-source seam),
 //!   each supervised, restarted after a crash, and (with a watcher) kept in step with the
 //!   file; [`servers`]: one server's start and state, tools under collision-free names.
+//! - [`server`]: `ToolServer`, any [`server::Catalog`] served as MCP (in process, stdio);
+//!   [`http`]: the same over streamable HTTP with a bearer token and DNS-rebinding checks;
+//!   [`conformance`]: the official suite's fixtures (tests only).
 
 pub mod client;
 pub mod config;
+pub mod conformance;
 pub mod elicit;
+pub mod http;
 pub mod naming;
 mod process;
 pub mod redact;
 pub mod result;
 pub mod runtime;
+pub mod server;
 pub mod servers;
 pub mod shell_path;
 mod spill;

@@ -105,6 +105,26 @@ fn markdown(
                 media.hash.get(..12).unwrap_or(&media.hash)
             ),
         };
+    markdown_with(title, messages, &link)
+}
+
+/// Conversation `id` as Markdown, each referenced media written by `link(kind, media)`
+/// (e.g. as a URI another program can read it at).
+pub fn conversation_markdown(
+    store: &Store,
+    id: &str,
+    link: &dyn Fn(&str, &MediaRef) -> String,
+) -> Result<String, StoreError> {
+    let conversation = store.conversation(id)?;
+    let messages = store.messages(id, None)?;
+    Ok(markdown_with(&conversation.title, &messages, link))
+}
+
+fn markdown_with(
+    title: &str,
+    messages: &[StoredMessage],
+    link: &dyn Fn(&str, &MediaRef) -> String,
+) -> String {
     let mut out = format!("# {title}\n");
     for message in messages {
         let who = match message.role {

@@ -1,0 +1,382 @@
+//! What Conduit serves as an MCP server (`conduit mcp serve`, and in process to its own
+//! agent): its tools, conversations as `conduit://conversation/{id}` resources (Markdown),
+//! stored media as binary `conduit://media/{hash}` resources, and prompts to summarize or
+//! continue a conversation, with completion of conversation ids. The HTTP endpoint's
+//! bearer token lives in the secret store.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use conduit_core::content::MediaRef;
+use conduit_core::media::MediaStore;
+use conduit_core::tool::{Tool, ToolRegistry};
+use conduit_mcp::server::{
+    Catalog, CatalogError, CompletionTarget, PromptArgumentInfo, PromptBody, PromptContent,
+    PromptInfo, PromptRole, ResourceBody, ResourceData, ResourceInfo, ResourceTemplateInfo,
+    ToolServer,
+};
+use conduit_store::StoreError;
+use tokio_util::sync::CancellationToken;
+
+use crate::Host;
+use crate::secrets::SecretError;
+
+/// The secret-store name of the HTTP endpoint's bearer token.
+pub const TOKEN_SECRET: &str = "mcp-serve-token";
+
+/// Environment variable that serves the MCP conformance suite's fixtures instead of
+/// Conduit's own catalog (`1`); for the conformance tests only, never a normal run.
+pub const CONFORMANCE_ENV: &str = "CONDUIT_MCP_CONFORMANCE";
+
+const CONVERSATION_PREFIX: &str = "conduit://conversation/";
+const MEDIA_PREFIX: &str = "conduit://media/";
+/// How many recent conversations are listed as resources and offered as completions.
+const RECENT: usize = 50;
+
+const SUMMARIZE: &str = "summarize_conversation";
+const CONTINUE: &str = "continue_conversation";
+
+/// The tools Conduit serves. The built-in tools (`crate::builtin`) plug in here; until
+/// they exist only the end-to-end test tools are served, and only when
+/// `CONDUIT_TEST_TOOLS=1`.
+pub fn served_tools(host: &Host) -> Vec<Arc<dyn Tool>> {
+    let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+    if crate::test_tools::enabled() {
+        let mut registry = ToolRegistry::new();
+        let media: Arc<dyn MediaStore> = host.media.clone();
+        crate::test_tools::register(&mut registry, media);
+        for spec in registry.specs() {
+            if let Some(tool) = registry.get(&spec.name) {
+                tools.push(tool.clone());
+            }
+        }
+    }
+    tools
+}
+
+/// The bearer token of the served HTTP endpoint, and whether it was just created.
+pub struct ServeToken {
+    pub token: String,
+    pub created: bool,
+}
+
+impl std::fmt::Debug for ServeToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServeToken")
+            .field("token", &"[hidden]")
+            .field("created", &self.created)
+            .finish()
+    }
+}
+
+impl Host {
+    /// The MCP server of what Conduit serves (the conformance fixtures instead when
+    /// [`CONFORMANCE_ENV`] is `1`).
+    pub fn tool_server(self: &Arc<Self>) -> Result<ToolServer, ServedError> {
+        let media: Arc<dyn MediaStore> = self.media.clone();
+        let catalog: Arc<dyn Catalog> =
+            if std::env::var(CONFORMANCE_ENV).is_ok_and(|value| value == "1") {
+                Arc::new(conduit_mcp::conformance::ConformanceCatalog::new(
+                    media.as_ref(),
+                )?)
+            } else {
+                Arc::new(HostCatalog {
+                    host: self.clone(),
+                    tools: served_tools(self),
+                })
+            };
+        Ok(ToolServer::new(catalog, media))
+    }
+
+    /// Serves MCP over stdin and stdout until the client closes the session.
+    pub async fn serve_mcp_stdio(self: &Arc<Self>) -> Result<(), ServedError> {
+        self.tool_server()?.serve_stdio().await?;
+        Ok(())
+    }
+
+    /// Starts serving MCP over streamable HTTP on `addr` (loopback unless
+    /// `allow_remote`), until `stop` is cancelled.
+    pub async fn start_mcp_http(
+        self: &Arc<Self>,
+        addr: SocketAddr,
+        allow_remote: bool,
+        stop: CancellationToken,
+    ) -> Result<HttpServing, ServedError> {
+        conduit_mcp::http::check_bind(addr, allow_remote)?;
+        let server = self.tool_server()?;
+        let token = self.serve_token()?;
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| ServedError::Io(format!("cannot listen on {addr}: {e}")))?;
+        let bound = listener
+            .local_addr()
+            .map_err(|e| ServedError::Io(e.to_string()))?;
+        let url = format!("http://{bound}{}", conduit_mcp::http::MCP_PATH);
+        tracing::info!(%url, "serving MCP over HTTP");
+        let task = tokio::spawn(conduit_mcp::http::serve_http(
+            server,
+            listener,
+            token.token.clone(),
+            stop,
+        ));
+        Ok(HttpServing { url, token, task })
+    }
+
+    /// The served HTTP endpoint's bearer token, made (random, 244 bits) and kept in the
+    /// secret store on first use.
+    pub fn serve_token(&self) -> Result<ServeToken, SecretError> {
+        if let Some(token) = self.secrets().get(TOKEN_SECRET)?
+            && !token.is_empty()
+        {
+            return Ok(ServeToken {
+                token,
+                created: false,
+            });
+        }
+        let token = format!(
+            "cdt_{}{}",
+            uuid::Uuid::new_v4().simple(),
+            uuid::Uuid::new_v4().simple()
+        );
+        self.secrets().set(TOKEN_SECRET, &token)?;
+        Ok(ServeToken {
+            token,
+            created: true,
+        })
+    }
+}
+
+/// Why serving failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ServedError {
+    #[error(transparent)]
+    Bind(#[from] conduit_mcp::http::BindError),
+    #[error("{0}")]
+    Io(String),
+    #[error("the bearer token could not be kept: {0}")]
+    Secret(#[from] SecretError),
+    #[error("the served catalog could not be made: {0}")]
+    Catalog(#[from] CatalogError),
+    #[error(transparent)]
+    Serve(#[from] conduit_mcp::server::ServeError),
+}
+
+/// An HTTP endpoint being served.
+pub struct HttpServing {
+    /// Where clients reach it.
+    pub url: String,
+    pub token: ServeToken,
+    task: tokio::task::JoinHandle<Result<(), conduit_mcp::server::ServeError>>,
+}
+
+impl HttpServing {
+    /// Resolves when serving has ended (after `stop`, or on a failure).
+    pub async fn finished(self) -> Result<(), ServedError> {
+        match self.task.await {
+            Ok(result) => Ok(result?),
+            Err(e) => Err(ServedError::Io(format!("the server task failed: {e}"))),
+        }
+    }
+}
+
+/// Conduit's own catalog.
+struct HostCatalog {
+    host: Arc<Host>,
+    tools: Vec<Arc<dyn Tool>>,
+}
+
+fn store_error(error: StoreError) -> CatalogError {
+    match error {
+        StoreError::UnknownConversation(id) => {
+            CatalogError::NotFound(format!("{CONVERSATION_PREFIX}{id}"))
+        }
+        other => CatalogError::Failed(other.to_string()),
+    }
+}
+
+fn media_link(kind: &str, media: &MediaRef) -> String {
+    let uri = format!("{MEDIA_PREFIX}{}", media.hash);
+    if kind == "image" {
+        format!("![image]({uri})")
+    } else {
+        format!("[{kind}]({uri})")
+    }
+}
+
+impl HostCatalog {
+    fn conversation_markdown(&self, id: &str) -> Result<String, CatalogError> {
+        let store = self.host.store().map_err(store_error)?;
+        conduit_store::export::conversation_markdown(&store, id, &media_link).map_err(store_error)
+    }
+
+    fn conversation_body(&self, id: &str) -> Result<ResourceBody, CatalogError> {
+        Ok(ResourceBody {
+            uri: format!("{CONVERSATION_PREFIX}{id}"),
+            mime_type: Some("text/markdown".into()),
+            data: ResourceData::Text(self.conversation_markdown(id)?),
+        })
+    }
+
+    fn conversation_ids(&self, starting: &str) -> Result<Vec<String>, CatalogError> {
+        let store = self.host.store().map_err(store_error)?;
+        let wanted = starting.to_lowercase();
+        Ok(store
+            .list(RECENT)
+            .map_err(store_error)?
+            .into_iter()
+            .filter(|c| c.id.starts_with(starting) || c.title.to_lowercase().contains(&wanted))
+            .map(|c| c.id)
+            .collect())
+    }
+}
+
+fn conversation_argument() -> Vec<PromptArgumentInfo> {
+    vec![PromptArgumentInfo {
+        name: "conversation".into(),
+        description: Some("The conversation's id (completion offers recent ones)".into()),
+        required: true,
+    }]
+}
+
+#[async_trait]
+impl Catalog for HostCatalog {
+    fn instructions(&self) -> Option<String> {
+        Some(
+            "Conduit's tools, its conversations as conduit://conversation/{id} resources and \
+             its stored media as conduit://media/{hash} resources."
+                .into(),
+        )
+    }
+
+    fn tools(&self) -> Vec<Arc<dyn Tool>> {
+        self.tools.clone()
+    }
+
+    async fn resources(&self) -> Result<Vec<ResourceInfo>, CatalogError> {
+        let store = self.host.store().map_err(store_error)?;
+        Ok(store
+            .list(RECENT)
+            .map_err(store_error)?
+            .into_iter()
+            .map(|c| ResourceInfo {
+                uri: format!("{CONVERSATION_PREFIX}{}", c.id),
+                name: c.title.clone(),
+                title: Some(c.title),
+                description: Some(format!("A conversation of {} messages", c.message_count)),
+                mime_type: Some("text/markdown".into()),
+                size: None,
+            })
+            .collect())
+    }
+
+    fn resource_templates(&self) -> Vec<ResourceTemplateInfo> {
+        vec![
+            ResourceTemplateInfo {
+                uri_template: format!("{CONVERSATION_PREFIX}{{id}}"),
+                name: "conversation".into(),
+                title: Some("A conversation".into()),
+                description: Some("A conversation of Conduit's history, as Markdown".into()),
+                mime_type: Some("text/markdown".into()),
+            },
+            ResourceTemplateInfo {
+                uri_template: format!("{MEDIA_PREFIX}{{hash}}"),
+                name: "media".into(),
+                title: Some("Stored media".into()),
+                description: Some("An image, audio or file Conduit stored, by its SHA-256".into()),
+                mime_type: None,
+            },
+        ]
+    }
+
+    async fn read_resource(&self, uri: &str) -> Result<Vec<ResourceBody>, CatalogError> {
+        if let Some(id) = uri.strip_prefix(CONVERSATION_PREFIX) {
+            return Ok(vec![self.conversation_body(id)?]);
+        }
+        if let Some(hash) = uri.strip_prefix(MEDIA_PREFIX) {
+            let Some((path, mime)) = self.host.media_file(hash, false) else {
+                return Err(CatalogError::NotFound(uri.to_owned()));
+            };
+            let bytes = tokio::fs::read(&path)
+                .await
+                .map_err(|e| CatalogError::Failed(format!("reading {uri} failed: {e}")))?;
+            return Ok(vec![ResourceBody {
+                uri: uri.to_owned(),
+                mime_type: Some(mime.to_owned()),
+                data: ResourceData::Binary(bytes),
+            }]);
+        }
+        Err(CatalogError::NotFound(uri.to_owned()))
+    }
+
+    fn prompts(&self) -> Vec<PromptInfo> {
+        vec![
+            PromptInfo {
+                name: SUMMARIZE.into(),
+                title: Some("Summarize a conversation".into()),
+                description: Some("Summarize one of Conduit's conversations".into()),
+                arguments: conversation_argument(),
+            },
+            PromptInfo {
+                name: CONTINUE.into(),
+                title: Some("Continue from a conversation".into()),
+                description: Some("Pick up where one of Conduit's conversations left off".into()),
+                arguments: conversation_argument(),
+            },
+        ]
+    }
+
+    async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: &HashMap<String, String>,
+    ) -> Result<PromptBody, CatalogError> {
+        let ask = match name {
+            SUMMARIZE => {
+                "Summarize the conversation above: its question, what was found, \
+                          and what is still open."
+            }
+            CONTINUE => "Continue from where the conversation above left off.",
+            _ => return Err(CatalogError::NotFound(name.to_owned())),
+        };
+        let id = arguments
+            .get("conversation")
+            .ok_or_else(|| CatalogError::InvalidArguments("conversation is required".into()))?;
+        let body = self.conversation_body(id).map_err(|e| match e {
+            CatalogError::NotFound(_) => {
+                CatalogError::InvalidArguments(format!("there is no conversation {id:?}"))
+            }
+            other => other,
+        })?;
+        Ok(PromptBody {
+            description: None,
+            messages: vec![
+                (PromptRole::User, PromptContent::Resource(body)),
+                (PromptRole::User, PromptContent::Text(ask.into())),
+            ],
+        })
+    }
+
+    async fn complete(
+        &self,
+        target: &CompletionTarget,
+        argument: &str,
+        value: &str,
+        _context: &HashMap<String, String>,
+    ) -> Result<Vec<String>, CatalogError> {
+        let wants_conversation = match target {
+            CompletionTarget::Prompt(name) => {
+                (name == SUMMARIZE || name == CONTINUE) && argument == "conversation"
+            }
+            CompletionTarget::ResourceTemplate(template) => {
+                template.starts_with(CONVERSATION_PREFIX) && argument == "id"
+            }
+        };
+        if wants_conversation {
+            self.conversation_ids(value)
+        } else {
+            Ok(Vec::new())
+        }
+    }
+}

@@ -1,0 +1,169 @@
+//! A [`ToolServer`] over streamable HTTP (rmcp's server under axum) at `/mcp`: loopback
+//! unless the caller explicitly allows more, `Host` and `Origin` checked against DNS
+//! rebinding (a foreign one is refused with 403), and a bearer token on every request
+//! (401 without it). Both protocol eras: 2025-11-25 with sessions, 2026-07-28 stateless.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::Request;
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::server::{ServeError, ToolServer};
+
+/// The path the MCP endpoint is served at.
+pub const MCP_PATH: &str = "/mcp";
+
+/// Why an address may not be served on.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum BindError {
+    #[error(
+        "{0} is not a loopback address: other machines could reach it; pass --allow-remote to serve there anyway"
+    )]
+    NotLoopback(SocketAddr),
+}
+
+/// Refuses a non-loopback address unless `allow_remote` says otherwise.
+pub fn check_bind(addr: SocketAddr, allow_remote: bool) -> Result<(), BindError> {
+    if addr.ip().is_loopback() || allow_remote {
+        Ok(())
+    } else {
+        Err(BindError::NotLoopback(addr))
+    }
+}
+
+/// The `Host` names accepted: loopback names, and the bound address when it is not one.
+fn allowed_hosts(bound: SocketAddr) -> Vec<String> {
+    let mut hosts = vec![
+        "localhost".to_owned(),
+        "127.0.0.1".to_owned(),
+        "::1".to_owned(),
+    ];
+    if !bound.ip().is_loopback() && !bound.ip().is_unspecified() {
+        hosts.push(bound.ip().to_string());
+    }
+    hosts
+}
+
+/// Browser origins accepted: pages served from this machine's loopback names only (a
+/// page elsewhere that resolves its name to 127.0.0.1 is refused).
+fn allowed_origins() -> Vec<String> {
+    ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"]
+        .map(str::to_owned)
+        .to_vec()
+}
+
+/// Whether the request carries `Authorization: Bearer <token>` (compared in constant
+/// time, so the token cannot be guessed byte by byte from timings).
+fn has_token(request: &Request, token: &str) -> bool {
+    let Some(value) = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let Some(given) = value
+        .strip_prefix("Bearer ")
+        .or_else(|| value.strip_prefix("bearer "))
+    else {
+        return false;
+    };
+    let (given, token) = (given.trim().as_bytes(), token.as_bytes());
+    given.len() == token.len()
+        && given
+            .iter()
+            .zip(token)
+            .fold(0u8, |diff, (a, b)| diff | (a ^ b))
+            == 0
+}
+
+async fn require_token(token: Arc<str>, request: Request, next: Next) -> Response {
+    if has_token(&request, &token) {
+        next.run(request).await
+    } else {
+        (
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, "Bearer")],
+            "a bearer token is required (see `conduit mcp serve --http`)",
+        )
+            .into_response()
+    }
+}
+
+/// Serves `server` on `listener` until `stop` is cancelled.
+pub async fn serve_http(
+    server: ToolServer,
+    listener: TcpListener,
+    token: String,
+    stop: CancellationToken,
+) -> Result<(), ServeError> {
+    if token.is_empty() {
+        return Err(ServeError("the bearer token is empty".into()));
+    }
+    let bound = listener
+        .local_addr()
+        .map_err(|e| ServeError(e.to_string()))?;
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(allowed_hosts(bound))
+        .with_allowed_origins(allowed_origins())
+        .enforce_origin_validation()
+        .with_cancellation_token(stop.child_token());
+    let service: StreamableHttpService<ToolServer, LocalSessionManager> =
+        StreamableHttpService::new(
+            move || Ok(server.session()),
+            Arc::new(LocalSessionManager::default()),
+            config,
+        );
+    let token: Arc<str> = token.into();
+    let router =
+        axum::Router::new()
+            .nest_service(MCP_PATH, service)
+            .layer(axum::middleware::from_fn(move |request, next| {
+                require_token(token.clone(), request, next)
+            }));
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move { stop.cancelled_owned().await })
+        .await
+        .map_err(|e| ServeError(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_unless_allowed() {
+        let local: SocketAddr = "127.0.0.1:8080".parse().unwrap();
+        let public: SocketAddr = "0.0.0.0:8080".parse().unwrap();
+        assert!(check_bind(local, false).is_ok());
+        assert!(check_bind("[::1]:1".parse().unwrap(), false).is_ok());
+        assert!(matches!(
+            check_bind(public, false),
+            Err(BindError::NotLoopback(_))
+        ));
+        assert!(check_bind(public, true).is_ok());
+    }
+
+    #[test]
+    fn the_token_must_match_exactly() {
+        let with = |value: &str| {
+            Request::builder()
+                .header(header::AUTHORIZATION, value)
+                .body(axum::body::Body::empty())
+                .unwrap()
+        };
+        assert!(has_token(&with("Bearer secret-1"), "secret-1"));
+        assert!(!has_token(&with("Bearer secret-2"), "secret-1"));
+        assert!(!has_token(&with("Bearer secret-1x"), "secret-1"));
+        assert!(!has_token(&with("Basic secret-1"), "secret-1"));
+        let none = Request::builder().body(axum::body::Body::empty()).unwrap();
+        assert!(!has_token(&none, "secret-1"));
+    }
+}

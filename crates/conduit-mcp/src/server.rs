@@ -1,0 +1,1044 @@
+//! The MCP server side: [`ToolServer`] serves a [`Catalog`] (core tools, resources,
+//! prompts and completions) to any MCP client, in process (the agent's own tool source,
+//! through [`InProcessServer`]), over stdio or over streamable HTTP (see [`crate::http`]).
+//!
+//! Tool results go back as MCP content: text, images and audio read from the media
+//! store as base64, embedded resources, and structured content as `structuredContent`.
+//! A tool that fails becomes an error result, never a protocol error; a client's
+//! `notifications/cancelled` cancels the call's token and drops the call; a tool's
+//! progress becomes progress notifications; the catalog's change signal becomes
+//! `notifications/tools/list_changed` (and resources/prompts alike).
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use base64::Engine;
+use conduit_core::content::ResultPart;
+use conduit_core::media::MediaStore;
+use conduit_core::tool::{Progress, Tool, ToolContext, ToolOutput};
+use futures::future::BoxFuture;
+use parking_lot::Mutex;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    ErrorCode, GetPromptRequestParams, GetPromptResponse, GetPromptResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    ServerCapabilities, ServerConfig, SubscribeRequestParams, UnsubscribeRequestParams,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, ServiceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
+use tokio::sync::broadcast;
+
+use crate::client::InProcessServer;
+
+/// What changed in a catalog, for connected clients to hear.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CatalogChange {
+    Tools,
+    Resources,
+    /// One resource's content changed (sent to clients subscribed to it).
+    ResourceUpdated(String),
+    Prompts,
+}
+
+/// Why a catalog request failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CatalogError {
+    #[error("not found: {0}")]
+    NotFound(String),
+    #[error("invalid arguments: {0}")]
+    InvalidArguments(String),
+    /// The client must declare these capabilities (`ClientCapabilities` JSON) first.
+    #[error("the client lacks a required capability: {0}")]
+    MissingClientCapability(Value),
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// A resource as listed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceInfo {
+    pub uri: String,
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+}
+
+/// A family of resources named by an RFC 6570 template (`conduit://conversation/{id}`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceTemplateInfo {
+    pub uri_template: String,
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+}
+
+/// What a resource holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ResourceData {
+    Text(String),
+    Binary(Vec<u8>),
+}
+
+/// One content of a read resource.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResourceBody {
+    pub uri: String,
+    pub mime_type: Option<String>,
+    pub data: ResourceData,
+}
+
+/// One argument of a prompt.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PromptArgumentInfo {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub required: bool,
+}
+
+/// A prompt as listed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PromptInfo {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub arguments: Vec<PromptArgumentInfo>,
+}
+
+/// Who says a prompt message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PromptRole {
+    User,
+    Assistant,
+}
+
+/// The content of one prompt message.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PromptContent {
+    Text(String),
+    Image { data: Vec<u8>, mime_type: String },
+    Audio { data: Vec<u8>, mime_type: String },
+    Resource(ResourceBody),
+}
+
+/// A prompt with its arguments filled in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PromptBody {
+    pub description: Option<String>,
+    pub messages: Vec<(PromptRole, PromptContent)>,
+}
+
+/// What an argument completion is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CompletionTarget {
+    Prompt(String),
+    /// A resource template, by its URI template.
+    ResourceTemplate(String),
+}
+
+/// A request for [`Catalog::answer_raw`].
+#[derive(Debug, Clone)]
+pub struct RawRequest {
+    /// `tools/call` or `prompts/get`.
+    pub method: &'static str,
+    /// The tool or prompt.
+    pub name: String,
+    /// The request's `params` as sent.
+    pub params: Value,
+    /// What the client declared it can do (`ClientCapabilities` JSON, `{}` when nothing).
+    pub client_capabilities: Value,
+}
+
+/// The most completion values one answer carries (the protocol's cap).
+pub const MAX_COMPLETIONS: usize = 100;
+
+/// What a server serves: tools, resources, prompts and completions, and a signal when
+/// they change. The host's catalog is the production one; tests bring their own.
+#[async_trait]
+pub trait Catalog: Send + Sync + 'static {
+    /// The server's name in the handshake.
+    fn name(&self) -> String {
+        "conduit".to_owned()
+    }
+
+    fn instructions(&self) -> Option<String> {
+        None
+    }
+
+    /// The tools served now.
+    fn tools(&self) -> Vec<Arc<dyn Tool>>;
+
+    /// A tool's `_meta`, if it has one.
+    fn tool_meta(&self, _name: &str) -> Option<Map<String, Value>> {
+        None
+    }
+
+    /// The client capabilities a tool needs (as MCP's `ClientCapabilities` JSON, e.g.
+    /// `{"sampling": {}}`): a client that did not declare them gets
+    /// MissingRequiredClientCapability (-32021) instead of a call.
+    fn tool_requires(&self, _name: &str) -> Option<Value> {
+        None
+    }
+
+    /// A `tools/call` or `prompts/get` answered in MCP's own terms (the full `params`,
+    /// with `inputResponses` and `requestState`), for catalogs that need the protocol's
+    /// multi-round input (`resultType: "input_required"`) that core tools cannot express:
+    /// the conformance fixtures. `None` lets the core tool or prompt answer.
+    async fn answer_raw(&self, _request: &RawRequest) -> Option<Result<Value, CatalogError>> {
+        None
+    }
+
+    /// Changes as they happen; `None` when the catalog never changes.
+    fn changes(&self) -> Option<broadcast::Receiver<CatalogChange>> {
+        None
+    }
+
+    async fn resources(&self) -> Result<Vec<ResourceInfo>, CatalogError> {
+        Ok(Vec::new())
+    }
+
+    fn resource_templates(&self) -> Vec<ResourceTemplateInfo> {
+        Vec::new()
+    }
+
+    async fn read_resource(&self, uri: &str) -> Result<Vec<ResourceBody>, CatalogError> {
+        Err(CatalogError::NotFound(uri.to_owned()))
+    }
+
+    fn prompts(&self) -> Vec<PromptInfo> {
+        Vec::new()
+    }
+
+    async fn get_prompt(
+        &self,
+        name: &str,
+        _arguments: &HashMap<String, String>,
+    ) -> Result<PromptBody, CatalogError> {
+        Err(CatalogError::NotFound(name.to_owned()))
+    }
+
+    /// Values for `argument` starting like `value` (`context` holds the arguments
+    /// already chosen), at most [`MAX_COMPLETIONS`] are sent.
+    async fn complete(
+        &self,
+        _target: &CompletionTarget,
+        _argument: &str,
+        _value: &str,
+        _context: &HashMap<String, String>,
+    ) -> Result<Vec<String>, CatalogError> {
+        Ok(Vec::new())
+    }
+}
+
+/// MCP's log levels, least severe first.
+const LOG_LEVELS: [&str; 8] = [
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
+
+fn level_rank(level: &str) -> Option<usize> {
+    LOG_LEVELS.iter().position(|known| *known == level)
+}
+
+/// Which log messages the client of a call wants.
+#[derive(Debug, Clone, Copy)]
+enum LogThreshold {
+    /// A session that never set a level: everything (2025-11-25).
+    All,
+    /// Messages at this rank or above.
+    AtLeast(usize),
+    /// A stateless request that did not opt in (`_meta` logLevel): none (2026-07-28).
+    None,
+}
+
+#[derive(Clone)]
+struct Caller {
+    peer: Peer<RoleServer>,
+    logs: LogThreshold,
+}
+
+tokio::task_local! {
+    /// The client a tool call runs for: lets fixtures that need the session itself
+    /// (logging from a tool, sampling) reach it without widening the core `Tool`.
+    static CALLER: Caller;
+}
+
+/// The client the current tool call runs for, inside [`ToolServer`]'s call.
+pub fn current_caller() -> Option<Peer<RoleServer>> {
+    CALLER.try_with(|caller| caller.peer.clone()).ok()
+}
+
+/// Sends a log message (`notifications/message`) to the client of the current tool call,
+/// if it asked for messages of this level (`logging/setLevel`, or the request's
+/// `_meta` log level on 2026-07-28). Does nothing outside a served call.
+#[allow(deprecated)]
+pub async fn log(level: &str, data: Value) {
+    let Ok(caller) = CALLER.try_with(Clone::clone) else {
+        return;
+    };
+    let Some(rank) = level_rank(level) else {
+        return;
+    };
+    let wanted = match caller.logs {
+        LogThreshold::All => true,
+        LogThreshold::AtLeast(threshold) => rank >= threshold,
+        LogThreshold::None => false,
+    };
+    if !wanted {
+        return;
+    }
+    let Ok(param) = from_json::<rmcp::model::LoggingMessageNotificationParam>(
+        json!({ "level": level, "logger": "conduit", "data": data }),
+    ) else {
+        return;
+    };
+    let _ = caller.peer.notify_logging_message(param).await;
+}
+
+struct Inner {
+    catalog: Arc<dyn Catalog>,
+    media: Arc<dyn MediaStore>,
+}
+
+/// One session's state.
+#[derive(Default)]
+struct SessionState {
+    subscriptions: Mutex<BTreeSet<String>>,
+    forwarding: Mutex<bool>,
+    /// The level `logging/setLevel` chose (2025-11-25 sessions).
+    log_level: Mutex<Option<usize>>,
+}
+
+/// An MCP server for a catalog. Cheap to clone; each clone made by [`ToolServer::session`]
+/// is one client's session.
+#[derive(Clone)]
+pub struct ToolServer {
+    inner: Arc<Inner>,
+    session: Arc<SessionState>,
+}
+
+impl ToolServer {
+    pub fn new(catalog: Arc<dyn Catalog>, media: Arc<dyn MediaStore>) -> Self {
+        Self {
+            inner: Arc::new(Inner { catalog, media }),
+            session: Arc::new(SessionState::default()),
+        }
+    }
+
+    /// A fresh session over the same catalog.
+    pub fn session(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            session: Arc::new(SessionState::default()),
+        }
+    }
+
+    /// Serves one session over stdin and stdout until the client closes it.
+    pub async fn serve_stdio(&self) -> Result<(), ServeError> {
+        let running = self
+            .session()
+            .serve(rmcp::transport::stdio())
+            .await
+            .map_err(|e| ServeError(e.to_string()))?;
+        running
+            .waiting()
+            .await
+            .map(|_| ())
+            .map_err(|e| ServeError(e.to_string()))
+    }
+
+    /// Forwards the catalog's changes to one client until it goes away.
+    fn forward_changes(&self, peer: Peer<RoleServer>) {
+        {
+            let mut forwarding = self.session.forwarding.lock();
+            if *forwarding {
+                return;
+            }
+            *forwarding = true;
+        }
+        let Some(mut changes) = self.inner.catalog.changes() else {
+            return;
+        };
+        let session = self.session.clone();
+        tokio::spawn(async move {
+            loop {
+                let change = match changes.recv().await {
+                    Ok(change) => change,
+                    // Missed changes: say everything changed.
+                    Err(broadcast::error::RecvError::Lagged(_)) => CatalogChange::Tools,
+                    Err(broadcast::error::RecvError::Closed) => return,
+                };
+                let sent = match change {
+                    CatalogChange::Tools => peer.notify_tool_list_changed().await,
+                    CatalogChange::Resources => peer.notify_resource_list_changed().await,
+                    CatalogChange::Prompts => peer.notify_prompt_list_changed().await,
+                    CatalogChange::ResourceUpdated(uri) => {
+                        if !session.subscriptions.lock().contains(&uri) {
+                            continue;
+                        }
+                        match from_json(json!({ "uri": uri })) {
+                            Ok(params) => peer.notify_resource_updated(params).await,
+                            Err(_) => continue,
+                        }
+                    }
+                };
+                if sent.is_err() || peer.is_transport_closed() {
+                    return;
+                }
+            }
+        });
+    }
+
+    fn tool(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.inner
+            .catalog
+            .tools()
+            .into_iter()
+            .find(|tool| tool.spec().name == name)
+    }
+
+    fn listed_tool(&self, tool: &dyn Tool) -> Value {
+        let spec = tool.spec();
+        let mut listed = json!({
+            "name": spec.name,
+            "description": spec.description,
+            "inputSchema": spec.input_schema,
+        });
+        if let Some(title) = &spec.title {
+            listed["title"] = json!(title);
+        }
+        if let Some(schema) = &spec.output_schema {
+            listed["outputSchema"] = schema.clone();
+        }
+        let mut annotations = serde_json::to_value(&spec.annotations).unwrap_or(Value::Null);
+        if let (Some(title), Value::Object(map)) = (&spec.title, &mut annotations) {
+            map.insert("title".into(), json!(title));
+        }
+        if annotations.as_object().is_some_and(|map| !map.is_empty()) {
+            listed["annotations"] = annotations;
+        }
+        if let Some(meta) = self.inner.catalog.tool_meta(&spec.name) {
+            listed["_meta"] = Value::Object(meta);
+        }
+        listed
+    }
+
+    /// A tool's output as an MCP result.
+    fn result_json(&self, output: ToolOutput) -> Value {
+        let mut content = Vec::new();
+        let mut structured = None;
+        for part in output.parts {
+            match part {
+                ResultPart::Text { text } => content.push(json!({"type": "text", "text": text})),
+                ResultPart::Image { media } => content.push(self.media_block("image", &media)),
+                ResultPart::Audio { media } => content.push(self.media_block("audio", &media)),
+                ResultPart::ResourceLink {
+                    uri,
+                    name,
+                    mime,
+                    description,
+                } => {
+                    let mut link = json!({
+                        "type": "resource_link",
+                        "name": name.unwrap_or_else(|| uri.clone()),
+                        "uri": uri,
+                    });
+                    if let Some(mime) = mime {
+                        link["mimeType"] = json!(mime);
+                    }
+                    if let Some(description) = description {
+                        link["description"] = json!(description);
+                    }
+                    content.push(link);
+                }
+                ResultPart::Resource {
+                    uri,
+                    mime,
+                    text,
+                    media,
+                } => {
+                    let mut resource = json!({ "uri": uri });
+                    if let Some(mime) = &mime {
+                        resource["mimeType"] = json!(mime);
+                    }
+                    match (text, media) {
+                        (Some(text), _) => resource["text"] = json!(text),
+                        (None, Some(media)) => match self.inner.media.load(&media) {
+                            Ok(bytes) => resource["blob"] = json!(base64_of(&bytes)),
+                            Err(e) => resource["text"] = json!(format!("[{e}]")),
+                        },
+                        (None, None) => resource["text"] = json!(""),
+                    }
+                    content.push(json!({"type": "resource", "resource": resource}));
+                }
+                ResultPart::Structured { value } => {
+                    // Clients that read only content see the JSON as text too.
+                    content.push(json!({"type": "text", "text": value.to_string()}));
+                    structured = Some(value);
+                }
+                ResultPart::LongText { preview, media } => {
+                    let text = match self.inner.media.load(&media) {
+                        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+                        Err(e) => format!("{preview}\n[the rest is not available: {e}]"),
+                    };
+                    content.push(json!({"type": "text", "text": text}));
+                }
+            }
+        }
+        let mut result = json!({ "content": content, "isError": output.is_error });
+        if let Some(value) = structured {
+            result["structuredContent"] = value;
+        }
+        result
+    }
+
+    fn media_block(&self, kind: &str, media: &conduit_core::content::MediaRef) -> Value {
+        match self.inner.media.load(media) {
+            Ok(bytes) => json!({"type": kind, "data": base64_of(&bytes), "mimeType": media.mime}),
+            Err(e) => {
+                json!({"type": "text", "text": format!("[the {kind} is not available: {e}]")})
+            }
+        }
+    }
+
+    fn log_threshold(&self, context: &RequestContext<RoleServer>) -> LogThreshold {
+        let stateless = context
+            .meta
+            .protocol_version()
+            .is_some_and(|v| v.as_str() >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str());
+        #[allow(deprecated)]
+        let requested = context.meta.log_level().and_then(|level| {
+            serde_json::to_value(level)
+                .ok()
+                .and_then(|v| v.as_str().and_then(level_rank))
+        });
+        match (requested, *self.session.log_level.lock(), stateless) {
+            (Some(rank), _, _) | (None, Some(rank), false) => LogThreshold::AtLeast(rank),
+            (None, _, true) => LogThreshold::None,
+            (None, None, false) => LogThreshold::All,
+        }
+    }
+
+    async fn run_tool(
+        &self,
+        tool: Arc<dyn Tool>,
+        arguments: Value,
+        context: &RequestContext<RoleServer>,
+    ) -> ToolOutput {
+        let progress_token = context.meta.get_progress_token();
+        let (sender, mut received) = tokio::sync::mpsc::unbounded_channel::<Progress>();
+        // Progress goes out in order, before the result (the forwarder is awaited).
+        let peer = context.peer.clone();
+        let forwarder = tokio::spawn(async move {
+            while let Some(progress) = received.recv().await {
+                let Some(token) = progress_token.clone() else {
+                    continue;
+                };
+                let mut param = ProgressNotificationParam::new(token, progress.progress);
+                param.total = progress.total;
+                param.message = progress.message;
+                if peer.notify_progress(param).await.is_err() {
+                    return;
+                }
+            }
+        });
+        let sink: conduit_core::tool::ProgressSink = Arc::new(move |progress| {
+            let _ = sender.send(progress);
+        });
+        let cancel = context.ct.child_token();
+        let call_context = ToolContext::new(cancel.clone(), sink);
+        let caller = Caller {
+            peer: context.peer.clone(),
+            logs: self.log_threshold(context),
+        };
+        let call = CALLER.scope(caller, tool.call(arguments, call_context));
+        let mut unfinished = Unfinished(Some(tool.spec().name.clone()));
+        let mut call = std::pin::pin!(call);
+        let finished = |output: Result<ToolOutput, conduit_core::tool::ToolError>| match output {
+            Ok(output) => output,
+            Err(e) => ToolOutput::error(e.0),
+        };
+        let output = tokio::select! {
+            biased;
+            output = &mut call => finished(output),
+            () = cancel.cancelled() => {
+                // A tool that honours its token ends on its own (and cleans up); one that
+                // does not is dropped after a grace period.
+                match tokio::time::timeout(CANCEL_GRACE, &mut call).await {
+                    Ok(output) => finished(output),
+                    Err(_) => ToolOutput::error("the call was cancelled"),
+                }
+            }
+        };
+        if cancel.is_cancelled() {
+            tracing::info!(tool = %tool.spec().name, "a served tool call stopped: its client cancelled it");
+        }
+        unfinished.0 = None;
+        let _ = forwarder.await;
+        output
+    }
+}
+
+/// How long a cancelled tool may take to end on its own before it is dropped.
+const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Notes a call dropped before it finished (its session ended under it).
+struct Unfinished(Option<String>);
+
+impl Drop for Unfinished {
+    fn drop(&mut self) {
+        if let Some(tool) = self.0.take() {
+            tracing::info!(%tool, "a served tool call stopped: its session ended");
+        }
+    }
+}
+
+/// Serving failed (the transport could not start or broke).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("serving MCP failed: {0}")]
+pub struct ServeError(pub String);
+
+fn base64_of(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// A value of an rmcp type from its JSON form (rmcp's types are non-exhaustive).
+fn from_json<T: DeserializeOwned>(value: Value) -> Result<T, ErrorData> {
+    serde_json::from_value(value)
+        .map_err(|e| ErrorData::internal_error(format!("building the answer failed: {e}"), None))
+}
+
+/// A result of an rmcp type from its JSON form, marked complete (2026-07-28 requires
+/// `resultType`; rmcp strips it for peers of older versions).
+fn complete_result<T: DeserializeOwned>(mut value: Value) -> Result<T, ErrorData> {
+    if let Value::Object(map) = &mut value {
+        map.insert("resultType".into(), json!("complete"));
+    }
+    from_json(value)
+}
+
+fn to_json<T: Serialize>(value: &T) -> Value {
+    serde_json::to_value(value).unwrap_or(Value::Null)
+}
+
+fn catalog_error(error: CatalogError) -> ErrorData {
+    match error {
+        CatalogError::NotFound(what) => ErrorData::new(
+            ErrorCode::RESOURCE_NOT_FOUND,
+            format!("not found: {what}"),
+            Some(json!({ "uri": what })),
+        ),
+        CatalogError::InvalidArguments(message) => ErrorData::invalid_params(message, None),
+        CatalogError::MissingClientCapability(required) => match from_json(required) {
+            Ok(required) => ErrorData::missing_required_client_capability(required),
+            Err(e) => e,
+        },
+        CatalogError::Failed(message) => ErrorData::internal_error(message, None),
+    }
+}
+
+fn resource_json(body: ResourceBody) -> Value {
+    let mut resource = json!({ "uri": body.uri });
+    if let Some(mime) = body.mime_type {
+        resource["mimeType"] = json!(mime);
+    }
+    match body.data {
+        ResourceData::Text(text) => resource["text"] = json!(text),
+        ResourceData::Binary(bytes) => resource["blob"] = json!(base64_of(&bytes)),
+    }
+    resource
+}
+
+impl ServerHandler for ToolServer {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities: ServerCapabilities = serde_json::from_value(json!({
+            "tools": { "listChanged": true },
+            "resources": { "listChanged": true, "subscribe": true },
+            "prompts": { "listChanged": true },
+            "completions": {},
+            "logging": {},
+        }))
+        .unwrap_or_default();
+        let mut info = ServerConfig::new(capabilities);
+        info.server_info =
+            rmcp::model::Implementation::new(self.inner.catalog.name(), env!("CARGO_PKG_VERSION"));
+        info.instructions = self.inner.catalog.instructions();
+        info
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.forward_changes(context.peer);
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools: Vec<Value> = self
+            .inner
+            .catalog
+            .tools()
+            .iter()
+            .map(|tool| self.listed_tool(tool.as_ref()))
+            .collect();
+        complete_result(json!({ "tools": tools }))
+    }
+
+    /// A tool's listing, which rmcp's HTTP transport checks `Mcp-Param-*` headers against
+    /// (`x-mcp-header` in the input schema).
+    fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
+        let tool = self.tool(name)?;
+        from_json(self.listed_tool(tool.as_ref())).ok()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.to_string();
+        let client_capabilities = context
+            .client_capabilities()
+            .map(|caps| to_json(&caps))
+            .unwrap_or_else(|| json!({}));
+        if let Some(required) = self.inner.catalog.tool_requires(&name) {
+            let missing = required.as_object().is_some_and(|needed| {
+                needed
+                    .keys()
+                    .any(|key| client_capabilities.get(key).is_none())
+            });
+            if missing {
+                return Err(catalog_error(CatalogError::MissingClientCapability(
+                    required,
+                )));
+            }
+        }
+        let raw = RawRequest {
+            method: "tools/call",
+            name: name.clone(),
+            params: to_json(&request),
+            client_capabilities,
+        };
+        if let Some(answer) = self.inner.catalog.answer_raw(&raw).await {
+            let answer = answer.map_err(catalog_error)?;
+            return if answer["resultType"] == "input_required" {
+                Ok(CallToolResponse::InputRequired(from_json(answer)?))
+            } else {
+                Ok(complete_result::<CallToolResult>(answer)?.into())
+            };
+        }
+        let Some(tool) = self.tool(&name) else {
+            return Err(ErrorData::invalid_params(
+                format!("there is no tool named {name:?}"),
+                None,
+            ));
+        };
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let output = self.run_tool(tool, arguments, &context).await;
+        let result: CallToolResult = complete_result(self.result_json(output))?;
+        Ok(result.into())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let resources = self
+            .inner
+            .catalog
+            .resources()
+            .await
+            .map_err(catalog_error)?;
+        complete_result(json!({ "resources": to_json(&resources) }))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let templates = self.inner.catalog.resource_templates();
+        complete_result(json!({ "resourceTemplates": to_json(&templates) }))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let bodies = self
+            .inner
+            .catalog
+            .read_resource(&request.uri)
+            .await
+            .map_err(catalog_error)?;
+        let contents: Vec<Value> = bodies.into_iter().map(resource_json).collect();
+        let result: ReadResourceResult = complete_result(json!({ "contents": contents }))?;
+        Ok(result.into())
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &rmcp::model::SubscriptionFilter,
+    ) -> Option<rmcp::model::SubscriptionFilter> {
+        Some(requested.clone())
+    }
+
+    /// A 2026-07-28 `subscriptions/listen` stream: the catalog's changes the client asked
+    /// for, until it cancels (rmcp filters by what was accepted and tags each one).
+    async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), ErrorData> {
+        let Some(mut changes) = self.inner.catalog.changes() else {
+            context.cancelled().await;
+            return Ok(());
+        };
+        let wanted = context.accepted().clone();
+        loop {
+            let change = tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                change = changes.recv() => change,
+            };
+            let sink = context.sink();
+            let sent = match change {
+                Ok(CatalogChange::Tools) | Err(broadcast::error::RecvError::Lagged(_))
+                    if wanted.tools_list_changed == Some(true) =>
+                {
+                    sink.notify_tool_list_changed().await
+                }
+                Ok(CatalogChange::Prompts) if wanted.prompts_list_changed == Some(true) => {
+                    sink.notify_prompt_list_changed().await
+                }
+                Ok(CatalogChange::Resources) if wanted.resources_list_changed == Some(true) => {
+                    sink.notify_resource_list_changed().await
+                }
+                Ok(CatalogChange::ResourceUpdated(uri))
+                    if wanted
+                        .resource_subscriptions
+                        .as_ref()
+                        .is_some_and(|uris| uris.contains(&uri)) =>
+                {
+                    sink.notify_resource_updated(uri).await
+                }
+                Err(broadcast::error::RecvError::Closed) => {
+                    context.cancelled().await;
+                    return Ok(());
+                }
+                _ => Ok(()),
+            };
+            if sent.is_err() {
+                return Ok(());
+            }
+        }
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.session.subscriptions.lock().insert(request.uri);
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.session.subscriptions.lock().remove(&request.uri);
+        Ok(())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let prompts = self.inner.catalog.prompts();
+        complete_result(json!({ "prompts": to_json(&prompts) }))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let raw = RawRequest {
+            method: "prompts/get",
+            name: request.name.clone(),
+            params: to_json(&request),
+            client_capabilities: context
+                .client_capabilities()
+                .map(|caps| to_json(&caps))
+                .unwrap_or_else(|| json!({})),
+        };
+        if let Some(answer) = self.inner.catalog.answer_raw(&raw).await {
+            let answer = answer.map_err(catalog_error)?;
+            return if answer["resultType"] == "input_required" {
+                Ok(GetPromptResponse::InputRequired(from_json(answer)?))
+            } else {
+                Ok(complete_result::<GetPromptResult>(answer)?.into())
+            };
+        }
+        let mut arguments = HashMap::new();
+        for (key, value) in request.arguments.unwrap_or_default() {
+            let value = match value {
+                Value::String(text) => text,
+                other => other.to_string(),
+            };
+            arguments.insert(key, value);
+        }
+        let known = self
+            .inner
+            .catalog
+            .prompts()
+            .into_iter()
+            .find(|prompt| prompt.name == request.name);
+        let Some(known) = known else {
+            return Err(ErrorData::invalid_params(
+                format!("there is no prompt named {:?}", request.name),
+                None,
+            ));
+        };
+        if let Some(missing) = known
+            .arguments
+            .iter()
+            .find(|argument| argument.required && !arguments.contains_key(&argument.name))
+        {
+            return Err(ErrorData::invalid_params(
+                format!("the argument {:?} is required", missing.name),
+                None,
+            ));
+        }
+        let body = self
+            .inner
+            .catalog
+            .get_prompt(&request.name, &arguments)
+            .await
+            .map_err(|e| match e {
+                CatalogError::NotFound(what) => ErrorData::invalid_params(what, None),
+                other => catalog_error(other),
+            })?;
+        let messages: Vec<Value> = body
+            .messages
+            .into_iter()
+            .map(|(role, content)| {
+                let role = match role {
+                    PromptRole::User => "user",
+                    PromptRole::Assistant => "assistant",
+                };
+                let content = match content {
+                    PromptContent::Text(text) => json!({"type": "text", "text": text}),
+                    PromptContent::Image { data, mime_type } => {
+                        json!({"type": "image", "data": base64_of(&data), "mimeType": mime_type})
+                    }
+                    PromptContent::Audio { data, mime_type } => {
+                        json!({"type": "audio", "data": base64_of(&data), "mimeType": mime_type})
+                    }
+                    PromptContent::Resource(body) => {
+                        json!({"type": "resource", "resource": resource_json(body)})
+                    }
+                };
+                json!({ "role": role, "content": content })
+            })
+            .collect();
+        let mut result = json!({ "messages": messages });
+        if let Some(description) = body.description {
+            result["description"] = json!(description);
+        }
+        let result: GetPromptResult = complete_result(result)?;
+        Ok(result.into())
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let reference = to_json(&request.r#ref);
+        let target = match reference["type"].as_str() {
+            Some("ref/prompt") => {
+                CompletionTarget::Prompt(reference["name"].as_str().unwrap_or_default().into())
+            }
+            _ => CompletionTarget::ResourceTemplate(
+                reference["uri"].as_str().unwrap_or_default().into(),
+            ),
+        };
+        let context = request
+            .context
+            .and_then(|context| context.arguments)
+            .unwrap_or_default();
+        let mut values = self
+            .inner
+            .catalog
+            .complete(
+                &target,
+                &request.argument.name,
+                &request.argument.value,
+                &context,
+            )
+            .await
+            .map_err(catalog_error)?;
+        let total = values.len();
+        values.truncate(MAX_COMPLETIONS);
+        complete_result(json!({
+            "completion": { "values": values, "total": total, "hasMore": total > MAX_COMPLETIONS }
+        }))
+    }
+
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        tracing::debug!(level = ?request.level, "an MCP client set its log level");
+        let rank = serde_json::to_value(request.level)
+            .ok()
+            .and_then(|v| v.as_str().and_then(level_rank));
+        *self.session.log_level.lock() = rank;
+        Ok(())
+    }
+}
+
+impl InProcessServer for ToolServer {
+    fn serve(&self, transport: tokio::io::DuplexStream) -> BoxFuture<'static, ()> {
+        let server = self.session();
+        Box::pin(async move {
+            match server.serve(transport).await {
+                Ok(running) => {
+                    let _ = running.waiting().await;
+                }
+                Err(e) => tracing::warn!(error = %e, "an in-process MCP session failed to start"),
+            }
+        })
+    }
+}
