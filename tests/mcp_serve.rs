@@ -148,6 +148,22 @@ fn python() -> PathBuf {
     python
 }
 
+/// Every built-in tool (switched on by default) and the end-to-end test tools, sorted.
+fn served_tools() -> Value {
+    json!([
+        "convert_time",
+        "get_image",
+        "list_conversations",
+        "read_conversation",
+        "render_chart",
+        "search_history",
+        "test__echo",
+        "test__image",
+        "test__sleep",
+        "time_now"
+    ])
+}
+
 fn png_of(result: &Value) -> image::DynamicImage {
     use base64::Engine;
     let block = result["content"]
@@ -167,7 +183,14 @@ fn assert_typescript_saw(out: &Value, conversation: &str) {
     assert_eq!(out["server"]["name"], "conduit");
     assert_eq!(
         out["tools"],
-        json!(["test__echo", "test__image", "test__sleep"])
+        served_tools(),
+        "the built-in tools and the test tools"
+    );
+    let chart = png_of(&out["chart"]);
+    assert_eq!(
+        (chart.width(), chart.height()),
+        (1200, 700),
+        "the chart is a PNG that decodes"
     );
     assert_eq!(out["echo"]["content"][0]["text"], "hello from ts");
     assert_eq!(out["echo"]["isError"], false);
@@ -240,7 +263,14 @@ fn assert_typescript_saw(out: &Value, conversation: &str) {
 fn assert_python_saw(out: &Value) {
     assert_eq!(
         out["tools"],
-        json!(["test__echo", "test__image", "test__sleep"])
+        served_tools(),
+        "the built-in tools and the test tools"
+    );
+    let chart = png_of(&out["chart"]);
+    assert_eq!(
+        (chart.width(), chart.height()),
+        (1200, 700),
+        "the chart is a PNG that decodes"
     );
     assert_eq!(out["echo"]["content"][0]["text"], "hello from python");
     let png = png_of(&out["image"]);

@@ -84,7 +84,7 @@ impl Host {
     /// seconds, default 30), and kept running; a file that cannot be read is an error.
     /// The servers' questions go to `asker` (none are declared without one).
     pub async fn start_mcp(
-        &self,
+        self: &Arc<Self>,
         asker: Option<Arc<dyn Asker>>,
     ) -> Result<McpRuntime, ConfigError> {
         let mut options = self.mcp_runtime_options();
@@ -94,14 +94,19 @@ impl Host {
 
     /// The MCP runtime for the app: as [`Host::start_mcp`], following outside edits of
     /// the file; a read error is shown, not fatal.
-    pub async fn watch_mcp(&self, asker: Option<Arc<dyn Asker>>) -> McpRuntime {
+    pub async fn watch_mcp(self: &Arc<Self>, asker: Option<Arc<dyn Asker>>) -> McpRuntime {
         let mut options = self.mcp_runtime_options();
         options.asker = asker;
         McpRuntime::watch(options).await
     }
 
-    fn mcp_runtime_options(&self) -> RuntimeOptions {
-        RuntimeOptions::new(&self.paths.mcp_config_file, self.mcp_start_timeout())
+    /// The file's servers, and Conduit's built-in tools as its own in-process server
+    /// (`conduit`), offered and approved like any server's.
+    fn mcp_runtime_options(self: &Arc<Self>) -> RuntimeOptions {
+        RuntimeOptions::new(&self.paths.mcp_config_file, self.mcp_start_timeout()).with_in_process(
+            crate::builtin::BUILTIN_SERVER,
+            Arc::new(self.builtin_server()),
+        )
     }
 
     /// How long a server may take to start: `CONDUIT_MCP_START_TIMEOUT` seconds, or 30.

@@ -13,11 +13,12 @@ use conduit_core::content::MediaRef;
 use conduit_core::media::MediaStore;
 use conduit_core::tool::{Tool, ToolRegistry};
 use conduit_mcp::server::{
-    Catalog, CatalogError, CompletionTarget, PromptArgumentInfo, PromptBody, PromptContent,
-    PromptInfo, PromptRole, ResourceBody, ResourceData, ResourceInfo, ResourceTemplateInfo,
-    ToolServer,
+    Catalog, CatalogChange, CatalogError, CompletionTarget, PromptArgumentInfo, PromptBody,
+    PromptContent, PromptInfo, PromptRole, ResourceBody, ResourceData, ResourceInfo,
+    ResourceTemplateInfo, ToolServer,
 };
 use conduit_store::StoreError;
+use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use crate::Host;
@@ -38,12 +39,26 @@ const RECENT: usize = 50;
 const SUMMARIZE: &str = "summarize_conversation";
 const CONTINUE: &str = "continue_conversation";
 
-/// The tools Conduit serves. The built-in tools (`crate::builtin`) plug in here; until
-/// they exist only the end-to-end test tools are served, and only when
-/// `CONDUIT_TEST_TOOLS=1`.
-pub fn served_tools(host: &Host) -> Vec<Arc<dyn Tool>> {
-    let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
-    if crate::test_tools::enabled() {
+/// Who a catalog serves: Conduit's own agent (in process: every built-in tool, the
+/// agent offers the enabled ones like any server's), or other MCP clients (only the
+/// enabled ones, and the end-to-end test tools when `CONDUIT_TEST_TOOLS=1`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Audience {
+    OwnAgent,
+    Clients,
+}
+
+/// The tools Conduit serves to `audience`.
+fn served_tools(host: &Arc<Host>, audience: Audience) -> Vec<Arc<dyn Tool>> {
+    let mut tools = match audience {
+        Audience::OwnAgent => crate::builtin::builtin_tools(host),
+        Audience::Clients => crate::builtin::enabled_builtin_tools(host).unwrap_or_else(|error| {
+            // Serving nothing is the safe reading of settings that cannot be read.
+            tracing::warn!(%error, "the settings could not be read: no built-in tool is served");
+            Vec::new()
+        }),
+    };
+    if audience == Audience::Clients && crate::test_tools::enabled() {
         let mut registry = ToolRegistry::new();
         let media: Arc<dyn MediaStore> = host.media.clone();
         crate::test_tools::register(&mut registry, media);
@@ -72,8 +87,9 @@ impl std::fmt::Debug for ServeToken {
 }
 
 impl Host {
-    /// The MCP server of what Conduit serves (the conformance fixtures instead when
-    /// [`CONFORMANCE_ENV`] is `1`).
+    /// The MCP server of what Conduit serves to other clients (the conformance fixtures
+    /// instead when [`CONFORMANCE_ENV`] is `1`). A built-in tool switched on or off in
+    /// Settings (another process, maybe) reaches connected clients as a list change.
     pub fn tool_server(self: &Arc<Self>) -> Result<ToolServer, ServedError> {
         let media: Arc<dyn MediaStore> = self.media.clone();
         let catalog: Arc<dyn Catalog> =
@@ -82,12 +98,16 @@ impl Host {
                     media.as_ref(),
                 )?)
             } else {
-                Arc::new(HostCatalog {
-                    host: self.clone(),
-                    tools: served_tools(self),
-                })
+                HostCatalog::new(self.clone(), Audience::Clients)
             };
         Ok(ToolServer::new(catalog, media))
+    }
+
+    /// The in-process server of Conduit's built-in tools for its own agent (the MCP
+    /// runtime's `conduit` server).
+    pub fn builtin_server(self: &Arc<Self>) -> ToolServer {
+        let media: Arc<dyn MediaStore> = self.media.clone();
+        ToolServer::new(HostCatalog::new(self.clone(), Audience::OwnAgent), media)
     }
 
     /// Serves MCP over stdin and stdout until the client closes the session.
@@ -184,7 +204,75 @@ impl HttpServing {
 /// Conduit's own catalog.
 struct HostCatalog {
     host: Arc<Host>,
-    tools: Vec<Arc<dyn Tool>>,
+    audience: Audience,
+    changes: broadcast::Sender<CatalogChange>,
+    /// Follows the settings file for other clients (the switches of built-in tools).
+    _settings_watch:
+        Option<notify_debouncer_mini::Debouncer<notify_debouncer_mini::notify::RecommendedWatcher>>,
+}
+
+impl HostCatalog {
+    fn new(host: Arc<Host>, audience: Audience) -> Arc<Self> {
+        let changes = broadcast::channel(16).0;
+        let watch = match audience {
+            Audience::OwnAgent => None,
+            Audience::Clients => watch_switches(&host, changes.clone()),
+        };
+        Arc::new(Self {
+            host,
+            audience,
+            changes,
+            _settings_watch: watch,
+        })
+    }
+}
+
+/// Sends a tool list change whenever the enabled built-in tools change in the settings
+/// file; `None` (and a warning) when the file cannot be watched.
+fn watch_switches(
+    host: &Arc<Host>,
+    changes: broadcast::Sender<CatalogChange>,
+) -> Option<notify_debouncer_mini::Debouncer<notify_debouncer_mini::notify::RecommendedWatcher>> {
+    use notify_debouncer_mini::notify::RecursiveMode;
+    let file = host.paths().settings_file.clone();
+    let dir = file.parent()?.to_owned();
+    let weak = Arc::downgrade(host);
+    let enabled_now = |host: &Arc<Host>| -> Vec<String> {
+        crate::builtin::enabled_builtin_tools(host)
+            .map(|tools| tools.iter().map(|t| t.spec().name.clone()).collect())
+            .unwrap_or_default()
+    };
+    let mut last = enabled_now(host);
+    let name = file.file_name().map(|n| n.to_owned());
+    let started = notify_debouncer_mini::new_debouncer(
+        std::time::Duration::from_millis(150),
+        move |events: notify_debouncer_mini::DebounceEventResult| {
+            let ours = events
+                .map(|events| events.iter().any(|e| e.path.file_name() == name.as_deref()))
+                .unwrap_or(false);
+            let Some(host) = weak.upgrade().filter(|_| ours) else {
+                return;
+            };
+            let now = enabled_now(&host);
+            if now != last {
+                last = now;
+                // Nobody connected is fine: the next list is read fresh anyway.
+                let _ = changes.send(CatalogChange::Tools);
+            }
+        },
+    );
+    match started.and_then(|mut debouncer| {
+        debouncer
+            .watcher()
+            .watch(&dir, RecursiveMode::NonRecursive)
+            .map(|()| debouncer)
+    }) {
+        Ok(debouncer) => Some(debouncer),
+        Err(error) => {
+            tracing::warn!(%error, "the settings cannot be watched: switching a built-in tool reaches clients when they list again");
+            None
+        }
+    }
 }
 
 fn store_error(error: StoreError) -> CatalogError {
@@ -251,7 +339,11 @@ impl Catalog for HostCatalog {
     }
 
     fn tools(&self) -> Vec<Arc<dyn Tool>> {
-        self.tools.clone()
+        served_tools(&self.host, self.audience)
+    }
+
+    fn changes(&self) -> Option<broadcast::Receiver<CatalogChange>> {
+        Some(self.changes.subscribe())
     }
 
     async fn resources(&self) -> Result<Vec<ResourceInfo>, CatalogError> {

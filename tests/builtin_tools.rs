@@ -1,0 +1,144 @@
+//! Conduit's built-in tools, served once and used twice: the agent reaches them as the
+//! in-process server `conduit` (a model's chart arrives as a PNG in its next request),
+//! and a client connected to Conduit's MCP server hears a tool switched off in Settings
+//! as a list change.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use conduit_core::media::MediaStore;
+use conduit_core::tool::Tool;
+use conduit_e2e::cli::{ChatRun, conduit, text};
+use conduit_e2e::llm_server::{Dialect, ScriptedCall, ScriptedLlm};
+use conduit_host::{Host, Paths};
+use conduit_mcp::runtime::{McpRuntime, RuntimeOptions};
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_models_chart_reaches_it_as_an_image() {
+    let home = tempfile::tempdir().unwrap();
+    let chat = Dialect::Anthropic;
+    let llm = ScriptedLlm::start(vec![
+        chat.turn(
+            &[],
+            &[ScriptedCall::new(
+                "toolu_1",
+                "conduit__render_chart",
+                json!({"kind": "bar", "title": "Sales", "labels": ["Q1", "Q2"],
+                       "series": [{"name": "EU", "y": [3, 5]}]}),
+            )],
+        ),
+        chat.text(&["Here is your chart."]),
+    ])
+    .await
+    .unwrap();
+    let url = chat.base_url(&llm.url());
+    let home_path = home.path().to_owned();
+    let out = tokio::task::spawn_blocking(move || {
+        conduit(
+            &home_path,
+            &[
+                "chat",
+                "--kind",
+                "anthropic",
+                "--base-url",
+                &url,
+                "--model",
+                "m",
+                "--approve",
+                "auto",
+                "--json",
+                "Chart my sales",
+            ],
+            None,
+        )
+    })
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let run = ChatRun::of(&out);
+    assert!(run.text().contains("Here is your chart."), "{}", run.text());
+    let requests = llm.requests();
+    let offered: Vec<String> = requests[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    for name in [
+        "conduit__render_chart",
+        "conduit__search_history",
+        "conduit__time_now",
+    ] {
+        assert!(offered.contains(&name.to_owned()), "{offered:?}");
+    }
+    // The chart is in the tool result the model gets next, as a PNG that decodes.
+    let image = requests[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .filter(|c| c["type"] == "tool_result")
+        .flat_map(|c| c["content"].as_array().cloned().unwrap_or_default())
+        .find(|c| c["type"] == "image")
+        .expect("an image in the tool result");
+    assert_eq!(image["source"]["media_type"], "image/png");
+    use base64::Engine;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(image["source"]["data"].as_str().unwrap())
+        .unwrap();
+    let png = image::load_from_memory(&bytes).unwrap();
+    assert_eq!((png.width(), png.height()), (1200, 700));
+}
+
+async fn until(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_switched_off_in_settings_leaves_connected_clients() {
+    let home = tempfile::tempdir().unwrap();
+    let host = Arc::new(Host::new(Paths::under_home(home.path().to_owned(), None)));
+    // A client of Conduit's MCP server (the one `conduit mcp serve` runs), in process.
+    let served = Arc::new(host.tool_server().unwrap());
+    let media: Arc<dyn MediaStore> = conduit_core::testing::MemoryMedia::new();
+    let client = McpRuntime::start(
+        RuntimeOptions::new(home.path().join("none.json"), Duration::from_secs(20))
+            .with_in_process("served", served),
+    )
+    .await
+    .unwrap();
+    let names = || -> Vec<String> {
+        client
+            .tools(media.clone(), &|_, _| true)
+            .iter()
+            .map(|t| t.spec().name.clone())
+            .collect()
+    };
+    assert!(
+        names().contains(&"served__time_now".to_owned()),
+        "{:?}",
+        names()
+    );
+
+    // Another process (Settings) switches it off in the settings file.
+    let other = Host::new(Paths::under_home(home.path().to_owned(), None));
+    assert!(other.set_builtin_tool_enabled("time_now", false).unwrap());
+    until("time_now is gone", || {
+        !names().contains(&"served__time_now".to_owned())
+    })
+    .await;
+    assert!(names().contains(&"served__render_chart".to_owned()));
+    assert!(other.set_builtin_tool_enabled("time_now", true).unwrap());
+    until("time_now is back", || {
+        names().contains(&"served__time_now".to_owned())
+    })
+    .await;
+    client.shutdown().await;
+}
