@@ -25,6 +25,7 @@ use conduit_host::mcp_client::elicit::{
 };
 use conduit_host::mcp_client::servers::{ServerState, ServerStatus};
 use conduit_host::providers::{LocalProvider, ProviderInput, ProviderSummary};
+use conduit_host::served::ServeSnippets;
 use conduit_host::settings::ToolPolicy;
 use conduit_host::store::{Conversation, MessageStatus, SearchHit, StoredMessage};
 use conduit_host::{AppInfo, Paths};
@@ -111,6 +112,7 @@ fn generate_types(config: &Config) -> String {
         Elicitation::decl(config),
         Question::decl(config),
         QuestionReply::decl(config),
+        ServeSnippets::decl(config),
     ];
     let mut out = String::from(HEADER);
     out.push_str("\n/** The commands of src-tauri/commands.list. */\nexport type CommandName =");

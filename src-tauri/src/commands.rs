@@ -14,6 +14,7 @@ use conduit_host::core::content::MediaRef;
 use conduit_host::mcp::{ImportFile, ImportPick, McpFile, TextProblem};
 use conduit_host::mcp_client::config::{Edit, ImportCandidate};
 use conduit_host::providers::{LOCAL_SERVERS, LocalProvider, ProviderInput, ProviderSummary};
+use conduit_host::served::ServeSnippets;
 use conduit_host::settings::ToolPolicy;
 use conduit_host::store::{Conversation, SearchHit, StoredMessage};
 use conduit_host::{AppInfo, Host};
@@ -498,6 +499,14 @@ pub async fn mcp_server_tools(
     server: String,
 ) -> Reply<ServerTools> {
     state.app.mcp_server_tools(&server).await.map_err(CommandError::from)
+}
+}
+
+window_command! {
+/// How other apps (Claude Desktop, Cursor, VS Code) start Conduit as their MCP server.
+#[tauri::command]
+pub fn mcp_serve_snippets() -> Reply<ServeSnippets> {
+    Ok(ServeSnippets::here())
 }
 }
 

@@ -71,6 +71,48 @@ fn served_tools(host: &Arc<Host>, audience: Audience) -> Vec<Arc<dyn Tool>> {
     tools
 }
 
+/// How another app starts Conduit as its MCP server (stdio): ready entries for the
+/// config files of Claude Desktop and Cursor (`mcpServers`) and VS Code (`servers`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, ts_rs::TS)]
+#[serde(rename_all = "camelCase")]
+pub struct ServeSnippets {
+    pub command: String,
+    pub args: Vec<String>,
+    pub claude_desktop: String,
+    pub cursor: String,
+    pub vs_code: String,
+}
+
+impl ServeSnippets {
+    /// The entries for `command` (the `conduit` binary).
+    pub fn for_command(command: String) -> Self {
+        let args = vec!["mcp".to_owned(), "serve".to_owned()];
+        let pretty =
+            |value: serde_json::Value| serde_json::to_string_pretty(&value).unwrap_or_default();
+        let entry = serde_json::json!({"command": command, "args": args});
+        let mcp_servers = pretty(serde_json::json!({"mcpServers": {"conduit": entry}}));
+        Self {
+            claude_desktop: mcp_servers.clone(),
+            cursor: mcp_servers,
+            vs_code: pretty(serde_json::json!({"servers": {"conduit": {
+                "type": "stdio", "command": command, "args": args}}})),
+            command,
+            args,
+        }
+    }
+
+    /// The entries for the `conduit` binary beside this program, or on PATH.
+    pub fn here() -> Self {
+        let beside = std::env::current_exe()
+            .ok()
+            .and_then(|exe| exe.parent().map(|dir| dir.join("conduit")))
+            .filter(|path| path.is_file());
+        Self::for_command(
+            beside.map_or_else(|| "conduit".to_owned(), |path| path.display().to_string()),
+        )
+    }
+}
+
 /// The bearer token of the served HTTP endpoint, and whether it was just created.
 pub struct ServeToken {
     pub token: String,
@@ -470,5 +512,29 @@ impl Catalog for HostCatalog {
         } else {
             Ok(Vec::new())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_snippets_start_conduit_as_each_app_expects() {
+        let snippets = ServeSnippets::for_command("/opt/conduit/conduit".into());
+        let claude: serde_json::Value = serde_json::from_str(&snippets.claude_desktop).unwrap();
+        assert_eq!(
+            claude["mcpServers"]["conduit"]["command"],
+            "/opt/conduit/conduit"
+        );
+        assert_eq!(
+            claude["mcpServers"]["conduit"]["args"],
+            serde_json::json!(["mcp", "serve"])
+        );
+        let vs_code: serde_json::Value = serde_json::from_str(&snippets.vs_code).unwrap();
+        assert_eq!(vs_code["servers"]["conduit"]["type"], "stdio");
+        // The mcpServers form Conduit itself reads: another Conduit can add this one.
+        let read = conduit_mcp::config::spec_of(&claude["mcpServers"]["conduit"], &|_| None);
+        assert!(read.is_ok(), "{read:?}");
     }
 }

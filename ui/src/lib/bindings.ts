@@ -34,6 +34,7 @@ export type CommandName =
   | "import_mcp_servers"
   | "mcp_server_tools"
   | "restart_mcp_server"
+  | "mcp_serve_snippets"
   | "set_tool_enabled"
   | "set_tool_policy"
   | "set_server_policy"
@@ -349,3 +350,5 @@ export type Question = {
 id: string, elicitation: Elicitation, };
 
 export type QuestionReply = { "action": "accept", values: Record<string, unknown>, } | { "action": "decline" } | { "action": "cancel" };
+
+export type ServeSnippets = { command: string, args: Array<string>, claudeDesktop: string, cursor: string, vsCode: string, };

@@ -1,7 +1,7 @@
 // Generated from the Rust commands (window_command! in src-tauri) by src-tauri/src/bindings_tests.rs: do not edit.
 // Regenerate with `UPDATE_BINDINGS=1 cargo test --workspace bindings`.
 import { Channel, invoke } from "@tauri-apps/api/core";
-import type { AppInfo, MediaRef, StoredMessage, Conversation, SearchHit, TurnEvent, Started, SendRequest, ProviderSummary, LocalProvider, ProviderInput, McpOverview, Decision, TextProblem, McpFile, Edit, ImportFile, Folder, ImportSource, ImportPick, ImportCandidate, ToolPolicy, ServerTools, Question, QuestionReply } from "./bindings";
+import type { AppInfo, MediaRef, StoredMessage, Conversation, SearchHit, TurnEvent, Started, SendRequest, ProviderSummary, LocalProvider, ProviderInput, McpOverview, Decision, TextProblem, McpFile, Edit, ImportFile, Folder, ImportSource, ImportPick, ImportCandidate, ToolPolicy, ServerTools, Question, QuestionReply, ServeSnippets } from "./bindings";
 
 /** The app's version and where its data lives. */
 export function appInfo(): Promise<AppInfo> {
@@ -166,6 +166,11 @@ export function mcpServerTools(server: string): Promise<ServerTools> {
 
 export function restartMcpServer(server: string): Promise<void> {
   return invoke<void>("restart_mcp_server", { server });
+}
+
+/** How other apps (Claude Desktop, Cursor, VS Code) start Conduit as their MCP server. */
+export function mcpServeSnippets(): Promise<ServeSnippets> {
+  return invoke<ServeSnippets>("mcp_serve_snippets");
 }
 
 export function setToolEnabled(server: string, tool: string, enabled: boolean): Promise<void> {

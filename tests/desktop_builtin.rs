@@ -1,0 +1,92 @@
+//! Conduit's own tools in the real app under Xvfb: a model calls `conduit__render_chart`,
+//! the chart shows inline in the chat, and its PNG reaches the model; Settings list the
+//! built-in tools with their switches and the config other apps need.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::time::Duration;
+
+use conduit_e2e::artifacts_dir;
+use conduit_e2e::desktop::Window;
+use conduit_e2e::llm_server::{Dialect, ScriptedCall, ScriptedLlm};
+use serde_json::json;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_models_chart_shows_in_the_chat_and_settings_list_the_built_in_tools() {
+    let chat = Dialect::OpenAiChat;
+    let llm = ScriptedLlm::start(vec![
+        chat.turn(
+            &[],
+            &[ScriptedCall::new(
+                "call_chart",
+                "conduit__render_chart",
+                json!({"kind": "line", "title": "Temperature this week", "x_label": "day", "y_label": "°C",
+                       "labels": ["Mon", "Tue", "Wed", "Thu", "Fri"],
+                       "series": [{"name": "Oslo", "y": [3.5, 4.0, 2.5, 5.0, 6.5]},
+                                  {"name": "Rome", "y": [14.0, 15.5, 13.0, 16.0, 17.5]}]}),
+            )],
+        ),
+        chat.text(&["Rome is warmer."]),
+    ])
+    .await
+    .unwrap();
+    llm.answer_models(json!({"object": "list", "data": [{"id": "m", "object": "model"}]}));
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("settings.json"),
+        llm.provider_settings().to_string(),
+    )
+    .unwrap();
+    let shots = artifacts_dir("desktop-builtin");
+    let window = Window::start(&[("CONDUIT_HOME", home.path())], WAIT).await;
+    window.model_shown("m").await;
+
+    window.send("Chart the temperatures").await;
+    window
+        .tool_state("render_chart", "Waiting for approval")
+        .await;
+    let server = window
+        .js(r#"return document.querySelector('article[aria-label="Tool call render_chart"] [aria-label="Server name"]')?.textContent.trim();"#)
+        .await;
+    assert_eq!(server, "conduit", "the built-in tools' server is named");
+    window.click_button("Allow once").await;
+    window.answer_contains("Rome is warmer.").await;
+    let width = window
+        .wait(r#"(() => { const img = document.querySelector('article[aria-label="Tool call render_chart"] [aria-label="Tool result"] img'); return img && img.complete && img.naturalWidth; })()"#)
+        .await;
+    assert!(width.as_u64().unwrap() > 0, "the chart decodes: {width}");
+    window.shot(&shots.join("01-chart-inline.png")).await;
+    // The model got the PNG (as an image after the tool message, in Chat Completions).
+    let second = llm.requests()[1].body.to_string();
+    assert!(
+        second.contains("data:image/png;base64,"),
+        "the chart reached the model"
+    );
+
+    // Settings list Conduit's own tools and how other apps start it.
+    window.session.open_settings_window(WAIT).await.unwrap();
+    window
+        .wait(r#"document.querySelector('[role="tab"]')"#)
+        .await;
+    window
+        .js(r#"[...document.querySelectorAll('[role="tab"]')].find(t => t.textContent.includes("MCP")).click(); return null;"#)
+        .await;
+    window
+        .wait(r#"document.querySelector('[aria-label="Conduit\'s own tools"]')?.textContent.includes("render_chart")"#)
+        .await;
+    let snippet = window
+        .wait(r#"document.querySelector('[aria-label="Config snippet"]')?.textContent"#)
+        .await;
+    let snippet: serde_json::Value = serde_json::from_str(snippet.as_str().unwrap()).unwrap();
+    assert_eq!(
+        snippet["mcpServers"]["conduit"]["args"],
+        json!(["mcp", "serve"])
+    );
+    window
+        .js(r#"document.querySelector('[aria-label="Conduit\'s own tools"]').scrollIntoView(); return null;"#)
+        .await;
+    window.shot(&shots.join("02-settings.png")).await;
+    window.session.close().await.unwrap();
+}

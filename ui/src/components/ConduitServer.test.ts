@@ -1,0 +1,36 @@
+import { fireEvent, render, screen } from "@testing-library/svelte";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import * as apiModule from "../lib/api";
+import { resetApi, type ApiMock } from "../lib/apiMock";
+import ConduitServer from "./ConduitServer.svelte";
+
+vi.mock("../lib/api", async (importOriginal) =>
+  (await import("../lib/apiMock")).mockedApi(importOriginal),
+);
+const api = apiModule as unknown as ApiMock;
+
+afterEach(() => resetApi(api));
+
+describe("Conduit as an MCP server", () => {
+  it("lists its own tools with their switches and shows each app's config", async () => {
+    api.mcpServeSnippets.mockResolvedValue({
+      command: "/opt/conduit",
+      args: ["mcp", "serve"],
+      claudeDesktop: '{"mcpServers": "claude"}',
+      cursor: '{"mcpServers": "cursor"}',
+      vsCode: '{"servers": "vscode"}',
+    });
+    api.mcpServerTools.mockResolvedValue({
+      policy: "ask",
+      tools: [
+        { name: "render_chart", title: "Render a chart", description: "Draws", readOnly: false, destructive: false, inputSchema: {}, enabled: true, policy: "ask" },
+      ],
+    });
+    render(ConduitServer);
+    expect(await screen.findByText('{"mcpServers": "claude"}')).toBeTruthy();
+    expect(api.mcpServerTools).toHaveBeenCalledWith("conduit");
+    expect((await screen.findAllByText(/render_chart/)).length).toBeGreaterThan(0);
+    await fireEvent.click(screen.getByRole("tab", { name: "VS Code" }));
+    expect(screen.getByLabelText("Config snippet").textContent).toBe('{"servers": "vscode"}');
+  });
+});
