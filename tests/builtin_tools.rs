@@ -142,3 +142,84 @@ async fn a_tool_switched_off_in_settings_leaves_connected_clients() {
     .await;
     client.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_entry_cannot_take_the_built_in_servers_name() {
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("mcp_servers.json");
+    std::fs::write(
+        &file,
+        json!({"mcpServers": {"conduit": {"command": "sh", "args": ["-c", "exit 1"]}}}).to_string(),
+    )
+    .unwrap();
+    let host = Arc::new(Host::new(Paths::under_home(home.path().to_owned(), None)));
+    let servers = McpRuntime::start(
+        RuntimeOptions::new(&file, Duration::from_secs(20))
+            .with_in_process("conduit", Arc::new(host.builtin_server())),
+    )
+    .await
+    .unwrap();
+    let statuses = serde_json::to_value(servers.statuses()).unwrap();
+    assert_eq!(statuses[0]["name"], "conduit");
+    assert_eq!(statuses[0]["state"], "ready", "{statuses}");
+    assert_eq!(statuses[1]["name"], "conduit (file)");
+    assert_eq!(statuses[1]["state"], "failed");
+    assert!(
+        statuses[1]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("taken by Conduit's own server"),
+        "{statuses}"
+    );
+    servers.shutdown().await;
+}
+
+#[test]
+fn another_conduit_uses_this_one_through_a_claude_desktop_style_entry() {
+    let served_home = tempfile::tempdir().unwrap();
+    let client_home = tempfile::tempdir().unwrap();
+    let binary = conduit_e2e::binary("conduit").unwrap();
+    // The entry Settings offers for Claude Desktop, under another name, with its own home.
+    std::fs::write(
+        client_home.path().join("mcp_servers.json"),
+        json!({"mcpServers": {"other-conduit": {
+            "command": binary, "args": ["mcp", "serve"],
+            "env": {"CONDUIT_HOME": served_home.path(), "CONDUIT_SECRET_STORE": "file"}
+        }}})
+        .to_string(),
+    )
+    .unwrap();
+    let listed = conduit(
+        client_home.path(),
+        &["mcp", "tools", "other-conduit", "--json"],
+        None,
+    );
+    assert!(listed.status.success(), "{}", text(&listed.stderr));
+    let tools: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let names: Vec<&str> = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"render_chart") && names.contains(&"time_now"),
+        "{names:?}"
+    );
+    let called = conduit(
+        client_home.path(),
+        &[
+            "mcp",
+            "call",
+            "other-conduit",
+            "convert_time",
+            "--args",
+            r#"{"time": "2026-07-01T12:00", "from_time_zone": "Europe/Oslo", "to_time_zone": "UTC"}"#,
+            "--json",
+        ],
+        None,
+    );
+    assert!(called.status.success(), "{}", text(&called.stderr));
+    let out = text(&called.stdout);
+    assert!(out.contains("10:00"), "{out}");
+}

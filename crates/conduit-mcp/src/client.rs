@@ -880,6 +880,16 @@ impl Connection {
         }
     }
 
+    /// The exit status of a stdio server whose connection ended, once it exits (within
+    /// `patience`); `None` for a server that did not exit (or is not a process).
+    pub async fn exit_after_end(&self, patience: Duration) -> Option<std::process::ExitStatus> {
+        let mut process = self.process.lock().await;
+        match process.as_mut() {
+            Some(process) => process.exit_within(patience).await,
+            None => None,
+        }
+    }
+
     /// The exit status of a stdio server that has ended.
     pub async fn exit_status(&self) -> Option<std::process::ExitStatus> {
         self.process

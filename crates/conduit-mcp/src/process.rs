@@ -174,6 +174,15 @@ impl ServerProcess {
         self.child.try_wait().ok().flatten()
     }
 
+    /// The exit status once the process has ended, waiting up to `patience` for it (a
+    /// closed pipe comes a moment before the exit can be seen).
+    pub async fn exit_within(&mut self, patience: Duration) -> Option<std::process::ExitStatus> {
+        tokio::time::timeout(patience, self.child.wait())
+            .await
+            .ok()
+            .and_then(Result::ok)
+    }
+
     /// Waits up to `grace` for the process to end by itself, then ends its whole group:
     /// SIGTERM, and SIGKILL if it is still there a moment later.
     pub async fn shutdown(&mut self, grace: Duration) {

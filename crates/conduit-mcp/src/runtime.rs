@@ -32,6 +32,8 @@ const RESTART_BACKOFF: conduit_core::backoff::Backoff =
     conduit_core::backoff::Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
 /// After this many failed restarts in a row the server stays failed.
 const MAX_RESTARTS: u32 = 5;
+/// How long a server whose connection ended may take to be seen exiting.
+const EXIT_PATIENCE: Duration = Duration::from_millis(500);
 /// Edits arriving within this window apply once.
 const DEBOUNCE: Duration = Duration::from_millis(150);
 
@@ -501,7 +503,8 @@ async fn follow(
             }
         }
     }
-    let exit = connection.exit_status().await;
+    // The pipe closes a moment before the exit can be seen: wait for it, briefly.
+    let exit = connection.exit_after_end(EXIT_PATIENCE).await;
     let stderr_tail = connection.stderr_tail();
     connection.shutdown().await;
     let reason = match exit {

@@ -189,7 +189,8 @@ pub(crate) async fn start_one(
             return list_tools(name, connected, start_timeout).await;
         }
     };
-    let name = entry.name.clone();
+    // The slot's name: the entry's, unless the runtime had to rename it.
+    let name = name.to_owned();
     if entry.disabled {
         return Running {
             name,
