@@ -383,8 +383,12 @@ async fn no_expanded_variable_or_url_query_reaches_errors_states_or_the_log() {
     task.abort();
     let statuses: serde_json::Value =
         serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout} {stderr}"));
-    // Every server failed, and each says why.
+    // Every server of the file failed, and each says why (Conduit's own is ready).
     for status in statuses.as_array().unwrap() {
+        if status["name"] == "conduit" {
+            assert_eq!(status["state"], "ready", "{status}");
+            continue;
+        }
         assert_eq!(status["state"], "failed", "{status}");
     }
     assert!(
@@ -403,7 +407,7 @@ async fn no_expanded_variable_or_url_query_reaches_errors_states_or_the_log() {
             "{what} carries a URL query: {seen}"
         );
         assert!(
-            !seen.contains("me:"),
+            !seen.contains("://me:"),
             "{what} carries a URL's user info: {seen}"
         );
     }

@@ -25,6 +25,7 @@ use conduit_host::mcp_client::elicit::{
 };
 use conduit_host::mcp_client::servers::{ServerState, ServerStatus};
 use conduit_host::providers::{LocalProvider, ProviderInput, ProviderSummary};
+use conduit_host::serve_http::ServeHttpStatus;
 use conduit_host::served::ServeSnippets;
 use conduit_host::settings::ToolPolicy;
 use conduit_host::store::{Conversation, MessageStatus, SearchHit, StoredMessage};
@@ -113,6 +114,7 @@ fn generate_types(config: &Config) -> String {
         Question::decl(config),
         QuestionReply::decl(config),
         ServeSnippets::decl(config),
+        ServeHttpStatus::decl(config),
     ];
     let mut out = String::from(HEADER);
     out.push_str("\n/** The commands of src-tauri/commands.list. */\nexport type CommandName =");

@@ -14,6 +14,7 @@ use conduit_host::core::content::MediaRef;
 use conduit_host::mcp::{ImportFile, ImportPick, McpFile, TextProblem};
 use conduit_host::mcp_client::config::{Edit, ImportCandidate};
 use conduit_host::providers::{LOCAL_SERVERS, LocalProvider, ProviderInput, ProviderSummary};
+use conduit_host::serve_http::ServeHttpStatus;
 use conduit_host::served::ServeSnippets;
 use conduit_host::settings::ToolPolicy;
 use conduit_host::store::{Conversation, SearchHit, StoredMessage};
@@ -507,6 +508,52 @@ window_command! {
 #[tauri::command]
 pub fn mcp_serve_snippets() -> Reply<ServeSnippets> {
     Ok(ServeSnippets::here())
+}
+}
+
+window_command! {
+/// Whether Conduit serves MCP over HTTP from the app, where, and its token masked.
+#[tauri::command]
+pub async fn mcp_http_status(state: tauri::State<'_, AppState>) -> Reply<ServeHttpStatus> {
+    Ok(state.app.http().status().await)
+}
+}
+
+window_command! {
+/// Starts or stops serving MCP over HTTP on a loopback address (kept in settings).
+#[tauri::command]
+pub async fn set_mcp_http(
+    state: tauri::State<'_, AppState>,
+    enabled: bool,
+    address: String,
+) -> Reply<ServeHttpStatus> {
+    state
+        .app
+        .http()
+        .set(enabled, &address)
+        .await
+        .map_err(CommandError::from)
+}
+}
+
+window_command! {
+/// Copies the HTTP endpoint's token to the clipboard after the user confirmed it
+/// natively: the page never holds it.
+#[tauri::command]
+pub async fn copy_mcp_token(app: tauri::AppHandle, state: tauri::State<'_, AppState>) -> Reply<()> {
+    use tauri_plugin_clipboard_manager::ClipboardExt;
+    let token = state.host().serve_token().map_err(CommandError::from)?;
+    let confirmer = state.confirmer;
+    blocking(move || {
+        let question = "Copy the access token of Conduit's MCP server to the clipboard?\n\nAn app with this token can read your conversations.";
+        if !confirmer.ask(&app, question, "Copy") {
+            return Err(CommandError::message("the token was not copied"));
+        }
+        app.clipboard()
+            .write_text(token.token)
+            .map_err(CommandError::from)
+    })
+    .await
 }
 }
 

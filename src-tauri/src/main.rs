@@ -76,6 +76,11 @@ fn main() -> std::process::ExitCode {
         .setup(move |handle| {
             let handle = handle.handle().clone();
             tauri::async_runtime::spawn(question_events(app.clone(), handle.clone()));
+            // Serve MCP over HTTP if the settings say so.
+            let serving = app.clone();
+            tauri::async_runtime::spawn(async move {
+                serving.http().apply().await;
+            });
             tauri::async_runtime::spawn(mcp_events(app, handle));
             Ok(())
         })

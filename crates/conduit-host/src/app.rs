@@ -99,6 +99,8 @@ pub struct App {
     servers: tokio::sync::OnceCell<Arc<McpRuntime>>,
     /// The servers' questions, waiting for the user.
     asker: Arc<WindowAsker>,
+    /// Conduit as an MCP server over HTTP, as the settings say.
+    http: crate::serve_http::HttpEndpoint,
     turns: Mutex<HashMap<String, Turn>>,
 }
 
@@ -121,6 +123,7 @@ pub enum AppError {
 impl App {
     pub fn new(host: Arc<Host>) -> Arc<Self> {
         Arc::new(Self {
+            http: crate::serve_http::HttpEndpoint::new(host.clone()),
             host,
             servers: tokio::sync::OnceCell::new(),
             asker: WindowAsker::new(crate::asks::ANSWER_WAIT),
@@ -141,6 +144,11 @@ impl App {
             })
             .await
             .clone()
+    }
+
+    /// Conduit's HTTP endpoint for other MCP clients.
+    pub fn http(&self) -> &crate::serve_http::HttpEndpoint {
+        &self.http
     }
 
     /// The servers' questions waiting for the user, and a signal when they change.
@@ -396,6 +404,7 @@ impl App {
         if let Some(servers) = self.servers.get() {
             servers.shutdown().await;
         }
+        self.http.stop().await;
     }
 }
 

@@ -16,6 +16,7 @@ pub mod paths;
 pub mod providers;
 mod recorder;
 pub mod secrets;
+pub mod serve_http;
 pub mod served;
 pub mod sessions;
 pub mod settings;

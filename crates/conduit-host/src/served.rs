@@ -251,21 +251,101 @@ struct HostCatalog {
     /// Follows the settings file for other clients (the switches of built-in tools).
     _settings_watch:
         Option<notify_debouncer_mini::Debouncer<notify_debouncer_mini::notify::RecommendedWatcher>>,
+    /// Follows the history for other clients (conversations as resources).
+    _history_watch:
+        Option<notify_debouncer_mini::Debouncer<notify_debouncer_mini::notify::RecommendedWatcher>>,
 }
 
 impl HostCatalog {
     fn new(host: Arc<Host>, audience: Audience) -> Arc<Self> {
         let changes = broadcast::channel(16).0;
-        let watch = match audience {
-            Audience::OwnAgent => None,
-            Audience::Clients => watch_switches(&host, changes.clone()),
+        let (switches, history) = match audience {
+            Audience::OwnAgent => (None, None),
+            Audience::Clients => (
+                watch_switches(&host, changes.clone()),
+                watch_history(&host, changes.clone()),
+            ),
         };
         Arc::new(Self {
             host,
             audience,
             changes,
-            _settings_watch: watch,
+            _settings_watch: switches,
+            _history_watch: history,
         })
+    }
+}
+
+/// Sends a resource list change, and an update of each conversation resource that
+/// changed, whenever the history database is written (by this process or the app);
+/// `None` (and a warning) when its folder cannot be watched.
+fn watch_history(
+    host: &Arc<Host>,
+    changes: broadcast::Sender<CatalogChange>,
+) -> Option<notify_debouncer_mini::Debouncer<notify_debouncer_mini::notify::RecommendedWatcher>> {
+    use notify_debouncer_mini::notify::RecursiveMode;
+    let database = host.paths().database_file.clone();
+    let dir = database.parent()?.to_owned();
+    let stem = database.file_name()?.to_string_lossy().into_owned();
+    if let Err(error) = conduit_files::create_private_dir(&dir) {
+        tracing::warn!(%error, "the data folder cannot be made: the history is not watched");
+        return None;
+    }
+    let weak = Arc::downgrade(host);
+    // Each recent conversation's last change, to tell which ones changed.
+    let seen = |host: &Arc<Host>| -> HashMap<String, i64> {
+        host.store()
+            .and_then(|store| store.list(RECENT))
+            .map(|list| list.into_iter().map(|c| (c.id, c.updated_at)).collect())
+            .unwrap_or_default()
+    };
+    let mut last = seen(host);
+    let started = notify_debouncer_mini::new_debouncer(
+        std::time::Duration::from_millis(300),
+        move |events: notify_debouncer_mini::DebounceEventResult| {
+            // The database and its journal (history.db, history.db-wal, -shm).
+            let ours = events
+                .map(|events| {
+                    events.iter().any(|e| {
+                        e.path
+                            .file_name()
+                            .is_some_and(|n| n.to_string_lossy().starts_with(&stem))
+                    })
+                })
+                .unwrap_or(false);
+            let Some(host) = weak.upgrade().filter(|_| ours) else {
+                return;
+            };
+            let now = seen(&host);
+            if now == last {
+                return;
+            }
+            let listed_changed =
+                now.len() != last.len() || now.keys().any(|id| !last.contains_key(id));
+            for (id, updated) in &now {
+                if last.get(id).is_some_and(|before| before != updated) {
+                    let _ = changes.send(CatalogChange::ResourceUpdated(format!(
+                        "{CONVERSATION_PREFIX}{id}"
+                    )));
+                }
+            }
+            if listed_changed {
+                let _ = changes.send(CatalogChange::Resources);
+            }
+            last = now;
+        },
+    );
+    match started.and_then(|mut debouncer| {
+        debouncer
+            .watcher()
+            .watch(&dir, RecursiveMode::NonRecursive)
+            .map(|()| debouncer)
+    }) {
+        Ok(debouncer) => Some(debouncer),
+        Err(error) => {
+            tracing::warn!(%error, "the history cannot be watched: clients see new conversations when they list again");
+            None
+        }
     }
 }
 
@@ -518,6 +598,38 @@ impl Catalog for HostCatalog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    async fn next_change(changes: &mut broadcast::Receiver<CatalogChange>) -> CatalogChange {
+        tokio::time::timeout(std::time::Duration::from_secs(10), changes.recv())
+            .await
+            .expect("a change within 10 s")
+            .unwrap()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn clients_hear_of_new_and_changed_conversations() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = Arc::new(Host::new(crate::Paths::under_home(
+            dir.path().to_owned(),
+            None,
+        )));
+        let store = host.store().unwrap();
+        let catalog = HostCatalog::new(host.clone(), Audience::Clients);
+        let mut changes = catalog.changes().unwrap();
+        let id = store.create_conversation(Some("p"), Some("m")).unwrap();
+        assert_eq!(next_change(&mut changes).await, CatalogChange::Resources);
+        store
+            .add_message(
+                &id,
+                &conduit_core::content::Message::user_text("hello"),
+                conduit_store::MessageStatus::Complete,
+            )
+            .unwrap();
+        assert_eq!(
+            next_change(&mut changes).await,
+            CatalogChange::ResourceUpdated(format!("{CONVERSATION_PREFIX}{id}"))
+        );
+    }
 
     #[test]
     fn the_snippets_start_conduit_as_each_app_expects() {

@@ -26,8 +26,13 @@ describe("Conduit as an MCP server", () => {
         { name: "render_chart", title: "Render a chart", description: "Draws", readOnly: false, destructive: false, inputSchema: {}, enabled: true, policy: "ask" },
       ],
     });
+    api.mcpHttpStatus.mockResolvedValue({ enabled: false, address: "127.0.0.1:8765", url: null, error: null, token: "••••••••" });
+    api.setMcpHttp.mockResolvedValue({ enabled: true, address: "127.0.0.1:8765", url: "http://127.0.0.1:8765/mcp", error: null, token: "••••••••" });
     render(ConduitServer);
     expect(await screen.findByText('{"mcpServers": "claude"}')).toBeTruthy();
+    await fireEvent.click(await screen.findByRole("switch", { name: "Serve over HTTP" }));
+    expect(api.setMcpHttp).toHaveBeenCalledWith(true, "127.0.0.1:8765");
+    expect(await screen.findByText("http://127.0.0.1:8765/mcp")).toBeTruthy();
     expect(api.mcpServerTools).toHaveBeenCalledWith("conduit");
     expect((await screen.findAllByText(/render_chart/)).length).toBeGreaterThan(0);
     await fireEvent.click(screen.getByRole("tab", { name: "VS Code" }));

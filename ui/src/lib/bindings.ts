@@ -35,6 +35,9 @@ export type CommandName =
   | "mcp_server_tools"
   | "restart_mcp_server"
   | "mcp_serve_snippets"
+  | "mcp_http_status"
+  | "set_mcp_http"
+  | "copy_mcp_token"
   | "set_tool_enabled"
   | "set_tool_policy"
   | "set_server_policy"
@@ -352,3 +355,17 @@ id: string, elicitation: Elicitation, };
 export type QuestionReply = { "action": "accept", values: Record<string, unknown>, } | { "action": "decline" } | { "action": "cancel" };
 
 export type ServeSnippets = { command: string, args: Array<string>, claudeDesktop: string, cursor: string, vsCode: string, };
+
+export type ServeHttpStatus = { enabled: boolean, address: string, 
+/**
+ * Where clients reach it, while it serves.
+ */
+url: string | null, 
+/**
+ * Why it does not serve although it should.
+ */
+error: string | null, 
+/**
+ * The token as the window may see it: masked (copy it with the host's command).
+ */
+token: string, };

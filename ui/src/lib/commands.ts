@@ -1,7 +1,7 @@
 // Generated from the Rust commands (window_command! in src-tauri) by src-tauri/src/bindings_tests.rs: do not edit.
 // Regenerate with `UPDATE_BINDINGS=1 cargo test --workspace bindings`.
 import { Channel, invoke } from "@tauri-apps/api/core";
-import type { AppInfo, MediaRef, StoredMessage, Conversation, SearchHit, TurnEvent, Started, SendRequest, ProviderSummary, LocalProvider, ProviderInput, McpOverview, Decision, TextProblem, McpFile, Edit, ImportFile, Folder, ImportSource, ImportPick, ImportCandidate, ToolPolicy, ServerTools, Question, QuestionReply, ServeSnippets } from "./bindings";
+import type { AppInfo, MediaRef, StoredMessage, Conversation, SearchHit, TurnEvent, Started, SendRequest, ProviderSummary, LocalProvider, ProviderInput, McpOverview, Decision, TextProblem, McpFile, Edit, ImportFile, Folder, ImportSource, ImportPick, ImportCandidate, ToolPolicy, ServerTools, Question, QuestionReply, ServeSnippets, ServeHttpStatus } from "./bindings";
 
 /** The app's version and where its data lives. */
 export function appInfo(): Promise<AppInfo> {
@@ -171,6 +171,24 @@ export function restartMcpServer(server: string): Promise<void> {
 /** How other apps (Claude Desktop, Cursor, VS Code) start Conduit as their MCP server. */
 export function mcpServeSnippets(): Promise<ServeSnippets> {
   return invoke<ServeSnippets>("mcp_serve_snippets");
+}
+
+/** Whether Conduit serves MCP over HTTP from the app, where, and its token masked. */
+export function mcpHttpStatus(): Promise<ServeHttpStatus> {
+  return invoke<ServeHttpStatus>("mcp_http_status");
+}
+
+/** Starts or stops serving MCP over HTTP on a loopback address (kept in settings). */
+export function setMcpHttp(enabled: boolean, address: string): Promise<ServeHttpStatus> {
+  return invoke<ServeHttpStatus>("set_mcp_http", { enabled, address });
+}
+
+/**
+ * Copies the HTTP endpoint's token to the clipboard after the user confirmed it
+ * natively: the page never holds it.
+ */
+export function copyMcpToken(): Promise<void> {
+  return invoke<void>("copy_mcp_token");
 }
 
 export function setToolEnabled(server: string, tool: string, enabled: boolean): Promise<void> {
