@@ -56,6 +56,20 @@ pub enum ServeHttpError {
     Settings(#[from] SettingsError),
 }
 
+/// What the window sees of `setting` and what is serving (the token masked).
+fn status_of(
+    setting: ServeHttpSettings,
+    serving: &(Option<Serving>, Option<String>),
+) -> ServeHttpStatus {
+    ServeHttpStatus {
+        enabled: setting.enabled,
+        address: setting.address,
+        url: serving.0.as_ref().map(|s| s.url.clone()),
+        error: serving.1.clone(),
+        token: crate::providers::MASKED.to_owned(),
+    }
+}
+
 struct Serving {
     url: String,
     stop: CancellationToken,
@@ -112,13 +126,7 @@ impl HttpEndpoint {
                 }
             }
         }
-        ServeHttpStatus {
-            enabled: setting.enabled,
-            address: setting.address,
-            url: serving.0.as_ref().map(|s| s.url.clone()),
-            error: serving.1.clone(),
-            token: crate::providers::MASKED.to_owned(),
-        }
+        status_of(setting, &serving)
     }
 
     async fn start(&self, address: &str) -> Result<Serving, String> {
@@ -140,14 +148,7 @@ impl HttpEndpoint {
     /// The state now, without changing anything.
     pub async fn status(&self) -> ServeHttpStatus {
         let setting = self.setting().unwrap_or_default();
-        let serving = self.serving.lock().await;
-        ServeHttpStatus {
-            enabled: setting.enabled,
-            address: setting.address,
-            url: serving.0.as_ref().map(|s| s.url.clone()),
-            error: serving.1.clone(),
-            token: crate::providers::MASKED.to_owned(),
-        }
+        status_of(setting, &*self.serving.lock().await)
     }
 
     /// Changes the setting (a loopback address only) and applies it.

@@ -249,11 +249,9 @@ struct HostCatalog {
     audience: Audience,
     changes: broadcast::Sender<CatalogChange>,
     /// Follows the settings file for other clients (the switches of built-in tools).
-    _settings_watch:
-        Option<notify_debouncer_mini::Debouncer<notify_debouncer_mini::notify::RecommendedWatcher>>,
+    _settings_watch: Option<FolderWatch>,
     /// Follows the history for other clients (conversations as resources).
-    _history_watch:
-        Option<notify_debouncer_mini::Debouncer<notify_debouncer_mini::notify::RecommendedWatcher>>,
+    _history_watch: Option<FolderWatch>,
 }
 
 impl HostCatalog {
@@ -276,14 +274,51 @@ impl HostCatalog {
     }
 }
 
+/// A folder watcher: `on_change` runs (on the watcher's thread) after files whose name
+/// `ours` accepts changed, settled for `settle`.
+type FolderWatch =
+    notify_debouncer_mini::Debouncer<notify_debouncer_mini::notify::RecommendedWatcher>;
+
+/// Watches `dir`; `None` (and a warning naming `what` is not followed) when it cannot.
+fn watch_folder(
+    dir: &std::path::Path,
+    settle: std::time::Duration,
+    ours: impl Fn(&std::ffi::OsStr) -> bool + Send + 'static,
+    mut on_change: impl FnMut() + Send + 'static,
+    what: &str,
+) -> Option<FolderWatch> {
+    use notify_debouncer_mini::notify::RecursiveMode;
+    let started = notify_debouncer_mini::new_debouncer(
+        settle,
+        move |events: notify_debouncer_mini::DebounceEventResult| {
+            let touched = events
+                .map(|events| events.iter().any(|e| e.path.file_name().is_some_and(&ours)))
+                .unwrap_or(false);
+            if touched {
+                on_change();
+            }
+        },
+    );
+    match started.and_then(|mut debouncer| {
+        debouncer
+            .watcher()
+            .watch(dir, RecursiveMode::NonRecursive)
+            .map(|()| debouncer)
+    }) {
+        Ok(debouncer) => Some(debouncer),
+        Err(error) => {
+            tracing::warn!(%error, "{what} cannot be watched: clients see changes when they list again");
+            None
+        }
+    }
+}
+
 /// Sends a resource list change, and an update of each conversation resource that
-/// changed, whenever the history database is written (by this process or the app);
-/// `None` (and a warning) when its folder cannot be watched.
+/// changed, whenever the history database is written (by this process or the app).
 fn watch_history(
     host: &Arc<Host>,
     changes: broadcast::Sender<CatalogChange>,
-) -> Option<notify_debouncer_mini::Debouncer<notify_debouncer_mini::notify::RecommendedWatcher>> {
-    use notify_debouncer_mini::notify::RecursiveMode;
+) -> Option<FolderWatch> {
     let database = host.paths().database_file.clone();
     let dir = database.parent()?.to_owned();
     let stem = database.file_name()?.to_string_lossy().into_owned();
@@ -300,20 +335,13 @@ fn watch_history(
             .unwrap_or_default()
     };
     let mut last = seen(host);
-    let started = notify_debouncer_mini::new_debouncer(
+    watch_folder(
+        &dir,
         std::time::Duration::from_millis(300),
-        move |events: notify_debouncer_mini::DebounceEventResult| {
-            // The database and its journal (history.db, history.db-wal, -shm).
-            let ours = events
-                .map(|events| {
-                    events.iter().any(|e| {
-                        e.path
-                            .file_name()
-                            .is_some_and(|n| n.to_string_lossy().starts_with(&stem))
-                    })
-                })
-                .unwrap_or(false);
-            let Some(host) = weak.upgrade().filter(|_| ours) else {
+        // The database and its journal (history.db, history.db-wal, -shm).
+        move |name| name.to_string_lossy().starts_with(&stem),
+        move || {
+            let Some(host) = weak.upgrade() else {
                 return;
             };
             let now = seen(&host);
@@ -334,30 +362,19 @@ fn watch_history(
             }
             last = now;
         },
-    );
-    match started.and_then(|mut debouncer| {
-        debouncer
-            .watcher()
-            .watch(&dir, RecursiveMode::NonRecursive)
-            .map(|()| debouncer)
-    }) {
-        Ok(debouncer) => Some(debouncer),
-        Err(error) => {
-            tracing::warn!(%error, "the history cannot be watched: clients see new conversations when they list again");
-            None
-        }
-    }
+        "the history",
+    )
 }
 
 /// Sends a tool list change whenever the enabled built-in tools change in the settings
-/// file; `None` (and a warning) when the file cannot be watched.
+/// file (Settings may switch one in another process).
 fn watch_switches(
     host: &Arc<Host>,
     changes: broadcast::Sender<CatalogChange>,
-) -> Option<notify_debouncer_mini::Debouncer<notify_debouncer_mini::notify::RecommendedWatcher>> {
-    use notify_debouncer_mini::notify::RecursiveMode;
+) -> Option<FolderWatch> {
     let file = host.paths().settings_file.clone();
     let dir = file.parent()?.to_owned();
+    let name = file.file_name()?.to_owned();
     let weak = Arc::downgrade(host);
     let enabled_now = |host: &Arc<Host>| -> Vec<String> {
         crate::builtin::enabled_builtin_tools(host)
@@ -365,14 +382,12 @@ fn watch_switches(
             .unwrap_or_default()
     };
     let mut last = enabled_now(host);
-    let name = file.file_name().map(|n| n.to_owned());
-    let started = notify_debouncer_mini::new_debouncer(
+    watch_folder(
+        &dir,
         std::time::Duration::from_millis(150),
-        move |events: notify_debouncer_mini::DebounceEventResult| {
-            let ours = events
-                .map(|events| events.iter().any(|e| e.path.file_name() == name.as_deref()))
-                .unwrap_or(false);
-            let Some(host) = weak.upgrade().filter(|_| ours) else {
+        move |changed| changed == name,
+        move || {
+            let Some(host) = weak.upgrade() else {
                 return;
             };
             let now = enabled_now(&host);
@@ -382,19 +397,8 @@ fn watch_switches(
                 let _ = changes.send(CatalogChange::Tools);
             }
         },
-    );
-    match started.and_then(|mut debouncer| {
-        debouncer
-            .watcher()
-            .watch(&dir, RecursiveMode::NonRecursive)
-            .map(|()| debouncer)
-    }) {
-        Ok(debouncer) => Some(debouncer),
-        Err(error) => {
-            tracing::warn!(%error, "the settings cannot be watched: switching a built-in tool reaches clients when they list again");
-            None
-        }
-    }
+        "the settings",
+    )
 }
 
 fn store_error(error: StoreError) -> CatalogError {

@@ -321,6 +321,51 @@ struct Session {
     secrets: Redactor,
 }
 
+impl Session {
+    /// A session with no process of Conduit's behind it (HTTP, in process).
+    fn without_process(
+        asks: Asks,
+        shared: Arc<Shared>,
+        ended: CancellationToken,
+        call_timeout: Duration,
+        secrets: Redactor,
+    ) -> Self {
+        Self {
+            asks,
+            process: None,
+            stderr: StderrTail::default(),
+            spill: Arc::new(Spill::new()),
+            shared,
+            ended,
+            call_timeout,
+            secrets,
+        }
+    }
+}
+
+/// Starts a session on `transport` in `era`, within `start_timeout`.
+async fn handshake<T>(
+    handler: Handler,
+    transport: T,
+    era: ProtocolEra,
+    start_timeout: Duration,
+) -> Result<RunningService<RoleClient, Handler>, StartError>
+where
+    T: rmcp::transport::Transport<RoleClient> + 'static,
+{
+    tokio::time::timeout(
+        start_timeout,
+        handler.serve_with_lifecycle(transport, lifecycle(era)),
+    )
+    .await
+    .map_err(|_| {
+        StartError::plain(format!(
+            "it did not finish starting within {start_timeout:?}"
+        ))
+    })?
+    .map_err(|e| StartError::handshake(&e))
+}
+
 /// A transport that says when it is gone: rmcp's session task owns the transport and
 /// drops it when the session ends for any reason (end of stream, a failed send, a close),
 /// so its drop is the moment the connection ended.
@@ -429,29 +474,16 @@ impl Connection {
             inner: AsyncRwTransport::new(read, write).with_max_line_length(MAX_STDIO_MESSAGE),
             ended: ended.clone(),
         };
-        let service = tokio::time::timeout(
-            start_timeout,
-            handler.serve_with_lifecycle(transport, lifecycle(ProtocolEra::Auto)),
-        )
-        .await
-        .map_err(|_| {
-            StartError::plain(format!(
-                "it did not finish starting within {start_timeout:?}"
-            ))
-        })?
-        .map_err(|e| StartError::plain(e.to_string()))?;
+        let service = handshake(handler, transport, ProtocolEra::Auto, start_timeout).await?;
         Ok(Self::ready(
             service,
-            Session {
-                asks: asks.clone(),
-                process: None,
-                stderr: StderrTail::default(),
-                spill: Arc::new(Spill::new()),
+            Session::without_process(
+                asks,
                 shared,
                 ended,
-                call_timeout: DEFAULT_CALL_TIMEOUT,
-                secrets: Redactor::default(),
-            },
+                DEFAULT_CALL_TIMEOUT,
+                Redactor::default(),
+            ),
         ))
     }
 
@@ -573,29 +605,16 @@ impl Connection {
                     inner: StreamableHttpClientTransport::from_config(config),
                     ended: ended.clone(),
                 };
-                let service = tokio::time::timeout(
-                    start_timeout,
-                    handler.serve_with_lifecycle(transport, lifecycle(spec.era)),
-                )
-                .await
-                .map_err(|_| {
-                    StartError::plain(format!(
-                        "it did not finish starting within {start_timeout:?}"
-                    ))
-                })?
-                .map_err(|e| StartError::handshake(&e))?;
+                let service = handshake(handler, transport, spec.era, start_timeout).await?;
                 Ok(Self::ready(
                     service,
-                    Session {
-                        asks: asks.clone(),
-                        process: None,
-                        stderr: StderrTail::default(),
-                        spill: Arc::new(Spill::new()),
+                    Session::without_process(
+                        asks,
                         shared,
                         ended,
                         call_timeout,
-                        secrets: spec.secrets.clone(),
-                    },
+                        spec.secrets.clone(),
+                    ),
                 ))
             }
         }
