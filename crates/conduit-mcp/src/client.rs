@@ -216,6 +216,18 @@ impl Asks {
     }
 }
 
+impl Handler {
+    /// A new session's shared state, its handler, and the token its end cancels.
+    fn for_session(asks: &Asks) -> (Arc<Shared>, Self, CancellationToken) {
+        let shared = Arc::new(Shared::default());
+        let handler = Self {
+            shared: shared.clone(),
+            asks: asks.clone(),
+        };
+        (shared, handler, CancellationToken::new())
+    }
+}
+
 impl ClientHandler for Handler {
     fn get_info(&self) -> ClientConfig {
         // Conduit declares only what its frontend can answer.
@@ -461,12 +473,7 @@ impl Connection {
         start_timeout: Duration,
         asks: Asks,
     ) -> Result<Self, StartError> {
-        let shared = Arc::new(Shared::default());
-        let handler = Handler {
-            shared: shared.clone(),
-            asks: asks.clone(),
-        };
-        let ended = CancellationToken::new();
+        let (shared, handler, ended) = Handler::for_session(&asks);
         let (client_end, server_end) = tokio::io::duplex(IN_PROCESS_BUFFER);
         tokio::spawn(server.serve(server_end));
         let (read, write) = tokio::io::split(client_end);
@@ -492,12 +499,7 @@ impl Connection {
         start_timeout: Duration,
         asks: Asks,
     ) -> Result<Self, StartError> {
-        let shared = Arc::new(Shared::default());
-        let handler = Handler {
-            shared: shared.clone(),
-            asks: asks.clone(),
-        };
-        let ended = CancellationToken::new();
+        let (shared, handler, ended) = Handler::for_session(&asks);
         let call_timeout = spec.timeout.unwrap_or(DEFAULT_CALL_TIMEOUT);
         match &spec.transport {
             Transport::Stdio {
