@@ -73,6 +73,22 @@ fn status_of(
 struct Serving {
     url: String,
     stop: CancellationToken,
+    serving: crate::served::HttpServing,
+}
+
+impl Serving {
+    /// Stops serving and waits until the address is free again.
+    async fn end(self) {
+        self.stop.cancel();
+        // A client's open stream may hold the graceful end up: not for long.
+        let ended = self
+            .serving
+            .end_within(std::time::Duration::from_secs(3))
+            .await;
+        if let Err(error) = ended {
+            tracing::warn!(%error, "serving MCP over HTTP ended with an error");
+        }
+    }
 }
 
 /// The app's HTTP endpoint, started and stopped as the setting says.
@@ -114,7 +130,7 @@ impl HttpEndpoint {
         };
         let mut serving = self.serving.lock().await;
         if let Some(old) = serving.0.take() {
-            old.stop.cancel();
+            old.end().await;
         }
         serving.1 = None;
         if setting.enabled {
@@ -142,6 +158,7 @@ impl HttpEndpoint {
         Ok(Serving {
             url: serving.url.clone(),
             stop,
+            serving,
         })
     }
 
@@ -180,8 +197,9 @@ impl HttpEndpoint {
 
     /// Stops serving (the app is closing).
     pub async fn stop(&self) {
-        if let Some(old) = self.serving.lock().await.0.take() {
-            old.stop.cancel();
+        let old = self.serving.lock().await.0.take();
+        if let Some(old) = old {
+            old.end().await;
         }
     }
 }
@@ -230,6 +248,25 @@ mod tests {
         assert!(gone.is_ok(), "the endpoint stopped");
         let saved = std::fs::read_to_string(dir.path().join("settings.json")).unwrap();
         assert!(saved.contains("serveHttp"), "{saved}");
+    }
+
+    #[tokio::test]
+    async fn serving_again_on_the_same_address_finds_it_free() {
+        let dir = tempfile::tempdir().unwrap();
+        let endpoint = HttpEndpoint::new(host(dir.path()));
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let address = format!("127.0.0.1:{port}");
+        let first = endpoint.set(true, &address).await.unwrap();
+        assert!(first.url.is_some(), "{first:?}");
+        // Applied again (the user pressed the switch twice): the old one ends first.
+        let again = endpoint.set(true, &address).await.unwrap();
+        assert_eq!(again.error, None);
+        assert_eq!(again.url, first.url);
+        endpoint.stop().await;
     }
 
     #[tokio::test]

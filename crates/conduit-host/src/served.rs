@@ -234,6 +234,21 @@ pub struct HttpServing {
 }
 
 impl HttpServing {
+    /// Waits up to `patience` for serving to end after `stop` (open streams close),
+    /// then ends it regardless; the address is free once this returns.
+    pub async fn end_within(mut self, patience: std::time::Duration) -> Result<(), ServedError> {
+        match tokio::time::timeout(patience, &mut self.task).await {
+            Ok(Ok(result)) => Ok(result?),
+            Ok(Err(e)) => Err(ServedError::Io(format!("the server task failed: {e}"))),
+            Err(_) => {
+                self.task.abort();
+                // An aborted task has let go of its listener once it is reaped.
+                let _ = (&mut self.task).await;
+                Ok(())
+            }
+        }
+    }
+
     /// Resolves when serving has ended (after `stop`, or on a failure).
     pub async fn finished(self) -> Result<(), ServedError> {
         match self.task.await {
