@@ -339,3 +339,40 @@ async fn a_call_that_times_out_sends_cancelled_while_the_server_runs_on() {
     assert_eq!(std::fs::read_to_string(&marker).unwrap(), "cancelled");
     connection.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quitting_while_a_server_starts_leaves_no_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let tag = format!(
+        "{}-slow",
+        dir.path()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .replace('.', "")
+    );
+    let file = dir.path().join("mcp_servers.json");
+    // Never answers the handshake: it is "starting" until its start timeout.
+    write(
+        &file,
+        json!({"slow": {"command": "python3",
+                        "args": ["-c", "import time; time.sleep(120)", "stdio", &tag]}}),
+    );
+    let servers =
+        McpRuntime::watch_in_background(RuntimeOptions::new(&file, Duration::from_secs(60)));
+    wait_until("the server runs", Duration::from_secs(10), || {
+        pids(&tag).len() == 1
+    })
+    .await;
+    assert_eq!(state_of(&servers, "slow"), "starting");
+    servers.shutdown().await;
+    wait_until(
+        "the starting server is gone",
+        Duration::from_secs(5),
+        || pids(&tag).is_empty(),
+    )
+    .await;
+    // Nothing starts after the end, not even the file applied again.
+    assert!(servers.reload().await.is_ok());
+    assert!(servers.statuses().is_empty(), "{:?}", servers.statuses());
+}

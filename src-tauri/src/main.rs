@@ -109,7 +109,8 @@ fn main() -> std::process::ExitCode {
 /// applied or fails to read (event `mcp-servers`, no payload: it asks for the list).
 async fn mcp_events(app: std::sync::Arc<conduit_host::app::App>, handle: tauri::AppHandle) {
     use tauri::Emitter;
-    let servers = app.servers().await;
+    // Following from the start: servers show as starting, then ready or failed.
+    let servers = app.runtime();
     let mut events = servers.subscribe();
     let _ = handle.emit("mcp-servers", ());
     loop {

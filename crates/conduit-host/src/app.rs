@@ -96,7 +96,7 @@ struct Turn {
 pub struct App {
     host: Arc<Host>,
     /// Started in the background when the app starts; a turn waits for it.
-    servers: tokio::sync::OnceCell<Arc<McpRuntime>>,
+    servers: std::sync::OnceLock<Arc<McpRuntime>>,
     /// The servers' questions, waiting for the user.
     asker: Arc<WindowAsker>,
     /// Conduit as an MCP server over HTTP, as the settings say.
@@ -125,7 +125,7 @@ impl App {
         Arc::new(Self {
             http: crate::serve_http::HttpEndpoint::new(host.clone()),
             host,
-            servers: tokio::sync::OnceCell::new(),
+            servers: std::sync::OnceLock::new(),
             asker: WindowAsker::new(crate::asks::ANSWER_WAIT),
             turns: Mutex::new(HashMap::new()),
         })
@@ -135,14 +135,22 @@ impl App {
         &self.host
     }
 
-    /// The MCP runtime, kept in step with the `mcpServers` file; the first call starts it.
+    /// The MCP runtime, kept in step with the `mcpServers` file; the first call starts it
+    /// and this waits until its servers first started (ready or failed).
     pub async fn servers(&self) -> Arc<McpRuntime> {
+        let servers = self.runtime();
+        servers.until_applied().await;
+        servers
+    }
+
+    /// The MCP runtime at once, its servers maybe still starting (the first call starts
+    /// it): for following its events from the start.
+    pub fn runtime(&self) -> Arc<McpRuntime> {
         self.servers
-            .get_or_init(|| async {
+            .get_or_init(|| {
                 let asker: Arc<dyn conduit_mcp::elicit::Asker> = self.asker.clone();
-                Arc::new(self.host.watch_mcp(Some(asker)).await)
+                Arc::new(self.host.watch_mcp(Some(asker)))
             })
-            .await
             .clone()
     }
 
@@ -276,7 +284,11 @@ impl App {
             let host_app = app.clone();
             let run_cancel = cancel.clone();
             let run = tokio::spawn(async move {
-                let servers = host_app.servers().await;
+                // Stop works while the first turn waits for the servers to start.
+                let servers = tokio::select! {
+                    servers = host_app.servers() => servers,
+                    () = run_cancel.cancelled() => return Err(crate::chat::ChatError::Stopped),
+                };
                 let prepared = host_app.host.prepare_turn(chat, &servers).await?;
                 if let Some(window) = prepared.window_approval() {
                     // Only this turn's task sets it, once.
@@ -292,6 +304,7 @@ impl App {
                     Ok(_) => (TurnStatus::Complete, None),
                     Err(error) => (TurnStatus::Error, Some(CommandError::from_provider(&error))),
                 },
+                Ok(Err(crate::chat::ChatError::Stopped)) => (TurnStatus::Interrupted, None),
                 Ok(Err(error)) => {
                     tracing::warn!(%error, "a turn could not run");
                     (TurnStatus::Error, Some(CommandError::from_chat(&error)))

@@ -18,6 +18,8 @@ use tokio::sync::{broadcast, oneshot};
 
 /// How long a question waits for the user before it is cancelled.
 pub const ANSWER_WAIT: Duration = Duration::from_secs(10 * 60);
+/// How many questions one server may have waiting at once; more are declined.
+pub const WAITING_PER_SERVER: usize = 3;
 
 /// A question as the window shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
@@ -138,16 +140,28 @@ impl Asker for WindowAsker {
     async fn elicit(&self, elicitation: Elicitation) -> ElicitationAnswer {
         let id = format!("ask_{}", uuid::Uuid::now_v7());
         let (answer, answered) = oneshot::channel();
-        self.waiting.lock().insert(
-            id.clone(),
-            Waiting {
-                question: Question {
-                    id: id.clone(),
-                    elicitation,
+        {
+            let mut waiting = self.waiting.lock();
+            let asked = waiting
+                .values()
+                .filter(|w| w.question.elicitation.server == elicitation.server)
+                .count();
+            // A server cannot flood the window with questions.
+            if asked >= WAITING_PER_SERVER {
+                tracing::warn!(server = %elicitation.server, "a server asked more questions than may wait at once; declined");
+                return ElicitationAnswer::Decline;
+            }
+            waiting.insert(
+                id.clone(),
+                Waiting {
+                    question: Question {
+                        id: id.clone(),
+                        elicitation,
+                    },
+                    answer,
                 },
-                answer,
-            },
-        );
+            );
+        }
         let _ = self.changed.send(());
         /// Takes the question away however the wait ends (answered, timed out, or the
         /// server's call dropped).
@@ -231,6 +245,28 @@ mod tests {
             Err(AskError::NotWaiting),
             "answered once"
         );
+    }
+
+    #[tokio::test]
+    async fn a_server_cannot_flood_the_window_with_questions() {
+        let asker = WindowAsker::new(ANSWER_WAIT);
+        let mut waiting = Vec::new();
+        for _ in 0..WAITING_PER_SERVER {
+            let asker = asker.clone();
+            waiting.push(tokio::spawn(async move { asker.elicit(form()).await }));
+        }
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while asker.questions().len() < WAITING_PER_SERVER {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .unwrap();
+        assert_eq!(asker.elicit(form()).await, ElicitationAnswer::Decline);
+        assert_eq!(asker.questions().len(), WAITING_PER_SERVER);
+        for handle in waiting {
+            handle.abort();
+        }
     }
 
     #[tokio::test]

@@ -88,6 +88,8 @@ pub enum ChatError {
     },
     #[error("the message is empty: give a prompt or an attachment")]
     EmptyMessage,
+    #[error("the turn was stopped before it started")]
+    Stopped,
     #[error(transparent)]
     Provider(#[from] ProviderError),
     #[error(transparent)]

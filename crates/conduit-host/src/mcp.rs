@@ -93,11 +93,12 @@ impl Host {
     }
 
     /// The MCP runtime for the app: as [`Host::start_mcp`], following outside edits of
-    /// the file; a read error is shown, not fatal.
-    pub async fn watch_mcp(self: &Arc<Self>, asker: Option<Arc<dyn Asker>>) -> McpRuntime {
+    /// the file; a read error is shown, not fatal. It returns while the servers start
+    /// (`McpRuntime::until_applied` waits for them), so the app can end them any time.
+    pub fn watch_mcp(self: &Arc<Self>, asker: Option<Arc<dyn Asker>>) -> McpRuntime {
         let mut options = self.mcp_runtime_options();
         options.asker = asker;
-        McpRuntime::watch(options).await
+        McpRuntime::watch_in_background(options)
     }
 
     /// The file's servers, and Conduit's built-in tools as its own in-process server

@@ -114,25 +114,22 @@ impl HttpEndpoint {
             .unwrap_or_default())
     }
 
-    /// Serves, or stops serving, as the setting says now.
+    /// Serves, or stops serving, as the setting says now. The setting is read under the
+    /// lock, so of two changes in quick succession the last one holds.
     pub async fn apply(&self) -> ServeHttpStatus {
-        let setting = match self.setting() {
-            Ok(setting) => setting,
-            Err(error) => {
-                return ServeHttpStatus {
-                    enabled: false,
-                    address: DEFAULT_ADDRESS.to_owned(),
-                    url: None,
-                    error: Some(error.to_string()),
-                    token: crate::providers::MASKED.to_owned(),
-                };
-            }
-        };
         let mut serving = self.serving.lock().await;
         if let Some(old) = serving.0.take() {
             old.end().await;
         }
         serving.1 = None;
+        let setting = match self.setting() {
+            Ok(setting) => setting,
+            Err(error) => {
+                // Settings that cannot be read serve nothing.
+                serving.1 = Some(error.to_string());
+                return status_of(ServeHttpSettings::default(), &serving);
+            }
+        };
         if setting.enabled {
             match self.start(&setting.address).await {
                 Ok(started) => serving.0 = Some(started),

@@ -253,9 +253,14 @@ impl ClientHandler for Handler {
     async fn create_elicitation(
         &self,
         request: ElicitRequestParams,
-        _context: rmcp::service::RequestContext<RoleClient>,
+        context: rmcp::service::RequestContext<RoleClient>,
     ) -> Result<ElicitResult, rmcp::ErrorData> {
-        Ok(self.asks.elicit(request).await)
+        // A question the server withdraws, or whose session ends, leaves the user's
+        // screen at once (dropping the wait takes it away).
+        Ok(tokio::select! {
+            answer = self.asks.elicit(request) => answer,
+            () = context.ct.cancelled() => ElicitResult::new(ElicitationAction::Cancel),
+        })
     }
 
     async fn on_progress(
@@ -812,6 +817,7 @@ impl Connection {
                         let answer = tokio::select! {
                             answer = self.asks.elicit(request.params) => answer,
                             () = cancel.cancelled() => return Err(McpError::Cancelled),
+                            () = self.ended.cancelled() => return Err(McpError::Closed),
                         };
                         let answer = serde_json::to_value(answer)
                             .map_err(|e| McpError::Other(e.to_string()))?;
@@ -935,6 +941,7 @@ async fn listen_for_tool_changes(
             listened = peer.listen(filter.clone()) => listened,
             () = ended.cancelled() => return,
         };
+        let opened = std::time::Instant::now();
         match listened {
             Ok(mut subscription) => loop {
                 let next = tokio::select! {
@@ -957,6 +964,11 @@ async fn listen_for_tool_changes(
             Err(err) => {
                 tracing::warn!(error = %err, "the server refused a notification stream");
             }
+        }
+        // A stream that lived a while ended normally (a server's or proxy's idle end):
+        // only refusals and quick ends count toward giving up.
+        if opened.elapsed() > LISTEN_BACKOFF.max {
+            failures = 0;
         }
         failures += 1;
         if failures > LISTEN_ATTEMPTS {

@@ -32,6 +32,8 @@ const RESTART_BACKOFF: conduit_core::backoff::Backoff =
     conduit_core::backoff::Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
 /// After this many failed restarts in a row the server stays failed.
 const MAX_RESTARTS: u32 = 5;
+/// How long a server may take to list its tools again after saying they changed.
+const RELIST_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a server whose connection ended may take to be seen exiting.
 const EXIT_PATIENCE: Duration = Duration::from_millis(500);
 /// Edits arriving within this window apply once.
@@ -110,8 +112,12 @@ struct Inner {
     options: RuntimeOptions,
     state: Mutex<State>,
     events: broadcast::Sender<LiveEvent>,
-    /// One change of the set of servers at a time (a file applied, a restart, the end).
+    /// One change of the set of servers at a time (a file applied, a restart).
     changes: tokio::sync::Mutex<()>,
+    /// Cancelled by [`McpRuntime::shutdown`]: no server starts after it.
+    closing: CancellationToken,
+    /// Set once the file was first applied (ready or failed, every server).
+    applied: tokio::sync::watch::Sender<bool>,
 }
 
 impl Inner {
@@ -122,6 +128,8 @@ impl Inner {
             state: Mutex::new(State::default()),
             events,
             changes: tokio::sync::Mutex::new(()),
+            closing: CancellationToken::new(),
+            applied: tokio::sync::watch::channel(false).0,
         })
     }
 }
@@ -149,6 +157,15 @@ impl McpRuntime {
     /// file that cannot be read is kept as [`McpRuntime::config_error`] and applied once
     /// it is fixed.
     pub async fn watch(options: RuntimeOptions) -> Self {
+        let runtime = Self::watch_in_background(options);
+        runtime.until_applied().await;
+        runtime
+    }
+
+    /// For the app: [`McpRuntime::watch`], but returns at once while the servers start
+    /// (so the app can end them even while they start); [`McpRuntime::until_applied`]
+    /// waits for the first start.
+    pub fn watch_in_background(options: RuntimeOptions) -> Self {
         let inner = Inner::new(options);
         // Watching first: an edit made while the servers start is not missed.
         let watcher = match watch_file(&inner.options.file, Arc::downgrade(&inner)) {
@@ -158,11 +175,25 @@ impl McpRuntime {
                 None
             }
         };
-        // A failure is kept in the state and sent as an event.
-        let _ = apply_file(&inner).await;
+        let first = inner.clone();
+        tokio::spawn(async move {
+            // A failure is kept in the state and sent as an event.
+            let _ = apply_file(&first).await;
+            first.applied.send_replace(true);
+        });
         Self {
             inner,
             _watcher: watcher,
+        }
+    }
+
+    /// Waits until the file was first applied (every server ready or failed), or the
+    /// runtime is shutting down.
+    pub async fn until_applied(&self) {
+        let mut applied = self.inner.applied.subscribe();
+        tokio::select! {
+            _ = applied.wait_for(|done| *done) => {}
+            () = self.inner.closing.cancelled() => {}
         }
     }
 
@@ -220,6 +251,9 @@ impl McpRuntime {
     /// waits until it is ready or failed.
     pub async fn restart_server(&self, server: &str) {
         let _change = self.inner.changes.lock().await;
+        if self.inner.closing.is_cancelled() {
+            return;
+        }
         let Some(source) = self
             .inner
             .state
@@ -240,9 +274,10 @@ impl McpRuntime {
         apply_file(&self.inner).await
     }
 
-    /// Ends every server, and waits until each has.
+    /// Ends every server, also those still starting, and waits until each has; nothing
+    /// starts after it (a change of the file under way included).
     pub async fn shutdown(&self) {
-        let _change = self.inner.changes.lock().await;
+        self.inner.closing.cancel();
         let names: Vec<String> = self.inner.state.lock().slots.keys().cloned().collect();
         stop_slots(&self.inner, &names).await;
     }
@@ -251,6 +286,9 @@ impl McpRuntime {
 /// Reads the file and brings the servers in line with it (and with Conduit's own).
 async fn apply_file(inner: &Arc<Inner>) -> Result<(), ConfigError> {
     let _change = inner.changes.lock().await;
+    if inner.closing.is_cancelled() {
+        return Ok(());
+    }
     let snapshot = match config::read(&inner.options.file) {
         Ok(snapshot) => snapshot,
         Err(err) => {
@@ -350,8 +388,12 @@ fn install(inner: &Arc<Inner>, name: String, source: Source) -> oneshot::Receive
         connection: None,
         tools: Vec::new(),
     };
-    let _ = inner.events.send(LiveEvent::Server(starting.status()));
     let mut state = inner.state.lock();
+    // Checked under the lock shutdown takes the slots under: none is left behind.
+    if inner.closing.is_cancelled() {
+        return settled_receiver;
+    }
+    let _ = inner.events.send(LiveEvent::Server(starting.status()));
     let supervisor = tokio::spawn(supervise(
         Arc::downgrade(inner),
         name.clone(),
@@ -485,10 +527,21 @@ async fn follow(
             () = stop.cancelled() => return None,
             () = connection.ended() => break,
             () = connection.tools_changed() => {
-                let tools = match connection.tools().await {
-                    Ok(tools) => tools,
-                    Err(err) => {
+                // A server that never answers must not hold its supervisor (and with it
+                // every later change of the file, and the app's exit).
+                let listed = tokio::select! {
+                    listed = tokio::time::timeout(RELIST_TIMEOUT, connection.tools()) => listed,
+                    () = stop.cancelled() => return None,
+                    () = connection.ended() => break,
+                };
+                let tools = match listed {
+                    Ok(Ok(tools)) => tools,
+                    Ok(Err(err)) => {
                         tracing::warn!(server = %name, error = %err, "re-listing tools failed");
+                        continue;
+                    }
+                    Err(_) => {
+                        tracing::warn!(server = %name, "re-listing tools took longer than {RELIST_TIMEOUT:?}; the old list stays");
                         continue;
                     }
                 };
