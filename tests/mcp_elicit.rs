@@ -176,3 +176,79 @@ async fn without_an_asker_nothing_is_declared_and_nothing_asked() {
         servers.shutdown().await;
     }
 }
+
+/// The ids of processes whose command line holds `marker`.
+fn pids(marker: &str) -> Vec<u32> {
+    let out = std::process::Command::new("pgrep")
+        .args(["-f", marker])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+async fn until(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while !check() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting until {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_whose_server_dies_leaves_the_window() {
+    for era in [None, Some("2025-11-25")] {
+        let root = conduit_e2e::workspace_root().join("tests/mcp-servers");
+        let dir = tempfile::tempdir().unwrap();
+        let marker = format!(
+            "elicit-dies-{}",
+            dir.path()
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .replace('.', "")
+        );
+        let file = dir.path().join("mcp_servers.json");
+        std::fs::write(
+            &file,
+            json!({"mcpServers": {"dyn": {"command": root.join(".venv/bin/python"),
+                   "args": [root.join("fixtures/dynamic_tools.py"), &marker],
+                   "protocolVersion": era}}})
+            .to_string(),
+        )
+        .unwrap();
+        let asker = conduit_host::asks::WindowAsker::new(conduit_host::asks::ANSWER_WAIT);
+        let servers = McpRuntime::start(
+            RuntimeOptions::new(&file, Duration::from_secs(20)).with_asker(asker.clone()),
+        )
+        .await
+        .unwrap();
+        let connection = servers.connection("dyn").unwrap();
+        let call = tokio::spawn(async move {
+            connection
+                .call_tool(
+                    "ask_name",
+                    serde_json::Map::new(),
+                    Arc::new(|_| {}),
+                    CancellationToken::new(),
+                )
+                .await
+        });
+        until("the question waits", || asker.questions().len() == 1).await;
+        let running = pids(&marker);
+        assert_eq!(running.len(), 1, "{era:?}");
+        std::process::Command::new("kill")
+            .args(["-KILL", &running[0].to_string()])
+            .status()
+            .unwrap();
+        until("the question is gone", || asker.questions().is_empty()).await;
+        let ended = tokio::time::timeout(Duration::from_secs(15), call).await;
+        assert!(ended.is_ok(), "{era:?}: the call ended with its server");
+        servers.shutdown().await;
+    }
+}
