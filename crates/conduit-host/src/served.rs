@@ -48,17 +48,16 @@ enum Audience {
     Clients,
 }
 
-/// The tools Conduit serves to `audience`.
-fn served_tools(host: &Arc<Host>, audience: Audience) -> Vec<Arc<dyn Tool>> {
-    let mut tools = match audience {
-        Audience::OwnAgent => crate::builtin::builtin_tools(host),
-        Audience::Clients => crate::builtin::enabled_builtin_tools(host).unwrap_or_else(|error| {
-            // Serving nothing is the safe reading of settings that cannot be read.
-            tracing::warn!(%error, "the settings could not be read: no built-in tool is served");
-            Vec::new()
-        }),
-    };
-    if audience == Audience::Clients && crate::test_tools::enabled() {
+/// The tools Conduit serves to other clients, read afresh (a switch in Settings holds
+/// at once): the enabled built-in tools, and the end-to-end test tools when
+/// `CONDUIT_TEST_TOOLS=1`.
+fn tools_for_clients(host: &Arc<Host>) -> Vec<Arc<dyn Tool>> {
+    let mut tools = crate::builtin::enabled_builtin_tools(host).unwrap_or_else(|error| {
+        // Serving nothing is the safe reading of settings that cannot be read.
+        tracing::warn!(%error, "the settings could not be read: no built-in tool is served");
+        Vec::new()
+    });
+    if crate::test_tools::enabled() {
         let mut registry = ToolRegistry::new();
         let media: Arc<dyn MediaStore> = host.media.clone();
         crate::test_tools::register(&mut registry, media);
@@ -261,7 +260,9 @@ impl HttpServing {
 /// Conduit's own catalog.
 struct HostCatalog {
     host: Arc<Host>,
-    audience: Audience,
+    /// Conduit's own agent gets every built-in tool, made once (the turn offers the
+    /// enabled ones); other clients' list is read afresh on each call.
+    own_tools: Option<Vec<Arc<dyn Tool>>>,
     changes: broadcast::Sender<CatalogChange>,
     /// Follows the settings file for other clients (the switches of built-in tools).
     _settings_watch: Option<FolderWatch>,
@@ -272,6 +273,8 @@ struct HostCatalog {
 impl HostCatalog {
     fn new(host: Arc<Host>, audience: Audience) -> Arc<Self> {
         let changes = broadcast::channel(16).0;
+        let own_tools =
+            (audience == Audience::OwnAgent).then(|| crate::builtin::builtin_tools(&host));
         let (switches, history) = match audience {
             Audience::OwnAgent => (None, None),
             Audience::Clients => (
@@ -281,7 +284,7 @@ impl HostCatalog {
         };
         Arc::new(Self {
             host,
-            audience,
+            own_tools,
             changes,
             _settings_watch: switches,
             _history_watch: history,
@@ -480,7 +483,10 @@ impl Catalog for HostCatalog {
     }
 
     fn tools(&self) -> Vec<Arc<dyn Tool>> {
-        served_tools(&self.host, self.audience)
+        match &self.own_tools {
+            Some(tools) => tools.clone(),
+            None => tools_for_clients(&self.host),
+        }
     }
 
     fn changes(&self) -> Option<broadcast::Receiver<CatalogChange>> {

@@ -916,15 +916,6 @@ impl Connection {
             None => None,
         }
     }
-
-    /// The exit status of a stdio server that has ended.
-    pub async fn exit_status(&self) -> Option<std::process::ExitStatus> {
-        self.process
-            .lock()
-            .await
-            .as_mut()
-            .and_then(ServerProcess::exit_status)
-    }
 }
 
 /// Follows a stateless server's tool list changes on a `subscriptions/listen` stream
