@@ -9,6 +9,7 @@ use std::time::Duration;
 use conduit_e2e::artifacts_dir;
 use conduit_e2e::desktop::Window;
 use conduit_e2e::llm_server::{Dialect, ScriptedCall, ScriptedLlm};
+use conduit_e2e::native_dialog::{Answer, answer_confirmation};
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -88,5 +89,69 @@ async fn a_models_chart_shows_in_the_chat_and_settings_list_the_built_in_tools()
         .js(r#"document.querySelector('[aria-label="Conduit\'s own tools"]').scrollIntoView(); return null;"#)
         .await;
     window.shot(&shots.join("02-settings.png")).await;
+
+    // Serving over HTTP from the app opens a port: only after a native confirmation.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    window
+        .js(&format!(
+            r#"const a = document.querySelector('[aria-label="HTTP address"]'); a.value = "127.0.0.1:{port}";
+               a.dispatchEvent(new Event('input', {{bubbles: true}})); return null;"#
+        ))
+        .await;
+    let flip =
+        r#"document.querySelector('input[aria-label="Serve over HTTP"]').click(); return null;"#;
+    window.js(flip).await;
+    tokio::task::spawn_blocking(|| answer_confirmation(Answer::Cancel, WAIT))
+        .await
+        .unwrap()
+        .unwrap();
+    let refused = window
+        .wait(r#"[...document.querySelectorAll('[aria-label="Conduit\'s own tools"] [role="alert"]')].map(e => e.textContent).join(" ")"#)
+        .await;
+    assert!(
+        refused.as_str().unwrap().contains("not confirmed"),
+        "{refused}"
+    );
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    assert!(
+        reqwest::Client::new().post(&url).send().await.is_err(),
+        "nothing listens after a no"
+    );
+    window.js(flip).await;
+    tokio::task::spawn_blocking(|| answer_confirmation(Answer::Press('s'), WAIT))
+        .await
+        .unwrap()
+        .unwrap();
+    window
+        .wait(&format!(
+            r#"document.querySelector('[aria-label="Conduit\'s own tools"]')?.textContent.includes("{url}")"#
+        ))
+        .await;
+    let token_shown = window
+        .js(r#"return document.querySelector('[aria-label="Token"]').textContent;"#)
+        .await;
+    assert!(
+        !token_shown
+            .as_str()
+            .unwrap()
+            .chars()
+            .any(|c| c.is_ascii_alphanumeric()),
+        "masked: {token_shown}"
+    );
+    let answer = reqwest::Client::new()
+        .post(&url)
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 401, "served, and only with the token");
+    window
+        .js(r#"document.querySelector('[aria-label="Serve over HTTP"]').scrollIntoView(); return null;"#)
+        .await;
+    window.shot(&shots.join("03-serving-over-http.png")).await;
     window.session.close().await.unwrap();
 }

@@ -521,18 +521,30 @@ pub async fn mcp_http_status(state: tauri::State<'_, AppState>) -> Reply<ServeHt
 
 window_command! {
 /// Starts or stops serving MCP over HTTP on a loopback address (kept in settings).
+/// Serving, or serving somewhere new, opens a port to the user's conversations: only
+/// after a native confirmation naming the address. Stopping needs none.
 #[tauri::command]
 pub async fn set_mcp_http(
+    app: tauri::AppHandle,
     state: tauri::State<'_, AppState>,
     enabled: bool,
     address: String,
 ) -> Reply<ServeHttpStatus> {
-    state
-        .app
-        .http()
-        .set(enabled, &address)
-        .await
-        .map_err(CommandError::from)
+    let endpoint = state.app.http();
+    let now = endpoint.status().await;
+    let opens = enabled && !(now.enabled && now.address == address.trim());
+    if opens {
+        let confirmer = state.confirmer;
+        let question = format!(
+            "Serve Conduit's tools and your conversations over HTTP at {}?\n\nApps on this computer that have the access token can use them.",
+            address.trim()
+        );
+        let confirmed = blocking(move || Ok(confirmer.ask(&app, &question, "Serve"))).await?;
+        if !confirmed {
+            return Err(CommandError::message("nothing was changed: serving was not confirmed"));
+        }
+    }
+    endpoint.set(enabled, &address).await.map_err(CommandError::from)
 }
 }
 

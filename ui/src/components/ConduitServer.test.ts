@@ -39,3 +39,17 @@ describe("Conduit as an MCP server", () => {
     expect(screen.getByLabelText("Config snippet").textContent).toBe('{"servers": "vscode"}');
   });
 });
+
+describe("serving over HTTP", () => {
+  it("puts the switch back when the host refuses", async () => {
+    api.mcpServeSnippets.mockResolvedValue({ command: "c", args: [], claudeDesktop: "{}", cursor: "{}", vsCode: "{}" });
+    api.mcpServerTools.mockResolvedValue({ policy: "ask", tools: [] });
+    api.mcpHttpStatus.mockResolvedValue({ enabled: false, address: "127.0.0.1:8765", url: null, error: null, token: "••••" });
+    api.setMcpHttp.mockRejectedValue({ message: "nothing was changed: serving was not confirmed" });
+    render(ConduitServer);
+    const toggle = (await screen.findByRole("switch", { name: "Serve over HTTP" })) as HTMLInputElement;
+    await fireEvent.click(toggle);
+    expect((await screen.findByRole("alert")).textContent).toContain("not confirmed");
+    expect(toggle.checked).toBe(false);
+  });
+});
