@@ -1,6 +1,7 @@
 //! Writing the user's files safely: through a temporary file and a rename, with a backup
 //! of what was there, and the file's permissions kept; and fingerprints that tell whether
-//! a file changed since it was read.
+//! a file changed since it was read; and following outside edits of them
+//! ([`watch_folder`]).
 //!
 //! Place in the crate graph: a leaf with no Conduit dependency; `conduit-mcp` (the
 //! `mcpServers` file) and `conduit-host` (settings, secrets) write through it.
@@ -28,6 +29,38 @@ pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
         builder.mode(PRIVATE_DIR_MODE);
     }
     builder.create(dir)
+}
+
+/// A running folder watch; dropping it stops watching.
+pub type FolderWatch =
+    notify_debouncer_mini::Debouncer<notify_debouncer_mini::notify::RecommendedWatcher>;
+
+/// Watches `dir` (not its subfolders; editors replace files by renaming, so a folder is
+/// watched rather than a file) and calls `on_change`, on the watcher's thread, once
+/// changes to files whose name `ours` accepts have settled for `settle`. A failure to
+/// read the events also calls it: the caller reads again rather than miss an edit.
+pub fn watch_folder(
+    dir: &Path,
+    settle: std::time::Duration,
+    ours: impl Fn(&std::ffi::OsStr) -> bool + Send + 'static,
+    mut on_change: impl FnMut() + Send + 'static,
+) -> Result<FolderWatch, notify_debouncer_mini::notify::Error> {
+    use notify_debouncer_mini::notify::RecursiveMode;
+    let mut debouncer = notify_debouncer_mini::new_debouncer(
+        settle,
+        move |events: notify_debouncer_mini::DebounceEventResult| {
+            let touched = events.map_or(true, |events| {
+                events.iter().any(|e| e.path.file_name().is_some_and(&ours))
+            });
+            if touched {
+                on_change();
+            }
+        },
+    )?;
+    debouncer
+        .watcher()
+        .watch(dir, RecursiveMode::NonRecursive)?;
+    Ok(debouncer)
 }
 
 /// Creates `dir` if needed and makes it private (0700) even if it existed: for the
@@ -308,5 +341,34 @@ mod tests {
         assert_eq!(first, fingerprint_bytes(b"a"));
         fs::write(&path, b"b").unwrap();
         assert_ne!(fingerprint(&path).unwrap().unwrap(), first);
+    }
+
+    #[test]
+    fn a_watched_folder_reports_edits_of_its_files_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let (sender, heard) = std::sync::mpsc::channel();
+        let _watch = watch_folder(
+            dir.path(),
+            std::time::Duration::from_millis(50),
+            |name| name == "settings.json",
+            move || {
+                let _ = sender.send(());
+            },
+        )
+        .unwrap();
+        fs::write(dir.path().join("other.txt"), "x").unwrap();
+        assert!(
+            heard
+                .recv_timeout(std::time::Duration::from_millis(500))
+                .is_err(),
+            "another file is not ours"
+        );
+        write_atomically(&dir.path().join("settings.json"), b"{}", 0o600).unwrap();
+        assert!(
+            heard
+                .recv_timeout(std::time::Duration::from_secs(10))
+                .is_ok(),
+            "an atomic write (a rename) is heard"
+        );
     }
 }

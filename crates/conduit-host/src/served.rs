@@ -292,38 +292,19 @@ impl HostCatalog {
     }
 }
 
-/// A folder watcher: `on_change` runs (on the watcher's thread) after files whose name
-/// `ours` accepts changed, settled for `settle`.
-type FolderWatch =
-    notify_debouncer_mini::Debouncer<notify_debouncer_mini::notify::RecommendedWatcher>;
+use conduit_files::FolderWatch;
 
-/// Watches `dir`; `None` (and a warning naming `what` is not followed) when it cannot.
+/// Watches `dir` (see [`conduit_files::watch_folder`]); `None`, and a warning naming
+/// `what` is not followed, when it cannot.
 fn watch_folder(
     dir: &std::path::Path,
     settle: std::time::Duration,
     ours: impl Fn(&std::ffi::OsStr) -> bool + Send + 'static,
-    mut on_change: impl FnMut() + Send + 'static,
+    on_change: impl FnMut() + Send + 'static,
     what: &str,
 ) -> Option<FolderWatch> {
-    use notify_debouncer_mini::notify::RecursiveMode;
-    let started = notify_debouncer_mini::new_debouncer(
-        settle,
-        move |events: notify_debouncer_mini::DebounceEventResult| {
-            let touched = events
-                .map(|events| events.iter().any(|e| e.path.file_name().is_some_and(&ours)))
-                .unwrap_or(false);
-            if touched {
-                on_change();
-            }
-        },
-    );
-    match started.and_then(|mut debouncer| {
-        debouncer
-            .watcher()
-            .watch(dir, RecursiveMode::NonRecursive)
-            .map(|()| debouncer)
-    }) {
-        Ok(debouncer) => Some(debouncer),
+    match conduit_files::watch_folder(dir, settle, ours, on_change) {
+        Ok(watch) => Some(watch),
         Err(error) => {
             tracing::warn!(%error, "{what} cannot be watched: clients see changes when they list again");
             None

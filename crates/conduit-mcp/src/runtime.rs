@@ -14,8 +14,6 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use conduit_core::media::MediaStore;
-use notify_debouncer_mini::notify::{RecommendedWatcher, RecursiveMode};
-use notify_debouncer_mini::{DebounceEventResult, Debouncer, new_debouncer};
 use parking_lot::Mutex;
 use tokio::sync::{broadcast, oneshot};
 use tokio::task::JoinHandle;
@@ -137,7 +135,7 @@ impl Inner {
 /// The servers Conduit talks to, kept running.
 pub struct McpRuntime {
     inner: Arc<Inner>,
-    _watcher: Option<Debouncer<RecommendedWatcher>>,
+    _watcher: Option<conduit_files::FolderWatch>,
 }
 
 impl McpRuntime {
@@ -573,7 +571,7 @@ async fn follow(
 fn watch_file(
     path: &Path,
     inner: Weak<Inner>,
-) -> Result<Debouncer<RecommendedWatcher>, notify_debouncer_mini::notify::Error> {
+) -> Result<conduit_files::FolderWatch, notify_debouncer_mini::notify::Error> {
     let file_name = path.file_name().map(|n| n.to_owned());
     let dir = path
         .parent()
@@ -582,20 +580,15 @@ fn watch_file(
         .unwrap_or_else(|| PathBuf::from("."));
     std::fs::create_dir_all(&dir).map_err(notify_debouncer_mini::notify::Error::io)?;
     let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<()>();
-    let mut debouncer = new_debouncer(DEBOUNCE, move |events: DebounceEventResult| match events {
-        Ok(events) => {
-            if events
-                .iter()
-                .any(|e| e.path.file_name() == file_name.as_deref())
-            {
-                let _ = sender.send(());
-            }
-        }
-        Err(err) => tracing::warn!(error = %err, "watching the mcpServers file failed"),
-    })?;
-    debouncer
-        .watcher()
-        .watch(&dir, RecursiveMode::NonRecursive)?;
+    let debouncer = conduit_files::watch_folder(
+        &dir,
+        DEBOUNCE,
+        move |name| Some(name) == file_name.as_deref(),
+        move || {
+            // The receiving task ends with the runtime: then nobody needs to hear it.
+            let _ = sender.send(());
+        },
+    )?;
     tokio::spawn(async move {
         while receiver.recv().await.is_some() {
             while receiver.try_recv().is_ok() {}
