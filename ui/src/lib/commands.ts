@@ -178,7 +178,11 @@ export function mcpHttpStatus(): Promise<ServeHttpStatus> {
   return invoke<ServeHttpStatus>("mcp_http_status");
 }
 
-/** Starts or stops serving MCP over HTTP on a loopback address (kept in settings). */
+/**
+ * Starts or stops serving MCP over HTTP on a loopback address (kept in settings).
+ * Serving, or serving somewhere new, opens a port to the user's conversations: only
+ * after a native confirmation naming the address. Stopping needs none.
+ */
 export function setMcpHttp(enabled: boolean, address: string): Promise<ServeHttpStatus> {
   return invoke<ServeHttpStatus>("set_mcp_http", { enabled, address });
 }
