@@ -368,6 +368,14 @@ async fn a_cancelled_call_stops_the_served_tool() {
 async fn the_tool_list_follows_the_catalog() {
     let f = fixture().await;
     let mut events = f.runtime.subscribe();
+    // The client follows changes once its notification stream is open: wait for it.
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while f.catalog.changes.receiver_count() == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the client listens");
     f.catalog.tools.lock().retain(|t| t.spec().name != "fails");
     f.catalog.changes.send(CatalogChange::Tools).unwrap();
     tokio::time::timeout(Duration::from_secs(10), async {

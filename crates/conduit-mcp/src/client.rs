@@ -933,6 +933,11 @@ async fn listen_for_tool_changes(
             () = ended.cancelled() => return,
         };
         let opened = std::time::Instant::now();
+        if listened.is_ok() {
+            // What changed before the stream was open (between the start and the first
+            // listen, or while reopening) was not heard: list once more.
+            shared.tools_changed.notify_one();
+        }
         match listened {
             Ok(mut subscription) => loop {
                 let next = tokio::select! {
