@@ -6,7 +6,9 @@ use std::sync::Arc;
 use clap::Subcommand;
 use conduit_host::Host;
 use conduit_host::core::content::ResultPart;
-use conduit_host::mcp::{ServerState, as_object};
+use conduit_host::mcp::ServerStatus;
+use conduit_host::mcp::{ServerState, as_object, ready_connection};
+use conduit_host::mcp_client::oauth::{BrowserSignIn, SignedOut};
 use conduit_host::mcp_client::runtime::McpRuntime;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -53,6 +55,12 @@ pub enum McpCommand {
         #[arg(long, default_value = "{}")]
         args: String,
     },
+    /// Sign in to an HTTP server that asks for it (OAuth): the authorization page opens
+    /// in the browser, and the tokens are kept in the keychain (or the private file).
+    Login { server: String },
+    /// Sign out of a server: its tokens are revoked where the server offers it, and
+    /// forgotten.
+    Logout { server: String },
     /// Serve Conduit's tools, conversations and prompts as an MCP server: over stdio, or
     /// with --http as streamable HTTP (bearer token required; made and shown once).
     Serve {
@@ -122,7 +130,11 @@ fn parse_args(text: &str) -> Result<Value, Failure> {
     serde_json::from_str(text).map_err(|e| usage_error(format!("--args is not JSON: {e}")))
 }
 
-async fn run_with(host: &Host, servers: &McpRuntime, command: McpCommand) -> Result<u8, Failure> {
+async fn run_with(
+    host: &Arc<Host>,
+    servers: &McpRuntime,
+    command: McpCommand,
+) -> Result<u8, Failure> {
     match command {
         McpCommand::List { json } => {
             let statuses = servers.statuses();
@@ -167,6 +179,10 @@ async fn run_with(host: &Host, servers: &McpRuntime, command: McpCommand) -> Res
                         status.name
                     ),
                     ServerState::Disabled => println!("{:<20} disabled", status.name),
+                    ServerState::SignInRequired { reason, .. } => println!(
+                        "{:<20} sign-in   {reason}: run `conduit mcp login {}`",
+                        status.name, status.name
+                    ),
                     ServerState::Starting => println!("{:<20} starting", status.name),
                 }
             }
@@ -174,6 +190,46 @@ async fn run_with(host: &Host, servers: &McpRuntime, command: McpCommand) -> Res
         McpCommand::EnableTool { .. }
         | McpCommand::DisableTool { .. }
         | McpCommand::Serve { .. } => {}
+        McpCommand::Login { server } => {
+            let authorize = BrowserSignIn::new(Arc::new(|url: &str| {
+                open::that_detached(url).map_err(|e| e.to_string())
+            }));
+            let announce = |url: &str| {
+                eprintln!(
+                    "Sign in to {server} in your browser; if it does not open, visit:\n{url}"
+                );
+            };
+            host.sign_in_mcp(servers, &server, &authorize, &announce)
+                .await?;
+            match servers.statuses().into_iter().find(|s| s.name == server) {
+                Some(ServerStatus {
+                    state: ServerState::Ready { tool_count, .. },
+                    ..
+                }) => println!("Signed in to {server}: ready, {tool_count} tools."),
+                Some(status) => println!(
+                    "Signed in to {server}, but it is not ready: {}",
+                    serde_json::to_string(&status.state)?
+                ),
+                None => println!("Signed in to {server}."),
+            }
+        }
+        McpCommand::Logout { server } => {
+            let outcome = host.sign_out_mcp(servers, &server).await?;
+            println!(
+                "{}",
+                match outcome {
+                    SignedOut::NothingStored => format!("{server} had no sign-in stored."),
+                    SignedOut::Revoked =>
+                        format!("Signed out of {server}; its tokens were revoked."),
+                    SignedOut::Forgotten => format!(
+                        "Signed out of {server}; its authorization server offers no revocation, so the tokens were forgotten here."
+                    ),
+                    SignedOut::RevocationFailed(reason) => format!(
+                        "Signed out of {server}; revoking its tokens failed ({reason}), so they were forgotten here only."
+                    ),
+                }
+            );
+        }
         McpCommand::Tools { server, json } => {
             let names: Vec<String> = match &server {
                 Some(name) => vec![name.clone()],
@@ -248,7 +304,7 @@ async fn run_with(host: &Host, servers: &McpRuntime, command: McpCommand) -> Res
         McpCommand::Resources { server } => {
             let connection = servers
                 .connection(&server)
-                .ok_or_else(|| anyhow::anyhow!("there is no ready server named {server:?}"))?;
+                .map_or_else(|| ready_connection(servers, &server), Ok)?;
             let resources = connection.resources().await.map_err(anyhow::Error::from)?;
             let templates = connection
                 .resource_templates()
@@ -264,7 +320,7 @@ async fn run_with(host: &Host, servers: &McpRuntime, command: McpCommand) -> Res
         McpCommand::Read { server, uri } => {
             let connection = servers
                 .connection(&server)
-                .ok_or_else(|| anyhow::anyhow!("there is no ready server named {server:?}"))?;
+                .map_or_else(|| ready_connection(servers, &server), Ok)?;
             let read = connection
                 .read_resource(&uri)
                 .await
@@ -274,14 +330,14 @@ async fn run_with(host: &Host, servers: &McpRuntime, command: McpCommand) -> Res
         McpCommand::Prompts { server } => {
             let connection = servers
                 .connection(&server)
-                .ok_or_else(|| anyhow::anyhow!("there is no ready server named {server:?}"))?;
+                .map_or_else(|| ready_connection(servers, &server), Ok)?;
             let prompts = connection.prompts().await.map_err(anyhow::Error::from)?;
             println!("{}", serde_json::to_string_pretty(&prompts)?);
         }
         McpCommand::Prompt { server, name, args } => {
             let connection = servers
                 .connection(&server)
-                .ok_or_else(|| anyhow::anyhow!("there is no ready server named {server:?}"))?;
+                .map_or_else(|| ready_connection(servers, &server), Ok)?;
             let arguments = as_object(parse_args(&args)?)?;
             let prompt = connection
                 .prompt(&name, arguments)

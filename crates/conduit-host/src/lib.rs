@@ -20,6 +20,7 @@ pub mod serve_http;
 pub mod served;
 pub mod sessions;
 pub mod settings;
+pub mod sign_in;
 pub mod test_tools;
 pub mod window_error;
 pub mod window_guard;

@@ -52,6 +52,10 @@ pub enum HostMcpError {
     Config(#[from] ConfigError),
     #[error("there is no ready server named {0:?}")]
     NoServer(String),
+    #[error(
+        "{0:?} needs you to sign in: run `conduit mcp login {0}`, or press Sign in for it in Settings"
+    )]
+    NeedsSignIn(String),
     #[error("server {server:?}: {error}")]
     Call {
         server: String,
@@ -62,6 +66,25 @@ pub enum HostMcpError {
     Arguments(String),
     #[error("{0}")]
     Result(String),
+}
+
+/// The session of a ready server; a server waiting for sign-in says how to give it.
+pub fn ready_connection(
+    servers: &McpRuntime,
+    server: &str,
+) -> Result<Arc<conduit_mcp::client::Connection>, HostMcpError> {
+    if let Some(connection) = servers.connection(server) {
+        return Ok(connection);
+    }
+    let waiting = servers
+        .statuses()
+        .into_iter()
+        .any(|s| s.name == server && matches!(s.state, ServerState::SignInRequired { .. }));
+    Err(if waiting {
+        HostMcpError::NeedsSignIn(server.to_owned())
+    } else {
+        HostMcpError::NoServer(server.to_owned())
+    })
 }
 
 impl Host {
@@ -102,12 +125,15 @@ impl Host {
     }
 
     /// The file's servers, and Conduit's built-in tools as its own in-process server
-    /// (`conduit`), offered and approved like any server's.
+    /// (`conduit`), offered and approved like any server's; HTTP servers sign in with
+    /// tokens from the secret store.
     fn mcp_runtime_options(self: &Arc<Self>) -> RuntimeOptions {
-        RuntimeOptions::new(&self.paths.mcp_config_file, self.mcp_start_timeout()).with_in_process(
-            crate::builtin::BUILTIN_SERVER,
-            Arc::new(self.builtin_server()),
-        )
+        RuntimeOptions::new(&self.paths.mcp_config_file, self.mcp_start_timeout())
+            .with_in_process(
+                crate::builtin::BUILTIN_SERVER,
+                Arc::new(self.builtin_server()),
+            )
+            .with_tokens(self.token_vault())
     }
 
     /// How long a server may take to start: `CONDUIT_MCP_START_TIMEOUT` seconds, or 30.
@@ -205,9 +231,7 @@ impl Host {
         progress: ProgressSink,
         cancel: CancellationToken,
     ) -> Result<ToolOutput, HostMcpError> {
-        let connection = servers
-            .connection(server)
-            .ok_or_else(|| HostMcpError::NoServer(server.to_owned()))?;
+        let connection = ready_connection(servers, server)?;
         let arguments = as_object(arguments)?;
         let result = connection
             .call_tool(tool, arguments, progress, cancel)

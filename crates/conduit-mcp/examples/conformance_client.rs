@@ -1,7 +1,10 @@
 //! A small MCP client on `conduit-mcp` for the official conformance suite
 //! (`@modelcontextprotocol/conformance`): it connects to the URL it is given, lists the
 //! tools, and calls the ones the scenario (`MCP_CONFORMANCE_SCENARIO`, with its
-//! `MCP_CONFORMANCE_CONTEXT`) is about.
+//! `MCP_CONFORMANCE_CONTEXT`) is about. A server that asks for sign-in gets the app's
+//! OAuth code with a headless authorizer (the code read from the redirect), tokens kept
+//! in memory; a call refused for want of scope signs in again with what the server asks
+//! (at most [`MAX_STEP_UPS`] times), as the app does when the user presses Sign in.
 //! Usage: conformance_client URL
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
@@ -10,11 +13,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use conduit_mcp::client::{Asks, Connection};
+use conduit_mcp::client::{Asks, Connection, McpError};
 use conduit_mcp::config::{ServerSpec, Transport};
 use conduit_mcp::elicit::{
     Asker, Elicitation, ElicitationAnswer, ElicitationKind, ElicitationOffer, defaults,
 };
+use conduit_mcp::oauth::{self, HeadlessSignIn, MAX_STEP_UPS, SignInSettings, TokenVault};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -24,46 +28,79 @@ async fn main() {
         .nth(1)
         .expect("usage: conformance_client URL");
     let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
+    let context: serde_json::Value = std::env::var("MCP_CONFORMANCE_CONTEXT")
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_default();
+    // A pre-registered client comes from the scenario, as it would from the file entry.
+    let oauth = SignInSettings {
+        client_id: context["client_id"].as_str().map(str::to_owned),
+        client_secret: context["client_secret"].as_str().map(str::to_owned),
+        client_metadata_url: Some(CLIENT_METADATA_URL.into()),
+        ..Default::default()
+    };
     let spec = ServerSpec {
         transport: Transport::Http {
-            url,
+            url: url.clone(),
             headers: BTreeMap::new(),
         },
         timeout: Some(Duration::from_secs(20)),
         secrets: Default::default(),
         era: Default::default(),
+        oauth,
     };
+    let vault: Arc<dyn TokenVault> = Arc::new(MemoryVault::default());
     // Only the answers come from the scenario: the form's defaults, or consent to a URL.
     let asks = Asks {
         server: "conformance".into(),
         asker: Some(Arc::new(ScenarioAnswers)),
+        tokens: Some(vault.clone()),
     };
-    let connection = Connection::connect(&spec, Duration::from_secs(20), asks)
-        .await
-        .unwrap_or_else(|e| panic!("connect failed: {e}"));
-    let tools = connection.tools().await.expect("tools/list");
-    let call = |name: &str, arguments: serde_json::Value| {
-        let name = name.to_owned();
-        let connection = &connection;
+    let sign_in = |challenge: Option<String>| {
+        let (url, spec, vault) = (url.clone(), spec.clone(), vault.clone());
         async move {
-            connection
-                .call_tool(
-                    &name,
-                    serde_json::from_value(arguments).unwrap(),
-                    Arc::new(|_| {}),
-                    CancellationToken::new(),
-                )
-                .await
+            let authorize = HeadlessSignIn {
+                redirect_uri: REDIRECT_URI.into(),
+            };
+            oauth::sign_in(
+                &url,
+                &spec.oauth,
+                challenge.as_deref(),
+                vault,
+                &authorize,
+                &|_| {},
+            )
+            .await
+            .unwrap_or_else(|e| panic!("sign-in failed: {e}"));
         }
     };
+    let connect = || async {
+        match Connection::connect(&spec, Duration::from_secs(20), asks.clone()).await {
+            Err(err) if err.sign_in.is_some() => {
+                println!("{err}");
+                sign_in(err.sign_in.and_then(|need| need.challenge)).await;
+                Connection::connect(&spec, Duration::from_secs(20), asks.clone()).await
+            }
+            connected => connected,
+        }
+        .unwrap_or_else(|e| panic!("connect failed: {e}"))
+    };
+    let mut connection = connect().await;
+    // Tokens the server stops taking (its authorization server moved): sign in again.
+    let tools = match connection.tools().await {
+        Err(McpError::SignIn(need)) => {
+            connection.shutdown().await;
+            sign_in(need.challenge).await;
+            connection = connect().await;
+            connection.tools().await
+        }
+        listed => listed,
+    }
+    .expect("tools/list");
     let names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
     println!("tools: {names:?}");
     // The calls a scenario names in its context, else the fixed ones of the older
     // scenarios, else every tool with no arguments.
-    let context: serde_json::Value = std::env::var("MCP_CONFORMANCE_CONTEXT")
-        .ok()
-        .and_then(|text| serde_json::from_str(&text).ok())
-        .unwrap_or_default();
     let mut calls: Vec<(String, serde_json::Value)> = context["toolCalls"]
         .as_array()
         .map(|calls| {
@@ -89,12 +126,53 @@ async fn main() {
         };
     }
     for (name, arguments) in calls {
-        match call(&name, arguments).await {
-            Ok(result) => println!("{name}: {:?}", result.content),
-            Err(err) => println!("{name} failed: {err}"),
+        let mut step_ups = 0;
+        loop {
+            let arguments = serde_json::from_value(arguments.clone()).unwrap();
+            let called = connection
+                .call_tool(&name, arguments, Arc::new(|_| {}), CancellationToken::new())
+                .await;
+            match called {
+                Ok(result) => println!("{name}: {:?}", result.content),
+                Err(McpError::SignIn(need)) if step_ups < MAX_STEP_UPS => {
+                    step_ups += 1;
+                    println!("{name}: the server wants sign-in again (step-up {step_ups})");
+                    connection.shutdown().await;
+                    sign_in(need.challenge).await;
+                    connection = connect().await;
+                    continue;
+                }
+                Err(err) => println!("{name} failed: {err}"),
+            }
+            break;
         }
     }
     connection.shutdown().await;
+}
+
+/// Where the conformance suite's authorization server sends the browser back to.
+const REDIRECT_URI: &str = "http://localhost:3000/callback";
+/// A client ID metadata document URL, for servers that accept one (never fetched by the
+/// suite's mock server).
+const CLIENT_METADATA_URL: &str = "https://conformance-test.local/client-metadata.json";
+
+/// Tokens in memory, for one run.
+#[derive(Default)]
+struct MemoryVault(parking_lot::Mutex<std::collections::HashMap<String, String>>);
+
+#[async_trait::async_trait]
+impl TokenVault for MemoryVault {
+    async fn load(&self, key: &str) -> Result<Option<String>, String> {
+        Ok(self.0.lock().get(key).cloned())
+    }
+    async fn save(&self, key: &str, value: &str) -> Result<(), String> {
+        self.0.lock().insert(key.to_owned(), value.to_owned());
+        Ok(())
+    }
+    async fn forget(&self, key: &str) -> Result<(), String> {
+        self.0.lock().remove(key);
+        Ok(())
+    }
 }
 
 /// Answers every question as a user who accepts what is offered would.

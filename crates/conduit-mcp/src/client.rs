@@ -30,8 +30,10 @@ use crate::config::{ProtocolEra, ServerSpec, Transport};
 use crate::elicit::{
     self, Asker, Elicitation, ElicitationAnswer, ElicitationKind, ElicitationOffer,
 };
+use crate::oauth::{self, TokenVault};
 use crate::process::{self, ServerProcess, StderrTail};
 use crate::spill::{self, Spill};
+use rmcp::transport::AuthClient;
 
 /// Default time a tool call may take without progress.
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
@@ -51,6 +53,50 @@ pub struct StartError {
     /// The server answered `server/discover` with something that is neither a 2026
     /// answer nor the error a legacy server gives: worth one more try with `initialize`.
     confused_by_discover: bool,
+    /// The server wants the user to sign in (it answered 401, or 403 for more scope).
+    pub sign_in: Option<SignInNeeded>,
+}
+
+/// A server that needs the user to sign in (again), and what it said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignInNeeded {
+    /// Its `WWW-Authenticate` challenge: where its metadata is and what scope it wants.
+    pub challenge: Option<String>,
+    /// It answered 403 `insufficient_scope`: signed in, but with too little.
+    pub more_scope: bool,
+}
+
+impl SignInNeeded {
+    /// Finds a 401 or 403 challenge anywhere in an error's chain of causes.
+    fn find(error: &(dyn std::error::Error + 'static)) -> Option<Self> {
+        use rmcp::transport::streamable_http_client::{AuthRequiredError, InsufficientScopeError};
+        let mut current = Some(error);
+        while let Some(error) = current {
+            if let Some(required) = error.downcast_ref::<AuthRequiredError>() {
+                return Some(Self {
+                    challenge: Some(required.www_authenticate_header.clone()),
+                    more_scope: false,
+                });
+            }
+            if let Some(scope) = error.downcast_ref::<InsufficientScopeError>() {
+                return Some(Self {
+                    challenge: Some(scope.www_authenticate_header.clone()),
+                    more_scope: true,
+                });
+            }
+            if matches!(
+                error.downcast_ref::<rmcp::transport::AuthError>(),
+                Some(rmcp::transport::AuthError::AuthorizationRequired)
+            ) {
+                return Some(Self {
+                    challenge: None,
+                    more_scope: false,
+                });
+            }
+            current = error.source();
+        }
+        None
+    }
 }
 
 impl StartError {
@@ -60,6 +106,7 @@ impl StartError {
             exit_code: None,
             stderr_tail: Vec::new(),
             confused_by_discover: false,
+            sign_in: None,
         }
     }
 
@@ -74,9 +121,21 @@ impl StartError {
                 | Failed::UncorrelatedErrorResponse { .. }
                 | Failed::JsonRpcError(_)
         );
+        let sign_in = SignInNeeded::find(error).or_else(|| {
+            error.is_authorization_required().then_some(SignInNeeded {
+                challenge: error.auth_challenge().map(str::to_owned),
+                more_scope: false,
+            })
+        });
+        let reason = match &sign_in {
+            Some(need) if need.more_scope => "it needs more access: sign in again".to_owned(),
+            Some(_) => "it needs you to sign in".to_owned(),
+            None => error.to_string(),
+        };
         Self {
-            confused_by_discover: confused,
-            ..Self::plain(error.to_string())
+            confused_by_discover: confused && sign_in.is_none(),
+            sign_in,
+            ..Self::plain(reason)
         }
     }
 }
@@ -93,10 +152,21 @@ pub enum McpError {
     Server(String),
     #[error("{0}")]
     Other(String),
+    /// The server refused the call for want of sign-in (401) or of scope (403).
+    #[error("{}", if .0.more_scope { "the server needs more access than you granted: sign in to it again" } else { "the server needs you to sign in again" })]
+    SignIn(SignInNeeded),
 }
 
 impl From<ServiceError> for McpError {
     fn from(err: ServiceError) -> Self {
+        // rmcp's send error does not name its cause as its source: look inside.
+        let need = match &err {
+            ServiceError::TransportSend(sent) => SignInNeeded::find(sent),
+            other => SignInNeeded::find(other),
+        };
+        if let Some(need) = need {
+            return McpError::SignIn(need);
+        }
         match err {
             ServiceError::TransportClosed | ServiceError::TransportSend(_) => McpError::Closed,
             ServiceError::Timeout { timeout } => McpError::Timeout(timeout),
@@ -137,19 +207,23 @@ struct Handler {
     asks: Asks,
 }
 
-/// Who answers a server's questions, and which server it is.
+/// Who answers a server's questions, which server it is, and where its sign-in is kept.
 #[derive(Clone)]
 pub struct Asks {
     pub server: String,
     pub asker: Option<Arc<dyn Asker>>,
+    /// Where HTTP servers' OAuth tokens are kept; without it no sign-in is used, and a
+    /// server that asks for one fails to start saying so.
+    pub tokens: Option<Arc<dyn TokenVault>>,
 }
 
 impl Asks {
-    /// A session whose questions nobody answers (nothing is declared).
+    /// A session whose questions nobody answers (nothing is declared), without sign-in.
     pub fn nobody(server: &str) -> Self {
         Self {
             server: server.to_owned(),
             asker: None,
+            tokens: None,
         }
     }
 
@@ -468,6 +542,7 @@ impl Connection {
             exit_code: err.exit_code,
             stderr_tail: spec.secrets.lines(err.stderr_tail),
             confused_by_discover: false,
+            sign_in: err.sign_in,
         })
     }
 
@@ -592,6 +667,7 @@ impl Connection {
                     stderr_tail: stderr.lines(),
                     // A server that exited was not merely confused.
                     confused_by_discover: confused_by_discover && exit.is_none(),
+                    sign_in: None,
                 })
             }
             Transport::Http { url, headers } => {
@@ -608,11 +684,32 @@ impl Connection {
                 let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
                     .custom_headers(custom)
                     .max_sse_event_size(MAX_STDIO_MESSAGE);
-                let transport = EndSignal {
-                    inner: StreamableHttpClientTransport::from_config(config),
-                    ended: ended.clone(),
+                // A header the user wrote is their way in; otherwise OAuth, where tokens
+                // can be kept: sent when stored (and refreshed), and a 401 asks for them.
+                let static_auth = headers
+                    .keys()
+                    .any(|name| name.eq_ignore_ascii_case("authorization"));
+                let service = match asks.tokens.clone().filter(|_| !static_auth) {
+                    Some(vault) => {
+                        let (manager, _signed_in) =
+                            oauth::manager(url, vault).await.map_err(|e| {
+                                StartError::plain(format!("its sign-in could not be used: {e}"))
+                            })?;
+                        let client = AuthClient::new(reqwest::Client::default(), manager);
+                        let transport = EndSignal {
+                            inner: StreamableHttpClientTransport::with_client(client, config),
+                            ended: ended.clone(),
+                        };
+                        handshake(handler, transport, spec.era, start_timeout).await?
+                    }
+                    None => {
+                        let transport = EndSignal {
+                            inner: StreamableHttpClientTransport::from_config(config),
+                            ended: ended.clone(),
+                        };
+                        handshake(handler, transport, spec.era, start_timeout).await?
+                    }
                 };
-                let service = handshake(handler, transport, spec.era, start_timeout).await?;
                 Ok(Self::ready(
                     service,
                     Session::without_process(

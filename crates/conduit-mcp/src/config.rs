@@ -123,6 +123,8 @@ pub struct ServerSpec {
     pub timeout: Option<Duration>,
     /// The protocol era to speak (`protocolVersion`); found out per server by default.
     pub era: ProtocolEra,
+    /// How to sign in to an HTTP server that asks for OAuth (`oauth`).
+    pub oauth: crate::oauth::SignInSettings,
     /// Hides what must not leave the crate: the `${VAR}` values, header values and the
     /// URL's query and user info.
     pub secrets: crate::redact::Redactor,
@@ -379,7 +381,20 @@ pub fn spec_of(raw: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<Serv
         }
         _ => return Err("the entry needs a command (stdio) or a url (http)".into()),
     };
+    let mut oauth = crate::oauth::SignInSettings::from_entry(object.get("oauth"))?;
+    if object.get("oauth").is_some_and(|v| !v.is_null())
+        && !matches!(transport, Transport::Http { .. })
+    {
+        return Err("oauth is for servers reached over http".into());
+    }
+    if let Some(secret) = &oauth.client_secret {
+        oauth.client_secret = Some(
+            expand(secret, env)
+                .map_err(|var| format!("oauth.clientSecret uses ${{{var}}}, which is not set"))?,
+        );
+    }
     let mut secrets = expanded.take();
+    secrets.extend(oauth.client_secret.clone());
     match &transport {
         Transport::Http { url, headers } => {
             secrets.extend(headers.values().cloned());
@@ -392,6 +407,7 @@ pub fn spec_of(raw: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<Serv
         transport,
         timeout,
         era,
+        oauth,
         secrets: crate::redact::Redactor::new(secrets),
     })
 }

@@ -27,6 +27,7 @@ pub mod conformance;
 pub mod elicit;
 pub mod http;
 pub mod naming;
+pub mod oauth;
 mod process;
 pub mod redact;
 pub mod result;

@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::client::{Connection, InProcessServer};
 use crate::config::{self, ConfigError};
 use crate::elicit::Asker;
+use crate::oauth::TokenVault;
 use crate::servers::{Running, ServerState, ServerStatus, Source, ToolInfo, start_one, tools_of};
 use crate::tool::McpTool;
 
@@ -58,6 +59,8 @@ pub struct RuntimeOptions {
     pub in_process: Vec<(String, Arc<dyn InProcessServer>)>,
     /// Who answers the servers' questions; without one, none is declared.
     pub asker: Option<Arc<dyn Asker>>,
+    /// Where HTTP servers' sign-in tokens are kept; without it, none signs in.
+    pub tokens: Option<Arc<dyn TokenVault>>,
 }
 
 impl RuntimeOptions {
@@ -68,7 +71,14 @@ impl RuntimeOptions {
             start_timeout,
             in_process: Vec::new(),
             asker: None,
+            tokens: None,
         }
+    }
+
+    /// HTTP servers sign in with tokens kept in `vault`.
+    pub fn with_tokens(mut self, vault: Arc<dyn TokenVault>) -> Self {
+        self.tokens = Some(vault);
+        self
     }
 
     /// Servers' questions go to `asker`.
@@ -245,6 +255,17 @@ impl McpRuntime {
         Some(running.tools.iter().map(ToolInfo::from).collect())
     }
 
+    /// The challenge a server that needs sign-in answered with (where its metadata is,
+    /// what scope it wants), for the sign-in to start from.
+    pub fn sign_in_challenge(&self, server: &str) -> Option<String> {
+        self.inner
+            .state
+            .lock()
+            .slots
+            .get(server)
+            .and_then(|slot| slot.running.sign_in_challenge.clone())
+    }
+
     /// Stops a server and starts it again (the user asked; its entry is unchanged), and
     /// waits until it is ready or failed.
     pub async fn restart_server(&self, server: &str) {
@@ -385,6 +406,7 @@ fn install(inner: &Arc<Inner>, name: String, source: Source) -> oneshot::Receive
         state: ServerState::Starting,
         connection: None,
         tools: Vec::new(),
+        sign_in_challenge: None,
     };
     let mut state = inner.state.lock();
     // Checked under the lock shutdown takes the slots under: none is left behind.
@@ -434,10 +456,13 @@ async fn supervise(
     stop: CancellationToken,
     settled: oneshot::Sender<()>,
 ) {
-    let Some((start_timeout, asker)) = inner
-        .upgrade()
-        .map(|i| (i.options.start_timeout, i.options.asker.clone()))
-    else {
+    let Some((start_timeout, asker, tokens)) = inner.upgrade().map(|i| {
+        (
+            i.options.start_timeout,
+            i.options.asker.clone(),
+            i.options.tokens.clone(),
+        )
+    }) else {
         return;
     };
     let mut settled = Some(settled);
@@ -446,7 +471,7 @@ async fn supervise(
     let mut last_end: Option<(String, Vec<String>)> = None;
     loop {
         let running = tokio::select! {
-            running = start_one(&name, &source, start_timeout, asker.clone()) => running,
+            running = start_one(&name, &source, start_timeout, asker.clone(), tokens.clone()) => running,
             () = stop.cancelled() => return,
         };
         let connection = running.connection.clone();

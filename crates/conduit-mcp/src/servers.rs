@@ -11,6 +11,7 @@ use crate::client::{Asks, Connection, InProcessServer, ServerDetails};
 use crate::config::ServerEntry;
 use crate::elicit::Asker;
 use crate::naming::ToolNames;
+use crate::oauth::TokenVault;
 use crate::tool::McpTool;
 
 /// How long a server may take to start by default.
@@ -39,6 +40,12 @@ pub enum ServerState {
         stderr_tail: Vec<String>,
     },
     Disabled,
+    /// It asks the user to sign in (OAuth) before it serves anything.
+    SignInRequired {
+        reason: String,
+        /// Signed in, but the server wants more access than was granted.
+        more_scope: bool,
+    },
 }
 
 /// A server and its state, as lists show it.
@@ -104,6 +111,8 @@ pub(crate) struct Running {
     pub(crate) state: ServerState,
     pub(crate) connection: Option<Arc<Connection>>,
     pub(crate) tools: Vec<rmcp::model::Tool>,
+    /// The challenge of a server that needs sign-in, for the sign-in to start from.
+    pub(crate) sign_in_challenge: Option<String>,
 }
 
 impl Running {
@@ -122,6 +131,7 @@ impl Running {
             },
             connection: None,
             tools: Vec::new(),
+            sign_in_challenge: None,
         }
     }
 
@@ -176,10 +186,12 @@ pub(crate) async fn start_one(
     source: &Source,
     start_timeout: Duration,
     asker: Option<Arc<dyn Asker>>,
+    tokens: Option<Arc<dyn TokenVault>>,
 ) -> Running {
     let asks = Asks {
         server: name.to_owned(),
         asker,
+        tokens,
     };
     let entry = match source {
         Source::File(entry) => entry,
@@ -197,6 +209,7 @@ pub(crate) async fn start_one(
             state: ServerState::Disabled,
             connection: None,
             tools: Vec::new(),
+            sign_in_challenge: None,
         };
     }
     let spec = match &entry.spec {
@@ -225,6 +238,19 @@ async fn list_tools(
     let connection = match connected {
         Ok(connection) => Arc::new(connection),
         Err(err) => {
+            if let Some(need) = err.sign_in {
+                tracing::info!(server = %name, more_scope = need.more_scope, "MCP server needs sign-in");
+                return Running {
+                    name: name.to_owned(),
+                    state: ServerState::SignInRequired {
+                        reason: err.reason,
+                        more_scope: need.more_scope,
+                    },
+                    connection: None,
+                    tools: Vec::new(),
+                    sign_in_challenge: need.challenge,
+                };
+            }
             tracing::warn!(server = %name, error = %err, "MCP server failed to start");
             return failed(err.reason, err.exit_code, err.stderr_tail);
         }
@@ -240,6 +266,22 @@ async fn list_tools(
                 },
                 connection: Some(connection),
                 tools,
+                sign_in_challenge: None,
+            }
+        }
+        Ok(Err(crate::client::McpError::SignIn(need))) => {
+            // Its tokens no longer do (revoked, or its authorization server moved).
+            connection.shutdown().await;
+            tracing::info!(server = %name, "MCP server needs sign-in again");
+            Running {
+                name: name.to_owned(),
+                state: ServerState::SignInRequired {
+                    reason: crate::client::McpError::SignIn(need.clone()).to_string(),
+                    more_scope: need.more_scope,
+                },
+                connection: None,
+                tools: Vec::new(),
+                sign_in_challenge: need.challenge,
             }
         }
         Ok(Err(err)) => {

@@ -260,9 +260,17 @@ isNew: boolean, };
 
 export type ServerDetails = { name: string | null, version: string | null, protocolVersion: string, instructions: string | null, tools: boolean, resources: boolean, prompts: boolean, };
 
-export type ServerState = { "state": "starting" } | { "state": "ready", details: ServerDetails, tool_count: number, } | { "state": "failed", reason: string, exit_code?: number, stderr_tail: Array<string>, } | { "state": "restarting", attempt: number, reason: string, stderr_tail: Array<string>, } | { "state": "disabled" };
+export type ServerState = { "state": "starting" } | { "state": "ready", details: ServerDetails, tool_count: number, } | { "state": "failed", reason: string, exit_code?: number, stderr_tail: Array<string>, } | { "state": "restarting", attempt: number, reason: string, stderr_tail: Array<string>, } | { "state": "disabled" } | { "state": "sign_in_required", reason: string, 
+/**
+ * Signed in, but the server wants more access than was granted.
+ */
+more_scope: boolean, };
 
-export type ServerStatus = { name: string, } & ({ "state": "starting" } | { "state": "ready", details: ServerDetails, tool_count: number, } | { "state": "failed", reason: string, exit_code?: number, stderr_tail: Array<string>, } | { "state": "restarting", attempt: number, reason: string, stderr_tail: Array<string>, } | { "state": "disabled" });
+export type ServerStatus = { name: string, } & ({ "state": "starting" } | { "state": "ready", details: ServerDetails, tool_count: number, } | { "state": "failed", reason: string, exit_code?: number, stderr_tail: Array<string>, } | { "state": "restarting", attempt: number, reason: string, stderr_tail: Array<string>, } | { "state": "disabled" } | { "state": "sign_in_required", reason: string, 
+/**
+ * Signed in, but the server wants more access than was granted.
+ */
+more_scope: boolean, });
 
 export type McpOverview = { servers: Array<ServerStatus>, configError: string | null, };
 

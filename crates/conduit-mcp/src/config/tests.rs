@@ -72,6 +72,7 @@ fn claude_desktop_files_read_with_each_server_checked_alone() {
             },
             timeout: None,
             era: Default::default(),
+            oauth: Default::default(),
             // The value `${HOME}` brought in and the entry's own `env` values (long
             // enough to be secrets) are hidden in what leaves the crate.
             secrets: crate::redact::Redactor::new([

@@ -1,0 +1,170 @@
+//! Signing in to HTTP MCP servers (OAuth) for the window and the command line: tokens in
+//! the secret store (keychain or private file) under the server's URL, never in the
+//! `mcpServers` file, the window or a log; sign-in from the server's own challenge; and
+//! the server started again with what was granted.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use conduit_mcp::config::Transport;
+use conduit_mcp::oauth::{self, Authorize, SignInError, SignedOut, TokenVault};
+use conduit_mcp::runtime::McpRuntime;
+
+use crate::Host;
+
+/// Why signing in or out of a server could not start or finish.
+#[derive(Debug, thiserror::Error)]
+pub enum HostSignInError {
+    #[error("there is no server named {0:?} in the mcpServers file")]
+    NoServer(String),
+    #[error("{0:?} is not reached over HTTP: only HTTP servers sign in")]
+    NotHttp(String),
+    #[error("{server:?} cannot start: {reason}")]
+    BadEntry { server: String, reason: String },
+    #[error("{server:?} has an Authorization header in its entry: it signs in with that")]
+    StaticHeader { server: String },
+    #[error(transparent)]
+    Config(#[from] conduit_mcp::config::ConfigError),
+    #[error("signing in to {server:?} failed: {source}")]
+    SignIn {
+        server: String,
+        #[source]
+        source: Box<SignInError>,
+    },
+}
+
+/// Tokens in the host's secret store, read and written off the async workers (the
+/// keychain answers over D-Bus).
+struct HostTokens(Arc<Host>);
+
+#[async_trait]
+impl TokenVault for HostTokens {
+    async fn load(&self, key: &str) -> Result<Option<String>, String> {
+        let (host, key) = (self.0.clone(), key.to_owned());
+        tokio::task::spawn_blocking(move || host.secrets().get(&key).map_err(|e| e.to_string()))
+            .await
+            .map_err(|e| e.to_string())?
+    }
+
+    async fn save(&self, key: &str, value: &str) -> Result<(), String> {
+        let (host, key, value) = (self.0.clone(), key.to_owned(), value.to_owned());
+        tokio::task::spawn_blocking(move || {
+            host.secrets().set(&key, &value).map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(|e| e.to_string())?
+    }
+
+    async fn forget(&self, key: &str) -> Result<(), String> {
+        let (host, key) = (self.0.clone(), key.to_owned());
+        tokio::task::spawn_blocking(move || host.secrets().delete(&key).map_err(|e| e.to_string()))
+            .await
+            .map_err(|e| e.to_string())?
+    }
+}
+
+/// A server that signs in: its URL and the entry's `oauth` settings.
+struct SignInTarget {
+    url: String,
+    settings: oauth::SignInSettings,
+}
+
+impl Host {
+    /// Where HTTP servers' sign-in tokens are kept.
+    pub(crate) fn token_vault(self: &Arc<Self>) -> Arc<dyn TokenVault> {
+        Arc::new(HostTokens(self.clone()))
+    }
+
+    fn sign_in_target(&self, server: &str) -> Result<SignInTarget, HostSignInError> {
+        let snapshot = self.mcp_config()?;
+        let entry = snapshot
+            .server(server)
+            .ok_or_else(|| HostSignInError::NoServer(server.to_owned()))?;
+        let spec = entry
+            .spec
+            .as_ref()
+            .map_err(|reason| HostSignInError::BadEntry {
+                server: server.to_owned(),
+                reason: reason.clone(),
+            })?;
+        match &spec.transport {
+            Transport::Http { url, headers } => {
+                if headers
+                    .keys()
+                    .any(|name| name.eq_ignore_ascii_case("authorization"))
+                {
+                    return Err(HostSignInError::StaticHeader {
+                        server: server.to_owned(),
+                    });
+                }
+                Ok(SignInTarget {
+                    url: url.clone(),
+                    settings: spec.oauth.clone(),
+                })
+            }
+            Transport::Stdio { .. } => Err(HostSignInError::NotHttp(server.to_owned())),
+        }
+    }
+
+    /// Signs in to `server` through `authorize` (the system browser, for a person), from
+    /// the challenge it answered with when it started; `announce` is told the
+    /// authorization URL so it can be shown in full. Then the server starts again.
+    pub async fn sign_in_mcp(
+        self: &Arc<Self>,
+        servers: &McpRuntime,
+        server: &str,
+        authorize: &dyn Authorize,
+        announce: &(dyn Fn(&str) + Send + Sync),
+    ) -> Result<(), HostSignInError> {
+        let target = self.sign_in_target(server)?;
+        let challenge = servers.sign_in_challenge(server);
+        oauth::sign_in(
+            &target.url,
+            &target.settings,
+            challenge.as_deref(),
+            self.token_vault(),
+            authorize,
+            announce,
+        )
+        .await
+        .map_err(|source| HostSignInError::SignIn {
+            server: server.to_owned(),
+            source: Box::new(source),
+        })?;
+        tracing::info!(server, "signed in to an MCP server");
+        servers.restart_server(server).await;
+        Ok(())
+    }
+
+    /// Signs out of `server`: its tokens revoked where the authorization server offers
+    /// it, and forgotten; the server starts again without them.
+    pub async fn sign_out_mcp(
+        self: &Arc<Self>,
+        servers: &McpRuntime,
+        server: &str,
+    ) -> Result<SignedOut, HostSignInError> {
+        let target = self.sign_in_target(server)?;
+        let outcome = oauth::sign_out(&target.url, &target.settings, self.token_vault())
+            .await
+            .map_err(|source| HostSignInError::SignIn {
+                server: server.to_owned(),
+                source: Box::new(source),
+            })?;
+        if let SignedOut::RevocationFailed(reason) = &outcome {
+            tracing::warn!(server, %reason, "revoking an MCP server's tokens failed; forgotten here");
+        }
+        servers.restart_server(server).await;
+        Ok(outcome)
+    }
+
+    /// Whether tokens for `server` are stored (not whether the server still takes them).
+    pub async fn mcp_signed_in(self: &Arc<Self>, server: &str) -> Result<bool, HostSignInError> {
+        let target = self.sign_in_target(server)?;
+        oauth::is_signed_in(&target.url, self.token_vault().as_ref())
+            .await
+            .map_err(|source| HostSignInError::SignIn {
+                server: server.to_owned(),
+                source: Box::new(source),
+            })
+    }
+}

@@ -1,0 +1,729 @@
+//! OAuth 2.1 sign-in for HTTP servers, on rmcp's authorization code (discovery from the
+//! server's 401, PKCE S256, resource indicators, scope selection and step-up, issuer
+//! checks, registration in the spec's order, refresh): Conduit adds where the tokens live
+//! (a [`TokenVault`] the host backs with the keychain), how the user authorizes (an
+//! [`Authorize`]: the system browser and a one-shot loopback redirect, or a headless
+//! stand-in), sign-out with revocation, and its own errors.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rmcp::transport::AuthError;
+use rmcp::transport::auth::{
+    AuthorizationCallback, AuthorizationManager, AuthorizationRequest, CredentialStore, OAuthState,
+    StoredCredentials, WWWAuthenticateParams,
+};
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// The name Conduit registers under.
+pub const CLIENT_NAME: &str = "Conduit";
+/// How long a sign-in waits for the browser to come back.
+pub const SIGN_IN_PATIENCE: Duration = Duration::from_secs(5 * 60);
+/// The path of the loopback redirect.
+const CALLBACK_PATH: &str = "/callback";
+/// Step-ups (`insufficient_scope`) one call may cause before it gives up.
+pub const MAX_STEP_UPS: u32 = 2;
+
+/// How a file entry's `oauth` object sets up sign-in; all optional.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SignInSettings {
+    /// A client registered with the authorization server beforehand (`clientId`).
+    pub client_id: Option<String>,
+    /// Its secret (`clientSecret`), for a confidential client.
+    pub client_secret: Option<String>,
+    /// Scopes to ask for (`scopes`); by default the server's challenge or metadata says.
+    pub scopes: Vec<String>,
+    /// An https URL of Conduit's client ID metadata document (`clientMetadataUrl`).
+    pub client_metadata_url: Option<String>,
+}
+
+impl SignInSettings {
+    /// Reads an entry's `oauth` value, naming what is wrong.
+    pub fn from_entry(value: Option<&Value>) -> Result<Self, String> {
+        let object = match value {
+            None | Some(Value::Null) => return Ok(Self::default()),
+            Some(Value::Object(object)) => object,
+            Some(_) => return Err("oauth must be an object".into()),
+        };
+        let text = |key: &str| -> Result<Option<String>, String> {
+            match object.get(key) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(s)) if !s.trim().is_empty() => Ok(Some(s.clone())),
+                Some(_) => Err(format!("oauth.{key} must be a non-empty string")),
+            }
+        };
+        for key in object.keys() {
+            if !["clientId", "clientSecret", "scopes", "clientMetadataUrl"].contains(&key.as_str())
+            {
+                return Err(format!(
+                    "oauth.{key} is not a setting Conduit knows (clientId, clientSecret, scopes, clientMetadataUrl)"
+                ));
+            }
+        }
+        let scopes = match object.get("scopes") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|s| {
+                    s.as_str()
+                        .filter(|s| !s.is_empty() && !s.contains(' '))
+                        .map(str::to_owned)
+                        .ok_or("oauth.scopes must be scope names without spaces")
+                })
+                .collect::<Result<_, _>>()?,
+            Some(Value::String(s)) => s.split_whitespace().map(str::to_owned).collect(),
+            Some(_) => return Err("oauth.scopes must be an array of strings".into()),
+        };
+        let client_metadata_url = text("clientMetadataUrl")?;
+        if let Some(url) = &client_metadata_url
+            && !url.starts_with("https://")
+        {
+            return Err("oauth.clientMetadataUrl must be an https:// URL".into());
+        }
+        let settings = Self {
+            client_id: text("clientId")?,
+            client_secret: text("clientSecret")?,
+            scopes,
+            client_metadata_url,
+        };
+        if settings.client_secret.is_some() && settings.client_id.is_none() {
+            return Err("oauth.clientSecret needs oauth.clientId".into());
+        }
+        Ok(settings)
+    }
+}
+
+/// Why a sign-in or sign-out did not work.
+#[derive(Debug, thiserror::Error)]
+pub enum SignInError {
+    #[error("the sign-in was not finished within {0:?}")]
+    TimedOut(Duration),
+    #[error("the authorization server refused: {0}")]
+    Refused(String),
+    #[error(
+        "the authorization server lets Conduit neither register itself nor use a metadata document: put a client id it gave you in the entry's \"oauth\": {{\"clientId\": ...}}"
+    )]
+    NeedsClientId,
+    #[error("the browser could not be opened: {0}")]
+    Browser(String),
+    #[error("the sign-in redirect could not be received: {0}")]
+    Redirect(#[source] std::io::Error),
+    #[error("the token store failed: {0}")]
+    Vault(String),
+    #[error("signing in failed: {0}")]
+    Auth(#[source] AuthError),
+    #[error("{0}")]
+    Other(String),
+}
+
+impl From<AuthError> for SignInError {
+    fn from(err: AuthError) -> Self {
+        match err {
+            AuthError::RegistrationFailed(reason)
+                if reason.contains("registration_endpoint")
+                    || reason.contains("does not support") =>
+            {
+                tracing::info!(%reason, "no way to register with the authorization server");
+                SignInError::NeedsClientId
+            }
+            other => SignInError::Auth(other),
+        }
+    }
+}
+
+/// Where a server's tokens are kept, by key (the host: the keychain or its private
+/// secrets file). Values are opaque JSON text; they never reach the window or a log.
+#[async_trait]
+pub trait TokenVault: Send + Sync {
+    async fn load(&self, key: &str) -> Result<Option<String>, String>;
+    async fn save(&self, key: &str, value: &str) -> Result<(), String>;
+    async fn forget(&self, key: &str) -> Result<(), String>;
+}
+
+/// The vault key of a server's tokens: its URL without query or fragment (another URL is
+/// another sign-in). rmcp keeps the issuer inside, and drops tokens of another one.
+pub fn vault_key(server_url: &str) -> String {
+    let base = match reqwest::Url::parse(server_url) {
+        Ok(mut url) => {
+            url.set_query(None);
+            url.set_fragment(None);
+            let _ = url.set_password(None);
+            let _ = url.set_username("");
+            url.to_string()
+        }
+        Err(_) => server_url.to_owned(),
+    };
+    format!("mcp-oauth:{base}")
+}
+
+/// rmcp's credential store on a [`TokenVault`] key.
+struct VaultCredentials {
+    vault: Arc<dyn TokenVault>,
+    key: String,
+}
+
+#[async_trait]
+impl CredentialStore for VaultCredentials {
+    async fn load(&self) -> Result<Option<StoredCredentials>, AuthError> {
+        let Some(text) = self
+            .vault
+            .load(&self.key)
+            .await
+            .map_err(AuthError::CredentialStoreError)?
+        else {
+            return Ok(None);
+        };
+        match serde_json::from_str(&text) {
+            Ok(credentials) => Ok(Some(credentials)),
+            // Unreadable tokens are as good as none: the user signs in again.
+            Err(err) => {
+                tracing::warn!(error = %err, "stored sign-in unreadable; signing in again");
+                Ok(None)
+            }
+        }
+    }
+
+    async fn save(&self, credentials: StoredCredentials) -> Result<(), AuthError> {
+        let text = serde_json::to_string(&credentials)
+            .map_err(|e| AuthError::CredentialStoreError(e.to_string()))?;
+        self.vault
+            .save(&self.key, &text)
+            .await
+            .map_err(AuthError::CredentialStoreError)
+    }
+
+    async fn clear(&self) -> Result<(), AuthError> {
+        self.vault
+            .forget(&self.key)
+            .await
+            .map_err(AuthError::CredentialStoreError)
+    }
+}
+
+/// How the user authorizes: the URL to visit in, the redirect back out.
+#[async_trait]
+pub trait Authorize: Send + Sync {
+    /// Gets ready for one sign-in and returns the redirect URI to register.
+    async fn prepare(&self) -> Result<Redirect, SignInError>;
+}
+
+/// One sign-in's way back.
+#[async_trait]
+pub trait RedirectWait: Send {
+    /// The redirect URI the authorization server sends the user back to.
+    fn uri(&self) -> String;
+    /// Has the user visit `authorization_url` and returns the URL they were sent back to.
+    async fn visit(self: Box<Self>, authorization_url: &str) -> Result<String, SignInError>;
+}
+
+pub type Redirect = Box<dyn RedirectWait>;
+
+/// Opens a URL in the user's browser.
+pub type OpenBrowser = Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
+
+/// Sign-in in the system browser, back through a loopback listener on an ephemeral port
+/// that answers one request and closes (RFC 8252).
+pub struct BrowserSignIn {
+    open: OpenBrowser,
+    patience: Duration,
+}
+
+impl BrowserSignIn {
+    pub fn new(open: OpenBrowser) -> Self {
+        Self {
+            open,
+            patience: SIGN_IN_PATIENCE,
+        }
+    }
+
+    /// Waits at most `patience` for the browser to come back.
+    pub fn with_patience(mut self, patience: Duration) -> Self {
+        self.patience = patience;
+        self
+    }
+}
+
+#[async_trait]
+impl Authorize for BrowserSignIn {
+    async fn prepare(&self) -> Result<Redirect, SignInError> {
+        let listener = TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .map_err(SignInError::Redirect)?;
+        let port = listener.local_addr().map_err(SignInError::Redirect)?.port();
+        Ok(Box::new(LoopbackRedirect {
+            listener,
+            port,
+            open: self.open.clone(),
+            patience: self.patience,
+        }))
+    }
+}
+
+struct LoopbackRedirect {
+    listener: TcpListener,
+    port: u16,
+    open: OpenBrowser,
+    patience: Duration,
+}
+
+#[async_trait]
+impl RedirectWait for LoopbackRedirect {
+    fn uri(&self) -> String {
+        format!("http://127.0.0.1:{}{CALLBACK_PATH}", self.port)
+    }
+
+    async fn visit(self: Box<Self>, authorization_url: &str) -> Result<String, SignInError> {
+        (self.open)(authorization_url).map_err(SignInError::Browser)?;
+        let base = self.uri();
+        tokio::time::timeout(self.patience, receive_redirect(&self.listener, &base))
+            .await
+            .map_err(|_| SignInError::TimedOut(self.patience))?
+    }
+}
+
+/// Answers requests on the listener until one comes to the callback path (a browser may
+/// ask for `/favicon.ico` first); returns its full URL. The listener closes with it.
+async fn receive_redirect(listener: &TcpListener, base: &str) -> Result<String, SignInError> {
+    loop {
+        let (mut stream, _) = listener.accept().await.map_err(SignInError::Redirect)?;
+        let mut buffer = vec![0u8; 16 * 1024];
+        let mut read = 0;
+        // The request line is all that is needed; it ends at the first CRLF.
+        while read < buffer.len() && !buffer[..read].windows(2).any(|w| w == b"\r\n") {
+            match stream.read(&mut buffer[read..]).await {
+                Ok(0) => break,
+                Ok(n) => read += n,
+                Err(err) => return Err(SignInError::Redirect(err)),
+            }
+        }
+        let head = String::from_utf8_lossy(&buffer[..read]);
+        let target = head
+            .lines()
+            .next()
+            .and_then(|line| line.split_whitespace().nth(1))
+            .unwrap_or_default()
+            .to_owned();
+        if !target.starts_with(CALLBACK_PATH) {
+            let _ = stream
+                .write_all(
+                    b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                )
+                .await;
+            continue;
+        }
+        let page = "<!doctype html><meta charset=utf-8><title>Conduit</title>\
+            <body style=\"font:16px system-ui;margin:3em\">\
+            <h1>Back to Conduit</h1><p>You can close this tab.</p></body>";
+        let reply = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\ncache-control: no-store\r\nconnection: close\r\n\r\n{page}",
+            page.len()
+        );
+        let _ = stream.write_all(reply.as_bytes()).await;
+        let _ = stream.shutdown().await;
+        let origin = base.trim_end_matches(CALLBACK_PATH);
+        return Ok(format!("{origin}{target}"));
+    }
+}
+
+/// Sign-in without a person: the authorization URL is fetched without following
+/// redirects and the code read from where it points (what SDK conformance clients do;
+/// for tests only).
+pub struct HeadlessSignIn {
+    pub redirect_uri: String,
+}
+
+#[async_trait]
+impl Authorize for HeadlessSignIn {
+    async fn prepare(&self) -> Result<Redirect, SignInError> {
+        Ok(Box::new(HeadlessRedirect {
+            uri: self.redirect_uri.clone(),
+        }))
+    }
+}
+
+struct HeadlessRedirect {
+    uri: String,
+}
+
+#[async_trait]
+impl RedirectWait for HeadlessRedirect {
+    fn uri(&self) -> String {
+        self.uri.clone()
+    }
+
+    async fn visit(self: Box<Self>, authorization_url: &str) -> Result<String, SignInError> {
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| SignInError::Other(e.to_string()))?;
+        let response = client
+            .get(authorization_url)
+            .send()
+            .await
+            .map_err(|e| SignInError::Other(e.to_string()))?;
+        response
+            .headers()
+            .get(reqwest::header::LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+            .ok_or_else(|| {
+                SignInError::Refused(format!(
+                    "the authorization page answered {} without a redirect",
+                    response.status()
+                ))
+            })
+    }
+}
+
+/// A manager for `server_url` whose tokens are in `vault`, loaded if there are any.
+/// Metadata hosts may be private addresses only when the server's own is (rmcp's rule).
+pub async fn manager(
+    server_url: &str,
+    vault: Arc<dyn TokenVault>,
+) -> Result<(AuthorizationManager, bool), SignInError> {
+    let mut manager = AuthorizationManager::new(server_url).await?;
+    manager.set_credential_store(VaultCredentials {
+        vault,
+        key: vault_key(server_url),
+    });
+    let signed_in = manager.initialize_from_store().await?;
+    Ok((manager, signed_in))
+}
+
+/// Whether tokens for `server_url` are stored (not whether they still work).
+pub async fn is_signed_in(server_url: &str, vault: &dyn TokenVault) -> Result<bool, SignInError> {
+    let stored = vault
+        .load(&vault_key(server_url))
+        .await
+        .map_err(SignInError::Vault)?;
+    Ok(stored
+        .and_then(|text| serde_json::from_str::<StoredCredentials>(&text).ok())
+        .is_some_and(|c| c.token_response.is_some()))
+}
+
+/// Signs in to the server at `server_url`: discovery (seeded from `challenge`, the
+/// `WWW-Authenticate` of its 401 or 403, when there is one), registration, the user's
+/// authorization through `authorize`, and the code exchanged for tokens kept in `vault`.
+/// `announce` is told the authorization URL before it is visited, so it can be shown.
+pub async fn sign_in(
+    server_url: &str,
+    settings: &SignInSettings,
+    challenge: Option<&str>,
+    vault: Arc<dyn TokenVault>,
+    authorize: &dyn Authorize,
+    announce: &(dyn Fn(&str) + Send + Sync),
+) -> Result<(), SignInError> {
+    let mut manager = AuthorizationManager::new(server_url).await?;
+    manager.set_credential_store(VaultCredentials {
+        vault: vault.clone(),
+        key: vault_key(server_url),
+    });
+    let redirect = authorize.prepare().await?;
+    let mut request = AuthorizationRequest::new(redirect.uri()).with_client_name(CLIENT_NAME);
+    if let Some(id) = &settings.client_id {
+        request = request.with_preregistered_client(id.clone());
+        if let Some(secret) = &settings.client_secret {
+            request = request.with_client_secret(secret.clone());
+        }
+    }
+    if let Some(url) = &settings.client_metadata_url {
+        request = request.with_client_metadata_url(url.clone());
+    }
+    if let Some(challenge) = challenge {
+        request = request.with_challenge(challenge);
+    }
+    // Signing in again for more (step-up) keeps what was granted (SEP-2350): the scopes
+    // held so far and those the challenge asks for, together.
+    let challenged = challenge
+        .and_then(|c| {
+            let base = reqwest::Url::parse(server_url).ok()?;
+            WWWAuthenticateParams::parse(c, &base).scope
+        })
+        .unwrap_or_default();
+    let held = held_scopes(&vault, server_url).await;
+    let mut scopes: Vec<String> = settings.scopes.clone();
+    if !challenged.is_empty() && !held.is_empty() {
+        for scope in held
+            .iter()
+            .map(String::as_str)
+            .chain(challenged.split_whitespace())
+        {
+            if !scopes.iter().any(|s| s == scope) {
+                scopes.push(scope.to_owned());
+            }
+        }
+    }
+    if scopes.is_empty() {
+        request = request.with_initial_scope_selection();
+    } else {
+        request = request.with_scopes(scopes);
+    }
+    let mut state = OAuthState::Unauthorized(manager);
+    state.start_authorization(request).await?;
+    let url = state.get_authorization_url().await?;
+    announce(&url);
+    let back = redirect.visit(&url).await?;
+    if let Some(refusal) = redirect_error(&back) {
+        return Err(SignInError::Refused(refusal));
+    }
+    let callback = AuthorizationCallback::from_redirect_url(&back)?;
+    state
+        .handle_callback_with_issuer(
+            &callback.code,
+            &callback.csrf_token,
+            callback.issuer.as_deref(),
+        )
+        .await?;
+    Ok(())
+}
+
+/// The scopes the stored tokens of `server_url` were granted (none when nothing is
+/// stored or it cannot be read).
+async fn held_scopes(vault: &Arc<dyn TokenVault>, server_url: &str) -> Vec<String> {
+    match vault.load(&vault_key(server_url)).await {
+        Ok(Some(text)) => serde_json::from_str::<StoredCredentials>(&text)
+            .map(|c| c.granted_scopes)
+            .unwrap_or_default(),
+        Ok(None) => Vec::new(),
+        Err(err) => {
+            tracing::warn!(error = %err, "the stored sign-in could not be read");
+            Vec::new()
+        }
+    }
+}
+
+/// The `error` (and its description) a redirect carries when the user or the server
+/// refused.
+fn redirect_error(url: &str) -> Option<String> {
+    let url = reqwest::Url::parse(url).ok()?;
+    let mut error = None;
+    let mut description = None;
+    for (key, value) in url.query_pairs() {
+        match key.as_ref() {
+            "error" => error = Some(value.into_owned()),
+            "error_description" => description = Some(value.into_owned()),
+            _ => {}
+        }
+    }
+    let error = error?;
+    Some(match description {
+        Some(description) => format!("{error}: {description}"),
+        None => error,
+    })
+}
+
+/// Signs out of `server_url`: revokes its tokens where the authorization server offers
+/// revocation (RFC 7009; a failure there is reported but the tokens are forgotten
+/// anyway), then forgets them. Returns whether revocation was done.
+pub async fn sign_out(
+    server_url: &str,
+    settings: &SignInSettings,
+    vault: Arc<dyn TokenVault>,
+) -> Result<SignedOut, SignInError> {
+    let key = vault_key(server_url);
+    let stored = vault
+        .load(&key)
+        .await
+        .map_err(SignInError::Vault)?
+        .and_then(|text| serde_json::from_str::<StoredCredentials>(&text).ok());
+    let mut outcome = SignedOut::NothingStored;
+    if let Some(stored) = stored {
+        outcome = match revoke(server_url, settings, &stored).await {
+            Ok(true) => SignedOut::Revoked,
+            Ok(false) => SignedOut::Forgotten,
+            Err(reason) => SignedOut::RevocationFailed(reason),
+        };
+    }
+    vault.forget(&key).await.map_err(SignInError::Vault)?;
+    Ok(outcome)
+}
+
+/// What signing out did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SignedOut {
+    NothingStored,
+    /// The authorization server revoked the tokens.
+    Revoked,
+    /// It offers no revocation: the tokens were forgotten here only.
+    Forgotten,
+    RevocationFailed(String),
+}
+
+async fn revoke(
+    server_url: &str,
+    settings: &SignInSettings,
+    stored: &StoredCredentials,
+) -> Result<bool, String> {
+    let Some(tokens) = &stored.token_response else {
+        return Ok(false);
+    };
+    // The token response as its wire form: no need for oauth2's traits.
+    let tokens = serde_json::to_value(tokens).map_err(|e| e.to_string())?;
+    let field = |name: &str| tokens.get(name).and_then(Value::as_str).map(str::to_owned);
+    let manager = AuthorizationManager::new(server_url)
+        .await
+        .map_err(|e| e.to_string())?;
+    let metadata = manager
+        .resolve_metadata()
+        .await
+        .map_err(|e| e.to_string())?
+        .metadata;
+    let Some(endpoint) = metadata
+        .additional_fields
+        .get("revocation_endpoint")
+        .and_then(Value::as_str)
+    else {
+        return Ok(false);
+    };
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| e.to_string())?;
+    let mut revoked_any = false;
+    let candidates = [
+        (field("refresh_token"), "refresh_token"),
+        (field("access_token"), "access_token"),
+    ];
+    for (token, hint) in candidates
+        .into_iter()
+        .filter_map(|(token, hint)| token.map(|t| (t, hint)))
+    {
+        let mut form = vec![
+            ("token", token),
+            ("token_type_hint", hint.to_owned()),
+            ("client_id", stored.client_id.clone()),
+        ];
+        if let (Some(id), Some(secret)) = (&settings.client_id, &settings.client_secret)
+            && *id == stored.client_id
+        {
+            form.push(("client_secret", secret.clone()));
+        }
+        let response = client
+            .post(endpoint)
+            .form(&form)
+            .send()
+            .await
+            .map_err(|e| format!("revocation at {endpoint} failed: {e}"))?;
+        if !response.status().is_success() {
+            return Err(format!(
+                "revocation at {endpoint} answered {}",
+                response.status()
+            ));
+        }
+        revoked_any = true;
+    }
+    Ok(revoked_any)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_entry_s_oauth_settings_are_read_and_bad_ones_named() {
+        let settings = SignInSettings::from_entry(Some(&json!({
+            "clientId": "abc", "clientSecret": "s3", "scopes": ["read", "write"],
+            "clientMetadataUrl": "https://example.com/conduit.json"
+        })))
+        .unwrap();
+        assert_eq!(settings.client_id.as_deref(), Some("abc"));
+        assert_eq!(settings.scopes, ["read", "write"]);
+        assert_eq!(
+            SignInSettings::from_entry(Some(&json!({"scopes": "a b"})))
+                .unwrap()
+                .scopes,
+            ["a", "b"]
+        );
+        for (bad, says) in [
+            (json!("yes"), "oauth must be an object"),
+            (json!({"clientSecret": "x"}), "needs oauth.clientId"),
+            (json!({"clientId": 3}), "oauth.clientId must be"),
+            (json!({"clientMetadataUrl": "http://x/y"}), "https://"),
+            (json!({"scope": "x"}), "oauth.scope is not a setting"),
+            (json!({"scopes": ["a b"]}), "without spaces"),
+        ] {
+            let err = SignInSettings::from_entry(Some(&bad)).unwrap_err();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_vault_key_drops_query_and_user_info() {
+        assert_eq!(
+            vault_key("https://u:p@mcp.example.com/mcp?key=1#x"),
+            "mcp-oauth:https://mcp.example.com/mcp"
+        );
+    }
+
+    #[test]
+    fn a_refused_redirect_says_why() {
+        assert_eq!(
+            redirect_error(
+                "http://127.0.0.1:1/callback?error=access_denied&error_description=no+thanks"
+            )
+            .as_deref(),
+            Some("access_denied: no thanks")
+        );
+        assert_eq!(
+            redirect_error("http://127.0.0.1:1/callback?code=1&state=2"),
+            None
+        );
+    }
+
+    #[tokio::test]
+    async fn the_loopback_redirect_answers_the_callback_once_and_ignores_other_paths() {
+        let opened = Arc::new(parking_lot::Mutex::new(Vec::<String>::new()));
+        let seen = opened.clone();
+        let sign_in = BrowserSignIn::new(Arc::new(move |url: &str| {
+            seen.lock().push(url.to_owned());
+            Ok(())
+        }));
+        let redirect = sign_in.prepare().await.unwrap();
+        let uri = redirect.uri();
+        assert!(uri.starts_with("http://127.0.0.1:") && uri.ends_with("/callback"));
+        let browser = {
+            let uri = uri.clone();
+            tokio::spawn(async move {
+                let origin = uri.trim_end_matches("/callback").to_owned();
+                let favicon = reqwest::get(format!("{origin}/favicon.ico")).await.unwrap();
+                assert_eq!(favicon.status(), 404);
+                let page = reqwest::get(format!("{uri}?code=c0de&state=st"))
+                    .await
+                    .unwrap();
+                assert_eq!(page.status(), 200);
+                assert!(page.text().await.unwrap().contains("close this tab"));
+                // The listener is gone after the one redirect.
+                assert!(reqwest::get(format!("{uri}?again=1")).await.is_err());
+            })
+        };
+        let back = redirect
+            .visit("https://auth.example/authorize?x=1")
+            .await
+            .unwrap();
+        assert_eq!(back, format!("{uri}?code=c0de&state=st"));
+        assert_eq!(*opened.lock(), ["https://auth.example/authorize?x=1"]);
+        browser.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_browser_that_never_comes_back_times_out() {
+        let sign_in =
+            BrowserSignIn::new(Arc::new(|_: &str| Ok(()))).with_patience(Duration::from_millis(50));
+        let redirect = sign_in.prepare().await.unwrap();
+        let err = redirect.visit("https://auth.example/a").await.unwrap_err();
+        assert!(matches!(err, SignInError::TimedOut(_)), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_browser_that_cannot_open_is_an_error() {
+        let sign_in = BrowserSignIn::new(Arc::new(|_: &str| Err("no browser".into())));
+        let redirect = sign_in.prepare().await.unwrap();
+        let err = redirect.visit("https://auth.example/a").await.unwrap_err();
+        assert!(err.to_string().contains("no browser"), "{err}");
+    }
+}
