@@ -23,6 +23,7 @@ use conduit_host::mcp_client::config::{Edit, ImportCandidate, TransportKind};
 use conduit_host::mcp_client::elicit::{
     ChoiceOption, Elicitation, ElicitationKind, FieldInput, FormField,
 };
+use conduit_host::mcp_client::oauth::SignedOut;
 use conduit_host::mcp_client::servers::{ServerState, ServerStatus};
 use conduit_host::providers::{LocalProvider, ProviderInput, ProviderSummary};
 use conduit_host::serve_http::ServeHttpStatus;
@@ -115,6 +116,7 @@ fn generate_types(config: &Config) -> String {
         QuestionReply::decl(config),
         ServeSnippets::decl(config),
         ServeHttpStatus::decl(config),
+        SignedOut::decl(config),
     ];
     let mut out = String::from(HEADER);
     out.push_str("\n/** The commands of src-tauri/commands.list. */\nexport type CommandName =");

@@ -13,6 +13,7 @@ use conduit_host::asks::{Question, QuestionReply};
 use conduit_host::core::content::MediaRef;
 use conduit_host::mcp::{ImportFile, ImportPick, McpFile, TextProblem};
 use conduit_host::mcp_client::config::{Edit, ImportCandidate};
+use conduit_host::mcp_client::oauth::SignedOut;
 use conduit_host::providers::{LOCAL_SERVERS, LocalProvider, ProviderInput, ProviderSummary};
 use conduit_host::serve_http::ServeHttpStatus;
 use conduit_host::served::ServeSnippets;
@@ -574,6 +575,50 @@ window_command! {
 pub async fn restart_mcp_server(state: tauri::State<'_, AppState>, server: String) -> Reply<()> {
     state.app.restart_mcp_server(&server).await;
     Ok(())
+}
+}
+
+window_command! {
+/// Signs in to an HTTP server in the system browser: the authorization URL comes on
+/// `on_url`, to be shown in full; resolves once the browser came back and the server
+/// started again. The host finds the URL (from the server's metadata, a web page only).
+#[tauri::command]
+pub async fn mcp_sign_in(
+    state: tauri::State<'_, AppState>,
+    server: String,
+    on_url: Channel<String>,
+) -> Reply<()> {
+    let open: conduit_host::mcp_client::oauth::OpenBrowser =
+        Arc::new(|url: &str| open::that_detached(url).map_err(|e| e.to_string()));
+    let announce = move |url: &str| {
+        if let Err(error) = on_url.send(url.to_owned()) {
+            tracing::debug!(%error, "the window no longer listens to this sign-in");
+        }
+    };
+    state
+        .app
+        .sign_in_mcp(&server, open, &announce)
+        .await
+        .map_err(CommandError::from)
+}
+}
+
+window_command! {
+/// Signs out of a server: its tokens revoked where offered, and forgotten.
+#[tauri::command]
+pub async fn mcp_sign_out(
+    state: tauri::State<'_, AppState>,
+    server: String,
+) -> Reply<SignedOut> {
+    state.app.sign_out_mcp(&server).await.map_err(CommandError::from)
+}
+}
+
+window_command! {
+/// Whether a server's sign-in is stored.
+#[tauri::command]
+pub async fn mcp_signed_in(state: tauri::State<'_, AppState>, server: String) -> Reply<bool> {
+    state.app.mcp_signed_in(&server).await.map_err(CommandError::from)
 }
 }
 

@@ -409,6 +409,39 @@ impl App {
         self.servers().await.restart_server(server).await;
     }
 
+    /// Signs in to an HTTP server in the system browser (`open`); `announce` gets the
+    /// authorization URL to show in full. Resolves once the browser came back and the
+    /// server started again with the tokens.
+    pub async fn sign_in_mcp(
+        &self,
+        server: &str,
+        open: conduit_mcp::oauth::OpenBrowser,
+        announce: &(dyn Fn(&str) + Send + Sync),
+    ) -> Result<(), crate::sign_in::HostSignInError> {
+        let servers = self.servers().await;
+        let authorize = conduit_mcp::oauth::BrowserSignIn::new(open);
+        self.host
+            .sign_in_mcp(&servers, server, &authorize, announce)
+            .await
+    }
+
+    /// Signs out of an HTTP server (see [`Host::sign_out_mcp`]).
+    pub async fn sign_out_mcp(
+        &self,
+        server: &str,
+    ) -> Result<conduit_mcp::oauth::SignedOut, crate::sign_in::HostSignInError> {
+        let servers = self.servers().await;
+        self.host.sign_out_mcp(&servers, server).await
+    }
+
+    /// Whether tokens for `server` are stored.
+    pub async fn mcp_signed_in(
+        &self,
+        server: &str,
+    ) -> Result<bool, crate::sign_in::HostSignInError> {
+        self.host.mcp_signed_in(server).await
+    }
+
     /// Ends every turn and server (the window is closing).
     pub async fn shutdown(&self) {
         for turn in self.turns.lock().values() {

@@ -464,6 +464,8 @@ pub async fn sign_in(
     let mut state = OAuthState::Unauthorized(manager);
     state.start_authorization(request).await?;
     let url = state.get_authorization_url().await?;
+    // The URL comes from the server's metadata: only a web page is opened.
+    check_page_url(&url)?;
     announce(&url);
     let back = redirect.visit(&url).await?;
     if let Some(refusal) = redirect_error(&back) {
@@ -478,6 +480,21 @@ pub async fn sign_in(
         )
         .await?;
     Ok(())
+}
+
+/// Refuses an authorization URL that is not a web page a browser should open: https, or
+/// http on a loopback host.
+fn check_page_url(url: &str) -> Result<(), SignInError> {
+    let parsed = reqwest::Url::parse(url)
+        .map_err(|e| SignInError::Refused(format!("the authorization URL is not a URL: {e}")))?;
+    let loopback = matches!(parsed.host_str(), Some("localhost" | "127.0.0.1" | "[::1]"));
+    match parsed.scheme() {
+        "https" => Ok(()),
+        "http" if loopback => Ok(()),
+        scheme => Err(SignInError::Refused(format!(
+            "the authorization page must be https (or http on this machine), not {scheme}:"
+        ))),
+    }
 }
 
 /// The scopes the stored tokens of `server_url` were granted (none when nothing is
@@ -542,7 +559,8 @@ pub async fn sign_out(
 }
 
 /// What signing out did.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, ts_rs::TS)]
+#[serde(tag = "kind", content = "reason", rename_all = "snake_case")]
 pub enum SignedOut {
     NothingStored,
     /// The authorization server revoked the tokens.
@@ -649,6 +667,26 @@ mod tests {
         ] {
             let err = SignInSettings::from_entry(Some(&bad)).unwrap_err();
             assert!(err.contains(says), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn only_web_pages_are_opened_for_sign_in() {
+        for good in [
+            "https://auth.example/authorize?x=1",
+            "http://127.0.0.1:9/authorize",
+            "http://localhost:9/a",
+        ] {
+            assert!(check_page_url(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "http://auth.example/authorize",
+            "file:///etc/passwd",
+            "javascript:alert(1)",
+            "ms-settings:",
+            "not a url",
+        ] {
+            assert!(check_page_url(bad).is_err(), "{bad}");
         }
     }
 

@@ -34,6 +34,9 @@ export type CommandName =
   | "import_mcp_servers"
   | "mcp_server_tools"
   | "restart_mcp_server"
+  | "mcp_sign_in"
+  | "mcp_sign_out"
+  | "mcp_signed_in"
   | "mcp_serve_snippets"
   | "mcp_http_status"
   | "set_mcp_http"
@@ -377,3 +380,5 @@ error: string | null,
  * The token as the window may see it: masked (copy it with the host's command).
  */
 token: string, };
+
+export type SignedOut = { "kind": "nothing_stored" } | { "kind": "revoked" } | { "kind": "forgotten" } | { "kind": "revocation_failed", "reason": string };

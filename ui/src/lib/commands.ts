@@ -1,7 +1,7 @@
 // Generated from the Rust commands (window_command! in src-tauri) by src-tauri/src/bindings_tests.rs: do not edit.
 // Regenerate with `UPDATE_BINDINGS=1 cargo test --workspace bindings`.
 import { Channel, invoke } from "@tauri-apps/api/core";
-import type { AppInfo, MediaRef, StoredMessage, Conversation, SearchHit, TurnEvent, Started, SendRequest, ProviderSummary, LocalProvider, ProviderInput, McpOverview, Decision, TextProblem, McpFile, Edit, ImportFile, Folder, ImportSource, ImportPick, ImportCandidate, ToolPolicy, ServerTools, Question, QuestionReply, ServeSnippets, ServeHttpStatus } from "./bindings";
+import type { AppInfo, MediaRef, StoredMessage, Conversation, SearchHit, TurnEvent, Started, SendRequest, ProviderSummary, LocalProvider, ProviderInput, McpOverview, Decision, TextProblem, McpFile, Edit, ImportFile, Folder, ImportSource, ImportPick, ImportCandidate, ToolPolicy, ServerTools, Question, QuestionReply, ServeSnippets, ServeHttpStatus, SignedOut } from "./bindings";
 
 /** The app's version and where its data lives. */
 export function appInfo(): Promise<AppInfo> {
@@ -166,6 +166,27 @@ export function mcpServerTools(server: string): Promise<ServerTools> {
 
 export function restartMcpServer(server: string): Promise<void> {
   return invoke<void>("restart_mcp_server", { server });
+}
+
+/**
+ * Signs in to an HTTP server in the system browser: the authorization URL comes on
+ * `on_url`, to be shown in full; resolves once the browser came back and the server
+ * started again. The host finds the URL (from the server's metadata, a web page only).
+ */
+export function mcpSignIn(server: string, onUrl: (message: string) => void): Promise<void> {
+  const onUrlChannel = new Channel<string>();
+  onUrlChannel.onmessage = onUrl;
+  return invoke<void>("mcp_sign_in", { server, onUrl: onUrlChannel });
+}
+
+/** Signs out of a server: its tokens revoked where offered, and forgotten. */
+export function mcpSignOut(server: string): Promise<SignedOut> {
+  return invoke<SignedOut>("mcp_sign_out", { server });
+}
+
+/** Whether a server's sign-in is stored. */
+export function mcpSignedIn(server: string): Promise<boolean> {
+  return invoke<boolean>("mcp_signed_in", { server });
 }
 
 /** How other apps (Claude Desktop, Cursor, VS Code) start Conduit as their MCP server. */

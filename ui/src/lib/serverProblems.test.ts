@@ -3,7 +3,7 @@ import { serverProblems } from "./serverProblems";
 import type { McpOverview } from "./types";
 
 describe("serverProblems", () => {
-  it("names the failed and restarting servers with their reasons, and no others", () => {
+  it("names the failed, restarting and sign-in servers with their reasons, and no others", () => {
     const mcp: McpOverview = {
       configError: null,
       servers: [
@@ -12,11 +12,13 @@ describe("serverProblems", () => {
         { name: "sh", state: "restarting", attempt: 2, reason: "the connection closed", stderr_tail: [] },
         { name: "new", state: "starting" },
         { name: "off", state: "disabled" },
+        { name: "tracker", state: "sign_in_required", reason: "it needs you to sign in", more_scope: false },
       ],
     };
     expect(serverProblems(mcp)).toEqual([
-      { name: "github", failed: true, reason: "it exited (exit status: 1)" },
-      { name: "sh", failed: false, reason: "the connection closed" },
+      { name: "github", kind: "failed", reason: "it exited (exit status: 1)" },
+      { name: "sh", kind: "restarting", reason: "the connection closed" },
+      { name: "tracker", kind: "sign_in", reason: "it needs you to sign in" },
     ]);
   });
 

@@ -3,8 +3,9 @@ import type { McpOverview } from "./types";
 
 export interface ServerProblem {
   name: string;
-  /** Failed for good (its log is in Settings), or restarting (its tools come back). */
-  failed: boolean;
+  /** Failed for good (its log is in Settings), restarting (its tools come back), or
+   * waiting for the user to sign in (in Settings). */
+  kind: "failed" | "restarting" | "sign_in";
   reason: string;
 }
 
@@ -12,7 +13,9 @@ export function serverProblems(mcp: McpOverview | null): ServerProblem[] {
   const problems: ServerProblem[] = [];
   for (const server of mcp?.servers ?? []) {
     if (server.state === "failed" || server.state === "restarting") {
-      problems.push({ name: server.name, failed: server.state === "failed", reason: server.reason });
+      problems.push({ name: server.name, kind: server.state, reason: server.reason });
+    } else if (server.state === "sign_in_required") {
+      problems.push({ name: server.name, kind: "sign_in", reason: server.reason });
     }
   }
   return problems;

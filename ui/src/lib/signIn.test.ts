@@ -1,0 +1,76 @@
+// Sign-in's states without a DOM: a typed fake Api answered by hand.
+import { describe, expect, it, vi, type Mock } from "vitest";
+import { commandError } from "./api";
+import { SignInController, signedOutText, type SignInApi } from "./signIn.svelte";
+
+type FakeApi = { [Name in keyof SignInApi]: Mock<SignInApi[Name]> };
+
+function setup() {
+  const api: FakeApi = {
+    mcpSignIn: vi.fn(),
+    mcpSignOut: vi.fn(),
+    mcpSignedIn: vi.fn(),
+  };
+  return { api, sign: new SignInController(api, "tracker") };
+}
+
+function deferred<T>() {
+  let resolve!: (value: T) => void;
+  let reject!: (error: unknown) => void;
+  const promise = new Promise<T>((done, fail) => ((resolve = done), (reject = fail)));
+  return { promise, resolve, reject };
+}
+
+describe("SignInController", () => {
+  it("shows the authorization URL in full while the browser is out, then signed in", async () => {
+    const { api, sign } = setup();
+    const done = deferred<void>();
+    let sendUrl: (url: string) => void = () => {};
+    api.mcpSignIn.mockImplementation((_server, onUrl) => {
+      sendUrl = onUrl;
+      return done.promise;
+    });
+    const signing = sign.signIn();
+    expect(sign.phase).toBe("waiting");
+    const url = "https://auth.example.com/authorize?client_id=abc&code_challenge=xyz&state=s&resource=https%3A%2F%2Fmcp";
+    sendUrl(url);
+    expect(sign.url).toBe(url);
+    // A second press while waiting starts nothing.
+    await sign.signIn();
+    expect(api.mcpSignIn).toHaveBeenCalledTimes(1);
+    done.resolve();
+    await signing;
+    expect(sign.phase).toBe("signed_in");
+    expect(sign.url).toBeNull();
+    expect(sign.message).toBe("Signed in to tracker.");
+    expect(api.mcpSignIn.mock.calls[0]?.[0]).toBe("tracker");
+  });
+
+  it("a failed sign-in says why and reads the stored state again", async () => {
+    const { api, sign } = setup();
+    api.mcpSignIn.mockRejectedValue(commandError({ message: "the sign-in was not finished within 300s" }));
+    api.mcpSignedIn.mockResolvedValue(false);
+    await sign.signIn();
+    expect(sign.error).toContain("not finished");
+    expect(sign.phase).toBe("signed_out");
+    expect(api.mcpSignedIn).toHaveBeenCalledWith("tracker");
+  });
+
+  it("refresh reads whether a sign-in is stored", async () => {
+    const { api, sign } = setup();
+    api.mcpSignedIn.mockResolvedValue(true);
+    await sign.refresh();
+    expect(sign.phase).toBe("signed_in");
+  });
+
+  it("sign-out says what happened to the tokens", async () => {
+    const { api, sign } = setup();
+    api.mcpSignOut.mockResolvedValue({ kind: "revoked" });
+    await sign.signOut();
+    expect(sign.phase).toBe("signed_out");
+    expect(sign.message).toBe("Signed out of tracker; its tokens were revoked.");
+    expect(signedOutText("x", { kind: "revocation_failed", reason: "503" })).toContain("(503)");
+    expect(signedOutText("x", { kind: "forgotten" })).toContain("no revocation");
+    expect(signedOutText("x", { kind: "nothing_stored" })).toBe("x had no sign-in stored.");
+  });
+});
