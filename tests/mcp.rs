@@ -603,30 +603,8 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// server-everything over streamable HTTP on a free port; killed when dropped.
 async fn everything_over_http() -> (tokio::process::Child, u16) {
-    let port = conduit_e2e::free_port().unwrap();
-    let child = tokio::process::Command::new("node")
-        .arg(npm_server("server-everything").unwrap())
-        .arg("streamableHttp")
-        .env("PORT", port.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .is_err()
-    {
-        assert!(
-            Instant::now() < deadline,
-            "server-everything did not listen on {port}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    (child, port)
+    conduit_e2e::everything_over_http().await.unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,6 +7,7 @@ pub mod desktop;
 pub mod http_gate;
 pub use conduit_testing::llm_server;
 pub mod native_dialog;
+pub mod oauth_server;
 
 use std::path::PathBuf;
 
@@ -82,4 +83,29 @@ pub fn npm_server(package: &str) -> anyhow::Result<PathBuf> {
         );
     }
     Ok(path)
+}
+
+/// server-everything over streamable HTTP on a free port, once it listens (within 20 s);
+/// killed when the child is dropped.
+pub async fn everything_over_http() -> anyhow::Result<(tokio::process::Child, u16)> {
+    let port = free_port()?;
+    let child = tokio::process::Command::new("node")
+        .arg(npm_server("server-everything")?)
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        if std::time::Instant::now() > deadline {
+            anyhow::bail!("server-everything did not listen on {port} within 20 s");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    Ok((child, port))
 }

@@ -707,7 +707,16 @@ impl Connection {
                             inner: StreamableHttpClientTransport::from_config(config),
                             ended: ended.clone(),
                         };
-                        handshake(handler, transport, spec.era, start_timeout).await?
+                        match handshake(handler, transport, spec.era, start_timeout).await {
+                            Ok(service) => service,
+                            // Signing in would not help: the entry's own header is refused.
+                            Err(err) if err.sign_in.is_some() && static_auth => {
+                                return Err(StartError::plain(
+                                    "it refused the Authorization header of its entry".into(),
+                                ));
+                            }
+                            Err(err) => return Err(err),
+                        }
                     }
                 };
                 Ok(Self::ready(

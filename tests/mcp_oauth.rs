@@ -1,0 +1,238 @@
+//! Sign-in (OAuth) from the command line, against a loopback authorization server with
+//! server-everything behind it: a server that needs sign-in says so and how; `conduit
+//! mcp login` registers, sends the browser to the authorization page (a stand-in
+//! `xdg-open` plays the browser and consents), receives the code on its loopback
+//! redirect, and keeps the tokens in the private secrets file only; a later run uses and
+//! refreshes them; `conduit mcp logout` revokes and forgets them.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use conduit_e2e::cli::text;
+use conduit_e2e::oauth_server::{OAuthServer, browser_dir, path_with};
+use serde_json::{Value, json};
+
+fn conduit(home: &Path, browser: &Path, args: &[&str]) -> Output {
+    Command::new(conduit_e2e::binary("conduit").unwrap())
+        .args(args)
+        .env("CONDUIT_HOME", home)
+        .env("CONDUIT_SECRET_STORE", "file")
+        .env("CONDUIT_LOG", "trace")
+        .env("CONDUIT_MCP_START_TIMEOUT", "15")
+        .env("PATH", path_with(browser))
+        .output()
+        .unwrap()
+}
+
+fn state_of(home: &Path, browser: &Path, server: &str) -> Value {
+    let out = conduit(home, browser, &["mcp", "list", "--json"]);
+    let list: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", text(&out.stderr)));
+    list.as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == server)
+        .cloned()
+        .unwrap_or_else(|| panic!("{server} not listed: {list}"))
+}
+
+/// Every file under `dir`, with its text.
+fn files_under(dir: &Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(files_under(&path));
+        } else if let Ok(text) = std::fs::read_to_string(&path) {
+            out.push((path.display().to_string(), text));
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn login_uses_refreshes_and_logout_revokes() {
+    let (_upstream, port) = conduit_e2e::everything_over_http().await.unwrap();
+    // Tokens live 31 s: rmcp refreshes a token with less than 30 s left, so any run
+    // more than a second after the sign-in refreshes first.
+    let auth = OAuthServer::start(&format!("http://127.0.0.1:{port}"), Duration::from_secs(31))
+        .await
+        .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let browser = browser_dir(home.path()).unwrap();
+    let servers = json!({"mcpServers": {"tracker": {"type": "http", "url": auth.mcp_url()}}});
+    let servers_text = serde_json::to_string_pretty(&servers).unwrap();
+    std::fs::write(home.path().join("mcp_servers.json"), &servers_text).unwrap();
+    let (home_path, browser_path) = (home.path().to_owned(), browser.clone());
+    let run = move |args: &'static [&'static str]| {
+        let (home, browser) = (home_path.clone(), browser_path.clone());
+        tokio::task::spawn_blocking(move || conduit(&home, &browser, args))
+    };
+
+    // Before: the server asks for sign-in, and a call says how to give it.
+    let before = run(&["mcp", "list"]).await.unwrap();
+    assert!(
+        text(&before.stdout).contains("run `conduit mcp login tracker`"),
+        "{}",
+        text(&before.stdout)
+    );
+    let (home_path, browser_path) = (home.path().to_owned(), browser.clone());
+    let listed =
+        tokio::task::spawn_blocking(move || state_of(&home_path, &browser_path, "tracker"))
+            .await
+            .unwrap();
+    assert_eq!(listed["state"], "sign_in_required", "{listed}");
+    let call = run(&[
+        "mcp",
+        "call",
+        "tracker",
+        "get-sum",
+        "--args",
+        r#"{"a": 1, "b": 2}"#,
+    ])
+    .await
+    .unwrap();
+    assert!(!call.status.success());
+    assert!(
+        text(&call.stderr).contains("conduit mcp login tracker"),
+        "{}",
+        text(&call.stderr)
+    );
+    assert_eq!(auth.count("register"), 0);
+
+    // Sign in.
+    let login = run(&["mcp", "login", "tracker"]).await.unwrap();
+    assert!(
+        login.status.success(),
+        "{}{}",
+        text(&login.stdout),
+        text(&login.stderr)
+    );
+    assert!(
+        text(&login.stdout).contains("Signed in to tracker: ready"),
+        "{}",
+        text(&login.stdout)
+    );
+    let opened = std::fs::read_to_string(browser.join("opened.txt")).unwrap();
+    let authorization = opened.lines().next().unwrap();
+    assert!(
+        text(&login.stderr).contains(authorization),
+        "the URL is shown in full"
+    );
+    let url = reqwest::Url::parse(authorization).unwrap();
+    let query: std::collections::HashMap<String, String> = url.query_pairs().into_owned().collect();
+    assert_eq!(query["code_challenge_method"], "S256");
+    assert_eq!(query["resource"], auth.mcp_url());
+    assert_eq!(query["scope"], conduit_e2e::oauth_server::SCOPE);
+    assert!(query["redirect_uri"].starts_with("http://127.0.0.1:"));
+    for step in ["register", "authorize", "token:authorization_code"] {
+        assert_eq!(auth.count(step), 1, "{step}: {:?}", auth.log());
+    }
+
+    // The tokens are in the private secrets file, nowhere else: not in the mcpServers
+    // file, not in the logs.
+    let login_text = format!("{}{}", text(&login.stdout), text(&login.stderr));
+    assert!(
+        !login_text.contains("access-"),
+        "a token reached the output"
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.path().join("mcp_servers.json")).unwrap(),
+        servers_text
+    );
+    let holding: Vec<String> = files_under(home.path())
+        .into_iter()
+        .filter(|(_, text)| text.contains("access-"))
+        .map(|(path, _)| path)
+        .collect();
+    assert_eq!(holding.len(), 1, "{holding:?}");
+    assert!(holding[0].ends_with("secrets.json"), "{holding:?}");
+
+    // A later run uses the stored tokens, refreshing them first (they are near expiry).
+    let until = Instant::now() + Duration::from_millis(1500);
+    while Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let sum = run(&[
+        "mcp",
+        "call",
+        "tracker",
+        "get-sum",
+        "--args",
+        r#"{"a": 20, "b": 22}"#,
+        "--json",
+    ])
+    .await
+    .unwrap();
+    assert!(sum.status.success(), "{}", text(&sum.stderr));
+    assert!(text(&sum.stdout).contains("42"), "{}", text(&sum.stdout));
+    assert!(auth.count("token:refresh_token") >= 1, "{:?}", auth.log());
+    assert_eq!(auth.count("authorize"), 1, "no second sign-in");
+
+    // Sign out: revoked at the authorization server and forgotten here.
+    let logout = run(&["mcp", "logout", "tracker"]).await.unwrap();
+    assert!(logout.status.success(), "{}", text(&logout.stderr));
+    assert!(
+        text(&logout.stdout).contains("its tokens were revoked"),
+        "{}",
+        text(&logout.stdout)
+    );
+    assert!(auth.count("revoke:refresh_token") == 1, "{:?}", auth.log());
+    assert!(auth.count("revoke:access_token") == 1, "{:?}", auth.log());
+    assert!(
+        files_under(home.path())
+            .iter()
+            .all(|(_, text)| !text.contains("access-") && !text.contains("mcp-oauth:")),
+        "the tokens were not forgotten"
+    );
+    let (home_path, browser_path) = (home.path().to_owned(), browser.clone());
+    let after = tokio::task::spawn_blocking(move || state_of(&home_path, &browser_path, "tracker"))
+        .await
+        .unwrap();
+    assert_eq!(after["state"], "sign_in_required", "{after}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_with_its_own_authorization_header_is_not_signed_in_to() {
+    let (_upstream, port) = conduit_e2e::everything_over_http().await.unwrap();
+    let auth = OAuthServer::start(&format!("http://127.0.0.1:{port}"), Duration::from_secs(60))
+        .await
+        .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let browser = browser_dir(home.path()).unwrap();
+    let servers = json!({"mcpServers": {"keyed": {
+        "type": "http", "url": auth.mcp_url(), "headers": {"Authorization": "Bearer wrong"}
+    }}});
+    std::fs::write(
+        home.path().join("mcp_servers.json"),
+        serde_json::to_string(&servers).unwrap(),
+    )
+    .unwrap();
+    let (home_path, browser_path) = (home.path().to_owned(), browser.clone());
+    let (state, login) = tokio::task::spawn_blocking(move || {
+        (
+            state_of(&home_path, &browser_path, "keyed"),
+            conduit(&home_path, &browser_path, &["mcp", "login", "keyed"]),
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(state["state"], "failed", "{state}");
+    assert!(
+        state["reason"]
+            .as_str()
+            .unwrap()
+            .contains("refused the Authorization header"),
+        "{state}"
+    );
+    assert!(!login.status.success());
+    assert!(
+        text(&login.stderr).contains("signs in with that"),
+        "{}",
+        text(&login.stderr)
+    );
+    assert_eq!(auth.count("register"), 0);
+}
