@@ -62,7 +62,7 @@ async fn login_uses_refreshes_and_logout_revokes() {
         .await
         .unwrap();
     let home = tempfile::tempdir().unwrap();
-    let browser = browser_dir(home.path()).unwrap();
+    let browser = browser_dir(home.path(), true).unwrap();
     let servers = json!({"mcpServers": {"tracker": {"type": "http", "url": auth.mcp_url()}}});
     let servers_text = serde_json::to_string_pretty(&servers).unwrap();
     std::fs::write(home.path().join("mcp_servers.json"), &servers_text).unwrap();
@@ -202,7 +202,7 @@ async fn a_server_with_its_own_authorization_header_is_not_signed_in_to() {
         .await
         .unwrap();
     let home = tempfile::tempdir().unwrap();
-    let browser = browser_dir(home.path()).unwrap();
+    let browser = browser_dir(home.path(), true).unwrap();
     let servers = json!({"mcpServers": {"keyed": {
         "type": "http", "url": auth.mcp_url(), "headers": {"Authorization": "Bearer wrong"}
     }}});

@@ -459,25 +459,36 @@ async fn mcp(
     builder.body(Body::from_stream(stream)).unwrap_or_default()
 }
 
-/// A directory holding a stand-in `xdg-open` that plays the user's browser: it follows
-/// the authorization page's redirects (consent is given at once) back to Conduit's
-/// loopback listener, and notes each URL it was given in `opened.txt`. Put it first on
-/// `PATH`.
-pub fn browser_dir(root: &std::path::Path) -> anyhow::Result<std::path::PathBuf> {
+/// A directory holding a stand-in `xdg-open` that plays the user's browser: it notes
+/// each URL it was given in `opened.txt` and, once the file `go` exists in the directory
+/// (at once when `go` is true; [`consent`] makes it later, so a test can look at the
+/// waiting state), follows the authorization page's redirects back to Conduit's loopback
+/// listener. Put it first on `PATH`.
+pub fn browser_dir(root: &std::path::Path, go: bool) -> anyhow::Result<std::path::PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let dir = root.join("browser");
     std::fs::create_dir_all(&dir)?;
+    if go {
+        consent(&dir)?;
+    }
     let script = dir.join("xdg-open");
-    let opened = dir.join("opened.txt");
+    let (opened, gate) = (dir.join("opened.txt"), dir.join("go"));
     std::fs::write(
         &script,
         format!(
-            "#!/bin/sh\nprintf '%s\\n' \"$1\" >> '{}'\n(curl -sSL --max-time 20 -o /dev/null \"$1\" >/dev/null 2>&1 &)\nexit 0\n",
-            opened.display()
+            "#!/bin/sh\nprintf '%s\\n' \"$1\" >> '{opened}'\n(\n  n=0\n  while [ ! -e '{gate}' ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n+1)); done\n  curl -sSL --max-time 20 -o /dev/null \"$1\" >/dev/null 2>&1\n) &\nexit 0\n",
+            opened = opened.display(),
+            gate = gate.display()
         ),
     )?;
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))?;
     Ok(dir)
+}
+
+/// Lets the stand-in browser of `dir` go on to the authorization page (the user consents).
+pub fn consent(dir: &std::path::Path) -> anyhow::Result<()> {
+    std::fs::write(dir.join("go"), b"")?;
+    Ok(())
 }
 
 /// `PATH` with `dir` first.

@@ -1,0 +1,209 @@
+//! Sign-in (OAuth) in the real app under Xvfb, against a loopback authorization server
+//! with server-everything behind it: the chat says the server asks for sign-in; Settings
+//! shows "Sign-in needed" and Sign in; the browser (a stand-in `xdg-open` that consents)
+//! is sent to the authorization URL, shown in full while it is out; the server becomes
+//! ready, a model's call of its tool runs on a refreshed token, and Sign out revokes.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::time::{Duration, Instant};
+
+use conduit_e2e::artifacts_dir;
+use conduit_e2e::desktop::Window;
+use conduit_e2e::llm_server::{Dialect, ScriptedCall, ScriptedLlm};
+use conduit_e2e::oauth_server::{OAuthServer, browser_dir, consent, path_with};
+use serde_json::json;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+const ROW: &str = r#"document.querySelector('[aria-label="Server tracker"]')"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sign_in_call_a_tool_on_a_refreshed_token_and_sign_out() {
+    let (_upstream, port) = conduit_e2e::everything_over_http().await.unwrap();
+    // Tokens live 31 s: rmcp refreshes one with less than 30 s left, so a call more than
+    // a second after the sign-in refreshes first.
+    let auth = OAuthServer::start(&format!("http://127.0.0.1:{port}"), Duration::from_secs(31))
+        .await
+        .unwrap();
+    let chat = Dialect::OpenAiChat;
+    let llm = ScriptedLlm::start(vec![
+        chat.turn(
+            &[],
+            &[ScriptedCall::new(
+                "call_1",
+                "tracker__get-sum",
+                json!({"a": 20, "b": 22}),
+            )],
+        ),
+        chat.text(&["The sum is in."]),
+    ])
+    .await
+    .unwrap();
+    llm.answer_models(json!({"object": "list", "data": [{"id": "m", "object": "model"}]}));
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("settings.json"),
+        llm.provider_settings().to_string(),
+    )
+    .unwrap();
+    let servers = json!({"mcpServers": {"tracker": {"type": "http", "url": auth.mcp_url()}}});
+    let servers_text = servers.to_string();
+    std::fs::write(home.path().join("mcp_servers.json"), &servers_text).unwrap();
+    let browser = browser_dir(home.path(), false).unwrap();
+    let path = path_with(&browser);
+    let shots = artifacts_dir("desktop-oauth");
+    let window = Window::start(
+        &[
+            ("CONDUIT_HOME", home.path()),
+            ("CONDUIT_SECRET_STORE", std::path::Path::new("file")),
+            ("PATH", std::path::Path::new(&path)),
+        ],
+        WAIT,
+    )
+    .await;
+    window.model_shown("m").await;
+
+    // The chat says which server asks for sign-in.
+    let problem = window
+        .wait(r#"document.querySelector('[aria-label="MCP server problems"]')?.textContent.replace(/\s+/g, " ")"#)
+        .await;
+    assert!(
+        problem.as_str().unwrap().contains("tracker asks you to sign in"),
+        "{problem}"
+    );
+    window.shot(&shots.join("01-chat-asks-sign-in.png")).await;
+
+    // Settings: "Sign-in needed", and Sign in sends the browser to the authorization page,
+    // whose URL is shown in full while the browser is out.
+    let main = window.session.open_settings_window(WAIT).await.unwrap();
+    window
+        .js(r#"[...document.querySelectorAll('[role="tab"]')].find(t => t.textContent.includes("MCP")).click(); return null;"#)
+        .await;
+    window
+        .wait(&format!(
+            r#"{ROW}?.querySelector('[aria-label="Server state"]')?.textContent === "Sign-in needed""#
+        ))
+        .await;
+    window
+        .js(&format!(
+            r#"[...{ROW}.querySelectorAll('button')].find(b => b.textContent.trim() === "Sign in").click(); return null;"#
+        ))
+        .await;
+    let shown = window
+        .wait(r#"document.querySelector('[aria-label="Authorization URL"]')?.textContent"#)
+        .await;
+    let shown = shown.as_str().unwrap().to_owned();
+    let opened = std::fs::read_to_string(browser.join("opened.txt")).unwrap();
+    assert_eq!(opened.trim(), shown, "the page opened is the one shown, in full");
+    assert!(shown.contains("code_challenge_method=S256"), "{shown}");
+    show_row(&window).await;
+    window.shot(&shots.join("02-waiting-for-browser.png")).await;
+
+    // The user consents in the browser: the server is ready with the granted tokens.
+    consent(&browser).unwrap();
+    window
+        .wait(&format!(
+            r#"{ROW}?.querySelector('[aria-label="Server state"]')?.textContent === "Ready""#
+        ))
+        .await;
+    let signed_in = Instant::now();
+    window
+        .wait(&format!(
+            r#"{ROW}?.textContent.includes("Signed in to tracker.")"#
+        ))
+        .await;
+    show_row(&window).await;
+    window.shot(&shots.join("03-signed-in.png")).await;
+    for step in ["register", "authorize", "token:authorization_code"] {
+        assert_eq!(auth.count(step), 1, "{step}: {:?}", auth.log());
+    }
+    let files: Vec<String> = walk(home.path())
+        .into_iter()
+        .filter(|(_, text)| text.contains("access-"))
+        .map(|(path, _)| path)
+        .collect();
+    assert!(
+        files.len() == 1 && files[0].ends_with("secrets.json"),
+        "tokens only in the private secrets file: {files:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.path().join("mcp_servers.json")).unwrap(),
+        servers_text
+    );
+
+    // A model's call of the server's tool, more than a second later: the token is
+    // refreshed first, and the result reaches the model.
+    window.session.client.switch_to_window(main.clone()).await.unwrap();
+    while signed_in.elapsed() < Duration::from_millis(1500) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    window.send("Add 20 and 22").await;
+    window.tool_state("get-sum", "Waiting for approval").await;
+    window.click_button("Allow once").await;
+    window.answer_contains("The sum is in.").await;
+    let sent = llm.requests().last().unwrap().body.to_string();
+    assert!(sent.contains("42"), "the result reached the model: {sent}");
+    assert!(auth.count("token:refresh_token") >= 1, "{:?}", auth.log());
+    assert_eq!(auth.count("authorize"), 1, "no second sign-in");
+    window.shot(&shots.join("04-tool-called.png")).await;
+
+    // Sign out: revoked and forgotten; the server asks again.
+    let settings = window
+        .session
+        .client
+        .windows()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|h| *h != main)
+        .unwrap();
+    window.session.client.switch_to_window(settings).await.unwrap();
+    window
+        .js(&format!(
+            r#"[...{ROW}.querySelectorAll('button')].find(b => b.textContent.trim() === "Sign out").click(); return null;"#
+        ))
+        .await;
+    window
+        .wait(&format!(
+            r#"{ROW}?.textContent.includes("its tokens were revoked")"#
+        ))
+        .await;
+    window
+        .wait(&format!(
+            r#"{ROW}?.querySelector('[aria-label="Server state"]')?.textContent === "Sign-in needed""#
+        ))
+        .await;
+    assert_eq!(auth.count("revoke:refresh_token"), 1, "{:?}", auth.log());
+    assert_eq!(auth.count("revoke:access_token"), 1, "{:?}", auth.log());
+    assert!(
+        walk(home.path())
+            .iter()
+            .all(|(_, text)| !text.contains("mcp-oauth:")),
+        "the tokens are forgotten"
+    );
+    show_row(&window).await;
+    window.shot(&shots.join("05-signed-out.png")).await;
+    window.session.close().await.unwrap();
+}
+
+/// Scrolls the server's row to the top of the Settings window, for a screenshot.
+async fn show_row(window: &Window) {
+    window
+        .js(&format!(r#"{ROW}.scrollIntoView({{block: "start"}}); return null;"#))
+        .await;
+}
+
+/// Every file under `dir`, with its text.
+fn walk(dir: &std::path::Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else if let Ok(text) = std::fs::read_to_string(&path) {
+            out.push((path.display().to_string(), text));
+        }
+    }
+    out
+}
