@@ -69,7 +69,10 @@ async fn sign_in_call_a_tool_on_a_refreshed_token_and_sign_out() {
         .wait(r#"document.querySelector('[aria-label="MCP server problems"]')?.textContent.replace(/\s+/g, " ")"#)
         .await;
     assert!(
-        problem.as_str().unwrap().contains("tracker asks you to sign in"),
+        problem
+            .as_str()
+            .unwrap()
+            .contains("tracker asks you to sign in"),
         "{problem}"
     );
     window.shot(&shots.join("01-chat-asks-sign-in.png")).await;
@@ -95,7 +98,11 @@ async fn sign_in_call_a_tool_on_a_refreshed_token_and_sign_out() {
         .await;
     let shown = shown.as_str().unwrap().to_owned();
     let opened = std::fs::read_to_string(browser.join("opened.txt")).unwrap();
-    assert_eq!(opened.trim(), shown, "the page opened is the one shown, in full");
+    assert_eq!(
+        opened.trim(),
+        shown,
+        "the page opened is the one shown, in full"
+    );
     assert!(shown.contains("code_challenge_method=S256"), "{shown}");
     show_row(&window).await;
     window.shot(&shots.join("02-waiting-for-browser.png")).await;
@@ -134,7 +141,12 @@ async fn sign_in_call_a_tool_on_a_refreshed_token_and_sign_out() {
 
     // A model's call of the server's tool, more than a second later: the token is
     // refreshed first, and the result reaches the model.
-    window.session.client.switch_to_window(main.clone()).await.unwrap();
+    window
+        .session
+        .client
+        .switch_to_window(main.clone())
+        .await
+        .unwrap();
     while signed_in.elapsed() < Duration::from_millis(1500) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -158,7 +170,12 @@ async fn sign_in_call_a_tool_on_a_refreshed_token_and_sign_out() {
         .into_iter()
         .find(|h| *h != main)
         .unwrap();
-    window.session.client.switch_to_window(settings).await.unwrap();
+    window
+        .session
+        .client
+        .switch_to_window(settings)
+        .await
+        .unwrap();
     window
         .js(&format!(
             r#"[...{ROW}.querySelectorAll('button')].find(b => b.textContent.trim() === "Sign out").click(); return null;"#
@@ -190,7 +207,9 @@ async fn sign_in_call_a_tool_on_a_refreshed_token_and_sign_out() {
 /// Scrolls the server's row to the top of the Settings window, for a screenshot.
 async fn show_row(window: &Window) {
     window
-        .js(&format!(r#"{ROW}.scrollIntoView({{block: "start"}}); return null;"#))
+        .js(&format!(
+            r#"{ROW}.scrollIntoView({{block: "start"}}); return null;"#
+        ))
         .await;
 }
 

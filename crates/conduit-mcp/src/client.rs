@@ -510,6 +510,8 @@ pub struct Connection {
     pub details: ServerDetails,
     call_timeout: Duration,
     secrets: Redactor,
+    /// How long the last tool listing may be treated as fresh (its cache hint).
+    tools_fresh_for: Mutex<Option<Duration>>,
 }
 
 impl Connection {
@@ -776,6 +778,7 @@ impl Connection {
             details,
             call_timeout: session.call_timeout,
             secrets: session.secrets,
+            tools_fresh_for: Mutex::new(None),
         }
     }
 
@@ -808,11 +811,46 @@ impl Connection {
         self.shared.tools_changed.notified().await;
     }
 
+    /// Makes the next [`Connection::tools_changed`] resolve at once: the list is stale.
+    pub fn mark_tools_changed(&self) {
+        self.shared.tools_changed.notify_one();
+    }
+
+    /// Every tool, page by page; the shortest `ttlMs` cache hint of the pages (SEP-2549)
+    /// says when the list is to be asked for again (see [`Connection::tools_fresh_for`]).
     pub async fn tools(&self) -> Result<Vec<Tool>, McpError> {
         if !self.details.tools {
             return Ok(Vec::new());
         }
-        self.peer.list_all_tools().await.map_err(|e| self.hide(e))
+        let mut tools = Vec::new();
+        let mut cursor = None;
+        let mut fresh_ms: Option<u64> = None;
+        loop {
+            let page = self
+                .peer
+                .list_tools(Some(
+                    rmcp::model::PaginatedRequestParams::default().with_cursor(cursor),
+                ))
+                .await
+                .map_err(|e| self.hide(e))?;
+            tools.extend(page.tools);
+            if let Some(ttl) = page.ttl_ms {
+                fresh_ms = Some(fresh_ms.map_or(ttl, |shortest| shortest.min(ttl)));
+            }
+            cursor = page.next_cursor;
+            if cursor.is_none() {
+                break;
+            }
+        }
+        *self.tools_fresh_for.lock() = fresh_ms.map(Duration::from_millis);
+        Ok(tools)
+    }
+
+    /// How long the last tool listing may be treated as fresh: the server's cache hint
+    /// (`ttlMs`); `None` when it gave none (then only a change notification makes Conduit
+    /// list again).
+    pub fn tools_fresh_for(&self) -> Option<Duration> {
+        *self.tools_fresh_for.lock()
     }
 
     pub async fn resources(&self) -> Result<Vec<Resource>, McpError> {

@@ -61,7 +61,18 @@ pub struct RuntimeOptions {
     pub asker: Option<Arc<dyn Asker>>,
     /// Where HTTP servers' sign-in tokens are kept; without it, none signs in.
     pub tokens: Option<Arc<dyn TokenVault>>,
+    /// The shortest time a tool list with a cache hint is kept before it is listed
+    /// again ([`MIN_RELIST`] unless a test says otherwise).
+    pub min_relist: Duration,
 }
+
+/// The shortest time a tool list with a cache hint is kept before Conduit lists again: a
+/// hint of 0 ("do not cache", rmcp's default for 2026 servers) means once a minute, not
+/// continuously.
+pub const MIN_RELIST: Duration = Duration::from_secs(60);
+/// rmcp's peer keeps each page for its `ttlMs` (and drops it on a list change): listing
+/// again this long after the hint runs out reaches the server.
+const RELIST_MARGIN: Duration = Duration::from_millis(500);
 
 impl RuntimeOptions {
     /// The servers of `file`, none of Conduit's own.
@@ -72,6 +83,7 @@ impl RuntimeOptions {
             in_process: Vec::new(),
             asker: None,
             tokens: None,
+            min_relist: MIN_RELIST,
         }
     }
 
@@ -538,17 +550,29 @@ async fn supervise(
 }
 
 /// Follows a ready server until it ends: lists its tools again each time it says they
-/// changed. Returns why it ended and its stderr tail, or `None` when it was stopped.
+/// changed, and when the last list's cache hint (`ttlMs`) runs out. Returns why it ended
+/// and its stderr tail, or `None` when it was stopped.
 async fn follow(
     inner: &Weak<Inner>,
     name: &str,
     stop: &CancellationToken,
     connection: &Connection,
 ) -> Option<(String, Vec<String>)> {
+    let min_relist = inner.upgrade()?.options.min_relist;
     loop {
+        let stale = async {
+            match connection.tools_fresh_for() {
+                Some(fresh) => tokio::time::sleep(fresh.max(min_relist) + RELIST_MARGIN).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             () = stop.cancelled() => return None,
             () = connection.ended() => break,
+            () = stale => {
+                tracing::debug!(server = %name, "the tool list's cache hint ran out; listing again");
+                connection.mark_tools_changed();
+            }
             () = connection.tools_changed() => {
                 // A server that never answers must not hold its supervisor (and with it
                 // every later change of the file, and the app's exit).
@@ -625,4 +649,120 @@ fn watch_file(
         }
     });
     Ok(debouncer)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use rmcp::ServiceExt;
+    use rmcp::model::{ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig};
+    use rmcp::service::RequestContext;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A server whose tool list carries a cache hint, counting how often it is asked.
+    #[derive(Clone)]
+    struct HintedServer {
+        ttl_ms: Option<u64>,
+        listed: Arc<AtomicUsize>,
+    }
+
+    impl rmcp::ServerHandler for HintedServer {
+        fn get_info(&self) -> ServerConfig {
+            ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        }
+
+        async fn list_tools(
+            &self,
+            _request: Option<PaginatedRequestParams>,
+            _context: RequestContext<rmcp::RoleServer>,
+        ) -> Result<ListToolsResult, rmcp::ErrorData> {
+            let n = self.listed.fetch_add(1, Ordering::SeqCst);
+            let tool = rmcp::model::Tool::new(
+                format!("tool_{n}"),
+                "a tool",
+                Arc::new(serde_json::Map::from_iter([(
+                    "type".to_owned(),
+                    serde_json::Value::from("object"),
+                )])),
+            );
+            let result = ListToolsResult::with_all_items(vec![tool]);
+            Ok(match self.ttl_ms {
+                Some(ttl) => result.with_ttl_ms(ttl),
+                None => result,
+            })
+        }
+    }
+
+    impl InProcessServer for HintedServer {
+        fn serve(
+            &self,
+            transport: tokio::io::DuplexStream,
+        ) -> futures::future::BoxFuture<'static, ()> {
+            let server = self.clone();
+            Box::pin(async move {
+                if let Ok(running) = server.serve(transport).await {
+                    let _ = running.waiting().await;
+                }
+            })
+        }
+    }
+
+    async fn runtime_with(
+        ttl_ms: Option<u64>,
+        min_relist: Duration,
+    ) -> (McpRuntime, Arc<AtomicUsize>, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("mcp.json");
+        std::fs::write(&file, r#"{"mcpServers": {}}"#).unwrap();
+        let listed = Arc::new(AtomicUsize::new(0));
+        let server = HintedServer {
+            ttl_ms,
+            listed: listed.clone(),
+        };
+        let mut options = RuntimeOptions::new(&file, Duration::from_secs(30))
+            .with_in_process("hinted", Arc::new(server));
+        options.min_relist = min_relist;
+        (McpRuntime::start(options).await.unwrap(), listed, dir)
+    }
+
+    async fn tool_names(runtime: &McpRuntime) -> Vec<String> {
+        runtime
+            .server_tools("hinted")
+            .unwrap_or_default()
+            .into_iter()
+            .map(|t| t.name)
+            .collect()
+    }
+
+    // Real time: rmcp's own cache of the list ages on the real clock.
+    #[tokio::test]
+    async fn a_tool_list_is_asked_for_again_when_its_cache_hint_runs_out() {
+        let (runtime, listed, _dir) = runtime_with(Some(1_500), Duration::from_millis(100)).await;
+        assert_eq!(listed.load(Ordering::SeqCst), 1);
+        assert_eq!(tool_names(&runtime).await, ["tool_0"]);
+        // Still fresh: not asked again.
+        tokio::time::sleep(Duration::from_millis(1_200)).await;
+        assert_eq!(listed.load(Ordering::SeqCst), 1);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while tool_names(&runtime).await != ["tool_1"] && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(
+            tool_names(&runtime).await,
+            ["tool_1"],
+            "asked {} times",
+            listed.load(Ordering::SeqCst)
+        );
+        runtime.shutdown().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_zero_hint_is_asked_for_again_once_a_minute_not_continuously() {
+        let (runtime, listed, _dir) = runtime_with(Some(0), MIN_RELIST).await;
+        tokio::time::sleep(MIN_RELIST * 3 + Duration::from_secs(4)).await;
+        let asked = listed.load(Ordering::SeqCst);
+        assert_eq!(asked, 4, "the first listing and one a minute");
+        runtime.shutdown().await;
+    }
 }
