@@ -226,3 +226,93 @@ fn walk(dir: &std::path::Path) -> Vec<(String, String)> {
     }
     out
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_id_is_asked_for_when_the_server_lets_nobody_register() {
+    let (_upstream, port) = conduit_e2e::everything_over_http().await.unwrap();
+    let auth = OAuthServer::without_registration(
+        &format!("http://127.0.0.1:{port}"),
+        Duration::from_secs(60),
+    )
+    .await
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("mcp_servers.json"),
+        json!({"mcpServers": {"tracker": {"type": "http", "url": auth.mcp_url()}}}).to_string(),
+    )
+    .unwrap();
+    let browser = browser_dir(home.path(), true).unwrap();
+    let path = path_with(&browser);
+    let shots = artifacts_dir("desktop-oauth");
+    let window = Window::start(
+        &[
+            ("CONDUIT_HOME", home.path()),
+            ("CONDUIT_SECRET_STORE", std::path::Path::new("file")),
+            ("PATH", std::path::Path::new(&path)),
+        ],
+        WAIT,
+    )
+    .await;
+    window.session.open_settings_window(WAIT).await.unwrap();
+    window
+        .js(r#"[...document.querySelectorAll('[role="tab"]')].find(t => t.textContent.includes("MCP")).click(); return null;"#)
+        .await;
+    window
+        .wait(&format!(
+            r#"{ROW}?.querySelector('[aria-label="Server state"]')?.textContent === "Sign-in needed""#
+        ))
+        .await;
+    window
+        .js(&format!(
+            r#"[...{ROW}.querySelectorAll('button')].find(b => b.textContent.trim() === "Sign in").click(); return null;"#
+        ))
+        .await;
+    window
+        .wait(&format!(
+            r#"{ROW}?.querySelector('input[aria-label="Client id"]')"#
+        ))
+        .await;
+    let said = window
+        .js(&format!(
+            r#"return {ROW}.querySelector('[role="alert"]').textContent;"#
+        ))
+        .await;
+    assert!(said.as_str().unwrap().contains("client id"), "{said}");
+    assert!(
+        !browser.join("opened.txt").exists(),
+        "no browser without a client"
+    );
+    window
+        .session
+        .client
+        .find(fantoccini::Locator::Css(r#"input[aria-label="Client id"]"#))
+        .await
+        .unwrap()
+        .send_keys(conduit_e2e::oauth_server::PREREGISTERED_CLIENT)
+        .await
+        .unwrap();
+    show_row(&window).await;
+    window.shot(&shots.join("06-client-id-asked.png")).await;
+    window
+        .js(&format!(
+            r#"[...{ROW}.querySelectorAll('button')].find(b => b.textContent.trim() === "Save and sign in").click(); return null;"#
+        ))
+        .await;
+    window
+        .wait(&format!(
+            r#"{ROW}?.querySelector('[aria-label="Server state"]')?.textContent === "Ready""#
+        ))
+        .await;
+    let file = std::fs::read_to_string(home.path().join("mcp_servers.json")).unwrap();
+    let file: serde_json::Value = serde_json::from_str(&file).unwrap();
+    assert_eq!(
+        file["mcpServers"]["tracker"]["oauth"]["clientId"],
+        conduit_e2e::oauth_server::PREREGISTERED_CLIENT
+    );
+    assert_eq!(auth.count("register"), 0);
+    assert_eq!(auth.count("token:authorization_code"), 1);
+    show_row(&window).await;
+    window.shot(&shots.join("07-client-id-signed-in.png")).await;
+    window.session.close().await.unwrap();
+}

@@ -236,3 +236,57 @@ async fn a_server_with_its_own_authorization_header_is_not_signed_in_to() {
     );
     assert_eq!(auth.count("register"), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_registration_the_user_is_asked_for_a_client_id_and_a_given_one_signs_in() {
+    let (_upstream, port) = conduit_e2e::everything_over_http().await.unwrap();
+    let auth = OAuthServer::without_registration(
+        &format!("http://127.0.0.1:{port}"),
+        Duration::from_secs(60),
+    )
+    .await
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let browser = browser_dir(home.path(), true).unwrap();
+    let write = |entry: Value| {
+        std::fs::write(
+            home.path().join("mcp_servers.json"),
+            json!({"mcpServers": {"tracker": entry}}).to_string(),
+        )
+        .unwrap();
+    };
+    write(json!({"type": "http", "url": auth.mcp_url()}));
+    let (home_path, browser_path) = (home.path().to_owned(), browser.clone());
+    let refused = tokio::task::spawn_blocking(move || {
+        conduit(&home_path, &browser_path, &["mcp", "login", "tracker"])
+    })
+    .await
+    .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused.stderr).contains(r#"put a client id it gave you in the entry's "oauth""#),
+        "{}",
+        text(&refused.stderr)
+    );
+    assert!(
+        !browser.join("opened.txt").exists(),
+        "no browser without a client"
+    );
+
+    write(json!({"type": "http", "url": auth.mcp_url(),
+        "oauth": {"clientId": conduit_e2e::oauth_server::PREREGISTERED_CLIENT}}));
+    let (home_path, browser_path) = (home.path().to_owned(), browser.clone());
+    let login = tokio::task::spawn_blocking(move || {
+        conduit(&home_path, &browser_path, &["mcp", "login", "tracker"])
+    })
+    .await
+    .unwrap();
+    assert!(
+        text(&login.stdout).contains("Signed in to tracker: ready"),
+        "{}{}",
+        text(&login.stdout),
+        text(&login.stderr)
+    );
+    assert_eq!(auth.count("register"), 0);
+    assert_eq!(auth.count("token:authorization_code"), 1);
+}

@@ -599,7 +599,7 @@ pub async fn mcp_sign_in(
         .app
         .sign_in_mcp(&server, open, &announce)
         .await
-        .map_err(CommandError::from)
+        .map_err(|error| CommandError::from_sign_in(&error))
 }
 }
 

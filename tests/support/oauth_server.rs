@@ -25,6 +25,8 @@ use sha2::Digest;
 
 /// The scope the server asks for.
 pub const SCOPE: &str = "mcp:tools";
+/// The client id registered beforehand with a server that offers no registration.
+pub const PREREGISTERED_CLIENT: &str = "conduit-preregistered";
 
 struct Code {
     client_id: String,
@@ -46,6 +48,8 @@ struct AuthState {
     origin: String,
     upstream: String,
     token_lifetime: Duration,
+    /// Whether clients may register themselves (RFC 7591).
+    registration: bool,
     client: reqwest::Client,
     issued: Mutex<Issued>,
     log: Mutex<Vec<String>>,
@@ -80,12 +84,30 @@ impl OAuthServer {
     /// Serves on a loopback port, `/mcp` forwarding to `upstream` (e.g.
     /// `http://127.0.0.1:3001`) for valid tokens, which live `token_lifetime`.
     pub async fn start(upstream: &str, token_lifetime: Duration) -> anyhow::Result<Self> {
+        Self::start_with(upstream, token_lifetime, true).await
+    }
+
+    /// As [`OAuthServer::start`], but without dynamic registration: only the client
+    /// [`PREREGISTERED_CLIENT`] (any loopback redirect) is known.
+    pub async fn without_registration(
+        upstream: &str,
+        token_lifetime: Duration,
+    ) -> anyhow::Result<Self> {
+        Self::start_with(upstream, token_lifetime, false).await
+    }
+
+    async fn start_with(
+        upstream: &str,
+        token_lifetime: Duration,
+        registration: bool,
+    ) -> anyhow::Result<Self> {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
         let addr = listener.local_addr()?;
         let state = Arc::new(AuthState {
             origin: format!("http://127.0.0.1:{}", addr.port()),
             upstream: upstream.trim_end_matches('/').to_owned(),
             token_lifetime,
+            registration,
             client: reqwest::Client::new(),
             issued: Mutex::new(Issued::default()),
             log: Mutex::new(Vec::new()),
@@ -156,7 +178,7 @@ async fn resource_metadata(State(state): State<Arc<AuthState>>) -> Response {
 
 async fn server_metadata(State(state): State<Arc<AuthState>>) -> Response {
     let origin = &state.origin;
-    axum::Json(json!({
+    let mut metadata = json!({
         "issuer": origin,
         "authorization_endpoint": format!("{origin}/authorize"),
         "token_endpoint": format!("{origin}/token"),
@@ -168,8 +190,13 @@ async fn server_metadata(State(state): State<Arc<AuthState>>) -> Response {
         "token_endpoint_auth_methods_supported": ["none"],
         "scopes_supported": [SCOPE],
         "authorization_response_iss_parameter_supported": true,
-    }))
-    .into_response()
+    });
+    if !state.registration
+        && let Some(fields) = metadata.as_object_mut()
+    {
+        fields.remove("registration_endpoint");
+    }
+    axum::Json(metadata).into_response()
 }
 
 fn oauth_error(status: StatusCode, error: &str, description: &str) -> Response {
@@ -181,6 +208,9 @@ fn oauth_error(status: StatusCode, error: &str, description: &str) -> Response {
 }
 
 async fn register(State(state): State<Arc<AuthState>>, body: Bytes) -> Response {
+    if !state.registration {
+        return StatusCode::NOT_FOUND.into_response();
+    }
     let Ok(request) = serde_json::from_slice::<Value>(&body) else {
         return oauth_error(
             StatusCode::BAD_REQUEST,
@@ -235,13 +265,15 @@ async fn authorize(
 ) -> Response {
     let field = |name: &str| query.get(name).cloned().unwrap_or_default();
     let (client_id, redirect_uri) = (field("client_id"), field("redirect_uri"));
-    let known = state
-        .issued
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clients
-        .get(&client_id)
-        .is_some_and(|uris| uris.contains(&redirect_uri));
+    let loopback = redirect_uri.starts_with("http://127.0.0.1:");
+    let known = (client_id == PREREGISTERED_CLIENT && loopback)
+        || state
+            .issued
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clients
+            .get(&client_id)
+            .is_some_and(|uris| uris.contains(&redirect_uri));
     if !known {
         return oauth_error(
             StatusCode::BAD_REQUEST,

@@ -26,6 +26,8 @@ pub struct CommandError {
 pub enum ErrorAction {
     /// The fix is in Settings (no key, a rejected key, no model).
     OpenSettings,
+    /// A sign-in needs a client id the user got from the server's provider.
+    EnterClientId,
 }
 
 /// Any error becomes its message with its sources; one whose text its parent already
@@ -57,6 +59,19 @@ impl CommandError {
         Self {
             message: message.into(),
             action: None,
+        }
+    }
+
+    /// A sign-in that could not start: one that needs a client id offers to take it.
+    pub fn from_sign_in(error: &crate::sign_in::HostSignInError) -> Self {
+        let needs_client = matches!(
+            error,
+            crate::sign_in::HostSignInError::SignIn { source, .. }
+                if matches!(**source, conduit_mcp::oauth::SignInError::NeedsClientId)
+        );
+        Self {
+            message: chain(error),
+            action: needs_client.then_some(ErrorAction::EnterClientId),
         }
     }
 

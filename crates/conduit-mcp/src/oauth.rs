@@ -122,9 +122,10 @@ pub enum SignInError {
 impl From<AuthError> for SignInError {
     fn from(err: AuthError) -> Self {
         match err {
+            // rmcp's words when the server offers neither registration nor a metadata
+            // document Conduit could use.
             AuthError::RegistrationFailed(reason)
-                if reason.contains("registration_endpoint")
-                    || reason.contains("does not support") =>
+                if reason.contains("registration not supported") =>
             {
                 tracing::info!(%reason, "no way to register with the authorization server");
                 SignInError::NeedsClientId

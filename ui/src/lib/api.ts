@@ -21,7 +21,7 @@ export function mediaUrl(media: MediaRef, thumbnail: boolean | number = false): 
     : `media://localhost/${path}`;
 }
 
-const ACTIONS: readonly ErrorAction[] = ["open_settings"];
+const ACTIONS: readonly ErrorAction[] = ["open_settings", "enter_client_id"];
 
 /**
  * What a command rejected with, as the typed error every command rejects with (a

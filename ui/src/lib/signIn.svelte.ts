@@ -2,11 +2,11 @@
 // stored, a sign-in under way (the authorization URL shown in full while the browser is
 // out), and what signing out did.
 import type * as Api from "./api";
-import { errorMessage } from "./api";
+import { commandError, errorMessage } from "./api";
 import type { SignedOut } from "./types";
 
 /** The commands sign-in uses, typed by api.ts (tests give typed mocks). */
-export type SignInApi = Pick<typeof Api, "mcpSignIn" | "mcpSignOut" | "mcpSignedIn">;
+export type SignInApi = Pick<typeof Api, "mcpSignIn" | "mcpSignOut" | "mcpSignedIn" | "mcpFile" | "editMcpFile">;
 
 export type SignInPhase = "unknown" | "signed_out" | "waiting" | "signed_in";
 
@@ -30,6 +30,9 @@ export class SignInController {
   url = $state<string | null>(null);
   message = $state<string | null>(null);
   error = $state<string | null>(null);
+  /** The server's authorization server lets Conduit neither register nor use a metadata
+   * document: the user gives the client id its provider issued. */
+  needsClientId = $state(false);
 
   constructor(
     private readonly api: SignInApi,
@@ -61,11 +64,37 @@ export class SignInController {
       this.message = `Signed in to ${this.server}.`;
     } catch (e) {
       this.error = errorMessage(e);
+      this.needsClientId = commandError(e).action === "enter_client_id";
       this.phase = "signed_out";
       void this.refresh();
     } finally {
       this.url = null;
     }
+  }
+
+  /** Writes `clientId` into the entry's `oauth` (the file keeps it) and signs in with it. */
+  async saveClientId(clientId: string): Promise<void> {
+    const id = clientId.trim();
+    if (id === "") {
+      this.error = "Type the client id the server's provider gave you.";
+      return;
+    }
+    try {
+      const file = await this.api.mcpFile();
+      const server = file.servers.find((s) => s.name === this.server);
+      if (!server) throw new Error(`${this.server} is no longer in the file`);
+      const oauth = typeof server.entry.oauth === "object" && server.entry.oauth !== null ? server.entry.oauth : {};
+      await this.api.editMcpFile(file.version, {
+        kind: "update",
+        name: this.server,
+        entry: { ...server.entry, oauth: { ...oauth, clientId: id } },
+      });
+    } catch (e) {
+      this.error = errorMessage(e);
+      return;
+    }
+    this.needsClientId = false;
+    await this.signIn();
   }
 
   async signOut(): Promise<void> {

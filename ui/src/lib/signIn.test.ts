@@ -10,6 +10,8 @@ function setup() {
     mcpSignIn: vi.fn(),
     mcpSignOut: vi.fn(),
     mcpSignedIn: vi.fn(),
+    mcpFile: vi.fn(),
+    editMcpFile: vi.fn(),
   };
   return { api, sign: new SignInController(api, "tracker") };
 }
@@ -72,5 +74,45 @@ describe("SignInController", () => {
     expect(signedOutText("x", { kind: "revocation_failed", reason: "503" })).toContain("(503)");
     expect(signedOutText("x", { kind: "forgotten" })).toContain("no revocation");
     expect(signedOutText("x", { kind: "nothing_stored" })).toBe("x had no sign-in stored.");
+  });
+
+  it("asks for a client id when the server lets nobody register, keeps it in the entry and signs in", async () => {
+    const { api, sign } = setup();
+    api.mcpSignIn.mockRejectedValueOnce(
+      commandError({ message: "put a client id it gave you in the entry", action: "enter_client_id" }),
+    );
+    api.mcpSignedIn.mockResolvedValue(false);
+    await sign.signIn();
+    expect(sign.needsClientId).toBe(true);
+
+    await sign.saveClientId("   ");
+    expect(sign.error).toContain("Type the client id");
+    expect(api.editMcpFile).not.toHaveBeenCalled();
+
+    api.mcpFile.mockResolvedValue({
+      path: "/x/mcp.json",
+      text: "",
+      version: "v1",
+      problem: null,
+      servers: [
+        {
+          name: "tracker",
+          disabled: false,
+          transport: "http",
+          problem: null,
+          entry: { type: "http", url: "https://mcp.example.com/mcp", oauth: { scopes: ["read"] } },
+        },
+      ],
+    });
+    api.editMcpFile.mockResolvedValue({ path: "/x/mcp.json", text: "", version: "v2", problem: null, servers: [] });
+    api.mcpSignIn.mockResolvedValueOnce(undefined);
+    await sign.saveClientId(" abc-123 ");
+    expect(api.editMcpFile).toHaveBeenCalledWith("v1", {
+      kind: "update",
+      name: "tracker",
+      entry: { type: "http", url: "https://mcp.example.com/mcp", oauth: { scopes: ["read"], clientId: "abc-123" } },
+    });
+    expect(sign.needsClientId).toBe(false);
+    expect(sign.phase).toBe("signed_in");
   });
 });
