@@ -30,6 +30,7 @@ use conduit_host::serve_http::ServeHttpStatus;
 use conduit_host::served::ServeSnippets;
 use conduit_host::settings::ToolPolicy;
 use conduit_host::store::{Conversation, MessageStatus, SearchHit, StoredMessage};
+use conduit_host::toolset::{ServerChoice, ToolChoice, ToolChoices, ToolKey, Toolset};
 use conduit_host::{AppInfo, Paths};
 use ts_rs::{Config, TS};
 
@@ -117,6 +118,11 @@ fn generate_types(config: &Config) -> String {
         ServeSnippets::decl(config),
         ServeHttpStatus::decl(config),
         SignedOut::decl(config),
+        ToolKey::decl(config),
+        Toolset::decl(config),
+        ToolChoice::decl(config),
+        ServerChoice::decl(config),
+        ToolChoices::decl(config),
     ];
     let mut out = String::from(HEADER);
     out.push_str("\n/** The commands of src-tauri/commands.list. */\nexport type CommandName =");

@@ -19,6 +19,7 @@ use conduit_host::serve_http::ServeHttpStatus;
 use conduit_host::served::ServeSnippets;
 use conduit_host::settings::ToolPolicy;
 use conduit_host::store::{Conversation, SearchHit, StoredMessage};
+use conduit_host::toolset::{ToolChoices, Toolset};
 use conduit_host::{AppInfo, Host};
 use tauri::Emitter;
 use tauri::ipc::{Channel, InvokeBody, Request};
@@ -171,6 +172,38 @@ pub async fn send_message(
         }
     });
     state.app.send(request, sink)
+}
+}
+
+window_command! {
+/// What a toolset offers among the ready servers' tools: `toolset` as the window holds it
+/// for a new chat, else the conversation's own.
+#[tauri::command]
+pub async fn tool_choices(
+    state: tauri::State<'_, AppState>,
+    conversation: Option<String>,
+    toolset: Option<Toolset>,
+) -> Reply<ToolChoices> {
+    state
+        .app
+        .tool_choices(conversation, toolset)
+        .await
+        .map_err(CommandError::from)
+}
+}
+
+window_command! {
+/// Keeps the tools a saved conversation may use.
+#[tauri::command(async)]
+pub fn set_conversation_toolset(
+    state: tauri::State<'_, AppState>,
+    conversation: String,
+    toolset: Toolset,
+) -> Reply<()> {
+    state
+        .app
+        .set_conversation_toolset(&conversation, &toolset)
+        .map_err(CommandError::from)
 }
 }
 

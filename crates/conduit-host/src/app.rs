@@ -36,6 +36,11 @@ pub struct SendRequest {
     pub provider: String,
     /// `None` uses the provider's default model.
     pub model: Option<String>,
+    /// For a new conversation: the tools it may use (kept with it). A continued
+    /// conversation keeps its own; this is then ignored.
+    #[serde(default)]
+    #[ts(optional)]
+    pub toolset: Option<crate::toolset::Toolset>,
 }
 
 /// A turn that started: where it is saved, and its id for stop and approval answers.
@@ -118,6 +123,8 @@ pub enum AppError {
     EmptyMessage,
     #[error("the attached image {0} is not in the media store; attach it again")]
     UnknownAttachment(String),
+    #[error(transparent)]
+    Toolset(#[from] crate::toolset::ToolsetError),
 }
 
 impl App {
@@ -245,7 +252,14 @@ impl App {
                 store.conversation(&id)?;
                 id
             }
-            None => store.create_conversation(Some(&request.provider), request.model.as_deref())?,
+            None => {
+                let id =
+                    store.create_conversation(Some(&request.provider), request.model.as_deref())?;
+                if let Some(toolset) = &request.toolset {
+                    self.host.set_conversation_toolset(&id, toolset)?;
+                }
+                id
+            }
         };
         let turn = uuid::Uuid::now_v7().to_string();
         let cancel = CancellationToken::new();
@@ -409,6 +423,32 @@ impl App {
         self.servers().await.restart_server(server).await;
     }
 
+    /// What a toolset offers among the ready servers' tools: `toolset`, else the
+    /// conversation's own (every enabled tool for a new chat).
+    pub async fn tool_choices(
+        &self,
+        conversation: Option<String>,
+        toolset: Option<crate::toolset::Toolset>,
+    ) -> Result<crate::toolset::ToolChoices, AppError> {
+        let toolset = match (toolset, conversation) {
+            (Some(toolset), _) => toolset,
+            (None, Some(id)) => self.host.conversation_toolset(&id)?,
+            (None, None) => crate::toolset::Toolset::default(),
+        };
+        let servers = self.servers().await;
+        Ok(self.host.tool_choices(&servers, toolset))
+    }
+
+    /// Keeps the tools a saved conversation may use; its next turn offers only those.
+    pub fn set_conversation_toolset(
+        &self,
+        conversation: &str,
+        toolset: &crate::toolset::Toolset,
+    ) -> Result<(), AppError> {
+        self.host.store()?.conversation(conversation)?;
+        Ok(self.host.set_conversation_toolset(conversation, toolset)?)
+    }
+
     /// Signs in to an HTTP server in the system browser (`open`); `announce` gets the
     /// authorization URL to show in full. Resolves once the browser came back and the
     /// server started again with the tokens.
@@ -494,6 +534,7 @@ mod tests {
             attachments: Vec::new(),
             provider: "local".into(),
             model: None,
+            toolset: None,
         }
     }
 

@@ -208,7 +208,14 @@ impl Host {
         history.push(user);
 
         let settings = self.settings().map_err(ProvidersError::from)?;
-        let allow = |server: &str, tool: &str| settings.tool_enabled(server, tool);
+        // What Settings enable, narrowed by what this conversation chose.
+        let toolset = self.conversation_toolset(&conversation).unwrap_or_else(|error| {
+            tracing::warn!(%error, "the conversation's toolset could not be read; every enabled tool is offered");
+            crate::toolset::Toolset::default()
+        });
+        let allow = |server: &str, tool: &str| {
+            settings.tool_enabled(server, tool) && toolset.allows(server, tool)
+        };
         // A failed server is logged once when its state changes (in `conduit-mcp`), not
         // again on every turn.
         let mcp_tools = servers.tools(self.media.clone(), &allow);

@@ -22,6 +22,7 @@ pub mod sessions;
 pub mod settings;
 pub mod sign_in;
 pub mod test_tools;
+pub mod toolset;
 pub mod window_error;
 pub mod window_guard;
 

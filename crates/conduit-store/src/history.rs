@@ -285,6 +285,31 @@ impl Store {
         Ok(id)
     }
 
+    /// The tools a conversation may use, as its owner wrote them (JSON); `None` when it
+    /// never chose (every enabled tool).
+    pub fn toolset(&self, conversation: &str) -> Result<Option<String>, StoreError> {
+        self.lock()
+            .query_row(
+                "SELECT toolset FROM conversations WHERE id = ?1",
+                [conversation],
+                |row| row.get::<_, Option<String>>(0),
+            )
+            .optional()?
+            .ok_or_else(|| StoreError::UnknownConversation(conversation.to_owned()))
+    }
+
+    /// Keeps the tools a conversation may use (`None`: every enabled tool again).
+    pub fn set_toolset(&self, conversation: &str, toolset: Option<&str>) -> Result<(), StoreError> {
+        let changed = self.lock().execute(
+            "UPDATE conversations SET toolset = ?2 WHERE id = ?1",
+            params![conversation, toolset],
+        )?;
+        if changed == 0 {
+            return Err(StoreError::UnknownConversation(conversation.to_owned()));
+        }
+        Ok(())
+    }
+
     pub fn conversation(&self, id: &str) -> Result<Conversation, StoreError> {
         let conn = self.lock();
         conn.query_row(

@@ -60,6 +60,10 @@ pub const MIGRATIONS: &[&str] = &[
         tokenize = 'unicode61 remove_diacritics 2'
     );
     "#,
+    // 2: the tools a conversation may use (JSON; NULL: every enabled tool).
+    r#"
+    ALTER TABLE conversations ADD COLUMN toolset TEXT;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -15,6 +15,8 @@ export type CommandName =
   | "add_local_provider"
   | "send_message"
   | "stop_turn"
+  | "tool_choices"
+  | "set_conversation_toolset"
   | "answer_approval"
   | "mcp_questions"
   | "answer_question"
@@ -229,7 +231,12 @@ provider: string,
 /**
  * `None` uses the provider's default model.
  */
-model: string | null, };
+model: string | null, 
+/**
+ * For a new conversation: the tools it may use (kept with it). A continued
+ * conversation keeps its own; this is then ignored.
+ */
+toolset?: Toolset, };
 
 export type ProviderSummary = { 
 /**
@@ -382,3 +389,29 @@ error: string | null,
 token: string, };
 
 export type SignedOut = { "kind": "nothing_stored" } | { "kind": "revoked" } | { "kind": "forgotten" } | { "kind": "revocation_failed", "reason": string };
+
+export type ToolKey = { server: string, tool: string, };
+
+export type Toolset = { 
+/**
+ * Servers none of whose tools are offered.
+ */
+offServers: Array<string>, 
+/**
+ * Single tools not offered.
+ */
+offTools: Array<ToolKey>, };
+
+export type ToolChoice = { name: string, title: string | null, on: boolean, 
+/**
+ * About how many tokens its definition costs in each request.
+ */
+tokens: number, };
+
+export type ServerChoice = { name: string, on: boolean, tools: Array<ToolChoice>, };
+
+export type ToolChoices = { toolset: Toolset, servers: Array<ServerChoice>, offered: number, tokens: number, 
+/**
+ * Why so many tools may hurt, when they may.
+ */
+warning: string | null, };

@@ -1,7 +1,7 @@
 // Generated from the Rust commands (window_command! in src-tauri) by src-tauri/src/bindings_tests.rs: do not edit.
 // Regenerate with `UPDATE_BINDINGS=1 cargo test --workspace bindings`.
 import { Channel, invoke } from "@tauri-apps/api/core";
-import type { AppInfo, MediaRef, StoredMessage, Conversation, SearchHit, TurnEvent, Started, SendRequest, ProviderSummary, LocalProvider, ProviderInput, McpOverview, Decision, TextProblem, McpFile, Edit, ImportFile, Folder, ImportSource, ImportPick, ImportCandidate, ToolPolicy, ServerTools, Question, QuestionReply, ServeSnippets, ServeHttpStatus, SignedOut } from "./bindings";
+import type { AppInfo, MediaRef, StoredMessage, Conversation, SearchHit, TurnEvent, Started, SendRequest, ProviderSummary, LocalProvider, ProviderInput, McpOverview, Decision, TextProblem, McpFile, Edit, ImportFile, Folder, ImportSource, ImportPick, ImportCandidate, ToolPolicy, ServerTools, Question, QuestionReply, ServeSnippets, ServeHttpStatus, SignedOut, Toolset, ToolChoices } from "./bindings";
 
 /** The app's version and where its data lives. */
 export function appInfo(): Promise<AppInfo> {
@@ -63,6 +63,19 @@ export function sendMessage(request: SendRequest, onEvent: (message: TurnEvent) 
 
 export function stopTurn(turn: string): Promise<void> {
   return invoke<void>("stop_turn", { turn });
+}
+
+/**
+ * What a toolset offers among the ready servers' tools: `toolset` as the window holds it
+ * for a new chat, else the conversation's own.
+ */
+export function toolChoices(conversation: string | null, toolset: Toolset | null): Promise<ToolChoices> {
+  return invoke<ToolChoices>("tool_choices", { conversation, toolset });
+}
+
+/** Keeps the tools a saved conversation may use. */
+export function setConversationToolset(conversation: string, toolset: Toolset): Promise<void> {
+  return invoke<void>("set_conversation_toolset", { conversation, toolset });
 }
 
 export function answerApproval(turn: string, callId: string, decision: Decision): Promise<boolean> {

@@ -593,3 +593,28 @@ fn the_newest_messages_load_alone() {
     let first = store.page(&id, Some(older[0].id - 13), Some(3)).unwrap();
     assert_eq!(texts(&first), ["message 0"]);
 }
+
+#[test]
+fn a_conversations_toolset_is_kept_and_cleared_and_an_unknown_one_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let id = store.create_conversation(None, None).unwrap();
+    assert_eq!(store.toolset(&id).unwrap(), None);
+    store
+        .set_toolset(&id, Some(r#"{"offServers":["fs"]}"#))
+        .unwrap();
+    assert_eq!(
+        store.toolset(&id).unwrap().as_deref(),
+        Some(r#"{"offServers":["fs"]}"#)
+    );
+    store.set_toolset(&id, None).unwrap();
+    assert_eq!(store.toolset(&id).unwrap(), None);
+    assert!(matches!(
+        store.set_toolset("nope", Some("{}")),
+        Err(StoreError::UnknownConversation(_))
+    ));
+    assert!(matches!(
+        store.toolset("nope"),
+        Err(StoreError::UnknownConversation(_))
+    ));
+}

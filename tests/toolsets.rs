@@ -1,0 +1,159 @@
+//! Each conversation its own toolset, through the app's own turn path: a new chat limited
+//! to one server offers the model only that server's tools, a tool switched off is not
+//! offered, the choice is kept with the conversation (and its next turn follows it), and
+//! the composer's count and token estimate follow the choice.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use conduit_e2e::llm_server::{Dialect, ScriptedLlm};
+use conduit_host::app::{App, SendRequest, TurnEvent, TurnSink};
+use conduit_host::toolset::{ToolKey, Toolset};
+use conduit_host::{Host, Paths};
+use serde_json::json;
+use tokio::sync::mpsc;
+
+fn offered(llm: &ScriptedLlm, request: usize) -> Vec<String> {
+    llm.requests()[request].body["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+async fn run_turn(
+    app: &Arc<App>,
+    conversation: Option<String>,
+    toolset: Option<Toolset>,
+) -> String {
+    let (sender, mut events) = mpsc::unbounded_channel();
+    let sink: TurnSink = Arc::new(move |event| {
+        let _ = sender.send(event);
+    });
+    let started = app
+        .send(
+            SendRequest {
+                conversation,
+                text: "Hello".into(),
+                attachments: Vec::new(),
+                provider: "local".into(),
+                model: None,
+                toolset,
+            },
+            sink,
+        )
+        .unwrap();
+    loop {
+        let event = tokio::time::timeout(Duration::from_secs(60), events.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        if let TurnEvent::Ended { error, .. } = event {
+            assert!(error.is_none(), "{error:?}");
+            return started.conversation;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_offers_only_the_tools_it_chose() {
+    let chat = Dialect::OpenAiChat;
+    let llm = ScriptedLlm::start(vec![
+        chat.text(&["one"]),
+        chat.text(&["two"]),
+        chat.text(&["three"]),
+    ])
+    .await
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("settings.json"),
+        json!({"providers": [{"id": "local", "protocol": "openai-chat",
+            "baseUrl": chat.base_url(&llm.url()), "defaultModel": "m"}]})
+        .to_string(),
+    )
+    .unwrap();
+    let root = conduit_e2e::workspace_root().join("tests/mcp-servers");
+    let python = root.join(".venv/bin/python");
+    assert!(
+        python.is_file(),
+        "run `make test`: the Python test servers are missing"
+    );
+    std::fs::write(
+        home.path().join("mcp_servers.json"),
+        json!({"mcpServers": {"dyn": {"command": python, "args": [root.join("fixtures/dynamic_tools.py")]}}})
+            .to_string(),
+    )
+    .unwrap();
+    let app = App::new(Arc::new(Host::new(Paths::under_home(
+        home.path().to_owned(),
+        None,
+    ))));
+
+    // Everything: both servers' tools.
+    let all = app.tool_choices(None, None).await.unwrap();
+    let names: Vec<&str> = all.servers.iter().map(|s| s.name.as_str()).collect();
+    assert!(
+        names.contains(&"dyn") && names.contains(&"conduit"),
+        "{names:?}"
+    );
+    assert!(all.offered > 2 && all.tokens > 0, "{all:?}");
+
+    // A new chat limited to the file's server, one of its tools off.
+    let dyn_tools: Vec<String> = all
+        .servers
+        .iter()
+        .find(|s| s.name == "dyn")
+        .unwrap()
+        .tools
+        .iter()
+        .map(|t| t.name.clone())
+        .collect();
+    assert!(dyn_tools.len() >= 2, "{dyn_tools:?}");
+    let toolset = Toolset {
+        off_servers: vec!["conduit".into()],
+        off_tools: vec![ToolKey {
+            server: "dyn".into(),
+            tool: dyn_tools[0].clone(),
+        }],
+    };
+    let choices = app.tool_choices(None, Some(toolset.clone())).await.unwrap();
+    assert_eq!(choices.offered as usize, dyn_tools.len() - 1, "{choices:?}");
+    assert!(choices.tokens < all.tokens);
+    let conversation = run_turn(&app, None, Some(toolset.clone())).await;
+    let first = offered(&llm, 0);
+    let expected: Vec<String> = dyn_tools[1..].iter().map(|t| format!("dyn__{t}")).collect();
+    assert_eq!(
+        first, expected,
+        "only the chosen server's tools, without the one switched off"
+    );
+
+    // Kept with the conversation: its next turn offers the same, whatever the window sends.
+    assert_eq!(
+        app.host().conversation_toolset(&conversation).unwrap(),
+        toolset
+    );
+    run_turn(&app, Some(conversation.clone()), None).await;
+    assert_eq!(offered(&llm, 1), expected);
+
+    // Switched back to everything: the conduit tools come back.
+    app.set_conversation_toolset(&conversation, &Toolset::default())
+        .unwrap();
+    run_turn(&app, Some(conversation), None).await;
+    let third = offered(&llm, 2);
+    assert!(
+        third.iter().any(|t| t.starts_with("conduit__")),
+        "{third:?}"
+    );
+    assert!(
+        third.contains(&format!("dyn__{}", dyn_tools[0])),
+        "{third:?}"
+    );
+    app.shutdown().await;
+}
