@@ -13,6 +13,7 @@ import type {
   StoredMessage,
   CommandError,
   TurnEvent,
+  Toolset,
 } from "./types";
 
 /** The commands the chat view uses, typed by api.ts (tests give typed mocks). */
@@ -159,8 +160,14 @@ export class TurnController {
     }
   }
 
-  /** Sends a message with `choice`; its events stream into the conversation it was sent in. */
-  async send(choice: ModelChoice | null, text: string, files: Attachment[]): Promise<void> {
+  /** Sends a message with `choice`; its events stream into the conversation it was sent in.
+   *  A new chat's first message takes `toolset` along (the tools it may use). */
+  async send(
+    choice: ModelChoice | null,
+    text: string,
+    files: Attachment[],
+    toolset: Toolset | null = null,
+  ): Promise<void> {
     if (!choice) return;
     const { api, scroll } = this.#options;
     this.error = null;
@@ -195,6 +202,7 @@ export class TurnController {
           attachments: attachments.map((media) => media.hash),
           provider: choice.provider,
           model: choice.model,
+          ...(toolset ? { toolset } : {}),
         },
         (event) => this.#receive(run, event),
       );

@@ -1,0 +1,93 @@
+// The composer's tools panel without the view: which servers and tools the conversation
+// on screen may use (a new chat's choice is held here and sent with its first message;
+// a saved conversation's is kept by the host), with the count and token cost the host
+// computes.
+import type * as Api from "./api";
+import { errorMessage } from "./api";
+import type { ToolChoices, Toolset } from "./types";
+
+/** The commands the panel uses, typed by api.ts (tests give typed mocks). */
+export type ToolsetApi = Pick<typeof Api, "toolChoices" | "setConversationToolset">;
+
+function empty(): Toolset {
+  return { offServers: [], offTools: [] };
+}
+
+/** `toolset` with `server` on or off (switching a server on also clears its single tools). */
+export function withServer(toolset: Toolset, server: string, on: boolean): Toolset {
+  const offServers = toolset.offServers.filter((s) => s !== server);
+  if (!on) offServers.push(server);
+  const offTools = on ? toolset.offTools.filter((t) => t.server !== server) : toolset.offTools;
+  return { offServers, offTools };
+}
+
+/** `toolset` with one tool on or off. */
+export function withTool(toolset: Toolset, server: string, tool: string, on: boolean): Toolset {
+  const offTools = toolset.offTools.filter((t) => !(t.server === server && t.tool === tool));
+  if (!on) offTools.push({ server, tool });
+  return { offServers: toolset.offServers, offTools };
+}
+
+export class ToolsetController {
+  choices = $state<ToolChoices | null>(null);
+  error = $state<string | null>(null);
+  /** The conversation whose tools are shown (null: a new chat). */
+  #conversation: string | null = null;
+  /** A new chat's choice, until its first message takes it along. */
+  #draft: Toolset = empty();
+  /** Counts reads, so an answer a newer read overtook is dropped. */
+  #reads = 0;
+
+  constructor(private readonly api: ToolsetApi) {}
+
+  /** Shows a conversation's tools (null: a new chat starts with every tool again). */
+  async show(conversation: string | null): Promise<void> {
+    this.#conversation = conversation;
+    if (conversation === null) this.#draft = empty();
+    await this.refresh();
+  }
+
+  async refresh(): Promise<void> {
+    const read = ++this.#reads;
+    try {
+      const choices =
+        this.#conversation === null
+          ? await this.api.toolChoices(null, this.#draft)
+          : await this.api.toolChoices(this.#conversation, null);
+      if (read === this.#reads) {
+        this.choices = choices;
+        this.error = null;
+      }
+    } catch (e) {
+      if (read === this.#reads) this.error = errorMessage(e);
+    }
+  }
+
+  /** What a new chat's first message takes along (null: every tool, or a saved chat). */
+  forNewChat(): Toolset | null {
+    if (this.#conversation !== null) return null;
+    const draft = this.#draft;
+    return draft.offServers.length === 0 && draft.offTools.length === 0 ? null : draft;
+  }
+
+  async setServer(server: string, on: boolean): Promise<void> {
+    await this.#change((toolset) => withServer(toolset, server, on));
+  }
+
+  async setTool(server: string, tool: string, on: boolean): Promise<void> {
+    await this.#change((toolset) => withTool(toolset, server, tool, on));
+  }
+
+  async #change(edit: (toolset: Toolset) => Toolset): Promise<void> {
+    const current = this.#conversation === null ? this.#draft : (this.choices?.toolset ?? empty());
+    const next = edit(current);
+    try {
+      if (this.#conversation === null) this.#draft = next;
+      else await this.api.setConversationToolset(this.#conversation, next);
+    } catch (e) {
+      this.error = errorMessage(e);
+      return;
+    }
+    await this.refresh();
+  }
+}

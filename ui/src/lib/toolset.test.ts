@@ -1,0 +1,79 @@
+// The tools panel's logic without a DOM: a typed fake Api answered by hand.
+import { describe, expect, it, vi, type Mock } from "vitest";
+import { ToolsetController, withServer, withTool, type ToolsetApi } from "./toolset.svelte";
+import type { ToolChoices, Toolset } from "./types";
+
+type FakeApi = { [Name in keyof ToolsetApi]: Mock<ToolsetApi[Name]> };
+
+function choices(toolset: Toolset): ToolChoices {
+  return { toolset, servers: [], offered: 0, tokens: 0, warning: null };
+}
+
+function setup() {
+  const api: FakeApi = {
+    toolChoices: vi.fn((_conversation, toolset) => Promise.resolve(choices(toolset ?? { offServers: [], offTools: [] }))),
+    setConversationToolset: vi.fn(() => Promise.resolve()),
+  };
+  return { api, panel: new ToolsetController(api) };
+}
+
+describe("toolset edits", () => {
+  it("switch servers and single tools off and on", () => {
+    const none: Toolset = { offServers: [], offTools: [] };
+    const noFs = withServer(none, "fs", false);
+    expect(noFs).toEqual({ offServers: ["fs"], offTools: [] });
+    const oneToolOff = withTool(noFs, "gh", "delete_repo", false);
+    expect(oneToolOff.offTools).toEqual([{ server: "gh", tool: "delete_repo" }]);
+    expect(withTool(oneToolOff, "gh", "delete_repo", true).offTools).toEqual([]);
+    // A server switched on again offers all its tools again.
+    const ghOff = withServer(withTool(none, "gh", "x", false), "gh", false);
+    expect(withServer(ghOff, "gh", true)).toEqual(none);
+  });
+});
+
+describe("ToolsetController", () => {
+  it("holds a new chat's choice and hands it to the first message only", async () => {
+    const { api, panel } = setup();
+    await panel.show(null);
+    expect(panel.forNewChat()).toBeNull();
+    await panel.setServer("conduit", false);
+    expect(api.setConversationToolset).not.toHaveBeenCalled();
+    expect(api.toolChoices).toHaveBeenLastCalledWith(null, { offServers: ["conduit"], offTools: [] });
+    expect(panel.forNewChat()).toEqual({ offServers: ["conduit"], offTools: [] });
+    // The chat got its id: its choice is now the host's, and the draft is not sent again.
+    await panel.show("c1");
+    expect(panel.forNewChat()).toBeNull();
+    expect(api.toolChoices).toHaveBeenLastCalledWith("c1", null);
+    // Another new chat starts with every tool.
+    await panel.show(null);
+    expect(panel.forNewChat()).toBeNull();
+  });
+
+  it("keeps a saved conversation's choice with the host", async () => {
+    const { api, panel } = setup();
+    api.toolChoices.mockResolvedValueOnce(choices({ offServers: ["fs"], offTools: [] }));
+    await panel.show("c1");
+    await panel.setTool("gh", "delete_repo", false);
+    expect(api.setConversationToolset).toHaveBeenCalledWith("c1", {
+      offServers: ["fs"],
+      offTools: [{ server: "gh", tool: "delete_repo" }],
+    });
+  });
+
+  it("says why a change could not be kept, and a slow answer does not overwrite a newer one", async () => {
+    const { api, panel } = setup();
+    await panel.show("c1");
+    api.setConversationToolset.mockRejectedValueOnce(new Error("no such conversation"));
+    await panel.setServer("fs", false);
+    expect(panel.error).toContain("no such conversation");
+
+    let answerOld: (value: ToolChoices) => void = () => {};
+    api.toolChoices.mockImplementationOnce(() => new Promise((resolve) => (answerOld = resolve)));
+    const slow = panel.show("c1");
+    api.toolChoices.mockResolvedValueOnce({ ...choices({ offServers: [], offTools: [] }), offered: 7 });
+    await panel.show("c2");
+    answerOld({ ...choices({ offServers: [], offTools: [] }), offered: 1 });
+    await slow;
+    expect(panel.choices?.offered).toBe(7);
+  });
+});
