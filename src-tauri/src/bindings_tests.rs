@@ -29,6 +29,7 @@ use conduit_host::providers::{LocalProvider, ProviderInput, ProviderSummary};
 use conduit_host::serve_http::ServeHttpStatus;
 use conduit_host::served::ServeSnippets;
 use conduit_host::settings::ToolPolicy;
+use conduit_host::store::export::Format as ExportFormat;
 use conduit_host::store::{Conversation, MessageStatus, SearchHit, StoredMessage};
 use conduit_host::toolset::{ServerChoice, ToolChoice, ToolChoices, ToolKey, Toolset};
 use conduit_host::{AppInfo, Paths};
@@ -123,6 +124,7 @@ fn generate_types(config: &Config) -> String {
         ToolChoice::decl(config),
         ServerChoice::decl(config),
         ToolChoices::decl(config),
+        ExportFormat::decl(config),
     ];
     let mut out = String::from(HEADER);
     out.push_str("\n/** The commands of src-tauri/commands.list. */\nexport type CommandName =");

@@ -18,6 +18,7 @@ use conduit_host::providers::{LOCAL_SERVERS, LocalProvider, ProviderInput, Provi
 use conduit_host::serve_http::ServeHttpStatus;
 use conduit_host::served::ServeSnippets;
 use conduit_host::settings::ToolPolicy;
+use conduit_host::store::export::Format as ExportFormat;
 use conduit_host::store::{Conversation, SearchHit, StoredMessage};
 use conduit_host::toolset::{ToolChoices, Toolset};
 use conduit_host::{AppInfo, Host};
@@ -172,6 +173,62 @@ pub async fn send_message(
         }
     });
     state.app.send(request, sink)
+}
+}
+
+window_command! {
+/// Exports a conversation (Markdown or JSON) to a file the user picks in a native save
+/// dialog, its images and long outputs in a folder beside it; `None` when they cancel.
+/// The page names only the conversation and the format.
+#[tauri::command]
+pub async fn export_conversation(
+    app: tauri::AppHandle,
+    state: tauri::State<'_, AppState>,
+    conversation: String,
+    format: ExportFormat,
+) -> Reply<Option<String>> {
+    use tauri_plugin_dialog::DialogExt;
+    let name = state
+        .host()
+        .export_file_name(&conversation, format)
+        .map_err(CommandError::from)?;
+    let (sender, receiver) = tokio::sync::oneshot::channel();
+    let mut dialog = app
+        .dialog()
+        .file()
+        .set_title("Export conversation")
+        .set_file_name(&name)
+        .add_filter(
+            match format {
+                ExportFormat::Markdown => "Markdown",
+                ExportFormat::Json => "JSON",
+            },
+            &[format.extension()],
+        );
+    if let Some(window) = tauri::Manager::get_webview_window(&app, "main") {
+        dialog = dialog.set_parent(&window);
+    }
+    dialog.save_file(move |chosen| {
+        let _ = sender.send(chosen);
+    });
+    let Some(chosen) = receiver
+        .await
+        .map_err(|e| CommandError::message(format!("the save dialog went away: {e}")))?
+    else {
+        return Ok(None);
+    };
+    let target = chosen.into_path().map_err(|e| {
+        CommandError::message(format!("the chosen place is not a file path: {e}"))
+    })?;
+    let host = state.app.host_arc();
+    let written = tokio::task::spawn_blocking(move || {
+        host.export_conversation_as(&conversation, format, &target)
+    })
+    .await
+    .map_err(|e| CommandError::message(format!("the export stopped: {e}")))?
+    .map_err(CommandError::from)?;
+    tracing::info!(file = %written.display(), "exported a conversation");
+    Ok(Some(written.display().to_string()))
 }
 }
 

@@ -138,6 +138,11 @@ impl App {
         })
     }
 
+    /// The host, shared (for work moved off the async workers).
+    pub fn host_arc(&self) -> Arc<Host> {
+        self.host.clone()
+    }
+
     pub fn host(&self) -> &Host {
         &self.host
     }

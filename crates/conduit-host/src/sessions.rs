@@ -52,4 +52,20 @@ impl Host {
     ) -> Result<PathBuf, StoreError> {
         export::export(self.store()?.as_ref(), id, format, out_dir)
     }
+
+    /// Exports conversation `id` to `file` (the user chose it), its media beside it.
+    pub fn export_conversation_as(
+        &self,
+        id: &str,
+        format: Format,
+        file: &Path,
+    ) -> Result<PathBuf, StoreError> {
+        export::export_as(self.store()?.as_ref(), id, format, file)
+    }
+
+    /// The file name an export of conversation `id` is offered under.
+    pub fn export_file_name(&self, id: &str, format: Format) -> Result<String, StoreError> {
+        let conversation = self.store()?.conversation(id)?;
+        Ok(export::default_file_name(&conversation.title, id, format))
+    }
 }

@@ -10,13 +10,36 @@ use serde_json::json;
 use crate::history::{Store, StoreError, StoredMessage};
 
 /// The export formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, ts_rs::TS)]
+#[serde(rename_all = "snake_case")]
 pub enum Format {
     Markdown,
     Json,
 }
 
-/// Writes conversation `id` into `out_dir`; returns the file written.
+impl Format {
+    /// The file name extension of an export in this format.
+    pub fn extension(self) -> &'static str {
+        match self {
+            Format::Markdown => "md",
+            Format::Json => "json",
+        }
+    }
+}
+
+/// The file name an export of conversation `id` gets by default: its title as a slug and
+/// the start of its id.
+pub fn default_file_name(title: &str, id: &str, format: Format) -> String {
+    format!(
+        "{}-{}.{}",
+        slug(title),
+        id.get(..8).unwrap_or(id),
+        format.extension()
+    )
+}
+
+/// Writes conversation `id` into `out_dir` under its default name; returns the file
+/// written.
 pub fn export(
     store: &Store,
     id: &str,
@@ -24,12 +47,25 @@ pub fn export(
     out_dir: &Path,
 ) -> Result<PathBuf, StoreError> {
     let conversation = store.conversation(id)?;
+    let file = out_dir.join(default_file_name(&conversation.title, id, format));
+    export_as(store, id, format, &file)
+}
+
+/// Writes conversation `id` to `file` (replacing it), its images and long outputs in a
+/// folder `<file stem>-media` beside it; returns the file written.
+pub fn export_as(
+    store: &Store,
+    id: &str,
+    format: Format,
+    file: &Path,
+) -> Result<PathBuf, StoreError> {
+    let conversation = store.conversation(id)?;
     let messages = store.messages(id, None)?;
-    let stem = format!(
-        "{}-{}",
-        slug(&conversation.title),
-        id.get(..8).unwrap_or(id)
-    );
+    let out_dir = file.parent().unwrap_or(Path::new("."));
+    let stem = file
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "conversation".to_owned());
     let media_dir_name = format!("{stem}-media");
     let io = |path: &Path, source: std::io::Error| StoreError::Io {
         path: path.display().to_string(),
@@ -69,26 +105,20 @@ pub fn export(
         );
     }
 
-    let (file, text) = match format {
-        Format::Markdown => (
-            out_dir.join(format!("{stem}.md")),
-            markdown(&conversation.title, &messages, &files),
-        ),
+    let text = match format {
+        Format::Markdown => markdown(&conversation.title, &messages, &files),
         Format::Json => {
             let value = json!({
                 "conversation": conversation,
                 "messages": messages,
                 "media": files,
             });
-            (
-                out_dir.join(format!("{stem}.json")),
-                serde_json::to_string_pretty(&value).map_err(StoreError::Encode)?,
-            )
+            serde_json::to_string_pretty(&value).map_err(StoreError::Encode)?
         }
     };
-    conduit_files::write_new_atomically(&file, text.as_bytes(), conduit_files::PRIVATE_FILE_MODE)
-        .map_err(|e| io(&file, e))?;
-    Ok(file)
+    conduit_files::write_new_atomically(file, text.as_bytes(), conduit_files::PRIVATE_FILE_MODE)
+        .map_err(|e| io(file, e))?;
+    Ok(file.to_owned())
 }
 
 fn markdown(

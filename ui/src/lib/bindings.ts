@@ -9,6 +9,7 @@ export type CommandName =
   | "load_messages"
   | "rename_conversation"
   | "delete_conversation"
+  | "export_conversation"
   | "list_providers"
   | "provider_models"
   | "detect_local_providers"
@@ -415,3 +416,5 @@ export type ToolChoices = { toolset: Toolset, servers: Array<ServerChoice>, offe
  * Why so many tools may hurt, when they may.
  */
 warning: string | null, };
+
+export type Format = "markdown" | "json";

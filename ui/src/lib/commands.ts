@@ -1,7 +1,7 @@
 // Generated from the Rust commands (window_command! in src-tauri) by src-tauri/src/bindings_tests.rs: do not edit.
 // Regenerate with `UPDATE_BINDINGS=1 cargo test --workspace bindings`.
 import { Channel, invoke } from "@tauri-apps/api/core";
-import type { AppInfo, MediaRef, StoredMessage, Conversation, SearchHit, TurnEvent, Started, SendRequest, ProviderSummary, LocalProvider, ProviderInput, McpOverview, Decision, TextProblem, McpFile, Edit, ImportFile, Folder, ImportSource, ImportPick, ImportCandidate, ToolPolicy, ServerTools, Question, QuestionReply, ServeSnippets, ServeHttpStatus, SignedOut, Toolset, ToolChoices } from "./bindings";
+import type { AppInfo, MediaRef, StoredMessage, Conversation, SearchHit, TurnEvent, Started, SendRequest, ProviderSummary, LocalProvider, ProviderInput, McpOverview, Decision, TextProblem, McpFile, Edit, ImportFile, Folder, ImportSource, ImportPick, ImportCandidate, ToolPolicy, ServerTools, Question, QuestionReply, ServeSnippets, ServeHttpStatus, SignedOut, Toolset, ToolChoices, Format } from "./bindings";
 
 /** The app's version and where its data lives. */
 export function appInfo(): Promise<AppInfo> {
@@ -27,6 +27,15 @@ export function renameConversation(conversation: string, title: string): Promise
 
 export function deleteConversation(conversation: string): Promise<void> {
   return invoke<void>("delete_conversation", { conversation });
+}
+
+/**
+ * Exports a conversation (Markdown or JSON) to a file the user picks in a native save
+ * dialog, its images and long outputs in a folder beside it; `None` when they cancel.
+ * The page names only the conversation and the format.
+ */
+export function exportConversation(conversation: string, format: Format): Promise<string | null> {
+  return invoke<string | null>("export_conversation", { conversation, format });
 }
 
 export function listProviders(): Promise<Array<ProviderSummary>> {

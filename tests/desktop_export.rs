@@ -1,0 +1,90 @@
+//! Exporting a conversation from the window, in the real app under Xvfb: a chat whose
+//! tool drew a chart is exported as Markdown to a file picked in the native save dialog,
+//! with the chart's PNG in a folder beside it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::time::Duration;
+
+use conduit_e2e::desktop::Window;
+use conduit_e2e::llm_server::{Dialect, ScriptedCall, ScriptedLlm};
+use conduit_e2e::{artifacts_dir, workspace_root};
+use serde_json::json;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_is_exported_with_its_images_beside_it() {
+    let chat = Dialect::OpenAiChat;
+    let llm = ScriptedLlm::start(vec![
+        chat.turn(
+            &[],
+            &[ScriptedCall::new(
+                "call_1",
+                "conduit__render_chart",
+                json!({"kind": "bar", "title": "Sales", "labels": ["Q1", "Q2"],
+                       "series": [{"name": "EU", "y": [3, 5]}]}),
+            )],
+        ),
+        chat.text(&["Here is the chart."]),
+    ])
+    .await
+    .unwrap();
+    llm.answer_models(json!({"object": "list", "data": [{"id": "m", "object": "model"}]}));
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("settings.json"),
+        llm.provider_settings().to_string(),
+    )
+    .unwrap();
+    let window = Window::start(&[("CONDUIT_HOME", home.path())], WAIT).await;
+    window.model_shown("m").await;
+    window.send("Chart my sales").await;
+    window
+        .tool_state("render_chart", "Waiting for approval")
+        .await;
+    window.click_button("Allow once").await;
+    window.answer_contains("Here is the chart.").await;
+
+    // The dialog is typed into key by key: a lower-case path.
+    let folder = std::path::PathBuf::from(format!("/tmp/conduit-export-{}", std::process::id()));
+    std::fs::create_dir_all(&folder).unwrap();
+    let target = folder.join("sales-talk.md");
+    window.click_button("Export conversation").await;
+    window
+        .js(r#"[...document.querySelectorAll('[role="menuitem"]')].find(b => b.textContent.includes("Markdown")).click(); return null;"#)
+        .await;
+    let typed = tokio::process::Command::new("python3")
+        .arg(workspace_root().join("tests/support/type_in_dialog.py"))
+        .arg("Export conversation")
+        .arg(&target)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        typed.status.success(),
+        "typing into the save dialog failed: {}",
+        String::from_utf8_lossy(&typed.stderr)
+    );
+    window
+        .wait(&format!(
+            r#"document.querySelector('[role="status"]')?.textContent === "Exported to {}""#,
+            target.display()
+        ))
+        .await;
+    window
+        .shot(&artifacts_dir("desktop-export").join("01-exported.png"))
+        .await;
+    let text = std::fs::read_to_string(&target).unwrap();
+    assert!(text.contains("Chart my sales"), "{text}");
+    assert!(text.contains("Here is the chart."), "{text}");
+    let image = text
+        .split("](")
+        .map(|rest| rest.split(')').next().unwrap_or_default())
+        .find(|link| link.starts_with("sales-talk-media/"))
+        .unwrap_or_else(|| panic!("no image link beside the file: {text}"));
+    let png = std::fs::read(folder.join(image)).unwrap();
+    assert_eq!(&png[1..4], b"PNG", "the chart is beside the export");
+    std::fs::remove_dir_all(&folder).unwrap();
+    window.session.close().await.unwrap();
+}
