@@ -26,6 +26,7 @@ pub mod config;
 pub mod conformance;
 pub mod elicit;
 pub mod http;
+pub mod mention;
 pub mod naming;
 pub mod oauth;
 mod process;

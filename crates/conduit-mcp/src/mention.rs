@@ -1,0 +1,302 @@
+//! A server's resources and prompts as message content: a resource the user attaches (its
+//! text, or its image stored as media; other binary content is refused, naming its type),
+//! a resource template filled in (RFC 6570 simple expansion), and a prompt's messages as
+//! the conversation's own.
+
+use base64::Engine;
+use conduit_core::content::{Block, Message, Role};
+use conduit_core::media::MediaStore;
+use rmcp::model::{ContentBlock, GetPromptResult, ReadResourceResult, ResourceContents};
+use serde_json::{Map, Value};
+
+/// The most text one attached resource may bring into a message.
+pub const MAX_ATTACHED_TEXT: usize = 512 * 1024;
+
+/// Why a resource or prompt cannot go into a message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct MentionError(pub String);
+
+/// The blocks a read resource becomes in the user's message: each text content as text
+/// headed by its URI, each image stored as media.
+pub fn resource_blocks(
+    read: ReadResourceResult,
+    media: &dyn MediaStore,
+) -> Result<Vec<Block>, MentionError> {
+    let mut blocks = Vec::new();
+    for contents in read.contents {
+        match contents {
+            ResourceContents::TextResourceContents { uri, text, .. } => {
+                if text.len() > MAX_ATTACHED_TEXT {
+                    return Err(MentionError(format!(
+                        "{uri} is {} KB of text, more than a message takes ({} KB)",
+                        text.len() / 1024,
+                        MAX_ATTACHED_TEXT / 1024
+                    )));
+                }
+                blocks.push(Block::text(format!("Resource {uri}:\n\n{text}")));
+            }
+            ResourceContents::BlobResourceContents {
+                uri,
+                mime_type,
+                blob,
+                ..
+            } => {
+                let mime = mime_type.unwrap_or_else(|| "application/octet-stream".into());
+                if !mime.starts_with("image/") {
+                    return Err(MentionError(format!(
+                        "{uri} is {mime}: only text and images go into a message"
+                    )));
+                }
+                blocks.push(Block::Image {
+                    media: store_image(media, &blob, &mime, &uri)?,
+                });
+            }
+            _ => {
+                return Err(MentionError(
+                    "the resource has content of a kind Conduit does not know".into(),
+                ));
+            }
+        }
+    }
+    if blocks.is_empty() {
+        return Err(MentionError("the resource is empty".into()));
+    }
+    Ok(blocks)
+}
+
+/// Stores an image; the store checks the bytes (the declared type is a hint).
+fn store_image(
+    media: &dyn MediaStore,
+    base64: &str,
+    mime: &str,
+    what: &str,
+) -> Result<conduit_core::content::MediaRef, MentionError> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(base64.trim())
+        .map_err(|e| MentionError(format!("{what}: the image is not valid base64: {e}")))?;
+    media
+        .put(&bytes, Some(mime))
+        .map_err(|e| MentionError(format!("{what}: the image cannot be used: {e}")))
+}
+
+/// A prompt's messages as the conversation's own: text, images (stored), embedded text
+/// resources and links; consecutive messages of one role are joined.
+pub fn prompt_messages(
+    prompt: GetPromptResult,
+    media: &dyn MediaStore,
+) -> Result<Vec<Message>, MentionError> {
+    let mut out: Vec<Message> = Vec::new();
+    for message in prompt.messages {
+        let role = match message.role {
+            rmcp::model::Role::User => Role::User,
+            rmcp::model::Role::Assistant => Role::Assistant,
+        };
+        let block = match message.content {
+            ContentBlock::Text(text) => Block::text(text.text),
+            ContentBlock::Image(image) if role == Role::User => Block::Image {
+                media: store_image(media, &image.data, &image.mime_type, "the prompt's image")?,
+            },
+            ContentBlock::Image(_) => {
+                Block::text("[an image the prompt gives the assistant is not kept]")
+            }
+            ContentBlock::Resource(embedded) => match embedded.resource {
+                ResourceContents::TextResourceContents { uri, text, .. } => {
+                    Block::text(format!("Resource {uri}:\n\n{text}"))
+                }
+                ResourceContents::BlobResourceContents { uri, mime_type, .. } => {
+                    Block::text(format!(
+                        "[resource {uri} ({}) is not text]",
+                        mime_type.unwrap_or_default()
+                    ))
+                }
+                _ => Block::text("[an embedded resource of a kind Conduit does not know]"),
+            },
+            ContentBlock::ResourceLink(link) => Block::text(format!("[resource {}]", link.uri)),
+            ContentBlock::Audio(_) => Block::text("[audio from the prompt is not kept]"),
+            _ => Block::text("[content of a kind Conduit does not know]"),
+        };
+        match out.last_mut() {
+            Some(last) if last.role == role => last.blocks.push(block),
+            _ => out.push(Message {
+                role,
+                blocks: vec![block],
+            }),
+        }
+    }
+    if out.is_empty() {
+        return Err(MentionError("the prompt has no messages".into()));
+    }
+    Ok(out)
+}
+
+/// The names a URI template asks for (`{name}`, `{+name}`, `{#name}`...), in order.
+pub fn template_arguments(template: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = template;
+    while let Some(start) = rest.find('{') {
+        let Some(end) = rest[start..].find('}') else {
+            break;
+        };
+        let inner = &rest[start + 1..start + end];
+        for name in inner
+            .trim_start_matches(['+', '#', '.', '/', ';', '?', '&'])
+            .split(',')
+        {
+            let name = name.trim_end_matches('*');
+            if !name.is_empty() && !names.iter().any(|n| n == name) {
+                names.push(name.to_owned());
+            }
+        }
+        rest = &rest[start + end + 1..];
+    }
+    names
+}
+
+/// Fills in a URI template's `{name}` (each value percent-encoded; `{+name}` keeps
+/// reserved characters such as `/`); a name without a value is an error naming it.
+pub fn expand_template(
+    template: &str,
+    values: &Map<String, Value>,
+) -> Result<String, MentionError> {
+    let mut out = String::new();
+    let mut rest = template;
+    while let Some(start) = rest.find('{') {
+        out.push_str(&rest[..start]);
+        let end = rest[start..]
+            .find('}')
+            .ok_or_else(|| MentionError(format!("the template {template} has an open brace")))?;
+        let inner = &rest[start + 1..start + end];
+        let (reserved, name) = match inner.strip_prefix('+') {
+            Some(name) => (true, name),
+            None => (false, inner),
+        };
+        let value = match values.get(name) {
+            Some(Value::String(s)) if !s.is_empty() => s.clone(),
+            Some(Value::Number(n)) => n.to_string(),
+            _ => return Err(MentionError(format!("fill in {name}"))),
+        };
+        for c in value.chars() {
+            let keep = c.is_ascii_alphanumeric()
+                || "-._~".contains(c)
+                || (reserved && ":/?#[]@!$&'()*+,;=".contains(c));
+            if keep {
+                out.push(c);
+            } else {
+                let mut buf = [0u8; 4];
+                for byte in c.encode_utf8(&mut buf).bytes() {
+                    out.push_str(&format!("%{byte:02X}"));
+                }
+            }
+        }
+        rest = &rest[start + end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use conduit_core::testing::MemoryMedia;
+    use serde_json::json;
+
+    fn png() -> String {
+        let mut out = Vec::new();
+        image::DynamicImage::ImageRgb8(image::RgbImage::from_pixel(3, 2, image::Rgb([9, 9, 9])))
+            .write_to(&mut std::io::Cursor::new(&mut out), image::ImageFormat::Png)
+            .unwrap();
+        base64::engine::general_purpose::STANDARD.encode(out)
+    }
+
+    #[test]
+    fn a_text_resource_becomes_text_headed_by_its_uri_and_an_image_is_stored() {
+        let media = MemoryMedia::default();
+        let read: ReadResourceResult = serde_json::from_value(json!({"contents": [
+            {"uri": "file:///notes.md", "mimeType": "text/markdown", "text": "# Notes"},
+            {"uri": "file:///plot.png", "mimeType": "image/png", "blob": png()}
+        ]}))
+        .unwrap();
+        let blocks = resource_blocks(read, &media).unwrap();
+        assert_eq!(
+            blocks[0],
+            Block::text("Resource file:///notes.md:\n\n# Notes")
+        );
+        assert!(matches!(&blocks[1], Block::Image { media } if media.mime == "image/png"));
+    }
+
+    #[test]
+    fn binary_too_long_broken_and_empty_resources_are_refused_saying_why() {
+        let media = MemoryMedia::default();
+        let read = |contents: Value| -> ReadResourceResult {
+            serde_json::from_value(json!({ "contents": contents })).unwrap()
+        };
+        for (contents, says) in [
+            (
+                json!([{"uri": "x:/a.pdf", "mimeType": "application/pdf", "blob": "AAAA"}]),
+                "application/pdf",
+            ),
+            (
+                json!([{"uri": "x:/big", "text": "a".repeat(MAX_ATTACHED_TEXT + 1)}]),
+                "more than a message takes",
+            ),
+            (
+                json!([{"uri": "x:/i.png", "mimeType": "image/png", "blob": "***"}]),
+                "not valid base64",
+            ),
+            (json!([]), "empty"),
+        ] {
+            let err = resource_blocks(read(contents), &media).unwrap_err();
+            assert!(err.0.contains(says), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_prompts_messages_keep_their_roles_joined_by_role() {
+        let media = MemoryMedia::default();
+        let prompt: GetPromptResult = serde_json::from_value(json!({"messages": [
+            {"role": "user", "content": {"type": "text", "text": "Review this:"}},
+            {"role": "user", "content": {"type": "resource", "resource": {"uri": "file:///a.rs", "text": "fn main() {}"}}},
+            {"role": "assistant", "content": {"type": "text", "text": "Sure."}},
+            {"role": "user", "content": {"type": "image", "data": png(), "mimeType": "image/png"}}
+        ]}))
+        .unwrap();
+        let messages = prompt_messages(prompt, &media).unwrap();
+        assert_eq!(messages.len(), 3);
+        assert_eq!(messages[0].role, Role::User);
+        assert_eq!(
+            messages[0].blocks,
+            [
+                Block::text("Review this:"),
+                Block::text("Resource file:///a.rs:\n\nfn main() {}")
+            ]
+        );
+        assert_eq!(messages[1].role, Role::Assistant);
+        assert!(matches!(messages[2].blocks[0], Block::Image { .. }));
+    }
+
+    #[test]
+    fn templates_name_their_arguments_and_expand_with_encoding() {
+        assert_eq!(
+            template_arguments("repo://{owner}/{repo}/issues{?state}"),
+            ["owner", "repo", "state"]
+        );
+        let values = json!({"owner": "a b", "repo": "x/y", "path": "src/lib.rs"});
+        let values = values.as_object().unwrap();
+        assert_eq!(
+            expand_template("repo://{owner}/{repo}", values).unwrap(),
+            "repo://a%20b/x%2Fy"
+        );
+        assert_eq!(
+            expand_template("file:///{+path}", values).unwrap(),
+            "file:///src/lib.rs"
+        );
+        assert_eq!(
+            expand_template("test://static/resource/{id}", values)
+                .unwrap_err()
+                .0,
+            "fill in id"
+        );
+    }
+}
