@@ -310,6 +310,7 @@ async fn a_call_that_times_out_sends_cancelled_while_the_server_runs_on() {
         timeout: Some(Duration::from_secs(1)),
         secrets: Default::default(),
         era: Default::default(),
+        roots: None,
     };
     let connection = conduit_mcp::client::Connection::connect(
         &spec,

@@ -48,6 +48,7 @@ fn stdio(command: &str, args: Vec<String>) -> ServerSpec {
         timeout: None,
         secrets: Default::default(),
         era: Default::default(),
+        roots: None,
     }
 }
 

@@ -32,12 +32,10 @@ async fn main() {
         timeout: Some(Duration::from_secs(20)),
         secrets: Default::default(),
         era: Default::default(),
+        roots: None,
     };
     // Only the answers come from the scenario: the form's defaults, or consent to a URL.
-    let asks = Asks {
-        server: "conformance".into(),
-        asker: Some(Arc::new(ScenarioAnswers)),
-    };
+    let asks = Asks::new("conformance", Some(Arc::new(ScenarioAnswers)));
     let connection = Connection::connect(&spec, Duration::from_secs(20), asks)
         .await
         .unwrap_or_else(|e| panic!("connect failed: {e}"));

@@ -7,7 +7,7 @@ use std::time::Duration;
 use conduit_core::media::MediaStore;
 use serde::Serialize;
 
-use crate::client::{Asks, Connection, InProcessServer, ServerDetails};
+use crate::client::{Asks, Connection, InProcessServer, Roots, ServerDetails};
 use crate::config::ServerEntry;
 use crate::elicit::Asker;
 use crate::naming::ToolNames;
@@ -88,6 +88,35 @@ pub enum Source {
 }
 
 impl Source {
+    /// The folders the entry offers as roots (`None`: roots are not declared).
+    pub(crate) fn roots(&self) -> Option<Vec<std::path::PathBuf>> {
+        match self {
+            Source::File(entry) => entry.spec.as_ref().ok().and_then(|spec| spec.roots.clone()),
+            Source::InProcess(_) => None,
+        }
+    }
+
+    /// Whether `self` differs from `other` only in the list of roots, both valid and
+    /// both offering roots: then the running server is told instead of restarted (its
+    /// capabilities, fixed when it started, stay true).
+    pub(crate) fn only_roots_differ(&self, other: &Source) -> bool {
+        let (Source::File(a), Source::File(b)) = (self, other) else {
+            return false;
+        };
+        let without_roots = |raw: &serde_json::Value| {
+            let mut raw = raw.clone();
+            if let Some(object) = raw.as_object_mut() {
+                object.remove("roots");
+            }
+            raw
+        };
+        a.raw != b.raw
+            && a.disabled == b.disabled
+            && self.roots().is_some()
+            && other.roots().is_some()
+            && without_roots(&a.raw) == without_roots(&b.raw)
+    }
+
     /// Whether `self` runs something other than `other` (then it restarts).
     pub(crate) fn differs_from(&self, other: &Source) -> bool {
         match (self, other) {
@@ -176,10 +205,12 @@ pub(crate) async fn start_one(
     source: &Source,
     start_timeout: Duration,
     asker: Option<Arc<dyn Asker>>,
+    roots: Roots,
 ) -> Running {
     let asks = Asks {
         server: name.to_owned(),
         asker,
+        roots,
     };
     let entry = match source {
         Source::File(entry) => entry,
