@@ -119,7 +119,7 @@ class Backend {
     api.revealMcpFile.mockImplementation(() =>
       answer(() => ({ ...this.file, text: this.file.text.replaceAll("••••••••", "s3cret") })),
     );
-    api.mcpServerTools.mockImplementation(() => answer(() => ({ policy: "ask", tools: this.tools })));
+    api.mcpServerTools.mockImplementation(() => answer(() => ({ policy: "ask", sampling: "ask", tools: this.tools })));
     api.restartMcpServer.mockResolvedValue();
     api.setToolEnabled.mockResolvedValue();
     api.setToolPolicy.mockResolvedValue();
