@@ -1,0 +1,156 @@
+//! A server that asks for a model run (sampling), in the real app under Xvfb:
+//! server-everything's `trigger-sampling-request` shows the request in the chat (the server,
+//! its system prompt and message, the model picker on the chat's model); nothing runs until
+//! the user approves; the model's answer is shown, and reaches the server (and the chat's
+//! model through the tool's result) only after Send. A second request is denied and the
+//! server hears the user-rejected error.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::time::Duration;
+
+use conduit_e2e::artifacts_dir;
+use conduit_e2e::desktop::Window;
+use conduit_e2e::llm_server::{Dialect, ScriptedCall, ScriptedLlm};
+use serde_json::json;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// What the last request told the model about the tool's result.
+fn tool_result_sent(llm: &ScriptedLlm) -> String {
+    let last = llm.requests().last().unwrap().body.clone();
+    last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "tool")
+        .map(|m| m["content"].to_string())
+        .unwrap_or_default()
+}
+
+const CARD: &str = "section[data-sampling]";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sampling_request_is_approved_then_one_is_denied() {
+    let chat = Dialect::OpenAiChat;
+    let trigger = |id: &str, prompt: &str| {
+        chat.turn(
+            &[],
+            &[ScriptedCall::new(
+                id,
+                "everything__trigger-sampling-request",
+                json!({"prompt": prompt, "maxTokens": 40}),
+            )],
+        )
+    };
+    let llm = ScriptedLlm::start(vec![
+        trigger("call_1", "the weather in Paris"),
+        // The sampling request itself, run on the chat's model after the approval.
+        chat.text(&["It is sunny ", "in Paris."]),
+        chat.text(&["Sampled."]),
+        trigger("call_2", "something else"),
+        chat.text(&["Denied."]),
+    ])
+    .await
+    .unwrap();
+    llm.answer_models(json!({"object": "list", "data": [{"id": "m", "object": "model"}]}));
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("settings.json"),
+        llm.provider_settings().to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        home.path().join("mcp_servers.json"),
+        json!({"mcpServers": {"everything": {"command": "node",
+            "args": [conduit_e2e::npm_server("server-everything").unwrap(), "stdio"]}}})
+        .to_string(),
+    )
+    .unwrap();
+    let shots = artifacts_dir("desktop-sampling");
+    let window = Window::start(&[("CONDUIT_HOME", home.path())], WAIT).await;
+    window.model_shown("m").await;
+
+    window.send("Sample something").await;
+    window
+        .tool_state("trigger-sampling-request", "Waiting for approval")
+        .await;
+    window.click_button("Allow once").await;
+    let shown = window
+        .wait(&format!(
+            r#"document.querySelector('{CARD}')?.textContent.replace(/\s+/g, " ")"#
+        ))
+        .await;
+    let shown = shown.as_str().unwrap();
+    assert!(
+        shown.contains("The MCP server everything asks to run a model (at most 40 tokens)"),
+        "{shown}"
+    );
+    assert!(shown.contains("You are a helpful test server."), "{shown}");
+    assert!(shown.contains("the weather in Paris"), "{shown}");
+    let picked = window
+        .js(&format!(
+            r#"const s = document.querySelector('{CARD} select'); return s.options[s.selectedIndex].text;"#
+        ))
+        .await;
+    assert_eq!(picked, "m", "the picker starts on the chat's model");
+    assert_eq!(llm.requests().len(), 1, "nothing runs before the approval");
+    window.shot(&shots.join("01-asked.png")).await;
+
+    window.click_button("Approve and run").await;
+    let result = window
+        .wait(&format!(
+            r#"document.querySelector('{CARD} .sampling-result')?.textContent.replace(/\s+/g, " ")"#
+        ))
+        .await;
+    assert!(
+        result.as_str().unwrap().contains("It is sunny in Paris."),
+        "{result}"
+    );
+    // The sampled request reached the model with the server's system prompt.
+    let sampled = llm.requests()[1].body.clone();
+    assert_eq!(sampled["messages"][0]["role"], "system");
+    assert!(
+        sampled["messages"][0]["content"]
+            .to_string()
+            .contains("You are a helpful test server."),
+        "{sampled}"
+    );
+    assert_eq!(
+        tool_result_sent(&llm),
+        "",
+        "the result has not gone back yet"
+    );
+    window.shot(&shots.join("02-result.png")).await;
+    window.click_button("Send to everything").await;
+    window.answer_contains("Sampled.").await;
+    window.tool_state("trigger-sampling-request", "Done").await;
+    let sent = tool_result_sent(&llm);
+    assert!(sent.contains("It is sunny in Paris."), "{sent}");
+    assert_eq!(
+        window
+            .js(&format!(
+                "return document.querySelectorAll('{CARD}').length;"
+            ))
+            .await,
+        0,
+        "the sent request is gone"
+    );
+
+    window.send("Again").await;
+    window
+        .tool_state("trigger-sampling-request", "Waiting for approval")
+        .await;
+    window.click_button("Allow once").await;
+    window
+        .wait(&format!("document.querySelector('{CARD}')"))
+        .await;
+    window.click_button("Deny").await;
+    window.answer_contains("Denied.").await;
+    let sent = tool_result_sent(&llm);
+    assert!(sent.contains("User rejected sampling request"), "{sent}");
+    assert_eq!(llm.requests().len(), 5, "the denied request never ran");
+    window.shot(&shots.join("03-denied.png")).await;
+    window.session.close().await.unwrap();
+}
