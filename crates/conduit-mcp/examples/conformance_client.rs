@@ -1,7 +1,8 @@
 //! A small MCP client on `conduit-mcp` for the official conformance suite
 //! (`@modelcontextprotocol/conformance`): it connects to the URL it is given, lists the
 //! tools, and calls the ones the scenario (`MCP_CONFORMANCE_SCENARIO`, with its
-//! `MCP_CONFORMANCE_CONTEXT`) is about.
+//! `MCP_CONFORMANCE_CONTEXT`) is about. Elicitation and sampling go through the app's own
+//! code; only the answers (a form's defaults, a fixed model answer) come from here.
 //! Usage: conformance_client URL
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
@@ -14,6 +15,9 @@ use conduit_mcp::client::{Asks, Connection};
 use conduit_mcp::config::{ServerSpec, Transport};
 use conduit_mcp::elicit::{
     Asker, Elicitation, ElicitationAnswer, ElicitationKind, ElicitationOffer, defaults,
+};
+use conduit_mcp::sampling::{
+    SampledMessage, SamplingAnswer, SamplingContent, SamplingRequest, SamplingStop,
 };
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -112,5 +116,20 @@ impl Asker for ScenarioAnswers {
             ElicitationKind::Form { fields } => ElicitationAnswer::Accept(defaults(&fields)),
             ElicitationKind::Url { .. } => ElicitationAnswer::Accept(Default::default()),
         }
+    }
+
+    fn samples(&self) -> bool {
+        true
+    }
+
+    /// A user who approves the request and its result; the model is a fixed answer.
+    async fn sample(&self, request: SamplingRequest) -> SamplingAnswer {
+        SamplingAnswer::Sampled(SampledMessage {
+            model: "conformance-model".into(),
+            content: vec![SamplingContent::Text {
+                text: format!("A sampled answer to {} messages.", request.messages.len()),
+            }],
+            stop_reason: SamplingStop::EndTurn,
+        })
     }
 }

@@ -975,7 +975,7 @@ impl Connection {
     ) -> Result<serde_json::Value, McpError> {
         let refused = |kind: &str| {
             McpError::Other(format!(
-                "the server asked for {kind}, which Conduit does not offer it"
+                "the server asked for {kind}, which Conduit does not offer this server"
             ))
         };
         match request {
