@@ -289,3 +289,44 @@ async fn list_tools(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn file(raw: serde_json::Value) -> Source {
+        let env = |name: &str| (name == "HOME").then(|| "/home/u".to_owned());
+        Source::File(Box::new(ServerEntry {
+            name: "s".into(),
+            disabled: false,
+            spec: crate::config::spec_of(&raw, &env),
+            raw,
+        }))
+    }
+
+    #[test]
+    fn only_a_change_of_an_existing_roots_list_keeps_the_server_running() {
+        let before = file(json!({"command": "srv", "roots": ["/a"]}));
+        let more = file(json!({"command": "srv", "roots": ["/a", "~/b"]}));
+        assert!(more.only_roots_differ(&before));
+        assert_eq!(
+            more.roots(),
+            Some(vec![
+                std::path::PathBuf::from("/a"),
+                std::path::PathBuf::from("/home/u/b")
+            ])
+        );
+        // Anything else changed, roots added or removed (capabilities change), or a list
+        // that no longer reads: a restart.
+        for after in [
+            json!({"command": "srv2", "roots": ["/a", "/b"]}),
+            json!({"command": "srv"}),
+            json!({"command": "srv", "roots": ["relative"]}),
+        ] {
+            assert!(!file(after.clone()).only_roots_differ(&before), "{after}");
+        }
+        assert!(!before.only_roots_differ(&file(json!({"command": "srv"}))));
+        assert!(!before.only_roots_differ(&before), "nothing changed");
+    }
+}
