@@ -395,3 +395,97 @@ async fn without_a_sampler_sampling_is_not_declared() {
     );
     servers.shutdown().await;
 }
+
+/// Runs `conduit mcp call everything trigger-sampling-request` with `home`, on a terminal
+/// (`script` gives it one) fed `typed`, or without one.
+fn cli_sampling(home: &Path, typed: &str, terminal: bool) -> (bool, String) {
+    let conduit = conduit_e2e::binary("conduit").unwrap();
+    let command = format!(
+        "{} mcp call everything trigger-sampling-request --args '{{\"prompt\":\"from the terminal\",\"maxTokens\":30}}'",
+        conduit.display()
+    );
+    let mut child = if terminal {
+        assert!(
+            Path::new("/usr/bin/script").is_file(),
+            "util-linux `script` is needed to give the CLI a terminal"
+        );
+        let mut script = std::process::Command::new("/usr/bin/script");
+        script.args(["-qec", &command, "/dev/null"]);
+        script
+    } else {
+        let mut shell = std::process::Command::new("sh");
+        shell.args(["-c", &command]);
+        shell
+    };
+    let mut child = child
+        .env("CONDUIT_HOME", home)
+        .env("CONDUIT_SECRET_STORE", "file")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut input = child.stdin.take().unwrap();
+        input.write_all(typed.as_bytes()).unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_asks_on_a_terminal_and_offers_nothing_without_one() {
+    let llm = ScriptedLlm::start(vec![Dialect::OpenAiChat.text(&["Terminal answer."])])
+        .await
+        .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("mcp_servers.json"),
+        json!({"mcpServers": {"everything": everything(json!({}))}}).to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        home.path().join("settings.json"),
+        llm.provider_settings().to_string(),
+    )
+    .unwrap();
+    let home_path = home.path().to_owned();
+    let run = |typed: &'static str, terminal: bool| {
+        let home = home_path.clone();
+        tokio::task::spawn_blocking(move || cli_sampling(&home, typed, terminal))
+    };
+
+    // A no: nothing runs, the server hears the user-rejected error.
+    let (_, shown) = run("n\n", true).await.unwrap();
+    assert!(
+        shown.contains("\"everything\" asks to run a model (at most 30 tokens) on scripted / m"),
+        "{shown}"
+    );
+    assert!(shown.contains("You are a helpful test server."), "{shown}");
+    assert!(shown.contains("User rejected sampling request"), "{shown}");
+    assert!(llm.requests().is_empty(), "nothing ran");
+
+    // Yes to run, yes to send: the scripted model's answer reaches the server.
+    let (ok, shown) = run("y\ny\n", true).await.unwrap();
+    assert!(ok, "{shown}");
+    assert!(
+        shown.contains("The model m answered:\r\n  Terminal answer."),
+        "{shown}"
+    );
+    assert!(shown.contains("\"text\": \"Terminal answer.\""), "{shown}");
+    assert_eq!(llm.requests().len(), 1);
+
+    // Without a terminal sampling is not declared, so the server has no such tool.
+    let (ok, shown) = run("y\ny\n", false).await.unwrap();
+    assert!(!ok, "{shown}");
+    assert!(shown.contains("trigger-sampling-request"), "{shown}");
+    assert_eq!(llm.requests().len(), 1);
+}
