@@ -3,7 +3,8 @@
 //! its system prompt and message, the model picker on the chat's model); nothing runs until
 //! the user approves; the model's answer is shown, and reaches the server (and the chat's
 //! model through the tool's result) only after Send. A second request is denied and the
-//! server hears the user-rejected error.
+//! server hears the user-rejected error; after the server's sampling is set to "Never" in
+//! Settings, a third is refused without being shown.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -51,6 +52,8 @@ async fn a_sampling_request_is_approved_then_one_is_denied() {
         chat.text(&["Sampled."]),
         trigger("call_2", "something else"),
         chat.text(&["Denied."]),
+        trigger("call_3", "after the policy"),
+        chat.text(&["Refused by policy."]),
     ])
     .await
     .unwrap();
@@ -152,5 +155,64 @@ async fn a_sampling_request_is_approved_then_one_is_denied() {
     assert!(sent.contains("User rejected sampling request"), "{sent}");
     assert_eq!(llm.requests().len(), 5, "the denied request never ran");
     window.shot(&shots.join("03-denied.png")).await;
+
+    // In Settings, the server's sampling is set to never: it is refused without asking.
+    let chat_window = window.session.open_settings_window(WAIT).await.unwrap();
+    window
+        .js(r#"[...document.querySelectorAll('[role="tab"]')].find(t => t.textContent.includes("MCP")).click(); return null;"#)
+        .await;
+    window
+        .click_xpath("//li[@aria-label='Server everything']//button[normalize-space()='Tools']")
+        .await;
+    window
+        .wait(r#"document.querySelector('select[aria-label="Sampling by everything"]')?.value === "ask""#)
+        .await;
+    window
+        .js(r#"const s = document.querySelector('select[aria-label="Sampling by everything"]');
+               s.value = "deny"; s.dispatchEvent(new Event('change', {bubbles: true})); return null;"#)
+        .await;
+    let settings = home.path().join("settings.json");
+    let mut policy = serde_json::Value::Null;
+    for _ in 0..200 {
+        let saved: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
+        policy = saved["mcpServers"]["everything"]["sampling"].clone();
+        if policy == "deny" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        policy, "deny",
+        "the policy is stored where tool policies are"
+    );
+    window
+        .js(r#"document.querySelector('select[aria-label="Sampling by everything"]').scrollIntoView(); return null;"#)
+        .await;
+    window.shot(&shots.join("04-policy.png")).await;
+    window
+        .session
+        .client
+        .switch_to_window(chat_window)
+        .await
+        .unwrap();
+    window.send("Once more").await;
+    window
+        .tool_state("trigger-sampling-request", "Waiting for approval")
+        .await;
+    window.click_button("Allow once").await;
+    window.answer_contains("Refused by policy.").await;
+    let sent = tool_result_sent(&llm);
+    assert!(sent.contains("User rejected sampling request"), "{sent}");
+    assert_eq!(
+        window
+            .js(&format!(
+                "return document.querySelectorAll('{CARD}').length;"
+            ))
+            .await,
+        0,
+        "never shown"
+    );
+    assert_eq!(llm.requests().len(), 7, "no model ran for it");
     window.session.close().await.unwrap();
 }
