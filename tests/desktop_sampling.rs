@@ -4,7 +4,8 @@
 //! the user approves; the model's answer is shown, and reaches the server (and the chat's
 //! model through the tool's result) only after Send. A second request is denied and the
 //! server hears the user-rejected error; after the server's sampling is set to "Never" in
-//! Settings, a third is refused without being shown.
+//! Settings, a third is refused without being shown. A folder added to a server's roots in
+//! the Settings form is written to its entry and offered to the running server.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -32,8 +33,12 @@ fn tool_result_sent(llm: &ScriptedLlm) -> String {
 
 const CARD: &str = "section[data-sampling]";
 
+/// One app window at a time: the tests of this file share the display and the driver.
+static ONE_WINDOW: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sampling_request_is_approved_then_one_is_denied() {
+    let _window = ONE_WINDOW.lock().await;
     let chat = Dialect::OpenAiChat;
     let trigger = |id: &str, prompt: &str| {
         chat.turn(
@@ -214,5 +219,118 @@ async fn a_sampling_request_is_approved_then_one_is_denied() {
         "never shown"
     );
     assert_eq!(llm.requests().len(), 7, "no model ran for it");
+    window.session.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roots_added_in_the_settings_form_reach_the_server() {
+    let _window = ONE_WINDOW.lock().await;
+    let chat = Dialect::OpenAiChat;
+    let list = |id: &str| chat.turn(&[], &[ScriptedCall::new(id, "py__client_roots", json!({}))]);
+    let llm = ScriptedLlm::start(vec![
+        list("call_1"),
+        chat.text(&["Listed."]),
+        list("call_2"),
+        chat.text(&["Listed again."]),
+    ])
+    .await
+    .unwrap();
+    llm.answer_models(json!({"object": "list", "data": [{"id": "m", "object": "model"}]}));
+    let home = tempfile::tempdir().unwrap();
+    let folders = tempfile::tempdir().unwrap();
+    let (first, second) = (folders.path().join("first"), folders.path().join("second"));
+    std::fs::write(
+        home.path().join("settings.json"),
+        llm.provider_settings().to_string(),
+    )
+    .unwrap();
+    let root = conduit_e2e::workspace_root().join("tests/mcp-servers");
+    let python = root.join(".venv/bin/python");
+    assert!(
+        python.is_file(),
+        "run `make test`: the Python test servers are missing"
+    );
+    let file = home.path().join("mcp_servers.json");
+    std::fs::write(
+        &file,
+        json!({"mcpServers": {"py": {"command": python,
+            "args": [root.join("fixtures/sampling_tools.py")],
+            "protocolVersion": "2026-07-28", "roots": [first]}}})
+        .to_string(),
+    )
+    .unwrap();
+    let shots = artifacts_dir("desktop-sampling");
+    let window = Window::start(&[("CONDUIT_HOME", home.path())], WAIT).await;
+    window.model_shown("m").await;
+
+    window.send("Which folders?").await;
+    window
+        .tool_state("client_roots", "Waiting for approval")
+        .await;
+    window.click_button("Allow once").await;
+    window.answer_contains("Listed.").await;
+    let uri = |folder: &std::path::Path| format!("file://{}", folder.display());
+    let sent = tool_result_sent(&llm);
+    assert!(sent.contains(&uri(&first)), "{sent}");
+    assert!(!sent.contains(&uri(&second)), "{sent}");
+
+    // A second folder added in the server's form is written to the file and offered.
+    let chat_window = window.session.open_settings_window(WAIT).await.unwrap();
+    window
+        .js(r#"[...document.querySelectorAll('[role="tab"]')].find(t => t.textContent.includes("MCP")).click(); return null;"#)
+        .await;
+    window
+        .click_xpath("//li[@aria-label='Server py']//button[normalize-space()='Edit']")
+        .await;
+    window
+        .wait(r#"document.querySelector('[aria-label="Root 1"]')?.value !== undefined"#)
+        .await;
+    let shown = window
+        .js(r#"return document.querySelector('[aria-label="Root 1"]').value;"#)
+        .await;
+    assert_eq!(
+        shown,
+        first.display().to_string(),
+        "the form shows the roots"
+    );
+    window.click_button("Add root").await;
+    window
+        .type_into("Root 2", &second.display().to_string())
+        .await;
+    window.shot(&shots.join("05-roots-form.png")).await;
+    window
+        .click_xpath("//form[@aria-label='Server form']//button[@type='submit']")
+        .await;
+    let mut written = serde_json::Value::Null;
+    for _ in 0..200 {
+        let saved: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        written = saved["mcpServers"]["py"]["roots"].clone();
+        if written.as_array().is_some_and(|roots| roots.len() == 2) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        written,
+        json!([first.display().to_string(), second.display().to_string()])
+    );
+    window
+        .session
+        .client
+        .switch_to_window(chat_window)
+        .await
+        .unwrap();
+    window.send("And now?").await;
+    window
+        .tool_state("client_roots", "Waiting for approval")
+        .await;
+    window.click_button("Allow once").await;
+    window.answer_contains("Listed again.").await;
+    let sent = tool_result_sent(&llm);
+    assert!(
+        sent.contains(&uri(&first)) && sent.contains(&uri(&second)),
+        "{sent}"
+    );
     window.session.close().await.unwrap();
 }
