@@ -10,7 +10,12 @@
 use std::collections::BTreeMap;
 use std::process::Command;
 
+/// One suite run at a time: two at once (the test harness runs tests in parallel) race
+/// for the ports their mock servers take, and authorization scenarios then fail at random.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn run_requirements(revision: &str) -> BTreeMap<String, bool> {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let modules = conduit_e2e::workspace_root().join("tests/mcp-servers/node_modules");
     let node22 = modules.join(".bin/node");
     let suite = modules.join("conformance-next/dist/index.js");
@@ -36,6 +41,15 @@ fn run_requirements(revision: &str) -> BTreeMap<String, bool> {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    // The whole report, to see why a scenario failed.
+    let log = conduit_e2e::artifacts_dir("conformance-client").join(format!("{revision}.log"));
+    let kept = log
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| std::fs::write(&log, &text));
+    if let Err(e) = kept {
+        println!("cannot keep the report at {}: {e}", log.display());
+    }
     // One line per scenario: "✓ name: N passed, M failed" or "✗ name: ...".
     let scenarios: BTreeMap<String, bool> = text
         .lines()

@@ -311,6 +311,7 @@ async fn a_call_that_times_out_sends_cancelled_while_the_server_runs_on() {
         secrets: Default::default(),
         era: Default::default(),
         oauth: Default::default(),
+        roots: None,
     };
     let connection = conduit_mcp::client::Connection::connect(
         &spec,

@@ -10,7 +10,7 @@ use conduit_host::app::{
     TurnEvent, TurnStatus,
 };
 use conduit_host::approval::Decision;
-use conduit_host::asks::{Question, QuestionReply};
+use conduit_host::asks::{Question, QuestionReply, SamplingQuestion, SamplingReply, SamplingState};
 use conduit_host::core::agent::AgentEvent;
 use conduit_host::core::content::{
     Block, MediaRef, Message, ResultPart, Role, ToolCall, ToolOrigin, ToolResult,
@@ -24,14 +24,19 @@ use conduit_host::mcp_client::elicit::{
     ChoiceOption, Elicitation, ElicitationKind, FieldInput, FormField,
 };
 use conduit_host::mcp_client::oauth::SignedOut;
+use conduit_host::mcp_client::sampling::{
+    SampledMessage, SamplingContent, SamplingMessage, SamplingRequest, SamplingRole, SamplingStop,
+    SamplingTool, ToolChoice,
+};
 use conduit_host::mcp_client::servers::{ServerState, ServerStatus};
 use conduit_host::providers::{LocalProvider, ProviderInput, ProviderSummary};
+use conduit_host::sampling::ModelPick;
 use conduit_host::serve_http::ServeHttpStatus;
 use conduit_host::served::ServeSnippets;
 use conduit_host::settings::ToolPolicy;
 use conduit_host::store::export::Format as ExportFormat;
 use conduit_host::store::{Conversation, MessageStatus, SearchHit, StoredMessage};
-use conduit_host::toolset::{ServerChoice, ToolChoice, ToolChoices, ToolKey, Toolset};
+use conduit_host::toolset::{ToolChoices, ToolKey, Toolset, ToolsetServer, ToolsetTool};
 use conduit_host::{AppInfo, Paths};
 use ts_rs::{Config, TS};
 
@@ -116,13 +121,25 @@ fn generate_types(config: &Config) -> String {
         Elicitation::decl(config),
         Question::decl(config),
         QuestionReply::decl(config),
+        ModelPick::decl(config),
+        SamplingRole::decl(config),
+        SamplingContent::decl(config),
+        SamplingMessage::decl(config),
+        SamplingTool::decl(config),
+        ToolChoice::decl(config),
+        SamplingRequest::decl(config),
+        SamplingStop::decl(config),
+        SampledMessage::decl(config),
+        SamplingState::decl(config),
+        SamplingQuestion::decl(config),
+        SamplingReply::decl(config),
         ServeSnippets::decl(config),
         ServeHttpStatus::decl(config),
         SignedOut::decl(config),
         ToolKey::decl(config),
         Toolset::decl(config),
-        ToolChoice::decl(config),
-        ServerChoice::decl(config),
+        ToolsetTool::decl(config),
+        ToolsetServer::decl(config),
         ToolChoices::decl(config),
         ExportFormat::decl(config),
     ];

@@ -9,7 +9,7 @@ use conduit_host::app::{
     App, CommandError, McpOverview, SendRequest, ServerTools, Started, TurnEvent,
 };
 use conduit_host::approval::Decision;
-use conduit_host::asks::{Question, QuestionReply};
+use conduit_host::asks::{Question, QuestionReply, SamplingQuestion, SamplingReply};
 use conduit_host::core::content::MediaRef;
 use conduit_host::mcp::{ImportFile, ImportPick, McpFile, TextProblem};
 use conduit_host::mcp_client::config::{Edit, ImportCandidate};
@@ -369,6 +369,43 @@ pub async fn answer_question(
         Ok(open::that_detached(&url)?)
     })
     .await
+}
+}
+
+window_command! {
+/// The sampling requests MCP servers sent (a model run they ask for), oldest first, with
+/// where each is (asking, running, a result to review, failed).
+#[tauri::command]
+pub fn mcp_sampling_requests(state: tauri::State<'_, AppState>) -> Reply<Vec<SamplingQuestion>> {
+    Ok(state.app.asker().sampling_requests())
+}
+}
+
+window_command! {
+/// Answers a sampling request: run it on a provider and model, send the result shown,
+/// or deny it. The host checks that the reply fits where the request is.
+#[tauri::command]
+pub fn answer_sampling(
+    state: tauri::State<'_, AppState>,
+    id: String,
+    reply: SamplingReply,
+) -> Reply<()> {
+    Ok(state.app.asker().answer_sampling(&id, reply)?)
+}
+}
+
+window_command! {
+/// Sets what happens to a server's sampling requests (ask, allow, deny).
+#[tauri::command]
+pub fn set_sampling_policy(
+    state: tauri::State<'_, AppState>,
+    server: String,
+    policy: ToolPolicy,
+) -> Reply<()> {
+    state
+        .app
+        .set_sampling_policy(&server, policy)
+        .map_err(CommandError::from)
 }
 }
 

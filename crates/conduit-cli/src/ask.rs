@@ -1,6 +1,8 @@
 //! A server's questions (elicitation) asked on the terminal: each field prompted with
 //! its default, checked, and asked again when wrong; a URL is shown in full and opened
-//! only after a yes. Without a terminal nothing is offered, so servers do not ask.
+//! only after a yes. A sampling request is shown whole and runs only after a yes, and
+//! its result goes back only after another. Without a terminal nothing is offered, so
+//! servers do not ask.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Arc;
@@ -9,23 +11,60 @@ use async_trait::async_trait;
 use conduit_host::mcp_client::elicit::{
     Asker, Elicitation, ElicitationAnswer, ElicitationKind, ElicitationOffer, FieldInput, FormField,
 };
+use conduit_host::mcp_client::sampling::{
+    SampledMessage, SamplingAnswer, SamplingContent, SamplingRequest,
+};
+use conduit_host::sampling::{ModelPick, Sampler};
+use conduit_host::settings::ToolPolicy;
 use serde_json::{Map, Value};
 
 /// Asks on this process's terminal, if it has one.
 pub struct TerminalAsker {
     /// One question at a time: two servers asking at once must not interleave.
     lock: tokio::sync::Mutex<()>,
+    /// Runs sampling requests (the host), on `pick` or the default provider.
+    sampler: Arc<dyn Sampler>,
+    pick: Option<ModelPick>,
 }
 
 impl TerminalAsker {
     /// `None` when stdin or stderr is not a terminal (a pipe, CI): nobody could answer.
-    pub fn if_interactive() -> Option<Arc<dyn Asker>> {
+    /// Sampling requests run on `pick` (the chat's provider and model) or, without one,
+    /// the first provider with a default model.
+    pub fn if_interactive(
+        sampler: Arc<dyn Sampler>,
+        pick: Option<ModelPick>,
+    ) -> Option<Arc<dyn Asker>> {
         let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
         interactive.then(|| {
             Arc::new(Self {
                 lock: tokio::sync::Mutex::new(()),
+                sampler,
+                pick,
             }) as Arc<dyn Asker>
         })
+    }
+
+    /// Asks a yes/no question after `shown`, on the terminal, off the async workers.
+    async fn confirm(&self, shown: String, prompt: &'static str) -> bool {
+        let asked = tokio::task::spawn_blocking(move || {
+            let stdin = std::io::stdin();
+            let mut input = stdin.lock();
+            let mut output = std::io::stderr();
+            yes(&shown, prompt, &mut input, &mut output)
+        })
+        .await;
+        match asked {
+            Ok(Ok(yes)) => yes,
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "the terminal could not be asked; rejected");
+                false
+            }
+            Err(error) => {
+                tracing::warn!(%error, "asking on the terminal failed; rejected");
+                false
+            }
+        }
     }
 }
 
@@ -59,6 +98,133 @@ impl Asker for TerminalAsker {
             }
         }
     }
+
+    fn samples(&self) -> bool {
+        true
+    }
+
+    async fn sample(&self, request: SamplingRequest) -> SamplingAnswer {
+        let policy = self.sampler.sampling_policy(&request.server);
+        if policy == ToolPolicy::Deny {
+            return SamplingAnswer::Rejected;
+        }
+        let Some(pick) = self.pick.clone().or_else(|| self.sampler.default_pick()) else {
+            return SamplingAnswer::Failed(
+                "no provider with a default model is set up to run it".into(),
+            );
+        };
+        if policy == ToolPolicy::Allow {
+            return match self.sampler.run_sampling(&request, &pick).await {
+                Ok(message) => SamplingAnswer::Sampled(message),
+                Err(error) => SamplingAnswer::Failed(error),
+            };
+        }
+        let _one_at_a_time = self.lock.lock().await;
+        if !self
+            .confirm(describe_request(&request, &pick), "Run it? [y/N] ")
+            .await
+        {
+            return SamplingAnswer::Rejected;
+        }
+        let result = match self.sampler.run_sampling(&request, &pick).await {
+            Ok(result) => result,
+            Err(error) => return SamplingAnswer::Failed(error),
+        };
+        if self
+            .confirm(describe_result(&result), "Send this to the server? [y/N] ")
+            .await
+        {
+            SamplingAnswer::Sampled(result)
+        } else {
+            SamplingAnswer::Rejected
+        }
+    }
+}
+
+/// Shows `shown`, asks `prompt`; only a `y` is a yes (the end of input is a no).
+pub fn yes(
+    shown: &str,
+    prompt: &str,
+    input: &mut dyn BufRead,
+    output: &mut dyn Write,
+) -> std::io::Result<bool> {
+    write!(output, "{shown}")?;
+    Ok(line(input, output, prompt)?.is_some_and(|answer| answer.eq_ignore_ascii_case("y")))
+}
+
+/// A sampling request as the terminal shows it: the server, what would run where, the
+/// system prompt, every message and the tools offered.
+pub fn describe_request(request: &SamplingRequest, pick: &ModelPick) -> String {
+    let mut out = format!(
+        "\nThe MCP server {:?} asks to run a model (at most {} tokens) on {}{}.\n",
+        request.server,
+        request.max_tokens,
+        pick.provider,
+        pick.model
+            .as_deref()
+            .map(|m| format!(" / {m}"))
+            .unwrap_or_default()
+    );
+    if !request.model_hints.is_empty() {
+        out += &format!("It prefers: {}\n", request.model_hints.join(", "));
+    }
+    if let Some(system) = &request.system_prompt {
+        out += &format!("System prompt:\n  {}\n", indent(system));
+    }
+    for message in &request.messages {
+        let role = match message.role {
+            conduit_host::mcp_client::sampling::SamplingRole::User => "user",
+            conduit_host::mcp_client::sampling::SamplingRole::Assistant => "assistant",
+        };
+        for content in &message.content {
+            out += &format!("[{role}] {}\n", describe_content(content));
+        }
+    }
+    for tool in &request.tools {
+        out += &format!(
+            "Tool offered: {}{}\n",
+            tool.name,
+            tool.description
+                .as_deref()
+                .map(|d| format!(" - {d}"))
+                .unwrap_or_default()
+        );
+    }
+    out
+}
+
+/// The model's answer as the terminal shows it.
+pub fn describe_result(result: &SampledMessage) -> String {
+    let mut out = format!("\nThe model {} answered:\n", result.model);
+    for content in &result.content {
+        out += &format!("  {}\n", describe_content(content));
+    }
+    out
+}
+
+fn describe_content(content: &SamplingContent) -> String {
+    match content {
+        SamplingContent::Text { text } => indent(text),
+        SamplingContent::Image {
+            mime_type, bytes, ..
+        } => format!("(image, {mime_type}, {bytes} bytes)"),
+        SamplingContent::Audio { mime_type, bytes } => {
+            format!("(audio, {mime_type}, {bytes} bytes)")
+        }
+        SamplingContent::ToolUse { name, input, .. } => format!(
+            "(asks the server to run {name} with {})",
+            serde_json::Value::Object(input.clone())
+        ),
+        SamplingContent::ToolResult { text, is_error, .. } => format!(
+            "({} of a tool) {}",
+            if *is_error { "error" } else { "result" },
+            indent(text)
+        ),
+    }
+}
+
+fn indent(text: &str) -> String {
+    text.replace('\n', "\n  ")
 }
 
 /// Asks `question` on `input`/`output`; the end of input cancels.
@@ -311,6 +477,58 @@ mod tests {
         let mut output = Vec::new();
         let answer = ask(question, &mut input, &mut output).unwrap();
         (answer, String::from_utf8(output).unwrap())
+    }
+
+    #[test]
+    fn a_sampling_request_is_shown_whole_and_only_y_runs_it() {
+        let request = SamplingRequest::from_wire(
+            "weather",
+            &json!({"messages": [{"role": "user", "content": {"type": "text", "text": "Forecast?"}}],
+                    "systemPrompt": "Be brief.", "maxTokens": 40,
+                    "modelPreferences": {"hints": [{"name": "claude"}]},
+                    "tools": [{"name": "lookup", "description": "Looks up", "inputSchema": {"type": "object"}}]}),
+        )
+        .unwrap();
+        let pick = ModelPick {
+            provider: "anthropic".into(),
+            model: Some("claude-x".into()),
+        };
+        let shown = describe_request(&request, &pick);
+        for part in [
+            "\"weather\" asks to run a model (at most 40 tokens) on anthropic / claude-x",
+            "It prefers: claude",
+            "System prompt:\n  Be brief.",
+            "[user] Forecast?",
+            "Tool offered: lookup - Looks up",
+        ] {
+            assert!(shown.contains(part), "{part:?} in {shown}");
+        }
+        for (typed, expected) in [
+            ("y\n", true),
+            ("Y\n", true),
+            ("\n", false),
+            ("yes please\n", false),
+            ("", false),
+        ] {
+            let mut input = std::io::Cursor::new(typed.as_bytes().to_vec());
+            let mut output = Vec::new();
+            assert_eq!(
+                yes(&shown, "Run it? [y/N] ", &mut input, &mut output).unwrap(),
+                expected,
+                "{typed:?}"
+            );
+        }
+        let result = SampledMessage {
+            model: "claude-x".into(),
+            content: vec![SamplingContent::Text {
+                text: "Sunny".into(),
+            }],
+            stop_reason: conduit_host::mcp_client::sampling::SamplingStop::EndTurn,
+        };
+        assert_eq!(
+            describe_result(&result),
+            "\nThe model claude-x answered:\n  Sunny\n"
+        );
     }
 
     #[test]

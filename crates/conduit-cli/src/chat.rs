@@ -106,6 +106,15 @@ pub async fn run(host: Arc<Host>, args: ChatArgs) -> Result<u8, Failure> {
         Some(_) => return Err(usage_error("--read-timeout must be a positive number")),
         None => None,
     };
+    // A server's sampling request runs on the chat's own provider and model when it is a
+    // saved one.
+    let sampling_pick = match &provider {
+        ProviderChoice::Saved(id) => Some(conduit_host::sampling::ModelPick {
+            provider: id.clone(),
+            model: args.model.clone(),
+        }),
+        ProviderChoice::Explicit { .. } => None,
+    };
     let request = ChatRequest {
         conversation: args.conversation,
         provider,
@@ -137,7 +146,10 @@ pub async fn run(host: Arc<Host>, args: ChatArgs) -> Result<u8, Failure> {
 
     let run = async {
         let servers = host
-            .start_mcp(crate::ask::TerminalAsker::if_interactive())
+            .start_mcp(crate::ask::TerminalAsker::if_interactive(
+                host.clone(),
+                sampling_pick,
+            ))
             .await?;
         let turn = host.prepare_turn(request, &servers).await;
         let result = match turn {

@@ -88,7 +88,10 @@ pub async fn run(host: Arc<Host>, command: McpCommand) -> Result<u8, Failure> {
         _ => {}
     }
     let servers = host
-        .start_mcp(crate::ask::TerminalAsker::if_interactive())
+        .start_mcp(crate::ask::TerminalAsker::if_interactive(
+            host.clone(),
+            None,
+        ))
         .await?;
     let result = run_with(&host, &servers, command).await;
     servers.shutdown().await;

@@ -131,9 +131,9 @@ impl App {
     pub fn new(host: Arc<Host>) -> Arc<Self> {
         Arc::new(Self {
             http: crate::serve_http::HttpEndpoint::new(host.clone()),
+            asker: WindowAsker::with_sampler(crate::asks::ANSWER_WAIT, host.clone()),
             host,
             servers: std::sync::OnceLock::new(),
-            asker: WindowAsker::new(crate::asks::ANSWER_WAIT),
             turns: Mutex::new(HashMap::new()),
         })
     }
@@ -418,6 +418,20 @@ impl App {
             } else {
                 settings.set_server_policy(server, policy);
             }
+            Ok::<_, crate::SettingsError>(())
+        })?;
+        Ok(())
+    }
+
+    /// Sets what happens to `server`'s sampling requests: ask, allow (run on the default
+    /// provider and model and answer without asking) or deny.
+    pub fn set_sampling_policy(
+        &self,
+        server: &str,
+        policy: crate::settings::ToolPolicy,
+    ) -> Result<(), AppError> {
+        self.host.update_settings(|settings| {
+            settings.set_sampling_policy(server, policy);
             Ok::<_, crate::SettingsError>(())
         })?;
         Ok(())

@@ -1,7 +1,10 @@
-//! The window's side of servers that ask back (elicitation): each question waits here
+//! The window's side of servers that ask back: each question (elicitation) waits here
 //! under the host's own id until the user answers in the window, and the host checks
 //! every answer (a form must fit the server's schema; a URL opens only after the user
-//! confirmed it natively, outside the page).
+//! confirmed it natively, outside the page). A sampling request waits the same way: it
+//! runs only after the user approves it, on the provider and model they pick, and its
+//! result goes back only after they confirm it (the server's policy may allow or deny
+//! without asking).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -11,10 +14,14 @@ use async_trait::async_trait;
 use conduit_mcp::elicit::{
     self, Asker, Elicitation, ElicitationAnswer, ElicitationKind, ElicitationOffer,
 };
+use conduit_mcp::sampling::{SampledMessage, SamplingAnswer, SamplingRequest};
+
+use crate::sampling::{ModelPick, Sampler};
+use crate::settings::ToolPolicy;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use tokio::sync::{broadcast, oneshot};
+use tokio::sync::{broadcast, mpsc, oneshot};
 
 /// How long a question waits for the user before it is cancelled.
 pub const ANSWER_WAIT: Duration = Duration::from_secs(10 * 60);
@@ -44,12 +51,54 @@ pub enum QuestionReply {
     Cancel,
 }
 
+/// A server's sampling request as the window shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+#[serde(rename_all = "camelCase")]
+pub struct SamplingQuestion {
+    /// The host's id for it (never the server's).
+    pub id: String,
+    pub request: SamplingRequest,
+    pub state: SamplingState,
+}
+
+/// Where a sampling request is.
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+#[serde(tag = "state", rename_all = "camelCase")]
+pub enum SamplingState {
+    /// Waiting for the user to approve it (and pick the model) or deny it.
+    Asking,
+    /// Running on the model the user picked.
+    Running { pick: ModelPick },
+    /// The model answered: waiting for the user to send the result or deny it.
+    Review {
+        pick: ModelPick,
+        result: SampledMessage,
+    },
+    /// The model could not run; the user may pick another model or deny.
+    Failed { pick: ModelPick, error: String },
+}
+
+/// What the user did with a sampling request.
+#[derive(Debug, Clone, PartialEq, Deserialize, ts_rs::TS)]
+#[serde(tag = "action", rename_all = "camelCase")]
+pub enum SamplingReply {
+    /// Approve it and run it on this provider and model (again, after a result or a
+    /// failure).
+    Run { pick: ModelPick },
+    /// Send the model's result to the server.
+    Send,
+    /// Refuse it: the server gets the spec's user-rejected error.
+    Deny,
+}
+
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum AskError {
     #[error("that question is no longer waiting for an answer")]
     NotWaiting,
     #[error("the answer does not fit the form: {0}")]
     DoesNotFit(String),
+    #[error("the request cannot take that now: {0}")]
+    NotNow(&'static str),
 }
 
 struct Waiting {
@@ -57,20 +106,168 @@ struct Waiting {
     answer: oneshot::Sender<ElicitationAnswer>,
 }
 
-/// The questions the servers ask the window.
+struct SamplingWaiting {
+    question: SamplingQuestion,
+    replies: mpsc::UnboundedSender<SamplingReply>,
+}
+
+/// The questions and sampling requests the servers send the window.
 pub struct WindowAsker {
     waiting: Mutex<BTreeMap<String, Waiting>>,
+    sampling: Mutex<BTreeMap<String, SamplingWaiting>>,
+    /// Runs sampling requests; without one, sampling is not offered.
+    sampler: Option<Arc<dyn Sampler>>,
     changed: broadcast::Sender<()>,
     wait: Duration,
 }
 
 impl WindowAsker {
+    /// Questions only: sampling is not offered.
     pub fn new(wait: Duration) -> Arc<Self> {
+        Self::build(wait, None)
+    }
+
+    /// Questions, and sampling requests run by `sampler` (the host).
+    pub fn with_sampler(wait: Duration, sampler: Arc<dyn Sampler>) -> Arc<Self> {
+        Self::build(wait, Some(sampler))
+    }
+
+    fn build(wait: Duration, sampler: Option<Arc<dyn Sampler>>) -> Arc<Self> {
         Arc::new(Self {
             waiting: Mutex::new(BTreeMap::new()),
+            sampling: Mutex::new(BTreeMap::new()),
+            sampler,
             changed: broadcast::channel(16).0,
             wait,
         })
+    }
+
+    /// The sampling requests waiting, oldest first.
+    pub fn sampling_requests(&self) -> Vec<SamplingQuestion> {
+        self.sampling
+            .lock()
+            .values()
+            .map(|w| w.question.clone())
+            .collect()
+    }
+
+    /// Answers the sampling request `id`. Each reply must fit where the request is: a
+    /// run while it is not running, a send only with a result to send; a deny always.
+    pub fn answer_sampling(&self, id: &str, reply: SamplingReply) -> Result<(), AskError> {
+        let mut sampling = self.sampling.lock();
+        let waiting = sampling.get_mut(id).ok_or(AskError::NotWaiting)?;
+        match (&reply, &waiting.question.state) {
+            (SamplingReply::Run { .. }, SamplingState::Running { .. }) => {
+                return Err(AskError::NotNow("it is running"));
+            }
+            (SamplingReply::Send, SamplingState::Review { .. }) => {}
+            (SamplingReply::Send, _) => {
+                return Err(AskError::NotNow("there is no result to send yet"));
+            }
+            (SamplingReply::Run { pick }, _) => {
+                // Shown as running at once, so a second click cannot start it twice.
+                waiting.question.state = SamplingState::Running { pick: pick.clone() };
+            }
+            (SamplingReply::Deny, _) => {}
+        }
+        if waiting.replies.send(reply).is_err() {
+            sampling.remove(id);
+            return Err(AskError::NotWaiting);
+        }
+        drop(sampling);
+        let _ = self.changed.send(());
+        Ok(())
+    }
+
+    fn set_sampling_state(&self, id: &str, state: SamplingState) {
+        if let Some(waiting) = self.sampling.lock().get_mut(id) {
+            waiting.question.state = state;
+        }
+        let _ = self.changed.send(());
+    }
+
+    /// The request's whole life in the window: approve (with a model), run, review,
+    /// send; a deny, a timeout or the server's withdrawal at any point rejects it.
+    async fn sample_in_window(
+        &self,
+        sampler: &dyn Sampler,
+        request: SamplingRequest,
+    ) -> SamplingAnswer {
+        let id = format!("sample_{}", uuid::Uuid::now_v7());
+        let (replies, mut received) = mpsc::unbounded_channel();
+        {
+            let mut sampling = self.sampling.lock();
+            let asked = sampling
+                .values()
+                .filter(|w| w.question.request.server == request.server)
+                .count();
+            // A server cannot flood the window with requests.
+            if asked >= WAITING_PER_SERVER {
+                tracing::warn!(server = %request.server, "a server sent more sampling requests than may wait at once; rejected");
+                return SamplingAnswer::Rejected;
+            }
+            sampling.insert(
+                id.clone(),
+                SamplingWaiting {
+                    question: SamplingQuestion {
+                        id: id.clone(),
+                        request: request.clone(),
+                        state: SamplingState::Asking,
+                    },
+                    replies,
+                },
+            );
+        }
+        let _ = self.changed.send(());
+        /// Takes the request away however the wait ends.
+        struct Forget<'a>(&'a WindowAsker, String);
+        impl Drop for Forget<'_> {
+            fn drop(&mut self) {
+                if self.0.sampling.lock().remove(&self.1).is_some() {
+                    let _ = self.0.changed.send(());
+                }
+            }
+        }
+        let _forget = Forget(self, id.clone());
+        let deadline = tokio::time::Instant::now() + self.wait;
+        let mut result: Option<SampledMessage> = None;
+        loop {
+            let reply = match tokio::time::timeout_at(deadline, received.recv()).await {
+                Ok(Some(reply)) => reply,
+                Ok(None) | Err(_) => return SamplingAnswer::Rejected,
+            };
+            match reply {
+                SamplingReply::Deny => return SamplingAnswer::Rejected,
+                SamplingReply::Send => {
+                    if let Some(message) = result.take() {
+                        return SamplingAnswer::Sampled(message);
+                    }
+                }
+                SamplingReply::Run { pick } => {
+                    result = None;
+                    let outcome = tokio::select! {
+                        outcome = sampler.run_sampling(&request, &pick) => outcome,
+                        // While it runs, only a deny is taken.
+                        _ = received.recv() => return SamplingAnswer::Rejected,
+                        () = tokio::time::sleep_until(deadline) => return SamplingAnswer::Rejected,
+                    };
+                    let state = match outcome {
+                        Ok(message) => {
+                            result = Some(message.clone());
+                            SamplingState::Review {
+                                pick,
+                                result: message,
+                            }
+                        }
+                        Err(error) => {
+                            tracing::warn!(server = %request.server, %error, "a sampling request failed to run");
+                            SamplingState::Failed { pick, error }
+                        }
+                    };
+                    self.set_sampling_state(&id, state);
+                }
+            }
+        }
     }
 
     /// Fires whenever a question arrives or leaves.
@@ -177,6 +374,34 @@ impl Asker for WindowAsker {
         match tokio::time::timeout(self.wait, answered).await {
             Ok(Ok(answer)) => answer,
             Ok(Err(_)) | Err(_) => ElicitationAnswer::Cancel,
+        }
+    }
+
+    fn samples(&self) -> bool {
+        self.sampler.is_some()
+    }
+
+    async fn sample(&self, request: SamplingRequest) -> SamplingAnswer {
+        let Some(sampler) = self.sampler.clone() else {
+            return SamplingAnswer::Rejected;
+        };
+        match sampler.sampling_policy(&request.server) {
+            ToolPolicy::Deny => {
+                tracing::info!(server = %request.server, "a sampling request was refused by the server's policy");
+                SamplingAnswer::Rejected
+            }
+            ToolPolicy::Allow => {
+                let Some(pick) = sampler.default_pick() else {
+                    return SamplingAnswer::Failed(
+                        "no provider with a default model is set up to run it".into(),
+                    );
+                };
+                match sampler.run_sampling(&request, &pick).await {
+                    Ok(message) => SamplingAnswer::Sampled(message),
+                    Err(error) => SamplingAnswer::Failed(error),
+                }
+            }
+            ToolPolicy::Ask => self.sample_in_window(sampler.as_ref(), request).await,
         }
     }
 }
@@ -307,6 +532,239 @@ mod tests {
         assert!(matches!(smuggled, Err(AskError::DoesNotFit(_))));
         asker.answer(&question.id, QuestionReply::Decline).unwrap();
         assert_eq!(waiting.await.unwrap(), ElicitationAnswer::Decline);
+    }
+
+    /// Runs every request by echoing its first text, after `gate` opens; records picks.
+    struct FakeSampler {
+        policy: ToolPolicy,
+        picks: Mutex<Vec<ModelPick>>,
+        gate: tokio::sync::Semaphore,
+    }
+
+    impl FakeSampler {
+        fn new(policy: ToolPolicy) -> Arc<Self> {
+            Arc::new(Self {
+                policy,
+                picks: Mutex::new(Vec::new()),
+                gate: tokio::sync::Semaphore::new(100),
+            })
+        }
+    }
+
+    #[async_trait]
+    impl Sampler for FakeSampler {
+        fn sampling_policy(&self, _server: &str) -> ToolPolicy {
+            self.policy
+        }
+
+        fn default_pick(&self) -> Option<ModelPick> {
+            Some(ModelPick {
+                provider: "default".into(),
+                model: Some("d1".into()),
+            })
+        }
+
+        async fn run_sampling(
+            &self,
+            request: &SamplingRequest,
+            pick: &ModelPick,
+        ) -> Result<SampledMessage, String> {
+            self.picks.lock().push(pick.clone());
+            let _open = self.gate.acquire().await.map_err(|e| e.to_string())?;
+            if pick.provider == "broken" {
+                return Err("the provider refused the key".into());
+            }
+            let conduit_mcp::sampling::SamplingContent::Text { text } =
+                &request.messages[0].content[0]
+            else {
+                return Err("no text".into());
+            };
+            Ok(SampledMessage {
+                model: pick.model.clone().unwrap_or_default(),
+                content: vec![conduit_mcp::sampling::SamplingContent::Text {
+                    text: format!("echo: {text}"),
+                }],
+                stop_reason: conduit_mcp::sampling::SamplingStop::EndTurn,
+            })
+        }
+    }
+
+    fn sampling_request(server: &str) -> SamplingRequest {
+        SamplingRequest::from_wire(
+            server,
+            &json!({"messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}], "maxTokens": 10}),
+        )
+        .unwrap()
+    }
+
+    async fn until_sampling(
+        asker: &WindowAsker,
+        fits: impl Fn(&SamplingState) -> bool,
+    ) -> SamplingQuestion {
+        tokio::time::timeout(Duration::from_secs(5), async {
+            loop {
+                if let Some(q) = asker.sampling_requests().pop().filter(|q| fits(&q.state)) {
+                    return q;
+                }
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .unwrap()
+    }
+
+    fn pick(provider: &str) -> ModelPick {
+        ModelPick {
+            provider: provider.into(),
+            model: Some("m1".into()),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_sampling_request_runs_only_when_approved_and_goes_back_only_when_sent() {
+        let sampler = FakeSampler::new(ToolPolicy::Ask);
+        let asker = WindowAsker::with_sampler(ANSWER_WAIT, sampler.clone());
+        assert!(asker.samples());
+        let waiting = {
+            let asker = asker.clone();
+            tokio::spawn(async move { asker.sample(sampling_request("srv")).await })
+        };
+        let asked = until_sampling(&asker, |s| *s == SamplingState::Asking).await;
+        assert!(asked.id.starts_with("sample_"));
+        assert!(
+            sampler.picks.lock().is_empty(),
+            "nothing runs before approval"
+        );
+        assert_eq!(
+            asker.answer_sampling(&asked.id, SamplingReply::Send),
+            Err(AskError::NotNow("there is no result to send yet"))
+        );
+        // A provider that fails leaves the request waiting for another pick.
+        asker
+            .answer_sampling(
+                &asked.id,
+                SamplingReply::Run {
+                    pick: pick("broken"),
+                },
+            )
+            .unwrap();
+        let failed = until_sampling(&asker, |s| matches!(s, SamplingState::Failed { .. })).await;
+        assert!(
+            matches!(&failed.state, SamplingState::Failed { error, .. } if error.contains("key"))
+        );
+        asker
+            .answer_sampling(&asked.id, SamplingReply::Run { pick: pick("p1") })
+            .unwrap();
+        let review = until_sampling(&asker, |s| matches!(s, SamplingState::Review { .. })).await;
+        let SamplingState::Review { result, pick: used } = &review.state else {
+            unreachable!()
+        };
+        assert_eq!(used.provider, "p1");
+        assert_eq!(
+            result.content,
+            [conduit_mcp::sampling::SamplingContent::Text {
+                text: "echo: hi".into()
+            }]
+        );
+        assert!(!waiting.is_finished(), "not sent before the user confirms");
+        asker
+            .answer_sampling(&asked.id, SamplingReply::Send)
+            .unwrap();
+        assert_eq!(
+            waiting.await.unwrap(),
+            SamplingAnswer::Sampled(result.clone())
+        );
+        assert!(asker.sampling_requests().is_empty());
+        assert_eq!(
+            asker.answer_sampling(&asked.id, SamplingReply::Deny),
+            Err(AskError::NotWaiting)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_denied_sampling_request_is_rejected_even_while_it_runs() {
+        let sampler = FakeSampler::new(ToolPolicy::Ask);
+        let asker = WindowAsker::with_sampler(ANSWER_WAIT, sampler.clone());
+        let denied = {
+            let asker = asker.clone();
+            tokio::spawn(async move { asker.sample(sampling_request("srv")).await })
+        };
+        let asked = until_sampling(&asker, |_| true).await;
+        asker
+            .answer_sampling(&asked.id, SamplingReply::Deny)
+            .unwrap();
+        assert_eq!(denied.await.unwrap(), SamplingAnswer::Rejected);
+
+        // Held at the gate: the run cannot finish, and a deny ends it.
+        let _held = sampler.gate.acquire_many(100).await.unwrap();
+        let running = {
+            let asker = asker.clone();
+            tokio::spawn(async move { asker.sample(sampling_request("srv")).await })
+        };
+        let asked = until_sampling(&asker, |_| true).await;
+        asker
+            .answer_sampling(&asked.id, SamplingReply::Run { pick: pick("p1") })
+            .unwrap();
+        assert_eq!(
+            asker.answer_sampling(&asked.id, SamplingReply::Run { pick: pick("p1") }),
+            Err(AskError::NotNow("it is running"))
+        );
+        asker
+            .answer_sampling(&asked.id, SamplingReply::Deny)
+            .unwrap();
+        assert_eq!(running.await.unwrap(), SamplingAnswer::Rejected);
+        assert!(asker.sampling_requests().is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_servers_policy_allows_or_denies_without_asking_and_floods_are_rejected() {
+        let allowed = WindowAsker::with_sampler(ANSWER_WAIT, FakeSampler::new(ToolPolicy::Allow));
+        let SamplingAnswer::Sampled(message) = allowed.sample(sampling_request("srv")).await else {
+            panic!("allowed requests run");
+        };
+        assert_eq!(message.model, "d1", "on the default provider and model");
+        let denied = WindowAsker::with_sampler(ANSWER_WAIT, FakeSampler::new(ToolPolicy::Deny));
+        assert_eq!(
+            denied.sample(sampling_request("srv")).await,
+            SamplingAnswer::Rejected
+        );
+        assert!(denied.sampling_requests().is_empty(), "never shown");
+
+        let asker = WindowAsker::with_sampler(ANSWER_WAIT, FakeSampler::new(ToolPolicy::Ask));
+        let mut waiting = Vec::new();
+        for _ in 0..WAITING_PER_SERVER {
+            let asker = asker.clone();
+            waiting.push(tokio::spawn(async move {
+                asker.sample(sampling_request("srv")).await
+            }));
+        }
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while asker.sampling_requests().len() < WAITING_PER_SERVER {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .unwrap();
+        assert_eq!(
+            asker.sample(sampling_request("srv")).await,
+            SamplingAnswer::Rejected
+        );
+        for handle in waiting {
+            handle.abort();
+        }
+        // Without a sampler nothing is offered.
+        assert!(!WindowAsker::new(ANSWER_WAIT).samples());
+    }
+
+    #[tokio::test]
+    async fn a_sampling_request_nobody_answers_is_rejected_and_forgotten() {
+        let asker =
+            WindowAsker::with_sampler(Duration::from_millis(50), FakeSampler::new(ToolPolicy::Ask));
+        assert_eq!(
+            asker.sample(sampling_request("srv")).await,
+            SamplingAnswer::Rejected
+        );
+        assert!(asker.sampling_requests().is_empty());
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod mcp;
 pub mod paths;
 pub mod providers;
 mod recorder;
+pub mod sampling;
 pub mod secrets;
 pub mod serve_http;
 pub mod served;

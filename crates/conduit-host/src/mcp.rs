@@ -28,6 +28,8 @@ pub use conduit_mcp::servers::{ServerState, ServerStatus};
 #[derive(Debug, Clone, serde::Serialize, ts_rs::TS)]
 pub struct ServerTools {
     pub policy: crate::settings::ToolPolicy,
+    /// What happens to the server's sampling requests.
+    pub sampling: crate::settings::ToolPolicy,
     pub tools: Vec<ToolSetting>,
 }
 
@@ -178,6 +180,7 @@ impl Host {
             .collect();
         Ok(ServerTools {
             policy: settings.server_policy(server),
+            sampling: settings.sampling_policy(server),
             tools,
         })
     }

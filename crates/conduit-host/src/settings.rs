@@ -89,6 +89,10 @@ pub struct McpServerPrefs {
     /// allow covers only the tools recorded when it was given.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub approved: BTreeMap<String, ApprovedTool>,
+    /// Whether the server's requests to run a model (sampling) are asked about (the
+    /// default), run without asking, or refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampling: Option<ToolPolicy>,
     #[serde(flatten)]
     pub other: Map<String, Value>,
 }
@@ -99,6 +103,7 @@ impl McpServerPrefs {
             && self.tool_approval.is_empty()
             && self.approval.is_none()
             && self.approved.is_empty()
+            && self.sampling.is_none()
             && self.other.is_empty()
     }
 }
@@ -326,6 +331,24 @@ impl Settings {
         self.mcp_servers.remove(server).is_some()
     }
 
+    /// What happens to `server`'s sampling requests (ask unless set).
+    pub fn sampling_policy(&self, server: &str) -> ToolPolicy {
+        self.mcp_servers
+            .get(server)
+            .and_then(|prefs| prefs.sampling)
+            .unwrap_or_default()
+    }
+
+    /// Sets what happens to `server`'s sampling requests; ask is the default and is not
+    /// written.
+    pub fn set_sampling_policy(&mut self, server: &str, policy: ToolPolicy) {
+        let prefs = self.mcp_servers.entry(server.to_owned()).or_default();
+        prefs.sampling = (policy != ToolPolicy::Ask).then_some(policy);
+        if prefs.is_empty() {
+            self.mcp_servers.remove(server);
+        }
+    }
+
     /// The policy of a server's tools that have none of their own.
     pub fn server_policy(&self, server: &str) -> ToolPolicy {
         self.mcp_servers
@@ -478,6 +501,26 @@ mod tests {
         assert_eq!(json["mcpServers"]["everything"]["disabledTools"][0], "echo");
         settings.set_tool_enabled("everything", "echo", true);
         assert!(settings.mcp_servers.is_empty());
+    }
+
+    #[test]
+    fn sampling_is_asked_about_per_server_until_the_user_says_otherwise() {
+        let mut settings = Settings::default();
+        assert_eq!(settings.sampling_policy("everything"), ToolPolicy::Ask);
+        settings.set_sampling_policy("everything", ToolPolicy::Allow);
+        settings.set_sampling_policy("other", ToolPolicy::Deny);
+        let json = serde_json::to_value(&settings).unwrap();
+        assert_eq!(json["mcpServers"]["everything"]["sampling"], "allow");
+        let back: Settings = serde_json::from_value(json).unwrap();
+        assert_eq!(back.sampling_policy("everything"), ToolPolicy::Allow);
+        assert_eq!(back.sampling_policy("other"), ToolPolicy::Deny);
+        // A server's tool policy is not its sampling policy, nor the other way round.
+        assert_eq!(back.server_policy("everything"), ToolPolicy::Ask);
+        settings.set_server_policy("third", ToolPolicy::Allow);
+        assert_eq!(settings.sampling_policy("third"), ToolPolicy::Ask);
+        settings.set_sampling_policy("everything", ToolPolicy::Ask);
+        settings.set_sampling_policy("other", ToolPolicy::Ask);
+        assert_eq!(settings.mcp_servers.keys().collect::<Vec<_>>(), ["third"]);
     }
 
     #[test]

@@ -54,15 +54,15 @@ impl Toolset {
 /// A server's tools as the composer's tools panel lists them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
-pub struct ServerChoice {
+pub struct ToolsetServer {
     pub name: String,
     pub on: bool,
-    pub tools: Vec<ToolChoice>,
+    pub tools: Vec<ToolsetTool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
-pub struct ToolChoice {
+pub struct ToolsetTool {
     pub name: String,
     pub title: Option<String>,
     pub on: bool,
@@ -76,7 +76,7 @@ pub struct ToolChoice {
 #[serde(rename_all = "camelCase")]
 pub struct ToolChoices {
     pub toolset: Toolset,
-    pub servers: Vec<ServerChoice>,
+    pub servers: Vec<ToolsetServer>,
     pub offered: u32,
     pub tokens: u32,
     /// Why so many tools may hurt, when they may.
@@ -134,7 +134,7 @@ impl Host {
     /// What `toolset` offers among the ready servers' tools that Settings enable.
     pub fn tool_choices(&self, servers: &McpRuntime, toolset: Toolset) -> ToolChoices {
         let settings = self.settings().unwrap_or_default();
-        let mut by_server: BTreeMap<String, Vec<ToolChoice>> = BTreeMap::new();
+        let mut by_server: BTreeMap<String, Vec<ToolsetTool>> = BTreeMap::new();
         let mut ready: Vec<String> = Vec::new();
         for status in servers.statuses() {
             if !matches!(status.state, ServerState::Ready { .. }) {
@@ -144,7 +144,7 @@ impl Host {
             let choices = tools
                 .iter()
                 .filter(|tool| settings.tool_enabled(&status.name, &tool.name))
-                .map(|tool| ToolChoice {
+                .map(|tool| ToolsetTool {
                     name: tool.name.clone(),
                     title: tool.title.clone(),
                     on: toolset.allows(&status.name, &tool.name),
@@ -154,9 +154,9 @@ impl Host {
             ready.push(status.name.clone());
             by_server.insert(status.name, choices);
         }
-        let servers: Vec<ServerChoice> = ready
+        let servers: Vec<ToolsetServer> = ready
             .into_iter()
-            .map(|name| ServerChoice {
+            .map(|name| ToolsetServer {
                 on: !toolset.off_servers.contains(&name),
                 tools: by_server.remove(&name).unwrap_or_default(),
                 name,

@@ -49,6 +49,7 @@ fn stdio(command: &str, args: Vec<String>) -> ServerSpec {
         secrets: Default::default(),
         era: Default::default(),
         oauth: Default::default(),
+        roots: None,
     }
 }
 

@@ -4,7 +4,8 @@
 //! `MCP_CONFORMANCE_CONTEXT`) is about. A server that asks for sign-in gets the app's
 //! OAuth code with a headless authorizer (the code read from the redirect), tokens kept
 //! in memory; a call refused for want of scope signs in again with what the server asks
-//! (at most [`MAX_STEP_UPS`] times), as the app does when the user presses Sign in.
+//! (at most [`MAX_STEP_UPS`] times), as the app does when the user presses Sign in. Elicitation and sampling go through the
+//! app's own code; only the answers (a form's defaults, a fixed model answer) come from here.
 //! Usage: conformance_client URL
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
@@ -19,6 +20,9 @@ use conduit_mcp::elicit::{
     Asker, Elicitation, ElicitationAnswer, ElicitationKind, ElicitationOffer, defaults,
 };
 use conduit_mcp::oauth::{self, HeadlessSignIn, MAX_STEP_UPS, SignInSettings, TokenVault};
+use conduit_mcp::sampling::{
+    SampledMessage, SamplingAnswer, SamplingContent, SamplingRequest, SamplingStop,
+};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -48,13 +52,13 @@ async fn main() {
         secrets: Default::default(),
         era: Default::default(),
         oauth,
+        roots: None,
     };
     let vault: Arc<dyn TokenVault> = Arc::new(MemoryVault::default());
     // Only the answers come from the scenario: the form's defaults, or consent to a URL.
     let asks = Asks {
-        server: "conformance".into(),
-        asker: Some(Arc::new(ScenarioAnswers)),
         tokens: Some(vault.clone()),
+        ..Asks::new("conformance", Some(Arc::new(ScenarioAnswers)))
     };
     let sign_in = |challenge: Option<String>| {
         let (url, spec, vault) = (url.clone(), spec.clone(), vault.clone());
@@ -192,5 +196,20 @@ impl Asker for ScenarioAnswers {
             ElicitationKind::Form { fields } => ElicitationAnswer::Accept(defaults(&fields)),
             ElicitationKind::Url { .. } => ElicitationAnswer::Accept(Default::default()),
         }
+    }
+
+    fn samples(&self) -> bool {
+        true
+    }
+
+    /// A user who approves the request and its result; the model is a fixed answer.
+    async fn sample(&self, request: SamplingRequest) -> SamplingAnswer {
+        SamplingAnswer::Sampled(SampledMessage {
+            model: "conformance-model".into(),
+            content: vec![SamplingContent::Text {
+                text: format!("A sampled answer to {} messages.", request.messages.len()),
+            }],
+            stop_reason: SamplingStop::EndTurn,
+        })
     }
 }

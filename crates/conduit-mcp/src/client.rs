@@ -32,6 +32,7 @@ use crate::elicit::{
 };
 use crate::oauth::{self, TokenVault};
 use crate::process::{self, ServerProcess, StderrTail};
+use crate::sampling::{self, SamplingAnswer};
 use crate::spill::{self, Spill};
 use rmcp::transport::AuthClient;
 
@@ -207,7 +208,8 @@ struct Handler {
     asks: Asks,
 }
 
-/// Who answers a server's questions, which server it is, and where its sign-in is kept.
+/// Who answers a server's questions, which server it is, the folders offered to it as
+/// roots, and where its sign-in is kept.
 #[derive(Clone)]
 pub struct Asks {
     pub server: String,
@@ -215,6 +217,40 @@ pub struct Asks {
     /// Where HTTP servers' OAuth tokens are kept; without it no sign-in is used, and a
     /// server that asks for one fails to start saying so.
     pub tokens: Option<Arc<dyn TokenVault>>,
+    pub roots: Roots,
+}
+
+/// The folders a server is offered as roots, shared with whoever may change them while
+/// the session runs; `None` when the entry has no `roots` (then none are declared).
+#[derive(Clone, Default)]
+pub struct Roots(Arc<parking_lot::RwLock<Option<Vec<std::path::PathBuf>>>>);
+
+impl Roots {
+    pub fn new(folders: Option<Vec<std::path::PathBuf>>) -> Self {
+        Self(Arc::new(parking_lot::RwLock::new(folders)))
+    }
+
+    /// The folders now (`None`: roots are not offered).
+    pub fn get(&self) -> Option<Vec<std::path::PathBuf>> {
+        self.0.read().clone()
+    }
+
+    /// Replaces the folders; whether they changed.
+    pub fn set(&self, folders: Option<Vec<std::path::PathBuf>>) -> bool {
+        let mut now = self.0.write();
+        let changed = *now != folders;
+        *now = folders;
+        changed
+    }
+
+    fn offered(&self) -> bool {
+        self.0.read().is_some()
+    }
+
+    /// The `roots/list` result now.
+    fn to_wire(&self) -> serde_json::Value {
+        sampling::roots_to_wire(self.0.read().as_deref().unwrap_or_default())
+    }
 }
 
 impl Asks {
@@ -224,6 +260,47 @@ impl Asks {
             server: server.to_owned(),
             asker: None,
             tokens: None,
+            roots: Roots::default(),
+        }
+    }
+
+    /// Questions for `server` go to `asker`; no roots are offered.
+    pub fn new(server: &str, asker: Option<Arc<dyn Asker>>) -> Self {
+        Self {
+            asker,
+            ..Self::nobody(server)
+        }
+    }
+
+    fn samples(&self) -> bool {
+        self.asker.as_ref().is_some_and(|asker| asker.samples())
+    }
+
+    /// Runs a server's sampling request through the frontend: the result JSON, or the
+    /// error the server gets (the spec's user-rejected error for a no).
+    async fn sample(
+        &self,
+        params: serde_json::Value,
+    ) -> Result<serde_json::Value, rmcp::ErrorData> {
+        let Some(asker) = self.asker.as_ref().filter(|asker| asker.samples()) else {
+            return Err(rmcp::ErrorData::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                "this client does not offer sampling",
+                None,
+            ));
+        };
+        let request = sampling::SamplingRequest::from_wire(&self.server, &params).map_err(|why| {
+            tracing::warn!(server = %self.server, %why, "a server's sampling request is malformed; refused");
+            rmcp::ErrorData::invalid_params(why, None)
+        })?;
+        match asker.sample(request).await {
+            SamplingAnswer::Sampled(message) => Ok(message.to_wire()),
+            SamplingAnswer::Rejected => Err(rmcp::ErrorData::new(
+                rmcp::model::ErrorCode(sampling::USER_REJECTED_CODE),
+                sampling::USER_REJECTED,
+                None,
+            )),
+            SamplingAnswer::Failed(why) => Err(rmcp::ErrorData::internal_error(why, None)),
         }
     }
 
@@ -317,6 +394,18 @@ impl ClientHandler for Handler {
             }
             capabilities.elicitation = Some(elicitation);
         }
+        if self.asks.samples() {
+            // Sampling (with tools: the model's tool uses go back to the server, which runs
+            // them) is deprecated by SEP-2577 but still part of the protocol Conduit speaks.
+            let mut sampling = rmcp::model::SamplingCapability::default();
+            sampling.tools = Some(JsonObject::new());
+            capabilities.sampling = Some(sampling);
+        }
+        if self.asks.roots.offered() {
+            let mut roots = rmcp::model::RootsCapabilities::default();
+            roots.list_changed = Some(true);
+            capabilities.roots = Some(roots);
+        }
         ClientConfig::new(
             capabilities,
             Implementation::new("conduit", env!("CARGO_PKG_VERSION")),
@@ -335,6 +424,43 @@ impl ClientHandler for Handler {
             answer = self.asks.elicit(request) => answer,
             () = context.ct.cancelled() => ElicitResult::new(ElicitationAction::Cancel),
         })
+    }
+
+    // Sampling and roots are deprecated by SEP-2577 in rmcp 3.9.0 but remain in the
+    // protocol (issue 14 asks for both): the types are named only here.
+    #[allow(deprecated)]
+    async fn create_message(
+        &self,
+        params: rmcp::model::CreateMessageRequestParams,
+        context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::CreateMessageResult, rmcp::ErrorData> {
+        let params = serde_json::to_value(&params)
+            .map_err(|e| rmcp::ErrorData::invalid_params(e.to_string(), None))?;
+        // A request the server withdraws, or whose session ends, leaves the screen.
+        let answer = tokio::select! {
+            answer = self.asks.sample(params) => answer?,
+            () = context.ct.cancelled() => {
+                return Err(rmcp::ErrorData::internal_error("the request was cancelled", None));
+            }
+        };
+        serde_json::from_value(answer)
+            .map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))
+    }
+
+    #[allow(deprecated)]
+    async fn list_roots(
+        &self,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ListRootsResult, rmcp::ErrorData> {
+        if !self.asks.roots.offered() {
+            return Err(rmcp::ErrorData::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                "this client offers no roots to this server",
+                None,
+            ));
+        }
+        serde_json::from_value(self.asks.roots.to_wire())
+            .map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))
     }
 
     async fn on_progress(
@@ -952,19 +1078,11 @@ impl Connection {
                     }
                     let mut responses = rmcp::model::InputResponses::new();
                     for (key, request) in requests {
-                        let rmcp::model::InputRequest::Elicitation(request) = request else {
-                            return Err(McpError::Other(format!(
-                                "the server asked for input Conduit does not offer yet ({})",
-                                input_kind(&request)
-                            )));
-                        };
                         let answer = tokio::select! {
-                            answer = self.asks.elicit(request.params) => answer,
+                            answer = self.input_response(request) => answer?,
                             () = cancel.cancelled() => return Err(McpError::Cancelled),
                             () = self.ended.cancelled() => return Err(McpError::Closed),
                         };
-                        let answer = serde_json::to_value(answer)
-                            .map_err(|e| McpError::Other(e.to_string()))?;
                         responses.insert(key, answer);
                     }
                     if responses.is_empty() {
@@ -990,6 +1108,65 @@ impl Connection {
         Err(McpError::Other(format!(
             "the server still wanted more after {MAX_INPUT_ROUNDS} rounds"
         )))
+    }
+
+    /// The answer to one of a server's input requests (2026-07-28), given by the same
+    /// code as the legacy server-to-client requests. A request Conduit did not declare,
+    /// or one the user rejects, fails the call (as rmcp's own client does).
+    async fn input_response(
+        &self,
+        request: rmcp::model::InputRequest,
+    ) -> Result<serde_json::Value, McpError> {
+        let refused = |kind: &str| {
+            McpError::Other(format!(
+                "the server asked for {kind}, which Conduit does not offer this server"
+            ))
+        };
+        match request {
+            rmcp::model::InputRequest::Elicitation(request) => {
+                let answer = self.asks.elicit(request.params).await;
+                serde_json::to_value(answer).map_err(|e| McpError::Other(e.to_string()))
+            }
+            rmcp::model::InputRequest::CreateMessage(request) => {
+                if !self.asks.samples() {
+                    return Err(refused("sampling"));
+                }
+                let params = serde_json::to_value(&request.params)
+                    .map_err(|e| McpError::Other(e.to_string()))?;
+                self.asks.sample(params).await.map_err(|error| {
+                    McpError::Other(format!(
+                        "the server's sampling request was not answered: {}",
+                        error.message
+                    ))
+                })
+            }
+            rmcp::model::InputRequest::ListRoots(_) => {
+                if !self.asks.roots.offered() {
+                    return Err(refused("roots"));
+                }
+                Ok(self.asks.roots.to_wire())
+            }
+            other => Err(refused(input_kind(&other))),
+        }
+    }
+
+    /// Tells the server its roots changed (the entry's `roots` were edited). A
+    /// 2026-07-28 server asks for roots in each request that needs them, so only a
+    /// legacy session is notified.
+    pub async fn roots_changed(&self) {
+        if !self.asks.roots.offered() {
+            return;
+        }
+        let legacy = self
+            .peer
+            .peer_info()
+            .is_some_and(|info| info.protocol_version.has_initialize());
+        if legacy {
+            #[allow(deprecated)]
+            if let Err(error) = self.peer.notify_roots_list_changed().await {
+                tracing::warn!(server = %self.asks.server, %error, "the server could not be told its roots changed");
+            }
+        }
     }
 
     /// One request of a tool call, its progress routed to `progress`; `cancel` sends

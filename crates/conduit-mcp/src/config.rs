@@ -125,6 +125,9 @@ pub struct ServerSpec {
     pub era: ProtocolEra,
     /// How to sign in to an HTTP server that asks for OAuth (`oauth`).
     pub oauth: crate::oauth::SignInSettings,
+    /// The folders offered to the server as roots (`roots`: absolute or `~/`); `None`
+    /// when the entry has none, and then roots are not declared.
+    pub roots: Option<Vec<PathBuf>>,
     /// Hides what must not leave the crate: the `${VAR}` values, header values and the
     /// URL's query and user info.
     pub secrets: crate::redact::Redactor,
@@ -275,6 +278,7 @@ fn entries(document: &Value, env: &dyn Fn(&str) -> Option<String>) -> Vec<Server
 
 /// Checks one entry and expands `${VAR}` in `env`, `url` and `headers`.
 pub fn spec_of(raw: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<ServerSpec, String> {
+    let home = env("HOME").map(PathBuf::from);
     // Every value a `${VAR}` brings in is a secret; messages use the template instead.
     let expanded = std::cell::RefCell::new(Vec::new());
     let recording = |name: &str| {
@@ -328,6 +332,10 @@ pub fn spec_of(raw: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<Serv
             )
         })?,
         Some(_) => return Err("protocolVersion must be a string".into()),
+    };
+    let roots = match object.get("roots") {
+        None | Some(Value::Null) => None,
+        Some(roots) => Some(crate::sampling::roots_of(roots, home.as_deref())?),
     };
     let kind = match object.get("type").and_then(Value::as_str) {
         None => None,
@@ -408,6 +416,7 @@ pub fn spec_of(raw: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<Serv
         timeout,
         era,
         oauth,
+        roots,
         secrets: crate::redact::Redactor::new(secrets),
     })
 }

@@ -2,9 +2,11 @@
 //! restricted JSON Schema (strings, numbers, booleans, single and multi-select enums), the
 //! answer checked against that schema before it goes back, and the [`Asker`] seam through
 //! which a frontend answers (a form in the window, prompts on a terminal, a scenario in
-//! the conformance client).
+//! the conformance client). The same seam takes sampling requests ([`crate::sampling`]).
 
 use async_trait::async_trait;
+
+use crate::sampling::{SamplingAnswer, SamplingRequest};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -98,13 +100,28 @@ pub struct ElicitationOffer {
     pub url: bool,
 }
 
-/// Who answers a server's questions.
+/// Who answers a server's questions (elicitation) and requests to run a model
+/// (sampling).
 #[async_trait]
 pub trait Asker: Send + Sync {
     fn offers(&self) -> ElicitationOffer;
 
     /// Asks the user; a frontend that cannot ask right now declines.
     async fn elicit(&self, question: Elicitation) -> ElicitationAnswer;
+
+    /// Whether this frontend can answer sampling requests (then, and only then, the
+    /// sampling capability is declared, with tools).
+    fn samples(&self) -> bool {
+        false
+    }
+
+    /// Decides a server's sampling request: shown to the user, run on the model they
+    /// pick after they approve it, and its result returned only after they confirm. A
+    /// frontend that cannot ask rejects.
+    async fn sample(&self, request: SamplingRequest) -> SamplingAnswer {
+        let _ = request;
+        SamplingAnswer::Rejected
+    }
 }
 
 /// Reads a form's restricted schema (`requestedSchema`): an object whose properties are

@@ -12,6 +12,8 @@
 //! - [`result`]: MCP results into the core's rich result; [`tool`]: MCP tools as core tools.
 //! - [`elicit`]: what a server asks the user (elicitation), read and checked, and the
 //!   [`elicit::Asker`] seam a frontend answers through.
+//! - [`sampling`]: a server's request to run a model (sampling), and roots, in Conduit's
+//!   own types; the frontend decides through the same [`elicit::Asker`].
 //! - [`redact`]: secrets kept out of errors, states and logs.
 //! - [`runtime`]: the one runtime of the app and the command line: the file's servers and
 //!   Conduit's own in-process ones ([`client::InProcessServer`], the tool-source seam),
@@ -33,6 +35,7 @@ mod process;
 pub mod redact;
 pub mod result;
 pub mod runtime;
+pub mod sampling;
 pub mod server;
 pub mod servers;
 pub mod shell_path;

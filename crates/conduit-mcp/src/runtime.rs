@@ -19,7 +19,7 @@ use tokio::sync::{broadcast, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{Connection, InProcessServer};
+use crate::client::{Connection, InProcessServer, Roots};
 use crate::config::{self, ConfigError};
 use crate::elicit::Asker;
 use crate::oauth::TokenVault;
@@ -108,6 +108,8 @@ impl RuntimeOptions {
 
 struct Slot {
     source: Source,
+    /// The folders offered as roots, shared with the running session.
+    roots: Roots,
     running: Running,
     /// Cancelled when the slot is replaced or removed: its supervisor then ends.
     stop: CancellationToken,
@@ -350,6 +352,28 @@ async fn apply_file(inner: &Arc<Inner>) -> Result<(), ConfigError> {
             wanted.push((entry.name.clone(), Source::File(Box::new(entry))));
         }
     }
+    // An entry whose roots alone changed keeps its server running: the new folders are
+    // offered and the server is told (a restart would lose its state for nothing).
+    let told: Vec<Arc<Connection>> = {
+        let mut state = inner.state.lock();
+        let mut told = Vec::new();
+        for (name, source) in &wanted {
+            let Some(slot) = state.slots.get_mut(name) else {
+                continue;
+            };
+            if source.only_roots_differ(&slot.source) {
+                slot.source = source.clone();
+                if slot.roots.set(source.roots()) {
+                    tracing::info!(server = %name, "MCP server's roots changed; it is told, not restarted");
+                    told.extend(slot.running.connection.clone());
+                }
+            }
+        }
+        told
+    };
+    for connection in told {
+        connection.roots_changed().await;
+    }
     // Servers that are gone or whose entry changed stop first: never two instances.
     let stopping: Vec<String> = {
         let state = inner.state.lock();
@@ -426,10 +450,12 @@ fn install(inner: &Arc<Inner>, name: String, source: Source) -> oneshot::Receive
         return settled_receiver;
     }
     let _ = inner.events.send(LiveEvent::Server(starting.status()));
+    let roots = Roots::new(source.roots());
     let supervisor = tokio::spawn(supervise(
         Arc::downgrade(inner),
         name.clone(),
         source.clone(),
+        roots.clone(),
         stop.clone(),
         settled,
     ));
@@ -437,6 +463,7 @@ fn install(inner: &Arc<Inner>, name: String, source: Source) -> oneshot::Receive
         name,
         Slot {
             source,
+            roots,
             running: starting,
             stop,
             supervisor: Some(supervisor),
@@ -465,6 +492,7 @@ async fn supervise(
     inner: Weak<Inner>,
     name: String,
     source: Source,
+    roots: Roots,
     stop: CancellationToken,
     settled: oneshot::Sender<()>,
 ) {
@@ -483,7 +511,7 @@ async fn supervise(
     let mut last_end: Option<(String, Vec<String>)> = None;
     loop {
         let running = tokio::select! {
-            running = start_one(&name, &source, start_timeout, asker.clone(), tokens.clone()) => running,
+            running = start_one(&name, &source, start_timeout, asker.clone(), tokens.clone(), roots.clone()) => running,
             () = stop.cancelled() => return,
         };
         let connection = running.connection.clone();

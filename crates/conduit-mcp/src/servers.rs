@@ -7,7 +7,7 @@ use std::time::Duration;
 use conduit_core::media::MediaStore;
 use serde::Serialize;
 
-use crate::client::{Asks, Connection, InProcessServer, ServerDetails};
+use crate::client::{Asks, Connection, InProcessServer, Roots, ServerDetails};
 use crate::config::ServerEntry;
 use crate::elicit::Asker;
 use crate::naming::ToolNames;
@@ -95,6 +95,35 @@ pub enum Source {
 }
 
 impl Source {
+    /// The folders the entry offers as roots (`None`: roots are not declared).
+    pub(crate) fn roots(&self) -> Option<Vec<std::path::PathBuf>> {
+        match self {
+            Source::File(entry) => entry.spec.as_ref().ok().and_then(|spec| spec.roots.clone()),
+            Source::InProcess(_) => None,
+        }
+    }
+
+    /// Whether `self` differs from `other` only in the list of roots, both valid and
+    /// both offering roots: then the running server is told instead of restarted (its
+    /// capabilities, fixed when it started, stay true).
+    pub(crate) fn only_roots_differ(&self, other: &Source) -> bool {
+        let (Source::File(a), Source::File(b)) = (self, other) else {
+            return false;
+        };
+        let without_roots = |raw: &serde_json::Value| {
+            let mut raw = raw.clone();
+            if let Some(object) = raw.as_object_mut() {
+                object.remove("roots");
+            }
+            raw
+        };
+        a.raw != b.raw
+            && a.disabled == b.disabled
+            && self.roots().is_some()
+            && other.roots().is_some()
+            && without_roots(&a.raw) == without_roots(&b.raw)
+    }
+
     /// Whether `self` runs something other than `other` (then it restarts).
     pub(crate) fn differs_from(&self, other: &Source) -> bool {
         match (self, other) {
@@ -187,11 +216,13 @@ pub(crate) async fn start_one(
     start_timeout: Duration,
     asker: Option<Arc<dyn Asker>>,
     tokens: Option<Arc<dyn TokenVault>>,
+    roots: Roots,
 ) -> Running {
     let asks = Asks {
         server: name.to_owned(),
         asker,
         tokens,
+        roots,
     };
     let entry = match source {
         Source::File(entry) => entry,
@@ -298,5 +329,46 @@ async fn list_tools(
                 tail,
             )
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn file(raw: serde_json::Value) -> Source {
+        let env = |name: &str| (name == "HOME").then(|| "/home/u".to_owned());
+        Source::File(Box::new(ServerEntry {
+            name: "s".into(),
+            disabled: false,
+            spec: crate::config::spec_of(&raw, &env),
+            raw,
+        }))
+    }
+
+    #[test]
+    fn only_a_change_of_an_existing_roots_list_keeps_the_server_running() {
+        let before = file(json!({"command": "srv", "roots": ["/a"]}));
+        let more = file(json!({"command": "srv", "roots": ["/a", "~/b"]}));
+        assert!(more.only_roots_differ(&before));
+        assert_eq!(
+            more.roots(),
+            Some(vec![
+                std::path::PathBuf::from("/a"),
+                std::path::PathBuf::from("/home/u/b")
+            ])
+        );
+        // Anything else changed, roots added or removed (capabilities change), or a list
+        // that no longer reads: a restart.
+        for after in [
+            json!({"command": "srv2", "roots": ["/a", "/b"]}),
+            json!({"command": "srv"}),
+            json!({"command": "srv", "roots": ["relative"]}),
+        ] {
+            assert!(!file(after.clone()).only_roots_differ(&before), "{after}");
+        }
+        assert!(!before.only_roots_differ(&file(json!({"command": "srv"}))));
+        assert!(!before.only_roots_differ(&before), "nothing changed");
     }
 }

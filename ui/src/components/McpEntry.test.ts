@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { emptyFields, entryFromFields, fieldsFromEntry } from "./McpEntry";
+import { emptyFields, entryFromFields, fieldsFromEntry, fieldsProblem } from "./McpEntry";
 
 describe("the server form's transport", () => {
   it("comes from what the host reports, not from the entry's type spelling", () => {
@@ -22,5 +22,15 @@ describe("the server form's transport", () => {
     expect(entryFromFields(base, fields)).toEqual({ type: "http", url: "https://h.example/mcp" });
     const fresh = { ...emptyFields(), transport: "http" as const, url: "https://h.example/mcp" };
     expect(entryFromFields(undefined, fresh)).toEqual({ type: "http", url: "https://h.example/mcp" });
+  });
+
+  it("reads and writes an entry's roots, in place, and leaves them out when none are left", () => {
+    const base = { entry: { command: "x", roots: ["~/code", "/data"], timeout: 5 }, transport: "stdio" as const };
+    const fields = fieldsFromEntry(base);
+    expect(fields.roots).toEqual(["~/code", "/data"]);
+    expect(entryFromFields(base, { ...fields, roots: [" /srv ", ""] })).toEqual({ command: "x", args: [], roots: ["/srv"], timeout: 5 });
+    expect(entryFromFields(base, { ...fields, roots: [] })).toEqual({ command: "x", args: [], timeout: 5 });
+    expect(fieldsProblem({ ...fields, roots: ["relative/dir"] })).toBe("The root relative/dir must be an absolute folder or start with ~/.");
+    expect(fieldsProblem({ ...fields, roots: ["~", "~/x", "/y"] })).toBeNull();
   });
 });

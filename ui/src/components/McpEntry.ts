@@ -19,10 +19,12 @@ export interface ServerFields {
   cwd: string;
   url: string;
   headers: Pair[];
+  /** Folders offered to the server as roots (absolute or `~/`); none: roots not offered. */
+  roots: string[];
 }
 
 /** The fields the form owns; every other field of an entry is carried over untouched. */
-const MANAGED = ["command", "args", "env", "cwd", "type", "url", "headers"];
+const MANAGED = ["command", "args", "env", "cwd", "type", "url", "headers", "roots"];
 
 function text(value: unknown): string {
   if (value === undefined || value === null) return "";
@@ -35,7 +37,7 @@ function pairs(value: unknown): Pair[] {
 }
 
 export function emptyFields(): ServerFields {
-  return { transport: "stdio", command: "", args: [], env: [], cwd: "", url: "", headers: [] };
+  return { transport: "stdio", command: "", args: [], env: [], cwd: "", url: "", headers: [], roots: [] };
 }
 
 /** The form's fields for a server of the file; an entry that names no transport opens as stdio. */
@@ -49,6 +51,7 @@ export function fieldsFromEntry(server: Pick<McpFileServer, "entry" | "transport
     cwd: text(entry.cwd),
     url: text(entry.url),
     headers: pairs(entry.headers),
+    roots: Array.isArray(entry.roots) ? entry.roots.map(text) : [],
   };
 }
 
@@ -57,6 +60,12 @@ export function fieldsProblem(fields: ServerFields): string | null {
   if (fields.transport === "stdio" && fields.command.trim() === "") return "Enter the command that starts the server.";
   if (fields.transport === "http" && fields.url.trim() === "") return "Enter the server's URL.";
   const [list, what] = fields.transport === "stdio" ? [fields.env, "variable"] : [fields.headers, "header"];
+  for (const root of fields.roots) {
+    const folder = root.trim();
+    if (folder !== "" && !folder.startsWith("/") && folder !== "~" && !folder.startsWith("~/")) {
+      return `The root ${folder} must be an absolute folder or start with ~/.`;
+    }
+  }
   const seen = new Set<string>();
   for (const [index, pair] of list.entries()) {
     const key = pair.key.trim();
@@ -97,6 +106,9 @@ export function entryFromFields(
     const headers = record(fields.headers);
     if (Object.keys(headers).length > 0) managed.headers = headers;
   }
+  // Roots are offered over either transport; an empty list leaves them out.
+  const roots = fields.roots.map((root) => root.trim()).filter((root) => root !== "");
+  if (roots.length > 0) managed.roots = roots;
   const entry: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(written)) {
     if (!MANAGED.includes(key)) entry[key] = value;

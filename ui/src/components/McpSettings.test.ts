@@ -119,11 +119,12 @@ class Backend {
     api.revealMcpFile.mockImplementation(() =>
       answer(() => ({ ...this.file, text: this.file.text.replaceAll("••••••••", "s3cret") })),
     );
-    api.mcpServerTools.mockImplementation(() => answer(() => ({ policy: "ask", tools: this.tools })));
+    api.mcpServerTools.mockImplementation(() => answer(() => ({ policy: "ask", sampling: "ask", tools: this.tools })));
     api.restartMcpServer.mockResolvedValue();
     api.setToolEnabled.mockResolvedValue();
     api.setToolPolicy.mockResolvedValue();
     api.setServerPolicy.mockResolvedValue();
+    api.setSamplingPolicy.mockResolvedValue();
   }
 }
 
@@ -492,5 +493,21 @@ describe("McpSettings", () => {
     expect(api.setToolEnabled).toHaveBeenCalledWith("files", "delete_file", false);
     await fireEvent.change(within(tool).getByLabelText("Approval for delete_file"), { target: { value: "allow" } });
     expect(api.setToolPolicy).toHaveBeenCalledWith("files", "delete_file", "allow");
+  });
+
+  it("sets what happens when a server asks to run a model, and goes back when refused", async () => {
+    const backend = setup([server("files", { command: "npx" })]);
+    backend.overview = { configError: null, servers: [{ name: "files", state: "ready", details: { name: null, version: null, protocolVersion: "2025-11-25", instructions: null, tools: true, resources: false, prompts: false }, tool_count: 0 }] };
+    render(McpSettings);
+    const row = await serverRow("files");
+    await fireEvent.click(await within(row).findByRole("button", { name: "Tools" }));
+    const sampling = (await within(row).findByLabelText("Sampling by files")) as HTMLSelectElement;
+    expect(sampling.value).toBe("ask");
+    await fireEvent.change(sampling, { target: { value: "deny" } });
+    expect(api.setSamplingPolicy).toHaveBeenCalledWith("files", "deny");
+    api.setSamplingPolicy.mockRejectedValueOnce({ message: "settings.json is not valid JSON" });
+    await fireEvent.change(sampling, { target: { value: "allow" } });
+    expect((await within(row).findByRole("alert")).textContent).toContain("not valid JSON");
+    expect(sampling.value).toBe("deny");
   });
 });

@@ -21,6 +21,8 @@ export type CommandName =
   | "answer_approval"
   | "mcp_questions"
   | "answer_question"
+  | "mcp_sampling_requests"
+  | "answer_sampling"
   | "store_attachment"
   | "mcp_servers"
   | "open_external"
@@ -47,6 +49,7 @@ export type CommandName =
   | "set_tool_enabled"
   | "set_tool_policy"
   | "set_server_policy"
+  | "set_sampling_policy"
   | "open_folder"
   | "open_media"
   | "copy_image"
@@ -345,7 +348,11 @@ reapproval?: Array<string>, name: string, title: string | null, description: str
  */
 inputSchema: Record<string, unknown>, };
 
-export type ServerTools = { policy: ToolPolicy, tools: Array<ToolSetting>, };
+export type ServerTools = { policy: ToolPolicy, 
+/**
+ * What happens to the server's sampling requests.
+ */
+sampling: ToolPolicy, tools: Array<ToolSetting>, };
 
 export type ChoiceOption = { value: string, title: string | null, };
 
@@ -372,6 +379,63 @@ export type Question = {
 id: string, elicitation: Elicitation, };
 
 export type QuestionReply = { "action": "accept", values: Record<string, unknown>, } | { "action": "decline" } | { "action": "cancel" };
+
+export type ModelPick = { 
+/**
+ * A saved provider's id.
+ */
+provider: string, 
+/**
+ * The model; `None` takes the provider's default model.
+ */
+model: string | null, };
+
+export type SamplingRole = "user" | "assistant";
+
+export type SamplingContent = { "type": "text", text: string, } | { "type": "image", mimeType: string, bytes: number, } | { "type": "audio", mimeType: string, bytes: number, } | { "type": "toolUse", id: string, name: string, input: Record<string, unknown>, } | { "type": "toolResult", toolUseId: string, text: string, isError: boolean, };
+
+export type SamplingMessage = { role: SamplingRole, content: Array<SamplingContent>, };
+
+export type SamplingTool = { name: string, description: string | null, inputSchema: Record<string, unknown>, };
+
+export type ToolChoice = "auto" | "required" | "none";
+
+export type SamplingRequest = { 
+/**
+ * The server that asks (the name in the `mcpServers` file).
+ */
+server: string, messages: Array<SamplingMessage>, systemPrompt: string | null, 
+/**
+ * Tools the model may ask for; Conduit never runs them, the server does.
+ */
+tools: Array<SamplingTool>, toolChoice: ToolChoice, 
+/**
+ * Model names or families the server prefers, in its order.
+ */
+modelHints: Array<string>, costPriority: number | null, speedPriority: number | null, intelligencePriority: number | null, maxTokens: number, 
+/**
+ * What context the server asked to include; Conduit includes none (and does not
+ * declare the `context` capability).
+ */
+includeContext: string | null, temperature: number | null, stopSequences: Array<string>, };
+
+export type SamplingStop = "endTurn" | "maxTokens" | "toolUse" | "stopSequence" | { "other": string };
+
+export type SampledMessage = { 
+/**
+ * The model that answered, as its provider names it.
+ */
+model: string, content: Array<SamplingContent>, stopReason: SamplingStop, };
+
+export type SamplingState = { "state": "asking" } | { "state": "running", pick: ModelPick, } | { "state": "review", pick: ModelPick, result: SampledMessage, } | { "state": "failed", pick: ModelPick, error: string, };
+
+export type SamplingQuestion = { 
+/**
+ * The host's id for it (never the server's).
+ */
+id: string, request: SamplingRequest, state: SamplingState, };
+
+export type SamplingReply = { "action": "run", pick: ModelPick, } | { "action": "send" } | { "action": "deny" };
 
 export type ServeSnippets = { command: string, args: Array<string>, claudeDesktop: string, cursor: string, vsCode: string, };
 
@@ -403,15 +467,15 @@ offServers: Array<string>,
  */
 offTools: Array<ToolKey>, };
 
-export type ToolChoice = { name: string, title: string | null, on: boolean, 
+export type ToolsetTool = { name: string, title: string | null, on: boolean, 
 /**
  * About how many tokens its definition costs in each request.
  */
 tokens: number, };
 
-export type ServerChoice = { name: string, on: boolean, tools: Array<ToolChoice>, };
+export type ToolsetServer = { name: string, on: boolean, tools: Array<ToolsetTool>, };
 
-export type ToolChoices = { toolset: Toolset, servers: Array<ServerChoice>, offered: number, tokens: number, 
+export type ToolChoices = { toolset: Toolset, servers: Array<ToolsetServer>, offered: number, tokens: number, 
 /**
  * Why so many tools may hurt, when they may.
  */

@@ -1,7 +1,7 @@
 // Generated from the Rust commands (window_command! in src-tauri) by src-tauri/src/bindings_tests.rs: do not edit.
 // Regenerate with `UPDATE_BINDINGS=1 cargo test --workspace bindings`.
 import { Channel, invoke } from "@tauri-apps/api/core";
-import type { AppInfo, MediaRef, StoredMessage, Conversation, SearchHit, TurnEvent, Started, SendRequest, ProviderSummary, LocalProvider, ProviderInput, McpOverview, Decision, TextProblem, McpFile, Edit, ImportFile, Folder, ImportSource, ImportPick, ImportCandidate, ToolPolicy, ServerTools, Question, QuestionReply, ServeSnippets, ServeHttpStatus, SignedOut, Toolset, ToolChoices, Format } from "./bindings";
+import type { AppInfo, MediaRef, StoredMessage, Conversation, SearchHit, TurnEvent, Started, SendRequest, ProviderSummary, LocalProvider, ProviderInput, McpOverview, Decision, TextProblem, McpFile, Edit, ImportFile, Folder, ImportSource, ImportPick, ImportCandidate, ToolPolicy, ServerTools, Question, QuestionReply, SamplingQuestion, SamplingReply, ServeSnippets, ServeHttpStatus, SignedOut, Toolset, ToolChoices, Format } from "./bindings";
 
 /** The app's version and where its data lives. */
 export function appInfo(): Promise<AppInfo> {
@@ -103,6 +103,22 @@ export function mcpQuestions(): Promise<Array<Question>> {
  */
 export function answerQuestion(id: string, reply: QuestionReply): Promise<void> {
   return invoke<void>("answer_question", { id, reply });
+}
+
+/**
+ * The sampling requests MCP servers sent (a model run they ask for), oldest first, with
+ * where each is (asking, running, a result to review, failed).
+ */
+export function mcpSamplingRequests(): Promise<Array<SamplingQuestion>> {
+  return invoke<Array<SamplingQuestion>>("mcp_sampling_requests");
+}
+
+/**
+ * Answers a sampling request: run it on a provider and model, send the result shown,
+ * or deny it. The host checks that the reply fits where the request is.
+ */
+export function answerSampling(id: string, reply: SamplingReply): Promise<void> {
+  return invoke<void>("answer_sampling", { id, reply });
 }
 
 /** Stores an image the user attached; the request body is its bytes. */
@@ -248,6 +264,11 @@ export function setToolPolicy(server: string, tool: string, policy: ToolPolicy):
 
 export function setServerPolicy(server: string, policy: ToolPolicy): Promise<void> {
   return invoke<void>("set_server_policy", { server, policy });
+}
+
+/** Sets what happens to a server's sampling requests (ask, allow, deny). */
+export function setSamplingPolicy(server: string, policy: ToolPolicy): Promise<void> {
+  return invoke<void>("set_sampling_policy", { server, policy });
 }
 
 /** Opens one of Conduit's own folders (`data`, `logs`, `config`) in the file manager. */

@@ -73,6 +73,7 @@ fn claude_desktop_files_read_with_each_server_checked_alone() {
             timeout: None,
             era: Default::default(),
             oauth: Default::default(),
+            roots: None,
             // The value `${HOME}` brought in and the entry's own `env` values (long
             // enough to be secrets) are hidden in what leaves the crate.
             secrets: crate::redact::Redactor::new([
@@ -436,4 +437,40 @@ fn every_apps_spelling_of_a_transport_is_read_the_one_way() {
         serde_json::to_value(TransportKind::Http).unwrap(),
         json!("http")
     );
+}
+
+#[test]
+fn an_entrys_roots_are_read_and_a_bad_one_fails_only_that_entry() {
+    let env = |name: &str| (name == "HOME").then(|| "/home/u".to_owned());
+    let spec = spec_of(
+        &json!({"command": "srv", "roots": ["~/code", "/data"]}),
+        &env,
+    )
+    .unwrap();
+    assert_eq!(
+        spec.roots,
+        Some(vec![PathBuf::from("/home/u/code"), PathBuf::from("/data")])
+    );
+    assert_eq!(
+        spec_of(&json!({"command": "srv"}), &env).unwrap().roots,
+        None
+    );
+    assert_eq!(
+        spec_of(&json!({"command": "srv", "roots": []}), &env)
+            .unwrap()
+            .roots,
+        Some(Vec::new()),
+        "an empty list still offers roots (none yet)"
+    );
+    let refused = spec_of(&json!({"command": "srv", "roots": ["code"]}), &env).unwrap_err();
+    assert!(
+        refused.contains("roots[0] \"code\" must be an absolute folder"),
+        "{refused}"
+    );
+    let refused = spec_of(
+        &json!({"url": "https://x.example/mcp", "roots": "/data"}),
+        &env,
+    )
+    .unwrap_err();
+    assert!(refused.contains("roots must be an array"), "{refused}");
 }

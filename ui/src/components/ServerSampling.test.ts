@@ -1,0 +1,87 @@
+import { fireEvent, render, screen, waitFor } from "@testing-library/svelte";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import * as apiModule from "../lib/api";
+import { resetApi, type ApiMock } from "../lib/apiMock";
+import type { SamplingQuestion } from "../lib/bindings";
+import ServerSampling from "./ServerSampling.svelte";
+
+vi.mock("../lib/api", async (importOriginal) =>
+  (await import("../lib/apiMock")).mockedApi(importOriginal),
+);
+const api = apiModule as unknown as ApiMock;
+
+afterEach(() => resetApi(api));
+
+const asking: SamplingQuestion = {
+  id: "sample_1",
+  request: {
+    server: "weather",
+    messages: [{ role: "user", content: [{ type: "text", text: "Forecast for Paris?" }] }],
+    systemPrompt: "Answer in one sentence.",
+    tools: [{ name: "forecast", description: "The forecast", inputSchema: {} }],
+    toolChoice: "auto",
+    modelHints: ["claude-sonnet"],
+    costPriority: null,
+    speedPriority: null,
+    intelligencePriority: null,
+    maxTokens: 60,
+    includeContext: null,
+    temperature: null,
+    stopSequences: [],
+  },
+  state: { state: "asking" },
+};
+
+const groups = [
+  { provider: "local", models: ["small"] },
+  { provider: "scripted", models: ["m", "n"] },
+];
+
+describe("a server's sampling request in the chat", () => {
+  it("shows the whole request and runs it on the chat's model only when approved", async () => {
+    api.mcpSamplingRequests.mockResolvedValue([asking]);
+    api.answerSampling.mockResolvedValue(undefined);
+    render(ServerSampling, { groups, choice: { provider: "scripted", model: "n" } });
+    expect(await screen.findByText("Forecast for Paris?")).toBeTruthy();
+    expect(screen.getByText("weather")).toBeTruthy();
+    expect(screen.getByText("Answer in one sentence.")).toBeTruthy();
+    expect(screen.getByText("forecast")).toBeTruthy();
+    expect(screen.getByText(/models like claude-sonnet/)).toBeTruthy();
+    expect(api.answerSampling).not.toHaveBeenCalled();
+    await fireEvent.click(screen.getByText("Approve and run"));
+    await waitFor(() =>
+      expect(api.answerSampling).toHaveBeenCalledWith("sample_1", { action: "run", pick: { provider: "scripted", model: "n" } }),
+    );
+  });
+
+  it("shows the model's answer and sends it only when asked", async () => {
+    api.mcpSamplingRequests.mockResolvedValue([
+      {
+        ...asking,
+        state: {
+          state: "review",
+          pick: { provider: "scripted", model: "m" },
+          result: { model: "m", content: [{ type: "text", text: "Sunny." }], stopReason: "endTurn" },
+        },
+      },
+    ]);
+    api.answerSampling.mockResolvedValue(undefined);
+    render(ServerSampling, { groups, choice: null });
+    expect(await screen.findByText("Sunny.")).toBeTruthy();
+    await fireEvent.click(screen.getByText("Send to weather"));
+    await waitFor(() => expect(api.answerSampling).toHaveBeenCalledWith("sample_1", { action: "send" }));
+    await waitFor(() => expect(screen.queryByText("Sunny.")).toBeNull());
+  });
+
+  it("denies, and shows what the host refused", async () => {
+    api.mcpSamplingRequests.mockResolvedValue([asking]);
+    api.answerSampling.mockRejectedValueOnce({ message: "the request cannot take that now: it is running" });
+    render(ServerSampling, { groups, choice: null });
+    await fireEvent.click(await screen.findByText("Approve and run"));
+    expect((await screen.findByRole("alert")).textContent).toContain("it is running");
+    expect(api.answerSampling).toHaveBeenCalledWith("sample_1", { action: "run", pick: { provider: "local", model: "small" } });
+    api.answerSampling.mockResolvedValue(undefined);
+    await fireEvent.click(screen.getByText("Deny"));
+    await waitFor(() => expect(api.answerSampling).toHaveBeenCalledWith("sample_1", { action: "deny" }));
+  });
+});

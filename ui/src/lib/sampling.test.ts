@@ -1,0 +1,49 @@
+import { describe, expect, it } from "vitest";
+import type { SamplingRequest } from "./bindings";
+import { contentText, initialPick, pickOf, pickValue, preferences, stopText } from "./sampling";
+
+const request: SamplingRequest = {
+  server: "weather",
+  messages: [],
+  systemPrompt: null,
+  tools: [],
+  toolChoice: "auto",
+  modelHints: ["claude", "gpt"],
+  costPriority: 0.25,
+  speedPriority: null,
+  intelligencePriority: 0.9,
+  maxTokens: 100,
+  includeContext: null,
+  temperature: null,
+  stopSequences: [],
+};
+
+describe("a sampling request as the chat shows it", () => {
+  it("reads every kind of content as a line", () => {
+    expect(contentText({ type: "text", text: "hi" })).toBe("hi");
+    expect(contentText({ type: "image", mimeType: "image/png", bytes: 12 })).toBe("[image, image/png, 12 bytes]");
+    expect(contentText({ type: "toolUse", id: "t", name: "forecast", input: { city: "Oslo" } })).toBe(
+      'Asks the server to run forecast with {"city":"Oslo"}',
+    );
+    expect(contentText({ type: "toolResult", toolUseId: "t", text: "3C", isError: true })).toBe("Error from a tool: 3C");
+  });
+
+  it("says the server's preferences and why the model stopped", () => {
+    expect(preferences(request)).toBe("models like claude, gpt; cost 25%; intelligence 90%");
+    expect(preferences({ ...request, modelHints: [], costPriority: null, intelligencePriority: null })).toBeNull();
+    expect(stopText("toolUse")).toBe("asks for a tool");
+    expect(stopText({ other: "refusal" })).toBe("refusal");
+  });
+
+  it("starts the picker on the chat's model when offered, else the first one", () => {
+    const groups = [
+      { provider: "a", models: ["a1"] },
+      { provider: "b", models: ["b1", "b2"] },
+    ];
+    expect(initialPick(groups, { provider: "b", model: "b2" })).toEqual({ provider: "b", model: "b2" });
+    expect(initialPick(groups, { provider: "gone", model: "x" })).toEqual({ provider: "a", model: "a1" });
+    expect(initialPick([], null)).toBeNull();
+    expect(pickOf(pickValue({ provider: "b", model: "b2" }))).toEqual({ provider: "b", model: "b2" });
+    expect(pickOf("nonsense")).toBeNull();
+  });
+});

@@ -1,0 +1,65 @@
+// A server's sampling request in the chat: how each piece of it reads, and which provider
+// and model the picker starts on. The host decides what runs; this only shapes the view.
+import type { ModelPick, SamplingContent, SamplingRequest, SamplingStop } from "./bindings";
+import type { ModelChoice, ModelGroup } from "./types";
+
+/** One piece of a message or result, as a line the user reads. */
+export function contentText(content: SamplingContent): string {
+  switch (content.type) {
+    case "text":
+      return content.text;
+    case "image":
+      return `[image, ${content.mimeType}, ${content.bytes} bytes]`;
+    case "audio":
+      return `[audio, ${content.mimeType}, ${content.bytes} bytes]`;
+    case "toolUse":
+      return `Asks the server to run ${content.name} with ${JSON.stringify(content.input)}`;
+    case "toolResult":
+      return `${content.isError ? "Error from" : "Result of"} a tool: ${content.text}`;
+  }
+}
+
+/** What the server prefers, in words (hints and priorities), or null when it said nothing. */
+export function preferences(request: SamplingRequest): string | null {
+  const parts: string[] = [];
+  if (request.modelHints.length > 0) parts.push(`models like ${request.modelHints.join(", ")}`);
+  const priority = (name: string, value: number | null): void => {
+    if (value !== null) parts.push(`${name} ${Math.round(value * 100)}%`);
+  };
+  priority("cost", request.costPriority);
+  priority("speed", request.speedPriority);
+  priority("intelligence", request.intelligencePriority);
+  return parts.length > 0 ? parts.join("; ") : null;
+}
+
+/** Why the model stopped, in words. */
+export function stopText(stop: SamplingStop): string {
+  if (typeof stop === "object") return stop.other;
+  return { endTurn: "finished", maxTokens: "hit the token limit", toolUse: "asks for a tool", stopSequence: "hit a stop sequence" }[stop];
+}
+
+const SEPARATOR = "\u0000";
+
+/** The picker's value for a pick. */
+export function pickValue(pick: ModelChoice): string {
+  return `${pick.provider}${SEPARATOR}${pick.model}`;
+}
+
+/** The pick a picker value names, or null. */
+export function pickOf(value: string): ModelPick | null {
+  const [provider, model] = value.split(SEPARATOR);
+  return provider && model ? { provider, model } : null;
+}
+
+/**
+ * The picker's first choice: the chat's own provider and model when the groups offer it,
+ * else the first model offered, else none.
+ */
+export function initialPick(groups: ModelGroup[], choice: ModelChoice | null): ModelChoice | null {
+  if (choice && groups.some((g) => g.provider === choice.provider && g.models.includes(choice.model))) return choice;
+  for (const group of groups) {
+    const model = group.models[0];
+    if (model !== undefined) return { provider: group.provider, model };
+  }
+  return null;
+}
