@@ -45,6 +45,8 @@ async fn run_turn(
                 provider: "local".into(),
                 model: None,
                 toolset,
+                resources: Vec::new(),
+                prompt: None,
             },
             sink,
         )

@@ -29,6 +29,10 @@ use conduit_host::mcp_client::sampling::{
     SamplingTool, ToolChoice,
 };
 use conduit_host::mcp_client::servers::{ServerState, ServerStatus};
+use conduit_host::mentions::{
+    CompletionTarget, Mentionables, PromptArgumentChoice, PromptChoice, PromptMention,
+    ResourceChoice, ResourceMention, TemplateChoice,
+};
 use conduit_host::providers::{LocalProvider, ProviderInput, ProviderSummary};
 use conduit_host::sampling::ModelPick;
 use conduit_host::serve_http::ServeHttpStatus;
@@ -142,6 +146,14 @@ fn generate_types(config: &Config) -> String {
         ToolsetServer::decl(config),
         ToolChoices::decl(config),
         ExportFormat::decl(config),
+        ResourceChoice::decl(config),
+        TemplateChoice::decl(config),
+        PromptArgumentChoice::decl(config),
+        PromptChoice::decl(config),
+        Mentionables::decl(config),
+        ResourceMention::decl(config),
+        PromptMention::decl(config),
+        CompletionTarget::decl(config),
     ];
     let mut out = String::from(HEADER);
     out.push_str("\n/** The commands of src-tauri/commands.list. */\nexport type CommandName =");

@@ -14,6 +14,7 @@ use conduit_host::core::content::MediaRef;
 use conduit_host::mcp::{ImportFile, ImportPick, McpFile, TextProblem};
 use conduit_host::mcp_client::config::{Edit, ImportCandidate};
 use conduit_host::mcp_client::oauth::SignedOut;
+use conduit_host::mentions::{CompletionTarget, Mentionables};
 use conduit_host::providers::{LOCAL_SERVERS, LocalProvider, ProviderInput, ProviderSummary};
 use conduit_host::serve_http::ServeHttpStatus;
 use conduit_host::served::ServeSnippets;
@@ -229,6 +230,33 @@ pub async fn export_conversation(
     .map_err(CommandError::from)?;
     tracing::info!(file = %written.display(), "exported a conversation");
     Ok(Some(written.display().to_string()))
+}
+}
+
+window_command! {
+/// What the ready servers offer to mention in a message: resources, resource templates
+/// and prompts (the composer's `@` and `/`).
+#[tauri::command]
+pub async fn mentionables(state: tauri::State<'_, AppState>) -> Reply<Mentionables> {
+    Ok(state.app.mentionables().await)
+}
+}
+
+window_command! {
+/// A server's suggestions for an argument of a template or prompt being filled in.
+#[tauri::command]
+pub async fn complete_mention(
+    state: tauri::State<'_, AppState>,
+    server: String,
+    target: CompletionTarget,
+    argument: String,
+    value: String,
+) -> Reply<Vec<String>> {
+    state
+        .app
+        .complete_mention(&server, target, &argument, &value)
+        .await
+        .map_err(CommandError::from)
 }
 }
 

@@ -128,6 +128,8 @@ pub async fn run(host: Arc<Host>, args: ChatArgs) -> Result<u8, Failure> {
         max_turns: args.max_turns,
         system: args.system,
         read_timeout,
+        resources: Vec::new(),
+        prompt_use: None,
     };
 
     let printer = Arc::new(Printer {

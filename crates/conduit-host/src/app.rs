@@ -41,6 +41,14 @@ pub struct SendRequest {
     #[serde(default)]
     #[ts(optional)]
     pub toolset: Option<crate::toolset::Toolset>,
+    /// Servers' resources attached to the message; the host reads them.
+    #[serde(default)]
+    #[ts(as = "Option<Vec<crate::mentions::ResourceMention>>", optional)]
+    pub resources: Vec<crate::mentions::ResourceMention>,
+    /// A server's prompt used with the message: its messages go first.
+    #[serde(default)]
+    #[ts(optional)]
+    pub prompt: Option<crate::mentions::PromptMention>,
 }
 
 /// A turn that started: where it is saved, and its id for stop and approval answers.
@@ -227,7 +235,11 @@ impl App {
         request: SendRequest,
         sink: TurnSink,
     ) -> Result<Started, CommandError> {
-        if request.text.trim().is_empty() && request.attachments.is_empty() {
+        if request.text.trim().is_empty()
+            && request.attachments.is_empty()
+            && request.resources.is_empty()
+            && request.prompt.is_none()
+        {
             return Err(CommandError::from(AppError::EmptyMessage));
         }
         self.host
@@ -294,6 +306,8 @@ impl App {
             max_turns: conduit_core::agent::DEFAULT_MAX_TURNS,
             system: None,
             read_timeout: None,
+            resources: request.resources,
+            prompt_use: request.prompt,
         };
         let app = self.clone();
         let turn_id = turn.clone();
@@ -458,6 +472,26 @@ impl App {
         Ok(self.host.tool_choices(&servers, toolset))
     }
 
+    /// What the ready servers offer to mention in a message: resources, templates, prompts.
+    pub async fn mentionables(&self) -> crate::mentions::Mentionables {
+        let servers = self.servers().await;
+        self.host.mentionables(&servers).await
+    }
+
+    /// A server's suggestions for an argument of a template or prompt being filled in.
+    pub async fn complete_mention(
+        &self,
+        server: &str,
+        target: crate::mentions::CompletionTarget,
+        argument: &str,
+        value: &str,
+    ) -> Result<Vec<String>, crate::mentions::MentionHostError> {
+        let servers = self.servers().await;
+        self.host
+            .complete_mention(&servers, server, target, argument, value)
+            .await
+    }
+
     /// Keeps the tools a saved conversation may use; its next turn offers only those.
     pub fn set_conversation_toolset(
         &self,
@@ -554,6 +588,8 @@ mod tests {
             provider: "local".into(),
             model: None,
             toolset: None,
+            resources: Vec::new(),
+            prompt: None,
         }
     }
 

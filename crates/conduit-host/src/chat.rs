@@ -70,6 +70,10 @@ pub struct ChatRequest {
     pub system: Option<String>,
     /// Overrides the provider's read timeout (a stream silent this long fails).
     pub read_timeout: Option<Duration>,
+    /// Servers' resources attached to the message (read by the host when the turn starts).
+    pub resources: Vec<crate::mentions::ResourceMention>,
+    /// A server's prompt whose messages go into the conversation before the message.
+    pub prompt_use: Option<crate::mentions::PromptMention>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -88,6 +92,10 @@ pub enum ChatError {
     },
     #[error("the message is empty: give a prompt or an attachment")]
     EmptyMessage,
+    #[error("the prompt ends with the assistant's words: add a message of your own")]
+    PromptEndsWithAssistant,
+    #[error(transparent)]
+    Mention(#[from] crate::mentions::MentionHostError),
     #[error("the turn was stopped before it started")]
     Stopped,
     #[error(transparent)]
@@ -193,7 +201,31 @@ impl Host {
             Some(id) => store.history(id)?,
             None => Vec::new(),
         };
-        let user = self.user_message(&request).await?;
+        // A prompt's messages come first; the typed message (with its attachments and
+        // resources) follows, unless there is none and the prompt ends with the user.
+        let mut preface = match &request.prompt_use {
+            Some(prompt) => self.prompt_preface(servers, prompt).await?,
+            None => Vec::new(),
+        };
+        let mut resource_blocks = Vec::new();
+        for mention in &request.resources {
+            resource_blocks.extend(self.mention_blocks(servers, mention).await?);
+        }
+        let user = match self.user_message(&request).await {
+            Ok(mut user) => {
+                user.blocks.extend(resource_blocks);
+                Some(user)
+            }
+            Err(ChatError::EmptyMessage) if !resource_blocks.is_empty() => Some(Message {
+                role: Role::User,
+                blocks: resource_blocks,
+            }),
+            Err(ChatError::EmptyMessage) if !preface.is_empty() => None,
+            Err(error) => return Err(error),
+        };
+        if user.is_none() && preface.last().is_some_and(|m| m.role != Role::User) {
+            return Err(ChatError::PromptEndsWithAssistant);
+        }
         let protocol = config.protocol;
         let media: Arc<dyn MediaStore> = self.media.clone();
         let provider = conduit_providers::build(config, media)?;
@@ -204,8 +236,10 @@ impl Host {
                 store.create_conversation(Some(&provider_label(&request.provider)), Some(&model))?
             }
         };
-        store.add_message(&conversation, &user, MessageStatus::Complete)?;
-        history.push(user);
+        for message in preface.drain(..).chain(user) {
+            store.add_message(&conversation, &message, MessageStatus::Complete)?;
+            history.push(message);
+        }
 
         let settings = self.settings().map_err(ProvidersError::from)?;
         // What Settings enable, narrowed by what this conversation chose.

@@ -12,6 +12,7 @@ pub mod builtin;
 pub mod chat;
 pub mod logging;
 pub mod mcp;
+pub mod mentions;
 pub mod paths;
 pub mod providers;
 mod recorder;

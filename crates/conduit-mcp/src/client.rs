@@ -189,6 +189,8 @@ pub struct ServerDetails {
     pub tools: bool,
     pub resources: bool,
     pub prompts: bool,
+    /// It completes prompt and resource template arguments.
+    pub completions: bool,
 }
 
 #[derive(Default)]
@@ -890,6 +892,7 @@ impl Connection {
                 tools: info.capabilities.tools.is_some(),
                 resources: info.capabilities.resources.is_some(),
                 prompts: info.capabilities.prompts.is_some(),
+                completions: info.capabilities.completions.is_some(),
             })
             .unwrap_or_default();
         Self {
@@ -1023,6 +1026,41 @@ impl Connection {
             return Ok(Vec::new());
         }
         self.peer.list_all_prompts().await.map_err(|e| self.hide(e))
+    }
+
+    /// The server's suggestions for a resource template's argument being typed; none when
+    /// the server offers no completion.
+    pub async fn complete_template(
+        &self,
+        uri_template: &str,
+        argument: &str,
+        value: &str,
+    ) -> Result<Vec<String>, McpError> {
+        if !self.details.completions {
+            return Ok(Vec::new());
+        }
+        self.peer
+            .complete_resource_argument(uri_template, argument, value, None)
+            .await
+            .map(|info| info.values)
+            .map_err(|e| self.hide(e))
+    }
+
+    /// The server's suggestions for a prompt's argument being typed.
+    pub async fn complete_prompt(
+        &self,
+        prompt: &str,
+        argument: &str,
+        value: &str,
+    ) -> Result<Vec<String>, McpError> {
+        if !self.details.completions {
+            return Ok(Vec::new());
+        }
+        self.peer
+            .complete_prompt_argument(prompt, argument, value, None)
+            .await
+            .map(|info| info.values)
+            .map_err(|e| self.hide(e))
     }
 
     pub async fn prompt(

@@ -17,6 +17,8 @@ export type CommandName =
   | "send_message"
   | "stop_turn"
   | "tool_choices"
+  | "mentionables"
+  | "complete_mention"
   | "set_conversation_toolset"
   | "answer_approval"
   | "mcp_questions"
@@ -240,7 +242,15 @@ model: string | null,
  * For a new conversation: the tools it may use (kept with it). A continued
  * conversation keeps its own; this is then ignored.
  */
-toolset?: Toolset, };
+toolset?: Toolset, 
+/**
+ * Servers' resources attached to the message; the host reads them.
+ */
+resources?: Array<ResourceMention>, 
+/**
+ * A server's prompt used with the message: its messages go first.
+ */
+prompt?: PromptMention, };
 
 export type ProviderSummary = { 
 /**
@@ -272,7 +282,11 @@ headers: { [key in string]: string }, apiKey: string | null,
  */
 isNew: boolean, };
 
-export type ServerDetails = { name: string | null, version: string | null, protocolVersion: string, instructions: string | null, tools: boolean, resources: boolean, prompts: boolean, };
+export type ServerDetails = { name: string | null, version: string | null, protocolVersion: string, instructions: string | null, tools: boolean, resources: boolean, prompts: boolean, 
+/**
+ * It completes prompt and resource template arguments.
+ */
+completions: boolean, };
 
 export type ServerState = { "state": "starting" } | { "state": "ready", details: ServerDetails, tool_count: number, } | { "state": "failed", reason: string, exit_code?: number, stderr_tail: Array<string>, } | { "state": "restarting", attempt: number, reason: string, stderr_tail: Array<string>, } | { "state": "disabled" } | { "state": "sign_in_required", reason: string, 
 /**
@@ -482,3 +496,27 @@ export type ToolChoices = { toolset: Toolset, servers: Array<ToolsetServer>, off
 warning: string | null, };
 
 export type Format = "markdown" | "json";
+
+export type ResourceChoice = { server: string, uri: string, name: string, title: string | null, description: string | null, mime: string | null, };
+
+export type TemplateChoice = { server: string, uriTemplate: string, name: string, title: string | null, description: string | null, 
+/**
+ * The names the template asks for, in order.
+ */
+arguments: Array<string>, };
+
+export type PromptArgumentChoice = { name: string, title: string | null, description: string | null, required: boolean, };
+
+export type PromptChoice = { server: string, name: string, title: string | null, description: string | null, arguments: Array<PromptArgumentChoice>, };
+
+export type Mentionables = { resources: Array<ResourceChoice>, templates: Array<TemplateChoice>, prompts: Array<PromptChoice>, 
+/**
+ * Servers whose lists failed, with why.
+ */
+problems: Array<string>, };
+
+export type ResourceMention = { "kind": "resource", server: string, uri: string, } | { "kind": "template", server: string, uriTemplate: string, arguments: Record<string, string>, };
+
+export type PromptMention = { server: string, name: string, arguments: Record<string, string>, };
+
+export type CompletionTarget = { "kind": "template", uriTemplate: string, } | { "kind": "prompt", name: string, };

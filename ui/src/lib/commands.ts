@@ -1,7 +1,7 @@
 // Generated from the Rust commands (window_command! in src-tauri) by src-tauri/src/bindings_tests.rs: do not edit.
 // Regenerate with `UPDATE_BINDINGS=1 cargo test --workspace bindings`.
 import { Channel, invoke } from "@tauri-apps/api/core";
-import type { AppInfo, MediaRef, StoredMessage, Conversation, SearchHit, TurnEvent, Started, SendRequest, ProviderSummary, LocalProvider, ProviderInput, McpOverview, Decision, TextProblem, McpFile, Edit, ImportFile, Folder, ImportSource, ImportPick, ImportCandidate, ToolPolicy, ServerTools, Question, QuestionReply, SamplingQuestion, SamplingReply, ServeSnippets, ServeHttpStatus, SignedOut, Toolset, ToolChoices, Format } from "./bindings";
+import type { AppInfo, MediaRef, StoredMessage, Conversation, SearchHit, TurnEvent, Started, SendRequest, ProviderSummary, LocalProvider, ProviderInput, McpOverview, Decision, TextProblem, McpFile, Edit, ImportFile, Folder, ImportSource, ImportPick, ImportCandidate, ToolPolicy, ServerTools, Question, QuestionReply, SamplingQuestion, SamplingReply, ServeSnippets, ServeHttpStatus, SignedOut, Toolset, ToolChoices, Format, Mentionables, CompletionTarget } from "./bindings";
 
 /** The app's version and where its data lives. */
 export function appInfo(): Promise<AppInfo> {
@@ -80,6 +80,19 @@ export function stopTurn(turn: string): Promise<void> {
  */
 export function toolChoices(conversation: string | null, toolset: Toolset | null): Promise<ToolChoices> {
   return invoke<ToolChoices>("tool_choices", { conversation, toolset });
+}
+
+/**
+ * What the ready servers offer to mention in a message: resources, resource templates
+ * and prompts (the composer's `@` and `/`).
+ */
+export function mentionables(): Promise<Mentionables> {
+  return invoke<Mentionables>("mentionables");
+}
+
+/** A server's suggestions for an argument of a template or prompt being filled in. */
+export function completeMention(server: string, target: CompletionTarget, argument: string, value: string): Promise<Array<string>> {
+  return invoke<Array<string>>("complete_mention", { server, target, argument, value });
 }
 
 /** Keeps the tools a saved conversation may use. */

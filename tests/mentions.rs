@@ -1,0 +1,169 @@
+//! Resources and prompts in the chat, through the app's own turn path with server-everything:
+//! what can be mentioned is listed, a template's argument is completed by the server, an
+//! attached resource (plain and from a template) and a used prompt reach the model's
+//! request, and a resource that cannot go into a message fails the turn saying why,
+//! without asking the model.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use conduit_e2e::llm_server::{Dialect, ScriptedLlm};
+use conduit_host::app::{App, SendRequest, TurnEvent, TurnSink};
+use conduit_host::mentions::{CompletionTarget, PromptMention, ResourceMention};
+use conduit_host::{Host, Paths};
+use serde_json::json;
+use tokio::sync::mpsc;
+
+async fn run_turn(app: &Arc<App>, request: SendRequest) -> Option<String> {
+    let (sender, mut events) = mpsc::unbounded_channel();
+    let sink: TurnSink = Arc::new(move |event| {
+        let _ = sender.send(event);
+    });
+    app.send(request, sink).unwrap();
+    loop {
+        let event = tokio::time::timeout(Duration::from_secs(60), events.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        if let TurnEvent::Ended { error, .. } = event {
+            return error.map(|e| e.message);
+        }
+    }
+}
+
+fn request(text: &str) -> SendRequest {
+    SendRequest {
+        conversation: None,
+        text: text.into(),
+        attachments: Vec::new(),
+        provider: "local".into(),
+        model: None,
+        toolset: None,
+        resources: Vec::new(),
+        prompt: None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resources_and_prompts_reach_the_model() {
+    let chat = Dialect::OpenAiChat;
+    let llm = ScriptedLlm::start(vec![
+        chat.text(&["Read it."]),
+        chat.text(&["Weather noted."]),
+    ])
+    .await
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("settings.json"),
+        json!({"providers": [{"id": "local", "protocol": "openai-chat",
+            "baseUrl": chat.base_url(&llm.url()), "defaultModel": "m"}]})
+        .to_string(),
+    )
+    .unwrap();
+    let everything = conduit_e2e::npm_server("server-everything").unwrap();
+    std::fs::write(
+        home.path().join("mcp_servers.json"),
+        json!({"mcpServers": {"ev": {"command": "node", "args": [everything, "stdio"]}}})
+            .to_string(),
+    )
+    .unwrap();
+    let app = App::new(Arc::new(Host::new(Paths::under_home(
+        home.path().to_owned(),
+        None,
+    ))));
+
+    let offered = app.mentionables().await;
+    assert!(offered.problems.is_empty(), "{:?}", offered.problems);
+    let architecture = offered
+        .resources
+        .iter()
+        .find(|r| r.uri.ends_with("architecture.md"))
+        .unwrap_or_else(|| panic!("{:?}", offered.resources));
+    let template = offered
+        .templates
+        .iter()
+        .find(|t| t.uri_template.contains("dynamic/text"))
+        .unwrap();
+    assert_eq!(template.arguments, ["resourceId"]);
+    let args_prompt = offered
+        .prompts
+        .iter()
+        .find(|p| p.name == "args-prompt")
+        .unwrap();
+    assert!(
+        args_prompt
+            .arguments
+            .iter()
+            .any(|a| a.name == "city" && a.required)
+    );
+    // The server completes a prompt's argument as it is typed.
+    let departments = app
+        .complete_mention(
+            "ev",
+            CompletionTarget::Prompt {
+                name: "completable-prompt".into(),
+            },
+            "department",
+            "E",
+        )
+        .await
+        .unwrap();
+    assert!(
+        departments.iter().any(|d| d.starts_with('E')),
+        "{departments:?}"
+    );
+
+    // A resource and a filled-in template attached to a message.
+    let mut attach = request("Summarize these");
+    attach.resources = vec![
+        ResourceMention::Resource {
+            server: "ev".into(),
+            uri: architecture.uri.clone(),
+        },
+        ResourceMention::Template {
+            server: "ev".into(),
+            uri_template: template.uri_template.clone(),
+            arguments: json!({"resourceId": "7"}).as_object().unwrap().clone(),
+        },
+    ];
+    assert_eq!(run_turn(&app, attach).await, None);
+    let first = llm.requests()[0].body.to_string();
+    assert!(first.contains("Summarize these"), "{first}");
+    assert!(
+        first.contains(&format!("Resource {}", architecture.uri)),
+        "{first}"
+    );
+    assert!(first.contains("demo://resource/dynamic/text/7"), "{first}");
+
+    // A prompt used with no text of one's own: its messages are the turn.
+    let mut prompt = request("");
+    prompt.prompt = Some(PromptMention {
+        server: "ev".into(),
+        name: "args-prompt".into(),
+        arguments: json!({"city": "Lyon", "state": ""})
+            .as_object()
+            .unwrap()
+            .clone(),
+    });
+    assert_eq!(run_turn(&app, prompt).await, None);
+    let second = llm.requests()[1].body.to_string();
+    assert!(second.contains("Lyon"), "{second}");
+
+    // A binary resource is refused with why, and the model is not asked.
+    let mut binary = request("And this");
+    binary.resources = vec![ResourceMention::Template {
+        server: "ev".into(),
+        uri_template: "demo://resource/dynamic/blob/{resourceId}".into(),
+        arguments: json!({"resourceId": "1"}).as_object().unwrap().clone(),
+    }];
+    let refused = run_turn(&app, binary).await.unwrap();
+    assert!(
+        refused.contains("only text and images go into a message"),
+        "{refused}"
+    );
+    assert_eq!(llm.requests().len(), 2, "the model was not asked");
+    app.shutdown().await;
+}
