@@ -8,7 +8,7 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/conduit-target
 export CARGO_TERM_COLOR ?= $(if $(CI),never,auto)
 CARGO := cargo
 # The desktop end-to-end tests (the real app in a real window).
-DESKTOP_TESTS := desktop desktop_chat desktop_settings desktop_webview desktop_secrets desktop_approval desktop_images desktop_elicit desktop_sampling desktop_builtin desktop_oauth desktop_toolset desktop_export
+DESKTOP_TESTS := desktop desktop_chat desktop_settings desktop_webview desktop_secrets desktop_approval desktop_images desktop_elicit desktop_sampling desktop_builtin desktop_oauth desktop_toolset desktop_export desktop_mentions
 XVFB := xvfb-run --auto-servernum --server-args="-screen 0 1400x900x24"
 
 .PHONY: help setup setup-test ui run test fmt-check clippy test-ui build test-rust test-desktop conformance bench clean

@@ -173,7 +173,7 @@ describe("McpSettings", () => {
     backend.overview = {
       configError: null,
       servers: [
-        { name: "files", state: "ready", details: { name: null, version: null, protocolVersion: "2025-06-18", instructions: null, tools: true, resources: false, prompts: false }, tool_count: 3 },
+        { name: "files", state: "ready", details: { name: null, version: null, protocolVersion: "2025-06-18", instructions: null, tools: true, resources: false, prompts: false, completions: false }, tool_count: 3 },
         { name: "broken", state: "failed", reason: "exited with code 1", exit_code: 1, stderr_tail: ["boom", "bye"] },
         { name: "off", state: "disabled" },
       ],
@@ -470,7 +470,7 @@ describe("McpSettings", () => {
 
   it("lists a ready server's tools and changes their settings", async () => {
     const backend = setup([server("files", { command: "npx" })]);
-    backend.overview = { configError: null, servers: [{ name: "files", state: "ready", details: { name: null, version: null, protocolVersion: "2025-06-18", instructions: null, tools: true, resources: false, prompts: false }, tool_count: 1 }] };
+    backend.overview = { configError: null, servers: [{ name: "files", state: "ready", details: { name: null, version: null, protocolVersion: "2025-06-18", instructions: null, tools: true, resources: false, prompts: false, completions: false }, tool_count: 1 }] };
     backend.tools = [
       {
         name: "delete_file",
@@ -497,7 +497,7 @@ describe("McpSettings", () => {
 
   it("sets what happens when a server asks to run a model, and goes back when refused", async () => {
     const backend = setup([server("files", { command: "npx" })]);
-    backend.overview = { configError: null, servers: [{ name: "files", state: "ready", details: { name: null, version: null, protocolVersion: "2025-11-25", instructions: null, tools: true, resources: false, prompts: false }, tool_count: 0 }] };
+    backend.overview = { configError: null, servers: [{ name: "files", state: "ready", details: { name: null, version: null, protocolVersion: "2025-11-25", instructions: null, tools: true, resources: false, prompts: false, completions: false }, tool_count: 0 }] };
     render(McpSettings);
     const row = await serverRow("files");
     await fireEvent.click(await within(row).findByRole("button", { name: "Tools" }));

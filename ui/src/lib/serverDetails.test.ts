@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { speaks } from "./serverDetails";
 
-const details = { name: "x", version: "1", instructions: null, tools: true, resources: true, prompts: false };
+const details = { name: "x", version: "1", instructions: null, tools: true, resources: true, prompts: false, completions: false };
 
 describe("what a server speaks", () => {
   it("names the era and what it offers", () => {

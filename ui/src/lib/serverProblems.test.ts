@@ -7,7 +7,7 @@ describe("serverProblems", () => {
     const mcp: McpOverview = {
       configError: null,
       servers: [
-        { name: "fs", state: "ready", tool_count: 2, details: { name: null, version: null, protocolVersion: "2025-06-18", instructions: null, tools: true, resources: false, prompts: false } },
+        { name: "fs", state: "ready", tool_count: 2, details: { name: null, version: null, protocolVersion: "2025-06-18", instructions: null, tools: true, resources: false, prompts: false, completions: false } },
         { name: "github", state: "failed", reason: "it exited (exit status: 1)", stderr_tail: [] },
         { name: "sh", state: "restarting", attempt: 2, reason: "the connection closed", stderr_tail: [] },
         { name: "new", state: "starting" },

@@ -14,7 +14,16 @@ import type {
   CommandError,
   TurnEvent,
   Toolset,
+  PromptMention,
+  ResourceMention,
 } from "./types";
+
+/** The servers' resources and prompt a message takes along, and how they show. */
+export interface Mentioned {
+  resources: ResourceMention[];
+  prompt: PromptMention | null;
+  labels: string[];
+}
 
 /** The commands the chat view uses, typed by api.ts (tests give typed mocks). */
 export type ChatApi = Pick<
@@ -161,14 +170,16 @@ export class TurnController {
   }
 
   /** Sends a message with `choice`; its events stream into the conversation it was sent in.
-   *  A new chat's first message takes `toolset` along (the tools it may use). */
+   *  A new chat's first message takes `toolset` along (the tools it may use); `mentions`
+   *  are the servers' resources and prompt chosen for it. Whether the turn started. */
   async send(
     choice: ModelChoice | null,
     text: string,
     files: Attachment[],
     toolset: Toolset | null = null,
-  ): Promise<void> {
-    if (!choice) return;
+    mentions: Mentioned | null = null,
+  ): Promise<boolean> {
+    if (!choice) return false;
     const { api, scroll } = this.#options;
     this.error = null;
     let attachments: MediaRef[];
@@ -177,9 +188,10 @@ export class TurnController {
     } catch (e) {
       this.error = { message: `The image could not be attached: ${errorMessage(e)}` };
       this.#giveBack(text, files);
-      return;
+      return false;
     }
     const blocks: Block[] = [
+      ...(mentions?.labels ?? []).map((label) => ({ type: "text" as const, text: label })),
       ...(text ? [{ type: "text" as const, text }] : []),
       ...attachments.map((media) => ({ type: "image" as const, media })),
     ];
@@ -203,6 +215,8 @@ export class TurnController {
           provider: choice.provider,
           model: choice.model,
           ...(toolset ? { toolset } : {}),
+          ...(mentions && mentions.resources.length > 0 ? { resources: mentions.resources } : {}),
+          ...(mentions?.prompt ? { prompt: mentions.prompt } : {}),
         },
         (event) => this.#receive(run, event),
       );
@@ -216,11 +230,13 @@ export class TurnController {
       if (run.ended && onScreen) void this.#refresh(started.conversation).then(() => scroll.toEnd());
       if (started.conversation !== this.#opened) this.#options.onConversationStarted(started.conversation);
       this.#options.onChanged();
+      return true;
     } catch (e) {
       // Refused before anything was saved: the message goes back into the composer.
       this.error = commandError(e);
       run.chat.messages.pop();
       this.#giveBack(text, files);
+      return false;
     }
   }
 

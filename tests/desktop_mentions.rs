@@ -1,0 +1,103 @@
+//! Resources and prompts in the real window under Xvfb, with server-everything: `@` in
+//! the composer offers the server's resources and the chosen one is attached; `/` offers
+//! its prompts and the chosen one's argument is filled in; both reach the model's request.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::time::Duration;
+
+use conduit_e2e::artifacts_dir;
+use conduit_e2e::desktop::Window;
+use conduit_e2e::llm_server::{Dialect, ScriptedLlm};
+use fantoccini::Locator;
+use serde_json::json;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resource_and_a_prompt_chosen_in_the_composer_reach_the_model() {
+    let chat = Dialect::OpenAiChat;
+    let llm = ScriptedLlm::start(vec![chat.text(&["Noted."])])
+        .await
+        .unwrap();
+    llm.answer_models(json!({"object": "list", "data": [{"id": "m", "object": "model"}]}));
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("settings.json"),
+        llm.provider_settings().to_string(),
+    )
+    .unwrap();
+    let everything = conduit_e2e::npm_server("server-everything").unwrap();
+    std::fs::write(
+        home.path().join("mcp_servers.json"),
+        json!({"mcpServers": {"ev": {"command": "node", "args": [everything, "stdio"]}}})
+            .to_string(),
+    )
+    .unwrap();
+    let shots = artifacts_dir("desktop-mentions");
+    let window = Window::start(&[("CONDUIT_HOME", home.path())], WAIT).await;
+    window.model_shown("m").await;
+    // The servers are ready once the tools button counts their tools.
+    window
+        .wait(
+            r#"parseInt(document.querySelector('[aria-label="Tools offered"]')?.textContent) > 10"#,
+        )
+        .await;
+    let message = window.message_box().await;
+
+    // `/` offers the prompts; the chosen one asks for its argument.
+    message.send_keys("/args").await.unwrap();
+    window
+        .wait(r#"document.querySelector('[role="listbox"][aria-label="Prompts"]')?.textContent.includes("args-prompt")"#)
+        .await;
+    window
+        .js(r#"[...document.querySelectorAll('[role="option"]')].find(o => o.textContent.includes("args-prompt")).click(); return null;"#)
+        .await;
+    window
+        .session
+        .client
+        .find(Locator::Css(r#"input[aria-label="Argument city"]"#))
+        .await
+        .unwrap()
+        .send_keys("Lyon")
+        .await
+        .unwrap();
+    window.click_button("Use").await;
+
+    // `@` offers the resources; the chosen one is attached.
+    message.send_keys("Summarize @archi").await.unwrap();
+    window
+        .wait(r#"document.querySelector('[role="listbox"][aria-label="Resources"]')?.textContent.includes("architecture.md")"#)
+        .await;
+    window
+        .js(r#"[...document.querySelectorAll('[role="option"]')].find(o => o.textContent.includes("architecture.md")).click(); return null;"#)
+        .await;
+    let chips = window
+        .wait(r#"document.querySelector('[aria-label="Attached to the message"]')?.textContent.replace(/\s+/g, " ")"#)
+        .await;
+    let chips = chips.as_str().unwrap();
+    assert!(
+        chips.contains("/ev: Arguments Prompt") && chips.contains("@ev: architecture.md"),
+        "{chips}"
+    );
+    let typed = window
+        .js(r#"return document.querySelector('textarea[aria-label="Message"]').value;"#)
+        .await;
+    assert_eq!(typed, "Summarize ", "the @query left the text");
+    window.shot(&shots.join("01-chosen.png")).await;
+
+    window.click_button("Send").await;
+    window.answer_contains("Noted.").await;
+    let sent = llm.requests()[0].body.to_string();
+    assert!(
+        sent.contains("Lyon"),
+        "the prompt's message reached the model: {sent}"
+    );
+    assert!(
+        sent.contains("Resource demo://resource/static/document/architecture.md"),
+        "the resource reached the model: {sent}"
+    );
+    assert!(sent.contains("Summarize"), "{sent}");
+    window.shot(&shots.join("02-sent.png")).await;
+    window.session.close().await.unwrap();
+}

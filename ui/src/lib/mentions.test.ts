@@ -1,0 +1,117 @@
+// The composer's mentions without a DOM: a typed fake Api answered by hand.
+import { describe, expect, it, vi, type Mock } from "vitest";
+import { MentionController, triggerAt, type MentionApi } from "./mentions.svelte";
+import type { Mentionables } from "./types";
+
+type FakeApi = { [Name in keyof MentionApi]: Mock<MentionApi[Name]> };
+
+const offered: Mentionables = {
+  resources: [
+    { server: "ev", uri: "demo://doc/architecture.md", name: "architecture.md", title: null, description: null, mime: "text/markdown" },
+    { server: "ev", uri: "demo://doc/features.md", name: "features.md", title: "Features", description: null, mime: null },
+  ],
+  templates: [
+    { server: "ev", uriTemplate: "demo://text/{resourceId}", name: "Dynamic Text", title: null, description: null, arguments: ["resourceId"] },
+  ],
+  prompts: [
+    { server: "ev", name: "simple-prompt", title: null, description: null, arguments: [] },
+    {
+      server: "ev",
+      name: "args-prompt",
+      title: null,
+      description: null,
+      arguments: [
+        { name: "city", title: null, description: null, required: true },
+        { name: "state", title: null, description: null, required: false },
+      ],
+    },
+  ],
+  problems: [],
+};
+
+function setup() {
+  const api: FakeApi = {
+    mentionables: vi.fn(() => Promise.resolve(offered)),
+    completeMention: vi.fn(() => Promise.resolve(["Engineering"])),
+  };
+  return { api, mentions: new MentionController(api) };
+}
+
+describe("triggerAt", () => {
+  it("finds @ after a space or at the start, and / only as the first character", () => {
+    expect(triggerAt("@arc", 4)).toEqual({ kind: "resource", query: "arc", start: 0 });
+    expect(triggerAt("see @fea", 8)).toEqual({ kind: "resource", query: "fea", start: 4 });
+    expect(triggerAt("mail a@b.c", 10)).toBeNull();
+    expect(triggerAt("/args", 5)).toEqual({ kind: "prompt", query: "args", start: 0 });
+    expect(triggerAt("a/b", 3)).toBeNull();
+    expect(triggerAt("@done ", 6)).toBeNull();
+  });
+});
+
+describe("MentionController", () => {
+  it("offers resources and templates for @, prompts for /, read once", async () => {
+    const { api, mentions } = setup();
+    mentions.typed("@", 1);
+    await vi.waitFor(() => expect(mentions.offered).not.toBeNull());
+    expect(mentions.offers.map((o) => o.kind)).toEqual(["resource", "resource", "template"]);
+    mentions.typed("@feat", 5);
+    expect(mentions.offers).toHaveLength(1);
+    mentions.typed("/args", 5);
+    expect(mentions.offers.map((o) => o.item.name)).toEqual(["args-prompt"]);
+    expect(api.mentionables).toHaveBeenCalledTimes(1);
+  });
+
+  it("attaches a resource and takes the @query out of the text", async () => {
+    const { mentions } = setup();
+    await mentions.reload();
+    mentions.typed("Summarize @arch", 15);
+    const [first] = mentions.offers;
+    expect(mentions.choose(first!, "Summarize @arch")).toBe("Summarize ");
+    expect(mentions.attached).toEqual([
+      { label: "ev: architecture.md", mention: { kind: "resource", server: "ev", uri: "demo://doc/architecture.md" } },
+    ]);
+    expect(mentions.any).toBe(true);
+  });
+
+  it("fills a prompt's arguments with the server's completions, refusing an empty required one", async () => {
+    const { api, mentions } = setup();
+    await mentions.reload();
+    mentions.typed("/args", 5);
+    const [prompt] = mentions.offers;
+    expect(mentions.choose(prompt!, "/args")).toBe("");
+    expect(mentions.filling?.arguments).toEqual(["city", "state"]);
+    expect(mentions.confirm()).toBe(false);
+    expect(mentions.error).toBe("Fill in city.");
+    await mentions.complete("city", "Ly");
+    expect(api.completeMention).toHaveBeenCalledWith("ev", { kind: "prompt", name: "args-prompt" }, "city", "Ly");
+    expect(mentions.filling?.suggestions.city).toEqual(["Engineering"]);
+    mentions.filling!.values.city = "Lyon";
+    expect(mentions.confirm()).toBe(true);
+    expect(mentions.prompt?.mention).toEqual({ server: "ev", name: "args-prompt", arguments: { city: "Lyon", state: "" } });
+  });
+
+  it("a template is filled in, taken along once, and put back when the message could not go", async () => {
+    const { mentions } = setup();
+    await mentions.reload();
+    mentions.typed("@Dyn", 4);
+    const template = mentions.offers.find((o) => o.kind === "template")!;
+    mentions.choose(template, "@Dyn");
+    mentions.filling!.values.resourceId = "7";
+    expect(mentions.confirm()).toBe(true);
+    const taken = mentions.take();
+    expect(taken.resources).toEqual([
+      { kind: "template", server: "ev", uriTemplate: "demo://text/{resourceId}", arguments: { resourceId: "7" } },
+    ]);
+    expect(taken.labels).toEqual(["@ev: Dynamic Text (7)"]);
+    expect(mentions.any).toBe(false);
+    mentions.restore(taken);
+    expect(mentions.attached).toHaveLength(1);
+  });
+
+  it("says which servers could not list what they offer", async () => {
+    const { api, mentions } = setup();
+    api.mentionables.mockResolvedValueOnce({ ...offered, problems: ["gh: the call took longer than 10s"] });
+    await mentions.reload();
+    expect(mentions.error).toContain("gh:");
+  });
+});
