@@ -104,6 +104,8 @@ pub async fn run(host: Arc<Host>, command: ProvidersCommand) -> Result<u8, Failu
                 default_model: args.model,
                 headers,
                 api_key_env: args.api_key_env,
+                tool_mode: None,
+                model_tool_modes: Default::default(),
                 other: Default::default(),
             };
             host.add_provider(settings, key.as_deref())?;

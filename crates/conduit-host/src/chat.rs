@@ -13,6 +13,7 @@ use conduit_core::media::{MediaError, MediaStore};
 use conduit_core::provider::ProviderError;
 use conduit_core::tool::ToolRegistry;
 use conduit_mcp::runtime::McpRuntime;
+use conduit_providers::text_tools::{TextTools, ToolMode};
 use conduit_providers::{HttpSettings, Protocol, ProviderConfig};
 use tokio_util::sync::CancellationToken;
 
@@ -196,7 +197,22 @@ impl Host {
         let user = self.user_message(&request).await?;
         let protocol = config.protocol;
         let media: Arc<dyn MediaStore> = self.media.clone();
-        let provider = conduit_providers::build(config, media)?;
+        let tool_mode = match &request.provider {
+            ProviderChoice::Saved(id) => self
+                .settings()
+                .map_err(ProvidersError::from)?
+                .provider(id)
+                .map_err(ProvidersError::from)?
+                .tool_mode_of(&model),
+            ProviderChoice::Explicit { .. } => ToolMode::Auto,
+        };
+        // Text tool-calling sits above the four protocols: every provider is wrapped once.
+        let provider = TextTools::wrap(
+            conduit_providers::build(config, media)?,
+            tool_mode,
+            self.tool_modes.clone(),
+            provider_label(&request.provider),
+        );
 
         let conversation = match &request.conversation {
             Some(id) => id.clone(),

@@ -68,6 +68,8 @@ pub struct Host {
     store: OnceLock<Arc<Store>>,
     /// Opened on first use: probing the keychain costs time at start-up.
     secrets: OnceLock<Box<dyn secrets::SecretStore>>,
+    /// The models that refused native tools in this session (text tool-calling for them).
+    tool_modes: Arc<conduit_providers::text_tools::ToolModeMemory>,
 }
 
 impl Host {
@@ -78,6 +80,7 @@ impl Host {
             media,
             store: OnceLock::new(),
             secrets: OnceLock::new(),
+            tool_modes: Default::default(),
         }
     }
 

@@ -1,0 +1,193 @@
+//! Text tool-calling through the real `conduit chat --json` against the scripted LLM
+//! server: a model whose service refuses tools (HTTP 400 "does not support tools") gets
+//! them in the system prompt over Chat Completions and Anthropic's protocol, calls one
+//! with XML and one with JSON (split across many stream chunks), a malformed call is
+//! answered with an error, and no call text is shown or saved as answer text.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use conduit_e2e::binary;
+use conduit_e2e::cli::{ChatRun, conduit};
+use conduit_e2e::llm_server::{Dialect, Recorded, Reply, ScriptedLlm};
+use serde_json::Value;
+
+const KEY: &str = "sk-test-key-1234";
+
+const XML_CALL: &str =
+    "<tool_call><name>test__echo</name><arguments>{\"text\": \"from xml\"}</arguments></tool_call>";
+const JSON_CALL: &str = "{\"name\": \"test__echo\", \"arguments\": {\"text\": \"from json\"}}";
+const BAD_CALL: &str =
+    "<tool_call><name>test__echo</name><arguments>{\"text\": }</arguments></tool_call>";
+
+/// `text` cut into pieces of `size` characters, each its own stream chunk.
+fn chunks(text: &str, size: usize) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    chars.chunks(size).map(|c| c.iter().collect()).collect()
+}
+
+fn model(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Anthropic => "claude-small",
+        _ => "gemma:2b",
+    }
+}
+
+async fn chat(
+    dialect: Dialect,
+    replies: Vec<Reply>,
+) -> (ChatRun, Vec<Recorded>, tempfile::TempDir) {
+    let server = ScriptedLlm::start(replies).await.unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let output = tokio::time::timeout(
+        Duration::from_secs(60),
+        tokio::process::Command::new(binary("conduit").unwrap())
+            .args([
+                "chat",
+                "--kind",
+                dialect.kind(),
+                "--base-url",
+                &dialect.base_url(&server.url()),
+                "--api-key-env",
+                "CONDUIT_TEST_LLM_KEY",
+                "--model",
+                model(dialect),
+                "--approve",
+                "auto",
+                "--json",
+                "Echo twice",
+            ])
+            .env("CONDUIT_HOME", home.path())
+            .env("CONDUIT_TEST_LLM_KEY", KEY)
+            .env("CONDUIT_TEST_TOOLS", "1")
+            .env("CONDUIT_SECRET_STORE", "file")
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("conduit chat finished")
+    .unwrap();
+    (ChatRun::of(&output), server.requests(), home)
+}
+
+/// The system prompt and messages of a recorded request, as text.
+fn system_of(dialect: Dialect, body: &Value) -> String {
+    match dialect {
+        Dialect::Anthropic => match &body["system"] {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        },
+        _ => body["messages"][0]["content"].to_string(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_that_refuses_tools_gets_them_as_text_over_chat_completions_and_anthropic() {
+    for dialect in [Dialect::OpenAiChat, Dialect::Anthropic] {
+        let first = format!("I will echo. {XML_CALL}\n{JSON_CALL}\n");
+        let mut pieces = chunks(&first, 3);
+        pieces.push("Then I stop.".into());
+        let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
+        let replies = vec![
+            dialect.http_error(
+                400,
+                &format!(
+                    "registry.ollama.ai/library/{} does not support tools",
+                    model(dialect)
+                ),
+                None,
+            ),
+            dialect.text(&pieces),
+            dialect.text(&["Oops: ", BAD_CALL]),
+            dialect.text(&["Both ", "echoed."]),
+        ];
+        let (run, requests, home) = chat(dialect, replies).await;
+        assert_eq!(run.code, Some(0), "{dialect:?}: {}", run.stderr);
+
+        // Nothing of a call is shown as answer text.
+        let shown = run.text();
+        assert_eq!(
+            shown, "I will echo. \n\nThen I stop.Oops: Both echoed.",
+            "{dialect:?}"
+        );
+
+        // Three calls: two ran, the malformed one was answered with an error.
+        let results = run.of_type("tool_result");
+        assert_eq!(results.len(), 3, "{dialect:?}");
+        let text_of = |r: &Value| r["result"]["parts"][0]["text"].as_str().unwrap().to_owned();
+        assert_eq!(text_of(results[0]), "from xml");
+        assert_eq!(text_of(results[1]), "from json");
+        assert_eq!(results[2]["result"]["is_error"], true);
+        assert!(
+            text_of(results[2]).contains("not valid JSON"),
+            "{}",
+            text_of(results[2])
+        );
+        // Each call has Conduit's own id, whatever the text said.
+        let ids: Vec<&str> = run
+            .of_type("tool_call_ready")
+            .iter()
+            .map(|e| e["call"]["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids.len(), 3);
+        assert!(ids.iter().all(|id| id.starts_with("call_")), "{ids:?}");
+        assert!(ids[0] != ids[2], "text_call_1 twice is two calls");
+
+        // One refused native request, then text mode for the rest of the run.
+        assert_eq!(requests.len(), 4, "{dialect:?}");
+        assert!(
+            requests[0].body["tools"].is_array(),
+            "{dialect:?}: native first"
+        );
+        for request in &requests[1..] {
+            assert!(
+                request.body.get("tools").is_none(),
+                "{dialect:?}: {}",
+                request.body
+            );
+            let system = system_of(dialect, &request.body);
+            assert!(system.contains("<name>test__echo</name>"), "{system}");
+            assert!(system.contains("<tool_call>"), "{system}");
+        }
+        // The results went back as text in a user message, and the calls as text.
+        let second = requests[2].body.to_string();
+        assert!(
+            second.contains("<tool_result name=\\\"test__echo\\\">\\nfrom xml"),
+            "{second}"
+        );
+        assert!(second.contains("from json"), "{second}");
+        let third = requests[3].body.to_string();
+        assert!(third.contains("error=\\\"true\\\""), "{third}");
+
+        // The saved answer holds no call text either: calls are tool-call blocks.
+        let conversation = run.last()["conversation"].as_str().unwrap().to_owned();
+        let shown = conduit(
+            home.path(),
+            &["sessions", "show", &conversation, "--json"],
+            None,
+        );
+        let saved: Value = serde_json::from_slice(&shown.stdout).unwrap();
+        let mut saved_text = String::new();
+        let mut saved_calls = 0;
+        for message in saved["messages"].as_array().unwrap() {
+            let message = message.get("message").unwrap_or(message);
+            if message["role"] != "assistant" {
+                continue;
+            }
+            for block in message["blocks"].as_array().unwrap() {
+                match block["type"].as_str() {
+                    Some("text") => saved_text.push_str(block["text"].as_str().unwrap()),
+                    Some("tool_call") => saved_calls += 1,
+                    _ => {}
+                }
+            }
+        }
+        assert_eq!(saved_calls, 3, "{dialect:?}: {saved}");
+        assert!(!saved_text.contains("tool_call"), "{saved_text}");
+        assert!(!saved_text.contains("\"name\""), "{saved_text}");
+        assert!(saved_text.contains("Both echoed."), "{saved_text}");
+    }
+}
