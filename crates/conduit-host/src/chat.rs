@@ -11,8 +11,9 @@ use conduit_core::agent::{
 use conduit_core::content::{Block, MediaRef, Message, Role};
 use conduit_core::media::{MediaError, MediaStore};
 use conduit_core::provider::ProviderError;
-use conduit_core::tool::ToolRegistry;
+use conduit_core::tool::{ToolRegistry, ToolSpec};
 use conduit_mcp::runtime::McpRuntime;
+use conduit_mcp::tool::McpTool;
 use conduit_providers::text_tools::{TextTools, ToolMode};
 use conduit_providers::{HttpSettings, Protocol, ProviderConfig};
 use tokio_util::sync::CancellationToken;
@@ -223,11 +224,7 @@ impl Host {
         store.add_message(&conversation, &user, MessageStatus::Complete)?;
         history.push(user);
 
-        let settings = self.settings().map_err(ProvidersError::from)?;
-        let allow = |server: &str, tool: &str| settings.tool_enabled(server, tool);
-        // A failed server is logged once when its state changes (in `conduit-mcp`), not
-        // again on every turn.
-        let mcp_tools = servers.tools(self.media.clone(), &allow);
+        let mcp_tools = self.mcp_tools(servers)?;
         let mut window_approval = None;
         let approver: Arc<dyn Approver> = match request.approval {
             ApprovalMode::Auto => Arc::new(FixedApproval(Approval::Allow)),
@@ -243,13 +240,7 @@ impl Host {
                 window
             }
         };
-        let mut tools = ToolRegistry::new();
-        for tool in mcp_tools {
-            tools.register(tool);
-        }
-        if crate::test_tools::enabled() {
-            crate::test_tools::register(&mut tools, self.media.clone());
-        }
+        let tools = self.tool_registry(mcp_tools);
         let mut options = AgentOptions::new(model.clone());
         options.capabilities = conduit_providers::default_capabilities(protocol, &model);
         options.system = request.system;
@@ -263,6 +254,32 @@ impl Host {
             protocol: protocol.name(),
             model,
         })
+    }
+
+    /// The tools a turn started now would offer (what `/tools` lists in the REPL).
+    pub fn offered_tools(&self, servers: &McpRuntime) -> Result<Vec<ToolSpec>, ChatError> {
+        Ok(self.tool_registry(self.mcp_tools(servers)?).specs())
+    }
+
+    /// The enabled tools of the running MCP servers.
+    fn mcp_tools(&self, servers: &McpRuntime) -> Result<Vec<Arc<McpTool>>, ChatError> {
+        let settings = self.settings().map_err(ProvidersError::from)?;
+        let allow = |server: &str, tool: &str| settings.tool_enabled(server, tool);
+        // A failed server is logged once when its state changes (in `conduit-mcp`), not
+        // again on every turn.
+        Ok(servers.tools(self.media.clone(), &allow))
+    }
+
+    /// A turn's tools: the MCP tools, and the test tools when they are switched on.
+    fn tool_registry(&self, mcp_tools: Vec<Arc<McpTool>>) -> ToolRegistry {
+        let mut tools = ToolRegistry::new();
+        for tool in mcp_tools {
+            tools.register(tool);
+        }
+        if crate::test_tools::enabled() {
+            crate::test_tools::register(&mut tools, self.media.clone());
+        }
+        tools
     }
 
     fn provider_config(
