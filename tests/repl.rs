@@ -232,3 +232,81 @@ async fn ctrl_c_at_the_prompt_leaves_and_a_denied_call_is_not_run() {
     let second = server.requests()[1].body.to_string();
     assert!(second.contains("denied"), "{second}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_without_native_tools_calls_one_as_text_approved_inline_and_a_stop_mid_call_runs_nothing()
+ {
+    let dialect = Dialect::OpenAiChat;
+    let server = ScriptedLlm::start(vec![
+        dialect.http_error(
+            400,
+            "registry.ollama.ai/library/gpt-test does not support tools",
+            None,
+        ),
+        dialect.text(&[
+            "Checking. ",
+            "<tool_call><name>test__echo</name>",
+            "<arguments>{\"text\": \"via text\"}</arguments></tool_call>",
+        ]),
+        dialect.text(&["Done via text."]),
+        dialect.stall_after(&["Let me ", "<tool_call><name>test__echo</name><argu"]),
+    ])
+    .await
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let session = repl(
+        &server,
+        home.path(),
+        vec![
+            expect("> "),
+            send("echo via text"),
+            expect("Checking."),
+            expect("? test__echo wants to run with {\"text\":\"via text\"}"),
+            expect("allow [o]nce, [a]lways, or [d]eny?"),
+            send("a"),
+            expect("← test__echo done"),
+            expect("Done via text."),
+            expect("> "),
+            send("again"),
+            expect("Let me"),
+            key("ctrl-c"),
+            expect("(stopped; the answer so far was kept)"),
+            expect("> "),
+            key("ctrl-d"),
+        ],
+    )
+    .await;
+    assert_eq!(session.failure, None, "{}", session.transcript);
+    assert_eq!(session.code, Some(0), "{}", session.transcript);
+    assert!(
+        !session.transcript.contains("tool_call"),
+        "no call text is shown: {}",
+        session.transcript
+    );
+    assert_eq!(
+        session.transcript.matches("← test__echo").count(),
+        1,
+        "the half-written call never ran: {}",
+        session.transcript
+    );
+
+    // Refused once; the model stays in text mode for the session's next message.
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4, "{}", session.transcript);
+    assert!(requests[0].body["tools"].is_array());
+    for request in &requests[1..] {
+        assert!(request.body.get("tools").is_none(), "{}", request.body);
+    }
+    let conversations = saved_conversations(home.path());
+    let stopped = conversations[0]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["status"] == "interrupted")
+        .unwrap_or_else(|| panic!("an interrupted message: {}", conversations[0]));
+    assert_eq!(
+        stopped["blocks"],
+        json!([{"type": "text", "text": "Let me "}]),
+        "{stopped}"
+    );
+}

@@ -1,6 +1,7 @@
 //! Text tool-calling through the real `conduit chat --json` against the scripted LLM
 //! server: a model whose service refuses tools (HTTP 400 "does not support tools") gets
-//! them in the system prompt over Chat Completions and Anthropic's protocol, calls one
+//! them in the system prompt over each protocol (Chat Completions and Anthropic's as
+//! the issue asks, Responses and Gemini too, since it sits above them), calls one
 //! with XML and one with JSON (split across many stream chunks), a malformed call is
 //! answered with an error, and no call text is shown or saved as answer text.
 
@@ -73,20 +74,9 @@ async fn chat(
     (ChatRun::of(&output), server.requests(), home)
 }
 
-/// The system prompt and messages of a recorded request, as text.
-fn system_of(dialect: Dialect, body: &Value) -> String {
-    match dialect {
-        Dialect::Anthropic => match &body["system"] {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        },
-        _ => body["messages"][0]["content"].to_string(),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_model_that_refuses_tools_gets_them_as_text_over_chat_completions_and_anthropic() {
-    for dialect in [Dialect::OpenAiChat, Dialect::Anthropic] {
+async fn a_model_that_refuses_tools_gets_them_as_text_over_every_protocol() {
+    for dialect in Dialect::ALL {
         let first = format!("I will echo. {XML_CALL}\n{JSON_CALL}\n");
         let mut pieces = chunks(&first, 3);
         pieces.push("Then I stop.".into());
@@ -134,7 +124,7 @@ async fn a_model_that_refuses_tools_gets_them_as_text_over_chat_completions_and_
             .collect();
         assert_eq!(ids.len(), 3);
         assert!(ids.iter().all(|id| id.starts_with("call_")), "{ids:?}");
-        assert!(ids[0] != ids[2], "text_call_1 twice is two calls");
+        assert!(ids[0] != ids[2], "a call in each of two answers: two calls");
 
         // One refused native request, then text mode for the rest of the run.
         assert_eq!(requests.len(), 4, "{dialect:?}");
@@ -148,9 +138,10 @@ async fn a_model_that_refuses_tools_gets_them_as_text_over_chat_completions_and_
                 "{dialect:?}: {}",
                 request.body
             );
-            let system = system_of(dialect, &request.body);
-            assert!(system.contains("<name>test__echo</name>"), "{system}");
-            assert!(system.contains("<tool_call>"), "{system}");
+            // The tools and the call format are in the system prompt.
+            let body = request.body.to_string();
+            assert!(body.contains("<name>test__echo</name>"), "{body}");
+            assert!(body.contains("<tool_call><name>TOOL_NAME</name>"), "{body}");
         }
         // The results went back as text in a user message, and the calls as text.
         let second = requests[2].body.to_string();
@@ -189,5 +180,51 @@ async fn a_model_that_refuses_tools_gets_them_as_text_over_chat_completions_and_
         assert!(!saved_text.contains("tool_call"), "{saved_text}");
         assert!(!saved_text.contains("\"name\""), "{saved_text}");
         assert!(saved_text.contains("Both echoed."), "{saved_text}");
+    }
+}
+
+/// A 1×1 PNG.
+const PNG_BASE64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_text_mode_calls_image_goes_back_attached_to_the_results_user_message() {
+    use base64::Engine;
+    let png = base64::engine::general_purpose::STANDARD
+        .decode(PNG_BASE64)
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tiny.png");
+    std::fs::write(&file, &png).unwrap();
+    for dialect in [Dialect::OpenAiChat, Dialect::Anthropic] {
+        let call = format!(
+            "<tool_call><name>test__image</name><arguments>{}</arguments></tool_call>",
+            serde_json::json!({"path": file})
+        );
+        let replies = vec![
+            dialect.http_error(400, "this model does not support tools", None),
+            dialect.text(&[&call]),
+            dialect.text(&["A tiny image."]),
+        ];
+        let (run, requests, _home) = chat(dialect, replies).await;
+        assert_eq!(run.code, Some(0), "{dialect:?}: {}", run.stderr);
+        assert_eq!(run.text(), "A tiny image.", "{dialect:?}");
+        assert_eq!(run.of_type("tool_result").len(), 1);
+
+        // The result is text in a user message, and the image rides along with it.
+        let third = &requests[2].body;
+        let messages = third["messages"].as_array().unwrap();
+        let last = messages.last().unwrap();
+        assert_eq!(last["role"], "user", "{third}");
+        let content = last["content"].to_string();
+        assert!(
+            content.contains("<tool_result name=\\\"test__image\\\">"),
+            "{content}"
+        );
+        assert!(content.contains("attached after this result"), "{content}");
+        assert!(
+            content.contains(PNG_BASE64),
+            "{dialect:?}: the image is sent: {content}"
+        );
+        assert!(third.get("tools").is_none());
     }
 }

@@ -14,6 +14,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use conduit_core::content::new_call_id;
 use conduit_core::provider::{
     EventStream, InvalidArguments, ModelInfo, ModelRequest, Provider, ProviderError,
     ProviderErrorKind, ProviderEvent, StopReason,
@@ -213,8 +214,8 @@ async fn text_stream(
     .boxed())
 }
 
-/// Turns a text answer into text and tool-call events, giving each call of the response
-/// a wire id of its own (the agent gives it Conduit's id, as for native calls).
+/// Turns a text answer into text and tool-call events, giving each call a wire id of its
+/// own (the agent gives it Conduit's id, as for native calls).
 #[derive(Default)]
 struct CallReader {
     parser: CallParser,
@@ -247,7 +248,9 @@ impl CallReader {
                 Parsed::Text(text) => out.push(ProviderEvent::TextDelta(text)),
                 Parsed::Call(call) => {
                     self.calls += 1;
-                    let id = format!("text_call_{}", self.calls);
+                    // Unique, so a conversation that later goes native never sends a
+                    // provider two calls with one id.
+                    let id = new_call_id();
                     let (name, arguments) = match call {
                         Ok(call) => (call.name, Ok(call.arguments)),
                         Err(malformed) => (
