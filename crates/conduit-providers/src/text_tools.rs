@@ -195,6 +195,7 @@ async fn text_stream(
     let mut events = inner.stream(request).await?;
     Ok(async_stream::stream! {
         let mut reader = CallReader::default();
+        let mut stopped = false;
         while let Some(item) = events.next().await {
             match item {
                 Ok(ProviderEvent::TextDelta(text)) => {
@@ -203,11 +204,24 @@ async fn text_stream(
                     }
                 }
                 Ok(ProviderEvent::Stop(reason)) => {
-                    for event in reader.finish(reason) {
+                    stopped = true;
+                    for event in reader.finish(Some(reason)) {
                         yield Ok(event);
                     }
                 }
+                Err(err) => {
+                    // A failure mid-answer: what was held back is not given out (a call
+                    // in it is half-written), and the stream ends with the error.
+                    stopped = true;
+                    yield Err(err);
+                }
                 other => yield other,
+            }
+        }
+        if !stopped {
+            // Ended without a stop reason: the held text is still the answer's.
+            for event in reader.finish(None) {
+                yield Ok(event);
             }
         }
     }
@@ -230,14 +244,14 @@ impl CallReader {
 
     /// The answer ended: what was held is decided, and a turn that called tools stops
     /// for their results.
-    fn finish(&mut self, reason: StopReason) -> Vec<ProviderEvent> {
+    fn finish(&mut self, reason: Option<StopReason>) -> Vec<ProviderEvent> {
         let parsed = self.parser.finish();
         let mut out = self.events(parsed);
         let reason = match reason {
-            StopReason::EndTurn if self.calls > 0 => StopReason::ToolUse,
+            Some(StopReason::EndTurn) if self.calls > 0 => Some(StopReason::ToolUse),
             other => other,
         };
-        out.push(ProviderEvent::Stop(reason));
+        out.extend(reason.map(ProviderEvent::Stop));
         out
     }
 

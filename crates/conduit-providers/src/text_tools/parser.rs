@@ -41,8 +41,11 @@ pub struct MalformedCall {
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Mode {
     Text,
-    /// Inside `<tool_call>`: `pending` holds the body.
-    Xml,
+    /// Inside `<tool_call>`: `pending` holds the body; `scanned` bytes of it hold no
+    /// closing tag (a long call is not searched again from its start on every piece).
+    Xml {
+        scanned: usize,
+    },
     /// Inside a bare JSON call: `pending` holds the object from its `{`.
     Json {
         scanned: usize,
@@ -93,7 +96,7 @@ impl CallParser {
         match mode {
             Mode::Text if rest.is_empty() => Vec::new(),
             Mode::Text => vec![Parsed::Text(rest)],
-            Mode::Xml => {
+            Mode::Xml { .. } => {
                 let raw = format!("{OPEN}{rest}");
                 vec![Parsed::Call(Err(MalformedCall {
                     name: xml_element(&rest, "name").map(|n| n.trim().to_owned()),
@@ -117,8 +120,14 @@ impl CallParser {
     fn step(&mut self, out: &mut Vec<Parsed>) -> bool {
         match self.mode {
             Mode::Text => self.step_text(out),
-            Mode::Xml => {
-                let Some(end) = self.pending.find(CLOSE) else {
+            Mode::Xml { scanned } => {
+                let Some(end) = self.pending[scanned..].find(CLOSE).map(|at| at + scanned) else {
+                    // The tag may have begun in the last few bytes: look there again.
+                    let mut from = self.pending.len().saturating_sub(CLOSE.len() - 1);
+                    while !self.pending.is_char_boundary(from) {
+                        from -= 1;
+                    }
+                    self.mode = Mode::Xml { scanned: from };
                     return false;
                 };
                 let body: String = self.pending.drain(..end + CLOSE.len()).collect();
@@ -140,7 +149,7 @@ impl CallParser {
                 if rest.starts_with(OPEN) {
                     self.give_text(index, out);
                     self.pending.drain(..OPEN.len());
-                    self.mode = Mode::Xml;
+                    self.mode = Mode::Xml { scanned: 0 };
                     return true;
                 }
                 if OPEN.starts_with(rest) {

@@ -376,3 +376,37 @@ fn calls_and_results_go_back_as_text_with_images_attached_or_described() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn a_failure_mid_call_runs_nothing_and_an_answer_without_a_stop_keeps_its_text() {
+    let failure = ProviderError::new(ProviderErrorKind::Stream, "overloaded mid-answer");
+    let scripted = ScriptedProvider::new(vec![
+        vec![
+            Ok(ProviderEvent::TextDelta(
+                "Hi <tool_call><name>echo</name>".into(),
+            )),
+            Err(failure.clone()),
+        ],
+        vec![Ok(ProviderEvent::TextDelta("Plain <tool".into()))],
+    ]);
+    let provider = TextTools::wrap(scripted, ToolMode::Text, ToolModeMemory::new(), "p");
+    let items: Vec<_> = provider
+        .stream(request(vec![Message::user_text("hi")]))
+        .await
+        .unwrap()
+        .collect()
+        .await;
+    assert_eq!(
+        items,
+        vec![Ok(ProviderEvent::TextDelta("Hi ".into())), Err(failure)]
+    );
+    // No stop reason: the held text is given out when the stream ends.
+    let events = collect(&provider, request(vec![Message::user_text("hi")])).await;
+    assert_eq!(
+        events,
+        vec![
+            ProviderEvent::TextDelta("Plain ".into()),
+            ProviderEvent::TextDelta("<tool".into())
+        ]
+    );
+}
