@@ -228,3 +228,58 @@ async fn a_text_mode_calls_image_goes_back_attached_to_the_results_user_message(
         assert!(third.get("tools").is_none());
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_mode_text_in_settings_sends_no_tools_from_the_first_request_and_a_model_can_override_it()
+ {
+    let dialect = Dialect::OpenAiChat;
+    let server = ScriptedLlm::start(vec![
+        dialect.text(&["Text mode answer."]),
+        dialect.text(&["Native answer."]),
+    ])
+    .await
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let mut settings = server.provider_settings();
+    settings["providers"][0]["toolMode"] = "text".into();
+    settings["providers"][0]["modelToolModes"] = serde_json::json!({"big": "native"});
+    std::fs::write(home.path().join("settings.json"), settings.to_string()).unwrap();
+    for model in ["m", "big"] {
+        let output = tokio::process::Command::new(binary("conduit").unwrap())
+            .args([
+                "chat",
+                "--provider",
+                "scripted",
+                "--model",
+                model,
+                "--json",
+                "Hi",
+            ])
+            .env("CONDUIT_HOME", home.path())
+            .env("CONDUIT_TEST_TOOLS", "1")
+            .env("CONDUIT_SECRET_STORE", "file")
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output()
+            .await
+            .unwrap();
+        let run = ChatRun::of(&output);
+        assert_eq!(run.code, Some(0), "{model}: {}", run.stderr);
+    }
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(
+        requests[0].body.get("tools").is_none(),
+        "{}",
+        requests[0].body
+    );
+    assert!(
+        requests[0]
+            .body
+            .to_string()
+            .contains("<name>test__echo</name>"),
+        "{}",
+        requests[0].body
+    );
+    assert!(requests[1].body["tools"].is_array(), "{}", requests[1].body);
+}
