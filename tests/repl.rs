@@ -1,6 +1,7 @@
 //! `conduit repl` on a pseudo-terminal (python3's pty module drives it, as a person
-//! types): a tool call approved inline, `/history`, `/new`, Ctrl-C stopping an answer
-//! with what it said kept, Ctrl-D and Ctrl-C at the prompt leaving.
+//! types): a tool call approved inline, `/history`, `/new`, `/attach`, `/tools`,
+//! `/model`, Ctrl-C stopping an answer with what it said kept, Ctrl-D and Ctrl-C at the
+//! prompt leaving, and a model without native tools calling one as text.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -13,6 +14,9 @@ use conduit_e2e::llm_server::{Dialect, ScriptedCall, ScriptedLlm};
 use serde_json::{Value, json};
 
 const KEY: &str = "sk-test-key-1234";
+
+/// A 1×1 PNG.
+const PNG_BASE64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
 
 /// A step of the terminal script.
 fn expect(text: &str) -> Value {
@@ -183,8 +187,15 @@ async fn a_tool_call_approved_inline_then_new_then_ctrl_c_keeps_the_partial_answ
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ctrl_c_at_the_prompt_leaves_and_a_denied_call_is_not_run() {
+async fn attach_then_a_denied_call_is_not_run_and_ctrl_c_at_the_prompt_leaves() {
     let dialect = Dialect::OpenAiChat;
+    let files = tempfile::tempdir().unwrap();
+    let png = files.path().join("tiny.png");
+    std::fs::write(
+        &png,
+        base64::Engine::decode(&base64::engine::general_purpose::STANDARD, PNG_BASE64).unwrap(),
+    )
+    .unwrap();
     let server = ScriptedLlm::start(vec![
         dialect.turn(
             &[],
@@ -210,6 +221,12 @@ async fn ctrl_c_at_the_prompt_leaves_and_a_denied_call_is_not_run() {
             send("/model"),
             expect("Model: gpt-test"),
             expect("> "),
+            send("/attach /no/such/file.png"),
+            expect("cannot attach /no/such/file.png"),
+            expect("> "),
+            send(&format!("/attach {}", png.display())),
+            expect("(sent with your next message)"),
+            expect("> "),
             send("echo please"),
             expect("allow [o]nce, [a]lways, or [d]eny?"),
             send("maybe"),
@@ -229,7 +246,13 @@ async fn ctrl_c_at_the_prompt_leaves_and_a_denied_call_is_not_run() {
         "{}",
         session.transcript
     );
-    let second = server.requests()[1].body.to_string();
+    let requests = server.requests();
+    let first = requests[0].body.to_string();
+    assert!(
+        first.contains(PNG_BASE64),
+        "the attached image is sent: {first}"
+    );
+    let second = requests[1].body.to_string();
     assert!(second.contains("denied"), "{second}");
 }
 

@@ -283,3 +283,53 @@ async fn tool_mode_text_in_settings_sends_no_tools_from_the_first_request_and_a_
     );
     assert!(requests[1].body["tools"].is_array(), "{}", requests[1].body);
 }
+
+#[test]
+fn providers_add_writes_the_tool_mode() {
+    let home = tempfile::tempdir().unwrap();
+    let added = conduit(
+        home.path(),
+        &[
+            "providers",
+            "add",
+            "gemma",
+            "--kind",
+            "openai-chat",
+            "--base-url",
+            "http://127.0.0.1:11434/v1",
+            "--model",
+            "gemma3:4b",
+            "--tool-mode",
+            "text",
+        ],
+        None,
+    );
+    assert!(
+        added.status.success(),
+        "{}",
+        String::from_utf8_lossy(&added.stderr)
+    );
+    let settings: Value =
+        serde_json::from_str(&std::fs::read_to_string(home.path().join("settings.json")).unwrap())
+            .unwrap();
+    assert_eq!(settings["providers"][0]["toolMode"], "text", "{settings}");
+    let refused = conduit(
+        home.path(),
+        &[
+            "providers",
+            "add",
+            "x",
+            "--kind",
+            "openai-chat",
+            "--base-url",
+            "http://127.0.0.1:1/v1",
+            "--tool-mode",
+            "xml",
+        ],
+        None,
+    );
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("possible values: auto, native, text")
+    );
+}

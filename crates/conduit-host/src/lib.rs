@@ -36,6 +36,7 @@ use serde::Serialize;
 pub use conduit_core as core;
 pub use conduit_mcp as mcp_client;
 pub use conduit_providers::Protocol;
+pub use conduit_providers::text_tools::ToolMode;
 pub use conduit_store as store;
 pub use paths::{Paths, PathsError};
 pub use settings::{ProviderSettings, Settings, SettingsError};
