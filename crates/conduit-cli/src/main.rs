@@ -5,6 +5,7 @@ mod ask;
 mod chat;
 mod mcp;
 mod providers;
+mod repl;
 mod sessions;
 
 use std::path::PathBuf;
@@ -45,6 +46,8 @@ enum Command {
     },
     /// Send one message to a model and stream its answer, running the tools it calls.
     Chat(chat::ChatArgs),
+    /// A conversation on the terminal: streamed answers, tools approved inline, /commands.
+    Repl(repl::ReplArgs),
     /// Manage the LLM providers in settings.
     Providers {
         #[command(subcommand)]
@@ -68,6 +71,7 @@ impl Command {
         match self {
             Command::Paths { .. } => "paths",
             Command::Chat(_) => "chat",
+            Command::Repl(_) => "repl",
             Command::Providers { .. } => "providers",
             Command::Mcp { .. } => "mcp",
             Command::Sessions { .. } => "sessions",
@@ -150,6 +154,7 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
             Ok(0)
         }
         Command::Chat(args) => chat::run(host, args).await,
+        Command::Repl(args) => repl::run(host, args).await,
         Command::Providers { command } => providers::run(host, command).await,
         Command::Sessions { command } => sessions::run(host, command),
         Command::Mcp { command } => mcp::run(host, command).await,

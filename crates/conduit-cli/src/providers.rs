@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use clap::{Args, Subcommand};
 use conduit_host::Protocol;
-use conduit_host::{Host, ProviderSettings};
+use conduit_host::{Host, ProviderSettings, ToolMode};
 
 use crate::Failure;
 use crate::chat::Kind;
@@ -51,6 +51,27 @@ pub struct AddArgs {
     /// An extra header sent with every request, `Name: value` (repeatable).
     #[arg(long = "header", value_name = "NAME: VALUE")]
     headers: Vec<String>,
+    /// How its models get tools: `auto` (native, and as text once the service refuses
+    /// them), `native`, or `text` (for models without native tool calling).
+    #[arg(long, value_enum)]
+    tool_mode: Option<ToolModeArg>,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum ToolModeArg {
+    Auto,
+    Native,
+    Text,
+}
+
+impl From<ToolModeArg> for ToolMode {
+    fn from(mode: ToolModeArg) -> Self {
+        match mode {
+            ToolModeArg::Auto => ToolMode::Auto,
+            ToolModeArg::Native => ToolMode::Native,
+            ToolModeArg::Text => ToolMode::Text,
+        }
+    }
 }
 
 pub async fn run(host: Arc<Host>, command: ProvidersCommand) -> Result<u8, Failure> {
@@ -104,6 +125,8 @@ pub async fn run(host: Arc<Host>, command: ProvidersCommand) -> Result<u8, Failu
                 default_model: args.model,
                 headers,
                 api_key_env: args.api_key_env,
+                tool_mode: args.tool_mode.map(ToolMode::from),
+                model_tool_modes: Default::default(),
                 other: Default::default(),
             };
             host.add_provider(settings, key.as_deref())?;

@@ -371,7 +371,7 @@ impl Agent {
             return ToolResult::error(
                 call,
                 format!(
-                    "The arguments were not valid JSON ({invalid}). Call the tool again with a JSON object."
+                    "This call was not run: {invalid}. Call the tool again, with its arguments as one JSON object."
                 ),
             );
         }

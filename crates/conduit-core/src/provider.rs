@@ -90,9 +90,10 @@ pub enum StopReason {
     Other(String),
 }
 
-/// Tool arguments the model wrote that are not valid JSON.
+/// A call the model wrote that cannot be run: arguments that are not a JSON object, or
+/// (text tool-calling) a call whose form is broken.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
-#[error("the model wrote invalid JSON arguments ({error}): {raw}")]
+#[error("the call could not be read ({error}): {raw}")]
 pub struct InvalidArguments {
     pub raw: String,
     pub error: String,
@@ -158,6 +159,9 @@ pub enum ProviderErrorKind {
     Protocol,
     /// A local problem preparing the request (an image that will not decode...).
     Input,
+    /// The service refused a request with tools: the model has no native tool calling
+    /// (Ollama's HTTP 400 "... does not support tools"). Text tool-calling answers it.
+    ToolsUnsupported,
 }
 
 /// A provider's failure, with the provider's own message.
@@ -215,6 +219,9 @@ impl ProviderError {
             ProviderErrorKind::Stream => "the provider reported an error mid-answer",
             ProviderErrorKind::Protocol => "the provider sent something unexpected",
             ProviderErrorKind::Input => "cannot prepare the request",
+            ProviderErrorKind::ToolsUnsupported => {
+                "the model has no native tool calling (set its \"toolMode\" to \"text\" or \"auto\" in the provider's settings)"
+            }
         };
         match self.status {
             Some(status) => format!("{what} (HTTP {status}): {}", self.message),

@@ -11,8 +11,10 @@ use conduit_core::agent::{
 use conduit_core::content::{Block, MediaRef, Message, Role};
 use conduit_core::media::{MediaError, MediaStore};
 use conduit_core::provider::ProviderError;
-use conduit_core::tool::ToolRegistry;
+use conduit_core::tool::{ToolRegistry, ToolSpec};
 use conduit_mcp::runtime::McpRuntime;
+use conduit_mcp::tool::McpTool;
+use conduit_providers::text_tools::{TextTools, ToolMode};
 use conduit_providers::{HttpSettings, Protocol, ProviderConfig};
 use tokio_util::sync::CancellationToken;
 
@@ -228,7 +230,22 @@ impl Host {
         }
         let protocol = config.protocol;
         let media: Arc<dyn MediaStore> = self.media.clone();
-        let provider = conduit_providers::build(config, media)?;
+        let tool_mode = match &request.provider {
+            ProviderChoice::Saved(id) => self
+                .settings()
+                .map_err(ProvidersError::from)?
+                .provider(id)
+                .map_err(ProvidersError::from)?
+                .tool_mode_of(&model),
+            ProviderChoice::Explicit { .. } => ToolMode::Auto,
+        };
+        // Text tool-calling sits above the four protocols: every provider is wrapped once.
+        let provider = TextTools::wrap(
+            conduit_providers::build(config, media)?,
+            tool_mode,
+            self.tool_modes.clone(),
+            provider_label(&request.provider),
+        );
 
         let conversation = match &request.conversation {
             Some(id) => id.clone(),
@@ -241,18 +258,7 @@ impl Host {
             history.push(message);
         }
 
-        let settings = self.settings().map_err(ProvidersError::from)?;
-        // What Settings enable, narrowed by what this conversation chose.
-        let toolset = self.conversation_toolset(&conversation).unwrap_or_else(|error| {
-            tracing::warn!(%error, "the conversation's toolset could not be read; every enabled tool is offered");
-            crate::toolset::Toolset::default()
-        });
-        let allow = |server: &str, tool: &str| {
-            settings.tool_enabled(server, tool) && toolset.allows(server, tool)
-        };
-        // A failed server is logged once when its state changes (in `conduit-mcp`), not
-        // again on every turn.
-        let mcp_tools = servers.tools(self.media.clone(), &allow);
+        let mcp_tools = self.mcp_tools(servers, Some(&conversation))?;
         let mut window_approval = None;
         let approver: Arc<dyn Approver> = match request.approval {
             ApprovalMode::Auto => Arc::new(FixedApproval(Approval::Allow)),
@@ -268,13 +274,7 @@ impl Host {
                 window
             }
         };
-        let mut tools = ToolRegistry::new();
-        for tool in mcp_tools {
-            tools.register(tool);
-        }
-        if crate::test_tools::enabled() {
-            crate::test_tools::register(&mut tools, self.media.clone());
-        }
+        let tools = self.tool_registry(mcp_tools);
         let mut options = AgentOptions::new(model.clone());
         options.capabilities = conduit_providers::default_capabilities(protocol, &model);
         options.system = request.system;
@@ -288,6 +288,46 @@ impl Host {
             protocol: protocol.name(),
             model,
         })
+    }
+
+    /// The tools a turn started now would offer (what `/tools` lists in the REPL).
+    pub fn offered_tools(&self, servers: &McpRuntime) -> Result<Vec<ToolSpec>, ChatError> {
+        Ok(self.tool_registry(self.mcp_tools(servers, None)?).specs())
+    }
+
+    /// The enabled tools of the running MCP servers.
+    /// What Settings enable, narrowed by what `conversation` chose (when given).
+    fn mcp_tools(
+        &self,
+        servers: &McpRuntime,
+        conversation: Option<&str>,
+    ) -> Result<Vec<Arc<McpTool>>, ChatError> {
+        let settings = self.settings().map_err(ProvidersError::from)?;
+        let toolset = match conversation {
+            Some(id) => self.conversation_toolset(id).unwrap_or_else(|error| {
+                tracing::warn!(%error, "the conversation's toolset could not be read; every enabled tool is offered");
+                crate::toolset::Toolset::default()
+            }),
+            None => crate::toolset::Toolset::default(),
+        };
+        let allow = |server: &str, tool: &str| {
+            settings.tool_enabled(server, tool) && toolset.allows(server, tool)
+        };
+        // A failed server is logged once when its state changes (in `conduit-mcp`), not
+        // again on every turn.
+        Ok(servers.tools(self.media.clone(), &allow))
+    }
+
+    /// A turn's tools: the MCP tools, and the test tools when they are switched on.
+    fn tool_registry(&self, mcp_tools: Vec<Arc<McpTool>>) -> ToolRegistry {
+        let mut tools = ToolRegistry::new();
+        for tool in mcp_tools {
+            tools.register(tool);
+        }
+        if crate::test_tools::enabled() {
+            crate::test_tools::register(&mut tools, self.media.clone());
+        }
+        tools
     }
 
     fn provider_config(

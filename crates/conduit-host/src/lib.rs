@@ -39,6 +39,7 @@ use serde::Serialize;
 pub use conduit_core as core;
 pub use conduit_mcp as mcp_client;
 pub use conduit_providers::Protocol;
+pub use conduit_providers::text_tools::ToolMode;
 pub use conduit_store as store;
 pub use paths::{Paths, PathsError};
 pub use settings::{ProviderSettings, Settings, SettingsError};
@@ -71,6 +72,8 @@ pub struct Host {
     store: OnceLock<Arc<Store>>,
     /// Opened on first use: probing the keychain costs time at start-up.
     secrets: OnceLock<Box<dyn secrets::SecretStore>>,
+    /// The models that refused native tools in this session (text tool-calling for them).
+    tool_modes: Arc<conduit_providers::text_tools::ToolModeMemory>,
 }
 
 impl Host {
@@ -81,6 +84,7 @@ impl Host {
             media,
             store: OnceLock::new(),
             secrets: OnceLock::new(),
+            tool_modes: Default::default(),
         }
     }
 

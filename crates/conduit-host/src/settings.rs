@@ -9,6 +9,7 @@ use std::sync::{Arc, LazyLock};
 use parking_lot::Mutex;
 
 use conduit_providers::Protocol;
+use conduit_providers::text_tools::ToolMode;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -64,10 +65,30 @@ pub struct ProviderSettings {
     /// Take the key from this environment variable instead of the secret store.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key_env: Option<String>,
+    /// How the provider's models get tools: `auto` (the default: native, and text
+    /// tool-calling once the service refuses tools), `native` or `text`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(skip)]
+    pub tool_mode: Option<ToolMode>,
+    /// The tool mode of single models, over `toolMode`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[ts(skip)]
+    pub model_tool_modes: BTreeMap<String, ToolMode>,
     /// Fields a newer Conduit wrote: kept as they are.
     #[serde(flatten)]
     #[ts(skip)]
     pub other: Map<String, Value>,
+}
+
+impl ProviderSettings {
+    /// How `model` gets its tools: its own mode, else the provider's, else `auto`.
+    pub fn tool_mode_of(&self, model: &str) -> ToolMode {
+        self.model_tool_modes
+            .get(model)
+            .copied()
+            .or(self.tool_mode)
+            .unwrap_or_default()
+    }
 }
 
 /// Preferences for one MCP server's tools (the server itself is enabled or disabled in
@@ -436,8 +457,37 @@ mod tests {
             default_model: Some("llama3.2".into()),
             headers: BTreeMap::new(),
             api_key_env: None,
+            tool_mode: None,
+            model_tool_modes: BTreeMap::new(),
             other: Map::new(),
         }
+    }
+
+    #[test]
+    fn a_models_tool_mode_is_its_own_then_the_providers_then_auto() {
+        let settings: Settings = serde_json::from_str(
+            r#"{"providers": [
+                {"id": "o", "protocol": "openai-chat", "baseUrl": "http://x/v1",
+                 "toolMode": "native", "modelToolModes": {"gemma:2b": "text"}},
+                {"id": "p", "protocol": "anthropic", "baseUrl": "http://y"}
+            ]}"#,
+        )
+        .unwrap();
+        let o = settings.provider("o").unwrap();
+        assert_eq!(o.tool_mode_of("gemma:2b"), ToolMode::Text);
+        assert_eq!(o.tool_mode_of("llama3.2"), ToolMode::Native);
+        assert_eq!(
+            settings.provider("p").unwrap().tool_mode_of("m"),
+            ToolMode::Auto
+        );
+        let bad = serde_json::from_str::<Settings>(
+            r#"{"providers": [{"id": "o", "protocol": "openai-chat", "baseUrl": "http://x/v1", "toolMode": "xml"}]}"#,
+        );
+        assert!(
+            bad.unwrap_err()
+                .to_string()
+                .contains("unknown variant `xml`")
+        );
     }
 
     #[test]

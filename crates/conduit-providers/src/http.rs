@@ -480,12 +480,26 @@ pub fn status_error(status: u16, body: &str, retry_after: Option<Duration>) -> P
         500..=599 => ProviderErrorKind::Server,
         _ => ProviderErrorKind::InvalidRequest,
     };
+    let message = error_message(body);
+    let kind = if kind == ProviderErrorKind::InvalidRequest && refuses_tools(&message) {
+        ProviderErrorKind::ToolsUnsupported
+    } else {
+        kind
+    };
     ProviderError {
         kind,
         status: Some(status),
-        message: error_message(body),
+        message,
         retry_after,
     }
+}
+
+/// Whether a refused request's message says the model takes no tools: Ollama answers
+/// `registry.ollama.ai/library/gemma:2b does not support tools`; other servers say
+/// "does not support tool calling" / "tool use".
+fn refuses_tools(message: &str) -> bool {
+    let message = message.to_ascii_lowercase();
+    message.contains("does not support tool") || message.contains("tools are not supported")
 }
 
 /// The human message inside a provider's error body, in any shape the services send
@@ -529,7 +543,7 @@ pub fn parse_arguments(raw: &str) -> Result<Value, conduit_core::provider::Inval
         }),
         Err(err) => Err(conduit_core::provider::InvalidArguments {
             raw: raw.to_owned(),
-            error: err.to_string(),
+            error: format!("not valid JSON: {err}"),
         }),
     }
 }

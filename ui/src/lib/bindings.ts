@@ -188,7 +188,7 @@ export type Usage = { inputTokens: number, outputTokens: number, cacheReadTokens
 
 export type StopReason = "end_turn" | "tool_use" | "max_tokens" | "refusal" | { "other": string };
 
-export type ProviderErrorKind = "invalid_request" | "authentication" | "not_found" | "request_too_large" | "rate_limited" | "server" | "overloaded" | "connection" | "stalled" | "stream" | "protocol" | "input";
+export type ProviderErrorKind = "invalid_request" | "authentication" | "not_found" | "request_too_large" | "rate_limited" | "server" | "overloaded" | "connection" | "stalled" | "stream" | "protocol" | "input" | "tools_unsupported";
 
 export type ProviderError = { kind: ProviderErrorKind, status?: number | null, message: string, 
 /**

@@ -1,0 +1,556 @@
+//! `conduit repl`: a conversation on the terminal. Each message is a turn through the
+//! same host path as `conduit chat` and the window (saved as it streams); tool calls are
+//! asked about inline through the window's approval policy; lines are edited with
+//! rustyline, with a history file.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::Args;
+use conduit_host::Host;
+use conduit_host::approval::{Decision, WindowApproval};
+use conduit_host::chat::{ApprovalMode, Attachment, ChatRequest, ProviderChoice};
+use conduit_host::core::agent::{AgentEvent, EventSink, Outcome};
+use conduit_host::core::content::{Block, ResultPart, Role, ToolCall};
+use conduit_host::mcp_client::runtime::McpRuntime;
+use rustyline::error::ReadlineError;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::chat::Kind;
+use crate::{Failure, usage_error};
+
+#[derive(Debug, Args)]
+pub struct ReplArgs {
+    /// A provider from settings (see `conduit providers list`).
+    #[arg(long, conflicts_with_all = ["kind", "base_url"])]
+    provider: Option<String>,
+    /// The protocol of a provider given on the command line.
+    #[arg(long, value_enum, requires = "base_url")]
+    kind: Option<Kind>,
+    /// The service root, e.g. https://api.anthropic.com or http://localhost:11434/v1.
+    #[arg(long, requires = "kind")]
+    base_url: Option<String>,
+    /// The environment variable holding the API key.
+    #[arg(long, value_name = "VAR")]
+    api_key_env: Option<String>,
+    /// The model; default: the provider's default model (`/model` changes it).
+    #[arg(long)]
+    model: Option<String>,
+    /// Continue a saved conversation (see `conduit sessions list`).
+    #[arg(long, value_name = "ID")]
+    conversation: Option<String>,
+    /// Model requests per message at most.
+    #[arg(long, default_value_t = conduit_host::core::agent::DEFAULT_MAX_TURNS, value_parser = clap::value_parser!(u32).range(1..))]
+    max_turns: u32,
+    /// A system prompt.
+    #[arg(long)]
+    system: Option<String>,
+}
+
+const HELP: &str = "\
+Commands:
+  /model [NAME]   show the model, or use NAME from the next message on
+  /tools          the tools the model is offered
+  /new            start a new conversation
+  /history        this conversation's messages
+  /attach PATH    send an image with your next message
+  /exit           leave (Ctrl-D does too)
+Ctrl-C stops an answer and keeps what it said so far; at the prompt it leaves.";
+
+/// What one read of the terminal gave.
+enum Read {
+    Line(String),
+    /// Ctrl-C.
+    Interrupted,
+    /// Ctrl-D, or the input ended.
+    Eof,
+}
+
+/// The line editor on its own thread (rustyline blocks), asked for one line at a time:
+/// the prompt and the approval questions share it, so they share its history and its
+/// terminal state.
+struct Terminal {
+    requests: std::sync::mpsc::Sender<LineRequest>,
+}
+
+/// A prompt, whether the line goes into the history, and where the read goes.
+type LineRequest = (String, bool, oneshot::Sender<Result<Read, String>>);
+
+impl Terminal {
+    fn start(history_file: PathBuf) -> Result<Self, Failure> {
+        let mut editor = rustyline::DefaultEditor::new()?;
+        // No history file yet is the usual first run.
+        let _ = editor.load_history(&history_file);
+        let (requests, incoming) = std::sync::mpsc::channel::<LineRequest>();
+        std::thread::Builder::new()
+            .name("repl-terminal".into())
+            .spawn(move || {
+                while let Ok((prompt, remember, reply)) = incoming.recv() {
+                    let read = match editor.readline(&prompt) {
+                        Ok(line) => {
+                            if remember && !line.trim().is_empty() {
+                                let _ = editor.add_history_entry(line.as_str());
+                                if let Err(err) = save_history(&mut editor, &history_file) {
+                                    tracing::warn!(error = %err, "cannot save the REPL history");
+                                }
+                            }
+                            Ok(Read::Line(line))
+                        }
+                        Err(ReadlineError::Interrupted) => Ok(Read::Interrupted),
+                        Err(ReadlineError::Eof) => Ok(Read::Eof),
+                        Err(err) => Err(err.to_string()),
+                    };
+                    let _ = reply.send(read);
+                }
+            })?;
+        Ok(Self { requests })
+    }
+
+    /// Reads one line; `remember` puts it in the history.
+    async fn read(&self, prompt: &str, remember: bool) -> Result<Read, Failure> {
+        let (reply, answer) = oneshot::channel();
+        self.requests
+            .send((prompt.to_owned(), remember, reply))
+            .map_err(|_| anyhow::anyhow!("the terminal reader stopped"))?;
+        let read = answer
+            .await
+            .map_err(|_| anyhow::anyhow!("the terminal reader stopped"))?;
+        read.map_err(|err| anyhow::anyhow!("cannot read the terminal: {err}").into())
+    }
+}
+
+/// Saves the history readable by the user alone (prompts can be private).
+fn save_history(
+    editor: &mut rustyline::DefaultEditor,
+    file: &std::path::Path,
+) -> Result<(), ReadlineError> {
+    editor.save_history(file)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o600))?;
+    }
+    Ok(())
+}
+
+/// The session: which provider and model, which conversation, what goes with the next
+/// message.
+struct Session {
+    host: Arc<Host>,
+    servers: McpRuntime,
+    terminal: Terminal,
+    provider: ProviderChoice,
+    model: Option<String>,
+    conversation: Option<String>,
+    attachments: Vec<PathBuf>,
+    system: Option<String>,
+    max_turns: u32,
+}
+
+pub async fn run(host: Arc<Host>, args: ReplArgs) -> Result<u8, Failure> {
+    let provider = match (args.provider, args.kind, args.base_url) {
+        (Some(id), _, _) => ProviderChoice::Saved(id),
+        (None, Some(kind), Some(base_url)) => ProviderChoice::Explicit {
+            protocol: kind.into(),
+            base_url,
+            api_key_env: args.api_key_env.clone(),
+        },
+        _ => {
+            return Err(usage_error(
+                "say which provider to use: --provider ID, or --kind K --base-url URL",
+            ));
+        }
+    };
+    if let ProviderChoice::Saved(id) = &provider {
+        host.check_provider(id, args.model.as_deref())
+            .map_err(|err| usage_error(err.to_string()))?;
+    }
+    if let Some(id) = &args.conversation {
+        host.conversation(id, Some(1))?;
+    }
+    // Stops the answer in flight; installed before anything runs, so a Ctrl-C during a
+    // turn never kills the process and loses the answer.
+    let interrupts = Interrupts::listen();
+    // A server's sampling request runs on the session's provider and model when it is a
+    // saved one.
+    let sampling_pick = match &provider {
+        ProviderChoice::Saved(id) => Some(conduit_host::sampling::ModelPick {
+            provider: id.clone(),
+            model: args.model.clone(),
+        }),
+        ProviderChoice::Explicit { .. } => None,
+    };
+    let servers = host
+        .start_mcp(crate::ask::TerminalAsker::if_interactive(
+            host.clone(),
+            sampling_pick,
+        ))
+        .await?;
+    let terminal = Terminal::start(host.info().paths.data_dir.join("repl_history"))?;
+    let mut session = Session {
+        host,
+        servers,
+        terminal,
+        provider,
+        model: args.model,
+        conversation: args.conversation,
+        attachments: Vec::new(),
+        system: args.system,
+        max_turns: args.max_turns,
+    };
+    println!("Conduit REPL. /help for commands, Ctrl-D to leave.");
+    if let Some(id) = &session.conversation {
+        println!("Continuing conversation {id}.");
+    }
+    let result = session.run(interrupts).await;
+    session.servers.shutdown().await;
+    if let Some(id) = &session.conversation {
+        eprintln!("conduit: conversation {id}");
+    }
+    result
+}
+
+impl Session {
+    async fn run(&mut self, mut interrupts: Interrupts) -> Result<u8, Failure> {
+        loop {
+            let line = match self.terminal.read("> ", true).await? {
+                Read::Line(line) => line,
+                Read::Interrupted | Read::Eof => return Ok(0),
+            };
+            let line = line.trim();
+            if line.is_empty() {
+                continue;
+            }
+            if let Some(command) = line.strip_prefix('/') {
+                if !self.command(command).await? {
+                    return Ok(0);
+                }
+                continue;
+            }
+            self.turn(line, &mut interrupts).await?;
+        }
+    }
+
+    /// Runs a slash command; `false` means leave.
+    async fn command(&mut self, command: &str) -> Result<bool, Failure> {
+        let (name, rest) = command
+            .split_once(char::is_whitespace)
+            .map_or((command, ""), |(n, r)| (n, r.trim()));
+        match name {
+            "exit" | "quit" => return Ok(false),
+            "help" => println!("{HELP}"),
+            "new" => {
+                self.conversation = None;
+                self.attachments.clear();
+                println!("New conversation.");
+            }
+            "model" if rest.is_empty() => match &self.model {
+                Some(model) => println!("Model: {model}"),
+                None => println!("Model: the provider's default"),
+            },
+            "model" => {
+                self.model = Some(rest.to_owned());
+                println!("Model: {rest} (from the next message on)");
+            }
+            "tools" => match self.host.offered_tools(&self.servers) {
+                Ok(tools) if tools.is_empty() => println!("No tools are offered."),
+                Ok(tools) => {
+                    for tool in tools {
+                        let about = tool.description.lines().next().unwrap_or_default();
+                        println!("  {:<32} {about}", tool.name);
+                    }
+                }
+                Err(err) => eprintln!("conduit: {err}"),
+            },
+            "history" => self.history()?,
+            "attach" if rest.is_empty() => println!("Usage: /attach PATH"),
+            "attach" => {
+                let path = PathBuf::from(rest);
+                match std::fs::metadata(&path) {
+                    Ok(meta) if meta.is_file() => {
+                        println!("Attached {} (sent with your next message).", path.display());
+                        self.attachments.push(path);
+                    }
+                    Ok(_) => eprintln!("conduit: {} is not a file", path.display()),
+                    Err(err) => eprintln!("conduit: cannot attach {}: {err}", path.display()),
+                }
+            }
+            other => println!("Unknown command /{other}. /help lists them."),
+        }
+        Ok(true)
+    }
+
+    fn history(&self) -> Result<(), Failure> {
+        let Some(id) = &self.conversation else {
+            println!("Nothing yet: this conversation starts with your next message.");
+            return Ok(());
+        };
+        let (conversation, messages) = self.host.conversation(id, None)?;
+        println!("# {} ({id})", conversation.title);
+        for message in messages {
+            let who = match message.role {
+                Role::User => "you",
+                Role::Assistant => "model",
+                Role::Tool => "tools",
+            };
+            for block in &message.blocks {
+                match block {
+                    Block::Text { text } => println!("{who}: {text}"),
+                    Block::Image { media } => println!("{who}: [image {}]", media.mime),
+                    Block::Reasoning { .. } => {}
+                    Block::ToolCall(call) => println!("{who}: → {} {}", call.name, call.arguments),
+                    Block::ToolResult(result) => {
+                        let state = if result.is_error { "failed" } else { "done" };
+                        println!(
+                            "{who}: ← {} {state}: {}",
+                            result.name,
+                            first_line(&result.text())
+                        );
+                    }
+                }
+            }
+            if let Some(error) = &message.error {
+                println!("{who}: (error) {error}");
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends one message and shows the answer as it streams, asking about tool calls.
+    async fn turn(&mut self, prompt: &str, interrupts: &mut Interrupts) -> Result<(), Failure> {
+        let (sender, mut events) = mpsc::unbounded_channel();
+        let sink: EventSink = Arc::new(move |event| {
+            let _ = sender.send(event);
+        });
+        let request = ChatRequest {
+            conversation: self.conversation.clone(),
+            provider: self.provider.clone(),
+            model: self.model.clone(),
+            prompt: prompt.to_owned(),
+            attachments: self
+                .attachments
+                .iter()
+                .cloned()
+                .map(Attachment::File)
+                .collect(),
+            approval: ApprovalMode::Window(sink.clone()),
+            max_turns: self.max_turns,
+            system: self.system.clone(),
+            read_timeout: None,
+            resources: Vec::new(),
+            prompt_use: None,
+        };
+        let turn = match self.host.prepare_turn(request, &self.servers).await {
+            Ok(turn) => turn,
+            // Nothing was sent or saved: say why and keep the session.
+            Err(err) => {
+                eprintln!("conduit: {err}");
+                return Ok(());
+            }
+        };
+        self.attachments.clear();
+        self.conversation = Some(turn.conversation().to_owned());
+        let approval = turn.window_approval();
+        let cancel = CancellationToken::new();
+        let mut running = tokio::spawn(turn.run(sink, cancel.clone()));
+        let mut printer = Printer::default();
+        interrupts.clear();
+        let result = loop {
+            tokio::select! {
+                Some(event) = events.recv() => {
+                    printer.event(&event);
+                    if let AgentEvent::ApprovalRequested { call, .. } = &event {
+                        self.ask(call, approval.as_deref(), &cancel).await?;
+                    }
+                }
+                () = interrupts.next() => {
+                    cancel.cancel();
+                }
+                done = &mut running => break done,
+            }
+        };
+        while let Ok(event) = events.try_recv() {
+            printer.event(&event);
+        }
+        printer.end_line();
+        match result {
+            Ok(Ok(done)) => match done.outcome {
+                Ok(Outcome::Finished(_)) => {}
+                Ok(Outcome::Cancelled) => println!("(stopped; the answer so far was kept)"),
+                Ok(Outcome::TurnLimit) => {
+                    println!("(stopped: the model kept calling tools past the turn limit)")
+                }
+                Err(err) => eprintln!("conduit: {err}"),
+            },
+            Ok(Err(err)) => eprintln!("conduit: {err}"),
+            Err(err) => eprintln!("conduit: the turn failed: {err}"),
+        }
+        Ok(())
+    }
+
+    /// Asks on the terminal whether `call` may run, and answers through the approval
+    /// policy (an "always" is saved there). Ctrl-C denies it and stops the turn.
+    async fn ask(
+        &self,
+        call: &ToolCall,
+        approval: Option<&WindowApproval>,
+        cancel: &CancellationToken,
+    ) -> Result<(), Failure> {
+        let Some(approval) = approval else {
+            return Ok(());
+        };
+        let decision = loop {
+            let read = self
+                .terminal
+                .read("  allow [o]nce, [a]lways, or [d]eny? ", false)
+                .await?;
+            match read {
+                Read::Line(answer) => match answer.trim().to_ascii_lowercase().as_str() {
+                    "o" | "once" | "y" | "yes" => break Decision::AllowOnce,
+                    "a" | "always" => break Decision::AlwaysAllow,
+                    "d" | "deny" | "n" | "no" => break Decision::Deny,
+                    _ => println!("  Answer o, a or d."),
+                },
+                Read::Interrupted => {
+                    cancel.cancel();
+                    break Decision::Deny;
+                }
+                Read::Eof => break Decision::Deny,
+            }
+        };
+        if let Err(err) = approval.answer(&call.id, decision) {
+            eprintln!("conduit: {err}");
+        }
+        Ok(())
+    }
+}
+
+/// Ctrl-C while a turn runs (at the prompt the line editor reads it as a key).
+struct Interrupts {
+    received: mpsc::UnboundedReceiver<()>,
+}
+
+impl Interrupts {
+    fn listen() -> Self {
+        let (sender, received) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while tokio::signal::ctrl_c().await.is_ok() {
+                if sender.send(()).is_err() {
+                    break;
+                }
+            }
+        });
+        Self { received }
+    }
+
+    /// Forgets interrupts from before this turn.
+    fn clear(&mut self) {
+        while self.received.try_recv().is_ok() {}
+    }
+
+    async fn next(&mut self) {
+        if self.received.recv().await.is_none() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// Shows a turn's events on the terminal.
+#[derive(Default)]
+struct Printer {
+    /// The cursor is after answer text (not at a line start).
+    mid_line: bool,
+}
+
+impl Printer {
+    fn event(&mut self, event: &AgentEvent) {
+        match event {
+            AgentEvent::TextDelta { text } => {
+                let mut out = std::io::stdout().lock();
+                let _ = out.write_all(text.as_bytes());
+                let _ = out.flush();
+                self.mid_line = !text.ends_with('\n');
+            }
+            AgentEvent::ToolCallReady { call } => {
+                self.end_line();
+                println!("→ {} {}", call.name, call.arguments);
+            }
+            AgentEvent::ApprovalRequested {
+                call,
+                origin,
+                changes,
+                ..
+            } => {
+                self.end_line();
+                let what = match origin {
+                    Some(origin) => format!("{} of server {}", origin.tool, origin.server),
+                    None => call.name.clone(),
+                };
+                println!("? {what} wants to run with {}", call.arguments);
+                for change in changes {
+                    println!("  changed since you allowed it: {change}");
+                }
+            }
+            AgentEvent::ToolCallRunning { id: _ } => {}
+            AgentEvent::ToolCallDenied { reason, .. } => {
+                self.end_line();
+                println!("✗ denied: {reason}");
+            }
+            AgentEvent::ToolResult {
+                result,
+                duration_ms,
+            } => {
+                self.end_line();
+                let state = if result.is_error { "failed" } else { "done" };
+                let text = result.text();
+                let first = first_line(&text);
+                let mut line = format!("← {} {state} in {duration_ms} ms", result.name);
+                if !first.is_empty() {
+                    line.push_str(": ");
+                    line.push_str(&first);
+                }
+                let images = result
+                    .parts
+                    .iter()
+                    .filter(|p| matches!(p, ResultPart::Image { .. }))
+                    .count();
+                if images > 0 {
+                    line.push_str(&format!(" (+{images} image(s))"));
+                }
+                println!("{line}");
+            }
+            AgentEvent::Retrying {
+                attempt,
+                delay_ms,
+                error,
+            } => {
+                self.end_line();
+                eprintln!(
+                    "conduit: {error}; retrying in {:.1} s (attempt {attempt})",
+                    *delay_ms as f64 / 1000.0
+                );
+            }
+            _ => {}
+        }
+    }
+
+    fn end_line(&mut self) {
+        if self.mid_line {
+            println!();
+            self.mid_line = false;
+        }
+    }
+}
+
+/// The first line of `text`, at most 120 characters.
+fn first_line(text: &str) -> String {
+    let line = text.lines().next().unwrap_or_default();
+    if line.chars().count() <= 120 {
+        return line.to_owned();
+    }
+    let mut cut: String = line.chars().take(120).collect();
+    cut.push('…');
+    cut
+}

@@ -1,0 +1,335 @@
+//! `conduit repl` on a pseudo-terminal (python3's pty module drives it, as a person
+//! types): a tool call approved inline, `/history`, `/new`, `/attach`, `/tools`,
+//! `/model`, Ctrl-C stopping an answer with what it said kept, Ctrl-D and Ctrl-C at the
+//! prompt leaving, and a model without native tools calling one as text.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::Path;
+use std::time::Duration;
+
+use conduit_e2e::binary;
+use conduit_e2e::cli::conduit;
+use conduit_e2e::llm_server::{Dialect, ScriptedCall, ScriptedLlm};
+use serde_json::{Value, json};
+
+const KEY: &str = "sk-test-key-1234";
+
+/// A 1×1 PNG.
+const PNG_BASE64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+
+/// A step of the terminal script.
+fn expect(text: &str) -> Value {
+    json!({"expect": text, "timeout": 30})
+}
+fn send(line: &str) -> Value {
+    json!({"send": format!("{line}\r")})
+}
+fn key(name: &str) -> Value {
+    json!({"key": name})
+}
+
+struct Session {
+    transcript: String,
+    code: Option<i64>,
+    failure: Option<String>,
+}
+
+/// Runs `conduit repl` against `server` on a pseudo-terminal through `steps`.
+async fn repl(server: &ScriptedLlm, home: &Path, steps: Vec<Value>) -> Session {
+    let dialect = Dialect::OpenAiChat;
+    let script = json!({
+        "argv": [
+            binary("conduit").unwrap(),
+            "repl",
+            "--kind", dialect.kind(),
+            "--base-url", dialect.base_url(&server.url()),
+            "--api-key-env", "CONDUIT_TEST_LLM_KEY",
+            "--model", "gpt-test",
+        ],
+        "env": {
+            "CONDUIT_HOME": home,
+            "CONDUIT_TEST_LLM_KEY": KEY,
+            "CONDUIT_TEST_TOOLS": "1",
+            "CONDUIT_SECRET_STORE": "file",
+        },
+        "steps": steps,
+        "exit_timeout": 30,
+    });
+    let file = home.join("pty_script.json");
+    std::fs::write(&file, script.to_string()).unwrap();
+    let driver = Path::new(env!("CARGO_MANIFEST_DIR")).join("support/pty_driver.py");
+    let output = tokio::time::timeout(
+        Duration::from_secs(180),
+        tokio::process::Command::new("python3")
+            .arg(driver)
+            .arg(&file)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the pty driver finished")
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "driver: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    // Shown with --nocapture: what the terminal showed.
+    eprintln!("{}", report["transcript"].as_str().unwrap_or_default());
+    Session {
+        transcript: report["transcript"].as_str().unwrap().to_owned(),
+        code: report["code"].as_i64(),
+        failure: report["failure"].as_str().map(str::to_owned),
+    }
+}
+
+/// The saved messages of the only conversation in `home`, newest last.
+fn saved_conversations(home: &Path) -> Vec<Value> {
+    let listed = conduit(home, &["sessions", "list", "--json"], None);
+    let list: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let id = c["id"].as_str().unwrap();
+            let shown = conduit(home, &["sessions", "show", id, "--json"], None);
+            serde_json::from_slice(&shown.stdout).unwrap()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_call_approved_inline_then_new_then_ctrl_c_keeps_the_partial_answer() {
+    let dialect = Dialect::OpenAiChat;
+    let server = ScriptedLlm::start(vec![
+        dialect.turn(
+            &["Let me echo."],
+            &[ScriptedCall::new(
+                "call_1",
+                "test__echo",
+                json!({"text": "pty hello"}),
+            )],
+        ),
+        dialect.text(&["Echoed ", "it."]),
+        dialect.text(&["A fresh ", "start."]),
+        dialect.stall_after(&["Partial ", "answer"]),
+    ])
+    .await
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let session = repl(
+        &server,
+        home.path(),
+        vec![
+            expect("Conduit REPL"),
+            expect("> "),
+            send("please echo"),
+            expect("Let me echo."),
+            expect("? test__echo wants to run with {\"text\":\"pty hello\"}"),
+            expect("allow [o]nce, [a]lways, or [d]eny?"),
+            send("o"),
+            expect("← test__echo done"),
+            expect(": pty hello"),
+            expect("Echoed it."),
+            expect("> "),
+            send("/history"),
+            expect("you: please echo"),
+            expect("tools: ← test__echo done: pty hello"),
+            expect("model: Echoed it."),
+            expect("> "),
+            send("/new"),
+            expect("New conversation."),
+            expect("> "),
+            send("start over"),
+            expect("A fresh start."),
+            expect("> "),
+            send("say something long"),
+            expect("Partial answer"),
+            key("ctrl-c"),
+            expect("(stopped; the answer so far was kept)"),
+            expect("> "),
+            send("/history"),
+            expect("model: Partial answer"),
+            expect("> "),
+            key("ctrl-d"),
+            expect("conduit: conversation "),
+        ],
+    )
+    .await;
+    assert_eq!(session.failure, None, "{}", session.transcript);
+    assert_eq!(session.code, Some(0), "{}", session.transcript);
+
+    // The model got the result of the approved call, and /new started afresh.
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4, "{}", session.transcript);
+    let second = requests[1].body.to_string();
+    assert!(second.contains("pty hello"), "{second}");
+    let third = requests[2].body.to_string();
+    assert!(third.contains("start over"), "{third}");
+    assert!(!third.contains("please echo"), "/new: {third}");
+    let fourth = requests[3].body.to_string();
+    assert!(fourth.contains("start over"), "same conversation: {fourth}");
+
+    // Both conversations are saved as the window's are; the stopped answer is kept,
+    // marked interrupted.
+    let conversations = saved_conversations(home.path());
+    assert_eq!(conversations.len(), 2);
+    let all = serde_json::to_string(&conversations).unwrap();
+    assert!(all.contains("\"Echoed it.\""), "{all}");
+    let stopped = conversations
+        .iter()
+        .flat_map(|c| c["messages"].as_array().unwrap())
+        .find(|m| m["status"] == "interrupted")
+        .unwrap_or_else(|| panic!("an interrupted message: {all}"));
+    assert_eq!(stopped["blocks"][0]["text"], "Partial answer", "{stopped}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attach_then_a_denied_call_is_not_run_and_ctrl_c_at_the_prompt_leaves() {
+    let dialect = Dialect::OpenAiChat;
+    let files = tempfile::tempdir().unwrap();
+    let png = files.path().join("tiny.png");
+    std::fs::write(
+        &png,
+        base64::Engine::decode(&base64::engine::general_purpose::STANDARD, PNG_BASE64).unwrap(),
+    )
+    .unwrap();
+    let server = ScriptedLlm::start(vec![
+        dialect.turn(
+            &[],
+            &[ScriptedCall::new(
+                "call_1",
+                "test__echo",
+                json!({"text": "never"}),
+            )],
+        ),
+        dialect.text(&["Understood."]),
+    ])
+    .await
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let session = repl(
+        &server,
+        home.path(),
+        vec![
+            expect("> "),
+            send("/tools"),
+            expect("test__echo"),
+            expect("> "),
+            send("/model"),
+            expect("Model: gpt-test"),
+            expect("> "),
+            send("/attach /no/such/file.png"),
+            expect("cannot attach /no/such/file.png"),
+            expect("> "),
+            send(&format!("/attach {}", png.display())),
+            expect("(sent with your next message)"),
+            expect("> "),
+            send("echo please"),
+            expect("allow [o]nce, [a]lways, or [d]eny?"),
+            send("maybe"),
+            expect("Answer o, a or d."),
+            send("d"),
+            expect("denied"),
+            expect("Understood."),
+            expect("> "),
+            key("ctrl-c"),
+        ],
+    )
+    .await;
+    assert_eq!(session.failure, None, "{}", session.transcript);
+    assert_eq!(session.code, Some(0), "{}", session.transcript);
+    assert!(
+        !session.transcript.contains("← test__echo done"),
+        "{}",
+        session.transcript
+    );
+    let requests = server.requests();
+    let first = requests[0].body.to_string();
+    assert!(
+        first.contains(PNG_BASE64),
+        "the attached image is sent: {first}"
+    );
+    let second = requests[1].body.to_string();
+    assert!(second.contains("denied"), "{second}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_without_native_tools_calls_one_as_text_approved_inline_and_a_stop_mid_call_runs_nothing()
+ {
+    let dialect = Dialect::OpenAiChat;
+    let server = ScriptedLlm::start(vec![
+        dialect.http_error(
+            400,
+            "registry.ollama.ai/library/gpt-test does not support tools",
+            None,
+        ),
+        dialect.text(&[
+            "Checking. ",
+            "<tool_call><name>test__echo</name>",
+            "<arguments>{\"text\": \"via text\"}</arguments></tool_call>",
+        ]),
+        dialect.text(&["Done via text."]),
+        dialect.stall_after(&["Let me ", "<tool_call><name>test__echo</name><argu"]),
+    ])
+    .await
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let session = repl(
+        &server,
+        home.path(),
+        vec![
+            expect("> "),
+            send("echo via text"),
+            expect("Checking."),
+            expect("? test__echo wants to run with {\"text\":\"via text\"}"),
+            expect("allow [o]nce, [a]lways, or [d]eny?"),
+            send("a"),
+            expect("← test__echo done"),
+            expect("Done via text."),
+            expect("> "),
+            send("again"),
+            expect("Let me"),
+            key("ctrl-c"),
+            expect("(stopped; the answer so far was kept)"),
+            expect("> "),
+            key("ctrl-d"),
+        ],
+    )
+    .await;
+    assert_eq!(session.failure, None, "{}", session.transcript);
+    assert_eq!(session.code, Some(0), "{}", session.transcript);
+    assert!(
+        !session.transcript.contains("tool_call"),
+        "no call text is shown: {}",
+        session.transcript
+    );
+    assert_eq!(
+        session.transcript.matches("← test__echo").count(),
+        1,
+        "the half-written call never ran: {}",
+        session.transcript
+    );
+
+    // Refused once; the model stays in text mode for the session's next message.
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4, "{}", session.transcript);
+    assert!(requests[0].body["tools"].is_array());
+    for request in &requests[1..] {
+        assert!(request.body.get("tools").is_none(), "{}", request.body);
+    }
+    let conversations = saved_conversations(home.path());
+    let stopped = conversations[0]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["status"] == "interrupted")
+        .unwrap_or_else(|| panic!("an interrupted message: {}", conversations[0]));
+    assert_eq!(
+        stopped["blocks"],
+        json!([{"type": "text", "text": "Let me "}]),
+        "{stopped}"
+    );
+}
