@@ -125,7 +125,7 @@ async fn sign_in_call_a_tool_on_a_refreshed_token_and_sign_out() {
     for step in ["register", "authorize", "token:authorization_code"] {
         assert_eq!(auth.count(step), 1, "{step}: {:?}", auth.log());
     }
-    let files: Vec<String> = walk(home.path())
+    let files: Vec<String> = conduit_e2e::text_files_under(home.path())
         .into_iter()
         .filter(|(_, text)| text.contains("access-"))
         .map(|(path, _)| path)
@@ -194,7 +194,7 @@ async fn sign_in_call_a_tool_on_a_refreshed_token_and_sign_out() {
     assert_eq!(auth.count("revoke:refresh_token"), 1, "{:?}", auth.log());
     assert_eq!(auth.count("revoke:access_token"), 1, "{:?}", auth.log());
     assert!(
-        walk(home.path())
+        conduit_e2e::text_files_under(home.path())
             .iter()
             .all(|(_, text)| !text.contains("mcp-oauth:")),
         "the tokens are forgotten"
@@ -211,20 +211,6 @@ async fn show_row(window: &Window) {
             r#"{ROW}.scrollIntoView({{block: "start"}}); return null;"#
         ))
         .await;
-}
-
-/// Every file under `dir`, with its text.
-fn walk(dir: &std::path::Path) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            out.extend(walk(&path));
-        } else if let Ok(text) = std::fs::read_to_string(&path) {
-            out.push((path.display().to_string(), text));
-        }
-    }
-    out
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -39,20 +39,6 @@ fn state_of(home: &Path, browser: &Path, server: &str) -> Value {
         .unwrap_or_else(|| panic!("{server} not listed: {list}"))
 }
 
-/// Every file under `dir`, with its text.
-fn files_under(dir: &Path) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            out.extend(files_under(&path));
-        } else if let Ok(text) = std::fs::read_to_string(&path) {
-            out.push((path.display().to_string(), text));
-        }
-    }
-    out
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn login_uses_refreshes_and_logout_revokes() {
     let (_upstream, port) = conduit_e2e::everything_over_http().await.unwrap();
@@ -143,7 +129,7 @@ async fn login_uses_refreshes_and_logout_revokes() {
         std::fs::read_to_string(home.path().join("mcp_servers.json")).unwrap(),
         servers_text
     );
-    let holding: Vec<String> = files_under(home.path())
+    let holding: Vec<String> = conduit_e2e::text_files_under(home.path())
         .into_iter()
         .filter(|(_, text)| text.contains("access-"))
         .map(|(path, _)| path)
@@ -183,7 +169,7 @@ async fn login_uses_refreshes_and_logout_revokes() {
     assert!(auth.count("revoke:refresh_token") == 1, "{:?}", auth.log());
     assert!(auth.count("revoke:access_token") == 1, "{:?}", auth.log());
     assert!(
-        files_under(home.path())
+        conduit_e2e::text_files_under(home.path())
             .iter()
             .all(|(_, text)| !text.contains("access-") && !text.contains("mcp-oauth:")),
         "the tokens were not forgotten"

@@ -109,3 +109,20 @@ pub async fn everything_over_http() -> anyhow::Result<(tokio::process::Child, u1
     }
     Ok((child, port))
 }
+
+/// Every file under `dir` that reads as text, with its path and text.
+pub fn text_files_under(dir: &std::path::Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(text_files_under(&path));
+        } else if let Ok(text) = std::fs::read_to_string(&path) {
+            out.push((path.display().to_string(), text));
+        }
+    }
+    out
+}

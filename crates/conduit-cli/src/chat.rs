@@ -45,11 +45,13 @@ enum Approve {
     Deny,
 }
 
+/// Which provider and model a run talks to: a saved provider, or one given on the
+/// command line (`conduit chat` and `conduit repl` take the same flags).
 #[derive(Debug, Args)]
-pub struct ChatArgs {
+pub struct ProviderArgs {
     /// A provider from settings (see `conduit providers list`).
     #[arg(long, conflicts_with_all = ["kind", "base_url"])]
-    provider: Option<String>,
+    pub(crate) provider: Option<String>,
     /// The protocol of a provider given on the command line.
     #[arg(long, value_enum, requires = "base_url")]
     kind: Option<Kind>,
@@ -61,7 +63,41 @@ pub struct ChatArgs {
     api_key_env: Option<String>,
     /// The model; default: the provider's default model.
     #[arg(long)]
-    model: Option<String>,
+    pub(crate) model: Option<String>,
+}
+
+impl ProviderArgs {
+    /// The provider these flags name; a usage error when they name none.
+    pub(crate) fn choice(&self) -> Result<ProviderChoice, Failure> {
+        match (&self.provider, self.kind, &self.base_url) {
+            (Some(id), _, _) => Ok(ProviderChoice::Saved(id.clone())),
+            (None, Some(kind), Some(base_url)) => Ok(ProviderChoice::Explicit {
+                protocol: kind.into(),
+                base_url: base_url.clone(),
+                api_key_env: self.api_key_env.clone(),
+            }),
+            _ => Err(usage_error(
+                "say which provider to use: --provider ID, or --kind K --base-url URL",
+            )),
+        }
+    }
+
+    /// Where a server's sampling requests run: this provider and model when the provider
+    /// is a saved one.
+    pub(crate) fn sampling_pick(&self) -> Option<conduit_host::sampling::ModelPick> {
+        self.provider
+            .as_ref()
+            .map(|id| conduit_host::sampling::ModelPick {
+                provider: id.clone(),
+                model: self.model.clone(),
+            })
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ChatArgs {
+    #[command(flatten)]
+    with: ProviderArgs,
     /// Continue a saved conversation (see `conduit sessions list`).
     #[arg(long, value_name = "ID")]
     conversation: Option<String>,
@@ -88,37 +124,18 @@ pub struct ChatArgs {
 }
 
 pub async fn run(host: Arc<Host>, args: ChatArgs) -> Result<u8, Failure> {
-    let provider = match (args.provider, args.kind, args.base_url) {
-        (Some(id), _, _) => ProviderChoice::Saved(id),
-        (None, Some(kind), Some(base_url)) => ProviderChoice::Explicit {
-            protocol: kind.into(),
-            base_url,
-            api_key_env: args.api_key_env.clone(),
-        },
-        _ => {
-            return Err(usage_error(
-                "say which provider to use: --provider ID, or --kind K --base-url URL",
-            ));
-        }
-    };
+    let provider = args.with.choice()?;
     let read_timeout = match args.read_timeout {
         Some(s) if s.is_finite() && s > 0.0 => Some(Duration::from_secs_f64(s)),
         Some(_) => return Err(usage_error("--read-timeout must be a positive number")),
         None => None,
     };
-    // A server's sampling request runs on the chat's own provider and model when it is a
-    // saved one.
-    let sampling_pick = match &provider {
-        ProviderChoice::Saved(id) => Some(conduit_host::sampling::ModelPick {
-            provider: id.clone(),
-            model: args.model.clone(),
-        }),
-        ProviderChoice::Explicit { .. } => None,
-    };
+    // A server's sampling request runs on the chat's own provider and model.
+    let sampling_pick = args.with.sampling_pick();
     let request = ChatRequest {
         conversation: args.conversation,
         provider,
-        model: args.model,
+        model: args.with.model,
         prompt: args.prompt,
         attachments: args.attach.into_iter().map(Attachment::File).collect(),
         approval: match args.approve {

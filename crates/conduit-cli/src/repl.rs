@@ -18,26 +18,14 @@ use rustyline::error::ReadlineError;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::chat::Kind;
+use crate::chat::ProviderArgs;
 use crate::{Failure, usage_error};
 
 #[derive(Debug, Args)]
 pub struct ReplArgs {
-    /// A provider from settings (see `conduit providers list`).
-    #[arg(long, conflicts_with_all = ["kind", "base_url"])]
-    provider: Option<String>,
-    /// The protocol of a provider given on the command line.
-    #[arg(long, value_enum, requires = "base_url")]
-    kind: Option<Kind>,
-    /// The service root, e.g. https://api.anthropic.com or http://localhost:11434/v1.
-    #[arg(long, requires = "kind")]
-    base_url: Option<String>,
-    /// The environment variable holding the API key.
-    #[arg(long, value_name = "VAR")]
-    api_key_env: Option<String>,
-    /// The model; default: the provider's default model (`/model` changes it).
-    #[arg(long)]
-    model: Option<String>,
+    /// The provider and model (`/model` changes the model).
+    #[command(flatten)]
+    with: ProviderArgs,
     /// Continue a saved conversation (see `conduit sessions list`).
     #[arg(long, value_name = "ID")]
     conversation: Option<String>,
@@ -150,21 +138,9 @@ struct Session {
 }
 
 pub async fn run(host: Arc<Host>, args: ReplArgs) -> Result<u8, Failure> {
-    let provider = match (args.provider, args.kind, args.base_url) {
-        (Some(id), _, _) => ProviderChoice::Saved(id),
-        (None, Some(kind), Some(base_url)) => ProviderChoice::Explicit {
-            protocol: kind.into(),
-            base_url,
-            api_key_env: args.api_key_env.clone(),
-        },
-        _ => {
-            return Err(usage_error(
-                "say which provider to use: --provider ID, or --kind K --base-url URL",
-            ));
-        }
-    };
+    let provider = args.with.choice()?;
     if let ProviderChoice::Saved(id) = &provider {
-        host.check_provider(id, args.model.as_deref())
+        host.check_provider(id, args.with.model.as_deref())
             .map_err(|err| usage_error(err.to_string()))?;
     }
     if let Some(id) = &args.conversation {
@@ -173,15 +149,8 @@ pub async fn run(host: Arc<Host>, args: ReplArgs) -> Result<u8, Failure> {
     // Stops the answer in flight; installed before anything runs, so a Ctrl-C during a
     // turn never kills the process and loses the answer.
     let interrupts = Interrupts::listen();
-    // A server's sampling request runs on the session's provider and model when it is a
-    // saved one.
-    let sampling_pick = match &provider {
-        ProviderChoice::Saved(id) => Some(conduit_host::sampling::ModelPick {
-            provider: id.clone(),
-            model: args.model.clone(),
-        }),
-        ProviderChoice::Explicit { .. } => None,
-    };
+    // A server's sampling request runs on the session's provider and model.
+    let sampling_pick = args.with.sampling_pick();
     let servers = host
         .start_mcp(crate::ask::TerminalAsker::if_interactive(
             host.clone(),
@@ -194,7 +163,7 @@ pub async fn run(host: Arc<Host>, args: ReplArgs) -> Result<u8, Failure> {
         servers,
         terminal,
         provider,
-        model: args.model,
+        model: args.with.model,
         conversation: args.conversation,
         attachments: Vec::new(),
         system: args.system,
