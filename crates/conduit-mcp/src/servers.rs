@@ -184,6 +184,7 @@ pub(crate) fn tools_of<'a>(
         .flat_map(|r| {
             r.tools
                 .iter()
+                .filter(|t| for_models(t))
                 .map(move |t| (r.name.as_str(), t.name.as_ref()))
         })
         .filter(|(server, tool)| allow(server, tool))
@@ -207,6 +208,18 @@ pub(crate) fn tools_of<'a>(
         }
     }
     out
+}
+
+/// Whether a tool may be offered to a model: not one an MCP App's view alone may call
+/// (`_meta.ui.visibility` without `"model"`, io.modelcontextprotocol/ui).
+pub(crate) fn for_models(tool: &rmcp::model::Tool) -> bool {
+    let visibility = tool
+        .meta
+        .as_ref()
+        .and_then(|meta| meta.get("ui"))
+        .and_then(|ui| ui.get("visibility"))
+        .and_then(serde_json::Value::as_array);
+    visibility.is_none_or(|who| who.iter().any(|v| v == "model"))
 }
 
 /// Starts one server and lists its tools; never fails, the state says what happened.
@@ -370,5 +383,31 @@ mod tests {
         }
         assert!(!before.only_roots_differ(&file(json!({"command": "srv"}))));
         assert!(!before.only_roots_differ(&before), "nothing changed");
+    }
+}
+
+#[cfg(test)]
+mod visibility_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::for_models;
+    use serde_json::json;
+
+    fn tool(meta: serde_json::Value) -> rmcp::model::Tool {
+        serde_json::from_value(
+            json!({"name": "t", "inputSchema": {"type": "object"}, "_meta": meta}),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_tool_only_an_apps_view_may_call_is_never_offered_to_a_model() {
+        assert!(!for_models(&tool(json!({"ui": {"visibility": ["app"]}}))));
+        assert!(for_models(&tool(
+            json!({"ui": {"visibility": ["model", "app"]}})
+        )));
+        assert!(for_models(&tool(
+            json!({"ui": {"resourceUri": "ui://x/view.html"}})
+        )));
+        assert!(for_models(&tool(json!({}))));
     }
 }
