@@ -33,9 +33,9 @@ ui: ## Build the web UI into ui/dist (the app embeds it)
 run: setup build ## Build and start the desktop app
 	"$(CARGO_TARGET_DIR)/debug/conduit-desktop"
 
-test: setup-test ## Every check and test: formatting, lints, Rust, UI, the desktop app under Xvfb
+test: setup-test ## Every check and test: formatting, lints, Rust, UI, the desktop app under Xvfb, the .deb
 	@start=$$(date +%s); \
-	$(MAKE) --no-print-directory fmt-check test-ui ui clippy build test-rust; \
+	$(MAKE) --no-print-directory fmt-check test-ui ui clippy build test-rust package-test; \
 	echo "make test: all passed in $$(( $$(date +%s) - start )) s"
 
 fmt-check:

@@ -11,7 +11,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use conduit_e2e::footprint::{App, Memory, release_binary};
+use conduit_e2e::footprint::{App, DisplayKeeper, Memory, release_binary};
 use conduit_e2e::{artifacts_dir, workspace_root};
 use serde_json::json;
 
@@ -77,7 +77,11 @@ fn measure(name: &str, binary: &Path, servers: Option<usize>) -> Row {
     for _ in 0..RUNS {
         let home = conduit_home(servers.unwrap_or(0));
         let started = Instant::now();
-        let mut app = App::spawn(binary, &[("CONDUIT_HOME", home.path())]);
+        let mut app = App::spawn(
+            binary,
+            &[("CONDUIT_HOME", home.path())],
+            &home.path().join("stderr.txt"),
+        );
         app.wait_for_window();
         let shown = Instant::now();
         starts_ms.push((shown - started).as_secs_f64() * 1000.0);
@@ -114,6 +118,7 @@ fn footprint_beside_a_bare_tauri_window() {
         std::env::var_os("DISPLAY").is_some(),
         "no display: run under Xvfb (`make bench` does)"
     );
+    let _display = DisplayKeeper::start();
     let bare = release_binary("bare-window");
     let desktop = release_binary("conduit-desktop");
     let cli = release_binary("conduit");

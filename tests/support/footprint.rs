@@ -114,18 +114,45 @@ impl Memory {
     }
 }
 
+/// An X client kept connected while apps start and stop: Xvfb resets when its last client
+/// leaves and refuses connections meanwhile, so an app started right after another ended
+/// could fail to open the display ("Failed to initialize GTK").
+pub struct DisplayKeeper(Child);
+
+impl DisplayKeeper {
+    pub fn start() -> Self {
+        let child = Command::new("xev")
+            .args(["-root", "-event", "property"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("xev is missing: `make setup-test` installs x11-utils");
+        Self(child)
+    }
+}
+
+impl Drop for DisplayKeeper {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// A started app in its own process group (ended, with its children, on drop).
 pub struct App {
     child: Child,
+    stderr: PathBuf,
 }
 
 impl App {
-    pub fn spawn(binary: &Path, envs: &[(&str, &Path)]) -> Self {
+    /// Starts `binary` with `envs`; its stderr goes to `stderr` (shown if it fails).
+    pub fn spawn(binary: &Path, envs: &[(&str, &Path)], stderr: &Path) -> Self {
         let mut command = Command::new(binary);
         command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(stderr).unwrap())
             .process_group(0);
         for (name, value) in envs {
             command.env(name, value);
@@ -133,7 +160,10 @@ impl App {
         let child = command
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
-        Self { child }
+        Self {
+            child,
+            stderr: stderr.to_owned(),
+        }
     }
 
     pub fn pid(&self) -> u32 {
@@ -153,7 +183,10 @@ impl App {
                 return;
             }
             if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("the app ended before its window showed: {status}");
+                panic!(
+                    "the app ended before its window showed: {status}; its stderr:\n{}",
+                    std::fs::read_to_string(&self.stderr).unwrap_or_default()
+                );
             }
             assert!(
                 Instant::now() < deadline,
@@ -165,17 +198,35 @@ impl App {
 }
 
 impl Drop for App {
+    /// Ends the app and every process of its group (WebKit's outlive a SIGTERM to the app).
     fn drop(&mut self) {
-        let group = format!("-{}", self.child.id());
-        let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+        let group = self.child.id();
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{group}")])
+            .status();
         let _ = self.child.wait();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while group_alive(group) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
+}
+
+/// Whether a live (not zombie) process is left in process group `group`.
+fn group_alive(group: u32) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            return false;
+        };
+        let Some(close) = stat.rfind(')') else {
+            return false;
+        };
+        let mut fields = stat[close + 1..].split_whitespace();
+        let state = fields.next();
+        let pgrp = fields.nth(1).and_then(|g| g.parse::<u32>().ok());
+        pgrp == Some(group) && state != Some("Z")
+    })
 }
