@@ -59,7 +59,8 @@ fn app_pid() -> u32 {
 
 /// Waits until the answer of `turn` shows and the last tool card's image has loaded:
 /// polled in the page every 20 ms, in rounds shorter than WebDriver's 30 s script limit.
-async fn wait_for_turn(window: &Window, turn: usize) {
+/// On failure it saves a screenshot and shows the page's last answer and the log's end.
+async fn wait_for_turn(window: &Window, turn: usize, home: &Path) {
     let script = r#"const [done_text, done] = arguments;
        const deadline = performance.now() + 20000;
        const check = () => {
@@ -84,10 +85,26 @@ async fn wait_for_turn(window: &Window, turn: usize) {
         if done == json!(true) {
             return;
         }
-        assert!(
-            Instant::now() < deadline,
-            "turn {turn} did not finish within {TURN_PATIENCE:?}"
-        );
+        if Instant::now() > deadline {
+            let shot = artifacts_dir("bench").join(format!("soak-turn-{turn}-stuck.png"));
+            let _ = window.session.screenshot(&shot).await;
+            let page = window
+                .session
+                .js(r#"const a = document.querySelectorAll('[aria-label="Assistant message"]');
+                       const cards = document.querySelectorAll('article[aria-label^="Tool call"]');
+                       return {answers: a.length, cards: cards.length,
+                               last: a.length ? a[a.length - 1].textContent.slice(-300) : null,
+                               alerts: [...document.querySelectorAll('[role="alert"]')].map(e => e.textContent.slice(0, 300))};"#)
+                .await
+                .unwrap_or_default();
+            let log = std::fs::read_to_string(home.join("logs/conduit.log")).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(15).collect();
+            panic!(
+                "turn {turn} did not finish within {TURN_PATIENCE:?}; page: {page}; screenshot: {}; log (newest first):\n{}",
+                shot.display(),
+                tail.join("\n")
+            );
+        }
     }
 }
 
@@ -160,7 +177,7 @@ async fn a_thousand_tool_image_turns_keep_memory_flat() {
             // Approval is not what this bench measures: allow the tool once and for all.
             window.click_button("Always allow this tool").await;
         }
-        wait_for_turn(&window, turn).await;
+        wait_for_turn(&window, turn, home.path()).await;
         if turn % EVERY == 0 {
             let memory = Memory::of(pid);
             let seconds = lap.elapsed().as_secs_f64();
