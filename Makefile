@@ -65,7 +65,7 @@ conformance: setup-test build ## The MCP conformance suite against `conduit mcp 
 	$(CARGO) test --locked --workspace --test mcp_serve conformance -- --nocapture
 
 clean: ## Remove build outputs (the shared cargo target folder included)
-	rm -rf ui/dist test-artifacts "$(CARGO_TARGET_DIR)"
+	rm -rf ui/dist test-artifacts dist "$(CARGO_TARGET_DIR)"
 
 bench: setup-test build ## Benchmarks: streaming, history, media, MCP (release); the chat window (real webview); footprint beside a bare Tauri window; a 1,000-turn soak
 	$(CARGO) bench --locked -p conduit-providers --bench stream
