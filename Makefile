@@ -9,9 +9,14 @@ export CARGO_TERM_COLOR ?= $(if $(CI),never,auto)
 CARGO := cargo
 # The desktop end-to-end tests (the real app in a real window).
 DESKTOP_TESTS := desktop desktop_chat desktop_settings desktop_webview desktop_secrets desktop_approval desktop_images desktop_elicit desktop_sampling desktop_builtin desktop_oauth desktop_toolset desktop_export desktop_mentions
+# The version every crate shares (the package's version).
+VERSION := $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' Cargo.toml | head -n 1)
+# Where `make package` leaves the .deb.
+DEB := $(CURDIR)/dist/conduit_$(VERSION)_amd64.deb
 XVFB := xvfb-run --auto-servernum --server-args="-screen 0 1400x900x24"
 
-.PHONY: help setup setup-test ui run test fmt-check clippy test-ui build test-rust test-desktop conformance bench clean
+.PHONY: help setup setup-test ui run test fmt-check clippy test-ui build test-rust test-desktop conformance bench clean \
+	release setup-package package package-test package-install-test bench-footprint bench-soak
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -28,9 +33,9 @@ ui: ## Build the web UI into ui/dist (the app embeds it)
 run: setup build ## Build and start the desktop app
 	"$(CARGO_TARGET_DIR)/debug/conduit-desktop"
 
-test: setup-test ## Every check and test: formatting, lints, Rust, UI, the desktop app under Xvfb
+test: setup-test ## Every check and test: formatting, lints, Rust, UI, the desktop app under Xvfb, the .deb
 	@start=$$(date +%s); \
-	$(MAKE) --no-print-directory fmt-check test-ui ui clippy build test-rust; \
+	$(MAKE) --no-print-directory fmt-check test-ui ui clippy build test-rust package-test; \
 	echo "make test: all passed in $$(( $$(date +%s) - start )) s"
 
 fmt-check:
@@ -60,11 +65,43 @@ conformance: setup-test build ## The MCP conformance suite against `conduit mcp 
 	$(CARGO) test --locked --workspace --test mcp_serve conformance -- --nocapture
 
 clean: ## Remove build outputs (the shared cargo target folder included)
-	rm -rf ui/dist test-artifacts "$(CARGO_TARGET_DIR)"
+	rm -rf ui/dist test-artifacts dist "$(CARGO_TARGET_DIR)"
 
-bench: setup-test build ## Benchmarks: streaming, history, media, MCP (release); the chat window (real webview)
+bench: setup-test build ## Benchmarks: streaming, history, media, MCP (release); the chat window (real webview); footprint beside a bare Tauri window; a 1,000-turn soak
 	$(CARGO) bench --locked -p conduit-providers --bench stream
 	$(CARGO) bench --locked -p conduit-store --bench history
-	$(CARGO) build --locked --workspace --release --bin conduit
+	$(CARGO) build --locked --workspace --release --bin conduit --bin conduit-desktop --bin bare-window
 	$(CARGO) bench --locked -p conduit-mcp --bench mcp
 	$(XVFB) $(CARGO) test --locked --workspace --test desktop_bench -- --ignored --nocapture
+	$(MAKE) --no-print-directory bench-footprint bench-soak
+
+bench-footprint: ## Start time, idle memory and binary sizes beside a bare Tauri window (release builds)
+	$(XVFB) $(CARGO) test --locked --workspace --test desktop_footprint -- --ignored --nocapture
+
+bench-soak: ## 1,000 turns with a tool image each in one window: memory every 100 turns (release build)
+	$(XVFB) $(CARGO) test --locked --workspace --test desktop_soak -- --ignored --nocapture
+
+release: setup ui ## Release build of the app and the CLI (what the package ships)
+	$(CARGO) build --locked --workspace --release --bin conduit --bin conduit-desktop
+
+setup-package: setup-test
+	packaging/setup.sh
+
+# The Tauri CLI looks for the app crate where it finds tauri.conf.json: TAURI_APP_PATH points
+# it at src-tauri (whose tauri.conf.json links to the top-level one); the .deb's own
+# settings (icons relative to src-tauri, depends, the CLI beside the app) are merged from
+# packaging/tauri.deb.json. `bundle` packs the release build above; it builds nothing.
+package: setup-package release ## Build dist/conduit_<version>_amd64.deb (the app, the `conduit` CLI, icon, desktop entry)
+	rm -rf "$(CARGO_TARGET_DIR)/release/bundle/deb"
+	TAURI_APP_PATH="$(CURDIR)/src-tauri" TAURI_FRONTEND_PATH="$(CURDIR)/ui" node packaging/tauri.cjs \
+	  bundle --ci --no-sign --bundles deb --config packaging/tauri.deb.json \
+	  --config '{"bundle":{"linux":{"deb":{"files":{"/usr/bin/conduit":"$(CARGO_TARGET_DIR)/release/conduit"}}}}}'
+	mkdir -p dist
+	cp "$(CARGO_TARGET_DIR)/release/bundle/deb/Conduit_$(VERSION)_amd64.deb" "$(DEB)"
+	@echo "package: $(DEB)"
+
+package-test: package ## Unpack the .deb, check its files, control data and desktop entry, start the unpacked app under Xvfb
+	CONDUIT_DEB="$(DEB)" $(XVFB) $(CARGO) test --locked --workspace --test package_deb -- --ignored --nocapture
+
+package-install-test: package ## Install the .deb with apt-get on this machine, run it, remove it (needs root or sudo)
+	packaging/install-test.sh "$(DEB)"

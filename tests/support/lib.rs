@@ -4,6 +4,7 @@
 
 pub mod cli;
 pub mod desktop;
+pub mod footprint;
 pub mod http_gate;
 pub use conduit_testing::llm_server;
 pub mod native_dialog;

@@ -1,0 +1,190 @@
+//! Conduit's footprint beside the floor (run by `make bench`, ignored by `make test`): the
+//! release `conduit-desktop` and a bare Tauri window of the same Tauri version and release
+//! profile (`benches/bare-window`), each started under Xvfb: start to visible window,
+//! the app process's RSS and that of all its processes (WebKit's included) idle 8 s after
+//! the window showed, and the binaries' sizes; Conduit also with 1 and 5 stdio MCP servers
+//! connected (their own processes counted apart). Ratios matter, not absolute times: both
+//! run in the same session on the same machine.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use conduit_e2e::footprint::{App, DisplayKeeper, Memory, release_binary};
+use conduit_e2e::{artifacts_dir, workspace_root};
+use serde_json::json;
+
+/// Start runs per configuration (the median is reported).
+const RUNS: usize = 3;
+/// How long after its window showed an app is measured idle.
+const IDLE: Duration = Duration::from_secs(8);
+/// Bound on any wait for a window or for servers.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Counts the "MCP server ready" lines of Conduit's log under `home`.
+fn servers_ready(home: &Path) -> usize {
+    std::fs::read_to_string(home.join("logs/conduit.log"))
+        .map(|log| log.matches("MCP server ready").count())
+        .unwrap_or(0)
+}
+
+/// A `CONDUIT_HOME` with `servers` stdio MCP servers (the official Python SDK's, one tool).
+fn conduit_home(servers: usize) -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    let root = workspace_root().join("tests/mcp-servers");
+    let python = root.join(".venv/bin/python");
+    assert!(
+        python.is_file(),
+        "run `make setup-test`: the Python test servers are missing"
+    );
+    let folder = home.path().join("frames");
+    std::fs::create_dir_all(&folder).unwrap();
+    let entries: serde_json::Map<String, serde_json::Value> = (1..=servers)
+        .map(|n| {
+            (
+                format!("frames{n}"),
+                json!({"command": python, "args": [root.join("fixtures/design_frames.py"), folder]}),
+            )
+        })
+        .collect();
+    std::fs::write(
+        home.path().join("mcp_servers.json"),
+        json!({ "mcpServers": entries }).to_string(),
+    )
+    .unwrap();
+    home
+}
+
+/// What one configuration measured: start times of every run, memory of the last.
+struct Row {
+    name: String,
+    starts_ms: Vec<f64>,
+    memory: Memory,
+}
+
+impl Row {
+    fn start_ms(&self) -> f64 {
+        let mut sorted = self.starts_ms.clone();
+        sorted.sort_by(f64::total_cmp);
+        sorted[sorted.len() / 2]
+    }
+}
+
+fn measure(name: &str, binary: &Path, servers: Option<usize>) -> Row {
+    let mut starts_ms = Vec::new();
+    let mut memory = Memory::default();
+    for _ in 0..RUNS {
+        let home = conduit_home(servers.unwrap_or(0));
+        let started = Instant::now();
+        let mut app = App::spawn(
+            binary,
+            &[("CONDUIT_HOME", home.path())],
+            &home.path().join("stderr.txt"),
+        );
+        app.wait_for_window();
+        let shown = Instant::now();
+        starts_ms.push((shown - started).as_secs_f64() * 1000.0);
+        if let Some(count) = servers {
+            let deadline = Instant::now() + PATIENCE;
+            while servers_ready(home.path()) < count {
+                assert!(
+                    Instant::now() < deadline,
+                    "{name}: only {} of {count} servers ready within {PATIENCE:?}",
+                    servers_ready(home.path())
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        std::thread::sleep(IDLE.saturating_sub(shown.elapsed()));
+        memory = Memory::of(app.pid());
+        drop(app);
+    }
+    Row {
+        name: name.to_owned(),
+        starts_ms,
+        memory,
+    }
+}
+
+fn mb(bytes: u64) -> f64 {
+    bytes as f64 / 1_000_000.0
+}
+
+#[test]
+#[ignore = "a benchmark: run by `make bench`"]
+fn footprint_beside_a_bare_tauri_window() {
+    assert!(
+        std::env::var_os("DISPLAY").is_some(),
+        "no display: run under Xvfb (`make bench` does)"
+    );
+    let _display = DisplayKeeper::start();
+    let bare = release_binary("bare-window");
+    let desktop = release_binary("conduit-desktop");
+    let cli = release_binary("conduit");
+    let size = |p: &Path| std::fs::metadata(p).unwrap().len();
+
+    // The floor before and after Conduit: a busy moment of the machine shows as a gap
+    // between the two.
+    let floor = measure("bare Tauri window", &bare, None);
+    let rows = [
+        measure("Conduit, no servers", &desktop, Some(0)),
+        measure("Conduit, 1 stdio server", &desktop, Some(1)),
+        measure("Conduit, 5 stdio servers", &desktop, Some(5)),
+    ];
+    let floor_again = measure("bare Tauri window (again)", &bare, None);
+
+    println!(
+        "Footprint (release builds under Xvfb; RSS idle {} s after the window showed; start: median of {RUNS})",
+        IDLE.as_secs()
+    );
+    println!(
+        "| {:<26} | {:>16} | {:>15} | {:>22} | {:>12} |",
+        "", "start to window", "app process", "with WebKit processes", "MCP servers"
+    );
+    println!("| --- | ---: | ---: | ---: | ---: |");
+    let mut report = Vec::new();
+    for row in [&floor, &rows[0], &rows[1], &rows[2], &floor_again] {
+        let ratio = |a: f64, b: f64| format!("{:.2}×", a / b);
+        println!(
+            "| {:<26} | {:>6.0} ms {:>6} | {:>6.0} MB {:>5} | {:>6.0} MB {:>12} | {:>9.0} MB |",
+            row.name,
+            row.start_ms(),
+            ratio(row.start_ms(), floor.start_ms()),
+            mb(row.memory.app),
+            ratio(mb(row.memory.app), mb(floor.memory.app)),
+            mb(row.memory.all()),
+            ratio(mb(row.memory.all()), mb(floor.memory.all())),
+            mb(row.memory.servers),
+        );
+        report.push(json!({
+            "name": row.name, "start_ms": row.starts_ms, "app_rss": row.memory.app,
+            "webkit_rss": row.memory.webkit, "servers_rss": row.memory.servers,
+        }));
+    }
+    let conduit = &rows[0];
+    println!(
+        "differences with no servers: start {:+.0} ms (goal ≤ +50), app process {:+.0} MB (goal ≤ +20), all processes {:+.0} MB (goal ≤ +40)",
+        conduit.start_ms() - floor.start_ms(),
+        mb(conduit.memory.app) - mb(floor.memory.app),
+        mb(conduit.memory.all()) - mb(floor.memory.all()),
+    );
+    println!(
+        "binaries: conduit-desktop {:.1} MB, bare window {:.1} MB ({:.2}×, goal ≤ 2×); conduit CLI {:.1} MB (goal ≤ 12 MB)",
+        mb(size(&desktop)),
+        mb(size(&bare)),
+        size(&desktop) as f64 / size(&bare) as f64,
+        mb(size(&cli)),
+    );
+    let out = artifacts_dir("bench");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(
+        out.join("footprint.json"),
+        serde_json::to_string_pretty(&json!({
+            "rows": report,
+            "binaries": {"conduit-desktop": size(&desktop), "bare-window": size(&bare), "conduit": size(&cli)},
+        }))
+        .unwrap(),
+    )
+    .unwrap();
+}
