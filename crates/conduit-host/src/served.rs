@@ -365,8 +365,8 @@ fn watch_history(
     )
 }
 
-/// Sends a tool list change whenever the enabled built-in tools change in the settings
-/// file (Settings may switch one in another process).
+/// Sends a tool list change whenever the settings file changes (Settings may switch a
+/// built-in tool in another process).
 fn watch_switches(
     host: &Arc<Host>,
     changes: broadcast::Sender<CatalogChange>,
@@ -374,27 +374,18 @@ fn watch_switches(
     let file = host.paths().settings_file.clone();
     let dir = file.parent()?.to_owned();
     let name = file.file_name()?.to_owned();
-    let weak = Arc::downgrade(host);
-    let enabled_now = |host: &Arc<Host>| -> Vec<String> {
-        crate::builtin::enabled_builtin_tools(host)
-            .map(|tools| tools.iter().map(|t| t.spec().name.clone()).collect())
-            .unwrap_or_default()
-    };
-    let mut last = enabled_now(host);
+    // Every change of the settings file is announced, not only those that change the
+    // list as this watcher last read it: a client may have read the list in between
+    // (each listing reads the settings afresh), so a switch off and on again within one
+    // batch of events would otherwise leave it with the list it read in between.
+    // Clients list again; settings change rarely.
     watch_folder(
         &dir,
         std::time::Duration::from_millis(150),
         move |changed| changed == name,
         move || {
-            let Some(host) = weak.upgrade() else {
-                return;
-            };
-            let now = enabled_now(&host);
-            if now != last {
-                last = now;
-                // Nobody connected is fine: the next list is read fresh anyway.
-                let _ = changes.send(CatalogChange::Tools);
-            }
+            // Nobody connected is fine: the next list is read fresh anyway.
+            let _ = changes.send(CatalogChange::Tools);
         },
         "the settings",
     )
