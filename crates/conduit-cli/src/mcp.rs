@@ -305,9 +305,7 @@ async fn run_with(
             return Ok(if output.is_error { EXIT_FAILURE } else { 0 });
         }
         McpCommand::Resources { server } => {
-            let connection = servers
-                .connection(&server)
-                .map_or_else(|| ready_connection(servers, &server), Ok)?;
+            let connection = ready_connection(servers, &server)?;
             let resources = connection.resources().await.map_err(anyhow::Error::from)?;
             let templates = connection
                 .resource_templates()
@@ -321,9 +319,7 @@ async fn run_with(
             );
         }
         McpCommand::Read { server, uri } => {
-            let connection = servers
-                .connection(&server)
-                .map_or_else(|| ready_connection(servers, &server), Ok)?;
+            let connection = ready_connection(servers, &server)?;
             let read = connection
                 .read_resource(&uri)
                 .await
@@ -331,16 +327,12 @@ async fn run_with(
             println!("{}", serde_json::to_string_pretty(&read)?);
         }
         McpCommand::Prompts { server } => {
-            let connection = servers
-                .connection(&server)
-                .map_or_else(|| ready_connection(servers, &server), Ok)?;
+            let connection = ready_connection(servers, &server)?;
             let prompts = connection.prompts().await.map_err(anyhow::Error::from)?;
             println!("{}", serde_json::to_string_pretty(&prompts)?);
         }
         McpCommand::Prompt { server, name, args } => {
-            let connection = servers
-                .connection(&server)
-                .map_or_else(|| ready_connection(servers, &server), Ok)?;
+            let connection = ready_connection(servers, &server)?;
             let arguments = as_object(parse_args(&args)?)?;
             let prompt = connection
                 .prompt(&name, arguments)

@@ -232,20 +232,19 @@ impl Host {
         let connection = servers
             .connection(server)
             .ok_or_else(|| MentionHostError::NotReady(server.to_owned()))?;
-        let suggested = match target {
+        let completed = match &target {
             CompletionTarget::Template { uri_template } => {
-                connection
-                    .complete_template(&uri_template, argument, value)
-                    .await
+                mention::Completed::Template(uri_template)
             }
-            CompletionTarget::Prompt { name } => {
-                connection.complete_prompt(&name, argument, value).await
-            }
+            CompletionTarget::Prompt { name } => mention::Completed::Prompt(name),
         };
-        suggested.map_err(|source| MentionHostError::Server {
-            server: server.to_owned(),
-            source,
-        })
+        connection
+            .complete(completed, argument, value)
+            .await
+            .map_err(|source| MentionHostError::Server {
+                server: server.to_owned(),
+                source,
+            })
     }
 
     /// A resource mention read and turned into message blocks.

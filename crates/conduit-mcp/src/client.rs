@@ -1028,38 +1028,31 @@ impl Connection {
         self.peer.list_all_prompts().await.map_err(|e| self.hide(e))
     }
 
-    /// The server's suggestions for a resource template's argument being typed; none when
-    /// the server offers no completion.
-    pub async fn complete_template(
+    /// The server's suggestions for an argument of a resource template or a prompt being
+    /// typed (`completion/complete`); none when the server offers no completion.
+    pub async fn complete(
         &self,
-        uri_template: &str,
+        target: crate::mention::Completed<'_>,
         argument: &str,
         value: &str,
     ) -> Result<Vec<String>, McpError> {
         if !self.details.completions {
             return Ok(Vec::new());
         }
+        let reference = match target {
+            crate::mention::Completed::Template(uri_template) => {
+                rmcp::model::Reference::for_resource(uri_template)
+            }
+            crate::mention::Completed::Prompt(name) => rmcp::model::Reference::for_prompt(name),
+        };
+        let request = rmcp::model::CompleteRequestParams::new(
+            reference,
+            rmcp::model::ArgumentInfo::new(argument, value),
+        );
         self.peer
-            .complete_resource_argument(uri_template, argument, value, None)
+            .complete(request)
             .await
-            .map(|info| info.values)
-            .map_err(|e| self.hide(e))
-    }
-
-    /// The server's suggestions for a prompt's argument being typed.
-    pub async fn complete_prompt(
-        &self,
-        prompt: &str,
-        argument: &str,
-        value: &str,
-    ) -> Result<Vec<String>, McpError> {
-        if !self.details.completions {
-            return Ok(Vec::new());
-        }
-        self.peer
-            .complete_prompt_argument(prompt, argument, value, None)
-            .await
-            .map(|info| info.values)
+            .map(|result| result.completion.values)
             .map_err(|e| self.hide(e))
     }
 

@@ -12,6 +12,15 @@ use serde_json::{Map, Value};
 /// The most text one attached resource may bring into a message.
 pub const MAX_ATTACHED_TEXT: usize = 512 * 1024;
 
+/// What an argument being typed belongs to, for the server's completion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Completed<'a> {
+    /// A resource template, by its URI template.
+    Template(&'a str),
+    /// A prompt, by its name.
+    Prompt(&'a str),
+}
+
 /// Why a resource or prompt cannot go into a message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]

@@ -166,25 +166,27 @@ struct VaultCredentials {
     key: String,
 }
 
+/// The sign-in stored under `key`, read once for every use; unreadable tokens are as good
+/// as none (the user signs in again), and the log says so.
+async fn stored(vault: &dyn TokenVault, key: &str) -> Result<Option<StoredCredentials>, String> {
+    let Some(text) = vault.load(key).await? else {
+        return Ok(None);
+    };
+    match serde_json::from_str(&text) {
+        Ok(credentials) => Ok(Some(credentials)),
+        Err(err) => {
+            tracing::warn!(error = %err, "stored sign-in unreadable; signing in again");
+            Ok(None)
+        }
+    }
+}
+
 #[async_trait]
 impl CredentialStore for VaultCredentials {
     async fn load(&self) -> Result<Option<StoredCredentials>, AuthError> {
-        let Some(text) = self
-            .vault
-            .load(&self.key)
+        stored(self.vault.as_ref(), &self.key)
             .await
-            .map_err(AuthError::CredentialStoreError)?
-        else {
-            return Ok(None);
-        };
-        match serde_json::from_str(&text) {
-            Ok(credentials) => Ok(Some(credentials)),
-            // Unreadable tokens are as good as none: the user signs in again.
-            Err(err) => {
-                tracing::warn!(error = %err, "stored sign-in unreadable; signing in again");
-                Ok(None)
-            }
-        }
+            .map_err(AuthError::CredentialStoreError)
     }
 
     async fn save(&self, credentials: StoredCredentials) -> Result<(), AuthError> {
@@ -396,13 +398,10 @@ pub async fn manager(
 
 /// Whether tokens for `server_url` are stored (not whether they still work).
 pub async fn is_signed_in(server_url: &str, vault: &dyn TokenVault) -> Result<bool, SignInError> {
-    let stored = vault
-        .load(&vault_key(server_url))
+    let stored = stored(vault, &vault_key(server_url))
         .await
         .map_err(SignInError::Vault)?;
-    Ok(stored
-        .and_then(|text| serde_json::from_str::<StoredCredentials>(&text).ok())
-        .is_some_and(|c| c.token_response.is_some()))
+    Ok(stored.is_some_and(|c| c.token_response.is_some()))
 }
 
 /// Signs in to the server at `server_url`: discovery (seeded from `challenge`, the
@@ -501,11 +500,8 @@ fn check_page_url(url: &str) -> Result<(), SignInError> {
 /// The scopes the stored tokens of `server_url` were granted (none when nothing is
 /// stored or it cannot be read).
 async fn held_scopes(vault: &Arc<dyn TokenVault>, server_url: &str) -> Vec<String> {
-    match vault.load(&vault_key(server_url)).await {
-        Ok(Some(text)) => serde_json::from_str::<StoredCredentials>(&text)
-            .map(|c| c.granted_scopes)
-            .unwrap_or_default(),
-        Ok(None) => Vec::new(),
+    match stored(vault.as_ref(), &vault_key(server_url)).await {
+        Ok(credentials) => credentials.map(|c| c.granted_scopes).unwrap_or_default(),
         Err(err) => {
             tracing::warn!(error = %err, "the stored sign-in could not be read");
             Vec::new()
@@ -542,11 +538,9 @@ pub async fn sign_out(
     vault: Arc<dyn TokenVault>,
 ) -> Result<SignedOut, SignInError> {
     let key = vault_key(server_url);
-    let stored = vault
-        .load(&key)
+    let stored = stored(vault.as_ref(), &key)
         .await
-        .map_err(SignInError::Vault)?
-        .and_then(|text| serde_json::from_str::<StoredCredentials>(&text).ok());
+        .map_err(SignInError::Vault)?;
     let mut outcome = SignedOut::NothingStored;
     if let Some(stored) = stored {
         outcome = match revoke(server_url, settings, &stored).await {
