@@ -76,6 +76,11 @@ export class MentionController {
     }
   }
 
+  /** The servers changed: what they offer is read again on the next `@` or `/`. */
+  forget(): void {
+    this.offered = null;
+  }
+
   async reload(): Promise<void> {
     try {
       this.offered = await this.api.mentionables();

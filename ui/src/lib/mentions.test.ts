@@ -59,6 +59,10 @@ describe("MentionController", () => {
     mentions.typed("/args", 5);
     expect(mentions.offers.map((o) => o.item.name)).toEqual(["args-prompt"]);
     expect(api.mentionables).toHaveBeenCalledTimes(1);
+    // The servers changed: the next trigger reads what they offer again.
+    mentions.forget();
+    mentions.typed("@", 1);
+    await vi.waitFor(() => expect(api.mentionables).toHaveBeenCalledTimes(2));
   });
 
   it("attaches a resource and takes the @query out of the text", async () => {
