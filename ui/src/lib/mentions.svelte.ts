@@ -76,9 +76,14 @@ export class MentionController {
     }
   }
 
-  /** The servers changed: what they offer is read again on the next `@` or `/`. */
+  /** The servers changed: what they offer is read again, at once while the user is
+   *  choosing, else on the next `@` or `/`. */
   forget(): void {
-    this.offered = null;
+    if (this.trigger) {
+      this.#loading = this.reload();
+    } else {
+      this.offered = null;
+    }
   }
 
   async reload(): Promise<void> {

@@ -59,10 +59,17 @@ describe("MentionController", () => {
     mentions.typed("/args", 5);
     expect(mentions.offers.map((o) => o.item.name)).toEqual(["args-prompt"]);
     expect(api.mentionables).toHaveBeenCalledTimes(1);
-    // The servers changed: the next trigger reads what they offer again.
+    // The servers changed while choosing: read again at once, the offers stay on screen.
     mentions.forget();
-    mentions.typed("@", 1);
+    expect(mentions.offers).toHaveLength(1);
     await vi.waitFor(() => expect(api.mentionables).toHaveBeenCalledTimes(2));
+    await vi.waitFor(() => expect(mentions.offered).not.toBeNull());
+    // Changed while not choosing: read again on the next trigger.
+    mentions.typed("plain", 5);
+    mentions.forget();
+    expect(mentions.offered).toBeNull();
+    mentions.typed("@", 1);
+    await vi.waitFor(() => expect(api.mentionables).toHaveBeenCalledTimes(3));
   });
 
   it("attaches a resource and takes the @query out of the text", async () => {
