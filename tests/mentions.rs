@@ -43,6 +43,7 @@ fn request(text: &str) -> SendRequest {
         toolset: None,
         resources: Vec::new(),
         prompt: None,
+        view_context: Vec::new(),
     }
 }
 

@@ -47,6 +47,7 @@ async fn run_turn(
                 toolset,
                 resources: Vec::new(),
                 prompt: None,
+                view_context: Vec::new(),
             },
             sink,
         )

@@ -50,6 +50,11 @@ impl AppState {
     fn host(&self) -> &Host {
         self.app.host()
     }
+
+    /// How the user confirms what a page must not decide alone.
+    pub fn confirmer(&self) -> Confirmer {
+        self.confirmer
+    }
 }
 
 /// What every command answers: a value, or a [`CommandError`] (the error's message with

@@ -2,6 +2,7 @@
 
 #![cfg_attr(not(debug_assertions), windows_subsystem = "windows")]
 
+mod app_views;
 mod bindgen;
 #[cfg(test)]
 mod bindings_tests;
@@ -38,6 +39,7 @@ fn main() -> std::process::ExitCode {
     let state = commands::AppState::new(Host::new(paths), native::Confirmer::from_env());
     let app = state.app.clone();
     let media_app = state.app.clone();
+    let views_app = state.app.clone();
     // The window never leaves the app: a page elsewhere could be anything.
     let navigation_guard = tauri::plugin::Builder::<tauri::Wry>::new("navigation-guard")
         .on_navigation(|_, url| {
@@ -60,6 +62,10 @@ fn main() -> std::process::ExitCode {
             tauri::async_runtime::spawn(async move {
                 responder.respond(media::respond(app, request.uri().path()).await);
             });
+        })
+        // MCP Apps views: each on its own origin, mcp-app://<token>/.
+        .register_uri_scheme_protocol(conduit_host::app_views::SCHEME, move |_ctx, request| {
+            app_views::respond(&views_app, request.uri())
         })
         // Settings belong to the chat window: they close with it.
         .on_window_event(|window, event| {

@@ -398,6 +398,13 @@ fn print_output(
             ResultPart::Structured { value } => {
                 println!("{}", serde_json::to_string_pretty(value)?);
             }
+            ResultPart::View { uri, structured } => {
+                // A terminal shows no view: say there is one, and print what it would get.
+                println!("[an interactive view ({uri}) the desktop app shows]");
+                if let Some(value) = structured {
+                    println!("{}", serde_json::to_string_pretty(value)?);
+                }
+            }
             ResultPart::LongText { media, .. } => {
                 // The whole output, straight from its file.
                 let mut file = std::fs::File::open(host.media_path(media))?;

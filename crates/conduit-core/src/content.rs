@@ -261,7 +261,8 @@ impl ToolResult {
                 )),
                 ResultPart::Image { .. }
                 | ResultPart::Audio { .. }
-                | ResultPart::LongText { .. } => return None,
+                | ResultPart::LongText { .. }
+                | ResultPart::View { .. } => return None,
             };
             Some((piece, 0))
         })
@@ -321,6 +322,15 @@ pub enum ResultPart {
         preview: String,
         media: MediaRef,
     },
+    /// The tool has an interactive view (MCP Apps, `io.modelcontextprotocol/ui`): its
+    /// `ui://` resource on the tool's server, and the structured content only the view
+    /// gets (the model gets the text content). Never sent to a model.
+    View {
+        uri: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(type = "unknown")]
+        structured: Option<Value>,
+    },
 }
 
 impl ResultPart {
@@ -331,7 +341,10 @@ impl ResultPart {
                 Some(media)
             }
             Self::Resource { media, .. } => media.as_ref(),
-            Self::Text { .. } | Self::ResourceLink { .. } | Self::Structured { .. } => None,
+            Self::Text { .. }
+            | Self::ResourceLink { .. }
+            | Self::Structured { .. }
+            | Self::View { .. } => None,
         }
     }
 }

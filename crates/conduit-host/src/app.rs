@@ -49,6 +49,11 @@ pub struct SendRequest {
     #[serde(default)]
     #[ts(optional)]
     pub prompt: Option<crate::mentions::PromptMention>,
+    /// Tokens of the views whose context (`ui/update-model-context`) goes with this
+    /// message; the host holds the context itself.
+    #[serde(default)]
+    #[ts(as = "Option<Vec<String>>", optional)]
+    pub view_context: Vec<String>,
 }
 
 /// A turn that started: where it is saved, and its id for stop and approval answers.
@@ -115,6 +120,8 @@ pub struct App {
     /// Conduit as an MCP server over HTTP, as the settings say.
     http: crate::serve_http::HttpEndpoint,
     turns: Mutex<HashMap<String, Turn>>,
+    /// The MCP Apps views the window has open.
+    views: crate::app_views::AppViews,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -143,7 +150,13 @@ impl App {
             host,
             servers: std::sync::OnceLock::new(),
             turns: Mutex::new(HashMap::new()),
+            views: Default::default(),
         })
+    }
+
+    /// The MCP Apps views the window has open.
+    pub fn views(&self) -> &crate::app_views::AppViews {
+        &self.views
     }
 
     /// The host, shared (for work moved off the async workers).
@@ -245,6 +258,15 @@ impl App {
         self.host
             .check_provider(&request.provider, request.model.as_deref())
             .map_err(|e| CommandError::from_chat(&e))?;
+        let mut request = request;
+        if let Some(context) = self.views.take_context(&request.view_context) {
+            // Shown in the user's message too: the user sees what the model is told.
+            request.text = if request.text.trim().is_empty() {
+                context
+            } else {
+                format!("{}\n\n{context}", request.text)
+            };
+        }
         self.start_turn(request, sink).map_err(CommandError::from)
     }
 
@@ -590,6 +612,7 @@ mod tests {
             toolset: None,
             resources: Vec::new(),
             prompt: None,
+            view_context: Vec::new(),
         }
     }
 

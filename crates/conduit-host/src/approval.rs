@@ -59,6 +59,33 @@ pub fn server_fingerprint(transport: Option<&Transport>) -> String {
     conduit_files::fingerprint_bytes(described.to_string().as_bytes())
 }
 
+/// The fingerprint of the server `server` as `snapshot` (the file read now) names it.
+pub fn server_print(server: &str, snapshot: Option<&Snapshot>) -> String {
+    // Conduit's own tools run no command of the file: they are what they are.
+    if server == crate::builtin::BUILTIN_SERVER {
+        return conduit_files::fingerprint_bytes(b"conduit built-in tools");
+    }
+    let transport = snapshot
+        .and_then(|s| s.server(server))
+        .and_then(|entry| entry.spec.as_ref().ok())
+        .map(|spec| &spec.transport);
+    server_fingerprint(transport)
+}
+
+/// What a tool is now: its server's fingerprint, and fingerprints of its description and
+/// argument schema (what an "allow" is bound to).
+pub fn approved_tool(
+    server_print: String,
+    description: &str,
+    input_schema: &serde_json::Value,
+) -> ApprovedTool {
+    ApprovedTool {
+        server: server_print,
+        description: conduit_files::fingerprint_bytes(description.as_bytes()),
+        input_schema: conduit_files::fingerprint_bytes(input_schema.to_string().as_bytes()),
+    }
+}
+
 /// Each MCP tool's origin and fingerprints, by exposed name; the server entries come
 /// from `snapshot` (the `mcpServers` file as read now).
 pub fn tool_trust(
@@ -71,17 +98,7 @@ pub fn tool_trust(
         let server = tool.server();
         let server_print = servers
             .entry(server)
-            .or_insert_with(|| {
-                // Conduit's own tools run no command of the file: they are what they are.
-                if server == crate::builtin::BUILTIN_SERVER {
-                    return conduit_files::fingerprint_bytes(b"conduit built-in tools");
-                }
-                let transport = snapshot
-                    .and_then(|s| s.server(server))
-                    .and_then(|entry| entry.spec.as_ref().ok())
-                    .map(|spec| &spec.transport);
-                server_fingerprint(transport)
-            })
+            .or_insert_with(|| server_print(server, snapshot))
             .clone();
         let spec = tool.spec();
         out.insert(
@@ -91,13 +108,7 @@ pub fn tool_trust(
                     server: server.to_owned(),
                     tool: tool.tool_name().to_owned(),
                 },
-                now: ApprovedTool {
-                    server: server_print,
-                    description: conduit_files::fingerprint_bytes(spec.description.as_bytes()),
-                    input_schema: conduit_files::fingerprint_bytes(
-                        spec.input_schema.to_string().as_bytes(),
-                    ),
-                },
+                now: approved_tool(server_print, &spec.description, &spec.input_schema),
             },
         );
     }

@@ -381,6 +381,11 @@ impl Asker for WindowAsker {
         self.sampler.is_some()
     }
 
+    /// The window renders MCP Apps views (see `crate::app_views`).
+    fn shows_views(&self) -> bool {
+        true
+    }
+
     async fn sample(&self, request: SamplingRequest) -> SamplingAnswer {
         let Some(sampler) = self.sampler.clone() else {
             return SamplingAnswer::Rejected;

@@ -6,6 +6,7 @@
 //! hold no logic of their own, so anything a frontend can do, a test can do here.
 
 pub mod app;
+pub mod app_views;
 pub mod approval;
 pub mod asks;
 pub mod builtin;

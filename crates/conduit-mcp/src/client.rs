@@ -403,6 +403,19 @@ impl ClientHandler for Handler {
             sampling.tools = Some(JsonObject::new());
             capabilities.sampling = Some(sampling);
         }
+        if self
+            .asks
+            .asker
+            .as_ref()
+            .is_some_and(|asker| asker.shows_views())
+        {
+            let mut views = JsonObject::new();
+            views.insert(
+                "mimeTypes".into(),
+                serde_json::json!([crate::apps::VIEW_MIME]),
+            );
+            capabilities.extensions = Some([(crate::apps::EXTENSION.to_owned(), views)].into());
+        }
         if self.asks.roots.offered() {
             let mut roots = rmcp::model::RootsCapabilities::default();
             roots.list_changed = Some(true);

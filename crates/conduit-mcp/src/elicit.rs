@@ -115,6 +115,12 @@ pub trait Asker: Send + Sync {
         false
     }
 
+    /// Whether this frontend renders MCP Apps views (then, and only then, the
+    /// `io.modelcontextprotocol/ui` extension is declared).
+    fn shows_views(&self) -> bool {
+        false
+    }
+
     /// Decides a server's sampling request: shown to the user, run on the model they
     /// pick after they approve it, and its result returned only after they confirm. A
     /// frontend that cannot ask rejects.

@@ -15,6 +15,8 @@
 //! - [`sampling`]: a server's request to run a model (sampling), and roots, in Conduit's
 //!   own types; the frontend decides through the same [`elicit::Asker`].
 //! - [`redact`]: secrets kept out of errors, states and logs.
+//! - [`apps`]: MCP Apps: which tools have a view, who may call a tool, a view read and
+//!   its content security policy.
 //! - [`runtime`]: the one runtime of the app and the command line: the file's servers and
 //!   Conduit's own in-process ones ([`client::InProcessServer`], the tool-source seam),
 //!   each supervised, restarted after a crash, and (with a watcher) kept in step with the
@@ -23,6 +25,7 @@
 //!   [`http`]: the same over streamable HTTP with a bearer token and DNS-rebinding checks;
 //!   [`conformance`]: the official suite's fixtures (tests only).
 
+pub mod apps;
 pub mod client;
 pub mod config;
 pub mod conformance;

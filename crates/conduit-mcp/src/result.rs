@@ -85,6 +85,36 @@ pub fn convert(result: CallToolResult, media: &dyn MediaStore) -> ToolOutput {
     }
 }
 
+/// Marks a result of a tool with an MCP Apps view: a [`ResultPart::View`] naming it. The
+/// structured content moves to the view when the result has text for the model (the
+/// spec's split: `content` for the model, `structuredContent` for the view); a result
+/// with only structured content keeps it for the model too.
+pub fn give_view(output: &mut ToolOutput, uri: &str) {
+    let has_text = output
+        .parts
+        .iter()
+        .any(|p| matches!(p, ResultPart::Text { .. } | ResultPart::LongText { .. }));
+    let structured = output
+        .parts
+        .iter()
+        .position(|p| matches!(p, ResultPart::Structured { .. }));
+    let structured = match structured {
+        Some(at) if has_text => match output.parts.remove(at) {
+            ResultPart::Structured { value } => Some(value),
+            _ => None,
+        },
+        Some(at) => match &output.parts[at] {
+            ResultPart::Structured { value } => Some(value.clone()),
+            _ => None,
+        },
+        None => None,
+    };
+    output.parts.push(ResultPart::View {
+        uri: uri.to_owned(),
+        structured,
+    });
+}
+
 /// [`convert`] on a blocking thread: checking and storing images decodes them.
 pub async fn convert_off_thread(
     result: CallToolResult,
@@ -176,6 +206,55 @@ fn store(
 mod tests {
     use super::*;
     use conduit_core::testing::MemoryMedia;
+
+    #[test]
+    fn a_views_structured_content_goes_to_the_view_when_the_model_has_text() {
+        let value = serde_json::json!({"time": "12:00"});
+        let mut with_text = ToolOutput {
+            parts: vec![
+                ResultPart::Text {
+                    text: "It is noon".into(),
+                },
+                ResultPart::Structured {
+                    value: value.clone(),
+                },
+            ],
+            is_error: false,
+        };
+        give_view(&mut with_text, "ui://clock/view");
+        assert_eq!(
+            with_text.parts,
+            [
+                ResultPart::Text {
+                    text: "It is noon".into()
+                },
+                ResultPart::View {
+                    uri: "ui://clock/view".into(),
+                    structured: Some(value.clone())
+                },
+            ]
+        );
+
+        let mut only_structured = ToolOutput {
+            parts: vec![ResultPart::Structured {
+                value: value.clone(),
+            }],
+            is_error: false,
+        };
+        give_view(&mut only_structured, "ui://clock/view");
+        assert_eq!(
+            only_structured.parts,
+            [
+                ResultPart::Structured {
+                    value: value.clone()
+                },
+                ResultPart::View {
+                    uri: "ui://clock/view".into(),
+                    structured: Some(value)
+                },
+            ]
+        );
+    }
 
     #[test]
     fn long_text_and_structured_content_become_files_with_a_preview() {

@@ -269,6 +269,19 @@ impl McpRuntime {
         Some(running.tools.iter().map(ToolInfo::from).collect())
     }
 
+    /// One of a ready server's tools, with who may call it and its view; `None` when no
+    /// server of that name runs or it has no such tool.
+    pub fn server_tool(&self, server: &str, tool: &str) -> Option<crate::apps::ServerTool> {
+        let state = self.inner.state.lock();
+        let running = &state.slots.get(server)?.running;
+        running.connection.as_ref()?;
+        running
+            .tools
+            .iter()
+            .find(|t| t.name == tool)
+            .map(crate::apps::ServerTool::from)
+    }
+
     /// The challenge a server that needs sign-in answered with (where its metadata is,
     /// what scope it wants), for the sign-in to start from.
     pub fn sign_in_challenge(&self, server: &str) -> Option<String> {

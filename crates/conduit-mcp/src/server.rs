@@ -501,6 +501,15 @@ impl ToolServer {
                     content.push(json!({"type": "text", "text": value.to_string()}));
                     structured = Some(value);
                 }
+                // Conduit's own tools have no views; a view's structured content is still
+                // the result's.
+                ResultPart::View {
+                    structured: value, ..
+                } => {
+                    if let Some(value) = value {
+                        structured = Some(value);
+                    }
+                }
                 ResultPart::LongText { preview, media } => {
                     let text = match self.inner.media.load(&media) {
                         Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),

@@ -213,13 +213,7 @@ pub(crate) fn tools_of<'a>(
 /// Whether a tool may be offered to a model: not one an MCP App's view alone may call
 /// (`_meta.ui.visibility` without `"model"`, io.modelcontextprotocol/ui).
 pub(crate) fn for_models(tool: &rmcp::model::Tool) -> bool {
-    let visibility = tool
-        .meta
-        .as_ref()
-        .and_then(|meta| meta.get("ui"))
-        .and_then(|ui| ui.get("visibility"))
-        .and_then(serde_json::Value::as_array);
-    visibility.is_none_or(|who| who.iter().any(|v| v == "model"))
+    crate::apps::for_models(tool.meta.as_deref())
 }
 
 /// Starts one server and lists its tools; never fails, the state says what happened.

@@ -19,6 +19,8 @@ pub struct McpTool {
     tool: String,
     connection: Arc<Connection>,
     media: Arc<dyn MediaStore>,
+    /// The tool's MCP Apps view (`ui://`), if it has one.
+    view: Option<String>,
 }
 
 impl McpTool {
@@ -59,6 +61,7 @@ impl McpTool {
             tool: tool.name.to_string(),
             connection,
             media,
+            view: crate::apps::view_uri(tool.meta.as_deref()),
         }
     }
 
@@ -100,9 +103,15 @@ impl Tool for McpTool {
             .call_tool(&self.tool, arguments, context.progress, context.cancel)
             .await;
         match called {
-            Ok(result) => result::convert_off_thread(result, self.media.clone())
-                .await
-                .map_err(ToolError),
+            Ok(result) => {
+                let mut output = result::convert_off_thread(result, self.media.clone())
+                    .await
+                    .map_err(ToolError)?;
+                if let Some(uri) = &self.view {
+                    result::give_view(&mut output, uri);
+                }
+                Ok(output)
+            }
             Err(McpError::Closed) => Err(ToolError(format!(
                 "the MCP server {:?} stopped during the call",
                 self.server

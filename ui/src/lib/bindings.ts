@@ -54,6 +54,10 @@ export type CommandName =
   | "set_sampling_policy"
   | "open_folder"
   | "open_media"
+  | "open_app_view"
+  | "close_app_view"
+  | "app_view_call_tool"
+  | "set_app_view_context"
   | "copy_image"
   | "save_image"
   | "clipboard_image";
@@ -134,7 +138,7 @@ invalid_arguments?: string | null,
  */
 origin?: ToolOrigin | null, };
 
-export type ResultPart = { "type": "text", text: string, } | { "type": "image", media: MediaRef, } | { "type": "audio", media: MediaRef, } | { "type": "resource_link", uri: string, name?: string | null, mime?: string | null, description?: string | null, } | { "type": "resource", uri: string, mime?: string | null, text?: string | null, media?: MediaRef | null, } | { "type": "structured", value: unknown, } | { "type": "long_text", preview: string, media: MediaRef, };
+export type ResultPart = { "type": "text", text: string, } | { "type": "image", media: MediaRef, } | { "type": "audio", media: MediaRef, } | { "type": "resource_link", uri: string, name?: string | null, mime?: string | null, description?: string | null, } | { "type": "resource", uri: string, mime?: string | null, text?: string | null, media?: MediaRef | null, } | { "type": "structured", value: unknown, } | { "type": "long_text", preview: string, media: MediaRef, } | { "type": "view", uri: string, structured?: unknown, };
 
 export type ToolResult = { 
 /**
@@ -250,7 +254,12 @@ resources?: Array<ResourceMention>,
 /**
  * A server's prompt used with the message: its messages go first.
  */
-prompt?: PromptMention, };
+prompt?: PromptMention, 
+/**
+ * Tokens of the views whose context (`ui/update-model-context`) goes with this
+ * message; the host holds the context itself.
+ */
+viewContext?: Array<string>, };
 
 export type ProviderSummary = { 
 /**

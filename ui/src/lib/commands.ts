@@ -294,6 +294,35 @@ export function openMedia(media: MediaRef): Promise<void> {
   return invoke<void>("open_media", { media });
 }
 
+/**
+ * The view of a call of `tool` of `server`, opened under a new token; or why there is
+ * none. The host looks the view up on the running server.
+ */
+export function openAppView(server: string, tool: string): Promise<ViewLookup> {
+  return invoke<ViewLookup>("open_app_view", { server, tool });
+}
+
+/** Forgets a view the window unmounted. */
+export function closeAppView(token: string): Promise<void> {
+  return invoke<void>("close_app_view", { token });
+}
+
+/**
+ * Runs a view's `tools/call`: only its own server's tools that views may call, by the
+ * tool's policy in Settings; "ask" is a native confirmation the page cannot answer.
+ */
+export function appViewCallTool(token: string, call: ViewCall): Promise<ViewCallResult> {
+  return invoke<ViewCallResult>("app_view_call_tool", { token, call });
+}
+
+/**
+ * Keeps what a view wants the model to know (`ui/update-model-context`) for the next
+ * message that names the view.
+ */
+export function setAppViewContext(token: string, text: string): Promise<void> {
+  return invoke<void>("set_app_view_context", { token, text });
+}
+
 /** Puts a stored image on the system clipboard (as pixels; the system offers it as PNG). */
 export function copyImage(hash: string): Promise<void> {
   return invoke<void>("copy_image", { hash });

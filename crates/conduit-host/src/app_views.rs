@@ -1,0 +1,478 @@
+//! MCP Apps views in the window: each open view under a token the host makes, bound to
+//! its server, tool and resource; the documents the `mcp-app:` scheme serves for it (the
+//! sandbox proxy, and the view with its own content security policy); and the view's
+//! tool calls, which reach only its own server's tools that views may call and are
+//! decided by the same policy as a model's calls.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use conduit_mcp::apps::{self, View, ViewDomains};
+use parking_lot::Mutex;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::app::App;
+use crate::settings::{Settings, Verdict};
+
+/// The URL scheme views are served on: an origin apart from the app's, one per view.
+pub const SCHEME: &str = "mcp-app";
+/// How many views may be open at once (each holds its HTML); the oldest closes first.
+pub const MAX_OPEN: usize = 64;
+
+/// The proxy's policy: its own script and the view's frame, nothing else. Code the view
+/// runs through its parent (same origin) is held to this, the strictest policy.
+const PROXY_CSP: &str = "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; \
+     frame-src 'self'; base-uri 'none'; form-action 'none'; object-src 'none'";
+const PROXY_SCRIPT: &str = include_str!("app_views/proxy.js");
+
+/// A view the window may show, as it mounts it.
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+#[serde(rename_all = "camelCase")]
+pub struct ViewHandle {
+    /// The host's token for this view (never the server's).
+    pub token: String,
+    /// Where the sandbox proxy is: `mcp-app://<token>/`.
+    pub url: String,
+    pub server: String,
+    pub tool: String,
+    pub uri: String,
+    /// The inner frame's `allow` attribute (the permissions the view asked for).
+    pub allow: String,
+    pub prefers_border: Option<bool>,
+    /// The origins the view may reach beyond itself (shown to the user).
+    pub domains: ViewDomains,
+    /// The policy its document is served with.
+    pub csp: String,
+}
+
+/// Whether a tool's call has a view to show.
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum ViewLookup {
+    /// The tool has no view.
+    None,
+    /// It has (or had) one, which cannot be shown now; why.
+    Unavailable {
+        reason: String,
+    },
+    Ready {
+        view: Box<ViewHandle>,
+    },
+}
+
+/// A view's `tools/call` as the window relays it.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize, ts_rs::TS)]
+#[serde(rename_all = "camelCase")]
+pub struct ViewCall {
+    pub tool: String,
+    #[serde(default)]
+    #[ts(type = "Record<string, unknown>")]
+    pub arguments: Value,
+}
+
+/// What a view's `tools/call` gets: MCP's `CallToolResult` without `_meta`.
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+#[serde(rename_all = "camelCase")]
+pub struct ViewCallResult {
+    #[ts(type = "Record<string, unknown>")]
+    pub result: Value,
+}
+
+/// A document the `mcp-app:` scheme serves.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ViewDocument {
+    pub mime: &'static str,
+    pub body: Vec<u8>,
+    pub csp: String,
+}
+
+/// Why a view's request was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ViewCallError {
+    #[error("this view is closed")]
+    Closed,
+    #[error("the MCP server {0:?} is not running")]
+    ServerGone(String),
+    #[error("the server {server:?} has no tool {tool:?}")]
+    NoTool { server: String, tool: String },
+    #[error("{tool} of {server} is only for the model, not for views")]
+    ModelOnly { server: String, tool: String },
+    #[error("{tool} of {server} is set to Deny in Settings")]
+    Denied { server: String, tool: String },
+    #[error("the user did not allow the view to run {tool} of {server}")]
+    NotAllowed { server: String, tool: String },
+    #[error("the view's context is {0} bytes; at most {MAX_CONTEXT} are kept")]
+    ContextTooLong(usize),
+    #[error("{tool} of {server} failed: {why}")]
+    Failed {
+        server: String,
+        tool: String,
+        why: String,
+    },
+}
+
+/// A view read from a server: the connection it came from (by address) and the view.
+type ReadView = (usize, Arc<View>);
+
+struct OpenView {
+    server: String,
+    tool: String,
+    view: Arc<View>,
+    opened: u64,
+    /// What the view last asked the model to know (`ui/update-model-context`).
+    context: Option<String>,
+}
+
+/// The most text a view may put in the model's context.
+pub const MAX_CONTEXT: usize = 16 * 1024;
+
+/// The open views and the views read, by server and resource.
+#[derive(Default)]
+pub struct AppViews {
+    open: Mutex<HashMap<String, OpenView>>,
+    /// Views read from a server, kept while that server's connection lives.
+    read: Mutex<HashMap<(String, String), ReadView>>,
+    opened: std::sync::atomic::AtomicU64,
+}
+
+impl AppViews {
+    fn remember(&self, server: &str, tool: &str, view: Arc<View>) -> String {
+        let token = uuid::Uuid::new_v4().simple().to_string();
+        let opened = self
+            .opened
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut open = self.open.lock();
+        if open.len() >= MAX_OPEN
+            && let Some(oldest) = open
+                .iter()
+                .min_by_key(|(_, v)| v.opened)
+                .map(|(token, _)| token.clone())
+        {
+            open.remove(&oldest);
+        }
+        open.insert(
+            token.clone(),
+            OpenView {
+                server: server.to_owned(),
+                tool: tool.to_owned(),
+                view,
+                opened,
+                context: None,
+            },
+        );
+        token
+    }
+
+    /// Forgets a view the window unmounted.
+    pub fn close(&self, token: &str) {
+        self.open.lock().remove(token);
+    }
+
+    /// What `mcp-app://<token>/<path>` is: the proxy (`/`), its script (`/proxy.js`) or
+    /// the view (`/view`); `None` for anything else or a token not open.
+    pub fn document(&self, token: &str, path: &str) -> Option<ViewDocument> {
+        let open = self.open.lock();
+        let view = open.get(token)?;
+        match path {
+            "/" | "" => Some(ViewDocument {
+                mime: "text/html; charset=utf-8",
+                body: proxy_page(&view.view.permissions.allow_attribute()).into_bytes(),
+                csp: PROXY_CSP.to_owned(),
+            }),
+            "/proxy.js" => Some(ViewDocument {
+                mime: "text/javascript; charset=utf-8",
+                body: PROXY_SCRIPT.as_bytes().to_vec(),
+                csp: PROXY_CSP.to_owned(),
+            }),
+            "/view" => Some(ViewDocument {
+                mime: "text/html; charset=utf-8",
+                body: view.view.html.as_bytes().to_vec(),
+                csp: view.view.content_security_policy(),
+            }),
+            _ => None,
+        }
+    }
+
+    /// Keeps what a view wants the model to know on the next turn (replacing what it
+    /// said before); refused when the view is closed or the text is too long.
+    pub fn set_context(&self, token: &str, text: String) -> Result<(), ViewCallError> {
+        if text.len() > MAX_CONTEXT {
+            return Err(ViewCallError::ContextTooLong(text.len()));
+        }
+        let mut open = self.open.lock();
+        let view = open.get_mut(token).ok_or(ViewCallError::Closed)?;
+        view.context = (!text.trim().is_empty()).then_some(text);
+        Ok(())
+    }
+
+    /// The context the views `tokens` asked for, as text for the next user message, each
+    /// headed by its server; taken, so it goes with one turn only.
+    pub fn take_context(&self, tokens: &[String]) -> Option<String> {
+        let mut open = self.open.lock();
+        let parts: Vec<String> = tokens
+            .iter()
+            .filter_map(|token| {
+                let view = open.get_mut(token)?;
+                let text = view.context.take()?;
+                Some(format!(
+                    "[Context from the view of {} ({}):]\n{text}",
+                    view.server, view.tool
+                ))
+            })
+            .collect();
+        (!parts.is_empty()).then(|| parts.join("\n\n"))
+    }
+
+    fn bound(&self, token: &str) -> Option<(String, String)> {
+        self.open
+            .lock()
+            .get(token)
+            .map(|v| (v.server.clone(), v.tool.clone()))
+    }
+}
+
+/// The proxy page: the view in an inner frame with the permissions it asked for (from
+/// the host's fixed list, so nothing to escape), and the relay script.
+fn proxy_page(allow: &str) -> String {
+    format!(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><style>html,body{{margin:0;\
+         padding:0;height:100%;overflow:hidden;background:transparent}}iframe{{border:0;\
+         width:100%;height:100%;display:block}}</style></head><body data-allow=\"{allow}\">\
+         <script src=\"proxy.js\"></script></body></html>"
+    )
+}
+
+impl App {
+    /// The view of a call of `tool` of `server`: read from the server (once per
+    /// connection), opened under a new token. The tool's view is looked up on the
+    /// running server, never taken from the page or the stored result.
+    pub async fn open_view(&self, server: &str, tool: &str) -> ViewLookup {
+        let runtime = self.servers().await;
+        let (Some(connection), Some(found)) = (
+            runtime.connection(server),
+            runtime.server_tool(server, tool),
+        ) else {
+            return ViewLookup::Unavailable {
+                reason: format!(
+                    "The view is not available: the MCP server {server:?} is not running or has no tool {tool:?}."
+                ),
+            };
+        };
+        let Some(uri) = found.view else {
+            return ViewLookup::None;
+        };
+        let key = (server.to_owned(), uri.clone());
+        let connection_id = Arc::as_ptr(&connection) as usize;
+        let cached = self
+            .views()
+            .read
+            .lock()
+            .get(&key)
+            .filter(|(id, _)| *id == connection_id)
+            .map(|(_, view)| view.clone());
+        let view = match cached {
+            Some(view) => view,
+            None => match apps::read_view(&connection, &uri).await {
+                Ok(view) => {
+                    let view = Arc::new(view);
+                    self.views()
+                        .read
+                        .lock()
+                        .insert(key, (connection_id, view.clone()));
+                    view
+                }
+                Err(error) => {
+                    tracing::warn!(%server, %uri, %error, "a tool's view cannot be shown");
+                    return ViewLookup::Unavailable {
+                        reason: format!("The view cannot be shown: {error}."),
+                    };
+                }
+            },
+        };
+        let csp = view.content_security_policy();
+        tracing::info!(%server, %tool, %uri, %csp, third_party = view.domains.third_party(), dropped = ?view.domains.dropped, "opening a view");
+        let token = self.views().remember(server, tool, view.clone());
+        ViewLookup::Ready {
+            view: Box::new(ViewHandle {
+                url: format!("{SCHEME}://{token}/"),
+                token,
+                server: server.to_owned(),
+                tool: tool.to_owned(),
+                uri,
+                allow: view.permissions.allow_attribute(),
+                prefers_border: view.prefers_border,
+                domains: view.domains.clone(),
+                csp,
+            }),
+        }
+    }
+
+    /// Runs a view's call of `tool`: only a tool of the view's own server that views may
+    /// call, decided by the tool's policy in Settings (Allow, Deny, or Ask, when
+    /// `confirm` asks the user natively). Answers the result as MCP's JSON.
+    pub async fn call_from_view<F, Fut>(
+        &self,
+        token: &str,
+        tool: &str,
+        arguments: Value,
+        confirm: F,
+    ) -> Result<Value, ViewCallError>
+    where
+        F: FnOnce(String) -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let (server, _) = self.views().bound(token).ok_or(ViewCallError::Closed)?;
+        let runtime = self.servers().await;
+        let connection = runtime
+            .connection(&server)
+            .ok_or_else(|| ViewCallError::ServerGone(server.clone()))?;
+        let found = runtime
+            .server_tool(&server, tool)
+            .ok_or_else(|| ViewCallError::NoTool {
+                server: server.clone(),
+                tool: tool.to_owned(),
+            })?;
+        if !found.for_views {
+            return Err(ViewCallError::ModelOnly {
+                server,
+                tool: tool.to_owned(),
+            });
+        }
+        let snapshot = self.host().mcp_config().ok();
+        let now = crate::approval::approved_tool(
+            crate::approval::server_print(&server, snapshot.as_ref()),
+            &found.description,
+            &found.input_schema,
+        );
+        // Read now: a change in Settings applies at once, as for a model's call.
+        let verdict = match Settings::load(&self.host().paths().settings_file) {
+            Ok(settings) => settings.verdict(&server, tool, &now),
+            Err(error) => Verdict::Ask {
+                changes: vec![format!("the settings could not be read ({error})")],
+            },
+        };
+        match verdict {
+            Verdict::Allow => {}
+            Verdict::Deny => {
+                return Err(ViewCallError::Denied {
+                    server,
+                    tool: tool.to_owned(),
+                });
+            }
+            Verdict::Ask { changes } => {
+                let mut question = format!(
+                    "The view of the MCP server \"{server}\" asks to run its tool \"{tool}\" with:\n\n{}",
+                    preview_arguments(&arguments)
+                );
+                for change in changes {
+                    question.push_str(&format!("\n\n{change}"));
+                }
+                if !confirm(question).await {
+                    tracing::info!(%server, %tool, "a view's tool call was not allowed");
+                    return Err(ViewCallError::NotAllowed {
+                        server,
+                        tool: tool.to_owned(),
+                    });
+                }
+            }
+        }
+        tracing::info!(%server, %tool, "a view calls a tool");
+        apps::call_for_view(&connection, tool, arguments)
+            .await
+            .map_err(|why| ViewCallError::Failed {
+                server,
+                tool: tool.to_owned(),
+                why,
+            })
+    }
+
+    /// The server and tool a view token is bound to, while it is open.
+    pub fn view_binding(&self, token: &str) -> Option<(String, String)> {
+        self.views().bound(token)
+    }
+}
+
+/// The arguments as the confirmation shows them: pretty JSON, cut at 2,000 characters.
+fn preview_arguments(arguments: &Value) -> String {
+    let text = serde_json::to_string_pretty(arguments).unwrap_or_else(|_| arguments.to_string());
+    match text.char_indices().nth(2000) {
+        Some((cut, _)) => format!("{}\n[…]", &text[..cut]),
+        None => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(html: &str) -> Arc<View> {
+        Arc::new(View {
+            uri: "ui://s/v".into(),
+            html: html.into(),
+            domains: ViewDomains::default(),
+            permissions: Default::default(),
+            prefers_border: None,
+        })
+    }
+
+    #[test]
+    fn each_view_is_served_under_its_own_token_with_its_own_policy() {
+        let views = AppViews::default();
+        let a = views.remember("s", "t", view("<p>a</p>"));
+        let b = views.remember("s", "t", view("<p>b</p>"));
+        assert_ne!(a, b);
+        let doc = views.document(&a, "/view").unwrap();
+        assert_eq!(doc.body, b"<p>a</p>");
+        assert!(doc.csp.contains("connect-src 'none'"));
+        let proxy = views.document(&a, "/").unwrap();
+        assert!(String::from_utf8(proxy.body).unwrap().contains("proxy.js"));
+        assert_eq!(proxy.csp, PROXY_CSP);
+        assert!(views.document(&a, "/../etc/passwd").is_none());
+        assert!(views.document("not-a-token", "/view").is_none());
+        views.close(&a);
+        assert!(views.document(&a, "/view").is_none());
+        assert!(views.document(&b, "/view").is_some());
+    }
+
+    #[test]
+    fn a_views_context_goes_with_the_next_turn_only_and_is_bounded() {
+        let views = AppViews::default();
+        let a = views.remember("maps", "show-map", view("x"));
+        views.set_context(&a, "first".into()).unwrap();
+        views.set_context(&a, "the map shows Paris".into()).unwrap();
+        assert!(matches!(
+            views.set_context(&a, "z".repeat(MAX_CONTEXT + 1)),
+            Err(ViewCallError::ContextTooLong(_))
+        ));
+        let taken = views.take_context(&[a.clone(), "unknown".into()]).unwrap();
+        assert_eq!(
+            taken,
+            "[Context from the view of maps (show-map):]\nthe map shows Paris"
+        );
+        assert_eq!(views.take_context(std::slice::from_ref(&a)), None);
+        views.close(&a);
+        assert!(matches!(
+            views.set_context(&a, "late".into()),
+            Err(ViewCallError::Closed)
+        ));
+    }
+
+    #[test]
+    fn the_oldest_view_closes_when_too_many_are_open() {
+        let views = AppViews::default();
+        let first = views.remember("s", "t", view("x"));
+        for _ in 0..MAX_OPEN {
+            views.remember("s", "t", view("x"));
+        }
+        assert!(views.document(&first, "/view").is_none());
+        assert_eq!(views.open.lock().len(), MAX_OPEN);
+    }
+
+    #[test]
+    fn long_arguments_are_cut_for_the_question() {
+        let long = serde_json::json!({"text": "y".repeat(5000)});
+        let shown = preview_arguments(&long);
+        assert!(shown.chars().count() < 2100 && shown.ends_with("[…]"));
+    }
+}
