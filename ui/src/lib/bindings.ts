@@ -460,6 +460,56 @@ id: string, request: SamplingRequest, state: SamplingState, };
 
 export type SamplingReply = { "action": "run", pick: ModelPick, } | { "action": "send" } | { "action": "deny" };
 
+export type ViewDomains = { 
+/**
+ * `fetch`, XHR and WebSocket targets.
+ */
+connect: Array<string>, 
+/**
+ * Scripts, styles, images, fonts and media.
+ */
+resource: Array<string>, 
+/**
+ * Frames the view may embed.
+ */
+frame: Array<string>, 
+/**
+ * Allowed `<base href>` targets.
+ */
+baseUri: Array<string>, 
+/**
+ * The entries dropped as unsafe or malformed, to say so.
+ */
+dropped: Array<string>, };
+
+export type ViewHandle = { 
+/**
+ * The host's token for this view (never the server's).
+ */
+token: string, 
+/**
+ * Where the sandbox proxy is: `mcp-app://<token>/`.
+ */
+url: string, server: string, tool: string, uri: string, 
+/**
+ * The inner frame's `allow` attribute (the permissions the view asked for).
+ */
+allow: string, prefersBorder: boolean | null, 
+/**
+ * The origins the view may reach beyond itself (shown to the user).
+ */
+domains: ViewDomains, 
+/**
+ * The policy its document is served with.
+ */
+csp: string, };
+
+export type ViewLookup = { "state": "none" } | { "state": "unavailable", reason: string, } | { "state": "ready", view: ViewHandle, };
+
+export type ViewCall = { tool: string, arguments: Record<string, unknown>, };
+
+export type ViewCallResult = { result: Record<string, unknown>, };
+
 export type ServeSnippets = { command: string, args: Array<string>, claudeDesktop: string, cursor: string, vsCode: string, };
 
 export type ServeHttpStatus = { enabled: boolean, address: string, 

@@ -1,7 +1,7 @@
 // Generated from the Rust commands (window_command! in src-tauri) by src-tauri/src/bindings_tests.rs: do not edit.
 // Regenerate with `UPDATE_BINDINGS=1 cargo test --workspace bindings`.
 import { Channel, invoke } from "@tauri-apps/api/core";
-import type { AppInfo, MediaRef, StoredMessage, Conversation, SearchHit, TurnEvent, Started, SendRequest, ProviderSummary, LocalProvider, ProviderInput, McpOverview, Decision, TextProblem, McpFile, Edit, ImportFile, Folder, ImportSource, ImportPick, ImportCandidate, ToolPolicy, ServerTools, Question, QuestionReply, SamplingQuestion, SamplingReply, ServeSnippets, ServeHttpStatus, SignedOut, Toolset, ToolChoices, Format, Mentionables, CompletionTarget } from "./bindings";
+import type { AppInfo, MediaRef, StoredMessage, Conversation, SearchHit, TurnEvent, Started, SendRequest, ProviderSummary, LocalProvider, ProviderInput, McpOverview, Decision, TextProblem, McpFile, Edit, ImportFile, Folder, ImportSource, ImportPick, ImportCandidate, ToolPolicy, ServerTools, Question, QuestionReply, SamplingQuestion, SamplingReply, ViewLookup, ViewCall, ViewCallResult, ServeSnippets, ServeHttpStatus, SignedOut, Toolset, ToolChoices, Format, Mentionables, CompletionTarget } from "./bindings";
 
 /** The app's version and where its data lives. */
 export function appInfo(): Promise<AppInfo> {

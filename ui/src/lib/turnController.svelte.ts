@@ -171,13 +171,16 @@ export class TurnController {
 
   /** Sends a message with `choice`; its events stream into the conversation it was sent in.
    *  A new chat's first message takes `toolset` along (the tools it may use); `mentions`
-   *  are the servers' resources and prompt chosen for it. Whether the turn started. */
+   *  are the servers' resources and prompt chosen for it; `viewContext` the tokens of the
+   *  MCP Apps views whose context goes with it (the host holds the context). Whether the
+   *  turn started. */
   async send(
     choice: ModelChoice | null,
     text: string,
     files: Attachment[],
     toolset: Toolset | null = null,
     mentions: Mentioned | null = null,
+    viewContext: string[] = [],
   ): Promise<boolean> {
     if (!choice) return false;
     const { api, scroll } = this.#options;
@@ -217,6 +220,7 @@ export class TurnController {
           ...(toolset ? { toolset } : {}),
           ...(mentions && mentions.resources.length > 0 ? { resources: mentions.resources } : {}),
           ...(mentions?.prompt ? { prompt: mentions.prompt } : {}),
+          ...(viewContext.length > 0 ? { viewContext } : {}),
         },
         (event) => this.#receive(run, event),
       );

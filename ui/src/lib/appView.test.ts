@@ -1,0 +1,220 @@
+// The host side of an MCP Apps view against the real view side (ext-apps' App) over a
+// linked in-memory transport: the handshake, what the view gets and when, and each of its
+// requests reaching the app's services.
+import { App } from "@modelcontextprotocol/ext-apps";
+import { InMemoryTransport } from "@modelcontextprotocol/client";
+import { describe, expect, it, vi } from "vitest";
+import {
+  MAX_HEIGHT,
+  ViewRegistry,
+  ViewSession,
+  toCallToolResult,
+  type ViewServices,
+} from "./appView";
+import type { ResultPart, ViewHandle } from "./types";
+
+const handle: ViewHandle = {
+  token: "tok1",
+  url: "mcp-app://tok1/",
+  server: "budget",
+  tool: "get-budget-data",
+  uri: "ui://budget/app.html",
+  allow: "",
+  prefersBorder: null,
+  domains: { connect: [], resource: [], frame: [], baseUri: [], dropped: [] },
+  csp: "default-src 'none'",
+};
+
+const parts: ResultPart[] = [
+  { type: "text", text: "Budget: $100,000" },
+  { type: "view", uri: "ui://budget/app.html", structured: { defaultBudget: 100000 } },
+];
+
+function services(overrides: Partial<ViewServices> = {}): ViewServices {
+  return {
+    callTool: vi.fn(async () => ({ result: { content: [{ type: "text", text: "7" }], isError: false } })),
+    openLink: vi.fn(async () => {}),
+    setContext: vi.fn(async () => {}),
+    close: vi.fn(async () => {}),
+    sendMessage: vi.fn(async () => true),
+    contextSet: vi.fn(),
+    ...overrides,
+  };
+}
+
+async function until(check: () => boolean): Promise<void> {
+  for (let i = 0; i < 200 && !check(); i++) await new Promise((r) => setTimeout(r, 5));
+  expect(check()).toBe(true);
+}
+
+async function connected(svc: ViewServices, resize = vi.fn(), withResult = true) {
+  const [hostSide, viewSide] = InMemoryTransport.createLinkedPair();
+  const session = new ViewSession(
+    handle,
+    { id: "call_1", tool: handle.tool, arguments: { year: 2026 }, result: withResult ? { parts, isError: false } : null },
+    svc,
+    { resize, displayMode: vi.fn() },
+    { theme: "light", displayMode: "inline" },
+  );
+  await session.connect(hostSide);
+  const app = new App({ name: "Probe", version: "1.0.0" }, {}, { autoResize: false });
+  const seen: { input?: unknown; result?: unknown; themes: string[] } = { themes: [] };
+  app.ontoolinput = (params) => (seen.input = params.arguments);
+  app.ontoolresult = (params) => (seen.result = params);
+  app.onhostcontextchanged = (ctx) => {
+    if (ctx.theme) seen.themes.push(ctx.theme);
+  };
+  return { session, app, seen, viewSide };
+}
+
+describe("a view's session", () => {
+  it("sends the complete input and the result only after the view is initialized", async () => {
+    const { session, app, seen, viewSide } = await connected(services());
+    expect(session.initialized).toBe(false);
+    await app.connect(viewSide);
+    await until(() => seen.result !== undefined);
+    expect(session.initialized).toBe(true);
+    expect(session.appName).toBe("Probe");
+    expect(seen.input).toEqual({ year: 2026 });
+    expect(seen.result).toMatchObject({
+      content: [{ type: "text", text: "Budget: $100,000" }],
+      structuredContent: { defaultBudget: 100000 },
+      isError: false,
+    });
+    expect(app.getHostContext()?.theme).toBe("light");
+  });
+
+  it("delivers a result that arrives later, once, and follows a theme switch", async () => {
+    const { session, app, seen, viewSide } = await connected(services(), vi.fn(), false);
+    await app.connect(viewSide);
+    await until(() => seen.input !== undefined);
+    expect(seen.result).toBeUndefined();
+    session.resultArrived({ parts, isError: false });
+    session.resultArrived({ parts, isError: false });
+    await until(() => seen.result !== undefined);
+    session.themeChanged("dark");
+    await until(() => seen.themes.includes("dark"));
+  });
+
+  it("relays the view's tool calls, messages, context and size to the app", async () => {
+    const svc = services();
+    const resize = vi.fn();
+    const { app, viewSide } = await connected(svc, resize);
+    await app.connect(viewSide);
+    const called = await app.callServerTool({ name: "get-allocations", arguments: { a: 1 } });
+    expect(svc.callTool).toHaveBeenCalledWith("tok1", { tool: "get-allocations", arguments: { a: 1 } });
+    expect(called.content).toEqual([{ type: "text", text: "7" }]);
+
+    const sent = await app.sendMessage({ role: "user", content: [{ type: "text", text: "Explain this" }] });
+    expect(svc.sendMessage).toHaveBeenCalledWith("budget", "Explain this");
+    expect(sent.isError).toBeFalsy();
+
+    await app.updateModelContext({ content: [{ type: "text", text: "Marketing is 30%" }] });
+    expect(svc.setContext).toHaveBeenCalledWith("tok1", "Marketing is 30%");
+    expect(svc.contextSet).toHaveBeenCalledWith("tok1");
+
+    await app.sendSizeChanged({ width: 500, height: 420.4 });
+    await until(() => resize.mock.calls.length > 0);
+    expect(resize).toHaveBeenLastCalledWith(421);
+    await app.sendSizeChanged({ width: 500, height: 99999 });
+    await until(() => resize.mock.calls.length > 1);
+    expect(resize).toHaveBeenLastCalledWith(MAX_HEIGHT);
+  });
+
+  it("says a refused link or message is an error", async () => {
+    const svc = services({
+      openLink: vi.fn(async () => Promise.reject(new Error("the link was not opened"))),
+      sendMessage: vi.fn(async () => false),
+    });
+    const { app, viewSide } = await connected(svc);
+    await app.connect(viewSide);
+    expect((await app.openLink({ url: "https://example.com/" })).isError).toBe(true);
+    expect((await app.sendMessage({ role: "user", content: [{ type: "text", text: "hi" }] })).isError).toBe(true);
+  });
+
+  it("a failed tool call reaches the view as an error", async () => {
+    const svc = services({
+      callTool: vi.fn(async () => Promise.reject({ message: "get-secret of budget is only for the model, not for views" })),
+    });
+    const { app, viewSide } = await connected(svc);
+    await app.connect(viewSide);
+    await expect(app.callServerTool({ name: "get-secret", arguments: {} })).rejects.toBeTruthy();
+  });
+
+  it("asks the view to finish before it is closed", async () => {
+    const svc = services();
+    const { session, app, viewSide } = await connected(svc);
+    const order: string[] = [];
+    app.onteardown = async () => {
+      order.push("view finished");
+      return {};
+    };
+    (svc.close as ReturnType<typeof vi.fn>).mockImplementation(async () => {
+      order.push("closed");
+    });
+    await app.connect(viewSide);
+    await until(() => session.initialized);
+    await session.teardown();
+    expect(order).toEqual(["view finished", "closed"]);
+  });
+});
+
+describe("what a view gets of a result", () => {
+  it("text for content, structured content from the view's part, no media", () => {
+    const result = toCallToolResult(
+      [
+        { type: "text", text: "a" },
+        { type: "image", media: { hash: "h", mime: "image/png", bytes: 3 } } as ResultPart,
+        { type: "long_text", preview: "start", media: { hash: "l", mime: "text/plain", bytes: 9 } } as ResultPart,
+        { type: "view", uri: "ui://x", structured: { k: 1 } },
+      ],
+      true,
+    );
+    expect(result).toEqual({
+      content: [
+        { type: "text", text: "a" },
+        { type: "text", text: "start" },
+      ],
+      structuredContent: { k: 1 },
+      isError: true,
+    });
+  });
+});
+
+describe("the chat's views", () => {
+  const api = {
+    openAppView: vi.fn(),
+    closeAppView: vi.fn(async () => {}),
+    appViewCallTool: vi.fn(),
+    setAppViewContext: vi.fn(async () => {}),
+    openExternal: vi.fn(async () => {}),
+  };
+
+  it("a view's message waits for consent, one at a time, and a no sends nothing", async () => {
+    const send = vi.fn(async () => true);
+    const asked = vi.fn();
+    const registry = new ViewRegistry(api, send, asked);
+    const svc = registry.services();
+    const first = svc.sendMessage("budget", "Explain this");
+    expect(registry.asking?.text).toBe("Explain this");
+    expect(await svc.sendMessage("budget", "and this")).toBe(false);
+    registry.asking?.answer(false);
+    expect(await first).toBe(false);
+    expect(send).not.toHaveBeenCalled();
+    const second = svc.sendMessage("budget", "Go on");
+    registry.asking?.answer(true);
+    expect(await second).toBe(true);
+    expect(send).toHaveBeenCalledWith("Go on");
+    expect(asked).toHaveBeenLastCalledWith(null);
+  });
+
+  it("context goes with the next message once", () => {
+    const registry = new ViewRegistry(api, vi.fn(), vi.fn());
+    const svc = registry.services();
+    svc.contextSet("tok1");
+    svc.contextSet("tok1");
+    svc.contextSet("tok2");
+    expect(registry.takeContext()).toEqual(["tok1", "tok2"]);
+    expect(registry.takeContext()).toEqual([]);
+  });
+});

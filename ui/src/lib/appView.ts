@@ -1,0 +1,341 @@
+// One MCP Apps view in the chat: the host side of the view's JSON-RPC over postMessage,
+// through the maintained AppBridge of @modelcontextprotocol/ext-apps (loaded when the first
+// view mounts). Nothing goes to the view before it says it is initialized; then it gets the
+// call's complete arguments and its result. Every request of the view is relayed to the
+// backend, which decides it (tool calls, context) or asks the user (links, messages).
+
+import type { AppBridge, McpUiHostContext, McpUiDisplayMode } from "@modelcontextprotocol/ext-apps/app-bridge";
+import type { ResultPart, ViewCall, ViewCallResult, ViewHandle } from "./types";
+
+/** What the view's requests need from the app. */
+export interface ViewServices {
+  callTool(token: string, call: ViewCall): Promise<ViewCallResult>;
+  /** Opens a link through the app's link policy (the user confirms natively). */
+  openLink(url: string): Promise<void>;
+  setContext(token: string, text: string): Promise<void>;
+  close(token: string): Promise<void>;
+  /** Adds the text as the user's next message if the user agrees; whether it was sent. */
+  sendMessage(server: string, text: string): Promise<boolean>;
+  /** The view set context for the next turn. */
+  contextSet(token: string): void;
+}
+
+/** What the view asks of its frame. */
+export interface ViewFrame {
+  resize(height: number): void;
+  displayMode(mode: "inline" | "fullscreen"): void;
+}
+
+/** The call the view belongs to, and its result once there is one. */
+export interface ViewCallData {
+  id: string;
+  tool: string;
+  arguments: Record<string, unknown>;
+  result: { parts: ResultPart[]; isError: boolean } | null;
+}
+
+/** The tool result a view gets: text for `content`, structured content as is; media and
+ *  Conduit's own parts stay out. */
+export function toCallToolResult(parts: ResultPart[], isError: boolean): {
+  content: Array<Record<string, unknown>>;
+  structuredContent?: Record<string, unknown>;
+  isError: boolean;
+} {
+  const content: Array<Record<string, unknown>> = [];
+  let structured: unknown = undefined;
+  for (const part of parts) {
+    switch (part.type) {
+      case "text":
+        content.push({ type: "text", text: part.text });
+        break;
+      case "long_text":
+        content.push({ type: "text", text: part.preview });
+        break;
+      case "resource_link":
+        content.push({
+          type: "resource_link",
+          uri: part.uri,
+          name: part.name ?? part.uri,
+          ...(part.mime ? { mimeType: part.mime } : {}),
+        });
+        break;
+      case "resource":
+        if (part.text != null) {
+          content.push({
+            type: "resource",
+            resource: { uri: part.uri, text: part.text, ...(part.mime ? { mimeType: part.mime } : {}) },
+          });
+        }
+        break;
+      case "structured":
+        structured ??= part.value;
+        break;
+      case "view":
+        if (part.structured != null) structured = part.structured;
+        break;
+      default:
+        break;
+    }
+  }
+  const isObject = structured !== null && typeof structured === "object" && !Array.isArray(structured);
+  return {
+    content,
+    ...(isObject ? { structuredContent: structured as Record<string, unknown> } : {}),
+    isError,
+  };
+}
+
+/** The text of a view's content blocks (text blocks only; others are named). */
+export function blocksText(blocks: unknown): string {
+  if (!Array.isArray(blocks)) return "";
+  return blocks
+    .map((block: { type?: unknown; text?: unknown }) =>
+      block?.type === "text" && typeof block.text === "string" ? block.text : `[${String(block?.type)} content]`,
+    )
+    .join("\n");
+}
+
+/** The tallest a view may make itself inline, and the least, in CSS pixels. */
+export const MAX_HEIGHT = 1600;
+export const MIN_HEIGHT = 60;
+/** How long a view may take to finish before it is unmounted anyway. */
+export const TEARDOWN_WAIT_MS = 2000;
+
+type BridgeModule = typeof import("@modelcontextprotocol/ext-apps/app-bridge");
+let bridgeModule: Promise<BridgeModule> | null = null;
+function loadBridge(): Promise<BridgeModule> {
+  bridgeModule ??= import("@modelcontextprotocol/ext-apps/app-bridge");
+  return bridgeModule;
+}
+
+/** The host's side of one view. */
+export class ViewSession {
+  #bridge: AppBridge | null = null;
+  #initialized = false;
+  #delivered: { input: boolean; result: boolean } = { input: false, result: false };
+  #call: ViewCallData;
+  #closed = false;
+  /** What the view said about itself (for the frame's title and tests). */
+  appName: string | null = null;
+
+  constructor(
+    readonly handle: ViewHandle,
+    call: ViewCallData,
+    readonly services: ViewServices,
+    readonly frame: ViewFrame,
+    private hostContext: McpUiHostContext,
+  ) {
+    this.#call = call;
+  }
+
+  get initialized(): boolean {
+    return this.#initialized;
+  }
+
+  /** Connects the bridge over `transport` (the view's frame's window); call it before the
+   *  frame loads the view, so the view's first message is heard. */
+  async connect(transport: import("@modelcontextprotocol/client").Transport): Promise<void> {
+    const { AppBridge } = await loadBridge();
+    const bridge = new AppBridge(
+      null,
+      { name: "Conduit", version: "0.1.0" },
+      {
+        openLinks: {},
+        serverTools: {},
+        logging: {},
+        updateModelContext: { text: {} },
+        message: { text: {} },
+      },
+      { hostContext: this.hostContext },
+    );
+    const { token, server } = this.handle;
+    bridge.oninitialized = () => {
+      this.#initialized = true;
+      this.appName = bridge.getAppVersion()?.name ?? null;
+      void this.#deliver();
+    };
+    bridge.onsizechange = ({ height }) => {
+      if (typeof height === "number" && Number.isFinite(height)) {
+        this.frame.resize(Math.min(MAX_HEIGHT, Math.max(MIN_HEIGHT, Math.ceil(height))));
+      }
+    };
+    bridge.oncalltool = async (params) => {
+      const answer = await this.services.callTool(token, {
+        tool: params.name,
+        arguments: (params.arguments ?? {}) as Record<string, unknown>,
+      });
+      return answer.result as Awaited<ReturnType<NonNullable<AppBridge["oncalltool"]>>>;
+    };
+    bridge.onopenlink = async ({ url }) => {
+      try {
+        await this.services.openLink(url);
+        return {};
+      } catch {
+        return { isError: true };
+      }
+    };
+    bridge.onmessage = async (params) => {
+      const text = blocksText(params.content);
+      const sent = text.trim() ? await this.services.sendMessage(server, text) : false;
+      return sent ? {} : { isError: true };
+    };
+    bridge.onupdatemodelcontext = async (params) => {
+      let text = blocksText(params.content);
+      if (params.structuredContent) text = [text, JSON.stringify(params.structuredContent)].filter(Boolean).join("\n");
+      await this.services.setContext(token, text);
+      this.services.contextSet(token);
+      return {};
+    };
+    bridge.onrequestdisplaymode = async ({ mode }) => {
+      const granted: McpUiDisplayMode = mode === "fullscreen" ? "fullscreen" : "inline";
+      this.frame.displayMode(granted);
+      this.#setContext({ displayMode: granted });
+      return { mode: granted };
+    };
+    bridge.onloggingmessage = ({ level, data }) => {
+      console.debug(`[view of ${server}] ${level}:`, data);
+    };
+    this.#bridge = bridge;
+    await bridge.connect(transport);
+  }
+
+  /** The call's result arrived (or was there from the start). */
+  resultArrived(result: { parts: ResultPart[]; isError: boolean }): void {
+    this.#call = { ...this.#call, result };
+    void this.#deliver();
+  }
+
+  /** The app's theme changed. */
+  themeChanged(theme: "light" | "dark"): void {
+    this.#setContext({ theme });
+  }
+
+  /** The frame left or entered full screen by the user's hand. */
+  displayModeChanged(mode: "inline" | "fullscreen"): void {
+    this.#setContext({ displayMode: mode });
+  }
+
+  #setContext(change: Partial<McpUiHostContext>): void {
+    this.hostContext = { ...this.hostContext, ...change };
+    // The bridge sends only what changed, and only once the view is initialized.
+    this.#bridge?.setHostContext(this.hostContext);
+  }
+
+  async #deliver(): Promise<void> {
+    const bridge = this.#bridge;
+    if (!bridge || !this.#initialized || this.#closed) return;
+    if (!this.#delivered.input) {
+      this.#delivered.input = true;
+      await bridge.sendToolInput({ arguments: this.#call.arguments });
+    }
+    const result = this.#call.result;
+    if (result && !this.#delivered.result) {
+      this.#delivered.result = true;
+      await bridge.sendToolResult(toCallToolResult(result.parts, result.isError) as Parameters<AppBridge["sendToolResult"]>[0]);
+    }
+  }
+
+  /** Asks the view to finish (waiting at most TEARDOWN_WAIT_MS), then closes it. */
+  async teardown(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    const bridge = this.#bridge;
+    if (bridge && this.#initialized) {
+      await Promise.race([
+        bridge.teardownResource({}).catch(() => undefined),
+        new Promise((done) => setTimeout(done, TEARDOWN_WAIT_MS)),
+      ]);
+    }
+    await bridge?.close().catch(() => undefined);
+    await this.services.close(this.handle.token).catch(() => undefined);
+  }
+}
+
+/** A message a view asks to send as the user, waiting for the user's answer. */
+export interface ViewMessageAsk {
+  server: string;
+  text: string;
+  answer(send: boolean): void;
+}
+
+/** The chat's open views: the theme they follow, the views whose context goes with the
+ *  next message, a view's message waiting for consent, and teardown of them all before
+ *  the chat shows another conversation. */
+export class ViewRegistry {
+  #sessions = new Set<ViewSession>();
+  #contextFrom = new Set<string>();
+  /** Set while a view's message waits for the user's consent. */
+  asking: ViewMessageAsk | null = null;
+
+  constructor(
+    readonly api: {
+      openAppView(server: string, tool: string): Promise<import("./types").ViewLookup>;
+      closeAppView(token: string): Promise<void>;
+      appViewCallTool(token: string, call: ViewCall): Promise<ViewCallResult>;
+      setAppViewContext(token: string, text: string): Promise<void>;
+      openExternal(url: string): Promise<void>;
+    },
+    /** Sends text as the user's message; whether the turn started. */
+    private send: (text: string) => Promise<boolean>,
+    /** Tells the screen a view's message waits for consent (or no longer does). */
+    private asked: (ask: ViewMessageAsk | null) => void,
+  ) {}
+
+  services(): ViewServices {
+    return {
+      callTool: (token, call) => this.api.appViewCallTool(token, call),
+      openLink: (url) => this.api.openExternal(url),
+      setContext: (token, text) => this.api.setAppViewContext(token, text),
+      close: (token) => {
+        this.#contextFrom.delete(token);
+        return this.api.closeAppView(token);
+      },
+      sendMessage: (server, text) =>
+        new Promise<boolean>((resolve) => {
+          if (this.asking) {
+            resolve(false); // one question at a time: a view cannot stack them
+            return;
+          }
+          this.asking = {
+            server,
+            text,
+            answer: (send) => {
+              this.asking = null;
+              this.asked(null);
+              if (!send) resolve(false);
+              else void this.send(text).then(resolve, () => resolve(false));
+            },
+          };
+          this.asked(this.asking);
+        }),
+      contextSet: (token) => this.#contextFrom.add(token),
+    };
+  }
+
+  add(session: ViewSession): void {
+    this.#sessions.add(session);
+  }
+
+  remove(session: ViewSession): void {
+    this.#sessions.delete(session);
+  }
+
+  /** The views whose context goes with the next message; taken. */
+  takeContext(): string[] {
+    const tokens = [...this.#contextFrom];
+    this.#contextFrom.clear();
+    return tokens;
+  }
+
+  themeChanged(theme: "light" | "dark"): void {
+    for (const session of this.#sessions) session.themeChanged(theme);
+  }
+
+  /** Asks every open view to finish, and waits (each at most TEARDOWN_WAIT_MS). */
+  async teardownAll(): Promise<void> {
+    const sessions = [...this.#sessions];
+    this.#sessions.clear();
+    this.asking?.answer(false);
+    await Promise.all(sessions.map((session) => session.teardown()));
+  }
+}
