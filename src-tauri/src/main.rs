@@ -40,10 +40,14 @@ fn main() -> std::process::ExitCode {
     let app = state.app.clone();
     let media_app = state.app.clone();
     let views_app = state.app.clone();
-    // The window never leaves the app: a page elsewhere could be anything.
+    // The window never leaves the app: a page elsewhere could be anything. Its frames may
+    // load only the pages of the MCP Apps views the host opened (WebKitGTK asks about
+    // frames' navigations here too).
+    let guard_views = state.app.clone();
     let navigation_guard = tauri::plugin::Builder::<tauri::Wry>::new("navigation-guard")
-        .on_navigation(|_, url| {
-            let allowed = conduit_host::is_app_page(url.as_str());
+        .on_navigation(move |_, url| {
+            let allowed = conduit_host::is_app_page(url.as_str())
+                || guard_views.views().is_view_page(url.as_str());
             if !allowed {
                 tracing::warn!(%url, "the window was kept from leaving the app");
             }

@@ -164,6 +164,16 @@ impl AppViews {
         token
     }
 
+    /// Whether `url` is a page of an open view (`mcp-app://<open token>/...`): the only
+    /// pages besides the app's own that a frame of the window may load.
+    pub fn is_view_page(&self, url: &str) -> bool {
+        let Some(rest) = url.strip_prefix(SCHEME).and_then(|r| r.strip_prefix("://")) else {
+            return false;
+        };
+        let token = rest.split(['/', '?', '#']).next().unwrap_or_default();
+        self.open.lock().contains_key(token)
+    }
+
     /// Forgets a view the window unmounted.
     pub fn close(&self, token: &str) {
         self.open.lock().remove(token);
@@ -430,6 +440,10 @@ mod tests {
         assert_eq!(proxy.csp, PROXY_CSP);
         assert!(views.document(&a, "/../etc/passwd").is_none());
         assert!(views.document("not-a-token", "/view").is_none());
+        assert!(views.is_view_page(&format!("mcp-app://{a}/")));
+        assert!(views.is_view_page(&format!("mcp-app://{a}/view")));
+        assert!(!views.is_view_page("mcp-app://not-a-token/"));
+        assert!(!views.is_view_page(&format!("https://{a}/")));
         views.close(&a);
         assert!(views.document(&a, "/view").is_none());
         assert!(views.document(&b, "/view").is_some());

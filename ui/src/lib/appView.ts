@@ -24,6 +24,9 @@ export interface ViewServices {
 export interface ViewFrame {
   resize(height: number): void;
   displayMode(mode: "inline" | "fullscreen"): void;
+  /** Where the session is: "connecting", "initialized", "input", "result", "closed", or
+   *  "failed: why" (shown as a data attribute, which the tests read). */
+  status?(status: string): void;
 }
 
 /** The call the view belongs to, and its result once there is one. */
@@ -95,6 +98,11 @@ export function blocksText(blocks: unknown): string {
     .join("\n");
 }
 
+/** A deep copy as plain JSON data. */
+function plain<T>(value: T): T {
+  return JSON.parse(JSON.stringify(value)) as T;
+}
+
 /** The tallest a view may make itself inline, and the least, in CSS pixels. */
 export const MAX_HEIGHT = 1600;
 export const MIN_HEIGHT = 60;
@@ -125,7 +133,9 @@ export class ViewSession {
     readonly frame: ViewFrame,
     private hostContext: McpUiHostContext,
   ) {
-    this.#call = call;
+    // Plain JSON: what the page holds may be reactive proxies, which postMessage cannot clone.
+    this.#call = plain(call);
+    this.hostContext = plain(hostContext);
   }
 
   get initialized(): boolean {
@@ -152,7 +162,8 @@ export class ViewSession {
     bridge.oninitialized = () => {
       this.#initialized = true;
       this.appName = bridge.getAppVersion()?.name ?? null;
-      void this.#deliver();
+      this.frame.status?.("initialized");
+      this.#deliver().catch((e: unknown) => this.frame.status?.(`failed: ${e instanceof Error ? e.message : String(e)}`));
     };
     bridge.onsizechange = ({ height }) => {
       if (typeof height === "number" && Number.isFinite(height)) {
@@ -201,8 +212,8 @@ export class ViewSession {
 
   /** The call's result arrived (or was there from the start). */
   resultArrived(result: { parts: ResultPart[]; isError: boolean }): void {
-    this.#call = { ...this.#call, result };
-    void this.#deliver();
+    this.#call = { ...this.#call, result: plain(result) };
+    this.#deliver().catch((e: unknown) => this.frame.status?.(`failed: ${e instanceof Error ? e.message : String(e)}`));
   }
 
   /** The app's theme changed. */
@@ -227,11 +238,13 @@ export class ViewSession {
     if (!this.#delivered.input) {
       this.#delivered.input = true;
       await bridge.sendToolInput({ arguments: this.#call.arguments });
+      this.frame.status?.("input");
     }
     const result = this.#call.result;
     if (result && !this.#delivered.result) {
       this.#delivered.result = true;
       await bridge.sendToolResult(toCallToolResult(result.parts, result.isError) as Parameters<AppBridge["sendToolResult"]>[0]);
+      this.frame.status?.("result");
     }
   }
 
@@ -248,6 +261,7 @@ export class ViewSession {
     }
     await bridge?.close().catch(() => undefined);
     await this.services.close(this.handle.token).catch(() => undefined);
+    this.frame.status?.("closed");
   }
 }
 

@@ -1,0 +1,297 @@
+//! MCP Apps views in the real app under Xvfb.
+//!
+//! The probe (a Python SDK server whose hand-written view speaks the protocol and tries
+//! what a hostile view would) initialises, gets the call's input and result, resizes
+//! itself, cannot read the app, reach the network, the app's IPC or eval, cannot loosen its
+//! policy, cannot call another server's tool or a model-only tool, and can call its own
+//! app-only tool; it follows a theme switch, is torn down (and says so) before the chat
+//! shows another conversation, comes back from history, and becomes a placeholder when its
+//! server is gone. The official ext-apps examples from npm render too: basic-react's
+//! "Get Server Time" calls its own tool after the user allows it in the native dialog, and
+//! budget-allocator builds its sliders from the structured content.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::io::Read;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use conduit_e2e::artifacts_dir;
+use conduit_e2e::desktop::Window;
+use conduit_e2e::llm_server::{Dialect, ScriptedCall, ScriptedLlm};
+use conduit_e2e::native_dialog::{Answer, answer_confirmation};
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(40);
+
+/// One app window at a time: the tests of this file share the display and the driver.
+static ONE_WINDOW: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A loopback listener that counts every connection: what a view must never reach.
+fn gate() -> (String, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let reached = Arc::new(AtomicUsize::new(0));
+    let count = reached.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            count.fetch_add(1, Ordering::SeqCst);
+            let mut stream = stream;
+            let mut buf = [0u8; 1024];
+            let _ = stream.read(&mut buf);
+        }
+    });
+    (url, reached)
+}
+
+/// The probe's reports so far, one per line.
+fn reports(file: &Path) -> Vec<Value> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+async fn report(file: &Path, what: &str, count: usize) -> Value {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let found: Vec<Value> = reports(file)
+            .into_iter()
+            .filter(|r| r["what"] == what)
+            .collect();
+        if found.len() >= count {
+            return found[count - 1]["findings"].clone();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {what:?} report #{count}; reports: {:?}",
+            reports(file)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn starts(findings: &Value, key: &str, prefix: &str) {
+    let value = findings[key].as_str().unwrap_or_default();
+    assert!(
+        value.starts_with(prefix),
+        "{key}: {value:?} (wanted {prefix}…)"
+    );
+}
+
+fn home_with(llm: &ScriptedLlm, servers: Value) -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("settings.json"),
+        llm.provider_settings().to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        home.path().join("mcp_servers.json"),
+        json!({ "mcpServers": servers }).to_string(),
+    )
+    .unwrap();
+    home
+}
+
+fn python() -> (PathBuf, PathBuf) {
+    let root = conduit_e2e::workspace_root().join("tests/mcp-servers");
+    let python = root.join(".venv/bin/python");
+    assert!(
+        python.is_file(),
+        "run `make test`: the Python test servers are missing"
+    );
+    (python, root.join("fixtures/app_probe.py"))
+}
+
+const VIEW: &str = r#"section[data-app-view="probe"]"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_probe_view_lives_in_its_sandbox_and_follows_the_chat() {
+    let _one = ONE_WINDOW.lock().await;
+    let (gate_url, reached) = gate();
+    let chat = Dialect::OpenAiChat;
+    let llm = ScriptedLlm::start(vec![
+        chat.turn(
+            &[],
+            &[ScriptedCall::new(
+                "c1",
+                "probe__show_probe",
+                json!({"gate": gate_url}),
+            )],
+        ),
+        chat.text(&["The probe is on screen."]),
+        chat.text(&["A new chat."]),
+    ])
+    .await
+    .unwrap();
+    llm.answer_models(json!({"object": "list", "data": [{"id": "m", "object": "model"}]}));
+    let (python, probe) = python();
+    let home = tempfile::tempdir().unwrap();
+    let reports_file = home.path().join("reports.jsonl");
+    let home = {
+        let servers = json!({"probe": {"command": python, "args": [probe, &reports_file]}});
+        let dir = home_with(&llm, servers);
+        // Keep the reports in the first temporary folder, which lives to the end.
+        std::mem::forget(home);
+        dir
+    };
+    let shots = artifacts_dir("desktop-app-views");
+    // View calls of the probe's app-only tools are "ask": answered yes for this test (the
+    // native dialog itself is driven in the examples' test).
+    let window = Window::start(
+        &[
+            ("CONDUIT_HOME", home.path()),
+            ("CONDUIT_TEST_CONFIRM", Path::new("yes")),
+        ],
+        WAIT,
+    )
+    .await;
+    window.model_shown("m").await;
+    window.send("Show me the probe").await;
+    window.click_button("Allow once").await;
+    window.answer_contains("The probe is on screen.").await;
+
+    // The view initialises, gets input and result, and sizes itself (420 px).
+    window
+        .wait(&format!("document.querySelector('{VIEW} iframe')"))
+        .await;
+    window
+        .wait(&format!(
+            "document.querySelector('{VIEW}')?.dataset.viewStatus === 'result'"
+        ))
+        .await;
+    window
+        .wait(&format!(
+            "document.querySelector('{VIEW} iframe')?.style.height === '420px'"
+        ))
+        .await;
+    let findings = report(&reports_file, "checks", 1).await;
+    window.shot(&shots.join("01-probe-view.png")).await;
+    assert_eq!(findings["input"]["gate"], gate_url.as_str());
+    assert_eq!(
+        findings["result"]["structuredContent"]["greeting"],
+        "hello from the probe"
+    );
+    assert_eq!(
+        findings["result"]["content"][0]["text"],
+        "The probe view is shown."
+    );
+    assert!(findings["result"].get("_meta").is_none());
+    assert_eq!(findings["hostInfo"]["name"], "Conduit");
+    assert_eq!(findings["initialContext"]["theme"], "light");
+    assert_eq!(findings["initialContext"]["platform"], "desktop");
+
+    // What a hostile view tries, refused.
+    starts(&findings, "readApp", "blocked");
+    starts(&findings, "appIpc", "blocked");
+    assert_eq!(findings["ownIpc"], "undefined", "{findings}");
+    starts(&findings, "eval", "blocked");
+    starts(&findings, "fetch", "blocked");
+    starts(&findings, "ipcFetch", "blocked");
+    starts(&findings, "fetchAfterMeta", "blocked");
+    assert_eq!(findings["image"], "blocked");
+    starts(&findings, "otherServerTool", "refused");
+    assert!(
+        findings["otherServerTool"]
+            .as_str()
+            .unwrap()
+            .contains("has no tool")
+    );
+    starts(&findings, "modelOnlyTool", "refused");
+    assert!(
+        findings["modelOnlyTool"]
+            .as_str()
+            .unwrap()
+            .contains("only for the model")
+    );
+    starts(&findings, "ownAppTool", "ok");
+    assert!(
+        findings["ownAppTool"]
+            .as_str()
+            .unwrap()
+            .contains("counted 1")
+    );
+    assert_eq!(
+        reached.load(Ordering::SeqCst),
+        0,
+        "the view reached the network"
+    );
+    // The model was offered the probe's model tools, never its app-only ones.
+    let offered = llm.requests()[0].body["tools"].to_string();
+    assert!(offered.contains("show_probe") && offered.contains("model_secret"));
+    assert!(!offered.contains("probe_report") && !offered.contains("probe_count"));
+
+    // A theme switch reaches the view.
+    window
+        .js("document.documentElement.classList.add('dark'); document.documentElement.style.colorScheme = 'dark'; return null;")
+        .await;
+    let themed = report(&reports_file, "theme", 1).await;
+    assert_eq!(themed["themes"], json!(["light", "dark"]));
+    window.shot(&shots.join("02-dark.png")).await;
+    window
+        .js("document.documentElement.classList.remove('dark'); document.documentElement.style.colorScheme = 'light'; return null;")
+        .await;
+
+    // Another conversation: the view is asked to finish first, then removed.
+    window.click_button("New chat").await;
+    let torn = report(&reports_file, "teardown", 1).await;
+    assert_eq!(torn["teardown"], true);
+    window
+        .wait(&format!("!document.querySelector('{VIEW}')"))
+        .await;
+
+    // Back from history: the view shows again, from the stored result.
+    window
+        .click_xpath(
+            "//ul[@aria-label='Conversation list']//button[contains(., 'Show me the probe')]",
+        )
+        .await;
+    window
+        .wait(&format!("document.querySelector('{VIEW} iframe')"))
+        .await;
+    let again = report(&reports_file, "checks", 2).await;
+    assert_eq!(
+        again["result"]["structuredContent"]["greeting"],
+        "hello from the probe"
+    );
+    window.shot(&shots.join("03-from-history.png")).await;
+
+    // Its server gone: a placeholder says so.
+    window.click_button("New chat").await;
+    report(&reports_file, "teardown", 2).await;
+    let tools_now = window
+        .wait(r#"parseInt(document.querySelector('[aria-label="Tools offered"]')?.textContent)"#)
+        .await
+        .as_u64()
+        .unwrap();
+    std::fs::write(
+        home.path().join("mcp_servers.json"),
+        json!({"mcpServers": {}}).to_string(),
+    )
+    .unwrap();
+    // Applied once the probe's tools leave what a new chat is offered.
+    window
+        .wait(&format!(
+            r#"parseInt(document.querySelector('[aria-label="Tools offered"]')?.textContent) < {tools_now}"#
+        ))
+        .await;
+    window
+        .click_xpath(
+            "//ul[@aria-label='Conversation list']//button[contains(., 'Show me the probe')]",
+        )
+        .await;
+    let placeholder = window
+        .wait("document.querySelector('[data-app-view-unavailable]')?.textContent")
+        .await;
+    assert!(
+        placeholder.as_str().unwrap().contains("not running"),
+        "{placeholder}"
+    );
+    window.shot(&shots.join("04-server-gone.png")).await;
+    window.session.close().await.unwrap();
+}
