@@ -295,3 +295,183 @@ async fn the_probe_view_lives_in_its_sandbox_and_follows_the_chat() {
     window.shot(&shots.join("04-server-gone.png")).await;
     window.session.close().await.unwrap();
 }
+
+/// Runs `script` (a function body) inside the view of the `nth` view frame on the page.
+async fn in_view(window: &Window, nth: u16, script: &str) -> Value {
+    let client = &window.session.client;
+    client.enter_frame(nth).await.unwrap();
+    client.enter_frame(0).await.unwrap();
+    let value = window.session.js(script).await;
+    client.enter_parent_frame().await.unwrap();
+    client.enter_parent_frame().await.unwrap();
+    value.unwrap()
+}
+
+/// Waits until `script` (a function body run in the view) returns something truthy.
+async fn wait_in_view(window: &Window, nth: u16, script: &str) -> Value {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let value = in_view(window, nth, script).await;
+        if !(value.is_null() || value == json!(false) || value == json!("")) {
+            return value;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never true in view {nth}: {script}"
+        );
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ext_apps_examples_from_npm_render_and_call_their_own_tools() {
+    let _one = ONE_WINDOW.lock().await;
+    let chat = Dialect::OpenAiChat;
+    let llm = ScriptedLlm::start(vec![
+        chat.turn(
+            &[],
+            &[ScriptedCall::new("t1", "react__get-time", json!({}))],
+        ),
+        chat.text(&["The time is shown."]),
+        chat.text(&["Got the view's message."]),
+        chat.turn(
+            &[],
+            &[ScriptedCall::new(
+                "b1",
+                "budget__get-budget-data",
+                json!({}),
+            )],
+        ),
+        chat.text(&["Here is the budget."]),
+    ])
+    .await
+    .unwrap();
+    llm.answer_models(json!({"object": "list", "data": [{"id": "m", "object": "model"}]}));
+    let server = |package: &str| json!({"command": "node", "args": [conduit_e2e::npm_server(package).unwrap(), "--stdio"]});
+    let home = home_with(
+        &llm,
+        json!({"react": server("server-basic-react"), "budget": server("server-budget-allocator")}),
+    );
+    let shots = artifacts_dir("desktop-app-views");
+    let window = Window::start(&[("CONDUIT_HOME", home.path())], WAIT).await;
+    window.model_shown("m").await;
+
+    // basic-react: the view shows the time the tool returned.
+    window.send("What time is it on the server?").await;
+    window.click_button("Allow once").await;
+    window.answer_contains("The time is shown.").await;
+    let react = r#"section[data-app-view="react"]"#;
+    window
+        .wait(&format!(
+            "document.querySelector('{react}')?.dataset.viewStatus === 'result'"
+        ))
+        .await;
+    let first = wait_in_view(
+        &window,
+        0,
+        r#"const code = document.querySelector('code[class*="serverTime"]'); return code && /^\d{4}-\d\d-\d\dT/.test(code.textContent) ? code.textContent : null;"#,
+    )
+    .await;
+    // It sized itself to its content (auto-resize), away from the frame's first height.
+    let height = window
+        .wait(&format!(
+            "(() => {{ const h = document.querySelector('{react} iframe').style.height; return h !== '160px' && h; }})()"
+        ))
+        .await;
+    window.shot(&shots.join("05-basic-react.png")).await;
+
+    // Its button calls its own tool; the user allows it in the native dialog.
+    in_view(
+        &window,
+        0,
+        r#"[...document.querySelectorAll('button')].find(b => b.textContent.includes('Get Server Time')).click(); return null;"#,
+    )
+    .await;
+    tokio::task::spawn_blocking(|| answer_confirmation(Answer::Press('r'), WAIT))
+        .await
+        .unwrap()
+        .unwrap();
+    let first = first.as_str().unwrap().to_owned();
+    wait_in_view(
+        &window,
+        0,
+        &format!(
+            r#"const t = document.querySelector('code[class*="serverTime"]')?.textContent; return t && t !== {} && /^\d{{4}}-/.test(t);"#,
+            serde_json::to_string(&first).unwrap()
+        ),
+    )
+    .await;
+    window.shot(&shots.join("06-basic-react-called.png")).await;
+
+    // Its link opens only through the native confirmation, which shows the URL (cancelled).
+    in_view(
+        &window,
+        0,
+        r#"[...document.querySelectorAll('button')].find(b => b.textContent.includes('Open Link')).click(); return null;"#,
+    )
+    .await;
+    tokio::task::spawn_blocking(|| answer_confirmation(Answer::Cancel, WAIT))
+        .await
+        .unwrap()
+        .unwrap();
+
+    // Its message becomes the user's next turn only after the user agrees.
+    in_view(
+        &window,
+        0,
+        r#"[...document.querySelectorAll('button')].find(b => b.textContent.includes('Send Message')).click(); return null;"#,
+    )
+    .await;
+    let asked = window
+        .wait(r#"document.querySelector('[role="alertdialog"][aria-label="Message from a view"]')?.textContent"#)
+        .await;
+    assert!(
+        asked.as_str().unwrap().contains("This is message text."),
+        "{asked}"
+    );
+    window.shot(&shots.join("06b-view-message.png")).await;
+    window.click_button("Send").await;
+    window.answer_contains("Got the view's message.").await;
+    let sent = llm.requests()[2].body["messages"].to_string();
+    assert!(sent.contains("This is message text."), "{sent}");
+
+    // budget-allocator: its sliders come from the structured content.
+    window.send("Show the budget").await;
+    window.click_button("Allow once").await;
+    window.answer_contains("Here is the budget.").await;
+    let budget = r#"section[data-app-view="budget"]"#;
+    window
+        .wait(&format!(
+            "document.querySelector('{budget}')?.dataset.viewStatus === 'result'"
+        ))
+        .await;
+    let status = wait_in_view(
+        &window,
+        1,
+        // The window's locale may group digits or not.
+        r#"const s = document.querySelector('#status-bar')?.textContent; return s && /\$100,?000 \/ \$100,?000/.test(s) ? s : null;"#,
+    )
+    .await;
+    assert!(status.as_str().unwrap().contains("Allocated"), "{status}");
+    let marketing = in_view(
+        &window,
+        1,
+        r#"return document.querySelector('.slider-row[data-category-id="marketing"] .percent')?.textContent;"#,
+    )
+    .await;
+    assert_eq!(marketing, "25.0%");
+    window
+        .js(&format!(
+            "document.querySelector('{budget}').scrollIntoView(); return null;"
+        ))
+        .await;
+    window.shot(&shots.join("07-budget-allocator.png")).await;
+    assert_ne!(height, json!("160px"));
+
+    // Another conversation: both views are finished and removed.
+    window.click_button("New chat").await;
+    window
+        .wait("!document.querySelector('section[data-app-view]')")
+        .await;
+    window.session.close().await.unwrap();
+}
