@@ -226,6 +226,18 @@ async fn the_probe_view_lives_in_its_sandbox_and_follows_the_chat() {
     assert!(offered.contains("show_probe") && offered.contains("model_secret"));
     assert!(!offered.contains("probe_report") && !offered.contains("probe_count"));
 
+    // The saved copy of the answer replaced the live one without reloading the view.
+    let checks = reports(&reports_file)
+        .iter()
+        .filter(|r| r["what"] == "checks")
+        .count();
+    assert_eq!(
+        checks,
+        1,
+        "the view was reloaded: {:?}",
+        reports(&reports_file)
+    );
+
     // A theme switch reaches the view.
     window
         .js("document.documentElement.classList.add('dark'); document.documentElement.style.colorScheme = 'dark'; return null;")

@@ -121,6 +121,40 @@ describe("a view's session", () => {
     expect(resize).toHaveBeenLastCalledWith(MAX_HEIGHT);
   });
 
+  it("tells a running view its call was stopped, and sends no result after", async () => {
+    const { session, app, seen, viewSide } = await connected(services(), vi.fn(), false);
+    let cancelled: string | undefined;
+    app.ontoolcancelled = (params) => (cancelled = params.reason ?? "");
+    await app.connect(viewSide);
+    await until(() => seen.input !== undefined);
+    session.cancelled("The user stopped the turn.");
+    await until(() => cancelled !== undefined);
+    expect(cancelled).toBe("The user stopped the turn.");
+    session.resultArrived({ parts, isError: false });
+    await new Promise((r) => setTimeout(r, 30));
+    expect(seen.result).toBeUndefined();
+  });
+
+  it("goes full screen and back when the view asks", async () => {
+    const displayMode = vi.fn();
+    const [hostSide, viewSide] = InMemoryTransport.createLinkedPair();
+    const session = new ViewSession(
+      handle,
+      { id: "call_1", tool: handle.tool, arguments: {}, result: { parts, isError: false } },
+      services(),
+      { resize: vi.fn(), displayMode },
+      { theme: "light", displayMode: "inline", availableDisplayModes: ["inline", "fullscreen"] },
+    );
+    await session.connect(hostSide);
+    const app = new App({ name: "Probe", version: "1.0.0" }, {}, { autoResize: false });
+    await app.connect(viewSide);
+    expect((await app.requestDisplayMode({ mode: "fullscreen" })).mode).toBe("fullscreen");
+    expect(displayMode).toHaveBeenLastCalledWith("fullscreen");
+    await until(() => app.getHostContext()?.displayMode === "fullscreen");
+    expect((await app.requestDisplayMode({ mode: "pip" })).mode).toBe("inline");
+    expect(displayMode).toHaveBeenLastCalledWith("inline");
+  });
+
   it("says a refused link or message is an error", async () => {
     const svc = services({
       openLink: vi.fn(async () => Promise.reject(new Error("the link was not opened"))),

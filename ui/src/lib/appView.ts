@@ -123,6 +123,9 @@ export class ViewSession {
   #delivered: { input: boolean; result: boolean } = { input: false, result: false };
   #call: ViewCallData;
   #closed = false;
+  /** Why the call ended without a result, once it did. */
+  #cancelled: string | null = null;
+  #cancelSent = false;
   /** What the view said about itself (for the frame's title and tests). */
   appName: string | null = null;
 
@@ -210,6 +213,13 @@ export class ViewSession {
     await bridge.connect(transport);
   }
 
+  /** The call ended without a result (stopped, or its server went away). */
+  cancelled(reason: string): void {
+    if (this.#delivered.result || this.#cancelled !== null) return;
+    this.#cancelled = reason;
+    this.#deliver().catch((e: unknown) => this.frame.status?.(`failed: ${e instanceof Error ? e.message : String(e)}`));
+  }
+
   /** The call's result arrived (or was there from the start). */
   resultArrived(result: { parts: ResultPart[]; isError: boolean }): void {
     this.#call = { ...this.#call, result: plain(result) };
@@ -240,8 +250,14 @@ export class ViewSession {
       await bridge.sendToolInput({ arguments: this.#call.arguments });
       this.frame.status?.("input");
     }
+    if (this.#cancelled !== null && !this.#cancelSent && !this.#delivered.result) {
+      this.#cancelSent = true;
+      await bridge.sendToolCancelled({ reason: this.#cancelled });
+      this.frame.status?.("cancelled");
+      return;
+    }
     const result = this.#call.result;
-    if (result && !this.#delivered.result) {
+    if (result && !this.#delivered.result && !this.#cancelSent) {
       this.#delivered.result = true;
       await bridge.sendToolResult(toCallToolResult(result.parts, result.isError) as Parameters<AppBridge["sendToolResult"]>[0]);
       this.frame.status?.("result");

@@ -213,3 +213,19 @@ describe("labels and snippets", () => {
     ]);
   });
 });
+
+describe("the saved copy of a live message", () => {
+  it("keeps the live message's key, so its views are not remounted", async () => {
+    const { keepKeys } = await import("./turn");
+    const call = { type: "tool_call" as const, id: "call_1", name: "t", arguments: {} };
+    const previous = [
+      { key: "live3", id: null, role: "assistant" as const, status: "complete" as const, blocks: [call], error: null },
+    ];
+    const next = [
+      { key: "m7", id: 7, role: "user" as const, status: "complete" as const, blocks: [{ type: "text" as const, text: "hi" }], error: null },
+      { key: "m8", id: 8, role: "assistant" as const, status: "complete" as const, blocks: [call], error: null },
+    ];
+    keepKeys(previous, next);
+    expect(next.map((m) => m.key)).toEqual(["m7", "live3"]);
+  });
+});

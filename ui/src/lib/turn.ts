@@ -75,6 +75,31 @@ function newCall(state: CallState): CallView {
   };
 }
 
+/**
+ * Gives the messages of `next` that hold a tool call already on screen in `previous` that
+ * message's key, so the saved copy of a message replaces the live one without remounting
+ * it (an MCP Apps view in it keeps running instead of reloading). Call ids are the host's
+ * own and unique, so a match is the same message.
+ */
+export function keepKeys(previous: ViewMessage[], next: ViewMessage[]): void {
+  const keyOfCall = new Map<string, string>();
+  for (const message of previous) {
+    for (const block of message.blocks) {
+      if (block.type === "tool_call") keyOfCall.set(block.id, message.key);
+    }
+  }
+  if (keyOfCall.size === 0) return;
+  const used = new Set<string>();
+  for (const message of next) {
+    const call = message.blocks.find((block) => block.type === "tool_call" && keyOfCall.has(block.id));
+    const key = call?.type === "tool_call" ? keyOfCall.get(call.id) : undefined;
+    if (key !== undefined && !used.has(key)) {
+      used.add(key);
+      message.key = key;
+    }
+  }
+}
+
 /** Calls and their states as the stored messages say (results live in tool messages). */
 export function fromStored(messages: StoredMessage[]): ChatState {
   const state = emptyState();

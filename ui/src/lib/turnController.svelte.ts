@@ -3,7 +3,7 @@
 import type * as Api from "./api";
 import { commandError, errorMessage } from "./api";
 import { storedAttachment, type Attachment } from "./composer";
-import { applyEvent, emptyState, fromStored, pendingUserMessage, type ChatState } from "./turn";
+import { applyEvent, emptyState, fromStored, keepKeys, pendingUserMessage, type ChatState } from "./turn";
 import type {
   AgentEvent,
   Block,
@@ -283,7 +283,9 @@ export class TurnController {
 
   #show(stored: StoredMessage[], hasOlder: boolean): void {
     this.#stored = stored;
-    this.chat = fromStored(stored);
+    const next = fromStored(stored);
+    keepKeys(this.chat.messages, next.messages);
+    this.chat = next;
     this.hasOlder = hasOlder;
   }
 
