@@ -8,15 +8,13 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
 use conduit_e2e::llm_server::{Dialect, ScriptedLlm};
-use conduit_host::app::{App, SendRequest, TurnEvent, TurnSink};
+use conduit_host::app::{App, SendRequest};
 use conduit_host::app_views::{ViewCallError, ViewLookup};
 use conduit_host::settings::ToolPolicy;
 use conduit_host::{Host, Paths};
 use serde_json::json;
-use tokio::sync::mpsc;
 
 fn probe_home(llm: Option<&ScriptedLlm>) -> (tempfile::TempDir, std::path::PathBuf) {
     let home = tempfile::tempdir().unwrap();
@@ -34,12 +32,9 @@ fn probe_home(llm: Option<&ScriptedLlm>) -> (tempfile::TempDir, std::path::PathB
     )
     .unwrap();
     if let Some(llm) = llm {
-        let chat = Dialect::OpenAiChat;
         std::fs::write(
             home.path().join("settings.json"),
-            json!({"providers": [{"id": "local", "protocol": "openai-chat",
-                "baseUrl": chat.base_url(&llm.url()), "defaultModel": "m"}]})
-            .to_string(),
+            llm.provider_settings().to_string(),
         )
         .unwrap();
     }
@@ -189,35 +184,21 @@ async fn app_only_tools_never_reach_a_model_and_a_views_context_goes_with_the_ne
         .set_context(&view.token, "The probe shows 3 items.".into())
         .unwrap();
 
-    let (sender, mut events) = mpsc::unbounded_channel();
-    let sink: TurnSink = Arc::new(move |event| {
-        let _ = sender.send(event);
-    });
-    app.send(
+    conduit_e2e::app_turn(
+        &app,
         SendRequest {
             conversation: None,
             text: "What does it show?".into(),
             attachments: Vec::new(),
-            provider: "local".into(),
+            provider: "scripted".into(),
             model: None,
             toolset: None,
             resources: Vec::new(),
             prompt: None,
             view_context: vec![view.token.clone()],
         },
-        sink,
     )
-    .unwrap();
-    loop {
-        let event = tokio::time::timeout(Duration::from_secs(60), events.recv())
-            .await
-            .unwrap()
-            .unwrap();
-        if let TurnEvent::Ended { error, .. } = event {
-            assert!(error.is_none(), "{error:?}");
-            break;
-        }
-    }
+    .await;
     let request = &llm.requests()[0].body;
     let offered: Vec<&str> = request["tools"]
         .as_array()
@@ -254,6 +235,9 @@ async fn app_only_tools_never_reach_a_model_and_a_views_context_goes_with_the_ne
         "{user}"
     );
     // Taken: it does not go with a later message.
-    assert_eq!(app.views().take_context(std::slice::from_ref(&view.token)), None);
+    assert_eq!(
+        app.views().take_context(std::slice::from_ref(&view.token)),
+        None
+    );
     app.shutdown().await;
 }

@@ -6,14 +6,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use conduit_e2e::llm_server::{Dialect, ScriptedLlm};
-use conduit_host::app::{App, SendRequest, TurnEvent, TurnSink};
+use conduit_host::app::{App, SendRequest};
 use conduit_host::toolset::{ToolKey, Toolset};
 use conduit_host::{Host, Paths};
 use serde_json::json;
-use tokio::sync::mpsc;
 
 fn offered(llm: &ScriptedLlm, request: usize) -> Vec<String> {
     llm.requests()[request].body["tools"]
@@ -32,36 +30,21 @@ async fn run_turn(
     conversation: Option<String>,
     toolset: Option<Toolset>,
 ) -> String {
-    let (sender, mut events) = mpsc::unbounded_channel();
-    let sink: TurnSink = Arc::new(move |event| {
-        let _ = sender.send(event);
-    });
-    let started = app
-        .send(
-            SendRequest {
-                conversation,
-                text: "Hello".into(),
-                attachments: Vec::new(),
-                provider: "local".into(),
-                model: None,
-                toolset,
-                resources: Vec::new(),
-                prompt: None,
-                view_context: Vec::new(),
-            },
-            sink,
-        )
-        .unwrap();
-    loop {
-        let event = tokio::time::timeout(Duration::from_secs(60), events.recv())
-            .await
-            .unwrap()
-            .unwrap();
-        if let TurnEvent::Ended { error, .. } = event {
-            assert!(error.is_none(), "{error:?}");
-            return started.conversation;
-        }
-    }
+    conduit_e2e::app_turn(
+        app,
+        SendRequest {
+            conversation,
+            text: "Hello".into(),
+            attachments: Vec::new(),
+            provider: "local".into(),
+            model: None,
+            toolset,
+            resources: Vec::new(),
+            prompt: None,
+            view_context: Vec::new(),
+        },
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

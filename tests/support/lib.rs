@@ -111,6 +111,33 @@ pub async fn everything_over_http() -> anyhow::Result<(tokio::process::Child, u1
     Ok((child, port))
 }
 
+/// Sends `request` through the window's engine and waits (at most a minute) for the turn
+/// to end without an error; the conversation it was saved in.
+#[allow(clippy::panic)]
+pub async fn app_turn(
+    app: &std::sync::Arc<conduit_host::app::App>,
+    request: conduit_host::app::SendRequest,
+) -> String {
+    use conduit_host::app::{TurnEvent, TurnSink};
+    let (sender, mut events) = tokio::sync::mpsc::unbounded_channel();
+    let sink: TurnSink = std::sync::Arc::new(move |event| {
+        let _ = sender.send(event);
+    });
+    let started = match app.send(request, sink) {
+        Ok(started) => started,
+        Err(error) => panic!("the turn did not start: {error:?}"),
+    };
+    loop {
+        match tokio::time::timeout(std::time::Duration::from_secs(60), events.recv()).await {
+            Ok(Some(TurnEvent::Ended { error: None, .. })) => return started.conversation,
+            Ok(Some(TurnEvent::Ended { error, .. })) => panic!("the turn failed: {error:?}"),
+            Ok(Some(_)) => {}
+            Ok(None) => panic!("the turn's events stopped before it ended"),
+            Err(_) => panic!("the turn did not end within a minute"),
+        }
+    }
+}
+
 /// Every file under `dir` that reads as text, with its path and text.
 pub fn text_files_under(dir: &std::path::Path) -> Vec<(String, String)> {
     let mut out = Vec::new();
