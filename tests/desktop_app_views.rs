@@ -227,8 +227,14 @@ async fn the_probe_view_lives_in_its_sandbox_and_follows_the_chat() {
     assert!(!offered.contains("probe_report") && !offered.contains("probe_count"));
     // The model got the result's text; its structured content went to the view alone.
     let result_sent = llm.requests()[1].body["messages"].to_string();
-    assert!(result_sent.contains("The probe view is shown."), "{result_sent}");
-    assert!(!result_sent.contains("hello from the probe"), "{result_sent}");
+    assert!(
+        result_sent.contains("The probe view is shown."),
+        "{result_sent}"
+    );
+    assert!(
+        !result_sent.contains("hello from the probe"),
+        "{result_sent}"
+    );
 
     // The saved copy of the answer replaced the live one without reloading the view.
     let checks = reports(&reports_file)
