@@ -235,9 +235,6 @@ async fn app_only_tools_never_reach_a_model_and_a_views_context_goes_with_the_ne
         "{user}"
     );
     // Taken: it does not go with a later message.
-    assert_eq!(
-        app.views().take_context(std::slice::from_ref(&view.token)),
-        None
-    );
+    assert_eq!(app.views().context(std::slice::from_ref(&view.token)), None);
     app.shutdown().await;
 }

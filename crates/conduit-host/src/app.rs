@@ -259,7 +259,8 @@ impl App {
             .check_provider(&request.provider, request.model.as_deref())
             .map_err(|e| CommandError::from_chat(&e))?;
         let mut request = request;
-        if let Some(context) = self.views.take_context(&request.view_context) {
+        let views = std::mem::take(&mut request.view_context);
+        if let Some(context) = self.views.context(&views) {
             // Shown in the user's message too: the user sees what the model is told.
             request.text = if request.text.trim().is_empty() {
                 context
@@ -267,7 +268,10 @@ impl App {
                 format!("{}\n\n{context}", request.text)
             };
         }
-        self.start_turn(request, sink).map_err(CommandError::from)
+        let started = self.start_turn(request, sink).map_err(CommandError::from)?;
+        // Used once, and only by a turn that started: a refused send loses nothing.
+        self.views.forget_context(&views);
+        Ok(started)
     }
 
     fn start_turn(

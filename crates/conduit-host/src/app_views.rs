@@ -217,14 +217,14 @@ impl AppViews {
     }
 
     /// The context the views `tokens` asked for, as text for the next user message, each
-    /// headed by its server; taken, so it goes with one turn only.
-    pub fn take_context(&self, tokens: &[String]) -> Option<String> {
-        let mut open = self.open.lock();
+    /// headed by its server; kept until [`Self::forget_context`] (the turn started).
+    pub fn context(&self, tokens: &[String]) -> Option<String> {
+        let open = self.open.lock();
         let parts: Vec<String> = tokens
             .iter()
             .filter_map(|token| {
-                let view = open.get_mut(token)?;
-                let text = view.context.take()?;
+                let view = open.get(token)?;
+                let text = view.context.as_ref()?;
                 Some(format!(
                     "[Context from the view of {} ({}):]\n{text}",
                     view.server, view.tool
@@ -232,6 +232,16 @@ impl AppViews {
             })
             .collect();
         (!parts.is_empty()).then(|| parts.join("\n\n"))
+    }
+
+    /// Forgets the context of the views `tokens`: it went with a turn.
+    pub fn forget_context(&self, tokens: &[String]) {
+        let mut open = self.open.lock();
+        for token in tokens {
+            if let Some(view) = open.get_mut(token) {
+                view.context = None;
+            }
+        }
     }
 
     fn bound(&self, token: &str) -> Option<(String, String)> {
@@ -459,12 +469,15 @@ mod tests {
             views.set_context(&a, "z".repeat(MAX_CONTEXT + 1)),
             Err(ViewCallError::ContextTooLong(_))
         ));
-        let taken = views.take_context(&[a.clone(), "unknown".into()]).unwrap();
+        let tokens = [a.clone(), "unknown".into()];
         assert_eq!(
-            taken,
+            views.context(&tokens).unwrap(),
             "[Context from the view of maps (show-map):]\nthe map shows Paris"
         );
-        assert_eq!(views.take_context(std::slice::from_ref(&a)), None);
+        // Kept until a turn took it (a refused send loses nothing).
+        assert!(views.context(&tokens).is_some());
+        views.forget_context(&tokens);
+        assert_eq!(views.context(&tokens), None);
         views.close(&a);
         assert!(matches!(
             views.set_context(&a, "late".into()),

@@ -250,5 +250,8 @@ describe("the chat's views", () => {
     svc.contextSet("tok2");
     expect(registry.takeContext()).toEqual(["tok1", "tok2"]);
     expect(registry.takeContext()).toEqual([]);
+    // A message that was not sent gives them back.
+    registry.giveBackContext(["tok2"]);
+    expect(registry.takeContext()).toEqual(["tok2"]);
   });
 });

@@ -357,6 +357,11 @@ export class ViewRegistry {
     return tokens;
   }
 
+  /** Puts back context tokens of a message that was not sent (the host still holds it). */
+  giveBackContext(tokens: string[]): void {
+    for (const token of tokens) this.#contextFrom.add(token);
+  }
+
   themeChanged(theme: "light" | "dark"): void {
     for (const session of this.#sessions) session.themeChanged(theme);
   }
