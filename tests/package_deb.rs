@@ -1,6 +1,8 @@
 //! The `.deb` that `make package` builds, as a user's machine would get it: unpacked with
 //! `dpkg-deb -x` into a temporary root, its files, control data and desktop entry checked,
-//! the unpacked `conduit --version` run and the unpacked app started in a real window.
+//! the unpacked `conduit --version` run and the unpacked app started in a real window; and
+//! an MCP Apps view rendered by the packaged (release) app, where hosts' views have gone
+//! blank before (the shell's policy or navigation rules refusing the view's frames).
 //! Run by `make package-test` (it needs the package: `CONDUIT_DEB` names it).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -193,4 +195,71 @@ async fn the_unpacked_package_has_its_files_and_starts() {
         .await
         .unwrap();
     session.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the package: run by `make package-test`"]
+async fn the_packaged_app_renders_an_mcp_apps_view() {
+    use conduit_e2e::desktop::Window;
+    use conduit_e2e::llm_server::{Dialect, ScriptedCall, ScriptedLlm};
+    use serde_json::json;
+
+    let root = tempfile::tempdir().unwrap();
+    run(
+        "dpkg-deb",
+        &["-x".as_ref(), deb().as_os_str(), root.path().as_os_str()],
+    );
+    let chat = Dialect::OpenAiChat;
+    let llm = ScriptedLlm::start(vec![
+        chat.turn(
+            &[],
+            &[ScriptedCall::new("t1", "react__get-time", json!({}))],
+        ),
+        chat.text(&["The time is shown."]),
+    ])
+    .await
+    .unwrap();
+    llm.answer_models(json!({"object": "list", "data": [{"id": "m", "object": "model"}]}));
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("settings.json"),
+        llm.provider_settings().to_string(),
+    )
+    .unwrap();
+    let react = conduit_e2e::npm_server("server-basic-react").unwrap();
+    std::fs::write(
+        home.path().join("mcp_servers.json"),
+        json!({"mcpServers": {"react": {"command": "node", "args": [react, "--stdio"]}}})
+            .to_string(),
+    )
+    .unwrap();
+    let app = root.path().join("usr/bin/conduit-desktop");
+    let session = DesktopSession::start(&app, &[("CONDUIT_HOME", home.path())])
+        .await
+        .unwrap();
+    let window = Window::new(session, Duration::from_secs(40));
+    window.model_shown("m").await;
+    window.send("What time is it on the server?").await;
+    window.click_button("Allow once").await;
+    window.answer_contains("The time is shown.").await;
+    let view = r#"section[data-app-view="react"]"#;
+    window
+        .wait(&format!(
+            "document.querySelector('{view}')?.dataset.viewStatus === 'result'"
+        ))
+        .await;
+    // Inside the view: the time the tool returned.
+    let client = &window.session.client;
+    client.enter_frame(0).await.unwrap();
+    client.enter_frame(0).await.unwrap();
+    let time = window
+        .wait(r#"(() => { const t = document.querySelector('code[class*="serverTime"]')?.textContent; return t && /^\d{4}-/.test(t) ? t : null; })()"#)
+        .await;
+    client.enter_parent_frame().await.unwrap();
+    client.enter_parent_frame().await.unwrap();
+    assert!(time.as_str().is_some(), "{time}");
+    window
+        .shot(&artifacts_dir("package").join("02-packaged-view.png"))
+        .await;
+    window.session.close().await.unwrap();
 }
