@@ -75,6 +75,7 @@ fn main() -> std::process::ExitCode {
         })
         .setup(move |handle| {
             let handle = handle.handle().clone();
+            cache_only_what_is_shown(&handle);
             tauri::async_runtime::spawn(question_events(app.clone(), handle.clone()));
             // Serve MCP over HTTP if the settings say so.
             let serving = app.clone();
@@ -103,6 +104,32 @@ fn main() -> std::process::ExitCode {
         }
     });
     std::process::ExitCode::SUCCESS
+}
+
+/// WebKit's default cache model (a web browser's) keeps resources no page uses any more, tool
+/// images included, in memory for going back: up to half of a 128 MB cache, which grew the
+/// web process by ~100 MB over a long day of tool images (ARCHITECTURE.md, "Footprint").
+/// The window is one page that navigates nowhere, so it caches only what it shows: a
+/// document viewer's model (no dead resources kept, no back/forward cache). The model
+/// belongs to the web context every window of the app shares.
+fn cache_only_what_is_shown(handle: &tauri::AppHandle) {
+    #[cfg(target_os = "linux")]
+    if let Some(window) = handle.get_webview_window("main") {
+        let set = window.with_webview(|webview| {
+            use webkit2gtk::{WebContextExt, WebViewExt};
+            match webview.inner().context() {
+                Some(context) => context.set_cache_model(webkit2gtk::CacheModel::DocumentViewer),
+                None => tracing::warn!(
+                    "the window has no web context: WebKit's cache model is its default"
+                ),
+            }
+        });
+        if let Err(error) = set {
+            tracing::warn!(%error, "WebKit's cache model could not be set: it keeps its default");
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = handle;
 }
 
 /// Starts the MCP servers and tells the window whenever one changes state or the file is
