@@ -18,6 +18,12 @@ use tauri::Manager;
 use conduit_host::logging::{self, LogOptions};
 use conduit_host::{Host, Paths};
 
+/// Worker threads of the app's async runtime (Tauri's default is one per core). The app
+/// mostly waits (on providers, MCP servers, the disk); the CPU work (images, long outputs)
+/// runs on the runtime's blocking pool, so more workers would add threads and their memory
+/// arenas and nothing else.
+const RUNTIME_WORKERS: usize = 2;
+
 fn main() -> std::process::ExitCode {
     let paths = match Paths::from_env() {
         Ok(paths) => paths,
@@ -34,6 +40,20 @@ fn main() -> std::process::ExitCode {
         }
     };
     tracing::info!(version = conduit_host::VERSION, "desktop app starting");
+    // Set before anything uses Tauri's runtime (which would start its default one).
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(RUNTIME_WORKERS)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            tracing::error!(error = %err, "the async runtime could not start");
+            eprintln!("conduit-desktop: the async runtime could not start: {err}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    tauri::async_runtime::set(runtime.handle().clone());
 
     let state = commands::AppState::new(Host::new(paths), native::Confirmer::from_env());
     let app = state.app.clone();
@@ -103,6 +123,8 @@ fn main() -> std::process::ExitCode {
             tauri::async_runtime::block_on(state.app.shutdown());
         }
     });
+    // Turns and servers ended on Exit above: nothing left to wait for.
+    runtime.shutdown_background();
     std::process::ExitCode::SUCCESS
 }
 
