@@ -112,6 +112,21 @@ async fn wait_for_turn(window: &Window, turn: usize, home: &Path) {
     }
 }
 
+/// What the page holds: its elements, images, messages, and the IPC callbacks Tauri keeps
+/// (a turn that left something behind shows here as a count that grows).
+async fn page_size(window: &Window) -> serde_json::Value {
+    window
+        .session
+        .js(r#"return {
+             elements: document.getElementsByTagName('*').length,
+             images: document.images.length,
+             messages: document.querySelectorAll('[role="article"]').length,
+             ipc_callbacks: window.__TAURI_INTERNALS__?.callbacks?.size ?? null,
+           };"#)
+        .await
+        .unwrap_or_default()
+}
+
 fn mb(bytes: u64) -> f64 {
     bytes as f64 / 1_000_000.0
 }
@@ -163,7 +178,7 @@ async fn a_thousand_tool_image_turns_keep_memory_flat() {
     let at_start = Memory::of(pid);
 
     let chat = Dialect::OpenAiChat;
-    let mut samples: Vec<(usize, Memory, f64)> = Vec::new();
+    let mut samples: Vec<(usize, Memory, f64, serde_json::Value)> = Vec::new();
     let started = Instant::now();
     let mut lap = Instant::now();
     for turn in 1..=turns {
@@ -192,15 +207,16 @@ async fn a_thousand_tool_image_turns_keep_memory_flat() {
             let memory = Memory::of(pid);
             let seconds = lap.elapsed().as_secs_f64();
             lap = Instant::now();
+            let page = page_size(&window).await;
             println!(
-                "soak: turn {turn}: app {:.0} MB, WebKit {:.0} MB, all {:.0} MB (server {:.0} MB); {:.0} ms per turn",
+                "soak: turn {turn}: app {:.0} MB, WebKit {:.0} MB, all {:.0} MB (server {:.0} MB); {:.0} ms per turn; page: {page}",
                 mb(memory.app),
                 mb(memory.webkit),
                 mb(memory.all()),
                 mb(memory.servers),
                 seconds * 1000.0 / EVERY as f64
             );
-            samples.push((turn, memory, seconds));
+            samples.push((turn, memory, seconds, page));
         }
     }
     window
@@ -243,8 +259,9 @@ async fn a_thousand_tool_image_turns_keep_memory_flat() {
         serde_json::to_string_pretty(&json!({
             "before_first_turn": {"app": at_start.app, "webkit": at_start.webkit, "servers": at_start.servers},
             "after_leaving": {"app": after_leaving.app, "webkit": after_leaving.webkit, "servers": after_leaving.servers},
-            "samples": samples.iter().map(|(turn, m, secs)| json!({
+            "samples": samples.iter().map(|(turn, m, secs, page)| json!({
                 "turn": turn, "app": m.app, "webkit": m.webkit, "servers": m.servers, "seconds": secs,
+                "page": page,
             })).collect::<Vec<_>>(),
         }))
         .unwrap(),

@@ -19,6 +19,12 @@ use tauri::Manager;
 use conduit_host::logging::{self, LogOptions};
 use conduit_host::{Host, Paths};
 
+/// Worker threads of the app's async runtime (Tauri's default is one per core). The app
+/// mostly waits (on providers, MCP servers, the disk); the CPU work (images, long outputs)
+/// runs on the runtime's blocking pool, so more workers would add threads and their memory
+/// arenas and nothing else.
+const RUNTIME_WORKERS: usize = 2;
+
 fn main() -> std::process::ExitCode {
     let paths = match Paths::from_env() {
         Ok(paths) => paths,
@@ -35,6 +41,20 @@ fn main() -> std::process::ExitCode {
         }
     };
     tracing::info!(version = conduit_host::VERSION, "desktop app starting");
+    // Set before anything uses Tauri's runtime (which would start its default one).
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(RUNTIME_WORKERS)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            tracing::error!(error = %err, "the async runtime could not start");
+            eprintln!("conduit-desktop: the async runtime could not start: {err}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    tauri::async_runtime::set(runtime.handle().clone());
 
     let state = commands::AppState::new(Host::new(paths), native::Confirmer::from_env());
     let app = state.app.clone();
@@ -85,6 +105,7 @@ fn main() -> std::process::ExitCode {
         })
         .setup(move |handle| {
             let handle = handle.handle().clone();
+            cache_only_what_is_shown(&handle);
             tauri::async_runtime::spawn(question_events(app.clone(), handle.clone()));
             // Serve MCP over HTTP if the settings say so.
             let serving = app.clone();
@@ -112,7 +133,35 @@ fn main() -> std::process::ExitCode {
             tauri::async_runtime::block_on(state.app.shutdown());
         }
     });
+    // Turns and servers ended on Exit above: nothing left to wait for.
+    runtime.shutdown_background();
     std::process::ExitCode::SUCCESS
+}
+
+/// WebKit's default cache model (a web browser's) keeps resources no page uses any more, tool
+/// images included, in memory for going back: up to half of a 128 MB cache, which grew the
+/// web process by ~100 MB over a long day of tool images (ARCHITECTURE.md, "Footprint").
+/// The window is one page that navigates nowhere, so it caches only what it shows: a
+/// document viewer's model (no dead resources kept, no back/forward cache). The model
+/// belongs to the web context every window of the app shares.
+fn cache_only_what_is_shown(handle: &tauri::AppHandle) {
+    #[cfg(target_os = "linux")]
+    if let Some(window) = handle.get_webview_window("main") {
+        let set = window.with_webview(|webview| {
+            use webkit2gtk::{WebContextExt, WebViewExt};
+            match webview.inner().context() {
+                Some(context) => context.set_cache_model(webkit2gtk::CacheModel::DocumentViewer),
+                None => tracing::warn!(
+                    "the window has no web context: WebKit's cache model is its default"
+                ),
+            }
+        });
+        if let Err(error) = set {
+            tracing::warn!(%error, "WebKit's cache model could not be set: it keeps its default");
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = handle;
 }
 
 /// Starts the MCP servers and tells the window whenever one changes state or the file is

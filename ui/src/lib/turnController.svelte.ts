@@ -59,7 +59,12 @@ export interface TurnControllerOptions {
   onConversationStarted: (id: string) => void;
 }
 
-/** Messages loaded at once, and when paging back. */
+/**
+ * Messages loaded at once, when paging back, and kept in the page as a conversation goes on:
+ * after each turn a reader at the newest message keeps only the newest PAGE (older ones come
+ * back with "Show earlier messages"), so a long conversation does not keep every message and
+ * every tool image drawn in the window.
+ */
 export const PAGE = 50;
 
 /** One turn, from send to its `ended` event. */
@@ -289,9 +294,13 @@ export class TurnController {
     this.hasOlder = hasOlder;
   }
 
-  /** Reloads a conversation after its turn ended, with room for the turn's new messages. */
+  /**
+   * Reloads a conversation after its turn ended. A reader at the newest message gets the
+   * newest PAGE (the window moves on and drops what went out of it); one reading further up
+   * keeps what is loaded, with room for the turn's new messages, so nothing moves under them.
+   */
   async #refresh(id: string): Promise<void> {
-    const count = Math.max(PAGE, this.#stored.length + 4);
+    const count = this.#options.scroll.atEnd() ? PAGE : Math.max(PAGE, this.#stored.length + 4);
     try {
       const loaded = await this.#options.api.loadMessages(id, null, count);
       if (this.#showing !== id) return;

@@ -489,7 +489,9 @@ describe("a turn in the chat controller", () => {
     await t.controller.loadOlder();
     expect(t.api.loadMessages).toHaveBeenCalledTimes(1);
 
-    // The reload after the turn asks for room for its new messages, and finds them all.
+    // A reader scrolled up: the reload after the turn asks for room for its new messages, and
+    // finds them all (nothing moves under the reader).
+    t.scroll.atEnd.mockReturnValue(false);
     const reloaded = Array.from({ length: PAGE + 4 }, (_, i) => stored(100 + i, "user", `m${100 + i}`));
     t.api.loadMessages.mockResolvedValueOnce(reloaded);
     t.emit({ type: "ended", status: "complete" });
@@ -499,6 +501,37 @@ describe("a turn in the chat controller", () => {
     t.api.loadMessages.mockRejectedValueOnce(new Error("database is locked"));
     await t.controller.loadOlder();
     expect(t.controller.error).toEqual({ message: "database is locked" });
+  });
+
+  it("keeps only the newest page of a long conversation once a turn ends at the newest message", async () => {
+    const t = setup();
+    const page = (from: number, length: number) =>
+      Array.from({ length }, (_, i) => stored(from + i, "user", `m${from + i}`));
+    t.api.loadMessages.mockResolvedValueOnce(page(100, PAGE));
+    await t.controller.open("c1");
+    // The reader pages back twice: three pages are in the window.
+    t.api.loadMessages.mockResolvedValueOnce(page(50, PAGE)).mockResolvedValueOnce(page(0, PAGE));
+    await t.controller.loadOlder();
+    await t.controller.loadOlder();
+    expect(t.controller.chat.messages).toHaveLength(3 * PAGE);
+
+    // Back at the newest message, a turn ends: the window moves on to the newest page only.
+    t.acceptTurns({ conversation: "c1", turn: "t1" });
+    await t.controller.send(choice, "More", []);
+    const oldState = t.controller.chat;
+    t.api.loadMessages.mockResolvedValueOnce(page(104, PAGE));
+    t.emit({ type: "ended", status: "complete" });
+    await vi.waitFor(() => expect(t.controller.chat.messages[0]?.id).toBe(104));
+    expect(t.api.loadMessages).toHaveBeenLastCalledWith("c1", null, PAGE);
+    expect(t.controller.chat.messages).toHaveLength(PAGE);
+    expect(t.controller.chat).not.toBe(oldState);
+    expect(t.controller.hasOlder).toBe(true);
+
+    // "Show earlier messages" brings the older ones back, from the oldest now shown.
+    t.api.loadMessages.mockResolvedValueOnce(page(54, PAGE));
+    await t.controller.loadOlder();
+    expect(t.api.loadMessages).toHaveBeenLastCalledWith("c1", 104, PAGE);
+    expect(t.controller.chat.messages[0]?.id).toBe(54);
   });
 
   it("opens a link through the host and shows a refusal", async () => {
