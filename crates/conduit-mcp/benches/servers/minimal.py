@@ -18,6 +18,12 @@ for line in sys.stdin:
         }
     elif method == "tools/list":
         result = {"tools": TOOLS}
-    else:
+    elif method == "tools/call":
         result = {"content": [{"type": "text", "text": "pong"}]}
+    else:
+        # What a 2025 server answers to anything else (a 2026 client's `server/discover`
+        # among them): method not found, so the client falls back to `initialize`.
+        error = {"code": -32601, "message": f"method not found: {method}"}
+        print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "error": error}), flush=True)
+        continue
     print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
