@@ -157,8 +157,9 @@ async fn run_with(
                         details,
                         tool_count,
                     } => println!(
-                        "{:<20} ready     {tool_count} tools  ({} {})",
+                        "{:<20} ready     {tool_count} {}  ({} {})",
                         status.name,
+                        if *tool_count == 1 { "tool " } else { "tools" },
                         details.name.as_deref().unwrap_or("?"),
                         details.version.as_deref().unwrap_or("")
                     ),
@@ -208,7 +209,10 @@ async fn run_with(
                 Some(ServerStatus {
                     state: ServerState::Ready { tool_count, .. },
                     ..
-                }) => println!("Signed in to {server}: ready, {tool_count} tools."),
+                }) => println!(
+                    "Signed in to {server}: ready, {tool_count} tool{}.",
+                    if tool_count == 1 { "" } else { "s" }
+                ),
                 Some(status) => println!(
                     "Signed in to {server}, but it is not ready: {}",
                     serde_json::to_string(&status.state)?
