@@ -83,21 +83,6 @@ fn starts(findings: &Value, key: &str, prefix: &str) {
     );
 }
 
-fn home_with(llm: &ScriptedLlm, servers: Value) -> tempfile::TempDir {
-    let home = tempfile::tempdir().unwrap();
-    std::fs::write(
-        home.path().join("settings.json"),
-        llm.provider_settings().to_string(),
-    )
-    .unwrap();
-    std::fs::write(
-        home.path().join("mcp_servers.json"),
-        json!({ "mcpServers": servers }).to_string(),
-    )
-    .unwrap();
-    home
-}
-
 fn python() -> (PathBuf, PathBuf) {
     let root = conduit_e2e::workspace_root().join("tests/mcp-servers");
     let python = root.join(".venv/bin/python");
@@ -131,15 +116,12 @@ async fn the_probe_view_lives_in_its_sandbox_and_follows_the_chat() {
     .unwrap();
     llm.answer_models(json!({"object": "list", "data": [{"id": "m", "object": "model"}]}));
     let (python, probe) = python();
-    let home = tempfile::tempdir().unwrap();
-    let reports_file = home.path().join("reports.jsonl");
-    let home = {
-        let servers = json!({"probe": {"command": python, "args": [probe, &reports_file]}});
-        let dir = home_with(&llm, servers);
-        // Keep the reports in the first temporary folder, which lives to the end.
-        std::mem::forget(home);
-        dir
-    };
+    let reports_dir = tempfile::tempdir().unwrap();
+    let reports_file = reports_dir.path().join("reports.jsonl");
+    let home = conduit_e2e::home_with(
+        &llm,
+        json!({"probe": {"command": python, "args": [probe, &reports_file]}}),
+    );
     let shots = artifacts_dir("desktop-app-views");
     // View calls of the probe's app-only tools are "ask": answered yes for this test (the
     // native dialog itself is driven in the examples' test).
@@ -318,33 +300,6 @@ async fn the_probe_view_lives_in_its_sandbox_and_follows_the_chat() {
     window.session.close().await.unwrap();
 }
 
-/// Runs `script` (a function body) inside the view of the `nth` view frame on the page.
-async fn in_view(window: &Window, nth: u16, script: &str) -> Value {
-    let client = &window.session.client;
-    client.enter_frame(nth).await.unwrap();
-    client.enter_frame(0).await.unwrap();
-    let value = window.session.js(script).await;
-    client.enter_parent_frame().await.unwrap();
-    client.enter_parent_frame().await.unwrap();
-    value.unwrap()
-}
-
-/// Waits until `script` (a function body run in the view) returns something truthy.
-async fn wait_in_view(window: &Window, nth: u16, script: &str) -> Value {
-    let deadline = std::time::Instant::now() + WAIT;
-    loop {
-        let value = in_view(window, nth, script).await;
-        if !(value.is_null() || value == json!(false) || value == json!("")) {
-            return value;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "never true in view {nth}: {script}"
-        );
-        tokio::time::sleep(Duration::from_millis(150)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_ext_apps_examples_from_npm_render_and_call_their_own_tools() {
     let _one = ONE_WINDOW.lock().await;
@@ -370,7 +325,7 @@ async fn the_ext_apps_examples_from_npm_render_and_call_their_own_tools() {
     .unwrap();
     llm.answer_models(json!({"object": "list", "data": [{"id": "m", "object": "model"}]}));
     let server = |package: &str| json!({"command": "node", "args": [conduit_e2e::npm_server(package).unwrap(), "--stdio"]});
-    let home = home_with(
+    let home = conduit_e2e::home_with(
         &llm,
         json!({"react": server("server-basic-react"), "budget": server("server-budget-allocator")}),
     );
@@ -388,9 +343,7 @@ async fn the_ext_apps_examples_from_npm_render_and_call_their_own_tools() {
             "document.querySelector('{react}')?.dataset.viewStatus === 'result'"
         ))
         .await;
-    let first = wait_in_view(
-        &window,
-        0,
+    let first = window.wait_in_view(0,
         r#"const code = document.querySelector('code[class*="serverTime"]'); return code && /^\d{4}-\d\d-\d\dT/.test(code.textContent) ? code.textContent : null;"#,
     )
     .await;
@@ -403,9 +356,7 @@ async fn the_ext_apps_examples_from_npm_render_and_call_their_own_tools() {
     window.shot(&shots.join("05-basic-react.png")).await;
 
     // Its button calls its own tool; the user allows it in the native dialog.
-    in_view(
-        &window,
-        0,
+    window.in_view(0,
         r#"[...document.querySelectorAll('button')].find(b => b.textContent.includes('Get Server Time')).click(); return null;"#,
     )
     .await;
@@ -414,9 +365,7 @@ async fn the_ext_apps_examples_from_npm_render_and_call_their_own_tools() {
         .unwrap()
         .unwrap();
     let first = first.as_str().unwrap().to_owned();
-    wait_in_view(
-        &window,
-        0,
+    window.wait_in_view(0,
         &format!(
             r#"const t = document.querySelector('code[class*="serverTime"]')?.textContent; return t && t !== {} && /^\d{{4}}-/.test(t);"#,
             serde_json::to_string(&first).unwrap()
@@ -426,9 +375,7 @@ async fn the_ext_apps_examples_from_npm_render_and_call_their_own_tools() {
     window.shot(&shots.join("06-basic-react-called.png")).await;
 
     // Its link opens only through the native confirmation, which shows the URL (cancelled).
-    in_view(
-        &window,
-        0,
+    window.in_view(0,
         r#"[...document.querySelectorAll('button')].find(b => b.textContent.includes('Open Link')).click(); return null;"#,
     )
     .await;
@@ -438,9 +385,7 @@ async fn the_ext_apps_examples_from_npm_render_and_call_their_own_tools() {
         .unwrap();
 
     // Its message becomes the user's next turn only after the user agrees.
-    in_view(
-        &window,
-        0,
+    window.in_view(0,
         r#"[...document.querySelectorAll('button')].find(b => b.textContent.includes('Send Message')).click(); return null;"#,
     )
     .await;
@@ -467,17 +412,13 @@ async fn the_ext_apps_examples_from_npm_render_and_call_their_own_tools() {
             "document.querySelector('{budget}')?.dataset.viewStatus === 'result'"
         ))
         .await;
-    let status = wait_in_view(
-        &window,
-        1,
+    let status = window.wait_in_view(1,
         // The window's locale may group digits or not.
         r#"const s = document.querySelector('#status-bar')?.textContent; return s && /\$100,?000 \/ \$100,?000/.test(s) ? s : null;"#,
     )
     .await;
     assert!(status.as_str().unwrap().contains("Allocated"), "{status}");
-    let marketing = in_view(
-        &window,
-        1,
+    let marketing = window.in_view(1,
         r#"return document.querySelector('.slider-row[data-category-id="marketing"] .percent')?.textContent;"#,
     )
     .await;

@@ -220,19 +220,11 @@ async fn the_packaged_app_renders_an_mcp_apps_view() {
     .await
     .unwrap();
     llm.answer_models(json!({"object": "list", "data": [{"id": "m", "object": "model"}]}));
-    let home = tempfile::tempdir().unwrap();
-    std::fs::write(
-        home.path().join("settings.json"),
-        llm.provider_settings().to_string(),
-    )
-    .unwrap();
     let react = conduit_e2e::npm_server("server-basic-react").unwrap();
-    std::fs::write(
-        home.path().join("mcp_servers.json"),
-        json!({"mcpServers": {"react": {"command": "node", "args": [react, "--stdio"]}}})
-            .to_string(),
-    )
-    .unwrap();
+    let home = conduit_e2e::home_with(
+        &llm,
+        json!({"react": {"command": "node", "args": [react, "--stdio"]}}),
+    );
     let app = root.path().join("usr/bin/conduit-desktop");
     let session = DesktopSession::start(&app, &[("CONDUIT_HOME", home.path())])
         .await
@@ -249,15 +241,12 @@ async fn the_packaged_app_renders_an_mcp_apps_view() {
         ))
         .await;
     // Inside the view: the time the tool returned.
-    let client = &window.session.client;
-    client.enter_frame(0).await.unwrap();
-    client.enter_frame(0).await.unwrap();
-    let time = window
-        .wait(r#"(() => { const t = document.querySelector('code[class*="serverTime"]')?.textContent; return t && /^\d{4}-/.test(t) ? t : null; })()"#)
+    window
+        .wait_in_view(
+            0,
+            r#"const t = document.querySelector('code[class*="serverTime"]')?.textContent; return t && /^\d{4}-/.test(t) ? t : null;"#,
+        )
         .await;
-    client.enter_parent_frame().await.unwrap();
-    client.enter_parent_frame().await.unwrap();
-    assert!(time.as_str().is_some(), "{time}");
     window
         .shot(&artifacts_dir("package").join("02-packaged-view.png"))
         .await;

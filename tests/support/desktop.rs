@@ -361,6 +361,37 @@ impl Window {
         .await;
     }
 
+    /// Runs `script` (a function body) inside the MCP Apps view of the `nth` view frame on
+    /// the page (the view is the inner frame of Conduit's sandbox proxy).
+    pub async fn in_view(&self, nth: u16, script: &str) -> Value {
+        let client = &self.session.client;
+        client.enter_frame(nth).await.unwrap();
+        client.enter_frame(0).await.unwrap();
+        let value = self.session.js(script).await;
+        client.enter_parent_frame().await.unwrap();
+        client.enter_parent_frame().await.unwrap();
+        value.unwrap()
+    }
+
+    /// Waits until `script` (a function body run in the `nth` view) returns something
+    /// truthy, and gives it.
+    pub async fn wait_in_view(&self, nth: u16, script: &str) -> Value {
+        let deadline = Instant::now() + self.patience;
+        loop {
+            let value = self.in_view(nth, script).await;
+            if !(value.is_null() || value == json!(false) || value == json!("")) {
+                return value;
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "never true within {:?} in view {nth}: {script}",
+                    self.patience
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(150)).await;
+        }
+    }
+
     /// Saves a screenshot of the window to `file`.
     pub async fn shot(&self, file: &Path) {
         self.session.screenshot(file).await.unwrap();

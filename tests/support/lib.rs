@@ -111,6 +111,24 @@ pub async fn everything_over_http() -> anyhow::Result<(tokio::process::Child, u1
     Ok((child, port))
 }
 
+/// A fresh `CONDUIT_HOME` whose settings name `llm` as the provider (`scripted`, model
+/// `m`) and whose `mcpServers` file holds `servers`.
+#[allow(clippy::unwrap_used)]
+pub fn home_with(llm: &llm_server::ScriptedLlm, servers: serde_json::Value) -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("settings.json"),
+        llm.provider_settings().to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        home.path().join("mcp_servers.json"),
+        serde_json::json!({ "mcpServers": servers }).to_string(),
+    )
+    .unwrap();
+    home
+}
+
 /// Sends `request` through the window's engine and waits (at most a minute) for the turn
 /// to end without an error; the conversation it was saved in.
 #[allow(clippy::panic)]
