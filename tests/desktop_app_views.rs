@@ -135,7 +135,7 @@ async fn the_probe_view_lives_in_its_sandbox_and_follows_the_chat() {
     .await;
     window.model_shown("m").await;
     window.send("Show me the probe").await;
-    window.click_button("Allow once").await;
+    window.allow_call("show_probe").await;
     window.answer_contains("The probe is on screen.").await;
 
     // The view initialises, gets input and result, and sizes itself (420 px).
@@ -335,7 +335,7 @@ async fn the_ext_apps_examples_from_npm_render_and_call_their_own_tools() {
 
     // basic-react: the view shows the time the tool returned.
     window.send("What time is it on the server?").await;
-    window.click_button("Allow once").await;
+    window.allow_call("get-time").await;
     window.answer_contains("The time is shown.").await;
     let react = r#"section[data-app-view="react"]"#;
     window
@@ -404,7 +404,7 @@ async fn the_ext_apps_examples_from_npm_render_and_call_their_own_tools() {
 
     // budget-allocator: its sliders come from the structured content.
     window.send("Show the budget").await;
-    window.click_button("Allow once").await;
+    window.allow_call("get-budget-data").await;
     window.answer_contains("Here is the budget.").await;
     let budget = r#"section[data-app-view="budget"]"#;
     window

@@ -34,12 +34,7 @@ async fn a_models_chart_shows_in_the_chat_and_settings_list_the_built_in_tools()
     .await
     .unwrap();
     llm.answer_models(json!({"object": "list", "data": [{"id": "m", "object": "model"}]}));
-    let home = tempfile::tempdir().unwrap();
-    std::fs::write(
-        home.path().join("settings.json"),
-        llm.provider_settings().to_string(),
-    )
-    .unwrap();
+    let home = conduit_e2e::home_with(&llm, json!({}));
     let shots = artifacts_dir("desktop-builtin");
     let window = Window::start(&[("CONDUIT_HOME", home.path())], WAIT).await;
     window.model_shown("m").await;

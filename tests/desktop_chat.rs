@@ -253,10 +253,7 @@ async fn a_day_in_the_chat_window() {
         chat.text(&["The operation finished."]),
     ]);
     window.send("Run the long operation").await;
-    window
-        .tool_state("trigger-long-running-operation", "Waiting for approval")
-        .await;
-    window.click_button("Allow once").await;
+    window.allow_call("trigger-long-running-operation").await;
     let progress = window
         .wait(r#"document.querySelector('[aria-label="Tool progress"]')?.getAttribute('aria-valuenow')"#)
         .await;

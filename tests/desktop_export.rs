@@ -31,19 +31,11 @@ async fn a_conversation_is_exported_with_its_images_beside_it() {
     .await
     .unwrap();
     llm.answer_models(json!({"object": "list", "data": [{"id": "m", "object": "model"}]}));
-    let home = tempfile::tempdir().unwrap();
-    std::fs::write(
-        home.path().join("settings.json"),
-        llm.provider_settings().to_string(),
-    )
-    .unwrap();
+    let home = conduit_e2e::home_with(&llm, json!({}));
     let window = Window::start(&[("CONDUIT_HOME", home.path())], WAIT).await;
     window.model_shown("m").await;
     window.send("Chart my sales").await;
-    window
-        .tool_state("render_chart", "Waiting for approval")
-        .await;
-    window.click_button("Allow once").await;
+    window.allow_call("render_chart").await;
     window.answer_contains("Here is the chart.").await;
 
     // The dialog is typed into key by key: a lower-case path.

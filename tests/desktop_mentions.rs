@@ -21,19 +21,11 @@ async fn a_resource_and_a_prompt_chosen_in_the_composer_reach_the_model() {
         .await
         .unwrap();
     llm.answer_models(json!({"object": "list", "data": [{"id": "m", "object": "model"}]}));
-    let home = tempfile::tempdir().unwrap();
-    std::fs::write(
-        home.path().join("settings.json"),
-        llm.provider_settings().to_string(),
-    )
-    .unwrap();
     let everything = conduit_e2e::npm_server("server-everything").unwrap();
-    std::fs::write(
-        home.path().join("mcp_servers.json"),
-        json!({"mcpServers": {"ev": {"command": "node", "args": [everything, "stdio"]}}})
-            .to_string(),
-    )
-    .unwrap();
+    let home = conduit_e2e::home_with(
+        &llm,
+        json!({"ev": {"command": "node", "args": [everything, "stdio"]}}),
+    );
     let shots = artifacts_dir("desktop-mentions");
     let window = Window::start(&[("CONDUIT_HOME", home.path())], WAIT).await;
     window.model_shown("m").await;

@@ -63,28 +63,17 @@ async fn a_sampling_request_is_approved_then_one_is_denied() {
     .await
     .unwrap();
     llm.answer_models(json!({"object": "list", "data": [{"id": "m", "object": "model"}]}));
-    let home = tempfile::tempdir().unwrap();
-    std::fs::write(
-        home.path().join("settings.json"),
-        llm.provider_settings().to_string(),
-    )
-    .unwrap();
-    std::fs::write(
-        home.path().join("mcp_servers.json"),
-        json!({"mcpServers": {"everything": {"command": "node",
-            "args": [conduit_e2e::npm_server("server-everything").unwrap(), "stdio"]}}})
-        .to_string(),
-    )
-    .unwrap();
+    let home = conduit_e2e::home_with(
+        &llm,
+        json!({"everything": {"command": "node",
+            "args": [conduit_e2e::npm_server("server-everything").unwrap(), "stdio"]}}),
+    );
     let shots = artifacts_dir("desktop-sampling");
     let window = Window::start(&[("CONDUIT_HOME", home.path())], WAIT).await;
     window.model_shown("m").await;
 
     window.send("Sample something").await;
-    window
-        .tool_state("trigger-sampling-request", "Waiting for approval")
-        .await;
-    window.click_button("Allow once").await;
+    window.allow_call("trigger-sampling-request").await;
     let shown = window
         .wait(&format!(
             r#"document.querySelector('{CARD}')?.textContent.replace(/\s+/g, " ")"#
@@ -147,10 +136,7 @@ async fn a_sampling_request_is_approved_then_one_is_denied() {
     );
 
     window.send("Again").await;
-    window
-        .tool_state("trigger-sampling-request", "Waiting for approval")
-        .await;
-    window.click_button("Allow once").await;
+    window.allow_call("trigger-sampling-request").await;
     window
         .wait(&format!("document.querySelector('{CARD}')"))
         .await;
@@ -202,10 +188,7 @@ async fn a_sampling_request_is_approved_then_one_is_denied() {
         .await
         .unwrap();
     window.send("Once more").await;
-    window
-        .tool_state("trigger-sampling-request", "Waiting for approval")
-        .await;
-    window.click_button("Allow once").await;
+    window.allow_call("trigger-sampling-request").await;
     window.answer_contains("Refused by policy.").await;
     let sent = tool_result_sent(&llm);
     assert!(sent.contains("User rejected sampling request"), "{sent}");
@@ -264,10 +247,7 @@ async fn roots_added_in_the_settings_form_reach_the_server() {
     window.model_shown("m").await;
 
     window.send("Which folders?").await;
-    window
-        .tool_state("client_roots", "Waiting for approval")
-        .await;
-    window.click_button("Allow once").await;
+    window.allow_call("client_roots").await;
     window.answer_contains("Listed.").await;
     let uri = |folder: &std::path::Path| format!("file://{}", folder.display());
     let sent = tool_result_sent(&llm);
@@ -322,10 +302,7 @@ async fn roots_added_in_the_settings_form_reach_the_server() {
         .await
         .unwrap();
     window.send("And now?").await;
-    window
-        .tool_state("client_roots", "Waiting for approval")
-        .await;
-    window.click_button("Allow once").await;
+    window.allow_call("client_roots").await;
     window.answer_contains("Listed again.").await;
     let sent = tool_result_sent(&llm);
     assert!(

@@ -33,24 +33,16 @@ async fn a_new_chat_limited_to_one_server_offers_only_its_tools() {
         .await
         .unwrap();
     llm.answer_models(json!({"object": "list", "data": [{"id": "m", "object": "model"}]}));
-    let home = tempfile::tempdir().unwrap();
-    std::fs::write(
-        home.path().join("settings.json"),
-        llm.provider_settings().to_string(),
-    )
-    .unwrap();
     let root = conduit_e2e::workspace_root().join("tests/mcp-servers");
     let python = root.join(".venv/bin/python");
     assert!(
         python.is_file(),
         "run `make test`: the Python test servers are missing"
     );
-    std::fs::write(
-        home.path().join("mcp_servers.json"),
-        json!({"mcpServers": {"dyn": {"command": python, "args": [root.join("fixtures/dynamic_tools.py")]}}})
-            .to_string(),
-    )
-    .unwrap();
+    let home = conduit_e2e::home_with(
+        &llm,
+        json!({"dyn": {"command": python, "args": [root.join("fixtures/dynamic_tools.py")]}}),
+    );
     let shots = artifacts_dir("desktop-toolset");
     let window = Window::start(&[("CONDUIT_HOME", home.path())], WAIT).await;
     window.model_shown("m").await;

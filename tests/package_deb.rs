@@ -232,7 +232,7 @@ async fn the_packaged_app_renders_an_mcp_apps_view() {
     let window = Window::new(session, Duration::from_secs(40));
     window.model_shown("m").await;
     window.send("What time is it on the server?").await;
-    window.click_button("Allow once").await;
+    window.allow_call("get-time").await;
     window.answer_contains("The time is shown.").await;
     let view = r#"section[data-app-view="react"]"#;
     window

@@ -392,6 +392,12 @@ impl Window {
         }
     }
 
+    /// Waits until the last card of `tool` asks for approval, then allows it once.
+    pub async fn allow_call(&self, tool: &str) {
+        self.tool_state(tool, "Waiting for approval").await;
+        self.click_button("Allow once").await;
+    }
+
     /// Saves a screenshot of the window to `file`.
     pub async fn shot(&self, file: &Path) {
         self.session.screenshot(file).await.unwrap();

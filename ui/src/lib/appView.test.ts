@@ -43,8 +43,7 @@ function services(overrides: Partial<ViewServices> = {}): ViewServices {
 }
 
 async function until(check: () => boolean): Promise<void> {
-  for (let i = 0; i < 200 && !check(); i++) await new Promise((r) => setTimeout(r, 5));
-  expect(check()).toBe(true);
+  await vi.waitFor(() => expect(check()).toBe(true));
 }
 
 async function connected(svc: ViewServices, resize = vi.fn(), withResult = true) {
@@ -58,9 +57,15 @@ async function connected(svc: ViewServices, resize = vi.fn(), withResult = true)
   );
   await session.connect(hostSide);
   const app = new App({ name: "Probe", version: "1.0.0" }, {}, { autoResize: false });
-  const seen: { input?: unknown; result?: unknown; themes: string[] } = { themes: [] };
+  const seen: { input?: unknown; result?: unknown; results: number; themes: string[] } = {
+    themes: [],
+    results: 0,
+  };
   app.ontoolinput = (params) => (seen.input = params.arguments);
-  app.ontoolresult = (params) => (seen.result = params);
+  app.ontoolresult = (params) => {
+    seen.result = params;
+    seen.results += 1;
+  };
   app.onhostcontextchanged = (ctx) => {
     if (ctx.theme) seen.themes.push(ctx.theme);
   };
@@ -93,7 +98,9 @@ describe("a view's session", () => {
     session.resultArrived({ parts, isError: false });
     await until(() => seen.result !== undefined);
     session.themeChanged("dark");
+    // The theme's notification comes after any second result would have.
     await until(() => seen.themes.includes("dark"));
+    expect(seen.results).toBe(1);
   });
 
   it("relays the view's tool calls, messages, context and size to the app", async () => {
@@ -122,7 +129,8 @@ describe("a view's session", () => {
   });
 
   it("tells a running view its call was stopped, and sends no result after", async () => {
-    const { session, app, seen, viewSide } = await connected(services(), vi.fn(), false);
+    const resize = vi.fn();
+    const { session, app, seen, viewSide } = await connected(services(), resize, false);
     let cancelled: string | undefined;
     app.ontoolcancelled = (params) => (cancelled = params.reason ?? "");
     await app.connect(viewSide);
@@ -131,7 +139,9 @@ describe("a view's session", () => {
     await until(() => cancelled !== undefined);
     expect(cancelled).toBe("The user stopped the turn.");
     session.resultArrived({ parts, isError: false });
-    await new Promise((r) => setTimeout(r, 30));
+    // A round trip after it: anything the host sent before has arrived by then.
+    await app.sendSizeChanged({ width: 10, height: 300 });
+    await until(() => resize.mock.calls.length > 0);
     expect(seen.result).toBeUndefined();
   });
 
@@ -172,7 +182,7 @@ describe("a view's session", () => {
     });
     const { app, viewSide } = await connected(svc);
     await app.connect(viewSide);
-    await expect(app.callServerTool({ name: "get-secret", arguments: {} })).rejects.toBeTruthy();
+    await expect(app.callServerTool({ name: "get-secret", arguments: {} })).rejects.toThrow(/only for the model/);
   });
 
   it("asks the view to finish before it is closed", async () => {
@@ -242,16 +252,21 @@ describe("the chat's views", () => {
     expect(asked).toHaveBeenLastCalledWith(null);
   });
 
-  it("context goes with the next message once", () => {
+  it("context goes with the next message that starts, once", async () => {
     const registry = new ViewRegistry(api, vi.fn(), vi.fn());
     const svc = registry.services();
     svc.contextSet("tok1");
     svc.contextSet("tok1");
     svc.contextSet("tok2");
-    expect(registry.takeContext()).toEqual(["tok1", "tok2"]);
-    expect(registry.takeContext()).toEqual([]);
-    // A message that was not sent gives them back.
-    registry.giveBackContext(["tok2"]);
-    expect(registry.takeContext()).toEqual(["tok2"]);
+    const sent: string[][] = [];
+    const sending = (started: boolean) => async (context: string[]) => {
+      sent.push(context);
+      return started;
+    };
+    // A message that did not start gives the tokens back.
+    expect(await registry.withContext(sending(false))).toBe(false);
+    expect(await registry.withContext(sending(true))).toBe(true);
+    expect(await registry.withContext(sending(true))).toBe(true);
+    expect(sent).toEqual([["tok1", "tok2"], ["tok1", "tok2"], []]);
   });
 });

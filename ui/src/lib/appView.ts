@@ -5,6 +5,7 @@
 // backend, which decides it (tool calls, context) or asks the user (links, messages).
 
 import type { AppBridge, McpUiHostContext, McpUiDisplayMode } from "@modelcontextprotocol/ext-apps/app-bridge";
+import { errorMessage } from "./api";
 import type { ResultPart, ViewCall, ViewCallResult, ViewHandle } from "./types";
 
 /** What the view's requests need from the app. */
@@ -89,7 +90,7 @@ export function toCallToolResult(parts: ResultPart[], isError: boolean): {
 }
 
 /** The text of a view's content blocks (text blocks only; others are named). */
-export function blocksText(blocks: unknown): string {
+function blocksText(blocks: unknown): string {
   if (!Array.isArray(blocks)) return "";
   return blocks
     .map((block: { type?: unknown; text?: unknown }) =>
@@ -105,9 +106,9 @@ function plain<T>(value: T): T {
 
 /** The tallest a view may make itself inline, and the least, in CSS pixels. */
 export const MAX_HEIGHT = 1600;
-export const MIN_HEIGHT = 60;
+const MIN_HEIGHT = 60;
 /** How long a view may take to finish before it is unmounted anyway. */
-export const TEARDOWN_WAIT_MS = 2000;
+const TEARDOWN_WAIT_MS = 2000;
 
 type BridgeModule = typeof import("@modelcontextprotocol/ext-apps/app-bridge");
 let bridgeModule: Promise<BridgeModule> | null = null;
@@ -166,7 +167,7 @@ export class ViewSession {
       this.#initialized = true;
       this.appName = bridge.getAppVersion()?.name ?? null;
       this.frame.status?.("initialized");
-      this.#deliver().catch((e: unknown) => this.frame.status?.(`failed: ${e instanceof Error ? e.message : String(e)}`));
+      this.#deliverLater();
     };
     bridge.onsizechange = ({ height }) => {
       if (typeof height === "number" && Number.isFinite(height)) {
@@ -217,13 +218,13 @@ export class ViewSession {
   cancelled(reason: string): void {
     if (this.#delivered.result || this.#cancelled !== null) return;
     this.#cancelled = reason;
-    this.#deliver().catch((e: unknown) => this.frame.status?.(`failed: ${e instanceof Error ? e.message : String(e)}`));
+    this.#deliverLater();
   }
 
   /** The call's result arrived (or was there from the start). */
   resultArrived(result: { parts: ResultPart[]; isError: boolean }): void {
     this.#call = { ...this.#call, result: plain(result) };
-    this.#deliver().catch((e: unknown) => this.frame.status?.(`failed: ${e instanceof Error ? e.message : String(e)}`));
+    this.#deliverLater();
   }
 
   /** The app's theme changed. */
@@ -240,6 +241,11 @@ export class ViewSession {
     this.hostContext = { ...this.hostContext, ...change };
     // The bridge sends only what changed, and only once the view is initialized.
     this.#bridge?.setHostContext(this.hostContext);
+  }
+
+  /** Delivers what is due, saying so on the frame if it fails. */
+  #deliverLater(): void {
+    this.#deliver().catch((e: unknown) => this.frame.status?.(`failed: ${errorMessage(e)}`));
   }
 
   async #deliver(): Promise<void> {
@@ -350,16 +356,15 @@ export class ViewRegistry {
     this.#sessions.delete(session);
   }
 
-  /** The views whose context goes with the next message; taken. */
-  takeContext(): string[] {
-    const tokens = [...this.#contextFrom];
+  /** Sends a message (`send` gets the tokens of the views whose context goes with it);
+   *  the tokens are given back when the turn did not start (the host still holds their
+   *  context). Whether it started. */
+  async withContext(send: (context: string[]) => Promise<boolean>): Promise<boolean> {
+    const context = [...this.#contextFrom];
     this.#contextFrom.clear();
-    return tokens;
-  }
-
-  /** Puts back context tokens of a message that was not sent (the host still holds it). */
-  giveBackContext(tokens: string[]): void {
-    for (const token of tokens) this.#contextFrom.add(token);
+    const started = await send(context);
+    if (!started) for (const token of context) this.#contextFrom.add(token);
+    return started;
   }
 
   themeChanged(theme: "light" | "dark"): void {
