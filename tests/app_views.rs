@@ -154,6 +154,19 @@ async fn a_views_calls_reach_only_its_own_app_tools_under_their_policy() {
     assert!(matches!(closed, Err(ViewCallError::Closed)), "{closed:?}");
     assert_eq!(asked.load(Ordering::SeqCst), 2);
 
+    // A tool switched off in Settings is refused without asking.
+    app.host()
+        .set_mcp_tool_enabled("probe", "probe_count", false)
+        .unwrap();
+    let off = app
+        .call_from_view(&view.token, "probe_count", json!({}), answer(true))
+        .await;
+    assert!(matches!(off, Err(ViewCallError::Denied { .. })), "{off:?}");
+    assert_eq!(asked.load(Ordering::SeqCst), 2);
+    app.host()
+        .set_mcp_tool_enabled("probe", "probe_count", true)
+        .unwrap();
+
     // Deny in Settings holds for views as for the model, without asking.
     app.set_tool_policy("probe", "probe_count", ToolPolicy::Deny)
         .await
@@ -177,6 +190,11 @@ async fn app_only_tools_never_reach_a_model_and_a_views_context_goes_with_the_ne
         .unwrap();
     let (home, _) = probe_home(Some(&llm));
     let app = app_at(home.path());
+    // The composer's count offers what a model may get: not the app-only tools.
+    let choices = app.tool_choices(None, None).await.unwrap();
+    let probe = choices.servers.iter().find(|s| s.name == "probe").unwrap();
+    let listed: Vec<&str> = probe.tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(listed, ["show_probe", "model_secret"]);
     let ViewLookup::Ready { view } = app.open_view("probe", "show_probe").await else {
         panic!("the probe's view is not ready")
     };

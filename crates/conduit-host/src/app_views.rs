@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::app::App;
-use crate::settings::{Settings, Verdict};
+use crate::settings::Verdict;
 
 /// The URL scheme views are served on: an origin apart from the app's, one per view.
 pub const SCHEME: &str = "mcp-app";
@@ -98,7 +98,7 @@ pub enum ViewCallError {
     NoTool { server: String, tool: String },
     #[error("{tool} of {server} is only for the model, not for views")]
     ModelOnly { server: String, tool: String },
-    #[error("{tool} of {server} is set to Deny in Settings")]
+    #[error("{tool} of {server} is set to Deny or switched off in Settings")]
     Denied { server: String, tool: String },
     #[error("the user did not allow the view to run {tool} of {server}")]
     NotAllowed { server: String, tool: String },
@@ -112,8 +112,8 @@ pub enum ViewCallError {
     },
 }
 
-/// A view read from a server: the connection it came from (by address) and the view.
-type ReadView = (usize, Arc<View>);
+/// A view read from a server: the connection it came from (while it lives) and the view.
+type ReadView = (std::sync::Weak<conduit_mcp::client::Connection>, Arc<View>);
 
 struct OpenView {
     server: String,
@@ -283,14 +283,14 @@ impl App {
             return ViewLookup::None;
         };
         let key = (server.to_owned(), uri.clone());
-        let connection_id = Arc::as_ptr(&connection) as usize;
-        let cached = self
-            .views()
-            .read
-            .lock()
-            .get(&key)
-            .filter(|(id, _)| *id == connection_id)
-            .map(|(_, view)| view.clone());
+        let cached = {
+            let mut read = self.views().read.lock();
+            // Views of connections that ended go (a restarted server is read again).
+            read.retain(|_, (from, _)| from.strong_count() > 0);
+            read.get(&key)
+                .filter(|(from, _)| std::ptr::eq(from.as_ptr(), Arc::as_ptr(&connection)))
+                .map(|(_, view)| view.clone())
+        };
         let view = match cached {
             Some(view) => view,
             None => match apps::read_view(&connection, &uri).await {
@@ -299,7 +299,7 @@ impl App {
                     self.views()
                         .read
                         .lock()
-                        .insert(key, (connection_id, view.clone()));
+                        .insert(key, (Arc::downgrade(&connection), view.clone()));
                     view
                 }
                 Err(error) => {
@@ -365,13 +365,8 @@ impl App {
             &found.description,
             &found.input_schema,
         );
-        // Read now: a change in Settings applies at once, as for a model's call.
-        let verdict = match Settings::load(&self.host().paths().settings_file) {
-            Ok(settings) => settings.verdict(&server, tool, &now),
-            Err(error) => Verdict::Ask {
-                changes: vec![format!("the settings could not be read ({error})")],
-            },
-        };
+        let verdict =
+            crate::approval::verdict_now(&self.host().paths().settings_file, &server, tool, &now);
         match verdict {
             Verdict::Allow => {}
             Verdict::Deny => {
@@ -405,11 +400,6 @@ impl App {
                 tool: tool.to_owned(),
                 why,
             })
-    }
-
-    /// The server and tool a view token is bound to, while it is open.
-    pub fn view_binding(&self, token: &str) -> Option<(String, String)> {
-        self.views().bound(token)
     }
 }
 

@@ -132,6 +132,25 @@ impl crate::Host {
     }
 }
 
+/// What a call of `tool` of `server` (now as `now`) gets before anyone is asked, by the
+/// settings read now (a change in Settings applies at once): a tool switched off in
+/// Settings is refused; settings that cannot be read mean asking. The one rule for a
+/// model's calls and an MCP Apps view's.
+pub fn verdict_now(
+    settings_file: &std::path::Path,
+    server: &str,
+    tool: &str,
+    now: &ApprovedTool,
+) -> Verdict {
+    match Settings::load(settings_file) {
+        Ok(settings) if !settings.tool_enabled(server, tool) => Verdict::Deny,
+        Ok(settings) => settings.verdict(server, tool, now),
+        Err(error) => Verdict::Ask {
+            changes: vec![format!("the settings could not be read ({error})")],
+        },
+    }
+}
+
 /// Decides a turn's tool calls: settings first, then the window.
 pub struct WindowApproval {
     ask: Arc<AskApproval>,
@@ -214,13 +233,7 @@ impl Approver for WindowApproval {
         let mut changes = Vec::new();
         if let Some(trust) = &trust {
             let (server, tool) = (&trust.origin.server, &trust.origin.tool);
-            // Read now, not at the turn's start: a change in Settings applies at once.
-            let verdict = match Settings::load(&self.settings_file) {
-                Ok(settings) => settings.verdict(server, tool, &trust.now),
-                Err(error) => Verdict::Ask {
-                    changes: vec![format!("the settings could not be read ({error})")],
-                },
-            };
+            let verdict = verdict_now(&self.settings_file, server, tool, &trust.now);
             match verdict {
                 Verdict::Allow => return Approval::Allow,
                 Verdict::Deny => {

@@ -1056,6 +1056,7 @@ mod tests {
             read_only: false,
             destructive: false,
             input_schema: serde_json::json!({"type": "object"}),
+            for_models: true,
         }
     }
 

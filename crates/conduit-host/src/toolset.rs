@@ -2,8 +2,6 @@
 //! is switched off is kept, so a server or tool added later is on), kept with the
 //! conversation, and what the offered definitions cost in tokens.
 
-use std::collections::BTreeMap;
-
 use conduit_mcp::runtime::McpRuntime;
 use conduit_mcp::servers::{ServerState, ToolInfo};
 use serde::{Deserialize, Serialize};
@@ -134,16 +132,17 @@ impl Host {
     /// What `toolset` offers among the ready servers' tools that Settings enable.
     pub fn tool_choices(&self, servers: &McpRuntime, toolset: Toolset) -> ToolChoices {
         let settings = self.settings().unwrap_or_default();
-        let mut by_server: BTreeMap<String, Vec<ToolsetTool>> = BTreeMap::new();
-        let mut ready: Vec<String> = Vec::new();
+        let mut ready = Vec::new();
         for status in servers.statuses() {
             if !matches!(status.state, ServerState::Ready { .. }) {
                 continue;
             }
-            let tools = servers.server_tools(&status.name).unwrap_or_default();
-            let choices = tools
+            // What a model may be offered: enabled in Settings, and not only for views.
+            let tools = servers
+                .server_tools(&status.name)
+                .unwrap_or_default()
                 .iter()
-                .filter(|tool| settings.tool_enabled(&status.name, &tool.name))
+                .filter(|tool| tool.for_models && settings.tool_enabled(&status.name, &tool.name))
                 .map(|tool| ToolsetTool {
                     name: tool.name.clone(),
                     title: tool.title.clone(),
@@ -151,17 +150,13 @@ impl Host {
                     tokens: definition_tokens(tool),
                 })
                 .collect();
-            ready.push(status.name.clone());
-            by_server.insert(status.name, choices);
+            ready.push(ToolsetServer {
+                on: !toolset.off_servers.contains(&status.name),
+                tools,
+                name: status.name,
+            });
         }
-        let servers: Vec<ToolsetServer> = ready
-            .into_iter()
-            .map(|name| ToolsetServer {
-                on: !toolset.off_servers.contains(&name),
-                tools: by_server.remove(&name).unwrap_or_default(),
-                name,
-            })
-            .collect();
+        let servers = ready;
         let on = servers.iter().flat_map(|s| s.tools.iter().filter(|t| t.on));
         let offered = u32::try_from(on.clone().count()).unwrap_or(u32::MAX);
         let tokens = on.map(|t| t.tokens).fold(0u32, u32::saturating_add);
@@ -221,6 +216,7 @@ mod tests {
             read_only: true,
             destructive: false,
             input_schema: json!({"type": "object", "properties": {"city": {"type": "string"}}}),
+            for_models: true,
         };
         let chars = "get_weather".len()
             + "Gets the weather for a city.".len()

@@ -68,6 +68,10 @@ pub struct ToolInfo {
     /// JSON Schema of its arguments.
     #[ts(type = "Record<string, unknown>")]
     pub input_schema: serde_json::Value,
+    /// Whether a model may be offered it (not a tool only an MCP Apps view may call).
+    #[serde(skip)]
+    #[ts(skip)]
+    pub for_models: bool,
 }
 
 impl From<&rmcp::model::Tool> for ToolInfo {
@@ -83,6 +87,7 @@ impl From<&rmcp::model::Tool> for ToolInfo {
             read_only: hints.and_then(|a| a.read_only_hint).unwrap_or(false),
             destructive: hints.and_then(|a| a.destructive_hint).unwrap_or(false),
             input_schema: serde_json::Value::Object((*tool.input_schema).clone()),
+            for_models: for_models(tool),
         }
     }
 }
