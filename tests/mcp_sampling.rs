@@ -47,6 +47,15 @@ struct Setup {
 /// A host whose only provider is the scripted LLM server (`scripted`, model `m`), the
 /// window's asker on it, and the servers of `entries`.
 async fn setup(entries: Value, replies: Vec<conduit_testing::llm_server::Reply>) -> Setup {
+    setup_with(entries, replies, None).await
+}
+
+/// [`setup`], the provider in `tool_mode` when given (`text`: tools as text).
+async fn setup_with(
+    entries: Value,
+    replies: Vec<conduit_testing::llm_server::Reply>,
+    tool_mode: Option<&str>,
+) -> Setup {
     let llm = ScriptedLlm::start(replies).await.unwrap();
     let home = tempfile::tempdir().unwrap();
     let file = home.path().join("mcp_servers.json");
@@ -57,7 +66,11 @@ async fn setup(entries: Value, replies: Vec<conduit_testing::llm_server::Reply>)
     )));
     let settings = host.paths().settings_file.clone();
     std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
-    std::fs::write(&settings, llm.provider_settings().to_string()).unwrap();
+    let mut provider_settings = llm.provider_settings();
+    if let Some(mode) = tool_mode {
+        provider_settings["providers"][0]["toolMode"] = mode.into();
+    }
+    std::fs::write(&settings, provider_settings.to_string()).unwrap();
     let asker = WindowAsker::with_sampler(ANSWER_WAIT, host.clone());
     let servers = McpRuntime::start(
         RuntimeOptions::new(&file, Duration::from_secs(30)).with_asker(asker.clone()),
@@ -306,6 +319,32 @@ async fn a_python_server_samples_with_tools_in_both_eras() {
         );
         setup.servers.shutdown().await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_in_text_tool_mode_gets_a_sampling_requests_tools_as_text() {
+    let setup = setup_with(
+        json!({"py": python_server("2025-11-25", json!({}))}),
+        vec![Dialect::OpenAiChat.text(&[
+            "<tool_call><name>forecast</name><arguments>{\"city\": \"Paris\"}</arguments></tool_call>",
+        ])],
+        Some("text"),
+    )
+    .await;
+    let running = call(&setup.servers, "py", "ask_model", json!({}));
+    let question = asked(&setup.asker).await;
+    approve(&setup.asker, &question).await;
+    let answer: Value = serde_json::from_str(&running.await.unwrap().unwrap()).unwrap();
+    // The request carried no native tools; the model's text call came back as a tool use.
+    let sent = &setup.llm.requests()[0].body;
+    assert!(sent.get("tools").is_none(), "{sent}");
+    assert!(sent.to_string().contains("forecast"), "{sent}");
+    // One block comes back as the content itself.
+    assert_eq!(answer["stopReason"], "toolUse", "{answer}");
+    assert_eq!(answer["content"]["type"], "tool_use", "{answer}");
+    assert_eq!(answer["content"]["name"], "forecast", "{answer}");
+    assert_eq!(answer["content"]["input"], json!({"city": "Paris"}));
+    setup.servers.shutdown().await;
 }
 
 fn uri(folder: &Path) -> String {

@@ -229,23 +229,7 @@ impl Host {
             return Err(ChatError::PromptEndsWithAssistant);
         }
         let protocol = config.protocol;
-        let media: Arc<dyn MediaStore> = self.media.clone();
-        let tool_mode = match &request.provider {
-            ProviderChoice::Saved(id) => self
-                .settings()
-                .map_err(ProvidersError::from)?
-                .provider(id)
-                .map_err(ProvidersError::from)?
-                .tool_mode_of(&model),
-            ProviderChoice::Explicit { .. } => ToolMode::Auto,
-        };
-        // Text tool-calling sits above the four protocols: every provider is wrapped once.
-        let provider = TextTools::wrap(
-            conduit_providers::build(config, media)?,
-            tool_mode,
-            self.tool_modes.clone(),
-            provider_label(&request.provider),
-        );
+        let provider = self.model_provider(&request.provider, config, &model)?;
 
         let conversation = match &request.conversation {
             Some(id) => id.clone(),
@@ -394,6 +378,35 @@ impl Host {
             role: Role::User,
             blocks,
         })
+    }
+}
+
+impl Host {
+    /// The provider a model run goes to: built from `config`, and wrapped for text
+    /// tool-calling as the saved provider's tool mode for `model` says. Text tool-calling
+    /// sits above the four protocols, so every run (a turn, a server's sampling request)
+    /// gets its provider here.
+    pub(crate) fn model_provider(
+        &self,
+        choice: &ProviderChoice,
+        config: ProviderConfig,
+        model: &str,
+    ) -> Result<Arc<dyn conduit_core::provider::Provider>, ChatError> {
+        let tool_mode = match choice {
+            ProviderChoice::Saved(id) => self
+                .settings()
+                .map_err(ProvidersError::from)?
+                .provider(id)
+                .map_err(ProvidersError::from)?
+                .tool_mode_of(model),
+            ProviderChoice::Explicit { .. } => ToolMode::Auto,
+        };
+        Ok(TextTools::wrap(
+            conduit_providers::build(config, self.media.clone())?,
+            tool_mode,
+            self.tool_modes.clone(),
+            provider_label(choice),
+        ))
     }
 }
 

@@ -91,8 +91,14 @@ impl Sampler for Host {
         })?;
         let protocol = config.protocol;
         let media: Arc<dyn MediaStore> = self.media.clone();
-        let provider =
-            conduit_providers::build(config, media.clone()).map_err(|e| e.to_string())?;
+        // Built as a turn's is: a provider in text tool mode gets the tools as text.
+        let provider = self
+            .model_provider(
+                &crate::chat::ProviderChoice::Saved(pick.provider.clone()),
+                config,
+                &model,
+            )
+            .map_err(|e| e.to_string())?;
         let request = request.clone();
         let (messages, tools) = tokio::task::spawn_blocking(move || {
             let messages = model_messages(&request, media.as_ref())?;
