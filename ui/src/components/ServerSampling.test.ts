@@ -85,3 +85,12 @@ describe("a server's sampling request in the chat", () => {
     await waitFor(() => expect(api.answerSampling).toHaveBeenCalledWith("sample_1", { action: "deny" }));
   });
 });
+
+describe("when the requests cannot be listed", () => {
+  it("says so instead of showing nothing", async () => {
+    api.mcpSamplingRequests.mockRejectedValue({ message: "the engine did not answer" });
+    render(ServerSampling, { groups, choice: { provider: "scripted", model: "m" } });
+    const problem = await screen.findByLabelText("Sampling requests problem");
+    expect(problem.textContent).toContain("the engine did not answer");
+  });
+});
