@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use conduit_e2e::desktop::{DesktopSession, Window};
-use conduit_e2e::footprint::{Memory, descendants, release_binary};
+use conduit_e2e::footprint::{Breakdown, Memory, descendants, release_binary};
 use conduit_e2e::llm_server::{Dialect, ScriptedCall, ScriptedLlm};
 use conduit_e2e::{artifacts_dir, workspace_root};
 use image::{Rgb, RgbImage};
@@ -216,6 +216,18 @@ async fn a_thousand_tool_image_turns_keep_memory_flat() {
                 mb(memory.servers),
                 seconds * 1000.0 / EVERY as f64
             );
+            // Where WebKit's memory is: the web process's anonymous memory is what grew.
+            for (child, comm) in descendants(pid) {
+                if comm.starts_with("WebKit") {
+                    let kinds = Breakdown::of(child);
+                    println!(
+                        "soak:   {comm}: anonymous {:.0} MB, shared {:.0} MB, files {:.0} MB",
+                        mb(kinds.anonymous),
+                        mb(kinds.shared),
+                        mb(kinds.files)
+                    );
+                }
+            }
             samples.push((turn, memory, seconds, page));
         }
     }

@@ -11,6 +11,7 @@ mod command_list;
 mod commands;
 #[cfg(test)]
 mod contract_tests;
+mod malloc;
 mod media;
 mod native;
 
@@ -26,6 +27,7 @@ use conduit_host::{Host, Paths};
 const RUNTIME_WORKERS: usize = 2;
 
 fn main() -> std::process::ExitCode {
+    let malloc_configured = malloc::configure();
     let paths = match Paths::from_env() {
         Ok(paths) => paths,
         Err(err) => {
@@ -41,6 +43,9 @@ fn main() -> std::process::ExitCode {
         }
     };
     tracing::info!(version = conduit_host::VERSION, "desktop app starting");
+    if !malloc_configured {
+        tracing::warn!("glibc refused a malloc setting: its own stays (memory may creep up)");
+    }
     // Set before anything uses Tauri's runtime (which would start its default one).
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(RUNTIME_WORKERS)

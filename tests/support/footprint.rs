@@ -230,3 +230,109 @@ fn group_alive(group: u32) -> bool {
         pgrp == Some(group) && state != Some("Z")
     })
 }
+
+/// Where a process's resident memory is, in bytes (`/proc/PID/smaps`): anonymous memory
+/// (malloc's and JavaScript's heaps), shared memory (WebKit's painted surfaces travel in
+/// memfd and `/dev/shm`), and mapped files (binaries and libraries).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Breakdown {
+    pub anonymous: u64,
+    pub shared: u64,
+    pub files: u64,
+}
+
+impl Breakdown {
+    /// Zero for a process that is gone.
+    pub fn of(pid: u32) -> Self {
+        let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
+        let mut breakdown = Self::default();
+        breakdown.read(&smaps);
+        breakdown
+    }
+
+    fn read(&mut self, smaps: &str) {
+        // A mapping's header (`start-end perms offset dev inode [name]`) says what its
+        // following `Rss:` line counts as.
+        let mut current: Option<Kind> = None;
+        for line in smaps.lines() {
+            if let Some(kb) = line.strip_prefix("Rss:") {
+                let bytes = kb
+                    .trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse::<u64>()
+                    .unwrap_or(0)
+                    * 1024;
+                match current {
+                    Some(Kind::Anonymous) => self.anonymous += bytes,
+                    Some(Kind::Shared) => self.shared += bytes,
+                    Some(Kind::File) => self.files += bytes,
+                    None => {}
+                }
+            } else if let Some(kind) = Kind::of_header(line) {
+                current = Some(kind);
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Anonymous,
+    Shared,
+    File,
+}
+
+impl Kind {
+    /// The kind of the mapping a header line starts; `None` for the lines inside one.
+    fn of_header(line: &str) -> Option<Self> {
+        let mut fields = line.split_whitespace();
+        let range = fields.next()?;
+        let (start, end) = range.split_once('-')?;
+        if !start
+            .chars()
+            .chain(end.chars())
+            .all(|c| c.is_ascii_hexdigit())
+        {
+            return None;
+        }
+        let name = fields.nth(4).unwrap_or("");
+        Some(if name.is_empty() || name.starts_with('[') {
+            Self::Anonymous
+        } else if name.contains("memfd:")
+            || name.starts_with("/dev/shm")
+            || name.starts_with("/SYSV")
+            || name.starts_with("/dev/dri")
+        {
+            Self::Shared
+        } else {
+            Self::File
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Breakdown;
+
+    #[test]
+    fn smaps_are_summed_by_kind_of_mapping() {
+        let smaps = "\
+55d0c0a00000-55d0c0c00000 rw-p 00000000 00:00 0                          [heap]
+Size:               2048 kB
+Rss:                1024 kB
+7f00a0000000-7f00a0100000 rw-p 00000000 00:00 0 
+Rss:                 512 kB
+7f00b0000000-7f00b0100000 rw-s 00000000 00:01 42                         /memfd:wayland-shm (deleted)
+Rss:                 256 kB
+7f00c0000000-7f00c0100000 r-xp 00000000 08:01 99                         /usr/lib/libwebkit2gtk-4.1.so.0
+Rss:                 128 kB
+VmFlags: rd ex mr mw me sd
+";
+        let mut breakdown = Breakdown::default();
+        breakdown.read(smaps);
+        assert_eq!(breakdown.anonymous, 1536 * 1024);
+        assert_eq!(breakdown.shared, 256 * 1024);
+        assert_eq!(breakdown.files, 128 * 1024);
+    }
+}

@@ -6,14 +6,17 @@ use std::io;
 use std::path::Path;
 
 use tracing_appender::non_blocking::WorkerGuard;
+use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
-use tracing_subscriber::{EnvFilter, Layer, fmt};
+use tracing_subscriber::{Layer, fmt};
 
 use crate::Paths;
 
 /// Environment variable with a `tracing` filter for the log file, e.g. `conduit=debug`.
 pub const LOG_FILTER_ENV: &str = "CONDUIT_LOG";
+/// The log file's filter when `CONDUIT_LOG` is not set: the window's libraries only warn.
+const DEFAULT_FILTER: &str = "info,tao=warn,wry=warn";
 
 /// A log file larger than this is moved aside when a process starts.
 const ROTATE_AT_BYTES: u64 = 10 * 1024 * 1024;
@@ -74,8 +77,7 @@ pub fn init(paths: &Paths, options: LogOptions) -> Result<LogGuard, LoggingError
     }
     let (writer, guard) = tracing_appender::non_blocking(file);
 
-    let file_filter = EnvFilter::try_from_env(LOG_FILTER_ENV)
-        .unwrap_or_else(|_| EnvFilter::new("info,tao=warn,wry=warn"));
+    let (file_filter, bad_filter) = file_filter(std::env::var(LOG_FILTER_ENV).ok().as_deref());
     let file_layer = fmt::layer()
         .with_ansi(false)
         .with_writer(Scrubbed(writer))
@@ -91,7 +93,29 @@ pub fn init(paths: &Paths, options: LogOptions) -> Result<LogGuard, LoggingError
         .with(stderr_layer)
         .try_init()
         .map_err(|_| LoggingError::AlreadyInitialised)?;
+    if let Some(problem) = bad_filter {
+        tracing::warn!("{LOG_FILTER_ENV} was not used: {problem}; the log uses {DEFAULT_FILTER:?}");
+        eprintln!("conduit: {LOG_FILTER_ENV} was not used: {problem}");
+    }
     Ok(LogGuard { _file: guard })
+}
+
+/// The log file's filter: `CONDUIT_LOG` when it reads (a default level and `target=level`
+/// pairs, e.g. `info,conduit_mcp=debug`), else the default, with why it did not read.
+/// `tracing`'s `Targets` reads it: `EnvFilter`'s span and field filters would bring a
+/// regular expression engine into both binaries for a syntax nobody here uses.
+fn file_filter(value: Option<&str>) -> (Targets, Option<String>) {
+    let default = || DEFAULT_FILTER.parse::<Targets>().unwrap_or_default();
+    match value.map(str::trim).filter(|v| !v.is_empty()) {
+        None => (default(), None),
+        Some(value) => match value.parse::<Targets>() {
+            Ok(targets) => (targets, None),
+            Err(err) => (
+                default(),
+                Some(format!("{value:?} is not a filter ({err})")),
+            ),
+        },
+    }
 }
 
 /// A log writer that hides the MCP servers' secrets and removes the query and user info
@@ -146,6 +170,29 @@ fn rotate_if_large(file: &Path, limit: u64, keep: u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tracing::Level;
+
+    #[test]
+    fn the_log_filter_reads_conduit_log_and_says_why_not() {
+        let (default, problem) = file_filter(None);
+        assert!(problem.is_none());
+        assert!(default.would_enable("conduit_host", &Level::INFO));
+        assert!(!default.would_enable("conduit_host", &Level::DEBUG));
+        assert!(!default.would_enable("wry::webview", &Level::INFO));
+
+        let (chosen, problem) = file_filter(Some("warn,conduit_mcp=debug"));
+        assert!(problem.is_none());
+        assert!(chosen.would_enable("conduit_mcp::client", &Level::DEBUG));
+        assert!(!chosen.would_enable("conduit_host", &Level::INFO));
+
+        let (fallback, problem) = file_filter(Some("conduit=loud"));
+        assert!(
+            problem
+                .unwrap()
+                .contains("\"conduit=loud\" is not a filter")
+        );
+        assert!(fallback.would_enable("conduit_host", &Level::INFO));
+    }
 
     #[test]
     fn a_large_log_is_moved_aside_and_the_oldest_dropped() {
