@@ -2,7 +2,7 @@
 //! the media store and returned as an image. Text is drawn with a font embedded in the
 //! binary, so a machine without fonts or fontconfig draws the same chart.
 
-use std::io::Cursor;
+use std::io::{Cursor, Read};
 use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
@@ -30,8 +30,9 @@ pub const MAX_CATEGORIES: usize = 200;
 const MAX_TITLE_CHARS: usize = 200;
 const MAX_NAME_CHARS: usize = 100;
 
-/// DejaVu Sans (Bitstream Vera license, see assets/fonts/LICENSE).
-static FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
+/// DejaVu Sans (Bitstream Vera license, see assets/fonts/LICENSE), deflated by build.rs:
+/// inflated on the first chart, so the binaries carry half its size.
+static FONT_DEFLATED: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/DejaVuSans.ttf.deflate"));
 const FONT_NAME: &str = "sans-serif";
 
 /// Series colours (Tableau 10): distinct, and readable on white.
@@ -50,10 +51,16 @@ const COLORS: [RGBColor; 10] = [
 
 /// Registers the embedded font with plotters once.
 fn register_font() -> Result<(), String> {
+    static FONT: OnceLock<Vec<u8>> = OnceLock::new();
     static REGISTERED: OnceLock<Result<(), String>> = OnceLock::new();
     REGISTERED
         .get_or_init(|| {
-            plotters::style::register_font(FONT_NAME, FontStyle::Normal, FONT)
+            let mut font = Vec::new();
+            flate2::read::DeflateDecoder::new(FONT_DEFLATED)
+                .read_to_end(&mut font)
+                .map_err(|e| format!("the chart font does not inflate: {e}"))?;
+            let font: &'static [u8] = FONT.get_or_init(|| font);
+            plotters::style::register_font(FONT_NAME, FontStyle::Normal, font)
                 .map_err(|_| "the chart font does not load".to_owned())
         })
         .clone()
