@@ -54,6 +54,7 @@ async fn a_conversation_offers_only_the_tools_it_chose() {
         chat.text(&["one"]),
         chat.text(&["two"]),
         chat.text(&["three"]),
+        chat.text(&["four"]),
     ])
     .await
     .unwrap();
@@ -121,17 +122,18 @@ async fn a_conversation_offers_only_the_tools_it_chose() {
     );
 
     // Kept with the conversation: its next turn offers the same, whatever the window sends.
-    assert_eq!(
-        app.host().conversation_toolset(&conversation).unwrap(),
-        toolset
-    );
+    let choices = app
+        .tool_choices(Some(conversation.clone()), None)
+        .await
+        .unwrap();
+    assert_eq!(choices.toolset, toolset);
     run_turn(&app, Some(conversation.clone()), None).await;
     assert_eq!(offered(&llm, 1), expected);
 
     // Switched back to everything: the conduit tools come back.
     app.set_conversation_toolset(&conversation, &Toolset::default())
         .unwrap();
-    run_turn(&app, Some(conversation), None).await;
+    run_turn(&app, Some(conversation.clone()), None).await;
     let third = offered(&llm, 2);
     assert!(
         third.iter().any(|t| t.starts_with("conduit__")),
@@ -141,5 +143,36 @@ async fn a_conversation_offers_only_the_tools_it_chose() {
         third.contains(&format!("dyn__{}", dyn_tools[0])),
         "{third:?}"
     );
+
+    // A kept choice that cannot be read (a damaged database, an older version's format)
+    // offers no tool, and the panel says why, rather than offering every tool.
+    app.set_conversation_toolset(&conversation, &toolset)
+        .unwrap();
+    app.host()
+        .store()
+        .unwrap()
+        .set_toolset(&conversation, Some("{\"offServers\": \"dyn\"}"))
+        .unwrap();
+    let damaged = app
+        .tool_choices(Some(conversation.clone()), None)
+        .await
+        .unwrap();
+    assert_eq!(damaged.offered, 0, "{damaged:?}");
+    assert!(damaged.servers.iter().all(|s| !s.on), "{damaged:?}");
+    let warning = damaged.warning.clone().unwrap();
+    assert!(
+        warning.contains("could not be read") && warning.contains("offers no tool"),
+        "{warning}"
+    );
+    run_turn(&app, Some(conversation.clone()), None).await;
+    assert!(offered(&llm, 3).is_empty(), "{:?}", offered(&llm, 3));
+    // Switching a server on in the panel (what it sends) makes a readable choice again.
+    let mut chosen = damaged.toolset.clone();
+    chosen.off_servers.retain(|s| s != "dyn");
+    app.set_conversation_toolset(&conversation, &chosen)
+        .unwrap();
+    let restored = app.tool_choices(Some(conversation), None).await.unwrap();
+    assert!(restored.warning.is_none(), "{restored:?}");
+    assert_eq!(restored.offered as usize, dyn_tools.len(), "{restored:?}");
     app.shutdown().await;
 }

@@ -489,13 +489,16 @@ impl App {
         conversation: Option<String>,
         toolset: Option<crate::toolset::Toolset>,
     ) -> Result<crate::toolset::ToolChoices, AppError> {
-        let toolset = match (toolset, conversation) {
-            (Some(toolset), _) => toolset,
-            (None, Some(id)) => self.host.conversation_toolset(&id)?,
-            (None, None) => crate::toolset::Toolset::default(),
-        };
         let servers = self.servers().await;
-        Ok(self.host.tool_choices(&servers, toolset))
+        let (toolset, unreadable) = match (toolset, conversation) {
+            (Some(toolset), _) => (toolset, None),
+            (None, Some(id)) => {
+                let kept = self.host.conversation_toolset(&id, &servers)?;
+                (kept.toolset, kept.unreadable)
+            }
+            (None, None) => (crate::toolset::Toolset::default(), None),
+        };
+        Ok(self.host.tool_choices(&servers, toolset, unreadable))
     }
 
     /// What the ready servers offer to mention in a message: resources, templates, prompts.

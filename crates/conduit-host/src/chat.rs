@@ -106,6 +106,8 @@ pub enum ChatError {
     Store(#[from] StoreError),
     #[error(transparent)]
     McpConfig(#[from] conduit_mcp::config::ConfigError),
+    #[error(transparent)]
+    Toolset(#[from] crate::toolset::ToolsetError),
 }
 
 /// A turn ready to run (see [`crate::Host::prepare_turn`]).
@@ -288,10 +290,7 @@ impl Host {
     ) -> Result<Vec<Arc<McpTool>>, ChatError> {
         let settings = self.settings().map_err(ProvidersError::from)?;
         let toolset = match conversation {
-            Some(id) => self.conversation_toolset(id).unwrap_or_else(|error| {
-                tracing::warn!(%error, "the conversation's toolset could not be read; every enabled tool is offered");
-                crate::toolset::Toolset::default()
-            }),
+            Some(id) => self.conversation_toolset(id, servers)?.toolset,
             None => crate::toolset::Toolset::default(),
         };
         let allow = |server: &str, tool: &str| {

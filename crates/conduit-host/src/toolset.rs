@@ -77,7 +77,8 @@ pub struct ToolChoices {
     pub servers: Vec<ToolsetServer>,
     pub offered: u32,
     pub tokens: u32,
-    /// Why so many tools may hurt, when they may.
+    /// Why so many tools may hurt, when they may; or why the conversation's kept choice
+    /// could not be read (it then offers nothing until the user chooses again).
     pub warning: Option<String>,
 }
 
@@ -93,24 +94,51 @@ pub fn definition_tokens(tool: &ToolInfo) -> u32 {
 pub enum ToolsetError {
     #[error(transparent)]
     Store(#[from] conduit_store::StoreError),
-    #[error("the conversation's toolset is unreadable: {0}")]
-    Unreadable(#[source] serde_json::Error),
+    #[error("the conversation's toolset cannot be written: {0}")]
+    Unwritable(#[source] serde_json::Error),
+}
+
+/// A conversation's toolset as read from the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeptToolset {
+    pub toolset: Toolset,
+    /// Why the stored choice could not be read; the toolset then switches every server off.
+    pub unreadable: Option<String>,
 }
 
 impl Host {
-    /// The toolset a conversation keeps (every enabled tool when it never chose, or its
-    /// stored choice cannot be read: then the log says so).
-    pub fn conversation_toolset(&self, conversation: &str) -> Result<Toolset, ToolsetError> {
-        let stored = self.store()?.toolset(conversation)?;
-        match stored {
-            None => Ok(Toolset::default()),
-            Some(text) => match serde_json::from_str(&text) {
-                Ok(toolset) => Ok(toolset),
-                Err(error) => {
-                    tracing::warn!(%error, conversation, "a conversation's toolset is unreadable; every tool is offered");
-                    Ok(Toolset::default())
-                }
-            },
+    /// The toolset a conversation keeps: every enabled tool when it never chose. A stored
+    /// choice that cannot be read offers no tool at all (every server of `servers` off)
+    /// until the user chooses again: offering every tool instead would run tools the
+    /// user may have switched off for this conversation.
+    pub fn conversation_toolset(
+        &self,
+        conversation: &str,
+        servers: &McpRuntime,
+    ) -> Result<KeptToolset, ToolsetError> {
+        let Some(text) = self.store()?.toolset(conversation)? else {
+            return Ok(KeptToolset {
+                toolset: Toolset::default(),
+                unreadable: None,
+            });
+        };
+        match serde_json::from_str(&text) {
+            Ok(toolset) => Ok(KeptToolset {
+                toolset,
+                unreadable: None,
+            }),
+            Err(error) => {
+                tracing::warn!(%error, conversation, "a conversation's toolset is unreadable: no tool is offered until it is chosen again");
+                Ok(KeptToolset {
+                    toolset: Toolset {
+                        off_servers: servers.statuses().into_iter().map(|s| s.name).collect(),
+                        off_tools: Vec::new(),
+                    },
+                    unreadable: Some(format!(
+                        "This conversation's choice of tools could not be read ({error}), so it offers no tool. Switch on what it may use."
+                    )),
+                })
+            }
         }
     }
 
@@ -123,14 +151,20 @@ impl Host {
         let text = if toolset.is_everything() {
             None
         } else {
-            Some(serde_json::to_string(toolset).map_err(ToolsetError::Unreadable)?)
+            Some(serde_json::to_string(toolset).map_err(ToolsetError::Unwritable)?)
         };
         self.store()?.set_toolset(conversation, text.as_deref())?;
         Ok(())
     }
 
-    /// What `toolset` offers among the ready servers' tools that Settings enable.
-    pub fn tool_choices(&self, servers: &McpRuntime, toolset: Toolset) -> ToolChoices {
+    /// What `toolset` offers among the ready servers' tools that Settings enable;
+    /// `unreadable` is why a conversation's kept choice could not be read (the warning).
+    pub fn tool_choices(
+        &self,
+        servers: &McpRuntime,
+        toolset: Toolset,
+        unreadable: Option<String>,
+    ) -> ToolChoices {
         let settings = self.settings().unwrap_or_default();
         let mut ready = Vec::new();
         for status in servers.statuses() {
@@ -160,7 +194,9 @@ impl Host {
         let on = servers.iter().flat_map(|s| s.tools.iter().filter(|t| t.on));
         let offered = u32::try_from(on.clone().count()).unwrap_or(u32::MAX);
         let tokens = on.map(|t| t.tokens).fold(0u32, u32::saturating_add);
-        let warning = if offered as usize > MANY_TOOLS {
+        let warning = if unreadable.is_some() {
+            unreadable
+        } else if offered as usize > MANY_TOOLS {
             Some(format!(
                 "{offered} tools are offered: past {MANY_TOOLS}, models pick tools worse and answer slower. Switch off what this conversation does not need."
             ))
