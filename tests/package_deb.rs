@@ -89,12 +89,14 @@ fn control_data_names_the_package_its_version_and_dependencies() {
     assert_eq!(field("Architecture").trim(), "amd64");
     let depends = field("Depends");
     // What the binaries link (`ldd`), named so that Debian 12 and Ubuntu 24.04 both resolve
-    // them (Ubuntu renamed some libraries with a `t64` suffix).
+    // them (Ubuntu renamed some libraries with a `t64` suffix), and the zone database the
+    // time tools read.
     for library in [
         "libwebkit2gtk-4.1-0",
         "libgtk-3-0",
         "libssl3",
         "libdbus-1-3",
+        "tzdata",
     ] {
         assert!(
             depends.contains(library),

@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 use conduit_core::tool::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
-use jiff::tz::{AmbiguousOffset, TimeZone};
+use jiff::tz::{AmbiguousOffset, TimeZone, TimeZoneDatabase};
 use jiff::{Timestamp, Zoned, civil};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -76,6 +76,15 @@ fn zoned_time_schema() -> Value {
 /// to show for it, or an error result. The name is checked before it reaches the zone
 /// database: it is a name, never a path.
 fn zone(field: &str, name: &str) -> Result<(TimeZone, String), ToolOutput> {
+    zone_in(jiff::tz::db(), field, name)
+}
+
+/// [`zone`] in the zone database `db`.
+fn zone_in(
+    db: &TimeZoneDatabase,
+    field: &str,
+    name: &str,
+) -> Result<(TimeZone, String), ToolOutput> {
     let name = name.trim();
     let example =
         "an IANA time zone name such as Europe/Berlin, America/New_York, Asia/Tokyo or UTC";
@@ -96,11 +105,18 @@ fn zone(field: &str, name: &str) -> Result<(TimeZone, String), ToolOutput> {
             "`{field}` {name:?} is not a time zone name: give {example}"
         )));
     }
-    match TimeZone::get(name) {
+    // UTC needs no database.
+    if name.eq_ignore_ascii_case("UTC") {
+        return Ok((TimeZone::UTC, "UTC".to_owned()));
+    }
+    match db.get(name) {
         Ok(zone) => {
             let shown = zone.iana_name().unwrap_or(name).to_owned();
             Ok((zone, shown))
         }
+        Err(_) if db.is_definitively_empty() => Err(ToolOutput::error(format!(
+            "`{field}` {name:?} cannot be looked up: this computer has no time zone database (on Debian and Ubuntu, install the tzdata package). UTC works without it."
+        ))),
         Err(_) => Err(ToolOutput::error(format!(
             "`{field}` {name:?} is not a time zone Conduit knows: give {example}"
         ))),
@@ -438,5 +454,36 @@ impl Tool for ConvertTime {
             Err(error) => return Ok(error),
         };
         Ok(self.convert(args).unwrap_or_else(|error| error))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn error_text(output: ToolOutput) -> String {
+        format!("{:?}", output.parts)
+    }
+
+    #[test]
+    fn without_a_zone_database_a_named_zone_says_what_to_install_and_utc_still_works() {
+        let none = TimeZoneDatabase::none();
+        let (utc, shown) = zone_in(&none, "to_time_zone", "utc").unwrap();
+        assert_eq!((utc, shown.as_str()), (TimeZone::UTC, "UTC"));
+        let missing = error_text(zone_in(&none, "to_time_zone", "Europe/Oslo").unwrap_err());
+        assert!(
+            missing.contains("no time zone database") && missing.contains("tzdata"),
+            "{missing}"
+        );
+    }
+
+    #[test]
+    fn with_the_systems_database_a_named_zone_is_found_and_a_wrong_one_named() {
+        let (oslo, shown) = zone("to_time_zone", "Europe/Oslo").unwrap();
+        assert_eq!(shown, "Europe/Oslo");
+        assert_eq!(oslo.iana_name(), Some("Europe/Oslo"));
+        let wrong = error_text(zone("to_time_zone", "Europe/Atlantis").unwrap_err());
+        assert!(wrong.contains("not a time zone Conduit knows"), "{wrong}");
     }
 }
