@@ -1,14 +1,19 @@
 //! Builds the Tauri context from the top-level `tauri.conf.json`, with permissions for
-//! exactly the app's own commands, and the invoke handler, both from `commands.list`.
+//! exactly the app's own commands, and the invoke handler, both from `commands.list`;
+//! links the app with packed relative relocations (build-support/relr.rs).
 
 #[path = "src/command_list.rs"]
 mod command_list;
+#[path = "../build-support/relr.rs"]
+mod relr;
 
 use std::path::PathBuf;
 
 fn main() {
     println!("cargo:rerun-if-changed=commands.list");
     println!("cargo:rerun-if-changed=src/command_list.rs");
+    println!("cargo:rerun-if-changed=../build-support/relr.rs");
+    relr::pack_relative_relocations();
     let commands = match std::fs::read_to_string("commands.list")
         .map_err(|err| format!("commands.list: {err}"))
         .and_then(|text| command_list::parse(&text))

@@ -550,7 +550,8 @@ export type ToolsetServer = { name: string, on: boolean, tools: Array<ToolsetToo
 
 export type ToolChoices = { toolset: Toolset, servers: Array<ToolsetServer>, offered: number, tokens: number, 
 /**
- * Why so many tools may hurt, when they may.
+ * Why so many tools may hurt, when they may; or why the conversation's kept choice
+ * could not be read (it then offers nothing until the user chooses again).
  */
 warning: string | null, };
 
