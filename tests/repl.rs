@@ -58,7 +58,7 @@ async fn repl(server: &ScriptedLlm, home: &Path, steps: Vec<Value>) -> Session {
     });
     let file = home.join("pty_script.json");
     std::fs::write(&file, script.to_string()).unwrap();
-    let driver = Path::new(env!("CARGO_MANIFEST_DIR")).join("support/pty_driver.py");
+    let driver = conduit_e2e::workspace_root().join("tests/support/pty_driver.py");
     let output = tokio::time::timeout(
         Duration::from_secs(180),
         tokio::process::Command::new("python3")

@@ -3,8 +3,6 @@
 //! signature) and capabilities/*.json (from commands.list). Fails when a checked-in file is
 //! stale; `UPDATE_BINDINGS=1 cargo test --workspace bindings` rewrites them.
 
-use std::path::Path;
-
 use conduit_host::app::{
     CommandError, ErrorAction, McpOverview, SendRequest, ServerTools, Started, ToolSetting,
     TurnEvent, TurnStatus,
@@ -49,7 +47,7 @@ use crate::command_list::{self, Command, WINDOWS};
 use crate::commands::{Folder, ImportSource};
 
 fn commands() -> Vec<Command> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("commands.list");
+    let path = crate::contract_tests::manifest_dir().join("commands.list");
     let text =
         std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
     command_list::parse(&text).unwrap_or_else(|err| panic!("{err}"))
@@ -325,7 +323,7 @@ fn generate_capability(window: &str, description: &str, commands: &[Command]) ->
 /// Writes `generated` to `relative` (under src-tauri) with UPDATE_BINDINGS set; otherwise
 /// fails unless the checked-in file is exactly it.
 fn check_generated(relative: &str, generated: &str) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(relative);
+    let path = crate::contract_tests::manifest_dir().join(relative);
     if std::env::var_os("UPDATE_BINDINGS").is_some() {
         std::fs::write(&path, generated).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
         return;

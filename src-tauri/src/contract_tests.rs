@@ -4,12 +4,20 @@
 //! in `window_command!` does not compile, since its description is missing.)
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::command_list::{self, Command};
 
+/// This crate's folder, from where cargo runs the test (a test binary built by a checkout
+/// elsewhere that shares the target folder is not rebuilt for this one).
+pub(crate) fn manifest_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+}
+
 fn crate_file(relative: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(relative);
+    let path = manifest_dir().join(relative);
     std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()))
 }
 
@@ -56,10 +64,7 @@ fn ui_sources() -> Vec<(String, String)> {
         }
     }
     let mut out = Vec::new();
-    walk(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../ui/src"),
-        &mut out,
-    );
+    walk(&manifest_dir().join("../ui/src"), &mut out);
     out
 }
 

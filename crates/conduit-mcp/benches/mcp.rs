@@ -27,8 +27,16 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 const CALLS: usize = 1000;
 
+/// This crate's folder, from where cargo runs the bench (a binary shared with a checkout
+/// elsewhere keeps the path it was built at).
+fn crate_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+}
+
 fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+    crate_dir().join("../..")
 }
 
 fn everything() -> PathBuf {
@@ -68,7 +76,7 @@ fn python() -> String {
 }
 
 fn minimal() -> ServerSpec {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/servers/minimal.py");
+    let script = crate_dir().join("benches/servers/minimal.py");
     stdio("python3", vec![script.display().to_string()])
 }
 
@@ -553,7 +561,7 @@ async fn main() {
     println!("{CALLS} sequential echo calls:");
     println!("  Conduit (rmcp)        {:>8.0} ms", ms(conduit_total));
     println!("  raw JSON-RPC loop     {:>8.0} ms", ms(raw_total));
-    let bench_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/clients");
+    let bench_dir = crate_dir().join("benches/clients");
     let sdk = root().join("tests/mcp-servers/node_modules/@modelcontextprotocol/sdk");
     let ts = run_client(
         "node",

@@ -920,7 +920,12 @@ fn keep_for_people(name: &str, png: &[u8]) {
     let root = std::env::var_os("CONDUIT_TEST_ARTIFACTS")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| {
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../test-artifacts")
+            // Where cargo runs the test: a binary shared with a checkout elsewhere keeps
+            // the path it was built at.
+            std::env::var_os("CARGO_MANIFEST_DIR")
+                .map(std::path::PathBuf::from)
+                .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+                .join("../../test-artifacts")
         });
     let dir = root.join("builtin_tools");
     std::fs::create_dir_all(&dir).unwrap();
