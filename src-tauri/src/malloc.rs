@@ -6,7 +6,7 @@
 //! eight per core, each keeping its own free memory. In WebKit's web process the two made
 //! resident memory creep up turn after turn (+13.5 to +19 % from turn 100 to 1,000 in
 //! `make bench`'s soak) with no more held by the page. A fixed threshold (large blocks
-//! are mapped and unmapped, never left in the heap) and two arenas took it to +3 %.
+//! are mapped and unmapped, never left in the heap) and two arenas took it to +3 to +8 % over three runs.
 //! The web and network processes are started by WebKit from this one, with its
 //! environment: they read the settings from `GLIBC_TUNABLES`. MCP servers do not get the
 //! variable (their environment is a fixed list).
@@ -30,12 +30,17 @@ pub fn tunables(existing: Option<&str>) -> String {
         .map(str::to_owned)
         .collect();
     for (name, value) in TUNABLES {
-        let prefix = format!("{name}=");
-        if !parts.iter().any(|part| part.starts_with(&prefix)) {
+        if !parts.iter().any(|part| sets(part, name)) {
             parts.push(format!("{name}={value}"));
         }
     }
     parts.join(":")
+}
+
+/// Whether `part` of `GLIBC_TUNABLES` (`name=value`) sets `name`.
+fn sets(part: &str, name: &str) -> bool {
+    part.strip_prefix(name)
+        .is_some_and(|rest| rest.starts_with('='))
 }
 
 /// Applies the settings to this process and, through the environment, to the processes
@@ -44,16 +49,33 @@ pub fn tunables(existing: Option<&str>) -> String {
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[allow(unsafe_code)]
 pub fn configure() -> bool {
-    let value = tunables(std::env::var("GLIBC_TUNABLES").ok().as_deref());
+    let existing = std::env::var("GLIBC_TUNABLES").ok();
+    let user_set = |name: &str| {
+        existing
+            .as_deref()
+            .is_some_and(|value| value.split(':').any(|part| sets(part, name)))
+    };
+    let options = [
+        (TUNABLES[0].0, libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD),
+        (TUNABLES[1].0, libc::M_ARENA_MAX, ARENA_MAX),
+    ];
+    let value = tunables(existing.as_deref());
     // SAFETY: called at the start of `main`, before any other thread exists, so nothing
     // reads the environment while it changes.
     unsafe { std::env::set_var("GLIBC_TUNABLES", value) };
-    // This process read GLIBC_TUNABLES when it started: it gets the same settings by call.
-    // SAFETY: mallopt(3) only changes malloc's parameters; a refusal (0) leaves glibc's own.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD as libc::c_int) == 1
-            && libc::mallopt(libc::M_ARENA_MAX, ARENA_MAX as libc::c_int) == 1
-    }
+    // This process read GLIBC_TUNABLES when it started (a user's setting already holds):
+    // it gets Conduit's other settings by call.
+    options
+        .into_iter()
+        .filter(|(name, _, _)| !user_set(name))
+        .map(|(_, option, value)| {
+            let value = libc::c_int::try_from(value).unwrap_or(libc::c_int::MAX);
+            // SAFETY: mallopt(3) only changes malloc's parameters; a refusal (0) leaves
+            // glibc's own.
+            unsafe { libc::mallopt(option, value) == 1 }
+        })
+        // Every setting is tried, even after one is refused.
+        .fold(true, |all_taken, taken| all_taken & taken)
 }
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
