@@ -30,9 +30,17 @@ fn run_requirements(revision: &str) -> BTreeMap<String, bool> {
         client.is_file(),
         "build the example first (`cargo build --workspace --all-targets`)"
     );
+    // Each scenario's checks and the client's own output, to see why one failed.
+    let details = conduit_e2e::artifacts_dir("conformance-client").join(revision);
+    // Only this run's (the suite adds a folder per scenario and run).
+    if details.exists() {
+        std::fs::remove_dir_all(&details).unwrap();
+    }
     let out = Command::new(&node22)
         .arg(&suite)
-        .args(["client", "--requirements", revision, "--command"])
+        .args(["client", "--requirements", revision, "--output-dir"])
+        .arg(&details)
+        .arg("--command")
         .arg(&client)
         .output()
         .unwrap();
