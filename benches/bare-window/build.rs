@@ -5,6 +5,7 @@
 mod relr;
 
 fn main() {
+    println!("cargo::rerun-if-changed=../../build-support/relr.rs");
     relr::pack_relative_relocations();
     tauri_build::build();
 }
