@@ -1,7 +1,7 @@
 //! Each conversation its own toolset, in the real app under Xvfb: the composer's Tools
 //! button counts the offered tools and their token cost; switching Conduit's own server
 //! off for a new chat leaves the model only the file server's tools, and the choice stays
-//! with the conversation.
+//! with the conversation; a kept choice that no longer reads offers nothing and says why.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -88,5 +88,38 @@ async fn a_new_chat_limited_to_one_server_offers_only_its_tools() {
         "the saved chat shows its own choice"
     );
     window.shot(&shots.join("02-kept.png")).await;
+
+    // A kept choice that no longer reads (a damaged database, another version's format):
+    // reopened, the conversation offers no tool and the panel says why.
+    let db = rusqlite::Connection::open(home.path().join("history.db")).unwrap();
+    let damaged = db
+        .execute(
+            r#"UPDATE conversations SET toolset = '{"offServers": "dyn"}'"#,
+            [],
+        )
+        .unwrap();
+    assert_eq!(damaged, 1);
+    window.click_button("New chat").await;
+    window
+        .js(r#"[...document.querySelectorAll('[aria-label="Conversation list"] button')].find(b => b.textContent.includes("Hello")).click(); return null;"#)
+        .await;
+    window
+        .wait(
+            r#"document.querySelector('[aria-label="Tools offered"]')?.textContent === "0 tools""#,
+        )
+        .await;
+    // The panel stays as it was left (open, from the first choice).
+    window
+        .js(r#"const b = document.querySelector('button[aria-label="Tools"]'); if (b.getAttribute("aria-expanded") !== "true") b.click(); return null;"#)
+        .await;
+    let warning = window
+        .wait(r#"document.querySelector('[aria-label="Tools for this conversation"] [role="alert"]')?.textContent"#)
+        .await;
+    let warning = warning.as_str().unwrap();
+    assert!(
+        warning.contains("could not be read") && warning.contains("offers no tool"),
+        "{warning}"
+    );
+    window.shot(&shots.join("03-unreadable.png")).await;
     window.session.close().await.unwrap();
 }
