@@ -30,6 +30,7 @@ use crate::config::{ProtocolEra, ServerSpec, Transport};
 use crate::elicit::{
     self, Asker, Elicitation, ElicitationAnswer, ElicitationKind, ElicitationOffer,
 };
+use crate::listen_stream::{LISTEN_STREAM_WAIT, ListenStream, WatchedClient};
 use crate::oauth::{self, TokenVault};
 use crate::process::{self, ServerProcess, StderrTail};
 use crate::sampling::{self, SamplingAnswer};
@@ -832,13 +833,17 @@ impl Connection {
                 let static_auth = headers
                     .keys()
                     .any(|name| name.eq_ignore_ascii_case("authorization"));
+                let listen_stream = ListenStream::default();
                 let service = match asks.tokens.clone().filter(|_| !static_auth) {
                     Some(vault) => {
                         let (manager, _signed_in) =
                             oauth::manager(url, vault).await.map_err(|e| {
                                 StartError::plain(format!("its sign-in could not be used: {e}"))
                             })?;
-                        let client = AuthClient::new(reqwest::Client::default(), manager);
+                        let client = WatchedClient::new(
+                            AuthClient::new(reqwest::Client::default(), manager),
+                            listen_stream.clone(),
+                        );
                         let transport = EndSignal {
                             inner: StreamableHttpClientTransport::with_client(client, config),
                             ended: ended.clone(),
@@ -846,8 +851,10 @@ impl Connection {
                         handshake(handler, transport, spec.era, start_timeout).await?
                     }
                     None => {
+                        let client =
+                            WatchedClient::new(reqwest::Client::default(), listen_stream.clone());
                         let transport = EndSignal {
-                            inner: StreamableHttpClientTransport::from_config(config),
+                            inner: StreamableHttpClientTransport::with_client(client, config),
                             ended: ended.clone(),
                         };
                         match handshake(handler, transport, spec.era, start_timeout).await {
@@ -862,6 +869,11 @@ impl Connection {
                         }
                     }
                 };
+                // What the server sends outside any request goes on its GET stream; a
+                // first request before that stream is open loses it (listen_stream.rs).
+                if !listen_stream.answered(LISTEN_STREAM_WAIT).await {
+                    tracing::debug!(%url, "the server did not answer its GET stream in time; going on without it");
+                }
                 Ok(Self::ready(
                     service,
                     Session::without_process(

@@ -31,6 +31,7 @@ pub mod config;
 pub mod conformance;
 pub mod elicit;
 pub mod http;
+mod listen_stream;
 pub mod mention;
 pub mod naming;
 pub mod oauth;

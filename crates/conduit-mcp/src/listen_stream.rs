@@ -1,0 +1,234 @@
+//! Waits, bounded, for an HTTP server's own stream (its GET) before the first request.
+//!
+//! A server with a session sends what is not an answer to a request (an `elicitation/create`
+//! it does not relate to a call, a list-changed notification) on the stream the client
+//! opens with GET after `initialized`. rmcp opens it in the background, so the first
+//! request can reach the server before the stream does, and what the server sends in
+//! between is lost: the TypeScript SDK drops a message for a stream that is not open.
+//! The official conformance suite's `elicitation-sep1034-client-defaults` scenario does
+//! exactly that, and failed once on a loaded machine. [`WatchedClient`] tells
+//! [`ListenStream`] when the server gave a session and when the GET was answered.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::header::{HeaderName, HeaderValue};
+use rmcp::model::ClientJsonRpcMessage;
+use rmcp::transport::common::client_side_sse::BoxedSseResponse;
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+};
+use tokio::sync::watch;
+
+/// How long a connection waits for the server to answer its GET: a server answers it at
+/// once (its stream's headers, or 405 without one); one that holds it is not waited for.
+pub const LISTEN_STREAM_WAIT: Duration = Duration::from_secs(1);
+
+/// Where the server's own stream is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stream {
+    /// No session yet (or ever: a stateless server has no such stream).
+    NotExpected,
+    /// The server gave a session: the GET will follow.
+    Expected,
+    /// The server answered the GET (with its stream, or without one).
+    Answered,
+}
+
+/// Shared by a connection and its HTTP client.
+#[derive(Debug, Clone)]
+pub struct ListenStream {
+    state: watch::Sender<Stream>,
+}
+
+impl Default for ListenStream {
+    fn default() -> Self {
+        Self {
+            state: watch::Sender::new(Stream::NotExpected),
+        }
+    }
+}
+
+impl ListenStream {
+    /// Waits until the server answered the GET, when one is expected, for at most
+    /// `within`; false when it did not answer in time.
+    pub async fn answered(&self, within: Duration) -> bool {
+        let mut state = self.state.subscribe();
+        let settled = state.wait_for(|stream| *stream != Stream::Expected);
+        matches!(tokio::time::timeout(within, settled).await, Ok(Ok(_)))
+    }
+
+    fn session_given(&self) {
+        self.state.send_if_modified(|stream| {
+            let first = *stream == Stream::NotExpected;
+            if first {
+                *stream = Stream::Expected;
+            }
+            first
+        });
+    }
+
+    fn get_answered(&self) {
+        self.state.send_replace(Stream::Answered);
+    }
+}
+
+/// An HTTP client for rmcp's transport that reports to a [`ListenStream`].
+#[derive(Clone)]
+pub struct WatchedClient<C> {
+    inner: C,
+    stream: ListenStream,
+}
+
+impl<C> WatchedClient<C> {
+    pub fn new(inner: C, stream: ListenStream) -> Self {
+        Self { inner, stream }
+    }
+
+    fn saw_post<E>(
+        &self,
+        response: Result<StreamableHttpPostResponse, E>,
+    ) -> Result<StreamableHttpPostResponse, E> {
+        if let Ok(
+            StreamableHttpPostResponse::Json(_, Some(_))
+            | StreamableHttpPostResponse::Sse(_, Some(_)),
+        ) = &response
+        {
+            self.stream.session_given();
+        }
+        response
+    }
+
+    /// The session's own stream is a GET with a session and nothing to resume.
+    fn saw_get<T>(&self, session_id: bool, resuming: bool, response: T) -> T {
+        if session_id && !resuming {
+            self.stream.get_answered();
+        }
+        response
+    }
+}
+
+impl<C> StreamableHttpClient for WatchedClient<C>
+where
+    C: StreamableHttpClient + Send + Sync,
+{
+    type Error = C::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        let response = self
+            .inner
+            .post_message(uri, message, session_id, auth_header, custom_headers)
+            .await;
+        self.saw_post(response)
+    }
+
+    async fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        let response = self
+            .inner
+            .post_message_with_max_sse_event_size(
+                uri,
+                message,
+                session_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await;
+        self.saw_post(response)
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<(), StreamableHttpError<Self::Error>> {
+        self.inner
+            .delete_session(uri, session_id, auth_header, custom_headers)
+            .await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<BoxedSseResponse, StreamableHttpError<Self::Error>> {
+        let (session, resuming) = (session_id.is_some(), last_event_id.is_some());
+        let response = self
+            .inner
+            .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
+            .await;
+        self.saw_get(session, resuming, response)
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<BoxedSseResponse, StreamableHttpError<Self::Error>> {
+        let (session, resuming) = (session_id.is_some(), last_event_id.is_some());
+        let response = self
+            .inner
+            .get_stream_with_max_sse_event_size(
+                uri,
+                session_id,
+                last_event_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await;
+        self.saw_get(session, resuming, response)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn without_a_session_nothing_is_waited_for() {
+        let stream = ListenStream::default();
+        assert!(stream.answered(Duration::ZERO).await);
+    }
+
+    #[tokio::test]
+    async fn with_a_session_the_wait_ends_when_the_get_is_answered_or_at_the_bound() {
+        let stream = ListenStream::default();
+        stream.session_given();
+        assert!(!stream.answered(Duration::from_millis(20)).await);
+        let waiting = tokio::spawn({
+            let stream = stream.clone();
+            async move { stream.answered(Duration::from_secs(30)).await }
+        });
+        stream.get_answered();
+        assert!(matches!(waiting.await, Ok(true)));
+        // A later session id (each answer may carry it) does not start a new wait.
+        stream.session_given();
+        assert!(stream.answered(Duration::ZERO).await);
+    }
+}
