@@ -14,8 +14,7 @@ use conduit_host::mcp_client::elicit::{
 use conduit_host::mcp_client::sampling::{
     SampledMessage, SamplingAnswer, SamplingContent, SamplingRequest,
 };
-use conduit_host::sampling::{ModelPick, Sampler};
-use conduit_host::settings::ToolPolicy;
+use conduit_host::sampling::{ModelPick, NO_SAMPLING_PROVIDER, Sampler, settle_without_asking};
 use serde_json::{Map, Value};
 
 /// Asks on this process's terminal, if it has one.
@@ -104,21 +103,14 @@ impl Asker for TerminalAsker {
     }
 
     async fn sample(&self, request: SamplingRequest) -> SamplingAnswer {
-        let policy = self.sampler.sampling_policy(&request.server);
-        if policy == ToolPolicy::Deny {
-            return SamplingAnswer::Rejected;
+        if let Some(answer) =
+            settle_without_asking(self.sampler.as_ref(), &request, self.pick.clone()).await
+        {
+            return answer;
         }
         let Some(pick) = self.pick.clone().or_else(|| self.sampler.default_pick()) else {
-            return SamplingAnswer::Failed(
-                "no provider with a default model is set up to run it".into(),
-            );
+            return SamplingAnswer::Failed(NO_SAMPLING_PROVIDER.into());
         };
-        if policy == ToolPolicy::Allow {
-            return match self.sampler.run_sampling(&request, &pick).await {
-                Ok(message) => SamplingAnswer::Sampled(message),
-                Err(error) => SamplingAnswer::Failed(error),
-            };
-        }
         let _one_at_a_time = self.lock.lock().await;
         if !self
             .confirm(describe_request(&request, &pick), "Run it? [y/N] ")

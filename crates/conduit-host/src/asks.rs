@@ -16,8 +16,7 @@ use conduit_mcp::elicit::{
 };
 use conduit_mcp::sampling::{SampledMessage, SamplingAnswer, SamplingRequest};
 
-use crate::sampling::{ModelPick, Sampler};
-use crate::settings::ToolPolicy;
+use crate::sampling::{ModelPick, Sampler, settle_without_asking};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -390,23 +389,9 @@ impl Asker for WindowAsker {
         let Some(sampler) = self.sampler.clone() else {
             return SamplingAnswer::Rejected;
         };
-        match sampler.sampling_policy(&request.server) {
-            ToolPolicy::Deny => {
-                tracing::info!(server = %request.server, "a sampling request was refused by the server's policy");
-                SamplingAnswer::Rejected
-            }
-            ToolPolicy::Allow => {
-                let Some(pick) = sampler.default_pick() else {
-                    return SamplingAnswer::Failed(
-                        "no provider with a default model is set up to run it".into(),
-                    );
-                };
-                match sampler.run_sampling(&request, &pick).await {
-                    Ok(message) => SamplingAnswer::Sampled(message),
-                    Err(error) => SamplingAnswer::Failed(error),
-                }
-            }
-            ToolPolicy::Ask => self.sample_in_window(sampler.as_ref(), request).await,
+        match settle_without_asking(sampler.as_ref(), &request, None).await {
+            Some(answer) => answer,
+            None => self.sample_in_window(sampler.as_ref(), request).await,
         }
     }
 }
@@ -414,6 +399,7 @@ impl Asker for WindowAsker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::settings::ToolPolicy;
     use serde_json::json;
 
     fn form() -> Elicitation {

@@ -14,7 +14,8 @@ use conduit_core::media::MediaStore;
 use conduit_core::provider::{ModelRequest, ProviderEvent, StopReason};
 use conduit_core::tool::ToolSpec;
 use conduit_mcp::sampling::{
-    SampledMessage, SamplingContent, SamplingRequest, SamplingRole, SamplingStop, ToolChoice,
+    SampledMessage, SamplingAnswer, SamplingContent, SamplingRequest, SamplingRole, SamplingStop,
+    ToolChoice,
 };
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
@@ -48,6 +49,33 @@ pub trait Sampler: Send + Sync {
         request: &SamplingRequest,
         pick: &ModelPick,
     ) -> Result<SampledMessage, String>;
+}
+
+/// Why a request cannot run when nobody picked a model and none is the default.
+pub const NO_SAMPLING_PROVIDER: &str = "no provider with a default model is set up to run it";
+
+/// What the server's sampling policy settles before anyone is asked, in every frontend:
+/// a refusal, or the request run unasked on `pick` (else the default model); `None` when
+/// the policy is to ask the user.
+pub async fn settle_without_asking(
+    sampler: &dyn Sampler,
+    request: &SamplingRequest,
+    pick: Option<ModelPick>,
+) -> Option<SamplingAnswer> {
+    match sampler.sampling_policy(&request.server) {
+        ToolPolicy::Deny => {
+            tracing::info!(server = %request.server, "a sampling request was refused by the server's policy");
+            Some(SamplingAnswer::Rejected)
+        }
+        ToolPolicy::Allow => Some(match pick.or_else(|| sampler.default_pick()) {
+            None => SamplingAnswer::Failed(NO_SAMPLING_PROVIDER.into()),
+            Some(pick) => match sampler.run_sampling(request, &pick).await {
+                Ok(message) => SamplingAnswer::Sampled(message),
+                Err(error) => SamplingAnswer::Failed(error),
+            },
+        }),
+        ToolPolicy::Ask => None,
+    }
 }
 
 #[async_trait]
