@@ -193,39 +193,24 @@ pub async fn export_conversation(
     conversation: String,
     format: ExportFormat,
 ) -> Reply<Option<String>> {
-    use tauri_plugin_dialog::DialogExt;
     let name = state
         .host()
         .export_file_name(&conversation, format)
         .map_err(CommandError::from)?;
-    let (sender, receiver) = tokio::sync::oneshot::channel();
-    let mut dialog = app
-        .dialog()
-        .file()
-        .set_title("Export conversation")
-        .set_file_name(&name)
-        .add_filter(
-            match format {
-                ExportFormat::Markdown => "Markdown",
-                ExportFormat::Json => "JSON",
-            },
-            &[format.extension()],
-        );
-    if let Some(window) = tauri::Manager::get_webview_window(&app, "main") {
-        dialog = dialog.set_parent(&window);
-    }
-    dialog.save_file(move |chosen| {
-        let _ = sender.send(chosen);
-    });
-    let Some(chosen) = receiver
-        .await
-        .map_err(|e| CommandError::message(format!("the save dialog went away: {e}")))?
+    let filter_name = match format {
+        ExportFormat::Markdown => "Markdown",
+        ExportFormat::Json => "JSON",
+    };
+    let Some(target) = crate::native::choose_save_path(
+        &app,
+        "Export conversation",
+        &name,
+        (filter_name, &[format.extension()]),
+    )
+    .await?
     else {
         return Ok(None);
     };
-    let target = chosen.into_path().map_err(|e| {
-        CommandError::message(format!("the chosen place is not a file path: {e}"))
-    })?;
     let host = state.app.host_arc();
     let written = tokio::task::spawn_blocking(move || {
         host.export_conversation_as(&conversation, format, &target)

@@ -11,7 +11,6 @@ use conduit_host::app::App;
 use conduit_host::store::media::THUMBNAIL_WIDTHS;
 use tauri::http::{Response, StatusCode, header};
 use tauri_plugin_clipboard_manager::ClipboardExt;
-use tauri_plugin_dialog::DialogExt;
 
 use conduit_host::app::CommandError;
 use conduit_host::core::content::MediaRef;
@@ -184,25 +183,16 @@ pub async fn save_image(
         .unwrap_or("png")
         .to_owned();
     let short = hash.get(..8).unwrap_or("image");
-    let (sender, receiver) = tokio::sync::oneshot::channel();
-    let mut dialog = app
-        .dialog()
-        .file()
-        .set_title("Save image")
-        .set_file_name(format!("image-{short}.{extension}"))
-        .add_filter(mime, &[extension.as_str()]);
-    if let Some(window) = tauri::Manager::get_webview_window(&app, "main") {
-        dialog = dialog.set_parent(&window);
-    }
-    dialog.save_file(move |chosen| {
-        let _ = sender.send(chosen);
-    });
-    let Some(chosen) = receiver.await? else {
+    let Some(target) = crate::native::choose_save_path(
+        &app,
+        "Save image",
+        &format!("image-{short}.{extension}"),
+        (mime, &[extension.as_str()]),
+    )
+    .await?
+    else {
         return Ok(None);
     };
-    let target = chosen.into_path().map_err(|e| {
-        CommandError::message(format!("the chosen place is not a file path: {e}"))
-    })?;
     tokio::fs::copy(&path, &target).await.map_err(|e| {
         CommandError::message(format!("cannot save the image to {}: {e}", target.display()))
     })?;

@@ -1,6 +1,7 @@
 //! What only Rust may show: native confirmations the page cannot forge or answer, the
-//! native file picker, and the Settings window.
+//! native file pickers, and the Settings window.
 
+use conduit_host::app::CommandError;
 use tauri::Manager;
 use tauri_plugin_dialog::{DialogExt, MessageDialogButtons, MessageDialogKind};
 
@@ -67,6 +68,40 @@ fn mnemonic(label: &str) -> String {
     } else {
         label.to_owned()
     }
+}
+
+/// Asks where to save a file, in a native dialog over the chat window: `title`, the
+/// suggested `file_name` and one filter (its name and extensions); `None` when the user
+/// cancels. The page never names the place: the user does, here.
+pub async fn choose_save_path(
+    app: &tauri::AppHandle,
+    title: &str,
+    file_name: &str,
+    filter: (&str, &[&str]),
+) -> Result<Option<std::path::PathBuf>, CommandError> {
+    let (sender, receiver) = tokio::sync::oneshot::channel();
+    let mut dialog = app
+        .dialog()
+        .file()
+        .set_title(title)
+        .set_file_name(file_name)
+        .add_filter(filter.0, filter.1);
+    if let Some(window) = app.get_webview_window("main") {
+        dialog = dialog.set_parent(&window);
+    }
+    dialog.save_file(move |chosen| {
+        let _ = sender.send(chosen);
+    });
+    let Some(chosen) = receiver
+        .await
+        .map_err(|e| CommandError::message(format!("the save dialog went away: {e}")))?
+    else {
+        return Ok(None);
+    };
+    chosen
+        .into_path()
+        .map(Some)
+        .map_err(|e| CommandError::message(format!("the chosen place is not a file path: {e}")))
 }
 
 /// Lets the user pick a config file to import from; `None` when they cancel.
