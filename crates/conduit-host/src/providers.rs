@@ -305,6 +305,12 @@ impl Host {
         candidates: &[(&str, &str, &str)],
     ) -> Vec<LocalProvider> {
         let probes = candidates.iter().map(|(id, name, base_url)| async move {
+            // Most machines run neither: a refused connection settles it without an HTTP
+            // client, whose TLS context (OpenSSL, its CA store: ~4 MB resident) a first
+            // start with no provider never needs otherwise.
+            if !accepts_connections(base_url).await {
+                return None;
+            }
             let config = ProviderConfig {
                 protocol: Protocol::OpenAiChat,
                 base_url: (*base_url).to_owned(),
@@ -339,6 +345,27 @@ impl Host {
             .flatten()
             .collect()
     }
+}
+
+/// Whether something accepts a TCP connection at `base_url`'s host and port within the
+/// probe's connect timeout. An address that does not read is not probed.
+async fn accepts_connections(base_url: &str) -> bool {
+    let Ok(url) = url::Url::parse(base_url) else {
+        return false;
+    };
+    let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
+        return false;
+    };
+    // An IPv6 host comes bracketed in URLs, not in socket addresses.
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    matches!(
+        tokio::time::timeout(
+            Duration::from_millis(500),
+            tokio::net::TcpStream::connect((host, port))
+        )
+        .await,
+        Ok(Ok(_))
+    )
 }
 
 #[cfg(test)]
@@ -430,6 +457,22 @@ mod tests {
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].id, "ollama");
         assert_eq!(found[0].models, ["llama3.2"]);
+    }
+
+    #[tokio::test]
+    async fn only_a_port_that_accepts_is_probed_over_http() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let open = listener.local_addr().unwrap().port();
+        // A port nothing listens on: bound, then let go.
+        let closed = {
+            let gone = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            gone.local_addr().unwrap().port()
+        };
+        assert!(accepts_connections(&format!("http://127.0.0.1:{open}/v1")).await);
+        assert!(!accepts_connections(&format!("http://127.0.0.1:{closed}/v1")).await);
+        assert!(!accepts_connections("not a url").await);
+        assert!(!accepts_connections("file:///tmp/models").await);
+        drop(listener);
     }
 
     /// A loopback model server that lists one model (a few times, each request
