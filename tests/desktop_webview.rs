@@ -222,6 +222,16 @@ async fn a_page_script_cannot_start_programs_read_secrets_or_open_links_unseen()
             json!({"message": "Allow?", "title": "Conduit: confirm"}),
         ),
         ("plugin:dialog|open", json!({"options": {}})),
+        // Events come only through the window's own mailbox (next_window_events): a page
+        // cannot listen to Tauri's events, nor emit them to another window.
+        (
+            "plugin:event|listen",
+            json!({"event": "mcp-servers", "target": {"kind": "Any"}, "handler": 1}),
+        ),
+        (
+            "plugin:event|emit_to",
+            json!({"target": {"kind": "WebviewWindow", "label": "settings"}, "event": "x", "payload": null}),
+        ),
     ] {
         let reply = main.invoke(command, args).await;
         refused(

@@ -85,8 +85,9 @@ mod described {
         Injected,
         /// A JSON value of this TypeScript type.
         Value(String),
-        /// A channel whose messages have this TypeScript type: the window passes a callback.
-        Channel(String),
+        /// A stream whose messages have this TypeScript type (`EventStream`): the window
+        /// passes a callback, its wrapper the stream's number.
+        Stream(String),
         /// The raw request body: the window passes a `Blob` whose bytes are sent.
         RawBody,
     }
@@ -141,9 +142,15 @@ mod described {
         }
     }
 
-    impl<T: TS + tauri::ipc::IpcResponse> Special for tauri::ipc::Channel<T> {
+    impl Special for tauri::Webview {
+        fn kind(_: &Config) -> ArgKind {
+            ArgKind::Injected
+        }
+    }
+
+    impl<T: TS> Special for crate::events::EventStream<T> {
         fn kind(cfg: &Config) -> ArgKind {
-            ArgKind::Channel(T::name(cfg))
+            ArgKind::Stream(T::name(cfg))
         }
     }
 

@@ -157,6 +157,8 @@ fn generate_types(config: &Config) -> String {
         ResourceMention::decl(config),
         PromptMention::decl(config),
         CompletionTarget::decl(config),
+        conduit_host::window_events::WindowEvent::decl(config),
+        conduit_host::window_events::EventBatch::decl(config),
     ];
     let mut out = String::from(HEADER);
     out.push_str("\n/** The commands of src-tauri/commands.list. */\nexport type CommandName =");
@@ -230,12 +232,12 @@ fn generate_commands(shapes: &[CommandShape], bindings: &str) -> String {
                     params.push(format!("{name}: {ts}"));
                     sent.push(name);
                 }
-                ArgKind::Channel(ts) => {
+                ArgKind::Stream(ts) => {
                     params.push(format!("{name}: (message: {ts}) => void"));
                     setup.push_str(&format!(
-                        "  const {name}Channel = new Channel<{ts}>();\n  {name}Channel.onmessage = {name};\n"
+                        "  const {name}Stream = openStream<{ts}>({name});\n"
                     ));
-                    sent.push(format!("{name}: {name}Channel"));
+                    sent.push(format!("{name}: {name}Stream"));
                 }
                 ArgKind::RawBody => {
                     params.push(format!("{name}: Blob"));
@@ -283,31 +285,28 @@ fn generate_commands(shapes: &[CommandShape], bindings: &str) -> String {
             })
         })
         .collect();
-    let core = if body.contains("new Channel<") {
-        "Channel, invoke"
+    let streams = if body.contains("openStream<") {
+        "import { openStream } from \"./windowEvents\";\n"
     } else {
-        "invoke"
+        ""
     };
     format!(
         "// Generated from the Rust commands (window_command! in src-tauri) by src-tauri/src/bindings_tests.rs: do not edit.\n\
          // Regenerate with `UPDATE_BINDINGS=1 cargo test --workspace bindings`.\n\
-         import {{ {core} }} from \"@tauri-apps/api/core\";\n\
-         import type {{ {} }} from \"./bindings\";\n{body}",
+         import {{ invoke }} from \"@tauri-apps/api/core\";\n\
+         import type {{ {} }} from \"./bindings\";\n{streams}{body}",
         used.join(", ")
     )
 }
 
-/// What each window may call, from commands.list: its commands, and listening to events.
+/// What each window may call, from commands.list: its commands, nothing else (its events
+/// come through `next_window_events`).
 fn generate_capability(window: &str, description: &str, commands: &[Command]) -> String {
-    let mut permissions: Vec<String> = commands
+    let permissions: Vec<String> = commands
         .iter()
         .filter(|command| command.windows.iter().any(|w| w == window))
         .map(|command| format!("allow-{}", command.name.replace('_', "-")))
         .collect();
-    permissions.extend([
-        "core:event:allow-listen".into(),
-        "core:event:allow-unlisten".into(),
-    ]);
     let capability = serde_json::json!({
         "$schema": "../gen/schemas/desktop-schema.json",
         "identifier": format!("{window}-window"),
@@ -377,8 +376,12 @@ fn bindings_cover_each_argument_kind() {
         ArgKind::Injected
     );
     assert_eq!(
-        (&Arg::<tauri::ipc::Channel<TurnEvent>>::new()).kind(&cfg),
-        ArgKind::Channel("TurnEvent".into())
+        (&Arg::<tauri::Webview>::new()).kind(&cfg),
+        ArgKind::Injected
+    );
+    assert_eq!(
+        (&Arg::<crate::events::EventStream<TurnEvent>>::new()).kind(&cfg),
+        ArgKind::Stream("TurnEvent".into())
     );
     assert_eq!(
         (&Arg::<tauri::ipc::Request<'_>>::new()).kind(&cfg),
@@ -390,7 +393,7 @@ fn bindings_cover_each_argument_kind() {
         args: vec![
             ("state", ArgKind::Injected),
             ("call_id", ArgKind::Value("string".into())),
-            ("on_event", ArgKind::Channel("TurnEvent".into())),
+            ("on_event", ArgKind::Stream("TurnEvent".into())),
         ],
         ok: "Started".into(),
     };
@@ -400,7 +403,7 @@ fn bindings_cover_each_argument_kind() {
     );
     assert!(
         generated.contains(
-            "import { Channel, invoke } from \"@tauri-apps/api/core\";\nimport type { Started, TurnEvent } from \"./bindings\";\n\n/** Sends it. */\nexport function sendIt(callId: string, onEvent: (message: TurnEvent) => void): Promise<Started> {\n  const onEventChannel = new Channel<TurnEvent>();\n  onEventChannel.onmessage = onEvent;\n  return invoke<Started>(\"send_it\", { callId, onEvent: onEventChannel });\n}\n"
+            "import { invoke } from \"@tauri-apps/api/core\";\nimport type { Started, TurnEvent } from \"./bindings\";\nimport { openStream } from \"./windowEvents\";\n\n/** Sends it. */\nexport function sendIt(callId: string, onEvent: (message: TurnEvent) => void): Promise<Started> {\n  const onEventStream = openStream<TurnEvent>(onEvent);\n  return invoke<Started>(\"send_it\", { callId, onEvent: onEventStream });\n}\n"
         ),
         "{generated}"
     );

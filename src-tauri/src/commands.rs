@@ -22,11 +22,12 @@ use conduit_host::settings::ToolPolicy;
 use conduit_host::store::export::Format as ExportFormat;
 use conduit_host::store::{Conversation, SearchHit, StoredMessage};
 use conduit_host::toolset::{ToolChoices, Toolset};
+use conduit_host::window_events::{EventBatch, PULL_WAIT, WindowEvent, WindowMailboxes};
 use conduit_host::{AppInfo, Host};
-use tauri::Emitter;
-use tauri::ipc::{Channel, InvokeBody, Request};
+use tauri::ipc::{InvokeBody, Request};
 
 use crate::bindgen::window_command;
+use crate::events::{self, EventStream};
 use crate::native::{self, Confirmer};
 
 /// What the window's commands share.
@@ -36,6 +37,8 @@ pub struct AppState {
     confirmer: Confirmer,
     /// The config file the user last picked to import from (the page never names one).
     picked_import: Mutex<Option<PathBuf>>,
+    /// Each window's events, until its page pulls them.
+    pub windows: WindowMailboxes,
 }
 
 impl AppState {
@@ -44,6 +47,7 @@ impl AppState {
             app: App::new(Arc::new(host)),
             confirmer,
             picked_import: Mutex::new(None),
+            windows: WindowMailboxes::default(),
         }
     }
 
@@ -171,7 +175,7 @@ window_command! {
 pub async fn send_message(
     state: tauri::State<'_, AppState>,
     request: SendRequest,
-    on_event: Channel<TurnEvent>,
+    on_event: EventStream<TurnEvent>,
 ) -> Reply<Started> {
     let sink = Arc::new(move |event: TurnEvent| {
         if let Err(error) = on_event.send(event) {
@@ -444,9 +448,21 @@ pub async fn open_settings(app: tauri::AppHandle) -> Reply<()> {
 
 /// Tells every window that the providers changed (Settings saves them; the chat lists them).
 fn providers_changed(app: &tauri::AppHandle) {
-    if let Err(error) = app.emit("providers-changed", ()) {
-        tracing::debug!(%error, "no window heard that the providers changed");
-    }
+    events::tell_all(app, WindowEvent::ProvidersChanged);
+}
+
+window_command! {
+/// The calling window's events after number `after` (the `next` of the last answer, 0 at
+/// first), waiting for one if there are none yet (at most 25 s, then it answers none).
+#[tauri::command]
+pub async fn next_window_events(
+    webview: tauri::Webview,
+    state: tauri::State<'_, AppState>,
+    after: u64,
+) -> Reply<EventBatch> {
+    let mailbox = state.windows.of(webview.label());
+    Ok(mailbox.pull(after, PULL_WAIT).await)
+}
 }
 
 window_command! {
@@ -731,7 +747,7 @@ window_command! {
 pub async fn mcp_sign_in(
     state: tauri::State<'_, AppState>,
     server: String,
-    on_url: Channel<String>,
+    on_url: EventStream<String>,
 ) -> Reply<()> {
     let open: conduit_host::mcp_client::oauth::OpenBrowser =
         Arc::new(|url: &str| open::that_detached(url).map_err(|e| e.to_string()));

@@ -11,6 +11,7 @@ mod command_list;
 mod commands;
 #[cfg(test)]
 mod contract_tests;
+mod events;
 mod malloc;
 mod media;
 mod native;
@@ -96,8 +97,14 @@ fn main() -> std::process::ExitCode {
         .register_uri_scheme_protocol(conduit_host::app_views::SCHEME, move |_ctx, request| {
             app_views::respond(&views_app, request.uri())
         })
-        // Settings belong to the chat window: they close with it.
+        // Settings belong to the chat window: they close with it. A closed window's
+        // events are forgotten.
         .on_window_event(|window, event| {
+            if matches!(event, tauri::WindowEvent::Destroyed)
+                && let Some(state) = window.try_state::<commands::AppState>()
+            {
+                state.windows.remove(window.label());
+            }
             if window.label() == "main"
                 && matches!(event, tauri::WindowEvent::Destroyed)
                 && let Some(settings) = window
@@ -169,33 +176,33 @@ fn cache_only_what_is_shown(handle: &tauri::AppHandle) {
     let _ = handle;
 }
 
-/// Starts the MCP servers and tells the window whenever one changes state or the file is
-/// applied or fails to read (event `mcp-servers`, no payload: it asks for the list).
+/// Starts the MCP servers and tells the windows whenever one changes state or the file is
+/// applied or fails to read (`McpServers`: they ask for the list).
 async fn mcp_events(app: std::sync::Arc<conduit_host::app::App>, handle: tauri::AppHandle) {
-    use tauri::Emitter;
+    use conduit_host::window_events::WindowEvent;
     // Following from the start: servers show as starting, then ready or failed.
     let servers = app.runtime();
-    let mut events = servers.subscribe();
-    let _ = handle.emit("mcp-servers", ());
+    let mut changes = servers.subscribe();
+    events::tell_all(&handle, WindowEvent::McpServers);
     loop {
-        match events.recv().await {
+        match changes.recv().await {
             Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                let _ = handle.emit("mcp-servers", ());
+                events::tell_all(&handle, WindowEvent::McpServers);
             }
             Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
         }
     }
 }
 
-/// Tells the chat window whenever a server's question arrives or leaves (event
-/// `mcp-questions`, no payload: it asks for the list).
+/// Tells the chat window whenever a server's question arrives or leaves (`McpQuestions`:
+/// it asks for the open ones).
 async fn question_events(app: std::sync::Arc<conduit_host::app::App>, handle: tauri::AppHandle) {
-    use tauri::Emitter;
+    use conduit_host::window_events::WindowEvent;
     let mut changes = app.asker().subscribe();
     loop {
         match changes.recv().await {
             Ok(()) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                let _ = handle.emit_to("main", "mcp-questions", ());
+                events::tell(&handle, "main", WindowEvent::McpQuestions);
             }
             Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
         }

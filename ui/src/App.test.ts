@@ -8,7 +8,7 @@ import type { AppInfo } from "./lib/types";
 vi.mock("./lib/api", async (importOriginal) =>
   (await import("./lib/apiMock")).mockedApi(importOriginal),
 );
-vi.mock("@tauri-apps/api/event", () => ({ listen: () => Promise.resolve(() => {}) }));
+vi.mock("./lib/windowEvents", () => ({ onWindowEvent: () => () => {} }));
 const api = apiModule as unknown as ApiMock;
 
 /** Answers each command the way an empty installation does, `appInfo` with `answer`. */

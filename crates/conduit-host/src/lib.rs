@@ -27,6 +27,7 @@ pub mod sign_in;
 pub mod test_tools;
 pub mod toolset;
 pub mod window_error;
+pub mod window_events;
 pub mod window_guard;
 
 use std::path::PathBuf;

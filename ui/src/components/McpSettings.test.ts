@@ -18,10 +18,10 @@ const events = vi.hoisted(() => ({ handlers: [] as Array<() => void> }));
 vi.mock("../lib/api", async (importOriginal) =>
   (await import("../lib/apiMock")).mockedApi(importOriginal),
 );
-vi.mock("@tauri-apps/api/event", () => ({
-  listen: (name: string, handler: () => void) => {
-    if (name === "mcp-servers") events.handlers.push(handler);
-    return Promise.resolve(() => {});
+vi.mock("../lib/windowEvents", () => ({
+  onWindowEvent: (notice: string, handler: () => void) => {
+    if (notice === "mcpServers") events.handlers.push(handler);
+    return () => {};
   },
 }));
 const api = apiModule as unknown as ApiMock;

@@ -8,6 +8,8 @@ import ServerQuestions from "./ServerQuestions.svelte";
 vi.mock("../lib/api", async (importOriginal) =>
   (await import("../lib/apiMock")).mockedApi(importOriginal),
 );
+// The host's window events are not pulled here: no host answers.
+vi.mock("../lib/windowEvents", () => ({ onWindowEvent: () => () => {} }));
 const api = apiModule as unknown as ApiMock;
 
 afterEach(() => resetApi(api));

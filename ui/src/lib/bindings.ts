@@ -4,6 +4,7 @@
 /** The commands of src-tauri/commands.list. */
 export type CommandName =
   | "app_info"
+  | "next_window_events"
   | "list_conversations"
   | "search_history"
   | "load_messages"
@@ -580,3 +581,11 @@ export type ResourceMention = { "kind": "resource", server: string, uri: string,
 export type PromptMention = { server: string, name: string, arguments: Record<string, string>, };
 
 export type CompletionTarget = { "kind": "template", uriTemplate: string, } | { "kind": "prompt", name: string, };
+
+export type WindowEvent = { "kind": "mcpServers" } | { "kind": "providersChanged" } | { "kind": "mcpQuestions" } | { "kind": "stream", stream: number, message: unknown, } | { "kind": "streamEnded", stream: number, };
+
+export type EventBatch = { events: Array<WindowEvent>, 
+/**
+ * The last event's number in its window's mailbox (1, 2, ...; 0 before the first).
+ */
+next: number, };

@@ -1,11 +1,20 @@
 // Generated from the Rust commands (window_command! in src-tauri) by src-tauri/src/bindings_tests.rs: do not edit.
 // Regenerate with `UPDATE_BINDINGS=1 cargo test --workspace bindings`.
-import { Channel, invoke } from "@tauri-apps/api/core";
-import type { AppInfo, MediaRef, StoredMessage, Conversation, SearchHit, TurnEvent, Started, SendRequest, ProviderSummary, LocalProvider, ProviderInput, McpOverview, Decision, TextProblem, McpFile, Edit, ImportFile, Folder, ImportSource, ImportPick, ImportCandidate, ToolPolicy, ServerTools, Question, QuestionReply, SamplingQuestion, SamplingReply, ViewLookup, ViewCall, ViewCallResult, ServeSnippets, ServeHttpStatus, SignedOut, Toolset, ToolChoices, Format, Mentionables, CompletionTarget } from "./bindings";
+import { invoke } from "@tauri-apps/api/core";
+import type { AppInfo, MediaRef, StoredMessage, Conversation, SearchHit, TurnEvent, Started, SendRequest, ProviderSummary, LocalProvider, ProviderInput, McpOverview, Decision, TextProblem, McpFile, Edit, ImportFile, Folder, ImportSource, ImportPick, ImportCandidate, ToolPolicy, ServerTools, Question, QuestionReply, SamplingQuestion, SamplingReply, ViewLookup, ViewCall, ViewCallResult, ServeSnippets, ServeHttpStatus, SignedOut, Toolset, ToolChoices, Format, Mentionables, CompletionTarget, EventBatch } from "./bindings";
+import { openStream } from "./windowEvents";
 
 /** The app's version and where its data lives. */
 export function appInfo(): Promise<AppInfo> {
   return invoke<AppInfo>("app_info");
+}
+
+/**
+ * The calling window's events after number `after` (the `next` of the last answer, 0 at
+ * first), waiting for one if there are none yet (at most 25 s, then it answers none).
+ */
+export function nextWindowEvents(after: number): Promise<EventBatch> {
+  return invoke<EventBatch>("next_window_events", { after });
 }
 
 export function listConversations(): Promise<Array<Conversation>> {
@@ -65,9 +74,8 @@ export function addLocalProvider(provider: LocalProvider): Promise<void> {
  * app's runtime.
  */
 export function sendMessage(request: SendRequest, onEvent: (message: TurnEvent) => void): Promise<Started> {
-  const onEventChannel = new Channel<TurnEvent>();
-  onEventChannel.onmessage = onEvent;
-  return invoke<Started>("send_message", { request, onEvent: onEventChannel });
+  const onEventStream = openStream<TurnEvent>(onEvent);
+  return invoke<Started>("send_message", { request, onEvent: onEventStream });
 }
 
 export function stopTurn(turn: string): Promise<void> {
@@ -225,9 +233,8 @@ export function restartMcpServer(server: string): Promise<void> {
  * started again. The host finds the URL (from the server's metadata, a web page only).
  */
 export function mcpSignIn(server: string, onUrl: (message: string) => void): Promise<void> {
-  const onUrlChannel = new Channel<string>();
-  onUrlChannel.onmessage = onUrl;
-  return invoke<void>("mcp_sign_in", { server, onUrl: onUrlChannel });
+  const onUrlStream = openStream<string>(onUrl);
+  return invoke<void>("mcp_sign_in", { server, onUrl: onUrlStream });
 }
 
 /** Signs out of a server: its tokens revoked where offered, and forgotten. */

@@ -58,7 +58,9 @@ export class SignInController {
     this.error = null;
     try {
       await this.api.mcpSignIn(this.server, (url) => {
-        this.url = url;
+        // Its stream and the command's answer travel apart: a URL that arrives after the
+        // sign-in ended is not shown.
+        if (this.phase === "waiting") this.url = url;
       });
       this.phase = "signed_in";
       this.message = `Signed in to ${this.server}.`;
