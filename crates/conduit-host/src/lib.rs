@@ -76,6 +76,9 @@ pub struct Host {
     secrets: OnceLock<Box<dyn secrets::SecretStore>>,
     /// The models that refused native tools in this session (text tool-calling for them).
     tool_modes: Arc<conduit_providers::text_tools::ToolModeMemory>,
+    /// The HTTP clients every saved provider's turns and model lists share (one TLS
+    /// context, connections kept open between turns).
+    http_clients: conduit_providers::http::HttpClients,
 }
 
 impl Host {
@@ -87,6 +90,7 @@ impl Host {
             store: OnceLock::new(),
             secrets: OnceLock::new(),
             tool_modes: Default::default(),
+            http_clients: Default::default(),
         }
     }
 

@@ -128,6 +128,7 @@ impl Host {
                 .iter()
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
+            clients: Some(self.http_clients.clone()),
             ..HttpSettings::default()
         };
         let config = ProviderConfig {
@@ -323,6 +324,7 @@ impl Host {
                         ..RetryPolicy::default()
                     },
                     extra_headers: Vec::new(),
+                    clients: Some(self.http_clients.clone()),
                 },
             };
             let media: Arc<dyn MediaStore> = self.media.clone();
@@ -499,6 +501,52 @@ mod tests {
                 format!("{} {}\r\n{}", r.method, r.path_and_query, headers.concat())
             })
             .collect()
+    }
+
+    #[tokio::test]
+    async fn a_saved_providers_requests_reuse_one_connection() {
+        let (url, seen) = recording_server().await;
+        let dir = tempfile::tempdir().unwrap();
+        let host = Host::new(crate::Paths::under_home(dir.path().to_owned(), None));
+        let file_store: Box<dyn crate::secrets::SecretStore> = Box::new(
+            crate::secrets::FileSecrets::new(dir.path().join("secrets.json")),
+        );
+        assert!(host.secrets.set(file_store).is_ok());
+        host.save_provider(ProviderInput {
+            id: "local".into(),
+            protocol: Protocol::OpenAiChat,
+            base_url: url.clone(),
+            default_model: Some("m".into()),
+            headers: Default::default(),
+            api_key: None,
+            is_new: true,
+        })
+        .unwrap();
+        // Each call builds its provider anew (as each turn does); they share the host's
+        // client, so the second request goes over the first one's connection.
+        host.provider_models("local").await.unwrap();
+        host.provider_models("local").await.unwrap();
+        let peers: Vec<_> = seen.requests().iter().map(|r| r.peer).collect();
+        assert_eq!(peers.len(), 2);
+        assert_eq!(
+            peers[0], peers[1],
+            "a new connection for the second request"
+        );
+
+        // A provider built without the host's clients opens its own connection.
+        let alone = conduit_providers::build(
+            ProviderConfig {
+                protocol: Protocol::OpenAiChat,
+                base_url: url,
+                api_key: None,
+                http: HttpSettings::default(),
+            },
+            host.media.clone(),
+        )
+        .unwrap();
+        alone.list_models().await.unwrap();
+        let peers: Vec<_> = seen.requests().iter().map(|r| r.peer).collect();
+        assert_ne!(peers[2], peers[0]);
     }
 
     #[tokio::test]

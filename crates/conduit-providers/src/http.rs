@@ -2,10 +2,13 @@
 //! `retry-after`, HTTP errors mapped to typed errors, and SSE streams that fail when they
 //! stall.
 
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use conduit_core::provider::{EventStream, ProviderError, ProviderErrorKind, ProviderEvent};
 use futures::StreamExt;
+use parking_lot::Mutex;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 use sse_stream::SseStream;
@@ -84,6 +87,9 @@ pub struct HttpSettings {
     pub retry: RetryPolicy,
     /// Extra headers sent with every request (from the provider's settings).
     pub extra_headers: Vec<(String, String)>,
+    /// The clients to share with the other providers of the same owner; none: a client of
+    /// its own.
+    pub clients: Option<HttpClients>,
 }
 
 impl Default for HttpSettings {
@@ -93,8 +99,50 @@ impl Default for HttpSettings {
             read_timeout: Duration::from_secs(120),
             retry: RetryPolicy::default(),
             extra_headers: Vec::new(),
+            clients: None,
         }
     }
+}
+
+/// The HTTP clients an owner's providers share (the host's, for every turn and model
+/// list), one per connect timeout: one TLS context (OpenSSL's, with the system's CA store
+/// read once instead of for every turn) and one connection pool, so a provider's next
+/// turn reuses the connection its last one left open instead of a new TCP and TLS
+/// handshake. Connections are pooled by scheme, host and port, so providers never share
+/// one. Owned, not a process global: a pooled connection belongs to the async runtime
+/// that opened it.
+#[derive(Clone, Default)]
+pub struct HttpClients {
+    by_connect_timeout: Arc<Mutex<HashMap<Duration, reqwest::Client>>>,
+}
+
+impl HttpClients {
+    fn client(&self, connect_timeout: Duration) -> Result<reqwest::Client, ProviderError> {
+        let mut clients = self.by_connect_timeout.lock();
+        if let Some(client) = clients.get(&connect_timeout) {
+            return Ok(client.clone());
+        }
+        let client = new_client(connect_timeout)?;
+        clients.insert(connect_timeout, client.clone());
+        Ok(client)
+    }
+}
+
+impl std::fmt::Debug for HttpClients {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpClients")
+            .field("clients", &self.by_connect_timeout.lock().len())
+            .finish()
+    }
+}
+
+/// A client that connects within `connect_timeout` and follows only same-origin redirects.
+fn new_client(connect_timeout: Duration) -> Result<reqwest::Client, ProviderError> {
+    reqwest::Client::builder()
+        .connect_timeout(connect_timeout)
+        .redirect(same_origin_redirects())
+        .build()
+        .map_err(|e| ProviderError::new(ProviderErrorKind::Connection, e.to_string()))
 }
 
 /// Turns one protocol's server-sent events into provider events.
@@ -120,11 +168,10 @@ pub struct HttpClient {
 
 impl HttpClient {
     pub fn new(settings: HttpSettings) -> Result<Self, ProviderError> {
-        let client = reqwest::Client::builder()
-            .connect_timeout(settings.connect_timeout)
-            .redirect(same_origin_redirects())
-            .build()
-            .map_err(|e| ProviderError::new(ProviderErrorKind::Connection, e.to_string()))?;
+        let client = match &settings.clients {
+            Some(clients) => clients.client(settings.connect_timeout)?,
+            None => new_client(settings.connect_timeout)?,
+        };
         Ok(Self { client, settings })
     }
 

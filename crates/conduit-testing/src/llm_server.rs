@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::Response;
 use bytes::Bytes;
@@ -43,6 +43,8 @@ pub enum Reply {
 /// A request the server received.
 #[derive(Debug, Clone)]
 pub struct Recorded {
+    /// The client's address: requests from one connection share it.
+    pub peer: SocketAddr,
     pub method: String,
     pub path_and_query: String,
     pub headers: Vec<(String, String)>,
@@ -85,6 +87,7 @@ impl ScriptedLlm {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
         let addr = listener.local_addr()?;
         let task = tokio::spawn(async move {
+            let app = app.into_make_service_with_connect_info::<SocketAddr>();
             let _ = axum::serve(listener, app).await;
         });
         Ok(Self { addr, shared, task })
@@ -137,12 +140,14 @@ impl Drop for ScriptedLlm {
 
 async fn handle(
     State(shared): State<Arc<Shared>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
     let recorded = Recorded {
+        peer,
         method: method.to_string(),
         path_and_query: uri
             .path_and_query()
