@@ -22,7 +22,9 @@ export class WindowEvents {
   readonly #wait: (ms: number) => Promise<void>;
   readonly #listeners = new Map<WindowNotice, Set<() => void>>();
   readonly #streams = new Map<number, (message: unknown) => void>();
-  #nextStream = 1;
+  // Numbered from a random start: a turn that a page left running when it reloaded still
+  // sends on its old number, which the new page must not have given to a new stream.
+  #nextStream = 1 + ((crypto.getRandomValues(new Uint32Array(1))[0] ?? 0) % 0x4000_0000);
   #after = 0;
   #pumping = false;
 
