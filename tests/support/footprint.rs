@@ -42,6 +42,15 @@ pub fn rss(pid: u32) -> Option<u64> {
     Some(kb * 1024)
 }
 
+/// A process's proportional set in bytes (`Pss` in smaps_rollup: each shared page divided
+/// among the processes that map it), or `None` once it is gone.
+pub fn pss(pid: u32) -> Option<u64> {
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
+    let line = rollup.lines().find(|l| l.starts_with("Pss:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
 /// Every live descendant of `root` with its command name.
 pub fn descendants(root: u32) -> Vec<(u32, String)> {
     let mut parents = Vec::new();
@@ -89,18 +98,23 @@ pub struct Memory {
     pub app: u64,
     pub webkit: u64,
     pub servers: u64,
+    /// The app's and WebKit's processes by PSS: a page two of them map (the libraries,
+    /// the shared painted surfaces) counts once, where the RSS sum counts it in each.
+    pub pss: u64,
 }
 
 impl Memory {
     pub fn of(pid: u32) -> Self {
         let mut memory = Self {
             app: rss(pid).unwrap_or(0),
+            pss: pss(pid).unwrap_or(0),
             ..Self::default()
         };
         for (child, comm) in descendants(pid) {
             let bytes = rss(child).unwrap_or(0);
             if comm.starts_with("WebKit") {
                 memory.webkit += bytes;
+                memory.pss += pss(child).unwrap_or(0);
             } else {
                 memory.servers += bytes;
             }
