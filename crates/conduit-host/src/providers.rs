@@ -503,15 +503,21 @@ mod tests {
             .collect()
     }
 
+    /// A host under `home` whose secrets are a file there (no keychain in tests).
+    fn host_with_file_secrets(home: &std::path::Path) -> Host {
+        let host = Host::new(crate::Paths::under_home(home.to_owned(), None));
+        let file_store: Box<dyn crate::secrets::SecretStore> = Box::new(
+            crate::secrets::FileSecrets::new(home.join("secrets.json")),
+        );
+        assert!(host.secrets.set(file_store).is_ok());
+        host
+    }
+
     #[tokio::test]
     async fn a_saved_providers_requests_reuse_one_connection() {
         let (url, seen) = recording_server().await;
         let dir = tempfile::tempdir().unwrap();
-        let host = Host::new(crate::Paths::under_home(dir.path().to_owned(), None));
-        let file_store: Box<dyn crate::secrets::SecretStore> = Box::new(
-            crate::secrets::FileSecrets::new(dir.path().join("secrets.json")),
-        );
-        assert!(host.secrets.set(file_store).is_ok());
+        let host = host_with_file_secrets(dir.path());
         host.save_provider(ProviderInput {
             id: "local".into(),
             protocol: Protocol::OpenAiChat,
@@ -556,11 +562,7 @@ mod tests {
         let (old_url, old_seen) = recording_server().await;
         let (new_url, new_seen) = recording_server().await;
         let dir = tempfile::tempdir().unwrap();
-        let host = Host::new(crate::Paths::under_home(dir.path().to_owned(), None));
-        let file_store: Box<dyn crate::secrets::SecretStore> = Box::new(
-            crate::secrets::FileSecrets::new(dir.path().join("secrets.json")),
-        );
-        assert!(host.secrets.set(file_store).is_ok());
+        let host = host_with_file_secrets(dir.path());
         let input = |url: &str, key: Option<&str>, token: &str, is_new: bool| ProviderInput {
             id: "p".into(),
             protocol: Protocol::OpenAiChat,
