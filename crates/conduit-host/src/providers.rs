@@ -506,9 +506,8 @@ mod tests {
     /// A host under `home` whose secrets are a file there (no keychain in tests).
     fn host_with_file_secrets(home: &std::path::Path) -> Host {
         let host = Host::new(crate::Paths::under_home(home.to_owned(), None));
-        let file_store: Box<dyn crate::secrets::SecretStore> = Box::new(
-            crate::secrets::FileSecrets::new(home.join("secrets.json")),
-        );
+        let file_store: Box<dyn crate::secrets::SecretStore> =
+            Box::new(crate::secrets::FileSecrets::new(home.join("secrets.json")));
         assert!(host.secrets.set(file_store).is_ok());
         host
     }
