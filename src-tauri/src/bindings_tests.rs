@@ -224,6 +224,7 @@ fn generate_commands(shapes: &[CommandShape], bindings: &str) -> String {
         let mut sent = Vec::new();
         let mut setup = String::new();
         let mut raw_body = None;
+        let mut streams = Vec::new();
         for (name, kind) in &shape.args {
             let name = camel_case(name);
             match kind {
@@ -238,6 +239,7 @@ fn generate_commands(shapes: &[CommandShape], bindings: &str) -> String {
                         "  const {name}Stream = openStream<{ts}>({name});\n"
                     ));
                     sent.push(format!("{name}: {name}Stream"));
+                    streams.push(format!("{name}Stream"));
                 }
                 ArgKind::RawBody => {
                     params.push(format!("{name}: Blob"));
@@ -270,8 +272,14 @@ fn generate_commands(shapes: &[CommandShape], bindings: &str) -> String {
             (None, false) => format!(", {{ {} }}", sent.join(", ")),
         };
         let asyncness = if raw_body.is_some() { "async " } else { "" };
+        // A command refused before the host took its streams never ends them.
+        let on_refusal = if streams.is_empty() {
+            String::new()
+        } else {
+            format!(".catch(forgetStreams({}))", streams.join(", "))
+        };
         body.push_str(&format!(
-            "export {asyncness}function {}({}): Promise<{ok}> {{\n{setup}  return invoke<{ok}>(\"{name}\"{args});\n}}\n",
+            "export {asyncness}function {}({}): Promise<{ok}> {{\n{setup}  return invoke<{ok}>(\"{name}\"{args}){on_refusal};\n}}\n",
             camel_case(name),
             params.join(", "),
         ));
@@ -286,7 +294,7 @@ fn generate_commands(shapes: &[CommandShape], bindings: &str) -> String {
         })
         .collect();
     let streams = if body.contains("openStream<") {
-        "import { openStream } from \"./windowEvents\";\n"
+        "import { forgetStreams, openStream } from \"./windowEvents\";\n"
     } else {
         ""
     };
@@ -403,7 +411,7 @@ fn bindings_cover_each_argument_kind() {
     );
     assert!(
         generated.contains(
-            "import { invoke } from \"@tauri-apps/api/core\";\nimport type { Started, TurnEvent } from \"./bindings\";\nimport { openStream } from \"./windowEvents\";\n\n/** Sends it. */\nexport function sendIt(callId: string, onEvent: (message: TurnEvent) => void): Promise<Started> {\n  const onEventStream = openStream<TurnEvent>(onEvent);\n  return invoke<Started>(\"send_it\", { callId, onEvent: onEventStream });\n}\n"
+            "import { invoke } from \"@tauri-apps/api/core\";\nimport type { Started, TurnEvent } from \"./bindings\";\nimport { forgetStreams, openStream } from \"./windowEvents\";\n\n/** Sends it. */\nexport function sendIt(callId: string, onEvent: (message: TurnEvent) => void): Promise<Started> {\n  const onEventStream = openStream<TurnEvent>(onEvent);\n  return invoke<Started>(\"send_it\", { callId, onEvent: onEventStream }).catch(forgetStreams(onEventStream));\n}\n"
         ),
         "{generated}"
     );

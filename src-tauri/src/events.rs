@@ -2,7 +2,7 @@
 //! `conduit_host::window_events`, and the stream a command sends a page messages on.
 //!
 //! Tauri's own events and channels are scripts evaluated in the page, and WebKitGTK keeps
-//! a JavaScript engine running in the app's process for them (+5.5 MB, ARCHITECTURE.md,
+//! a JavaScript engine running in the app's process for them (+5.4 MB, ARCHITECTURE.md,
 //! "Footprint"); a pull is an ordinary command whose answer comes back as its response.
 
 use std::marker::PhantomData;

@@ -62,9 +62,9 @@ pub struct EventBatch {
 /// A page that went away leaves at most one such request behind, for at most this long.
 pub const PULL_WAIT: Duration = Duration::from_secs(25);
 
-/// Events a mailbox keeps for a page that does not ask: beyond this the oldest go (a
-/// page that stopped pulling must not grow the app without end); the page is told by a
-/// gap in the numbers.
+/// Events a mailbox keeps for a page that does not ask: beyond this the oldest go, and
+/// a warning is logged (a page that stopped pulling must not grow the app without end; a
+/// turn it was showing is in the history).
 pub const MAILBOX_LIMIT: usize = 20_000;
 
 #[derive(Default)]
@@ -121,6 +121,10 @@ impl Mailbox {
     /// waiting up to `wait` for one to be posted; none if none came.
     pub async fn pull(&self, after: u64, wait: Duration) -> EventBatch {
         let deadline = tokio::time::Instant::now() + wait;
+        // A page that starts again asks after 0; a number past the last one (a mailbox made
+        // again for a page still counting from the old one) is taken as the last one, once:
+        // events posted while this pull waits are past it.
+        let after = after.min(self.queue.lock().last);
         loop {
             let posted = self.posted.notified();
             tokio::pin!(posted);
@@ -131,9 +135,6 @@ impl Mailbox {
                 while queue.events.front().is_some_and(|(n, _)| *n <= after) {
                     queue.events.pop_front();
                 }
-                // A page that starts again asks after 0; a number past the last one is
-                // answered from the last one.
-                let after = after.min(queue.last);
                 if !queue.events.is_empty() {
                     queue.given = queue.last;
                     return EventBatch {
@@ -141,18 +142,11 @@ impl Mailbox {
                         next: queue.last,
                     };
                 }
-                if tokio::time::Instant::now() >= deadline {
-                    return EventBatch {
-                        events: Vec::new(),
-                        next: after,
-                    };
-                }
             }
             if tokio::time::timeout_at(deadline, posted).await.is_err() {
-                let queue = self.queue.lock();
                 return EventBatch {
                     events: Vec::new(),
-                    next: after.min(queue.last),
+                    next: after,
                 };
             }
         }
@@ -328,14 +322,22 @@ mod tests {
 
     #[tokio::test]
     async fn a_number_past_the_last_one_is_answered_from_the_last() {
-        let mailbox = Mailbox::default();
+        let mailbox = Arc::new(Mailbox::default());
         mailbox.post(WindowEvent::McpServers);
         let batch = mailbox.pull(1_000, NO_WAIT).await;
         assert!(batch.events.is_empty());
         assert_eq!(batch.next, 1);
+        // While such a pull waits, what is posted (numbers 2, 3, ... below its 1,000)
+        // still reaches it.
+        let waiting = tokio::spawn({
+            let mailbox = Arc::clone(&mailbox);
+            async move { mailbox.pull(1_000, Duration::from_secs(30)).await }
+        });
+        tokio::task::yield_now().await;
         mailbox.post(WindowEvent::ProvidersChanged);
-        let batch = mailbox.pull(batch.next, NO_WAIT).await;
+        let batch = waiting.await.unwrap();
         assert_eq!(batch.events, vec![WindowEvent::ProvidersChanged]);
+        assert_eq!(batch.next, 2);
     }
 
     #[tokio::test]

@@ -108,9 +108,10 @@ impl Default for HttpSettings {
 /// list), one per connect timeout: one TLS context (OpenSSL's, with the system's CA store
 /// read once instead of for every turn) and one connection pool, so a provider's next
 /// turn reuses the connection its last one left open instead of a new TCP and TLS
-/// handshake. Connections are pooled by scheme, host and port, so providers never share
-/// one. Owned, not a process global: a pooled connection belongs to the async runtime
-/// that opened it.
+/// handshake. Connections are pooled by scheme, host and port (providers at one origin,
+/// two keys for one API, may take turns on one; each request carries its own headers).
+/// Owned, not a process global: a pooled connection belongs to the async runtime that
+/// opened it.
 #[derive(Clone, Default)]
 pub struct HttpClients {
     by_connect_timeout: Arc<Mutex<HashMap<Duration, reqwest::Client>>>,

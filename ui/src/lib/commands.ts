@@ -2,7 +2,7 @@
 // Regenerate with `UPDATE_BINDINGS=1 cargo test --workspace bindings`.
 import { invoke } from "@tauri-apps/api/core";
 import type { AppInfo, MediaRef, StoredMessage, Conversation, SearchHit, TurnEvent, Started, SendRequest, ProviderSummary, LocalProvider, ProviderInput, McpOverview, Decision, TextProblem, McpFile, Edit, ImportFile, Folder, ImportSource, ImportPick, ImportCandidate, ToolPolicy, ServerTools, Question, QuestionReply, SamplingQuestion, SamplingReply, ViewLookup, ViewCall, ViewCallResult, ServeSnippets, ServeHttpStatus, SignedOut, Toolset, ToolChoices, Format, Mentionables, CompletionTarget, EventBatch } from "./bindings";
-import { openStream } from "./windowEvents";
+import { forgetStreams, openStream } from "./windowEvents";
 
 /** The app's version and where its data lives. */
 export function appInfo(): Promise<AppInfo> {
@@ -75,7 +75,7 @@ export function addLocalProvider(provider: LocalProvider): Promise<void> {
  */
 export function sendMessage(request: SendRequest, onEvent: (message: TurnEvent) => void): Promise<Started> {
   const onEventStream = openStream<TurnEvent>(onEvent);
-  return invoke<Started>("send_message", { request, onEvent: onEventStream });
+  return invoke<Started>("send_message", { request, onEvent: onEventStream }).catch(forgetStreams(onEventStream));
 }
 
 export function stopTurn(turn: string): Promise<void> {
@@ -234,7 +234,7 @@ export function restartMcpServer(server: string): Promise<void> {
  */
 export function mcpSignIn(server: string, onUrl: (message: string) => void): Promise<void> {
   const onUrlStream = openStream<string>(onUrl);
-  return invoke<void>("mcp_sign_in", { server, onUrl: onUrlStream });
+  return invoke<void>("mcp_sign_in", { server, onUrl: onUrlStream }).catch(forgetStreams(onUrlStream));
 }
 
 /** Signs out of a server: its tokens revoked where offered, and forgotten. */

@@ -79,6 +79,17 @@ describe("WindowEvents", () => {
     expect(events.openStreams).toBe(1);
   });
 
+  it("forgets a stream whose command was refused", async () => {
+    const host = scriptedHost();
+    const events = new WindowEvents(host.pull);
+    const heard: string[] = [];
+    const refused = events.openStream<string>((m) => heard.push(m));
+    events.closeStream(refused);
+    expect(events.openStreams).toBe(0);
+    await host.answer([{ kind: "stream", stream: refused, message: "never shown" }], 1);
+    expect(heard).toEqual([]);
+  });
+
   it("asks again after a failed request, from where it was, and loses nothing", async () => {
     const host = scriptedHost();
     const waits: number[] = [];

@@ -59,6 +59,11 @@ export class WindowEvents {
     return stream;
   }
 
+  /** Forgets a stream (its command was refused: nothing comes on it). */
+  closeStream(stream: number): void {
+    this.#streams.delete(stream);
+  }
+
   /** How many streams are open (for tests). */
   get openStreams(): number {
     return this.#streams.size;
@@ -133,4 +138,15 @@ export function onWindowEvent(notice: WindowNotice, listener: () => void): () =>
 /** A new stream's number for a command's messages (the generated wrappers call this). */
 export function openStream<T>(onMessage: (message: T) => void): number {
   return windowEvents().openStream(onMessage);
+}
+
+/**
+ * For a command's rejection: forgets its `streams` (refused before the host took them,
+ * they would never end) and rejects with the same error.
+ */
+export function forgetStreams(...streams: number[]): (error: unknown) => never {
+  return (error) => {
+    for (const stream of streams) windowEvents().closeStream(stream);
+    throw error;
+  };
 }
