@@ -109,6 +109,30 @@ describe("WindowEvents", () => {
     expect(heard).toHaveBeenCalledTimes(2);
   });
 
+  it("asks again when an answer never comes", async () => {
+    const asked: number[] = [];
+    let calls = 0;
+    const pull = (after: number) => {
+      asked.push(after);
+      calls += 1;
+      // The first request is lost on the way; the second is answered; later ones wait.
+      return calls === 2
+        ? Promise.resolve({ events: [{ kind: "mcpServers" } as WindowEvent], next: 1 })
+        : new Promise<EventBatch>(() => {});
+    };
+    const warn = vi.spyOn(console, "warn").mockImplementation(() => {});
+    let retries = 0;
+    // The pump waits before asking again after the lost answer; after the next one it
+    // stays waiting, so the test leaves nothing running.
+    const wait = () => (retries++ === 0 ? Promise.resolve() : new Promise<void>(() => {}));
+    const events = new WindowEvents(pull, wait, 10);
+    const heard = vi.fn();
+    events.on("mcpServers", heard);
+    await vi.waitFor(() => expect(heard).toHaveBeenCalled());
+    expect(asked.slice(0, 2)).toEqual([0, 0]);
+    warn.mockRestore();
+  });
+
   it("keeps going when a listener throws", async () => {
     const host = scriptedHost();
     const events = new WindowEvents(host.pull);

@@ -16,6 +16,13 @@ export type Pull = (after: number) => Promise<EventBatch>;
 /** How long the pump waits before asking again after a failed request. */
 export const RETRY_MS = 1000;
 
+/**
+ * How long the pump waits for an answer before it asks again: the host answers within
+ * 25 s even with nothing to say, so a request still open after this was lost on the way.
+ * Asking again loses nothing: the host forgets events only once asked after them.
+ */
+export const PATIENCE_MS = 40_000;
+
 /** Routes one window's events: notices to their listeners, stream messages to their stream. */
 export class WindowEvents {
   readonly #pull: Pull;
@@ -28,9 +35,12 @@ export class WindowEvents {
   #after = 0;
   #pumping = false;
 
-  constructor(pull: Pull, wait: (ms: number) => Promise<void> = delay) {
+  readonly #patienceMs: number;
+
+  constructor(pull: Pull, wait: (ms: number) => Promise<void> = delay, patienceMs = PATIENCE_MS) {
     this.#pull = pull;
     this.#wait = wait;
+    this.#patienceMs = patienceMs;
   }
 
   /** Calls `listener` on every `notice` until the returned function is called. */
@@ -79,7 +89,7 @@ export class WindowEvents {
     for (;;) {
       let batch: EventBatch;
       try {
-        batch = await this.#pull(this.#after);
+        batch = await within(this.#pull(this.#after), this.#patienceMs);
       } catch (e) {
         // The host is there for as long as the page is: a failure is passing (the app
         // starting or busy). Asking again later loses nothing: the host keeps the events
@@ -116,6 +126,15 @@ function guarded(listener: () => void): void {
   } catch (e) {
     console.error("a window event's listener failed", e);
   }
+}
+
+/** `answer`, or a rejection if it takes longer than `ms`. */
+function within<T>(answer: Promise<T>, ms: number): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+  });
+  return Promise.race([answer, late]).finally(() => clearTimeout(timer));
 }
 
 function delay(ms: number): Promise<void> {
