@@ -166,6 +166,46 @@ fn the_cli_never_logs_header_values() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_mcp_server_redirecting_elsewhere_is_not_followed() {
+    // The capture server records whatever reaches it: only the policy keeps the entry's
+    // header and the JSON-RPC request away from it.
+    let capture = ScriptedLlm::start(Vec::new()).await.unwrap();
+    let (front, task) = redirector(capture.url()).await;
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path().to_owned();
+    let config = serde_json::json!({"mcpServers": {"remote": {
+        "type": "http",
+        "url": format!("{front}/mcp"),
+        "headers": {"X-Api-Key": HEADER_SECRET}
+    }}});
+    std::fs::write(h.join("mcp_servers.json"), config.to_string()).unwrap();
+    let out = tokio::task::spawn_blocking(move || conduit(&h, &["mcp", "list"], None))
+        .await
+        .unwrap();
+    let listed = text(&out.stdout);
+    let remote = listed
+        .lines()
+        .find(|line| line.starts_with("remote"))
+        .unwrap_or_else(|| panic!("no remote in {listed}"));
+    assert!(
+        remote.contains("failed"),
+        "the redirect was followed: {remote}"
+    );
+    assert!(
+        capture.requests().is_empty(),
+        "the capture server saw {:?}",
+        capture.requests()
+    );
+    assert!(
+        remote.contains("error following redirect"),
+        "the state must say a redirect was not followed: {remote}"
+    );
+    let everything = format!("{listed}{}", text(&out.stderr));
+    assert!(!everything.contains(HEADER_SECRET), "{everything}");
+    task.abort();
+}
+
 #[test]
 fn a_stdio_server_does_not_see_conduits_provider_keys() {
     let home = tempfile::tempdir().unwrap();

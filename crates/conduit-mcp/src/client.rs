@@ -519,6 +519,45 @@ impl ClientHandler for Handler {
 /// How a session starts in each era: `server/discover` and per-request metadata
 /// (2026-07-28), the `initialize` handshake (2025-11-25), or discover first and the
 /// handshake for a server that answers it as a legacy server.
+/// Redirects an HTTP server's connection follows at most (within its own origin).
+const MAX_REDIRECTS: usize = 10;
+
+/// The HTTP client of one server's connection. It follows a redirect only within the
+/// server's own origin (scheme, host and port): one elsewhere would carry the entry's
+/// headers (all but `Authorization`, which reqwest drops) and, on a 307 or 308, the
+/// request itself (a tool call's arguments) to a host the user never named.
+fn http_client() -> Result<reqwest::Client, StartError> {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::custom(|attempt| {
+            let Some(first) = attempt.previous().first() else {
+                return attempt.stop();
+            };
+            if first.origin() != attempt.url().origin() {
+                let target = attempt.url().origin().ascii_serialization();
+                return attempt.error(RefusedRedirect::Elsewhere(target));
+            }
+            if attempt.previous().len() > MAX_REDIRECTS {
+                return attempt.error(RefusedRedirect::TooMany);
+            }
+            attempt.follow()
+        }))
+        .build()
+        .map_err(|e| StartError::plain(format!("its HTTP client could not be built: {e}")))
+}
+
+/// A redirect the connection refused to follow; it names only the target's origin (a
+/// URL's path and query may hold a token). rmcp's transport error does not pass it on as
+/// its cause: the server's state says that a redirect could not be followed, and where from.
+#[derive(Debug, thiserror::Error)]
+enum RefusedRedirect {
+    #[error(
+        "redirected to another origin ({0}): a server's redirects are followed only within its own"
+    )]
+    Elsewhere(String),
+    #[error("redirected more than {MAX_REDIRECTS} times")]
+    TooMany,
+}
+
 fn lifecycle(era: ProtocolEra) -> ClientLifecycleMode {
     match era {
         ProtocolEra::Auto => ClientLifecycleMode::Auto {
@@ -841,7 +880,7 @@ impl Connection {
                                 StartError::plain(format!("its sign-in could not be used: {e}"))
                             })?;
                         let client = WatchedClient::new(
-                            AuthClient::new(reqwest::Client::default(), manager),
+                            AuthClient::new(http_client()?, manager),
                             listen_stream.clone(),
                         );
                         let transport = EndSignal {
@@ -851,8 +890,7 @@ impl Connection {
                         handshake(handler, transport, spec.era, start_timeout).await?
                     }
                     None => {
-                        let client =
-                            WatchedClient::new(reqwest::Client::default(), listen_stream.clone());
+                        let client = WatchedClient::new(http_client()?, listen_stream.clone());
                         let transport = EndSignal {
                             inner: StreamableHttpClientTransport::with_client(client, config),
                             ended: ended.clone(),
