@@ -180,6 +180,7 @@ async fn an_http_mcp_server_redirecting_elsewhere_is_not_followed() {
         "headers": {"X-Api-Key": HEADER_SECRET}
     }}});
     std::fs::write(h.join("mcp_servers.json"), config.to_string()).unwrap();
+    let tools_home = h.clone();
     let out = tokio::task::spawn_blocking(move || conduit(&h, &["mcp", "list"], None))
         .await
         .unwrap();
@@ -203,6 +204,16 @@ async fn an_http_mcp_server_redirecting_elsewhere_is_not_followed() {
     );
     let everything = format!("{listed}{}", text(&out.stderr));
     assert!(!everything.contains(HEADER_SECRET), "{everything}");
+    // Its tools, asked for by name: the reason, not an empty list.
+    let tools = tokio::task::spawn_blocking(move || {
+        conduit(&tools_home, &["mcp", "tools", "remote"], None)
+    })
+    .await
+    .unwrap();
+    let stderr = text(&tools.stderr);
+    assert!(!tools.status.success(), "{}", text(&tools.stdout));
+    assert!(stderr.contains("remote did not start"), "{stderr}");
+    assert!(capture.requests().is_empty());
     task.abort();
 }
 

@@ -243,12 +243,22 @@ async fn run_with(
                 None => servers.statuses().into_iter().map(|s| s.name).collect(),
             };
             let mut listed = Vec::new();
-            for name in names {
-                if !servers.statuses().iter().any(|s| s.name == name) {
+            for name in &names {
+                let Some(status) = servers.statuses().into_iter().find(|s| s.name == *name) else {
                     return Err(Failure::from(anyhow::anyhow!(
                         "there is no server named {name:?}"
                     )));
+                };
+                // A server asked for by name that did not start says why, rather than
+                // listing nothing as if it had no tools.
+                if server.is_some()
+                    && let ServerState::Failed { reason, .. } = &status.state
+                {
+                    return Err(Failure::from(anyhow::anyhow!(
+                        "{name} did not start: {reason}"
+                    )));
                 }
+                let name = name.clone();
                 // Whether each tool is offered and its policy are the host's answer.
                 for setting in host.server_tool_settings(servers, &name)?.tools {
                     listed.push(json!({
