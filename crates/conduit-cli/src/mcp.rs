@@ -243,8 +243,8 @@ async fn run_with(
                 None => servers.statuses().into_iter().map(|s| s.name).collect(),
             };
             let mut listed = Vec::new();
-            for name in &names {
-                let Some(status) = servers.statuses().into_iter().find(|s| s.name == *name) else {
+            for name in names {
+                let Some(status) = servers.statuses().into_iter().find(|s| s.name == name) else {
                     return Err(Failure::from(anyhow::anyhow!(
                         "there is no server named {name:?}"
                     )));
@@ -258,7 +258,6 @@ async fn run_with(
                         "{name} did not start: {reason}"
                     )));
                 }
-                let name = name.clone();
                 // Whether each tool is offered and its policy are the host's answer.
                 for setting in host.server_tool_settings(servers, &name)?.tools {
                     listed.push(json!({

@@ -222,12 +222,9 @@ impl WindowMailboxes {
     }
 
     /// How many windows have a mailbox.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.windows.lock().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

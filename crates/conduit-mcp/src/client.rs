@@ -516,9 +516,6 @@ impl ClientHandler for Handler {
     }
 }
 
-/// How a session starts in each era: `server/discover` and per-request metadata
-/// (2026-07-28), the `initialize` handshake (2025-11-25), or discover first and the
-/// handshake for a server that answers it as a legacy server.
 /// Redirects an HTTP server's connection follows at most (within its own origin).
 const MAX_REDIRECTS: usize = 10;
 
@@ -558,6 +555,9 @@ enum RefusedRedirect {
     TooMany,
 }
 
+/// How a session starts in each era: `server/discover` and per-request metadata
+/// (2026-07-28), the `initialize` handshake (2025-11-25), or discover first and the
+/// handshake for a server that answers it as a legacy server.
 fn lifecycle(era: ProtocolEra) -> ClientLifecycleMode {
     match era {
         ProtocolEra::Auto => ClientLifecycleMode::Auto {
