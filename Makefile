@@ -70,7 +70,7 @@ clean: ## Remove build outputs (the shared cargo target folder included)
 bench: setup-test build ## Benchmarks: streaming, history, media, MCP (release); the chat window (real webview); footprint beside a bare Tauri window; a 1,000-turn soak
 	$(CARGO) bench --locked -p conduit-providers --bench stream
 	$(CARGO) bench --locked -p conduit-store --bench history
-	$(CARGO) build --locked --workspace --release --bin conduit --bin conduit-desktop --bin bare-window
+	$(CARGO) build --locked --workspace --release --bin conduit --bin conduit-desktop --bin bare-window --bin bare-window-page
 	$(CARGO) bench --locked -p conduit-mcp --bench mcp
 	$(XVFB) $(CARGO) test --locked --workspace --test desktop_bench -- --ignored --nocapture
 	$(MAKE) --no-print-directory bench-footprint bench-soak
