@@ -223,3 +223,70 @@ fn another_conduit_uses_this_one_through_a_claude_desktop_style_entry() {
     let out = text(&called.stdout);
     assert!(out.contains("10:00"), "{out}");
 }
+
+/// Every file under `dir` (none when it does not exist).
+fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(files_under(&path));
+        } else {
+            found.push(path);
+        }
+    }
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn charts_drawn_for_another_client_reach_it_and_stay_out_of_the_media_folder() {
+    let home = tempfile::tempdir().unwrap();
+    let host = Arc::new(Host::new(Paths::under_home(home.path().to_owned(), None)));
+    let served = Arc::new(host.tool_server().unwrap());
+    let media: Arc<dyn MediaStore> = conduit_core::testing::MemoryMedia::new();
+    let client = McpRuntime::start(
+        RuntimeOptions::new(home.path().join("none.json"), Duration::from_secs(20))
+            .with_in_process("served", served),
+    )
+    .await
+    .unwrap();
+    let chart = client
+        .tools(media.clone(), &|_, _| true)
+        .into_iter()
+        .find(|tool| tool.spec().name == "served__render_chart")
+        .unwrap();
+    // A client drawing one chart after another, several at once.
+    let calls = (0..6).map(|n| {
+        let chart = chart.clone();
+        async move {
+            let context = conduit_core::tool::ToolContext::new(
+                tokio_util::sync::CancellationToken::new(),
+                Arc::new(|_| {}),
+            );
+            chart
+                .call(
+                    json!({"kind": "bar", "labels": ["a", "b"], "series": [{"y": [1.0, f64::from(n)]}], "width": 2400, "height": 1600}),
+                    context,
+                )
+                .await
+                .unwrap()
+        }
+    });
+    for output in futures::future::join_all(calls).await {
+        assert!(!output.is_error, "{output:?}");
+        let image = output
+            .parts
+            .iter()
+            .find_map(|part| match part {
+                conduit_core::content::ResultPart::Image { media } => Some(media.clone()),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no chart in {:?}", output.parts));
+        let png = image::load_from_memory(&media.load(&image).unwrap()).unwrap();
+        assert_eq!((png.width(), png.height()), (2400, 1600));
+    }
+    // No conversation holds them: nothing was left behind in the user's media folder.
+    let left = files_under(&host.paths().media_dir);
+    assert!(left.is_empty(), "{left:?}");
+    client.shutdown().await;
+}

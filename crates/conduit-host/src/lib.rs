@@ -34,7 +34,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use conduit_core::content::MediaRef;
-use conduit_store::{FileMediaStore, Store, StoreError};
+use conduit_store::{FileMediaStore, ScratchMediaStore, Store, StoreError};
 use serde::Serialize;
 
 /// The types frontends need from the crates below, so they depend on the host alone.
@@ -66,10 +66,17 @@ impl AppInfo {
     }
 }
 
+/// How much of what built-in tools made for other clients is held in memory: results go
+/// out as soon as they are made, and the largest chart is well under 1 MB.
+const SERVED_MEDIA_BYTES: usize = 64 * 1024 * 1024;
+
 /// The engine a frontend talks to.
 pub struct Host {
     paths: Paths,
     media: Arc<FileMediaStore>,
+    /// What built-in tools make for other MCP clients: kept in memory until it is sent,
+    /// never in the media folder (no conversation holds it, so nothing would remove it).
+    served_media: Arc<ScratchMediaStore>,
     /// Opened on first use, so a frontend that never touches history never opens it.
     store: OnceLock<Arc<Store>>,
     /// Opened on first use: probing the keychain costs time at start-up.
@@ -84,9 +91,14 @@ pub struct Host {
 impl Host {
     pub fn new(paths: Paths) -> Self {
         let media = Arc::new(FileMediaStore::new(paths.media_dir.clone()));
+        let served_media = Arc::new(ScratchMediaStore::new(
+            FileMediaStore::new(paths.media_dir.clone()),
+            SERVED_MEDIA_BYTES,
+        ));
         Self {
             paths,
             media,
+            served_media,
             store: OnceLock::new(),
             secrets: OnceLock::new(),
             tool_modes: Default::default(),

@@ -132,7 +132,9 @@ impl Host {
     /// instead when [`CONFORMANCE_ENV`] is `1`). A built-in tool switched on or off in
     /// Settings (another process, maybe) reaches connected clients as a list change.
     pub fn tool_server(self: &Arc<Self>) -> Result<ToolServer, ServedError> {
-        let media: Arc<dyn MediaStore> = self.media.clone();
+        // What the tools make for clients is read from memory, what the history holds
+        // from the media folder.
+        let media: Arc<dyn MediaStore> = self.served_media.clone();
         let catalog: Arc<dyn Catalog> =
             if std::env::var(CONFORMANCE_ENV).is_ok_and(|value| value == "1") {
                 Arc::new(conduit_mcp::conformance::ConformanceCatalog::new(

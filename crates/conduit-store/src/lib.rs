@@ -13,4 +13,4 @@ pub mod media;
 mod schema;
 
 pub use history::{Conversation, MessageStatus, SearchHit, Store, StoreError, StoredMessage};
-pub use media::FileMediaStore;
+pub use media::{FileMediaStore, ScratchMediaStore};

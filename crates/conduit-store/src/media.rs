@@ -1,9 +1,11 @@
 //! Media files (images, audio) stored once by content hash under the data folder, each
 //! checked on the way in: the bytes decide the type, and an image must decode.
 
+use std::collections::VecDeque;
 use std::fs;
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 
 use conduit_core::content::MediaRef;
 use conduit_core::media::{MediaError, MediaStore};
@@ -219,6 +221,76 @@ impl MediaStore for FileMediaStore {
     }
 }
 
+/// Media kept in memory for a while, reading through to a [`FileMediaStore`]: for what a
+/// tool makes for another MCP client (a chart), which goes out in the tool's result and
+/// belongs to no conversation, so the media folder would keep it for good. Holds at most
+/// `capacity` bytes; the oldest go first. Checked on the way in as the folder checks.
+#[derive(Debug)]
+pub struct ScratchMediaStore {
+    files: FileMediaStore,
+    capacity: usize,
+    kept: Mutex<VecDeque<(MediaRef, Vec<u8>)>>,
+}
+
+impl ScratchMediaStore {
+    pub fn new(files: FileMediaStore, capacity: usize) -> Self {
+        Self {
+            files,
+            capacity,
+            kept: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    /// How many bytes are held in memory now.
+    pub fn held(&self) -> usize {
+        let kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        kept.iter().map(|(_, bytes)| bytes.len()).sum()
+    }
+}
+
+impl MediaStore for ScratchMediaStore {
+    fn put(&self, bytes: &[u8], declared_mime: Option<&str>) -> Result<MediaRef, MediaError> {
+        if bytes.len() > self.capacity {
+            return Err(MediaError::Invalid(format!(
+                "{} bytes is more than the {} a result may hold",
+                bytes.len(),
+                self.capacity
+            )));
+        }
+        let (mime, image) = identify(bytes, declared_mime)?;
+        let media = MediaRef {
+            hash: sha256_hex(bytes),
+            mime,
+            bytes: bytes.len() as u64,
+            width: image.as_ref().map(|i| i.width()),
+            height: image.as_ref().map(|i| i.height()),
+        };
+        let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        if !kept.iter().any(|(held, _)| held.hash == media.hash) {
+            kept.push_back((media.clone(), bytes.to_vec()));
+            let mut total: usize = kept.iter().map(|(_, bytes)| bytes.len()).sum();
+            while total > self.capacity {
+                match kept.pop_front() {
+                    Some((_, oldest)) => total -= oldest.len(),
+                    None => break,
+                }
+            }
+        }
+        Ok(media)
+    }
+
+    fn load(&self, media: &MediaRef) -> Result<Vec<u8>, MediaError> {
+        let kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        match kept.iter().find(|(held, _)| held.hash == media.hash) {
+            Some((_, bytes)) => Ok(bytes.clone()),
+            None => {
+                drop(kept);
+                self.files.load(media)
+            }
+        }
+    }
+}
+
 /// The type of `bytes` and, for images, the decoded image. An image that does not
 /// decode is refused; audio is recognised by its signature.
 fn identify(
@@ -324,6 +396,52 @@ mod tests {
             .write_to(&mut Cursor::new(&mut out), image::ImageFormat::Png)
             .unwrap();
         out
+    }
+
+    #[test]
+    fn scratch_media_stays_in_memory_holds_its_capacity_and_reads_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = FileMediaStore::new(dir.path().join("media"));
+        let stored = files.put(&png(3, 3), None).unwrap();
+        let first = png(40, 20);
+        let scratch = ScratchMediaStore::new(files, first.len() * 2 + 10);
+        let made = scratch.put(&first, Some("image/png")).unwrap();
+        assert_eq!(
+            (made.mime.as_str(), made.width, made.height),
+            ("image/png", Some(40), Some(20))
+        );
+        assert_eq!(scratch.load(&made).unwrap(), first);
+        // Nothing reached the folder but what the folder was given.
+        let files_on_disk = walk(&dir.path().join("media"));
+        assert!(
+            files_on_disk
+                .iter()
+                .all(|path| !path.to_string_lossy().contains(&made.hash)),
+            "{files_on_disk:?}"
+        );
+        // The folder's media reads through.
+        assert_eq!(scratch.load(&stored).unwrap(), png(3, 3));
+        // The same bytes again are held once; more than the capacity pushes the oldest out.
+        scratch.put(&first, None).unwrap();
+        assert_eq!(scratch.held(), first.len());
+        for size in [41, 42, 43] {
+            scratch.put(&png(size, 20), None).unwrap();
+        }
+        assert!(scratch.held() <= first.len() * 2 + 10, "{}", scratch.held());
+        assert!(matches!(
+            scratch.load(&made),
+            Err(MediaError::Missing { .. })
+        ));
+        // What is not an image is refused, and so is more than the whole capacity.
+        assert!(matches!(
+            scratch.put(b"not an image", None),
+            Err(MediaError::Invalid(_))
+        ));
+        let huge = vec![0_u8; first.len() * 3];
+        assert!(matches!(
+            scratch.put(&huge, None),
+            Err(MediaError::Invalid(_))
+        ));
     }
 
     #[test]

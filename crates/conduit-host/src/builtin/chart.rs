@@ -9,7 +9,6 @@ use async_trait::async_trait;
 use conduit_core::content::ResultPart;
 use conduit_core::media::MediaStore;
 use conduit_core::tool::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
-use conduit_store::FileMediaStore;
 use image::ImageEncoder;
 use image::codecs::png::{CompressionType, FilterType, PngEncoder};
 use plotters::prelude::*;
@@ -533,11 +532,15 @@ fn widen(low: &mut f64, high: &mut f64) {
 /// `render_chart`: data in, a PNG chart out.
 pub struct RenderChart {
     spec: ToolSpec,
-    media: Arc<FileMediaStore>,
+    media: Arc<dyn MediaStore>,
 }
 
+/// Charts drawn at once, in the whole process: each holds its pixels (up to 2400×1600,
+/// 11.5 MB) while it draws, and a client of `conduit mcp serve` may call in parallel.
+static DRAWING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
+
 impl RenderChart {
-    pub fn new(media: Arc<FileMediaStore>) -> Self {
+    pub fn new(media: Arc<dyn MediaStore>) -> Self {
         Self {
             spec: Self::spec(),
             media,
@@ -629,7 +632,17 @@ impl Tool for RenderChart {
             Err(message) => return Ok(ToolOutput::error(message)),
         };
         let media = self.media.clone();
+        let permit = tokio::select! {
+            permit = DRAWING.acquire() => permit,
+            () = context.cancel.cancelled() => return Err(ToolError("cancelled".into())),
+        };
+        let Ok(drawing) = permit else {
+            // The semaphore is never closed.
+            return Ok(ToolOutput::error("Conduit cannot draw charts now"));
+        };
         let work = blocking("drawing a chart", move || {
+            // Held until the drawing ends, even when the call was cancelled meanwhile.
+            let _drawing = drawing;
             let png = match chart.render() {
                 Ok(png) => png,
                 Err(message) => return ToolOutput::error(message),

@@ -13,6 +13,7 @@ mod time;
 use std::sync::Arc;
 
 use conduit_core::content::ResultPart;
+use conduit_core::media::MediaStore;
 use conduit_core::tool::{Tool, ToolAnnotations, ToolOutput, ToolSpec};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -27,53 +28,65 @@ pub use chart::{DEFAULT_HEIGHT, DEFAULT_WIDTH, MAX_HEIGHT, MAX_WIDTH};
 pub const BUILTIN_SERVER: &str = "conduit";
 
 /// One built-in tool: how to describe it and how to make it for a host.
+/// Makes a built-in tool; what the tool makes (a chart) goes into the media store given.
+type MakeTool = fn(&Arc<Host>, Arc<dyn MediaStore>) -> Arc<dyn Tool>;
+
 struct Entry {
     spec: fn() -> ToolSpec,
-    make: fn(&Arc<Host>) -> Arc<dyn Tool>,
+    make: MakeTool,
 }
 
 /// Every built-in tool, once.
 const ENTRIES: [Entry; 7] = [
     Entry {
         spec: history::SearchHistory::spec,
-        make: |host| Arc::new(history::SearchHistory::new(host.clone())),
+        make: |host, _| Arc::new(history::SearchHistory::new(host.clone())),
     },
     Entry {
         spec: history::ReadConversation::spec,
-        make: |host| Arc::new(history::ReadConversation::new(host.clone())),
+        make: |host, _| Arc::new(history::ReadConversation::new(host.clone())),
     },
     Entry {
         spec: history::ListConversations::spec,
-        make: |host| Arc::new(history::ListConversations::new(host.clone())),
+        make: |host, _| Arc::new(history::ListConversations::new(host.clone())),
     },
     Entry {
         spec: time::TimeNow::spec,
-        make: |_| Arc::new(time::TimeNow::new()),
+        make: |_, _| Arc::new(time::TimeNow::new()),
     },
     Entry {
         spec: time::ConvertTime::spec,
-        make: |_| Arc::new(time::ConvertTime::new()),
+        make: |_, _| Arc::new(time::ConvertTime::new()),
     },
     Entry {
         spec: chart::RenderChart::spec,
-        make: |host| Arc::new(chart::RenderChart::new(host.media.clone())),
+        make: |_, made| Arc::new(chart::RenderChart::new(made)),
     },
     Entry {
         spec: images::GetImage::spec,
-        make: |host| Arc::new(images::GetImage::new(host.media.clone())),
+        make: |host, _| Arc::new(images::GetImage::new(host.media.clone())),
     },
 ];
 
-/// Every built-in tool, enabled or not, for `host`.
+/// Every built-in tool, enabled or not, for Conduit's own agent: what they make is kept
+/// in the media folder, with the conversation that holds it.
 pub fn builtin_tools(host: &Arc<Host>) -> Vec<Arc<dyn Tool>> {
-    ENTRIES.iter().map(|entry| (entry.make)(host)).collect()
+    let media: Arc<dyn MediaStore> = host.media.clone();
+    ENTRIES
+        .iter()
+        .map(|entry| (entry.make)(host, media.clone()))
+        .collect()
 }
 
-/// The built-in tools the settings leave enabled (all of them by default).
+/// The built-in tools the settings leave enabled (all of them by default), for other MCP
+/// clients: what they make is held in memory until it is sent (the host's served media),
+/// as no conversation holds it.
 pub fn enabled_builtin_tools(host: &Arc<Host>) -> Result<Vec<Arc<dyn Tool>>, SettingsError> {
     let settings = host.settings()?;
-    Ok(builtin_tools(host)
-        .into_iter()
+    let media: Arc<dyn MediaStore> = host.served_media.clone();
+    Ok(ENTRIES
+        .iter()
+        .map(|entry| (entry.make)(host, media.clone()))
         .filter(|tool| settings.tool_enabled(BUILTIN_SERVER, &tool.spec().name))
         .collect())
 }
