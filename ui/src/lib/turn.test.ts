@@ -1,6 +1,14 @@
 import { describe, expect, it } from "vitest";
 import { snippetParts } from "./snippet";
-import { applyEvent, callLabel, emptyState, fromStored, pendingApproval, pendingUserMessage } from "./turn";
+import {
+  applyEvent,
+  callLabel,
+  emptyState,
+  fromStored,
+  mayShowView,
+  pendingApproval,
+  pendingUserMessage,
+} from "./turn";
 import type { StoredMessage, ToolCall } from "./types";
 
 const call: ToolCall = { id: "c1", name: "everything__echo", arguments: { message: "hi" } };
@@ -227,5 +235,56 @@ describe("the saved copy of a live message", () => {
     ];
     keepKeys(previous, next);
     expect(next.map((m) => m.key)).toEqual(["m7", "live3"]);
+  });
+});
+
+describe("a call's view mounts only once the host said the call runs", () => {
+  const origin = { server: "charts", tool: "show" };
+  const call: ToolCall = { id: "c1", name: "charts__show", arguments: { secret: "s3" }, origin };
+  const other: ToolCall = { id: "c2", name: "charts__show", arguments: {}, origin };
+
+  it("not while the call waits to be allowed or asked about, nor after a stop before it ran", () => {
+    const state = emptyState();
+    applyEvent(state, { type: "turn_started", turn: 1 }, 0);
+    applyEvent(state, { type: "tool_call_ready", call }, 0);
+    // A later call of the same answer still streams: the first is complete, not allowed.
+    applyEvent(state, { type: "tool_call_started", id: "c2", name: other.name, origin }, 0);
+    expect(state.calls.c1?.state).toBe("ready");
+    expect(mayShowView(call, state.calls.c1)).toBe(false);
+    applyEvent(
+      state,
+      { type: "approval_requested", call, origin, title: null, annotations: {} },
+      0,
+    );
+    expect(mayShowView(call, state.calls.c1)).toBe(false);
+    applyEvent(state, { type: "cancelled" }, 0);
+    expect(state.calls.c1?.state).toBe("interrupted");
+    expect(mayShowView(call, state.calls.c1)).toBe(false);
+  });
+
+  it("once allowed, while it runs and after a stop; with a result, when it names a view", () => {
+    const state = emptyState();
+    applyEvent(state, { type: "tool_call_ready", call }, 0);
+    applyEvent(state, { type: "tool_call_running", id: "c1" }, 0);
+    expect(mayShowView(call, state.calls.c1)).toBe(true);
+    applyEvent(state, { type: "cancelled" }, 0);
+    expect(state.calls.c1?.state).toBe("interrupted");
+    expect(mayShowView(call, state.calls.c1)).toBe(true);
+
+    applyEvent(state, { type: "tool_call_ready", call: other }, 0);
+    applyEvent(state, { type: "tool_call_denied", id: "c2", reason: "no" }, 0);
+    expect(mayShowView(other, state.calls.c2)).toBe(false);
+    applyEvent(
+      state,
+      {
+        type: "tool_result",
+        result: { call_id: "c2", name: other.name, is_error: false, parts: [{ type: "text", text: "x" }] },
+        duration_ms: 1,
+      },
+      0,
+    );
+    expect(mayShowView(other, state.calls.c2)).toBe(false);
+    // A call with no server behind it never has a view.
+    expect(mayShowView({ ...call, origin: undefined }, state.calls.c1)).toBe(false);
   });
 });

@@ -25,6 +25,8 @@ export interface ViewMessage {
 
 export type CallState =
   | "streaming"
+  /** Complete, not yet allowed: the host decides (or asks the user) next. */
+  | "ready"
   | "approval"
   | "running"
   | "done"
@@ -50,6 +52,11 @@ export interface CallView {
   startedAt: number | null;
   approval: Approval | null;
   deniedReason: string | null;
+  /**
+   * The host said the call runs (allowed by the user or a policy). Only then may the
+   * call's view mount and get its arguments: a call stopped before that never ran.
+   */
+  allowed: boolean;
 }
 
 export interface ChatState {
@@ -72,6 +79,7 @@ function newCall(state: CallState): CallView {
     startedAt: null,
     approval: null,
     deniedReason: null,
+    allowed: false,
   };
 }
 
@@ -246,7 +254,9 @@ export function applyEvent(state: ChatState, event: AgentEvent, now: number): vo
     case "tool_call_ready": {
       upsertCall(liveAssistant(state), event.call);
       const call = callView(state, event.call.id);
-      call.state = "running";
+      // Not "running": the call is not allowed yet (the approval question comes after
+      // the whole answer has streamed).
+      call.state = "ready";
       call.startedAt = now;
       break;
     }
@@ -273,6 +283,7 @@ export function applyEvent(state: ChatState, event: AgentEvent, now: number): vo
       const call = callView(state, event.id);
       call.approval = null;
       call.state = "running";
+      call.allowed = true;
       break;
     }
     case "tool_progress": {
@@ -280,6 +291,7 @@ export function applyEvent(state: ChatState, event: AgentEvent, now: number): vo
       call.progress = event.progress;
       if (call.state === "approval") call.approval = null;
       call.state = "running";
+      call.allowed = true;
       break;
     }
     case "tool_result": {
@@ -308,7 +320,12 @@ export function applyEvent(state: ChatState, event: AgentEvent, now: number): vo
         if (message.status === "streaming") message.status = "interrupted";
       }
       for (const call of Object.values(state.calls)) {
-        if (call.state === "running" || call.state === "approval" || call.state === "streaming") {
+        if (
+          call.state === "running" ||
+          call.state === "ready" ||
+          call.state === "approval" ||
+          call.state === "streaming"
+        ) {
           call.state = "interrupted";
           call.approval = null;
         }
@@ -317,6 +334,18 @@ export function applyEvent(state: ChatState, event: AgentEvent, now: number): vo
     default:
       break;
   }
+}
+
+/**
+ * Whether a call's MCP Apps view may mount. A view gets the call's arguments, which it
+ * could send to the origins it declares: so only once the host said the call runs
+ * (allowed by the user or a policy), never while it waits for approval, and not for a
+ * call stopped before it was allowed. With a result, only when the result names a view.
+ */
+export function mayShowView(call: ToolCall, view: CallView | undefined): boolean {
+  if (!call.origin || !view) return false;
+  if (view.result) return view.result.parts.some((part) => part.type === "view");
+  return view.allowed && (view.state === "running" || view.state === "interrupted");
 }
 
 /**

@@ -263,7 +263,11 @@ describe("a turn in the chat controller", () => {
     expect(t.controller.chat.calls.k1?.state).toBe("streaming");
     t.agent({ type: "tool_call_ready", call: { ...call, origin } });
     t.runFrames();
-    expect(t.controller.chat.calls.k1).toMatchObject({ state: "running", startedAt: 1_000_000 });
+    // Complete but not yet allowed: the host decides next.
+    expect(t.controller.chat.calls.k1).toMatchObject({ state: "ready", startedAt: 1_000_000, allowed: false });
+    t.agent({ type: "tool_call_running", id: "k1" });
+    t.runFrames();
+    expect(t.controller.chat.calls.k1).toMatchObject({ state: "running", allowed: true });
     t.agent({ type: "tool_progress", id: "k1", progress: { progress: 1, total: 2 } });
     t.runFrames();
     expect(t.controller.chat.calls.k1?.progress).toEqual({ progress: 1, total: 2 });
