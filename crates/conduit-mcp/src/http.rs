@@ -38,15 +38,18 @@ pub fn check_bind(addr: SocketAddr, allow_remote: bool) -> Result<(), BindError>
     }
 }
 
-/// The `Host` names accepted: loopback names, and the bound address when it is not one.
+/// The `Host` names accepted: loopback names, and the bound address (another loopback
+/// address such as 127.0.0.2 too: the URL Conduit prints names it). Not a wildcard
+/// address: a client names the machine's own address there, which is not known here.
 fn allowed_hosts(bound: SocketAddr) -> Vec<String> {
     let mut hosts = vec![
         "localhost".to_owned(),
         "127.0.0.1".to_owned(),
         "::1".to_owned(),
     ];
-    if !bound.ip().is_loopback() && !bound.ip().is_unspecified() {
-        hosts.push(bound.ip().to_string());
+    let ip = bound.ip().to_string();
+    if !bound.ip().is_unspecified() && !hosts.contains(&ip) {
+        hosts.push(ip);
     }
     hosts
 }
@@ -149,6 +152,16 @@ mod tests {
             Err(BindError::NotLoopback(_))
         ));
         assert!(check_bind(public, true).is_ok());
+    }
+
+    #[test]
+    fn the_bound_address_is_an_accepted_host() {
+        let hosts = |addr: &str| allowed_hosts(addr.parse().unwrap());
+        assert!(hosts("127.0.0.2:8765").contains(&"127.0.0.2".to_owned()));
+        assert!(hosts("192.168.1.20:8765").contains(&"192.168.1.20".to_owned()));
+        assert_eq!(hosts("127.0.0.1:8765"), ["localhost", "127.0.0.1", "::1"]);
+        assert_eq!(hosts("[::1]:8765"), ["localhost", "127.0.0.1", "::1"]);
+        assert_eq!(hosts("0.0.0.0:8765"), ["localhost", "127.0.0.1", "::1"]);
     }
 
     #[test]

@@ -325,6 +325,31 @@ struct Inner {
     media: Arc<dyn MediaStore>,
 }
 
+/// A subscribed resource's URI is at most this long (Conduit's own are under 100 bytes):
+/// a client's subscriptions are kept for as long as its session lasts.
+const MAX_SUBSCRIBED_URI: usize = 2048;
+/// Subscriptions one session may hold.
+const MAX_SUBSCRIPTIONS: usize = 1000;
+/// How often a session's change forwarder looks whether its client went away.
+const CLOSED_SESSION_CHECK: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Whether a session holding `held` may subscribe to `uri` too.
+fn may_subscribe(held: &BTreeSet<String>, uri: &str) -> Result<(), ErrorData> {
+    if uri.len() > MAX_SUBSCRIBED_URI {
+        return Err(ErrorData::invalid_params(
+            format!("a resource URI is at most {MAX_SUBSCRIBED_URI} bytes"),
+            None,
+        ));
+    }
+    if !held.contains(uri) && held.len() >= MAX_SUBSCRIPTIONS {
+        return Err(ErrorData::invalid_params(
+            format!("a session holds at most {MAX_SUBSCRIPTIONS} subscriptions: unsubscribe first"),
+            None,
+        ));
+    }
+    Ok(())
+}
+
 /// One session's state.
 #[derive(Default)]
 struct SessionState {
@@ -372,7 +397,8 @@ impl ToolServer {
             .map_err(|e| ServeError(e.to_string()))
     }
 
-    /// Forwards the catalog's changes to one client until it goes away.
+    /// Forwards the catalog's changes to one client until it goes away (noticed at the
+    /// next change, or within [`CLOSED_SESSION_CHECK`]).
     fn forward_changes(&self, peer: Peer<RoleServer>) {
         {
             let mut forwarding = self.session.forwarding.lock();
@@ -387,7 +413,17 @@ impl ToolServer {
         let session = self.session.clone();
         tokio::spawn(async move {
             loop {
-                let change = match changes.recv().await {
+                let received = tokio::select! {
+                    received = changes.recv() => received,
+                    // A session that closed while nothing changed: stop holding it.
+                    () = tokio::time::sleep(CLOSED_SESSION_CHECK) => {
+                        if peer.is_transport_closed() {
+                            return;
+                        }
+                        continue;
+                    }
+                };
+                let change = match received {
                     Ok(change) => change,
                     // Missed changes: say everything changed.
                     Err(broadcast::error::RecvError::Lagged(_)) => CatalogChange::Tools,
@@ -817,7 +853,13 @@ impl ServerHandler for ToolServer {
         &self,
         requested: &rmcp::model::SubscriptionFilter,
     ) -> Option<rmcp::model::SubscriptionFilter> {
-        Some(requested.clone())
+        let mut accepted = requested.clone();
+        if let Some(uris) = accepted.resource_subscriptions.as_mut() {
+            // What a session may hold (see `subscribe`): the rest is not accepted.
+            uris.retain(|uri| uri.len() <= MAX_SUBSCRIBED_URI);
+            uris.truncate(MAX_SUBSCRIPTIONS);
+        }
+        Some(accepted)
     }
 
     /// A 2026-07-28 `subscriptions/listen` stream: the catalog's changes the client asked
@@ -872,7 +914,9 @@ impl ServerHandler for ToolServer {
         request: SubscribeRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.session.subscriptions.lock().insert(request.uri);
+        let mut held = self.session.subscriptions.lock();
+        may_subscribe(&held, &request.uri)?;
+        held.insert(request.uri);
         Ok(())
     }
 
@@ -1049,5 +1093,32 @@ impl InProcessServer for ToolServer {
                 Err(e) => tracing::warn!(error = %e, "an in-process MCP session failed to start"),
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::{MAX_SUBSCRIBED_URI, MAX_SUBSCRIPTIONS, may_subscribe};
+
+    #[test]
+    fn a_session_holds_a_bounded_number_of_short_subscriptions() {
+        let mut held = BTreeSet::new();
+        let long = format!("conduit://conversation/{}", "x".repeat(MAX_SUBSCRIBED_URI));
+        let refused = may_subscribe(&held, &long).unwrap_err();
+        assert!(
+            refused.message.contains("at most 2048 bytes"),
+            "{refused:?}"
+        );
+        for n in 0..MAX_SUBSCRIPTIONS {
+            let uri = format!("conduit://conversation/{n}");
+            may_subscribe(&held, &uri).unwrap();
+            held.insert(uri);
+        }
+        let refused = may_subscribe(&held, "conduit://conversation/one-more").unwrap_err();
+        assert!(refused.message.contains("unsubscribe first"), "{refused:?}");
+        // One already held may be asked for again.
+        may_subscribe(&held, "conduit://conversation/7").unwrap();
     }
 }
