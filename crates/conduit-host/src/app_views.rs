@@ -102,6 +102,14 @@ pub enum ViewCallError {
     Denied { server: String, tool: String },
     #[error("the user did not allow the view to run {tool} of {server}")]
     NotAllowed { server: String, tool: String },
+    #[error(
+        "the view's call of {tool} of {server} was refused: its arguments are {chars} characters, more than the {SHOWN_ARGUMENTS} a confirmation shows whole"
+    )]
+    ArgumentsTooLong {
+        server: String,
+        tool: String,
+        chars: usize,
+    },
     #[error("the view's context is {0} bytes; at most {MAX_CONTEXT} are kept")]
     ContextTooLong(usize),
     #[error("{tool} of {server} failed: {why}")]
@@ -376,9 +384,19 @@ impl App {
                 });
             }
             Verdict::Ask { changes } => {
+                // The user approves what the question shows: all of it, or nothing is asked.
+                let shown = match shown_arguments(&arguments) {
+                    Ok(shown) => shown,
+                    Err(chars) => {
+                        return Err(ViewCallError::ArgumentsTooLong {
+                            server,
+                            tool: tool.to_owned(),
+                            chars,
+                        });
+                    }
+                };
                 let mut question = format!(
-                    "The view of the MCP server \"{server}\" asks to run its tool \"{tool}\" with:\n\n{}",
-                    preview_arguments(&arguments)
+                    "The view of the MCP server \"{server}\" asks to run its tool \"{tool}\" with:\n\n{shown}"
                 );
                 for change in changes {
                     question.push_str(&format!("\n\n{change}"));
@@ -403,12 +421,20 @@ impl App {
     }
 }
 
-/// The arguments as the confirmation shows them: pretty JSON, cut at 2,000 characters.
-fn preview_arguments(arguments: &Value) -> String {
+/// The most characters of arguments a view's call may have when the user is asked about
+/// it: a native dialog shows them whole up to this.
+const SHOWN_ARGUMENTS: usize = 2000;
+
+/// The arguments as the confirmation shows them, pretty JSON, whole; their length in
+/// characters when that is more than [`SHOWN_ARGUMENTS`] (never cut: the user would
+/// approve values they did not see).
+fn shown_arguments(arguments: &Value) -> Result<String, usize> {
     let text = serde_json::to_string_pretty(arguments).unwrap_or_else(|_| arguments.to_string());
-    match text.char_indices().nth(2000) {
-        Some((cut, _)) => format!("{}\n[…]", &text[..cut]),
-        None => text,
+    let chars = text.chars().count();
+    if chars > SHOWN_ARGUMENTS {
+        Err(chars)
+    } else {
+        Ok(text)
     }
 }
 
@@ -487,9 +513,17 @@ mod tests {
     }
 
     #[test]
-    fn long_arguments_are_cut_for_the_question() {
-        let long = serde_json::json!({"text": "y".repeat(5000)});
-        let shown = preview_arguments(&long);
-        assert!(shown.chars().count() < 2100 && shown.ends_with("[…]"));
+    fn arguments_are_shown_whole_or_the_call_is_not_asked_about() {
+        let short = serde_json::json!({"city": "Zürich", "days": 3});
+        let shown = shown_arguments(&short).unwrap();
+        assert!(
+            shown.contains("\"city\": \"Zürich\"") && shown.contains("\"days\": 3"),
+            "{shown}"
+        );
+        // A value past character 2,000 would not be seen: the call is refused instead.
+        let long = serde_json::json!({"a": "y".repeat(5000), "z_target": "attacker"});
+        let whole = serde_json::to_string_pretty(&long).unwrap().chars().count();
+        assert!(whole > 5000);
+        assert_eq!(shown_arguments(&long), Err(whole));
     }
 }

@@ -165,6 +165,29 @@ describe("a view's session", () => {
     expect(displayMode).toHaveBeenLastCalledWith("inline");
   });
 
+  it("does not take full screen again once the user left it", async () => {
+    const displayMode = vi.fn();
+    const [hostSide, viewSide] = InMemoryTransport.createLinkedPair();
+    const session = new ViewSession(
+      handle,
+      { id: "call_1", tool: handle.tool, arguments: {}, result: { parts, isError: false } },
+      services(),
+      { resize: vi.fn(), displayMode },
+      { theme: "light", displayMode: "inline", availableDisplayModes: ["inline", "fullscreen"] },
+    );
+    await session.connect(hostSide);
+    const app = new App({ name: "Probe", version: "1.0.0" }, {}, { autoResize: false });
+    await app.connect(viewSide);
+    expect((await app.requestDisplayMode({ mode: "fullscreen" })).mode).toBe("fullscreen");
+    // The user presses "Leave full screen"; the view asks again at once.
+    session.displayModeChanged("inline");
+    expect((await app.requestDisplayMode({ mode: "fullscreen" })).mode).toBe("inline");
+    expect(displayMode).toHaveBeenLastCalledWith("inline");
+    // The user's own button still works.
+    session.displayModeChanged("fullscreen");
+    await until(() => app.getHostContext()?.displayMode === "fullscreen");
+  });
+
   it("says a refused link or message is an error", async () => {
     const svc = services({
       openLink: vi.fn(async () => Promise.reject(new Error("the link was not opened"))),

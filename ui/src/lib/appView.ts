@@ -127,6 +127,8 @@ export class ViewSession {
   /** Why the call ended without a result, once it did. */
   #cancelled: string | null = null;
   #cancelSent = false;
+  /** The user left full screen: the view may not take it again by itself. */
+  #userLeftFullscreen = false;
   /** What the view said about itself (for the frame's title and tests). */
   appName: string | null = null;
 
@@ -202,7 +204,11 @@ export class ViewSession {
       return {};
     };
     bridge.onrequestdisplaymode = async ({ mode }) => {
-      const granted: McpUiDisplayMode = mode === "fullscreen" ? "fullscreen" : "inline";
+      // Once the user has left full screen, only the user's own button enters it again:
+      // a view that asked again each time would cover the window (the Stop button, the
+      // approval questions) for good.
+      const granted: McpUiDisplayMode =
+        mode === "fullscreen" && !this.#userLeftFullscreen ? "fullscreen" : "inline";
       this.frame.displayMode(granted);
       this.#setContext({ displayMode: granted });
       return { mode: granted };
@@ -234,6 +240,7 @@ export class ViewSession {
 
   /** The frame left or entered full screen by the user's hand. */
   displayModeChanged(mode: "inline" | "fullscreen"): void {
+    if (mode === "inline") this.#userLeftFullscreen = true;
     this.#setContext({ displayMode: mode });
   }
 
