@@ -17,8 +17,8 @@ export interface ViewServices {
   close(token: string): Promise<void>;
   /** Adds the text as the user's next message if the user agrees; whether it was sent. */
   sendMessage(server: string, text: string): Promise<boolean>;
-  /** The view set context for the next turn. */
-  contextSet(token: string): void;
+  /** The view set context for the next turn (the text the host now holds for it). */
+  contextSet(token: string, text: string): void;
 }
 
 /** What the view asks of its frame. */
@@ -200,7 +200,7 @@ export class ViewSession {
       let text = blocksText(params.content);
       if (params.structuredContent) text = [text, JSON.stringify(params.structuredContent)].filter(Boolean).join("\n");
       await this.services.setContext(token, text);
-      this.services.contextSet(token);
+      this.services.contextSet(token, text);
       return {};
     };
     bridge.onrequestdisplaymode = async ({ mode }) => {
@@ -298,6 +298,8 @@ export class ViewSession {
 export interface ViewMessageAsk {
   server: string;
   text: string;
+  /** The views' context that would go with it (the user sees it before agreeing). */
+  context: string[];
   answer(send: boolean): void;
 }
 
@@ -306,7 +308,8 @@ export interface ViewMessageAsk {
  *  the chat shows another conversation. */
 export class ViewRegistry {
   #sessions = new Set<ViewSession>();
-  #contextFrom = new Set<string>();
+  /** The views whose context goes with the next message, and that context's text. */
+  #contextFrom = new Map<string, string>();
   /** Set while a view's message waits for the user's consent. */
   asking: ViewMessageAsk | null = null;
 
@@ -318,8 +321,9 @@ export class ViewRegistry {
       setAppViewContext(token: string, text: string): Promise<void>;
       openExternal(url: string): Promise<void>;
     },
-    /** Sends text as the user's message; whether the turn started. */
-    private send: (text: string) => Promise<boolean>,
+    /** Sends text as the user's message with the context of the views named; whether
+     *  the turn started. */
+    private send: (text: string, context: string[]) => Promise<boolean>,
     /** Tells the screen a view's message waits for consent (or no longer does). */
     private asked: (ask: ViewMessageAsk | null) => void,
   ) {}
@@ -339,19 +343,31 @@ export class ViewRegistry {
             resolve(false); // one question at a time: a view cannot stack them
             return;
           }
+          // The context shown is the context sent: what a view changes or adds while
+          // the question waits stays for the next message.
+          const shown = new Map(this.#contextFrom);
           this.asking = {
             server,
             text,
+            context: [...shown.values()],
             answer: (send) => {
               this.asking = null;
               this.asked(null);
-              if (!send) resolve(false);
-              else void this.send(text).then(resolve, () => resolve(false));
+              if (!send) {
+                resolve(false);
+                return;
+              }
+              const seen = [...shown]
+                .filter(([token, context]) => this.#contextFrom.get(token) === context)
+                .map(([token]) => token);
+              void this.#sendWith(seen, (context) => this.send(text, context)).then(resolve, () =>
+                resolve(false),
+              );
             },
           };
           this.asked(this.asking);
         }),
-      contextSet: (token) => this.#contextFrom.add(token),
+      contextSet: (token, text) => this.#contextFrom.set(token, text),
     };
   }
 
@@ -367,10 +383,21 @@ export class ViewRegistry {
    *  the tokens are given back when the turn did not start (the host still holds their
    *  context). Whether it started. */
   async withContext(send: (context: string[]) => Promise<boolean>): Promise<boolean> {
-    const context = [...this.#contextFrom];
-    this.#contextFrom.clear();
-    const started = await send(context);
-    if (!started) for (const token of context) this.#contextFrom.add(token);
+    return this.#sendWith([...this.#contextFrom.keys()], send);
+  }
+
+  /** Sends with the context of the views named, taken from what waits; given back when
+   *  the turn did not start (the host still holds it). */
+  async #sendWith(tokens: string[], send: (context: string[]) => Promise<boolean>): Promise<boolean> {
+    const taken = tokens.flatMap((token) => {
+      const text = this.#contextFrom.get(token);
+      this.#contextFrom.delete(token);
+      return text === undefined ? [] : [[token, text] as const];
+    });
+    const started = await send(taken.map(([token]) => token));
+    // A view that set newer context meanwhile keeps it.
+    if (!started)
+      for (const [token, text] of taken) if (!this.#contextFrom.has(token)) this.#contextFrom.set(token, text);
     return started;
   }
 
