@@ -262,6 +262,7 @@ impl HttpServing {
 /// Conduit's own catalog.
 struct HostCatalog {
     host: Arc<Host>,
+    audience: Audience,
     /// Conduit's own agent gets every built-in tool, made once (the turn offers the
     /// enabled ones); other clients' list is read afresh on each call.
     own_tools: Option<Vec<Arc<dyn Tool>>>,
@@ -286,6 +287,7 @@ impl HostCatalog {
         };
         Arc::new(Self {
             host,
+            audience,
             own_tools,
             changes,
             _settings_watch: switches,
@@ -387,7 +389,14 @@ fn watch_switches(
         move |changed| changed == name,
         move || {
             // Nobody connected is fine: the next list is read fresh anyway.
-            let _ = changes.send(CatalogChange::Tools);
+            // A switch may also share or withhold the conversations and media.
+            for change in [
+                CatalogChange::Tools,
+                CatalogChange::Resources,
+                CatalogChange::Prompts,
+            ] {
+                let _ = changes.send(change);
+            }
         },
         "the settings",
     )
@@ -411,7 +420,25 @@ fn media_link(kind: &str, media: &MediaRef) -> String {
     }
 }
 
+/// The built-in tool whose switch in Settings also shares the conversations with other
+/// clients (as resources, prompts and completions), and the one that shares stored media.
+const SHARES_CONVERSATIONS: &str = "read_conversation";
+const SHARES_MEDIA: &str = "get_image";
+
 impl HostCatalog {
+    /// Whether other clients get what `tool`'s switch covers: switched off, the
+    /// conversations (or media) are not served as resources either. Conduit's own agent
+    /// always does (the user mentions them). Settings that cannot be read share nothing.
+    fn shares(&self, tool: &str) -> bool {
+        match self.audience {
+            Audience::OwnAgent => true,
+            Audience::Clients => self
+                .host
+                .settings()
+                .is_ok_and(|settings| settings.tool_enabled(crate::builtin::BUILTIN_SERVER, tool)),
+        }
+    }
+
     fn conversation_markdown(&self, id: &str) -> Result<String, CatalogError> {
         let store = self.host.store().map_err(store_error)?;
         conduit_store::export::conversation_markdown(&store, id, &media_link).map_err(store_error)
@@ -468,6 +495,9 @@ impl Catalog for HostCatalog {
     }
 
     async fn resources(&self) -> Result<Vec<ResourceInfo>, CatalogError> {
+        if !self.shares(SHARES_CONVERSATIONS) {
+            return Ok(Vec::new());
+        }
         let store = self.host.store().map_err(store_error)?;
         Ok(store
             .list(RECENT)
@@ -485,29 +515,46 @@ impl Catalog for HostCatalog {
     }
 
     fn resource_templates(&self) -> Vec<ResourceTemplateInfo> {
-        vec![
-            ResourceTemplateInfo {
-                uri_template: format!("{CONVERSATION_PREFIX}{{id}}"),
-                name: "conversation".into(),
-                title: Some("A conversation".into()),
-                description: Some("A conversation of Conduit's history, as Markdown".into()),
-                mime_type: Some("text/markdown".into()),
-            },
-            ResourceTemplateInfo {
-                uri_template: format!("{MEDIA_PREFIX}{{hash}}"),
-                name: "media".into(),
-                title: Some("Stored media".into()),
-                description: Some("An image, audio or file Conduit stored, by its SHA-256".into()),
-                mime_type: None,
-            },
+        let conversations = self.shares(SHARES_CONVERSATIONS);
+        let media = self.shares(SHARES_MEDIA);
+        [
+            (
+                conversations,
+                ResourceTemplateInfo {
+                    uri_template: format!("{CONVERSATION_PREFIX}{{id}}"),
+                    name: "conversation".into(),
+                    title: Some("A conversation".into()),
+                    description: Some("A conversation of Conduit's history, as Markdown".into()),
+                    mime_type: Some("text/markdown".into()),
+                },
+            ),
+            (
+                media,
+                ResourceTemplateInfo {
+                    uri_template: format!("{MEDIA_PREFIX}{{hash}}"),
+                    name: "media".into(),
+                    title: Some("Stored media".into()),
+                    description: Some(
+                        "An image, audio or file Conduit stored, by its SHA-256".into(),
+                    ),
+                    mime_type: None,
+                },
+            ),
         ]
+        .into_iter()
+        .filter_map(|(shared, template)| shared.then_some(template))
+        .collect()
     }
 
     async fn read_resource(&self, uri: &str) -> Result<Vec<ResourceBody>, CatalogError> {
-        if let Some(id) = uri.strip_prefix(CONVERSATION_PREFIX) {
+        if let Some(id) = uri.strip_prefix(CONVERSATION_PREFIX)
+            && self.shares(SHARES_CONVERSATIONS)
+        {
             return Ok(vec![self.conversation_body(id)?]);
         }
-        if let Some(hash) = uri.strip_prefix(MEDIA_PREFIX) {
+        if let Some(hash) = uri.strip_prefix(MEDIA_PREFIX)
+            && self.shares(SHARES_MEDIA)
+        {
             let Some((path, mime)) = self.host.media_file(hash, false) else {
                 return Err(CatalogError::NotFound(uri.to_owned()));
             };
@@ -524,6 +571,9 @@ impl Catalog for HostCatalog {
     }
 
     fn prompts(&self) -> Vec<PromptInfo> {
+        if !self.shares(SHARES_CONVERSATIONS) {
+            return Vec::new();
+        }
         vec![
             PromptInfo {
                 name: SUMMARIZE.into(),
@@ -553,6 +603,9 @@ impl Catalog for HostCatalog {
             CONTINUE => "Continue from where the conversation above left off.",
             _ => return Err(CatalogError::NotFound(name.to_owned())),
         };
+        if !self.shares(SHARES_CONVERSATIONS) {
+            return Err(CatalogError::NotFound(name.to_owned()));
+        }
         let id = arguments
             .get("conversation")
             .ok_or_else(|| CatalogError::InvalidArguments("conversation is required".into()))?;
@@ -586,7 +639,7 @@ impl Catalog for HostCatalog {
                 template.starts_with(CONVERSATION_PREFIX) && argument == "id"
             }
         };
-        if wants_conversation {
+        if wants_conversation && self.shares(SHARES_CONVERSATIONS) {
             self.conversation_ids(value)
         } else {
             Ok(Vec::new())
@@ -628,6 +681,68 @@ mod tests {
             next_change(&mut changes).await,
             CatalogChange::ResourceUpdated(format!("{CONVERSATION_PREFIX}{id}"))
         );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn switched_off_history_tools_withhold_the_conversations_and_media_from_clients() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = Arc::new(Host::new(crate::Paths::under_home(
+            dir.path().to_owned(),
+            None,
+        )));
+        let store = host.store().unwrap();
+        let id = store.create_conversation(Some("p"), Some("m")).unwrap();
+        store
+            .add_message(
+                &id,
+                &conduit_core::content::Message::user_text("the plan"),
+                conduit_store::MessageStatus::Complete,
+            )
+            .unwrap();
+        let mut png = Vec::new();
+        image::DynamicImage::new_rgb8(4, 4)
+            .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
+            .unwrap();
+        let media = conduit_core::media::MediaStore::put(host.media.as_ref(), &png, None).unwrap();
+        let conversation = format!("{CONVERSATION_PREFIX}{id}");
+        let image = format!("{MEDIA_PREFIX}{}", media.hash);
+        let clients = HostCatalog::new(host.clone(), Audience::Clients);
+        let own = HostCatalog::new(host.clone(), Audience::OwnAgent);
+        let by_id = HashMap::from([("conversation".to_owned(), id.clone())]);
+        let target = CompletionTarget::Prompt(SUMMARIZE.into());
+
+        // Shared by default.
+        assert_eq!(clients.resources().await.unwrap().len(), 1);
+        assert!(clients.read_resource(&conversation).await.is_ok());
+        assert!(clients.read_resource(&image).await.is_ok());
+
+        host.set_builtin_tool_enabled(SHARES_CONVERSATIONS, false)
+            .unwrap();
+        host.set_builtin_tool_enabled(SHARES_MEDIA, false).unwrap();
+        assert!(clients.resources().await.unwrap().is_empty());
+        assert!(clients.resource_templates().is_empty());
+        assert!(matches!(
+            clients.read_resource(&conversation).await,
+            Err(CatalogError::NotFound(_))
+        ));
+        assert!(matches!(
+            clients.read_resource(&image).await,
+            Err(CatalogError::NotFound(_))
+        ));
+        assert!(clients.prompts().is_empty());
+        assert!(clients.get_prompt(SUMMARIZE, &by_id).await.is_err());
+        let offered = clients
+            .complete(&target, "conversation", "", &HashMap::new())
+            .await;
+        assert!(offered.unwrap().is_empty());
+        // Conduit's own agent still reads them: the user mentions them.
+        assert!(own.read_resource(&conversation).await.is_ok());
+        assert!(own.read_resource(&image).await.is_ok());
+
+        // Media alone shared again.
+        host.set_builtin_tool_enabled(SHARES_MEDIA, true).unwrap();
+        assert!(clients.read_resource(&image).await.is_ok());
+        assert!(clients.read_resource(&conversation).await.is_err());
     }
 
     #[test]
