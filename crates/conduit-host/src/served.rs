@@ -402,6 +402,17 @@ fn watch_switches(
     )
 }
 
+/// Runs a history read on the blocking pool: SQLite blocks, and in the app the served
+/// endpoint shares the runtime and the database with the window, whose commands would
+/// wait behind a client reading long conversations.
+async fn off_the_workers<T: Send + 'static>(
+    read: impl FnOnce() -> Result<T, CatalogError> + Send + 'static,
+) -> Result<T, CatalogError> {
+    tokio::task::spawn_blocking(read)
+        .await
+        .map_err(|e| CatalogError::Failed(format!("reading the history failed: {e}")))?
+}
+
 fn store_error(error: StoreError) -> CatalogError {
     match error {
         StoreError::UnknownConversation(id) => {
@@ -439,29 +450,37 @@ impl HostCatalog {
         }
     }
 
-    fn conversation_markdown(&self, id: &str) -> Result<String, CatalogError> {
-        let store = self.host.store().map_err(store_error)?;
-        conduit_store::export::conversation_markdown(&store, id, &media_link).map_err(store_error)
-    }
-
-    fn conversation_body(&self, id: &str) -> Result<ResourceBody, CatalogError> {
-        Ok(ResourceBody {
-            uri: format!("{CONVERSATION_PREFIX}{id}"),
-            mime_type: Some("text/markdown".into()),
-            data: ResourceData::Text(self.conversation_markdown(id)?),
+    /// A conversation as a Markdown resource, read off the async workers.
+    async fn conversation_body(&self, id: &str) -> Result<ResourceBody, CatalogError> {
+        let (host, id) = (self.host.clone(), id.to_owned());
+        off_the_workers(move || {
+            let store = host.store().map_err(store_error)?;
+            let markdown = conduit_store::export::conversation_markdown(&store, &id, &media_link)
+                .map_err(store_error)?;
+            Ok(ResourceBody {
+                uri: format!("{CONVERSATION_PREFIX}{id}"),
+                mime_type: Some("text/markdown".into()),
+                data: ResourceData::Text(markdown),
+            })
         })
+        .await
     }
 
-    fn conversation_ids(&self, starting: &str) -> Result<Vec<String>, CatalogError> {
-        let store = self.host.store().map_err(store_error)?;
-        let wanted = starting.to_lowercase();
-        Ok(store
-            .list(RECENT)
-            .map_err(store_error)?
-            .into_iter()
-            .filter(|c| c.id.starts_with(starting) || c.title.to_lowercase().contains(&wanted))
-            .map(|c| c.id)
-            .collect())
+    /// Recent conversations whose id starts with, or title contains, `starting`.
+    async fn conversation_ids(&self, starting: &str) -> Result<Vec<String>, CatalogError> {
+        let (host, starting) = (self.host.clone(), starting.to_owned());
+        off_the_workers(move || {
+            let store = host.store().map_err(store_error)?;
+            let wanted = starting.to_lowercase();
+            Ok(store
+                .list(RECENT)
+                .map_err(store_error)?
+                .into_iter()
+                .filter(|c| c.id.starts_with(&starting) || c.title.to_lowercase().contains(&wanted))
+                .map(|c| c.id)
+                .collect())
+        })
+        .await
     }
 }
 
@@ -498,10 +517,13 @@ impl Catalog for HostCatalog {
         if !self.shares(SHARES_CONVERSATIONS) {
             return Ok(Vec::new());
         }
-        let store = self.host.store().map_err(store_error)?;
-        Ok(store
-            .list(RECENT)
-            .map_err(store_error)?
+        let host = self.host.clone();
+        let recent = off_the_workers(move || {
+            let store = host.store().map_err(store_error)?;
+            store.list(RECENT).map_err(store_error)
+        })
+        .await?;
+        Ok(recent
             .into_iter()
             .map(|c| ResourceInfo {
                 uri: format!("{CONVERSATION_PREFIX}{}", c.id),
@@ -550,7 +572,7 @@ impl Catalog for HostCatalog {
         if let Some(id) = uri.strip_prefix(CONVERSATION_PREFIX)
             && self.shares(SHARES_CONVERSATIONS)
         {
-            return Ok(vec![self.conversation_body(id)?]);
+            return Ok(vec![self.conversation_body(id).await?]);
         }
         if let Some(hash) = uri.strip_prefix(MEDIA_PREFIX)
             && self.shares(SHARES_MEDIA)
@@ -609,7 +631,7 @@ impl Catalog for HostCatalog {
         let id = arguments
             .get("conversation")
             .ok_or_else(|| CatalogError::InvalidArguments("conversation is required".into()))?;
-        let body = self.conversation_body(id).map_err(|e| match e {
+        let body = self.conversation_body(id).await.map_err(|e| match e {
             CatalogError::NotFound(_) => {
                 CatalogError::InvalidArguments(format!("there is no conversation {id:?}"))
             }
@@ -640,7 +662,7 @@ impl Catalog for HostCatalog {
             }
         };
         if wants_conversation && self.shares(SHARES_CONVERSATIONS) {
-            self.conversation_ids(value)
+            self.conversation_ids(value).await
         } else {
             Ok(Vec::new())
         }
