@@ -102,14 +102,6 @@ pub enum ViewCallError {
     Denied { server: String, tool: String },
     #[error("the user did not allow the view to run {tool} of {server}")]
     NotAllowed { server: String, tool: String },
-    #[error(
-        "the view's call of {tool} of {server} was refused: its arguments are {chars} characters, more than the {SHOWN_ARGUMENTS} a confirmation shows whole"
-    )]
-    ArgumentsTooLong {
-        server: String,
-        tool: String,
-        chars: usize,
-    },
     #[error("the view's context is {0} bytes; at most {MAX_CONTEXT} are kept")]
     ContextTooLong(usize),
     #[error("{tool} of {server} failed: {why}")]
@@ -384,19 +376,9 @@ impl App {
                 });
             }
             Verdict::Ask { changes } => {
-                // The user approves what the question shows: all of it, or nothing is asked.
-                let shown = match shown_arguments(&arguments) {
-                    Ok(shown) => shown,
-                    Err(chars) => {
-                        return Err(ViewCallError::ArgumentsTooLong {
-                            server,
-                            tool: tool.to_owned(),
-                            chars,
-                        });
-                    }
-                };
                 let mut question = format!(
-                    "The view of the MCP server \"{server}\" asks to run its tool \"{tool}\" with:\n\n{shown}"
+                    "The view of the MCP server \"{server}\" asks to run its tool \"{tool}\" with:\n\n{}",
+                    shown_arguments(&arguments)
                 );
                 for change in changes {
                     question.push_str(&format!("\n\n{change}"));
@@ -421,20 +403,24 @@ impl App {
     }
 }
 
-/// The most characters of arguments a view's call may have when the user is asked about
-/// it: a native dialog shows them whole up to this.
+/// The most characters of a view's call's arguments a confirmation shows: a native
+/// dialog grows with its text.
 const SHOWN_ARGUMENTS: usize = 2000;
 
-/// The arguments as the confirmation shows them, pretty JSON, whole; their length in
-/// characters when that is more than [`SHOWN_ARGUMENTS`] (never cut: the user would
-/// approve values they did not see).
-fn shown_arguments(arguments: &Value) -> Result<String, usize> {
+/// The arguments as the confirmation shows them: pretty JSON; past [`SHOWN_ARGUMENTS`]
+/// characters, cut, and saying how many more there are (views send forms and reports
+/// longer than a dialog can hold; the user sees that there is more and how much).
+fn shown_arguments(arguments: &Value) -> String {
     let text = serde_json::to_string_pretty(arguments).unwrap_or_else(|_| arguments.to_string());
-    let chars = text.chars().count();
-    if chars > SHOWN_ARGUMENTS {
-        Err(chars)
-    } else {
-        Ok(text)
+    match text.char_indices().nth(SHOWN_ARGUMENTS) {
+        Some((cut, _)) => {
+            let hidden = text[cut..].chars().count();
+            format!(
+                "{}\n[… {hidden} more characters not shown: allow only a view you trust]",
+                &text[..cut]
+            )
+        }
+        None => text,
     }
 }
 
@@ -513,17 +499,22 @@ mod tests {
     }
 
     #[test]
-    fn arguments_are_shown_whole_or_the_call_is_not_asked_about() {
+    fn long_arguments_are_cut_saying_how_much_is_not_shown() {
         let short = serde_json::json!({"city": "Zürich", "days": 3});
-        let shown = shown_arguments(&short).unwrap();
-        assert!(
-            shown.contains("\"city\": \"Zürich\"") && shown.contains("\"days\": 3"),
-            "{shown}"
+        assert_eq!(
+            shown_arguments(&short),
+            serde_json::to_string_pretty(&short).unwrap()
         );
-        // A value past character 2,000 would not be seen: the call is refused instead.
         let long = serde_json::json!({"a": "y".repeat(5000), "z_target": "attacker"});
         let whole = serde_json::to_string_pretty(&long).unwrap().chars().count();
-        assert!(whole > 5000);
-        assert_eq!(shown_arguments(&long), Err(whole));
+        let shown = shown_arguments(&long);
+        let hidden = whole - SHOWN_ARGUMENTS;
+        assert!(
+            shown.ends_with(&format!(
+                "[… {hidden} more characters not shown: allow only a view you trust]"
+            )),
+            "{shown}"
+        );
+        assert!(!shown.contains("attacker"));
     }
 }
