@@ -405,22 +405,56 @@ impl App {
 
 /// The most characters of a view's call's arguments a confirmation shows: a native
 /// dialog grows with its text.
-const SHOWN_ARGUMENTS: usize = 2000;
+const SHOWN_ARGUMENTS: usize = 4000;
+/// The most characters of one string value shown, and items of one array: so a long
+/// value cannot push the keys after it out of sight (the view picks their order).
+const SHOWN_STRING: usize = 200;
+const SHOWN_ITEMS: usize = 20;
 
-/// The arguments as the confirmation shows them: pretty JSON; past [`SHOWN_ARGUMENTS`]
-/// characters, cut, and saying how many more there are (views send forms and reports
-/// longer than a dialog can hold; the user sees that there is more and how much).
+/// The arguments as the confirmation shows them: pretty JSON with every key, each long
+/// string and array cut saying how much is not shown; past [`SHOWN_ARGUMENTS`]
+/// characters in all (a great many keys), cut too, saying how many more there are.
 fn shown_arguments(arguments: &Value) -> String {
-    let text = serde_json::to_string_pretty(arguments).unwrap_or_else(|_| arguments.to_string());
+    let shown = shortened(arguments);
+    let text = serde_json::to_string_pretty(&shown).unwrap_or_else(|_| shown.to_string());
     match text.char_indices().nth(SHOWN_ARGUMENTS) {
         Some((cut, _)) => {
             let hidden = text[cut..].chars().count();
-            format!(
-                "{}\n[… {hidden} more characters not shown: allow only a view you trust]",
-                &text[..cut]
-            )
+            format!("{}\n[… {hidden} more characters not shown]", &text[..cut])
         }
         None => text,
+    }
+}
+
+/// `value` with each string over [`SHOWN_STRING`] characters and each array over
+/// [`SHOWN_ITEMS`] items cut, saying what was left out.
+fn shortened(value: &Value) -> Value {
+    match value {
+        Value::String(text) => match text.char_indices().nth(SHOWN_STRING) {
+            Some((cut, _)) => Value::String(format!(
+                "{}[… {} more characters]",
+                &text[..cut],
+                text[cut..].chars().count()
+            )),
+            None => value.clone(),
+        },
+        Value::Array(items) => {
+            let mut shown: Vec<Value> = items.iter().take(SHOWN_ITEMS).map(shortened).collect();
+            if items.len() > SHOWN_ITEMS {
+                shown.push(Value::String(format!(
+                    "[… {} more items]",
+                    items.len() - SHOWN_ITEMS
+                )));
+            }
+            Value::Array(shown)
+        }
+        Value::Object(entries) => Value::Object(
+            entries
+                .iter()
+                .map(|(key, value)| (key.clone(), shortened(value)))
+                .collect(),
+        ),
+        other => other.clone(),
     }
 }
 
@@ -499,22 +533,27 @@ mod tests {
     }
 
     #[test]
-    fn long_arguments_are_cut_saying_how_much_is_not_shown() {
+    fn every_key_is_shown_and_long_values_are_cut_saying_how_much() {
         let short = serde_json::json!({"city": "Zürich", "days": 3});
         assert_eq!(
             shown_arguments(&short),
             serde_json::to_string_pretty(&short).unwrap()
         );
-        let long = serde_json::json!({"a": "y".repeat(5000), "z_target": "attacker"});
-        let whole = serde_json::to_string_pretty(&long).unwrap().chars().count();
-        let shown = shown_arguments(&long);
-        let hidden = whole - SHOWN_ARGUMENTS;
+        // A long value first cannot hide the key after it.
+        let padded = serde_json::json!({"a": "y".repeat(5000), "z_target": "attacker", "list": (0..100).collect::<Vec<_>>()});
+        let shown = shown_arguments(&padded);
+        assert!(shown.contains("\"z_target\": \"attacker\""), "{shown}");
         assert!(
-            shown.ends_with(&format!(
-                "[… {hidden} more characters not shown: allow only a view you trust]"
-            )),
+            shown.contains(&format!("{}[… 4800 more characters]", "y".repeat(200))),
             "{shown}"
         );
-        assert!(!shown.contains("attacker"));
+        assert!(shown.contains("[… 80 more items]"), "{shown}");
+        // So many keys that they do not fit: cut, saying how much more there is.
+        let keys: serde_json::Map<String, Value> = (0..1000)
+            .map(|n| (format!("key{n:04}"), Value::from(n)))
+            .collect();
+        let shown = shown_arguments(&Value::Object(keys));
+        assert!(shown.ends_with("more characters not shown]"), "{shown}");
+        assert!(shown.chars().count() < SHOWN_ARGUMENTS + 60);
     }
 }

@@ -333,6 +333,16 @@ const MAX_SUBSCRIPTIONS: usize = 1000;
 /// How often a session's change forwarder looks whether its client went away.
 const CLOSED_SESSION_CHECK: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// What a client that missed changes is told: every list changed (a switch in Settings
+/// changes the tools, and what resources and prompts are shared).
+fn every_list() -> Vec<CatalogChange> {
+    vec![
+        CatalogChange::Tools,
+        CatalogChange::Resources,
+        CatalogChange::Prompts,
+    ]
+}
+
 /// Whether a session holding `held` may subscribe to `uri` too.
 fn may_subscribe(held: &BTreeSet<String>, uri: &str) -> Result<(), ErrorData> {
     if uri.len() > MAX_SUBSCRIBED_URI {
@@ -423,28 +433,30 @@ impl ToolServer {
                         continue;
                     }
                 };
-                let change = match received {
-                    Ok(change) => change,
-                    // Missed changes: say everything changed.
-                    Err(broadcast::error::RecvError::Lagged(_)) => CatalogChange::Tools,
+                let now = match received {
+                    Ok(change) => vec![change],
+                    // Missed changes: say every list changed.
+                    Err(broadcast::error::RecvError::Lagged(_)) => every_list(),
                     Err(broadcast::error::RecvError::Closed) => return,
                 };
-                let sent = match change {
-                    CatalogChange::Tools => peer.notify_tool_list_changed().await,
-                    CatalogChange::Resources => peer.notify_resource_list_changed().await,
-                    CatalogChange::Prompts => peer.notify_prompt_list_changed().await,
-                    CatalogChange::ResourceUpdated(uri) => {
-                        if !session.subscriptions.lock().contains(&uri) {
-                            continue;
+                for change in now {
+                    let sent = match change {
+                        CatalogChange::Tools => peer.notify_tool_list_changed().await,
+                        CatalogChange::Resources => peer.notify_resource_list_changed().await,
+                        CatalogChange::Prompts => peer.notify_prompt_list_changed().await,
+                        CatalogChange::ResourceUpdated(uri) => {
+                            if !session.subscriptions.lock().contains(&uri) {
+                                continue;
+                            }
+                            match from_json(json!({ "uri": uri })) {
+                                Ok(params) => peer.notify_resource_updated(params).await,
+                                Err(_) => continue,
+                            }
                         }
-                        match from_json(json!({ "uri": uri })) {
-                            Ok(params) => peer.notify_resource_updated(params).await,
-                            Err(_) => continue,
-                        }
+                    };
+                    if sent.is_err() || peer.is_transport_closed() {
+                        return;
                     }
-                };
-                if sent.is_err() || peer.is_transport_closed() {
-                    return;
                 }
             }
         });
@@ -876,34 +888,42 @@ impl ServerHandler for ToolServer {
                 change = changes.recv() => change,
             };
             let sink = context.sink();
-            let sent = match change {
-                Ok(CatalogChange::Tools) | Err(broadcast::error::RecvError::Lagged(_))
-                    if wanted.tools_list_changed == Some(true) =>
-                {
-                    sink.notify_tool_list_changed().await
+            let now = match change {
+                Ok(change) => vec![Ok(change)],
+                // Missed changes: every list the client asked about changed.
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    every_list().into_iter().map(Ok).collect()
                 }
-                Ok(CatalogChange::Prompts) if wanted.prompts_list_changed == Some(true) => {
-                    sink.notify_prompt_list_changed().await
-                }
-                Ok(CatalogChange::Resources) if wanted.resources_list_changed == Some(true) => {
-                    sink.notify_resource_list_changed().await
-                }
-                Ok(CatalogChange::ResourceUpdated(uri))
-                    if wanted
-                        .resource_subscriptions
-                        .as_ref()
-                        .is_some_and(|uris| uris.contains(&uri)) =>
-                {
-                    sink.notify_resource_updated(uri).await
-                }
-                Err(broadcast::error::RecvError::Closed) => {
-                    context.cancelled().await;
+                Err(closed) => vec![Err(closed)],
+            };
+            for change in now {
+                let sent = match change {
+                    Ok(CatalogChange::Tools) if wanted.tools_list_changed == Some(true) => {
+                        sink.notify_tool_list_changed().await
+                    }
+                    Ok(CatalogChange::Prompts) if wanted.prompts_list_changed == Some(true) => {
+                        sink.notify_prompt_list_changed().await
+                    }
+                    Ok(CatalogChange::Resources) if wanted.resources_list_changed == Some(true) => {
+                        sink.notify_resource_list_changed().await
+                    }
+                    Ok(CatalogChange::ResourceUpdated(uri))
+                        if wanted
+                            .resource_subscriptions
+                            .as_ref()
+                            .is_some_and(|uris| uris.contains(&uri)) =>
+                    {
+                        sink.notify_resource_updated(uri).await
+                    }
+                    Err(broadcast::error::RecvError::Closed) => {
+                        context.cancelled().await;
+                        return Ok(());
+                    }
+                    _ => Ok(()),
+                };
+                if sent.is_err() {
                     return Ok(());
                 }
-                _ => Ok(()),
-            };
-            if sent.is_err() {
-                return Ok(());
             }
         }
     }

@@ -266,14 +266,18 @@ impl MediaStore for ScratchMediaStore {
             height: image.as_ref().map(|i| i.height()),
         };
         let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
-        if !kept.iter().any(|(held, _)| held.hash == media.hash) {
-            kept.push_back((media.clone(), bytes.to_vec()));
-            let mut total: usize = kept.iter().map(|(_, bytes)| bytes.len()).sum();
-            while total > self.capacity {
-                match kept.pop_front() {
-                    Some((_, oldest)) => total -= oldest.len(),
-                    None => break,
-                }
+        // The same bytes again: held once, as the newest (they are about to be read).
+        let entry = match kept.iter().position(|(held, _)| held.hash == media.hash) {
+            Some(index) => kept.remove(index),
+            None => None,
+        }
+        .unwrap_or_else(|| (media.clone(), bytes.to_vec()));
+        kept.push_back(entry);
+        let mut total: usize = kept.iter().map(|(_, bytes)| bytes.len()).sum();
+        while total > self.capacity {
+            match kept.pop_front() {
+                Some((_, oldest)) => total -= oldest.len(),
+                None => break,
             }
         }
         Ok(media)
@@ -403,8 +407,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let files = FileMediaStore::new(dir.path().join("media"));
         let stored = files.put(&png(3, 3), None).unwrap();
-        let first = png(40, 20);
-        let scratch = ScratchMediaStore::new(files, first.len() * 2 + 10);
+        // Five images of about one size; the store holds any two of them, never three.
+        let images: Vec<Vec<u8>> = (40..45).map(|width| png(width, 20)).collect();
+        let largest = images.iter().map(Vec::len).max().unwrap();
+        let smallest = images.iter().map(Vec::len).min().unwrap();
+        let capacity = largest * 2;
+        assert!(smallest * 3 > capacity);
+        let first = images[0].clone();
+        let scratch = ScratchMediaStore::new(files, capacity);
         let made = scratch.put(&first, Some("image/png")).unwrap();
         assert_eq!(
             (made.mime.as_str(), made.width, made.height),
@@ -421,13 +431,21 @@ mod tests {
         );
         // The folder's media reads through.
         assert_eq!(scratch.load(&stored).unwrap(), png(3, 3));
-        // The same bytes again are held once; more than the capacity pushes the oldest out.
+        // The same bytes again are held once, as the newest; more than the capacity pushes
+        // the oldest out.
         scratch.put(&first, None).unwrap();
         assert_eq!(scratch.held(), first.len());
-        for size in [41, 42, 43] {
-            scratch.put(&png(size, 20), None).unwrap();
-        }
-        assert!(scratch.held() <= first.len() * 2 + 10, "{}", scratch.held());
+        let second = scratch.put(&images[1], None).unwrap();
+        scratch.put(&first, None).unwrap();
+        scratch.put(&images[2], None).unwrap();
+        assert!(scratch.held() <= capacity, "{}", scratch.held());
+        assert_eq!(scratch.load(&made).unwrap(), first);
+        assert!(matches!(
+            scratch.load(&second),
+            Err(MediaError::Missing { .. })
+        ));
+        scratch.put(&images[3], None).unwrap();
+        scratch.put(&images[4], None).unwrap();
         assert!(matches!(
             scratch.load(&made),
             Err(MediaError::Missing { .. })
@@ -437,7 +455,7 @@ mod tests {
             scratch.put(b"not an image", None),
             Err(MediaError::Invalid(_))
         ));
-        let huge = vec![0_u8; first.len() * 3];
+        let huge = vec![0_u8; capacity + 1];
         assert!(matches!(
             scratch.put(&huge, None),
             Err(MediaError::Invalid(_))

@@ -298,6 +298,27 @@ describe("the chat's views", () => {
     expect(sent).toEqual([["tok2", "tok3"]]);
   });
 
+  it("context on its way to the host when the user agrees does not go", async () => {
+    let land: () => void = () => {};
+    const slow = {
+      ...api,
+      setAppViewContext: vi.fn(() => new Promise<void>((resolve) => (land = resolve))),
+    };
+    const send = vi.fn(async () => true);
+    const registry = new ViewRegistry(slow, send, vi.fn());
+    const svc = registry.services();
+    svc.contextSet("tok1", "A");
+    const message = svc.sendMessage("budget", "Explain this");
+    expect(registry.asking?.context).toEqual(["A"]);
+    // The view sends B, then A again: the host may hold B while the window's copy says A.
+    const toB = svc.setContext("tok1", "B");
+    registry.asking?.answer(true);
+    expect(await message).toBe(true);
+    expect(send).toHaveBeenCalledWith("Explain this", []);
+    land();
+    await toB;
+  });
+
   it("context goes with the next message that starts, once", async () => {
     const registry = new ViewRegistry(api, vi.fn(), vi.fn());
     const svc = registry.services();

@@ -310,6 +310,10 @@ export class ViewRegistry {
   #sessions = new Set<ViewSession>();
   /** The views whose context goes with the next message, and that context's text. */
   #contextFrom = new Map<string, string>();
+  /** Each view's context updates on their way to the host, one after another (so the
+   *  host holds the last one sent), and how many are still on their way. */
+  #contextSending = new Map<string, Promise<void>>();
+  #contextInFlight = new Map<string, number>();
   /** Set while a view's message waits for the user's consent. */
   asking: ViewMessageAsk | null = null;
 
@@ -332,7 +336,15 @@ export class ViewRegistry {
     return {
       callTool: (token, call) => this.api.appViewCallTool(token, call),
       openLink: (url) => this.api.openExternal(url),
-      setContext: (token, text) => this.api.setAppViewContext(token, text),
+      setContext: (token, text) => {
+        this.#contextInFlight.set(token, (this.#contextInFlight.get(token) ?? 0) + 1);
+        const sending = (this.#contextSending.get(token) ?? Promise.resolve())
+          .catch(() => undefined)
+          .then(() => this.api.setAppViewContext(token, text))
+          .finally(() => this.#contextInFlight.set(token, (this.#contextInFlight.get(token) ?? 1) - 1));
+        this.#contextSending.set(token, sending);
+        return sending;
+      },
       close: (token) => {
         this.#contextFrom.delete(token);
         return this.api.closeAppView(token);
@@ -357,8 +369,13 @@ export class ViewRegistry {
                 resolve(false);
                 return;
               }
+              // Only context the host still holds as shown: none that changed since, or
+              // whose change is still on its way to the host.
               const seen = [...shown]
-                .filter(([token, context]) => this.#contextFrom.get(token) === context)
+                .filter(
+                  ([token, context]) =>
+                    this.#contextFrom.get(token) === context && !this.#contextInFlight.get(token),
+                )
                 .map(([token]) => token);
               void this.#sendWith(seen, (context) => this.send(text, context)).then(resolve, () =>
                 resolve(false),

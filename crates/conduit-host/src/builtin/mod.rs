@@ -27,10 +27,10 @@ pub use chart::{DEFAULT_HEIGHT, DEFAULT_WIDTH, MAX_HEIGHT, MAX_WIDTH};
 /// (`mcpServers.conduit.disabledTools`, the same shape as an MCP server's tools).
 pub const BUILTIN_SERVER: &str = "conduit";
 
-/// One built-in tool: how to describe it and how to make it for a host.
 /// Makes a built-in tool; what the tool makes (a chart) goes into the media store given.
 type MakeTool = fn(&Arc<Host>, Arc<dyn MediaStore>) -> Arc<dyn Tool>;
 
+/// One built-in tool: how to describe it and how to make it for a host.
 struct Entry {
     spec: fn() -> ToolSpec,
     make: MakeTool,
