@@ -93,6 +93,27 @@ async fn a_models_chart_reaches_it_as_an_image() {
     assert_eq!((png.width(), png.height()), (1200, 700));
 }
 
+/// A host in a temporary home and a client of its MCP server (the one `conduit mcp serve`
+/// runs), in process, as `served`; media the client receives is kept in memory.
+async fn served_client() -> (
+    tempfile::TempDir,
+    Arc<Host>,
+    McpRuntime,
+    Arc<dyn MediaStore>,
+) {
+    let home = tempfile::tempdir().unwrap();
+    let host = Arc::new(Host::new(Paths::under_home(home.path().to_owned(), None)));
+    let served = Arc::new(host.tool_server().unwrap());
+    let media: Arc<dyn MediaStore> = conduit_core::testing::MemoryMedia::new();
+    let client = McpRuntime::start(
+        RuntimeOptions::new(home.path().join("none.json"), Duration::from_secs(20))
+            .with_in_process("served", served),
+    )
+    .await
+    .unwrap();
+    (home, host, client, media)
+}
+
 async fn until(what: &str, mut check: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while !check() {
@@ -103,17 +124,7 @@ async fn until(what: &str, mut check: impl FnMut() -> bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_switched_off_in_settings_leaves_connected_clients() {
-    let home = tempfile::tempdir().unwrap();
-    let host = Arc::new(Host::new(Paths::under_home(home.path().to_owned(), None)));
-    // A client of Conduit's MCP server (the one `conduit mcp serve` runs), in process.
-    let served = Arc::new(host.tool_server().unwrap());
-    let media: Arc<dyn MediaStore> = conduit_core::testing::MemoryMedia::new();
-    let client = McpRuntime::start(
-        RuntimeOptions::new(home.path().join("none.json"), Duration::from_secs(20))
-            .with_in_process("served", served),
-    )
-    .await
-    .unwrap();
+    let (home, _host, client, media) = served_client().await;
     let names = || -> Vec<String> {
         client
             .tools(media.clone(), &|_, _| true)
@@ -240,16 +251,7 @@ fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn charts_drawn_for_another_client_reach_it_and_stay_out_of_the_media_folder() {
-    let home = tempfile::tempdir().unwrap();
-    let host = Arc::new(Host::new(Paths::under_home(home.path().to_owned(), None)));
-    let served = Arc::new(host.tool_server().unwrap());
-    let media: Arc<dyn MediaStore> = conduit_core::testing::MemoryMedia::new();
-    let client = McpRuntime::start(
-        RuntimeOptions::new(home.path().join("none.json"), Duration::from_secs(20))
-            .with_in_process("served", served),
-    )
-    .await
-    .unwrap();
+    let (_home, host, client, media) = served_client().await;
     let chart = client
         .tools(media.clone(), &|_, _| true)
         .into_iter()

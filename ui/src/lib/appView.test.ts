@@ -145,7 +145,8 @@ describe("a view's session", () => {
     expect(seen.result).toBeUndefined();
   });
 
-  it("goes full screen and back when the view asks", async () => {
+  /** A view connected to a session whose frame may go full screen. */
+  async function fullscreenCapable() {
     const displayMode = vi.fn();
     const [hostSide, viewSide] = InMemoryTransport.createLinkedPair();
     const session = new ViewSession(
@@ -158,6 +159,11 @@ describe("a view's session", () => {
     await session.connect(hostSide);
     const app = new App({ name: "Probe", version: "1.0.0" }, {}, { autoResize: false });
     await app.connect(viewSide);
+    return { displayMode, session, app };
+  }
+
+  it("goes full screen and back when the view asks", async () => {
+    const { displayMode, session, app } = await fullscreenCapable();
     expect((await app.requestDisplayMode({ mode: "fullscreen" })).mode).toBe("fullscreen");
     expect(displayMode).toHaveBeenLastCalledWith("fullscreen");
     await until(() => app.getHostContext()?.displayMode === "fullscreen");
@@ -166,18 +172,7 @@ describe("a view's session", () => {
   });
 
   it("does not take full screen again once the user left it", async () => {
-    const displayMode = vi.fn();
-    const [hostSide, viewSide] = InMemoryTransport.createLinkedPair();
-    const session = new ViewSession(
-      handle,
-      { id: "call_1", tool: handle.tool, arguments: {}, result: { parts, isError: false } },
-      services(),
-      { resize: vi.fn(), displayMode },
-      { theme: "light", displayMode: "inline", availableDisplayModes: ["inline", "fullscreen"] },
-    );
-    await session.connect(hostSide);
-    const app = new App({ name: "Probe", version: "1.0.0" }, {}, { autoResize: false });
-    await app.connect(viewSide);
+    const { displayMode, session, app } = await fullscreenCapable();
     expect((await app.requestDisplayMode({ mode: "fullscreen" })).mode).toBe("fullscreen");
     // The user presses "Leave full screen"; the view asks again at once.
     session.displayModeChanged("inline");
