@@ -351,6 +351,11 @@ fn watch_history(
             if now == last {
                 return;
             }
+            if !shared_with_clients(&host, SHARES_CONVERSATIONS) {
+                // Not shared: clients hear nothing of the conversations' comings and goings.
+                last = now;
+                return;
+            }
             let listed_changed =
                 now.len() != last.len() || now.keys().any(|id| !last.contains_key(id));
             for (id, updated) in &now {
@@ -436,6 +441,13 @@ fn media_link(kind: &str, media: &MediaRef) -> String {
 const SHARES_CONVERSATIONS: &str = "read_conversation";
 const SHARES_MEDIA: &str = "get_image";
 
+/// Whether the settings share with other clients what `tool`'s switch covers (settings
+/// that cannot be read share nothing).
+fn shared_with_clients(host: &Host, tool: &str) -> bool {
+    host.settings()
+        .is_ok_and(|settings| settings.tool_enabled(crate::builtin::BUILTIN_SERVER, tool))
+}
+
 impl HostCatalog {
     /// Whether other clients get what `tool`'s switch covers: switched off, the
     /// conversations (or media) are not served as resources either. Conduit's own agent
@@ -443,10 +455,7 @@ impl HostCatalog {
     fn shares(&self, tool: &str) -> bool {
         match self.audience {
             Audience::OwnAgent => true,
-            Audience::Clients => self
-                .host
-                .settings()
-                .is_ok_and(|settings| settings.tool_enabled(crate::builtin::BUILTIN_SERVER, tool)),
+            Audience::Clients => shared_with_clients(&self.host, tool),
         }
     }
 
@@ -703,6 +712,37 @@ mod tests {
             next_change(&mut changes).await,
             CatalogChange::ResourceUpdated(format!("{CONVERSATION_PREFIX}{id}"))
         );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn clients_hear_nothing_of_conversations_not_shared_with_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = Arc::new(Host::new(crate::Paths::under_home(
+            dir.path().to_owned(),
+            None,
+        )));
+        let store = host.store().unwrap();
+        let id = store.create_conversation(Some("p"), Some("m")).unwrap();
+        host.set_builtin_tool_enabled(SHARES_CONVERSATIONS, false)
+            .unwrap();
+        let catalog = HostCatalog::new(host.clone(), Audience::Clients);
+        let mut changes = catalog.changes().unwrap();
+        store
+            .add_message(
+                &id,
+                &conduit_core::content::Message::user_text("private"),
+                conduit_store::MessageStatus::Complete,
+            )
+            .unwrap();
+        // The history watcher settles in 300 ms; a conversation's update would be sent
+        // then. Only list changes of the settings may come.
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(3);
+        while let Ok(Ok(change)) = tokio::time::timeout_at(deadline, changes.recv()).await {
+            assert!(
+                !matches!(change, CatalogChange::ResourceUpdated(_)),
+                "{change:?}"
+            );
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
