@@ -347,6 +347,8 @@ export class ViewRegistry {
       },
       close: (token) => {
         this.#contextFrom.delete(token);
+        this.#contextSending.delete(token);
+        this.#contextInFlight.delete(token);
         return this.api.closeAppView(token);
       },
       sendMessage: (server, text) =>
