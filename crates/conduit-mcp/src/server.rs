@@ -889,35 +889,32 @@ impl ServerHandler for ToolServer {
             };
             let sink = context.sink();
             let now = match change {
-                Ok(change) => vec![Ok(change)],
+                Ok(change) => vec![change],
                 // Missed changes: every list the client asked about changed.
-                Err(broadcast::error::RecvError::Lagged(_)) => {
-                    every_list().into_iter().map(Ok).collect()
+                Err(broadcast::error::RecvError::Lagged(_)) => every_list(),
+                Err(broadcast::error::RecvError::Closed) => {
+                    context.cancelled().await;
+                    return Ok(());
                 }
-                Err(closed) => vec![Err(closed)],
             };
             for change in now {
                 let sent = match change {
-                    Ok(CatalogChange::Tools) if wanted.tools_list_changed == Some(true) => {
+                    CatalogChange::Tools if wanted.tools_list_changed == Some(true) => {
                         sink.notify_tool_list_changed().await
                     }
-                    Ok(CatalogChange::Prompts) if wanted.prompts_list_changed == Some(true) => {
+                    CatalogChange::Prompts if wanted.prompts_list_changed == Some(true) => {
                         sink.notify_prompt_list_changed().await
                     }
-                    Ok(CatalogChange::Resources) if wanted.resources_list_changed == Some(true) => {
+                    CatalogChange::Resources if wanted.resources_list_changed == Some(true) => {
                         sink.notify_resource_list_changed().await
                     }
-                    Ok(CatalogChange::ResourceUpdated(uri))
+                    CatalogChange::ResourceUpdated(uri)
                         if wanted
                             .resource_subscriptions
                             .as_ref()
                             .is_some_and(|uris| uris.contains(&uri)) =>
                     {
                         sink.notify_resource_updated(uri).await
-                    }
-                    Err(broadcast::error::RecvError::Closed) => {
-                        context.cancelled().await;
-                        return Ok(());
                     }
                     _ => Ok(()),
                 };
