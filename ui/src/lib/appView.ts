@@ -17,8 +17,8 @@ export interface ViewServices {
   close(token: string): Promise<void>;
   /** Adds the text as the user's next message if the user agrees; whether it was sent. */
   sendMessage(server: string, text: string): Promise<boolean>;
-  /** The view set context for the next turn (the text the host now holds for it). */
-  contextSet(token: string, text: string): void;
+  /** The view set context for the next turn (what the host now holds for it). */
+  contextSet(token: string, context: ViewContext): void;
 }
 
 /** What the view asks of its frame. */
@@ -200,7 +200,7 @@ export class ViewSession {
       let text = blocksText(params.content);
       if (params.structuredContent) text = [text, JSON.stringify(params.structuredContent)].filter(Boolean).join("\n");
       await this.services.setContext(token, text);
-      this.services.contextSet(token, text);
+      this.services.contextSet(token, { server, text });
       return {};
     };
     bridge.onrequestdisplaymode = async ({ mode }) => {
@@ -294,12 +294,18 @@ export class ViewSession {
   }
 }
 
+/** What a view gave the model as context: which server's view, and the text. */
+export interface ViewContext {
+  server: string;
+  text: string;
+}
+
 /** A message a view asks to send as the user, waiting for the user's answer. */
 export interface ViewMessageAsk {
   server: string;
   text: string;
   /** The views' context that would go with it (the user sees it before agreeing). */
-  context: string[];
+  context: ViewContext[];
   answer(send: boolean): void;
 }
 
@@ -309,7 +315,7 @@ export interface ViewMessageAsk {
 export class ViewRegistry {
   #sessions = new Set<ViewSession>();
   /** The views whose context goes with the next message, and that context's text. */
-  #contextFrom = new Map<string, string>();
+  #contextFrom = new Map<string, ViewContext>();
   /** Each view's context updates on their way to the host, one after another (so the
    *  host holds the last one sent), and how many are still on their way. */
   #contextSending = new Map<string, Promise<void>>();
@@ -376,7 +382,8 @@ export class ViewRegistry {
               const seen = [...shown]
                 .filter(
                   ([token, context]) =>
-                    this.#contextFrom.get(token) === context && !this.#contextInFlight.get(token),
+                    this.#contextFrom.get(token)?.text === context.text &&
+                    !this.#contextInFlight.get(token),
                 )
                 .map(([token]) => token);
               void this.#sendWith(seen, (context) => this.send(text, context)).then(resolve, () =>
@@ -386,7 +393,7 @@ export class ViewRegistry {
           };
           this.asked(this.asking);
         }),
-      contextSet: (token, text) => this.#contextFrom.set(token, text),
+      contextSet: (token, context) => this.#contextFrom.set(token, context),
     };
   }
 
@@ -409,14 +416,14 @@ export class ViewRegistry {
    *  the turn did not start (the host still holds it). */
   async #sendWith(tokens: string[], send: (context: string[]) => Promise<boolean>): Promise<boolean> {
     const taken = tokens.flatMap((token) => {
-      const text = this.#contextFrom.get(token);
+      const context = this.#contextFrom.get(token);
       this.#contextFrom.delete(token);
-      return text === undefined ? [] : [[token, text] as const];
+      return context === undefined ? [] : [[token, context] as const];
     });
     const started = await send(taken.map(([token]) => token));
     // A view that set newer context meanwhile keeps it.
     if (!started)
-      for (const [token, text] of taken) if (!this.#contextFrom.has(token)) this.#contextFrom.set(token, text);
+      for (const [token, context] of taken) if (!this.#contextFrom.has(token)) this.#contextFrom.set(token, context);
     return started;
   }
 
