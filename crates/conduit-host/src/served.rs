@@ -682,6 +682,28 @@ impl Catalog for HostCatalog {
 mod tests {
     use super::*;
 
+    /// A host in a temporary home, and its history.
+    fn temp_host() -> (tempfile::TempDir, Arc<Host>, Arc<conduit_store::Store>) {
+        let dir = tempfile::tempdir().unwrap();
+        let host = Arc::new(Host::new(crate::Paths::under_home(
+            dir.path().to_owned(),
+            None,
+        )));
+        let store = host.store().unwrap();
+        (dir, host, store)
+    }
+
+    /// Adds the user's `text` to conversation `id`.
+    fn say(store: &conduit_store::Store, id: &str, text: &str) {
+        store
+            .add_message(
+                id,
+                &conduit_core::content::Message::user_text(text),
+                conduit_store::MessageStatus::Complete,
+            )
+            .unwrap();
+    }
+
     async fn next_change(changes: &mut broadcast::Receiver<CatalogChange>) -> CatalogChange {
         tokio::time::timeout(std::time::Duration::from_secs(10), changes.recv())
             .await
@@ -691,23 +713,12 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn clients_hear_of_new_and_changed_conversations() {
-        let dir = tempfile::tempdir().unwrap();
-        let host = Arc::new(Host::new(crate::Paths::under_home(
-            dir.path().to_owned(),
-            None,
-        )));
-        let store = host.store().unwrap();
+        let (_dir, host, store) = temp_host();
         let catalog = HostCatalog::new(host.clone(), Audience::Clients);
         let mut changes = catalog.changes().unwrap();
         let id = store.create_conversation(Some("p"), Some("m")).unwrap();
         assert_eq!(next_change(&mut changes).await, CatalogChange::Resources);
-        store
-            .add_message(
-                &id,
-                &conduit_core::content::Message::user_text("hello"),
-                conduit_store::MessageStatus::Complete,
-            )
-            .unwrap();
+        say(&store, &id, "hello");
         assert_eq!(
             next_change(&mut changes).await,
             CatalogChange::ResourceUpdated(format!("{CONVERSATION_PREFIX}{id}"))
@@ -716,24 +727,13 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn clients_hear_nothing_of_conversations_not_shared_with_them() {
-        let dir = tempfile::tempdir().unwrap();
-        let host = Arc::new(Host::new(crate::Paths::under_home(
-            dir.path().to_owned(),
-            None,
-        )));
-        let store = host.store().unwrap();
+        let (_dir, host, store) = temp_host();
         let id = store.create_conversation(Some("p"), Some("m")).unwrap();
         host.set_builtin_tool_enabled(SHARES_CONVERSATIONS, false)
             .unwrap();
         let catalog = HostCatalog::new(host.clone(), Audience::Clients);
         let mut changes = catalog.changes().unwrap();
-        store
-            .add_message(
-                &id,
-                &conduit_core::content::Message::user_text("private"),
-                conduit_store::MessageStatus::Complete,
-            )
-            .unwrap();
+        say(&store, &id, "private");
         // The history watcher settles in 300 ms; a conversation's update would be sent
         // then. Only list changes of the settings may come.
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(3);
@@ -747,20 +747,9 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn switched_off_history_tools_withhold_the_conversations_and_media_from_clients() {
-        let dir = tempfile::tempdir().unwrap();
-        let host = Arc::new(Host::new(crate::Paths::under_home(
-            dir.path().to_owned(),
-            None,
-        )));
-        let store = host.store().unwrap();
+        let (_dir, host, store) = temp_host();
         let id = store.create_conversation(Some("p"), Some("m")).unwrap();
-        store
-            .add_message(
-                &id,
-                &conduit_core::content::Message::user_text("the plan"),
-                conduit_store::MessageStatus::Complete,
-            )
-            .unwrap();
+        say(&store, &id, "the plan");
         let mut png = Vec::new();
         image::DynamicImage::new_rgb8(4, 4)
             .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)

@@ -537,7 +537,7 @@ pub struct RenderChart {
 
 /// Charts drawn at once, in the whole process: each holds its pixels (up to 2400×1600,
 /// 11.5 MB) while it draws, and a client of `conduit mcp serve` may call in parallel.
-static DRAWING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
+pub(super) static DRAWING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
 
 impl RenderChart {
     pub fn new(media: Arc<dyn MediaStore>) -> Self {

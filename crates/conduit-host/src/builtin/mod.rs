@@ -68,14 +68,17 @@ const ENTRIES: [Entry; 7] = [
     },
 ];
 
+/// Every built-in tool, each putting what it makes into `media`.
+fn made_with(host: &Arc<Host>, media: Arc<dyn MediaStore>) -> impl Iterator<Item = Arc<dyn Tool>> {
+    ENTRIES
+        .iter()
+        .map(move |entry| (entry.make)(host, media.clone()))
+}
+
 /// Every built-in tool, enabled or not, for Conduit's own agent: what they make is kept
 /// in the media folder, with the conversation that holds it.
 pub fn builtin_tools(host: &Arc<Host>) -> Vec<Arc<dyn Tool>> {
-    let media: Arc<dyn MediaStore> = host.media.clone();
-    ENTRIES
-        .iter()
-        .map(|entry| (entry.make)(host, media.clone()))
-        .collect()
+    made_with(host, host.media.clone()).collect()
 }
 
 /// The built-in tools the settings leave enabled (all of them by default), for other MCP
@@ -83,10 +86,7 @@ pub fn builtin_tools(host: &Arc<Host>) -> Vec<Arc<dyn Tool>> {
 /// as no conversation holds it.
 pub fn enabled_builtin_tools(host: &Arc<Host>) -> Result<Vec<Arc<dyn Tool>>, SettingsError> {
     let settings = host.settings()?;
-    let media: Arc<dyn MediaStore> = host.served_media.clone();
-    Ok(ENTRIES
-        .iter()
-        .map(|entry| (entry.make)(host, media.clone()))
+    Ok(made_with(host, host.served_media.clone())
         .filter(|tool| settings.tool_enabled(BUILTIN_SERVER, &tool.spec().name))
         .collect())
 }

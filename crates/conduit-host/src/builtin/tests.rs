@@ -1356,3 +1356,26 @@ async fn get_image_refuses_anything_but_a_stored_image_hash() {
     refused(&host, name, json!({}), "missing field `hash`").await;
     refused(&host, name, json!({"hash": 12}), "invalid type").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chart_waits_while_two_are_drawing() {
+    let (_dir, host) = host();
+    // Two drawings under way (held here): a third call waits for one to end.
+    let both = chart::DRAWING.acquire_many(2).await.unwrap();
+    let tool = tool(&host, "render_chart");
+    let waiting = tokio::spawn(async move {
+        call(
+            tool.as_ref(),
+            json!({"kind": "bar", "labels": ["a"], "series": [{"y": [1.0]}], "width": 320, "height": 240}),
+        )
+        .await
+    });
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    assert!(
+        !waiting.is_finished(),
+        "a third chart drew while two were drawing"
+    );
+    drop(both);
+    let output = waiting.await.unwrap();
+    assert!(!output.is_error, "{}", text(&output));
+}
