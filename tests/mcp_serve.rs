@@ -487,6 +487,62 @@ async fn the_http_endpoint_refuses_strangers() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_http_endpoint_keeps_a_bounded_number_of_sessions() {
+    let home = tempfile::tempdir().unwrap();
+    let served = serve_http(home.path(), &[]).await;
+    let token = served.token.clone().expect("a new token is shown");
+    let http = reqwest::Client::new();
+    let open = || {
+        http.post(&served.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("authorization", format!("Bearer {token}"))
+            .body(initialize().to_string())
+            .send()
+    };
+    let mut sessions = Vec::new();
+    for n in 0..conduit_mcp::http::MAX_SESSIONS {
+        let response = open().await.unwrap();
+        assert_eq!(response.status(), 200, "session {n}");
+        sessions.push(response.headers()["mcp-session-id"].clone());
+    }
+    // One more is refused, saying why and what to do.
+    let refused = open().await.unwrap();
+    assert_eq!(refused.status(), 500);
+    assert!(refused.headers().get("mcp-session-id").is_none());
+    let text = refused.text().await.unwrap();
+    assert!(
+        text.contains("64 MCP sessions are open") && text.contains("end one"),
+        "{text}"
+    );
+    // The sessions already open keep working.
+    let listed = http
+        .post(&served.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("authorization", format!("Bearer {token}"))
+        .header("mcp-session-id", sessions[0].clone())
+        .header("mcp-protocol-version", "2025-11-25")
+        .body(json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(listed.status(), 200);
+    // A client that ends its session frees its place.
+    let ended = http
+        .delete(&served.url)
+        .header("authorization", format!("Bearer {token}"))
+        .header("mcp-session-id", sessions[1].clone())
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert!(ended.status().is_success(), "{}", ended.status());
+    let again = open().await.unwrap();
+    assert_eq!(again.status(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_public_address_needs_an_explicit_flag() {
     let home = tempfile::tempdir().unwrap();
     let out = conduit_command(home.path())

@@ -1,7 +1,8 @@
 //! A [`ToolServer`] over streamable HTTP (rmcp's server under axum) at `/mcp`: loopback
 //! unless the caller explicitly allows more, `Host` and `Origin` checked against DNS
 //! rebinding (a foreign one is refused with 403), and a bearer token on every request
-//! (401 without it). Both protocol eras: 2025-11-25 with sessions, 2026-07-28 stateless.
+//! (401 without it). Both protocol eras: 2025-11-25 with sessions (at most
+//! [`MAX_SESSIONS`] open at once), 2026-07-28 stateless.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -10,7 +11,14 @@ use axum::extract::Request;
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use futures::Stream;
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::streamable_http_server::session::local::{
+    LocalSessionManager, LocalSessionManagerError,
+};
+use rmcp::transport::streamable_http_server::session::{
+    EventStore, RestoreOutcome, ServerSseMessage, SessionId, SessionManager,
+};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -19,6 +27,12 @@ use crate::server::{ServeError, ToolServer};
 
 /// The path the MCP endpoint is served at.
 pub const MCP_PATH: &str = "/mcp";
+
+/// How many 2025-11-25 sessions may be open at once. Each holds a task, a change
+/// forwarder and up to 1,000 subscriptions until its client ends it or it sits idle for
+/// five minutes (rmcp's keep-alive); a client that keeps opening sessions is refused past
+/// this instead of growing the process. Desktop clients open one each.
+pub const MAX_SESSIONS: usize = 64;
 
 /// Why an address may not be served on.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -100,6 +114,118 @@ async fn require_token(token: Arc<str>, request: Request, next: Next) -> Respons
     }
 }
 
+/// Why a session could not be opened or used.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionLimitError {
+    #[error(
+        "{0} MCP sessions are open, the most this server keeps: end one (HTTP DELETE) or wait until an idle one closes"
+    )]
+    Full(usize),
+    #[error(transparent)]
+    Session(#[from] LocalSessionManagerError),
+}
+
+/// rmcp's in-memory sessions, refusing a new one while `max` are open. Sessions leave the
+/// count when their client ends them or their worker stops (rmcp removes them then).
+pub struct CappedSessions {
+    inner: LocalSessionManager,
+    max: usize,
+    /// Held from the count to the insert, so two opening at once cannot both take the
+    /// last place.
+    opening: tokio::sync::Mutex<()>,
+}
+
+impl CappedSessions {
+    pub fn new(max: usize) -> Self {
+        Self {
+            inner: LocalSessionManager::default(),
+            max,
+            opening: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// How many sessions are open.
+    pub async fn open(&self) -> usize {
+        self.inner.sessions.read().await.len()
+    }
+}
+
+impl SessionManager for CappedSessions {
+    type Error = SessionLimitError;
+    type Transport = <LocalSessionManager as SessionManager>::Transport;
+
+    async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
+        let _opening = self.opening.lock().await;
+        if self.open().await >= self.max {
+            return Err(SessionLimitError::Full(self.max));
+        }
+        Ok(self.inner.create_session().await?)
+    }
+
+    async fn initialize_session(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<ServerJsonRpcMessage, Self::Error> {
+        Ok(self.inner.initialize_session(id, message).await?)
+    }
+
+    async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
+        Ok(self.inner.has_session(id).await?)
+    }
+
+    async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
+        Ok(self.inner.close_session(id).await?)
+    }
+
+    async fn create_stream(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        Ok(self.inner.create_stream(id, message).await?)
+    }
+
+    async fn accept_message(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<(), Self::Error> {
+        Ok(self.inner.accept_message(id, message).await?)
+    }
+
+    async fn create_standalone_stream(
+        &self,
+        id: &SessionId,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        Ok(self.inner.create_standalone_stream(id).await?)
+    }
+
+    async fn resume(
+        &self,
+        id: &SessionId,
+        last_event_id: String,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        Ok(self.inner.resume(id, last_event_id).await?)
+    }
+
+    async fn restore_session(
+        &self,
+        id: SessionId,
+    ) -> Result<RestoreOutcome<Self::Transport>, Self::Error> {
+        // Restoring re-creates a session in memory: it takes a place like a new one.
+        let _opening = self.opening.lock().await;
+        if !self.inner.has_session(&id).await? && self.open().await >= self.max {
+            return Err(SessionLimitError::Full(self.max));
+        }
+        Ok(self.inner.restore_session(id).await?)
+    }
+
+    fn event_store(&self) -> Option<Arc<dyn EventStore>> {
+        self.inner.event_store()
+    }
+}
+
 /// Serves `server` on `listener` until `stop` is cancelled.
 pub async fn serve_http(
     server: ToolServer,
@@ -118,12 +244,11 @@ pub async fn serve_http(
         .with_allowed_origins(allowed_origins())
         .enforce_origin_validation()
         .with_cancellation_token(stop.child_token());
-    let service: StreamableHttpService<ToolServer, LocalSessionManager> =
-        StreamableHttpService::new(
-            move || Ok(server.session()),
-            Arc::new(LocalSessionManager::default()),
-            config,
-        );
+    let service: StreamableHttpService<ToolServer, CappedSessions> = StreamableHttpService::new(
+        move || Ok(server.session()),
+        Arc::new(CappedSessions::new(MAX_SESSIONS)),
+        config,
+    );
     let token: Arc<str> = token.into();
     let router =
         axum::Router::new()
@@ -162,6 +287,23 @@ mod tests {
         assert_eq!(hosts("127.0.0.1:8765"), ["localhost", "127.0.0.1", "::1"]);
         assert_eq!(hosts("[::1]:8765"), ["localhost", "127.0.0.1", "::1"]);
         assert_eq!(hosts("0.0.0.0:8765"), ["localhost", "127.0.0.1", "::1"]);
+    }
+
+    #[tokio::test]
+    async fn a_session_past_the_limit_is_refused_until_one_ends() {
+        let sessions = CappedSessions::new(2);
+        let (first, _t1) = sessions.create_session().await.unwrap();
+        let (_second, _t2) = sessions.create_session().await.unwrap();
+        assert!(matches!(
+            sessions.create_session().await,
+            Err(SessionLimitError::Full(2))
+        ));
+        assert_eq!(sessions.open().await, 2);
+        sessions.close_session(&first).await.unwrap();
+        assert_eq!(sessions.open().await, 1);
+        assert!(sessions.create_session().await.is_ok());
+        let said = SessionLimitError::Full(2).to_string();
+        assert!(said.starts_with("2 MCP sessions are open"), "{said}");
     }
 
     #[test]
