@@ -199,8 +199,11 @@ async fn an_http_mcp_server_redirecting_elsewhere_is_not_followed() {
         capture.requests()
     );
     assert!(
-        remote.contains("error following redirect"),
-        "the state must say a redirect was not followed: {remote}"
+        remote.contains(&format!(
+            "it redirected to another origin ({})",
+            capture.url().trim_end_matches('/')
+        )) && remote.contains("followed only within its own: check the entry's URL"),
+        "the state must say which redirect was not followed, and why: {remote}"
     );
     let everything = format!("{listed}{}", text(&out.stderr));
     assert!(!everything.contains(HEADER_SECRET), "{everything}");

@@ -522,37 +522,59 @@ const MAX_REDIRECTS: usize = 10;
 /// The HTTP client of one server's connection. It follows a redirect only within the
 /// server's own origin (scheme, host and port): one elsewhere would carry the entry's
 /// headers (all but `Authorization`, which reqwest drops) and, on a 307 or 308, the
-/// request itself (a tool call's arguments) to a host the user never named.
-fn http_client() -> Result<reqwest::Client, StartError> {
+/// request itself (a tool call's arguments) to a host the user never named. A redirect
+/// it refuses is kept in `refused`, for the connection's error.
+fn http_client(refused: &RefusedRedirects) -> Result<reqwest::Client, StartError> {
+    let refused = refused.clone();
     reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::custom(|attempt| {
+        .redirect(reqwest::redirect::Policy::custom(move |attempt| {
             let Some(first) = attempt.previous().first() else {
                 return attempt.stop();
             };
-            if first.origin() != attempt.url().origin() {
-                let target = attempt.url().origin().ascii_serialization();
-                return attempt.error(RefusedRedirect::Elsewhere(target));
-            }
-            if attempt.previous().len() > MAX_REDIRECTS {
-                return attempt.error(RefusedRedirect::TooMany);
-            }
-            attempt.follow()
+            let refusal = if first.origin() != attempt.url().origin() {
+                RefusedRedirect::Elsewhere(attempt.url().origin().ascii_serialization())
+            } else if attempt.previous().len() > MAX_REDIRECTS {
+                RefusedRedirect::TooMany
+            } else {
+                return attempt.follow();
+            };
+            refused.keep(refusal.clone());
+            attempt.error(refusal)
         }))
         .build()
         .map_err(|e| StartError::plain(format!("its HTTP client could not be built: {e}")))
 }
 
 /// A redirect the connection refused to follow; it names only the target's origin (a
-/// URL's path and query may hold a token). rmcp's transport error does not pass it on as
-/// its cause: the server's state says that a redirect could not be followed, and where from.
-#[derive(Debug, thiserror::Error)]
+/// URL's path and query may hold a token).
+#[derive(Debug, Clone, thiserror::Error)]
 enum RefusedRedirect {
     #[error(
-        "redirected to another origin ({0}): a server's redirects are followed only within its own"
+        "it redirected to another origin ({0}), and a server's redirects are followed only within its own: check the entry's URL"
     )]
     Elsewhere(String),
-    #[error("redirected more than {MAX_REDIRECTS} times")]
+    #[error("it redirected more than {MAX_REDIRECTS} times")]
     TooMany,
+}
+
+/// The last redirect a connection refused. rmcp's transport error keeps only reqwest's
+/// own text ("error following redirect"), not the policy's reason, so the connection
+/// reads the reason here when its start fails.
+#[derive(Clone, Default)]
+struct RefusedRedirects(Arc<parking_lot::Mutex<Option<RefusedRedirect>>>);
+
+impl RefusedRedirects {
+    fn keep(&self, refusal: RefusedRedirect) {
+        *self.0.lock() = Some(refusal);
+    }
+
+    /// The start error to show instead of `error` when a refused redirect caused it.
+    fn explain(&self, error: StartError) -> StartError {
+        match self.0.lock().take() {
+            Some(refusal) => StartError::plain(refusal.to_string()),
+            None => error,
+        }
+    }
 }
 
 /// How a session starts in each era: `server/discover` and per-request metadata
@@ -873,6 +895,7 @@ impl Connection {
                     .keys()
                     .any(|name| name.eq_ignore_ascii_case("authorization"));
                 let listen_stream = ListenStream::default();
+                let refused = RefusedRedirects::default();
                 let service = match asks.tokens.clone().filter(|_| !static_auth) {
                     Some(vault) => {
                         let (manager, _signed_in) =
@@ -880,17 +903,20 @@ impl Connection {
                                 StartError::plain(format!("its sign-in could not be used: {e}"))
                             })?;
                         let client = WatchedClient::new(
-                            AuthClient::new(http_client()?, manager),
+                            AuthClient::new(http_client(&refused)?, manager),
                             listen_stream.clone(),
                         );
                         let transport = EndSignal {
                             inner: StreamableHttpClientTransport::with_client(client, config),
                             ended: ended.clone(),
                         };
-                        handshake(handler, transport, spec.era, start_timeout).await?
+                        handshake(handler, transport, spec.era, start_timeout)
+                            .await
+                            .map_err(|e| refused.explain(e))?
                     }
                     None => {
-                        let client = WatchedClient::new(http_client()?, listen_stream.clone());
+                        let client =
+                            WatchedClient::new(http_client(&refused)?, listen_stream.clone());
                         let transport = EndSignal {
                             inner: StreamableHttpClientTransport::with_client(client, config),
                             ended: ended.clone(),
@@ -903,7 +929,7 @@ impl Connection {
                                     "it refused the Authorization header of its entry".into(),
                                 ));
                             }
-                            Err(err) => return Err(err),
+                            Err(err) => return Err(refused.explain(err)),
                         }
                     }
                 };
