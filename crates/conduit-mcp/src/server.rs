@@ -323,7 +323,14 @@ pub async fn log(level: &str, data: Value) {
 struct Inner {
     catalog: Arc<dyn Catalog>,
     media: Arc<dyn MediaStore>,
+    /// Places for 2026-07-28 listen streams, shared by every client of this server.
+    listens: Arc<tokio::sync::Semaphore>,
 }
+
+/// How many 2026-07-28 `subscriptions/listen` streams this server keeps open at once, over
+/// all its clients. Each holds a task and a receiver of the catalog's changes for as long
+/// as its client keeps it; one more is refused, saying so. A client needs one.
+pub const MAX_LISTENS: usize = 64;
 
 /// A subscribed resource's URI is at most this long (Conduit's own are under 100 bytes):
 /// a client's subscriptions are kept for as long as its session lasts.
@@ -380,7 +387,11 @@ pub struct ToolServer {
 impl ToolServer {
     pub fn new(catalog: Arc<dyn Catalog>, media: Arc<dyn MediaStore>) -> Self {
         Self {
-            inner: Arc::new(Inner { catalog, media }),
+            inner: Arc::new(Inner {
+                catalog,
+                media,
+                listens: Arc::new(tokio::sync::Semaphore::new(MAX_LISTENS)),
+            }),
             session: Arc::new(SessionState::default()),
         }
     }
@@ -877,6 +888,15 @@ impl ServerHandler for ToolServer {
     /// A 2026-07-28 `subscriptions/listen` stream: the catalog's changes the client asked
     /// for, until it cancels (rmcp filters by what was accepted and tags each one).
     async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), ErrorData> {
+        // Held until this stream ends (its client cancels it or goes away).
+        let Ok(_place) = self.inner.listens.clone().try_acquire_owned() else {
+            return Err(ErrorData::invalid_request(
+                format!(
+                    "{MAX_LISTENS} listen streams are open, the most this server keeps: cancel one first"
+                ),
+                None,
+            ));
+        };
         let Some(mut changes) = self.inner.catalog.changes() else {
             context.cancelled().await;
             return Ok(());
@@ -1116,8 +1136,160 @@ impl InProcessServer for ToolServer {
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
+    use std::sync::Arc;
+    use std::time::Duration;
 
-    use super::{MAX_SUBSCRIBED_URI, MAX_SUBSCRIPTIONS, may_subscribe};
+    use conduit_core::tool::Tool;
+    use rmcp::model::{ProtocolVersion, ServerNotification, SubscriptionFilter};
+    use rmcp::{ClientLifecycleMode, ClientServiceExt, ServiceError, ServiceExt};
+    use tokio::sync::broadcast;
+
+    use super::{
+        Catalog, CatalogChange, MAX_LISTENS, MAX_SUBSCRIBED_URI, MAX_SUBSCRIPTIONS, ToolServer,
+        may_subscribe,
+    };
+
+    /// No tools; changes sent on `changes` reach listeners.
+    struct Changing {
+        changes: broadcast::Sender<CatalogChange>,
+    }
+
+    #[async_trait::async_trait]
+    impl Catalog for Changing {
+        fn tools(&self) -> Vec<Arc<dyn Tool>> {
+            Vec::new()
+        }
+
+        fn changes(&self) -> Option<broadcast::Receiver<CatalogChange>> {
+            Some(self.changes.subscribe())
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn listen_streams_past_the_limit_are_refused_until_one_ends() {
+        let (changes, _) = broadcast::channel(16);
+        let catalog = Arc::new(Changing {
+            changes: changes.clone(),
+        });
+        let media = Arc::new(conduit_core::testing::MemoryMedia::default());
+        let server = ToolServer::new(catalog, media);
+        let (near, far) = tokio::io::duplex(1 << 16);
+        tokio::spawn(async move {
+            if let Ok(running) = server.session().serve(far).await {
+                let _ = running.waiting().await;
+            }
+        });
+        let client = ()
+            .serve_with_lifecycle(
+                near,
+                ClientLifecycleMode::Discover {
+                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                },
+            )
+            .await
+            .unwrap();
+        let tools = SubscriptionFilter::builder().tools_list_changed().build();
+        let mut open = Vec::new();
+        for _ in 0..MAX_LISTENS {
+            open.push(client.listen(tools.clone()).await.unwrap());
+        }
+        // Every open stream hears a change.
+        changes.send(CatalogChange::Tools).unwrap();
+        for stream in &mut open {
+            let heard = tokio::time::timeout(Duration::from_secs(10), stream.next())
+                .await
+                .unwrap()
+                .unwrap();
+            assert!(matches!(
+                heard,
+                Some(ServerNotification::ToolListChangedNotification(_))
+            ));
+        }
+        // One more is refused, saying why.
+        let mut refused = client.listen(tools.clone()).await.unwrap();
+        let said = tokio::time::timeout(Duration::from_secs(10), refused.next())
+            .await
+            .unwrap()
+            .unwrap_err();
+        let ServiceError::McpError(error) = said else {
+            panic!("{said:?}");
+        };
+        assert!(
+            error.message.contains("64 listen streams are open")
+                && error.message.contains("cancel one"),
+            "{error:?}"
+        );
+        // A cancelled stream frees its place (once the server has seen the cancel).
+        open[0].cancel().await.unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let mut again = loop {
+            let mut stream = client.listen(tools.clone()).await.unwrap();
+            changes.send(CatalogChange::Tools).unwrap();
+            match tokio::time::timeout(Duration::from_secs(10), stream.next()).await {
+                Ok(Ok(Some(_))) => break stream,
+                other => {
+                    assert!(tokio::time::Instant::now() < deadline, "{other:?}");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        };
+        again.cancel().await.unwrap();
+    }
+
+    /// Waits until `server` holds `open` listen streams.
+    async fn until_listening(server: &ToolServer, open: usize) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while MAX_LISTENS - server.inner.listens.available_permits() != open {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{} listen streams open, not {open}",
+                MAX_LISTENS - server.inner.listens.available_permits()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_http_client_that_goes_away_frees_its_listen_stream() {
+        use rmcp::transport::StreamableHttpClientTransport;
+        use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+
+        let (changes, _) = broadcast::channel(16);
+        let catalog = Arc::new(Changing { changes });
+        let server = ToolServer::new(catalog, conduit_core::testing::MemoryMedia::new());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        let stop = tokio_util::sync::CancellationToken::new();
+        let serving = tokio::spawn(crate::http::serve_http(
+            server.session(),
+            listener,
+            "token-1".into(),
+            stop.clone(),
+        ));
+        for _ in 0..3 {
+            let config =
+                StreamableHttpClientTransportConfig::with_uri(url.as_str()).auth_header("token-1");
+            let client = ()
+                .serve_with_lifecycle(
+                    StreamableHttpClientTransport::from_config(config),
+                    ClientLifecycleMode::Discover {
+                        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                    },
+                )
+                .await
+                .unwrap();
+            let _stream = client
+                .listen(SubscriptionFilter::builder().tools_list_changed().build())
+                .await
+                .unwrap();
+            until_listening(&server, 1).await;
+            // Gone without cancelling: the connection closes.
+            client.cancel().await.unwrap();
+            until_listening(&server, 0).await;
+        }
+        stop.cancel();
+        serving.await.unwrap().unwrap();
+    }
 
     #[test]
     fn a_session_holds_a_bounded_number_of_short_subscriptions() {
