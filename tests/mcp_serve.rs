@@ -528,6 +528,11 @@ async fn the_http_endpoint_keeps_a_bounded_number_of_sessions() {
         .await
         .unwrap();
     assert_eq!(listed.status(), 200);
+    let answer = listed.text().await.unwrap();
+    assert!(
+        answer.contains(r#""id":2"#) && answer.contains(r#""result""#),
+        "{answer}"
+    );
     // A client that ends its session frees its place.
     let ended = http
         .delete(&served.url)

@@ -25,7 +25,9 @@ const KEEP_ROTATED: u32 = 4;
 /// Lines waiting for the log writer thread. Its queue is allocated and touched whole when
 /// logging starts (32 bytes a line): tracing-appender's default of 128,000 lines kept
 /// 3.9 MB resident in every process for a queue that holds a few lines at a time. When
-/// it is full, a logging thread waits for the writer instead of the line being dropped.
+/// it is full, a logging thread waits for the writer instead of the line being dropped
+/// without a trace (the cost: a log folder on a stalled network filesystem holds up the
+/// threads that log, as it would a synchronous writer).
 const LOG_BUFFER_LINES: usize = 8192;
 
 #[derive(Debug, thiserror::Error)]
@@ -246,7 +248,16 @@ mod tests {
             }
         });
         drop(guard);
-        let text = fs::read_to_string(&paths.log_file).unwrap();
+        // Dropping the guard waits a while for the writer, not always to the end.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let text = loop {
+            let text = fs::read_to_string(&paths.log_file).unwrap();
+            if text.matches(" burst").count() >= per_thread * 4 {
+                break text;
+            }
+            assert!(std::time::Instant::now() < deadline, "lines were lost");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
         assert!(text.contains("written-by-test"), "{text}");
         assert_eq!(text.matches(" burst").count(), per_thread * 4);
     }

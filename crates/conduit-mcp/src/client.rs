@@ -568,11 +568,18 @@ impl RefusedRedirects {
         *self.0.lock() = Some(refusal);
     }
 
-    /// The start error to show instead of `error` when a refused redirect caused it.
+    /// The start error with the refused redirect's reason, when the handshake failed on a
+    /// redirect (reqwest's text says so) and not for want of sign-in; else `error` as is.
     fn explain(&self, error: StartError) -> StartError {
-        match self.0.lock().take() {
-            Some(refusal) => StartError::plain(refusal.to_string()),
-            None => error,
+        let refusal = self.0.lock().take();
+        match refusal {
+            Some(refusal) if error.sign_in.is_none() && error.reason.contains("redirect") => {
+                StartError {
+                    reason: refusal.to_string(),
+                    ..error
+                }
+            }
+            _ => error,
         }
     }
 }

@@ -29,10 +29,16 @@ use crate::server::{ServeError, ToolServer};
 pub const MCP_PATH: &str = "/mcp";
 
 /// How many 2025-11-25 sessions may be open at once. Each holds a task, a change
-/// forwarder and up to 1,000 subscriptions until its client ends it or it sits idle for
-/// five minutes (rmcp's keep-alive); a client that keeps opening sessions is refused past
-/// this instead of growing the process. Desktop clients open one each.
+/// forwarder and up to 1,000 subscriptions until its client ends it or rmcp drops it for
+/// five minutes without a message either way; a client that keeps opening sessions is
+/// refused past this instead of growing the process. Desktop clients open one each.
 pub const MAX_SESSIONS: usize = 64;
+
+/// A session whose client has sent nothing for this long gives its place to a new one
+/// when all are taken. The server's own list-change notifications keep rmcp's idle timer
+/// from running out, so a client that crashed without ending its session would otherwise
+/// hold its place for as long as the app runs.
+pub const CLIENT_SILENCE: std::time::Duration = std::time::Duration::from_secs(5 * 60);
 
 /// Why an address may not be served on.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -118,28 +124,35 @@ async fn require_token(token: Arc<str>, request: Request, next: Next) -> Respons
 #[derive(Debug, thiserror::Error)]
 pub enum SessionLimitError {
     #[error(
-        "{0} MCP sessions are open, the most this server keeps: end one (HTTP DELETE) or wait until an idle one closes"
+        "{0} MCP sessions are open, the most this server keeps, and every client was heard from in the last 5 minutes: end one (HTTP DELETE) or try again later"
     )]
     Full(usize),
     #[error(transparent)]
     Session(#[from] LocalSessionManagerError),
 }
 
-/// rmcp's in-memory sessions, refusing a new one while `max` are open. Sessions leave the
-/// count when their client ends them or their worker stops (rmcp removes them then).
+/// rmcp's in-memory sessions, at most `max` at once. Sessions leave the count when their
+/// client ends them or their worker stops (rmcp removes them then); when all places are
+/// taken, the session whose client has been silent longest gives its place if that is
+/// longer than `silence`, else the new one is refused.
 pub struct CappedSessions {
     inner: LocalSessionManager,
     max: usize,
+    silence: std::time::Duration,
+    /// When each session's client last sent something.
+    heard: parking_lot::Mutex<std::collections::HashMap<SessionId, std::time::Instant>>,
     /// Held from the count to the insert, so two opening at once cannot both take the
     /// last place.
     opening: tokio::sync::Mutex<()>,
 }
 
 impl CappedSessions {
-    pub fn new(max: usize) -> Self {
+    pub fn new(max: usize, silence: std::time::Duration) -> Self {
         Self {
             inner: LocalSessionManager::default(),
             max,
+            silence,
+            heard: parking_lot::Mutex::new(std::collections::HashMap::new()),
             opening: tokio::sync::Mutex::new(()),
         }
     }
@@ -147,6 +160,38 @@ impl CappedSessions {
     /// How many sessions are open.
     pub async fn open(&self) -> usize {
         self.inner.sessions.read().await.len()
+    }
+
+    /// The client of `id` sent something.
+    fn heard_from(&self, id: &SessionId) {
+        self.heard
+            .lock()
+            .insert(id.clone(), std::time::Instant::now());
+    }
+
+    /// Makes a place when all are taken: ends the open session whose client has been
+    /// silent longest, if longer than `silence`. False when none has.
+    async fn free_a_silent_place(&self) -> Result<bool, SessionLimitError> {
+        let open: Vec<SessionId> = self.inner.sessions.read().await.keys().cloned().collect();
+        let stalest = {
+            let mut heard = self.heard.lock();
+            heard.retain(|id, _| open.contains(id));
+            open.iter()
+                .map(|id| (heard.get(id).copied(), id))
+                .min_by_key(|(when, _)| *when)
+                .filter(|(when, _)| when.is_none_or(|when| when.elapsed() >= self.silence))
+                .map(|(_, id)| id.clone())
+        };
+        let Some(id) = stalest else {
+            return Ok(false);
+        };
+        tracing::info!(
+            "an MCP client's session ended to make room: its client had been silent for {} minutes or more",
+            self.silence.as_secs() / 60
+        );
+        self.inner.close_session(&id).await?;
+        self.heard.lock().remove(&id);
+        Ok(true)
     }
 }
 
@@ -156,10 +201,12 @@ impl SessionManager for CappedSessions {
 
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
         let _opening = self.opening.lock().await;
-        if self.open().await >= self.max {
+        if self.open().await >= self.max && !self.free_a_silent_place().await? {
             return Err(SessionLimitError::Full(self.max));
         }
-        Ok(self.inner.create_session().await?)
+        let (id, transport) = self.inner.create_session().await?;
+        self.heard_from(&id);
+        Ok((id, transport))
     }
 
     async fn initialize_session(
@@ -167,6 +214,7 @@ impl SessionManager for CappedSessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<ServerJsonRpcMessage, Self::Error> {
+        self.heard_from(id);
         Ok(self.inner.initialize_session(id, message).await?)
     }
 
@@ -175,6 +223,7 @@ impl SessionManager for CappedSessions {
     }
 
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
+        self.heard.lock().remove(id);
         Ok(self.inner.close_session(id).await?)
     }
 
@@ -183,6 +232,7 @@ impl SessionManager for CappedSessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        self.heard_from(id);
         Ok(self.inner.create_stream(id, message).await?)
     }
 
@@ -191,6 +241,7 @@ impl SessionManager for CappedSessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<(), Self::Error> {
+        self.heard_from(id);
         Ok(self.inner.accept_message(id, message).await?)
     }
 
@@ -198,6 +249,7 @@ impl SessionManager for CappedSessions {
         &self,
         id: &SessionId,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        self.heard_from(id);
         Ok(self.inner.create_standalone_stream(id).await?)
     }
 
@@ -206,6 +258,7 @@ impl SessionManager for CappedSessions {
         id: &SessionId,
         last_event_id: String,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        self.heard_from(id);
         Ok(self.inner.resume(id, last_event_id).await?)
     }
 
@@ -246,7 +299,7 @@ pub async fn serve_http(
         .with_cancellation_token(stop.child_token());
     let service: StreamableHttpService<ToolServer, CappedSessions> = StreamableHttpService::new(
         move || Ok(server.session()),
-        Arc::new(CappedSessions::new(MAX_SESSIONS)),
+        Arc::new(CappedSessions::new(MAX_SESSIONS, CLIENT_SILENCE)),
         config,
     );
     let token: Arc<str> = token.into();
@@ -290,8 +343,24 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_session_past_the_limit_takes_the_place_of_the_longest_silent_client() {
+        // Every client counts as silent long enough.
+        let sessions = CappedSessions::new(2, std::time::Duration::ZERO);
+        let (first, _t1) = sessions.create_session().await.unwrap();
+        let (second, _t2) = sessions.create_session().await.unwrap();
+        // The first client speaks again: the second is now the longest silent.
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        sessions.heard_from(&first);
+        let (third, _t3) = sessions.create_session().await.unwrap();
+        assert_eq!(sessions.open().await, 2);
+        assert!(sessions.has_session(&first).await.unwrap());
+        assert!(!sessions.has_session(&second).await.unwrap());
+        assert!(sessions.has_session(&third).await.unwrap());
+    }
+
+    #[tokio::test]
     async fn a_session_past_the_limit_is_refused_until_one_ends() {
-        let sessions = CappedSessions::new(2);
+        let sessions = CappedSessions::new(2, CLIENT_SILENCE);
         let (first, _t1) = sessions.create_session().await.unwrap();
         let (_second, _t2) = sessions.create_session().await.unwrap();
         assert!(matches!(

@@ -1173,6 +1173,7 @@ mod tests {
         });
         let media = Arc::new(conduit_core::testing::MemoryMedia::default());
         let server = ToolServer::new(catalog, media);
+        let probe = server.session();
         let (near, far) = tokio::io::duplex(1 << 16);
         tokio::spawn(async move {
             if let Ok(running) = server.session().serve(far).await {
@@ -1193,6 +1194,8 @@ mod tests {
         for _ in 0..MAX_LISTENS {
             open.push(client.listen(tools.clone()).await.unwrap());
         }
+        // The acknowledgement comes before the server's side listens: wait for it.
+        until_listening(&probe, MAX_LISTENS).await;
         // Every open stream hears a change.
         changes.send(CatalogChange::Tools).unwrap();
         for stream in &mut open {
@@ -1221,18 +1224,18 @@ mod tests {
         );
         // A cancelled stream frees its place (once the server has seen the cancel).
         open[0].cancel().await.unwrap();
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        let mut again = loop {
-            let mut stream = client.listen(tools.clone()).await.unwrap();
-            changes.send(CatalogChange::Tools).unwrap();
-            match tokio::time::timeout(Duration::from_secs(10), stream.next()).await {
-                Ok(Ok(Some(_))) => break stream,
-                other => {
-                    assert!(tokio::time::Instant::now() < deadline, "{other:?}");
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-            }
-        };
+        until_listening(&probe, MAX_LISTENS - 1).await;
+        let mut again = client.listen(tools.clone()).await.unwrap();
+        until_listening(&probe, MAX_LISTENS).await;
+        changes.send(CatalogChange::Tools).unwrap();
+        let heard = tokio::time::timeout(Duration::from_secs(10), again.next())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(matches!(
+            heard,
+            Some(ServerNotification::ToolListChangedNotification(_))
+        ));
         again.cancel().await.unwrap();
     }
 
