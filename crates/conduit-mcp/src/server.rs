@@ -1199,14 +1199,7 @@ mod tests {
         // Every open stream hears a change.
         changes.send(CatalogChange::Tools).unwrap();
         for stream in &mut open {
-            let heard = tokio::time::timeout(Duration::from_secs(10), stream.next())
-                .await
-                .unwrap()
-                .unwrap();
-            assert!(matches!(
-                heard,
-                Some(ServerNotification::ToolListChangedNotification(_))
-            ));
+            hears_tools_changed(stream).await;
         }
         // One more is refused, saying why.
         let mut refused = client.listen(tools.clone()).await.unwrap();
@@ -1228,7 +1221,13 @@ mod tests {
         let mut again = client.listen(tools.clone()).await.unwrap();
         until_listening(&probe, MAX_LISTENS).await;
         changes.send(CatalogChange::Tools).unwrap();
-        let heard = tokio::time::timeout(Duration::from_secs(10), again.next())
+        hears_tools_changed(&mut again).await;
+        again.cancel().await.unwrap();
+    }
+
+    /// The next thing `stream` hears is that the tool list changed.
+    async fn hears_tools_changed(stream: &mut rmcp::service::Subscription) {
+        let heard = tokio::time::timeout(Duration::from_secs(10), stream.next())
             .await
             .unwrap()
             .unwrap();
@@ -1236,7 +1235,6 @@ mod tests {
             heard,
             Some(ServerNotification::ToolListChangedNotification(_))
         ));
-        again.cancel().await.unwrap();
     }
 
     /// Waits until `server` holds `open` listen streams.
