@@ -162,11 +162,12 @@ impl CappedSessions {
         self.inner.sessions.read().await.len()
     }
 
-    /// The client of `id` sent something.
+    /// The client of `id` sent something. Only sessions made here are kept: an id a
+    /// client names is never added.
     fn heard_from(&self, id: &SessionId) {
-        self.heard
-            .lock()
-            .insert(id.clone(), std::time::Instant::now());
+        if let Some(when) = self.heard.lock().get_mut(id) {
+            *when = std::time::Instant::now();
+        }
     }
 
     /// Makes a place when all are taken: ends the open session whose client has been
@@ -205,7 +206,9 @@ impl SessionManager for CappedSessions {
             return Err(SessionLimitError::Full(self.max));
         }
         let (id, transport) = self.inner.create_session().await?;
-        self.heard_from(&id);
+        self.heard
+            .lock()
+            .insert(id.clone(), std::time::Instant::now());
         Ok((id, transport))
     }
 
@@ -356,6 +359,9 @@ mod tests {
         assert!(sessions.has_session(&first).await.unwrap());
         assert!(!sessions.has_session(&second).await.unwrap());
         assert!(sessions.has_session(&third).await.unwrap());
+        // An id no session has is not kept.
+        sessions.heard_from(&SessionId::from("made-up"));
+        assert_eq!(sessions.heard.lock().len(), 2);
     }
 
     #[tokio::test]

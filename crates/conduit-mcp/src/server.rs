@@ -1165,14 +1165,19 @@ mod tests {
         }
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn listen_streams_past_the_limit_are_refused_until_one_ends() {
+    /// A server over a `Changing` catalog, and the sender of its changes.
+    fn changing_server() -> (ToolServer, broadcast::Sender<CatalogChange>) {
         let (changes, _) = broadcast::channel(16);
         let catalog = Arc::new(Changing {
             changes: changes.clone(),
         });
-        let media = Arc::new(conduit_core::testing::MemoryMedia::default());
-        let server = ToolServer::new(catalog, media);
+        let server = ToolServer::new(catalog, conduit_core::testing::MemoryMedia::new());
+        (server, changes)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn listen_streams_past_the_limit_are_refused_until_one_ends() {
+        let (server, changes) = changing_server();
         let probe = server.session();
         let (near, far) = tokio::io::duplex(1 << 16);
         tokio::spawn(async move {
@@ -1255,9 +1260,7 @@ mod tests {
         use rmcp::transport::StreamableHttpClientTransport;
         use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 
-        let (changes, _) = broadcast::channel(16);
-        let catalog = Arc::new(Changing { changes });
-        let server = ToolServer::new(catalog, conduit_core::testing::MemoryMedia::new());
+        let (server, _changes) = changing_server();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/mcp", listener.local_addr().unwrap());
         let stop = tokio_util::sync::CancellationToken::new();
