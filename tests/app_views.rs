@@ -2,19 +2,23 @@
 //! probes its host: the view is read and served under its own token with a policy that
 //! dropped the directives the server tried to smuggle in; a view's tool calls reach only
 //! its own server's tools that views may call, under the tools' Settings policy (ask, and
-//! deny); and an app-only tool never reaches a model's request.
+//! deny); an app-only tool never reaches a model's request; and a view opens only for a
+//! call the host ran (in this process, or saved with a result that names the view).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use conduit_e2e::llm_server::{Dialect, ScriptedLlm};
-use conduit_host::app::{App, SendRequest};
-use conduit_host::app_views::{ViewCallError, ViewLookup};
+use conduit_core::agent::AgentEvent;
+use conduit_core::content::Block;
+use conduit_e2e::llm_server::{Dialect, ScriptedCall, ScriptedLlm};
+use conduit_host::app::{App, SendRequest, TurnEvent, TurnSink};
+use conduit_host::app_views::{ViewCallError, ViewHandle, ViewLookup};
+use conduit_host::approval::Decision;
 use conduit_host::settings::ToolPolicy;
 use conduit_host::{Host, Paths};
-use serde_json::json;
+use serde_json::{Value, json};
 
 fn probe_home(llm: Option<&ScriptedLlm>) -> (tempfile::TempDir, std::path::PathBuf) {
     let home = tempfile::tempdir().unwrap();
@@ -48,13 +52,96 @@ fn app_at(home: &std::path::Path) -> Arc<App> {
     ))))
 }
 
+fn request(text: &str, conversation: Option<&str>) -> SendRequest {
+    SendRequest {
+        conversation: conversation.map(str::to_owned),
+        text: text.into(),
+        attachments: Vec::new(),
+        provider: "scripted".into(),
+        model: None,
+        toolset: None,
+        resources: Vec::new(),
+        prompt: None,
+        view_context: Vec::new(),
+    }
+}
+
+/// Scripts the model's next turn: a call of the probe's `tool`, then a short answer.
+fn script_call(llm: &ScriptedLlm, tool: &str, arguments: Value) {
+    let chat = Dialect::OpenAiChat;
+    llm.push(vec![
+        chat.turn(
+            &[],
+            &[ScriptedCall::new(
+                "wire_1",
+                &format!("probe__{tool}"),
+                arguments,
+            )],
+        ),
+        chat.text(&["Done."]),
+    ]);
+}
+
+/// Conduit's own id of the newest saved call of `tool` in `conversation`.
+fn saved_call(app: &App, conversation: &str, tool: &str) -> String {
+    let messages = app
+        .host()
+        .store()
+        .unwrap()
+        .messages(conversation, None)
+        .unwrap();
+    messages
+        .iter()
+        .rev()
+        .flat_map(|m| m.blocks.iter())
+        .find_map(|block| match block {
+            Block::ToolCall(call) if call.name == format!("probe__{tool}") => Some(call.id.clone()),
+            _ => None,
+        })
+        .expect("the call is saved")
+}
+
+/// Runs a turn in which the model calls the probe's `tool`, allowed in Settings; returns
+/// the conversation and Conduit's id for the call.
+async fn ran_call(
+    app: &Arc<App>,
+    llm: &ScriptedLlm,
+    tool: &str,
+    arguments: Value,
+) -> (String, String) {
+    script_call(llm, tool, arguments);
+    app.set_tool_policy("probe", tool, ToolPolicy::Allow)
+        .await
+        .unwrap();
+    let conversation = conduit_e2e::app_turn(app, request("Show it.", None)).await;
+    let call = saved_call(app, &conversation, tool);
+    (conversation, call)
+}
+
+async fn ready(app: &App, call: &str, conversation: Option<&str>) -> Box<ViewHandle> {
+    match app.open_view(call, conversation).await {
+        ViewLookup::Ready { view } => view,
+        other => panic!("the view is not ready: {other:?}"),
+    }
+}
+
+async fn probe_view(app: &Arc<App>, llm: &ScriptedLlm) -> Box<ViewHandle> {
+    let (conversation, call) = ran_call(app, llm, "show_probe", json!({"gate": "x"})).await;
+    ready(app, &call, Some(&conversation)).await
+}
+
+/// A scripted model with nothing queued yet.
+async fn scripted() -> ScriptedLlm {
+    ScriptedLlm::start(Vec::new()).await.unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_view_is_served_under_its_own_token_with_a_policy_nothing_loosened() {
-    let (home, _) = probe_home(None);
+    let llm = scripted().await;
+    let (home, _) = probe_home(Some(&llm));
     let app = app_at(home.path());
-    let ViewLookup::Ready { view } = app.open_view("probe", "show_probe").await else {
-        panic!("the probe's view is not ready")
-    };
+    let (conversation, call) = ran_call(&app, &llm, "show_probe", json!({"gate": "x"})).await;
+    let view = ready(&app, &call, Some(&conversation)).await;
     assert!(view.url.starts_with("mcp-app://") && view.url.ends_with('/'));
     assert!(view.url.contains(&view.token));
     assert_eq!(view.uri, "ui://probe/view.html");
@@ -71,32 +158,24 @@ async fn a_view_is_served_under_its_own_token_with_a_policy_nothing_loosened() {
     let proxy = app.views().document(&view.token, "/").unwrap();
     assert!(proxy.csp.contains("script-src 'self'") && proxy.csp.contains("frame-src 'self'"));
 
-    // A second call's view is another origin; a closed one is gone.
-    let ViewLookup::Ready { view: again } = app.open_view("probe", "show_probe").await else {
-        panic!()
-    };
+    // The view opened again (the chat shown again) is another origin; a closed one is gone.
+    let again = ready(&app, &call, Some(&conversation)).await;
     assert_ne!(again.token, view.token);
     app.views().close(&view.token);
     assert!(app.views().document(&view.token, "/view").is_none());
 
-    assert_eq!(
-        app.open_view("probe", "model_secret").await,
-        ViewLookup::None
-    );
-    assert!(matches!(
-        app.open_view("gone", "show_probe").await,
-        ViewLookup::Unavailable { .. }
-    ));
+    // A call of a tool without a view has none.
+    let (_, plain) = ran_call(&app, &llm, "model_secret", json!({})).await;
+    assert_eq!(app.open_view(&plain, None).await, ViewLookup::None);
     app.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_views_calls_reach_only_its_own_app_tools_under_their_policy() {
-    let (home, _) = probe_home(None);
+    let llm = scripted().await;
+    let (home, _) = probe_home(Some(&llm));
     let app = app_at(home.path());
-    let ViewLookup::Ready { view } = app.open_view("probe", "show_probe").await else {
-        panic!("the probe's view is not ready")
-    };
+    let view = probe_view(&app, &llm).await;
     let asked = Arc::new(AtomicUsize::new(0));
     let answer = |yes: bool| {
         let asked = asked.clone();
@@ -185,9 +264,7 @@ async fn a_views_calls_reach_only_its_own_app_tools_under_their_policy() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn app_only_tools_never_reach_a_model_and_a_views_context_goes_with_the_next_message() {
     let chat = Dialect::OpenAiChat;
-    let llm = ScriptedLlm::start(vec![chat.text(&["Seen."])])
-        .await
-        .unwrap();
+    let llm = scripted().await;
     let (home, _) = probe_home(Some(&llm));
     let app = app_at(home.path());
     // The composer's count offers what a model may get: not the app-only tools.
@@ -195,12 +272,11 @@ async fn app_only_tools_never_reach_a_model_and_a_views_context_goes_with_the_ne
     let probe = choices.servers.iter().find(|s| s.name == "probe").unwrap();
     let listed: Vec<&str> = probe.tools.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(listed, ["show_probe", "model_secret"]);
-    let ViewLookup::Ready { view } = app.open_view("probe", "show_probe").await else {
-        panic!("the probe's view is not ready")
-    };
+    let view = probe_view(&app, &llm).await;
     app.views()
         .set_context(&view.token, "The probe shows 3 items.".into())
         .unwrap();
+    llm.push(vec![chat.text(&["Seen."])]);
 
     conduit_e2e::app_turn(
         &app,
@@ -217,7 +293,8 @@ async fn app_only_tools_never_reach_a_model_and_a_views_context_goes_with_the_ne
         },
     )
     .await;
-    let request = &llm.requests()[0].body;
+    let requests = llm.requests();
+    let request = &requests.last().unwrap().body;
     let offered: Vec<&str> = request["tools"]
         .as_array()
         .unwrap()
@@ -254,5 +331,104 @@ async fn app_only_tools_never_reach_a_model_and_a_views_context_goes_with_the_ne
     );
     // Taken: it does not go with a later message.
     assert_eq!(app.views().context(std::slice::from_ref(&view.token)), None);
+    app.shutdown().await;
+}
+
+/// The next event of a turn, within a minute.
+async fn next(events: &mut tokio::sync::mpsc::UnboundedReceiver<TurnEvent>) -> TurnEvent {
+    tokio::time::timeout(std::time::Duration::from_secs(60), events.recv())
+        .await
+        .expect("the turn went quiet for a minute")
+        .expect("the turn's events stopped")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_view_opens_only_for_a_call_the_host_ran() {
+    let llm = scripted().await;
+    let (home, _) = probe_home(Some(&llm));
+    let app = app_at(home.path());
+    let unavailable = |lookup: ViewLookup| match lookup {
+        ViewLookup::Unavailable { reason } => {
+            assert!(reason.contains("not available"), "{reason}");
+            true
+        }
+        _ => false,
+    };
+    // An id the host never made opens nothing.
+    assert!(unavailable(app.open_view("call_made_up", None).await));
+
+    // A call waiting for the user's answer has not run: its view opens only once the
+    // host lets it run.
+    script_call(&llm, "show_probe", json!({"gate": "x"}));
+    let (sender, mut events) = tokio::sync::mpsc::unbounded_channel();
+    let sink: TurnSink = Arc::new(move |event| {
+        let _ = sender.send(event);
+    });
+    let started = app.send(request("Show it.", None), sink).unwrap();
+    let asked = loop {
+        match next(&mut events).await {
+            TurnEvent::Agent { event } => {
+                if let AgentEvent::ApprovalRequested { call, .. } = *event {
+                    break call;
+                }
+            }
+            TurnEvent::Ended { .. } => panic!("the turn ended without asking"),
+        }
+    };
+    assert!(unavailable(
+        app.open_view(&asked.id, Some(&started.conversation)).await
+    ));
+    assert!(
+        app.answer(&started.turn, &asked.id, Decision::AllowOnce)
+            .unwrap()
+    );
+    loop {
+        match next(&mut events).await {
+            TurnEvent::Agent { event } => {
+                if matches!(&*event, AgentEvent::ToolCallRunning { id } if *id == asked.id) {
+                    break;
+                }
+            }
+            TurnEvent::Ended { .. } => panic!("the turn ended before the call ran"),
+        }
+    }
+    let running = ready(&app, &asked.id, None).await;
+    assert_eq!(
+        (running.server.as_str(), running.tool.as_str()),
+        ("probe", "show_probe")
+    );
+    while !matches!(next(&mut events).await, TurnEvent::Ended { .. }) {}
+
+    // A call the user denied never ran, though it is saved in its conversation.
+    script_call(&llm, "show_probe", json!({"gate": "x"}));
+    app.set_tool_policy("probe", "show_probe", ToolPolicy::Deny)
+        .await
+        .unwrap();
+    let refused_in = conduit_e2e::app_turn(&app, request("Show it again.", None)).await;
+    let refused = saved_call(&app, &refused_in, "show_probe");
+    assert_ne!(
+        refused, asked.id,
+        "the provider's repeated id named both calls"
+    );
+    assert!(unavailable(
+        app.open_view(&refused, Some(&refused_in)).await
+    ));
+    app.shutdown().await;
+
+    // After a restart the history vouches for a call whose saved result names the view,
+    // in its own conversation only.
+    let app = app_at(home.path());
+    assert!(unavailable(app.open_view(&asked.id, None).await));
+    assert!(unavailable(
+        app.open_view(&asked.id, Some(&refused_in)).await
+    ));
+    let shown = ready(&app, &asked.id, Some(&started.conversation)).await;
+    assert_eq!(
+        (shown.server.as_str(), shown.tool.as_str()),
+        ("probe", "show_probe")
+    );
+    assert!(unavailable(
+        app.open_view(&refused, Some(&refused_in)).await
+    ));
     app.shutdown().await;
 }

@@ -168,6 +168,29 @@ async fn the_probe_view_lives_in_its_sandbox_and_follows_the_chat() {
     assert_eq!(findings["initialContext"]["theme"], "light");
     assert_eq!(findings["initialContext"]["platform"], "desktop");
 
+    // A script in the page cannot open the view of a tool nobody called: the host opens
+    // views by the call it ran, and knows no call by a made-up id; the old form (a server
+    // and tool named by the page) is refused.
+    window
+        .js(
+            r#"const ask = (args) => window.__TAURI_INTERNALS__.invoke("open_app_view", args)
+                 .then(r => JSON.stringify(r), e => "error: " + JSON.stringify(e));
+               Promise.all([
+                 ask({ call: "call_made_up", conversation: null }),
+                 ask({ server: "probe", tool: "show_probe" }),
+               ]).then(r => window.__forged = r);
+               return null;"#,
+        )
+        .await;
+    let forged = window.wait("window.__forged").await;
+    let made_up = forged[0].as_str().unwrap();
+    assert!(
+        made_up.contains(r#""state":"unavailable""#) && made_up.contains("ran no such call"),
+        "{made_up}"
+    );
+    let old_form = forged[1].as_str().unwrap();
+    assert!(old_form.starts_with("error:"), "{old_form}");
+
     // What a hostile view tries, refused.
     starts(&findings, "readApp", "blocked");
     starts(&findings, "appIpc", "blocked");

@@ -35,15 +35,16 @@ pub fn respond(app: &Arc<App>, uri: &tauri::http::Uri) -> Response<Vec<u8>> {
 }
 
 window_command! {
-/// The view of a call of `tool` of `server`, opened under a new token; or why there is
-/// none. The host looks the view up on the running server.
+/// The view of the call `call` (Conduit's id) in `conversation`, opened under a new token;
+/// or why there is none. The host decides whether it ran that call, and on which server
+/// and tool; the page only names it.
 #[tauri::command]
 pub async fn open_app_view(
     state: tauri::State<'_, AppState>,
-    server: String,
-    tool: String,
+    call: String,
+    conversation: Option<String>,
 ) -> Reply<ViewLookup> {
-    Ok(state.app.open_view(&server, &tool).await)
+    Ok(state.app.open_view(&call, conversation.as_deref()).await)
 }
 }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use conduit_core::agent::{AgentEvent, EventSink};
-use conduit_core::content::MediaRef;
+use conduit_core::content::{MediaRef, ToolOrigin};
 use conduit_core::media::MediaStore;
 use conduit_mcp::runtime::McpRuntime;
 
@@ -308,7 +308,25 @@ impl App {
         let cancel = CancellationToken::new();
         let agent_sink: EventSink = {
             let sink = sink.clone();
+            let app = Arc::downgrade(self);
+            // The server and tool of each complete call, until the host lets it run: then
+            // its view may open (`open_view`).
+            let ready = Mutex::new(HashMap::<String, ToolOrigin>::new());
             Arc::new(move |event| {
+                match &event {
+                    AgentEvent::ToolCallReady { call } => {
+                        if let Some(origin) = &call.origin {
+                            ready.lock().insert(call.id.clone(), origin.clone());
+                        }
+                    }
+                    AgentEvent::ToolCallRunning { id } => {
+                        let origin = ready.lock().remove(id);
+                        if let (Some(origin), Some(app)) = (origin, app.upgrade()) {
+                            app.views.ran(id, origin);
+                        }
+                    }
+                    _ => {}
+                }
                 sink(TurnEvent::Agent {
                     event: Box::new(event),
                 })

@@ -4,9 +4,10 @@
 //! tool calls, which reach only its own server's tools that views may call and are
 //! decided by the same policy as a model's calls.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
+use conduit_core::content::ToolOrigin;
 use conduit_mcp::apps::{self, View, ViewDomains};
 use parking_lot::Mutex;
 use serde::Serialize;
@@ -127,16 +128,52 @@ struct OpenView {
 /// The most text a view may put in the model's context.
 pub const MAX_CONTEXT: usize = 16 * 1024;
 
+/// How many calls this process ran are remembered for their views (the oldest go first;
+/// a call whose result names a view is found in the history after that).
+pub const MAX_RAN: usize = 1024;
+
+/// The calls the host let run in this process, by Conduit's own call id (a UUID it made,
+/// never a provider's), with the server and tool it ran them on: a view opens only for
+/// one of these, or for a saved call whose result names a view.
+#[derive(Default)]
+struct RanCalls {
+    order: VecDeque<String>,
+    origins: HashMap<String, ToolOrigin>,
+}
+
+impl RanCalls {
+    fn add(&mut self, call: String, origin: ToolOrigin) {
+        if self.origins.insert(call.clone(), origin).is_none() {
+            self.order.push_back(call);
+        }
+        while self.order.len() > MAX_RAN {
+            if let Some(oldest) = self.order.pop_front() {
+                self.origins.remove(&oldest);
+            }
+        }
+    }
+}
+
 /// The open views and the views read, by server and resource.
 #[derive(Default)]
 pub struct AppViews {
     open: Mutex<HashMap<String, OpenView>>,
+    ran: Mutex<RanCalls>,
     /// Views read from a server, kept while that server's connection lives.
     read: Mutex<HashMap<(String, String), ReadView>>,
     opened: std::sync::atomic::AtomicU64,
 }
 
 impl AppViews {
+    /// Notes that the host let the call `call` (its own id) run on `origin`'s tool.
+    pub(crate) fn ran(&self, call: &str, origin: ToolOrigin) {
+        self.ran.lock().add(call.to_owned(), origin);
+    }
+
+    fn ran_on(&self, call: &str) -> Option<ToolOrigin> {
+        self.ran.lock().origins.get(call).cloned()
+    }
+
     fn remember(&self, server: &str, tool: &str, view: Arc<View>) -> String {
         let token = uuid::Uuid::new_v4().simple().to_string();
         let opened = self
@@ -269,10 +306,48 @@ fn proxy_page(allow: &str) -> String {
 }
 
 impl App {
-    /// The view of a call of `tool` of `server`: read from the server (once per
-    /// connection), opened under a new token. The tool's view is looked up on the
-    /// running server, never taken from the page or the stored result.
-    pub async fn open_view(&self, server: &str, tool: &str) -> ViewLookup {
+    /// The view of the call `call` (Conduit's own id) that the host ran: one it let run in
+    /// this process, or one saved in `conversation` whose result names a view. The page
+    /// names the call; the host decides which server and tool it was, so a script in the
+    /// page cannot open the view of a tool nobody called.
+    pub async fn open_view(&self, call: &str, conversation: Option<&str>) -> ViewLookup {
+        let origin = match self.views().ran_on(call) {
+            Some(origin) => Some(origin),
+            None => match conversation {
+                Some(conversation) => match self.saved_call_with_view(conversation, call) {
+                    Ok(found) => found,
+                    Err(error) => {
+                        tracing::warn!(%error, "the history could not be read for a view");
+                        return ViewLookup::Unavailable {
+                            reason: format!("The view cannot be shown: {error}."),
+                        };
+                    }
+                },
+                None => None,
+            },
+        };
+        let Some(origin) = origin else {
+            return ViewLookup::Unavailable {
+                reason: "The view is not available: Conduit ran no such call with a view."
+                    .to_owned(),
+            };
+        };
+        self.open_view_of(&origin.server, &origin.tool).await
+    }
+
+    fn saved_call_with_view(
+        &self,
+        conversation: &str,
+        call: &str,
+    ) -> Result<Option<ToolOrigin>, conduit_store::StoreError> {
+        let found = self.host().store()?.call_with_view(conversation, call)?;
+        Ok(found.and_then(|call| call.origin))
+    }
+
+    /// The view of `tool` of `server`: read from the server (once per connection), opened
+    /// under a new token. The tool's view is looked up on the running server, never taken
+    /// from the page or the stored result.
+    async fn open_view_of(&self, server: &str, tool: &str) -> ViewLookup {
         let runtime = self.servers().await;
         let (Some(connection), Some(found)) = (
             runtime.connection(server),

@@ -7,7 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::{Mutex, MutexGuard};
 
-use conduit_core::content::{Block, MediaRef, Message, Role, repair_history};
+use conduit_core::content::{Block, MediaRef, Message, Role, ToolCall, repair_history};
 use conduit_core::provider::Usage;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
@@ -321,6 +321,53 @@ impl Store {
         )
         .optional()?
         .ok_or_else(|| StoreError::UnknownConversation(id.to_owned()))
+    }
+
+    /// The saved call `call_id` of `conversation` whose saved result names an MCP Apps
+    /// view: the call the host ran and its server answered with a view. `None` when there
+    /// is no such call, or when more than one call has that id (conversations saved
+    /// before Conduit made its own call ids keep the provider's, which can repeat).
+    pub fn call_with_view(
+        &self,
+        conversation: &str,
+        call_id: &str,
+    ) -> Result<Option<ToolCall>, StoreError> {
+        let conn = self.lock();
+        let mut statement = conn.prepare(
+            "SELECT b.data FROM blocks b JOIN messages m ON m.id = b.message_id
+             WHERE m.conversation_id = ?1 AND b.kind = 'tool_call'
+               AND json_extract(b.data, '$.id') = ?2
+             LIMIT 2",
+        )?;
+        let calls = statement
+            .query_map(params![conversation, call_id], |row| {
+                row.get::<_, String>(0)
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        let [call] = calls.as_slice() else {
+            return Ok(None);
+        };
+        let answered_with_view = conn
+            .query_row(
+                "SELECT 1 FROM blocks b JOIN messages m ON m.id = b.message_id,
+                        json_each(b.data, '$.parts') part
+                 WHERE m.conversation_id = ?1 AND b.kind = 'tool_result'
+                   AND json_extract(b.data, '$.call_id') = ?2
+                   AND json_extract(part.value, '$.type') = 'view'
+                 LIMIT 1",
+                params![conversation, call_id],
+                |_| Ok(()),
+            )
+            .optional()?
+            .is_some();
+        if !answered_with_view {
+            return Ok(None);
+        }
+        // A block this version cannot read vouches for nothing: no view is opened for it.
+        match serde_json::from_str::<Block>(call) {
+            Ok(Block::ToolCall(call)) => Ok(Some(call)),
+            _ => Ok(None),
+        }
     }
 
     /// Conversations, most recently updated first.

@@ -252,6 +252,20 @@ describe("the chat's views", () => {
     openExternal: vi.fn(async () => {}),
   };
 
+  it("asks the host for a call's view by the call's id and the conversation on screen", async () => {
+    let showing: string | null = null;
+    const open = vi.fn(async () => ({ state: "none" as const }));
+    const registry = new ViewRegistry({ ...api, openAppView: open }, vi.fn(), vi.fn(), () => showing);
+    await registry.open("call_1");
+    showing = "conv-7";
+    await registry.open("call_2");
+    // Never a server or tool name: the host looks up which tool the call ran.
+    expect(open.mock.calls).toEqual([
+      ["call_1", null],
+      ["call_2", "conv-7"],
+    ]);
+  });
+
   it("a view's message waits for consent, one at a time, and a no sends nothing", async () => {
     const send = vi.fn(async () => true);
     const asked = vi.fn();

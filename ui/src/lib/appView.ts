@@ -325,7 +325,7 @@ export class ViewRegistry {
 
   constructor(
     readonly api: {
-      openAppView(server: string, tool: string): Promise<import("./types").ViewLookup>;
+      openAppView(call: string, conversation: string | null): Promise<import("./types").ViewLookup>;
       closeAppView(token: string): Promise<void>;
       appViewCallTool(token: string, call: ViewCall): Promise<ViewCallResult>;
       setAppViewContext(token: string, text: string): Promise<void>;
@@ -336,7 +336,16 @@ export class ViewRegistry {
     private send: (text: string, context: string[]) => Promise<boolean>,
     /** Tells the screen a view's message waits for consent (or no longer does). */
     private asked: (ask: ViewMessageAsk | null) => void,
+    /** The conversation on screen (null: a new chat whose id is not known yet). */
+    private conversation: () => string | null = () => null,
   ) {}
+
+  /** Asks the host for the view of the call `call` on screen: the host decides whether
+   *  it ran that call (in this run of the app, or saved in the conversation on screen
+   *  with a result that names a view), and which server's view it is. */
+  open(call: string): Promise<import("./types").ViewLookup> {
+    return this.api.openAppView(call, this.conversation());
+  }
 
   services(): ViewServices {
     return {

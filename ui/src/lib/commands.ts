@@ -302,11 +302,11 @@ export function openMedia(media: MediaRef): Promise<void> {
 }
 
 /**
- * The view of a call of `tool` of `server`, opened under a new token; or why there is
- * none. The host looks the view up on the running server.
+ * The view of the call `call` (Conduit's id) in `conversation`, opened under a new token;
+ * or why there is none. The host decides whether it ran that call, and on which tool.
  */
-export function openAppView(server: string, tool: string): Promise<ViewLookup> {
-  return invoke<ViewLookup>("open_app_view", { server, tool });
+export function openAppView(call: string, conversation: string | null): Promise<ViewLookup> {
+  return invoke<ViewLookup>("open_app_view", { call, conversation });
 }
 
 /** Forgets a view the window unmounted. */

@@ -113,6 +113,11 @@ export class TurnController {
     this.#stopClock = options.clock.every(1000, () => (this.now = options.clock.now()));
   }
 
+  /** The conversation on screen (null: a new chat before its first turn started). */
+  get showing(): string | null {
+    return this.#showing;
+  }
+
   get busy(): boolean {
     return this.turn !== null;
   }

@@ -387,12 +387,16 @@ describe("a turn in the chat controller", () => {
     const t = setup();
     t.acceptTurns();
     await t.controller.open(null);
+    // The conversation on screen (which a call's view is asked for in) follows.
+    expect(t.controller.showing).toBeNull();
     await t.controller.send(choice, "Start", []);
+    expect(t.controller.showing).toBe("c1");
     t.agent({ type: "text_delta", text: "Partial answer" });
     t.runFrames();
 
     t.api.loadMessages.mockResolvedValue([stored(9, "user", "Another chat")]);
     await t.controller.open("c2");
+    expect(t.controller.showing).toBe("c2");
     expect(shown(t.controller)).toEqual(["user/complete: Another chat"]);
     const call: ToolCall = { id: "k1", name: "srv__echo", arguments: {} };
     t.agent({ type: "tool_call_ready", call }, { type: "approval_requested", call, title: null, annotations: {} });

@@ -618,3 +618,87 @@ fn a_conversations_toolset_is_kept_and_cleared_and_an_unknown_one_is_named() {
         Err(StoreError::UnknownConversation(_))
     ));
 }
+
+#[test]
+fn a_call_with_a_view_is_found_only_when_its_saved_result_names_the_view() {
+    use conduit_core::content::ToolOrigin;
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let call = |id: &str, tool: &str| ToolCall {
+        id: id.into(),
+        wire_id: None,
+        name: format!("probe__{tool}"),
+        arguments: json!({}),
+        signature: None,
+        invalid_arguments: None,
+        origin: Some(ToolOrigin {
+            server: "probe".into(),
+            tool: tool.into(),
+        }),
+    };
+    let result = |call: &ToolCall, parts: Vec<ResultPart>| {
+        Block::ToolResult(ToolResult {
+            call_id: call.id.clone(),
+            wire_id: None,
+            name: call.name.clone(),
+            is_error: false,
+            parts,
+        })
+    };
+    let view = || ResultPart::View {
+        uri: "ui://probe/view.html".into(),
+        structured: None,
+    };
+    let shown = call("call_shown", "show_probe");
+    let plain = call("call_plain", "model_secret");
+    let waiting = call("call_waiting", "show_probe");
+    let repeated = call("call_repeated", "show_probe");
+    let id = store.create_conversation(None, None).unwrap();
+    let other = store.create_conversation(None, None).unwrap();
+    for (conversation, calls, results) in [
+        (
+            &id,
+            vec![&shown, &plain, &waiting, &repeated, &repeated],
+            vec![
+                result(&shown, vec![ResultPart::Text { text: "ok".into() }, view()]),
+                result(&plain, vec![ResultPart::Text { text: "ok".into() }]),
+                result(&repeated, vec![view()]),
+            ],
+        ),
+        (&other, vec![], vec![]),
+    ] {
+        store
+            .add_message(
+                conversation,
+                &Message {
+                    role: Role::Assistant,
+                    blocks: calls.into_iter().cloned().map(Block::ToolCall).collect(),
+                },
+                MessageStatus::Complete,
+            )
+            .unwrap();
+        store
+            .add_message(
+                conversation,
+                &Message {
+                    role: Role::Tool,
+                    blocks: results,
+                },
+                MessageStatus::Complete,
+            )
+            .unwrap();
+    }
+
+    assert_eq!(
+        store.call_with_view(&id, "call_shown").unwrap(),
+        Some(shown)
+    );
+    // A result without a view, a call not answered yet, an id two calls share, an id
+    // nobody made, and a call of another conversation: none vouches for a view.
+    assert_eq!(store.call_with_view(&id, "call_plain").unwrap(), None);
+    assert_eq!(store.call_with_view(&id, "call_waiting").unwrap(), None);
+    assert_eq!(store.call_with_view(&id, "call_repeated").unwrap(), None);
+    assert_eq!(store.call_with_view(&id, "call_made_up").unwrap(), None);
+    assert_eq!(store.call_with_view(&other, "call_shown").unwrap(), None);
+    assert_eq!(store.call_with_view("no-such", "call_shown").unwrap(), None);
+}
