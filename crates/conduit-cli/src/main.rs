@@ -109,6 +109,23 @@ fn usage_error(message: impl Into<String>) -> Failure {
     }
 }
 
+/// An error and its causes, each said once: an error whose text already carries its
+/// cause's (`server "x": the server closed the connection`) does not repeat it.
+fn said_once(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let part = cause.to_string();
+        if part.is_empty() || text.contains(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -125,7 +142,7 @@ fn main() -> ExitCode {
     match runtime.block_on(run(cli)) {
         Ok(code) => ExitCode::from(code),
         Err(failure) => {
-            eprintln!("conduit: {:#}", failure.error);
+            eprintln!("conduit: {}", said_once(&failure.error));
             ExitCode::from(failure.code)
         }
     }
@@ -175,4 +192,26 @@ fn print_paths(paths: &Paths, json: bool) -> anyhow::Result<()> {
         println!("{label:<16} {}", path.display());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::said_once;
+
+    #[test]
+    fn an_error_says_each_cause_once() {
+        // A cause already in its error's text is not said again.
+        let repeated = anyhow::anyhow!("the server closed the connection")
+            .context("server \"mover\": the server closed the connection");
+        assert_eq!(
+            said_once(&repeated),
+            "server \"mover\": the server closed the connection"
+        );
+        // A cause the error does not carry is.
+        let chained = anyhow::anyhow!("no space left on device").context("saving failed");
+        assert_eq!(
+            said_once(&chained),
+            "saving failed: no space left on device"
+        );
+    }
 }

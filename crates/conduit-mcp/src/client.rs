@@ -559,7 +559,7 @@ enum RefusedRedirect {
 
 /// The last redirect a connection refused. rmcp's transport error keeps only reqwest's
 /// own text ("error following redirect"), not the policy's reason, so the connection
-/// reads the reason here when its start fails.
+/// reads the reason here when its start, or a request after it, fails.
 #[derive(Clone, Default)]
 struct RefusedRedirects(Arc<parking_lot::Mutex<Option<RefusedRedirect>>>);
 
@@ -568,11 +568,15 @@ impl RefusedRedirects {
         *self.0.lock() = Some(refusal);
     }
 
+    /// The redirect refused last, once: a request that failed on it takes its reason.
+    fn take(&self) -> Option<RefusedRedirect> {
+        self.0.lock().take()
+    }
+
     /// The start error with the refused redirect's reason, when the handshake failed on a
     /// redirect (reqwest's text says so) and not for want of sign-in; else `error` as is.
     fn explain(&self, error: StartError) -> StartError {
-        let refusal = self.0.lock().take();
-        match refusal {
+        match self.take() {
             Some(refusal) if error.sign_in.is_none() && error.reason.contains("redirect") => {
                 StartError {
                     reason: refusal.to_string(),
@@ -620,6 +624,8 @@ struct Session {
     ended: CancellationToken,
     call_timeout: Duration,
     secrets: Redactor,
+    /// The redirects an HTTP connection refused (none for stdio or in process).
+    refused: RefusedRedirects,
 }
 
 impl Session {
@@ -640,6 +646,7 @@ impl Session {
             ended,
             call_timeout,
             secrets,
+            refused: RefusedRedirects::default(),
         }
     }
 }
@@ -720,6 +727,8 @@ pub struct Connection {
     pub details: ServerDetails,
     call_timeout: Duration,
     secrets: Redactor,
+    /// The redirects the connection refused, to say why a request failed on one.
+    refused: RefusedRedirects,
     /// How long the last tool listing may be treated as fresh (its cache hint).
     tools_fresh_for: Mutex<Option<Duration>>,
 }
@@ -855,6 +864,7 @@ impl Connection {
                                 ended,
                                 call_timeout,
                                 secrets: spec.secrets.clone(),
+                                refused: RefusedRedirects::default(),
                             },
                         ));
                     }
@@ -947,13 +957,16 @@ impl Connection {
                 }
                 Ok(Self::ready(
                     service,
-                    Session::without_process(
-                        asks,
-                        shared,
-                        ended,
-                        call_timeout,
-                        spec.secrets.clone(),
-                    ),
+                    Session {
+                        refused,
+                        ..Session::without_process(
+                            asks,
+                            shared,
+                            ended,
+                            call_timeout,
+                            spec.secrets.clone(),
+                        )
+                    },
                 ))
             }
         }
@@ -1003,6 +1016,7 @@ impl Connection {
             details,
             call_timeout: session.call_timeout,
             secrets: session.secrets,
+            refused: session.refused,
             tools_fresh_for: Mutex::new(None),
         }
     }
@@ -1014,7 +1028,15 @@ impl Connection {
 
     /// An error as it may leave the crate: no secret of this server in its text.
     fn hide(&self, error: impl Into<McpError>) -> McpError {
-        match error.into() {
+        let error = error.into();
+        // rmcp's error for a request whose redirect was refused says only that sending
+        // failed (or that the connection closed): the reason is the redirect policy's.
+        if matches!(error, McpError::Closed | McpError::Other(_))
+            && let Some(refusal) = self.refused.take()
+        {
+            return McpError::Other(refusal.to_string());
+        }
+        match error {
             McpError::Server(message) => McpError::Server(self.secrets.text(&message)),
             McpError::Other(message) => McpError::Other(self.secrets.text(&message)),
             other => other,

@@ -303,7 +303,8 @@ export function openMedia(media: MediaRef): Promise<void> {
 
 /**
  * The view of the call `call` (Conduit's id) in `conversation`, opened under a new token;
- * or why there is none. The host decides whether it ran that call, and on which tool.
+ * or why there is none. The host decides whether it ran that call, and on which server
+ * and tool; the page only names it.
  */
 export function openAppView(call: string, conversation: string | null): Promise<ViewLookup> {
   return invoke<ViewLookup>("open_app_view", { call, conversation });
