@@ -517,29 +517,23 @@ impl ClientHandler for Handler {
 }
 
 /// Redirects an HTTP server's connection follows at most (within its own origin).
-const MAX_REDIRECTS: usize = 10;
-
-/// The HTTP client of one server's connection. It follows a redirect only within the
-/// server's own origin (scheme, host and port): one elsewhere would carry the entry's
-/// headers (all but `Authorization`, which reqwest drops) and, on a 307 or 308, the
-/// request itself (a tool call's arguments) to a host the user never named. A redirect
-/// it refuses is kept in `refused`, for the connection's error.
+/// The HTTP client of one server's connection, on the process's one TLS context. It
+/// follows a redirect only within the server's own origin (scheme, host and port): one
+/// elsewhere would carry the entry's headers (all but `Authorization`, which reqwest
+/// drops) and, on a 307 or 308, the request itself (a tool call's arguments) to a host the
+/// user never named. A redirect it refuses is kept in `refused`, for the connection's error.
 fn http_client(refused: &RefusedRedirects) -> Result<reqwest::Client, StartError> {
     let refused = refused.clone();
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::custom(move |attempt| {
-            let Some(first) = attempt.previous().first() else {
-                return attempt.stop();
-            };
-            let refusal = if first.origin() != attempt.url().origin() {
-                RefusedRedirect::Elsewhere(attempt.url().origin().ascii_serialization())
-            } else if attempt.previous().len() > MAX_REDIRECTS {
-                RefusedRedirect::TooMany
-            } else {
-                return attempt.follow();
+    conduit_net::client_builder()
+        .redirect(conduit_net::same_origin_redirects(move |refusal| {
+            let refusal = match refusal {
+                conduit_net::Refused::Elsewhere(target) => {
+                    RefusedRedirect::Elsewhere(target.origin().ascii_serialization())
+                }
+                conduit_net::Refused::TooMany => RefusedRedirect::TooMany,
             };
             refused.keep(refusal.clone());
-            attempt.error(refusal)
+            refusal
         }))
         .build()
         .map_err(|e| StartError::plain(format!("its HTTP client could not be built: {e}")))
@@ -553,7 +547,7 @@ enum RefusedRedirect {
         "it redirected to another origin ({0}), and a server's redirects are followed only within its own: check the entry's URL"
     )]
     Elsewhere(String),
-    #[error("it redirected more than {MAX_REDIRECTS} times")]
+    #[error("it redirected more than {} times", conduit_net::MAX_REDIRECTS)]
     TooMany,
 }
 

@@ -358,7 +358,7 @@ impl RedirectWait for HeadlessRedirect {
     }
 
     async fn visit(self: Box<Self>, authorization_url: &str) -> Result<String, SignInError> {
-        let client = reqwest::Client::builder()
+        let client = conduit_net::client_builder()
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| SignInError::Other(e.to_string()))?;
@@ -591,7 +591,7 @@ async fn revoke(
     else {
         return Ok(false);
     };
-    let client = reqwest::Client::builder()
+    let client = conduit_net::client_builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .map_err(|e| e.to_string())?;

@@ -139,7 +139,7 @@ impl std::fmt::Debug for HttpClients {
 
 /// A client that connects within `connect_timeout` and follows only same-origin redirects.
 fn new_client(connect_timeout: Duration) -> Result<reqwest::Client, ProviderError> {
-    reqwest::Client::builder()
+    conduit_net::client_builder()
         .connect_timeout(connect_timeout)
         .redirect(same_origin_redirects())
         .build()
@@ -421,29 +421,16 @@ fn split(
     }
 }
 
-/// How many same-origin redirects one request may follow.
-const MAX_REDIRECTS: usize = 10;
-
-/// Follows redirects only within the origin (scheme, host, port) of the first request:
-/// the key headers, the extra headers and the conversation never go to another server,
-/// and an https request is never downgraded to http. Anything else is an error that
-/// names where the server pointed.
+/// Follows redirects only within the origin of the first request (`conduit_net`): the
+/// key headers, the extra headers and the conversation never go to another server, and an
+/// https request is never downgraded to http. Anything else is an error that names where
+/// the server pointed.
 fn same_origin_redirects() -> reqwest::redirect::Policy {
-    reqwest::redirect::Policy::custom(|attempt| {
-        let Some(first) = attempt.previous().first() else {
-            return attempt.stop();
-        };
-        let target = attempt.url();
-        if !same_origin(first, target) {
-            let error = CrossOriginRedirect {
-                target: without_secrets(target),
-            };
-            return attempt.error(error);
-        }
-        if attempt.previous().len() > MAX_REDIRECTS {
-            return attempt.error(TooManyRedirects);
-        }
-        attempt.follow()
+    conduit_net::same_origin_redirects(|refused| match refused {
+        conduit_net::Refused::Elsewhere(target) => RefusedRedirect::Elsewhere {
+            target: without_secrets(&target),
+        },
+        conduit_net::Refused::TooMany => RefusedRedirect::TooMany,
     })
 }
 
@@ -473,17 +460,19 @@ fn without_secrets(url: &reqwest::Url) -> String {
     shown.to_string()
 }
 
+/// A redirect the policy refused.
 #[derive(Debug, thiserror::Error)]
-#[error(
-    "the provider redirected to another origin, {target}; Conduit does not follow it so the key and the conversation stay with the configured server"
-)]
-struct CrossOriginRedirect {
-    target: String,
+enum RefusedRedirect {
+    #[error(
+        "the provider redirected to another origin, {target}; Conduit does not follow it so the key and the conversation stay with the configured server"
+    )]
+    Elsewhere { target: String },
+    #[error(
+        "the provider redirected more than {} times",
+        conduit_net::MAX_REDIRECTS
+    )]
+    TooMany,
 }
-
-#[derive(Debug, thiserror::Error)]
-#[error("the provider redirected more than {MAX_REDIRECTS} times")]
-struct TooManyRedirects;
 
 /// A sent request's response, or its failure as a typed error with the provider's message.
 async fn check(

@@ -1,0 +1,70 @@
+//! What every HTTP client of the process shares: one TLS context, and the rule that a
+//! redirect is followed only within the origin the request started at.
+//!
+//! Each reqwest client built the usual way makes its own TLS context and reads the
+//! system's CA store into it: about 0.9 MB per client here, for every MCP server over HTTP,
+//! every provider client and every sign-in. Clients built with [`client_builder`] share
+//! one, made on first use, with reqwest's own defaults (certificates and host names
+//! verified, the system's roots).
+
+use std::sync::OnceLock;
+
+/// How many same-origin redirects one request may follow.
+pub const MAX_REDIRECTS: usize = 10;
+
+/// A redirect [`same_origin_redirects`] refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
+    /// To another origin (scheme, host and port; https to http on the same host is
+    /// another origin): where the server pointed.
+    Elsewhere(reqwest::Url),
+    /// More than [`MAX_REDIRECTS`] in a row.
+    TooMany,
+}
+
+/// The process's TLS context, made once. `None` when it cannot be made (no usable
+/// OpenSSL configuration): each client then builds its own, and reqwest reports why.
+fn shared_tls() -> Option<&'static native_tls::TlsConnector> {
+    static TLS: OnceLock<Option<native_tls::TlsConnector>> = OnceLock::new();
+    TLS.get_or_init(|| native_tls::TlsConnector::new().ok())
+        .as_ref()
+}
+
+/// A reqwest client builder on the process's one TLS context.
+pub fn client_builder() -> reqwest::ClientBuilder {
+    let builder = reqwest::Client::builder();
+    match shared_tls() {
+        Some(tls) => builder.tls_backend_preconfigured(tls.clone()),
+        // reqwest builds its own context and its `build()` says why if it cannot.
+        None => builder,
+    }
+}
+
+/// A redirect policy that follows redirects only within the origin of the first
+/// request, so a key, a header or a request body never goes to a server the user did not
+/// name, and https is never downgraded. Anything else fails the request with the error
+/// `refuse` makes of it.
+pub fn same_origin_redirects<E>(
+    refuse: impl Fn(Refused) -> E + Send + Sync + 'static,
+) -> reqwest::redirect::Policy
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    reqwest::redirect::Policy::custom(move |attempt| {
+        let Some(first) = attempt.previous().first() else {
+            return attempt.stop();
+        };
+        let refusal = if first.origin() != attempt.url().origin() {
+            Refused::Elsewhere(attempt.url().clone())
+        } else if attempt.previous().len() > MAX_REDIRECTS {
+            Refused::TooMany
+        } else {
+            return attempt.follow();
+        };
+        let error = refuse(refusal);
+        attempt.error(error)
+    })
+}
+
+#[cfg(test)]
+mod tests;
