@@ -11,13 +11,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use conduit_core::agent::AgentEvent;
-use conduit_core::content::Block;
+use conduit_core::content::{Block, Message, ResultPart, Role, ToolCall, ToolResult};
 use conduit_e2e::llm_server::{Dialect, ScriptedCall, ScriptedLlm};
 use conduit_host::app::{App, SendRequest, TurnEvent, TurnSink};
 use conduit_host::app_views::{ViewCallError, ViewHandle, ViewLookup};
 use conduit_host::approval::Decision;
 use conduit_host::settings::ToolPolicy;
 use conduit_host::{Host, Paths};
+use conduit_store::MessageStatus;
 use serde_json::{Value, json};
 
 fn probe_home(llm: Option<&ScriptedLlm>) -> (tempfile::TempDir, std::path::PathBuf) {
@@ -430,5 +431,42 @@ async fn a_view_opens_only_for_a_call_the_host_ran() {
     assert!(unavailable(
         app.open_view(&refused, Some(&refused_in)).await
     ));
+
+    // A saved call whose result names a view, but with no server and tool noted (saved
+    // before Conduit kept them), opens nothing: the host never takes them from the page.
+    let store = app.host().store().unwrap();
+    let old = store.create_conversation(None, None).unwrap();
+    let call = ToolCall {
+        id: "call_old".into(),
+        wire_id: None,
+        name: "probe__show_probe".into(),
+        arguments: json!({}),
+        signature: None,
+        invalid_arguments: None,
+        origin: None,
+    };
+    let result = ToolResult {
+        call_id: call.id.clone(),
+        wire_id: None,
+        name: call.name.clone(),
+        is_error: false,
+        parts: vec![ResultPart::View {
+            uri: "ui://probe/view.html".into(),
+            structured: None,
+        }],
+    };
+    for (role, block) in [
+        (Role::Assistant, Block::ToolCall(call)),
+        (Role::Tool, Block::ToolResult(result)),
+    ] {
+        let message = Message {
+            role,
+            blocks: vec![block],
+        };
+        store
+            .add_message(&old, &message, MessageStatus::Complete)
+            .unwrap();
+    }
+    assert!(unavailable(app.open_view("call_old", Some(&old)).await));
     app.shutdown().await;
 }

@@ -220,17 +220,34 @@ async fn an_http_mcp_server_redirecting_elsewhere_is_not_followed() {
     task.abort();
 }
 
-/// A stateless MCP server (2025-11-25, plain JSON answers) with one tool, `echo`, whose
-/// calls it redirects (307) to `target`: a server that starts well and moves later.
-async fn redirects_calls(target: String) -> (String, tokio::task::JoinHandle<()>) {
+/// What [`moving_server`] sends elsewhere.
+#[derive(Clone, Copy)]
+enum Moves {
+    /// Its tool calls (307 to the target); the GET stream is refused (405).
+    Calls,
+    /// Its GET stream (307 to the target); a tool call fails with a 500.
+    GetStream,
+}
+
+/// A stateless MCP server (2025-11-25, plain JSON answers) with one tool, `echo`, that
+/// starts well and redirects `moves` to `target`.
+async fn moving_server(target: String, moves: Moves) -> (String, tokio::task::JoinHandle<()>) {
     use axum::Json;
     use serde_json::{Value, json};
     let app = Router::new().fallback(move |uri: Uri, body: axum::body::Bytes| {
         let target = target.clone();
         async move {
+            let path = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+            let elsewhere = (
+                StatusCode::TEMPORARY_REDIRECT,
+                [(header::LOCATION, format!("{target}{path}"))],
+            );
             let Ok(request) = serde_json::from_slice::<Value>(&body) else {
-                // The GET stream: this server has none.
-                return StatusCode::METHOD_NOT_ALLOWED.into_response();
+                // The GET stream.
+                return match moves {
+                    Moves::GetStream => elsewhere.into_response(),
+                    Moves::Calls => StatusCode::METHOD_NOT_ALLOWED.into_response(),
+                };
             };
             let id = request["id"].clone();
             let result = match request["method"].as_str().unwrap_or_default() {
@@ -244,37 +261,39 @@ async fn redirects_calls(target: String) -> (String, tokio::task::JoinHandle<()>
                     "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}
                 }]}),
                 "tools/call" => {
-                    let path = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
-                    return (
-                        StatusCode::TEMPORARY_REDIRECT,
-                        [(header::LOCATION, format!("{target}{path}"))],
-                    )
-                        .into_response();
+                    return match moves {
+                        Moves::Calls => elsewhere.into_response(),
+                        Moves::GetStream => {
+                            (StatusCode::INTERNAL_SERVER_ERROR, "overloaded").into_response()
+                        }
+                    };
                 }
                 _ if id.is_null() => return StatusCode::ACCEPTED.into_response(),
                 _ => json!({}),
             };
-            Json(json!({"jsonrpc": "2.0", "id": id, "result": result})).into_response()
+            // A session, as most servers of this era keep.
+            (
+                [("mcp-session-id", "mover-session")],
+                Json(json!({"jsonrpc": "2.0", "id": id, "result": result})),
+            )
+                .into_response()
         }
     });
     conduit_e2e::serve_loopback(app).await.unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_http_mcp_server_redirecting_a_call_elsewhere_says_where() {
-    let capture = ScriptedLlm::start(Vec::new()).await.unwrap();
-    let (front, task) = redirects_calls(capture.url()).await;
+/// Calls `echo` of the server at `front` with `conduit mcp call`: stdout, stderr, success.
+async fn call_echo(front: &str) -> (String, String, bool) {
     let home = tempfile::tempdir().unwrap();
-    let h = home.path().to_owned();
     let config = serde_json::json!({"mcpServers": {"mover": {
         "type": "http",
         "url": format!("{front}/mcp"),
         "headers": {"X-Api-Key": HEADER_SECRET}
     }}});
-    std::fs::write(h.join("mcp_servers.json"), config.to_string()).unwrap();
+    std::fs::write(home.path().join("mcp_servers.json"), config.to_string()).unwrap();
     let out = tokio::task::spawn_blocking(move || {
         conduit(
-            &h,
+            home.path(),
             &[
                 "mcp",
                 "call",
@@ -288,8 +307,15 @@ async fn an_http_mcp_server_redirecting_a_call_elsewhere_says_where() {
     })
     .await
     .unwrap();
-    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
-    assert!(!out.status.success(), "{stdout}");
+    (text(&out.stdout), text(&out.stderr), out.status.success())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_mcp_server_redirecting_a_call_elsewhere_says_where() {
+    let capture = ScriptedLlm::start(Vec::new()).await.unwrap();
+    let (front, task) = moving_server(capture.url(), Moves::Calls).await;
+    let (stdout, stderr, succeeded) = call_echo(&front).await;
+    assert!(!succeeded, "{stdout}");
     assert!(
         capture.requests().is_empty(),
         "the call followed the redirect: {:?}",
@@ -303,6 +329,21 @@ async fn an_http_mcp_server_redirecting_a_call_elsewhere_says_where() {
         "the error must say which redirect was not followed: {stderr}"
     );
     assert!(!format!("{stdout}{stderr}").contains(HEADER_SECRET));
+    task.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_redirect_is_not_blamed_for_another_failure() {
+    // The GET stream's redirect is refused first; the call then fails for its own reason.
+    let capture = ScriptedLlm::start(Vec::new()).await.unwrap();
+    let (front, task) = moving_server(capture.url(), Moves::GetStream).await;
+    let (stdout, stderr, succeeded) = call_echo(&front).await;
+    assert!(!succeeded, "{stdout}");
+    assert!(capture.requests().is_empty(), "{:?}", capture.requests());
+    assert!(
+        stderr.contains("mover") && !stderr.contains("redirect"),
+        "a 500 was reported as the GET stream's redirect: {stderr}"
+    );
     task.abort();
 }
 

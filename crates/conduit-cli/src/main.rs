@@ -109,13 +109,18 @@ fn usage_error(message: impl Into<String>) -> Failure {
     }
 }
 
-/// An error and its causes, each said once: an error whose text already carries its
-/// cause's (`server "x": the server closed the connection`) does not repeat it.
+/// An error and its causes, each said once: an error whose text already ends with its
+/// cause's (`server "x": the server closed the connection`) or quotes it in brackets
+/// (`the disk is full (…)`) does not repeat it. A cause that only happens to appear
+/// inside other words is still said.
 fn said_once(error: &anyhow::Error) -> String {
     let mut text = String::new();
     for cause in error.chain() {
         let part = cause.to_string();
-        if part.is_empty() || text.contains(&part) {
+        let said = text == part
+            || text.ends_with(&format!(": {part}"))
+            || text.contains(&format!("({part})"));
+        if part.is_empty() || said {
             continue;
         }
         if !text.is_empty() {

@@ -553,6 +553,28 @@ mod tests {
     }
 
     #[test]
+    fn the_calls_that_ran_are_kept_up_to_a_bound_the_oldest_going_first() {
+        let views = AppViews::default();
+        let origin = |tool: &str| ToolOrigin {
+            server: "s".into(),
+            tool: tool.into(),
+        };
+        views.ran("call_first", origin("first"));
+        for n in 0..MAX_RAN - 1 {
+            views.ran(&format!("call_{n}"), origin("t"));
+        }
+        // Noting a call again does not make a second entry.
+        views.ran("call_0", origin("t"));
+        assert_eq!(views.ran_on("call_first"), Some(origin("first")));
+        views.ran("call_last", origin("last"));
+        assert_eq!(views.ran_on("call_first"), None, "the oldest stays");
+        assert_eq!(views.ran_on("call_0"), Some(origin("t")));
+        assert_eq!(views.ran_on("call_last"), Some(origin("last")));
+        let ran = views.ran.lock();
+        assert_eq!((ran.order.len(), ran.origins.len()), (MAX_RAN, MAX_RAN));
+    }
+
+    #[test]
     fn each_view_is_served_under_its_own_token_with_its_own_policy() {
         let views = AppViews::default();
         let a = views.remember("s", "t", view("<p>a</p>"));

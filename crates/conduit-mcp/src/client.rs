@@ -516,7 +516,6 @@ impl ClientHandler for Handler {
     }
 }
 
-/// Redirects an HTTP server's connection follows at most (within its own origin).
 /// The HTTP client of one server's connection, on the process's one TLS context. It
 /// follows a redirect only within the server's own origin (scheme, host and port): one
 /// elsewhere would carry the entry's headers (all but `Authorization`, which reqwest
@@ -580,6 +579,26 @@ impl RefusedRedirects {
             _ => error,
         }
     }
+}
+
+/// Whether a request failed because a redirect was not followed: reqwest's own words
+/// ("error following redirect") somewhere in the transport's error. A server's JSON-RPC
+/// error is its own text, never this.
+fn failed_on_redirect(error: &ServiceError) -> bool {
+    let start: &(dyn std::error::Error + 'static) = match error {
+        ServiceError::McpError(_) => return false,
+        // rmcp's send error does not name its cause as its source: look inside.
+        ServiceError::TransportSend(sent) => sent,
+        other => other,
+    };
+    let mut current = Some(start);
+    while let Some(error) = current {
+        if error.to_string().contains("redirect") {
+            return true;
+        }
+        current = error.source();
+    }
+    false
 }
 
 /// How a session starts in each era: `server/discover` and per-request metadata
@@ -907,7 +926,22 @@ impl Connection {
                     .any(|name| name.eq_ignore_ascii_case("authorization"));
                 let listen_stream = ListenStream::default();
                 let refused = RefusedRedirects::default();
-                let service = match asks.tokens.clone().filter(|_| !static_auth) {
+                // Without stored tokens the plain client does what rmcp's auth client would
+                // (the request goes out unauthenticated and a 401 asks for sign-in),
+                // without the two HTTP clients rmcp's authorization manager builds at once.
+                let vault = match asks.tokens.clone().filter(|_| !static_auth) {
+                    Some(vault) => match oauth::is_signed_in(url, &*vault).await {
+                        Ok(true) => Some(vault),
+                        Ok(false) => None,
+                        Err(e) => {
+                            return Err(StartError::plain(format!(
+                                "its sign-in could not be used: {e}"
+                            )));
+                        }
+                    },
+                    None => None,
+                };
+                let service = match vault {
                     Some(vault) => {
                         let (manager, _signed_in) =
                             oauth::manager(url, vault).await.map_err(|e| {
@@ -1020,17 +1054,16 @@ impl Connection {
         self.secrets.lines(self.stderr.lines())
     }
 
-    /// An error as it may leave the crate: no secret of this server in its text.
-    fn hide(&self, error: impl Into<McpError>) -> McpError {
-        let error = error.into();
-        // rmcp's error for a request whose redirect was refused says only that sending
-        // failed (or that the connection closed): the reason is the redirect policy's.
-        if matches!(error, McpError::Closed | McpError::Other(_))
+    /// An error as it may leave the crate: no secret of this server in its text. A
+    /// request that failed on a redirect the connection refused says where it went and
+    /// why (rmcp's error says only that sending failed or the connection closed).
+    fn hide(&self, error: ServiceError) -> McpError {
+        if failed_on_redirect(&error)
             && let Some(refusal) = self.refused.take()
         {
-            return McpError::Other(refusal.to_string());
+            return McpError::Other(self.secrets.text(&refusal.to_string()));
         }
-        match error {
+        match McpError::from(error) {
             McpError::Server(message) => McpError::Server(self.secrets.text(&message)),
             McpError::Other(message) => McpError::Other(self.secrets.text(&message)),
             other => other,

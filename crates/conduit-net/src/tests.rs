@@ -168,6 +168,7 @@ async fn the_shared_tls_context_verifies_certificates() {
     });
 
     // Two clients on the one context: both refuse the unsigned certificate.
+    assert!(shared_tls().is_some(), "no shared TLS context was made");
     for _ in 0..2 {
         let error = client_builder()
             .build()
