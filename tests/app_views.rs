@@ -53,9 +53,10 @@ fn app_at(home: &std::path::Path) -> Arc<App> {
     ))))
 }
 
-fn request(text: &str, conversation: Option<&str>) -> SendRequest {
+/// A new conversation's first message to the scripted model.
+fn request(text: &str) -> SendRequest {
     SendRequest {
-        conversation: conversation.map(str::to_owned),
+        conversation: None,
         text: text.into(),
         attachments: Vec::new(),
         provider: "scripted".into(),
@@ -114,7 +115,7 @@ async fn ran_call(
     app.set_tool_policy("probe", tool, ToolPolicy::Allow)
         .await
         .unwrap();
-    let conversation = conduit_e2e::app_turn(app, request("Show it.", None)).await;
+    let conversation = conduit_e2e::app_turn(app, request("Show it.")).await;
     let call = saved_call(app, &conversation, tool);
     (conversation, call)
 }
@@ -282,15 +283,8 @@ async fn app_only_tools_never_reach_a_model_and_a_views_context_goes_with_the_ne
     conduit_e2e::app_turn(
         &app,
         SendRequest {
-            conversation: None,
-            text: "What does it show?".into(),
-            attachments: Vec::new(),
-            provider: "scripted".into(),
-            model: None,
-            toolset: None,
-            resources: Vec::new(),
-            prompt: None,
             view_context: vec![view.token.clone()],
+            ..request("What does it show?")
         },
     )
     .await;
@@ -365,7 +359,7 @@ async fn a_view_opens_only_for_a_call_the_host_ran() {
     let sink: TurnSink = Arc::new(move |event| {
         let _ = sender.send(event);
     });
-    let started = app.send(request("Show it.", None), sink).unwrap();
+    let started = app.send(request("Show it."), sink).unwrap();
     let asked = loop {
         match next(&mut events).await {
             TurnEvent::Agent { event } => {
@@ -405,7 +399,7 @@ async fn a_view_opens_only_for_a_call_the_host_ran() {
     app.set_tool_policy("probe", "show_probe", ToolPolicy::Deny)
         .await
         .unwrap();
-    let refused_in = conduit_e2e::app_turn(&app, request("Show it again.", None)).await;
+    let refused_in = conduit_e2e::app_turn(&app, request("Show it again.")).await;
     let refused = saved_call(&app, &refused_in, "show_probe");
     assert_ne!(
         refused, asked.id,

@@ -199,10 +199,8 @@ async fn an_http_mcp_server_redirecting_elsewhere_is_not_followed() {
         capture.requests()
     );
     assert!(
-        remote.contains(&format!(
-            "it redirected to another origin ({})",
-            capture.url().trim_end_matches('/')
-        )) && remote.contains("followed only within its own: check the entry's URL"),
+        names_refused_origin(remote, &capture)
+            && remote.contains("followed only within its own: check the entry's URL"),
         "the state must say which redirect was not followed, and why: {remote}"
     );
     let everything = format!("{listed}{}", text(&out.stderr));
@@ -218,6 +216,14 @@ async fn an_http_mcp_server_redirecting_elsewhere_is_not_followed() {
     assert!(stderr.contains("remote did not start"), "{stderr}");
     assert!(capture.requests().is_empty());
     task.abort();
+}
+
+/// Whether `text` names the origin of `capture`, where a refused redirect pointed.
+fn names_refused_origin(text: &str, capture: &ScriptedLlm) -> bool {
+    text.contains(&format!(
+        "it redirected to another origin ({})",
+        capture.url().trim_end_matches('/')
+    ))
 }
 
 /// What [`moving_server`] sends elsewhere.
@@ -322,10 +328,7 @@ async fn an_http_mcp_server_redirecting_a_call_elsewhere_says_where() {
         capture.requests()
     );
     assert!(
-        stderr.contains(&format!(
-            "it redirected to another origin ({})",
-            capture.url().trim_end_matches('/')
-        )),
+        names_refused_origin(&stderr, &capture),
         "the error must say which redirect was not followed: {stderr}"
     );
     assert!(!format!("{stdout}{stderr}").contains(HEADER_SECRET));
