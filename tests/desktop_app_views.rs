@@ -288,9 +288,42 @@ async fn the_probe_view_lives_in_its_sandbox_and_follows_the_chat() {
     );
     window.shot(&shots.join("03-from-history.png")).await;
 
+    // After a restart the host knows the call from the history alone (the page names the
+    // conversation on screen): the view shows again.
+    window.session.close().await.unwrap();
+    let window = Window::start(
+        &[
+            ("CONDUIT_HOME", home.path()),
+            ("CONDUIT_TEST_CONFIRM", Path::new("yes")),
+        ],
+        WAIT,
+    )
+    .await;
+    window.model_shown("m").await;
+    window
+        .click_xpath(
+            "//ul[@aria-label='Conversation list']//button[contains(., 'Show me the probe')]",
+        )
+        .await;
+    window
+        .wait(&format!(
+            "document.querySelector('{VIEW}')?.dataset.viewStatus === 'result'"
+        ))
+        .await;
+    let restarted = report(&reports_file, "checks", 3).await;
+    assert_eq!(
+        restarted["result"]["structuredContent"]["greeting"],
+        "hello from the probe"
+    );
+    window.shot(&shots.join("03b-after-restart.png")).await;
+
     // Its server gone: a placeholder says so.
+    let torn_before = reports(&reports_file)
+        .iter()
+        .filter(|r| r["what"] == "teardown")
+        .count();
     window.click_button("New chat").await;
-    report(&reports_file, "teardown", 2).await;
+    report(&reports_file, "teardown", torn_before + 1).await;
     let tools_now = window
         .wait(r#"parseInt(document.querySelector('[aria-label="Tools offered"]')?.textContent)"#)
         .await
