@@ -547,6 +547,7 @@ async fn no_expanded_variable_or_url_query_reaches_errors_states_or_the_log() {
         "header": {"type": "http", "url": format!("{echoing}/mcp?key=${{SECRET_VAR}}"),
                    "headers": {"Authorization": "Bearer ${SECRET_VAR}"}},
         "badurl": {"type": "http", "url": "ftp://${SECRET_VAR}@example.com/mcp"},
+        "noscheme": {"type": "http", "url": "mcp.example.com/sse?key=sk-literal-4711"},
         "command": {"command": "sh",
                     "args": ["-c", "echo \"cannot use token $TOKEN\" >&2; exit 3"],
                     "env": {"TOKEN": "${SECRET_VAR}"}}
@@ -579,7 +580,10 @@ async fn no_expanded_variable_or_url_query_reaches_errors_states_or_the_log() {
         stdout.contains("cannot use token"),
         "the stderr tail is kept: {stdout}"
     );
-    assert!(stdout.contains("ftp://"), "the bad URL is named: {stdout}");
+    assert!(
+        stdout.contains("url must be an http:// or https:// URL"),
+        "the bad URL is named: {stdout}"
+    );
     let log = std::fs::read_to_string(h.join("logs/conduit.log")).unwrap();
     for (what, seen) in [("stdout", &stdout), ("stderr", &stderr), ("log", &log)] {
         assert!(
@@ -587,7 +591,7 @@ async fn no_expanded_variable_or_url_query_reaches_errors_states_or_the_log() {
             "{what} carries the value: {seen}"
         );
         assert!(
-            !seen.contains("token="),
+            !seen.contains("token=") && !seen.contains("sk-literal-4711"),
             "{what} carries a URL query: {seen}"
         );
         assert!(

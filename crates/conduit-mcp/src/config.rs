@@ -316,11 +316,15 @@ pub fn spec_of(raw: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<Serv
                 .filter(|v| *v > 0.0)
                 .ok_or("timeout must be a positive number")?;
             // Claude Desktop-style files give seconds; values over 1000 are milliseconds.
-            Some(if value > 1000.0 {
-                Duration::from_secs_f64(value / 1000.0)
+            let seconds = if value > 1000.0 {
+                value / 1000.0
             } else {
-                Duration::from_secs_f64(value)
-            })
+                value
+            };
+            Some(
+                Duration::try_from_secs_f64(seconds)
+                    .map_err(|_| "timeout is too large: give it in seconds or milliseconds")?,
+            )
         }
         Some(_) => return Err("timeout must be a number".into()),
     };
@@ -376,11 +380,15 @@ pub fn spec_of(raw: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<Serv
             let template = url.as_str().ok_or("url must be a string")?;
             let url = expand(template, env)
                 .map_err(|var| format!("url uses ${{{var}}}, which is not set"))?;
+            // The URL is not quoted: one without a scheme Conduit knows may hold a key
+            // where the redactor does not look for one.
             if !(url.starts_with("http://") || url.starts_with("https://")) || url.len() < 10 {
-                return Err(format!(
-                    "url {:?} is not an http:// or https:// URL",
-                    crate::redact::strip_url_secrets(template)
-                ));
+                return Err("url must be an http:// or https:// URL".into());
+            }
+            // A URL parser drops tabs and line breaks, so what a question shows and where
+            // Conduit connects could differ.
+            if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                return Err("url must not contain spaces, tabs or line breaks".into());
             }
             Transport::Http {
                 url,
@@ -434,6 +442,17 @@ fn url_secrets(url: &str) -> Vec<String> {
         secrets.extend(parsed.query_pairs().map(|(_, value)| value.into_owned()));
     }
     secrets
+}
+
+/// The names of the variables `text` takes values from (`${NAME}`), in order: what
+/// [`expand`] would fill in.
+pub fn variables_in(text: &str) -> Vec<String> {
+    let names = std::cell::RefCell::new(Vec::new());
+    let _ = expand(text, &|name| {
+        names.borrow_mut().push(name.to_owned());
+        Some(String::new())
+    });
+    names.into_inner()
 }
 
 /// Replaces each `${NAME}` with its value; the first unset name is the error.

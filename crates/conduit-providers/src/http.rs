@@ -545,19 +545,35 @@ pub fn error_message(body: &str) -> String {
     crate::error_body::body_message(body)
 }
 
+/// The longest wait a `retry-after` is read as.
+const LONGEST_RETRY_AFTER: Duration = Duration::from_secs(24 * 60 * 60);
+
 /// How long the provider asked to wait: `retry-after-ms`, or `retry-after` in seconds or
 /// as an HTTP date.
 pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    // A wait longer than a day (`inf`, `1e30` included) is read as a day, which the retry
+    // policy caps again; a negative one or NaN is none.
+    let wait = |seconds: f64| {
+        if seconds.is_nan() {
+            return Duration::ZERO;
+        }
+        Duration::try_from_secs_f64(seconds.clamp(0.0, LONGEST_RETRY_AFTER.as_secs_f64()))
+            .unwrap_or(LONGEST_RETRY_AFTER)
+    };
     if let Some(ms) = text("retry-after-ms").and_then(|v| v.trim().parse::<f64>().ok()) {
-        return Some(Duration::from_secs_f64(ms.max(0.0) / 1000.0));
+        return Some(wait(ms / 1000.0));
     }
     let value = text("retry-after")?.trim();
     if let Ok(seconds) = value.parse::<f64>() {
-        return Some(Duration::from_secs_f64(seconds.max(0.0)));
+        return Some(wait(seconds));
     }
     let date = httpdate::parse_http_date(value).ok()?;
-    Some(date.duration_since(now).unwrap_or(Duration::ZERO))
+    Some(
+        date.duration_since(now)
+            .unwrap_or(Duration::ZERO)
+            .min(LONGEST_RETRY_AFTER),
+    )
 }
 
 fn is_secret_header(name: &str) -> bool {
@@ -666,6 +682,29 @@ mod tests {
             whole("application/json", events).unwrap(),
             events.as_bytes()
         );
+    }
+
+    #[test]
+    fn a_retry_after_too_large_or_not_a_number_does_not_break_the_turn() {
+        let now = SystemTime::UNIX_EPOCH;
+        for (name, value, expected) in [
+            ("retry-after", "inf", LONGEST_RETRY_AFTER),
+            ("retry-after", "1e30", LONGEST_RETRY_AFTER),
+            ("retry-after-ms", "1e300", LONGEST_RETRY_AFTER),
+            ("retry-after", "NaN", Duration::ZERO),
+            ("retry-after", "-5", Duration::ZERO),
+        ] {
+            let mut headers = HeaderMap::new();
+            headers.insert(name, HeaderValue::from_static(value));
+            assert_eq!(
+                retry_after(&headers, now),
+                Some(expected),
+                "{name}: {value}"
+            );
+        }
+        // The policy still waits no longer than its cap.
+        let policy = RetryPolicy::default();
+        assert_eq!(policy.delay(1, Some(LONGEST_RETRY_AFTER)), policy.max_delay);
     }
 
     #[test]

@@ -113,7 +113,7 @@ fn claude_desktop_files_read_with_each_server_checked_alone() {
             .spec
             .clone()
             .unwrap_err()
-            .contains("ftp://nope")
+            .contains("url must be an http:// or https:// URL")
     );
     assert!(
         snapshot
@@ -473,4 +473,40 @@ fn an_entrys_roots_are_read_and_a_bad_one_fails_only_that_entry() {
     )
     .unwrap_err();
     assert!(refused.contains("roots must be an array"), "{refused}");
+}
+
+#[test]
+fn bad_timeouts_and_urls_fail_their_entry_with_a_clear_error_and_no_secret() {
+    let spec = |entry: Value| spec_of(&entry, &env);
+    // A timeout too large for a duration (it used to panic the whole read).
+    let huge = spec(serde_json::json!({"command": "x", "timeout": 1e23})).unwrap_err();
+    assert!(huge.contains("timeout is too large"), "{huge}");
+    assert!(spec(serde_json::json!({"command": "x", "timeout": 1.7e308})).is_err());
+    // A URL whose line breaks a parser drops: the question and the connection would differ.
+    let hidden = format!(
+        "https://api.githubcopilot.com{}@evil.example/mcp",
+        "\n".repeat(200)
+    );
+    let refused = spec(serde_json::json!({"url": hidden})).unwrap_err();
+    assert!(refused.contains("line breaks"), "{refused}");
+    assert!(spec(serde_json::json!({"url": "https://h.example/a b"})).is_err());
+    // A URL without a scheme Conduit knows is not quoted: it may hold a key.
+    for url in [
+        "mcp.example.com/mcp?key=LITERAL_SECRET",
+        "Https://u:LITERAL_SECRET@h.example/",
+        "wss://h.example/mcp?token=LITERAL_SECRET",
+    ] {
+        let error = spec(serde_json::json!({"url": url})).unwrap_err();
+        assert!(!error.contains("LITERAL_SECRET"), "{error}");
+        assert!(error.contains("http:// or https://"), "{error}");
+    }
+}
+
+#[test]
+fn the_variables_an_entry_takes_are_named_in_order_each_time() {
+    assert_eq!(
+        variables_in("Bearer ${A_KEY}-${B}/${A_KEY}"),
+        ["A_KEY", "B", "A_KEY"]
+    );
+    assert!(variables_in("no variables, ${ unclosed").is_empty());
 }
