@@ -193,7 +193,7 @@ pub async fn save_image(
     else {
         return Ok(None);
     };
-    tokio::fs::copy(&path, &target).await.map_err(|e| {
+    App::save_copy(path, target.clone()).await.map_err(|e| {
         CommandError::message(format!("cannot save the image to {}: {e}", target.display()))
     })?;
     tracing::info!(file = %target.display(), "saved an image");

@@ -3,6 +3,7 @@
 //! stop and approval answers that reach the running turn.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -237,6 +238,19 @@ impl App {
             .await
             .map_err(|e| conduit_core::media::MediaError::Io(e.to_string()))??;
         Ok(stored)
+    }
+
+    /// Saves a copy of the stored file `source` at `target`, a place the user chose in a
+    /// save dialog: through a new private file renamed into place, as an export is
+    /// written, so a failed save leaves no half file and a link at that name is replaced,
+    /// not followed.
+    pub async fn save_copy(source: PathBuf, target: PathBuf) -> std::io::Result<()> {
+        tokio::task::spawn_blocking(move || {
+            let bytes = std::fs::read(&source)?;
+            conduit_files::write_new_atomically(&target, &bytes, conduit_files::PRIVATE_FILE_MODE)
+        })
+        .await
+        .map_err(std::io::Error::other)?
     }
 
     /// Saves the user's message and runs the turn in the background; events go to `sink`
@@ -817,5 +831,32 @@ mod tests {
             app.host().conversations(10).unwrap().is_empty(),
             "nothing saved"
         );
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_saved_copy_replaces_a_link_at_the_chosen_name_and_is_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = dir.path().join("stored.png");
+        std::fs::write(&source, b"the image bytes").unwrap();
+        let elsewhere = dir.path().join("someone-elses-file");
+        std::fs::write(&elsewhere, b"keep me").unwrap();
+        let chosen = dir.path().join("saved.png");
+        std::os::unix::fs::symlink(&elsewhere, &chosen).unwrap();
+        App::save_copy(source.clone(), chosen.clone())
+            .await
+            .unwrap();
+        assert_eq!(std::fs::read(&elsewhere).unwrap(), b"keep me");
+        assert!(
+            !std::fs::symlink_metadata(&chosen)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(std::fs::read(&chosen).unwrap(), b"the image bytes");
+        // A source that is gone fails and writes nothing.
+        let missing = App::save_copy(dir.path().join("gone.png"), dir.path().join("out.png")).await;
+        assert!(missing.is_err());
+        assert!(!dir.path().join("out.png").exists());
     }
 }

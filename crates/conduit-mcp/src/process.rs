@@ -15,6 +15,8 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 /// How many stderr lines are kept per server.
 const STDERR_LINES: usize = 40;
+/// How much of one stderr line is kept (the rest is dropped as it arrives).
+const STDERR_LINE_BYTES: usize = 4096;
 
 /// The last lines a server wrote to stderr.
 #[derive(Debug, Clone, Default)]
@@ -77,13 +79,7 @@ pub fn spawn(
         return Err(std::io::Error::other("the server's pipes were not created"));
     };
     let tail = StderrTail::default();
-    let collector = tail.clone();
-    tokio::spawn(async move {
-        let mut lines = BufReader::new(stderr).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            collector.push(line);
-        }
-    });
+    tokio::spawn(keep_tail(stderr, tail.clone()));
     Ok((
         ServerProcess {
             child,
@@ -92,6 +88,52 @@ pub fn spawn(
         stdout,
         stdin,
     ))
+}
+
+/// Reads a server's stderr to its end, keeping the last lines in `tail`: each line cut at
+/// [`STDERR_LINE_BYTES`] (a server writing megabytes without a line break cannot grow
+/// Conduit), bytes that are not UTF-8 kept as replacement characters. The pipe is read to
+/// the end whatever comes, so a server never blocks on a full stderr.
+async fn keep_tail(stderr: impl tokio::io::AsyncRead + Unpin, tail: StderrTail) {
+    let mut reader = BufReader::new(stderr);
+    let mut line: Vec<u8> = Vec::new();
+    let mut cut = false;
+    let finish = |line: &mut Vec<u8>, cut: &mut bool| {
+        while line.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
+            line.pop();
+        }
+        let mut text = String::from_utf8_lossy(line).into_owned();
+        if *cut {
+            text.push_str(" […]");
+        }
+        line.clear();
+        *cut = false;
+        text
+    };
+    loop {
+        let chunk = match reader.fill_buf().await {
+            Ok([]) => break,
+            Ok(chunk) => chunk,
+            Err(error) => {
+                tracing::debug!(%error, "a server's stderr could not be read further");
+                break;
+            }
+        };
+        let (taken, ends_line) = match chunk.iter().position(|b| *b == b'\n') {
+            Some(end) => (end + 1, true),
+            None => (chunk.len(), false),
+        };
+        let room = STDERR_LINE_BYTES.saturating_sub(line.len());
+        line.extend_from_slice(&chunk[..taken.min(room)]);
+        cut |= taken > room && !(ends_line && taken == room + 1);
+        reader.consume(taken);
+        if ends_line {
+            tail.push(finish(&mut line, &mut cut));
+        }
+    }
+    if !line.is_empty() {
+        tail.push(finish(&mut line, &mut cut));
+    }
 }
 
 /// Variables a server gets from Conduit's environment besides PATH (the one the login
@@ -229,6 +271,40 @@ impl Drop for ServerProcess {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_servers_stderr_tail_is_bounded_and_survives_bytes_that_are_not_utf8() {
+        let mut written = b"first\r\n".to_vec();
+        written.extend(std::iter::repeat_n(b'x', 5 * 1024 * 1024));
+        written.extend(b"\nbad \xff\xfe bytes\n");
+        for n in 0..60 {
+            written.extend(format!("line {n}\n").as_bytes());
+        }
+        written.extend(b"no newline at the end");
+        let tail = StderrTail::default();
+        keep_tail(&written[..], tail.clone()).await;
+        let lines = tail.lines();
+        assert_eq!(lines.len(), STDERR_LINES);
+        assert_eq!(lines.last().unwrap(), "no newline at the end");
+        assert_eq!(lines[lines.len() - 2], "line 59");
+
+        let tail = StderrTail::default();
+        keep_tail(&written[..5 * 1024 * 1024], tail.clone()).await;
+        let lines = tail.lines();
+        assert_eq!(lines[0], "first");
+        assert_eq!(lines[1].len(), STDERR_LINE_BYTES + " […]".len());
+        assert!(lines[1].ends_with(" […]"));
+
+        let tail = StderrTail::default();
+        keep_tail(&b"bad \xff\xfe bytes\nafter\n"[..], tail.clone()).await;
+        assert_eq!(tail.lines(), ["bad \u{fffd}\u{fffd} bytes", "after"]);
+
+        // A line of exactly the kept size is whole.
+        let exact = [vec![b'y'; STDERR_LINE_BYTES], b"\n".to_vec()].concat();
+        let tail = StderrTail::default();
+        keep_tail(&exact[..], tail.clone()).await;
+        assert_eq!(tail.lines(), ["y".repeat(STDERR_LINE_BYTES)]);
+    }
 
     #[test]
     fn a_server_inherits_the_user_and_locale_but_no_keys() {

@@ -90,7 +90,7 @@ pub fn export_as(
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| media.hash.clone());
         let target_dir = out_dir.join(&media_dir_name);
-        conduit_files::ensure_private_dir(&target_dir).map_err(|e| io(&target_dir, e))?;
+        media_folder(&target_dir).map_err(|e| io(&target_dir, e))?;
         let copied = std::fs::read(&source).is_ok_and(|bytes| {
             conduit_files::write_new_atomically(
                 &target_dir.join(&name),
@@ -119,6 +119,28 @@ pub fn export_as(
     conduit_files::write_new_atomically(file, text.as_bytes(), conduit_files::PRIVATE_FILE_MODE)
         .map_err(|e| io(file, e))?;
     Ok(file.to_owned())
+}
+
+/// Makes the folder beside an export for its media, private; a folder already there (an
+/// earlier export to the same name) is used as it is, and a symbolic link never: in a
+/// shared folder another user could have planted it to lead the files, and a change of
+/// permissions, into a folder of the user's own.
+fn media_folder(dir: &Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(dir) {
+        Ok(found) if found.file_type().is_symlink() => Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "it is a symbolic link; export under another name",
+        )),
+        Ok(found) if found.is_dir() => Ok(()),
+        Ok(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::AlreadyExists,
+            "something other than a folder has that name; export under another name",
+        )),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            conduit_files::create_private_dir(dir)
+        }
+        Err(error) => Err(error),
+    }
 }
 
 fn markdown(

@@ -7,7 +7,7 @@ use conduit_core::media::MediaStore;
 use serde_json::json;
 
 use super::*;
-use crate::export::{Format, export};
+use crate::export::{Format, export, export_as};
 
 fn open(dir: &Path) -> Store {
     Store::open(
@@ -365,6 +365,70 @@ fn export_writes_markdown_and_json_with_images_beside() {
     assert_eq!(value["conversation"]["title"], "Draw a red square");
     assert_eq!(value["messages"][1]["blocks"][3]["type"], "tool_call");
     assert_eq!(value["media"][&media.hash], image_link);
+}
+
+#[cfg(unix)]
+#[test]
+fn an_export_never_follows_a_media_folder_planted_as_a_link_and_keeps_a_real_ones_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let media = store.media().put(&png(5, 5, 3), None).unwrap();
+    let id = store.create_conversation(None, None).unwrap();
+    store
+        .add_message(
+            &id,
+            &Message {
+                role: Role::User,
+                blocks: vec![Block::Image { media }],
+            },
+            MessageStatus::Complete,
+        )
+        .unwrap();
+    // Someone planted `chat-media` in a shared folder, leading to a folder of the user's.
+    let shared = tempfile::tempdir().unwrap();
+    let users = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(users.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink(users.path(), shared.path().join("chat-media")).unwrap();
+    let refused = export_as(
+        &store,
+        &id,
+        Format::Markdown,
+        &shared.path().join("chat.md"),
+    );
+    let message = refused.unwrap_err().to_string();
+    assert!(message.contains("symbolic link"), "{message}");
+    assert_eq!(std::fs::read_dir(users.path()).unwrap().count(), 0);
+    let mode = std::fs::metadata(users.path())
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o755, "the linked folder's permissions were changed");
+    assert!(!shared.path().join("chat.md").exists());
+
+    // A real folder of that name (an earlier export) is used as it is.
+    let earlier = shared.path().join("again-media");
+    std::fs::create_dir(&earlier).unwrap();
+    std::fs::set_permissions(&earlier, std::fs::Permissions::from_mode(0o750)).unwrap();
+    export_as(
+        &store,
+        &id,
+        Format::Markdown,
+        &shared.path().join("again.md"),
+    )
+    .unwrap();
+    assert_eq!(std::fs::read_dir(&earlier).unwrap().count(), 1);
+    let mode = std::fs::metadata(&earlier).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o750);
+    // A new one is private.
+    export_as(&store, &id, Format::Markdown, &shared.path().join("new.md")).unwrap();
+    let mode = std::fs::metadata(shared.path().join("new-media"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o700);
 }
 
 #[test]
