@@ -851,7 +851,16 @@ pub fn read_import_file(path: &Path) -> Result<String, ImportFileError> {
         Err(e) => return Err(io(e)),
     };
     check(&metadata)?;
-    let file = std::fs::File::open(path).map_err(io)?;
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    // A FIFO swapped in since the check would block the open until a writer came: open
+    // without waiting, then check what was opened.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    let file = options.open(path).map_err(io)?;
     // The file may have been swapped since: check what was opened.
     check(&file.metadata().map_err(io)?)?;
     let mut bytes = Vec::new();
