@@ -125,14 +125,11 @@ async fn the_probe_view_lives_in_its_sandbox_and_follows_the_chat() {
     let shots = artifacts_dir("desktop-app-views");
     // View calls of the probe's app-only tools are "ask": answered yes for this test (the
     // native dialog itself is driven in the examples' test).
-    let window = Window::start(
-        &[
-            ("CONDUIT_HOME", home.path()),
-            ("CONDUIT_TEST_CONFIRM", Path::new("yes")),
-        ],
-        WAIT,
-    )
-    .await;
+    let env = [
+        ("CONDUIT_HOME", home.path()),
+        ("CONDUIT_TEST_CONFIRM", Path::new("yes")),
+    ];
+    let window = Window::start(&env, WAIT).await;
     window.model_shown("m").await;
     window.send("Show me the probe").await;
     window.allow_call("show_probe").await;
@@ -291,14 +288,7 @@ async fn the_probe_view_lives_in_its_sandbox_and_follows_the_chat() {
     // After a restart the host knows the call from the history alone (the page names the
     // conversation on screen): the view shows again.
     window.session.close().await.unwrap();
-    let window = Window::start(
-        &[
-            ("CONDUIT_HOME", home.path()),
-            ("CONDUIT_TEST_CONFIRM", Path::new("yes")),
-        ],
-        WAIT,
-    )
-    .await;
+    let window = Window::start(&env, WAIT).await;
     window.model_shown("m").await;
     window
         .click_xpath(

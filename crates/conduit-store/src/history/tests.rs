@@ -375,15 +375,12 @@ fn an_export_never_follows_a_media_folder_planted_as_a_link_and_keeps_a_real_one
     let store = open(dir.path());
     let media = store.media().put(&png(5, 5, 3), None).unwrap();
     let id = store.create_conversation(None, None).unwrap();
+    let message = Message {
+        role: Role::User,
+        blocks: vec![Block::Image { media }],
+    };
     store
-        .add_message(
-            &id,
-            &Message {
-                role: Role::User,
-                blocks: vec![Block::Image { media }],
-            },
-            MessageStatus::Complete,
-        )
+        .add_message(&id, &message, MessageStatus::Complete)
         .unwrap();
     // Someone planted `chat-media` in a shared folder, leading to a folder of the user's.
     let shared = tempfile::tempdir().unwrap();
