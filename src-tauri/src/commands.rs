@@ -531,7 +531,7 @@ pub async fn reveal_mcp_file(
     let engine = state.app.clone();
     let confirmer = state.confirmer;
     blocking(move || {
-        let question = "Show the secret values (env and headers) of the mcpServers file in the settings window?";
+        let question = "Show the secret values (env and headers, sign-in client secrets, and the user names and query values of URLs) of the mcpServers file in the settings window?";
         if !confirmer.ask(&app, question, "Show") {
             return Err(CommandError::message("the secret values stay hidden"));
         }

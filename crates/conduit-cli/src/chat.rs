@@ -126,8 +126,12 @@ pub struct ChatArgs {
 pub async fn run(host: Arc<Host>, args: ChatArgs) -> Result<u8, Failure> {
     let provider = args.with.choice()?;
     let read_timeout = match args.read_timeout {
-        Some(s) if s.is_finite() && s > 0.0 => Some(Duration::from_secs_f64(s)),
-        Some(_) => return Err(usage_error("--read-timeout must be a positive number")),
+        Some(s) if s.is_finite() && s > 0.0 && s <= 86_400.0 => Some(Duration::from_secs_f64(s)),
+        Some(_) => {
+            return Err(usage_error(
+                "--read-timeout must be a positive number of seconds, at most 86400",
+            ));
+        }
         None => None,
     };
     // A server's sampling request runs on the chat's own provider and model.

@@ -144,7 +144,10 @@ impl Host {
             .ok()
             .and_then(|s| s.parse::<f64>().ok())
             .filter(|s| s.is_finite() && *s > 0.0)
-            .map_or(DEFAULT_START_TIMEOUT, Duration::from_secs_f64)
+            // At most a day: longer is a mistake, and past what a deadline can count to.
+            .map_or(DEFAULT_START_TIMEOUT, |s| {
+                Duration::from_secs_f64(s.min(86_400.0))
+            })
     }
 
     /// `server`'s tools joined with the settings: whether each is offered to models, the

@@ -46,6 +46,8 @@ pub enum Launch {
         /// The variables of Conduit's own environment whose values would be sent
         /// (`${NAME}` in its URL, headers or sign-in client secret).
         variables: Vec<String>,
+        /// It gives a sign-in client secret to its authorization server.
+        client_secret: bool,
     },
 }
 
@@ -59,7 +61,9 @@ struct LaunchSpec<'a> {
     cwd: Option<&'a Value>,
     url: Option<&'a Value>,
     headers: Option<&'a Value>,
-    oauth: Option<&'a Value>,
+    /// Only the secret of the sign-in settings: a client id, scopes or metadata URL send
+    /// nothing of the user's (and the sign-in flow writes a client id without asking).
+    client_secret: Option<&'a Value>,
 }
 
 fn launch_spec(entry: &Value) -> Option<LaunchSpec<'_>> {
@@ -75,7 +79,9 @@ fn launch_spec(entry: &Value) -> Option<LaunchSpec<'_>> {
         cwd: object.get("cwd"),
         url: object.get("url"),
         headers: object.get("headers"),
-        oauth: object.get("oauth"),
+        client_secret: object
+            .get("oauth")
+            .and_then(|oauth| oauth.get("clientSecret")),
     })
 }
 
@@ -126,6 +132,11 @@ fn values(value: Option<&Value>) -> impl Iterator<Item = &Value> {
 /// it names a user before the host (`https://trusted.example@other.example/` leads to
 /// `other.example`).
 fn host_of(url: &str) -> String {
+    let address = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let address = address.split(['/', '?', '#']).next().unwrap_or_default();
+    if address.contains("${") {
+        return "set by a variable of Conduit's environment (named below)".to_owned();
+    }
     match url::Url::parse(url) {
         Ok(parsed) => {
             let host = parsed.host_str().unwrap_or("(none)");
@@ -145,8 +156,8 @@ fn host_of(url: &str) -> String {
 
 /// The servers of `new` that would start or connect differently than in `old`: new
 /// enabled entries, entries enabled again, and entries whose command, arguments,
-/// environment, working folder, type, URL, headers or sign-in settings changed. Removals
-/// and disabling need nothing.
+/// environment, working folder, type, URL, headers or sign-in client secret changed.
+/// Removals and disabling need nothing.
 pub fn launches_to_confirm(old: &Map<String, Value>, new: &Map<String, Value>) -> Vec<Launch> {
     new.iter()
         .filter_map(|(name, entry)| {
@@ -164,21 +175,19 @@ pub fn launches_to_confirm(old: &Map<String, Value>, new: &Map<String, Value>) -
                     cwd: text(spec.cwd),
                     variables: variables(values(spec.env)),
                 },
-                (None, Some(url)) => {
-                    let client_secret = spec.oauth.and_then(|o| o.get("clientSecret"));
-                    Launch::Remote {
-                        server: name.clone(),
-                        host: host_of(&url),
-                        header_names: keys(spec.headers),
-                        variables: variables(
-                            spec.url
-                                .into_iter()
-                                .chain(values(spec.headers))
-                                .chain(client_secret),
-                        ),
-                        url,
-                    }
-                }
+                (None, Some(url)) => Launch::Remote {
+                    server: name.clone(),
+                    host: host_of(&url),
+                    header_names: keys(spec.headers),
+                    variables: variables(
+                        spec.url
+                            .into_iter()
+                            .chain(values(spec.headers))
+                            .chain(spec.client_secret),
+                    ),
+                    client_secret: spec.client_secret.is_some(),
+                    url,
+                },
                 // Neither a command nor a URL: the entry cannot start; the file's own
                 // check says why.
                 (None, None) => return None,
@@ -245,12 +254,16 @@ pub fn confirmation_text(launches: &[Launch]) -> String {
                 host,
                 header_names,
                 variables,
+                client_secret,
             } => {
                 text.push_str(&format!(
                     "\nServer {server:?} will connect to:\n  {url:?}\nthat is, to the host: {host}\n"
                 ));
                 if !header_names.is_empty() {
                     text.push_str(&format!("sending the headers: {}\n", quoted(header_names)));
+                }
+                if *client_secret {
+                    text.push_str("giving a sign-in client secret to its authorization server\n");
                 }
                 if !variables.is_empty() {
                     text.push_str(&given(variables));
@@ -821,7 +834,8 @@ pub enum ImportFileError {
 
 /// The text of a config file to import from: a regular file (a symlink counts as its
 /// target) of at most 1 MiB. Folders, devices and pipes are refused before they are
-/// opened, so reading never blocks.
+/// opened; the file is opened without waiting and what was opened is checked again, so
+/// one swapped in between never blocks the read.
 pub fn read_import_file(path: &Path) -> Result<String, ImportFileError> {
     let shown = path.display().to_string();
     let io = |source: std::io::Error| ImportFileError::Io {
@@ -928,6 +942,7 @@ mod tests {
                     host: "attacker.example".into(),
                     header_names: vec![],
                     variables: vec![],
+                    client_secret: false,
                 },
                 Launch::Stdio {
                     server: "off".into(),
@@ -995,9 +1010,30 @@ mod tests {
         ] {
             assert!(text.contains(expected), "{expected} not in: {text}");
         }
+        assert!(text.contains("giving a sign-in client secret"), "{text}");
+        assert!(
+            text.contains("to the host: set by a variable of Conduit's environment"),
+            "{text}"
+        );
         let mut signed_in_again = new.clone();
         signed_in_again["signed"]["oauth"]["clientSecret"] = json!("literal");
         assert_eq!(launches_to_confirm(&new, &signed_in_again).len(), 1);
+        // A client id the sign-in flow writes sends nothing: not asked.
+        let mut with_client_id = new.clone();
+        with_client_id["weather"]["oauth"] = json!({"clientId": "conduit"});
+        assert_eq!(launches_to_confirm(&new, &with_client_id), vec![]);
+        // A header value changed alone asks; so does a header changed while the entry
+        // was off, when it is enabled.
+        let mut header_value = new.clone();
+        header_value["weather"]["headers"]["X-Client"] = json!("c-${OPENAI_API_KEY}");
+        assert_eq!(launches_to_confirm(&new, &header_value).len(), 1);
+        let mut off = new.clone();
+        off["weather"]["disabled"] = json!(true);
+        off["weather"]["headers"]["X-Client"] = json!("other");
+        assert_eq!(launches_to_confirm(&new, &off), vec![]);
+        let mut on_again = off.clone();
+        on_again["weather"]["disabled"] = json!(false);
+        assert_eq!(launches_to_confirm(&off, &on_again).len(), 1);
 
         // The host a URL parser reads is shown, whatever the text looks like first.
         let tricked = servers(json!({
@@ -1030,6 +1066,13 @@ mod tests {
         let mut moved = masked.clone();
         moved["url"] = json!("https://other.example/mcp");
         assert!(unmask_entry("srv", moved, Some(&stored)).is_err());
+        // A mask moved into the client id or the scopes finds nothing to keep.
+        let mut into_id = masked.clone();
+        into_id["oauth"]["clientId"] = json!(MASKED);
+        assert!(unmask_entry("srv", into_id, Some(&stored)).is_err());
+        let mut into_scopes = masked.clone();
+        into_scopes["oauth"]["scopes"] = json!([MASKED]);
+        assert!(unmask_entry("srv", into_scopes, Some(&stored)).is_err());
         // The raw editor's text: masked, and kept on the way back.
         let file = json!({"mcpServers": {"srv": stored}}).to_string();
         let text = mask_text(&file);
@@ -1038,6 +1081,8 @@ mod tests {
             "{text}"
         );
         assert_eq!(unmask_text(&text, &file).unwrap(), file);
+        let into_id = text.replace("\"conduit-app\"", &format!("\"{MASKED}\""));
+        assert!(unmask_text(&into_id, &file).is_err());
     }
 
     #[test]

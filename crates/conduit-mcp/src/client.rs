@@ -822,13 +822,15 @@ impl Connection {
                 env,
                 cwd,
             } => {
-                let (mut process, stdout, stdin) = process::spawn(command, args, env, cwd.as_ref())
-                    .map_err(|e| {
-                        StartError::plain(format!(
-                            "could not start {command:?}: {}",
-                            spawn_message(command, &e)
-                        ))
-                    })?;
+                let (mut process, stdout, stdin) =
+                    process::spawn(command, args, env, cwd.as_ref(), &spec.secrets).map_err(
+                        |e| {
+                            StartError::plain(format!(
+                                "could not start {command:?}: {}",
+                                spawn_message(command, &e)
+                            ))
+                        },
+                    )?;
                 let stderr = process.stderr.clone();
                 // Large messages reach rmcp through the spill pump (see `spill`), so a
                 // 100 MB tool output is parsed once; rmcp's own 16 MiB cap is raised for

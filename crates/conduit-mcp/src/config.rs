@@ -276,6 +276,9 @@ fn entries(document: &Value, env: &dyn Fn(&str) -> Option<String>) -> Vec<Server
         .collect()
 }
 
+/// The longest `timeout` an entry may give.
+const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
+
 /// Checks one entry and expands `${VAR}` in `env`, `url` and `headers`.
 pub fn spec_of(raw: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<ServerSpec, String> {
     let home = env("HOME").map(PathBuf::from);
@@ -321,10 +324,12 @@ pub fn spec_of(raw: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<Serv
             } else {
                 value
             };
-            Some(
-                Duration::try_from_secs_f64(seconds)
-                    .map_err(|_| "timeout is too large: give it in seconds or milliseconds")?,
-            )
+            // Longer than a day is a mistake, and too long for the clock a call's
+            // deadline is counted on.
+            if seconds > MAX_TIMEOUT.as_secs_f64() {
+                return Err("timeout is too large: at most a day (86400 seconds)".into());
+            }
+            Some(Duration::from_secs_f64(seconds))
         }
         Some(_) => return Err("timeout must be a number".into()),
     };

@@ -42,12 +42,14 @@ pub struct ServerProcess {
     pub stderr: StderrTail,
 }
 
-/// Starts `command`: stdin/stdout piped for MCP, stderr collected, own process group.
+/// Starts `command`: stdin/stdout piped for MCP, stderr collected (with `secrets`
+/// hidden in each line before it is cut), own process group.
 pub fn spawn(
     command: &str,
     args: &[String],
     env: &BTreeMap<String, String>,
     cwd: Option<&PathBuf>,
+    secrets: &crate::redact::Redactor,
 ) -> std::io::Result<(ServerProcess, ChildStdout, ChildStdin)> {
     // Found as the login shell finds it, also when Conduit started from a desktop menu.
     let path = crate::shell_path::login_path();
@@ -79,7 +81,7 @@ pub fn spawn(
         return Err(std::io::Error::other("the server's pipes were not created"));
     };
     let tail = StderrTail::default();
-    tokio::spawn(keep_tail(stderr, tail.clone()));
+    tokio::spawn(keep_tail(stderr, tail.clone(), secrets.clone()));
     Ok((
         ServerProcess {
             child,
@@ -92,9 +94,16 @@ pub fn spawn(
 
 /// Reads a server's stderr to its end, keeping the last lines in `tail`: each line cut at
 /// [`STDERR_LINE_BYTES`] (a server writing megabytes without a line break cannot grow
-/// Conduit), bytes that are not UTF-8 kept as replacement characters. The pipe is read to
-/// the end whatever comes, so a server never blocks on a full stderr.
-async fn keep_tail(stderr: impl tokio::io::AsyncRead + Unpin, tail: StderrTail) {
+/// Conduit), bytes that are not UTF-8 kept as replacement characters. A line's `secrets`
+/// are hidden before it is cut (a secret cut in two would no longer be found whole). The
+/// pipe is read to the end whatever comes, so a server never blocks on a full stderr.
+async fn keep_tail(
+    stderr: impl tokio::io::AsyncRead + Unpin,
+    tail: StderrTail,
+    secrets: crate::redact::Redactor,
+) {
+    // Room for a secret that starts just before the cut.
+    let kept = STDERR_LINE_BYTES + secrets.longest();
     let mut reader = BufReader::new(stderr);
     let mut line: Vec<u8> = Vec::new();
     let mut cut = false;
@@ -102,7 +111,15 @@ async fn keep_tail(stderr: impl tokio::io::AsyncRead + Unpin, tail: StderrTail) 
         while line.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
             line.pop();
         }
-        let mut text = String::from_utf8_lossy(line).into_owned();
+        let mut text = secrets.text(&String::from_utf8_lossy(line));
+        if text.len() > STDERR_LINE_BYTES {
+            let mut end = STDERR_LINE_BYTES;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            text.truncate(end);
+            *cut = true;
+        }
         if *cut {
             text.push_str(" […]");
         }
@@ -123,9 +140,12 @@ async fn keep_tail(stderr: impl tokio::io::AsyncRead + Unpin, tail: StderrTail) 
             Some(end) => (end + 1, true),
             None => (chunk.len(), false),
         };
-        let room = STDERR_LINE_BYTES.saturating_sub(line.len());
+        let room = kept.saturating_sub(line.len());
         line.extend_from_slice(&chunk[..taken.min(room)]);
-        cut |= taken > room && !(ends_line && taken == room + 1);
+        // Cut only when something other than the line's end was dropped.
+        cut |= chunk[taken.min(room)..taken]
+            .iter()
+            .any(|b| *b != b'\n' && *b != b'\r');
         reader.consume(taken);
         if ends_line {
             tail.push(finish(&mut line, &mut cut));
@@ -282,28 +302,54 @@ mod tests {
         }
         written.extend(b"no newline at the end");
         let tail = StderrTail::default();
-        keep_tail(&written[..], tail.clone()).await;
+        keep_tail(&written[..], tail.clone(), Default::default()).await;
         let lines = tail.lines();
         assert_eq!(lines.len(), STDERR_LINES);
         assert_eq!(lines.last().unwrap(), "no newline at the end");
         assert_eq!(lines[lines.len() - 2], "line 59");
 
         let tail = StderrTail::default();
-        keep_tail(&written[..5 * 1024 * 1024], tail.clone()).await;
+        keep_tail(
+            &written[..5 * 1024 * 1024],
+            tail.clone(),
+            Default::default(),
+        )
+        .await;
         let lines = tail.lines();
         assert_eq!(lines[0], "first");
         assert_eq!(lines[1].len(), STDERR_LINE_BYTES + " […]".len());
         assert!(lines[1].ends_with(" […]"));
 
         let tail = StderrTail::default();
-        keep_tail(&b"bad \xff\xfe bytes\nafter\n"[..], tail.clone()).await;
+        keep_tail(
+            &b"bad \xff\xfe bytes\nafter\n"[..],
+            tail.clone(),
+            Default::default(),
+        )
+        .await;
         assert_eq!(tail.lines(), ["bad \u{fffd}\u{fffd} bytes", "after"]);
 
         // A line of exactly the kept size is whole.
         let exact = [vec![b'y'; STDERR_LINE_BYTES], b"\n".to_vec()].concat();
         let tail = StderrTail::default();
-        keep_tail(&exact[..], tail.clone()).await;
+        keep_tail(&exact[..], tail.clone(), Default::default()).await;
         assert_eq!(tail.lines(), ["y".repeat(STDERR_LINE_BYTES)]);
+        let exact_crlf = [vec![b'y'; STDERR_LINE_BYTES], b"\r\n".to_vec()].concat();
+        let tail = StderrTail::default();
+        keep_tail(&exact_crlf[..], tail.clone(), Default::default()).await;
+        assert_eq!(tail.lines(), ["y".repeat(STDERR_LINE_BYTES)]);
+
+        // A secret across the cut is hidden whole, not left half there.
+        let secret = "sk-secret-value-4711";
+        let mut long = vec![b'z'; STDERR_LINE_BYTES - 6];
+        long.extend(secret.as_bytes());
+        long.extend(vec![b'z'; 100]);
+        long.push(b'\n');
+        let tail = StderrTail::default();
+        let secrets = crate::redact::Redactor::new([secret.to_owned()]);
+        keep_tail(&long[..], tail.clone(), secrets).await;
+        let line = &tail.lines()[0];
+        assert!(!line.contains("sk-sec") && line.ends_with(" […]"), "{line}");
     }
 
     #[test]

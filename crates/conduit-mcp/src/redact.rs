@@ -45,6 +45,11 @@ impl Redactor {
         strip_url_secrets(&out)
     }
 
+    /// The length in bytes of the longest secret value (0 without any).
+    pub fn longest(&self) -> usize {
+        self.values.first().map_or(0, String::len)
+    }
+
     /// Each line through [`Redactor::text`].
     pub fn lines(&self, lines: Vec<String>) -> Vec<String> {
         lines.iter().map(|line| self.text(line)).collect()

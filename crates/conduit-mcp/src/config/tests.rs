@@ -482,6 +482,9 @@ fn bad_timeouts_and_urls_fail_their_entry_with_a_clear_error_and_no_secret() {
     let huge = spec(serde_json::json!({"command": "x", "timeout": 1e23})).unwrap_err();
     assert!(huge.contains("timeout is too large"), "{huge}");
     assert!(spec(serde_json::json!({"command": "x", "timeout": 1.7e308})).is_err());
+    // Within a duration but past what a call's deadline can be counted to.
+    assert!(spec(serde_json::json!({"command": "x", "timeout": 1e22})).is_err());
+    assert!(spec(serde_json::json!({"command": "x", "timeout": 90_000})).is_ok());
     // A URL whose line breaks a parser drops: the question and the connection would differ.
     let hidden = format!(
         "https://api.githubcopilot.com{}@evil.example/mcp",
