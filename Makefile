@@ -75,7 +75,7 @@ bench: setup-test build ## Benchmarks: streaming, history, media, MCP (release);
 	$(XVFB) $(CARGO) test --locked --workspace --test desktop_bench -- --ignored --nocapture
 	$(MAKE) --no-print-directory bench-footprint bench-soak
 
-bench-footprint: ## Start time, idle memory and binary sizes beside a bare Tauri window (release builds)
+bench-footprint: ## Start time, idle memory and binary sizes beside a bare Tauri window; the CLI with MCP servers over HTTP (release builds)
 	$(XVFB) $(CARGO) test --locked --workspace --test desktop_footprint -- --ignored --nocapture
 
 bench-soak: ## 1,000 turns with a tool image each in one window: memory every 100 turns (release build)

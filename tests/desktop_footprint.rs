@@ -6,7 +6,9 @@
 //! connected (their own processes counted apart); and the bare window showing Conduit's
 //! built page with no engine behind it (`bare-window-page`), which tells the page's share
 //! of the difference from the engine's. Ratios matter, not absolute times: all run in the
-//! same session on the same machine.
+//! same session on the same machine. And the `conduit` CLI reaching MCP servers over HTTP
+//! (`conduit mcp list` against a loopback `conduit mcp serve --http`): its peak memory
+//! and time with 0 to 10 servers, signed in by a header or waiting for sign-in.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -209,6 +211,121 @@ fn footprint_beside_a_bare_tauri_window() {
             "binaries": {"conduit-desktop": size(&desktop), "bare-window": size(&bare), "conduit": size(&cli)},
         }))
         .unwrap(),
+    )
+    .unwrap();
+}
+
+/// Runs `conduit` with `args` under `home` to its end: its peak resident memory (bytes,
+/// from `wait4`, which std's `Child` does not expose) and how long it took.
+// The child is reaped by wait4, which clippy cannot see.
+#[allow(unsafe_code, clippy::zombie_processes)]
+fn peak_of(cli: &Path, home: &Path, args: &[&str]) -> (u64, Duration) {
+    let started = Instant::now();
+    let child = std::process::Command::new(cli)
+        .args(args)
+        .env("CONDUIT_HOME", home)
+        .env("CONDUIT_SECRET_STORE", "file")
+        .env_remove("CONDUIT_MCP_CONFIG")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    let mut status = 0;
+    // SAFETY: an all-zero `rusage` is a valid value for wait4 to fill in.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `pid` is this process's own child, not yet waited for; both pointers are to
+    // live locals.
+    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    let took = started.elapsed();
+    assert_eq!(waited, pid, "wait4 failed");
+    // Linux gives ru_maxrss in kilobytes.
+    (u64::try_from(usage.ru_maxrss).unwrap() * 1024, took)
+}
+
+#[test]
+#[ignore = "a benchmark: run by `make bench`"]
+fn the_cli_reaching_mcp_servers_over_http() {
+    let cli = release_binary("conduit");
+    // The server: Conduit's own, on loopback, with its token.
+    let served_home = tempfile::tempdir().unwrap();
+    let mut server = std::process::Command::new(&cli)
+        .args(["mcp", "serve", "--http", "127.0.0.1:0"])
+        .env("CONDUIT_HOME", served_home.path())
+        .env("CONDUIT_SECRET_STORE", "file")
+        .env_remove("CONDUIT_MCP_CONFIG")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(server.stdout.take().unwrap()));
+    let url = lines
+        .next()
+        .unwrap()
+        .unwrap()
+        .strip_prefix("Serving MCP at ")
+        .expect("the server says where it listens")
+        .to_owned();
+    let token = lines
+        .nth(1)
+        .expect("a new server shows its token once")
+        .unwrap();
+
+    let home = tempfile::tempdir().unwrap();
+    let configs = [
+        ("no servers", 0, true),
+        ("1 over HTTP", 1, true),
+        ("5 over HTTP", 5, true),
+        ("10 over HTTP", 10, true),
+        ("10 waiting for sign-in", 10, false),
+    ];
+    println!(
+        "`conduit mcp list` against `conduit mcp serve --http` on loopback (release build; median of {RUNS} runs)"
+    );
+    println!("| {:<24} | {:>9} | {:>8} |", "", "peak RSS", "time");
+    println!("| --- | ---: | ---: |");
+    let mut report = Vec::new();
+    for (name, count, with_token) in configs {
+        let servers: serde_json::Map<String, serde_json::Value> = (0..count)
+            .map(|n| {
+                let entry = if with_token {
+                    json!({"type": "http", "url": url, "headers": {"Authorization": format!("Bearer {token}")}})
+                } else {
+                    // A URL of its own each: tokens are kept by URL.
+                    json!({"type": "http", "url": format!("{url}?n={n}")})
+                };
+                (format!("s{n}"), entry)
+            })
+            .collect();
+        let file = home
+            .path()
+            .join(format!("servers-{count}-{with_token}.json"));
+        std::fs::write(&file, json!({"mcpServers": servers}).to_string()).unwrap();
+        let file = file.to_string_lossy().into_owned();
+        let mut runs: Vec<(u64, Duration)> = (0..RUNS)
+            .map(|_| peak_of(&cli, home.path(), &["mcp", "list", "--mcp-config", &file]))
+            .collect();
+        runs.sort();
+        let (peak, _) = runs[RUNS / 2];
+        let mut times: Vec<Duration> = runs.iter().map(|(_, t)| *t).collect();
+        times.sort();
+        let took = times[RUNS / 2];
+        println!(
+            "| {name:<24} | {:>6.1} MB | {:>5.2} s |",
+            mb(peak),
+            took.as_secs_f64()
+        );
+        report.push(json!({"name": name, "peak_rss": peak, "seconds": took.as_secs_f64()}));
+    }
+    let _ = server.kill();
+    let _ = server.wait();
+    let out = artifacts_dir("bench");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(
+        out.join("cli_http_servers.json"),
+        serde_json::to_string_pretty(&report).unwrap(),
     )
     .unwrap();
 }
