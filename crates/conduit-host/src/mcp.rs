@@ -565,6 +565,11 @@ impl Host {
                 Edit::Replace { .. } => {}
             }
         }
+        // Every edit is checked before the user is asked, so a yes is never followed by a
+        // refusal (and an import of several entries writes none when one is bad).
+        for edit in &edits {
+            config::check_edit(&snapshot.path, edit)?;
+        }
         self.confirm_launches(old, &new, confirm)?;
         let mut current = None;
         for edit in edits {
@@ -917,6 +922,38 @@ mod tests {
             .unwrap();
         assert!(removed.servers.is_empty());
         assert_eq!(asked.questions().len(), 4);
+    }
+
+    #[test]
+    fn a_bad_entry_is_refused_before_anyone_is_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = host(dir.path());
+        let file = dir.path().join("mcp_servers.json");
+        let before = r#"{"mcpServers": {"time": {"command": "uvx", "args": ["mcp-server-time"]}}}"#;
+        std::fs::write(&file, before).unwrap();
+        let version = host.mcp_file().unwrap().version;
+        let asked = Asked::new();
+        let hidden = format!(
+            "https://trusted.example{}@evil.example/mcp",
+            "\n".repeat(50)
+        );
+        let refused = host.edit_mcp_file(
+            version,
+            Edit::Add {
+                name: "web".into(),
+                entry: json!({"url": hidden}),
+            },
+            &asked.no(),
+        );
+        assert!(
+            matches!(refused, Err(McpEditError::Config(_))),
+            "{refused:?}"
+        );
+        assert!(
+            asked.questions().is_empty(),
+            "asked about an entry it then refused"
+        );
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), before);
     }
 
     #[test]

@@ -561,6 +561,20 @@ pub enum Edit {
     },
 }
 
+/// Checks an edit as [`apply`] would, without the file: an added or changed entry, or
+/// the whole text that replaces the file. Callers that ask the user about an edit check
+/// it first, so a yes is never followed by a refusal.
+pub fn check_edit(path: &Path, edit: &Edit) -> Result<(), ConfigError> {
+    let no_env = |_: &str| -> Option<String> { Some(String::new()) };
+    match edit {
+        Edit::Add { name, entry } | Edit::Update { name, entry } => {
+            check_entry(name, entry, &no_env)
+        }
+        Edit::Replace { text } => check_text(path, text),
+        Edit::Remove { .. } | Edit::SetDisabled { .. } => Ok(()),
+    }
+}
+
 /// Applies `edit` to the file `snapshot` read, if the file is unchanged since: validated,
 /// written atomically (permissions kept, previous file as `.bak`), fields and order of
 /// everything else kept. Returns the new snapshot.
