@@ -217,18 +217,26 @@ fn footprint_beside_a_bare_tauri_window() {
 
 /// Runs `conduit` with `args` under `home` to its end: its peak resident memory (bytes,
 /// from `wait4`, which std's `Child` does not expose) and how long it took.
-// The child is reaped by wait4, which clippy cannot see.
-#[allow(unsafe_code, clippy::zombie_processes)]
-fn peak_of(cli: &Path, home: &Path, args: &[&str]) -> (u64, Duration) {
-    let started = Instant::now();
-    let child = std::process::Command::new(cli)
+/// `conduit` with `args` under `home` (secrets in a file, no config from the environment),
+/// nothing on its stdin or stderr.
+fn cli_command(cli: &Path, home: &Path, args: &[&str]) -> std::process::Command {
+    let mut command = std::process::Command::new(cli);
+    command
         .args(args)
         .env("CONDUIT_HOME", home)
         .env("CONDUIT_SECRET_STORE", "file")
         .env_remove("CONDUIT_MCP_CONFIG")
         .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    command
+}
+
+// The child is reaped by wait4, which clippy cannot see.
+#[allow(unsafe_code, clippy::zombie_processes)]
+fn peak_of(cli: &Path, home: &Path, args: &[&str]) -> (u64, Duration) {
+    let started = Instant::now();
+    let child = cli_command(cli, home, args)
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
     let pid = libc::pid_t::try_from(child.id()).unwrap();
@@ -250,16 +258,14 @@ fn the_cli_reaching_mcp_servers_over_http() {
     let cli = release_binary("conduit");
     // The server: Conduit's own, on loopback, with its token.
     let served_home = tempfile::tempdir().unwrap();
-    let mut server = std::process::Command::new(&cli)
-        .args(["mcp", "serve", "--http", "127.0.0.1:0"])
-        .env("CONDUIT_HOME", served_home.path())
-        .env("CONDUIT_SECRET_STORE", "file")
-        .env_remove("CONDUIT_MCP_CONFIG")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut server = cli_command(
+        &cli,
+        served_home.path(),
+        &["mcp", "serve", "--http", "127.0.0.1:0"],
+    )
+    .stdout(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
     let mut lines = std::io::BufRead::lines(std::io::BufReader::new(server.stdout.take().unwrap()));
     let url = lines
         .next()

@@ -124,9 +124,13 @@ async fn require_token(token: Arc<str>, request: Request, next: Next) -> Respons
 #[derive(Debug, thiserror::Error)]
 pub enum SessionLimitError {
     #[error(
-        "{0} MCP sessions are open, the most this server keeps, and every client was heard from in the last 5 minutes: end one (HTTP DELETE) or try again later"
+        "{max} MCP sessions are open, the most this server keeps, and every client was heard from in the last {} minutes: end one (HTTP DELETE) or try again later",
+        silence.as_secs().div_ceil(60)
     )]
-    Full(usize),
+    Full {
+        max: usize,
+        silence: std::time::Duration,
+    },
     #[error(transparent)]
     Session(#[from] LocalSessionManagerError),
 }
@@ -203,7 +207,10 @@ impl SessionManager for CappedSessions {
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
         let _opening = self.opening.lock().await;
         if self.open().await >= self.max && !self.free_a_silent_place().await? {
-            return Err(SessionLimitError::Full(self.max));
+            return Err(SessionLimitError::Full {
+                max: self.max,
+                silence: self.silence,
+            });
         }
         let (id, transport) = self.inner.create_session().await?;
         self.heard
@@ -272,7 +279,10 @@ impl SessionManager for CappedSessions {
         // Restoring re-creates a session in memory: it takes a place like a new one.
         let _opening = self.opening.lock().await;
         if !self.inner.has_session(&id).await? && self.open().await >= self.max {
-            return Err(SessionLimitError::Full(self.max));
+            return Err(SessionLimitError::Full {
+                max: self.max,
+                silence: self.silence,
+            });
         }
         Ok(self.inner.restore_session(id).await?)
     }
@@ -371,14 +381,21 @@ mod tests {
         let (_second, _t2) = sessions.create_session().await.unwrap();
         assert!(matches!(
             sessions.create_session().await,
-            Err(SessionLimitError::Full(2))
+            Err(SessionLimitError::Full { max: 2, .. })
         ));
         assert_eq!(sessions.open().await, 2);
         sessions.close_session(&first).await.unwrap();
         assert_eq!(sessions.open().await, 1);
         assert!(sessions.create_session().await.is_ok());
-        let said = SessionLimitError::Full(2).to_string();
-        assert!(said.starts_with("2 MCP sessions are open"), "{said}");
+        let said = SessionLimitError::Full {
+            max: 2,
+            silence: CLIENT_SILENCE,
+        }
+        .to_string();
+        assert!(
+            said.starts_with("2 MCP sessions are open") && said.contains("last 5 minutes"),
+            "{said}"
+        );
     }
 
     #[test]
