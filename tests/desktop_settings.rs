@@ -3,8 +3,8 @@
 //! form becomes ready with its tools, the raw editor refuses broken JSON and leaves the
 //! file byte-identical, an outside edit shows up, disabling a server ends its process,
 //! and servers import from a Claude Desktop config file picked in the native file picker.
-//! Settings are their own window; starting a server waits for the native confirmation,
-//! answered here with xdotool as a user would.
+//! Settings are their own window; starting a server, deleting one and removing a provider
+//! each wait for the native confirmation, answered here with xdotool as a user would.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -33,11 +33,15 @@ async fn server_state(window: &Window, server: &str, state: &str) {
 }
 
 /// Waits for the app's native confirmation and presses Allow, as the user would.
-async fn allow_in_native_dialog() {
-    tokio::task::spawn_blocking(|| native_dialog::answer_confirmation(Answer::Press('a'), WAIT))
+async fn answer_in_native_dialog(answer: Answer) {
+    tokio::task::spawn_blocking(move || native_dialog::answer_confirmation(answer, WAIT))
         .await
         .unwrap()
         .unwrap();
+}
+
+async fn allow_in_native_dialog() {
+    answer_in_native_dialog(Answer::Press('a')).await;
 }
 
 fn running(marker: &str) -> bool {
@@ -384,6 +388,43 @@ async fn settings_manage_providers_and_the_mcp_servers_file() {
     assert_eq!(on_disk["globalShortcut"], "Ctrl+Space");
     window.shot(&shots.join("08-imported.png")).await;
 
+    // Deleting loses what an entry holds: the host asks natively (the page has no dialog
+    // of its own that a script could answer). Kept first, then deleted.
+    let delete_ghost = "//li[@aria-label='Server ghost']//button[normalize-space()='Delete']";
+    window.click_xpath(delete_ghost).await;
+    answer_in_native_dialog(Answer::Cancel).await;
+    window
+        .wait(r#"document.querySelector('li[aria-label="Server ghost"] [role="alert"]')?.textContent.includes("not confirmed")"#)
+        .await;
+    let on_disk: Value =
+        serde_json::from_str(&std::fs::read_to_string(&mcp_file).unwrap()).unwrap();
+    assert!(on_disk["mcpServers"]["ghost"].is_object(), "{on_disk}");
+    window.click_xpath(delete_ghost).await;
+    allow_in_native_dialog().await;
+    window
+        .wait(r#"document.querySelector('li[aria-label="Server ghost"]') === null"#)
+        .await;
+    let on_disk: Value =
+        serde_json::from_str(&std::fs::read_to_string(&mcp_file).unwrap()).unwrap();
+    assert!(on_disk["mcpServers"].get("ghost").is_none(), "{on_disk}");
+    assert_eq!(on_disk["mcpServers"]["files"]["command"], "node");
+
+    // Removing a provider deletes its stored key: asked natively too.
+    window
+        .click_xpath("//button[@role='tab' and normalize-space()='Providers']")
+        .await;
+    let remove = "//li[@aria-label='Provider scripted']//button[normalize-space()='Remove']";
+    window.click_xpath(remove).await;
+    answer_in_native_dialog(Answer::Cancel).await;
+    let secrets = home.path().join("secrets.json");
+    assert!(std::fs::read_to_string(&secrets).unwrap().contains(KEY));
+    window.click_xpath(remove).await;
+    answer_in_native_dialog(Answer::Press('r')).await;
+    window
+        .wait(r#"document.querySelector('[aria-label="Provider scripted"]') === null"#)
+        .await;
+    assert!(!std::fs::read_to_string(&secrets).unwrap().contains(KEY));
+
     window.session.close().await.unwrap();
 
     // The key is only in the private secrets file: not in settings, logs or the database.
@@ -395,8 +436,6 @@ async fn settings_manage_providers_and_the_mcp_servers_file() {
         let found = bytes.windows(KEY.len()).any(|w| w == KEY.as_bytes());
         assert!(!found, "the key leaked into {}", file.display());
     }
-    let secrets = home.path().join("secrets.json");
-    assert!(std::fs::read_to_string(&secrets).unwrap().contains(KEY));
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(
         std::fs::metadata(&secrets).unwrap().permissions().mode() & 0o777,

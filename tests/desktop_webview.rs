@@ -3,8 +3,9 @@
 //! `window.__TAURI_INTERNALS__.invoke`. The chat window cannot call settings commands at
 //! all; in the Settings window, edits that would start a program or reach a new URL wait
 //! for a native confirmation (answered here with xdotool, as a user would) and a refusal
-//! writes nothing and starts nothing; secret values never reach the page; import reads
-//! only known or picked files; links open only after the user saw them.
+//! writes nothing and starts nothing; deleting a server, a provider or a conversation
+//! waits for one too; secret values never reach the page; import reads only known or
+//! picked files; links open only after the user saw them.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -161,6 +162,26 @@ async fn a_page_script_cannot_start_programs_read_secrets_or_open_links_unseen()
     )
     .unwrap();
 
+    // A conversation in history, for a page script to try to delete.
+    let kept = {
+        use conduit_store::{FileMediaStore, MessageStatus, Store};
+        let store = Store::open(
+            &home.path().join("history.db"),
+            FileMediaStore::new(home.path().join("media")),
+        )
+        .unwrap();
+        let id = store.create_conversation(None, None).unwrap();
+        store
+            .add_message(
+                &id,
+                &conduit_core::content::Message::user_text("Notes worth keeping"),
+                MessageStatus::Complete,
+            )
+            .unwrap();
+        store.rename(&id, "Keep me").unwrap();
+        id
+    };
+
     let session = DesktopSession::start(
         &app_binary().unwrap(),
         &[
@@ -274,6 +295,41 @@ async fn a_page_script_cannot_start_programs_read_secrets_or_open_links_unseen()
         .await;
     refused(&reply, "a link the user declined", "not opened");
 
+    // History cannot be deleted by a page script alone: the host asks natively, naming
+    // the conversation, and a no keeps it. An unknown id is refused without a question.
+    let reply = main
+        .invoke("delete_conversation", json!({"conversation": "no-such-id"}))
+        .await;
+    refused(&reply, "an unknown conversation", "no-such-id");
+    let reply = main
+        .invoke_confirmed(
+            "delete_conversation",
+            json!({"conversation": kept}),
+            Answer::Cancel,
+        )
+        .await;
+    assert_eq!(reply.ok, Some(json!(false)), "{}", reply.raw);
+    let listed = main.invoke("list_conversations", json!({})).await;
+    assert_eq!(listed.ok.unwrap()[0]["id"], json!(kept));
+    // The user's own click on the sidebar's button raises the same question; Delete.
+    session
+        .js(r#"document.querySelector('button[aria-label="Delete Keep me"]').click(); return null;"#)
+        .await
+        .unwrap();
+    tokio::task::spawn_blocking(|| answer_confirmation(Answer::Press('d'), WAIT))
+        .await
+        .unwrap()
+        .unwrap();
+    session
+        .wait_js(
+            r#"document.querySelector('button[aria-label="Delete Keep me"]') === null"#,
+            WAIT,
+        )
+        .await
+        .unwrap();
+    let listed = main.invoke("list_conversations", json!({})).await;
+    assert_eq!(listed.ok, Some(json!([])), "{}", listed.raw);
+
     // Settings open in their own window, with their own capability.
     let main_handle = session.client.window().await.unwrap();
     let reply = main.invoke("open_settings", json!({})).await;
@@ -342,6 +398,12 @@ async fn a_page_script_cannot_start_programs_read_secrets_or_open_links_unseen()
         (
             "replace",
             json!({"kind": "replace", "text": text.replace("\"disabled\": true", "\"disabled\": false")}),
+        ),
+        // Deleting an entry loses it (and its stored secret): asked too.
+        ("remove", json!({"kind": "remove", "name": "remote"})),
+        (
+            "replace dropping every server",
+            json!({"kind": "replace", "text": "{\"mcpServers\": {}}"}),
         ),
     ];
     for (what, edit) in edits {

@@ -118,9 +118,27 @@ pub fn rename_conversation(
 }
 
 window_command! {
-#[tauri::command(async)]
-pub fn delete_conversation(state: tauri::State<'_, AppState>, conversation: String) -> Reply<()> {
-    state.host().delete_conversation(&conversation).map_err(CommandError::from)
+/// Deletes a conversation after the user confirmed it natively (a page script cannot
+/// delete history alone); `false` when the user kept it.
+#[tauri::command]
+pub async fn delete_conversation(
+    app: tauri::AppHandle,
+    state: tauri::State<'_, AppState>,
+    conversation: String,
+) -> Reply<bool> {
+    let engine = state.app.clone();
+    let confirmer = state.confirmer;
+    blocking(move || {
+        let host = engine.host();
+        let question = host.deletion_question(&conversation)?;
+        if !confirmer.ask(&app, &question, "Delete") {
+            tracing::info!("deleting a conversation was not confirmed");
+            return Ok(false);
+        }
+        host.delete_conversation(&conversation)?;
+        Ok(true)
+    })
+    .await
 }
 }
 
@@ -479,15 +497,32 @@ pub fn save_provider(
 }
 
 window_command! {
-#[tauri::command(async)]
-pub fn remove_provider(
+/// Removes a provider and its stored key after the user confirmed it natively; `false`
+/// when the user kept it.
+#[tauri::command]
+pub async fn remove_provider(
     app: tauri::AppHandle,
     state: tauri::State<'_, AppState>,
     provider: String,
-) -> Reply<()> {
-    state.host().remove_provider(&provider)?;
-    providers_changed(&app);
-    Ok(())
+) -> Reply<bool> {
+    let engine = state.app.clone();
+    let confirmer = state.confirmer;
+    let asking = app.clone();
+    let removed = blocking(move || {
+        let host = engine.host();
+        let question = host.removal_question(&provider)?;
+        if !confirmer.ask(&asking, &question, "Remove") {
+            tracing::info!("removing a provider was not confirmed");
+            return Ok(false);
+        }
+        host.remove_provider(&provider)?;
+        Ok(true)
+    })
+    .await?;
+    if removed {
+        providers_changed(&app);
+    }
+    Ok(removed)
 }
 }
 
@@ -499,8 +534,9 @@ pub fn mcp_file(state: tauri::State<'_, AppState>) -> Reply<McpFile> {
 }
 
 window_command! {
-/// Applies the window's change; one that would start a new or changed command or connect
-/// to a new or changed URL is written only after the user confirms it natively.
+/// Applies the window's change; one that would start a new or changed command, connect
+/// to a new or changed URL or delete a server is written only after the user confirms it
+/// natively.
 #[tauri::command]
 pub async fn edit_mcp_file(
     app: tauri::AppHandle,

@@ -337,7 +337,7 @@ pub enum McpEditError {
     Mask(#[from] crate::window_guard::MaskError),
     #[error(transparent)]
     Import(#[from] crate::window_guard::ImportFileError),
-    #[error("nothing was changed: starting the server was not confirmed")]
+    #[error("nothing was changed: the change was not confirmed")]
     NotConfirmed,
     #[error("{file} has no server named {name:?}")]
     NoCandidate { file: String, name: String },
@@ -498,7 +498,7 @@ impl Host {
         let text = unmask_text(text, &old_text)?;
         config::check_text(path, &text)?;
         let replaced = servers_of(&text);
-        self.confirm_launches(&old, &replaced, confirm)?;
+        self.confirm_changes(&old, &replaced, confirm)?;
         // Not changed while the user was asked: the write is still based on `version`.
         self.current_text(version)?;
         conduit_files::write_atomically(path, text.as_bytes(), 0o600)
@@ -532,7 +532,7 @@ impl Host {
     }
 
     /// The end of every change to the file: confirms what `edits` would start that the
-    /// file (`old`) does not, applies them to `snapshot` (refused if the file changed while
+    /// file (`old`) does not and the servers they delete, applies them to `snapshot` (refused if the file changed while
     /// the user was asked), and drops the tool policies of removed servers.
     fn apply_edits(
         &self,
@@ -570,7 +570,7 @@ impl Host {
         for edit in &edits {
             config::check_edit(&snapshot.path, edit)?;
         }
-        self.confirm_launches(old, &new, confirm)?;
+        self.confirm_changes(old, &new, confirm)?;
         let mut current = None;
         for edit in edits {
             current = Some(config::apply(current.as_ref().unwrap_or(snapshot), edit)?);
@@ -581,28 +581,32 @@ impl Host {
         Ok(self.mcp_file()?)
     }
 
-    /// Asks `confirm` about what `new` would start that `old` does not; a no refuses.
-    fn confirm_launches(
+    /// Asks `confirm` about what `new` would start that `old` does not, and about the
+    /// servers it deletes; a no refuses.
+    fn confirm_changes(
         &self,
         old: &Map<String, Value>,
         new: &Map<String, Value>,
         confirm: Confirm<'_>,
     ) -> Result<(), McpEditError> {
         let launches = crate::window_guard::launches_to_confirm(old, new);
-        if launches.is_empty() {
+        let removals = crate::window_guard::removals_to_confirm(old, new);
+        if launches.is_empty() && removals.is_empty() {
             return Ok(());
         }
-        let question = crate::window_guard::confirmation_text(&launches);
+        let question = crate::window_guard::confirmation_text(&launches, &removals);
         if confirm(&question) {
             tracing::info!(
-                servers = launches.len(),
-                "the user confirmed starting servers"
+                started = launches.len(),
+                deleted = removals.len(),
+                "the user confirmed the change to the mcpServers file"
             );
             Ok(())
         } else {
             tracing::warn!(
-                servers = launches.len(),
-                "starting servers was not confirmed; nothing written"
+                started = launches.len(),
+                deleted = removals.len(),
+                "the change to the mcpServers file was not confirmed; nothing written"
             );
             Err(McpEditError::NotConfirmed)
         }
@@ -910,18 +914,56 @@ mod tests {
             questions[3]
         );
 
-        // Removing and disabling start nothing: nobody is asked.
-        let removed = host
+        // Disabling starts nothing and loses nothing: nobody is asked.
+        let disabled = host
             .edit_mcp_file(
                 version,
-                Edit::Remove {
+                Edit::SetDisabled {
                     name: "time".into(),
+                    disabled: true,
                 },
                 &asked.no(),
             )
             .unwrap();
-        assert!(removed.servers.is_empty());
         assert_eq!(asked.questions().len(), 4);
+
+        // Deleting an entry loses it: asked, by name, in the form and in the raw text.
+        let deletions = [
+            Edit::Remove {
+                name: "time".into(),
+            },
+            Edit::Replace {
+                text: r#"{"mcpServers": {}}"#.into(),
+            },
+        ];
+        let before = std::fs::read(&file).unwrap();
+        for edit in deletions {
+            let refused = host.edit_mcp_file(disabled.version.clone(), edit, &asked.no());
+            assert!(
+                matches!(refused, Err(McpEditError::NotConfirmed)),
+                "{refused:?}"
+            );
+            assert_eq!(std::fs::read(&file).unwrap(), before, "nothing written");
+        }
+        let questions = asked.questions();
+        assert_eq!(questions.len(), 6);
+        for question in &questions[4..] {
+            assert!(
+                question.contains("Delete from the mcpServers file")
+                    && question.contains("\"time\""),
+                "{question}"
+            );
+        }
+        let removed = host
+            .edit_mcp_file(
+                disabled.version,
+                Edit::Remove {
+                    name: "time".into(),
+                },
+                &YES,
+            )
+            .unwrap();
+        assert!(removed.servers.is_empty());
     }
 
     #[test]

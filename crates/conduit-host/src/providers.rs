@@ -68,6 +68,22 @@ impl Host {
     }
 
     /// Removes a provider and its stored key.
+    /// What the user answers natively before a window removes provider `id` (an unknown
+    /// one is an error: nothing is asked).
+    pub fn removal_question(&self, id: &str) -> Result<String, ProvidersError> {
+        let settings = self.settings()?;
+        let provider = settings
+            .providers
+            .iter()
+            .find(|provider| provider.id == id)
+            .ok_or_else(|| SettingsError::UnknownProvider(id.to_owned()))?;
+        Ok(format!(
+            "Remove the provider {:?} ({})?\n\nIts settings and its stored API key are deleted. Conversations keep their messages.",
+            provider.id,
+            crate::window_guard::mask_url(&provider.base_url)
+        ))
+    }
+
     pub fn remove_provider(&self, id: &str) -> Result<(), ProvidersError> {
         self.update_settings(|settings| settings.remove_provider(id))?;
         self.secrets().delete(&provider_secret_name(id))?;
@@ -375,6 +391,39 @@ mod tests {
     use super::*;
     use conduit_testing::llm_server::{Dialect, Reply, ScriptedLlm};
     use serde_json::json;
+
+    #[test]
+    fn removing_a_provider_is_asked_about_by_name_and_address_without_its_secrets() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = Host::new(crate::Paths::under_home(dir.path().to_owned(), None));
+        host.save_provider(ProviderInput {
+            id: "gemini".into(),
+            protocol: Protocol::Gemini,
+            base_url: "https://generativelanguage.example/v1beta?key=AIza-s3cret".into(),
+            default_model: None,
+            headers: Default::default(),
+            api_key: Some("sk-stored".into()),
+            is_new: true,
+        })
+        .unwrap();
+        let question = host.removal_question("gemini").unwrap();
+        assert!(
+            question.starts_with(
+                "Remove the provider \"gemini\" (https://generativelanguage.example/v1beta?key="
+            ),
+            "{question}"
+        );
+        assert!(question.contains("stored API key"), "{question}");
+        assert!(
+            !question.contains("s3cret") && !question.contains("sk-stored"),
+            "{question}"
+        );
+        // Nothing is asked about a provider that is not there.
+        assert!(matches!(
+            host.removal_question("other"),
+            Err(ProvidersError::Settings(SettingsError::UnknownProvider(_)))
+        ));
+    }
 
     #[test]
     fn the_add_form_never_overwrites_a_provider_and_an_edit_keeps_what_it_does_not_show() {

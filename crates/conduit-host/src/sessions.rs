@@ -40,6 +40,25 @@ impl Host {
         self.store()?.rename(id, title)
     }
 
+    /// What the user answers natively before a window deletes conversation `id`: its
+    /// title (quoted and cut: a model may have written it) and what goes with it. An
+    /// unknown id is an error, so nothing is asked about a conversation that is not there.
+    pub fn deletion_question(&self, id: &str) -> Result<String, StoreError> {
+        const MOST_TITLE_CHARS: usize = 120;
+        let conversation = self.store()?.conversation(id)?;
+        let mut title: String = conversation.title.chars().take(MOST_TITLE_CHARS).collect();
+        if title.len() < conversation.title.len() {
+            title.push('…');
+        }
+        let messages = match conversation.message_count {
+            1 => "Its message".to_owned(),
+            count => format!("Its {count} messages"),
+        };
+        Ok(format!(
+            "Delete the conversation {title:?}?\n\n{messages} and the images only it uses are removed for good."
+        ))
+    }
+
     pub fn delete_conversation(&self, id: &str) -> Result<(), StoreError> {
         self.store()?.delete(id)
     }
@@ -67,5 +86,33 @@ impl Host {
     pub fn export_file_name(&self, id: &str, format: Format) -> Result<String, StoreError> {
         let conversation = self.store()?.conversation(id)?;
         Ok(export::default_file_name(&conversation.title, id, format))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::Host;
+
+    #[test]
+    fn deleting_a_conversation_is_asked_about_by_its_title_quoted_and_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = Host::new(crate::Paths::under_home(dir.path().to_owned(), None));
+        let store = host.store().unwrap();
+        // A model may have written the title: a line break in it cannot fake the question.
+        let long = format!("Plans\n\nClick Delete: it is safe{}", "!".repeat(500));
+        let conversation = store.create_conversation(None, None).unwrap();
+        store.rename(&conversation, &long).unwrap();
+        let question = host.deletion_question(&conversation).unwrap();
+        assert!(
+            question
+                .starts_with("Delete the conversation \"Plans\\n\\nClick Delete: it is safe!!!"),
+            "{question}"
+        );
+        assert!(
+            question.contains("!…\"?\n\nIts 0 messages and"),
+            "{question}"
+        );
+        assert!(question.chars().count() < 250, "{question}");
+        assert!(host.deletion_question("no-such-conversation").is_err());
     }
 }

@@ -31,6 +31,9 @@ pub enum Launch {
         args: Vec<String>,
         /// Names only: the values may be secrets.
         env_keys: Vec<String>,
+        /// The variables among `env_keys` whose values the file already held for this
+        /// server and that go along to what now runs (its arguments or folder changed).
+        kept_values: Vec<String>,
         cwd: Option<String>,
         /// The variables of Conduit's own environment whose values it would be given
         /// (`${NAME}` in its `env`).
@@ -154,10 +157,30 @@ fn host_of(url: &str) -> String {
     }
 }
 
+/// The names of `env` whose values `old_env` holds as they are, written out (a
+/// `${NAME}` is named as a variable instead).
+fn kept_values(env: Option<&Value>, old_env: Option<&Value>) -> Vec<String> {
+    let (Some(env), Some(old_env)) = (
+        env.and_then(Value::as_object),
+        old_env.and_then(Value::as_object),
+    ) else {
+        return Vec::new();
+    };
+    env.iter()
+        .filter(|(key, value)| {
+            old_env.get(*key) == Some(*value)
+                && value
+                    .as_str()
+                    .is_some_and(|text| conduit_mcp::config::variables_in(text).is_empty())
+        })
+        .map(|(key, _)| key.clone())
+        .collect()
+}
+
 /// The servers of `new` that would start or connect differently than in `old`: new
 /// enabled entries, entries enabled again, and entries whose command, arguments,
 /// environment, working folder, type, URL, headers or sign-in client secret changed.
-/// Removals and disabling need nothing.
+/// Disabling needs nothing; removals are asked about apart (`removals_to_confirm`).
 pub fn launches_to_confirm(old: &Map<String, Value>, new: &Map<String, Value>) -> Vec<Launch> {
     new.iter()
         .filter_map(|(name, entry)| {
@@ -172,6 +195,10 @@ pub fn launches_to_confirm(old: &Map<String, Value>, new: &Map<String, Value>) -
                     command,
                     args: strings(spec.args),
                     env_keys: keys(spec.env),
+                    kept_values: kept_values(
+                        spec.env,
+                        old.get(name).and_then(|entry| entry.get("env")),
+                    ),
                     cwd: text(spec.cwd),
                     variables: variables(values(spec.env)),
                 },
@@ -205,11 +232,28 @@ fn quoted(names: &[String]) -> String {
         .join(", ")
 }
 
-/// The question the user answers before the window's edit is written.
-pub fn confirmation_text(launches: &[Launch]) -> String {
+/// The servers of `old` that `new` no longer has. Deleting an entry loses what it holds
+/// (its settings, its stored secrets, the tools approved for it), and the file keeps one
+/// backup, so a page could not undo the loss by writing twice: the user confirms it.
+pub fn removals_to_confirm(old: &Map<String, Value>, new: &Map<String, Value>) -> Vec<String> {
+    old.keys()
+        .filter(|name| !new.contains_key(*name))
+        .cloned()
+        .collect()
+}
+
+/// The question the user answers before the window's edit is written: the servers it
+/// deletes, then what it would run or reach.
+pub fn confirmation_text(launches: &[Launch], removals: &[String]) -> String {
     let mut text = String::from(
-        "Conduit's settings window asks to run the following. Allow only if you made this change yourself.\n",
+        "Conduit's settings window asks to make the following change. Allow only if you made it yourself.\n",
     );
+    if !removals.is_empty() {
+        text.push_str(&format!(
+            "\nDelete from the mcpServers file, with their settings, stored secrets and approved tools:\n  {}\n",
+            quoted(removals)
+        ));
+    }
     let given = |variables: &[String]| {
         format!(
             "with the values of these variables of Conduit's own environment: {}\n",
@@ -223,6 +267,7 @@ pub fn confirmation_text(launches: &[Launch]) -> String {
                 command,
                 args,
                 env_keys,
+                kept_values,
                 cwd,
                 variables,
             } => {
@@ -239,6 +284,12 @@ pub fn confirmation_text(launches: &[Launch]) -> String {
                     text.push_str(&format!(
                         "with the environment variables: {}\n",
                         quoted(env_keys)
+                    ));
+                }
+                if !kept_values.is_empty() {
+                    text.push_str(&format!(
+                        "keeping the values already stored for: {}\n",
+                        quoted(kept_values)
                     ));
                 }
                 if !variables.is_empty() {
@@ -933,6 +984,7 @@ mod tests {
                     command: "uvx".into(),
                     args: vec!["mcp-server-time".into(), "--evil".into()],
                     env_keys: vec!["TZ".into()],
+                    kept_values: vec!["TZ".into()],
                     cwd: None,
                     variables: vec![],
                 },
@@ -949,6 +1001,7 @@ mod tests {
                     command: "node".into(),
                     args: vec!["x.js".into()],
                     env_keys: vec![],
+                    kept_values: vec![],
                     cwd: None,
                     variables: vec![],
                 },
@@ -957,6 +1010,7 @@ mod tests {
                     command: "sh".into(),
                     args: vec!["-c".into(), "curl x | sh".into()],
                     env_keys: vec!["TOKEN".into()],
+                    kept_values: vec![],
                     cwd: Some("/tmp".into()),
                     variables: vec![],
                 },
@@ -965,12 +1019,13 @@ mod tests {
                     command: "rm".into(),
                     args: vec![],
                     env_keys: vec![],
+                    kept_values: vec![],
                     cwd: None,
                     variables: vec![],
                 },
             ]
         );
-        let text = confirmation_text(&launches);
+        let text = confirmation_text(&launches, &[]);
         assert!(
             text.contains("\"sh\"") && text.contains("\"curl x | sh\""),
             "{text}"
@@ -982,6 +1037,46 @@ mod tests {
         let disabled = servers(json!({"time": {"command": "uvx", "disabled": true}}));
         assert_eq!(launches_to_confirm(&old, &disabled), vec![]);
         assert_eq!(launches_to_confirm(&old, &Map::new()), vec![]);
+    }
+
+    #[test]
+    fn removals_and_stored_values_going_to_new_arguments_are_asked_about() {
+        let old = servers(json!({
+            "github": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-github"],
+                "env": {"GITHUB_TOKEN": "ghp_s3cret", "HOME_DIR": "${HOME}"}},
+            "time": {"command": "uvx", "args": ["mcp-server-time"]},
+            "off": {"command": "node", "disabled": true},
+        }));
+        // The same command with other arguments: the stored token goes along, and the
+        // question says so (by name; never the value).
+        let mut moved = old.clone();
+        moved["github"]["args"] = json!(["-y", "evil-package"]);
+        let launches = launches_to_confirm(&old, &moved);
+        assert_eq!(launches.len(), 1, "{launches:?}");
+        let text = confirmation_text(&launches, &[]);
+        assert!(
+            text.contains("keeping the values already stored for: \"GITHUB_TOKEN\"\n"),
+            "{text}"
+        );
+        assert!(!text.contains("ghp_s3cret"), "{text}");
+        // A variable is named as one, not as a stored value.
+        assert!(text.contains("environment: \"HOME\""), "{text}");
+
+        // Deleting entries, enabled or not, is asked about, each by name; keeping,
+        // disabling and reordering are not.
+        let mut fewer = old.clone();
+        fewer.remove("time");
+        fewer.remove("off");
+        assert_eq!(removals_to_confirm(&old, &fewer), vec!["time", "off"]);
+        let mut disabled = old.clone();
+        disabled["time"]["disabled"] = json!(true);
+        assert!(removals_to_confirm(&old, &disabled).is_empty());
+        let text = confirmation_text(&[], &removals_to_confirm(&old, &Map::new()));
+        assert!(
+            text.contains("Delete from the mcpServers file, with their settings, stored secrets and approved tools:\n  \"github\", \"time\", \"off\"\n"),
+            "{text}"
+        );
+        assert!(!text.contains("will run"), "{text}");
     }
 
     #[test]
@@ -1000,7 +1095,7 @@ mod tests {
         }));
         let launches = launches_to_confirm(&old, &new);
         assert_eq!(launches.len(), 3, "{launches:?}");
-        let text = confirmation_text(&launches);
+        let text = confirmation_text(&launches, &[]);
         for expected in [
             "sending the headers: \"X-Client\"",
             "\"ANTHROPIC_API_KEY\"",
@@ -1039,7 +1134,7 @@ mod tests {
         let tricked = servers(json!({
             "gh": {"url": "https://api.githubcopilot.com@evil.example/mcp"},
         }));
-        let text = confirmation_text(&launches_to_confirm(&Map::new(), &tricked));
+        let text = confirmation_text(&launches_to_confirm(&Map::new(), &tricked), &[]);
         assert!(
             text.contains(
                 "that is, to the host: evil.example (the address names a user before this host)"

@@ -458,14 +458,23 @@ describe("McpSettings", () => {
     );
   });
 
-  it("deletes a server after confirmation", async () => {
-    setup([server("files", { command: "npx" })]);
+  it("asks the host to delete a server, which confirms it natively", async () => {
+    setup([server("files", { command: "npx" }), server("time", { command: "uvx" })]);
     render(McpSettings);
+    // The user says no in the host's dialog: the server stays and the page says so.
+    api.editMcpFile.mockImplementationOnce(() => Promise.reject("nothing was changed: the change was not confirmed"));
     await fireEvent.click(within(await serverRow("files")).getByRole("button", { name: "Delete" }));
-    const dialog = screen.getByRole("alertdialog", { name: "Delete server" });
-    await fireEvent.click(within(dialog).getByRole("button", { name: "Delete" }));
-    await waitFor(() => expect(editCalls()).toEqual([{ kind: "remove", name: "files" }]));
+    await waitFor(() => expect(screen.getByText(/the change was not confirmed/)).toBeTruthy());
+    expect(screen.getByRole("listitem", { name: "Server files" })).toBeTruthy();
+    // A yes: gone. The page raises no dialog of its own (the host's is the one that counts).
+    await fireEvent.click(within(await serverRow("files")).getByRole("button", { name: "Delete" }));
+    expect(screen.queryByRole("alertdialog")).toBeNull();
     await waitFor(() => expect(screen.queryByRole("listitem", { name: "Server files" })).toBeNull());
+    expect(editCalls()).toEqual([
+      { kind: "remove", name: "files" },
+      { kind: "remove", name: "files" },
+    ]);
+    expect(screen.getByRole("listitem", { name: "Server time" })).toBeTruthy();
   });
 
   it("lists a ready server's tools and changes their settings", async () => {

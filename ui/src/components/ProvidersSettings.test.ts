@@ -1,4 +1,4 @@
-import { fireEvent, render, screen, waitFor } from "@testing-library/svelte";
+import { fireEvent, render, screen, waitFor, within } from "@testing-library/svelte";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import * as apiModule from "../lib/api";
 import { resetApi, type ApiMock } from "../lib/apiMock";
@@ -53,6 +53,29 @@ describe("Providers settings", () => {
     expect(screen.queryByLabelText("API key")).toBeNull();
     expect(document.body.innerHTML).not.toContain("sk-secret-1");
     expect(screen.getByLabelText("Key status").textContent).toContain("••••");
+  });
+
+  it("asks the host to remove a provider, which confirms it natively", async () => {
+    const listed: ProviderSummary[] = [saved];
+    api.listProviders.mockImplementation(() => Promise.resolve([...listed]));
+    api.detectLocalProviders.mockResolvedValue([]);
+    // The user keeps it in the host's dialog, then removes it.
+    api.removeProvider.mockResolvedValueOnce(false).mockImplementationOnce(() => {
+      listed.pop();
+      return Promise.resolve(true);
+    });
+    const onChanged = vi.fn();
+    render(ProvidersSettings, { onChanged });
+    const row = await screen.findByLabelText("Provider claude");
+    await fireEvent.click(within(row).getByRole("button", { name: "Remove" }));
+    await waitFor(() => expect(api.removeProvider).toHaveBeenCalledTimes(1));
+    expect(screen.queryByRole("alertdialog")).toBeNull();
+    expect(onChanged).not.toHaveBeenCalled();
+    expect(screen.getByLabelText("Provider claude")).toBeTruthy();
+    await fireEvent.click(within(row).getByRole("button", { name: "Remove" }));
+    await waitFor(() => expect(screen.queryByLabelText("Provider claude")).toBeNull());
+    expect(api.removeProvider).toHaveBeenCalledWith("claude");
+    expect(onChanged).toHaveBeenCalledTimes(1);
   });
 
   it("keeps the stored key when an edit leaves the key empty, and shows a test's error", async () => {

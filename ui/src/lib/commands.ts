@@ -34,8 +34,12 @@ export function renameConversation(conversation: string, title: string): Promise
   return invoke<void>("rename_conversation", { conversation, title });
 }
 
-export function deleteConversation(conversation: string): Promise<void> {
-  return invoke<void>("delete_conversation", { conversation });
+/**
+ * Deletes a conversation after the user confirmed it natively (a page script cannot
+ * delete history alone); `false` when the user kept it.
+ */
+export function deleteConversation(conversation: string): Promise<boolean> {
+  return invoke<boolean>("delete_conversation", { conversation });
 }
 
 /**
@@ -168,8 +172,12 @@ export function saveProvider(provider: ProviderInput): Promise<void> {
   return invoke<void>("save_provider", { provider });
 }
 
-export function removeProvider(provider: string): Promise<void> {
-  return invoke<void>("remove_provider", { provider });
+/**
+ * Removes a provider and its stored key after the user confirmed it natively; `false`
+ * when the user kept it.
+ */
+export function removeProvider(provider: string): Promise<boolean> {
+  return invoke<boolean>("remove_provider", { provider });
 }
 
 export function mcpFile(): Promise<McpFile> {
@@ -177,8 +185,9 @@ export function mcpFile(): Promise<McpFile> {
 }
 
 /**
- * Applies the window's change; one that would start a new or changed command or connect
- * to a new or changed URL is written only after the user confirms it natively.
+ * Applies the window's change; one that would start a new or changed command, connect
+ * to a new or changed URL or delete a server is written only after the user confirms it
+ * natively.
  */
 export function editMcpFile(version: string | null, edit: Edit): Promise<McpFile> {
   return invoke<McpFile>("edit_mcp_file", { version, edit });
