@@ -438,10 +438,58 @@ impl<'a> UrlParts<'a> {
     }
 }
 
-/// A server URL with its userinfo and each query value masked (a `${NAME}` reference and
-/// an empty value are shown as they are): tokens travel there as often as in headers.
+/// The host and path with each path segment that looks like a key masked
+/// (`conduit_mcp::config::is_secret_path_segment`).
+fn mask_path(host_path: &str) -> String {
+    host_path
+        .split('/')
+        .enumerate()
+        .map(|(index, segment)| {
+            if index > 0 && conduit_mcp::config::is_secret_path_segment(segment) {
+                MASKED
+            } else {
+                segment
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// The host and path the window sent back with each masked segment taking the stored
+/// one at the same place; `None` when anything else differs (another host, another
+/// segment, one more or fewer) or a mask stands where no key was stored.
+fn unmask_path(new: &str, old: &str) -> Option<String> {
+    let new: Vec<&str> = new.split('/').collect();
+    let old: Vec<&str> = old.split('/').collect();
+    if new.len() != old.len() {
+        return None;
+    }
+    new.iter()
+        .zip(&old)
+        .enumerate()
+        .map(|(index, (new, old))| {
+            if new == old && !new.contains(MASKED) {
+                Some(*new)
+            } else if index > 0
+                && *new == MASKED
+                && conduit_mcp::config::is_secret_path_segment(old)
+            {
+                Some(*old)
+            } else {
+                None
+            }
+        })
+        .collect::<Option<Vec<_>>>()
+        .map(|segments| segments.join("/"))
+}
+
+/// A server URL with its userinfo, each query value and each path segment that looks
+/// like a key masked (a `${NAME}` reference and an empty value are shown as they are):
+/// tokens travel there as often as in headers (`/mcp/sk-…/sse`).
 pub fn mask_url(url: &str) -> String {
+    let host_path = mask_path(UrlParts::split(url).host_path);
     let mut parts = UrlParts::split(url);
+    parts.host_path = &host_path;
     if parts.userinfo.is_some_and(|userinfo| !userinfo.is_empty()) {
         parts.userinfo = Some(MASKED);
     }
@@ -457,9 +505,10 @@ pub fn mask_url(url: &str) -> String {
     parts.join()
 }
 
-/// A URL the window sent back: a masked userinfo or query value takes the stored one of
-/// `old` at the same place (the same query key, counted in order), and only when the
-/// scheme, host and path are unchanged; a mask anywhere else is refused.
+/// A URL the window sent back: a masked userinfo, query value or path segment takes the
+/// stored one of `old` at the same place (the same query key, counted in order; the same
+/// segment), and only when the scheme, host and the rest of the path are unchanged; a
+/// mask anywhere else is refused.
 fn unmask_url(url: &str, old: Option<&str>, place: &str) -> Result<String, MaskError> {
     if !url.contains(MASKED) {
         return Ok(url.to_owned());
@@ -470,15 +519,14 @@ fn unmask_url(url: &str, old: Option<&str>, place: &str) -> Result<String, MaskE
     let new = UrlParts::split(url);
     let old = old.map(UrlParts::split);
     let old = old
-        .filter(|old| old.scheme == new.scheme && old.host_path == new.host_path)
+        .filter(|old| old.scheme == new.scheme)
         .ok_or_else(moved)?;
-    if new.scheme.contains(MASKED)
-        || new.host_path.contains(MASKED)
-        || new.fragment.is_some_and(|f| f.contains(MASKED))
-    {
+    let host_path = unmask_path(new.host_path, old.host_path).ok_or_else(moved)?;
+    if new.scheme.contains(MASKED) || new.fragment.is_some_and(|f| f.contains(MASKED)) {
         return Err(moved());
     }
     let mut restored = new.clone();
+    restored.host_path = &host_path;
     if restored.userinfo == Some(MASKED) {
         restored.userinfo = Some(old.userinfo.ok_or_else(moved)?);
     } else if restored.userinfo.is_some_and(|u| u.contains(MASKED)) {
@@ -1258,6 +1306,46 @@ mod tests {
             unmask_entry("new", masked, None).is_err(),
             "a new server has no stored URL"
         );
+    }
+
+    #[test]
+    fn a_key_in_a_urls_path_is_masked_and_a_mask_sent_back_keeps_it_in_its_place() {
+        let url = "https://actions.example.com/mcp/sk-ak-7f3a9c2e41b8d6f0/sse";
+        let stored = json!({"url": url});
+        let masked = mask_entry(&stored);
+        assert_eq!(
+            masked["url"],
+            format!("https://actions.example.com/mcp/{MASKED}/sse")
+        );
+        assert_eq!(
+            unmask_entry("zap", masked.clone(), Some(&stored)).unwrap(),
+            stored
+        );
+        // Names and versions in a path stay readable.
+        assert_eq!(
+            mask_url("https://h.example/v1/server-github/mcp"),
+            "https://h.example/v1/server-github/mcp"
+        );
+        // The mask cannot move: to another segment, another host, another path, or
+        // a place where no key was stored.
+        for moved in [
+            format!("https://actions.example.com/mcp/sse/{MASKED}"),
+            format!("https://evil.example/mcp/{MASKED}/sse"),
+            format!("https://actions.example.com/v2/{MASKED}/sse"),
+            format!("https://actions.example.com/mcp/{MASKED}/sse/more"),
+            format!("https://actions.example.com/{MASKED}/{MASKED}/sse"),
+            format!("https://{MASKED}/mcp/{MASKED}/sse"),
+        ] {
+            assert!(
+                unmask_entry("zap", json!({"url": moved}), Some(&stored)).is_err(),
+                "{moved}"
+            );
+        }
+        // In the raw text too.
+        let file = json!({"mcpServers": {"zap": stored}}).to_string();
+        let text = mask_text(&file);
+        assert!(!text.contains("sk-ak-7f3a"), "{text}");
+        assert_eq!(unmask_text(&text, &file).unwrap(), file);
     }
 
     #[test]

@@ -513,3 +513,36 @@ fn the_variables_an_entry_takes_are_named_in_order_each_time() {
     );
     assert!(variables_in("no variables, ${ unclosed").is_empty());
 }
+
+#[test]
+fn a_key_in_a_urls_path_is_hidden_in_what_leaves_the_crate() {
+    let spec = spec_of(
+        &serde_json::json!({"url": "https://actions.example.com/mcp/sk-ak-7f3a9c2e41b8d6f0/sse"}),
+        &env,
+    )
+    .unwrap();
+    assert_eq!(
+        spec.secrets.text(
+            "error sending request for url (https://actions.example.com/mcp/sk-ak-7f3a9c2e41b8d6f0/sse)"
+        ),
+        "error sending request for url (https://actions.example.com/mcp/••••/sse)"
+    );
+    // The rule: long, letters and digits, no variable. Names and versions are no keys.
+    for key in [
+        "sk-ak-7f3a9c2e41b8d6f0",
+        "123e4567-e89b-12d3-a456-426614174000",
+    ] {
+        assert!(is_secret_path_segment(key), "{key}");
+    }
+    for plain in [
+        "mcp",
+        "sse",
+        "v1",
+        "server-github",
+        "modelcontextprotocol",
+        "2025-06-18",
+        "${ZAPIER_KEY}-and-more-1234",
+    ] {
+        assert!(!is_secret_path_segment(plain), "{plain}");
+    }
+}
