@@ -240,12 +240,13 @@ pub fn snapshot_of(
 }
 
 fn parse(path: &Path, bytes: &[u8]) -> Result<Value, ConfigError> {
-    let document: Value = serde_json::from_slice(bytes).map_err(|e| ConfigError::Parse {
-        path: path.display().to_string(),
-        line: e.line(),
-        column: e.column(),
-        message: conduit_files::json_error_message(&e),
-    })?;
+    let unique::UniqueKeys(document) =
+        serde_json::from_slice(bytes).map_err(|e| ConfigError::Parse {
+            path: path.display().to_string(),
+            line: e.line(),
+            column: e.column(),
+            message: conduit_files::json_error_message(&e),
+        })?;
     let shape_ok = match &document {
         Value::Object(map) => map.get(SERVERS).is_none_or(Value::is_object),
         _ => false,
@@ -688,6 +689,8 @@ fn servers_mut<'a>(
             path: path.display().to_string(),
         })
 }
+
+mod unique;
 
 #[cfg(test)]
 mod tests;

@@ -546,3 +546,38 @@ fn a_key_in_a_urls_path_is_hidden_in_what_leaves_the_crate() {
         assert!(!is_secret_path_segment(plain), "{plain}");
     }
 }
+
+#[test]
+fn a_key_written_twice_is_refused_with_its_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mcp_servers.json");
+    let twice = "{\n  \"mcpServers\": {\n    \"files\": {\"command\": \"a\"},\n    \"files\": {\"command\": \"b\"}\n  }\n}\n";
+    let refused = check_text(&path, twice).unwrap_err();
+    assert!(
+        matches!(refused, ConfigError::Parse { line: 4, .. }),
+        "{refused:?}"
+    );
+    let message = refused.to_string();
+    assert!(
+        message.contains("\"files\" is written twice in the same object"),
+        "{message}"
+    );
+    // At any depth: two values for one variable.
+    let nested = r#"{"mcpServers": {"files": {"command": "a", "env": {"K": "1", "K": "2"}}}}"#;
+    assert!(
+        check_text(&path, nested)
+            .unwrap_err()
+            .to_string()
+            .contains("\"K\"")
+    );
+    // A file on disk written so is read as a problem, and nothing is lost by a write.
+    let path = write(dir.path(), twice);
+    assert!(matches!(read(&path), Err(ConfigError::Parse { .. })));
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), twice);
+    // Everything else reads as before: numbers, nulls, arrays, nesting.
+    check_text(
+        &path,
+        r#"{"n": [1, -2, 3.5, null, true, {"a": {"a": 1}}], "mcpServers": {"x": {"command": "c", "timeout": 5}}}"#,
+    )
+    .unwrap();
+}
