@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::Host;
 use crate::settings::{ApprovedTool, ToolPolicy, Verdict};
+use crate::window_guard::Loss;
 
 /// Environment variable with the start timeout of MCP servers, in seconds.
 pub const START_TIMEOUT_ENV: &str = "CONDUIT_MCP_START_TIMEOUT";
@@ -498,7 +499,8 @@ impl Host {
         let text = unmask_text(text, &old_text)?;
         config::check_text(path, &text)?;
         let replaced = servers_of(&text);
-        self.confirm_changes(&old, &replaced, confirm)?;
+        let file_losses = file_losses(&old_text, &text);
+        self.confirm_changes(&old, &replaced, file_losses, confirm)?;
         // Not changed while the user was asked: the write is still based on `version`.
         self.current_text(version)?;
         conduit_files::write_atomically(path, text.as_bytes(), 0o600)
@@ -570,7 +572,7 @@ impl Host {
         for edit in &edits {
             config::check_edit(&snapshot.path, edit)?;
         }
-        self.confirm_changes(old, &new, confirm)?;
+        self.confirm_changes(old, &new, Vec::new(), confirm)?;
         let mut current = None;
         for edit in edits {
             current = Some(config::apply(current.as_ref().unwrap_or(snapshot), edit)?);
@@ -581,31 +583,34 @@ impl Host {
         Ok(self.mcp_file()?)
     }
 
-    /// Asks `confirm` about what `new` would start that `old` does not, and about the
-    /// servers it deletes; a no refuses.
+    /// Asks `confirm` about what `new` would start that `old` does not, and about what it
+    /// loses of `old` (with `file_losses`, what a raw text loses of the file besides its
+    /// servers); a no refuses.
     fn confirm_changes(
         &self,
         old: &Map<String, Value>,
         new: &Map<String, Value>,
+        file_losses: Vec<Loss>,
         confirm: Confirm<'_>,
     ) -> Result<(), McpEditError> {
         let launches = crate::window_guard::launches_to_confirm(old, new);
-        let removals = crate::window_guard::removals_to_confirm(old, new);
-        if launches.is_empty() && removals.is_empty() {
+        let mut losses = crate::window_guard::losses_to_confirm(old, new);
+        losses.extend(file_losses);
+        if launches.is_empty() && losses.is_empty() {
             return Ok(());
         }
-        let question = crate::window_guard::confirmation_text(&launches, &removals);
+        let question = crate::window_guard::confirmation_text(&launches, &losses);
         if confirm(&question) {
             tracing::info!(
                 started = launches.len(),
-                deleted = removals.len(),
+                lost = losses.len(),
                 "the user confirmed the change to the mcpServers file"
             );
             Ok(())
         } else {
             tracing::warn!(
                 started = launches.len(),
-                deleted = removals.len(),
+                lost = losses.len(),
                 "the change to the mcpServers file was not confirmed; nothing written"
             );
             Err(McpEditError::NotConfirmed)
@@ -698,6 +703,31 @@ impl Host {
             });
         }
         self.apply_edits(&snapshot, &old, edits, confirm)
+    }
+}
+
+/// What a raw text loses of the file besides its servers: all of it when the file on
+/// disk does not read as JSON (a file being mended), or the top-level fields it drops.
+fn file_losses(old_text: &str, new_text: &str) -> Vec<Loss> {
+    if old_text.trim().is_empty() {
+        return Vec::new();
+    }
+    let Ok(Value::Object(old)) = serde_json::from_str::<Value>(old_text) else {
+        return vec![Loss::Unreadable];
+    };
+    let new = match serde_json::from_str::<Value>(new_text) {
+        Ok(Value::Object(new)) => new,
+        _ => Map::new(),
+    };
+    let names: Vec<String> = old
+        .keys()
+        .filter(|name| *name != "mcpServers" && !new.contains_key(*name))
+        .cloned()
+        .collect();
+    if names.is_empty() {
+        Vec::new()
+    } else {
+        vec![Loss::Fields { names }]
     }
 }
 
@@ -964,6 +994,66 @@ mod tests {
             )
             .unwrap();
         assert!(removed.servers.is_empty());
+    }
+
+    #[test]
+    fn a_raw_text_replacing_a_broken_file_or_dropping_fields_is_asked_about() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = host(dir.path());
+        let file = dir.path().join("mcp_servers.json");
+        let asked = Asked::new();
+        // A file being mended by hand: the new text replaces what could not be read.
+        let broken = r#"{"mcpServers": {"time": {"command": "uvx"}"#;
+        std::fs::write(&file, broken).unwrap();
+        let version = conduit_files::fingerprint(&file).unwrap();
+        let mended = r#"{"mcpServers": {}}"#;
+        let refused = host.edit_mcp_file(
+            version.clone(),
+            Edit::Replace {
+                text: mended.into(),
+            },
+            &asked.no(),
+        );
+        assert!(
+            matches!(refused, Err(McpEditError::NotConfirmed)),
+            "{refused:?}"
+        );
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), broken);
+        assert!(
+            asked.questions()[0].contains("does not read as JSON: all of it is replaced"),
+            "{:?}",
+            asked.questions()
+        );
+        host.edit_mcp_file(
+            version,
+            Edit::Replace {
+                text: mended.into(),
+            },
+            &YES,
+        )
+        .unwrap();
+        // Fields besides the servers, dropped: named.
+        let with_fields = r#"{"globalShortcut": "Ctrl+Space", "theme": "dark", "mcpServers": {}}"#;
+        std::fs::write(&file, with_fields).unwrap();
+        let version = conduit_files::fingerprint(&file).unwrap();
+        let refused = host.edit_mcp_file(
+            version,
+            Edit::Replace {
+                text: r#"{"theme": "dark", "mcpServers": {}}"#.into(),
+            },
+            &asked.no(),
+        );
+        assert!(
+            matches!(refused, Err(McpEditError::NotConfirmed)),
+            "{refused:?}"
+        );
+        assert!(
+            asked.questions()[1]
+                .contains("Drop these fields from the mcpServers file: \"globalShortcut\"\n"),
+            "{:?}",
+            asked.questions()
+        );
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), with_fields);
     }
 
     #[test]

@@ -67,7 +67,6 @@ impl Host {
         Ok(())
     }
 
-    /// Removes a provider and its stored key.
     /// What the user answers natively before a window removes provider `id` (an unknown
     /// one is an error: nothing is asked).
     pub fn removal_question(&self, id: &str) -> Result<String, ProvidersError> {
@@ -78,12 +77,13 @@ impl Host {
             .find(|provider| provider.id == id)
             .ok_or_else(|| SettingsError::UnknownProvider(id.to_owned()))?;
         Ok(format!(
-            "Remove the provider {:?} ({})?\n\nIts settings and its stored API key are deleted. Conversations keep their messages.",
+            "Remove the provider {:?} ({:?})?\n\nIts settings and its stored API key are deleted. Conversations keep their messages.",
             provider.id,
             crate::window_guard::mask_url(&provider.base_url)
         ))
     }
 
+    /// Removes a provider and its stored key.
     pub fn remove_provider(&self, id: &str) -> Result<(), ProvidersError> {
         self.update_settings(|settings| settings.remove_provider(id))?;
         self.secrets().delete(&provider_secret_name(id))?;

@@ -7,6 +7,17 @@ use conduit_store::{Conversation, SearchHit, StoreError, StoredMessage};
 
 use crate::Host;
 
+/// A millisecond timestamp as the user's local date and time.
+fn local_time(ms: i64) -> String {
+    jiff::Timestamp::from_millisecond(ms)
+        .map(|t| {
+            t.to_zoned(jiff::tz::TimeZone::system())
+                .strftime("%Y-%m-%d %H:%M")
+                .to_string()
+        })
+        .unwrap_or_else(|_| "at an unknown time".to_owned())
+}
+
 impl Host {
     pub fn conversations(&self, limit: usize) -> Result<Vec<Conversation>, StoreError> {
         self.store()?.list(limit)
@@ -54,8 +65,12 @@ impl Host {
             1 => "Its message".to_owned(),
             count => format!("Its {count} messages"),
         };
+        // A page can rename a conversation without asking, so the question also shows
+        // what it cannot change: when the conversation started and last changed.
         Ok(format!(
-            "Delete the conversation {title:?}?\n\n{messages} and the images only it uses are removed for good."
+            "Delete the conversation {title:?}?\nStarted {}, last changed {}.\n\n{messages} and the images only it uses are removed for good.",
+            local_time(conversation.created_at),
+            local_time(conversation.updated_at),
         ))
     }
 
@@ -109,10 +124,10 @@ mod tests {
             "{question}"
         );
         assert!(
-            question.contains("!…\"?\n\nIts 0 messages and"),
+            question.contains("!…\"?\nStarted 20") && question.contains(".\n\nIts 0 messages and"),
             "{question}"
         );
-        assert!(question.chars().count() < 250, "{question}");
+        assert!(question.chars().count() < 300, "{question}");
         assert!(host.deletion_question("no-such-conversation").is_err());
     }
 }

@@ -69,11 +69,21 @@ struct LaunchSpec<'a> {
     client_secret: Option<&'a Value>,
 }
 
+/// What an entry would run or reach; `None` when it is off (it starts nothing).
 fn launch_spec(entry: &Value) -> Option<LaunchSpec<'_>> {
-    let object = entry.as_object()?;
-    if object.get("disabled").and_then(Value::as_bool) == Some(true) {
+    if is_off(entry) {
         return None;
     }
+    entry_spec(entry)
+}
+
+fn is_off(entry: &Value) -> bool {
+    entry.get("disabled").and_then(Value::as_bool) == Some(true)
+}
+
+/// What an entry would run or reach, on or off.
+fn entry_spec(entry: &Value) -> Option<LaunchSpec<'_>> {
+    let object = entry.as_object()?;
     Some(LaunchSpec {
         kind: object.get("type"),
         command: object.get("command"),
@@ -180,7 +190,7 @@ fn kept_values(env: Option<&Value>, old_env: Option<&Value>) -> Vec<String> {
 /// The servers of `new` that would start or connect differently than in `old`: new
 /// enabled entries, entries enabled again, and entries whose command, arguments,
 /// environment, working folder, type, URL, headers or sign-in client secret changed.
-/// Disabling needs nothing; removals are asked about apart (`removals_to_confirm`).
+/// Disabling needs nothing; what an edit loses is asked about apart (`losses_to_confirm`).
 pub fn launches_to_confirm(old: &Map<String, Value>, new: &Map<String, Value>) -> Vec<Launch> {
     new.iter()
         .filter_map(|(name, entry)| {
@@ -223,36 +233,159 @@ pub fn launches_to_confirm(old: &Map<String, Value>, new: &Map<String, Value>) -
         .collect()
 }
 
-/// Names, each quoted (a name could hold a line break or a comma of its own).
+/// Names, each quoted (a name could hold a line break or a comma of its own) and cut, at
+/// most 20 and then how many more: a page cannot push a name it wants unseen off the
+/// dialog behind a long one.
 fn quoted(names: &[String]) -> String {
-    names
+    const MOST_NAMES: usize = 20;
+    const MOST_CHARS: usize = 80;
+    let mut listed: Vec<String> = names
         .iter()
-        .map(|name| format!("{name:?}"))
-        .collect::<Vec<_>>()
-        .join(", ")
+        .take(MOST_NAMES)
+        .map(|name| {
+            let mut cut: String = name.chars().take(MOST_CHARS).collect();
+            if cut.len() < name.len() {
+                cut.push('…');
+            }
+            format!("{cut:?}")
+        })
+        .collect();
+    if names.len() > MOST_NAMES {
+        listed.push(format!("and {} more", names.len() - MOST_NAMES));
+    }
+    listed.join(", ")
 }
 
-/// The servers of `old` that `new` no longer has. Deleting an entry loses what it holds
-/// (its settings, its stored secrets, the tools approved for it), and the file keeps one
-/// backup, so a page could not undo the loss by writing twice: the user confirms it.
-pub fn removals_to_confirm(old: &Map<String, Value>, new: &Map<String, Value>) -> Vec<String> {
-    old.keys()
-        .filter(|name| !new.contains_key(*name))
-        .cloned()
+/// What an edit loses that the page cannot give back: the user confirms it, as the file
+/// keeps one backup and a page could write twice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Loss {
+    /// The entry is deleted, with its settings, stored secrets and approved tools.
+    Deleted { server: String },
+    /// The entry stays, but loses stored secret values the page never saw (`lost`: it
+    /// drops or replaces them) or, being off (so its change starts nothing and is asked
+    /// about nowhere else), has what it would run or reach rewritten (`rewritten_off`).
+    Changed {
+        server: String,
+        rewritten_off: bool,
+        lost: Vec<String>,
+    },
+    /// The file on disk does not read as JSON: the new text replaces all of it.
+    Unreadable,
+    /// Top-level fields of the file the new text drops (other than `mcpServers`).
+    Fields { names: Vec<String> },
+}
+
+/// The stored secret values of `old` that `new` drops or replaces: `env` and `headers`
+/// values written out (a `${NAME}` holds none), the sign-in client secret, and a URL's
+/// userinfo, query values and path keys.
+fn lost_values(old: &Value, new: &Value) -> Vec<String> {
+    let mut lost = Vec::new();
+    for (section, label) in [("env", "env value"), ("headers", "header value")] {
+        let Some(stored) = old.get(section).and_then(Value::as_object) else {
+            continue;
+        };
+        for (key, value) in stored {
+            let written_out = value
+                .as_str()
+                .is_some_and(|v| !v.is_empty() && !is_reference(v));
+            if written_out && new.get(section).and_then(|values| values.get(key)) != Some(value) {
+                lost.push(format!("{label} {key:?}"));
+            }
+        }
+    }
+    let client_secret = |entry: &Value| {
+        entry
+            .get("oauth")
+            .and_then(|oauth| oauth.get("clientSecret"))
+            .cloned()
+    };
+    if client_secret(old)
+        .as_ref()
+        .and_then(Value::as_str)
+        .is_some_and(|v| !v.is_empty() && !is_reference(v))
+        && client_secret(old) != client_secret(new)
+    {
+        lost.push("sign-in client secret".to_owned());
+    }
+    if let Some(url) = old.get("url").and_then(Value::as_str)
+        && mask_url(url) != url
+        && new.get("url").and_then(Value::as_str) != Some(url)
+    {
+        lost.push("URL keys".to_owned());
+    }
+    lost
+}
+
+/// What `new` loses of `old`'s servers: entries deleted, stored secret values dropped or
+/// replaced, and entries that are off rewritten.
+pub fn losses_to_confirm(old: &Map<String, Value>, new: &Map<String, Value>) -> Vec<Loss> {
+    old.iter()
+        .filter_map(|(name, old_entry)| {
+            let Some(new_entry) = new.get(name) else {
+                return Some(Loss::Deleted {
+                    server: name.clone(),
+                });
+            };
+            let lost = lost_values(old_entry, new_entry);
+            let rewritten_off = is_off(new_entry) && entry_spec(old_entry) != entry_spec(new_entry);
+            (rewritten_off || !lost.is_empty()).then(|| Loss::Changed {
+                server: name.clone(),
+                rewritten_off,
+                lost,
+            })
+        })
         .collect()
 }
 
-/// The question the user answers before the window's edit is written: the servers it
-/// deletes, then what it would run or reach.
-pub fn confirmation_text(launches: &[Launch], removals: &[String]) -> String {
+/// The question the user answers before the window's edit is written: what it loses,
+/// then what it would run or reach.
+pub fn confirmation_text(launches: &[Launch], losses: &[Loss]) -> String {
     let mut text = String::from(
         "Conduit's settings window asks to make the following change. Allow only if you made it yourself.\n",
     );
-    if !removals.is_empty() {
+    let deleted: Vec<String> = losses
+        .iter()
+        .filter_map(|loss| match loss {
+            Loss::Deleted { server } => Some(server.clone()),
+            _ => None,
+        })
+        .collect();
+    if !deleted.is_empty() {
         text.push_str(&format!(
             "\nDelete from the mcpServers file, with their settings, stored secrets and approved tools:\n  {}\n",
-            quoted(removals)
+            quoted(&deleted)
         ));
+    }
+    for loss in losses {
+        match loss {
+            Loss::Deleted { .. } => {}
+            Loss::Changed {
+                server,
+                rewritten_off,
+                lost,
+            } => {
+                let server = quoted(std::slice::from_ref(server));
+                if *rewritten_off {
+                    text.push_str(&format!(
+                        "\nServer {server}, which is off, has what it would run or reach rewritten.\n"
+                    ));
+                }
+                if !lost.is_empty() {
+                    text.push_str(&format!(
+                        "\nServer {server} loses its stored {}.\n",
+                        lost.join(", ")
+                    ));
+                }
+            }
+            Loss::Unreadable => text.push_str(
+                "\nThe mcpServers file on disk does not read as JSON: all of it is replaced.\n",
+            ),
+            Loss::Fields { names } => text.push_str(&format!(
+                "\nDrop these fields from the mcpServers file: {}\n",
+                quoted(names)
+            )),
+        }
     }
     let given = |variables: &[String]| {
         format!(
@@ -272,7 +405,8 @@ pub fn confirmation_text(launches: &[Launch], removals: &[String]) -> String {
                 variables,
             } => {
                 text.push_str(&format!(
-                    "\nServer {server:?} will run the program:\n  {command:?}\n"
+                    "\nServer {} will run the program:\n  {command:?}\n",
+                    quoted(std::slice::from_ref(server))
                 ));
                 if args.is_empty() {
                     text.push_str("with no arguments\n");
@@ -308,7 +442,8 @@ pub fn confirmation_text(launches: &[Launch], removals: &[String]) -> String {
                 client_secret,
             } => {
                 text.push_str(&format!(
-                    "\nServer {server:?} will connect to:\n  {url:?}\nthat is, to the host: {host}\n"
+                    "\nServer {} will connect to:\n  {url:?}\nthat is, to the host: {host}\n",
+                    quoted(std::slice::from_ref(server))
                 ));
                 if !header_names.is_empty() {
                     text.push_str(&format!("sending the headers: {}\n", quoted(header_names)));
@@ -398,7 +533,8 @@ impl<'a> UrlParts<'a> {
             Some(at) => rest.split_at(at + 3),
             None => ("", rest),
         };
-        let authority_end = rest.find('/').unwrap_or(rest.len());
+        // A URL parser ends the authority at a backslash too.
+        let authority_end = rest.find(['/', '\\']).unwrap_or(rest.len());
         let (userinfo, host_path) = match rest[..authority_end].rfind('@') {
             Some(at) => (Some(&rest[..at]), &rest[at + 1..]),
             None => (None, rest),
@@ -441,46 +577,59 @@ impl<'a> UrlParts<'a> {
 /// The host and path with each path segment that looks like a key masked
 /// (`conduit_mcp::config::is_secret_path_segment`).
 fn mask_path(host_path: &str) -> String {
-    host_path
-        .split('/')
+    path_segments(host_path)
+        .into_iter()
         .enumerate()
-        .map(|(index, segment)| {
-            if index > 0 && conduit_mcp::config::is_secret_path_segment(segment) {
+        .map(|(index, (segment, separator))| {
+            let segment = if index > 0 && conduit_mcp::config::is_secret_path_segment(segment) {
                 MASKED
             } else {
                 segment
-            }
+            };
+            format!("{segment}{separator}")
         })
-        .collect::<Vec<_>>()
-        .join("/")
+        .collect()
+}
+
+/// The host and each path segment, with the separator after it (`/`, or a backslash,
+/// which a URL parser reads as one; empty at the end).
+fn path_segments(host_path: &str) -> Vec<(&str, &str)> {
+    host_path
+        .split_inclusive(['/', '\\'])
+        .map(|piece| match piece.strip_suffix(['/', '\\']) {
+            Some(segment) => (segment, &piece[segment.len()..]),
+            None => (piece, ""),
+        })
+        .collect()
 }
 
 /// The host and path the window sent back with each masked segment taking the stored
 /// one at the same place; `None` when anything else differs (another host, another
 /// segment, one more or fewer) or a mask stands where no key was stored.
 fn unmask_path(new: &str, old: &str) -> Option<String> {
-    let new: Vec<&str> = new.split('/').collect();
-    let old: Vec<&str> = old.split('/').collect();
+    let new = path_segments(new);
+    let old = path_segments(old);
     if new.len() != old.len() {
         return None;
     }
     new.iter()
         .zip(&old)
         .enumerate()
-        .map(|(index, (new, old))| {
-            if new == old && !new.contains(MASKED) {
-                Some(*new)
+        .map(|(index, ((new, separator), (old, old_separator)))| {
+            if separator != old_separator {
+                None
+            } else if new == old && !new.contains(MASKED) {
+                Some(format!("{new}{separator}"))
             } else if index > 0
                 && *new == MASKED
                 && conduit_mcp::config::is_secret_path_segment(old)
             {
-                Some(*old)
+                Some(format!("{old}{separator}"))
             } else {
                 None
             }
         })
-        .collect::<Option<Vec<_>>>()
-        .map(|segments| segments.join("/"))
+        .collect()
 }
 
 /// A server URL with its userinfo, each query value and each path segment that looks
@@ -1115,16 +1264,94 @@ mod tests {
         let mut fewer = old.clone();
         fewer.remove("time");
         fewer.remove("off");
-        assert_eq!(removals_to_confirm(&old, &fewer), vec!["time", "off"]);
+        let deleted = |name: &str| Loss::Deleted {
+            server: name.to_owned(),
+        };
+        assert_eq!(
+            losses_to_confirm(&old, &fewer),
+            vec![deleted("time"), deleted("off")]
+        );
         let mut disabled = old.clone();
         disabled["time"]["disabled"] = json!(true);
-        assert!(removals_to_confirm(&old, &disabled).is_empty());
-        let text = confirmation_text(&[], &removals_to_confirm(&old, &Map::new()));
+        assert!(losses_to_confirm(&old, &disabled).is_empty());
+        let mut reordered = Map::new();
+        for name in ["off", "time", "github"] {
+            reordered.insert(name.to_owned(), old[name].clone());
+        }
+        assert!(losses_to_confirm(&old, &reordered).is_empty());
+        let text = confirmation_text(&[], &losses_to_confirm(&old, &Map::new()));
         assert!(
             text.contains("Delete from the mcpServers file, with their settings, stored secrets and approved tools:\n  \"github\", \"time\", \"off\"\n"),
             "{text}"
         );
         assert!(!text.contains("will run"), "{text}");
+
+        // An entry that is off, emptied: nothing starts, so no launch is asked about,
+        // but what it held is lost, so that is.
+        let mut emptied = old.clone();
+        emptied["github"] = json!({"command": "x", "disabled": true});
+        assert!(launches_to_confirm(&old, &emptied).is_empty());
+        let losses = losses_to_confirm(&old, &emptied);
+        assert_eq!(
+            losses,
+            vec![Loss::Changed {
+                server: "github".into(),
+                rewritten_off: true,
+                lost: vec!["env value \"GITHUB_TOKEN\"".into()],
+            }]
+        );
+        let text = confirmation_text(&[], &losses);
+        assert!(
+            text.contains(
+                "Server \"github\", which is off, has what it would run or reach rewritten."
+            ) && text.contains("Server \"github\" loses its stored env value \"GITHUB_TOKEN\"."),
+            "{text}"
+        );
+        // An entry that is off changed only in a way that keeps its values: asked as
+        // rewritten; one turned off alone: not asked.
+        let mut other_args = old.clone();
+        other_args["off"]["args"] = json!(["other.js"]);
+        assert_eq!(
+            losses_to_confirm(&old, &other_args),
+            vec![Loss::Changed {
+                server: "off".into(),
+                rewritten_off: true,
+                lost: vec![],
+            }]
+        );
+        // An enabled entry whose header, client secret and URL key are replaced: the
+        // launch is asked about, and the loss named with it.
+        let remote = servers(json!({"web": {
+            "url": "https://h.example/mcp/sk-ak-7f3a9c2e41b8d6f0/sse",
+            "headers": {"Authorization": "Bearer s3cret", "X-Ref": "${TOKEN}"},
+            "oauth": {"clientSecret": "cs-1"}}}));
+        let replaced = servers(json!({"web": {
+            "url": "https://h.example/mcp/sse",
+            "headers": {"X-Ref": "${OTHER}"},
+            "oauth": {"clientSecret": "cs-2"}}}));
+        assert_eq!(
+            losses_to_confirm(&remote, &replaced),
+            vec![Loss::Changed {
+                server: "web".into(),
+                rewritten_off: false,
+                lost: vec![
+                    "header value \"Authorization\"".into(),
+                    "sign-in client secret".into(),
+                    "URL keys".into()
+                ],
+            }]
+        );
+        // Many or long names are cut, so none can push another off the dialog.
+        let mut many = Map::new();
+        for n in 0..25 {
+            many.insert(format!("{}{n}", "x".repeat(200)), json!({"command": "a"}));
+        }
+        let text = confirmation_text(&[], &losses_to_confirm(&many, &Map::new()));
+        assert!(
+            text.contains("…\", ") && text.ends_with("and 5 more\n"),
+            "{text}"
+        );
+        assert!(text.len() < 2500, "{}", text.len());
     }
 
     #[test]
@@ -1321,6 +1548,16 @@ mod tests {
             unmask_entry("zap", masked.clone(), Some(&stored)).unwrap(),
             stored
         );
+        // A backslash is a slash to a URL parser: a key after one is masked too, and a
+        // user name cannot hide a host before one (such a URL is refused on saving).
+        assert_eq!(
+            mask_url("https://h.example\\mcp\\sk-ak-7f3a9c2e41b8d6f0\\sse"),
+            format!("https://h.example\\mcp\\{MASKED}\\sse")
+        );
+        assert_eq!(
+            mask_url("https://evil.example\\@h.example/?key=s3cret"),
+            format!("https://evil.example\\@h.example/?key={MASKED}")
+        );
         // Names and versions in a path stay readable.
         assert_eq!(
             mask_url("https://h.example/v1/server-github/mcp"),
@@ -1335,6 +1572,7 @@ mod tests {
             format!("https://actions.example.com/mcp/{MASKED}/sse/more"),
             format!("https://actions.example.com/{MASKED}/{MASKED}/sse"),
             format!("https://{MASKED}/mcp/{MASKED}/sse"),
+            format!("https://actions.example.com/mcp\\{MASKED}/sse"),
         ] {
             assert!(
                 unmask_entry("zap", json!({"url": moved}), Some(&stored)).is_err(),

@@ -396,6 +396,11 @@ pub fn spec_of(raw: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<Serv
             if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
                 return Err("url must not contain spaces, tabs or line breaks".into());
             }
+            // A URL parser reads a backslash as a slash: `https://evil.example\@host/`
+            // leads to evil.example, though it reads as a user name before `host`.
+            if url.contains('\\') {
+                return Err("url must not contain a backslash (write / instead)".into());
+            }
             Transport::Http {
                 url,
                 headers: strings("headers")?,

@@ -493,6 +493,10 @@ fn bad_timeouts_and_urls_fail_their_entry_with_a_clear_error_and_no_secret() {
     let refused = spec(serde_json::json!({"url": hidden})).unwrap_err();
     assert!(refused.contains("line breaks"), "{refused}");
     assert!(spec(serde_json::json!({"url": "https://h.example/a b"})).is_err());
+    // A backslash is a slash to a URL parser: the host shown and the host reached differ.
+    let slashed =
+        spec(serde_json::json!({"url": "https://evil.example\\@h.example/mcp"})).unwrap_err();
+    assert!(slashed.contains("backslash"), "{slashed}");
     // A URL without a scheme Conduit knows is not quoted: it may hold a key.
     for url in [
         "mcp.example.com/mcp?key=LITERAL_SECRET",
