@@ -1,6 +1,6 @@
 //! Secrets in the real app under Xvfb: a provider moved to another server through the
-//! settings form never sends that server its old key or header values, and the form
-//! says so before the save.
+//! settings form never sends that server its old key or header values; the form says so
+//! before the save, and the host asks natively before the stored key is deleted.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -11,6 +11,7 @@ use std::time::Duration;
 use conduit_e2e::artifacts_dir;
 use conduit_e2e::desktop::{DesktopSession, app_binary};
 use conduit_e2e::llm_server::{Dialect, Reply, ScriptedLlm};
+use conduit_e2e::native_dialog::{self, Answer};
 use fantoccini::Locator;
 use serde_json::json;
 
@@ -109,6 +110,11 @@ async fn a_base_url_change_to_another_server_never_sends_it_the_old_key() {
         .await
         .unwrap();
     session.click_button("Save provider", WAIT).await.unwrap();
+    // The stored key is deleted by the move: the host asks natively first.
+    tokio::task::spawn_blocking(|| native_dialog::answer_confirmation(Answer::Press('s'), WAIT))
+        .await
+        .unwrap()
+        .unwrap();
     session
         .wait_js(
             &format!(

@@ -484,15 +484,34 @@ pub async fn next_window_events(
 }
 
 window_command! {
-#[tauri::command(async)]
-pub fn save_provider(
+/// Adds or updates a provider; a save that loses a stored secret (the key replaced, or
+/// deleted as the provider moves to another server, a header value dropped) is written
+/// only after the user confirms it natively, and `false` when they kept it as it was.
+#[tauri::command]
+pub async fn save_provider(
     app: tauri::AppHandle,
     state: tauri::State<'_, AppState>,
     provider: ProviderInput,
-) -> Reply<()> {
-    state.host().save_provider(provider)?;
-    providers_changed(&app);
-    Ok(())
+) -> Reply<bool> {
+    let engine = state.app.clone();
+    let confirmer = state.confirmer;
+    let asking = app.clone();
+    let saved = blocking(move || {
+        let host = engine.host();
+        if let Some(question) = host.save_question(&provider)?
+            && !confirmer.ask(&asking, &question, "Save")
+        {
+            tracing::info!("a provider change that loses a stored secret was not confirmed");
+            return Ok(false);
+        }
+        host.save_provider(provider)?;
+        Ok(true)
+    })
+    .await?;
+    if saved {
+        providers_changed(&app);
+    }
+    Ok(saved)
 }
 }
 
@@ -807,7 +826,11 @@ pub async fn mcp_sign_out(
     state: tauri::State<'_, AppState>,
     server: String,
 ) -> Reply<SignedOut> {
-    state.app.sign_out_mcp(&server).await.map_err(CommandError::from)
+    state
+        .app
+        .sign_out_mcp(&server)
+        .await
+        .map_err(|error| CommandError::from_sign_in(&error))
 }
 }
 

@@ -192,6 +192,60 @@ pub struct ProviderInput {
 }
 
 impl Host {
+    /// What the user answers natively before a window's save loses a stored secret of
+    /// an existing provider: its key replaced, or deleted with the hidden header values as
+    /// it moves to another server, or a header value dropped or replaced. `None` when the
+    /// save loses nothing stored (a new provider, or an edit that keeps every secret).
+    pub fn save_question(&self, input: &ProviderInput) -> Result<Option<String>, ProvidersError> {
+        if input.is_new {
+            return Ok(None);
+        }
+        let settings = self.settings()?;
+        let Some(saved) = settings.providers.iter().find(|p| p.id == input.id) else {
+            return Ok(None);
+        };
+        let moved = !conduit_providers::http::same_origin_urls(&saved.base_url, &input.base_url);
+        let new_key = input
+            .api_key
+            .as_deref()
+            .is_some_and(|key| !key.trim().is_empty());
+        let mut lost = Vec::new();
+        if self
+            .secrets()
+            .get(&provider_secret_name(&input.id))?
+            .is_some()
+            && (new_key || moved)
+        {
+            lost.push("its stored API key".to_owned());
+        }
+        if moved && let Some(variable) = &saved.api_key_env {
+            lost.push(format!("the key variable it names ({variable:?})"));
+        }
+        for (name, value) in &saved.headers {
+            let sent = input.headers.get(name).map(String::as_str);
+            let kept = sent == Some(value.as_str()) || (sent == Some(MASKED) && !moved);
+            if !kept {
+                lost.push(format!("its stored header value {name:?}"));
+            }
+        }
+        if lost.is_empty() {
+            return Ok(None);
+        }
+        let place = if moved {
+            format!(
+                " as it moves to {:?}",
+                crate::window_guard::mask_url(&input.base_url)
+            )
+        } else {
+            String::new()
+        };
+        Ok(Some(format!(
+            "Save the provider {:?}?\n\nIt loses {}{place}.",
+            input.id,
+            lost.join(", ")
+        )))
+    }
+
     /// Adds the provider, or updates the one with its id (fields Conduit does not know
     /// and a named key variable are kept).
     pub fn save_provider(&self, input: ProviderInput) -> Result<(), ProvidersError> {
@@ -393,6 +447,47 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn a_save_that_loses_a_stored_secret_is_asked_about_and_one_that_keeps_them_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = Host::new(crate::Paths::under_home(dir.path().to_owned(), None));
+        let input = |url: &str, key: Option<&str>, header: &str| ProviderInput {
+            id: "p".into(),
+            protocol: Protocol::OpenAiChat,
+            base_url: url.into(),
+            default_model: Some("m".into()),
+            headers: [("X-Team".to_owned(), header.to_owned())].into(),
+            api_key: key.map(str::to_owned),
+            is_new: false,
+        };
+        let new = ProviderInput {
+            is_new: true,
+            ..input("https://a.example/v1", Some("sk-1"), "team-s3cret")
+        };
+        assert_eq!(host.save_question(&new).unwrap(), None, "a new provider");
+        host.save_provider(new).unwrap();
+        // The form sent back as shown: masks keep the stored values; a model changed.
+        assert_eq!(
+            host.save_question(&input("https://a.example/v1/", None, MASKED))
+                .unwrap(),
+            None
+        );
+        let question = |input: ProviderInput| host.save_question(&input).unwrap().unwrap();
+        let replaced = question(input("https://a.example/v1", Some("sk-2"), MASKED));
+        assert_eq!(
+            replaced,
+            "Save the provider \"p\"?\n\nIt loses its stored API key."
+        );
+        let moved = question(input("https://b.example/v1", None, MASKED));
+        assert_eq!(
+            moved,
+            "Save the provider \"p\"?\n\nIt loses its stored API key, its stored header value \"X-Team\" as it moves to \"https://b.example/v1\"."
+        );
+        let header = question(input("https://a.example/v1", None, "other"));
+        assert!(header.contains("header value \"X-Team\""), "{header}");
+        assert!(!format!("{replaced}{moved}{header}").contains("s3cret"));
+    }
+
+    #[test]
     fn removing_a_provider_is_asked_about_by_name_and_address_without_its_secrets() {
         let dir = tempfile::tempdir().unwrap();
         let host = Host::new(crate::Paths::under_home(dir.path().to_owned(), None));
@@ -409,7 +504,7 @@ mod tests {
         let question = host.removal_question("gemini").unwrap();
         assert!(
             question.starts_with(
-                "Remove the provider \"gemini\" (https://generativelanguage.example/v1beta?key="
+                "Remove the provider \"gemini\" (\"https://generativelanguage.example/v1beta?key="
             ),
             "{question}"
         );

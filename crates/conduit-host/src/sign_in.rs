@@ -30,7 +30,22 @@ pub enum HostSignInError {
         server: String,
         #[source]
         source: Box<SignInError>,
+        /// The server's secrets: its URL's keys can be in what the source says (a
+        /// metadata address), so text for a window goes through them (`window_text`).
+        secrets: conduit_mcp::redact::Redactor,
     },
+}
+
+impl HostSignInError {
+    /// The error and its causes for a window: the server's secrets hidden (a metadata
+    /// address the source names can hold its URL's keys).
+    pub fn window_text(&self) -> String {
+        let text = crate::window_error::chain(self);
+        match self {
+            Self::SignIn { secrets, .. } => secrets.text(&text),
+            _ => text,
+        }
+    }
 }
 
 /// Tokens in the host's secret store, read and written off the async workers (the
@@ -63,10 +78,12 @@ impl TokenVault for HostTokens {
     }
 }
 
-/// A server that signs in: its URL and the entry's `oauth` settings.
+/// A server that signs in: its URL, the entry's `oauth` settings, and its secrets (to
+/// hide in what a window is shown).
 struct SignInTarget {
     url: String,
     settings: oauth::SignInSettings,
+    secrets: conduit_mcp::redact::Redactor,
 }
 
 impl Host {
@@ -100,6 +117,7 @@ impl Host {
                 Ok(SignInTarget {
                     url: url.clone(),
                     settings: spec.oauth.clone(),
+                    secrets: spec.secrets.clone(),
                 })
             }
             Transport::Stdio { .. } => Err(HostSignInError::NotHttp(server.to_owned())),
@@ -118,18 +136,22 @@ impl Host {
     ) -> Result<(), HostSignInError> {
         let target = self.sign_in_target(server)?;
         let challenge = servers.sign_in_challenge(server);
+        // The address is shown whole, but it names the server's URL (`resource`), whose
+        // keys stay hidden from the window.
+        let shown = |url: &str| announce(&target.secrets.values_hidden(url));
         oauth::sign_in(
             &target.url,
             &target.settings,
             challenge.as_deref(),
             self.token_vault(),
             authorize,
-            announce,
+            &shown,
         )
         .await
         .map_err(|source| HostSignInError::SignIn {
             server: server.to_owned(),
             source: Box::new(source),
+            secrets: target.secrets.clone(),
         })?;
         tracing::info!(server, "signed in to an MCP server");
         servers.restart_server(server).await;
@@ -149,10 +171,16 @@ impl Host {
             .map_err(|source| HostSignInError::SignIn {
                 server: server.to_owned(),
                 source: Box::new(source),
+                secrets: target.secrets.clone(),
             })?;
-        if let SignedOut::RevocationFailed(reason) = &outcome {
-            tracing::warn!(server, %reason, "revoking an MCP server's tokens failed; forgotten here");
-        }
+        let outcome = match outcome {
+            SignedOut::RevocationFailed(reason) => {
+                let reason = target.secrets.text(&reason);
+                tracing::warn!(server, %reason, "revoking an MCP server's tokens failed; forgotten here");
+                SignedOut::RevocationFailed(reason)
+            }
+            other => other,
+        };
         servers.restart_server(server).await;
         Ok(outcome)
     }
@@ -165,6 +193,37 @@ impl Host {
             .map_err(|source| HostSignInError::SignIn {
                 server: server.to_owned(),
                 source: Box::new(source),
+                secrets: target.secrets.clone(),
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sign_in_error_for_a_window_hides_the_servers_url_keys() {
+        let snapshot = conduit_mcp::config::snapshot_of(
+            std::path::Path::new("mcp_servers.json"),
+            br#"{"mcpServers": {"zap": {"url": "https://mcp.example/api/sk-ak-7f3a9c2e41b8d6f0/mcp?key=q-s3cret-value"}}}"#,
+            &|_| None,
+        )
+        .unwrap();
+        let spec = snapshot.server("zap").unwrap().spec.clone().unwrap();
+        let error = HostSignInError::SignIn {
+            server: "zap".into(),
+            source: Box::new(SignInError::Refused(
+                "no metadata at https://mcp.example/.well-known/oauth-protected-resource/api/sk-ak-7f3a9c2e41b8d6f0/mcp?key=q-s3cret-value"
+                    .into(),
+            )),
+            secrets: spec.secrets,
+        };
+        let text = error.window_text();
+        assert!(
+            !text.contains("sk-ak-7f3a") && !text.contains("q-s3cret"),
+            "{text}"
+        );
+        assert!(text.contains("oauth-protected-resource/api/"), "{text}");
     }
 }

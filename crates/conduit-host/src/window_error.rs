@@ -70,7 +70,7 @@ impl CommandError {
                 if matches!(**source, conduit_mcp::oauth::SignInError::NeedsClientId)
         );
         Self {
-            message: chain(error),
+            message: error.window_text(),
             action: needs_client.then_some(ErrorAction::EnterClientId),
         }
     }

@@ -36,13 +36,23 @@ impl Redactor {
 
     /// `text` with every secret value masked and every URL without query or user info.
     pub fn text(&self, text: &str) -> String {
+        strip_url_secrets(&self.values_hidden(text))
+    }
+
+    /// `text` with every secret value masked, as written or form-encoded (as a URL's
+    /// query carries it: a sign-in page's address names the server's URL in `resource`),
+    /// the rest kept whole: for an address shown to the user in full.
+    pub fn values_hidden(&self, text: &str) -> String {
         let mut out = text.to_owned();
         for value in &self.values {
-            if out.contains(value.as_str()) {
-                out = out.replace(value.as_str(), MASK);
+            let encoded: String = url::form_urlencoded::byte_serialize(value.as_bytes()).collect();
+            for form in [value.as_str(), encoded.as_str()] {
+                if out.contains(form) {
+                    out = out.replace(form, MASK);
+                }
             }
         }
-        strip_url_secrets(&out)
+        out
     }
 
     /// The length in bytes of the longest secret value (0 without any).
@@ -128,6 +138,17 @@ mod tests {
             "a \"http://h/p\" and http://other and plain text"
         );
         assert_eq!(strip_url_secrets("no url here"), "no url here");
+    }
+
+    #[test]
+    fn an_address_shown_whole_hides_the_values_as_written_and_form_encoded() {
+        let redactor = Redactor::new(["sk-ak/7f3a+9c2e41".to_owned()]);
+        assert_eq!(
+            redactor.values_hidden(
+                "https://auth.example/authorize?client_id=c&resource=https%3A%2F%2Fh.example%2Fmcp%2Fsk-ak%2F7f3a%2B9c2e41&state=s"
+            ),
+            format!("https://auth.example/authorize?client_id=c&resource=https%3A%2F%2Fh.example%2Fmcp%2F{MASK}&state=s")
+        );
     }
 
     #[test]

@@ -28,7 +28,7 @@ describe("Providers settings", () => {
     api.detectLocalProviders.mockResolvedValue([]);
     api.saveProvider.mockImplementation(() => {
       listed.push(saved);
-      return Promise.resolve();
+      return Promise.resolve(true);
     });
     const onChanged = vi.fn();
     render(ProvidersSettings, { onChanged });
@@ -81,7 +81,7 @@ describe("Providers settings", () => {
   it("keeps the stored key when an edit leaves the key empty, and shows a test's error", async () => {
     api.listProviders.mockResolvedValue([saved]);
     api.detectLocalProviders.mockResolvedValue([]);
-    api.saveProvider.mockResolvedValue();
+    api.saveProvider.mockResolvedValue(true);
     api.providerModels.mockRejectedValue("the provider refused the key (401): invalid x-api-key");
     render(ProvidersSettings, { onChanged: () => {} });
     await fireEvent.click(await screen.findByRole("button", { name: "Test connection" }));
@@ -92,5 +92,19 @@ describe("Providers settings", () => {
     await waitFor(() =>
       expect(api.saveProvider).toHaveBeenCalledWith(expect.objectContaining({ apiKey: null })),
     );
+  });
+
+  it("keeps the form open when the user keeps the stored values in the host's dialog", async () => {
+    api.listProviders.mockResolvedValue([saved]);
+    api.detectLocalProviders.mockResolvedValue([]);
+    api.saveProvider.mockResolvedValue(false);
+    const onChanged = vi.fn();
+    render(ProvidersSettings, { onChanged });
+    await fireEvent.click(await screen.findByRole("button", { name: "Edit" }));
+    await fireEvent.input(screen.getByLabelText("API key"), { target: { value: "sk-new" } });
+    await fireEvent.click(screen.getByRole("button", { name: "Save provider" }));
+    expect((await screen.findByRole("alert")).textContent).toContain("keeps its stored values");
+    expect(screen.getByRole("button", { name: "Save provider" })).toBeTruthy();
+    expect(onChanged).not.toHaveBeenCalled();
   });
 });

@@ -168,8 +168,13 @@ export function openSettings(): Promise<void> {
   return invoke<void>("open_settings");
 }
 
-export function saveProvider(provider: ProviderInput): Promise<void> {
-  return invoke<void>("save_provider", { provider });
+/**
+ * Adds or updates a provider; a save that loses a stored secret (the key replaced, or
+ * deleted as the provider moves to another server, a header value dropped) is written
+ * only after the user confirms it natively, and `false` when they kept it as it was.
+ */
+export function saveProvider(provider: ProviderInput): Promise<boolean> {
+  return invoke<boolean>("save_provider", { provider });
 }
 
 /**
