@@ -126,18 +126,14 @@ pub async fn delete_conversation(
     state: tauri::State<'_, AppState>,
     conversation: String,
 ) -> Reply<bool> {
-    let engine = state.app.clone();
-    let confirmer = state.confirmer;
-    blocking(move || {
-        let host = engine.host();
-        let question = host.deletion_question(&conversation)?;
-        if !confirmer.ask(&app, &question, "Delete") {
-            tracing::info!("deleting a conversation was not confirmed");
-            return Ok(false);
-        }
-        host.delete_conversation(&conversation)?;
-        Ok(true)
-    })
+    let asked = conversation.clone();
+    confirmed(
+        &app,
+        &state,
+        "Delete",
+        move |host| Ok(Some(host.deletion_question(&asked)?)),
+        move |host| Ok(host.delete_conversation(&conversation)?),
+    )
     .await
 }
 }
@@ -456,6 +452,33 @@ async fn blocking<T: Send + 'static>(work: impl FnOnce() -> Reply<T> + Send + 's
         .map_err(|e| CommandError::message(format!("the request stopped unexpectedly: {e}")))?
 }
 
+/// Does `act` once the user said `allow` to the native question `question` asks (`None`:
+/// nothing to ask), off the async workers; `false` when they said no and nothing was done.
+async fn confirmed(
+    app: &tauri::AppHandle,
+    state: &AppState,
+    allow: &'static str,
+    question: impl FnOnce(&Host) -> Reply<Option<String>> + Send + 'static,
+    act: impl FnOnce(&Host) -> Reply<()> + Send + 'static,
+) -> Reply<bool> {
+    let (engine, confirmer, app) = (state.app.clone(), state.confirmer, app.clone());
+    blocking(move || {
+        let host = engine.host();
+        if let Some(question) = question(host)?
+            && !confirmer.ask(&app, &question, allow)
+        {
+            tracing::info!(
+                allow,
+                "the user said no to a native confirmation; nothing done"
+            );
+            return Ok(false);
+        }
+        act(host)?;
+        Ok(true)
+    })
+    .await
+}
+
 window_command! {
 /// Opens Settings in its own window: only that window may change settings.
 #[tauri::command]
@@ -493,20 +516,14 @@ pub async fn save_provider(
     state: tauri::State<'_, AppState>,
     provider: ProviderInput,
 ) -> Reply<bool> {
-    let engine = state.app.clone();
-    let confirmer = state.confirmer;
-    let asking = app.clone();
-    let saved = blocking(move || {
-        let host = engine.host();
-        if let Some(question) = host.save_question(&provider)?
-            && !confirmer.ask(&asking, &question, "Save")
-        {
-            tracing::info!("a provider change that loses a stored secret was not confirmed");
-            return Ok(false);
-        }
-        host.save_provider(provider)?;
-        Ok(true)
-    })
+    let asked = provider.clone();
+    let saved = confirmed(
+        &app,
+        &state,
+        "Save",
+        move |host| Ok(host.save_question(&asked)?),
+        move |host| Ok(host.save_provider(provider)?),
+    )
     .await?;
     if saved {
         providers_changed(&app);
@@ -524,19 +541,14 @@ pub async fn remove_provider(
     state: tauri::State<'_, AppState>,
     provider: String,
 ) -> Reply<bool> {
-    let engine = state.app.clone();
-    let confirmer = state.confirmer;
-    let asking = app.clone();
-    let removed = blocking(move || {
-        let host = engine.host();
-        let question = host.removal_question(&provider)?;
-        if !confirmer.ask(&asking, &question, "Remove") {
-            tracing::info!("removing a provider was not confirmed");
-            return Ok(false);
-        }
-        host.remove_provider(&provider)?;
-        Ok(true)
-    })
+    let asked = provider.clone();
+    let removed = confirmed(
+        &app,
+        &state,
+        "Remove",
+        move |host| Ok(Some(host.removal_question(&asked)?)),
+        move |host| Ok(host.remove_provider(&provider)?),
+    )
     .await?;
     if removed {
         providers_changed(&app);
