@@ -15,7 +15,9 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use conduit_e2e::footprint::{App, DisplayKeeper, Memory, release_binary};
+use conduit_e2e::footprint::{
+    App, DisplayKeeper, Memory, app_cpu_ticks, release_binary, ticks_per_second,
+};
 use conduit_e2e::{artifacts_dir, workspace_root};
 use serde_json::json;
 
@@ -23,6 +25,8 @@ use serde_json::json;
 const RUNS: usize = 3;
 /// How long after its window showed an app is measured idle.
 const IDLE: Duration = Duration::from_secs(8);
+/// How long the CPU an idle app uses is counted, after `IDLE`.
+const IDLE_CPU: Duration = Duration::from_secs(10);
 /// Bound on any wait for a window or for servers.
 const PATIENCE: Duration = Duration::from_secs(60);
 
@@ -68,9 +72,17 @@ struct Row {
     /// WebKit's painted buffers make a window's memory take one of two levels, about
     /// 17 MB apart, from one run to the next: the median is the level most runs took.
     memory: Memory,
+    /// CPU seconds per minute the app and WebKit's processes used idle, each run.
+    idle_cpu: Vec<f64>,
 }
 
 impl Row {
+    fn idle_cpu(&self) -> f64 {
+        let mut sorted = self.idle_cpu.clone();
+        sorted.sort_by(f64::total_cmp);
+        sorted[sorted.len() / 2]
+    }
+
     fn start_ms(&self) -> f64 {
         let mut sorted = self.starts_ms.clone();
         sorted.sort_by(f64::total_cmp);
@@ -81,6 +93,7 @@ impl Row {
 fn measure(name: &str, binary: &Path, servers: Option<usize>) -> Row {
     let mut starts_ms = Vec::new();
     let mut memories = Vec::new();
+    let mut idle_cpu = Vec::new();
     for _ in 0..RUNS {
         let home = conduit_home(servers.unwrap_or(0));
         let started = Instant::now();
@@ -105,6 +118,11 @@ fn measure(name: &str, binary: &Path, servers: Option<usize>) -> Row {
         }
         std::thread::sleep(IDLE.saturating_sub(shown.elapsed()));
         memories.push(Memory::of(app.pid()));
+        // Idle should be idle: a window with nothing to do uses next to no CPU.
+        let before = app_cpu_ticks(app.pid());
+        std::thread::sleep(IDLE_CPU);
+        let used = app_cpu_ticks(app.pid()).saturating_sub(before) as f64 / ticks_per_second();
+        idle_cpu.push(used * 60.0 / IDLE_CPU.as_secs_f64());
         drop(app);
     }
     memories.sort_by_key(Memory::all);
@@ -112,6 +130,7 @@ fn measure(name: &str, binary: &Path, servers: Option<usize>) -> Row {
         name: name.to_owned(),
         starts_ms,
         memory: memories.swap_remove(memories.len() / 2),
+        idle_cpu,
     }
 }
 
@@ -149,20 +168,21 @@ fn footprint_beside_a_bare_tauri_window() {
         IDLE.as_secs()
     );
     println!(
-        "| {:<28} | {:>16} | {:>15} | {:>22} | {:>20} | {:>12} |",
+        "| {:<28} | {:>16} | {:>15} | {:>22} | {:>20} | {:>12} | {:>14} |",
         "",
         "start to window",
         "app process",
         "with WebKit processes",
         "same, by PSS",
-        "MCP servers"
+        "MCP servers",
+        "idle CPU"
     );
-    println!("| --- | ---: | ---: | ---: | ---: | ---: |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
     let mut report = Vec::new();
     for row in [&floor, &page, &rows[0], &rows[1], &rows[2], &floor_again] {
         let ratio = |a: f64, b: f64| format!("{:.2}×", a / b);
         println!(
-            "| {:<28} | {:>6.0} ms {:>6} | {:>6.0} MB {:>5} | {:>6.0} MB {:>12} | {:>6.0} MB {:>10} | {:>9.0} MB |",
+            "| {:<28} | {:>6.0} ms {:>6} | {:>6.0} MB {:>5} | {:>6.0} MB {:>12} | {:>6.0} MB {:>10} | {:>9.0} MB | {:>7.2} s/min |",
             row.name,
             row.start_ms(),
             ratio(row.start_ms(), floor.start_ms()),
@@ -173,11 +193,12 @@ fn footprint_beside_a_bare_tauri_window() {
             mb(row.memory.pss),
             ratio(mb(row.memory.pss), mb(floor.memory.pss)),
             mb(row.memory.servers),
+            row.idle_cpu(),
         );
         report.push(json!({
             "name": row.name, "start_ms": row.starts_ms, "app_rss": row.memory.app,
             "webkit_rss": row.memory.webkit, "servers_rss": row.memory.servers,
-            "app_and_webkit_pss": row.memory.pss,
+            "app_and_webkit_pss": row.memory.pss, "idle_cpu_s_per_min": row.idle_cpu,
         }));
     }
     let conduit = &rows[0];

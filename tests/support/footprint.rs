@@ -51,6 +51,36 @@ pub fn pss(pid: u32) -> Option<u64> {
     Some(kb * 1024)
 }
 
+/// The CPU time a process has used (user and system), in clock ticks, or `None` once it
+/// is gone.
+pub fn cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: the fields follow the last `)`.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let user: u64 = fields.get(11)?.parse().ok()?;
+    let system: u64 = fields.get(12)?.parse().ok()?;
+    Some(user + system)
+}
+
+/// The CPU time of the app with its WebKit processes (not the servers it started), in
+/// clock ticks.
+pub fn app_cpu_ticks(pid: u32) -> u64 {
+    cpu_ticks(pid).unwrap_or(0)
+        + descendants(pid)
+            .into_iter()
+            .filter(|(_, comm)| comm.starts_with("WebKit"))
+            .filter_map(|(child, _)| cpu_ticks(child))
+            .sum::<u64>()
+}
+
+/// Clock ticks per second (`sysconf(_SC_CLK_TCK)`).
+pub fn ticks_per_second() -> f64 {
+    // SAFETY: sysconf reads a constant of the system; it takes no pointers.
+    #[allow(unsafe_code)]
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if ticks > 0 { ticks as f64 } else { 100.0 }
+}
+
 /// Every live descendant of `root` with its command name.
 pub fn descendants(root: u32) -> Vec<(u32, String)> {
     let mut parents = Vec::new();

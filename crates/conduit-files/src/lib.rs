@@ -31,12 +31,42 @@ pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     builder.create(dir)
 }
 
-/// A running folder watch; dropping it stops watching.
-pub type FolderWatch =
-    notify_debouncer_mini::Debouncer<notify_debouncer_mini::notify::RecommendedWatcher>;
+/// A running folder watch; dropping it stops watching (and its settling thread).
+pub struct FolderWatch {
+    _watcher: notify::RecommendedWatcher,
+}
+
+impl std::fmt::Debug for FolderWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FolderWatch")
+    }
+}
+
+/// Why a folder cannot be watched.
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    #[error("the folder cannot be watched: {0}")]
+    Watch(#[from] notify::Error),
+    #[error("the folder watch cannot start its thread: {0}")]
+    Thread(#[from] std::io::Error),
+}
+
+/// Whether an event says a file may have changed. Opening or reading a file changes
+/// nothing, and counting it made every read of a watched file (Conduit's own, when it
+/// applies the change) the cause of the next one: a loop that kept the app busy at idle.
+/// A file closed after writing did change.
+fn is_change(kind: &notify::EventKind) -> bool {
+    use notify::EventKind;
+    use notify::event::{AccessKind, AccessMode};
+    match kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => false,
+        _ => true,
+    }
+}
 
 /// Watches `dir` (not its subfolders; editors replace files by renaming, so a folder is
-/// watched rather than a file) and calls `on_change`, on the watcher's thread, once
+/// watched rather than a file) and calls `on_change`, on the watch's own thread, once
 /// changes to files whose name `ours` accepts have settled for `settle`. A failure to
 /// read the events also calls it: the caller reads again rather than miss an edit.
 pub fn watch_folder(
@@ -44,23 +74,40 @@ pub fn watch_folder(
     settle: std::time::Duration,
     ours: impl Fn(&std::ffi::OsStr) -> bool + Send + 'static,
     mut on_change: impl FnMut() + Send + 'static,
-) -> Result<FolderWatch, notify_debouncer_mini::notify::Error> {
-    use notify_debouncer_mini::notify::RecursiveMode;
-    let mut debouncer = notify_debouncer_mini::new_debouncer(
-        settle,
-        move |events: notify_debouncer_mini::DebounceEventResult| {
-            let touched = events.map_or(true, |events| {
-                events.iter().any(|e| e.path.file_name().is_some_and(&ours))
-            });
-            if touched {
+) -> Result<FolderWatch, WatchError> {
+    use notify::Watcher;
+    use std::sync::mpsc::{RecvTimeoutError, channel};
+    let (changed, changes) = channel::<()>();
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        let touched = event.map_or(true, |event| {
+            is_change(&event.kind)
+                && event
+                    .paths
+                    .iter()
+                    .any(|path| path.file_name().is_some_and(&ours))
+        });
+        if touched {
+            // The settling thread has ended only when the watch is being dropped.
+            let _ = changed.send(());
+        }
+    })?;
+    watcher.watch(dir, notify::RecursiveMode::NonRecursive)?;
+    std::thread::Builder::new()
+        .name("folder-watch".into())
+        .spawn(move || {
+            // A change, then quiet for `settle`: one call for an editor's burst of events.
+            while changes.recv().is_ok() {
+                loop {
+                    match changes.recv_timeout(settle) {
+                        Ok(()) => {}
+                        Err(RecvTimeoutError::Timeout) => break,
+                        Err(RecvTimeoutError::Disconnected) => return,
+                    }
+                }
                 on_change();
             }
-        },
-    )?;
-    debouncer
-        .watcher()
-        .watch(dir, RecursiveMode::NonRecursive)?;
-    Ok(debouncer)
+        })?;
+    Ok(FolderWatch { _watcher: watcher })
 }
 
 /// Creates `dir` if needed and makes it private (0700) even if it existed: for the
@@ -369,6 +416,51 @@ mod tests {
                 .recv_timeout(std::time::Duration::from_secs(10))
                 .is_ok(),
             "an atomic write (a rename) is heard"
+        );
+    }
+
+    #[test]
+    fn reading_a_watched_file_is_no_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mcp_servers.json");
+        fs::write(&path, "{}").unwrap();
+        let (sender, heard) = std::sync::mpsc::channel();
+        let read_again = path.clone();
+        // As the app does: each change is applied by reading the file. Were a read a
+        // change, this would go on by itself.
+        let _watch = watch_folder(
+            dir.path(),
+            std::time::Duration::from_millis(50),
+            |name| name == "mcp_servers.json",
+            move || {
+                let _ = fs::read(&read_again);
+                let _ = sender.send(());
+            },
+        )
+        .unwrap();
+        for _ in 0..5 {
+            fs::read(&path).unwrap();
+        }
+        assert!(
+            heard
+                .recv_timeout(std::time::Duration::from_millis(500))
+                .is_err(),
+            "reads are no change"
+        );
+        // An edit in place is one change, applied once; the read that applies it starts
+        // nothing more.
+        fs::write(&path, "{\"mcpServers\": {}}").unwrap();
+        assert!(
+            heard
+                .recv_timeout(std::time::Duration::from_secs(10))
+                .is_ok(),
+            "an edit in place is heard"
+        );
+        assert!(
+            heard
+                .recv_timeout(std::time::Duration::from_millis(500))
+                .is_err(),
+            "applying the change is no change"
         );
     }
 }

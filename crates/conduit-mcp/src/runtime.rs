@@ -661,14 +661,14 @@ async fn follow(
 fn watch_file(
     path: &Path,
     inner: Weak<Inner>,
-) -> Result<conduit_files::FolderWatch, notify_debouncer_mini::notify::Error> {
+) -> Result<conduit_files::FolderWatch, conduit_files::WatchError> {
     let file_name = path.file_name().map(|n| n.to_owned());
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("."));
-    std::fs::create_dir_all(&dir).map_err(notify_debouncer_mini::notify::Error::io)?;
+    std::fs::create_dir_all(&dir)?;
     let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<()>();
     let debouncer = conduit_files::watch_folder(
         &dir,
