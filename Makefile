@@ -16,7 +16,7 @@ DEB := $(CURDIR)/dist/conduit_$(VERSION)_amd64.deb
 XVFB := xvfb-run --auto-servernum --server-args="-screen 0 1400x900x24"
 
 .PHONY: help setup setup-test ui run test fmt-check clippy test-ui build test-rust test-desktop conformance bench clean \
-	release setup-package package package-test package-install-test bench-footprint bench-soak
+	release setup-package package package-test package-install-test bench-release bench-footprint bench-soak
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -70,15 +70,20 @@ clean: ## Remove build outputs (the shared cargo target folder included)
 bench: setup-test build ## Benchmarks: streaming, history, media, MCP (release); the chat window (real webview); footprint beside a bare Tauri window; a 1,000-turn soak
 	$(CARGO) bench --locked -p conduit-providers --bench stream
 	$(CARGO) bench --locked -p conduit-store --bench history
-	$(CARGO) build --locked --workspace --release --bin conduit --bin conduit-desktop --bin bare-window --bin bare-window-page
+	$(MAKE) --no-print-directory bench-release
 	$(CARGO) bench --locked -p conduit-mcp --bench mcp
 	$(XVFB) $(CARGO) test --locked --workspace --test desktop_bench -- --ignored --nocapture
 	$(MAKE) --no-print-directory bench-footprint bench-soak
 
-bench-footprint: ## Start time, idle memory and binary sizes beside a bare Tauri window; the CLI with MCP servers over HTTP (release builds)
+# The release binaries the desktop benchmarks measure, built from the tree as it is (a
+# benchmark run alone must not measure an older build).
+bench-release: ui
+	$(CARGO) build --locked --workspace --release --bin conduit --bin conduit-desktop --bin bare-window --bin bare-window-page
+
+bench-footprint: setup-test bench-release ## Start time, idle memory and CPU and binary sizes beside a bare Tauri window; the CLI with MCP servers over HTTP (release builds)
 	$(XVFB) $(CARGO) test --locked --workspace --test desktop_footprint -- --ignored --nocapture
 
-bench-soak: ## 1,000 turns with a tool image each in one window: memory every 100 turns (release build)
+bench-soak: setup-test bench-release ## 1,000 turns with a tool image each in one window: memory every 100 turns (release build)
 	$(XVFB) $(CARGO) test --locked --workspace --test desktop_soak -- --ignored --nocapture
 
 release: setup ui ## Release build of the app and the CLI (what the package ships)

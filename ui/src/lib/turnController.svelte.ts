@@ -94,7 +94,9 @@ export class TurnController {
   now = $state(0);
 
   readonly #options: TurnControllerOptions;
-  readonly #stopClock: () => void;
+  /** Stops the once-a-second tick; it runs only while a retry counts down, so an idle
+   *  window wakes for nothing. */
+  #stopClock: (() => void) | null = null;
   #stored: StoredMessage[] = [];
   #loadingOlder = false;
   /** The running turn whose id and conversation are known: it keeps taking events while
@@ -110,7 +112,21 @@ export class TurnController {
   constructor(options: TurnControllerOptions) {
     this.#options = options;
     this.now = options.clock.now();
-    this.#stopClock = options.clock.every(1000, () => (this.now = options.clock.now()));
+  }
+
+  /** Ticks the clock while the chat on screen has a retry counting down; stops after. */
+  #tickWhileCounting(): void {
+    const counting = () => (this.chat.retry?.until ?? 0) > this.now;
+    if (!counting() || this.#stopClock) return;
+    this.#stopClock = this.#options.clock.every(1000, () => {
+      this.now = this.#options.clock.now();
+      if (!counting()) this.#stopTicking();
+    });
+  }
+
+  #stopTicking(): void {
+    this.#stopClock?.();
+    this.#stopClock = null;
   }
 
   /** The conversation on screen (null: a new chat before its first turn started). */
@@ -130,7 +146,7 @@ export class TurnController {
   }
 
   destroy(): void {
-    this.#stopClock();
+    this.#stopTicking();
   }
 
   async open(id: string | null): Promise<void> {
@@ -142,6 +158,8 @@ export class TurnController {
     const running = this.#running;
     if (id !== null && running && id === running.conversation) {
       this.chat = running.chat;
+      this.now = this.#options.clock.now();
+      this.#tickWhileCounting();
       await this.#options.scroll.toEnd();
       return;
     }
@@ -337,6 +355,7 @@ export class TurnController {
     const atEnd = this.#options.scroll.atEnd();
     this.now = this.#options.clock.now();
     for (const event of events) applyEvent(run.chat, event, this.now);
+    this.#tickWhileCounting();
     if (onScreen && atEnd) void this.#options.scroll.toEnd();
   }
 

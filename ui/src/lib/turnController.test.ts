@@ -339,8 +339,22 @@ describe("a turn in the chat controller", () => {
     expect(t.controller.retry).toBeNull();
   });
 
-  it("stops its clock when destroyed", () => {
+  it("ticks its clock only while a retry counts down, and stops it when destroyed", async () => {
     const t = setup();
+    // Idle: nothing to count, so nothing wakes the window every second.
+    expect(t.clockRunning).toBe(false);
+    t.acceptTurns();
+    await t.controller.send(choice, "hi", []);
+    t.agent({ type: "retrying", attempt: 1, delay_ms: 2000, error: { kind: "rate_limited", status: 429, message: "slow" } });
+    t.runFrames();
+    expect(t.clockRunning).toBe(true);
+    t.advance(1000);
+    expect(t.controller.retry?.seconds).toBe(1);
+    t.advance(1000);
+    expect(t.controller.retry).toBeNull();
+    expect(t.clockRunning).toBe(false);
+    t.agent({ type: "retrying", attempt: 2, delay_ms: 5000, error: { kind: "rate_limited", status: 429, message: "slow" } });
+    t.runFrames();
     expect(t.clockRunning).toBe(true);
     t.controller.destroy();
     expect(t.clockRunning).toBe(false);
