@@ -850,7 +850,11 @@ window_command! {
 /// Whether a server's sign-in is stored.
 #[tauri::command]
 pub async fn mcp_signed_in(state: tauri::State<'_, AppState>, server: String) -> Reply<bool> {
-    state.app.mcp_signed_in(&server).await.map_err(CommandError::from)
+    state
+        .app
+        .mcp_signed_in(&server)
+        .await
+        .map_err(|error| CommandError::from_sign_in(&error))
 }
 }
 

@@ -47,9 +47,16 @@ impl std::fmt::Debug for FolderWatch {
 pub enum WatchError {
     #[error("the folder cannot be watched: {0}")]
     Watch(#[from] notify::Error),
+    #[error("the folder cannot be made: {0}")]
+    Folder(#[from] std::io::Error),
     #[error("the folder watch cannot start its thread: {0}")]
-    Thread(#[from] std::io::Error),
+    Thread(#[source] std::io::Error),
 }
+
+/// How many settling periods a burst of changes may last before it is reported anyway:
+/// a file written more often than `settle` (the history during a fast tool loop) is still
+/// heard every so often.
+const MOST_SETTLES: u32 = 10;
 
 /// Whether an event says a file may have changed. Opening or reading a file changes
 /// nothing, and counting it made every read of a watched file (Conduit's own, when it
@@ -80,11 +87,13 @@ pub fn watch_folder(
     let (changed, changes) = channel::<()>();
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         let touched = event.map_or(true, |event| {
-            is_change(&event.kind)
-                && event
-                    .paths
-                    .iter()
-                    .any(|path| path.file_name().is_some_and(&ours))
+            // Events were lost (the kernel's queue overflowed): read again.
+            event.need_rescan()
+                || is_change(&event.kind)
+                    && event
+                        .paths
+                        .iter()
+                        .any(|path| path.file_name().is_some_and(&ours))
         });
         if touched {
             // The settling thread has ended only when the watch is being dropped.
@@ -95,18 +104,22 @@ pub fn watch_folder(
     std::thread::Builder::new()
         .name("folder-watch".into())
         .spawn(move || {
-            // A change, then quiet for `settle`: one call for an editor's burst of events.
+            // A change, then quiet for `settle`: one call for an editor's burst of events
+            // (or for a burst that goes on, one every `MOST_SETTLES` periods).
             while changes.recv().is_ok() {
+                let deadline = std::time::Instant::now() + settle * MOST_SETTLES;
                 loop {
-                    match changes.recv_timeout(settle) {
-                        Ok(()) => {}
-                        Err(RecvTimeoutError::Timeout) => break,
+                    let left = deadline.saturating_duration_since(std::time::Instant::now());
+                    match changes.recv_timeout(settle.min(left)) {
+                        Ok(()) if !left.is_zero() => {}
+                        Ok(()) | Err(RecvTimeoutError::Timeout) => break,
                         Err(RecvTimeoutError::Disconnected) => return,
                     }
                 }
                 on_change();
             }
-        })?;
+        })
+        .map_err(WatchError::Thread)?;
     Ok(FolderWatch { _watcher: watcher })
 }
 
@@ -417,6 +430,31 @@ mod tests {
                 .is_ok(),
             "an atomic write (a rename) is heard"
         );
+    }
+
+    #[test]
+    fn a_burst_of_writes_that_goes_on_is_still_heard_during_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.db");
+        let (sender, heard) = std::sync::mpsc::channel();
+        let _watch = watch_folder(
+            dir.path(),
+            std::time::Duration::from_millis(100),
+            |name| name == "history.db",
+            move || {
+                let _ = sender.send(());
+            },
+        )
+        .unwrap();
+        // A write every 20 ms for 3 s: never quiet for the settling period.
+        let started = std::time::Instant::now();
+        let mut heard_during = false;
+        while started.elapsed() < std::time::Duration::from_secs(3) {
+            fs::write(&path, started.elapsed().as_millis().to_string()).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            heard_during |= heard.try_recv().is_ok();
+        }
+        assert!(heard_during, "a burst that goes on is heard before it ends");
     }
 
     #[test]

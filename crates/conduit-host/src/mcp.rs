@@ -712,9 +712,16 @@ fn file_losses(old_text: &str, new_text: &str) -> Vec<Loss> {
     if old_text.trim().is_empty() {
         return Vec::new();
     }
+    // Not JSON, or not a file of servers Conduit can read: all of it goes.
     let Ok(Value::Object(old)) = serde_json::from_str::<Value>(old_text) else {
         return vec![Loss::Unreadable];
     };
+    if old
+        .get("mcpServers")
+        .is_some_and(|servers| !servers.is_object())
+    {
+        return vec![Loss::Unreadable];
+    }
     let new = match serde_json::from_str::<Value>(new_text) {
         Ok(Value::Object(new)) => new,
         _ => Map::new(),

@@ -204,6 +204,10 @@ impl Host {
         let Some(saved) = settings.providers.iter().find(|p| p.id == input.id) else {
             return Ok(None);
         };
+        // A save that will be refused loses nothing: no question before its error.
+        if !(input.base_url.starts_with("http://") || input.base_url.starts_with("https://")) {
+            return Ok(None);
+        }
         let moved = !conduit_providers::http::same_origin_urls(&saved.base_url, &input.base_url);
         let new_key = input
             .api_key
@@ -218,7 +222,9 @@ impl Host {
         {
             lost.push("its stored API key".to_owned());
         }
-        if moved && let Some(variable) = &saved.api_key_env {
+        if (moved || new_key)
+            && let Some(variable) = &saved.api_key_env
+        {
             lost.push(format!("the key variable it names ({variable:?})"));
         }
         for (name, value) in &saved.headers {
@@ -292,11 +298,14 @@ impl Host {
                     saved.default_model = default_model;
                     saved.headers = headers;
                     let secret_name = provider_secret_name(&input.id);
+                    // A key named by a variable wins over a stored one: it would go to the
+                    // new server, and a key typed now would never be used.
+                    if moved || key.is_some() {
+                        saved.api_key_env = None;
+                    }
                     match key {
                         Some(key) => self.secrets().set(&secret_name, key)?,
                         None if moved => {
-                            // A key named by a variable would go to the new server too.
-                            saved.api_key_env = None;
                             self.secrets().delete(&secret_name)?;
                             tracing::info!(provider = %input.id, "provider moved to another server: its stored key was removed");
                         }
@@ -481,6 +490,31 @@ mod tests {
         assert_eq!(
             moved,
             "Save the provider \"p\"?\n\nIt loses its stored API key, its stored header value \"X-Team\" as it moves to \"https://b.example/v1\"."
+        );
+        // A provider that takes its key from a variable, moved with a new key typed: the
+        // question says the variable goes, and it does (it would win over the new key and
+        // go to the new server).
+        let file = dir.path().join("settings.json");
+        let mut raw: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        raw["providers"][0]["apiKeyEnv"] = serde_json::json!("OPENAI_API_KEY");
+        std::fs::write(&file, raw.to_string()).unwrap();
+        let moved_with_key = input("https://evil.example/v1", Some("sk-typed"), MASKED);
+        assert!(
+            question(moved_with_key.clone())
+                .contains("the key variable it names (\"OPENAI_API_KEY\")"),
+        );
+        host.save_provider(moved_with_key).unwrap();
+        let saved = &host.settings().unwrap().providers[0];
+        assert_eq!(saved.api_key_env, None);
+        assert_eq!(saved.base_url, "https://evil.example/v1");
+        host.save_provider(input("https://a.example/v1", Some("sk-1"), "team-s3cret"))
+            .unwrap();
+        // A save that will be refused asks nothing first.
+        assert_eq!(
+            host.save_question(&input("ftp://a.example", Some("sk-3"), MASKED))
+                .unwrap(),
+            None
         );
         let header = question(input("https://a.example/v1", None, "other"));
         assert!(header.contains("header value \"X-Team\""), "{header}");

@@ -233,23 +233,28 @@ pub fn launches_to_confirm(old: &Map<String, Value>, new: &Map<String, Value>) -
         .collect()
 }
 
-/// Names, each quoted (a name could hold a line break or a comma of its own) and cut, at
-/// most 20 and then how many more: a page cannot push a name it wants unseen off the
-/// dialog behind a long one.
+/// A name quoted (it could hold a line break or a comma of its own) and cut at 80
+/// characters: a page cannot push what follows off the dialog behind a long one.
+fn name(name: &str) -> String {
+    const MOST_CHARS: usize = 80;
+    let mut cut: String = name.chars().take(MOST_CHARS).collect();
+    if cut.len() < name.len() {
+        cut.push('…');
+    }
+    format!("{cut:?}")
+}
+
+/// Every one of `names`, each quoted and cut: for what an entry takes or sends, where
+/// the one a page wants unseen could be the last.
+fn all_named(names: &[String]) -> String {
+    names.iter().map(|n| name(n)).collect::<Vec<_>>().join(", ")
+}
+
+/// Servers' or fields' names, quoted and cut, at most 20 and then how many more (the
+/// question lists each server's details apart).
 fn quoted(names: &[String]) -> String {
     const MOST_NAMES: usize = 20;
-    const MOST_CHARS: usize = 80;
-    let mut listed: Vec<String> = names
-        .iter()
-        .take(MOST_NAMES)
-        .map(|name| {
-            let mut cut: String = name.chars().take(MOST_CHARS).collect();
-            if cut.len() < name.len() {
-                cut.push('…');
-            }
-            format!("{cut:?}")
-        })
-        .collect();
+    let mut listed: Vec<String> = names.iter().take(MOST_NAMES).map(|n| name(n)).collect();
     if names.len() > MOST_NAMES {
         listed.push(format!("and {} more", names.len() - MOST_NAMES));
     }
@@ -290,7 +295,7 @@ fn lost_values(old: &Value, new: &Value) -> Vec<String> {
                 .as_str()
                 .is_some_and(|v| !v.is_empty() && !is_reference(v));
             if written_out && new.get(section).and_then(|values| values.get(key)) != Some(value) {
-                lost.push(format!("{label} {key:?}"));
+                lost.push(format!("{label} {}", name(key)));
             }
         }
     }
@@ -351,6 +356,19 @@ pub fn confirmation_text(launches: &[Launch], losses: &[Loss]) -> String {
             _ => None,
         })
         .collect();
+    // First what it touches, by name: the details below can run long.
+    let started: Vec<String> = launches
+        .iter()
+        .map(|launch| match launch {
+            Launch::Stdio { server, .. } | Launch::Remote { server, .. } => server.clone(),
+        })
+        .collect();
+    if launches.len() + losses.len() > 1 && !started.is_empty() {
+        text.push_str(&format!(
+            "\nServers it starts or changes: {}\n",
+            quoted(&started)
+        ));
+    }
     if !deleted.is_empty() {
         text.push_str(&format!(
             "\nDelete from the mcpServers file, with their settings, stored secrets and approved tools:\n  {}\n",
@@ -365,7 +383,7 @@ pub fn confirmation_text(launches: &[Launch], losses: &[Loss]) -> String {
                 rewritten_off,
                 lost,
             } => {
-                let server = quoted(std::slice::from_ref(server));
+                let server = name(server);
                 if *rewritten_off {
                     text.push_str(&format!(
                         "\nServer {server}, which is off, has what it would run or reach rewritten.\n"
@@ -390,7 +408,7 @@ pub fn confirmation_text(launches: &[Launch], losses: &[Loss]) -> String {
     let given = |variables: &[String]| {
         format!(
             "with the values of these variables of Conduit's own environment: {}\n",
-            quoted(variables)
+            all_named(variables)
         )
     };
     for launch in launches {
@@ -406,7 +424,7 @@ pub fn confirmation_text(launches: &[Launch], losses: &[Loss]) -> String {
             } => {
                 text.push_str(&format!(
                     "\nServer {} will run the program:\n  {command:?}\n",
-                    quoted(std::slice::from_ref(server))
+                    name(server)
                 ));
                 if args.is_empty() {
                     text.push_str("with no arguments\n");
@@ -417,13 +435,13 @@ pub fn confirmation_text(launches: &[Launch], losses: &[Loss]) -> String {
                 if !env_keys.is_empty() {
                     text.push_str(&format!(
                         "with the environment variables: {}\n",
-                        quoted(env_keys)
+                        all_named(env_keys)
                     ));
                 }
                 if !kept_values.is_empty() {
                     text.push_str(&format!(
                         "keeping the values already stored for: {}\n",
-                        quoted(kept_values)
+                        all_named(kept_values)
                     ));
                 }
                 if !variables.is_empty() {
@@ -443,10 +461,13 @@ pub fn confirmation_text(launches: &[Launch], losses: &[Loss]) -> String {
             } => {
                 text.push_str(&format!(
                     "\nServer {} will connect to:\n  {url:?}\nthat is, to the host: {host}\n",
-                    quoted(std::slice::from_ref(server))
+                    name(server)
                 ));
                 if !header_names.is_empty() {
-                    text.push_str(&format!("sending the headers: {}\n", quoted(header_names)));
+                    text.push_str(&format!(
+                        "sending the headers: {}\n",
+                        all_named(header_names)
+                    ));
                 }
                 if *client_secret {
                     text.push_str("giving a sign-in client secret to its authorization server\n");
@@ -1340,6 +1361,20 @@ mod tests {
                     "URL keys".into()
                 ],
             }]
+        );
+        // What an entry takes from Conduit's environment is listed whole, however many.
+        let mut taking = Map::new();
+        let env: serde_json::Map<String, Value> = (0..25)
+            .map(|n| (format!("V{n}"), json!(format!("${{HOME_{n}}}"))))
+            .chain([("LAST".to_owned(), json!("${AWS_SECRET_ACCESS_KEY}"))])
+            .collect();
+        taking.insert("t".into(), json!({"command": "x", "env": env}));
+        let text = confirmation_text(&launches_to_confirm(&Map::new(), &taking), &[]);
+        assert!(
+            text.contains("\"AWS_SECRET_ACCESS_KEY\"")
+                && text.contains("\"LAST\"")
+                && !text.contains("more"),
+            "{text}"
         );
         // Many or long names are cut, so none can push another off the dialog.
         let mut many = Map::new();
