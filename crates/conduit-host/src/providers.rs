@@ -252,8 +252,8 @@ impl Host {
         )))
     }
 
-    /// Adds the provider, or updates the one with its id (fields Conduit does not know
-    /// and a named key variable are kept).
+    /// Adds the provider, or updates the one with its id (fields Conduit does not know are
+    /// kept, and a named key variable too unless a key is typed or the provider moves).
     pub fn save_provider(&self, input: ProviderInput) -> Result<(), ProvidersError> {
         let id = input.id.clone();
         let outcome = self.update_settings(|settings| {
