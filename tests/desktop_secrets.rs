@@ -109,8 +109,28 @@ async fn a_base_url_change_to_another_server_never_sends_it_the_old_key() {
         .screenshot(&shots.join("01-another-server-warning.png"))
         .await
         .unwrap();
+    // The stored key is deleted by the move: the host asks natively first. Kept: the
+    // form stays open and says so, and nothing changed.
     session.click_button("Save provider", WAIT).await.unwrap();
-    // The stored key is deleted by the move: the host asks natively first.
+    tokio::task::spawn_blocking(|| native_dialog::answer_confirmation(Answer::Cancel, WAIT))
+        .await
+        .unwrap()
+        .unwrap();
+    session
+        .wait_js(
+            r#"document.querySelector('[role="alert"]')?.textContent.includes("keeps its stored values")"#,
+            WAIT,
+        )
+        .await
+        .unwrap();
+    session
+        .screenshot(&shots.join("01b-move-kept.png"))
+        .await
+        .unwrap();
+    let settings = std::fs::read_to_string(home.path().join("settings.json")).unwrap();
+    assert!(!settings.contains(&new.url()), "{settings}");
+    // Then saved.
+    session.click_button("Save provider", WAIT).await.unwrap();
     tokio::task::spawn_blocking(|| native_dialog::answer_confirmation(Answer::Press('s'), WAIT))
         .await
         .unwrap()

@@ -55,12 +55,8 @@ impl Host {
     /// title (quoted and cut: a model may have written it) and what goes with it. An
     /// unknown id is an error, so nothing is asked about a conversation that is not there.
     pub fn deletion_question(&self, id: &str) -> Result<String, StoreError> {
-        const MOST_TITLE_CHARS: usize = 120;
         let conversation = self.store()?.conversation(id)?;
-        let mut title: String = conversation.title.chars().take(MOST_TITLE_CHARS).collect();
-        if title.len() < conversation.title.len() {
-            title.push('…');
-        }
+        let title = crate::window_guard::quoted_cut(&conversation.title, 120);
         let messages = match conversation.message_count {
             1 => "Its message".to_owned(),
             count => format!("Its {count} messages"),
@@ -68,7 +64,7 @@ impl Host {
         // A page can rename a conversation without asking, so the question also shows
         // what it cannot change: when the conversation started and last changed.
         Ok(format!(
-            "Delete the conversation {title:?}?\nStarted {}, last changed {}.\n\n{messages} and the images only it uses are removed for good.",
+            "Delete the conversation {title}?\nStarted {}, last changed {}.\n\n{messages} and the images only it uses are removed for good.",
             local_time(conversation.created_at),
             local_time(conversation.updated_at),
         ))

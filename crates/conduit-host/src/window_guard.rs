@@ -233,15 +233,20 @@ pub fn launches_to_confirm(old: &Map<String, Value>, new: &Map<String, Value>) -
         .collect()
 }
 
-/// A name quoted (it could hold a line break or a comma of its own) and cut at 80
-/// characters: a page cannot push what follows off the dialog behind a long one.
-fn name(name: &str) -> String {
-    const MOST_CHARS: usize = 80;
-    let mut cut: String = name.chars().take(MOST_CHARS).collect();
-    if cut.len() < name.len() {
+/// `text` for a native question: quoted (it could hold a line break or a comma of its
+/// own, or come from a model) and cut at `most` characters, so a page cannot push what
+/// follows off the dialog behind a long one.
+pub(crate) fn quoted_cut(text: &str, most: usize) -> String {
+    let mut cut: String = text.chars().take(most).collect();
+    if cut.len() < text.len() {
         cut.push('…');
     }
     format!("{cut:?}")
+}
+
+/// A name in a question, quoted and cut at 80 characters.
+fn name(name: &str) -> String {
+    quoted_cut(name, 80)
 }
 
 /// Every one of `names`, each quoted and cut: for what an entry takes or sends, where
