@@ -2,7 +2,8 @@
 //! with server-everything behind it: the chat says the server asks for sign-in; Settings
 //! shows "Sign-in needed" and Sign in; the browser (a stand-in `xdg-open` that consents)
 //! is sent to the authorization URL, shown in full while it is out; the server becomes
-//! ready, a model's call of its tool runs on a refreshed token, and Sign out revokes.
+//! ready, a model's call of its tool runs on a refreshed token, and Sign out, once
+//! confirmed in the native dialog, revokes.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -11,10 +12,16 @@ use std::time::{Duration, Instant};
 use conduit_e2e::artifacts_dir;
 use conduit_e2e::desktop::Window;
 use conduit_e2e::llm_server::{Dialect, ScriptedCall, ScriptedLlm};
+use conduit_e2e::native_dialog::{self, Answer};
 use conduit_e2e::oauth_server::{OAuthServer, browser_dir, consent, path_with};
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(30);
+
+/// Answers the app's native confirmation as a user would, from outside the page.
+async fn answer_in_native_dialog(answer: Answer) {
+    native_dialog::answer(answer, WAIT).await.unwrap();
+}
 
 const ROW: &str = r#"document.querySelector('[aria-label="Server tracker"]')"#;
 
@@ -176,11 +183,27 @@ async fn sign_in_call_a_tool_on_a_refreshed_token_and_sign_out() {
         .switch_to_window(settings)
         .await
         .unwrap();
+    // Sign out asks natively first (the tokens cannot be had back without the browser):
+    // kept on a no, then revoked and forgotten on a yes; the server asks again.
+    let sign_out = format!(
+        r#"[...{ROW}.querySelectorAll('button')].find(b => b.textContent.trim() === "Sign out").click(); return null;"#
+    );
+    window.js(&sign_out).await;
+    answer_in_native_dialog(Answer::Cancel).await;
     window
-        .js(&format!(
-            r#"[...{ROW}.querySelectorAll('button')].find(b => b.textContent.trim() === "Sign out").click(); return null;"#
+        .wait(&format!(
+            r#"{ROW}?.textContent.includes("Still signed in to tracker: the sign-out was not confirmed.")"#
         ))
         .await;
+    assert_eq!(auth.count("revoke:refresh_token"), 0, "{:?}", auth.log());
+    assert!(
+        conduit_e2e::text_files_under(home.path())
+            .iter()
+            .any(|(_, text)| text.contains("mcp-oauth:")),
+        "the tokens are kept"
+    );
+    window.js(&sign_out).await;
+    answer_in_native_dialog(Answer::Press('s')).await;
     window
         .wait(&format!(
             r#"{ROW}?.textContent.includes("its tokens were revoked")"#

@@ -34,10 +34,7 @@ async fn server_state(window: &Window, server: &str, state: &str) {
 
 /// Waits for the app's native confirmation and presses Allow, as the user would.
 async fn answer_in_native_dialog(answer: Answer) {
-    tokio::task::spawn_blocking(move || native_dialog::answer_confirmation(answer, WAIT))
-        .await
-        .unwrap()
-        .unwrap();
+    native_dialog::answer(answer, WAIT).await.unwrap();
 }
 
 async fn allow_in_native_dialog() {

@@ -832,16 +832,34 @@ pub async fn mcp_sign_in(
 }
 
 window_command! {
-/// Signs out of a server: its tokens revoked where offered, and forgotten.
+/// Signs out of a server, once the user confirmed it natively (a stored sign-in cannot be
+/// had back without the browser): its tokens revoked where offered, and forgotten; `None`
+/// when the user kept it.
 #[tauri::command]
 pub async fn mcp_sign_out(
+    app: tauri::AppHandle,
     state: tauri::State<'_, AppState>,
     server: String,
-) -> Reply<SignedOut> {
+) -> Reply<Option<SignedOut>> {
+    let question = state
+        .app
+        .sign_out_question(&server)
+        .await
+        .map_err(|error| CommandError::from_sign_in(&error))?;
+    if let Some(question) = question {
+        let confirmer = state.confirmer;
+        let asked = app.clone();
+        let yes = blocking(move || Ok(confirmer.ask(&asked, &question, "Sign out"))).await?;
+        if !yes {
+            tracing::info!("the user said no to signing out; still signed in");
+            return Ok(None);
+        }
+    }
     state
         .app
         .sign_out_mcp(&server)
         .await
+        .map(Some)
         .map_err(|error| CommandError::from_sign_in(&error))
 }
 }

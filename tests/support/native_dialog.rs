@@ -98,6 +98,11 @@ pub fn answer_confirmation(answer: Answer, timeout: Duration) -> anyhow::Result<
     Ok(())
 }
 
+/// [`answer_confirmation`] off the async workers, for a test's async body.
+pub async fn answer(answer: Answer, timeout: Duration) -> anyhow::Result<()> {
+    tokio::task::spawn_blocking(move || answer_confirmation(answer, timeout)).await?
+}
+
 /// Picks `file` in the app's native file picker by typing its path.
 pub fn pick_file(file: &Path, timeout: Duration) -> anyhow::Result<()> {
     let window = wait_for_window(PICK_TITLE, timeout)?;

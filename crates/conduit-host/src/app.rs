@@ -588,6 +588,14 @@ impl App {
         self.host.sign_out_mcp(&servers, server).await
     }
 
+    /// The question before signing out of `server` (see [`Host::sign_out_question`]).
+    pub async fn sign_out_question(
+        &self,
+        server: &str,
+    ) -> Result<Option<String>, crate::sign_in::HostSignInError> {
+        self.host.sign_out_question(server).await
+    }
+
     /// Whether tokens for `server` are stored.
     pub async fn mcp_signed_in(
         &self,

@@ -158,6 +158,30 @@ impl Host {
         Ok(())
     }
 
+    /// The native question before signing out of `server`; `None` when it has no sign-in
+    /// stored, as signing out then loses nothing. A page can ask for a sign-out, so the
+    /// host asks the person first: the tokens cannot be had back without the browser.
+    pub async fn sign_out_question(
+        self: &Arc<Self>,
+        server: &str,
+    ) -> Result<Option<String>, HostSignInError> {
+        let target = self.sign_in_target(server)?;
+        let stored = oauth::is_signed_in(&target.url, self.token_vault().as_ref())
+            .await
+            .map_err(|source| HostSignInError::SignIn {
+                server: server.to_owned(),
+                source: Box::new(source),
+                secrets: target.secrets.clone(),
+            })?;
+        Ok(stored.then(|| {
+            format!(
+                "Sign out of {}?\n{}\n\nIts sign-in is revoked with its authorization server and forgotten here. Its tools stop working until you sign in again in the browser.",
+                crate::window_guard::quoted_cut(server, 80),
+                crate::window_guard::mask_url(&target.url),
+            )
+        }))
+    }
+
     /// Signs out of `server`: its tokens revoked where the authorization server offers
     /// it, and forgotten; the server starts again without them.
     pub async fn sign_out_mcp(
@@ -225,5 +249,38 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("oauth-protected-resource/api/"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn signing_out_asks_only_when_a_sign_in_is_stored_and_names_the_server() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("mcp_servers.json"),
+            br#"{"mcpServers": {"tracker": {"url": "https://mcp.example/api/sk-ak-7f3a9c2e41b8d6f0/mcp"}, "local": {"command": "true"}}}"#,
+        )
+        .unwrap();
+        let host = Arc::new(Host::new(crate::Paths::under_home(
+            dir.path().to_owned(),
+            None,
+        )));
+        assert_eq!(host.sign_out_question("tracker").await.unwrap(), None);
+        host.secrets()
+            .set(
+                &oauth::vault_key("https://mcp.example/api/sk-ak-7f3a9c2e41b8d6f0/mcp"),
+                r#"{"client_id": "c", "token_response": {"access_token": "a", "token_type": "bearer"}}"#,
+            )
+            .unwrap();
+        let question = host.sign_out_question("tracker").await.unwrap().unwrap();
+        assert!(
+            question.starts_with("Sign out of \"tracker\"?"),
+            "{question}"
+        );
+        assert!(question.contains("https://mcp.example/api/"), "{question}");
+        assert!(!question.contains("sk-ak-7f3a"), "{question}");
+        assert!(question.contains("sign in again"), "{question}");
+        for (server, says) in [("nobody", "no server"), ("local", "only HTTP servers")] {
+            let error = host.sign_out_question(server).await.unwrap_err();
+            assert!(error.to_string().contains(says), "{error}");
+        }
     }
 }

@@ -251,9 +251,13 @@ export function mcpSignIn(server: string, onUrl: (message: string) => void): Pro
   return invoke<void>("mcp_sign_in", { server, onUrl: onUrlStream }).catch(forgetStreams(onUrlStream));
 }
 
-/** Signs out of a server: its tokens revoked where offered, and forgotten. */
-export function mcpSignOut(server: string): Promise<SignedOut> {
-  return invoke<SignedOut>("mcp_sign_out", { server });
+/**
+ * Signs out of a server, once the user confirmed it natively (a stored sign-in cannot be
+ * had back without the browser): its tokens revoked where offered, and forgotten; `None`
+ * when the user kept it.
+ */
+export function mcpSignOut(server: string): Promise<SignedOut | null> {
+  return invoke<SignedOut | null>("mcp_sign_out", { server });
 }
 
 /** Whether a server's sign-in is stored. */

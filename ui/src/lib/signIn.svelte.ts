@@ -103,6 +103,10 @@ export class SignInController {
     this.error = null;
     try {
       const outcome = await this.api.mcpSignOut(this.server);
+      if (outcome === null) {
+        this.message = `Still signed in to ${this.server}: the sign-out was not confirmed.`;
+        return;
+      }
       this.phase = "signed_out";
       this.message = signedOutText(this.server, outcome);
     } catch (e) {

@@ -76,6 +76,17 @@ describe("SignInController", () => {
     expect(signedOutText("x", { kind: "nothing_stored" })).toBe("x had no sign-in stored.");
   });
 
+  it("a sign-out the user did not confirm keeps the sign-in and says so", async () => {
+    const { api, sign } = setup();
+    api.mcpSignedIn.mockResolvedValue(true);
+    await sign.refresh();
+    api.mcpSignOut.mockResolvedValue(null);
+    await sign.signOut();
+    expect(sign.phase).toBe("signed_in");
+    expect(sign.message).toBe("Still signed in to tracker: the sign-out was not confirmed.");
+    expect(sign.error).toBeNull();
+  });
+
   it("asks for a client id when the server lets nobody register, keeps it in the entry and signs in", async () => {
     const { api, sign } = setup();
     api.mcpSignIn.mockRejectedValueOnce(
