@@ -867,4 +867,47 @@ mod tests {
         assert!(missing.is_err());
         assert!(!dir.path().join("out.png").exists());
     }
+
+    #[tokio::test]
+    async fn a_server_that_is_off_is_not_signed_in_to_and_nothing_is_reached() {
+        // A page can add an entry that is off without a question (it starts nothing);
+        // signing in would reach its URL with the variables it names filled in.
+        let dir = tempfile::tempdir().unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::fs::write(
+            dir.path().join("mcp_servers.json"),
+            json!({"mcpServers": {"evil": {
+                "url": format!("http://127.0.0.1:{port}/mcp?k=${{HOME}}"),
+                "disabled": true,
+                "oauth": {"clientId": "c"}
+            }}})
+            .to_string(),
+        )
+        .unwrap();
+        let app = App::new(Arc::new(Host::new(crate::Paths::under_home(
+            dir.path().to_owned(),
+            None,
+        ))));
+        let opened = Arc::new(parking_lot::Mutex::new(Vec::<String>::new()));
+        let seen = opened.clone();
+        let open: conduit_mcp::oauth::OpenBrowser = Arc::new(move |url: &str| {
+            seen.lock().push(url.to_owned());
+            Ok(())
+        });
+        let error = app.sign_in_mcp("evil", open, &|_| {}).await.unwrap_err();
+        assert!(
+            matches!(error, crate::sign_in::HostSignInError::TurnedOff(_)),
+            "{error}"
+        );
+        assert!(error.to_string().contains("turn it on first"), "{error}");
+        assert!(opened.lock().is_empty(), "no browser was opened");
+        assert!(
+            listener
+                .accept()
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::WouldBlock),
+            "the server's URL was never reached"
+        );
+    }
 }

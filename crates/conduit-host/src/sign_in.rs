@@ -21,6 +21,8 @@ pub enum HostSignInError {
     NotHttp(String),
     #[error("{server:?} cannot start: {reason}")]
     BadEntry { server: String, reason: String },
+    #[error("{0:?} is turned off: turn it on first (Conduit asks before it reaches a new server)")]
+    TurnedOff(String),
     #[error("{server:?} has an Authorization header in its entry: it signs in with that")]
     StaticHeader { server: String },
     #[error(transparent)]
@@ -134,6 +136,16 @@ impl Host {
         authorize: &dyn Authorize,
         announce: &(dyn Fn(&str) + Send + Sync),
     ) -> Result<(), HostSignInError> {
+        // An entry that is off was never confirmed (adding or importing one asks nothing,
+        // as it starts nothing); signing in reaches its URL, with the variables it names
+        // filled in, so it waits until the entry is turned on, which asks.
+        if self
+            .mcp_config()?
+            .server(server)
+            .is_some_and(|entry| entry.disabled)
+        {
+            return Err(HostSignInError::TurnedOff(server.to_owned()));
+        }
         let target = self.sign_in_target(server)?;
         let challenge = servers.sign_in_challenge(server);
         // The address is shown whole, but it names the server's URL (`resource`), whose
