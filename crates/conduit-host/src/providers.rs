@@ -24,6 +24,8 @@ pub enum ProvidersError {
     Provider(#[from] ProviderError),
     #[error("the environment variable {0} holding the API key is not set")]
     MissingKeyEnv(String),
+    #[error(transparent)]
+    Mask(#[from] crate::window_guard::MaskError),
     /// The window asked to add a "local" server that is not one the host looks for.
     #[error("{0}")]
     NotLocal(String),
@@ -108,9 +110,14 @@ impl Host {
                     }
                     None => "none".to_owned(),
                 };
+                // A base URL can carry a key (`https://user:token@proxy/v1`, a key in its
+                // path or query): the window sees it masked, as the mcpServers file's URLs,
+                // and fields Conduit does not know not at all.
                 Ok(ProviderSummary {
                     settings: ProviderSettings {
                         headers: masked(&provider.headers),
+                        base_url: crate::window_guard::mask_url(&provider.base_url),
+                        other: Default::default(),
                         ..provider
                     },
                     key,
@@ -155,6 +162,16 @@ impl Host {
         };
         Ok((config, saved.default_model.clone()))
     }
+}
+
+/// A base URL the window sent back: a masked part takes the stored URL's value at the
+/// same place, on the same server only (see `window_guard::unmask_url`).
+fn restored_base_url(sent: &str, saved: Option<&str>) -> Result<String, ProvidersError> {
+    Ok(crate::window_guard::unmask_url(
+        sent,
+        saved,
+        "the base URL",
+    )?)
 }
 
 /// An API key from the environment variable the user named.
@@ -205,10 +222,13 @@ impl Host {
             return Ok(None);
         };
         // A save that will be refused loses nothing: no question before its error.
-        if !(input.base_url.starts_with("http://") || input.base_url.starts_with("https://")) {
+        let Ok(base_url) = restored_base_url(&input.base_url, Some(&saved.base_url)) else {
+            return Ok(None);
+        };
+        if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
             return Ok(None);
         }
-        let moved = !conduit_providers::http::same_origin_urls(&saved.base_url, &input.base_url);
+        let moved = !conduit_providers::http::same_origin_urls(&saved.base_url, &base_url);
         let new_key = input
             .api_key
             .as_deref()
@@ -240,7 +260,7 @@ impl Host {
         let place = if moved {
             format!(
                 " as it moves to {:?}",
-                crate::window_guard::mask_url(&input.base_url)
+                crate::window_guard::mask_url(&base_url)
             )
         } else {
             String::new()
@@ -254,9 +274,15 @@ impl Host {
 
     /// Adds the provider, or updates the one with its id (fields Conduit does not know are
     /// kept, and a named key variable too unless a key is typed or the provider moves).
-    pub fn save_provider(&self, input: ProviderInput) -> Result<(), ProvidersError> {
+    pub fn save_provider(&self, mut input: ProviderInput) -> Result<(), ProvidersError> {
         let id = input.id.clone();
         let outcome = self.update_settings(|settings| {
+            let saved_url = settings
+                .providers
+                .iter()
+                .find(|p| p.id == input.id && !input.is_new)
+                .map(|p| p.base_url.as_str());
+            input.base_url = restored_base_url(&input.base_url, saved_url)?;
             let key = input
                 .api_key
                 .as_deref()
@@ -454,6 +480,64 @@ mod tests {
     use super::*;
     use conduit_testing::llm_server::{Dialect, Reply, ScriptedLlm};
     use serde_json::json;
+
+    #[test]
+    fn a_base_urls_keys_are_masked_for_the_window_and_stay_with_their_server() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = Host::new(crate::Paths::under_home(dir.path().to_owned(), None));
+        let url = "https://team:tok3n-s3cret@proxy.example/v1/sk-ak-7f3a9c2e41b8d6f0?key=q-s3cret";
+        let input = |url: &str, is_new: bool| ProviderInput {
+            id: "p".into(),
+            protocol: Protocol::OpenAiChat,
+            base_url: url.into(),
+            default_model: Some("m".into()),
+            headers: BTreeMap::new(),
+            api_key: None,
+            is_new,
+        };
+        host.save_provider(input(url, true)).unwrap();
+        let file = dir.path().join("settings.json");
+        let mut raw: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        raw["providers"][0]["futureField"] = json!("unknown-s3cret");
+        std::fs::write(&file, raw.to_string()).unwrap();
+
+        let listed = host.list_providers().unwrap();
+        let shown = serde_json::to_string(&listed).unwrap();
+        for secret in ["tok3n-s3cret", "sk-ak-7f3a", "q-s3cret", "unknown-s3cret"] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
+        let masked_url = listed[0].settings.base_url.clone();
+        assert!(masked_url.starts_with("https://"), "{masked_url}");
+        assert!(masked_url.contains("@proxy.example/v1/"), "{masked_url}");
+
+        // Sent back as shown: the stored URL is kept whole, and the field Conduit does not
+        // know too.
+        assert_eq!(
+            host.save_question(&input(&masked_url, false)).unwrap(),
+            None
+        );
+        host.save_provider(input(&masked_url, false)).unwrap();
+        let saved = &host.settings().unwrap().providers[0];
+        assert_eq!(saved.base_url, url);
+        assert_eq!(saved.other["futureField"], "unknown-s3cret");
+
+        // Its masks sent along to another server, or with a new provider: refused, saying
+        // why, and nothing written.
+        let before = std::fs::read_to_string(&file).unwrap();
+        let elsewhere = masked_url.replace("proxy.example", "evil.example");
+        for refused in [
+            input(&elsewhere, false),
+            ProviderInput {
+                id: "q".into(),
+                ..input(&masked_url, true)
+            },
+        ] {
+            let error = host.save_provider(refused).unwrap_err().to_string();
+            assert!(error.contains("type the value again"), "{error}");
+        }
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), before);
+    }
 
     #[test]
     fn a_save_that_loses_a_stored_secret_is_asked_about_and_one_that_keeps_them_is_not() {

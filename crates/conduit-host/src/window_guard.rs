@@ -684,7 +684,7 @@ pub fn mask_url(url: &str) -> String {
 /// stored one of `old` at the same place (the same query key, counted in order; the same
 /// segment), and only when the scheme, host and the rest of the path are unchanged; a
 /// mask anywhere else is refused.
-fn unmask_url(url: &str, old: Option<&str>, place: &str) -> Result<String, MaskError> {
+pub(crate) fn unmask_url(url: &str, old: Option<&str>, place: &str) -> Result<String, MaskError> {
     if !url.contains(MASKED) {
         return Ok(url.to_owned());
     }
