@@ -15,15 +15,19 @@ use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
     ClientCapabilities, ClientConfig, ClientRequest, ElicitRequestParams, ElicitResult,
     ElicitationAction, ElicitationCapability, FormElicitationCapability, GetPromptRequestParams,
-    GetPromptResult, Implementation, JsonObject, ProgressNotificationParam, ProgressToken, Prompt,
-    ProtocolVersion, ReadResourceRequestParams, ReadResourceResult, Resource, ResourceTemplate,
-    ServerNotification, ServerResult, SubscriptionFilter, Tool, UrlElicitationCapability,
+    GetPromptResult, Implementation, JsonObject, PaginatedRequestParams, ProgressNotificationParam,
+    ProgressToken, Prompt, ProtocolVersion, ReadResourceRequestParams, ReadResourceResult,
+    Resource, ResourceTemplate, ServerNotification, ServerResult, SubscriptionFilter, Tool,
+    UrlElicitationCapability,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, Peer, RoleClient, ServiceError};
+use rmcp::{
+    ClientCacheConfig, ClientHandler, ClientLifecycleMode, ClientServiceExt, Peer, RoleClient,
+    ServiceError,
+};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{ProtocolEra, ServerSpec, Transport};
@@ -32,6 +36,7 @@ use crate::elicit::{
 };
 use crate::listen_stream::{LISTEN_STREAM_WAIT, ListenStream, WatchedClient};
 use crate::oauth::{self, TokenVault};
+use crate::paging::{ListError, Listed, Pager};
 use crate::process::{self, ServerProcess, StderrTail};
 use crate::sampling::{self, SamplingAnswer};
 use crate::spill::{self, Spill};
@@ -157,6 +162,9 @@ pub enum McpError {
     /// The server refused the call for want of sign-in (401) or of scope (403).
     #[error("{}", if .0.more_scope { "the server needs more access than you granted: sign in to it again" } else { "the server needs you to sign in again" })]
     SignIn(SignInNeeded),
+    /// A paged list that would not end, or outgrew what Conduit takes.
+    #[error(transparent)]
+    List(#[from] ListError),
 }
 
 impl From<ServiceError> for McpError {
@@ -651,10 +659,10 @@ impl Session {
         secrets: Redactor,
     ) -> Self {
         Self {
+            spill: Arc::new(Spill::new(&asks.server)),
             asks,
             process: None,
             stderr: StderrTail::default(),
-            spill: Arc::new(Spill::new()),
             shared,
             ended,
             call_timeout,
@@ -693,6 +701,9 @@ where
 struct EndSignal<T> {
     inner: T,
     ended: CancellationToken,
+    /// The spill of a pumped (stdio) connection, told which requests await an answer:
+    /// it holds only what answers them.
+    spill: Option<Arc<Spill>>,
 }
 
 impl<T> Drop for EndSignal<T> {
@@ -710,13 +721,30 @@ impl<T: rmcp::transport::Transport<RoleClient>> rmcp::transport::Transport<RoleC
         &mut self,
         item: rmcp::service::TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        if let (Some(spill), rmcp::model::JsonRpcMessage::Request(request)) = (&self.spill, &item) {
+            // Noted before it goes out, so no answer can come first.
+            let claims = matches!(
+                request.request,
+                ClientRequest::CallToolRequest(_) | ClientRequest::ReadResourceRequest(_)
+            );
+            spill.asked(&request.id, claims);
+        }
         self.inner.send(item)
     }
 
     async fn receive(&mut self) -> Option<rmcp::service::RxJsonRpcMessage<RoleClient>> {
         let received = self.inner.receive().await;
-        if received.is_none() {
-            self.ended.cancel();
+        match (&self.spill, &received) {
+            (_, None) => self.ended.cancel(),
+            (Some(spill), Some(rmcp::model::JsonRpcMessage::Response(response))) => {
+                spill.answered(&response.id);
+            }
+            (Some(spill), Some(rmcp::model::JsonRpcMessage::Error(error))) => {
+                if let Some(id) = &error.id {
+                    spill.answered(id);
+                }
+            }
+            _ => {}
         }
         received
     }
@@ -724,6 +752,50 @@ impl<T: rmcp::transport::Transport<RoleClient>> rmcp::transport::Transport<RoleC
     fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
         self.inner.close()
     }
+}
+
+/// The transport of a stdio server's pipes. Large messages reach rmcp through the spill
+/// pump (see `spill`), so a 100 MB tool output is parsed once; rmcp's own 16 MiB cap is
+/// raised for messages that are large without one huge string.
+fn pumped<R, W>(
+    server: &str,
+    stdout: R,
+    stdin: W,
+    ended: &CancellationToken,
+) -> (
+    Arc<Spill>,
+    EndSignal<AsyncRwTransport<RoleClient, tokio::io::DuplexStream, W>>,
+)
+where
+    R: tokio::io::AsyncRead + Unpin + Send + 'static,
+    W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let spill = Arc::new(Spill::new(server));
+    let (pumped, pump_end) = tokio::io::duplex(64 * 1024);
+    tokio::spawn(spill::pump(
+        stdout,
+        pump_end,
+        spill.clone(),
+        MAX_STDIO_MESSAGE,
+    ));
+    // Answers to calls nobody waits for any more are let go even when no other call
+    // comes.
+    let weak = Arc::downgrade(&spill);
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(spill::UNCLAIMED / 2).await;
+            match weak.upgrade() {
+                Some(spill) => spill.sweep(spill::UNCLAIMED),
+                None => return,
+            }
+        }
+    });
+    let transport = EndSignal {
+        inner: AsyncRwTransport::new(pumped, stdin).with_max_line_length(MAX_STDIO_MESSAGE),
+        ended: ended.clone(),
+        spill: Some(spill.clone()),
+    };
+    (spill, transport)
 }
 
 /// A live session with one server.
@@ -794,6 +866,7 @@ impl Connection {
         let transport = EndSignal {
             inner: AsyncRwTransport::new(read, write).with_max_line_length(MAX_STDIO_MESSAGE),
             ended: ended.clone(),
+            spill: None,
         };
         let service = handshake(handler, transport, ProtocolEra::Auto, start_timeout).await?;
         Ok(Self::ready(
@@ -805,7 +878,8 @@ impl Connection {
                 DEFAULT_CALL_TIMEOUT,
                 Redactor::default(),
             ),
-        ))
+        )
+        .await)
     }
 
     async fn start(
@@ -832,34 +906,7 @@ impl Connection {
                         },
                     )?;
                 let stderr = process.stderr.clone();
-                // Large messages reach rmcp through the spill pump (see `spill`), so a
-                // 100 MB tool output is parsed once; rmcp's own 16 MiB cap is raised for
-                // messages that are large without one huge string.
-                let spill = Arc::new(Spill::new());
-                let (pumped, pump_end) = tokio::io::duplex(64 * 1024);
-                tokio::spawn(spill::pump(
-                    stdout,
-                    pump_end,
-                    spill.clone(),
-                    MAX_STDIO_MESSAGE,
-                ));
-                // Answers to calls nobody waits for any more are let go even when no
-                // other call comes.
-                let weak = Arc::downgrade(&spill);
-                tokio::spawn(async move {
-                    loop {
-                        tokio::time::sleep(spill::UNCLAIMED / 2).await;
-                        match weak.upgrade() {
-                            Some(spill) => spill.sweep(spill::UNCLAIMED),
-                            None => return,
-                        }
-                    }
-                });
-                let transport = EndSignal {
-                    inner: AsyncRwTransport::new(pumped, stdin)
-                        .with_max_line_length(MAX_STDIO_MESSAGE),
-                    ended: ended.clone(),
-                };
+                let (spill, transport) = pumped(&asks.server, stdout, stdin, &ended);
                 let started = tokio::time::timeout(
                     start_timeout,
                     handler.serve_with_lifecycle(transport, lifecycle(spec.era)),
@@ -881,7 +928,8 @@ impl Connection {
                                 secrets: spec.secrets.clone(),
                                 refused: RefusedRedirects::default(),
                             },
-                        ));
+                        )
+                        .await);
                     }
                     Ok(Err(err)) => {
                         confused_by_discover = StartError::handshake(&err).confused_by_discover;
@@ -956,6 +1004,7 @@ impl Connection {
                         let transport = EndSignal {
                             inner: StreamableHttpClientTransport::with_client(client, config),
                             ended: ended.clone(),
+                            spill: None,
                         };
                         handshake(handler, transport, spec.era, start_timeout)
                             .await
@@ -967,6 +1016,7 @@ impl Connection {
                         let transport = EndSignal {
                             inner: StreamableHttpClientTransport::with_client(client, config),
                             ended: ended.clone(),
+                            spill: None,
                         };
                         match handshake(handler, transport, spec.era, start_timeout).await {
                             Ok(service) => service,
@@ -997,12 +1047,23 @@ impl Connection {
                             spec.secrets.clone(),
                         )
                     },
-                ))
+                )
+                .await)
             }
         }
     }
 
-    fn ready(service: RunningService<RoleClient, Handler>, session: Session) -> Self {
+    async fn ready(service: RunningService<RoleClient, Handler>, session: Session) -> Self {
+        // rmcp's response cache is off. It keeps a page per cursor for the server's
+        // `ttlMs` (up to a day): a server naming the same cursor again made a listing
+        // loop over the cached page at memory speed. It also hands back a resource read
+        // with the spill's markers already claimed, and keeps up to 512 answers of any
+        // size. Conduit asks again when a hint runs out on its own (`tools_fresh_for`)
+        // and keeps the old list when asking fails, so nothing is lost.
+        service
+            .peer()
+            .set_response_cache_config(ClientCacheConfig::disabled())
+            .await;
         let info = service.peer_info();
         // A 2026-07-28 server sends list changes only on a `subscriptions/listen`
         // stream the client opens (older ones send them unasked, to the handler).
@@ -1066,7 +1127,11 @@ impl Connection {
             return McpError::Other(self.secrets.text(&refusal.to_string()));
         }
         match McpError::from(error) {
-            McpError::Server(message) => McpError::Server(self.secrets.text(&message)),
+            McpError::Server(message) => match self.spill.own_error(&message) {
+                // The pump's own error in place of an answer it dropped: Conduit's words.
+                Some(reason) => McpError::Other(reason.to_owned()),
+                None => McpError::Server(self.secrets.text(&message)),
+            },
             McpError::Other(message) => McpError::Other(self.secrets.text(&message)),
             other => other,
         }
@@ -1098,28 +1163,41 @@ impl Connection {
         if !self.details.tools {
             return Ok(Vec::new());
         }
-        let mut tools = Vec::new();
-        let mut cursor = None;
-        let mut fresh_ms: Option<u64> = None;
-        loop {
-            let page = self
-                .peer
-                .list_tools(Some(
-                    rmcp::model::PaginatedRequestParams::default().with_cursor(cursor),
-                ))
-                .await
-                .map_err(|e| self.hide(e))?;
-            tools.extend(page.tools);
-            if let Some(ttl) = page.ttl_ms {
-                fresh_ms = Some(fresh_ms.map_or(ttl, |shortest| shortest.min(ttl)));
-            }
-            cursor = page.next_cursor;
-            if cursor.is_none() {
-                break;
-            }
-        }
+        let peer = &self.peer;
+        let (tools, fresh_ms) = self
+            .paged(Listed::Tools, |params| async move {
+                let page = peer.list_tools(Some(params)).await?;
+                Ok((page.tools, page.next_cursor, page.ttl_ms))
+            })
+            .await?;
         *self.tools_fresh_for.lock() = fresh_ms.map(Duration::from_millis);
         Ok(tools)
+    }
+
+    /// A whole paged list through [`Pager`], one page after another: a listing stops
+    /// with an error when the server repeats a cursor or its list outgrows the caps.
+    /// (rmcp's `list_all_*` would follow the server's cursors without end.)
+    async fn paged<T, F, Fut>(
+        &self,
+        listed: Listed,
+        mut page: F,
+    ) -> Result<(Vec<T>, Option<u64>), McpError>
+    where
+        T: serde::Serialize,
+        F: FnMut(PaginatedRequestParams) -> Fut,
+        Fut: Future<Output = Result<(Vec<T>, Option<String>, Option<u64>), ServiceError>>,
+    {
+        let mut pager = Pager::new(&self.asks.server, listed);
+        let mut cursor = None;
+        loop {
+            let (items, next, ttl_ms) = page(PaginatedRequestParams::default().with_cursor(cursor))
+                .await
+                .map_err(|e| self.hide(e))?;
+            match pager.take(items, next, ttl_ms)? {
+                Some(next) => cursor = Some(next),
+                None => return Ok(pager.finish()),
+            }
+        }
     }
 
     /// How long the last tool listing may be treated as fresh: the server's cache hint
@@ -1133,20 +1211,28 @@ impl Connection {
         if !self.details.resources {
             return Ok(Vec::new());
         }
-        self.peer
-            .list_all_resources()
-            .await
-            .map_err(|e| self.hide(e))
+        let peer = &self.peer;
+        let (resources, _) = self
+            .paged(Listed::Resources, |params| async move {
+                let page = peer.list_resources(Some(params)).await?;
+                Ok((page.resources, page.next_cursor, page.ttl_ms))
+            })
+            .await?;
+        Ok(resources)
     }
 
     pub async fn resource_templates(&self) -> Result<Vec<ResourceTemplate>, McpError> {
         if !self.details.resources {
             return Ok(Vec::new());
         }
-        self.peer
-            .list_all_resource_templates()
-            .await
-            .map_err(|e| self.hide(e))
+        let peer = &self.peer;
+        let (templates, _) = self
+            .paged(Listed::ResourceTemplates, |params| async move {
+                let page = peer.list_resource_templates(Some(params)).await?;
+                Ok((page.resource_templates, page.next_cursor, page.ttl_ms))
+            })
+            .await?;
+        Ok(templates)
     }
 
     pub async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult, McpError> {
@@ -1172,7 +1258,14 @@ impl Connection {
         if !self.details.prompts {
             return Ok(Vec::new());
         }
-        self.peer.list_all_prompts().await.map_err(|e| self.hide(e))
+        let peer = &self.peer;
+        let (prompts, _) = self
+            .paged(Listed::Prompts, |params| async move {
+                let page = peer.list_prompts(Some(params)).await?;
+                Ok((page.prompts, page.next_cursor, page.ttl_ms))
+            })
+            .await?;
+        Ok(prompts)
     }
 
     /// The server's suggestions for an argument of a resource template or a prompt being
@@ -1377,6 +1470,11 @@ impl Connection {
             token: Some(token),
         };
         let (peer, id) = (handle.peer.clone(), handle.id.clone());
+        // Once the call ends (answered, stopped, timed out) a late answer is not held.
+        let _awaited = Awaited {
+            spill: self.spill.clone(),
+            id: id.clone(),
+        };
         let response = tokio::select! {
             response = handle.await_response() => response,
             () = cancel.cancelled() => {
@@ -1496,6 +1594,18 @@ fn input_kind(request: &rmcp::model::InputRequest) -> &'static str {
     }
 }
 
+/// Tells the spill a call no longer awaits its answer.
+struct Awaited {
+    spill: Arc<Spill>,
+    id: rmcp::model::RequestId,
+}
+
+impl Drop for Awaited {
+    fn drop(&mut self) {
+        self.spill.answered(&self.id);
+    }
+}
+
 /// Stops routing progress to a call that finished or was abandoned.
 struct ForgetProgress {
     shared: Arc<Shared>,
@@ -1538,3 +1648,6 @@ fn spawn_message(command: &str, err: &std::io::Error) -> String {
         err.to_string()
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -8,7 +8,8 @@
 //! - [`config`]: the file in Claude Desktop's format, read without loss, written safely.
 //! - [`naming`]: collision-free tool names every provider accepts, mapped back exactly.
 //! - [`client`]: one session with a server over stdio or streamable HTTP; `spill` keeps
-//!   the huge strings of large stdio messages out of rmcp's parser.
+//!   the huge strings of large stdio messages out of rmcp's parser; [`paging`]: the one
+//!   bounded way through a server's paged lists.
 //! - [`result`]: MCP results into the core's rich result; [`tool`]: MCP tools as core tools.
 //! - [`elicit`]: what a server asks the user (elicitation), read and checked, and the
 //!   [`elicit::Asker`] seam a frontend answers through.
@@ -35,6 +36,7 @@ mod listen_stream;
 pub mod mention;
 pub mod naming;
 pub mod oauth;
+pub mod paging;
 mod process;
 pub mod redact;
 pub mod result;

@@ -776,7 +776,7 @@ mod tests {
             .collect()
     }
 
-    // Real time: rmcp's own cache of the list ages on the real clock.
+    // Real time, as the app runs (rmcp's response cache, which aged on it, is off now).
     #[tokio::test]
     async fn a_tool_list_is_asked_for_again_when_its_cache_hint_runs_out() {
         let (runtime, listed, _dir) = runtime_with(Some(1_500), Duration::from_millis(100)).await;

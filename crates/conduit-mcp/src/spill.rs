@@ -9,6 +9,13 @@
 //! claims it. A string that repeats one already held in the same message (the Python
 //! SDK sends a tool's text again as `structuredContent`) is not kept twice: its place
 //! says what it was a copy of.
+//!
+//! The server writes what it likes, so only what the client will claim is held: the
+//! answer to a tool call or resource read Conduit sent and still waits for (the
+//! connection's transport says which, [`Spill::asked`]). An answer to anything else is
+//! let go as soon as it is parsed, and rmcp, which would drop it, never sees it. What
+//! is held at once is capped ([`MAX_HELD`]); an answer past the cap is dropped and its
+//! call fails saying so.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -35,17 +42,85 @@ const LARGE_STRING: usize = 64 * 1024;
 /// A held string nobody claimed (its call timed out or was stopped) is dropped after this,
 /// by the connection's sweeper or the next hold.
 pub(crate) const UNCLAIMED: Duration = Duration::from_secs(120);
+/// At most this many bytes are held at once, for all of a connection's answers: four
+/// answers of the largest size Conduit takes ([`crate::client::MAX_STDIO_MESSAGE`]) in
+/// flight at once. It is disk (often RAM-backed `/tmp`), so it is bounded like memory.
+pub(crate) const MAX_HELD: usize = 4 * crate::client::MAX_STDIO_MESSAGE;
+/// At most this many requests are remembered as awaiting an answer; past it the oldest
+/// is forgotten (a server that never answers cannot grow the list).
+const MAX_ASKED: usize = 4096;
+/// The JSON-RPC code of the error that stands in for an answer past [`MAX_HELD`].
+const DROPPED_CODE: i64 = -32603;
 
 /// The unlinked temporary file the big strings of one message are written to, one after
 /// another; its space is freed when the last string held in it is claimed or dropped.
 type SharedFile = Arc<Mutex<File>>;
 
 /// Where the big strings of the message being parsed go: the ids held so far and the
-/// file with its end (one file per message, so a message of many strings opens one).
+/// file with its end (one file per message, so a message of many strings opens one);
+/// the message's `id` once read, and whether the cap was reached during it.
 #[derive(Default)]
 struct Holding {
     ids: Vec<u64>,
     file: Option<(SharedFile, u64)>,
+    id: Option<Value>,
+    full: bool,
+}
+
+/// The id of a request Conduit sent, as the server's answer names it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum AnswerId {
+    Number(i64),
+    Text(String),
+}
+
+impl AnswerId {
+    pub(crate) fn of(id: &rmcp::model::RequestId) -> Self {
+        match id {
+            rmcp::model::NumberOrString::Number(n) => Self::Number(*n),
+            rmcp::model::NumberOrString::String(text) => Self::Text(text.to_string()),
+        }
+    }
+
+    /// The id an answer names; `None` for one rmcp could not take as an id either.
+    fn from_json(value: &Value) -> Option<Self> {
+        match value {
+            Value::Number(n) => n.as_i64().map(Self::Number),
+            Value::String(text) => Some(Self::Text(text.clone())),
+            _ => None,
+        }
+    }
+}
+
+/// A request awaiting its answer: when it was sent (in order), and whether the client
+/// claims held strings from its answer (a tool call, a resource read).
+struct Asked {
+    order: u64,
+    claims: bool,
+}
+
+/// The strings held, and their bytes in all.
+#[derive(Default)]
+struct Holds {
+    by_id: HashMap<u64, Held>,
+    bytes: usize,
+}
+
+impl Holds {
+    fn remove(&mut self, id: u64) -> Option<Held> {
+        let held = self.by_id.remove(&id)?;
+        self.bytes = self.bytes.saturating_sub(held.bytes);
+        Some(held)
+    }
+}
+
+/// What became of a string to hold.
+enum Hold {
+    Kept(u64),
+    /// Holding it would pass [`MAX_HELD`].
+    Full,
+    /// It could not be written aside; it stays in the message.
+    Failed,
 }
 
 /// A string moved aside: `bytes` bytes at `offset` in a message's file.
@@ -124,40 +199,103 @@ fn write_aside(holding: &mut Holding, text: &str) -> std::io::Result<Held> {
 
 /// Strings moved out of messages, waiting for the client to claim them by marker.
 pub(crate) struct Spill {
+    /// The server's name, for the log.
+    server: String,
     prefix: String,
     next: AtomicU64,
-    held: Mutex<HashMap<u64, Held>>,
+    held: Mutex<Holds>,
+    max_held: usize,
+    asked: Mutex<HashMap<AnswerId, Asked>>,
+    asked_order: AtomicU64,
 }
 
 impl Spill {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(server: &str) -> Self {
+        Self::with_cap(server, MAX_HELD)
+    }
+
+    fn with_cap(server: &str, max_held: usize) -> Self {
         // A marker a server cannot guess, so its own text is never mistaken for one.
         let nonce = RandomState::new().hash_one(Instant::now());
         Self {
+            server: server.to_owned(),
             prefix: format!("\u{1}conduit-spill-{nonce:016x}:"),
             next: AtomicU64::new(0),
-            held: Mutex::new(HashMap::new()),
+            held: Mutex::new(Holds::default()),
+            max_held,
+            asked: Mutex::new(HashMap::new()),
+            asked_order: AtomicU64::new(0),
         }
     }
 
-    /// Writes `text` aside (into the message's file) and returns its id; `None` if it
-    /// cannot be written (it then stays where it is).
-    fn hold(&self, text: &str, holding: &mut Holding) -> Option<u64> {
+    /// Notes a request Conduit sent: its answer may be held when `claims` (the client
+    /// claims held strings from it), and is passed on at all only while it is awaited.
+    pub(crate) fn asked(&self, id: &rmcp::model::RequestId, claims: bool) {
+        let order = self.asked_order.fetch_add(1, Ordering::Relaxed);
+        let mut asked = self.asked.lock();
+        asked.insert(AnswerId::of(id), Asked { order, claims });
+        if asked.len() > MAX_ASKED
+            && let Some(oldest) = asked
+                .iter()
+                .min_by_key(|(_, asked)| asked.order)
+                .map(|(id, _)| id.clone())
+        {
+            asked.remove(&oldest);
+        }
+    }
+
+    /// Forgets a request: its answer came, or nobody waits for it any more.
+    pub(crate) fn answered(&self, id: &rmcp::model::RequestId) {
+        self.asked.lock().remove(&AnswerId::of(id));
+    }
+
+    /// Whether an answer with this id (as the message names it) is awaited.
+    fn awaits(&self, id: &Value) -> bool {
+        AnswerId::from_json(id).is_some_and(|id| self.asked.lock().contains_key(&id))
+    }
+
+    /// Takes the request an answer answers: whether the client claims from it; `None`
+    /// when no request of Conduit's awaits it.
+    fn take_answer(&self, id: Option<&Value>) -> Option<bool> {
+        let id = AnswerId::from_json(id?)?;
+        self.asked.lock().remove(&id).map(|asked| asked.claims)
+    }
+
+    /// The reason in an error the pump put in place of an answer it dropped; `None` for
+    /// a server's own error (it cannot know the marker).
+    pub(crate) fn own_error<'a>(&self, message: &'a str) -> Option<&'a str> {
+        message.strip_prefix(&self.prefix)
+    }
+
+    /// Writes `text` aside (into the message's file) unless that would hold more than
+    /// the cap.
+    fn hold(&self, text: &str, holding: &mut Holding) -> Hold {
         self.sweep(UNCLAIMED);
+        {
+            let held = self.held.lock();
+            if held.bytes.saturating_add(text.len()) > self.max_held {
+                return Hold::Full;
+            }
+        }
         let held = match write_aside(holding, text) {
             Ok(held) => held,
             Err(error) => {
                 tracing::warn!(
+                    server = %self.server,
                     bytes = text.len(),
                     "a large string stays in memory: it cannot be written aside: {error}"
                 );
-                return None;
+                return Hold::Failed;
             }
         };
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        self.held.lock().insert(id, held);
+        {
+            let mut all = self.held.lock();
+            all.bytes = all.bytes.saturating_add(held.bytes);
+            all.by_id.insert(id, held);
+        }
         holding.ids.push(id);
-        Some(id)
+        Hold::Kept(id)
     }
 
     fn marker(&self, id: u64) -> String {
@@ -174,27 +312,34 @@ impl Spill {
         let all = self.held.lock();
         ids.iter()
             .copied()
-            .find(|id| all.get(id).is_some_and(|held| held.is(text)))
+            .find(|id| all.by_id.get(id).is_some_and(|held| held.is(text)))
     }
 
     fn release(&self, ids: &[u64]) {
         let mut all = self.held.lock();
         for id in ids {
-            all.remove(id);
+            all.remove(*id);
         }
     }
 
     /// Whether any string is held (then a result may need claiming, which reads files).
     pub(crate) fn holds_any(&self) -> bool {
-        !self.held.lock().is_empty()
+        !self.held.lock().by_id.is_empty()
+    }
+
+    /// The bytes held now.
+    #[cfg(test)]
+    pub(crate) fn held_bytes(&self) -> usize {
+        self.held.lock().bytes
     }
 
     /// Drops what was held longer than `age`: the answer of a call nobody waits for.
     pub(crate) fn sweep(&self, age: Duration) {
         let now = Instant::now();
-        self.held
-            .lock()
+        let mut all = self.held.lock();
+        all.by_id
             .retain(|_, held| now.duration_since(held.since) < age);
+        all.bytes = all.by_id.values().map(|held| held.bytes).sum();
     }
 
     /// Puts the held string back where its marker is; where the marker stands for a
@@ -213,7 +358,7 @@ impl Spill {
         let Ok(id) = rest.parse::<u64>() else {
             return;
         };
-        let Some(held) = self.held.lock().remove(&id) else {
+        let Some(held) = self.held.lock().remove(id) else {
             return;
         };
         *text = match held.read() {
@@ -331,15 +476,36 @@ impl Parse<'_> {
             return Value::String(text.to_owned());
         }
         let mut holding = self.holding.borrow_mut();
+        // Past the cap the message is dropped: the rest of its big strings are not kept
+        // in memory either.
+        if holding.full {
+            return Value::Null;
+        }
         if self.place == Place::Structured
             && let Some(id) = self.spill.held_copy_of(text, &holding.ids)
         {
             return Value::String(self.spill.copy_marker(id, text.len()));
         }
         match self.spill.hold(text, &mut holding) {
-            Some(id) => Value::String(self.spill.marker(id)),
-            None => Value::String(text.to_owned()),
+            Hold::Kept(id) => Value::String(self.spill.marker(id)),
+            Hold::Full => {
+                holding.full = true;
+                Value::Null
+            }
+            Hold::Failed => Value::String(text.to_owned()),
         }
+    }
+
+    /// Whether the message read so far is an answer to nothing Conduit awaits (its `id`
+    /// came first and names no request): its result need not be read at all.
+    fn answers_nothing_awaited(self) -> bool {
+        self.place == Place::Message
+            && self
+                .holding
+                .borrow()
+                .id
+                .as_ref()
+                .is_some_and(|id| !self.spill.awaits(id))
     }
 }
 
@@ -410,6 +576,18 @@ impl<'de> Visitor<'de> for Parse<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut object = serde_json::Map::new();
         while let Some(key) = map.next_key::<String>()? {
+            if self.place == Place::Message && key == "id" {
+                let id = map.next_value::<Value>()?;
+                self.holding.borrow_mut().id = Some(id.clone());
+                object.insert(key, id);
+                continue;
+            }
+            if key == "result" && self.answers_nothing_awaited() {
+                // Dropped after parsing anyway: its strings are skipped, not written aside.
+                map.next_value::<serde::de::IgnoredAny>()?;
+                object.insert(key, Value::Null);
+                continue;
+            }
             let value = match self.under_key(&key) {
                 Some(place) => map.next_value_seed(self.at(place))?,
                 None => map.next_value::<Value>()?,
@@ -525,15 +703,13 @@ fn parse_large<R: AsyncRead + Unpin>(
     // Whatever is left of the line after an error is skipped, not buffered.
     rest.max = usize::MAX;
     let _ = std::io::copy(&mut rest, &mut std::io::sink());
+    let holding = holding.into_inner();
     let out = match parsed {
-        Ok(message) => {
-            let mut small = serde_json::to_vec(&message).unwrap_or_default();
-            small.push(b'\n');
-            Some(small)
-        }
+        Ok(message) => settle(spill, message, &holding, rest.read),
         Err(error) => {
-            spill.release(&holding.borrow().ids);
+            spill.release(&holding.ids);
             tracing::error!(
+                server = %spill.server,
                 bytes = rest.read,
                 "a large server message was dropped: {error}"
             );
@@ -541,6 +717,60 @@ fn parse_large<R: AsyncRead + Unpin>(
         }
     };
     (rest.inner.into_inner(), out)
+}
+
+/// What rmcp gets of a parsed large message: an answer the client claims from keeps its
+/// held strings (or, past the cap, becomes an error saying why); an answer to another
+/// request of Conduit's passes with nothing held; an answer to no request awaited is
+/// dropped. Anything else (a request, a notification) passes with nothing held.
+fn settle(spill: &Spill, message: Value, holding: &Holding, bytes: usize) -> Option<Vec<u8>> {
+    let line = |message: &Value| {
+        let mut small = serde_json::to_vec(message).unwrap_or_default();
+        small.push(b'\n');
+        small
+    };
+    let is_answer = message.get("method").is_none()
+        && (message.get("result").is_some() || message.get("error").is_some());
+    if !is_answer {
+        spill.release(&holding.ids);
+        return Some(line(&message));
+    }
+    match spill.take_answer(message.get("id")) {
+        None => {
+            spill.release(&holding.ids);
+            tracing::warn!(
+                server = %spill.server,
+                bytes,
+                "a large answer to no request Conduit awaits was dropped"
+            );
+            None
+        }
+        Some(false) => {
+            spill.release(&holding.ids);
+            Some(line(&message))
+        }
+        Some(true) if holding.full => {
+            spill.release(&holding.ids);
+            let cap_mib = spill.max_held / (1024 * 1024);
+            tracing::warn!(
+                server = %spill.server,
+                bytes,
+                cap_mib,
+                "a large answer was dropped: the results waiting to be read would hold too much"
+            );
+            let reason = format!(
+                "its answer ({} MiB) was dropped: with it, the large results waiting to be read would be over {cap_mib} MiB",
+                bytes / (1024 * 1024)
+            );
+            let error = serde_json::json!({
+                "jsonrpc": "2.0",
+                "id": message.get("id"),
+                "error": {"code": DROPPED_CODE, "message": format!("{}{reason}", spill.prefix)},
+            });
+            Some(line(&error))
+        }
+        Some(true) => Some(line(&message)),
+    }
 }
 
 /// Reads up to (and consumes) the next newline, then reports end of input; fails once
@@ -583,6 +813,7 @@ impl<B: BufRead> Read for UntilNewline<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rmcp::model::RequestId;
     use serde_json::json;
 
     fn big(byte: char) -> String {
@@ -604,7 +835,8 @@ mod tests {
         }});
         let mut input = serde_json::to_vec(&message).unwrap();
         input.extend_from_slice(b"\n{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{}}\n");
-        let spill = Arc::new(Spill::new());
+        let spill = Arc::new(Spill::new("test"));
+        spill.asked(&RequestId::Number(1), true);
         let mut out = Vec::new();
         pump(
             std::io::Cursor::new(input),
@@ -622,7 +854,7 @@ mod tests {
         assert!(lines[0].len() < 1024, "{} bytes passed on", lines[0].len());
         assert_eq!(lines[1], br#"{"jsonrpc":"2.0","id":2,"result":{}}"#);
         assert_eq!(
-            spill.held.lock().len(),
+            spill.held.lock().by_id.len(),
             3,
             "the text, the blob and the other string; the copy of the text is not kept"
         );
@@ -646,12 +878,12 @@ mod tests {
             result.structured_content,
             Some(json!({"result": copy_note, "other": [other], "n": 3}))
         );
-        assert!(spill.held.lock().is_empty(), "everything claimed");
+        assert!(spill.held.lock().by_id.is_empty(), "everything claimed");
     }
 
     #[test]
     fn a_message_that_does_not_parse_leaves_nothing_held() {
-        let spill = Spill::new();
+        let spill = Spill::new("test");
         let line = format!(
             "{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"{}\"}}]}}, oops\n",
             big('a')
@@ -667,7 +899,7 @@ mod tests {
                 move || {
                     let spill = spill;
                     let result = parse_large(reader, line.into_bytes(), &spill, usize::MAX, handle);
-                    assert!(spill.held.lock().is_empty());
+                    assert!(spill.held.lock().by_id.is_empty());
                     result
                 }
             })
@@ -679,7 +911,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn small_lines_pass_through_and_unusable_large_lines_are_dropped() {
-        let spill = Arc::new(Spill::new());
+        let spill = Arc::new(Spill::new("test"));
         let input = format!(
             "small garbage\nnot json {}\n{}\n{}\nafter\n",
             big('x').repeat(2),
@@ -704,17 +936,17 @@ mod tests {
 
     #[test]
     fn strings_nobody_claims_are_dropped() {
-        let spill = Spill::new();
+        let spill = Spill::new("test");
         let _id = spill.hold(&"x".repeat(LARGE_STRING), &mut Holding::default());
         spill.sweep(UNCLAIMED);
-        assert_eq!(spill.held.lock().len(), 1, "still fresh");
+        assert_eq!(spill.held.lock().by_id.len(), 1, "still fresh");
         spill.sweep(Duration::ZERO);
-        assert!(spill.held.lock().is_empty());
+        assert!(spill.held.lock().by_id.is_empty());
     }
 
     #[test]
     fn text_that_only_looks_like_a_marker_is_left_alone() {
-        let spill = Spill::new();
+        let spill = Spill::new("test");
         let mut forged = "\u{1}conduit-spill-0000000000000000:0".to_owned();
         let _held = spill.hold("secret", &mut Holding::default());
         spill.claim(&mut forged);
@@ -722,5 +954,98 @@ mod tests {
         let mut copy = "\u{1}conduit-spill-0000000000000000:copy:0:6".to_owned();
         spill.claim(&mut copy);
         assert_eq!(copy, "\u{1}conduit-spill-0000000000000000:copy:0:6");
+    }
+
+    /// A large answer to `id` whose text is `bytes` long.
+    fn answer(id: Value, bytes: usize, fill: char) -> String {
+        let text: String = std::iter::repeat_n(fill, bytes).collect();
+        format!(
+            "{}\n",
+            json!({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": text}]}})
+        )
+    }
+
+    async fn pumped_lines(spill: &Arc<Spill>, input: String) -> Vec<Value> {
+        let mut out = Vec::new();
+        pump(
+            std::io::Cursor::new(input.into_bytes()),
+            &mut out,
+            spill.clone(),
+            usize::MAX,
+        )
+        .await;
+        out.split(|b| *b == b'\n')
+            .filter(|line| !line.is_empty())
+            .map(|line| serde_json::from_slice(line).unwrap())
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn only_answers_the_client_awaits_are_held() {
+        let spill = Arc::new(Spill::new("test"));
+        spill.asked(&RequestId::Number(1), true);
+        spill.asked(&RequestId::Number(2), false);
+        // Well over a large line, wherever the reader's chunks end.
+        let size = 2 * LARGE_LINE;
+        // Never sent, with `id` first (skipped) and last (parsed, then let go); a list's
+        // answer (passed on, nothing held); the tool call's answer (held).
+        let never_sent_last = format!(
+            "{{\"jsonrpc\":\"2.0\",\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"{}\"}}]}},\"id\":987654}}\n",
+            big('q').repeat(2)
+        );
+        let input = answer(json!(987_653), size, 'a')
+            + &never_sent_last
+            + &answer(json!(2), size, 'b')
+            + &answer(json!(1), size, 'c')
+            + &answer(json!(1), size, 'd');
+        let lines = pumped_lines(&spill, input).await;
+        let ids: Vec<&Value> = lines.iter().map(|line| &line["id"]).collect();
+        assert_eq!(
+            ids,
+            [&json!(2), &json!(1)],
+            "the second answer to 1 is not awaited"
+        );
+        assert_eq!(spill.held_bytes(), size, "only the tool call's text");
+        let mut result: CallToolResult =
+            serde_json::from_value(lines[1]["result"].clone()).unwrap();
+        spill.claim_tool_result(&mut result);
+        assert_eq!(result.content[0].as_text().unwrap().text.len(), size);
+        assert_eq!(spill.held_bytes(), 0);
+    }
+
+    /// The review's hostile server with a smaller cap: answers past it are dropped, the
+    /// call they answer fails saying so, and the bytes held never pass the cap.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn what_is_held_stays_under_the_cap() {
+        // Well over a large line, wherever the reader's chunks end.
+        let size = 2 * LARGE_LINE;
+        let spill = Arc::new(Spill::with_cap("test", 2 * size + 10));
+        for id in 1..=4 {
+            spill.asked(&RequestId::Number(id), true);
+        }
+        let input = (1..=4)
+            .map(|id| answer(json!(id), size, 'z'))
+            .collect::<String>();
+        let lines = pumped_lines(&spill, input).await;
+        assert_eq!(lines.len(), 4);
+        assert_eq!(spill.held_bytes(), 2 * size, "the first two answers");
+        for line in &lines[2..] {
+            let message = line["error"]["message"].as_str().unwrap();
+            let reason = spill.own_error(message).unwrap();
+            assert!(reason.contains("was dropped"), "{reason}");
+            assert!(line.get("result").is_none());
+        }
+        // A server cannot forge the pump's words.
+        assert!(spill.own_error("was dropped").is_none());
+        // Claimed, they make room again.
+        for line in &lines[..2] {
+            let mut result: CallToolResult =
+                serde_json::from_value(line["result"].clone()).unwrap();
+            spill.claim_tool_result(&mut result);
+        }
+        assert_eq!(spill.held_bytes(), 0);
+        spill.asked(&RequestId::Number(5), true);
+        let lines = pumped_lines(&spill, answer(json!(5), size, 'z')).await;
+        assert!(lines[0].get("result").is_some());
     }
 }

@@ -1,0 +1,362 @@
+//! Hostile servers, scripted line by line over pipes through the same pump and
+//! transport as a stdio server: lists that never end, answers nobody asked for.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use super::*;
+use crate::paging::{MAX_LIST_PAGES, MAX_TOOLS};
+use serde_json::{Value, json};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+/// One line the scripted server writes, after a pause.
+struct Reply {
+    after: Duration,
+    line: String,
+}
+
+fn now(message: Value) -> Reply {
+    Reply {
+        after: Duration::ZERO,
+        line: message.to_string(),
+    }
+}
+
+fn answer(request: &Value, result: Value) -> Reply {
+    now(json!({"jsonrpc": "2.0", "id": request["id"], "result": result}))
+}
+
+/// The handshake's answer: a 2025-11-25 server with tools, resources and prompts.
+fn initialized(request: &Value) -> Reply {
+    answer(
+        request,
+        json!({
+            "protocolVersion": request["params"]["protocolVersion"],
+            "capabilities": {"tools": {}, "resources": {}, "prompts": {}},
+            "serverInfo": {"name": "evil", "version": "1"}
+        }),
+    )
+}
+
+fn tool(name: &str) -> Value {
+    json!({"name": name, "inputSchema": {"type": "object"}})
+}
+
+/// A connection to a server that answers each message with what `script` says, over
+/// the stdio path's pump (`pumped`), in the 2025-11-25 era.
+async fn scripted<F>(script: F, call_timeout: Duration) -> Connection
+where
+    F: Fn(&Value) -> Vec<Reply> + Send + Sync + 'static,
+{
+    let (client_read, server_write) = tokio::io::duplex(1 << 20);
+    let (server_read, client_write) = tokio::io::duplex(1 << 20);
+    let server_write = Arc::new(tokio::sync::Mutex::new(server_write));
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(server_read).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            let Ok(message) = serde_json::from_str::<Value>(&line) else {
+                continue;
+            };
+            let replies = if message["method"] == "initialize" {
+                vec![initialized(&message)]
+            } else {
+                script(&message)
+            };
+            for reply in replies {
+                let writer = server_write.clone();
+                let write = async move {
+                    let mut writer = writer.lock().await;
+                    let _ = writer.write_all(reply.line.as_bytes()).await;
+                    let _ = writer.write_all(b"\n").await;
+                };
+                if reply.after.is_zero() {
+                    write.await;
+                } else {
+                    tokio::spawn(async move {
+                        tokio::time::sleep(reply.after).await;
+                        write.await;
+                    });
+                }
+            }
+        }
+    });
+    let asks = Asks::nobody("evil");
+    let (shared, handler, ended) = Handler::for_session(&asks);
+    let (spill, transport) = pumped("evil", client_read, client_write, &ended);
+    let service = handshake(
+        handler,
+        transport,
+        ProtocolEra::Initialize,
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    Connection::ready(
+        service,
+        Session {
+            asks,
+            process: None,
+            stderr: StderrTail::default(),
+            spill,
+            shared,
+            ended,
+            call_timeout,
+            secrets: Redactor::default(),
+            refused: RefusedRedirects::default(),
+        },
+    )
+    .await
+}
+
+/// The hostile case of the review: page "A" names "A" again, with a day's cache hint.
+/// rmcp's cache used to answer the repeat from memory, forever, at memory speed.
+#[tokio::test]
+async fn a_cursor_that_repeats_with_a_long_hint_stops_the_listing_at_once() {
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counted = asked.clone();
+    let connection = scripted(
+        move |request| {
+            if request["method"] != "tools/list" {
+                return Vec::new();
+            }
+            counted.fetch_add(1, Ordering::SeqCst);
+            vec![answer(
+                request,
+                json!({"tools": [tool("t")], "nextCursor": "A", "ttlMs": 86_400_000}),
+            )]
+        },
+        DEFAULT_CALL_TIMEOUT,
+    )
+    .await;
+    assert!(
+        !connection.peer.response_cache_config().await.enabled,
+        "rmcp's response cache is off"
+    );
+    let started = Instant::now();
+    let error = connection.tools().await.unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(
+        matches!(
+            error,
+            McpError::List(ListError::CursorRepeated { pages: 2, .. })
+        ),
+        "{error}"
+    );
+    let text = error.to_string();
+    assert!(
+        text.contains("\"evil\"") && text.contains("cursor"),
+        "{text}"
+    );
+    assert_eq!(asked.load(Ordering::SeqCst), 2, "the first page and page A");
+    // Asked again, the server is asked again: nothing was cached.
+    assert!(connection.tools().await.is_err());
+    assert_eq!(asked.load(Ordering::SeqCst), 4);
+    connection.shutdown().await;
+}
+
+/// A new cursor on every page, forever: stopped at the page cap.
+#[tokio::test]
+async fn a_list_that_never_ends_stops_at_the_page_cap() {
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counted = asked.clone();
+    let connection = scripted(
+        move |request| {
+            if request["method"] != "resources/list" {
+                return Vec::new();
+            }
+            let n = counted.fetch_add(1, Ordering::SeqCst);
+            vec![answer(
+                request,
+                json!({
+                    "resources": [{"uri": format!("file:///{n}"), "name": format!("r{n}")}],
+                    "nextCursor": format!("page-{n}"),
+                    "ttlMs": 86_400_000
+                }),
+            )]
+        },
+        DEFAULT_CALL_TIMEOUT,
+    )
+    .await;
+    let error = connection.resources().await.unwrap_err();
+    assert!(
+        matches!(error, McpError::List(ListError::TooManyPages { .. })),
+        "{error}"
+    );
+    assert!(error.to_string().contains("\"evil\""), "{error}");
+    assert_eq!(asked.load(Ordering::SeqCst), MAX_LIST_PAGES);
+    connection.shutdown().await;
+}
+
+/// Pages of 600 tools: the second one takes the list past the tool cap.
+#[tokio::test]
+async fn too_many_tools_fail_the_listing() {
+    let connection = scripted(
+        |request| {
+            if request["method"] != "tools/list" {
+                return Vec::new();
+            }
+            let page = request["params"]["cursor"].as_str().unwrap_or("first");
+            let tools: Vec<Value> = (0..600).map(|n| tool(&format!("{page}_{n}"))).collect();
+            let next = (page == "first").then_some("second");
+            vec![answer(request, json!({"tools": tools, "nextCursor": next}))]
+        },
+        DEFAULT_CALL_TIMEOUT,
+    )
+    .await;
+    let error = connection.tools().await.unwrap_err();
+    assert!(
+        matches!(
+            error,
+            McpError::List(ListError::TooManyItems { max: MAX_TOOLS, .. })
+        ),
+        "{error}"
+    );
+    connection.shutdown().await;
+}
+
+/// An honest server's pages still arrive whole, for every list.
+#[tokio::test]
+async fn pages_of_an_honest_server_are_joined() {
+    let connection = scripted(
+        |request| {
+            let cursor = request["params"]["cursor"].as_str();
+            let next = match cursor {
+                None => Some("2"),
+                Some("2") => Some("3"),
+                _ => None,
+            };
+            let n = cursor.unwrap_or("1");
+            let result = match request["method"].as_str() {
+                Some("tools/list") => {
+                    json!({"tools": [tool(&format!("t{n}"))], "ttlMs": 5_000})
+                }
+                Some("resources/list") => {
+                    json!({"resources": [{"uri": format!("file:///{n}"), "name": n}]})
+                }
+                Some("resources/templates/list") => {
+                    json!({"resourceTemplates": [{"uriTemplate": format!("file:///{n}/{{x}}"), "name": n}]})
+                }
+                Some("prompts/list") => json!({"prompts": [{"name": format!("p{n}")}]}),
+                _ => return Vec::new(),
+            };
+            let mut result = result;
+            if let Some(next) = next {
+                result["nextCursor"] = json!(next);
+            }
+            vec![answer(request, result)]
+        },
+        DEFAULT_CALL_TIMEOUT,
+    )
+    .await;
+    let tools: Vec<_> = connection
+        .tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert_eq!(tools, ["t1", "t2", "t3"]);
+    assert_eq!(
+        connection.tools_fresh_for(),
+        Some(Duration::from_millis(5_000))
+    );
+    assert_eq!(connection.resources().await.unwrap().len(), 3);
+    assert_eq!(connection.resource_templates().await.unwrap().len(), 3);
+    let prompts: Vec<_> = connection
+        .prompts()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| p.name)
+        .collect();
+    assert_eq!(prompts, ["p1", "p2", "p3"]);
+    connection.shutdown().await;
+}
+
+fn no_progress() -> ProgressSink {
+    Arc::new(|_| {})
+}
+
+/// A large answer, as the review's hostile server writes them (smaller, to be quick).
+fn large_answer(id: Value, text: &str, id_first: bool) -> Reply {
+    let result = json!({"content": [{"type": "text", "text": text}]});
+    // The order of `id` and `result` decides whether the pump can skip the result.
+    let line = if id_first {
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#)
+    } else {
+        format!(r#"{{"jsonrpc":"2.0","result":{result},"id":{id}}}"#)
+    };
+    Reply {
+        after: Duration::ZERO,
+        line,
+    }
+}
+
+/// Answers with ids Conduit never sent hold nothing; the real answer still arrives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_to_requests_never_sent_are_not_held() {
+    let text = "x".repeat(2 * 1024 * 1024);
+    let big = text.clone();
+    let connection = scripted(
+        move |request| {
+            if request["method"] != "tools/call" {
+                return Vec::new();
+            }
+            vec![
+                large_answer(json!(987_654), &big, true),
+                large_answer(json!(987_655), &big, false),
+                large_answer(json!("not-ours"), &big, true),
+                large_answer(request["id"].clone(), &big, false),
+            ]
+        },
+        DEFAULT_CALL_TIMEOUT,
+    )
+    .await;
+    let result = connection
+        .call_tool(
+            "big",
+            JsonObject::new(),
+            no_progress(),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(result.content[0].as_text().unwrap().text, text);
+    assert_eq!(connection.spill.held_bytes(), 0, "all claimed or let go");
+    connection.shutdown().await;
+}
+
+/// An answer that comes after its call timed out is not held either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_answer_is_not_held() {
+    let big = "y".repeat(2 * 1024 * 1024);
+    let connection = scripted(
+        move |request| match request["params"]["name"].as_str() {
+            Some("slow") => {
+                let mut late = large_answer(request["id"].clone(), &big, true);
+                late.after = Duration::from_millis(600);
+                vec![late]
+            }
+            Some("quick") => vec![answer(request, json!({"content": []}))],
+            _ => Vec::new(),
+        },
+        Duration::from_millis(200),
+    )
+    .await;
+    let call = |name: &'static str| {
+        connection.call_tool(
+            name,
+            JsonObject::new(),
+            no_progress(),
+            CancellationToken::new(),
+        )
+    };
+    let error = call("slow").await.unwrap_err();
+    assert!(matches!(error, McpError::Timeout(_)), "{error}");
+    // The pump takes lines in order: once the quick call's answer is in, so is the late one.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    call("quick").await.unwrap();
+    assert_eq!(connection.spill.held_bytes(), 0);
+    connection.shutdown().await;
+}
