@@ -331,6 +331,8 @@ pub async fn store_attachment(
             "send the image's bytes as the request body",
         ));
     };
+    // Over `ATTACHMENT_MAX_BYTES`: refused before the page's body is even copied.
+    conduit_host::app::attachment_fits(bytes.len()).map_err(CommandError::from)?;
     state.app.store_attachment(bytes.clone()).await.map_err(CommandError::from)
 }
 }

@@ -5,6 +5,7 @@
 //!
 //! - [`content`]: messages as lists of blocks (text, image, reasoning, tool call, tool result).
 //! - [`media`]: the store that blocks reference media through.
+//! - [`images`]: the one bounded decode and shrink of an image (its size and memory limits).
 //! - [`tool`]: the [`tool::Tool`] trait and the registry the loop looks tools up in.
 //! - [`provider`]: the [`provider::Provider`] trait and its typed stream events.
 //! - [`agent`]: the loop that streams, approves and runs tools, and keeps history valid.
@@ -15,6 +16,7 @@ pub mod agent;
 pub mod approval;
 pub mod backoff;
 pub mod content;
+pub mod images;
 pub mod media;
 pub mod provider;
 #[cfg(any(test, feature = "testing"))]

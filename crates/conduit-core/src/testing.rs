@@ -151,3 +151,114 @@ impl MediaStore for MemoryMedia {
             })
     }
 }
+
+/// A PNG whose pixels are all zero, in 8-bit grayscale: tiny however large it says it is
+/// (a 257 × 2,088,000 one, which once decoded to 536 MB and asked a resize for 8.5 GB, is
+/// 3.4 MB). Made by hand, row by row in constant memory, as no encoder here streams.
+pub fn zero_png(width: u32, height: u32) -> Vec<u8> {
+    zero_png_with(width, height, 0, 8)
+}
+
+/// [`zero_png`] in any PNG colour type (0 gray, 2 RGB, 4 gray + alpha, 6 RGBA) and bit
+/// depth (8 or 16).
+pub fn zero_png_with(width: u32, height: u32, color_type: u8, bit_depth: u8) -> Vec<u8> {
+    let channels: u64 = match color_type {
+        2 => 3,
+        4 => 2,
+        6 => 4,
+        _ => 1,
+    };
+    let row = 1 + u64::from(width) * channels * u64::from(bit_depth / 8);
+    let total = row * u64::from(height);
+    let mut header = Vec::with_capacity(13);
+    header.extend_from_slice(&width.to_be_bytes());
+    header.extend_from_slice(&height.to_be_bytes());
+    header.extend_from_slice(&[bit_depth, color_type, 0, 0, 0]);
+    let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+    png_chunk(&mut png, b"IHDR", &header);
+    png_chunk(&mut png, b"IDAT", &zlib_zeros(total));
+    png_chunk(&mut png, b"IEND", &[]);
+    png
+}
+
+/// A zlib stream of `count` zero bytes: one fixed-Huffman block of a literal zero and
+/// back-references of 258 bytes at distance 1 (13 bits each), the rest as literals.
+fn zlib_zeros(count: u64) -> Vec<u8> {
+    struct Bits {
+        out: Vec<u8>,
+        byte: u8,
+        used: u8,
+    }
+    impl Bits {
+        /// Writes the low `n` bits of `value`, least significant first.
+        fn lsb_first(&mut self, value: u32, n: u8) {
+            for i in 0..n {
+                self.bit((value >> i) & 1 == 1);
+            }
+        }
+        /// Writes a Huffman code of `n` bits, most significant first.
+        fn code(&mut self, code: u32, n: u8) {
+            for i in (0..n).rev() {
+                self.bit((code >> i) & 1 == 1);
+            }
+        }
+        fn bit(&mut self, set: bool) {
+            if set {
+                self.byte |= 1 << self.used;
+            }
+            self.used += 1;
+            if self.used == 8 {
+                self.out.push(self.byte);
+                (self.byte, self.used) = (0, 0);
+            }
+        }
+    }
+    let mut bits = Bits {
+        out: vec![0x78, 0x01],
+        byte: 0,
+        used: 0,
+    };
+    bits.lsb_first(1, 1); // the last block
+    bits.lsb_first(1, 2); // fixed Huffman codes
+    let literal_zero = |bits: &mut Bits| bits.code(0x30, 8);
+    let mut left = count;
+    if left > 0 {
+        literal_zero(&mut bits);
+        left -= 1;
+    }
+    while left >= 258 {
+        bits.code(0xC5, 8); // length 258 (symbol 285)
+        bits.code(0, 5); // distance 1
+        left -= 258;
+    }
+    for _ in 0..left {
+        literal_zero(&mut bits);
+    }
+    bits.code(0, 7); // end of block
+    if bits.used > 0 {
+        bits.out.push(bits.byte);
+    }
+    // Adler-32 of zeros: the first sum stays 1, the second grows by 1 a byte.
+    let adler = ((count % 65_521) << 16) | 1;
+    bits.out
+        .extend_from_slice(&u32::try_from(adler).unwrap_or(0).to_be_bytes());
+    bits.out
+}
+
+fn png_chunk(png: &mut Vec<u8>, kind: &[u8; 4], data: &[u8]) {
+    png.extend_from_slice(&u32::try_from(data.len()).unwrap().to_be_bytes());
+    png.extend_from_slice(kind);
+    png.extend_from_slice(data);
+    let mut crc = 0xFFFF_FFFF_u32;
+    for &byte in kind.iter().chain(data) {
+        crc ^= u32::from(byte);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    png.extend_from_slice(&(!crc).to_be_bytes());
+}

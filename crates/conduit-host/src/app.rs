@@ -139,8 +139,28 @@ pub enum AppError {
     EmptyMessage,
     #[error("the attached image {0} is not in the media store; attach it again")]
     UnknownAttachment(String),
+    #[error(
+        "the attachment is {mib:.1} MiB; the most Conduit takes is {max} MiB (the most a provider accepts for one image)",
+        mib = *bytes as f64 / (1024.0 * 1024.0),
+        max = ATTACHMENT_MAX_BYTES / (1024 * 1024)
+    )]
+    AttachmentTooLarge { bytes: usize },
     #[error(transparent)]
     Toolset(#[from] crate::toolset::ToolsetError),
+}
+
+/// The most bytes an attachment from the window may have: the most any provider accepts
+/// for one image (OpenAI's 20 MB; Anthropic takes 5 MB and Gemini 15, past which Conduit
+/// re-encodes). The page sends whatever it likes, so this is checked before any decode.
+pub const ATTACHMENT_MAX_BYTES: usize = 20 * 1024 * 1024;
+
+/// Refuses an attachment of `bytes` over [`ATTACHMENT_MAX_BYTES`]; the command checks it
+/// before it even copies the page's body.
+pub fn attachment_fits(bytes: usize) -> Result<(), AppError> {
+    if bytes > ATTACHMENT_MAX_BYTES {
+        return Err(AppError::AttachmentTooLarge { bytes });
+    }
+    Ok(())
 }
 
 impl App {
@@ -231,8 +251,10 @@ impl App {
     }
 
     /// Stores an image the user attached (pasted, dropped or picked); the bytes decide
-    /// its type, and one that does not decode is refused.
+    /// its type, and one over [`ATTACHMENT_MAX_BYTES`], or that does not decode within
+    /// [`conduit_core::images`]' limits, is refused.
     pub async fn store_attachment(&self, bytes: Vec<u8>) -> Result<MediaRef, AppError> {
+        attachment_fits(bytes.len())?;
         let media = self.host.media.clone();
         let stored = tokio::task::spawn_blocking(move || media.put(&bytes, None))
             .await
@@ -909,5 +931,128 @@ mod tests {
                 .is_err_and(|e| e.kind() == std::io::ErrorKind::WouldBlock),
             "the server's URL was never reached"
         );
+    }
+
+    /// Every file under `dir` (none when it does not exist).
+    fn files_under(dir: &std::path::Path) -> Vec<PathBuf> {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return Vec::new();
+        };
+        entries
+            .map(|entry| entry.unwrap().path())
+            .flat_map(|path| {
+                if path.is_dir() {
+                    files_under(&path)
+                } else {
+                    vec![path]
+                }
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn an_attachment_over_the_cap_or_the_image_limits_is_refused_and_nothing_is_stored() {
+        let dir = tempfile::tempdir().unwrap();
+        let app = app(
+            dir.path(),
+            json!({"id": "local", "protocol": "openai-chat"}),
+        );
+        let media_dir = app.host().paths().media_dir.clone();
+
+        // One byte over the cap: refused by its size before anything reads it.
+        let error = app
+            .store_attachment(vec![0; ATTACHMENT_MAX_BYTES + 1])
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(error, AppError::AttachmentTooLarge { .. }),
+            "{error:?}"
+        );
+        assert_eq!(
+            error.to_string(),
+            "the attachment is 20.0 MiB; the most Conduit takes is 20 MiB (the most a \
+             provider accepts for one image)"
+        );
+        assert!(attachment_fits(ATTACHMENT_MAX_BYTES).is_ok());
+
+        // Under the cap, but 257 × 2,088,000 pixels: refused by its size, at once.
+        let hostile = conduit_core::testing::zero_png(257, 2_088_000);
+        assert!(hostile.len() < ATTACHMENT_MAX_BYTES);
+        let error = app.store_attachment(hostile).await.unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("the image is 257×2088000 pixels; the most Conduit reads is"),
+            "{error}"
+        );
+        assert!(
+            files_under(&media_dir).is_empty(),
+            "{:?}",
+            files_under(&media_dir)
+        );
+
+        // A Figma frame is stored as before.
+        let mut frame = Vec::new();
+        image::DynamicImage::new_rgb8(1600, 1000)
+            .write_to(
+                &mut std::io::Cursor::new(&mut frame),
+                image::ImageFormat::Png,
+            )
+            .unwrap();
+        let stored = app.store_attachment(frame).await.unwrap();
+        assert_eq!((stored.width, stored.height), (Some(1600), Some(1000)));
+    }
+
+    #[test]
+    fn a_tool_image_over_the_limits_leaves_the_tools_text_and_a_note_for_the_model() {
+        let dir = tempfile::tempdir().unwrap();
+        let media = conduit_store::media::FileMediaStore::new(dir.path().join("media"));
+        let hostile = conduit_core::testing::zero_png(257, 2_088_000);
+        // The result as an MCP server sends it (rmcp's type, read from its JSON).
+        let result = serde_json::from_value(json!({
+            "content": [
+                {"type": "text", "text": "Saved the page."},
+                {"type": "image", "mimeType": "image/png", "data": base64(&hostile)},
+            ],
+            "isError": false,
+        }))
+        .unwrap();
+        let output = conduit_mcp::result::convert(result, &media);
+        let texts: Vec<&str> = output
+            .parts
+            .iter()
+            .map(|part| match part {
+                conduit_core::content::ResultPart::Text { text } => text.as_str(),
+                other => panic!("only text is left: {other:?}"),
+            })
+            .collect();
+        assert_eq!(texts[0], "Saved the page.");
+        assert!(
+            texts[1].contains("the image is 257×2088000 pixels; the most Conduit reads is"),
+            "{}",
+            texts[1]
+        );
+        assert!(files_under(&dir.path().join("media")).is_empty());
+    }
+
+    /// Standard base64 with padding (the host has no base64 crate of its own).
+    fn base64(bytes: &[u8]) -> String {
+        const ALPHABET: &[u8; 64] =
+            b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+        for chunk in bytes.chunks(3) {
+            let n = chunk
+                .iter()
+                .enumerate()
+                .fold(0_u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
+            for i in 0..4 {
+                if i <= chunk.len() {
+                    out.push(char::from(ALPHABET[(n >> (18 - 6 * i)) as usize & 63]));
+                } else {
+                    out.push('=');
+                }
+            }
+        }
+        out
     }
 }

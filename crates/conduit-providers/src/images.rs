@@ -1,5 +1,6 @@
 //! Images on their way to a provider: the bytes decide the type, and anything a provider
-//! would refuse (type, long edge, size) is downscaled and re-encoded first.
+//! would refuse (type, long edge, size) is downscaled and re-encoded first, decoded and
+//! shrunk within the limits of [`conduit_core::images`].
 
 use std::collections::HashMap;
 use std::io::Cursor;
@@ -7,7 +8,7 @@ use std::io::Cursor;
 use base64::Engine;
 use conduit_core::content::{Block, MediaRef, Message, ResultPart};
 use conduit_core::media::MediaStore;
-use image::{GenericImageView, ImageFormat, ImageReader};
+use image::{ImageFormat, ImageReader};
 
 /// What one provider accepts.
 #[derive(Debug, Clone, Copy)]
@@ -63,6 +64,9 @@ pub enum ImageError {
     UnknownFormat,
     #[error("the image is corrupt: {0}")]
     Corrupt(#[source] image::ImageError),
+    /// Over Conduit's size or memory limits, or it does not decode.
+    #[error(transparent)]
+    Decode(#[from] conduit_core::images::DecodeError),
     #[error("cannot re-encode the image: {0}")]
     Encode(#[source] image::ImageError),
     #[error("the image is still {size} bytes after downscaling; the provider takes at most {max}")]
@@ -132,18 +136,13 @@ pub fn prepare(bytes: &[u8], limits: &ImageLimits) -> Result<PreparedImage, Imag
             base64: base64::engine::general_purpose::STANDARD.encode(bytes),
         });
     }
-    let decoded =
-        image::load_from_memory_with_format(bytes, format).map_err(ImageError::Corrupt)?;
-    let (w, h) = decoded.dimensions();
-    let scaled = if w.max(h) > limits.max_long_edge {
-        decoded.resize(
-            limits.max_long_edge,
-            limits.max_long_edge,
-            image::imageops::FilterType::Triangle,
-        )
-    } else {
-        decoded
-    };
+    let (_, decoded) = conduit_core::images::decode(bytes)?;
+    let scaled = conduit_core::images::shrink_to_fit(
+        decoded,
+        limits.max_long_edge,
+        limits.max_long_edge,
+        image::imageops::FilterType::Triangle,
+    );
     let mut png = Vec::new();
     scaled
         .write_to(&mut Cursor::new(&mut png), ImageFormat::Png)
@@ -188,6 +187,7 @@ pub fn omitted_note(reason: impl std::fmt::Display) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use image::GenericImageView;
 
     pub fn png(width: u32, height: u32) -> Vec<u8> {
         let img = image::RgbaImage::from_fn(width, height, |x, y| {
@@ -260,6 +260,30 @@ pub(crate) mod tests {
         let prepared = prepare(&bytes, &limits).unwrap();
         assert_eq!(prepared.mime, "image/jpeg");
         assert_eq!(decode(&prepared).dimensions(), (400, 400));
+    }
+
+    #[test]
+    fn the_hostile_tall_png_is_refused_by_its_size_and_the_model_told_why() {
+        let hostile = conduit_core::testing::zero_png(257, 2_088_000);
+        let started = std::time::Instant::now();
+        let err = prepare(&hostile, &GEMINI).unwrap_err();
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+        assert!(matches!(err, ImageError::Decode(_)), "{err:?}");
+        assert_eq!(
+            omitted_note(&err),
+            "[An image was omitted: the image is 257×2088000 pixels; the most Conduit reads \
+             is 32768 pixels on a side and 50 million pixels in all]"
+        );
+    }
+
+    #[test]
+    fn a_full_page_screenshot_is_downscaled_keeping_its_aspect() {
+        let screenshot = conduit_core::testing::zero_png_with(1280, 20_000, 2, 8);
+        let prepared = prepare(&screenshot, &ANTHROPIC).unwrap();
+        assert_eq!(prepared.mime, "image/png");
+        assert_eq!(decode(&prepared).dimensions(), (100, 1568));
+        let frame = prepare(&png(1600, 1000), &ANTHROPIC).unwrap();
+        assert_eq!(decode(&frame).dimensions(), (1568, 980));
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Media files (images, audio) stored once by content hash under the data folder, each
-//! checked on the way in: the bytes decide the type, and an image must decode.
+//! checked on the way in: the bytes decide the type, and an image must decode within
+//! [`conduit_core::images`]' limits.
 
 use std::collections::VecDeque;
 use std::fs;
@@ -8,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 use conduit_core::content::MediaRef;
+use conduit_core::images::{self, DecodeError};
 use conduit_core::media::{MediaError, MediaStore};
-use image::ImageReader;
 
 /// Media under one folder: `<root>/<first two hex digits>/<sha256>.<ext>`.
 #[derive(Debug, Clone)]
@@ -91,9 +92,12 @@ impl FileMediaStore {
     }
 
     /// The file to show an image at `width` pixels wide: the original when it is no wider
-    /// (never an upscale), else a PNG made at that width with the original's aspect ratio,
-    /// made once and kept. `width` must be one of [`THUMBNAIL_WIDTHS`], so what a page asks
-    /// for cannot fill the disk. `Ok(None)`: no stored image has this hash.
+    /// (never an upscale), else a PNG that fits `width` × [`SIZED_MAX_HEIGHT`] with the
+    /// original's aspect ratio (so `width` wide unless the image is very tall), made once
+    /// and kept. `width` must be one of [`THUMBNAIL_WIDTHS`], so what a page asks for
+    /// cannot fill the disk. `Ok(None)`: no stored image has this hash. An image over the
+    /// limits of [`conduit_core::images`] (stored before they were kept) is an error that
+    /// says its size, never a decode.
     pub fn sized(
         &self,
         hash: &str,
@@ -120,11 +124,14 @@ impl FileMediaStore {
         }
         let sized = self.sized_path(hash, width);
         if !sized.is_file() {
-            let image = image::open(&original).map_err(|e| {
-                MediaError::Invalid(format!("the stored image does not decode: {e}"))
-            })?;
-            let height = scaled_height(image.width(), image.height(), width);
-            let small = image.resize_exact(width, height, image::imageops::FilterType::CatmullRom);
+            let bytes = fs::read(&original).map_err(|e| MediaError::Io(e.to_string()))?;
+            let (_, image) = images::decode(&bytes).map_err(|e| invalid("the stored image", &e))?;
+            let small = images::shrink_to_fit(
+                image,
+                width,
+                SIZED_MAX_HEIGHT,
+                image::imageops::FilterType::CatmullRom,
+            );
             let mut png = Vec::new();
             small
                 .write_to(&mut Cursor::new(&mut png), image::ImageFormat::Png)
@@ -169,11 +176,28 @@ pub const THUMBNAIL_EDGE: u32 = 256;
 /// smallest at least as wide as the image is shown (times the screen's pixel ratio).
 pub const THUMBNAIL_WIDTHS: [u32; 5] = [256, 512, 1024, 1600, 2400];
 
-/// The height of `width` × `height` scaled to `to_width`, rounded, at least one pixel.
-fn scaled_height(width: u32, height: u32, to_width: u32) -> u32 {
-    let scaled =
-        (u64::from(height) * u64::from(to_width) + u64::from(width) / 2) / u64::from(width.max(1));
-    u32::try_from(scaled).unwrap_or(u32::MAX).max(1)
+/// The tallest an image sized for the window is ([`FileMediaStore::sized`]): a card
+/// shows an image at most 480 CSS pixels tall (`ToolImages.svelte`), so this is enough at
+/// a pixel ratio of 5, and it keeps the resize of a tall screenshot small (a 1280 × 20,000
+/// one asked 1024 wide would otherwise be a 1024 × 16,000 PNG).
+pub const SIZED_MAX_HEIGHT: u32 = 2400;
+
+/// A refused image as the store reports it: what it is, and why in words.
+fn invalid(what: &str, error: &DecodeError) -> MediaError {
+    match error {
+        // Its size, as the person may read it: "the image is 257×2088000 pixels; ...".
+        DecodeError::TooLarge { .. } | DecodeError::TooMuchMemory(_) => {
+            MediaError::Invalid(error.to_string())
+        }
+        DecodeError::UnknownFormat(_) | DecodeError::Corrupt(_) => {
+            MediaError::Invalid(format!("{what} does not decode: {}", source_text(error)))
+        }
+    }
+}
+
+/// The image crate's own words for why a decode failed.
+fn source_text(error: &DecodeError) -> String {
+    std::error::Error::source(error).map_or_else(|| error.to_string(), ToString::to_string)
 }
 
 impl MediaStore for FileMediaStore {
@@ -296,7 +320,8 @@ impl MediaStore for ScratchMediaStore {
 }
 
 /// The type of `bytes` and, for images, the decoded image. An image that does not
-/// decode is refused; audio is recognised by its signature.
+/// decode, or is over the limits of [`conduit_core::images`], is refused with the reason;
+/// audio is recognised by its signature.
 fn identify(
     bytes: &[u8],
     declared_mime: Option<&str>,
@@ -308,11 +333,11 @@ fn identify(
     {
         return Ok((text.to_owned(), None));
     }
-    if let Ok(format) = image::guess_format(bytes) {
-        let image = ImageReader::with_format(Cursor::new(bytes), format)
-            .decode()
-            .map_err(|e| MediaError::Invalid(format!("the image does not decode: {e}")))?;
-        return Ok((format.to_mime_type().to_owned(), Some(image)));
+    match images::decode(bytes) {
+        Ok((format, image)) => return Ok((format.to_mime_type().to_owned(), Some(image))),
+        // Not an image: perhaps audio.
+        Err(DecodeError::UnknownFormat(_)) => {}
+        Err(e) => return Err(invalid("the image", &e)),
     }
     if let Some(audio) = audio_mime(bytes) {
         return Ok((audio.to_owned(), None));
@@ -393,6 +418,7 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use conduit_core::testing::{zero_png, zero_png_with};
 
     fn png(width: u32, height: u32) -> Vec<u8> {
         let mut out = Vec::new();
@@ -610,6 +636,81 @@ mod tests {
         store.remove(&tall).unwrap();
         store.remove(&text).unwrap();
         assert!(walk(dir.path()).is_empty(), "{:?}", walk(dir.path()));
+    }
+
+    #[test]
+    fn the_hostile_tall_png_is_refused_with_its_size_and_nothing_is_stored() {
+        // 257 × 2,088,000 grayscale: 3.4 MB here; it used to decode (536 MB) and a
+        // 256-wide copy asked the resize for 8.5 GB.
+        let hostile = zero_png(257, 2_088_000);
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileMediaStore::new(dir.path());
+        let started = std::time::Instant::now();
+        let err = store.put(&hostile, Some("image/png")).unwrap_err();
+        assert!(matches!(err, MediaError::Invalid(_)), "{err:?}");
+        assert!(
+            err.to_string()
+                .contains("the image is 257×2088000 pixels; the most Conduit reads is 32768"),
+            "{err}"
+        );
+        let scratch = ScratchMediaStore::new(FileMediaStore::new(dir.path()), 8 << 20);
+        let err = scratch.put(&hostile, Some("image/png")).unwrap_err();
+        assert!(err.to_string().contains("257×2088000"), "{err}");
+        assert_eq!(scratch.held(), 0);
+        assert!(walk(dir.path()).is_empty(), "{:?}", walk(dir.path()));
+
+        // Stored before the limits were kept: sized for the window, it is refused by its
+        // size, and no copy is made.
+        let media = MediaRef {
+            hash: sha256_hex(&hostile),
+            mime: "image/png".into(),
+            bytes: hostile.len() as u64,
+            width: None,
+            height: None,
+        };
+        write_atomically(&store.path_of(&media), &hostile).unwrap();
+        assert_eq!(
+            store.reference(&media.hash).map(|r| (r.width, r.height)),
+            Some((Some(257), Some(2_088_000))),
+            "the header alone is read"
+        );
+        let err = store.sized(&media.hash, 256).unwrap_err();
+        assert!(
+            err.to_string().contains("the image is 257×2088000 pixels"),
+            "{err}"
+        );
+        assert_eq!(walk(dir.path()), [store.path_of(&media)]);
+        assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    }
+
+    #[test]
+    fn a_frame_and_a_full_page_screenshot_store_and_size_keeping_their_aspect() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileMediaStore::new(dir.path());
+        // A Figma frame.
+        let frame = store.put(&png(1600, 1000), None).unwrap();
+        assert_eq!((frame.width, frame.height), (Some(1600), Some(1000)));
+        let (file, _) = store.sized(&frame.hash, 256).unwrap().unwrap();
+        assert_eq!(image::image_dimensions(&file).unwrap(), (256, 160));
+        // A full-page screenshot (RGB), 25.6 million pixels.
+        let page = store
+            .put(&zero_png_with(1280, 20_000, 2, 8), Some("image/png"))
+            .unwrap();
+        assert_eq!((page.width, page.height), (Some(1280), Some(20_000)));
+        let thumb = image::image_dimensions(store.thumbnail_of(&page.hash)).unwrap();
+        assert_eq!(thumb, (16, 256));
+        // Asked 256 wide it would be 4000 tall: it fits 256 × 2400 instead, the same shape.
+        let (file, mime) = store.sized(&page.hash, 256).unwrap().unwrap();
+        assert_eq!(mime, "image/png");
+        let (width, height) = image::image_dimensions(&file).unwrap();
+        assert_eq!((width, height), (154, SIZED_MAX_HEIGHT));
+        let (natural, shown) = (1280.0 / 20_000.0, f64::from(width) / f64::from(height));
+        assert!((natural - shown).abs() < 0.001, "{natural} vs {shown}");
+        let (file, _) = store.sized(&page.hash, 1024).unwrap().unwrap();
+        assert_eq!(image::image_dimensions(&file).unwrap(), (154, 2400));
+        // Wider than the screenshot: the original.
+        let (file, _) = store.sized(&page.hash, 2400).unwrap().unwrap();
+        assert_eq!(file, store.path_of(&page));
     }
 
     #[test]

@@ -1,0 +1,253 @@
+//! The one way Conduit decodes and shrinks an image, bounded in size and memory, so that
+//! bytes from a tool or a page are refused with a reason instead of taking gigabytes.
+
+use std::io::Cursor;
+
+use image::error::{ImageError, LimitErrorKind};
+use image::imageops::FilterType;
+use image::{DynamicImage, ImageFormat, ImageReader, Limits};
+
+/// The longest side Conduit reads, in pixels. A full-page screenshot of a long page
+/// (1280 × 30,000) fits; a longer side is no picture a person looks at, only a way to make
+/// a resize allocate width × height buffers.
+pub const MAX_SIDE: u32 = 32_768;
+
+/// The most pixels Conduit reads in one image: more than an 8K frame (33 million) or a
+/// 1280-wide screenshot [`MAX_SIDE`] tall (42 million); 50 million RGBA pixels decode to
+/// 200 MB, within [`MAX_ALLOC`].
+pub const MAX_PIXELS: u64 = 50_000_000;
+
+/// The most memory one decode may take, and one resize's working buffer: half the image
+/// crate's default, which let a 0.5 MB PNG decode to 536 MB.
+pub const MAX_ALLOC: u64 = 256 * 1024 * 1024;
+
+/// Why an image is not read, its cause kept.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    #[error("the bytes are no image format Conduit knows")]
+    UnknownFormat(#[source] ImageError),
+    #[error(
+        "the image is {width}×{height} pixels; the most Conduit reads is {max_side} pixels on a side and {max_million} million pixels in all",
+        max_side = MAX_SIDE,
+        max_million = MAX_PIXELS / 1_000_000
+    )]
+    TooLarge { width: u32, height: u32 },
+    #[error(
+        "the image needs more than the {max_mib} MiB of memory Conduit gives one image",
+        max_mib = MAX_ALLOC / (1024 * 1024)
+    )]
+    TooMuchMemory(#[source] ImageError),
+    #[error("the image does not decode: {0}")]
+    Corrupt(#[source] ImageError),
+}
+
+/// Refuses a width × height over [`MAX_SIDE`] or [`MAX_PIXELS`].
+pub fn check_size(width: u32, height: u32) -> Result<(), DecodeError> {
+    let pixels = u64::from(width) * u64::from(height);
+    if width > MAX_SIDE || height > MAX_SIDE || pixels > MAX_PIXELS {
+        return Err(DecodeError::TooLarge { width, height });
+    }
+    Ok(())
+}
+
+/// The format the bytes are in and the image they hold, read within the limits: the size
+/// in the header is checked before any pixel is read, and the decoder may allocate at most
+/// [`MAX_ALLOC`].
+pub fn decode(bytes: &[u8]) -> Result<(ImageFormat, DynamicImage), DecodeError> {
+    let format = image::guess_format(bytes).map_err(DecodeError::UnknownFormat)?;
+    let reader = |limits: Limits| {
+        let mut reader = ImageReader::with_format(Cursor::new(bytes), format);
+        reader.limits(limits);
+        reader
+    };
+    // The header without the side limits, so an image over them is refused by its size
+    // (which the person can read) and not by the decoder's bare "dimension error".
+    let mut header = limits();
+    header.max_image_width = None;
+    header.max_image_height = None;
+    let (width, height) = reader(header).into_dimensions().map_err(refused)?;
+    check_size(width, height)?;
+    let image = reader(limits()).decode().map_err(refused)?;
+    Ok((format, image))
+}
+
+fn limits() -> Limits {
+    let mut limits = Limits::default();
+    limits.max_image_width = Some(MAX_SIDE);
+    limits.max_image_height = Some(MAX_SIDE);
+    limits.max_alloc = Some(MAX_ALLOC);
+    limits
+}
+
+fn refused(error: ImageError) -> DecodeError {
+    match &error {
+        ImageError::Limits(limit) if limit.kind() == LimitErrorKind::InsufficientMemory => {
+            DecodeError::TooMuchMemory(error)
+        }
+        _ => DecodeError::Corrupt(error),
+    }
+}
+
+/// The size of `width` × `height` scaled down to fit inside `max_width` × `max_height`,
+/// keeping its aspect ratio (rounded, at least one pixel); never larger than it is.
+pub fn fit_within(width: u32, height: u32, max_width: u32, max_height: u32) -> (u32, u32) {
+    if width <= max_width && height <= max_height {
+        return (width, height);
+    }
+    let (w, h) = (u64::from(width.max(1)), u64::from(height.max(1)));
+    let (max_w, max_h) = (u64::from(max_width.max(1)), u64::from(max_height.max(1)));
+    // Width-bound when the image is relatively wider than the box.
+    let (new_w, new_h) = if w * max_h >= h * max_w {
+        (max_w, h.saturating_mul(max_w).saturating_add(w / 2) / w)
+    } else {
+        (w.saturating_mul(max_h).saturating_add(h / 2) / h, max_h)
+    };
+    let narrow = |n: u64| u32::try_from(n).unwrap_or(u32::MAX).max(1);
+    (narrow(new_w), narrow(new_h))
+}
+
+/// The bytes a filtered resize of a `source_width`-wide image to `height` rows allocates
+/// before its output: the image crate samples every source column into a float RGBA
+/// buffer `source_width` × `height` (16 bytes a pixel). A 257 × 2,088,000 image made
+/// 256 wide asks for 8.5 GB there.
+pub fn resize_scratch(source_width: u32, height: u32) -> u64 {
+    u64::from(source_width)
+        .saturating_mul(u64::from(height))
+        .saturating_mul(16)
+}
+
+/// `image` scaled down to fit inside `max_width` × `max_height` with its aspect ratio
+/// (the image itself when it already fits), never allocating more than [`MAX_ALLOC`] for
+/// the resize: while the filter's working buffer would be larger, the source is first
+/// halved by exact 2 × 2 averages, which need no buffer but their output.
+pub fn shrink_to_fit(
+    image: DynamicImage,
+    max_width: u32,
+    max_height: u32,
+    filter: FilterType,
+) -> DynamicImage {
+    let (width, height) = fit_within(image.width(), image.height(), max_width, max_height);
+    if (width, height) == (image.width(), image.height()) {
+        return image;
+    }
+    let mut source = image;
+    for _ in 0..halvings(source.width(), source.height(), width, height) {
+        source = source.thumbnail_exact(source.width() / 2, source.height() / 2);
+    }
+    if resize_scratch(source.width(), height) <= MAX_ALLOC {
+        source.resize_exact(width, height, filter)
+    } else {
+        // Less than twice the size and still too large for the filter (a box far taller
+        // than the window asks for): area averages, which need no buffer.
+        source.thumbnail_exact(width, height)
+    }
+}
+
+/// How often a `source_width` × `source_height` image is halved before a filtered resize
+/// to `width` × `height` fits [`MAX_ALLOC`] (never below the target).
+fn halvings(source_width: u32, source_height: u32, width: u32, height: u32) -> u32 {
+    let (mut w, mut h, mut steps) = (source_width, source_height, 0);
+    while resize_scratch(w, height) > MAX_ALLOC && w / 2 >= width && h / 2 >= height {
+        (w, h, steps) = (w / 2, h / 2, steps + 1);
+    }
+    steps
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::zero_png;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn the_hostile_tall_png_is_refused_by_its_size_at_once() {
+        let bytes = zero_png(257, 2_088_000);
+        assert!(bytes.len() < 4 * 1024 * 1024, "{}", bytes.len());
+        let started = Instant::now();
+        let err = decode(&bytes).unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(2));
+        assert!(matches!(err, DecodeError::TooLarge { .. }), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            "the image is 257×2088000 pixels; the most Conduit reads is 32768 pixels on a \
+             side and 50 million pixels in all"
+        );
+    }
+
+    #[test]
+    fn the_handmade_png_is_a_real_png() {
+        // The same encoder at a size that may decode: what the hostile one would be.
+        let (format, image) = decode(&zero_png(257, 1000)).unwrap();
+        assert_eq!(format, ImageFormat::Png);
+        assert_eq!((image.width(), image.height()), (257, 1000));
+        assert!(image.to_luma8().pixels().all(|p| p.0 == [0]));
+    }
+
+    #[test]
+    fn sizes_over_one_limit_are_refused_and_real_ones_pass() {
+        assert!(check_size(1600, 1000).is_ok());
+        assert!(check_size(1280, 20_000).is_ok());
+        assert!(check_size(1280, MAX_SIDE).is_ok());
+        assert!(check_size(7680, 4320).is_ok());
+        assert!(check_size(100, MAX_SIDE + 1).is_err());
+        assert!(check_size(MAX_SIDE + 1, 1).is_err());
+        assert!(check_size(8000, 8000).is_err(), "64 million pixels");
+    }
+
+    #[test]
+    fn a_decode_over_the_memory_limit_is_refused_as_such() {
+        // 6,000 × 6,000 RGBA at 16 bits a channel: within the size limits, 288 MB decoded.
+        let bytes = crate::testing::zero_png_with(6000, 6000, 6, 16);
+        let err = decode(&bytes).unwrap_err();
+        assert!(matches!(err, DecodeError::TooMuchMemory(_)), "{err:?}");
+        assert!(err.to_string().contains("256 MiB"), "{err}");
+        assert!(std::error::Error::source(&err).is_some());
+    }
+
+    #[test]
+    fn fitting_keeps_the_aspect_ratio_and_never_grows() {
+        assert_eq!(fit_within(1600, 1000, 1024, 2400), (1024, 640));
+        assert_eq!(fit_within(800, 3000, 512, 2400), (512, 1920));
+        assert_eq!(fit_within(1280, 20_000, 256, 2400), (154, 2400));
+        assert_eq!(fit_within(3000, 1500, 1568, 1568), (1568, 784));
+        assert_eq!(fit_within(10, 5, 1568, 1568), (10, 5));
+        assert_eq!(fit_within(257, 2_088_000, 256, u32::MAX), (256, 2_079_875));
+        assert_eq!(fit_within(1, 100_000, 1, 10), (1, 10));
+    }
+
+    #[test]
+    fn a_shrink_that_would_need_a_large_buffer_halves_first() {
+        // 7,000 × 7,000 made 2400 wide: the filter alone would take 7000 × 2400 × 16 bytes.
+        assert!(resize_scratch(7000, 2400) > MAX_ALLOC);
+        assert_eq!(halvings(7000, 7000, 2400, 2400), 1);
+        assert!(resize_scratch(3500, 2400) <= MAX_ALLOC);
+        // The width the hostile PNG was asked at: 8.5 GB, and nothing to halve.
+        assert!(resize_scratch(257, 2_079_875) > 8_000_000_000);
+        assert_eq!(halvings(257, 2_079_875, 256, 2_079_875), 0);
+        assert_eq!(halvings(32_768, 1525, 2400, 112), 0, "the filter fits");
+        assert_eq!(halvings(1600, 1000, 1024, 640), 0);
+
+        // Real sizes, shrunk in one go and in halves, keep the aspect ratio.
+        let tall = shrink_to_fit(
+            DynamicImage::new_luma8(1280, 20_000),
+            256,
+            2400,
+            FilterType::CatmullRom,
+        );
+        assert_eq!((tall.width(), tall.height()), (154, 2400));
+        let square = shrink_to_fit(
+            DynamicImage::new_luma8(7000, 7000),
+            2400,
+            2400,
+            FilterType::CatmullRom,
+        );
+        assert_eq!((square.width(), square.height()), (2400, 2400));
+        let same = shrink_to_fit(
+            DynamicImage::new_rgba8(3, 2),
+            256,
+            256,
+            FilterType::Triangle,
+        );
+        assert_eq!((same.width(), same.height()), (3, 2));
+    }
+}
