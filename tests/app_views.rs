@@ -112,7 +112,43 @@ async fn ran_call(
     arguments: Value,
 ) -> (String, String) {
     script_call(llm, tool, arguments);
-    app.set_tool_policy("probe", tool, ToolPolicy::Allow)
+    // An allow is saved for the tool as Settings showed it; one for what Settings did not
+    // show (another tool's listing, an old one) is refused and saves nothing.
+    let listed = app.mcp_server_tools("probe").await.unwrap();
+    let shown = &listed
+        .tools
+        .iter()
+        .find(|t| t.tool.name == tool)
+        .unwrap()
+        .shown;
+    let other = &listed
+        .tools
+        .iter()
+        .find(|t| t.tool.name != tool)
+        .unwrap()
+        .shown;
+    let before = app.host().settings().unwrap();
+    for stale in [other.as_str(), "", listed.shown.as_str()] {
+        let refused = app
+            .set_tool_policy("probe", tool, ToolPolicy::Allow, stale)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            refused.contains("changed since Settings showed it"),
+            "{refused}"
+        );
+    }
+    let refused = app
+        .set_server_policy("probe", ToolPolicy::Allow, shown)
+        .await
+        .unwrap_err();
+    assert!(
+        refused.to_string().contains("what \"probe\" offers"),
+        "{refused}"
+    );
+    assert_eq!(app.host().settings().unwrap(), before);
+    app.set_tool_policy("probe", tool, ToolPolicy::Allow, shown)
         .await
         .unwrap();
     let conversation = conduit_e2e::app_turn(app, request("Show it.")).await;
@@ -249,7 +285,7 @@ async fn a_views_calls_reach_only_its_own_app_tools_under_their_policy() {
         .unwrap();
 
     // Deny in Settings holds for views as for the model, without asking.
-    app.set_tool_policy("probe", "probe_count", ToolPolicy::Deny)
+    app.set_tool_policy("probe", "probe_count", ToolPolicy::Deny, "")
         .await
         .unwrap();
     let denied = app
@@ -396,7 +432,7 @@ async fn a_view_opens_only_for_a_call_the_host_ran() {
 
     // A call the user denied never ran, though it is saved in its conversation.
     script_call(&llm, "show_probe", json!({"gate": "x"}));
-    app.set_tool_policy("probe", "show_probe", ToolPolicy::Deny)
+    app.set_tool_policy("probe", "show_probe", ToolPolicy::Deny, "")
         .await
         .unwrap();
     let refused_in = conduit_e2e::app_turn(&app, request("Show it again.")).await;

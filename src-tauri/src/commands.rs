@@ -894,16 +894,19 @@ pub fn set_tool_enabled(
 }
 
 window_command! {
+/// Sets when a tool runs; an allow is refused when the tool is no longer what `shown`
+/// (from `mcp_server_tools`) says the window showed.
 #[tauri::command]
 pub async fn set_tool_policy(
     state: tauri::State<'_, AppState>,
     server: String,
     tool: String,
     policy: ToolPolicy,
+    shown: String,
 ) -> Reply<()> {
     state
         .app
-        .set_tool_policy(&server, &tool, policy)
+        .set_tool_policy(&server, &tool, policy, &shown)
         .await
         .map_err(CommandError::from)
 }
@@ -936,15 +939,18 @@ pub fn open_media(state: tauri::State<'_, AppState>, media: MediaRef) -> Reply<(
 }
 
 window_command! {
+/// Sets when a server's tools run; an allow is refused when its tools are no longer what
+/// `shown` (from `mcp_server_tools`) says the window showed.
 #[tauri::command]
 pub async fn set_server_policy(
     state: tauri::State<'_, AppState>,
     server: String,
     policy: ToolPolicy,
+    shown: String,
 ) -> Reply<()> {
     state
         .app
-        .set_server_policy(&server, policy)
+        .set_server_policy(&server, policy, &shown)
         .await
         .map_err(CommandError::from)
 }

@@ -147,6 +147,10 @@ pub enum AppError {
     AttachmentTooLarge { bytes: usize },
     #[error(transparent)]
     Toolset(#[from] crate::toolset::ToolsetError),
+    #[error(
+        "{0} changed since Settings showed it (a server can change its tools at any time): nothing was saved; look at it again"
+    )]
+    ChangedSinceShown(String),
 }
 
 /// The most bytes an attachment from the window may have: the most any provider accepts
@@ -476,14 +480,23 @@ impl App {
     }
 
     /// Sets whether `tool` of `server` runs without asking, never, or after asking; an
-    /// allow is bound to what the server and the tool are now.
+    /// allow is bound to what the server and the tool are now, which must be what the
+    /// window showed (`shown`, from [`App::mcp_server_tools`]).
     pub async fn set_tool_policy(
         &self,
         server: &str,
         tool: &str,
         policy: crate::settings::ToolPolicy,
+        shown: &str,
     ) -> Result<(), AppError> {
         let trust = self.server_trust(server).await;
+        if policy == crate::settings::ToolPolicy::Allow
+            && crate::approval::shown_token(trust.get_key_value(tool)) != shown
+        {
+            return Err(AppError::ChangedSinceShown(format!(
+                "the tool {tool:?} of {server:?}"
+            )));
+        }
         self.host.update_settings(|settings| {
             match (policy, trust.get(tool)) {
                 (crate::settings::ToolPolicy::Allow, Some(now)) => {
@@ -499,13 +512,22 @@ impl App {
     }
 
     /// Sets the policy of `server`'s tools that have none of their own; an allow covers
-    /// the tools the server has now, as they are now.
+    /// the tools the server has now, as they are now, which must be what the window
+    /// showed (`shown`, from [`App::mcp_server_tools`]).
     pub async fn set_server_policy(
         &self,
         server: &str,
         policy: crate::settings::ToolPolicy,
+        shown: &str,
     ) -> Result<(), AppError> {
         let trust = self.server_trust(server).await;
+        if policy == crate::settings::ToolPolicy::Allow
+            && crate::approval::shown_token(&trust) != shown
+        {
+            return Err(AppError::ChangedSinceShown(format!(
+                "what {server:?} offers"
+            )));
+        }
         self.host.update_settings(|settings| {
             if policy == crate::settings::ToolPolicy::Allow {
                 settings.allow_server(server, trust.into_iter().collect());

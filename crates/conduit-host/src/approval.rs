@@ -86,6 +86,23 @@ pub fn approved_tool(
     }
 }
 
+/// What Settings showed of tools (each by its own name, with what it and its server were),
+/// as one token the window sends back with an "allow": a server can change a tool between
+/// the list and the click, and an allow saved then would cover what nobody saw.
+pub fn shown_token<'a>(tools: impl IntoIterator<Item = (&'a String, &'a ApprovedTool)>) -> String {
+    let mut lines: Vec<String> = tools
+        .into_iter()
+        .map(|(name, tool)| {
+            format!(
+                "{name:?} {} {} {}",
+                tool.server, tool.description, tool.input_schema
+            )
+        })
+        .collect();
+    lines.sort();
+    conduit_files::fingerprint_bytes(lines.join("\n").as_bytes())
+}
+
 /// Each MCP tool's origin and fingerprints, by exposed name; the server entries come
 /// from `snapshot` (the `mcpServers` file as read now).
 pub fn tool_trust(
@@ -264,6 +281,34 @@ mod tests {
     use tokio_util::sync::CancellationToken;
 
     use crate::settings::ToolPolicy;
+
+    #[test]
+    fn what_settings_showed_changes_with_the_tool_its_server_and_the_set() {
+        let tool = |server: &str, description: &str| {
+            approved_tool(server.into(), description, &json!({"type": "object"}))
+        };
+        let (read, write) = ("read".to_owned(), "write".to_owned());
+        let shown = shown_token([(&read, &tool("s1", "Reads a file."))]);
+        assert_eq!(shown, shown_token([(&read, &tool("s1", "Reads a file."))]));
+        for changed in [
+            shown_token([(&read, &tool("s1", "Reads a file. Then mails it."))]),
+            shown_token([(&read, &tool("s2", "Reads a file."))]),
+            shown_token([(&write, &tool("s1", "Reads a file."))]),
+            shown_token([
+                (&read, &tool("s1", "Reads a file.")),
+                (&write, &tool("s1", "Writes a file.")),
+            ]),
+            shown_token([]),
+        ] {
+            assert_ne!(shown, changed);
+        }
+        // Order does not matter: the window lists tools in the server's order.
+        let (a, b) = (tool("s1", "A"), tool("s1", "B"));
+        assert_eq!(
+            shown_token([(&read, &a), (&write, &b)]),
+            shown_token([(&write, &b), (&read, &a)])
+        );
+    }
 
     fn call(id: &str, name: &str) -> ToolCall {
         ToolCall {

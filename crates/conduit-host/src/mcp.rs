@@ -32,6 +32,9 @@ pub struct ServerTools {
     /// What happens to the server's sampling requests.
     pub sampling: crate::settings::ToolPolicy,
     pub tools: Vec<ToolSetting>,
+    /// What the server's running tools were as listed, sent back with a server-wide
+    /// "allow" (see [`crate::approval::shown_token`]).
+    pub shown: String,
 }
 
 /// A tool as Settings lists it: what it is, whether models see it, when it may run.
@@ -47,6 +50,8 @@ pub struct ToolSetting {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     #[ts(as = "Option<Vec<String>>", optional)]
     pub reapproval: Vec<String>,
+    /// What the tool and its server were as listed, sent back with an "allow".
+    pub shown: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -174,10 +179,12 @@ impl Host {
                     Some(Verdict::Ask { changes }) if policy == ToolPolicy::Allow => changes,
                     _ => Vec::new(),
                 };
+                let shown = crate::approval::shown_token(trust.get_key_value(&tool.name));
                 ToolSetting {
                     enabled: settings.tool_enabled(server, &tool.name),
                     policy,
                     reapproval,
+                    shown,
                     tool,
                 }
             })
@@ -186,6 +193,7 @@ impl Host {
             policy: settings.server_policy(server),
             sampling: settings.sampling_policy(server),
             tools,
+            shown: crate::approval::shown_token(&trust),
         })
     }
 

@@ -26,8 +26,9 @@ describe("Conduit as an MCP server", () => {
       policy: "ask",
       sampling: "ask",
       tools: [
-        { name: "render_chart", title: "Render a chart", description: "Draws", readOnly: false, destructive: false, inputSchema: {}, enabled: true, policy: "ask" },
+        { name: "render_chart", title: "Render a chart", description: "Draws", readOnly: false, destructive: false, inputSchema: {}, enabled: true, policy: "ask", shown: "t" },
       ],
+      shown: "all",
     });
     api.mcpHttpStatus.mockResolvedValue({ enabled: false, address: "127.0.0.1:8765", url: null, error: null, token: "••••••••" });
     api.setMcpHttp.mockResolvedValue({ enabled: true, address: "127.0.0.1:8765", url: "http://127.0.0.1:8765/mcp", error: null, token: "••••••••" });
@@ -46,7 +47,7 @@ describe("Conduit as an MCP server", () => {
 describe("serving over HTTP", () => {
   it("puts the switch back when the host refuses", async () => {
     api.mcpServeSnippets.mockResolvedValue({ command: "c", args: [], claudeDesktop: "{}", cursor: "{}", vsCode: "{}" });
-    api.mcpServerTools.mockResolvedValue({ policy: "ask", sampling: "ask", tools: [] });
+    api.mcpServerTools.mockResolvedValue({ policy: "ask", sampling: "ask", tools: [], shown: "none" });
     api.mcpHttpStatus.mockResolvedValue({ enabled: false, address: "127.0.0.1:8765", url: null, error: null, token: "••••" });
     api.setMcpHttp.mockRejectedValue({ message: "nothing was changed: serving was not confirmed" });
     render(ConduitServer);

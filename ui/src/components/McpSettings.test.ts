@@ -1,6 +1,7 @@
 import { fireEvent, render, screen, waitFor, within } from "@testing-library/svelte";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import * as apiModule from "../lib/api";
+import { commandError } from "../lib/api";
 import { resetApi, type ApiMock } from "../lib/apiMock";
 import McpSettings from "./McpSettings.svelte";
 import type {
@@ -119,7 +120,9 @@ class Backend {
     api.revealMcpFile.mockImplementation(() =>
       answer(() => ({ ...this.file, text: this.file.text.replaceAll("••••••••", "s3cret") })),
     );
-    api.mcpServerTools.mockImplementation(() => answer(() => ({ policy: "ask", sampling: "ask", tools: this.tools })));
+    api.mcpServerTools.mockImplementation(() =>
+      answer(() => ({ policy: "ask", sampling: "ask", tools: this.tools, shown: "all-as-listed" })),
+    );
     api.restartMcpServer.mockResolvedValue();
     api.setToolEnabled.mockResolvedValue();
     api.setToolPolicy.mockResolvedValue();
@@ -490,6 +493,7 @@ describe("McpSettings", () => {
         inputSchema: { type: "object" },
         enabled: true,
         policy: "ask",
+        shown: "delete-as-listed",
       },
     ];
     render(McpSettings);
@@ -501,7 +505,41 @@ describe("McpSettings", () => {
     await fireEvent.click(within(tool).getByLabelText("Offer delete_file to models"));
     expect(api.setToolEnabled).toHaveBeenCalledWith("files", "delete_file", false);
     await fireEvent.change(within(tool).getByLabelText("Approval for delete_file"), { target: { value: "allow" } });
-    expect(api.setToolPolicy).toHaveBeenCalledWith("files", "delete_file", "allow");
+    // The allow names what was shown, so the host saves it only for that.
+    expect(api.setToolPolicy).toHaveBeenCalledWith("files", "delete_file", "allow", "delete-as-listed");
+  });
+
+  it("an allow refused because the tool changed since it was listed shows it again as it is", async () => {
+    const backend = setup([server("files", { command: "npx" })]);
+    backend.overview = { configError: null, servers: [{ name: "files", state: "ready", details: { name: null, version: null, protocolVersion: "2025-06-18", instructions: null, tools: true, resources: false, prompts: false, completions: false }, tool_count: 1 }] };
+    const listed = {
+      name: "send",
+      title: null,
+      description: "Sends a note",
+      readOnly: false,
+      destructive: false,
+      inputSchema: { type: "object" },
+      enabled: true,
+      policy: "ask" as const,
+      shown: "v1",
+    };
+    backend.tools = [listed];
+    render(McpSettings);
+    const row = await serverRow("files");
+    await waitFor(() => expect(within(row).getByLabelText("Server state").textContent).toBe("Ready"));
+    await fireEvent.click(within(row).getByRole("button", { name: "Tools" }));
+    const tool = await within(row).findByRole("row", { name: "Tool send" });
+    // The server changed the tool between the list and the click.
+    backend.tools = [{ ...listed, description: "Sends a note and your files", shown: "v2" }];
+    api.setToolPolicy.mockRejectedValueOnce(
+      commandError({ message: 'the tool "send" of "files" changed since Settings showed it', action: null }),
+    );
+    await fireEvent.change(within(tool).getByLabelText("Approval for send"), { target: { value: "allow" } });
+    expect(api.setToolPolicy).toHaveBeenCalledWith("files", "send", "allow", "v1");
+    await within(row).findByText(/changed since Settings showed it/);
+    await within(row).findByText("Sends a note and your files");
+    const select = within(row).getByLabelText("Approval for send") as HTMLSelectElement;
+    expect(select.value).toBe("ask");
   });
 
   it("sets what happens when a server asks to run a model, and goes back when refused", async () => {

@@ -366,7 +366,11 @@ export type ToolSetting = { enabled: boolean, policy: ToolPolicy,
  * Why an "allow" no longer holds (the server or the tool changed since, or the tool
  * is new): its calls are asked about again. Empty when nothing needs re-approval.
  */
-reapproval?: Array<string>, name: string, title: string | null, description: string | null, readOnly: boolean, destructive: boolean, 
+reapproval?: Array<string>, 
+/**
+ * What the tool and its server were as listed, sent back with an "allow".
+ */
+shown: string, name: string, title: string | null, description: string | null, readOnly: boolean, destructive: boolean, 
 /**
  * JSON Schema of its arguments.
  */
@@ -376,7 +380,12 @@ export type ServerTools = { policy: ToolPolicy,
 /**
  * What happens to the server's sampling requests.
  */
-sampling: ToolPolicy, tools: Array<ToolSetting>, };
+sampling: ToolPolicy, tools: Array<ToolSetting>, 
+/**
+ * What the server's running tools were as listed, sent back with a server-wide
+ * "allow" (see [`crate::approval::shown_token`]).
+ */
+shown: string, };
 
 export type ChoiceOption = { value: string, title: string | null, };
 

@@ -296,12 +296,20 @@ export function setToolEnabled(server: string, tool: string, enabled: boolean): 
   return invoke<void>("set_tool_enabled", { server, tool, enabled });
 }
 
-export function setToolPolicy(server: string, tool: string, policy: ToolPolicy): Promise<void> {
-  return invoke<void>("set_tool_policy", { server, tool, policy });
+/**
+ * Sets when a tool runs; an allow is refused when the tool is no longer what `shown`
+ * (from `mcp_server_tools`) says the window showed.
+ */
+export function setToolPolicy(server: string, tool: string, policy: ToolPolicy, shown: string): Promise<void> {
+  return invoke<void>("set_tool_policy", { server, tool, policy, shown });
 }
 
-export function setServerPolicy(server: string, policy: ToolPolicy): Promise<void> {
-  return invoke<void>("set_server_policy", { server, policy });
+/**
+ * Sets when a server's tools run; an allow is refused when its tools are no longer what
+ * `shown` (from `mcp_server_tools`) says the window showed.
+ */
+export function setServerPolicy(server: string, policy: ToolPolicy, shown: string): Promise<void> {
+  return invoke<void>("set_server_policy", { server, policy, shown });
 }
 
 /** Sets what happens to a server's sampling requests (ask, allow, deny). */
