@@ -168,3 +168,86 @@ async fn resources_and_prompts_reach_the_model() {
     assert_eq!(llm.requests().len(), 2, "the model was not asked");
     app.shutdown().await;
 }
+
+/// A server that never answers the read of a mentioned resource: Stop ends the turn while
+/// it waits (the turn was not running yet, and Stop used to wait for the server), and an
+/// entry's `timeout` ends it with an error naming the server; the model is never asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mentioned_resource_that_never_comes_can_be_stopped_and_times_out() {
+    let llm = ScriptedLlm::start(vec![]).await.unwrap();
+    let chat = Dialect::OpenAiChat;
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("settings.json"),
+        json!({"providers": [{"id": "local", "protocol": "openai-chat",
+            "baseUrl": chat.base_url(&llm.url()), "defaultModel": "m"}]})
+        .to_string(),
+    )
+    .unwrap();
+    let root = conduit_e2e::workspace_root().join("tests/mcp-servers");
+    let python = root.join(".venv/bin/python");
+    assert!(
+        python.is_file(),
+        "run `make test`: the Python test servers are missing"
+    );
+    let script = root.join("fixtures/dynamic_tools.py");
+    std::fs::write(
+        home.path().join("mcp_servers.json"),
+        json!({"mcpServers": {
+            "slow": {"command": python, "args": [script]},
+            "timed": {"command": python, "args": [script], "timeout": 2}
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let app = App::new(Arc::new(Host::new(Paths::under_home(
+        home.path().to_owned(),
+        None,
+    ))));
+    let mention = |server: &str| {
+        let mut asked = request("Read it");
+        asked.resources = vec![ResourceMention::Resource {
+            server: server.into(),
+            uri: "hang://forever".into(),
+        }];
+        asked
+    };
+
+    let (sender, mut events) = mpsc::unbounded_channel();
+    let sink: TurnSink = Arc::new(move |event| {
+        let _ = sender.send(event);
+    });
+    // The servers are up first, so that Stop comes while the read waits.
+    let offered = app.mentionables().await;
+    assert!(
+        offered.resources.iter().any(|r| r.uri == "hang://forever"),
+        "{:?}",
+        offered.resources
+    );
+    let started = app.send(mention("slow"), sink).unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    app.stop(&started.turn).unwrap();
+    let ended = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            if let Some(TurnEvent::Ended { status, error }) = events.recv().await {
+                return (status, error);
+            }
+        }
+    })
+    .await
+    .expect("Stop ends a turn that waits for a server");
+    assert_eq!(
+        ended.0,
+        conduit_host::app::TurnStatus::Interrupted,
+        "{:?}",
+        ended.1
+    );
+
+    let refused = run_turn(&app, mention("timed")).await.unwrap();
+    assert!(
+        refused.contains("timed") && refused.contains("took longer than 2s"),
+        "{refused}"
+    );
+    assert!(llm.requests().is_empty(), "the model was not asked");
+    app.shutdown().await;
+}

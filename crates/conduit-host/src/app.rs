@@ -406,7 +406,12 @@ impl App {
                     servers = host_app.servers() => servers,
                     () = run_cancel.cancelled() => return Err(crate::chat::ChatError::Stopped),
                 };
-                let prepared = host_app.host.prepare_turn(chat, &servers).await?;
+                // And while the turn is made ready: a mentioned resource or prompt is read
+                // from its server, which may never answer.
+                let prepared = tokio::select! {
+                    prepared = host_app.host.prepare_turn(chat, &servers) => prepared?,
+                    () = run_cancel.cancelled() => return Err(crate::chat::ChatError::Stopped),
+                };
                 if let Some(window) = prepared.window_approval() {
                     // Only this turn's task sets it, once.
                     let _ = approval.set(window);

@@ -1190,9 +1190,9 @@ impl Connection {
         let mut pager = Pager::new(&self.asks.server, listed);
         let mut cursor = None;
         loop {
-            let (items, next, ttl_ms) = page(PaginatedRequestParams::default().with_cursor(cursor))
-                .await
-                .map_err(|e| self.hide(e))?;
+            let (items, next, ttl_ms) = self
+                .answered(page(PaginatedRequestParams::default().with_cursor(cursor)))
+                .await?;
             match pager.take(items, next, ttl_ms)? {
                 Some(next) => cursor = Some(next),
                 None => return Ok(pager.finish()),
@@ -1237,10 +1237,11 @@ impl Connection {
 
     pub async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult, McpError> {
         let mut result = self
-            .peer
-            .read_resource(ReadResourceRequestParams::new(uri.to_owned()))
-            .await
-            .map_err(|e| self.hide(e))?;
+            .answered(
+                self.peer
+                    .read_resource(ReadResourceRequestParams::new(uri.to_owned())),
+            )
+            .await?;
         if self.spill.holds_any() {
             // Claiming reads the held strings back from disk: not on an async worker.
             let spill = self.spill.clone();
@@ -1289,11 +1290,9 @@ impl Connection {
             reference,
             rmcp::model::ArgumentInfo::new(argument, value),
         );
-        self.peer
-            .complete(request)
+        self.answered(self.peer.complete(request))
             .await
             .map(|result| result.completion.values)
-            .map_err(|e| self.hide(e))
     }
 
     pub async fn prompt(
@@ -1301,10 +1300,24 @@ impl Connection {
         name: &str,
         arguments: JsonObject,
     ) -> Result<GetPromptResult, McpError> {
-        self.peer
-            .get_prompt(GetPromptRequestParams::new(name.to_owned()).with_arguments(arguments))
-            .await
-            .map_err(|e| self.hide(e))
+        self.answered(
+            self.peer
+                .get_prompt(GetPromptRequestParams::new(name.to_owned()).with_arguments(arguments)),
+        )
+        .await
+    }
+
+    /// A request other than a tool call (a page of a list, a resource read, a prompt, a
+    /// completion), answered within the server's call timeout: one that never answers
+    /// must not hold a turn, a view or the window.
+    async fn answered<T>(
+        &self,
+        request: impl Future<Output = Result<T, ServiceError>>,
+    ) -> Result<T, McpError> {
+        match tokio::time::timeout(self.call_timeout, request).await {
+            Ok(answer) => answer.map_err(|e| self.hide(e)),
+            Err(_) => Err(McpError::Timeout(self.call_timeout)),
+        }
     }
 
     /// Calls a tool. The timeout restarts with each progress notification (up to
