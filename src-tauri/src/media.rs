@@ -106,8 +106,10 @@ fn stored_image(state: &AppState, hash: &str) -> Reply<(std::path::PathBuf, &'st
 /// Why a clipboard image could not be copied or pasted (the source kept for the window).
 #[derive(Debug, thiserror::Error)]
 enum ClipboardError {
+    #[error("the stored image cannot be read")]
+    Open(#[source] std::io::Error),
     #[error("the stored image does not decode")]
-    Decode(#[source] image::ImageError),
+    Decode(#[source] conduit_host::core::images::DecodeError),
     #[error("cannot copy the image")]
     Write(#[source] tauri_plugin_clipboard_manager::Error),
     #[error("no image on the clipboard")]
@@ -127,8 +129,12 @@ pub fn copy_image(
     hash: String,
 ) -> Reply<()> {
     let (path, _) = stored_image(&state, &hash)?;
-    let pixels = image::open(&path)
+    // Within the limits every image is read with: one stored before they held could
+    // decode to gigabytes.
+    let bytes = std::fs::read(&path).map_err(ClipboardError::Open)?;
+    let pixels = conduit_host::core::images::decode(&bytes)
         .map_err(ClipboardError::Decode)?
+        .1
         .into_rgba8();
     let (width, height) = pixels.dimensions();
     let image = tauri::image::Image::new_owned(pixels.into_raw(), width, height);
