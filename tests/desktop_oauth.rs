@@ -202,6 +202,8 @@ async fn sign_in_call_a_tool_on_a_refreshed_token_and_sign_out() {
             .any(|(_, text)| text.contains("mcp-oauth:")),
         "the tokens are kept"
     );
+    show_row(&window).await;
+    window.shot(&shots.join("04b-sign-out-kept.png")).await;
     window.js(&sign_out).await;
     answer_in_native_dialog(Answer::Press('s')).await;
     window
