@@ -175,37 +175,21 @@ async fn resources_and_prompts_reach_the_model() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mentioned_resource_that_never_comes_can_be_stopped_and_times_out() {
     let llm = ScriptedLlm::start(vec![]).await.unwrap();
-    let chat = Dialect::OpenAiChat;
-    let home = tempfile::tempdir().unwrap();
-    std::fs::write(
-        home.path().join("settings.json"),
-        json!({"providers": [{"id": "local", "protocol": "openai-chat",
-            "baseUrl": chat.base_url(&llm.url()), "defaultModel": "m"}]})
-        .to_string(),
-    )
-    .unwrap();
-    let root = conduit_e2e::workspace_root().join("tests/mcp-servers");
-    let python = root.join(".venv/bin/python");
-    assert!(
-        python.is_file(),
-        "run `make test`: the Python test servers are missing"
-    );
-    let script = root.join("fixtures/dynamic_tools.py");
-    std::fs::write(
-        home.path().join("mcp_servers.json"),
-        json!({"mcpServers": {
+    let (python, script) = conduit_e2e::python_fixture("dynamic_tools.py").unwrap();
+    let home = conduit_e2e::home_with(
+        &llm,
+        json!({
             "slow": {"command": python, "args": [script]},
             "timed": {"command": python, "args": [script], "timeout": 2}
-        }})
-        .to_string(),
-    )
-    .unwrap();
+        }),
+    );
     let app = App::new(Arc::new(Host::new(Paths::under_home(
         home.path().to_owned(),
         None,
     ))));
     let mention = |server: &str| {
         let mut asked = request("Read it");
+        asked.provider = "scripted".into();
         asked.resources = vec![ResourceMention::Resource {
             server: server.into(),
             uri: "hang://forever".into(),

@@ -90,6 +90,17 @@ pub fn npm_server(package: &str) -> anyhow::Result<PathBuf> {
     Ok(path)
 }
 
+/// The test Python's interpreter and the path of one of its fixture servers
+/// (`tests/mcp-servers/fixtures/<script>`), installed by `make test`.
+pub fn python_fixture(script: &str) -> anyhow::Result<(PathBuf, PathBuf)> {
+    let root = workspace_root().join("tests/mcp-servers");
+    let python = root.join(".venv/bin/python");
+    if !python.is_file() {
+        anyhow::bail!("run `make test`: the Python test servers are missing");
+    }
+    Ok((python, root.join("fixtures").join(script)))
+}
+
 /// server-everything over streamable HTTP on a free port, once it listens (within 20 s);
 /// killed when the child is dropped.
 pub async fn everything_over_http() -> anyhow::Result<(tokio::process::Child, u16)> {

@@ -88,6 +88,18 @@ struct SignInTarget {
     secrets: conduit_mcp::redact::Redactor,
 }
 
+impl SignInTarget {
+    /// A failed sign-in step of `server`, with the secrets to hide from a window.
+    fn failed(&self, server: &str) -> impl Fn(SignInError) -> HostSignInError {
+        let (server, secrets) = (server.to_owned(), self.secrets.clone());
+        move |source| HostSignInError::SignIn {
+            server: server.clone(),
+            source: Box::new(source),
+            secrets: secrets.clone(),
+        }
+    }
+}
+
 impl Host {
     /// Where HTTP servers' sign-in tokens are kept.
     pub(crate) fn token_vault(self: &Arc<Self>) -> Arc<dyn TokenVault> {
@@ -160,11 +172,7 @@ impl Host {
             &shown,
         )
         .await
-        .map_err(|source| HostSignInError::SignIn {
-            server: server.to_owned(),
-            source: Box::new(source),
-            secrets: target.secrets.clone(),
-        })?;
+        .map_err(target.failed(server))?;
         tracing::info!(server, "signed in to an MCP server");
         servers.restart_server(server).await;
         Ok(())
@@ -180,11 +188,7 @@ impl Host {
         let target = self.sign_in_target(server)?;
         let stored = oauth::is_signed_in(&target.url, self.token_vault().as_ref())
             .await
-            .map_err(|source| HostSignInError::SignIn {
-                server: server.to_owned(),
-                source: Box::new(source),
-                secrets: target.secrets.clone(),
-            })?;
+            .map_err(target.failed(server))?;
         Ok(stored.then(|| {
             format!(
                 "Sign out of {}?\n{}\n\nIts sign-in is revoked with its authorization server and forgotten here. Its tools stop working until you sign in again in the browser.",
@@ -204,11 +208,7 @@ impl Host {
         let target = self.sign_in_target(server)?;
         let outcome = oauth::sign_out(&target.url, &target.settings, self.token_vault())
             .await
-            .map_err(|source| HostSignInError::SignIn {
-                server: server.to_owned(),
-                source: Box::new(source),
-                secrets: target.secrets.clone(),
-            })?;
+            .map_err(target.failed(server))?;
         let outcome = match outcome {
             SignedOut::RevocationFailed(reason) => {
                 let reason = target.secrets.text(&reason);
@@ -226,11 +226,7 @@ impl Host {
         let target = self.sign_in_target(server)?;
         oauth::is_signed_in(&target.url, self.token_vault().as_ref())
             .await
-            .map_err(|source| HostSignInError::SignIn {
-                server: server.to_owned(),
-                source: Box::new(source),
-                secrets: target.secrets.clone(),
-            })
+            .map_err(target.failed(server))
     }
 }
 
