@@ -115,7 +115,14 @@ impl Host {
             &self.paths.database_file,
             FileMediaStore::new(self.paths.media_dir.clone()),
         )?);
-        Ok(self.store.get_or_init(|| opened).clone())
+        let store = self.store.get_or_init(|| opened.clone()).clone();
+        // Once per process, when the history first opens (the window lists conversations
+        // at start): media no message references (attachments never sent) is removed on
+        // a thread of its own.
+        if Arc::ptr_eq(&store, &opened) {
+            store.sweep_media_in_background();
+        }
+        Ok(store)
     }
 
     fn secrets(&self) -> &dyn secrets::SecretStore {

@@ -255,7 +255,7 @@ impl Store {
         conn.pragma_update(None, "foreign_keys", "ON")
     }
 
-    fn lock(&self) -> MutexGuard<'_, Connection> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Connection> {
         self.conn.lock()
     }
 

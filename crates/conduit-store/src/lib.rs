@@ -6,11 +6,14 @@
 //! - [`media`]: files stored once by content hash, their type decided by their bytes,
 //!   with thumbnails.
 //! - [`export`]: a conversation as Markdown or JSON, images beside the file.
+//! - [`sweep`]: media files no stored message references removed after a grace period.
 
 pub mod export;
 pub mod history;
 pub mod media;
 mod schema;
+pub mod sweep;
 
 pub use history::{Conversation, MessageStatus, SearchHit, Store, StoreError, StoredMessage};
 pub use media::{FileMediaStore, ScratchMediaStore};
+pub use sweep::{MEDIA_GRACE, MediaSweep};

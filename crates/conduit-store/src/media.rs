@@ -7,6 +7,7 @@ use std::fs;
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
+use std::time::SystemTime;
 
 use conduit_core::content::MediaRef;
 use conduit_core::images::{self, DecodeError};
@@ -149,6 +150,63 @@ impl FileMediaStore {
         self.root.join(hash.get(..2).unwrap_or("00"))
     }
 
+    /// The folder the files are in.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Every file in the folder named as this store names its files: originals, their
+    /// thumbnails and sized copies, and the temporary files a crash left mid-write. Links
+    /// and anything named otherwise are left out, so a sweep never acts on a file
+    /// Conduit did not write, nor through a link on a file elsewhere. A missing folder
+    /// holds nothing; an entry that cannot be read is logged and passed over (kept).
+    pub fn stored_files(&self) -> std::io::Result<Vec<StoredFile>> {
+        let entries = match fs::read_dir(&self.root) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let mut files = Vec::new();
+        for entry in entries {
+            let entry = match entry {
+                Ok(entry) => entry,
+                Err(error) => {
+                    tracing::warn!(folder = %self.root.display(), %error, "an entry of the media folder cannot be read");
+                    continue;
+                }
+            };
+            let is_bucket = entry.file_name().to_str().is_some_and(is_bucket_name);
+            // The entry's own type: a link named like a subfolder is not followed.
+            let is_dir = entry.file_type().is_ok_and(|kind| kind.is_dir());
+            if !is_bucket || !is_dir {
+                continue;
+            }
+            match files_in(&entry.path(), None) {
+                Ok(found) => files.extend(found),
+                Err(error) => {
+                    tracing::warn!(folder = %entry.path().display(), %error, "a media subfolder cannot be read");
+                }
+            }
+        }
+        Ok(files)
+    }
+
+    /// The files of one hash (the original, its thumbnail and sized copies, temporary
+    /// files), read as [`FileMediaStore::stored_files`] reads them.
+    pub fn files_of(&self, hash: &str) -> std::io::Result<Vec<StoredFile>> {
+        if !is_lowercase_hash(hash) {
+            return Ok(Vec::new());
+        }
+        let folder = self.folder_of(hash);
+        match fs::symlink_metadata(&folder) {
+            // A link in place of the subfolder is not followed: nothing of the store is there.
+            Ok(meta) if meta.is_dir() => files_in(&folder, Some(hash)),
+            Ok(_) => Ok(Vec::new()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Deletes the files of `media` (the file and its thumbnail).
     pub fn remove(&self, media: &MediaRef) -> std::io::Result<()> {
         if !is_hash(&media.hash) {
@@ -166,6 +224,122 @@ impl FileMediaStore {
             }
         }
         Ok(())
+    }
+}
+
+/// A regular file in the media folder named as the store names its files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredFile {
+    pub path: PathBuf,
+    /// The hash of the media it is (or is a copy of).
+    pub hash: String,
+    pub bytes: u64,
+    pub modified: SystemTime,
+}
+
+/// The regular files in one subfolder (`<first two hex digits>`) whose names are the
+/// store's and whose hash belongs in it; with `only`, those of that hash alone.
+fn files_in(folder: &Path, only: Option<&str>) -> std::io::Result<Vec<StoredFile>> {
+    let Some(bucket) = folder.file_name().and_then(|n| n.to_str()) else {
+        return Ok(Vec::new());
+    };
+    let entries = match fs::read_dir(folder) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut files = Vec::new();
+    for entry in entries {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(error) => {
+                tracing::warn!(folder = %folder.display(), %error, "an entry of the media folder cannot be read");
+                continue;
+            }
+        };
+        let name = entry.file_name();
+        let Some(hash) = name.to_str().and_then(hash_of_name) else {
+            continue;
+        };
+        if !hash.starts_with(bucket) || only.is_some_and(|only| only != hash) {
+            continue;
+        }
+        // `DirEntry::metadata` does not follow a link: a link is no regular file here.
+        let meta = match entry.metadata() {
+            Ok(meta) if meta.is_file() => meta,
+            Ok(_) => continue,
+            Err(error) => {
+                tracing::warn!(path = %entry.path().display(), %error, "a media file cannot be read");
+                continue;
+            }
+        };
+        let modified = match meta.modified() {
+            Ok(modified) => modified,
+            Err(error) => {
+                tracing::warn!(path = %entry.path().display(), %error, "a media file has no modification time");
+                continue;
+            }
+        };
+        files.push(StoredFile {
+            path: entry.path(),
+            hash: hash.to_owned(),
+            bytes: meta.len(),
+            modified,
+        });
+    }
+    Ok(files)
+}
+
+/// The hash in a file name the store writes: `<hash>.<ext>`, `<hash>.thumb.png`,
+/// `<hash>.w<width>.png`, or the temporary `.<one of those>.<random>.tmp` a write goes
+/// through (`conduit_files::write_new_atomically`). `None` for any other name.
+fn hash_of_name(name: &str) -> Option<&str> {
+    if let Some(inner) = name.strip_prefix('.').and_then(|n| n.strip_suffix(".tmp")) {
+        let (stored, random) = inner.rsplit_once('.')?;
+        let random_ok =
+            (1..=32).contains(&random.len()) && random.bytes().all(|b| b.is_ascii_alphanumeric());
+        return random_ok.then(|| stored_name_hash(stored)).flatten();
+    }
+    stored_name_hash(name)
+}
+
+fn stored_name_hash(name: &str) -> Option<&str> {
+    let (hash, rest) = name.split_at_checked(64)?;
+    let suffix = rest.strip_prefix('.')?;
+    let known = suffix == "bin"
+        || suffix == "thumb.png"
+        || TYPES.iter().any(|(_, ext)| *ext == suffix)
+        || THUMBNAIL_WIDTHS
+            .iter()
+            .any(|width| suffix == format!("w{width}.png"));
+    (known && is_lowercase_hash(hash)).then_some(hash)
+}
+
+/// A subfolder's name: the first two hex digits of a hash, as the store writes them.
+fn is_bucket_name(name: &str) -> bool {
+    name.len() == 2 && name.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// A hash as the store writes it (lower case): only such files are its own.
+fn is_lowercase_hash(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// Marks a stored file as put just now: the sweep keeps what was put within its grace
+/// period, and an old unreferenced file put again (the same image attached again) is
+/// about to be referenced by a message.
+fn refresh(path: &Path) {
+    let touched = fs::symlink_metadata(path).and_then(|meta| {
+        if !meta.is_file() {
+            return Ok(());
+        }
+        fs::OpenOptions::new()
+            .write(true)
+            .open(path)?
+            .set_modified(SystemTime::now())
+    });
+    if let Err(error) = touched {
+        tracing::warn!(path = %path.display(), %error, "a media file put again could not be marked as new");
     }
 }
 
@@ -213,7 +387,9 @@ impl MediaStore for FileMediaStore {
         };
         let io = |e: std::io::Error| MediaError::Io(e.to_string());
         let path = self.path_of(&media);
-        if !path.exists() {
+        if path.exists() {
+            refresh(&path);
+        } else {
             write_atomically(&path, bytes).map_err(io)?;
         }
         if let Some(image) = image {

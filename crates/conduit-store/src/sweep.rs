@@ -1,0 +1,164 @@
+//! The media folder swept of files no stored message references.
+//!
+//! A file enters the media folder when it is put (an attachment the window stored, a
+//! tool's image during a turn), but the history references it only once a message that
+//! uses it is saved, and [`Store::delete`] collects only what a deleted message used. An
+//! attachment never sent, or the images of a turn that crashed before its message was
+//! saved, would stay on disk for good: a page could fill the disk with them. The sweep
+//! removes such files once they are older than a grace period.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fs;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::history::{Store, StoreError};
+
+/// How old an unreferenced media file must be before the sweep removes it. A file is
+/// unreferenced while it waits for its message: an attachment while the user writes, a
+/// tool's image while its turn runs, in this process or in another one (the `conduit`
+/// command and the app share the data folder, and either may sweep while the other
+/// works). A day is far longer than any of those waits; a put refreshes the time of a
+/// file that already exists, so an old file attached again counts as new.
+pub const MEDIA_GRACE: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// What a sweep removed.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct MediaSweep {
+    /// Files removed (originals, their copies, temporary files).
+    pub files: usize,
+    pub bytes: u64,
+    /// Files that could not be removed or read (each logged); they stay.
+    pub failed: usize,
+}
+
+impl Store {
+    /// Removes the media files no stored message references whose newest file (the
+    /// original, a thumbnail, a sized copy) is older than `grace`, with their `media`
+    /// rows. A referenced file keeps all its copies however old; links and files named
+    /// otherwise than the store names them are never touched. A file that cannot be
+    /// removed is logged and the sweep goes on; a database error ends it (what was not
+    /// reached stays). A missing folder holds nothing to sweep.
+    pub fn sweep_media(&self, grace: Duration) -> Result<MediaSweep, StoreError> {
+        let now = SystemTime::now();
+        let files = self
+            .media()
+            .stored_files()
+            .map_err(|source| StoreError::Io {
+                path: self.media().root().display().to_string(),
+                source,
+            })?;
+        // A media is as new as its newest file: a sized copy made lately means it was
+        // shown lately.
+        let mut newest: BTreeMap<String, SystemTime> = BTreeMap::new();
+        for file in files {
+            newest
+                .entry(file.hash)
+                .and_modify(|time| *time = (*time).max(file.modified))
+                .or_insert(file.modified);
+        }
+        let referenced: HashSet<String> = {
+            let conn = self.lock();
+            let mut statement = conn.prepare("SELECT DISTINCT hash FROM block_media")?;
+            let rows = statement.query_map([], |row| row.get::<_, String>(0))?;
+            rows.collect::<Result<_, _>>()?
+        };
+        let mut sweep = MediaSweep::default();
+        for (hash, modified) in newest {
+            if is_old(now, modified, grace) && !referenced.contains(&hash) {
+                self.sweep_one(&hash, now, grace, &mut sweep)?;
+            }
+        }
+        Ok(sweep)
+    }
+
+    /// Removes the files of one hash if it is still unreferenced and old.
+    fn sweep_one(
+        &self,
+        hash: &str,
+        now: SystemTime,
+        grace: Duration,
+        sweep: &mut MediaSweep,
+    ) -> Result<(), StoreError> {
+        // Held until the files are gone: a message saved by this process meanwhile
+        // cannot come to reference them between the check and the removal.
+        let conn = self.lock();
+        let referenced: bool = conn.query_row(
+            "SELECT EXISTS (SELECT 1 FROM block_media WHERE hash = ?1)",
+            [hash],
+            |row| row.get(0),
+        )?;
+        if referenced {
+            return Ok(());
+        }
+        // Read again: a put since the walk (the same image attached again) made it new,
+        // and a copy may have been made.
+        let files = match self.media().files_of(hash) {
+            Ok(files) => files,
+            Err(error) => {
+                tracing::warn!(hash, %error, "the files of an unreferenced media cannot be read");
+                sweep.failed += 1;
+                return Ok(());
+            }
+        };
+        if files.iter().any(|file| !is_old(now, file.modified, grace)) {
+            return Ok(());
+        }
+        conn.execute(
+            "DELETE FROM media WHERE hash = ?1
+             AND NOT EXISTS (SELECT 1 FROM block_media WHERE hash = ?1)",
+            [hash],
+        )?;
+        for file in files {
+            match fs::remove_file(&file.path) {
+                Ok(()) => {
+                    sweep.files += 1;
+                    sweep.bytes += file.bytes;
+                }
+                // Removed meanwhile (a conversation deleted, another process's sweep).
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(error) => {
+                    tracing::warn!(path = %file.path.display(), %error, "an unreferenced media file could not be removed");
+                    sweep.failed += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Sweeps the media folder ([`Store::sweep_media`] with [`MEDIA_GRACE`]) once, on a
+    /// thread of its own: it reads the whole folder, which must neither hold up the
+    /// window nor take an async worker. What it removed is logged.
+    pub fn sweep_media_in_background(self: &Arc<Self>) {
+        let store = Arc::clone(self);
+        let spawned = std::thread::Builder::new()
+            .name("conduit-media-sweep".into())
+            .spawn(move || {
+                let started = Instant::now();
+                match store.sweep_media(MEDIA_GRACE) {
+                    Ok(sweep) => tracing::info!(
+                        files = sweep.files,
+                        bytes = sweep.bytes,
+                        failed = sweep.failed,
+                        elapsed_ms = started.elapsed().as_millis() as u64,
+                        "media folder swept of files no message references"
+                    ),
+                    Err(error) => {
+                        tracing::warn!(%error, "the media folder could not be swept");
+                    }
+                }
+            });
+        if let Err(error) = spawned {
+            tracing::warn!(%error, "the media sweep could not start");
+        }
+    }
+}
+
+/// Whether a file modified at `modified` is older than `grace`. A time in the future (a
+/// clock set back) is new: the sweep keeps what it cannot date.
+fn is_old(now: SystemTime, modified: SystemTime, grace: Duration) -> bool {
+    now.duration_since(modified).is_ok_and(|age| age >= grace)
+}
+
+#[cfg(test)]
+mod tests;
