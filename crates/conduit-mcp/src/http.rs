@@ -292,6 +292,112 @@ impl SessionManager for CappedSessions {
     }
 }
 
+/// How many TCP connections the endpoint holds at once, token or not: a local process that
+/// opens connections and never finishes a request (no token needed for that) would
+/// otherwise hold a file of the process each and ~0.4 MB of header buffer, until the
+/// process ran out of files. Two per session (its requests and its stream) for every
+/// session there can be.
+pub const MAX_CONNECTIONS: usize = 2 * MAX_SESSIONS;
+
+/// A TCP listener that holds at most a number of accepted connections: past it, it accepts
+/// no more until one closes, and the next wait in the kernel's backlog, holding nothing of
+/// the process.
+pub struct CappedListener {
+    listener: TcpListener,
+    places: Arc<tokio::sync::Semaphore>,
+}
+
+impl CappedListener {
+    pub fn new(listener: TcpListener, most: usize) -> Self {
+        Self {
+            listener,
+            places: Arc::new(tokio::sync::Semaphore::new(most)),
+        }
+    }
+}
+
+impl axum::serve::Listener for CappedListener {
+    type Io = HeldConnection;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        let place = loop {
+            match self.places.clone().acquire_owned().await {
+                Ok(place) => break place,
+                // The semaphore is never closed; were it, waiting a moment beats a spin.
+                Err(error) => {
+                    tracing::error!(%error, "the served endpoint's connection places closed");
+                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                }
+            }
+        };
+        let (stream, address) = axum::serve::Listener::accept(&mut self.listener).await;
+        (
+            HeldConnection {
+                stream,
+                _place: place,
+            },
+            address,
+        )
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.listener.local_addr()
+    }
+}
+
+/// An accepted connection and the place it holds until it closes.
+pub struct HeldConnection {
+    stream: tokio::net::TcpStream,
+    _place: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl tokio::io::AsyncRead for HeldConnection {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().stream).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for HeldConnection {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
+}
+
 /// Serves `server` on `listener` until `stop` is cancelled.
 pub async fn serve_http(
     server: ToolServer,
@@ -322,7 +428,7 @@ pub async fn serve_http(
             .layer(axum::middleware::from_fn(move |request, next| {
                 require_token(token.clone(), request, next)
             }));
-    axum::serve(listener, router)
+    axum::serve(CappedListener::new(listener, MAX_CONNECTIONS), router)
         .with_graceful_shutdown(async move { stop.cancelled_owned().await })
         .await
         .map_err(|e| ServeError(e.to_string()))
@@ -396,6 +502,49 @@ mod tests {
             said.starts_with("2 MCP sessions are open") && said.contains("last 5 minutes"),
             "{said}"
         );
+    }
+
+    #[tokio::test]
+    async fn connections_past_the_cap_wait_until_one_closes() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let router = axum::Router::new().route("/", axum::routing::get(|| async { "here" }));
+        let serving = tokio::spawn(async move {
+            axum::serve(CappedListener::new(listener, 3), router)
+                .await
+                .unwrap();
+        });
+        // Three connections that never finish their request hold every place.
+        let mut idle = Vec::new();
+        for _ in 0..3 {
+            let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+            stream.write_all(b"GET / HTTP/1.1\r\nX: ").await.unwrap();
+            idle.push(stream);
+        }
+        let ask = || async move {
+            let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+            stream
+                .write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+                .await
+                .unwrap();
+            let mut answer = String::new();
+            stream.read_to_string(&mut answer).await.unwrap();
+            answer
+        };
+        let waiting = tokio::spawn(ask());
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert!(!waiting.is_finished(), "a fourth connection is not served");
+        drop(idle.pop());
+        let answer = tokio::time::timeout(std::time::Duration::from_secs(10), waiting)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            answer.starts_with("HTTP/1.1 200") && answer.ends_with("here"),
+            "{answer}"
+        );
+        serving.abort();
     }
 
     #[test]
