@@ -296,9 +296,26 @@ impl Window {
 
     /// Types `text` into the composer and presses Enter.
     pub async fn send(&self, text: &str) {
-        let message = self.message_box().await;
-        message.send_keys(text).await.unwrap();
-        message.send_keys("\u{E007}").await.unwrap(); // Enter
+        self.keys_to_composer(text).await;
+        self.keys_to_composer("\u{E007}").await; // Enter
+    }
+
+    /// Sends `keys` to the composer. WebKitWebDriver first asks the page whether the
+    /// element takes files, and on a loaded machine that question can come back empty
+    /// ("Could not parse element file upload information") before any key was sent: then
+    /// the box is found again and the keys sent again, a few times at most.
+    async fn keys_to_composer(&self, keys: &str) {
+        for attempt in 1.. {
+            match self.message_box().await.send_keys(keys).await {
+                Ok(()) => return,
+                Err(fantoccini::error::CmdError::Standard(error))
+                    if attempt < 5 && error.message.contains("file upload information") =>
+                {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(error) => panic!("typing into the composer: {error}"),
+            }
+        }
     }
 
     /// Clicks the button with this text or accessible name once it can be clicked.
