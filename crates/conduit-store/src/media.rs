@@ -161,20 +161,8 @@ impl FileMediaStore {
     /// Conduit did not write, nor through a link on a file elsewhere. A missing folder
     /// holds nothing; an entry that cannot be read is logged and passed over (kept).
     pub fn stored_files(&self) -> std::io::Result<Vec<StoredFile>> {
-        let entries = match fs::read_dir(&self.root) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(e),
-        };
         let mut files = Vec::new();
-        for entry in entries {
-            let entry = match entry {
-                Ok(entry) => entry,
-                Err(error) => {
-                    tracing::warn!(folder = %self.root.display(), %error, "an entry of the media folder cannot be read");
-                    continue;
-                }
-            };
+        for entry in readable_entries(&self.root)? {
             let is_bucket = entry.file_name().to_str().is_some_and(is_bucket_name);
             // The entry's own type: a link named like a subfolder is not followed.
             let is_dir = entry.file_type().is_ok_and(|kind| kind.is_dir());
@@ -237,26 +225,33 @@ pub struct StoredFile {
     pub modified: SystemTime,
 }
 
+/// The entries of a folder of the media folder; none when it is missing, and one that
+/// cannot be read is logged and passed over (what it is stays as it is).
+fn readable_entries(folder: &Path) -> std::io::Result<Vec<fs::DirEntry>> {
+    let entries = match fs::read_dir(folder) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    Ok(entries
+        .filter_map(|entry| {
+            entry
+                .inspect_err(|error| {
+                    tracing::warn!(folder = %folder.display(), %error, "an entry of the media folder cannot be read");
+                })
+                .ok()
+        })
+        .collect())
+}
+
 /// The regular files in one subfolder (`<first two hex digits>`) whose names are the
 /// store's and whose hash belongs in it; with `only`, those of that hash alone.
 fn files_in(folder: &Path, only: Option<&str>) -> std::io::Result<Vec<StoredFile>> {
     let Some(bucket) = folder.file_name().and_then(|n| n.to_str()) else {
         return Ok(Vec::new());
     };
-    let entries = match fs::read_dir(folder) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
     let mut files = Vec::new();
-    for entry in entries {
-        let entry = match entry {
-            Ok(entry) => entry,
-            Err(error) => {
-                tracing::warn!(folder = %folder.display(), %error, "an entry of the media folder cannot be read");
-                continue;
-            }
-        };
+    for entry in readable_entries(folder)? {
         let name = entry.file_name();
         let Some(hash) = name.to_str().and_then(hash_of_name) else {
             continue;
