@@ -177,7 +177,7 @@ fn markdown_with(
     messages: &[StoredMessage],
     link: &dyn Fn(&str, &MediaRef) -> String,
 ) -> String {
-    let mut out = format!("# {title}\n");
+    let mut out = format!("# {}\n", one_line(title));
     for message in messages {
         let who = match message.role {
             Role::User => "You",
@@ -187,28 +187,31 @@ fn markdown_with(
         out.push_str(&format!("\n## {who}\n\n"));
         for block in &message.blocks {
             match block {
-                Block::Text { text } => out.push_str(&format!("{text}\n\n")),
+                Block::Text { text } => out.push_str(&format!("{}\n\n", inert_markdown(text))),
                 Block::Image { media } => {
                     out.push_str(&format!("{}\n\n", link("image", media)));
                 }
                 Block::Reasoning { text, .. } if !text.is_empty() => {
-                    for line in text.lines() {
-                        out.push_str(&format!("> {line}\n"));
+                    for line in line_ending_normalised(text).lines() {
+                        out.push_str(&format!("> {}\n", inert_line(line)));
                     }
                     out.push('\n');
                 }
                 Block::Reasoning { .. } => {}
                 Block::ToolCall(call) => out.push_str(&format!(
-                    "**Tool call** `{}`\n\n```json\n{}\n```\n\n",
-                    call.name,
-                    serde_json::to_string_pretty(&call.arguments).unwrap_or_default()
+                    "**Tool call** {}\n\n{}\n\n",
+                    inline_code(&call.name),
+                    fenced(
+                        "json",
+                        &serde_json::to_string_pretty(&call.arguments).unwrap_or_default()
+                    )
                 )),
                 Block::ToolResult(result) => {
                     let state = if result.is_error { "failed" } else { "result" };
-                    out.push_str(&format!("**`{}` {state}**\n\n", result.name));
+                    out.push_str(&format!("**{} {state}**\n\n", inline_code(&result.name)));
                     let text = result.full_text();
                     if !text.is_empty() {
-                        out.push_str(&format!("```\n{text}\n```\n\n"));
+                        out.push_str(&format!("{}\n\n", fenced("", &text)));
                     }
                     for part in &result.parts {
                         let kind = match part {
@@ -229,6 +232,139 @@ fn markdown_with(
         }
     }
     out
+}
+
+// What a conversation holds was written by a model, a tool or a page: in the Markdown it
+// must stay text inside its turn. Otherwise a message could write its own `## You` turn
+// (which a later model reading the conversation, as Conduit's own tools give it, takes for
+// the user's), close the fence around a tool's output, or load a remote image (a URL
+// carrying what it read) when the export is opened in a viewer.
+
+/// `text` on one line: line breaks and other control characters become spaces.
+fn one_line(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+/// `\r\n` and a lone `\r` (a line ending to CommonMark, not to `str::lines`) as `\n`.
+fn line_ending_normalised(text: &str) -> String {
+    text.replace("\r\n", "\n").replace('\r', "\n")
+}
+
+/// A message's own Markdown, kept as Markdown but unable to leave its turn: no line of it
+/// starts a heading (ATX `#`, or a setext underline under a paragraph) or an HTML block,
+/// no image of it loads (`![…](…)` and `<img` are written as text), and a code fence it
+/// opens and leaves open is closed at its end, so the turns after it stay turns.
+fn inert_markdown(text: &str) -> String {
+    let text = line_ending_normalised(text);
+    let mut out = Vec::new();
+    // The fence a code block of the message opened: its character and length.
+    let mut open_fence: Option<(char, usize)> = None;
+    for line in text.split('\n') {
+        if let Some(fence) = fence_of(line) {
+            match open_fence {
+                None => open_fence = Some(fence),
+                Some((c, n)) if fence.0 == c && fence.1 >= n && is_bare_fence(line) => {
+                    open_fence = None;
+                }
+                Some(_) => {}
+            }
+            out.push(line.to_owned());
+        } else if open_fence.is_some() {
+            out.push(line.to_owned());
+        } else {
+            out.push(inert_line(line));
+        }
+    }
+    if let Some((c, n)) = open_fence {
+        out.push(std::iter::repeat_n(c, n).collect());
+    }
+    out.join("\n")
+}
+
+/// One line of a message outside code: a heading, setext underline or HTML block start
+/// escaped with a backslash, and images written as text.
+fn inert_line(line: &str) -> String {
+    let indent = line.len() - line.trim_start_matches(' ').len();
+    let rest = &line[indent..];
+    let starts_block = indent <= 3
+        && (rest.starts_with('#')
+            || rest.starts_with('<')
+            || (!rest.is_empty() && rest.trim_end().chars().all(|c| c == '=' || c == '-')));
+    let line = if starts_block {
+        format!("{}\\{rest}", &line[..indent])
+    } else {
+        line.to_owned()
+    };
+    escape_images(&line)
+}
+
+/// `![` as `\![` and `<img` as `\<img`: text, not an image a viewer fetches.
+fn escape_images(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(at) = rest.find(['!', '<']) {
+        let (before, from) = rest.split_at(at);
+        out.push_str(before);
+        let already = before.ends_with('\\');
+        let image = from.starts_with("![")
+            || from
+                .get(..4)
+                .is_some_and(|tag| tag.eq_ignore_ascii_case("<img"));
+        if image && !already {
+            out.push('\\');
+        }
+        let first = from.chars().next().map_or(1, char::len_utf8);
+        out.push_str(&from[..first]);
+        rest = &from[first..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// A code fence opening or closing at `line` (up to three spaces in): its character and
+/// length.
+fn fence_of(line: &str) -> Option<(char, usize)> {
+    let indent = line.len() - line.trim_start_matches(' ').len();
+    if indent > 3 {
+        return None;
+    }
+    let rest = &line[indent..];
+    let c = rest.chars().next().filter(|c| *c == '`' || *c == '~')?;
+    let n = rest.chars().take_while(|x| *x == c).count();
+    // A backtick fence's info string cannot hold a backtick.
+    (n >= 3 && !(c == '`' && rest[n..].contains('`'))).then_some((c, n))
+}
+
+/// Whether a fence line is only the fence (a closing fence has no info string).
+fn is_bare_fence(line: &str) -> bool {
+    let rest = line.trim();
+    rest.chars()
+        .all(|c| c == rest.chars().next().unwrap_or('`'))
+}
+
+/// `text` in a fenced code block whose fence is longer than any run of backticks in it,
+/// so nothing in it closes the block.
+fn fenced(info: &str, text: &str) -> String {
+    let fence = "`".repeat(longest_backtick_run(text).max(2) + 1);
+    format!("{fence}{info}\n{}\n{fence}", line_ending_normalised(text))
+}
+
+/// `text` as inline code whose delimiters are longer than any run of backticks in it.
+fn inline_code(text: &str) -> String {
+    let text = one_line(text);
+    let ticks = "`".repeat(longest_backtick_run(&text) + 1);
+    let pad = if text.starts_with('`') || text.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
+    format!("{ticks}{pad}{text}{pad}{ticks}")
+}
+
+fn longest_backtick_run(text: &str) -> usize {
+    text.split(|c| c != '`').map(str::len).max().unwrap_or(0)
 }
 
 fn slug(title: &str) -> String {
