@@ -302,9 +302,7 @@ pub fn spec_of(raw: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<Serv
                 .map(|(k, v)| match v {
                     Value::String(s) => Ok((
                         k.clone(),
-                        expand(s, env).map_err(|var| {
-                            format!("{key}.{k} uses ${{{var}}}, which is not set")
-                        })?,
+                        expand(s, env).map_err(|error| format!("{key}.{k} {error}"))?,
                     )),
                     _ => Err(format!("{key}.{k} must be a string")),
                 })
@@ -384,8 +382,7 @@ pub fn spec_of(raw: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<Serv
         }
         (Some(TransportKind::Http) | None, None, Some(url)) => {
             let template = url.as_str().ok_or("url must be a string")?;
-            let url = expand(template, env)
-                .map_err(|var| format!("url uses ${{{var}}}, which is not set"))?;
+            let url = expand(template, env).map_err(|error| format!("url {error}"))?;
             // The URL is not quoted: one without a scheme Conduit knows may hold a key
             // where the redactor does not look for one.
             if !(url.starts_with("http://") || url.starts_with("https://")) || url.len() < 10 {
@@ -415,10 +412,8 @@ pub fn spec_of(raw: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<Serv
         return Err("oauth is for servers reached over http".into());
     }
     if let Some(secret) = &oauth.client_secret {
-        oauth.client_secret = Some(
-            expand(secret, env)
-                .map_err(|var| format!("oauth.clientSecret uses ${{{var}}}, which is not set"))?,
-        );
+        oauth.client_secret =
+            Some(expand(secret, env).map_err(|error| format!("oauth.clientSecret {error}"))?);
     }
     let mut secrets = expanded.take();
     secrets.extend(oauth.client_secret.clone());
@@ -487,9 +482,24 @@ pub fn variables_in(text: &str) -> Vec<String> {
     names.into_inner()
 }
 
-/// Replaces each `${NAME}` with its value; the first unset name is the error.
-pub fn expand(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
-    let mut out = String::with_capacity(text.len());
+/// The longest a value may grow to once its `${NAME}`s are filled in: a file of a
+/// mebibyte repeating a long variable would otherwise expand to hundreds of megabytes,
+/// each a secret to look for in every log line.
+pub const MAX_EXPANDED: usize = 64 * 1024;
+
+/// Why a value's `${NAME}`s could not be filled in; said after the value's place.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExpandError {
+    #[error("uses ${{{0}}}, which is not set")]
+    Unset(String),
+    #[error("is longer than {} KiB once its variables are filled in", MAX_EXPANDED / 1024)]
+    TooLong,
+}
+
+/// Replaces each `${NAME}` with its value; the first unset name is the error, and so is a
+/// value that grows past [`MAX_EXPANDED`].
+pub fn expand(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, ExpandError> {
+    let mut out = String::with_capacity(text.len().min(MAX_EXPANDED));
     let mut rest = text;
     while let Some(start) = rest.find("${") {
         out.push_str(&rest[..start]);
@@ -499,7 +509,11 @@ pub fn expand(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String
             return Ok(out);
         };
         let name = &after[..end];
-        out.push_str(&env(name).ok_or_else(|| name.to_owned())?);
+        let value = env(name).ok_or_else(|| ExpandError::Unset(name.to_owned()))?;
+        if out.len() + value.len() > MAX_EXPANDED {
+            return Err(ExpandError::TooLong);
+        }
+        out.push_str(&value);
         rest = &after[end + 1..];
     }
     out.push_str(rest);

@@ -186,7 +186,15 @@ fn expansion_replaces_variables_and_names_the_first_missing_one() {
         expand("no vars, ${ unclosed", &env).unwrap(),
         "no vars, ${ unclosed"
     );
-    assert_eq!(expand("${NOPE}", &env).unwrap_err(), "NOPE");
+    assert_eq!(
+        expand("${NOPE}", &env).unwrap_err(),
+        ExpandError::Unset("NOPE".into())
+    );
+    // A value that repeats a long variable stops growing at the limit, saying so.
+    let long = |_: &str| Some("x".repeat(1500));
+    let repeated = "${LS_COLORS}".repeat(100);
+    assert_eq!(expand(&repeated, &long).unwrap_err(), ExpandError::TooLong);
+    assert_eq!(expand(&"${A}".repeat(40), &long).unwrap().len(), 60_000);
 }
 
 #[test]
