@@ -17,6 +17,14 @@ use serde_json::Value;
 /// How much of a body that is not a known error shape is shown.
 const EXCERPT_CHARS: usize = 300;
 
+/// How much of a provider's own error message is kept: real ones are a sentence or two
+/// (a context-length error with its numbers is some 300 characters), and the message is
+/// logged on every retry, stored and shown, so a hostile one must not be megabytes.
+const MESSAGE_CHARS: usize = 2000;
+
+/// How much of an error code is kept: real ones are a word (`rate_limit_exceeded`).
+const CODE_CHARS: usize = 100;
+
 /// A provider's error, as it put it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ErrorDetails {
@@ -49,7 +57,7 @@ pub fn details(value: &Value) -> Option<ErrorDetails> {
                     Value::String(text) if !text.trim().is_empty() => {
                         return Some(ErrorDetails {
                             code: None,
-                            message: text.clone(),
+                            message: shorten(text, MESSAGE_CHARS),
                         });
                     }
                     _ => {}
@@ -66,7 +74,7 @@ pub fn details(value: &Value) -> Option<ErrorDetails> {
                 .filter(|text| !text.trim().is_empty())
                 .map(|text| ErrorDetails {
                     code: None,
-                    message: text.to_owned(),
+                    message: shorten(text, MESSAGE_CHARS),
                 })
         }
         _ => None,
@@ -90,14 +98,14 @@ fn from_object(error: &Value) -> Option<ErrorDetails> {
     let code = text("code")
         .or_else(|| text("type"))
         .or_else(|| text("status"))
-        .map(str::to_owned)
+        .map(|code| shorten(code, CODE_CHARS))
         .or_else(|| {
             error
                 .get("code")
                 .and_then(Value::as_i64)
                 .map(|n| n.to_string())
         });
-    let mut message = text("message").map(str::to_owned);
+    let mut message = text("message").map(|message| shorten(message, MESSAGE_CHARS));
     // OpenRouter says "Provider returned error" and puts the upstream's words here.
     if let Some(raw) = error
         .pointer("/metadata/raw")
@@ -184,16 +192,31 @@ fn html_excerpt(page: &str) -> String {
 /// `text` on one line with runs of white space as one space, at most [`EXCERPT_CHARS`]
 /// characters.
 fn excerpt(text: &str) -> String {
+    shorten(text, EXCERPT_CHARS)
+}
+
+/// `text` on one line with runs of white space as one space, at most `max` characters
+/// (and `…` when cut). Copies no more than `max` characters of a long word, so a
+/// megabyte-long message costs no megabyte copy.
+fn shorten(text: &str, max: usize) -> String {
     let mut out = String::new();
+    let mut chars = 0;
     for word in text.split_whitespace() {
-        if !out.is_empty() {
+        if chars > 0 {
+            if chars >= max {
+                out.push('…');
+                return out;
+            }
             out.push(' ');
+            chars += 1;
         }
-        out.push_str(word);
-        if out.chars().count() > EXCERPT_CHARS {
-            let mut short: String = out.chars().take(EXCERPT_CHARS).collect();
-            short.push('…');
-            return short;
+        for c in word.chars() {
+            if chars >= max {
+                out.push('…');
+                return out;
+            }
+            out.push(c);
+            chars += 1;
         }
     }
     out

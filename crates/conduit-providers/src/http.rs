@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
 
 use conduit_core::provider::{EventStream, ProviderError, ProviderErrorKind, ProviderEvent};
@@ -160,11 +161,43 @@ pub trait StreamDecoder: Send + 'static {
     fn finish(&mut self) -> Result<Vec<ProviderEvent>, ProviderError>;
 }
 
+/// How much of a provider's answer is read into memory. The endpoint may be any
+/// OpenAI-compatible URL or a proxy, so none of its bodies is trusted to end.
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    /// An HTTP error body: only its message is shown, and a real one is a few hundred
+    /// bytes.
+    error_body: usize,
+    /// A model list, or a 200 answer that is one document instead of a stream: the
+    /// largest real model lists (OpenRouter's) are a few MiB.
+    whole_body: usize,
+    /// The bytes of one SSE event still being received: a real event is one delta or
+    /// one tool call's arguments; the core caps a whole answer separately.
+    sse_event: usize,
+}
+
+const KIB: usize = 1024;
+const MIB: usize = 1024 * KIB;
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            error_body: 64 * KIB,
+            whole_body: 8 * MIB,
+            sse_event: MAX_SSE_EVENT_BYTES,
+        }
+    }
+}
+
+/// The most bytes one SSE event may take before it is given up on.
+pub const MAX_SSE_EVENT_BYTES: usize = 16 * MIB;
+
 /// An HTTP client for one provider.
 #[derive(Clone)]
 pub struct HttpClient {
     client: reqwest::Client,
     settings: HttpSettings,
+    limits: Limits,
 }
 
 impl HttpClient {
@@ -173,7 +206,18 @@ impl HttpClient {
             Some(clients) => clients.client(settings.connect_timeout)?,
             None => new_client(settings.connect_timeout)?,
         };
-        Ok(Self { client, settings })
+        Ok(Self {
+            client,
+            settings,
+            limits: Limits::default(),
+        })
+    }
+
+    /// The same client with smaller limits, so tests can reach them quickly.
+    #[cfg(test)]
+    fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
     }
 
     fn headers(&self, protocol_headers: &[(&str, String)]) -> Result<HeaderMap, ProviderError> {
@@ -211,20 +255,62 @@ impl HttpClient {
         headers: &[(&str, String)],
     ) -> Result<Value, ProviderError> {
         let headers = self.headers(headers)?;
+        let read_timeout = self.settings.read_timeout;
         let mut retrier = Retrier::new(&self.settings.retry);
         loop {
-            let sent = self.client.get(url).headers(headers.clone()).send().await;
-            match check(sent).await {
-                Ok(response) => {
-                    return response.json::<Value>().await.map_err(|e| {
-                        ProviderError::new(ProviderErrorKind::Protocol, e.to_string())
-                    });
-                }
-                Err(err) => match retrier.next_delay(&err) {
-                    Some((_, delay)) => tokio::time::sleep(delay).await,
-                    None => return Err(err),
+            // A model list has no one to cancel it, so the answer's headers get no longer
+            // than a stream may stay silent.
+            let sent = tokio::time::timeout(
+                read_timeout,
+                self.client.get(url).headers(headers.clone()).send(),
+            )
+            .await;
+            let err = match sent {
+                Err(_) => ProviderError::new(
+                    ProviderErrorKind::Stalled,
+                    format!(
+                        "the model list did not start within {} s",
+                        read_timeout.as_secs_f32()
+                    ),
+                ),
+                Ok(sent) => match check(sent, self.limits, read_timeout).await {
+                    Ok(response) => return self.read_json(response).await,
+                    Err(err) => err,
                 },
+            };
+            match retrier.next_delay(&err) {
+                Some((_, delay)) => tokio::time::sleep(delay).await,
+                None => return Err(err),
             }
+        }
+    }
+
+    /// A successful answer's JSON document, read within the whole-body cap and the read
+    /// timeout.
+    async fn read_json(&self, response: reqwest::Response) -> Result<Value, ProviderError> {
+        let read_timeout = self.settings.read_timeout;
+        let body = read_capped(response, self.limits.whole_body, read_timeout).await;
+        match body.end {
+            End::Whole => serde_json::from_slice::<Value>(&body.bytes)
+                .map_err(|e| ProviderError::new(ProviderErrorKind::Protocol, e.to_string())),
+            End::Cut => Err(ProviderError::new(
+                ProviderErrorKind::Protocol,
+                format!(
+                    "the answer is larger than {}; Conduit stopped reading it",
+                    size(self.limits.whole_body)
+                ),
+            )),
+            End::Late => Err(ProviderError::new(
+                ProviderErrorKind::Stalled,
+                format!(
+                    "the answer did not end within {} s",
+                    read_timeout.as_secs_f32()
+                ),
+            )),
+            End::Broke(why) => Err(ProviderError::new(
+                ProviderErrorKind::Connection,
+                format!("the answer broke: {why}"),
+            )),
         }
     }
 
@@ -241,6 +327,7 @@ impl HttpClient {
         let headers = self.headers(headers)?;
         let client = self.client.clone();
         let settings = self.settings.clone();
+        let limits = self.limits;
         let stream = async_stream::stream! {
             let mut retrier = Retrier::new(&settings.retry);
             let response = loop {
@@ -251,7 +338,7 @@ impl HttpClient {
                     .json(&body)
                     .send()
                     .await;
-                match check(sent).await {
+                match check(sent, limits, settings.read_timeout).await {
                     Ok(response) => break response,
                     Err(err) => match retrier.next_delay(&err) {
                         Some((attempt, delay)) => {
@@ -266,14 +353,18 @@ impl HttpClient {
                     },
                 }
             };
-            let mut events = match not_a_stream(response, settings.read_timeout).await {
-                Answer::Stream(response) => {
-                    decode_sse(response.bytes_stream(), decoder, settings.read_timeout)
-                }
-                Answer::Read(body) => decode_sse(
+            let mut events = match not_a_stream(response, settings.read_timeout, limits).await {
+                Answer::Stream(response) => decode_sse_limited(
+                    response.bytes_stream(),
+                    decoder,
+                    settings.read_timeout,
+                    limits.sse_event,
+                ),
+                Answer::Read(body) => decode_sse_limited(
                     futures::stream::iter([Ok::<_, std::io::Error>(body)]),
                     decoder,
                     settings.read_timeout,
+                    limits.sse_event,
                 ),
                 Answer::Failed(err) => {
                     yield Err(err);
@@ -301,7 +392,11 @@ enum Answer {
 
 /// Checks that a 200 answer is an event stream: one labelled HTML, or JSON that is one
 /// whole document, is an error with the provider's message (or a short excerpt).
-async fn not_a_stream(response: reqwest::Response, read_timeout: Duration) -> Answer {
+async fn not_a_stream(
+    response: reqwest::Response,
+    read_timeout: Duration,
+    limits: Limits,
+) -> Answer {
     let content_type = response
         .headers()
         .get(reqwest::header::CONTENT_TYPE)
@@ -313,23 +408,87 @@ async fn not_a_stream(response: reqwest::Response, read_timeout: Duration) -> An
         return Answer::Stream(response);
     }
     let status = response.status().as_u16();
-    // Read whole, but never longer than a stream may stay silent.
-    match tokio::time::timeout(read_timeout, response.bytes()).await {
-        Ok(Ok(body)) => match whole_answer(&content_type, status, body) {
+    // Read whole, but never longer than a stream may stay silent nor past the cap.
+    let body = read_capped(response, limits.whole_body, read_timeout).await;
+    match body.end {
+        End::Whole => match whole_answer(&content_type, status, body.bytes.into()) {
             Ok(events) => Answer::Read(events),
             Err(err) => Answer::Failed(err),
         },
-        Ok(Err(err)) => Answer::Failed(ProviderError::new(
+        End::Cut => Answer::Failed(ProviderError {
+            kind: ProviderErrorKind::Protocol,
+            status: Some(status),
+            message: format!(
+                "an answer that is not an event stream ({content_type}) and is larger than {}; Conduit stopped reading it: {}",
+                size(limits.whole_body),
+                error_message(&String::from_utf8_lossy(&body.bytes))
+            ),
+            retry_after: None,
+        }),
+        End::Broke(why) => Answer::Failed(ProviderError::new(
             ProviderErrorKind::Connection,
-            format!("the answer broke: {}", describe_reqwest(&err)),
+            format!("the answer broke: {why}"),
         )),
-        Err(_) => Answer::Failed(ProviderError::new(
+        End::Late => Answer::Failed(ProviderError::new(
             ProviderErrorKind::Connection,
             format!(
                 "the answer did not arrive within {} s",
                 read_timeout.as_secs()
             ),
         )),
+    }
+}
+
+/// A body read no further than a cap and for no longer than a time limit.
+struct Capped {
+    /// What arrived, at most the cap.
+    bytes: Vec<u8>,
+    end: End,
+}
+
+/// How reading a body ended.
+#[derive(Debug, PartialEq, Eq)]
+enum End {
+    Whole,
+    /// More than the cap was sent; the rest was left unread.
+    Cut,
+    /// The body did not end within the time limit.
+    Late,
+    /// The connection failed while reading, for this reason.
+    Broke(String),
+}
+
+/// Reads `response`'s body: at most `cap` bytes, and no longer than `limit` in all (a body
+/// that trickles a byte at a time must not hold the turn either).
+async fn read_capped(mut response: reqwest::Response, cap: usize, limit: Duration) -> Capped {
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut bytes = Vec::new();
+    let end = loop {
+        match tokio::time::timeout_at(deadline, response.chunk()).await {
+            Err(_) => break End::Late,
+            Ok(Err(err)) => break End::Broke(describe_reqwest(err)),
+            Ok(Ok(None)) => break End::Whole,
+            Ok(Ok(Some(chunk))) => {
+                let room = cap.saturating_sub(bytes.len());
+                if chunk.len() > room {
+                    bytes.extend_from_slice(chunk.get(..room).unwrap_or_default());
+                    break End::Cut;
+                }
+                bytes.extend_from_slice(&chunk);
+            }
+        }
+    };
+    Capped { bytes, end }
+}
+
+/// A byte count as people read it: `64 KiB`, `8 MiB`.
+fn size(bytes: usize) -> String {
+    if bytes >= MIB && bytes.is_multiple_of(MIB) {
+        format!("{} MiB", bytes / MIB)
+    } else if bytes >= KIB && bytes.is_multiple_of(KIB) {
+        format!("{} KiB", bytes / KIB)
+    } else {
+        format!("{bytes} bytes")
     }
 }
 
@@ -360,10 +519,11 @@ fn whole_answer(
 }
 
 /// Decodes a provider's SSE bytes into events through `decoder`. The stream ends after
-/// `Stop` or the first error; silence longer than `read_timeout` is a `Stalled` error.
+/// `Stop` or the first error; silence longer than `read_timeout` is a `Stalled` error, and
+/// an event larger than [`MAX_SSE_EVENT_BYTES`] a `Protocol` one.
 pub fn decode_sse<S, B, E>(
     bytes: S,
-    mut decoder: impl StreamDecoder,
+    decoder: impl StreamDecoder,
     read_timeout: Duration,
 ) -> EventStream
 where
@@ -371,8 +531,49 @@ where
     B: bytes::Buf + Send + 'static,
     E: std::error::Error + Send + Sync + 'static,
 {
+    decode_sse_limited(bytes, decoder, read_timeout, MAX_SSE_EVENT_BYTES)
+}
+
+/// A byte stream given up on because one SSE event grew past the cap.
+#[derive(Debug, thiserror::Error)]
+enum EventBytes<E: std::error::Error + 'static> {
+    #[error(transparent)]
+    Read(#[from] E),
+    #[error("one event is larger than {}", size(*.0))]
+    TooLarge(usize),
+}
+
+/// [`decode_sse`] with the cap on one event's bytes given. The SSE parser keeps an
+/// unfinished line and event with no limit of its own, so the bytes that arrive after the
+/// last whole event are counted here, before the parser, and the stream fails when they
+/// pass `max_event_bytes`.
+fn decode_sse_limited<S, B, E>(
+    bytes: S,
+    mut decoder: impl StreamDecoder,
+    read_timeout: Duration,
+    max_event_bytes: usize,
+) -> EventStream
+where
+    S: futures::Stream<Item = Result<B, E>> + Send + 'static,
+    B: bytes::Buf + Send + 'static,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let pending = Arc::new(AtomicUsize::new(0));
+    let counted = {
+        let pending = pending.clone();
+        bytes.map(move |chunk| {
+            let chunk = chunk?;
+            let now = pending
+                .fetch_add(bytes::Buf::remaining(&chunk), Ordering::Relaxed)
+                .saturating_add(bytes::Buf::remaining(&chunk));
+            if now > max_event_bytes {
+                return Err(EventBytes::TooLarge(max_event_bytes));
+            }
+            Ok(chunk)
+        })
+    };
     let stream = async_stream::stream! {
-        let events = SseStream::from_bytes_stream(bytes);
+        let events = SseStream::from_bytes_stream(counted);
         futures::pin_mut!(events);
         loop {
             let next = tokio::time::timeout(read_timeout, events.next()).await;
@@ -387,15 +588,29 @@ where
                     }
                     return;
                 }
+                Ok(Some(Err(err))) if pending.load(Ordering::Relaxed) > max_event_bytes => {
+                    Err(ProviderError::new(
+                        ProviderErrorKind::Protocol,
+                        format!(
+                            "the provider sent an event larger than {}; Conduit stopped reading the answer ({err})",
+                            size(max_event_bytes)
+                        ),
+                    ))
+                }
                 Ok(Some(Err(err))) => Err(ProviderError::new(
                     ProviderErrorKind::Connection,
                     format!("the stream broke: {err}"),
                 )),
-                Ok(Some(Ok(sse))) => match sse.data.as_deref() {
+                Ok(Some(Ok(sse))) => {
+                    // Everything received so far is in this event or the ones still
+                    // queued behind it; only what follows counts against the next.
+                    pending.store(0, Ordering::Relaxed);
+                    match sse.data.as_deref() {
                     // Comments and keep-alives carry no data.
                     None => Ok(Vec::new()),
                     Some(data) => decoder.decode(sse.event.as_deref(), data),
-                },
+                    }
+                }
             };
             let failed = decoded.is_err();
             let mut stopped = false;
@@ -474,9 +689,12 @@ enum RefusedRedirect {
     TooMany,
 }
 
-/// A sent request's response, or its failure as a typed error with the provider's message.
+/// A sent request's response, or its failure as a typed error with the provider's message
+/// (its body read within the error-body cap and `read_timeout`).
 async fn check(
     sent: Result<reqwest::Response, reqwest::Error>,
+    limits: Limits,
+    read_timeout: Duration,
 ) -> Result<reqwest::Response, ProviderError> {
     let response = sent.map_err(|e| {
         let kind = if e.is_timeout() || e.is_connect() || e.is_request() {
@@ -484,20 +702,47 @@ async fn check(
         } else {
             ProviderErrorKind::Protocol
         };
-        ProviderError::new(kind, describe_reqwest(&e))
+        ProviderError::new(kind, describe_reqwest(e))
     })?;
     let status = response.status();
     if status.is_success() {
         return Ok(response);
     }
     let retry_after = retry_after(response.headers(), SystemTime::now());
-    let body = response.text().await.unwrap_or_default();
-    Err(status_error(status.as_u16(), &body, retry_after))
+    let body = read_capped(response, limits.error_body, read_timeout).await;
+    let mut err = status_error(
+        status.as_u16(),
+        &String::from_utf8_lossy(&body.bytes),
+        retry_after,
+    );
+    match body.end {
+        End::Whole => {}
+        End::Cut => err.message.push_str(&format!(
+            " (the error body was cut at {})",
+            size(limits.error_body)
+        )),
+        End::Late => err.message.push_str(&format!(
+            " (the error body did not end within {} s)",
+            read_timeout.as_secs_f32()
+        )),
+        End::Broke(why) => err
+            .message
+            .push_str(&format!(" (the error body broke off: {why})")),
+    }
+    Err(err)
 }
 
-fn describe_reqwest(e: &reqwest::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
+/// A reqwest error and its causes, without the request's URL: a key can be part of a base
+/// URL's path or query, and this text is logged, stored and shown. Only the server's
+/// origin (scheme, host and port) is named.
+fn describe_reqwest(e: reqwest::Error) -> String {
+    let origin = e.url().map(|url| url.origin().ascii_serialization());
+    let e = e.without_url();
+    let mut text = match origin {
+        Some(origin) => format!("{e} (at {origin})"),
+        None => e.to_string(),
+    };
+    let mut source = std::error::Error::source(&e);
     while let Some(inner) = source {
         text.push_str(": ");
         text.push_str(&inner.to_string());
@@ -818,3 +1063,7 @@ mod tests {
         assert!(err.error.contains("an array"));
     }
 }
+
+#[cfg(test)]
+#[path = "http_limits_tests.rs"]
+mod limits_tests;

@@ -1,0 +1,303 @@
+//! Hostile answers through the real HTTP path (reqwest against a loopback server that
+//! writes raw HTTP/1.1): bodies that never end, events that never end, huge messages, and
+//! URLs that carry a key. Each stays within a small read timeout or a cap.
+
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::*;
+
+/// How a scripted connection answers after its head.
+#[derive(Clone)]
+enum Body {
+    /// These bytes, then the connection closes.
+    Once(Vec<u8>),
+    /// These bytes, then the same filler forever.
+    Endless(Vec<u8>),
+    /// These bytes, then nothing while the connection stays open.
+    Hang(Vec<u8>),
+}
+
+/// A loopback server answering every request with `head` (status line and headers,
+/// without the blank line) and `body`; close-delimited, so no length is promised.
+async fn serve(head: &'static str, body: Body) -> String {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut socket, _)) = listener.accept().await else {
+                return;
+            };
+            let body = body.clone();
+            tokio::spawn(async move {
+                // The request's head; its body (if any) is left unread, which a server may.
+                let mut seen = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match socket.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let head = format!("{head}\r\nconnection: close\r\n\r\n");
+                if socket.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                match body {
+                    Body::Once(bytes) => {
+                        let _ = socket.write_all(&bytes).await;
+                    }
+                    Body::Endless(start) => {
+                        if socket.write_all(&start).await.is_err() {
+                            return;
+                        }
+                        let filler = vec![b'A'; 64 * 1024];
+                        while socket.write_all(&filler).await.is_ok() {}
+                    }
+                    Body::Hang(start) => {
+                        let _ = socket.write_all(&start).await;
+                        futures::future::pending::<()>().await;
+                    }
+                }
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+fn client(read_timeout: Duration) -> HttpClient {
+    HttpClient::new(HttpSettings {
+        read_timeout,
+        retry: RetryPolicy {
+            max_retries: 0,
+            ..RetryPolicy::default()
+        },
+        ..HttpSettings::default()
+    })
+    .unwrap()
+}
+
+/// Every text delta is what the event said.
+struct Echo;
+
+impl StreamDecoder for Echo {
+    fn decode(
+        &mut self,
+        _event: Option<&str>,
+        data: &str,
+    ) -> Result<Vec<ProviderEvent>, ProviderError> {
+        Ok(vec![ProviderEvent::TextDelta(data.to_owned())])
+    }
+
+    fn finish(&mut self) -> Result<Vec<ProviderEvent>, ProviderError> {
+        Ok(Vec::new())
+    }
+}
+
+/// The first error of a turn against `url`.
+async fn turn_error(client: &HttpClient, url: &str) -> ProviderError {
+    let mut events = client
+        .stream(url.to_owned(), &[], serde_json::json!({}), Echo)
+        .unwrap();
+    while let Some(item) = events.next().await {
+        if let Err(err) = item {
+            return err;
+        }
+    }
+    panic!("the turn ended without an error");
+}
+
+#[tokio::test]
+async fn an_endless_error_body_is_cut_at_the_cap_with_an_excerpt() {
+    let url = serve(
+        "HTTP/1.1 500 Internal Server Error\r\ncontent-type: text/plain",
+        Body::Endless(b"upstream exploded ".to_vec()),
+    )
+    .await;
+    let started = Instant::now();
+    let err = turn_error(&client(Duration::from_secs(10)), &url).await;
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(err.kind, ProviderErrorKind::Server);
+    assert_eq!(err.status, Some(500));
+    assert!(
+        err.message.starts_with("upstream exploded AAAA"),
+        "{}",
+        err.message
+    );
+    assert!(
+        err.message.ends_with("(the error body was cut at 64 KiB)"),
+        "{}",
+        err.message
+    );
+    assert!(err.message.len() < 1000, "{}", err.message.len());
+}
+
+#[tokio::test]
+async fn an_error_body_that_never_ends_fails_within_the_read_timeout() {
+    let url = serve(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json",
+        Body::Hang(br#"{"error":{"message":"busy"#.to_vec()),
+    )
+    .await;
+    let started = Instant::now();
+    let err = turn_error(&client(Duration::from_millis(300)), &url).await;
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert_eq!(err.kind, ProviderErrorKind::Overloaded);
+    assert!(err.message.contains("busy"), "{}", err.message);
+    assert!(
+        err.message
+            .ends_with("(the error body did not end within 0.3 s)"),
+        "{}",
+        err.message
+    );
+}
+
+#[tokio::test]
+async fn a_huge_error_message_is_cut() {
+    let said = "word ".repeat(10_000);
+    let body = serde_json::json!({"error": {"message": said, "code": "x".repeat(5000)}});
+    let url = serve(
+        "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json",
+        Body::Once(body.to_string().into_bytes()),
+    )
+    .await;
+    let err = turn_error(&client(Duration::from_secs(10)), &url).await;
+    assert_eq!(err.kind, ProviderErrorKind::InvalidRequest);
+    assert!(err.message.starts_with("word word"), "{}", err.message);
+    assert!(err.message.ends_with('…'), "{}", err.message);
+    assert!(err.message.chars().count() <= 2001, "{}", err.message.len());
+
+    // The same as a mid-stream error event and as a JSON error sent with status 200.
+    let details = crate::error_body::details(
+        &serde_json::json!({"error": {"message": said, "code": "y".repeat(5000)}}),
+    )
+    .unwrap();
+    assert!(details.line().chars().count() <= 2200);
+    let url = serve(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json",
+        Body::Once(body.to_string().into_bytes()),
+    )
+    .await;
+    let err = turn_error(&client(Duration::from_secs(10)), &url).await;
+    assert_eq!(err.status, Some(200));
+    assert!(err.message.chars().count() <= 2200, "{}", err.message.len());
+}
+
+#[tokio::test]
+async fn an_event_that_never_ends_fails_at_the_cap() {
+    let url = serve(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream",
+        Body::Endless(b"data: first\n\ndata: ".to_vec()),
+    )
+    .await;
+    let client = client(Duration::from_secs(10)).with_limits(Limits {
+        sse_event: MIB,
+        ..Limits::default()
+    });
+    let mut events = client
+        .stream(url, &[], serde_json::json!({}), Echo)
+        .unwrap();
+    let started = Instant::now();
+    let first = events.next().await.unwrap().unwrap();
+    assert!(matches!(first, ProviderEvent::TextDelta(text) if text == "first"));
+    let err = events.next().await.unwrap().unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(err.kind, ProviderErrorKind::Protocol);
+    assert!(
+        err.message
+            .starts_with("the provider sent an event larger than 1 MiB"),
+        "{}",
+        err.message
+    );
+    assert!(events.next().await.is_none());
+}
+
+#[tokio::test]
+async fn many_small_events_never_reach_the_event_cap() {
+    // 1,000 events of 100 bytes, one a chunk: far more than the 4 KiB cap in all, each
+    // well under it.
+    let event = format!("data: {}\n\n", "b".repeat(92));
+    let chunks = futures::stream::iter(
+        (0..1000).map(move |_| Ok::<_, std::io::Error>(bytes::Bytes::from(event.clone()))),
+    );
+    let events: Vec<_> = decode_sse_limited(chunks, Echo, Duration::from_secs(5), 4096)
+        .collect()
+        .await;
+    assert_eq!(events.len(), 1000);
+    assert!(events.iter().all(Result::is_ok));
+}
+
+#[tokio::test]
+async fn an_endless_model_list_fails_at_the_cap() {
+    let url = serve(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json",
+        Body::Endless(br#"{"data":[""#.to_vec()),
+    )
+    .await;
+    let client = client(Duration::from_secs(10)).with_limits(Limits {
+        whole_body: MIB,
+        ..Limits::default()
+    });
+    let err = client.get_json(&url, &[]).await.unwrap_err();
+    assert_eq!(err.kind, ProviderErrorKind::Protocol);
+    assert_eq!(
+        err.message,
+        "the answer is larger than 1 MiB; Conduit stopped reading it"
+    );
+
+    // The same as the 200 answer of a turn labelled JSON.
+    let err = turn_error(&client, &url).await;
+    assert_eq!(err.kind, ProviderErrorKind::Protocol);
+    assert!(err.message.contains("larger than 1 MiB"), "{}", err.message);
+    assert!(err.message.len() < 1000, "{}", err.message.len());
+}
+
+#[tokio::test]
+async fn a_model_list_that_never_starts_or_ends_fails_within_the_read_timeout() {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .unwrap();
+    let silent = format!("http://{}", listener.local_addr().unwrap());
+    // Accepted by the backlog, never answered.
+    let err = client(Duration::from_millis(300))
+        .get_json(&silent, &[])
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ProviderErrorKind::Stalled);
+    assert!(err.message.contains("did not start"), "{}", err.message);
+
+    let url = serve(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json",
+        Body::Hang(b"{".to_vec()),
+    )
+    .await;
+    let err = client(Duration::from_millis(300))
+        .get_json(&url, &[])
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ProviderErrorKind::Stalled);
+    assert_eq!(err.message, "the answer did not end within 0.3 s");
+    drop(listener);
+}
+
+#[tokio::test]
+async fn a_key_in_the_url_stays_out_of_connection_errors() {
+    // A port nothing listens on: bound, then released.
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let url = format!("http://{addr}/sk-secret-path-key/v1/chat?key=sk-secret-query");
+    let err = turn_error(&client(Duration::from_secs(5)), &url).await;
+    assert_eq!(err.kind, ProviderErrorKind::Connection);
+    assert!(!err.message.contains("sk-secret"), "{}", err.message);
+    assert!(
+        err.message.contains(&format!("(at http://{addr})")),
+        "{}",
+        err.message
+    );
+}
