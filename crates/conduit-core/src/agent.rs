@@ -14,7 +14,8 @@ use crate::content::{
     Block, Message, Role, ToolCall, ToolOrigin, ToolResult, new_call_id, repair_history,
 };
 use crate::provider::{
-    ModelCapabilities, ModelRequest, Provider, ProviderError, ProviderEvent, StopReason, Usage,
+    ModelCapabilities, ModelRequest, Provider, ProviderError, ProviderErrorKind, ProviderEvent,
+    StopReason, Usage,
 };
 use crate::tool::{Progress, ToolContext, ToolRegistry, ToolSpec};
 
@@ -174,6 +175,15 @@ impl AgentOptions {
     }
 }
 
+/// The most text, reasoning and tool-call arguments one model response may stream, in
+/// bytes. The provider (any OpenAI-compatible URL, a proxy) and the model's output are not
+/// trusted to stop: a real response is well under a megabyte, a long one a few.
+pub const MAX_RESPONSE_BYTES: usize = 32 * 1024 * 1024;
+
+/// The most tool calls one model response may make: they all run, so a response that asks
+/// for thousands would start thousands of tools at once. Real responses make a handful.
+pub const MAX_RESPONSE_CALLS: usize = 128;
+
 /// A model, its tools and the approval policy.
 pub struct Agent {
     provider: Arc<dyn Provider>,
@@ -292,8 +302,13 @@ impl Agent {
                 }
                 Some(Ok(ProviderEvent::Stop(reason))) => break TurnEnding::Stopped(reason),
                 Some(Ok(event)) => {
-                    for out in builder.apply(event) {
+                    let applied = builder.apply(event);
+                    for out in applied {
                         events(out);
+                    }
+                    if let Some(err) = builder.over_limit() {
+                        self.keep_partial(history, builder, events);
+                        return Err(err);
                     }
                 }
             }
@@ -433,6 +448,24 @@ impl Agent {
     }
 }
 
+/// The length of `value` as JSON text, counted without writing it out.
+fn json_size(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 = self.0.saturating_add(buf.len());
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing to a counter cannot fail; a value that will not serialize counts as none.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
+
 enum TurnEnding {
     Stopped(StopReason),
     Cancelled,
@@ -451,6 +484,14 @@ struct MessageBuilder {
     /// Calls that started streaming and are not done yet: (provider id, Conduit id), in
     /// the order they started.
     open_calls: Vec<(String, String)>,
+    /// Bytes of text, reasoning and arguments streamed so far (against
+    /// [`MAX_RESPONSE_BYTES`]).
+    bytes: usize,
+    /// Calls started so far, finished or not (against [`MAX_RESPONSE_CALLS`]).
+    calls: usize,
+    /// Whether arguments came as deltas: then a finished call's arguments were counted
+    /// already.
+    streamed_arguments: bool,
 }
 
 impl MessageBuilder {
@@ -461,7 +502,31 @@ impl MessageBuilder {
             reported: 0,
             tools,
             open_calls: Vec::new(),
+            bytes: 0,
+            calls: 0,
+            streamed_arguments: false,
         }
+    }
+
+    /// The error that ends a response past its limits, naming the limit.
+    fn over_limit(&self) -> Option<ProviderError> {
+        let message = if self.calls > MAX_RESPONSE_CALLS {
+            format!(
+                "the model asked for more than {MAX_RESPONSE_CALLS} tool calls in one response; Conduit stopped the answer"
+            )
+        } else if self.bytes > MAX_RESPONSE_BYTES {
+            format!(
+                "the model's response is larger than {} MiB of text, reasoning and tool arguments; Conduit stopped the answer",
+                MAX_RESPONSE_BYTES / (1024 * 1024)
+            )
+        } else {
+            return None;
+        };
+        Some(ProviderError::new(ProviderErrorKind::Protocol, message))
+    }
+
+    fn count(&mut self, bytes: usize) {
+        self.bytes = self.bytes.saturating_add(bytes);
     }
 
     /// The open call a streamed piece belongs to: the latest one started under that
@@ -478,6 +543,7 @@ impl MessageBuilder {
             None => {
                 let id = new_call_id();
                 self.open_calls.push((wire_id.to_owned(), id.clone()));
+                self.calls += 1;
                 id
             }
         }
@@ -488,7 +554,10 @@ impl MessageBuilder {
     fn finished_call(&mut self, wire_id: &str) -> String {
         match self.open_calls.iter().position(|(wire, _)| wire == wire_id) {
             Some(index) => self.open_calls.remove(index).1,
-            None => new_call_id(),
+            None => {
+                self.calls += 1;
+                new_call_id()
+            }
         }
     }
 
@@ -518,6 +587,7 @@ impl MessageBuilder {
         let mut out = Vec::new();
         match event {
             ProviderEvent::TextDelta(text) => {
+                self.count(text.len());
                 let open = self.reported < self.blocks.len();
                 match self.blocks.last_mut() {
                     Some(Block::Text { text: last }) if open => last.push_str(&text),
@@ -526,6 +596,7 @@ impl MessageBuilder {
                 out.push(AgentEvent::TextDelta { text });
             }
             ProviderEvent::ReasoningDelta(text) => {
+                self.count(text.len());
                 let open = self.reported < self.blocks.len();
                 match self.blocks.last_mut() {
                     Some(Block::Reasoning {
@@ -566,6 +637,7 @@ impl MessageBuilder {
                 self.report_complete(self.blocks.len(), &mut out);
             }
             ProviderEvent::ToolCallStarted { id: wire_id, name } => {
+                self.calls += 1;
                 let id = new_call_id();
                 self.open_calls.push((wire_id, id.clone()));
                 let origin = self.origin(&name);
@@ -575,6 +647,8 @@ impl MessageBuilder {
                 id: wire_id,
                 arguments,
             } => {
+                self.streamed_arguments = true;
+                self.count(arguments.len());
                 let id = self.streaming_call(&wire_id);
                 out.push(AgentEvent::ToolCallDelta { id, arguments });
             }
@@ -585,6 +659,14 @@ impl MessageBuilder {
                 signature,
             } => {
                 let id = self.finished_call(&wire_id);
+                if !self.streamed_arguments {
+                    // Arguments that came whole (Gemini): their size as JSON text.
+                    let size = match &arguments {
+                        Ok(value) => json_size(value),
+                        Err(invalid) => invalid.raw.len(),
+                    };
+                    self.count(size);
+                }
                 let origin = self.origin(&name);
                 let (arguments, invalid_arguments) = match arguments {
                     Ok(value) => (value, None),

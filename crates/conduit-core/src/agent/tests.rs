@@ -781,3 +781,50 @@ async fn two_calls_under_one_repeated_id_are_asked_and_answered_apart() {
     );
     assert_eq!(results[1], (false, "allow me".to_owned()));
 }
+
+#[tokio::test]
+async fn a_response_with_too_many_tool_calls_fails_the_turn_and_runs_none() {
+    let mut events: Vec<_> = (0..1000)
+        .map(|i| call(&format!("c{i}"), "echo", json!({"text": "x"})))
+        .collect();
+    events.push(stop(StopReason::ToolUse));
+    let provider = ScriptedProvider::new(vec![events]);
+    let run = run(provider, vec![Arc::new(Echo(spec("echo")))]).await;
+    let err = run.outcome.unwrap_err();
+    assert_eq!(err.kind, ProviderErrorKind::Protocol);
+    assert!(
+        err.message
+            .contains(&format!("more than {MAX_RESPONSE_CALLS} tool calls")),
+        "{}",
+        err.message
+    );
+    assert!(
+        !run.events
+            .iter()
+            .any(|e| matches!(e, AgentEvent::ToolCallRunning { .. })),
+        "no call ran"
+    );
+    // The calls kept from the partial answer are each answered, so the history stays valid.
+    let results = results_of(&run.history[2]);
+    assert_eq!(results.len(), MAX_RESPONSE_CALLS + 1);
+    assert!(results.iter().all(|r| r.1));
+}
+
+#[tokio::test]
+async fn a_response_past_the_byte_cap_fails_the_turn() {
+    // 33 deltas of 1 MiB: the cap is reached without a 32 MiB allocation in the script.
+    let piece = "x".repeat(1024 * 1024);
+    let mut events: Vec<_> = (0..(MAX_RESPONSE_BYTES / piece.len() + 1))
+        .map(|_| text(&piece))
+        .collect();
+    events.push(stop(StopReason::EndTurn));
+    let provider = ScriptedProvider::new(vec![events]);
+    let run = run(provider, vec![]).await;
+    let err = run.outcome.unwrap_err();
+    assert_eq!(err.kind, ProviderErrorKind::Protocol);
+    assert!(
+        err.message.contains("larger than 32 MiB"),
+        "{}",
+        err.message
+    );
+}
