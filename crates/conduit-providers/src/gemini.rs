@@ -300,7 +300,10 @@ impl StreamDecoder for Decoder {
         if let Some(usage) = chunk.usage_metadata {
             self.usage = Some(Usage {
                 input_tokens: usage.prompt_token_count,
-                output_tokens: usage.candidates_token_count + usage.thoughts_token_count,
+                // Counts are the provider's word; a sum past u64 is kept at the largest.
+                output_tokens: usage
+                    .candidates_token_count
+                    .saturating_add(usage.thoughts_token_count),
                 cache_read_tokens: usage.cached_content_token_count,
                 reasoning_tokens: usage.thoughts_token_count,
             });

@@ -346,7 +346,16 @@ impl Decoder {
         let latest = self.calls.keys().next_back().copied();
         let index = match (call.index, &name) {
             (Some(index), _) => index,
-            (None, Some(_)) => latest.map_or(0, |index| index + 1),
+            // The call after one at index u64::MAX has no index of its own.
+            (None, Some(_)) => match latest {
+                None => 0,
+                Some(index) => index.checked_add(1).ok_or_else(|| {
+                    ProviderError::new(
+                        ProviderErrorKind::Protocol,
+                        "a tool call follows one at the largest index",
+                    )
+                })?,
+            },
             (None, None) => latest.unwrap_or(0),
         };
         let id = call.id.filter(|s| !s.is_empty());

@@ -278,3 +278,20 @@ fn an_error_body_sent_as_an_array_gives_its_message() {
         "Resource has been exhausted (e.g. check quota)."
     );
 }
+
+#[test]
+fn usage_counts_past_u64_do_not_overflow() {
+    let sse = concat!(
+        r#"data: {"candidates":[{"content":{"parts":[{"text":"hi"}],"role":"model"},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":1,"candidatesTokenCount":18446744073709551615,"thoughtsTokenCount":5}}"#,
+        "\n\n",
+    );
+    let events = replay(&mut Decoder::default(), sse);
+    let usage = events
+        .into_iter()
+        .find_map(|event| match event {
+            Ok(ProviderEvent::Usage(usage)) => Some(usage),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(usage.output_tokens, u64::MAX);
+}

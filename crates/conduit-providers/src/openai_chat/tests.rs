@@ -287,3 +287,17 @@ fn an_html_error_page_shows_its_status_and_title() {
         "the provider had an internal error (HTTP 504): an HTML page instead of an error message: \"504 Gateway Time-out\""
     );
 }
+
+#[test]
+fn a_call_after_the_largest_index_is_an_error_not_an_overflow() {
+    let sse = concat!(
+        r#"data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":18446744073709551615,"id":"a","function":{"name":"f","arguments":""}}]}}]}"#,
+        "\n\n",
+        r#"data: {"choices":[{"index":0,"delta":{"tool_calls":[{"id":"b","function":{"name":"g","arguments":""}}]}}]}"#,
+        "\n\n",
+    );
+    let events = replay(&mut Decoder::default(), sse);
+    let err = events.into_iter().find_map(Result::err).unwrap();
+    assert_eq!(err.kind, ProviderErrorKind::Protocol);
+    assert!(err.message.contains("largest index"), "{}", err.message);
+}
