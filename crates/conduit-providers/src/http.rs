@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
 
 use conduit_core::provider::{EventStream, ProviderError, ProviderErrorKind, ProviderEvent};
@@ -559,10 +559,15 @@ where
     E: std::error::Error + Send + Sync + 'static,
 {
     let pending = Arc::new(AtomicUsize::new(0));
+    // When bytes last came, in milliseconds from the start: a comment (`: ping`), which
+    // proxies send while a model thinks, yields no event but shows the stream is alive.
+    let started = tokio::time::Instant::now();
+    let last_bytes = Arc::new(AtomicU64::new(0));
     let counted = {
-        let pending = pending.clone();
+        let (pending, last_bytes) = (pending.clone(), last_bytes.clone());
         bytes.map(move |chunk| {
             let chunk = chunk?;
+            last_bytes.store(millis_since(started), Ordering::Relaxed);
             let now = pending
                 .fetch_add(bytes::Buf::remaining(&chunk), Ordering::Relaxed)
                 .saturating_add(bytes::Buf::remaining(&chunk));
@@ -576,7 +581,20 @@ where
         let events = SseStream::from_bytes_stream(counted);
         futures::pin_mut!(events);
         loop {
-            let next = tokio::time::timeout(read_timeout, events.next()).await;
+            // Nothing for `read_timeout` is a stall; bytes without an event (comments)
+            // are not.
+            let next = loop {
+                let quiet = Duration::from_millis(
+                    millis_since(started).saturating_sub(last_bytes.load(Ordering::Relaxed)),
+                );
+                let left = read_timeout.saturating_sub(quiet);
+                if left.is_zero() {
+                    break Err(());
+                }
+                if let Ok(next) = tokio::time::timeout(left, events.next()).await {
+                    break Ok(next);
+                }
+            };
             let decoded = match next {
                 Err(_) => Err(ProviderError::new(
                     ProviderErrorKind::Stalled,
@@ -624,6 +642,11 @@ where
         }
     };
     stream.boxed()
+}
+
+/// Milliseconds from `started` to now.
+fn millis_since(started: tokio::time::Instant) -> u64 {
+    u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Events, or the error, as stream items.

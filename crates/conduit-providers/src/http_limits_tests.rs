@@ -301,3 +301,29 @@ async fn a_key_in_the_url_stays_out_of_connection_errors() {
         err.message
     );
 }
+
+#[tokio::test]
+async fn comments_while_a_model_thinks_are_not_a_stall() {
+    // A proxy's keep-alive comment every 100 ms for three times the read timeout, then
+    // the answer: alive all along. Then silence: a stall.
+    let chunks = async_stream::stream! {
+        for _ in 0..15 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            yield Ok::<_, std::io::Error>(bytes::Bytes::from_static(b": PROCESSING\n\n"));
+        }
+        yield Ok(bytes::Bytes::from_static(b"data: thought it through\n\n"));
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    };
+    let events: Vec<_> = decode_sse(chunks, Echo, Duration::from_millis(500))
+        .collect()
+        .await;
+    assert!(
+        matches!(&events[0], Ok(ProviderEvent::TextDelta(text)) if text == "thought it through"),
+        "{events:?}"
+    );
+    assert!(
+        matches!(&events[1], Err(err) if err.kind == ProviderErrorKind::Stalled),
+        "{events:?}"
+    );
+    assert_eq!(events.len(), 2);
+}
