@@ -1,7 +1,9 @@
 //! `conduit repl` on a pseudo-terminal (python3's pty module drives it, as a person
 //! types): a tool call approved inline, `/history`, `/new`, `/attach`, `/tools`,
 //! `/model`, Ctrl-C stopping an answer with what it said kept, Ctrl-D and Ctrl-C at the
-//! prompt leaving, and a model without native tools calling one as text.
+//! prompt leaving, a model without native tools calling one as text, and a hostile
+//! answer's terminal controls shown as marks, not obeyed (in `conduit chat` and
+//! `conduit sessions show` too).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -332,4 +334,171 @@ async fn a_model_without_native_tools_calls_one_as_text_approved_inline_and_a_st
         json!([{"type": "text", "text": "Let me "}]),
         "{stopped}"
     );
+}
+
+/// A prompt-injected answer: a fake approval question, then "invisible from here on"
+/// (SGR 8), a clipboard write (OSC 52), a window title (OSC 2), a line erased and a
+/// reordered line, streamed in pieces that split the sequences.
+const HOSTILE: [&str; 4] = [
+    "Run it? allow [o]nce \x1b[8",
+    "mhidden\x1b]52;c;cm0gLXJmIH4=\x07\x1b]2;t",
+    "itle\x07 \r\x1b[2Kgone \u{202e}txt.exe",
+    " \u{9b}8m end",
+];
+/// The same answer as the terminal must show it.
+const HOSTILE_SHOWN: &str = "Run it? allow [o]nce ␛[8mhidden␛]52;c;cm0gLXJmIH4=␇␛]2;title␇ ␍␛[2Kgone <U+202E>txt.exe <U+009B>8m end";
+
+/// What a terminal would obey in the hostile answer (rustyline's own escapes are left
+/// out of the search by looking for the answer's sequences only).
+fn obeyed(output: &str) -> Vec<&'static str> {
+    [
+        "\x1b[8m",
+        "\x1b]52",
+        "\x1b]2;",
+        "\x07",
+        "\r\x1b[2Kgone",
+        "\u{202e}",
+        "\u{9b}",
+    ]
+    .into_iter()
+    .filter(|raw| output.contains(raw))
+    .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_answer_is_shown_inert_and_the_real_approval_question_starts_plain() {
+    let dialect = Dialect::OpenAiChat;
+    let server = ScriptedLlm::start(vec![
+        dialect.turn(
+            &HOSTILE,
+            &[ScriptedCall::new(
+                "call_1",
+                "test__echo",
+                json!({"text": "\x1b[8mquiet"}),
+            )],
+        ),
+        dialect.text(&["Done."]),
+    ])
+    .await
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let session = repl(
+        &server,
+        home.path(),
+        vec![
+            expect("> "),
+            send("hello"),
+            expect(HOSTILE_SHOWN),
+            // The real question: after a style reset, on a line of its own.
+            expect("\n\x1b[0m? test__echo wants to run with {\"text\":\"\\u001b[8mquiet\"}"),
+            expect("allow [o]nce, [a]lways, or [d]eny?"),
+            send("d"),
+            expect("Done."),
+            expect("> "),
+            send("/history"),
+            expect(&format!("model: {HOSTILE_SHOWN}")),
+            expect("> "),
+            key("ctrl-d"),
+        ],
+    )
+    .await;
+    assert_eq!(session.failure, None, "{:?}", session.transcript);
+    assert_eq!(session.code, Some(0), "{:?}", session.transcript);
+    assert_eq!(
+        obeyed(&session.transcript),
+        Vec::<&str>::new(),
+        "{:?}",
+        session.transcript
+    );
+    // The approval prompt itself comes after a reset too (rustyline may put its cursor
+    // query between them).
+    let asked = session
+        .transcript
+        .find("  allow [o]nce, [a]lways, or [d]eny?")
+        .unwrap();
+    let before = &session.transcript[..asked];
+    let reset = before.rfind("\x1b[0m").unwrap();
+    let header = before.rfind("? test__echo wants to run").unwrap();
+    assert!(reset > header, "{:?}", session.transcript);
+
+    // What was saved is the answer as the model sent it; shown, it is inert.
+    let conversations = saved_conversations(home.path());
+    let saved = &conversations[0]["messages"][1]["blocks"][0]["text"];
+    assert_eq!(saved.as_str().unwrap(), HOSTILE.concat(), "{saved}");
+    let id = conversations[0]["conversation"]["id"].as_str().unwrap();
+    let shown = conduit(home.path(), &["sessions", "show", id], None);
+    let shown = String::from_utf8(shown.stdout).unwrap();
+    assert!(shown.contains(HOSTILE_SHOWN), "{shown:?}");
+    assert_eq!(obeyed(&shown), Vec::<&str>::new(), "{shown:?}");
+    let json = conduit(home.path(), &["sessions", "show", id, "--json"], None);
+    let json = String::from_utf8(json.stdout).unwrap();
+    assert_eq!(obeyed(&json), Vec::<&str>::new(), "{json:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conduit_chat_shows_a_hostile_answer_inert_as_text_and_as_json() {
+    let dialect = Dialect::OpenAiChat;
+    for json_lines in [false, true] {
+        let server = ScriptedLlm::start(vec![
+            dialect.turn(
+                &HOSTILE,
+                &[ScriptedCall::new(
+                    "call_1",
+                    "test__echo",
+                    json!({"text": "\x1b]52;c;eA==\x07"}),
+                )],
+            ),
+            dialect.text(&["\x1b[8mDone."]),
+        ])
+        .await
+        .unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let mut args = vec![
+            "chat".to_owned(),
+            "--kind".to_owned(),
+            dialect.kind().to_owned(),
+            "--base-url".to_owned(),
+            dialect.base_url(&server.url()),
+            "--model".to_owned(),
+            "gpt-test".to_owned(),
+            "--approve".to_owned(),
+            "auto".to_owned(),
+        ];
+        if json_lines {
+            args.push("--json".to_owned());
+        }
+        args.push("echo".to_owned());
+        let output = tokio::process::Command::new(binary("conduit").unwrap())
+            .args(&args)
+            .env("CONDUIT_HOME", home.path())
+            .env("CONDUIT_TEST_TOOLS", "1")
+            .env("CONDUIT_SECRET_STORE", "file")
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .output();
+        let output = tokio::time::timeout(Duration::from_secs(60), output)
+            .await
+            .unwrap()
+            .unwrap();
+        let stdout = String::from_utf8(output.stdout).unwrap();
+        assert_eq!(output.status.code(), Some(0), "{stdout:?}");
+        assert_eq!(obeyed(&stdout), Vec::<&str>::new(), "{stdout:?}");
+        if json_lines {
+            // The JSON still carries the answer exactly; only its form is inert.
+            let text: String = stdout
+                .lines()
+                .map(|line| serde_json::from_str::<Value>(line).unwrap())
+                .filter(|event| event["type"] == "text_delta")
+                .map(|event| event["text"].as_str().unwrap().to_owned())
+                .collect();
+            assert_eq!(text, format!("{}\x1b[8mDone.", HOSTILE.concat()));
+        } else {
+            assert!(stdout.contains(HOSTILE_SHOWN), "{stdout:?}");
+            assert!(
+                stdout.contains("← test__echo done in ") && stdout.contains(" ms: ␛]52;c;eA==␇"),
+                "{stdout:?}"
+            );
+            assert!(stdout.contains("␛[8mDone."), "{stdout:?}");
+        }
+    }
 }

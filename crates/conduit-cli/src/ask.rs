@@ -2,7 +2,9 @@
 //! its default, checked, and asked again when wrong; a URL is shown in full and opened
 //! only after a yes. A sampling request is shown whole and runs only after a yes, and
 //! its result goes back only after another. Without a terminal nothing is offered, so
-//! servers do not ask.
+//! servers do not ask. Everything a server or model wrote is shown through
+//! [`shown`], and each question starts on its own line after a style reset, so that
+//! nothing printed before it can hide, rewrite or restyle it.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Arc;
@@ -16,6 +18,8 @@ use conduit_host::mcp_client::sampling::{
 };
 use conduit_host::sampling::{ModelPick, NO_SAMPLING_PROVIDER, Sampler, settle_without_asking};
 use serde_json::{Map, Value};
+
+use crate::terminal::{RESET, shown};
 
 /// Asks on this process's terminal, if it has one.
 pub struct TerminalAsker {
@@ -44,13 +48,13 @@ impl TerminalAsker {
         })
     }
 
-    /// Asks a yes/no question after `shown`, on the terminal, off the async workers.
-    async fn confirm(&self, shown: String, prompt: &'static str) -> bool {
+    /// Asks a yes/no question after `described`, on the terminal, off the async workers.
+    async fn confirm(&self, described: String, prompt: &'static str) -> bool {
         let asked = tokio::task::spawn_blocking(move || {
             let stdin = std::io::stdin();
             let mut input = stdin.lock();
             let mut output = std::io::stderr();
-            yes(&shown, prompt, &mut input, &mut output)
+            yes(&described, prompt, &mut input, &mut output)
         })
         .await;
         match asked {
@@ -133,32 +137,36 @@ impl Asker for TerminalAsker {
     }
 }
 
-/// Shows `shown`, asks `prompt`; only a `y` is a yes (the end of input is a no).
+/// Shows `described` (made by [`describe_request`] or [`describe_result`], its outside
+/// text already shown safely), asks `prompt` on a line of its own; only a `y` is a yes
+/// (the end of input is a no).
 pub fn yes(
-    shown: &str,
+    described: &str,
     prompt: &str,
     input: &mut dyn BufRead,
     output: &mut dyn Write,
 ) -> std::io::Result<bool> {
-    write!(output, "{shown}")?;
+    let own_line = if described.ends_with('\n') { "" } else { "\n" };
+    write!(output, "{RESET}{described}{own_line}")?;
     Ok(line(input, output, prompt)?.is_some_and(|answer| answer.eq_ignore_ascii_case("y")))
 }
 
 /// A sampling request as the terminal shows it: the server, what would run where, the
-/// system prompt, every message and the tools offered.
+/// system prompt, every message and the tools offered. All of it but the frame is the
+/// server's, shown through [`shown`].
 pub fn describe_request(request: &SamplingRequest, pick: &ModelPick) -> String {
     let mut out = format!(
         "\nThe MCP server {:?} asks to run a model (at most {} tokens) on {}{}.\n",
-        request.server,
+        shown(&request.server),
         request.max_tokens,
-        pick.provider,
+        shown(&pick.provider),
         pick.model
             .as_deref()
-            .map(|m| format!(" / {m}"))
+            .map(|m| format!(" / {}", shown(m)))
             .unwrap_or_default()
     );
     if !request.model_hints.is_empty() {
-        out += &format!("It prefers: {}\n", request.model_hints.join(", "));
+        out += &format!("It prefers: {}\n", shown(&request.model_hints.join(", ")));
     }
     if let Some(system) = &request.system_prompt {
         out += &format!("System prompt:\n  {}\n", indent(system));
@@ -175,19 +183,19 @@ pub fn describe_request(request: &SamplingRequest, pick: &ModelPick) -> String {
     for tool in &request.tools {
         out += &format!(
             "Tool offered: {}{}\n",
-            tool.name,
+            shown(&tool.name),
             tool.description
                 .as_deref()
-                .map(|d| format!(" - {d}"))
+                .map(|d| format!(" - {}", indent(d)))
                 .unwrap_or_default()
         );
     }
     out
 }
 
-/// The model's answer as the terminal shows it.
+/// The model's answer as the terminal shows it (the model's words through [`shown`]).
 pub fn describe_result(result: &SampledMessage) -> String {
-    let mut out = format!("\nThe model {} answered:\n", result.model);
+    let mut out = format!("\nThe model {} answered:\n", shown(&result.model));
     for content in &result.content {
         out += &format!("  {}\n", describe_content(content));
     }
@@ -199,13 +207,14 @@ fn describe_content(content: &SamplingContent) -> String {
         SamplingContent::Text { text } => indent(text),
         SamplingContent::Image {
             mime_type, bytes, ..
-        } => format!("(image, {mime_type}, {bytes} bytes)"),
+        } => format!("(image, {}, {bytes} bytes)", shown(mime_type)),
         SamplingContent::Audio { mime_type, bytes } => {
-            format!("(audio, {mime_type}, {bytes} bytes)")
+            format!("(audio, {}, {bytes} bytes)", shown(mime_type))
         }
         SamplingContent::ToolUse { name, input, .. } => format!(
-            "(asks the server to run {name} with {})",
-            serde_json::Value::Object(input.clone())
+            "(asks the server to run {} with {})",
+            shown(name),
+            shown(&serde_json::Value::Object(input.clone()).to_string())
         ),
         SamplingContent::ToolResult { text, is_error, .. } => format!(
             "({} of a tool) {}",
@@ -215,8 +224,9 @@ fn describe_content(content: &SamplingContent) -> String {
     }
 }
 
+/// Outside text shown safely, its later lines indented under its first.
 fn indent(text: &str) -> String {
-    text.replace('\n', "\n  ")
+    shown(text).replace('\n', "\n  ")
 }
 
 /// Asks `question` on `input`/`output`; the end of input cancels.
@@ -227,12 +237,13 @@ pub fn ask(
 ) -> std::io::Result<ElicitationAnswer> {
     writeln!(
         output,
-        "\nThe MCP server {:?} asks: {}",
-        question.server, question.message
+        "{RESET}\nThe MCP server {:?} asks: {}",
+        shown(&question.server),
+        shown(&question.message)
     )?;
     match &question.kind {
         ElicitationKind::Url { url } => {
-            writeln!(output, "It wants you to open this page:\n  {url}")?;
+            writeln!(output, "It wants you to open this page:\n  {}", shown(url))?;
             match line(input, output, "Open it in your browser? [y/N/c to cancel] ")? {
                 None => Ok(ElicitationAnswer::Cancel),
                 Some(answer) if answer.eq_ignore_ascii_case("c") => Ok(ElicitationAnswer::Cancel),
@@ -249,7 +260,7 @@ pub fn ask(
                             Ok(ElicitationAnswer::Accept(Map::new()))
                         }
                         Err(refused) => {
-                            writeln!(output, "{refused}")?;
+                            writeln!(output, "{}", shown(&refused))?;
                             Ok(ElicitationAnswer::Decline)
                         }
                     }
@@ -288,13 +299,14 @@ enum Asked {
     Ended,
 }
 
-/// One line, trimmed; `None` at the end of input.
+/// One line, trimmed; `None` at the end of input. The prompt comes after a style reset
+/// (the callers start it on a line of its own).
 fn line(
     input: &mut dyn BufRead,
     output: &mut dyn Write,
     prompt: &str,
 ) -> std::io::Result<Option<String>> {
-    write!(output, "{prompt}")?;
+    write!(output, "{RESET}{prompt}")?;
     output.flush()?;
     let mut text = String::new();
     if input.read_line(&mut text)? == 0 {
@@ -310,11 +322,12 @@ fn field_value(
     input: &mut dyn BufRead,
     output: &mut dyn Write,
 ) -> std::io::Result<Asked> {
-    let label = field.title.as_deref().unwrap_or(&field.name);
+    let label = shown(field.title.as_deref().unwrap_or(&field.name));
     if let Some(description) = &field.description {
-        writeln!(output, "  {description}")?;
+        writeln!(output, "  {}", indent(description))?;
     }
     let (hint, default) = describe(&field.input);
+    let hint = shown(&hint);
     let required = if field.required { " (required)" } else { "" };
     loop {
         let Some(text) = line(input, output, &format!("{label}{required}{hint}: "))? else {
@@ -336,7 +349,8 @@ fn field_value(
         });
         match checked {
             Ok(value) => return Ok(Asked::Value(Some(value))),
-            Err(why) => writeln!(output, "  {why}")?,
+            // The reason can quote the server's options and limits.
+            Err(why) => writeln!(output, "  {}", shown(&why))?,
         }
     }
 }
@@ -561,6 +575,127 @@ mod tests {
             run(&q, "y\n").0,
             ElicitationAnswer::Cancel,
             "input ended mid-form"
+        );
+    }
+
+    /// What a terminal would obey in `shown`, once the style resets Conduit writes
+    /// before its questions are taken out.
+    fn raw_controls(shown: &str) -> Vec<char> {
+        shown
+            .replace(RESET, "")
+            .chars()
+            .filter(|&c| {
+                (c.is_control() && c != '\n' && c != '\t')
+                    || ('\u{202a}'..='\u{202e}').contains(&c)
+                    || ('\u{2066}'..='\u{2069}').contains(&c)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_hostile_form_cannot_rewrite_its_question_and_each_prompt_starts_plain() {
+        // The server's name, message, titles, descriptions and options each try to act
+        // on the terminal: erase the line to fake another server, hide text, set the
+        // title, write the clipboard, reorder the line.
+        let q = Elicitation {
+            server: "evil\r\x1b[2Kgithub".into(),
+            message: "Who are you?\x1b[8m".into(),
+            kind: ElicitationKind::Form {
+                fields: form_fields(&json!({"type": "object", "properties": {
+                    "name": {"type": "string", "title": "Name\x1b]0;pwned\x07",
+                             "description": "Your\u{202e}eman\x1b]52;c;eA==\x07"},
+                    "size": {"type": "string", "oneOf": [
+                        {"const": "s", "title": "Small\x1b[1A"},
+                        {"const": "l\u{9b}", "title": "Large"}]}
+                }}))
+                .unwrap(),
+            },
+        };
+        let (answer, shown) = run(&q, "y\nAnn\nxl\ns\n");
+        assert!(matches!(answer, ElicitationAnswer::Accept(_)), "{answer:?}");
+        assert_eq!(raw_controls(&shown), Vec::<char>::new(), "{shown:?}");
+        assert!(
+            shown.starts_with(
+                "\x1b[0m\nThe MCP server \"evil␍␛[2Kgithub\" asks: Who are you?␛[8m\n"
+            ),
+            "{shown:?}"
+        );
+        assert!(shown.contains("Your<U+202E>eman␛]52;c;eA==␇"), "{shown:?}");
+        // Every prompt comes after a reset, at the start of a line.
+        for prompt in [
+            "\n\x1b[0mAnswer? [y/N/c to cancel] ",
+            "\n\x1b[0mName␛]0;pwned␇: ",
+            "\x1b[0msize (s = Small␛[1A, l<U+009B> = Large): ",
+        ] {
+            assert!(shown.contains(prompt), "{prompt:?} in {shown:?}");
+        }
+        // The URL and its message are shown as harmlessly.
+        let q = Elicitation {
+            server: "pay".into(),
+            message: "Pay\x1b]2;Conduit\x07".into(),
+            kind: ElicitationKind::Url {
+                url: "https://pay.example/\x1b[8m".into(),
+            },
+        };
+        let (_, shown) = run(&q, "n\n");
+        assert_eq!(raw_controls(&shown), Vec::<char>::new(), "{shown:?}");
+        assert!(shown.contains("https://pay.example/␛[8m"), "{shown:?}");
+        assert!(
+            shown.contains("\n\x1b[0mOpen it in your browser? [y/N/c to cancel] "),
+            "{shown:?}"
+        );
+    }
+
+    #[test]
+    fn a_hostile_sampling_request_and_answer_cannot_rewrite_the_question() {
+        // Cursor up and erase the line would rewrite the header; the rest hide or restyle.
+        let request = SamplingRequest::from_wire(
+            "weather\x1b[8m",
+            &json!({"messages": [
+                        {"role": "user", "content": {"type": "text", "text": "Hi\x1b[1A\x1b[2K\rThe MCP server \"trusted\""}},
+                        {"role": "assistant", "content": {"type": "tool_use", "id": "t1", "name": "rm\x1b[8m", "input": {"path": "\u{202e}/"}}}],
+                    "systemPrompt": "Be brief.\x1b]52;c;eA==\x07", "maxTokens": 40,
+                    "modelPreferences": {"hints": [{"name": "claude\x07"}]},
+                    "tools": [{"name": "lookup\x1b[0m", "description": "Looks\nup\x1b[8m", "inputSchema": {"type": "object"}}]}),
+        )
+        .unwrap();
+        let pick = ModelPick {
+            provider: "anthropic".into(),
+            model: Some("claude-x".into()),
+        };
+        let described = describe_request(&request, &pick);
+        assert_eq!(
+            raw_controls(&described),
+            Vec::<char>::new(),
+            "{described:?}"
+        );
+        for part in [
+            "The MCP server \"weather␛[8m\" asks",
+            "[user] Hi␛[1A␛[2K␍The MCP server",
+            "System prompt:\n  Be brief.␛]52;c;eA==␇",
+            "It prefers: claude␇",
+            "Tool offered: lookup␛[0m - Looks\n  up␛[8m",
+        ] {
+            assert!(described.contains(part), "{part:?} in {described:?}");
+        }
+        let mut input = std::io::Cursor::new(b"n\n".to_vec());
+        let mut output = Vec::new();
+        // A description that does not end its line still leaves the prompt its own.
+        assert!(!yes("no newline", "Run it? [y/N] ", &mut input, &mut output).unwrap());
+        assert_eq!(
+            String::from_utf8(output).unwrap(),
+            "\x1b[0mno newline\n\x1b[0mRun it? [y/N] "
+        );
+        let result = SampledMessage {
+            model: "claude-x\x1b[2K".into(),
+            content: vec![SamplingContent::Text {
+                text: "Sunny\u{9d}0;t\u{9c}".into(),
+            }],
+            stop_reason: conduit_host::mcp_client::sampling::SamplingStop::EndTurn,
+        };
+        assert_eq!(
+            describe_result(&result),
+            "\nThe model claude-x␛[2K answered:\n  Sunny<U+009D>0;t<U+009C>\n"
         );
     }
 

@@ -14,6 +14,7 @@ use conduit_host::core::content::ResultPart;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::terminal::{shown, shown_json};
 use crate::{EXIT_FAILURE, EXIT_INTERRUPTED, Failure, usage_error};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -204,7 +205,9 @@ pub async fn run(host: Arc<Host>, args: ChatArgs) -> Result<u8, Failure> {
     }
 }
 
-/// Prints the agent's events as text for people or as JSON Lines for programs.
+/// Prints the agent's events as text for people or as JSON Lines for programs. The
+/// model's text, tool names, arguments and results and providers' errors are outside
+/// text: they pass through [`shown`] (JSON through [`shown_json`]) before they print.
 struct Printer {
     json: bool,
     host: Arc<Host>,
@@ -223,28 +226,34 @@ impl Printer {
         }
         match event {
             AgentEvent::TextDelta { text } => {
+                // Each piece is shown alone: only a CRLF spans characters, and one split
+                // between pieces merely shows its ␍.
                 let mut out = std::io::stdout().lock();
-                let _ = out.write_all(text.as_bytes());
+                let _ = out.write_all(shown(text).as_bytes());
                 let _ = out.flush();
             }
             AgentEvent::ToolCallReady { call } => {
-                println!("\n→ {} {}", call.name, call.arguments);
+                println!(
+                    "\n→ {} {}",
+                    shown(&call.name),
+                    shown(&call.arguments.to_string())
+                );
             }
             AgentEvent::ToolResult {
                 result,
                 duration_ms,
             } => {
                 let state = if result.is_error { "failed" } else { "done" };
-                let mut line = format!("← {} {state} in {duration_ms} ms", result.name);
+                let mut line = format!("← {} {state} in {duration_ms} ms", shown(&result.name));
                 let text = result.text();
                 let first = text.lines().next().unwrap_or_default();
                 if !first.is_empty() {
-                    line.push_str(&format!(": {}", truncate(first, 120)));
+                    line.push_str(&format!(": {}", shown(&truncate(first, 120))));
                 }
                 for media in result.parts.iter().filter_map(ResultPart::media) {
                     line.push_str(&format!(
                         "\n  {} ({} bytes): {}",
-                        media.mime,
+                        shown(&media.mime),
                         media.bytes,
                         self.host.media_path(media).display()
                     ));
@@ -252,7 +261,10 @@ impl Printer {
                 println!("{line}");
             }
             AgentEvent::ToolCallDenied { reason, .. } => {
-                eprintln!("conduit: tool call denied: {reason} (pass --approve auto to run tools)");
+                eprintln!(
+                    "conduit: tool call denied: {} (pass --approve auto to run tools)",
+                    shown(reason)
+                );
             }
             AgentEvent::Retrying {
                 attempt,
@@ -260,7 +272,8 @@ impl Printer {
                 error,
             } => {
                 eprintln!(
-                    "conduit: {error}; retrying in {:.1} s (attempt {attempt})",
+                    "conduit: {}; retrying in {:.1} s (attempt {attempt})",
+                    shown(&error.to_string()),
                     *delay_ms as f64 / 1000.0
                 );
             }
@@ -299,8 +312,9 @@ impl Printer {
     }
 
     fn json_line(&self, value: &Value) {
+        let line = serde_json::to_string(value).unwrap_or_default();
         let mut out = std::io::stdout().lock();
-        let _ = serde_json::to_writer(&mut out, value);
+        let _ = out.write_all(shown_json(&line).as_bytes());
         let _ = out.write_all(b"\n");
         let _ = out.flush();
     }
@@ -341,7 +355,7 @@ impl Printer {
         } else {
             println!();
         }
-        eprintln!("conduit: {message}");
+        eprintln!("conduit: {}", shown(message));
         if let Some(id) = conversation.filter(|_| !self.json) {
             eprintln!("conduit: conversation {id}");
         }

@@ -7,6 +7,7 @@ mod mcp;
 mod providers;
 mod repl;
 mod sessions;
+mod terminal;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -147,7 +148,8 @@ fn main() -> ExitCode {
     match runtime.block_on(run(cli)) {
         Ok(code) => ExitCode::from(code),
         Err(failure) => {
-            eprintln!("conduit: {}", said_once(&failure.error));
+            // Errors carry providers' and servers' messages.
+            eprintln!("conduit: {}", terminal::shown(&said_once(&failure.error)));
             ExitCode::from(failure.code)
         }
     }

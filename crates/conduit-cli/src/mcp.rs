@@ -1,4 +1,7 @@
 //! `conduit mcp`: the servers of the mcpServers file, their tools, resources and prompts.
+//! Server names (the mcpServers file may come from anywhere), what servers report, their
+//! stderr and their results are outside text: printed through [`shown`] or
+//! [`shown_json`].
 
 use std::io::Write;
 use std::sync::Arc;
@@ -13,6 +16,7 @@ use conduit_host::mcp_client::runtime::McpRuntime;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::terminal::{copy_shown, shown, shown_json};
 use crate::{EXIT_FAILURE, Failure, usage_error};
 
 #[derive(Debug, Subcommand)]
@@ -142,7 +146,7 @@ async fn run_with(
         McpCommand::List { json } => {
             let statuses = servers.statuses();
             if json {
-                println!("{}", serde_json::to_string_pretty(&statuses)?);
+                println!("{}", shown_json(&serde_json::to_string_pretty(&statuses)?));
                 return Ok(0);
             }
             if statuses.is_empty() {
@@ -152,42 +156,46 @@ async fn run_with(
                 );
             }
             for status in statuses {
+                let name = shown(&status.name);
                 match &status.state {
                     ServerState::Ready {
                         details,
                         tool_count,
                     } => println!(
                         "{:<20} ready     {tool_count} {}  ({} {})",
-                        status.name,
+                        name,
                         if *tool_count == 1 { "tool " } else { "tools" },
-                        details.name.as_deref().unwrap_or("?"),
-                        details.version.as_deref().unwrap_or("")
+                        shown(details.name.as_deref().unwrap_or("?")),
+                        shown(details.version.as_deref().unwrap_or(""))
                     ),
                     ServerState::Failed {
                         reason,
                         exit_code,
                         stderr_tail,
                     } => {
-                        println!("{:<20} failed    {reason}", status.name);
+                        println!("{:<20} failed    {}", name, shown(reason));
                         if let Some(code) = exit_code {
                             println!("{:<20}           exit code {code}", "");
                         }
                         for line in stderr_tail.iter().rev().take(5).rev() {
-                            println!("{:<20}   stderr: {line}", "");
+                            println!("{:<20}   stderr: {}", "", shown(line));
                         }
                     }
                     ServerState::Restarting {
                         attempt, reason, ..
                     } => println!(
-                        "{:<20} restarting (attempt {attempt}): {reason}",
-                        status.name
+                        "{:<20} restarting (attempt {attempt}): {}",
+                        name,
+                        shown(reason)
                     ),
-                    ServerState::Disabled => println!("{:<20} disabled", status.name),
+                    ServerState::Disabled => println!("{:<20} disabled", name),
                     ServerState::SignInRequired { reason, .. } => println!(
-                        "{:<20} sign-in   {reason}: run `conduit mcp login {}`",
-                        status.name, status.name
+                        "{:<20} sign-in   {}: run `conduit mcp login {}`",
+                        name,
+                        shown(reason),
+                        name
                     ),
-                    ServerState::Starting => println!("{:<20} starting", status.name),
+                    ServerState::Starting => println!("{:<20} starting", name),
                 }
             }
         }
@@ -198,9 +206,12 @@ async fn run_with(
             let authorize = BrowserSignIn::new(Arc::new(|url: &str| {
                 open::that_detached(url).map_err(|e| e.to_string())
             }));
+            // The authorization page's address is the authorization server's.
             let announce = |url: &str| {
                 eprintln!(
-                    "Sign in to {server} in your browser; if it does not open, visit:\n{url}"
+                    "Sign in to {} in your browser; if it does not open, visit:\n{}",
+                    shown(&server),
+                    shown(url)
                 );
             };
             host.sign_in_mcp(servers, &server, &authorize, &announce)
@@ -210,32 +221,32 @@ async fn run_with(
                     state: ServerState::Ready { tool_count, .. },
                     ..
                 }) => println!(
-                    "Signed in to {server}: ready, {tool_count} tool{}.",
+                    "Signed in to {}: ready, {tool_count} tool{}.",
+                    shown(&server),
                     if tool_count == 1 { "" } else { "s" }
                 ),
                 Some(status) => println!(
-                    "Signed in to {server}, but it is not ready: {}",
-                    serde_json::to_string(&status.state)?
+                    "Signed in to {}, but it is not ready: {}",
+                    shown(&server),
+                    shown_json(&serde_json::to_string(&status.state)?)
                 ),
-                None => println!("Signed in to {server}."),
+                None => println!("Signed in to {}.", shown(&server)),
             }
         }
         McpCommand::Logout { server } => {
             let outcome = host.sign_out_mcp(servers, &server).await?;
-            println!(
-                "{}",
-                match outcome {
-                    SignedOut::NothingStored => format!("{server} had no sign-in stored."),
-                    SignedOut::Revoked =>
-                        format!("Signed out of {server}; its tokens were revoked."),
-                    SignedOut::Forgotten => format!(
-                        "Signed out of {server}; its authorization server offers no revocation, so the tokens were forgotten here."
-                    ),
-                    SignedOut::RevocationFailed(reason) => format!(
-                        "Signed out of {server}; revoking its tokens failed ({reason}), so they were forgotten here only."
-                    ),
-                }
-            );
+            let said = match outcome {
+                SignedOut::NothingStored => format!("{server} had no sign-in stored."),
+                SignedOut::Revoked => format!("Signed out of {server}; its tokens were revoked."),
+                SignedOut::Forgotten => format!(
+                    "Signed out of {server}; its authorization server offers no revocation, so the tokens were forgotten here."
+                ),
+                SignedOut::RevocationFailed(reason) => format!(
+                    "Signed out of {server}; revoking its tokens failed ({reason}), so they were forgotten here only."
+                ),
+            };
+            // The failure's reason is the authorization server's.
+            println!("{}", shown(&said));
         }
         McpCommand::Tools { server, json } => {
             let names: Vec<String> = match &server {
@@ -271,15 +282,16 @@ async fn run_with(
                 }
             }
             if json {
-                println!("{}", serde_json::to_string_pretty(&listed)?);
+                println!("{}", shown_json(&serde_json::to_string_pretty(&listed)?));
             } else {
                 for tool in listed {
                     let description = tool["description"].as_str().unwrap_or_default();
                     let first = description.lines().next().unwrap_or_default();
                     println!(
-                        "{}/{}  {first}",
-                        tool["server"].as_str().unwrap_or_default(),
-                        tool["name"].as_str().unwrap_or_default()
+                        "{}/{}  {}",
+                        shown(tool["server"].as_str().unwrap_or_default()),
+                        shown(tool["name"].as_str().unwrap_or_default()),
+                        shown(first)
                     );
                 }
             }
@@ -294,13 +306,14 @@ async fn run_with(
             let progress_json = json;
             let progress = Arc::new(move |p: conduit_host::core::tool::Progress| {
                 if progress_json {
-                    println!("{}", json!({"type": "progress", "progress": p}));
+                    let line = json!({"type": "progress", "progress": p}).to_string();
+                    println!("{}", shown_json(&line));
                 } else {
                     let total = p.total.map(|t| format!("/{t}")).unwrap_or_default();
                     eprintln!(
                         "progress {}{total} {}",
                         p.progress,
-                        p.message.unwrap_or_default()
+                        shown(&p.message.unwrap_or_default())
                     );
                 }
             });
@@ -326,9 +339,9 @@ async fn run_with(
                 .map_err(anyhow::Error::from)?;
             println!(
                 "{}",
-                serde_json::to_string_pretty(
+                shown_json(&serde_json::to_string_pretty(
                     &json!({"resources": resources, "templates": templates})
-                )?
+                )?)
             );
         }
         McpCommand::Read { server, uri } => {
@@ -337,12 +350,12 @@ async fn run_with(
                 .read_resource(&uri)
                 .await
                 .map_err(anyhow::Error::from)?;
-            println!("{}", serde_json::to_string_pretty(&read)?);
+            println!("{}", shown_json(&serde_json::to_string_pretty(&read)?));
         }
         McpCommand::Prompts { server } => {
             let connection = ready_connection(servers, &server)?;
             let prompts = connection.prompts().await.map_err(anyhow::Error::from)?;
-            println!("{}", serde_json::to_string_pretty(&prompts)?);
+            println!("{}", shown_json(&serde_json::to_string_pretty(&prompts)?));
         }
         McpCommand::Prompt { server, name, args } => {
             let connection = ready_connection(servers, &server)?;
@@ -351,7 +364,7 @@ async fn run_with(
                 .prompt(&name, arguments)
                 .await
                 .map_err(anyhow::Error::from)?;
-            println!("{}", serde_json::to_string_pretty(&prompt)?);
+            println!("{}", shown_json(&serde_json::to_string_pretty(&prompt)?));
         }
     }
     Ok(0)
@@ -377,9 +390,9 @@ fn print_output(
             .collect();
         println!(
             "{}",
-            serde_json::to_string_pretty(
+            shown_json(&serde_json::to_string_pretty(
                 &json!({"isError": is_error, "parts": parts, "files": images})
-            )?
+            )?)
         );
         return Ok(());
     }
@@ -388,41 +401,52 @@ fn print_output(
     }
     for part in parts {
         match part {
-            ResultPart::Text { text } => println!("{text}"),
+            ResultPart::Text { text } => println!("{}", shown(text)),
             ResultPart::Image { media } | ResultPart::Audio { media } => {
                 println!(
                     "{} ({} bytes): {}",
-                    media.mime,
+                    shown(&media.mime),
                     media.bytes,
                     host.media_path(media).display()
                 );
             }
             ResultPart::ResourceLink { uri, name, .. } => {
-                println!("link: {} {uri}", name.as_deref().unwrap_or(""));
+                println!(
+                    "link: {} {}",
+                    shown(name.as_deref().unwrap_or("")),
+                    shown(uri)
+                );
             }
             ResultPart::Resource {
                 uri, text, mime, ..
             } => {
-                println!("resource {uri} ({})", mime.as_deref().unwrap_or("?"));
+                println!(
+                    "resource {} ({})",
+                    shown(uri),
+                    shown(mime.as_deref().unwrap_or("?"))
+                );
                 if let Some(text) = text {
-                    println!("{text}");
+                    println!("{}", shown(text));
                 }
             }
             ResultPart::Structured { value } => {
-                println!("{}", serde_json::to_string_pretty(value)?);
+                println!("{}", shown_json(&serde_json::to_string_pretty(value)?));
             }
             ResultPart::View { uri, structured } => {
                 // A terminal shows no view: say there is one, and print what it would get.
-                println!("[an interactive view ({uri}) the desktop app shows]");
+                println!(
+                    "[an interactive view ({}) the desktop app shows]",
+                    shown(uri)
+                );
                 if let Some(value) = structured {
-                    println!("{}", serde_json::to_string_pretty(value)?);
+                    println!("{}", shown_json(&serde_json::to_string_pretty(value)?));
                 }
             }
             ResultPart::LongText { media, .. } => {
-                // The whole output, straight from its file.
+                // The whole output from its file, shown safely a piece at a time.
                 let mut file = std::fs::File::open(host.media_path(media))?;
                 let mut out = std::io::stdout().lock();
-                std::io::copy(&mut file, &mut out)?;
+                copy_shown(&mut file, &mut out)?;
                 out.write_all(b"\n")?;
             }
         }

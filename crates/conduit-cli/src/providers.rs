@@ -9,6 +9,7 @@ use conduit_host::{Host, ProviderSettings, ToolMode};
 
 use crate::Failure;
 use crate::chat::Kind;
+use crate::terminal::{shown, shown_json};
 
 #[derive(Debug, Subcommand)]
 pub enum ProvidersCommand {
@@ -79,19 +80,20 @@ pub async fn run(host: Arc<Host>, command: ProvidersCommand) -> Result<u8, Failu
         ProvidersCommand::List { json } => {
             let providers = host.list_providers()?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&providers)?);
+                println!("{}", shown_json(&serde_json::to_string_pretty(&providers)?));
             } else if providers.is_empty() {
                 println!("No providers yet: add one with `conduit providers add`.");
             } else {
                 for p in providers {
                     let s = &p.settings;
+                    // The settings file can be edited by hand or copied from elsewhere.
                     println!(
                         "{:<16} {:<17} {}  model: {}  key: {}",
-                        s.id,
+                        shown(&s.id),
                         s.protocol.name(),
-                        s.base_url,
-                        s.default_model.as_deref().unwrap_or("-"),
-                        p.key
+                        shown(&s.base_url),
+                        shown(s.default_model.as_deref().unwrap_or("-")),
+                        shown(&p.key)
                     );
                 }
             }
@@ -139,12 +141,13 @@ pub async fn run(host: Arc<Host>, command: ProvidersCommand) -> Result<u8, Failu
         ProvidersCommand::Models { id, json } => {
             let models = host.provider_models(&id).await?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&models)?);
+                println!("{}", shown_json(&serde_json::to_string_pretty(&models)?));
             } else {
+                // The model list is the provider's.
                 for model in models {
                     match model.display_name {
-                        Some(name) => println!("{:<40} {name}", model.id),
-                        None => println!("{}", model.id),
+                        Some(name) => println!("{:<40} {}", shown(&model.id), shown(&name)),
+                        None => println!("{}", shown(&model.id)),
                     }
                 }
             }

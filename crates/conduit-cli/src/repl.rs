@@ -3,7 +3,7 @@
 //! asked about inline through the window's approval policy; lines are edited with
 //! rustyline, with a history file.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -19,6 +19,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::chat::ProviderArgs;
+use crate::terminal::{RESET, shown};
 use crate::{Failure, usage_error};
 
 #[derive(Debug, Args)]
@@ -228,10 +229,10 @@ impl Session {
                 Ok(tools) => {
                     for tool in tools {
                         let about = tool.description.lines().next().unwrap_or_default();
-                        println!("  {:<32} {about}", tool.name);
+                        println!("  {:<32} {}", shown(&tool.name), shown(about));
                     }
                 }
-                Err(err) => eprintln!("conduit: {err}"),
+                Err(err) => eprintln!("conduit: {}", shown(&err.to_string())),
             },
             "history" => self.history()?,
             "attach" if rest.is_empty() => println!("Usage: /attach PATH"),
@@ -257,7 +258,9 @@ impl Session {
             return Ok(());
         };
         let (conversation, messages) = self.host.conversation(id, None)?;
-        println!("# {} ({id})", conversation.title);
+        // Everything saved is outside text: titles and answers were written by models,
+        // results by tools.
+        println!("# {} ({id})", shown(&conversation.title));
         for message in messages {
             let who = match message.role {
                 Role::User => "you",
@@ -266,22 +269,26 @@ impl Session {
             };
             for block in &message.blocks {
                 match block {
-                    Block::Text { text } => println!("{who}: {text}"),
-                    Block::Image { media } => println!("{who}: [image {}]", media.mime),
+                    Block::Text { text } => println!("{who}: {}", shown(text)),
+                    Block::Image { media } => println!("{who}: [image {}]", shown(&media.mime)),
                     Block::Reasoning { .. } => {}
-                    Block::ToolCall(call) => println!("{who}: → {} {}", call.name, call.arguments),
+                    Block::ToolCall(call) => println!(
+                        "{who}: → {} {}",
+                        shown(&call.name),
+                        shown(&call.arguments.to_string())
+                    ),
                     Block::ToolResult(result) => {
                         let state = if result.is_error { "failed" } else { "done" };
                         println!(
                             "{who}: ← {} {state}: {}",
-                            result.name,
-                            first_line(&result.text())
+                            shown(&result.name),
+                            shown(&first_line(&result.text()))
                         );
                     }
                 }
             }
             if let Some(error) = &message.error {
-                println!("{who}: (error) {error}");
+                println!("{who}: (error) {}", shown(error));
             }
         }
         Ok(())
@@ -315,7 +322,7 @@ impl Session {
             Ok(turn) => turn,
             // Nothing was sent or saved: say why and keep the session.
             Err(err) => {
-                eprintln!("conduit: {err}");
+                eprintln!("conduit: {}", shown(&err.to_string()));
                 return Ok(());
             }
         };
@@ -351,9 +358,9 @@ impl Session {
                 Ok(Outcome::TurnLimit) => {
                     println!("(stopped: the model kept calling tools past the turn limit)")
                 }
-                Err(err) => eprintln!("conduit: {err}"),
+                Err(err) => eprintln!("conduit: {}", shown(&err.to_string())),
             },
-            Ok(Err(err)) => eprintln!("conduit: {err}"),
+            Ok(Err(err)) => eprintln!("conduit: {}", shown(&err.to_string())),
             Err(err) => eprintln!("conduit: the turn failed: {err}"),
         }
         Ok(())
@@ -371,6 +378,7 @@ impl Session {
             return Ok(());
         };
         let decision = loop {
+            reset_style();
             let read = self
                 .terminal
                 .read("  allow [o]nce, [a]lways, or [d]eny? ", false)
@@ -390,7 +398,7 @@ impl Session {
             }
         };
         if let Err(err) = approval.answer(&call.id, decision) {
-            eprintln!("conduit: {err}");
+            eprintln!("conduit: {}", shown(&err.to_string()));
         }
         Ok(())
     }
@@ -426,7 +434,19 @@ impl Interrupts {
     }
 }
 
-/// Shows a turn's events on the terminal.
+/// Resets colours and styles before a question, so that nothing printed before it can
+/// hide or restyle it; on a terminal only, where there is a style to reset.
+fn reset_style() {
+    let mut out = std::io::stdout().lock();
+    if out.is_terminal() {
+        let _ = out.write_all(RESET.as_bytes());
+        let _ = out.flush();
+    }
+}
+
+/// Shows a turn's events on the terminal. The model's text, tool names, arguments and
+/// results, servers' names and providers' errors are outside text: they pass through
+/// [`shown`] before they print.
 #[derive(Default)]
 struct Printer {
     /// The cursor is after answer text (not at a line start).
@@ -437,14 +457,20 @@ impl Printer {
     fn event(&mut self, event: &AgentEvent) {
         match event {
             AgentEvent::TextDelta { text } => {
+                // Each piece is shown alone: only a CRLF spans characters, and one split
+                // between pieces merely shows its ␍.
                 let mut out = std::io::stdout().lock();
-                let _ = out.write_all(text.as_bytes());
+                let _ = out.write_all(shown(text).as_bytes());
                 let _ = out.flush();
                 self.mid_line = !text.ends_with('\n');
             }
             AgentEvent::ToolCallReady { call } => {
                 self.end_line();
-                println!("→ {} {}", call.name, call.arguments);
+                println!(
+                    "→ {} {}",
+                    shown(&call.name),
+                    shown(&call.arguments.to_string())
+                );
             }
             AgentEvent::ApprovalRequested {
                 call,
@@ -452,20 +478,26 @@ impl Printer {
                 changes,
                 ..
             } => {
+                // The question starts on its own line, in the terminal's plain style.
                 self.end_line();
+                reset_style();
                 let what = match origin {
                     Some(origin) => format!("{} of server {}", origin.tool, origin.server),
                     None => call.name.clone(),
                 };
-                println!("? {what} wants to run with {}", call.arguments);
+                println!(
+                    "? {} wants to run with {}",
+                    shown(&what),
+                    shown(&call.arguments.to_string())
+                );
                 for change in changes {
-                    println!("  changed since you allowed it: {change}");
+                    println!("  changed since you allowed it: {}", shown(change));
                 }
             }
             AgentEvent::ToolCallRunning { id: _ } => {}
             AgentEvent::ToolCallDenied { reason, .. } => {
                 self.end_line();
-                println!("✗ denied: {reason}");
+                println!("✗ denied: {}", shown(reason));
             }
             AgentEvent::ToolResult {
                 result,
@@ -475,10 +507,10 @@ impl Printer {
                 let state = if result.is_error { "failed" } else { "done" };
                 let text = result.text();
                 let first = first_line(&text);
-                let mut line = format!("← {} {state} in {duration_ms} ms", result.name);
+                let mut line = format!("← {} {state} in {duration_ms} ms", shown(&result.name));
                 if !first.is_empty() {
                     line.push_str(": ");
-                    line.push_str(&first);
+                    line.push_str(&shown(&first));
                 }
                 let images = result
                     .parts
@@ -497,7 +529,8 @@ impl Printer {
             } => {
                 self.end_line();
                 eprintln!(
-                    "conduit: {error}; retrying in {:.1} s (attempt {attempt})",
+                    "conduit: {}; retrying in {:.1} s (attempt {attempt})",
+                    shown(&error.to_string()),
                     *delay_ms as f64 / 1000.0
                 );
             }

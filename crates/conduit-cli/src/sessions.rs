@@ -1,4 +1,6 @@
 //! `conduit sessions`: saved conversations: list, show, search, export, rename, delete.
+//! What is saved (titles, answers, tool results, errors) was written by models, tools
+//! and providers: it is printed through [`shown`] or [`shown_json`].
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -9,6 +11,7 @@ use conduit_host::core::content::{Block, ResultPart};
 use conduit_host::store::export::Format;
 
 use crate::Failure;
+use crate::terminal::{shown, shown_json};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum ExportFormat {
@@ -64,12 +67,20 @@ pub fn run(host: Arc<Host>, command: SessionsCommand) -> Result<u8, Failure> {
         SessionsCommand::List { limit, json } => {
             let conversations = host.conversations(limit)?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&conversations)?);
+                println!(
+                    "{}",
+                    shown_json(&serde_json::to_string_pretty(&conversations)?)
+                );
             } else if conversations.is_empty() {
                 println!("No conversations yet.");
             } else {
                 for c in conversations {
-                    println!("{}  {:>4} messages  {}", c.id, c.message_count, c.title);
+                    println!(
+                        "{}  {:>4} messages  {}",
+                        c.id,
+                        c.message_count,
+                        shown(&c.title)
+                    );
                 }
             }
         }
@@ -77,10 +88,10 @@ pub fn run(host: Arc<Host>, command: SessionsCommand) -> Result<u8, Failure> {
             let (conversation, messages) = host.conversation(&id, last)?;
             if json {
                 let value = serde_json::json!({"conversation": conversation, "messages": messages});
-                println!("{}", serde_json::to_string_pretty(&value)?);
+                println!("{}", shown_json(&serde_json::to_string_pretty(&value)?));
                 return Ok(0);
             }
-            println!("# {}\n", conversation.title);
+            println!("# {}\n", shown(&conversation.title));
             for message in messages {
                 let status = match message.status {
                     conduit_host::store::MessageStatus::Complete => String::new(),
@@ -91,7 +102,7 @@ pub fn run(host: Arc<Host>, command: SessionsCommand) -> Result<u8, Failure> {
                     print_block(&host, block);
                 }
                 if let Some(error) = &message.error {
-                    println!("  error: {error}");
+                    println!("  error: {}", shown(error));
                 }
                 println!();
             }
@@ -99,12 +110,14 @@ pub fn run(host: Arc<Host>, command: SessionsCommand) -> Result<u8, Failure> {
         SessionsCommand::Search { query, limit, json } => {
             let hits = host.search(&query, limit)?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&hits)?);
+                println!("{}", shown_json(&serde_json::to_string_pretty(&hits)?));
             } else {
                 for hit in hits {
                     println!(
                         "{}  {}\n    {}",
-                        hit.conversation_id, hit.title, hit.snippet
+                        hit.conversation_id,
+                        shown(&hit.title),
+                        shown(&hit.snippet)
                     );
                 }
             }
@@ -115,7 +128,8 @@ pub fn run(host: Arc<Host>, command: SessionsCommand) -> Result<u8, Failure> {
                 ExportFormat::Json => Format::Json,
             };
             let file = host.export_conversation(&id, format, &out)?;
-            println!("{}", file.display());
+            // The file is named after the title, which a model may have written.
+            println!("{}", shown(&file.display().to_string()));
         }
         SessionsCommand::Rename { id, title } => {
             host.rename_conversation(&id, &title)?;
@@ -131,17 +145,35 @@ pub fn run(host: Arc<Host>, command: SessionsCommand) -> Result<u8, Failure> {
 
 fn print_block(host: &Host, block: &Block) {
     match block {
-        Block::Text { text } => println!("{text}"),
-        Block::Image { media } => println!("  [image {}: {}]", media.mime, image_note(host, media)),
-        Block::Reasoning { text, .. } if !text.is_empty() => println!("  (reasoning) {text}"),
+        Block::Text { text } => println!("{}", shown(text)),
+        Block::Image { media } => println!(
+            "  [image {}: {}]",
+            shown(&media.mime),
+            image_note(host, media)
+        ),
+        Block::Reasoning { text, .. } if !text.is_empty() => {
+            println!("  (reasoning) {}", shown(text))
+        }
         Block::Reasoning { .. } => {}
-        Block::ToolCall(call) => println!("→ {} {}", call.name, call.arguments),
+        Block::ToolCall(call) => println!(
+            "→ {} {}",
+            shown(&call.name),
+            shown(&call.arguments.to_string())
+        ),
         Block::ToolResult(result) => {
             let state = if result.is_error { "failed" } else { "done" };
-            println!("← {} {state}: {}", result.name, result.full_text());
+            println!(
+                "← {} {state}: {}",
+                shown(&result.name),
+                shown(&result.full_text())
+            );
             for part in &result.parts {
                 if let ResultPart::Image { media } = part {
-                    println!("  [image {}: {}]", media.mime, image_note(host, media));
+                    println!(
+                        "  [image {}: {}]",
+                        shown(&media.mime),
+                        image_note(host, media)
+                    );
                 }
             }
         }
