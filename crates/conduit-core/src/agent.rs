@@ -448,24 +448,6 @@ impl Agent {
     }
 }
 
-/// The length of `value` as JSON text, counted without writing it out.
-fn json_size(value: &Value) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 = self.0.saturating_add(buf.len());
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    // Writing to a counter cannot fail; a value that will not serialize counts as none.
-    let _ = serde_json::to_writer(&mut count, value);
-    count.0
-}
-
 enum TurnEnding {
     Stopped(StopReason),
     Cancelled,
@@ -662,7 +644,7 @@ impl MessageBuilder {
                 if !self.streamed_arguments {
                     // Arguments that came whole (Gemini): their size as JSON text.
                     let size = match &arguments {
-                        Ok(value) => json_size(value),
+                        Ok(value) => crate::content::json_size(value),
                         Err(invalid) => invalid.raw.len(),
                     };
                     self.count(size);

@@ -434,6 +434,26 @@ pub fn repair_history(messages: &mut Vec<Message>) {
     }
 }
 
+/// The size of `value` as compact JSON, counted without building the text: for limits on
+/// what a model or a server sends.
+pub fn json_size<T: serde::Serialize>(value: &T) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 = self.0.saturating_add(bytes.len());
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing to a counter cannot fail; a value that will not serialize counts what was
+    // written before it stopped.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

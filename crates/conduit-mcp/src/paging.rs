@@ -124,7 +124,10 @@ impl<T: serde::Serialize> Pager<T> {
         if self.items.len().saturating_add(items.len()) > max {
             return Err(ListError::TooManyItems { server, what, max });
         }
-        let page_bytes = items.iter().map(json_size).sum::<usize>();
+        let page_bytes = items
+            .iter()
+            .map(conduit_core::content::json_size)
+            .sum::<usize>();
         let cursor_bytes = next.as_ref().map_or(0, String::len);
         self.bytes = self
             .bytes
@@ -165,25 +168,6 @@ impl<T: serde::Serialize> Pager<T> {
     pub(crate) fn finish(self) -> (Vec<T>, Option<u64>) {
         (self.items, self.fresh_ms)
     }
-}
-
-/// The size of a value as JSON, counted without building the text.
-fn json_size<T: serde::Serialize>(value: &T) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0 = self.0.saturating_add(bytes.len());
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    // An item rmcp parsed always serializes again; were one not to, what was counted
-    // before the failure still counts.
-    let _ = serde_json::to_writer(&mut count, value);
-    count.0
 }
 
 #[cfg(test)]

@@ -72,7 +72,7 @@ pub fn convert(result: CallToolResult, media: &dyn MediaStore) -> ToolOutput {
         });
     }
     if let Some(value) = result.structured_content {
-        parts.push(if json_len(&value) > LONG_TEXT {
+        parts.push(if conduit_core::content::json_size(&value) > LONG_TEXT {
             let json = json_without_the_value(value);
             long_text(media, &json, "application/json")
         } else {
@@ -170,23 +170,6 @@ fn json_without_the_value(value: serde_json::Value) -> Vec<u8> {
             serde_json::to_vec(&value).unwrap_or_default()
         }
     }
-}
-
-/// The length of `value` as compact JSON, found without building it.
-fn json_len(value: &serde_json::Value) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    let _ = serde_json::to_writer(&mut count, value);
-    count.0
 }
 
 fn store(
