@@ -177,7 +177,7 @@ fn markdown_with(
     messages: &[StoredMessage],
     link: &dyn Fn(&str, &MediaRef) -> String,
 ) -> String {
-    let mut out = format!("# {}\n", one_line(title));
+    let mut out = format!("# {}\n", escape_html_and_images(&one_line(title)));
     for message in messages {
         let who = match message.role {
             Role::User => "You",
@@ -262,19 +262,25 @@ fn inert_markdown(text: &str) -> String {
     // The fence a code block of the message opened: its character and length.
     let mut open_fence: Option<(char, usize)> = None;
     for line in text.split('\n') {
-        if let Some(fence) = fence_of(line) {
-            match open_fence {
-                None => open_fence = Some(fence),
-                Some((c, n)) if fence.0 == c && fence.1 >= n && is_bare_fence(line) => {
+        match open_fence {
+            // Only a fence at the start of a line opens code here: an indented one may
+            // belong to a list item, which a line that is not indented ends, so the lines
+            // after it would be no code. An indented fence is escaped like any line (its
+            // code may show a backslash here and there).
+            None => match fence_of(line) {
+                Some(fence) if line.starts_with(['`', '~']) => {
+                    open_fence = Some(fence);
+                    out.push(line.to_owned());
+                }
+                _ => out.push(inert_line(line)),
+            },
+            // A closing fence may be indented up to three spaces.
+            Some((c, n)) => {
+                if fence_of(line).is_some_and(|(d, m)| d == c && m >= n) && is_bare_fence(line) {
                     open_fence = None;
                 }
-                Some(_) => {}
+                out.push(line.to_owned());
             }
-            out.push(line.to_owned());
-        } else if open_fence.is_some() {
-            out.push(line.to_owned());
-        } else {
-            out.push(inert_line(line));
         }
     }
     if let Some((c, n)) = open_fence {
@@ -297,22 +303,28 @@ fn inert_line(line: &str) -> String {
     } else {
         line.to_owned()
     };
-    escape_images(&line)
+    escape_html_and_images(&line)
 }
 
-/// `![` as `\![` and `<img` as `\<img`: text, not an image a viewer fetches.
-fn escape_images(line: &str) -> String {
+/// `![` as `\![` and every `<` that could start a tag as `\<`: text, not an image or an
+/// element (`<img>`, `<video poster>`, `<svg><image>`, `<iframe>`) a viewer fetches. A
+/// `!` or `<` after an odd run of backslashes is escaped already; after an even one the
+/// backslashes escape each other, so it still needs its own.
+fn escape_html_and_images(line: &str) -> String {
     let mut out = String::with_capacity(line.len());
     let mut rest = line;
     while let Some(at) = rest.find(['!', '<']) {
         let (before, from) = rest.split_at(at);
         out.push_str(before);
-        let already = before.ends_with('\\');
-        let image = from.starts_with("![")
-            || from
-                .get(..4)
-                .is_some_and(|tag| tag.eq_ignore_ascii_case("<img"));
-        if image && !already {
+        let backslashes = before.len() - before.trim_end_matches('\\').len();
+        let already = backslashes % 2 == 1;
+        let opens = from.starts_with("![")
+            || (from.starts_with('<')
+                && from[1..]
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_alphabetic() || matches!(c, '/' | '!' | '?')));
+        if opens && !already {
             out.push('\\');
         }
         let first = from.chars().next().map_or(1, char::len_utf8);
