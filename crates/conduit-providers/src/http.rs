@@ -582,11 +582,12 @@ where
         futures::pin_mut!(events);
         loop {
             // Nothing for `read_timeout` is a stall; bytes without an event (comments)
-            // are not.
+            // are not. Silence counts from this wait's start at the earliest: a reader
+            // that paused (a full pipe) has not seen what arrived meanwhile.
+            let waiting_since = millis_since(started);
             let next = loop {
-                let quiet = Duration::from_millis(
-                    millis_since(started).saturating_sub(last_bytes.load(Ordering::Relaxed)),
-                );
+                let heard = last_bytes.load(Ordering::Relaxed).max(waiting_since);
+                let quiet = Duration::from_millis(millis_since(started).saturating_sub(heard));
                 let left = read_timeout.saturating_sub(quiet);
                 if left.is_zero() {
                     break Err(());

@@ -327,3 +327,19 @@ async fn comments_while_a_model_thinks_are_not_a_stall() {
     );
     assert_eq!(events.len(), 2);
 }
+
+#[tokio::test]
+async fn a_reader_that_paused_gets_what_arrived_before_any_stall() {
+    // The answer arrives at once; its reader comes back after twice the read timeout.
+    let chunks = futures::stream::iter([Ok::<_, std::io::Error>(bytes::Bytes::from_static(
+        b"data: one\n\ndata: two\n\n",
+    ))])
+    .chain(futures::stream::pending());
+    let mut events = decode_sse(chunks, Echo, Duration::from_millis(300));
+    assert!(matches!(events.next().await, Some(Ok(ProviderEvent::TextDelta(t))) if t == "one"));
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(matches!(events.next().await, Some(Ok(ProviderEvent::TextDelta(t))) if t == "two"));
+    assert!(
+        matches!(events.next().await, Some(Err(err)) if err.kind == ProviderErrorKind::Stalled)
+    );
+}
