@@ -370,11 +370,13 @@ export class TurnController {
     if (event.error) this.error = event.error;
     if (!finished) return; // ended before send_message answered: send() refreshes
     void this.#refresh(finished).then(() => {
-      // A turn that failed before the message was saved gives the text back.
+      // A turn that failed, or was stopped, before the message was saved (a mentioned
+      // resource still being read) gives the text back.
       const saved = this.#stored.some(
         (m) => m.role === "user" && m.blocks.some((b) => b.type === "text" && b.text === run.text),
       );
-      if (event.status === "error" && run.text && !saved && this.draftText === "") {
+      const unsent = event.status === "error" || event.status === "interrupted";
+      if (unsent && run.text && !saved && this.draftText === "") {
         this.draftText = run.text;
       }
       return this.#options.scroll.toEnd();

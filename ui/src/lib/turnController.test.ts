@@ -300,6 +300,16 @@ describe("a turn in the chat controller", () => {
     expect(t.controller.chat.messages).toEqual([]);
   });
 
+  it("gives the text back when the turn was stopped before its message was saved", async () => {
+    const t = setup();
+    t.acceptTurns();
+    await t.controller.send(choice, "Read the report", []);
+    t.api.loadMessages.mockResolvedValue([]);
+    t.emit({ type: "ended", status: "interrupted" });
+    await vi.waitFor(() => expect(t.controller.draftText).toBe("Read the report"));
+    expect(t.controller.busy).toBe(false);
+  });
+
   it("keeps the composer as it is when the failed turn's message was saved", async () => {
     const t = setup();
     t.acceptTurns();
