@@ -12,10 +12,11 @@ use image::{DynamicImage, ImageFormat, ImageReader, Limits};
 /// a resize allocate width × height buffers.
 pub const MAX_SIDE: u32 = 32_768;
 
-/// The most pixels Conduit reads in one image: more than an 8K frame (33 million) or a
-/// 1280-wide screenshot [`MAX_SIDE`] tall (42 million); 50 million RGBA pixels decode to
-/// 200 MB, within [`MAX_ALLOC`].
-pub const MAX_PIXELS: u64 = 50_000_000;
+/// The most pixels Conduit reads in one image: more than a camera's photo (61 million),
+/// an 8K frame (33 million) or a 1280-wide screenshot [`MAX_SIDE`] tall (42 million). An
+/// RGB photo of 64 million pixels decodes to 192 MB, within [`MAX_ALLOC`]; an RGBA image
+/// that large is refused by that (a clear error, not a crash).
+pub const MAX_PIXELS: u64 = 64_000_000;
 
 /// The most memory one decode may take, and one resize's working buffer: half the image
 /// crate's default, which let a 0.5 MB PNG decode to 536 MB.
@@ -170,7 +171,7 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "the image is 257×2088000 pixels; the most Conduit reads is 32768 pixels on a \
-             side and 50 million pixels in all"
+             side and 64 million pixels in all"
         );
     }
 
@@ -191,7 +192,8 @@ mod tests {
         assert!(check_size(7680, 4320).is_ok());
         assert!(check_size(100, MAX_SIDE + 1).is_err());
         assert!(check_size(MAX_SIDE + 1, 1).is_err());
-        assert!(check_size(8000, 8000).is_err(), "64 million pixels");
+        assert!(check_size(9504, 6336).is_ok(), "a 61-megapixel camera's photo");
+        assert!(check_size(8001, 8000).is_err(), "just over 64 million pixels");
     }
 
     #[test]

@@ -140,7 +140,7 @@ pub enum AppError {
     #[error("the attached image {0} is not in the media store; attach it again")]
     UnknownAttachment(String),
     #[error(
-        "the attachment is {mib:.1} MiB; the most Conduit takes is {max} MiB (the most a provider accepts for one image)",
+        "the attachment is {mib:.1} MiB; the most Conduit takes is {max} MiB",
         mib = *bytes as f64 / (1024.0 * 1024.0),
         max = ATTACHMENT_MAX_BYTES / (1024 * 1024)
     )]
@@ -153,10 +153,10 @@ pub enum AppError {
     ChangedSinceShown(String),
 }
 
-/// The most bytes an attachment from the window may have: the most any provider accepts
-/// for one image (OpenAI's 20 MB; Anthropic takes 5 MB and Gemini 15, past which Conduit
-/// re-encodes). The page sends whatever it likes, so this is checked before any decode.
-pub const ATTACHMENT_MAX_BYTES: usize = 20 * 1024 * 1024;
+/// The most bytes an attachment from the window may have: a camera's photo (a 61-megapixel
+/// JPEG is ~30 MB) with room to spare; what goes to a provider is shrunk to what it takes.
+/// The page sends whatever it likes, so this is checked before any decode.
+pub const ATTACHMENT_MAX_BYTES: usize = 64 * 1024 * 1024;
 
 /// Refuses an attachment of `bytes` over [`ATTACHMENT_MAX_BYTES`]; the command checks it
 /// before it even copies the page's body.
@@ -997,8 +997,7 @@ mod tests {
         );
         assert_eq!(
             error.to_string(),
-            "the attachment is 20.0 MiB; the most Conduit takes is 20 MiB (the most a \
-             provider accepts for one image)"
+            "the attachment is 64.0 MiB; the most Conduit takes is 64 MiB"
         );
         assert!(attachment_fits(ATTACHMENT_MAX_BYTES).is_ok());
 

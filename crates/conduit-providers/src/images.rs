@@ -272,7 +272,7 @@ pub(crate) mod tests {
         assert_eq!(
             omitted_note(&err),
             "[An image was omitted: the image is 257×2088000 pixels; the most Conduit reads \
-             is 32768 pixels on a side and 50 million pixels in all]"
+             is 32768 pixels on a side and 64 million pixels in all]"
         );
     }
 
