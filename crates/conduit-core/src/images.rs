@@ -192,8 +192,14 @@ mod tests {
         assert!(check_size(7680, 4320).is_ok());
         assert!(check_size(100, MAX_SIDE + 1).is_err());
         assert!(check_size(MAX_SIDE + 1, 1).is_err());
-        assert!(check_size(9504, 6336).is_ok(), "a 61-megapixel camera's photo");
-        assert!(check_size(8001, 8000).is_err(), "just over 64 million pixels");
+        assert!(
+            check_size(9504, 6336).is_ok(),
+            "a 61-megapixel camera's photo"
+        );
+        assert!(
+            check_size(8001, 8000).is_err(),
+            "just over 64 million pixels"
+        );
     }
 
     #[test]
