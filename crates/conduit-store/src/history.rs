@@ -817,4 +817,4 @@ fn fts_query(query: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -17,7 +17,8 @@ fn open(dir: &Path) -> Store {
     .unwrap()
 }
 
-fn png(width: u32, height: u32, shade: u8) -> Vec<u8> {
+/// A solid PNG of `width` × `height` (also for the media sweep's tests).
+pub(crate) fn png(width: u32, height: u32, shade: u8) -> Vec<u8> {
     let mut out = Vec::new();
     image::DynamicImage::ImageRgb8(image::RgbImage::from_pixel(
         width,

@@ -1,6 +1,5 @@
 //! The media sweep on real files in a temporary folder, against a real history.
 
-use std::io::Cursor;
 use std::path::{Path, PathBuf};
 
 use conduit_core::content::{Block, MediaRef, Message, ResultPart, Role, ToolResult};
@@ -8,6 +7,7 @@ use conduit_core::media::MediaStore;
 
 use super::*;
 use crate::history::MessageStatus;
+use crate::history::tests::png;
 use crate::media::FileMediaStore;
 
 const DAY: Duration = Duration::from_secs(24 * 60 * 60);
@@ -20,18 +20,6 @@ fn open(dir: &Path) -> Arc<Store> {
         )
         .unwrap(),
     )
-}
-
-fn png(width: u32, height: u32, shade: u8) -> Vec<u8> {
-    let mut out = Vec::new();
-    image::DynamicImage::ImageRgb8(image::RgbImage::from_pixel(
-        width,
-        height,
-        image::Rgb([shade, 0, 0]),
-    ))
-    .write_to(&mut Cursor::new(&mut out), image::ImageFormat::Png)
-    .unwrap();
-    out
 }
 
 /// Sets a file's modification time to `age` ago.
