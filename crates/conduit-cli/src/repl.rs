@@ -494,7 +494,7 @@ impl Printer {
                     println!("  changed since you allowed it: {}", shown(change));
                 }
             }
-            AgentEvent::ToolCallRunning { id: _ } => {}
+            AgentEvent::ToolCallQueued { id: _ } | AgentEvent::ToolCallRunning { id: _ } => {}
             AgentEvent::ToolCallDenied { reason, .. } => {
                 self.end_line();
                 println!("✗ denied: {}", shown(reason));

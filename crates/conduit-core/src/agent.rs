@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::content::{
@@ -73,6 +74,11 @@ pub enum AgentEvent {
     ToolCallDenied {
         id: String,
         reason: String,
+    },
+    /// The call was allowed (its approval question, if any, is answered) and waits for one
+    /// of the [`MAX_RUNNING_TOOL_CALLS`] places; `ToolCallRunning` follows.
+    ToolCallQueued {
+        id: String,
     },
     /// The call was allowed and runs now (its approval question, if any, is answered).
     ToolCallRunning {
@@ -183,6 +189,11 @@ pub const MAX_RESPONSE_BYTES: usize = 32 * 1024 * 1024;
 /// The most tool calls one model response may make: they all run, so a response that asks
 /// for thousands would start thousands of tools at once. Real responses make a handful.
 pub const MAX_RESPONSE_CALLS: usize = 128;
+
+/// The most tool calls of one response that run at the same time. Every call's approval
+/// question goes up at once; the allowed calls then take turns, so a response of 128
+/// calls with tools always allowed does not start 128 servers' work (or processes) at once.
+pub const MAX_RUNNING_TOOL_CALLS: usize = 8;
 
 /// A model, its tools and the approval policy.
 pub struct Agent {
@@ -348,27 +359,30 @@ impl Agent {
         events(AgentEvent::Cancelled);
     }
 
-    /// Runs one turn's tool calls concurrently; results come back in call order.
+    /// Runs one turn's tool calls concurrently, at most [`MAX_RUNNING_TOOL_CALLS`] at a
+    /// time; results come back in call order.
     async fn run_tools(
         &self,
         calls: &[ToolCall],
         events: &EventSink,
         cancel: &CancellationToken,
     ) -> Vec<ToolResult> {
+        let places = Semaphore::new(MAX_RUNNING_TOOL_CALLS);
         let runs = calls
             .iter()
-            .map(|call| self.run_tool(call, events, cancel.child_token()));
+            .map(|call| self.run_tool(call, &places, events, cancel.child_token()));
         futures::future::join_all(runs).await
     }
 
     async fn run_tool(
         &self,
         call: &ToolCall,
+        places: &Semaphore,
         events: &EventSink,
         cancel: CancellationToken,
     ) -> ToolResult {
         let started = Instant::now();
-        let result = self.run_tool_inner(call, events, cancel).await;
+        let result = self.run_tool_inner(call, places, events, cancel).await;
         events(AgentEvent::ToolResult {
             result: result.clone(),
             duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
@@ -379,6 +393,7 @@ impl Agent {
     async fn run_tool_inner(
         &self,
         call: &ToolCall,
+        places: &Semaphore,
         events: &EventSink,
         cancel: CancellationToken,
     ) -> ToolResult {
@@ -404,6 +419,24 @@ impl Agent {
             });
             return ToolResult::error(call, format!("The user denied this tool call: {reason}"));
         }
+        let _place = match places.try_acquire() {
+            Ok(place) => place,
+            Err(_) => {
+                events(AgentEvent::ToolCallQueued {
+                    id: call.id.clone(),
+                });
+                // Biased: a place freed by a call the stop ended must not start this one.
+                tokio::select! {
+                    biased;
+                    () = cancel.cancelled() => return ToolResult::error(call, "The user stopped the turn before the call started."),
+                    place = places.acquire() => match place {
+                        Ok(place) => place,
+                        // Never closed while its calls run.
+                        Err(closed) => return ToolResult::error(call, format!("The call could not start: {closed}.")),
+                    },
+                }
+            }
+        };
         events(AgentEvent::ToolCallRunning {
             id: call.id.clone(),
         });

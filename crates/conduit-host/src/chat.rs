@@ -336,6 +336,8 @@ impl Host {
         };
         if let Some(timeout) = request.read_timeout {
             config.http.read_timeout = timeout;
+            // A longer silence allowed mid-answer is allowed before it starts as well.
+            config.http.answer_start_timeout = config.http.answer_start_timeout.max(timeout);
         }
         Ok((config, default_model))
     }

@@ -424,6 +424,7 @@ impl Host {
                 http: HttpSettings {
                     connect_timeout: Duration::from_millis(500),
                     read_timeout: Duration::from_secs(1),
+                    answer_start_timeout: Duration::from_secs(1),
                     retry: RetryPolicy {
                         max_retries: 0,
                         ..RetryPolicy::default()

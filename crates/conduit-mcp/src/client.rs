@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::redact::Redactor;
 use conduit_core::tool::{Progress, ProgressSink};
@@ -816,6 +816,9 @@ pub struct Connection {
     refused: RefusedRedirects,
     /// How long the last tool listing may be treated as fresh (its cache hint).
     tools_fresh_for: Mutex<Option<Duration>>,
+    /// The longest one tool call may take on the server's side, all its rounds together
+    /// ([`MAX_CALL_TIME`], or the call timeout where that is longer).
+    max_call_time: Duration,
 }
 
 impl Connection {
@@ -1106,6 +1109,7 @@ impl Connection {
             spill: session.spill,
             details,
             call_timeout: session.call_timeout,
+            max_call_time: MAX_CALL_TIME.max(session.call_timeout),
             secrets: session.secrets,
             refused: session.refused,
             tools_fresh_for: Mutex::new(None),
@@ -1320,9 +1324,10 @@ impl Connection {
         }
     }
 
-    /// Calls a tool. The timeout restarts with each progress notification (up to
-    /// [`MAX_CALL_TIME`]); a timeout or `cancel` sends `notifications/cancelled`. A server
-    /// that dies fails the call at once.
+    /// Calls a tool. The timeout restarts with each progress notification, but the call's
+    /// rounds together get at most [`MAX_CALL_TIME`] of the server's time (the user's time
+    /// answering its questions does not count); a timeout or `cancel` sends
+    /// `notifications/cancelled`. A server that dies fails the call at once.
     pub async fn call_tool(
         &self,
         name: &str,
@@ -1332,9 +1337,20 @@ impl Connection {
     ) -> Result<CallToolResult, McpError> {
         let mut params = CallToolRequestParams::new(name.to_owned()).with_arguments(arguments);
         let mut state_only_rounds = 0u32;
+        let mut budget = CallBudget::new(self.max_call_time);
         for _round in 0..MAX_INPUT_ROUNDS {
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
-            match self.call_round(request, &progress, &cancel).await? {
+            let Some(left) = budget.left() else {
+                return Err(McpError::Timeout(self.max_call_time));
+            };
+            let answer = match self.call_round(request, left, &progress, &cancel).await {
+                // The whole call's cap, not this round's share of it, is what ran out.
+                Err(McpError::Timeout(_)) if budget.left().is_none() => {
+                    return Err(McpError::Timeout(self.max_call_time));
+                }
+                answer => answer?,
+            };
+            match answer {
                 ServerResult::CallToolResult(mut result) => {
                     if self.spill.holds_any() {
                         // Claiming reads the held strings back from disk: not on an
@@ -1362,11 +1378,13 @@ impl Connection {
                     }
                     let mut responses = rmcp::model::InputResponses::new();
                     for (key, request) in requests {
+                        let asked = Instant::now();
                         let answer = tokio::select! {
                             answer = self.input_response(request) => answer?,
                             () = cancel.cancelled() => return Err(McpError::Cancelled),
                             () = self.ended.cancelled() => return Err(McpError::Closed),
                         };
+                        budget.not_counting(asked.elapsed());
                         responses.insert(key, answer);
                     }
                     if responses.is_empty() {
@@ -1458,12 +1476,13 @@ impl Connection {
     async fn call_round(
         &self,
         request: ClientRequest,
+        time_left: Duration,
         progress: &ProgressSink,
         cancel: &CancellationToken,
     ) -> Result<ServerResult, McpError> {
-        let options = PeerRequestOptions::with_timeout(self.call_timeout)
+        let options = PeerRequestOptions::with_timeout(self.call_timeout.min(time_left))
             .reset_timeout_on_progress()
-            .with_max_total_timeout(MAX_CALL_TIME.max(self.call_timeout));
+            .with_max_total_timeout(time_left);
         let handle = self
             .peer
             .send_request_with_option(request, options)
@@ -1542,7 +1561,7 @@ async fn listen_for_tool_changes(
             listened = peer.listen(filter.clone()) => listened,
             () = ended.cancelled() => return,
         };
-        let opened = std::time::Instant::now();
+        let opened = Instant::now();
         if listened.is_ok() {
             // What changed before the stream was open (between the start and the first
             // listen, or while reopening) was not heard: list once more.
@@ -1596,6 +1615,35 @@ const LISTEN_ATTEMPTS: u32 = 8;
 
 /// How many rounds one tool call may take when the server asks for more (2026-07-28).
 const MAX_INPUT_ROUNDS: u32 = 16;
+
+/// The server's share of one tool call's time, over all its rounds: a 2026-07-28 server
+/// that keeps asking for another round must not stretch a call past its cap round by
+/// round. The user's time answering the server's questions is not the server's.
+struct CallBudget {
+    cap: Duration,
+    started: Instant,
+    users_time: Duration,
+}
+
+impl CallBudget {
+    fn new(cap: Duration) -> Self {
+        Self {
+            cap,
+            started: Instant::now(),
+            users_time: Duration::ZERO,
+        }
+    }
+
+    fn not_counting(&mut self, users_time: Duration) {
+        self.users_time = self.users_time.saturating_add(users_time);
+    }
+
+    /// What the server has left, or `None` once it has had it all.
+    fn left(&self) -> Option<Duration> {
+        let spent = self.started.elapsed().saturating_sub(self.users_time);
+        Some(self.cap.saturating_sub(spent)).filter(|left| !left.is_zero())
+    }
+}
 
 /// What a server's input request asks for, in words.
 fn input_kind(request: &rmcp::model::InputRequest) -> &'static str {

@@ -79,12 +79,20 @@ impl<'a> Retrier<'a> {
     }
 }
 
+/// How long a turn's answer may take to start by default: a large local model loads from
+/// a slow disk in a few minutes; a server that has not answered in ten has hung.
+pub const DEFAULT_ANSWER_START_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+
 /// Connection settings of one provider.
 #[derive(Debug, Clone)]
 pub struct HttpSettings {
     pub connect_timeout: Duration,
     /// A stream that sends nothing (not even a ping) for this long fails as stalled.
     pub read_timeout: Duration,
+    /// A turn whose answer has not started (its status and headers) this long after the
+    /// request went fails as stalled. Longer than `read_timeout`: a local server may load
+    /// the model from disk before it answers at all.
+    pub answer_start_timeout: Duration,
     pub retry: RetryPolicy,
     /// Extra headers sent with every request (from the provider's settings).
     pub extra_headers: Vec<(String, String)>,
@@ -98,6 +106,7 @@ impl Default for HttpSettings {
         Self {
             connect_timeout: Duration::from_secs(15),
             read_timeout: Duration::from_secs(120),
+            answer_start_timeout: DEFAULT_ANSWER_START_TIMEOUT,
             retry: RetryPolicy::default(),
             extra_headers: Vec::new(),
             clients: None,
@@ -331,13 +340,26 @@ impl HttpClient {
         let stream = async_stream::stream! {
             let mut retrier = Retrier::new(&settings.retry);
             let response = loop {
-                let sent = client
-                    .post(&url)
-                    .headers(headers.clone())
-                    .header("accept", "text/event-stream")
-                    .json(&body)
-                    .send()
-                    .await;
+                let sent = tokio::time::timeout(
+                    settings.answer_start_timeout,
+                    client
+                        .post(&url)
+                        .headers(headers.clone())
+                        .header("accept", "text/event-stream")
+                        .json(&body)
+                        .send(),
+                )
+                .await;
+                let Ok(sent) = sent else {
+                    yield Err(ProviderError::new(
+                        ProviderErrorKind::Stalled,
+                        format!(
+                            "the provider did not start answering within {} s",
+                            settings.answer_start_timeout.as_secs_f32()
+                        ),
+                    ));
+                    return;
+                };
                 match check(sent, limits, settings.read_timeout).await {
                     Ok(response) => break response,
                     Err(err) => match retrier.next_delay(&err) {

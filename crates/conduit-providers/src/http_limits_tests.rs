@@ -283,6 +283,37 @@ async fn a_model_list_that_never_starts_or_ends_fails_within_the_read_timeout() 
     drop(listener);
 }
 
+/// A server that takes the request and never answers (a hung proxy, a wedged local
+/// server) held the turn until Stop: now the answer must start within its own limit.
+#[tokio::test]
+async fn a_turn_whose_answer_never_starts_fails_within_its_limit() {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .unwrap();
+    let silent = format!("http://{}", listener.local_addr().unwrap());
+    let client = HttpClient::new(HttpSettings {
+        read_timeout: Duration::from_millis(100),
+        answer_start_timeout: Duration::from_millis(400),
+        retry: RetryPolicy {
+            max_retries: 0,
+            ..RetryPolicy::default()
+        },
+        ..HttpSettings::default()
+    })
+    .unwrap();
+    let started = Instant::now();
+    let err = turn_error(&client, &silent).await;
+    assert_eq!(err.kind, ProviderErrorKind::Stalled);
+    assert_eq!(
+        err.message,
+        "the provider did not start answering within 0.4 s"
+    );
+    // The silence limit does not apply before the answer starts: a model loading is not
+    // a stalled stream.
+    assert!(started.elapsed() >= Duration::from_millis(400));
+    drop(listener);
+}
+
 #[tokio::test]
 async fn a_key_in_the_url_stays_out_of_connection_errors() {
     // A port nothing listens on: bound, then released.

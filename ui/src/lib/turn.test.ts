@@ -52,6 +52,20 @@ describe("a turn's events", () => {
     expect(pendingApproval(call, state.calls.c1)).toBeNull();
   });
 
+  it("show an allowed call waiting for a place without its controls, and never as running", () => {
+    const state = emptyState();
+    applyEvent(state, { type: "tool_call_ready", call }, 0);
+    applyEvent(state, { type: "approval_requested", call, title: null, annotations: {} }, 0);
+    applyEvent(state, { type: "tool_call_queued", id: "c1" }, 5);
+    expect(state.calls.c1?.state).toBe("queued");
+    expect(pendingApproval(call, state.calls.c1)).toBeNull();
+    // Its view may not mount: the call has not run.
+    expect(mayShowView(call, state.calls.c1)).toBe(false);
+    applyEvent(state, { type: "cancelled" }, 9);
+    expect(state.calls.c1?.state).toBe("interrupted");
+    expect(mayShowView(call, state.calls.c1)).toBe(false);
+  });
+
   it("mark what was in flight as interrupted on a stop, and denied calls as denied", () => {
     const state = emptyState();
     applyEvent(state, { type: "tool_call_ready", call }, 0);

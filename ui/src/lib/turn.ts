@@ -28,6 +28,8 @@ export type CallState =
   /** Complete, not yet allowed: the host decides (or asks the user) next. */
   | "ready"
   | "approval"
+  /** Allowed, waiting for one of the places the host runs a response's calls in. */
+  | "queued"
   | "running"
   | "done"
   | "failed"
@@ -279,6 +281,12 @@ export function applyEvent(state: ChatState, event: AgentEvent, now: number): vo
       call.deniedReason = event.reason;
       break;
     }
+    case "tool_call_queued": {
+      const call = callView(state, event.id);
+      call.approval = null;
+      call.state = "queued";
+      break;
+    }
     case "tool_call_running": {
       const call = callView(state, event.id);
       call.approval = null;
@@ -322,6 +330,7 @@ export function applyEvent(state: ChatState, event: AgentEvent, now: number): vo
       for (const call of Object.values(state.calls)) {
         if (
           call.state === "running" ||
+          call.state === "queued" ||
           call.state === "ready" ||
           call.state === "approval" ||
           call.state === "streaming"

@@ -828,3 +828,150 @@ async fn a_response_past_the_byte_cap_fails_the_turn() {
         err.message
     );
 }
+
+/// Counts the calls inside it at once, and the most there ever were.
+struct InFlight {
+    spec: ToolSpec,
+    now: Arc<std::sync::atomic::AtomicUsize>,
+    most: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+#[async_trait]
+impl Tool for InFlight {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+    async fn call(&self, arguments: Value, _context: ToolContext) -> Result<ToolOutput, ToolError> {
+        use std::sync::atomic::Ordering;
+        let inside = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most.fetch_max(inside, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        self.now.fetch_sub(1, Ordering::SeqCst);
+        Ok(ToolOutput::text(format!("ran {}", arguments["n"])))
+    }
+}
+
+/// Allows a call only once `n` calls are being decided at once: passes only when every
+/// approval question is up together.
+struct AllowTogether(Arc<Barrier>);
+
+#[async_trait]
+impl Approver for AllowTogether {
+    async fn decide(&self, _call: &ToolCall, _spec: &ToolSpec) -> Approval {
+        self.0.wait().await;
+        Approval::Allow
+    }
+}
+
+fn many_calls(n: usize, name: &str) -> Arc<ScriptedProvider> {
+    let mut first: Vec<_> = (0..n)
+        .map(|i| call(&format!("c{i}"), name, json!({"n": i})))
+        .collect();
+    first.push(stop(StopReason::ToolUse));
+    ScriptedProvider::new(vec![first, vec![text("Done."), stop(StopReason::EndTurn)]])
+}
+
+#[tokio::test]
+async fn every_call_is_asked_at_once_but_at_most_eight_run_at_once() {
+    let calls = 20;
+    let now = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let most = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut registry = ToolRegistry::new();
+    registry.register(Arc::new(InFlight {
+        spec: spec("count"),
+        now: now.clone(),
+        most: most.clone(),
+    }));
+    let agent = Agent::new(
+        many_calls(calls, "count"),
+        registry,
+        Arc::new(AllowTogether(Arc::new(Barrier::new(calls)))),
+        AgentOptions::new("m"),
+    );
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink_seen = seen.clone();
+    let sink: EventSink = Arc::new(move |event| sink_seen.lock().unwrap().push(event));
+    let mut history = vec![Message::user_text("hello")];
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(10),
+        agent.run(&mut history, sink, CancellationToken::new()),
+    )
+    .await
+    .expect("every approval question was up at once");
+    assert_eq!(outcome, Ok(Outcome::Finished(StopReason::EndTurn)));
+    assert_eq!(
+        most.load(std::sync::atomic::Ordering::SeqCst),
+        MAX_RUNNING_TOOL_CALLS
+    );
+    let results = results_of(&history[2]);
+    assert_eq!(results.len(), calls);
+    for (i, (wire_id, failed, text)) in results.iter().enumerate() {
+        assert_eq!(
+            (wire_id.as_str(), *failed),
+            (format!("c{i}").as_str(), false)
+        );
+        assert_eq!(text, &format!("ran {i}"));
+    }
+    let events = seen.lock().unwrap().clone();
+    let queued = events
+        .iter()
+        .filter(|e| matches!(e, AgentEvent::ToolCallQueued { .. }))
+        .count();
+    let running = events
+        .iter()
+        .filter(|e| matches!(e, AgentEvent::ToolCallRunning { .. }))
+        .count();
+    assert_eq!((queued, running), (calls - MAX_RUNNING_TOOL_CALLS, calls));
+}
+
+#[tokio::test]
+async fn a_stop_ends_the_running_calls_and_the_waiting_ones_never_start() {
+    let calls = MAX_RUNNING_TOOL_CALLS + 3;
+    let cancel = CancellationToken::new();
+    let stopper = cancel.clone();
+    let running = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = running.clone();
+    let queued = std::sync::atomic::AtomicUsize::new(0);
+    // The stop comes once every call is running or waiting for a place.
+    let sink: EventSink = Arc::new(move |event| match event {
+        AgentEvent::ToolCallRunning { .. } => {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        AgentEvent::ToolCallQueued { .. }
+            if queued.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 == 3 =>
+        {
+            stopper.cancel();
+        }
+        _ => {}
+    });
+    let mut registry = ToolRegistry::new();
+    registry.register(Arc::new(Hang(spec("hang"))));
+    let agent = Agent::new(
+        many_calls(calls, "hang"),
+        registry,
+        Arc::new(FixedApproval(Approval::Allow)),
+        AgentOptions::new("m"),
+    );
+    let mut history = vec![Message::user_text("hello")];
+    let outcome = agent.run(&mut history, sink, cancel).await;
+    assert_eq!(outcome, Ok(Outcome::Cancelled));
+    let results = results_of(&history[2]);
+    assert_eq!(results.len(), calls);
+    let stopped_running = results
+        .iter()
+        .filter(|r| r.1 && r.2.contains("while the tool was running"))
+        .count();
+    let never_started = results
+        .iter()
+        .filter(|r| r.1 && r.2.contains("before the call started"))
+        .count();
+    assert_eq!(
+        (stopped_running, never_started),
+        (MAX_RUNNING_TOOL_CALLS, 3),
+        "{results:?}"
+    );
+    assert_eq!(
+        running.load(std::sync::atomic::Ordering::SeqCst),
+        MAX_RUNNING_TOOL_CALLS
+    );
+}

@@ -43,9 +43,32 @@ fn tool(name: &str) -> Value {
     json!({"name": name, "inputSchema": {"type": "object"}})
 }
 
+/// `server/discover`'s answer: a 2026-07-28 server with tools.
+fn discovered(request: &Value) -> Reply {
+    answer(
+        request,
+        json!({
+            "resultType": "complete",
+            "supportedVersions": ["2026-07-28"],
+            "capabilities": {"tools": {}},
+            "ttlMs": 0,
+            "cacheScope": "private",
+            "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "evil", "version": "1"}}
+        }),
+    )
+}
+
 /// A connection to a server that answers each message with what `script` says, over
 /// the stdio path's pump (`pumped`), in the 2025-11-25 era.
 async fn scripted<F>(script: F, call_timeout: Duration) -> Connection
+where
+    F: Fn(&Value) -> Vec<Reply> + Send + Sync + 'static,
+{
+    scripted_in(ProtocolEra::Initialize, script, call_timeout).await
+}
+
+/// [`scripted`], in the era `era` asks for.
+async fn scripted_in<F>(era: ProtocolEra, script: F, call_timeout: Duration) -> Connection
 where
     F: Fn(&Value) -> Vec<Reply> + Send + Sync + 'static,
 {
@@ -60,6 +83,8 @@ where
             };
             let replies = if message["method"] == "initialize" {
                 vec![initialized(&message)]
+            } else if message["method"] == "server/discover" {
+                vec![discovered(&message)]
             } else {
                 script(&message)
             };
@@ -84,14 +109,9 @@ where
     let asks = Asks::nobody("evil");
     let (shared, handler, ended) = Handler::for_session(&asks);
     let (spill, transport) = pumped("evil", client_read, client_write, &ended);
-    let service = handshake(
-        handler,
-        transport,
-        ProtocolEra::Initialize,
-        Duration::from_secs(10),
-    )
-    .await
-    .unwrap();
+    let service = handshake(handler, transport, era, Duration::from_secs(10))
+        .await
+        .unwrap();
     Connection::ready(
         service,
         Session {
@@ -359,4 +379,67 @@ async fn a_late_answer_is_not_held() {
     call("quick").await.unwrap();
     assert_eq!(connection.spill.held_bytes(), 0);
     connection.shutdown().await;
+}
+
+/// A 2026-07-28 server that answers every round of a call with "another round, please"
+/// (its state only), each just inside the call timeout.
+fn another_round_forever(rounds: Arc<AtomicUsize>) -> impl Fn(&Value) -> Vec<Reply> {
+    move |request| {
+        if request["method"] != "tools/call" {
+            return vec![];
+        }
+        rounds.fetch_add(1, Ordering::SeqCst);
+        vec![Reply {
+            after: Duration::from_millis(300),
+            line: json!({"jsonrpc": "2.0", "id": request["id"], "result": {
+                "resultType": "input_required", "requestState": "again"
+            }})
+            .to_string(),
+        }]
+    }
+}
+
+/// The cap is on the whole call: before, each round had its own, so a server could
+/// keep one call going for 16 times the cap.
+#[tokio::test]
+async fn a_server_that_keeps_asking_for_rounds_gets_the_call_cap_once_not_per_round() {
+    let rounds = Arc::new(AtomicUsize::new(0));
+    let mut connection = scripted_in(
+        ProtocolEra::Stateless,
+        another_round_forever(rounds.clone()),
+        Duration::from_secs(1),
+    )
+    .await;
+    assert_eq!(connection.details.protocol_version, "2026-07-28");
+    connection.max_call_time = Duration::from_millis(1500);
+    let started = Instant::now();
+    let answer = connection
+        .call_tool(
+            "stall",
+            JsonObject::new(),
+            no_progress(),
+            CancellationToken::new(),
+        )
+        .await;
+    let took = started.elapsed();
+    assert!(
+        matches!(answer, Err(McpError::Timeout(cap)) if cap == Duration::from_millis(1500)),
+        "{answer:?}"
+    );
+    let asked = rounds.load(Ordering::SeqCst);
+    assert!(
+        (2..=6).contains(&asked),
+        "{asked} rounds in {took:?}: the cap ended the call, not the round limit"
+    );
+}
+
+/// The user's time answering doesn't count against the server: only the server's does.
+#[test]
+fn the_users_time_is_not_the_servers() {
+    let mut budget = CallBudget::new(Duration::from_secs(60));
+    budget.not_counting(Duration::from_secs(3600));
+    let left = budget.left().unwrap();
+    assert!(left > Duration::from_secs(59), "{left:?}");
+    let spent = CallBudget::new(Duration::ZERO);
+    assert_eq!(spent.left(), None);
 }
