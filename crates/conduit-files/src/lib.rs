@@ -6,6 +6,10 @@
 //! Place in the crate graph: a leaf with no Conduit dependency; `conduit-mcp` (the
 //! `mcpServers` file) and `conduit-host` (settings, secrets) write through it.
 
+mod held;
+
+pub use held::HeldFolder;
+
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -75,34 +75,30 @@ pub fn export_as(
     conduit_files::create_private_dir(out_dir).map_err(|e| io(out_dir, e))?;
 
     // Copy each referenced file once; a missing file is noted, not fatal.
-    let mut files: BTreeMap<String, Option<String>> = BTreeMap::new();
+    let mut used: BTreeMap<String, &MediaRef> = BTreeMap::new();
     for media in messages
         .iter()
         .flat_map(|m| m.blocks.iter())
         .flat_map(Block::media)
     {
-        if files.contains_key(&media.hash) {
-            continue;
-        }
-        let source = store.media_path(media);
-        let name = source
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| media.hash.clone());
+        used.entry(media.hash.clone()).or_insert(media);
+    }
+    let mut files: BTreeMap<String, Option<String>> = BTreeMap::new();
+    if !used.is_empty() {
         let target_dir = out_dir.join(&media_dir_name);
-        media_folder(&target_dir).map_err(|e| io(&target_dir, e))?;
-        let copied = std::fs::read(&source).is_ok_and(|bytes| {
-            conduit_files::write_new_atomically(
-                &target_dir.join(&name),
-                &bytes,
-                conduit_files::PRIVATE_FILE_MODE,
-            )
-            .is_ok()
-        });
-        files.insert(
-            media.hash.clone(),
-            copied.then(|| format!("{media_dir_name}/{name}")),
-        );
+        let held = media_folder(&target_dir).map_err(|e| io(&target_dir, e))?;
+        for (hash, media) in used {
+            let source = store.media_path(media);
+            let name = source
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| hash.clone());
+            let copied = std::fs::read(&source).is_ok_and(|bytes| {
+                held.write_new_atomically(&name, &bytes, conduit_files::PRIVATE_FILE_MODE)
+                    .is_ok()
+            });
+            files.insert(hash, copied.then(|| format!("{media_dir_name}/{name}")));
+        }
     }
 
     let text = match format {
@@ -121,26 +117,30 @@ pub fn export_as(
     Ok(file.to_owned())
 }
 
-/// Makes the folder beside an export for its media, private; a folder already there (an
-/// earlier export to the same name) is used as it is, and a symbolic link never: in a
-/// shared folder another user could have planted it to lead the files, and a change of
-/// permissions, into a folder of the user's own.
-fn media_folder(dir: &Path) -> std::io::Result<()> {
+/// Makes the folder beside an export for its media, private, and holds it open: the files
+/// go through the handle. A folder already there (an earlier export to the same name) is
+/// used as it is, and a symbolic link never: in a shared folder another user could have
+/// planted it, or swap it in while the export runs, to lead the files into a folder of the
+/// user's own.
+fn media_folder(dir: &Path) -> std::io::Result<conduit_files::HeldFolder> {
     match std::fs::symlink_metadata(dir) {
-        Ok(found) if found.file_type().is_symlink() => Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "it is a symbolic link; export under another name",
-        )),
-        Ok(found) if found.is_dir() => Ok(()),
-        Ok(_) => Err(std::io::Error::new(
-            std::io::ErrorKind::AlreadyExists,
-            "something other than a folder has that name; export under another name",
-        )),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            conduit_files::create_private_dir(dir)
+            conduit_files::create_private_dir(dir)?;
         }
-        Err(error) => Err(error),
+        Err(error) => return Err(error),
+        Ok(_) => {}
     }
+    conduit_files::HeldFolder::open(dir).map_err(|error| match error.kind() {
+        std::io::ErrorKind::InvalidInput => std::io::Error::new(
+            error.kind(),
+            "it is a symbolic link; export under another name",
+        ),
+        std::io::ErrorKind::AlreadyExists => std::io::Error::new(
+            error.kind(),
+            "something other than a folder has that name; export under another name",
+        ),
+        _ => error,
+    })
 }
 
 fn markdown(
