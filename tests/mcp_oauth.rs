@@ -276,3 +276,86 @@ async fn without_registration_the_user_is_asked_for_a_client_id_and_a_given_one_
     assert_eq!(auth.count("register"), 0);
     assert_eq!(auth.count("token:authorization_code"), 1);
 }
+
+/// A server whose metadata later names other endpoints (as a hostile server would, to be
+/// sent the refresh token, or the tokens at sign-out) gets nothing: the tokens go only to
+/// the endpoints the sign-in used. A moved token endpoint forgets the sign-in; a moved
+/// revocation endpoint is not where a sign-out revokes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_go_only_to_the_endpoints_bound_at_sign_in() {
+    let (_upstream, port) = conduit_e2e::everything_over_http().await.unwrap();
+    // Tokens live 31 s: any run more than a second after the sign-in refreshes first.
+    let auth = OAuthServer::start(&format!("http://127.0.0.1:{port}"), Duration::from_secs(31))
+        .await
+        .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let browser = browser_dir(home.path(), true).unwrap();
+    let servers = json!({"mcpServers": {"tracker": {"type": "http", "url": auth.mcp_url()}}});
+    std::fs::write(
+        home.path().join("mcp_servers.json"),
+        serde_json::to_string_pretty(&servers).unwrap(),
+    )
+    .unwrap();
+    let (home_path, browser_path) = (home.path().to_owned(), browser.clone());
+    let run = move |args: &'static [&'static str]| {
+        let (home, browser) = (home_path.clone(), browser_path.clone());
+        tokio::task::spawn_blocking(move || conduit(&home, &browser, args))
+    };
+    let stolen = |auth: &OAuthServer| -> Vec<String> {
+        auth.log()
+            .into_iter()
+            .filter(|e| e.starts_with("steal:"))
+            .collect()
+    };
+    let call = &[
+        "mcp",
+        "call",
+        "tracker",
+        "get-sum",
+        "--args",
+        r#"{"a": 20, "b": 22}"#,
+    ];
+
+    let login = run(&["mcp", "login", "tracker"]).await.unwrap();
+    assert!(login.status.success(), "{}", text(&login.stderr));
+
+    // Only the revocation endpoint moves: the tokens still work; signing out revokes
+    // where the sign-in was made.
+    auth.move_endpoints(false, true);
+    let sum = run(call).await.unwrap();
+    assert!(sum.status.success(), "{}", text(&sum.stderr));
+    let logout = run(&["mcp", "logout", "tracker"]).await.unwrap();
+    assert!(logout.status.success(), "{}", text(&logout.stderr));
+    assert!(
+        text(&logout.stdout).contains("its tokens were revoked"),
+        "{}",
+        text(&logout.stdout)
+    );
+    assert_eq!(auth.count("revoke:refresh_token"), 1, "{:?}", auth.log());
+    assert_eq!(stolen(&auth), Vec::<String>::new());
+
+    // Signed in again, then the token endpoint moves: the next run, due to refresh,
+    // forgets the sign-in instead of sending the refresh token there.
+    auth.move_endpoints(false, false);
+    let login = run(&["mcp", "login", "tracker"]).await.unwrap();
+    assert!(login.status.success(), "{}", text(&login.stderr));
+    auth.move_endpoints(true, false);
+    let until = Instant::now() + Duration::from_millis(1500);
+    while Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let refused = run(call).await.unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused.stderr).contains("conduit mcp login tracker"),
+        "{}",
+        text(&refused.stderr)
+    );
+    assert_eq!(stolen(&auth), Vec::<String>::new());
+    assert!(
+        conduit_e2e::text_files_under(home.path())
+            .iter()
+            .all(|(_, text)| !text.contains("refresh-") && !text.contains("mcp-oauth:")),
+        "the sign-in was not forgotten"
+    );
+}

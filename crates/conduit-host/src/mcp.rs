@@ -513,10 +513,12 @@ impl Host {
         self.current_text(version)?;
         conduit_files::write_atomically(path, text.as_bytes(), 0o600)
             .map_err(|e| ConfigError::write(path, e))?;
-        // A server the new text no longer has takes its tool policies with it.
+        // A server the new text no longer has takes its tool policies with it, and a
+        // sign-in no entry reaches any more goes.
         for server in old.keys().filter(|name| !replaced.contains_key(*name)) {
             self.forget_server_policies(server);
         }
+        self.forget_sign_ins_left_behind(&old, &replaced);
         Ok(self.mcp_file()?)
     }
 
@@ -587,6 +589,15 @@ impl Host {
         }
         for server in old.keys().filter(|name| !new.contains_key(*name)) {
             self.forget_server_policies(server);
+        }
+        if let Some(written) = &current {
+            // The entries as written (a mask the window sent back is the stored value).
+            let written: Map<String, Value> = written
+                .servers
+                .iter()
+                .map(|entry| (entry.name.clone(), entry.raw.clone()))
+                .collect();
+            self.forget_sign_ins_left_behind(old, &written);
         }
         Ok(self.mcp_file()?)
     }
@@ -781,6 +792,82 @@ mod tests {
             )
             .unwrap_err();
         assert!(refused.to_string().contains("no stored value"), "{refused}");
+    }
+
+    /// Deleting an entry, or pointing it elsewhere, forgets its sign-in: a later entry
+    /// that names the old URL must not inherit the tokens unasked. An entry still reaching
+    /// the URL (another name, or off) keeps them.
+    #[tokio::test]
+    async fn a_deleted_or_moved_entry_takes_its_sign_in_with_it() {
+        use conduit_mcp::oauth::vault_key;
+        let yes: fn(&str) -> bool = |_| true;
+        let dir = tempfile::tempdir().unwrap();
+        let host = std::sync::Arc::new(host(dir.path()));
+        let file = dir.path().join("mcp_servers.json");
+        std::fs::write(
+            &file,
+            json!({"mcpServers": {
+                "gone": {"url": "https://gone.example/mcp"},
+                "moved": {"url": "https://old.example/mcp?k=1"},
+                "kept": {"url": "https://kept.example/mcp", "disabled": true},
+                "twin": {"url": "https://twin.example/mcp"},
+                "twin-too": {"url": "https://twin.example/mcp"}
+            }})
+            .to_string(),
+        )
+        .unwrap();
+        let vault = host.token_vault();
+        let urls = [
+            "https://gone.example/mcp",
+            "https://old.example/mcp",
+            "https://kept.example/mcp",
+            "https://twin.example/mcp",
+        ];
+        for url in urls {
+            vault
+                .save(&vault_key(url), r#"{"client_id": "c"}"#)
+                .await
+                .unwrap();
+        }
+        let version = conduit_files::fingerprint(&file).unwrap();
+        let after_remove = host
+            .edit_mcp_file(
+                version,
+                Edit::Remove {
+                    name: "gone".into(),
+                },
+                &yes,
+            )
+            .unwrap();
+        let after_move = host
+            .edit_mcp_file(
+                after_remove.version,
+                Edit::Update {
+                    name: "moved".into(),
+                    entry: json!({"url": "https://new.example/mcp"}),
+                },
+                &yes,
+            )
+            .unwrap();
+        host.edit_mcp_file(
+            after_move.version,
+            Edit::Remove {
+                name: "twin".into(),
+            },
+            &yes,
+        )
+        .unwrap();
+        let mut held = Vec::new();
+        for url in urls {
+            if vault.load(&vault_key(url)).await.unwrap().is_some() {
+                held.push(url);
+            }
+        }
+        assert_eq!(
+            held,
+            ["https://kept.example/mcp", "https://twin.example/mcp"],
+            "the deleted and the moved entries' sign-ins are forgotten"
+        );
     }
 
     #[test]

@@ -80,6 +80,22 @@ impl TokenVault for HostTokens {
     }
 }
 
+/// The token vault keys of the HTTP entries of `servers`, on or off (their URLs with
+/// `${NAME}`s filled in, as a connection reads them).
+fn sign_in_keys(
+    servers: &serde_json::Map<String, serde_json::Value>,
+) -> std::collections::BTreeSet<String> {
+    let env = |name: &str| std::env::var(name).ok();
+    servers
+        .values()
+        .filter_map(|entry| conduit_mcp::config::spec_of(entry, &env).ok())
+        .filter_map(|spec| match spec.transport {
+            Transport::Http { url, .. } => Some(oauth::vault_key(&url)),
+            Transport::Stdio { .. } => None,
+        })
+        .collect()
+}
+
 /// A server that signs in: its URL, the entry's `oauth` settings, and its secrets (to
 /// hide in what a window is shown).
 struct SignInTarget {
@@ -219,6 +235,24 @@ impl Host {
         };
         servers.restart_server(server).await;
         Ok(outcome)
+    }
+
+    /// Forgets the sign-ins an edit of the file left behind: the tokens for a URL an entry
+    /// of `before` reached and no entry of `after` does (the entry deleted, or pointed
+    /// elsewhere), so that no later entry that happens to name that URL inherits them
+    /// unasked. They are forgotten here, not revoked (Sign out revokes, with the server's
+    /// answer); a failure is logged, and the edit stands.
+    pub(crate) fn forget_sign_ins_left_behind(
+        &self,
+        before: &serde_json::Map<String, serde_json::Value>,
+        after: &serde_json::Map<String, serde_json::Value>,
+    ) {
+        let kept = sign_in_keys(after);
+        for key in sign_in_keys(before).difference(&kept) {
+            if let Err(error) = self.secrets().delete(key) {
+                tracing::warn!(%error, "a removed server's sign-in could not be forgotten");
+            }
+        }
     }
 
     /// Whether tokens for `server` are stored (not whether the server still takes them).

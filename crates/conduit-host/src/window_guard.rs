@@ -51,6 +51,10 @@ pub enum Launch {
         variables: Vec<String>,
         /// It gives a sign-in client secret to its authorization server.
         client_secret: bool,
+        /// The access its sign-in asks for (`oauth.scopes`), when the entry names it.
+        sign_in_scopes: Vec<String>,
+        /// The client metadata its sign-in names Conduit by (`oauth.clientMetadataUrl`).
+        client_metadata_url: Option<String>,
     },
 }
 
@@ -64,9 +68,13 @@ struct LaunchSpec<'a> {
     cwd: Option<&'a Value>,
     url: Option<&'a Value>,
     headers: Option<&'a Value>,
-    /// Only the secret of the sign-in settings: a client id, scopes or metadata URL send
-    /// nothing of the user's (and the sign-in flow writes a client id without asking).
+    /// The secret of the sign-in settings, the access it asks for and who it says Conduit
+    /// is: a page must not widen what a sign-in grants, unseen, on an authorization server
+    /// that remembers the user's consent. A client id sends nothing of the user's (and the
+    /// sign-in flow writes one without asking).
     client_secret: Option<&'a Value>,
+    scopes: Option<&'a Value>,
+    client_metadata_url: Option<&'a Value>,
 }
 
 /// What an entry would run or reach; `None` when it is off (it starts nothing).
@@ -95,6 +103,10 @@ fn entry_spec(entry: &Value) -> Option<LaunchSpec<'_>> {
         client_secret: object
             .get("oauth")
             .and_then(|oauth| oauth.get("clientSecret")),
+        scopes: object.get("oauth").and_then(|oauth| oauth.get("scopes")),
+        client_metadata_url: object
+            .get("oauth")
+            .and_then(|oauth| oauth.get("clientMetadataUrl")),
     })
 }
 
@@ -223,6 +235,8 @@ pub fn launches_to_confirm(old: &Map<String, Value>, new: &Map<String, Value>) -
                             .chain(spec.client_secret),
                     ),
                     client_secret: spec.client_secret.is_some(),
+                    sign_in_scopes: strings(spec.scopes),
+                    client_metadata_url: text(spec.client_metadata_url),
                     url,
                 },
                 // Neither a command nor a URL: the entry cannot start; the file's own
@@ -463,6 +477,8 @@ pub fn confirmation_text(launches: &[Launch], losses: &[Loss]) -> String {
                 header_names,
                 variables,
                 client_secret,
+                sign_in_scopes,
+                client_metadata_url,
             } => {
                 text.push_str(&format!(
                     "\nServer {} will connect to:\n  {url:?}\nthat is, to the host: {host}\n",
@@ -476,6 +492,18 @@ pub fn confirmation_text(launches: &[Launch], losses: &[Loss]) -> String {
                 }
                 if *client_secret {
                     text.push_str("giving a sign-in client secret to its authorization server\n");
+                }
+                if !sign_in_scopes.is_empty() {
+                    text.push_str(&format!(
+                        "asking at sign-in for the access (scopes): {}\n",
+                        all_named(sign_in_scopes)
+                    ));
+                }
+                if let Some(metadata) = client_metadata_url {
+                    text.push_str(&format!(
+                        "naming Conduit at sign-in by the client metadata at {}\n",
+                        quoted_cut(metadata, 200)
+                    ));
                 }
                 if !variables.is_empty() {
                     text.push_str(&given(variables));
@@ -1218,6 +1246,8 @@ mod tests {
                     header_names: vec![],
                     variables: vec![],
                     client_secret: false,
+                    sign_in_scopes: vec![],
+                    client_metadata_url: None,
                 },
                 Launch::Stdio {
                     server: "off".into(),
@@ -1432,6 +1462,27 @@ mod tests {
         let mut with_client_id = new.clone();
         with_client_id["weather"]["oauth"] = json!({"clientId": "conduit"});
         assert_eq!(launches_to_confirm(&new, &with_client_id), vec![]);
+        // Wider access for the sign-in, or another client metadata document, is asked
+        // about, with the scopes and the URL in the question.
+        let mut wider = with_client_id.clone();
+        wider["weather"]["oauth"]["scopes"] = json!(["read", "admin", "delete_repo"]);
+        let launches = launches_to_confirm(&with_client_id, &wider);
+        assert_eq!(launches.len(), 1, "{launches:?}");
+        let text = confirmation_text(&launches, &[]);
+        assert!(
+            text.contains(
+                "asking at sign-in for the access (scopes): \"read\", \"admin\", \"delete_repo\""
+            ),
+            "{text}"
+        );
+        let mut metadata = with_client_id.clone();
+        metadata["weather"]["oauth"]["clientMetadataUrl"] =
+            json!("https://evil.example/client.json");
+        let text = confirmation_text(&launches_to_confirm(&with_client_id, &metadata), &[]);
+        assert!(
+            text.contains("by the client metadata at \"https://evil.example/client.json\""),
+            "{text}"
+        );
         // A header value changed alone asks; so does a header changed while the entry
         // was off, when it is enabled.
         let mut header_value = new.clone();

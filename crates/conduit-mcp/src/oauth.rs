@@ -11,12 +11,14 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rmcp::transport::AuthError;
 use rmcp::transport::auth::{
-    AuthorizationCallback, AuthorizationManager, AuthorizationRequest, CredentialStore, OAuthState,
-    StoredCredentials, WWWAuthenticateParams,
+    AuthorizationCallback, AuthorizationManager, AuthorizationMetadata, AuthorizationRequest,
+    CredentialStore, OAuthState, StoredCredentials, WWWAuthenticateParams,
 };
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
+
+mod peer;
 
 /// The name Conduit registers under.
 pub const CLIENT_NAME: &str = "Conduit";
@@ -181,6 +183,70 @@ async fn stored(vault: &dyn TokenVault, key: &str) -> Result<Option<StoredCreden
     }
 }
 
+/// Where the authorization server took a sign-in's code in (its token endpoint) and would
+/// revoke its tokens, as discovered when the user signed in: the tokens go only there. A
+/// server that later names other endpoints in its metadata (its own, a private address, a
+/// claim to the real issuer's name from a path rmcp cannot check) gets no refresh token;
+/// the user signs in again.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct BoundEndpoints {
+    token: String,
+    revocation: Option<String>,
+}
+
+/// The field of the stored sign-in that holds its [`BoundEndpoints`] (rmcp reads the rest,
+/// and ignores it).
+const BOUND_ENDPOINTS: &str = "conduitEndpoints";
+
+impl BoundEndpoints {
+    fn of(metadata: &AuthorizationMetadata) -> Self {
+        Self {
+            token: metadata.token_endpoint.clone(),
+            revocation: metadata
+                .additional_fields
+                .get("revocation_endpoint")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+        }
+    }
+}
+
+/// The endpoints bound to the sign-in under `key`; none for a sign-in stored before they
+/// were kept (or none at all).
+async fn bound_endpoints(
+    vault: &dyn TokenVault,
+    key: &str,
+) -> Result<Option<BoundEndpoints>, String> {
+    let Some(text) = vault.load(key).await? else {
+        return Ok(None);
+    };
+    Ok(serde_json::from_str::<Value>(&text)
+        .ok()
+        .and_then(|mut stored| stored.get_mut(BOUND_ENDPOINTS).map(Value::take))
+        .and_then(|bound| serde_json::from_value(bound).ok()))
+}
+
+/// Binds `endpoints` to the sign-in stored under `key` (nothing when none is stored).
+async fn bind_endpoints(
+    vault: &dyn TokenVault,
+    key: &str,
+    endpoints: &BoundEndpoints,
+) -> Result<(), String> {
+    let Some(text) = vault.load(key).await? else {
+        return Ok(());
+    };
+    let mut stored: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    let Some(object) = stored.as_object_mut() else {
+        return Err("the stored sign-in is not an object".into());
+    };
+    object.insert(
+        BOUND_ENDPOINTS.to_owned(),
+        serde_json::to_value(endpoints).map_err(|e| e.to_string())?,
+    );
+    vault.save(key, &stored.to_string()).await
+}
+
 #[async_trait]
 impl CredentialStore for VaultCredentials {
     async fn load(&self) -> Result<Option<StoredCredentials>, AuthError> {
@@ -189,13 +255,26 @@ impl CredentialStore for VaultCredentials {
             .map_err(AuthError::CredentialStoreError)
     }
 
+    /// Saves rmcp's credentials (a sign-in, a refresh), keeping the endpoints bound to the
+    /// sign-in they continue.
     async fn save(&self, credentials: StoredCredentials) -> Result<(), AuthError> {
-        let text = serde_json::to_string(&credentials)
-            .map_err(|e| AuthError::CredentialStoreError(e.to_string()))?;
-        self.vault
-            .save(&self.key, &text)
+        let failed = |e: String| AuthError::CredentialStoreError(e);
+        let bound = bound_endpoints(self.vault.as_ref(), &self.key)
             .await
-            .map_err(AuthError::CredentialStoreError)
+            .map_err(failed)?;
+        let mut value = serde_json::to_value(&credentials).map_err(|e| failed(e.to_string()))?;
+        if let (Some(bound), Some(object)) = (bound, value.as_object_mut())
+            && credentials.token_response.is_some()
+        {
+            object.insert(
+                BOUND_ENDPOINTS.to_owned(),
+                serde_json::to_value(bound).map_err(|e| failed(e.to_string()))?,
+            );
+        }
+        self.vault
+            .save(&self.key, &value.to_string())
+            .await
+            .map_err(failed)
     }
 
     async fn clear(&self) -> Result<(), AuthError> {
@@ -287,48 +366,93 @@ impl RedirectWait for LoopbackRedirect {
     }
 }
 
+/// How long one connection to the redirect listener may take to send its request line:
+/// a connection that sends nothing must not keep the browser's answer waiting.
+const REQUEST_LINE_PATIENCE: Duration = Duration::from_secs(2);
+/// Connections to the redirect listener read at once; past it, the next waits its turn.
+const REDIRECT_READERS: usize = 16;
+
 /// Answers requests on the listener until one comes to the callback path (a browser may
 /// ask for `/favicon.ico` first); returns its full URL. The listener closes with it.
+/// Connections are read side by side, each within [`REQUEST_LINE_PATIENCE`], and only a
+/// process of the same user may answer: another user's process that learned the
+/// sign-in's `state` (a browser's command line shows it) could otherwise hand Conduit a
+/// code of the attacker's own account.
 async fn receive_redirect(listener: &TcpListener, base: &str) -> Result<String, SignInError> {
+    let local = listener.local_addr().map_err(SignInError::Redirect)?;
+    let readers = Arc::new(tokio::sync::Semaphore::new(REDIRECT_READERS));
+    let (arrived, mut requests) = tokio::sync::mpsc::channel::<(TcpStream, String)>(4);
     loop {
-        let (mut stream, _) = listener.accept().await.map_err(SignInError::Redirect)?;
-        let mut buffer = vec![0u8; 16 * 1024];
-        let mut read = 0;
-        // The request line is all that is needed; it ends at the first CRLF.
-        while read < buffer.len() && !buffer[..read].windows(2).any(|w| w == b"\r\n") {
-            match stream.read(&mut buffer[read..]).await {
-                Ok(0) => break,
-                Ok(n) => read += n,
-                Err(err) => return Err(SignInError::Redirect(err)),
+        // A place to read in, then a connection; requests already read are answered
+        // meanwhile.
+        let next = async {
+            let reader = readers.clone().acquire_owned().await;
+            (reader, listener.accept().await)
+        };
+        tokio::select! {
+            (reader, accepted) = next => {
+                let reader = reader.map_err(|closed| SignInError::Other(closed.to_string()))?;
+                let (stream, peer) = accepted.map_err(SignInError::Redirect)?;
+                let arrived = arrived.clone();
+                tokio::spawn(async move {
+                    match peer::peer_of(peer, local).await {
+                        peer::Peer::OtherUser(uid) => {
+                            tracing::warn!(uid, "a sign-in answer came from another user's process; ignored");
+                            return;
+                        }
+                        peer::Peer::SameUser | peer::Peer::Unknown => {}
+                    }
+                    let mut stream = stream;
+                    let read =
+                        tokio::time::timeout(REQUEST_LINE_PATIENCE, request_target(&mut stream)).await;
+                    drop(reader);
+                    if let Ok(Some(target)) = read {
+                        let _ = arrived.send((stream, target)).await;
+                    }
+                });
+            }
+            Some((mut stream, target)) = requests.recv() => {
+                let path = target.split(['?', '#']).next().unwrap_or_default();
+                if path != CALLBACK_PATH {
+                    let _ = stream
+                        .write_all(
+                            b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                        )
+                        .await;
+                    continue;
+                }
+                let page = "<!doctype html><meta charset=utf-8><title>Conduit</title>\
+                    <body style=\"font:16px system-ui;margin:3em\">\
+                    <h1>Back to Conduit</h1><p>You can close this tab.</p></body>";
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\ncache-control: no-store\r\nconnection: close\r\n\r\n{page}",
+                    page.len()
+                );
+                let _ = stream.write_all(reply.as_bytes()).await;
+                let _ = stream.shutdown().await;
+                let origin = base.trim_end_matches(CALLBACK_PATH);
+                return Ok(format!("{origin}{target}"));
             }
         }
-        let head = String::from_utf8_lossy(&buffer[..read]);
-        let target = head
-            .lines()
-            .next()
-            .and_then(|line| line.split_whitespace().nth(1))
-            .unwrap_or_default()
-            .to_owned();
-        if !target.starts_with(CALLBACK_PATH) {
-            let _ = stream
-                .write_all(
-                    b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
-                )
-                .await;
-            continue;
-        }
-        let page = "<!doctype html><meta charset=utf-8><title>Conduit</title>\
-            <body style=\"font:16px system-ui;margin:3em\">\
-            <h1>Back to Conduit</h1><p>You can close this tab.</p></body>";
-        let reply = format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\ncache-control: no-store\r\nconnection: close\r\n\r\n{page}",
-            page.len()
-        );
-        let _ = stream.write_all(reply.as_bytes()).await;
-        let _ = stream.shutdown().await;
-        let origin = base.trim_end_matches(CALLBACK_PATH);
-        return Ok(format!("{origin}{target}"));
     }
+}
+
+/// The target of a request's first line (`GET /callback?code=... HTTP/1.1`), read up to
+/// its end (at most 16 KiB); `None` for a connection that ends or fails first.
+async fn request_target(stream: &mut TcpStream) -> Option<String> {
+    let mut buffer = vec![0u8; 16 * 1024];
+    let mut read = 0;
+    while read < buffer.len() && !buffer[..read].windows(2).any(|w| w == b"\r\n") {
+        match stream.read(&mut buffer[read..]).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => read += n,
+        }
+    }
+    let head = String::from_utf8_lossy(&buffer[..read]);
+    head.lines()
+        .next()
+        .and_then(|line| line.split_whitespace().nth(1))
+        .map(str::to_owned)
 }
 
 /// Sign-in without a person: the authorization URL is fetched without following
@@ -383,15 +507,46 @@ impl RedirectWait for HeadlessRedirect {
 
 /// A manager for `server_url` whose tokens are in `vault`, loaded if there are any.
 /// Metadata hosts may be private addresses only when the server's own is (rmcp's rule).
+/// Stored tokens are used only while the server's metadata names the token endpoint the
+/// sign-in used ([`BoundEndpoints`]); otherwise they are forgotten and the user signs in
+/// again. A sign-in stored before endpoints were bound is bound to what the metadata names
+/// now.
 pub async fn manager(
     server_url: &str,
     vault: Arc<dyn TokenVault>,
 ) -> Result<(AuthorizationManager, bool), SignInError> {
+    let key = vault_key(server_url);
     let mut manager = AuthorizationManager::new(server_url).await?;
     manager.set_credential_store(VaultCredentials {
-        vault,
-        key: vault_key(server_url),
+        vault: vault.clone(),
+        key: key.clone(),
     });
+    let holds_tokens = stored(vault.as_ref(), &key)
+        .await
+        .map_err(SignInError::Vault)?
+        .is_some_and(|credentials| credentials.token_response.is_some());
+    if !holds_tokens {
+        return Ok((manager, false));
+    }
+    let metadata = manager.resolve_metadata().await?.metadata;
+    let now = BoundEndpoints::of(&metadata);
+    match bound_endpoints(vault.as_ref(), &key)
+        .await
+        .map_err(SignInError::Vault)?
+    {
+        Some(bound) if bound.token != now.token => {
+            tracing::warn!(
+                "the server's metadata names another token endpoint than at sign-in; the sign-in is forgotten"
+            );
+            vault.forget(&key).await.map_err(SignInError::Vault)?;
+            return Ok((manager, false));
+        }
+        Some(_) => {}
+        None => bind_endpoints(vault.as_ref(), &key, &now)
+            .await
+            .map_err(SignInError::Vault)?,
+    }
+    manager.set_metadata(metadata);
     let signed_in = manager.initialize_from_store().await?;
     Ok((manager, signed_in))
 }
@@ -479,6 +634,21 @@ pub async fn sign_in(
             callback.issuer.as_deref(),
         )
         .await?;
+    // The endpoints the tokens were made for, as the next connection will discover them.
+    let key = vault_key(server_url);
+    match AuthorizationManager::new(server_url)
+        .await?
+        .resolve_metadata()
+        .await
+    {
+        Ok(found) => bind_endpoints(vault.as_ref(), &key, &BoundEndpoints::of(&found.metadata))
+            .await
+            .map_err(SignInError::Vault)?,
+        // The next connection binds what it finds (and fails as the sign-in would).
+        Err(error) => {
+            tracing::warn!(%error, "the signed-in server's metadata could not be read again")
+        }
+    }
     Ok(())
 }
 
@@ -529,9 +699,9 @@ fn redirect_error(url: &str) -> Option<String> {
     })
 }
 
-/// Signs out of `server_url`: revokes its tokens where the authorization server offers
-/// revocation (RFC 7009; a failure there is reported but the tokens are forgotten
-/// anyway), then forgets them. Returns whether revocation was done.
+/// Signs out of the server at `server_url`: its tokens are forgotten first (a revocation
+/// that fails or hangs leaves nothing behind), then revoked at the endpoint bound at
+/// sign-in, within [`REVOCATION_PATIENCE`].
 pub async fn sign_out(
     server_url: &str,
     settings: &SignInSettings,
@@ -541,17 +711,25 @@ pub async fn sign_out(
     let stored = stored(vault.as_ref(), &key)
         .await
         .map_err(SignInError::Vault)?;
-    let mut outcome = SignedOut::NothingStored;
-    if let Some(stored) = stored {
-        outcome = match revoke(server_url, settings, &stored).await {
+    let bound = bound_endpoints(vault.as_ref(), &key)
+        .await
+        .map_err(SignInError::Vault)?;
+    vault.forget(&key).await.map_err(SignInError::Vault)?;
+    let Some(stored) = stored else {
+        return Ok(SignedOut::NothingStored);
+    };
+    Ok(
+        match revoke(server_url, settings, &stored, bound.as_ref()).await {
             Ok(true) => SignedOut::Revoked,
             Ok(false) => SignedOut::Forgotten,
             Err(reason) => SignedOut::RevocationFailed(reason),
-        };
-    }
-    vault.forget(&key).await.map_err(SignInError::Vault)?;
-    Ok(outcome)
+        },
+    )
 }
+
+/// How long a revocation may take: the tokens are already forgotten, so a server that
+/// does not answer only delays the word that they were revoked.
+pub const REVOCATION_PATIENCE: Duration = Duration::from_secs(30);
 
 /// What signing out did.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, ts_rs::TS)]
@@ -565,10 +743,36 @@ pub enum SignedOut {
     RevocationFailed(String),
 }
 
+/// Where to revoke: the endpoint bound at sign-in; for a sign-in stored before endpoints
+/// were bound, the one the metadata names now, only on the token endpoint's origin.
+async fn revocation_endpoint(
+    server_url: &str,
+    bound: Option<&BoundEndpoints>,
+) -> Result<Option<String>, String> {
+    if let Some(bound) = bound {
+        return Ok(bound.revocation.clone());
+    }
+    let manager = AuthorizationManager::new(server_url)
+        .await
+        .map_err(|e| e.to_string())?;
+    let now = BoundEndpoints::of(
+        &manager
+            .resolve_metadata()
+            .await
+            .map_err(|e| e.to_string())?
+            .metadata,
+    );
+    let origin = |url: &str| reqwest::Url::parse(url).ok().map(|url| url.origin());
+    Ok(now.revocation.filter(|revocation| {
+        origin(revocation).is_some() && origin(revocation) == origin(&now.token)
+    }))
+}
+
 async fn revoke(
     server_url: &str,
     settings: &SignInSettings,
     stored: &StoredCredentials,
+    bound: Option<&BoundEndpoints>,
 ) -> Result<bool, String> {
     let Some(tokens) = &stored.token_response else {
         return Ok(false);
@@ -576,23 +780,12 @@ async fn revoke(
     // The token response as its wire form: no need for oauth2's traits.
     let tokens = serde_json::to_value(tokens).map_err(|e| e.to_string())?;
     let field = |name: &str| tokens.get(name).and_then(Value::as_str).map(str::to_owned);
-    let manager = AuthorizationManager::new(server_url)
-        .await
-        .map_err(|e| e.to_string())?;
-    let metadata = manager
-        .resolve_metadata()
-        .await
-        .map_err(|e| e.to_string())?
-        .metadata;
-    let Some(endpoint) = metadata
-        .additional_fields
-        .get("revocation_endpoint")
-        .and_then(Value::as_str)
-    else {
+    let Some(endpoint) = revocation_endpoint(server_url, bound).await? else {
         return Ok(false);
     };
     let client = conduit_net::client_builder()
         .redirect(reqwest::redirect::Policy::none())
+        .timeout(REVOCATION_PATIENCE)
         .build()
         .map_err(|e| e.to_string())?;
     let mut revoked_any = false;
@@ -615,7 +808,7 @@ async fn revoke(
             form.push(("client_secret", secret.clone()));
         }
         let response = client
-            .post(endpoint)
+            .post(&endpoint)
             .form(&form)
             .send()
             .await
@@ -741,6 +934,44 @@ mod tests {
         assert_eq!(back, format!("{uri}?code=c0de&state=st"));
         assert_eq!(*opened.lock(), ["https://auth.example/authorize?x=1"]);
         browser.await.unwrap();
+    }
+
+    /// A local process that connects and says nothing, or asks for a path that only
+    /// starts like the callback, neither holds up nor stands in for the browser's answer.
+    #[tokio::test]
+    async fn an_idle_connection_does_not_hold_up_the_browser_and_only_the_exact_path_answers() {
+        // Before, the first silent connection was read until the sign-in gave up.
+        let sign_in =
+            BrowserSignIn::new(Arc::new(|_: &str| Ok(()))).with_patience(Duration::from_secs(30));
+        let redirect = sign_in.prepare().await.unwrap();
+        let uri = redirect.uri();
+        let address = uri
+            .trim_start_matches("http://")
+            .trim_end_matches("/callback")
+            .to_owned();
+        let browser = tokio::spawn(async move {
+            // Many silent connections, more than are read at once, kept open.
+            let mut idle = Vec::new();
+            for _ in 0..REDIRECT_READERS + 4 {
+                idle.push(TcpStream::connect(&address).await.unwrap());
+            }
+            let mut lookalike = TcpStream::connect(&address).await.unwrap();
+            lookalike
+                .write_all(b"GET /callbackX?code=evil&state=st HTTP/1.1\r\n\r\n")
+                .await
+                .unwrap();
+            let mut answer = String::new();
+            lookalike.read_to_string(&mut answer).await.unwrap();
+            assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
+            let page = reqwest::get(format!("http://{address}/callback?code=c0de&state=st"))
+                .await
+                .unwrap();
+            assert_eq!(page.status(), 200);
+            idle
+        });
+        let back = redirect.visit("https://auth.example/a").await.unwrap();
+        assert!(back.ends_with("/callback?code=c0de&state=st"), "{back}");
+        drop(browser.await.unwrap());
     }
 
     #[tokio::test]
