@@ -16,7 +16,9 @@ use conduit_host::mcp_client::elicit::{
 use conduit_host::mcp_client::sampling::{
     SampledMessage, SamplingAnswer, SamplingContent, SamplingRequest,
 };
-use conduit_host::sampling::{ModelPick, NO_SAMPLING_PROVIDER, Sampler, settle_without_asking};
+use conduit_host::sampling::{
+    ModelPick, NO_SAMPLING_PROVIDER, Sampler, SamplingSlots, settle_without_asking,
+};
 use serde_json::{Map, Value};
 
 use crate::terminal::{RESET, shown};
@@ -28,6 +30,8 @@ pub struct TerminalAsker {
     /// Runs sampling requests (the host), on `pick` or the default provider.
     sampler: Arc<dyn Sampler>,
     pick: Option<ModelPick>,
+    /// Each server's sampling requests here now, asked or not.
+    sampling_slots: SamplingSlots,
 }
 
 impl TerminalAsker {
@@ -44,6 +48,7 @@ impl TerminalAsker {
                 lock: tokio::sync::Mutex::new(()),
                 sampler,
                 pick,
+                sampling_slots: SamplingSlots::default(),
             }) as Arc<dyn Asker>
         })
     }
@@ -107,8 +112,12 @@ impl Asker for TerminalAsker {
     }
 
     async fn sample(&self, request: SamplingRequest) -> SamplingAnswer {
+        let held = match self.sampling_slots.take(&request.server) {
+            Ok(held) => held,
+            Err(rejected) => return rejected,
+        };
         if let Some(answer) =
-            settle_without_asking(self.sampler.as_ref(), &request, self.pick.clone()).await
+            settle_without_asking(self.sampler.as_ref(), &held, &request, self.pick.clone()).await
         {
             return answer;
         }

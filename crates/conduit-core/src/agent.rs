@@ -195,6 +195,95 @@ pub const MAX_RESPONSE_CALLS: usize = 128;
 /// calls with tools always allowed does not start 128 servers' work (or processes) at once.
 pub const MAX_RUNNING_TOOL_CALLS: usize = 8;
 
+/// How long a tool call goes on running after a stop or its time limit, to see the cancel
+/// and end its work (an MCP tool sends its server `notifications/cancelled`), before it is
+/// dropped.
+pub const STOP_GRACE: Duration = Duration::from_secs(1);
+
+/// `running` to its end, or until `limit` when there is one (`Err` past it).
+async fn within<F: Future>(
+    limit: Option<Duration>,
+    running: F,
+) -> Result<F::Output, tokio::time::error::Elapsed> {
+    match limit {
+        Some(limit) => tokio::time::timeout(limit, running).await,
+        None => Ok(running.await),
+    }
+}
+
+/// What one model response streamed so far, against [`MAX_RESPONSE_BYTES`] and
+/// [`MAX_RESPONSE_CALLS`]: the one count a turn and a server's sampling run both keep.
+#[derive(Debug, Default)]
+pub struct ResponseSize {
+    /// Bytes of text, reasoning and tool arguments.
+    bytes: usize,
+    /// Calls started so far, finished or not.
+    calls: usize,
+    /// Provider ids of calls that started and are not done yet (a repeated id is a call
+    /// of its own).
+    open_calls: Vec<String>,
+    /// Whether arguments came as deltas: then a finished call's were counted already.
+    streamed_arguments: bool,
+}
+
+impl ResponseSize {
+    /// Counts what `event` adds to the response.
+    pub fn count(&mut self, event: &ProviderEvent) {
+        match event {
+            ProviderEvent::TextDelta(text) | ProviderEvent::ReasoningDelta(text) => {
+                self.bytes = self.bytes.saturating_add(text.len());
+            }
+            ProviderEvent::ToolCallStarted { id, .. } => {
+                self.calls += 1;
+                self.open_calls.push(id.clone());
+            }
+            ProviderEvent::ToolCallDelta { id, arguments } => {
+                self.streamed_arguments = true;
+                self.bytes = self.bytes.saturating_add(arguments.len());
+                // A piece for a call that never started opens one.
+                if !self.open_calls.contains(id) {
+                    self.calls += 1;
+                    self.open_calls.push(id.clone());
+                }
+            }
+            ProviderEvent::ToolCallDone { id, arguments, .. } => {
+                match self.open_calls.iter().position(|open| open == id) {
+                    Some(index) => {
+                        self.open_calls.remove(index);
+                    }
+                    None => self.calls += 1,
+                }
+                if !self.streamed_arguments {
+                    // Arguments that came whole (Gemini): their size as JSON text.
+                    let size = match arguments {
+                        Ok(value) => crate::content::json_size(value),
+                        Err(invalid) => invalid.raw.len(),
+                    };
+                    self.bytes = self.bytes.saturating_add(size);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The error that ends a response past its limits, naming the limit.
+    pub fn over_limit(&self) -> Option<ProviderError> {
+        let message = if self.calls > MAX_RESPONSE_CALLS {
+            format!(
+                "the model asked for more than {MAX_RESPONSE_CALLS} tool calls in one response; Conduit stopped the answer"
+            )
+        } else if self.bytes > MAX_RESPONSE_BYTES {
+            format!(
+                "the model's response is larger than {} MiB of text, reasoning and tool arguments; Conduit stopped the answer",
+                MAX_RESPONSE_BYTES / (1024 * 1024)
+            )
+        } else {
+            return None;
+        };
+        Some(ProviderError::new(ProviderErrorKind::Protocol, message))
+    }
+}
+
 /// A model, its tools and the approval policy.
 pub struct Agent {
     provider: Arc<dyn Provider>,
@@ -452,11 +541,26 @@ impl Agent {
             }),
         );
         let timeout = self.options.tool_timeout;
+        let limit = (!tool.keeps_its_own_time()).then_some(timeout);
+        let running = tool.call(call.arguments.clone(), context);
+        tokio::pin!(running);
         // Biased: a tool that ends because it saw the cancel still counts as stopped.
-        let outcome = tokio::select! {
+        let ended = tokio::select! {
             biased;
-            () = cancel.cancelled() => return ToolResult::error(call, "The user stopped the turn while the tool was running."),
-            outcome = tokio::time::timeout(timeout, tool.call(call.arguments.clone(), context)) => outcome,
+            () = cancel.cancelled() => None,
+            outcome = within(limit, &mut running) => Some(outcome),
+        };
+        let outcome = match ended {
+            None => {
+                // The tool sees the stop and ends its work (an MCP tool tells its server to
+                // cancel) before it is dropped.
+                let _ = tokio::time::timeout(STOP_GRACE, &mut running).await;
+                return ToolResult::error(
+                    call,
+                    "The user stopped the turn while the tool was running.",
+                );
+            }
+            Some(outcome) => outcome,
         };
         match outcome {
             Ok(Ok(output)) => ToolResult {
@@ -469,6 +573,7 @@ impl Agent {
             Ok(Err(err)) => ToolResult::error(call, format!("The tool failed: {err}")),
             Err(_) => {
                 cancel.cancel();
+                let _ = tokio::time::timeout(STOP_GRACE, &mut running).await;
                 ToolResult::error(
                     call,
                     format!(
@@ -499,14 +604,8 @@ struct MessageBuilder {
     /// Calls that started streaming and are not done yet: (provider id, Conduit id), in
     /// the order they started.
     open_calls: Vec<(String, String)>,
-    /// Bytes of text, reasoning and arguments streamed so far (against
-    /// [`MAX_RESPONSE_BYTES`]).
-    bytes: usize,
-    /// Calls started so far, finished or not (against [`MAX_RESPONSE_CALLS`]).
-    calls: usize,
-    /// Whether arguments came as deltas: then a finished call's arguments were counted
-    /// already.
-    streamed_arguments: bool,
+    /// What the response streamed so far, against its limits.
+    size: ResponseSize,
 }
 
 impl MessageBuilder {
@@ -517,31 +616,13 @@ impl MessageBuilder {
             reported: 0,
             tools,
             open_calls: Vec::new(),
-            bytes: 0,
-            calls: 0,
-            streamed_arguments: false,
+            size: ResponseSize::default(),
         }
     }
 
     /// The error that ends a response past its limits, naming the limit.
     fn over_limit(&self) -> Option<ProviderError> {
-        let message = if self.calls > MAX_RESPONSE_CALLS {
-            format!(
-                "the model asked for more than {MAX_RESPONSE_CALLS} tool calls in one response; Conduit stopped the answer"
-            )
-        } else if self.bytes > MAX_RESPONSE_BYTES {
-            format!(
-                "the model's response is larger than {} MiB of text, reasoning and tool arguments; Conduit stopped the answer",
-                MAX_RESPONSE_BYTES / (1024 * 1024)
-            )
-        } else {
-            return None;
-        };
-        Some(ProviderError::new(ProviderErrorKind::Protocol, message))
-    }
-
-    fn count(&mut self, bytes: usize) {
-        self.bytes = self.bytes.saturating_add(bytes);
+        self.size.over_limit()
     }
 
     /// The open call a streamed piece belongs to: the latest one started under that
@@ -558,7 +639,6 @@ impl MessageBuilder {
             None => {
                 let id = new_call_id();
                 self.open_calls.push((wire_id.to_owned(), id.clone()));
-                self.calls += 1;
                 id
             }
         }
@@ -569,10 +649,7 @@ impl MessageBuilder {
     fn finished_call(&mut self, wire_id: &str) -> String {
         match self.open_calls.iter().position(|(wire, _)| wire == wire_id) {
             Some(index) => self.open_calls.remove(index).1,
-            None => {
-                self.calls += 1;
-                new_call_id()
-            }
+            None => new_call_id(),
         }
     }
 
@@ -600,9 +677,9 @@ impl MessageBuilder {
 
     fn apply(&mut self, event: ProviderEvent) -> Vec<AgentEvent> {
         let mut out = Vec::new();
+        self.size.count(&event);
         match event {
             ProviderEvent::TextDelta(text) => {
-                self.count(text.len());
                 let open = self.reported < self.blocks.len();
                 match self.blocks.last_mut() {
                     Some(Block::Text { text: last }) if open => last.push_str(&text),
@@ -611,7 +688,6 @@ impl MessageBuilder {
                 out.push(AgentEvent::TextDelta { text });
             }
             ProviderEvent::ReasoningDelta(text) => {
-                self.count(text.len());
                 let open = self.reported < self.blocks.len();
                 match self.blocks.last_mut() {
                     Some(Block::Reasoning {
@@ -652,7 +728,6 @@ impl MessageBuilder {
                 self.report_complete(self.blocks.len(), &mut out);
             }
             ProviderEvent::ToolCallStarted { id: wire_id, name } => {
-                self.calls += 1;
                 let id = new_call_id();
                 self.open_calls.push((wire_id, id.clone()));
                 let origin = self.origin(&name);
@@ -662,8 +737,6 @@ impl MessageBuilder {
                 id: wire_id,
                 arguments,
             } => {
-                self.streamed_arguments = true;
-                self.count(arguments.len());
                 let id = self.streaming_call(&wire_id);
                 out.push(AgentEvent::ToolCallDelta { id, arguments });
             }
@@ -674,14 +747,6 @@ impl MessageBuilder {
                 signature,
             } => {
                 let id = self.finished_call(&wire_id);
-                if !self.streamed_arguments {
-                    // Arguments that came whole (Gemini): their size as JSON text.
-                    let size = match &arguments {
-                        Ok(value) => crate::content::json_size(value),
-                        Err(invalid) => invalid.raw.len(),
-                    };
-                    self.count(size);
-                }
                 let origin = self.origin(&name);
                 let (arguments, invalid_arguments) = match arguments {
                     Ok(value) => (value, None),

@@ -108,7 +108,17 @@ pub trait Tool: Send + Sync {
         None
     }
 
-    /// Runs the tool. It should stop soon after `context.cancel` fires.
+    /// Whether the tool keeps its own time: then the agent does not cut its calls at its
+    /// own limit (an MCP tool has its server's timeout, restarted by progress, within a
+    /// cap of its own). Stop ends every call either way.
+    fn keeps_its_own_time(&self) -> bool {
+        false
+    }
+
+    /// Runs the tool. It should stop soon after `context.cancel` fires: the agent goes on
+    /// running it for a moment after a stop or its time limit (see
+    /// [`crate::agent::STOP_GRACE`]), so it can end its work (an MCP tool tells its server),
+    /// then drops it.
     async fn call(&self, arguments: Value, context: ToolContext) -> Result<ToolOutput, ToolError>;
 }
 

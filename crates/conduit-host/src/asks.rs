@@ -16,7 +16,7 @@ use conduit_mcp::elicit::{
 };
 use conduit_mcp::sampling::{SampledMessage, SamplingAnswer, SamplingRequest};
 
-use crate::sampling::{ModelPick, Sampler, settle_without_asking};
+use crate::sampling::{ModelPick, Sampler, SamplingSlots, settle_without_asking};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -116,6 +116,8 @@ pub struct WindowAsker {
     sampling: Mutex<BTreeMap<String, SamplingWaiting>>,
     /// Runs sampling requests; without one, sampling is not offered.
     sampler: Option<Arc<dyn Sampler>>,
+    /// Each server's sampling requests here now, asked or not.
+    sampling_slots: SamplingSlots,
     changed: broadcast::Sender<()>,
     wait: Duration,
 }
@@ -136,6 +138,7 @@ impl WindowAsker {
             waiting: Mutex::new(BTreeMap::new()),
             sampling: Mutex::new(BTreeMap::new()),
             sampler,
+            sampling_slots: SamplingSlots::default(),
             changed: broadcast::channel(16).0,
             wait,
         })
@@ -194,29 +197,18 @@ impl WindowAsker {
     ) -> SamplingAnswer {
         let id = format!("sample_{}", uuid::Uuid::now_v7());
         let (replies, mut received) = mpsc::unbounded_channel();
-        {
-            let mut sampling = self.sampling.lock();
-            let asked = sampling
-                .values()
-                .filter(|w| w.question.request.server == request.server)
-                .count();
-            // A server cannot flood the window with requests.
-            if asked >= WAITING_PER_SERVER {
-                tracing::warn!(server = %request.server, "a server sent more sampling requests than may wait at once; rejected");
-                return SamplingAnswer::Rejected;
-            }
-            sampling.insert(
-                id.clone(),
-                SamplingWaiting {
-                    question: SamplingQuestion {
-                        id: id.clone(),
-                        request: request.clone(),
-                        state: SamplingState::Asking,
-                    },
-                    replies,
+        // The caller holds this request's place: no server has more than its share here.
+        self.sampling.lock().insert(
+            id.clone(),
+            SamplingWaiting {
+                question: SamplingQuestion {
+                    id: id.clone(),
+                    request: request.clone(),
+                    state: SamplingState::Asking,
                 },
-            );
-        }
+                replies,
+            },
+        );
         let _ = self.changed.send(());
         /// Takes the request away however the wait ends.
         struct Forget<'a>(&'a WindowAsker, String);
@@ -389,7 +381,12 @@ impl Asker for WindowAsker {
         let Some(sampler) = self.sampler.clone() else {
             return SamplingAnswer::Rejected;
         };
-        match settle_without_asking(sampler.as_ref(), &request, None).await {
+        // A server cannot flood the window, or the user's key, with requests.
+        let held = match self.sampling_slots.take(&request.server) {
+            Ok(held) => held,
+            Err(rejected) => return rejected,
+        };
+        match settle_without_asking(sampler.as_ref(), &held, &request, None).await {
             Some(answer) => answer,
             None => self.sample_in_window(sampler.as_ref(), request).await,
         }
@@ -399,6 +396,7 @@ impl Asker for WindowAsker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sampling::SAMPLING_PER_SERVER;
     use crate::settings::ToolPolicy;
     use serde_json::json;
 
@@ -745,6 +743,56 @@ mod tests {
         }
         // Without a sampler nothing is offered.
         assert!(!WindowAsker::new(ANSWER_WAIT).samples());
+    }
+
+    #[tokio::test]
+    async fn an_allowed_server_runs_at_most_its_share_at_once_and_more_are_rejected_unrun() {
+        let sampler = FakeSampler::new(ToolPolicy::Allow);
+        let asker = WindowAsker::with_sampler(ANSWER_WAIT, sampler.clone());
+        // Held at the gate: the runs cannot finish.
+        let held = sampler.gate.acquire_many(100).await.unwrap();
+        let running: Vec<_> = (0..SAMPLING_PER_SERVER)
+            .map(|_| {
+                let asker = asker.clone();
+                tokio::spawn(async move { asker.sample(sampling_request("srv")).await })
+            })
+            .collect();
+        let picked = |count: usize| {
+            let sampler = sampler.clone();
+            tokio::time::timeout(Duration::from_secs(5), async move {
+                while sampler.picks.lock().len() < count {
+                    tokio::task::yield_now().await;
+                }
+            })
+        };
+        picked(SAMPLING_PER_SERVER).await.unwrap();
+        // The flood: each one more is rejected at once, and never runs on the user's key.
+        for _ in 0..20 {
+            let flood = tokio::time::timeout(
+                Duration::from_secs(5),
+                asker.sample(sampling_request("srv")),
+            )
+            .await;
+            assert_eq!(flood, Ok(SamplingAnswer::Rejected));
+        }
+        assert_eq!(sampler.picks.lock().len(), SAMPLING_PER_SERVER);
+        assert!(asker.sampling_requests().is_empty(), "never shown");
+        // Another server has its own places.
+        let other = {
+            let asker = asker.clone();
+            tokio::spawn(async move { asker.sample(sampling_request("other")).await })
+        };
+        picked(SAMPLING_PER_SERVER + 1).await.unwrap();
+        drop(held);
+        for run in running {
+            assert!(matches!(run.await.unwrap(), SamplingAnswer::Sampled(_)));
+        }
+        assert!(matches!(other.await.unwrap(), SamplingAnswer::Sampled(_)));
+        // Their places are given back once they end.
+        assert!(matches!(
+            asker.sample(sampling_request("srv")).await,
+            SamplingAnswer::Sampled(_)
+        ));
     }
 
     #[tokio::test]

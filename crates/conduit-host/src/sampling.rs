@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use conduit_core::agent::ResponseSize;
 use conduit_core::content::{Block, Message, ResultPart, Role, ToolCall, ToolResult};
 use conduit_core::media::MediaStore;
 use conduit_core::provider::{ModelRequest, ProviderEvent, StopReason};
@@ -54,11 +55,64 @@ pub trait Sampler: Send + Sync {
 /// Why a request cannot run when nobody picked a model and none is the default.
 pub const NO_SAMPLING_PROVIDER: &str = "no provider with a default model is set up to run it";
 
+/// How many sampling requests one server may have in a frontend at once, whatever its
+/// policy: asking the user, running, or waiting to be sent. More are rejected, as
+/// questions past [`crate::asks::WAITING_PER_SERVER`] are declined: a server allowed to
+/// sample could otherwise fire hundreds of requests at once, each billed to the user's key.
+pub const SAMPLING_PER_SERVER: usize = crate::asks::WAITING_PER_SERVER;
+
+/// The sampling requests each server has in a frontend now. A frontend takes a place
+/// before anything else is done with a request ([`settle_without_asking`] included) and
+/// holds it until the request ends.
+#[derive(Default)]
+pub struct SamplingSlots {
+    taken: parking_lot::Mutex<HashMap<String, usize>>,
+}
+
+/// One request's place, given back when dropped.
+pub struct SamplingSlot<'a> {
+    slots: &'a SamplingSlots,
+    server: String,
+}
+
+impl SamplingSlots {
+    /// A place for one more of `server`'s requests; else the answer the server gets (the
+    /// spec's user-rejected error), said in the log.
+    pub fn take(&self, server: &str) -> Result<SamplingSlot<'_>, SamplingAnswer> {
+        let mut taken = self.taken.lock();
+        let count = taken.entry(server.to_owned()).or_default();
+        if *count >= SAMPLING_PER_SERVER {
+            tracing::warn!(%server, "a server sent more sampling requests than may wait or run at once; rejected");
+            return Err(SamplingAnswer::Rejected);
+        }
+        *count += 1;
+        Ok(SamplingSlot {
+            slots: self,
+            server: server.to_owned(),
+        })
+    }
+}
+
+impl Drop for SamplingSlot<'_> {
+    fn drop(&mut self) {
+        let mut taken = self.slots.taken.lock();
+        if let Some(count) = taken.get_mut(&self.server) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                taken.remove(&self.server);
+            }
+        }
+    }
+}
+
 /// What the server's sampling policy settles before anyone is asked, in every frontend:
 /// a refusal, or the request run unasked on `pick` (else the default model); `None` when
-/// the policy is to ask the user.
+/// the policy is to ask the user. `_held` is the request's place, taken by the caller:
+/// no frontend gets here, or to a run, without one, so no server has more than
+/// [`SAMPLING_PER_SERVER`] requests asked or running whatever its policy.
 pub async fn settle_without_asking(
     sampler: &dyn Sampler,
+    _held: &SamplingSlot<'_>,
     request: &SamplingRequest,
     pick: Option<ModelPick>,
 ) -> Option<SamplingAnswer> {
@@ -246,15 +300,23 @@ pub fn model_tools(request: &SamplingRequest) -> Vec<ToolSpec> {
 }
 
 /// One model response gathered into the answer: its text, and its tool uses with the
-/// provider's call ids (the server answers them by id).
+/// provider's call ids (the server answers them by id). A response past a turn's limits
+/// ([`conduit_core::agent::MAX_RESPONSE_BYTES`] of text, reasoning and tool arguments,
+/// [`conduit_core::agent::MAX_RESPONSE_CALLS`] tool calls) fails, naming the limit: the provider is not trusted to stop.
 pub async fn gather(
     model: String,
     mut events: conduit_core::provider::EventStream,
 ) -> Result<SampledMessage, String> {
     let mut content: Vec<SamplingContent> = Vec::new();
     let mut stop = SamplingStop::EndTurn;
+    let mut streamed = ResponseSize::default();
     while let Some(event) = events.next().await {
-        match event.map_err(|e| e.to_string())? {
+        let event = event.map_err(|e| e.to_string())?;
+        streamed.count(&event);
+        if let Some(over) = streamed.over_limit() {
+            return Err(over.message);
+        }
+        match event {
             ProviderEvent::TextDelta(delta) => match content.last_mut() {
                 Some(SamplingContent::Text { text }) => text.push_str(&delta),
                 _ => content.push(SamplingContent::Text { text: delta }),
@@ -307,6 +369,8 @@ pub async fn gather(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use conduit_core::agent::{MAX_RESPONSE_BYTES, MAX_RESPONSE_CALLS};
+    use conduit_core::provider::EventStream;
     use conduit_core::testing::MemoryMedia;
     use futures::stream;
     use serde_json::json;
@@ -399,5 +463,109 @@ mod tests {
         .await
         .unwrap_err();
         assert!(failed.contains("slow down"), "{failed}");
+    }
+
+    /// `count` events made by `event` as the stream is read, then the end of the response.
+    fn response(
+        count: usize,
+        event: impl Fn(usize) -> ProviderEvent + Send + 'static,
+    ) -> EventStream {
+        stream::iter(
+            (0..count)
+                .map(move |i| Ok(event(i)))
+                .chain([Ok(ProviderEvent::Stop(StopReason::EndTurn))]),
+        )
+        .boxed()
+    }
+
+    #[tokio::test]
+    async fn a_response_past_a_turns_limits_fails_the_sampling_run_naming_the_limit() {
+        // Pieces of 1 MiB, each made as the stream is read, one more than the cap holds.
+        fn piece() -> String {
+            "x".repeat(1024 * 1024)
+        }
+        let past_bytes = MAX_RESPONSE_BYTES / piece().len() + 1;
+        let past_calls = MAX_RESPONSE_CALLS + 1;
+        fn call(i: usize, arguments: serde_json::Value) -> ProviderEvent {
+            ProviderEvent::ToolCallDone {
+                id: format!("c{i}"),
+                name: "weather".into(),
+                arguments: Ok(arguments),
+                signature: None,
+            }
+        }
+        for (endless, why) in [
+            (
+                response(past_bytes, |_| ProviderEvent::TextDelta(piece())),
+                "larger than 32 MiB",
+            ),
+            (
+                response(past_bytes, |_| ProviderEvent::ReasoningDelta(piece())),
+                "larger than 32 MiB",
+            ),
+            (
+                // One call whose arguments never end (the provider buffers them whole).
+                response(past_bytes, |_| ProviderEvent::ToolCallDelta {
+                    id: "c0".into(),
+                    arguments: piece(),
+                }),
+                "larger than 32 MiB",
+            ),
+            (
+                response(past_bytes, |i| call(i, json!({"city": piece()}))),
+                "larger than 32 MiB",
+            ),
+            (
+                response(past_calls, |i| call(i, json!({}))),
+                "more than 128 tool calls",
+            ),
+            (
+                response(past_calls, |i| ProviderEvent::ToolCallStarted {
+                    id: format!("c{i}"),
+                    name: "weather".into(),
+                }),
+                "more than 128 tool calls",
+            ),
+        ] {
+            // Not `unwrap_err`: an answer gathered would print tens of megabytes.
+            let Err(failed) = gather("m1".into(), endless).await else {
+                panic!("{why}: the answer was gathered");
+            };
+            assert!(failed.contains(why), "{why}: {failed}");
+        }
+        // At the limits the answer is gathered; a call that streamed its start counts once.
+        let calls = (0..MAX_RESPONSE_CALLS).flat_map(|i| {
+            [
+                ProviderEvent::ToolCallStarted {
+                    id: format!("c{i}"),
+                    name: "weather".into(),
+                },
+                call(i, json!({})),
+            ]
+        });
+        // The calls' arguments (`{}`) take 2 bytes each; text fills the rest to the byte.
+        let text = (0..past_bytes - 2)
+            .map(|_| piece())
+            .chain(["x".repeat(piece().len() - 2 * MAX_RESPONSE_CALLS)]);
+        let at_limits = calls.chain(text.map(ProviderEvent::TextDelta)).map(Ok);
+        let answer = gather("m1".into(), stream::iter(at_limits).boxed())
+            .await
+            .unwrap();
+        assert_eq!(answer.content.len(), MAX_RESPONSE_CALLS + 1);
+    }
+
+    #[test]
+    fn each_server_has_its_own_places_given_back_when_a_request_ends() {
+        let slots = SamplingSlots::default();
+        let held: Vec<_> = (0..SAMPLING_PER_SERVER)
+            .map(|_| slots.take("srv").ok().unwrap())
+            .collect();
+        assert_eq!(slots.take("srv").err(), Some(SamplingAnswer::Rejected));
+        let other = slots.take("other");
+        assert!(other.is_ok(), "another server has its own");
+        drop(held);
+        assert!(slots.take("srv").is_ok(), "given back");
+        drop(other);
+        assert!(slots.taken.lock().is_empty());
     }
 }

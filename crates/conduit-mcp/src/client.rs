@@ -354,6 +354,10 @@ impl Asks {
             message,
             kind,
         };
+        if let Err(why) = question.check_size() {
+            tracing::warn!(server = %self.server, %why, "a server's question is too large to show; declined");
+            return ElicitResult::new(ElicitationAction::Decline);
+        }
         let fields = match &question.kind {
             ElicitationKind::Form { fields } => fields.clone(),
             ElicitationKind::Url { .. } => Vec::new(),

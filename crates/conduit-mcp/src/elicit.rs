@@ -7,8 +7,32 @@
 use async_trait::async_trait;
 
 use crate::sampling::{SamplingAnswer, SamplingRequest};
+use conduit_core::content::json_size;
 use serde::Serialize;
 use serde_json::{Map, Value};
+
+// A question waits until the user answers, and every waiting question goes to the window
+// again each time one arrives or leaves: without these caps a server could park forms of
+// hundreds of MiB and make every reload copy them into the page. A question past one is
+// declined, and the log says which cap it broke.
+
+/// The longest message a question carries, in bytes: a real one is a sentence or a
+/// paragraph; this is pages of text.
+pub const MAX_QUESTION_MESSAGE_BYTES: usize = 64 * 1024;
+
+/// The longest page address a URL question carries, in bytes: a sign-in page's, with its
+/// state and challenge, is well under 2 KiB, and many web servers refuse past 8 KiB.
+pub const MAX_QUESTION_URL_BYTES: usize = 16 * 1024;
+
+/// The most fields a form has: a real one asks a handful of things.
+pub const MAX_FORM_FIELDS: usize = 100;
+
+/// The most options one field of a form offers: a list of every country is about 250.
+pub const MAX_FIELD_OPTIONS: usize = 1_000;
+
+/// The most JSON a form's schema takes (names, titles, descriptions, defaults, options):
+/// a real form's is a few KiB, a long list of options tens.
+pub const MAX_FORM_SCHEMA_BYTES: usize = 256 * 1024;
 
 /// One question a server asks.
 #[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
@@ -38,6 +62,26 @@ pub struct FormField {
     pub description: Option<String>,
     pub required: bool,
     pub input: FieldInput,
+}
+
+impl Elicitation {
+    /// Whether the question's message and page address are within their caps (a form's
+    /// fields are capped as they are read, by [`form_fields`]); else why not.
+    pub fn check_size(&self) -> Result<(), String> {
+        if self.message.len() > MAX_QUESTION_MESSAGE_BYTES {
+            return Err(format!(
+                "the question's message is larger than {} KiB",
+                MAX_QUESTION_MESSAGE_BYTES / 1024
+            ));
+        }
+        match &self.kind {
+            ElicitationKind::Url { url } if url.len() > MAX_QUESTION_URL_BYTES => Err(format!(
+                "the question's page address is larger than {} KiB",
+                MAX_QUESTION_URL_BYTES / 1024
+            )),
+            ElicitationKind::Url { .. } | ElicitationKind::Form { .. } => Ok(()),
+        }
+    }
 }
 
 /// What a field takes.
@@ -131,8 +175,15 @@ pub trait Asker: Send + Sync {
 }
 
 /// Reads a form's restricted schema (`requestedSchema`): an object whose properties are
-/// primitives. Anything else is refused, naming the property.
+/// primitives, within the form's caps. Anything else is refused, naming the property or
+/// the cap.
 pub fn form_fields(schema: &Value) -> Result<Vec<FormField>, String> {
+    if json_size(schema) > MAX_FORM_SCHEMA_BYTES {
+        return Err(format!(
+            "the form's schema is larger than {} KiB",
+            MAX_FORM_SCHEMA_BYTES / 1024
+        ));
+    }
     let object = schema
         .as_object()
         .ok_or("the form's schema is not an object")?;
@@ -152,6 +203,12 @@ pub fn form_fields(schema: &Value) -> Result<Vec<FormField>, String> {
         Some(Value::Object(properties)) => properties,
         Some(_) => return Err("properties must be an object".into()),
     };
+    if properties.len() > MAX_FORM_FIELDS {
+        return Err(format!(
+            "the form has {} fields; a form may have at most {MAX_FORM_FIELDS}",
+            properties.len()
+        ));
+    }
     properties
         .iter()
         .map(|(name, property)| {
@@ -182,8 +239,18 @@ fn count(value: &Value, key: &str) -> Option<u64> {
 /// Options from `enum` (with the legacy `enumNames` as titles), or from `oneOf`/`anyOf`
 /// entries of `{const, title}`.
 fn options(schema: &Value) -> Result<Option<Vec<ChoiceOption>>, String> {
+    let few_enough = |offered: usize| {
+        if offered > MAX_FIELD_OPTIONS {
+            Err(format!(
+                "it offers {offered} options; a field may offer at most {MAX_FIELD_OPTIONS}"
+            ))
+        } else {
+            Ok(())
+        }
+    };
     if let Some(values) = schema.get("enum") {
         let values = values.as_array().ok_or("enum must be an array")?;
+        few_enough(values.len())?;
         let titles = schema.get("enumNames").and_then(Value::as_array);
         return values
             .iter()
@@ -204,6 +271,7 @@ fn options(schema: &Value) -> Result<Option<Vec<ChoiceOption>>, String> {
             let entries = entries
                 .as_array()
                 .ok_or(format!("{key} must be an array"))?;
+            few_enough(entries.len())?;
             return entries
                 .iter()
                 .map(|entry| {
@@ -475,6 +543,94 @@ mod tests {
         ] {
             let refused = answer(bad.clone()).unwrap_err();
             assert!(refused.contains(why), "{bad}: {refused}");
+        }
+    }
+
+    #[test]
+    fn a_form_past_a_cap_is_refused_naming_the_cap() {
+        let fields = |count: usize| {
+            let properties: Map<String, Value> = (0..count)
+                .map(|i| (format!("f{i}"), json!({"type": "boolean"})))
+                .collect();
+            json!({"type": "object", "properties": properties})
+        };
+        let options = |count: usize| -> Vec<String> { (0..count).map(|i| i.to_string()).collect() };
+        // A form at each cap is still read: real servers are not refused.
+        assert_eq!(form_fields(&fields(MAX_FORM_FIELDS)).unwrap().len(), 100);
+        let many = options(MAX_FIELD_OPTIONS);
+        assert!(
+            form_fields(&json!({"type": "object", "properties": {
+                "pick": {"type": "string", "enum": many},
+                "picks": {"type": "array", "items": {"anyOf": many.iter().map(|o| json!({"const": o})).collect::<Vec<_>>()}}
+            }}))
+            .is_ok()
+        );
+        let too_many = options(MAX_FIELD_OPTIONS + 1);
+        for (schema, why) in [
+            (
+                fields(MAX_FORM_FIELDS + 1),
+                "101 fields; a form may have at most 100",
+            ),
+            (
+                json!({"type": "object", "properties": {"pick": {"type": "string", "enum": too_many}}}),
+                "field \"pick\": it offers 1001 options; a field may offer at most 1000",
+            ),
+            (
+                json!({"type": "object", "properties": {"picks": {"type": "array", "items": {
+                    "oneOf": too_many.iter().map(|o| json!({"const": o})).collect::<Vec<_>>()}}}}),
+                "field \"picks\": it offers 1001 options",
+            ),
+            (
+                json!({"type": "object", "properties": {"name": {"type": "string",
+                    "description": "x".repeat(MAX_FORM_SCHEMA_BYTES)}}}),
+                "schema is larger than 256 KiB",
+            ),
+        ] {
+            let refused = form_fields(&schema).unwrap_err();
+            assert!(refused.contains(why), "{why}: {refused}");
+        }
+    }
+
+    #[test]
+    fn a_question_with_a_huge_message_or_address_is_refused() {
+        let question = |message: String, kind: ElicitationKind| Elicitation {
+            server: "s".into(),
+            message,
+            kind,
+        };
+        let form = || ElicitationKind::Form {
+            fields: form_fields(&schema()).unwrap(),
+        };
+        let page = |url: String| ElicitationKind::Url { url };
+        let near_cap = "x".repeat(MAX_QUESTION_MESSAGE_BYTES);
+        assert_eq!(question(near_cap.clone(), form()).check_size(), Ok(()));
+        let address = format!(
+            "https://pay.example/?{}",
+            "a".repeat(MAX_QUESTION_URL_BYTES - 30)
+        );
+        assert_eq!(question("Pay".into(), page(address)).check_size(), Ok(()));
+        for (asked, why) in [
+            (
+                question(format!("{near_cap}x"), form()),
+                "message is larger than 64 KiB",
+            ),
+            (
+                question(format!("{near_cap}x"), page("https://pay.example/".into())),
+                "message is larger than 64 KiB",
+            ),
+            (
+                question(
+                    "Pay".into(),
+                    page(format!(
+                        "https://pay.example/?{}",
+                        "a".repeat(MAX_QUESTION_URL_BYTES)
+                    )),
+                ),
+                "page address is larger than 16 KiB",
+            ),
+        ] {
+            let refused = asked.check_size().unwrap_err();
+            assert!(refused.contains(why), "{why}: {refused}");
         }
     }
 

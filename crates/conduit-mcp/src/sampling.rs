@@ -9,6 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use base64::Engine;
+use conduit_core::content::json_size;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
@@ -18,6 +19,37 @@ pub const USER_REJECTED: &str = "User rejected sampling request";
 
 /// The largest `maxTokens` Conduit passes on; a server asking more gets this.
 pub const MAX_SAMPLING_TOKENS: u32 = 64 * 1024;
+
+// A request waits in the host until the user answers, and every waiting request goes to
+// the window again each time one arrives or leaves: without these caps a stdio server
+// could park three requests of the transport's 256 MiB each and make every reload copy
+// them into the page. Each is refused as it is read, the server told which cap it broke.
+
+/// The largest sampling request, as the server sent it (its JSON, images and audio in
+/// base64), checked before anything of it is copied or decoded. Room for a long
+/// conversation and a few screenshots (Anthropic takes at most 5 MB an image).
+pub const MAX_SAMPLING_REQUEST_BYTES: usize = 8 * 1024 * 1024;
+
+/// The most text one sampling request carries, counted as the window is sent it (the
+/// request's JSON without image and audio bytes, which stay on the host, and without its
+/// tools, capped on their own). About 250,000 tokens: more than most models take at once.
+pub const MAX_SAMPLING_TEXT_BYTES: usize = 1024 * 1024;
+
+/// The most messages in one sampling request: a server's own tool loop of hundreds of
+/// rounds fits (each round is two messages).
+pub const MAX_SAMPLING_MESSAGES: usize = 1_000;
+
+/// The most tools one sampling request offers: as many as OpenAI's API takes in a request.
+pub const MAX_SAMPLING_TOOLS: usize = 128;
+
+/// The most JSON a sampling request's tools take in all (names, descriptions, input
+/// schemas): a real tool's is a few KiB.
+pub const MAX_SAMPLING_TOOLS_BYTES: usize = 1024 * 1024;
+
+/// `bytes` in MiB, for the refusals' words.
+fn mib(bytes: usize) -> usize {
+    bytes / (1024 * 1024)
+}
 
 /// A server's request to run a model, as the user sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
@@ -225,13 +257,31 @@ struct WireToolChoice {
 impl SamplingRequest {
     /// Reads `sampling/createMessage` params (their JSON). A request that breaks the
     /// spec's rules (an unknown role or content type, a tool use in a user message, a
-    /// tool result beside other content, an image that is not base64) is refused, saying
-    /// what is wrong.
+    /// tool result beside other content, an image that is not base64) or one of
+    /// Conduit's caps (its size, text, messages, tools) is refused, saying what is wrong.
     pub fn from_wire(server: &str, params: &Value) -> Result<Self, String> {
-        let wire: WireRequest = serde_json::from_value(params.clone())
+        if json_size(params) > MAX_SAMPLING_REQUEST_BYTES {
+            return Err(format!(
+                "the sampling request is larger than {} MiB; Conduit takes at most that",
+                mib(MAX_SAMPLING_REQUEST_BYTES)
+            ));
+        }
+        let wire = WireRequest::deserialize(params)
             .map_err(|e| format!("the sampling request does not parse: {e}"))?;
         if wire.messages.is_empty() {
             return Err("the sampling request has no messages".into());
+        }
+        if wire.messages.len() > MAX_SAMPLING_MESSAGES {
+            return Err(format!(
+                "the sampling request has {} messages; Conduit takes at most {MAX_SAMPLING_MESSAGES}",
+                wire.messages.len()
+            ));
+        }
+        let offered = wire.tools.as_ref().map_or(0, Vec::len);
+        if offered > MAX_SAMPLING_TOOLS {
+            return Err(format!(
+                "the sampling request offers {offered} tools; Conduit takes at most {MAX_SAMPLING_TOOLS}"
+            ));
         }
         if wire.max_tokens == 0 {
             return Err("maxTokens must be at least 1".into());
@@ -263,7 +313,7 @@ impl SamplingRequest {
                 input_schema: t.input_schema.unwrap_or_else(|| json!({"type": "object"})),
             })
             .collect();
-        Ok(Self {
+        let request = Self {
             server: server.to_owned(),
             messages,
             system_prompt: wire.system_prompt,
@@ -281,7 +331,21 @@ impl SamplingRequest {
             include_context: wire.include_context,
             temperature: wire.temperature,
             stop_sequences: wire.stop_sequences.unwrap_or_default(),
-        })
+        };
+        let tools_size = json_size(&request.tools);
+        if tools_size > MAX_SAMPLING_TOOLS_BYTES {
+            return Err(format!(
+                "the sampling request's tools are larger than {} MiB of JSON; Conduit takes at most that",
+                mib(MAX_SAMPLING_TOOLS_BYTES)
+            ));
+        }
+        if json_size(&request).saturating_sub(tools_size) > MAX_SAMPLING_TEXT_BYTES {
+            return Err(format!(
+                "the sampling request's text is larger than {} MiB; Conduit takes at most that",
+                mib(MAX_SAMPLING_TEXT_BYTES)
+            ));
+        }
+        Ok(request)
     }
 }
 
@@ -612,6 +676,75 @@ mod tests {
                 with(&|r| r["toolChoice"] = json!({"mode": "sometimes"})),
             ),
         ] {
+            assert!(refused.contains(why), "{why}: {refused}");
+        }
+    }
+
+    #[test]
+    fn a_request_past_a_size_cap_is_refused_naming_the_cap() {
+        let with = |change: &dyn Fn(&mut Value)| {
+            let mut request = full_request();
+            change(&mut request);
+            SamplingRequest::from_wire("s", &request)
+        };
+        // Near each cap is still taken: real servers are not refused.
+        assert!(
+            with(&|r| {
+                r["messages"][0]["content"]["text"] =
+                    json!("x".repeat(MAX_SAMPLING_TEXT_BYTES - 4096))
+            })
+            .is_ok()
+        );
+        assert!(
+            with(&|r| { r["tools"] = json!(vec![r["tools"][0].clone(); MAX_SAMPLING_TOOLS]) })
+                .is_ok()
+        );
+        let text_past_cap = "x".repeat(MAX_SAMPLING_TEXT_BYTES + 1);
+        for (why, refused) in [
+            (
+                "larger than 8 MiB",
+                // An image of 9 MiB in base64: refused before it is decoded.
+                with(&|r| {
+                    r["messages"][3]["content"][1]["data"] = json!("A".repeat(9 * 1024 * 1024))
+                }),
+            ),
+            (
+                "text is larger than 1 MiB",
+                with(&|r| r["messages"][0]["content"]["text"] = json!(text_past_cap)),
+            ),
+            (
+                "text is larger than 1 MiB",
+                with(&|r| r["systemPrompt"] = json!(text_past_cap)),
+            ),
+            (
+                "text is larger than 1 MiB",
+                with(&|r| r["stopSequences"] = json!(vec!["x".repeat(1024); 1100])),
+            ),
+            (
+                "text is larger than 1 MiB",
+                with(&|r| {
+                    r["messages"][2]["content"][0]["content"][0]["text"] = json!(text_past_cap)
+                }),
+            ),
+            (
+                "1001 messages; Conduit takes at most 1000",
+                with(&|r| {
+                    r["messages"] = json!(vec![r["messages"][0].clone(); MAX_SAMPLING_MESSAGES + 1])
+                }),
+            ),
+            (
+                "129 tools; Conduit takes at most 128",
+                with(&|r| r["tools"] = json!(vec![r["tools"][0].clone(); MAX_SAMPLING_TOOLS + 1])),
+            ),
+            (
+                "tools are larger than 1 MiB of JSON",
+                with(&|r| r["tools"][0]["description"] = json!(text_past_cap)),
+            ),
+        ] {
+            // Not `unwrap_err`: a request taken would print megabytes.
+            let Err(refused) = refused else {
+                panic!("{why}: the request was taken");
+            };
             assert!(refused.contains(why), "{why}: {refused}");
         }
     }

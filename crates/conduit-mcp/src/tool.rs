@@ -88,6 +88,12 @@ impl Tool for McpTool {
         })
     }
 
+    /// The server's timeout (restarted by progress) and the call's cap
+    /// ([`crate::client::MAX_CALL_TIME`]) are the connection's to keep.
+    fn keeps_its_own_time(&self) -> bool {
+        true
+    }
+
     async fn call(&self, arguments: Value, context: ToolContext) -> Result<ToolOutput, ToolError> {
         let arguments = match arguments {
             Value::Object(map) => map,

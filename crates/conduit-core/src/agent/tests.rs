@@ -975,3 +975,112 @@ async fn a_stop_ends_the_running_calls_and_the_waiting_ones_never_start() {
         MAX_RUNNING_TOOL_CALLS
     );
 }
+
+/// Waits for the stop, then takes a moment to end its work (as an MCP tool sends its
+/// server `notifications/cancelled`), and notes that it did; or sleeps `takes` and
+/// answers, when it keeps its own time.
+struct EndsItsWork {
+    spec: ToolSpec,
+    ended: Arc<std::sync::atomic::AtomicBool>,
+    own_time: Option<Duration>,
+}
+
+#[async_trait]
+impl Tool for EndsItsWork {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+    fn keeps_its_own_time(&self) -> bool {
+        self.own_time.is_some()
+    }
+    async fn call(&self, _arguments: Value, context: ToolContext) -> Result<ToolOutput, ToolError> {
+        if let Some(takes) = self.own_time {
+            tokio::time::sleep(takes).await;
+            return Ok(ToolOutput::text("done in its own time"));
+        }
+        context.cancel.cancelled().await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        self.ended.store(true, std::sync::atomic::Ordering::SeqCst);
+        Err(ToolError("cancelled".into()))
+    }
+}
+
+/// Before, a stop dropped the running call at once: an MCP tool never told its server,
+/// whose work went on.
+#[tokio::test]
+async fn a_stopped_or_timed_out_tool_ends_its_work_before_it_is_dropped() {
+    for stopped in [true, false] {
+        let ended = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let tool = Arc::new(EndsItsWork {
+            spec: spec("work"),
+            ended: ended.clone(),
+            own_time: None,
+        });
+        let provider = ScriptedProvider::new(vec![
+            vec![call("c1", "work", json!({})), stop(StopReason::ToolUse)],
+            vec![text("Over."), stop(StopReason::EndTurn)],
+        ]);
+        let cancel = CancellationToken::new();
+        let stopper = cancel.clone();
+        let mut options = AgentOptions::new("m");
+        if stopped {
+            let mut registry = ToolRegistry::new();
+            registry.register(tool);
+            let agent = Agent::new(
+                provider,
+                registry,
+                Arc::new(FixedApproval(Approval::Allow)),
+                options,
+            );
+            let sink: EventSink = Arc::new(move |event| {
+                if matches!(event, AgentEvent::ToolCallRunning { .. }) {
+                    stopper.cancel();
+                }
+            });
+            let mut history = vec![Message::user_text("hello")];
+            let outcome = agent.run(&mut history, sink, cancel).await;
+            assert_eq!(outcome, Ok(Outcome::Cancelled));
+        } else {
+            options.tool_timeout = Duration::from_millis(50);
+            let run = run_with(provider, vec![tool], Approval::Allow, options, cancel).await;
+            assert!(
+                results_of(&run.history[2])[0].2.contains("did not finish"),
+                "{:?}",
+                run.history
+            );
+        }
+        assert!(
+            ended.load(std::sync::atomic::Ordering::SeqCst),
+            "stopped: {stopped}: the tool was dropped before it could end its work"
+        );
+    }
+}
+
+/// An MCP tool's time is its server's timeout, restarted by progress: the agent's own
+/// limit does not cut it.
+#[tokio::test]
+async fn a_tool_that_keeps_its_own_time_is_not_cut_at_the_agents_limit() {
+    let provider = ScriptedProvider::new(vec![
+        vec![call("c1", "slow", json!({})), stop(StopReason::ToolUse)],
+        vec![text("Done."), stop(StopReason::EndTurn)],
+    ]);
+    let mut options = AgentOptions::new("m");
+    options.tool_timeout = Duration::from_millis(20);
+    let tool = Arc::new(EndsItsWork {
+        spec: spec("slow"),
+        ended: Arc::default(),
+        own_time: Some(Duration::from_millis(200)),
+    });
+    let run = run_with(
+        provider,
+        vec![tool],
+        Approval::Allow,
+        options,
+        CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(
+        results_of(&run.history[2]),
+        [("c1".into(), false, "done in its own time".into())]
+    );
+}

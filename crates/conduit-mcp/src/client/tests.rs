@@ -443,3 +443,53 @@ fn the_users_time_is_not_the_servers() {
     let spent = CallBudget::new(Duration::ZERO);
     assert_eq!(spent.left(), None);
 }
+
+/// A frontend that counts the questions reaching it and cancels each.
+struct CountingAsker(AtomicUsize);
+
+#[async_trait::async_trait]
+impl Asker for CountingAsker {
+    fn offers(&self) -> ElicitationOffer {
+        ElicitationOffer {
+            form: true,
+            url: true,
+        }
+    }
+
+    async fn elicit(&self, _question: Elicitation) -> ElicitationAnswer {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        ElicitationAnswer::Cancel
+    }
+}
+
+/// A question past its caps is declined as it is read: the frontend (the window's list,
+/// sent to the page on every change) never holds it.
+#[tokio::test]
+async fn a_question_too_large_to_show_is_declined_before_any_frontend_holds_it() {
+    let frontend = Arc::new(CountingAsker(AtomicUsize::new(0)));
+    let asks = Asks::new("evil", Some(frontend.clone()));
+    let huge = "x".repeat(elicit::MAX_QUESTION_MESSAGE_BYTES + 1);
+    let form = |message: &str| {
+        json!({"mode": "form", "message": message,
+               "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}}})
+    };
+    for hostile in [
+        form(&huge),
+        json!({"mode": "url", "message": huge, "url": "https://pay.example/", "elicitationId": "1"}),
+        json!({"mode": "url", "message": "Pay", "elicitationId": "2",
+               "url": format!("https://pay.example/?{}", "a".repeat(elicit::MAX_QUESTION_URL_BYTES))}),
+    ] {
+        let answer = asks.elicit(serde_json::from_value(hostile).unwrap()).await;
+        assert_eq!(answer.action, ElicitationAction::Decline);
+    }
+    assert_eq!(frontend.0.load(Ordering::SeqCst), 0, "nothing reached it");
+    let answer = asks
+        .elicit(serde_json::from_value(form("OK?")).unwrap())
+        .await;
+    assert_eq!(
+        answer.action,
+        ElicitationAction::Cancel,
+        "a real one is asked"
+    );
+    assert_eq!(frontend.0.load(Ordering::SeqCst), 1);
+}
