@@ -134,17 +134,8 @@ fn acts(c: char) -> bool {
     match c {
         '\n' | '\t' => false,
         '\u{0}'..='\u{1f}' | '\u{7f}' | '\u{80}'..='\u{9f}' => true,
-        c => is_bidi_control(c),
+        c => conduit_host::core::text::is_bidi_control(c),
     }
-}
-
-/// The characters of Unicode's Bidi_Control property: marks, embeddings, overrides and
-/// isolates, which change the order the rest of the line is shown in.
-fn is_bidi_control(c: char) -> bool {
-    matches!(
-        c,
-        '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
-    )
 }
 
 fn push_shown(out: &mut String, c: char) {

@@ -11,6 +11,8 @@
 //! - [`agent`]: the loop that streams, approves and runs tools, and keeps history valid.
 //! - [`approval`]: the policy that asks the user and waits for the answer.
 //! - [`backoff`]: the exponential wait before trying again (provider retries, MCP restarts).
+//! - [`text`]: the characters that hide or reorder text (what untrusted text may not carry
+//!   unseen).
 
 pub mod agent;
 pub mod approval;
@@ -21,4 +23,5 @@ pub mod media;
 pub mod provider;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod text;
 pub mod tool;

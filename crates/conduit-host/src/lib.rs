@@ -197,12 +197,9 @@ pub fn external_url(url: &str) -> Result<&str, String> {
             "Conduit opens only web links and plain mail links, not {url:?}"
         ))
     };
-    // Bidirectional controls could make the URL the user is shown read differently.
-    let hides = |c: char| {
-        c.is_whitespace()
-            || c.is_control()
-            || matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-    };
+    // Bidirectional controls and invisible characters could make the URL the user is
+    // shown read differently.
+    let hides = |c: char| c.is_whitespace() || conduit_core::text::hides(c);
     if url.is_empty() || url.chars().any(hides) {
         return refuse();
     }
