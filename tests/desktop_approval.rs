@@ -2,8 +2,8 @@
 //! model whose calls come without ids (so the provider numbers each response's calls
 //! from 0 again) gets one card per call, the Allow buttons only on the pending call,
 //! "Always allow" saved for that call's tool, a stale answer refused, the real server and
-//! tool named, long arguments shown whole, and an allow asked again after the server
-//! changed.
+//! tool named, long arguments shown whole, an allow asked again after the server
+//! changed, and the calls of one response past eight waiting to run.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -378,5 +378,89 @@ async fn approval_answers_exactly_the_call_it_shows() {
         fixture.settings()["mcpServers"]["sh"]["toolApproval"]["run"],
         "allow"
     );
+    window.session.close().await.unwrap();
+}
+
+/// A response of ten calls, each allowed: eight run, two show "Waiting to run" without
+/// approval controls, and Stop ends the running ones while the waiting ones never start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allowed_calls_past_eight_wait_to_run_and_a_stop_starts_none_of_them() {
+    let gemini = Dialect::Gemini;
+    let fixture = Fixture::new().await;
+    let root = conduit_e2e::workspace_root().join("tests/mcp-servers");
+    let servers = json!({"mcpServers": {"dyn": {
+        "command": root.join(".venv/bin/python"),
+        "args": [root.join("fixtures/dynamic_tools.py")]
+    }}});
+    std::fs::write(
+        fixture.home.path().join("mcp_servers.json"),
+        servers.to_string(),
+    )
+    .unwrap();
+    let markers = tempfile::tempdir().unwrap();
+    let calls: Vec<ScriptedCall> = (0..10)
+        .map(|n| {
+            let marker = markers.path().join(format!("call-{n}"));
+            no_id_call("dyn__hang", json!({"marker_file": marker}))
+        })
+        .collect();
+    fixture.llm.push(vec![gemini.turn(&[], &calls)]);
+    let window = fixture.open().await;
+    window.send("Wait ten times").await;
+    window
+        .wait(r#"document.querySelectorAll('article[data-state="approval"]').length === 10"#)
+        .await;
+    // Each answer moves the other questions, which take no click for 500 ms again: a
+    // click that lands in that moment is ignored, and the user (here, the test) clicks
+    // again.
+    while cards(&window)
+        .await
+        .iter()
+        .any(|card| card["state"] == "approval")
+    {
+        window.click_button("Allow once").await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    window
+        .wait(
+            r#"document.querySelectorAll('article[data-state="running"]').length === 8
+                 && document.querySelectorAll('article[data-state="queued"]').length === 2"#,
+        )
+        .await;
+    let shown = cards(&window).await;
+    let waiting: Vec<&Value> = shown.iter().filter(|c| c["state"] == "queued").collect();
+    assert_eq!(waiting.len(), 2, "{shown:?}");
+    assert!(waiting.iter().all(|c| c["controls"] == 0), "{shown:?}");
+    let label = window
+        .js(r#"return document.querySelector('article[data-state="queued"] [aria-label="Tool state"]').textContent.trim();"#)
+        .await;
+    assert_eq!(label, "Waiting to run");
+    window
+        .js(r#"document.querySelector('article[data-state="queued"]').scrollIntoView({block: "center"}); return null;"#)
+        .await;
+    window
+        .shot(&fixture.shot("07-two-calls-wait-to-run.png"))
+        .await;
+
+    window.click_button("Stop").await;
+    window
+        .wait(r#"document.querySelectorAll('article[data-state="interrupted"]').length === 10"#)
+        .await;
+    // The eight running calls were cancelled at their server; the two waiting never ran.
+    let cancelled = || {
+        std::fs::read_dir(markers.path())
+            .unwrap()
+            .filter(|entry| {
+                std::fs::read_to_string(entry.as_ref().unwrap().path()).unwrap_or_default()
+                    == "cancelled"
+            })
+            .count()
+    };
+    let until = std::time::Instant::now() + WAIT;
+    while cancelled() < 8 && std::time::Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(cancelled(), 8);
+    assert_eq!(std::fs::read_dir(markers.path()).unwrap().count(), 8);
     window.session.close().await.unwrap();
 }

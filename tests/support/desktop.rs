@@ -164,7 +164,10 @@ impl DesktopSession {
     pub async fn click_xpath(&self, xpath: &str, timeout: Duration) -> anyhow::Result<()> {
         let deadline = Instant::now() + timeout;
         loop {
+            // A disabled element (a consent button still arming) is waited for: a click
+            // on it would be lost.
             if let Ok(element) = self.client.find(Locator::XPath(xpath)).await
+                && element.is_enabled().await.unwrap_or(false)
                 && element.click().await.is_ok()
             {
                 return Ok(());

@@ -87,7 +87,14 @@ describe("ChatView", () => {
 
     await view.rerender({ conversationId: "c1", title: "Start" });
     await screen.findByText("Partial answer");
-    expect(screen.getByRole("button", { name: "Allow once" })).toBeTruthy();
+    const allow = screen.getByRole("button", { name: "Allow once" }) as HTMLButtonElement;
+    // A consent button: above any view in full screen, and no click in its first 500 ms.
+    expect(allow.closest('[aria-label="Approve tool call"]')?.classList.contains("z-40")).toBe(true);
+    expect(allow.disabled).toBe(true);
+    expect((screen.getByRole("button", { name: "Always allow this tool" }) as HTMLButtonElement).disabled).toBe(true);
+    await fireEvent.click(allow);
+    expect(api.answerApproval).not.toHaveBeenCalled();
+    await waitFor(() => expect(allow.disabled).toBe(false));
   });
 
   it("says when the mcpServers file does not read, and that servers keep running", () => {

@@ -14,6 +14,13 @@ const api = apiModule as unknown as ApiMock;
 
 afterEach(() => resetApi(api));
 
+/** The consent button once it takes clicks (lib/consent: 500 ms after it showed). */
+async function armed(element: HTMLElement): Promise<HTMLElement> {
+  const button = element.closest("button") as HTMLButtonElement;
+  await waitFor(() => expect(button.disabled).toBe(false));
+  return button;
+}
+
 const form: Question = {
   id: "ask_1",
   elicitation: {
@@ -44,7 +51,7 @@ describe("a server's questions in the chat", () => {
     const repo = screen.getByLabelText("Repository *") as HTMLInputElement;
     expect(repo.value).toBe("conduit");
     await fireEvent.input(screen.getByLabelText("stars"), { target: { value: "12" } });
-    await fireEvent.click(screen.getByText("Submit"));
+    await fireEvent.click(await armed(screen.getByText("Submit")));
     await waitFor(() =>
       expect(api.answerQuestion).toHaveBeenCalledWith("ask_1", { action: "accept", values: { repo: "conduit", stars: 12 } }),
     );
@@ -55,9 +62,28 @@ describe("a server's questions in the chat", () => {
     api.mcpQuestions.mockResolvedValue([form]);
     api.answerQuestion.mockRejectedValue({ message: "the answer does not fit the form: Repository: must be at most 3 characters" });
     render(ServerQuestions);
-    await fireEvent.click(await screen.findByText("Submit"));
+    await fireEvent.click(await armed(await screen.findByText("Submit")));
     expect((await screen.findByRole("alert")).textContent).toContain("does not fit the form");
     expect(screen.getByText("Which repository?")).toBeTruthy();
+  });
+
+  it("takes no Submit or Open for 500 ms after they show, above any view, and tells the chat they wait", async () => {
+    api.mcpQuestions.mockResolvedValue([form, page]);
+    api.answerQuestion.mockResolvedValue(undefined);
+    const onPending = vi.fn();
+    render(ServerQuestions, { onPending });
+    const submit = (await screen.findByText("Submit")) as HTMLButtonElement;
+    const open = screen.getByText("Open in browser") as HTMLButtonElement;
+    await waitFor(() => expect(onPending).toHaveBeenLastCalledWith(true));
+    // Above a view in full screen (z-30), should one be there.
+    expect(submit.closest("section")?.classList.contains("z-40")).toBe(true);
+    expect(submit.disabled).toBe(true);
+    expect(open.disabled).toBe(true);
+    await fireEvent.click(submit);
+    await fireEvent.click(open);
+    expect(api.answerQuestion).not.toHaveBeenCalled();
+    await fireEvent.click(await armed(open));
+    await waitFor(() => expect(api.answerQuestion).toHaveBeenCalledWith("ask_2", { action: "accept", values: {} }));
   });
 
   it("shows a page's whole URL and declines when asked to", async () => {

@@ -14,6 +14,13 @@ const api = apiModule as unknown as ApiMock;
 
 afterEach(() => resetApi(api));
 
+/** The consent button once it takes clicks (lib/consent: 500 ms after it showed). */
+async function armed(element: HTMLElement): Promise<HTMLElement> {
+  const button = element.closest("button") as HTMLButtonElement;
+  await waitFor(() => expect(button.disabled).toBe(false));
+  return button;
+}
+
 const asking: SamplingQuestion = {
   id: "sample_1",
   request: {
@@ -50,7 +57,7 @@ describe("a server's sampling request in the chat", () => {
     expect(screen.getByText("forecast")).toBeTruthy();
     expect(screen.getByText(/models like claude-sonnet/)).toBeTruthy();
     expect(api.answerSampling).not.toHaveBeenCalled();
-    await fireEvent.click(screen.getByText("Approve and run"));
+    await fireEvent.click(await armed(screen.getByText("Approve and run")));
     await waitFor(() =>
       expect(api.answerSampling).toHaveBeenCalledWith("sample_1", { action: "run", pick: { provider: "scripted", model: "n" } }),
     );
@@ -70,16 +77,35 @@ describe("a server's sampling request in the chat", () => {
     api.answerSampling.mockResolvedValue(undefined);
     render(ServerSampling, { groups, choice: null });
     expect(await screen.findByText("Sunny.")).toBeTruthy();
-    await fireEvent.click(screen.getByText("Send to weather"));
+    await fireEvent.click(await armed(screen.getByText("Send to weather")));
     await waitFor(() => expect(api.answerSampling).toHaveBeenCalledWith("sample_1", { action: "send" }));
     await waitFor(() => expect(screen.queryByText("Sunny.")).toBeNull());
+  });
+
+  it("takes no Approve for 500 ms after it shows, above any view, and tells the chat a request waits", async () => {
+    api.mcpSamplingRequests.mockResolvedValue([asking]);
+    api.answerSampling.mockResolvedValue(undefined);
+    const onPending = vi.fn();
+    render(ServerSampling, { groups, choice: null, onPending });
+    const approve = (await screen.findByText("Approve and run")) as HTMLButtonElement;
+    await waitFor(() => expect(onPending).toHaveBeenLastCalledWith(true));
+    expect(approve.closest("section")?.classList.contains("z-40")).toBe(true);
+    expect(approve.disabled).toBe(true);
+    expect(approve.dataset.arming).toBe("");
+    // A double-click whose first half made it appear: the second half lands on it.
+    await fireEvent.click(approve);
+    expect(api.answerSampling).not.toHaveBeenCalled();
+    // Deny is no consent: it takes a click at once.
+    await fireEvent.click(screen.getByText("Deny"));
+    await waitFor(() => expect(api.answerSampling).toHaveBeenCalledWith("sample_1", { action: "deny" }));
+    await waitFor(() => expect(onPending).toHaveBeenLastCalledWith(false));
   });
 
   it("denies, and shows what the host refused", async () => {
     api.mcpSamplingRequests.mockResolvedValue([asking]);
     api.answerSampling.mockRejectedValueOnce({ message: "the request cannot take that now: it is running" });
     render(ServerSampling, { groups, choice: null });
-    await fireEvent.click(await screen.findByText("Approve and run"));
+    await fireEvent.click(await armed(await screen.findByText("Approve and run")));
     expect((await screen.findByRole("alert")).textContent).toContain("it is running");
     expect(api.answerSampling).toHaveBeenCalledWith("sample_1", { action: "run", pick: { provider: "local", model: "small" } });
     api.answerSampling.mockResolvedValue(undefined);

@@ -4,6 +4,7 @@
 import { App } from "@modelcontextprotocol/ext-apps";
 import { InMemoryTransport } from "@modelcontextprotocol/client";
 import { describe, expect, it, vi } from "vitest";
+import { armedAfter } from "./consent";
 import {
   MAX_HEIGHT,
   ViewRegistry,
@@ -38,6 +39,7 @@ function services(overrides: Partial<ViewServices> = {}): ViewServices {
     close: vi.fn(async () => {}),
     sendMessage: vi.fn(async () => true),
     contextSet: vi.fn(),
+    fullscreenAllowed: () => true,
     ...overrides,
   };
 }
@@ -70,6 +72,23 @@ async function connected(svc: ViewServices, resize = vi.fn(), withResult = true)
     if (ctx.theme) seen.themes.push(ctx.theme);
   };
   return { session, app, seen, viewSide };
+}
+
+/** A view connected to a session whose frame may go full screen. */
+async function fullscreenCapable(svc: ViewServices = services()) {
+  const displayMode = vi.fn();
+  const [hostSide, viewSide] = InMemoryTransport.createLinkedPair();
+  const session = new ViewSession(
+    handle,
+    { id: "call_1", tool: handle.tool, arguments: {}, result: { parts, isError: false } },
+    svc,
+    { resize: vi.fn(), displayMode },
+    { theme: "light", displayMode: "inline", availableDisplayModes: ["inline", "fullscreen"] },
+  );
+  await session.connect(hostSide);
+  const app = new App({ name: "Probe", version: "1.0.0" }, {}, { autoResize: false });
+  await app.connect(viewSide);
+  return { displayMode, session, app };
 }
 
 describe("a view's session", () => {
@@ -145,23 +164,6 @@ describe("a view's session", () => {
     expect(seen.result).toBeUndefined();
   });
 
-  /** A view connected to a session whose frame may go full screen. */
-  async function fullscreenCapable() {
-    const displayMode = vi.fn();
-    const [hostSide, viewSide] = InMemoryTransport.createLinkedPair();
-    const session = new ViewSession(
-      handle,
-      { id: "call_1", tool: handle.tool, arguments: {}, result: { parts, isError: false } },
-      services(),
-      { resize: vi.fn(), displayMode },
-      { theme: "light", displayMode: "inline", availableDisplayModes: ["inline", "fullscreen"] },
-    );
-    await session.connect(hostSide);
-    const app = new App({ name: "Probe", version: "1.0.0" }, {}, { autoResize: false });
-    await app.connect(viewSide);
-    return { displayMode, session, app };
-  }
-
   it("goes full screen and back when the view asks", async () => {
     const { displayMode, session, app } = await fullscreenCapable();
     expect((await app.requestDisplayMode({ mode: "fullscreen" })).mode).toBe("fullscreen");
@@ -175,12 +177,57 @@ describe("a view's session", () => {
     const { displayMode, session, app } = await fullscreenCapable();
     expect((await app.requestDisplayMode({ mode: "fullscreen" })).mode).toBe("fullscreen");
     // The user presses "Leave full screen"; the view asks again at once.
-    session.displayModeChanged("inline");
+    expect(session.userChose("inline")).toBe("inline");
     expect((await app.requestDisplayMode({ mode: "fullscreen" })).mode).toBe("inline");
     expect(displayMode).toHaveBeenLastCalledWith("inline");
     // The user's own button still works.
-    session.displayModeChanged("fullscreen");
+    expect(session.userChose("fullscreen")).toBe("fullscreen");
+    expect(displayMode).toHaveBeenLastCalledWith("fullscreen");
     await until(() => app.getHostContext()?.displayMode === "fullscreen");
+  });
+
+  it("does not take full screen again once it left it by itself", async () => {
+    const { displayMode, session, app } = await fullscreenCapable();
+    // Full screen hides what is under it; the view drops it as the user's click comes down,
+    // so that the second click lands on a button it had covered; then it takes it again.
+    expect((await app.requestDisplayMode({ mode: "fullscreen" })).mode).toBe("fullscreen");
+    expect((await app.requestDisplayMode({ mode: "inline" })).mode).toBe("inline");
+    for (let i = 0; i < 3; i++) {
+      expect((await app.requestDisplayMode({ mode: "fullscreen" })).mode).toBe("inline");
+    }
+    expect(displayMode).toHaveBeenLastCalledWith("inline");
+    expect(session.fullscreen).toBe(false);
+    await until(() => app.getHostContext()?.displayMode === "inline");
+    // Asking for the mode it is in is no leaving: a view that never went full screen may.
+    const other = await fullscreenCapable();
+    expect((await other.app.requestDisplayMode({ mode: "inline" })).mode).toBe("inline");
+    expect((await other.app.requestDisplayMode({ mode: "fullscreen" })).mode).toBe("fullscreen");
+  });
+
+  it("a view that changes its height makes the consent buttons wait again", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    const button = document.createElement("button");
+    const action = armedAfter(button);
+    try {
+      const resize = vi.fn();
+      const { app, viewSide } = await connected(services(), resize);
+      await app.connect(viewSide);
+      await app.sendSizeChanged({ width: 500, height: 300 });
+      await until(() => resize.mock.calls.length === 1);
+      vi.advanceTimersByTime(500);
+      expect(button.disabled).toBe(false);
+      // The same height again moves nothing.
+      await app.sendSizeChanged({ width: 500, height: 300 });
+      await until(() => resize.mock.calls.length === 2);
+      expect(button.disabled).toBe(false);
+      // A new height moves what is below the view, the approval question's buttons too.
+      await app.sendSizeChanged({ width: 500, height: 700 });
+      await until(() => resize.mock.calls.length === 3);
+      expect(button.disabled).toBe(true);
+    } finally {
+      action?.destroy?.();
+      vi.useRealTimers();
+    }
   });
 
   it("says a refused link or message is an error", async () => {
@@ -329,6 +376,71 @@ describe("the chat's views", () => {
     expect(send).toHaveBeenCalledWith("Explain this", []);
     land();
     await toB;
+  });
+
+  /** A view of the registry's chat, in full screen. */
+  async function fullscreenView(registry: ViewRegistry) {
+    const view = await fullscreenCapable(registry.services());
+    registry.add(view.session);
+    expect((await view.app.requestDisplayMode({ mode: "fullscreen" })).mode).toBe("fullscreen");
+    return view;
+  }
+
+  it("a consent prompt takes every view out of full screen, for good", async () => {
+    for (const kind of ["tool approval", "server question", "sampling request"] as const) {
+      const registry = new ViewRegistry(api, vi.fn(), vi.fn());
+      const first = await fullscreenView(registry);
+      const second = await fullscreenView(registry);
+      registry.prompting(kind, true);
+      for (const { displayMode, session, app } of [first, second]) {
+        expect(session.fullscreen).toBe(false);
+        expect(displayMode).toHaveBeenLastCalledWith("inline");
+        await until(() => app.getHostContext()?.displayMode === "inline");
+        // Refused while the prompt waits, and after: it left full screen once.
+        expect((await app.requestDisplayMode({ mode: "fullscreen" })).mode).toBe("inline");
+      }
+      registry.prompting(kind, false);
+      expect((await first.app.requestDisplayMode({ mode: "fullscreen" })).mode).toBe("inline");
+      // The user's own button enters it again once nothing waits.
+      expect(first.session.userChose("fullscreen")).toBe("fullscreen");
+    }
+  });
+
+  it("no view enters full screen while a consent prompt waits, not even by the user's button", async () => {
+    const registry = new ViewRegistry(api, vi.fn(), vi.fn());
+    const { displayMode, session, app } = await fullscreenCapable(registry.services());
+    registry.add(session);
+    registry.prompting("tool approval", true);
+    registry.prompting("sampling request", true);
+    expect((await app.requestDisplayMode({ mode: "fullscreen" })).mode).toBe("inline");
+    expect(session.userChose("fullscreen")).toBe("inline");
+    expect(displayMode).not.toHaveBeenCalledWith("fullscreen");
+    // One kind answered, another still waits.
+    registry.prompting("tool approval", false);
+    expect(registry.prompted).toBe(true);
+    expect((await app.requestDisplayMode({ mode: "fullscreen" })).mode).toBe("inline");
+    registry.prompting("sampling request", false);
+    expect(registry.prompted).toBe(false);
+    // It never was in full screen, so it may take it now.
+    expect((await app.requestDisplayMode({ mode: "fullscreen" })).mode).toBe("fullscreen");
+  });
+
+  it("a view's message as the user takes the views out of full screen while it waits", async () => {
+    const send = vi.fn(async () => true);
+    const registry = new ViewRegistry(api, send, vi.fn());
+    const { displayMode, session, app } = await fullscreenView(registry);
+    // It asks to send a message as the user: the question must not render under it.
+    const sent = app.sendMessage({ role: "user", content: [{ type: "text", text: "Transfer it all" }] });
+    await until(() => registry.asking !== null);
+    expect(registry.prompted).toBe(true);
+    expect(session.fullscreen).toBe(false);
+    expect(displayMode).toHaveBeenLastCalledWith("inline");
+    expect((await app.requestDisplayMode({ mode: "fullscreen" })).mode).toBe("inline");
+    registry.asking?.answer(false);
+    expect((await sent).isError).toBe(true);
+    expect(registry.prompted).toBe(false);
+    expect((await app.requestDisplayMode({ mode: "fullscreen" })).mode).toBe("inline");
+    expect(send).not.toHaveBeenCalled();
   });
 
   it("context goes with the next message that starts, once", async () => {

@@ -6,6 +6,7 @@
 
 import type { AppBridge, McpUiHostContext, McpUiDisplayMode } from "@modelcontextprotocol/ext-apps/app-bridge";
 import { errorMessage } from "./api";
+import { rearmConsent } from "./consent";
 import type { ResultPart, ViewCall, ViewCallResult, ViewHandle } from "./types";
 
 /** What the view's requests need from the app. */
@@ -19,6 +20,9 @@ export interface ViewServices {
   sendMessage(server: string, text: string): Promise<boolean>;
   /** The view set context for the next turn (what the host now holds for it). */
   contextSet(token: string, context: ViewContext): void;
+  /** Whether a view may be in full screen now: not while a consent prompt waits in the
+   *  chat (a view there would cover it). */
+  fullscreenAllowed(): boolean;
 }
 
 /** What the view asks of its frame. */
@@ -127,8 +131,13 @@ export class ViewSession {
   /** Why the call ended without a result, once it did. */
   #cancelled: string | null = null;
   #cancelSent = false;
-  /** The user left full screen: the view may not take it again by itself. */
-  #userLeftFullscreen = false;
+  /** Whether the frame is in full screen now. */
+  #fullscreen = false;
+  /** The view left full screen once (by itself, by the user's hand, or because a consent
+   *  prompt appeared): it may not take it again by itself. */
+  #leftFullscreen = false;
+  /** The height the view last gave itself. */
+  #height: number | null = null;
   /** What the view said about itself (for the frame's title and tests). */
   appName: string | null = null;
 
@@ -173,7 +182,11 @@ export class ViewSession {
     };
     bridge.onsizechange = ({ height }) => {
       if (typeof height === "number" && Number.isFinite(height)) {
-        this.frame.resize(Math.min(MAX_HEIGHT, Math.max(MIN_HEIGHT, Math.ceil(height))));
+        const shown = Math.min(MAX_HEIGHT, Math.max(MIN_HEIGHT, Math.ceil(height)));
+        // What is below the view moves: a consent button may have slid under the cursor.
+        if (this.#height !== null && shown !== this.#height) rearmConsent();
+        this.#height = shown;
+        this.frame.resize(shown);
       }
     };
     bridge.oncalltool = async (params) => {
@@ -204,13 +217,17 @@ export class ViewSession {
       return {};
     };
     bridge.onrequestdisplaymode = async ({ mode }) => {
-      // Once the user has left full screen, only the user's own button enters it again:
-      // a view that asked again each time would cover the window (the Stop button, the
-      // approval questions) for good.
+      // A view takes full screen once: after it left (by itself or by the user's hand), only
+      // the user's own button enters it again. A view that could take it again would cover
+      // the window (the Stop button, the consent prompts) for good, or cover a prompt and
+      // uncover it under the user's next click. Never while a consent prompt waits.
       const granted: McpUiDisplayMode =
-        mode === "fullscreen" && !this.#userLeftFullscreen ? "fullscreen" : "inline";
-      this.frame.displayMode(granted);
-      this.#setContext({ displayMode: granted });
+        mode === "fullscreen" &&
+        (this.#fullscreen || !this.#leftFullscreen) &&
+        this.services.fullscreenAllowed()
+          ? "fullscreen"
+          : "inline";
+      this.#show(granted);
       return { mode: granted };
     };
     bridge.onloggingmessage = ({ level, data }) => {
@@ -238,9 +255,30 @@ export class ViewSession {
     this.#setContext({ theme });
   }
 
-  /** The frame left or entered full screen by the user's hand. */
-  displayModeChanged(mode: "inline" | "fullscreen"): void {
-    if (mode === "inline") this.#userLeftFullscreen = true;
+  /** The user pressed the frame's full screen button; the mode the frame is now in (full
+   *  screen is refused while a consent prompt waits in the chat). */
+  userChose(mode: "inline" | "fullscreen"): "inline" | "fullscreen" {
+    const granted = mode === "fullscreen" && !this.services.fullscreenAllowed() ? "inline" : mode;
+    this.#show(granted);
+    return granted;
+  }
+
+  /** A consent prompt appeared in the chat: the view leaves full screen (for good, unless
+   *  the user's button enters it again). */
+  leaveFullscreen(): void {
+    if (this.#fullscreen) this.#show("inline");
+  }
+
+  get fullscreen(): boolean {
+    return this.#fullscreen;
+  }
+
+  /** Puts the frame in `mode` and tells the view. */
+  #show(mode: "inline" | "fullscreen"): void {
+    if (this.#fullscreen && mode === "inline") this.#leftFullscreen = true;
+    if (this.#fullscreen !== (mode === "fullscreen")) rearmConsent();
+    this.#fullscreen = mode === "fullscreen";
+    this.frame.displayMode(mode);
     this.#setContext({ displayMode: mode });
   }
 
@@ -309,9 +347,13 @@ export interface ViewMessageAsk {
   answer(send: boolean): void;
 }
 
+/** The consent prompts the chat shows, each kind apart. */
+export type ConsentPrompt = "view message" | "tool approval" | "server question" | "sampling request";
+
 /** The chat's open views: the theme they follow, the views whose context goes with the
- *  next message, a view's message waiting for consent, and teardown of them all before
- *  the chat shows another conversation. */
+ *  next message, a view's message waiting for consent, full screen kept off while any
+ *  consent prompt waits, and teardown of them all before the chat shows another
+ *  conversation. */
 export class ViewRegistry {
   #sessions = new Set<ViewSession>();
   /** The views whose context goes with the next message, and that context's text. */
@@ -322,6 +364,8 @@ export class ViewRegistry {
   #contextInFlight = new Map<string, number>();
   /** Set while a view's message waits for the user's consent. */
   asking: ViewMessageAsk | null = null;
+  /** The kinds of consent prompt waiting in the chat. */
+  #prompts = new Set<ConsentPrompt>();
 
   constructor(
     readonly api: {
@@ -347,8 +391,27 @@ export class ViewRegistry {
     return this.api.openAppView(call, this.conversation());
   }
 
+  /** Whether prompts of this kind wait in the chat. While any prompt does, no view is in
+   *  full screen: each leaves it when one appears, and none may enter it (a view in full
+   *  screen covers the prompts; one that left it as the user's click came down would put
+   *  the prompt's button under the next click). */
+  prompting(kind: ConsentPrompt, pending: boolean): void {
+    if (!pending) {
+      this.#prompts.delete(kind);
+      return;
+    }
+    this.#prompts.add(kind);
+    for (const session of this.#sessions) session.leaveFullscreen();
+  }
+
+  /** Whether a consent prompt waits in the chat. */
+  get prompted(): boolean {
+    return this.#prompts.size > 0;
+  }
+
   services(): ViewServices {
     return {
+      fullscreenAllowed: () => !this.prompted,
       callTool: (token, call) => this.api.appViewCallTool(token, call),
       openLink: (url) => this.api.openExternal(url),
       setContext: (token, text) => {
@@ -381,6 +444,7 @@ export class ViewRegistry {
             context: [...shown.values()],
             answer: (send) => {
               this.asking = null;
+              this.prompting("view message", false);
               this.asked(null);
               if (!send) {
                 resolve(false);
@@ -400,6 +464,7 @@ export class ViewRegistry {
               );
             },
           };
+          this.prompting("view message", true);
           this.asked(this.asking);
         }),
       contextSet: (token, context) => this.#contextFrom.set(token, context),

@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { snippetParts } from "./snippet";
 import {
   applyEvent,
+  awaitingApproval,
   callLabel,
   emptyState,
   fromStored,
@@ -114,6 +115,20 @@ describe("stored messages", () => {
     const state = fromStored(messages);
     expect(state.calls.c1?.state).toBe("denied");
     expect(state.calls.c1?.result?.call_id).toBe("c1");
+  });
+});
+
+describe("a call waiting for approval", () => {
+  it("is a consent prompt on screen until the host hears the answer", () => {
+    const state = emptyState();
+    applyEvent(state, { type: "turn_started", turn: 1 }, 0);
+    applyEvent(state, { type: "tool_call_started", id: "c1", name: call.name }, 0);
+    applyEvent(state, { type: "tool_call_ready", call }, 0);
+    expect(awaitingApproval(state)).toBe(false);
+    applyEvent(state, { type: "approval_requested", call, title: null, annotations: {} }, 0);
+    expect(awaitingApproval(state)).toBe(true);
+    applyEvent(state, { type: "tool_call_running", id: "c1" }, 0);
+    expect(awaitingApproval(state)).toBe(false);
   });
 });
 

@@ -357,6 +357,11 @@ export function mayShowView(call: ToolCall, view: CallView | undefined): boolean
   return view.allowed && (view.state === "running" || view.state === "interrupted");
 }
 
+/** Whether a call on screen waits for the user's approval (its card shows the question). */
+export function awaitingApproval(chat: ChatState): boolean {
+  return Object.values(chat.calls).some((call) => call.state === "approval");
+}
+
 /**
  * The question a card may answer: only the card whose block is the very call the host
  * asked about (same id, same tool, same arguments) gets approval controls.

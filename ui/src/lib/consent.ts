@@ -1,0 +1,72 @@
+// Consent buttons (a view's message's Send, a tool's Allow, a sampling request's Approve, a
+// server's form's Submit…) that take no click until they have been in place a moment. A
+// view or a server that makes a prompt appear, or slide, under the user's cursor between
+// two clicks (a double-click it asked for) gets the second click ignored.
+import type { Action } from "svelte/action";
+
+/** How long a consent button stays disabled once it shows or moves. */
+export const ARM_MS = 500;
+
+/** Re-arms each consent button on screen (the functions of the mounted ones). */
+const onScreen = new Set<() => void>();
+
+/**
+ * Every consent button on screen ignores clicks for ARM_MS again: the prompts moved (one
+ * appeared or went, or a view above them changed its size), so what is under the cursor
+ * now may not be what the user aimed at.
+ */
+export function rearmConsent(): void {
+  for (const arm of onScreen) arm();
+}
+
+/**
+ * `use:armedAfter` on a consent button: disabled, and marked `data-arming` (app.css dims it
+ * and lets the pointer through, so a driver's click is refused rather than lost), for `ms`
+ * after it mounts, again each time it comes into view, and whenever another consent button
+ * comes or goes. A click that reaches it meanwhile (one a script dispatches) is dropped
+ * before the button's own handler or its form sees it.
+ */
+export const armedAfter: Action<HTMLButtonElement, number | undefined> = (node, ms = ARM_MS) => {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const arm = (): void => {
+    clearTimeout(timer);
+    node.disabled = true;
+    node.dataset.arming = "";
+    timer = setTimeout(() => {
+      node.disabled = false;
+      delete node.dataset.arming;
+    }, ms);
+  };
+  const guard = (event: Event): void => {
+    if (node.dataset.arming === undefined) return;
+    event.preventDefault();
+    event.stopImmediatePropagation();
+  };
+  node.addEventListener("click", guard, true);
+
+  // Coming into view (scrolled to, or pushed there) counts as showing.
+  let visible = false;
+  const watch =
+    typeof IntersectionObserver === "function"
+      ? new IntersectionObserver((entries) => {
+          for (const entry of entries) {
+            if (entry.isIntersecting && !visible) arm();
+            visible = entry.isIntersecting;
+          }
+        })
+      : null;
+  watch?.observe(node);
+
+  rearmConsent();
+  onScreen.add(arm);
+  arm();
+  return {
+    destroy() {
+      onScreen.delete(arm);
+      clearTimeout(timer);
+      watch?.disconnect();
+      node.removeEventListener("click", guard, true);
+      rearmConsent();
+    },
+  };
+};
