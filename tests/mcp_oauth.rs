@@ -39,24 +39,59 @@ fn state_of(home: &Path, browser: &Path, server: &str) -> Value {
         .unwrap_or_else(|| panic!("{server} not listed: {list}"))
 }
 
+/// A home whose one server, `tracker`, is server-everything behind the loopback
+/// authorization server; its tokens live 31 s (rmcp refreshes a token with less than 30 s
+/// left, so any run more than a second after the sign-in refreshes first).
+struct Tracker {
+    _upstream: tokio::process::Child,
+    auth: OAuthServer,
+    home: tempfile::TempDir,
+    browser: std::path::PathBuf,
+    servers_text: String,
+}
+
+impl Tracker {
+    async fn start() -> Self {
+        let (upstream, port) = conduit_e2e::everything_over_http().await.unwrap();
+        let auth = OAuthServer::start(&format!("http://127.0.0.1:{port}"), Duration::from_secs(31))
+            .await
+            .unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let browser = browser_dir(home.path(), true).unwrap();
+        let servers = json!({"mcpServers": {"tracker": {"type": "http", "url": auth.mcp_url()}}});
+        let servers_text = serde_json::to_string_pretty(&servers).unwrap();
+        std::fs::write(home.path().join("mcp_servers.json"), &servers_text).unwrap();
+        Self {
+            _upstream: upstream,
+            auth,
+            home,
+            browser,
+            servers_text,
+        }
+    }
+
+    /// Runs `conduit` with `args` in this home, off the test's runtime.
+    fn runner(
+        &self,
+    ) -> impl Fn(&'static [&'static str]) -> tokio::task::JoinHandle<Output> + use<> {
+        let (home, browser) = (self.home.path().to_owned(), self.browser.clone());
+        move |args| {
+            let (home, browser) = (home.clone(), browser.clone());
+            tokio::task::spawn_blocking(move || conduit(&home, &browser, args))
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn login_uses_refreshes_and_logout_revokes() {
-    let (_upstream, port) = conduit_e2e::everything_over_http().await.unwrap();
-    // Tokens live 31 s: rmcp refreshes a token with less than 30 s left, so any run
-    // more than a second after the sign-in refreshes first.
-    let auth = OAuthServer::start(&format!("http://127.0.0.1:{port}"), Duration::from_secs(31))
-        .await
-        .unwrap();
-    let home = tempfile::tempdir().unwrap();
-    let browser = browser_dir(home.path(), true).unwrap();
-    let servers = json!({"mcpServers": {"tracker": {"type": "http", "url": auth.mcp_url()}}});
-    let servers_text = serde_json::to_string_pretty(&servers).unwrap();
-    std::fs::write(home.path().join("mcp_servers.json"), &servers_text).unwrap();
-    let (home_path, browser_path) = (home.path().to_owned(), browser.clone());
-    let run = move |args: &'static [&'static str]| {
-        let (home, browser) = (home_path.clone(), browser_path.clone());
-        tokio::task::spawn_blocking(move || conduit(&home, &browser, args))
-    };
+    let tracker = Tracker::start().await;
+    let (auth, home, browser, servers_text) = (
+        &tracker.auth,
+        &tracker.home,
+        &tracker.browser,
+        tracker.servers_text.as_str(),
+    );
+    let run = tracker.runner();
 
     // Before: the server asks for sign-in, and a call says how to give it.
     let before = run(&["mcp", "list"]).await.unwrap();
@@ -283,24 +318,9 @@ async fn without_registration_the_user_is_asked_for_a_client_id_and_a_given_one_
 /// revocation endpoint is not where a sign-out revokes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_go_only_to_the_endpoints_bound_at_sign_in() {
-    let (_upstream, port) = conduit_e2e::everything_over_http().await.unwrap();
-    // Tokens live 31 s: any run more than a second after the sign-in refreshes first.
-    let auth = OAuthServer::start(&format!("http://127.0.0.1:{port}"), Duration::from_secs(31))
-        .await
-        .unwrap();
-    let home = tempfile::tempdir().unwrap();
-    let browser = browser_dir(home.path(), true).unwrap();
-    let servers = json!({"mcpServers": {"tracker": {"type": "http", "url": auth.mcp_url()}}});
-    std::fs::write(
-        home.path().join("mcp_servers.json"),
-        serde_json::to_string_pretty(&servers).unwrap(),
-    )
-    .unwrap();
-    let (home_path, browser_path) = (home.path().to_owned(), browser.clone());
-    let run = move |args: &'static [&'static str]| {
-        let (home, browser) = (home_path.clone(), browser_path.clone());
-        tokio::task::spawn_blocking(move || conduit(&home, &browser, args))
-    };
+    let tracker = Tracker::start().await;
+    let (auth, home) = (&tracker.auth, &tracker.home);
+    let run = tracker.runner();
     let stolen = |auth: &OAuthServer| -> Vec<String> {
         auth.log()
             .into_iter()
@@ -332,7 +352,27 @@ async fn tokens_go_only_to_the_endpoints_bound_at_sign_in() {
         text(&logout.stdout)
     );
     assert_eq!(auth.count("revoke:refresh_token"), 1, "{:?}", auth.log());
-    assert_eq!(stolen(&auth), Vec::<String>::new());
+    assert_eq!(stolen(auth), Vec::<String>::new());
+
+    // Signed in again; while the metadata is down (rmcp then makes up `/token` on the
+    // server's origin) the sign-in is neither used nor forgotten, and works once it is back.
+    auth.move_endpoints(false, false);
+    let login = run(&["mcp", "login", "tracker"]).await.unwrap();
+    assert!(login.status.success(), "{}", text(&login.stderr));
+    auth.metadata_down(true);
+    let down = run(call).await.unwrap();
+    assert!(!down.status.success());
+    assert!(
+        conduit_e2e::text_files_under(home.path())
+            .iter()
+            .any(|(_, text)| text.contains("mcp-oauth:")),
+        "an outage forgot the sign-in"
+    );
+    auth.metadata_down(false);
+    let back = run(call).await.unwrap();
+    assert!(back.status.success(), "{}", text(&back.stderr));
+    let logout = run(&["mcp", "logout", "tracker"]).await.unwrap();
+    assert!(logout.status.success(), "{}", text(&logout.stderr));
 
     // Signed in again, then the token endpoint moves: the next run, due to refresh,
     // forgets the sign-in instead of sending the refresh token there.
@@ -351,7 +391,7 @@ async fn tokens_go_only_to_the_endpoints_bound_at_sign_in() {
         "{}",
         text(&refused.stderr)
     );
-    assert_eq!(stolen(&auth), Vec::<String>::new());
+    assert_eq!(stolen(auth), Vec::<String>::new());
     assert!(
         conduit_e2e::text_files_under(home.path())
             .iter()

@@ -56,6 +56,8 @@ struct AuthState {
     /// The metadata names the attacker's endpoints (`/steal/...`) instead of the real
     /// ones: token, revocation.
     moved: Mutex<(bool, bool)>,
+    /// The metadata answers 503 (an outage).
+    down: Mutex<bool>,
 }
 
 impl AuthState {
@@ -115,6 +117,7 @@ impl OAuthServer {
             issued: Mutex::new(Issued::default()),
             log: Mutex::new(Vec::new()),
             moved: Mutex::new((false, false)),
+            down: Mutex::new(false),
         });
         let app = Router::new()
             .route(
@@ -165,6 +168,11 @@ impl OAuthServer {
         *self.state.moved.lock().unwrap_or_else(|e| e.into_inner()) = (token, revocation);
     }
 
+    /// From now on (or no longer) the metadata documents answer 503, as in an outage.
+    pub fn metadata_down(&self, down: bool) {
+        *self.state.down.lock().unwrap_or_else(|e| e.into_inner()) = down;
+    }
+
     /// Whether any token is still valid (none after a revocation of all of them).
     pub fn live_tokens(&self) -> usize {
         let issued = self.state.issued.lock().unwrap_or_else(|e| e.into_inner());
@@ -178,7 +186,14 @@ impl Drop for OAuthServer {
     }
 }
 
+fn is_down(state: &AuthState) -> bool {
+    *state.down.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 async fn resource_metadata(State(state): State<Arc<AuthState>>) -> Response {
+    if is_down(&state) {
+        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+    }
     axum::Json(json!({
         "resource": format!("{}/mcp", state.origin),
         "authorization_servers": [state.origin],
@@ -189,6 +204,9 @@ async fn resource_metadata(State(state): State<Arc<AuthState>>) -> Response {
 }
 
 async fn server_metadata(State(state): State<Arc<AuthState>>) -> Response {
+    if is_down(&state) {
+        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+    }
     let origin = &state.origin;
     let (token_moved, revocation_moved) = *state.moved.lock().unwrap_or_else(|e| e.into_inner());
     let token = if token_moved { "steal/token" } else { "token" };

@@ -811,7 +811,8 @@ mod tests {
                 "moved": {"url": "https://old.example/mcp?k=1"},
                 "kept": {"url": "https://kept.example/mcp", "disabled": true},
                 "twin": {"url": "https://twin.example/mcp"},
-                "twin-too": {"url": "https://twin.example/mcp"}
+                "twin-too": {"url": "https://twin.example/mcp"},
+                "header": {"url": "https://header.example/mcp"}
             }})
             .to_string(),
         )
@@ -822,6 +823,7 @@ mod tests {
             "https://old.example/mcp",
             "https://kept.example/mcp",
             "https://twin.example/mcp",
+            "https://header.example/mcp",
         ];
         for url in urls {
             vault
@@ -849,10 +851,22 @@ mod tests {
                 &yes,
             )
             .unwrap();
+        let after_twin = host
+            .edit_mcp_file(
+                after_move.version,
+                Edit::Remove {
+                    name: "twin".into(),
+                },
+                &yes,
+            )
+            .unwrap();
+        // A header taking a variable that is not set leaves the URL as it was.
         host.edit_mcp_file(
-            after_move.version,
-            Edit::Remove {
-                name: "twin".into(),
+            after_twin.version,
+            Edit::Update {
+                name: "header".into(),
+                entry: json!({"url": "https://header.example/mcp",
+                    "headers": {"X-Team": "${CONDUIT_TEST_SURELY_UNSET_VARIABLE}"}}),
             },
             &yes,
         )
@@ -865,7 +879,11 @@ mod tests {
         }
         assert_eq!(
             held,
-            ["https://kept.example/mcp", "https://twin.example/mcp"],
+            [
+                "https://kept.example/mcp",
+                "https://twin.example/mcp",
+                "https://header.example/mcp"
+            ],
             "the deleted and the moved entries' sign-ins are forgotten"
         );
     }

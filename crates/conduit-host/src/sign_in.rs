@@ -80,18 +80,21 @@ impl TokenVault for HostTokens {
     }
 }
 
-/// The token vault keys of the HTTP entries of `servers`, on or off (their URLs with
-/// `${NAME}`s filled in, as a connection reads them).
+/// The token vault key of each entry of `servers` that names a URL, by name, on or off
+/// (its URL with `${NAME}`s filled in, as a connection reads it); `None` for one whose URL
+/// cannot be filled in now (a variable not set).
 fn sign_in_keys(
     servers: &serde_json::Map<String, serde_json::Value>,
-) -> std::collections::BTreeSet<String> {
+) -> std::collections::BTreeMap<&str, Option<String>> {
     let env = |name: &str| std::env::var(name).ok();
     servers
-        .values()
-        .filter_map(|entry| conduit_mcp::config::spec_of(entry, &env).ok())
-        .filter_map(|spec| match spec.transport {
-            Transport::Http { url, .. } => Some(oauth::vault_key(&url)),
-            Transport::Stdio { .. } => None,
+        .iter()
+        .filter_map(|(name, entry)| {
+            let url = entry.get("url")?.as_str()?;
+            let key = conduit_mcp::config::expand(url, &env)
+                .ok()
+                .map(|url| oauth::vault_key(&url));
+            Some((name.as_str(), key))
         })
         .collect()
 }
@@ -247,8 +250,17 @@ impl Host {
         before: &serde_json::Map<String, serde_json::Value>,
         after: &serde_json::Map<String, serde_json::Value>,
     ) {
-        let kept = sign_in_keys(after);
-        for key in sign_in_keys(before).difference(&kept) {
+        let was = sign_in_keys(before);
+        // An entry whose URL cannot be filled in now keeps the sign-in it had.
+        let now = sign_in_keys(after);
+        let kept: std::collections::BTreeSet<&String> = now
+            .iter()
+            .filter_map(|(name, key)| match key {
+                Some(key) => Some(key),
+                None => was.get(name).and_then(Option::as_ref),
+            })
+            .collect();
+        for key in was.values().flatten().filter(|key| !kept.contains(key)) {
             if let Err(error) = self.secrets().delete(key) {
                 tracing::warn!(%error, "a removed server's sign-in could not be forgotten");
             }

@@ -166,6 +166,10 @@ pub fn vault_key(server_url: &str) -> String {
 struct VaultCredentials {
     vault: Arc<dyn TokenVault>,
     key: String,
+    /// Whether a save may store tokens where none are (a sign-in does). A connection's
+    /// refresh may only replace tokens still there: one that ends after the user signed
+    /// out (or the entry went) must not bring the sign-in back.
+    may_create: bool,
 }
 
 /// The sign-in stored under `key`, read once for every use; unreadable tokens are as good
@@ -259,6 +263,11 @@ impl CredentialStore for VaultCredentials {
     /// sign-in they continue.
     async fn save(&self, credentials: StoredCredentials) -> Result<(), AuthError> {
         let failed = |e: String| AuthError::CredentialStoreError(e);
+        if !self.may_create && self.vault.load(&self.key).await.map_err(failed)?.is_none() {
+            return Err(failed(
+                "the sign-in was forgotten (signed out) while its tokens were refreshed".into(),
+            ));
+        }
         let bound = bound_endpoints(self.vault.as_ref(), &self.key)
             .await
             .map_err(failed)?;
@@ -400,6 +409,10 @@ async fn receive_redirect(listener: &TcpListener, base: &str) -> Result<String, 
                             tracing::warn!(uid, "a sign-in answer came from another user's process; ignored");
                             return;
                         }
+                        peer::Peer::NotListed => {
+                            tracing::warn!("a sign-in answer came from a connection the kernel no longer lists; ignored");
+                            return;
+                        }
                         peer::Peer::SameUser | peer::Peer::Unknown => {}
                     }
                     let mut stream = stream;
@@ -520,6 +533,7 @@ pub async fn manager(
     manager.set_credential_store(VaultCredentials {
         vault: vault.clone(),
         key: key.clone(),
+        may_create: false,
     });
     let holds_tokens = stored(vault.as_ref(), &key)
         .await
@@ -528,12 +542,21 @@ pub async fn manager(
     if !holds_tokens {
         return Ok((manager, false));
     }
-    let metadata = manager.resolve_metadata().await?.metadata;
+    let resolution = manager.resolve_metadata().await?;
+    let metadata = resolution.metadata;
     let now = BoundEndpoints::of(&metadata);
     match bound_endpoints(vault.as_ref(), &key)
         .await
         .map_err(SignInError::Vault)?
     {
+        // No metadata found (rmcp made up `/token` on the server's origin): the server or
+        // its authorization server is down, or hides its metadata. The tokens are neither
+        // sent there nor forgotten.
+        Some(bound) if bound.token != now.token && !resolution.source.is_discovered() => {
+            return Err(SignInError::Other(
+                "the server's authorization metadata could not be read; its sign-in is kept for when it can".into(),
+            ));
+        }
         Some(bound) if bound.token != now.token => {
             tracing::warn!(
                 "the server's metadata names another token endpoint than at sign-in; the sign-in is forgotten"
@@ -542,9 +565,11 @@ pub async fn manager(
             return Ok((manager, false));
         }
         Some(_) => {}
-        None => bind_endpoints(vault.as_ref(), &key, &now)
+        None if resolution.source.is_discovered() => bind_endpoints(vault.as_ref(), &key, &now)
             .await
             .map_err(SignInError::Vault)?,
+        // Not bound to made-up endpoints; the next connection that finds metadata binds.
+        None => {}
     }
     manager.set_metadata(metadata);
     let signed_in = manager.initialize_from_store().await?;
@@ -575,7 +600,16 @@ pub async fn sign_in(
     manager.set_credential_store(VaultCredentials {
         vault: vault.clone(),
         key: vault_key(server_url),
+        may_create: true,
     });
+    // The endpoints the flow will find, read the way it reads them: the tokens are bound
+    // to these, once a second read (the one later connections make) agrees.
+    let expected = BoundEndpoints::of(
+        &manager
+            .resolve_metadata_from_challenge(challenge)
+            .await?
+            .metadata,
+    );
     let redirect = authorize.prepare().await?;
     let mut request = AuthorizationRequest::new(redirect.uri()).with_client_name(CLIENT_NAME);
     if let Some(id) = &settings.client_id {
@@ -634,22 +668,34 @@ pub async fn sign_in(
             callback.issuer.as_deref(),
         )
         .await?;
-    // The endpoints the tokens were made for, as the next connection will discover them.
+    // The tokens are bound to the endpoints the flow found, if the metadata later
+    // connections read names the same; a server that names others (to be sent the
+    // refresh token later) gets its sign-in forgotten at once.
     let key = vault_key(server_url);
-    match AuthorizationManager::new(server_url)
-        .await?
-        .resolve_metadata()
-        .await
-    {
-        Ok(found) => bind_endpoints(vault.as_ref(), &key, &BoundEndpoints::of(&found.metadata))
-            .await
-            .map_err(SignInError::Vault)?,
-        // The next connection binds what it finds (and fails as the sign-in would).
+    let again = match AuthorizationManager::new(server_url).await {
+        Ok(manager) => manager.resolve_metadata().await.map(|found| found.metadata),
+        Err(error) => Err(error),
+    };
+    match again {
+        Ok(metadata) if BoundEndpoints::of(&metadata).token == expected.token => {
+            bind_endpoints(vault.as_ref(), &key, &expected)
+                .await
+                .map_err(SignInError::Vault)?;
+            Ok(())
+        }
+        Ok(_) => {
+            vault.forget(&key).await.map_err(SignInError::Vault)?;
+            Err(SignInError::Refused(
+                "the server named another token endpoint once signed in than during the sign-in; the sign-in was not kept".into(),
+            ))
+        }
         Err(error) => {
-            tracing::warn!(%error, "the signed-in server's metadata could not be read again")
+            vault.forget(&key).await.map_err(SignInError::Vault)?;
+            Err(SignInError::Other(format!(
+                "the server's authorization metadata could not be read again after the sign-in, which was not kept: {error}"
+            )))
         }
     }
-    Ok(())
 }
 
 /// Refuses an authorization URL that is not a web page a browser should open: https, or
@@ -718,13 +764,20 @@ pub async fn sign_out(
     let Some(stored) = stored else {
         return Ok(SignedOut::NothingStored);
     };
-    Ok(
-        match revoke(server_url, settings, &stored, bound.as_ref()).await {
-            Ok(true) => SignedOut::Revoked,
-            Ok(false) => SignedOut::Forgotten,
-            Err(reason) => SignedOut::RevocationFailed(reason),
-        },
+    let revoked = tokio::time::timeout(
+        REVOCATION_PATIENCE,
+        revoke(server_url, settings, &stored, bound.as_ref()),
     )
+    .await;
+    Ok(match revoked {
+        Ok(Ok(true)) => SignedOut::Revoked,
+        Ok(Ok(false)) => SignedOut::Forgotten,
+        Ok(Err(reason)) => SignedOut::RevocationFailed(reason),
+        Err(_) => SignedOut::RevocationFailed(format!(
+            "the authorization server did not answer within {} s",
+            REVOCATION_PATIENCE.as_secs()
+        )),
+    })
 }
 
 /// How long a revocation may take: the tokens are already forgotten, so a server that
@@ -785,7 +838,6 @@ async fn revoke(
     };
     let client = conduit_net::client_builder()
         .redirect(reqwest::redirect::Policy::none())
-        .timeout(REVOCATION_PATIENCE)
         .build()
         .map_err(|e| e.to_string())?;
     let mut revoked_any = false;
@@ -972,6 +1024,53 @@ mod tests {
         let back = redirect.visit("https://auth.example/a").await.unwrap();
         assert!(back.ends_with("/callback?code=c0de&state=st"), "{back}");
         drop(browser.await.unwrap());
+    }
+
+    /// Tokens in memory, as the host's secret store keeps them.
+    #[derive(Default)]
+    struct MemoryVault(parking_lot::Mutex<std::collections::HashMap<String, String>>);
+
+    #[async_trait]
+    impl TokenVault for MemoryVault {
+        async fn load(&self, key: &str) -> Result<Option<String>, String> {
+            Ok(self.0.lock().get(key).cloned())
+        }
+        async fn save(&self, key: &str, value: &str) -> Result<(), String> {
+            self.0.lock().insert(key.to_owned(), value.to_owned());
+            Ok(())
+        }
+        async fn forget(&self, key: &str) -> Result<(), String> {
+            self.0.lock().remove(key);
+            Ok(())
+        }
+    }
+
+    /// A connection's refresh that ends after the user signed out must not store the
+    /// sign-in again; a sign-in may store one where none is.
+    #[tokio::test]
+    async fn a_refresh_that_ends_after_a_sign_out_does_not_bring_the_sign_in_back() {
+        let vault = Arc::new(MemoryVault::default());
+        let key = vault_key("https://mcp.example/mcp");
+        let credentials = || StoredCredentials::new("client".into(), None, Vec::new(), None);
+        let connection = VaultCredentials {
+            vault: vault.clone(),
+            key: key.clone(),
+            may_create: false,
+        };
+        let refused = connection.save(credentials()).await.unwrap_err();
+        assert!(refused.to_string().contains("signed out"), "{refused}");
+        assert!(vault.load(&key).await.unwrap().is_none());
+
+        let signing_in = VaultCredentials {
+            vault: vault.clone(),
+            key: key.clone(),
+            may_create: true,
+        };
+        signing_in.save(credentials()).await.unwrap();
+        assert!(vault.load(&key).await.unwrap().is_some());
+        // While it is there, a connection's refresh replaces it.
+        connection.save(credentials()).await.unwrap();
+        assert!(vault.load(&key).await.unwrap().is_some());
     }
 
     #[tokio::test]

@@ -2,7 +2,7 @@
 //! table: the sign-in's redirect listener takes the browser's answer only from a process
 //! of the same user.
 
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4};
 
 /// Who is at the other end of a connection accepted on loopback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -11,8 +11,11 @@ pub(crate) enum Peer {
     SameUser,
     /// A process of another user (its uid).
     OtherUser(u32),
-    /// Not told: no socket table (not Linux), or the other end is not in this network
-    /// namespace (a sandboxed browser may have its own).
+    /// The socket table does not list the other end: it closed already (a reset before its
+    /// owner could be looked up). Every connection to this loopback listener comes from
+    /// this network namespace, whose sockets the tables list.
+    NotListed,
+    /// Not told: no socket table (not Linux).
     Unknown,
 }
 
@@ -27,10 +30,15 @@ pub(crate) async fn peer_of(peer: SocketAddr, local: SocketAddr) -> Peer {
     ) else {
         return Peer::Unknown;
     };
-    match socket_owner(&table, peer, local) {
+    // An IPv6 socket reaches the IPv4 listener through the v4-mapped address
+    // (`::ffff:127.0.0.1`), and is listed in the IPv6 table (absent when IPv6 is off).
+    let table6 = tokio::fs::read_to_string("/proc/net/tcp6")
+        .await
+        .unwrap_or_default();
+    match socket_owner(&table, peer, local).or_else(|| socket_owner(&table6, peer, local)) {
         Some(uid) if uid == own => Peer::SameUser,
         Some(uid) => Peer::OtherUser(uid),
-        None => Peer::Unknown,
+        None => Peer::NotListed,
     }
 }
 
@@ -63,14 +71,24 @@ fn socket_owner(table: &str, own: SocketAddrV4, remote: SocketAddrV4) -> Option<
     })
 }
 
+/// An address of either table: IPv4 (8 hex digits), or IPv6 (32: four 32-bit words in
+/// memory order) when it is a v4-mapped one.
 fn hex_address(text: &str) -> Option<SocketAddrV4> {
     let (address, port) = text.split_once(':')?;
-    let address = u32::from_str_radix(address, 16).ok()?;
     let port = u16::from_str_radix(port, 16).ok()?;
-    Some(SocketAddrV4::new(
-        Ipv4Addr::from(address.to_ne_bytes()),
-        port,
-    ))
+    let ip = match address.len() {
+        8 => Ipv4Addr::from(u32::from_str_radix(address, 16).ok()?.to_ne_bytes()),
+        32 => {
+            let mut bytes = [0u8; 16];
+            for (word, chunk) in bytes.chunks_exact_mut(4).enumerate() {
+                let digits = address.get(word * 8..word * 8 + 8)?;
+                chunk.copy_from_slice(&u32::from_str_radix(digits, 16).ok()?.to_ne_bytes());
+            }
+            Ipv6Addr::from(bytes).to_ipv4_mapped()?
+        }
+        _ => return None,
+    };
+    Some(SocketAddrV4::new(ip, port))
 }
 
 #[cfg(test)]
@@ -78,6 +96,21 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
     use super::*;
+
+    /// A v4-mapped address as the kernel writes it in the IPv6 table, on this machine.
+    fn kernel_hex6(address: SocketAddrV4) -> String {
+        let octets = address.ip().to_ipv6_mapped().octets();
+        let words: String = octets
+            .chunks_exact(4)
+            .map(|word| {
+                format!(
+                    "{:08X}",
+                    u32::from_ne_bytes([word[0], word[1], word[2], word[3]])
+                )
+            })
+            .collect();
+        format!("{words}:{:04X}", address.port())
+    }
 
     /// An address as the kernel writes it in the table, on this machine.
     fn kernel_hex(address: SocketAddrV4) -> String {
@@ -121,6 +154,22 @@ mod tests {
             socket_owner("garbage\nnot a table at all", client, listener),
             None
         );
+
+        // Another user's IPv6 socket, connected through ::ffff:127.0.0.1.
+        let mapped = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 50002);
+        if cfg!(target_endian = "little") {
+            assert_eq!(
+                kernel_hex6(mapped),
+                "0000000000000000FFFF00000100007F:C352",
+                "as Linux writes it on x86"
+            );
+        }
+        let table6 = format!(
+            "  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: {} {} 01 00000000:00000000 00:00000000 00000000  1002        0 44444 1 0000000000000000 20 4 30 10 -1",
+            kernel_hex6(mapped),
+            kernel_hex6(listener)
+        );
+        assert_eq!(socket_owner(&table6, mapped, listener), Some(1002));
     }
 
     #[cfg(target_os = "linux")]
@@ -131,5 +180,15 @@ mod tests {
         let _client = tokio::net::TcpStream::connect(address).await.unwrap();
         let (_server_end, peer) = listener.accept().await.unwrap();
         assert_eq!(peer_of(peer, address).await, Peer::SameUser);
+
+        // An IPv6 socket of this process through the v4-mapped address, where the machine
+        // has IPv6.
+        if let Ok(client6) =
+            tokio::net::TcpStream::connect(("::ffff:127.0.0.1", address.port())).await
+        {
+            let (_server_end, peer) = listener.accept().await.unwrap();
+            assert_eq!(peer_of(peer, address).await, Peer::SameUser);
+            drop(client6);
+        }
     }
 }
