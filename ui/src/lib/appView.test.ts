@@ -204,10 +204,16 @@ describe("a view's session", () => {
     expect((await other.app.requestDisplayMode({ mode: "fullscreen" })).mode).toBe("fullscreen");
   });
 
-  it("a view that changes its height makes the consent buttons wait again", async () => {
-    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+  it("a view that changes its height makes the consent buttons it moved wait again", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "requestAnimationFrame"] });
     const button = document.createElement("button");
+    // Where the page lays the button out: below the view, it moves when the view grows.
+    let top = 400;
+    button.getBoundingClientRect = () => ({ top, left: 20 }) as DOMRect;
     const action = armedAfter(button);
+    const laidOut = (): void => {
+      vi.advanceTimersByTime(20);
+    };
     try {
       const resize = vi.fn();
       const { app, viewSide } = await connected(services(), resize);
@@ -219,10 +225,20 @@ describe("a view's session", () => {
       // The same height again moves nothing.
       await app.sendSizeChanged({ width: 500, height: 300 });
       await until(() => resize.mock.calls.length === 2);
+      laidOut();
       expect(button.disabled).toBe(false);
-      // A new height moves what is below the view, the approval question's buttons too.
-      await app.sendSizeChanged({ width: 500, height: 700 });
+      // A new height that leaves the button where it was (the view is below it, or off
+      // screen) does not disable it: a view resizing itself forever cannot keep every
+      // consent button disabled.
+      await app.sendSizeChanged({ width: 500, height: 320 });
       await until(() => resize.mock.calls.length === 3);
+      laidOut();
+      expect(button.disabled).toBe(false);
+      // A new height that moves the button, the approval question's buttons too.
+      top = 800;
+      await app.sendSizeChanged({ width: 500, height: 700 });
+      await until(() => resize.mock.calls.length === 4);
+      laidOut();
       expect(button.disabled).toBe(true);
     } finally {
       action?.destroy?.();

@@ -6,7 +6,7 @@
 
 import type { AppBridge, McpUiHostContext, McpUiDisplayMode } from "@modelcontextprotocol/ext-apps/app-bridge";
 import { errorMessage } from "./api";
-import { rearmConsent } from "./consent";
+import { rearmConsent, rearmMovedConsent } from "./consent";
 import type { ResultPart, ViewCall, ViewCallResult, ViewHandle } from "./types";
 
 /** What the view's requests need from the app. */
@@ -184,7 +184,7 @@ export class ViewSession {
       if (typeof height === "number" && Number.isFinite(height)) {
         const shown = Math.min(MAX_HEIGHT, Math.max(MIN_HEIGHT, Math.ceil(height)));
         // What is below the view moves: a consent button may have slid under the cursor.
-        if (this.#height !== null && shown !== this.#height) rearmConsent();
+        if (this.#height !== null && shown !== this.#height) rearmMovedConsent();
         this.#height = shown;
         this.frame.resize(shown);
       }

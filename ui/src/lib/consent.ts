@@ -9,14 +9,31 @@ export const ARM_MS = 500;
 
 /** Re-arms each consent button on screen (the functions of the mounted ones). */
 const onScreen = new Set<() => void>();
+/** Re-arms each consent button on screen whose place on the page changed since it was last
+ *  looked at. */
+const onScreenIfMoved = new Set<() => void>();
 
 /**
  * Every consent button on screen ignores clicks for ARM_MS again: the prompts moved (one
- * appeared or went, or a view above them changed its size), so what is under the cursor
+ * appeared or went, or a view entered or left full screen), so what is under the cursor
  * now may not be what the user aimed at.
  */
 export function rearmConsent(): void {
   for (const arm of onScreen) arm();
+}
+
+/**
+ * Once the page has laid itself out again, the consent buttons that moved ignore clicks
+ * for ARM_MS again (a view above them changed its height). Those that stayed where they
+ * were keep taking clicks: a view that keeps resizing itself (below them, or off screen)
+ * cannot keep every consent button disabled.
+ */
+export function rearmMovedConsent(): void {
+  const check = (): void => {
+    for (const armIfMoved of onScreenIfMoved) armIfMoved();
+  };
+  if (typeof requestAnimationFrame === "function") requestAnimationFrame(check);
+  else setTimeout(check, 0);
 }
 
 /**
@@ -57,12 +74,25 @@ export const armedAfter: Action<HTMLButtonElement, number | undefined> = (node, 
       : null;
   watch?.observe(node);
 
+  // Where the button was when last looked at.
+  let place = ((): { top: number; left: number } => {
+    const rect = node.getBoundingClientRect();
+    return { top: rect.top, left: rect.left };
+  })();
+  const armIfMoved = (): void => {
+    const rect = node.getBoundingClientRect();
+    if (rect.top !== place.top || rect.left !== place.left) arm();
+    place = { top: rect.top, left: rect.left };
+  };
+
   rearmConsent();
   onScreen.add(arm);
+  onScreenIfMoved.add(armIfMoved);
   arm();
   return {
     destroy() {
       onScreen.delete(arm);
+      onScreenIfMoved.delete(armIfMoved);
       clearTimeout(timer);
       watch?.disconnect();
       node.removeEventListener("click", guard, true);
