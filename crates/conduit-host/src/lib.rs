@@ -197,9 +197,11 @@ pub fn external_url(url: &str) -> Result<&str, String> {
             "Conduit opens only web links and plain mail links, not {url:?}"
         ))
     };
-    // Bidirectional controls and invisible characters could make the URL the user is
-    // shown read differently.
-    let hides = |c: char| c.is_whitespace() || conduit_core::text::hides(c);
+    // Bidirectional controls could make the URL the user is shown read differently.
+    // (Zero-width joiners and non-joiners stay: real Sinhala, Persian or Indic links carry
+    // them.)
+    let hides =
+        |c: char| c.is_whitespace() || c.is_control() || conduit_core::text::is_bidi_control(c);
     if url.is_empty() || url.chars().any(hides) {
         return refuse();
     }
@@ -278,6 +280,9 @@ mod tests {
         );
         assert!(external_url("mailto:a@example.com").is_ok());
         assert!(external_url("http://127.0.0.1:8080/x?y=1#z").is_ok());
+        // Real links in scripts that join letters with U+200D or U+200C open.
+        assert!(external_url("https://si.wikipedia.org/wiki/ශ්\u{200d}රී_ලංකාව").is_ok());
+        assert!(external_url("https://fa.wikipedia.org/wiki/کتاب\u{200c}ها").is_ok());
         for refused in [
             "mailto:a@example.com?subject=x&body=y",
             "mailto:a@example.com,b@example.com",

@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use rmcp::transport::AuthError;
 use rmcp::transport::auth::{
     AuthorizationCallback, AuthorizationManager, AuthorizationMetadata, AuthorizationRequest,
-    CredentialStore, OAuthState, StoredCredentials, WWWAuthenticateParams,
+    AuthorizationSession, CredentialStore, StoredCredentials, WWWAuthenticateParams,
 };
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -197,6 +197,10 @@ async fn stored(vault: &dyn TokenVault, key: &str) -> Result<Option<StoredCreden
 struct BoundEndpoints {
     token: String,
     revocation: Option<String>,
+    /// Where the sign-in found the server's metadata when its challenge named the place
+    /// (`resource_metadata`): later connections look there too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    resource_metadata: Option<String>,
 }
 
 /// The field of the stored sign-in that holds its [`BoundEndpoints`] (rmcp reads the rest,
@@ -212,7 +216,15 @@ impl BoundEndpoints {
                 .get("revocation_endpoint")
                 .and_then(Value::as_str)
                 .map(str::to_owned),
+            resource_metadata: None,
         }
+    }
+
+    /// A challenge that sends discovery where the sign-in found the metadata.
+    fn challenge(&self) -> Option<String> {
+        self.resource_metadata
+            .as_ref()
+            .map(|url| format!("Bearer resource_metadata=\"{url}\""))
     }
 }
 
@@ -542,13 +554,16 @@ pub async fn manager(
     if !holds_tokens {
         return Ok((manager, false));
     }
-    let resolution = manager.resolve_metadata().await?;
+    let bound = bound_endpoints(vault.as_ref(), &key)
+        .await
+        .map_err(SignInError::Vault)?;
+    let challenge = bound.as_ref().and_then(BoundEndpoints::challenge);
+    let resolution = manager
+        .resolve_metadata_from_challenge(challenge.as_deref())
+        .await?;
     let metadata = resolution.metadata;
     let now = BoundEndpoints::of(&metadata);
-    match bound_endpoints(vault.as_ref(), &key)
-        .await
-        .map_err(SignInError::Vault)?
-    {
+    match bound {
         // No metadata found (rmcp made up `/token` on the server's origin): the server or
         // its authorization server is down, or hides its metadata. The tokens are neither
         // sent there nor forgotten.
@@ -568,8 +583,13 @@ pub async fn manager(
         None if resolution.source.is_discovered() => bind_endpoints(vault.as_ref(), &key, &now)
             .await
             .map_err(SignInError::Vault)?,
-        // Not bound to made-up endpoints; the next connection that finds metadata binds.
-        None => {}
+        // A sign-in stored before endpoints were bound, and no metadata to bind it to: its
+        // tokens are not sent to made-up endpoints.
+        None => {
+            return Err(SignInError::Other(
+                "the server's authorization metadata could not be read; sign in again (its sign-in is kept for when the metadata can be read)".into(),
+            ));
+        }
     }
     manager.set_metadata(metadata);
     let signed_in = manager.initialize_from_store().await?;
@@ -602,14 +622,17 @@ pub async fn sign_in(
         key: vault_key(server_url),
         may_create: true,
     });
-    // The endpoints the flow will find, read the way it reads them: the tokens are bound
-    // to these, once a second read (the one later connections make) agrees.
-    let expected = BoundEndpoints::of(
-        &manager
-            .resolve_metadata_from_challenge(challenge)
-            .await?
-            .metadata,
-    );
+    // The metadata the flow uses, read once: the code is exchanged at its token endpoint,
+    // and the tokens are bound to it (and to where the challenge said to look).
+    let resolution = manager.resolve_metadata_from_challenge(challenge).await?;
+    let mut bound = BoundEndpoints::of(&resolution.metadata);
+    bound.resource_metadata = challenge.and_then(|c| {
+        let base = reqwest::Url::parse(server_url).ok()?;
+        WWWAuthenticateParams::parse(c, &base)
+            .resource_metadata_url
+            .map(|url| url.to_string())
+    });
+    manager.set_metadata(resolution.metadata);
     let redirect = authorize.prepare().await?;
     let mut request = AuthorizationRequest::new(redirect.uri()).with_client_name(CLIENT_NAME);
     if let Some(id) = &settings.client_id {
@@ -650,9 +673,10 @@ pub async fn sign_in(
     } else {
         request = request.with_scopes(scopes);
     }
-    let mut state = OAuthState::Unauthorized(manager);
-    state.start_authorization(request).await?;
-    let url = state.get_authorization_url().await?;
+    let session = AuthorizationSession::new(manager, request)
+        .await
+        .map_err(|(_, error)| error)?;
+    let url = session.auth_url.clone();
     // The URL comes from the server's metadata: only a web page is opened.
     check_page_url(&url)?;
     announce(&url);
@@ -661,41 +685,16 @@ pub async fn sign_in(
         return Err(SignInError::Refused(refusal));
     }
     let callback = AuthorizationCallback::from_redirect_url(&back)?;
-    state
+    session
         .handle_callback_with_issuer(
             &callback.code,
             &callback.csrf_token,
             callback.issuer.as_deref(),
         )
         .await?;
-    // The tokens are bound to the endpoints the flow found, if the metadata later
-    // connections read names the same; a server that names others (to be sent the
-    // refresh token later) gets its sign-in forgotten at once.
-    let key = vault_key(server_url);
-    let again = match AuthorizationManager::new(server_url).await {
-        Ok(manager) => manager.resolve_metadata().await.map(|found| found.metadata),
-        Err(error) => Err(error),
-    };
-    match again {
-        Ok(metadata) if BoundEndpoints::of(&metadata).token == expected.token => {
-            bind_endpoints(vault.as_ref(), &key, &expected)
-                .await
-                .map_err(SignInError::Vault)?;
-            Ok(())
-        }
-        Ok(_) => {
-            vault.forget(&key).await.map_err(SignInError::Vault)?;
-            Err(SignInError::Refused(
-                "the server named another token endpoint once signed in than during the sign-in; the sign-in was not kept".into(),
-            ))
-        }
-        Err(error) => {
-            vault.forget(&key).await.map_err(SignInError::Vault)?;
-            Err(SignInError::Other(format!(
-                "the server's authorization metadata could not be read again after the sign-in, which was not kept: {error}"
-            )))
-        }
-    }
+    bind_endpoints(vault.as_ref(), &vault_key(server_url), &bound)
+        .await
+        .map_err(SignInError::Vault)
 }
 
 /// Refuses an authorization URL that is not a web page a browser should open: https, or

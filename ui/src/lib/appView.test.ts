@@ -441,6 +441,29 @@ describe("the chat's views", () => {
     expect((await app.requestDisplayMode({ mode: "fullscreen" })).mode).toBe("fullscreen");
   });
 
+  it("a view keeps its height while a consent prompt waits, then takes the last one it asked for", async () => {
+    const registry = new ViewRegistry(api, vi.fn(), vi.fn());
+    const resize = vi.fn();
+    const { session, app, viewSide } = await connected(registry.services(), resize);
+    registry.add(session);
+    await app.connect(viewSide);
+    await app.sendSizeChanged({ width: 500, height: 300 });
+    await until(() => resize.mock.calls.length === 1);
+    // A prompt waits below the view: resizing itself would move the prompt's buttons,
+    // which then take no click; the view could keep them so for as long as it liked.
+    registry.prompting("tool approval", true);
+    for (const height of [301, 300, 301, 420]) {
+      await app.sendSizeChanged({ width: 500, height });
+    }
+    // Messages arrive in order: once a request sent after them is answered, the host has
+    // handled every size change before it.
+    await app.requestDisplayMode({ mode: "inline" });
+    expect(resize).toHaveBeenCalledTimes(1);
+    registry.prompting("tool approval", false);
+    expect(resize).toHaveBeenCalledTimes(2);
+    expect(resize).toHaveBeenLastCalledWith(420);
+  });
+
   it("a view's message as the user takes the views out of full screen while it waits", async () => {
     const send = vi.fn(async () => true);
     const registry = new ViewRegistry(api, send, vi.fn());

@@ -138,6 +138,8 @@ export class ViewSession {
   #leftFullscreen = false;
   /** The height the view last gave itself. */
   #height: number | null = null;
+  /** The height the view asked for while a consent prompt waited. */
+  #heldHeight: number | null = null;
   /** What the view said about itself (for the frame's title and tests). */
   appName: string | null = null;
 
@@ -183,10 +185,14 @@ export class ViewSession {
     bridge.onsizechange = ({ height }) => {
       if (typeof height === "number" && Number.isFinite(height)) {
         const shown = Math.min(MAX_HEIGHT, Math.max(MIN_HEIGHT, Math.ceil(height)));
-        // What is below the view moves: a consent button may have slid under the cursor.
-        if (this.#height !== null && shown !== this.#height) rearmMovedConsent();
-        this.#height = shown;
-        this.frame.resize(shown);
+        // While a consent prompt waits the view keeps its height (the last one asked for
+        // comes once it is answered): a view resizing itself over and over would move the
+        // prompt's buttons, which then take no click, for as long as it liked.
+        if (!this.services.fullscreenAllowed()) {
+          this.#heldHeight = shown;
+          return;
+        }
+        this.#resize(shown);
       }
     };
     bridge.oncalltool = async (params) => {
@@ -267,6 +273,20 @@ export class ViewSession {
    *  the user's button enters it again). */
   leaveFullscreen(): void {
     if (this.#fullscreen) this.#show("inline");
+  }
+
+  /** No consent prompt waits any more: the height the view asked for meanwhile applies. */
+  promptsAnswered(): void {
+    const held = this.#heldHeight;
+    this.#heldHeight = null;
+    if (held !== null) this.#resize(held);
+  }
+
+  #resize(shown: number): void {
+    // What is below the view moves: a consent button may have slid under the cursor.
+    if (this.#height !== null && shown !== this.#height) rearmMovedConsent();
+    this.#height = shown;
+    this.frame.resize(shown);
   }
 
   get fullscreen(): boolean {
@@ -398,6 +418,7 @@ export class ViewRegistry {
   prompting(kind: ConsentPrompt, pending: boolean): void {
     if (!pending) {
       this.#prompts.delete(kind);
+      if (!this.prompted) for (const session of this.#sessions) session.promptsAnswered();
       return;
     }
     this.#prompts.add(kind);
