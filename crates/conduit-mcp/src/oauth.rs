@@ -12,7 +12,8 @@ use async_trait::async_trait;
 use rmcp::transport::AuthError;
 use rmcp::transport::auth::{
     AuthorizationCallback, AuthorizationManager, AuthorizationMetadata, AuthorizationRequest,
-    AuthorizationSession, CredentialStore, StoredCredentials, WWWAuthenticateParams,
+    AuthorizationSession, CredentialRefreshGuard, CredentialStore, StoredCredentials,
+    WWWAuthenticateParams,
 };
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -263,8 +264,28 @@ async fn bind_endpoints(
     vault.save(key, &stored.to_string()).await
 }
 
+/// The lock of the sign-in stored under `key`, one per key for the process: a refresh
+/// (rmcp holds it from reading the tokens to saving the new ones) and a sign-out take
+/// turns, so a sign-out revokes the newest tokens and no refresh ends after it.
+fn sign_in_lock(key: &str) -> Arc<tokio::sync::Mutex<()>> {
+    static LOCKS: std::sync::OnceLock<
+        parking_lot::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    > = std::sync::OnceLock::new();
+    LOCKS
+        .get_or_init(Default::default)
+        .lock()
+        .entry(key.to_owned())
+        .or_default()
+        .clone()
+}
+
 #[async_trait]
 impl CredentialStore for VaultCredentials {
+    async fn acquire_refresh_guard(&self) -> Result<Option<CredentialRefreshGuard>, AuthError> {
+        let held = sign_in_lock(&self.key).lock_owned().await;
+        Ok(Some(CredentialRefreshGuard::new(held)))
+    }
+
     async fn load(&self) -> Result<Option<StoredCredentials>, AuthError> {
         stored(self.vault.as_ref(), &self.key)
             .await
@@ -753,6 +774,9 @@ pub async fn sign_out(
     vault: Arc<dyn TokenVault>,
 ) -> Result<SignedOut, SignInError> {
     let key = vault_key(server_url);
+    // Not while a refresh is between reading the tokens and saving new ones.
+    let lock = sign_in_lock(&key);
+    let held = lock.lock().await;
     let stored = stored(vault.as_ref(), &key)
         .await
         .map_err(SignInError::Vault)?;
@@ -760,6 +784,7 @@ pub async fn sign_out(
         .await
         .map_err(SignInError::Vault)?;
     vault.forget(&key).await.map_err(SignInError::Vault)?;
+    drop(held);
     let Some(stored) = stored else {
         return Ok(SignedOut::NothingStored);
     };
@@ -1070,6 +1095,42 @@ mod tests {
         // While it is there, a connection's refresh replaces it.
         connection.save(credentials()).await.unwrap();
         assert!(vault.load(&key).await.unwrap().is_some());
+    }
+
+    /// A sign-out waits for a refresh in flight (rmcp holds the guard from reading the
+    /// tokens to saving new ones), so it forgets and revokes the newest tokens.
+    #[tokio::test]
+    async fn a_sign_out_waits_for_a_refresh_in_flight() {
+        let vault = Arc::new(MemoryVault::default());
+        let url = "https://refresh.example/mcp";
+        let key = vault_key(url);
+        let credentials = || StoredCredentials::new("client".into(), None, Vec::new(), None);
+        let connection = VaultCredentials {
+            vault: vault.clone(),
+            key: key.clone(),
+            may_create: false,
+        };
+        vault
+            .save(&key, &serde_json::to_string(&credentials()).unwrap())
+            .await
+            .unwrap();
+        let refreshing = connection.acquire_refresh_guard().await.unwrap();
+        let signing_out = tokio::spawn({
+            let vault: Arc<dyn TokenVault> = vault.clone();
+            async move { sign_out(url, &SignInSettings::default(), vault).await }
+        });
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(
+            !signing_out.is_finished(),
+            "the sign-out waits for the refresh"
+        );
+        connection.save(credentials()).await.unwrap();
+        drop(refreshing);
+        let outcome = signing_out.await.unwrap().unwrap();
+        assert_eq!(outcome, SignedOut::Forgotten);
+        assert!(vault.load(&key).await.unwrap().is_none());
     }
 
     #[tokio::test]
