@@ -19,7 +19,9 @@ use conduit_mcp::config::{ServerSpec, Transport};
 use conduit_mcp::elicit::{
     Asker, Elicitation, ElicitationAnswer, ElicitationKind, ElicitationOffer, defaults,
 };
-use conduit_mcp::oauth::{self, HeadlessSignIn, MAX_STEP_UPS, SignInSettings, TokenVault};
+use conduit_mcp::oauth::{
+    self, HeadlessSignIn, MAX_STEP_UPS, MemoryTokens, SignInSettings, TokenVault,
+};
 use conduit_mcp::sampling::{
     SampledMessage, SamplingAnswer, SamplingContent, SamplingRequest, SamplingStop,
 };
@@ -54,7 +56,7 @@ async fn main() {
         oauth,
         roots: None,
     };
-    let vault: Arc<dyn TokenVault> = Arc::new(MemoryVault::default());
+    let vault: Arc<dyn TokenVault> = Arc::new(MemoryTokens::default());
     // Only the answers come from the scenario: the form's defaults, or consent to a URL.
     let asks = Asks {
         tokens: Some(vault.clone()),
@@ -159,25 +161,6 @@ const REDIRECT_URI: &str = "http://localhost:3000/callback";
 /// A client ID metadata document URL, for servers that accept one (never fetched by the
 /// suite's mock server).
 const CLIENT_METADATA_URL: &str = "https://conformance-test.local/client-metadata.json";
-
-/// Tokens in memory, for one run.
-#[derive(Default)]
-struct MemoryVault(parking_lot::Mutex<std::collections::HashMap<String, String>>);
-
-#[async_trait::async_trait]
-impl TokenVault for MemoryVault {
-    async fn load(&self, key: &str) -> Result<Option<String>, String> {
-        Ok(self.0.lock().get(key).cloned())
-    }
-    async fn save(&self, key: &str, value: &str) -> Result<(), String> {
-        self.0.lock().insert(key.to_owned(), value.to_owned());
-        Ok(())
-    }
-    async fn forget(&self, key: &str) -> Result<(), String> {
-        self.0.lock().remove(key);
-        Ok(())
-    }
-}
 
 /// Answers every question as a user who accepts what is offered would.
 struct ScenarioAnswers;

@@ -147,6 +147,25 @@ pub trait TokenVault: Send + Sync {
     async fn forget(&self, key: &str) -> Result<(), String>;
 }
 
+/// Tokens in memory for one run, never written anywhere (the conformance client, tests).
+#[derive(Default)]
+pub struct MemoryTokens(parking_lot::Mutex<std::collections::HashMap<String, String>>);
+
+#[async_trait]
+impl TokenVault for MemoryTokens {
+    async fn load(&self, key: &str) -> Result<Option<String>, String> {
+        Ok(self.0.lock().get(key).cloned())
+    }
+    async fn save(&self, key: &str, value: &str) -> Result<(), String> {
+        self.0.lock().insert(key.to_owned(), value.to_owned());
+        Ok(())
+    }
+    async fn forget(&self, key: &str) -> Result<(), String> {
+        self.0.lock().remove(key);
+        Ok(())
+    }
+}
+
 /// The vault key of a server's tokens: its URL without query or fragment (another URL is
 /// another sign-in). rmcp keeps the issuer inside, and drops tokens of another one.
 pub fn vault_key(server_url: &str) -> String {
@@ -1050,30 +1069,11 @@ mod tests {
         drop(browser.await.unwrap());
     }
 
-    /// Tokens in memory, as the host's secret store keeps them.
-    #[derive(Default)]
-    struct MemoryVault(parking_lot::Mutex<std::collections::HashMap<String, String>>);
-
-    #[async_trait]
-    impl TokenVault for MemoryVault {
-        async fn load(&self, key: &str) -> Result<Option<String>, String> {
-            Ok(self.0.lock().get(key).cloned())
-        }
-        async fn save(&self, key: &str, value: &str) -> Result<(), String> {
-            self.0.lock().insert(key.to_owned(), value.to_owned());
-            Ok(())
-        }
-        async fn forget(&self, key: &str) -> Result<(), String> {
-            self.0.lock().remove(key);
-            Ok(())
-        }
-    }
-
     /// A connection's refresh that ends after the user signed out must not store the
     /// sign-in again; a sign-in may store one where none is.
     #[tokio::test]
     async fn a_refresh_that_ends_after_a_sign_out_does_not_bring_the_sign_in_back() {
-        let vault = Arc::new(MemoryVault::default());
+        let vault = Arc::new(MemoryTokens::default());
         let key = vault_key("https://mcp.example/mcp");
         let credentials = || StoredCredentials::new("client".into(), None, Vec::new(), None);
         let connection = VaultCredentials {
@@ -1101,7 +1101,7 @@ mod tests {
     /// tokens to saving new ones), so it forgets and revokes the newest tokens.
     #[tokio::test]
     async fn a_sign_out_waits_for_a_refresh_in_flight() {
-        let vault = Arc::new(MemoryVault::default());
+        let vault = Arc::new(MemoryTokens::default());
         let url = "https://refresh.example/mcp";
         let key = vault_key(url);
         let credentials = || StoredCredentials::new("client".into(), None, Vec::new(), None);
