@@ -54,8 +54,14 @@ describe("a server's sampling request in the chat", () => {
     expect(await screen.findByText("Forecast for Paris?")).toBeTruthy();
     expect(screen.getByText("weather")).toBeTruthy();
     expect(screen.getByText("Answer in one sentence.")).toBeTruthy();
-    expect(screen.getByText("forecast")).toBeTruthy();
+    expect(screen.getAllByText("forecast").length).toBeGreaterThan(0);
     expect(screen.getByText(/models like claude-sonnet/)).toBeTruthy();
+    // The tools' input schemas (the model reads them as instructions too) and the size
+    // of what goes to the model are shown.
+    expect(screen.getByLabelText("Input schema of forecast").textContent).toBe("{}");
+    expect(screen.getByLabelText("Size of the request").textContent).toContain(
+      "64 characters of text go to the model (about 16 tokens)",
+    );
     expect(api.answerSampling).not.toHaveBeenCalled();
     await fireEvent.click(await armed(screen.getByText("Approve and run")));
     await waitFor(() =>

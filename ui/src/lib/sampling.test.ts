@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { SamplingRequest } from "./bindings";
-import { contentText, initialPick, pickOf, pickValue, preferences, stopText } from "./sampling";
+import { contentText, initialPick, pickOf, pickValue, preferences, requestCharacters, stopText } from "./sampling";
 
 const request: SamplingRequest = {
   server: "weather",
@@ -19,6 +19,34 @@ const request: SamplingRequest = {
 };
 
 describe("a sampling request as the chat shows it", () => {
+  it("counts every text the model reads, tool schemas included, and not image bytes", () => {
+    const counted = requestCharacters({
+      ...request,
+      systemPrompt: "abc",
+      stopSequences: ["END"],
+      messages: [
+        {
+          role: "user",
+          content: [
+            { type: "text", text: "12345" },
+            { type: "image", mimeType: "image/png", bytes: 1_000_000 },
+          ],
+        },
+        {
+          role: "assistant",
+          content: [{ type: "toolUse", id: "t", name: "go", input: { a: 1 } }],
+        },
+        {
+          role: "user",
+          content: [{ type: "toolResult", toolUseId: "t", text: "done", isError: false }],
+        },
+      ],
+      tools: [{ name: "go", description: "Goes", inputSchema: { hidden: "instructions" } }],
+    });
+    // abc + END + 12345 + go + {"a":1} + done + go + Goes + {"hidden":"instructions"}
+    expect(counted).toBe(3 + 3 + 5 + 2 + 7 + 4 + 2 + 4 + 25);
+  });
+
   it("reads every kind of content as a line", () => {
     expect(contentText({ type: "text", text: "hi" })).toBe("hi");
     expect(contentText({ type: "image", mimeType: "image/png", bytes: 12 })).toBe("[image, image/png, 12 bytes]");

@@ -19,6 +19,26 @@ export function contentText(content: SamplingContent): string {
   }
 }
 
+/**
+ * How much text the request sends to the model, in characters: the system prompt, every
+ * message's text (tool uses and results included), the stop sequences, and each tool's
+ * name, description and input schema (which the model reads as instructions too).
+ */
+export function requestCharacters(request: SamplingRequest): number {
+  const texts: string[] = [request.systemPrompt ?? "", ...request.stopSequences];
+  for (const message of request.messages) {
+    for (const content of message.content) {
+      if (content.type === "text") texts.push(content.text);
+      if (content.type === "toolUse") texts.push(content.name, JSON.stringify(content.input));
+      if (content.type === "toolResult") texts.push(content.text);
+    }
+  }
+  for (const tool of request.tools) {
+    texts.push(tool.name, tool.description ?? "", JSON.stringify(tool.inputSchema));
+  }
+  return texts.reduce((sum, text) => sum + text.length, 0);
+}
+
 /** What the server prefers, in words (hints and priorities), or null when it said nothing. */
 export function preferences(request: SamplingRequest): string | null {
   const parts: string[] = [];
