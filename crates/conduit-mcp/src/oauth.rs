@@ -240,11 +240,13 @@ impl BoundEndpoints {
         }
     }
 
-    /// A challenge that sends discovery where the sign-in found the metadata.
+    /// A challenge that sends discovery where the sign-in found the metadata (the URL
+    /// quoted as a `WWW-Authenticate` parameter: its backslashes and quotes escaped).
     fn challenge(&self) -> Option<String> {
-        self.resource_metadata
-            .as_ref()
-            .map(|url| format!("Bearer resource_metadata=\"{url}\""))
+        self.resource_metadata.as_ref().map(|url| {
+            let quoted = url.replace('\\', "\\\\").replace('"', "\\\"");
+            format!("Bearer resource_metadata=\"{quoted}\"")
+        })
     }
 }
 
@@ -725,6 +727,10 @@ pub async fn sign_in(
         return Err(SignInError::Refused(refusal));
     }
     let callback = AuthorizationCallback::from_redirect_url(&back)?;
+    // A refresh of the connection still running (a step-up) must not save its tokens over
+    // these.
+    let lock = sign_in_lock(&vault_key(server_url));
+    let _held = lock.lock().await;
     session
         .handle_callback_with_issuer(
             &callback.code,
@@ -793,9 +799,12 @@ pub async fn sign_out(
     vault: Arc<dyn TokenVault>,
 ) -> Result<SignedOut, SignInError> {
     let key = vault_key(server_url);
-    // Not while a refresh is between reading the tokens and saving new ones.
+    // Not while a refresh is between reading the tokens and saving new ones (one that takes
+    // longer is not waited for: a refresh that ends after the sign-out cannot save).
     let lock = sign_in_lock(&key);
-    let held = lock.lock().await;
+    let held = tokio::time::timeout(REVOCATION_PATIENCE, lock.lock())
+        .await
+        .ok();
     let stored = stored(vault.as_ref(), &key)
         .await
         .map_err(SignInError::Vault)?;
@@ -1095,6 +1104,33 @@ mod tests {
         // While it is there, a connection's refresh replaces it.
         connection.save(credentials()).await.unwrap();
         assert!(vault.load(&key).await.unwrap().is_some());
+    }
+
+    /// The place the sign-in found the metadata is replayed as a challenge that reads back
+    /// as the same URL, backslashes and quotes included.
+    #[test]
+    fn the_replayed_challenge_names_the_same_metadata_url() {
+        for url in [
+            "https://mcp.example/.well-known/oauth-protected-resource/mcp",
+            r"https://mcp.example/meta?a=x\y",
+            r"https://mcp.example/meta?end=\",
+        ] {
+            let bound = BoundEndpoints {
+                token: "https://auth.example/token".into(),
+                revocation: None,
+                resource_metadata: Some(url.into()),
+            };
+            let challenge = bound.challenge().unwrap();
+            let base = reqwest::Url::parse("https://mcp.example/mcp").unwrap();
+            let read = WWWAuthenticateParams::parse(&challenge, &base)
+                .resource_metadata_url
+                .map(|u| u.to_string());
+            assert_eq!(
+                read.as_deref(),
+                Some(reqwest::Url::parse(url).unwrap().as_str()),
+                "{challenge}"
+            );
+        }
     }
 
     /// A sign-out waits for a refresh in flight (rmcp holds the guard from reading the

@@ -283,6 +283,16 @@ impl SamplingRequest {
                 "the sampling request offers {offered} tools; Conduit takes at most {MAX_SAMPLING_TOOLS}"
             ));
         }
+        // A model provider refuses two tools of one name, and the window lists them by name.
+        if let Some(tools) = &wire.tools {
+            let mut names = std::collections::HashSet::new();
+            if let Some(twice) = tools.iter().find(|t| !names.insert(t.name.as_str())) {
+                return Err(format!(
+                    "the sampling request offers the tool {:?} twice",
+                    twice.name
+                ));
+            }
+        }
         if wire.max_tokens == 0 {
             return Err("maxTokens must be at least 1".into());
         }
@@ -680,6 +690,17 @@ mod tests {
         }
     }
 
+    /// Two tools of one name: a provider would refuse them, and the window lists tools by
+    /// name.
+    #[test]
+    fn a_request_offering_one_tool_name_twice_is_refused() {
+        let mut request = full_request();
+        let tool = request["tools"][0].clone();
+        request["tools"] = json!([tool.clone(), tool]);
+        let refused = SamplingRequest::from_wire("s", &request).unwrap_err();
+        assert!(refused.contains("twice"), "{refused}");
+    }
+
     #[test]
     fn a_request_past_a_size_cap_is_refused_naming_the_cap() {
         let with = |change: &dyn Fn(&mut Value)| {
@@ -696,8 +717,17 @@ mod tests {
             .is_ok()
         );
         assert!(
-            with(&|r| { r["tools"] = json!(vec![r["tools"][0].clone(); MAX_SAMPLING_TOOLS]) })
-                .is_ok()
+            with(&|r| {
+                let tools: Vec<Value> = (0..MAX_SAMPLING_TOOLS)
+                    .map(|i| {
+                        let mut tool = r["tools"][0].clone();
+                        tool["name"] = json!(format!("tool{i}"));
+                        tool
+                    })
+                    .collect();
+                r["tools"] = json!(tools);
+            })
+            .is_ok()
         );
         let text_past_cap = "x".repeat(MAX_SAMPLING_TEXT_BYTES + 1);
         for (why, refused) in [

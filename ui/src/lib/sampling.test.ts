@@ -22,7 +22,7 @@ describe("a sampling request as the chat shows it", () => {
   it("counts every text the model reads, tool schemas included, and not image bytes", () => {
     const counted = requestCharacters({
       ...request,
-      systemPrompt: "abc",
+      systemPrompt: "abc👍",
       stopSequences: ["END"],
       messages: [
         {
@@ -43,8 +43,9 @@ describe("a sampling request as the chat shows it", () => {
       ],
       tools: [{ name: "go", description: "Goes", inputSchema: { hidden: "instructions" } }],
     });
-    // abc + END + 12345 + go + {"a":1} + done + go + Goes + {"hidden":"instructions"}
-    expect(counted).toBe(3 + 3 + 5 + 2 + 7 + 4 + 2 + 4 + 25);
+    // abc👍 (an emoji is one character) + 12345 + go + {"a":1} + done + go + Goes +
+    // {"hidden":"instructions"}; not the stop sequences, which are settings.
+    expect(counted).toBe(4 + 5 + 2 + 7 + 4 + 2 + 4 + 25);
   });
 
   it("reads every kind of content as a line", () => {

@@ -21,11 +21,11 @@ export function contentText(content: SamplingContent): string {
 
 /**
  * How much text the request sends to the model, in characters: the system prompt, every
- * message's text (tool uses and results included), the stop sequences, and each tool's
- * name, description and input schema (which the model reads as instructions too).
+ * message's text (tool uses and results included), and each tool's name, description and
+ * input schema (which the model reads as instructions too).
  */
 export function requestCharacters(request: SamplingRequest): number {
-  const texts: string[] = [request.systemPrompt ?? "", ...request.stopSequences];
+  const texts: string[] = [request.systemPrompt ?? ""];
   for (const message of request.messages) {
     for (const content of message.content) {
       if (content.type === "text") texts.push(content.text);
@@ -36,7 +36,7 @@ export function requestCharacters(request: SamplingRequest): number {
   for (const tool of request.tools) {
     texts.push(tool.name, tool.description ?? "", JSON.stringify(tool.inputSchema));
   }
-  return texts.reduce((sum, text) => sum + text.length, 0);
+  return texts.reduce((sum, text) => sum + [...text].length, 0);
 }
 
 /** What the server prefers, in words (hints and priorities), or null when it said nothing. */
