@@ -52,10 +52,21 @@ struct Tracker {
 
 impl Tracker {
     async fn start() -> Self {
+        Self::behind(true).await
+    }
+
+    /// With the authorization server letting clients register themselves, or not (then
+    /// only [`conduit_e2e::oauth_server::PREREGISTERED_CLIENT`] is known).
+    async fn behind(registration: bool) -> Self {
         let (upstream, port) = conduit_e2e::everything_over_http().await.unwrap();
-        let auth = OAuthServer::start(&format!("http://127.0.0.1:{port}"), Duration::from_secs(31))
-            .await
-            .unwrap();
+        let upstream_url = format!("http://127.0.0.1:{port}");
+        let lifetime = Duration::from_secs(31);
+        let auth = if registration {
+            OAuthServer::start(&upstream_url, lifetime).await
+        } else {
+            OAuthServer::without_registration(&upstream_url, lifetime).await
+        }
+        .unwrap();
         let home = tempfile::tempdir().unwrap();
         let browser = browser_dir(home.path(), true).unwrap();
         let servers = json!({"mcpServers": {"tracker": {"type": "http", "url": auth.mcp_url()}}});
@@ -260,15 +271,9 @@ async fn a_server_with_its_own_authorization_header_is_not_signed_in_to() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_registration_the_user_is_asked_for_a_client_id_and_a_given_one_signs_in() {
-    let (_upstream, port) = conduit_e2e::everything_over_http().await.unwrap();
-    let auth = OAuthServer::without_registration(
-        &format!("http://127.0.0.1:{port}"),
-        Duration::from_secs(60),
-    )
-    .await
-    .unwrap();
-    let home = tempfile::tempdir().unwrap();
-    let browser = browser_dir(home.path(), true).unwrap();
+    let tracker = Tracker::behind(false).await;
+    let (auth, home, browser) = (&tracker.auth, &tracker.home, &tracker.browser);
+    let run = tracker.runner();
     let write = |entry: Value| {
         std::fs::write(
             home.path().join("mcp_servers.json"),
@@ -277,12 +282,7 @@ async fn without_registration_the_user_is_asked_for_a_client_id_and_a_given_one_
         .unwrap();
     };
     write(json!({"type": "http", "url": auth.mcp_url()}));
-    let (home_path, browser_path) = (home.path().to_owned(), browser.clone());
-    let refused = tokio::task::spawn_blocking(move || {
-        conduit(&home_path, &browser_path, &["mcp", "login", "tracker"])
-    })
-    .await
-    .unwrap();
+    let refused = run(&["mcp", "login", "tracker"]).await.unwrap();
     assert!(!refused.status.success());
     assert!(
         text(&refused.stderr).contains(r#"put a client id it gave you in the entry's "oauth""#),
@@ -296,12 +296,7 @@ async fn without_registration_the_user_is_asked_for_a_client_id_and_a_given_one_
 
     write(json!({"type": "http", "url": auth.mcp_url(),
         "oauth": {"clientId": conduit_e2e::oauth_server::PREREGISTERED_CLIENT}}));
-    let (home_path, browser_path) = (home.path().to_owned(), browser.clone());
-    let login = tokio::task::spawn_blocking(move || {
-        conduit(&home_path, &browser_path, &["mcp", "login", "tracker"])
-    })
-    .await
-    .unwrap();
+    let login = run(&["mcp", "login", "tracker"]).await.unwrap();
     assert!(
         text(&login.stdout).contains("Signed in to tracker: ready"),
         "{}{}",
