@@ -39,7 +39,7 @@ function services(overrides: Partial<ViewServices> = {}): ViewServices {
     close: vi.fn(async () => {}),
     sendMessage: vi.fn(async () => true),
     contextSet: vi.fn(),
-    fullscreenAllowed: () => true,
+    consentWaiting: () => false,
     ...overrides,
   };
 }

@@ -20,9 +20,9 @@ export interface ViewServices {
   sendMessage(server: string, text: string): Promise<boolean>;
   /** The view set context for the next turn (what the host now holds for it). */
   contextSet(token: string, context: ViewContext): void;
-  /** Whether a view may be in full screen now: not while a consent prompt waits in the
-   *  chat (a view there would cover it). */
-  fullscreenAllowed(): boolean;
+  /** Whether a consent prompt waits in the chat: then no view is in full screen (it would
+   *  cover the prompt) and none changes its height (it would move the prompt's buttons). */
+  consentWaiting(): boolean;
 }
 
 /** What the view asks of its frame. */
@@ -188,7 +188,7 @@ export class ViewSession {
         // While a consent prompt waits the view keeps its height (the last one asked for
         // comes once it is answered): a view resizing itself over and over would move the
         // prompt's buttons, which then take no click, for as long as it liked.
-        if (!this.services.fullscreenAllowed()) {
+        if (this.services.consentWaiting()) {
           this.#heldHeight = shown;
           return;
         }
@@ -230,7 +230,7 @@ export class ViewSession {
       const granted: McpUiDisplayMode =
         mode === "fullscreen" &&
         (this.#fullscreen || !this.#leftFullscreen) &&
-        this.services.fullscreenAllowed()
+        !this.services.consentWaiting()
           ? "fullscreen"
           : "inline";
       this.#show(granted);
@@ -264,7 +264,7 @@ export class ViewSession {
   /** The user pressed the frame's full screen button; the mode the frame is now in (full
    *  screen is refused while a consent prompt waits in the chat). */
   userChose(mode: "inline" | "fullscreen"): "inline" | "fullscreen" {
-    const granted = mode === "fullscreen" && !this.services.fullscreenAllowed() ? "inline" : mode;
+    const granted = mode === "fullscreen" && this.services.consentWaiting() ? "inline" : mode;
     this.#show(granted);
     return granted;
   }
@@ -432,7 +432,7 @@ export class ViewRegistry {
 
   services(): ViewServices {
     return {
-      fullscreenAllowed: () => !this.prompted,
+      consentWaiting: () => this.prompted,
       callTool: (token, call) => this.api.appViewCallTool(token, call),
       openLink: (url) => this.api.openExternal(url),
       setContext: (token, text) => {
