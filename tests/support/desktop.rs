@@ -41,12 +41,35 @@ pub struct DesktopSession {
 
 impl DesktopSession {
     /// Starts `tauri-driver` and opens the app with `envs` set (e.g. `CONDUIT_HOME`).
+    ///
+    /// The two ports are picked free and then handed to the drivers, so another process
+    /// can take one in between: WebKitWebDriver then exits ("Unable to listen") while
+    /// tauri-driver, which does not watch it, keeps listening. Such a start is seen and
+    /// made again on fresh ports, a few times at most.
     pub async fn start(app: &Path, envs: &[(&str, &Path)]) -> anyhow::Result<Self> {
         if std::env::var_os("DISPLAY").is_none() && std::env::var_os("WAYLAND_DISPLAY").is_none() {
             bail!("no display: run the desktop tests under Xvfb (`make test-desktop` does)");
         }
-        let driver_bin = std::env::var_os(DRIVER_BIN_ENV).unwrap_or_else(|| "tauri-driver".into());
         require_native_driver()?;
+        let mut attempt = 1;
+        loop {
+            match Self::start_once(app, envs).await {
+                Err(error)
+                    if attempt < DRIVER_STARTS
+                        && error.downcast_ref::<NativeDriverGone>().is_some() =>
+                {
+                    eprintln!(
+                        "desktop: {error:#} (start {attempt}); starting again on fresh ports"
+                    );
+                    attempt += 1;
+                }
+                result => return result,
+            }
+        }
+    }
+
+    async fn start_once(app: &Path, envs: &[(&str, &Path)]) -> anyhow::Result<Self> {
+        let driver_bin = std::env::var_os(DRIVER_BIN_ENV).unwrap_or_else(|| "tauri-driver".into());
         let port = free_port()?;
         let native_port = free_port()?;
         let mut command = Command::new(&driver_bin);
@@ -463,6 +486,10 @@ fn stop_process_group(child: &mut Child) {
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// Session requests tried before the failure is reported.
 const SESSION_ATTEMPTS: u32 = 3;
+/// Starts of both drivers tried when WebKitWebDriver exits at once (its port taken).
+const DRIVER_STARTS: u32 = 3;
+/// How long tauri-driver may take to fork WebKitWebDriver before its absence counts.
+const NATIVE_DRIVER_GRACE: Duration = Duration::from_secs(2);
 
 /// Fails early, with the package to install, when `WebKitWebDriver` is not on `PATH`.
 fn require_native_driver() -> anyhow::Result<()> {
@@ -517,6 +544,12 @@ async fn wait_for_native_driver(
         .timeout(Duration::from_secs(2))
         .build()?;
     let url = format!("http://127.0.0.1:{port}/status");
+    let driver_pid = guard
+        .0
+        .as_ref()
+        .map(Child::id)
+        .context("driver handle lost")?;
+    let started = Instant::now();
     let mut last: String;
     loop {
         match http.get(&url).send().await {
@@ -528,6 +561,11 @@ async fn wait_for_native_driver(
             Err(error) => last = error.to_string(),
         }
         check_driver_alive(guard)?;
+        // tauri-driver starts WebKitWebDriver before it listens, so by now the native
+        // driver is its child; none alive (after a moment for a slow fork) means it exited.
+        if started.elapsed() > NATIVE_DRIVER_GRACE && !has_live_child(driver_pid) {
+            return Err(anyhow::Error::new(NativeDriverGone { port, last }));
+        }
         if Instant::now() > deadline {
             bail!(
                 "WebKitWebDriver (started by tauri-driver on port {port}) was not ready within {READY_TIMEOUT:?}: {last}"
@@ -535,4 +573,45 @@ async fn wait_for_native_driver(
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// The WebKitWebDriver that tauri-driver started has exited without answering.
+#[derive(Debug)]
+struct NativeDriverGone {
+    port: u16,
+    last: String,
+}
+
+impl std::fmt::Display for NativeDriverGone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "WebKitWebDriver (started by tauri-driver on port {}) exited without answering (its port taken?): {}",
+            self.port, self.last
+        )
+    }
+}
+
+impl std::error::Error for NativeDriverGone {}
+
+/// Whether a process whose parent is `parent` is running (a zombie is not).
+fn has_live_child(parent: u32) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        // No process table to read: assume alive and let the deadline decide.
+        return true;
+    };
+    entries.flatten().any(|entry| {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            return false;
+        };
+        // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so the
+        // fields are read after its last ')'.
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            return false;
+        };
+        let mut fields = rest.split_whitespace();
+        let state = fields.next();
+        let ppid = fields.next().and_then(|ppid| ppid.parse::<u32>().ok());
+        ppid == Some(parent) && !matches!(state, Some("Z" | "X"))
+    })
 }

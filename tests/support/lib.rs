@@ -102,28 +102,84 @@ pub fn python_fixture(script: &str) -> anyhow::Result<(PathBuf, PathBuf)> {
 }
 
 /// server-everything over streamable HTTP on a free port, once it listens (within 20 s);
-/// killed when the child is dropped.
+/// killed when the child is dropped. The port is picked free and then handed to the
+/// server, so another process can take it in between: node then either exits or listens
+/// on the wildcard address beside the other's loopback listener, which takes the test's
+/// connections. So the server is ready only when it alone listens on the port, as the
+/// kernel's socket tables say; otherwise it is started again on another port, a few
+/// times at most.
 pub async fn everything_over_http() -> anyhow::Result<(tokio::process::Child, u16)> {
-    let port = free_port()?;
-    let child = tokio::process::Command::new("node")
-        .arg(npm_server("server-everything")?)
-        .arg("streamableHttp")
-        .env("PORT", port.to_string())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()?;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .is_err()
-    {
-        if std::time::Instant::now() > deadline {
-            anyhow::bail!("server-everything did not listen on {port} within 20 s");
+    let mut attempt = 1;
+    loop {
+        let port = free_port()?;
+        let mut child = tokio::process::Command::new("node")
+            .arg(npm_server("server-everything")?)
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()?;
+        let pid = child
+            .id()
+            .ok_or_else(|| anyhow::anyhow!("server-everything ended at once"))?;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let trouble = loop {
+            if let Some(status) = child.try_wait()? {
+                break format!("it exited ({status})");
+            }
+            match sole_listener(port, pid)? {
+                Some(true) => return Ok((child, port)),
+                Some(false) => break "another process listens there too".to_owned(),
+                None if std::time::Instant::now() > deadline => {
+                    anyhow::bail!("server-everything did not listen on {port} within 20 s")
+                }
+                None => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
+            }
+        };
+        child.kill().await?;
+        if attempt == 3 {
+            anyhow::bail!("server-everything could not have port {port} to itself: {trouble}");
         }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        eprintln!("server-everything on port {port}: {trouble}; trying another port");
+        attempt += 1;
     }
-    Ok((child, port))
+}
+
+/// Whether `pid` alone listens on TCP `port` (IPv4 or IPv6): `None` while nobody does,
+/// `Some(false)` when another process does too. Read from `/proc/net/tcp{,6}` (whose
+/// listening rows give the socket's inode) and the process's open descriptors.
+fn sole_listener(port: u16, pid: u32) -> anyhow::Result<Option<bool>> {
+    const LISTEN: &str = "0A";
+    let mut listening = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = std::fs::read_to_string(table)?;
+        // "sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode ..."
+        for row in text.lines().skip(1) {
+            let fields: Vec<&str> = row.split_whitespace().collect();
+            let (Some(local), Some(state), Some(inode)) =
+                (fields.get(1), fields.get(3), fields.get(9))
+            else {
+                continue;
+            };
+            let row_port = local
+                .rsplit_once(':')
+                .and_then(|(_, hex)| u16::from_str_radix(hex, 16).ok());
+            if *state == LISTEN && row_port == Some(port) {
+                listening.push(format!("socket:[{inode}]"));
+            }
+        }
+    }
+    if listening.is_empty() {
+        return Ok(None);
+    }
+    let mut owned = Vec::new();
+    for fd in std::fs::read_dir(format!("/proc/{pid}/fd"))? {
+        if let Ok(target) = std::fs::read_link(fd?.path()) {
+            owned.push(target.to_string_lossy().into_owned());
+        }
+    }
+    Ok(Some(listening.iter().all(|socket| owned.contains(socket))))
 }
 
 /// A fresh `CONDUIT_HOME` whose settings name `llm` as the provider (`scripted`, model
