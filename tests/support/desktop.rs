@@ -44,8 +44,9 @@ impl DesktopSession {
     ///
     /// The two ports are picked free and then handed to the drivers, so another process
     /// can take one in between: WebKitWebDriver then exits ("Unable to listen") while
-    /// tauri-driver, which does not watch it, keeps listening. Such a start is seen and
-    /// made again on fresh ports, a few times at most.
+    /// tauri-driver, which does not watch it, keeps listening; tauri-driver itself then
+    /// does not listen and says nothing. Such a start is seen and made again on fresh
+    /// ports, a few times at most.
     pub async fn start(app: &Path, envs: &[(&str, &Path)]) -> anyhow::Result<Self> {
         if std::env::var_os("DISPLAY").is_none() && std::env::var_os("WAYLAND_DISPLAY").is_none() {
             bail!("no display: run the desktop tests under Xvfb (`make test-desktop` does)");
@@ -56,7 +57,7 @@ impl DesktopSession {
             match Self::start_once(app, envs).await {
                 Err(error)
                     if attempt < DRIVER_STARTS
-                        && error.downcast_ref::<NativeDriverGone>().is_some() =>
+                        && error.downcast_ref::<DriverPortLost>().is_some() =>
                 {
                     eprintln!(
                         "desktop: {error:#} (start {attempt}); starting again on fresh ports"
@@ -465,15 +466,21 @@ impl Drop for DriverGuard {
 }
 
 /// Ends `tauri-driver`, the `WebKitWebDriver` it started and the app, which share its group.
+/// The group is signalled even when tauri-driver has ended: it ends by itself when it
+/// cannot listen, leaving its WebKitWebDriver running.
 fn stop_process_group(child: &mut Child) {
-    if let Ok(Some(_)) = child.try_wait() {
-        return;
-    }
     let group = format!("-{}", child.id());
     let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
     let deadline = Instant::now() + Duration::from_secs(3);
     while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
+        // Reaped, so that only live members keep the group answering.
+        let _ = child.try_wait();
+        let group_alive = Command::new("kill")
+            .args(["-0", "--", &group])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success());
+        if !group_alive {
             return;
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -514,17 +521,28 @@ fn check_driver_alive(guard: &mut DriverGuard) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Waits until tauri-driver alone listens on `port`. Its port may have been taken after
+/// it was picked; tauri-driver then does not listen at all (and says nothing), and a
+/// connection would reach the port's new owner.
 async fn wait_for_port(
     port: u16,
     deadline: Instant,
     guard: &mut DriverGuard,
 ) -> anyhow::Result<()> {
+    let driver_pid = guard
+        .0
+        .as_ref()
+        .map(Child::id)
+        .context("driver handle lost")?;
     loop {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_ok()
-        {
-            return Ok(());
+        match crate::sole_listener(port, driver_pid)? {
+            Some(true) => return Ok(()),
+            Some(false) => {
+                return Err(anyhow::Error::new(DriverPortLost(format!(
+                    "another process listens on tauri-driver's port {port}"
+                ))));
+            }
+            None => {}
         }
         check_driver_alive(guard)?;
         if Instant::now() > deadline {
@@ -564,7 +582,9 @@ async fn wait_for_native_driver(
         // tauri-driver starts WebKitWebDriver before it listens, so by now the native
         // driver is its child; none alive (after a moment for a slow fork) means it exited.
         if started.elapsed() > NATIVE_DRIVER_GRACE && !has_live_child(driver_pid) {
-            return Err(anyhow::Error::new(NativeDriverGone { port, last }));
+            return Err(anyhow::Error::new(DriverPortLost(format!(
+                "WebKitWebDriver (started by tauri-driver on port {port}) exited without answering (its port taken?): {last}"
+            ))));
         }
         if Instant::now() > deadline {
             bail!(
@@ -575,24 +595,17 @@ async fn wait_for_native_driver(
     }
 }
 
-/// The WebKitWebDriver that tauri-driver started has exited without answering.
+/// A driver could not have the port picked for it: another process took it first.
 #[derive(Debug)]
-struct NativeDriverGone {
-    port: u16,
-    last: String,
-}
+struct DriverPortLost(String);
 
-impl std::fmt::Display for NativeDriverGone {
+impl std::fmt::Display for DriverPortLost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "WebKitWebDriver (started by tauri-driver on port {}) exited without answering (its port taken?): {}",
-            self.port, self.last
-        )
+        f.write_str(&self.0)
     }
 }
 
-impl std::error::Error for NativeDriverGone {}
+impl std::error::Error for DriverPortLost {}
 
 /// Whether a process whose parent is `parent` is running (a zombie is not).
 fn has_live_child(parent: u32) -> bool {

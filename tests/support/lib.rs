@@ -149,7 +149,7 @@ pub async fn everything_over_http() -> anyhow::Result<(tokio::process::Child, u1
 /// Whether `pid` alone listens on TCP `port` (IPv4 or IPv6): `None` while nobody does,
 /// `Some(false)` when another process does too. Read from `/proc/net/tcp{,6}` (whose
 /// listening rows give the socket's inode) and the process's open descriptors.
-fn sole_listener(port: u16, pid: u32) -> anyhow::Result<Option<bool>> {
+pub fn sole_listener(port: u16, pid: u32) -> anyhow::Result<Option<bool>> {
     const LISTEN: &str = "0A";
     let mut listening = Vec::new();
     for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
