@@ -4,7 +4,8 @@
 //! the user approves; the model's answer is shown, and reaches the server (and the chat's
 //! model through the tool's result) only after Send. A second request is denied and the
 //! server hears the user-rejected error; after the server's sampling is set to "Never" in
-//! Settings, a third is refused without being shown. A folder added to a server's roots in
+//! Settings, a third is refused without being shown. A request with real-size images
+//! shows them as the host draws them, and its tool's schema. A folder added to a server's roots in
 //! the Settings form is written to its entry and offered to the running server.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -309,5 +310,102 @@ async fn roots_added_in_the_settings_form_reach_the_server() {
         sent.contains(&uri(&first)) && sent.contains(&uri(&second)),
         "{sent}"
     );
+    window.session.close().await.unwrap();
+}
+
+/// A request with two real-size images (a 1600×1000 design frame, a 1280×8000 screenshot)
+/// and a tool: the review shows both as the host draws them, whole and in proportion
+/// within their box, and the tool's input schema once unfolded; the images reach the
+/// model only after the approval.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_requests_images_and_tool_schemas_are_shown_before_it_runs() {
+    let _window = ONE_WINDOW.lock().await;
+    let chat = Dialect::OpenAiChat;
+    let llm = ScriptedLlm::start(vec![
+        chat.turn(
+            &[],
+            &[ScriptedCall::new("call_1", "py__compare_frames", json!({}))],
+        ),
+        chat.text(&["The frame matches the page's header."]),
+        chat.text(&["Compared."]),
+    ])
+    .await
+    .unwrap();
+    llm.answer_models(json!({"object": "list", "data": [{"id": "m", "object": "model"}]}));
+    let (python, fixture) = conduit_e2e::python_fixture("sampling_tools.py").unwrap();
+    let home = conduit_e2e::home_with(
+        &llm,
+        json!({"py": {"command": python, "args": [fixture], "protocolVersion": "2026-07-28"}}),
+    );
+    let shots = artifacts_dir("desktop-sampling");
+    let window = Window::start(&[("CONDUIT_HOME", home.path())], WAIT).await;
+    window.model_shown("m").await;
+
+    window.send("Does the frame match the page?").await;
+    window.allow_call("compare_frames").await;
+    // [natural width, natural height, shown width, shown height] of each image once drawn
+    // (shown inside its border).
+    let drawn = window
+        .wait(&format!(
+            r#"(() => {{ const shown = [...document.querySelectorAll('{CARD} img')];
+                return shown.length === 2 && shown.every(i => i.complete && i.naturalWidth > 0)
+                  && shown.map(i => {{ const box = i.getBoundingClientRect(), style = getComputedStyle(i);
+                       const border = (side) => parseFloat(style[`border${{side}}Width`]);
+                       return [i.naturalWidth, i.naturalHeight,
+                               box.width - border("Left") - border("Right"),
+                               box.height - border("Top") - border("Bottom")]; }}); }})()"#
+        ))
+        .await;
+    let drawn: Vec<[f64; 4]> = serde_json::from_value(drawn).unwrap();
+    // The host's PNGs: within 800 pixels a side, in proportion.
+    assert_eq!(drawn[0][..2], [800.0, 500.0], "{drawn:?}");
+    assert_eq!(drawn[1][..2], [128.0, 800.0], "{drawn:?}");
+    for [natural_w, natural_h, shown_w, shown_h] in &drawn {
+        assert!(*shown_h <= 192.0, "at most 12rem tall: {drawn:?}");
+        let (natural, shown) = (natural_w / natural_h, shown_w / shown_h);
+        assert!(
+            (natural - shown).abs() / natural < 0.03,
+            "not stretched: {drawn:?}"
+        );
+    }
+    let schema = window
+        .js(&format!(
+            r#"document.querySelector('{CARD} details').open = true;
+               const pre = document.querySelector('[aria-label="Input schema of zoom"]');
+               pre.scrollIntoView({{block: "center"}});
+               return pre.textContent;"#
+        ))
+        .await;
+    assert!(
+        schema.as_str().unwrap().contains("Left edge, in pixels"),
+        "{schema}"
+    );
+    assert_eq!(llm.requests().len(), 1, "nothing runs before the approval");
+    window.shot(&shots.join("06-images-and-schema.png")).await;
+    window
+        .js(&format!(
+            r#"document.querySelector('{CARD} details').open = false;
+               const list = document.querySelector('{CARD} ol');
+               list.scrollTop = list.scrollHeight; return null;"#
+        ))
+        .await;
+    window.shot(&shots.join("07-tall-screenshot.png")).await;
+
+    window.click_button("Approve and run").await;
+    window
+        .wait(&format!(
+            r#"document.querySelector('{CARD} .sampling-result')?.textContent.includes("matches")"#
+        ))
+        .await;
+    let sampled = llm.requests()[1].body.to_string();
+    assert_eq!(
+        sampled.matches("data:image/").count(),
+        2,
+        "both images reach the model"
+    );
+    window.click_button("Send to py").await;
+    window.answer_contains("Compared.").await;
+    let sent = tool_result_sent(&llm);
+    assert!(sent.contains("matches the page"), "{sent}");
     window.session.close().await.unwrap();
 }

@@ -1,7 +1,8 @@
 //! Stored media in the window: the `media:` URL scheme serves images, audio and long outputs
 //! from the media store as files by hash (`media://localhost/<hash>`, `.../<hash>/thumb` for
 //! the small thumbnail, `.../<hash>/w/<width>` for an image sized to one of the allowed
-//! widths), never as base64 through IPC; and the commands that copy a stored image to the
+//! widths), never as base64 through IPC; a waiting sampling request's images, drawn anew
+//! as small PNGs (`.../sampling/<request id>/<n>`); and the commands that copy a stored image to the
 //! clipboard or save it through a native save dialog. The page only names a hash; the host
 //! checks it and the user picks the path.
 
@@ -24,6 +25,8 @@ enum Wanted<'a> {
     File(&'a str),
     Thumbnail(&'a str),
     Sized(&'a str, u32),
+    /// The `n`th image of a waiting sampling request, by the host's id for it.
+    SamplingImage(&'a str, usize),
 }
 
 /// Reads a `media:` path; `None` for anything else (the hash itself is checked by the store).
@@ -32,6 +35,7 @@ fn parse(path: &str) -> Option<Wanted<'_>> {
     match parts.as_slice() {
         [hash] => Some(Wanted::File(hash)),
         [hash, "thumb"] => Some(Wanted::Thumbnail(hash)),
+        ["sampling", id, n] => Some(Wanted::SamplingImage(id, n.parse().ok()?)),
         [hash, "w", width] => {
             let width: u32 = width.parse().ok()?;
             THUMBNAIL_WIDTHS
@@ -48,6 +52,7 @@ pub async fn respond(app: Arc<App>, path: &str) -> Response<Vec<u8>> {
         None => return status(StatusCode::BAD_REQUEST),
         Some(Wanted::File(hash)) => host.media_file(hash, false),
         Some(Wanted::Thumbnail(hash)) => host.media_file(hash, true),
+        Some(Wanted::SamplingImage(id, n)) => return sampling_image(app.clone(), id, n).await,
         Some(Wanted::Sized(hash, width)) => {
             // Making a thumbnail decodes the image: off the async workers.
             let (app, hash) = (app.clone(), hash.to_owned());
@@ -78,6 +83,31 @@ pub async fn respond(app: Arc<App>, path: &str) -> Response<Vec<u8>> {
         Err(error) => {
             tracing::warn!(%error, file = %file.display(), "cannot read a media file");
             status(StatusCode::NOT_FOUND)
+        }
+    }
+}
+
+/// A sampling request's image as the review shows it: never cached (it is gone with the
+/// request), and never the server's bytes themselves.
+async fn sampling_image(app: Arc<App>, id: &str, n: usize) -> Response<Vec<u8>> {
+    let id = id.to_owned();
+    // Decoding is slow: off the async workers.
+    let preview = tokio::task::spawn_blocking(move || app.asker().sampling_preview(&id, n)).await;
+    match preview {
+        Ok(Some(Ok(png))) => Response::builder()
+            .header(header::CONTENT_TYPE, "image/png")
+            .header(header::CACHE_CONTROL, "no-store")
+            .header("X-Content-Type-Options", "nosniff")
+            .body(png)
+            .unwrap_or_else(|_| status(StatusCode::INTERNAL_SERVER_ERROR)),
+        Ok(None) => status(StatusCode::NOT_FOUND),
+        Ok(Some(Err(error))) => {
+            tracing::warn!(%error, "a sampling request's image cannot be shown");
+            status(StatusCode::UNPROCESSABLE_ENTITY)
+        }
+        Err(error) => {
+            tracing::warn!(%error, "drawing a sampling request's image stopped");
+            status(StatusCode::INTERNAL_SERVER_ERROR)
         }
     }
 }
@@ -224,7 +254,15 @@ mod tests {
             parse(&format!("/{hash}/w/1024")),
             Some(Wanted::Sized(&hash, 1024))
         );
+        assert_eq!(
+            parse("/sampling/sample_0193/2"),
+            Some(Wanted::SamplingImage("sample_0193", 2))
+        );
         for bad in [
+            "/sampling/sample_0193/-1".to_owned(),
+            "/sampling/sample_0193/x".to_owned(),
+            "/sampling/sample_0193".to_owned(),
+            "/sampling/sample_0193/0/extra".to_owned(),
             format!("/{hash}/w/1000"),
             format!("/{hash}/w/99999999999"),
             format!("/{hash}/w/-1"),

@@ -42,6 +42,15 @@ pub enum DecodeError {
     Corrupt(#[source] ImageError),
 }
 
+/// Why a preview of an image is not made, its cause kept.
+#[derive(Debug, thiserror::Error)]
+pub enum PreviewError {
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    #[error("the image could not be written as a PNG")]
+    Encode(#[source] ImageError),
+}
+
 /// Refuses a width × height over [`MAX_SIDE`] or [`MAX_PIXELS`].
 pub fn check_size(width: u32, height: u32) -> Result<(), DecodeError> {
     let pixels = u64::from(width) * u64::from(height);
@@ -144,6 +153,20 @@ pub fn shrink_to_fit(
     }
 }
 
+/// A PNG of the image in `bytes`, scaled down to fit inside `max_width` × `max_height`:
+/// what the window shows of an image it must not take as sent (a server's sampling
+/// request). The bytes are decoded within the limits here and drawn anew, so the page's
+/// image decoders only ever see Conduit's own PNG.
+pub fn preview_png(bytes: &[u8], max_width: u32, max_height: u32) -> Result<Vec<u8>, PreviewError> {
+    let (_, image) = decode(bytes)?;
+    let small = shrink_to_fit(image, max_width, max_height, FilterType::Triangle);
+    let mut png = Vec::new();
+    small
+        .write_to(&mut Cursor::new(&mut png), ImageFormat::Png)
+        .map_err(PreviewError::Encode)?;
+    Ok(png)
+}
+
 /// How often a `source_width` × `source_height` image is halved before a filtered resize
 /// to `width` × `height` fits [`MAX_ALLOC`] (never below the target).
 fn halvings(source_width: u32, source_height: u32, width: u32, height: u32) -> u32 {
@@ -172,6 +195,41 @@ mod tests {
             err.to_string(),
             "the image is 257×2088000 pixels; the most Conduit reads is 32768 pixels on a \
              side and 64 million pixels in all"
+        );
+    }
+
+    #[test]
+    fn a_preview_is_a_png_that_fits_the_box_at_real_sizes() {
+        // A 1600 × 1000 frame and a 1280 × 20,000 screenshot, each as a JPEG.
+        for (width, height, fits) in [(1600, 1000, (800, 500)), (1280, 20_000, (51, 800))] {
+            let mut jpeg = Vec::new();
+            DynamicImage::new_rgb8(width, height)
+                .write_to(&mut Cursor::new(&mut jpeg), ImageFormat::Jpeg)
+                .unwrap();
+            let png = preview_png(&jpeg, 800, 800).unwrap();
+            let (format, shown) = decode(&png).unwrap();
+            assert_eq!(format, ImageFormat::Png);
+            assert_eq!((shown.width(), shown.height()), fits);
+        }
+        // Smaller than the box: its own size.
+        let (_, shown) = decode(&preview_png(&zero_png(64, 32), 800, 800).unwrap()).unwrap();
+        assert_eq!((shown.width(), shown.height()), (64, 32));
+    }
+
+    #[test]
+    fn a_preview_of_bytes_that_are_no_image_says_why() {
+        let err = preview_png(b"<svg onload='x'/>", 800, 800).unwrap_err();
+        assert!(
+            matches!(err, PreviewError::Decode(DecodeError::UnknownFormat(_))),
+            "{err:?}"
+        );
+        let mut cut = zero_png(600, 400);
+        cut.truncate(cut.len() / 2);
+        assert!(preview_png(&cut, 800, 800).is_err());
+        let err = preview_png(&zero_png(257, 2_088_000), 800, 800).unwrap_err();
+        assert!(
+            matches!(err, PreviewError::Decode(DecodeError::TooLarge { .. })),
+            "{err:?}"
         );
     }
 

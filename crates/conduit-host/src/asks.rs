@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use conduit_mcp::elicit::{
     self, Asker, Elicitation, ElicitationAnswer, ElicitationKind, ElicitationOffer,
 };
-use conduit_mcp::sampling::{SampledMessage, SamplingAnswer, SamplingRequest};
+use conduit_mcp::sampling::{SampledMessage, SamplingAnswer, SamplingContent, SamplingRequest};
 
 use crate::sampling::{ModelPick, Sampler, SamplingSlots, settle_without_asking};
 use parking_lot::Mutex;
@@ -26,6 +26,9 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 pub const ANSWER_WAIT: Duration = Duration::from_secs(10 * 60);
 /// How many questions one server may have waiting at once; more are declined.
 pub const WAITING_PER_SERVER: usize = 3;
+/// The longest side of a sampling request's image as the window shows it, in pixels:
+/// twice the review's 12rem height on a high-density screen, with room to spare.
+pub const SAMPLING_PREVIEW_EDGE: u32 = 800;
 
 /// A question as the window shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
@@ -151,6 +154,39 @@ impl WindowAsker {
             .values()
             .map(|w| w.question.clone())
             .collect()
+    }
+
+    /// What the window shows of the `ordinal`th image of the waiting sampling request
+    /// `id`: a PNG within [`SAMPLING_PREVIEW_EDGE`] pixels, or why the image cannot be
+    /// shown; `None` when no such request waits or it has fewer images. Decodes: slow.
+    pub fn sampling_preview(
+        &self,
+        id: &str,
+        ordinal: usize,
+    ) -> Option<Result<Vec<u8>, conduit_core::images::PreviewError>> {
+        let bytes = self.sampling_image(id, ordinal)?;
+        Some(conduit_core::images::preview_png(
+            &bytes,
+            SAMPLING_PREVIEW_EDGE,
+            SAMPLING_PREVIEW_EDGE,
+        ))
+    }
+
+    /// The bytes of the `ordinal`th image (counted from 0 through the messages in order)
+    /// of the waiting sampling request `id`.
+    fn sampling_image(&self, id: &str, ordinal: usize) -> Option<Vec<u8>> {
+        let sampling = self.sampling.lock();
+        let request = &sampling.get(id)?.question.request;
+        request
+            .messages
+            .iter()
+            .flat_map(|message| &message.content)
+            .filter_map(|content| match content {
+                SamplingContent::Image { data, .. } => Some(data),
+                _ => None,
+            })
+            .nth(ordinal)
+            .cloned()
     }
 
     /// Answers the sampling request `id`. Each reply must fit where the request is: a
@@ -667,6 +703,66 @@ mod tests {
         assert_eq!(
             asker.answer_sampling(&asked.id, SamplingReply::Deny),
             Err(AskError::NotWaiting)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_waiting_requests_images_are_found_by_their_place_and_only_while_it_waits() {
+        use base64::Engine as _;
+        let asker = WindowAsker::with_sampler(ANSWER_WAIT, FakeSampler::new(ToolPolicy::Ask));
+        let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+        let frame = conduit_core::testing::zero_png(1600, 1000);
+        let request = SamplingRequest::from_wire(
+            "srv",
+            &json!({"maxTokens": 10, "messages": [
+                {"role": "user", "content": [
+                    {"type": "text", "text": "hi"},
+                    {"type": "image", "mimeType": "image/png", "data": b64(b"first")}]},
+                {"role": "assistant", "content": {"type": "text", "text": "and?"}},
+                {"role": "user", "content": {"type": "image", "mimeType": "image/png", "data": b64(&frame)}}
+            ]}),
+        )
+        .unwrap();
+        let waiting = {
+            let asker = asker.clone();
+            tokio::spawn(async move { asker.sample(request).await })
+        };
+        let asked = until_sampling(&asker, |_| true).await;
+        assert_eq!(
+            asker.sampling_image(&asked.id, 0).as_deref(),
+            Some(&b"first"[..])
+        );
+        assert_eq!(asker.sampling_image(&asked.id, 1), Some(frame));
+        assert_eq!(
+            asker.sampling_image(&asked.id, 2),
+            None,
+            "past the last image"
+        );
+        assert_eq!(
+            asker.sampling_image("sample_other", 0),
+            None,
+            "no such request"
+        );
+        // "first" is no image: the preview says so rather than passing the bytes on.
+        let refused = asker.sampling_preview(&asked.id, 0).unwrap().unwrap_err();
+        assert!(refused.to_string().contains("no image format"), "{refused}");
+        let preview = asker.sampling_preview(&asked.id, 1).unwrap().unwrap();
+        let (format, shown) = conduit_core::images::decode(&preview).unwrap();
+        assert_eq!(format, image::ImageFormat::Png);
+        assert_eq!(
+            (shown.width(), shown.height()),
+            (800, 500),
+            "within the edge"
+        );
+        assert!(asker.sampling_preview(&asked.id, 2).is_none());
+        asker
+            .answer_sampling(&asked.id, SamplingReply::Deny)
+            .unwrap();
+        assert_eq!(waiting.await.unwrap(), SamplingAnswer::Rejected);
+        assert_eq!(
+            asker.sampling_image(&asked.id, 0),
+            None,
+            "gone with its request"
         );
     }
 

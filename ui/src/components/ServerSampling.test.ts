@@ -55,6 +55,7 @@ describe("a server's sampling request in the chat", () => {
     expect(screen.getByText("weather")).toBeTruthy();
     expect(screen.getByText("Answer in one sentence.")).toBeTruthy();
     expect(screen.getAllByText("forecast").length).toBeGreaterThan(0);
+    expect(screen.getByText(/Tools offered to the model/).textContent).toContain("forecast (The forecast)");
     expect(screen.getByText(/models like claude-sonnet/)).toBeTruthy();
     // The tools' input schemas (the model reads them as instructions too) and the size
     // of what goes to the model are shown.
@@ -67,6 +68,41 @@ describe("a server's sampling request in the chat", () => {
     await waitFor(() =>
       expect(api.answerSampling).toHaveBeenCalledWith("sample_1", { action: "run", pick: { provider: "scripted", model: "n" } }),
     );
+  });
+
+  it("shows each image the host draws, by its place in the request, and says when one cannot be read", async () => {
+    const image = (bytes: number) => ({ type: "image" as const, mimeType: "image/png", bytes });
+    api.mcpSamplingRequests.mockResolvedValue([
+      {
+        ...asking,
+        request: {
+          ...asking.request,
+          messages: [
+            { role: "user", content: [{ type: "text", text: "Compare these." }, image(120_000)] },
+            { role: "assistant", content: [{ type: "text", text: "Which?" }] },
+            { role: "user", content: [image(3), image(4_000)] },
+          ],
+        },
+      },
+    ]);
+    render(ServerSampling, { groups, choice: null });
+    const shown = (await screen.findAllByRole("img")) as HTMLImageElement[];
+    expect(shown.map((img) => img.getAttribute("src"))).toEqual([
+      "media://localhost/sampling/sample_1/0",
+      "media://localhost/sampling/sample_1/1",
+      "media://localhost/sampling/sample_1/2",
+    ]);
+    expect(shown.map((img) => img.alt)).toEqual([
+      "Image 1 that goes to the model",
+      "Image 2 that goes to the model",
+      "Image 3 that goes to the model",
+    ]);
+    // Each keeps its caption with the type and size.
+    expect(screen.getByText("[image, image/png, 120000 bytes]")).toBeTruthy();
+    // The host answers 422 for bytes that do not decode: the image gives way to why.
+    await fireEvent.error(shown[1] as HTMLImageElement);
+    expect(await screen.findByText("Conduit cannot read this image, so a run with it will fail.")).toBeTruthy();
+    expect(screen.getAllByRole("img")).toHaveLength(2);
   });
 
   it("shows the model's answer and sends it only when asked", async () => {

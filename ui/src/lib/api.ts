@@ -15,10 +15,23 @@ export function mediaUrl(media: MediaRef, thumbnail: boolean | number = false): 
       : thumbnail
         ? `${media.hash}/thumb`
         : media.hash;
+  return mediaPathUrl(path);
+}
+
+/** The URL of `path` on the app's `media:` scheme. */
+export function mediaPathUrl(path: string): string {
   // WebKitGTK and macOS use scheme://localhost; Windows' WebView2 uses http://scheme.localhost.
   return navigator.userAgent.includes("Windows")
     ? `http://media.localhost/${path}`
     : `media://localhost/${path}`;
+}
+
+/**
+ * The URL of a waiting sampling request's `ordinal`th image (counted through its messages
+ * in order): a small PNG the host draws from it, never the server's bytes.
+ */
+export function samplingImageUrl(requestId: string, ordinal: number): string {
+  return mediaPathUrl(`sampling/${encodeURIComponent(requestId)}/${ordinal}`);
 }
 
 const ACTIONS: readonly ErrorAction[] = ["open_settings", "enter_client_id"];

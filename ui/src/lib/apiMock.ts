@@ -16,7 +16,7 @@ export type ApiMock = {
 };
 
 /** The helpers in api.ts that call no command keep their real code. */
-const PURE = new Set<string>(["mediaUrl", "commandError", "errorMessage"]);
+const PURE = new Set<string>(["mediaUrl", "mediaPathUrl", "samplingImageUrl", "commandError", "errorMessage"]);
 
 function refuse(name: string) {
   return () => Promise.reject(new Error(`unexpected command ${name}`));

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { SamplingRequest } from "./bindings";
-import { contentText, initialPick, pickOf, pickValue, preferences, requestCharacters, stopText } from "./sampling";
+import { contentText, imageOrdinals, initialPick, pickOf, pickValue, preferences, requestCharacters, stopText } from "./sampling";
 
 const request: SamplingRequest = {
   server: "weather",
@@ -46,6 +46,21 @@ describe("a sampling request as the chat shows it", () => {
     // abc👍 (an emoji is one character) + 12345 + go + {"a":1} + done + go + Goes +
     // {"hidden":"instructions"}; not the stop sequences, which are settings.
     expect(counted).toBe(4 + 5 + 2 + 7 + 4 + 2 + 4 + 25);
+  });
+
+  it("numbers the images through the messages in order, as the host serves them", () => {
+    const image = { type: "image" as const, mimeType: "image/png", bytes: 1 };
+    const text = { type: "text" as const, text: "t" };
+    expect(
+      imageOrdinals({
+        ...request,
+        messages: [
+          { role: "user", content: [text, image, image] },
+          { role: "assistant", content: [text] },
+          { role: "user", content: [image, text] },
+        ],
+      }),
+    ).toEqual([[null, 0, 1], [null], [2, null]]);
   });
 
   it("reads every kind of content as a line", () => {

@@ -20,6 +20,17 @@ export function contentText(content: SamplingContent): string {
 }
 
 /**
+ * Each content piece's place among the request's images, by message and then piece (null
+ * for what is no image): the host serves the `n`th image of a request by that place.
+ */
+export function imageOrdinals(request: SamplingRequest): (number | null)[][] {
+  let next = 0;
+  return request.messages.map((message) =>
+    message.content.map((content) => (content.type === "image" ? next++ : null)),
+  );
+}
+
+/**
  * How much text the request sends to the model, in characters: the system prompt, every
  * message's text (tool uses and results included), and each tool's name, description and
  * input schema (which the model reads as instructions too).
