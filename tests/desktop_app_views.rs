@@ -475,6 +475,19 @@ async fn the_ext_apps_examples_from_npm_render_and_call_their_own_tools() {
                 .contains("From the view of react:"),
         "{asked}"
     );
+    // The user's own Full screen waits too while the prompt does, and the view's header
+    // says why (for 3 s).
+    window
+        .js(r#"document.querySelector('section[data-app-view] button[aria-label="Full screen"]').click(); return null;"#)
+        .await;
+    let refused = window
+        .wait(
+            r#"(() => { const view = document.querySelector('section[data-app-view]');
+               return view.dataset.fullscreen === "false"
+                 && view.querySelector('[data-fullscreen-refused]')?.textContent; })()"#,
+        )
+        .await;
+    assert_eq!(refused, "Answer the question in the chat first");
     window.shot(&shots.join("06b-view-message.png")).await;
     window.click_button("Send").await;
     window.answer_contains("Got the view's message.").await;
