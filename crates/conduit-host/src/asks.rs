@@ -26,6 +26,15 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 pub const ANSWER_WAIT: Duration = Duration::from_secs(10 * 60);
 /// How many questions one server may have waiting at once; more are declined.
 pub const WAITING_PER_SERVER: usize = 3;
+/// How many prompts (questions, and sampling requests shown for approval) one server may
+/// bring up in the window at once before it is paced; one more comes back each
+/// [`PROMPT_REFILL`]. Each new or withdrawn prompt moves the others and re-arms their
+/// consent buttons (`ui/src/lib/consent.ts`): a server that asks and withdraws in a loop
+/// would otherwise keep every Approve in the window from taking a click.
+pub const PROMPT_BURST: u32 = 10;
+/// How long one of a paced server's prompts takes to come back.
+pub const PROMPT_REFILL: Duration = Duration::from_secs(6);
+
 /// The longest side of a sampling request's image as the window shows it, in pixels:
 /// twice the review's 12rem height on a high-density screen, with room to spare.
 pub const SAMPLING_PREVIEW_EDGE: u32 = 800;
@@ -103,6 +112,39 @@ pub enum AskError {
     NotNow(&'static str),
 }
 
+/// Each server's allowance of new prompts: [`PROMPT_BURST`] at most, one back each
+/// [`PROMPT_REFILL`].
+#[derive(Default)]
+struct PromptPace {
+    servers: Mutex<BTreeMap<String, (u32, tokio::time::Instant)>>,
+}
+
+impl PromptPace {
+    /// Takes one of `server`'s prompts; false (said in the log) when it has none left.
+    fn take(&self, server: &str) -> bool {
+        let now = tokio::time::Instant::now();
+        let mut servers = self.servers.lock();
+        let (left, since) = servers
+            .entry(server.to_owned())
+            .or_insert((PROMPT_BURST, now));
+        let periods = now.duration_since(*since).as_millis() / PROMPT_REFILL.as_millis();
+        let back = u32::try_from(periods).unwrap_or(u32::MAX);
+        *left = left.saturating_add(back).min(PROMPT_BURST);
+        // A full allowance banks no time; a partial one keeps the rest of its period.
+        *since = if *left == PROMPT_BURST {
+            now
+        } else {
+            *since + PROMPT_REFILL * back
+        };
+        if *left == 0 {
+            tracing::warn!(%server, "a server brought up prompts faster than the window takes them; refused");
+            return false;
+        }
+        *left -= 1;
+        true
+    }
+}
+
 struct Waiting {
     question: Question,
     answer: oneshot::Sender<ElicitationAnswer>,
@@ -121,6 +163,8 @@ pub struct WindowAsker {
     sampler: Option<Arc<dyn Sampler>>,
     /// Each server's sampling requests here now, asked or not.
     sampling_slots: SamplingSlots,
+    /// How fast each server may bring up prompts.
+    pace: PromptPace,
     changed: broadcast::Sender<()>,
     wait: Duration,
 }
@@ -142,6 +186,7 @@ impl WindowAsker {
             sampling: Mutex::new(BTreeMap::new()),
             sampler,
             sampling_slots: SamplingSlots::default(),
+            pace: PromptPace::default(),
             changed: broadcast::channel(16).0,
             wait,
         })
@@ -231,6 +276,9 @@ impl WindowAsker {
         sampler: &dyn Sampler,
         request: SamplingRequest,
     ) -> SamplingAnswer {
+        if !self.pace.take(&request.server) {
+            return SamplingAnswer::Rejected;
+        }
         let id = format!("sample_{}", uuid::Uuid::now_v7());
         let (replies, mut received) = mpsc::unbounded_channel();
         // The caller holds this request's place: no server has more than its share here.
@@ -373,6 +421,9 @@ impl Asker for WindowAsker {
             // A server cannot flood the window with questions.
             if asked >= WAITING_PER_SERVER {
                 tracing::warn!(server = %elicitation.server, "a server asked more questions than may wait at once; declined");
+                return ElicitationAnswer::Decline;
+            }
+            if !self.pace.take(&elicitation.server) {
                 return ElicitationAnswer::Decline;
             }
             waiting.insert(
@@ -704,6 +755,50 @@ mod tests {
             asker.answer_sampling(&asked.id, SamplingReply::Deny),
             Err(AskError::NotWaiting)
         );
+    }
+
+    /// Brings up one of `server`'s questions, waits until the window has it, and
+    /// withdraws it (as a server that cancels its request does).
+    async fn ask_and_withdraw(asker: &Arc<WindowAsker>, server: &str) {
+        let task = {
+            let asker = asker.clone();
+            let mut question = form();
+            question.server = server.into();
+            tokio::spawn(async move { asker.elicit(question).await })
+        };
+        let shown = until_asked(asker).await;
+        assert_eq!(shown.elicitation.server, server);
+        task.abort();
+        let _ = task.await;
+        assert!(asker.questions().is_empty(), "withdrawn");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_server_that_keeps_asking_and_withdrawing_is_paced_and_others_are_not() {
+        let asker = WindowAsker::with_sampler(ANSWER_WAIT, FakeSampler::new(ToolPolicy::Ask));
+        for _ in 0..PROMPT_BURST {
+            ask_and_withdraw(&asker, "github").await;
+        }
+        // The next is declined at once and never reaches the window.
+        let mut changes = asker.subscribe();
+        assert_eq!(asker.elicit(form()).await, ElicitationAnswer::Decline);
+        assert_eq!(
+            asker.sample(sampling_request("github")).await,
+            SamplingAnswer::Rejected
+        );
+        assert!(changes.try_recv().is_err(), "nothing was shown");
+        // Another server asks as before.
+        ask_and_withdraw(&asker, "linear").await;
+        // One comes back after each period, and no more.
+        tokio::time::advance(PROMPT_REFILL).await;
+        ask_and_withdraw(&asker, "github").await;
+        assert_eq!(asker.elicit(form()).await, ElicitationAnswer::Decline);
+        // A quiet server gets its whole allowance back, never more.
+        tokio::time::advance(PROMPT_REFILL * (PROMPT_BURST + 5)).await;
+        for _ in 0..PROMPT_BURST {
+            ask_and_withdraw(&asker, "github").await;
+        }
+        assert_eq!(asker.elicit(form()).await, ElicitationAnswer::Decline);
     }
 
     #[tokio::test]
