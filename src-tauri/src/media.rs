@@ -52,7 +52,7 @@ pub async fn respond(app: Arc<App>, path: &str) -> Response<Vec<u8>> {
         None => return status(StatusCode::BAD_REQUEST),
         Some(Wanted::File(hash)) => host.media_file(hash, false),
         Some(Wanted::Thumbnail(hash)) => host.media_file(hash, true),
-        Some(Wanted::SamplingImage(id, n)) => return sampling_image(app.clone(), id, n).await,
+        Some(Wanted::SamplingImage(id, n)) => return sampling_image(&app, id, n).await,
         Some(Wanted::Sized(hash, width)) => {
             // Making a thumbnail decodes the image: off the async workers.
             let (app, hash) = (app.clone(), hash.to_owned());
@@ -89,25 +89,18 @@ pub async fn respond(app: Arc<App>, path: &str) -> Response<Vec<u8>> {
 
 /// A sampling request's image as the review shows it: never cached (it is gone with the
 /// request), and never the server's bytes themselves.
-async fn sampling_image(app: Arc<App>, id: &str, n: usize) -> Response<Vec<u8>> {
-    let id = id.to_owned();
-    // Decoding is slow: off the async workers.
-    let preview = tokio::task::spawn_blocking(move || app.asker().sampling_preview(&id, n)).await;
-    match preview {
-        Ok(Some(Ok(png))) => Response::builder()
+async fn sampling_image(app: &App, id: &str, n: usize) -> Response<Vec<u8>> {
+    match app.asker().sampling_preview(id, n).await {
+        Some(Ok(png)) => Response::builder()
             .header(header::CONTENT_TYPE, "image/png")
             .header(header::CACHE_CONTROL, "no-store")
             .header("X-Content-Type-Options", "nosniff")
             .body(png)
             .unwrap_or_else(|_| status(StatusCode::INTERNAL_SERVER_ERROR)),
-        Ok(None) => status(StatusCode::NOT_FOUND),
-        Ok(Some(Err(error))) => {
+        None => status(StatusCode::NOT_FOUND),
+        Some(Err(error)) => {
             tracing::warn!(%error, "a sampling request's image cannot be shown");
             status(StatusCode::UNPROCESSABLE_ENTITY)
-        }
-        Err(error) => {
-            tracing::warn!(%error, "drawing a sampling request's image stopped");
-            status(StatusCode::INTERNAL_SERVER_ERROR)
         }
     }
 }

@@ -156,15 +156,40 @@ pub fn shrink_to_fit(
 /// A PNG of the image in `bytes`, scaled down to fit inside `max_width` × `max_height`:
 /// what the window shows of an image it must not take as sent (a server's sampling
 /// request). The bytes are decoded within the limits here and drawn anew, so the page's
-/// image decoders only ever see Conduit's own PNG.
+/// image decoders only ever see Conduit's own PNG. Transparent parts are drawn over a
+/// grey checkerboard, not the page's background: white text on a transparent image would
+/// vanish on a white card while a model that flattens it onto black reads it.
 pub fn preview_png(bytes: &[u8], max_width: u32, max_height: u32) -> Result<Vec<u8>, PreviewError> {
     let (_, image) = decode(bytes)?;
     let small = shrink_to_fit(image, max_width, max_height, FilterType::Triangle);
+    let shown = if small.color().has_alpha() {
+        DynamicImage::ImageRgb8(over_checkerboard(&small.into_rgba8()))
+    } else {
+        small
+    };
     let mut png = Vec::new();
-    small
+    shown
         .write_to(&mut Cursor::new(&mut png), ImageFormat::Png)
         .map_err(PreviewError::Encode)?;
     Ok(png)
+}
+
+/// The side of a checkerboard square, and its two greys: mid-tones, so that both white
+/// and black stand out on them.
+const CHECKER_SIDE: u32 = 8;
+const CHECKER_GREYS: [u8; 2] = [0x70, 0x98];
+
+/// `image` drawn over a checkerboard, opaque.
+fn over_checkerboard(image: &image::RgbaImage) -> image::RgbImage {
+    image::RgbImage::from_fn(image.width(), image.height(), |x, y| {
+        let square = usize::from((x / CHECKER_SIDE + y / CHECKER_SIDE) % 2 == 1);
+        let grey = u16::from(CHECKER_GREYS[square]);
+        let [r, g, b, a] = image.get_pixel(x, y).0;
+        let alpha = u16::from(a);
+        // Exact in u16: 255 × 255 + 255 × 255 fits, and the division brings it back to u8.
+        let blend = |c: u8| ((u16::from(c) * alpha + grey * (255 - alpha)) / 255) as u8;
+        image::Rgb([blend(r), blend(g), blend(b)])
+    })
 }
 
 /// How often a `source_width` × `source_height` image is halved before a filtered resize
@@ -200,8 +225,8 @@ mod tests {
 
     #[test]
     fn a_preview_is_a_png_that_fits_the_box_at_real_sizes() {
-        // A 1600 × 1000 frame and a 1280 × 20,000 screenshot, each as a JPEG.
-        for (width, height, fits) in [(1600, 1000, (800, 500)), (1280, 20_000, (51, 800))] {
+        // A 1600 × 1000 frame and a 1280 × 8,000 screenshot, each as a JPEG.
+        for (width, height, fits) in [(1600, 1000, (800, 500)), (1280, 8_000, (128, 800))] {
             let mut jpeg = Vec::new();
             DynamicImage::new_rgb8(width, height)
                 .write_to(&mut Cursor::new(&mut jpeg), ImageFormat::Jpeg)
@@ -214,6 +239,30 @@ mod tests {
         // Smaller than the box: its own size.
         let (_, shown) = decode(&preview_png(&zero_png(64, 32), 800, 800).unwrap()).unwrap();
         assert_eq!((shown.width(), shown.height()), (64, 32));
+    }
+
+    #[test]
+    fn a_previews_transparent_parts_show_a_checkerboard_and_what_is_drawn_on_them() {
+        // White text on nothing: a transparent image with one opaque white pixel.
+        let mut image = image::RgbaImage::new(32, 32);
+        image.put_pixel(3, 3, image::Rgba([255, 255, 255, 255]));
+        image.put_pixel(12, 3, image::Rgba([0, 0, 0, 128]));
+        let mut png = Vec::new();
+        DynamicImage::ImageRgba8(image)
+            .write_to(&mut Cursor::new(&mut png), ImageFormat::Png)
+            .unwrap();
+        let (_, shown) = decode(&preview_png(&png, 800, 800).unwrap()).unwrap();
+        assert!(!shown.color().has_alpha(), "drawn opaque");
+        let shown = shown.into_rgb8();
+        assert_eq!(shown.get_pixel(0, 0).0, [0x70; 3], "the first square");
+        assert_eq!(shown.get_pixel(8, 0).0, [0x98; 3], "the next square");
+        assert_eq!(
+            shown.get_pixel(3, 3).0,
+            [255; 3],
+            "the white pixel stands out"
+        );
+        // Half-transparent black over the second grey: half its brightness.
+        assert_eq!(shown.get_pixel(12, 3).0, [75; 3], "0x98 × 127 / 255");
     }
 
     #[test]

@@ -102,6 +102,15 @@ pub enum SamplingReply {
     Deny,
 }
 
+/// Why a sampling request's image is not shown.
+#[derive(Debug, thiserror::Error)]
+pub enum PreviewFailed {
+    #[error(transparent)]
+    Image(#[from] conduit_core::images::PreviewError),
+    #[error("drawing the image stopped: {0}")]
+    Stopped(String),
+}
+
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum AskError {
     #[error("that question is no longer waiting for an answer")]
@@ -165,6 +174,8 @@ pub struct WindowAsker {
     sampling_slots: SamplingSlots,
     /// How fast each server may bring up prompts.
     pace: PromptPace,
+    /// One sampling image drawn at a time, over all requests.
+    previews: tokio::sync::Semaphore,
     changed: broadcast::Sender<()>,
     wait: Duration,
 }
@@ -187,6 +198,7 @@ impl WindowAsker {
             sampler,
             sampling_slots: SamplingSlots::default(),
             pace: PromptPace::default(),
+            previews: tokio::sync::Semaphore::new(1),
             changed: broadcast::channel(16).0,
             wait,
         })
@@ -203,18 +215,28 @@ impl WindowAsker {
 
     /// What the window shows of the `ordinal`th image of the waiting sampling request
     /// `id`: a PNG within [`SAMPLING_PREVIEW_EDGE`] pixels, or why the image cannot be
-    /// shown; `None` when no such request waits or it has fewer images. Decodes: slow.
-    pub fn sampling_preview(
+    /// shown; `None` when no such request waits or it has fewer images. One image is drawn
+    /// at a time, off the async workers (a decode may take 256 MiB and seconds), and the
+    /// request is looked up once it is this one's turn: fetches for a request answered
+    /// meanwhile cost nothing.
+    pub async fn sampling_preview(
         &self,
         id: &str,
         ordinal: usize,
-    ) -> Option<Result<Vec<u8>, conduit_core::images::PreviewError>> {
+    ) -> Option<Result<Vec<u8>, PreviewFailed>> {
+        let _turn = match self.previews.acquire().await {
+            Ok(turn) => turn,
+            Err(closed) => return Some(Err(PreviewFailed::Stopped(closed.to_string()))),
+        };
         let bytes = self.sampling_image(id, ordinal)?;
-        Some(conduit_core::images::preview_png(
-            &bytes,
-            SAMPLING_PREVIEW_EDGE,
-            SAMPLING_PREVIEW_EDGE,
-        ))
+        let drawn = tokio::task::spawn_blocking(move || {
+            conduit_core::images::preview_png(&bytes, SAMPLING_PREVIEW_EDGE, SAMPLING_PREVIEW_EDGE)
+        })
+        .await;
+        Some(match drawn {
+            Ok(result) => result.map_err(PreviewFailed::Image),
+            Err(stopped) => Err(PreviewFailed::Stopped(stopped.to_string())),
+        })
     }
 
     /// The bytes of the `ordinal`th image (counted from 0 through the messages in order)
@@ -839,9 +861,13 @@ mod tests {
             "no such request"
         );
         // "first" is no image: the preview says so rather than passing the bytes on.
-        let refused = asker.sampling_preview(&asked.id, 0).unwrap().unwrap_err();
+        let refused = asker
+            .sampling_preview(&asked.id, 0)
+            .await
+            .unwrap()
+            .unwrap_err();
         assert!(refused.to_string().contains("no image format"), "{refused}");
-        let preview = asker.sampling_preview(&asked.id, 1).unwrap().unwrap();
+        let preview = asker.sampling_preview(&asked.id, 1).await.unwrap().unwrap();
         let (format, shown) = conduit_core::images::decode(&preview).unwrap();
         assert_eq!(format, image::ImageFormat::Png);
         assert_eq!(
@@ -849,7 +875,7 @@ mod tests {
             (800, 500),
             "within the edge"
         );
-        assert!(asker.sampling_preview(&asked.id, 2).is_none());
+        assert!(asker.sampling_preview(&asked.id, 2).await.is_none());
         asker
             .answer_sampling(&asked.id, SamplingReply::Deny)
             .unwrap();

@@ -39,6 +39,11 @@ pub const MAX_SAMPLING_TEXT_BYTES: usize = 1024 * 1024;
 /// rounds fits (each round is two messages).
 pub const MAX_SAMPLING_MESSAGES: usize = 1_000;
 
+/// The most images one sampling request carries: several screenshots to compare. The
+/// review draws each (a decode of up to 256 MiB), so their number is bounded as well as
+/// their bytes: a small PNG may decode to 64 million pixels.
+pub const MAX_SAMPLING_IMAGES: usize = 20;
+
 /// The most tools one sampling request offers: as many as OpenAI's API takes in a request.
 pub const MAX_SAMPLING_TOOLS: usize = 128;
 
@@ -302,6 +307,16 @@ impl SamplingRequest {
             .enumerate()
             .map(|(i, m)| message(m).map_err(|why| format!("message {}: {why}", i + 1)))
             .collect::<Result<Vec<_>, _>>()?;
+        let images = messages
+            .iter()
+            .flat_map(|m: &SamplingMessage| &m.content)
+            .filter(|c| matches!(c, SamplingContent::Image { .. }))
+            .count();
+        if images > MAX_SAMPLING_IMAGES {
+            return Err(format!(
+                "the sampling request has {images} images; Conduit takes at most {MAX_SAMPLING_IMAGES}"
+            ));
+        }
         let preferences = wire.model_preferences;
         let tool_choice = match wire.tool_choice.and_then(|c| c.mode).as_deref() {
             None | Some("auto") => ToolChoice::Auto,
@@ -760,6 +775,15 @@ mod tests {
                 "1001 messages; Conduit takes at most 1000",
                 with(&|r| {
                     r["messages"] = json!(vec![r["messages"][0].clone(); MAX_SAMPLING_MESSAGES + 1])
+                }),
+            ),
+            (
+                "21 images; Conduit takes at most 20",
+                with(&|r| {
+                    r["messages"][3]["content"] = json!(vec![
+                        r["messages"][3]["content"][1].clone();
+                        MAX_SAMPLING_IMAGES + 1
+                    ])
                 }),
             ),
             (

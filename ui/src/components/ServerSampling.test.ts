@@ -70,7 +70,7 @@ describe("a server's sampling request in the chat", () => {
     );
   });
 
-  it("shows each image the host draws, by its place in the request, and says when one cannot be read", async () => {
+  it("shows each image the host draws, by its place in the request, and says when one cannot be shown", async () => {
     const image = (bytes: number) => ({ type: "image" as const, mimeType: "image/png", bytes });
     api.mcpSamplingRequests.mockResolvedValue([
       {
@@ -99,9 +99,10 @@ describe("a server's sampling request in the chat", () => {
     ]);
     // Each keeps its caption with the type and size.
     expect(screen.getByText("[image, image/png, 120000 bytes]")).toBeTruthy();
-    // The host answers 422 for bytes that do not decode: the image gives way to why.
+    // The host answers 422 for bytes that do not decode (404 once the request is gone):
+    // the image gives way to a line that says so.
     await fireEvent.error(shown[1] as HTMLImageElement);
-    expect(await screen.findByText("Conduit cannot read this image, so a run with it will fail.")).toBeTruthy();
+    expect(await screen.findByText("Conduit could not show this image.")).toBeTruthy();
     expect(screen.getAllByRole("img")).toHaveLength(2);
   });
 
