@@ -27,10 +27,11 @@ pub const ANSWER_WAIT: Duration = Duration::from_secs(10 * 60);
 /// How many questions one server may have waiting at once; more are declined.
 pub const WAITING_PER_SERVER: usize = 3;
 /// How many prompts (questions, and sampling requests shown for approval) one server may
-/// bring up in the window at once before it is paced; one more comes back each
-/// [`PROMPT_REFILL`]. Each new or withdrawn prompt moves the others and re-arms their
-/// consent buttons (`ui/src/lib/consent.ts`): a server that asks and withdraws in a loop
-/// would otherwise keep every Approve in the window from taking a click.
+/// take back unanswered (withdrawn, or left to time out) in a row before its next ones are
+/// refused unseen; one more is allowed each [`PROMPT_REFILL`]. Each new or gone prompt
+/// moves the others and re-arms their consent buttons (`ui/src/lib/consent.ts`): a
+/// server that asks and withdraws in a loop would otherwise keep every Approve in the
+/// window from taking a click. Prompts the user answers never count.
 pub const PROMPT_BURST: u32 = 10;
 /// How long one of a paced server's prompts takes to come back.
 pub const PROMPT_REFILL: Duration = Duration::from_secs(6);
@@ -121,16 +122,30 @@ pub enum AskError {
     NotNow(&'static str),
 }
 
-/// Each server's allowance of new prompts: [`PROMPT_BURST`] at most, one back each
-/// [`PROMPT_REFILL`].
+/// Each server's allowance of prompts left unanswered: [`PROMPT_BURST`] at most, one
+/// back each [`PROMPT_REFILL`].
 #[derive(Default)]
 struct PromptPace {
     servers: Mutex<BTreeMap<String, (u32, tokio::time::Instant)>>,
 }
 
 impl PromptPace {
-    /// Takes one of `server`'s prompts; false (said in the log) when it has none left.
-    fn take(&self, server: &str) -> bool {
+    /// Whether `server` may bring up a prompt now (said in the log when not).
+    fn allows(&self, server: &str) -> bool {
+        let left = self.settle(server, 0);
+        if left == 0 {
+            tracing::warn!(%server, "a server took back more prompts than the window allows in a row; refused");
+        }
+        left > 0
+    }
+
+    /// Counts one of `server`'s prompts gone without the user's answer.
+    fn charge(&self, server: &str) {
+        self.settle(server, 1);
+    }
+
+    /// Brings `server`'s allowance up to now, takes `spent` from it, and gives what is left.
+    fn settle(&self, server: &str, spent: u32) -> u32 {
         let now = tokio::time::Instant::now();
         let mut servers = self.servers.lock();
         let (left, since) = servers
@@ -139,18 +154,15 @@ impl PromptPace {
         let periods = now.duration_since(*since).as_millis() / PROMPT_REFILL.as_millis();
         let back = u32::try_from(periods).unwrap_or(u32::MAX);
         *left = left.saturating_add(back).min(PROMPT_BURST);
-        // A full allowance banks no time; a partial one keeps the rest of its period.
+        // A full allowance banks no time; a partial one keeps the rest of its period
+        // (`back` is then under PROMPT_BURST: the product is small).
         *since = if *left == PROMPT_BURST {
             now
         } else {
             *since + PROMPT_REFILL * back
         };
-        if *left == 0 {
-            tracing::warn!(%server, "a server brought up prompts faster than the window takes them; refused");
-            return false;
-        }
-        *left -= 1;
-        true
+        *left = left.saturating_sub(spent);
+        *left
     }
 }
 
@@ -298,7 +310,7 @@ impl WindowAsker {
         sampler: &dyn Sampler,
         request: SamplingRequest,
     ) -> SamplingAnswer {
-        if !self.pace.take(&request.server) {
+        if !self.pace.allows(&request.server) {
             return SamplingAnswer::Rejected;
         }
         let id = format!("sample_{}", uuid::Uuid::now_v7());
@@ -316,16 +328,30 @@ impl WindowAsker {
             },
         );
         let _ = self.changed.send(());
-        /// Takes the request away however the wait ends.
-        struct Forget<'a>(&'a WindowAsker, String);
+        /// Takes the request away however the wait ends; one the user did not answer
+        /// (withdrawn, or timed out) counts against its server's pace.
+        struct Forget<'a> {
+            asker: &'a WindowAsker,
+            id: String,
+            server: String,
+            answered: bool,
+        }
         impl Drop for Forget<'_> {
             fn drop(&mut self) {
-                if self.0.sampling.lock().remove(&self.1).is_some() {
-                    let _ = self.0.changed.send(());
+                if self.asker.sampling.lock().remove(&self.id).is_some() {
+                    let _ = self.asker.changed.send(());
+                }
+                if !self.answered {
+                    self.asker.pace.charge(&self.server);
                 }
             }
         }
-        let _forget = Forget(self, id.clone());
+        let mut forget = Forget {
+            asker: self,
+            id: id.clone(),
+            server: request.server.clone(),
+            answered: false,
+        };
         let deadline = tokio::time::Instant::now() + self.wait;
         let mut result: Option<SampledMessage> = None;
         loop {
@@ -334,9 +360,13 @@ impl WindowAsker {
                 Ok(None) | Err(_) => return SamplingAnswer::Rejected,
             };
             match reply {
-                SamplingReply::Deny => return SamplingAnswer::Rejected,
+                SamplingReply::Deny => {
+                    forget.answered = true;
+                    return SamplingAnswer::Rejected;
+                }
                 SamplingReply::Send => {
                     if let Some(message) = result.take() {
+                        forget.answered = true;
                         return SamplingAnswer::Sampled(message);
                     }
                 }
@@ -345,7 +375,10 @@ impl WindowAsker {
                     let outcome = tokio::select! {
                         outcome = sampler.run_sampling(&request, &pick) => outcome,
                         // While it runs, only a deny is taken.
-                        _ = received.recv() => return SamplingAnswer::Rejected,
+                        _ = received.recv() => {
+                            forget.answered = true;
+                            return SamplingAnswer::Rejected;
+                        }
                         () = tokio::time::sleep_until(deadline) => return SamplingAnswer::Rejected,
                     };
                     let state = match outcome {
@@ -433,6 +466,7 @@ impl Asker for WindowAsker {
 
     async fn elicit(&self, elicitation: Elicitation) -> ElicitationAnswer {
         let id = format!("ask_{}", uuid::Uuid::now_v7());
+        let server = elicitation.server.clone();
         let (answer, answered) = oneshot::channel();
         {
             let mut waiting = self.waiting.lock();
@@ -445,8 +479,9 @@ impl Asker for WindowAsker {
                 tracing::warn!(server = %elicitation.server, "a server asked more questions than may wait at once; declined");
                 return ElicitationAnswer::Decline;
             }
-            if !self.pace.take(&elicitation.server) {
-                return ElicitationAnswer::Decline;
+            // Refused unseen: the user said nothing, so the server hears a cancel.
+            if !self.pace.allows(&elicitation.server) {
+                return ElicitationAnswer::Cancel;
             }
             waiting.insert(
                 id.clone(),
@@ -461,16 +496,18 @@ impl Asker for WindowAsker {
         }
         let _ = self.changed.send(());
         /// Takes the question away however the wait ends (answered, timed out, or the
-        /// server's call dropped).
-        struct Forget<'a>(&'a WindowAsker, String);
+        /// server's call dropped); one still here was not answered (the user's answer
+        /// takes it away first) and counts against its server's pace.
+        struct Forget<'a>(&'a WindowAsker, String, String);
         impl Drop for Forget<'_> {
             fn drop(&mut self) {
                 if self.0.waiting.lock().remove(&self.1).is_some() {
                     let _ = self.0.changed.send(());
+                    self.0.pace.charge(&self.2);
                 }
             }
         }
-        let _forget = Forget(self, id);
+        let _forget = Forget(self, id, server);
         match tokio::time::timeout(self.wait, answered).await {
             Ok(Ok(answer)) => answer,
             Ok(Err(_)) | Err(_) => ElicitationAnswer::Cancel,
@@ -528,7 +565,9 @@ mod tests {
                 if let Some(q) = asker.questions().pop() {
                     return q;
                 }
-                tokio::task::yield_now().await;
+                // A sleep, not a yield: under paused time only a sleep lets the clock
+                // (and so the timeout) move.
+                tokio::time::sleep(Duration::from_millis(1)).await;
             }
         })
         .await
@@ -704,7 +743,9 @@ mod tests {
                 if let Some(q) = asker.sampling_requests().pop().filter(|q| fits(&q.state)) {
                     return q;
                 }
-                tokio::task::yield_now().await;
+                // A sleep, not a yield: under paused time only a sleep lets the clock
+                // (and so the timeout) move.
+                tokio::time::sleep(Duration::from_millis(1)).await;
             }
         })
         .await
@@ -801,9 +842,10 @@ mod tests {
         for _ in 0..PROMPT_BURST {
             ask_and_withdraw(&asker, "github").await;
         }
-        // The next is declined at once and never reaches the window.
+        // The next is refused at once and never reaches the window: a question hears a
+        // cancel (the user said nothing), a sampling request the rejection.
         let mut changes = asker.subscribe();
-        assert_eq!(asker.elicit(form()).await, ElicitationAnswer::Decline);
+        assert_eq!(asker.elicit(form()).await, ElicitationAnswer::Cancel);
         assert_eq!(
             asker.sample(sampling_request("github")).await,
             SamplingAnswer::Rejected
@@ -811,16 +853,49 @@ mod tests {
         assert!(changes.try_recv().is_err(), "nothing was shown");
         // Another server asks as before.
         ask_and_withdraw(&asker, "linear").await;
-        // One comes back after each period, and no more.
+        // One comes back after each period, and no more; part of a period is kept.
         tokio::time::advance(PROMPT_REFILL).await;
         ask_and_withdraw(&asker, "github").await;
-        assert_eq!(asker.elicit(form()).await, ElicitationAnswer::Decline);
+        assert_eq!(asker.elicit(form()).await, ElicitationAnswer::Cancel);
+        tokio::time::advance(PROMPT_REFILL + PROMPT_REFILL / 2).await;
+        ask_and_withdraw(&asker, "github").await;
+        assert_eq!(asker.elicit(form()).await, ElicitationAnswer::Cancel);
+        tokio::time::advance(PROMPT_REFILL / 2).await;
+        ask_and_withdraw(&asker, "github").await;
+        assert_eq!(asker.elicit(form()).await, ElicitationAnswer::Cancel);
         // A quiet server gets its whole allowance back, never more.
         tokio::time::advance(PROMPT_REFILL * (PROMPT_BURST + 5)).await;
         for _ in 0..PROMPT_BURST {
             ask_and_withdraw(&asker, "github").await;
         }
-        assert_eq!(asker.elicit(form()).await, ElicitationAnswer::Decline);
+        assert_eq!(asker.elicit(form()).await, ElicitationAnswer::Cancel);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn prompts_the_user_answers_never_count_against_the_pace() {
+        let asker = WindowAsker::with_sampler(ANSWER_WAIT, FakeSampler::new(ToolPolicy::Ask));
+        for round in 0..2 * PROMPT_BURST {
+            let waiting = {
+                let asker = asker.clone();
+                tokio::spawn(async move { asker.elicit(form()).await })
+            };
+            let question = until_asked(&asker).await;
+            asker.answer(&question.id, QuestionReply::Decline).unwrap();
+            assert_eq!(
+                waiting.await.unwrap(),
+                ElicitationAnswer::Decline,
+                "{round}"
+            );
+            let sampled = {
+                let asker = asker.clone();
+                tokio::spawn(async move { asker.sample(sampling_request("github")).await })
+            };
+            let asked = until_sampling(&asker, |_| true).await;
+            asker
+                .answer_sampling(&asked.id, SamplingReply::Deny)
+                .unwrap();
+            assert_eq!(sampled.await.unwrap(), SamplingAnswer::Rejected, "{round}");
+        }
     }
 
     #[tokio::test]
