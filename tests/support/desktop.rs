@@ -473,14 +473,19 @@ fn stop_process_group(child: &mut Child) {
     let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
     let deadline = Instant::now() + Duration::from_secs(3);
     while Instant::now() < deadline {
-        // Reaped, so that only live members keep the group answering.
-        let _ = child.try_wait();
-        let group_alive = Command::new("kill")
-            .args(["-0", "--", &group])
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|status| status.success());
+        let leader_running = matches!(child.try_wait(), Ok(None));
+        // Zombies are not counted: once tauri-driver has ended, its children's are
+        // reaped by init, as slowly as it likes. Without a process table, only
+        // tauri-driver itself can be watched.
+        let table = crate::processes();
+        let group_alive = if table.is_empty() {
+            leader_running
+        } else {
+            table.iter().any(|row| row.group == child.id() && row.live)
+        };
         if !group_alive {
+            // tauri-driver itself is no longer running either: this does not block.
+            let _ = child.wait();
             return;
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -544,7 +549,14 @@ async fn wait_for_port(
             }
             None => {}
         }
-        check_driver_alive(guard)?;
+        // tauri-driver that cannot bind its port ends at once (with status 0).
+        if let Some(child) = guard.0.as_mut()
+            && let Ok(Some(status)) = child.try_wait()
+        {
+            return Err(anyhow::Error::new(DriverPortLost(format!(
+                "tauri-driver ended before it listened on port {port} ({status}; its port taken?)"
+            ))));
+        }
         if Instant::now() > deadline {
             bail!("tauri-driver did not listen on port {port} within {READY_TIMEOUT:?}");
         }
@@ -607,24 +619,9 @@ impl std::fmt::Display for DriverPortLost {
 
 impl std::error::Error for DriverPortLost {}
 
-/// Whether a process whose parent is `parent` is running (a zombie is not).
+/// Whether a process whose parent is `parent` is running (a zombie is not); true where
+/// there is no process table to read, leaving it to the deadline.
 fn has_live_child(parent: u32) -> bool {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        // No process table to read: assume alive and let the deadline decide.
-        return true;
-    };
-    entries.flatten().any(|entry| {
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            return false;
-        };
-        // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so the
-        // fields are read after its last ')'.
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            return false;
-        };
-        let mut fields = rest.split_whitespace();
-        let state = fields.next();
-        let ppid = fields.next().and_then(|ppid| ppid.parse::<u32>().ok());
-        ppid == Some(parent) && !matches!(state, Some("Z" | "X"))
-    })
+    let table = crate::processes();
+    table.is_empty() || table.iter().any(|row| row.parent == parent && row.live)
 }

@@ -146,14 +146,20 @@ pub async fn everything_over_http() -> anyhow::Result<(tokio::process::Child, u1
     }
 }
 
-/// Whether `pid` alone listens on TCP `port` (IPv4 or IPv6): `None` while nobody does,
-/// `Some(false)` when another process does too. Read from `/proc/net/tcp{,6}` (whose
-/// listening rows give the socket's inode) and the process's open descriptors.
+/// Whether `pid` (or a process it started, as a shim that does not `exec` would) alone
+/// listens on TCP `port` (IPv4 or IPv6): `None` while nobody does, `Some(false)` when
+/// another process does too. Read from `/proc/net/tcp{,6}` (whose listening rows give the
+/// socket's inode) and the processes' open descriptors; a table the kernel does not have
+/// (IPv6 switched off) is skipped.
 pub fn sole_listener(port: u16, pid: u32) -> anyhow::Result<Option<bool>> {
     const LISTEN: &str = "0A";
     let mut listening = Vec::new();
     for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-        let text = std::fs::read_to_string(table)?;
+        let text = match std::fs::read_to_string(table) {
+            Ok(text) => text,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(error) => return Err(error.into()),
+        };
         // "sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode ..."
         for row in text.lines().skip(1) {
             let fields: Vec<&str> = row.split_whitespace().collect();
@@ -173,13 +179,68 @@ pub fn sole_listener(port: u16, pid: u32) -> anyhow::Result<Option<bool>> {
     if listening.is_empty() {
         return Ok(None);
     }
-    let mut owned = Vec::new();
-    for fd in std::fs::read_dir(format!("/proc/{pid}/fd"))? {
-        if let Ok(target) = std::fs::read_link(fd?.path()) {
-            owned.push(target.to_string_lossy().into_owned());
-        }
-    }
+    // A process that has just ended has no descriptors to read: none of them is its.
+    let owned: Vec<String> = family(pid, &processes())
+        .into_iter()
+        .filter_map(|member| std::fs::read_dir(format!("/proc/{member}/fd")).ok())
+        .flat_map(|fds| fds.flatten())
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .map(|target| target.to_string_lossy().into_owned())
+        .collect();
     Ok(Some(listening.iter().all(|socket| owned.contains(socket))))
+}
+
+/// One process as the kernel's process table shows it.
+#[derive(Debug, Clone, Copy)]
+pub struct ProcessRow {
+    pub pid: u32,
+    pub parent: u32,
+    pub group: u32,
+    /// Running, not a zombie waiting to be reaped.
+    pub live: bool,
+}
+
+/// The processes there are now, from `/proc/*/stat`; none where there is no `/proc`.
+pub fn processes() -> Vec<ProcessRow> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            // "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses, so
+            // the fields are read after its last ')'.
+            let (_, rest) = stat.rsplit_once(')')?;
+            let mut fields = rest.split_whitespace();
+            let state = fields.next()?;
+            let parent = fields.next()?.parse().ok()?;
+            let group = fields.next()?.parse().ok()?;
+            Some(ProcessRow {
+                pid,
+                parent,
+                group,
+                live: !matches!(state, "Z" | "X"),
+            })
+        })
+        .collect()
+}
+
+/// `pid` and every process it started, and they started, in `table`.
+pub fn family(pid: u32, table: &[ProcessRow]) -> Vec<u32> {
+    let mut members = vec![pid];
+    let mut next = 0;
+    while let Some(&parent) = members.get(next) {
+        members.extend(
+            table
+                .iter()
+                .filter(|row| row.parent == parent && row.pid != parent)
+                .map(|row| row.pid),
+        );
+        next += 1;
+    }
+    members
 }
 
 /// A fresh `CONDUIT_HOME` whose settings name `llm` as the provider (`scripted`, model
