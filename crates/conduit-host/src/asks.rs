@@ -24,7 +24,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 
 /// How long a question waits for the user before it is cancelled.
 pub const ANSWER_WAIT: Duration = Duration::from_secs(10 * 60);
-/// How many questions one server may have waiting at once; more are declined.
+/// How many questions one server may have waiting at once; more are cancelled unseen.
 pub const WAITING_PER_SERVER: usize = 3;
 /// How many prompts (questions, and sampling requests shown for approval) one server may
 /// take back unanswered (withdrawn, or left to time out) in a row before its next ones are
@@ -474,12 +474,12 @@ impl Asker for WindowAsker {
                 .values()
                 .filter(|w| w.question.elicitation.server == elicitation.server)
                 .count();
-            // A server cannot flood the window with questions.
+            // A server cannot flood the window with questions. Refused unseen: the user
+            // said nothing, so the server hears a cancel, never a decline.
             if asked >= WAITING_PER_SERVER {
-                tracing::warn!(server = %elicitation.server, "a server asked more questions than may wait at once; declined");
-                return ElicitationAnswer::Decline;
+                tracing::warn!(server = %elicitation.server, "a server asked more questions than may wait at once; cancelled");
+                return ElicitationAnswer::Cancel;
             }
-            // Refused unseen: the user said nothing, so the server hears a cancel.
             if !self.pace.allows(&elicitation.server) {
                 return ElicitationAnswer::Cancel;
             }
@@ -624,7 +624,7 @@ mod tests {
         })
         .await
         .unwrap();
-        assert_eq!(asker.elicit(form()).await, ElicitationAnswer::Decline);
+        assert_eq!(asker.elicit(form()).await, ElicitationAnswer::Cancel);
         assert_eq!(asker.questions().len(), WAITING_PER_SERVER);
         for handle in waiting {
             handle.abort();
