@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use conduit_host::app::App;
+use conduit_host::asks::PreviewFailed;
 use conduit_host::store::media::THUMBNAIL_WIDTHS;
 use tauri::http::{Response, StatusCode, header};
 use tauri_plugin_clipboard_manager::ClipboardExt;
@@ -98,9 +99,13 @@ async fn sampling_image(app: &App, id: &str, n: usize) -> Response<Vec<u8>> {
             .body(png)
             .unwrap_or_else(|_| status(StatusCode::INTERNAL_SERVER_ERROR)),
         None => status(StatusCode::NOT_FOUND),
-        Some(Err(error)) => {
+        Some(Err(error @ PreviewFailed::Image(_))) => {
             tracing::warn!(%error, "a sampling request's image cannot be shown");
             status(StatusCode::UNPROCESSABLE_ENTITY)
+        }
+        Some(Err(error @ PreviewFailed::Stopped(_))) => {
+            tracing::warn!(%error, "drawing a sampling request's image stopped");
+            status(StatusCode::INTERNAL_SERVER_ERROR)
         }
     }
 }

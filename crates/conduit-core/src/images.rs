@@ -186,7 +186,8 @@ fn over_checkerboard(image: &image::RgbaImage) -> image::RgbImage {
         let grey = u16::from(CHECKER_GREYS[square]);
         let [r, g, b, a] = image.get_pixel(x, y).0;
         let alpha = u16::from(a);
-        // Exact in u16: 255 × 255 + 255 × 255 fits, and the division brings it back to u8.
+        // In u16: the two weights add up to 255, so the sum is at most 255 × 255, and the
+        // division brings it back under 256.
         let blend = |c: u8| ((u16::from(c) * alpha + grey * (255 - alpha)) / 255) as u8;
         image::Rgb([blend(r), blend(g), blend(b)])
     })

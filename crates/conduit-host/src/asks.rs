@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use conduit_mcp::elicit::{
     self, Asker, Elicitation, ElicitationAnswer, ElicitationKind, ElicitationOffer,
 };
-use conduit_mcp::sampling::{SampledMessage, SamplingAnswer, SamplingContent, SamplingRequest};
+use conduit_mcp::sampling::{SampledMessage, SamplingAnswer, SamplingRequest};
 
 use crate::sampling::{ModelPick, Sampler, SamplingSlots, settle_without_asking};
 use parking_lot::Mutex;
@@ -27,14 +27,19 @@ pub const ANSWER_WAIT: Duration = Duration::from_secs(10 * 60);
 /// How many questions one server may have waiting at once; more are cancelled unseen.
 pub const WAITING_PER_SERVER: usize = 3;
 /// How many prompts (questions, and sampling requests shown for approval) one server may
-/// take back unanswered (withdrawn, or left to time out) in a row before its next ones are
-/// refused unseen; one more is allowed each [`PROMPT_REFILL`]. Each new or gone prompt
-/// moves the others and re-arms their consent buttons (`ui/src/lib/consent.ts`): a
-/// server that asks and withdraws in a loop would otherwise keep every Approve in the
-/// window from taking a click. Prompts the user answers never count.
+/// have brought up without the user answering them, withdrawn or timed out or still
+/// waiting, before its next ones are refused unseen; one more is allowed each
+/// [`PROMPT_REFILL`], and a prompt the user answers gives its place back. Each new or
+/// gone prompt moves the others and re-arms their consent buttons
+/// (`ui/src/lib/consent.ts`): a server that asks and withdraws in a loop would otherwise
+/// keep every Approve in the window from taking a click.
 pub const PROMPT_BURST: u32 = 10;
 /// How long one of a paced server's prompts takes to come back.
 pub const PROMPT_REFILL: Duration = Duration::from_secs(6);
+/// What a sampling request refused by the pace hears (the user never saw it, so it is no
+/// user rejection).
+pub const PACED_SAMPLING: &str =
+    "this server's recent requests went unanswered; Conduit takes no more from it for now";
 
 /// The longest side of a sampling request's image as the window shows it, in pixels:
 /// twice the review's 12rem height on a high-density screen, with room to spare.
@@ -122,47 +127,64 @@ pub enum AskError {
     NotNow(&'static str),
 }
 
-/// Each server's allowance of prompts left unanswered: [`PROMPT_BURST`] at most, one
-/// back each [`PROMPT_REFILL`].
+/// Each server's allowance of prompts not answered by the user: [`PROMPT_BURST`] at
+/// most, one back each [`PROMPT_REFILL`] and one back for each answer.
 #[derive(Default)]
 struct PromptPace {
-    servers: Mutex<BTreeMap<String, (u32, tokio::time::Instant)>>,
+    servers: Mutex<BTreeMap<String, PaceRow>>,
+}
+
+struct PaceRow {
+    left: u32,
+    /// Where the current refill period started.
+    since: tokio::time::Instant,
+    /// Whether the refusals in a row were said in the log already (once is enough).
+    warned: bool,
 }
 
 impl PromptPace {
-    /// Whether `server` may bring up a prompt now (said in the log when not).
-    fn allows(&self, server: &str) -> bool {
-        let left = self.settle(server, 0);
-        if left == 0 {
-            tracing::warn!(%server, "a server took back more prompts than the window allows in a row; refused");
-        }
-        left > 0
+    /// Takes a place for one of `server`'s prompts; false (said in the log once in a row)
+    /// when it has none left.
+    fn take(&self, server: &str) -> bool {
+        self.settle(server, |row| {
+            if row.left == 0 {
+                if !row.warned {
+                    tracing::warn!(%server, "a server brought up more unanswered prompts than the window allows; refusing them for now");
+                    row.warned = true;
+                }
+                return false;
+            }
+            row.left -= 1;
+            row.warned = false;
+            true
+        })
     }
 
-    /// Counts one of `server`'s prompts gone without the user's answer.
-    fn charge(&self, server: &str) {
-        self.settle(server, 1);
+    /// Gives back the place of one of `server`'s prompts the user answered.
+    fn give_back(&self, server: &str) {
+        self.settle(server, |row| row.left = (row.left + 1).min(PROMPT_BURST));
     }
 
-    /// Brings `server`'s allowance up to now, takes `spent` from it, and gives what is left.
-    fn settle(&self, server: &str, spent: u32) -> u32 {
+    /// Brings `server`'s allowance up to now, then applies `change` to it.
+    fn settle<T>(&self, server: &str, change: impl FnOnce(&mut PaceRow) -> T) -> T {
         let now = tokio::time::Instant::now();
         let mut servers = self.servers.lock();
-        let (left, since) = servers
-            .entry(server.to_owned())
-            .or_insert((PROMPT_BURST, now));
-        let periods = now.duration_since(*since).as_millis() / PROMPT_REFILL.as_millis();
+        let row = servers.entry(server.to_owned()).or_insert(PaceRow {
+            left: PROMPT_BURST,
+            since: now,
+            warned: false,
+        });
+        let periods = now.duration_since(row.since).as_millis() / PROMPT_REFILL.as_millis();
         let back = u32::try_from(periods).unwrap_or(u32::MAX);
-        *left = left.saturating_add(back).min(PROMPT_BURST);
+        row.left = row.left.saturating_add(back).min(PROMPT_BURST);
         // A full allowance banks no time; a partial one keeps the rest of its period
         // (`back` is then under PROMPT_BURST: the product is small).
-        *since = if *left == PROMPT_BURST {
+        row.since = if row.left == PROMPT_BURST {
             now
         } else {
-            *since + PROMPT_REFILL * back
+            row.since + PROMPT_REFILL * back
         };
-        *left = left.saturating_sub(spent);
-        *left
+        change(row)
     }
 }
 
@@ -256,16 +278,7 @@ impl WindowAsker {
     fn sampling_image(&self, id: &str, ordinal: usize) -> Option<Vec<u8>> {
         let sampling = self.sampling.lock();
         let request = &sampling.get(id)?.question.request;
-        request
-            .messages
-            .iter()
-            .flat_map(|message| &message.content)
-            .filter_map(|content| match content {
-                SamplingContent::Image { data, .. } => Some(data),
-                _ => None,
-            })
-            .nth(ordinal)
-            .cloned()
+        request.images().nth(ordinal).map(<[u8]>::to_vec)
     }
 
     /// Answers the sampling request `id`. Each reply must fit where the request is: a
@@ -310,8 +323,8 @@ impl WindowAsker {
         sampler: &dyn Sampler,
         request: SamplingRequest,
     ) -> SamplingAnswer {
-        if !self.pace.allows(&request.server) {
-            return SamplingAnswer::Rejected;
+        if !self.pace.take(&request.server) {
+            return SamplingAnswer::Failed(PACED_SAMPLING.into());
         }
         let id = format!("sample_{}", uuid::Uuid::now_v7());
         let (replies, mut received) = mpsc::unbounded_channel();
@@ -328,8 +341,8 @@ impl WindowAsker {
             },
         );
         let _ = self.changed.send(());
-        /// Takes the request away however the wait ends; one the user did not answer
-        /// (withdrawn, or timed out) counts against its server's pace.
+        /// Takes the request away however the wait ends; one the user answered (approved,
+        /// denied or sent) gives its place in its server's pace back.
         struct Forget<'a> {
             asker: &'a WindowAsker,
             id: String,
@@ -341,8 +354,8 @@ impl WindowAsker {
                 if self.asker.sampling.lock().remove(&self.id).is_some() {
                     let _ = self.asker.changed.send(());
                 }
-                if !self.answered {
-                    self.asker.pace.charge(&self.server);
+                if self.answered {
+                    self.asker.pace.give_back(&self.server);
                 }
             }
         }
@@ -359,14 +372,12 @@ impl WindowAsker {
                 Ok(Some(reply)) => reply,
                 Ok(None) | Err(_) => return SamplingAnswer::Rejected,
             };
+            // Every reply is the user's (`answer_sampling`).
+            forget.answered = true;
             match reply {
-                SamplingReply::Deny => {
-                    forget.answered = true;
-                    return SamplingAnswer::Rejected;
-                }
+                SamplingReply::Deny => return SamplingAnswer::Rejected,
                 SamplingReply::Send => {
                     if let Some(message) = result.take() {
-                        forget.answered = true;
                         return SamplingAnswer::Sampled(message);
                     }
                 }
@@ -375,10 +386,7 @@ impl WindowAsker {
                     let outcome = tokio::select! {
                         outcome = sampler.run_sampling(&request, &pick) => outcome,
                         // While it runs, only a deny is taken.
-                        _ = received.recv() => {
-                            forget.answered = true;
-                            return SamplingAnswer::Rejected;
-                        }
+                        _ = received.recv() => return SamplingAnswer::Rejected,
                         () = tokio::time::sleep_until(deadline) => return SamplingAnswer::Rejected,
                     };
                     let state = match outcome {
@@ -480,7 +488,7 @@ impl Asker for WindowAsker {
                 tracing::warn!(server = %elicitation.server, "a server asked more questions than may wait at once; cancelled");
                 return ElicitationAnswer::Cancel;
             }
-            if !self.pace.allows(&elicitation.server) {
+            if !self.pace.take(&elicitation.server) {
                 return ElicitationAnswer::Cancel;
             }
             waiting.insert(
@@ -496,14 +504,15 @@ impl Asker for WindowAsker {
         }
         let _ = self.changed.send(());
         /// Takes the question away however the wait ends (answered, timed out, or the
-        /// server's call dropped); one still here was not answered (the user's answer
-        /// takes it away first) and counts against its server's pace.
+        /// server's call dropped). One already gone was answered (the user's answer takes
+        /// it away first): its place in its server's pace comes back.
         struct Forget<'a>(&'a WindowAsker, String, String);
         impl Drop for Forget<'_> {
             fn drop(&mut self) {
                 if self.0.waiting.lock().remove(&self.1).is_some() {
                     let _ = self.0.changed.send(());
-                    self.0.pace.charge(&self.2);
+                } else {
+                    self.0.pace.give_back(&self.2);
                 }
             }
         }
@@ -843,12 +852,12 @@ mod tests {
             ask_and_withdraw(&asker, "github").await;
         }
         // The next is refused at once and never reaches the window: a question hears a
-        // cancel (the user said nothing), a sampling request the rejection.
+        // cancel (the user said nothing), a sampling request a failure, not a rejection.
         let mut changes = asker.subscribe();
         assert_eq!(asker.elicit(form()).await, ElicitationAnswer::Cancel);
         assert_eq!(
             asker.sample(sampling_request("github")).await,
-            SamplingAnswer::Rejected
+            SamplingAnswer::Failed(PACED_SAMPLING.into())
         );
         assert!(changes.try_recv().is_err(), "nothing was shown");
         // Another server asks as before.
@@ -868,6 +877,37 @@ mod tests {
         for _ in 0..PROMPT_BURST {
             ask_and_withdraw(&asker, "github").await;
         }
+        assert_eq!(asker.elicit(form()).await, ElicitationAnswer::Cancel);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn prompts_brought_up_at_once_each_take_a_place() {
+        let asker = WindowAsker::with_sampler(ANSWER_WAIT, FakeSampler::new(ToolPolicy::Ask));
+        for _ in 0..PROMPT_BURST - 2 {
+            ask_and_withdraw(&asker, "github").await;
+        }
+        // Two places left: a question and a sampling request show, the rest do not.
+        let question = {
+            let asker = asker.clone();
+            tokio::spawn(async move { asker.elicit(form()).await })
+        };
+        until_asked(&asker).await;
+        let sampling = {
+            let asker = asker.clone();
+            tokio::spawn(async move { asker.sample(sampling_request("github")).await })
+        };
+        until_sampling(&asker, |_| true).await;
+        assert_eq!(asker.elicit(form()).await, ElicitationAnswer::Cancel);
+        assert_eq!(
+            asker.sample(sampling_request("github")).await,
+            SamplingAnswer::Failed(PACED_SAMPLING.into())
+        );
+        assert_eq!(asker.questions().len(), 1);
+        assert_eq!(asker.sampling_requests().len(), 1);
+        // Withdrawn, they give nothing back; answered, they would have.
+        question.abort();
+        sampling.abort();
+        let _ = (question.await, sampling.await);
         assert_eq!(asker.elicit(form()).await, ElicitationAnswer::Cancel);
     }
 

@@ -51,6 +51,17 @@ pub const MAX_SAMPLING_TOOLS: usize = 128;
 /// schemas): a real tool's is a few KiB.
 pub const MAX_SAMPLING_TOOLS_BYTES: usize = 1024 * 1024;
 
+/// The bytes of `messages`' images, in order.
+fn images_of(messages: &[SamplingMessage]) -> impl Iterator<Item = &[u8]> {
+    messages
+        .iter()
+        .flat_map(|message| &message.content)
+        .filter_map(|content| match content {
+            SamplingContent::Image { data, .. } => Some(data.as_slice()),
+            _ => None,
+        })
+}
+
 /// `bytes` in MiB, for the refusals' words.
 fn mib(bytes: usize) -> usize {
     bytes / (1024 * 1024)
@@ -264,6 +275,12 @@ impl SamplingRequest {
     /// spec's rules (an unknown role or content type, a tool use in a user message, a
     /// tool result beside other content, an image that is not base64) or one of
     /// Conduit's caps (its size, text, messages, tools) is refused, saying what is wrong.
+    /// The bytes of the request's images, through its messages in order: the order the
+    /// window numbers them in.
+    pub fn images(&self) -> impl Iterator<Item = &[u8]> {
+        images_of(&self.messages)
+    }
+
     pub fn from_wire(server: &str, params: &Value) -> Result<Self, String> {
         if json_size(params) > MAX_SAMPLING_REQUEST_BYTES {
             return Err(format!(
@@ -307,11 +324,7 @@ impl SamplingRequest {
             .enumerate()
             .map(|(i, m)| message(m).map_err(|why| format!("message {}: {why}", i + 1)))
             .collect::<Result<Vec<_>, _>>()?;
-        let images = messages
-            .iter()
-            .flat_map(|m: &SamplingMessage| &m.content)
-            .filter(|c| matches!(c, SamplingContent::Image { .. }))
-            .count();
+        let images = images_of(&messages).count();
         if images > MAX_SAMPLING_IMAGES {
             return Err(format!(
                 "the sampling request has {images} images; Conduit takes at most {MAX_SAMPLING_IMAGES}"
