@@ -114,7 +114,7 @@ impl Asker for TerminalAsker {
     async fn sample(&self, request: SamplingRequest) -> SamplingAnswer {
         let held = match self.sampling_slots.take(&request.server) {
             Ok(held) => held,
-            Err(rejected) => return rejected,
+            Err(refused) => return refused,
         };
         if let Some(answer) =
             settle_without_asking(self.sampler.as_ref(), &held, &request, self.pick.clone()).await

@@ -539,7 +539,7 @@ impl Asker for WindowAsker {
         // A server cannot flood the window, or the user's key, with requests.
         let held = match self.sampling_slots.take(&request.server) {
             Ok(held) => held,
-            Err(rejected) => return rejected,
+            Err(refused) => return refused,
         };
         match settle_without_asking(sampler.as_ref(), &held, &request, None).await {
             Some(answer) => answer,
@@ -1038,7 +1038,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_servers_policy_allows_or_denies_without_asking_and_floods_are_rejected() {
+    async fn the_servers_policy_allows_or_denies_without_asking_and_floods_are_refused() {
         let allowed = WindowAsker::with_sampler(ANSWER_WAIT, FakeSampler::new(ToolPolicy::Allow));
         let SamplingAnswer::Sampled(message) = allowed.sample(sampling_request("srv")).await else {
             panic!("allowed requests run");
@@ -1068,7 +1068,8 @@ mod tests {
         .unwrap();
         assert_eq!(
             asker.sample(sampling_request("srv")).await,
-            SamplingAnswer::Rejected
+            SamplingAnswer::Failed(crate::sampling::TOO_MANY_SAMPLING.into()),
+            "refused unseen, never as the user's rejection"
         );
         for handle in waiting {
             handle.abort();
@@ -1098,14 +1099,20 @@ mod tests {
             })
         };
         picked(SAMPLING_PER_SERVER).await.unwrap();
-        // The flood: each one more is rejected at once, and never runs on the user's key.
+        // The flood: each one more fails at once (never claiming the user's rejection),
+        // and never runs on the user's key.
         for _ in 0..20 {
             let flood = tokio::time::timeout(
                 Duration::from_secs(5),
                 asker.sample(sampling_request("srv")),
             )
             .await;
-            assert_eq!(flood, Ok(SamplingAnswer::Rejected));
+            assert_eq!(
+                flood,
+                Ok(SamplingAnswer::Failed(
+                    crate::sampling::TOO_MANY_SAMPLING.into()
+                ))
+            );
         }
         assert_eq!(sampler.picks.lock().len(), SAMPLING_PER_SERVER);
         assert!(asker.sampling_requests().is_empty(), "never shown");

@@ -56,10 +56,15 @@ pub trait Sampler: Send + Sync {
 pub const NO_SAMPLING_PROVIDER: &str = "no provider with a default model is set up to run it";
 
 /// How many sampling requests one server may have in a frontend at once, whatever its
-/// policy: asking the user, running, or waiting to be sent. More are rejected, as
-/// questions past [`crate::asks::WAITING_PER_SERVER`] are declined: a server allowed to
+/// policy: asking the user, running, or waiting to be sent. More fail unseen, as
+/// questions past [`crate::asks::WAITING_PER_SERVER`] are cancelled: a server allowed to
 /// sample could otherwise fire hundreds of requests at once, each billed to the user's key.
 pub const SAMPLING_PER_SERVER: usize = crate::asks::WAITING_PER_SERVER;
+
+/// What a sampling request past [`SAMPLING_PER_SERVER`] hears: a failure, not the user's
+/// rejection (the user never saw it).
+pub const TOO_MANY_SAMPLING: &str =
+    "this server already has 3 sampling requests waiting or running; Conduit takes no more at once";
 
 /// The sampling requests each server has in a frontend now. A frontend takes a place
 /// before anything else is done with a request ([`settle_without_asking`] included) and
@@ -76,14 +81,14 @@ pub struct SamplingSlot<'a> {
 }
 
 impl SamplingSlots {
-    /// A place for one more of `server`'s requests; else the answer the server gets (the
-    /// spec's user-rejected error), said in the log.
+    /// A place for one more of `server`'s requests; else the answer the server gets (a
+    /// failure saying why), said in the log.
     pub fn take(&self, server: &str) -> Result<SamplingSlot<'_>, SamplingAnswer> {
         let mut taken = self.taken.lock();
         let count = taken.entry(server.to_owned()).or_default();
         if *count >= SAMPLING_PER_SERVER {
-            tracing::warn!(%server, "a server sent more sampling requests than may wait or run at once; rejected");
-            return Err(SamplingAnswer::Rejected);
+            tracing::warn!(%server, "a server sent more sampling requests than may wait or run at once; refused");
+            return Err(SamplingAnswer::Failed(TOO_MANY_SAMPLING.into()));
         }
         *count += 1;
         Ok(SamplingSlot {
@@ -560,7 +565,11 @@ mod tests {
         let held: Vec<_> = (0..SAMPLING_PER_SERVER)
             .map(|_| slots.take("srv").ok().unwrap())
             .collect();
-        assert_eq!(slots.take("srv").err(), Some(SamplingAnswer::Rejected));
+        assert_eq!(
+            slots.take("srv").err(),
+            Some(SamplingAnswer::Failed(TOO_MANY_SAMPLING.into()))
+        );
+        assert!(TOO_MANY_SAMPLING.contains(&SAMPLING_PER_SERVER.to_string()));
         let other = slots.take("other");
         assert!(other.is_ok(), "another server has its own");
         drop(held);
