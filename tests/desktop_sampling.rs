@@ -391,6 +391,39 @@ async fn a_requests_images_and_tool_schemas_are_shown_before_it_runs() {
         .await;
     window.shot(&shots.join("07-tall-screenshot.png")).await;
 
+    // Too narrow to read in the review: opened at its own size, drawn whole by the host.
+    window
+        .js(r#"document.querySelector('[aria-label="Open image 2 at its own size"]').click(); return null;"#)
+        .await;
+    let whole = window
+        .wait(
+            r#"(() => { const img = document.querySelector('[aria-label="Image viewer"] img');
+                return img && img.complete && img.naturalWidth > 0
+                  && [img.getAttribute("src"), img.naturalWidth, img.naturalHeight]; })()"#,
+        )
+        .await;
+    let id = window
+        .js(r#"return document.querySelector('[data-sampling]').dataset.sampling;"#)
+        .await;
+    let whole_url = format!(
+        "media://localhost/sampling/{}/1/whole",
+        id.as_str().unwrap()
+    );
+    assert_eq!(
+        whole,
+        json!([whole_url, 1280, 8000]),
+        "the whole screenshot, its own size"
+    );
+    window.click_button("Actual size").await;
+    window
+        .shot(&shots.join("08-tall-screenshot-whole.png"))
+        .await;
+    window.click_button("Close").await;
+    window
+        .wait(r#"!document.querySelector('[aria-label="Image viewer"]')"#)
+        .await;
+    assert_eq!(llm.requests().len(), 1, "looking runs nothing");
+
     window.click_button("Approve and run").await;
     window
         .wait(&format!(

@@ -2,14 +2,15 @@
 //! from the media store as files by hash (`media://localhost/<hash>`, `.../<hash>/thumb` for
 //! the small thumbnail, `.../<hash>/w/<width>` for an image sized to one of the allowed
 //! widths), never as base64 through IPC; a waiting sampling request's images, drawn anew
-//! as small PNGs (`.../sampling/<request id>/<n>`); and the commands that copy a stored image to the
+//! as PNGs, small for the review (`.../sampling/<request id>/<n>`) or whole for the viewer
+//! (`.../sampling/<request id>/<n>/whole`); and the commands that copy a stored image to the
 //! clipboard or save it through a native save dialog. The page only names a hash; the host
 //! checks it and the user picks the path.
 
 use std::sync::Arc;
 
 use conduit_host::app::App;
-use conduit_host::asks::PreviewFailed;
+use conduit_host::asks::{PreviewFailed, SamplingView};
 use conduit_host::store::media::THUMBNAIL_WIDTHS;
 use tauri::http::{Response, StatusCode, header};
 use tauri_plugin_clipboard_manager::ClipboardExt;
@@ -27,7 +28,7 @@ enum Wanted<'a> {
     Thumbnail(&'a str),
     Sized(&'a str, u32),
     /// The `n`th image of a waiting sampling request, by the host's id for it.
-    SamplingImage(&'a str, usize),
+    SamplingImage(&'a str, usize, SamplingView),
 }
 
 /// Reads a `media:` path; `None` for anything else (the hash itself is checked by the store).
@@ -36,7 +37,16 @@ fn parse(path: &str) -> Option<Wanted<'_>> {
     match parts.as_slice() {
         [hash] => Some(Wanted::File(hash)),
         [hash, "thumb"] => Some(Wanted::Thumbnail(hash)),
-        ["sampling", id, n] => Some(Wanted::SamplingImage(id, n.parse().ok()?)),
+        ["sampling", id, n] => Some(Wanted::SamplingImage(
+            id,
+            n.parse().ok()?,
+            SamplingView::Preview,
+        )),
+        ["sampling", id, n, "whole"] => Some(Wanted::SamplingImage(
+            id,
+            n.parse().ok()?,
+            SamplingView::Whole,
+        )),
         [hash, "w", width] => {
             let width: u32 = width.parse().ok()?;
             THUMBNAIL_WIDTHS
@@ -53,7 +63,9 @@ pub async fn respond(app: Arc<App>, path: &str) -> Response<Vec<u8>> {
         None => return status(StatusCode::BAD_REQUEST),
         Some(Wanted::File(hash)) => host.media_file(hash, false),
         Some(Wanted::Thumbnail(hash)) => host.media_file(hash, true),
-        Some(Wanted::SamplingImage(id, n)) => return sampling_image(&app, id, n).await,
+        Some(Wanted::SamplingImage(id, n, view)) => {
+            return sampling_image(&app, id, n, view).await;
+        }
         Some(Wanted::Sized(hash, width)) => {
             // Making a thumbnail decodes the image: off the async workers.
             let (app, hash) = (app.clone(), hash.to_owned());
@@ -90,8 +102,8 @@ pub async fn respond(app: Arc<App>, path: &str) -> Response<Vec<u8>> {
 
 /// A sampling request's image as the review shows it: never cached (it is gone with the
 /// request), and never the server's bytes themselves.
-async fn sampling_image(app: &App, id: &str, n: usize) -> Response<Vec<u8>> {
-    match app.asker().sampling_preview(id, n).await {
+async fn sampling_image(app: &App, id: &str, n: usize, view: SamplingView) -> Response<Vec<u8>> {
+    match app.asker().sampling_preview(id, n, view).await {
         Some(Ok(png)) => Response::builder()
             .header(header::CONTENT_TYPE, "image/png")
             .header(header::CACHE_CONTROL, "no-store")
@@ -254,13 +266,23 @@ mod tests {
         );
         assert_eq!(
             parse("/sampling/sample_0193/2"),
-            Some(Wanted::SamplingImage("sample_0193", 2))
+            Some(Wanted::SamplingImage(
+                "sample_0193",
+                2,
+                SamplingView::Preview
+            ))
+        );
+        assert_eq!(
+            parse("/sampling/sample_0193/2/whole"),
+            Some(Wanted::SamplingImage("sample_0193", 2, SamplingView::Whole))
         );
         for bad in [
             "/sampling/sample_0193/-1".to_owned(),
             "/sampling/sample_0193/x".to_owned(),
             "/sampling/sample_0193".to_owned(),
             "/sampling/sample_0193/0/extra".to_owned(),
+            "/sampling/sample_0193/0/whole/extra".to_owned(),
+            "/sampling/sample_0193/x/whole".to_owned(),
             format!("/{hash}/w/1000"),
             format!("/{hash}/w/99999999999"),
             format!("/{hash}/w/-1"),

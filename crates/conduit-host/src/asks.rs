@@ -45,6 +45,27 @@ pub const PACED_SAMPLING: &str =
 /// twice the review's 12rem height on a high-density screen, with room to spare.
 pub const SAMPLING_PREVIEW_EDGE: u32 = 800;
 
+/// How the window asks to see a sampling request's image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SamplingView {
+    /// Within [`SAMPLING_PREVIEW_EDGE`] pixels a side, for the review.
+    Preview,
+    /// At the image's own size, for the full-window viewer: small text a server writes
+    /// into a large image must be readable before the user approves sending it.
+    Whole,
+}
+
+impl SamplingView {
+    /// The longest side drawn, in pixels (an image past the limits of
+    /// [`conduit_core::images`] is never drawn at all).
+    fn edge(self) -> u32 {
+        match self {
+            Self::Preview => SAMPLING_PREVIEW_EDGE,
+            Self::Whole => conduit_core::images::MAX_SIDE,
+        }
+    }
+}
+
 /// A question as the window shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
@@ -248,8 +269,8 @@ impl WindowAsker {
     }
 
     /// What the window shows of the `ordinal`th image of the waiting sampling request
-    /// `id`: a PNG within [`SAMPLING_PREVIEW_EDGE`] pixels, or why the image cannot be
-    /// shown; `None` when no such request waits or it has fewer images. One image is drawn
+    /// `id`: a PNG drawn as `view` asks (alpha over a checkerboard), or why the image
+    /// cannot be shown; `None` when no such request waits or it has fewer images. One image is drawn
     /// at a time, off the async workers (a decode may take 256 MiB and seconds), and the
     /// request is looked up once it is this one's turn: fetches for a request answered
     /// meanwhile cost nothing.
@@ -257,6 +278,7 @@ impl WindowAsker {
         &self,
         id: &str,
         ordinal: usize,
+        view: SamplingView,
     ) -> Option<Result<Vec<u8>, PreviewFailed>> {
         let _turn = match self.previews.acquire().await {
             Ok(turn) => turn,
@@ -264,7 +286,7 @@ impl WindowAsker {
         };
         let bytes = self.sampling_image(id, ordinal)?;
         let drawn = tokio::task::spawn_blocking(move || {
-            conduit_core::images::preview_png(&bytes, SAMPLING_PREVIEW_EDGE, SAMPLING_PREVIEW_EDGE)
+            conduit_core::images::preview_png(&bytes, view.edge(), view.edge())
         })
         .await;
         Some(match drawn {
@@ -977,12 +999,16 @@ mod tests {
         );
         // "first" is no image: the preview says so rather than passing the bytes on.
         let refused = asker
-            .sampling_preview(&asked.id, 0)
+            .sampling_preview(&asked.id, 0, SamplingView::Preview)
             .await
             .unwrap()
             .unwrap_err();
         assert!(refused.to_string().contains("no image format"), "{refused}");
-        let preview = asker.sampling_preview(&asked.id, 1).await.unwrap().unwrap();
+        let preview = asker
+            .sampling_preview(&asked.id, 1, SamplingView::Preview)
+            .await
+            .unwrap()
+            .unwrap();
         let (format, shown) = conduit_core::images::decode(&preview).unwrap();
         assert_eq!(format, image::ImageFormat::Png);
         assert_eq!(
@@ -990,7 +1016,22 @@ mod tests {
             (800, 500),
             "within the edge"
         );
-        assert!(asker.sampling_preview(&asked.id, 2).await.is_none());
+        // The whole image, for the viewer: the frame's own size, drawn anew.
+        let whole = asker
+            .sampling_preview(&asked.id, 1, SamplingView::Whole)
+            .await
+            .unwrap()
+            .unwrap();
+        let (format, shown) = conduit_core::images::decode(&whole).unwrap();
+        assert_eq!(format, image::ImageFormat::Png);
+        assert_eq!(
+            (shown.width(), shown.height()),
+            (1600, 1000),
+            "its own size"
+        );
+        for view in [SamplingView::Preview, SamplingView::Whole] {
+            assert!(asker.sampling_preview(&asked.id, 2, view).await.is_none());
+        }
         asker
             .answer_sampling(&asked.id, SamplingReply::Deny)
             .unwrap();

@@ -1,6 +1,7 @@
 //! What history costs: opening the newest 50 messages of a 10,000-message conversation,
 //! full-text search over 100,000 messages, storing a 4000×4000 PNG with its thumbnail,
-//! and inserts per second. Run with `make bench` (release build). Prints a report.
+//! drawing a sampling request's images for the review and the viewer, and inserts per
+//! second. Run with `make bench` (release build). Prints a report.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
@@ -154,5 +155,38 @@ fn main() {
         ms(first),
         ms(started.elapsed())
     );
+    // A sampling request's image as the review draws it (800 px) and as the viewer does
+    // (whole): decode, alpha over a checkerboard when it has one, PNG.
+    let screenshot = {
+        let tall = image::RgbaImage::from_fn(1280, 20_000, |x, y| {
+            image::Rgba([
+                (x % 251) as u8,
+                (y % 241) as u8,
+                200,
+                if y % 64 < 32 { 255 } else { 128 },
+            ])
+        });
+        let mut png = Vec::new();
+        image::DynamicImage::ImageRgba8(tall)
+            .write_to(&mut Cursor::new(&mut png), image::ImageFormat::Png)
+            .unwrap();
+        png
+    };
+    for (name, bytes) in [
+        ("4000x4000 PNG", &png),
+        ("1280x20000 RGBA screenshot", &screenshot),
+    ] {
+        for (view, edge) in [("800 px", 800), ("whole", conduit_core::images::MAX_SIDE)] {
+            let (took, drawn) = best_of(3, || {
+                conduit_core::images::preview_png(bytes, edge, edge).unwrap()
+            });
+            println!(
+                "draw a sampling request's {name} ({:.1} MB), {view}: {:.0} ms ({:.1} MB PNG)",
+                bytes.len() as f64 / 1e6,
+                ms(took),
+                drawn.len() as f64 / 1e6
+            );
+        }
+    }
     println!("budgets: search < 50 ms; PNG with thumbnail < 500 ms; first screen < 300 ms");
 }

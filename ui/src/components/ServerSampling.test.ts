@@ -11,6 +11,15 @@ vi.mock("../lib/api", async (importOriginal) =>
 // The host's window events are not pulled here: no host answers.
 vi.mock("../lib/windowEvents", () => ({ onWindowEvent: () => () => {} }));
 const api = apiModule as unknown as ApiMock;
+// The image viewer measures its area (bind:clientWidth); jsdom has no ResizeObserver.
+vi.stubGlobal(
+  "ResizeObserver",
+  class {
+    observe(): void {}
+    unobserve(): void {}
+    disconnect(): void {}
+  },
+);
 
 afterEach(() => resetApi(api));
 
@@ -104,6 +113,53 @@ describe("a server's sampling request in the chat", () => {
     await fireEvent.error(shown[1] as HTMLImageElement);
     expect(await screen.findByText("Conduit could not show this image.")).toBeTruthy();
     expect(screen.getAllByRole("img")).toHaveLength(2);
+  });
+
+  it("opens an image at its own size, drawn whole by the host, and closes when the request goes", async () => {
+    const image = (mimeType: string) => ({ type: "image" as const, mimeType, bytes: 9 });
+    const withImages: SamplingQuestion = {
+      ...asking,
+      request: {
+        ...asking.request,
+        messages: [{ role: "user", content: [image("image/png"), { type: "text", text: "and" }, image("image/webp")] }],
+      },
+    };
+    api.mcpSamplingRequests.mockResolvedValue([withImages]);
+    render(ServerSampling, { groups, choice: null });
+    await fireEvent.click(await screen.findByLabelText("Open image 2 at its own size"));
+    const viewer = await screen.findByRole("dialog", { name: "Image viewer" });
+    const whole = viewer.querySelector("img") as HTMLImageElement;
+    expect(whole.getAttribute("src")).toBe("media://localhost/sampling/sample_1/1/whole");
+    expect(viewer.textContent).toContain("image/webp");
+    expect(viewer.textContent).toContain("2 of 2");
+    // Looked at, not stored: no copy or save.
+    expect(viewer.querySelector('[aria-label^="Copy"], [aria-label^="Save"]')).toBeNull();
+    // Escape closes the viewer, and only the viewer: the approval stays.
+    await fireEvent.keyDown(viewer, { key: "Escape" });
+    await waitFor(() => expect(screen.queryByRole("dialog")).toBeNull());
+    expect(api.answerSampling).not.toHaveBeenCalled();
+
+    // Opened again, then denied: the request is gone, and so is its viewer.
+    api.answerSampling.mockResolvedValue(undefined);
+    await fireEvent.click(screen.getByLabelText("Open image 1 at its own size"));
+    const again = await screen.findByRole("dialog", { name: "Image viewer" });
+    expect(again.querySelector("img")?.getAttribute("src")).toBe("media://localhost/sampling/sample_1/0/whole");
+    await fireEvent.click(screen.getByText("Deny"));
+    await waitFor(() => expect(screen.queryByRole("dialog")).toBeNull());
+  });
+
+  it("says so in the viewer when the host cannot draw the whole image", async () => {
+    api.mcpSamplingRequests.mockResolvedValue([
+      {
+        ...asking,
+        request: { ...asking.request, messages: [{ role: "user", content: [{ type: "image", mimeType: "image/png", bytes: 3 }] }] },
+      },
+    ]);
+    render(ServerSampling, { groups, choice: null });
+    await fireEvent.click(await screen.findByLabelText("Open image 1 at its own size"));
+    const viewer = await screen.findByRole("dialog", { name: "Image viewer" });
+    await fireEvent.error(viewer.querySelector("img") as HTMLImageElement);
+    expect((await screen.findByRole("alert")).textContent).toBe("Conduit could not show this image.");
   });
 
   it("shows the model's answer and sends it only when asked", async () => {

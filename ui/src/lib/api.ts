@@ -30,8 +30,8 @@ export function mediaPathUrl(path: string): string {
  * The URL of a waiting sampling request's `ordinal`th image (counted through its messages
  * in order): a small PNG the host draws from it, never the server's bytes.
  */
-export function samplingImageUrl(requestId: string, ordinal: number): string {
-  return mediaPathUrl(`sampling/${encodeURIComponent(requestId)}/${ordinal}`);
+export function samplingImageUrl(requestId: string, ordinal: number, whole = false): string {
+  return mediaPathUrl(`sampling/${encodeURIComponent(requestId)}/${ordinal}${whole ? "/whole" : ""}`);
 }
 
 const ACTIONS: readonly ErrorAction[] = ["open_settings", "enter_client_id"];

@@ -13,6 +13,16 @@ export interface Point {
 }
 
 /**
+ * An image the viewer shows that is not stored: one the host draws on request (a waiting
+ * sampling request's), with no copy or save. Stored images are shown by their MediaRef.
+ */
+export interface DrawnImage {
+  src: string;
+  /** The format the image came in (what is drawn is a PNG of it). */
+  mime: string;
+}
+
+/**
  * The size an image shows at in a box: its own size when it fits, else scaled down to fit
  * `maxWidth` × `maxHeight` keeping its aspect ratio; never scaled up.
  */

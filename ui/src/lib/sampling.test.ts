@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { SamplingRequest } from "./bindings";
-import { contentText, imageOrdinals, initialPick, pickOf, pickValue, preferences, requestCharacters, stopText } from "./sampling";
+import { contentText, imageOrdinals, initialPick, pickOf, pickValue, preferences, requestCharacters, stopText, viewerImages } from "./sampling";
 
 const request: SamplingRequest = {
   server: "weather",
@@ -61,6 +61,25 @@ describe("a sampling request as the chat shows it", () => {
         ],
       }),
     ).toEqual([[null, 0, 1], [null], [2, null]]);
+  });
+
+  it("gives the viewer each image drawn whole, in the host's order, with the format it came in", () => {
+    const image = (mimeType: string) => ({ type: "image" as const, mimeType, bytes: 1 });
+    const text = { type: "text" as const, text: "t" };
+    expect(
+      viewerImages("sample 1", {
+        ...request,
+        messages: [
+          { role: "user", content: [text, image("image/png")] },
+          { role: "assistant", content: [text] },
+          { role: "user", content: [image("image/jpeg"), text] },
+        ],
+      }),
+    ).toEqual([
+      { src: "media://localhost/sampling/sample%201/0/whole", mime: "image/png" },
+      { src: "media://localhost/sampling/sample%201/1/whole", mime: "image/jpeg" },
+    ]);
+    expect(viewerImages("s", request)).toEqual([]);
   });
 
   it("reads every kind of content as a line", () => {

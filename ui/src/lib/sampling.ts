@@ -1,6 +1,8 @@
 // A server's sampling request in the chat: how each piece of it reads, and which provider
 // and model the picker starts on. The host decides what runs; this only shapes the view.
+import { samplingImageUrl } from "./api";
 import type { ModelPick, SamplingContent, SamplingRequest, SamplingStop } from "./bindings";
+import type { DrawnImage } from "./imageView";
 import type { ModelChoice, ModelGroup } from "./types";
 
 /** One piece of a message or result, as a line the user reads. */
@@ -28,6 +30,17 @@ export function imageOrdinals(request: SamplingRequest): (number | null)[][] {
   return request.messages.map((message) =>
     message.content.map((content) => (content.type === "image" ? next++ : null)),
   );
+}
+
+/**
+ * The request's images as the full-window viewer shows them, in the order the host serves
+ * them: each drawn whole by the host, never the server's bytes.
+ */
+export function viewerImages(requestId: string, request: SamplingRequest): DrawnImage[] {
+  const mimes = request.messages.flatMap((message) =>
+    message.content.flatMap((content) => (content.type === "image" ? [content.mimeType] : [])),
+  );
+  return mimes.map((mime, ordinal) => ({ src: samplingImageUrl(requestId, ordinal, true), mime }));
 }
 
 /**
