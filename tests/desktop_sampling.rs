@@ -418,10 +418,33 @@ async fn a_requests_images_and_tool_schemas_are_shown_before_it_runs() {
     window
         .shot(&shots.join("08-tall-screenshot-whole.png"))
         .await;
-    window.click_button("Close").await;
+    // Escape with focus gone back to the message box is the viewer's, not the turn's: the
+    // tool call and its sampling request keep waiting.
+    window
+        .js(r#"const box = document.querySelector('[aria-label="Message"]'); box.focus();
+               box.dispatchEvent(new KeyboardEvent('keydown', {key: 'Escape', bubbles: true, cancelable: true}));
+               return null;"#)
+        .await;
+    // A real Escape in the viewer closes it, and only it.
+    window
+        .session
+        .client
+        .find(fantoccini::Locator::Css(r#"[aria-label="Image viewer"]"#))
+        .await
+        .unwrap()
+        .send_keys("\u{E00C}")
+        .await
+        .unwrap();
     window
         .wait(r#"!document.querySelector('[aria-label="Image viewer"]')"#)
         .await;
+    let still_waiting = window
+        .js(&format!(
+            r#"return !!document.querySelector('{CARD}')
+                 && [...document.querySelectorAll('button')].some(b => b.textContent.trim() === 'Approve and run');"#
+        ))
+        .await;
+    assert_eq!(still_waiting, json!(true), "the request still waits");
     assert_eq!(llm.requests().len(), 1, "looking runs nothing");
 
     window.click_button("Approve and run").await;

@@ -119,6 +119,8 @@ async fn sampling_image(app: &App, id: &str, n: usize, view: SamplingView) -> Re
             tracing::warn!(%error, "drawing a sampling request's image stopped");
             status(StatusCode::INTERNAL_SERVER_ERROR)
         }
+        // The viewer shows another image now; nobody waits for this one.
+        Some(Err(PreviewFailed::Superseded)) => status(StatusCode::CONFLICT),
     }
 }
 

@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -136,6 +137,10 @@ pub enum PreviewFailed {
     Image(#[from] conduit_core::images::PreviewError),
     #[error("drawing the image stopped: {0}")]
     Stopped(String),
+    /// A whole drawing the window asked for before its newest one: the viewer has moved
+    /// on, so it is not drawn.
+    #[error("the viewer asked for another image since")]
+    Superseded,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -231,6 +236,9 @@ pub struct WindowAsker {
     pace: PromptPace,
     /// One sampling image drawn at a time, over all requests.
     previews: tokio::sync::Semaphore,
+    /// How many whole drawings the window has asked for: only the newest is drawn, so
+    /// stepping through a request's images queues no work for the ones left behind.
+    wholes_asked: AtomicU64,
     changed: broadcast::Sender<()>,
     wait: Duration,
 }
@@ -254,6 +262,7 @@ impl WindowAsker {
             sampling_slots: SamplingSlots::default(),
             pace: PromptPace::default(),
             previews: tokio::sync::Semaphore::new(1),
+            wholes_asked: AtomicU64::new(0),
             changed: broadcast::channel(16).0,
             wait,
         })
@@ -273,17 +282,23 @@ impl WindowAsker {
     /// cannot be shown; `None` when no such request waits or it has fewer images. One image is drawn
     /// at a time, off the async workers (a decode may take 256 MiB and seconds), and the
     /// request is looked up once it is this one's turn: fetches for a request answered
-    /// meanwhile cost nothing.
+    /// meanwhile cost nothing, and a whole drawing asked for before the newest one is
+    /// [`PreviewFailed::Superseded`] (the viewer shows one image at a time).
     pub async fn sampling_preview(
         &self,
         id: &str,
         ordinal: usize,
         view: SamplingView,
     ) -> Option<Result<Vec<u8>, PreviewFailed>> {
+        let ticket = (view == SamplingView::Whole)
+            .then(|| self.wholes_asked.fetch_add(1, Ordering::SeqCst) + 1);
         let _turn = match self.previews.acquire().await {
             Ok(turn) => turn,
             Err(closed) => return Some(Err(PreviewFailed::Stopped(closed.to_string()))),
         };
+        if ticket.is_some_and(|ticket| ticket != self.wholes_asked.load(Ordering::SeqCst)) {
+            return Some(Err(PreviewFailed::Superseded));
+        }
         let bytes = self.sampling_image(id, ordinal)?;
         let drawn = tokio::task::spawn_blocking(move || {
             conduit_core::images::preview_png(&bytes, view.edge(), view.edge())
@@ -1032,6 +1047,38 @@ mod tests {
         for view in [SamplingView::Preview, SamplingView::Whole] {
             assert!(asker.sampling_preview(&asked.id, 2, view).await.is_none());
         }
+        // Stepping through the viewer while a drawing runs: of the whole drawings queued
+        // behind it, only the newest is drawn; a review's preview is not passed over.
+        let busy = asker.previews.acquire().await.unwrap();
+        let asked_before = asker.wholes_asked.load(Ordering::SeqCst);
+        let queue = |ordinal, view| {
+            let (asker, id) = (asker.clone(), asked.id.clone());
+            tokio::spawn(async move { asker.sampling_preview(&id, ordinal, view).await })
+        };
+        let left_behind = queue(0, SamplingView::Whole);
+        while asker.wholes_asked.load(Ordering::SeqCst) == asked_before {
+            tokio::task::yield_now().await;
+        }
+        let preview = queue(1, SamplingView::Preview);
+        let newest = queue(1, SamplingView::Whole);
+        while asker.wholes_asked.load(Ordering::SeqCst) < asked_before + 2 {
+            tokio::task::yield_now().await;
+        }
+        drop(busy);
+        assert!(matches!(
+            left_behind.await.unwrap(),
+            Some(Err(PreviewFailed::Superseded))
+        ));
+        let (_, shown) =
+            conduit_core::images::decode(&preview.await.unwrap().unwrap().unwrap()).unwrap();
+        assert_eq!((shown.width(), shown.height()), (800, 500));
+        let (_, shown) =
+            conduit_core::images::decode(&newest.await.unwrap().unwrap().unwrap()).unwrap();
+        assert_eq!(
+            (shown.width(), shown.height()),
+            (1600, 1000),
+            "the newest is drawn"
+        );
         asker
             .answer_sampling(&asked.id, SamplingReply::Deny)
             .unwrap();

@@ -156,25 +156,24 @@ fn main() {
         ms(started.elapsed())
     );
     // A sampling request's image as the review draws it (800 px) and as the viewer does
-    // (whole): decode, alpha over a checkerboard when it has one, PNG.
-    let screenshot = {
-        let tall = image::RgbaImage::from_fn(1280, 20_000, |x, y| {
-            image::Rgba([
-                (x % 251) as u8,
-                (y % 241) as u8,
-                200,
-                if y % 64 < 32 { 255 } else { 128 },
-            ])
+    // (whole): decode, alpha over a checkerboard when it has one, PNG. A request is at
+    // most 8 MiB of JSON, so its PNGs compress well; the largest is 64 megapixels.
+    let with_alpha = |width: u32, height: u32| {
+        let image = image::RgbaImage::from_fn(width, height, |x, y| {
+            let alpha = if y % 64 < 32 { 255 } else { 128 };
+            image::Rgba([(x % 251) as u8, (y % 241) as u8, 200, alpha])
         });
         let mut png = Vec::new();
-        image::DynamicImage::ImageRgba8(tall)
+        image::DynamicImage::ImageRgba8(image)
             .write_to(&mut Cursor::new(&mut png), image::ImageFormat::Png)
             .unwrap();
         png
     };
+    let screenshot = with_alpha(1280, 20_000);
+    let largest = with_alpha(8000, 8000);
     for (name, bytes) in [
-        ("4000x4000 PNG", &png),
         ("1280x20000 RGBA screenshot", &screenshot),
+        ("8000x8000 RGBA image (the largest allowed)", &largest),
     ] {
         for (view, edge) in [("800 px", 800), ("whole", conduit_core::images::MAX_SIDE)] {
             let (took, drawn) = best_of(3, || {

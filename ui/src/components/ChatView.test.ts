@@ -97,6 +97,26 @@ describe("ChatView", () => {
     await waitFor(() => expect(allow.disabled).toBe(false));
   });
 
+  it("stops a running turn on Escape, but not while a dialog is open", async () => {
+    api.sendMessage.mockResolvedValue({ conversation: "c1", turn: "t1" });
+    api.stopTurn.mockResolvedValue(undefined);
+    render(ChatView, props());
+    const box = screen.getByRole("textbox", { name: "Message" });
+    await fireEvent.input(box, { target: { value: "Start" } });
+    await fireEvent.keyDown(box, { key: "Enter" });
+    await waitFor(() => expect(api.sendMessage).toHaveBeenCalled());
+    // A sampling review's image viewer is open, and focus went back to the message box.
+    const dialog = document.createElement("div");
+    dialog.setAttribute("role", "dialog");
+    dialog.setAttribute("aria-modal", "true");
+    document.body.append(dialog);
+    await fireEvent.keyDown(box, { key: "Escape" });
+    expect(api.stopTurn).not.toHaveBeenCalled();
+    dialog.remove();
+    await fireEvent.keyDown(box, { key: "Escape" });
+    await waitFor(() => expect(api.stopTurn).toHaveBeenCalledWith("t1"));
+  });
+
   it("says when the mcpServers file does not read, and that servers keep running", () => {
     const view = props();
     view.mcp = {

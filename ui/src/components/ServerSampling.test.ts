@@ -8,8 +8,14 @@ import ServerSampling from "./ServerSampling.svelte";
 vi.mock("../lib/api", async (importOriginal) =>
   (await import("../lib/apiMock")).mockedApi(importOriginal),
 );
-// The host's window events are not pulled here: no host answers.
-vi.mock("../lib/windowEvents", () => ({ onWindowEvent: () => () => {} }));
+// The host's window events are not pulled here: a test calls the handlers itself.
+const events = vi.hoisted(() => ({ handlers: [] as Array<() => void> }));
+vi.mock("../lib/windowEvents", () => ({
+  onWindowEvent: (notice: string, handler: () => void) => {
+    if (notice === "mcpQuestions") events.handlers.push(handler);
+    return () => {};
+  },
+}));
 const api = apiModule as unknown as ApiMock;
 // The image viewer measures its area (bind:clientWidth); jsdom has no ResizeObserver.
 vi.stubGlobal(
@@ -21,7 +27,10 @@ vi.stubGlobal(
   },
 );
 
-afterEach(() => resetApi(api));
+afterEach(() => {
+  resetApi(api);
+  events.handlers.length = 0;
+});
 
 /** The consent button once it takes clicks (lib/consent: 500 ms after it showed). */
 async function armed(element: HTMLElement): Promise<HTMLElement> {
@@ -134,18 +143,26 @@ describe("a server's sampling request in the chat", () => {
     expect(viewer.textContent).toContain("2 of 2");
     // Looked at, not stored: no copy or save.
     expect(viewer.querySelector('[aria-label^="Copy"], [aria-label^="Save"]')).toBeNull();
-    // Escape closes the viewer, and only the viewer: the approval stays.
+    // Escape closes the viewer, and only the viewer: it never reaches the window, where
+    // the chat would stop the running turn, and the approval stays.
+    const reachedWindow = vi.fn();
+    window.addEventListener("keydown", reachedWindow);
     await fireEvent.keyDown(viewer, { key: "Escape" });
+    window.removeEventListener("keydown", reachedWindow);
     await waitFor(() => expect(screen.queryByRole("dialog")).toBeNull());
+    expect(reachedWindow).not.toHaveBeenCalled();
     expect(api.answerSampling).not.toHaveBeenCalled();
 
-    // Opened again, then denied: the request is gone, and so is its viewer.
-    api.answerSampling.mockResolvedValue(undefined);
+    // Opened on another image: it starts there.
     await fireEvent.click(screen.getByLabelText("Open image 1 at its own size"));
     const again = await screen.findByRole("dialog", { name: "Image viewer" });
     expect(again.querySelector("img")?.getAttribute("src")).toBe("media://localhost/sampling/sample_1/0/whole");
-    await fireEvent.click(screen.getByText("Deny"));
+    expect(again.textContent).toContain("1 of 2");
+    // The server withdraws the request: its images are no longer drawn, and the viewer goes.
+    api.mcpSamplingRequests.mockResolvedValue([]);
+    events.handlers.forEach((handler) => handler());
     await waitFor(() => expect(screen.queryByRole("dialog")).toBeNull());
+    expect(screen.queryByLabelText("Open image 1 at its own size")).toBeNull();
   });
 
   it("says so in the viewer when the host cannot draw the whole image", async () => {
