@@ -426,15 +426,7 @@ async fn a_requests_images_and_tool_schemas_are_shown_before_it_runs() {
                return null;"#)
         .await;
     // A real Escape in the viewer closes it, and only it.
-    window
-        .session
-        .client
-        .find(fantoccini::Locator::Css(r#"[aria-label="Image viewer"]"#))
-        .await
-        .unwrap()
-        .send_keys("\u{E00C}")
-        .await
-        .unwrap();
+    window.type_into("Image viewer", "\u{E00C}").await;
     window
         .wait(r#"!document.querySelector('[aria-label="Image viewer"]')"#)
         .await;
