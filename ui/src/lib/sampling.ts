@@ -37,10 +37,16 @@ export function imageOrdinals(request: SamplingRequest): (number | null)[][] {
  * them: each drawn whole by the host, never the server's bytes.
  */
 export function viewerImages(requestId: string, request: SamplingRequest): DrawnImage[] {
-  const mimes = request.messages.flatMap((message) =>
-    message.content.flatMap((content) => (content.type === "image" ? [content.mimeType] : [])),
+  // One numbering rule for the review and the viewer: imageOrdinals.
+  const ordinals = imageOrdinals(request);
+  return request.messages.flatMap((message, index) =>
+    message.content.flatMap((content, part) => {
+      const ordinal = ordinals[index]?.[part] ?? null;
+      return content.type === "image" && ordinal !== null
+        ? [{ src: samplingImageUrl(requestId, ordinal, true), mime: content.mimeType }]
+        : [];
+    }),
   );
-  return mimes.map((mime, ordinal) => ({ src: samplingImageUrl(requestId, ordinal, true), mime }));
 }
 
 /**
