@@ -5,6 +5,7 @@
 // Measuring steps of a bench: failing loudly is their job, so the test-only lints apply.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use std::ffi::OsStr;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -191,7 +192,7 @@ pub struct App {
 
 impl App {
     /// Starts `binary` with `envs`; its stderr goes to `stderr` (shown if it fails).
-    pub fn spawn(binary: &Path, envs: &[(&str, &Path)], stderr: &Path) -> Self {
+    pub fn spawn(binary: &Path, envs: &[(&str, &OsStr)], stderr: &Path) -> Self {
         let mut command = Command::new(binary);
         command
             .stdin(Stdio::null())
