@@ -5,9 +5,9 @@
 //! the window showed, and the binaries' sizes; Conduit also with 1 and 5 stdio MCP servers
 //! connected (their own processes counted apart); and the bare window showing Conduit's
 //! built page with no engine behind it (`bare-window-page`), which tells the page's share
-//! of the difference from the engine's. Conduit has WebKit paint its tiles on the CPU
-//! (`src-tauri/src/painting.rs`); the bare window is measured as Tauri ships it and again
-//! painting as Conduit does, and the page's row paints as Conduit does. Ratios matter, not absolute times: all run in the
+//! of the difference from the engine's. The bare window and Conduit are also measured with
+//! WebKit painting their tiles on the CPU (`WEBKIT_SKIA_ENABLE_CPU_RENDERING=1`, a choice
+//! the user can make; ARCHITECTURE.md, "Footprint", session 17). Ratios matter, not absolute times: all run in the
 //! same session on the same machine. And the `conduit` CLI reaching MCP servers over HTTP
 //! (`conduit mcp list` against a loopback `conduit mcp serve --http`): its peak memory
 //! and time with 0 to 10 servers, signed in by a header or waiting for sign-in.
@@ -155,21 +155,17 @@ fn footprint_beside_a_bare_tauri_window() {
 
     // The floor before and after Conduit: a busy moment of the machine shows as a gap
     // between the two.
-    // Conduit paints its tiles on the CPU; so do the rows marked so here.
+    // WebKit paints tiles on the GPU by default; the rows marked so paint them on the CPU.
     let cpu_painting: &[(&str, &OsStr)] = &[("WEBKIT_SKIA_ENABLE_CPU_RENDERING", OsStr::new("1"))];
     let floor = measure("bare Tauri window", &bare, None, &[]);
     let floor_cpu = measure("bare window, CPU painting", &bare, None, cpu_painting);
-    let page = measure(
-        "bare window, Conduit's page",
-        &bare_with_page,
-        None,
-        cpu_painting,
-    );
+    let page = measure("bare window, Conduit's page", &bare_with_page, None, &[]);
     let rows = [
         measure("Conduit, no servers", &desktop, Some(0), &[]),
         measure("Conduit, 1 stdio server", &desktop, Some(1), &[]),
         measure("Conduit, 5 stdio servers", &desktop, Some(5), &[]),
     ];
+    let conduit_cpu = measure("Conduit, CPU painting", &desktop, Some(0), cpu_painting);
     let floor_again = measure("bare Tauri window (again)", &bare, None, &[]);
 
     println!(
@@ -195,6 +191,7 @@ fn footprint_beside_a_bare_tauri_window() {
         &rows[0],
         &rows[1],
         &rows[2],
+        &conduit_cpu,
         &floor_again,
     ] {
         let ratio = |a: f64, b: f64| format!("{:.2}×", a / b);
@@ -227,15 +224,16 @@ fn footprint_beside_a_bare_tauri_window() {
         mb(conduit.memory.pss) - mb(floor.memory.pss),
     );
     println!(
-        "beside the bare window painting as Conduit does (tiles on the CPU): app process {:+.0} MB, all processes {:+.0} MB (by PSS {:+.0} MB)",
-        mb(conduit.memory.app) - mb(floor_cpu.memory.app),
-        mb(conduit.memory.all()) - mb(floor_cpu.memory.all()),
-        mb(conduit.memory.pss) - mb(floor_cpu.memory.pss),
+        "both painting tiles on the CPU (WEBKIT_SKIA_ENABLE_CPU_RENDERING=1): app process {:+.0} MB, all processes {:+.0} MB (by PSS {:+.0} MB); Conduit painting on the CPU beside the bare window as shipped: all processes {:+.0} MB",
+        mb(conduit_cpu.memory.app) - mb(floor_cpu.memory.app),
+        mb(conduit_cpu.memory.all()) - mb(floor_cpu.memory.all()),
+        mb(conduit_cpu.memory.pss) - mb(floor_cpu.memory.pss),
+        mb(conduit_cpu.memory.all()) - mb(floor.memory.all()),
     );
     println!(
-        "of which Conduit's page (in the bare window painting on the CPU, no engine): app process {:+.0} MB, all processes {:+.0} MB; Conduit beside its page: app process {:+.0} MB, all processes {:+.0} MB",
-        mb(page.memory.app) - mb(floor_cpu.memory.app),
-        mb(page.memory.all()) - mb(floor_cpu.memory.all()),
+        "of which Conduit's page (in the bare window, no engine): app process {:+.0} MB, all processes {:+.0} MB; Conduit beside its page: app process {:+.0} MB, all processes {:+.0} MB",
+        mb(page.memory.app) - mb(floor.memory.app),
+        mb(page.memory.all()) - mb(floor.memory.all()),
         mb(conduit.memory.app) - mb(page.memory.app),
         mb(conduit.memory.all()) - mb(page.memory.all()),
     );

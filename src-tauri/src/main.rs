@@ -15,7 +15,6 @@ mod events;
 mod malloc;
 mod media;
 mod native;
-mod painting;
 
 use tauri::Manager;
 
@@ -30,7 +29,6 @@ const RUNTIME_WORKERS: usize = 2;
 
 fn main() -> std::process::ExitCode {
     let malloc_configured = malloc::configure();
-    let painted_on_cpu = painting::configure();
     let paths = match Paths::from_env() {
         Ok(paths) => paths,
         Err(err) => {
@@ -46,12 +44,6 @@ fn main() -> std::process::ExitCode {
         }
     };
     tracing::info!(version = conduit_host::VERSION, "desktop app starting");
-    tracing::info!(
-        painted_on_cpu,
-        "WebKit paints the window's tiles on the {} ({} to choose)",
-        if painted_on_cpu { "CPU" } else { "GPU" },
-        painting::VARIABLE
-    );
     if !malloc_configured {
         tracing::warn!("glibc refused a malloc setting: its own stays (memory may creep up)");
     }
