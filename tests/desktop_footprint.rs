@@ -135,6 +135,23 @@ fn measure(name: &str, binary: &Path, servers: Option<usize>, env: &[(&str, &OsS
     }
 }
 
+/// How much more one row's memory is than another's, in MB.
+struct Gap {
+    app: f64,
+    all: f64,
+    pss: f64,
+}
+
+impl Gap {
+    fn between(row: &Row, base: &Row) -> Self {
+        Self {
+            app: mb(row.memory.app) - mb(base.memory.app),
+            all: mb(row.memory.all()) - mb(base.memory.all()),
+            pss: mb(row.memory.pss) - mb(base.memory.pss),
+        }
+    }
+}
+
 fn mb(bytes: u64) -> f64 {
     bytes as f64 / 1_000_000.0
 }
@@ -216,26 +233,26 @@ fn footprint_beside_a_bare_tauri_window() {
         }));
     }
     let conduit = &rows[0];
+    let goals = Gap::between(conduit, &floor);
     println!(
         "differences with no servers: start {:+.0} ms (goal ≤ +50), app process {:+.0} MB (goal ≤ +20), all processes {:+.0} MB (goal ≤ +40; by PSS {:+.0} MB)",
         conduit.start_ms() - floor.start_ms(),
-        mb(conduit.memory.app) - mb(floor.memory.app),
-        mb(conduit.memory.all()) - mb(floor.memory.all()),
-        mb(conduit.memory.pss) - mb(floor.memory.pss),
+        goals.app,
+        goals.all,
+        goals.pss,
     );
+    let both_cpu = Gap::between(&conduit_cpu, &floor_cpu);
     println!(
         "both painting tiles on the CPU (WEBKIT_SKIA_ENABLE_CPU_RENDERING=1): app process {:+.0} MB, all processes {:+.0} MB (by PSS {:+.0} MB); Conduit painting on the CPU beside the bare window as shipped: all processes {:+.0} MB",
-        mb(conduit_cpu.memory.app) - mb(floor_cpu.memory.app),
-        mb(conduit_cpu.memory.all()) - mb(floor_cpu.memory.all()),
-        mb(conduit_cpu.memory.pss) - mb(floor_cpu.memory.pss),
-        mb(conduit_cpu.memory.all()) - mb(floor.memory.all()),
+        both_cpu.app,
+        both_cpu.all,
+        both_cpu.pss,
+        Gap::between(&conduit_cpu, &floor).all,
     );
+    let (page_share, engine_share) = (Gap::between(&page, &floor), Gap::between(conduit, &page));
     println!(
         "of which Conduit's page (in the bare window, no engine): app process {:+.0} MB, all processes {:+.0} MB; Conduit beside its page: app process {:+.0} MB, all processes {:+.0} MB",
-        mb(page.memory.app) - mb(floor.memory.app),
-        mb(page.memory.all()) - mb(floor.memory.all()),
-        mb(conduit.memory.app) - mb(page.memory.app),
-        mb(conduit.memory.all()) - mb(page.memory.all()),
+        page_share.app, page_share.all, engine_share.app, engine_share.all,
     );
     println!(
         "binaries: conduit-desktop {:.1} MB, bare window {:.1} MB ({:.2}×, goal ≤ 2×); conduit CLI {:.1} MB (goal ≤ 12 MB)",
