@@ -7,8 +7,8 @@
 //! built page with no engine behind it (`bare-window-page`), which tells the page's share
 //! of the difference from the engine's. The bare window and Conduit are also measured with
 //! WebKit painting their tiles on the CPU (`WEBKIT_SKIA_ENABLE_CPU_RENDERING=1`, a choice
-//! the user can make; ARCHITECTURE.md, "Footprint", session 17). Ratios matter, not absolute times: all run in the
-//! same session on the same machine. And the `conduit` CLI reaching MCP servers over HTTP
+//! the user can make; ARCHITECTURE.md, "Footprint", session 17). Ratios matter, not
+//! absolute times: all run in the same session on the same machine. And the `conduit` CLI reaching MCP servers over HTTP
 //! (`conduit mcp list` against a loopback `conduit mcp serve --http`): its peak memory
 //! and time with 0 to 10 servers, signed in by a header or waiting for sign-in.
 
@@ -172,18 +172,20 @@ fn footprint_beside_a_bare_tauri_window() {
 
     // The floor before and after Conduit: a busy moment of the machine shows as a gap
     // between the two.
-    // WebKit paints tiles on the GPU by default; the rows marked so paint them on the CPU.
-    let cpu_painting: &[(&str, &OsStr)] = &[("WEBKIT_SKIA_ENABLE_CPU_RENDERING", OsStr::new("1"))];
-    let floor = measure("bare Tauri window", &bare, None, &[]);
-    let floor_cpu = measure("bare window, CPU painting", &bare, None, cpu_painting);
-    let page = measure("bare window, Conduit's page", &bare_with_page, None, &[]);
+    // WebKit paints tiles on the GPU by default (and with the variable at 0, whatever the
+    // shell running the bench set); the rows marked so paint them on the CPU.
+    let painting = |value: &'static str| [("WEBKIT_SKIA_ENABLE_CPU_RENDERING", OsStr::new(value))];
+    let (gpu, cpu) = (painting("0"), painting("1"));
+    let floor = measure("bare Tauri window", &bare, None, &gpu);
+    let floor_cpu = measure("bare window, CPU painting", &bare, None, &cpu);
+    let page = measure("bare window, Conduit's page", &bare_with_page, None, &gpu);
     let rows = [
-        measure("Conduit, no servers", &desktop, Some(0), &[]),
-        measure("Conduit, 1 stdio server", &desktop, Some(1), &[]),
-        measure("Conduit, 5 stdio servers", &desktop, Some(5), &[]),
+        measure("Conduit, no servers", &desktop, Some(0), &gpu),
+        measure("Conduit, 1 stdio server", &desktop, Some(1), &gpu),
+        measure("Conduit, 5 stdio servers", &desktop, Some(5), &gpu),
     ];
-    let conduit_cpu = measure("Conduit, CPU painting", &desktop, Some(0), cpu_painting);
-    let floor_again = measure("bare Tauri window (again)", &bare, None, &[]);
+    let conduit_cpu = measure("Conduit, CPU painting", &desktop, Some(0), &cpu);
+    let floor_again = measure("bare Tauri window (again)", &bare, None, &gpu);
 
     println!(
         "Footprint (release builds under Xvfb; RSS idle {} s after the window showed; median of {RUNS} runs)",
