@@ -104,11 +104,30 @@ async fn sign_in_call_a_tool_on_a_refreshed_token_and_sign_out() {
         .wait(r#"document.querySelector('[aria-label="Authorization URL"]')?.textContent"#)
         .await;
     let shown = shown.as_str().unwrap().to_owned();
+    // The browser is opened at a one-time loopback page that sends it on to the page
+    // shown: its command line, which other users can read, holds nothing of the sign-in.
     let opened = std::fs::read_to_string(browser.join("opened.txt")).unwrap();
+    let start = opened.trim();
+    assert!(
+        start.starts_with("http://127.0.0.1:") && start.contains("/sign-in/"),
+        "{start}"
+    );
+    for hidden in ["state", "code_challenge", "resource"] {
+        assert!(!start.contains(hidden), "{hidden} in {start}");
+    }
+    let to = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .get(start)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(to.status(), 303);
     assert_eq!(
-        opened.trim(),
-        shown,
-        "the page opened is the one shown, in full"
+        to.headers()["location"],
+        shown.as_str(),
+        "it leads to the page shown, in full"
     );
     assert!(shown.contains("code_challenge_method=S256"), "{shown}");
     show_row(&window).await;

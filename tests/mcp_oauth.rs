@@ -148,12 +148,23 @@ async fn login_uses_refreshes_and_logout_revokes() {
         "{}",
         text(&login.stdout)
     );
+    // The browser's command line, which other users can read, holds only a one-time page
+    // of the loopback listener; the terminal shows the authorization URL in full.
     let opened = std::fs::read_to_string(browser.join("opened.txt")).unwrap();
-    let authorization = opened.lines().next().unwrap();
+    let start = opened.lines().next().unwrap();
     assert!(
-        text(&login.stderr).contains(authorization),
-        "the URL is shown in full"
+        start.starts_with("http://127.0.0.1:") && start.contains("/sign-in/"),
+        "{start}"
     );
+    for hidden in ["state", "code_challenge", "resource", &auth.mcp_url()] {
+        assert!(!start.contains(hidden), "{hidden} in {start}");
+    }
+    let stderr = text(&login.stderr);
+    let authorization = stderr
+        .lines()
+        .skip_while(|line| !line.ends_with("visit:"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("the URL is shown in full: {stderr}"));
     let url = reqwest::Url::parse(authorization).unwrap();
     let query: std::collections::HashMap<String, String> = url.query_pairs().into_owned().collect();
     assert_eq!(query["code_challenge_method"], "S256");

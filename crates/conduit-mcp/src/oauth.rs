@@ -27,6 +27,8 @@ pub const CLIENT_NAME: &str = "Conduit";
 pub const SIGN_IN_PATIENCE: Duration = Duration::from_secs(5 * 60);
 /// The path of the loopback redirect.
 const CALLBACK_PATH: &str = "/callback";
+/// Where the loopback start page's one-time paths begin (the browser is sent there first).
+const START_PATH_PREFIX: &str = "/sign-in/";
 /// Step-ups (`insufficient_scope`) one call may cause before it gives up.
 pub const MAX_STEP_UPS: u32 = 2;
 
@@ -421,11 +423,51 @@ impl RedirectWait for LoopbackRedirect {
     }
 
     async fn visit(self: Box<Self>, authorization_url: &str) -> Result<String, SignInError> {
-        (self.open)(authorization_url).map_err(SignInError::Browser)?;
+        let start = StartPage::new(authorization_url)?;
+        (self.open)(&format!("http://127.0.0.1:{}{}", self.port, start.path))
+            .map_err(SignInError::Browser)?;
         let base = self.uri();
-        tokio::time::timeout(self.patience, receive_redirect(&self.listener, &base))
-            .await
-            .map_err(|_| SignInError::TimedOut(self.patience))?
+        tokio::time::timeout(
+            self.patience,
+            receive_redirect(&self.listener, &base, &start),
+        )
+        .await
+        .map_err(|_| SignInError::TimedOut(self.patience))?
+    }
+}
+
+/// The loopback page the browser is opened at, which sends it on to the authorization
+/// page. A browser is started with its URL on the command line (`xdg-open URL`, then the
+/// browser's own), which every local user can read in `/proc/PID/cmdline`: the
+/// authorization URL there would show the sign-in's `state`, its PKCE challenge and the
+/// server's URL in `resource`, keys in its query included. This page's address shows a
+/// random path on the listener, which answers only the user's own processes.
+struct StartPage {
+    /// `/sign-in/` and 128 random bits.
+    path: String,
+    /// The authorization URL as the `Location` of the redirect: parsed and written out
+    /// again, so it holds no line break.
+    location: String,
+}
+
+impl StartPage {
+    fn new(authorization_url: &str) -> Result<Self, SignInError> {
+        let location = reqwest::Url::parse(authorization_url)
+            .map_err(|e| SignInError::Refused(format!("the authorization URL is not a URL: {e}")))?
+            .to_string();
+        Ok(Self {
+            path: format!("{START_PATH_PREFIX}{}", uuid::Uuid::new_v4().simple()),
+            location,
+        })
+    }
+
+    /// The `303 See Other` that sends the browser on (no cache, no referrer: the
+    /// authorization server need not learn the loopback address).
+    fn redirect(&self) -> String {
+        format!(
+            "HTTP/1.1 303 See Other\r\nlocation: {}\r\ncache-control: no-store\r\nreferrer-policy: no-referrer\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+            self.location
+        )
     }
 }
 
@@ -436,12 +478,17 @@ const REQUEST_LINE_PATIENCE: Duration = Duration::from_secs(2);
 const REDIRECT_READERS: usize = 16;
 
 /// Answers requests on the listener until one comes to the callback path (a browser may
-/// ask for `/favicon.ico` first); returns its full URL. The listener closes with it.
+/// ask for `/favicon.ico` first), sending the browser on from the `start` page meanwhile;
+/// returns the callback's full URL. The listener closes with it.
 /// Connections are read side by side, each within [`REQUEST_LINE_PATIENCE`], and only a
 /// process of the same user may answer: another user's process that learned the
 /// sign-in's `state` (a browser's command line shows it) could otherwise hand Conduit a
 /// code of the attacker's own account.
-async fn receive_redirect(listener: &TcpListener, base: &str) -> Result<String, SignInError> {
+async fn receive_redirect(
+    listener: &TcpListener,
+    base: &str,
+    start: &StartPage,
+) -> Result<String, SignInError> {
     let local = listener.local_addr().map_err(SignInError::Redirect)?;
     let readers = Arc::new(tokio::sync::Semaphore::new(REDIRECT_READERS));
     let (arrived, mut requests) = tokio::sync::mpsc::channel::<(TcpStream, String)>(4);
@@ -480,6 +527,13 @@ async fn receive_redirect(listener: &TcpListener, base: &str) -> Result<String, 
             }
             Some((mut stream, target)) = requests.recv() => {
                 let path = target.split(['?', '#']).next().unwrap_or_default();
+                if path == start.path {
+                    // Answered as often as asked: a launcher may look at the page before
+                    // the browser does.
+                    let _ = stream.write_all(start.redirect().as_bytes()).await;
+                    let _ = stream.shutdown().await;
+                    continue;
+                }
                 if path != CALLBACK_PATH {
                     let _ = stream
                         .write_all(
@@ -1016,10 +1070,41 @@ mod tests {
         let redirect = sign_in.prepare().await.unwrap();
         let uri = redirect.uri();
         assert!(uri.starts_with("http://127.0.0.1:") && uri.ends_with("/callback"));
+        let authorization = "https://auth.example/authorize?x=1&state=st&resource=https%3A%2F%2Fmcp.example%2Fmcp%3Fkey%3Dsecret";
         let browser = {
             let uri = uri.clone();
+            let seen = opened.clone();
             tokio::spawn(async move {
                 let origin = uri.trim_end_matches("/callback").to_owned();
+                // The browser was opened at a one-time page of the listener, which sends it
+                // on to the authorization page, as often as it is asked.
+                let start = loop {
+                    if let Some(url) = seen.lock().first().cloned() {
+                        break url;
+                    }
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                };
+                let path = start.strip_prefix(&origin).unwrap_or_default();
+                let random = path.strip_prefix("/sign-in/").unwrap_or_default();
+                assert!(
+                    random.len() == 32 && random.chars().all(|c| c.is_ascii_hexdigit()),
+                    "{start}"
+                );
+                let no_redirects = reqwest::Client::builder()
+                    .redirect(reqwest::redirect::Policy::none())
+                    .build()
+                    .unwrap();
+                for _ in 0..2 {
+                    let page = no_redirects.get(&start).send().await.unwrap();
+                    assert_eq!(page.status(), 303);
+                    assert_eq!(page.headers()["location"], authorization);
+                    assert_eq!(page.headers()["referrer-policy"], "no-referrer");
+                    assert_eq!(page.headers()["cache-control"], "no-store");
+                }
+                let other = reqwest::get(format!("{origin}/sign-in/{}", "0".repeat(32)))
+                    .await
+                    .unwrap();
+                assert_eq!(other.status(), 404, "only the sign-in's own page answers");
                 let favicon = reqwest::get(format!("{origin}/favicon.ico")).await.unwrap();
                 assert_eq!(favicon.status(), 404);
                 let page = reqwest::get(format!("{uri}?code=c0de&state=st"))
@@ -1031,13 +1116,16 @@ mod tests {
                 assert!(reqwest::get(format!("{uri}?again=1")).await.is_err());
             })
         };
-        let back = redirect
-            .visit("https://auth.example/authorize?x=1")
-            .await
-            .unwrap();
+        let back = redirect.visit(authorization).await.unwrap();
         assert_eq!(back, format!("{uri}?code=c0de&state=st"));
-        assert_eq!(*opened.lock(), ["https://auth.example/authorize?x=1"]);
         browser.await.unwrap();
+        // What other users can read on the browser's command line: no state, no challenge,
+        // nothing of the server's URL or its key.
+        let opened = opened.lock().clone();
+        assert_eq!(opened.len(), 1);
+        for hidden in ["state", "auth.example", "mcp.example", "secret"] {
+            assert!(!opened[0].contains(hidden), "{hidden} in {}", opened[0]);
+        }
     }
 
     /// A local process that connects and says nothing, or asks for a path that only
