@@ -589,9 +589,16 @@ impl Catalog for HostCatalog {
             let Some((path, mime)) = self.host.media_file(hash, false) else {
                 return Err(CatalogError::NotFound(uri.to_owned()));
             };
-            let bytes = tokio::fs::read(&path)
-                .await
-                .map_err(|e| CatalogError::Failed(format!("reading {uri} failed: {e}")))?;
+            let failed =
+                |e: std::io::Error| CatalogError::Failed(format!("reading {uri} failed: {e}"));
+            let size = tokio::fs::metadata(&path).await.map_err(failed)?.len();
+            if size > conduit_mcp::server::MAX_SERVED_MEDIA_BYTES {
+                return Err(CatalogError::Failed(format!(
+                    "{uri} is not sent: {}",
+                    conduit_mcp::server::too_large_to_serve(size)
+                )));
+            }
+            let bytes = tokio::fs::read(&path).await.map_err(failed)?;
             return Ok(vec![ResourceBody {
                 uri: uri.to_owned(),
                 mime_type: Some(mime.to_owned()),
@@ -743,6 +750,39 @@ mod tests {
                 "{change:?}"
             );
         }
+    }
+
+    /// A stored file larger than a client is sent (an attachment may be 64 MiB) is refused
+    /// by name and size, not read into memory.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stored_file_past_the_served_size_is_refused_saying_why() {
+        let (_dir, host, _store) = temp_host();
+        // A recording (a WAV header and silence) stands in for any large stored file.
+        let mut large = b"RIFF\x24\x00\x00\x00WAVEfmt ".to_vec();
+        large.resize(conduit_mcp::server::MAX_SERVED_MEDIA_BYTES as usize + 1, 0);
+        let media =
+            conduit_core::media::MediaStore::put(host.media.as_ref(), &large, None).unwrap();
+        let mut png = Vec::new();
+        image::DynamicImage::new_rgb8(4, 4)
+            .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
+            .unwrap();
+        let small = conduit_core::media::MediaStore::put(host.media.as_ref(), &png, None).unwrap();
+        let clients = HostCatalog::new(host.clone(), Audience::Clients);
+        let refused = clients
+            .read_resource(&format!("{MEDIA_PREFIX}{}", media.hash))
+            .await
+            .unwrap_err();
+        assert!(
+            refused
+                .to_string()
+                .contains("16.0 MiB, more than the 16 MiB"),
+            "{refused}"
+        );
+        let read = clients
+            .read_resource(&format!("{MEDIA_PREFIX}{}", small.hash))
+            .await
+            .unwrap();
+        assert!(matches!(&read[0].data, ResourceData::Binary(bytes) if *bytes == png));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

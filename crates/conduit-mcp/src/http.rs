@@ -150,6 +150,10 @@ pub struct CappedSessions {
     opening: tokio::sync::Mutex<()>,
 }
 
+/// How long a displaced session's worker is given to take its close before the handle is
+/// dropped (its worker then ends when it next reads its events).
+const CLOSE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
+
 impl CappedSessions {
     pub fn new(max: usize, silence: std::time::Duration) -> Self {
         Self {
@@ -194,8 +198,22 @@ impl CappedSessions {
             "an MCP client's session ended to make room: its client had been silent for {} minutes or more",
             self.silence.as_secs() / 60
         );
-        self.inner.close_session(&id).await?;
+        // Out of the count at once; the worker hears the close from a task of its own: a
+        // worker stuck writing to a client that does not read its stream has a full event
+        // queue, and waiting on it here would hold `opening`, and every new session, for
+        // as long as that client keeps its connection.
+        let handle = self.inner.sessions.write().await.remove(&id);
         self.heard.lock().remove(&id);
+        if let Some(handle) = handle {
+            tokio::spawn(async move {
+                let closed = tokio::time::timeout(CLOSE_PATIENCE, handle.close()).await;
+                if closed.is_err() {
+                    tracing::info!(
+                        "a displaced MCP session did not take its close; left to end with its connection"
+                    );
+                }
+            });
+        }
         Ok(true)
     }
 }
@@ -305,13 +323,16 @@ pub const MAX_CONNECTIONS: usize = 2 * MAX_SESSIONS;
 pub struct CappedListener {
     listener: TcpListener,
     places: Arc<tokio::sync::Semaphore>,
+    stop: CancellationToken,
 }
 
 impl CappedListener {
-    pub fn new(listener: TcpListener, most: usize) -> Self {
+    /// Holds at most `most` connections, each of which ends when `stop` is cancelled.
+    pub fn new(listener: TcpListener, most: usize, stop: CancellationToken) -> Self {
         Self {
             listener,
             places: Arc::new(tokio::sync::Semaphore::new(most)),
+            stop,
         }
     }
 }
@@ -336,6 +357,7 @@ impl axum::serve::Listener for CappedListener {
             HeldConnection {
                 stream,
                 _place: place,
+                stopped: Box::pin(self.stop.clone().cancelled_owned()),
             },
             address,
         )
@@ -346,10 +368,30 @@ impl axum::serve::Listener for CappedListener {
     }
 }
 
-/// An accepted connection and the place it holds until it closes.
+/// An accepted connection and the place it holds until it closes. Once serving stops it
+/// reads as ended and refuses writes: axum's graceful shutdown waits for every connection,
+/// and hyper closes only idle ones, so a client holding half a request (one byte is
+/// enough) or a response it does not read would otherwise keep the server, and with it
+/// its catalog and watchers, running after a stop.
 pub struct HeldConnection {
     stream: tokio::net::TcpStream,
     _place: tokio::sync::OwnedSemaphorePermit,
+    stopped: std::pin::Pin<Box<tokio_util::sync::WaitForCancellationFutureOwned>>,
+}
+
+impl HeldConnection {
+    /// Whether serving has stopped; a pending read or write is woken when it does.
+    fn has_stopped(&mut self, cx: &mut std::task::Context<'_>) -> bool {
+        self.stopped.as_mut().poll(cx).is_ready()
+    }
+}
+
+/// What a write to a connection of a stopped server gets.
+fn stopped_error() -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::BrokenPipe,
+        "the served endpoint has stopped",
+    )
 }
 
 impl tokio::io::AsyncRead for HeldConnection {
@@ -358,7 +400,12 @@ impl tokio::io::AsyncRead for HeldConnection {
         cx: &mut std::task::Context<'_>,
         buf: &mut tokio::io::ReadBuf<'_>,
     ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.get_mut().stream).poll_read(cx, buf)
+        let connection = self.get_mut();
+        if connection.has_stopped(cx) {
+            // Nothing read: the end of the stream.
+            return std::task::Poll::Ready(Ok(()));
+        }
+        std::pin::Pin::new(&mut connection.stream).poll_read(cx, buf)
     }
 }
 
@@ -368,7 +415,11 @@ impl tokio::io::AsyncWrite for HeldConnection {
         cx: &mut std::task::Context<'_>,
         buf: &[u8],
     ) -> std::task::Poll<std::io::Result<usize>> {
-        std::pin::Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+        let connection = self.get_mut();
+        if connection.has_stopped(cx) {
+            return std::task::Poll::Ready(Err(stopped_error()));
+        }
+        std::pin::Pin::new(&mut connection.stream).poll_write(cx, buf)
     }
 
     fn poll_write_vectored(
@@ -376,7 +427,11 @@ impl tokio::io::AsyncWrite for HeldConnection {
         cx: &mut std::task::Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> std::task::Poll<std::io::Result<usize>> {
-        std::pin::Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
+        let connection = self.get_mut();
+        if connection.has_stopped(cx) {
+            return std::task::Poll::Ready(Err(stopped_error()));
+        }
+        std::pin::Pin::new(&mut connection.stream).poll_write_vectored(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -387,7 +442,11 @@ impl tokio::io::AsyncWrite for HeldConnection {
         self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+        let connection = self.get_mut();
+        if connection.has_stopped(cx) {
+            return std::task::Poll::Ready(Err(stopped_error()));
+        }
+        std::pin::Pin::new(&mut connection.stream).poll_flush(cx)
     }
 
     fn poll_shutdown(
@@ -428,10 +487,13 @@ pub async fn serve_http(
             .layer(axum::middleware::from_fn(move |request, next| {
                 require_token(token.clone(), request, next)
             }));
-    axum::serve(CappedListener::new(listener, MAX_CONNECTIONS), router)
-        .with_graceful_shutdown(async move { stop.cancelled_owned().await })
-        .await
-        .map_err(|e| ServeError(e.to_string()))
+    axum::serve(
+        CappedListener::new(listener, MAX_CONNECTIONS, stop.clone()),
+        router,
+    )
+    .with_graceful_shutdown(async move { stop.cancelled_owned().await })
+    .await
+    .map_err(|e| ServeError(e.to_string()))
 }
 
 #[cfg(test)]
@@ -511,9 +573,12 @@ mod tests {
         let address = listener.local_addr().unwrap();
         let router = axum::Router::new().route("/", axum::routing::get(|| async { "here" }));
         let serving = tokio::spawn(async move {
-            axum::serve(CappedListener::new(listener, 3), router)
-                .await
-                .unwrap();
+            axum::serve(
+                CappedListener::new(listener, 3, CancellationToken::new()),
+                router,
+            )
+            .await
+            .unwrap();
         });
         // Three connections that never finish their request hold every place.
         let mut idle = Vec::new();
@@ -545,6 +610,52 @@ mod tests {
             "{answer}"
         );
         serving.abort();
+    }
+
+    /// A client holding half a request, or a stream it does not read, does not keep the
+    /// server running after a stop (hyper closes only idle connections on a graceful
+    /// shutdown, and axum waits for every one).
+    #[tokio::test]
+    async fn a_stop_ends_connections_that_hold_half_a_request_or_an_unread_stream() {
+        use tokio::io::AsyncWriteExt;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let stop = CancellationToken::new();
+        // A response that never ends, which the client below never reads.
+        let endless = || async {
+            let chunks = futures::stream::repeat_with(|| {
+                Ok::<_, std::convert::Infallible>(axum::body::Bytes::from(vec![b'x'; 64 * 1024]))
+            });
+            axum::body::Body::from_stream(chunks)
+        };
+        let router = axum::Router::new().route("/", axum::routing::get(endless));
+        let serving = tokio::spawn({
+            let stop = stop.clone();
+            async move {
+                axum::serve(CappedListener::new(listener, 8, stop.clone()), router)
+                    .with_graceful_shutdown(async move { stop.cancelled_owned().await })
+                    .await
+            }
+        });
+        let mut half = tokio::net::TcpStream::connect(address).await.unwrap();
+        half.write_all(b"G").await.unwrap();
+        let mut unread = tokio::net::TcpStream::connect(address).await.unwrap();
+        unread
+            .write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            .await
+            .unwrap();
+        // The server has filled the socket buffers with what the client leaves unread.
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert!(!serving.is_finished());
+        stop.cancel();
+        // A bound on a hang, not a speed: both connections are still open on this side.
+        let ended = tokio::time::timeout(std::time::Duration::from_secs(20), serving).await;
+        assert!(
+            ended.is_ok(),
+            "the server is still waiting for its connections"
+        );
+        ended.unwrap().unwrap().unwrap();
+        drop((half, unread));
     }
 
     #[test]

@@ -320,9 +320,28 @@ pub async fn log(level: &str, data: Value) {
     let _ = caller.peer.notify_logging_message(param).await;
 }
 
+/// The most of one stored file a result or resource carries to a client (16 MiB, ~21 MiB
+/// as base64): an attachment may be 64 MiB, and a client asking for many at once must not
+/// fill the memory. A larger file is named in the result, not sent.
+pub const MAX_SERVED_MEDIA_BYTES: u64 = 16 * 1024 * 1024;
+/// Results carrying stored files made at once (each reads its files and encodes them, off
+/// the async workers); the others wait their turn.
+const MEDIA_RESULTS_AT_ONCE: usize = 2;
+
+/// Why a stored file of `bytes` is not sent to a client.
+pub fn too_large_to_serve(bytes: u64) -> String {
+    format!(
+        "it is {:.1} MiB, more than the {} MiB Conduit sends a client",
+        bytes as f64 / (1024.0 * 1024.0),
+        MAX_SERVED_MEDIA_BYTES / (1024 * 1024)
+    )
+}
+
 struct Inner {
     catalog: Arc<dyn Catalog>,
     media: Arc<dyn MediaStore>,
+    /// Turns for results that carry stored files ([`MEDIA_RESULTS_AT_ONCE`]).
+    media_results: tokio::sync::Semaphore,
     /// Places for 2026-07-28 listen streams, shared by every client of this server.
     listens: Arc<tokio::sync::Semaphore>,
 }
@@ -390,6 +409,7 @@ impl ToolServer {
             inner: Arc::new(Inner {
                 catalog,
                 media,
+                media_results: tokio::sync::Semaphore::new(MEDIA_RESULTS_AT_ONCE),
                 listens: Arc::new(tokio::sync::Semaphore::new(MAX_LISTENS)),
             }),
             session: Arc::new(SessionState::default()),
@@ -547,7 +567,7 @@ impl ToolServer {
                     }
                     match (text, media) {
                         (Some(text), _) => resource["text"] = json!(text),
-                        (None, Some(media)) => match self.inner.media.load(&media) {
+                        (None, Some(media)) => match self.served_bytes(&media) {
                             Ok(bytes) => resource["blob"] = json!(base64_of(&bytes)),
                             Err(e) => resource["text"] = json!(format!("[{e}]")),
                         },
@@ -570,7 +590,7 @@ impl ToolServer {
                     }
                 }
                 ResultPart::LongText { preview, media } => {
-                    let text = match self.inner.media.load(&media) {
+                    let text = match self.served_bytes(&media) {
                         Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
                         Err(e) => format!("{preview}\n[the rest is not available: {e}]"),
                     };
@@ -585,8 +605,49 @@ impl ToolServer {
         result
     }
 
+    /// A stored file's bytes for a client, at most [`MAX_SERVED_MEDIA_BYTES`].
+    fn served_bytes(&self, media: &conduit_core::content::MediaRef) -> Result<Vec<u8>, String> {
+        if media.bytes > MAX_SERVED_MEDIA_BYTES {
+            return Err(too_large_to_serve(media.bytes));
+        }
+        let bytes = self.inner.media.load(media).map_err(|e| e.to_string())?;
+        // The reference's size is what was stored; the file is what is read.
+        let read = bytes.len() as u64;
+        if read > MAX_SERVED_MEDIA_BYTES {
+            return Err(too_large_to_serve(read));
+        }
+        Ok(bytes)
+    }
+
+    /// A tool's output as an MCP result, made off the async workers and a few at a time
+    /// when it carries stored files (reading and encoding 16 MiB takes a while).
+    async fn result_of(&self, output: ToolOutput) -> Result<Value, ErrorData> {
+        let carries_files = output.parts.iter().any(|part| {
+            matches!(
+                part,
+                ResultPart::Image { .. }
+                    | ResultPart::Audio { .. }
+                    | ResultPart::LongText { .. }
+                    | ResultPart::Resource { media: Some(_), .. }
+            )
+        });
+        if !carries_files {
+            return Ok(self.result_json(output));
+        }
+        let _turn = self
+            .inner
+            .media_results
+            .acquire()
+            .await
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        let server = self.clone();
+        tokio::task::spawn_blocking(move || server.result_json(output))
+            .await
+            .map_err(|e| ErrorData::internal_error(format!("making the result failed: {e}"), None))
+    }
+
     fn media_block(&self, kind: &str, media: &conduit_core::content::MediaRef) -> Value {
-        match self.inner.media.load(media) {
+        match self.served_bytes(media) {
             Ok(bytes) => json!({"type": kind, "data": base64_of(&bytes), "mimeType": media.mime}),
             Err(e) => {
                 json!({"type": "text", "text": format!("[the {kind} is not available: {e}]")})
@@ -829,7 +890,7 @@ impl ServerHandler for ToolServer {
         };
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let output = self.run_tool(tool, arguments, &context).await;
-        let result: CallToolResult = complete_result(self.result_json(output))?;
+        let result: CallToolResult = complete_result(self.result_of(output).await?)?;
         Ok(result.into())
     }
 
@@ -1145,8 +1206,8 @@ mod tests {
     use tokio::sync::broadcast;
 
     use super::{
-        Catalog, CatalogChange, MAX_LISTENS, MAX_SUBSCRIBED_URI, MAX_SUBSCRIPTIONS, ToolServer,
-        may_subscribe,
+        Catalog, CatalogChange, MAX_LISTENS, MAX_SERVED_MEDIA_BYTES, MAX_SUBSCRIBED_URI,
+        MAX_SUBSCRIPTIONS, ResultPart, ToolOutput, ToolServer, base64_of, may_subscribe,
     };
 
     /// No tools; changes sent on `changes` reach listeners.
@@ -1173,6 +1234,38 @@ mod tests {
         });
         let server = ToolServer::new(catalog, conduit_core::testing::MemoryMedia::new());
         (server, changes)
+    }
+
+    /// A stored file larger than a client is sent is named with its size in the result,
+    /// not read and encoded; a smaller one is sent whole.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_result_names_a_stored_file_past_the_served_size_instead_of_sending_it() {
+        let (server, _changes) = changing_server();
+        let media = server.inner.media.clone();
+        let large = media
+            .put(
+                &vec![0u8; MAX_SERVED_MEDIA_BYTES as usize + 1],
+                Some("image/png"),
+            )
+            .unwrap();
+        let small = media.put(b"tiny", Some("image/png")).unwrap();
+        let output = ToolOutput {
+            parts: vec![
+                ResultPart::Image { media: large },
+                ResultPart::Image { media: small },
+            ],
+            is_error: false,
+        };
+        let result = server.result_of(output).await.unwrap();
+        let content = result["content"].as_array().unwrap();
+        assert_eq!(content[0]["type"], "text");
+        let said = content[0]["text"].as_str().unwrap();
+        assert!(
+            said.contains("the image is not available: it is 16.0 MiB, more than the 16 MiB"),
+            "{said}"
+        );
+        assert_eq!(content[1]["type"], "image");
+        assert_eq!(content[1]["data"], base64_of(b"tiny"));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
