@@ -348,6 +348,47 @@ fn bindings_ts_is_generated_from_the_rust_types() {
     check_generated("../ui/src/lib/bindings.ts", &generate());
 }
 
+/// ui/src/lib/hidingCharacters.ts: the characters `conduit_core::text::hides` names, as a
+/// regular expression's character class, so the window shows untrusted text by the host's
+/// one list.
+fn generate_hiding_characters() -> String {
+    let mut ranges: Vec<(u32, u32)> = Vec::new();
+    for c in (0..=u32::from(char::MAX)).filter_map(char::from_u32) {
+        if !conduit_host::core::text::hides(c) {
+            continue;
+        }
+        let code = u32::from(c);
+        match ranges.last_mut() {
+            Some((_, end)) if *end + 1 == code => *end = code,
+            _ => ranges.push((code, code)),
+        }
+    }
+    let class: String = ranges
+        .iter()
+        .map(|&(start, end)| {
+            if start == end {
+                format!("\\\\u{{{start:x}}}")
+            } else {
+                format!("\\\\u{{{start:x}}}-\\\\u{{{end:x}}}")
+            }
+        })
+        .collect();
+    format!(
+        "// Generated from conduit_core::text::hides by src-tauri/src/bindings_tests.rs: do not edit.\n\
+         // Regenerate with `UPDATE_BINDINGS=1 cargo test --workspace bindings`.\n\n\
+         /** The characters that hide or rearrange text rather than show as themselves (controls,\n \
+         * bidi controls, format characters), as a character class for a `u`-flagged RegExp. */\n\
+         export const HIDING_CHARACTER_CLASS = \"[{class}]\";\n"
+    )
+}
+
+#[test]
+fn bindings_hiding_characters_ts_is_generated_from_the_hosts_list() {
+    let generated = generate_hiding_characters();
+    assert!(generated.contains("\\\\u{202e}"), "{generated}");
+    check_generated("../ui/src/lib/hidingCharacters.ts", &generated);
+}
+
 #[test]
 fn bindings_commands_ts_is_generated_from_the_command_signatures() {
     let cfg = config();

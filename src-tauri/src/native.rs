@@ -42,21 +42,64 @@ impl Confirmer {
     }
 
     /// Asks `question` in a native dialog and waits for the answer. Call it off the main
-    /// thread (the dialog runs there).
+    /// thread (the dialog runs there). While one confirmation is open, another is declined
+    /// at once (see [`OPEN_CONFIRMATION`]).
     pub fn ask(self, app: &tauri::AppHandle, question: &str, allow: &str) -> bool {
         match self {
             Self::Fixed(answer) => answer,
-            Self::Dialog => app
-                .dialog()
-                .message(question)
-                .title(CONFIRM_TITLE)
-                .kind(MessageDialogKind::Warning)
-                .buttons(MessageDialogButtons::OkCancelCustom(
-                    mnemonic(allow),
-                    "Cancel".to_owned(),
-                ))
-                .blocking_show(),
+            Self::Dialog => {
+                let Some(_open) = OPEN_CONFIRMATION.begin() else {
+                    tracing::info!("a confirmation was asked for while another was open; declined");
+                    return false;
+                };
+                app.dialog()
+                    .message(question)
+                    .title(CONFIRM_TITLE)
+                    .kind(MessageDialogKind::Warning)
+                    .buttons(MessageDialogButtons::OkCancelCustom(
+                        mnemonic(allow),
+                        "Cancel".to_owned(),
+                    ))
+                    .blocking_show()
+            }
         }
+    }
+}
+
+/// The one native confirmation open at a time. Dialogs are shown without waiting for each
+/// other, so a page or a view asking in a loop (a view's tool calls and links reach the
+/// host through the page) would stack them side by side, each to be dismissed, one maybe
+/// under the user's next click; a person answers one at a time anyway.
+pub static OPEN_CONFIRMATION: OneAtATime = OneAtATime::new();
+
+/// A place only one holder has at a time.
+pub struct OneAtATime(std::sync::atomic::AtomicBool);
+
+/// Holds the place of a [`OneAtATime`] until dropped.
+pub struct Held<'a>(&'a OneAtATime);
+
+impl OneAtATime {
+    pub const fn new() -> Self {
+        Self(std::sync::atomic::AtomicBool::new(false))
+    }
+
+    /// The place, or `None` while another holds it.
+    pub fn begin(&self) -> Option<Held<'_>> {
+        self.0
+            .compare_exchange(
+                false,
+                true,
+                std::sync::atomic::Ordering::AcqRel,
+                std::sync::atomic::Ordering::Acquire,
+            )
+            .ok()
+            .map(|_| Held(self))
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.0.0.store(false, std::sync::atomic::Ordering::Release);
     }
 }
 
@@ -134,4 +177,22 @@ pub fn open_settings(app: &tauri::AppHandle) -> tauri::Result<()> {
     .min_inner_size(640.0, 480.0)
     .build()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::OneAtATime;
+
+    #[test]
+    fn a_second_confirmation_is_declined_while_one_is_open_and_taken_after() {
+        let place = OneAtATime::new();
+        let first = place.begin();
+        assert!(first.is_some());
+        assert!(
+            place.begin().is_none(),
+            "a second one while the first is open"
+        );
+        drop(first);
+        assert!(place.begin().is_some(), "the next one once it is answered");
+    }
 }
