@@ -1,7 +1,7 @@
 //! MCP tool results into the core's rich result: text, images and audio (checked and
 //! stored as media; the bytes decide), resource links, embedded resources, structured
-//! content, and the error flag. Text or structured content over [`LONG_TEXT`] is stored
-//! as a file and carried as a preview.
+//! content, and the error flag. Text or structured content over [`LONG_TEXT`], in one block
+//! or in all of a result's blocks together, is stored as a file and carried as a preview.
 
 use base64::Engine;
 use conduit_core::content::{LONG_TEXT, MODEL_TEXT_LIMIT, ResultPart, text_start};
@@ -12,9 +12,19 @@ use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
 /// Converts a result; media that cannot be used becomes a note saying why.
 pub fn convert(result: CallToolResult, media: &dyn MediaStore) -> ToolOutput {
     let mut parts = Vec::new();
+    // Text kept inline so far: the limit holds for the result, not each block, so that a
+    // result of many blocks just under it does not carry them all to the page and the model.
+    let mut inline = 0usize;
+    let mut fits = |len: usize| {
+        let fits = inline.saturating_add(len) <= LONG_TEXT;
+        if fits {
+            inline += len;
+        }
+        fits
+    };
     for block in result.content {
         parts.push(match block {
-            ContentBlock::Text(text) if text.text.len() > LONG_TEXT => {
+            ContentBlock::Text(text) if !fits(text.text.len()) => {
                 long_text(media, text.text.as_bytes(), "text/plain")
             }
             ContentBlock::Text(text) => ResultPart::Text { text: text.text },
@@ -33,7 +43,7 @@ pub fn convert(result: CallToolResult, media: &dyn MediaStore) -> ToolOutput {
                 description: link.description,
             },
             ContentBlock::Resource(embedded) => match embedded.resource {
-                ResourceContents::TextResourceContents { text, .. } if text.len() > LONG_TEXT => {
+                ResourceContents::TextResourceContents { text, .. } if !fits(text.len()) => {
                     long_text(media, text.as_bytes(), "text/plain")
                 }
                 ResourceContents::TextResourceContents {
@@ -72,7 +82,7 @@ pub fn convert(result: CallToolResult, media: &dyn MediaStore) -> ToolOutput {
         });
     }
     if let Some(value) = result.structured_content {
-        parts.push(if conduit_core::content::json_size(&value) > LONG_TEXT {
+        parts.push(if !fits(conduit_core::content::json_size(&value)) {
             let json = json_without_the_value(value);
             long_text(media, &json, "application/json")
         } else {
@@ -237,6 +247,36 @@ mod tests {
                 },
             ]
         );
+    }
+
+    /// Many blocks each under the limit are held to it together: once the result's inline
+    /// text would pass it, the next blocks are files with a preview.
+    #[test]
+    fn blocks_past_the_limit_together_become_files_too() {
+        let block = "y".repeat(LONG_TEXT / 2 + 1);
+        let result = CallToolResult::success(vec![
+            ContentBlock::text(block.clone()),
+            ContentBlock::text(block.clone()),
+            ContentBlock::text("short"),
+            ContentBlock::text(block.clone()),
+        ]);
+        let kept = MemoryMedia::default();
+        let output = convert(result, &kept);
+        assert!(matches!(&output.parts[0], ResultPart::Text { text } if *text == block));
+        assert!(
+            matches!(&output.parts[1], ResultPart::LongText { media, .. } if media.bytes == block.len() as u64),
+            "{:?}",
+            output.parts[1]
+        );
+        // What still fits stays inline.
+        assert_eq!(
+            output.parts[2],
+            ResultPart::Text {
+                text: "short".into()
+            }
+        );
+        assert!(matches!(&output.parts[3], ResultPart::LongText { .. }));
+        assert_eq!(kept.kept().len(), 2);
     }
 
     #[test]

@@ -41,4 +41,19 @@ describe("Markdown", () => {
     expect(button.textContent).toBe("Copy");
     expect(onOpenLink).not.toHaveBeenCalled();
   });
+
+  it("shows a reply nested too deep for Markdown as its text: on opening, while it streams, and after", async () => {
+    const hostile = "> - ".repeat(2000) + "end";
+    const opened = render(Markdown, { text: hostile, onOpenLink: vi.fn() });
+    expect(opened.container.querySelector("pre.plain-text")?.textContent).toBe(hostile);
+    opened.unmount();
+
+    vi.useFakeTimers();
+    const { container, rerender } = render(Markdown, { text: "Thinking", onOpenLink: vi.fn(), streaming: true });
+    await rerender({ text: hostile, streaming: true });
+    await vi.advanceTimersByTimeAsync(100);
+    expect(container.querySelector("pre.plain-text")?.textContent).toBe(hostile);
+    await rerender({ text: `${hostile}!`, streaming: false });
+    expect(container.querySelector("pre.plain-text")?.textContent).toBe(`${hostile}!`);
+  });
 });

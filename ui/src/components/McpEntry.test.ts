@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { withFrozenPrototype } from "../lib/frozenPrototype";
 import { emptyFields, entryFromFields, fieldsFromEntry, fieldsProblem } from "./McpEntry";
 
 describe("the server form's transport", () => {
@@ -32,5 +33,20 @@ describe("the server form's transport", () => {
     expect(entryFromFields(base, { ...fields, roots: [] })).toEqual({ command: "x", args: [], timeout: 5 });
     expect(fieldsProblem({ ...fields, roots: ["relative/dir"] })).toBe("The root relative/dir must be an absolute folder or start with ~/.");
     expect(fieldsProblem({ ...fields, roots: ["~", "~/x", "/y"] })).toBeNull();
+  });
+});
+
+describe("an entry with names objects inherit", () => {
+  it("keeps them as its own keys, with the prototype frozen as in the window", () => {
+    const written = JSON.parse(
+      '{"command":"npx","toString":"kept","__proto__":{"kept":true},"env":{"constructor":"1","__proto__":"2"}}',
+    ) as Record<string, unknown>;
+    const server = { entry: written, transport: "stdio" as const };
+    const entry = withFrozenPrototype(() => entryFromFields(server, fieldsFromEntry(server)));
+    expect(Object.getPrototypeOf(entry)).toBe(Object.prototype);
+    expect(Object.keys(entry)).toEqual(["command", "toString", "__proto__", "env", "args"]);
+    expect(Object.getOwnPropertyDescriptor(entry, "__proto__")?.value).toEqual(JSON.parse('{"kept":true}'));
+    const env = entry.env as Record<string, string>;
+    expect(Object.entries(env)).toEqual([["constructor", "1"], ["__proto__", "2"]]);
   });
 });

@@ -76,10 +76,15 @@ export function fieldsProblem(fields: ServerFields): string | null {
   return null;
 }
 
+/**
+ * The pairs as an object. Names come from the file (perhaps another app's): Object.fromEntries
+ * makes each an own property, where assigning `constructor` or `__proto__` to a plain object
+ * would reach Object.prototype (and throw, as tauri.conf.json's freezePrototype freezes it).
+ */
 function record(list: Pair[]): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const pair of list) if (pair.key.trim() !== "") out[pair.key.trim()] = pair.value;
-  return out;
+  return Object.fromEntries(
+    list.filter((pair) => pair.key.trim() !== "").map((pair) => [pair.key.trim(), pair.value]),
+  );
 }
 
 /**
@@ -92,30 +97,31 @@ export function entryFromFields(
   fields: ServerFields,
 ): Record<string, unknown> {
   const written = base?.entry ?? {};
-  const managed: Record<string, unknown> = {};
+  const managed = new Map<string, unknown>();
   if (fields.transport === "stdio") {
-    managed.command = fields.command.trim();
-    managed.args = fields.args.filter((arg) => arg !== "");
+    managed.set("command", fields.command.trim());
+    managed.set("args", fields.args.filter((arg) => arg !== ""));
     const env = record(fields.env);
-    if (Object.keys(env).length > 0) managed.env = env;
-    if (fields.cwd.trim() !== "") managed.cwd = fields.cwd.trim();
+    if (Object.keys(env).length > 0) managed.set("env", env);
+    if (fields.cwd.trim() !== "") managed.set("cwd", fields.cwd.trim());
   } else {
     // Another app's spelling of the HTTP transport stays; the host reads them all.
-    managed.type = base?.transport === "http" && typeof written.type === "string" ? written.type : "http";
-    managed.url = fields.url.trim();
+    managed.set("type", base?.transport === "http" && typeof written.type === "string" ? written.type : "http");
+    managed.set("url", fields.url.trim());
     const headers = record(fields.headers);
-    if (Object.keys(headers).length > 0) managed.headers = headers;
+    if (Object.keys(headers).length > 0) managed.set("headers", headers);
   }
   // Roots are offered over either transport; an empty list leaves them out.
   const roots = fields.roots.map((root) => root.trim()).filter((root) => root !== "");
-  if (roots.length > 0) managed.roots = roots;
-  const entry: Record<string, unknown> = {};
+  if (roots.length > 0) managed.set("roots", roots);
+  // A Map, then own properties (as in `record`): the written entry's keys are the file's.
+  const entry = new Map<string, unknown>();
   for (const [key, value] of Object.entries(written)) {
-    if (!MANAGED.includes(key)) entry[key] = value;
-    else if (key in managed) entry[key] = managed[key];
+    if (!MANAGED.includes(key)) entry.set(key, value);
+    else if (managed.has(key)) entry.set(key, managed.get(key));
   }
-  for (const [key, value] of Object.entries(managed)) if (!(key in entry)) entry[key] = value;
-  return entry;
+  for (const [key, value] of managed) if (!entry.has(key)) entry.set(key, value);
+  return Object.fromEntries(entry);
 }
 
 /** "Line L, column C: message" when the problem has a place, else the message. */

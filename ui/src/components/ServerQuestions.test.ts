@@ -42,6 +42,22 @@ const page: Question = {
 };
 
 describe("a server's questions in the chat", () => {
+  it("shows what hides or rearranges the server's text as its code", async () => {
+    const hiding: Question = {
+      id: "ask_3",
+      elicitation: {
+        server: "git\u202Ebuh",
+        message: "Approve invoice\u202Efdp.exe?\u200B",
+        kind: { mode: "form", fields: [{ name: "ok", title: "Sure\u2066", description: null, required: false, input: { type: "boolean", default: null } }] },
+      },
+    };
+    api.mcpQuestions.mockResolvedValue([hiding]);
+    render(ServerQuestions);
+    expect(await screen.findByText("Approve invoice\\u{202e}fdp.exe?\\u{200b}")).toBeTruthy();
+    expect(screen.getByText("git\\u{202e}buh")).toBeTruthy();
+    expect(screen.getByText("Sure\\u{2066}")).toBeTruthy();
+  });
+
   it("shows the form with its defaults and sends the typed answer to the host", async () => {
     api.mcpQuestions.mockResolvedValue([form]);
     api.answerQuestion.mockResolvedValue(undefined);
@@ -93,5 +109,53 @@ describe("a server's questions in the chat", () => {
     expect(await screen.findByText("https://pay.example/c?id=7")).toBeTruthy();
     await fireEvent.click(screen.getByText("Decline"));
     await waitFor(() => expect(api.answerQuestion).toHaveBeenCalledWith("ask_2", { action: "decline" }));
+  });
+
+  it("shows a hostile server's form: fields named like Object.prototype's members, repeated fields and options", async () => {
+    const text = (name: string) => ({ name, title: null, description: null, required: false, input: { type: "text" as const, default: null, format: null, minLength: null, maxLength: null } });
+    const hostile: Question = {
+      id: "ask_3",
+      elicitation: {
+        server: "evil",
+        message: "Tricky form",
+        kind: {
+          mode: "form",
+          fields: [
+            text("toString"),
+            text("constructor"),
+            text("__proto__"),
+            text("hasOwnProperty"),
+            text("toString"),
+            { name: "pick", title: null, description: null, required: true, input: { type: "choice", options: [{ value: "a", title: null }, { value: "a", title: null }], default: "a" } },
+            { name: "many", title: null, description: null, required: false, input: { type: "choices", options: [{ value: "x", title: null }, { value: "x", title: null }], default: [], minItems: null, maxItems: null } },
+          ],
+        },
+      },
+    };
+    api.mcpQuestions.mockResolvedValue([hostile]);
+    api.answerQuestion.mockResolvedValue(undefined);
+    const { container } = render(ServerQuestions);
+    expect(await screen.findByText("Tricky form")).toBeTruthy();
+    expect(screen.getAllByLabelText("toString")).toHaveLength(1);
+    expect(screen.getAllByRole("option")).toHaveLength(1);
+    for (const name of ["toString", "constructor", "__proto__", "hasOwnProperty"]) {
+      await fireEvent.input(screen.getByLabelText(name), { target: { value: `typed ${name}` } });
+    }
+    const choices = container.querySelectorAll<HTMLInputElement>('input[name="many:x"]');
+    expect(choices).toHaveLength(1);
+    await fireEvent.click(choices[0]!);
+    await fireEvent.click(await armed(screen.getByText("Submit")));
+    await waitFor(() => expect(api.answerQuestion).toHaveBeenCalled());
+    const [id, answer] = api.answerQuestion.mock.calls[0]!;
+    expect(id).toBe("ask_3");
+    if (answer.action !== "accept") throw new Error("not accepted");
+    expect(Object.entries(answer.values)).toEqual([
+      ["toString", "typed toString"],
+      ["constructor", "typed constructor"],
+      ["__proto__", "typed __proto__"],
+      ["hasOwnProperty", "typed hasOwnProperty"],
+      ["pick", "a"],
+      ["many", ["x"]],
+    ]);
   });
 });

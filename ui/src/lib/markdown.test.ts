@@ -1,5 +1,6 @@
-import { afterEach, describe, expect, it } from "vitest";
-import { escapeHtml, renderMarkdown } from "./markdown";
+import hljs from "highlight.js/lib/core";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { MAX_HIGHLIGHTED_CODE, MAX_NESTING, escapeHtml, lineNesting, renderMarkdown } from "./markdown";
 
 declare global {
   interface Window {
@@ -62,6 +63,7 @@ function isDangerousUrl(value: string): boolean {
 afterEach(() => {
   document.body.innerHTML = "";
   delete window.__xss;
+  vi.restoreAllMocks();
 });
 
 describe("renderMarkdown against XSS", () => {
@@ -147,6 +149,83 @@ describe("renderMarkdown output", () => {
     const container = mount("say <b>hi</b>");
     expect(container.querySelector("b")).toBeNull();
     expect(container.textContent?.trim()).toBe("say <b>hi</b>");
+  });
+});
+
+/** A list nested `depth` levels deep, each level indented two more spaces. */
+function nestedList(depth: number): string {
+  return Array.from({ length: depth }, (_, level) => `${"  ".repeat(level)}- item ${level}`).join("\n");
+}
+
+describe("renderMarkdown on hostile nesting", () => {
+  // Each would overflow marked's stack (or, nested line by line, take seconds and gigabytes);
+  // the trailing tag shows the text still comes back escaped.
+  const PAYLOAD = "<img src=x onerror=window.__xss=1>";
+  it.each([
+    ["2,000 `>`", ">".repeat(2000) + PAYLOAD],
+    ["`> - ` 2,000 times", "> - ".repeat(2000) + PAYLOAD],
+    ["a 400-deep nested list", `${nestedList(400)}\n${PAYLOAD}`],
+    ["500 lines, each quoted once more", Array.from({ length: 500 }, (_, i) => "> ".repeat(i + 1) + "x").join("\n") + PAYLOAD],
+  ])("shows %s as the escaped text it is", (_, text) => {
+    const container = mount(text);
+    const plain = container.querySelector("pre.plain-text");
+    expect(plain?.textContent).toBe(text);
+    expect(container.querySelector("img, blockquote, ul")).toBeNull();
+    expect(window.__xss).toBeUndefined();
+  });
+
+  it("still renders nesting up to the limit as Markdown", () => {
+    const container = mount("> ".repeat(10) + "**deep**");
+    expect(container.querySelectorAll("blockquote")).toHaveLength(10);
+    expect(container.querySelector("strong")?.textContent).toBe("deep");
+    expect(mount(nestedList(MAX_NESTING - 1)).querySelectorAll("ul")).toHaveLength(MAX_NESTING - 1);
+  });
+
+  it("shows text that marked fails on as escaped text instead of throwing", () => {
+    vi.spyOn(hljs, "highlight").mockImplementation(() => {
+      throw new RangeError("Maximum call stack size exceeded");
+    });
+    const text = "```js\nlet a = '<b>';\n```";
+    expect(mount(text).querySelector("pre.plain-text")?.textContent).toBe(text);
+  });
+
+  it("does not throw on a long run of emphasis markers", () => {
+    const text = "*".repeat(5000) + "x" + "*".repeat(5000);
+    expect(() => mount(text)).not.toThrow();
+    expect(document.body.textContent).toContain("x");
+  });
+});
+
+describe("lineNesting", () => {
+  it("counts leading quote and list markers, and indentation before them", () => {
+    expect(lineNesting("plain text")).toBe(0);
+    expect(lineNesting("> quoted")).toBe(1);
+    expect(lineNesting(">>> - 1. x")).toBe(5);
+    expect(lineNesting("    - x")).toBe(3);
+    expect(lineNesting("-not a marker")).toBe(0);
+    expect(lineNesting("2024. was a year")).toBe(1);
+    expect(lineNesting("    code, not a list")).toBe(0);
+  });
+});
+
+describe("renderMarkdown on large code", () => {
+  it("shows code past MAX_HIGHLIGHTED_CODE escaped, in the same block, without highlighting", () => {
+    const line = "const tag = '<script>window.__xss=1</script>';\n";
+    const code = line.repeat(Math.ceil(MAX_HIGHLIGHTED_CODE / line.length) + 1).trimEnd();
+    expect(code.length).toBeGreaterThan(MAX_HIGHLIGHTED_CODE);
+    const block = mount("```js\n" + code + "\n```").querySelector(".code-block");
+    expect(block?.querySelector(".code-head span")?.textContent).toBe("js");
+    expect(block?.querySelector("button.copy-code")).not.toBeNull();
+    const element = block?.querySelector("pre code.hljs.language-js");
+    expect(element?.children).toHaveLength(0);
+    expect(element?.querySelector("[class^='hljs-']")).toBeNull();
+    expect(element?.textContent).toBe(code);
+    expect(document.querySelector("script")).toBeNull();
+  });
+
+  it("still highlights a small block", () => {
+    const element = mount("```js\nconst a = 1;\n```").querySelector("pre code.hljs.language-js");
+    expect(element?.querySelector("span.hljs-keyword")?.textContent).toBe("const");
   });
 });
 

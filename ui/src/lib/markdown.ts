@@ -37,10 +37,19 @@ export function escapeHtml(text: string): string {
     .replace(/'/g, "&#39;");
 }
 
+/**
+ * The longest code (in UTF-16 units) that is highlighted. highlight.js runs on the page's only
+ * thread in time linear in the code's length (about 2-3 ms per KiB of JavaScript), and a
+ * streaming answer is rendered whole every 100 ms: a longer block would freeze the window, so it
+ * is shown as plain escaped code in the same block.
+ */
+export const MAX_HIGHLIGHTED_CODE = 64 * 1024;
+
 function renderCode({ text, lang }: Tokens.Code): string {
   const fence = (lang ?? "").match(/^\S*/)?.[0] ?? "";
   const known = fence !== "" && hljs.getLanguage(fence) !== undefined;
-  const body = known
+  const highlighted = known && text.length <= MAX_HIGHLIGHTED_CODE;
+  const body = highlighted
     ? hljs.highlight(text, { language: fence, ignoreIllegals: true }).value
     : escapeHtml(text);
   const codeClass = known ? `hljs language-${escapeHtml(fence.toLowerCase())}` : "hljs";
@@ -96,7 +105,60 @@ const purifyConfig = {
   ALLOWED_URI_REGEXP: /^(?:https?|mailto):/i,
 };
 
+/**
+ * The deepest nesting of blockquotes and lists that is rendered as Markdown. marked recurses
+ * once per level: a few thousand levels overflow the stack, and a few hundred already cost
+ * seconds and gigabytes, while real replies nest a handful of levels.
+ */
+export const MAX_NESTING = 64;
+
+/** A list marker (`-`, `*`, `+`, `1.`, `1)`) ends where whitespace or the line does. */
+const LIST_MARKER = /^(?:[-*+]|\d{1,9}[.)])(?=[ \t]|$)/;
+
+/**
+ * How many blockquote and list levels a line opens: its leading `>` and list markers, plus
+ * a level for every two columns of indentation before the first (how nested lists indent).
+ */
+export function lineNesting(line: string): number {
+  let levels = 0;
+  let position = 0;
+  let indentation = 0;
+  for (;;) {
+    const start = position;
+    while (line[position] === " " || line[position] === "\t") position += 1;
+    if (levels === 0) indentation = line.slice(start, position).replace(/\t/g, "    ").length;
+    if (line[position] === ">") {
+      position += 1;
+    } else {
+      const marker = LIST_MARKER.exec(line.slice(position, position + 11));
+      if (!marker) break;
+      position += marker[0].length;
+    }
+    levels += 1;
+  }
+  return levels === 0 ? 0 : levels + Math.floor(indentation / 2);
+}
+
+function nestsTooDeep(text: string): boolean {
+  return text.split("\n").some((line) => lineNesting(line) > MAX_NESTING);
+}
+
+/** The text as it is, escaped, keeping its whitespace: what is shown when Markdown is not. */
+function plainText(text: string): string {
+  return `<pre class="plain-text">${escapeHtml(text)}</pre>`;
+}
+
+/**
+ * Sanitized HTML for `text`; never throws, since a message that cannot be rendered must still
+ * be shown (and must not take the conversation's other messages down with it). Text nested
+ * deeper than MAX_NESTING, or that marked fails on, is shown as plain text.
+ */
 export function renderMarkdown(text: string): string {
-  const html = marked.parse(text, { async: false });
-  return purifier.sanitize(html, purifyConfig);
+  if (nestsTooDeep(text)) return plainText(text);
+  try {
+    const html = marked.parse(text, { async: false });
+    return purifier.sanitize(html, purifyConfig);
+  } catch {
+    return plainText(text);
+  }
 }

@@ -2,9 +2,11 @@
 // resource (or a template, filled in with the server's completions), `/` at the start uses
 // a server's prompt (its arguments in a small form). What is chosen is sent by name; the
 // host reads the resource and gets the prompt.
+import { SvelteMap } from "svelte/reactivity";
 import type * as Api from "./api";
 import { errorMessage } from "./api";
 import type { Mentionables, PromptChoice, PromptMention, ResourceChoice, ResourceMention, TemplateChoice } from "./types";
+import { unique, uniqueBy } from "./unique";
 
 export type MentionApi = Pick<typeof Api, "mentionables" | "completeMention">;
 
@@ -38,18 +40,29 @@ export function offerLabel(offer: Offer): string {
   return `${item.server}: ${item.title ?? item.name}`;
 }
 
+/** What tells offers apart, and keys them in the picker: kind, server, name and address. */
+export function offerKey(offer: Offer): string {
+  const address = offer.kind === "resource" ? offer.item.uri : offer.kind === "template" ? offer.item.uriTemplate : "";
+  // JSON keeps the parts apart: "a" + "bc" and "ab" + "c" are different offers.
+  return JSON.stringify([offer.kind, offer.item.server, offer.item.name, address]);
+}
+
 function matches(query: string, ...fields: (string | null | undefined)[]): boolean {
   const q = query.toLowerCase();
   return fields.some((f) => f?.toLowerCase().includes(q));
 }
 
-/** A template or prompt whose arguments are being filled in. */
+/**
+ * A template or prompt whose arguments are being filled in. Argument names and suggestions
+ * are the server's: each once, and kept in Maps, never as keys of a plain object (where
+ * `toString` would find what every object inherits).
+ */
 export interface Filling {
   offer: Offer;
   arguments: string[];
   required: string[];
-  values: Record<string, string>;
-  suggestions: Record<string, string[]>;
+  values: SvelteMap<string, string>;
+  suggestions: SvelteMap<string, string[]>;
 }
 
 export interface Chosen {
@@ -97,25 +110,31 @@ export class MentionController {
     }
   }
 
-  /** What the current trigger offers, best first. */
+  /** What the current trigger offers, best first, each once (servers may list one twice). */
   get offers(): Offer[] {
     const trigger = this.trigger;
     const offered = this.offered;
     if (!trigger || !offered) return [];
     const q = trigger.query;
     if (trigger.kind === "prompt") {
-      return offered.prompts
-        .filter((p) => matches(q, p.name, p.title, p.server))
-        .map((item) => ({ kind: "prompt" as const, item }));
+      return uniqueBy(
+        offered.prompts
+          .filter((p) => matches(q, p.name, p.title, p.server))
+          .map((item) => ({ kind: "prompt" as const, item })),
+        offerKey,
+      );
     }
-    return [
-      ...offered.resources
-        .filter((r) => matches(q, r.name, r.title, r.uri, r.server))
-        .map((item) => ({ kind: "resource" as const, item })),
-      ...offered.templates
-        .filter((t) => matches(q, t.name, t.title, t.uriTemplate, t.server))
-        .map((item) => ({ kind: "template" as const, item })),
-    ];
+    return uniqueBy(
+      [
+        ...offered.resources
+          .filter((r) => matches(q, r.name, r.title, r.uri, r.server))
+          .map((item) => ({ kind: "resource" as const, item })),
+        ...offered.templates
+          .filter((t) => matches(q, t.name, t.title, t.uriTemplate, t.server))
+          .map((item) => ({ kind: "template" as const, item })),
+      ],
+      offerKey,
+    );
   }
 
   /** Takes an offer: `text` without the trigger. A template or prompt with arguments
@@ -124,21 +143,23 @@ export class MentionController {
     const trigger = this.trigger;
     const rest = trigger ? text.slice(0, trigger.start) + text.slice(trigger.start + 1 + trigger.query.length) : text;
     this.trigger = null;
-    const args =
+    const args = unique(
       offer.kind === "template"
         ? offer.item.arguments
         : offer.kind === "prompt"
           ? offer.item.arguments.map((a) => a.name)
-          : [];
-    const required =
-      offer.kind === "template" ? offer.item.arguments : offer.kind === "prompt" ? offer.item.arguments.filter((a) => a.required).map((a) => a.name) : [];
+          : [],
+    );
+    const required = unique(
+      offer.kind === "template" ? offer.item.arguments : offer.kind === "prompt" ? offer.item.arguments.filter((a) => a.required).map((a) => a.name) : [],
+    );
     if (args.length > 0) {
       this.filling = {
         offer,
         arguments: args,
         required,
-        values: Object.fromEntries(args.map((a) => [a, ""])),
-        suggestions: {},
+        values: new SvelteMap(args.map((a) => [a, ""])),
+        suggestions: new SvelteMap(),
       };
     } else {
       this.#take(offer, {});
@@ -150,7 +171,7 @@ export class MentionController {
   async complete(argument: string, value: string): Promise<void> {
     const filling = this.filling;
     if (!filling) return;
-    filling.values[argument] = value;
+    filling.values.set(argument, value);
     const offer = filling.offer;
     if (offer.kind === "resource") return;
     const target =
@@ -159,7 +180,7 @@ export class MentionController {
         : { kind: "prompt" as const, name: offer.item.name };
     try {
       const values = await this.api.completeMention(offer.item.server, target, argument, value);
-      if (this.filling === filling) filling.suggestions[argument] = values;
+      if (this.filling === filling) filling.suggestions.set(argument, unique(values));
     } catch {
       // No suggestions: the server offers no completion for it.
     }
@@ -169,13 +190,15 @@ export class MentionController {
   confirm(): boolean {
     const filling = this.filling;
     if (!filling) return false;
-    const missing = filling.required.filter((name) => (filling.values[name] ?? "").trim() === "");
+    const missing = filling.required.filter((name) => (filling.values.get(name) ?? "").trim() === "");
     if (missing.length > 0) {
       this.error = `Fill in ${missing.join(", ")}.`;
       return false;
     }
     this.error = null;
-    this.#take(filling.offer, { ...filling.values });
+    // Own properties (Object.fromEntries defines them), so an argument named `__proto__`
+    // reaches the host as a key of the mention's arguments.
+    this.#take(filling.offer, Object.fromEntries(filling.values));
     this.filling = null;
     return true;
   }

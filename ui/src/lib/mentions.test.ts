@@ -1,6 +1,7 @@
 // The composer's mentions without a DOM: a typed fake Api answered by hand.
 import { describe, expect, it, vi, type Mock } from "vitest";
-import { MentionController, triggerAt, type MentionApi } from "./mentions.svelte";
+import { withFrozenPrototype } from "./frozenPrototype";
+import { MentionController, offerKey, triggerAt, type MentionApi } from "./mentions.svelte";
 import type { Mentionables } from "./types";
 
 type FakeApi = { [Name in keyof MentionApi]: Mock<MentionApi[Name]> };
@@ -95,8 +96,8 @@ describe("MentionController", () => {
     expect(mentions.error).toBe("Fill in city.");
     await mentions.complete("city", "Ly");
     expect(api.completeMention).toHaveBeenCalledWith("ev", { kind: "prompt", name: "args-prompt" }, "city", "Ly");
-    expect(mentions.filling?.suggestions.city).toEqual(["Engineering"]);
-    mentions.filling!.values.city = "Lyon";
+    expect(mentions.filling?.suggestions.get("city")).toEqual(["Engineering"]);
+    mentions.filling!.values.set("city", "Lyon");
     expect(mentions.confirm()).toBe(true);
     expect(mentions.prompt?.mention).toEqual({ server: "ev", name: "args-prompt", arguments: { city: "Lyon", state: "" } });
   });
@@ -107,7 +108,7 @@ describe("MentionController", () => {
     mentions.typed("@Dyn", 4);
     const template = mentions.offers.find((o) => o.kind === "template")!;
     mentions.choose(template, "@Dyn");
-    mentions.filling!.values.resourceId = "7";
+    mentions.filling!.values.set("resourceId", "7");
     expect(mentions.confirm()).toBe(true);
     const taken = mentions.take();
     expect(taken.resources).toEqual([
@@ -124,5 +125,74 @@ describe("MentionController", () => {
     api.mentionables.mockResolvedValueOnce({ ...offered, problems: ["gh: the call took longer than 10s"] });
     await mentions.reload();
     expect(mentions.error).toContain("gh:");
+  });
+});
+
+describe("a hostile server's mentionables", () => {
+  const hostile: Mentionables = {
+    resources: [offered.resources[0]!, offered.resources[0]!, offered.resources[1]!],
+    templates: [],
+    prompts: [
+      {
+        server: "evil",
+        name: "trap",
+        title: null,
+        description: null,
+        arguments: ["toString", "constructor", "__proto__", "hasOwnProperty", "toString"].map((name) => ({
+          name,
+          title: null,
+          description: null,
+          required: true,
+        })),
+      },
+    ],
+    problems: [],
+  };
+
+  function hostileSetup() {
+    const { api, mentions } = setup();
+    api.mentionables.mockResolvedValue(hostile);
+    api.completeMention.mockResolvedValue(["a", "b", "a", "toString", "toString"]);
+    return { api, mentions };
+  }
+
+  it("offers a resource listed twice once", async () => {
+    const { mentions } = hostileSetup();
+    await mentions.reload();
+    mentions.typed("@", 1);
+    expect(mentions.offers.map((offer) => offer.item.name)).toEqual(["architecture.md", "features.md"]);
+  });
+
+  it("keys offers so that differently split names stay apart", () => {
+    const resource = (server: string, name: string) => ({
+      kind: "resource" as const,
+      item: { server, name, uri: "x://y", title: null, description: null, mime: null },
+    });
+    expect(offerKey(resource("ab", "c"))).not.toBe(offerKey(resource("a", "bc")));
+    expect(offerKey(resource("a", "b"))).toBe(offerKey(resource("a", "b")));
+  });
+
+  it("asks each argument once, suggests each completion once, and sends names objects inherit as own keys", async () => {
+    const { mentions } = hostileSetup();
+    await mentions.reload();
+    mentions.typed("/trap", 5);
+    mentions.choose(mentions.offers[0]!, "/trap");
+    const filling = mentions.filling!;
+    expect(filling.arguments).toEqual(["toString", "constructor", "__proto__", "hasOwnProperty"]);
+    // Nothing typed yet: what objects inherit is not taken for a value.
+    expect(mentions.confirm()).toBe(false);
+    expect(mentions.error).toBe("Fill in toString, constructor, __proto__, hasOwnProperty.");
+    await mentions.complete("toString", "t");
+    expect(filling.suggestions.get("toString")).toEqual(["a", "b", "toString"]);
+    for (const name of filling.arguments) await mentions.complete(name, `typed ${name}`);
+    expect(withFrozenPrototype(() => mentions.confirm())).toBe(true);
+    const sent = mentions.prompt!.mention.arguments;
+    expect(Object.getPrototypeOf(sent)).toBe(Object.prototype);
+    expect(Object.entries(sent)).toEqual([
+      ["toString", "typed toString"],
+      ["constructor", "typed constructor"],
+      ["__proto__", "typed __proto__"],
+      ["hasOwnProperty", "typed hasOwnProperty"],
+    ]);
   });
 });

@@ -5,6 +5,7 @@
 import type * as Api from "./api";
 import { errorMessage } from "./api";
 import type { ToolChoices, Toolset } from "./types";
+import { uniqueBy } from "./unique";
 
 /** The commands the panel uses, typed by api.ts (tests give typed mocks). */
 export type ToolsetApi = Pick<typeof Api, "toolChoices" | "setConversationToolset">;
@@ -26,6 +27,16 @@ export function withTool(toolset: Toolset, server: string, tool: string, on: boo
   const offTools = toolset.offTools.filter((t) => !(t.server === server && t.tool === tool));
   if (!on) offTools.push({ server, tool });
   return { offServers: toolset.offServers, offTools };
+}
+
+/** The choices as the panel lists them: each server, and each tool of it, once (the first). */
+export function distinctChoices(choices: ToolChoices): ToolChoices {
+  const servers = uniqueBy(choices.servers, (server) => server.name).map((server) => ({
+    ...server,
+    // A server may list a tool twice; the panel lists tools keyed by name.
+    tools: uniqueBy(server.tools, (tool) => tool.name),
+  }));
+  return { ...choices, servers };
 }
 
 export class ToolsetController {
@@ -55,7 +66,7 @@ export class ToolsetController {
           ? await this.api.toolChoices(null, this.#draft)
           : await this.api.toolChoices(this.#conversation, null);
       if (read === this.#reads) {
-        this.choices = choices;
+        this.choices = distinctChoices(choices);
         this.error = null;
       }
     } catch (e) {

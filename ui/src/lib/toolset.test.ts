@@ -1,6 +1,6 @@
 // The tools panel's logic without a DOM: a typed fake Api answered by hand.
 import { describe, expect, it, vi, type Mock } from "vitest";
-import { ToolsetController, withServer, withTool, type ToolsetApi } from "./toolset.svelte";
+import { ToolsetController, distinctChoices, withServer, withTool, type ToolsetApi } from "./toolset.svelte";
 import type { ToolChoices, Toolset } from "./types";
 
 type FakeApi = { [Name in keyof ToolsetApi]: Mock<ToolsetApi[Name]> };
@@ -75,5 +75,34 @@ describe("ToolsetController", () => {
     answerOld({ ...choices({ offServers: [], offTools: [] }), offered: 1 });
     await slow;
     expect(panel.choices?.offered).toBe(7);
+  });
+});
+
+describe("a server listing a tool twice", () => {
+  const tool = (name: string, tokens: number) => ({ name, title: null, on: true, tokens });
+  const listed: ToolChoices = {
+    toolset: { offServers: [], offTools: [] },
+    servers: [
+      { name: "gh", on: true, tools: [tool("search", 10), tool("search", 99), tool("toString", 5), tool("toString", 6)] },
+      { name: "gh", on: true, tools: [] },
+    ],
+    offered: 4,
+    tokens: 120,
+    warning: null,
+  };
+
+  it("is listed with each server and tool once, the first kept", () => {
+    const shown = distinctChoices(listed);
+    expect(shown.servers).toHaveLength(1);
+    expect(shown.servers[0]?.tools).toEqual([tool("search", 10), tool("toString", 5)]);
+    // The host's totals stay as it counted them.
+    expect(shown.offered).toBe(4);
+  });
+
+  it("reaches the panel without repeats", async () => {
+    const { api, panel } = setup();
+    api.toolChoices.mockResolvedValue(listed);
+    await panel.show("c1");
+    expect(panel.choices?.servers.flatMap((server) => server.tools.map((t) => t.name))).toEqual(["search", "toString"]);
   });
 });

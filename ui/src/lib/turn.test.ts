@@ -1,9 +1,11 @@
 import { describe, expect, it } from "vitest";
+import { withFrozenPrototype } from "./frozenPrototype";
 import { snippetParts } from "./snippet";
 import {
   applyEvent,
   awaitingApproval,
   callLabel,
+  callOf,
   emptyState,
   fromStored,
   mayShowView,
@@ -115,6 +117,32 @@ describe("stored messages", () => {
     const state = fromStored(messages);
     expect(state.calls.c1?.state).toBe("denied");
     expect(state.calls.c1?.result?.call_id).toBe("c1");
+  });
+
+  it("open with a provider's call ids named like Object.prototype's members, as the window freezes it", () => {
+    // Conversations saved before Conduit gave calls its own ids carry the provider's.
+    const ids = ["toString", "constructor", "__proto__", "hasOwnProperty"];
+    const messages: StoredMessage[] = [
+      {
+        id: 1, role: "assistant", status: "complete", error: null, usage: null, createdAt: 0,
+        blocks: ids.map((id) => ({ type: "tool_call", id, name: "echo", arguments: {} })),
+      },
+      {
+        id: 2, role: "tool", status: "complete", error: null, usage: null, createdAt: 0,
+        blocks: ids.map((id) => ({ type: "tool_result", call_id: id, name: "echo", is_error: false, parts: [] })),
+      },
+    ];
+    const state = withFrozenPrototype(() => fromStored(messages));
+    for (const id of ids) {
+      expect(Object.hasOwn(state.calls, id), id).toBe(true);
+      expect(callOf(state.calls, id)?.result?.call_id).toBe(id);
+    }
+    expect(Object.getPrototypeOf(state.calls)).toBe(Object.prototype);
+  });
+
+  it("find no call for an id the calls only inherit", () => {
+    expect(callOf(emptyState().calls, "toString")).toBeUndefined();
+    expect(callOf(emptyState().calls, "constructor")).toBeUndefined();
   });
 });
 

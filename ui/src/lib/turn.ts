@@ -63,6 +63,7 @@ export interface CallView {
 
 export interface ChatState {
   messages: ViewMessage[];
+  /** By call id; read through `callOf`, since only own entries are calls. */
   calls: Record<string, CallView>;
   /** Set while the provider is being retried: why, and until when. */
   retry: { message: string; until: number } | null;
@@ -70,6 +71,15 @@ export interface ChatState {
 
 export function emptyState(): ChatState {
   return { messages: [], calls: {}, retry: null };
+}
+
+/**
+ * The view of call `id`, if any. Only the record's own entries count: a saved conversation
+ * can carry the provider's ids, and one named `toString` or `constructor` must not find what
+ * every object inherits.
+ */
+export function callOf(calls: Record<string, CallView>, id: string): CallView | undefined {
+  return Object.hasOwn(calls, id) ? calls[id] : undefined;
 }
 
 function newCall(state: CallState): CallView {
@@ -122,19 +132,23 @@ export function fromStored(messages: StoredMessage[]): ChatState {
     blocks: message.blocks,
     error: message.error,
   }));
+  // A Map while it is built, then own properties: assigning a key such as `toString` to a
+  // plain object throws where Object.prototype is frozen (tauri.conf.json freezePrototype).
+  const calls = new Map<string, CallView>();
   for (const message of distinct) {
     for (const block of message.blocks) {
-      if (block.type === "tool_call" && !state.calls[block.id]) {
-        state.calls[block.id] = newCall(message.status === "interrupted" ? "interrupted" : "done");
+      if (block.type === "tool_call" && !calls.has(block.id)) {
+        calls.set(block.id, newCall(message.status === "interrupted" ? "interrupted" : "done"));
       }
       if (block.type === "tool_result") {
-        const call = state.calls[block.call_id] ?? newCall("done");
+        const call = calls.get(block.call_id) ?? newCall("done");
         call.result = block;
         call.state = resultState(block);
-        state.calls[block.call_id] = call;
+        calls.set(block.call_id, call);
       }
     }
   }
+  state.calls = Object.fromEntries(calls);
   return state;
 }
 
@@ -223,9 +237,10 @@ function upsertCall(message: ViewMessage, call: ToolCall): void {
 }
 
 function callView(state: ChatState, id: string): CallView {
-  const existing = state.calls[id];
+  const existing = callOf(state.calls, id);
   if (existing) return existing;
   const created = newCall("streaming");
+  // A live call's id is the host's own (`call_` and a UUID), never a name objects inherit.
   state.calls[id] = created;
   return created;
 }
