@@ -15,8 +15,10 @@ use crate::Paths;
 
 /// Environment variable with a `tracing` filter for the log file, e.g. `conduit=debug`.
 pub const LOG_FILTER_ENV: &str = "CONDUIT_LOG";
-/// The log file's filter when `CONDUIT_LOG` is not set: the window's libraries only warn.
-const DEFAULT_FILTER: &str = "info,tao=warn,wry=warn";
+/// The log file's filter when `CONDUIT_LOG` is not set: the window's libraries and rmcp only
+/// warn (rmcp writes every notification a server sends whole at info, so a server sending
+/// them in a loop would fill the disk; the file is rotated only when a process starts).
+const DEFAULT_FILTER: &str = "info,tao=warn,wry=warn,rmcp=warn";
 
 /// A log file larger than this is moved aside when a process starts.
 const ROTATE_AT_BYTES: u64 = 10 * 1024 * 1024;

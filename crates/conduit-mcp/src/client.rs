@@ -496,10 +496,14 @@ impl ClientHandler for Handler {
         params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
+        // A server's words about its progress go to the window and may wait for a call that
+        // never registers: a line of them is plenty.
         let progress = Progress {
             progress: params.progress,
             total: params.total,
-            message: params.message,
+            message: params
+                .message
+                .map(|message| server_words(&message, MAX_PROGRESS_MESSAGE)),
         };
         let sink = {
             let sinks = self.shared.progress.lock();
@@ -708,6 +712,31 @@ struct EndSignal<T> {
     /// The spill of a pumped (stdio) connection, told which requests await an answer:
     /// it holds only what answers them.
     spill: Option<Arc<Spill>>,
+    /// Messages handed to the transport and not yet written ([`MAX_SENDS_IN_FLIGHT`]).
+    in_flight: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// At most this many messages to a server wait to be written. rmcp answers each request a
+/// server sends (a ping, an unknown method) in a task of its own that waits for the
+/// writer: a server that sends requests and never reads its stdin would pile up answers
+/// without end. Past it the server counts as gone, as when its pipe closes.
+const MAX_SENDS_IN_FLIGHT: usize = 1024;
+
+/// One message waiting to be written; counted from when it is handed over until it is
+/// written or dropped.
+struct InFlight(Arc<std::sync::atomic::AtomicUsize>);
+
+impl InFlight {
+    fn new(count: Arc<std::sync::atomic::AtomicUsize>) -> Self {
+        count.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        Self(count)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
 }
 
 impl<T> Drop for EndSignal<T> {
@@ -733,7 +762,21 @@ impl<T: rmcp::transport::Transport<RoleClient>> rmcp::transport::Transport<RoleC
             );
             spill.asked(&request.id, claims);
         }
-        self.inner.send(item)
+        if self.in_flight.load(std::sync::atomic::Ordering::Acquire) >= MAX_SENDS_IN_FLIGHT {
+            if !self.ended.is_cancelled() {
+                tracing::warn!(
+                    "an MCP server stopped reading: {MAX_SENDS_IN_FLIGHT} messages wait to be written to it; its connection is ended"
+                );
+            }
+            self.ended.cancel();
+            return futures::future::Either::Left(std::future::ready(Ok(())));
+        }
+        let waiting = InFlight::new(self.in_flight.clone());
+        let sending = self.inner.send(item);
+        futures::future::Either::Right(async move {
+            let _waiting = waiting;
+            sending.await
+        })
     }
 
     async fn receive(&mut self) -> Option<rmcp::service::RxJsonRpcMessage<RoleClient>> {
@@ -798,6 +841,7 @@ where
         inner: AsyncRwTransport::new(pumped, stdin).with_max_line_length(MAX_STDIO_MESSAGE),
         ended: ended.clone(),
         spill: Some(spill.clone()),
+        in_flight: Arc::default(),
     };
     (spill, transport)
 }
@@ -874,6 +918,7 @@ impl Connection {
             inner: AsyncRwTransport::new(read, write).with_max_line_length(MAX_STDIO_MESSAGE),
             ended: ended.clone(),
             spill: None,
+            in_flight: Arc::default(),
         };
         let service = handshake(handler, transport, ProtocolEra::Auto, start_timeout).await?;
         Ok(Self::ready(
@@ -1012,6 +1057,7 @@ impl Connection {
                             inner: StreamableHttpClientTransport::with_client(client, config),
                             ended: ended.clone(),
                             spill: None,
+                            in_flight: Arc::default(),
                         };
                         handshake(handler, transport, spec.era, start_timeout)
                             .await
@@ -1024,6 +1070,7 @@ impl Connection {
                             inner: StreamableHttpClientTransport::with_client(client, config),
                             ended: ended.clone(),
                             spill: None,
+                            in_flight: Arc::default(),
                         };
                         match handshake(handler, transport, spec.era, start_timeout).await {
                             Ok(service) => service,
@@ -1128,6 +1175,19 @@ impl Connection {
     /// An error as it may leave the crate: no secret of this server in its text. A
     /// request that failed on a redirect the connection refused says where it went and
     /// why (rmcp's error says only that sending failed or the connection closed).
+    /// A server's `text` with its secrets hidden, cut to [`MAX_SERVER_ERROR`]. Secrets are
+    /// hidden in a start four times as long, so a key that runs across the cut is hidden
+    /// whole before it is cut.
+    fn hidden_and_cut(&self, text: &str) -> String {
+        let start = conduit_core::content::text_start(text, 4 * MAX_SERVER_ERROR);
+        let hidden = self.secrets.text(start);
+        let cut = conduit_core::content::text_start(&hidden, MAX_SERVER_ERROR);
+        if cut.len() == text.len() {
+            return cut.to_owned();
+        }
+        said_in_part(cut, text.len())
+    }
+
     fn hide(&self, error: ServiceError) -> McpError {
         if failed_on_redirect(&error)
             && let Some(refusal) = self.refused.take()
@@ -1138,9 +1198,9 @@ impl Connection {
             McpError::Server(message) => match self.spill.own_error(&message) {
                 // The pump's own error in place of an answer it dropped: Conduit's words.
                 Some(reason) => McpError::Other(reason.to_owned()),
-                None => McpError::Server(self.secrets.text(&message)),
+                None => McpError::Server(self.hidden_and_cut(&message)),
             },
-            McpError::Other(message) => McpError::Other(self.secrets.text(&message)),
+            McpError::Other(message) => McpError::Other(self.hidden_and_cut(&message)),
             other => other,
         }
     }
@@ -1696,6 +1756,25 @@ impl Drop for ForgetProgress {
             self.shared.progress.lock().remove(&token);
         }
     }
+}
+
+/// The most of a server's error message that is kept (bytes): it becomes a tool's failed
+/// result, shown and stored inline (a successful result's text over 1 MiB is a file).
+const MAX_SERVER_ERROR: usize = 16 * 1024;
+/// The most of a progress notification's message that is kept (bytes).
+const MAX_PROGRESS_MESSAGE: usize = 1024;
+
+/// A server's `text` cut to at most `limit` bytes at a character boundary, saying so.
+fn server_words(text: &str, limit: usize) -> String {
+    if text.len() <= limit {
+        return text.to_owned();
+    }
+    said_in_part(conduit_core::content::text_start(text, limit), text.len())
+}
+
+/// The start of a server's message of `total` bytes, saying the rest is left out.
+fn said_in_part(start: &str, total: usize) -> String {
+    format!("{start}… [the server's message was {total} bytes; the rest is left out]")
 }
 
 /// Progress for calls not yet registered is kept for this many calls ...

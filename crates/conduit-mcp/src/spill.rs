@@ -65,6 +65,105 @@ struct Holding {
     file: Option<(SharedFile, u64)>,
     id: Option<Value>,
     full: bool,
+    /// Array elements and object entries parsed so far ([`MAX_VALUES`]).
+    values: usize,
+}
+
+/// At most this many array elements and object entries in one large message. Its big
+/// strings are held aside, but everything else is built as JSON values of 70 bytes and
+/// more each (and parsed again by rmcp): a line of 256 MiB of `0,` would be 130 million
+/// of them, gigabytes. A message past it is dropped as malformed.
+const MAX_VALUES: usize = 1_000_000;
+
+/// Counts one more element or entry of the message being parsed, failing past
+/// [`MAX_VALUES`].
+fn count_value<E: serde::de::Error>(holding: &RefCell<Holding>) -> Result<(), E> {
+    let mut holding = holding.borrow_mut();
+    holding.values += 1;
+    if holding.values > MAX_VALUES {
+        return Err(E::custom(format!(
+            "more than {MAX_VALUES} values in one message"
+        )));
+    }
+    Ok(())
+}
+
+/// An ordinary value of a large message, built whole while its elements and entries are
+/// counted.
+#[derive(Clone, Copy)]
+struct Counted<'a> {
+    holding: &'a RefCell<Holding>,
+}
+
+impl<'de> DeserializeSeed<'de> for Counted<'_> {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Counted<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, value: bool) -> Result<Value, E> {
+        Ok(Value::Bool(value))
+    }
+
+    fn visit_i64<E>(self, value: i64) -> Result<Value, E> {
+        Ok(Value::from(value))
+    }
+
+    fn visit_u64<E>(self, value: u64) -> Result<Value, E> {
+        Ok(Value::from(value))
+    }
+
+    fn visit_f64<E>(self, value: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(value).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E>(self, value: &str) -> Result<Value, E> {
+        Ok(Value::String(value.to_owned()))
+    }
+
+    fn visit_string<E>(self, value: String) -> Result<Value, E> {
+        Ok(Value::String(value))
+    }
+
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element_seed(self)? {
+            count_value::<A::Error>(self.holding)?;
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut object = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            count_value::<A::Error>(self.holding)?;
+            let value = map.next_value_seed(self)?;
+            object.insert(key, value);
+        }
+        Ok(Value::Object(object))
+    }
 }
 
 /// The id of a request Conduit sent, as the server's answer names it.
@@ -561,11 +660,16 @@ impl<'de> Visitor<'de> for Parse<'_> {
         match self.in_array() {
             Some(place) => {
                 while let Some(item) = seq.next_element_seed(self.at(place))? {
+                    count_value::<A::Error>(self.holding)?;
                     items.push(item);
                 }
             }
             None => {
-                while let Some(item) = seq.next_element::<Value>()? {
+                let counted = Counted {
+                    holding: self.holding,
+                };
+                while let Some(item) = seq.next_element_seed(counted)? {
+                    count_value::<A::Error>(self.holding)?;
                     items.push(item);
                 }
             }
@@ -575,9 +679,13 @@ impl<'de> Visitor<'de> for Parse<'_> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut object = serde_json::Map::new();
+        let counted = Counted {
+            holding: self.holding,
+        };
         while let Some(key) = map.next_key::<String>()? {
+            count_value::<A::Error>(self.holding)?;
             if self.place == Place::Message && key == "id" {
-                let id = map.next_value::<Value>()?;
+                let id = map.next_value_seed(counted)?;
                 self.holding.borrow_mut().id = Some(id.clone());
                 object.insert(key, id);
                 continue;
@@ -590,7 +698,7 @@ impl<'de> Visitor<'de> for Parse<'_> {
             }
             let value = match self.under_key(&key) {
                 Some(place) => map.next_value_seed(self.at(place))?,
-                None => map.next_value::<Value>()?,
+                None => map.next_value_seed(counted)?,
             };
             object.insert(key, value);
         }
@@ -932,6 +1040,45 @@ mod tests {
         let message: Value = serde_json::from_slice(lines[1]).unwrap();
         assert_eq!(message["params"]["p"], big('z'), "only results are shrunk");
         assert_eq!(lines[2], b"after");
+    }
+
+    /// A large message of many small values (a notification whose data is a long array
+    /// of zeros, objects in a tool's structured content) is dropped once it passes the
+    /// count, not built into gigabytes of values; the next line still passes.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_large_message_of_too_many_small_values_is_dropped() {
+        let spill = Arc::new(Spill::new("test"));
+        let zeros = vec!["0"; MAX_VALUES + 1].join(",");
+        let objects = vec!["{}"; MAX_VALUES + 1].join(",");
+        let fits = vec!["0"; LARGE_LINE / 2].join(",");
+        let input = format!(
+            "{}\n{}\n{}\nafter\n",
+            format_args!(
+                r#"{{"jsonrpc":"2.0","method":"notifications/message","params":{{"level":"info","data":[{zeros}]}}}}"#
+            ),
+            format_args!(
+                r#"{{"jsonrpc":"2.0","result":{{"content":[],"structuredContent":{{"rows":[{objects}]}}}},"id":1}}"#
+            ),
+            format_args!(
+                r#"{{"jsonrpc":"2.0","method":"notifications/message","params":{{"level":"info","data":[{fits}]}}}}"#
+            ),
+        );
+        let mut out = Vec::new();
+        pump(
+            std::io::Cursor::new(input.into_bytes()),
+            &mut out,
+            spill,
+            16 * LARGE_LINE,
+        )
+        .await;
+        let lines: Vec<&[u8]> = out.split(|b| *b == b'\n').collect();
+        assert_eq!(lines.len(), 3, "the message that fits, after, and the end");
+        let message: Value = serde_json::from_slice(lines[0]).unwrap();
+        assert_eq!(
+            message["params"]["data"].as_array().unwrap().len(),
+            LARGE_LINE / 2
+        );
+        assert_eq!(lines[1], b"after");
     }
 
     #[test]

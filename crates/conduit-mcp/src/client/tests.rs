@@ -493,3 +493,152 @@ async fn a_question_too_large_to_show_is_declined_before_any_frontend_holds_it()
     );
     assert_eq!(frontend.0.load(Ordering::SeqCst), 1);
 }
+
+/// A server's error is cut to a few pages once its secrets are hidden: it becomes a failed
+/// tool result, shown and stored inline, where a successful one's text over 1 MiB is a file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_error_from_the_server_is_cut() {
+    let connection = scripted(
+        |request| {
+            if request["method"] != "tools/call" {
+                return Vec::new();
+            }
+            vec![now(json!({
+                "jsonrpc": "2.0",
+                "id": request["id"],
+                "error": {"code": -1, "message": format!("bad{}", "é".repeat(1024 * 1024))}
+            }))]
+        },
+        DEFAULT_CALL_TIMEOUT,
+    )
+    .await;
+    let err = connection
+        .call_tool(
+            "t",
+            JsonObject::new(),
+            no_progress(),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap_err();
+    let McpError::Server(message) = &err else {
+        panic!("{err:?}")
+    };
+    assert!(message.len() < MAX_SERVER_ERROR + 200, "{}", message.len());
+    assert!(message.starts_with("badé"), "{}", &message[..20]);
+    assert!(
+        message.ends_with("the server's message was 2097155 bytes; the rest is left out]"),
+        "{}",
+        &message[message.len() - 80..]
+    );
+    connection.shutdown().await;
+}
+
+/// A progress message reaches the call cut to a line, and progress for calls never made
+/// keeps only that much.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_messages_are_cut_to_a_line() {
+    let connection = scripted(
+        |request| {
+            if request["method"] != "tools/call" {
+                return Vec::new();
+            }
+            let token = request["params"]["_meta"]["progressToken"].clone();
+            let progress = |token: Value| {
+                now(json!({
+                    "jsonrpc": "2.0",
+                    "method": "notifications/progress",
+                    "params": {"progressToken": token, "progress": 1, "message": "p".repeat(512 * 1024)}
+                }))
+            };
+            vec![
+                progress(json!("made-up")),
+                progress(token),
+                answer(request, json!({"content": []})),
+            ]
+        },
+        DEFAULT_CALL_TIMEOUT,
+    )
+    .await;
+    let seen = Arc::new(parking_lot::Mutex::new(Vec::<Progress>::new()));
+    let sink: ProgressSink = {
+        let seen = seen.clone();
+        Arc::new(move |progress| seen.lock().push(progress))
+    };
+    connection
+        .call_tool("t", JsonObject::new(), sink, CancellationToken::new())
+        .await
+        .unwrap();
+    // Progress may trail the answer a little.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while seen.lock().is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let seen = seen.lock().clone();
+    let message = seen[0].message.as_deref().unwrap();
+    assert!(
+        message.len() < MAX_PROGRESS_MESSAGE + 100,
+        "{}",
+        message.len()
+    );
+    let kept = connection.shared.early.lock()
+        [&rmcp::model::ProgressToken(rmcp::model::NumberOrString::String("made-up".into()))]
+        .clone();
+    assert!(kept[0].message.as_deref().unwrap().len() < MAX_PROGRESS_MESSAGE + 100);
+    connection.shutdown().await;
+}
+
+/// Writes that never finish: a server that stopped reading its stdin.
+struct Stuck;
+
+impl rmcp::transport::Transport<RoleClient> for Stuck {
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        _item: rmcp::service::TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        std::future::pending()
+    }
+
+    async fn receive(&mut self) -> Option<rmcp::service::RxJsonRpcMessage<RoleClient>> {
+        std::future::pending().await
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        Ok(())
+    }
+}
+
+/// A server that sends requests (each answered in a task that waits for the writer) and
+/// never reads ends its connection once the answers waiting reach the cap, instead of
+/// piling them up; answers written or dropped leave the count.
+#[tokio::test]
+async fn a_server_that_stops_reading_ends_its_connection_instead_of_piling_up_answers() {
+    use rmcp::transport::Transport;
+    let ended = CancellationToken::new();
+    let mut transport = EndSignal {
+        inner: Stuck,
+        ended: ended.clone(),
+        spill: None,
+        in_flight: Arc::default(),
+    };
+    let answer = || -> rmcp::service::TxJsonRpcMessage<RoleClient> {
+        serde_json::from_value(json!({"jsonrpc": "2.0", "id": 1, "result": {}})).unwrap()
+    };
+    let mut waiting = Vec::new();
+    for _ in 0..MAX_SENDS_IN_FLIGHT {
+        waiting.push(Box::pin(transport.send(answer())));
+    }
+    assert!(!ended.is_cancelled());
+    // One more: the connection ends, and the answer is not kept.
+    let past = transport.send(answer());
+    assert!(ended.is_cancelled());
+    assert!(past.await.is_ok());
+    assert_eq!(
+        transport.in_flight.load(Ordering::Acquire),
+        MAX_SENDS_IN_FLIGHT
+    );
+    waiting.truncate(10);
+    assert_eq!(transport.in_flight.load(Ordering::Acquire), 10);
+}
