@@ -88,84 +88,6 @@ fn count_value<E: serde::de::Error>(holding: &RefCell<Holding>) -> Result<(), E>
     Ok(())
 }
 
-/// An ordinary value of a large message, built whole while its elements and entries are
-/// counted.
-#[derive(Clone, Copy)]
-struct Counted<'a> {
-    holding: &'a RefCell<Holding>,
-}
-
-impl<'de> DeserializeSeed<'de> for Counted<'_> {
-    type Value = Value;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
-        deserializer.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Counted<'_> {
-    type Value = Value;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a JSON value")
-    }
-
-    fn visit_bool<E>(self, value: bool) -> Result<Value, E> {
-        Ok(Value::Bool(value))
-    }
-
-    fn visit_i64<E>(self, value: i64) -> Result<Value, E> {
-        Ok(Value::from(value))
-    }
-
-    fn visit_u64<E>(self, value: u64) -> Result<Value, E> {
-        Ok(Value::from(value))
-    }
-
-    fn visit_f64<E>(self, value: f64) -> Result<Value, E> {
-        Ok(serde_json::Number::from_f64(value).map_or(Value::Null, Value::Number))
-    }
-
-    fn visit_str<E>(self, value: &str) -> Result<Value, E> {
-        Ok(Value::String(value.to_owned()))
-    }
-
-    fn visit_string<E>(self, value: String) -> Result<Value, E> {
-        Ok(Value::String(value))
-    }
-
-    fn visit_none<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
-        deserializer.deserialize_any(self)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let mut items = Vec::new();
-        while let Some(item) = seq.next_element_seed(self)? {
-            count_value::<A::Error>(self.holding)?;
-            items.push(item);
-        }
-        Ok(Value::Array(items))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut object = serde_json::Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            count_value::<A::Error>(self.holding)?;
-            let value = map.next_value_seed(self)?;
-            object.insert(key, value);
-        }
-        Ok(Value::Object(object))
-    }
-}
-
 /// The id of a request Conduit sent, as the server's answer names it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) enum AnswerId {
@@ -525,6 +447,8 @@ enum Place {
     Big,
     /// Anywhere in `result.structuredContent`.
     Structured,
+    /// Anywhere else: built as it is (its elements still counted).
+    Plain,
 }
 
 /// Builds a message as `serde_json::Value` would, except that each big string in the
@@ -544,28 +468,26 @@ impl Parse<'_> {
         Self { place, ..self }
     }
 
-    /// Where the value of `key` in an object here sits; `None` for an ordinary value.
-    fn under_key(self, key: &str) -> Option<Place> {
+    /// Where the value of `key` in an object here sits.
+    fn under_key(self, key: &str) -> Place {
         match (self.place, key) {
-            (Place::Message, "result") => Some(Place::Result),
-            (Place::Result, "content" | "contents") => Some(Place::Items),
-            (Place::Result, "structuredContent") | (Place::Structured, _) => {
-                Some(Place::Structured)
-            }
+            (Place::Message, "result") => Place::Result,
+            (Place::Result, "content" | "contents") => Place::Items,
+            (Place::Result, "structuredContent") | (Place::Structured, _) => Place::Structured,
             (Place::Item, "text" | "data" | "blob") | (Place::Resource, "text" | "blob") => {
-                Some(Place::Big)
+                Place::Big
             }
-            (Place::Item, "resource") => Some(Place::Resource),
-            _ => None,
+            (Place::Item, "resource") => Place::Resource,
+            _ => Place::Plain,
         }
     }
 
-    /// Where the items of an array here sit; `None` for ordinary values.
-    fn in_array(self) -> Option<Place> {
+    /// Where the items of an array here sit.
+    fn in_array(self) -> Place {
         match self.place {
-            Place::Items => Some(Place::Item),
-            Place::Structured => Some(Place::Structured),
-            _ => None,
+            Place::Items => Place::Item,
+            Place::Structured => Place::Structured,
+            _ => Place::Plain,
         }
     }
 
@@ -657,35 +579,20 @@ impl<'de> Visitor<'de> for Parse<'_> {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         let mut items = Vec::new();
-        match self.in_array() {
-            Some(place) => {
-                while let Some(item) = seq.next_element_seed(self.at(place))? {
-                    count_value::<A::Error>(self.holding)?;
-                    items.push(item);
-                }
-            }
-            None => {
-                let counted = Counted {
-                    holding: self.holding,
-                };
-                while let Some(item) = seq.next_element_seed(counted)? {
-                    count_value::<A::Error>(self.holding)?;
-                    items.push(item);
-                }
-            }
+        let place = self.in_array();
+        while let Some(item) = seq.next_element_seed(self.at(place))? {
+            count_value::<A::Error>(self.holding)?;
+            items.push(item);
         }
         Ok(Value::Array(items))
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut object = serde_json::Map::new();
-        let counted = Counted {
-            holding: self.holding,
-        };
         while let Some(key) = map.next_key::<String>()? {
             count_value::<A::Error>(self.holding)?;
             if self.place == Place::Message && key == "id" {
-                let id = map.next_value_seed(counted)?;
+                let id = map.next_value_seed(self.at(Place::Plain))?;
                 self.holding.borrow_mut().id = Some(id.clone());
                 object.insert(key, id);
                 continue;
@@ -696,10 +603,7 @@ impl<'de> Visitor<'de> for Parse<'_> {
                 object.insert(key, Value::Null);
                 continue;
             }
-            let value = match self.under_key(&key) {
-                Some(place) => map.next_value_seed(self.at(place))?,
-                None => map.next_value_seed(counted)?,
-            };
+            let value = map.next_value_seed(self.at(self.under_key(&key)))?;
             object.insert(key, value);
         }
         Ok(Value::Object(object))
