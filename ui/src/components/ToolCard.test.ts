@@ -1,0 +1,47 @@
+import { render, screen } from "@testing-library/svelte";
+import { describe, expect, it, vi } from "vitest";
+import type { CallView } from "../lib/turn";
+import type { ToolCall } from "../lib/types";
+import ToolCard from "./ToolCard.svelte";
+
+vi.mock("../lib/api", async (importOriginal) =>
+  (await import("../lib/apiMock")).mockedApi(importOriginal),
+);
+
+/** A call waiting for approval, as the host asks about it. */
+function asked(call: ToolCall, origin: { server: string; tool: string }, title: string | null): CallView {
+  return {
+    state: "approval",
+    result: null,
+    progress: null,
+    durationMs: null,
+    startedAt: null,
+    approval: { call, origin, title, annotations: {}, changes: [] },
+    deniedReason: null,
+    allowed: false,
+  };
+}
+
+describe("ToolCard", () => {
+  it("shows what hides or rearranges a hostile server's names and the model's arguments as codes", () => {
+    const call: ToolCall = {
+      id: "call_1",
+      name: "files__read",
+      arguments: { path: "invoice\u202Efdp.exe", note: "hidden\u{E0041}tag" },
+    };
+    render(ToolCard, {
+      call,
+      view: asked(call, { server: "fil\u200Bes", tool: "re\u202Ead" }, "Read\u2066"),
+      onAnswer: vi.fn(),
+      onOpenLink: vi.fn(),
+    });
+    const question = screen.getByLabelText("Approval question").textContent ?? "";
+    expect(question).toContain("re\\u{202e}ad");
+    expect(question).toContain("fil\\u{200b}es");
+    expect(question).toContain("“Read\\u{2066}”");
+    const shown = screen.getByLabelText("Arguments").textContent ?? "";
+    expect(shown).toContain('"path": "invoice\\u{202e}fdp.exe"');
+    expect(shown).toContain('"note": "hidden\\u{e0041}tag"');
+    expect(screen.getByLabelText("Tool name").textContent).toBe("re\\u{202e}ad");
+  });
+});
