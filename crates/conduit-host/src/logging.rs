@@ -69,14 +69,8 @@ pub fn init(paths: &Paths, options: LogOptions) -> Result<LogGuard, LoggingError
         path: paths.log_file.display().to_string(),
         source,
     };
-    let mut open = fs::OpenOptions::new();
-    open.create(true).append(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        open.mode(conduit_files::PRIVATE_FILE_MODE);
-    }
-    let file = open.open(&paths.log_file).map_err(open_failed)?;
+    let file =
+        RotatingFile::open(&paths.log_file, ROTATE_AT_BYTES, KEEP_ROTATED).map_err(open_failed)?;
     // A log written by an older version may be readable by others.
     conduit_files::make_private(&paths.log_file).map_err(open_failed)?;
     for n in 1..=KEEP_ROTATED {
@@ -160,6 +154,72 @@ impl<W: io::Write> io::Write for ScrubbedWriter<W> {
 
 /// Moves `file` to `file.1` (and older ones up to `file.keep`) once it exceeds `limit`.
 /// Failures are ignored: a log that cannot rotate keeps growing rather than stopping the app.
+/// Opens the log file for appending, private to the user.
+fn open_log(path: &Path) -> io::Result<fs::File> {
+    let mut open = fs::OpenOptions::new();
+    open.create(true).append(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        open.mode(conduit_files::PRIVATE_FILE_MODE);
+    }
+    open.open(path)
+}
+
+/// The log file, moved aside and begun afresh once it passes its limit while the process
+/// runs, not only when a process starts: a process that logs in a loop for days (a
+/// server failing the same way again and again) must not fill the disk.
+struct RotatingFile {
+    path: std::path::PathBuf,
+    file: fs::File,
+    /// The file's size as this process knows it.
+    written: u64,
+    limit: u64,
+    keep: u32,
+}
+
+impl RotatingFile {
+    fn open(path: &Path, limit: u64, keep: u32) -> io::Result<Self> {
+        let file = open_log(path)?;
+        let written = file.metadata().map(|meta| meta.len()).unwrap_or(0);
+        Ok(Self {
+            path: path.to_owned(),
+            file,
+            written,
+            limit,
+            keep,
+        })
+    }
+
+    /// Moves the file aside and opens a new one; if that fails, the old handle stays and
+    /// the next try comes after another limit's worth of lines.
+    fn rotate(&mut self) {
+        rotate_if_large(&self.path, self.limit, self.keep);
+        match open_log(&self.path) {
+            Ok(file) => {
+                self.written = file.metadata().map(|meta| meta.len()).unwrap_or(0);
+                self.file = file;
+            }
+            Err(_) => self.written = 0,
+        }
+    }
+}
+
+impl io::Write for RotatingFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.written > self.limit {
+            self.rotate();
+        }
+        let written = self.file.write(buf)?;
+        self.written += written as u64;
+        Ok(written)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
+}
+
 fn rotate_if_large(file: &Path, limit: u64, keep: u32) {
     let Ok(meta) = fs::metadata(file) else {
         return;
@@ -183,6 +243,27 @@ fn rotate_if_large(file: &Path, limit: u64, keep: u32) {
 mod tests {
     use super::*;
     use tracing::Level;
+
+    /// A process that logs past the limit moves the file aside while it runs and goes on
+    /// in a new one; the oldest moved-aside file goes once `keep` are kept.
+    #[test]
+    fn a_log_past_its_limit_is_moved_aside_while_the_process_runs() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("conduit.log");
+        let mut log = RotatingFile::open(&path, 100, 2).unwrap();
+        let line = [b'x'; 60];
+        for _ in 0..8 {
+            log.write_all(&line).unwrap();
+        }
+        log.flush().unwrap();
+        let size = |name: &str| fs::metadata(dir.path().join(name)).map(|m| m.len()).ok();
+        // 8 lines of 60 bytes with a 100-byte limit: files of 120 bytes, the newest last.
+        assert_eq!(size("conduit.log"), Some(120));
+        assert_eq!(size("conduit.log.1"), Some(120));
+        assert_eq!(size("conduit.log.2"), Some(120));
+        assert_eq!(size("conduit.log.3"), None, "only two are kept");
+    }
 
     #[test]
     fn the_log_filter_reads_conduit_log_and_says_why_not() {
