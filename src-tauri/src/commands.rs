@@ -358,7 +358,7 @@ pub async fn open_external(
         .to_owned();
     let confirmer = state.confirmer;
     blocking(move || {
-        let question = format!("Open this link in your browser?\n\n{url}");
+        let question = conduit_host::link_question("Open this link in your browser?", &url);
         if !confirmer.ask(&app, &question, "Open") {
             return Err(CommandError::message("the link was not opened"));
         }
@@ -398,7 +398,10 @@ pub async fn answer_question(
     let confirmer = state.confirmer;
     blocking(move || {
         let url = conduit_host::external_url(&url).map_err(CommandError::message)?.to_owned();
-        let question = format!("An MCP server asks you to open this page in your browser:\n\n{url}");
+        let question = conduit_host::link_question(
+            "An MCP server asks you to open this page in your browser:",
+            &url,
+        );
         if !confirmer.ask(&app, &question, "Open") {
             asker.answer(&id, QuestionReply::Decline)?;
             return Err(CommandError::message("the page was not opened"));

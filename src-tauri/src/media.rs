@@ -164,26 +164,38 @@ enum ClipboardError {
 
 window_command! {
 /// Puts a stored image on the system clipboard (as pixels; the system offers it as PNG).
-#[tauri::command(async)]
-pub fn copy_image(
+#[tauri::command]
+pub async fn copy_image(
     app: tauri::AppHandle,
     state: tauri::State<'_, AppState>,
     hash: String,
 ) -> Reply<()> {
     let (path, _) = stored_image(&state, &hash)?;
+    // The read, decode and clipboard write (seconds for a large image) run on the blocking
+    // pool, a few decodes at a time in the process: on the async workers two copies at
+    // once held up every turn and server.
+    tauri::async_runtime::spawn_blocking(move || copy_to_clipboard(&app, &path))
+        .await
+        .map_err(|e| CommandError::message(format!("copying the image stopped: {e}")))??;
+    Ok(())
+}
+}
+
+/// Decodes the stored image at `path` and puts its pixels on the clipboard.
+fn copy_to_clipboard(app: &tauri::AppHandle, path: &std::path::Path) -> Result<(), ClipboardError> {
+    let _turn = conduit_host::core::images::decode_turn();
     // Within the limits every image is read with: one stored before they held could
     // decode to gigabytes.
-    let bytes = std::fs::read(&path).map_err(ClipboardError::Open)?;
+    let bytes = std::fs::read(path).map_err(ClipboardError::Open)?;
     let pixels = conduit_host::core::images::decode(&bytes)
         .map_err(ClipboardError::Decode)?
         .1
         .into_rgba8();
     let (width, height) = pixels.dimensions();
     let image = tauri::image::Image::new_owned(pixels.into_raw(), width, height);
-    Ok(app.clipboard()
+    app.clipboard()
         .write_image(&image)
-        .map_err(ClipboardError::Write)?)
-}
+        .map_err(ClipboardError::Write)
 }
 
 window_command! {

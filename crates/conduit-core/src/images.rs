@@ -60,6 +60,40 @@ pub fn check_size(width: u32, height: u32) -> Result<(), DecodeError> {
     Ok(())
 }
 
+/// Full decodes under way at once in the process, each with what is made from its image
+/// (a thumbnail, a PNG, the clipboard's pixels): each may take [`MAX_ALLOC`] and more,
+/// and a page or a server asking for many at once (a large image at fifty thumbnail
+/// URLs, say) must not add them up to gigabytes.
+pub const DECODES_AT_ONCE: usize = 2;
+
+/// Turns taken, out of [`DECODES_AT_ONCE`]; the condition wakes a waiter when one ends.
+static DECODE_TURNS: (parking_lot::Mutex<usize>, parking_lot::Condvar) =
+    (parking_lot::Mutex::new(0), parking_lot::Condvar::new());
+
+/// A turn to decode an image and work with it, held until dropped. Take it off the async
+/// workers (it waits for a turn), and never while holding another.
+#[must_use = "the turn ends when dropped"]
+pub struct DecodeTurn(());
+
+/// Waits for a turn to decode (see [`DECODES_AT_ONCE`]).
+pub fn decode_turn() -> DecodeTurn {
+    let (taken, freed) = &DECODE_TURNS;
+    let mut taken = taken.lock();
+    while *taken >= DECODES_AT_ONCE {
+        freed.wait(&mut taken);
+    }
+    *taken += 1;
+    DecodeTurn(())
+}
+
+impl Drop for DecodeTurn {
+    fn drop(&mut self) {
+        let (taken, freed) = &DECODE_TURNS;
+        *taken.lock() -= 1;
+        freed.notify_one();
+    }
+}
+
 /// The format the bytes are in and the image they hold, read within the limits: the size
 /// in the header is checked before any pixel is read, and the decoder may allocate at most
 /// [`MAX_ALLOC`].
@@ -160,6 +194,7 @@ pub fn shrink_to_fit(
 /// grey checkerboard, not the page's background: white text on a transparent image would
 /// vanish on a white card while a model that flattens it onto black reads it.
 pub fn preview_png(bytes: &[u8], max_width: u32, max_height: u32) -> Result<Vec<u8>, PreviewError> {
+    let _turn = decode_turn();
     let (_, image) = decode(bytes)?;
     let small = shrink_to_fit(image, max_width, max_height, FilterType::Triangle);
     let shown = if small.color().has_alpha() {
@@ -208,6 +243,27 @@ mod tests {
     use super::*;
     use crate::testing::zero_png;
     use std::time::{Duration, Instant};
+
+    /// No more than [`DECODES_AT_ONCE`] turns are out at once: the next waits for one to
+    /// end, then goes on.
+    #[test]
+    fn decodes_take_turns() {
+        let held: Vec<DecodeTurn> = (0..DECODES_AT_ONCE).map(|_| decode_turn()).collect();
+        let (started, waiting) = std::sync::mpsc::channel();
+        let next = std::thread::spawn(move || {
+            let _turn = decode_turn();
+            started.send(()).unwrap();
+        });
+        assert!(
+            waiting.recv_timeout(Duration::from_millis(200)).is_err(),
+            "a third turn waits while two are out"
+        );
+        drop(held);
+        waiting
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the waiting turn goes on once one ends");
+        next.join().unwrap();
+    }
 
     #[test]
     fn the_hostile_tall_png_is_refused_by_its_size_at_once() {

@@ -187,6 +187,19 @@ impl Host {
     }
 }
 
+/// The native question before opening `url` (one [`external_url`] took): `lead`, the whole
+/// link, and for a web link where it leads as a URL parser reads it, saying when it names
+/// a user before the host (`https://trusted.example@evil.example/` opens evil.example).
+pub fn link_question(lead: &str, url: &str) -> String {
+    if url.to_ascii_lowercase().starts_with("mailto:") {
+        return format!("{lead}\n\n{url}");
+    }
+    format!(
+        "{lead}\n\n{url}\n\nIt opens {}.",
+        window_guard::host_of(url)
+    )
+}
+
 /// A link from a message that may open in the system browser: `http`/`https` with a host,
 /// or a plain `mailto:` to one address (no query that could fill in a subject, body or
 /// more recipients); never `file:`, `javascript:` or an app's own scheme, and nothing
@@ -210,6 +223,11 @@ pub fn external_url(url: &str) -> Result<&str, String> {
         .iter()
         .find_map(|scheme| lower.strip_prefix(scheme))
     {
+        // A browser reads `\` as `/`: `https://evil.example\@trusted.example/` opens
+        // evil.example while it reads as trusted.example. A real link writes it `%5C`.
+        if rest.contains('\\') {
+            return refuse();
+        }
         let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
         let host = authority.rsplit('@').next().unwrap_or_default();
         if host.is_empty() || host.starts_with(':') {
@@ -295,6 +313,8 @@ mod tests {
             " https://example.com",
             "javascript:alert(1)",
             "file:///etc/passwd",
+            "https://evil.example\\@trusted.example/login",
+            "https://trusted.example/a\\b",
             "JAVASCRIPT:x",
             "media://localhost/x",
             "/etc",
@@ -304,6 +324,23 @@ mod tests {
         let host = Host::new(Paths::under_home(PathBuf::from("/h"), None));
         assert_eq!(host.folder("logs"), Some(PathBuf::from("/h/logs")));
         assert_eq!(host.folder("../etc"), None);
+    }
+
+    #[test]
+    fn a_link_question_says_where_a_web_link_leads() {
+        let lead = "Open this link in your browser?";
+        assert_eq!(
+            link_question(lead, "https://trusted.example@evil.example/login"),
+            "Open this link in your browser?\n\nhttps://trusted.example@evil.example/login\n\nIt opens evil.example (the address names a user before this host)."
+        );
+        assert!(
+            link_question(lead, "https://docs.example:8443/a?b=c")
+                .ends_with("\n\nIt opens docs.example:8443.")
+        );
+        assert_eq!(
+            link_question(lead, "mailto:a@example.com"),
+            "Open this link in your browser?\n\nmailto:a@example.com"
+        );
     }
 
     #[test]

@@ -156,7 +156,7 @@ fn values(value: Option<&Value>) -> impl Iterator<Item = &Value> {
 /// Where a URL leads, as a URL parser reads it (what Conduit will connect to), and whether
 /// it names a user before the host (`https://trusted.example@other.example/` leads to
 /// `other.example`).
-fn host_of(url: &str) -> String {
+pub(crate) fn host_of(url: &str) -> String {
     let address = url.split_once("://").map_or(url, |(_, rest)| rest);
     let address = address.split(['/', '?', '#']).next().unwrap_or_default();
     if address.contains("${") {

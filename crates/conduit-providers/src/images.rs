@@ -136,6 +136,7 @@ pub fn prepare(bytes: &[u8], limits: &ImageLimits) -> Result<PreparedImage, Imag
             base64: base64::engine::general_purpose::STANDARD.encode(bytes),
         });
     }
+    let _turn = conduit_core::images::decode_turn();
     let (_, decoded) = conduit_core::images::decode(bytes)?;
     let scaled = conduit_core::images::shrink_to_fit(
         decoded,

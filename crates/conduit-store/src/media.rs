@@ -124,7 +124,10 @@ impl FileMediaStore {
             return Ok(Some((original, mime)));
         }
         let sized = self.sized_path(hash, width);
-        if !sized.is_file() {
+        // Looked for again once a turn is had: of many asking for the same size at once,
+        // one makes it and the others find it.
+        let turn = (!sized.is_file()).then(images::decode_turn);
+        if turn.is_some() && !sized.is_file() {
             let bytes = fs::read(&original).map_err(|e| MediaError::Io(e.to_string()))?;
             let (_, image) = images::decode(&bytes).map_err(|e| invalid("the stored image", &e))?;
             let small = images::shrink_to_fit(
@@ -372,6 +375,8 @@ fn source_text(error: &DecodeError) -> String {
 impl MediaStore for FileMediaStore {
     fn put(&self, bytes: &[u8], declared_mime: Option<&str>) -> Result<MediaRef, MediaError> {
         let hash = sha256_hex(bytes);
+        // The decode and the thumbnail made from it, a few at a time in the process.
+        let _turn = images::decode_turn();
         let (mime, image) = identify(bytes, declared_mime)?;
         let media = MediaRef {
             hash,
@@ -452,6 +457,7 @@ impl MediaStore for ScratchMediaStore {
                 self.capacity
             )));
         }
+        let _turn = images::decode_turn();
         let (mime, image) = identify(bytes, declared_mime)?;
         let media = MediaRef {
             hash: sha256_hex(bytes),
