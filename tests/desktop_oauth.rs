@@ -104,7 +104,7 @@ async fn sign_in_call_a_tool_on_a_refreshed_token_and_sign_out() {
         .wait(r#"document.querySelector('[aria-label="Authorization URL"]')?.textContent"#)
         .await;
     let shown = shown.as_str().unwrap().to_owned();
-    // The browser is opened at a one-time loopback page that sends it on to the page
+    // The browser is opened at a loopback page with a random path that sends it on to the page
     // shown: its command line, which other users can read, holds nothing of the sign-in.
     let opened = std::fs::read_to_string(browser.join("opened.txt")).unwrap();
     let start = opened.trim();

@@ -148,7 +148,7 @@ async fn login_uses_refreshes_and_logout_revokes() {
         "{}",
         text(&login.stdout)
     );
-    // The browser's command line, which other users can read, holds only a one-time page
+    // The browser's command line, which other users can read, holds only a page with a random path
     // of the loopback listener; the terminal shows the authorization URL in full.
     let opened = std::fs::read_to_string(browser.join("opened.txt")).unwrap();
     let start = opened.lines().next().unwrap();

@@ -1172,22 +1172,24 @@ impl Connection {
         self.secrets.lines(self.stderr.lines())
     }
 
-    /// An error as it may leave the crate: no secret of this server in its text. A
-    /// request that failed on a redirect the connection refused says where it went and
-    /// why (rmcp's error says only that sending failed or the connection closed).
     /// A server's `text` with its secrets hidden, cut to [`MAX_SERVER_ERROR`]. Secrets are
     /// hidden in a start four times as long, so a key that runs across the cut is hidden
     /// whole before it is cut.
     fn hidden_and_cut(&self, text: &str) -> String {
+        if text.len() <= MAX_SERVER_ERROR {
+            return self.secrets.text(text);
+        }
         let start = conduit_core::content::text_start(text, 4 * MAX_SERVER_ERROR);
         let hidden = self.secrets.text(start);
-        let cut = conduit_core::content::text_start(&hidden, MAX_SERVER_ERROR);
-        if cut.len() == text.len() {
-            return cut.to_owned();
-        }
-        said_in_part(cut, text.len())
+        said_in_part(
+            conduit_core::content::text_start(&hidden, MAX_SERVER_ERROR),
+            text.len(),
+        )
     }
 
+    /// An error as it may leave the crate: no secret of this server in its text. A
+    /// request that failed on a redirect the connection refused says where it went and
+    /// why (rmcp's error says only that sending failed or the connection closed).
     fn hide(&self, error: ServiceError) -> McpError {
         if failed_on_redirect(&error)
             && let Some(refusal) = self.refused.take()

@@ -27,7 +27,8 @@ pub const CLIENT_NAME: &str = "Conduit";
 pub const SIGN_IN_PATIENCE: Duration = Duration::from_secs(5 * 60);
 /// The path of the loopback redirect.
 const CALLBACK_PATH: &str = "/callback";
-/// Where the loopback start page's one-time paths begin (the browser is sent there first).
+/// Where the path of the loopback start page begins, before its random part (the browser
+/// is sent there first).
 const START_PATH_PREFIX: &str = "/sign-in/";
 /// Step-ups (`insufficient_scope`) one call may cause before it gives up.
 pub const MAX_STEP_UPS: u32 = 2;
@@ -482,8 +483,8 @@ const REDIRECT_READERS: usize = 16;
 /// returns the callback's full URL. The listener closes with it.
 /// Connections are read side by side, each within [`REQUEST_LINE_PATIENCE`], and only a
 /// process of the same user may answer: another user's process that learned the
-/// sign-in's `state` (a browser's command line shows it) could otherwise hand Conduit a
-/// code of the attacker's own account.
+/// sign-in's `state` (from the start page, or the authorization page) could otherwise
+/// hand Conduit a code of the attacker's own account.
 async fn receive_redirect(
     listener: &TcpListener,
     base: &str,
@@ -1076,7 +1077,7 @@ mod tests {
             let seen = opened.clone();
             tokio::spawn(async move {
                 let origin = uri.trim_end_matches("/callback").to_owned();
-                // The browser was opened at a one-time page of the listener, which sends it
+                // The browser was opened at a random page of the listener, which sends it
                 // on to the authorization page, as often as it is asked.
                 let start = loop {
                     if let Some(url) = seen.lock().first().cloned() {

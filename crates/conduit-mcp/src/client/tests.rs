@@ -642,3 +642,30 @@ async fn a_server_that_stops_reading_ends_its_connection_instead_of_piling_up_an
     waiting.truncate(10);
     assert_eq!(transport.in_flight.load(Ordering::Acquire), 10);
 }
+
+/// A short error keeps its words with its secrets hidden and no note; a long one is cut
+/// after they are hidden, the key across the cut hidden whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_servers_error_is_hidden_then_cut() {
+    let mut connection = scripted(|_| Vec::new(), DEFAULT_CALL_TIMEOUT).await;
+    let key = "sk-live-0123456789abcdef";
+    connection.secrets = Redactor::new([key.to_owned()]);
+    let short = connection.hidden_and_cut(&format!("bad key {key}"));
+    assert!(
+        !short.contains(key) && short.starts_with("bad key "),
+        "{short}"
+    );
+    assert!(!short.contains("left out"), "{short}");
+    let across = format!(
+        "{}{key}{}",
+        "a".repeat(MAX_SERVER_ERROR - 5),
+        "b".repeat(100)
+    );
+    let long = connection.hidden_and_cut(&across);
+    assert!(!long.contains("sk-live"), "no part of the key is left");
+    assert!(long.ends_with(&format!(
+        "[the server's message was {} bytes; the rest is left out]",
+        across.len()
+    )));
+    connection.shutdown().await;
+}
