@@ -329,14 +329,17 @@ impl Window {
 
     /// Sends `keys` to the composer. WebKitWebDriver first asks the page whether the
     /// element takes files, and on a loaded machine that question can come back empty
-    /// ("Could not parse element file upload information") before any key was sent: then
-    /// the box is found again and the keys sent again, a few times at most.
+    /// ("Could not parse element file upload information", or an error with no message at
+    /// all, seen on a fresh clone's `make test`) before any key was sent: then the box is
+    /// found again and the keys sent again, a few times at most.
     async fn keys_to_composer(&self, keys: &str) {
         for attempt in 1.. {
             match self.message_box().await.send_keys(keys).await {
                 Ok(()) => return,
                 Err(fantoccini::error::CmdError::Standard(error))
-                    if attempt < 5 && error.message.contains("file upload information") =>
+                    if attempt < 5
+                        && (error.message.contains("file upload information")
+                            || error.message.trim().is_empty()) =>
                 {
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
