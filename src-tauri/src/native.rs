@@ -48,7 +48,7 @@ impl Confirmer {
         match self {
             Self::Fixed(answer) => answer,
             Self::Dialog => {
-                let Some(_open) = OPEN_CONFIRMATION.begin() else {
+                let Some(_open) = OPEN_CONFIRMATION.try_lock() else {
                     tracing::info!("a confirmation was asked for while another was open; declined");
                     return false;
                 };
@@ -66,42 +66,12 @@ impl Confirmer {
     }
 }
 
-/// The one native confirmation open at a time. Dialogs are shown without waiting for each
-/// other, so a page or a view asking in a loop (a view's tool calls and links reach the
-/// host through the page) would stack them side by side, each to be dismissed, one maybe
-/// under the user's next click; a person answers one at a time anyway.
-pub static OPEN_CONFIRMATION: OneAtATime = OneAtATime::new();
-
-/// A place only one holder has at a time.
-pub struct OneAtATime(std::sync::atomic::AtomicBool);
-
-/// Holds the place of a [`OneAtATime`] until dropped.
-pub struct Held<'a>(&'a OneAtATime);
-
-impl OneAtATime {
-    pub const fn new() -> Self {
-        Self(std::sync::atomic::AtomicBool::new(false))
-    }
-
-    /// The place, or `None` while another holds it.
-    pub fn begin(&self) -> Option<Held<'_>> {
-        self.0
-            .compare_exchange(
-                false,
-                true,
-                std::sync::atomic::Ordering::AcqRel,
-                std::sync::atomic::Ordering::Acquire,
-            )
-            .ok()
-            .map(|_| Held(self))
-    }
-}
-
-impl Drop for Held<'_> {
-    fn drop(&mut self) {
-        self.0.0.store(false, std::sync::atomic::Ordering::Release);
-    }
-}
+/// The one native confirmation open at a time, held while it shows. Dialogs are shown
+/// without waiting for each other, so a page or a view asking in a loop (a view's tool
+/// calls and links reach the host through the page) would stack them side by side, each
+/// to be dismissed, one maybe under the user's next click; a person answers one at a time
+/// anyway.
+pub static OPEN_CONFIRMATION: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
 
 /// The button's label with its first letter as the keyboard mnemonic where GTK draws
 /// dialogs (Alt+letter presses it); elsewhere the label as is.
@@ -181,18 +151,20 @@ pub fn open_settings(app: &tauri::AppHandle) -> tauri::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::OneAtATime;
+    use super::OPEN_CONFIRMATION;
 
     #[test]
     fn a_second_confirmation_is_declined_while_one_is_open_and_taken_after() {
-        let place = OneAtATime::new();
-        let first = place.begin();
+        let first = OPEN_CONFIRMATION.try_lock();
         assert!(first.is_some());
         assert!(
-            place.begin().is_none(),
+            OPEN_CONFIRMATION.try_lock().is_none(),
             "a second one while the first is open"
         );
         drop(first);
-        assert!(place.begin().is_some(), "the next one once it is answered");
+        assert!(
+            OPEN_CONFIRMATION.try_lock().is_some(),
+            "the next one once it is answered"
+        );
     }
 }

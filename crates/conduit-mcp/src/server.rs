@@ -622,16 +622,7 @@ impl ToolServer {
     /// A tool's output as an MCP result, made off the async workers and a few at a time
     /// when it carries stored files (reading and encoding 16 MiB takes a while).
     async fn result_of(&self, output: ToolOutput) -> Result<Value, ErrorData> {
-        let carries_files = output.parts.iter().any(|part| {
-            matches!(
-                part,
-                ResultPart::Image { .. }
-                    | ResultPart::Audio { .. }
-                    | ResultPart::LongText { .. }
-                    | ResultPart::Resource { media: Some(_), .. }
-            )
-        });
-        if !carries_files {
+        if output.parts.iter().all(|part| part.media().is_none()) {
             return Ok(self.result_json(output));
         }
         let _turn = self
