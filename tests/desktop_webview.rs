@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use conduit_e2e::artifacts_dir;
 use conduit_e2e::desktop::{DesktopSession, app_binary};
-use conduit_e2e::native_dialog::{Answer, answer_confirmation};
+use conduit_e2e::native_dialog::{Answer, answer_confirmation, press_as_it_shows};
 use fantoccini::Locator;
 use serde_json::{Value, json};
 
@@ -316,10 +316,15 @@ async fn a_page_script_cannot_start_programs_read_secrets_or_open_links_unseen()
         .js(r#"document.querySelector('button[aria-label="Delete Keep me"]').click(); return null;"#)
         .await
         .unwrap();
-    tokio::task::spawn_blocking(|| answer_confirmation(Answer::Press('d'), WAIT))
-        .await
-        .unwrap()
-        .unwrap();
+    // A press as the question appears (a click or key meant for the window) is not taken:
+    // the Delete button is held a moment; then the user's press deletes.
+    tokio::task::spawn_blocking(|| {
+        press_as_it_shows('d', WAIT)?;
+        answer_confirmation(Answer::Press('d'), WAIT)
+    })
+    .await
+    .unwrap()
+    .unwrap();
     session
         .wait_js(
             r#"document.querySelector('button[aria-label="Delete Keep me"]') === null"#,

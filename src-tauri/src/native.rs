@@ -3,7 +3,9 @@
 
 use conduit_host::app::CommandError;
 use tauri::Manager;
-use tauri_plugin_dialog::{DialogExt, MessageDialogButtons, MessageDialogKind};
+use tauri_plugin_dialog::DialogExt;
+#[cfg(not(target_os = "linux"))]
+use tauri_plugin_dialog::{MessageDialogButtons, MessageDialogKind};
 
 /// The title of every confirmation, so the user (and a test) knows it is Conduit's.
 pub const CONFIRM_TITLE: &str = "Conduit: confirm";
@@ -52,18 +54,123 @@ impl Confirmer {
                     tracing::info!("a confirmation was asked for while another was open; declined");
                     return false;
                 };
-                app.dialog()
-                    .message(question)
-                    .title(CONFIRM_TITLE)
-                    .kind(MessageDialogKind::Warning)
-                    .buttons(MessageDialogButtons::OkCancelCustom(
-                        mnemonic(allow),
-                        "Cancel".to_owned(),
-                    ))
-                    .blocking_show()
+                ask_in_dialog(app, question, allow)
             }
         }
     }
+}
+
+/// How long a confirmation's allowing button stays unusable after the dialog shows or
+/// comes back into focus. A page or a view can time a question to appear under the
+/// user's pointer mid-click, or while they press keys; a person reads for longer than
+/// this before answering. (Firefox holds its security dialogs' buttons for 1 s.)
+pub const ALLOW_DELAY: std::time::Duration = std::time::Duration::from_millis(750);
+
+/// Shows the confirmation with GTK directly: the allowing button is insensitive for
+/// [`ALLOW_DELAY`] each time the dialog is shown or focused, and Return means Cancel.
+/// (The dialog plugin's message box has no way to hold a button.)
+#[cfg(target_os = "linux")]
+fn ask_in_dialog(app: &tauri::AppHandle, question: &str, allow: &str) -> bool {
+    let (sender, receiver) = std::sync::mpsc::channel::<bool>();
+    let question = question.to_owned();
+    let allow = mnemonic(allow);
+    let shown = app.run_on_main_thread(move || {
+        show_gtk_confirmation(&question, &allow, sender);
+    });
+    if let Err(error) = shown {
+        tracing::warn!(%error, "the confirmation could not be shown; declined");
+        return false;
+    }
+    // The sender goes with the dialog: a dialog destroyed unanswered (the app closing)
+    // reads as Cancel.
+    receiver.recv().unwrap_or(false)
+}
+
+/// Builds and shows the dialog on the main thread; `answer` gets whether the user allowed.
+#[cfg(target_os = "linux")]
+fn show_gtk_confirmation(question: &str, allow: &str, answer: std::sync::mpsc::Sender<bool>) {
+    use gtk::prelude::*;
+    use std::cell::Cell;
+    use std::rc::Rc;
+
+    let dialog = gtk::MessageDialog::new(
+        None::<&gtk::Window>,
+        gtk::DialogFlags::MODAL,
+        gtk::MessageType::Warning,
+        gtk::ButtonsType::None,
+        CONFIRM_TITLE,
+    );
+    dialog.set_title(CONFIRM_TITLE);
+    dialog.set_secondary_text(Some(question));
+    dialog.set_keep_above(true);
+    // The question can be copied (a server's command, a link), as the plugin's dialog let it.
+    if let Ok(area) = dialog.message_area().downcast::<gtk::Container>() {
+        for child in area.children() {
+            if let Ok(label) = child.downcast::<gtk::Label>() {
+                label.set_selectable(true);
+            }
+        }
+    }
+    dialog.add_button(allow, gtk::ResponseType::Accept);
+    dialog.add_button("Cancel", gtk::ResponseType::Cancel);
+    dialog.set_default_response(gtk::ResponseType::Cancel);
+
+    // Each showing or focusing holds the button anew; only the latest hold may release it.
+    let holds = Rc::new(Cell::new(0_u64));
+    let hold = move |dialog: &gtk::MessageDialog| {
+        let this_hold = holds.get().wrapping_add(1);
+        holds.set(this_hold);
+        dialog.set_response_sensitive(gtk::ResponseType::Accept, false);
+        let dialog = dialog.downgrade();
+        let holds = Rc::clone(&holds);
+        gtk::glib::timeout_add_local_once(ALLOW_DELAY, move || {
+            if let Some(dialog) = dialog.upgrade()
+                && holds.get() == this_hold
+            {
+                dialog.set_response_sensitive(gtk::ResponseType::Accept, true);
+            }
+        });
+    };
+    let hold = Rc::new(hold);
+    let on_map = Rc::clone(&hold);
+    dialog.connect_map(move |dialog| on_map(dialog));
+    dialog.connect_focus_in_event(move |dialog, _| {
+        hold(dialog);
+        gtk::glib::Propagation::Proceed
+    });
+    dialog.connect_response(move |dialog, response| {
+        // Only the allowing button allows; GTK does not send its response while it is
+        // held. The first answer counts: the asker reads one, and may be gone by a second.
+        let _ = answer.send(response == gtk::ResponseType::Accept);
+        // Escape and the close button come as a delete event, after which GTK destroys
+        // the dialog itself; a button closes it, which comes back here as one.
+        if response != gtk::ResponseType::DeleteEvent {
+            dialog.close();
+        }
+    });
+    dialog.show_all();
+}
+
+/// Elsewhere the plugin's dialog; an allowing answer within [`ALLOW_DELAY`] of asking
+/// counts as Cancel, as the button cannot be held there.
+#[cfg(not(target_os = "linux"))]
+fn ask_in_dialog(app: &tauri::AppHandle, question: &str, allow: &str) -> bool {
+    let asked = std::time::Instant::now();
+    let allowed = app
+        .dialog()
+        .message(question)
+        .title(CONFIRM_TITLE)
+        .kind(MessageDialogKind::Warning)
+        .buttons(MessageDialogButtons::OkCancelCustom(
+            mnemonic(allow),
+            "Cancel".to_owned(),
+        ))
+        .blocking_show();
+    if allowed && asked.elapsed() < ALLOW_DELAY {
+        tracing::info!("a confirmation was allowed before it could be read; taken as Cancel");
+        return false;
+    }
+    allowed
 }
 
 /// The one native confirmation open at a time, held while it shows. Dialogs are shown

@@ -52,6 +52,14 @@ pub fn window_shown(title: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// Whether the window `id`, titled `title`, is shown now.
+fn dialog_shown(title: &str, id: &str) -> bool {
+    let pattern = format!("^{}$", regex_escape(title));
+    xdotool(&["search", "--onlyvisible", "--name", &pattern])
+        .map(|found| found.lines().any(|line| line.trim() == id))
+        .unwrap_or(false)
+}
+
 fn regex_escape(text: &str) -> String {
     text.chars()
         .flat_map(|c| {
@@ -79,7 +87,13 @@ pub enum Answer {
     Cancel,
 }
 
-/// Answers the app's confirmation, then waits until the dialog is gone.
+/// How long the app holds a confirmation's allowing button after it shows or is focused
+/// (`ALLOW_DELAY` in `src-tauri/src/native.rs`).
+pub const ALLOW_DELAY: Duration = Duration::from_millis(750);
+
+/// Answers the app's confirmation, then waits until the dialog is gone. The allowing
+/// button takes no press while the app holds it, so a press is repeated, as a user would
+/// click again, until the dialog closes.
 pub fn answer_confirmation(answer: Answer, timeout: Duration) -> anyhow::Result<()> {
     let window = wait_for_window(CONFIRM_TITLE, timeout)?;
     focus(&window)?;
@@ -87,13 +101,46 @@ pub fn answer_confirmation(answer: Answer, timeout: Duration) -> anyhow::Result<
         Answer::Press(letter) => format!("alt+{letter}"),
         Answer::Cancel => "Escape".to_owned(),
     };
-    xdotool(&["key", "--clearmodifiers", &key])?;
     let deadline = Instant::now() + timeout;
-    while window_shown(CONFIRM_TITLE) {
+    // This dialog, by its window: the next confirmation, with the same title, may already
+    // be showing when this one closes.
+    let still_open = || dialog_shown(CONFIRM_TITLE, &window);
+    loop {
+        xdotool(&["key", "--clearmodifiers", &key])?;
+        let pressed = Instant::now();
+        while still_open() && pressed.elapsed() < Duration::from_millis(300) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        if !still_open() {
+            return Ok(());
+        }
         if Instant::now() > deadline {
             bail!("the confirmation stayed open after the answer");
         }
-        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Presses the confirmation's button `letter` as soon as it shows, as a click or a key
+/// meant for the window behind would land, and fails unless the dialog is still open
+/// afterwards: the app holds that button for [`ALLOW_DELAY`].
+pub fn press_as_it_shows(letter: char, timeout: Duration) -> anyhow::Result<()> {
+    let window = wait_for_window(CONFIRM_TITLE, timeout)?;
+    // The hold began when the dialog was mapped, at most one poll (100 ms) and a search
+    // before it was found here; focusing it (if it had no focus yet) holds anew.
+    let seen = Instant::now();
+    focus(&window)?;
+    xdotool(&["key", "--clearmodifiers", &format!("alt+{letter}")])?;
+    let pressed_after = seen.elapsed();
+    if pressed_after + Duration::from_millis(250) >= ALLOW_DELAY {
+        bail!(
+            "the press came {pressed_after:?} after the dialog was found, maybe past the hold: \
+             this machine is too busy to tell whether an early press is refused"
+        );
+    }
+    // Long enough for GTK to have acted on the press, had it taken it.
+    std::thread::sleep(Duration::from_millis(300));
+    if !dialog_shown(CONFIRM_TITLE, &window) {
+        bail!("the confirmation took a press made {pressed_after:?} after it was found");
     }
     Ok(())
 }
