@@ -23,7 +23,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::server::{ServeError, ToolServer};
+use crate::server::{ResponseHold, ServeError, ToolServer};
 
 /// The path the MCP endpoint is served at.
 pub const MCP_PATH: &str = "/mcp";
@@ -156,8 +156,10 @@ const CLOSE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl CappedSessions {
     pub fn new(max: usize, silence: std::time::Duration) -> Self {
+        let mut inner = LocalSessionManager::default();
+        inner.session_config.completed_cache_ttl = COMPLETED_RESPONSE_KEPT;
         Self {
-            inner: LocalSessionManager::default(),
+            inner,
             max,
             silence,
             heard: parking_lot::Mutex::new(std::collections::HashMap::new()),
@@ -457,6 +459,51 @@ impl tokio::io::AsyncWrite for HeldConnection {
     }
 }
 
+/// How long a session keeps a finished response for a client that reconnects to read the
+/// rest of it (rmcp's default is 60 s). A response with stored files holds its share of
+/// [`crate::server::MAX_SERVED_MEDIA_IN_FLIGHT`] this long after it is written out, so the
+/// copy kept here is counted too; on loopback a client reconnects within moments.
+pub const COMPLETED_RESPONSE_KEPT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Puts a [`ResponseHold`] in each request for the tools that answer it, and keeps it with
+/// the response's body until the body is written out or dropped.
+async fn hold_for_response(
+    mut request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let hold = Arc::new(ResponseHold::default());
+    request.extensions_mut().insert(Arc::clone(&hold));
+    next.run(request)
+        .await
+        .map(|body| axum::body::Body::new(HeldBody { body, _hold: hold }))
+}
+
+/// A response body and the hold that lives as long as it does.
+struct HeldBody {
+    body: axum::body::Body,
+    _hold: Arc<ResponseHold>,
+}
+
+impl http_body::Body for HeldBody {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
 /// Serves `server` on `listener` until `stop` is cancelled.
 pub async fn serve_http(
     server: ToolServer,
@@ -481,12 +528,12 @@ pub async fn serve_http(
         config,
     );
     let token: Arc<str> = token.into();
-    let router =
-        axum::Router::new()
-            .nest_service(MCP_PATH, service)
-            .layer(axum::middleware::from_fn(move |request, next| {
-                require_token(token.clone(), request, next)
-            }));
+    let router = axum::Router::new()
+        .nest_service(MCP_PATH, service)
+        .layer(axum::middleware::from_fn(hold_for_response))
+        .layer(axum::middleware::from_fn(move |request, next| {
+            require_token(token.clone(), request, next)
+        }));
     axum::serve(
         CappedListener::new(listener, MAX_CONNECTIONS, stop.clone()),
         router,
@@ -656,6 +703,42 @@ mod tests {
         );
         ended.unwrap().unwrap().unwrap();
         drop((half, unread));
+    }
+
+    /// The hold a request carries lives as long as its response's body: while it is
+    /// unread, and not after it is read.
+    #[tokio::test]
+    async fn a_response_keeps_its_hold_until_its_body_is_gone() {
+        use tower::ServiceExt;
+
+        let seen: Arc<parking_lot::Mutex<Option<std::sync::Weak<ResponseHold>>>> = Arc::default();
+        let keep = Arc::clone(&seen);
+        let router = axum::Router::new()
+            .route(
+                "/",
+                axum::routing::get(
+                    move |axum::Extension(hold): axum::Extension<Arc<ResponseHold>>| {
+                        *keep.lock() = Some(Arc::downgrade(&hold));
+                        async { "a body" }
+                    },
+                ),
+            )
+            .layer(axum::middleware::from_fn(hold_for_response));
+        let response = router
+            .oneshot(
+                axum::http::Request::get("/")
+                    .body(axum::body::Body::empty())
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        let hold = seen.lock().clone().expect("the handler saw a hold");
+        assert!(hold.upgrade().is_some(), "held while the body is unread");
+        let body = axum::body::to_bytes(response.into_body(), 1024)
+            .await
+            .unwrap();
+        assert_eq!(&body[..], b"a body");
+        assert!(hold.upgrade().is_none(), "given up once the body is read");
     }
 
     #[test]

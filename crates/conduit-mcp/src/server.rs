@@ -327,6 +327,95 @@ pub const MAX_SERVED_MEDIA_BYTES: u64 = 16 * 1024 * 1024;
 /// Results carrying stored files made at once (each reads its files and encodes them, off
 /// the async workers); the others wait their turn.
 const MEDIA_RESULTS_AT_ONCE: usize = 2;
+/// The most stored-file bytes in results on their way to clients over HTTP at once: a
+/// result's files count from when it is made until its response has been written out and
+/// the session no longer keeps a copy for a client that reconnects
+/// ([`crate::http::COMPLETED_RESPONSE_KEPT`]). A client that asks for many files and never
+/// reads them holds this much at most, not 16 MiB a request.
+pub const MAX_SERVED_MEDIA_IN_FLIGHT: u64 = 64 * 1024 * 1024;
+/// How long a result waits for its files' place among [`MAX_SERVED_MEDIA_IN_FLIGHT`]
+/// before the call fails, saying why.
+const MEDIA_IN_FLIGHT_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// What one HTTP response holds of [`MAX_SERVED_MEDIA_IN_FLIGHT`]. The endpoint puts one in
+/// each request and keeps it with the response's body; when the body is gone (written out,
+/// or the client left) its places are given back once the session's copy of the response
+/// has expired.
+#[derive(Default)]
+pub struct ResponseHold {
+    places: Mutex<Vec<tokio::sync::OwnedSemaphorePermit>>,
+}
+
+impl Drop for ResponseHold {
+    fn drop(&mut self) {
+        let places = std::mem::take(self.places.get_mut());
+        if places.is_empty() {
+            return;
+        }
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    tokio::time::sleep(crate::http::COMPLETED_RESPONSE_KEPT).await;
+                    drop(places);
+                });
+            }
+            // No runtime left (the process is ending): nothing is kept either.
+            Err(_) => drop(places),
+        }
+    }
+}
+
+/// The hold of the response a request is answered in: over HTTP the endpoint puts one in
+/// each request (`http::hold_for_response`); over stdio there is none.
+fn response_hold(context: &RequestContext<RoleServer>) -> Option<&ResponseHold> {
+    context
+        .extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<Arc<ResponseHold>>())
+        .map(Arc::as_ref)
+}
+
+/// The bytes of stored files a result sends, in order: each at most
+/// [`MAX_SERVED_MEDIA_BYTES`] and all together at most that too; a file past what is
+/// left is named in the result instead.
+struct MediaAllowance {
+    left: u64,
+}
+
+impl MediaAllowance {
+    fn new() -> Self {
+        Self {
+            left: MAX_SERVED_MEDIA_BYTES,
+        }
+    }
+
+    /// Takes `bytes` from what is left, or says why the file is not sent.
+    fn take(&mut self, bytes: u64) -> Result<(), String> {
+        if bytes > MAX_SERVED_MEDIA_BYTES {
+            return Err(too_large_to_serve(bytes));
+        }
+        if bytes > self.left {
+            return Err(format!(
+                "the result's files together pass the {} MiB Conduit sends a client in one result",
+                MAX_SERVED_MEDIA_BYTES / (1024 * 1024)
+            ));
+        }
+        self.left -= bytes;
+        Ok(())
+    }
+
+    /// The stored-file bytes a result of `parts` will send (as stored; the files read are
+    /// held to it).
+    fn sent_by(parts: &[ResultPart]) -> u64 {
+        let mut allowance = Self::new();
+        parts
+            .iter()
+            .filter_map(ResultPart::media)
+            .filter(|media| allowance.take(media.bytes).is_ok())
+            .map(|media| media.bytes)
+            .sum()
+    }
+}
 
 /// Why a stored file of `bytes` is not sent to a client.
 pub fn too_large_to_serve(bytes: u64) -> String {
@@ -342,6 +431,9 @@ struct Inner {
     media: Arc<dyn MediaStore>,
     /// Turns for results that carry stored files ([`MEDIA_RESULTS_AT_ONCE`]).
     media_results: tokio::sync::Semaphore,
+    /// Places for stored-file bytes on their way to HTTP clients, a KiB each
+    /// ([`MAX_SERVED_MEDIA_IN_FLIGHT`]).
+    media_in_flight: Arc<tokio::sync::Semaphore>,
     /// Places for 2026-07-28 listen streams, shared by every client of this server.
     listens: Arc<tokio::sync::Semaphore>,
 }
@@ -410,6 +502,9 @@ impl ToolServer {
                 catalog,
                 media,
                 media_results: tokio::sync::Semaphore::new(MEDIA_RESULTS_AT_ONCE),
+                media_in_flight: Arc::new(tokio::sync::Semaphore::new(
+                    (MAX_SERVED_MEDIA_IN_FLIGHT / 1024) as usize,
+                )),
                 listens: Arc::new(tokio::sync::Semaphore::new(MAX_LISTENS)),
             }),
             session: Arc::new(SessionState::default()),
@@ -531,11 +626,16 @@ impl ToolServer {
     fn result_json(&self, output: ToolOutput) -> Value {
         let mut content = Vec::new();
         let mut structured = None;
+        let mut allowance = MediaAllowance::new();
         for part in output.parts {
             match part {
                 ResultPart::Text { text } => content.push(json!({"type": "text", "text": text})),
-                ResultPart::Image { media } => content.push(self.media_block("image", &media)),
-                ResultPart::Audio { media } => content.push(self.media_block("audio", &media)),
+                ResultPart::Image { media } => {
+                    content.push(self.media_block("image", &media, &mut allowance))
+                }
+                ResultPart::Audio { media } => {
+                    content.push(self.media_block("audio", &media, &mut allowance))
+                }
                 ResultPart::ResourceLink {
                     uri,
                     name,
@@ -567,7 +667,7 @@ impl ToolServer {
                     }
                     match (text, media) {
                         (Some(text), _) => resource["text"] = json!(text),
-                        (None, Some(media)) => match self.served_bytes(&media) {
+                        (None, Some(media)) => match self.served_bytes(&media, &mut allowance) {
                             Ok(bytes) => resource["blob"] = json!(base64_of(&bytes)),
                             Err(e) => resource["text"] = json!(format!("[{e}]")),
                         },
@@ -590,7 +690,7 @@ impl ToolServer {
                     }
                 }
                 ResultPart::LongText { preview, media } => {
-                    let text = match self.served_bytes(&media) {
+                    let text = match self.served_bytes(&media, &mut allowance) {
                         Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
                         Err(e) => format!("{preview}\n[the rest is not available: {e}]"),
                     };
@@ -605,25 +705,48 @@ impl ToolServer {
         result
     }
 
-    /// A stored file's bytes for a client, at most [`MAX_SERVED_MEDIA_BYTES`].
-    fn served_bytes(&self, media: &conduit_core::content::MediaRef) -> Result<Vec<u8>, String> {
-        if media.bytes > MAX_SERVED_MEDIA_BYTES {
-            return Err(too_large_to_serve(media.bytes));
-        }
+    /// A stored file's bytes for a client, taken from `allowance`.
+    fn served_bytes(
+        &self,
+        media: &conduit_core::content::MediaRef,
+        allowance: &mut MediaAllowance,
+    ) -> Result<Vec<u8>, String> {
+        let before = allowance.left;
+        allowance.take(media.bytes)?;
         let bytes = self.inner.media.load(media).map_err(|e| e.to_string())?;
-        // The reference's size is what was stored; the file is what is read.
+        // The reference's size is what was stored and counted; the file is what is read.
         let read = bytes.len() as u64;
         if read > MAX_SERVED_MEDIA_BYTES {
             return Err(too_large_to_serve(read));
         }
+        if read > before {
+            return Err(format!(
+                "it is {read} bytes, not the {} it was stored as",
+                media.bytes
+            ));
+        }
+        allowance.left = before - read;
         Ok(bytes)
     }
 
     /// A tool's output as an MCP result, made off the async workers and a few at a time
-    /// when it carries stored files (reading and encoding 16 MiB takes a while).
-    async fn result_of(&self, output: ToolOutput) -> Result<Value, ErrorData> {
+    /// when it carries stored files (reading and encoding 16 MiB takes a while). Over HTTP
+    /// (`hold` is the response's) the files first wait for their place among
+    /// [`MAX_SERVED_MEDIA_IN_FLIGHT`], which the response then holds.
+    async fn result_of(
+        &self,
+        output: ToolOutput,
+        hold: Option<&ResponseHold>,
+    ) -> Result<Value, ErrorData> {
+        let sent = MediaAllowance::sent_by(&output.parts);
         if output.parts.iter().all(|part| part.media().is_none()) {
             return Ok(self.result_json(output));
+        }
+        if let Some(hold) = hold
+            && sent > 0
+        {
+            let places = self.places_in_flight(sent).await?;
+            hold.places.lock().push(places);
         }
         let _turn = self
             .inner
@@ -637,8 +760,37 @@ impl ToolServer {
             .map_err(|e| ErrorData::internal_error(format!("making the result failed: {e}"), None))
     }
 
-    fn media_block(&self, kind: &str, media: &conduit_core::content::MediaRef) -> Value {
-        match self.served_bytes(media) {
+    /// Places among [`MAX_SERVED_MEDIA_IN_FLIGHT`] for `bytes` (at most
+    /// [`MAX_SERVED_MEDIA_BYTES`]), waited for at most [`MEDIA_IN_FLIGHT_WAIT`].
+    async fn places_in_flight(
+        &self,
+        bytes: u64,
+    ) -> Result<tokio::sync::OwnedSemaphorePermit, ErrorData> {
+        // At most 16,384 places, a KiB each.
+        let kib = bytes.min(MAX_SERVED_MEDIA_BYTES).div_ceil(1024) as u32;
+        let places = Arc::clone(&self.inner.media_in_flight).acquire_many_owned(kib);
+        tokio::time::timeout(MEDIA_IN_FLIGHT_WAIT, places)
+            .await
+            .map_err(|_| {
+                ErrorData::internal_error(
+                    format!(
+                        "Conduit is already sending clients {} MiB of stored files that they \
+                         have not finished reading; try again shortly",
+                        MAX_SERVED_MEDIA_IN_FLIGHT / (1024 * 1024)
+                    ),
+                    None,
+                )
+            })?
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))
+    }
+
+    fn media_block(
+        &self,
+        kind: &str,
+        media: &conduit_core::content::MediaRef,
+        allowance: &mut MediaAllowance,
+    ) -> Value {
+        match self.served_bytes(media, allowance) {
             Ok(bytes) => json!({"type": kind, "data": base64_of(&bytes), "mimeType": media.mime}),
             Err(e) => {
                 json!({"type": "text", "text": format!("[the {kind} is not available: {e}]")})
@@ -881,7 +1033,8 @@ impl ServerHandler for ToolServer {
         };
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let output = self.run_tool(tool, arguments, &context).await;
-        let result: CallToolResult = complete_result(self.result_of(output).await?)?;
+        let result: CallToolResult =
+            complete_result(self.result_of(output, response_hold(&context)).await?)?;
         Ok(result.into())
     }
 
@@ -911,14 +1064,35 @@ impl ServerHandler for ToolServer {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
+        // Over HTTP a read takes places for the most a resource sends before reading (a
+        // stored file, up to 16 MiB) and keeps those its contents need with the response.
+        let hold = response_hold(&context);
+        let mut places = match hold {
+            Some(_) => Some(self.places_in_flight(MAX_SERVED_MEDIA_BYTES).await?),
+            None => None,
+        };
         let bodies = self
             .inner
             .catalog
             .read_resource(&request.uri)
             .await
             .map_err(catalog_error)?;
+        if let (Some(hold), Some(mut taken)) = (hold, places.take()) {
+            let sent: u64 = bodies
+                .iter()
+                .map(|body| match &body.data {
+                    ResourceData::Text(text) => text.len() as u64,
+                    ResourceData::Binary(bytes) => bytes.len() as u64,
+                })
+                .sum();
+            let kept = sent.min(MAX_SERVED_MEDIA_BYTES).div_ceil(1024) as usize;
+            if let Some(spare) = taken.split(taken.num_permits().saturating_sub(kept)) {
+                drop(spare);
+            }
+            hold.places.lock().push(taken);
+        }
         let contents: Vec<Value> = bodies.into_iter().map(resource_json).collect();
         let result: ReadResourceResult = complete_result(json!({ "contents": contents }))?;
         Ok(result.into())
@@ -1197,8 +1371,9 @@ mod tests {
     use tokio::sync::broadcast;
 
     use super::{
-        Catalog, CatalogChange, MAX_LISTENS, MAX_SERVED_MEDIA_BYTES, MAX_SUBSCRIBED_URI,
-        MAX_SUBSCRIPTIONS, ResultPart, ToolOutput, ToolServer, base64_of, may_subscribe,
+        Catalog, CatalogChange, MAX_LISTENS, MAX_SERVED_MEDIA_BYTES, MAX_SERVED_MEDIA_IN_FLIGHT,
+        MAX_SUBSCRIBED_URI, MAX_SUBSCRIPTIONS, ResponseHold, ResultPart, ToolOutput, ToolServer,
+        base64_of, may_subscribe,
     };
 
     /// No tools; changes sent on `changes` reach listeners.
@@ -1247,7 +1422,7 @@ mod tests {
             ],
             is_error: false,
         };
-        let result = server.result_of(output).await.unwrap();
+        let result = server.result_of(output, None).await.unwrap();
         let content = result["content"].as_array().unwrap();
         assert_eq!(content[0]["type"], "text");
         let said = content[0]["text"].as_str().unwrap();
@@ -1257,6 +1432,209 @@ mod tests {
         );
         assert_eq!(content[1]["type"], "image");
         assert_eq!(content[1]["data"], base64_of(b"tiny"));
+    }
+
+    /// A result's stored files are sent up to 16 MiB together; the next one is named.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_result_s_files_together_stop_at_the_served_size() {
+        let (server, _changes) = changing_server();
+        let media = server.inner.media.clone();
+        let seven_mib = vec![7u8; 7 * 1024 * 1024];
+        let parts = (0..3)
+            .map(|_| ResultPart::Image {
+                media: media.put(&seven_mib, Some("image/png")).unwrap(),
+            })
+            .collect();
+        let output = ToolOutput {
+            parts,
+            is_error: false,
+        };
+        let result = server.result_of(output, None).await.unwrap();
+        let content = result["content"].as_array().unwrap();
+        assert_eq!(content[0]["type"], "image");
+        assert_eq!(content[1]["type"], "image");
+        assert_eq!(content[2]["type"], "text");
+        let said = content[2]["text"].as_str().unwrap();
+        assert!(
+            said.contains("together pass the 16 MiB Conduit sends a client in one result"),
+            "{said}"
+        );
+    }
+
+    /// Places for stored files in flight over HTTP: used.
+    fn in_flight(server: &ToolServer) -> u64 {
+        (MAX_SERVED_MEDIA_IN_FLIGHT / 1024
+            - server.inner.media_in_flight.available_permits() as u64)
+            * 1024
+    }
+
+    /// Results whose responses are not read hold 64 MiB of files at most: the next waits
+    /// for a place and, after a while, fails saying why; a response gone gives its places
+    /// back once the session's copy has expired. (Time is paused: the waits are virtual.)
+    #[tokio::test(start_paused = true)]
+    async fn files_for_unread_http_responses_are_bounded_and_given_back_when_they_are_gone() {
+        let (server, _changes) = changing_server();
+        let media = server.inner.media.clone();
+        let full = media
+            .put(
+                &vec![1u8; MAX_SERVED_MEDIA_BYTES as usize],
+                Some("image/png"),
+            )
+            .unwrap();
+        let output = || ToolOutput {
+            parts: vec![ResultPart::Image {
+                media: full.clone(),
+            }],
+            is_error: false,
+        };
+        let unread: Vec<ResponseHold> = (0..4).map(|_| ResponseHold::default()).collect();
+        for hold in &unread {
+            let result = server.result_of(output(), Some(hold)).await.unwrap();
+            assert_eq!(result["content"][0]["type"], "image");
+        }
+        assert_eq!(in_flight(&server), MAX_SERVED_MEDIA_IN_FLIGHT);
+
+        let waited = tokio::time::Instant::now();
+        let refused = server
+            .result_of(output(), Some(&ResponseHold::default()))
+            .await
+            .unwrap_err();
+        assert!(
+            refused
+                .message
+                .contains("already sending clients 64 MiB of stored files"),
+            "{refused:?}"
+        );
+        assert!(waited.elapsed() >= Duration::from_secs(30));
+        // A result without files does not wait.
+        let text = ToolOutput {
+            parts: vec![ResultPart::Text { text: "hi".into() }],
+            is_error: false,
+        };
+        server
+            .result_of(text, Some(&ResponseHold::default()))
+            .await
+            .unwrap();
+
+        // One response written out: its places come back after the kept copy expires.
+        let mut unread = unread;
+        drop(unread.pop());
+        assert_eq!(in_flight(&server), MAX_SERVED_MEDIA_IN_FLIGHT);
+        let next = ResponseHold::default();
+        let gone = tokio::time::Instant::now();
+        server.result_of(output(), Some(&next)).await.unwrap();
+        assert!(gone.elapsed() >= crate::http::COMPLETED_RESPONSE_KEPT);
+        // Over stdio (no hold) nothing is counted.
+        server.result_of(output(), None).await.unwrap();
+        assert_eq!(in_flight(&server), MAX_SERVED_MEDIA_IN_FLIGHT);
+    }
+
+    /// Over the HTTP endpoint a tool's files count while its response is on its way and
+    /// for as long as the session keeps a copy, then no more.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_http_tool_result_holds_its_files_place_until_its_response_has_expired() {
+        use rmcp::model::CallToolRequestParams;
+        use rmcp::transport::StreamableHttpClientTransport;
+        use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+
+        /// A tool returning one stored picture.
+        struct Picture {
+            spec: conduit_core::tool::ToolSpec,
+            media: conduit_core::content::MediaRef,
+        }
+        #[async_trait::async_trait]
+        impl Tool for Picture {
+            fn spec(&self) -> &conduit_core::tool::ToolSpec {
+                &self.spec
+            }
+            async fn call(
+                &self,
+                _arguments: serde_json::Value,
+                _context: conduit_core::tool::ToolContext,
+            ) -> Result<ToolOutput, conduit_core::tool::ToolError> {
+                Ok(ToolOutput {
+                    parts: vec![ResultPart::Image {
+                        media: self.media.clone(),
+                    }],
+                    is_error: false,
+                })
+            }
+        }
+        /// The tool, and a 1 MiB resource at any URI.
+        struct Pictures(Arc<dyn Tool>);
+        #[async_trait::async_trait]
+        impl Catalog for Pictures {
+            fn tools(&self) -> Vec<Arc<dyn Tool>> {
+                vec![self.0.clone()]
+            }
+            async fn read_resource(
+                &self,
+                uri: &str,
+            ) -> Result<Vec<super::ResourceBody>, super::CatalogError> {
+                Ok(vec![super::ResourceBody {
+                    uri: uri.to_owned(),
+                    mime_type: Some("image/png".into()),
+                    data: super::ResourceData::Binary(vec![3u8; 1024 * 1024]),
+                }])
+            }
+        }
+
+        let media = conduit_core::testing::MemoryMedia::new();
+        let picture = conduit_core::media::MediaStore::put(
+            &*media,
+            &vec![2u8; 4 * 1024 * 1024],
+            Some("image/png"),
+        )
+        .unwrap();
+        let tool: Arc<dyn Tool> = Arc::new(Picture {
+            spec: conduit_core::testing::tool_spec("picture"),
+            media: picture,
+        });
+        let server = ToolServer::new(Arc::new(Pictures(tool)), media);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        let stop = tokio_util::sync::CancellationToken::new();
+        let serving = tokio::spawn(crate::http::serve_http(
+            server.session(),
+            listener,
+            "token-1".into(),
+            stop.clone(),
+        ));
+        let config =
+            StreamableHttpClientTransportConfig::with_uri(url.as_str()).auth_header("token-1");
+        let client = ().serve(StreamableHttpClientTransport::from_config(config)).await.unwrap();
+        let result = client
+            .call_tool(CallToolRequestParams::new("picture"))
+            .await
+            .unwrap();
+        assert_eq!(
+            serde_json::to_value(&result).unwrap()["content"][0]["type"],
+            "image"
+        );
+        // Read by the client; the session keeps its copy a while, and the places with it.
+        assert_eq!(in_flight(&server), 4 * 1024 * 1024);
+        // A resource read takes 16 MiB of places before reading and keeps what it sends.
+        client
+            .read_resource(rmcp::model::ReadResourceRequestParams::new(
+                "conduit://media/one",
+            ))
+            .await
+            .unwrap();
+        assert_eq!(in_flight(&server), 5 * 1024 * 1024);
+        let deadline = tokio::time::Instant::now()
+            + crate::http::COMPLETED_RESPONSE_KEPT
+            + Duration::from_secs(10);
+        while in_flight(&server) != 0 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{} bytes still held",
+                in_flight(&server)
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        client.cancel().await.unwrap();
+        stop.cancel();
+        serving.await.unwrap().unwrap();
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
