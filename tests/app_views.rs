@@ -130,7 +130,7 @@ async fn ran_call(
     let before = app.host().settings().unwrap();
     for stale in [other.as_str(), "", listed.shown.as_str()] {
         let refused = app
-            .set_tool_policy("probe", tool, ToolPolicy::Allow, stale)
+            .set_tool_policy("probe", tool, ToolPolicy::Allow, stale, |_| true)
             .await
             .unwrap_err()
             .to_string();
@@ -140,7 +140,7 @@ async fn ran_call(
         );
     }
     let refused = app
-        .set_server_policy("probe", ToolPolicy::Allow, shown)
+        .set_server_policy("probe", ToolPolicy::Allow, shown, |_| true)
         .await
         .unwrap_err();
     assert!(
@@ -148,7 +148,26 @@ async fn ran_call(
         "{refused}"
     );
     assert_eq!(app.host().settings().unwrap(), before);
-    app.set_tool_policy("probe", tool, ToolPolicy::Allow, shown)
+    // The allow is saved only after the native question says yes; it names the tool,
+    // its server and what the server says the tool does.
+    let asked = Arc::new(std::sync::Mutex::new(String::new()));
+    let heard = asked.clone();
+    let refused = app
+        .set_tool_policy("probe", tool, ToolPolicy::Allow, shown, move |question| {
+            *heard.lock().unwrap() = question;
+            false
+        })
+        .await
+        .unwrap_err();
+    assert!(refused.to_string().contains("not allowed"), "{refused}");
+    assert_eq!(app.host().settings().unwrap(), before);
+    let question = asked.lock().unwrap().clone();
+    assert!(
+        question.contains(&format!("Always allow {tool} of server probe?"))
+            && question.contains("without asking you"),
+        "{question}"
+    );
+    app.set_tool_policy("probe", tool, ToolPolicy::Allow, shown, |_| true)
         .await
         .unwrap();
     let conversation = conduit_e2e::app_turn(app, request("Show it.")).await;
@@ -285,7 +304,7 @@ async fn a_views_calls_reach_only_its_own_app_tools_under_their_policy() {
         .unwrap();
 
     // Deny in Settings holds for views as for the model, without asking.
-    app.set_tool_policy("probe", "probe_count", ToolPolicy::Deny, "")
+    app.set_tool_policy("probe", "probe_count", ToolPolicy::Deny, "", |_| false)
         .await
         .unwrap();
     let denied = app
@@ -432,7 +451,7 @@ async fn a_view_opens_only_for_a_call_the_host_ran() {
 
     // A call the user denied never ran, though it is saved in its conversation.
     script_call(&llm, "show_probe", json!({"gate": "x"}));
-    app.set_tool_policy("probe", "show_probe", ToolPolicy::Deny, "")
+    app.set_tool_policy("probe", "show_probe", ToolPolicy::Deny, "", |_| false)
         .await
         .unwrap();
     let refused_in = conduit_e2e::app_turn(&app, request("Show it again.")).await;

@@ -239,9 +239,22 @@ async fn settings_manage_providers_and_the_mcp_servers_file() {
     window
         .wait(r#"document.querySelector('tr[aria-label="Tool echo"]')"#)
         .await;
-    // Approval policy per tool: set here, kept in settings, revocable.
-    window.choose("Approval for echo", "allow").await;
+    // Approval policy per tool: set here, kept in settings, revocable. An allow is asked
+    // about natively first; declined, nothing is saved and the choice goes back.
     let settings_file = home.path().join("settings.json");
+    window.choose("Approval for echo", "allow").await;
+    answer_in_native_dialog(Answer::Cancel).await;
+    window
+        .wait(r#"document.querySelector('[aria-label="Approval for echo"]').value !== "allow""#)
+        .await;
+    assert!(
+        !std::fs::read_to_string(&settings_file)
+            .unwrap_or_default()
+            .contains("\"echo\": \"allow\""),
+        "a declined allow was saved"
+    );
+    window.choose("Approval for echo", "allow").await;
+    answer_in_native_dialog(Answer::Press('a')).await;
     let deadline = Instant::now() + WAIT;
     while !std::fs::read_to_string(&settings_file)
         .unwrap_or_default()

@@ -436,16 +436,22 @@ pub fn answer_sampling(
 }
 
 window_command! {
-/// Sets what happens to a server's sampling requests (ask, allow, deny).
+/// Sets what happens to a server's sampling requests (ask, allow, deny); an allow is
+/// saved only after the user confirms it natively.
 #[tauri::command]
-pub fn set_sampling_policy(
+pub async fn set_sampling_policy(
+    app: tauri::AppHandle,
     state: tauri::State<'_, AppState>,
     server: String,
     policy: ToolPolicy,
 ) -> Reply<()> {
+    let confirmer = state.confirmer;
     state
         .app
-        .set_sampling_policy(&server, policy)
+        .set_sampling_policy(&server, policy, move |question| {
+            confirmer.ask(&app, &question, "Allow")
+        })
+        .await
         .map_err(CommandError::from)
 }
 }
@@ -898,18 +904,23 @@ pub fn set_tool_enabled(
 
 window_command! {
 /// Sets when a tool runs; an allow is refused when the tool is no longer what `shown`
-/// (from `mcp_server_tools`) says the window showed.
+/// (from `mcp_server_tools`) says the window showed, and saved only after the user
+/// confirms it natively.
 #[tauri::command]
 pub async fn set_tool_policy(
+    app: tauri::AppHandle,
     state: tauri::State<'_, AppState>,
     server: String,
     tool: String,
     policy: ToolPolicy,
     shown: String,
 ) -> Reply<()> {
+    let confirmer = state.confirmer;
     state
         .app
-        .set_tool_policy(&server, &tool, policy, &shown)
+        .set_tool_policy(&server, &tool, policy, &shown, move |question| {
+            confirmer.ask(&app, &question, "Allow")
+        })
         .await
         .map_err(CommandError::from)
 }
@@ -943,17 +954,22 @@ pub fn open_media(state: tauri::State<'_, AppState>, media: MediaRef) -> Reply<(
 
 window_command! {
 /// Sets when a server's tools run; an allow is refused when its tools are no longer what
-/// `shown` (from `mcp_server_tools`) says the window showed.
+/// `shown` (from `mcp_server_tools`) says the window showed, and saved only after the
+/// user confirms it natively.
 #[tauri::command]
 pub async fn set_server_policy(
+    app: tauri::AppHandle,
     state: tauri::State<'_, AppState>,
     server: String,
     policy: ToolPolicy,
     shown: String,
 ) -> Reply<()> {
+    let confirmer = state.confirmer;
     state
         .app
-        .set_server_policy(&server, policy, &shown)
+        .set_server_policy(&server, policy, &shown, move |question| {
+            confirmer.ask(&app, &question, "Allow")
+        })
         .await
         .map_err(CommandError::from)
 }

@@ -43,6 +43,25 @@ pub fn hides(c: char) -> bool {
         )
 }
 
+/// How a character that [`hides`] is shown to a person: its code, `\u{202e}`.
+pub fn code_of(c: char) -> String {
+    format!("\\u{{{:x}}}", u32::from(c))
+}
+
+/// `text` with each character that [`hides`] shown as its code: for a question about
+/// text someone else chose (a server's tool description, a view's arguments).
+pub fn visible(text: &str) -> String {
+    let mut shown = String::with_capacity(text.len());
+    for c in text.chars() {
+        if hides(c) {
+            shown.push_str(&code_of(c));
+        } else {
+            shown.push(c);
+        }
+    }
+    shown
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,11 +7,12 @@
 //! `mcpServers` file) and `conduit-host` (settings, secrets) write through it.
 
 mod held;
+mod replace;
 
 pub use held::HeldFolder;
+pub use replace::{BACKUP_GENERATIONS, ReplaceError};
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Unix permissions of every folder Conduit creates for itself: its user's only.
@@ -143,50 +144,75 @@ pub fn make_private(path: &Path) -> std::io::Result<()> {
 }
 
 /// Replaces `path` with `bytes` atomically. The previous content, if any, is kept as
-/// `<path>.bak`. A new file gets `new_mode` (Unix permissions); an existing one keeps its own.
+/// `<path>.bak` (and the backups before it as `<path>.bak.1` to `.bak.4`,
+/// [`BACKUP_GENERATIONS`]). A new file gets `new_mode` (Unix permissions); an existing one
+/// keeps its own, and one its owner may not write is refused.
 ///
 /// A symlink at `path` is written through: its target gets the bytes and the link stays.
-/// The temporary file and the backup are each a fresh file with a random name, created
-/// exclusively and renamed into place, so a planted file or symlink at a predictable
-/// name (a `.tmp` or the `.bak`) is replaced, never followed.
+/// The temporary file is a fresh file with a random name, created exclusively and swapped
+/// into place; the backups are renamed, so a planted file or symlink at a predictable name
+/// (a `.tmp` or a `.bak`) is replaced, never followed. The folder is synced after.
 pub fn write_atomically(path: &Path, bytes: &[u8], new_mode: u32) -> std::io::Result<()> {
-    let target = resolve_symlinks(path)?;
-    let existing_mode = permissions_of(&target);
-    if existing_mode.is_some() {
-        let name = target
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "file".into());
-        let previous = fs::read(&target)?;
-        let backup = target.with_file_name(format!("{name}.bak"));
-        replace_with(&backup, &previous, PRIVATE_FILE_MODE)?;
-    }
-    replace_with(&target, bytes, existing_mode.unwrap_or(new_mode))
+    replace::replace(path, bytes, new_mode, replace::Keep::Backups, None).map_err(|e| match e {
+        ReplaceError::Io(e) => e,
+        ReplaceError::Changed => std::io::Error::other(e),
+    })
+}
+
+/// [`write_atomically`] only if the file is still the one whose [`fingerprint`] was
+/// `expected` (`None`: there was no file). On Linux the check reads the very file the
+/// write swapped out, and a file someone else wrote since is swapped back, so an editor's
+/// save is never lost between the check and the write.
+pub fn replace_if_unchanged(
+    path: &Path,
+    bytes: &[u8],
+    new_mode: u32,
+    expected: Option<&str>,
+) -> Result<(), ReplaceError> {
+    replace::replace(
+        path,
+        bytes,
+        new_mode,
+        replace::Keep::Backups,
+        Some(expected),
+    )
+}
+
+/// [`write_atomically`] for a file of secrets: private (0600), and no backup, so no copy
+/// of old values is left behind.
+pub fn write_secrets_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    replace::replace(path, bytes, PRIVATE_FILE_MODE, replace::Keep::Nothing, None).map_err(|e| {
+        match e {
+            ReplaceError::Io(e) => e,
+            ReplaceError::Changed => std::io::Error::other(e),
+        }
+    })
+}
+
+/// Takes the advisory lock on `<path>.lock`, waiting for another process that holds it: a
+/// file beside `path`, since `path` itself is replaced by a rename on every write. For a
+/// read, change and write of a file that several processes change (the settings, the
+/// secrets file); released when the returned file is dropped.
+pub fn lock_beside(path: &Path) -> std::io::Result<fs::File> {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".lock");
+    let lock_path = PathBuf::from(name);
+    create_private_dir(&folder_of(&lock_path))?;
+    let mut options = fs::OpenOptions::new();
+    options.create(true).truncate(false).write(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, PRIVATE_FILE_MODE);
+    let file = options.open(&lock_path)?;
+    file.lock()?;
+    Ok(file)
 }
 
 /// Writes `bytes` to `path` through a random temporary file and a rename, without a
 /// backup: for files named by their content (media) and exports. The file gets `mode`.
 pub fn write_new_atomically(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
-    replace_with(path, bytes, mode)
-}
-
-/// A fresh, exclusively created temporary file beside `path` with `bytes`, renamed over
-/// `path` (which is replaced, not followed, if it is a symlink).
-fn replace_with(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
-    let dir = folder_of(path);
-    create_private_dir(&dir)?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "file".into());
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&format!(".{name}."))
-        .suffix(".tmp")
-        .tempfile_in(&dir)?;
-    set_mode(tmp.path(), mode)?;
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
+    replace::fresh_file(path, bytes, mode)?
+        .persist(path)
+        .map_err(|e| e.error)?;
     Ok(())
 }
 
@@ -377,6 +403,141 @@ mod tests {
                 "victim"
             ]
         );
+    }
+
+    #[test]
+    fn five_earlier_versions_are_kept_and_writing_the_same_bytes_twice_keeps_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mcp.json");
+        for n in 1..=7 {
+            write_atomically(&path, format!("v{n}").as_bytes(), 0o600).unwrap();
+        }
+        let backup = |generation| {
+            fs::read_to_string(replace::backup_name(&path, generation)).unwrap_or_default()
+        };
+        assert_eq!(fs::read_to_string(&path).unwrap(), "v7");
+        assert_eq!(
+            (0..BACKUP_GENERATIONS).map(backup).collect::<Vec<_>>(),
+            ["v6", "v5", "v4", "v3", "v2"]
+        );
+        assert!(!replace::backup_name(&path, BACKUP_GENERATIONS).exists());
+        // The same file written again: its backup is already the newest, nothing moves.
+        write_atomically(&path, b"v7", 0o600).unwrap();
+        write_atomically(&path, b"v7", 0o600).unwrap();
+        assert_eq!(
+            (0..BACKUP_GENERATIONS).map(backup).collect::<Vec<_>>(),
+            ["v7", "v6", "v5", "v4", "v3"]
+        );
+        assert_eq!(mode(&replace::backup_name(&path, 3)), 0o600);
+        assert_eq!(temporaries(dir.path()), 0);
+    }
+
+    /// Temporary files left in `dir`.
+    #[allow(clippy::unwrap_used)]
+    fn temporaries(dir: &Path) -> usize {
+        fs::read_dir(dir)
+            .unwrap()
+            .filter(|entry| {
+                entry
+                    .as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .ends_with(".tmp")
+            })
+            .count()
+    }
+
+    #[test]
+    fn a_file_written_by_someone_else_since_it_was_read_is_left_as_they_wrote_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mcp.json");
+        write_atomically(&path, b"read", 0o600).unwrap();
+        let read = fingerprint(&path).unwrap();
+        fs::write(&path, "the editor's").unwrap();
+        let refused = replace_if_unchanged(&path, b"ours", 0o600, read.as_deref()).unwrap_err();
+        assert!(matches!(refused, ReplaceError::Changed), "{refused:?}");
+        assert_eq!(fs::read_to_string(&path).unwrap(), "the editor's");
+        assert!(!replace::backup_name(&path, 0).exists());
+        assert_eq!(temporaries(dir.path()), 0);
+        // Expected missing, found made meanwhile; expected there, found gone.
+        let fresh = dir.path().join("new.json");
+        fs::write(&fresh, "made meanwhile").unwrap();
+        assert!(matches!(
+            replace_if_unchanged(&fresh, b"ours", 0o600, None),
+            Err(ReplaceError::Changed)
+        ));
+        assert_eq!(fs::read_to_string(&fresh).unwrap(), "made meanwhile");
+        let gone = dir.path().join("gone.json");
+        assert!(matches!(
+            replace_if_unchanged(&gone, b"ours", 0o600, read.as_deref()),
+            Err(ReplaceError::Changed)
+        ));
+        assert!(!gone.exists());
+        // Unchanged: written, the file read kept as the backup.
+        let current = fingerprint(&path).unwrap();
+        replace_if_unchanged(&path, b"ours", 0o600, current.as_deref()).unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "ours");
+        assert_eq!(
+            fs::read_to_string(replace::backup_name(&path, 0)).unwrap(),
+            "the editor's"
+        );
+    }
+
+    /// An editor saving (by writing a new file and renaming it, as most do) while Conduit
+    /// writes: its save is never lost, whichever comes first.
+    #[test]
+    fn an_editor_saving_at_the_same_moment_never_loses_its_save() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mcp.json");
+        let mut lost = Vec::new();
+        for round in 0..200u64 {
+            write_atomically(&path, b"base", 0o600).unwrap();
+            let read = fingerprint(&path).unwrap();
+            let editor_path = path.clone();
+            let editor = std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_micros(round % 7 * 40));
+                let staged = editor_path.with_file_name("editor-staging");
+                fs::write(&staged, "EDITOR").unwrap();
+                fs::rename(&staged, &editor_path).unwrap();
+            });
+            let ours = replace_if_unchanged(&path, b"ours", 0o600, read.as_deref());
+            editor.join().unwrap();
+            let now = fs::read_to_string(&path).unwrap();
+            match ours {
+                Ok(()) | Err(ReplaceError::Changed) if now == "EDITOR" => {}
+                other => lost.push((round, format!("{other:?}"), now)),
+            }
+        }
+        assert!(lost.is_empty(), "the editor's save was lost: {lost:?}");
+    }
+
+    #[test]
+    fn a_file_its_owner_may_not_write_is_refused_and_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mcp.json");
+        fs::write(&path, "locked").unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o444)).unwrap();
+        let refused = write_atomically(&path, b"ours", 0o600).unwrap_err();
+        assert_eq!(refused.kind(), std::io::ErrorKind::PermissionDenied);
+        assert!(refused.to_string().contains("is read-only"), "{refused}");
+        assert_eq!(fs::read_to_string(&path).unwrap(), "locked");
+        assert_eq!(temporaries(dir.path()), 0);
+    }
+
+    #[test]
+    fn a_file_of_secrets_keeps_no_backup() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("secrets.json");
+        write_secrets_atomically(&path, b"old key").unwrap();
+        write_secrets_atomically(&path, b"new key").unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "new key");
+        assert_eq!(mode(&path), 0o600);
+        let names: Vec<String> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["secrets.json"]);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! file, turns that run in the background with their events streamed to the window, and
 //! stop and approval answers that reach the running turn.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -11,6 +11,7 @@ use parking_lot::Mutex;
 use conduit_core::agent::{AgentEvent, EventSink};
 use conduit_core::content::{MediaRef, ToolOrigin};
 use conduit_core::media::MediaStore;
+use conduit_core::text::visible;
 use conduit_mcp::runtime::McpRuntime;
 
 use crate::asks::WindowAsker;
@@ -151,6 +152,41 @@ pub enum AppError {
         "{0} changed since Settings showed it (a server can change its tools at any time): nothing was saved; look at it again"
     )]
     ChangedSinceShown(String),
+    #[error("nothing was changed: it was not allowed in Conduit's question")]
+    NotAllowed,
+}
+
+/// How many of a server's tools an "allow all" question lists by name.
+const QUESTION_TOOLS: usize = 8;
+
+/// A tool and the first line of what its server says it does (at most 200 characters),
+/// each hidden character shown as its code.
+fn tool_line(tool: &str, said: &str) -> String {
+    let first = said.lines().next().unwrap_or_default();
+    let mut line: String = first.chars().take(200).collect();
+    if line.len() < said.trim_end().len() {
+        line.push('…');
+    }
+    if line.is_empty() {
+        return format!("{} (no description)", visible(tool));
+    }
+    format!("{}: {}", visible(tool), visible(&line))
+}
+
+/// Asks `question` through `confirm` (a native dialog, which blocks) off the async
+/// workers; a no is [`AppError::NotAllowed`].
+async fn ask_off_the_workers(
+    confirm: impl FnOnce(String) -> bool + Send + 'static,
+    question: String,
+) -> Result<(), AppError> {
+    let allowed = tokio::task::spawn_blocking(move || confirm(question))
+        .await
+        .unwrap_or(false);
+    if allowed {
+        Ok(())
+    } else {
+        Err(AppError::NotAllowed)
+    }
 }
 
 /// The most bytes an attachment from the window may have: a camera's photo (a 61-megapixel
@@ -475,32 +511,59 @@ impl App {
         Ok(self.host.server_tool_settings(&servers, server)?)
     }
 
-    /// What each of `server`'s running tools is now, by the tool's own name.
-    async fn server_trust(&self, server: &str) -> HashMap<String, crate::settings::ApprovedTool> {
+    /// What each of `server`'s running tools is now, by the tool's own name, and what the
+    /// server says each does.
+    async fn server_trust(
+        &self,
+        server: &str,
+    ) -> (
+        HashMap<String, crate::settings::ApprovedTool>,
+        BTreeMap<String, String>,
+    ) {
         let tools = self
             .servers()
             .await
             .tools(self.host.media.clone(), &|_, _| true);
-        self.host.server_trust(server, &tools)
+        let descriptions = tools
+            .iter()
+            .filter(|tool| tool.server() == server)
+            .map(|tool| {
+                let spec = conduit_core::tool::Tool::spec(tool.as_ref());
+                (tool.tool_name().to_owned(), spec.description.clone())
+            })
+            .collect();
+        (self.host.server_trust(server, &tools), descriptions)
     }
 
     /// Sets whether `tool` of `server` runs without asking, never, or after asking; an
     /// allow is bound to what the server and the tool are now, which must be what the
-    /// window showed (`shown`, from [`App::mcp_server_tools`]).
+    /// window showed (`shown`, from [`App::mcp_server_tools`]), and is saved only after
+    /// `confirm` (a native question the page cannot answer) says yes.
     pub async fn set_tool_policy(
         &self,
         server: &str,
         tool: &str,
         policy: crate::settings::ToolPolicy,
         shown: &str,
+        confirm: impl FnOnce(String) -> bool + Send + 'static,
     ) -> Result<(), AppError> {
-        let trust = self.server_trust(server).await;
-        if policy == crate::settings::ToolPolicy::Allow
-            && crate::approval::shown_token(trust.get_key_value(tool)) != shown
-        {
-            return Err(AppError::ChangedSinceShown(format!(
-                "the tool {tool:?} of {server:?}"
-            )));
+        let (trust, descriptions) = self.server_trust(server).await;
+        if policy == crate::settings::ToolPolicy::Allow {
+            if crate::approval::shown_token(trust.get_key_value(tool)) != shown {
+                return Err(AppError::ChangedSinceShown(format!(
+                    "the tool {tool:?} of {server:?}"
+                )));
+            }
+            let said = descriptions.get(tool).map_or("", String::as_str);
+            let question = format!(
+                "Always allow {} of server {}?\n\nEach call will then run without asking you, \
+                 with whatever arguments the model or a view chooses, for as long as the tool \
+                 and the server stay as they are now.\n\n{}",
+                visible(tool),
+                visible(server),
+                tool_line(tool, said),
+            );
+            ask_off_the_workers(confirm, question).await?;
         }
         self.host.update_settings(|settings| {
             match (policy, trust.get(tool)) {
@@ -524,14 +587,34 @@ impl App {
         server: &str,
         policy: crate::settings::ToolPolicy,
         shown: &str,
+        confirm: impl FnOnce(String) -> bool + Send + 'static,
     ) -> Result<(), AppError> {
-        let trust = self.server_trust(server).await;
-        if policy == crate::settings::ToolPolicy::Allow
-            && crate::approval::shown_token(&trust) != shown
-        {
-            return Err(AppError::ChangedSinceShown(format!(
-                "what {server:?} offers"
-            )));
+        let (trust, descriptions) = self.server_trust(server).await;
+        if policy == crate::settings::ToolPolicy::Allow {
+            if crate::approval::shown_token(&trust) != shown {
+                return Err(AppError::ChangedSinceShown(format!(
+                    "what {server:?} offers"
+                )));
+            }
+            let listed: Vec<String> = descriptions
+                .iter()
+                .take(QUESTION_TOOLS)
+                .map(|(tool, said)| format!("• {}", tool_line(tool, said)))
+                .collect();
+            let more = match descriptions.len().saturating_sub(QUESTION_TOOLS) {
+                0 => String::new(),
+                more => format!("\n… and {more} more"),
+            };
+            let question = format!(
+                "Always allow all {} tools of server {}?\n\nEach call of them will then run \
+                 without asking you, with whatever arguments the model or a view chooses, for \
+                 as long as the tools and the server stay as they are now (a tool it adds \
+                 later is asked about).\n\n{}{more}",
+                descriptions.len(),
+                visible(server),
+                listed.join("\n"),
+            );
+            ask_off_the_workers(confirm, question).await?;
         }
         self.host.update_settings(|settings| {
             if policy == crate::settings::ToolPolicy::Allow {
@@ -546,11 +629,22 @@ impl App {
 
     /// Sets what happens to `server`'s sampling requests: ask, allow (run on the default
     /// provider and model and answer without asking) or deny.
-    pub fn set_sampling_policy(
+    pub async fn set_sampling_policy(
         &self,
         server: &str,
         policy: crate::settings::ToolPolicy,
+        confirm: impl FnOnce(String) -> bool + Send + 'static,
     ) -> Result<(), AppError> {
+        if policy == crate::settings::ToolPolicy::Allow {
+            let question = format!(
+                "Let server {} run your model without asking?\n\nWhenever it asks, Conduit \
+                 will send its request (its own prompt and messages) to your default provider \
+                 and model and send the server the answer, without showing either to you \
+                 first. Its requests use your provider account.",
+                visible(server)
+            );
+            ask_off_the_workers(confirm, question).await?;
+        }
         self.host.update_settings(|settings| {
             settings.set_sampling_policy(server, policy);
             Ok::<_, crate::SettingsError>(())

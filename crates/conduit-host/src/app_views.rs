@@ -409,25 +409,7 @@ fn with_newlines_only(text: &str) -> String {
     )
 }
 
-use conduit_core::text::hides;
-
-/// How a character that [`hides`] is shown: its code, `\u{202e}`.
-fn code_of(c: char) -> String {
-    format!("\\u{{{:x}}}", u32::from(c))
-}
-
-/// `text` with each character that [`hides`] shown as its code.
-fn visible(text: &str) -> String {
-    let mut shown = String::with_capacity(text.len());
-    for c in text.chars() {
-        if hides(c) {
-            shown.push_str(&code_of(c));
-        } else {
-            shown.push(c);
-        }
-    }
-    shown
-}
+use conduit_core::text::{code_of, hides, visible};
 
 /// The proxy page: the view in an inner frame with the permissions it asked for (from
 /// the host's fixed list, so nothing to escape), and the relay script.

@@ -168,6 +168,49 @@ pub fn verdict_now(
     }
 }
 
+/// `--approve auto`: every call runs unasked, except one Settings set to Deny ("Never
+/// run"): the user's Settings decide over the flag. A call whose settings cannot be read
+/// is denied, since Conduit cannot tell whether it was set so.
+pub struct AutoApproval {
+    settings_file: PathBuf,
+    /// As [`WindowApproval`]'s: exposed tool name → the real server and tool.
+    trust: HashMap<String, ToolTrust>,
+}
+
+impl AutoApproval {
+    pub fn new(settings_file: PathBuf, trust: HashMap<String, ToolTrust>) -> Self {
+        Self {
+            settings_file,
+            trust,
+        }
+    }
+}
+
+#[async_trait]
+impl Approver for AutoApproval {
+    async fn decide(&self, _call: &ToolCall, spec: &ToolSpec) -> Approval {
+        let Some(trust) = self.trust.get(&spec.name) else {
+            return Approval::Allow;
+        };
+        let (server, tool) = (&trust.origin.server, &trust.origin.tool);
+        match Settings::load(&self.settings_file) {
+            Ok(settings) => match settings.verdict(server, tool, &trust.now) {
+                Verdict::Deny => Approval::Deny {
+                    reason: format!(
+                        "{tool} of {server} is set to Never run in Settings (--approve auto runs what Settings do not deny)"
+                    ),
+                },
+                Verdict::Allow | Verdict::Ask { .. } => Approval::Allow,
+            },
+            Err(error) => Approval::Deny {
+                reason: format!(
+                    "the settings could not be read ({error}), so Conduit cannot tell whether {tool} of {server} is set to Never run"
+                ),
+            },
+        }
+    }
+}
+
 /// Decides a turn's tool calls: settings first, then the window.
 pub struct WindowApproval {
     ask: Arc<AskApproval>,
@@ -540,6 +583,43 @@ mod tests {
             .decide(&call("c", "srv__rm"), &spec("srv__rm"))
             .await;
         assert!(matches!(decided, Approval::Deny { .. }), "{decided:?}");
+    }
+
+    /// `--approve auto` runs what Settings do not deny; a tool set to Never run is denied,
+    /// and so is every MCP call when the settings cannot be read.
+    #[tokio::test]
+    async fn auto_approval_still_denies_what_settings_set_to_never_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("settings.json");
+        Settings::update(&file, |settings| {
+            settings.set_tool_policy("srv", "rm", ToolPolicy::Deny);
+            Ok::<_, SettingsError>(())
+        })
+        .unwrap();
+        let trust = HashMap::from([
+            ("srv__rm".to_owned(), trust("srv", "rm", "node", "removes")),
+            ("srv__ls".to_owned(), trust("srv", "ls", "node", "lists")),
+        ]);
+        let auto = AutoApproval::new(file.clone(), trust);
+        let decided = auto.decide(&call("c1", "srv__rm"), &spec("srv__rm")).await;
+        let Approval::Deny { reason } = decided else {
+            panic!("a tool set to Never run ran under --approve auto: {decided:?}");
+        };
+        assert!(reason.contains("Never run"), "{reason}");
+        let decided = auto.decide(&call("c2", "srv__ls"), &spec("srv__ls")).await;
+        assert_eq!(decided, Approval::Allow);
+        // Conduit's own tools (no MCP origin) run as before.
+        let decided = auto
+            .decide(&call("c3", "read_text"), &spec("read_text"))
+            .await;
+        assert_eq!(decided, Approval::Allow);
+
+        std::fs::write(&file, "{ not json").unwrap();
+        let decided = auto.decide(&call("c4", "srv__ls"), &spec("srv__ls")).await;
+        let Approval::Deny { reason } = decided else {
+            panic!("unreadable settings must not run an MCP call: {decided:?}");
+        };
+        assert!(reason.contains("could not be read"), "{reason}");
     }
 
     #[test]

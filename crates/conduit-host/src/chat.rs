@@ -19,7 +19,7 @@ use conduit_providers::{HttpSettings, Protocol, ProviderConfig};
 use tokio_util::sync::CancellationToken;
 
 use crate::Host;
-use crate::approval::WindowApproval;
+use crate::approval::{AutoApproval, WindowApproval};
 use crate::providers::{ProvidersError, key_from_env};
 use crate::recorder::Recorder;
 use conduit_store::{MessageStatus, Store, StoreError};
@@ -247,7 +247,11 @@ impl Host {
         let mcp_tools = self.mcp_tools(servers, Some(&conversation))?;
         let mut window_approval = None;
         let approver: Arc<dyn Approver> = match request.approval {
-            ApprovalMode::Auto => Arc::new(FixedApproval(Approval::Allow)),
+            ApprovalMode::Auto => {
+                let snapshot = self.mcp_config().ok();
+                let trust = crate::approval::tool_trust(&mcp_tools, snapshot.as_ref());
+                Arc::new(AutoApproval::new(self.paths.settings_file.clone(), trust))
+            }
             ApprovalMode::Deny => Arc::new(FixedApproval(Approval::Deny {
                 reason: "tool calls are denied in this run (--approve deny)".into(),
             })),

@@ -509,10 +509,9 @@ impl Host {
         let replaced = servers_of(&text);
         let file_losses = file_losses(&old_text, &text);
         self.confirm_changes(&old, &replaced, file_losses, confirm)?;
-        // Not changed while the user was asked: the write is still based on `version`.
-        self.current_text(version)?;
-        conduit_files::write_atomically(path, text.as_bytes(), 0o600)
-            .map_err(|e| ConfigError::write(path, e))?;
+        // Not changed while the user was asked, nor as it is swapped out: the write is
+        // still based on `version`.
+        config::write_if_unchanged(path, &text, version.as_deref())?;
         // A server the new text no longer has takes its tool policies with it, and a
         // sign-in no entry reaches any more goes.
         for server in old.keys().filter(|name| !replaced.contains_key(*name)) {
@@ -563,14 +562,14 @@ impl Host {
                     new.insert(name.clone(), entry.clone());
                 }
                 Edit::Remove { name } => {
-                    new.remove(name);
+                    new.shift_remove(name);
                 }
                 Edit::SetDisabled { name, disabled } => {
                     if let Some(Value::Object(entry)) = new.get_mut(name) {
                         if *disabled {
                             entry.insert("disabled".into(), Value::Bool(true));
                         } else {
-                            entry.remove("disabled");
+                            entry.shift_remove("disabled");
                         }
                     }
                 }
@@ -583,22 +582,18 @@ impl Host {
             config::check_edit(&snapshot.path, edit)?;
         }
         self.confirm_changes(old, &new, Vec::new(), confirm)?;
-        let mut current = None;
-        for edit in edits {
-            current = Some(config::apply(current.as_ref().unwrap_or(snapshot), edit)?);
-        }
+        // One write for all of them: one version of the file, one backup.
+        let current = config::apply_all(snapshot, edits)?;
         for server in old.keys().filter(|name| !new.contains_key(*name)) {
             self.forget_server_policies(server);
         }
-        if let Some(written) = &current {
-            // The entries as written (a mask the window sent back is the stored value).
-            let written: Map<String, Value> = written
-                .servers
-                .iter()
-                .map(|entry| (entry.name.clone(), entry.raw.clone()))
-                .collect();
-            self.forget_sign_ins_left_behind(old, &written);
-        }
+        // The entries as written (a mask the window sent back is the stored value).
+        let written: Map<String, Value> = current
+            .servers
+            .iter()
+            .map(|entry| (entry.name.clone(), entry.raw.clone()))
+            .collect();
+        self.forget_sign_ins_left_behind(old, &written);
         Ok(self.mcp_file()?)
     }
 

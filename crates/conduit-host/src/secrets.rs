@@ -125,10 +125,28 @@ impl FileSecrets {
 
     fn write(&self, secrets: &BTreeMap<String, String>) -> Result<(), SecretError> {
         let text = serde_json::to_string_pretty(secrets).map_err(|e| self.error(e))?;
-        files::write_atomically(&self.path, text.as_bytes(), 0o600).map_err(|e| self.error(e))?;
-        // The backup holds old secrets: keep it private too, or remove it.
+        // No backup: it would keep old secrets.
+        files::write_secrets_atomically(&self.path, text.as_bytes()).map_err(|e| self.error(e))?;
+        // One that an earlier version left.
         let backup = self.path.with_extension("json.bak");
-        let _ = std::fs::remove_file(backup);
+        match std::fs::remove_file(&backup) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(self.error(e)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Reads, changes and writes the file holding the lock beside it, so another process
+    /// (the app and the CLI, each refreshing a sign-in) does not write over the change.
+    fn change(
+        &self,
+        change: impl FnOnce(&mut BTreeMap<String, String>) -> bool,
+    ) -> Result<(), SecretError> {
+        let _in_process = self.lock.lock();
+        let _across_processes = files::lock_beside(&self.path).map_err(|e| self.error(e))?;
+        let mut secrets = self.read()?;
+        if change(&mut secrets) {
+            self.write(&secrets)?;
+        }
         Ok(())
     }
 }
@@ -139,19 +157,14 @@ impl SecretStore for FileSecrets {
     }
 
     fn set(&self, name: &str, value: &str) -> Result<(), SecretError> {
-        let _guard = self.lock.lock();
-        let mut secrets = self.read()?;
-        secrets.insert(name.to_owned(), value.to_owned());
-        self.write(&secrets)
+        self.change(|secrets| {
+            secrets.insert(name.to_owned(), value.to_owned());
+            true
+        })
     }
 
     fn delete(&self, name: &str) -> Result<(), SecretError> {
-        let _guard = self.lock.lock();
-        let mut secrets = self.read()?;
-        if secrets.remove(name).is_some() {
-            self.write(&secrets)?;
-        }
-        Ok(())
+        self.change(|secrets| secrets.remove(name).is_some())
     }
 
     fn describe(&self) -> String {
@@ -182,5 +195,29 @@ mod tests {
         store.delete("provider:a").unwrap();
         assert_eq!(store.get("provider:a").unwrap(), None);
         assert_eq!(store.get("provider:b").unwrap().as_deref(), Some("sk-b"));
+    }
+
+    /// Two stores on one file, as the app and the CLI are (each with its own in-process
+    /// lock), adding secrets at once: none is lost.
+    #[test]
+    fn two_processes_changing_the_file_at_once_lose_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("secrets.json");
+        let writers: Vec<_> = ["mcp-oauth", "provider"]
+            .into_iter()
+            .map(|kind| {
+                let store = FileSecrets::new(path.clone());
+                std::thread::spawn(move || {
+                    for n in 0..100 {
+                        store.set(&format!("{kind}:{n}"), "value").unwrap();
+                    }
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.join().unwrap();
+        }
+        let kept = FileSecrets::new(path).read().unwrap();
+        assert_eq!(kept.len(), 200, "lost: {}", 200 - kept.len());
     }
 }

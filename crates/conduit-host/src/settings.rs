@@ -2,7 +2,7 @@
 //! other preferences. Keys are never here; they live in the secret store.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock};
 
@@ -184,27 +184,12 @@ fn update_lock_of(path: &Path) -> Arc<Mutex<()>> {
     LOCKS.lock().entry(path.to_path_buf()).or_default().clone()
 }
 
-/// Takes the advisory lock on `<path>.lock` (a file beside the settings, since the
-/// settings file itself is replaced by a rename on every save); released when the
-/// returned file is dropped.
+/// Takes the advisory lock beside the settings file ([`files::lock_beside`]).
 fn lock_across_processes(path: &Path) -> Result<File, SettingsError> {
-    let mut name = path.as_os_str().to_owned();
-    name.push(".lock");
-    let lock_path = PathBuf::from(name);
-    let lock_error = |source| SettingsError::Lock {
+    files::lock_beside(path).map_err(|source| SettingsError::Lock {
         path: path.display().to_string(),
         source,
-    };
-    if let Some(dir) = lock_path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        files::create_private_dir(dir).map_err(lock_error)?;
-    }
-    let mut options = OpenOptions::new();
-    options.create(true).truncate(false).write(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let file = options.open(&lock_path).map_err(lock_error)?;
-    file.lock().map_err(lock_error)?;
-    Ok(file)
+    })
 }
 
 impl Settings {
@@ -314,7 +299,17 @@ impl Settings {
             return Verdict::Ask { changes: vec![why] };
         };
         let mut changes = Vec::new();
-        if approved.server != current.server {
+        // An empty fingerprint is a server Conduit could not describe (the file did not
+        // read, or does not name it): it matches nothing, not even another empty one.
+        if current.server.is_empty() {
+            changes.push(format!(
+                "Conduit cannot read what server {server} runs from the mcpServers file now, so it cannot tell whether it is the one you allowed"
+            ));
+        } else if approved.server.is_empty() {
+            changes.push(format!(
+                "Conduit could not read what server {server} ran when you allowed {tool}, so it cannot tell whether it changed"
+            ));
+        } else if approved.server != current.server {
             changes.push(format!(
                 "the command and arguments, environment or folder (or URL) of server {server} changed since you allowed it"
             ));
@@ -650,6 +645,26 @@ mod tests {
             panic!("a changed description must be asked about");
         };
         assert!(changes[0].contains("description"), "{changes:?}");
+
+        // A server Conduit could not describe (no fingerprint), then or now, is asked
+        // about: two empty fingerprints are not the same server.
+        let unknown = print("", "reads a file");
+        settings.allow_tool("fs", "read", unknown.clone());
+        let Verdict::Ask { changes } = settings.verdict("fs", "read", &unknown) else {
+            panic!("an allow without a server fingerprint must not hold");
+        };
+        assert!(
+            changes[0].contains("cannot read what server fs runs"),
+            "{changes:?}"
+        );
+        let Verdict::Ask { changes } = settings.verdict("fs", "read", &now) else {
+            panic!("an allow given without a server fingerprint must not hold");
+        };
+        assert!(
+            changes[0].contains("could not read what server fs ran"),
+            "{changes:?}"
+        );
+        settings.allow_tool("fs", "read", now.clone());
 
         // Ask and deny need no record; moving away from allow drops it.
         settings.set_tool_policy("fs", "read", ToolPolicy::Deny);

@@ -1240,6 +1240,15 @@ impl Connection {
                 Ok((page.tools, page.next_cursor, page.ttl_ms))
             })
             .await?;
+        let mut names = std::collections::HashSet::with_capacity(tools.len());
+        if let Some(twice) = tools.iter().find(|tool| !names.insert(tool.name.as_ref())) {
+            return Err(ListError::NamedTwice {
+                server: self.asks.server.clone(),
+                what: "tools",
+                name: twice.name.to_string(),
+            }
+            .into());
+        }
         *self.tools_fresh_for.lock() = fresh_ms.map(Duration::from_millis);
         Ok(tools)
     }

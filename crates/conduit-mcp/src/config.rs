@@ -620,21 +620,60 @@ pub fn check_edit(path: &Path, edit: &Edit) -> Result<(), ConfigError> {
 /// written atomically (permissions kept, previous file as `.bak`), fields and order of
 /// everything else kept. Returns the new snapshot.
 pub fn apply(snapshot: &Snapshot, edit: Edit) -> Result<Snapshot, ConfigError> {
+    apply_all(snapshot, vec![edit])
+}
+
+/// Applies `edits` in order as one write (an import of several entries is one version of
+/// the file, and one backup), as [`apply`] does one. None is written if one is refused.
+pub fn apply_all(snapshot: &Snapshot, edits: Vec<Edit>) -> Result<Snapshot, ConfigError> {
     let path = &snapshot.path;
     if !snapshot.is_current()? {
         return Err(ConfigError::Conflict {
             path: path.display().to_string(),
         });
     }
-    let no_env = |_: &str| -> Option<String> { Some(String::new()) };
+    if edits.is_empty() {
+        return read(path);
+    }
     let mut document = snapshot.document.clone();
+    for edit in edits {
+        apply_to(path, &mut document, edit)?;
+    }
+    let mut text = serde_json::to_string_pretty(&document)
+        .map_err(|e| ConfigError::write(path, std::io::Error::other(e)))?;
+    text.push('\n');
+    // The file is checked again as it is swapped out: an editor's save since the check
+    // above is kept, and this write refused.
+    write_if_unchanged(path, &text, snapshot.version())?;
+    read(path)
+}
+
+/// Writes `text` over the file if it is still the `version` read (see
+/// [`Snapshot::version`]); a file changed since is left as it is and the write refused.
+pub fn write_if_unchanged(
+    path: &Path,
+    text: &str,
+    version: Option<&str>,
+) -> Result<(), ConfigError> {
+    conduit_files::replace_if_unchanged(path, text.as_bytes(), 0o600, version).map_err(
+        |e| match e {
+            conduit_files::ReplaceError::Changed => ConfigError::Conflict {
+                path: path.display().to_string(),
+            },
+            conduit_files::ReplaceError::Io(e) => ConfigError::write(path, e),
+        },
+    )
+}
+
+fn apply_to(path: &Path, document: &mut Value, edit: Edit) -> Result<(), ConfigError> {
+    let no_env = |_: &str| -> Option<String> { Some(String::new()) };
     match edit {
         Edit::Replace { text } => {
-            document = parse(path, text.as_bytes())?;
+            *document = parse(path, text.as_bytes())?;
         }
         Edit::Add { name, entry } => {
             check_entry(&name, &entry, &no_env)?;
-            let servers = servers_mut(&mut document, path)?;
+            let servers = servers_mut(document, path)?;
             if servers.contains_key(&name) {
                 return Err(ConfigError::DuplicateServer(name));
             }
@@ -642,35 +681,30 @@ pub fn apply(snapshot: &Snapshot, edit: Edit) -> Result<Snapshot, ConfigError> {
         }
         Edit::Update { name, entry } => {
             check_entry(&name, &entry, &no_env)?;
-            let servers = servers_mut(&mut document, path)?;
+            let servers = servers_mut(document, path)?;
             let slot = servers
                 .get_mut(&name)
                 .ok_or_else(|| ConfigError::UnknownServer(name.clone()))?;
             *slot = entry;
         }
         Edit::Remove { name } => {
-            servers_mut(&mut document, path)?
+            servers_mut(document, path)?
                 .shift_remove(&name)
                 .ok_or(ConfigError::UnknownServer(name))?;
         }
         Edit::SetDisabled { name, disabled } => {
-            let entry = servers_mut(&mut document, path)?
+            let entry = servers_mut(document, path)?
                 .get_mut(&name)
                 .and_then(Value::as_object_mut)
                 .ok_or_else(|| ConfigError::UnknownServer(name.clone()))?;
             if disabled {
                 entry.insert("disabled".into(), Value::Bool(true));
             } else {
-                entry.remove("disabled");
+                entry.shift_remove("disabled");
             }
         }
     }
-    let mut text = serde_json::to_string_pretty(&document)
-        .map_err(|e| ConfigError::write(path, std::io::Error::other(e)))?;
-    text.push('\n');
-    conduit_files::write_atomically(path, text.as_bytes(), 0o600)
-        .map_err(|e| ConfigError::write(path, e))?;
-    read(path)
+    Ok(())
 }
 
 fn check_entry(

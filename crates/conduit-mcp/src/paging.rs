@@ -62,6 +62,16 @@ pub enum ListError {
         what: &'static str,
         pages: usize,
     },
+    /// Two tools under one name: which one a model calls, the user approves and Settings
+    /// shows could differ, so the listing is refused whole.
+    #[error(
+        "the server {server:?} lists two {what} named {name:?}: Conduit cannot tell which one you would approve"
+    )]
+    NamedTwice {
+        server: String,
+        what: &'static str,
+        name: String,
+    },
     #[error("the server {server:?} lists more than {max} {what}, the most Conduit takes")]
     TooManyItems {
         server: String,

@@ -298,7 +298,8 @@ export function setToolEnabled(server: string, tool: string, enabled: boolean): 
 
 /**
  * Sets when a tool runs; an allow is refused when the tool is no longer what `shown`
- * (from `mcp_server_tools`) says the window showed.
+ * (from `mcp_server_tools`) says the window showed, and saved only after the user
+ * confirms it natively.
  */
 export function setToolPolicy(server: string, tool: string, policy: ToolPolicy, shown: string): Promise<void> {
   return invoke<void>("set_tool_policy", { server, tool, policy, shown });
@@ -306,13 +307,17 @@ export function setToolPolicy(server: string, tool: string, policy: ToolPolicy, 
 
 /**
  * Sets when a server's tools run; an allow is refused when its tools are no longer what
- * `shown` (from `mcp_server_tools`) says the window showed.
+ * `shown` (from `mcp_server_tools`) says the window showed, and saved only after the
+ * user confirms it natively.
  */
 export function setServerPolicy(server: string, policy: ToolPolicy, shown: string): Promise<void> {
   return invoke<void>("set_server_policy", { server, policy, shown });
 }
 
-/** Sets what happens to a server's sampling requests (ask, allow, deny). */
+/**
+ * Sets what happens to a server's sampling requests (ask, allow, deny); an allow is
+ * saved only after the user confirms it natively.
+ */
 export function setSamplingPolicy(server: string, policy: ToolPolicy): Promise<void> {
   return invoke<void>("set_sampling_policy", { server, policy });
 }

@@ -267,6 +267,102 @@ fn writes_keep_unknown_fields_and_order_and_leave_a_backup() {
 }
 
 #[test]
+fn re_enabling_a_server_keeps_its_fields_in_their_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(
+        dir.path(),
+        r#"{"mcpServers": {"a": {"disabled": true, "command": "x", "args": ["1"], "env": {"K": "v"}}}}"#,
+    );
+    let enabled = apply(
+        &read(&path).unwrap(),
+        Edit::SetDisabled {
+            name: "a".into(),
+            disabled: false,
+        },
+    )
+    .unwrap();
+    let keys: Vec<&String> = enabled
+        .server("a")
+        .unwrap()
+        .raw
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    assert_eq!(keys, ["command", "args", "env"]);
+}
+
+#[test]
+fn several_edits_are_one_write_whose_backup_is_the_file_before_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), CLAUDE_DESKTOP);
+    let before = std::fs::read(&path).unwrap();
+    let edits = ["one", "two", "three"]
+        .map(|name| Edit::Add {
+            name: name.into(),
+            entry: json!({"command": name}),
+        })
+        .to_vec();
+    let written = apply_all(&read(&path).unwrap(), edits).unwrap();
+    assert!(
+        ["one", "two", "three"]
+            .iter()
+            .all(|name| written.server(name).is_some())
+    );
+    assert_eq!(
+        std::fs::read(dir.path().join("mcp_servers.json.bak")).unwrap(),
+        before
+    );
+    assert!(!dir.path().join("mcp_servers.json.bak.1").exists());
+    // One refused edit among them: nothing is written.
+    let now = std::fs::read(&path).unwrap();
+    let refused = apply_all(
+        &written,
+        vec![
+            Edit::Add {
+                name: "four".into(),
+                entry: json!({"command": "four"}),
+            },
+            Edit::Add {
+                name: "bad".into(),
+                entry: json!({"args": []}),
+            },
+        ],
+    );
+    assert!(
+        matches!(refused, Err(ConfigError::InvalidServer { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), now);
+}
+
+/// An editor's save between the read and the write is kept and the write refused.
+#[test]
+fn a_file_saved_elsewhere_since_it_was_read_is_kept_and_the_edit_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), CLAUDE_DESKTOP);
+    let snapshot = read(&path).unwrap();
+    std::fs::write(&path, r#"{"mcpServers": {"edited": {"command": "x"}}}"#).unwrap();
+    let refused = apply(
+        &snapshot,
+        Edit::Remove {
+            name: "remote".into(),
+        },
+    );
+    assert!(
+        matches!(refused, Err(ConfigError::Conflict { .. })),
+        "{refused:?}"
+    );
+    assert!(std::fs::read_to_string(&path).unwrap().contains("edited"));
+    let refused = write_if_unchanged(&path, "{}", snapshot.version());
+    assert!(
+        matches!(refused, Err(ConfigError::Conflict { .. })),
+        "{refused:?}"
+    );
+    assert!(std::fs::read_to_string(&path).unwrap().contains("edited"));
+}
+
+#[test]
 fn invalid_entries_and_unknown_names_are_refused_without_writing() {
     let dir = tempfile::tempdir().unwrap();
     let path = write(dir.path(), CLAUDE_DESKTOP);

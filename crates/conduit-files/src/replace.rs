@@ -1,0 +1,218 @@
+//! Replacing a file whole: the new bytes through a synced temporary file, swapped into
+//! place, the file swapped out kept as the newest of a few backups, and the folder synced.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::{
+    PRIVATE_FILE_MODE, create_private_dir, fingerprint, folder_of, permissions_of,
+    resolve_symlinks, set_mode,
+};
+
+/// How many earlier versions of a file a write keeps: `<name>.bak` (the one just
+/// replaced), then `<name>.bak.1` to `<name>.bak.4`, older each. One was too few: a raw
+/// replace and a toggle after it left nothing of the file the user had made.
+pub const BACKUP_GENERATIONS: usize = 5;
+
+/// Why a file was not replaced.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplaceError {
+    /// The file is not the one the caller read: someone else wrote it since. It is left
+    /// as they wrote it.
+    #[error("the file changed since it was read")]
+    Changed,
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// What a replace keeps of the file it replaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Keep {
+    /// The replaced file becomes the newest backup.
+    Backups,
+    /// Nothing (a file of secrets: no copy of old values is left behind).
+    Nothing,
+}
+
+/// Replaces the file `path` names (through symlinks) with `bytes`. `expected` is the
+/// fingerprint the file must still have (`Some(None)`: there must be no file); `None`
+/// replaces whatever is there. A new file gets `new_mode`; an existing one keeps its own,
+/// and one its owner may not write is refused.
+pub(crate) fn replace(
+    path: &Path,
+    bytes: &[u8],
+    new_mode: u32,
+    keep: Keep,
+    expected: Option<Option<&str>>,
+) -> Result<(), ReplaceError> {
+    let target = resolve_symlinks(path)?;
+    let existing_mode = permissions_of(&target);
+    if let Some(mode) = existing_mode
+        && mode & 0o200 == 0
+    {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "{} is read-only (its owner may not write it), so Conduit leaves it as it is",
+                target.display()
+            ),
+        )
+        .into());
+    }
+    let dir = folder_of(&target);
+    let fresh = fresh_file(&target, bytes, existing_mode.unwrap_or(new_mode))?;
+    let exists = fs::symlink_metadata(&target).is_ok();
+    if !exists {
+        if matches!(expected, Some(Some(_))) {
+            return Err(ReplaceError::Changed);
+        }
+        if expected.is_some() {
+            // A file made meanwhile is someone else's: not replaced.
+            match fresh.persist_noclobber(&target) {
+                Ok(_) => {}
+                Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => {
+                    return Err(ReplaceError::Changed);
+                }
+                Err(e) => return Err(e.error.into()),
+            }
+        } else {
+            fresh.persist(&target).map_err(|e| e.error)?;
+        }
+        return Ok(sync_folder(&dir)?);
+    }
+    let fresh = fresh.into_temp_path();
+    match exchange(&fresh, &target) {
+        Ok(()) => {
+            // `fresh` now names the file that was replaced: what the check reads is
+            // exactly what was swapped out, with no moment between check and replace.
+            if let Some(expected) = expected
+                && fingerprint(&fresh)?.as_deref() != expected
+            {
+                exchange(&fresh, &target)?;
+                return Err(ReplaceError::Changed);
+            }
+            if keep == Keep::Backups {
+                rotate_backups(&target, &fresh)?;
+                let newest = backup_name(&target, 0);
+                set_mode(&fresh, PRIVATE_FILE_MODE)?;
+                fresh.persist(&newest).map_err(|e| e.error)?;
+            }
+        }
+        // Where the file system cannot swap two names, read and then rename: an outside
+        // write in between is lost, as with any editor.
+        Err(e) if cannot_exchange(&e) => {
+            let previous = fs::read(&target)?;
+            if let Some(expected) = expected
+                && Some(crate::fingerprint_bytes(&previous)).as_deref() != expected
+            {
+                return Err(ReplaceError::Changed);
+            }
+            if keep == Keep::Backups {
+                let copy = fresh_file(&target, &previous, PRIVATE_FILE_MODE)?.into_temp_path();
+                rotate_backups(&target, &copy)?;
+                copy.persist(backup_name(&target, 0)).map_err(|e| e.error)?;
+            }
+            fresh.persist(&target).map_err(|e| e.error)?;
+        }
+        Err(e) => return Err(e.into()),
+    }
+    Ok(sync_folder(&dir)?)
+}
+
+/// `<name>.bak` for 0, `<name>.bak.<n>` after it.
+pub(crate) fn backup_name(target: &Path, generation: usize) -> PathBuf {
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "file".into());
+    if generation == 0 {
+        target.with_file_name(format!("{name}.bak"))
+    } else {
+        target.with_file_name(format!("{name}.bak.{generation}"))
+    }
+}
+
+/// Moves each backup one older (the oldest goes) to make room for `replaced`, unless the
+/// newest already holds the same bytes (writing the same file twice keeps the others).
+fn rotate_backups(target: &Path, replaced: &Path) -> std::io::Result<()> {
+    let newest = backup_name(target, 0);
+    let newest_is_regular = fs::symlink_metadata(&newest).is_ok_and(|m| m.is_file());
+    if newest_is_regular && fingerprint(&newest)? == fingerprint(replaced)? {
+        return Ok(());
+    }
+    for generation in (1..BACKUP_GENERATIONS).rev() {
+        let older = backup_name(target, generation - 1);
+        // Renaming moves a planted symlink itself, never what it points to.
+        match fs::rename(&older, backup_name(target, generation)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// A fresh, exclusively created temporary file beside `target` holding `bytes`, synced.
+pub(crate) fn fresh_file(
+    target: &Path,
+    bytes: &[u8],
+    mode: u32,
+) -> std::io::Result<tempfile::NamedTempFile> {
+    use std::io::Write as _;
+    let dir = folder_of(target);
+    create_private_dir(&dir)?;
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "file".into());
+    let mut fresh = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".tmp")
+        .tempfile_in(&dir)?;
+    set_mode(fresh.path(), mode)?;
+    fresh.write_all(bytes)?;
+    fresh.as_file().sync_all()?;
+    Ok(fresh)
+}
+
+/// Swaps the names `a` and `b` in one step.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn exchange(a: &Path, b: &Path) -> std::io::Result<()> {
+    use rustix::fs::{CWD, RenameFlags, renameat_with};
+    renameat_with(CWD, a, CWD, b, RenameFlags::EXCHANGE).map_err(std::io::Error::from)
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn exchange(_a: &Path, _b: &Path) -> std::io::Result<()> {
+    Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
+}
+
+/// Whether `error` says the file system (or the system) cannot swap names.
+fn cannot_exchange(error: &std::io::Error) -> bool {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        let code = error.raw_os_error();
+        if code == Some(rustix::io::Errno::INVAL.raw_os_error())
+            || code == Some(rustix::io::Errno::NOSYS.raw_os_error())
+            || code == Some(rustix::io::Errno::OPNOTSUPP.raw_os_error())
+        {
+            return true;
+        }
+    }
+    error.kind() == std::io::ErrorKind::Unsupported
+}
+
+/// Syncs the folder so the renames in it survive a power loss, not only the files' bytes.
+#[cfg(unix)]
+fn sync_folder(dir: &Path) -> std::io::Result<()> {
+    match fs::File::open(dir).and_then(|folder| folder.sync_all()) {
+        // Some file systems cannot sync a folder; the rename stands as it would anyway.
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => Ok(()),
+        other => other,
+    }
+}
+
+#[cfg(not(unix))]
+fn sync_folder(_dir: &Path) -> std::io::Result<()> {
+    Ok(())
+}
