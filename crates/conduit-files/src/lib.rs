@@ -14,6 +14,7 @@ pub use replace::{BACKUP_GENERATIONS, ReplaceError};
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Unix permissions of every folder Conduit creates for itself: its user's only.
 pub const PRIVATE_DIR_MODE: u32 = 0o700;
@@ -126,6 +127,87 @@ pub fn watch_folder(
         })
         .map_err(WatchError::Thread)?;
     Ok(FolderWatch { _watcher: watcher })
+}
+
+/// A running watch of one file ([`watch_file`]); dropping it stops watching.
+pub struct FileWatch {
+    _link: FolderWatch,
+    _target: Arc<parking_lot::Mutex<Option<(PathBuf, FolderWatch)>>>,
+}
+
+impl std::fmt::Debug for FileWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FileWatch")
+    }
+}
+
+/// What a file watch calls on a change.
+type OnChange = Arc<dyn Fn() + Send + Sync>;
+
+/// Watches the file `path` as [`watch_folder`] watches a folder, and where `path` is a
+/// symlink (a config kept in a dotfiles folder), the file it points to as well: writes
+/// land on the target, in another folder, which watching `path`'s folder alone never
+/// hears. When the link itself changes, the file it now points to is watched instead.
+pub fn watch_file(
+    path: &Path,
+    settle: std::time::Duration,
+    on_change: impl Fn() + Send + Sync + 'static,
+) -> Result<FileWatch, WatchError> {
+    let on_change: OnChange = Arc::new(on_change);
+    let target = Arc::new(parking_lot::Mutex::new(None));
+    follow_link(path, settle, &target, &on_change)?;
+    let dir = folder_of(path);
+    fs::create_dir_all(&dir)?;
+    let name = path.file_name().map(std::ffi::OsStr::to_owned);
+    let link = {
+        let (path, target, on_change) = (path.to_owned(), target.clone(), on_change.clone());
+        watch_folder(
+            &dir,
+            settle,
+            move |changed| Some(changed) == name.as_deref(),
+            move || {
+                // A link that now points to a folder that cannot be watched leaves only
+                // the link's own folder watched; its next change tries again.
+                if follow_link(&path, settle, &target, &on_change).is_err() {
+                    *target.lock() = None;
+                }
+                on_change();
+            },
+        )?
+    };
+    Ok(FileWatch {
+        _link: link,
+        _target: target,
+    })
+}
+
+/// Watches the file `path` finally names, unless that is `path` itself or already
+/// watched.
+fn follow_link(
+    path: &Path,
+    settle: std::time::Duration,
+    slot: &parking_lot::Mutex<Option<(PathBuf, FolderWatch)>>,
+    on_change: &OnChange,
+) -> Result<(), WatchError> {
+    let target = resolve_symlinks(path)?;
+    let mut slot = slot.lock();
+    if target == path {
+        *slot = None;
+        return Ok(());
+    }
+    if slot.as_ref().is_some_and(|(watched, _)| *watched == target) {
+        return Ok(());
+    }
+    let name = target.file_name().map(std::ffi::OsStr::to_owned);
+    let on_change = on_change.clone();
+    let watch = watch_folder(
+        &folder_of(&target),
+        settle,
+        move |changed| Some(changed) == name.as_deref(),
+        move || on_change(),
+    )?;
+    *slot = Some((target, watch));
+    Ok(())
 }
 
 /// Creates `dir` if needed and makes it private (0700) even if it existed: for the
@@ -595,6 +677,48 @@ mod tests {
                 .is_ok(),
             "an atomic write (a rename) is heard"
         );
+    }
+
+    /// A config kept in a dotfiles folder behind a symlink: a write to it (through the
+    /// link, or straight to the file) is heard; after the link is pointed at another
+    /// file, that file's writes are heard.
+    #[test]
+    fn a_symlinked_file_is_watched_where_it_lives() {
+        let dir = tempfile::tempdir().unwrap();
+        let (config, dotfiles) = (dir.path().join("config"), dir.path().join("dotfiles"));
+        fs::create_dir_all(&config).unwrap();
+        fs::create_dir_all(&dotfiles).unwrap();
+        let (first, second) = (dotfiles.join("mcp.json"), dotfiles.join("other.json"));
+        fs::write(&first, "{}").unwrap();
+        fs::write(&second, "{}").unwrap();
+        let link = config.join("mcp_servers.json");
+        std::os::unix::fs::symlink(&first, &link).unwrap();
+        let (sender, heard) = std::sync::mpsc::channel();
+        let _watch = watch_file(&link, std::time::Duration::from_millis(50), move || {
+            let _ = sender.send(());
+        })
+        .unwrap();
+        let wait = |what: &str| {
+            assert!(
+                heard
+                    .recv_timeout(std::time::Duration::from_secs(10))
+                    .is_ok(),
+                "{what} was not heard"
+            );
+            while heard
+                .recv_timeout(std::time::Duration::from_millis(300))
+                .is_ok()
+            {}
+        };
+        write_atomically(&link, b"{\"a\": 1}", 0o600).unwrap();
+        wait("a write through the link");
+        write_atomically(&first, b"{\"a\": 2}", 0o600).unwrap();
+        wait("a write to the file it points to");
+        fs::remove_file(&link).unwrap();
+        std::os::unix::fs::symlink(&second, &link).unwrap();
+        wait("the link pointed elsewhere");
+        write_atomically(&second, b"{\"b\": 1}", 0o600).unwrap();
+        wait("a write to the file it now points to");
     }
 
     #[test]

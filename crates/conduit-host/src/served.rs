@@ -268,7 +268,7 @@ struct HostCatalog {
     own_tools: Option<Vec<Arc<dyn Tool>>>,
     changes: broadcast::Sender<CatalogChange>,
     /// Follows the settings file for other clients (the switches of built-in tools).
-    _settings_watch: Option<FolderWatch>,
+    _settings_watch: Option<FileWatch>,
     /// Follows the history for other clients (conversations as resources).
     _history_watch: Option<FolderWatch>,
 }
@@ -296,7 +296,7 @@ impl HostCatalog {
     }
 }
 
-use conduit_files::FolderWatch;
+use conduit_files::{FileWatch, FolderWatch};
 
 /// Watches `dir` (see [`conduit_files::watch_folder`]); `None`, and a warning naming
 /// `what` is not followed, when it cannot.
@@ -375,24 +375,19 @@ fn watch_history(
 }
 
 /// Sends a tool list change whenever the settings file changes (Settings may switch a
-/// built-in tool in another process).
+/// built-in tool in another process), followed through a symlink.
 fn watch_switches(
     host: &Arc<Host>,
     changes: broadcast::Sender<CatalogChange>,
-) -> Option<FolderWatch> {
+) -> Option<FileWatch> {
     let file = host.paths().settings_file.clone();
-    let dir = file.parent()?.to_owned();
-    let name = file.file_name()?.to_owned();
     // Every change of the settings file is announced, not only those that change the
     // list as this watcher last read it: a client may have read the list in between
     // (each listing reads the settings afresh), so a switch off and on again within one
     // batch of events would otherwise leave it with the list it read in between.
     // Clients list again; settings change rarely.
-    watch_folder(
-        &dir,
-        std::time::Duration::from_millis(150),
-        move |changed| changed == name,
-        move || {
+    let watched =
+        conduit_files::watch_file(&file, std::time::Duration::from_millis(150), move || {
             // Nobody connected is fine: the next list is read fresh anyway.
             // A switch may also share or withhold the conversations and media.
             for change in [
@@ -402,9 +397,14 @@ fn watch_switches(
             ] {
                 let _ = changes.send(change);
             }
-        },
-        "the settings",
-    )
+        });
+    match watched {
+        Ok(watch) => Some(watch),
+        Err(error) => {
+            tracing::warn!(%error, "the settings cannot be watched: clients see changes when they list again");
+            None
+        }
+    }
 }
 
 /// Runs a history read on the blocking pool: SQLite blocks, and in the app the served

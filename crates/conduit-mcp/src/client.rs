@@ -1321,11 +1321,13 @@ impl Connection {
                     .read_resource(ReadResourceRequestParams::new(uri.to_owned())),
             )
             .await?;
-        if self.spill.holds_any() {
+        if self.spill.holds_any() || !self.secrets.is_empty() {
             // Claiming reads the held strings back from disk: not on an async worker.
             let spill = self.spill.clone();
+            let secrets = self.secrets.clone();
             result = tokio::task::spawn_blocking(move || {
                 spill.claim_read_result(&mut result);
+                secrets.hide_in_read(&mut result);
                 result
             })
             .await
@@ -1427,12 +1429,16 @@ impl Connection {
             };
             match answer {
                 ServerResult::CallToolResult(mut result) => {
-                    if self.spill.holds_any() {
-                        // Claiming reads the held strings back from disk: not on an
-                        // async worker.
+                    if self.spill.holds_any() || !self.secrets.is_empty() {
+                        // Claiming reads the held strings back from disk, and hiding reads
+                        // all the text: not on an async worker. What the server was given
+                        // as secrets does not reach the model, the history or the window
+                        // through what it answers.
                         let spill = self.spill.clone();
+                        let secrets = self.secrets.clone();
                         result = tokio::task::spawn_blocking(move || {
                             spill.claim_tool_result(&mut result);
+                            secrets.hide_in_result(&mut result);
                             result
                         })
                         .await

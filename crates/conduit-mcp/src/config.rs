@@ -239,9 +239,15 @@ pub fn snapshot_of(
     })
 }
 
+/// `bytes` without a leading UTF-8 byte order mark: an editor (Notepad) may write one,
+/// and JSON parsers refuse it at line 1, column 1, where the raw editor cannot show it.
+fn without_bom(bytes: &[u8]) -> &[u8] {
+    bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes)
+}
+
 fn parse(path: &Path, bytes: &[u8]) -> Result<Value, ConfigError> {
     let unique::UniqueKeys(document) =
-        serde_json::from_slice(bytes).map_err(|e| ConfigError::Parse {
+        serde_json::from_slice(without_bom(bytes)).map_err(|e| ConfigError::Parse {
             path: path.display().to_string(),
             line: e.line(),
             column: e.column(),
@@ -416,14 +422,24 @@ pub fn spec_of(raw: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<Serv
             Some(expand(secret, env).map_err(|error| format!("oauth.clientSecret {error}"))?);
     }
     let mut secrets = expanded.take();
-    secrets.extend(oauth.client_secret.clone());
+    // Named as secrets: hidden in what the server answers too, whatever they look like.
+    let mut named: Vec<String> = oauth.client_secret.iter().cloned().collect();
     match &transport {
         Transport::Http { url, headers } => {
             secrets.extend(headers.values().cloned());
             secrets.extend(url_secrets(url));
+            named.extend(secret_named(headers));
+            named.extend(
+                reqwest::Url::parse(url)
+                    .ok()
+                    .and_then(|u| u.password().map(str::to_owned)),
+            );
         }
         // Keys are most often written straight into `env` (Claude Desktop's own examples).
-        Transport::Stdio { env, .. } => secrets.extend(env.values().cloned()),
+        Transport::Stdio { env, .. } => {
+            secrets.extend(env.values().cloned());
+            named.extend(secret_named(env));
+        }
     }
     Ok(ServerSpec {
         transport,
@@ -431,8 +447,34 @@ pub fn spec_of(raw: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<Serv
         era,
         oauth,
         roots,
-        secrets: crate::redact::Redactor::new(secrets),
+        secrets: crate::redact::Redactor::new(secrets).with_named_secrets(named),
     })
+}
+
+/// The values of `variables` (an entry's `env` or headers) whose names say they are
+/// secrets: `*KEY*`, `*TOKEN*`, `*SECRET*`, `*PASSWORD*`, `*AUTH*` (`Authorization`),
+/// `*CREDENTIAL*`, `*COOKIE*`, `*SESSION*`, `*PRIVATE*`, `PAT`, `*_PAT`.
+fn secret_named(variables: &std::collections::BTreeMap<String, String>) -> Vec<String> {
+    const NAMED: [&str; 10] = [
+        "KEY",
+        "TOKEN",
+        "SECRET",
+        "PASSWORD",
+        "PASSWD",
+        "AUTH",
+        "CREDENTIAL",
+        "COOKIE",
+        "SESSION",
+        "PRIVATE",
+    ];
+    variables
+        .iter()
+        .filter(|(name, _)| {
+            let name = name.to_ascii_uppercase();
+            NAMED.iter().any(|part| name.contains(part)) || name == "PAT" || name.ends_with("_PAT")
+        })
+        .map(|(_, value)| value.clone())
+        .collect()
 }
 
 /// Whether a URL's path segment looks like a key, as some services put one there
@@ -546,13 +588,17 @@ pub struct ImportCandidate {
 
 /// The servers in another app's MCP config: Claude Desktop's and Cursor's `mcpServers`,
 /// VS Code's `servers` (`mcp.json`) or `mcp.servers` (`settings.json`).
+///
+/// A server named twice in it is an error naming it (JSON keeps the last, so one would be
+/// left out without a word), and a leading byte order mark (Notepad's) is skipped.
 pub fn import_candidates(path: &Path, text: &str) -> Result<Vec<ImportCandidate>, ConfigError> {
-    let document: Value = serde_json::from_str(text).map_err(|e| ConfigError::Parse {
-        path: path.display().to_string(),
-        line: e.line(),
-        column: e.column(),
-        message: conduit_files::json_error_message(&e),
-    })?;
+    let unique::UniqueKeys(document) = serde_json::from_slice(without_bom(text.as_bytes()))
+        .map_err(|e| ConfigError::Parse {
+            path: path.display().to_string(),
+            line: e.line(),
+            column: e.column(),
+            message: conduit_files::json_error_message(&e),
+        })?;
     let servers = [
         document.get(SERVERS),
         document.get("servers"),

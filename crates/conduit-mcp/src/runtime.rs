@@ -159,7 +159,7 @@ impl Inner {
 /// The servers Conduit talks to, kept running.
 pub struct McpRuntime {
     inner: Arc<Inner>,
-    _watcher: Option<conduit_files::FolderWatch>,
+    _watcher: Option<conduit_files::FileWatch>,
 }
 
 impl McpRuntime {
@@ -656,29 +656,17 @@ async fn follow(
     Some((reason, stderr_tail))
 }
 
-/// Watches the file's folder (editors replace files by renaming) and applies the file
-/// after edits settle.
+/// Watches the file (its folder, as editors replace files by renaming, and through a
+/// symlink the file it points to) and applies the file after edits settle.
 fn watch_file(
     path: &Path,
     inner: Weak<Inner>,
-) -> Result<conduit_files::FolderWatch, conduit_files::WatchError> {
-    let file_name = path.file_name().map(|n| n.to_owned());
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."));
-    std::fs::create_dir_all(&dir)?;
+) -> Result<conduit_files::FileWatch, conduit_files::WatchError> {
     let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<()>();
-    let debouncer = conduit_files::watch_folder(
-        &dir,
-        DEBOUNCE,
-        move |name| Some(name) == file_name.as_deref(),
-        move || {
-            // The receiving task ends with the runtime: then nobody needs to hear it.
-            let _ = sender.send(());
-        },
-    )?;
+    let debouncer = conduit_files::watch_file(path, DEBOUNCE, move || {
+        // The receiving task ends with the runtime: then nobody needs to hear it.
+        let _ = sender.send(());
+    })?;
     tokio::spawn(async move {
         while receiver.recv().await.is_some() {
             while receiver.try_recv().is_ok() {}

@@ -257,8 +257,30 @@ impl HttpClient {
         Ok(map)
     }
 
+    /// The values of a request's headers that carry credentials: the secret headers' and
+    /// every extra header's (a gateway's key may go in any header).
+    fn secrets_of(&self, protocol_headers: &[(&str, String)]) -> SentSecrets {
+        let secret = protocol_headers
+            .iter()
+            .filter(|(name, _)| is_secret_header(&name.to_ascii_lowercase()))
+            .map(|(_, value)| value.as_str());
+        let extra = self.settings.extra_headers.iter().map(|(_, v)| v.as_str());
+        SentSecrets::new(secret.chain(extra))
+    }
+
     /// GETs JSON (model lists), with the same error mapping and retries.
     pub async fn get_json(
+        &self,
+        url: &str,
+        headers: &[(&str, String)],
+    ) -> Result<Value, ProviderError> {
+        let secrets = self.secrets_of(headers);
+        self.get_json_with(url, headers)
+            .await
+            .map_err(|err| secrets.hidden_in(err))
+    }
+
+    async fn get_json_with(
         &self,
         url: &str,
         headers: &[(&str, String)],
@@ -333,6 +355,9 @@ impl HttpClient {
         body: Value,
         decoder: impl StreamDecoder,
     ) -> Result<EventStream, ProviderError> {
+        // A provider (or a gateway before it) that quotes the key it was sent in an error
+        // does not get it into the log, the history, the window or a sampling server.
+        let secrets = self.secrets_of(headers);
         let headers = self.headers(headers)?;
         let client = self.client.clone();
         let settings = self.settings.clone();
@@ -360,7 +385,7 @@ impl HttpClient {
                     ));
                     return;
                 };
-                match check(sent, limits, settings.read_timeout).await {
+                match check(sent, limits, settings.read_timeout).await.map_err(|err| secrets.hidden_in(err)) {
                     Ok(response) => break response,
                     Err(err) => match retrier.next_delay(&err) {
                         Some((attempt, delay)) => {
@@ -389,12 +414,12 @@ impl HttpClient {
                     limits.sse_event,
                 ),
                 Answer::Failed(err) => {
-                    yield Err(err);
+                    yield Err(secrets.hidden_in(err));
                     return;
                 }
             };
             while let Some(item) = events.next().await {
-                yield item;
+                yield item.map_err(|err| secrets.hidden_in(err));
             }
         };
         Ok(stream.boxed())
@@ -865,6 +890,45 @@ pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
             .unwrap_or(Duration::ZERO)
             .min(LONGEST_RETRY_AFTER),
     )
+}
+
+/// Credentials a request sent, to be hidden in what comes back about it.
+struct SentSecrets(Vec<String>);
+
+impl SentSecrets {
+    /// Values shorter than this are not hidden (a header such as `x-beta: 1`).
+    const MIN_CHARS: usize = 8;
+
+    /// From header values: each whole and trimmed, and the credential after an
+    /// authorization scheme (`Bearer <key>`), longest first.
+    fn new<'a>(values: impl Iterator<Item = &'a str>) -> Self {
+        let mut forms: Vec<String> = values
+            .flat_map(|value| {
+                let value = value.trim();
+                let credential = value
+                    .split_once(' ')
+                    .filter(|(scheme, _)| {
+                        ["bearer", "basic", "token"].contains(&scheme.to_ascii_lowercase().as_str())
+                    })
+                    .map(|(_, credential)| credential.trim().to_owned());
+                [Some(value.to_owned()), credential].into_iter().flatten()
+            })
+            .filter(|form| form.chars().count() >= Self::MIN_CHARS)
+            .collect();
+        forms.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+        forms.dedup();
+        Self(forms)
+    }
+
+    /// `err` with every credential in its message masked.
+    fn hidden_in(&self, mut err: ProviderError) -> ProviderError {
+        for form in &self.0 {
+            if err.message.contains(form.as_str()) {
+                err.message = err.message.replace(form.as_str(), "••••");
+            }
+        }
+        err
+    }
 }
 
 fn is_secret_header(name: &str) -> bool {

@@ -374,3 +374,54 @@ async fn a_reader_that_paused_gets_what_arrived_before_any_stall() {
         matches!(events.next().await, Some(Err(err)) if err.kind == ProviderErrorKind::Stalled)
     );
 }
+
+/// A provider or a gateway that quotes the key it was sent, in an error status's body, in
+/// a JSON error sent with status 200 or in a model list's error, does not get it into the
+/// error (which is logged, stored and shown); nor an extra header's value.
+#[tokio::test]
+async fn a_key_the_provider_quotes_back_is_hidden_in_its_error() {
+    let key = "sk-echo-0123456789abcdef";
+    let gateway = "gw-secret-9876543210";
+    let client = HttpClient::new(HttpSettings {
+        retry: RetryPolicy {
+            max_retries: 0,
+            ..RetryPolicy::default()
+        },
+        extra_headers: vec![("Helicone-Auth".into(), format!("Bearer {gateway}"))],
+        ..HttpSettings::default()
+    })
+    .unwrap();
+    let headers = [("authorization", format!("Bearer {key}"))];
+    let quoted = format!(r#"{{"error": {{"message": "invalid key {key} (with {gateway})"}}}}"#);
+    let quoted: &'static str = Box::leak(quoted.into_boxed_str());
+    for head in [
+        "HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json",
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json",
+    ] {
+        let url = serve(head, Body::Once(quoted.as_bytes().to_vec())).await;
+        let mut events = client
+            .stream(url, &headers, serde_json::json!({}), Echo)
+            .unwrap();
+        let mut err = None;
+        while let Some(item) = events.next().await {
+            if let Err(e) = item {
+                err = Some(e);
+                break;
+            }
+        }
+        let err = err.expect("the turn failed");
+        assert!(err.message.contains("invalid key ••••"), "{}", err.message);
+        assert!(
+            !err.message.contains(key) && !err.message.contains(gateway),
+            "{}",
+            err.message
+        );
+    }
+    let url = serve(
+        "HTTP/1.1 403 Forbidden\r\ncontent-type: application/json",
+        Body::Once(quoted.as_bytes().to_vec()),
+    )
+    .await;
+    let err = client.get_json(&url, &headers).await.unwrap_err();
+    assert!(!err.message.contains(key), "{}", err.message);
+}

@@ -711,3 +711,76 @@ async fn a_servers_error_is_hidden_then_cut() {
     )));
     connection.shutdown().await;
 }
+
+/// What a server answers does not carry the secrets it was given: an SDK's error result
+/// naming the URL it called (key in the query) loses the query and the key; a result's
+/// text, embedded text and structured content have the key masked; an ordinary result
+/// keeps its URLs whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_result_does_not_carry_the_servers_secrets() {
+    let key = "sk-live-0123456789abcdef";
+    let mut connection = scripted(
+        move |request| {
+            if request["method"] != "tools/call" {
+                return Vec::new();
+            }
+            let result = if request["params"]["name"] == "fails" {
+                json!({
+                    "content": [{"type": "text", "text": format!(
+                        "401 Client Error: Unauthorized for url: https://api.weather.example/v1?api_key={key}"
+                    )}],
+                    "isError": true
+                })
+            } else {
+                json!({
+                    "content": [
+                        {"type": "text", "text": format!("using {key} and hunter2 at /srv/notes2024/a, verbose; see https://docs.example/p?page=2")},
+                        {"type": "resource", "resource": {"uri": "file:///env", "text": format!("API_KEY={key}")}}
+                    ],
+                    "structuredContent": {"env": {"API_KEY": key}, "count": 1}
+                })
+            };
+            vec![answer(request, result)]
+        },
+        DEFAULT_CALL_TIMEOUT,
+    )
+    .await;
+    // The key looks like one; `hunter2` is named as a secret (`DB_PASSWORD`); a folder
+    // and a word are entry values too, hidden in errors but kept in what a tool answers.
+    connection.secrets = Redactor::new([
+        key.to_owned(),
+        "/srv/notes2024".to_owned(),
+        "verbose".to_owned(),
+    ])
+    .with_named_secrets(["hunter2".to_owned()]);
+    let call = |name: &'static str| {
+        connection.call_tool(
+            name,
+            JsonObject::new(),
+            no_progress(),
+            CancellationToken::new(),
+        )
+    };
+    let failed = serde_json::to_string(&call("fails").await.unwrap()).unwrap();
+    assert!(
+        !failed.contains("sk-live") && !failed.contains("api_key"),
+        "{failed}"
+    );
+    assert!(
+        failed.contains("Unauthorized for url: https://api.weather.example/v1"),
+        "{failed}"
+    );
+    let ok = call("works").await.unwrap();
+    let text = serde_json::to_string(&ok).unwrap();
+    assert!(
+        !text.contains("sk-live") && !text.contains("hunter2"),
+        "{text}"
+    );
+    assert!(
+        text.contains("at /srv/notes2024/a, verbose;"),
+        "a folder and a word are not keys: {text}"
+    );
+    assert!(text.contains("https://docs.example/p?page=2"), "{text}");
+    assert_eq!(ok.structured_content.unwrap()["count"], 1);
+    connection.shutdown().await;
+}

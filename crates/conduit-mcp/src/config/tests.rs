@@ -506,6 +506,19 @@ fn servers_import_from_claude_desktop_cursor_and_vs_code_files() {
         import_candidates(path, r#"{"other": 1}"#),
         Err(ConfigError::Shape { .. })
     ));
+    // A server named twice is an error naming it, not one left out without a word.
+    let twice = r#"{"mcpServers": {"github": {"command": "a"}, "github": {"command": "b"}}}"#;
+    let refused = import_candidates(path, twice).unwrap_err();
+    assert!(
+        refused.to_string().contains("\"github\" is written twice"),
+        "{refused}"
+    );
+    // Notepad's byte order mark is skipped, here and in Conduit's own file.
+    let marked = "\u{feff}{\"mcpServers\": {\"a\": {\"command\": \"x\"}}}";
+    assert_eq!(import_candidates(path, marked).unwrap()[0].name, "a");
+    let dir = tempfile::tempdir().unwrap();
+    let own = write(dir.path(), marked);
+    assert_eq!(read(&own).unwrap().servers[0].name, "a");
 }
 
 #[test]
@@ -688,4 +701,31 @@ fn a_key_written_twice_is_refused_with_its_line_and_column() {
         r#"{"n": [1, -2, 3.5, null, true, {"a": {"a": 1}}], "mcpServers": {"x": {"command": "c", "timeout": 5}}}"#,
     )
     .unwrap();
+}
+
+/// What a server answers has the entry's named secrets and key-like values hidden, not
+/// every value of its `env`: `debug` or a folder stays readable.
+#[test]
+fn an_entrys_named_secrets_are_hidden_in_answers_and_plain_settings_are_not() {
+    let spec = spec_of(
+        &json!({"command": "x", "env": {
+            "API_TOKEN": "short-tok",
+            "LOG_LEVEL": "debug",
+            "NOTES_DIR": "/home/me/notes2024",
+            "OTHER": "abcdef0123456789abcdef"
+        }}),
+        &|_| None,
+    )
+    .unwrap();
+    let mut result = rmcp::model::CallToolResult::success(vec![rmcp::model::ContentBlock::text(
+        "token short-tok, level debug, dir /home/me/notes2024, id abcdef0123456789abcdef",
+    )]);
+    spec.secrets.hide_in_result(&mut result);
+    let text = &result.content[0].as_text().unwrap().text;
+    assert_eq!(
+        text,
+        "token ••••, level debug, dir /home/me/notes2024, id ••••"
+    );
+    // In an error, every value of the entry is hidden.
+    assert!(!spec.secrets.text("level debug").contains("debug"));
 }
