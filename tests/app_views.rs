@@ -315,6 +315,25 @@ async fn a_views_calls_reach_only_its_own_app_tools_under_their_policy() {
         "{denied:?}"
     );
     assert_eq!(asked.load(Ordering::SeqCst), 2);
+    app.set_tool_policy("probe", "probe_count", ToolPolicy::Ask, "", |_| false)
+        .await
+        .unwrap();
+
+    // The entry named "probe" changed (here its environment; another command or URL
+    // alike): the open view's calls do not go to what now runs under its name.
+    let file = home.path().join("mcp_servers.json");
+    let mut entries: Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    entries["mcpServers"]["probe"]["env"] = json!({"CHANGED": "1"});
+    std::fs::write(&file, entries.to_string()).unwrap();
+    let changed = app
+        .call_from_view(&view.token, "probe_count", json!({}), answer(true))
+        .await;
+    assert!(
+        matches!(changed, Err(ViewCallError::ServerChanged(ref server)) if server == "probe"),
+        "{changed:?}"
+    );
+    assert_eq!(asked.load(Ordering::SeqCst), 2);
     app.shutdown().await;
 }
 
