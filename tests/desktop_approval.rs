@@ -366,6 +366,10 @@ async fn approval_answers_exactly_the_call_it_shows() {
         .shot(&fixture.shot("06-settings-needs-reapproval.png"))
         .await;
     window.click_button("Allow it as it is now").await;
+    // An allow from Settings is confirmed natively.
+    conduit_e2e::native_dialog::answer(conduit_e2e::native_dialog::Answer::Press('a'), WAIT)
+        .await
+        .unwrap();
     window
         .wait(r#"document.querySelector('tr[aria-label="Tool run"]') && !document.querySelector('[aria-label="run needs re-approval"]')"#)
         .await;

@@ -64,6 +64,10 @@ pub enum AgentEvent {
     /// what changed since the user last chose "Always allow" for it.
     ApprovalRequested {
         call: ToolCall,
+        /// The arguments exactly as the tool gets them, as indented JSON: what the window
+        /// shows, since the page's JSON numbers lose digits past 2^53 (an id of
+        /// 9007199254740993 would read as …992 on the card and go to the tool whole).
+        arguments_text: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         origin: Option<ToolOrigin>,
         title: Option<String>,

@@ -82,6 +82,8 @@ impl AskApproval {
             call_id: call.id.clone(),
         };
         (self.events)(AgentEvent::ApprovalRequested {
+            arguments_text: serde_json::to_string_pretty(&call.arguments)
+                .unwrap_or_else(|_| call.arguments.to_string()),
             call: call.clone(),
             origin,
             title: spec.title.clone(),
@@ -123,5 +125,39 @@ mod tests {
         assert_eq!(ask.waiting(), vec!["c1".to_owned()]);
         assert!(ask.answer("c1", Approval::Allow));
         assert!(matches!(receiver.try_recv(), Ok(Approval::Allow)));
+    }
+
+    /// The question carries the arguments as text written from the exact value: a page
+    /// that parses JSON numbers would show 2^53 + 1 as 2^53.
+    #[tokio::test]
+    async fn the_question_writes_the_arguments_out_exactly() {
+        let heard = Arc::new(parking_lot::Mutex::new(None));
+        let keep = heard.clone();
+        let ask = AskApproval::new(Arc::new(move |event| {
+            if let AgentEvent::ApprovalRequested { arguments_text, .. } = event {
+                *keep.lock() = Some(arguments_text);
+            }
+        }));
+        let call = ToolCall {
+            id: "c1".into(),
+            wire_id: None,
+            name: "delete".into(),
+            arguments: serde_json::from_str(r#"{"id": 9007199254740993}"#).unwrap(),
+            signature: None,
+            invalid_arguments: None,
+            origin: None,
+        };
+        let spec = crate::testing::tool_spec("delete");
+        let asking = ask.ask(&call, &spec, None, Vec::new());
+        let answering = async {
+            while ask.waiting().is_empty() {
+                tokio::task::yield_now().await;
+            }
+            ask.answer("c1", Approval::Allow);
+        };
+        let (approval, ()) = tokio::join!(asking, answering);
+        assert_eq!(approval, Approval::Allow);
+        let text = heard.lock().clone().unwrap();
+        assert!(text.contains("9007199254740993"), "{text}");
     }
 }

@@ -81,7 +81,7 @@ describe("ChatView", () => {
     await view.rerender({ conversationId: "c2", title: "Other" });
     await screen.findByText("Another chat");
     emit?.({ type: "agent", event: { type: "tool_call_ready", call } });
-    emit?.({ type: "agent", event: { type: "approval_requested", call, title: null, annotations: {} } });
+    emit?.({ type: "agent", event: { type: "approval_requested", call, arguments_text: JSON.stringify(call.arguments, null, 2), title: null, annotations: {} } });
     await new Promise((done) => setTimeout(done, 50));
     expect(screen.queryByText("Partial answer")).toBeNull();
 

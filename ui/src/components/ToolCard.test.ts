@@ -16,7 +16,7 @@ function asked(call: ToolCall, origin: { server: string; tool: string }, title: 
     progress: null,
     durationMs: null,
     startedAt: null,
-    approval: { call, origin, title, annotations: {}, changes: [] },
+    approval: { call, argumentsText: JSON.stringify(call.arguments, null, 2), origin, title, annotations: {}, changes: [] },
     deniedReason: null,
     allowed: false,
   };
@@ -43,5 +43,16 @@ describe("ToolCard", () => {
     expect(shown).toContain('"path": "invoice\\u{202e}fdp.exe"');
     expect(shown).toContain('"note": "hidden\\u{e0041}tag"');
     expect(screen.getByLabelText("Tool name").textContent).toBe("re\\u{202e}ad");
+  });
+
+  it("shows the arguments as the host wrote them: an integer past 2^53 keeps every digit", () => {
+    // What the page's JSON.parse made of {"id": 9007199254740993}: one less.
+    const call: ToolCall = { id: "call_2", name: "chat__delete", arguments: { id: 9007199254740992 } };
+    const view = asked(call, { server: "chat", tool: "delete" }, null);
+    if (view.approval) view.approval.argumentsText = '{\n  "id": 9007199254740993\n}';
+    render(ToolCard, { call, view, onAnswer: vi.fn(), onOpenLink: vi.fn() });
+    const shown = screen.getByLabelText("Arguments").textContent ?? "";
+    expect(shown).toContain('"id": 9007199254740993');
+    expect(shown).not.toContain("9007199254740992");
   });
 });

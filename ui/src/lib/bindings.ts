@@ -201,7 +201,13 @@ export type ProviderError = { kind: ProviderErrorKind, status?: number | null, m
  */
 retry_after?: number, };
 
-export type AgentEvent = { "type": "turn_started", turn: number, } | { "type": "text_delta", text: string, } | { "type": "reasoning_delta", text: string, } | { "type": "tool_call_started", id: string, name: string, origin?: ToolOrigin | null, } | { "type": "tool_call_delta", id: string, arguments: string, } | { "type": "block_done", index: number, block: Block, } | { "type": "tool_call_ready", call: ToolCall, } | { "type": "approval_requested", call: ToolCall, origin?: ToolOrigin | null, title: string | null, annotations: ToolAnnotations, changes?: Array<string>, } | { "type": "tool_call_denied", id: string, reason: string, } | { "type": "tool_call_queued", id: string, } | { "type": "tool_call_running", id: string, } | { "type": "tool_progress", id: string, progress: Progress, } | { "type": "tool_result", result: ToolResult, duration_ms: number, } | { "type": "usage", usage: Usage, } | { "type": "retrying", attempt: number, delay_ms: number, error: ProviderError, } | { "type": "message_done", message: Message, } | { "type": "turn_limit_reached", limit: number, } | { "type": "cancelled" } | { "type": "finished", reason: StopReason, };
+export type AgentEvent = { "type": "turn_started", turn: number, } | { "type": "text_delta", text: string, } | { "type": "reasoning_delta", text: string, } | { "type": "tool_call_started", id: string, name: string, origin?: ToolOrigin | null, } | { "type": "tool_call_delta", id: string, arguments: string, } | { "type": "block_done", index: number, block: Block, } | { "type": "tool_call_ready", call: ToolCall, } | { "type": "approval_requested", call: ToolCall, 
+/**
+ * The arguments exactly as the tool gets them, as indented JSON: what the window
+ * shows, since the page's JSON numbers lose digits past 2^53 (an id of
+ * 9007199254740993 would read as …992 on the card and go to the tool whole).
+ */
+arguments_text: string, origin?: ToolOrigin | null, title: string | null, annotations: ToolAnnotations, changes?: Array<string>, } | { "type": "tool_call_denied", id: string, reason: string, } | { "type": "tool_call_queued", id: string, } | { "type": "tool_call_running", id: string, } | { "type": "tool_progress", id: string, progress: Progress, } | { "type": "tool_result", result: ToolResult, duration_ms: number, } | { "type": "usage", usage: Usage, } | { "type": "retrying", attempt: number, delay_ms: number, error: ProviderError, } | { "type": "message_done", message: Message, } | { "type": "turn_limit_reached", limit: number, } | { "type": "cancelled" } | { "type": "finished", reason: StopReason, };
 
 export type ErrorAction = "open_settings" | "enter_client_id";
 

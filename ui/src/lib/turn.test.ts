@@ -25,7 +25,7 @@ describe("a turn's events", () => {
     applyEvent(state, { type: "text_delta", text: "lo" }, 0);
     applyEvent(state, { type: "tool_call_started", id: "c1", name: call.name }, 0);
     applyEvent(state, { type: "tool_call_ready", call }, 100);
-    applyEvent(state, { type: "approval_requested", call, title: null, annotations: { readOnlyHint: true } }, 100);
+    applyEvent(state, { type: "approval_requested", call, arguments_text: JSON.stringify(call.arguments, null, 2), title: null, annotations: { readOnlyHint: true } }, 100);
     expect(state.calls.c1?.state).toBe("approval");
     applyEvent(state, { type: "tool_progress", id: "c1", progress: { progress: 1, total: 2 } }, 150);
     expect(state.calls.c1?.state).toBe("running");
@@ -48,7 +48,7 @@ describe("a turn's events", () => {
   it("take the approval controls away once an allowed call runs, before any progress", () => {
     const state = emptyState();
     applyEvent(state, { type: "tool_call_ready", call }, 0);
-    applyEvent(state, { type: "approval_requested", call, title: null, annotations: {} }, 0);
+    applyEvent(state, { type: "approval_requested", call, arguments_text: JSON.stringify(call.arguments, null, 2), title: null, annotations: {} }, 0);
     expect(pendingApproval(call, state.calls.c1)).not.toBeNull();
     applyEvent(state, { type: "tool_call_running", id: "c1" }, 10);
     expect(state.calls.c1?.state).toBe("running");
@@ -58,7 +58,7 @@ describe("a turn's events", () => {
   it("show an allowed call waiting for a place without its controls, and never as running", () => {
     const state = emptyState();
     applyEvent(state, { type: "tool_call_ready", call }, 0);
-    applyEvent(state, { type: "approval_requested", call, title: null, annotations: {} }, 0);
+    applyEvent(state, { type: "approval_requested", call, arguments_text: JSON.stringify(call.arguments, null, 2), title: null, annotations: {} }, 0);
     applyEvent(state, { type: "tool_call_queued", id: "c1" }, 5);
     expect(state.calls.c1?.state).toBe("queued");
     expect(pendingApproval(call, state.calls.c1)).toBeNull();
@@ -153,7 +153,7 @@ describe("a call waiting for approval", () => {
     applyEvent(state, { type: "tool_call_started", id: "c1", name: call.name }, 0);
     applyEvent(state, { type: "tool_call_ready", call }, 0);
     expect(awaitingApproval(state)).toBe(false);
-    applyEvent(state, { type: "approval_requested", call, title: null, annotations: {} }, 0);
+    applyEvent(state, { type: "approval_requested", call, arguments_text: JSON.stringify(call.arguments, null, 2), title: null, annotations: {} }, 0);
     expect(awaitingApproval(state)).toBe(true);
     applyEvent(state, { type: "tool_call_running", id: "c1" }, 0);
     expect(awaitingApproval(state)).toBe(false);
@@ -181,7 +181,7 @@ describe("approval keyed by Conduit's call ids", () => {
     applyEvent(state, { type: "turn_started", turn: 1 }, 0);
     applyEvent(state, { type: "tool_call_started", id: read.id, name: read.name, origin: read.origin }, 0);
     applyEvent(state, { type: "tool_call_ready", call: read }, 0);
-    applyEvent(state, { type: "approval_requested", call: read, title: null, origin: read.origin, annotations: {} }, 0);
+    applyEvent(state, { type: "approval_requested", call: read, arguments_text: JSON.stringify(read.arguments, null, 2), title: null, origin: read.origin, annotations: {} }, 0);
     applyEvent(
       state,
       {
@@ -197,7 +197,7 @@ describe("approval keyed by Conduit's call ids", () => {
     applyEvent(state, { type: "tool_call_ready", call: run }, 0);
     applyEvent(
       state,
-      { type: "approval_requested", call: run, title: null, origin: { server: "sh", tool: "run" }, annotations: {}, changes: ["x changed"] },
+      { type: "approval_requested", call: run, arguments_text: JSON.stringify(run.arguments, null, 2), title: null, origin: { server: "sh", tool: "run" }, annotations: {}, changes: ["x changed"] },
       0,
     );
     expect(pendingApproval(read, state.calls[read.id])).toBeNull();
@@ -310,7 +310,7 @@ describe("a call's view mounts only once the host said the call runs", () => {
     expect(mayShowView(call, state.calls.c1)).toBe(false);
     applyEvent(
       state,
-      { type: "approval_requested", call, origin, title: null, annotations: {} },
+      { type: "approval_requested", call, arguments_text: JSON.stringify(call.arguments, null, 2), origin, title: null, annotations: {} },
       0,
     );
     expect(mayShowView(call, state.calls.c1)).toBe(false);

@@ -39,6 +39,8 @@ export type CallState =
 /** A question the host asked about one call: the call exactly as it was asked about. */
 export interface Approval {
   call: ToolCall;
+  /** The arguments as the host wrote them (exact: JSON numbers here lose digits past 2^53). */
+  argumentsText: string;
   origin: ToolOrigin | null;
   title: string | null;
   annotations: ToolAnnotations;
@@ -282,6 +284,7 @@ export function applyEvent(state: ChatState, event: AgentEvent, now: number): vo
       call.state = "approval";
       call.approval = {
         call: event.call,
+        argumentsText: event.arguments_text,
         origin: event.origin ?? event.call.origin ?? null,
         title: event.title ?? null,
         annotations: event.annotations,

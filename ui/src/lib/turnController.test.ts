@@ -228,7 +228,7 @@ describe("a turn in the chat controller", () => {
     const call: ToolCall = { id: "k1", name: "fs__list", arguments: { path: "." } };
     t.agent(
       { type: "tool_call_ready", call },
-      { type: "approval_requested", call, title: "List a folder", annotations: { readOnlyHint: true } },
+      { type: "approval_requested", call, arguments_text: JSON.stringify(call.arguments, null, 2), title: "List a folder", annotations: { readOnlyHint: true } },
     );
     t.runFrames();
     expect(t.controller.chat.calls.k1?.state).toBe("approval");
@@ -423,7 +423,7 @@ describe("a turn in the chat controller", () => {
     expect(t.controller.showing).toBe("c2");
     expect(shown(t.controller)).toEqual(["user/complete: Another chat"]);
     const call: ToolCall = { id: "k1", name: "srv__echo", arguments: {} };
-    t.agent({ type: "tool_call_ready", call }, { type: "approval_requested", call, title: null, annotations: {} });
+    t.agent({ type: "tool_call_ready", call }, { type: "approval_requested", call, arguments_text: JSON.stringify(call.arguments, null, 2), title: null, annotations: {} });
     t.runFrames();
     expect(shown(t.controller)).toEqual(["user/complete: Another chat"]);
 
