@@ -71,7 +71,9 @@ pub enum McpCommand {
         /// Serve streamable HTTP on this address (e.g. 127.0.0.1:8765) at /mcp.
         #[arg(long, value_name = "ADDR")]
         http: Option<std::net::SocketAddr>,
-        /// Allow an address other machines can reach (the default is loopback only).
+        /// Allow an address other machines can reach (the default is loopback only). The
+        /// endpoint speaks plain HTTP: the bearer token and every answer cross the network
+        /// unencrypted, so put a TLS proxy in front of it beyond a network you trust.
         #[arg(long, requires = "http")]
         allow_remote: bool,
     },
@@ -117,6 +119,13 @@ async fn serve(
         .start_mcp_http(addr, allow_remote, stop.clone())
         .await?;
     println!("Serving MCP at {}", serving.url);
+    if !addr.ip().is_loopback() {
+        eprintln!(
+            "Warning: {addr} is reachable from other machines over plain HTTP: the bearer \
+             token and every answer (conversations and files, if shared) cross the network \
+             unencrypted. Put a TLS proxy in front of it beyond a network you trust."
+        );
+    }
     if serving.token.created {
         // The only time the token is shown: it is never logged.
         println!(

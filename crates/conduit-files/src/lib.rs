@@ -608,6 +608,20 @@ mod tests {
     }
 
     #[test]
+    fn a_file_with_other_names_is_refused_and_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mcp.json");
+        fs::write(&path, "shared").unwrap();
+        let other = dir.path().join("cursor-mcp.json");
+        fs::hard_link(&path, &other).unwrap();
+        let refused = write_atomically(&path, b"ours", 0o600).unwrap_err();
+        assert!(refused.to_string().contains("hard links"), "{refused}");
+        assert_eq!(fs::read_to_string(&path).unwrap(), "shared");
+        assert_eq!(fs::read_to_string(&other).unwrap(), "shared");
+        assert_eq!(temporaries(dir.path()), 0);
+    }
+
+    #[test]
     fn a_file_of_secrets_keeps_no_backup() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("secrets.json");

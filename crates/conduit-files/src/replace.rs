@@ -59,6 +59,7 @@ pub(crate) fn replace(
         )
         .into());
     }
+    refuse_hard_links(&target)?;
     let dir = folder_of(&target);
     let fresh = fresh_file(&target, bytes, existing_mode.unwrap_or(new_mode))?;
     let exists = fs::symlink_metadata(&target).is_ok();
@@ -117,6 +118,27 @@ pub(crate) fn replace(
         Err(e) => return Err(e.into()),
     }
     Ok(sync_folder(&dir)?)
+}
+
+/// Refuses a file with other names (hard links): replacing it whole would leave the
+/// other names with the old file, as another app sharing it would then read.
+#[cfg(unix)]
+fn refuse_hard_links(target: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt as _;
+    match fs::metadata(target) {
+        Ok(meta) if meta.is_file() && meta.nlink() > 1 => Err(std::io::Error::other(format!(
+            "{} has {} names (hard links), and Conduit replaces a file whole, which would \
+             leave the other names with the old file: make the others symbolic links to it",
+            target.display(),
+            meta.nlink()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(not(unix))]
+fn refuse_hard_links(_target: &Path) -> std::io::Result<()> {
+    Ok(())
 }
 
 /// `<name>.bak` for 0, `<name>.bak.<n>` after it.
