@@ -320,12 +320,21 @@ async fn a_views_calls_reach_only_its_own_app_tools_under_their_policy() {
         .unwrap();
 
     // The entry named "probe" changed (here its environment; another command or URL
-    // alike): the open view's calls do not go to what now runs under its name.
+    // alike): once the runtime runs the new one, the open view's calls do not go to it.
     let file = home.path().join("mcp_servers.json");
     let mut entries: Value =
         serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let before = app.servers().await.running_from("probe");
     entries["mcpServers"]["probe"]["env"] = json!({"CHANGED": "1"});
     std::fs::write(&file, entries.to_string()).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while app.servers().await.running_from("probe") == before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the runtime did not apply the changed entry"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
     let changed = app
         .call_from_view(&view.token, "probe_count", json!({}), answer(true))
         .await;

@@ -148,6 +148,8 @@ type OnChange = Arc<dyn Fn() + Send + Sync>;
 /// symlink (a config kept in a dotfiles folder), the file it points to as well: writes
 /// land on the target, in another folder, which watching `path`'s folder alone never
 /// hears. When the link itself changes, the file it now points to is watched instead.
+/// (Of a chain of links, the folders of the first link and of the final file are watched:
+/// a link in between that is pointed elsewhere is heard at the first link's next change.)
 pub fn watch_file(
     path: &Path,
     settle: std::time::Duration,
@@ -155,7 +157,12 @@ pub fn watch_file(
 ) -> Result<FileWatch, WatchError> {
     let on_change: OnChange = Arc::new(on_change);
     let target = Arc::new(parking_lot::Mutex::new(None));
-    follow_link(path, settle, &target, &on_change)?;
+    // A link whose target cannot be watched yet (its folder not there: a dotfiles folder
+    // not cloned, a drive not mounted) leaves the link's own folder watched: the link's
+    // next change tries again.
+    if let Err(error) = follow_link(path, settle, &target, &on_change) {
+        tracing::warn!(%error, file = %path.display(), "the file a symlink points to cannot be watched yet");
+    }
     let dir = folder_of(path);
     fs::create_dir_all(&dir)?;
     let name = path.file_name().map(std::ffi::OsStr::to_owned);
@@ -512,6 +519,48 @@ mod tests {
         );
         assert_eq!(mode(&replace::backup_name(&path, 3)), 0o600);
         assert_eq!(temporaries(dir.path()), 0);
+    }
+
+    /// A write refused because the file changed keeps every backup where it was; a
+    /// missing generation is filled by the next write, and none after it is overwritten.
+    #[test]
+    fn a_refused_write_keeps_the_backups_and_a_gap_is_filled_not_pushed_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mcp.json");
+        for n in 1..=6 {
+            write_atomically(&path, format!("v{n}").as_bytes(), 0o600).unwrap();
+        }
+        let backups = || {
+            (0..BACKUP_GENERATIONS)
+                .map(|generation| {
+                    fs::read_to_string(replace::backup_name(&path, generation)).unwrap_or_default()
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(backups(), ["v5", "v4", "v3", "v2", "v1"]);
+        let read = fingerprint(&path).unwrap();
+        fs::write(&path, "the editor's").unwrap();
+        assert!(matches!(
+            replace_if_unchanged(&path, b"ours", 0o600, read.as_deref()),
+            Err(ReplaceError::Changed)
+        ));
+        assert_eq!(fs::read_to_string(&path).unwrap(), "the editor's");
+        assert_eq!(backups(), ["v5", "v4", "v3", "v2", "v1"]);
+        assert_eq!(temporaries(dir.path()), 0);
+        // A gap (the user deleted .bak.2): the run before it moves into it.
+        fs::remove_file(replace::backup_name(&path, 2)).unwrap();
+        write_atomically(&path, b"v7", 0o600).unwrap();
+        assert_eq!(backups(), ["the editor's", "v5", "v4", "v2", "v1"]);
+    }
+
+    #[test]
+    fn a_file_of_secrets_is_made_private_whatever_its_mode_was() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("secrets.json");
+        fs::write(&path, "{}").unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
+        write_secrets_atomically(&path, b"{\"k\": \"v\"}").unwrap();
+        assert_eq!(mode(&path), 0o600);
     }
 
     /// Temporary files left in `dir`.

@@ -61,7 +61,13 @@ pub(crate) fn replace(
     }
     refuse_hard_links(&target)?;
     let dir = folder_of(&target);
-    let fresh = fresh_file(&target, bytes, existing_mode.unwrap_or(new_mode))?;
+    // A file of secrets is private whatever its mode was; others keep theirs.
+    let mode = match keep {
+        Keep::Nothing => PRIVATE_FILE_MODE,
+        Keep::Backups => existing_mode.unwrap_or(new_mode),
+    };
+    let ours = crate::fingerprint_bytes(bytes);
+    let fresh = fresh_file(&target, bytes, mode)?;
     let exists = fs::symlink_metadata(&target).is_ok();
     if !exists {
         if matches!(expected, Some(Some(_))) {
@@ -79,25 +85,36 @@ pub(crate) fn replace(
         } else {
             fresh.persist(&target).map_err(|e| e.error)?;
         }
-        return Ok(sync_folder(&dir)?);
+        sync_folder(&dir);
+        return Ok(());
     }
     let fresh = fresh.into_temp_path();
     match exchange(&fresh, &target) {
         Ok(()) => {
             // `fresh` now names the file that was replaced: what the check reads is
             // exactly what was swapped out, with no moment between check and replace.
-            if let Some(expected) = expected
-                && fingerprint(&fresh)?.as_deref() != expected
-            {
-                exchange(&fresh, &target)?;
-                return Err(ReplaceError::Changed);
+            let checked = match expected {
+                Some(expected) => fingerprint(&fresh).map(|now| now.as_deref() == expected),
+                None => Ok(true),
+            };
+            match checked {
+                Ok(true) => {}
+                Ok(false) => return Err(put_back(fresh, &target, &ours, ReplaceError::Changed)),
+                Err(e) => return Err(put_back(fresh, &target, &ours, e.into())),
             }
             if keep == Keep::Backups {
-                rotate_backups(&target, &fresh)?;
-                let newest = backup_name(&target, 0);
-                set_mode(&fresh, PRIVATE_FILE_MODE)?;
-                fresh.persist(&newest).map_err(|e| e.error)?;
+                // Either the file before becomes the newest backup, or the write is undone:
+                // a write is never reported failed while it stands, nor done without it.
+                let kept = rotate_backups(&target, &fresh)
+                    .and_then(|()| set_mode(&fresh, PRIVATE_FILE_MODE))
+                    .and_then(|()| fs::rename(&fresh, backup_name(&target, 0)));
+                if let Err(e) = kept {
+                    return Err(put_back(fresh, &target, &ours, e.into()));
+                }
+                // Renamed away: nothing is left at the temporary name to remove.
+                let _ = fresh.keep();
             }
+            // Without backups, dropping `fresh` removes the file before.
         }
         // Where the file system cannot swap two names, read and then rename: an outside
         // write in between is lost, as with any editor.
@@ -117,7 +134,48 @@ pub(crate) fn replace(
         }
         Err(e) => return Err(e.into()),
     }
-    Ok(sync_folder(&dir)?)
+    sync_folder(&dir);
+    Ok(())
+}
+
+/// Swaps the file before (now at `swapped`) back into `target` after `why` stopped the
+/// write, so nothing is lost. What comes back at `swapped` is removed only if it is this
+/// write's own file (`ours`, its fingerprint): an editor may have saved over ours in the
+/// meantime, and that save is then kept under the temporary name, the error saying
+/// where. Where the swap back fails, the file before is kept under its temporary name.
+fn put_back(
+    swapped: tempfile::TempPath,
+    target: &Path,
+    ours: &str,
+    why: ReplaceError,
+) -> ReplaceError {
+    let keep = |swapped: tempfile::TempPath| {
+        swapped
+            .keep()
+            .map_or_else(|k| k.error.to_string(), |p| p.display().to_string())
+    };
+    match exchange(&swapped, target) {
+        Ok(()) => match fingerprint(&swapped) {
+            // Ours: dropping `swapped` removes it.
+            Ok(Some(now)) if now == ours => why,
+            _ => {
+                let kept = keep(swapped);
+                std::io::Error::other(format!(
+                    "{why}; {} was saved again meanwhile: that save is kept as {kept}",
+                    target.display()
+                ))
+                .into()
+            }
+        },
+        Err(back) => {
+            let kept = keep(swapped);
+            std::io::Error::other(format!(
+                "{why}; and the file before could not be put back at {} ({back}): it is kept as {kept}",
+                target.display()
+            ))
+            .into()
+        }
+    }
 }
 
 /// Refuses a file with other names (hard links): replacing it whole would leave the
@@ -154,22 +212,29 @@ pub(crate) fn backup_name(target: &Path, generation: usize) -> PathBuf {
     }
 }
 
-/// Moves each backup one older (the oldest goes) to make room for `replaced`, unless the
-/// newest already holds the same bytes (writing the same file twice keeps the others).
+/// Moves the backups one older to make room for the file `replaced` at `.bak`, unless
+/// the newest already holds the same bytes (writing the same file twice keeps the
+/// others). Only the unbroken run from `.bak` moves, so a missing generation is filled,
+/// never a kept one overwritten; past the last generation the oldest goes.
 fn rotate_backups(target: &Path, replaced: &Path) -> std::io::Result<()> {
     let newest = backup_name(target, 0);
-    let newest_is_regular = fs::symlink_metadata(&newest).is_ok_and(|m| m.is_file());
-    if newest_is_regular && fingerprint(&newest)? == fingerprint(replaced)? {
+    if fs::symlink_metadata(&newest).is_err() {
         return Ok(());
     }
-    for generation in (1..BACKUP_GENERATIONS).rev() {
-        let older = backup_name(target, generation - 1);
-        // Renaming moves a planted symlink itself, never what it points to.
-        match fs::rename(&older, backup_name(target, generation)) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
-        }
+    let newest_is_regular = fs::symlink_metadata(&newest).is_ok_and(|m| m.is_file());
+    if newest_is_regular && fingerprint(&newest)? == fingerprint(replaced)? {
+        // Replaced by the rename that follows: the same bytes.
+        return Ok(());
+    }
+    let run = (0..BACKUP_GENERATIONS)
+        .take_while(|&generation| fs::symlink_metadata(backup_name(target, generation)).is_ok())
+        .count();
+    // Renaming moves a planted symlink itself, never what it points to.
+    for generation in (1..=run.min(BACKUP_GENERATIONS - 1)).rev() {
+        fs::rename(
+            backup_name(target, generation - 1),
+            backup_name(target, generation),
+        )?;
     }
     Ok(())
 }
@@ -225,16 +290,18 @@ fn cannot_exchange(error: &std::io::Error) -> bool {
 }
 
 /// Syncs the folder so the renames in it survive a power loss, not only the files' bytes.
+/// The write stands either way, so a failure is logged, not returned (some file systems
+/// cannot sync a folder at all).
 #[cfg(unix)]
-fn sync_folder(dir: &Path) -> std::io::Result<()> {
+fn sync_folder(dir: &Path) {
     match fs::File::open(dir).and_then(|folder| folder.sync_all()) {
-        // Some file systems cannot sync a folder; the rename stands as it would anyway.
-        Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => Ok(()),
-        other => other,
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {}
+        Err(error) => {
+            tracing::warn!(%error, folder = %dir.display(), "the folder could not be synced after a write");
+        }
     }
 }
 
 #[cfg(not(unix))]
-fn sync_folder(_dir: &Path) -> std::io::Result<()> {
-    Ok(())
-}
+fn sync_folder(_dir: &Path) {}

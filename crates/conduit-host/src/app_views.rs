@@ -517,8 +517,7 @@ impl App {
         };
         let csp = view.content_security_policy();
         tracing::info!(%server, %tool, %uri, %csp, third_party = view.domains.third_party(), dropped = ?view.domains.dropped, "opening a view");
-        let snapshot = self.host().mcp_config().ok();
-        let server_print = crate::approval::server_print(server, snapshot.as_ref());
+        let server_print = running_print(&runtime, server);
         let token = self
             .views()
             .remember(server, tool, server_print, view.clone());
@@ -552,14 +551,13 @@ impl App {
         Fut: std::future::Future<Output = bool>,
     {
         let (server, opened_on) = self.views().bound(token).ok_or(ViewCallError::Closed)?;
-        let snapshot = self.host().mcp_config().ok();
-        let server_now = crate::approval::server_print(&server, snapshot.as_ref());
-        // An empty fingerprint (the file did not read) matches nothing.
-        if opened_on.is_empty() || server_now != opened_on {
+        let runtime = self.servers().await;
+        // What runs under the view's server name now, against what ran when it opened;
+        // an empty fingerprint matches nothing.
+        if opened_on.is_empty() || running_print(&runtime, &server) != opened_on {
             tracing::info!(%server, "a view's call was refused: its server changed since it opened");
             return Err(ViewCallError::ServerChanged(server));
         }
-        let runtime = self.servers().await;
         let connection = runtime
             .connection(&server)
             .ok_or_else(|| ViewCallError::ServerGone(server.clone()))?;
@@ -575,8 +573,12 @@ impl App {
                 tool: tool.to_owned(),
             });
         }
-        let now =
-            crate::approval::approved_tool(server_now, &found.description, &found.input_schema);
+        let snapshot = self.host().mcp_config().ok();
+        let now = crate::approval::approved_tool(
+            crate::approval::server_print(&server, snapshot.as_ref()),
+            &found.description,
+            &found.input_schema,
+        );
         let verdict =
             crate::approval::verdict_now(&self.host().paths().settings_file, &server, tool, &now);
         match verdict {
@@ -611,6 +613,18 @@ impl App {
                 tool: tool.to_owned(),
                 why,
             })
+    }
+}
+
+/// The fingerprint of what runs as `server` now (as the runtime started it, not as the
+/// file may say since): a view is bound to it. Empty when nothing runs under that name.
+fn running_print(runtime: &conduit_mcp::runtime::McpRuntime, server: &str) -> String {
+    match runtime.running_from(server) {
+        Some(conduit_mcp::runtime::RunningFrom::Entry(transport)) => {
+            crate::approval::server_fingerprint(Some(&transport))
+        }
+        Some(conduit_mcp::runtime::RunningFrom::InProcess) => format!("in-process:{server}"),
+        None => String::new(),
     }
 }
 

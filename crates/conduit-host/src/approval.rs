@@ -565,8 +565,8 @@ mod tests {
         assert_eq!(saved.tool_policy("fs", "read_file"), ToolPolicy::Ask);
     }
 
-    #[tokio::test]
-    async fn a_denied_tool_in_settings_is_denied_without_asking() {
+    /// A settings file in a fresh folder where `rm` of `srv` is set to Never run.
+    fn settings_denying_rm() -> (tempfile::TempDir, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("settings.json");
         Settings::update(&file, |settings| {
@@ -574,6 +574,12 @@ mod tests {
             Ok::<_, SettingsError>(())
         })
         .unwrap();
+        (dir, file)
+    }
+
+    #[tokio::test]
+    async fn a_denied_tool_in_settings_is_denied_without_asking() {
+        let (_dir, file) = settings_denying_rm();
         let approval = WindowApproval::new(
             Arc::new(|_| {}),
             file,
@@ -589,13 +595,7 @@ mod tests {
     /// and so is every MCP call when the settings cannot be read.
     #[tokio::test]
     async fn auto_approval_still_denies_what_settings_set_to_never_run() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("settings.json");
-        Settings::update(&file, |settings| {
-            settings.set_tool_policy("srv", "rm", ToolPolicy::Deny);
-            Ok::<_, SettingsError>(())
-        })
-        .unwrap();
+        let (_dir, file) = settings_denying_rm();
         let trust = HashMap::from([
             ("srv__rm".to_owned(), trust("srv", "rm", "node", "removes")),
             ("srv__ls".to_owned(), trust("srv", "ls", "node", "lists")),

@@ -1429,7 +1429,8 @@ impl Connection {
             };
             match answer {
                 ServerResult::CallToolResult(mut result) => {
-                    if self.spill.holds_any() || !self.secrets.is_empty() {
+                    let error = result.is_error == Some(true);
+                    if self.spill.holds_any() || !self.secrets.is_empty() || error {
                         // Claiming reads the held strings back from disk, and hiding reads
                         // all the text: not on an async worker. What the server was given
                         // as secrets does not reach the model, the history or the window

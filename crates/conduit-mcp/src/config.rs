@@ -452,27 +452,46 @@ pub fn spec_of(raw: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<Serv
 }
 
 /// The values of `variables` (an entry's `env` or headers) whose names say they are
-/// secrets: `*KEY*`, `*TOKEN*`, `*SECRET*`, `*PASSWORD*`, `*AUTH*` (`Authorization`),
-/// `*CREDENTIAL*`, `*COOKIE*`, `*SESSION*`, `*PRIVATE*`, `PAT`, `*_PAT`.
+/// secrets: a word of the name (split at `_` and `-`) is `KEY`, `APIKEY`, `TOKEN`,
+/// `SECRET`, `PASSWORD`, `PASS`, `AUTH`, `AUTHORIZATION`, `CREDENTIAL(S)`, `COOKIE`,
+/// `SESSION`, `PRIVATE` or `PAT`, or ends in `KEY`, `TOKEN` or `SECRET` (`ACCESSTOKEN`).
+/// Whole words, so `MAX_TOKENS`, `GIT_AUTHOR_NAME` or `KEYWORDS` are not; and a number
+/// or `true`/`false` is no secret whatever its name.
 fn secret_named(variables: &std::collections::BTreeMap<String, String>) -> Vec<String> {
-    const NAMED: [&str; 10] = [
+    const WORDS: [&str; 15] = [
         "KEY",
+        "APIKEY",
         "TOKEN",
         "SECRET",
         "PASSWORD",
         "PASSWD",
+        "PASS",
         "AUTH",
+        "AUTHORIZATION",
         "CREDENTIAL",
+        "CREDENTIALS",
         "COOKIE",
         "SESSION",
         "PRIVATE",
+        "PAT",
     ];
+    let named = |name: &str| {
+        name.to_ascii_uppercase().split(['_', '-']).any(|word| {
+            WORDS.contains(&word)
+                || ["KEY", "TOKEN", "SECRET"]
+                    .iter()
+                    .any(|end| word.len() > end.len() && word.ends_with(end))
+        })
+    };
+    let plain = |value: &str| {
+        let value = value.trim();
+        value.parse::<f64>().is_ok()
+            || value.eq_ignore_ascii_case("true")
+            || value.eq_ignore_ascii_case("false")
+    };
     variables
         .iter()
-        .filter(|(name, _)| {
-            let name = name.to_ascii_uppercase();
-            NAMED.iter().any(|part| name.contains(part)) || name == "PAT" || name.ends_with("_PAT")
-        })
+        .filter(|(name, value)| named(name) && !plain(value))
         .map(|(_, value)| value.clone())
         .collect()
 }

@@ -241,6 +241,21 @@ impl McpRuntime {
     }
 
     /// The connection of a ready server.
+    /// What the server running as `server` was started from: its entry's transport as it
+    /// was then (the file may say otherwise until the change is applied), or Conduit's
+    /// own in-process server; `None` when no server runs under that name.
+    pub fn running_from(&self, server: &str) -> Option<RunningFrom> {
+        let state = self.inner.state.lock();
+        match &state.slots.get(server)?.source {
+            Source::File(entry) => entry
+                .spec
+                .as_ref()
+                .ok()
+                .map(|spec| RunningFrom::Entry(spec.transport.clone())),
+            Source::InProcess(_) => Some(RunningFrom::InProcess),
+        }
+    }
+
     pub fn connection(&self, server: &str) -> Option<Arc<Connection>> {
         self.inner
             .state
@@ -654,6 +669,15 @@ async fn follow(
     };
     tracing::warn!(server = %name, %reason, "MCP server stopped; restarting");
     Some((reason, stderr_tail))
+}
+
+/// What a running server was started from ([`McpRuntime::running_from`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunningFrom {
+    /// An entry of the `mcpServers` file, with this transport.
+    Entry(crate::config::Transport),
+    /// Conduit's own server, in this process.
+    InProcess,
 }
 
 /// Watches the file (its folder, as editors replace files by renaming, and through a

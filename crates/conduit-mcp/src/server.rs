@@ -1591,15 +1591,7 @@ mod tests {
             media: picture,
         });
         let server = ToolServer::new(Arc::new(Pictures(tool)), media);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-        let stop = tokio_util::sync::CancellationToken::new();
-        let serving = tokio::spawn(crate::http::serve_http(
-            server.session(),
-            listener,
-            "token-1".into(),
-            stop.clone(),
-        ));
+        let (url, stop, serving) = served_over_http(&server).await;
         let config =
             StreamableHttpClientTransportConfig::with_uri(url.as_str()).auth_header("token-1");
         let client = ().serve(StreamableHttpClientTransport::from_config(config)).await.unwrap();
@@ -1704,6 +1696,27 @@ mod tests {
         ));
     }
 
+    /// `server` served over HTTP on a loopback port (bearer token `token-1`): its URL, the
+    /// stop and the serving task.
+    async fn served_over_http(
+        server: &ToolServer,
+    ) -> (
+        String,
+        tokio_util::sync::CancellationToken,
+        tokio::task::JoinHandle<Result<(), super::ServeError>>,
+    ) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        let stop = tokio_util::sync::CancellationToken::new();
+        let serving = tokio::spawn(crate::http::serve_http(
+            server.session(),
+            listener,
+            "token-1".into(),
+            stop.clone(),
+        ));
+        (url, stop, serving)
+    }
+
     /// Waits until `server` holds `open` listen streams.
     async fn until_listening(server: &ToolServer, open: usize) {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
@@ -1723,15 +1736,7 @@ mod tests {
         use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 
         let (server, _changes) = changing_server();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-        let stop = tokio_util::sync::CancellationToken::new();
-        let serving = tokio::spawn(crate::http::serve_http(
-            server.session(),
-            listener,
-            "token-1".into(),
-            stop.clone(),
-        ));
+        let (url, stop, serving) = served_over_http(&server).await;
         for _ in 0..3 {
             let config =
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()).auth_header("token-1");

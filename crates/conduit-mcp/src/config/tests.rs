@@ -710,6 +710,8 @@ fn an_entrys_named_secrets_are_hidden_in_answers_and_plain_settings_are_not() {
     let spec = spec_of(
         &json!({"command": "x", "env": {
             "API_TOKEN": "short-tok",
+            "MAX_TOKENS": "4096",
+            "GIT_AUTHOR_NAME": "Ada Lovelace",
             "LOG_LEVEL": "debug",
             "NOTES_DIR": "/home/me/notes2024",
             "OTHER": "abcdef0123456789abcdef"
@@ -718,13 +720,13 @@ fn an_entrys_named_secrets_are_hidden_in_answers_and_plain_settings_are_not() {
     )
     .unwrap();
     let mut result = rmcp::model::CallToolResult::success(vec![rmcp::model::ContentBlock::text(
-        "token short-tok, level debug, dir /home/me/notes2024, id abcdef0123456789abcdef",
+        "token short-tok, level debug, dir /home/me/notes2024, id abcdef0123456789abcdef, 4096 tokens by Ada Lovelace",
     )]);
     spec.secrets.hide_in_result(&mut result);
     let text = &result.content[0].as_text().unwrap().text;
     assert_eq!(
         text,
-        "token ••••, level debug, dir /home/me/notes2024, id ••••"
+        "token ••••, level debug, dir /home/me/notes2024, id ••••, 4096 tokens by Ada Lovelace"
     );
     // In an error, every value of the entry is hidden.
     assert!(!spec.secrets.text("level debug").contains("debug"));
