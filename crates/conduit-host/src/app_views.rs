@@ -578,6 +578,7 @@ impl App {
             crate::approval::server_print(&server, snapshot.as_ref()),
             &found.description,
             &found.input_schema,
+            found.for_views,
         );
         let verdict =
             crate::approval::verdict_now(&self.host().paths().settings_file, &server, tool, &now);

@@ -78,11 +78,13 @@ pub fn approved_tool(
     server_print: String,
     description: &str,
     input_schema: &serde_json::Value,
+    for_views: bool,
 ) -> ApprovedTool {
     ApprovedTool {
         server: server_print,
         description: conduit_files::fingerprint_bytes(description.as_bytes()),
         input_schema: conduit_files::fingerprint_bytes(input_schema.to_string().as_bytes()),
+        views: Some(for_views),
     }
 }
 
@@ -94,8 +96,8 @@ pub fn shown_token<'a>(tools: impl IntoIterator<Item = (&'a String, &'a Approved
         .into_iter()
         .map(|(name, tool)| {
             format!(
-                "{name:?} {} {} {}",
-                tool.server, tool.description, tool.input_schema
+                "{name:?} {} {} {} {:?}",
+                tool.server, tool.description, tool.input_schema, tool.views
             )
         })
         .collect();
@@ -125,7 +127,12 @@ pub fn tool_trust(
                     server: server.to_owned(),
                     tool: tool.tool_name().to_owned(),
                 },
-                now: approved_tool(server_print, &spec.description, &spec.input_schema),
+                now: approved_tool(
+                    server_print,
+                    &spec.description,
+                    &spec.input_schema,
+                    tool.for_views(),
+                ),
             },
         );
     }
@@ -328,7 +335,12 @@ mod tests {
     #[test]
     fn what_settings_showed_changes_with_the_tool_its_server_and_the_set() {
         let tool = |server: &str, description: &str| {
-            approved_tool(server.into(), description, &json!({"type": "object"}))
+            approved_tool(
+                server.into(),
+                description,
+                &json!({"type": "object"}),
+                false,
+            )
         };
         let (read, write) = ("read".to_owned(), "write".to_owned());
         let shown = shown_token([(&read, &tool("s1", "Reads a file."))]);
@@ -403,6 +415,7 @@ mod tests {
                 })),
                 description: conduit_files::fingerprint_bytes(description.as_bytes()),
                 input_schema: "schema".into(),
+                views: Some(false),
             },
         }
     }

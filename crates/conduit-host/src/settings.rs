@@ -137,6 +137,11 @@ pub struct ApprovedTool {
     pub server: String,
     pub description: String,
     pub input_schema: String,
+    /// Whether views (MCP Apps, the server's own pages) could call the tool too: an allow
+    /// given for the model alone does not cover a view's calls once the server opens the
+    /// tool to them. `None` in allows saved before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub views: Option<bool>,
 }
 
 /// What a call of a tool gets before anyone is asked.
@@ -312,6 +317,11 @@ impl Settings {
         } else if approved.server != current.server {
             changes.push(format!(
                 "the command and arguments, environment or folder (or URL) of server {server} changed since you allowed it"
+            ));
+        }
+        if approved.views == Some(false) && current.views == Some(true) {
+            changes.push(format!(
+                "{tool} may now be called by the server's views (its MCP App pages), not only by the model you allowed it for"
             ));
         }
         if approved.description != current.description {
@@ -606,6 +616,7 @@ mod tests {
             server: server.into(),
             description: description.into(),
             input_schema: "s1".into(),
+            views: Some(false),
         }
     }
 
@@ -645,6 +656,23 @@ mod tests {
             panic!("a changed description must be asked about");
         };
         assert!(changes[0].contains("description"), "{changes:?}");
+
+        // Allowed while only the model could call it: once views may too, asked again;
+        // an allow saved before visibility was recorded is not.
+        let mut opened = now.clone();
+        opened.views = Some(true);
+        let Verdict::Ask { changes } = settings.verdict("fs", "read", &opened) else {
+            panic!("a tool opened to views must be asked about again");
+        };
+        assert!(
+            changes[0].contains("called by the server's views"),
+            "{changes:?}"
+        );
+        let mut legacy = now.clone();
+        legacy.views = None;
+        settings.allow_tool("fs", "read", legacy);
+        assert_eq!(settings.verdict("fs", "read", &opened), Verdict::Allow);
+        settings.allow_tool("fs", "read", now.clone());
 
         // A server Conduit could not describe (no fingerprint), then or now, is asked
         // about: two empty fingerprints are not the same server.

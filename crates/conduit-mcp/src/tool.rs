@@ -21,6 +21,8 @@ pub struct McpTool {
     media: Arc<dyn MediaStore>,
     /// The tool's MCP Apps view (`ui://`), if it has one.
     view: Option<String>,
+    /// Whether views may call it too (`_meta.ui.visibility` names `app`).
+    for_views: bool,
 }
 
 impl McpTool {
@@ -62,6 +64,7 @@ impl McpTool {
             connection,
             media,
             view: crate::apps::view_uri(tool.meta.as_deref()),
+            for_views: crate::apps::for_views(tool.meta.as_deref()),
         }
     }
 
@@ -72,6 +75,11 @@ impl McpTool {
     /// The tool's own name on its server.
     pub fn tool_name(&self) -> &str {
         &self.tool
+    }
+
+    /// Whether views (MCP Apps) may call it as well as the model.
+    pub fn for_views(&self) -> bool {
+        self.for_views
     }
 }
 
