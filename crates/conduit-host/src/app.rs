@@ -179,9 +179,14 @@ async fn ask_off_the_workers(
     confirm: impl FnOnce(String) -> bool + Send + 'static,
     question: String,
 ) -> Result<(), AppError> {
-    let allowed = tokio::task::spawn_blocking(move || confirm(question))
-        .await
-        .unwrap_or(false);
+    let allowed = match tokio::task::spawn_blocking(move || confirm(question)).await {
+        Ok(allowed) => allowed,
+        // A question that could not be asked allows nothing; the log says why.
+        Err(error) => {
+            tracing::warn!(%error, "a Settings allow could not be asked about; not allowed");
+            false
+        }
+    };
     if allowed {
         Ok(())
     } else {
