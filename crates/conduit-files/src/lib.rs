@@ -345,9 +345,34 @@ pub fn fingerprint(path: &Path) -> std::io::Result<Option<String>> {
 /// The fingerprint of bytes already read.
 pub fn fingerprint_bytes(bytes: &[u8]) -> String {
     use sha2::{Digest, Sha256};
+    hex(&Sha256::digest(bytes))
+}
+
+/// A fingerprint of `bytes` keyed by `key` (hex HMAC-SHA-256, RFC 2104): what a page may
+/// hold of a file with secrets in it. An unkeyed hash would let a script test guesses of a
+/// short secret against it offline; without the key it can only compare two fingerprints.
+pub fn keyed_fingerprint(key: &[u8; 32], bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    // The key is shorter than SHA-256's 64-byte block: padded with zeros, as RFC 2104 says.
+    let mut padded = [0u8; 64];
+    padded[..key.len()].copy_from_slice(key);
+    let inner_pad: Vec<u8> = padded.iter().map(|b| b ^ 0x36).collect();
+    let outer_pad: Vec<u8> = padded.iter().map(|b| b ^ 0x5c).collect();
+    let inner = Sha256::new()
+        .chain_update(&inner_pad)
+        .chain_update(bytes)
+        .finalize();
+    let outer = Sha256::new()
+        .chain_update(&outer_pad)
+        .chain_update(inner)
+        .finalize();
+    hex(&outer)
+}
+
+fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write as _;
-    let mut hex = String::with_capacity(64);
-    for byte in Sha256::digest(bytes) {
+    let mut hex = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
         let _ = write!(hex, "{byte:02x}");
     }
     hex
@@ -711,6 +736,28 @@ mod tests {
         assert_eq!(first, fingerprint_bytes(b"a"));
         fs::write(&path, b"b").unwrap();
         assert_ne!(fingerprint(&path).unwrap().unwrap(), first);
+    }
+
+    const OPENSSL_HMAC: &str = "4d9d653fcd05f91cd858a20d50c74b604fe38f2cac49d9b0a7099584cf4fb35a";
+
+    #[test]
+    fn keyed_fingerprints_are_hmac_sha256() {
+        // RFC 4231, test case 2's message with a 32-byte key (0x01..=0x20), checked
+        // against `openssl dgst -sha256 -mac HMAC -macopt hexkey:0102…20`.
+        let key: [u8; 32] = std::array::from_fn(|i| i as u8 + 1);
+        assert_eq!(
+            keyed_fingerprint(&key, b"what do ya want for nothing?"),
+            OPENSSL_HMAC
+        );
+        let other: [u8; 32] = std::array::from_fn(|i| i as u8 + 2);
+        assert_ne!(
+            keyed_fingerprint(&other, b"what do ya want for nothing?"),
+            OPENSSL_HMAC
+        );
+        assert_ne!(
+            keyed_fingerprint(&key, b"what do ya want for nothing?"),
+            fingerprint_bytes(b"what do ya want for nothing?")
+        );
     }
 
     #[test]

@@ -554,7 +554,7 @@ impl App {
     ) -> Result<(), AppError> {
         let (trust, descriptions) = self.server_trust(server).await;
         if policy == crate::settings::ToolPolicy::Allow {
-            if crate::approval::shown_token(trust.get_key_value(tool)) != shown {
+            if crate::approval::shown_token(&self.host, trust.get_key_value(tool)) != shown {
                 return Err(AppError::ChangedSinceShown(format!(
                     "the tool {tool:?} of {server:?}"
                 )));
@@ -596,7 +596,7 @@ impl App {
     ) -> Result<(), AppError> {
         let (trust, descriptions) = self.server_trust(server).await;
         if policy == crate::settings::ToolPolicy::Allow {
-            if crate::approval::shown_token(&trust) != shown {
+            if crate::approval::shown_token(&self.host, &trust) != shown {
                 return Err(AppError::ChangedSinceShown(format!(
                     "what {server:?} offers"
                 )));

@@ -91,7 +91,10 @@ pub fn approved_tool(
 /// What Settings showed of tools (each by its own name, with what it and its server were),
 /// as one token the window sends back with an "allow": a server can change a tool between
 /// the list and the click, and an allow saved then would cover what nobody saw.
-pub fn shown_token<'a>(tools: impl IntoIterator<Item = (&'a String, &'a ApprovedTool)>) -> String {
+pub fn shown_token<'a>(
+    host: &crate::Host,
+    tools: impl IntoIterator<Item = (&'a String, &'a ApprovedTool)>,
+) -> String {
     let mut lines: Vec<String> = tools
         .into_iter()
         .map(|(name, tool)| {
@@ -102,7 +105,8 @@ pub fn shown_token<'a>(tools: impl IntoIterator<Item = (&'a String, &'a Approved
         })
         .collect();
     lines.sort();
-    conduit_files::fingerprint_bytes(lines.join("\n").as_bytes())
+    // Keyed: the server's fingerprint hashes its env values, secrets among them.
+    host.page_fingerprint(lines.join("\n").as_bytes())
 }
 
 /// Each MCP tool's origin and fingerprints, by exposed name; the server entries come
@@ -342,26 +346,44 @@ mod tests {
                 false,
             )
         };
+        let dir = tempfile::tempdir().unwrap();
+        let host = crate::Host::new(crate::Paths::under_home(dir.path().to_owned(), None));
         let (read, write) = ("read".to_owned(), "write".to_owned());
-        let shown = shown_token([(&read, &tool("s1", "Reads a file."))]);
-        assert_eq!(shown, shown_token([(&read, &tool("s1", "Reads a file."))]));
+        let shown = shown_token(&host, [(&read, &tool("s1", "Reads a file."))]);
+        assert_eq!(
+            shown,
+            shown_token(&host, [(&read, &tool("s1", "Reads a file."))])
+        );
         for changed in [
-            shown_token([(&read, &tool("s1", "Reads a file. Then mails it."))]),
-            shown_token([(&read, &tool("s2", "Reads a file."))]),
-            shown_token([(&write, &tool("s1", "Reads a file."))]),
-            shown_token([
-                (&read, &tool("s1", "Reads a file.")),
-                (&write, &tool("s1", "Writes a file.")),
-            ]),
-            shown_token([]),
+            shown_token(
+                &host,
+                [(&read, &tool("s1", "Reads a file. Then mails it."))],
+            ),
+            shown_token(&host, [(&read, &tool("s2", "Reads a file."))]),
+            shown_token(&host, [(&write, &tool("s1", "Reads a file."))]),
+            shown_token(
+                &host,
+                [
+                    (&read, &tool("s1", "Reads a file.")),
+                    (&write, &tool("s1", "Writes a file.")),
+                ],
+            ),
+            shown_token(&host, []),
         ] {
             assert_ne!(shown, changed);
         }
         // Order does not matter: the window lists tools in the server's order.
         let (a, b) = (tool("s1", "A"), tool("s1", "B"));
         assert_eq!(
-            shown_token([(&read, &a), (&write, &b)]),
-            shown_token([(&write, &b), (&read, &a)])
+            shown_token(&host, [(&read, &a), (&write, &b)]),
+            shown_token(&host, [(&write, &b), (&read, &a)])
+        );
+        // Keyed per process: what one host showed means nothing to another, and a script
+        // cannot compute the token for a guess of a server's secret env value.
+        let other = crate::Host::new(crate::Paths::under_home(dir.path().to_owned(), None));
+        assert_ne!(
+            shown,
+            shown_token(&other, [(&read, &tool("s1", "Reads a file."))])
         );
     }
 
@@ -651,7 +673,7 @@ mod tests {
             Ok::<_, SettingsError>(())
         })
         .unwrap();
-        let version = conduit_files::fingerprint(file).unwrap();
+        let version = host.mcp_file().unwrap().version;
         host.edit_mcp_file(
             version,
             conduit_mcp::config::Edit::Remove {

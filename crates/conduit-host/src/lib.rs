@@ -86,6 +86,18 @@ pub struct Host {
     /// The HTTP clients every saved provider's turns and model lists share (one TLS
     /// context, connections kept open between turns).
     http_clients: conduit_providers::http::HttpClients,
+    /// The key of every fingerprint the window gets of something holding a secret (the
+    /// `mcpServers` file's version, what Settings showed of tools): random per process, so
+    /// a script in the page can compare them but test no guess of a secret against them.
+    page_key: [u8; 32],
+}
+
+/// 244 random bits (two version-4 UUIDs, from the system's random source) in 32 bytes.
+fn random_key() -> [u8; 32] {
+    let mut key = [0u8; 32];
+    key[..16].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+    key[16..].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+    key
 }
 
 impl Host {
@@ -103,7 +115,13 @@ impl Host {
             secrets: OnceLock::new(),
             tool_modes: Default::default(),
             http_clients: Default::default(),
+            page_key: random_key(),
         }
+    }
+
+    /// A fingerprint of `bytes` the window may hold (see `page_key`).
+    pub(crate) fn page_fingerprint(&self, bytes: &[u8]) -> String {
+        conduit_files::keyed_fingerprint(&self.page_key, bytes)
     }
 
     /// The history database, opened (and migrated) on first use.

@@ -179,7 +179,7 @@ impl Host {
                     Some(Verdict::Ask { changes }) if policy == ToolPolicy::Allow => changes,
                     _ => Vec::new(),
                 };
-                let shown = crate::approval::shown_token(trust.get_key_value(&tool.name));
+                let shown = crate::approval::shown_token(self, trust.get_key_value(&tool.name));
                 ToolSetting {
                     enabled: settings.tool_enabled(server, &tool.name),
                     policy,
@@ -193,7 +193,7 @@ impl Host {
             policy: settings.server_policy(server),
             sampling: settings.sampling_policy(server),
             tools,
-            shown: crate::approval::shown_token(&trust),
+            shown: crate::approval::shown_token(self, &trust),
         })
     }
 
@@ -281,6 +281,8 @@ pub struct McpFile {
     /// The file's text (a starting document when there is no file).
     pub text: String,
     /// Names this version of the file; a change must name the version it is based on.
+    /// Keyed per process (`Host::page_fingerprint`): the bytes hold secrets the window
+    /// sees only masked, and a plain hash of them would let a script test its guesses.
     pub version: Option<String>,
     pub servers: Vec<McpFileServer>,
     /// Why the file cannot be read as it is (its servers are then not listed).
@@ -409,7 +411,7 @@ impl Host {
                 problem: None,
             });
         };
-        let version = Some(conduit_files::fingerprint_bytes(&bytes));
+        let version = Some(self.page_fingerprint(&bytes));
         let text = String::from_utf8_lossy(&bytes).into_owned();
         let env = |name: &str| std::env::var(name).ok();
         let (servers, problem) = match config::snapshot_of(path, &bytes, &env) {
@@ -446,6 +448,18 @@ impl Host {
         })
     }
 
+    /// The file's own fingerprint, after checking that `version` (as the window holds it,
+    /// keyed: see [`McpFile::version`]) names the file's current bytes.
+    fn version_from_window(&self, version: &Option<String>) -> Result<Option<String>, ConfigError> {
+        let bytes = self.mcp_file_bytes()?;
+        if bytes.as_deref().map(|b| self.page_fingerprint(b)) != *version {
+            return Err(ConfigError::Conflict {
+                path: self.paths.mcp_config_file.display().to_string(),
+            });
+        }
+        Ok(bytes.as_deref().map(conduit_files::fingerprint_bytes))
+    }
+
     /// The file's current text (none when there is no file) after checking that it is
     /// still `version`.
     fn current_text(&self, version: &Option<String>) -> Result<String, ConfigError> {
@@ -474,6 +488,7 @@ impl Host {
         confirm: Confirm<'_>,
     ) -> Result<McpFile, McpEditError> {
         use crate::window_guard::unmask_entry;
+        let version = self.version_from_window(&version)?;
         let (snapshot, old) = match edit {
             Edit::Replace { text } => return self.replace_mcp_text(&version, &text, confirm),
             _ => self.snapshot_at(&version)?,
@@ -690,6 +705,7 @@ impl Host {
         picks: Vec<ImportPick>,
         confirm: Confirm<'_>,
     ) -> Result<McpFile, McpEditError> {
+        let version = self.version_from_window(&version)?;
         let text = crate::window_guard::read_import_file(file)?;
         let candidates = config::import_candidates(file, &text)?;
         let (snapshot, old) = self.snapshot_at(&version)?;
@@ -774,7 +790,7 @@ mod tests {
             .to_string(),
         )
         .unwrap();
-        let version = conduit_files::fingerprint(&file).unwrap();
+        let version = host.mcp_file().unwrap().version;
         let refused = host
             .edit_mcp_file(
                 version,
@@ -826,7 +842,7 @@ mod tests {
                 .await
                 .unwrap();
         }
-        let version = conduit_files::fingerprint(&file).unwrap();
+        let version = host.mcp_file().unwrap().version;
         let after_remove = host
             .edit_mcp_file(
                 version,
@@ -906,6 +922,42 @@ mod tests {
             !dir.path().join("mcp_servers.json").exists(),
             "nothing written"
         );
+    }
+
+    #[test]
+    fn the_version_the_window_holds_tests_no_guess_of_a_masked_secret() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = host(dir.path());
+        let file = dir.path().join("mcp_servers.json");
+        // A short secret a script could enumerate if the version were a plain hash.
+        let text = r#"{"mcpServers": {"db": {"command": "db-mcp", "env": {"DB_PIN": "4711"}}}}"#;
+        std::fs::write(&file, text).unwrap();
+        let shown = host.mcp_file().unwrap();
+        assert!(!shown.text.contains("4711"), "{}", shown.text);
+        let version = shown.version.clone().unwrap();
+        for guess in (0..10_000).map(|pin| text.replace("4711", &format!("{pin:04}"))) {
+            assert_ne!(version, conduit_files::fingerprint_bytes(guess.as_bytes()));
+        }
+        // Another host's (another process's) version of the same bytes names nothing here.
+        let other = Host::new(crate::Paths::under_home(dir.path().to_owned(), None))
+            .mcp_file()
+            .unwrap()
+            .version;
+        assert_ne!(other, shown.version);
+        let refused = host.edit_mcp_file(other, Edit::Remove { name: "db".into() }, &YES);
+        assert!(
+            matches!(
+                refused,
+                Err(McpEditError::Config(ConfigError::Conflict { .. }))
+            ),
+            "{refused:?}"
+        );
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), text);
+        // Its own version still edits.
+        let removed = host
+            .edit_mcp_file(shown.version, Edit::Remove { name: "db".into() }, &YES)
+            .unwrap();
+        assert!(removed.servers.is_empty());
     }
 
     #[test]
@@ -1120,7 +1172,7 @@ mod tests {
         // A file being mended by hand: the new text replaces what could not be read.
         let broken = r#"{"mcpServers": {"time": {"command": "uvx"}"#;
         std::fs::write(&file, broken).unwrap();
-        let version = conduit_files::fingerprint(&file).unwrap();
+        let version = host.mcp_file().unwrap().version;
         let mended = r#"{"mcpServers": {}}"#;
         let refused = host.edit_mcp_file(
             version.clone(),
@@ -1150,7 +1202,7 @@ mod tests {
         // Fields besides the servers, dropped: named.
         let with_fields = r#"{"globalShortcut": "Ctrl+Space", "theme": "dark", "mcpServers": {}}"#;
         std::fs::write(&file, with_fields).unwrap();
-        let version = conduit_files::fingerprint(&file).unwrap();
+        let version = host.mcp_file().unwrap().version;
         let refused = host.edit_mcp_file(
             version,
             Edit::Replace {
