@@ -10,6 +10,7 @@ use conduit_e2e::llm_server::{Dialect, Reply, ScriptedLlm};
 use serde_json::{Value, json};
 
 const SECRET: &str = "sk-ant-very-secret-0987";
+const GATEWAY_TOKEN: &str = "gw-token-5521";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_saved_provider_keeps_its_key_secret_and_serves_chat_and_models() {
@@ -37,17 +38,20 @@ async fn a_saved_provider_keeps_its_key_secret_and_serves_chat_and_models() {
             "--api-key-stdin",
             "--header",
             "X-Team: conduit",
+            "--header-stdin",
+            "X-Gateway-Token",
         ],
-        Some(&format!("{SECRET}\n")),
+        Some(&format!("{SECRET}\n{GATEWAY_TOKEN}\n")),
     );
     assert!(added.status.success(), "{}", text(&added.stderr));
 
+    // Header values are secrets too: settings name the headers only.
     let settings: Value =
         serde_json::from_str(&std::fs::read_to_string(h.join("settings.json")).unwrap()).unwrap();
     assert_eq!(
         settings["providers"][0],
         json!({"id": "claude", "protocol": "anthropic", "baseUrl": server.url(),
-               "defaultModel": "claude-test", "headers": {"X-Team": "conduit"}})
+               "defaultModel": "claude-test", "storedHeaders": ["X-Gateway-Token", "X-Team"]})
     );
 
     let listed = conduit(h, &["providers", "list", "--json"], None);
@@ -80,19 +84,24 @@ async fn a_saved_provider_keeps_its_key_secret_and_serves_chat_and_models() {
     for request in &requests {
         assert_eq!(request.header("x-api-key"), Some(SECRET));
         assert_eq!(request.header("x-team"), Some("conduit"));
+        assert_eq!(request.header("x-gateway-token"), Some(GATEWAY_TOKEN));
     }
     assert_eq!(requests[1].body["model"], "claude-test");
 
     // The key is in the private secrets file and nowhere else under the data folder.
     for output in [&added, &listed, &models, &chat] {
-        assert!(!text(&output.stdout).contains(SECRET) && !text(&output.stderr).contains(SECRET));
+        for secret in [SECRET, GATEWAY_TOKEN] {
+            assert!(
+                !text(&output.stdout).contains(secret) && !text(&output.stderr).contains(secret)
+            );
+        }
     }
     let mut holders = Vec::new();
     find_secret(h, &mut holders);
     assert_eq!(
         holders,
         [h.join("secrets.json")],
-        "the key must live only in secrets.json"
+        "the key and the header's token must live only in secrets.json"
     );
     #[cfg(unix)]
     {
@@ -110,23 +119,62 @@ async fn a_saved_provider_keeps_its_key_secret_and_serves_chat_and_models() {
     find_secret(h, &mut holders);
     assert!(
         holders.is_empty(),
-        "removing the provider removes its key: {holders:?}"
+        "removing the provider removes its key and header values: {holders:?}"
     );
 }
 
+/// The files under `dir` that hold `SECRET` or `GATEWAY_TOKEN`.
 fn find_secret(dir: &Path, found: &mut Vec<std::path::PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.is_dir() {
             find_secret(&path, found);
-        } else if std::fs::read(&path)
-            .unwrap()
-            .windows(SECRET.len())
-            .any(|w| w == SECRET.as_bytes())
-        {
+        } else if [SECRET, GATEWAY_TOKEN].iter().any(|secret| {
+            std::fs::read(&path)
+                .unwrap()
+                .windows(secret.len())
+                .any(|w| w == secret.as_bytes())
+        }) {
             found.push(path);
         }
     }
+}
+
+#[test]
+fn a_header_read_from_stdin_must_be_there_or_nothing_is_saved() {
+    let home = tempfile::tempdir().unwrap();
+    let add = |stdin: &str| {
+        conduit(
+            home.path(),
+            &[
+                "providers",
+                "add",
+                "gw",
+                "--kind",
+                "openai-chat",
+                "--base-url",
+                "http://127.0.0.1:9/v1",
+                "--api-key-stdin",
+                "--header-stdin",
+                "X-Gateway-Token",
+            ],
+            Some(stdin),
+        )
+    };
+    // The key's line, and no line for the header.
+    let out = add(&format!("{SECRET}\n"));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("--header-stdin \"X-Gateway-Token\" read an empty value"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!home.path().join("settings.json").exists());
+    let mut holders = Vec::new();
+    find_secret(home.path(), &mut holders);
+    assert!(holders.is_empty(), "{holders:?}");
+    let out = add(&format!("{SECRET}\n{GATEWAY_TOKEN}\n"));
+    assert!(out.status.success(), "{}", text(&out.stderr));
 }
 
 #[test]

@@ -139,8 +139,9 @@ fn the_cli_never_logs_header_values() {
     assert!(!text(&added.stdout).contains(HEADER_SECRET));
     let mut holders = Vec::new();
     files_containing(h, HEADER_SECRET, &mut holders);
-    // The value is a setting the user saved; the log must not repeat it.
-    assert_eq!(holders, [h.join("settings.json")]);
+    // The value is a secret the user saved: in the secret store, never in settings or the
+    // log.
+    assert_eq!(holders, [h.join("secrets.json")]);
 
     // A malformed header is refused without echoing what could be a value.
     let bad = conduit(

@@ -49,9 +49,15 @@ pub struct AddArgs {
     /// Take the key from this environment variable each time instead.
     #[arg(long, value_name = "VAR")]
     api_key_env: Option<String>,
-    /// An extra header sent with every request, `Name: value` (repeatable).
+    /// An extra header sent with every request, `Name: value` (repeatable). Its value is
+    /// stored as a secret, but shows in the process list while this runs: use
+    /// --header-stdin for a token.
     #[arg(long = "header", value_name = "NAME: VALUE")]
     headers: Vec<String>,
+    /// An extra header whose value is read from stdin (repeatable): a line each, in the
+    /// order given, after the API key's line with --api-key-stdin.
+    #[arg(long = "header-stdin", value_name = "NAME")]
+    header_stdin: Vec<String>,
     /// How its models get tools: `auto` (native, and as text once the service refuses
     /// them), `native`, or `text` (for models without native tool calling).
     #[arg(long, value_enum)]
@@ -73,6 +79,17 @@ impl From<ToolModeArg> for ToolMode {
             ToolModeArg::Text => ToolMode::Text,
         }
     }
+}
+
+/// The next line of stdin, trimmed; an empty one (or none left) is `empty`'s usage error.
+fn stdin_line(stdin: &mut impl BufRead, empty: &str) -> Result<String, Failure> {
+    let mut line = String::new();
+    stdin.read_line(&mut line)?;
+    let value = line.trim().to_owned();
+    if value.is_empty() {
+        return Err(crate::usage_error(empty));
+    }
+    Ok(value)
 }
 
 pub async fn run(host: Arc<Host>, command: ProvidersCommand) -> Result<u8, Failure> {
@@ -109,23 +126,26 @@ pub async fn run(host: Arc<Host>, command: ProvidersCommand) -> Result<u8, Failu
                 };
                 headers.insert(name.trim().to_owned(), value.trim().to_owned());
             }
+            let mut stdin = std::io::stdin().lock();
             let key = if args.api_key_stdin {
-                let mut line = String::new();
-                std::io::stdin().lock().read_line(&mut line)?;
-                let key = line.trim().to_owned();
-                if key.is_empty() {
-                    return Err(crate::usage_error("--api-key-stdin read an empty key"));
-                }
-                Some(key)
+                Some(stdin_line(&mut stdin, "--api-key-stdin read an empty key")?)
             } else {
                 None
             };
+            for name in &args.header_stdin {
+                let value = stdin_line(
+                    &mut stdin,
+                    &format!("--header-stdin {name:?} read an empty value"),
+                )?;
+                headers.insert(name.trim().to_owned(), value);
+            }
             let settings = ProviderSettings {
                 id: args.id.clone(),
                 protocol: Protocol::from(args.kind),
                 base_url: args.base_url,
                 default_model: args.model,
                 headers,
+                stored_headers: Vec::new(),
                 api_key_env: args.api_key_env,
                 tool_mode: args.tool_mode.map(ToolMode::from),
                 model_tool_modes: Default::default(),

@@ -26,6 +26,21 @@ pub enum ProvidersError {
     MissingKeyEnv(String),
     #[error(transparent)]
     Mask(#[from] crate::window_guard::MaskError),
+    /// Settings name a header whose value the secret store does not have (any more).
+    #[error(
+        "the value of the header {header:?} of provider {provider:?} is missing from {store}: type it again in Settings"
+    )]
+    MissingHeader {
+        provider: String,
+        header: String,
+        store: String,
+    },
+    #[error("the stored header values of provider {provider:?} do not read: {source}")]
+    StoredHeaders {
+        provider: String,
+        #[source]
+        source: serde_json::Error,
+    },
     /// The window asked to add a "local" server that is not one the host looks for.
     #[error("{0}")]
     NotLocal(String),
@@ -58,15 +73,67 @@ impl Host {
     fn add_provider_to(
         &self,
         settings: &mut Settings,
-        provider: ProviderSettings,
+        mut provider: ProviderSettings,
         api_key: Option<&str>,
     ) -> Result<(), ProvidersError> {
         let id = provider.id.clone();
-        settings.add_provider(provider)?;
+        let headers = std::mem::take(&mut provider.headers);
+        let stored_headers = headers.keys().cloned().collect();
+        settings.add_provider(ProviderSettings {
+            stored_headers,
+            ..provider
+        })?;
+        self.store_provider_headers(&id, &headers)?;
         if let Some(key) = api_key {
             self.secrets().set(&provider_secret_name(&id), key)?;
         }
         Ok(())
+    }
+
+    /// Keeps `headers` as provider `id`'s values in the secret store (one entry; none
+    /// deletes it). Settings keep only their names (`stored_headers`).
+    fn store_provider_headers(
+        &self,
+        id: &str,
+        headers: &BTreeMap<String, String>,
+    ) -> Result<(), ProvidersError> {
+        let name = header_secret_name(id);
+        if headers.is_empty() {
+            self.secrets().delete(&name)?;
+        } else {
+            let values =
+                serde_json::to_string(headers).map_err(|source| ProvidersError::StoredHeaders {
+                    provider: id.to_owned(),
+                    source,
+                })?;
+            self.secrets().set(&name, &values)?;
+        }
+        Ok(())
+    }
+
+    /// The header values of `saved` the secret store has (a name it has none for is left
+    /// out), then those written in settings, which win.
+    fn saved_headers(
+        &self,
+        saved: &ProviderSettings,
+    ) -> Result<BTreeMap<String, String>, ProvidersError> {
+        let mut headers = BTreeMap::new();
+        if !saved.stored_headers.is_empty()
+            && let Some(text) = self.secrets().get(&header_secret_name(&saved.id))?
+        {
+            let mut stored: BTreeMap<String, String> =
+                serde_json::from_str(&text).map_err(|source| ProvidersError::StoredHeaders {
+                    provider: saved.id.clone(),
+                    source,
+                })?;
+            for name in &saved.stored_headers {
+                if let Some(value) = stored.remove(name) {
+                    headers.insert(name.clone(), value);
+                }
+            }
+        }
+        headers.extend(saved.headers.clone());
+        Ok(headers)
     }
 
     /// What the user answers natively before a window removes provider `id` (an unknown
@@ -89,6 +156,7 @@ impl Host {
     pub fn remove_provider(&self, id: &str) -> Result<(), ProvidersError> {
         self.update_settings(|settings| settings.remove_provider(id))?;
         self.secrets().delete(&provider_secret_name(id))?;
+        self.secrets().delete(&header_secret_name(id))?;
         tracing::info!(provider = %id, "provider removed");
         Ok(())
     }
@@ -113,9 +181,13 @@ impl Host {
                 // A base URL can carry a key (`https://user:token@proxy/v1`, a key in its
                 // path or query): the window sees it masked, as the mcpServers file's URLs,
                 // and fields Conduit does not know not at all.
+                let names = provider.headers.keys().chain(&provider.stored_headers);
                 Ok(ProviderSummary {
                     settings: ProviderSettings {
-                        headers: masked(&provider.headers),
+                        headers: names
+                            .map(|name| (name.clone(), MASKED.to_owned()))
+                            .collect(),
+                        stored_headers: Vec::new(),
                         base_url: crate::window_guard::mask_url(&provider.base_url),
                         other: Default::default(),
                         ..provider
@@ -145,12 +217,22 @@ impl Host {
             Some(var) => Some(key_from_env(var)?),
             None => self.secrets().get(&provider_secret_name(id))?,
         };
+        let headers = self.saved_headers(saved)?;
+        // A stored value gone (the keychain item deleted, another machine's settings):
+        // the request would go without it and fail for a reason nobody sees.
+        if let Some(missing) = saved
+            .stored_headers
+            .iter()
+            .find(|name| !headers.contains_key(*name))
+        {
+            return Err(ProvidersError::MissingHeader {
+                provider: id.to_owned(),
+                header: missing.clone(),
+                store: self.secrets().describe(),
+            });
+        }
         let http = HttpSettings {
-            extra_headers: saved
-                .headers
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
+            extra_headers: headers.into_iter().collect(),
             clients: Some(self.http_clients.clone()),
             ..HttpSettings::default()
         };
@@ -182,11 +264,10 @@ pub(crate) fn key_from_env(var: &str) -> Result<String, ProvidersError> {
 /// What a header's value shows as outside settings: headers often carry tokens.
 pub const MASKED: &str = "••••••••";
 
-fn masked(headers: &BTreeMap<String, String>) -> BTreeMap<String, String> {
-    headers
-        .keys()
-        .map(|name| (name.clone(), MASKED.to_owned()))
-        .collect()
+/// The secret store's name for provider `id`'s header values (one JSON object). Its
+/// prefix is not `provider:`, so no provider's id names another's headers.
+fn header_secret_name(id: &str) -> String {
+    format!("provider-headers:{id}")
 }
 
 /// A provider as the settings form sends it. The key, if typed, goes to the secret store
@@ -247,7 +328,7 @@ impl Host {
         {
             lost.push(format!("the key variable it names ({variable:?})"));
         }
-        for (name, value) in &saved.headers {
+        for (name, value) in &self.saved_headers(saved)? {
             let sent = input.headers.get(name).map(String::as_str);
             let kept = sent == Some(value.as_str()) || (sent == Some(MASKED) && !moved);
             if !kept {
@@ -292,6 +373,7 @@ impl Host {
             match settings.providers.iter_mut().find(|p| p.id == input.id) {
                 Some(_) if input.is_new => Err(SettingsError::DuplicateProvider(input.id).into()),
                 Some(saved) => {
+                    let saved_headers = self.saved_headers(saved)?;
                     if !(input.base_url.starts_with("http://")
                         || input.base_url.starts_with("https://"))
                     {
@@ -306,7 +388,7 @@ impl Host {
                     // save brings new ones.
                     let moved =
                         !conduit_providers::http::same_origin_urls(&saved.base_url, &input.base_url);
-                    let headers = input
+                    let headers: BTreeMap<String, String> = input
                         .headers
                         .into_iter()
                         .filter_map(|(name, value)| {
@@ -316,13 +398,17 @@ impl Host {
                             if moved {
                                 return None;
                             }
-                            saved.headers.get(&name).cloned().map(|kept| (name, kept))
+                            saved_headers.get(&name).cloned().map(|kept| (name, kept))
                         })
                         .collect();
+                    // Every value goes to the secret store, those an earlier Conduit or the
+                    // user wrote into settings too.
+                    self.store_provider_headers(&input.id, &headers)?;
                     saved.protocol = input.protocol;
                     saved.base_url = input.base_url;
                     saved.default_model = default_model;
-                    saved.headers = headers;
+                    saved.stored_headers = headers.into_keys().collect();
+                    saved.headers.clear();
                     let secret_name = provider_secret_name(&input.id);
                     // A key named by a variable wins over a stored one: it would go to the
                     // new server, and a key typed now would never be used.
@@ -348,6 +434,7 @@ impl Host {
                         base_url: input.base_url,
                         default_model,
                         headers: input.headers,
+                        stored_headers: Vec::new(),
                         api_key_env: None,
                         tool_mode: None,
                         model_tool_modes: Default::default(),
@@ -395,6 +482,7 @@ impl Host {
                 base_url: local.base_url,
                 default_model: local.models.into_iter().next(),
                 headers: Default::default(),
+                stored_headers: Vec::new(),
                 api_key_env: None,
                 tool_mode: None,
                 model_tool_modes: Default::default(),
@@ -664,7 +752,7 @@ mod tests {
             ),
             "{again:?}"
         );
-        // Header values never leave settings; an edit that sends the mask keeps them.
+        // An edit that sends the mask keeps a header's stored value.
         let mut with_header = input(false, "http://127.0.0.1:1/v1");
         with_header
             .headers
@@ -675,9 +763,10 @@ mod tests {
             .headers
             .insert("Authorization".into(), MASKED.into());
         host.save_provider(masked_edit).unwrap();
+        let (config, _) = host.saved_provider_config("local").unwrap();
         assert_eq!(
-            host.settings().unwrap().providers[0].headers["Authorization"],
-            "Bearer tok-123"
+            config.http.extra_headers,
+            [("Authorization".to_owned(), "Bearer tok-123".to_owned())]
         );
         // An edit keeps fields it does not manage.
         let file = dir.path().join("settings.json");
@@ -692,6 +781,129 @@ mod tests {
         assert_eq!(saved.providers[0].other["futureField"], 7);
         let bad = host.save_provider(input(false, "ftp://nope"));
         assert!(bad.is_err());
+    }
+
+    #[test]
+    fn header_values_live_in_the_secret_store_and_never_in_settings_or_its_backups() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = Host::new(crate::Paths::under_home(dir.path().to_owned(), None));
+        let settings_file = dir.path().join("settings.json");
+        let sent = |host: &Host| {
+            host.saved_provider_config("p")
+                .map(|(c, _)| c.http.extra_headers)
+        };
+        let form = |headers: &[(&str, &str)]| ProviderInput {
+            id: "p".into(),
+            protocol: Protocol::OpenAiChat,
+            base_url: "https://gateway.example/v1".into(),
+            default_model: None,
+            headers: headers
+                .iter()
+                .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+                .collect(),
+            api_key: None,
+            is_new: false,
+        };
+        host.save_provider(ProviderInput {
+            is_new: true,
+            ..form(&[("X-Gateway-Token", "gw-s3cret-1")])
+        })
+        .unwrap();
+        let on_disk = |file: &std::path::Path| std::fs::read_to_string(file).unwrap_or_default();
+        assert!(
+            !on_disk(&settings_file).contains("gw-s3cret"),
+            "{}",
+            on_disk(&settings_file)
+        );
+        assert_eq!(
+            host.settings().unwrap().providers[0].stored_headers,
+            ["X-Gateway-Token"]
+        );
+        assert_eq!(
+            sent(&host).unwrap(),
+            [("X-Gateway-Token".to_owned(), "gw-s3cret-1".to_owned())]
+        );
+        // Listed masked, by name.
+        let listed = host.list_providers().unwrap();
+        assert_eq!(listed[0].settings.headers["X-Gateway-Token"], MASKED);
+
+        // Replaced: the new value is sent, and neither the file nor any backup of it ever
+        // held either value.
+        host.save_provider(form(&[("X-Gateway-Token", "gw-s3cret-2")]))
+            .unwrap();
+        assert_eq!(
+            sent(&host).unwrap(),
+            [("X-Gateway-Token".to_owned(), "gw-s3cret-2".to_owned())]
+        );
+        for entry in std::fs::read_dir(dir.path()).unwrap() {
+            let path = entry.unwrap().path();
+            if path
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("settings.json")
+            {
+                assert!(!on_disk(&path).contains("gw-s3cret"), "{}", path.display());
+            }
+        }
+
+        // A value written into settings by hand (or by an earlier Conduit) is sent, wins
+        // over a stored one, and moves to the store with the next save of the provider.
+        let mut raw: serde_json::Value = serde_json::from_str(&on_disk(&settings_file)).unwrap();
+        raw["providers"][0]["headers"] = json!({"X-Gateway-Token": "hand-s3cret", "X-Team": "t1"});
+        std::fs::write(&settings_file, raw.to_string()).unwrap();
+        assert_eq!(
+            sent(&host).unwrap(),
+            [
+                ("X-Gateway-Token".to_owned(), "hand-s3cret".to_owned()),
+                ("X-Team".to_owned(), "t1".to_owned())
+            ]
+        );
+        assert_eq!(
+            host.save_question(&form(&[("X-Gateway-Token", MASKED), ("X-Team", MASKED)]))
+                .unwrap(),
+            None,
+            "sent back as shown, nothing is lost"
+        );
+        host.save_provider(form(&[("X-Gateway-Token", MASKED), ("X-Team", MASKED)]))
+            .unwrap();
+        assert!(!on_disk(&settings_file).contains("s3cret"));
+        assert!(!on_disk(&settings_file).contains("\"t1\""));
+        assert_eq!(
+            sent(&host).unwrap(),
+            [
+                ("X-Gateway-Token".to_owned(), "hand-s3cret".to_owned()),
+                ("X-Team".to_owned(), "t1".to_owned())
+            ]
+        );
+
+        // The store lost the values (a keychain item deleted by hand): using the provider
+        // says which header and what to do; typing the value again mends it.
+        host.secrets().delete(&header_secret_name("p")).unwrap();
+        let missing = sent(&host).unwrap_err().to_string();
+        assert!(
+            missing.contains("\"X-Gateway-Token\" of provider \"p\" is missing")
+                && missing.contains("type it again in Settings"),
+            "{missing}"
+        );
+        host.save_provider(form(&[
+            ("X-Gateway-Token", "gw-s3cret-3"),
+            ("X-Team", "t2"),
+        ]))
+        .unwrap();
+        assert_eq!(sent(&host).unwrap().len(), 2);
+
+        // A provider whose id ends like a secret name of another's names nothing of it.
+        host.save_provider(ProviderInput {
+            id: "p:headers".into(),
+            is_new: true,
+            ..form(&[])
+        })
+        .unwrap();
+        assert_eq!(sent(&host).unwrap().len(), 2);
+        // Removed: its stored values go with it.
+        host.remove_provider("p").unwrap();
+        assert_eq!(host.secrets().get(&header_secret_name("p")).unwrap(), None);
     }
 
     #[tokio::test]

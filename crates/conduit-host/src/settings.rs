@@ -59,9 +59,16 @@ pub struct ProviderSettings {
     pub base_url: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_model: Option<String>,
-    /// Headers sent with every request (e.g. OpenRouter's `HTTP-Referer`).
+    /// Headers sent with every request (e.g. OpenRouter's `HTTP-Referer`). Conduit keeps
+    /// the values of those it saves in the secret store (`stored_headers`); values here are
+    /// written by hand or by an earlier Conduit, and win over a stored one of the same name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
+    /// The names of the headers whose values are in the secret store: headers often carry
+    /// tokens, and this file is backed up on every write.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[ts(skip)]
+    pub stored_headers: Vec<String>,
     /// Take the key from this environment variable instead of the secret store.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key_env: Option<String>,
@@ -461,6 +468,7 @@ mod tests {
             base_url: "http://localhost:11434/v1".into(),
             default_model: Some("llama3.2".into()),
             headers: BTreeMap::new(),
+            stored_headers: Vec::new(),
             api_key_env: None,
             tool_mode: None,
             model_tool_modes: BTreeMap::new(),

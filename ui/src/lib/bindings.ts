@@ -274,7 +274,9 @@ export type ProviderSummary = {
  */
 key: string, id: string, protocol: string, baseUrl: string, defaultModel?: string | null, 
 /**
- * Headers sent with every request (e.g. OpenRouter's `HTTP-Referer`).
+ * Headers sent with every request (e.g. OpenRouter's `HTTP-Referer`). Conduit keeps
+ * the values of those it saves in the secret store (`stored_headers`); values here are
+ * written by hand or by an earlier Conduit, and win over a stored one of the same name.
  */
 headers?: { [key in string]: string }, 
 /**
@@ -346,6 +348,8 @@ export type McpFile = { path: string,
 text: string, 
 /**
  * Names this version of the file; a change must name the version it is based on.
+ * Keyed per process (`Host::page_fingerprint`): the bytes hold secrets the window
+ * sees only masked, and a plain hash of them would let a script test its guesses.
  */
 version: string | null, servers: Array<McpFileServer>, 
 /**
