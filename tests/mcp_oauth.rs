@@ -238,6 +238,53 @@ async fn login_uses_refreshes_and_logout_revokes() {
     assert_eq!(after["state"], "sign_in_required", "{after}");
 }
 
+/// The app and `conduit` share the stored sign-in; its refresh token is spent once. Two
+/// processes refreshing at once take turns (the second reads what the first saved), so
+/// neither spends a token the other already spent and the sign-in is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_refreshing_at_once_keep_the_sign_in() {
+    let tracker = Tracker::start().await;
+    let auth = &tracker.auth;
+    let run = tracker.runner();
+    let login = run(&["mcp", "login", "tracker"]).await.unwrap();
+    assert!(login.status.success(), "{}", text(&login.stderr));
+    // Due to refresh (31 s tokens), and each refresh slow enough that two overlap.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    auth.slow_refreshes(Duration::from_millis(1500));
+    let call: &'static [&'static str] = &[
+        "mcp",
+        "call",
+        "tracker",
+        "get-sum",
+        "--args",
+        r#"{"a": 20, "b": 22}"#,
+    ];
+    let (first, second) = tokio::join!(run(call), run(call));
+    for out in [first.unwrap(), second.unwrap()] {
+        assert!(
+            out.status.success() && text(&out.stdout).contains("42"),
+            "{}{}\n{:?}",
+            text(&out.stdout),
+            text(&out.stderr),
+            auth.log()
+        );
+    }
+    assert_eq!(auth.count("token:refresh_token"), 2, "{:?}", auth.log());
+    // The stored refresh token is the last one issued: a later run, due to refresh
+    // again, refreshes with it.
+    auth.slow_refreshes(Duration::ZERO);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let later = run(call).await.unwrap();
+    assert!(later.status.success(), "{}", text(&later.stderr));
+    assert_eq!(auth.count("token:refresh_token"), 3, "{:?}", auth.log());
+    assert_eq!(
+        auth.count("authorize"),
+        1,
+        "no second sign-in: {:?}",
+        auth.log()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_with_its_own_authorization_header_is_not_signed_in_to() {
     let (_upstream, port) = conduit_e2e::everything_over_http().await.unwrap();

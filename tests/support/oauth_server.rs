@@ -58,6 +58,8 @@ struct AuthState {
     moved: Mutex<(bool, bool)>,
     /// The metadata answers 503 (an outage).
     down: Mutex<bool>,
+    /// How long a refresh takes after its token is spent (a slow authorization server).
+    refresh_delay: Mutex<Duration>,
 }
 
 impl AuthState {
@@ -118,6 +120,7 @@ impl OAuthServer {
             log: Mutex::new(Vec::new()),
             moved: Mutex::new((false, false)),
             down: Mutex::new(false),
+            refresh_delay: Mutex::new(Duration::ZERO),
         });
         let app = Router::new()
             .route(
@@ -171,6 +174,16 @@ impl OAuthServer {
     /// From now on (or no longer) the metadata documents answer 503, as in an outage.
     pub fn metadata_down(&self, down: bool) {
         *self.state.down.lock().unwrap_or_else(|e| e.into_inner()) = down;
+    }
+
+    /// From now on a refresh answers `delay` after it spent the refresh token, so two
+    /// clients refreshing at once overlap.
+    pub fn slow_refreshes(&self, delay: Duration) {
+        *self
+            .state
+            .refresh_delay
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = delay;
     }
 
     /// Whether any token is still valid (none after a revocation of all of them).
@@ -432,6 +445,11 @@ async fn token(State(state): State<Arc<AuthState>>, body: Bytes) -> Response {
                 );
             }
             state.note("token:refresh_token");
+            let delay = *state
+                .refresh_delay
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            tokio::time::sleep(delay).await;
             axum::Json(tokens(&state)).into_response()
         }
         other => oauth_error(

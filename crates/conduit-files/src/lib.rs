@@ -283,6 +283,39 @@ pub fn write_secrets_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()
 /// read, change and write of a file that several processes change (the settings, the
 /// secrets file); released when the returned file is dropped.
 pub fn lock_beside(path: &Path) -> std::io::Result<fs::File> {
+    let file = lock_file_beside(path)?;
+    file.lock()?;
+    Ok(file)
+}
+
+/// [`lock_beside`], waiting at most `patience` for the process that holds it (one that
+/// hangs holding it must not hang this one): after that, a `TimedOut` error.
+pub fn lock_beside_within(path: &Path, patience: std::time::Duration) -> std::io::Result<fs::File> {
+    let file = lock_file_beside(path)?;
+    let until = std::time::Instant::now() + patience;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(fs::TryLockError::WouldBlock) if std::time::Instant::now() < until => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(fs::TryLockError::WouldBlock) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!(
+                        "another process held {}.lock for more than {} s",
+                        path.display(),
+                        patience.as_secs()
+                    ),
+                ));
+            }
+            Err(fs::TryLockError::Error(error)) => return Err(error),
+        }
+    }
+}
+
+/// `<path>.lock`, opened (created 0600 in a private folder if needed), not locked yet.
+fn lock_file_beside(path: &Path) -> std::io::Result<fs::File> {
     let mut name = path.as_os_str().to_owned();
     name.push(".lock");
     let lock_path = PathBuf::from(name);
@@ -291,9 +324,7 @@ pub fn lock_beside(path: &Path) -> std::io::Result<fs::File> {
     options.create(true).truncate(false).write(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, PRIVATE_FILE_MODE);
-    let file = options.open(&lock_path)?;
-    file.lock()?;
-    Ok(file)
+    options.open(&lock_path)
 }
 
 /// Writes `bytes` to `path` through a random temporary file and a rename, without a
@@ -736,6 +767,25 @@ mod tests {
         assert_eq!(first, fingerprint_bytes(b"a"));
         fs::write(&path, b"b").unwrap();
         assert_ne!(fingerprint(&path).unwrap().unwrap(), first);
+    }
+
+    #[test]
+    fn a_lock_held_elsewhere_is_waited_for_within_the_patience_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sign-ins");
+        // Another open file description: as another process's.
+        let held = lock_beside(&path).unwrap();
+        let waited = lock_beside_within(&path, std::time::Duration::from_millis(100));
+        assert_eq!(
+            waited.map(drop).unwrap_err().kind(),
+            std::io::ErrorKind::TimedOut
+        );
+        let released = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            drop(held);
+        });
+        lock_beside_within(&path, std::time::Duration::from_secs(30)).unwrap();
+        released.join().unwrap();
     }
 
     const OPENSSL_HMAC: &str = "4d9d653fcd05f91cd858a20d50c74b604fe38f2cac49d9b0a7099584cf4fb35a";

@@ -78,7 +78,24 @@ impl TokenVault for HostTokens {
             .await
             .map_err(|e| e.to_string())?
     }
+
+    /// One lock file for every sign-in (`sign-ins.lock` in the config folder): the app and
+    /// `conduit` share the secret store, and refreshes are rare enough to take turns.
+    async fn hold(&self, _key: &str) -> Result<Option<Box<dyn Send>>, String> {
+        let path = self.0.paths().config_dir.join("sign-ins");
+        let held = tokio::task::spawn_blocking(move || {
+            conduit_files::lock_beside_within(&path, SIGN_IN_LOCK_PATIENCE)
+        })
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("the sign-in lock: {e}"))?;
+        Ok(Some(Box::new(held)))
+    }
 }
+
+/// How long a refresh, sign-in or sign-out waits for another process's before it fails:
+/// a token request that hangs there must not hang this process's too.
+const SIGN_IN_LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(45);
 
 /// The token vault key of each entry of `servers` that names a URL, by name, on or off
 /// (its URL with `${NAME}`s filled in, as a connection reads it); `None` for one whose URL

@@ -148,6 +148,13 @@ pub trait TokenVault: Send + Sync {
     async fn load(&self, key: &str) -> Result<Option<String>, String>;
     async fn save(&self, key: &str, value: &str) -> Result<(), String>;
     async fn forget(&self, key: &str) -> Result<(), String>;
+    /// Holds off every other process's refresh, sign-in and sign-out of the sign-in under
+    /// `key` until the returned guard drops: a rotated refresh token is spent once, and the
+    /// app and `conduit` spending it at once would lose the sign-in. `None`: no other
+    /// process shares this vault.
+    async fn hold(&self, _key: &str) -> Result<Option<Box<dyn Send>>, String> {
+        Ok(None)
+    }
 }
 
 /// Tokens in memory for one run, never written anywhere (the conformance client, tests).
@@ -303,10 +310,30 @@ fn sign_in_lock(key: &str) -> Arc<tokio::sync::Mutex<()>> {
         .clone()
 }
 
+/// The sign-in under a key, held in this process and then in every other one sharing the
+/// vault (in that order everywhere, so no two holders wait for each other).
+struct SignInHold {
+    _process: tokio::sync::OwnedMutexGuard<()>,
+    _others: Option<Box<dyn Send>>,
+}
+
+async fn hold_sign_in(vault: &dyn TokenVault, key: &str) -> Result<SignInHold, String> {
+    let process = sign_in_lock(key).lock_owned().await;
+    let others = vault.hold(key).await?;
+    Ok(SignInHold {
+        _process: process,
+        _others: others,
+    })
+}
+
 #[async_trait]
 impl CredentialStore for VaultCredentials {
+    /// rmcp holds this from reading the tokens to saving the refreshed ones: another
+    /// process's refresh waits, then reads the tokens this one saved.
     async fn acquire_refresh_guard(&self) -> Result<Option<CredentialRefreshGuard>, AuthError> {
-        let held = sign_in_lock(&self.key).lock_owned().await;
+        let held = hold_sign_in(self.vault.as_ref(), &self.key)
+            .await
+            .map_err(AuthError::CredentialStoreError)?;
         Ok(Some(CredentialRefreshGuard::new(held)))
     }
 
@@ -784,8 +811,9 @@ pub async fn sign_in(
     let callback = AuthorizationCallback::from_redirect_url(&back)?;
     // A refresh of the connection still running (a step-up) must not save its tokens over
     // these.
-    let lock = sign_in_lock(&vault_key(server_url));
-    let _held = lock.lock().await;
+    let _held = hold_sign_in(vault.as_ref(), &vault_key(server_url))
+        .await
+        .map_err(SignInError::Vault)?;
     session
         .handle_callback_with_issuer(
             &callback.code,
@@ -856,10 +884,16 @@ pub async fn sign_out(
     let key = vault_key(server_url);
     // Not while a refresh is between reading the tokens and saving new ones (one that takes
     // longer is not waited for: a refresh that ends after the sign-out cannot save).
-    let lock = sign_in_lock(&key);
-    let held = tokio::time::timeout(REVOCATION_PATIENCE, lock.lock())
+    let held = match tokio::time::timeout(REVOCATION_PATIENCE, hold_sign_in(vault.as_ref(), &key))
         .await
-        .ok();
+    {
+        Ok(Ok(held)) => Some(held),
+        Ok(Err(reason)) => {
+            tracing::warn!(%reason, "signing out without holding off other processes' refreshes");
+            None
+        }
+        Err(_) => None,
+    };
     let stored = stored(vault.as_ref(), &key)
         .await
         .map_err(SignInError::Vault)?;
