@@ -295,6 +295,63 @@ async fn tools_are_listed_again_when_the_server_says_they_changed(
     live.shutdown().await;
 }
 
+/// rmcp renews a session the server let expire by itself (a 404: a server restarted
+/// behind a load balancer) and retries the call. What answers may be another server under
+/// the same URL, so its tools are listed again: a changed tool is then asked about again
+/// instead of running under the approval of the old one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_session_renewed_after_it_expired_has_its_tools_listed_again() {
+    let (_server, port) = conduit_e2e::everything_over_http().await.unwrap();
+    let gate = conduit_e2e::http_gate::HttpGate::start(
+        &format!("http://127.0.0.1:{port}"),
+        "Bearer tok-renew",
+    )
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("mcp_servers.json");
+    write(
+        &file,
+        json!({"remote": {"type": "http", "url": format!("http://{}/mcp", gate.addr),
+                          "headers": {"Authorization": "Bearer tok-renew"}}}),
+    );
+    let live = start(&file).await;
+    assert_eq!(state_of(&live, "remote"), "ready");
+    let lists = |gate: &conduit_e2e::http_gate::HttpGate| {
+        gate.methods().iter().filter(|m| *m == "tools/list").count()
+    };
+    let listed_before = lists(&gate);
+    assert!(listed_before >= 1, "{:?}", gate.methods());
+
+    gate.expire_sessions();
+    let connection = live.connection("remote").unwrap();
+    let sum = connection
+        .call_tool(
+            "get-sum",
+            serde_json::from_value(json!({"a": 20, "b": 22})).unwrap(),
+            std::sync::Arc::new(|_| {}),
+            tokio_util::sync::CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert!(format!("{sum:?}").contains("42"), "{sum:?}");
+    wait_until(
+        "the renewed session's tools are listed",
+        Duration::from_secs(10),
+        || lists(&gate) > listed_before,
+    )
+    .await;
+    let methods = gate.methods();
+    let renewed = methods.iter().rposition(|m| m == "initialize").unwrap();
+    assert!(renewed > 0, "a second initialize: {methods:?}");
+    assert!(
+        methods[renewed..].iter().any(|m| m == "tools/list"),
+        "{methods:?}"
+    );
+    assert_eq!(state_of(&live, "remote"), "ready");
+    live.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_that_times_out_sends_cancelled_while_the_server_runs_on() {
     let root = conduit_e2e::workspace_root().join("tests/mcp-servers");

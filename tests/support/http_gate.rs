@@ -1,7 +1,10 @@
 //! A loopback reverse proxy that lets a request through only with the expected
 //! `Authorization` header, and records the headers of every request it saw: it puts an
-//! MCP server that takes no token behind one that requires it.
+//! MCP server that takes no token behind one that requires it. It can also let the
+//! sessions it has seen expire (a 404, as a server restarted behind a load balancer
+//! answers), and it records the JSON-RPC methods it let through.
 
+use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
@@ -18,6 +21,10 @@ struct Gate {
     expected_authorization: String,
     client: reqwest::Client,
     seen: Mutex<Vec<HeaderMap>>,
+    /// The JSON-RPC methods of the POSTs let through, in order.
+    methods: Mutex<Vec<String>>,
+    /// The session ids the upstream gave, and those answered 404 from now on.
+    sessions: Mutex<(HashSet<String>, HashSet<String>)>,
 }
 
 /// The running proxy; it stops when dropped.
@@ -36,6 +43,8 @@ impl HttpGate {
             expected_authorization: expected_authorization.to_owned(),
             client: reqwest::Client::new(),
             seen: Mutex::new(Vec::new()),
+            methods: Mutex::new(Vec::new()),
+            sessions: Mutex::new(Default::default()),
         });
         let app = Router::new().fallback(forward).with_state(gate.clone());
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
@@ -44,6 +53,24 @@ impl HttpGate {
             let _ = axum::serve(listener, app).await;
         });
         Ok(Self { addr, gate, task })
+    }
+
+    /// The JSON-RPC methods of the POSTs the gate let through, in order.
+    pub fn methods(&self) -> Vec<String> {
+        self.gate
+            .methods
+            .lock()
+            .map(|m| m.clone())
+            .unwrap_or_default()
+    }
+
+    /// From now on every session the upstream gave so far is answered 404 (expired); the
+    /// upstream itself keeps them.
+    pub fn expire_sessions(&self) {
+        if let Ok(mut sessions) = self.gate.sessions.lock() {
+            let given = sessions.0.clone();
+            sessions.1.extend(given);
+        }
     }
 
     /// The headers of every request that reached the gate, in order.
@@ -79,6 +106,29 @@ async fn forward(
             .body(Body::from("missing or wrong bearer token"))
             .unwrap_or_default();
     }
+    let session = headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let expired = session.as_ref().is_some_and(|id| {
+        gate.sessions
+            .lock()
+            .map(|sessions| sessions.1.contains(id))
+            .unwrap_or(false)
+    });
+    if expired {
+        return Response::builder()
+            .status(StatusCode::NOT_FOUND)
+            .body(Body::from("session not found"))
+            .unwrap_or_default();
+    }
+    if method == Method::POST
+        && let Ok(message) = serde_json::from_slice::<serde_json::Value>(&body)
+        && let Some(name) = message.get("method").and_then(|m| m.as_str())
+        && let Ok(mut methods) = gate.methods.lock()
+    {
+        methods.push(name.to_owned());
+    }
     let path = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
     let mut request = gate
         .client
@@ -98,6 +148,14 @@ async fn forward(
                 .unwrap_or_default();
         }
     };
+    if let Some(given) = upstream
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        && let Ok(mut sessions) = gate.sessions.lock()
+    {
+        sessions.0.insert(given.to_owned());
+    }
     let mut builder = Response::builder().status(upstream.status().as_u16());
     for (name, value) in upstream.headers() {
         if name != "content-length" && name != "transfer-encoding" {

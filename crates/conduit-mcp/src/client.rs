@@ -1026,7 +1026,10 @@ impl Connection {
                 let static_auth = headers
                     .keys()
                     .any(|name| name.eq_ignore_ascii_case("authorization"));
-                let listen_stream = ListenStream::default();
+                // A renewed session may be another server behind the same URL (a deploy):
+                // its tools are listed again, and what changed is asked about again.
+                let renewed = shared.clone();
+                let listen_stream = ListenStream::new(move || renewed.tools_changed.notify_one());
                 let refused = RefusedRedirects::default();
                 // Without stored tokens the plain client does what rmcp's auth client would
                 // (the request goes out unauthenticated and a 401 asks for sign-in),
