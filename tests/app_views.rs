@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use conduit_core::agent::AgentEvent;
-use conduit_core::content::{Block, Message, ResultPart, Role, ToolCall, ToolResult};
+use conduit_core::content::{Block, Message, ResultPart, Role, ToolCall, ToolOrigin, ToolResult};
 use conduit_e2e::llm_server::{Dialect, ScriptedCall, ScriptedLlm};
 use conduit_host::app::{App, SendRequest, TurnEvent, TurnSink};
 use conduit_host::app_views::{ViewCallError, ViewHandle, ViewLookup};
@@ -512,38 +512,84 @@ async fn a_view_opens_only_for_a_call_the_host_ran() {
     // A saved call whose result names a view, but with no server and tool noted (saved
     // before Conduit kept them), opens nothing: the host never takes them from the page.
     let store = app.host().store().unwrap();
-    let old = store.create_conversation(None, None).unwrap();
-    let call = ToolCall {
-        id: "call_old".into(),
-        wire_id: None,
-        name: "probe__show_probe".into(),
-        arguments: json!({}),
-        signature: None,
-        invalid_arguments: None,
-        origin: None,
-    };
-    let result = ToolResult {
-        call_id: call.id.clone(),
-        wire_id: None,
-        name: call.name.clone(),
-        is_error: false,
-        parts: vec![ResultPart::View {
-            uri: "ui://probe/view.html".into(),
-            structured: None,
-        }],
-    };
-    for (role, block) in [
-        (Role::Assistant, Block::ToolCall(call)),
-        (Role::Tool, Block::ToolResult(result)),
-    ] {
-        let message = Message {
-            role,
-            blocks: vec![block],
+    let saved_with_view = |id: &str, origin: Option<ToolOrigin>| {
+        let conversation = store.create_conversation(None, None).unwrap();
+        let call = ToolCall {
+            id: id.into(),
+            wire_id: None,
+            name: "probe__show_probe".into(),
+            arguments: json!({}),
+            signature: None,
+            invalid_arguments: None,
+            origin,
         };
-        store
-            .add_message(&old, &message, MessageStatus::Complete)
-            .unwrap();
-    }
+        let result = ToolResult {
+            call_id: call.id.clone(),
+            wire_id: None,
+            name: call.name.clone(),
+            is_error: false,
+            parts: vec![ResultPart::View {
+                uri: "ui://probe/view.html".into(),
+                structured: None,
+            }],
+        };
+        for (role, block) in [
+            (Role::Assistant, Block::ToolCall(call)),
+            (Role::Tool, Block::ToolResult(result)),
+        ] {
+            let message = Message {
+                role,
+                blocks: vec![block],
+            };
+            store
+                .add_message(&conversation, &message, MessageStatus::Complete)
+                .unwrap();
+        }
+        conversation
+    };
+    let old = saved_with_view("call_old", None);
     assert!(unavailable(app.open_view("call_old", Some(&old)).await));
+
+    // Noted, but with no record of what ran as the server (saved before Conduit kept
+    // one): not shown either, saying why. The view would get the call's data.
+    let unrecorded = saved_with_view(
+        "call_unrecorded",
+        Some(ToolOrigin {
+            server: "probe".into(),
+            tool: "show_probe".into(),
+        }),
+    );
+    let refused = app.open_view("call_unrecorded", Some(&unrecorded)).await;
+    assert!(
+        matches!(&refused, ViewLookup::Unavailable { reason } if reason.contains("without a record of which MCP server ran it")),
+        "{refused:?}"
+    );
+
+    // The entry named probe changed since the call (another program under the same
+    // name): the saved call's view, its arguments and result, is not shown to it.
+    let file = home.path().join("mcp_servers.json");
+    let mut servers: Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    servers["mcpServers"]["probe"]["env"] = json!({"PROBE_BUILD": "2"});
+    std::fs::write(&file, servers.to_string()).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let refused = loop {
+        match app.open_view(&asked.id, Some(&started.conversation)).await {
+            // Shown until the change applies; nothing runs while the server restarts.
+            ViewLookup::Ready { .. } if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            ViewLookup::Unavailable { reason }
+                if reason.contains("not running") && std::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            other => break other,
+        }
+    };
+    assert!(
+        matches!(&refused, ViewLookup::Unavailable { reason } if reason.contains("no longer the one that ran this call")),
+        "{refused:?}"
+    );
     app.shutdown().await;
 }

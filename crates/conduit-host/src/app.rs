@@ -234,6 +234,28 @@ impl App {
         &self.host
     }
 
+    /// Notes that the host let the call `call` of `conversation` run on `origin`, and on
+    /// what runs as its server now: in memory, and in the history for the call's view to
+    /// open from that server only, also after a restart.
+    fn note_call_ran(&self, conversation: &str, call: &str, origin: ToolOrigin) {
+        let server_print = crate::app_views::running_print(&self.runtime(), &origin.server);
+        let recorded = self
+            .host
+            .store()
+            .and_then(|store| store.record_call_server(conversation, call, &server_print));
+        if let Err(error) = recorded {
+            // Its view opens while this process runs, not from the history after it.
+            tracing::warn!(%error, "which server ran a call could not be saved");
+        }
+        self.views.ran(
+            call,
+            crate::app_views::RanOn {
+                origin,
+                server_print,
+            },
+        );
+    }
+
     /// The MCP runtime, kept in step with the `mcpServers` file; the first call starts it
     /// and this waits until its servers first started (ready or failed).
     pub async fn servers(&self) -> Arc<McpRuntime> {
@@ -387,6 +409,7 @@ impl App {
         };
         let turn = uuid::Uuid::now_v7().to_string();
         let cancel = CancellationToken::new();
+        let conversation_of_calls = conversation.clone();
         let agent_sink: EventSink = {
             let sink = sink.clone();
             let app = Arc::downgrade(self);
@@ -403,7 +426,7 @@ impl App {
                     AgentEvent::ToolCallRunning { id } => {
                         let origin = ready.lock().remove(id);
                         if let (Some(origin), Some(app)) = (origin, app.upgrade()) {
-                            app.views.ran(id, origin);
+                            app.note_call_ran(&conversation_of_calls, id, origin);
                         }
                     }
                     _ => {}

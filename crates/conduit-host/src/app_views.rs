@@ -247,12 +247,20 @@ pub const MAX_RAN: usize = 1024;
 #[derive(Default)]
 struct RanCalls {
     order: VecDeque<String>,
-    origins: HashMap<String, ToolOrigin>,
+    origins: HashMap<String, RanOn>,
+}
+
+/// The server and tool a call ran on, and the fingerprint of what ran as that server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RanOn {
+    pub(crate) origin: ToolOrigin,
+    pub(crate) server_print: String,
 }
 
 impl RanCalls {
-    fn add(&mut self, call: String, origin: ToolOrigin) {
-        if self.origins.insert(call.clone(), origin).is_none() {
+    fn add(&mut self, call: String, ran: RanOn) {
+        if !self.origins.contains_key(&call) {
+            self.origins.insert(call.clone(), ran);
             self.order.push_back(call);
         }
         while self.order.len() > MAX_RAN {
@@ -274,12 +282,13 @@ pub struct AppViews {
 }
 
 impl AppViews {
-    /// Notes that the host let the call `call` (its own id) run on `origin`'s tool.
-    pub(crate) fn ran(&self, call: &str, origin: ToolOrigin) {
-        self.ran.lock().add(call.to_owned(), origin);
+    /// Notes that the host let the call `call` (its own id) run on a tool (the first note
+    /// of a call stays).
+    pub(crate) fn ran(&self, call: &str, ran: RanOn) {
+        self.ran.lock().add(call.to_owned(), ran);
     }
 
-    fn ran_on(&self, call: &str) -> Option<ToolOrigin> {
+    fn ran_on(&self, call: &str) -> Option<RanOn> {
         self.ran.lock().origins.get(call).cloned()
     }
 
@@ -439,8 +448,8 @@ impl App {
     /// names the call; the host decides which server and tool it was, so a script in the
     /// page cannot open the view of a tool nobody called.
     pub async fn open_view(&self, call: &str, conversation: Option<&str>) -> ViewLookup {
-        let origin = match self.views().ran_on(call) {
-            Some(origin) => Some(origin),
+        let ran = match self.views().ran_on(call) {
+            Some(ran) => Some((ran.origin, Some(ran.server_print))),
             None => match conversation {
                 Some(conversation) => match self.saved_call_with_view(conversation, call) {
                     Ok(found) => found,
@@ -454,22 +463,53 @@ impl App {
                 None => None,
             },
         };
-        let Some(origin) = origin else {
+        let Some((origin, ran_print)) = ran else {
             return ViewLookup::Unavailable {
                 reason: "The view is not available: Conduit ran no such call with a view."
                     .to_owned(),
             };
         };
+        // The view gets the call's arguments and result: only the server that ran it may
+        // show them, not whatever runs under its name now (an entry changed since). A
+        // call with no record of its server (saved before Conduit kept one, or the record
+        // failed) vouches for none.
+        let Some(ran_print) = ran_print else {
+            return ViewLookup::Unavailable {
+                reason: format!(
+                    "The view is not shown: this call was saved without a record of which MCP server ran it, so Conduit cannot tell whether {:?} still is that server.",
+                    origin.server
+                ),
+            };
+        };
+        let now = running_print(&*self.servers().await, &origin.server);
+        // Nothing running under the name (`now` empty) is said by `open_view_of`.
+        if ran_print.is_empty() || (!now.is_empty() && now != ran_print) {
+            tracing::info!(server = %origin.server, "a call's view was not opened: its server changed since the call");
+            return ViewLookup::Unavailable {
+                reason: format!(
+                    "The view is not shown: the MCP server {:?} is no longer the one that ran this call (its entry changed since).",
+                    origin.server
+                ),
+            };
+        }
         self.open_view_of(&origin.server, &origin.tool).await
     }
 
+    /// A saved call's server and tool, and the fingerprint of the server it ran on
+    /// (`None` for a call saved before Conduit recorded it).
     fn saved_call_with_view(
         &self,
         conversation: &str,
         call: &str,
-    ) -> Result<Option<ToolOrigin>, conduit_store::StoreError> {
-        let found = self.host().store()?.call_with_view(conversation, call)?;
-        Ok(found.and_then(|call| call.origin))
+    ) -> Result<Option<(ToolOrigin, Option<String>)>, conduit_store::StoreError> {
+        let store = self.host().store()?;
+        let Some(origin) = store
+            .call_with_view(conversation, call)?
+            .and_then(|call| call.origin)
+        else {
+            return Ok(None);
+        };
+        Ok(Some((origin, store.call_server(conversation, call)?)))
     }
 
     /// The view of `tool` of `server`: read from the server (once per connection, while it
@@ -619,7 +659,7 @@ impl App {
 
 /// The fingerprint of what runs as `server` now (as the runtime started it, not as the
 /// file may say since): a view is bound to it. Empty when nothing runs under that name.
-fn running_print(runtime: &conduit_mcp::runtime::McpRuntime, server: &str) -> String {
+pub(crate) fn running_print(runtime: &conduit_mcp::runtime::McpRuntime, server: &str) -> String {
     match runtime.running_from(server) {
         Some(conduit_mcp::runtime::RunningFrom::Entry(transport)) => {
             crate::approval::server_fingerprint(Some(&transport))
@@ -891,9 +931,12 @@ mod tests {
     #[test]
     fn the_calls_that_ran_are_kept_up_to_a_bound_the_oldest_going_first() {
         let views = AppViews::default();
-        let origin = |tool: &str| ToolOrigin {
-            server: "s".into(),
-            tool: tool.into(),
+        let origin = |tool: &str| RanOn {
+            origin: ToolOrigin {
+                server: "s".into(),
+                tool: tool.into(),
+            },
+            server_print: "print".into(),
         };
         views.ran("call_first", origin("first"));
         for n in 0..MAX_RAN - 1 {

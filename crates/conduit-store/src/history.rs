@@ -370,6 +370,39 @@ impl Store {
         }
     }
 
+    /// Records that the call `call_id` of `conversation` ran on the server whose entry has
+    /// the fingerprint `server_print`. The first record of a call stays.
+    pub fn record_call_server(
+        &self,
+        conversation: &str,
+        call_id: &str,
+        server_print: &str,
+    ) -> Result<(), StoreError> {
+        self.lock().execute(
+            "INSERT OR IGNORE INTO call_servers (conversation_id, call_id, server_print)
+             VALUES (?1, ?2, ?3)",
+            params![conversation, call_id, server_print],
+        )?;
+        Ok(())
+    }
+
+    /// The fingerprint of the server the call `call_id` of `conversation` ran on; `None`
+    /// for a call saved before Conduit recorded it (or none at all).
+    pub fn call_server(
+        &self,
+        conversation: &str,
+        call_id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .lock()
+            .query_row(
+                "SELECT server_print FROM call_servers WHERE conversation_id = ?1 AND call_id = ?2",
+                params![conversation, call_id],
+                |row| row.get(0),
+            )
+            .optional()?)
+    }
+
     /// Conversations, most recently updated first.
     pub fn list(&self, limit: usize) -> Result<Vec<Conversation>, StoreError> {
         let conn = self.lock();

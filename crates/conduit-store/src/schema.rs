@@ -64,6 +64,16 @@ pub const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE conversations ADD COLUMN toolset TEXT;
     "#,
+    // 3: what ran each MCP call (the fingerprint of its server's entry), apart from the
+    // messages the window reads: a saved call's view opens only from that same server.
+    r#"
+    CREATE TABLE call_servers (
+        conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        call_id TEXT NOT NULL,
+        server_print TEXT NOT NULL,
+        PRIMARY KEY (conversation_id, call_id)
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -906,3 +906,36 @@ fn a_fence_in_a_list_or_escaped_backslashes_do_not_let_stored_text_out() {
         "{text}"
     );
 }
+
+#[test]
+fn the_server_a_call_ran_on_is_kept_first_come_and_goes_with_its_conversation() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let conversation = store.create_conversation(None, None).unwrap();
+    assert_eq!(store.call_server(&conversation, "call_1").unwrap(), None);
+    store
+        .record_call_server(&conversation, "call_1", "print-a")
+        .unwrap();
+    // A second record of the same call does not replace what ran it.
+    store
+        .record_call_server(&conversation, "call_1", "print-b")
+        .unwrap();
+    assert_eq!(
+        store
+            .call_server(&conversation, "call_1")
+            .unwrap()
+            .as_deref(),
+        Some("print-a")
+    );
+    // Another conversation's call of the same id is its own.
+    let other = store.create_conversation(None, None).unwrap();
+    assert_eq!(store.call_server(&other, "call_1").unwrap(), None);
+    // A record for a conversation that does not exist is refused.
+    assert!(store.record_call_server("no-such", "call_2", "p").is_err());
+    store.delete(&conversation).unwrap();
+    let left: i64 = store
+        .lock()
+        .query_row("SELECT count(*) FROM call_servers", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(left, 0);
+}
