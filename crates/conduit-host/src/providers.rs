@@ -112,7 +112,8 @@ impl Host {
     }
 
     /// The header values of `saved` the secret store has (a name it has none for is left
-    /// out), then those written in settings, which win.
+    /// out, and an entry that does not read counts as none: the user types them again),
+    /// then those written in settings, which win.
     fn saved_headers(
         &self,
         saved: &ProviderSettings,
@@ -122,10 +123,10 @@ impl Host {
             && let Some(text) = self.secrets().get(&header_secret_name(&saved.id))?
         {
             let mut stored: BTreeMap<String, String> =
-                serde_json::from_str(&text).map_err(|source| ProvidersError::StoredHeaders {
-                    provider: saved.id.clone(),
-                    source,
-                })?;
+                serde_json::from_str(&text).unwrap_or_else(|error| {
+                    tracing::warn!(provider = %saved.id, %error, "the stored header values do not read; they count as missing");
+                    BTreeMap::new()
+                });
             for name in &saved.stored_headers {
                 if let Some(value) = stored.remove(name) {
                     headers.insert(name.clone(), value);
@@ -357,6 +358,9 @@ impl Host {
     /// kept, and a named key variable too unless a key is typed or the provider moves).
     pub fn save_provider(&self, mut input: ProviderInput) -> Result<(), ProvidersError> {
         let id = input.id.clone();
+        // The header values an edit leaves the provider with: stored exactly once settings
+        // name them (until then the store keeps the old ones too).
+        let mut edited_headers = None;
         let outcome = self.update_settings(|settings| {
             let saved_url = settings
                 .providers
@@ -388,22 +392,33 @@ impl Host {
                     // save brings new ones.
                     let moved =
                         !conduit_providers::http::same_origin_urls(&saved.base_url, &input.base_url);
-                    let headers: BTreeMap<String, String> = input
-                        .headers
-                        .into_iter()
-                        .filter_map(|(name, value)| {
-                            if value != MASKED {
-                                return Some((name, value));
-                            }
-                            if moved {
-                                return None;
-                            }
-                            saved_headers.get(&name).cloned().map(|kept| (name, kept))
-                        })
-                        .collect();
+                    let mut headers = BTreeMap::new();
+                    for (name, value) in input.headers {
+                        if value != MASKED {
+                            headers.insert(name, value);
+                        } else if moved {
+                            // Left at the old server.
+                        } else if let Some(kept) = saved_headers.get(&name) {
+                            headers.insert(name, kept.clone());
+                        } else if saved.stored_headers.contains(&name) {
+                            // Its value is gone from the store: dropping the header without
+                            // a word would send requests without it.
+                            return Err(ProvidersError::MissingHeader {
+                                provider: input.id.clone(),
+                                header: name,
+                                store: self.secrets().describe(),
+                            });
+                        }
+                    }
                     // Every value goes to the secret store, those an earlier Conduit or the
-                    // user wrote into settings too.
-                    self.store_provider_headers(&input.id, &headers)?;
+                    // user wrote into settings too. Until settings are written the store
+                    // keeps the old values as well, and for the names settings have now
+                    // (a write that fails leaves the provider as it was, never with a
+                    // value typed for another server).
+                    let mut kept_meanwhile = headers.clone();
+                    kept_meanwhile.extend(saved_headers);
+                    self.store_provider_headers(&input.id, &kept_meanwhile)?;
+                    edited_headers = Some(headers.clone());
                     saved.protocol = input.protocol;
                     saved.base_url = input.base_url;
                     saved.default_model = default_model;
@@ -445,6 +460,12 @@ impl Host {
                     .map(|()| "provider added"),
             }
         })?;
+        if let Some(headers) = edited_headers
+            && let Err(error) = self.store_provider_headers(&id, &headers)
+        {
+            // Settings name only the new headers: values left beside them are never sent.
+            tracing::warn!(provider = %id, %error, "the header values the provider no longer has stay in the secret store");
+        }
         tracing::info!(provider = %id, "{outcome}");
         Ok(())
     }
@@ -886,12 +907,48 @@ mod tests {
                 && missing.contains("type it again in Settings"),
             "{missing}"
         );
+        // Sent back masked, a value the store lost is not silently dropped.
+        let masked = host
+            .save_provider(form(&[("X-Gateway-Token", MASKED), ("X-Team", "t2")]))
+            .unwrap_err();
+        assert!(
+            matches!(masked, ProvidersError::MissingHeader { .. }),
+            "{masked}"
+        );
         host.save_provider(form(&[
             ("X-Gateway-Token", "gw-s3cret-3"),
             ("X-Team", "t2"),
         ]))
         .unwrap();
         assert_eq!(sent(&host).unwrap().len(), 2);
+        // An entry that does not read counts as missing: named on use, mended by typing.
+        host.secrets()
+            .set(&header_secret_name("p"), "not json")
+            .unwrap();
+        assert!(matches!(
+            sent(&host),
+            Err(ProvidersError::MissingHeader { .. })
+        ));
+        host.save_provider(form(&[
+            ("X-Gateway-Token", "gw-s3cret-4"),
+            ("X-Team", "t3"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            sent(&host).unwrap(),
+            [
+                ("X-Gateway-Token".to_owned(), "gw-s3cret-4".to_owned()),
+                ("X-Team".to_owned(), "t3".to_owned())
+            ]
+        );
+        // A header dropped in the form leaves the store with the save.
+        host.save_provider(form(&[("X-Team", MASKED)])).unwrap();
+        let stored = host
+            .secrets()
+            .get(&header_secret_name("p"))
+            .unwrap()
+            .unwrap();
+        assert!(!stored.contains("gw-s3cret"), "{stored}");
 
         // A provider whose id ends like a secret name of another's names nothing of it.
         host.save_provider(ProviderInput {
@@ -900,7 +957,7 @@ mod tests {
             ..form(&[])
         })
         .unwrap();
-        assert_eq!(sent(&host).unwrap().len(), 2);
+        assert_eq!(sent(&host).unwrap().len(), 1);
         // Removed: its stored values go with it.
         host.remove_provider("p").unwrap();
         assert_eq!(host.secrets().get(&header_secret_name("p")).unwrap(), None);

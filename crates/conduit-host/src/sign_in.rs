@@ -79,17 +79,26 @@ impl TokenVault for HostTokens {
             .map_err(|e| e.to_string())?
     }
 
-    /// One lock file for every sign-in (`sign-ins.lock` in the config folder): the app and
-    /// `conduit` share the secret store, and refreshes are rare enough to take turns.
-    async fn hold(&self, _key: &str) -> Result<Option<Box<dyn Send>>, String> {
-        let path = self.0.paths().config_dir.join("sign-ins");
+    /// A lock file per sign-in (`sign-in-locks/<hash of the key>.lock` in the config
+    /// folder), shared by the app and `conduit`. A folder that cannot hold locks (a file
+    /// system without them) leaves each process its own lock, as before: logged.
+    async fn hold(&self, key: &str) -> Result<Option<Box<dyn Send>>, String> {
+        let path = self.0.sign_in_lock_path(key);
         let held = tokio::task::spawn_blocking(move || {
             conduit_files::lock_beside_within(&path, SIGN_IN_LOCK_PATIENCE)
         })
         .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| format!("the sign-in lock: {e}"))?;
-        Ok(Some(Box::new(held)))
+        .map_err(|e| e.to_string())?;
+        match held {
+            Ok(held) => Ok(Some(Box::new(held))),
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                Err(format!("the sign-in is busy in another process: {e}"))
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the sign-in lock cannot be taken; other processes' refreshes are not held off");
+                Ok(None)
+            }
+        }
     }
 }
 
@@ -278,10 +287,24 @@ impl Host {
             })
             .collect();
         for key in was.values().flatten().filter(|key| !kept.contains(key)) {
+            // Not while a process refreshes it (its save would bring it back); one that
+            // takes long is not waited for.
+            let held = conduit_files::lock_beside_within(
+                &self.sign_in_lock_path(key),
+                std::time::Duration::from_secs(5),
+            )
+            .inspect_err(|error| tracing::warn!(%error, "forgetting a sign-in without its lock"));
             if let Err(error) = self.secrets().delete(key) {
                 tracing::warn!(%error, "a removed server's sign-in could not be forgotten");
             }
+            drop(held);
         }
+    }
+
+    /// Where the lock of the sign-in stored under `key` is (see [`TokenVault::hold`]).
+    fn sign_in_lock_path(&self, key: &str) -> std::path::PathBuf {
+        let name = &conduit_files::fingerprint_bytes(key.as_bytes())[..32];
+        self.paths.config_dir.join("sign-in-locks").join(name)
     }
 
     /// Whether tokens for `server` are stored (not whether the server still takes them).

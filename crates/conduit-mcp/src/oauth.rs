@@ -704,9 +704,16 @@ pub async fn manager(
             return Ok((manager, false));
         }
         Some(_) => {}
-        None if resolution.source.is_discovered() => bind_endpoints(vault.as_ref(), &key, &now)
-            .await
-            .map_err(SignInError::Vault)?,
+        None if resolution.source.is_discovered() => {
+            // A read, change and write of the stored tokens: not while a refresh (here or
+            // in another process) saves new ones, which this would overwrite.
+            let _held = hold_sign_in(vault.as_ref(), &key)
+                .await
+                .map_err(SignInError::Vault)?;
+            bind_endpoints(vault.as_ref(), &key, &now)
+                .await
+                .map_err(SignInError::Vault)?
+        }
         // A sign-in stored before endpoints were bound, and no metadata to bind it to: its
         // tokens are not sent to made-up endpoints.
         None => {
