@@ -295,12 +295,13 @@ async fn tools_are_listed_again_when_the_server_says_they_changed(
     live.shutdown().await;
 }
 
-/// rmcp renews a session the server let expire by itself (a 404: a server restarted
-/// behind a load balancer) and retries the call. What answers may be another server under
-/// the same URL, so its tools are listed again: a changed tool is then asked about again
-/// instead of running under the approval of the old one.
+/// An HTTP server that let the session expire (a 404: a server restarted behind a load
+/// balancer) may be another server now under the same URL. rmcp would renew the session
+/// and send the call again at once; instead the call fails saying why, and the runtime
+/// connects again and lists the tools before any runs, so a changed tool is asked about
+/// again rather than running under the approval of the old one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_http_session_renewed_after_it_expired_has_its_tools_listed_again() {
+async fn an_expired_http_session_is_connected_again_and_its_tools_listed_before_a_call() {
     let (_server, port) = conduit_e2e::everything_over_http().await.unwrap();
     let gate = conduit_e2e::http_gate::HttpGate::start(
         &format!("http://127.0.0.1:{port}"),
@@ -317,38 +318,48 @@ async fn an_http_session_renewed_after_it_expired_has_its_tools_listed_again() {
     );
     let live = start(&file).await;
     assert_eq!(state_of(&live, "remote"), "ready");
-    let lists = |gate: &conduit_e2e::http_gate::HttpGate| {
-        gate.methods().iter().filter(|m| *m == "tools/list").count()
+    let count = |gate: &conduit_e2e::http_gate::HttpGate, method: &str| {
+        gate.methods().iter().filter(|m| *m == method).count()
     };
-    let listed_before = lists(&gate);
+    let (initialized_before, listed_before) =
+        (count(&gate, "initialize"), count(&gate, "tools/list"));
     assert!(listed_before >= 1, "{:?}", gate.methods());
 
     gate.expire_sessions();
-    let connection = live.connection("remote").unwrap();
-    let sum = connection
-        .call_tool(
-            "get-sum",
-            serde_json::from_value(json!({"a": 20, "b": 22})).unwrap(),
-            std::sync::Arc::new(|_| {}),
-            tokio_util::sync::CancellationToken::new(),
-        )
-        .await
-        .unwrap();
-    assert!(format!("{sum:?}").contains("42"), "{sum:?}");
+    let call = |connection: std::sync::Arc<conduit_mcp::client::Connection>| async move {
+        connection
+            .call_tool(
+                "get-sum",
+                serde_json::from_value(json!({"a": 20, "b": 22})).unwrap(),
+                std::sync::Arc::new(|_| {}),
+                tokio_util::sync::CancellationToken::new(),
+            )
+            .await
+    };
+    let expired = call(live.connection("remote").unwrap()).await.unwrap_err();
+    assert!(
+        matches!(expired, conduit_mcp::client::McpError::SessionExpired),
+        "{expired:?}"
+    );
+    assert!(expired.to_string().contains("call again"), "{expired}");
     wait_until(
-        "the renewed session's tools are listed",
-        Duration::from_secs(10),
-        || lists(&gate) > listed_before,
+        "connected again, the tools listed",
+        Duration::from_secs(20),
+        || {
+            count(&gate, "initialize") > initialized_before
+                && count(&gate, "tools/list") > listed_before
+                && state_of(&live, "remote") == "ready"
+        },
     )
     .await;
-    let methods = gate.methods();
-    let renewed = methods.iter().rposition(|m| m == "initialize").unwrap();
-    assert!(renewed > 0, "a second initialize: {methods:?}");
-    assert!(
-        methods[renewed..].iter().any(|m| m == "tools/list"),
-        "{methods:?}"
+    assert_eq!(
+        count(&gate, "tools/call"),
+        0,
+        "no call reached a server before the new listing: {:?}",
+        gate.methods()
     );
-    assert_eq!(state_of(&live, "remote"), "ready");
+    let answered = call(live.connection("remote").unwrap()).await.unwrap();
+    assert!(format!("{answered:?}").contains("42"), "{answered:?}");
     live.shutdown().await;
 }
 

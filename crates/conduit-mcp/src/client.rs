@@ -151,6 +151,12 @@ impl StartError {
 pub enum McpError {
     #[error("the server closed the connection")]
     Closed,
+    /// The HTTP server let the session expire (a 404): the connection ends and Conduit
+    /// connects again, listing the tools, rather than sending the call to whatever answers.
+    #[error(
+        "the server's session expired (it answered 404); Conduit connects to it again and lists its tools before any runs: call again"
+    )]
+    SessionExpired,
     #[error("the call took longer than {0:?}")]
     Timeout(Duration),
     #[error("the call was cancelled")]
@@ -177,6 +183,11 @@ impl From<ServiceError> for McpError {
         if let Some(need) = need {
             return McpError::SignIn(need);
         }
+        if let ServiceError::TransportSend(sent) = &err
+            && session_expired(sent)
+        {
+            return McpError::SessionExpired;
+        }
         match err {
             ServiceError::TransportClosed | ServiceError::TransportSend(_) => McpError::Closed,
             ServiceError::Timeout { timeout } => McpError::Timeout(timeout),
@@ -185,6 +196,19 @@ impl From<ServiceError> for McpError {
             other => McpError::Other(other.to_string()),
         }
     }
+}
+
+/// Whether an error's chain says the HTTP server let the session expire (rmcp's
+/// `StreamableHttpError::SessionExpired`, generic over the client: found by its text).
+fn session_expired(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut current = Some(error);
+    while let Some(error) = current {
+        if error.to_string() == "Session expired (HTTP 404)" {
+            return true;
+        }
+        current = error.source();
+    }
+    false
 }
 
 /// What the server said about itself in the handshake.
@@ -773,9 +797,19 @@ impl<T: rmcp::transport::Transport<RoleClient>> rmcp::transport::Transport<RoleC
         }
         let waiting = InFlight::new(self.in_flight.clone());
         let sending = self.inner.send(item);
+        let ended = self.ended.clone();
         futures::future::Either::Right(async move {
             let _waiting = waiting;
-            sending.await
+            let sent = sending.await;
+            // Every later request would meet the same 404: the connection ends, and the
+            // runtime connects again (a new session, its tools listed before any runs).
+            if let Err(error) = &sent
+                && session_expired(error)
+            {
+                tracing::info!("an HTTP MCP server let its session expire; connecting again");
+                ended.cancel();
+            }
+            sent
         })
     }
 
@@ -1020,16 +1054,18 @@ impl Connection {
                 // The same cap as stdio: rmcp's default (16 MiB) would drop larger outputs.
                 let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
                     .custom_headers(custom)
-                    .max_sse_event_size(MAX_STDIO_MESSAGE);
+                    .max_sse_event_size(MAX_STDIO_MESSAGE)
+                    // rmcp would renew a session the server let expire (a 404) and send
+                    // the call again at once; what answers may be another server under the
+                    // URL (a deploy), so the connection ends instead and the runtime
+                    // connects again, listing the tools before any runs.
+                    .reinit_on_expired_session(false);
                 // A header the user wrote is their way in; otherwise OAuth, where tokens
                 // can be kept: sent when stored (and refreshed), and a 401 asks for them.
                 let static_auth = headers
                     .keys()
                     .any(|name| name.eq_ignore_ascii_case("authorization"));
-                // A renewed session may be another server behind the same URL (a deploy):
-                // its tools are listed again, and what changed is asked about again.
-                let renewed = shared.clone();
-                let listen_stream = ListenStream::new(move || renewed.tools_changed.notify_one());
+                let listen_stream = ListenStream::default();
                 let refused = RefusedRedirects::default();
                 // Without stored tokens the plain client does what rmcp's auth client would
                 // (the request goes out unauthenticated and a 401 asks for sign-in),

@@ -7,16 +7,14 @@
 //! between is lost: the TypeScript SDK drops a message for a stream that is not open.
 //! The official conformance suite's `elicitation-sep1034-client-defaults` scenario does
 //! exactly that, and failed once on a loaded machine. [`WatchedClient`] tells
-//! [`ListenStream`] when the server gave a session and when the GET was answered, and
-//! when rmcp renewed a session the server let expire (its tools are listed again then).
+//! [`ListenStream`] when the server gave a session and when the GET was answered.
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use reqwest::header::{HeaderName, HeaderValue};
-use rmcp::model::{ClientJsonRpcMessage, ClientRequest};
+use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::common::client_side_sse::BoxedSseResponse;
 use rmcp::transport::streamable_http_client::{
     StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
@@ -39,42 +37,20 @@ enum Stream {
 }
 
 /// Shared by a connection and its HTTP client.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct ListenStream {
     state: watch::Sender<Stream>,
-    /// How many `initialize` requests the client has sent: past the first, rmcp is
-    /// renewing a session the server let expire (it does so unasked, on a 404).
-    initializes: Arc<AtomicUsize>,
-    /// Called once a renewed session is up: the server behind it may list other tools
-    /// than the ones the user approved, so they are listed again.
-    on_renewal: Arc<dyn Fn() + Send + Sync>,
-}
-
-impl std::fmt::Debug for ListenStream {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ListenStream")
-            .field("state", &*self.state.borrow())
-            .field("initializes", &self.initializes.load(Ordering::Relaxed))
-            .finish_non_exhaustive()
-    }
 }
 
 impl Default for ListenStream {
     fn default() -> Self {
-        Self::new(|| {})
+        Self {
+            state: watch::Sender::new(Stream::NotExpected),
+        }
     }
 }
 
 impl ListenStream {
-    /// `on_renewal` runs each time rmcp has renewed an expired session.
-    pub fn new(on_renewal: impl Fn() + Send + Sync + 'static) -> Self {
-        Self {
-            state: watch::Sender::new(Stream::NotExpected),
-            initializes: Arc::default(),
-            on_renewal: Arc::new(on_renewal),
-        }
-    }
-
     /// Waits until the server answered the GET, when one is expected, for at most
     /// `within`; false when it did not answer in time.
     pub async fn answered(&self, within: Duration) -> bool {
@@ -110,25 +86,10 @@ impl<C> WatchedClient<C> {
         Self { inner, stream }
     }
 
-    /// Whether `message` renews a session: an `initialize` after the first.
-    fn renews(&self, message: &ClientJsonRpcMessage) -> bool {
-        let initialize = matches!(
-            message,
-            ClientJsonRpcMessage::Request(request)
-                if matches!(request.request, ClientRequest::InitializeRequest(_))
-        );
-        initialize && self.stream.initializes.fetch_add(1, Ordering::Relaxed) > 0
-    }
-
     fn saw_post<E>(
         &self,
-        renewal: bool,
         response: Result<StreamableHttpPostResponse, E>,
     ) -> Result<StreamableHttpPostResponse, E> {
-        if renewal && response.is_ok() {
-            tracing::info!("the server's session expired and was renewed; listing its tools again");
-            (self.stream.on_renewal)();
-        }
         if let Ok(
             StreamableHttpPostResponse::Json(_, Some(_))
             | StreamableHttpPostResponse::Sse(_, Some(_)),
@@ -162,12 +123,11 @@ where
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        let renewal = self.renews(&message);
         let response = self
             .inner
             .post_message(uri, message, session_id, auth_header, custom_headers)
             .await;
-        self.saw_post(renewal, response)
+        self.saw_post(response)
     }
 
     async fn post_message_with_max_sse_event_size(
@@ -179,7 +139,6 @@ where
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        let renewal = self.renews(&message);
         let response = self
             .inner
             .post_message_with_max_sse_event_size(
@@ -191,7 +150,7 @@ where
                 max_sse_event_size,
             )
             .await;
-        self.saw_post(renewal, response)
+        self.saw_post(response)
     }
 
     async fn delete_session(
