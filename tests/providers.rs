@@ -46,8 +46,17 @@ async fn a_saved_provider_keeps_its_key_secret_and_serves_chat_and_models() {
     assert!(added.status.success(), "{}", text(&added.stderr));
 
     // Header values are secrets too: settings name the headers only.
-    let settings: Value =
+    let mut settings: Value =
         serde_json::from_str(&std::fs::read_to_string(h.join("settings.json")).unwrap()).unwrap();
+    let entry = settings["providers"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("headersSecret")
+        .unwrap();
+    assert!(
+        entry.as_str().unwrap().starts_with("provider-headers:claude:"),
+        "{entry}"
+    );
     assert_eq!(
         settings["providers"][0],
         json!({"id": "claude", "protocol": "anthropic", "baseUrl": server.url(),

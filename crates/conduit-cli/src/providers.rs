@@ -146,6 +146,7 @@ pub async fn run(host: Arc<Host>, command: ProvidersCommand) -> Result<u8, Failu
                 default_model: args.model,
                 headers,
                 stored_headers: Vec::new(),
+                headers_secret: None,
                 api_key_env: args.api_key_env,
                 tool_mode: args.tool_mode.map(ToolMode::from),
                 model_tool_modes: Default::default(),

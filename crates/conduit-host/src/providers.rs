@@ -64,51 +64,72 @@ impl Host {
         api_key: Option<&str>,
     ) -> Result<(), ProvidersError> {
         let id = provider.id.clone();
-        self.update_settings(|settings| self.add_provider_to(settings, provider, api_key))?;
+        let mut new_entry = None;
+        let added = self.update_settings(|settings| {
+            self.add_provider_to(settings, provider, api_key, &mut new_entry)
+        });
+        if added.is_err() {
+            self.drop_headers_entry(&id, new_entry.as_deref());
+        }
+        added?;
         tracing::info!(provider = %id, "provider added");
         Ok(())
     }
 
-    /// Adds `provider` to `settings` (within an update) and stores its key.
+    /// Adds `provider` to `settings` (within an update) and stores its key and header
+    /// values; `new_entry` is the entry made for the values (for the caller to remove
+    /// should the settings write fail).
     fn add_provider_to(
         &self,
         settings: &mut Settings,
         mut provider: ProviderSettings,
         api_key: Option<&str>,
+        new_entry: &mut Option<String>,
     ) -> Result<(), ProvidersError> {
         let id = provider.id.clone();
         let headers = std::mem::take(&mut provider.headers);
-        let stored_headers = headers.keys().cloned().collect();
+        let entry = (!headers.is_empty()).then(|| new_headers_entry(&id));
         settings.add_provider(ProviderSettings {
-            stored_headers,
+            stored_headers: headers.keys().cloned().collect(),
+            headers_secret: entry.clone(),
             ..provider
         })?;
-        self.store_provider_headers(&id, &headers)?;
+        if let Some(entry) = &entry {
+            self.store_headers(&id, entry, &headers)?;
+            *new_entry = Some(entry.clone());
+        }
         if let Some(key) = api_key {
             self.secrets().set(&provider_secret_name(&id), key)?;
         }
         Ok(())
     }
 
-    /// Keeps `headers` as provider `id`'s values in the secret store (one entry; none
-    /// deletes it). Settings keep only their names (`stored_headers`).
-    fn store_provider_headers(
+    /// Writes `headers` (provider `id`'s values) to the secret store's `entry`.
+    fn store_headers(
         &self,
         id: &str,
+        entry: &str,
         headers: &BTreeMap<String, String>,
     ) -> Result<(), ProvidersError> {
-        let name = header_secret_name(id);
-        if headers.is_empty() {
-            self.secrets().delete(&name)?;
-        } else {
-            let values =
-                serde_json::to_string(headers).map_err(|source| ProvidersError::StoredHeaders {
-                    provider: id.to_owned(),
-                    source,
-                })?;
-            self.secrets().set(&name, &values)?;
-        }
+        let values =
+            serde_json::to_string(headers).map_err(|source| ProvidersError::StoredHeaders {
+                provider: id.to_owned(),
+                source,
+            })?;
+        self.secrets().set(entry, &values)?;
         Ok(())
+    }
+
+    /// Removes provider `id`'s entry of header values nothing names any more (the values
+    /// before a save, or those of a save whose settings write failed); a failure leaves it
+    /// unused, logged. A name settings gave that is not such an entry (written by hand:
+    /// another secret) is left alone.
+    fn drop_headers_entry(&self, id: &str, entry: Option<&str>) {
+        if let Some(entry) = entry.filter(|entry| entry.starts_with(&header_entry_prefix(id)))
+            && let Err(error) = self.secrets().delete(entry)
+        {
+            tracing::warn!(%error, "header values no provider names stay in the secret store");
+        }
     }
 
     /// The header values of `saved` the secret store has (a name it has none for is left
@@ -119,8 +140,15 @@ impl Host {
         saved: &ProviderSettings,
     ) -> Result<BTreeMap<String, String>, ProvidersError> {
         let mut headers = BTreeMap::new();
+        // Only an entry of this provider's: a hand-edited name cannot borrow another
+        // secret (a key, a sign-in's tokens) as header values.
+        let entry = saved
+            .headers_secret
+            .as_deref()
+            .filter(|entry| entry.starts_with(&header_entry_prefix(&saved.id)));
         if !saved.stored_headers.is_empty()
-            && let Some(text) = self.secrets().get(&header_secret_name(&saved.id))?
+            && let Some(entry) = entry
+            && let Some(text) = self.secrets().get(entry)?
         {
             let mut stored: BTreeMap<String, String> =
                 serde_json::from_str(&text).unwrap_or_else(|error| {
@@ -155,9 +183,9 @@ impl Host {
 
     /// Removes a provider and its stored key.
     pub fn remove_provider(&self, id: &str) -> Result<(), ProvidersError> {
-        self.update_settings(|settings| settings.remove_provider(id))?;
+        let removed = self.update_settings(|settings| settings.remove_provider(id))?;
         self.secrets().delete(&provider_secret_name(id))?;
-        self.secrets().delete(&header_secret_name(id))?;
+        self.drop_headers_entry(id, removed.headers_secret.as_deref());
         tracing::info!(provider = %id, "provider removed");
         Ok(())
     }
@@ -189,6 +217,7 @@ impl Host {
                             .map(|name| (name.clone(), MASKED.to_owned()))
                             .collect(),
                         stored_headers: Vec::new(),
+                        headers_secret: None,
                         base_url: crate::window_guard::mask_url(&provider.base_url),
                         other: Default::default(),
                         ..provider
@@ -265,10 +294,19 @@ pub(crate) fn key_from_env(var: &str) -> Result<String, ProvidersError> {
 /// What a header's value shows as outside settings: headers often carry tokens.
 pub const MASKED: &str = "••••••••";
 
-/// The secret store's name for provider `id`'s header values (one JSON object). Its
-/// prefix is not `provider:`, so no provider's id names another's headers.
-fn header_secret_name(id: &str) -> String {
-    format!("provider-headers:{id}")
+/// The start of the secret store's names for provider `id`'s header values (one JSON
+/// object per save). Not `provider:`, the keys' prefix.
+fn header_entry_prefix(id: &str) -> String {
+    format!("provider-headers:{id}:")
+}
+
+/// A new entry name for provider `id`'s header values.
+fn new_headers_entry(id: &str) -> String {
+    format!(
+        "{}{}",
+        header_entry_prefix(id),
+        uuid::Uuid::new_v4().simple()
+    )
 }
 
 /// A provider as the settings form sends it. The key, if typed, goes to the secret store
@@ -358,9 +396,11 @@ impl Host {
     /// kept, and a named key variable too unless a key is typed or the provider moves).
     pub fn save_provider(&self, mut input: ProviderInput) -> Result<(), ProvidersError> {
         let id = input.id.clone();
-        // The header values an edit leaves the provider with: stored exactly once settings
-        // name them (until then the store keeps the old ones too).
-        let mut edited_headers = None;
+        // The entry this save wrote the header values to, and the one it replaces: the new
+        // goes if the settings write fails, the old once it succeeded. A key typed for a
+        // provider that moves is stored only after settings name the new server.
+        let (mut new_entry, mut old_entry) = (None, None);
+        let mut key_after = None;
         let outcome = self.update_settings(|settings| {
             let saved_url = settings
                 .providers
@@ -411,14 +451,14 @@ impl Host {
                         }
                     }
                     // Every value goes to the secret store, those an earlier Conduit or the
-                    // user wrote into settings too. Until settings are written the store
-                    // keeps the old values as well, and for the names settings have now
-                    // (a write that fails leaves the provider as it was, never with a
-                    // value typed for another server).
-                    let mut kept_meanwhile = headers.clone();
-                    kept_meanwhile.extend(saved_headers);
-                    self.store_provider_headers(&input.id, &kept_meanwhile)?;
-                    edited_headers = Some(headers.clone());
+                    // user wrote into settings too: to a new entry that this same settings
+                    // write names. A write that fails leaves the provider as it was.
+                    let entry = (!headers.is_empty()).then(|| new_headers_entry(&input.id));
+                    if let Some(entry) = &entry {
+                        self.store_headers(&input.id, entry, &headers)?;
+                        new_entry = Some(entry.clone());
+                    }
+                    old_entry = std::mem::replace(&mut saved.headers_secret, entry);
                     saved.protocol = input.protocol;
                     saved.base_url = input.base_url;
                     saved.default_model = default_model;
@@ -430,13 +470,14 @@ impl Host {
                     if moved || key.is_some() {
                         saved.api_key_env = None;
                     }
-                    match key {
-                        Some(key) => self.secrets().set(&secret_name, key)?,
-                        None if moved => {
-                            self.secrets().delete(&secret_name)?;
-                            tracing::info!(provider = %input.id, "provider moved to another server: its stored key was removed");
-                        }
-                        None => {}
+                    if moved {
+                        // The old server's key goes now; a new one once settings name the
+                        // new server (never while they still name the old).
+                        self.secrets().delete(&secret_name)?;
+                        tracing::info!(provider = %input.id, "provider moved to another server: its stored key was removed");
+                        key_after = key.map(str::to_owned);
+                    } else if let Some(key) = key {
+                        self.secrets().set(&secret_name, key)?;
                     }
                     Ok("provider updated")
                 }
@@ -450,21 +491,28 @@ impl Host {
                         default_model,
                         headers: input.headers,
                         stored_headers: Vec::new(),
+                        headers_secret: None,
                         api_key_env: None,
                         tool_mode: None,
                         model_tool_modes: Default::default(),
                         other: Default::default(),
                         },
                         key,
+                        &mut new_entry,
                     )
                     .map(|()| "provider added"),
             }
-        })?;
-        if let Some(headers) = edited_headers
-            && let Err(error) = self.store_provider_headers(&id, &headers)
-        {
-            // Settings name only the new headers: values left beside them are never sent.
-            tracing::warn!(provider = %id, %error, "the header values the provider no longer has stay in the secret store");
+        });
+        let outcome = match outcome {
+            Ok(outcome) => outcome,
+            Err(error) => {
+                self.drop_headers_entry(&id, new_entry.as_deref());
+                return Err(error);
+            }
+        };
+        self.drop_headers_entry(&id, old_entry.as_deref());
+        if let Some(key) = key_after {
+            self.secrets().set(&provider_secret_name(&id), &key)?;
         }
         tracing::info!(provider = %id, "{outcome}");
         Ok(())
@@ -504,6 +552,7 @@ impl Host {
                 default_model: local.models.into_iter().next(),
                 headers: Default::default(),
                 stored_headers: Vec::new(),
+                headers_secret: None,
                 api_key_env: None,
                 tool_mode: None,
                 model_tool_modes: Default::default(),
@@ -900,7 +949,7 @@ mod tests {
 
         // The store lost the values (a keychain item deleted by hand): using the provider
         // says which header and what to do; typing the value again mends it.
-        host.secrets().delete(&header_secret_name("p")).unwrap();
+        host.secrets().delete(&entry_of(&host, "p")).unwrap();
         let missing = sent(&host).unwrap_err().to_string();
         assert!(
             missing.contains("\"X-Gateway-Token\" of provider \"p\" is missing")
@@ -923,7 +972,7 @@ mod tests {
         assert_eq!(sent(&host).unwrap().len(), 2);
         // An entry that does not read counts as missing: named on use, mended by typing.
         host.secrets()
-            .set(&header_secret_name("p"), "not json")
+            .set(&entry_of(&host, "p"), "not json")
             .unwrap();
         assert!(matches!(
             sent(&host),
@@ -941,26 +990,77 @@ mod tests {
                 ("X-Team".to_owned(), "t3".to_owned())
             ]
         );
-        // A header dropped in the form leaves the store with the save.
+        // A header dropped in the form leaves the store with the save: each save writes a
+        // new entry that settings name, and the one before goes.
         host.save_provider(form(&[("X-Team", MASKED)])).unwrap();
-        let stored = host
-            .secrets()
-            .get(&header_secret_name("p"))
-            .unwrap()
-            .unwrap();
-        assert!(!stored.contains("gw-s3cret"), "{stored}");
+        let entries = || {
+            let file = std::fs::read_to_string(dir.path().join("secrets.json")).unwrap();
+            let secrets: serde_json::Map<String, serde_json::Value> =
+                serde_json::from_str(&file).unwrap();
+            secrets
+                .into_iter()
+                .filter(|(name, _)| name.starts_with("provider-headers:p:"))
+                .map(|(name, value)| (name, value.as_str().unwrap().to_owned()))
+                .collect::<Vec<_>>()
+        };
+        let left = entries();
+        assert_eq!(left.len(), 1, "{left:?}");
+        assert_eq!(left[0].0, entry_of(&host, "p"));
+        assert!(!left[0].1.contains("gw-s3cret"), "{left:?}");
 
-        // A provider whose id ends like a secret name of another's names nothing of it.
-        host.save_provider(ProviderInput {
-            id: "p:headers".into(),
-            is_new: true,
-            ..form(&[])
-        })
-        .unwrap();
-        assert_eq!(sent(&host).unwrap().len(), 1);
+        #[cfg(unix)]
+        {
+            // A settings write that fails (the file made read-only) leaves the provider as it
+            // was: the same entry named, its values sent, and no entry of the failed save left.
+            let before = entry_of(&host, "p");
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&settings_file, std::fs::Permissions::from_mode(0o400))
+                .unwrap();
+            assert!(host.save_provider(form(&[("X-Team", "t-failed")])).is_err());
+            std::fs::set_permissions(&settings_file, std::fs::Permissions::from_mode(0o600))
+                .unwrap();
+            assert_eq!(entry_of(&host, "p"), before);
+            assert_eq!(
+                sent(&host).unwrap(),
+                [("X-Team".to_owned(), "t3".to_owned())]
+            );
+            assert_eq!(entries().len(), 1, "{:?}", entries());
+        }
+
+        // A name written into settings by hand borrows no other secret as header values,
+        // and the next save, replacing it, deletes no other secret either.
+        host.secrets().set("provider:p", "sk-p-key").unwrap();
+        // The edit leaves this entry unnamed: it stays (nothing deletes what settings no
+        // longer name), unused.
+        let orphaned = entry_of(&host, "p");
+        let mut raw: serde_json::Value = serde_json::from_str(&on_disk(&settings_file)).unwrap();
+        raw["providers"][0]["headersSecret"] = json!("provider:p");
+        std::fs::write(&settings_file, raw.to_string()).unwrap();
+        assert!(matches!(
+            sent(&host),
+            Err(ProvidersError::MissingHeader { .. })
+        ));
+        host.save_provider(form(&[("X-Team", "t4")])).unwrap();
+        assert_eq!(
+            host.secrets().get("provider:p").unwrap().as_deref(),
+            Some("sk-p-key")
+        );
+
         // Removed: its stored values go with it.
         host.remove_provider("p").unwrap();
-        assert_eq!(host.secrets().get(&header_secret_name("p")).unwrap(), None);
+        let left: Vec<String> = entries().into_iter().map(|(name, _)| name).collect();
+        assert_eq!(left, [orphaned]);
+    }
+
+    /// The secret store's entry that settings name for provider `id`'s header values.
+    fn entry_of(host: &Host, id: &str) -> String {
+        host.settings()
+            .unwrap()
+            .provider(id)
+            .unwrap()
+            .headers_secret
+            .clone()
+            .unwrap()
     }
 
     #[tokio::test]

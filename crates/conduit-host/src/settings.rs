@@ -69,6 +69,12 @@ pub struct ProviderSettings {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[ts(skip)]
     pub stored_headers: Vec<String>,
+    /// The secret store's entry holding those values (`provider-headers:<id>:<random>`):
+    /// each save writes a new entry and names it here in the same settings write, so the
+    /// names and the values always come from one save.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(skip)]
+    pub headers_secret: Option<String>,
     /// Take the key from this environment variable instead of the secret store.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key_env: Option<String>,
@@ -469,6 +475,7 @@ mod tests {
             default_model: Some("llama3.2".into()),
             headers: BTreeMap::new(),
             stored_headers: Vec::new(),
+            headers_secret: None,
             api_key_env: None,
             tool_mode: None,
             model_tool_modes: BTreeMap::new(),
