@@ -233,6 +233,8 @@ struct Shared {
     /// while rmcp is still handing the call back): replayed when the sink comes.
     early: Mutex<HashMap<ProgressToken, Vec<Progress>>>,
     tools_changed: tokio::sync::Notify,
+    /// Set when the session ended because the HTTP server let it expire.
+    session_expired: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The client side of a session: routes progress to calls, notes tool list changes,
@@ -738,6 +740,8 @@ struct EndSignal<T> {
     spill: Option<Arc<Spill>>,
     /// Messages handed to the transport and not yet written ([`MAX_SENDS_IN_FLIGHT`]).
     in_flight: Arc<std::sync::atomic::AtomicUsize>,
+    /// Set when the end came because the HTTP server let the session expire.
+    session_expired: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// At most this many messages to a server wait to be written. rmcp answers each request a
@@ -798,6 +802,7 @@ impl<T: rmcp::transport::Transport<RoleClient>> rmcp::transport::Transport<RoleC
         let waiting = InFlight::new(self.in_flight.clone());
         let sending = self.inner.send(item);
         let ended = self.ended.clone();
+        let expired = self.session_expired.clone();
         futures::future::Either::Right(async move {
             let _waiting = waiting;
             let sent = sending.await;
@@ -807,6 +812,7 @@ impl<T: rmcp::transport::Transport<RoleClient>> rmcp::transport::Transport<RoleC
                 && session_expired(error)
             {
                 tracing::info!("an HTTP MCP server let its session expire; connecting again");
+                expired.store(true, std::sync::atomic::Ordering::SeqCst);
                 ended.cancel();
             }
             sent
@@ -876,6 +882,7 @@ where
         ended: ended.clone(),
         spill: Some(spill.clone()),
         in_flight: Arc::default(),
+        session_expired: Arc::default(),
     };
     (spill, transport)
 }
@@ -953,6 +960,7 @@ impl Connection {
             ended: ended.clone(),
             spill: None,
             in_flight: Arc::default(),
+            session_expired: Arc::default(),
         };
         let service = handshake(handler, transport, ProtocolEra::Auto, start_timeout).await?;
         Ok(Self::ready(
@@ -1097,6 +1105,7 @@ impl Connection {
                             ended: ended.clone(),
                             spill: None,
                             in_flight: Arc::default(),
+                            session_expired: shared.session_expired.clone(),
                         };
                         handshake(handler, transport, spec.era, start_timeout)
                             .await
@@ -1110,6 +1119,7 @@ impl Connection {
                             ended: ended.clone(),
                             spill: None,
                             in_flight: Arc::default(),
+                            session_expired: shared.session_expired.clone(),
                         };
                         match handshake(handler, transport, spec.era, start_timeout).await {
                             Ok(service) => service,
@@ -1259,6 +1269,14 @@ impl Connection {
     /// Resolves when the server says its tools changed.
     pub async fn tools_changed(&self) {
         self.shared.tools_changed.notified().await;
+    }
+
+    /// Whether the session ended because the HTTP server let it expire (a 404): nothing
+    /// failed, so the runtime connects again at once.
+    pub fn ended_by_expiry(&self) -> bool {
+        self.shared
+            .session_expired
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Makes the next [`Connection::tools_changed`] resolve at once: the list is stale.

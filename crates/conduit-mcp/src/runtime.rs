@@ -537,6 +537,10 @@ async fn supervise(
     // Restarts in a row after unexpected ends, and why the last end happened.
     let mut restarts: u32 = 0;
     let mut last_end: Option<(String, Vec<String>)> = None;
+    // Whether the last end was a session the server let expire: nothing failed, so the
+    // first reconnect in a row goes at once (a server that expires every session still
+    // backs off).
+    let mut expired = false;
     loop {
         let running = tokio::select! {
             running = start_one(&name, &source, start_timeout, asker.clone(), tokens.clone(), roots.clone()) => running,
@@ -565,6 +569,7 @@ async fn supervise(
                 if started_at.elapsed() > RESTART_BACKOFF.max {
                     restarts = 0; // A server that ran a while starts its backoff afresh.
                 }
+                expired = connection.ended_by_expiry();
                 end
             }
             None if last_end.is_none() => return,
@@ -598,6 +603,10 @@ async fn supervise(
             return;
         }
         last_end = Some((reason, stderr_tail));
+        if expired && restarts == 1 {
+            expired = false;
+            continue;
+        }
         tokio::select! {
             () = tokio::time::sleep(RESTART_BACKOFF.delay(restarts)) => {}
             () = stop.cancelled() => return,
@@ -665,6 +674,9 @@ async fn follow(
     connection.shutdown().await;
     let reason = match exit {
         Some(status) => format!("it stopped unexpectedly ({status})"),
+        None if connection.ended_by_expiry() => {
+            "its session expired (it answered 404); connecting again".to_owned()
+        }
         None => "it closed the connection unexpectedly".to_owned(),
     };
     tracing::warn!(server = %name, %reason, "MCP server stopped; restarting");

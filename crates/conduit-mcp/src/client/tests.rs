@@ -664,6 +664,7 @@ async fn a_server_that_stops_reading_ends_its_connection_instead_of_piling_up_an
         ended: ended.clone(),
         spill: None,
         in_flight: Arc::default(),
+        session_expired: Arc::default(),
     };
     let answer = || -> rmcp::service::TxJsonRpcMessage<RoleClient> {
         serde_json::from_value(json!({"jsonrpc": "2.0", "id": 1, "result": {}})).unwrap()
