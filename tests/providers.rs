@@ -54,7 +54,10 @@ async fn a_saved_provider_keeps_its_key_secret_and_serves_chat_and_models() {
         .remove("headersSecret")
         .unwrap();
     assert!(
-        entry.as_str().unwrap().starts_with("provider-headers:claude:"),
+        entry
+            .as_str()
+            .unwrap()
+            .starts_with("provider-headers:claude:"),
         "{entry}"
     );
     assert_eq!(
