@@ -557,22 +557,13 @@ mod tests {
         for n in 1..=7 {
             write_atomically(&path, format!("v{n}").as_bytes(), 0o600).unwrap();
         }
-        let backup = |generation| {
-            fs::read_to_string(replace::backup_name(&path, generation)).unwrap_or_default()
-        };
         assert_eq!(fs::read_to_string(&path).unwrap(), "v7");
-        assert_eq!(
-            (0..BACKUP_GENERATIONS).map(backup).collect::<Vec<_>>(),
-            ["v6", "v5", "v4", "v3", "v2"]
-        );
+        assert_eq!(backup_texts(&path), ["v6", "v5", "v4", "v3", "v2"]);
         assert!(!replace::backup_name(&path, BACKUP_GENERATIONS).exists());
         // The same file written again: its backup is already the newest, nothing moves.
         write_atomically(&path, b"v7", 0o600).unwrap();
         write_atomically(&path, b"v7", 0o600).unwrap();
-        assert_eq!(
-            (0..BACKUP_GENERATIONS).map(backup).collect::<Vec<_>>(),
-            ["v7", "v6", "v5", "v4", "v3"]
-        );
+        assert_eq!(backup_texts(&path), ["v7", "v6", "v5", "v4", "v3"]);
         assert_eq!(mode(&replace::backup_name(&path, 3)), 0o600);
         assert_eq!(temporaries(dir.path()), 0);
     }
@@ -586,14 +577,7 @@ mod tests {
         for n in 1..=6 {
             write_atomically(&path, format!("v{n}").as_bytes(), 0o600).unwrap();
         }
-        let backups = || {
-            (0..BACKUP_GENERATIONS)
-                .map(|generation| {
-                    fs::read_to_string(replace::backup_name(&path, generation)).unwrap_or_default()
-                })
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(backups(), ["v5", "v4", "v3", "v2", "v1"]);
+        assert_eq!(backup_texts(&path), ["v5", "v4", "v3", "v2", "v1"]);
         let read = fingerprint(&path).unwrap();
         fs::write(&path, "the editor's").unwrap();
         assert!(matches!(
@@ -601,12 +585,15 @@ mod tests {
             Err(ReplaceError::Changed)
         ));
         assert_eq!(fs::read_to_string(&path).unwrap(), "the editor's");
-        assert_eq!(backups(), ["v5", "v4", "v3", "v2", "v1"]);
+        assert_eq!(backup_texts(&path), ["v5", "v4", "v3", "v2", "v1"]);
         assert_eq!(temporaries(dir.path()), 0);
         // A gap (the user deleted .bak.2): the run before it moves into it.
         fs::remove_file(replace::backup_name(&path, 2)).unwrap();
         write_atomically(&path, b"v7", 0o600).unwrap();
-        assert_eq!(backups(), ["the editor's", "v5", "v4", "v2", "v1"]);
+        assert_eq!(
+            backup_texts(&path),
+            ["the editor's", "v5", "v4", "v2", "v1"]
+        );
     }
 
     #[test]
@@ -617,6 +604,15 @@ mod tests {
         fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
         write_secrets_atomically(&path, b"{\"k\": \"v\"}").unwrap();
         assert_eq!(mode(&path), 0o600);
+    }
+
+    /// The text of each backup generation of `path`, newest first ("" for a missing one).
+    fn backup_texts(path: &Path) -> Vec<String> {
+        (0..BACKUP_GENERATIONS)
+            .map(|generation| {
+                fs::read_to_string(replace::backup_name(path, generation)).unwrap_or_default()
+            })
+            .collect()
     }
 
     /// Temporary files left in `dir`.
