@@ -2,7 +2,8 @@
 //! `Authorization` header, and records the headers of every request it saw: it puts an
 //! MCP server that takes no token behind one that requires it. It can also let the
 //! sessions it has seen expire (a 404, as a server restarted behind a load balancer
-//! answers), and it records the JSON-RPC methods it let through.
+//! answers), record the JSON-RPC methods it let through, and change the upstream's
+//! replies (a tool's definition changed behind the same URL).
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -25,6 +26,8 @@ struct Gate {
     methods: Mutex<Vec<String>>,
     /// The session ids the upstream gave, and those answered 404 from now on.
     sessions: Mutex<(HashSet<String>, HashSet<String>)>,
+    /// Text replaced in the replies to POSTs from now on, when set.
+    rewrite: Mutex<Option<(String, String)>>,
 }
 
 /// The running proxy; it stops when dropped.
@@ -45,6 +48,7 @@ impl HttpGate {
             seen: Mutex::new(Vec::new()),
             methods: Mutex::new(Vec::new()),
             sessions: Mutex::new(Default::default()),
+            rewrite: Mutex::new(None),
         });
         let app = Router::new().fallback(forward).with_state(gate.clone());
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
@@ -70,6 +74,14 @@ impl HttpGate {
         if let Ok(mut sessions) = self.gate.sessions.lock() {
             let given = sessions.0.clone();
             sessions.1.extend(given);
+        }
+    }
+
+    /// From now on the replies to POSTs are read whole and `from` replaced by `to` in
+    /// them, as if another server answered under the same URL.
+    pub fn rewrite_replies(&self, from: &str, to: &str) {
+        if let Ok(mut rewrite) = self.gate.rewrite.lock() {
+            *rewrite = Some((from.to_owned(), to.to_owned()));
         }
     }
 
@@ -130,6 +142,10 @@ async fn forward(
         methods.push(name.to_owned());
     }
     let path = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+    let rewrite = match method {
+        Method::POST => gate.rewrite.lock().ok().and_then(|r| r.clone()),
+        _ => None,
+    };
     let mut request = gate
         .client
         .request(method, format!("{}{path}", gate.upstream))
@@ -161,6 +177,17 @@ async fn forward(
         if name != "content-length" && name != "transfer-encoding" {
             builder = builder.header(name.as_str(), value.as_bytes());
         }
+    }
+    if let Some((from, to)) = rewrite {
+        return match upstream.text().await {
+            Ok(text) => builder
+                .body(Body::from(text.replace(&from, &to)))
+                .unwrap_or_default(),
+            Err(err) => Response::builder()
+                .status(StatusCode::BAD_GATEWAY)
+                .body(Body::from(err.to_string()))
+                .unwrap_or_default(),
+        };
     }
     let stream = upstream
         .bytes_stream()

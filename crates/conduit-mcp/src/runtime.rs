@@ -114,6 +114,9 @@ struct Slot {
     /// Cancelled when the slot is replaced or removed: its supervisor then ends.
     stop: CancellationToken,
     supervisor: Option<JoinHandle<()>>,
+    /// Which slot this is: a new one (an entry changed, a restart) takes a new number, so
+    /// a call can tell its own server's reconnection from another server's start.
+    generation: u64,
 }
 
 impl Drop for Slot {
@@ -128,6 +131,8 @@ struct State {
     order: Vec<String>,
     slots: BTreeMap<String, Slot>,
     config_error: Option<String>,
+    /// The next slot's [`Slot::generation`].
+    next_generation: u64,
 }
 
 struct Inner {
@@ -273,7 +278,19 @@ impl McpRuntime {
         allow: &dyn Fn(&str, &str) -> bool,
     ) -> Vec<Arc<McpTool>> {
         let state = self.inner.state.lock();
-        tools_of(state.slots.values().map(|s| &s.running), media, allow)
+        let reconnect = |server: &str| {
+            state.slots.get(server).map(|slot| Reconnect {
+                inner: Arc::downgrade(&self.inner),
+                server: server.to_owned(),
+                generation: slot.generation,
+            })
+        };
+        tools_of(
+            state.slots.values().map(|s| &s.running),
+            media,
+            allow,
+            &reconnect,
+        )
     }
 
     /// What a ready server's tools are; `None` when no server of that name runs.
@@ -487,6 +504,8 @@ fn install(inner: &Arc<Inner>, name: String, source: Source) -> oneshot::Receive
         stop.clone(),
         settled,
     ));
+    let generation = state.next_generation;
+    state.next_generation += 1;
     state.slots.insert(
         name,
         Slot {
@@ -495,9 +514,84 @@ fn install(inner: &Arc<Inner>, name: String, source: Source) -> oneshot::Receive
             running: starting,
             stop,
             supervisor: Some(supervisor),
+            generation,
         },
     );
     settled_receiver
+}
+
+/// Beyond the start timeout, how long a call waits for its server to connect again after
+/// the session expired (the old connection's end is seen and closed first).
+const RECONNECT_MARGIN: Duration = Duration::from_secs(5);
+
+/// How a tool call whose HTTP session expired finds its server again: the same slot (the
+/// same entry, under the same supervisor), connected anew and its tools listed.
+#[derive(Clone)]
+pub struct Reconnect {
+    inner: Weak<Inner>,
+    server: String,
+    generation: u64,
+}
+
+impl Reconnect {
+    /// Waits until the server is ready on a connection other than `old`, and returns it
+    /// with the tools it listed there; or says why it will not be (its entry changed or
+    /// was removed, it failed, it needs sign-in, it took too long, the call was cancelled).
+    pub async fn connected_again(
+        &self,
+        old: &Arc<Connection>,
+        cancel: &CancellationToken,
+    ) -> Result<(Arc<Connection>, Vec<rmcp::model::Tool>), String> {
+        const CLOSING: &str = "Conduit is closing";
+        let (mut events, closing, wait) = {
+            let inner = self.inner.upgrade().ok_or(CLOSING)?;
+            (
+                inner.events.subscribe(),
+                inner.closing.clone(),
+                inner.options.start_timeout + RECONNECT_MARGIN,
+            )
+        };
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            // Subscribed before this look, so no change after it is missed.
+            {
+                let inner = self.inner.upgrade().ok_or(CLOSING)?;
+                let state = inner.state.lock();
+                let slot = state
+                    .slots
+                    .get(&self.server)
+                    .filter(|slot| slot.generation == self.generation)
+                    .ok_or("its entry in the mcpServers file changed or was removed")?;
+                match (&slot.running.connection, &slot.running.state) {
+                    (Some(connection), ServerState::Ready { .. })
+                        if !Arc::ptr_eq(connection, old) =>
+                    {
+                        return Ok((connection.clone(), slot.running.tools.clone()));
+                    }
+                    (_, ServerState::Failed { reason, .. }) => {
+                        return Err(format!("it did not connect again: {reason}"));
+                    }
+                    (_, ServerState::SignInRequired { .. }) => {
+                        return Err("it asks you to sign in again".to_owned());
+                    }
+                    (_, ServerState::Disabled) => return Err("it was disabled".to_owned()),
+                    _ => {}
+                }
+            }
+            tokio::select! {
+                event = events.recv() => {
+                    if let Err(broadcast::error::RecvError::Closed) = event {
+                        return Err(CLOSING.to_owned());
+                    }
+                }
+                () = tokio::time::sleep_until(deadline) => {
+                    return Err(format!("it did not connect again within {wait:?}"));
+                }
+                () = cancel.cancelled() => return Err("the call was cancelled".to_owned()),
+                () = closing.cancelled() => return Err(CLOSING.to_owned()),
+            }
+        }
+    }
 }
 
 /// Changes the slot of `name` and publishes its new state, unless the supervisor that

@@ -183,6 +183,7 @@ pub(crate) fn tools_of<'a>(
     running: impl Iterator<Item = &'a Running> + Clone,
     media: Arc<dyn MediaStore>,
     allow: &dyn Fn(&str, &str) -> bool,
+    reconnect: &dyn Fn(&str) -> Option<crate::runtime::Reconnect>,
 ) -> Vec<Arc<McpTool>> {
     let pairs: Vec<(&str, &str)> = running
         .clone()
@@ -200,15 +201,20 @@ pub(crate) fn tools_of<'a>(
         let Some(connection) = &running.connection else {
             continue;
         };
+        let reconnect = reconnect(&running.name);
         for tool in &running.tools {
             if let Some(name) = names.name_of(&running.name, &tool.name) {
-                out.push(Arc::new(McpTool::new(
+                let mut made = McpTool::new(
                     name.to_owned(),
                     &running.name,
                     tool,
                     connection.clone(),
                     media.clone(),
-                )));
+                );
+                if let Some(reconnect) = &reconnect {
+                    made = made.reconnecting_by(reconnect.clone());
+                }
+                out.push(Arc::new(made));
             }
         }
     }

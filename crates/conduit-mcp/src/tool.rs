@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use crate::client::{Connection, McpError};
 use crate::result;
+use crate::runtime::Reconnect;
 
 /// One tool of one server.
 pub struct McpTool {
@@ -23,6 +24,11 @@ pub struct McpTool {
     view: Option<String>,
     /// Whether views may call it too (`_meta.ui.visibility` names `app`).
     for_views: bool,
+    /// The definition as the server listed it, which the model was shown and the call
+    /// approved under: a call sent again on a new session needs the same one there.
+    definition: rmcp::model::Tool,
+    /// How to find the server again when its HTTP session expires during a call.
+    reconnect: Option<Reconnect>,
 }
 
 impl McpTool {
@@ -65,7 +71,16 @@ impl McpTool {
             media,
             view: crate::apps::view_uri(tool.meta.as_deref()),
             for_views: crate::apps::for_views(tool.meta.as_deref()),
+            definition: tool.clone(),
+            reconnect: None,
         }
+    }
+
+    /// Lets a call whose session expired wait for the server to connect again and, when
+    /// the tool's definition there is unchanged, be sent once more on the new session.
+    pub fn reconnecting_by(mut self, reconnect: Reconnect) -> Self {
+        self.reconnect = Some(reconnect);
+        self
     }
 
     pub fn server(&self) -> &str {
@@ -112,10 +127,28 @@ impl Tool for McpTool {
                 )));
             }
         };
-        let called = self
+        // Kept only while a second send may be needed.
+        let again = self
+            .reconnect
+            .as_ref()
+            .map(|reconnect| (reconnect, arguments.clone(), context.progress.clone()));
+        let mut called = self
             .connection
-            .call_tool(&self.tool, arguments, context.progress, context.cancel)
+            .call_tool(
+                &self.tool,
+                arguments,
+                context.progress,
+                context.cancel.clone(),
+            )
             .await;
+        if let (Err(McpError::SessionExpired), Some((reconnect, arguments, progress))) =
+            (&called, again)
+        {
+            let connection = self.connected_again(reconnect, &context.cancel).await?;
+            called = connection
+                .call_tool(&self.tool, arguments, progress, context.cancel)
+                .await;
+        }
         match called {
             Ok(result) => {
                 let mut output = result::convert_off_thread(result, self.media.clone())
@@ -131,6 +164,42 @@ impl Tool for McpTool {
                 self.server
             ))),
             Err(err) => Err(ToolError(format!("MCP server {:?}: {err}", self.server))),
+        }
+    }
+}
+
+impl McpTool {
+    /// After the session expired (the server answered 404, so the call did not run): the
+    /// server's new connection, once it is ready and lists this tool exactly as the model
+    /// was shown it. A changed or missing tool is refused, never run under the approval
+    /// of the old definition.
+    async fn connected_again(
+        &self,
+        reconnect: &Reconnect,
+        cancel: &tokio_util::sync::CancellationToken,
+    ) -> Result<Arc<Connection>, ToolError> {
+        let server = &self.server;
+        let (connection, tools) = reconnect
+            .connected_again(&self.connection, cancel)
+            .await
+            .map_err(|why| {
+                ToolError(format!(
+                    "MCP server {server:?}: its session expired before the call ran, and {why}"
+                ))
+            })?;
+        match tools.iter().find(|tool| tool.name == self.definition.name) {
+            Some(now) if *now == self.definition => {
+                tracing::info!(server = %server, tool = %self.tool, "the session expired before the call ran; sent again on the new session, the tool unchanged");
+                Ok(connection)
+            }
+            Some(_) => Err(ToolError(format!(
+                "MCP server {server:?}: its session expired before the call ran, and when it connected again its tool {:?} was no longer the one you were shown; it did not run. Its new definition is offered from the next message on",
+                self.tool
+            ))),
+            None => Err(ToolError(format!(
+                "MCP server {server:?}: its session expired before the call ran, and when it connected again it no longer offered the tool {:?}; it did not run",
+                self.tool
+            ))),
         }
     }
 }
