@@ -420,6 +420,71 @@ async fn next(events: &mut tokio::sync::mpsc::UnboundedReceiver<TurnEvent>) -> T
         .expect("the turn's events stopped")
 }
 
+/// A call `conduit chat` ran is saved with what ran as its server, as the window's are:
+/// the conversation opened in the app shows the call's view, and not once the entry
+/// changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_the_command_line_ran_opens_its_view_in_the_app() {
+    let llm = scripted().await;
+    let (home, _) = probe_home(Some(&llm));
+    script_call(&llm, "show_probe", json!({"gate": "x"}));
+    let output = tokio::process::Command::new(conduit_e2e::binary("conduit").unwrap())
+        .args([
+            "chat",
+            "--provider",
+            "scripted",
+            "--approve",
+            "auto",
+            "--json",
+        ])
+        .arg("Show it.")
+        .env("CONDUIT_HOME", home.path())
+        .env("CONDUIT_SECRET_STORE", "file")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let done = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|line| line["type"] == "done")
+        .unwrap();
+    let conversation = done["conversation"].as_str().unwrap().to_owned();
+
+    let app = app_at(home.path());
+    let call = saved_call(&app, &conversation, "show_probe");
+    let shown = ready(&app, &call, Some(&conversation)).await;
+    assert_eq!(
+        (shown.server.as_str(), shown.tool.as_str()),
+        ("probe", "show_probe")
+    );
+    app.shutdown().await;
+
+    // Another server under the name since: the record no longer matches.
+    let root = conduit_e2e::workspace_root().join("tests/mcp-servers");
+    std::fs::write(
+        home.path().join("mcp_servers.json"),
+        json!({"mcpServers": {"probe": {"command": root.join(".venv/bin/python"),
+            "args": [root.join("fixtures/app_probe.py"), home.path().join("other.jsonl")]}}})
+        .to_string(),
+    )
+    .unwrap();
+    let app = app_at(home.path());
+    match app.open_view(&call, Some(&conversation)).await {
+        ViewLookup::Unavailable { reason } => {
+            assert!(reason.contains("no longer the one that ran"), "{reason}")
+        }
+        _ => panic!("a changed entry's server showed the call's view"),
+    }
+    app.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_view_opens_only_for_a_call_the_host_ran() {
     let llm = scripted().await;

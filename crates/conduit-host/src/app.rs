@@ -234,19 +234,25 @@ impl App {
         &self.host
     }
 
-    /// Notes that the host let the call `call` of `conversation` run on `origin`, and on
-    /// what runs as its server now: in memory, and in the history for the call's view to
-    /// open from that server only, also after a restart.
+    /// Notes that the host let the call `call` of `conversation` run on `origin`, with
+    /// what ran as its server as the turn's recorder saved it in the history (for every
+    /// turn, the command line's too): kept in memory for the views this process opens.
     fn note_call_ran(&self, conversation: &str, call: &str, origin: ToolOrigin) {
-        let server_print = crate::app_views::running_print(&self.runtime(), &origin.server);
-        let recorded = self
+        let saved = self
             .host
             .store()
-            .and_then(|store| store.record_call_server(conversation, call, &server_print));
-        if let Err(error) = recorded {
-            // Its view opens while this process runs, not from the history after it.
-            tracing::warn!(%error, "which server ran a call could not be saved");
-        }
+            .and_then(|store| store.call_server(conversation, call));
+        let server_print = match saved {
+            Ok(Some(server_print)) => server_print,
+            Ok(None) => {
+                tracing::warn!("a call ran with no record of its server; its view stays closed");
+                return;
+            }
+            Err(error) => {
+                tracing::warn!(%error, "which server ran a call could not be read");
+                return;
+            }
+        };
         self.views.ran(
             call,
             crate::app_views::RanOn {

@@ -481,7 +481,7 @@ impl App {
                 ),
             };
         };
-        let now = running_print(&*self.servers().await, &origin.server);
+        let now = crate::approval::running_print(&*self.servers().await, &origin.server);
         // Nothing running under the name (`now` empty) is said by `open_view_of`.
         if ran_print.is_empty() || (!now.is_empty() && now != ran_print) {
             tracing::info!(server = %origin.server, "a call's view was not opened: its server changed since the call");
@@ -557,7 +557,7 @@ impl App {
         };
         let csp = view.content_security_policy();
         tracing::info!(%server, %tool, %uri, %csp, third_party = view.domains.third_party(), dropped = ?view.domains.dropped, "opening a view");
-        let server_print = running_print(&runtime, server);
+        let server_print = crate::approval::running_print(&runtime, server);
         let token = self
             .views()
             .remember(server, tool, server_print, view.clone());
@@ -594,7 +594,7 @@ impl App {
         let runtime = self.servers().await;
         // What runs under the view's server name now, against what ran when it opened;
         // an empty fingerprint matches nothing.
-        if opened_on.is_empty() || running_print(&runtime, &server) != opened_on {
+        if opened_on.is_empty() || crate::approval::running_print(&runtime, &server) != opened_on {
             tracing::info!(%server, "a view's call was refused: its server changed since it opened");
             return Err(ViewCallError::ServerChanged(server));
         }
@@ -654,18 +654,6 @@ impl App {
                 tool: tool.to_owned(),
                 why,
             })
-    }
-}
-
-/// The fingerprint of what runs as `server` now (as the runtime started it, not as the
-/// file may say since): a view is bound to it. Empty when nothing runs under that name.
-pub(crate) fn running_print(runtime: &conduit_mcp::runtime::McpRuntime, server: &str) -> String {
-    match runtime.running_from(server) {
-        Some(conduit_mcp::runtime::RunningFrom::Entry(transport)) => {
-            crate::approval::server_fingerprint(Some(&transport))
-        }
-        Some(conduit_mcp::runtime::RunningFrom::InProcess) => format!("in-process:{server}"),
-        None => String::new(),
     }
 }
 

@@ -39,6 +39,18 @@ pub struct ToolTrust {
     pub now: ApprovedTool,
 }
 
+/// The fingerprint of what runs as `server` now (as the runtime started it, not as the
+/// file may say since): a call's record and its view are bound to it. Empty when nothing runs under that name.
+pub(crate) fn running_print(runtime: &conduit_mcp::runtime::McpRuntime, server: &str) -> String {
+    match runtime.running_from(server) {
+        Some(conduit_mcp::runtime::RunningFrom::Entry(transport)) => {
+            server_fingerprint(Some(&transport))
+        }
+        Some(conduit_mcp::runtime::RunningFrom::InProcess) => format!("in-process:{server}"),
+        None => String::new(),
+    }
+}
+
 /// The fingerprint of what a server runs: its command, arguments, environment and folder
 /// (an env such as `NODE_OPTIONS` or another folder changes what runs as much as the
 /// command does; values are only hashed), or its URL. A server the file no longer names

@@ -1,6 +1,7 @@
 //! One run of the agent for a frontend: resolve the provider and its key, store the
 //! attachments, offer the tools, stream the events, and keep the history valid.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -119,6 +120,8 @@ pub struct PreparedTurn {
     window_approval: Option<Arc<WindowApproval>>,
     protocol: &'static str,
     model: String,
+    /// What runs as each MCP server whose tools the turn was given, saved with its calls.
+    server_prints: HashMap<String, String>,
 }
 
 impl PreparedTurn {
@@ -144,6 +147,7 @@ impl PreparedTurn {
             self.store.clone(),
             self.conversation.clone(),
             run_cancel.clone(),
+            self.server_prints,
         );
         tracing::info!(protocol = self.protocol, model = %self.model, conversation = %self.conversation, "chat turn starts");
         let outcome = self
@@ -245,6 +249,16 @@ impl Host {
         }
 
         let mcp_tools = self.mcp_tools(servers, Some(&conversation))?;
+        let server_prints: HashMap<String, String> = mcp_tools
+            .iter()
+            .map(|tool| tool.server())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .map(|server| {
+                let print = crate::approval::running_print(servers, server);
+                (server.to_owned(), print)
+            })
+            .collect();
         let mut window_approval = None;
         let approver: Arc<dyn Approver> = match request.approval {
             ApprovalMode::Auto => {
@@ -277,6 +291,7 @@ impl Host {
             window_approval,
             protocol: protocol.name(),
             model,
+            server_prints,
         })
     }
 

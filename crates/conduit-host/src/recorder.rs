@@ -1,6 +1,8 @@
 //! Saves a chat as it happens: the user's message first, then each block of the answer
-//! as it completes, each tool message whole, and how the run ended.
+//! as it completes, each tool message whole, which server each call ran on, and how the
+//! run ended.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -20,6 +22,8 @@ struct State {
     usage: Option<Usage>,
     /// The first write that failed; the run is stopped when it happens.
     failure: Option<StoreError>,
+    /// The MCP server of each complete call (by Conduit's id) until it runs.
+    ready: HashMap<String, String>,
 }
 
 /// An event sink that writes to the store, then passes every event on.
@@ -28,15 +32,25 @@ pub struct Recorder {
     conversation: String,
     state: Mutex<State>,
     stop_run: CancellationToken,
+    /// The fingerprint of what ran as each MCP server whose tools the run was given
+    /// (`approval::running_print`), saved with each call that runs: a call's view opens
+    /// only while that server still runs under its name.
+    server_prints: HashMap<String, String>,
 }
 
 impl Recorder {
-    pub fn new(store: Arc<Store>, conversation: String, stop_run: CancellationToken) -> Arc<Self> {
+    pub fn new(
+        store: Arc<Store>,
+        conversation: String,
+        stop_run: CancellationToken,
+        server_prints: HashMap<String, String>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             store,
             conversation,
             state: Mutex::new(State::default()),
             stop_run,
+            server_prints,
         })
     }
 
@@ -104,6 +118,22 @@ impl Recorder {
                         .finish_message(id, MessageStatus::Interrupted, state.usage, None)?;
                 }
             }
+            AgentEvent::ToolCallReady { call } => {
+                if let Some(origin) = &call.origin {
+                    state.ready.insert(call.id.clone(), origin.server.clone());
+                }
+            }
+            AgentEvent::ToolCallRunning { id } => {
+                if let Some(server) = state.ready.remove(id) {
+                    // Empty (matching no server) for one the run was not given.
+                    let print = self.server_prints.get(&server).map_or("", String::as_str);
+                    self.store
+                        .record_call_server(&self.conversation, id, print)?;
+                }
+            }
+            AgentEvent::ToolCallDenied { id, .. } => {
+                state.ready.remove(id);
+            }
             _ => {}
         }
         Ok(())
@@ -151,7 +181,7 @@ mod tests {
             .add_message(&id, &Message::user_text("first"), MessageStatus::Complete)
             .unwrap();
         let stop = CancellationToken::new();
-        let recorder = Recorder::new(store.clone(), id.clone(), stop.clone());
+        let recorder = Recorder::new(store.clone(), id.clone(), stop.clone(), HashMap::new());
         let seen = Arc::new(Mutex::new(0));
         let counter = seen.clone();
         let sink = recorder.sink(Arc::new(move |_| *counter.lock() += 1));
@@ -181,7 +211,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = store(dir.path());
         let id = store.create_conversation(None, None).unwrap();
-        let recorder = Recorder::new(store.clone(), id.clone(), CancellationToken::new());
+        let recorder = Recorder::new(
+            store.clone(),
+            id.clone(),
+            CancellationToken::new(),
+            HashMap::new(),
+        );
         let sink = recorder.sink(Arc::new(|_| {}));
         sink(AgentEvent::TurnStarted { turn: 1 });
         sink(AgentEvent::MessageDone {
@@ -201,5 +236,58 @@ mod tests {
             messages[1].error.as_deref(),
             Some("the provider refused the API key")
         );
+    }
+
+    /// Every turn saves which server each call ran on (the window's and the command
+    /// line's alike): a call's view later opens only from that server.
+    #[test]
+    fn each_call_that_runs_is_saved_with_what_ran_as_its_server() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(dir.path());
+        let id = store.create_conversation(None, None).unwrap();
+        let prints = HashMap::from([("charts".to_owned(), "print-of-charts".to_owned())]);
+        let recorder = Recorder::new(store.clone(), id.clone(), CancellationToken::new(), prints);
+        let sink = recorder.sink(Arc::new(|_| {}));
+        let call = |id: &str, server: Option<&str>| conduit_core::content::ToolCall {
+            id: id.to_owned(),
+            wire_id: Some("call_0".to_owned()),
+            name: "draw".to_owned(),
+            arguments: serde_json::json!({}),
+            signature: None,
+            invalid_arguments: None,
+            origin: server.map(|server| conduit_core::content::ToolOrigin {
+                server: server.to_owned(),
+                tool: "draw".to_owned(),
+            }),
+        };
+        for (id, server) in [
+            ("ran", Some("charts")),
+            ("denied", Some("charts")),
+            ("unknown-server", Some("gone")),
+            ("built-in", None),
+        ] {
+            sink(AgentEvent::ToolCallReady {
+                call: call(id, server),
+            });
+        }
+        sink(AgentEvent::ToolCallDenied {
+            id: "denied".to_owned(),
+            reason: "no".to_owned(),
+        });
+        for id in ["ran", "denied", "unknown-server", "built-in"] {
+            sink(AgentEvent::ToolCallRunning { id: id.to_owned() });
+        }
+        assert_eq!(
+            store.call_server(&id, "ran").unwrap().as_deref(),
+            Some("print-of-charts")
+        );
+        assert_eq!(store.call_server(&id, "denied").unwrap(), None);
+        assert_eq!(
+            store.call_server(&id, "unknown-server").unwrap().as_deref(),
+            Some(""),
+            "a server the turn was not given matches none"
+        );
+        assert_eq!(store.call_server(&id, "built-in").unwrap(), None);
+        assert!(recorder.take_failure().is_none());
     }
 }
