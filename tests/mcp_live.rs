@@ -365,10 +365,10 @@ async fn an_expired_http_session_is_connected_again_and_its_tools_listed_before_
 
 /// A model's call whose session expired did not run (the server answered 404): it waits
 /// for the server to connect again and list its tools, and is sent once more on the new
-/// session only when the tool there is exactly the one the model was shown. Changed, it
-/// is refused and nothing reaches the server.
+/// session, the tool there being exactly the one the model was shown. The turn's next
+/// call, and one made after a re-listing met the 404, go on the new session too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_call_whose_session_expired_runs_on_the_new_session_only_if_its_tool_is_unchanged() {
+async fn a_call_whose_session_expired_runs_on_the_new_session_when_its_tool_is_unchanged() {
     let (_server, port) = conduit_e2e::everything_over_http().await.unwrap();
     let gate = conduit_e2e::http_gate::HttpGate::start(
         &format!("http://127.0.0.1:{port}"),
@@ -406,10 +406,10 @@ async fn a_call_whose_session_expired_runs_on_the_new_session_only_if_its_tool_i
     let shown = get_sum();
     let before = gate.methods().len();
     gate.expire_sessions();
-    let answered = call(shown).await.unwrap();
+    let answered = call(shown.clone()).await.unwrap();
     assert!(format!("{answered:?}").contains("42"), "{answered:?}");
     let after: Vec<String> = gate.methods()[before..].to_vec();
-    let position = |method: &str| after.iter().position(|m| m == method);
+    let position = |method: &str| after.iter().position(|m| m == method).unwrap();
     assert_eq!(
         after.iter().filter(|m| *m == "tools/call").count(),
         1,
@@ -420,6 +420,69 @@ async fn a_call_whose_session_expired_runs_on_the_new_session_only_if_its_tool_i
             && position("tools/list") < position("tools/call"),
         "connected and listed before the call reached the server: {after:?}"
     );
+
+    // The turn's next call of the tool goes on the new session too, not the ended one.
+    let before = gate.methods().len();
+    let answered = call(shown).await.unwrap();
+    assert!(format!("{answered:?}").contains("42"), "{answered:?}");
+    assert_eq!(gate.methods()[before..], ["tools/call"]);
+
+    // The 404 met by a re-listing rather than a call: the call, made after, waits for the
+    // new session and its listing instead of failing on the ended connection.
+    let shown = get_sum();
+    let before = gate.methods().len();
+    gate.expire_sessions();
+    let connection = live.connection("remote").unwrap();
+    assert!(connection.tools().await.is_err());
+    let answered = call(shown).await.unwrap();
+    assert!(format!("{answered:?}").contains("42"), "{answered:?}");
+    let after: Vec<String> = gate.methods()[before..].to_vec();
+    let position = |method: &str| after.iter().position(|m| m == method).unwrap();
+    assert!(
+        position("initialize") < position("tools/list")
+            && position("tools/list") < position("tools/call"),
+        "{after:?}"
+    );
+
+    live.shutdown().await;
+}
+
+/// The same, with the tool changed or gone behind the same URL when the server is
+/// connected again: the call is refused and nothing reaches the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_whose_session_expired_is_refused_when_its_tool_changed_or_went() {
+    let (_server, port) = conduit_e2e::everything_over_http().await.unwrap();
+    let gate = conduit_e2e::http_gate::HttpGate::start(
+        &format!("http://127.0.0.1:{port}"),
+        "Bearer tok-again",
+    )
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("mcp_servers.json");
+    write(
+        &file,
+        json!({"remote": {"type": "http", "url": format!("http://{}/mcp", gate.addr),
+                          "headers": {"Authorization": "Bearer tok-again"}}}),
+    );
+    let live = start(&file).await;
+    assert_eq!(state_of(&live, "remote"), "ready");
+    let get_sum = || {
+        live.tools(media(), &|_, _| true)
+            .into_iter()
+            .find(|tool| tool.tool_name() == "get-sum")
+            .unwrap()
+    };
+    let call = |tool: std::sync::Arc<conduit_mcp::tool::McpTool>| async move {
+        tool.call(
+            json!({"a": 20, "b": 22}),
+            conduit_core::tool::ToolContext::new(
+                tokio_util::sync::CancellationToken::new(),
+                std::sync::Arc::new(|_| {}),
+            ),
+        )
+        .await
+    };
 
     // Changed behind the same URL: refused, and no call reaches the server.
     let shown = get_sum();
@@ -439,12 +502,26 @@ async fn a_call_whose_session_expired_runs_on_the_new_session_only_if_its_tool_i
     let after: Vec<String> = gate.methods()[before..].to_vec();
     assert!(after.iter().any(|m| m == "tools/list"), "{after:?}");
     assert!(!after.iter().any(|m| m == "tools/call"), "{after:?}");
+    let changed = get_sum();
     assert!(
-        get_sum()
-            .spec()
-            .description
-            .contains("sends your files away"),
+        changed.spec().description.contains("sends your files away"),
         "the next turn is offered the tool as it is now"
+    );
+
+    // Gone from the new listing: refused the same way.
+    let before = gate.methods().len();
+    gate.rewrite_replies("\"name\":\"get-sum\"", "\"name\":\"get-total\"");
+    gate.expire_sessions();
+    let refused = call(changed).await.unwrap_err().to_string();
+    assert!(
+        refused.contains("no longer offered the tool \"get-sum\"")
+            && refused.contains("did not run"),
+        "{refused}"
+    );
+    assert!(
+        !gate.methods()[before..].iter().any(|m| m == "tools/call"),
+        "{:?}",
+        gate.methods()
     );
     live.shutdown().await;
 }

@@ -42,9 +42,17 @@ pub struct ToolTrust {
 /// The fingerprint of what runs as `server` now (as the runtime started it, not as the
 /// file may say since): a call's record and its view are bound to it. Empty when nothing runs under that name.
 pub(crate) fn running_print(runtime: &conduit_mcp::runtime::McpRuntime, server: &str) -> String {
-    match runtime.running_from(server) {
+    print_of_running(runtime.running_from(server).as_ref(), server)
+}
+
+/// The fingerprint of what runs as `server` from `from` ([`running_print`]).
+pub(crate) fn print_of_running(
+    from: Option<&conduit_mcp::runtime::RunningFrom>,
+    server: &str,
+) -> String {
+    match from {
         Some(conduit_mcp::runtime::RunningFrom::Entry(transport)) => {
-            server_fingerprint(Some(&transport))
+            server_fingerprint(Some(transport))
         }
         Some(conduit_mcp::runtime::RunningFrom::InProcess) => format!("in-process:{server}"),
         None => String::new(),

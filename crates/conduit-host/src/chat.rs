@@ -249,14 +249,13 @@ impl Host {
         }
 
         let mcp_tools = self.mcp_tools(servers, Some(&conversation))?;
+        // What ran as each server when the runtime listed its tools (read under one lock
+        // with them): the turn's calls run there or nowhere.
         let server_prints: HashMap<String, String> = mcp_tools
             .iter()
-            .map(|tool| tool.server())
-            .collect::<std::collections::BTreeSet<_>>()
-            .into_iter()
-            .map(|server| {
-                let print = crate::approval::running_print(servers, server);
-                (server.to_owned(), print)
+            .map(|tool| {
+                let print = crate::approval::print_of_running(tool.server_from(), tool.server());
+                (tool.server().to_owned(), print)
             })
             .collect();
         let mut window_approval = None;

@@ -250,15 +250,13 @@ impl McpRuntime {
     /// was then (the file may say otherwise until the change is applied), or Conduit's
     /// own in-process server; `None` when no server runs under that name.
     pub fn running_from(&self, server: &str) -> Option<RunningFrom> {
-        let state = self.inner.state.lock();
-        match &state.slots.get(server)?.source {
-            Source::File(entry) => entry
-                .spec
-                .as_ref()
-                .ok()
-                .map(|spec| RunningFrom::Entry(spec.transport.clone())),
-            Source::InProcess(_) => Some(RunningFrom::InProcess),
-        }
+        self.inner
+            .state
+            .lock()
+            .slots
+            .get(server)?
+            .source
+            .running_from()
     }
 
     pub fn connection(&self, server: &str) -> Option<Arc<Connection>> {
@@ -278,18 +276,30 @@ impl McpRuntime {
         allow: &dyn Fn(&str, &str) -> bool,
     ) -> Vec<Arc<McpTool>> {
         let state = self.inner.state.lock();
-        let reconnect = |server: &str| {
-            state.slots.get(server).map(|slot| Reconnect {
+        // Read under the same lock as the tools: what runs behind them, and for an HTTP
+        // server how a call finds it again after its session expired.
+        let slot_of = |server: &str| {
+            let Some(slot) = state.slots.get(server) else {
+                return (None, None);
+            };
+            let from = slot.source.running_from();
+            let reconnect = matches!(
+                from,
+                Some(RunningFrom::Entry(crate::config::Transport::Http { .. }))
+            )
+            .then(|| Reconnect {
                 inner: Arc::downgrade(&self.inner),
                 server: server.to_owned(),
                 generation: slot.generation,
-            })
+                replaced: slot.stop.clone(),
+            });
+            (from, reconnect)
         };
         tools_of(
             state.slots.values().map(|s| &s.running),
             media,
             allow,
-            &reconnect,
+            &slot_of,
         )
     }
 
@@ -520,8 +530,9 @@ fn install(inner: &Arc<Inner>, name: String, source: Source) -> oneshot::Receive
     settled_receiver
 }
 
-/// Beyond the start timeout, how long a call waits for its server to connect again after
-/// the session expired (the old connection's end is seen and closed first).
+/// Beyond twice the start timeout (connecting, then listing the tools), how long a call
+/// waits for its server to connect again after the session expired (the old connection's
+/// end is seen and closed first).
 const RECONNECT_MARGIN: Duration = Duration::from_secs(5);
 
 /// How a tool call whose HTTP session expired finds its server again: the same slot (the
@@ -531,37 +542,48 @@ pub struct Reconnect {
     inner: Weak<Inner>,
     server: String,
     generation: u64,
+    /// The slot's stop: cancelled when it is replaced or removed.
+    replaced: CancellationToken,
 }
 
 impl Reconnect {
     /// Waits until the server is ready on a connection other than `old`, and returns it
-    /// with the tools it listed there; or says why it will not be (its entry changed or
-    /// was removed, it failed, it needs sign-in, it took too long, the call was cancelled).
+    /// with the tools it listed there; or says why it will not be (it was restarted, or
+    /// its entry changed or was removed; a reconnection failed; it took too long; the call
+    /// was cancelled; Conduit is closing).
     pub async fn connected_again(
         &self,
         old: &Arc<Connection>,
         cancel: &CancellationToken,
     ) -> Result<(Arc<Connection>, Vec<rmcp::model::Tool>), String> {
         const CLOSING: &str = "Conduit is closing";
+        const REPLACED: &str =
+            "it was restarted, or its entry in the mcpServers file changed or was removed";
         let (mut events, closing, wait) = {
             let inner = self.inner.upgrade().ok_or(CLOSING)?;
             (
                 inner.events.subscribe(),
                 inner.closing.clone(),
-                inner.options.start_timeout + RECONNECT_MARGIN,
+                inner.options.start_timeout * 2 + RECONNECT_MARGIN,
             )
         };
         let deadline = tokio::time::Instant::now() + wait;
+        // The restart attempt under way when the wait began: a later one means the
+        // reconnection failed (a failed restart leaves the slot restarting, counted on).
+        let mut first_attempt: Option<u32> = None;
         loop {
             // Subscribed before this look, so no change after it is missed.
             {
+                if closing.is_cancelled() {
+                    return Err(CLOSING.to_owned());
+                }
                 let inner = self.inner.upgrade().ok_or(CLOSING)?;
                 let state = inner.state.lock();
                 let slot = state
                     .slots
                     .get(&self.server)
                     .filter(|slot| slot.generation == self.generation)
-                    .ok_or("its entry in the mcpServers file changed or was removed")?;
+                    .ok_or(REPLACED)?;
                 match (&slot.running.connection, &slot.running.state) {
                     (Some(connection), ServerState::Ready { .. })
                         if !Arc::ptr_eq(connection, old) =>
@@ -571,14 +593,25 @@ impl Reconnect {
                     (_, ServerState::Failed { reason, .. }) => {
                         return Err(format!("it did not connect again: {reason}"));
                     }
-                    (_, ServerState::SignInRequired { .. }) => {
-                        return Err("it asks you to sign in again".to_owned());
-                    }
-                    (_, ServerState::Disabled) => return Err("it was disabled".to_owned()),
+                    (_, ServerState::Restarting { attempt, .. }) => match first_attempt {
+                        None => first_attempt = Some(*attempt),
+                        Some(first) if *attempt > first => {
+                            return Err(
+                                "it did not connect again at once (Conduit keeps trying, with pauses)"
+                                    .to_owned(),
+                            );
+                        }
+                        Some(_) => {}
+                    },
                     _ => {}
                 }
             }
             tokio::select! {
+                // Closing stops every slot too: said as closing.
+                biased;
+                () = closing.cancelled() => return Err(CLOSING.to_owned()),
+                () = cancel.cancelled() => return Err("the call was cancelled".to_owned()),
+                () = self.replaced.cancelled() => return Err(REPLACED.to_owned()),
                 event = events.recv() => {
                     if let Err(broadcast::error::RecvError::Closed) = event {
                         return Err(CLOSING.to_owned());
@@ -587,8 +620,6 @@ impl Reconnect {
                 () = tokio::time::sleep_until(deadline) => {
                     return Err(format!("it did not connect again within {wait:?}"));
                 }
-                () = cancel.cancelled() => return Err("the call was cancelled".to_owned()),
-                () = closing.cancelled() => return Err(CLOSING.to_owned()),
             }
         }
     }
@@ -914,6 +945,80 @@ mod tests {
             listed.load(Ordering::SeqCst)
         );
         runtime.shutdown().await;
+    }
+
+    fn reconnect_of(runtime: &McpRuntime, server: &str) -> Reconnect {
+        let state = runtime.inner.state.lock();
+        let slot = state.slots.get(server).unwrap();
+        Reconnect {
+            inner: Arc::downgrade(&runtime.inner),
+            server: server.to_owned(),
+            generation: slot.generation,
+            replaced: slot.stop.clone(),
+        }
+    }
+
+    fn wait_for(
+        reconnect: &Reconnect,
+        old: &Arc<Connection>,
+        cancel: &CancellationToken,
+    ) -> JoinHandle<Result<(), String>> {
+        let (reconnect, old, cancel) = (reconnect.clone(), old.clone(), cancel.clone());
+        tokio::spawn(async move { reconnect.connected_again(&old, &cancel).await.map(|_| ()) })
+    }
+
+    /// A call waiting for its server to connect again stops waiting, saying why, when
+    /// it is cancelled, when its slot is restarted (another slot is never its server), and
+    /// when Conduit closes.
+    #[tokio::test]
+    async fn a_call_waiting_for_its_server_stops_when_cancelled_restarted_or_closing() {
+        let (runtime, _, _dir) = runtime_with(None, MIN_RELIST).await;
+        let patience = Duration::from_secs(10);
+        let old = runtime.connection("hinted").unwrap();
+        let reconnect = reconnect_of(&runtime, "hinted");
+
+        let cancel = CancellationToken::new();
+        let waiting = wait_for(&reconnect, &old, &cancel);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(
+            !waiting.is_finished(),
+            "the slot is still on the old connection"
+        );
+        cancel.cancel();
+        let ended = tokio::time::timeout(patience, waiting)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(ended.unwrap_err(), "the call was cancelled");
+
+        let waiting = wait_for(&reconnect, &old, &CancellationToken::new());
+        runtime.restart_server("hinted").await;
+        let ended = tokio::time::timeout(patience, waiting)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(ended.unwrap_err().contains("it was restarted"));
+        // The restarted slot is ready on a new connection, yet not the call's server.
+        let again = wait_for(&reconnect, &old, &CancellationToken::new());
+        let ended = tokio::time::timeout(patience, again)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(ended.unwrap_err().contains("it was restarted"));
+
+        let old = runtime.connection("hinted").unwrap();
+        let waiting = wait_for(
+            &reconnect_of(&runtime, "hinted"),
+            &old,
+            &CancellationToken::new(),
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        runtime.shutdown().await;
+        let ended = tokio::time::timeout(patience, waiting)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(ended.unwrap_err(), "Conduit is closing");
     }
 
     #[tokio::test(start_paused = true)]

@@ -100,6 +100,19 @@ pub enum Source {
 }
 
 impl Source {
+    /// What runs from it: an entry's transport (`None` for an entry that is not valid),
+    /// or Conduit itself.
+    pub(crate) fn running_from(&self) -> Option<crate::runtime::RunningFrom> {
+        match self {
+            Source::File(entry) => entry
+                .spec
+                .as_ref()
+                .ok()
+                .map(|spec| crate::runtime::RunningFrom::Entry(spec.transport.clone())),
+            Source::InProcess(_) => Some(crate::runtime::RunningFrom::InProcess),
+        }
+    }
+
     /// The folders the entry offers as roots (`None`: roots are not declared).
     pub(crate) fn roots(&self) -> Option<Vec<std::path::PathBuf>> {
         match self {
@@ -177,13 +190,19 @@ impl Running {
     }
 }
 
+/// What runs behind a server's tools, and for an HTTP server how a call finds it again.
+pub(crate) type SlotOfTools = (
+    Option<crate::runtime::RunningFrom>,
+    Option<crate::runtime::Reconnect>,
+);
+
 /// Core tools for the ready servers among `running` that `allow(server, tool)` lets
 /// through, named uniquely across all of them.
 pub(crate) fn tools_of<'a>(
     running: impl Iterator<Item = &'a Running> + Clone,
     media: Arc<dyn MediaStore>,
     allow: &dyn Fn(&str, &str) -> bool,
-    reconnect: &dyn Fn(&str) -> Option<crate::runtime::Reconnect>,
+    slot_of: &dyn Fn(&str) -> SlotOfTools,
 ) -> Vec<Arc<McpTool>> {
     let pairs: Vec<(&str, &str)> = running
         .clone()
@@ -201,7 +220,7 @@ pub(crate) fn tools_of<'a>(
         let Some(connection) = &running.connection else {
             continue;
         };
-        let reconnect = reconnect(&running.name);
+        let (from, reconnect) = slot_of(&running.name);
         for tool in &running.tools {
             if let Some(name) = names.name_of(&running.name, &tool.name) {
                 let mut made = McpTool::new(
@@ -210,7 +229,8 @@ pub(crate) fn tools_of<'a>(
                     tool,
                     connection.clone(),
                     media.clone(),
-                );
+                )
+                .running_from(from.clone());
                 if let Some(reconnect) = &reconnect {
                     made = made.reconnecting_by(reconnect.clone());
                 }

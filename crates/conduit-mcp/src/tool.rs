@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::client::{Connection, McpError};
 use crate::result;
-use crate::runtime::Reconnect;
+use crate::runtime::{Reconnect, RunningFrom};
 
 /// One tool of one server.
 pub struct McpTool {
@@ -27,8 +27,10 @@ pub struct McpTool {
     /// The definition as the server listed it, which the model was shown and the call
     /// approved under: a call sent again on a new session needs the same one there.
     definition: rmcp::model::Tool,
-    /// How to find the server again when its HTTP session expires during a call.
+    /// How to find the server again when its HTTP session expires (HTTP servers only).
     reconnect: Option<Reconnect>,
+    /// What ran as the server when the tool was listed for the turn (`None`: unknown).
+    from: Option<RunningFrom>,
 }
 
 impl McpTool {
@@ -73,7 +75,20 @@ impl McpTool {
             for_views: crate::apps::for_views(tool.meta.as_deref()),
             definition: tool.clone(),
             reconnect: None,
+            from: None,
         }
+    }
+
+    /// Notes what runs as the server, as the runtime read it with the tool list.
+    pub fn running_from(mut self, from: Option<RunningFrom>) -> Self {
+        self.from = from;
+        self
+    }
+
+    /// What ran as the server when the tool was listed: the call runs on that server or
+    /// on none (a changed entry's server is another slot, another connection).
+    pub fn server_from(&self) -> Option<&RunningFrom> {
+        self.from.as_ref()
     }
 
     /// Lets a call whose session expired wait for the server to connect again and, when
@@ -127,28 +142,46 @@ impl Tool for McpTool {
                 )));
             }
         };
-        // Kept only while a second send may be needed.
-        let again = self
-            .reconnect
-            .as_ref()
-            .map(|reconnect| (reconnect, arguments.clone(), context.progress.clone()));
-        let mut called = self
-            .connection
-            .call_tool(
-                &self.tool,
-                arguments,
-                context.progress,
-                context.cancel.clone(),
-            )
-            .await;
-        if let (Err(McpError::SessionExpired), Some((reconnect, arguments, progress))) =
-            (&called, again)
-        {
-            let connection = self.connected_again(reconnect, &context.cancel).await?;
-            called = connection
-                .call_tool(&self.tool, arguments, progress, context.cancel)
-                .await;
-        }
+        let called = match &self.reconnect {
+            // The session expired since the turn took its tools (a re-listing or another
+            // call met the 404): nothing is sent on the ended connection.
+            Some(reconnect) if self.connection.ended_by_expiry() => {
+                let connection = self.connected_again(reconnect, &context.cancel).await?;
+                connection
+                    .call_tool(&self.tool, arguments, context.progress, context.cancel)
+                    .await
+            }
+            Some(reconnect) => {
+                // Kept only while a second send may be needed (HTTP servers).
+                let again = (arguments.clone(), context.progress.clone());
+                let called = self
+                    .connection
+                    .call_tool(
+                        &self.tool,
+                        arguments,
+                        context.progress,
+                        context.cancel.clone(),
+                    )
+                    .await;
+                match called {
+                    // A 404 for the session: the call did not run. Not `Closed`: a call
+                    // under way when the connection ended may have run.
+                    Err(McpError::SessionExpired) => {
+                        let connection = self.connected_again(reconnect, &context.cancel).await?;
+                        let (arguments, progress) = again;
+                        connection
+                            .call_tool(&self.tool, arguments, progress, context.cancel)
+                            .await
+                    }
+                    other => other,
+                }
+            }
+            None => {
+                self.connection
+                    .call_tool(&self.tool, arguments, context.progress, context.cancel)
+                    .await
+            }
+        };
         match called {
             Ok(result) => {
                 let mut output = result::convert_off_thread(result, self.media.clone())
@@ -189,7 +222,7 @@ impl McpTool {
             })?;
         match tools.iter().find(|tool| tool.name == self.definition.name) {
             Some(now) if *now == self.definition => {
-                tracing::info!(server = %server, tool = %self.tool, "the session expired before the call ran; sent again on the new session, the tool unchanged");
+                tracing::info!(server = %server, tool = %self.tool, "the session expired before the call ran; it goes on the new session, the tool unchanged");
                 Ok(connection)
             }
             Some(_) => Err(ToolError(format!(
