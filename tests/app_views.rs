@@ -420,6 +420,137 @@ async fn next(events: &mut tokio::sync::mpsc::UnboundedReceiver<TurnEvent>) -> T
         .expect("the turn's events stopped")
 }
 
+/// The probe over streamable HTTP behind a gate that can let its sessions expire: the
+/// running server and the gate.
+async fn probe_over_http(
+    reports: &std::path::Path,
+) -> (tokio::process::Child, conduit_e2e::http_gate::HttpGate) {
+    let root = conduit_e2e::workspace_root().join("tests/mcp-servers");
+    let mut attempt = 0;
+    let (child, port) = loop {
+        attempt += 1;
+        let port = conduit_e2e::free_port().unwrap();
+        let mut child = tokio::process::Command::new(root.join(".venv/bin/python"))
+            .arg(root.join("fixtures/app_probe.py"))
+            .arg(reports)
+            .args(["--http", &port.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let pid = child.id().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let listening = loop {
+            if child.try_wait().unwrap().is_some() {
+                break None;
+            }
+            match conduit_e2e::sole_listener(port, pid).unwrap() {
+                Some(sole) => break Some(sole),
+                None if std::time::Instant::now() > deadline => panic!("the probe did not listen"),
+                None => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
+            }
+        };
+        if listening == Some(true) {
+            break (child, port);
+        }
+        // Another process took the port first: try another.
+        let _ = child.kill().await;
+        assert!(attempt < 3, "no free port for the probe");
+    };
+    let gate = conduit_e2e::http_gate::HttpGate::start(
+        &format!("http://127.0.0.1:{port}"),
+        "Bearer tok-view",
+    )
+    .await
+    .unwrap();
+    (child, gate)
+}
+
+/// A view's call whose session expired did not run (the server answered 404): it goes on
+/// the new session after the server is connected again and its tools listed, for the tool
+/// as it was checked; changed behind the same URL, it is refused and nothing reaches the
+/// server. A call made while the server connects again waits for it, and is checked
+/// against the new listing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_views_call_whose_session_expired_goes_on_the_new_session_for_the_same_tool() {
+    let llm = scripted().await;
+    let (home, reports) = probe_home(Some(&llm));
+    let (_probe, gate) = probe_over_http(&reports).await;
+    std::fs::write(
+        home.path().join("mcp_servers.json"),
+        json!({"mcpServers": {"probe": {"type": "http", "url": format!("http://{}/mcp", gate.addr),
+            "headers": {"Authorization": "Bearer tok-view"},
+            // Sessions are the 2025-11-25 protocol's: the 2026 one has none to expire.
+            "protocolVersion": "2025-11-25"}}})
+        .to_string(),
+    )
+    .unwrap();
+    let app = app_at(home.path());
+    let view = probe_view(&app, &llm).await;
+    let count = || async {
+        app.call_from_view(&view.token, "probe_count", json!({}), |_| async { true })
+            .await
+    };
+    let counted = |answer: &Value| {
+        answer["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(counted(&count().await.unwrap()), "counted 1");
+
+    let before = gate.methods().len();
+    gate.expire_sessions();
+    assert_eq!(counted(&count().await.unwrap()), "counted 2");
+    let after: Vec<String> = gate.methods()[before..].to_vec();
+    let position = |method: &str| after.iter().position(|m| m == method).unwrap();
+    assert_eq!(
+        after.iter().filter(|m| *m == "tools/call").count(),
+        1,
+        "{after:?}"
+    );
+    assert!(
+        position("initialize") < position("tools/list")
+            && position("tools/list") < position("tools/call"),
+        "connected and listed before the call reached the server: {after:?}"
+    );
+
+    // The 404 met by a listing: the view's call made while the server is connecting
+    // again (its second expiry within 30 s, so after a pause) waits for the new session.
+    gate.expire_sessions();
+    let runtime = app.servers().await;
+    assert!(runtime.connection("probe").unwrap().tools().await.is_err());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !runtime.restarting("probe") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server never restarted"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    assert_eq!(counted(&count().await.unwrap()), "counted 3");
+
+    // Changed behind the same URL between the check and the call: refused.
+    let before = gate.methods().len();
+    gate.rewrite_replies(
+        "Count a click (for the view only).",
+        "Count a click, and more.",
+    );
+    gate.expire_sessions();
+    let refused = count().await.unwrap_err().to_string();
+    assert!(
+        refused.contains("session expired") && refused.contains("no longer the one checked"),
+        "{refused}"
+    );
+    assert!(
+        !gate.methods()[before..].iter().any(|m| m == "tools/call"),
+        "{:?}",
+        gate.methods()
+    );
+    app.shutdown().await;
+}
+
 /// A call `conduit chat` ran is saved with what ran as its server, as the window's are:
 /// the conversation opened in the app shows the call's view, and not once the entry
 /// changed.

@@ -9,10 +9,11 @@ use std::sync::{Arc, Weak};
 
 use conduit_core::content::ToolOrigin;
 use conduit_mcp::apps::{self, View, ViewDomains};
-use conduit_mcp::client::Connection;
+use conduit_mcp::client::{Connection, McpError};
 use parking_lot::Mutex;
 use serde::Serialize;
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
 use crate::app::App;
 use crate::settings::Verdict;
@@ -598,9 +599,41 @@ impl App {
             tracing::info!(%server, "a view's call was refused: its server changed since it opened");
             return Err(ViewCallError::ServerChanged(server));
         }
-        let connection = runtime
-            .connection(&server)
-            .ok_or_else(|| ViewCallError::ServerGone(server.clone()))?;
+        let reconnect = runtime.reconnect_of(&server);
+        let mut connection = match (runtime.connection(&server), &reconnect) {
+            (Some(connection), _) => connection,
+            // Connecting again after its session expired: the call waits for it.
+            (None, Some(reconnect)) if runtime.restarting(&server) => {
+                let (connection, _) = reconnect
+                    .connected_again(None, &CancellationToken::new())
+                    .await
+                    .map_err(|why| ViewCallError::Failed {
+                        server: server.clone(),
+                        tool: tool.to_owned(),
+                        why: format!("its server was connecting again, and {why}"),
+                    })?;
+                connection
+            }
+            (None, _) => return Err(ViewCallError::ServerGone(server.clone())),
+        };
+        let failed = {
+            let (server, tool) = (server.clone(), tool.to_owned());
+            move |why: String| ViewCallError::Failed {
+                server: server.clone(),
+                tool: tool.clone(),
+                why: format!("its session expired before the call ran, and {why}"),
+            }
+        };
+        if let Some(reconnect) = &reconnect
+            && connection.ended_by_expiry()
+        {
+            // A listing or another call met the 404 since: the checks below read the
+            // new session's tools, and the call goes there, never on the ended one.
+            (connection, _) = reconnect
+                .connected_again(Some(&connection), &CancellationToken::new())
+                .await
+                .map_err(&failed)?;
+        }
         let found = runtime
             .server_tool(&server, tool)
             .ok_or_else(|| ViewCallError::NoTool {
@@ -647,13 +680,39 @@ impl App {
             }
         }
         tracing::info!(%server, %tool, "a view calls a tool");
-        apps::call_for_view(&connection, tool, arguments)
-            .await
-            .map_err(|why| ViewCallError::Failed {
-                server,
-                tool: tool.to_owned(),
-                why,
-            })
+        // Kept only while a second send may be needed (HTTP servers).
+        let again = reconnect.map(|reconnect| (reconnect, arguments.clone()));
+        let called = match (
+            apps::call_for_view(&connection, tool, arguments).await,
+            again,
+        ) {
+            // A 404 for the session: the call did not run. It goes on the new session
+            // only for the tool as checked above (and, if asked, as the user answered).
+            (Err(McpError::SessionExpired), Some((reconnect, arguments))) => {
+                let (connection, tools) = reconnect
+                    .connected_again(Some(&connection), &CancellationToken::new())
+                    .await
+                    .map_err(&failed)?;
+                let now = tools
+                    .iter()
+                    .find(|t| t.name == tool)
+                    .map(apps::ServerTool::from);
+                if now.as_ref() != Some(&found) {
+                    tracing::info!(%server, %tool, "a view's call was refused: the tool changed when its server connected again");
+                    return Err(failed(
+                        "when it connected again the tool was no longer the one checked; it did not run"
+                            .to_owned(),
+                    ));
+                }
+                apps::call_for_view(&connection, tool, arguments).await
+            }
+            (called, _) => called,
+        };
+        called.map_err(|error| ViewCallError::Failed {
+            server,
+            tool: tool.to_owned(),
+            why: error.to_string(),
+        })
     }
 }
 

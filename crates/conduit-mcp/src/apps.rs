@@ -81,11 +81,15 @@ pub async fn call_for_view(
     connection: &Connection,
     tool: &str,
     arguments: Value,
-) -> Result<Value, String> {
+) -> Result<Value, McpError> {
     let arguments = match arguments {
         Value::Object(map) => map,
         Value::Null => Map::new(),
-        other => return Err(format!("arguments must be a JSON object, got {other}")),
+        other => {
+            return Err(McpError::Other(format!(
+                "arguments must be a JSON object, got {other}"
+            )));
+        }
     };
     let progress: conduit_core::tool::ProgressSink = std::sync::Arc::new(|_| {});
     let result = connection
@@ -95,9 +99,8 @@ pub async fn call_for_view(
             progress,
             tokio_util::sync::CancellationToken::new(),
         )
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut json = serde_json::to_value(&result).map_err(|e| e.to_string())?;
+        .await?;
+    let mut json = serde_json::to_value(&result).map_err(|e| McpError::Other(e.to_string()))?;
     if let Some(object) = json.as_object_mut() {
         object.remove("_meta");
     }

@@ -234,7 +234,7 @@ struct Shared {
     early: Mutex<HashMap<ProgressToken, Vec<Progress>>>,
     tools_changed: tokio::sync::Notify,
     /// Set when the session ended because the HTTP server let it expire.
-    session_expired: Arc<std::sync::atomic::AtomicBool>,
+    session_expired: Arc<SessionExpiry>,
 }
 
 /// The client side of a session: routes progress to calls, notes tool list changes,
@@ -741,7 +741,16 @@ struct EndSignal<T> {
     /// Messages handed to the transport and not yet written ([`MAX_SENDS_IN_FLIGHT`]).
     in_flight: Arc<std::sync::atomic::AtomicUsize>,
     /// Set when the end came because the HTTP server let the session expire.
-    session_expired: Arc<std::sync::atomic::AtomicBool>,
+    session_expired: Arc<SessionExpiry>,
+}
+
+/// Whether the HTTP server let the session expire, and the requests it refused for it
+/// (each answered 404, so none ran; one may still fail as closed, when the connection
+/// ends before rmcp hands the send's error to the caller).
+#[derive(Default)]
+struct SessionExpiry {
+    expired: std::sync::atomic::AtomicBool,
+    refused: parking_lot::Mutex<std::collections::HashSet<rmcp::model::RequestId>>,
 }
 
 /// At most this many messages to a server wait to be written. rmcp answers each request a
@@ -800,6 +809,10 @@ impl<T: rmcp::transport::Transport<RoleClient>> rmcp::transport::Transport<RoleC
             return futures::future::Either::Left(std::future::ready(Ok(())));
         }
         let waiting = InFlight::new(self.in_flight.clone());
+        let request = match &item {
+            rmcp::model::JsonRpcMessage::Request(request) => Some(request.id.clone()),
+            _ => None,
+        };
         let sending = self.inner.send(item);
         let ended = self.ended.clone();
         let expired = self.session_expired.clone();
@@ -812,7 +825,12 @@ impl<T: rmcp::transport::Transport<RoleClient>> rmcp::transport::Transport<RoleC
                 && session_expired(error)
             {
                 tracing::info!("an HTTP MCP server let its session expire; connecting again");
-                expired.store(true, std::sync::atomic::Ordering::SeqCst);
+                if let Some(request) = request {
+                    expired.refused.lock().insert(request);
+                }
+                expired
+                    .expired
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
                 ended.cancel();
             }
             sent
@@ -1276,6 +1294,7 @@ impl Connection {
     pub fn ended_by_expiry(&self) -> bool {
         self.shared
             .session_expired
+            .expired
             .load(std::sync::atomic::Ordering::SeqCst)
     }
 
@@ -1622,11 +1641,14 @@ impl Connection {
         let options = PeerRequestOptions::with_timeout(self.call_timeout.min(time_left))
             .reset_timeout_on_progress()
             .with_max_total_timeout(time_left);
-        let handle = self
-            .peer
-            .send_request_with_option(request, options)
-            .await
-            .map_err(|e| self.hide(e))?;
+        let handle = match self.peer.send_request_with_option(request, options).await {
+            Ok(handle) => handle,
+            // Never handed over: the connection had ended, here by the session's expiry.
+            Err(ServiceError::TransportClosed) if self.ended_by_expiry() => {
+                return Err(McpError::SessionExpired);
+            }
+            Err(error) => return Err(self.hide(error)),
+        };
         let token = handle.progress_token.clone();
         let early = {
             let mut sinks = self.shared.progress.lock();
@@ -1661,7 +1683,14 @@ impl Connection {
             tokio::task::yield_now().await;
         }
         forget.later();
-        response.map_err(|e| self.hide(e))
+        match response.map_err(|e| self.hide(e)) {
+            // The server answered this very request 404 (so it did not run), and the
+            // connection ended before rmcp could say so: said as the expiry it was.
+            Err(McpError::Closed) if self.shared.session_expired.refused.lock().contains(&id) => {
+                Err(McpError::SessionExpired)
+            }
+            other => other,
+        }
     }
 
     /// Ends the session and the server process (its whole process group).

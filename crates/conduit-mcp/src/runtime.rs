@@ -278,22 +278,12 @@ impl McpRuntime {
         let state = self.inner.state.lock();
         // Read under the same lock as the tools: what runs behind them, and for an HTTP
         // server how a call finds it again after its session expired.
-        let slot_of = |server: &str| {
-            let Some(slot) = state.slots.get(server) else {
-                return (None, None);
-            };
-            let from = slot.source.running_from();
-            let reconnect = matches!(
-                from,
-                Some(RunningFrom::Entry(crate::config::Transport::Http { .. }))
-            )
-            .then(|| Reconnect {
-                inner: Arc::downgrade(&self.inner),
-                server: server.to_owned(),
-                generation: slot.generation,
-                replaced: slot.stop.clone(),
-            });
-            (from, reconnect)
+        let slot_of = |server: &str| match state.slots.get(server) {
+            Some(slot) => (
+                slot.source.running_from(),
+                Reconnect::of(&self.inner, server, slot),
+            ),
+            None => (None, None),
         };
         tools_of(
             state.slots.values().map(|s| &s.running),
@@ -301,6 +291,24 @@ impl McpRuntime {
             allow,
             &slot_of,
         )
+    }
+
+    /// Whether `server` stopped unexpectedly (its session expired, say) and is about to
+    /// start again.
+    pub fn restarting(&self, server: &str) -> bool {
+        self.inner
+            .state
+            .lock()
+            .slots
+            .get(server)
+            .is_some_and(|slot| matches!(slot.running.state, ServerState::Restarting { .. }))
+    }
+
+    /// How a call of `server` (an HTTP server's) finds it again after its session
+    /// expired: this slot's reconnection only. `None` for other servers.
+    pub fn reconnect_of(&self, server: &str) -> Option<Reconnect> {
+        let state = self.inner.state.lock();
+        Reconnect::of(&self.inner, server, state.slots.get(server)?)
     }
 
     /// What a ready server's tools are; `None` when no server of that name runs.
@@ -547,13 +555,28 @@ pub struct Reconnect {
 }
 
 impl Reconnect {
-    /// Waits until the server is ready on a connection other than `old`, and returns it
+    /// For `slot` when it runs an HTTP server (only those have sessions that expire).
+    fn of(inner: &Arc<Inner>, server: &str, slot: &Slot) -> Option<Self> {
+        matches!(
+            slot.source.running_from(),
+            Some(RunningFrom::Entry(crate::config::Transport::Http { .. }))
+        )
+        .then(|| Self {
+            inner: Arc::downgrade(inner),
+            server: server.to_owned(),
+            generation: slot.generation,
+            replaced: slot.stop.clone(),
+        })
+    }
+
+    /// Waits until the server is ready on a connection other than `old` (any, for
+    /// `None`: the slot was restarting when the caller looked), and returns it
     /// with the tools it listed there; or says why it will not be (it was restarted, or
     /// its entry changed or was removed; a reconnection failed; it took too long; the call
     /// was cancelled; Conduit is closing).
     pub async fn connected_again(
         &self,
-        old: &Arc<Connection>,
+        old: Option<&Arc<Connection>>,
         cancel: &CancellationToken,
     ) -> Result<(Arc<Connection>, Vec<rmcp::model::Tool>), String> {
         const CLOSING: &str = "Conduit is closing";
@@ -586,7 +609,7 @@ impl Reconnect {
                     .ok_or(REPLACED)?;
                 match (&slot.running.connection, &slot.running.state) {
                     (Some(connection), ServerState::Ready { .. })
-                        if !Arc::ptr_eq(connection, old) =>
+                        if old.is_none_or(|old| !Arc::ptr_eq(connection, old)) =>
                     {
                         return Ok((connection.clone(), slot.running.tools.clone()));
                     }
@@ -964,7 +987,12 @@ mod tests {
         cancel: &CancellationToken,
     ) -> JoinHandle<Result<(), String>> {
         let (reconnect, old, cancel) = (reconnect.clone(), old.clone(), cancel.clone());
-        tokio::spawn(async move { reconnect.connected_again(&old, &cancel).await.map(|_| ()) })
+        tokio::spawn(async move {
+            reconnect
+                .connected_again(Some(&old), &cancel)
+                .await
+                .map(|_| ())
+        })
     }
 
     /// A call waiting for its server to connect again stops waiting, saying why, when

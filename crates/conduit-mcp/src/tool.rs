@@ -213,7 +213,7 @@ impl McpTool {
     ) -> Result<Arc<Connection>, ToolError> {
         let server = &self.server;
         let (connection, tools) = reconnect
-            .connected_again(&self.connection, cancel)
+            .connected_again(Some(&self.connection), cancel)
             .await
             .map_err(|why| {
                 ToolError(format!(

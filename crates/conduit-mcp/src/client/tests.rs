@@ -686,6 +686,67 @@ async fn a_server_that_stops_reading_ends_its_connection_instead_of_piling_up_an
     assert_eq!(transport.in_flight.load(Ordering::Acquire), 10);
 }
 
+/// Writes that fail as an HTTP server that forgot the session answers.
+struct Forgotten;
+
+#[derive(Debug, thiserror::Error)]
+#[error("Session expired (HTTP 404)")]
+struct ExpiredError;
+
+impl rmcp::transport::Transport<RoleClient> for Forgotten {
+    type Error = ExpiredError;
+
+    fn send(
+        &mut self,
+        _item: rmcp::service::TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        std::future::ready(Err(ExpiredError))
+    }
+
+    async fn receive(&mut self) -> Option<rmcp::service::RxJsonRpcMessage<RoleClient>> {
+        std::future::pending().await
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        Ok(())
+    }
+}
+
+/// A request the server refused for an expired session is noted by its id (so a call
+/// whose connection ends before rmcp hands back the send's error is still known not to
+/// have run), and the connection ends as expired; a notification notes no id.
+#[tokio::test]
+async fn a_request_refused_for_an_expired_session_is_noted_and_the_connection_ends() {
+    use rmcp::transport::Transport;
+    let ended = CancellationToken::new();
+    let expiry: Arc<SessionExpiry> = Arc::default();
+    let mut transport = EndSignal {
+        inner: Forgotten,
+        ended: ended.clone(),
+        spill: None,
+        in_flight: Arc::default(),
+        session_expired: expiry.clone(),
+    };
+    let notification: rmcp::service::TxJsonRpcMessage<RoleClient> =
+        serde_json::from_value(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .unwrap();
+    assert!(transport.send(notification).await.is_err());
+    assert!(ended.is_cancelled());
+    assert!(expiry.expired.load(Ordering::SeqCst));
+    assert!(expiry.refused.lock().is_empty());
+    let request: rmcp::service::TxJsonRpcMessage<RoleClient> = serde_json::from_value(
+        json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}),
+    )
+    .unwrap();
+    assert!(transport.send(request).await.is_err());
+    assert!(
+        expiry
+            .refused
+            .lock()
+            .contains(&rmcp::model::RequestId::Number(7))
+    );
+}
+
 /// A short error keeps its words with its secrets hidden and no note; a long one is cut
 /// after they are hidden, the key across the cut hidden whole.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
