@@ -548,6 +548,26 @@ async fn a_views_call_whose_session_expired_goes_on_the_new_session_for_the_same
         "{:?}",
         gate.methods()
     );
+
+    // Set to "never" while the call was on its way: the second send does not go.
+    let before = gate.methods().len();
+    let refused = app
+        .call_from_view(&view.token, "probe_count", json!({}), |_| async {
+            app.set_tool_policy("probe", "probe_count", ToolPolicy::Deny, "", |_| false)
+                .await
+                .unwrap();
+            gate.expire_sessions();
+            true
+        })
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("Settings changed"), "{refused}");
+    assert!(
+        !gate.methods()[before..].iter().any(|m| m == "tools/call"),
+        "{:?}",
+        gate.methods()
+    );
     app.shutdown().await;
 }
 

@@ -616,6 +616,9 @@ impl App {
             }
             (None, _) => return Err(ViewCallError::ServerGone(server.clone())),
         };
+        // A wait may outlast the view: one closed meanwhile calls nothing.
+        let still_open =
+            |app: &Self| app.views().bound(token) == Some((server.clone(), opened_on.clone()));
         let failed = {
             let (server, tool) = (server.clone(), tool.to_owned());
             move |why: String| ViewCallError::Failed {
@@ -634,6 +637,9 @@ impl App {
                 .await
                 .map_err(&failed)?;
         }
+        if !still_open(self) {
+            return Err(ViewCallError::Closed);
+        }
         let found = runtime
             .server_tool(&server, tool)
             .ok_or_else(|| ViewCallError::NoTool {
@@ -646,15 +652,18 @@ impl App {
                 tool: tool.to_owned(),
             });
         }
-        let snapshot = self.host().mcp_config().ok();
-        let now = crate::approval::approved_tool(
-            crate::approval::server_print(&server, snapshot.as_ref()),
-            &found.description,
-            &found.input_schema,
-            found.for_views,
-        );
-        let verdict =
-            crate::approval::verdict_now(&self.host().paths().settings_file, &server, tool, &now);
+        let verdict_now = || {
+            let snapshot = self.host().mcp_config().ok();
+            let now = crate::approval::approved_tool(
+                crate::approval::server_print(&server, snapshot.as_ref()),
+                &found.description,
+                &found.input_schema,
+                found.for_views,
+            );
+            crate::approval::verdict_now(&self.host().paths().settings_file, &server, tool, &now)
+        };
+        let verdict = verdict_now();
+        let asked = matches!(verdict, Verdict::Ask { .. });
         match verdict {
             Verdict::Allow => {}
             Verdict::Deny => {
@@ -702,6 +711,21 @@ impl App {
                     return Err(failed(
                         "when it connected again the tool was no longer the one checked; it did not run"
                             .to_owned(),
+                    ));
+                }
+                if !still_open(self) {
+                    return Err(ViewCallError::Closed);
+                }
+                // Settings may have changed during the wait: what allowed the call must
+                // still (an "always" taken back, or "never" set, stops it).
+                let still_allowed = match verdict_now() {
+                    Verdict::Allow => true,
+                    Verdict::Ask { .. } => asked,
+                    Verdict::Deny => false,
+                };
+                if !still_allowed {
+                    return Err(failed(
+                        "its Settings changed while it connected again; it did not run".to_owned(),
                     ));
                 }
                 apps::call_for_view(&connection, tool, arguments).await

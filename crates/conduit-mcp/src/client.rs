@@ -808,11 +808,24 @@ impl<T: rmcp::transport::Transport<RoleClient>> rmcp::transport::Transport<RoleC
             self.ended.cancel();
             return futures::future::Either::Left(std::future::ready(Ok(())));
         }
-        let waiting = InFlight::new(self.in_flight.clone());
         let request = match &item {
             rmcp::model::JsonRpcMessage::Request(request) => Some(request.id.clone()),
             _ => None,
         };
+        if self
+            .session_expired
+            .expired
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            // The session is gone: nothing more goes out under it (a server behind a load
+            // balancer may answer 404 only now and then). A request is noted as refused,
+            // so when the connection closes it ends as expired, known not to have run.
+            if let Some(request) = request {
+                self.session_expired.refused.lock().insert(request);
+            }
+            return futures::future::Either::Left(std::future::ready(Ok(())));
+        }
+        let waiting = InFlight::new(self.in_flight.clone());
         let sending = self.inner.send(item);
         let ended = self.ended.clone();
         let expired = self.session_expired.clone();
@@ -1491,12 +1504,19 @@ impl Connection {
         let mut params = CallToolRequestParams::new(name.to_owned()).with_arguments(arguments);
         let mut state_only_rounds = 0u32;
         let mut budget = CallBudget::new(self.max_call_time);
-        for _round in 0..MAX_INPUT_ROUNDS {
+        for round in 0..MAX_INPUT_ROUNDS {
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
             let Some(left) = budget.left() else {
                 return Err(McpError::Timeout(self.max_call_time));
             };
             let answer = match self.call_round(request, left, &progress, &cancel).await {
+                // Only this round is known not to have run: the server began the call in
+                // an earlier one, so the call is not one to send again.
+                Err(McpError::SessionExpired) if round > 0 => {
+                    return Err(McpError::Other(
+                        "the server's session expired after it began the call (it had asked for more input); the call may have run in part, so Conduit does not send it again".into(),
+                    ));
+                }
                 // The whole call's cap, not this round's share of it, is what ran out.
                 Err(McpError::Timeout(_)) if budget.left().is_none() => {
                     return Err(McpError::Timeout(self.max_call_time));

@@ -620,7 +620,7 @@ impl Reconnect {
                         None => first_attempt = Some(*attempt),
                         Some(first) if *attempt > first => {
                             return Err(
-                                "it did not connect again at once (Conduit keeps trying, with pauses)"
+                                "it did not connect again at once (Conduit keeps trying, with pauses; Settings shows its state)"
                                     .to_owned(),
                             );
                         }

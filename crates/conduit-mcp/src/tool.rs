@@ -193,7 +193,7 @@ impl Tool for McpTool {
                 Ok(output)
             }
             Err(McpError::Closed) => Err(ToolError(format!(
-                "the MCP server {:?} stopped during the call",
+                "the MCP server {:?} closed the connection before answering the call (it may have run)",
                 self.server
             ))),
             Err(err) => Err(ToolError(format!("MCP server {:?}: {err}", self.server))),

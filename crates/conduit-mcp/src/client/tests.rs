@@ -714,7 +714,8 @@ impl rmcp::transport::Transport<RoleClient> for Forgotten {
 
 /// A request the server refused for an expired session is noted by its id (so a call
 /// whose connection ends before rmcp hands back the send's error is still known not to
-/// have run), and the connection ends as expired; a notification notes no id.
+/// have run), and the connection ends as expired; after that nothing more goes out under
+/// the session: a request is noted as refused unsent, a notification dropped.
 #[tokio::test]
 async fn a_request_refused_for_an_expired_session_is_noted_and_the_connection_ends() {
     use rmcp::transport::Transport;
@@ -727,24 +728,33 @@ async fn a_request_refused_for_an_expired_session_is_noted_and_the_connection_en
         in_flight: Arc::default(),
         session_expired: expiry.clone(),
     };
-    let notification: rmcp::service::TxJsonRpcMessage<RoleClient> =
-        serde_json::from_value(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-            .unwrap();
-    assert!(transport.send(notification).await.is_err());
-    assert!(ended.is_cancelled());
-    assert!(expiry.expired.load(Ordering::SeqCst));
-    assert!(expiry.refused.lock().is_empty());
-    let request: rmcp::service::TxJsonRpcMessage<RoleClient> = serde_json::from_value(
-        json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}),
-    )
-    .unwrap();
-    assert!(transport.send(request).await.is_err());
-    assert!(
+    let request = |id: i64| -> rmcp::service::TxJsonRpcMessage<RoleClient> {
+        serde_json::from_value(
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "x"}}),
+        )
+        .unwrap()
+    };
+    let refused = |id: i64| {
         expiry
             .refused
             .lock()
-            .contains(&rmcp::model::RequestId::Number(7))
+            .contains(&rmcp::model::RequestId::Number(id))
+    };
+    assert!(
+        transport.send(request(7)).await.is_err(),
+        "the server's 404"
     );
+    assert!(ended.is_cancelled());
+    assert!(expiry.expired.load(Ordering::SeqCst));
+    assert!(refused(7));
+    // `Forgotten` fails every send it is given: these were not given to it.
+    assert!(transport.send(request(8)).await.is_ok());
+    assert!(refused(8));
+    let notification: rmcp::service::TxJsonRpcMessage<RoleClient> =
+        serde_json::from_value(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .unwrap();
+    assert!(transport.send(notification).await.is_ok());
+    assert_eq!(expiry.refused.lock().len(), 2);
 }
 
 /// A short error keeps its words with its secrets hidden and no note; a long one is cut
