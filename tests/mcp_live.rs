@@ -302,27 +302,13 @@ async fn tools_are_listed_again_when_the_server_says_they_changed(
 /// again rather than running under the approval of the old one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_http_session_is_connected_again_and_its_tools_listed_before_a_call() {
-    let (_server, port) = conduit_e2e::everything_over_http().await.unwrap();
-    let gate = conduit_e2e::http_gate::HttpGate::start(
-        &format!("http://127.0.0.1:{port}"),
-        "Bearer tok-renew",
-    )
-    .await
-    .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("mcp_servers.json");
-    write(
-        &file,
-        json!({"remote": {"type": "http", "url": format!("http://{}/mcp", gate.addr),
-                          "headers": {"Authorization": "Bearer tok-renew"}}}),
-    );
-    let live = start(&file).await;
-    assert_eq!(state_of(&live, "remote"), "ready");
+    let remote = ExpiringRemote::start().await;
+    let (gate, live) = (&remote.gate, &remote.live);
     let count = |gate: &conduit_e2e::http_gate::HttpGate, method: &str| {
         gate.methods().iter().filter(|m| *m == method).count()
     };
     let (initialized_before, listed_before) =
-        (count(&gate, "initialize"), count(&gate, "tools/list"));
+        (count(gate, "initialize"), count(gate, "tools/list"));
     assert!(listed_before >= 1, "{:?}", gate.methods());
 
     gate.expire_sessions();
@@ -346,14 +332,14 @@ async fn an_expired_http_session_is_connected_again_and_its_tools_listed_before_
         "connected again, the tools listed",
         Duration::from_secs(20),
         || {
-            count(&gate, "initialize") > initialized_before
-                && count(&gate, "tools/list") > listed_before
-                && state_of(&live, "remote") == "ready"
+            count(gate, "initialize") > initialized_before
+                && count(gate, "tools/list") > listed_before
+                && state_of(live, "remote") == "ready"
         },
     )
     .await;
     assert_eq!(
-        count(&gate, "tools/call"),
+        count(gate, "tools/call"),
         0,
         "no call reached a server before the new listing: {:?}",
         gate.methods()
@@ -363,44 +349,75 @@ async fn an_expired_http_session_is_connected_again_and_its_tools_listed_before_
     live.shutdown().await;
 }
 
+/// server-everything over HTTP behind a gate that can let its sessions expire, as the
+/// runtime's server "remote".
+struct ExpiringRemote {
+    _server: tokio::process::Child,
+    gate: conduit_e2e::http_gate::HttpGate,
+    _dir: tempfile::TempDir,
+    live: McpRuntime,
+}
+
+impl ExpiringRemote {
+    async fn start() -> Self {
+        let (server, port) = conduit_e2e::everything_over_http().await.unwrap();
+        let gate = conduit_e2e::http_gate::HttpGate::start(
+            &format!("http://127.0.0.1:{port}"),
+            "Bearer tok-again",
+        )
+        .await
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("mcp_servers.json");
+        write(
+            &file,
+            json!({"remote": {"type": "http", "url": format!("http://{}/mcp", gate.addr),
+                              "headers": {"Authorization": "Bearer tok-again"}}}),
+        );
+        let live = start(&file).await;
+        assert_eq!(state_of(&live, "remote"), "ready");
+        Self {
+            _server: server,
+            gate,
+            _dir: dir,
+            live,
+        }
+    }
+
+    /// The `get-sum` tool as a turn would take it now.
+    fn get_sum(&self) -> std::sync::Arc<conduit_mcp::tool::McpTool> {
+        self.live
+            .tools(media(), &|_, _| true)
+            .into_iter()
+            .find(|tool| tool.tool_name() == "get-sum")
+            .unwrap()
+    }
+}
+
+/// A model's call of `get-sum` with 20 and 22.
+async fn sum_20_and_22(
+    tool: std::sync::Arc<conduit_mcp::tool::McpTool>,
+) -> Result<conduit_core::tool::ToolOutput, conduit_core::tool::ToolError> {
+    tool.call(
+        json!({"a": 20, "b": 22}),
+        conduit_core::tool::ToolContext::new(
+            tokio_util::sync::CancellationToken::new(),
+            std::sync::Arc::new(|_| {}),
+        ),
+    )
+    .await
+}
+
 /// A model's call whose session expired did not run (the server answered 404): it waits
 /// for the server to connect again and list its tools, and is sent once more on the new
 /// session, the tool there being exactly the one the model was shown. The turn's next
 /// call, and one made after a re-listing met the 404, go on the new session too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_whose_session_expired_runs_on_the_new_session_when_its_tool_is_unchanged() {
-    let (_server, port) = conduit_e2e::everything_over_http().await.unwrap();
-    let gate = conduit_e2e::http_gate::HttpGate::start(
-        &format!("http://127.0.0.1:{port}"),
-        "Bearer tok-again",
-    )
-    .await
-    .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("mcp_servers.json");
-    write(
-        &file,
-        json!({"remote": {"type": "http", "url": format!("http://{}/mcp", gate.addr),
-                          "headers": {"Authorization": "Bearer tok-again"}}}),
-    );
-    let live = start(&file).await;
-    assert_eq!(state_of(&live, "remote"), "ready");
-    let get_sum = || {
-        live.tools(media(), &|_, _| true)
-            .into_iter()
-            .find(|tool| tool.tool_name() == "get-sum")
-            .unwrap()
-    };
-    let call = |tool: std::sync::Arc<conduit_mcp::tool::McpTool>| async move {
-        tool.call(
-            json!({"a": 20, "b": 22}),
-            conduit_core::tool::ToolContext::new(
-                tokio_util::sync::CancellationToken::new(),
-                std::sync::Arc::new(|_| {}),
-            ),
-        )
-        .await
-    };
+    let remote = ExpiringRemote::start().await;
+    let (gate, live) = (&remote.gate, &remote.live);
+    let get_sum = || remote.get_sum();
+    let call = sum_20_and_22;
 
     // Unchanged: the call runs once, on the new session, after the new listing.
     let shown = get_sum();
@@ -451,38 +468,10 @@ async fn a_call_whose_session_expired_runs_on_the_new_session_when_its_tool_is_u
 /// connected again: the call is refused and nothing reaches the server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_whose_session_expired_is_refused_when_its_tool_changed_or_went() {
-    let (_server, port) = conduit_e2e::everything_over_http().await.unwrap();
-    let gate = conduit_e2e::http_gate::HttpGate::start(
-        &format!("http://127.0.0.1:{port}"),
-        "Bearer tok-again",
-    )
-    .await
-    .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("mcp_servers.json");
-    write(
-        &file,
-        json!({"remote": {"type": "http", "url": format!("http://{}/mcp", gate.addr),
-                          "headers": {"Authorization": "Bearer tok-again"}}}),
-    );
-    let live = start(&file).await;
-    assert_eq!(state_of(&live, "remote"), "ready");
-    let get_sum = || {
-        live.tools(media(), &|_, _| true)
-            .into_iter()
-            .find(|tool| tool.tool_name() == "get-sum")
-            .unwrap()
-    };
-    let call = |tool: std::sync::Arc<conduit_mcp::tool::McpTool>| async move {
-        tool.call(
-            json!({"a": 20, "b": 22}),
-            conduit_core::tool::ToolContext::new(
-                tokio_util::sync::CancellationToken::new(),
-                std::sync::Arc::new(|_| {}),
-            ),
-        )
-        .await
-    };
+    let remote = ExpiringRemote::start().await;
+    let (gate, live) = (&remote.gate, &remote.live);
+    let get_sum = || remote.get_sum();
+    let call = sum_20_and_22;
 
     // Changed behind the same URL: refused, and no call reaches the server.
     let shown = get_sum();
