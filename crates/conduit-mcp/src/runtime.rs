@@ -114,9 +114,6 @@ struct Slot {
     /// Cancelled when the slot is replaced or removed: its supervisor then ends.
     stop: CancellationToken,
     supervisor: Option<JoinHandle<()>>,
-    /// Which slot this is: a new one (an entry changed, a restart) takes a new number, so
-    /// a call can tell its own server's reconnection from another server's start.
-    generation: u64,
 }
 
 impl Drop for Slot {
@@ -131,8 +128,6 @@ struct State {
     order: Vec<String>,
     slots: BTreeMap<String, Slot>,
     config_error: Option<String>,
-    /// The next slot's [`Slot::generation`].
-    next_generation: u64,
 }
 
 struct Inner {
@@ -522,8 +517,6 @@ fn install(inner: &Arc<Inner>, name: String, source: Source) -> oneshot::Receive
         stop.clone(),
         settled,
     ));
-    let generation = state.next_generation;
-    state.next_generation += 1;
     state.slots.insert(
         name,
         Slot {
@@ -532,7 +525,6 @@ fn install(inner: &Arc<Inner>, name: String, source: Source) -> oneshot::Receive
             running: starting,
             stop,
             supervisor: Some(supervisor),
-            generation,
         },
     );
     settled_receiver
@@ -549,8 +541,8 @@ const RECONNECT_MARGIN: Duration = Duration::from_secs(5);
 pub struct Reconnect {
     inner: Weak<Inner>,
     server: String,
-    generation: u64,
-    /// The slot's stop: cancelled when it is replaced or removed.
+    /// The slot's stop: cancelled, under the state's lock, whenever the slot is replaced
+    /// or removed. While it is not, the slot under the name is this one.
     replaced: CancellationToken,
 }
 
@@ -564,7 +556,6 @@ impl Reconnect {
         .then(|| Self {
             inner: Arc::downgrade(inner),
             server: server.to_owned(),
-            generation: slot.generation,
             replaced: slot.stop.clone(),
         })
     }
@@ -602,11 +593,10 @@ impl Reconnect {
                 }
                 let inner = self.inner.upgrade().ok_or(CLOSING)?;
                 let state = inner.state.lock();
-                let slot = state
-                    .slots
-                    .get(&self.server)
-                    .filter(|slot| slot.generation == self.generation)
-                    .ok_or(REPLACED)?;
+                if self.replaced.is_cancelled() {
+                    return Err(REPLACED.to_owned());
+                }
+                let slot = state.slots.get(&self.server).ok_or(REPLACED)?;
                 match (&slot.running.connection, &slot.running.state) {
                     (Some(connection), ServerState::Ready { .. })
                         if old.is_none_or(|old| !Arc::ptr_eq(connection, old)) =>
@@ -976,7 +966,6 @@ mod tests {
         Reconnect {
             inner: Arc::downgrade(&runtime.inner),
             server: server.to_owned(),
-            generation: slot.generation,
             replaced: slot.stop.clone(),
         }
     }

@@ -142,45 +142,38 @@ impl Tool for McpTool {
                 )));
             }
         };
-        let called = match &self.reconnect {
+        let (connection, again) = match &self.reconnect {
             // The session expired since the turn took its tools (a re-listing or another
             // call met the 404): nothing is sent on the ended connection.
-            Some(reconnect) if self.connection.ended_by_expiry() => {
-                let connection = self.connected_again(reconnect, &context.cancel).await?;
-                connection
-                    .call_tool(&self.tool, arguments, context.progress, context.cancel)
+            Some(reconnect) if self.connection.ended_by_expiry() => (
+                self.connected_again(reconnect, &context.cancel).await?,
+                None,
+            ),
+            // Kept only while a second send may be needed (HTTP servers).
+            Some(reconnect) => (
+                self.connection.clone(),
+                Some((reconnect, arguments.clone(), context.progress.clone())),
+            ),
+            None => (self.connection.clone(), None),
+        };
+        let called = connection
+            .call_tool(
+                &self.tool,
+                arguments,
+                context.progress,
+                context.cancel.clone(),
+            )
+            .await;
+        let called = match (called, again) {
+            // A 404 for the session: the call did not run. Not `Closed`: a call under way
+            // when the connection ended may have run.
+            (Err(McpError::SessionExpired), Some((reconnect, arguments, progress))) => {
+                self.connected_again(reconnect, &context.cancel)
+                    .await?
+                    .call_tool(&self.tool, arguments, progress, context.cancel)
                     .await
             }
-            Some(reconnect) => {
-                // Kept only while a second send may be needed (HTTP servers).
-                let again = (arguments.clone(), context.progress.clone());
-                let called = self
-                    .connection
-                    .call_tool(
-                        &self.tool,
-                        arguments,
-                        context.progress,
-                        context.cancel.clone(),
-                    )
-                    .await;
-                match called {
-                    // A 404 for the session: the call did not run. Not `Closed`: a call
-                    // under way when the connection ended may have run.
-                    Err(McpError::SessionExpired) => {
-                        let connection = self.connected_again(reconnect, &context.cancel).await?;
-                        let (arguments, progress) = again;
-                        connection
-                            .call_tool(&self.tool, arguments, progress, context.cancel)
-                            .await
-                    }
-                    other => other,
-                }
-            }
-            None => {
-                self.connection
-                    .call_tool(&self.tool, arguments, context.progress, context.cancel)
-                    .await
-            }
+            (called, _) => called,
         };
         match called {
             Ok(result) => {
