@@ -515,6 +515,48 @@ async fn a_call_whose_session_expired_is_refused_when_its_tool_changed_or_went()
     live.shutdown().await;
 }
 
+/// The tool unchanged, but Settings no longer allow the call when the server is back (set
+/// to Deny while it waited): the approver is asked again before the second send, and the
+/// call is refused there, nothing sent on the new session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_whose_session_expired_is_refused_when_settings_changed_while_it_waited() {
+    let remote = ExpiringRemote::start().await;
+    let (gate, live) = (&remote.gate, &remote.live);
+    let shown = remote.get_sum();
+    let before = gate.methods().len();
+    gate.expire_sessions();
+    let asked_again = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = asked_again.clone();
+    let refused = shown
+        .call(
+            json!({"a": 20, "b": 22}),
+            conduit_core::tool::ToolContext::new(
+                tokio_util::sync::CancellationToken::new(),
+                std::sync::Arc::new(|_| {}),
+            )
+            .rechecked_by(std::sync::Arc::new(move || {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Err("get-sum of remote was set to Deny in Settings while the call waited".into())
+            })),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("set to Deny in Settings while the call waited")
+            && refused.contains("did not run"),
+        "{refused}"
+    );
+    assert_eq!(asked_again.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let after: Vec<String> = gate.methods()[before..].to_vec();
+    assert!(
+        after.iter().any(|m| m == "tools/list"),
+        "asked again once the server was back and listed: {after:?}"
+    );
+    assert!(!after.iter().any(|m| m == "tools/call"), "{after:?}");
+    live.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_that_times_out_sends_cancelled_while_the_server_runs_on() {
     let root = conduit_e2e::workspace_root().join("tests/mcp-servers");

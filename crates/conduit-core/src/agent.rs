@@ -135,6 +135,15 @@ pub enum Approval {
 #[async_trait]
 pub trait Approver: Send + Sync {
     async fn decide(&self, call: &ToolCall, spec: &ToolSpec) -> Approval;
+
+    /// Asked again before a call this approver allowed is sent after a wait (its MCP
+    /// server's session expired and the server connected again), by Conduit's call id
+    /// and the exposed tool name: `Err(reason)` stops it. What Settings say now decides,
+    /// as they would for a new call, except that the user's own answer to this call
+    /// stands where Settings would ask.
+    fn still_allowed(&self, _call_id: &str, _exposed_name: &str) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// One answer for every call (`--approve auto|deny`).
@@ -535,6 +544,11 @@ impl Agent {
         });
         let progress_events = events.clone();
         let id = call.id.clone();
+        let (approver, call_id, exposed) = (
+            self.approver.clone(),
+            call.id.clone(),
+            tool.spec().name.clone(),
+        );
         let context = ToolContext::new(
             cancel.clone(),
             Arc::new(move |progress| {
@@ -543,7 +557,8 @@ impl Agent {
                     progress,
                 })
             }),
-        );
+        )
+        .rechecked_by(Arc::new(move || approver.still_allowed(&call_id, &exposed)));
         let timeout = self.options.tool_timeout;
         let limit = (!tool.keeps_its_own_time()).then_some(timeout);
         let running = tool.call(call.arguments.clone(), context);

@@ -78,17 +78,39 @@ pub struct Progress {
 /// Where a tool reports progress.
 pub type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
 
+/// Asks again whether a call already approved may still run: `Err(reason)` stops it.
+pub type StillAllowed = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+
 /// What a running tool gets besides its arguments.
 #[derive(Clone)]
 pub struct ToolContext {
     /// Cancelled when the user stops the turn or the call times out.
     pub cancel: CancellationToken,
     pub progress: ProgressSink,
+    /// For a tool that waits before it sends the call (an MCP server connecting again
+    /// after its session expired): Settings may have changed meanwhile.
+    still_allowed: StillAllowed,
 }
 
 impl ToolContext {
+    /// A context whose call stays allowed once approved.
     pub fn new(cancel: CancellationToken, progress: ProgressSink) -> Self {
-        Self { cancel, progress }
+        Self {
+            cancel,
+            progress,
+            still_allowed: Arc::new(|| Ok(())),
+        }
+    }
+
+    /// Asks `still_allowed` before a call sent after a wait.
+    pub fn rechecked_by(mut self, still_allowed: StillAllowed) -> Self {
+        self.still_allowed = still_allowed;
+        self
+    }
+
+    /// Whether the call may still run now: the approver's answer as Settings are now.
+    pub fn still_allowed(&self) -> Result<(), String> {
+        (self.still_allowed)()
     }
 }
 

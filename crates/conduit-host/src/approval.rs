@@ -4,7 +4,7 @@
 //! it holds across restarts, can be revoked in Settings, and is asked again when the
 //! server or the tool changed.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -240,6 +240,24 @@ impl Approver for AutoApproval {
             },
         }
     }
+
+    fn still_allowed(&self, _call_id: &str, exposed_name: &str) -> Result<(), String> {
+        let Some(trust) = self.trust.get(exposed_name) else {
+            return Ok(());
+        };
+        let (server, tool) = (&trust.origin.server, &trust.origin.tool);
+        match Settings::load(&self.settings_file) {
+            Ok(settings) => match settings.verdict(server, tool, &trust.now) {
+                Verdict::Deny => Err(format!(
+                    "{tool} of {server} was set to Never run in Settings while the call waited"
+                )),
+                Verdict::Allow | Verdict::Ask { .. } => Ok(()),
+            },
+            Err(error) => Err(format!(
+                "the settings could not be read ({error}), so Conduit cannot tell whether {tool} of {server} was set to Never run while the call waited"
+            )),
+        }
+    }
 }
 
 /// Decides a turn's tool calls: settings first, then the window.
@@ -251,6 +269,9 @@ pub struct WindowApproval {
     trust: HashMap<String, ToolTrust>,
     /// Calls waiting for an answer (by Conduit's call id) → their exposed tool name.
     asked: Mutex<HashMap<String, String>>,
+    /// Calls the user allowed by answering (Conduit's call ids, unique per host): their
+    /// answer stands if Settings would ask when the call is checked again.
+    answered: Mutex<HashSet<String>>,
 }
 
 impl std::fmt::Debug for WindowApproval {
@@ -272,6 +293,7 @@ impl WindowApproval {
             settings_file,
             trust,
             asked: Mutex::new(HashMap::new()),
+            answered: Mutex::new(HashSet::new()),
         })
     }
 
@@ -339,7 +361,32 @@ impl Approver for WindowApproval {
         let origin = trust.map(|t| t.origin);
         let approval = self.ask.ask(call, spec, origin, changes).await;
         self.asked.lock().remove(&call.id);
+        if approval == Approval::Allow {
+            self.answered.lock().insert(call.id.clone());
+        }
         approval
+    }
+
+    fn still_allowed(&self, call_id: &str, exposed_name: &str) -> Result<(), String> {
+        let Some(trust) = self.trust_of(exposed_name) else {
+            return Ok(());
+        };
+        let (server, tool) = (&trust.origin.server, &trust.origin.tool);
+        match verdict_now(&self.settings_file, server, tool, &trust.now) {
+            Verdict::Allow => Ok(()),
+            Verdict::Deny => Err(format!(
+                "{tool} of {server} was set to Deny in Settings while the call waited"
+            )),
+            Verdict::Ask { .. } if self.answered.lock().contains(call_id) => Ok(()),
+            // Allowed by Settings, which would now ask: asked or not, it is not this call.
+            Verdict::Ask { changes } if changes.is_empty() => Err(format!(
+                "Settings now ask before {tool} of {server} runs (its Always allow was taken back while the call waited)"
+            )),
+            Verdict::Ask { changes } => Err(format!(
+                "Settings now ask before {tool} of {server} runs ({})",
+                changes.join("; ")
+            )),
+        }
     }
 }
 
@@ -618,6 +665,87 @@ mod tests {
         let saved = Settings::load(&file).unwrap();
         assert_eq!(saved.tool_policy("sh", "run"), ToolPolicy::Allow);
         assert_eq!(saved.tool_policy("fs", "read_file"), ToolPolicy::Ask);
+    }
+
+    /// A call allowed before its server's session expired is checked again before it is
+    /// sent on the new session: allowed by Settings, it stops when Settings now deny it or
+    /// would ask; allowed by the user's answer, only Deny stops it. `--approve auto` stops
+    /// only at Deny, or at settings it cannot read.
+    #[tokio::test]
+    async fn a_call_checked_again_after_a_wait_follows_settings_as_they_are_now() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("settings.json");
+        let set = |policy: ToolPolicy| {
+            Settings::update(&file, |settings| {
+                settings.set_tool_policy("srv", "echo", policy);
+                Ok::<_, SettingsError>(())
+            })
+            .unwrap();
+        };
+        let echo = trust("srv", "echo", "node", "echoes");
+        let (events, asked) = asking();
+        let approval = WindowApproval::new(
+            events,
+            file.clone(),
+            HashMap::from([("srv__echo".to_owned(), echo.clone())]),
+        );
+        Settings::update(&file, |settings| {
+            settings.allow_tool("srv", "echo", echo.now.clone());
+            Ok::<_, SettingsError>(())
+        })
+        .unwrap();
+        let by_settings = approval
+            .decide(&call("c1", "srv__echo"), &spec("srv__echo"))
+            .await;
+        assert_eq!(by_settings, Approval::Allow);
+        assert_eq!(approval.still_allowed("c1", "srv__echo"), Ok(()));
+        set(ToolPolicy::Ask);
+        let taken_back = approval.still_allowed("c1", "srv__echo").unwrap_err();
+        assert!(
+            taken_back.contains("Always allow was taken back"),
+            "{taken_back}"
+        );
+
+        // Answered by the user: the answer stands where Settings ask, not against Deny.
+        let answered = {
+            let approval = approval.clone();
+            tokio::spawn(async move {
+                approval
+                    .decide(&call("c2", "srv__echo"), &spec("srv__echo"))
+                    .await
+            })
+        };
+        until_asked(&asked, 1).await;
+        assert!(approval.answer("c2", Decision::AllowOnce).unwrap());
+        assert_eq!(answered.await.unwrap(), Approval::Allow);
+        assert_eq!(approval.still_allowed("c2", "srv__echo"), Ok(()));
+        assert!(
+            approval.still_allowed("c1", "srv__echo").is_err(),
+            "one call's answer is not another's"
+        );
+        set(ToolPolicy::Deny);
+        let denied = approval.still_allowed("c2", "srv__echo").unwrap_err();
+        assert!(denied.contains("set to Deny"), "{denied}");
+        // Conduit's own tools are not MCP servers' and never wait so.
+        assert_eq!(approval.still_allowed("c3", "read_text"), Ok(()));
+
+        let auto = AutoApproval::new(
+            file.clone(),
+            HashMap::from([("srv__echo".to_owned(), echo)]),
+        );
+        assert!(
+            auto.still_allowed("c4", "srv__echo")
+                .unwrap_err()
+                .contains("Never run")
+        );
+        set(ToolPolicy::Ask);
+        assert_eq!(auto.still_allowed("c4", "srv__echo"), Ok(()));
+        std::fs::write(&file, "{ not json").unwrap();
+        assert!(
+            auto.still_allowed("c4", "srv__echo")
+                .unwrap_err()
+                .contains("could not be read")
+        );
     }
 
     /// A settings file in a fresh folder where `rm` of `srv` is set to Never run.

@@ -145,14 +145,13 @@ impl Tool for McpTool {
         let (connection, again) = match &self.reconnect {
             // The session expired since the turn took its tools (a re-listing or another
             // call met the 404): nothing is sent on the ended connection.
-            Some(reconnect) if self.connection.ended_by_expiry() => (
-                self.connected_again(reconnect, &context.cancel).await?,
-                None,
-            ),
+            Some(reconnect) if self.connection.ended_by_expiry() => {
+                (self.connected_again(reconnect, &context).await?, None)
+            }
             // Kept only while a second send may be needed (HTTP servers).
             Some(reconnect) => (
                 self.connection.clone(),
-                Some((reconnect, arguments.clone(), context.progress.clone())),
+                Some((reconnect, arguments.clone())),
             ),
             None => (self.connection.clone(), None),
         };
@@ -160,17 +159,17 @@ impl Tool for McpTool {
             .call_tool(
                 &self.tool,
                 arguments,
-                context.progress,
+                context.progress.clone(),
                 context.cancel.clone(),
             )
             .await;
         let called = match (called, again) {
             // A 404 for the session: the call did not run. Not `Closed`: a call under way
             // when the connection ended may have run.
-            (Err(McpError::SessionExpired), Some((reconnect, arguments, progress))) => {
-                self.connected_again(reconnect, &context.cancel)
+            (Err(McpError::SessionExpired), Some((reconnect, arguments))) => {
+                self.connected_again(reconnect, &context)
                     .await?
-                    .call_tool(&self.tool, arguments, progress, context.cancel)
+                    .call_tool(&self.tool, arguments, context.progress, context.cancel)
                     .await
             }
             (called, _) => called,
@@ -197,16 +196,16 @@ impl Tool for McpTool {
 impl McpTool {
     /// After the session expired (the server answered 404, so the call did not run): the
     /// server's new connection, once it is ready and lists this tool exactly as the model
-    /// was shown it. A changed or missing tool is refused, never run under the approval
-    /// of the old definition.
+    /// was shown it, and the approver still allows the call as Settings are now. A changed
+    /// or missing tool is refused, never run under the approval of the old definition.
     async fn connected_again(
         &self,
         reconnect: &Reconnect,
-        cancel: &tokio_util::sync::CancellationToken,
+        context: &ToolContext,
     ) -> Result<Arc<Connection>, ToolError> {
         let server = &self.server;
         let (connection, tools) = reconnect
-            .connected_again(Some(&self.connection), cancel)
+            .connected_again(Some(&self.connection), &context.cancel)
             .await
             .map_err(|why| {
                 ToolError(format!(
@@ -214,10 +213,16 @@ impl McpTool {
                 ))
             })?;
         match tools.iter().find(|tool| tool.name == self.definition.name) {
-            Some(now) if *now == self.definition => {
-                tracing::info!(server = %server, tool = %self.tool, "the session expired before the call ran; it goes on the new session, the tool unchanged");
-                Ok(connection)
-            }
+            // The wait may have been long: Settings are read again, as for a new call.
+            Some(now) if *now == self.definition => match context.still_allowed() {
+                Ok(()) => {
+                    tracing::info!(server = %server, tool = %self.tool, "the session expired before the call ran; it goes on the new session, the tool unchanged");
+                    Ok(connection)
+                }
+                Err(why) => Err(ToolError(format!(
+                    "MCP server {server:?}: its session expired before the call ran, and when it connected again {why}; it did not run"
+                ))),
+            },
             Some(_) => Err(ToolError(format!(
                 "MCP server {server:?}: its session expired before the call ran, and when it connected again its tool {:?} was no longer the one you were shown; it did not run. Its new definition is offered from the next message on",
                 self.tool

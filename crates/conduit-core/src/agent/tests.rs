@@ -1084,3 +1084,78 @@ async fn a_tool_that_keeps_its_own_time_is_not_cut_at_the_agents_limit() {
         [("c1".into(), false, "done in its own time".into())]
     );
 }
+
+/// Reports what the approver answers when asked again from inside the call.
+struct AsksAgain(ToolSpec);
+
+#[async_trait]
+impl Tool for AsksAgain {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    async fn call(&self, _arguments: Value, context: ToolContext) -> Result<ToolOutput, ToolError> {
+        match context.still_allowed() {
+            Ok(()) => Ok(ToolOutput::text("still allowed")),
+            Err(why) => Err(ToolError(why)),
+        }
+    }
+}
+
+/// Allows every call, then refuses each one asked about again, noting what it was asked.
+#[derive(Default)]
+struct TakesItBack(Mutex<Vec<(String, String)>>);
+
+#[async_trait]
+impl Approver for TakesItBack {
+    async fn decide(&self, _call: &ToolCall, _spec: &ToolSpec) -> Approval {
+        Approval::Allow
+    }
+    fn still_allowed(&self, call_id: &str, exposed_name: &str) -> Result<(), String> {
+        self.0
+            .lock()
+            .unwrap()
+            .push((call_id.to_owned(), exposed_name.to_owned()));
+        Err("taken back while it waited".into())
+    }
+}
+
+/// A tool that waits before it sends its call (an MCP server connecting again) asks the
+/// turn's approver again, about its own call by Conduit's id, not the provider's.
+#[tokio::test]
+async fn a_call_asks_the_turns_approver_again_about_itself() {
+    let provider = ScriptedProvider::new(vec![
+        vec![call("c1", "again", json!({})), stop(StopReason::ToolUse)],
+        vec![text("Understood."), stop(StopReason::EndTurn)],
+    ]);
+    let mut registry = ToolRegistry::new();
+    registry.register(Arc::new(AsksAgain(spec("again"))));
+    let approver = Arc::new(TakesItBack::default());
+    let agent = Agent::new(provider, registry, approver.clone(), AgentOptions::new("m"));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink_seen = seen.clone();
+    let sink: EventSink = Arc::new(move |event| sink_seen.lock().unwrap().push(event));
+    let mut history = vec![Message::user_text("hello")];
+    let outcome = agent
+        .run(&mut history, sink, CancellationToken::new())
+        .await;
+    assert_eq!(outcome, Ok(Outcome::Finished(StopReason::EndTurn)));
+    let results = results_of(&history[2]);
+    assert!(
+        results[0].1 && results[0].2.contains("taken back while it waited"),
+        "{results:?}"
+    );
+    let running: Vec<String> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|event| match event {
+            AgentEvent::ToolCallRunning { id } => Some(id.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        *approver.0.lock().unwrap(),
+        [(running[0].clone(), "again".to_owned())]
+    );
+    assert_ne!(running[0], "c1", "Conduit's own id, not the provider's");
+}
