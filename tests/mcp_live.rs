@@ -557,6 +557,62 @@ async fn a_call_whose_session_expired_is_refused_when_settings_changed_while_it_
     live.shutdown().await;
 }
 
+/// `conduit mcp call`'s path (`Host::call_mcp_tool`): a call whose session expired did not
+/// run, and goes once on the new session, after its listing; a tool gone from there is
+/// refused, with nothing sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_direct_call_whose_session_expired_goes_on_the_new_session() {
+    let remote = ExpiringRemote::start().await;
+    let (gate, live) = (&remote.gate, &remote.live);
+    let home = tempfile::tempdir().unwrap();
+    let host = conduit_host::Host::new(conduit_host::Paths::under_home(
+        home.path().to_owned(),
+        None,
+    ));
+    let call = || {
+        host.call_mcp_tool(
+            live,
+            "remote",
+            "get-sum",
+            json!({"a": 20, "b": 22}),
+            std::sync::Arc::new(|_| {}),
+            tokio_util::sync::CancellationToken::new(),
+        )
+    };
+    let before = gate.methods().len();
+    gate.expire_sessions();
+    let answered = call().await.unwrap();
+    assert!(format!("{answered:?}").contains("42"), "{answered:?}");
+    let after: Vec<String> = gate.methods()[before..].to_vec();
+    let position = |method: &str| after.iter().position(|m| m == method).unwrap();
+    assert_eq!(
+        after.iter().filter(|m| *m == "tools/call").count(),
+        1,
+        "{after:?}"
+    );
+    assert!(
+        position("initialize") < position("tools/list")
+            && position("tools/list") < position("tools/call"),
+        "{after:?}"
+    );
+
+    let before = gate.methods().len();
+    gate.rewrite_replies("\"name\":\"get-sum\"", "\"name\":\"get-total\"");
+    gate.expire_sessions();
+    let refused = call().await.unwrap_err().to_string();
+    assert!(
+        refused.contains("no longer offered the tool \"get-sum\"")
+            && refused.contains("did not run"),
+        "{refused}"
+    );
+    assert!(
+        !gate.methods()[before..].iter().any(|m| m == "tools/call"),
+        "{:?}",
+        gate.methods()
+    );
+    live.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_that_times_out_sends_cancelled_while_the_server_runs_on() {
     let root = conduit_e2e::workspace_root().join("tests/mcp-servers");

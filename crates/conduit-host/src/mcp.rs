@@ -248,13 +248,44 @@ impl Host {
     ) -> Result<ToolOutput, HostMcpError> {
         let connection = ready_connection(servers, server)?;
         let arguments = as_object(arguments)?;
-        let result = connection
-            .call_tool(tool, arguments, progress, cancel)
-            .await
-            .map_err(|error| HostMcpError::Call {
-                server: server.to_owned(),
-                error,
-            })?;
+        let failed = |error| HostMcpError::Call {
+            server: server.to_owned(),
+            error,
+        };
+        // An HTTP server's session may expire: the call did not run then, and goes once
+        // more on the new session the runtime opens (the user named the tool, not a
+        // definition, so only its presence there is checked).
+        let reconnect = servers.reconnect_of(server);
+        let again = reconnect.as_ref().map(|_| arguments.clone());
+        let called = if connection.ended_by_expiry() {
+            Err(McpError::SessionExpired)
+        } else {
+            connection
+                .call_tool(tool, arguments, progress.clone(), cancel.clone())
+                .await
+        };
+        let result = match (called, reconnect, again) {
+            (Err(McpError::SessionExpired), Some(reconnect), Some(arguments)) => {
+                let (connection, tools) = reconnect
+                    .connected_again(Some(&connection), &cancel)
+                    .await
+                    .map_err(|why| {
+                        failed(McpError::Other(format!(
+                            "its session expired before the call ran, and {why}"
+                        )))
+                    })?;
+                if !tools.iter().any(|listed| listed.name == tool) {
+                    return Err(failed(McpError::Other(format!(
+                        "its session expired before the call ran, and when it connected again it no longer offered the tool {tool:?}; it did not run"
+                    ))));
+                }
+                connection
+                    .call_tool(tool, arguments, progress, cancel)
+                    .await
+                    .map_err(failed)?
+            }
+            (called, _, _) => called.map_err(failed)?,
+        };
         let media: Arc<dyn MediaStore> = self.media.clone();
         conduit_mcp::result::convert_off_thread(result, media)
             .await
