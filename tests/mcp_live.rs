@@ -359,20 +359,32 @@ struct ExpiringRemote {
 }
 
 impl ExpiringRemote {
+    /// Its entry carries an `Authorization` header, which the gate requires.
     async fn start() -> Self {
+        Self::with_authorization("Bearer tok-again").await
+    }
+
+    /// Its entry carries `authorization` as its `Authorization` header, which the gate
+    /// requires (empty: no header, and none required until [`HttpGate::require`]).
+    async fn with_authorization(authorization: &str) -> Self {
         let (server, port) = conduit_e2e::everything_over_http().await.unwrap();
         let gate = conduit_e2e::http_gate::HttpGate::start(
             &format!("http://127.0.0.1:{port}"),
-            "Bearer tok-again",
+            authorization,
         )
         .await
         .unwrap();
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("mcp_servers.json");
+        let url = format!("http://{}/mcp", gate.addr);
         write(
             &file,
-            json!({"remote": {"type": "http", "url": format!("http://{}/mcp", gate.addr),
-                              "headers": {"Authorization": "Bearer tok-again"}}}),
+            if authorization.is_empty() {
+                json!({"remote": {"type": "http", "url": url}})
+            } else {
+                json!({"remote": {"type": "http", "url": url,
+                                  "headers": {"Authorization": authorization}}})
+            },
         );
         let live = start(&file).await;
         assert_eq!(state_of(&live, "remote"), "ready");
@@ -554,6 +566,64 @@ async fn a_call_whose_session_expired_is_refused_when_settings_changed_while_it_
         "asked again once the server was back and listed: {after:?}"
     );
     assert!(!after.iter().any(|m| m == "tools/call"), "{after:?}");
+    live.shutdown().await;
+}
+
+/// A call whose session expired, when the server does not connect again, says why: a
+/// server that now refuses the token waits for the user to sign in (no retries: they
+/// cannot help), and a reconnection that fails otherwise names its own failure, in the
+/// call's error and in the server's state, not the expiry that came before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_whose_session_expired_says_why_its_server_did_not_connect_again() {
+    // A server that now asks for sign-in (it took no token before).
+    let remote = ExpiringRemote::with_authorization("").await;
+    let (gate, live) = (&remote.gate, &remote.live);
+    let shown = remote.get_sum();
+    gate.require("Bearer signed-in");
+    gate.expire_sessions();
+    let refused = sum_20_and_22(shown).await.unwrap_err().to_string();
+    assert!(
+        refused.contains("session expired before the call ran")
+            && refused.contains("needs you to sign in")
+            && refused.contains("conduit mcp login remote"),
+        "{refused}"
+    );
+    assert_eq!(state_of(live, "remote"), "sign_in_required");
+    let tried = gate.seen().len();
+    // Past the first restart pause (1 s): a supervisor still retrying would have tried.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(state_of(live, "remote"), "sign_in_required");
+    assert_eq!(
+        gate.seen().len(),
+        tried,
+        "no retries while it waits for sign-in"
+    );
+    live.shutdown().await;
+
+    // A server that now refuses the entry's own header: Conduit keeps trying (the header
+    // is the user's to change), and says what the reconnection met.
+    let remote = ExpiringRemote::start().await;
+    let (gate, live) = (&remote.gate, &remote.live);
+    let shown = remote.get_sum();
+    gate.require("Bearer another-token");
+    gate.expire_sessions();
+    let refused = sum_20_and_22(shown).await.unwrap_err().to_string();
+    assert!(
+        refused.contains("did not connect again at once: it refused the Authorization header"),
+        "{refused}"
+    );
+    let status = live
+        .statuses()
+        .into_iter()
+        .find(|s| s.name == "remote")
+        .unwrap();
+    let conduit_mcp::servers::ServerState::Restarting { reason, .. } = &status.state else {
+        panic!("{status:?}");
+    };
+    assert!(
+        reason.contains("refused the Authorization header"),
+        "{reason}"
+    );
     live.shutdown().await;
 }
 

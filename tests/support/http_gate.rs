@@ -3,7 +3,8 @@
 //! MCP server that takes no token behind one that requires it. It can also let the
 //! sessions it has seen expire (a 404, as a server restarted behind a load balancer
 //! answers), record the JSON-RPC methods it let through, and change the upstream's
-//! replies (a tool's definition changed behind the same URL).
+//! replies (a tool's definition changed behind the same URL), and require another token
+//! from now on (one revoked).
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -19,7 +20,7 @@ use futures::StreamExt;
 
 struct Gate {
     upstream: String,
-    expected_authorization: String,
+    expected_authorization: Mutex<String>,
     client: reqwest::Client,
     seen: Mutex<Vec<HeaderMap>>,
     /// The JSON-RPC methods of the POSTs let through, in order.
@@ -39,11 +40,12 @@ pub struct HttpGate {
 
 impl HttpGate {
     /// Proxies to `upstream` (e.g. `http://127.0.0.1:3001`) for requests carrying
-    /// `Authorization: <expected_authorization>`; others get a 401.
+    /// `Authorization: <expected_authorization>` (no header, when it is empty); others get
+    /// a 401.
     pub async fn start(upstream: &str, expected_authorization: &str) -> anyhow::Result<Self> {
         let gate = Arc::new(Gate {
             upstream: upstream.trim_end_matches('/').to_owned(),
-            expected_authorization: expected_authorization.to_owned(),
+            expected_authorization: Mutex::new(expected_authorization.to_owned()),
             client: reqwest::Client::new(),
             seen: Mutex::new(Vec::new()),
             methods: Mutex::new(Vec::new()),
@@ -85,6 +87,14 @@ impl HttpGate {
         }
     }
 
+    /// From now on only `Authorization: <expected_authorization>` goes through (a token
+    /// revoked: the one the client holds gets a 401).
+    pub fn require(&self, expected_authorization: &str) {
+        if let Ok(mut expected) = self.gate.expected_authorization.lock() {
+            *expected = expected_authorization.to_owned();
+        }
+    }
+
     /// The headers of every request that reached the gate, in order.
     pub fn seen(&self) -> Vec<HeaderMap> {
         self.gate.seen.lock().map(|s| s.clone()).unwrap_or_default()
@@ -107,17 +117,8 @@ async fn forward(
     if let Ok(mut seen) = gate.seen.lock() {
         seen.push(headers.clone());
     }
-    let authorized = headers
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v == gate.expected_authorization);
-    if !authorized {
-        return Response::builder()
-            .status(StatusCode::UNAUTHORIZED)
-            .header("www-authenticate", "Bearer")
-            .body(Body::from("missing or wrong bearer token"))
-            .unwrap_or_default();
-    }
+    // A session the gate let expire is answered 404 whatever the token: the server
+    // no longer knows it, so what it was signed in with is not asked.
     let session = headers
         .get("mcp-session-id")
         .and_then(|v| v.to_str().ok())
@@ -132,6 +133,22 @@ async fn forward(
         return Response::builder()
             .status(StatusCode::NOT_FOUND)
             .body(Body::from("session not found"))
+            .unwrap_or_default();
+    }
+    let expected = gate
+        .expected_authorization
+        .lock()
+        .map(|expected| expected.clone())
+        .unwrap_or_default();
+    let authorized = match headers.get("authorization") {
+        Some(given) => given.to_str().is_ok_and(|given| given == expected),
+        None => expected.is_empty(),
+    };
+    if !authorized {
+        return Response::builder()
+            .status(StatusCode::UNAUTHORIZED)
+            .header("www-authenticate", "Bearer")
+            .body(Body::from("missing or wrong bearer token"))
             .unwrap_or_default();
     }
     if method == Method::POST

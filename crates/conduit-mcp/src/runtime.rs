@@ -606,13 +606,23 @@ impl Reconnect {
                     (_, ServerState::Failed { reason, .. }) => {
                         return Err(format!("it did not connect again: {reason}"));
                     }
-                    (_, ServerState::Restarting { attempt, .. }) => match first_attempt {
+                    (_, ServerState::SignInRequired { reason, .. }) => {
+                        return Err(format!(
+                            "{reason} before it connects again: sign in to it in Settings, or run `conduit mcp login {}`",
+                            self.server
+                        ));
+                    }
+                    (
+                        _,
+                        ServerState::Restarting {
+                            attempt, reason, ..
+                        },
+                    ) => match first_attempt {
                         None => first_attempt = Some(*attempt),
                         Some(first) if *attempt > first => {
-                            return Err(
-                                "it did not connect again at once (Conduit keeps trying, with pauses; Settings shows its state)"
-                                    .to_owned(),
-                            );
+                            return Err(format!(
+                                "it did not connect again at once: {reason} (Conduit keeps trying, with pauses; Settings shows its state)"
+                            ));
                         }
                         Some(_) => {}
                     },
@@ -689,10 +699,28 @@ async fn supervise(
         let Some(inner_now) = inner.upgrade() else {
             return;
         };
-        match (&connection, &last_end) {
-            (Some(_), _) | (None, None) => update(&inner_now, &name, &stop, |slot| *slot = running),
-            // A restart that failed: counted below, and shown as restarting.
-            (None, Some(_)) => {}
+        match (&connection, &last_end, &running.state) {
+            (Some(_), _, _) | (None, None, _) => {
+                update(&inner_now, &name, &stop, |slot| *slot = running)
+            }
+            // A restart the server refused until the user signs in (its tokens no longer
+            // do): retrying cannot help, so it waits for the user as a first start does.
+            (None, Some(_), ServerState::SignInRequired { .. }) => {
+                update(&inner_now, &name, &stop, |slot| *slot = running);
+                return;
+            }
+            // A restart that failed: counted below, and shown as restarting with why it
+            // failed (what a call waiting for the server says too).
+            (
+                None,
+                Some(_),
+                ServerState::Failed {
+                    reason,
+                    stderr_tail,
+                    ..
+                },
+            ) => last_end = Some((reason.clone(), stderr_tail.clone())),
+            (None, Some(_), _) => {}
         }
         drop(inner_now);
         if let Some(settled) = settled.take() {
