@@ -562,7 +562,11 @@ async fn a_views_call_whose_session_expired_goes_on_the_new_session_for_the_same
         .await
         .unwrap_err()
         .to_string();
-    assert!(refused.contains("Settings changed"), "{refused}");
+    assert!(
+        refused.contains("set to Never run in Settings while the call waited")
+            && refused.contains("did not run"),
+        "{refused}"
+    );
     assert!(
         !gate.methods()[before..].iter().any(|m| m == "tools/call"),
         "{:?}",

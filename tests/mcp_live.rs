@@ -527,11 +527,13 @@ async fn a_call_whose_session_expired_is_refused_when_its_tool_changed_or_went()
     live.shutdown().await;
 }
 
-/// The tool unchanged, but Settings no longer allow the call when the server is back (set
-/// to Deny while it waited): the approver is asked again before the second send, and the
-/// call is refused there, nothing sent on the new session.
+/// The tool unchanged, but the turn's approver no longer allows the call when the server
+/// is back (Settings changed while it waited): asked again before the second send, it
+/// refuses the call there, and nothing is sent on the new session. (How the host's
+/// approvers answer from Settings: `approval.rs`
+/// `a_call_checked_again_after_a_wait_follows_settings_as_they_are_now`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_call_whose_session_expired_is_refused_when_settings_changed_while_it_waited() {
+async fn a_call_whose_session_expired_is_refused_when_its_approver_no_longer_allows_it() {
     let remote = ExpiringRemote::start().await;
     let (gate, live) = (&remote.gate, &remote.live);
     let shown = remote.get_sum();
@@ -570,9 +572,10 @@ async fn a_call_whose_session_expired_is_refused_when_settings_changed_while_it_
 }
 
 /// A call whose session expired, when the server does not connect again, says why: a
-/// server that now refuses the token waits for the user to sign in (no retries: they
-/// cannot help), and a reconnection that fails otherwise names its own failure, in the
-/// call's error and in the server's state, not the expiry that came before it.
+/// server that now asks for sign-in waits for the user (no retries: they cannot help),
+/// and a reconnection that fails otherwise names its own failure, in the call's error and
+/// in the server's state, not the expiry that came before it. A refused header of the
+/// entry's own is a failure, at the handshake or at the listing, not a sign-in.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_whose_session_expired_says_why_its_server_did_not_connect_again() {
     // A server that now asks for sign-in (it took no token before).
@@ -584,7 +587,7 @@ async fn a_call_whose_session_expired_says_why_its_server_did_not_connect_again(
     let refused = sum_20_and_22(shown).await.unwrap_err().to_string();
     assert!(
         refused.contains("session expired before the call ran")
-            && refused.contains("needs you to sign in")
+            && refused.contains("asks you to sign in again")
             && refused.contains("conduit mcp login remote"),
         "{refused}"
     );
@@ -624,6 +627,21 @@ async fn a_call_whose_session_expired_says_why_its_server_did_not_connect_again(
         reason.contains("refused the Authorization header"),
         "{reason}"
     );
+    live.shutdown().await;
+
+    // The entry's own header opens the new session but the listing is refused: still the
+    // header's fault, not a sign-in to wait for (signing in would not help).
+    let remote = ExpiringRemote::start().await;
+    let (gate, live) = (&remote.gate, &remote.live);
+    let shown = remote.get_sum();
+    gate.refuse_method("tools/list");
+    gate.expire_sessions();
+    let refused = sum_20_and_22(shown).await.unwrap_err().to_string();
+    assert!(
+        refused.contains("did not connect again at once: it refused the Authorization header"),
+        "{refused}"
+    );
+    assert_eq!(state_of(live, "remote"), "restarting");
     live.shutdown().await;
 }
 

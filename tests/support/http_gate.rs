@@ -4,7 +4,7 @@
 //! sessions it has seen expire (a 404, as a server restarted behind a load balancer
 //! answers), record the JSON-RPC methods it let through, and change the upstream's
 //! replies (a tool's definition changed behind the same URL), and require another token
-//! from now on (one revoked).
+//! from now on (one revoked) or refuse one method to any token.
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -29,6 +29,8 @@ struct Gate {
     sessions: Mutex<(HashSet<String>, HashSet<String>)>,
     /// Text replaced in the replies to POSTs from now on, when set.
     rewrite: Mutex<Option<(String, String)>>,
+    /// JSON-RPC methods answered 401 from now on, whatever the token.
+    refused_methods: Mutex<HashSet<String>>,
 }
 
 /// The running proxy; it stops when dropped.
@@ -51,6 +53,7 @@ impl HttpGate {
             methods: Mutex::new(Vec::new()),
             sessions: Mutex::new(Default::default()),
             rewrite: Mutex::new(None),
+            refused_methods: Mutex::new(HashSet::new()),
         });
         let app = Router::new().fallback(forward).with_state(gate.clone());
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
@@ -92,6 +95,14 @@ impl HttpGate {
     pub fn require(&self, expected_authorization: &str) {
         if let Ok(mut expected) = self.gate.expected_authorization.lock() {
             *expected = expected_authorization.to_owned();
+        }
+    }
+
+    /// From now on a POST of the JSON-RPC `method` is answered 401, whatever its token
+    /// (a token that may open a session but not list its tools).
+    pub fn refuse_method(&self, method: &str) {
+        if let Ok(mut refused) = self.gate.refused_methods.lock() {
+            refused.insert(method.to_owned());
         }
     }
 
@@ -151,12 +162,25 @@ async fn forward(
             .body(Body::from("missing or wrong bearer token"))
             .unwrap_or_default();
     }
-    if method == Method::POST
-        && let Ok(message) = serde_json::from_slice::<serde_json::Value>(&body)
-        && let Some(name) = message.get("method").and_then(|m| m.as_str())
-        && let Ok(mut methods) = gate.methods.lock()
-    {
-        methods.push(name.to_owned());
+    let called = (method == Method::POST)
+        .then(|| serde_json::from_slice::<serde_json::Value>(&body).ok())
+        .flatten()
+        .and_then(|message| Some(message.get("method")?.as_str()?.to_owned()));
+    if let Some(name) = &called {
+        let refused = gate
+            .refused_methods
+            .lock()
+            .is_ok_and(|refused| refused.contains(name));
+        if refused {
+            return Response::builder()
+                .status(StatusCode::UNAUTHORIZED)
+                .header("www-authenticate", "Bearer")
+                .body(Body::from("not allowed with this token"))
+                .unwrap_or_default();
+        }
+        if let Ok(mut methods) = gate.methods.lock() {
+            methods.push(name.clone());
+        }
     }
     let path = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
     let rewrite = match method {

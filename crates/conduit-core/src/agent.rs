@@ -528,7 +528,7 @@ impl Agent {
                     id: call.id.clone(),
                 });
                 // Biased: a place freed by a call the stop ended must not start this one.
-                tokio::select! {
+                let place = tokio::select! {
                     biased;
                     () = cancel.cancelled() => return ToolResult::error(call, "The user stopped the turn before the call started."),
                     place = places.acquire() => match place {
@@ -536,7 +536,17 @@ impl Agent {
                         // Never closed while its calls run.
                         Err(closed) => return ToolResult::error(call, format!("The call could not start: {closed}.")),
                     },
+                };
+                // The wait for a place may have been long: Settings are read again, as
+                // for a call that waited for its server.
+                if let Err(reason) = self.approver.still_allowed(&call.id, &tool.spec().name) {
+                    events(AgentEvent::ToolCallDenied {
+                        id: call.id.clone(),
+                        reason: reason.clone(),
+                    });
+                    return ToolResult::error(call, format!("This call was not run: {reason}."));
                 }
+                place
             }
         };
         events(AgentEvent::ToolCallRunning {

@@ -482,18 +482,8 @@ impl App {
                 ),
             };
         };
-        let now = crate::approval::running_print(&*self.servers().await, &origin.server);
-        // Nothing running under the name (`now` empty) is said by `open_view_of`.
-        if ran_print.is_empty() || (!now.is_empty() && now != ran_print) {
-            tracing::info!(server = %origin.server, "a call's view was not opened: its server changed since the call");
-            return ViewLookup::Unavailable {
-                reason: format!(
-                    "The view is not shown: the MCP server {:?} is no longer the one that ran this call (its entry changed since).",
-                    origin.server
-                ),
-            };
-        }
-        self.open_view_of(&origin.server, &origin.tool).await
+        self.open_view_of(&origin.server, &origin.tool, &ran_print)
+            .await
     }
 
     /// A saved call's server and tool, and the fingerprint of the server it ran on
@@ -513,20 +503,45 @@ impl App {
         Ok(Some((origin, store.call_server(conversation, call)?)))
     }
 
-    /// The view of `tool` of `server`: read from the server (once per connection, while it
-    /// stays among the views kept), opened under a new token. The tool's view is looked up
-    /// on the running server, never taken from the page or the stored result.
-    async fn open_view_of(&self, server: &str, tool: &str) -> ViewLookup {
+    /// The view of `tool` of `server`, when what runs as `server` is still what ran the
+    /// call (`ran_print`): read from the server (once per connection, while it stays among
+    /// the views kept), opened under a new token. The tool's view is looked up on the
+    /// running server, never taken from the page or the stored result; what runs, its
+    /// connection and its tools are read in one look, so the view is bound to the server
+    /// it was read from.
+    async fn open_view_of(&self, server: &str, tool: &str, ran_print: &str) -> ViewLookup {
         let runtime = self.servers().await;
-        let (Some(connection), Some(found)) = (
-            runtime.connection(server),
-            runtime.server_tool(server, tool),
-        ) else {
+        let slot = runtime.slot_now(server);
+        let server_print =
+            crate::approval::print_of_running(slot.as_ref().and_then(|s| s.from.as_ref()), server);
+        let ready = slot.and_then(|slot| {
+            let found = slot
+                .tools
+                .iter()
+                .find(|listed| listed.name == tool)
+                .map(apps::ServerTool::from)?;
+            Some((slot.connection?, found))
+        });
+        let unavailable = || ViewLookup::Unavailable {
+            reason: format!(
+                "The view is not available: the MCP server {server:?} is not running or has no tool {tool:?}."
+            ),
+        };
+        // An empty fingerprint (a call saved without one, or nothing known to run) matches
+        // nothing.
+        if ran_print.is_empty() || server_print != ran_print {
+            if ready.is_none() && !ran_print.is_empty() {
+                return unavailable();
+            }
+            tracing::info!(%server, "a call's view was not opened: its server changed since the call");
             return ViewLookup::Unavailable {
                 reason: format!(
-                    "The view is not available: the MCP server {server:?} is not running or has no tool {tool:?}."
+                    "The view is not shown: the MCP server {server:?} is no longer the one that ran this call (its entry changed since)."
                 ),
             };
+        }
+        let Some((connection, found)) = ready else {
+            return unavailable();
         };
         let Some(uri) = found.view else {
             return ViewLookup::None;
@@ -558,7 +573,6 @@ impl App {
         };
         let csp = view.content_security_policy();
         tracing::info!(%server, %tool, %uri, %csp, third_party = view.domains.third_party(), dropped = ?view.domains.dropped, "opening a view");
-        let server_print = crate::approval::running_print(&runtime, server);
         let token = self
             .views()
             .remember(server, tool, server_print, view.clone());
@@ -593,27 +607,28 @@ impl App {
     {
         let (server, opened_on) = self.views().bound(token).ok_or(ViewCallError::Closed)?;
         let runtime = self.servers().await;
-        // What runs under the view's server name now, against what ran when it opened;
-        // an empty fingerprint matches nothing.
-        if opened_on.is_empty() || crate::approval::running_print(&runtime, &server) != opened_on {
+        // What runs under the view's server name now, against what ran when it opened (an
+        // empty fingerprint matches nothing); the connection and tools are read with it.
+        let slot = runtime.slot_now(&server);
+        let running = slot.as_ref().and_then(|slot| slot.from.as_ref());
+        if opened_on.is_empty() || crate::approval::print_of_running(running, &server) != opened_on
+        {
             tracing::info!(%server, "a view's call was refused: its server changed since it opened");
             return Err(ViewCallError::ServerChanged(server));
         }
-        let reconnect = runtime.reconnect_of(&server);
-        let mut connection = match (runtime.connection(&server), &reconnect) {
-            (Some(connection), _) => connection,
+        let slot = slot.ok_or_else(|| ViewCallError::ServerGone(server.clone()))?;
+        let reconnect = slot.reconnect;
+        let (mut connection, mut tools) = match (slot.connection, &reconnect) {
+            (Some(connection), _) => (connection, slot.tools),
             // Connecting again after its session expired: the call waits for it.
-            (None, Some(reconnect)) if runtime.restarting(&server) => {
-                let (connection, _) = reconnect
-                    .connected_again(None, &CancellationToken::new())
-                    .await
-                    .map_err(|why| ViewCallError::Failed {
-                        server: server.clone(),
-                        tool: tool.to_owned(),
-                        why: format!("its server was connecting again, and {why}"),
-                    })?;
-                connection
-            }
+            (None, Some(reconnect)) if slot.restarting => reconnect
+                .connected_again(None, &CancellationToken::new())
+                .await
+                .map_err(|why| ViewCallError::Failed {
+                    server: server.clone(),
+                    tool: tool.to_owned(),
+                    why: format!("its server was connecting again, and {why}"),
+                })?,
             (None, _) => return Err(ViewCallError::ServerGone(server.clone())),
         };
         // A wait may outlast the view: one closed meanwhile calls nothing.
@@ -632,7 +647,7 @@ impl App {
         {
             // A listing or another call met the 404 since: the checks below read the
             // new session's tools, and the call goes there, never on the ended one.
-            (connection, _) = reconnect
+            (connection, tools) = reconnect
                 .connected_again(Some(&connection), &CancellationToken::new())
                 .await
                 .map_err(&failed)?;
@@ -640,8 +655,10 @@ impl App {
         if !still_open(self) {
             return Err(ViewCallError::Closed);
         }
-        let found = runtime
-            .server_tool(&server, tool)
+        let found = tools
+            .iter()
+            .find(|listed| listed.name == tool)
+            .map(apps::ServerTool::from)
             .ok_or_else(|| ViewCallError::NoTool {
                 server: server.clone(),
                 tool: tool.to_owned(),
@@ -652,17 +669,17 @@ impl App {
                 tool: tool.to_owned(),
             });
         }
-        let verdict_now = || {
+        let tool_now = || {
             let snapshot = self.host().mcp_config().ok();
-            let now = crate::approval::approved_tool(
+            crate::approval::approved_tool(
                 crate::approval::server_print(&server, snapshot.as_ref()),
                 &found.description,
                 &found.input_schema,
                 found.for_views,
-            );
-            crate::approval::verdict_now(&self.host().paths().settings_file, &server, tool, &now)
+            )
         };
-        let verdict = verdict_now();
+        let settings_file = &self.host().paths().settings_file;
+        let verdict = crate::approval::verdict_now(settings_file, &server, tool, &tool_now());
         let asked = matches!(verdict, Verdict::Ask { .. });
         match verdict {
             Verdict::Allow => {}
@@ -717,16 +734,17 @@ impl App {
                     return Err(ViewCallError::Closed);
                 }
                 // Settings may have changed during the wait: what allowed the call must
-                // still (an "always" taken back, or "never" set, stops it).
-                let still_allowed = match verdict_now() {
-                    Verdict::Allow => true,
-                    Verdict::Ask { .. } => asked,
-                    Verdict::Deny => false,
-                };
-                if !still_allowed {
-                    return Err(failed(
-                        "its Settings changed while it connected again; it did not run".to_owned(),
-                    ));
+                // still (an "always" taken back, "never" set or the tool switched off
+                // stops it), as for a model's call.
+                if let Err(why) = crate::approval::still_allowed_now(
+                    settings_file,
+                    &server,
+                    tool,
+                    &tool_now(),
+                    asked,
+                ) {
+                    tracing::info!(%server, %tool, "a view's call was refused: its Settings changed while its server connected again");
+                    return Err(failed(format!("{why}; it did not run")));
                 }
                 apps::call_for_view(&connection, tool, arguments).await
             }

@@ -39,13 +39,9 @@ pub struct ToolTrust {
     pub now: ApprovedTool,
 }
 
-/// The fingerprint of what runs as `server` now (as the runtime started it, not as the
-/// file may say since): a call's record and its view are bound to it. Empty when nothing runs under that name.
-pub(crate) fn running_print(runtime: &conduit_mcp::runtime::McpRuntime, server: &str) -> String {
-    print_of_running(runtime.running_from(server).as_ref(), server)
-}
-
-/// The fingerprint of what runs as `server` from `from` ([`running_print`]).
+/// The fingerprint of what runs as `server`, started from `from` (as the runtime started
+/// it, not as the file may say since): a call's record and its view are bound to it.
+/// Empty when nothing runs under that name.
 pub(crate) fn print_of_running(
     from: Option<&conduit_mcp::runtime::RunningFrom>,
     server: &str,
@@ -199,6 +195,45 @@ pub fn verdict_now(
     }
 }
 
+/// Whether a call of `tool` of `server` (now as `now`) allowed before a wait may still be
+/// sent after it, by the settings read now: refused when the tool was switched off or set
+/// to Never run, or when the settings cannot be read (Conduit cannot tell whether it was);
+/// where Settings would ask, it goes on only when `answered` (the user allowed this very
+/// call). The one rule for a model's calls, under every approval mode, and a view's.
+pub fn still_allowed_now(
+    settings_file: &std::path::Path,
+    server: &str,
+    tool: &str,
+    now: &ApprovedTool,
+    answered: bool,
+) -> Result<(), String> {
+    let settings = Settings::load(settings_file).map_err(|error| {
+        format!(
+            "the settings could not be read ({error}), so Conduit cannot tell whether {tool} of {server} was set to Never run while the call waited"
+        )
+    })?;
+    if !settings.tool_enabled(server, tool) {
+        return Err(format!(
+            "{tool} of {server} was switched off in Settings while the call waited"
+        ));
+    }
+    match settings.verdict(server, tool, now) {
+        Verdict::Allow => Ok(()),
+        Verdict::Deny => Err(format!(
+            "{tool} of {server} was set to Never run in Settings while the call waited"
+        )),
+        Verdict::Ask { .. } if answered => Ok(()),
+        // Allowed by Settings, which would now ask: asked or not, it is not this call.
+        Verdict::Ask { changes } if changes.is_empty() => Err(format!(
+            "Settings now ask before {tool} of {server} runs (its Always allow was taken back while the call waited)"
+        )),
+        Verdict::Ask { changes } => Err(format!(
+            "Settings now ask before {tool} of {server} runs ({})",
+            changes.join("; ")
+        )),
+    }
+}
+
 /// `--approve auto`: every call runs unasked, except one Settings set to Deny ("Never
 /// run"): the user's Settings decide over the flag. A call whose settings cannot be read
 /// is denied, since Conduit cannot tell whether it was set so.
@@ -225,6 +260,9 @@ impl Approver for AutoApproval {
         };
         let (server, tool) = (&trust.origin.server, &trust.origin.tool);
         match Settings::load(&self.settings_file) {
+            Ok(settings) if !settings.tool_enabled(server, tool) => Approval::Deny {
+                reason: format!("{tool} of {server} is switched off in Settings"),
+            },
             Ok(settings) => match settings.verdict(server, tool, &trust.now) {
                 Verdict::Deny => Approval::Deny {
                     reason: format!(
@@ -241,22 +279,13 @@ impl Approver for AutoApproval {
         }
     }
 
+    /// `--approve auto` answered for the user: only what Settings deny stops the call.
     fn still_allowed(&self, _call_id: &str, exposed_name: &str) -> Result<(), String> {
         let Some(trust) = self.trust.get(exposed_name) else {
             return Ok(());
         };
         let (server, tool) = (&trust.origin.server, &trust.origin.tool);
-        match Settings::load(&self.settings_file) {
-            Ok(settings) => match settings.verdict(server, tool, &trust.now) {
-                Verdict::Deny => Err(format!(
-                    "{tool} of {server} was set to Never run in Settings while the call waited"
-                )),
-                Verdict::Allow | Verdict::Ask { .. } => Ok(()),
-            },
-            Err(error) => Err(format!(
-                "the settings could not be read ({error}), so Conduit cannot tell whether {tool} of {server} was set to Never run while the call waited"
-            )),
-        }
+        still_allowed_now(&self.settings_file, server, tool, &trust.now, true)
     }
 }
 
@@ -368,25 +397,13 @@ impl Approver for WindowApproval {
     }
 
     fn still_allowed(&self, call_id: &str, exposed_name: &str) -> Result<(), String> {
+        // A tool the turn's trust map lacks has no server or policy to check again.
         let Some(trust) = self.trust_of(exposed_name) else {
             return Ok(());
         };
         let (server, tool) = (&trust.origin.server, &trust.origin.tool);
-        match verdict_now(&self.settings_file, server, tool, &trust.now) {
-            Verdict::Allow => Ok(()),
-            Verdict::Deny => Err(format!(
-                "{tool} of {server} was set to Deny in Settings while the call waited"
-            )),
-            Verdict::Ask { .. } if self.answered.lock().contains(call_id) => Ok(()),
-            // Allowed by Settings, which would now ask: asked or not, it is not this call.
-            Verdict::Ask { changes } if changes.is_empty() => Err(format!(
-                "Settings now ask before {tool} of {server} runs (its Always allow was taken back while the call waited)"
-            )),
-            Verdict::Ask { changes } => Err(format!(
-                "Settings now ask before {tool} of {server} runs ({})",
-                changes.join("; ")
-            )),
-        }
+        let answered = self.answered.lock().contains(call_id);
+        still_allowed_now(&self.settings_file, server, tool, &trust.now, answered)
     }
 }
 
@@ -725,14 +742,35 @@ mod tests {
         );
         set(ToolPolicy::Deny);
         let denied = approval.still_allowed("c2", "srv__echo").unwrap_err();
-        assert!(denied.contains("set to Deny"), "{denied}");
-        // Conduit's own tools are not MCP servers' and never wait so.
+        assert!(denied.contains("set to Never run"), "{denied}");
+        set(ToolPolicy::Ask);
+        Settings::update(&file, |settings| {
+            settings.set_tool_enabled("srv", "echo", false);
+            Ok::<_, SettingsError>(())
+        })
+        .unwrap();
+        let off = approval.still_allowed("c2", "srv__echo").unwrap_err();
+        assert!(off.contains("switched off in Settings"), "{off}");
+        Settings::update(&file, |settings| {
+            settings.set_tool_enabled("srv", "echo", true);
+            Ok::<_, SettingsError>(())
+        })
+        .unwrap();
+        assert_eq!(approval.still_allowed("c2", "srv__echo"), Ok(()));
+        // Settings that cannot be read cannot say the call is still allowed, answered or not.
+        let kept = std::fs::read(&file).unwrap();
+        std::fs::write(&file, "{ not json").unwrap();
+        let unread = approval.still_allowed("c2", "srv__echo").unwrap_err();
+        assert!(unread.contains("could not be read"), "{unread}");
+        std::fs::write(&file, kept).unwrap();
+        // A name the turn's trust map lacks has no server or policy to check.
         assert_eq!(approval.still_allowed("c3", "read_text"), Ok(()));
 
         let auto = AutoApproval::new(
             file.clone(),
             HashMap::from([("srv__echo".to_owned(), echo)]),
         );
+        set(ToolPolicy::Deny);
         assert!(
             auto.still_allowed("c4", "srv__echo")
                 .unwrap_err()
@@ -740,6 +778,23 @@ mod tests {
         );
         set(ToolPolicy::Ask);
         assert_eq!(auto.still_allowed("c4", "srv__echo"), Ok(()));
+        Settings::update(&file, |settings| {
+            settings.set_tool_enabled("srv", "echo", false);
+            Ok::<_, SettingsError>(())
+        })
+        .unwrap();
+        assert!(
+            auto.still_allowed("c4", "srv__echo")
+                .unwrap_err()
+                .contains("switched off")
+        );
+        let decided = auto
+            .decide(&call("c5", "srv__echo"), &spec("srv__echo"))
+            .await;
+        assert!(
+            matches!(&decided, Approval::Deny { reason } if reason.contains("switched off")),
+            "{decided:?}"
+        );
         std::fs::write(&file, "{ not json").unwrap();
         assert!(
             auto.still_allowed("c4", "srv__echo")

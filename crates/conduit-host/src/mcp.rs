@@ -246,8 +246,20 @@ impl Host {
         progress: ProgressSink,
         cancel: CancellationToken,
     ) -> Result<ToolOutput, HostMcpError> {
-        let connection = ready_connection(servers, server)?;
         let arguments = as_object(arguments)?;
+        // The connection and how to find the same server again, in one look.
+        let (connection, reconnect) = match servers.slot_now(server) {
+            Some(conduit_mcp::runtime::SlotNow {
+                connection: Some(connection),
+                reconnect,
+                ..
+            }) => (connection, reconnect),
+            _ => {
+                return Err(ready_connection(servers, server)
+                    .err()
+                    .unwrap_or_else(|| HostMcpError::NoServer(server.to_owned())));
+            }
+        };
         let failed = |error| HostMcpError::Call {
             server: server.to_owned(),
             error,
@@ -255,7 +267,6 @@ impl Host {
         // An HTTP server's session may expire: the call did not run then, and goes once
         // more on the new session the runtime opens (the user named the tool, not a
         // definition, so only its presence there is checked).
-        let reconnect = servers.reconnect_of(server);
         let again = reconnect.as_ref().map(|_| arguments.clone());
         let called = if connection.ended_by_expiry() {
             Err(McpError::SessionExpired)

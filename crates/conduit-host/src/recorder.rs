@@ -33,7 +33,7 @@ pub struct Recorder {
     state: Mutex<State>,
     stop_run: CancellationToken,
     /// The fingerprint of what ran as each MCP server whose tools the run was given
-    /// (`approval::running_print`), saved with each call that runs: a call's view opens
+    /// (`approval::print_of_running`), saved with each call that runs: a call's view opens
     /// only while that server still runs under its name.
     server_prints: HashMap<String, String>,
 }

@@ -1101,9 +1101,7 @@ impl Connection {
                     .reinit_on_expired_session(false);
                 // A header the user wrote is their way in; otherwise OAuth, where tokens
                 // can be kept: sent when stored (and refreshed), and a 401 asks for them.
-                let static_auth = headers
-                    .keys()
-                    .any(|name| name.eq_ignore_ascii_case("authorization"));
+                let static_auth = spec.sends_its_own_authorization();
                 let listen_stream = ListenStream::default();
                 let refused = RefusedRedirects::default();
                 // Without stored tokens the plain client does what rmcp's auth client would

@@ -133,6 +133,19 @@ pub struct ServerSpec {
     pub secrets: crate::redact::Redactor,
 }
 
+impl ServerSpec {
+    /// Whether the entry gives its own `Authorization` header: the user's way in, where
+    /// OAuth's sign-in would not help when the server refuses it.
+    pub fn sends_its_own_authorization(&self) -> bool {
+        match &self.transport {
+            Transport::Http { headers, .. } => headers
+                .keys()
+                .any(|name| name.eq_ignore_ascii_case("authorization")),
+            Transport::Stdio { .. } => false,
+        }
+    }
+}
+
 /// Which era of the MCP protocol Conduit speaks with a server.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum ProtocolEra {

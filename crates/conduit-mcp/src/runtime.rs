@@ -299,6 +299,26 @@ impl McpRuntime {
             .is_some_and(|slot| matches!(slot.running.state, ServerState::Restarting { .. }))
     }
 
+    /// `server`'s slot in one look: what runs there, its connection and tools when ready,
+    /// how a call finds it again after its session expires, and whether it is restarting.
+    /// A call checked against what runs then goes on that server's connection, never one a
+    /// change of the entry put under the same name in between. `None`: no such server.
+    pub fn slot_now(&self, server: &str) -> Option<SlotNow> {
+        let state = self.inner.state.lock();
+        let slot = state.slots.get(server)?;
+        let running = &slot.running;
+        Some(SlotNow {
+            from: slot.source.running_from(),
+            connection: running.connection.clone(),
+            tools: match running.connection {
+                Some(_) => running.tools.clone(),
+                None => Vec::new(),
+            },
+            reconnect: Reconnect::of(&self.inner, server, slot),
+            restarting: matches!(running.state, ServerState::Restarting { .. }),
+        })
+    }
+
     /// How a call of `server` (an HTTP server's) finds it again after its session
     /// expired: this slot's reconnection only. `None` for other servers.
     pub fn reconnect_of(&self, server: &str) -> Option<Reconnect> {
@@ -606,9 +626,14 @@ impl Reconnect {
                     (_, ServerState::Failed { reason, .. }) => {
                         return Err(format!("it did not connect again: {reason}"));
                     }
-                    (_, ServerState::SignInRequired { reason, .. }) => {
+                    (_, ServerState::SignInRequired { more_scope, .. }) => {
+                        let asks = if *more_scope {
+                            "it asks for more access than was granted"
+                        } else {
+                            "it asks you to sign in again"
+                        };
                         return Err(format!(
-                            "{reason} before it connects again: sign in to it in Settings, or run `conduit mcp login {}`",
+                            "{asks}: press Sign in for it in Settings, or run `conduit mcp login {}`",
                             self.server
                         ));
                     }
@@ -620,9 +645,7 @@ impl Reconnect {
                     ) => match first_attempt {
                         None => first_attempt = Some(*attempt),
                         Some(first) if *attempt > first => {
-                            return Err(format!(
-                                "it did not connect again at once: {reason} (Conduit keeps trying, with pauses; Settings shows its state)"
-                            ));
+                            return Err(format!("it did not connect again at once: {reason}"));
                         }
                         Some(_) => {}
                     },
@@ -720,7 +743,16 @@ async fn supervise(
                     ..
                 },
             ) => last_end = Some((reason.clone(), stderr_tail.clone())),
-            (None, Some(_), _) => {}
+            // A start without a connection ends as failed or waiting for sign-in; these
+            // keep the end before it as the reason.
+            (
+                None,
+                Some(_),
+                ServerState::Starting
+                | ServerState::Ready { .. }
+                | ServerState::Restarting { .. }
+                | ServerState::Disabled,
+            ) => {}
         }
         drop(inner_now);
         if let Some(settled) = settled.take() {
@@ -847,6 +879,20 @@ async fn follow(
     };
     tracing::warn!(server = %name, %reason, "MCP server stopped; restarting");
     Some((reason, stderr_tail))
+}
+
+/// One server's slot as [`McpRuntime::slot_now`] read it, under one lock.
+pub struct SlotNow {
+    /// What runs there (`None`: unknown).
+    pub from: Option<RunningFrom>,
+    /// Its connection, when it is ready.
+    pub connection: Option<Arc<Connection>>,
+    /// The tools it listed on that connection (none when it is not ready).
+    pub tools: Vec<rmcp::model::Tool>,
+    /// How a call finds this slot again after its session expires (HTTP servers).
+    pub reconnect: Option<Reconnect>,
+    /// It stopped unexpectedly (or its session expired) and is connecting again.
+    pub restarting: bool,
 }
 
 /// What a running server was started from ([`McpRuntime::running_from`]).

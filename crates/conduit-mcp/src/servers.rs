@@ -267,7 +267,7 @@ pub(crate) async fn start_one(
         Source::InProcess(server) => {
             let connected =
                 Connection::connect_in_process(server.as_ref(), start_timeout, asks).await;
-            return list_tools(name, connected, start_timeout).await;
+            return list_tools(name, connected, start_timeout, false).await;
         }
     };
     // The slot's name: the entry's, unless the runtime had to rename it.
@@ -292,15 +292,18 @@ pub(crate) async fn start_one(
         &name,
         Connection::connect(spec, start_timeout, asks).await,
         start_timeout,
+        spec.sends_its_own_authorization(),
     )
     .await
 }
 
-/// Lists a started server's tools within `timeout`: then it is ready.
+/// Lists a started server's tools within `timeout`: then it is ready. `own_authorization`:
+/// the entry gives its own `Authorization` header, so a refusal is not a sign-in request.
 async fn list_tools(
     name: &str,
     connected: Result<Connection, crate::client::StartError>,
     timeout: Duration,
+    own_authorization: bool,
 ) -> Running {
     let failed =
         |reason, exit_code, stderr_tail| Running::failed(name, reason, exit_code, stderr_tail);
@@ -337,6 +340,17 @@ async fn list_tools(
                 tools,
                 sign_in_challenge: None,
             }
+        }
+        // Signing in would not help: the entry's own header is refused (as the handshake
+        // says when it is refused there).
+        Ok(Err(crate::client::McpError::SignIn(_))) if own_authorization => {
+            let tail = connection.stderr_tail();
+            connection.shutdown().await;
+            failed(
+                "it refused the Authorization header of its entry".to_owned(),
+                None,
+                tail,
+            )
         }
         Ok(Err(crate::client::McpError::SignIn(need))) => {
             // Its tokens no longer do (revoked, or its authorization server moved).

@@ -1159,3 +1159,38 @@ async fn a_call_asks_the_turns_approver_again_about_itself() {
     );
     assert_ne!(running[0], "c1", "Conduit's own id, not the provider's");
 }
+
+/// A call that waited for a free place is asked about again before it starts: Settings
+/// may have changed meanwhile. The calls that found a place at once are not.
+#[tokio::test]
+async fn a_call_that_waited_for_a_place_is_asked_about_again() {
+    let calls = 10;
+    let mut registry = ToolRegistry::new();
+    registry.register(Arc::new(InFlight {
+        spec: spec("count"),
+        now: Arc::default(),
+        most: Arc::default(),
+    }));
+    let approver = Arc::new(TakesItBack::default());
+    let agent = Agent::new(
+        many_calls(calls, "count"),
+        registry,
+        approver.clone(),
+        AgentOptions::new("m"),
+    );
+    let mut history = vec![Message::user_text("hello")];
+    let outcome = agent
+        .run(&mut history, Arc::new(|_| {}), CancellationToken::new())
+        .await;
+    assert_eq!(outcome, Ok(Outcome::Finished(StopReason::EndTurn)));
+    let results = results_of(&history[2]);
+    let refused: Vec<_> = results.iter().filter(|(_, error, _)| *error).collect();
+    assert_eq!(refused.len(), calls - 8, "{results:?}");
+    assert!(
+        refused
+            .iter()
+            .all(|(_, _, text)| text.contains("not run: taken back while it waited")),
+        "{refused:?}"
+    );
+    assert_eq!(approver.0.lock().unwrap().len(), calls - 8);
+}
