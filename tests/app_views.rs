@@ -503,18 +503,7 @@ async fn a_views_call_whose_session_expired_goes_on_the_new_session_for_the_same
     let before = gate.methods().len();
     gate.expire_sessions();
     assert_eq!(counted(&count().await.unwrap()), "counted 2");
-    let after: Vec<String> = gate.methods()[before..].to_vec();
-    let position = |method: &str| after.iter().position(|m| m == method).unwrap();
-    assert_eq!(
-        after.iter().filter(|m| *m == "tools/call").count(),
-        1,
-        "{after:?}"
-    );
-    assert!(
-        position("initialize") < position("tools/list")
-            && position("tools/list") < position("tools/call"),
-        "connected and listed before the call reached the server: {after:?}"
-    );
+    gate.assert_one_call_after_listing(before);
 
     // The 404 met by a listing: the view's call made while the server is connecting
     // again (its second expiry within 30 s, so after a pause) waits for the new session.

@@ -437,18 +437,7 @@ async fn a_call_whose_session_expired_runs_on_the_new_session_when_its_tool_is_u
     gate.expire_sessions();
     let answered = call(shown.clone()).await.unwrap();
     assert!(format!("{answered:?}").contains("42"), "{answered:?}");
-    let after: Vec<String> = gate.methods()[before..].to_vec();
-    let position = |method: &str| after.iter().position(|m| m == method).unwrap();
-    assert_eq!(
-        after.iter().filter(|m| *m == "tools/call").count(),
-        1,
-        "{after:?}"
-    );
-    assert!(
-        position("initialize") < position("tools/list")
-            && position("tools/list") < position("tools/call"),
-        "connected and listed before the call reached the server: {after:?}"
-    );
+    gate.assert_one_call_after_listing(before);
 
     // The turn's next call of the tool goes on the new session too, not the ended one.
     let before = gate.methods().len();
@@ -465,13 +454,7 @@ async fn a_call_whose_session_expired_runs_on_the_new_session_when_its_tool_is_u
     assert!(connection.tools().await.is_err());
     let answered = call(shown).await.unwrap();
     assert!(format!("{answered:?}").contains("42"), "{answered:?}");
-    let after: Vec<String> = gate.methods()[before..].to_vec();
-    let position = |method: &str| after.iter().position(|m| m == method).unwrap();
-    assert!(
-        position("initialize") < position("tools/list")
-            && position("tools/list") < position("tools/call"),
-        "{after:?}"
-    );
+    gate.assert_one_call_after_listing(before);
 
     live.shutdown().await;
 }
@@ -603,46 +586,38 @@ async fn a_call_whose_session_expired_says_why_its_server_did_not_connect_again(
     );
     live.shutdown().await;
 
-    // A server that now refuses the entry's own header: Conduit keeps trying (the header
-    // is the user's to change), and says what the reconnection met.
-    let remote = ExpiringRemote::start().await;
-    let (gate, live) = (&remote.gate, &remote.live);
-    let shown = remote.get_sum();
-    gate.require("Bearer another-token");
-    gate.expire_sessions();
-    let refused = sum_20_and_22(shown).await.unwrap_err().to_string();
-    assert!(
-        refused.contains("did not connect again at once: it refused the Authorization header"),
-        "{refused}"
-    );
-    let status = live
-        .statuses()
-        .into_iter()
-        .find(|s| s.name == "remote")
-        .unwrap();
-    let conduit_mcp::servers::ServerState::Restarting { reason, .. } = &status.state else {
-        panic!("{status:?}");
-    };
-    assert!(
-        reason.contains("refused the Authorization header"),
-        "{reason}"
-    );
-    live.shutdown().await;
-
-    // The entry's own header opens the new session but the listing is refused: still the
-    // header's fault, not a sign-in to wait for (signing in would not help).
-    let remote = ExpiringRemote::start().await;
-    let (gate, live) = (&remote.gate, &remote.live);
-    let shown = remote.get_sum();
-    gate.refuse_method("tools/list");
-    gate.expire_sessions();
-    let refused = sum_20_and_22(shown).await.unwrap_err().to_string();
-    assert!(
-        refused.contains("did not connect again at once: it refused the Authorization header"),
-        "{refused}"
-    );
-    assert_eq!(state_of(live, "remote"), "restarting");
-    live.shutdown().await;
+    // The entry's own header refused when the server is connected again, at the handshake
+    // (a token revoked) or at the listing: Conduit keeps trying (the header is the user's
+    // to change; signing in would not help), and says what the reconnection met.
+    let refusals: [fn(&conduit_e2e::http_gate::HttpGate); 2] = [
+        |gate| gate.require("Bearer another-token"),
+        |gate| gate.refuse_method("tools/list"),
+    ];
+    for refuse in refusals {
+        let remote = ExpiringRemote::start().await;
+        let (gate, live) = (&remote.gate, &remote.live);
+        let shown = remote.get_sum();
+        refuse(gate);
+        gate.expire_sessions();
+        let refused = sum_20_and_22(shown).await.unwrap_err().to_string();
+        assert!(
+            refused.contains("did not connect again at once: it refused the Authorization header"),
+            "{refused}"
+        );
+        let status = live
+            .statuses()
+            .into_iter()
+            .find(|s| s.name == "remote")
+            .unwrap();
+        let conduit_mcp::servers::ServerState::Restarting { reason, .. } = &status.state else {
+            panic!("{status:?}");
+        };
+        assert!(
+            reason.contains("refused the Authorization header"),
+            "{reason}"
+        );
+        live.shutdown().await;
+    }
 }
 
 /// `conduit mcp call`'s path (`Host::call_mcp_tool`): a call whose session expired did not
@@ -671,18 +646,7 @@ async fn a_direct_call_whose_session_expired_goes_on_the_new_session() {
     gate.expire_sessions();
     let answered = call().await.unwrap();
     assert!(format!("{answered:?}").contains("42"), "{answered:?}");
-    let after: Vec<String> = gate.methods()[before..].to_vec();
-    let position = |method: &str| after.iter().position(|m| m == method).unwrap();
-    assert_eq!(
-        after.iter().filter(|m| *m == "tools/call").count(),
-        1,
-        "{after:?}"
-    );
-    assert!(
-        position("initialize") < position("tools/list")
-            && position("tools/list") < position("tools/call"),
-        "{after:?}"
-    );
+    gate.assert_one_call_after_listing(before);
 
     let before = gate.methods().len();
     gate.rewrite_replies("\"name\":\"get-sum\"", "\"name\":\"get-total\"");

@@ -73,6 +73,24 @@ impl HttpGate {
             .unwrap_or_default()
     }
 
+    /// Asserts that since `before` (a length of [`HttpGate::methods`]) the client connected
+    /// again and listed the tools before one call, and only one, reached the server.
+    pub fn assert_one_call_after_listing(&self, before: usize) {
+        let after: Vec<String> = self.methods()[before..].to_vec();
+        let position = |method: &str| after.iter().position(|m| m == method);
+        assert_eq!(
+            after.iter().filter(|m| *m == "tools/call").count(),
+            1,
+            "{after:?}"
+        );
+        assert!(
+            position("initialize") < position("tools/list")
+                && position("tools/list") < position("tools/call")
+                && position("initialize").is_some(),
+            "connected and listed before the call reached the server: {after:?}"
+        );
+    }
+
     /// From now on every session the upstream gave so far is answered 404 (expired); the
     /// upstream itself keeps them.
     pub fn expire_sessions(&self) {
