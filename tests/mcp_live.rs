@@ -502,11 +502,7 @@ async fn a_call_whose_session_expired_is_refused_when_its_tool_changed_or_went()
             && refused.contains("did not run"),
         "{refused}"
     );
-    assert!(
-        !gate.methods()[before..].iter().any(|m| m == "tools/call"),
-        "{:?}",
-        gate.methods()
-    );
+    gate.assert_no_call_since(before);
     live.shutdown().await;
 }
 
@@ -657,11 +653,7 @@ async fn a_direct_call_whose_session_expired_goes_on_the_new_session() {
             && refused.contains("did not run"),
         "{refused}"
     );
-    assert!(
-        !gate.methods()[before..].iter().any(|m| m == "tools/call"),
-        "{:?}",
-        gate.methods()
-    );
+    gate.assert_no_call_since(before);
     live.shutdown().await;
 }
 

@@ -91,6 +91,16 @@ impl HttpGate {
         );
     }
 
+    /// Asserts that no tool call reached the server since `before` (a length of
+    /// [`HttpGate::methods`]).
+    pub fn assert_no_call_since(&self, before: usize) {
+        let methods = self.methods();
+        assert!(
+            !methods[before..].iter().any(|m| m == "tools/call"),
+            "{methods:?}"
+        );
+    }
+
     /// From now on every session the upstream gave so far is answered 404 (expired); the
     /// upstream itself keeps them.
     pub fn expire_sessions(&self) {
