@@ -792,5 +792,25 @@ async fn a_view_opens_only_for_a_call_the_host_ran() {
         matches!(&refused, ViewLookup::Unavailable { reason } if reason.contains("no longer the one that ran this call")),
         "{refused:?}"
     );
+
+    // Changed to one that cannot start: still said as a change, not as a server that is
+    // merely not running.
+    servers["mcpServers"]["probe"]["command"] = json!("/nonexistent/probe-server");
+    std::fs::write(&file, servers.to_string()).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !app.servers().await.statuses().iter().any(|s| {
+        s.name == "probe" && matches!(s.state, conduit_mcp::servers::ServerState::Failed { .. })
+    }) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the entry never failed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let refused = app.open_view(&asked.id, Some(&started.conversation)).await;
+    assert!(
+        matches!(&refused, ViewLookup::Unavailable { reason } if reason.contains("no longer the one that ran this call")),
+        "{refused:?}"
+    );
     app.shutdown().await;
 }

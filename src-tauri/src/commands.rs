@@ -172,10 +172,16 @@ window_command! {
 #[tauri::command(async)]
 pub fn add_local_provider(
     app: tauri::AppHandle,
+    webview: tauri::Webview,
     state: tauri::State<'_, AppState>,
     provider: LocalProvider,
 ) -> Reply<()> {
-    state.host().add_local_provider(provider)?;
+    // The chat window offers it on first run only; Settings may add one any time.
+    if webview.label() == "main" {
+        state.host().add_local_provider_on_first_run(provider)?;
+    } else {
+        state.host().add_local_provider(provider)?;
+    }
     providers_changed(&app);
     Ok(())
 }

@@ -156,6 +156,7 @@ pub async fn run(host: Arc<Host>, args: ChatArgs) -> Result<u8, Failure> {
 
     let printer = Arc::new(Printer {
         json: args.json,
+        denying: matches!(args.approve, Approve::Deny),
         host: host.clone(),
     });
     let sink_printer = printer.clone();
@@ -210,6 +211,8 @@ pub async fn run(host: Arc<Host>, args: ChatArgs) -> Result<u8, Failure> {
 /// text: they pass through [`shown`] (JSON through [`shown_json`]) before they print.
 struct Printer {
     json: bool,
+    /// `--approve deny` (the default): a denied call says how to let tools run.
+    denying: bool,
     host: Arc<Host>,
 }
 
@@ -261,10 +264,13 @@ impl Printer {
                 println!("{line}");
             }
             AgentEvent::ToolCallDenied { reason, .. } => {
-                eprintln!(
-                    "conduit: tool call denied: {} (pass --approve auto to run tools)",
-                    shown(reason)
-                );
+                // Under --approve auto it was Settings that denied it: the flag is no help.
+                let hint = if self.denying {
+                    " (pass --approve auto to run tools)"
+                } else {
+                    ""
+                };
+                eprintln!("conduit: tool call denied: {}{hint}", shown(reason));
             }
             AgentEvent::Retrying {
                 attempt,

@@ -80,7 +80,8 @@ pub enum AgentEvent {
         reason: String,
     },
     /// The call was allowed (its approval question, if any, is answered) and waits for one
-    /// of the [`MAX_RUNNING_TOOL_CALLS`] places; `ToolCallRunning` follows.
+    /// of the [`MAX_RUNNING_TOOL_CALLS`] places; `ToolCallRunning` follows, or its result
+    /// when the turn was stopped or Settings no longer allow it once a place is free.
     ToolCallQueued {
         id: String,
     },
@@ -136,11 +137,12 @@ pub enum Approval {
 pub trait Approver: Send + Sync {
     async fn decide(&self, call: &ToolCall, spec: &ToolSpec) -> Approval;
 
-    /// Asked again before a call this approver allowed is sent after a wait (its MCP
-    /// server's session expired and the server connected again), by Conduit's call id
-    /// and the exposed tool name: `Err(reason)` stops it. What Settings say now decides,
-    /// as they would for a new call, except that the user's own answer to this call
-    /// stands where Settings would ask.
+    /// Asked again before a call this approver allowed starts or is sent after a wait
+    /// (for one of the places for running calls, or for its MCP server to connect again
+    /// after its session expired), by Conduit's call id and the exposed tool name:
+    /// `Err(reason)` stops it. What Settings say now decides, as they would for a new call,
+    /// except that the user's own answer to this call (or `--approve auto`'s) stands where
+    /// Settings would ask.
     fn still_allowed(&self, _call_id: &str, _exposed_name: &str) -> Result<(), String> {
         Ok(())
     }
@@ -538,12 +540,9 @@ impl Agent {
                     },
                 };
                 // The wait for a place may have been long: Settings are read again, as
-                // for a call that waited for its server.
+                // for a call that waited for its server. Refused, it ends as a call that
+                // could not run (as it reads once saved), not as the user's denial.
                 if let Err(reason) = self.approver.still_allowed(&call.id, &tool.spec().name) {
-                    events(AgentEvent::ToolCallDenied {
-                        id: call.id.clone(),
-                        reason: reason.clone(),
-                    });
                     return ToolResult::error(call, format!("This call was not run: {reason}."));
                 }
                 place

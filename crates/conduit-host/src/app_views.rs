@@ -527,12 +527,12 @@ impl App {
                 "The view is not available: the MCP server {server:?} is not running or has no tool {tool:?}."
             ),
         };
-        // An empty fingerprint (a call saved without one, or nothing known to run) matches
-        // nothing.
+        // Nothing running under the name is said as such; otherwise an empty fingerprint
+        // (a call saved without one) matches nothing.
+        if !ran_print.is_empty() && server_print.is_empty() {
+            return unavailable();
+        }
         if ran_print.is_empty() || server_print != ran_print {
-            if ready.is_none() && !ran_print.is_empty() {
-                return unavailable();
-            }
             tracing::info!(%server, "a call's view was not opened: its server changed since the call");
             return ViewLookup::Unavailable {
                 reason: format!(
@@ -736,12 +736,17 @@ impl App {
                 // Settings may have changed during the wait: what allowed the call must
                 // still (an "always" taken back, "never" set or the tool switched off
                 // stops it), as for a model's call.
+                let allowed = if asked {
+                    crate::approval::AllowedBy::Answer
+                } else {
+                    crate::approval::AllowedBy::Settings
+                };
                 if let Err(why) = crate::approval::still_allowed_now(
                     settings_file,
                     &server,
                     tool,
                     &tool_now(),
-                    asked,
+                    allowed,
                 ) {
                     tracing::info!(%server, %tool, "a view's call was refused: its Settings changed while its server connected again");
                     return Err(failed(format!("{why}; it did not run")));

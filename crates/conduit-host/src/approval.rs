@@ -195,23 +195,40 @@ pub fn verdict_now(
     }
 }
 
+/// How a call was allowed before it waited, which decides what may stop it after.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AllowedBy {
+    /// Settings let it run unasked: it stops when they would now ask.
+    Settings,
+    /// The user allowed this very call: the answer stands unless Settings that can be
+    /// read now say Never run or the tool is switched off.
+    Answer,
+    /// `--approve auto`: as an answer, but settings that cannot be read stop it, as they
+    /// stop a call under the flag before it is allowed.
+    AutoFlag,
+}
+
 /// Whether a call of `tool` of `server` (now as `now`) allowed before a wait may still be
 /// sent after it, by the settings read now: refused when the tool was switched off or set
-/// to Never run, or when the settings cannot be read (Conduit cannot tell whether it was);
-/// where Settings would ask, it goes on only when `answered` (the user allowed this very
-/// call). The one rule for a model's calls, under every approval mode, and a view's.
+/// to Never run; where Settings would ask, or cannot be read, it depends on how it was
+/// allowed (`allowed`). The one rule for a model's calls, under every approval mode, and
+/// a view's.
 pub fn still_allowed_now(
     settings_file: &std::path::Path,
     server: &str,
     tool: &str,
     now: &ApprovedTool,
-    answered: bool,
+    allowed: AllowedBy,
 ) -> Result<(), String> {
-    let settings = Settings::load(settings_file).map_err(|error| {
-        format!(
-            "the settings could not be read ({error}), so Conduit cannot tell whether {tool} of {server} was set to Never run while the call waited"
-        )
-    })?;
+    let settings = match Settings::load(settings_file) {
+        Ok(settings) => settings,
+        Err(_) if allowed == AllowedBy::Answer => return Ok(()),
+        Err(error) => {
+            return Err(format!(
+                "the settings could not be read ({error}), so Conduit cannot tell whether {tool} of {server} was set to Never run while the call waited"
+            ));
+        }
+    };
     if !settings.tool_enabled(server, tool) {
         return Err(format!(
             "{tool} of {server} was switched off in Settings while the call waited"
@@ -222,7 +239,7 @@ pub fn still_allowed_now(
         Verdict::Deny => Err(format!(
             "{tool} of {server} was set to Never run in Settings while the call waited"
         )),
-        Verdict::Ask { .. } if answered => Ok(()),
+        Verdict::Ask { .. } if allowed != AllowedBy::Settings => Ok(()),
         // Allowed by Settings, which would now ask: asked or not, it is not this call.
         Verdict::Ask { changes } if changes.is_empty() => Err(format!(
             "Settings now ask before {tool} of {server} runs (its Always allow was taken back while the call waited)"
@@ -234,9 +251,10 @@ pub fn still_allowed_now(
     }
 }
 
-/// `--approve auto`: every call runs unasked, except one Settings set to Deny ("Never
-/// run"): the user's Settings decide over the flag. A call whose settings cannot be read
-/// is denied, since Conduit cannot tell whether it was set so.
+/// `--approve auto`: every call runs unasked, except one of a tool Settings switched off
+/// or set to Deny ("Never run"), also when that happens while the call waits: the user's
+/// Settings decide over the flag. A call whose settings cannot be read is denied, since
+/// Conduit cannot tell whether it was set so.
 pub struct AutoApproval {
     settings_file: PathBuf,
     /// As [`WindowApproval`]'s: exposed tool name → the real server and tool.
@@ -285,7 +303,13 @@ impl Approver for AutoApproval {
             return Ok(());
         };
         let (server, tool) = (&trust.origin.server, &trust.origin.tool);
-        still_allowed_now(&self.settings_file, server, tool, &trust.now, true)
+        still_allowed_now(
+            &self.settings_file,
+            server,
+            tool,
+            &trust.now,
+            AllowedBy::AutoFlag,
+        )
     }
 }
 
@@ -380,7 +404,7 @@ impl Approver for WindowApproval {
                 Verdict::Allow => return Approval::Allow,
                 Verdict::Deny => {
                     return Approval::Deny {
-                        reason: format!("{tool} of {server} is set to Deny in Settings"),
+                        reason: format!("{tool} of {server} is set to Never run in Settings"),
                     };
                 }
                 Verdict::Ask { changes: why } => changes = why,
@@ -402,8 +426,12 @@ impl Approver for WindowApproval {
             return Ok(());
         };
         let (server, tool) = (&trust.origin.server, &trust.origin.tool);
-        let answered = self.answered.lock().contains(call_id);
-        still_allowed_now(&self.settings_file, server, tool, &trust.now, answered)
+        let allowed = if self.answered.lock().contains(call_id) {
+            AllowedBy::Answer
+        } else {
+            AllowedBy::Settings
+        };
+        still_allowed_now(&self.settings_file, server, tool, &trust.now, allowed)
     }
 }
 
@@ -757,10 +785,12 @@ mod tests {
         })
         .unwrap();
         assert_eq!(approval.still_allowed("c2", "srv__echo"), Ok(()));
-        // Settings that cannot be read cannot say the call is still allowed, answered or not.
+        // Settings that cannot be read say nothing against the user's answer, and cannot
+        // say a call Settings allowed is still allowed.
         let kept = std::fs::read(&file).unwrap();
         std::fs::write(&file, "{ not json").unwrap();
-        let unread = approval.still_allowed("c2", "srv__echo").unwrap_err();
+        assert_eq!(approval.still_allowed("c2", "srv__echo"), Ok(()));
+        let unread = approval.still_allowed("c1", "srv__echo").unwrap_err();
         assert!(unread.contains("could not be read"), "{unread}");
         std::fs::write(&file, kept).unwrap();
         // A name the turn's trust map lacks has no server or policy to check.

@@ -81,18 +81,23 @@ pub fn ready_connection(
     servers: &McpRuntime,
     server: &str,
 ) -> Result<Arc<conduit_mcp::client::Connection>, HostMcpError> {
-    if let Some(connection) = servers.connection(server) {
-        return Ok(connection);
-    }
+    servers
+        .connection(server)
+        .ok_or_else(|| not_ready(servers, server))
+}
+
+/// Why `server` has no session to use: it waits for sign-in (and says how to give it),
+/// or no ready server has that name.
+fn not_ready(servers: &McpRuntime, server: &str) -> HostMcpError {
     let waiting = servers
         .statuses()
         .into_iter()
         .any(|s| s.name == server && matches!(s.state, ServerState::SignInRequired { .. }));
-    Err(if waiting {
+    if waiting {
         HostMcpError::NeedsSignIn(server.to_owned())
     } else {
         HostMcpError::NoServer(server.to_owned())
-    })
+    }
 }
 
 impl Host {
@@ -254,11 +259,7 @@ impl Host {
                 reconnect,
                 ..
             }) => (connection, reconnect),
-            _ => {
-                return Err(ready_connection(servers, server)
-                    .err()
-                    .unwrap_or_else(|| HostMcpError::NoServer(server.to_owned())));
-            }
+            _ => return Err(not_ready(servers, server)),
         };
         let failed = |error| HostMcpError::Call {
             server: server.to_owned(),
@@ -561,7 +562,9 @@ impl Host {
         let path = &self.paths.mcp_config_file;
         let old_text = self.current_text(version)?;
         let old = servers_of(&old_text);
-        let text = unmask_text(text, &old_text)?;
+        // Stored without a byte order mark: every reader of the file then sees the same
+        // text (the servers below are read as the runtime reads them either way).
+        let text = unmask_text(text.strip_prefix('\u{feff}').unwrap_or(text), &old_text)?;
         config::check_text(path, &text)?;
         let replaced = servers_of(&text);
         let file_losses = file_losses(&old_text, &text);
@@ -784,17 +787,12 @@ fn file_losses(old_text: &str, new_text: &str) -> Vec<Loss> {
     if old_text.trim().is_empty() {
         return Vec::new();
     }
-    // Not JSON, or not a file of servers Conduit can read: all of it goes.
-    let Ok(Value::Object(old)) = serde_json::from_str::<Value>(old_text) else {
+    // Not JSON, or not a file of servers Conduit can read: all of it goes. Read as the
+    // runtime reads the file (a byte order mark skipped).
+    let Ok(Value::Object(old)) = config::document_of_text(old_text) else {
         return vec![Loss::Unreadable];
     };
-    if old
-        .get("mcpServers")
-        .is_some_and(|servers| !servers.is_object())
-    {
-        return vec![Loss::Unreadable];
-    }
-    let new = match serde_json::from_str::<Value>(new_text) {
+    let new = match config::document_of_text(new_text) {
         Ok(Value::Object(new)) => new,
         _ => Map::new(),
     };
@@ -1203,6 +1201,53 @@ mod tests {
             )
             .unwrap();
         assert!(removed.servers.is_empty());
+    }
+
+    /// The raw text is read as the runtime reads it: a byte order mark before a new
+    /// command does not hide it from the question (the host once read such a text as
+    /// naming no servers, while the runtime skipped the mark and started the command), and
+    /// the text is saved without the mark.
+    #[test]
+    fn a_raw_text_behind_a_byte_order_mark_still_asks_before_a_command_starts() {
+        for before in [
+            None,
+            Some(r#"{"mcpServers": {"web": {"url": "http://127.0.0.1:9/mcp"}}}"#),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let host = host(dir.path());
+            let file = dir.path().join("mcp_servers.json");
+            if let Some(before) = before {
+                std::fs::write(&file, before).unwrap();
+            }
+            let version = host.mcp_file().unwrap().version;
+            let asked = Asked::new();
+            let text = "\u{feff}{\"mcpServers\": {\"web\": {\"url\": \"http://127.0.0.1:9/mcp\"}, \"evil\": {\"command\": \"sh\", \"args\": [\"-c\", \"touch /tmp/pwned\"]}}}";
+            let refused = host.edit_mcp_file(
+                version.clone(),
+                Edit::Replace { text: text.into() },
+                &asked.no(),
+            );
+            assert!(
+                matches!(refused, Err(McpEditError::NotConfirmed)),
+                "{refused:?}"
+            );
+            let questions = asked.questions();
+            assert_eq!(questions.len(), 1, "{questions:?}");
+            assert!(
+                questions[0].contains("\"touch /tmp/pwned\"") && !questions[0].contains("Delete"),
+                "{}",
+                questions[0]
+            );
+            let saved = host
+                .edit_mcp_file(version, Edit::Replace { text: text.into() }, &YES)
+                .unwrap();
+            assert_eq!(saved.servers.len(), 2);
+            assert!(
+                !std::fs::read_to_string(&file)
+                    .unwrap()
+                    .starts_with('\u{feff}')
+            );
+        }
     }
 
     #[test]

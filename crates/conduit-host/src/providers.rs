@@ -44,6 +44,11 @@ pub enum ProvidersError {
     /// The window asked to add a "local" server that is not one the host looks for.
     #[error("{0}")]
     NotLocal(String),
+    /// The chat window asked to add a local server after the first run.
+    #[error(
+        "a local model server is added from the chat window only before any provider is set up: add it in Settings"
+    )]
+    NotFirstRun,
 }
 
 /// A provider as a frontend lists it: its settings and where its key is, never the key.
@@ -560,6 +565,20 @@ impl Host {
             },
             None,
         )
+    }
+
+    /// As [`Host::add_local_provider`], for the chat window's first-run panel: only while
+    /// no provider is set up. A script in the chat page (model and tool output are
+    /// rendered there) must not add a new place to send conversations to, such as a port
+    /// another user of the machine listens on.
+    pub fn add_local_provider_on_first_run(
+        &self,
+        local: LocalProvider,
+    ) -> Result<(), ProvidersError> {
+        if !self.settings()?.providers.is_empty() {
+            return Err(ProvidersError::NotFirstRun);
+        }
+        self.add_local_provider(local)
     }
 
     /// The local model servers among `candidates` (id, name, base URL) that answer with
@@ -1269,10 +1288,20 @@ mod tests {
             "{refused}"
         );
         assert!(host.settings().unwrap().providers.is_empty());
-        host.add_local_provider(local("http://127.0.0.1:11434/v1"))
+        host.add_local_provider_on_first_run(local("http://127.0.0.1:11434/v1"))
             .unwrap();
         let saved = &host.settings().unwrap().providers[0];
         assert_eq!(saved.protocol, Protocol::OpenAiChat);
         assert_eq!(saved.default_model.as_deref(), Some("llama3"));
+        // After the first run the chat window adds none (Settings still may).
+        let mut studio = local("http://127.0.0.1:1234/v1");
+        studio.id = "lm-studio".into();
+        let refused = host
+            .add_local_provider_on_first_run(studio.clone())
+            .unwrap_err();
+        assert!(matches!(refused, ProvidersError::NotFirstRun), "{refused}");
+        assert_eq!(host.settings().unwrap().providers.len(), 1);
+        host.add_local_provider(studio).unwrap();
+        assert_eq!(host.settings().unwrap().providers.len(), 2);
     }
 }

@@ -276,11 +276,15 @@ impl Settings {
             .is_none_or(|prefs| !prefs.disabled_tools.iter().any(|t| t == tool))
     }
 
+    /// Switches `tool` of `server` on or off. Off drops its record of what was allowed:
+    /// switching it on again (which the window may do unasked) must not bring back an
+    /// "allow" without the user's native answer, so its next call is asked about.
     pub fn set_tool_enabled(&mut self, server: &str, tool: &str, enabled: bool) {
         let prefs = self.mcp_servers.entry(server.to_owned()).or_default();
         prefs.disabled_tools.retain(|t| t != tool);
         if !enabled {
             prefs.disabled_tools.push(tool.to_owned());
+            prefs.approved.remove(tool);
         }
         if prefs.is_empty() {
             self.mcp_servers.remove(server);
@@ -713,6 +717,25 @@ mod tests {
         settings.set_tool_policy("fs", "read", ToolPolicy::Deny);
         assert_eq!(settings.verdict("fs", "read", &now), Verdict::Deny);
         assert!(settings.mcp_servers["fs"].approved.is_empty());
+    }
+
+    /// Switching a tool off drops its allow: switched on again (which the window may do
+    /// unasked), its next call is asked about, not run on the old allow.
+    #[test]
+    fn a_tool_switched_off_and_on_again_is_asked_about() {
+        let mut settings = Settings::default();
+        let now = print("cmd1", "d");
+        settings.allow_tool("fs", "read", now.clone());
+        assert_eq!(settings.verdict("fs", "read", &now), Verdict::Allow);
+        settings.set_tool_enabled("fs", "read", false);
+        assert!(!settings.tool_enabled("fs", "read"));
+        settings.set_tool_enabled("fs", "read", true);
+        assert!(settings.tool_enabled("fs", "read"));
+        assert!(
+            matches!(settings.verdict("fs", "read", &now), Verdict::Ask { .. }),
+            "{:?}",
+            settings.verdict("fs", "read", &now)
+        );
     }
 
     #[test]

@@ -516,7 +516,7 @@ pub fn confirmation_text(launches: &[Launch], losses: &[Loss]) -> String {
 
 /// The servers object of a file's text; empty when the text does not parse or has none.
 pub fn servers_of(text: &str) -> Map<String, Value> {
-    serde_json::from_str::<Value>(text)
+    conduit_mcp::config::document_of_text(text)
         .ok()
         .and_then(|mut document| document.get_mut(SERVERS).map(Value::take))
         .and_then(|servers| match servers {

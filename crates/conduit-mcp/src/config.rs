@@ -595,6 +595,13 @@ pub fn expand(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String
 }
 
 /// Checks text for the raw editor as it is typed: the error a save would give, if any.
+/// The document `text` holds, read exactly as the runtime reads the file (a leading byte
+/// order mark skipped, a key written twice refused, `mcpServers` an object): what the host
+/// decides about a text must be what will run from it.
+pub fn document_of_text(text: &str) -> Result<Value, ConfigError> {
+    parse(Path::new("the text"), text.as_bytes())
+}
+
 pub fn check_text(path: &Path, text: &str) -> Result<(), ConfigError> {
     let document = parse(path, text.as_bytes())?;
     let no_env = |_: &str| -> Option<String> { Some(String::new()) };

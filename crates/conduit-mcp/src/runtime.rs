@@ -630,7 +630,7 @@ impl Reconnect {
                         let asks = if *more_scope {
                             "it asks for more access than was granted"
                         } else {
-                            "it asks you to sign in again"
+                            "it asks you to sign in"
                         };
                         return Err(format!(
                             "{asks}: press Sign in for it in Settings, or run `conduit mcp login {}`",

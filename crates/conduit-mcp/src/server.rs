@@ -436,6 +436,32 @@ struct Inner {
     media_in_flight: Arc<tokio::sync::Semaphore>,
     /// Places for 2026-07-28 listen streams, shared by every client of this server.
     listens: Arc<tokio::sync::Semaphore>,
+    /// Places for requests running at once, over every client ([`MAX_RUNNING`]).
+    running: Arc<tokio::sync::Semaphore>,
+}
+
+/// How many tool calls, reads, prompts and completions one session may have running at
+/// once. rmcp runs each request of a 2025-11-25 session in its own task and lets it run on
+/// when its client hangs up (so the response can be resumed): without a bound, one client
+/// could start any number and hold the history's connection and the blocking pool.
+pub const MAX_SESSION_RUNNING: usize = 32;
+/// The same over every session of the server.
+pub const MAX_RUNNING: usize = 256;
+
+/// Refuses an answer of `size` bytes past [`MAX_SERVED_MEDIA_BYTES`]: a resource or prompt
+/// this large (a very long conversation) is not sent whole, saying why.
+fn refuse_past_answer_size(what: &str, size: u64) -> Result<(), ErrorData> {
+    if size <= MAX_SERVED_MEDIA_BYTES {
+        return Ok(());
+    }
+    Err(ErrorData::invalid_request(
+        format!(
+            "{what} is {:.1} MiB, more than the {} MiB this server sends in one answer",
+            size as f64 / (1024.0 * 1024.0),
+            MAX_SERVED_MEDIA_BYTES / (1024 * 1024)
+        ),
+        None,
+    ))
 }
 
 /// How many 2026-07-28 `subscriptions/listen` streams this server keeps open at once, over
@@ -448,6 +474,13 @@ pub const MAX_LISTENS: usize = 64;
 const MAX_SUBSCRIBED_URI: usize = 2048;
 /// Subscriptions one session may hold.
 const MAX_SUBSCRIPTIONS: usize = 1000;
+
+/// Whether `uris` names one URI twice (called with at most [`MAX_SUBSCRIPTIONS`]).
+fn has_duplicates(uris: &[String]) -> bool {
+    let mut seen = std::collections::HashSet::with_capacity(uris.len());
+    !uris.iter().all(|uri| seen.insert(uri.as_str()))
+}
+
 /// How often a session's change forwarder looks whether its client went away.
 const CLOSED_SESSION_CHECK: std::time::Duration = std::time::Duration::from_secs(30);
 
@@ -479,12 +512,30 @@ fn may_subscribe(held: &BTreeSet<String>, uri: &str) -> Result<(), ErrorData> {
 }
 
 /// One session's state.
-#[derive(Default)]
 struct SessionState {
     subscriptions: Mutex<BTreeSet<String>>,
     forwarding: Mutex<bool>,
     /// The level `logging/setLevel` chose (2025-11-25 sessions).
     log_level: Mutex<Option<usize>>,
+    /// Places for this session's requests running at once ([`MAX_SESSION_RUNNING`]).
+    running: Arc<tokio::sync::Semaphore>,
+}
+
+impl Default for SessionState {
+    fn default() -> Self {
+        Self {
+            subscriptions: Mutex::default(),
+            forwarding: Mutex::default(),
+            log_level: Mutex::default(),
+            running: Arc::new(tokio::sync::Semaphore::new(MAX_SESSION_RUNNING)),
+        }
+    }
+}
+
+/// A request's places among those running at once, held while it runs.
+struct RunningPlaces {
+    _session: tokio::sync::OwnedSemaphorePermit,
+    _server: tokio::sync::OwnedSemaphorePermit,
 }
 
 /// An MCP server for a catalog. Cheap to clone; each clone made by [`ToolServer::session`]
@@ -506,9 +557,36 @@ impl ToolServer {
                     (MAX_SERVED_MEDIA_IN_FLIGHT / 1024) as usize,
                 )),
                 listens: Arc::new(tokio::sync::Semaphore::new(MAX_LISTENS)),
+                running: Arc::new(tokio::sync::Semaphore::new(MAX_RUNNING)),
             }),
             session: Arc::new(SessionState::default()),
         }
+    }
+
+    /// A place for one more request of this session to run, or why there is none: a
+    /// request past the bound is refused at once rather than queued (a queued one would
+    /// keep its arguments).
+    fn start_running(&self) -> Result<RunningPlaces, ErrorData> {
+        let session = self.session.running.clone().try_acquire_owned().map_err(|_| {
+            ErrorData::invalid_request(
+                format!(
+                    "this session has {MAX_SESSION_RUNNING} requests running, the most it may: wait for one to finish"
+                ),
+                None,
+            )
+        })?;
+        let server = self.inner.running.clone().try_acquire_owned().map_err(|_| {
+            ErrorData::invalid_request(
+                format!(
+                    "this server has {MAX_RUNNING} requests running for its clients, the most it may: try again shortly"
+                ),
+                None,
+            )
+        })?;
+        Ok(RunningPlaces {
+            _session: session,
+            _server: server,
+        })
     }
 
     /// A fresh session over the same catalog.
@@ -994,6 +1072,7 @@ impl ServerHandler for ToolServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let _running = self.start_running()?;
         let name = request.name.to_string();
         let client_capabilities = context
             .client_capabilities()
@@ -1043,6 +1122,7 @@ impl ServerHandler for ToolServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
+        let _running = self.start_running()?;
         let resources = self
             .inner
             .catalog
@@ -1066,6 +1146,7 @@ impl ServerHandler for ToolServer {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
+        let _running = self.start_running()?;
         // Over HTTP a read takes places for the most a resource sends before reading (a
         // stored file, up to 16 MiB) and keeps those its contents need with the response.
         let hold = response_hold(&context);
@@ -1079,15 +1160,16 @@ impl ServerHandler for ToolServer {
             .read_resource(&request.uri)
             .await
             .map_err(catalog_error)?;
+        let sent: u64 = bodies
+            .iter()
+            .map(|body| match &body.data {
+                ResourceData::Text(text) => text.len() as u64,
+                ResourceData::Binary(bytes) => bytes.len() as u64,
+            })
+            .sum();
+        refuse_past_answer_size("the resource", sent)?;
         if let (Some(hold), Some(mut taken)) = (hold, places.take()) {
-            let sent: u64 = bodies
-                .iter()
-                .map(|body| match &body.data {
-                    ResourceData::Text(text) => text.len() as u64,
-                    ResourceData::Binary(bytes) => bytes.len() as u64,
-                })
-                .sum();
-            let kept = sent.min(MAX_SERVED_MEDIA_BYTES).div_ceil(1024) as usize;
+            let kept = sent.div_ceil(1024) as usize;
             if let Some(spare) = taken.split(taken.num_permits().saturating_sub(kept)) {
                 drop(spare);
             }
@@ -1104,9 +1186,16 @@ impl ServerHandler for ToolServer {
     ) -> Option<rmcp::model::SubscriptionFilter> {
         let mut accepted = requested.clone();
         if let Some(uris) = accepted.resource_subscriptions.as_mut() {
-            // What a session may hold (see `subscribe`): the rest is not accepted.
-            uris.retain(|uri| uri.len() <= MAX_SUBSCRIBED_URI);
-            uris.truncate(MAX_SUBSCRIPTIONS);
+            // rmcp keeps each requested URI the accepted list contains, scanning that list
+            // for every one: a list past what a session may hold, or one naming a URI
+            // twice, is accepted as none (and `listen` refuses it), so neither a million
+            // copies of one URI nor a million distinct ones cost more than one pass.
+            if uris.len() > MAX_SUBSCRIPTIONS || has_duplicates(uris) {
+                uris.clear();
+            } else {
+                // What a session may hold (see `subscribe`): the rest is not accepted.
+                uris.retain(|uri| uri.len() <= MAX_SUBSCRIBED_URI);
+            }
         }
         Some(accepted)
     }
@@ -1114,6 +1203,18 @@ impl ServerHandler for ToolServer {
     /// A 2026-07-28 `subscriptions/listen` stream: the catalog's changes the client asked
     /// for, until it cancels (rmcp filters by what was accepted and tags each one).
     async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), ErrorData> {
+        if let Some(uris) = &context.requested().resource_subscriptions
+            && (uris.len() > MAX_SUBSCRIPTIONS || has_duplicates(uris))
+        {
+            // Refused, not kept open: the request's list goes with it.
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "a listen stream names at most {MAX_SUBSCRIPTIONS} resources, each once ({} named)",
+                    uris.len()
+                ),
+                None,
+            ));
+        }
         // Held until this stream ends (its client cancels it or goes away).
         let Ok(_place) = self.inner.listens.clone().try_acquire_owned() else {
             return Err(ErrorData::invalid_request(
@@ -1127,7 +1228,7 @@ impl ServerHandler for ToolServer {
             context.cancelled().await;
             return Ok(());
         };
-        let wanted = context.accepted().clone();
+        let wanted = context.accepted();
         loop {
             let change = tokio::select! {
                 () = context.cancelled() => return Ok(()),
@@ -1207,6 +1308,7 @@ impl ServerHandler for ToolServer {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
+        let _running = self.start_running()?;
         let raw = RawRequest {
             method: "prompts/get",
             name: request.name.clone(),
@@ -1290,6 +1392,14 @@ impl ServerHandler for ToolServer {
         if let Some(description) = body.description {
             result["description"] = json!(description);
         }
+        // A conversation's text can be large: bounded like a resource, and over HTTP it
+        // holds its places among the bytes on their way to clients until it is read.
+        let size = serde_json::to_vec(&result).map_or(u64::MAX, |bytes| bytes.len() as u64);
+        refuse_past_answer_size("the prompt", size)?;
+        if let Some(hold) = response_hold(&context) {
+            let taken = self.places_in_flight(size).await?;
+            hold.places.lock().push(taken);
+        }
         let result: GetPromptResult = complete_result(result)?;
         Ok(result.into())
     }
@@ -1299,6 +1409,7 @@ impl ServerHandler for ToolServer {
         request: CompleteRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
+        let _running = self.start_running()?;
         let reference = to_json(&request.r#ref);
         let target = match reference["type"].as_str() {
             Some("ref/prompt") => {
@@ -1682,6 +1793,146 @@ mod tests {
         changes.send(CatalogChange::Tools).unwrap();
         hears_tools_changed(&mut again).await;
         again.cancel().await.unwrap();
+    }
+
+    /// A listen naming more resources than a session may hold, or one resource twice, is
+    /// accepted as naming none (rmcp's intersection with it is one pass, whatever the
+    /// request's size) and refused, saying why; a short list is listened to.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_listen_naming_too_many_resources_or_one_twice_is_refused() {
+        use rmcp::ServerHandler as _;
+        let (server, _changes) = changing_server();
+        let naming = |uris: Vec<String>| {
+            SubscriptionFilter::builder()
+                .tools_list_changed()
+                .resource_subscriptions(uris)
+                .build()
+        };
+        let million_of_one = naming(vec!["conduit://a".to_owned(); 1_000_000]);
+        let accepted = server
+            .accepted_subscription_filter(&million_of_one)
+            .unwrap();
+        assert_eq!(accepted.resource_subscriptions, Some(Vec::new()));
+        assert_eq!(
+            million_of_one
+                .intersection(&accepted)
+                .resource_subscriptions,
+            None
+        );
+
+        let probe = server.session();
+        let (near, far) = tokio::io::duplex(1 << 16);
+        tokio::spawn(async move {
+            if let Ok(running) = server.session().serve(far).await {
+                let _ = running.waiting().await;
+            }
+        });
+        let client = ()
+            .serve_with_lifecycle(
+                near,
+                ClientLifecycleMode::Discover {
+                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                },
+            )
+            .await
+            .unwrap();
+        let too_many = (0..=MAX_SUBSCRIPTIONS)
+            .map(|n| format!("conduit://conversation/{n}"))
+            .collect();
+        let twice = vec!["conduit://a".to_owned(), "conduit://a".to_owned()];
+        for refused in [naming(too_many), naming(twice)] {
+            let mut stream = client.listen(refused).await.unwrap();
+            let said = loop {
+                match tokio::time::timeout(Duration::from_secs(10), stream.next())
+                    .await
+                    .unwrap()
+                {
+                    Ok(Some(_)) => continue,
+                    other => break other,
+                }
+            };
+            let Err(ServiceError::McpError(error)) = said else {
+                panic!("{said:?}");
+            };
+            assert!(
+                error.message.contains("at most 1000 resources, each once"),
+                "{error:?}"
+            );
+        }
+        until_listening(&probe, 0).await;
+        let _open = client
+            .listen(naming(vec![
+                "conduit://a".to_owned(),
+                "conduit://b".to_owned(),
+            ]))
+            .await
+            .unwrap();
+        until_listening(&probe, 1).await;
+    }
+
+    /// A session with [`MAX_SESSION_RUNNING`] requests running is refused one more, saying
+    /// why, while another session is not; past [`MAX_RUNNING`] over all sessions, every
+    /// session is refused.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn requests_past_the_running_bounds_are_refused() {
+        let (server, _changes) = changing_server();
+        let client_of = |session: ToolServer| async move {
+            let (near, far) = tokio::io::duplex(1 << 16);
+            tokio::spawn(async move {
+                if let Ok(running) = session.serve(far).await {
+                    let _ = running.waiting().await;
+                }
+            });
+            ().serve(near).await.unwrap()
+        };
+        let refusal = |said: Result<rmcp::model::CallToolResult, ServiceError>| match said {
+            Err(ServiceError::McpError(error)) => error.message.to_string(),
+            other => panic!("{other:?}"),
+        };
+        let busy = server.session();
+        let held: Vec<_> = (0..super::MAX_SESSION_RUNNING)
+            .map(|_| busy.start_running().unwrap())
+            .collect();
+        let client = client_of(busy.clone()).await;
+        let call = || rmcp::model::CallToolRequestParams::new("no_such_tool");
+        let refused = refusal(client.call_tool(call()).await);
+        assert!(
+            refused.contains("this session has 32 requests running"),
+            "{refused}"
+        );
+        let other = client_of(server.session()).await;
+        let answered = refusal(other.call_tool(call()).await);
+        assert!(answered.contains("no tool named"), "{answered}");
+        drop(held);
+        let answered = refusal(client.call_tool(call()).await);
+        assert!(answered.contains("no tool named"), "{answered}");
+
+        let sessions: Vec<ToolServer> = (0..super::MAX_RUNNING / super::MAX_SESSION_RUNNING)
+            .map(|_| server.session())
+            .collect();
+        let _all: Vec<_> = sessions
+            .iter()
+            .flat_map(|session| {
+                (0..super::MAX_SESSION_RUNNING).map(|_| session.start_running().unwrap())
+            })
+            .collect();
+        let refused = refusal(other.call_tool(call()).await);
+        assert!(
+            refused.contains("this server has 256 requests running"),
+            "{refused}"
+        );
+    }
+
+    #[test]
+    fn an_answer_past_the_served_size_is_refused_saying_how_large_it_is() {
+        assert!(super::refuse_past_answer_size("the prompt", MAX_SERVED_MEDIA_BYTES).is_ok());
+        let refused = super::refuse_past_answer_size("the prompt", 40 * 1024 * 1024).unwrap_err();
+        assert!(
+            refused
+                .message
+                .contains("the prompt is 40.0 MiB, more than the 16 MiB"),
+            "{refused:?}"
+        );
     }
 
     /// The next thing `stream` hears is that the tool list changed.

@@ -1178,19 +1178,52 @@ async fn a_call_that_waited_for_a_place_is_asked_about_again() {
         approver.clone(),
         AgentOptions::new("m"),
     );
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink_seen = seen.clone();
+    let sink: EventSink = Arc::new(move |event| sink_seen.lock().unwrap().push(event));
     let mut history = vec![Message::user_text("hello")];
     let outcome = agent
-        .run(&mut history, Arc::new(|_| {}), CancellationToken::new())
+        .run(&mut history, sink, CancellationToken::new())
         .await;
     assert_eq!(outcome, Ok(Outcome::Finished(StopReason::EndTurn)));
     let results = results_of(&history[2]);
     let refused: Vec<_> = results.iter().filter(|(_, error, _)| *error).collect();
     assert_eq!(refused.len(), calls - 8, "{results:?}");
+    // The refused calls are the queued ones, and none of them ran.
+    let ids = |wanted: fn(&AgentEvent) -> Option<&String>| -> Vec<String> {
+        seen.lock()
+            .unwrap()
+            .iter()
+            .filter_map(wanted)
+            .cloned()
+            .collect()
+    };
+    let queued = ids(|event| match event {
+        AgentEvent::ToolCallQueued { id } => Some(id),
+        _ => None,
+    });
+    let running = ids(|event| match event {
+        AgentEvent::ToolCallRunning { id } => Some(id),
+        _ => None,
+    });
+    assert_eq!(queued.len(), calls - 8);
+    assert_eq!(running.len(), 8);
+    assert!(queued.iter().all(|id| !running.contains(id)));
+    let mut asked_again: Vec<String> = approver
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(id, _)| id.clone())
+        .collect();
+    let mut queued_sorted = queued.clone();
+    asked_again.sort();
+    queued_sorted.sort();
+    assert_eq!(asked_again, queued_sorted);
     assert!(
         refused
             .iter()
             .all(|(_, _, text)| text.contains("not run: taken back while it waited")),
         "{refused:?}"
     );
-    assert_eq!(approver.0.lock().unwrap().len(), calls - 8);
 }
