@@ -531,6 +531,31 @@ async fn a_page_script_cannot_start_programs_read_secrets_or_open_links_unseen()
         session.client.find(Locator::Css("textarea")).await.is_ok(),
         "the chat window is still there"
     );
+
+    // The chat window adds a local model server only on first run: one while no provider
+    // is set up, then not another (a port another user of the machine may listen on).
+    let local = |id: &str, name: &str, base_url: &str| {
+        json!({"provider": {"id": id, "name": name, "protocol": "openai-chat",
+                            "baseUrl": base_url, "models": ["m"]}})
+    };
+    let reply = main
+        .invoke(
+            "add_local_provider",
+            local("ollama", "Ollama", "http://127.0.0.1:11434/v1"),
+        )
+        .await;
+    assert!(reply.err.is_none(), "{}", reply.raw);
+    let reply = main
+        .invoke(
+            "add_local_provider",
+            local("lm-studio", "LM Studio", "http://127.0.0.1:1234/v1"),
+        )
+        .await;
+    refused(
+        &reply,
+        "a local provider after the first run",
+        "only before any provider is set up",
+    );
     session.close().await.unwrap();
     assert!(!marker.exists(), "a page script started a program");
 }

@@ -176,11 +176,12 @@ pub fn add_local_provider(
     state: tauri::State<'_, AppState>,
     provider: LocalProvider,
 ) -> Reply<()> {
-    // The chat window offers it on first run only; Settings may add one any time.
-    if webview.label() == "main" {
-        state.host().add_local_provider_on_first_run(provider)?;
-    } else {
+    // Settings may add one any time; any other window (the chat window's first-run panel)
+    // only before a provider is set up.
+    if webview.label() == crate::native::SETTINGS_LABEL {
         state.host().add_local_provider(provider)?;
+    } else {
+        state.host().add_local_provider_on_first_run(provider)?;
     }
     providers_changed(&app);
     Ok(())

@@ -404,7 +404,9 @@ impl Approver for WindowApproval {
                 Verdict::Allow => return Approval::Allow,
                 Verdict::Deny => {
                     return Approval::Deny {
-                        reason: format!("{tool} of {server} is set to Never run in Settings"),
+                        reason: format!(
+                            "{tool} of {server} is set to Never run or switched off in Settings"
+                        ),
                     };
                 }
                 Verdict::Ask { changes: why } => changes = why,

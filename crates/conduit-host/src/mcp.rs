@@ -514,8 +514,14 @@ impl Host {
                 path: path.display().to_string(),
             });
         }
+        // Bytes that are not UTF-8 do not read (as the runtime finds): shown with
+        // replacement characters, they name no servers, so a save of them asks as for new.
         Ok(bytes
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .map(|b| {
+                String::from_utf8(b).unwrap_or_else(|not_utf8| {
+                    format!("\u{fffd}{}", String::from_utf8_lossy(not_utf8.as_bytes()))
+                })
+            })
             .unwrap_or_default())
     }
 
@@ -564,7 +570,10 @@ impl Host {
         let old = servers_of(&old_text);
         // Stored without a byte order mark: every reader of the file then sees the same
         // text (the servers below are read as the runtime reads them either way).
-        let text = unmask_text(text.strip_prefix('\u{feff}').unwrap_or(text), &old_text)?;
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        // A text that does not read says so, not that its masks moved.
+        config::document_of_text(text)?;
+        let text = unmask_text(text, &old_text)?;
         config::check_text(path, &text)?;
         let replaced = servers_of(&text);
         let file_losses = file_losses(&old_text, &text);

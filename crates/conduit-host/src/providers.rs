@@ -575,6 +575,7 @@ impl Host {
         &self,
         local: LocalProvider,
     ) -> Result<(), ProvidersError> {
+        crate::window_guard::known_local_server(&local).map_err(ProvidersError::NotLocal)?;
         if !self.settings()?.providers.is_empty() {
             return Err(ProvidersError::NotFirstRun);
         }

@@ -313,10 +313,12 @@ impl Settings {
         let Some(approved) = prefs.and_then(|p| p.approved.get(tool)) else {
             let why = if own_allow {
                 format!(
-                    "Conduit has no record of which {tool} of {server} you allowed, so it cannot tell whether it changed"
+                    "Conduit has no record of which {tool} of {server} you allowed (it was switched off since, or the record is gone), so it asks again"
                 )
             } else {
-                format!("{tool} is new: {server} did not have it when you allowed all its tools")
+                format!(
+                    "{tool} is new, or was switched off, since you allowed all of {server}'s tools"
+                )
             };
             return Verdict::Ask { changes: vec![why] };
         };

@@ -526,6 +526,22 @@ pub fn servers_of(text: &str) -> Map<String, Value> {
         .unwrap_or_default()
 }
 
+/// The entries as a loose reading finds them (a byte order mark skipped, the last of a key
+/// written twice kept): where masked values are taken back from, so a file with a key
+/// written twice can be mended in the raw editor without typing its secrets again. Never
+/// for deciding what runs ([`servers_of`] is); a secret only carries over to an entry with
+/// the same command or URL.
+fn servers_loosely_of(text: &str) -> Map<String, Value> {
+    serde_json::from_str::<Value>(text.strip_prefix('\u{feff}').unwrap_or(text))
+        .ok()
+        .and_then(|mut document| document.get_mut(SERVERS).map(Value::take))
+        .and_then(|servers| match servers {
+            Value::Object(map) => Some(map),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
 /// Why a masked value cannot be saved.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MaskError {
@@ -990,7 +1006,7 @@ pub fn mask_text(text: &str) -> String {
 /// Text the raw editor sent back: each mask takes the stored value at the same server,
 /// section and key of `old`; a mask anywhere else is refused.
 pub fn unmask_text(new: &str, old: &str) -> Result<String, MaskError> {
-    let old_servers = servers_of(old);
+    let old_servers = servers_loosely_of(old);
     let stored_url = |server: &str| {
         old_servers
             .get(server)
@@ -1008,7 +1024,7 @@ pub fn unmask_text(new: &str, old: &str) -> Result<String, MaskError> {
         }
     }
     let new = &replace_ranges(new, url_replacements);
-    let new_servers = servers_of(new);
+    let new_servers = servers_loosely_of(new);
     let kept_target = |server: &str| match (old_servers.get(server), new_servers.get(server)) {
         (Some(old), Some(new)) => same_target(old, new),
         _ => false,
@@ -1675,6 +1691,27 @@ mod tests {
         let text = mask_text(&file);
         assert!(!text.contains("sk-ak-7f3a"), "{text}");
         assert_eq!(unmask_text(&text, &file).unwrap(), file);
+    }
+
+    /// A file with a key written twice (an entry copied and not renamed) does not run, and
+    /// is mended in the raw editor: its masks still take their stored values back, read
+    /// loosely, while what runs is decided from the strict reading.
+    #[test]
+    fn a_file_with_a_key_written_twice_is_mended_without_typing_its_secrets_again() {
+        let old = "{\"mcpServers\": {\"r\": {\"command\": \"x\", \"env\": {\"KEY\": \"sk-one-secret-value\"}}, \"r\": {\"command\": \"x\", \"env\": {\"KEY\": \"sk-one-secret-value\"}}}}";
+        assert!(servers_of(old).is_empty(), "the runtime does not read it");
+        let masked = mask_text(old);
+        assert!(!masked.contains("sk-one-secret-value"), "{masked}");
+        // The second copy deleted from the masked text.
+        let single = "{\"mcpServers\": {\"r\": {\"command\": \"x\", \"env\": {\"KEY\": \"sk-one-secret-value\"}}}}";
+        let mended = mask_text(single);
+        assert!(
+            masked.starts_with(mended.trim_end_matches("}}")),
+            "{masked}"
+        );
+        let saved = unmask_text(&mended, old).unwrap();
+        assert_eq!(saved, single);
+        assert_eq!(servers_of(&saved).len(), 1);
     }
 
     #[test]

@@ -594,7 +594,6 @@ pub fn expand(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String
     Ok(out)
 }
 
-/// Checks text for the raw editor as it is typed: the error a save would give, if any.
 /// The document `text` holds, read exactly as the runtime reads the file (a leading byte
 /// order mark skipped, a key written twice refused, `mcpServers` an object): what the host
 /// decides about a text must be what will run from it.
@@ -602,6 +601,7 @@ pub fn document_of_text(text: &str) -> Result<Value, ConfigError> {
     parse(Path::new("the text"), text.as_bytes())
 }
 
+/// Checks text for the raw editor as it is typed: the error a save would give, if any.
 pub fn check_text(path: &Path, text: &str) -> Result<(), ConfigError> {
     let document = parse(path, text.as_bytes())?;
     let no_env = |_: &str| -> Option<String> { Some(String::new()) };

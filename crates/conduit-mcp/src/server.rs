@@ -448,6 +448,26 @@ pub const MAX_SESSION_RUNNING: usize = 32;
 /// The same over every session of the server.
 pub const MAX_RUNNING: usize = 256;
 
+/// How many bytes `value` is as JSON, counted without writing it out.
+fn json_size(value: &Value) -> u64 {
+    struct Count(u64);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len() as u64;
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    match serde_json::to_writer(&mut count, value) {
+        Ok(()) => count.0,
+        // A value that does not write as JSON is not sent either.
+        Err(_) => u64::MAX,
+    }
+}
+
 /// Refuses an answer of `size` bytes past [`MAX_SERVED_MEDIA_BYTES`]: a resource or prompt
 /// this large (a very long conversation) is not sent whole, saying why.
 fn refuse_past_answer_size(what: &str, size: u64) -> Result<(), ErrorData> {
@@ -517,8 +537,10 @@ struct SessionState {
     forwarding: Mutex<bool>,
     /// The level `logging/setLevel` chose (2025-11-25 sessions).
     log_level: Mutex<Option<usize>>,
-    /// Places for this session's requests running at once ([`MAX_SESSION_RUNNING`]).
-    running: Arc<tokio::sync::Semaphore>,
+    /// Places for this session's requests running at once ([`MAX_SESSION_RUNNING`]);
+    /// `None` for Conduit's own in-process session, which every conversation, view and
+    /// mention of the app shares (its agent bounds its own calls).
+    running: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 impl Default for SessionState {
@@ -527,14 +549,14 @@ impl Default for SessionState {
             subscriptions: Mutex::default(),
             forwarding: Mutex::default(),
             log_level: Mutex::default(),
-            running: Arc::new(tokio::sync::Semaphore::new(MAX_SESSION_RUNNING)),
+            running: Some(Arc::new(tokio::sync::Semaphore::new(MAX_SESSION_RUNNING))),
         }
     }
 }
 
 /// A request's places among those running at once, held while it runs.
 struct RunningPlaces {
-    _session: tokio::sync::OwnedSemaphorePermit,
+    _session: Option<tokio::sync::OwnedSemaphorePermit>,
     _server: tokio::sync::OwnedSemaphorePermit,
 }
 
@@ -567,14 +589,17 @@ impl ToolServer {
     /// request past the bound is refused at once rather than queued (a queued one would
     /// keep its arguments).
     fn start_running(&self) -> Result<RunningPlaces, ErrorData> {
-        let session = self.session.running.clone().try_acquire_owned().map_err(|_| {
-            ErrorData::invalid_request(
-                format!(
-                    "this session has {MAX_SESSION_RUNNING} requests running, the most it may: wait for one to finish"
-                ),
-                None,
-            )
-        })?;
+        let session = match &self.session.running {
+            Some(places) => Some(places.clone().try_acquire_owned().map_err(|_| {
+                ErrorData::invalid_request(
+                    format!(
+                        "this session has {MAX_SESSION_RUNNING} requests running, the most it may: wait for one to finish"
+                    ),
+                    None,
+                )
+            })?),
+            None => None,
+        };
         let server = self.inner.running.clone().try_acquire_owned().map_err(|_| {
             ErrorData::invalid_request(
                 format!(
@@ -1184,19 +1209,25 @@ impl ServerHandler for ToolServer {
         &self,
         requested: &rmcp::model::SubscriptionFilter,
     ) -> Option<rmcp::model::SubscriptionFilter> {
-        let mut accepted = requested.clone();
-        if let Some(uris) = accepted.resource_subscriptions.as_mut() {
-            // rmcp keeps each requested URI the accepted list contains, scanning that list
-            // for every one: a list past what a session may hold, or one naming a URI
-            // twice, is accepted as none (and `listen` refuses it), so neither a million
-            // copies of one URI nor a million distinct ones cost more than one pass.
+        let mut accepted = rmcp::model::SubscriptionFilter::default();
+        accepted.tools_list_changed = requested.tools_list_changed;
+        accepted.prompts_list_changed = requested.prompts_list_changed;
+        accepted.resources_list_changed = requested.resources_list_changed;
+        // rmcp keeps each requested URI the accepted list contains, scanning that list for
+        // every one: a list past what a session may hold, or one naming a URI twice, is
+        // accepted as none (and `listen` refuses it), so neither a million copies of one
+        // URI nor a million distinct ones cost more than one pass, nor are copied here.
+        accepted.resource_subscriptions = requested.resource_subscriptions.as_ref().map(|uris| {
             if uris.len() > MAX_SUBSCRIPTIONS || has_duplicates(uris) {
-                uris.clear();
+                Vec::new()
             } else {
                 // What a session may hold (see `subscribe`): the rest is not accepted.
-                uris.retain(|uri| uri.len() <= MAX_SUBSCRIBED_URI);
+                uris.iter()
+                    .filter(|uri| uri.len() <= MAX_SUBSCRIBED_URI)
+                    .cloned()
+                    .collect()
             }
-        }
+        });
         Some(accepted)
     }
 
@@ -1356,6 +1387,13 @@ impl ServerHandler for ToolServer {
                 None,
             ));
         }
+        // Over HTTP the answer takes places for the most it may send before it is built,
+        // and keeps those it needs with the response (as a resource read does).
+        let hold = response_hold(&context);
+        let mut places = match hold {
+            Some(_) => Some(self.places_in_flight(MAX_SERVED_MEDIA_BYTES).await?),
+            None => None,
+        };
         let body = self
             .inner
             .catalog
@@ -1394,10 +1432,13 @@ impl ServerHandler for ToolServer {
         }
         // A conversation's text can be large: bounded like a resource, and over HTTP it
         // holds its places among the bytes on their way to clients until it is read.
-        let size = serde_json::to_vec(&result).map_or(u64::MAX, |bytes| bytes.len() as u64);
+        let size = json_size(&result);
         refuse_past_answer_size("the prompt", size)?;
-        if let Some(hold) = response_hold(&context) {
-            let taken = self.places_in_flight(size).await?;
+        if let (Some(hold), Some(mut taken)) = (hold, places.take()) {
+            let kept = size.div_ceil(1024) as usize;
+            if let Some(spare) = taken.split(taken.num_permits().saturating_sub(kept)) {
+                drop(spare);
+            }
             hold.places.lock().push(taken);
         }
         let result: GetPromptResult = complete_result(result)?;
@@ -1458,7 +1499,13 @@ impl ServerHandler for ToolServer {
 
 impl InProcessServer for ToolServer {
     fn serve(&self, transport: tokio::io::DuplexStream) -> BoxFuture<'static, ()> {
-        let server = self.session();
+        let server = Self {
+            inner: self.inner.clone(),
+            session: Arc::new(SessionState {
+                running: None,
+                ..SessionState::default()
+            }),
+        };
         Box::pin(async move {
             match server.serve(transport).await {
                 Ok(running) => {

@@ -19,6 +19,7 @@ function props(onOpenSettings = vi.fn()) {
     conversationId: null,
     title: "New chat",
     groups: [{ provider: "claude", models: ["claude-sonnet"] }],
+    providersSetUp: true,
     choice: { provider: "claude", model: "claude-sonnet" },
     mcp: { servers: [], configError: null } as McpOverview,
     onChoose: vi.fn(),

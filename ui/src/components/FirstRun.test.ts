@@ -25,6 +25,7 @@ function noProviders() {
     conversationId: null,
     title: "New chat",
     groups: [],
+    providersSetUp: false,
     choice: null,
     mcp: null,
     onChoose: vi.fn(),
@@ -73,5 +74,21 @@ describe("the first run", () => {
     render(ChatView, noProviders());
     await waitFor(() => expect(screen.getByLabelText("First run").textContent).not.toContain("Looking for"));
     expect(screen.queryByText("Found on this computer:")).toBeNull();
+  });
+
+  it("offers local model servers only before any provider is set up", async () => {
+    api.detectLocalProviders.mockResolvedValue([
+      { id: "ollama", name: "Ollama", protocol: "openai-chat", baseUrl: "http://127.0.0.1:11434/v1", models: ["llama3"] },
+    ]);
+    const none = noProviders();
+    const first = render(ChatView, none);
+    expect(await screen.findByRole("button", { name: "Use Ollama" })).toBeTruthy();
+    first.unmount();
+    api.detectLocalProviders.mockClear();
+    // A provider without models: Settings, not an offer the host would refuse.
+    render(ChatView, { ...none, providersSetUp: true });
+    expect(screen.getByLabelText("First run")).toBeTruthy();
+    expect(screen.queryByRole("button", { name: "Use Ollama" })).toBeNull();
+    expect(api.detectLocalProviders).not.toHaveBeenCalled();
   });
 });
