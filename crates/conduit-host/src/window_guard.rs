@@ -514,16 +514,10 @@ pub fn confirmation_text(launches: &[Launch], losses: &[Loss]) -> String {
     text
 }
 
-/// The servers object of a file's text; empty when the text does not parse or has none.
+/// The servers object of a file's text, read as the runtime reads it; empty when the text
+/// does not parse or has none.
 pub fn servers_of(text: &str) -> Map<String, Value> {
-    conduit_mcp::config::document_of_text(text)
-        .ok()
-        .and_then(|mut document| document.get_mut(SERVERS).map(Value::take))
-        .and_then(|servers| match servers {
-            Value::Object(map) => Some(map),
-            _ => None,
-        })
-        .unwrap_or_default()
+    servers_in(conduit_mcp::config::document_of_text(text).ok())
 }
 
 /// The entries as a loose reading finds them (a byte order mark skipped, the last of a key
@@ -532,8 +526,12 @@ pub fn servers_of(text: &str) -> Map<String, Value> {
 /// for deciding what runs ([`servers_of`] is); a secret only carries over to an entry with
 /// the same command or URL.
 fn servers_loosely_of(text: &str) -> Map<String, Value> {
-    serde_json::from_str::<Value>(text.strip_prefix('\u{feff}').unwrap_or(text))
-        .ok()
+    servers_in(serde_json::from_str(text.strip_prefix('\u{feff}').unwrap_or(text)).ok())
+}
+
+/// The servers object of a parsed file, if it has one.
+fn servers_in(document: Option<Value>) -> Map<String, Value> {
+    document
         .and_then(|mut document| document.get_mut(SERVERS).map(Value::take))
         .and_then(|servers| match servers {
             Value::Object(map) => Some(map),

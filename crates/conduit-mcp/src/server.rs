@@ -1791,21 +1791,7 @@ mod tests {
     async fn listen_streams_past_the_limit_are_refused_until_one_ends() {
         let (server, changes) = changing_server();
         let probe = server.session();
-        let (near, far) = tokio::io::duplex(1 << 16);
-        tokio::spawn(async move {
-            if let Ok(running) = server.session().serve(far).await {
-                let _ = running.waiting().await;
-            }
-        });
-        let client = ()
-            .serve_with_lifecycle(
-                near,
-                ClientLifecycleMode::Discover {
-                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-                },
-            )
-            .await
-            .unwrap();
+        let client = client_2026(server).await;
         let tools = SubscriptionFilter::builder().tools_list_changed().build();
         let mut open = Vec::new();
         for _ in 0..MAX_LISTENS {
@@ -1868,21 +1854,7 @@ mod tests {
         );
 
         let probe = server.session();
-        let (near, far) = tokio::io::duplex(1 << 16);
-        tokio::spawn(async move {
-            if let Ok(running) = server.session().serve(far).await {
-                let _ = running.waiting().await;
-            }
-        });
-        let client = ()
-            .serve_with_lifecycle(
-                near,
-                ClientLifecycleMode::Discover {
-                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-                },
-            )
-            .await
-            .unwrap();
+        let client = client_2026(server).await;
         let too_many = (0..=MAX_SUBSCRIPTIONS)
             .map(|n| format!("conduit://conversation/{n}"))
             .collect();
@@ -1980,6 +1952,26 @@ mod tests {
                 .contains("the prompt is 40.0 MiB, more than the 16 MiB"),
             "{refused:?}"
         );
+    }
+
+    /// A 2026-07-28 client of a new session of `server`, served in memory.
+    async fn client_2026(
+        server: ToolServer,
+    ) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+        let (near, far) = tokio::io::duplex(1 << 16);
+        tokio::spawn(async move {
+            if let Ok(running) = server.session().serve(far).await {
+                let _ = running.waiting().await;
+            }
+        });
+        ().serve_with_lifecycle(
+            near,
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .unwrap()
     }
 
     /// The next thing `stream` hears is that the tool list changed.
