@@ -116,6 +116,23 @@ async fn run_with(
     }
 }
 
+/// Runs `agent` on one user message, keeping its events.
+async fn run_agent(agent: &Agent) -> Run {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink_seen = seen.clone();
+    let sink: EventSink = Arc::new(move |event| sink_seen.lock().unwrap().push(event));
+    let mut history = vec![Message::user_text("hello")];
+    let outcome = agent
+        .run(&mut history, sink, CancellationToken::new())
+        .await;
+    let events = seen.lock().unwrap().clone();
+    Run {
+        outcome,
+        history,
+        events,
+    }
+}
+
 async fn run(provider: Arc<ScriptedProvider>, tools: Vec<Arc<dyn Tool>>) -> Run {
     run_with(
         provider,
@@ -1131,22 +1148,18 @@ async fn a_call_asks_the_turns_approver_again_about_itself() {
     registry.register(Arc::new(AsksAgain(spec("again"))));
     let approver = Arc::new(TakesItBack::default());
     let agent = Agent::new(provider, registry, approver.clone(), AgentOptions::new("m"));
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let sink_seen = seen.clone();
-    let sink: EventSink = Arc::new(move |event| sink_seen.lock().unwrap().push(event));
-    let mut history = vec![Message::user_text("hello")];
-    let outcome = agent
-        .run(&mut history, sink, CancellationToken::new())
-        .await;
+    let Run {
+        outcome,
+        history,
+        events,
+    } = run_agent(&agent).await;
     assert_eq!(outcome, Ok(Outcome::Finished(StopReason::EndTurn)));
     let results = results_of(&history[2]);
     assert!(
         results[0].1 && results[0].2.contains("taken back while it waited"),
         "{results:?}"
     );
-    let running: Vec<String> = seen
-        .lock()
-        .unwrap()
+    let running: Vec<String> = events
         .iter()
         .filter_map(|event| match event {
             AgentEvent::ToolCallRunning { id } => Some(id.clone()),
@@ -1178,25 +1191,18 @@ async fn a_call_that_waited_for_a_place_is_asked_about_again() {
         approver.clone(),
         AgentOptions::new("m"),
     );
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let sink_seen = seen.clone();
-    let sink: EventSink = Arc::new(move |event| sink_seen.lock().unwrap().push(event));
-    let mut history = vec![Message::user_text("hello")];
-    let outcome = agent
-        .run(&mut history, sink, CancellationToken::new())
-        .await;
+    let Run {
+        outcome,
+        history,
+        events,
+    } = run_agent(&agent).await;
     assert_eq!(outcome, Ok(Outcome::Finished(StopReason::EndTurn)));
     let results = results_of(&history[2]);
     let refused: Vec<_> = results.iter().filter(|(_, error, _)| *error).collect();
     assert_eq!(refused.len(), calls - 8, "{results:?}");
     // The refused calls are the queued ones, and none of them ran.
     let ids = |wanted: fn(&AgentEvent) -> Option<&String>| -> Vec<String> {
-        seen.lock()
-            .unwrap()
-            .iter()
-            .filter_map(wanted)
-            .cloned()
-            .collect()
+        events.iter().filter_map(wanted).cloned().collect()
     };
     let queued = ids(|event| match event {
         AgentEvent::ToolCallQueued { id } => Some(id),
