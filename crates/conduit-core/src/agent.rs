@@ -201,6 +201,13 @@ impl AgentOptions {
 /// trusted to stop: a real response is well under a megabyte, a long one a few.
 pub const MAX_RESPONSE_BYTES: usize = 32 * 1024 * 1024;
 
+/// The most JSON values (objects, arrays, their entries and elements) one model response's
+/// tool arguments may hold. Each parsed value takes 70 bytes and more in memory, and the
+/// arguments are kept in the message, its events and every later request: 32 MiB of
+/// `[0,0,…]` would be gigabytes. A model writes at most one value a token, and answers
+/// are at most about 128,000 tokens long.
+pub const MAX_RESPONSE_VALUES: usize = 250_000;
+
 /// The most tool calls one model response may make: they all run, so a response that asks
 /// for thousands would start thousands of tools at once. Real responses make a handful.
 pub const MAX_RESPONSE_CALLS: usize = 128;
@@ -226,19 +233,22 @@ async fn within<F: Future>(
     }
 }
 
-/// What one model response streamed so far, against [`MAX_RESPONSE_BYTES`] and
-/// [`MAX_RESPONSE_CALLS`]: the one count a turn and a server's sampling run both keep.
+/// What one model response streamed so far, against [`MAX_RESPONSE_BYTES`],
+/// [`MAX_RESPONSE_VALUES`] and [`MAX_RESPONSE_CALLS`]: the one count a turn and a server's
+/// sampling run both keep.
 #[derive(Debug, Default)]
 pub struct ResponseSize {
-    /// Bytes of text, reasoning and tool arguments.
+    /// Bytes of text, reasoning (its signatures and encrypted content included) and tool
+    /// arguments.
     bytes: usize,
+    /// JSON values in finished calls' arguments.
+    values: usize,
     /// Calls started so far, finished or not.
     calls: usize,
-    /// Provider ids of calls that started and are not done yet (a repeated id is a call
-    /// of its own).
-    open_calls: Vec<String>,
-    /// Whether arguments came as deltas: then a finished call's were counted already.
-    streamed_arguments: bool,
+    /// Calls that started and are not done yet: their provider ids (a repeated id is a
+    /// call of its own) and the bytes of arguments each streamed, which their finished
+    /// arguments are not counted again for.
+    open_calls: Vec<(String, usize)>,
 }
 
 impl ResponseSize {
@@ -246,39 +256,64 @@ impl ResponseSize {
     pub fn count(&mut self, event: &ProviderEvent) {
         match event {
             ProviderEvent::TextDelta(text) | ProviderEvent::ReasoningDelta(text) => {
-                self.bytes = self.bytes.saturating_add(text.len());
+                self.add_bytes(text.len());
+            }
+            ProviderEvent::ReasoningDone {
+                signature,
+                encrypted,
+                id,
+            } => {
+                for held in [signature, encrypted, id].into_iter().flatten() {
+                    self.add_bytes(held.len());
+                }
             }
             ProviderEvent::ToolCallStarted { id, .. } => {
                 self.calls += 1;
-                self.open_calls.push(id.clone());
+                self.open_calls.push((id.clone(), 0));
             }
             ProviderEvent::ToolCallDelta { id, arguments } => {
-                self.streamed_arguments = true;
-                self.bytes = self.bytes.saturating_add(arguments.len());
-                // A piece for a call that never started opens one.
-                if !self.open_calls.contains(id) {
-                    self.calls += 1;
-                    self.open_calls.push(id.clone());
+                self.add_bytes(arguments.len());
+                match self
+                    .open_calls
+                    .iter_mut()
+                    .rev()
+                    .find(|(open, _)| open == id)
+                {
+                    Some((_, streamed)) => *streamed = streamed.saturating_add(arguments.len()),
+                    // A piece for a call that never started opens one.
+                    None => {
+                        self.calls += 1;
+                        self.open_calls.push((id.clone(), arguments.len()));
+                    }
                 }
             }
             ProviderEvent::ToolCallDone { id, arguments, .. } => {
-                match self.open_calls.iter().position(|open| open == id) {
-                    Some(index) => {
-                        self.open_calls.remove(index);
+                let streamed = match self.open_calls.iter().position(|(open, _)| open == id) {
+                    Some(index) => self.open_calls.remove(index).1,
+                    None => {
+                        self.calls += 1;
+                        0
                     }
-                    None => self.calls += 1,
-                }
-                if !self.streamed_arguments {
-                    // Arguments that came whole (Gemini): their size as JSON text.
-                    let size = match arguments {
-                        Ok(value) => crate::content::json_size(value),
-                        Err(invalid) => invalid.raw.len(),
-                    };
-                    self.bytes = self.bytes.saturating_add(size);
-                }
+                };
+                // Arguments that came whole (Gemini, or a final copy that says more than
+                // the pieces did): what they hold beyond what streamed.
+                let size = match arguments {
+                    Ok(value) => {
+                        self.values = self
+                            .values
+                            .saturating_add(crate::content::json_values(value));
+                        crate::content::json_size(value)
+                    }
+                    Err(invalid) => invalid.raw.len(),
+                };
+                self.add_bytes(size.saturating_sub(streamed));
             }
             _ => {}
         }
+    }
+
+    fn add_bytes(&mut self, bytes: usize) {
+        self.bytes = self.bytes.saturating_add(bytes);
     }
 
     /// The error that ends a response past its limits, naming the limit.
@@ -291,6 +326,10 @@ impl ResponseSize {
             format!(
                 "the model's response is larger than {} MiB of text, reasoning and tool arguments; Conduit stopped the answer",
                 MAX_RESPONSE_BYTES / (1024 * 1024)
+            )
+        } else if self.values > MAX_RESPONSE_VALUES {
+            format!(
+                "the model's tool arguments hold more than {MAX_RESPONSE_VALUES} JSON values in one response; Conduit stopped the answer"
             )
         } else {
             return None;

@@ -454,6 +454,20 @@ pub fn json_size<T: serde::Serialize>(value: &T) -> usize {
     count.0
 }
 
+/// How many JSON values `value` is: itself and everything inside it.
+pub fn json_values(value: &serde_json::Value) -> usize {
+    match value {
+        serde_json::Value::Array(items) => {
+            items.iter().map(json_values).fold(1, usize::saturating_add)
+        }
+        serde_json::Value::Object(entries) => entries
+            .values()
+            .map(json_values)
+            .fold(1, usize::saturating_add),
+        _ => 1,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -265,23 +265,25 @@ pub fn external_url(url: &str) -> Result<&str, String> {
     refuse()
 }
 
-/// Whether the window may show this page: only the app's own pages (`tauri://localhost`
-/// on Linux and macOS, `http(s)://tauri.localhost` on Windows). Anything else a link or a
-/// script tries to load is refused; web links open in the system browser instead.
+/// Whether the window may show this page: only the app's own pages, on this platform's
+/// origin (`tauri://localhost` on Linux and macOS, `http(s)://tauri.localhost` on Windows
+/// and Android). Anything else a link or a script tries to load is refused; web links open
+/// in the system browser instead. The other platform's origin is refused too: on Linux
+/// `http://tauri.localhost` is a name the resolver may send to a local web server.
 pub fn is_app_page(url: &str) -> bool {
     let lower = url.to_ascii_lowercase();
-    [
-        "tauri://localhost",
-        "http://tauri.localhost",
-        "https://tauri.localhost",
-    ]
-    .iter()
-    .any(|origin| {
+    APP_PAGE_ORIGINS.iter().any(|origin| {
         lower
             .strip_prefix(origin)
             .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
     })
 }
+
+/// The origins Tauri serves the app's own pages from on this platform.
+#[cfg(any(windows, target_os = "android"))]
+const APP_PAGE_ORIGINS: [&str; 2] = ["http://tauri.localhost", "https://tauri.localhost"];
+#[cfg(not(any(windows, target_os = "android")))]
+const APP_PAGE_ORIGINS: [&str; 1] = ["tauri://localhost"];
 
 /// The secret store's name for a provider's API key.
 fn provider_secret_name(provider_id: &str) -> String {
@@ -294,10 +296,19 @@ mod tests {
 
     #[test]
     fn the_window_shows_only_the_apps_own_pages() {
-        assert!(is_app_page("tauri://localhost"));
-        assert!(is_app_page("tauri://localhost/index.html"));
-        assert!(is_app_page("http://tauri.localhost/"));
+        let (own, other) = if cfg!(any(windows, target_os = "android")) {
+            ("http://tauri.localhost", "tauri://localhost")
+        } else {
+            ("tauri://localhost", "http://tauri.localhost")
+        };
+        assert!(is_app_page(own));
+        assert!(is_app_page(&format!("{own}/index.html")));
+        assert!(is_app_page(&format!("{}/index.html", own.to_uppercase())));
+        // The other platform's origin: on Linux `tauri.localhost` is a host name the
+        // resolver may send to a local web server.
+        assert!(!is_app_page(&format!("{other}/")));
         for refused in [
+            "https://tauri.localhost.evil.com/",
             "https://example.com",
             "http://127.0.0.1:8080/",
             "tauri://localhost.evil.com/",

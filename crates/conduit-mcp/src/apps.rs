@@ -168,7 +168,7 @@ impl ViewDomains {
     }
 }
 
-/// `scheme://host[:port]` with `https`, `wss` (or `http`/`ws` for loopback hosts only),
+/// `scheme://host[:port]` with `https`, `wss` (or `http`/`ws` for `localhost` and `127.0.0.1` only),
 /// a host of letters, digits, `-` and `.` (optionally starting with `*.`), no path.
 fn is_origin(entry: &str) -> bool {
     let Some((scheme, rest)) = entry.split_once("://") else {
@@ -185,7 +185,9 @@ fn is_origin(entry: &str) -> bool {
         });
     let port_ok =
         port.is_none_or(|p| !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()));
-    let loopback = matches!(bare, "localhost" | "127.0.0.1");
+    // Plain `http`/`ws` only to one exact loopback host: `*.localhost` would take in every
+    // name under it, the app's own pages' and IPC's on some platforms among them.
+    let loopback = matches!(host, "localhost" | "127.0.0.1");
     let scheme_ok = match scheme {
         "https" | "wss" => true,
         "http" | "ws" => loopback,
@@ -432,6 +434,9 @@ mod tests {
                 "data:",
                 "http://cdn.example.com",
                 "http://localhost:8080",
+                "http://*.localhost",
+                "ws://*.localhost:9000",
+                "http://*.127.0.0.1",
                 7
             ],
             "frameDomains": ["https://www.youtube.com/embed"],
@@ -442,7 +447,7 @@ mod tests {
             ["https://*.tile.openstreetmap.org", "http://localhost:8080"]
         );
         assert!(domains.frame.is_empty());
-        assert_eq!(domains.dropped.len(), 9, "{:?}", domains.dropped);
+        assert_eq!(domains.dropped.len(), 12, "{:?}", domains.dropped);
         assert!(domains.third_party());
         let policy = content_security_policy(&domains);
         assert!(policy.contains("connect-src https://api.example.com;"));

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use conduit_core::agent::MAX_RESPONSE_BYTES;
 use conduit_core::content::{Block, Message, ResultPart, Role, ToolResult};
 use conduit_core::provider::{
     ModelInfo, ModelRequest, ProviderError, ProviderErrorKind, ProviderEvent, StopReason, Usage,
@@ -258,6 +259,9 @@ enum OpenBlock {
 #[derive(Debug, Default)]
 pub struct Decoder {
     blocks: BTreeMap<u64, OpenBlock>,
+    /// Bytes of signatures and redacted reasoning received: held in open blocks until
+    /// they close, where the core's count of the response cannot see them yet.
+    held: usize,
     usage: Usage,
     stop: Option<StopReason>,
     done: bool,
@@ -279,6 +283,14 @@ impl StreamDecoder for Decoder {
                 index,
                 content_block,
             } => {
+                if self.blocks.len() >= MAX_OPEN_BLOCKS {
+                    return Err(ProviderError::new(
+                        ProviderErrorKind::Protocol,
+                        format!(
+                            "{PROTOCOL} opened more than {MAX_OPEN_BLOCKS} content blocks at once"
+                        ),
+                    ));
+                }
                 let open = match content_block {
                     ContentBlock::ToolUse { id, name } => {
                         out.push(ProviderEvent::ToolCallStarted {
@@ -292,7 +304,10 @@ impl StreamDecoder for Decoder {
                         }
                     }
                     ContentBlock::Thinking => OpenBlock::Thinking { signature: None },
-                    ContentBlock::RedactedThinking { data } => OpenBlock::Redacted { data },
+                    ContentBlock::RedactedThinking { data } => {
+                        self.hold(data.len())?;
+                        OpenBlock::Redacted { data }
+                    }
                     ContentBlock::Other => OpenBlock::Text,
                 };
                 self.blocks.insert(index, open);
@@ -307,6 +322,11 @@ impl StreamDecoder for Decoder {
                         Delta::Signature { signature: part },
                         Some(OpenBlock::Thinking { signature }),
                     ) => {
+                        let held = self.held.saturating_add(part.len());
+                        if held > MAX_RESPONSE_BYTES {
+                            return Err(held_too_much());
+                        }
+                        self.held = held;
                         signature.get_or_insert_default().push_str(&part);
                     }
                     (
@@ -376,7 +396,29 @@ impl StreamDecoder for Decoder {
     }
 }
 
+/// The most content blocks open at once: a real answer opens one at a time.
+const MAX_OPEN_BLOCKS: usize = 1024;
+
+fn held_too_much() -> ProviderError {
+    ProviderError::new(
+        ProviderErrorKind::Protocol,
+        format!(
+            "{PROTOCOL} sent more than {} MiB of reasoning signatures and redacted reasoning; Conduit stopped the answer",
+            MAX_RESPONSE_BYTES / (1024 * 1024)
+        ),
+    )
+}
+
 impl Decoder {
+    /// Counts bytes an open block holds back, failing past the response's cap.
+    fn hold(&mut self, bytes: usize) -> Result<(), ProviderError> {
+        self.held = self.held.saturating_add(bytes);
+        if self.held > MAX_RESPONSE_BYTES {
+            return Err(held_too_much());
+        }
+        Ok(())
+    }
+
     fn read_usage(&mut self, usage: Option<WireUsage>) {
         let Some(usage) = usage else { return };
         if let Some(n) = usage.input_tokens {

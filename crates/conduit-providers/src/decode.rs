@@ -1,6 +1,7 @@
 //! Reading one stream event into a protocol's typed event: a field the protocol requires
 //! that is missing (or of the wrong type) is a protocol error naming it, never a default.
 
+use conduit_core::agent::MAX_RESPONSE_VALUES;
 use conduit_core::provider::{ProviderError, ProviderErrorKind};
 use serde::Deserialize;
 use serde_json::Value;
@@ -16,6 +17,16 @@ pub(crate) fn event<'a, T: Deserialize<'a>>(
     protocol: &str,
     data: &'a str,
 ) -> Result<T, ProviderError> {
+    // Parsed values take 70 bytes and more each: an event of 16 MiB of `[0,0,…]` in a
+    // field read as JSON (Gemini's arguments) would take gigabytes.
+    if json_values_at_most(data) > MAX_RESPONSE_VALUES {
+        return Err(ProviderError::new(
+            ProviderErrorKind::Protocol,
+            format!(
+                "{protocol} sent an event of more than {MAX_RESPONSE_VALUES} JSON values; Conduit stopped reading the answer"
+            ),
+        ));
+    }
     serde_json::from_str(data).map_err(|e| {
         if let Ok(value) = serde_json::from_str::<Value>(data)
             && error_body::is_error_chunk(&value)
@@ -60,4 +71,59 @@ pub(crate) fn missing(protocol: &str, field: &str, data: &str) -> ProviderError 
             data.chars().take(EXCERPT_CHARS).collect::<String>()
         ),
     )
+}
+
+/// At least as many as the JSON values `text` holds, counted without parsing it: one, and
+/// one more for each `[`, `{` and `,` outside strings. Cheap enough for every event.
+pub(crate) fn json_values_at_most(text: &str) -> usize {
+    let (mut values, mut in_string, mut escaped) = (1usize, false, false);
+    for byte in text.bytes() {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+        } else {
+            match byte {
+                b'"' => in_string = true,
+                b'[' | b'{' | b',' => values += 1,
+                _ => {}
+            }
+        }
+    }
+    values
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_are_counted_outside_strings_only() {
+        assert_eq!(json_values_at_most("7"), 1);
+        assert_eq!(json_values_at_most(r#"{"a":[1,2,3]}"#), 5);
+        assert_eq!(json_values_at_most(r#"{"a":"[1,{2},3]\",,"}"#), 2);
+        let parsed: Value = serde_json::from_str(r#"{"a":[1,2,{"b":[]}],"c":"d,e"}"#).unwrap();
+        assert!(
+            json_values_at_most(r#"{"a":[1,2,{"b":[]}],"c":"d,e"}"#)
+                >= conduit_core::content::json_values(&parsed)
+        );
+    }
+
+    #[test]
+    fn an_event_of_too_many_values_is_refused_before_it_is_parsed() {
+        let data = format!(r#"{{"args":[{}0]}}"#, "0,".repeat(MAX_RESPONSE_VALUES));
+        let err = event::<Value>("Gemini", &data).unwrap_err();
+        assert_eq!(err.kind, ProviderErrorKind::Protocol);
+        assert_eq!(
+            err.message,
+            format!(
+                "Gemini sent an event of more than {MAX_RESPONSE_VALUES} JSON values; Conduit stopped reading the answer"
+            )
+        );
+        let fits = format!(r#"{{"args":[{}0]}}"#, "0,".repeat(MAX_RESPONSE_VALUES - 3));
+        assert!(event::<Value>("Gemini", &fits).is_ok());
+    }
 }

@@ -126,7 +126,10 @@ fn function_responses(
             .collect();
         let mut response = json!({
             "name": result.name,
-            "response": response_object(result),
+            "response": response_object(
+                result,
+                request.capabilities.images_in_tool_results || request.capabilities.vision,
+            ),
         });
         if !result.wire_id().starts_with(LOCAL_ID_PREFIX) {
             response["id"] = json!(result.wire_id());
@@ -144,7 +147,9 @@ fn function_responses(
     parts
 }
 
-fn response_object(result: &ToolResult) -> Value {
+/// The result's text for `functionResponse.response`, saying what became of its images:
+/// a model that takes no images is told they were left out, not that they are there.
+fn response_object(result: &ToolResult, vision: bool) -> Value {
     let mut text = result.text();
     let images = result.images().count();
     let audio = result
@@ -152,8 +157,12 @@ fn response_object(result: &ToolResult) -> Value {
         .iter()
         .filter(|p| matches!(p, ResultPart::Audio { .. }))
         .count();
-    if images > 0 {
+    if images > 0 && vision {
         text.push_str(&format!("\n[{images} image(s) attached]"));
+    } else if images > 0 {
+        text.push_str(&format!(
+            "\n[{images} image(s) omitted: this model does not take images]"
+        ));
     }
     if audio > 0 {
         text.push_str(&format!("\n[{audio} audio clip(s) omitted]"));

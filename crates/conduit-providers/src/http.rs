@@ -84,7 +84,7 @@ impl<'a> Retrier<'a> {
 pub const DEFAULT_ANSWER_START_TIMEOUT: Duration = Duration::from_secs(10 * 60);
 
 /// Connection settings of one provider.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct HttpSettings {
     pub connect_timeout: Duration,
     /// A stream that sends nothing (not even a ping) for this long fails as stalled.
@@ -99,6 +99,25 @@ pub struct HttpSettings {
     /// The clients to share with the other providers of the same owner; none: a client of
     /// its own.
     pub clients: Option<HttpClients>,
+}
+
+/// Names the extra headers without their values (a gateway's key may be one).
+impl std::fmt::Debug for HttpSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let headers: Vec<&str> = self
+            .extra_headers
+            .iter()
+            .map(|(name, _)| name.as_str())
+            .collect();
+        f.debug_struct("HttpSettings")
+            .field("connect_timeout", &self.connect_timeout)
+            .field("read_timeout", &self.read_timeout)
+            .field("answer_start_timeout", &self.answer_start_timeout)
+            .field("retry", &self.retry)
+            .field("extra_headers", &headers)
+            .field("clients", &self.clients)
+            .finish()
+    }
 }
 
 impl Default for HttpSettings {
@@ -183,6 +202,10 @@ struct Limits {
     /// The bytes of one SSE event still being received: a real event is one delta or
     /// one tool call's arguments; the core caps a whole answer separately.
     sse_event: usize,
+    /// The data of all of one answer's SSE events. The core caps what the events say;
+    /// this bounds what a decoder holds back on the way (a block that never closes, a
+    /// name in pieces, events the core does not count), whatever the protocol.
+    sse_response: usize,
 }
 
 const KIB: usize = 1024;
@@ -194,12 +217,18 @@ impl Default for Limits {
             error_body: 64 * KIB,
             whole_body: 8 * MIB,
             sse_event: MAX_SSE_EVENT_BYTES,
+            sse_response: MAX_SSE_RESPONSE_BYTES,
         }
     }
 }
 
 /// The most bytes one SSE event may take before it is given up on.
 pub const MAX_SSE_EVENT_BYTES: usize = 16 * MIB;
+
+/// The most bytes of data all of one answer's SSE events may carry. A real answer of
+/// 128,000 tokens streamed one token an event, each in a JSON envelope of a few hundred
+/// bytes, is about 32 MiB.
+pub const MAX_SSE_RESPONSE_BYTES: usize = 256 * MIB;
 
 /// An HTTP client for one provider.
 #[derive(Clone)]
@@ -405,13 +434,13 @@ impl HttpClient {
                     response.bytes_stream(),
                     decoder,
                     settings.read_timeout,
-                    limits.sse_event,
+                    limits,
                 ),
                 Answer::Read(body) => decode_sse_limited(
                     futures::stream::iter([Ok::<_, std::io::Error>(body)]),
                     decoder,
                     settings.read_timeout,
-                    limits.sse_event,
+                    limits,
                 ),
                 Answer::Failed(err) => {
                     yield Err(secrets.hidden_in(err));
@@ -567,7 +596,8 @@ fn whole_answer(
 
 /// Decodes a provider's SSE bytes into events through `decoder`. The stream ends after
 /// `Stop` or the first error; silence longer than `read_timeout` is a `Stalled` error, and
-/// an event larger than [`MAX_SSE_EVENT_BYTES`] a `Protocol` one.
+/// an event larger than [`MAX_SSE_EVENT_BYTES`], or events carrying more than
+/// [`MAX_SSE_RESPONSE_BYTES`] in all, a `Protocol` one.
 pub fn decode_sse<S, B, E>(
     bytes: S,
     decoder: impl StreamDecoder,
@@ -578,7 +608,7 @@ where
     B: bytes::Buf + Send + 'static,
     E: std::error::Error + Send + Sync + 'static,
 {
-    decode_sse_limited(bytes, decoder, read_timeout, MAX_SSE_EVENT_BYTES)
+    decode_sse_limited(bytes, decoder, read_timeout, Limits::default())
 }
 
 /// A byte stream given up on because one SSE event grew past the cap.
@@ -590,21 +620,22 @@ enum EventBytes<E: std::error::Error + 'static> {
     TooLarge(usize),
 }
 
-/// [`decode_sse`] with the cap on one event's bytes given. The SSE parser keeps an
-/// unfinished line and event with no limit of its own, so the bytes that arrive after the
-/// last whole event are counted here, before the parser, and the stream fails when they
-/// pass `max_event_bytes`.
+/// [`decode_sse`] with the caps on one event's bytes and all events' data given. The SSE
+/// parser keeps an unfinished line and event with no limit of its own, so the bytes that
+/// arrive after the last whole event are counted here, before the parser, and the stream
+/// fails when they pass `limits.sse_event`.
 fn decode_sse_limited<S, B, E>(
     bytes: S,
     mut decoder: impl StreamDecoder,
     read_timeout: Duration,
-    max_event_bytes: usize,
+    limits: Limits,
 ) -> EventStream
 where
     S: futures::Stream<Item = Result<B, E>> + Send + 'static,
     B: bytes::Buf + Send + 'static,
     E: std::error::Error + Send + Sync + 'static,
 {
+    let (max_event_bytes, max_response_bytes) = (limits.sse_event, limits.sse_response);
     let pending = Arc::new(AtomicUsize::new(0));
     // When bytes last came, in milliseconds from the start: a comment (`: ping`), which
     // proxies send while a model thinks, yields no event but shows the stream is alive.
@@ -625,6 +656,7 @@ where
         })
     };
     let stream = async_stream::stream! {
+        let mut received: usize = 0;
         let events = SseStream::from_bytes_stream(counted);
         futures::pin_mut!(events);
         loop {
@@ -671,10 +703,18 @@ where
                     // Everything received so far is in this event or the ones still
                     // queued behind it; only what follows counts against the next.
                     pending.store(0, Ordering::Relaxed);
+                    received = received.saturating_add(sse.data.as_deref().map_or(0, str::len));
                     match sse.data.as_deref() {
-                    // Comments and keep-alives carry no data.
-                    None => Ok(Vec::new()),
-                    Some(data) => decoder.decode(sse.event.as_deref(), data),
+                        _ if received > max_response_bytes => Err(ProviderError::new(
+                            ProviderErrorKind::Protocol,
+                            format!(
+                                "the provider's answer is larger than {}; Conduit stopped reading it",
+                                size(max_response_bytes)
+                            ),
+                        )),
+                        // Comments and keep-alives carry no data.
+                        None => Ok(Vec::new()),
+                        Some(data) => decoder.decode(sse.event.as_deref(), data),
                     }
                 }
             };
@@ -927,6 +967,22 @@ impl SentSecrets {
                 err.message = err.message.replace(form.as_str(), "••••");
             }
         }
+        // A message is cut to a length before it comes here, and the cut may fall inside
+        // a credential: a start of one at the message's end (before its `…`) is masked
+        // too.
+        for form in &self.0 {
+            let body = err.message.strip_suffix('…').unwrap_or(&err.message);
+            let cut_at = (Self::MIN_CHARS..form.len())
+                .rev()
+                .filter(|&end| form.is_char_boundary(end))
+                .find(|&end| body.ends_with(&form[..end]))
+                .map(|end| body.len() - end);
+            if let Some(start) = cut_at {
+                let cut = err.message.len() - body.len();
+                err.message
+                    .replace_range(start..err.message.len() - cut, "••••");
+            }
+        }
         err
     }
 }
@@ -942,6 +998,13 @@ fn is_secret_header(name: &str) -> bool {
 pub fn parse_arguments(raw: &str) -> Result<Value, conduit_core::provider::InvalidArguments> {
     if raw.trim().is_empty() {
         return Ok(Value::Object(Default::default()));
+    }
+    let limit = conduit_core::agent::MAX_RESPONSE_VALUES;
+    if crate::decode::json_values_at_most(raw) > limit {
+        return Err(conduit_core::provider::InvalidArguments {
+            raw: raw.to_owned(),
+            error: format!("more than {limit} JSON values: Conduit did not read them"),
+        });
     }
     match serde_json::from_str::<Value>(raw) {
         Ok(value @ Value::Object(_)) => Ok(value),
@@ -1162,6 +1225,50 @@ mod tests {
     }
 
     #[test]
+    fn settings_written_for_a_log_name_headers_without_their_values() {
+        let config = crate::ProviderConfig {
+            protocol: crate::Protocol::OpenAiChat,
+            base_url: "https://api.example.com/v1".into(),
+            api_key: Some("sk-live-0123456789".into()),
+            http: HttpSettings {
+                extra_headers: vec![("Helicone-Auth".into(), "Bearer gw-secret-98765".into())],
+                ..HttpSettings::default()
+            },
+        };
+        let logged = format!("{config:?}");
+        assert!(
+            logged.contains("Helicone-Auth") && logged.contains("••••"),
+            "{logged}"
+        );
+        assert!(
+            !logged.contains("sk-live") && !logged.contains("gw-secret"),
+            "{logged}"
+        );
+    }
+
+    #[test]
+    fn a_credential_cut_at_the_end_of_a_shortened_message_is_masked_too() {
+        let secrets = SentSecrets::new(["Bearer sk-0123456789abcdef"].into_iter());
+        let hidden = |message: &str| {
+            secrets
+                .hidden_in(ProviderError::new(ProviderErrorKind::Server, message))
+                .message
+        };
+        assert_eq!(hidden("bad key sk-0123456789…"), "bad key ••••…");
+        assert_eq!(hidden("bad key sk-0123456789"), "bad key ••••");
+        assert_eq!(
+            hidden("sk-0123456789abcdef and sk-01234567…"),
+            "•••• and ••••…"
+        );
+        // Shorter than a credential's least: nothing to tell from ordinary text.
+        assert_eq!(hidden("bad key sk-0123…"), "bad key sk-0123…");
+        assert_eq!(
+            hidden("the request was too large"),
+            "the request was too large"
+        );
+    }
+
+    #[test]
     fn arguments_parse_to_objects_only() {
         assert_eq!(parse_arguments("").unwrap(), serde_json::json!({}));
         assert_eq!(
@@ -1171,6 +1278,15 @@ mod tests {
         assert!(parse_arguments("{\"a\":").is_err());
         let err = parse_arguments("[1]").unwrap_err();
         assert!(err.error.contains("an array"));
+        // Arguments that would take gigabytes parsed are refused unparsed, kept as text.
+        let limit = conduit_core::agent::MAX_RESPONSE_VALUES;
+        let raw = format!(r#"{{"points":[{}0]}}"#, "0,".repeat(limit));
+        let err = parse_arguments(&raw).unwrap_err();
+        assert_eq!(err.raw, raw);
+        assert_eq!(
+            err.error,
+            format!("more than {limit} JSON values: Conduit did not read them")
+        );
     }
 }
 

@@ -223,11 +223,40 @@ async fn many_small_events_never_reach_the_event_cap() {
     let chunks = futures::stream::iter(
         (0..1000).map(move |_| Ok::<_, std::io::Error>(bytes::Bytes::from(event.clone()))),
     );
-    let events: Vec<_> = decode_sse_limited(chunks, Echo, Duration::from_secs(5), 4096)
+    let limits = Limits {
+        sse_event: 4096,
+        ..Limits::default()
+    };
+    let events: Vec<_> = decode_sse_limited(chunks, Echo, Duration::from_secs(5), limits)
         .collect()
         .await;
     assert_eq!(events.len(), 1000);
     assert!(events.iter().all(Result::is_ok));
+}
+
+#[tokio::test]
+async fn an_answer_whose_events_carry_too_much_in_all_fails_at_the_cap() {
+    // Events of 92 bytes of data, each well under the event cap: the 45th passes 4 KiB
+    // in all, and nothing after it is decoded.
+    let event = format!("data: {}\n\n", "b".repeat(92));
+    let chunks = futures::stream::iter(
+        (0..1000).map(move |_| Ok::<_, std::io::Error>(bytes::Bytes::from(event.clone()))),
+    );
+    let limits = Limits {
+        sse_event: 4096,
+        sse_response: 4096,
+        ..Limits::default()
+    };
+    let events: Vec<_> = decode_sse_limited(chunks, Echo, Duration::from_secs(5), limits)
+        .collect()
+        .await;
+    assert_eq!(events.len(), 4096 / 92 + 1);
+    let err = events.last().unwrap().as_ref().unwrap_err();
+    assert_eq!(err.kind, ProviderErrorKind::Protocol);
+    assert_eq!(
+        err.message,
+        "the provider's answer is larger than 4 KiB; Conduit stopped reading it"
+    );
 }
 
 #[tokio::test]

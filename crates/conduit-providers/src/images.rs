@@ -14,28 +14,31 @@ use image::{ImageFormat, ImageReader};
 #[derive(Debug, Clone, Copy)]
 pub struct ImageLimits {
     pub max_long_edge: u32,
-    pub max_bytes: usize,
+    /// The most bytes one image may take in the request, that is as base64 (4 bytes for
+    /// every 3): Anthropic measures its 5 MB there, so an image of 4 MB is refused.
+    pub max_encoded_bytes: usize,
     pub accepted: &'static [&'static str],
 }
 
-/// Anthropic: larger images are scaled down by the service anyway; 5 MB per image.
+/// Anthropic: larger images are scaled down by the service anyway; 5 MB per image as
+/// base64 ("image exceeds 5 MB maximum: 6275800 bytes > 5242880 bytes" for 4.7 MB).
 pub const ANTHROPIC: ImageLimits = ImageLimits {
     max_long_edge: 1568,
-    max_bytes: 5 * 1024 * 1024,
+    max_encoded_bytes: 5 * 1024 * 1024,
     accepted: &["image/jpeg", "image/png", "image/gif", "image/webp"],
 };
 
 /// OpenAI (Chat Completions and Responses) and compatible servers.
 pub const OPENAI: ImageLimits = ImageLimits {
     max_long_edge: 2048,
-    max_bytes: 20 * 1024 * 1024,
+    max_encoded_bytes: 20 * 1024 * 1024,
     accepted: &["image/jpeg", "image/png", "image/gif", "image/webp"],
 };
 
 /// Gemini: inline data up to 20 MB per request.
 pub const GEMINI: ImageLimits = ImageLimits {
     max_long_edge: 3072,
-    max_bytes: 15 * 1024 * 1024,
+    max_encoded_bytes: 15 * 1024 * 1024,
     accepted: &["image/jpeg", "image/png", "image/webp"],
 };
 
@@ -69,7 +72,9 @@ pub enum ImageError {
     Decode(#[from] conduit_core::images::DecodeError),
     #[error("cannot re-encode the image: {0}")]
     Encode(#[source] image::ImageError),
-    #[error("the image is still {size} bytes after downscaling; the provider takes at most {max}")]
+    #[error(
+        "the image is still {size} bytes as base64 after downscaling; the provider takes at most {max}"
+    )]
     TooLarge { size: usize, max: usize },
 }
 
@@ -129,7 +134,7 @@ pub fn prepare(bytes: &[u8], limits: &ImageLimits) -> Result<PreparedImage, Imag
         .map_err(ImageError::Corrupt)?;
     let fits = limits.accepted.contains(&mime)
         && width.max(height) <= limits.max_long_edge
-        && bytes.len() <= limits.max_bytes;
+        && base64_len(bytes.len()) <= limits.max_encoded_bytes;
     if fits {
         return Ok(PreparedImage {
             mime: static_mime(mime),
@@ -148,7 +153,7 @@ pub fn prepare(bytes: &[u8], limits: &ImageLimits) -> Result<PreparedImage, Imag
     scaled
         .write_to(&mut Cursor::new(&mut png), ImageFormat::Png)
         .map_err(ImageError::Encode)?;
-    if png.len() <= limits.max_bytes {
+    if base64_len(png.len()) <= limits.max_encoded_bytes {
         return Ok(PreparedImage {
             mime: "image/png",
             base64: base64::engine::general_purpose::STANDARD.encode(png),
@@ -158,16 +163,21 @@ pub fn prepare(bytes: &[u8], limits: &ImageLimits) -> Result<PreparedImage, Imag
     image::DynamicImage::ImageRgb8(scaled.to_rgb8())
         .write_to(&mut Cursor::new(&mut jpeg), ImageFormat::Jpeg)
         .map_err(ImageError::Encode)?;
-    if jpeg.len() > limits.max_bytes {
+    if base64_len(jpeg.len()) > limits.max_encoded_bytes {
         return Err(ImageError::TooLarge {
-            size: jpeg.len(),
-            max: limits.max_bytes,
+            size: base64_len(jpeg.len()),
+            max: limits.max_encoded_bytes,
         });
     }
     Ok(PreparedImage {
         mime: "image/jpeg",
         base64: base64::engine::general_purpose::STANDARD.encode(jpeg),
     })
+}
+
+/// The length of `bytes` bytes as padded base64.
+fn base64_len(bytes: usize) -> usize {
+    bytes.div_ceil(3).saturating_mul(4)
 }
 
 fn static_mime(mime: &str) -> &'static str {
@@ -253,14 +263,37 @@ pub(crate) mod tests {
     fn an_image_over_the_byte_limit_is_re_encoded_smaller() {
         let limits = ImageLimits {
             max_long_edge: 4096,
-            max_bytes: 300_000,
+            max_encoded_bytes: 300_000,
             accepted: ANTHROPIC.accepted,
         };
         let bytes = noisy_png(400, 400);
-        assert!(bytes.len() > limits.max_bytes);
+        assert!(bytes.len() > limits.max_encoded_bytes);
         let prepared = prepare(&bytes, &limits).unwrap();
         assert_eq!(prepared.mime, "image/jpeg");
         assert_eq!(decode(&prepared).dimensions(), (400, 400));
+    }
+
+    #[test]
+    fn the_limit_is_on_the_image_as_base64_as_the_request_carries_it() {
+        let limits = ImageLimits {
+            max_long_edge: 4096,
+            max_encoded_bytes: 300_000,
+            accepted: ANTHROPIC.accepted,
+        };
+        // Under the limit as bytes, over it as base64: re-encoded, and then within it.
+        let bytes = noisy_png(280, 280);
+        assert!(bytes.len() < limits.max_encoded_bytes, "{}", bytes.len());
+        assert!(
+            base64_len(bytes.len()) > limits.max_encoded_bytes,
+            "{}",
+            bytes.len()
+        );
+        let prepared = prepare(&bytes, &limits).unwrap();
+        assert_eq!(prepared.mime, "image/jpeg");
+        assert!(prepared.base64.len() <= limits.max_encoded_bytes);
+        assert_eq!(base64_len(3), 4);
+        assert_eq!(base64_len(4), 8);
+        assert_eq!(base64_len(0), 0);
     }
 
     #[test]

@@ -62,7 +62,7 @@ impl Protocol {
 }
 
 /// Everything needed to talk to one provider.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ProviderConfig {
     pub protocol: Protocol,
     /// The service root as its official SDK takes it, e.g. `https://api.anthropic.com`
@@ -70,6 +70,19 @@ pub struct ProviderConfig {
     pub base_url: String,
     pub api_key: Option<String>,
     pub http: HttpSettings,
+}
+
+/// Names the key and headers without their values: a configuration logged with `?` must
+/// not write a key into the log.
+impl std::fmt::Debug for ProviderConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderConfig")
+            .field("protocol", &self.protocol)
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "••••"))
+            .field("http", &self.http)
+            .finish()
+    }
 }
 
 /// Builds the provider a configuration describes.

@@ -289,6 +289,10 @@ pub fn stop_reason(reason: &str) -> StopReason {
     }
 }
 
+/// The longest tool name a streamed call may build from its pieces: Conduit's own names
+/// are at most 64 characters, as OpenAI's API allows.
+const MAX_TOOL_NAME_BYTES: usize = 256;
+
 #[derive(Debug, Default)]
 struct PendingCall {
     id: String,
@@ -362,7 +366,17 @@ impl Decoder {
         let pending = match self.calls.entry(index) {
             Entry::Occupied(entry) => {
                 let pending = entry.into_mut();
-                if let Some(name) = name {
+                // Some servers send a name in pieces, others repeat it whole in every
+                // piece; neither makes a name longer than any tool's.
+                if let Some(name) = name.filter(|name| *name != pending.name) {
+                    if pending.name.len().saturating_add(name.len()) > MAX_TOOL_NAME_BYTES {
+                        return Err(ProviderError::new(
+                            ProviderErrorKind::Protocol,
+                            format!(
+                                "{PROTOCOL} sent a tool name longer than {MAX_TOOL_NAME_BYTES} bytes"
+                            ),
+                        ));
+                    }
                     pending.name.push_str(&name);
                 }
                 pending

@@ -285,11 +285,14 @@ impl StreamDecoder for Decoder {
                     id: call_id.clone(),
                     name,
                 });
+                // An item without an id of its own is found by its call id: two such
+                // items must not share one place and trade arguments.
+                let key = id.unwrap_or_else(|| call_id.clone());
                 let call = PendingCall {
                     call_id,
                     arguments: String::new(),
                 };
-                self.calls.insert(id.unwrap_or_default(), call);
+                self.calls.insert(key, call);
             }
             Event::OutputItemAdded { .. } => {}
             Event::ArgumentsDelta { item_id, delta } => {
@@ -313,7 +316,7 @@ impl StreamDecoder for Decoder {
                     name,
                     arguments,
                 } => {
-                    let pending = self.calls.remove(id.as_deref().unwrap_or_default());
+                    let pending = self.calls.remove(id.as_deref().unwrap_or(&call_id));
                     let arguments = arguments
                         .or_else(|| pending.map(|p| p.arguments))
                         .unwrap_or_default();

@@ -14,6 +14,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use conduit_core::agent::MAX_RESPONSE_BYTES;
 use conduit_core::content::new_call_id;
 use conduit_core::provider::{
     EventStream, InvalidArguments, ModelInfo, ModelRequest, Provider, ProviderError,
@@ -196,9 +197,23 @@ async fn text_stream(
     Ok(async_stream::stream! {
         let mut reader = CallReader::default();
         let mut stopped = false;
+        // The reader holds a call's text until it closes, out of the core's count of the
+        // response: the text read is counted here, against the same cap.
+        let mut read: usize = 0;
         while let Some(item) = events.next().await {
             match item {
                 Ok(ProviderEvent::TextDelta(text)) => {
+                    read = read.saturating_add(text.len());
+                    if read > MAX_RESPONSE_BYTES {
+                        yield Err(ProviderError::new(
+                            ProviderErrorKind::Protocol,
+                            format!(
+                                "the model's response is larger than {} MiB of text; Conduit stopped the answer",
+                                MAX_RESPONSE_BYTES / (1024 * 1024)
+                            ),
+                        ));
+                        return;
+                    }
                     for event in reader.push(&text) {
                         yield Ok(event);
                     }

@@ -846,6 +846,95 @@ async fn a_response_past_the_byte_cap_fails_the_turn() {
     );
 }
 
+/// Whether `events`, counted in order, pass one of a response's limits.
+fn over_limit_after(events: &[ProviderEvent]) -> Option<String> {
+    let mut size = ResponseSize::default();
+    for event in events {
+        size.count(event);
+    }
+    size.over_limit().map(|err| err.message)
+}
+
+#[test]
+fn reasoning_a_provider_hands_back_counts_against_the_response() {
+    let blob = "s".repeat(MAX_RESPONSE_BYTES / 3 + 1);
+    let done = |field: usize| ProviderEvent::ReasoningDone {
+        signature: (field == 0).then(|| blob.clone()),
+        encrypted: (field == 1).then(|| blob.clone()),
+        id: (field == 2).then(|| blob.clone()),
+    };
+    assert_eq!(over_limit_after(&[done(0), done(1)]), None);
+    let message = over_limit_after(&[done(0), done(1), done(2)]).unwrap();
+    assert!(message.contains("larger than 32 MiB"), "{message}");
+}
+
+#[test]
+fn whole_arguments_count_beyond_what_their_call_streamed() {
+    let started = |id: &str| ProviderEvent::ToolCallStarted {
+        id: id.into(),
+        name: "echo".into(),
+    };
+    let whole = json!({"text": "x".repeat(MAX_RESPONSE_BYTES / 2)});
+    let done = |id: &str| ProviderEvent::ToolCallDone {
+        id: id.into(),
+        name: "echo".into(),
+        arguments: Ok(whole.clone()),
+        signature: None,
+    };
+    // One call streams a piece; the next two arrive whole: they count in full.
+    let events = [
+        started("a"),
+        ProviderEvent::ToolCallDelta {
+            id: "a".into(),
+            arguments: "{}".into(),
+        },
+        started("b"),
+        done("b"),
+        started("c"),
+        done("c"),
+    ];
+    let message = over_limit_after(&events).unwrap();
+    assert!(message.contains("larger than 32 MiB"), "{message}");
+    // A call whose pieces streamed is not counted twice when it finishes.
+    let streamed = serde_json::to_string(&whole).unwrap();
+    let events = [
+        started("a"),
+        ProviderEvent::ToolCallDelta {
+            id: "a".into(),
+            arguments: streamed,
+        },
+        done("a"),
+    ];
+    assert_eq!(over_limit_after(&events), None);
+}
+
+#[test]
+fn arguments_of_too_many_values_fail_the_response() {
+    let call = |id: &str, values: usize| ProviderEvent::ToolCallDone {
+        id: id.into(),
+        name: "echo".into(),
+        arguments: Ok(json!({ "points": vec![0; values] })),
+        signature: None,
+    };
+    // The object, its array and the array's elements.
+    assert_eq!(
+        over_limit_after(&[
+            call("a", MAX_RESPONSE_VALUES / 2),
+            call("b", MAX_RESPONSE_VALUES / 2 - 4)
+        ]),
+        None
+    );
+    let message = over_limit_after(&[
+        call("a", MAX_RESPONSE_VALUES / 2),
+        call("b", MAX_RESPONSE_VALUES / 2 - 3),
+    ])
+    .unwrap();
+    assert!(
+        message.contains(&format!("more than {MAX_RESPONSE_VALUES} JSON values")),
+        "{message}"
+    );
+}
+
 /// Counts the calls inside it at once, and the most there ever were.
 struct InFlight {
     spec: ToolSpec,

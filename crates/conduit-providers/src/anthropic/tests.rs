@@ -1,5 +1,6 @@
 //! The Anthropic converters against the API's documented requests and stream bytes.
 
+use conduit_core::agent::MAX_RESPONSE_BYTES;
 use conduit_core::content::{Block, Message, ResultPart, Role, ToolCall, ToolResult};
 use conduit_core::provider::{InvalidArguments, ProviderErrorKind, StopReason};
 use conduit_core::tool::ToolSpec;
@@ -378,4 +379,52 @@ fn error_events_and_bodies_in_the_services_shapes() {
     let err = crate::http::status_error(529, body, None);
     assert_eq!(err.kind, ProviderErrorKind::Overloaded);
     assert_eq!(err.message, "Overloaded");
+}
+
+#[test]
+fn blocks_that_never_close_cannot_hold_the_answer_without_end() {
+    let start = |index: usize, block: serde_json::Value| {
+        format!(
+            "event: content_block_start\ndata: {}\n\n",
+            json!({"type":"content_block_start","index":index,"content_block":block})
+        )
+    };
+    // Open blocks: a real answer opens one at a time.
+    let many: String = (0..=MAX_OPEN_BLOCKS)
+        .map(|i| start(i, json!({"type":"text","text":""})))
+        .collect();
+    let err = replay(&mut Decoder::default(), &many)
+        .into_iter()
+        .find_map(Result::err)
+        .unwrap();
+    assert_eq!(err.kind, ProviderErrorKind::Protocol);
+    assert_eq!(
+        err.message,
+        "anthropic opened more than 1024 content blocks at once"
+    );
+
+    // Redacted reasoning and signatures held in open blocks count against the cap.
+    let blob = "r".repeat(MAX_RESPONSE_BYTES / 2);
+    let redacted: String = (0..3)
+        .map(|i| start(i, json!({"type":"redacted_thinking","data":blob})))
+        .collect();
+    let signature = format!(
+        "{}{}",
+        start(0, json!({"type":"thinking","thinking":""})),
+        (0..3)
+            .map(|_| format!(
+                "event: content_block_delta\ndata: {}\n\n",
+                json!({"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":blob}})
+            ))
+            .collect::<String>()
+    );
+    for sse in [redacted, signature] {
+        let events = replay(&mut Decoder::default(), &sse);
+        let err = events.into_iter().find_map(Result::err).unwrap();
+        assert_eq!(err.kind, ProviderErrorKind::Protocol);
+        assert_eq!(
+            err.message,
+            "anthropic sent more than 32 MiB of reasoning signatures and redacted reasoning; Conduit stopped the answer"
+        );
+    }
 }

@@ -216,6 +216,20 @@ fn older_models_get_images_as_parts_after_the_responses() {
 }
 
 #[test]
+fn a_model_without_vision_is_told_the_images_were_left_out() {
+    let mut req = request(conversation());
+    req.capabilities.images_in_tool_results = false;
+    req.capabilities.vision = false;
+    let body = build_request(&req, &images());
+    let parts = body["contents"][2]["parts"].as_array().unwrap();
+    assert_eq!(parts.len(), 2, "no image part: {parts:?}");
+    assert_eq!(
+        parts[0]["functionResponse"]["response"]["result"],
+        "frame 7\n[1 image(s) omitted: this model does not take images]"
+    );
+}
+
+#[test]
 fn models_are_listed_without_the_models_prefix() {
     let body = json!({"models": [
         {"name": "models/gemini-2.5-flash", "displayName": "Gemini 2.5 Flash", "supportedGenerationMethods": ["generateContent", "countTokens"]},

@@ -301,3 +301,44 @@ fn a_call_after_the_largest_index_is_an_error_not_an_overflow() {
     assert_eq!(err.kind, ProviderErrorKind::Protocol);
     assert!(err.message.contains("largest index"), "{}", err.message);
 }
+
+#[test]
+fn a_name_repeated_in_every_piece_is_one_name_and_an_endless_one_is_an_error() {
+    let piece = |name: &str, arguments: &str| {
+        format!(
+            "data: {}\n\n",
+            json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":name,"arguments":arguments}}]}}]})
+        )
+    };
+    let finished = |pieces: &[String]| -> Vec<(String, serde_json::Value)> {
+        let end = "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n";
+        replay(&mut Decoder::default(), &(pieces.concat() + end))
+            .into_iter()
+            .filter_map(|event| match event.unwrap() {
+                ProviderEvent::ToolCallDone {
+                    name, arguments, ..
+                } => Some((name, arguments.unwrap())),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(
+        finished(&[piece("get_weather", "{\"a\":"), piece("get_weather", "1}")]),
+        [("get_weather".to_owned(), json!({"a": 1}))]
+    );
+    // A name sent in pieces is joined, up to the longest a tool name may be.
+    assert_eq!(
+        finished(&[piece("get_", ""), piece("weather", "{}")]),
+        [("get_weather".to_owned(), json!({}))]
+    );
+    let endless: String = (0..100).map(|i| piece(&format!("{i:08}"), "")).collect();
+    let err = replay(&mut Decoder::default(), &endless)
+        .into_iter()
+        .find_map(Result::err)
+        .unwrap();
+    assert_eq!(err.kind, ProviderErrorKind::Protocol);
+    assert_eq!(
+        err.message,
+        "openai-chat sent a tool name longer than 256 bytes"
+    );
+}

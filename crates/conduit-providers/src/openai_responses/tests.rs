@@ -231,3 +231,47 @@ fn an_incomplete_response_for_another_reason_says_which() {
         ))))
     );
 }
+
+#[test]
+fn calls_without_item_ids_keep_their_own_arguments() {
+    let event = |value: serde_json::Value| format!("data: {value}\n\n");
+    let added = |call: &str| {
+        event(
+            json!({"type":"response.output_item.added","item":{"type":"function_call","call_id":call,"name":"echo","arguments":""}}),
+        )
+    };
+    let done = |call: &str, arguments: Option<&str>| {
+        event(
+            json!({"type":"response.output_item.done","item":{"type":"function_call","call_id":call,"name":"echo","arguments":arguments}}),
+        )
+    };
+    // The pieces of a call without an item id name it by its call id.
+    let piece = |call: &str, delta: &str| {
+        event(json!({"type":"response.function_call_arguments.delta","item_id":call,"delta":delta}))
+    };
+    let sse = [
+        added("call_a"),
+        added("call_b"),
+        piece("call_a", r#"{"text":"a"}"#),
+        done("call_b", Some(r#"{"text":"b"}"#)),
+        done("call_a", None),
+    ]
+    .concat();
+    let mut decoder = Decoder::default();
+    let finished: Vec<_> = replay(&mut decoder, &sse)
+        .into_iter()
+        .filter_map(|event| match event {
+            // The stream is cut after the calls: its end is an error of its own.
+            Ok(ProviderEvent::ToolCallDone { id, arguments, .. }) => Some((id, arguments.unwrap())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        finished,
+        [
+            ("call_b".to_owned(), json!({"text": "b"})),
+            ("call_a".to_owned(), json!({"text": "a"})),
+        ]
+    );
+    assert!(decoder.calls.is_empty());
+}

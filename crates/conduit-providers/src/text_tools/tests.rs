@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use conduit_core::agent::MAX_RESPONSE_BYTES;
 use conduit_core::content::{Block, MediaRef, Message, ResultPart, Role, ToolCall, ToolResult};
 use conduit_core::provider::{
     ModelCapabilities, ModelRequest, Provider, ProviderError, ProviderErrorKind, ProviderEvent,
@@ -408,5 +409,40 @@ async fn a_failure_mid_call_runs_nothing_and_an_answer_without_a_stop_keeps_its_
             ProviderEvent::TextDelta("Plain ".into()),
             ProviderEvent::TextDelta("<tool".into())
         ]
+    );
+}
+
+#[tokio::test]
+async fn a_call_that_never_closes_ends_at_the_response_cap() {
+    // 33 pieces of 1 MiB after an opened call: the reader holds them all, unseen by
+    // the core's count, until the cap here stops the answer.
+    let piece = "x".repeat(1024 * 1024);
+    let mut script = vec![Ok(ProviderEvent::TextDelta(
+        "<tool_call><name>echo</name><arguments>".into(),
+    ))];
+    script.extend(
+        (0..MAX_RESPONSE_BYTES / piece.len() + 1)
+            .map(|_| Ok(ProviderEvent::TextDelta(piece.clone()))),
+    );
+    script.push(Ok(ProviderEvent::Stop(StopReason::EndTurn)));
+    let provider = TextTools::wrap(
+        ScriptedProvider::new(vec![script]),
+        ToolMode::Text,
+        ToolModeMemory::new(),
+        "p",
+    );
+    let items: Vec<_> = provider
+        .stream(request(vec![Message::user_text("hi")]))
+        .await
+        .unwrap()
+        .collect()
+        .await;
+    let [Err(err)] = items.as_slice() else {
+        panic!("{} items", items.len());
+    };
+    assert_eq!(err.kind, ProviderErrorKind::Protocol);
+    assert_eq!(
+        err.message,
+        "the model's response is larger than 32 MiB of text; Conduit stopped the answer"
     );
 }
