@@ -282,6 +282,34 @@ describe("McpSettings", () => {
     });
   });
 
+  it("saves a changed env value and writes every other field of the entry as it was", async () => {
+    const entry = {
+      type: "stdio",
+      command: "  npx ",
+      args: ["--prefix", "", "server-files"],
+      env: { DEBUG: "1", TOKEN: "${TOKEN}" },
+      cwd: " /srv/app ",
+      roots: [],
+      someFutureField: { keep: true },
+    };
+    setup([server("files", entry)]);
+    render(McpSettings);
+    await fireEvent.click(within(await serverRow("files")).getByRole("button", { name: "Edit" }));
+    const form = screen.getByRole("form", { name: "Server form" });
+    expect((within(form).getByLabelText("Argument 2") as HTMLInputElement).value).toBe("");
+    // A blank row the user adds and leaves is not an argument; the file's blank one is.
+    await fireEvent.click(within(form).getByRole("button", { name: "Add argument" }));
+    await fireEvent.click(within(form).getByRole("button", { name: "Add root" }));
+    await fireEvent.input(within(form).getByLabelText("Variable value 1"), { target: { value: "0" } });
+    await fireEvent.click(within(form).getByRole("button", { name: "Save" }));
+
+    await waitFor(() => expect(editCalls()).toHaveLength(1));
+    const saved = editCalls()[0];
+    expect(JSON.stringify(saved)).toBe(
+      JSON.stringify({ kind: "update", name: "files", entry: { ...entry, env: { DEBUG: "0", TOKEN: "${TOKEN}" } } }),
+    );
+  });
+
   it("switches an HTTP server's entry without stdio fields", async () => {
     setup([server("tool", { command: "srv", args: ["a"], note: "mine" })]);
     render(McpSettings);
