@@ -251,13 +251,20 @@ pub fn write_atomically(path: &Path, bytes: &[u8], new_mode: u32) -> std::io::Re
 /// [`write_atomically`] only if the file is still the one whose [`fingerprint`] was
 /// `expected` (`None`: there was no file). On Linux the check reads the very file the
 /// write swapped out, and a file someone else wrote since is swapped back, so an editor's
-/// save is never lost between the check and the write.
+/// save is never lost between the check and the write. Two such writes in this process
+/// take turns: where the file system cannot swap two files in one step (macOS, Windows,
+/// NFS, some FUSE mounts) the check and the write are two steps, and two writes both
+/// passing the check would lose the first.
 pub fn replace_if_unchanged(
     path: &Path,
     bytes: &[u8],
     new_mode: u32,
     expected: Option<&str>,
 ) -> Result<(), ReplaceError> {
+    static CHECKED_WRITES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _turn = CHECKED_WRITES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     replace::replace(
         path,
         bytes,
@@ -373,6 +380,40 @@ pub fn fingerprint(path: &Path) -> std::io::Result<Option<String>> {
     }
 }
 
+/// Reads a file Conduit keeps its settings in (the `mcpServers` file, say), refusing what
+/// is not a regular file (a FIFO put in its place would hold the read forever) or is larger
+/// than `max_bytes` (one of gigabytes would be read whole, then shown). A missing file is
+/// `NotFound`, as with `fs::read`.
+pub fn read_regular_file(path: &Path, max_bytes: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let mut options = fs::OpenOptions::new();
+    options.read(true);
+    // Opened without waiting for a writer, then what was opened is checked.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32);
+    }
+    let file = options.open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other(format!(
+            "{} is not a regular file",
+            path.display()
+        )));
+    }
+    let mut bytes = Vec::new();
+    file.take(max_bytes.saturating_add(1))
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(std::io::Error::other(format!(
+            "{} is larger than {} KiB, more than Conduit reads of it",
+            path.display(),
+            max_bytes / 1024
+        )));
+    }
+    Ok(bytes)
+}
+
 /// The fingerprint of bytes already read.
 pub fn fingerprint_bytes(bytes: &[u8]) -> String {
     use sha2::{Digest, Sha256};
@@ -444,6 +485,38 @@ fn set_mode(_path: &Path, _mode: u32) -> std::io::Result<()> {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_settings_file_is_read_only_when_it_is_a_regular_file_of_bounded_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("mcp.json");
+        fs::write(&file, b"{}").unwrap();
+        assert_eq!(read_regular_file(&file, 2).unwrap(), b"{}");
+        let err = read_regular_file(&file, 1).unwrap_err();
+        assert!(err.to_string().contains("is larger than 0 KiB"), "{err}");
+        assert_eq!(
+            read_regular_file(&dir.path().join("none"), 2)
+                .unwrap_err()
+                .kind(),
+            std::io::ErrorKind::NotFound
+        );
+        // A FIFO in its place: refused at once, not waited on, and never written.
+        use std::os::unix::fs::FileTypeExt;
+        let fifo = dir.path().join("fifo.json");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        let err = read_regular_file(&fifo, 1024).unwrap_err();
+        assert!(err.to_string().contains("is not a regular file"), "{err}");
+        let err = replace_if_unchanged(&fifo, b"{}", 0o600, None).unwrap_err();
+        assert!(err.to_string().contains("is not a regular file"), "{err}");
+        assert!(fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+    }
 
     #[test]
     fn a_write_keeps_a_backup_and_the_existing_permissions() {

@@ -60,6 +60,15 @@ pub(crate) fn replace(
         .into());
     }
     refuse_hard_links(&target)?;
+    // Only a regular file is replaced: a FIFO or a device in its place would be swapped
+    // out, then read forever (or read from) by the check.
+    if fs::symlink_metadata(&target).is_ok_and(|meta| !meta.is_file()) {
+        return Err(std::io::Error::other(format!(
+            "{} is not a regular file, so Conduit does not write it",
+            target.display()
+        ))
+        .into());
+    }
     let dir = folder_of(&target);
     // A file of secrets is private whatever its mode was; others keep theirs.
     let mode = match keep {

@@ -547,6 +547,10 @@ pub enum MaskError {
         "{place} holds the hidden value {MASKED:?}, but there is no stored value there to keep: type the value again"
     )]
     Moved { place: String },
+    #[error(
+        "{place} holds the hidden value {MASKED:?}, but the file has two different values there (its server written twice): type the value again"
+    )]
+    TwoValues { place: String },
 }
 
 /// A value the window may see as is: a reference to a variable (`${NAME}`) holds no
@@ -1011,12 +1015,28 @@ pub fn unmask_text(new: &str, old: &str) -> Result<String, MaskError> {
             .and_then(|entry| entry.get("url"))
             .and_then(Value::as_str)
     };
+    // The URLs each server has in the old text: a server written twice with two URLs
+    // has no one URL whose parts a mask stands for.
+    let mut old_urls: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
+    for token in string_tokens(old) {
+        if let Some(server) = url_place(&token) {
+            old_urls
+                .entry(server.to_owned())
+                .or_default()
+                .insert(token.value.clone());
+        }
+    }
     // URLs first: each masked part takes the stored one, or the text is refused.
     let mut url_replacements = Vec::new();
     for token in string_tokens(new) {
         if let Some(server) = url_place(&token)
             && token.value.contains(MASKED)
         {
+            if old_urls.get(server).is_some_and(|urls| urls.len() > 1) {
+                return Err(MaskError::TwoValues {
+                    place: token.path.join("."),
+                });
+            }
             let url = unmask_url(&token.value, stored_url(server), &token.path.join("."))?;
             url_replacements.push((token.range, json_literal(&url)));
         }
@@ -1027,17 +1047,28 @@ pub fn unmask_text(new: &str, old: &str) -> Result<String, MaskError> {
         (Some(old), Some(new)) => same_target(old, new),
         _ => false,
     };
-    let stored: BTreeMap<(String, String, String), std::ops::Range<usize>> = string_tokens(old)
-        .into_iter()
-        .filter_map(|token| {
-            let (server, section, key) = secret_place(&token)?;
-            if !kept_target(server) {
-                return None;
-            }
-            let place = (server.to_owned(), section.to_owned(), key.to_owned());
-            Some((place, token.range))
-        })
-        .collect();
+    // A place written twice (a server whose key is in the file twice) with two values
+    // keeps neither: which one a mask stood for cannot be told.
+    let mut stored: BTreeMap<(String, String, String), Option<std::ops::Range<usize>>> =
+        BTreeMap::new();
+    for token in string_tokens(old) {
+        let Some((server, section, key)) = secret_place(&token) else {
+            continue;
+        };
+        if !kept_target(server) {
+            continue;
+        }
+        let place = (server.to_owned(), section.to_owned(), key.to_owned());
+        let literal = old.get(token.range.clone());
+        stored
+            .entry(place)
+            .and_modify(|kept| {
+                if kept.as_ref().and_then(|range| old.get(range.clone())) != literal {
+                    *kept = None;
+                }
+            })
+            .or_insert(Some(token.range));
+    }
     let mut replacements = Vec::new();
     for token in string_tokens(new) {
         if token.value != MASKED || url_place(&token).is_some() {
@@ -1046,13 +1077,14 @@ pub fn unmask_text(new: &str, old: &str) -> Result<String, MaskError> {
         let kept = secret_place(&token).and_then(|(server, section, key)| {
             stored.get(&(server.to_owned(), section.to_owned(), key.to_owned()))
         });
-        match kept.and_then(|range| old.get(range.clone())) {
-            Some(literal) => replacements.push((token.range, literal.to_owned())),
-            None => {
-                return Err(MaskError::Moved {
-                    place: token.path.join("."),
-                });
-            }
+        let place = || token.path.join(".");
+        match kept {
+            Some(Some(range)) => match old.get(range.clone()) {
+                Some(literal) => replacements.push((token.range.clone(), literal.to_owned())),
+                None => return Err(MaskError::Moved { place: place() }),
+            },
+            Some(None) => return Err(MaskError::TwoValues { place: place() }),
+            None => return Err(MaskError::Moved { place: place() }),
         }
     }
     Ok(replace_ranges(new, replacements))
@@ -1710,6 +1742,31 @@ mod tests {
         let saved = unmask_text(&mended, old).unwrap();
         assert_eq!(saved, single);
         assert_eq!(servers_of(&saved).len(), 1);
+    }
+
+    /// The two copies hold different secrets: which one the mask stood for cannot be
+    /// told, so neither is taken back (the last one used to be, for the first copy kept).
+    #[test]
+    fn a_key_written_twice_with_two_secrets_gives_neither_to_a_mask() {
+        let old = "{\"mcpServers\": {\"gh\": {\"command\": \"npx\", \"env\": {\"TOKEN\": \"ghp-first-secret-aaaa\"}}, \"gh\": {\"command\": \"npx\", \"env\": {\"TOKEN\": \"ghp-second-secret-bbbb\"}}}}";
+        let kept_first = mask_text(
+            "{\"mcpServers\": {\"gh\": {\"command\": \"npx\", \"env\": {\"TOKEN\": \"ghp-first-secret-aaaa\"}}}}",
+        );
+        assert!(kept_first.contains(MASKED), "{kept_first}");
+        assert_eq!(
+            unmask_text(&kept_first, old),
+            Err(MaskError::TwoValues {
+                place: "mcpServers.gh.env.TOKEN".into()
+            })
+        );
+        // The same for a URL's secret.
+        let old = "{\"mcpServers\": {\"r\": {\"url\": \"https://h/mcp?token=first-secret\"}, \"r\": {\"url\": \"https://h/mcp?token=second-secret\"}}}";
+        let kept_first =
+            mask_text("{\"mcpServers\": {\"r\": {\"url\": \"https://h/mcp?token=first-secret\"}}}");
+        assert!(matches!(
+            unmask_text(&kept_first, old),
+            Err(MaskError::TwoValues { .. })
+        ));
     }
 
     #[test]

@@ -211,6 +211,15 @@ impl Snapshot {
     }
 }
 
+/// The most bytes the `mcpServers` file may hold: real ones are a few KiB, and the file is
+/// read whole on every change and sent, masked, to Settings.
+pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
+
+/// The file's bytes, if it is a regular file of at most [`MAX_FILE_BYTES`].
+pub fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    conduit_files::read_regular_file(path, MAX_FILE_BYTES)
+}
+
 /// Reads the file with the process environment for `${VAR}`. A missing file has no servers.
 pub fn read(path: &Path) -> Result<Snapshot, ConfigError> {
     read_with(path, &|name| std::env::var(name).ok())
@@ -221,7 +230,7 @@ pub fn read_with(
     path: &Path,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Snapshot, ConfigError> {
-    let bytes = match std::fs::read(path) {
+    let bytes = match read_file(path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Ok(Snapshot {
@@ -723,6 +732,12 @@ pub fn apply_all(snapshot: &Snapshot, edits: Vec<Edit>) -> Result<Snapshot, Conf
     let mut document = snapshot.document.clone();
     for edit in edits {
         apply_to(path, &mut document, edit)?;
+    }
+    // An edit that changes nothing (a server switched to the state it has, a form saved
+    // as it was) leaves the file as it is: a write would take a backup's place and
+    // rewrite the file's own formatting for nothing.
+    if document == snapshot.document {
+        return read(path);
     }
     let mut text = serde_json::to_string_pretty(&document)
         .map_err(|e| ConfigError::write(path, std::io::Error::other(e)))?;

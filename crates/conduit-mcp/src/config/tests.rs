@@ -336,6 +336,36 @@ fn several_edits_are_one_write_whose_backup_is_the_file_before_them() {
     assert_eq!(std::fs::read(&path).unwrap(), now);
 }
 
+/// An edit that changes nothing writes nothing: the file keeps its own bytes, and the
+/// backups are not moved (five such saves used to push the user's own file out of them).
+#[test]
+fn an_edit_that_changes_nothing_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    // The user's own formatting, which a write would have made pretty.
+    let mine = r#"{"mcpServers": {"fs": {"command": "npx", "args": ["-y", "server-filesystem"]}}}"#;
+    let path = write(dir.path(), mine);
+    for _ in 0..6 {
+        let snapshot = read(&path).unwrap();
+        apply(
+            &snapshot,
+            Edit::SetDisabled {
+                name: "fs".into(),
+                disabled: false,
+            },
+        )
+        .unwrap();
+        apply(
+            &read(&path).unwrap(),
+            Edit::Replace {
+                text: mine.replace(' ', "\n"),
+            },
+        )
+        .unwrap();
+    }
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), mine);
+    assert!(!dir.path().join("mcp_servers.json.bak").exists());
+}
+
 /// An editor's save between the read and the write is kept and the write refused.
 #[test]
 fn a_file_saved_elsewhere_since_it_was_read_is_kept_and_the_edit_refused() {
