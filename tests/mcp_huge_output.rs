@@ -1,10 +1,13 @@
 //! A huge tool output through `conduit mcp call`, from the official Python SDK, which
 //! sends it twice (as text and again as `structuredContent`): the whole text arrives
-//! intact, and the copy is not kept a second time.
+//! intact, and the copy is not kept a second time; over stdio and over streamable HTTP
+//! (where it is one SSE event of 40 MB). Sent whole as JSON (how the Python SDK answers a
+//! 2026-07-28 request), an answer past rmcp's 16 MiB fails its call saying so.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use conduit_e2e::binary;
 use serde_json::json;
@@ -12,11 +15,85 @@ use serde_json::json;
 #[test]
 fn the_whole_output_arrives_intact_and_its_copy_is_not_kept_twice() {
     let root = conduit_e2e::workspace_root().join("tests/mcp-servers");
-    let home = tempfile::tempdir().unwrap();
-    let servers = json!({"mcpServers": {"dyn": {
+    the_output_arrives_whole(json!({
         "command": root.join(".venv/bin/python"),
         "args": [root.join("fixtures/dynamic_tools.py")]
-    }}});
+    }));
+}
+
+#[test]
+fn over_http_the_whole_output_arrives_intact_and_its_copy_is_not_kept_twice() {
+    let (mut server, port) = dynamic_tools_over_http();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    // A 2025-11-25 session: the SDK streams its answer as one SSE event.
+    the_output_arrives_whole(json!({"url": url, "protocolVersion": "2025-11-25"}));
+
+    // 2026-07-28: the same answer comes whole as JSON, past what Conduit reads of one.
+    let home = tempfile::tempdir().unwrap();
+    let servers = json!({"mcpServers": {"dyn": {"url": url}}});
+    std::fs::write(home.path().join("mcp_servers.json"), servers.to_string()).unwrap();
+    let out = Command::new(binary("conduit").unwrap())
+        .args([
+            "mcp",
+            "call",
+            "dyn",
+            "big_output",
+            "--args",
+            r#"{"mb": 20}"#,
+        ])
+        .env("CONDUIT_HOME", home.path())
+        .env_remove("CONDUIT_MCP_CONFIG")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains(
+            "its answer, sent whole, is larger than 16 MiB, the most Conduit reads of one"
+        ),
+        "{stderr}"
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+}
+
+/// The Python fixture serving streamable HTTP on a free loopback port, listening.
+fn dynamic_tools_over_http() -> (Child, u16) {
+    let root = conduit_e2e::workspace_root().join("tests/mcp-servers");
+    for _ in 0..3 {
+        let port = conduit_e2e::free_port().unwrap();
+        let mut child = Command::new(root.join(".venv/bin/python"))
+            .arg(root.join("fixtures/dynamic_tools.py"))
+            .args(["--http", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let listening = loop {
+            if child.try_wait().unwrap().is_some() {
+                break None;
+            }
+            match conduit_e2e::sole_listener(port, child.id()).unwrap() {
+                Some(sole) => break Some(sole),
+                None if Instant::now() > deadline => panic!("the server did not listen"),
+                None => std::thread::sleep(Duration::from_millis(50)),
+            }
+        };
+        if listening == Some(true) {
+            return (child, port);
+        }
+        // Another process took the port first: try another.
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    panic!("no free port for the server");
+}
+
+fn the_output_arrives_whole(entry: serde_json::Value) {
+    let home = tempfile::tempdir().unwrap();
+    let servers = json!({"mcpServers": {"dyn": entry}});
     std::fs::write(home.path().join("mcp_servers.json"), servers.to_string()).unwrap();
     let out = Command::new(binary("conduit").unwrap())
         .args([

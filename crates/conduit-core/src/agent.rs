@@ -1,7 +1,7 @@
 //! The agent loop: stream the model's answer, run the tool calls it asks for (approved,
 //! concurrently, with a timeout), send the results back, until the model is done.
 
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -211,6 +211,10 @@ pub const MAX_RESPONSE_VALUES: usize = 250_000;
 /// The most tool calls one model response may make: they all run, so a response that asks
 /// for thousands would start thousands of tools at once. Real responses make a handful.
 pub const MAX_RESPONSE_CALLS: usize = 128;
+
+/// The least time between two progress reports of one call the window is sent (the one
+/// that completes always goes).
+const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
 
 /// The most tool calls of one response that run at the same time. Every call's approval
 /// question goes up at once; the allowed calls then take turns, so a response of 128
@@ -597,13 +601,31 @@ impl Agent {
             call.id.clone(),
             tool.spec().name.clone(),
         );
+        // A server may send progress in a flood: the window shows the latest, so one
+        // report an interval (and the one that completes) is plenty, and a flood does not
+        // push other events out of the window's mailbox.
+        let last_shown = std::sync::Mutex::new(None::<Instant>);
         let context = ToolContext::new(
             cancel.clone(),
             Arc::new(move |progress| {
-                progress_events(AgentEvent::ToolProgress {
-                    id: id.clone(),
-                    progress,
-                })
+                let complete = progress
+                    .total
+                    .is_some_and(|total| progress.progress >= total);
+                let due = {
+                    let mut last = last_shown.lock().unwrap_or_else(PoisonError::into_inner);
+                    let due = complete
+                        || last.is_none_or(|shown: Instant| shown.elapsed() >= PROGRESS_INTERVAL);
+                    if due {
+                        *last = Some(Instant::now());
+                    }
+                    due
+                };
+                if due {
+                    progress_events(AgentEvent::ToolProgress {
+                        id: id.clone(),
+                        progress,
+                    });
+                }
             }),
         )
         .rechecked_by(Arc::new(move || approver.still_allowed(&call_id, &exposed)));

@@ -226,7 +226,7 @@ fn held_bytes(server: &str, uri: &str, view: &View) -> usize {
 struct OpenView {
     server: String,
     tool: String,
-    /// What the server ran when the view opened (`approval::server_print`): the view's
+    /// What the server ran when the view opened (`approval::print_of_running`): the view's
     /// calls go only to that server, not to another entry given its name since.
     server_print: String,
     view: Arc<View>,
@@ -617,6 +617,7 @@ impl App {
             return Err(ViewCallError::ServerChanged(server));
         }
         let slot = slot.ok_or_else(|| ViewCallError::ServerGone(server.clone()))?;
+        let allow_print = crate::approval::allow_print_of_running(slot.from.as_ref(), &server);
         let reconnect = slot.reconnect;
         let (mut connection, mut tools) = match (slot.connection, &reconnect) {
             (Some(connection), _) => (connection, slot.tools),
@@ -670,9 +671,8 @@ impl App {
             });
         }
         let tool_now = || {
-            let snapshot = self.host().mcp_config().ok();
             crate::approval::approved_tool(
-                crate::approval::server_print(&server, snapshot.as_ref()),
+                allow_print.clone(),
                 &found.description,
                 &found.input_schema,
                 found.for_views,

@@ -15,7 +15,7 @@ use conduit_core::agent::{Approval, Approver, EventSink};
 use conduit_core::approval::AskApproval;
 use conduit_core::content::{ToolCall, ToolOrigin};
 use conduit_core::tool::{Tool, ToolSpec};
-use conduit_mcp::config::{Snapshot, Transport};
+use conduit_mcp::config::Transport;
 use conduit_mcp::tool::McpTool;
 use serde::Deserialize;
 use serde_json::json;
@@ -75,17 +75,26 @@ pub fn server_fingerprint(transport: Option<&Transport>) -> String {
     conduit_files::fingerprint_bytes(described.to_string().as_bytes())
 }
 
-/// The fingerprint of the server `server` as `snapshot` (the file read now) names it.
-pub fn server_print(server: &str, snapshot: Option<&Snapshot>) -> String {
-    // Conduit's own tools run no command of the file: they are what they are.
-    if server == crate::builtin::BUILTIN_SERVER {
-        return conduit_files::fingerprint_bytes(b"conduit built-in tools");
+/// The server fingerprint an "allow" of a tool is bound to, for the server as it runs
+/// (started from `from`), never as the file says since: between an edit and its
+/// application the old process still answers, and must not pass for the new entry.
+/// Conduit's own tools run no command of the file: they are what they are. Empty (no
+/// allow matches) when nothing runs under that name.
+pub(crate) fn allow_print_of_running(
+    from: Option<&conduit_mcp::runtime::RunningFrom>,
+    server: &str,
+) -> String {
+    match from {
+        Some(conduit_mcp::runtime::RunningFrom::InProcess)
+            if server == crate::builtin::BUILTIN_SERVER =>
+        {
+            conduit_files::fingerprint_bytes(b"conduit built-in tools")
+        }
+        Some(conduit_mcp::runtime::RunningFrom::InProcess) | None => String::new(),
+        Some(conduit_mcp::runtime::RunningFrom::Entry(transport)) => {
+            server_fingerprint(Some(transport))
+        }
     }
-    let transport = snapshot
-        .and_then(|s| s.server(server))
-        .and_then(|entry| entry.spec.as_ref().ok())
-        .map(|spec| &spec.transport);
-    server_fingerprint(transport)
 }
 
 /// What a tool is now: its server's fingerprint, and fingerprints of its description and
@@ -125,19 +134,16 @@ pub fn shown_token<'a>(
     host.page_fingerprint(lines.join("\n").as_bytes())
 }
 
-/// Each MCP tool's origin and fingerprints, by exposed name; the server entries come
-/// from `snapshot` (the `mcpServers` file as read now).
-pub fn tool_trust(
-    tools: &[Arc<McpTool>],
-    snapshot: Option<&Snapshot>,
-) -> HashMap<String, ToolTrust> {
+/// Each MCP tool's origin and fingerprints, by exposed name; the server's is of what
+/// runs, as the tool was listed ([`allow_print_of_running`]).
+pub fn tool_trust(tools: &[Arc<McpTool>]) -> HashMap<String, ToolTrust> {
     let mut servers: HashMap<&str, String> = HashMap::new();
     let mut out = HashMap::new();
     for tool in tools {
         let server = tool.server();
         let server_print = servers
             .entry(server)
-            .or_insert_with(|| server_print(server, snapshot))
+            .or_insert_with(|| allow_print_of_running(tool.server_from(), server))
             .clone();
         let spec = tool.spec();
         out.insert(
@@ -534,6 +540,47 @@ mod tests {
         );
         assert_ne!(base, stdio(&[], Some("/tmp/elsewhere")));
         assert_eq!(server_fingerprint(None), "");
+    }
+
+    #[test]
+    fn an_allow_is_bound_to_the_server_that_runs_not_to_what_the_file_says_since() {
+        use conduit_mcp::runtime::RunningFrom;
+        let started = |command: &str| {
+            RunningFrom::Entry(Transport::Stdio {
+                command: command.into(),
+                args: Vec::new(),
+                env: Default::default(),
+                cwd: None,
+            })
+        };
+        // The print of what runs is the print of the entry it was started from; a process
+        // of an older entry keeps its own print until the new one is running.
+        let old = allow_print_of_running(Some(&started("old-server")), "s");
+        let new = allow_print_of_running(Some(&started("trusted-server")), "s");
+        assert_ne!(old, new);
+        assert_eq!(
+            new,
+            server_fingerprint(Some(&Transport::Stdio {
+                command: "trusted-server".into(),
+                args: Vec::new(),
+                env: Default::default(),
+                cwd: None,
+            }))
+        );
+        // Conduit's own tools keep the print their allows were saved with; nothing else
+        // in-process, and nothing unknown, matches any allow.
+        assert_eq!(
+            allow_print_of_running(
+                Some(&RunningFrom::InProcess),
+                crate::builtin::BUILTIN_SERVER
+            ),
+            conduit_files::fingerprint_bytes(b"conduit built-in tools")
+        );
+        assert_eq!(
+            allow_print_of_running(Some(&RunningFrom::InProcess), "s"),
+            ""
+        );
+        assert_eq!(allow_print_of_running(None, "s"), "");
     }
 
     fn trust(server: &str, tool: &str, command: &str, description: &str) -> ToolTrust {

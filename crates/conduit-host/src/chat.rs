@@ -261,8 +261,7 @@ impl Host {
         let mut window_approval = None;
         let approver: Arc<dyn Approver> = match request.approval {
             ApprovalMode::Auto => {
-                let snapshot = self.mcp_config().ok();
-                let trust = crate::approval::tool_trust(&mcp_tools, snapshot.as_ref());
+                let trust = crate::approval::tool_trust(&mcp_tools);
                 Arc::new(AutoApproval::new(self.paths.settings_file.clone(), trust))
             }
             ApprovalMode::Deny => Arc::new(FixedApproval(Approval::Deny {
@@ -270,8 +269,7 @@ impl Host {
             })),
             ApprovalMode::Window(events) => {
                 // What each tool and its server are now, which an "allow" must still match.
-                let snapshot = self.mcp_config().ok();
-                let trust = crate::approval::tool_trust(&mcp_tools, snapshot.as_ref());
+                let trust = crate::approval::tool_trust(&mcp_tools);
                 let window = WindowApproval::new(events, self.paths.settings_file.clone(), trust);
                 window_approval = Some(window.clone());
                 window

@@ -220,8 +220,7 @@ impl Host {
         server: &str,
         running: &[Arc<McpTool>],
     ) -> HashMap<String, ApprovedTool> {
-        let snapshot = self.mcp_config().ok();
-        crate::approval::tool_trust(running, snapshot.as_ref())
+        crate::approval::tool_trust(running)
             .into_values()
             .filter(|trust| trust.origin.server == server)
             .map(|trust| (trust.origin.tool, trust.now))
@@ -435,7 +434,7 @@ impl Host {
     /// The `mcpServers` file's bytes, `None` when there is no file yet.
     fn mcp_file_bytes(&self) -> Result<Option<Vec<u8>>, ConfigError> {
         let path = &self.paths.mcp_config_file;
-        match std::fs::read(path) {
+        match conduit_mcp::config::read_file(path) {
             Ok(bytes) => Ok(Some(bytes)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(ConfigError::read(path, e)),

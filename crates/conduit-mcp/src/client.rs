@@ -522,6 +522,15 @@ impl ClientHandler for Handler {
         params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
+        // Conduit's requests carry numbers as progress tokens (rmcp's counter): any other
+        // token is no call's, and is not kept waiting for one (a server's string token
+        // could be as long as its line).
+        if !matches!(
+            params.progress_token.0,
+            rmcp::model::NumberOrString::Number(_)
+        ) {
+            return;
+        }
         // A server's words about its progress go to the window and may wait for a call that
         // never registers: a line of them is plenty.
         let progress = Progress {
@@ -888,7 +897,7 @@ where
     R: tokio::io::AsyncRead + Unpin + Send + 'static,
     W: tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let spill = Arc::new(Spill::new(server));
+    let spill = swept_spill(server);
     let (pumped, pump_end) = tokio::io::duplex(64 * 1024);
     tokio::spawn(spill::pump(
         stdout,
@@ -896,8 +905,20 @@ where
         spill.clone(),
         MAX_STDIO_MESSAGE,
     ));
-    // Answers to calls nobody waits for any more are let go even when no other call
-    // comes.
+    let transport = EndSignal {
+        inner: AsyncRwTransport::new(pumped, stdin).with_max_line_length(MAX_STDIO_MESSAGE),
+        ended: ended.clone(),
+        spill: Some(spill.clone()),
+        in_flight: Arc::default(),
+        session_expired: Arc::default(),
+    };
+    (spill, transport)
+}
+
+/// A connection's spill, swept while it lives: answers to calls nobody waits for any
+/// more are let go even when no other call comes.
+fn swept_spill(server: &str) -> Arc<Spill> {
+    let spill = Arc::new(Spill::new(server));
     let weak = Arc::downgrade(&spill);
     tokio::spawn(async move {
         loop {
@@ -908,14 +929,7 @@ where
             }
         }
     });
-    let transport = EndSignal {
-        inner: AsyncRwTransport::new(pumped, stdin).with_max_line_length(MAX_STDIO_MESSAGE),
-        ended: ended.clone(),
-        spill: Some(spill.clone()),
-        in_flight: Arc::default(),
-        session_expired: Arc::default(),
-    };
-    (spill, transport)
+    spill
 }
 
 /// A live session with one server.
@@ -1104,35 +1118,52 @@ impl Connection {
                 let static_auth = spec.sends_its_own_authorization();
                 let listen_stream = ListenStream::default();
                 let refused = RefusedRedirects::default();
+                // Large events go through the spill, as a stdio server's large lines do.
+                let spill = swept_spill(&asks.server);
                 // Without stored tokens the plain client does what rmcp's auth client would
                 // (the request goes out unauthenticated and a 401 asks for sign-in),
                 // without the two HTTP clients rmcp's authorization manager builds at once.
+                // Reading the sign-in (a lock other Conduit processes may hold, the
+                // server's metadata) counts against the start's time like the handshake.
+                let sign_in_late = || {
+                    StartError::plain(format!(
+                        "its sign-in could not be read within {start_timeout:?}"
+                    ))
+                };
                 let vault = match asks.tokens.clone().filter(|_| !static_auth) {
-                    Some(vault) => match oauth::is_signed_in(url, &*vault).await {
-                        Ok(true) => Some(vault),
-                        Ok(false) => None,
-                        Err(e) => {
-                            return Err(StartError::plain(format!(
-                                "its sign-in could not be used: {e}"
-                            )));
+                    Some(vault) => {
+                        let signed_in = oauth::is_signed_in(url, &*vault);
+                        match tokio::time::timeout(start_timeout, signed_in).await {
+                            Ok(Ok(true)) => Some(vault),
+                            Ok(Ok(false)) => None,
+                            Ok(Err(e)) => {
+                                return Err(StartError::plain(format!(
+                                    "its sign-in could not be used: {e}"
+                                )));
+                            }
+                            Err(_) => return Err(sign_in_late()),
                         }
-                    },
+                    }
                     None => None,
                 };
                 let service = match vault {
                     Some(vault) => {
                         let (manager, _signed_in) =
-                            oauth::manager(url, vault).await.map_err(|e| {
-                                StartError::plain(format!("its sign-in could not be used: {e}"))
-                            })?;
+                            tokio::time::timeout(start_timeout, oauth::manager(url, vault))
+                                .await
+                                .map_err(|_| sign_in_late())?
+                                .map_err(|e| {
+                                    StartError::plain(format!("its sign-in could not be used: {e}"))
+                                })?;
                         let client = WatchedClient::new(
                             AuthClient::new(http_client(&refused)?, manager),
                             listen_stream.clone(),
+                            spill.clone(),
                         );
                         let transport = EndSignal {
                             inner: StreamableHttpClientTransport::with_client(client, config),
                             ended: ended.clone(),
-                            spill: None,
+                            spill: Some(spill.clone()),
                             in_flight: Arc::default(),
                             session_expired: shared.session_expired.clone(),
                         };
@@ -1141,12 +1172,15 @@ impl Connection {
                             .map_err(|e| refused.explain(e))?
                     }
                     None => {
-                        let client =
-                            WatchedClient::new(http_client(&refused)?, listen_stream.clone());
+                        let client = WatchedClient::new(
+                            http_client(&refused)?,
+                            listen_stream.clone(),
+                            spill.clone(),
+                        );
                         let transport = EndSignal {
                             inner: StreamableHttpClientTransport::with_client(client, config),
                             ended: ended.clone(),
-                            spill: None,
+                            spill: Some(spill.clone()),
                             in_flight: Arc::default(),
                             session_expired: shared.session_expired.clone(),
                         };
@@ -1171,6 +1205,7 @@ impl Connection {
                     service,
                     Session {
                         refused,
+                        spill,
                         ..Session::without_process(
                             asks,
                             shared,
@@ -1216,11 +1251,22 @@ impl Connection {
         }
         let details = service
             .peer_info()
+            // The server's own words, kept in its state and sent to the window with every
+            // change of it: each cut to what a real one needs.
             .map(|info| ServerDetails {
-                name: info.server_info.as_ref().map(|i| i.name.clone()),
-                version: info.server_info.as_ref().map(|i| i.version.clone()),
-                protocol_version: info.protocol_version.to_string(),
-                instructions: info.instructions.clone(),
+                name: info
+                    .server_info
+                    .as_ref()
+                    .map(|i| server_words(&i.name, MAX_SERVER_NAME)),
+                version: info
+                    .server_info
+                    .as_ref()
+                    .map(|i| server_words(&i.version, MAX_SERVER_NAME)),
+                protocol_version: server_words(&info.protocol_version.to_string(), MAX_SERVER_NAME),
+                instructions: info
+                    .instructions
+                    .as_deref()
+                    .map(|text| server_words(text, MAX_INSTRUCTIONS)),
                 tools: info.capabilities.tools.is_some(),
                 resources: info.capabilities.resources.is_some(),
                 prompts: info.capabilities.prompts.is_some(),
@@ -1312,6 +1358,13 @@ impl Connection {
     /// Makes the next [`Connection::tools_changed`] resolve at once: the list is stale.
     pub fn mark_tools_changed(&self) {
         self.shared.tools_changed.notify_one();
+    }
+
+    /// Takes a change said and not yet listed, if any, without waiting: the listing about
+    /// to start includes it.
+    pub fn take_tools_changed(&self) {
+        use futures::FutureExt;
+        let _ = self.shared.tools_changed.notified().now_or_never();
     }
 
     /// Every tool, page by page; the shortest `ttlMs` cache hint of the pages (SEP-2549)
@@ -1551,6 +1604,14 @@ impl Connection {
                         return Err(McpError::Other(
                             "the server asked for another round without saying for what".into(),
                         ));
+                    }
+                    // Each is a question to the user or a model run on their key, one
+                    // after another: a real round asks for one or two.
+                    if requests.len() > MAX_INPUTS_PER_ROUND {
+                        return Err(McpError::Other(format!(
+                            "the server asked for {} inputs in one round; Conduit answers at most {MAX_INPUTS_PER_ROUND}",
+                            requests.len()
+                        )));
                     }
                     let mut responses = rmcp::model::InputResponses::new();
                     for (key, request) in requests {
@@ -1801,6 +1862,8 @@ const LISTEN_ATTEMPTS: u32 = 8;
 
 /// How many rounds one tool call may take when the server asks for more (2026-07-28).
 const MAX_INPUT_ROUNDS: u32 = 16;
+/// The most input requests (questions, sampling, roots) one round of a call may carry.
+const MAX_INPUTS_PER_ROUND: usize = 8;
 
 /// The server's share of one tool call's time, over all its rounds: a 2026-07-28 server
 /// that keeps asking for another round must not stretch a call past its cap round by
@@ -1885,6 +1948,11 @@ impl Drop for ForgetProgress {
 const MAX_SERVER_ERROR: usize = 16 * 1024;
 /// The most of a progress notification's message that is kept (bytes).
 const MAX_PROGRESS_MESSAGE: usize = 1024;
+
+/// The most of a server's name, version or protocol version kept.
+const MAX_SERVER_NAME: usize = 256;
+/// The most of a server's instructions kept (real ones are a few paragraphs).
+const MAX_INSTRUCTIONS: usize = 64 * 1024;
 
 /// A server's `text` cut to at most `limit` bytes at a character boundary, saying so.
 fn server_words(text: &str, limit: usize) -> String {

@@ -1,4 +1,6 @@
-//! Waits, bounded, for an HTTP server's own stream (its GET) before the first request.
+//! Waits, bounded, for an HTTP server's own stream (its GET) before the first request; the
+//! same client wrapper passes large SSE events through the spill and turns an answer too
+//! large for rmcp to read whole into its request's error.
 //!
 //! A server with a session sends what is not an answer to a request (an `elicitation/create`
 //! it does not relate to a call, a list-changed notification) on the stream the client
@@ -14,12 +16,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::header::{HeaderName, HeaderValue};
-use rmcp::model::ClientJsonRpcMessage;
+use rmcp::model::{ClientJsonRpcMessage, RequestId, ServerJsonRpcMessage};
 use rmcp::transport::common::client_side_sse::BoxedSseResponse;
 use rmcp::transport::streamable_http_client::{
     StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
 };
 use tokio::sync::watch;
+
+use crate::spill::Spill;
 
 /// How long a connection waits for the server to answer its GET: a server answers it at
 /// once (its stream's headers, or 405 without one); one that holds it is not waited for.
@@ -74,22 +78,41 @@ impl ListenStream {
     }
 }
 
-/// An HTTP client for rmcp's transport that reports to a [`ListenStream`].
+/// An HTTP client for rmcp's transport that reports to a [`ListenStream`], and passes the
+/// events of every stream through the connection's spill (`spill::held_events`).
 #[derive(Clone)]
 pub struct WatchedClient<C> {
     inner: C,
     stream: ListenStream,
+    spill: Arc<Spill>,
 }
 
 impl<C> WatchedClient<C> {
-    pub fn new(inner: C, stream: ListenStream) -> Self {
-        Self { inner, stream }
+    pub fn new(inner: C, stream: ListenStream, spill: Arc<Spill>) -> Self {
+        Self {
+            inner,
+            stream,
+            spill,
+        }
     }
 
     fn saw_post<E>(
         &self,
-        response: Result<StreamableHttpPostResponse, E>,
-    ) -> Result<StreamableHttpPostResponse, E> {
+        asked: Option<RequestId>,
+        response: Result<StreamableHttpPostResponse, StreamableHttpError<E>>,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<E>>
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let response = match (response, asked) {
+            // rmcp reads an answer sent whole (JSON) up to 16 MiB and otherwise fails the
+            // transport, which ended the session for one large result: the request fails
+            // instead, saying why.
+            (Err(StreamableHttpError::ResponseBodyTooLarge { max_size }), Some(id)) => Ok(
+                StreamableHttpPostResponse::Json(too_large(id, max_size), None),
+            ),
+            (response, _) => response,
+        };
         if let Ok(
             StreamableHttpPostResponse::Json(_, Some(_))
             | StreamableHttpPostResponse::Sse(_, Some(_)),
@@ -97,15 +120,26 @@ impl<C> WatchedClient<C> {
         {
             self.stream.session_given();
         }
-        response
+        response.map(|response| match response {
+            StreamableHttpPostResponse::Sse(events, session) => StreamableHttpPostResponse::Sse(
+                crate::spill::held_events(events, self.spill.clone()),
+                session,
+            ),
+            other => other,
+        })
     }
 
     /// The session's own stream is a GET with a session and nothing to resume.
-    fn saw_get<T>(&self, session_id: bool, resuming: bool, response: T) -> T {
+    fn saw_get<E>(
+        &self,
+        session_id: bool,
+        resuming: bool,
+        response: Result<BoxedSseResponse, E>,
+    ) -> Result<BoxedSseResponse, E> {
         if session_id && !resuming {
             self.stream.get_answered();
         }
-        response
+        response.map(|events| crate::spill::held_events(events, self.spill.clone()))
     }
 }
 
@@ -123,11 +157,12 @@ where
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        let asked = request_id(&message);
         let response = self
             .inner
             .post_message(uri, message, session_id, auth_header, custom_headers)
             .await;
-        self.saw_post(response)
+        self.saw_post(asked, response)
     }
 
     async fn post_message_with_max_sse_event_size(
@@ -139,6 +174,7 @@ where
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        let asked = request_id(&message);
         let response = self
             .inner
             .post_message_with_max_sse_event_size(
@@ -150,7 +186,7 @@ where
                 max_sse_event_size,
             )
             .await;
-        self.saw_post(response)
+        self.saw_post(asked, response)
     }
 
     async fn delete_session(
@@ -204,6 +240,29 @@ where
             .await;
         self.saw_get(session, resuming, response)
     }
+}
+
+/// The id of a request the client sends; none for what is not a request.
+fn request_id(message: &ClientJsonRpcMessage) -> Option<RequestId> {
+    match message {
+        rmcp::model::JsonRpcMessage::Request(request) => Some(request.id.clone()),
+        _ => None,
+    }
+}
+
+/// The error a request gets in place of an answer sent whole that was too large to read.
+fn too_large(id: RequestId, max_size: usize) -> ServerJsonRpcMessage {
+    ServerJsonRpcMessage::Error(rmcp::model::JsonRpcError::new(
+        Some(id),
+        rmcp::model::ErrorData::internal_error(
+            format!(
+                "its answer, sent whole, is larger than {} MiB, the most Conduit reads of one (an answer it streams as events may be up to {} MiB)",
+                max_size / (1024 * 1024),
+                crate::client::MAX_STDIO_MESSAGE / (1024 * 1024)
+            ),
+            None,
+        ),
+    ))
 }
 
 #[cfg(test)]

@@ -25,8 +25,17 @@ impl ToolNames {
         let mut taken: HashSet<String> = HashSet::new();
         for (server, tool) in pairs {
             let mut name = exposed_name(server, tool);
-            if taken.contains(&name) {
-                name = with_hash(&name, &format!("{server}\u{0}{tool}"));
+            // A hashed name may be taken too (a server can craft names whose hashes
+            // meet): hashed again, with a counter, until it is free, so no tool hides
+            // another under one name.
+            let mut attempt = 0u32;
+            while taken.contains(&name) {
+                let key = match attempt {
+                    0 => format!("{server}\u{0}{tool}"),
+                    n => format!("{server}\u{0}{tool}\u{0}{n}"),
+                };
+                name = with_hash(&exposed_name(server, tool), &key);
+                attempt += 1;
             }
             taken.insert(name.clone());
             names

@@ -9,9 +9,38 @@ use conduit_core::media::MediaStore;
 use conduit_core::tool::ToolOutput;
 use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
 
+/// The most content blocks of one result kept: each goes to the window, the history and
+/// the model, and real results have a handful. The rest become one note.
+pub const MAX_RESULT_BLOCKS: usize = 1000;
+
+/// The most images, audio clips and binary resources of one result checked and stored:
+/// each is decoded (an image of 64 million pixels takes a second and 256 MiB), a few at a
+/// time in the process. The rest become notes.
+pub const MAX_RESULT_MEDIA: usize = 64;
+
+/// How much of a server's declared media type a note quotes.
+const QUOTED_MIME: usize = 100;
+
 /// Converts a result; media that cannot be used becomes a note saying why.
 pub fn convert(result: CallToolResult, media: &dyn MediaStore) -> ToolOutput {
     let mut parts = Vec::new();
+    let blocks = result.content.len();
+    let mut media_left = MAX_RESULT_MEDIA;
+    let mut take_media = || {
+        let left = media_left > 0;
+        media_left = media_left.saturating_sub(1);
+        left
+    };
+    let long_address_note = || ResultPart::Text {
+        text:
+            "[an embedded resource left out: its address is longer than Conduit keeps of a result]"
+                .into(),
+    };
+    let media_note = || ResultPart::Text {
+        text: format!(
+            "[content left out: Conduit keeps at most {MAX_RESULT_MEDIA} images, audio clips and files of one result]"
+        ),
+    };
     // Text kept inline so far: the limit holds for the result, not each block, so that a
     // result of many blocks just under it does not carry them all to the page and the model.
     let mut inline = 0usize;
@@ -22,12 +51,13 @@ pub fn convert(result: CallToolResult, media: &dyn MediaStore) -> ToolOutput {
         }
         fits
     };
-    for block in result.content {
+    for block in result.content.into_iter().take(MAX_RESULT_BLOCKS) {
         parts.push(match block {
             ContentBlock::Text(text) if !fits(text.text.len()) => {
                 long_text(media, text.text.as_bytes(), "text/plain")
             }
             ContentBlock::Text(text) => ResultPart::Text { text: text.text },
+            ContentBlock::Image(_) | ContentBlock::Audio(_) if !take_media() => media_note(),
             ContentBlock::Image(image) => match store(media, &image.data, &image.mime_type) {
                 Ok(media) => ResultPart::Image { media },
                 Err(note) => ResultPart::Text { text: note },
@@ -36,6 +66,21 @@ pub fn convert(result: CallToolResult, media: &dyn MediaStore) -> ToolOutput {
                 Ok(media) => ResultPart::Audio { media },
                 Err(note) => ResultPart::Text { text: note },
             },
+            // A link is names and an address: one longer than a result's inline text
+            // is not a link anyone reads.
+            ContentBlock::ResourceLink(link)
+                if !fits(
+                    link.uri.len()
+                        + link.name.len()
+                        + link.description.as_ref().map_or(0, String::len)
+                        + link.mime_type.as_ref().map_or(0, String::len),
+                ) =>
+            {
+                ResultPart::Text {
+                    text: "[a resource link left out: it is longer than Conduit keeps of a result]"
+                        .into(),
+                }
+            }
             ContentBlock::ResourceLink(link) => ResultPart::ResourceLink {
                 uri: link.uri,
                 name: Some(link.name),
@@ -45,6 +90,11 @@ pub fn convert(result: CallToolResult, media: &dyn MediaStore) -> ToolOutput {
             ContentBlock::Resource(embedded) => match embedded.resource {
                 ResourceContents::TextResourceContents { text, .. } if !fits(text.len()) => {
                     long_text(media, text.as_bytes(), "text/plain")
+                }
+                ResourceContents::TextResourceContents { uri, mime_type, .. }
+                    if !fits(uri.len() + mime_type.as_ref().map_or(0, String::len)) =>
+                {
+                    long_address_note()
                 }
                 ResourceContents::TextResourceContents {
                     uri,
@@ -57,6 +107,12 @@ pub fn convert(result: CallToolResult, media: &dyn MediaStore) -> ToolOutput {
                     text: Some(text),
                     media: None,
                 },
+                ResourceContents::BlobResourceContents { uri, mime_type, .. }
+                    if !fits(uri.len() + mime_type.as_ref().map_or(0, String::len)) =>
+                {
+                    long_address_note()
+                }
+                ResourceContents::BlobResourceContents { .. } if !take_media() => media_note(),
                 ResourceContents::BlobResourceContents {
                     uri,
                     mime_type,
@@ -79,6 +135,14 @@ pub fn convert(result: CallToolResult, media: &dyn MediaStore) -> ToolOutput {
             _ => ResultPart::Text {
                 text: "[content of a kind Conduit does not know]".into(),
             },
+        });
+    }
+    if blocks > MAX_RESULT_BLOCKS {
+        parts.push(ResultPart::Text {
+            text: format!(
+                "[{} more content blocks left out: Conduit keeps at most {MAX_RESULT_BLOCKS} of one result]",
+                blocks - MAX_RESULT_BLOCKS
+            ),
         });
     }
     if let Some(value) = result.structured_content {
@@ -187,12 +251,14 @@ fn store(
     base64_data: &str,
     declared: &str,
 ) -> Result<conduit_core::content::MediaRef, String> {
+    // The type is the server's: quoted in a note, only its start.
+    let quoted = text_start(declared, QUOTED_MIME);
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(base64_data.trim())
-        .map_err(|e| format!("[{declared} content omitted: not valid base64 ({e})]"))?;
+        .map_err(|e| format!("[{quoted} content omitted: not valid base64 ({e})]"))?;
     media
         .put(&bytes, Some(declared))
-        .map_err(|e| format!("[{declared} content omitted: {e}]"))
+        .map_err(|e| format!("[{quoted} content omitted: {e}]"))
 }
 
 #[cfg(test)]
@@ -311,5 +377,65 @@ mod tests {
         assert_eq!(files[0], long.as_bytes());
         let json: serde_json::Value = serde_json::from_slice(&files[1]).unwrap();
         assert_eq!(json["result"], long.as_str());
+    }
+
+    #[test]
+    fn a_result_of_too_many_blocks_or_images_keeps_its_first_and_says_so() {
+        let image = ContentBlock::image("iVBORw0KGgo=", "image/png");
+        let mut content = vec![image; MAX_RESULT_MEDIA + 2];
+        content.extend((0..MAX_RESULT_BLOCKS).map(|i| ContentBlock::text(format!("{i}"))));
+        let total = content.len();
+        let kept = MemoryMedia::default();
+        let output = convert(CallToolResult::success(content), &kept);
+        assert_eq!(
+            kept.kept().len(),
+            MAX_RESULT_MEDIA,
+            "only the first are stored"
+        );
+        assert_eq!(output.parts.len(), MAX_RESULT_BLOCKS + 1);
+        assert!(matches!(
+            &output.parts[MAX_RESULT_MEDIA],
+            ResultPart::Text { text } if text.contains("at most 64 images, audio clips and files")
+        ));
+        assert_eq!(
+            output.parts.last(),
+            Some(&ResultPart::Text {
+                text: format!(
+                    "[{} more content blocks left out: Conduit keeps at most {MAX_RESULT_BLOCKS} of one result]",
+                    total - MAX_RESULT_BLOCKS
+                )
+            })
+        );
+    }
+
+    #[test]
+    fn a_link_or_an_address_longer_than_a_results_text_is_left_out() {
+        let huge = "d".repeat(LONG_TEXT + 1);
+        let mut link = rmcp::model::Resource::new("file:///a", "a");
+        link.description = Some(huge.clone());
+        let result = CallToolResult::success(vec![
+            ContentBlock::resource_link(link),
+            ContentBlock::text("after"),
+        ]);
+        let output = convert(result, &MemoryMedia::default());
+        assert_eq!(
+            output.parts,
+            [
+                ResultPart::Text {
+                    text: "[a resource link left out: it is longer than Conduit keeps of a result]"
+                        .into()
+                },
+                ResultPart::Text {
+                    text: "after".into()
+                },
+            ]
+        );
+        // A server's declared type is quoted in a note only by its start.
+        let bad = ContentBlock::image("not base64!", huge);
+        let output = convert(CallToolResult::success(vec![bad]), &MemoryMedia::default());
+        let ResultPart::Text { text } = &output.parts[0] else {
+            panic!("{:?}", output.parts[0])
+        };
+        assert!(text.len() < 300, "{} bytes", text.len());
     }
 }

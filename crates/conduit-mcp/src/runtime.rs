@@ -31,8 +31,14 @@ const RESTART_BACKOFF: conduit_core::backoff::Backoff =
     conduit_core::backoff::Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
 /// After this many failed restarts in a row the server stays failed.
 const MAX_RESTARTS: u32 = 5;
+/// How long telling a server its roots changed may take.
+const ROOTS_NOTICE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a server may take to list its tools again after saying they changed.
 const RELIST_TIMEOUT: Duration = Duration::from_secs(30);
+/// The least time between two listings a server's changes set off: a server saying its
+/// tools changed in a loop (each listing up to 100 pages, and the window told each time)
+/// gets one listing a second, the changes said meanwhile taken in by it.
+const RELIST_GAP: Duration = Duration::from_secs(1);
 /// How long a server whose connection ended may take to be seen exiting.
 const EXIT_PATIENCE: Duration = Duration::from_millis(500);
 /// Edits arriving within this window apply once.
@@ -449,8 +455,18 @@ async fn apply_file(inner: &Arc<Inner>) -> Result<(), ConfigError> {
         }
         told
     };
+    // Told in the background, each within a bound: a server that does not take the
+    // notification (an HTTP server holding the POST, a stdio server not reading its
+    // input) must not hold this change and every later one of the file.
     for connection in told {
-        connection.roots_changed().await;
+        tokio::spawn(async move {
+            let told = tokio::time::timeout(ROOTS_NOTICE_TIMEOUT, connection.roots_changed());
+            if told.await.is_err() {
+                tracing::warn!(
+                    "a server was not told its roots changed within {ROOTS_NOTICE_TIMEOUT:?}"
+                );
+            }
+        });
     }
     // Servers that are gone or whose entry changed stop first: never two instances.
     let stopping: Vec<String> = {
@@ -822,6 +838,7 @@ async fn follow(
     connection: &Connection,
 ) -> Option<(String, Vec<String>)> {
     let min_relist = inner.upgrade()?.options.min_relist;
+    let mut last_listing: Option<tokio::time::Instant> = None;
     loop {
         let stale = async {
             match connection.tools_fresh_for() {
@@ -837,6 +854,17 @@ async fn follow(
                 connection.mark_tools_changed();
             }
             () = connection.tools_changed() => {
+                if let Some(last) = last_listing {
+                    tokio::select! {
+                        () = tokio::time::sleep_until(last + RELIST_GAP) => {}
+                        () = stop.cancelled() => return None,
+                        () = connection.ended() => break,
+                    }
+                }
+                // What is said during the listing sets off the next one; what was said
+                // while waiting is in this one.
+                connection.take_tools_changed();
+                last_listing = Some(tokio::time::Instant::now());
                 // A server that never answers must not hold its supervisor (and with it
                 // every later change of the file, and the app's exit).
                 let listed = tokio::select! {
@@ -1110,6 +1138,29 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(ended.unwrap_err(), "Conduit is closing");
+    }
+
+    /// A server saying its tools changed in a loop is listed once a second, each listing
+    /// taking in the changes said before it, never once a change.
+    #[tokio::test(start_paused = true)]
+    async fn a_server_saying_its_tools_changed_in_a_loop_is_listed_once_a_second() {
+        let (runtime, listed, _dir) = runtime_with(None, MIN_RELIST).await;
+        let connection = runtime.connection("hinted").unwrap();
+        let before = listed.load(Ordering::SeqCst);
+        // 1,000 changes over 3 s.
+        for _ in 0..1000 {
+            connection.mark_tools_changed();
+            tokio::time::sleep(Duration::from_millis(3)).await;
+        }
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let asked = listed.load(Ordering::SeqCst) - before;
+        assert!((3..=5).contains(&asked), "listed {asked} times");
+        // The last change is listed: the tools are the newest.
+        assert_eq!(
+            tool_names(&runtime).await,
+            [format!("tool_{}", before + asked - 1)]
+        );
+        runtime.shutdown().await;
     }
 
     #[tokio::test(start_paused = true)]

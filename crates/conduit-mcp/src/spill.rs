@@ -1,7 +1,8 @@
-//! Keeps the huge strings of a large stdio message out of rmcp's parser and out of
-//! memory: a pump between the server's stdout and rmcp parses each large line once,
-//! writes its big result strings to an unlinked temporary file as they are parsed, and
-//! passes on a small line with markers that the client swaps back.
+//! Keeps the huge strings of a large server message out of rmcp's parser and out of
+//! memory: a pump between a stdio server's stdout and rmcp parses each large line once
+//! (and [`held_events`] each large SSE event of an HTTP server), writes its big result
+//! strings to an unlinked temporary file as they are parsed, and passes on a small
+//! message with markers that the client swaps back.
 //!
 //! rmcp parses a message through untagged enums, which copy every string several times:
 //! a 50 MB tool output used to peak near 600 MB. Through the pump, a big string exists
@@ -718,17 +719,111 @@ fn parse_large<R: AsyncRead + Unpin>(
     let holding = holding.into_inner();
     let out = match parsed {
         Ok(message) => settle(spill, message, &holding, rest.read),
-        Err(error) => {
-            spill.release(&holding.ids);
-            tracing::error!(
-                server = %spill.server,
-                bytes = rest.read,
-                "a large server message was dropped: {error}"
-            );
-            None
-        }
+        Err(error) => unreadable(spill, &holding, &error, rest.read),
     };
     (rest.inner.into_inner(), out)
+}
+
+/// An HTTP server's SSE events as rmcp gets them. An event whose data is at least
+/// [`LARGE_LINE`] is parsed as the pump parses a large line, off the async workers: its
+/// big strings held, at most [`MAX_VALUES`] values, an answer to nothing awaited dropped.
+/// Without it rmcp parses an event of up to 256 MiB through its untagged enums, a dozen
+/// times its size in memory. An event that does not parse is dropped, and logged.
+pub(crate) fn held_events(
+    events: rmcp::transport::common::client_side_sse::BoxedSseResponse,
+    spill: Arc<Spill>,
+) -> rmcp::transport::common::client_side_sse::BoxedSseResponse {
+    use futures::StreamExt;
+    events
+        .then(move |event| {
+            let spill = spill.clone();
+            async move {
+                let mut sse = match event {
+                    Ok(sse)
+                        if sse
+                            .data
+                            .as_ref()
+                            .is_some_and(|data| data.len() >= LARGE_LINE) =>
+                    {
+                        sse
+                    }
+                    other => return Some(other),
+                };
+                let data = sse.data.take().unwrap_or_default();
+                let parsed =
+                    tokio::task::spawn_blocking(move || parse_whole(&spill, data.as_bytes())).await;
+                match parsed {
+                    Ok(Some(message)) => {
+                        sse.data = String::from_utf8(message).ok();
+                        Some(Ok(sse))
+                    }
+                    Ok(None) => None,
+                    Err(error) => {
+                        tracing::error!(
+                            "a large server event was dropped: its parse failed ({error})"
+                        );
+                        None
+                    }
+                }
+            }
+        })
+        .filter_map(std::future::ready)
+        .boxed()
+}
+
+/// Parses one whole large message held in memory (an SSE event's data) as [`parse_large`]
+/// parses a line: what rmcp gets of it, if anything.
+fn parse_whole(spill: &Spill, data: &[u8]) -> Option<Vec<u8>> {
+    let holding = RefCell::new(Holding::default());
+    let parsed = {
+        let mut deserializer = serde_json::Deserializer::from_slice(data);
+        let seed = Parse {
+            place: Place::Message,
+            spill,
+            holding: &holding,
+        };
+        seed.deserialize(&mut deserializer)
+            .and_then(|message| deserializer.end().map(|()| message))
+    };
+    let holding = holding.into_inner();
+    match parsed {
+        Ok(message) => settle(spill, message, &holding, data.len()),
+        Err(error) => unreadable(spill, &holding, &error, data.len()),
+    }
+}
+
+/// A large message that did not parse (not JSON, too long, too many values) is dropped.
+/// When its `id` was read and names a request Conduit awaits, rmcp gets an error for that
+/// request in its place, so the call fails saying why instead of waiting out its time.
+fn unreadable(
+    spill: &Spill,
+    holding: &Holding,
+    error: &serde_json::Error,
+    bytes: usize,
+) -> Option<Vec<u8>> {
+    spill.release(&holding.ids);
+    tracing::error!(
+        server = %spill.server,
+        bytes,
+        "a large server message was dropped: {error}"
+    );
+    let id = holding.id.as_ref()?;
+    spill.take_answer(Some(id))?;
+    let error = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {
+            "code": DROPPED_CODE,
+            "message": format!(
+                "{}its answer ({} MiB) was dropped: it does not read as a message ({error})",
+                spill.prefix,
+                bytes / (1024 * 1024)
+            ),
+        },
+    });
+    let mut line = serde_json::to_vec(&error).unwrap_or_default();
+    line.push(b'\n');
+    Some(line)
 }
 
 /// What rmcp gets of a parsed large message: an answer the client claims from keeps its
@@ -944,6 +1039,96 @@ mod tests {
         let message: Value = serde_json::from_slice(lines[1]).unwrap();
         assert_eq!(message["params"]["p"], big('z'), "only results are shrunk");
         assert_eq!(lines[2], b"after");
+    }
+
+    /// A large answer Conduit awaits that does not read (too many values here) fails its
+    /// request at once, saying why, rather than leaving the call to wait out its time.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_awaited_answer_that_does_not_read_fails_its_request_saying_why() {
+        let spill = Arc::new(Spill::new("test"));
+        spill.asked(&RequestId::Number(7), true);
+        let objects = vec!["{}"; MAX_VALUES + 1].join(",");
+        let input = format!(
+            "{}\n",
+            format_args!(
+                r#"{{"jsonrpc":"2.0","id":7,"result":{{"content":[],"structuredContent":{{"rows":[{objects}]}}}}}}"#
+            ),
+        );
+        let mut out = Vec::new();
+        pump(
+            std::io::Cursor::new(input.into_bytes()),
+            &mut out,
+            spill.clone(),
+            16 * LARGE_LINE,
+        )
+        .await;
+        let answer: Value = serde_json::from_slice(out.trim_ascii_end()).unwrap();
+        assert_eq!(answer["id"], 7);
+        let message = answer["error"]["message"].as_str().unwrap();
+        let reason = spill.own_error(message).unwrap();
+        assert!(
+            reason.starts_with("its answer (2 MiB) was dropped: it does not read as a message")
+                && reason.contains(&format!("more than {MAX_VALUES} values")),
+            "{reason}"
+        );
+        // Answered once: a second copy of the same answer is dropped as awaited by none.
+        assert!(spill.take_answer(Some(&json!(7))).is_none());
+    }
+
+    /// An HTTP server's large SSE events go through the spill: an awaited answer arrives
+    /// small and is restored whole, one that does not read fails its request, one awaited
+    /// by nothing is dropped; small events pass untouched.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn large_sse_events_are_parsed_as_large_lines_are() {
+        use futures::StreamExt;
+        let spill = Arc::new(Spill::new("test"));
+        spill.asked(&RequestId::Number(1), true);
+        spill.asked(&RequestId::Number(2), true);
+        let text = big('a');
+        let event = |data: String| {
+            Ok::<_, sse_stream::Error>(sse_stream::Sse {
+                event: Some("message".into()),
+                data: Some(data),
+                id: None,
+                retry: None,
+            })
+        };
+        let zeros = vec!["0"; MAX_VALUES + 1].join(",");
+        let events = futures::stream::iter([
+            event(r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{}}"#.into()),
+            event(
+                json!({"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":text}]}})
+                    .to_string(),
+            ),
+            event(format!(
+                r#"{{"jsonrpc":"2.0","id":2,"result":{{"structuredContent":{{"z":[{zeros}]}}}}}}"#
+            )),
+            event(
+                json!({"jsonrpc":"2.0","id":99,"result":{"content":[{"type":"text","text":text}]}})
+                    .to_string(),
+            ),
+        ])
+        .boxed();
+        let passed: Vec<Value> = held_events(events, spill.clone())
+            .map(|event| serde_json::from_str(&event.unwrap().data.unwrap()).unwrap())
+            .collect()
+            .await;
+        assert_eq!(passed.len(), 3, "the answer to nothing awaited is dropped");
+        assert_eq!(passed[0]["method"], "notifications/progress");
+        let small = serde_json::to_string(&passed[1]).unwrap();
+        assert!(small.len() < 1024, "{} bytes passed on", small.len());
+        let mut result: CallToolResult =
+            serde_json::from_value(passed[1]["result"].clone()).unwrap();
+        spill.claim_tool_result(&mut result);
+        assert_eq!(result.content[0].as_text().unwrap().text, text);
+        assert_eq!(passed[2]["id"], 2);
+        assert!(
+            passed[2]["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("does not read")
+        );
+        assert!(spill.held.lock().by_id.is_empty(), "nothing left held");
     }
 
     /// A large message of many small values (a notification whose data is a long array

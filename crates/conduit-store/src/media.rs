@@ -375,6 +375,17 @@ fn source_text(error: &DecodeError) -> String {
 impl MediaStore for FileMediaStore {
     fn put(&self, bytes: &[u8], declared_mime: Option<&str>) -> Result<MediaRef, MediaError> {
         let hash = sha256_hex(bytes);
+        // The same image again (a result repeating one, a server sending it in a loop):
+        // these bytes were checked, stored and given a thumbnail already, so they are
+        // not decoded again.
+        if let Some(stored) = self
+            .reference(&hash)
+            .filter(|stored| stored.mime.starts_with("image/") && stored.width.is_some())
+            && self.thumbnail_of(&hash).is_file()
+        {
+            refresh(&self.path_of(&stored));
+            return Ok(stored);
+        }
         // The decode and the thumbnail made from it, a few at a time in the process.
         let _turn = images::decode_turn();
         let (mime, image) = identify(bytes, declared_mime)?;

@@ -230,6 +230,52 @@ async fn parallel_tool_calls_run_concurrently_and_answer_in_order() {
     assert_eq!(progress, 2);
 }
 
+/// Reports progress 10,000 times as fast as it can, the last one complete.
+struct Flood(ToolSpec);
+
+#[async_trait]
+impl Tool for Flood {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    async fn call(&self, _: Value, context: ToolContext) -> Result<ToolOutput, ToolError> {
+        for step in 1..=10_000 {
+            (context.progress)(Progress {
+                progress: f64::from(step),
+                total: Some(10_000.0),
+                message: None,
+            });
+        }
+        Ok(ToolOutput::text("flooded"))
+    }
+}
+
+#[tokio::test]
+async fn a_flood_of_progress_reaches_the_window_paced_and_its_completion_always() {
+    let provider = ScriptedProvider::new(vec![
+        vec![call("c1", "flood", json!({})), stop(StopReason::ToolUse)],
+        vec![text("Done."), stop(StopReason::EndTurn)],
+    ]);
+    let run = run(provider, vec![Arc::new(Flood(spec("flood")))]).await;
+    assert_eq!(run.outcome, Ok(Outcome::Finished(StopReason::EndTurn)));
+    let shown: Vec<f64> = run
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::ToolProgress { progress, .. } => Some(progress.progress),
+            _ => None,
+        })
+        .collect();
+    // The first report, one an interval while the loop runs, and the last.
+    assert!(
+        shown.len() < 100,
+        "{} reports reached the window",
+        shown.len()
+    );
+    assert_eq!(shown.first(), Some(&1.0));
+    assert_eq!(shown.last(), Some(&10_000.0));
+}
+
 #[tokio::test]
 async fn tool_failures_unknown_tools_and_bad_arguments_become_error_results() {
     let provider = ScriptedProvider::new(vec![

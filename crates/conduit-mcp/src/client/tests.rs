@@ -81,8 +81,11 @@ where
             let Ok(message) = serde_json::from_str::<Value>(&line) else {
                 continue;
             };
+            // A script may answer the handshake itself; otherwise the usual answer.
             let replies = if message["method"] == "initialize" {
-                vec![initialized(&message)]
+                Some(script(&message))
+                    .filter(|replies| !replies.is_empty())
+                    .unwrap_or_else(|| vec![initialized(&message)])
             } else if message["method"] == "server/discover" {
                 vec![discovered(&message)]
             } else {
@@ -577,7 +580,7 @@ async fn a_huge_error_from_the_server_is_cut() {
 }
 
 /// A progress message reaches the call cut to a line, and progress for calls never made
-/// keeps only that much.
+/// keeps only that much (and none under a token Conduit never makes).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn progress_messages_are_cut_to_a_line() {
     let connection = scripted(
@@ -595,6 +598,7 @@ async fn progress_messages_are_cut_to_a_line() {
             };
             vec![
                 progress(json!("made-up")),
+                progress(json!(987_654)),
                 progress(token),
                 answer(request, json!({"content": []})),
             ]
@@ -623,10 +627,13 @@ async fn progress_messages_are_cut_to_a_line() {
         "{}",
         message.len()
     );
-    let kept = connection.shared.early.lock()
-        [&rmcp::model::ProgressToken(rmcp::model::NumberOrString::String("made-up".into()))]
-        .clone();
+    let early = connection.shared.early.lock().clone();
+    let kept = &early[&rmcp::model::ProgressToken(rmcp::model::NumberOrString::Number(987_654))];
     assert!(kept[0].message.as_deref().unwrap().len() < MAX_PROGRESS_MESSAGE + 100);
+    // Conduit's tokens are numbers: a string one is no call's and is not kept at all.
+    assert!(!early.contains_key(&rmcp::model::ProgressToken(
+        rmcp::model::NumberOrString::String("made-up".into())
+    )));
     connection.shutdown().await;
 }
 
@@ -855,4 +862,78 @@ async fn a_tool_result_does_not_carry_the_servers_secrets() {
     assert!(text.contains("https://docs.example/p?page=2"), "{text}");
     assert_eq!(ok.structured_content.unwrap()["count"], 1);
     connection.shutdown().await;
+}
+
+/// A server's name, version and instructions are kept in its state and sent to the window
+/// with every change of it: each is cut to what a real one needs, saying so.
+#[tokio::test]
+async fn a_servers_words_about_itself_are_cut_to_size() {
+    let connection = scripted(
+        |request| match request["method"].as_str() {
+            Some("initialize") => vec![answer(
+                request,
+                json!({
+                    "protocolVersion": request["params"]["protocolVersion"],
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "n".repeat(10_000), "version": "v".repeat(10_000)},
+                    "instructions": "i".repeat(1024 * 1024),
+                }),
+            )],
+            _ => Vec::new(),
+        },
+        Duration::from_secs(5),
+    )
+    .await;
+    let details = &connection.details;
+    let name = details.name.as_deref().unwrap();
+    assert!(name.len() < 400, "{} bytes", name.len());
+    assert!(name.ends_with("[the server's message was 10000 bytes; the rest is left out]"));
+    assert!(details.version.as_deref().unwrap().len() < 400);
+    let instructions = details.instructions.as_deref().unwrap();
+    assert!(
+        instructions.len() < 65 * 1024,
+        "{} bytes",
+        instructions.len()
+    );
+    assert!(instructions.starts_with("iii"));
+}
+
+/// A round asking for more inputs than a real one fails the call before any is answered
+/// (each would be a question to the user or a model run on their key).
+#[tokio::test]
+async fn a_round_asking_for_too_many_inputs_fails_the_call_unanswered() {
+    let connection = scripted_in(
+        ProtocolEra::Stateless,
+        |request| {
+            if request["method"] != "tools/call" {
+                return vec![];
+            }
+            let inputs: serde_json::Map<String, Value> = (0..9)
+                .map(|i| {
+                    (
+                        format!("q{i}"),
+                        json!({"method": "roots/list", "params": {}}),
+                    )
+                })
+                .collect();
+            vec![answer(
+                request,
+                json!({"resultType": "input_required", "inputRequests": inputs, "requestState": "s"}),
+            )]
+        },
+        Duration::from_secs(5),
+    )
+    .await;
+    let answer = connection
+        .call_tool(
+            "many",
+            JsonObject::new(),
+            no_progress(),
+            CancellationToken::new(),
+        )
+        .await;
+    assert!(
+        matches!(&answer, Err(McpError::Other(why)) if why == "the server asked for 9 inputs in one round; Conduit answers at most 8"),
+        "{answer:?}"
+    );
 }
