@@ -23,7 +23,7 @@ fn the_whole_output_arrives_intact_and_its_copy_is_not_kept_twice() {
 
 #[test]
 fn over_http_the_whole_output_arrives_intact_and_its_copy_is_not_kept_twice() {
-    let (mut server, port) = dynamic_tools_over_http();
+    let (_server, port) = dynamic_tools_over_http();
     let url = format!("http://127.0.0.1:{port}/mcp");
     // A 2025-11-25 session: the SDK streams its answer as one SSE event.
     the_output_arrives_whole(json!({"url": url, "protocolVersion": "2025-11-25"}));
@@ -54,12 +54,20 @@ fn over_http_the_whole_output_arrives_intact_and_its_copy_is_not_kept_twice() {
         ),
         "{stderr}"
     );
-    let _ = server.kill();
-    let _ = server.wait();
+}
+
+/// A server process ended when the test ends, passed or not.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// The Python fixture serving streamable HTTP on a free loopback port, listening.
-fn dynamic_tools_over_http() -> (Child, u16) {
+fn dynamic_tools_over_http() -> (Server, u16) {
     let root = conduit_e2e::workspace_root().join("tests/mcp-servers");
     for _ in 0..3 {
         let port = conduit_e2e::free_port().unwrap();
@@ -82,7 +90,7 @@ fn dynamic_tools_over_http() -> (Child, u16) {
             }
         };
         if listening == Some(true) {
-            return (child, port);
+            return (Server(child), port);
         }
         // Another process took the port first: try another.
         let _ = child.kill();

@@ -601,32 +601,16 @@ impl Agent {
             call.id.clone(),
             tool.spec().name.clone(),
         );
-        // A server may send progress in a flood: the window shows the latest, so one
-        // report an interval (and the one that completes) is plenty, and a flood does not
-        // push other events out of the window's mailbox.
-        let last_shown = std::sync::Mutex::new(None::<Instant>);
+        let pace = ProgressPace::new(Box::new(move |progress| {
+            progress_events(AgentEvent::ToolProgress {
+                id: id.clone(),
+                progress,
+            });
+        }));
+        let reports = pace.clone();
         let context = ToolContext::new(
             cancel.clone(),
-            Arc::new(move |progress| {
-                let complete = progress
-                    .total
-                    .is_some_and(|total| progress.progress >= total);
-                let due = {
-                    let mut last = last_shown.lock().unwrap_or_else(PoisonError::into_inner);
-                    let due = complete
-                        || last.is_none_or(|shown: Instant| shown.elapsed() >= PROGRESS_INTERVAL);
-                    if due {
-                        *last = Some(Instant::now());
-                    }
-                    due
-                };
-                if due {
-                    progress_events(AgentEvent::ToolProgress {
-                        id: id.clone(),
-                        progress,
-                    });
-                }
-            }),
+            Arc::new(move |progress| reports.report(progress)),
         )
         .rechecked_by(Arc::new(move || approver.still_allowed(&call_id, &exposed)));
         let timeout = self.options.tool_timeout;
@@ -639,6 +623,8 @@ impl Agent {
             () = cancel.cancelled() => None,
             outcome = within(limit, &mut running) => Some(outcome),
         };
+        // Progress held back is not sent after the call's end.
+        pace.end();
         let outcome = match ended {
             None => {
                 // The tool sees the stop and ends its work (an MCP tool tells its server to
@@ -672,6 +658,95 @@ impl Agent {
                 )
             }
         }
+    }
+}
+
+/// One call's progress on its way to the window. A server may send progress in a flood:
+/// the window shows the latest, so one report an interval goes (and the one that
+/// completes, at once), and a flood does not push other events out of the window's
+/// mailbox. The latest report held back goes when its interval ends, unless the call
+/// ended first.
+struct ProgressPace {
+    state: std::sync::Mutex<PaceState>,
+    send: Box<dyn Fn(Progress) + Send + Sync>,
+}
+
+#[derive(Default)]
+struct PaceState {
+    shown: Option<Instant>,
+    held: Option<Progress>,
+    flushing: bool,
+    ended: bool,
+}
+
+impl ProgressPace {
+    fn new(send: Box<dyn Fn(Progress) + Send + Sync>) -> Arc<Self> {
+        Arc::new(Self {
+            state: std::sync::Mutex::default(),
+            send,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, PaceState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn report(self: &Arc<Self>, progress: Progress) {
+        let complete = progress
+            .total
+            .is_some_and(|total| progress.progress >= total);
+        let mut state = self.lock();
+        if state.ended {
+            return;
+        }
+        let due = complete
+            || state
+                .shown
+                .is_none_or(|shown| shown.elapsed() >= PROGRESS_INTERVAL);
+        // Sent under the lock: a held report flushed meanwhile never goes after a newer one.
+        if due {
+            state.shown = Some(Instant::now());
+            state.held = None;
+            (self.send)(progress);
+            return;
+        }
+        state.held = Some(progress);
+        if state.flushing {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            // Outside a runtime nothing can wait: the report goes now.
+            if let Some(progress) = state.held.take() {
+                (self.send)(progress);
+            }
+            return;
+        };
+        state.flushing = true;
+        let wait = state.shown.map_or(Duration::ZERO, |shown| {
+            PROGRESS_INTERVAL.saturating_sub(shown.elapsed())
+        });
+        drop(state);
+        let pace = self.clone();
+        runtime.spawn(async move {
+            tokio::time::sleep(wait).await;
+            pace.flush();
+        });
+    }
+
+    /// Sends the report held back, if the call goes on.
+    fn flush(&self) {
+        let mut state = self.lock();
+        state.flushing = false;
+        if let Some(progress) = state.held.take().filter(|_| !state.ended) {
+            state.shown = Some(Instant::now());
+            (self.send)(progress);
+        }
+    }
+
+    fn end(&self) {
+        let mut state = self.lock();
+        state.ended = true;
+        state.held = None;
     }
 }
 

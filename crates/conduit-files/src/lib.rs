@@ -371,9 +371,15 @@ fn resolve_symlinks(path: &Path) -> std::io::Result<PathBuf> {
     )))
 }
 
-/// A fingerprint of a file's bytes (hex SHA-256), or `None` when there is no file.
+/// The most bytes a file may hold to be fingerprinted: the files Conduit replaces are
+/// settings of a few KiB.
+pub(crate) const MAX_FINGERPRINTED: u64 = 64 * 1024 * 1024;
+
+/// A fingerprint of a file's bytes (hex SHA-256), or `None` when there is no file. Only a
+/// regular file is read (a FIFO put in its place would hold the read, and the write
+/// waiting on it, forever).
 pub fn fingerprint(path: &Path) -> std::io::Result<Option<String>> {
-    match fs::read(path) {
+    match read_regular_file(path, MAX_FINGERPRINTED) {
         Ok(bytes) => Ok(Some(fingerprint_bytes(&bytes))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),

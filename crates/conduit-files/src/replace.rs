@@ -128,7 +128,7 @@ pub(crate) fn replace(
         // Where the file system cannot swap two names, read and then rename: an outside
         // write in between is lost, as with any editor.
         Err(e) if cannot_exchange(&e) => {
-            let previous = fs::read(&target)?;
+            let previous = crate::read_regular_file(&target, crate::MAX_FINGERPRINTED)?;
             if let Some(expected) = expected
                 && Some(crate::fingerprint_bytes(&previous)).as_deref() != expected
             {

@@ -577,6 +577,10 @@ impl Host {
         let replaced = servers_of(&text);
         let file_losses = file_losses(&old_text, &text);
         self.confirm_changes(&old, &replaced, file_losses, confirm)?;
+        // The same text again is not written: a backup would go for nothing.
+        if text == old_text {
+            return Ok(self.mcp_file()?);
+        }
         // Not changed while the user was asked, nor as it is swapped out: the write is
         // still based on `version`.
         config::write_if_unchanged(path, &text, version.as_deref())?;

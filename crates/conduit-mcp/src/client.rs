@@ -1130,10 +1130,11 @@ impl Connection {
                         "its sign-in could not be read within {start_timeout:?}"
                     ))
                 };
+                let deadline = tokio::time::Instant::now() + start_timeout;
                 let vault = match asks.tokens.clone().filter(|_| !static_auth) {
                     Some(vault) => {
                         let signed_in = oauth::is_signed_in(url, &*vault);
-                        match tokio::time::timeout(start_timeout, signed_in).await {
+                        match tokio::time::timeout_at(deadline, signed_in).await {
                             Ok(Ok(true)) => Some(vault),
                             Ok(Ok(false)) => None,
                             Ok(Err(e)) => {
@@ -1149,7 +1150,7 @@ impl Connection {
                 let service = match vault {
                     Some(vault) => {
                         let (manager, _signed_in) =
-                            tokio::time::timeout(start_timeout, oauth::manager(url, vault))
+                            tokio::time::timeout_at(deadline, oauth::manager(url, vault))
                                 .await
                                 .map_err(|_| sign_in_late())?
                                 .map_err(|e| {

@@ -733,15 +733,19 @@ pub fn apply_all(snapshot: &Snapshot, edits: Vec<Edit>) -> Result<Snapshot, Conf
     for edit in edits {
         apply_to(path, &mut document, edit)?;
     }
+    let pretty = |document: &Value| {
+        serde_json::to_string_pretty(document)
+            .map(|text| text + "\n")
+            .map_err(|e| ConfigError::write(path, std::io::Error::other(e)))
+    };
+    let text = pretty(&document)?;
     // An edit that changes nothing (a server switched to the state it has, a form saved
     // as it was) leaves the file as it is: a write would take a backup's place and
-    // rewrite the file's own formatting for nothing.
-    if document == snapshot.document {
+    // rewrite the file's own formatting for nothing. Compared as written, so a new order
+    // of the same keys is a change.
+    if text == pretty(&snapshot.document)? {
         return read(path);
     }
-    let mut text = serde_json::to_string_pretty(&document)
-        .map_err(|e| ConfigError::write(path, std::io::Error::other(e)))?;
-    text.push('\n');
     // The file is checked again as it is swapped out: an editor's save since the check
     // above is kept, and this write refused.
     write_if_unchanged(path, &text, snapshot.version())?;

@@ -85,7 +85,18 @@ pub struct WatchedClient<C> {
     inner: C,
     stream: ListenStream,
     spill: Arc<Spill>,
+    /// When the next GET would go at the steady pace (a GCRA's theoretical arrival time):
+    /// a server that ends its stream at once with `retry: 0` would otherwise have rmcp
+    /// open it again in a tight loop for the whole session.
+    next_get: Arc<parking_lot::Mutex<Option<tokio::time::Instant>>>,
 }
+
+/// The steady pace of one connection's GETs (its own stream, and requests' streams
+/// resumed), after a burst of [`GET_BURST`] at once.
+pub const MIN_GET_INTERVAL: Duration = Duration::from_secs(1);
+/// GETs that may go at once: the session's stream and the streams of up to 8 calls
+/// resumed together.
+pub const GET_BURST: u32 = 9;
 
 impl<C> WatchedClient<C> {
     pub fn new(inner: C, stream: ListenStream, spill: Arc<Spill>) -> Self {
@@ -93,7 +104,24 @@ impl<C> WatchedClient<C> {
             inner,
             stream,
             spill,
+            next_get: Arc::default(),
         }
+    }
+
+    /// Waits for this GET's turn: [`GET_BURST`] at once, then one each
+    /// [`MIN_GET_INTERVAL`].
+    async fn paced_get(&self) {
+        let due = {
+            let mut next = self.next_get.lock();
+            let now = tokio::time::Instant::now();
+            let theoretical = next.map_or(now, |next| next.max(now));
+            let due = theoretical
+                .checked_sub(MIN_GET_INTERVAL * (GET_BURST - 1))
+                .map_or(now, |earliest| earliest.max(now));
+            *next = Some(theoretical + MIN_GET_INTERVAL);
+            due
+        };
+        tokio::time::sleep_until(due).await;
     }
 
     fn saw_post<E>(
@@ -210,6 +238,7 @@ where
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<BoxedSseResponse, StreamableHttpError<Self::Error>> {
         let (session, resuming) = (session_id.is_some(), last_event_id.is_some());
+        self.paced_get().await;
         let response = self
             .inner
             .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
@@ -227,6 +256,7 @@ where
         max_sse_event_size: usize,
     ) -> Result<BoxedSseResponse, StreamableHttpError<Self::Error>> {
         let (session, resuming) = (session_id.is_some(), last_event_id.is_some());
+        self.paced_get().await;
         let response = self
             .inner
             .get_stream_with_max_sse_event_size(
@@ -256,8 +286,12 @@ fn too_large(id: RequestId, max_size: usize) -> ServerJsonRpcMessage {
         Some(id),
         rmcp::model::ErrorData::internal_error(
             format!(
-                "its answer, sent whole, is larger than {} MiB, the most Conduit reads of one (an answer it streams as events may be up to {} MiB)",
-                max_size / (1024 * 1024),
+                "its answer, sent whole, is larger than {}, the most Conduit reads of one (an answer it streams as events may be up to {} MiB)",
+                if max_size >= 1024 * 1024 {
+                    format!("{} MiB", max_size / (1024 * 1024))
+                } else {
+                    format!("{} KiB", max_size / 1024)
+                },
                 crate::client::MAX_STDIO_MESSAGE / (1024 * 1024)
             ),
             None,
@@ -289,5 +323,81 @@ mod tests {
         // A later session id (each answer may carry it) does not start a new wait.
         stream.session_given();
         assert!(stream.answered(Duration::ZERO).await);
+    }
+
+    /// Counts GETs; a stream that ends at once.
+    #[derive(Clone, Default)]
+    struct Gets(Arc<parking_lot::Mutex<Vec<tokio::time::Instant>>>);
+
+    impl StreamableHttpClient for Gets {
+        type Error = std::io::Error;
+
+        async fn post_message(
+            &self,
+            _: Arc<str>,
+            _: ClientJsonRpcMessage,
+            _: Option<Arc<str>>,
+            _: Option<String>,
+            _: HashMap<HeaderName, HeaderValue>,
+        ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+            Ok(StreamableHttpPostResponse::Accepted)
+        }
+
+        async fn delete_session(
+            &self,
+            _: Arc<str>,
+            _: Arc<str>,
+            _: Option<String>,
+            _: HashMap<HeaderName, HeaderValue>,
+        ) -> Result<(), StreamableHttpError<Self::Error>> {
+            Ok(())
+        }
+
+        async fn get_stream(
+            &self,
+            _: Arc<str>,
+            _: Option<Arc<str>>,
+            _: Option<String>,
+            _: Option<String>,
+            _: HashMap<HeaderName, HeaderValue>,
+        ) -> Result<BoxedSseResponse, StreamableHttpError<Self::Error>> {
+            use futures::StreamExt;
+            self.0.lock().push(tokio::time::Instant::now());
+            Ok(futures::stream::empty().boxed())
+        }
+    }
+
+    /// A server ending its stream at once (with `retry: 0`) gets its GETs a second apart
+    /// after a burst at once (its stream and calls' streams resumed together).
+    #[tokio::test(start_paused = true)]
+    async fn gets_of_one_connection_are_a_second_apart_after_a_burst() {
+        let gets = Gets::default();
+        let client = WatchedClient::new(
+            gets.clone(),
+            ListenStream::default(),
+            Arc::new(Spill::new("test")),
+        );
+        let started = tokio::time::Instant::now();
+        for _ in 0..GET_BURST + 4 {
+            let _ = client
+                .get_stream(
+                    "http://127.0.0.1/mcp".into(),
+                    Some("s".into()),
+                    None,
+                    None,
+                    HashMap::new(),
+                )
+                .await;
+        }
+        let times = gets.0.lock().clone();
+        let burst = GET_BURST as usize;
+        assert_eq!(times.len(), burst + 4);
+        assert!(
+            times[..burst].iter().all(|at| *at == started),
+            "the burst at once"
+        );
+        for pair in times[burst - 1..].windows(2) {
+            assert_eq!(pair[1] - pair[0], MIN_GET_INTERVAL);
+        }
     }
 }

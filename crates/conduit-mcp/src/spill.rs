@@ -726,9 +726,12 @@ fn parse_large<R: AsyncRead + Unpin>(
 
 /// An HTTP server's SSE events as rmcp gets them. An event whose data is at least
 /// [`LARGE_LINE`] is parsed as the pump parses a large line, off the async workers: its
-/// big strings held, at most [`MAX_VALUES`] values, an answer to nothing awaited dropped.
-/// Without it rmcp parses an event of up to 256 MiB through its untagged enums, a dozen
-/// times its size in memory. An event that does not parse is dropped, and logged.
+/// big strings held, at most [`MAX_VALUES`] values. Without it rmcp parses an event of up
+/// to 256 MiB through its untagged enums, a dozen times its size in memory. An event is
+/// never dropped, as rmcp follows the stream by it (its `id` to resume from, an answer to
+/// close a request's stream): a message that is dropped leaves the event without data,
+/// or, when it answered a request (one no call waits for any more), with a small error
+/// for that request in its place.
 pub(crate) fn held_events(
     events: rmcp::transport::common::client_side_sse::BoxedSseResponse,
     spill: Arc<Spill>,
@@ -747,33 +750,39 @@ pub(crate) fn held_events(
                     {
                         sse
                     }
-                    other => return Some(other),
+                    other => return other,
                 };
                 let data = sse.data.take().unwrap_or_default();
                 let parsed =
                     tokio::task::spawn_blocking(move || parse_whole(&spill, data.as_bytes())).await;
-                match parsed {
-                    Ok(Some(message)) => {
-                        sse.data = String::from_utf8(message).ok();
-                        Some(Ok(sse))
-                    }
-                    Ok(None) => None,
+                sse.data = match parsed {
+                    Ok((Some(message), _)) => String::from_utf8(message).ok(),
+                    Ok((None, Some(id))) => Some(
+                        serde_json::json!({
+                            "jsonrpc": "2.0",
+                            "id": id,
+                            "error": {"code": DROPPED_CODE, "message": "the answer was dropped"},
+                        })
+                        .to_string(),
+                    ),
+                    Ok((None, None)) => None,
                     Err(error) => {
                         tracing::error!(
-                            "a large server event was dropped: its parse failed ({error})"
+                            "a large server event's message was dropped: its parse failed ({error})"
                         );
                         None
                     }
-                }
+                };
+                Ok(sse)
             }
         })
-        .filter_map(std::future::ready)
         .boxed()
 }
 
 /// Parses one whole large message held in memory (an SSE event's data) as [`parse_large`]
-/// parses a line: what rmcp gets of it, if anything.
-fn parse_whole(spill: &Spill, data: &[u8]) -> Option<Vec<u8>> {
+/// parses a line: what rmcp gets of it, if anything, and the message's `id` if one was
+/// read.
+fn parse_whole(spill: &Spill, data: &[u8]) -> (Option<Vec<u8>>, Option<Value>) {
     let holding = RefCell::new(Holding::default());
     let parsed = {
         let mut deserializer = serde_json::Deserializer::from_slice(data);
@@ -786,10 +795,11 @@ fn parse_whole(spill: &Spill, data: &[u8]) -> Option<Vec<u8>> {
             .and_then(|message| deserializer.end().map(|()| message))
     };
     let holding = holding.into_inner();
-    match parsed {
+    let passed = match parsed {
         Ok(message) => settle(spill, message, &holding, data.len()),
         Err(error) => unreadable(spill, &holding, &error, data.len()),
-    }
+    };
+    (passed, holding.id)
 }
 
 /// A large message that did not parse (not JSON, too long, too many values) is dropped.
@@ -1077,7 +1087,7 @@ mod tests {
 
     /// An HTTP server's large SSE events go through the spill: an awaited answer arrives
     /// small and is restored whole, one that does not read fails its request, one awaited
-    /// by nothing is dropped; small events pass untouched.
+    /// by nothing is let go (a small error stands in); small events pass untouched.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn large_sse_events_are_parsed_as_large_lines_are() {
         use futures::StreamExt;
@@ -1113,7 +1123,11 @@ mod tests {
             .map(|event| serde_json::from_str(&event.unwrap().data.unwrap()).unwrap())
             .collect()
             .await;
-        assert_eq!(passed.len(), 3, "the answer to nothing awaited is dropped");
+        assert_eq!(
+            passed.len(),
+            4,
+            "every event stays, for rmcp to follow the stream"
+        );
         assert_eq!(passed[0]["method"], "notifications/progress");
         let small = serde_json::to_string(&passed[1]).unwrap();
         assert!(small.len() < 1024, "{} bytes passed on", small.len());
@@ -1128,6 +1142,9 @@ mod tests {
                 .unwrap()
                 .contains("does not read")
         );
+        // The answer no call awaits is let go: a small error in its place closes its stream.
+        assert_eq!(passed[3]["id"], 99);
+        assert_eq!(passed[3]["error"]["message"], "the answer was dropped");
         assert!(spill.held.lock().by_id.is_empty(), "nothing left held");
     }
 

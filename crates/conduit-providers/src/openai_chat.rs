@@ -293,6 +293,13 @@ pub fn stop_reason(reason: &str) -> StopReason {
 /// are at most 64 characters, as OpenAI's API allows.
 const MAX_TOOL_NAME_BYTES: usize = 256;
 
+fn name_too_long() -> ProviderError {
+    ProviderError::new(
+        ProviderErrorKind::Protocol,
+        format!("{PROTOCOL} sent a tool name longer than {MAX_TOOL_NAME_BYTES} bytes"),
+    )
+}
+
 #[derive(Debug, Default)]
 struct PendingCall {
     id: String,
@@ -370,12 +377,7 @@ impl Decoder {
                 // piece; neither makes a name longer than any tool's.
                 if let Some(name) = name.filter(|name| *name != pending.name) {
                     if pending.name.len().saturating_add(name.len()) > MAX_TOOL_NAME_BYTES {
-                        return Err(ProviderError::new(
-                            ProviderErrorKind::Protocol,
-                            format!(
-                                "{PROTOCOL} sent a tool name longer than {MAX_TOOL_NAME_BYTES} bytes"
-                            ),
-                        ));
+                        return Err(name_too_long());
                     }
                     pending.name.push_str(&name);
                 }
@@ -389,6 +391,9 @@ impl Decoder {
                         data,
                     ));
                 };
+                if name.len() > MAX_TOOL_NAME_BYTES {
+                    return Err(name_too_long());
+                }
                 // Some servers send no id: make one that is stable in the history.
                 let id = id.clone().unwrap_or_else(|| format!("call_{index}"));
                 out.push(ProviderEvent::ToolCallStarted {

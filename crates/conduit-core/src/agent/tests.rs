@@ -276,6 +276,47 @@ async fn a_flood_of_progress_reaches_the_window_paced_and_its_completion_always(
     assert_eq!(shown.last(), Some(&10_000.0));
 }
 
+/// Says what it starts, then at once what it does next, then works a while.
+struct TwoSteps(ToolSpec);
+
+#[async_trait]
+impl Tool for TwoSteps {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    async fn call(&self, _: Value, context: ToolContext) -> Result<ToolOutput, ToolError> {
+        for (step, what) in ["Starting", "Uploading"].into_iter().enumerate() {
+            (context.progress)(Progress {
+                progress: step as f64,
+                total: None,
+                message: Some(what.into()),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        Ok(ToolOutput::text("uploaded"))
+    }
+}
+
+/// A report held back by the pace is sent when its interval ends: the window does not
+/// show "Starting" for the whole upload.
+#[tokio::test]
+async fn the_latest_progress_held_back_reaches_the_window_within_its_interval() {
+    let provider = ScriptedProvider::new(vec![
+        vec![call("c1", "upload", json!({})), stop(StopReason::ToolUse)],
+        vec![text("Done."), stop(StopReason::EndTurn)],
+    ]);
+    let run = run(provider, vec![Arc::new(TwoSteps(spec("upload")))]).await;
+    let shown: Vec<String> = run
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::ToolProgress { progress, .. } => progress.message.clone(),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(shown, ["Starting", "Uploading"]);
+}
+
 #[tokio::test]
 async fn tool_failures_unknown_tools_and_bad_arguments_become_error_results() {
     let provider = ScriptedProvider::new(vec![

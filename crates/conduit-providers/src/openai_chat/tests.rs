@@ -332,13 +332,16 @@ fn a_name_repeated_in_every_piece_is_one_name_and_an_endless_one_is_an_error() {
         [("get_weather".to_owned(), json!({}))]
     );
     let endless: String = (0..100).map(|i| piece(&format!("{i:08}"), "")).collect();
-    let err = replay(&mut Decoder::default(), &endless)
-        .into_iter()
-        .find_map(Result::err)
-        .unwrap();
-    assert_eq!(err.kind, ProviderErrorKind::Protocol);
-    assert_eq!(
-        err.message,
-        "openai-chat sent a tool name longer than 256 bytes"
-    );
+    let whole = piece(&"n".repeat(257), "");
+    for sse in [endless, whole] {
+        let err = replay(&mut Decoder::default(), &sse)
+            .into_iter()
+            .find_map(Result::err)
+            .unwrap();
+        assert_eq!(err.kind, ProviderErrorKind::Protocol);
+        assert_eq!(
+            err.message,
+            "openai-chat sent a tool name longer than 256 bytes"
+        );
+    }
 }
