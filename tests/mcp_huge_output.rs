@@ -29,23 +29,7 @@ fn over_http_the_whole_output_arrives_intact_and_its_copy_is_not_kept_twice() {
     the_output_arrives_whole(json!({"url": url, "protocolVersion": "2025-11-25"}));
 
     // 2026-07-28: the same answer comes whole as JSON, past what Conduit reads of one.
-    let home = tempfile::tempdir().unwrap();
-    let servers = json!({"mcpServers": {"dyn": {"url": url}}});
-    std::fs::write(home.path().join("mcp_servers.json"), servers.to_string()).unwrap();
-    let out = Command::new(binary("conduit").unwrap())
-        .args([
-            "mcp",
-            "call",
-            "dyn",
-            "big_output",
-            "--args",
-            r#"{"mb": 20}"#,
-        ])
-        .env("CONDUIT_HOME", home.path())
-        .env_remove("CONDUIT_MCP_CONFIG")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = big_output_of(json!({"url": url}));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(
@@ -99,11 +83,12 @@ fn dynamic_tools_over_http() -> (Server, u16) {
     panic!("no free port for the server");
 }
 
-fn the_output_arrives_whole(entry: serde_json::Value) {
+/// `conduit mcp call` of the fixture's `big_output` (20 MB) on the server `entry` names.
+fn big_output_of(entry: serde_json::Value) -> std::process::Output {
     let home = tempfile::tempdir().unwrap();
     let servers = json!({"mcpServers": {"dyn": entry}});
     std::fs::write(home.path().join("mcp_servers.json"), servers.to_string()).unwrap();
-    let out = Command::new(binary("conduit").unwrap())
+    Command::new(binary("conduit").unwrap())
         .args([
             "mcp",
             "call",
@@ -116,7 +101,11 @@ fn the_output_arrives_whole(entry: serde_json::Value) {
         .env_remove("CONDUIT_MCP_CONFIG")
         .stdin(Stdio::null())
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+fn the_output_arrives_whole(entry: serde_json::Value) {
+    let out = big_output_of(entry);
     assert!(
         out.status.success(),
         "{}",

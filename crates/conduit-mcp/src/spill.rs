@@ -704,14 +704,11 @@ fn parse_large<R: AsyncRead + Unpin>(
             64 * 1024,
             std::io::Cursor::new(start).chain(&mut rest),
         );
-        let mut deserializer = serde_json::Deserializer::from_reader(input);
-        let seed = Parse {
-            place: Place::Message,
+        parse_message(
+            serde_json::Deserializer::from_reader(input),
             spill,
-            holding: &holding,
-        };
-        seed.deserialize(&mut deserializer)
-            .and_then(|message| deserializer.end().map(|()| message))
+            &holding,
+        )
     };
     // Whatever is left of the line after an error is skipped, not buffered.
     rest.max = usize::MAX;
@@ -779,21 +776,28 @@ pub(crate) fn held_events(
         .boxed()
 }
 
+/// One large message through the spill's seed, to its end: its big strings held in
+/// `holding` as they are parsed.
+fn parse_message<'de, R: serde_json::de::Read<'de>>(
+    mut deserializer: serde_json::Deserializer<R>,
+    spill: &Spill,
+    holding: &RefCell<Holding>,
+) -> Result<Value, serde_json::Error> {
+    let seed = Parse {
+        place: Place::Message,
+        spill,
+        holding,
+    };
+    seed.deserialize(&mut deserializer)
+        .and_then(|message| deserializer.end().map(|()| message))
+}
+
 /// Parses one whole large message held in memory (an SSE event's data) as [`parse_large`]
 /// parses a line: what rmcp gets of it, if anything, and the message's `id` if one was
 /// read.
 fn parse_whole(spill: &Spill, data: &[u8]) -> (Option<Vec<u8>>, Option<Value>) {
     let holding = RefCell::new(Holding::default());
-    let parsed = {
-        let mut deserializer = serde_json::Deserializer::from_slice(data);
-        let seed = Parse {
-            place: Place::Message,
-            spill,
-            holding: &holding,
-        };
-        seed.deserialize(&mut deserializer)
-            .and_then(|message| deserializer.end().map(|()| message))
-    };
+    let parsed = parse_message(serde_json::Deserializer::from_slice(data), spill, &holding);
     let holding = holding.into_inner();
     let passed = match parsed {
         Ok(message) => settle(spill, message, &holding, data.len()),
