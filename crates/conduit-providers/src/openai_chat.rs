@@ -535,8 +535,28 @@ impl Wire for OpenAiChat {
         build_request(request, images)
     }
 
+    fn for_service(base_url: &str, body: &mut Value) {
+        for_service(base_url, body);
+    }
+
     fn parse_models(body: &Value) -> Vec<ModelInfo> {
         parse_models(body)
+    }
+}
+
+/// OpenAI's own service (and Azure's) takes the output cap as `max_completion_tokens`:
+/// its reasoning models (o-series, GPT-5) refuse `max_tokens` ("Unsupported parameter"),
+/// which a server's sampling request always sets. Compatible servers (Ollama, vLLM,
+/// LM Studio) read `max_tokens`, so it stays for them.
+pub fn for_service(base_url: &str, body: &mut Value) {
+    let openai = reqwest::Url::parse(base_url)
+        .ok()
+        .and_then(|url| url.host_str().map(str::to_ascii_lowercase))
+        .is_some_and(|host| host == "api.openai.com" || host.ends_with(".openai.azure.com"));
+    if let Some(body) = body.as_object_mut().filter(|_| openai)
+        && let Some(max) = body.remove("max_tokens")
+    {
+        body.insert("max_completion_tokens".into(), max);
     }
 }
 

@@ -23,6 +23,9 @@ pub trait Wire: Send + Sync + 'static {
     fn stream_url(base_url: &str, model: &str) -> String;
     fn models_url(base_url: &str) -> String;
     fn build_request(request: &ModelRequest, images: &PreparedImages) -> Value;
+    /// What one service at `base_url` wants different in a request body (a field it
+    /// names its own way); most take the protocol's body as it is.
+    fn for_service(_base_url: &str, _body: &mut Value) {}
     fn parse_models(body: &Value) -> Vec<ModelInfo>;
 }
 
@@ -67,7 +70,8 @@ impl<W: Wire> Provider for WireProvider<W> {
 
     async fn stream(&self, request: ModelRequest) -> Result<EventStream, ProviderError> {
         let images = crate::prepare_images(&request, &self.media, W::IMAGE_LIMITS).await?;
-        let body = W::build_request(&request, &images);
+        let mut body = W::build_request(&request, &images);
+        W::for_service(&self.base_url, &mut body);
         let url = W::stream_url(&self.base_url, &request.model);
         let headers = W::auth_headers(self.api_key.as_deref());
         self.http.stream(url, &headers, body, W::Decoder::default())

@@ -345,3 +345,32 @@ fn a_name_repeated_in_every_piece_is_one_name_and_an_endless_one_is_an_error() {
         );
     }
 }
+
+#[test]
+fn openai_itself_gets_max_completion_tokens_and_compatible_servers_max_tokens() {
+    let mut req = request(vec![Message::user_text("hi")]);
+    req.max_output_tokens = Some(256);
+    let body = |base: &str| {
+        let mut body = build_request(&req, &PreparedImages::new());
+        for_service(base, &mut body);
+        (
+            body.get("max_tokens").cloned(),
+            body.get("max_completion_tokens").cloned(),
+        )
+    };
+    for openai in [
+        "https://api.openai.com/v1",
+        "https://API.OpenAI.com/v1/",
+        "https://my-team.openai.azure.com/openai/deployments/gpt-5",
+    ] {
+        assert_eq!(body(openai), (None, Some(json!(256))), "{openai}");
+    }
+    for compatible in [
+        "http://localhost:11434/v1",
+        "https://openrouter.ai/api/v1",
+        "https://api.openai.com.evil.example/v1",
+        "not a url",
+    ] {
+        assert_eq!(body(compatible), (Some(json!(256)), None), "{compatible}");
+    }
+}
