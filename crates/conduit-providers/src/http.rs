@@ -657,7 +657,12 @@ where
     };
     let stream = async_stream::stream! {
         let mut received: usize = 0;
-        let events = SseStream::from_bytes_stream(counted);
+        // Lines the SSE specification ignores (a field a proxy adds) are dropped before
+        // the parser, which would end the stream at them.
+        let mut lines = crate::sse_lines::SpecLines::default();
+        let events = SseStream::from_bytes_stream(
+            counted.map(move |chunk| chunk.map(|chunk| lines.filter(chunk))),
+        );
         futures::pin_mut!(events);
         loop {
             // Nothing for `read_timeout` is a stall; bytes without an event (comments)

@@ -234,6 +234,30 @@ async fn many_small_events_never_reach_the_event_cap() {
     assert!(events.iter().all(Result::is_ok));
 }
 
+/// A field the SSE parser does not know (a proxy's own) is ignored, as the specification
+/// says, instead of ending the answer ("the stream broke: invalid line").
+#[tokio::test]
+async fn a_field_a_proxy_adds_does_not_break_the_answer() {
+    let chunks = futures::stream::iter(
+        [
+            "x-proxy-trace: 42\r\ndata: first\r\n\r\nda",
+            "ta: second\n\n",
+        ]
+        .map(|chunk| Ok::<_, std::io::Error>(bytes::Bytes::from(chunk))),
+    );
+    let events: Vec<_> = decode_sse(chunks, Echo, Duration::from_secs(5))
+        .collect()
+        .await;
+    let texts: Vec<_> = events
+        .into_iter()
+        .map(|event| match event.unwrap() {
+            ProviderEvent::TextDelta(text) => text,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(texts, ["first", "second"]);
+}
+
 #[tokio::test]
 async fn an_answer_whose_events_carry_too_much_in_all_fails_at_the_cap() {
     // Events of 92 bytes of data, each well under the event cap: the 45th passes 4 KiB

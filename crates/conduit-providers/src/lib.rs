@@ -14,6 +14,7 @@ pub mod http;
 pub mod images;
 pub mod openai_chat;
 pub mod openai_responses;
+mod sse_lines;
 pub mod text_tools;
 pub mod wire;
 
