@@ -717,8 +717,9 @@ where
                                 size(max_response_bytes)
                             ),
                         )),
-                        // Comments and keep-alives carry no data.
-                        None => Ok(Vec::new()),
+                        // Comments and keep-alives carry no data; an event whose data is
+                        // empty (a bare `data`) says nothing either.
+                        None | Some("") => Ok(Vec::new()),
                         Some(data) => decoder.decode(sse.event.as_deref(), data),
                     }
                 }

@@ -234,13 +234,14 @@ async fn many_small_events_never_reach_the_event_cap() {
     assert!(events.iter().all(Result::is_ok));
 }
 
-/// A field the SSE parser does not know (a proxy's own) is ignored, as the specification
-/// says, instead of ending the answer ("the stream broke: invalid line").
+/// A field the SSE parser does not know (a proxy's own), a `retry` that is not a number
+/// and an empty event are ignored, as the specification says, after a byte order mark,
+/// instead of ending the answer ("the stream broke: invalid line").
 #[tokio::test]
 async fn a_field_a_proxy_adds_does_not_break_the_answer() {
     let chunks = futures::stream::iter(
         [
-            "x-proxy-trace: 42\r\ndata: first\r\n\r\nda",
+            "\u{FEFF}x-proxy-trace: 42\r\nretry: soon\r\ndata: first\r\n\r\ndata\n\nda",
             "ta: second\n\n",
         ]
         .map(|chunk| Ok::<_, std::io::Error>(bytes::Bytes::from(chunk))),

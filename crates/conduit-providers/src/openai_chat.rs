@@ -544,7 +544,8 @@ impl Wire for OpenAiChat {
     }
 }
 
-/// OpenAI's own service (and Azure's) takes the output cap as `max_completion_tokens`:
+/// OpenAI's own service (and Azure OpenAI's and Foundry's hosts) takes the output cap as
+/// `max_completion_tokens`:
 /// its reasoning models (o-series, GPT-5) refuse `max_tokens` ("Unsupported parameter"),
 /// which a server's sampling request always sets. Compatible servers (Ollama, vLLM,
 /// LM Studio) read `max_tokens`, so it stays for them.
@@ -552,7 +553,16 @@ pub fn for_service(base_url: &str, body: &mut Value) {
     let openai = reqwest::Url::parse(base_url)
         .ok()
         .and_then(|url| url.host_str().map(str::to_ascii_lowercase))
-        .is_some_and(|host| host == "api.openai.com" || host.ends_with(".openai.azure.com"));
+        .is_some_and(|host| {
+            host == "api.openai.com"
+                || [
+                    ".openai.azure.com",
+                    ".cognitiveservices.azure.com",
+                    ".services.ai.azure.com",
+                ]
+                .iter()
+                .any(|azure| host.ends_with(azure))
+        });
     if let Some(body) = body.as_object_mut().filter(|_| openai)
         && let Some(max) = body.remove("max_tokens")
     {

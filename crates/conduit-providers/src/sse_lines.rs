@@ -1,18 +1,25 @@
-//! A provider's SSE bytes as the SSE parser takes them: lines the specification says to
-//! ignore are dropped before it, since `sse-stream` ends the whole stream at them.
+//! A provider's SSE bytes as the SSE parser takes them: only what Conduit reads (`data`
+//! lines, comments, the empty lines that end events) reaches it, since `sse-stream` ends
+//! the whole stream at lines the specification ignores.
 //!
 //! The specification (WHATWG HTML, "event stream interpretation") ignores a field it does
-//! not know and reads a line without a colon as a field with an empty value. `sse-stream`
-//! 0.2 fails on both ("invalid line"), so one proxy adding a field of its own would break
-//! every turn. Only the start of each line (its field name) is looked at; the rest passes
-//! untouched, with its line ending, so the parser sees the same events.
+//! not know and a `retry` that is not a number, takes the last of a repeated `event` or
+//! `id`, and reads a line without a colon as a field with an empty value. `sse-stream`
+//! 0.2 fails on each ("invalid line", a parse error, "duplicated event line"), so one
+//! proxy adding a field of its own would break every turn. Conduit's decoders read only
+//! `data` (an answer is never resumed, and each event names its own type), so every other
+//! field's lines are dropped. Only the start of each line (its field name) is looked at;
+//! the rest passes untouched, with its line ending. A byte order mark at the stream's
+//! start, which the parser would have skipped, is skipped here.
 
 use bytes::{Buf, Bytes};
 
-/// The fields an event stream has; anything else is ignored.
-const KNOWN: [&[u8]; 4] = [b"data", b"event", b"id", b"retry"];
-/// A field name longer than any known one is not one of them.
-const LONGEST_NAME: usize = 5;
+/// The one field Conduit reads.
+const DATA: &[u8] = b"data";
+/// A field name longer than `data` is not it.
+const LONGEST_NAME: usize = DATA.len();
+/// A UTF-8 byte order mark.
+const BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// Where the filter is in the current line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,6 +42,8 @@ pub(crate) struct SpecLines {
     after_cr: bool,
     /// That CR ended a dropped line: its LF is dropped too.
     dropped_cr: bool,
+    /// Nothing but (a start of) a byte order mark has come yet.
+    at_start: bool,
 }
 
 impl Default for SpecLines {
@@ -44,6 +53,7 @@ impl Default for SpecLines {
             name: Vec::new(),
             after_cr: false,
             dropped_cr: false,
+            at_start: true,
         }
     }
 }
@@ -54,6 +64,19 @@ impl SpecLines {
         let input = chunk.copy_to_bytes(chunk.remaining());
         let mut out = Vec::with_capacity(input.len());
         for &byte in input.iter() {
+            if self.at_start {
+                let mut start = self.name.clone();
+                start.push(byte);
+                if BOM.starts_with(&start) {
+                    self.name = start;
+                    if self.name == BOM {
+                        self.name.clear();
+                        self.at_start = false;
+                    }
+                    continue;
+                }
+                self.at_start = false;
+            }
             let after_cr = std::mem::replace(&mut self.after_cr, byte == b'\r');
             let dropped_cr = std::mem::take(&mut self.dropped_cr);
             if byte == b'\n' && after_cr {
@@ -72,7 +95,7 @@ impl SpecLines {
                     // name alone is that field with an empty value; anything else goes.
                     if self.name.is_empty() {
                         out.push(byte);
-                    } else if KNOWN.contains(&self.name.as_slice()) {
+                    } else if self.name == DATA {
                         out.extend_from_slice(&self.name);
                         out.push(b':');
                         out.push(byte);
@@ -82,8 +105,8 @@ impl SpecLines {
                     self.name.clear();
                 }
                 Place::Name if byte == b':' => {
-                    // A comment (no name) or a known field passes whole.
-                    if self.name.is_empty() || KNOWN.contains(&self.name.as_slice()) {
+                    // A comment (no name) or a `data` line passes whole.
+                    if self.name.is_empty() || self.name == DATA {
                         out.extend_from_slice(&self.name);
                         out.push(byte);
                         self.place = Place::Passing;
@@ -116,47 +139,55 @@ mod tests {
     use super::*;
 
     /// The filter's output for `chunks` fed one after another.
-    fn filtered(chunks: &[&str]) -> String {
+    fn filtered(chunks: &[&[u8]]) -> String {
         let mut lines = SpecLines::default();
         let out: Vec<u8> = chunks
             .iter()
-            .flat_map(|chunk| lines.filter(chunk.as_bytes()).to_vec())
+            .flat_map(|chunk| lines.filter(*chunk).to_vec())
             .collect();
         String::from_utf8(out).unwrap()
     }
 
-    #[test]
-    fn known_fields_comments_and_event_ends_pass_untouched() {
-        let stream = ": ping\nevent: delta\nid: 7\nretry: 100\ndata: {\"a\": \"b:c\"}\n\n";
-        assert_eq!(filtered(&[stream]), stream);
-        let crlf = "data: x\r\n\r\ndata: y\r\rdata: z\n\n";
-        assert_eq!(filtered(&[crlf]), crlf);
+    fn whole(stream: &str) -> String {
+        filtered(&[stream.as_bytes()])
     }
 
     #[test]
-    fn unknown_fields_are_dropped_and_a_bare_name_is_an_empty_field() {
+    fn data_comments_and_event_ends_pass_untouched() {
+        let stream = ": ping\ndata: {\"a\": \"b:c\"}\n\n";
+        assert_eq!(whole(stream), stream);
+        let crlf = "data: x\r\n\r\ndata: y\r\rdata: z\n\n";
+        assert_eq!(whole(crlf), crlf);
+    }
+
+    #[test]
+    fn other_fields_are_dropped_and_a_bare_data_is_an_empty_one() {
         assert_eq!(
-            filtered(&["x-proxy: 1\ndata: a\nfoo\ndata\nverylongfield: z\n\n"]),
+            whole(
+                "x-proxy: 1\nevent: a\nevent: b\nid: 7\nretry: 3s\nretry\ndata: a\nfoo\ndata\nverylongfield: z\n\n"
+            ),
             "data: a\ndata:\n\n"
         );
         // With CRLF endings, the dropped line's LF goes with it.
-        assert_eq!(
-            filtered(&["x-proxy: 1\r\ndata: a\r\n\r\n"]),
-            "data: a\r\n\r\n"
-        );
+        assert_eq!(whole("x-proxy: 1\r\ndata: a\r\n\r\n"), "data: a\r\n\r\n");
+    }
+
+    #[test]
+    fn a_byte_order_mark_at_the_start_is_skipped() {
+        assert_eq!(whole("\u{FEFF}data: first\n\n"), "data: first\n\n");
+        // Only at the start: later its bytes are a field name's, and the line goes.
+        assert_eq!(whole("data: a\n\n\u{FEFF}data: b\n\n"), "data: a\n\n\n");
     }
 
     #[test]
     fn the_same_at_every_split_of_the_bytes() {
-        let stream = "x-proxy: 1\r\ndata: a\r\nevent: e\r\ndata\r\n\r\n: c\rdata: b\r\r";
-        let whole = filtered(&[stream]);
-        assert_eq!(
-            whole,
-            "data: a\r\nevent: e\r\ndata:\r\n\r\n: c\rdata: b\r\r"
-        );
-        for at in 1..stream.len() {
-            let (first, second) = stream.split_at(at);
-            assert_eq!(filtered(&[first, second]), whole, "split at {at}");
+        let stream = "\u{FEFF}x-proxy: 1\r\ndata: a\r\nevent: e\r\ndata\r\n\r\n: c\rdata: b\r\r";
+        let once = whole(stream);
+        assert_eq!(once, "data: a\r\ndata:\r\n\r\n: c\rdata: b\r\r");
+        let bytes = stream.as_bytes();
+        for at in 1..bytes.len() {
+            let (first, second) = bytes.split_at(at);
+            assert_eq!(filtered(&[first, second]), once, "split at {at}");
         }
     }
 }

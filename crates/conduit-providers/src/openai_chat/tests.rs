@@ -362,6 +362,8 @@ fn openai_itself_gets_max_completion_tokens_and_compatible_servers_max_tokens() 
         "https://api.openai.com/v1",
         "https://API.OpenAI.com/v1/",
         "https://my-team.openai.azure.com/openai/deployments/gpt-5",
+        "https://my-team.cognitiveservices.azure.com/openai/v1",
+        "https://my-project.services.ai.azure.com/openai/v1",
     ] {
         assert_eq!(body(openai), (None, Some(json!(256))), "{openai}");
     }
