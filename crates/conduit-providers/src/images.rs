@@ -259,13 +259,18 @@ pub(crate) mod tests {
         assert_eq!(img.dimensions(), (1568, 784));
     }
 
-    #[test]
-    fn an_image_over_the_byte_limit_is_re_encoded_smaller() {
-        let limits = ImageLimits {
+    /// Anthropic's types, any long edge, 300 KB as base64.
+    fn small_limits() -> ImageLimits {
+        ImageLimits {
             max_long_edge: 4096,
             max_encoded_bytes: 300_000,
             accepted: ANTHROPIC.accepted,
-        };
+        }
+    }
+
+    #[test]
+    fn an_image_over_the_byte_limit_is_re_encoded_smaller() {
+        let limits = small_limits();
         let bytes = noisy_png(400, 400);
         assert!(bytes.len() > limits.max_encoded_bytes);
         let prepared = prepare(&bytes, &limits).unwrap();
@@ -275,11 +280,7 @@ pub(crate) mod tests {
 
     #[test]
     fn the_limit_is_on_the_image_as_base64_as_the_request_carries_it() {
-        let limits = ImageLimits {
-            max_long_edge: 4096,
-            max_encoded_bytes: 300_000,
-            accepted: ANTHROPIC.accepted,
-        };
+        let limits = small_limits();
         // Under the limit as bytes, over it as base64: re-encoded, and then within it.
         let bytes = noisy_png(280, 280);
         assert!(bytes.len() < limits.max_encoded_bytes, "{}", bytes.len());

@@ -8,6 +8,21 @@ use sse_stream::SseStream;
 
 use crate::http::StreamDecoder;
 
+/// The first error `decoder` gives for `sse`, which must be a protocol error.
+pub fn first_protocol_error(decoder: &mut dyn StreamDecoder, sse: &str) -> ProviderError {
+    let err = replay(decoder, sse)
+        .into_iter()
+        .find_map(Result::err)
+        .expect("the stream fails");
+    assert_eq!(
+        err.kind,
+        conduit_core::provider::ProviderErrorKind::Protocol,
+        "{}",
+        err.message
+    );
+    err
+}
+
 /// Feeds `sse` (the bytes a service sends) through `decoder`, then ends the stream.
 pub fn replay(
     decoder: &mut dyn StreamDecoder,

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::*;
 use crate::images::PreparedImage;
-use crate::test_support::{media, replay, request};
+use crate::test_support::{first_protocol_error, media, replay, request};
 
 const TEXT_STREAM: &str = r#"event: message_start
 data: {"type": "message_start", "message": {"id": "msg_1nZdL29xx5MUA1yADyHTEsnR8uuvGzszyY", "type": "message", "role": "assistant", "content": [], "model": "claude-opus-4-6", "stop_reason": null, "stop_sequence": null, "usage": {"input_tokens": 25, "output_tokens": 1}}}
@@ -393,11 +393,7 @@ fn blocks_that_never_close_cannot_hold_the_answer_without_end() {
     let many: String = (0..=MAX_OPEN_BLOCKS)
         .map(|i| start(i, json!({"type":"text","text":""})))
         .collect();
-    let err = replay(&mut Decoder::default(), &many)
-        .into_iter()
-        .find_map(Result::err)
-        .unwrap();
-    assert_eq!(err.kind, ProviderErrorKind::Protocol);
+    let err = first_protocol_error(&mut Decoder::default(), &many);
     assert_eq!(
         err.message,
         "anthropic opened more than 1024 content blocks at once"
@@ -419,9 +415,7 @@ fn blocks_that_never_close_cannot_hold_the_answer_without_end() {
             .collect::<String>()
     );
     for sse in [redacted, signature] {
-        let events = replay(&mut Decoder::default(), &sse);
-        let err = events.into_iter().find_map(Result::err).unwrap();
-        assert_eq!(err.kind, ProviderErrorKind::Protocol);
+        let err = first_protocol_error(&mut Decoder::default(), &sse);
         assert_eq!(
             err.message,
             "anthropic sent more than 32 MiB of reasoning signatures and redacted reasoning; Conduit stopped the answer"

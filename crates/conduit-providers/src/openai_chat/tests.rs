@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::*;
 use crate::images::PreparedImage;
-use crate::test_support::{media, replay, request};
+use crate::test_support::{first_protocol_error, media, replay, request};
 
 #[test]
 fn a_text_stream_decodes_to_deltas_usage_and_stop() {
@@ -334,11 +334,7 @@ fn a_name_repeated_in_every_piece_is_one_name_and_an_endless_one_is_an_error() {
     let endless: String = (0..100).map(|i| piece(&format!("{i:08}"), "")).collect();
     let whole = piece(&"n".repeat(257), "");
     for sse in [endless, whole] {
-        let err = replay(&mut Decoder::default(), &sse)
-            .into_iter()
-            .find_map(Result::err)
-            .unwrap();
-        assert_eq!(err.kind, ProviderErrorKind::Protocol);
+        let err = first_protocol_error(&mut Decoder::default(), &sse);
         assert_eq!(
             err.message,
             "openai-chat sent a tool name longer than 256 bytes"

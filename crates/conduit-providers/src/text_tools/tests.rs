@@ -183,6 +183,16 @@ fn request(messages: Vec<Message>) -> ModelRequest {
     }
 }
 
+/// Every item of a turn's stream for "hi", errors included.
+async fn items_of(provider: &Arc<dyn Provider>) -> Vec<Result<ProviderEvent, ProviderError>> {
+    provider
+        .stream(request(vec![Message::user_text("hi")]))
+        .await
+        .unwrap()
+        .collect()
+        .await
+}
+
 async fn collect(provider: &Arc<dyn Provider>, request: ModelRequest) -> Vec<ProviderEvent> {
     let stream = provider.stream(request).await.unwrap();
     stream.map(|item| item.unwrap()).collect().await
@@ -391,12 +401,7 @@ async fn a_failure_mid_call_runs_nothing_and_an_answer_without_a_stop_keeps_its_
         vec![Ok(ProviderEvent::TextDelta("Plain <tool".into()))],
     ]);
     let provider = TextTools::wrap(scripted, ToolMode::Text, ToolModeMemory::new(), "p");
-    let items: Vec<_> = provider
-        .stream(request(vec![Message::user_text("hi")]))
-        .await
-        .unwrap()
-        .collect()
-        .await;
+    let items = items_of(&provider).await;
     assert_eq!(
         items,
         vec![Ok(ProviderEvent::TextDelta("Hi ".into())), Err(failure)]
@@ -431,12 +436,7 @@ async fn a_call_that_never_closes_ends_at_the_response_cap() {
         ToolModeMemory::new(),
         "p",
     );
-    let items: Vec<_> = provider
-        .stream(request(vec![Message::user_text("hi")]))
-        .await
-        .unwrap()
-        .collect()
-        .await;
+    let items = items_of(&provider).await;
     let [Err(err)] = items.as_slice() else {
         panic!("{} items", items.len());
     };
