@@ -182,6 +182,31 @@ async fn text_then_two_parallel_tool_calls_then_the_answer() {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_calls_under_one_provider_id_go_back_under_two() {
+    for dialect in Dialect::ALL {
+        let id = calls_of(dialect)[0].id.clone();
+        let calls = vec![
+            ScriptedCall::new(&id, "test__echo", json!({"text": "one"})),
+            ScriptedCall::new(&id, "test__echo", json!({"text": "two"})),
+        ];
+        let replies = vec![dialect.turn(&[], &calls), dialect.text(&["Both echoed."])];
+        let (run, requests, _home) = chat(dialect, replies, &["--approve", "auto"]).await;
+        assert_eq!(run.code, Some(0), "{dialect:?}: {}", run.stderr);
+        assert_eq!(requests.len(), 2, "{dialect:?}");
+        // A strict API refuses two calls under one id: the second goes back under its own,
+        // its result with it.
+        let results = tool_results_in(dialect, &requests[1].body);
+        let second_id = format!("{id}_2");
+        assert_eq!(
+            results,
+            [(id.clone(), "one".into()), (second_id, "two".into())],
+            "{dialect:?}: {}",
+            requests[1].body
+        );
+    }
+}
+
 /// (call id, result text) of each tool result in a recorded request, in order.
 fn tool_results_in(dialect: Dialect, body: &Value) -> Vec<(String, String)> {
     let mut out = Vec::new();

@@ -1,6 +1,7 @@
 //! The agent loop: stream the model's answer, run the tool calls it asks for (approved,
 //! concurrently, with a timeout), send the results back, until the model is done.
 
+use std::collections::HashSet;
 use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -438,7 +439,11 @@ impl Agent {
             max_output_tokens: self.options.max_output_tokens,
             capabilities: self.options.capabilities.clone(),
         };
-        let mut builder = MessageBuilder::new(self.provider.protocol(), self.tools.clone());
+        let mut builder = MessageBuilder::new(
+            self.provider.protocol(),
+            self.tools.clone(),
+            wire_ids_of(history),
+        );
         let mut stream = tokio::select! {
             stream = self.provider.stream(request) => stream?,
             () = cancel.cancelled() => return Ok((Message { role: Role::Assistant, blocks: vec![] }, TurnEnding::Cancelled)),
@@ -770,10 +775,21 @@ struct MessageBuilder {
     open_calls: Vec<(String, String)>,
     /// What the response streamed so far, against its limits.
     size: ResponseSize,
+    /// The provider ids the conversation's calls go back under, this response's included.
+    wire_ids: HashSet<String>,
+}
+
+/// The provider ids the calls in `history` go back to the provider under.
+fn wire_ids_of(history: &[Message]) -> HashSet<String> {
+    history
+        .iter()
+        .flat_map(Message::tool_calls)
+        .map(|call| call.wire_id().to_owned())
+        .collect()
 }
 
 impl MessageBuilder {
-    fn new(protocol: &'static str, tools: ToolRegistry) -> Self {
+    fn new(protocol: &'static str, tools: ToolRegistry, wire_ids: HashSet<String>) -> Self {
         Self {
             protocol,
             blocks: Vec::new(),
@@ -781,7 +797,27 @@ impl MessageBuilder {
             tools,
             open_calls: Vec::new(),
             size: ResponseSize::default(),
+            wire_ids,
         }
+    }
+
+    /// The id a finished call goes back to the provider under: the provider's own, unless
+    /// a call in the conversation already goes under it (a model repeating an id in one
+    /// response, a server that numbers its calls from 0 in every response), which strict
+    /// APIs refuse; then that id with the first free `_2`, `_3`, ... after it. An empty id
+    /// gives way to Conduit's own (`None`).
+    fn unique_wire_id(&mut self, wire_id: String) -> Option<String> {
+        if wire_id.is_empty() {
+            return None;
+        }
+        let mut unique = wire_id.clone();
+        let mut suffix = 2u64;
+        while self.wire_ids.contains(&unique) {
+            unique = format!("{wire_id}_{suffix}");
+            suffix += 1;
+        }
+        self.wire_ids.insert(unique.clone());
+        Some(unique)
     }
 
     /// The error that ends a response past its limits, naming the limit.
@@ -911,6 +947,7 @@ impl MessageBuilder {
                 signature,
             } => {
                 let id = self.finished_call(&wire_id);
+                let wire_id = self.unique_wire_id(wire_id);
                 let origin = self.origin(&name);
                 let (arguments, invalid_arguments) = match arguments {
                     Ok(value) => (value, None),
@@ -918,7 +955,7 @@ impl MessageBuilder {
                 };
                 let call = ToolCall {
                     id,
-                    wire_id: Some(wire_id),
+                    wire_id,
                     name,
                     arguments,
                     signature,

@@ -1041,8 +1041,12 @@ mod tests {
             allowed.text(),
             allowed_call.arguments["text"].as_str().unwrap()
         );
-        // The provider's id still goes back with both.
-        assert!(calls.iter().all(|c| c.wire_id() == "dup"));
-        assert!(results.iter().all(|r| r.wire_id() == "dup"));
+        // The provider's id goes back with the first, one of its own with the second (a
+        // strict API refuses two calls under one id), each result with its call.
+        let wire: Vec<&str> = calls.iter().map(ToolCall::wire_id).collect();
+        assert_eq!(wire, ["dup", "dup_2"]);
+        for call in &calls {
+            assert_eq!(by_id(&call.id).wire_id(), call.wire_id());
+        }
     }
 }

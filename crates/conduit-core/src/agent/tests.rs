@@ -676,7 +676,7 @@ async fn each_block_is_reported_as_soon_as_it_is_complete() {
 }
 
 #[tokio::test]
-async fn every_call_gets_its_own_id_even_when_the_provider_repeats_one() {
+async fn every_call_gets_its_own_id_and_a_provider_id_of_its_own_when_the_provider_repeats_one() {
     // Two responses that both number their calls from 0 (Gemini without ids), and one
     // response that repeats an id (a model doing so).
     let provider = ScriptedProvider::new(vec![
@@ -697,7 +697,13 @@ async fn every_call_gets_its_own_id_even_when_the_provider_repeats_one() {
     assert_eq!(calls.len(), 3);
     let ids: std::collections::HashSet<&str> = calls.iter().map(|c| c.id.as_str()).collect();
     assert_eq!(ids.len(), 3, "ids unique in the conversation: {calls:?}");
-    assert!(calls.iter().all(|c| c.wire_id() == "gemini-call-0"));
+    // The first keeps the provider's id; the repeats go back under ids of their own, as
+    // strict APIs refuse two calls under one id.
+    let wire: Vec<&str> = calls.iter().map(|c| c.wire_id()).collect();
+    assert_eq!(
+        wire,
+        ["gemini-call-0", "gemini-call-0_2", "gemini-call-0_3"]
+    );
     // Each result answers its own call, by Conduit's id, with the provider's id kept.
     for message in run.history.windows(2) {
         let (calls, results) = (&message[0], &message[1]);
@@ -713,15 +719,51 @@ async fn every_call_gets_its_own_id_even_when_the_provider_repeats_one() {
             .collect();
         assert!(pairs.iter().all(|(same, text)| *same && *text), "{pairs:?}");
     }
-    // The provider got its own ids back.
+    // The provider got each call back with its result under one id.
     let last = provider.requests().pop().unwrap();
-    let wire: Vec<_> = last
+    let sent_calls: Vec<String> = last
+        .messages
+        .iter()
+        .flat_map(|m| m.tool_calls())
+        .map(|c| c.wire_id().to_owned())
+        .collect();
+    let sent_results: Vec<String> = last
         .messages
         .iter()
         .flat_map(|m| m.tool_results())
         .map(|r| r.wire_id().to_owned())
         .collect();
-    assert_eq!(wire, ["gemini-call-0"; 3]);
+    assert_eq!(sent_calls, wire);
+    assert_eq!(sent_results, wire);
+}
+
+#[tokio::test]
+async fn a_call_with_an_empty_provider_id_goes_back_under_conduits_own() {
+    let provider = ScriptedProvider::new(vec![
+        vec![
+            call("", "echo", json!({"text": "a"})),
+            call("", "echo", json!({"text": "b"})),
+            stop(StopReason::ToolUse),
+        ],
+        vec![text("Done."), stop(StopReason::EndTurn)],
+    ]);
+    let run = run(provider.clone(), vec![Arc::new(Echo(spec("echo")))]).await;
+    assert_eq!(run.outcome, Ok(Outcome::Finished(StopReason::EndTurn)));
+    let calls: Vec<&ToolCall> = run.history.iter().flat_map(|m| m.tool_calls()).collect();
+    assert_eq!(calls.len(), 2);
+    for call in &calls {
+        assert_eq!(call.wire_id, None, "{call:?}");
+        assert_eq!(call.wire_id(), call.id);
+    }
+    let results: Vec<_> = run.history.iter().flat_map(|m| m.tool_results()).collect();
+    let answered: Vec<(&str, String)> = results.iter().map(|r| (r.wire_id(), r.text())).collect();
+    assert_eq!(
+        answered,
+        [
+            (calls[0].id.as_str(), "a".to_owned()),
+            (calls[1].id.as_str(), "b".to_owned())
+        ]
+    );
 }
 
 #[tokio::test]
