@@ -546,10 +546,13 @@ impl Host {
                 entry: unmask_entry(&name, entry, None)?,
                 name,
             },
-            Edit::Update { name, entry } => Edit::Update {
-                entry: unmask_entry(&name, entry, old.get(&name))?,
-                name,
-            },
+            Edit::Update { name, entry } => {
+                let mut entry = unmask_entry(&name, entry, old.get(&name))?;
+                if let Some(stored) = old.get(&name) {
+                    crate::window_guard::keep_numbers_the_page_rounded(&mut entry, stored);
+                }
+                Edit::Update { entry, name }
+            }
             other => other,
         };
         self.apply_edits(&snapshot, &old, vec![edit], confirm)
@@ -653,6 +656,7 @@ impl Host {
         for edit in &edits {
             config::check_edit(&snapshot.path, edit)?;
         }
+        config::check_kept_exactly(snapshot, &edits)?;
         self.confirm_changes(old, &new, Vec::new(), confirm)?;
         // One write for all of them: one version of the file, one backup.
         let current = config::apply_all(snapshot, edits)?;
@@ -1352,6 +1356,62 @@ mod tests {
             "asked about an entry it then refused"
         );
         assert_eq!(std::fs::read_to_string(&file).unwrap(), before);
+    }
+
+    #[test]
+    fn numbers_the_page_rounded_are_written_back_as_stored_and_inexact_ones_refuse_the_edit() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = host(dir.path());
+        let file = dir.path().join("mcp_servers.json");
+        std::fs::write(
+            &file,
+            r#"{"mcpServers": {"fs": {"command": "fs-mcp", "x-build": 9007199254740993, "x-ratio": 100.0, "x-limit": 5, "x-list": [9007199254740995]}}}"#,
+        )
+        .unwrap();
+        let shown = host.mcp_file().unwrap();
+        // As the page sends it: its numbers went through doubles.
+        let mut entry = json!({"command": "fs-mcp", "x-build": 9007199254740992u64, "x-ratio": 100,
+            "x-limit": 6, "x-list": [9007199254740996u64]});
+        entry["disabled"] = json!(true);
+        host.edit_mcp_file(
+            shown.version,
+            Edit::Update {
+                name: "fs".into(),
+                entry,
+            },
+            &YES,
+        )
+        .unwrap();
+        let written: Value =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        let fs = &written["mcpServers"]["fs"];
+        assert_eq!(fs["x-build"], json!(9007199254740993u64), "{written}");
+        assert_eq!(fs["x-ratio"], json!(100.0), "{written}");
+        assert_eq!(fs["x-list"], json!([9007199254740995u64]), "{written}");
+        assert_eq!(fs["x-limit"], json!(6), "a change is a change: {written}");
+        assert_eq!(fs["disabled"], json!(true));
+
+        // A number past 64 bits cannot be written back exactly: refused, unasked.
+        let text =
+            r#"{"mcpServers": {"fs": {"command": "fs-mcp", "x-build": 18446744073709551617}}}"#;
+        std::fs::write(&file, text).unwrap();
+        let shown = host.mcp_file().unwrap();
+        let asked = Asked::new();
+        let refused = host.edit_mcp_file(
+            shown.version,
+            Edit::SetDisabled {
+                name: "fs".into(),
+                disabled: true,
+            },
+            &asked.no(),
+        );
+        let message = refused.unwrap_err().to_string();
+        assert!(
+            message.contains("18446744073709551617") && message.contains("nothing was written"),
+            "{message}"
+        );
+        assert!(asked.questions().is_empty());
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), text);
     }
 
     #[test]

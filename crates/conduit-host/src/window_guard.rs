@@ -809,6 +809,33 @@ pub fn mask_entry(entry: &Value) -> Value {
     entry
 }
 
+/// Puts back into an entry the window sent the stored numbers the page rounded: the page
+/// reads JSON numbers as doubles, so an integer past 2^53 (or a decimal with more digits
+/// than a double holds) comes back as the nearest double. A number that is that rounding
+/// of the stored one, at the same place, is the stored one; any other change is kept.
+pub fn keep_numbers_the_page_rounded(entry: &mut Value, stored: &Value) {
+    match (entry, stored) {
+        (Value::Number(sent), Value::Number(kept))
+            if sent != kept && sent.as_f64().is_some() && sent.as_f64() == kept.as_f64() =>
+        {
+            *sent = kept.clone();
+        }
+        (Value::Object(sent), Value::Object(kept)) => {
+            for (key, value) in sent.iter_mut() {
+                if let Some(stored) = kept.get(key) {
+                    keep_numbers_the_page_rounded(value, stored);
+                }
+            }
+        }
+        (Value::Array(sent), Value::Array(kept)) => {
+            for (value, stored) in sent.iter_mut().zip(kept) {
+                keep_numbers_the_page_rounded(value, stored);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// An entry the window sent back: each masked `env`/`headers` value takes the stored
 /// value of the same server, section and key (`old`); a mask anywhere else is refused.
 pub fn unmask_entry(server: &str, entry: Value, old: Option<&Value>) -> Result<Value, MaskError> {

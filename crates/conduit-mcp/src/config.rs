@@ -46,6 +46,10 @@ pub enum ConfigError {
     DuplicateServer(String),
     #[error("server {server:?}: {message}")]
     InvalidServer { server: String, message: String },
+    #[error(
+        "{path} holds the number {number}, which a change made here would write back as another number (JSON numbers past 64 bits, or with more digits than a double holds, are read approximately); nothing was written. Change the file as text (Settings' text editor or any editor)."
+    )]
+    InexactNumber { path: String, number: String },
 }
 
 impl ConfigError {
@@ -190,6 +194,8 @@ pub struct Snapshot {
     document: Value,
     /// `None` when the file does not exist.
     fingerprint: Option<String>,
+    /// The first number in the file that writing `document` back would change.
+    inexact_number: Option<String>,
 }
 
 impl Snapshot {
@@ -238,6 +244,7 @@ pub fn read_with(
                 servers: Vec::new(),
                 document: Value::Object(Map::new()),
                 fingerprint: None,
+                inexact_number: None,
             });
         }
         Err(e) => return Err(ConfigError::read(path, e)),
@@ -258,6 +265,10 @@ pub fn snapshot_of(
         servers,
         document,
         fingerprint: Some(conduit_files::fingerprint_bytes(bytes)),
+        inexact_number: std::str::from_utf8(without_bom(bytes))
+            .ok()
+            .and_then(numbers::first_inexact)
+            .map(str::to_owned),
     })
 }
 
@@ -710,6 +721,27 @@ pub fn check_edit(path: &Path, edit: &Edit) -> Result<(), ConfigError> {
     }
 }
 
+/// Refuses `edits` on the file `snapshot` read when writing the result would change a
+/// number in it (see [`numbers::first_inexact`]): the document is written whole, and an
+/// integer past 64 bits is held as a double. Callers that ask the user check it first.
+pub fn check_kept_exactly(snapshot: &Snapshot, edits: &[Edit]) -> Result<(), ConfigError> {
+    let replaced = edits.iter().rev().find_map(|edit| match edit {
+        Edit::Replace { text } => Some(text),
+        _ => None,
+    });
+    let inexact = match replaced {
+        Some(text) => numbers::first_inexact(text).map(str::to_owned),
+        None => snapshot.inexact_number.clone(),
+    };
+    match inexact {
+        Some(number) => Err(ConfigError::InexactNumber {
+            path: snapshot.path.display().to_string(),
+            number,
+        }),
+        None => Ok(()),
+    }
+}
+
 /// Applies `edit` to the file `snapshot` read, if the file is unchanged since: validated,
 /// written atomically (permissions kept, previous file as `.bak`), fields and order of
 /// everything else kept. Returns the new snapshot.
@@ -730,6 +762,8 @@ pub fn apply_all(snapshot: &Snapshot, edits: Vec<Edit>) -> Result<Snapshot, Conf
         return read(path);
     }
     let mut document = snapshot.document.clone();
+    // Judged on the edits, refused only if something is to be written.
+    let kept_exactly = check_kept_exactly(snapshot, &edits);
     for edit in edits {
         apply_to(path, &mut document, edit)?;
     }
@@ -746,6 +780,7 @@ pub fn apply_all(snapshot: &Snapshot, edits: Vec<Edit>) -> Result<Snapshot, Conf
     if text == pretty(&snapshot.document)? {
         return read(path);
     }
+    kept_exactly?;
     // The file is checked again as it is swapped out: an editor's save since the check
     // above is kept, and this write refused.
     write_if_unchanged(path, &text, snapshot.version())?;
@@ -847,6 +882,7 @@ fn servers_mut<'a>(
         })
 }
 
+mod numbers;
 mod unique;
 
 #[cfg(test)]

@@ -366,6 +366,67 @@ fn an_edit_that_changes_nothing_writes_nothing() {
     assert!(!dir.path().join("mcp_servers.json.bak").exists());
 }
 
+#[test]
+fn a_number_a_write_would_change_refuses_the_edit_and_keeps_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let mine = r#"{"mcpServers": {"fs": {"command": "npx", "x-build": 18446744073709551616, "x-ratio": 0.1}}, "x-seed": 12345678901234567890123}"#;
+    let path = write(dir.path(), mine);
+    let snapshot = read(&path).unwrap();
+    let disable = Edit::SetDisabled {
+        name: "fs".into(),
+        disabled: true,
+    };
+    assert!(
+        matches!(
+            check_kept_exactly(&snapshot, std::slice::from_ref(&disable)),
+            Err(ConfigError::InexactNumber { ref number, .. }) if number == "18446744073709551616"
+        ),
+        "checked before anyone is asked"
+    );
+    let error = apply(&snapshot, disable).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("holds the number 18446744073709551616, which a change made here would write back as another number"),
+        "{error}"
+    );
+    assert!(error.to_string().contains("nothing was written"), "{error}");
+    // What would change nothing is no write and no error.
+    apply(
+        &read(&path).unwrap(),
+        Edit::SetDisabled {
+            name: "fs".into(),
+            disabled: false,
+        },
+    )
+    .unwrap();
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), mine);
+    assert!(!dir.path().join("mcp_servers.json.bak").exists());
+
+    // A whole new text is judged on its own numbers: an exact one is written, one that
+    // would change is refused.
+    let exact = r#"{"mcpServers": {"fs": {"command": "npx", "x-build": 18446744073709551615}}}"#;
+    apply(&read(&path).unwrap(), Edit::Replace { text: exact.into() }).unwrap();
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(
+        written["mcpServers"]["fs"]["x-build"],
+        json!(18446744073709551615u64)
+    );
+    let error = apply(
+        &read(&path).unwrap(),
+        Edit::Replace {
+            text: r#"{"mcpServers": {}, "x": 1.00000000000000000001}"#.into(),
+        },
+    )
+    .unwrap_err();
+    assert!(
+        matches!(error, ConfigError::InexactNumber { ref number, .. } if number == "1.00000000000000000001"),
+        "{error}"
+    );
+    let now: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(now, written);
+}
+
 /// An editor's save between the read and the write is kept and the write refused.
 #[test]
 fn a_file_saved_elsewhere_since_it_was_read_is_kept_and_the_edit_refused() {

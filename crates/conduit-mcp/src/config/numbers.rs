@@ -1,0 +1,173 @@
+//! Numbers a structured edit would change: serde_json keeps an integer past 64 bits, or a
+//! decimal with more digits than a double holds, as an approximate double, so writing the
+//! parsed file back would write another number.
+
+/// The first number in the JSON `text` that serde_json would write back as a different
+/// number, as it is written there. `text` is JSON that parsed.
+pub fn first_inexact(text: &str) -> Option<&str> {
+    numbers(text).find(|token| !kept_exactly(token))
+}
+
+/// Every number literal of the JSON `text`, outside strings, in order.
+fn numbers(text: &str) -> impl Iterator<Item = &str> {
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let mut in_string = false;
+        while at < bytes.len() {
+            let byte = bytes[at];
+            if in_string {
+                match byte {
+                    b'\\' => at += 1,
+                    b'"' => in_string = false,
+                    _ => {}
+                }
+                at += 1;
+            } else if byte == b'"' {
+                in_string = true;
+                at += 1;
+            } else if byte == b'-' || byte.is_ascii_digit() {
+                let start = at;
+                while at < bytes.len()
+                    && matches!(bytes[at], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
+                {
+                    at += 1;
+                }
+                return text.get(start..at);
+            } else {
+                at += 1;
+            }
+        }
+        None
+    })
+}
+
+/// Whether serde_json writes the number `token` back as the same number (perhaps written
+/// otherwise: `1e2` as `100.0`).
+fn kept_exactly(token: &str) -> bool {
+    let Ok(value) = serde_json::from_str::<serde_json::Number>(token) else {
+        return false;
+    };
+    let written = value.to_string();
+    match (Decimal::of(token), Decimal::of(&written)) {
+        (Some(read), Some(written)) => read == written,
+        _ => false,
+    }
+}
+
+/// A decimal number as sign, significant digits and power of ten: equal values are equal
+/// however they were written (`100`, `1e2`, `100.0`, `0.1e3`).
+#[derive(Debug, PartialEq, Eq)]
+enum Decimal {
+    Zero,
+    NonZero {
+        negative: bool,
+        digits: String,
+        /// The value is `digits × 10^exponent`.
+        exponent: i64,
+    },
+}
+
+/// Exponents are compared up to here: past it both sides are out of a double's range.
+const EXPONENT_CAP: i64 = 1_000_000;
+
+impl Decimal {
+    fn of(token: &str) -> Option<Decimal> {
+        let (negative, unsigned) = match token.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, token),
+        };
+        let (mantissa, written_exponent) = match unsigned.find(['e', 'E']) {
+            Some(at) => (&unsigned[..at], exponent_of(&unsigned[at + 1..])?),
+            None => (unsigned, 0),
+        };
+        let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+        if !(whole.bytes().chain(fraction.bytes())).all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let all: String = format!("{whole}{fraction}");
+        let significant = all.trim_start_matches('0');
+        let digits = significant.trim_end_matches('0');
+        if digits.is_empty() {
+            return Some(Decimal::Zero);
+        }
+        let trailing_zeros = i64::try_from(significant.len() - digits.len()).ok()?;
+        let fraction_digits = i64::try_from(fraction.len()).ok()?;
+        Some(Decimal::NonZero {
+            negative,
+            digits: digits.to_owned(),
+            exponent: written_exponent - fraction_digits + trailing_zeros,
+        })
+    }
+}
+
+/// An exponent's value, held within [`EXPONENT_CAP`] either way.
+fn exponent_of(text: &str) -> Option<i64> {
+    let (negative, digits) = match text.as_bytes().first() {
+        Some(b'-') => (true, &text[1..]),
+        Some(b'+') => (false, &text[1..]),
+        _ => (false, text),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let mut value: i64 = 0;
+    for digit in digits.bytes() {
+        value = (value * 10 + i64::from(digit - b'0')).min(EXPONENT_CAP);
+    }
+    Some(if negative { -value } else { value })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_that_survive_a_write_are_not_reported() {
+        for text in [
+            r#"{"a": 0, "b": -0, "c": 1, "d": -17, "e": 18446744073709551615}"#,
+            r#"{"a": -9223372036854775808, "b": 0.1, "c": 1e2, "d": 1E+2, "e": 2.5e-3}"#,
+            r#"{"a": 100.000, "b": 0.1e3, "c": 1.7976931348623157e308, "d": 5e-324}"#,
+            r#"{"a": "12345678901234567890123 in a string", "b": "\"99999999999999999999\""}"#,
+            r#"{"a": [1, 2.5, {"b": 3}], "c": true, "d": null}"#,
+        ] {
+            assert_eq!(first_inexact(text), None, "{text}");
+        }
+    }
+
+    #[test]
+    fn numbers_a_write_would_change_are_reported_as_written() {
+        for (text, number) in [
+            (
+                r#"{"a": 1, "big": 18446744073709551616}"#,
+                "18446744073709551616",
+            ),
+            (r#"{"a": -9223372036854775809}"#, "-9223372036854775809"),
+            (
+                r#"{"a": [0.12345678901234567890123]}"#,
+                "0.12345678901234567890123",
+            ),
+            (r#"{"s": "1e999", "a": 1e-400}"#, "1e-400"),
+            (
+                r#"{"a": 123456789012345678901234567890e-10}"#,
+                "123456789012345678901234567890e-10",
+            ),
+        ] {
+            assert_eq!(first_inexact(text), Some(number), "{text}");
+        }
+    }
+
+    #[test]
+    fn equal_values_written_otherwise_are_equal() {
+        assert_eq!(Decimal::of("100"), Decimal::of("1e2"));
+        assert_eq!(Decimal::of("100"), Decimal::of("0.1e3"));
+        assert_eq!(Decimal::of("100"), Decimal::of("100.0"));
+        assert_eq!(Decimal::of("0"), Decimal::of("-0.0e5"));
+        assert_ne!(Decimal::of("100"), Decimal::of("-100"));
+        assert_ne!(Decimal::of("0.1"), Decimal::of("0.10000000000000001"));
+        assert_eq!(
+            Decimal::of("1e99999999999999999999"),
+            Decimal::of("1e1000000")
+        );
+    }
+}
