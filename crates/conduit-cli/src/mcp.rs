@@ -349,9 +349,11 @@ async fn run_with(
             println!(
                 "{}",
                 shown_json(&serde_json::to_string_pretty(
-                    &json!({"resources": resources, "templates": templates})
+                    &json!({"resources": resources.items, "templates": templates.items})
                 )?)
             );
+            note_cut(&resources.cut);
+            note_cut(&templates.cut);
         }
         McpCommand::Read { server, uri } => {
             let connection = ready_connection(servers, &server)?;
@@ -364,7 +366,11 @@ async fn run_with(
         McpCommand::Prompts { server } => {
             let connection = ready_connection(servers, &server)?;
             let prompts = connection.prompts().await.map_err(anyhow::Error::from)?;
-            println!("{}", shown_json(&serde_json::to_string_pretty(&prompts)?));
+            println!(
+                "{}",
+                shown_json(&serde_json::to_string_pretty(&prompts.items)?)
+            );
+            note_cut(&prompts.cut);
         }
         McpCommand::Prompt { server, name, args } => {
             let connection = ready_connection(servers, &server)?;
@@ -461,4 +467,11 @@ fn print_output(
         }
     }
     Ok(())
+}
+
+/// Says on stderr that a list was cut (its first items were printed).
+fn note_cut(cut: &Option<conduit_host::mcp_client::paging::ListCut>) {
+    if let Some(cut) = cut {
+        eprintln!("note: {cut}");
+    }
 }

@@ -158,13 +158,22 @@ impl Host {
                 let prompts = if details.prompts {
                     connection.prompts().await?
                 } else {
-                    Vec::new()
+                    Default::default()
                 };
                 Ok::<_, conduit_mcp::client::McpError>((resources, prompts))
             })
             .await;
             let (resources, prompts) = match listed {
-                Ok(Ok(listed)) => listed,
+                Ok(Ok((resources, prompts))) => {
+                    // A list cut short is offered as far as it goes, and the cut said.
+                    let cuts = resources
+                        .iter()
+                        .flat_map(|(r, t)| [&r.cut, &t.cut])
+                        .chain([&prompts.cut]);
+                    out.problems
+                        .extend(cuts.flatten().map(|cut| cut.to_string()));
+                    (resources.map(|(r, t)| (r.items, t.items)), prompts.items)
+                }
                 Ok(Err(error)) => {
                     out.problems.push(format!("{server}: {error}"));
                     continue;

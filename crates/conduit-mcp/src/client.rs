@@ -36,7 +36,7 @@ use crate::elicit::{
 };
 use crate::listen_stream::{LISTEN_STREAM_WAIT, ListenStream, WatchedClient};
 use crate::oauth::{self, TokenVault};
-use crate::paging::{ListError, Listed, Pager};
+use crate::paging::{ListError, Listed, Listing, Pager};
 use crate::process::{self, ServerProcess, StderrTail};
 use crate::sampling::{self, SamplingAnswer};
 use crate::spill::{self, Spill};
@@ -1375,7 +1375,12 @@ impl Connection {
             return Ok(Vec::new());
         }
         let peer = &self.peer;
-        let (tools, fresh_ms) = self
+        // A tool list past the caps fails whole ([`Listed::Tools`] is never cut).
+        let Listing {
+            items: tools,
+            fresh_ms,
+            ..
+        } = self
             .paged(Listed::Tools, |params| async move {
                 let page = peer.list_tools(Some(params)).await?;
                 Ok((page.tools, page.next_cursor, page.ttl_ms))
@@ -1397,11 +1402,7 @@ impl Connection {
     /// A whole paged list through [`Pager`], one page after another: a listing stops
     /// with an error when the server repeats a cursor or its list outgrows the caps.
     /// (rmcp's `list_all_*` would follow the server's cursors without end.)
-    async fn paged<T, F, Fut>(
-        &self,
-        listed: Listed,
-        mut page: F,
-    ) -> Result<(Vec<T>, Option<u64>), McpError>
+    async fn paged<T, F, Fut>(&self, listed: Listed, mut page: F) -> Result<Listing<T>, McpError>
     where
         T: serde::Serialize,
         F: FnMut(PaginatedRequestParams) -> Fut,
@@ -1427,32 +1428,30 @@ impl Connection {
         *self.tools_fresh_for.lock()
     }
 
-    pub async fn resources(&self) -> Result<Vec<Resource>, McpError> {
+    /// The server's resources; a list past the caps is cut (see [`Listing::cut`]).
+    pub async fn resources(&self) -> Result<Listing<Resource>, McpError> {
         if !self.details.resources {
-            return Ok(Vec::new());
+            return Ok(Listing::default());
         }
         let peer = &self.peer;
-        let (resources, _) = self
-            .paged(Listed::Resources, |params| async move {
-                let page = peer.list_resources(Some(params)).await?;
-                Ok((page.resources, page.next_cursor, page.ttl_ms))
-            })
-            .await?;
-        Ok(resources)
+        self.paged(Listed::Resources, |params| async move {
+            let page = peer.list_resources(Some(params)).await?;
+            Ok((page.resources, page.next_cursor, page.ttl_ms))
+        })
+        .await
     }
 
-    pub async fn resource_templates(&self) -> Result<Vec<ResourceTemplate>, McpError> {
+    /// The server's resource templates; a list past the caps is cut.
+    pub async fn resource_templates(&self) -> Result<Listing<ResourceTemplate>, McpError> {
         if !self.details.resources {
-            return Ok(Vec::new());
+            return Ok(Listing::default());
         }
         let peer = &self.peer;
-        let (templates, _) = self
-            .paged(Listed::ResourceTemplates, |params| async move {
-                let page = peer.list_resource_templates(Some(params)).await?;
-                Ok((page.resource_templates, page.next_cursor, page.ttl_ms))
-            })
-            .await?;
-        Ok(templates)
+        self.paged(Listed::ResourceTemplates, |params| async move {
+            let page = peer.list_resource_templates(Some(params)).await?;
+            Ok((page.resource_templates, page.next_cursor, page.ttl_ms))
+        })
+        .await
     }
 
     pub async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult, McpError> {
@@ -1477,18 +1476,17 @@ impl Connection {
         Ok(result)
     }
 
-    pub async fn prompts(&self) -> Result<Vec<Prompt>, McpError> {
+    /// The server's prompts; a list past the caps is cut.
+    pub async fn prompts(&self) -> Result<Listing<Prompt>, McpError> {
         if !self.details.prompts {
-            return Ok(Vec::new());
+            return Ok(Listing::default());
         }
         let peer = &self.peer;
-        let (prompts, _) = self
-            .paged(Listed::Prompts, |params| async move {
-                let page = peer.list_prompts(Some(params)).await?;
-                Ok((page.prompts, page.next_cursor, page.ttl_ms))
-            })
-            .await?;
-        Ok(prompts)
+        self.paged(Listed::Prompts, |params| async move {
+            let page = peer.list_prompts(Some(params)).await?;
+            Ok((page.prompts, page.next_cursor, page.ttl_ms))
+        })
+        .await
     }
 
     /// The server's suggestions for an argument of a resource template or a prompt being

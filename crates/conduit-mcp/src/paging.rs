@@ -1,14 +1,19 @@
 //! One rule for paging through a server's lists (tools, resources, resource templates,
 //! prompts). The server chooses the cursors, so it alone would decide when a list ends:
 //! one that hands back a cursor it gave before, or a new one forever, would keep Conduit
-//! asking (and appending) until memory runs out. A listing here stops, with an error
-//! naming the server, when a cursor repeats or the list outgrows what Conduit takes.
+//! asking (and appending) until memory runs out. A listing here stops when a cursor
+//! repeats (an error naming the server) or the list outgrows what Conduit takes: a tool
+//! list then fails whole, and a list a person picks from (resources, templates, prompts)
+//! is cut, its first items kept and the cut said.
 
 use std::collections::HashSet;
 
-/// At most this many pages per listing: real servers page by 50 to 1,000 items, so 100
-/// pages already holds every list under the item caps below.
+/// At most this many pages per tool listing: real servers page by 50 to 1,000 items, so
+/// 100 pages holds every tool list under [`MAX_TOOLS`].
 pub const MAX_LIST_PAGES: usize = 100;
+/// At most this many pages per listing of resources, templates or prompts: a file server
+/// paging by 10 still reaches [`MAX_RESOURCES`] within them.
+pub const MAX_PICKER_LIST_PAGES: usize = 1_000;
 /// At most this many tools from one server. Every tool's definition goes to the model
 /// on each turn, and providers take far fewer (OpenAI 128 a request): a server past
 /// this is broken or hostile, and its list is no use to a model anyway.
@@ -47,6 +52,51 @@ impl Listed {
             Self::Tools => MAX_TOOLS,
             Self::Prompts => MAX_PROMPTS,
             Self::Resources | Self::ResourceTemplates => MAX_RESOURCES,
+        }
+    }
+
+    fn max_pages(self) -> usize {
+        match self {
+            Self::Tools => MAX_LIST_PAGES,
+            Self::Prompts | Self::Resources | Self::ResourceTemplates => MAX_PICKER_LIST_PAGES,
+        }
+    }
+
+    /// Whether a list past the caps is cut (its first items kept) rather than failed: a
+    /// person picks from these, and the first ten thousand resources of a large file
+    /// server are of use; a tool list cut short would change what the model is offered
+    /// with nothing to show for it.
+    fn cut_past_caps(self) -> bool {
+        !matches!(self, Self::Tools)
+    }
+}
+
+/// A list the server had more of than Conduit takes: its first items are kept.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the server {server:?} lists {past}; Conduit offers the first {kept} of its {what}")]
+pub struct ListCut {
+    pub server: String,
+    pub what: &'static str,
+    /// Which cap the list went past, in words.
+    pub past: String,
+    pub kept: usize,
+}
+
+/// A listing's items, the shortest cache hint of its pages, and whether it was cut.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Listing<T> {
+    pub items: Vec<T>,
+    pub fresh_ms: Option<u64>,
+    pub cut: Option<ListCut>,
+}
+
+impl<T> Default for Listing<T> {
+    /// An empty list (a server without the capability).
+    fn default() -> Self {
+        Self {
+            items: Vec::new(),
+            fresh_ms: None,
+            cut: None,
         }
     }
 }
@@ -105,6 +155,7 @@ pub(crate) struct Pager<T> {
     bytes: usize,
     cursors: HashSet<String>,
     fresh_ms: Option<u64>,
+    cut: Option<ListCut>,
 }
 
 impl<T: serde::Serialize> Pager<T> {
@@ -117,14 +168,30 @@ impl<T: serde::Serialize> Pager<T> {
             bytes: 0,
             cursors: HashSet::new(),
             fresh_ms: None,
+            cut: None,
         }
     }
 
-    /// Takes one page: the cursor to ask for next, `None` when the list is whole, or why
-    /// the listing stops here.
+    /// Stops a list past a cap: a cut, with the items so far, where the list is cut;
+    /// `error` otherwise.
+    fn past_cap(&mut self, past: String, error: ListError) -> Result<Option<String>, ListError> {
+        if !self.listed.cut_past_caps() {
+            return Err(error);
+        }
+        self.cut = Some(ListCut {
+            server: self.server.clone(),
+            what: self.listed.noun(),
+            past,
+            kept: self.items.len(),
+        });
+        Ok(None)
+    }
+
+    /// Takes one page: the cursor to ask for next, `None` when the list is whole (or cut:
+    /// see [`Listing::cut`]), or why the listing stops here.
     pub(crate) fn take(
         &mut self,
-        items: Vec<T>,
+        mut items: Vec<T>,
         next: Option<String>,
         ttl_ms: Option<u64>,
     ) -> Result<Option<String>, ListError> {
@@ -132,7 +199,12 @@ impl<T: serde::Serialize> Pager<T> {
         self.pages += 1;
         let max = self.listed.max_items();
         if self.items.len().saturating_add(items.len()) > max {
-            return Err(ListError::TooManyItems { server, what, max });
+            items.truncate(max.saturating_sub(self.items.len()));
+            self.items.extend(items);
+            return self.past_cap(
+                format!("more than {max} {what}"),
+                ListError::TooManyItems { server, what, max },
+            );
         }
         let page_bytes = items
             .iter()
@@ -144,11 +216,15 @@ impl<T: serde::Serialize> Pager<T> {
             .saturating_add(page_bytes)
             .saturating_add(cursor_bytes);
         if self.bytes > MAX_LIST_BYTES {
-            return Err(ListError::TooLarge {
-                server,
-                what,
-                max_mib: MAX_LIST_BYTES / (1024 * 1024),
-            });
+            let max_mib = MAX_LIST_BYTES / (1024 * 1024);
+            return self.past_cap(
+                format!("more than {max_mib} MiB of {what}"),
+                ListError::TooLarge {
+                    server,
+                    what,
+                    max_mib,
+                },
+            );
         }
         self.items.extend(items);
         if let Some(ttl) = ttl_ms {
@@ -164,19 +240,24 @@ impl<T: serde::Serialize> Pager<T> {
                 pages: self.pages,
             });
         }
-        if self.pages >= MAX_LIST_PAGES {
-            return Err(ListError::TooManyPages {
-                server,
-                what,
-                max: MAX_LIST_PAGES,
-            });
+        let max = self.listed.max_pages();
+        if self.pages >= max {
+            return self.past_cap(
+                format!("its {what} over more than {max} pages"),
+                ListError::TooManyPages { server, what, max },
+            );
         }
         Ok(Some(next))
     }
 
-    /// The whole list and the shortest cache hint (`ttlMs`) of its pages.
-    pub(crate) fn finish(self) -> (Vec<T>, Option<u64>) {
-        (self.items, self.fresh_ms)
+    /// The list (whole, or as far as it was cut) and the shortest cache hint (`ttlMs`)
+    /// of its pages.
+    pub(crate) fn finish(self) -> Listing<T> {
+        Listing {
+            items: self.items,
+            fresh_ms: self.fresh_ms,
+            cut: self.cut,
+        }
     }
 }
 
@@ -197,7 +278,14 @@ mod tests {
             Ok(Some("b".into()))
         );
         assert_eq!(pager.take(vec![4], None, None), Ok(None));
-        assert_eq!(pager.finish(), (vec![1, 2, 3, 4], Some(100)));
+        assert_eq!(
+            pager.finish(),
+            Listing {
+                items: vec![1, 2, 3, 4],
+                fresh_ms: Some(100),
+                cut: None
+            }
+        );
     }
 
     #[test]
@@ -212,7 +300,7 @@ mod tests {
 
     #[test]
     fn pages_items_and_bytes_are_capped() {
-        let mut pager = Pager::new("s", Listed::Resources);
+        let mut pager = Pager::new("s", Listed::Tools);
         let mut stopped = None;
         for page in 0..=MAX_LIST_PAGES {
             if let Err(error) = pager.take(vec![page], Some(format!("c{page}")), None) {
@@ -241,5 +329,71 @@ mod tests {
         );
         let error = pager.take(vec![big], None, None).unwrap_err();
         assert!(matches!(error, ListError::TooLarge { .. }), "{error}");
+    }
+
+    #[test]
+    fn a_list_a_person_picks_from_is_cut_past_its_caps_and_keeps_its_first_items() {
+        // Past the item cap: the page that crossed it gives what fits.
+        let mut pager = Pager::new("files", Listed::Resources);
+        let page = |from: usize| (from..from + 4_000).collect::<Vec<usize>>();
+        assert_eq!(
+            pager.take(page(0), Some("a".into()), None),
+            Ok(Some("a".into()))
+        );
+        assert_eq!(
+            pager.take(page(4_000), Some("b".into()), None),
+            Ok(Some("b".into()))
+        );
+        assert_eq!(pager.take(page(8_000), Some("c".into()), None), Ok(None));
+        let listing = pager.finish();
+        assert_eq!(listing.items, (0..MAX_RESOURCES).collect::<Vec<_>>());
+        let cut = listing.cut.unwrap();
+        assert_eq!(cut.kept, MAX_RESOURCES);
+        assert_eq!(
+            cut.to_string(),
+            "the server \"files\" lists more than 10000 resources; Conduit offers the first 10000 of its resources"
+        );
+
+        // Past the page cap: a server paging by 5 keeps its first 1,000 pages.
+        let mut pager = Pager::new("slow", Listed::Prompts);
+        let mut pages = 0;
+        while let Some(_next) = pager
+            .take(vec![0u8; 1], Some(format!("c{pages}")), None)
+            .unwrap()
+        {
+            pages += 1;
+        }
+        let listing = pager.finish();
+        assert_eq!(listing.items.len(), MAX_PICKER_LIST_PAGES);
+        assert!(
+            listing
+                .cut
+                .unwrap()
+                .past
+                .contains("over more than 1000 pages"),
+            "the cut says why"
+        );
+
+        // Past the byte cap: the page that crossed it is left out.
+        let mut pager = Pager::new("big", Listed::ResourceTemplates);
+        let big = "x".repeat(MAX_LIST_BYTES / 2);
+        assert!(
+            pager
+                .take(vec![big.clone()], Some("a".into()), None)
+                .unwrap()
+                .is_some()
+        );
+        assert_eq!(pager.take(vec![big], Some("b".into()), None), Ok(None));
+        let listing = pager.finish();
+        assert_eq!(listing.items.len(), 1);
+        assert_eq!(listing.cut.unwrap().kept, 1);
+
+        // A repeated cursor is still a broken server, not a long list.
+        let mut pager = Pager::new("loop", Listed::Resources);
+        assert!(pager.take(vec![1], Some("a".into()), None).is_ok());
+        assert!(matches!(
+            pager.take(vec![2], Some("a".into()), None),
+            Err(ListError::CursorRepeated { .. })
+        ));
     }
 }

@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use super::*;
-use crate::paging::{MAX_LIST_PAGES, MAX_TOOLS};
+use crate::paging::{MAX_LIST_PAGES, MAX_PICKER_LIST_PAGES, MAX_TOOLS};
 use serde_json::{Value, json};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
@@ -220,36 +220,55 @@ async fn a_cursor_that_repeats_with_a_long_hint_stops_the_listing_at_once() {
     connection.shutdown().await;
 }
 
-/// A new cursor on every page, forever: stopped at the page cap.
+/// A new cursor on every page, forever: stopped at the page cap, a tool list with an
+/// error, a resource list cut with its first items kept.
 #[tokio::test]
 async fn a_list_that_never_ends_stops_at_the_page_cap() {
     let asked = Arc::new(AtomicUsize::new(0));
     let counted = asked.clone();
     let connection = scripted(
         move |request| {
-            if request["method"] != "resources/list" {
+            if !matches!(
+                request["method"].as_str(),
+                Some("resources/list" | "tools/list")
+            ) {
                 return Vec::new();
             }
             let n = counted.fetch_add(1, Ordering::SeqCst);
-            vec![answer(
-                request,
-                json!({
+            let result = match request["method"].as_str() {
+                Some("resources/list") => json!({
                     "resources": [{"uri": format!("file:///{n}"), "name": format!("r{n}")}],
                     "nextCursor": format!("page-{n}"),
                     "ttlMs": 86_400_000
                 }),
-            )]
+                Some("tools/list") => json!({
+                    "tools": [tool(&format!("t{n}"))],
+                    "nextCursor": format!("page-{n}"),
+                }),
+                _ => return Vec::new(),
+            };
+            vec![answer(request, result)]
         },
         DEFAULT_CALL_TIMEOUT,
     )
     .await;
-    let error = connection.resources().await.unwrap_err();
+    let error = connection.tools().await.unwrap_err();
     assert!(
         matches!(error, McpError::List(ListError::TooManyPages { .. })),
         "{error}"
     );
     assert!(error.to_string().contains("\"evil\""), "{error}");
-    assert_eq!(asked.load(Ordering::SeqCst), MAX_LIST_PAGES);
+    assert_eq!(asked.swap(0, Ordering::SeqCst), MAX_LIST_PAGES);
+
+    let resources = connection.resources().await.unwrap();
+    assert_eq!(asked.load(Ordering::SeqCst), MAX_PICKER_LIST_PAGES);
+    assert_eq!(resources.items.len(), MAX_PICKER_LIST_PAGES);
+    assert_eq!(resources.items[0].uri, "file:///0");
+    let cut = resources.cut.unwrap().to_string();
+    assert!(
+        cut.contains("\"evil\"") && cut.contains("over more than 1000 pages"),
+        "{cut}"
+    );
     connection.shutdown().await;
 }
 
@@ -326,12 +345,16 @@ async fn pages_of_an_honest_server_are_joined() {
         connection.tools_fresh_for(),
         Some(Duration::from_millis(5_000))
     );
-    assert_eq!(connection.resources().await.unwrap().len(), 3);
-    assert_eq!(connection.resource_templates().await.unwrap().len(), 3);
+    assert_eq!(connection.resources().await.unwrap().items.len(), 3);
+    assert_eq!(
+        connection.resource_templates().await.unwrap().items.len(),
+        3
+    );
     let prompts: Vec<_> = connection
         .prompts()
         .await
         .unwrap()
+        .items
         .into_iter()
         .map(|p| p.name)
         .collect();
