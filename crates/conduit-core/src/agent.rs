@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::content::{
     Block, Message, Role, ToolCall, ToolOrigin, ToolResult, new_call_id, repair_history,
+    unique_wire_id, wire_ids_of,
 };
 use crate::provider::{
     ModelCapabilities, ModelRequest, Provider, ProviderError, ProviderErrorKind, ProviderEvent,
@@ -779,15 +780,6 @@ struct MessageBuilder {
     wire_ids: HashSet<String>,
 }
 
-/// The provider ids the calls in `history` go back to the provider under.
-fn wire_ids_of(history: &[Message]) -> HashSet<String> {
-    history
-        .iter()
-        .flat_map(Message::tool_calls)
-        .map(|call| call.wire_id().to_owned())
-        .collect()
-}
-
 impl MessageBuilder {
     fn new(protocol: &'static str, tools: ToolRegistry, wire_ids: HashSet<String>) -> Self {
         Self {
@@ -799,25 +791,6 @@ impl MessageBuilder {
             size: ResponseSize::default(),
             wire_ids,
         }
-    }
-
-    /// The id a finished call goes back to the provider under: the provider's own, unless
-    /// a call in the conversation already goes under it (a model repeating an id in one
-    /// response, a server that numbers its calls from 0 in every response), which strict
-    /// APIs refuse; then that id with the first free `_2`, `_3`, ... after it. An empty id
-    /// gives way to Conduit's own (`None`).
-    fn unique_wire_id(&mut self, wire_id: String) -> Option<String> {
-        if wire_id.is_empty() {
-            return None;
-        }
-        let mut unique = wire_id.clone();
-        let mut suffix = 2u64;
-        while self.wire_ids.contains(&unique) {
-            unique = format!("{wire_id}_{suffix}");
-            suffix += 1;
-        }
-        self.wire_ids.insert(unique.clone());
-        Some(unique)
     }
 
     /// The error that ends a response past its limits, naming the limit.
@@ -947,7 +920,7 @@ impl MessageBuilder {
                 signature,
             } => {
                 let id = self.finished_call(&wire_id);
-                let wire_id = self.unique_wire_id(wire_id);
+                let wire_id = unique_wire_id(&mut self.wire_ids, wire_id);
                 let origin = self.origin(&name);
                 let (arguments, invalid_arguments) = match arguments {
                     Ok(value) => (value, None),

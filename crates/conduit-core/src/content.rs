@@ -1,5 +1,7 @@
 //! The conversation model: messages as ordered lists of blocks, the same for every provider.
 
+use std::collections::HashSet;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -124,6 +126,42 @@ pub struct ToolOrigin {
 /// A new call id, unique in the conversation (and beyond): `call_` and a UUID v7.
 pub fn new_call_id() -> String {
     format!("call_{}", uuid::Uuid::now_v7().simple())
+}
+
+/// The longest call id Conduit makes for a provider: OpenAI's Chat Completions refuses a
+/// longer `tool_calls[].id` (seen through proxies that repeat ids; Conduit's own are 37).
+pub const MAX_MADE_WIRE_ID_LEN: usize = 40;
+
+/// The provider ids the calls in `messages` go back to the provider under.
+pub fn wire_ids_of(messages: &[Message]) -> HashSet<String> {
+    messages
+        .iter()
+        .flat_map(Message::tool_calls)
+        .map(|call| call.wire_id().to_owned())
+        .collect()
+}
+
+/// The id a finished call goes back to the provider under, `used` holding the ids the
+/// conversation's calls already go under (this one is added): the provider's own, unless
+/// a call already goes under it (a model repeating an id in one response, a server that
+/// numbers its calls from 0 in every response), which strict APIs refuse; then that id
+/// with the first free `_2`, `_3`, ... after it. An empty id, or a suffixed one past
+/// [`MAX_MADE_WIRE_ID_LEN`], gives way to Conduit's own (`None`).
+pub fn unique_wire_id(used: &mut HashSet<String>, wire_id: String) -> Option<String> {
+    if wire_id.is_empty() {
+        return None;
+    }
+    let mut unique = wire_id.clone();
+    let mut suffix = 2u64;
+    while used.contains(&unique) {
+        unique = format!("{wire_id}_{suffix}");
+        suffix += 1;
+    }
+    if unique != wire_id && unique.len() > MAX_MADE_WIRE_ID_LEN {
+        return None;
+    }
+    used.insert(unique.clone());
+    Some(unique)
 }
 
 /// How much of a tool's text output goes to a model (100 KB).

@@ -1412,6 +1412,18 @@ mod tests {
         );
         assert!(asked.questions().is_empty());
         assert_eq!(std::fs::read_to_string(&file).unwrap(), text);
+        // An edit that changes nothing writes nothing and is no error.
+        let shown = host.mcp_file().unwrap();
+        host.edit_mcp_file(
+            shown.version,
+            Edit::SetDisabled {
+                name: "fs".into(),
+                disabled: false,
+            },
+            &asked.no(),
+        )
+        .unwrap();
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), text);
     }
 
     #[test]

@@ -210,11 +210,12 @@ impl Sampler for Host {
             capabilities: conduit_providers::default_capabilities(protocol, &model),
         };
         tracing::info!(provider = %pick.provider, %model, "a server's sampling request runs");
+        let used_ids = conduit_core::content::wire_ids_of(&model_request.messages);
         let events = provider
             .stream(model_request)
             .await
             .map_err(|e| e.to_string())?;
-        gather(model, events).await
+        gather(model, events, used_ids).await
     }
 }
 
@@ -305,12 +306,15 @@ pub fn model_tools(request: &SamplingRequest) -> Vec<ToolSpec> {
 }
 
 /// One model response gathered into the answer: its text, and its tool uses with the
-/// provider's call ids (the server answers them by id). A response past a turn's limits
+/// provider's call ids (the server answers them by id, and the next request replays
+/// them): an id the request's calls (`used_ids`) or this response already have goes as
+/// [`conduit_core::content::unique_wire_id`] makes it, an empty one as a new id. A response past a turn's limits
 /// ([`conduit_core::agent::MAX_RESPONSE_BYTES`] of text, reasoning and tool arguments,
 /// [`conduit_core::agent::MAX_RESPONSE_CALLS`] tool calls) fails, naming the limit: the provider is not trusted to stop.
 pub async fn gather(
     model: String,
     mut events: conduit_core::provider::EventStream,
+    mut used_ids: std::collections::HashSet<String>,
 ) -> Result<SampledMessage, String> {
     let mut content: Vec<SamplingContent> = Vec::new();
     let mut stop = SamplingStop::EndTurn;
@@ -342,6 +346,8 @@ pub async fn gather(
                     }
                     Err(invalid) => return Err(invalid.to_string()),
                 };
+                let id = conduit_core::content::unique_wire_id(&mut used_ids, id)
+                    .unwrap_or_else(conduit_core::content::new_call_id);
                 content.push(SamplingContent::ToolUse { id, name, input });
             }
             ProviderEvent::Stop(reason) => {
@@ -450,7 +456,9 @@ mod tests {
             Ok(ProviderEvent::Stop(StopReason::ToolUse)),
         ])
         .boxed();
-        let answer = gather("m1".into(), events).await.unwrap();
+        let answer = gather("m1".into(), events, Default::default())
+            .await
+            .unwrap();
         assert_eq!(
             answer.to_wire(),
             json!({"role": "assistant", "model": "m1", "stopReason": "toolUse", "content": [
@@ -464,10 +472,44 @@ mod tests {
                 "slow down",
             ))])
             .boxed(),
+            Default::default(),
         )
         .await
         .unwrap_err();
         assert!(failed.contains("slow down"), "{failed}");
+    }
+
+    #[tokio::test]
+    async fn a_repeated_or_empty_call_id_goes_to_the_server_as_one_of_its_own() {
+        let done = |id: &str, city: &str| {
+            Ok(ProviderEvent::ToolCallDone {
+                id: id.into(),
+                name: "weather".into(),
+                arguments: Ok(json!({"city": city})),
+                signature: None,
+            })
+        };
+        let events = stream::iter(vec![
+            done("call_0", "Oslo"),
+            done("call_0", "Rome"),
+            done("", "Lima"),
+            Ok(ProviderEvent::Stop(StopReason::ToolUse)),
+        ])
+        .boxed();
+        // The request's messages already have a call under `call_0` (a server that
+        // numbers its calls from 0 in every response).
+        let used = std::collections::HashSet::from(["call_0".to_owned()]);
+        let answer = gather("m1".into(), events, used).await.unwrap();
+        let ids: Vec<String> = answer
+            .content
+            .iter()
+            .filter_map(|c| match c {
+                SamplingContent::ToolUse { id, .. } => Some(id.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ids[..2], ["call_0_2", "call_0_3"]);
+        assert!(ids[2].starts_with("call_") && ids[2].len() == 37, "{ids:?}");
     }
 
     /// `count` events made by `event` as the stream is read, then the end of the response.
@@ -533,7 +575,7 @@ mod tests {
             ),
         ] {
             // Not `unwrap_err`: an answer gathered would print tens of megabytes.
-            let Err(failed) = gather("m1".into(), endless).await else {
+            let Err(failed) = gather("m1".into(), endless, Default::default()).await else {
                 panic!("{why}: the answer was gathered");
             };
             assert!(failed.contains(why), "{why}: {failed}");
@@ -553,9 +595,13 @@ mod tests {
             .map(|_| piece())
             .chain(["x".repeat(piece().len() - 2 * MAX_RESPONSE_CALLS)]);
         let at_limits = calls.chain(text.map(ProviderEvent::TextDelta)).map(Ok);
-        let answer = gather("m1".into(), stream::iter(at_limits).boxed())
-            .await
-            .unwrap();
+        let answer = gather(
+            "m1".into(),
+            stream::iter(at_limits).boxed(),
+            Default::default(),
+        )
+        .await
+        .unwrap();
         assert_eq!(answer.content.len(), MAX_RESPONSE_CALLS + 1);
     }
 

@@ -2,7 +2,7 @@
 //! server checked on its own, `${VAR}` expanded, and written atomically with a backup,
 //! never over a change made since it was read.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -670,12 +670,23 @@ pub fn import_candidates(path: &Path, text: &str) -> Result<Vec<ImportCandidate>
         path: path.display().to_string(),
     })?;
     let env = |name: &str| std::env::var(name).ok().or(Some(String::new()));
+    // Only a file with a number read approximately is read again for its entries' text.
+    let inexact = match numbers::first_inexact(text) {
+        Some(_) => numbers::inexact_in_entries(text),
+        None => HashMap::new(),
+    };
     Ok(servers
         .iter()
         .map(|(name, entry)| ImportCandidate {
             name: name.clone(),
             entry: entry.clone(),
-            problem: spec_of(entry, &env).err(),
+            problem: spec_of(entry, &env).err().or_else(|| {
+                inexact.get(name).map(|number| {
+                    format!(
+                        "its entry holds the number {number}, which Conduit would write as another number (past 64 bits, or more digits than a double holds): copy it by hand"
+                    )
+                })
+            }),
         })
         .collect())
 }
@@ -723,23 +734,54 @@ pub fn check_edit(path: &Path, edit: &Edit) -> Result<(), ConfigError> {
 
 /// Refuses `edits` on the file `snapshot` read when writing the result would change a
 /// number in it (see [`numbers::first_inexact`]): the document is written whole, and an
-/// integer past 64 bits is held as a double. Callers that ask the user check it first.
+/// integer past 64 bits is held as a double. Edits that change nothing write nothing and
+/// pass. Callers that ask the user check it first.
 pub fn check_kept_exactly(snapshot: &Snapshot, edits: &[Edit]) -> Result<(), ConfigError> {
+    match inexact_number(snapshot, edits) {
+        Some(number) if planned_text(snapshot, edits.to_vec())?.is_some() => {
+            Err(inexact_number_error(snapshot, number))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The first number the document `edits` leave would hold approximately: one of the
+/// last whole text they put in, or else of the file.
+fn inexact_number(snapshot: &Snapshot, edits: &[Edit]) -> Option<String> {
     let replaced = edits.iter().rev().find_map(|edit| match edit {
         Edit::Replace { text } => Some(text),
         _ => None,
     });
-    let inexact = match replaced {
+    match replaced {
         Some(text) => numbers::first_inexact(text).map(str::to_owned),
         None => snapshot.inexact_number.clone(),
-    };
-    match inexact {
-        Some(number) => Err(ConfigError::InexactNumber {
-            path: snapshot.path.display().to_string(),
-            number,
-        }),
-        None => Ok(()),
     }
+}
+
+fn inexact_number_error(snapshot: &Snapshot, number: String) -> ConfigError {
+    ConfigError::InexactNumber {
+        path: snapshot.path.display().to_string(),
+        number,
+    }
+}
+
+/// The text `edits` would write over the file `snapshot` read, checked; `None` when they
+/// change nothing (a server switched to the state it has, a form saved as it was): a
+/// write would take a backup's place and rewrite the file's own formatting for nothing.
+/// Compared as written, so a new order of the same keys is a change.
+fn planned_text(snapshot: &Snapshot, edits: Vec<Edit>) -> Result<Option<String>, ConfigError> {
+    let path = &snapshot.path;
+    let mut document = snapshot.document.clone();
+    for edit in edits {
+        apply_to(path, &mut document, edit)?;
+    }
+    let pretty = |document: &Value| {
+        serde_json::to_string_pretty(document)
+            .map(|text| text + "\n")
+            .map_err(|e| ConfigError::write(path, std::io::Error::other(e)))
+    };
+    let text = pretty(&document)?;
+    Ok((text != pretty(&snapshot.document)?).then_some(text))
 }
 
 /// Applies `edit` to the file `snapshot` read, if the file is unchanged since: validated,
@@ -758,29 +800,13 @@ pub fn apply_all(snapshot: &Snapshot, edits: Vec<Edit>) -> Result<Snapshot, Conf
             path: path.display().to_string(),
         });
     }
-    if edits.is_empty() {
+    let inexact = inexact_number(snapshot, &edits);
+    let Some(text) = planned_text(snapshot, edits)? else {
         return read(path);
-    }
-    let mut document = snapshot.document.clone();
-    // Judged on the edits, refused only if something is to be written.
-    let kept_exactly = check_kept_exactly(snapshot, &edits);
-    for edit in edits {
-        apply_to(path, &mut document, edit)?;
-    }
-    let pretty = |document: &Value| {
-        serde_json::to_string_pretty(document)
-            .map(|text| text + "\n")
-            .map_err(|e| ConfigError::write(path, std::io::Error::other(e)))
     };
-    let text = pretty(&document)?;
-    // An edit that changes nothing (a server switched to the state it has, a form saved
-    // as it was) leaves the file as it is: a write would take a backup's place and
-    // rewrite the file's own formatting for nothing. Compared as written, so a new order
-    // of the same keys is a change.
-    if text == pretty(&snapshot.document)? {
-        return read(path);
+    if let Some(number) = inexact {
+        return Err(inexact_number_error(snapshot, number));
     }
-    kept_exactly?;
     // The file is checked again as it is swapped out: an editor's save since the check
     // above is kept, and this write refused.
     write_if_unchanged(path, &text, snapshot.version())?;

@@ -737,6 +737,26 @@ async fn every_call_gets_its_own_id_and_a_provider_id_of_its_own_when_the_provid
     assert_eq!(sent_results, wire);
 }
 
+#[test]
+fn a_suffixed_id_past_40_characters_gives_way_to_conduits_own() {
+    use crate::content::{MAX_MADE_WIRE_ID_LEN, unique_wire_id};
+    let long = "x".repeat(MAX_MADE_WIRE_ID_LEN - 1);
+    let mut used = std::collections::HashSet::new();
+    assert_eq!(unique_wire_id(&mut used, long.clone()), Some(long.clone()));
+    assert_eq!(unique_wire_id(&mut used, long.clone()), None);
+    // The provider's own id is kept however long it is; only a made one is held short.
+    let longer = "y".repeat(60);
+    assert_eq!(unique_wire_id(&mut used, longer.clone()), Some(longer));
+    assert_eq!(
+        unique_wire_id(&mut used, "short".into()),
+        Some("short".into())
+    );
+    assert_eq!(
+        unique_wire_id(&mut used, "short".into()),
+        Some("short_2".into())
+    );
+}
+
 #[tokio::test]
 async fn a_call_with_an_empty_provider_id_goes_back_under_conduits_own() {
     let provider = ScriptedProvider::new(vec![

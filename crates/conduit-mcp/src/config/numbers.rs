@@ -2,10 +2,56 @@
 //! decimal with more digits than a double holds, as an approximate double, so writing the
 //! parsed file back would write another number.
 
+use std::collections::HashMap;
+
+use serde_json::value::RawValue;
+
 /// The first number in the JSON `text` that serde_json would write back as a different
 /// number, as it is written there. `text` is JSON that parsed.
 pub fn first_inexact(text: &str) -> Option<&str> {
     numbers(text).find(|token| !kept_exactly(token))
+}
+
+/// The first inexact number (see [`first_inexact`]) of each server entry in another app's
+/// file, by server name, where [`super::import_candidates`] finds the servers: under
+/// `mcpServers`, `servers` or `mcp.servers`, the first that is an object.
+pub fn inexact_in_entries(text: &str) -> HashMap<String, String> {
+    #[derive(serde::Deserialize)]
+    struct Top<'a> {
+        #[serde(borrow, rename = "mcpServers", default)]
+        mcp_servers: Option<&'a RawValue>,
+        #[serde(borrow, default)]
+        servers: Option<&'a RawValue>,
+        #[serde(borrow, default)]
+        mcp: Option<&'a RawValue>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Nested<'a> {
+        #[serde(borrow, default)]
+        servers: Option<&'a RawValue>,
+    }
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let Ok(top) = serde_json::from_str::<Top<'_>>(text) else {
+        return HashMap::new();
+    };
+    let nested = top
+        .mcp
+        .and_then(|mcp| serde_json::from_str::<Nested<'_>>(mcp.get()).ok())
+        .and_then(|nested| nested.servers);
+    let Some(servers) = [top.mcp_servers, top.servers, nested]
+        .into_iter()
+        .flatten()
+        .find(|raw| raw.get().starts_with('{'))
+    else {
+        return HashMap::new();
+    };
+    let Ok(entries) = serde_json::from_str::<HashMap<String, &RawValue>>(servers.get()) else {
+        return HashMap::new();
+    };
+    entries
+        .into_iter()
+        .filter_map(|(name, entry)| first_inexact(entry.get()).map(|n| (name, n.to_owned())))
+        .collect()
 }
 
 /// Every number literal of the JSON `text`, outside strings, in order.
@@ -130,6 +176,9 @@ mod tests {
             r#"{"a": 100.000, "b": 0.1e3, "c": 1.7976931348623157e308, "d": 5e-324}"#,
             r#"{"a": "12345678901234567890123 in a string", "b": "\"99999999999999999999\""}"#,
             r#"{"a": [1, 2.5, {"b": 3}], "c": true, "d": null}"#,
+            // Read as the nearest double (float_roundtrip; the default parser rounds
+            // these twice).
+            r#"{"a": 1e-30, "b": 1.1e-25, "c": 1.602176634e-19, "d": 208.58209318768218}"#,
         ] {
             assert_eq!(first_inexact(text), None, "{text}");
         }
@@ -155,6 +204,18 @@ mod tests {
         ] {
             assert_eq!(first_inexact(text), Some(number), "{text}");
         }
+    }
+
+    #[test]
+    fn an_imported_files_entries_are_named_by_the_number_they_hold() {
+        let claude = r#"{"mcpServers": {"ok": {"command": "a", "x": 1.5},
+            "big": {"command": "b", "x": [18446744073709551616]}}, "other": 1e-400}"#;
+        let found = inexact_in_entries(claude);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found["big"], "18446744073709551616");
+        let vscode = "\u{feff}{\"mcp\": {\"servers\": {\"s\": {\"url\": \"http://h\", \"n\": 0.30000000000000000001}}}}";
+        assert_eq!(inexact_in_entries(vscode)["s"], "0.30000000000000000001");
+        assert!(inexact_in_entries(r#"{"servers": []}"#).is_empty());
     }
 
     #[test]

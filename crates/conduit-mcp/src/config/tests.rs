@@ -593,6 +593,17 @@ fn servers_import_from_claude_desktop_cursor_and_vs_code_files() {
     );
     let settings = r#"{"editor.fontSize": 14, "mcp": {"servers": {"web": {"type": "http", "url": "https://x.example/mcp"}}}}"#;
     assert_eq!(import_candidates(path, settings).unwrap()[0].name, "web");
+    // An entry holding a number a write would change is named, the others offered.
+    let numbered = r#"{"editor.seed": 123456789012345678901234567890, "mcp": {"servers": {
+        "web": {"type": "http", "url": "https://x.example/mcp"},
+        "big": {"type": "http", "url": "https://y.example/mcp", "x-id": 18446744073709551617}}}}"#;
+    let found = import_candidates(path, numbered).unwrap();
+    assert!(found[0].problem.is_none(), "{:?}", found[0]);
+    let problem = found[1].problem.as_deref().unwrap();
+    assert!(
+        problem.contains("18446744073709551617") && problem.contains("copy it by hand"),
+        "{problem}"
+    );
     assert!(matches!(
         import_candidates(path, r#"{"other": 1}"#),
         Err(ConfigError::Shape { .. })
