@@ -341,9 +341,12 @@ async fn run_with(
         }
         McpCommand::Resources { server } => {
             let connection = ready_connection(servers, &server)?;
-            let resources = connection.resources().await.map_err(anyhow::Error::from)?;
+            let resources = connection
+                .resources(None)
+                .await
+                .map_err(anyhow::Error::from)?;
             let templates = connection
-                .resource_templates()
+                .resource_templates(None)
                 .await
                 .map_err(anyhow::Error::from)?;
             println!(
@@ -365,7 +368,10 @@ async fn run_with(
         }
         McpCommand::Prompts { server } => {
             let connection = ready_connection(servers, &server)?;
-            let prompts = connection.prompts().await.map_err(anyhow::Error::from)?;
+            let prompts = connection
+                .prompts(None)
+                .await
+                .map_err(anyhow::Error::from)?;
             println!(
                 "{}",
                 shown_json(&serde_json::to_string_pretty(&prompts.items)?)

@@ -779,6 +779,14 @@ impl Host {
                     file: file.display().to_string(),
                     name: pick.name.clone(),
                 })?;
+            // What the window was told cannot be imported is not, whatever it picks.
+            if let Some(problem) = &candidate.problem {
+                return Err(ConfigError::InvalidServer {
+                    server: pick.name,
+                    message: problem.clone(),
+                }
+                .into());
+            }
             let taken = |name: &str| {
                 old.contains_key(name)
                     || edits
@@ -1556,6 +1564,28 @@ mod tests {
         std::os::unix::fs::symlink(&passwd, &link).unwrap();
         let refused = host.mcp_import_candidates(&link).unwrap_err().to_string();
         assert!(!refused.contains("root:"), "{refused}");
+
+        // An entry the window was told cannot be imported is refused when picked anyway.
+        std::fs::write(
+            &other,
+            r#"{"mcpServers": {"big": {"command": "b", "x-id": 18446744073709551617}}}"#,
+        )
+        .unwrap();
+        let before = std::fs::read_to_string(dir.path().join("mcp_servers.json")).unwrap();
+        let version = host.mcp_file().unwrap().version;
+        let picked = vec![ImportPick {
+            name: "big".into(),
+            target: "big".into(),
+        }];
+        let refused = host
+            .import_mcp_servers(version, &other, picked, &YES)
+            .unwrap_err()
+            .to_string();
+        assert!(refused.contains("18446744073709551617"), "{refused}");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("mcp_servers.json")).unwrap(),
+            before
+        );
     }
 
     fn info(name: &str) -> ToolInfo {

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use conduit_core::content::{Block, Message};
 use conduit_mcp::mention::{self, MentionError};
+use conduit_mcp::paging::{ListDeadline, Listing};
 use conduit_mcp::runtime::McpRuntime;
 use conduit_mcp::servers::ServerState;
 use serde::{Deserialize, Serialize};
@@ -14,7 +15,8 @@ use serde_json::{Map, Value};
 
 use crate::Host;
 
-/// How long listing one server's resources and prompts may take before it is left out.
+/// How long listing one server's resources and prompts may take: what is listed by then
+/// is offered, the rest cut.
 const LIST_PATIENCE: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
@@ -68,6 +70,9 @@ pub struct Mentionables {
     pub prompts: Vec<PromptChoice>,
     /// Servers whose lists failed, with why.
     pub problems: Vec<String>,
+    /// Lists offered cut short (past Conduit's caps, or not listed in time), each saying
+    /// how far they go.
+    pub notes: Vec<String>,
 }
 
 /// A resource the user attaches to a message.
@@ -135,7 +140,9 @@ pub enum MentionHostError {
 
 impl Host {
     /// The resources, templates and prompts of every ready server (those that support
-    /// them); a server whose list fails is named in `problems`, the others still listed.
+    /// them); a list that fails is named in `problems`, the others still listed, and a
+    /// list cut short (past the caps, or not listed within [`LIST_PATIENCE`] of when the
+    /// server's listing began) is offered as far as it goes and named in `notes`.
     pub async fn mentionables(&self, servers: &McpRuntime) -> Mentionables {
         let mut out = Mentionables::default();
         for status in servers.statuses() {
@@ -146,44 +153,39 @@ impl Host {
                 continue;
             };
             let server = status.name.clone();
-            let listed = tokio::time::timeout(LIST_PATIENCE, async {
-                let resources = if details.resources {
-                    Some((
-                        connection.resources().await?,
-                        connection.resource_templates().await?,
-                    ))
-                } else {
-                    None
-                };
-                let prompts = if details.prompts {
-                    connection.prompts().await?
-                } else {
-                    Default::default()
-                };
-                Ok::<_, conduit_mcp::client::McpError>((resources, prompts))
-            })
-            .await;
-            let (resources, prompts) = match listed {
-                Ok(Ok((resources, prompts))) => {
-                    // A list cut short is offered as far as it goes, and the cut said.
-                    let cuts = resources
-                        .iter()
-                        .flat_map(|(r, t)| [&r.cut, &t.cut])
-                        .chain([&prompts.cut]);
-                    out.problems
-                        .extend(cuts.flatten().map(|cut| cut.to_string()));
-                    (resources.map(|(r, t)| (r.items, t.items)), prompts.items)
+            let deadline = Some(ListDeadline::after(LIST_PATIENCE));
+            /// The items of a listing; its failure or cut said in `out`.
+            fn taken<T>(
+                listed: Result<Listing<T>, conduit_mcp::client::McpError>,
+                server: &str,
+                out: &mut Mentionables,
+            ) -> Vec<T> {
+                match listed {
+                    Ok(listing) => {
+                        out.notes.extend(listing.cut.map(|cut| cut.to_string()));
+                        listing.items
+                    }
+                    Err(error) => {
+                        out.problems.push(format!("{server}: {error}"));
+                        Vec::new()
+                    }
                 }
-                Ok(Err(error)) => {
-                    out.problems.push(format!("{server}: {error}"));
-                    continue;
-                }
-                Err(_) => {
-                    out.problems.push(format!(
-                        "{server}: listing took longer than {LIST_PATIENCE:?}"
-                    ));
-                    continue;
-                }
+            }
+            let resources = if details.resources {
+                let resources = connection.resources(deadline).await;
+                let templates = connection.resource_templates(deadline).await;
+                Some((
+                    taken(resources, &server, &mut out),
+                    taken(templates, &server, &mut out),
+                ))
+            } else {
+                None
+            };
+            let prompts = if details.prompts {
+                let prompts = connection.prompts(deadline).await;
+                taken(prompts, &server, &mut out)
+            } else {
+                Vec::new()
             };
             if let Some((resources, templates)) = resources {
                 out.resources

@@ -36,7 +36,7 @@ use crate::elicit::{
 };
 use crate::listen_stream::{LISTEN_STREAM_WAIT, ListenStream, WatchedClient};
 use crate::oauth::{self, TokenVault};
-use crate::paging::{ListError, Listed, Listing, Pager};
+use crate::paging::{ListDeadline, ListError, Listed, Listing, Pager};
 use crate::process::{self, ServerProcess, StderrTail};
 use crate::sampling::{self, SamplingAnswer};
 use crate::spill::{self, Spill};
@@ -1381,7 +1381,7 @@ impl Connection {
             fresh_ms,
             ..
         } = self
-            .paged(Listed::Tools, |params| async move {
+            .paged(Listed::Tools, None, |params| async move {
                 let page = peer.list_tools(Some(params)).await?;
                 Ok((page.tools, page.next_cursor, page.ttl_ms))
             })
@@ -1402,7 +1402,12 @@ impl Connection {
     /// A whole paged list through [`Pager`], one page after another: a listing stops
     /// with an error when the server repeats a cursor or its list outgrows the caps.
     /// (rmcp's `list_all_*` would follow the server's cursors without end.)
-    async fn paged<T, F, Fut>(&self, listed: Listed, mut page: F) -> Result<Listing<T>, McpError>
+    async fn paged<T, F, Fut>(
+        &self,
+        listed: Listed,
+        deadline: Option<ListDeadline>,
+        mut page: F,
+    ) -> Result<Listing<T>, McpError>
     where
         T: serde::Serialize,
         F: FnMut(PaginatedRequestParams) -> Fut,
@@ -1411,9 +1416,18 @@ impl Connection {
         let mut pager = Pager::new(&self.asks.server, listed);
         let mut cursor = None;
         loop {
-            let (items, next, ttl_ms) = self
-                .answered(page(PaginatedRequestParams::default().with_cursor(cursor)))
-                .await?;
+            let asked = self.answered(page(PaginatedRequestParams::default().with_cursor(cursor)));
+            let answered = match deadline {
+                Some(deadline) => match tokio::time::timeout_at(deadline.at, asked).await {
+                    Ok(answered) => answered,
+                    Err(_) => {
+                        pager.out_of_time(deadline.patience)?;
+                        return Ok(pager.finish());
+                    }
+                },
+                None => asked.await,
+            };
+            let (items, next, ttl_ms) = answered?;
             match pager.take(items, next, ttl_ms)? {
                 Some(next) => cursor = Some(next),
                 None => return Ok(pager.finish()),
@@ -1428,26 +1442,33 @@ impl Connection {
         *self.tools_fresh_for.lock()
     }
 
-    /// The server's resources; a list past the caps is cut (see [`Listing::cut`]).
-    pub async fn resources(&self) -> Result<Listing<Resource>, McpError> {
+    /// The server's resources; a list past the caps, or still coming at `deadline`, is
+    /// cut (see [`Listing::cut`]).
+    pub async fn resources(
+        &self,
+        deadline: Option<ListDeadline>,
+    ) -> Result<Listing<Resource>, McpError> {
         if !self.details.resources {
             return Ok(Listing::default());
         }
         let peer = &self.peer;
-        self.paged(Listed::Resources, |params| async move {
+        self.paged(Listed::Resources, deadline, |params| async move {
             let page = peer.list_resources(Some(params)).await?;
             Ok((page.resources, page.next_cursor, page.ttl_ms))
         })
         .await
     }
 
-    /// The server's resource templates; a list past the caps is cut.
-    pub async fn resource_templates(&self) -> Result<Listing<ResourceTemplate>, McpError> {
+    /// The server's resource templates; cut as [`Connection::resources`] are.
+    pub async fn resource_templates(
+        &self,
+        deadline: Option<ListDeadline>,
+    ) -> Result<Listing<ResourceTemplate>, McpError> {
         if !self.details.resources {
             return Ok(Listing::default());
         }
         let peer = &self.peer;
-        self.paged(Listed::ResourceTemplates, |params| async move {
+        self.paged(Listed::ResourceTemplates, deadline, |params| async move {
             let page = peer.list_resource_templates(Some(params)).await?;
             Ok((page.resource_templates, page.next_cursor, page.ttl_ms))
         })
@@ -1476,13 +1497,16 @@ impl Connection {
         Ok(result)
     }
 
-    /// The server's prompts; a list past the caps is cut.
-    pub async fn prompts(&self) -> Result<Listing<Prompt>, McpError> {
+    /// The server's prompts; cut as [`Connection::resources`] are.
+    pub async fn prompts(
+        &self,
+        deadline: Option<ListDeadline>,
+    ) -> Result<Listing<Prompt>, McpError> {
         if !self.details.prompts {
             return Ok(Listing::default());
         }
         let peer = &self.peer;
-        self.paged(Listed::Prompts, |params| async move {
+        self.paged(Listed::Prompts, deadline, |params| async move {
             let page = peer.list_prompts(Some(params)).await?;
             Ok((page.prompts, page.next_cursor, page.ttl_ms))
         })

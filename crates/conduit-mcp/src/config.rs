@@ -194,8 +194,9 @@ pub struct Snapshot {
     document: Value,
     /// `None` when the file does not exist.
     fingerprint: Option<String>,
-    /// The first number in the file that writing `document` back would change.
-    inexact_number: Option<String>,
+    /// The numbers in the file that writing `document` back would change, as written and
+    /// as read.
+    inexact_numbers: Vec<(String, serde_json::Number)>,
 }
 
 impl Snapshot {
@@ -244,7 +245,7 @@ pub fn read_with(
                 servers: Vec::new(),
                 document: Value::Object(Map::new()),
                 fingerprint: None,
-                inexact_number: None,
+                inexact_numbers: Vec::new(),
             });
         }
         Err(e) => return Err(ConfigError::read(path, e)),
@@ -265,10 +266,9 @@ pub fn snapshot_of(
         servers,
         document,
         fingerprint: Some(conduit_files::fingerprint_bytes(bytes)),
-        inexact_number: std::str::from_utf8(without_bom(bytes))
-            .ok()
-            .and_then(numbers::first_inexact)
-            .map(str::to_owned),
+        inexact_numbers: std::str::from_utf8(without_bom(bytes))
+            .map(numbers::inexact)
+            .unwrap_or_default(),
     })
 }
 
@@ -733,43 +733,57 @@ pub fn check_edit(path: &Path, edit: &Edit) -> Result<(), ConfigError> {
 }
 
 /// Refuses `edits` on the file `snapshot` read when writing the result would change a
-/// number in it (see [`numbers::first_inexact`]): the document is written whole, and an
-/// integer past 64 bits is held as a double. Edits that change nothing write nothing and
-/// pass. Callers that ask the user check it first.
+/// number in it (see [`numbers::inexact`]): the document is written whole, and an integer
+/// past 64 bits is held as a double. Edits that change nothing write nothing and pass, as
+/// do edits that take such a number out (the entry holding it removed). Callers that ask
+/// the user check it first.
 pub fn check_kept_exactly(snapshot: &Snapshot, edits: &[Edit]) -> Result<(), ConfigError> {
-    match inexact_number(snapshot, edits) {
-        Some(number) if planned_text(snapshot, edits.to_vec())?.is_some() => {
-            Err(inexact_number_error(snapshot, number))
-        }
-        _ => Ok(()),
+    let inexact = inexact_numbers(snapshot, edits);
+    if inexact.is_empty() {
+        return Ok(());
+    }
+    match planned(snapshot, edits.to_vec())? {
+        Some((_, document)) => kept_exactly(snapshot, &inexact, &document),
+        None => Ok(()),
     }
 }
 
-/// The first number the document `edits` leave would hold approximately: one of the
+/// The numbers the document `edits` start from would hold approximately: those of the
 /// last whole text they put in, or else of the file.
-fn inexact_number(snapshot: &Snapshot, edits: &[Edit]) -> Option<String> {
+fn inexact_numbers(snapshot: &Snapshot, edits: &[Edit]) -> Vec<(String, serde_json::Number)> {
     let replaced = edits.iter().rev().find_map(|edit| match edit {
         Edit::Replace { text } => Some(text),
         _ => None,
     });
     match replaced {
-        Some(text) => numbers::first_inexact(text).map(str::to_owned),
-        None => snapshot.inexact_number.clone(),
+        Some(text) => numbers::inexact(text),
+        None => snapshot.inexact_numbers.clone(),
     }
 }
 
-fn inexact_number_error(snapshot: &Snapshot, number: String) -> ConfigError {
-    ConfigError::InexactNumber {
-        path: snapshot.path.display().to_string(),
-        number,
+/// Refuses `document` if it still holds one of the `inexact` numbers as read.
+fn kept_exactly(
+    snapshot: &Snapshot,
+    inexact: &[(String, serde_json::Number)],
+    document: &Value,
+) -> Result<(), ConfigError> {
+    match inexact
+        .iter()
+        .find(|(_, read)| numbers::holds(document, read))
+    {
+        Some((written, _)) => Err(ConfigError::InexactNumber {
+            path: snapshot.path.display().to_string(),
+            number: written.clone(),
+        }),
+        None => Ok(()),
     }
 }
 
-/// The text `edits` would write over the file `snapshot` read, checked; `None` when they
-/// change nothing (a server switched to the state it has, a form saved as it was): a
-/// write would take a backup's place and rewrite the file's own formatting for nothing.
-/// Compared as written, so a new order of the same keys is a change.
-fn planned_text(snapshot: &Snapshot, edits: Vec<Edit>) -> Result<Option<String>, ConfigError> {
+/// The text `edits` would write over the file `snapshot` read, and its document, checked;
+/// `None` when they change nothing (a server switched to the state it has, a form saved
+/// as it was): a write would take a backup's place and rewrite the file's own formatting
+/// for nothing. Compared as written, so a new order of the same keys is a change.
+fn planned(snapshot: &Snapshot, edits: Vec<Edit>) -> Result<Option<(String, Value)>, ConfigError> {
     let path = &snapshot.path;
     let mut document = snapshot.document.clone();
     for edit in edits {
@@ -781,7 +795,7 @@ fn planned_text(snapshot: &Snapshot, edits: Vec<Edit>) -> Result<Option<String>,
             .map_err(|e| ConfigError::write(path, std::io::Error::other(e)))
     };
     let text = pretty(&document)?;
-    Ok((text != pretty(&snapshot.document)?).then_some(text))
+    Ok((text != pretty(&snapshot.document)?).then_some((text, document)))
 }
 
 /// Applies `edit` to the file `snapshot` read, if the file is unchanged since: validated,
@@ -800,13 +814,11 @@ pub fn apply_all(snapshot: &Snapshot, edits: Vec<Edit>) -> Result<Snapshot, Conf
             path: path.display().to_string(),
         });
     }
-    let inexact = inexact_number(snapshot, &edits);
-    let Some(text) = planned_text(snapshot, edits)? else {
+    let inexact = inexact_numbers(snapshot, &edits);
+    let Some((text, document)) = planned(snapshot, edits)? else {
         return read(path);
     };
-    if let Some(number) = inexact {
-        return Err(inexact_number_error(snapshot, number));
-    }
+    kept_exactly(snapshot, &inexact, &document)?;
     // The file is checked again as it is swapped out: an editor's save since the check
     // above is kept, and this write refused.
     write_if_unchanged(path, &text, snapshot.version())?;

@@ -82,6 +82,24 @@ pub struct ListCut {
     pub kept: usize,
 }
 
+/// When a listing stops, cut where lists are cut (a person waits for the picker): at
+/// `at`, `patience` after it began (named in the cut).
+#[derive(Debug, Clone, Copy)]
+pub struct ListDeadline {
+    pub at: tokio::time::Instant,
+    pub patience: std::time::Duration,
+}
+
+impl ListDeadline {
+    /// `patience` from now.
+    pub fn after(patience: std::time::Duration) -> Self {
+        Self {
+            at: tokio::time::Instant::now() + patience,
+            patience,
+        }
+    }
+}
+
 /// A listing's items, the shortest cache hint of its pages, and whether it was cut.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Listing<T> {
@@ -144,6 +162,12 @@ pub enum ListError {
         what: &'static str,
         max_mib: usize,
     },
+    #[error("the server {server:?} took longer than {seconds} s to list its {what}")]
+    TooSlow {
+        server: String,
+        what: &'static str,
+        seconds: u64,
+    },
 }
 
 /// One listing in progress: the items so far, the cursors seen, the shortest cache hint.
@@ -198,13 +222,14 @@ impl<T: serde::Serialize> Pager<T> {
         let (server, what) = (self.server.clone(), self.listed.noun());
         self.pages += 1;
         let max = self.listed.max_items();
-        if self.items.len().saturating_add(items.len()) > max {
+        // Past the item cap, the page is held to what fits (a tool list then fails), and
+        // what is kept still counts against the byte cap below.
+        let over_items = self.items.len().saturating_add(items.len()) > max;
+        if over_items {
+            if !self.listed.cut_past_caps() {
+                return Err(ListError::TooManyItems { server, what, max });
+            }
             items.truncate(max.saturating_sub(self.items.len()));
-            self.items.extend(items);
-            return self.past_cap(
-                format!("more than {max} {what}"),
-                ListError::TooManyItems { server, what, max },
-            );
         }
         let page_bytes = items
             .iter()
@@ -224,6 +249,13 @@ impl<T: serde::Serialize> Pager<T> {
                     what,
                     max_mib,
                 },
+            );
+        }
+        if over_items {
+            self.items.extend(items);
+            return self.past_cap(
+                format!("more than {max} {what}"),
+                ListError::TooManyItems { server, what, max },
             );
         }
         self.items.extend(items);
@@ -248,6 +280,22 @@ impl<T: serde::Serialize> Pager<T> {
             );
         }
         Ok(Some(next))
+    }
+
+    /// Stops the listing where it is because it took longer than `patience`: a cut with
+    /// the items so far where the list is cut, an error otherwise.
+    pub(crate) fn out_of_time(&mut self, patience: std::time::Duration) -> Result<(), ListError> {
+        let (server, what) = (self.server.clone(), self.listed.noun());
+        let past = format!("its {what} over more than {} s", patience.as_secs());
+        self.past_cap(
+            past,
+            ListError::TooSlow {
+                server,
+                what,
+                seconds: patience.as_secs(),
+            },
+        )
+        .map(|_| ())
     }
 
     /// The list (whole, or as far as it was cut) and the shortest cache hint (`ttlMs`)
@@ -387,6 +435,44 @@ mod tests {
         let listing = pager.finish();
         assert_eq!(listing.items.len(), 1);
         assert_eq!(listing.cut.unwrap().kept, 1);
+
+        // The page that crosses the item cap is held to the byte cap too.
+        let mut pager = Pager::new("both", Listed::Resources);
+        let filler = vec![String::new(); MAX_RESOURCES - 1];
+        assert!(
+            pager
+                .take(filler, Some("a".into()), None)
+                .unwrap()
+                .is_some()
+        );
+        let two_big = vec!["x".repeat(MAX_LIST_BYTES), String::new()];
+        assert_eq!(pager.take(two_big, None, None), Ok(None));
+        let listing = pager.finish();
+        assert_eq!(listing.items.len(), MAX_RESOURCES - 1);
+        assert!(listing.cut.unwrap().past.contains("MiB"));
+
+        // Out of time: what was listed is kept, a tool list fails.
+        let mut pager = Pager::new("slow", Listed::Prompts);
+        assert!(
+            pager
+                .take(vec![1, 2], Some("a".into()), None)
+                .unwrap()
+                .is_some()
+        );
+        pager
+            .out_of_time(std::time::Duration::from_secs(10))
+            .unwrap();
+        let listing = pager.finish();
+        assert_eq!(listing.items, [1, 2]);
+        assert_eq!(
+            listing.cut.unwrap().to_string(),
+            "the server \"slow\" lists its prompts over more than 10 s; Conduit offers the first 2 of its prompts"
+        );
+        let mut pager: Pager<u8> = Pager::new("slow", Listed::Tools);
+        assert!(matches!(
+            pager.out_of_time(std::time::Duration::from_secs(10)),
+            Err(ListError::TooSlow { .. })
+        ));
 
         // A repeated cursor is still a broken server, not a long list.
         let mut pager = Pager::new("loop", Listed::Resources);

@@ -593,7 +593,12 @@ export type Mentionables = { resources: Array<ResourceChoice>, templates: Array<
 /**
  * Servers whose lists failed, with why.
  */
-problems: Array<string>, };
+problems: Array<string>, 
+/**
+ * Lists offered cut short (past Conduit's caps, or not listed in time), each saying
+ * how far they go.
+ */
+notes: Array<string>, };
 
 export type ResourceMention = { "kind": "resource", server: string, uri: string, } | { "kind": "template", server: string, uriTemplate: string, arguments: Record<string, string>, };
 

@@ -99,6 +99,12 @@ export class MentionController {
     }
   }
 
+  /** Lists offered cut short (a server listing more than Conduit takes, or too slowly),
+   *  each saying how far it goes. */
+  get notes(): string[] {
+    return this.offered?.notes ?? [];
+  }
+
   async reload(): Promise<void> {
     try {
       this.offered = await this.api.mentionables();

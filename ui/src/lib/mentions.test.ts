@@ -28,6 +28,7 @@ const offered: Mentionables = {
     },
   ],
   problems: [],
+  notes: [],
 };
 
 function setup() {
@@ -126,6 +127,17 @@ describe("MentionController", () => {
     await mentions.reload();
     expect(mentions.error).toContain("gh:");
   });
+
+  it("offers a list cut short and says how far it goes, as a note and not an error", async () => {
+    const { api, mentions } = setup();
+    const note = 'the server "files" lists more than 10000 resources; Conduit offers the first 10000 of its resources';
+    api.mentionables.mockResolvedValueOnce({ ...offered, notes: [note] });
+    await mentions.reload();
+    mentions.typed("@", 1);
+    expect(mentions.error).toBeNull();
+    expect(mentions.notes).toEqual([note]);
+    expect(mentions.offers.length).toBeGreaterThan(0);
+  });
 });
 
 describe("a hostile server's mentionables", () => {
@@ -147,6 +159,7 @@ describe("a hostile server's mentionables", () => {
       },
     ],
     problems: [],
+    notes: [],
   };
 
   function hostileSetup() {

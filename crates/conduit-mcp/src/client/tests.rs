@@ -260,7 +260,7 @@ async fn a_list_that_never_ends_stops_at_the_page_cap() {
     assert!(error.to_string().contains("\"evil\""), "{error}");
     assert_eq!(asked.swap(0, Ordering::SeqCst), MAX_LIST_PAGES);
 
-    let resources = connection.resources().await.unwrap();
+    let resources = connection.resources(None).await.unwrap();
     assert_eq!(asked.load(Ordering::SeqCst), MAX_PICKER_LIST_PAGES);
     assert_eq!(resources.items.len(), MAX_PICKER_LIST_PAGES);
     assert_eq!(resources.items[0].uri, "file:///0");
@@ -345,13 +345,18 @@ async fn pages_of_an_honest_server_are_joined() {
         connection.tools_fresh_for(),
         Some(Duration::from_millis(5_000))
     );
-    assert_eq!(connection.resources().await.unwrap().items.len(), 3);
+    assert_eq!(connection.resources(None).await.unwrap().items.len(), 3);
     assert_eq!(
-        connection.resource_templates().await.unwrap().items.len(),
+        connection
+            .resource_templates(None)
+            .await
+            .unwrap()
+            .items
+            .len(),
         3
     );
     let prompts: Vec<_> = connection
-        .prompts()
+        .prompts(None)
         .await
         .unwrap()
         .items

@@ -54,6 +54,28 @@ pub fn inexact_in_entries(text: &str) -> HashMap<String, String> {
         .collect()
 }
 
+/// Every number in the JSON `text` that serde_json would write back as a different
+/// number: as written there, and as serde_json reads it.
+pub fn inexact(text: &str) -> Vec<(String, serde_json::Number)> {
+    numbers(text)
+        .filter(|token| !kept_exactly(token))
+        .filter_map(|token| {
+            let read = serde_json::from_str::<serde_json::Number>(token).ok()?;
+            Some((token.to_owned(), read))
+        })
+        .collect()
+}
+
+/// Whether `value` holds the number `number` anywhere.
+pub fn holds(value: &serde_json::Value, number: &serde_json::Number) -> bool {
+    match value {
+        serde_json::Value::Number(held) => held == number,
+        serde_json::Value::Array(items) => items.iter().any(|item| holds(item, number)),
+        serde_json::Value::Object(map) => map.values().any(|item| holds(item, number)),
+        _ => false,
+    }
+}
+
 /// Every number literal of the JSON `text`, outside strings, in order.
 fn numbers(text: &str) -> impl Iterator<Item = &str> {
     let bytes = text.as_bytes();

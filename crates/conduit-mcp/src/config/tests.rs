@@ -425,6 +425,16 @@ fn a_number_a_write_would_change_refuses_the_edit_and_keeps_the_file() {
     );
     let now: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     assert_eq!(now, written);
+
+    // Removing the entry that holds such a number loses nothing of it: allowed.
+    let two = r#"{"mcpServers": {"keep": {"command": "a"}, "big": {"command": "b", "x": 18446744073709551616}}}"#;
+    std::fs::write(&path, two).unwrap();
+    let snapshot = read(&path).unwrap();
+    let remove = Edit::Remove { name: "big".into() };
+    check_kept_exactly(&snapshot, std::slice::from_ref(&remove)).unwrap();
+    apply(&snapshot, remove).unwrap();
+    let now: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(now, json!({"mcpServers": {"keep": {"command": "a"}}}));
 }
 
 /// An editor's save between the read and the write is kept and the write refused.
