@@ -47,7 +47,7 @@ pub enum ConfigError {
     #[error("server {server:?}: {message}")]
     InvalidServer { server: String, message: String },
     #[error(
-        "{path} holds the number {number}, which a change made here would write back as another number (JSON numbers past 64 bits, or with more digits than a double holds, are read approximately); nothing was written. Change the file as text (Settings' text editor or any editor)."
+        "{path} holds the number {number}, which a change made here would write back as another number (JSON numbers past 64 bits, and decimals a double does not hold exactly, are read approximately); nothing was written. Change the file as text (Settings' text editor or any editor)."
     )]
     InexactNumber { path: String, number: String },
 }
@@ -658,21 +658,22 @@ pub fn import_candidates(path: &Path, text: &str) -> Result<Vec<ImportCandidate>
             column: e.column(),
             message: conduit_files::json_error_message(&e),
         })?;
-    let servers = [
-        document.get(SERVERS),
-        document.get("servers"),
-        document.get("mcp").and_then(|m| m.get("servers")),
-    ]
-    .into_iter()
-    .flatten()
-    .find_map(Value::as_object)
-    .ok_or_else(|| ConfigError::Shape {
-        path: path.display().to_string(),
-    })?;
+    let places: [&[&str]; 3] = [&[SERVERS], &["servers"], &["mcp", "servers"]];
+    let (servers, place) = places
+        .into_iter()
+        .find_map(|place| {
+            let found = place
+                .iter()
+                .try_fold(&document, |value, key| value.get(key))?;
+            Some((found.as_object()?, place))
+        })
+        .ok_or_else(|| ConfigError::Shape {
+            path: path.display().to_string(),
+        })?;
     let env = |name: &str| std::env::var(name).ok().or(Some(String::new()));
     // Only a file with a number read approximately is read again for its entries' text.
     let inexact = match numbers::first_inexact(text) {
-        Some(_) => numbers::inexact_in_entries(text),
+        Some(_) => numbers::inexact_in_entries(text, place),
         None => HashMap::new(),
     };
     Ok(servers
@@ -683,7 +684,7 @@ pub fn import_candidates(path: &Path, text: &str) -> Result<Vec<ImportCandidate>
             problem: spec_of(entry, &env).err().or_else(|| {
                 inexact.get(name).map(|number| {
                     format!(
-                        "its entry holds the number {number}, which Conduit would write as another number (past 64 bits, or more digits than a double holds): copy it by hand"
+                        "its entry holds the number {number}, which Conduit would write as another number (past 64 bits, or a decimal a double does not hold exactly): copy it by hand"
                     )
                 })
             }),

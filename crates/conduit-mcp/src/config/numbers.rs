@@ -4,8 +4,6 @@
 
 use std::collections::HashMap;
 
-use serde_json::value::RawValue;
-
 /// The first number in the JSON `text` that serde_json would write back as a different
 /// number, as it is written there. `text` is JSON that parsed.
 pub fn first_inexact(text: &str) -> Option<&str> {
@@ -13,45 +11,96 @@ pub fn first_inexact(text: &str) -> Option<&str> {
 }
 
 /// The first inexact number (see [`first_inexact`]) of each server entry in another app's
-/// file, by server name, where [`super::import_candidates`] finds the servers: under
-/// `mcpServers`, `servers` or `mcp.servers`, the first that is an object.
-pub fn inexact_in_entries(text: &str) -> HashMap<String, String> {
-    #[derive(serde::Deserialize)]
-    struct Top<'a> {
-        #[serde(borrow, rename = "mcpServers", default)]
-        mcp_servers: Option<&'a RawValue>,
-        #[serde(borrow, default)]
-        servers: Option<&'a RawValue>,
-        #[serde(borrow, default)]
-        mcp: Option<&'a RawValue>,
+/// file, by server name, the entries being the members of the object at `servers` (a
+/// path of keys from the top: `["mcpServers"]`, `["mcp", "servers"]`).
+pub fn inexact_in_entries(text: &str, servers: &[&str]) -> HashMap<String, String> {
+    let mut found = HashMap::new();
+    for (path, token) in numbers_with_paths(text) {
+        if path.len() > servers.len()
+            && path.iter().zip(servers).all(|(key, wanted)| key == wanted)
+            && !kept_exactly(token)
+        {
+            found
+                .entry(path[servers.len()].clone())
+                .or_insert_with(|| token.to_owned());
+        }
     }
-    #[derive(serde::Deserialize)]
-    struct Nested<'a> {
-        #[serde(borrow, default)]
-        servers: Option<&'a RawValue>,
+    found
+}
+
+/// Every number of the JSON `text` (which parsed) with the keys of the objects around it,
+/// outermost first (arrays add none).
+fn numbers_with_paths(text: &str) -> Vec<(Vec<String>, &str)> {
+    /// An open object (the key of the member being read, and whether a key comes next)
+    /// or array.
+    enum Open {
+        Object { key: Option<String>, key_next: bool },
+        Array,
     }
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let Ok(top) = serde_json::from_str::<Top<'_>>(text) else {
-        return HashMap::new();
-    };
-    let nested = top
-        .mcp
-        .and_then(|mcp| serde_json::from_str::<Nested<'_>>(mcp.get()).ok())
-        .and_then(|nested| nested.servers);
-    let Some(servers) = [top.mcp_servers, top.servers, nested]
-        .into_iter()
-        .flatten()
-        .find(|raw| raw.get().starts_with('{'))
-    else {
-        return HashMap::new();
-    };
-    let Ok(entries) = serde_json::from_str::<HashMap<String, &RawValue>>(servers.get()) else {
-        return HashMap::new();
-    };
-    entries
-        .into_iter()
-        .filter_map(|(name, entry)| first_inexact(entry.get()).map(|n| (name, n.to_owned())))
-        .collect()
+    let bytes = text.as_bytes();
+    let mut open: Vec<Open> = Vec::new();
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        match bytes[at] {
+            b'{' => {
+                open.push(Open::Object {
+                    key: None,
+                    key_next: true,
+                });
+                at += 1;
+            }
+            b'[' => {
+                open.push(Open::Array);
+                at += 1;
+            }
+            b'}' | b']' => {
+                open.pop();
+                at += 1;
+            }
+            b',' => {
+                if let Some(Open::Object { key_next, .. }) = open.last_mut() {
+                    *key_next = true;
+                }
+                at += 1;
+            }
+            b'"' => {
+                let start = at;
+                at += 1;
+                while at < bytes.len() && bytes[at] != b'"' {
+                    at += if bytes[at] == b'\\' { 2 } else { 1 };
+                }
+                at += 1;
+                if let Some(Open::Object { key, key_next }) = open.last_mut()
+                    && *key_next
+                {
+                    let written = text.get(start..at.min(bytes.len())).unwrap_or_default();
+                    *key = serde_json::from_str::<String>(written).ok();
+                    *key_next = false;
+                }
+            }
+            b'-' | b'0'..=b'9' => {
+                let start = at;
+                while at < bytes.len()
+                    && matches!(bytes[at], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
+                {
+                    at += 1;
+                }
+                let path = open
+                    .iter()
+                    .filter_map(|o| match o {
+                        Open::Object { key, .. } => Some(key.clone().unwrap_or_default()),
+                        Open::Array => None,
+                    })
+                    .collect();
+                if let Some(token) = text.get(start..at) {
+                    out.push((path, token));
+                }
+            }
+            _ => at += 1,
+        }
+    }
+    out
 }
 
 /// Every number in the JSON `text` that serde_json would write back as a different
@@ -198,9 +247,6 @@ mod tests {
             r#"{"a": 100.000, "b": 0.1e3, "c": 1.7976931348623157e308, "d": 5e-324}"#,
             r#"{"a": "12345678901234567890123 in a string", "b": "\"99999999999999999999\""}"#,
             r#"{"a": [1, 2.5, {"b": 3}], "c": true, "d": null}"#,
-            // Read as the nearest double (float_roundtrip; the default parser rounds
-            // these twice).
-            r#"{"a": 1e-30, "b": 1.1e-25, "c": 1.602176634e-19, "d": 208.58209318768218}"#,
         ] {
             assert_eq!(first_inexact(text), None, "{text}");
         }
@@ -219,6 +265,10 @@ mod tests {
                 "0.12345678901234567890123",
             ),
             (r#"{"s": "1e999", "a": 1e-400}"#, "1e-400"),
+            // serde_json's parser (without `float_roundtrip`, 25 KB of the binary) rounds
+            // these twice and reads a neighbouring double: a write would change them.
+            (r#"{"a": 1e-30}"#, "1e-30"),
+            (r#"{"a": 1.602176634e-19}"#, "1.602176634e-19"),
             (
                 r#"{"a": 123456789012345678901234567890e-10}"#,
                 "123456789012345678901234567890e-10",
@@ -230,14 +280,19 @@ mod tests {
 
     #[test]
     fn an_imported_files_entries_are_named_by_the_number_they_hold() {
-        let claude = r#"{"mcpServers": {"ok": {"command": "a", "x": 1.5},
-            "big": {"command": "b", "x": [18446744073709551616]}}, "other": 1e-400}"#;
-        let found = inexact_in_entries(claude);
-        assert_eq!(found.len(), 1, "{found:?}");
+        let claude = r#"{"mcpServers": {"ok": {"command": "a", "x": 1.5, "y": [2]},
+            "big": {"command": "b", "x": [{"k": 18446744073709551616}]},
+            "esc\"aped": {"n": 99999999999999999999}}, "other": 1e-400}"#;
+        let found = inexact_in_entries(claude, &["mcpServers"]);
+        assert_eq!(found.len(), 2, "{found:?}");
         assert_eq!(found["big"], "18446744073709551616");
-        let vscode = "\u{feff}{\"mcp\": {\"servers\": {\"s\": {\"url\": \"http://h\", \"n\": 0.30000000000000000001}}}}";
-        assert_eq!(inexact_in_entries(vscode)["s"], "0.30000000000000000001");
-        assert!(inexact_in_entries(r#"{"servers": []}"#).is_empty());
+        assert_eq!(found["esc\"aped"], "99999999999999999999");
+        let vscode = r#"{"servers": {"s": 1e999}, "mcp": {"servers": {"s": {"url": "http://h", "n": 0.30000000000000000001}}}}"#;
+        assert_eq!(
+            inexact_in_entries(vscode, &["mcp", "servers"])["s"],
+            "0.30000000000000000001"
+        );
+        assert!(inexact_in_entries(r#"{"servers": [1e-400]}"#, &["servers"]).is_empty());
     }
 
     #[test]
