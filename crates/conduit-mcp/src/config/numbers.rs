@@ -3,11 +3,35 @@
 //! parsed file back would write another number.
 
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 
 /// The first number in the JSON `text` that serde_json would write back as a different
 /// number, as it is written there. `text` is JSON that parsed.
 pub fn first_inexact(text: &str) -> Option<&str> {
-    numbers(text).find(|token| !kept_exactly(token))
+    let mut first = None;
+    scan(text, |token, _| {
+        if kept_exactly(token) {
+            return ControlFlow::Continue(());
+        }
+        first = Some(token);
+        ControlFlow::Break(())
+    });
+    first
+}
+
+/// Every number in the JSON `text` that serde_json would write back as a different
+/// number: as written there, and as serde_json reads it.
+pub fn inexact(text: &str) -> Vec<(String, serde_json::Number)> {
+    let mut found = Vec::new();
+    scan(text, |token, _| {
+        if !kept_exactly(token)
+            && let Ok(read) = serde_json::from_str::<serde_json::Number>(token)
+        {
+            found.push((token.to_owned(), read));
+        }
+        ControlFlow::Continue(())
+    });
+    found
 }
 
 /// The first inexact number (see [`first_inexact`]) of each server entry in another app's
@@ -15,31 +39,50 @@ pub fn first_inexact(text: &str) -> Option<&str> {
 /// path of keys from the top: `["mcpServers"]`, `["mcp", "servers"]`).
 pub fn inexact_in_entries(text: &str, servers: &[&str]) -> HashMap<String, String> {
     let mut found = HashMap::new();
-    for (path, token) in numbers_with_paths(text) {
-        if path.len() > servers.len()
-            && path.iter().zip(servers).all(|(key, wanted)| key == wanted)
-            && !kept_exactly(token)
-        {
+    scan(text, |token, open| {
+        if kept_exactly(token) {
+            return ControlFlow::Continue(());
+        }
+        let path: Vec<&str> = open
+            .iter()
+            .filter_map(|o| match o {
+                Open::Object { key, .. } => Some(key.as_deref().unwrap_or_default()),
+                Open::Array => None,
+            })
+            .collect();
+        if path.len() > servers.len() && path[..servers.len()] == *servers {
             found
-                .entry(path[servers.len()].clone())
+                .entry(path[servers.len()].to_owned())
                 .or_insert_with(|| token.to_owned());
         }
-    }
+        ControlFlow::Continue(())
+    });
     found
 }
 
-/// Every number of the JSON `text` (which parsed) with the keys of the objects around it,
-/// outermost first (arrays add none).
-fn numbers_with_paths(text: &str) -> Vec<(Vec<String>, &str)> {
-    /// An open object (the key of the member being read, and whether a key comes next)
-    /// or array.
-    enum Open {
-        Object { key: Option<String>, key_next: bool },
-        Array,
+/// Whether `value` holds the number `number` anywhere.
+pub fn holds(value: &serde_json::Value, number: &serde_json::Number) -> bool {
+    match value {
+        serde_json::Value::Number(held) => held == number,
+        serde_json::Value::Array(items) => items.iter().any(|item| holds(item, number)),
+        serde_json::Value::Object(map) => map.values().any(|item| holds(item, number)),
+        _ => false,
     }
+}
+
+/// An object or array the scan is inside: an object with the key of the member being
+/// read and whether a key comes next.
+enum Open {
+    Object { key: Option<String>, key_next: bool },
+    Array,
+}
+
+/// Calls `number` with every number literal of the JSON `text` (which parsed), outside
+/// strings, in order, and the objects and arrays around it (outermost first), until it
+/// breaks.
+fn scan<'t>(text: &'t str, mut number: impl FnMut(&'t str, &[Open]) -> ControlFlow<()>) {
     let bytes = text.as_bytes();
     let mut open: Vec<Open> = Vec::new();
-    let mut out = Vec::new();
     let mut at = 0;
     while at < bytes.len() {
         match bytes[at] {
@@ -86,77 +129,15 @@ fn numbers_with_paths(text: &str) -> Vec<(Vec<String>, &str)> {
                 {
                     at += 1;
                 }
-                let path = open
-                    .iter()
-                    .filter_map(|o| match o {
-                        Open::Object { key, .. } => Some(key.clone().unwrap_or_default()),
-                        Open::Array => None,
-                    })
-                    .collect();
-                if let Some(token) = text.get(start..at) {
-                    out.push((path, token));
+                if let Some(token) = text.get(start..at)
+                    && number(token, &open).is_break()
+                {
+                    return;
                 }
             }
             _ => at += 1,
         }
     }
-    out
-}
-
-/// Every number in the JSON `text` that serde_json would write back as a different
-/// number: as written there, and as serde_json reads it.
-pub fn inexact(text: &str) -> Vec<(String, serde_json::Number)> {
-    numbers(text)
-        .filter(|token| !kept_exactly(token))
-        .filter_map(|token| {
-            let read = serde_json::from_str::<serde_json::Number>(token).ok()?;
-            Some((token.to_owned(), read))
-        })
-        .collect()
-}
-
-/// Whether `value` holds the number `number` anywhere.
-pub fn holds(value: &serde_json::Value, number: &serde_json::Number) -> bool {
-    match value {
-        serde_json::Value::Number(held) => held == number,
-        serde_json::Value::Array(items) => items.iter().any(|item| holds(item, number)),
-        serde_json::Value::Object(map) => map.values().any(|item| holds(item, number)),
-        _ => false,
-    }
-}
-
-/// Every number literal of the JSON `text`, outside strings, in order.
-fn numbers(text: &str) -> impl Iterator<Item = &str> {
-    let bytes = text.as_bytes();
-    let mut at = 0;
-    std::iter::from_fn(move || {
-        let mut in_string = false;
-        while at < bytes.len() {
-            let byte = bytes[at];
-            if in_string {
-                match byte {
-                    b'\\' => at += 1,
-                    b'"' => in_string = false,
-                    _ => {}
-                }
-                at += 1;
-            } else if byte == b'"' {
-                in_string = true;
-                at += 1;
-            } else if byte == b'-' || byte.is_ascii_digit() {
-                let start = at;
-                while at < bytes.len()
-                    && matches!(bytes[at], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
-                {
-                    at += 1;
-                }
-                return text.get(start..at);
-            } else {
-                at += 1;
-            }
-        }
-        None
-    })
 }
 
 /// Whether serde_json writes the number `token` back as the same number (perhaps written
