@@ -272,6 +272,42 @@ async fn a_list_that_never_ends_stops_at_the_page_cap() {
     connection.shutdown().await;
 }
 
+/// A server that pages slowly, without end: the picker's deadline cuts its resources,
+/// keeping what was listed by then; with no deadline the same listing would go on to the
+/// page cap.
+#[tokio::test]
+async fn a_slow_list_is_cut_at_the_deadline_with_what_was_listed() {
+    let connection = scripted(
+        |request| {
+            if request["method"] != "resources/list" {
+                return Vec::new();
+            }
+            let n = request["params"]["cursor"]
+                .as_str()
+                .and_then(|c| c.parse::<u64>().ok())
+                .unwrap_or(0);
+            vec![Reply {
+                after: Duration::from_millis(200),
+                line: json!({"jsonrpc": "2.0", "id": request["id"], "result": {
+                    "resources": [{"uri": format!("file:///{n}"), "name": format!("r{n}")}],
+                    "nextCursor": (n + 1).to_string()
+                }})
+                .to_string(),
+            }]
+        },
+        DEFAULT_CALL_TIMEOUT,
+    )
+    .await;
+    let deadline = crate::paging::ListDeadline::after(Duration::from_secs(2));
+    let resources = connection.resources(Some(deadline)).await.unwrap();
+    assert!(!resources.items.is_empty(), "what was listed is kept");
+    assert_eq!(resources.items[0].uri, "file:///0");
+    let cut = resources.cut.unwrap();
+    assert_eq!(cut.kept, resources.items.len());
+    assert!(cut.past.contains("over more than 2 s"), "{cut}");
+    connection.shutdown().await;
+}
+
 /// Pages of 600 tools: the second one takes the list past the tool cap.
 #[tokio::test]
 async fn too_many_tools_fail_the_listing() {
