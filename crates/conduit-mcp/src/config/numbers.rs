@@ -1,6 +1,7 @@
-//! Numbers a structured edit would change: serde_json keeps an integer past 64 bits, or a
-//! decimal with more digits than a double holds, as an approximate double, so writing the
-//! parsed file back would write another number.
+//! Numbers a structured edit would change: serde_json holds an integer past 64 bits, or a
+//! decimal a double does not hold exactly (more digits than a double keeps, or one its
+//! parser without `float_roundtrip` rounds twice, as `1e-30`), as another double, so
+//! writing the parsed file back would write another number.
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;
