@@ -75,6 +75,27 @@ pub struct Mentionables {
     pub notes: Vec<String>,
 }
 
+impl Mentionables {
+    /// The items of one server's listing; its failure (in `problems`) or cut (in `notes`)
+    /// said.
+    fn taken<T>(
+        &mut self,
+        listed: Result<Listing<T>, conduit_mcp::client::McpError>,
+        server: &str,
+    ) -> Vec<T> {
+        match listed {
+            Ok(listing) => {
+                self.notes.extend(listing.cut.map(|cut| cut.to_string()));
+                listing.items
+            }
+            Err(error) => {
+                self.problems.push(format!("{server}: {error}"));
+                Vec::new()
+            }
+        }
+    }
+}
+
 /// A resource the user attaches to a message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(
@@ -154,36 +175,16 @@ impl Host {
             };
             let server = status.name.clone();
             let deadline = Some(ListDeadline::after(LIST_PATIENCE));
-            /// The items of a listing; its failure or cut said in `out`.
-            fn taken<T>(
-                listed: Result<Listing<T>, conduit_mcp::client::McpError>,
-                server: &str,
-                out: &mut Mentionables,
-            ) -> Vec<T> {
-                match listed {
-                    Ok(listing) => {
-                        out.notes.extend(listing.cut.map(|cut| cut.to_string()));
-                        listing.items
-                    }
-                    Err(error) => {
-                        out.problems.push(format!("{server}: {error}"));
-                        Vec::new()
-                    }
-                }
-            }
             let resources = if details.resources {
                 let resources = connection.resources(deadline).await;
                 let templates = connection.resource_templates(deadline).await;
-                Some((
-                    taken(resources, &server, &mut out),
-                    taken(templates, &server, &mut out),
-                ))
+                Some((out.taken(resources, &server), out.taken(templates, &server)))
             } else {
                 None
             };
             let prompts = if details.prompts {
                 let prompts = connection.prompts(deadline).await;
-                taken(prompts, &server, &mut out)
+                out.taken(prompts, &server)
             } else {
                 Vec::new()
             };

@@ -2,7 +2,7 @@
 //! server checked on its own, `${VAR}` expanded, and written atomically with a backup,
 //! never over a change made since it was read.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -671,11 +671,7 @@ pub fn import_candidates(path: &Path, text: &str) -> Result<Vec<ImportCandidate>
             path: path.display().to_string(),
         })?;
     let env = |name: &str| std::env::var(name).ok().or(Some(String::new()));
-    // Only a file with a number read approximately is read again for its entries' text.
-    let inexact = match numbers::first_inexact(text) {
-        Some(_) => numbers::inexact_in_entries(text, place),
-        None => HashMap::new(),
-    };
+    let inexact = numbers::inexact_in_entries(text, place);
     Ok(servers
         .iter()
         .map(|(name, entry)| ImportCandidate {

@@ -4,24 +4,9 @@
 //! writing the parsed file back would write another number.
 
 use std::collections::HashMap;
-use std::ops::ControlFlow;
-
-/// The first number in the JSON `text` that serde_json would write back as a different
-/// number, as it is written there. `text` is JSON that parsed.
-pub fn first_inexact(text: &str) -> Option<&str> {
-    let mut first = None;
-    scan(text, |token, _| {
-        if kept_exactly(token) {
-            return ControlFlow::Continue(());
-        }
-        first = Some(token);
-        ControlFlow::Break(())
-    });
-    first
-}
 
 /// Every number in the JSON `text` that serde_json would write back as a different
-/// number: as written there, and as serde_json reads it.
+/// number: as written there, and as serde_json reads it. `text` is JSON that parsed.
 pub fn inexact(text: &str) -> Vec<(String, serde_json::Number)> {
     let mut found = Vec::new();
     scan(text, |token, _| {
@@ -30,19 +15,18 @@ pub fn inexact(text: &str) -> Vec<(String, serde_json::Number)> {
         {
             found.push((token.to_owned(), read));
         }
-        ControlFlow::Continue(())
     });
     found
 }
 
-/// The first inexact number (see [`first_inexact`]) of each server entry in another app's
+/// The first inexact number (see [`inexact`]) of each server entry in another app's
 /// file, by server name, the entries being the members of the object at `servers` (a
 /// path of keys from the top: `["mcpServers"]`, `["mcp", "servers"]`).
 pub fn inexact_in_entries(text: &str, servers: &[&str]) -> HashMap<String, String> {
     let mut found = HashMap::new();
     scan(text, |token, open| {
         if kept_exactly(token) {
-            return ControlFlow::Continue(());
+            return;
         }
         let path: Vec<&str> = open
             .iter()
@@ -56,7 +40,6 @@ pub fn inexact_in_entries(text: &str, servers: &[&str]) -> HashMap<String, Strin
                 .entry(path[servers.len()].to_owned())
                 .or_insert_with(|| token.to_owned());
         }
-        ControlFlow::Continue(())
     });
     found
 }
@@ -79,9 +62,8 @@ enum Open {
 }
 
 /// Calls `number` with every number literal of the JSON `text` (which parsed), outside
-/// strings, in order, and the objects and arrays around it (outermost first), until it
-/// breaks.
-fn scan<'t>(text: &'t str, mut number: impl FnMut(&'t str, &[Open]) -> ControlFlow<()>) {
+/// strings, in order, and the objects and arrays around it (outermost first).
+fn scan<'t>(text: &'t str, mut number: impl FnMut(&'t str, &[Open])) {
     let bytes = text.as_bytes();
     let mut open: Vec<Open> = Vec::new();
     let mut at = 0;
@@ -130,10 +112,8 @@ fn scan<'t>(text: &'t str, mut number: impl FnMut(&'t str, &[Open]) -> ControlFl
                 {
                     at += 1;
                 }
-                if let Some(token) = text.get(start..at)
-                    && number(token, &open).is_break()
-                {
-                    return;
+                if let Some(token) = text.get(start..at) {
+                    number(token, &open);
                 }
             }
             _ => at += 1,
@@ -144,6 +124,12 @@ fn scan<'t>(text: &'t str, mut number: impl FnMut(&'t str, &[Open]) -> ControlFl
 /// Whether serde_json writes the number `token` back as the same number (perhaps written
 /// otherwise: `1e2` as `100.0`).
 fn kept_exactly(token: &str) -> bool {
+    // Most numbers in a config are small integers (timeouts, ports): exact without a
+    // parse, so reading the file costs next to nothing for them.
+    let digits = token.strip_prefix('-').unwrap_or(token);
+    if !digits.is_empty() && digits.len() <= 18 && digits.bytes().all(|b| b.is_ascii_digit()) {
+        return true;
+    }
     let Ok(value) = serde_json::from_str::<serde_json::Number>(token) else {
         return false;
     };
@@ -230,7 +216,7 @@ mod tests {
             r#"{"a": "12345678901234567890123 in a string", "b": "\"99999999999999999999\""}"#,
             r#"{"a": [1, 2.5, {"b": 3}], "c": true, "d": null}"#,
         ] {
-            assert_eq!(first_inexact(text), None, "{text}");
+            assert_eq!(inexact(text), [], "{text}");
         }
     }
 
@@ -256,7 +242,11 @@ mod tests {
                 "123456789012345678901234567890e-10",
             ),
         ] {
-            assert_eq!(first_inexact(text), Some(number), "{text}");
+            assert_eq!(
+                inexact(text).first().map(|(written, _)| written.as_str()),
+                Some(number),
+                "{text}"
+            );
         }
     }
 
