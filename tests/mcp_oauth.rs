@@ -269,14 +269,35 @@ async fn two_processes_refreshing_at_once_keep_the_sign_in() {
             auth.log()
         );
     }
-    assert_eq!(auth.count("token:refresh_token"), 2, "{:?}", auth.log());
+    // Overlapping, both refresh, one after the other with what the first saved; on a
+    // loaded machine the second may start after the first saved and find the token fresh.
+    // Either way no refresh spends a token already spent.
+    let refreshes = auth.count("token:refresh_token");
+    assert!((1..=2).contains(&refreshes), "{:?}", auth.log());
+    assert_eq!(
+        auth.count("token:refresh_token:unknown"),
+        0,
+        "{:?}",
+        auth.log()
+    );
     // The stored refresh token is the last one issued: a later run, due to refresh
     // again, refreshes with it.
     auth.slow_refreshes(Duration::ZERO);
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let later = run(call).await.unwrap();
     assert!(later.status.success(), "{}", text(&later.stderr));
-    assert_eq!(auth.count("token:refresh_token"), 3, "{:?}", auth.log());
+    assert_eq!(
+        auth.count("token:refresh_token"),
+        refreshes + 1,
+        "{:?}",
+        auth.log()
+    );
+    assert_eq!(
+        auth.count("token:refresh_token:unknown"),
+        0,
+        "{:?}",
+        auth.log()
+    );
     assert_eq!(
         auth.count("authorize"),
         1,

@@ -154,7 +154,8 @@ impl OAuthServer {
     }
 
     /// What happened, in order: `register`, `authorize`, `token:authorization_code`,
-    /// `token:refresh_token`, `revoke:<hint>`, `mcp:401`, `mcp:ok`.
+    /// `token:refresh_token` (`token:refresh_token:unknown` for one spent or never issued),
+    /// `revoke:<hint>`, `mcp:401`, `mcp:ok`.
     pub fn log(&self) -> Vec<String> {
         self.state.log.lock().map(|l| l.clone()).unwrap_or_default()
     }
@@ -438,6 +439,7 @@ async fn token(State(state): State<Arc<AuthState>>, body: Bytes) -> Response {
                 .refresh
                 .remove(&field("refresh_token"));
             if !known {
+                state.note("token:refresh_token:unknown");
                 return oauth_error(
                     StatusCode::BAD_REQUEST,
                     "invalid_grant",
