@@ -154,6 +154,50 @@ pub enum AppError {
     ChangedSinceShown(String),
     #[error("nothing was changed: it was not allowed in Conduit's question")]
     NotAllowed,
+    #[error("a message takes at most {max} {what}")]
+    TooManyInMessage { what: &'static str, max: usize },
+}
+
+/// The most images, resources and views' contexts that go with one message. Each is read
+/// and copied into the message (a resource up to 512 KB of text): the page asks, and a
+/// script there could ask for one resource a hundred thousand times.
+const MAX_IMAGES_IN_MESSAGE: usize = 20;
+const MAX_RESOURCES_IN_MESSAGE: usize = 20;
+const MAX_VIEWS_IN_MESSAGE: usize = 20;
+
+/// What goes with a message, each named once, or why it cannot: more than one message
+/// takes. The same image, resource or view named again goes once.
+fn bounded_request(mut request: SendRequest) -> Result<SendRequest, AppError> {
+    for (count, what, max) in [
+        (request.attachments.len(), "images", MAX_IMAGES_IN_MESSAGE),
+        (
+            request.resources.len(),
+            "resources",
+            MAX_RESOURCES_IN_MESSAGE,
+        ),
+        (
+            request.view_context.len(),
+            "views' contexts",
+            MAX_VIEWS_IN_MESSAGE,
+        ),
+    ] {
+        if count > max {
+            return Err(AppError::TooManyInMessage { what, max });
+        }
+    }
+    fn once<T: PartialEq>(items: &mut Vec<T>) {
+        let mut kept: Vec<T> = Vec::with_capacity(items.len());
+        for item in items.drain(..) {
+            if !kept.contains(&item) {
+                kept.push(item);
+            }
+        }
+        *items = kept;
+    }
+    once(&mut request.attachments);
+    once(&mut request.resources);
+    once(&mut request.view_context);
+    Ok(request)
 }
 
 /// How many of a server's tools an "allow all" question lists by name.
@@ -367,7 +411,7 @@ impl App {
         self.host
             .check_provider(&request.provider, request.model.as_deref())
             .map_err(|e| CommandError::from_chat(&e))?;
-        let mut request = request;
+        let mut request = bounded_request(request).map_err(CommandError::from)?;
         let views = std::mem::take(&mut request.view_context);
         if let Some(context) = self.views.context(&views) {
             // Shown in the user's message too: the user sees what the model is told.
@@ -899,6 +943,51 @@ mod tests {
             matches!(app.stop(&started.turn), Err(AppError::NoTurn(_))),
             "the turn is over"
         );
+        app.shutdown().await;
+    }
+
+    /// A page script naming one resource a hundred thousand times is refused before
+    /// anything is read or saved; the same one named a few times goes once.
+    #[tokio::test]
+    async fn a_message_takes_each_thing_once_and_not_without_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let (url, _server) = model_server(false).await;
+        let app = app(
+            dir.path(),
+            json!({"id": "local", "protocol": "openai-chat", "baseUrl": url, "defaultModel": "m"}),
+        );
+        let mention = crate::mentions::ResourceMention::Resource {
+            server: "files".into(),
+            uri: "file:///big".into(),
+        };
+        let mut flood = request("read this");
+        flood.resources = vec![mention.clone(); 100_000];
+        let (sink, _events) = collector();
+        let err = app.send(flood, sink).unwrap_err();
+        assert!(
+            err.message.contains("a message takes at most 20 resources"),
+            "{err:?}"
+        );
+        let mut views = request("look");
+        views.view_context = vec!["token".into(); 21];
+        let (sink, _events) = collector();
+        let err = app.send(views, sink).unwrap_err();
+        assert!(
+            err.message.contains("at most 20 views' contexts"),
+            "{err:?}"
+        );
+        assert!(
+            app.host().store().unwrap().list(10).unwrap().is_empty(),
+            "nothing saved"
+        );
+        let mut repeated = request("read this");
+        repeated.resources = vec![mention.clone(); 3];
+        repeated.view_context = vec!["a".into(), "b".into(), "a".into()];
+        repeated.attachments = vec!["h".into(), "h".into()];
+        let once = bounded_request(repeated).unwrap();
+        assert_eq!(once.resources, vec![mention]);
+        assert_eq!(once.view_context, vec!["a".to_owned(), "b".to_owned()]);
+        assert_eq!(once.attachments, vec!["h".to_owned()]);
         app.shutdown().await;
     }
 

@@ -140,10 +140,33 @@ impl<'a, M: fmt::MakeWriter<'a>> fmt::MakeWriter<'a> for Scrubbed<M> {
 /// One event's writer (the formatter writes each event whole).
 struct ScrubbedWriter<W>(W);
 
+/// The longest log line written whole. A library may log what a server sent (rmcp writes
+/// a message it did not expect whole, at warn), which a server can make hundreds of MiB:
+/// one such line would take the log past its size limits at once.
+const MAX_LOG_LINE: usize = 16 * 1024;
+/// How much of a longer line past the cut is scrubbed before it is cut, so a secret that
+/// runs across the cut is masked whole and no part of it stays.
+const SCRUBBED_PAST_CUT: usize = 16 * 1024;
+
+/// One log line scrubbed of secrets, cut at [`MAX_LOG_LINE`] bytes (saying so).
+fn clean_line(line: &[u8]) -> String {
+    if line.len() <= MAX_LOG_LINE {
+        return conduit_mcp::redact::scrub_log_line(&String::from_utf8_lossy(line));
+    }
+    let seen = &line[..line.len().min(MAX_LOG_LINE + SCRUBBED_PAST_CUT)];
+    let mut clean = conduit_mcp::redact::scrub_log_line(&String::from_utf8_lossy(seen));
+    let mut cut = MAX_LOG_LINE.min(clean.len());
+    while !clean.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    clean.truncate(cut);
+    clean.push_str(&format!(" … [a line of {} bytes, cut]\n", line.len()));
+    clean
+}
+
 impl<W: io::Write> io::Write for ScrubbedWriter<W> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let clean = conduit_mcp::redact::scrub_log_line(&String::from_utf8_lossy(buf));
-        self.0.write_all(clean.as_bytes())?;
+        self.0.write_all(clean_line(buf).as_bytes())?;
         Ok(buf.len())
     }
 
@@ -302,6 +325,33 @@ mod tests {
         assert_eq!(read("conduit.log.1"), "current-but-large");
         assert_eq!(read("conduit.log.2"), "one");
         assert!(!dir.path().join("conduit.log.3").exists());
+    }
+
+    #[test]
+    fn a_huge_line_is_cut_and_a_secret_across_the_cut_is_masked_whole() {
+        let secret = "sk-ant-cut-test-0123456789abcdefghij";
+        conduit_mcp::redact::keep_out_of_logs(
+            &conduit_mcp::redact::Redactor::default().with_named_secrets([secret.to_owned()]),
+        );
+        let mut line = "a".repeat(MAX_LOG_LINE - 10);
+        line.push_str(secret);
+        line.push_str(&"b".repeat(200 * 1024 * 1024));
+        line.push('\n');
+        let clean = clean_line(line.as_bytes());
+        assert!(clean.len() < MAX_LOG_LINE + 100, "{}", clean.len());
+        assert!(clean.ends_with(&format!("[a line of {} bytes, cut]\n", line.len())));
+        assert!(!clean.contains("sk-ant-cu"), "no part of the secret stays");
+        let short = format!("short {secret}\n");
+        assert_eq!(
+            clean_line(short.as_bytes()),
+            conduit_mcp::redact::scrub_log_line(&short)
+        );
+        assert!(!clean_line(short.as_bytes()).contains(secret));
+        let wide = "é".repeat(MAX_LOG_LINE);
+        assert!(
+            clean_line(wide.as_bytes()).starts_with("éé"),
+            "cut at a character"
+        );
     }
 
     #[test]

@@ -656,7 +656,7 @@ impl Host {
         for edit in &edits {
             config::check_edit(&snapshot.path, edit)?;
         }
-        config::check_kept_exactly(snapshot, &edits)?;
+        config::check_writable(snapshot, &edits)?;
         self.confirm_changes(old, &new, Vec::new(), confirm)?;
         // One write for all of them: one version of the file, one backup.
         let current = config::apply_all(snapshot, edits)?;
@@ -1598,6 +1598,59 @@ mod tests {
             input_schema: serde_json::json!({"type": "object"}),
             for_models: true,
         }
+    }
+
+    /// A page script cannot write a file Conduit would not read back (past its 4 MiB):
+    /// a disabled entry, an unknown field or the raw text, each asking nothing, is
+    /// refused before anyone is asked, and the file is kept as it was.
+    #[test]
+    fn an_edit_that_would_make_the_file_too_large_to_read_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = host(dir.path());
+        let file = dir.path().join("mcp_servers.json");
+        std::fs::write(
+            &file,
+            r#"{"mcpServers": {"time": {"command": "uvx", "args": ["mcp-server-time"]}}}"#,
+        )
+        .unwrap();
+        let before = std::fs::read(&file).unwrap();
+        let shown = host.mcp_file().unwrap();
+        let junk = "A".repeat(5 << 20);
+        let asked = Asked::new();
+        let mut grown = shown.servers[0].entry.clone();
+        grown["junk"] = json!(junk);
+        for edit in [
+            Edit::Add {
+                name: "x".into(),
+                entry: json!({"command": "true", "disabled": true, "junk": junk}),
+            },
+            Edit::Update {
+                name: "time".into(),
+                entry: grown,
+            },
+            Edit::Replace {
+                text: format!(
+                    r#"{{"junk": "{junk}", "mcpServers": {{"time": {{"command": "uvx", "args": ["mcp-server-time"]}}}}}}"#
+                ),
+            },
+        ] {
+            let refused = host.edit_mcp_file(shown.version.clone(), edit, &asked.no());
+            assert!(
+                matches!(
+                    &refused,
+                    Err(McpEditError::Config(ConfigError::TooLarge { .. }))
+                ),
+                "{refused:?}"
+            );
+            let message = refused.unwrap_err().to_string();
+            assert!(
+                message.contains("more than the 4096 KiB Conduit reads"),
+                "{message}"
+            );
+        }
+        assert!(asked.questions().is_empty(), "{:?}", asked.questions());
+        assert_eq!(std::fs::read(&file).unwrap(), before);
+        assert_eq!(host.mcp_file().unwrap().servers.len(), 1, "still read");
     }
 
     #[test]

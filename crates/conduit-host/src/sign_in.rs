@@ -151,6 +151,22 @@ impl Host {
         Arc::new(HostTokens(self.clone()))
     }
 
+    /// [`Self::sign_in_target`] of an entry that is on. An entry that is off was never
+    /// confirmed (adding or importing one asks nothing, as it starts nothing); signing in
+    /// or out reaches its URL and authorization server with the variables it names filled
+    /// in (a client secret `${…}` too), so it waits until the entry is turned on, which
+    /// asks.
+    fn turned_on_target(&self, server: &str) -> Result<SignInTarget, HostSignInError> {
+        if self
+            .mcp_config()?
+            .server(server)
+            .is_some_and(|entry| entry.disabled)
+        {
+            return Err(HostSignInError::TurnedOff(server.to_owned()));
+        }
+        self.sign_in_target(server)
+    }
+
     fn sign_in_target(&self, server: &str) -> Result<SignInTarget, HostSignInError> {
         let snapshot = self.mcp_config()?;
         let entry = snapshot
@@ -193,17 +209,7 @@ impl Host {
         authorize: &dyn Authorize,
         announce: &(dyn Fn(&str) + Send + Sync),
     ) -> Result<(), HostSignInError> {
-        // An entry that is off was never confirmed (adding or importing one asks nothing,
-        // as it starts nothing); signing in reaches its URL, with the variables it names
-        // filled in, so it waits until the entry is turned on, which asks.
-        if self
-            .mcp_config()?
-            .server(server)
-            .is_some_and(|entry| entry.disabled)
-        {
-            return Err(HostSignInError::TurnedOff(server.to_owned()));
-        }
-        let target = self.sign_in_target(server)?;
+        let target = self.turned_on_target(server)?;
         let challenge = servers.sign_in_challenge(server);
         // The address is shown whole, but it names the server's URL (`resource`), whose
         // keys stay hidden from the window.
@@ -230,7 +236,7 @@ impl Host {
         self: &Arc<Self>,
         server: &str,
     ) -> Result<Option<String>, HostSignInError> {
-        let target = self.sign_in_target(server)?;
+        let target = self.turned_on_target(server)?;
         let stored = oauth::is_signed_in(&target.url, self.token_vault().as_ref())
             .await
             .map_err(target.failed(server))?;
@@ -250,7 +256,7 @@ impl Host {
         servers: &McpRuntime,
         server: &str,
     ) -> Result<SignedOut, HostSignInError> {
-        let target = self.sign_in_target(server)?;
+        let target = self.turned_on_target(server)?;
         let outcome = oauth::sign_out(&target.url, &target.settings, self.token_vault())
             .await
             .map_err(target.failed(server))?;
@@ -350,7 +356,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(
             dir.path().join("mcp_servers.json"),
-            br#"{"mcpServers": {"tracker": {"url": "https://mcp.example/api/sk-ak-7f3a9c2e41b8d6f0/mcp"}, "local": {"command": "true"}}}"#,
+            br#"{"mcpServers": {"tracker": {"url": "https://mcp.example/api/sk-ak-7f3a9c2e41b8d6f0/mcp"}, "local": {"command": "true"},
+                "copy": {"url": "https://mcp.example/api/sk-ak-7f3a9c2e41b8d6f0/mcp", "disabled": true, "oauth": {"clientId": "c", "clientSecret": "${ANTHROPIC_API_KEY}"}}}}"#,
         )
         .unwrap();
         let host = Arc::new(Host::new(crate::Paths::under_home(
@@ -376,5 +383,26 @@ mod tests {
             let error = host.sign_out_question(server).await.unwrap_err();
             assert!(error.to_string().contains(says), "{error}");
         }
+        // An entry that is off (added unasked, naming the same URL and a client secret
+        // from Conduit's environment) does not sign out: the revocation would send it.
+        let error = host.sign_out_question("copy").await.unwrap_err();
+        assert!(matches!(error, HostSignInError::TurnedOff(_)), "{error}");
+        let runtime = McpRuntime::start(conduit_mcp::runtime::RuntimeOptions::new(
+            dir.path().join("none.json"),
+            std::time::Duration::from_secs(5),
+        ))
+        .await
+        .unwrap();
+        let error = host.sign_out_mcp(&runtime, "copy").await.unwrap_err();
+        assert!(matches!(error, HostSignInError::TurnedOff(_)), "{error}");
+        assert!(
+            oauth::is_signed_in(
+                "https://mcp.example/api/sk-ak-7f3a9c2e41b8d6f0/mcp",
+                host.token_vault().as_ref()
+            )
+            .await
+            .unwrap(),
+            "the sign-in is kept"
+        );
     }
 }

@@ -561,6 +561,21 @@ impl ClientHandler for Handler {
         }
     }
 
+    /// A request Conduit does not know is answered "method not found" without its method
+    /// name: rmcp's default echoes the name, which a server can make hundreds of MiB long
+    /// (and rmcp logs each such answer).
+    async fn on_custom_request(
+        &self,
+        _request: rmcp::model::CustomRequest,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::CustomResult, rmcp::ErrorData> {
+        Err(rmcp::ErrorData::new(
+            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            "method not found",
+            None,
+        ))
+    }
+
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         // A stored permit: a change while nobody waits is not lost.
         self.shared.tools_changed.notify_one();
@@ -751,6 +766,9 @@ struct EndSignal<T> {
     in_flight: Arc<std::sync::atomic::AtomicUsize>,
     /// Set when the end came because the HTTP server let the session expire.
     session_expired: Arc<SessionExpiry>,
+    /// How long one message may wait to be written before the server counts as gone
+    /// ([`PIPE_WRITE_DEADLINE`] for a pipe; HTTP has rmcp's request timeouts).
+    write_deadline: Option<Duration>,
 }
 
 /// Whether the HTTP server let the session expire, and the requests it refused for it
@@ -767,6 +785,13 @@ struct SessionExpiry {
 /// writer: a server that sends requests and never reads its stdin would pile up answers
 /// without end. Past it the server counts as gone, as when its pipe closes.
 const MAX_SENDS_IN_FLIGHT: usize = 1024;
+
+/// A message to a server's stdin not written within this long means the server stopped
+/// reading: its connection ends. Otherwise a call's write (and rmcp's cancel notification
+/// after a timeout, which it awaits) would wait for ever, and neither the call's timeout
+/// nor Stop would end it. A server reading its stdin takes a 64 KiB pipe's worth in
+/// moments, even while it works on another call.
+pub(crate) const PIPE_WRITE_DEADLINE: Duration = Duration::from_secs(60);
 
 /// One message waiting to be written; counted from when it is handed over until it is
 /// written or dropped.
@@ -838,9 +863,26 @@ impl<T: rmcp::transport::Transport<RoleClient>> rmcp::transport::Transport<RoleC
         let sending = self.inner.send(item);
         let ended = self.ended.clone();
         let expired = self.session_expired.clone();
+        let deadline = self.write_deadline;
         futures::future::Either::Right(async move {
             let _waiting = waiting;
-            let sent = sending.await;
+            let sent = match deadline {
+                None => sending.await,
+                Some(deadline) => match tokio::time::timeout(deadline, sending).await {
+                    Ok(sent) => sent,
+                    Err(_) => {
+                        if !ended.is_cancelled() {
+                            tracing::warn!(
+                                "an MCP server stopped reading: a message waited {deadline:?} to be written to it; its connection is ended"
+                            );
+                        }
+                        // The message is dropped with the connection, which ends it: the
+                        // calls waiting on it fail as closed.
+                        ended.cancel();
+                        return Ok(());
+                    }
+                },
+            };
             // Every later request would meet the same 404: the connection ends, and the
             // runtime connects again (a new session, its tools listed before any runs).
             if let Err(error) = &sent
@@ -911,6 +953,7 @@ where
         spill: Some(spill.clone()),
         in_flight: Arc::default(),
         session_expired: Arc::default(),
+        write_deadline: Some(PIPE_WRITE_DEADLINE),
     };
     (spill, transport)
 }
@@ -971,7 +1014,7 @@ impl Connection {
             // A legacy server that answers an unknown method oddly instead of with an
             // error: once more, with the handshake it knows.
             Err(err) if err.confused_by_discover && spec.era == ProtocolEra::Auto => {
-                tracing::info!(reason = %spec.secrets.text(&err.reason), "the server did not understand server/discover; trying initialize");
+                tracing::info!(reason = %hidden_and_cut(&spec.secrets, &err.reason), "the server did not understand server/discover; trying initialize");
                 let legacy = ServerSpec {
                     era: ProtocolEra::Initialize,
                     ..spec.clone()
@@ -980,8 +1023,10 @@ impl Connection {
             }
             started => started,
         };
+        // The reason holds what the server answered (rmcp's errors quote it whole), so it
+        // is cut as a failed call's error is: it is logged, kept and sent to each window.
         started.map_err(|err| StartError {
-            reason: spec.secrets.text(&err.reason),
+            reason: hidden_and_cut(&spec.secrets, &err.reason),
             exit_code: err.exit_code,
             stderr_tail: spec.secrets.lines(err.stderr_tail),
             confused_by_discover: false,
@@ -1006,6 +1051,7 @@ impl Connection {
             spill: None,
             in_flight: Arc::default(),
             session_expired: Arc::default(),
+            write_deadline: Some(PIPE_WRITE_DEADLINE),
         };
         let service = handshake(handler, transport, ProtocolEra::Auto, start_timeout).await?;
         Ok(Self::ready(
@@ -1167,6 +1213,7 @@ impl Connection {
                             spill: Some(spill.clone()),
                             in_flight: Arc::default(),
                             session_expired: shared.session_expired.clone(),
+                            write_deadline: None,
                         };
                         handshake(handler, transport, spec.era, start_timeout)
                             .await
@@ -1184,6 +1231,7 @@ impl Connection {
                             spill: Some(spill.clone()),
                             in_flight: Arc::default(),
                             session_expired: shared.session_expired.clone(),
+                            write_deadline: None,
                         };
                         match handshake(handler, transport, spec.era, start_timeout).await {
                             Ok(service) => service,
@@ -1301,15 +1349,7 @@ impl Connection {
     /// hidden in a start four times as long, so a key that runs across the cut is hidden
     /// whole before it is cut.
     fn hidden_and_cut(&self, text: &str) -> String {
-        if text.len() <= MAX_SERVER_ERROR {
-            return self.secrets.text(text);
-        }
-        let start = conduit_core::content::text_start(text, 4 * MAX_SERVER_ERROR);
-        let hidden = self.secrets.text(start);
-        said_in_part(
-            conduit_core::content::text_start(&hidden, MAX_SERVER_ERROR),
-            text.len(),
-        )
+        hidden_and_cut(&self.secrets, text)
     }
 
     /// An error as it may leave the crate: no secret of this server in its text. A
@@ -1391,7 +1431,7 @@ impl Connection {
             return Err(ListError::NamedTwice {
                 server: self.asks.server.clone(),
                 what: "tools",
-                name: twice.name.to_string(),
+                name: server_words(&twice.name, MAX_SERVER_NAME),
             }
             .into());
         }
@@ -1536,7 +1576,7 @@ impl Connection {
         );
         self.answered(self.peer.complete(request))
             .await
-            .map(|result| result.completion.values)
+            .map(|result| offered_completions(result.completion.values))
     }
 
     pub async fn prompt(
@@ -1773,8 +1813,12 @@ impl Connection {
         let response = tokio::select! {
             response = handle.await_response() => response,
             () = cancel.cancelled() => {
+                // Told in the background: the call ends now even if the server has stopped
+                // reading (the write waits up to [`PIPE_WRITE_DEADLINE`]).
                 let reason = Some("the user stopped the call".to_owned());
-                let _ = peer.notify_cancelled(CancelledNotificationParam::new(Some(id), reason)).await;
+                tokio::spawn(async move {
+                    let _ = peer.notify_cancelled(CancelledNotificationParam::new(Some(id), reason)).await;
+                });
                 return Err(McpError::Cancelled);
             }
         };
@@ -1976,6 +2020,38 @@ const MAX_PROGRESS_MESSAGE: usize = 1024;
 const MAX_SERVER_NAME: usize = 256;
 /// The most of a server's instructions kept (real ones are a few paragraphs).
 const MAX_INSTRUCTIONS: usize = 64 * 1024;
+
+/// The most completion values offered for one argument (the protocol's own cap), and
+/// the longest one offered: each is a value the user may pick, sent to the picker on
+/// every key typed, so a server cannot make that megabytes.
+const MAX_COMPLETIONS: usize = 100;
+const MAX_COMPLETION_BYTES: usize = 1024;
+
+/// The completions offered of what a server suggested: the first [`MAX_COMPLETIONS`]
+/// of at most [`MAX_COMPLETION_BYTES`] each (a longer one is left out, not cut: a cut
+/// value would be another value).
+fn offered_completions(values: Vec<String>) -> Vec<String> {
+    values
+        .into_iter()
+        .filter(|value| value.len() <= MAX_COMPLETION_BYTES)
+        .take(MAX_COMPLETIONS)
+        .collect()
+}
+
+/// A server's `text` with `secrets` hidden, cut to [`MAX_SERVER_ERROR`]. Secrets are
+/// hidden in a start four times as long, so a key that runs across the cut is hidden
+/// whole before it is cut.
+fn hidden_and_cut(secrets: &Redactor, text: &str) -> String {
+    if text.len() <= MAX_SERVER_ERROR {
+        return secrets.text(text);
+    }
+    let start = conduit_core::content::text_start(text, 4 * MAX_SERVER_ERROR);
+    let hidden = secrets.text(start);
+    said_in_part(
+        conduit_core::content::text_start(&hidden, MAX_SERVER_ERROR),
+        text.len(),
+    )
+}
 
 /// A server's `text` cut to at most `limit` bytes at a character boundary, saying so.
 fn server_words(text: &str, limit: usize) -> String {

@@ -50,6 +50,12 @@ pub enum ConfigError {
         "{path} holds the number {number}, which a change made here would write back as another number (JSON numbers past 64 bits, and decimals a double does not hold exactly, are read approximately); nothing was written. Change the file as text (Settings' text editor or any editor)."
     )]
     InexactNumber { path: String, number: String },
+    #[error(
+        "{path} would hold {kib} KiB, more than the {max_kib} KiB Conduit reads; nothing was written",
+        kib = bytes.div_ceil(1024),
+        max_kib = MAX_FILE_BYTES / 1024
+    )]
+    TooLarge { path: String, bytes: usize },
 }
 
 impl ConfigError {
@@ -621,8 +627,21 @@ pub fn document_of_text(text: &str) -> Result<Value, ConfigError> {
     parse(Path::new("the text"), text.as_bytes())
 }
 
+/// Refuses a text for the file that Conduit would not read back (past [`MAX_FILE_BYTES`]):
+/// written, it would leave no server running and Settings unable to show or mend it.
+fn fits(path: &Path, text: &str) -> Result<(), ConfigError> {
+    if text.len() as u64 > MAX_FILE_BYTES {
+        return Err(ConfigError::TooLarge {
+            path: path.display().to_string(),
+            bytes: text.len(),
+        });
+    }
+    Ok(())
+}
+
 /// Checks text for the raw editor as it is typed: the error a save would give, if any.
 pub fn check_text(path: &Path, text: &str) -> Result<(), ConfigError> {
+    fits(path, text)?;
     let document = parse(path, text.as_bytes())?;
     let no_env = |_: &str| -> Option<String> { Some(String::new()) };
     for entry in entries(&document, &no_env) {
@@ -729,20 +748,18 @@ pub fn check_edit(path: &Path, edit: &Edit) -> Result<(), ConfigError> {
     }
 }
 
-/// Refuses `edits` on the file `snapshot` read when writing the result would change a
-/// number in it (see [`numbers::inexact`]): the document is written whole, and an integer
-/// past 64 bits is held as a double. Edits that change nothing write nothing and pass, as
-/// do edits that take such a number out (the entry holding it removed). Callers that ask
-/// the user check it first.
-pub fn check_kept_exactly(snapshot: &Snapshot, edits: &[Edit]) -> Result<(), ConfigError> {
-    let inexact = inexact_numbers(snapshot, edits);
-    if inexact.is_empty() {
+/// Refuses `edits` on the file `snapshot` read when what they would write could not be
+/// read back as written: larger than [`MAX_FILE_BYTES`], or changing a number in it (see
+/// [`numbers::inexact`]: the document is written whole, and an integer past 64 bits is
+/// held as a double). Edits that change nothing write nothing and pass, as do edits that
+/// take such a number out (the entry holding it removed). Callers that ask the user check
+/// it first; [`apply_all`] refuses the same.
+pub fn check_writable(snapshot: &Snapshot, edits: &[Edit]) -> Result<(), ConfigError> {
+    let Some((text, document)) = planned(snapshot, edits.to_vec())? else {
         return Ok(());
-    }
-    match planned(snapshot, edits.to_vec())? {
-        Some((_, document)) => kept_exactly(snapshot, &inexact, &document),
-        None => Ok(()),
-    }
+    };
+    fits(&snapshot.path, &text)?;
+    kept_exactly(snapshot, &inexact_numbers(snapshot, edits), &document)
 }
 
 /// The numbers the document `edits` start from would hold approximately: those of the
@@ -815,6 +832,7 @@ pub fn apply_all(snapshot: &Snapshot, edits: Vec<Edit>) -> Result<Snapshot, Conf
     let Some((text, document)) = planned(snapshot, edits)? else {
         return read(path);
     };
+    fits(path, &text)?;
     kept_exactly(snapshot, &inexact, &document)?;
     // The file is checked again as it is swapped out: an editor's save since the check
     // above is kept, and this write refused.

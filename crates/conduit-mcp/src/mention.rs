@@ -9,8 +9,51 @@ use conduit_core::media::MediaStore;
 use rmcp::model::{ContentBlock, GetPromptResult, ReadResourceResult, ResourceContents};
 use serde_json::{Map, Value};
 
-/// The most text one attached resource may bring into a message.
+/// The most text one attached resource, or one prompt, may bring into a message (all its
+/// contents together: a server may split a resource into any number of parts).
 pub const MAX_ATTACHED_TEXT: usize = 512 * 1024;
+/// The most images one attached resource, or one prompt, may bring into a message.
+pub const MAX_ATTACHED_IMAGES: usize = 20;
+
+/// What one resource or prompt has brought so far, against its caps.
+struct Brought {
+    what: String,
+    text: usize,
+    images: usize,
+}
+
+impl Brought {
+    fn new(what: impl Into<String>) -> Self {
+        Self {
+            what: what.into(),
+            text: 0,
+            images: 0,
+        }
+    }
+
+    fn text(&mut self, len: usize) -> Result<(), MentionError> {
+        self.text = self.text.saturating_add(len);
+        if self.text > MAX_ATTACHED_TEXT {
+            return Err(MentionError(format!(
+                "{} is more than {} KB of text, more than a message takes",
+                self.what,
+                MAX_ATTACHED_TEXT / 1024
+            )));
+        }
+        Ok(())
+    }
+
+    fn image(&mut self) -> Result<(), MentionError> {
+        self.images += 1;
+        if self.images > MAX_ATTACHED_IMAGES {
+            return Err(MentionError(format!(
+                "{} has more than {MAX_ATTACHED_IMAGES} images, more than a message takes",
+                self.what
+            )));
+        }
+        Ok(())
+    }
+}
 
 /// What an argument being typed belongs to, for the server's completion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,16 +76,17 @@ pub fn resource_blocks(
     media: &dyn MediaStore,
 ) -> Result<Vec<Block>, MentionError> {
     let mut blocks = Vec::new();
+    let mut brought = Brought::new(match read.contents.first() {
+        Some(
+            ResourceContents::TextResourceContents { uri, .. }
+            | ResourceContents::BlobResourceContents { uri, .. },
+        ) => uri.clone(),
+        _ => "the resource".to_owned(),
+    });
     for contents in read.contents {
         match contents {
             ResourceContents::TextResourceContents { uri, text, .. } => {
-                if text.len() > MAX_ATTACHED_TEXT {
-                    return Err(MentionError(format!(
-                        "{uri} is {} KB of text, more than a message takes ({} KB)",
-                        text.len() / 1024,
-                        MAX_ATTACHED_TEXT / 1024
-                    )));
-                }
+                brought.text(text.len())?;
                 blocks.push(Block::text(format!("Resource {uri}:\n\n{text}")));
             }
             ResourceContents::BlobResourceContents {
@@ -57,6 +101,7 @@ pub fn resource_blocks(
                         "{uri} is {mime}: only text and images go into a message"
                     )));
                 }
+                brought.image()?;
                 blocks.push(Block::Image {
                     media: store_image(media, &blob, &mime, &uri)?,
                 });
@@ -96,21 +141,29 @@ pub fn prompt_messages(
     media: &dyn MediaStore,
 ) -> Result<Vec<Message>, MentionError> {
     let mut out: Vec<Message> = Vec::new();
+    let mut brought = Brought::new("the prompt");
     for message in prompt.messages {
         let role = match message.role {
             rmcp::model::Role::User => Role::User,
             rmcp::model::Role::Assistant => Role::Assistant,
         };
         let block = match message.content {
-            ContentBlock::Text(text) => Block::text(text.text),
-            ContentBlock::Image(image) if role == Role::User => Block::Image {
-                media: store_image(media, &image.data, &image.mime_type, "the prompt's image")?,
-            },
+            ContentBlock::Text(text) => {
+                brought.text(text.text.len())?;
+                Block::text(text.text)
+            }
+            ContentBlock::Image(image) if role == Role::User => {
+                brought.image()?;
+                Block::Image {
+                    media: store_image(media, &image.data, &image.mime_type, "the prompt's image")?,
+                }
+            }
             ContentBlock::Image(_) => {
                 Block::text("[an image the prompt gives the assistant is not kept]")
             }
             ContentBlock::Resource(embedded) => match embedded.resource {
                 ResourceContents::TextResourceContents { uri, text, .. } => {
+                    brought.text(text.len())?;
                     Block::text(format!("Resource {uri}:\n\n{text}"))
                 }
                 ResourceContents::BlobResourceContents { uri, mime_type, .. } => {
@@ -162,12 +215,27 @@ pub fn template_arguments(template: &str) -> Vec<String> {
     names
 }
 
+/// The longest URI a template is filled in to. The template and the values come from the
+/// page (a script there can send any), and each `{name}` repeats its value: unbounded,
+/// a small request would expand to gigabytes.
+pub const MAX_EXPANDED_URI: usize = 16 * 1024;
+
 /// Fills in a URI template's `{name}` (each value percent-encoded; `{+name}` keeps
-/// reserved characters such as `/`); a name without a value is an error naming it.
+/// reserved characters such as `/`); a name without a value is an error naming it, and so
+/// is a URI that would be longer than [`MAX_EXPANDED_URI`].
 pub fn expand_template(
     template: &str,
     values: &Map<String, Value>,
 ) -> Result<String, MentionError> {
+    let too_long = || {
+        MentionError(format!(
+            "the template filled in is longer than {} KB, more than a resource's address takes",
+            MAX_EXPANDED_URI / 1024
+        ))
+    };
+    if template.len() > MAX_EXPANDED_URI {
+        return Err(too_long());
+    }
     let mut out = String::new();
     let mut rest = template;
     while let Some(start) = rest.find('{') {
@@ -196,6 +264,9 @@ pub fn expand_template(
                 for byte in c.encode_utf8(&mut buf).bytes() {
                     out.push_str(&format!("%{byte:02X}"));
                 }
+            }
+            if out.len() > MAX_EXPANDED_URI {
+                return Err(too_long());
             }
         }
         rest = &rest[start + end + 1..];
@@ -259,6 +330,68 @@ mod tests {
             let err = resource_blocks(read(contents), &media).unwrap_err();
             assert!(err.0.contains(says), "{err}");
         }
+    }
+
+    #[test]
+    fn a_resource_split_into_many_parts_is_held_to_one_resources_caps() {
+        let media = MemoryMedia::default();
+        let parts: Vec<Value> = (0..500)
+            .map(|n| json!({"uri": format!("x:/part{n}"), "text": "a".repeat(100 * 1024)}))
+            .collect();
+        let read: ReadResourceResult =
+            serde_json::from_value(json!({ "contents": parts })).unwrap();
+        let err = resource_blocks(read, &media).unwrap_err();
+        assert!(err.0.contains("x:/part0 is more than 512 KB"), "{err}");
+        let images: Vec<Value> = (0..=MAX_ATTACHED_IMAGES)
+            .map(|n| json!({"uri": format!("x:/{n}.png"), "mimeType": "image/png", "blob": png()}))
+            .collect();
+        let read: ReadResourceResult =
+            serde_json::from_value(json!({ "contents": images })).unwrap();
+        let err = resource_blocks(read, &media).unwrap_err();
+        assert!(err.0.contains("more than 20 images"), "{err}");
+        // Up to the caps, all of it goes in.
+        let parts: Vec<Value> = (0..5)
+            .map(|n| json!({"uri": format!("x:/part{n}"), "text": "a".repeat(100 * 1024)}))
+            .collect();
+        let read: ReadResourceResult =
+            serde_json::from_value(json!({ "contents": parts })).unwrap();
+        assert_eq!(resource_blocks(read, &media).unwrap().len(), 5);
+    }
+
+    #[test]
+    fn a_prompt_past_the_caps_is_refused_saying_why() {
+        let media = MemoryMedia::default();
+        let text =
+            |n: usize| json!({"role": "user", "content": {"type": "text", "text": "p".repeat(n)}});
+        let prompt: GetPromptResult = serde_json::from_value(json!({"messages": [
+            text(300 * 1024),
+            {"role": "user", "content": {"type": "resource", "resource": {"uri": "file:///a", "text": "r".repeat(300 * 1024)}}}
+        ]}))
+        .unwrap();
+        let err = prompt_messages(prompt, &media).unwrap_err();
+        assert!(err.0.contains("the prompt is more than 512 KB"), "{err}");
+        let image = json!({"role": "user", "content": {"type": "image", "data": png(), "mimeType": "image/png"}});
+        let prompt: GetPromptResult = serde_json::from_value(json!({
+            "messages": vec![image; MAX_ATTACHED_IMAGES + 1]
+        }))
+        .unwrap();
+        let err = prompt_messages(prompt, &media).unwrap_err();
+        assert!(err.0.contains("more than 20 images"), "{err}");
+        let prompt: GetPromptResult =
+            serde_json::from_value(json!({"messages": [text(400 * 1024)]})).unwrap();
+        assert_eq!(prompt_messages(prompt, &media).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_template_is_filled_in_to_a_bounded_address() {
+        let huge = json!({"a": " ".repeat(200_000)});
+        let err = expand_template(&"{a}".repeat(200_000), huge.as_object().unwrap()).unwrap_err();
+        assert!(err.0.contains("longer than 16 KB"), "{err}");
+        let err = expand_template("x:/{a}", huge.as_object().unwrap()).unwrap_err();
+        assert!(err.0.contains("longer than 16 KB"), "{err}");
+        let long = json!({"a": "b".repeat(MAX_EXPANDED_URI - 10)});
+        let uri = expand_template("x:/{a}", long.as_object().unwrap()).unwrap();
+        assert_eq!(uri.len(), MAX_EXPANDED_URI - 7);
     }
 
     #[test]

@@ -151,6 +151,10 @@ struct Held {
     file: SharedFile,
     offset: u64,
     bytes: usize,
+    /// The string's hash under the spill's own keys: a string is compared with a held one
+    /// (read back from the file) only when both match, so a message of thousands of
+    /// distinct strings of one length does not read each earlier one back for each.
+    digest: u64,
 }
 
 impl Held {
@@ -196,7 +200,7 @@ impl Held {
 }
 
 /// Appends `text` to the message's file (made on first use) and returns where it is.
-fn write_aside(holding: &mut Holding, text: &str) -> std::io::Result<Held> {
+fn write_aside(holding: &mut Holding, text: &str, digest: u64) -> std::io::Result<Held> {
     let (file, end) = match &mut holding.file {
         Some(open) => open,
         None => holding
@@ -214,6 +218,7 @@ fn write_aside(holding: &mut Holding, text: &str) -> std::io::Result<Held> {
         file: file.clone(),
         offset: *end,
         bytes: text.len(),
+        digest,
     };
     *end += text.len() as u64;
     Ok(held)
@@ -229,6 +234,8 @@ pub(crate) struct Spill {
     max_held: usize,
     asked: Mutex<HashMap<AnswerId, Asked>>,
     asked_order: AtomicU64,
+    /// Keys for the held strings' digests, unknown to the server.
+    digests: RandomState,
 }
 
 impl Spill {
@@ -247,6 +254,7 @@ impl Spill {
             max_held,
             asked: Mutex::new(HashMap::new()),
             asked_order: AtomicU64::new(0),
+            digests: RandomState::new(),
         }
     }
 
@@ -299,7 +307,7 @@ impl Spill {
                 return Hold::Full;
             }
         }
-        let held = match write_aside(holding, text) {
+        let held = match write_aside(holding, text, self.digests.hash_one(text)) {
             Ok(held) => held,
             Err(error) => {
                 tracing::warn!(
@@ -331,10 +339,13 @@ impl Spill {
 
     /// The one of `ids` whose string is `text`.
     fn held_copy_of(&self, text: &str, ids: &[u64]) -> Option<u64> {
+        let digest = self.digests.hash_one(text);
         let all = self.held.lock();
-        ids.iter()
-            .copied()
-            .find(|id| all.by_id.get(id).is_some_and(|held| held.is(text)))
+        ids.iter().copied().find(|id| {
+            all.by_id.get(id).is_some_and(|held| {
+                held.bytes == text.len() && held.digest == digest && held.is(text)
+            })
+        })
     }
 
     fn release(&self, ids: &[u64]) {

@@ -736,6 +736,7 @@ async fn a_server_that_stops_reading_ends_its_connection_instead_of_piling_up_an
         spill: None,
         in_flight: Arc::default(),
         session_expired: Arc::default(),
+        write_deadline: None,
     };
     let answer = || -> rmcp::service::TxJsonRpcMessage<RoleClient> {
         serde_json::from_value(json!({"jsonrpc": "2.0", "id": 1, "result": {}})).unwrap()
@@ -798,6 +799,7 @@ async fn a_request_refused_for_an_expired_session_is_noted_and_the_connection_en
         spill: None,
         in_flight: Arc::default(),
         session_expired: expiry.clone(),
+        write_deadline: None,
     };
     let request = |id: i64| -> rmcp::service::TxJsonRpcMessage<RoleClient> {
         serde_json::from_value(
@@ -999,5 +1001,249 @@ async fn a_round_asking_for_too_many_inputs_fails_the_call_unanswered() {
     assert!(
         matches!(&answer, Err(McpError::Other(why)) if why == "the server asked for 9 inputs in one round; Conduit answers at most 8"),
         "{answer:?}"
+    );
+}
+
+/// A connection to a server that answers the handshake and then, at its first tool call,
+/// stops reading its stdin for good (it neither answers nor exits).
+async fn deaf_after_first_call(call_timeout: Duration) -> Connection {
+    let (client_read, mut server_write) = tokio::io::duplex(1 << 20);
+    let (server_read, client_write) = tokio::io::duplex(64 * 1024);
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(server_read).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            let Ok(message) = serde_json::from_str::<Value>(&line) else {
+                continue;
+            };
+            if message["method"] == "initialize" {
+                let reply = initialized(&message).line;
+                let _ = server_write
+                    .write_all(format!("{reply}\n").as_bytes())
+                    .await;
+            } else if message["method"] == "tools/call" {
+                break;
+            }
+        }
+        // Deaf: the pipe stays open and nothing more is read from it.
+        std::future::pending::<()>().await;
+        drop((lines, server_write));
+    });
+    let asks = Asks::nobody("deaf");
+    let (shared, handler, ended) = Handler::for_session(&asks);
+    let (spill, transport) = pumped("deaf", client_read, client_write, &ended);
+    let service = handshake(
+        handler,
+        transport,
+        ProtocolEra::Initialize,
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    Connection::ready(
+        service,
+        Session {
+            asks,
+            process: None,
+            stderr: StderrTail::default(),
+            spill,
+            shared,
+            ended,
+            call_timeout,
+            secrets: Redactor::default(),
+            refused: RefusedRedirects::default(),
+        },
+    )
+    .await
+}
+
+/// Arguments larger than the server's pipe: their write waits while the server is deaf.
+fn pipe_filling_arguments() -> JsonObject {
+    let mut arguments = JsonObject::new();
+    arguments.insert("text".into(), Value::String("z".repeat(256 * 1024)));
+    arguments
+}
+
+/// A server that stopped reading its stdin cannot hold a call past its timeout for ever:
+/// rmcp awaits writing the cancel notification after the timeout, and the write waits
+/// behind the stuck one, so the connection ends once a write has waited
+/// [`PIPE_WRITE_DEADLINE`], and the call fails.
+#[tokio::test(start_paused = true)]
+async fn a_server_that_stops_reading_fails_a_timed_out_call_instead_of_holding_it() {
+    let connection = deaf_after_first_call(Duration::from_secs(5)).await;
+    let first = connection.call_tool(
+        "t",
+        JsonObject::new(),
+        no_progress(),
+        CancellationToken::new(),
+    );
+    let first = tokio::time::timeout(Duration::from_secs(600), first).await;
+    assert!(
+        matches!(first, Ok(Err(_))),
+        "the first call ends: {first:?}"
+    );
+    let started = tokio::time::Instant::now();
+    let stuck = connection.call_tool(
+        "t",
+        pipe_filling_arguments(),
+        no_progress(),
+        CancellationToken::new(),
+    );
+    let stuck = tokio::time::timeout(Duration::from_secs(600), stuck).await;
+    assert!(
+        matches!(stuck, Ok(Err(_))),
+        "the call fails instead of hanging: {stuck:?}"
+    );
+    assert!(started.elapsed() <= PIPE_WRITE_DEADLINE + Duration::from_secs(10));
+    tokio::time::timeout(Duration::from_secs(1), connection.ended())
+        .await
+        .expect("the connection ended");
+}
+
+/// Stop ends a call at once even while the server has stopped reading: the cancel
+/// notification is written in the background.
+#[tokio::test(start_paused = true)]
+async fn stop_ends_a_call_at_once_when_the_server_stopped_reading() {
+    let connection = deaf_after_first_call(Duration::from_secs(3600)).await;
+    let deafening = CancellationToken::new();
+    let first = connection.call_tool("t", JsonObject::new(), no_progress(), deafening.clone());
+    let (first, ()) = tokio::join!(first, async {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        deafening.cancel();
+    });
+    assert!(matches!(first, Err(McpError::Cancelled)), "{first:?}");
+    let cancel = CancellationToken::new();
+    let stopper = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        stopper.cancel();
+    });
+    let started = tokio::time::Instant::now();
+    let call = connection.call_tool("t", pipe_filling_arguments(), no_progress(), cancel);
+    let stopped = tokio::time::timeout(Duration::from_secs(600), call).await;
+    assert!(
+        matches!(stopped, Ok(Err(McpError::Cancelled))),
+        "{stopped:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// The answer to a request Conduit does not know leaves out the method's name, which the
+/// server chose (and could make hundreds of MiB long).
+#[tokio::test]
+async fn an_unknown_request_is_answered_without_its_method_name() {
+    let seen = Arc::new(parking_lot::Mutex::new(Vec::<Value>::new()));
+    let kept = seen.clone();
+    let long_method = "m".repeat(100_000);
+    let connection = scripted(
+        move |request| {
+            if request["method"] == "tools/list" {
+                return vec![
+                    now(json!({"jsonrpc": "2.0", "id": "odd-1", "method": long_method})),
+                    answer(request, json!({"tools": [tool("t")]})),
+                ];
+            }
+            if request.get("method").is_none() {
+                kept.lock().push(request.clone());
+            }
+            Vec::new()
+        },
+        DEFAULT_CALL_TIMEOUT,
+    )
+    .await;
+    connection.tools().await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while seen.lock().is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let answers = seen.lock().clone();
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    assert_eq!(answers[0]["id"], "odd-1");
+    assert_eq!(answers[0]["error"]["code"], -32601);
+    assert_eq!(answers[0]["error"]["message"], "method not found");
+    assert!(answers[0].to_string().len() < 200);
+    connection.shutdown().await;
+}
+
+/// A message to a pipe that waits past the deadline ends the connection instead of
+/// waiting for ever.
+#[tokio::test(start_paused = true)]
+async fn a_write_that_waits_past_the_deadline_ends_the_connection() {
+    use rmcp::transport::Transport;
+    let ended = CancellationToken::new();
+    let mut transport = EndSignal {
+        inner: Stuck,
+        ended: ended.clone(),
+        spill: None,
+        in_flight: Arc::default(),
+        session_expired: Arc::default(),
+        write_deadline: Some(PIPE_WRITE_DEADLINE),
+    };
+    let message: rmcp::service::TxJsonRpcMessage<RoleClient> =
+        serde_json::from_value(json!({"jsonrpc": "2.0", "id": 1, "result": {}})).unwrap();
+    let started = tokio::time::Instant::now();
+    assert!(transport.send(message).await.is_ok());
+    assert!(ended.is_cancelled());
+    assert_eq!(started.elapsed(), PIPE_WRITE_DEADLINE);
+    assert_eq!(transport.in_flight.load(Ordering::Acquire), 0);
+}
+
+/// A stdio server that answers the handshake with a 1 MB error: the start fails with the
+/// error's start, cut as a failed call's error is (the reason is logged, kept in the
+/// server's state and sent to each window on every change).
+#[tokio::test]
+async fn a_huge_handshake_error_is_cut_in_the_reason() {
+    let script = r#"read -r line
+id=$(printf '%s' "$line" | sed 's/.*"id":\([0-9]*\).*/\1/')
+long=$(head -c 1000000 /dev/zero | tr '\0' x)
+printf '{"jsonrpc":"2.0","id":%s,"error":{"code":-32000,"message":"%s"}}\n' "$id" "$long"
+sleep 30"#;
+    let spec = crate::config::ServerSpec {
+        transport: crate::config::Transport::Stdio {
+            command: "sh".into(),
+            args: vec!["-c".into(), script.into()],
+            env: Default::default(),
+            cwd: None,
+        },
+        timeout: None,
+        secrets: Default::default(),
+        era: ProtocolEra::Initialize,
+        oauth: Default::default(),
+        roots: None,
+    };
+    let error =
+        match Connection::connect(&spec, Duration::from_secs(20), Asks::nobody("loud")).await {
+            Ok(_) => panic!("the handshake failed"),
+            Err(error) => error,
+        };
+    assert!(error.reason.contains("xxxx"), "{}", &error.reason[..200]);
+    assert!(
+        error.reason.len() < MAX_SERVER_ERROR + 200,
+        "{}",
+        error.reason.len()
+    );
+    assert!(
+        error.reason.ends_with("the rest is left out]"),
+        "{}",
+        error.reason
+    );
+}
+
+/// A server suggesting a million completions, some of them huge: the picker is offered the
+/// first hundred that are of a sensible length.
+#[tokio::test]
+async fn completions_are_capped_in_number_and_length() {
+    let mut values: Vec<String> = vec!["z".repeat(MAX_COMPLETION_BYTES + 1)];
+    values.extend((0..1_000_000).map(|n| format!("v{n}")));
+    let offered = offered_completions(values);
+    assert_eq!(offered.len(), MAX_COMPLETIONS);
+    assert_eq!(offered[0], "v0");
+    assert_eq!(offered[99], "v99");
+    assert_eq!(
+        offered_completions(vec!["a".repeat(MAX_COMPLETION_BYTES)]).len(),
+        1
     );
 }
