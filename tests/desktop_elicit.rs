@@ -89,7 +89,7 @@ async fn a_servers_form_is_answered_and_declined_in_the_chat() {
         .await
         .unwrap();
     window.shot(&shots.join("01-form.png")).await;
-    window.click_button("Submit").await;
+    window.click_button("Submit to dyn").await;
     window.answer_contains("Greeted.").await;
     window.tool_state("ask_name", "Done").await;
     assert!(

@@ -28,8 +28,8 @@ const ROW: &str = r#"document.querySelector('[aria-label="Server tracker"]')"#;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sign_in_call_a_tool_on_a_refreshed_token_and_sign_out() {
     let (_upstream, port) = conduit_e2e::everything_over_http().await.unwrap();
-    // Tokens live 31 s: rmcp refreshes one with less than 30 s left, so a call more than
-    // a second after the sign-in refreshes first.
+    // Tokens live 31 s: rmcp refreshes one with less than 30 s left (in whole seconds), so
+    // a call `UNTIL_REFRESH_DUE` after the sign-in refreshes first.
     let auth = OAuthServer::start(&format!("http://127.0.0.1:{port}"), Duration::from_secs(31))
         .await
         .unwrap();
@@ -165,7 +165,7 @@ async fn sign_in_call_a_tool_on_a_refreshed_token_and_sign_out() {
         servers_text
     );
 
-    // A model's call of the server's tool, more than a second later: the token is
+    // A model's call of the server's tool, two seconds later: the token is
     // refreshed first, and the result reaches the model.
     window
         .session
@@ -173,7 +173,7 @@ async fn sign_in_call_a_tool_on_a_refreshed_token_and_sign_out() {
         .switch_to_window(main.clone())
         .await
         .unwrap();
-    while signed_in.elapsed() < Duration::from_millis(1500) {
+    while signed_in.elapsed() < conduit_e2e::oauth_server::UNTIL_REFRESH_DUE {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     window.send("Add 20 and 22").await;

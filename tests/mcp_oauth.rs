@@ -12,7 +12,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use conduit_e2e::cli::text;
-use conduit_e2e::oauth_server::{OAuthServer, browser_dir, path_with};
+use conduit_e2e::oauth_server::{OAuthServer, UNTIL_REFRESH_DUE, browser_dir, path_with};
 use serde_json::{Value, json};
 
 fn conduit(home: &Path, browser: &Path, args: &[&str]) -> Output {
@@ -41,7 +41,8 @@ fn state_of(home: &Path, browser: &Path, server: &str) -> Value {
 
 /// A home whose one server, `tracker`, is server-everything behind the loopback
 /// authorization server; its tokens live 31 s (rmcp refreshes a token with less than 30 s
-/// left, so any run more than a second after the sign-in refreshes first).
+/// left, counted in whole seconds, so any run [`UNTIL_REFRESH_DUE`] after the sign-in
+/// refreshes first).
 struct Tracker {
     _upstream: tokio::process::Child,
     auth: OAuthServer,
@@ -195,7 +196,7 @@ async fn login_uses_refreshes_and_logout_revokes() {
     assert!(holding[0].ends_with("secrets.json"), "{holding:?}");
 
     // A later run uses the stored tokens, refreshing them first (they are near expiry).
-    let until = Instant::now() + Duration::from_millis(1500);
+    let until = Instant::now() + UNTIL_REFRESH_DUE;
     while Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -249,7 +250,7 @@ async fn two_processes_refreshing_at_once_keep_the_sign_in() {
     let login = run(&["mcp", "login", "tracker"]).await.unwrap();
     assert!(login.status.success(), "{}", text(&login.stderr));
     // Due to refresh (31 s tokens), and each refresh slow enough that two overlap.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    tokio::time::sleep(UNTIL_REFRESH_DUE).await;
     auth.slow_refreshes(Duration::from_millis(1500));
     let call: &'static [&'static str] = &[
         "mcp",
@@ -283,7 +284,7 @@ async fn two_processes_refreshing_at_once_keep_the_sign_in() {
     // The stored refresh token is the last one issued: a later run, due to refresh
     // again, refreshes with it.
     auth.slow_refreshes(Duration::ZERO);
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    tokio::time::sleep(UNTIL_REFRESH_DUE).await;
     let later = run(call).await.unwrap();
     assert!(later.status.success(), "{}", text(&later.stderr));
     assert_eq!(
@@ -454,7 +455,7 @@ async fn tokens_go_only_to_the_endpoints_bound_at_sign_in() {
     let login = run(&["mcp", "login", "tracker"]).await.unwrap();
     assert!(login.status.success(), "{}", text(&login.stderr));
     auth.move_endpoints(true, false);
-    let until = Instant::now() + Duration::from_millis(1500);
+    let until = Instant::now() + UNTIL_REFRESH_DUE;
     while Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

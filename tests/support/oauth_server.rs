@@ -23,6 +23,10 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 use sha2::Digest;
 
+/// How long after tokens of a 31 s lifetime are issued a run is sure to find them due
+/// for refresh: rmcp refreshes a token with less than 30 s left, counting in whole
+/// seconds (`token_received_at`), so 1.5 s can still count as one second and leave 30.
+pub const UNTIL_REFRESH_DUE: Duration = Duration::from_millis(2100);
 /// The scope the server asks for.
 pub const SCOPE: &str = "mcp:tools";
 /// The client id registered beforehand with a server that offers no registration.

@@ -214,6 +214,11 @@ pub const MAX_RESPONSE_VALUES: usize = 250_000;
 /// for thousands would start thousands of tools at once. Real responses make a handful.
 pub const MAX_RESPONSE_CALLS: usize = 128;
 
+/// The longest tool name or call id a response may give: each is kept with the call, its
+/// result and an error that quotes it, and sent back in every later request. Real ones are
+/// tens of bytes (providers cap tool names at 64 to 128).
+pub const MAX_CALL_LABEL_BYTES: usize = 1024;
+
 /// The least time between two progress reports of one call the window is sent (the one
 /// that completes always goes).
 const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
@@ -255,6 +260,8 @@ pub struct ResponseSize {
     /// call of its own) and the bytes of arguments each streamed, which their finished
     /// arguments are not counted again for.
     open_calls: Vec<(String, usize)>,
+    /// A call's id or tool name longer than [`MAX_CALL_LABEL_BYTES`], seen.
+    long_label: bool,
 }
 
 impl ResponseSize {
@@ -273,8 +280,9 @@ impl ResponseSize {
                     self.add_bytes(held.len());
                 }
             }
-            ProviderEvent::ToolCallStarted { id, .. } => {
+            ProviderEvent::ToolCallStarted { id, name } => {
                 self.calls += 1;
+                self.labels(id, name);
                 self.open_calls.push((id.clone(), 0));
             }
             ProviderEvent::ToolCallDelta { id, arguments } => {
@@ -293,14 +301,21 @@ impl ResponseSize {
                     }
                 }
             }
-            ProviderEvent::ToolCallDone { id, arguments, .. } => {
+            ProviderEvent::ToolCallDone {
+                id,
+                name,
+                arguments,
+                signature,
+            } => {
                 let streamed = match self.open_calls.iter().position(|(open, _)| open == id) {
                     Some(index) => self.open_calls.remove(index).1,
                     None => {
                         self.calls += 1;
+                        self.labels(id, name);
                         0
                     }
                 };
+                self.add_bytes(signature.as_ref().map_or(0, String::len));
                 // Arguments that came whole (Gemini, or a final copy that says more than
                 // the pieces did): what they hold beyond what streamed.
                 let size = match arguments {
@@ -322,9 +337,19 @@ impl ResponseSize {
         self.bytes = self.bytes.saturating_add(bytes);
     }
 
+    /// Counts a call's id and tool name, which are kept and sent back like its arguments.
+    fn labels(&mut self, id: &str, name: &str) {
+        self.add_bytes(id.len().saturating_add(name.len()));
+        self.long_label |= id.len() > MAX_CALL_LABEL_BYTES || name.len() > MAX_CALL_LABEL_BYTES;
+    }
+
     /// The error that ends a response past its limits, naming the limit.
     pub fn over_limit(&self) -> Option<ProviderError> {
-        let message = if self.calls > MAX_RESPONSE_CALLS {
+        let message = if self.long_label {
+            format!(
+                "the model gave a tool call an id or tool name longer than {MAX_CALL_LABEL_BYTES} bytes; Conduit stopped the answer"
+            )
+        } else if self.calls > MAX_RESPONSE_CALLS {
             format!(
                 "the model asked for more than {MAX_RESPONSE_CALLS} tool calls in one response; Conduit stopped the answer"
             )

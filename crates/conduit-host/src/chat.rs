@@ -427,9 +427,41 @@ impl Host {
     }
 }
 
+/// The provider as a conversation records it and errors name it: a saved one by its id,
+/// one given on the command line by its base URL with its secrets masked (the URL can hold
+/// a user and password or a key, and the label is stored, listed and shown).
 fn provider_label(choice: &ProviderChoice) -> String {
     match choice {
         ProviderChoice::Saved(id) => id.clone(),
-        ProviderChoice::Explicit { base_url, .. } => base_url.clone(),
+        ProviderChoice::Explicit { base_url, .. } => crate::window_guard::mask_url(base_url),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A base URL given on the command line is recorded with the conversation (stored,
+    /// listed by `sessions`, sent to the window) and named in errors: its user, password
+    /// and query keys masked, as a saved provider's are.
+    #[test]
+    fn a_command_line_base_url_is_labelled_without_its_secrets() {
+        let choice = ProviderChoice::Explicit {
+            protocol: Protocol::OpenAiChat,
+            base_url: "https://team:tok3n-secret@proxy.example/v1?key=q-s3cret-value".into(),
+            api_key_env: None,
+        };
+        let label = provider_label(&choice);
+        assert!(
+            !label.contains("tok3n") && !label.contains("q-s3cret"),
+            "{label}"
+        );
+        assert!(label.contains("proxy.example/v1"), "{label}");
+        let error = ChatError::NoModel(label).to_string();
+        assert!(!error.contains("tok3n"), "{error}");
+        assert_eq!(
+            provider_label(&ProviderChoice::Saved("work".into())),
+            "work"
+        );
     }
 }

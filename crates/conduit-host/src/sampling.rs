@@ -590,10 +590,14 @@ mod tests {
                 call(i, json!({})),
             ]
         });
-        // The calls' arguments (`{}`) take 2 bytes each; text fills the rest to the byte.
+        // The calls' arguments (`{}`) take 2 bytes each, their ids and tool names what they
+        // say; text fills the rest to the byte.
+        let labels: usize = (0..MAX_RESPONSE_CALLS)
+            .map(|i| format!("c{i}").len() + "weather".len())
+            .sum();
         let text = (0..past_bytes - 2)
             .map(|_| piece())
-            .chain(["x".repeat(piece().len() - 2 * MAX_RESPONSE_CALLS)]);
+            .chain(["x".repeat(piece().len() - 2 * MAX_RESPONSE_CALLS - labels)]);
         let at_limits = calls.chain(text.map(ProviderEvent::TextDelta)).map(Ok);
         let answer = gather(
             "m1".into(),

@@ -919,12 +919,18 @@ impl ToolServer {
         }
     }
 
+    /// Runs `tool` for a client's call, holding `running` (the call's places) until its
+    /// work ends: given back with the output, or, for a cancelled call that does not end
+    /// within [`CANCEL_GRACE`], kept by the call, which finishes on its own (a tool waiting
+    /// on blocking work, as the history's searches, cannot be dropped mid-way, and its
+    /// place must not come back while the work goes on).
     async fn run_tool(
         &self,
         tool: Arc<dyn Tool>,
         arguments: Value,
         context: &RequestContext<RoleServer>,
-    ) -> ToolOutput {
+        running: RunningPlaces,
+    ) -> (ToolOutput, Option<RunningPlaces>) {
         let progress_token = context.meta.get_progress_token();
         let (sender, mut received) = tokio::sync::mpsc::unbounded_channel::<Progress>();
         // Progress goes out in order, before the result (the forwarder is awaited).
@@ -951,31 +957,50 @@ impl ToolServer {
             peer: context.peer.clone(),
             logs: self.log_threshold(context),
         };
-        let call = CALLER.scope(caller, tool.call(arguments, call_context));
-        let mut unfinished = Unfinished(Some(tool.spec().name.clone()));
-        let mut call = std::pin::pin!(call);
+        let name = tool.spec().name.clone();
+        let call = CALLER.scope(
+            caller,
+            async move { tool.call(arguments, call_context).await },
+        );
+        let mut unfinished = Unfinished(Some(name.clone()));
+        let mut call = Box::pin(call);
         let finished = |output: Result<ToolOutput, conduit_core::tool::ToolError>| match output {
             Ok(output) => output,
             Err(e) => ToolOutput::error(e.0),
         };
         let output = tokio::select! {
             biased;
-            output = &mut call => finished(output),
+            output = &mut call => Ok(finished(output)),
             () = cancel.cancelled() => {
                 // A tool that honours its token ends on its own (and cleans up); one that
-                // does not is dropped after a grace period.
+                // does not is answered after a grace period and left to finish.
                 match tokio::time::timeout(CANCEL_GRACE, &mut call).await {
-                    Ok(output) => finished(output),
-                    Err(_) => ToolOutput::error("the call was cancelled"),
+                    Ok(output) => Ok(finished(output)),
+                    Err(_) => Err(ToolOutput::error("the call was cancelled")),
                 }
             }
         };
         if cancel.is_cancelled() {
-            tracing::info!(tool = %tool.spec().name, "a served tool call stopped: its client cancelled it");
+            tracing::info!(tool = %name, "a served tool call stopped: its client cancelled it");
         }
         unfinished.0 = None;
-        let _ = forwarder.await;
-        output
+        match output {
+            Ok(output) => {
+                let _ = forwarder.await;
+                (output, Some(running))
+            }
+            Err(output) => {
+                // The call holds the progress sender until it ends: its progress is no
+                // longer sent, and the answer does not wait for it.
+                forwarder.abort();
+                tokio::spawn(async move {
+                    let _ = call.await;
+                    tracing::info!(tool = %name, "a cancelled served tool call finished its work");
+                    drop(running);
+                });
+                (output, None)
+            }
+        }
     }
 }
 
@@ -1097,7 +1122,7 @@ impl ServerHandler for ToolServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let _running = self.start_running()?;
+        let running = self.start_running()?;
         let name = request.name.to_string();
         let client_capabilities = context
             .client_capabilities()
@@ -1136,7 +1161,7 @@ impl ServerHandler for ToolServer {
             ));
         };
         let arguments = Value::Object(request.arguments.unwrap_or_default());
-        let output = self.run_tool(tool, arguments, &context).await;
+        let (output, _running) = self.run_tool(tool, arguments, &context, running).await;
         let result: CallToolResult =
             complete_result(self.result_of(output, response_hold(&context)).await?)?;
         Ok(result.into())
@@ -1785,6 +1810,101 @@ mod tests {
         client.cancel().await.unwrap();
         stop.cancel();
         serving.await.unwrap().unwrap();
+    }
+
+    /// A tool that does not honour its cancel token, its work blocking (as the history's
+    /// searches do): a cancelled call of it is let go after the grace period, and keeps its
+    /// place until its work ends. It used to hang for good: the answer waited for the
+    /// progress forwarder, which waited for the call the answer held.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cancelled_call_that_ignores_its_token_keeps_its_place_until_its_work_ends() {
+        use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
+        use std::sync::atomic::{AtomicBool, Ordering};
+
+        struct Stubborn {
+            spec: conduit_core::tool::ToolSpec,
+            done: Arc<AtomicBool>,
+        }
+        #[async_trait::async_trait]
+        impl Tool for Stubborn {
+            fn spec(&self) -> &conduit_core::tool::ToolSpec {
+                &self.spec
+            }
+            async fn call(
+                &self,
+                _arguments: serde_json::Value,
+                _context: conduit_core::tool::ToolContext,
+            ) -> Result<ToolOutput, conduit_core::tool::ToolError> {
+                tokio::task::spawn_blocking(|| std::thread::sleep(Duration::from_secs(4)))
+                    .await
+                    .map_err(|e| conduit_core::tool::ToolError(e.to_string()))?;
+                self.done.store(true, Ordering::SeqCst);
+                Ok(ToolOutput {
+                    parts: vec![ResultPart::Text {
+                        text: "late".into(),
+                    }],
+                    is_error: false,
+                })
+            }
+        }
+        struct One(Arc<dyn Tool>);
+        #[async_trait::async_trait]
+        impl Catalog for One {
+            fn tools(&self) -> Vec<Arc<dyn Tool>> {
+                vec![self.0.clone()]
+            }
+        }
+        let done = Arc::new(AtomicBool::new(false));
+        let tool: Arc<dyn Tool> = Arc::new(Stubborn {
+            spec: conduit_core::testing::tool_spec("stubborn"),
+            done: done.clone(),
+        });
+        let server = ToolServer::new(
+            Arc::new(One(tool)),
+            conduit_core::testing::MemoryMedia::new(),
+        );
+        let places = server.inner.running.clone();
+        let all = places.available_permits();
+        let (near, far) = tokio::io::duplex(1 << 16);
+        let session = server.session();
+        tokio::spawn(async move {
+            if let Ok(running) = session.serve(far).await {
+                let _ = running.waiting().await;
+            }
+        });
+        let client = ().serve(near).await.unwrap();
+        let handle = client
+            .send_request_with_option(
+                ClientRequest::CallToolRequest(CallToolRequest::new(CallToolRequestParams::new(
+                    "stubborn",
+                ))),
+                rmcp::service::PeerRequestOptions::no_options(),
+            )
+            .await
+            .unwrap();
+        let started = tokio::time::Instant::now();
+        while places.available_permits() == all {
+            assert!(started.elapsed() < Duration::from_secs(10), "never ran");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        handle.cancel(Some("enough".into())).await.unwrap();
+        // Past the grace period the work goes on, and its place with it.
+        tokio::time::sleep(super::CANCEL_GRACE + Duration::from_millis(300)).await;
+        assert!(!done.load(Ordering::SeqCst));
+        assert_eq!(places.available_permits(), all - 1);
+        // Once the work ends, the place comes back.
+        while places.available_permits() != all {
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "the place never came back"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(done.load(Ordering::SeqCst));
+        // The server still answers.
+        let listed = client.list_all_tools().await.unwrap();
+        assert_eq!(listed.len(), 1);
+        client.cancel().await.unwrap();
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

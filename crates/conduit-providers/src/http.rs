@@ -973,20 +973,24 @@ impl SentSecrets {
                 err.message = err.message.replace(form.as_str(), "••••");
             }
         }
-        // A message is cut to a length before it comes here, and the cut may fall inside
-        // a credential: a start of one at the message's end (before its `…`) is masked
-        // too.
+        // A message (or a part of it: an excerpt, the provider's message beside its raw
+        // error) is cut to a length before it comes here, and a cut may fall inside a
+        // credential: a start of one just before a cut (its `…`) or at the message's end
+        // is masked too, whatever was added after the cut.
         for form in &self.0 {
-            let body = err.message.strip_suffix('…').unwrap_or(&err.message);
-            let cut_at = (Self::MIN_CHARS..form.len())
-                .rev()
-                .filter(|&end| form.is_char_boundary(end))
-                .find(|&end| body.ends_with(&form[..end]))
-                .map(|end| body.len() - end);
-            if let Some(start) = cut_at {
-                let cut = err.message.len() - body.len();
-                err.message
-                    .replace_range(start..err.message.len() - cut, "••••");
+            let mut ends: Vec<usize> = err.message.match_indices('…').map(|(at, _)| at).collect();
+            ends.push(err.message.len());
+            // From the last, so the earlier positions stay where they are.
+            for end in ends.into_iter().rev() {
+                let body = &err.message[..end];
+                let start = (Self::MIN_CHARS..form.len())
+                    .rev()
+                    .filter(|&len| form.is_char_boundary(len))
+                    .find(|&len| body.ends_with(&form[..len]))
+                    .map(|len| end - len);
+                if let Some(start) = start {
+                    err.message.replace_range(start..end, "••••");
+                }
             }
         }
         err
@@ -1265,6 +1269,15 @@ mod tests {
         assert_eq!(
             hidden("sk-0123456789abcdef and sk-01234567…"),
             "•••• and ••••…"
+        );
+        // Whatever was added after the cut: a note on the body, the raw error.
+        assert_eq!(
+            hidden("bad key sk-0123456789ab… (the error body was cut at 64 KiB)"),
+            "bad key ••••… (the error body was cut at 64 KiB)"
+        );
+        assert_eq!(
+            hidden("provider says sk-0123456789a…: raw sk-0123456789abc…"),
+            "provider says ••••…: raw ••••…"
         );
         // Shorter than a credential's least: nothing to tell from ordinary text.
         assert_eq!(hidden("bad key sk-0123…"), "bad key sk-0123…");

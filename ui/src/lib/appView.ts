@@ -6,7 +6,7 @@
 
 import type { AppBridge, McpUiHostContext, McpUiDisplayMode } from "@modelcontextprotocol/ext-apps/app-bridge";
 import { errorMessage } from "./api";
-import { rearmConsent, rearmMovedConsent } from "./consent";
+import { rearmConsent } from "./consent";
 import type { ResultPart, ViewCall, ViewCallResult, ViewHandle } from "./types";
 
 /** What the view's requests need from the app. */
@@ -283,8 +283,8 @@ export class ViewSession {
   }
 
   #resize(shown: number): void {
-    // What is below the view moves: a consent button may have slid under the cursor.
-    if (this.#height !== null && shown !== this.#height) rearmMovedConsent();
+    // What is below the view moves: a consent button that slid under the cursor waits
+    // again (`consent.ts` looks at where each one is every frame).
     this.#height = shown;
     this.frame.resize(shown);
   }

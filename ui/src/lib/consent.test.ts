@@ -95,6 +95,32 @@ describe("a consent button", () => {
     first.destroy();
   });
 
+  it("ignores clicks again once it moves, whatever moved it, and not while it stays put", () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "requestAnimationFrame"] });
+    const button = document.createElement("button");
+    let top = 400;
+    button.getBoundingClientRect = () => ({ top, left: 20 }) as DOMRect;
+    let clicks = 0;
+    button.addEventListener("click", () => (clicks += 1));
+    document.body.append(button);
+    const action = armedAfter(button);
+    vi.advanceTimersByTime(ARM_MS + 50);
+    expect(button.disabled).toBe(false);
+    // Another call's progress goes away above it (nothing the page announces): the next
+    // frame finds it moved, and a click that lands then is not taken.
+    top = 340;
+    vi.advanceTimersByTime(20);
+    expect(button.disabled).toBe(true);
+    click(button);
+    expect(clicks).toBe(0);
+    // In place, it takes clicks again after the pause, frame after frame.
+    vi.advanceTimersByTime(ARM_MS + 200);
+    expect(button.disabled).toBe(false);
+    click(button);
+    expect(clicks).toBe(1);
+    action?.destroy?.();
+  });
+
   it("ignores clicks again for 500 ms once it comes into view", () => {
     let report: (visible: boolean) => void = () => {};
     vi.stubGlobal(

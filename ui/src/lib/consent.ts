@@ -23,17 +23,19 @@ export function rearmConsent(): void {
 }
 
 /**
- * Once the page has laid itself out again, the consent buttons that moved ignore clicks
- * for ARM_MS again (a view above them changed its height). Those that stayed where they
- * were keep taking clicks: a view that keeps resizing itself (below them, or off screen)
- * cannot keep every consent button disabled.
+ * Each frame while consent buttons are on screen, those that moved ignore clicks for
+ * ARM_MS again: anything above them may change its height at a time a server picks (a
+ * view resizing, another call's progress coming and going, a result or a view arriving),
+ * and none of it asks first. Those that stayed where they were keep taking clicks: a view
+ * that keeps resizing itself (below them, or off screen) cannot keep every consent button
+ * disabled.
  */
-export function rearmMovedConsent(): void {
-  const check = (): void => {
-    for (const armIfMoved of onScreenIfMoved) armIfMoved();
-  };
-  if (typeof requestAnimationFrame === "function") requestAnimationFrame(check);
-  else setTimeout(check, 0);
+let watching: number | undefined;
+function watchPlaces(): void {
+  watching = undefined;
+  if (onScreenIfMoved.size === 0 || typeof requestAnimationFrame !== "function") return;
+  for (const armIfMoved of onScreenIfMoved) armIfMoved();
+  watching = requestAnimationFrame(watchPlaces);
 }
 
 /**
@@ -88,11 +90,18 @@ export const armedAfter: Action<HTMLButtonElement, number | undefined> = (node, 
   rearmConsent();
   onScreen.add(arm);
   onScreenIfMoved.add(armIfMoved);
+  if (watching === undefined && typeof requestAnimationFrame === "function") {
+    watching = requestAnimationFrame(watchPlaces);
+  }
   arm();
   return {
     destroy() {
       onScreen.delete(arm);
       onScreenIfMoved.delete(armIfMoved);
+      if (onScreenIfMoved.size === 0 && watching !== undefined) {
+        cancelAnimationFrame(watching);
+        watching = undefined;
+      }
       clearTimeout(timer);
       watch?.disconnect();
       node.removeEventListener("click", guard, true);

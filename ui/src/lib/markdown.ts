@@ -18,7 +18,8 @@ import sql from "highlight.js/lib/languages/sql";
 import typescript from "highlight.js/lib/languages/typescript";
 import xml from "highlight.js/lib/languages/xml";
 import yaml from "highlight.js/lib/languages/yaml";
-import { Marked, type Tokens } from "marked";
+import { Marked, Tokenizer, type Tokens } from "marked";
+import { visible } from "./visibleText";
 
 // The core build keeps the bundle small; each definition also brings its aliases
 // (js, ts, py, rs, sh, html, yml, ...).
@@ -45,10 +46,44 @@ export function escapeHtml(text: string): string {
  */
 export const MAX_HIGHLIGHTED_CODE = 64 * 1024;
 
-function renderCode({ text, lang }: Tokens.Code): string {
+/**
+ * How long one render may spend finding emphasis and strikethrough. marked's emphasis
+ * parsing is quadratic in crafted text (`"*a ".repeat(4000) + "a*"`, 12 KB, took 3 s here:
+ * marked issue #4099), and a streaming answer is rendered every 100 ms on the page's only
+ * thread. Past the budget the rest of the message's `*`, `_` and `~` are shown as written.
+ * Only the time marked spends on them counts: 62 KB of ordinary text with 2,000 emphases
+ * spends a few milliseconds there.
+ */
+export const EMPHASIS_BUDGET_MS = 50;
+
+/** What the render under way has spent: on emphasis (ms), and the code it highlighted. */
+const rendering = { emphasis: 0, highlighted: 0 };
+
+/** marked's own emphasis or strikethrough tokenizer, timed against the render's budget;
+ * past it, `undefined` ("no emphasis here": `false` would hand over to marked's own). */
+function timed<A extends unknown[], T>(
+  tokenize: (this: Tokenizer, ...args: A) => T,
+): (this: Tokenizer, ...args: A) => T | undefined {
+  return function (this: Tokenizer, ...args: A) {
+    if (rendering.emphasis > EMPHASIS_BUDGET_MS) return undefined;
+    const started = performance.now();
+    try {
+      return tokenize.apply(this, args);
+    } finally {
+      rendering.emphasis += performance.now() - started;
+    }
+  };
+}
+
+function renderCode({ text: written, lang }: Tokens.Code): string {
+  // What hides or rearranges text is shown as its code: a bidi override can make a line
+  // read as commented out on screen while Copy gives a terminal the command it hides.
+  const text = visible(written, { keepLines: true });
   const fence = (lang ?? "").match(/^\S*/)?.[0] ?? "";
   const known = fence !== "" && hljs.getLanguage(fence) !== undefined;
-  const highlighted = known && text.length <= MAX_HIGHLIGHTED_CODE;
+  // The cap is on a message's code together: eight blocks just under it took seconds.
+  const highlighted = known && rendering.highlighted + text.length <= MAX_HIGHLIGHTED_CODE;
+  if (highlighted) rendering.highlighted += text.length;
   const body = highlighted
     ? hljs.highlight(text, { language: fence, ignoreIllegals: true }).value
     : escapeHtml(text);
@@ -62,6 +97,10 @@ function renderCode({ text, lang }: Tokens.Code): string {
 
 const marked = new Marked({
   gfm: true,
+  tokenizer: {
+    emStrong: timed(Tokenizer.prototype.emStrong),
+    del: timed(Tokenizer.prototype.del),
+  },
   renderer: {
     code: renderCode,
     // Raw HTML from a model is shown as the text it is, never parsed into elements.
@@ -155,6 +194,8 @@ function plainText(text: string): string {
  */
 export function renderMarkdown(text: string): string {
   if (nestsTooDeep(text)) return plainText(text);
+  rendering.emphasis = 0;
+  rendering.highlighted = 0;
   try {
     const html = marked.parse(text, { async: false });
     return purifier.sanitize(html, purifyConfig);

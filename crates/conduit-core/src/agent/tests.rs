@@ -1084,6 +1084,36 @@ fn arguments_of_too_many_values_fail_the_response() {
     );
 }
 
+/// A call's id and tool name are kept and sent back like its arguments: they count
+/// against the response, and one longer than a label can be fails it.
+#[test]
+fn call_ids_and_names_count_and_a_huge_one_fails_the_response() {
+    let started = |id: String, name: String| ProviderEvent::ToolCallStarted { id, name };
+    let message =
+        over_limit_after(&[started("a".into(), "n".repeat(MAX_CALL_LABEL_BYTES + 1))]).unwrap();
+    assert!(message.contains("longer than 1024 bytes"), "{message}");
+    let message = over_limit_after(&[ProviderEvent::ToolCallDone {
+        id: "i".repeat(MAX_CALL_LABEL_BYTES + 1),
+        name: "echo".into(),
+        arguments: Ok(json!({})),
+        signature: None,
+    }])
+    .unwrap();
+    assert!(message.contains("longer than 1024 bytes"), "{message}");
+    assert_eq!(
+        over_limit_after(&[started(
+            "i".repeat(MAX_CALL_LABEL_BYTES),
+            "n".repeat(MAX_CALL_LABEL_BYTES)
+        )]),
+        None
+    );
+    // Within the label cap, ids and names still add up against the response's bytes.
+    let text = ProviderEvent::TextDelta("t".repeat(MAX_RESPONSE_BYTES - 100));
+    assert_eq!(over_limit_after(std::slice::from_ref(&text)), None);
+    let message = over_limit_after(&[text, started("i".repeat(60), "n".repeat(60))]).unwrap();
+    assert!(message.contains("larger than 32 MiB"), "{message}");
+}
+
 /// Counts the calls inside it at once, and the most there ever were.
 struct InFlight {
     spec: ToolSpec,

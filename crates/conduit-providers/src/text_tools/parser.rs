@@ -266,14 +266,41 @@ enum Start {
     No,
 }
 
+/// The most whitespace between a bare JSON call's `{` and its `"name"`: a model writes a
+/// newline and an indent; more is the answer's text.
+const MAX_SPACE_BEFORE_NAME: usize = 256;
+
+/// JSON text parsed if it holds at most the values a response's arguments may (counted in
+/// the text first: 32 MiB of `[0],` would parse to gigabytes), or what it is instead
+/// ("the arguments are …").
+fn parse_counted(text: &str) -> Result<Value, String> {
+    let limit = conduit_core::agent::MAX_RESPONSE_VALUES;
+    if crate::decode::json_values_at_most(text) > limit {
+        return Err(format!(
+            "more than {limit} JSON values, which Conduit did not read"
+        ));
+    }
+    serde_json::from_str::<Value>(text).map_err(|err| format!("not valid JSON ({err})"))
+}
+
 /// Whether `rest` (from a `{` at the start of a line) begins a bare JSON call:
 /// `{`, optional whitespace, `"name"`.
 fn json_call_start(rest: &str) -> Start {
     let after_brace = &rest[1..];
-    let trimmed = after_brace.trim_start();
-    if trimmed.is_empty() {
-        return Start::Maybe;
-    }
+    // Looked at only so far: a `{` held while its whitespace streams in is looked at again
+    // with each piece, and 32 MiB of spaces after one took hours of a core.
+    let Some((at, _)) = after_brace
+        .char_indices()
+        .take(MAX_SPACE_BEFORE_NAME + 1)
+        .find(|(_, ch)| !ch.is_whitespace())
+    else {
+        return if after_brace.len() > MAX_SPACE_BEFORE_NAME {
+            Start::No
+        } else {
+            Start::Maybe
+        };
+    };
+    let trimmed = &after_brace[at..];
     const KEY: &str = "\"name\"";
     if trimmed.starts_with(KEY) {
         Start::Yes
@@ -334,7 +361,7 @@ fn read_xml_body(body: &str) -> Result<TextCall, MalformedCall> {
     let arguments = if arguments.is_empty() {
         Value::Object(Map::new())
     } else {
-        match serde_json::from_str::<Value>(arguments) {
+        match parse_counted(arguments) {
             Ok(value @ Value::Object(_)) => value,
             Ok(_) => {
                 return Err(MalformedCall {
@@ -347,7 +374,7 @@ fn read_xml_body(body: &str) -> Result<TextCall, MalformedCall> {
                 return Err(MalformedCall {
                     name: Some(name.to_owned()),
                     raw,
-                    error: format!("the arguments are not valid JSON ({err})"),
+                    error: format!("the arguments are {err}"),
                 });
             }
         }
@@ -366,13 +393,13 @@ enum JsonCall {
 /// A JSON call: `{"name": "tool", "arguments": {..}}` (`parameters` is taken too, and
 /// arguments written as a JSON string). Valid JSON of another shape is not a call.
 fn read_json_call(text: &str) -> JsonCall {
-    let value = match serde_json::from_str::<Value>(text) {
+    let value = match parse_counted(text) {
         Ok(value) => value,
         Err(err) => {
             return JsonCall::Call(Err(MalformedCall {
                 name: None,
                 raw: text.to_owned(),
-                error: format!("the call is not valid JSON ({err})"),
+                error: format!("the call is {err}"),
             }));
         }
     };
@@ -391,13 +418,20 @@ fn read_json_call(text: &str) -> JsonCall {
     let arguments = match arguments {
         None | Some(Value::Null) => Value::Object(Map::new()),
         Some(value @ Value::Object(_)) => value,
-        Some(Value::String(inner)) => match serde_json::from_str::<Value>(&inner) {
+        Some(Value::String(inner)) => match parse_counted(&inner) {
             Ok(value @ Value::Object(_)) => value,
-            _ => {
+            Ok(_) => {
                 return JsonCall::Call(Err(MalformedCall {
                     name: Some(name),
                     raw: text.to_owned(),
                     error: "the arguments must be a JSON object".into(),
+                }));
+            }
+            Err(err) => {
+                return JsonCall::Call(Err(MalformedCall {
+                    name: Some(name),
+                    raw: text.to_owned(),
+                    error: format!("the arguments (a JSON string) are {err}"),
                 }));
             }
         },

@@ -116,6 +116,53 @@ fn text_that_only_looks_like_a_call_start_is_shown_whole() {
     }
 }
 
+/// A `{` followed by a flood of whitespace, streamed in small pieces, is the answer's
+/// text once the whitespace runs past a call's indent: it is not looked at again from the
+/// brace for every piece (32 MiB of spaces took hours of a core). A call after a newline
+/// and an indent is still a call.
+#[test]
+fn a_brace_followed_by_endless_space_is_text_and_an_indented_call_is_a_call() {
+    let mut pieces = vec!["{".to_owned()];
+    pieces.extend(std::iter::repeat_n(" ".repeat(64), 20_000));
+    let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
+    let (text, calls) = parse(&refs);
+    assert!(calls.is_empty());
+    assert_eq!(text.len(), 1 + 64 * 20_000);
+    same_at_every_split(
+        "{\n    \"name\": \"echo\", \"arguments\": {}}",
+        "",
+        &[ok_call("echo", json!({}))],
+    );
+}
+
+/// Arguments of too many JSON values are counted before they are parsed, in each form a
+/// text call takes, and the call fails instead of building them.
+#[test]
+fn text_call_arguments_of_too_many_values_are_refused_unparsed() {
+    let many = format!(
+        "[{}0]",
+        "0,".repeat(conduit_core::agent::MAX_RESPONSE_VALUES)
+    );
+    for text in [
+        format!("<tool_call><name>x</name><arguments>{{\"a\": {many}}}</arguments></tool_call>"),
+        format!("{{\"name\": \"x\", \"arguments\": {{\"a\": {many}}}}}"),
+        format!(
+            "{{\"name\": \"x\", \"arguments\": {}}}",
+            serde_json::to_string(&format!("{{\"a\": {many}}}")).unwrap()
+        ),
+    ] {
+        let (_, calls) = parse(&[&text]);
+        let [Parsed::Call(Err(malformed))] = calls.as_slice() else {
+            panic!("{calls:?}")
+        };
+        assert!(
+            malformed.error.contains("more than 250000 JSON values"),
+            "{}",
+            malformed.error
+        );
+    }
+}
+
 #[test]
 fn malformed_calls_are_calls_that_fail_and_never_text() {
     let cases = [
