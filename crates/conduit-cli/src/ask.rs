@@ -21,12 +21,10 @@ use conduit_host::sampling::{
 };
 use serde_json::{Map, Value};
 
-use crate::terminal::{RESET, shown};
+use crate::terminal::{RESET, TERMINAL_TURN, shown};
 
 /// Asks on this process's terminal, if it has one.
 pub struct TerminalAsker {
-    /// One question at a time: two servers asking at once must not interleave.
-    lock: tokio::sync::Mutex<()>,
     /// Runs sampling requests (the host), on `pick` or the default provider.
     sampler: Arc<dyn Sampler>,
     pick: Option<ModelPick>,
@@ -45,7 +43,6 @@ impl TerminalAsker {
         let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
         interactive.then(|| {
             Arc::new(Self {
-                lock: tokio::sync::Mutex::new(()),
                 sampler,
                 pick,
                 sampling_slots: SamplingSlots::default(),
@@ -86,7 +83,8 @@ impl Asker for TerminalAsker {
     }
 
     async fn elicit(&self, question: Elicitation) -> ElicitationAnswer {
-        let _one_at_a_time = self.lock.lock().await;
+        // One question at a time, and never while the REPL reads the terminal.
+        let _one_at_a_time = TERMINAL_TURN.lock().await;
         let asked = tokio::task::spawn_blocking(move || {
             let stdin = std::io::stdin();
             let mut input = stdin.lock();
@@ -124,7 +122,8 @@ impl Asker for TerminalAsker {
         let Some(pick) = self.pick.clone().or_else(|| self.sampler.default_pick()) else {
             return SamplingAnswer::Failed(NO_SAMPLING_PROVIDER.into());
         };
-        let _one_at_a_time = self.lock.lock().await;
+        // One question at a time, and never while the REPL reads the terminal.
+        let _one_at_a_time = TERMINAL_TURN.lock().await;
         if !self
             .confirm(describe_request(&request, &pick), "Run it? [y/N] ")
             .await

@@ -97,8 +97,10 @@ impl Terminal {
         Ok(Self { requests })
     }
 
-    /// Reads one line; `remember` puts it in the history.
+    /// Reads one line; `remember` puts it in the history. Waits for a server's question
+    /// on the terminal to be answered first (see [`crate::terminal::TERMINAL_TURN`]).
     async fn read(&self, prompt: &str, remember: bool) -> Result<Read, Failure> {
+        let _turn = crate::terminal::TERMINAL_TURN.lock().await;
         let (reply, answer) = oneshot::channel();
         self.requests
             .send((prompt.to_owned(), remember, reply))

@@ -21,6 +21,13 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::io::{Read, Write};
 
+/// Whose turn it is to read the terminal: the REPL's line editor (its prompt and a tool
+/// call's approval question) and a server's questions (elicitation, sampling) read the
+/// same keys, on different threads. Each reads only while holding this, so a key typed
+/// for one question never answers another (a `y` meant for a server's "Run it?" could
+/// allow a tool call the REPL was asking about at the same moment).
+pub static TERMINAL_TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Resets colours and styles (SGR 0). Printed before each question the user answers, so
 /// that nothing printed before it can leave the question invisible or restyled.
 /// (Conduit's own CLI text uses no colour, so the reset undoes nothing of Conduit's.)

@@ -124,7 +124,22 @@ pub struct App {
     turns: Mutex<HashMap<String, Turn>>,
     /// The MCP Apps views the window has open.
     views: crate::app_views::AppViews,
+    /// Attachments stored and not yet sent with a message ([`MAX_UNSENT_ATTACHMENTS`]).
+    unsent: Mutex<UnsentAttachments>,
 }
+
+/// The attachments the window stored that no message has taken yet: by hash, their bytes.
+#[derive(Default)]
+struct UnsentAttachments {
+    by_hash: HashMap<String, usize>,
+    bytes: usize,
+}
+
+/// The most the window may have stored as attachments and not sent, in bytes and in
+/// number: a page script storing 64 MiB attachments in a loop filled the disk (the sweep
+/// removes unsent ones only after a day). A person attaches a few images before sending.
+const MAX_UNSENT_ATTACHMENT_BYTES: usize = 1024 * 1024 * 1024;
+const MAX_UNSENT_ATTACHMENTS: usize = 200;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
@@ -156,6 +171,13 @@ pub enum AppError {
     NotAllowed,
     #[error("a message takes at most {max} {what}")]
     TooManyInMessage { what: &'static str, max: usize },
+    #[error("only images can be attached (PNG, JPEG, GIF, WebP and the like)")]
+    NotAnImage,
+    #[error(
+        "{count} attachments ({mib} MiB) wait to be sent, the most Conduit keeps: send or remove some first",
+        mib = bytes / (1024 * 1024)
+    )]
+    TooManyUnsent { count: usize, bytes: usize },
 }
 
 /// The most images, resources and views' contexts that go with one message. Each is read
@@ -261,6 +283,7 @@ impl App {
             servers: std::sync::OnceLock::new(),
             turns: Mutex::new(HashMap::new()),
             views: Default::default(),
+            unsent: Mutex::default(),
         })
     }
 
@@ -372,11 +395,42 @@ impl App {
     /// [`conduit_core::images`]' limits, is refused.
     pub async fn store_attachment(&self, bytes: Vec<u8>) -> Result<MediaRef, AppError> {
         attachment_fits(bytes.len())?;
+        // The store takes audio too (a tool's), by its first bytes and without a decode:
+        // an attachment must be an image.
+        if image::guess_format(&bytes).is_err() {
+            return Err(AppError::NotAnImage);
+        }
+        {
+            let unsent = self.unsent.lock();
+            if unsent.by_hash.len() >= MAX_UNSENT_ATTACHMENTS
+                || unsent.bytes.saturating_add(bytes.len()) > MAX_UNSENT_ATTACHMENT_BYTES
+            {
+                return Err(AppError::TooManyUnsent {
+                    count: unsent.by_hash.len(),
+                    bytes: unsent.bytes,
+                });
+            }
+        }
+        let size = bytes.len();
         let media = self.host.media.clone();
         let stored = tokio::task::spawn_blocking(move || media.put(&bytes, None))
             .await
             .map_err(|e| conduit_core::media::MediaError::Io(e.to_string()))??;
+        let mut unsent = self.unsent.lock();
+        if unsent.by_hash.insert(stored.hash.clone(), size).is_none() {
+            unsent.bytes = unsent.bytes.saturating_add(size);
+        }
         Ok(stored)
+    }
+
+    /// Attachments a message took no longer count as unsent.
+    fn sent_attachments(&self, hashes: &[String]) {
+        let mut unsent = self.unsent.lock();
+        for hash in hashes {
+            if let Some(size) = unsent.by_hash.remove(hash) {
+                unsent.bytes = unsent.bytes.saturating_sub(size);
+            }
+        }
     }
 
     /// Saves a copy of the stored file `source` at `target`, a place the user chose in a
@@ -421,7 +475,9 @@ impl App {
                 format!("{}\n\n{context}", request.text)
             };
         }
+        let attachments = request.attachments.clone();
         let started = self.start_turn(request, sink).map_err(CommandError::from)?;
+        self.sent_attachments(&attachments);
         // Used once, and only by a turn that started: a refused send loses nothing.
         self.views.forget_context(&views);
         Ok(started)
@@ -1244,6 +1300,78 @@ mod tests {
             .unwrap();
         let stored = app.store_attachment(frame).await.unwrap();
         assert_eq!((stored.width, stored.height), (Some(1600), Some(1000)));
+
+        // Audio (the store takes a tool's by its first bytes, without a decode) is no
+        // attachment, nor is anything else that is not an image.
+        let before = files_under(&media_dir);
+        let mut mp3 = b"ID3".to_vec();
+        mp3.resize(1024 * 1024, 7);
+        for bytes in [mp3, b"hello".to_vec()] {
+            let error = app.store_attachment(bytes).await.unwrap_err();
+            assert!(matches!(error, AppError::NotAnImage), "{error:?}");
+        }
+        assert_eq!(files_under(&media_dir), before, "nothing more stored");
+    }
+
+    /// A page storing attachments in a loop and never sending them is stopped at the
+    /// unsent cap; a message that takes them gives their places back.
+    #[tokio::test]
+    async fn attachments_never_sent_stop_at_a_cap_and_a_send_gives_their_places_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let (url, _server) = model_server(false).await;
+        let app = app(
+            dir.path(),
+            json!({"id": "local", "protocol": "openai-chat", "baseUrl": url, "defaultModel": "m"}),
+        );
+        let png = |n: u32| {
+            let mut out = Vec::new();
+            image::DynamicImage::new_rgb8(n, 1)
+                .write_to(&mut std::io::Cursor::new(&mut out), image::ImageFormat::Png)
+                .unwrap();
+            out
+        };
+        let mut hashes = Vec::new();
+        for n in 1..=MAX_UNSENT_ATTACHMENTS as u32 {
+            hashes.push(app.store_attachment(png(n)).await.unwrap().hash);
+            if n == 1 {
+                // The same image again is not another one.
+                app.store_attachment(png(1)).await.unwrap();
+                assert_eq!(app.unsent.lock().by_hash.len(), 1);
+            }
+        }
+        let error = app
+            .store_attachment(png(MAX_UNSENT_ATTACHMENTS as u32 + 1))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                error,
+                AppError::TooManyUnsent {
+                    count: MAX_UNSENT_ATTACHMENTS,
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        assert!(error.to_string().contains("wait to be sent"), "{error}");
+        // A message takes two: two more may be stored.
+        let mut message = request("look");
+        message.attachments = hashes[..2].to_vec();
+        let (sink, mut events) = collector();
+        app.send(message, sink).unwrap();
+        until_ended(&mut events).await;
+        app.store_attachment(png(MAX_UNSENT_ATTACHMENTS as u32 + 1))
+            .await
+            .unwrap();
+        app.store_attachment(png(MAX_UNSENT_ATTACHMENTS as u32 + 2))
+            .await
+            .unwrap();
+        assert!(
+            app.store_attachment(png(MAX_UNSENT_ATTACHMENTS as u32 + 3))
+                .await
+                .is_err()
+        );
+        app.shutdown().await;
     }
 
     #[test]

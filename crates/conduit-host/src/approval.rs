@@ -110,6 +110,7 @@ pub fn approved_tool(
         description: conduit_files::fingerprint_bytes(description.as_bytes()),
         input_schema: conduit_files::fingerprint_bytes(input_schema.to_string().as_bytes()),
         views: Some(for_views),
+        other: Default::default(),
     }
 }
 
@@ -599,6 +600,7 @@ mod tests {
                 description: conduit_files::fingerprint_bytes(description.as_bytes()),
                 input_schema: "schema".into(),
                 views: Some(false),
+                other: Default::default(),
             },
         }
     }

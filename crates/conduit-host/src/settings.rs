@@ -155,6 +155,10 @@ pub struct ApprovedTool {
     /// tool to them. `None` in allows saved before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub views: Option<bool>,
+    /// Fields a newer Conduit recorded, kept on save (an older CLI beside a newer app
+    /// must not strip what the allow was bound to).
+    #[serde(flatten)]
+    pub other: Map<String, Value>,
 }
 
 /// What a call of a tool gets before anyone is asked.
@@ -531,7 +535,8 @@ mod tests {
         let path = dir.path().join("settings.json");
         std::fs::write(
             &path,
-            r#"{"theme": "dark", "providers": [{"id": "o", "protocol": "openai-chat", "baseUrl": "http://x/v1", "futureField": 3}]}"#,
+            r#"{"theme": "dark", "providers": [{"id": "o", "protocol": "openai-chat", "baseUrl": "http://x/v1", "futureField": 3}],
+                "mcpServers": {"s": {"approved": {"t": {"server": "a", "description": "b", "inputSchema": "c", "views": false, "boundTo": "x"}}}}}"#,
         )
         .unwrap();
         let mut settings = Settings::load(&path).unwrap();
@@ -540,6 +545,9 @@ mod tests {
         let saved: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         assert_eq!(saved["theme"], "dark");
         assert_eq!(saved["providers"][0]["futureField"], 3);
+        // What a newer Conduit bound an allow to stays with it.
+        assert_eq!(saved["mcpServers"]["s"]["approved"]["t"]["boundTo"], "x");
+        assert_eq!(saved["mcpServers"]["s"]["approved"]["t"]["views"], false);
         assert_eq!(saved["providers"][1]["protocol"], "openai-chat");
         assert_eq!(saved["providers"][1]["defaultModel"], "llama3.2");
     }
@@ -638,6 +646,7 @@ mod tests {
             description: description.into(),
             input_schema: "s1".into(),
             views: Some(false),
+            other: Default::default(),
         }
     }
 

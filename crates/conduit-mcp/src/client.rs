@@ -789,8 +789,10 @@ const MAX_SENDS_IN_FLIGHT: usize = 1024;
 /// A message to a server's stdin not written within this long means the server stopped
 /// reading: its connection ends. Otherwise a call's write (and rmcp's cancel notification
 /// after a timeout, which it awaits) would wait for ever, and neither the call's timeout
-/// nor Stop would end it. A server reading its stdin takes a 64 KiB pipe's worth in
-/// moments, even while it works on another call.
+/// nor Stop would end it. Only a full pipe (64 KiB unread) makes a write wait: a server
+/// that blocks its reading for a minute while a large message waits for it (a second
+/// call with large arguments, beside a synchronous tool that holds its loop) is taken as
+/// gone too, and restarted.
 pub(crate) const PIPE_WRITE_DEADLINE: Duration = Duration::from_secs(60);
 
 /// One message waiting to be written; counted from when it is handed over until it is

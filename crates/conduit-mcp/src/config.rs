@@ -571,6 +571,13 @@ fn url_secrets(url: &str) -> Vec<String> {
     secrets
 }
 
+/// What a `${NAME}` is taken to be when an entry's shape is checked before a write, where
+/// the values do not matter (the runtime fills in the real ones): a URL, so that an entry
+/// whose `url` is a variable (`"${REMOTE_URL}"`, `"${BASE}/mcp"`) is not refused as no URL.
+fn shape_only(_: &str) -> Option<String> {
+    Some("https://variable.invalid".to_owned())
+}
+
 /// The names of the variables `text` takes values from (`${NAME}`), in order: what
 /// [`expand`] would fill in.
 pub fn variables_in(text: &str) -> Vec<String> {
@@ -643,8 +650,7 @@ fn fits(path: &Path, text: &str) -> Result<(), ConfigError> {
 pub fn check_text(path: &Path, text: &str) -> Result<(), ConfigError> {
     fits(path, text)?;
     let document = parse(path, text.as_bytes())?;
-    let no_env = |_: &str| -> Option<String> { Some(String::new()) };
-    for entry in entries(&document, &no_env) {
+    for entry in entries(&document, &shape_only) {
         if let Err(message) = entry.spec {
             return Err(ConfigError::InvalidServer {
                 server: entry.name,
@@ -738,10 +744,9 @@ pub enum Edit {
 /// the whole text that replaces the file. Callers that ask the user about an edit check
 /// it first, so a yes is never followed by a refusal.
 pub fn check_edit(path: &Path, edit: &Edit) -> Result<(), ConfigError> {
-    let no_env = |_: &str| -> Option<String> { Some(String::new()) };
     match edit {
         Edit::Add { name, entry } | Edit::Update { name, entry } => {
-            check_entry(name, entry, &no_env)
+            check_entry(name, entry, &shape_only)
         }
         Edit::Replace { text } => check_text(path, text),
         Edit::Remove { .. } | Edit::SetDisabled { .. } => Ok(()),
@@ -858,13 +863,12 @@ pub fn write_if_unchanged(
 }
 
 fn apply_to(path: &Path, document: &mut Value, edit: Edit) -> Result<(), ConfigError> {
-    let no_env = |_: &str| -> Option<String> { Some(String::new()) };
     match edit {
         Edit::Replace { text } => {
             *document = parse(path, text.as_bytes())?;
         }
         Edit::Add { name, entry } => {
-            check_entry(&name, &entry, &no_env)?;
+            check_entry(&name, &entry, &shape_only)?;
             let servers = servers_mut(document, path)?;
             if servers.contains_key(&name) {
                 return Err(ConfigError::DuplicateServer(name));
@@ -872,7 +876,7 @@ fn apply_to(path: &Path, document: &mut Value, edit: Edit) -> Result<(), ConfigE
             servers.insert(name, entry);
         }
         Edit::Update { name, entry } => {
-            check_entry(&name, &entry, &no_env)?;
+            check_entry(&name, &entry, &shape_only)?;
             let servers = servers_mut(document, path)?;
             let slot = servers
                 .get_mut(&name)

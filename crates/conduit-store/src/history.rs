@@ -135,6 +135,11 @@ pub struct SearchHit {
     pub created_at: i64,
 }
 
+/// An image no conversation uses any more whose file was stored this recently is left
+/// to the sweep when a conversation is deleted: the same image may have just been
+/// attached to a message not sent yet, or returned by a tool in a turn still running.
+const RECENTLY_STORED: std::time::Duration = std::time::Duration::from_secs(10 * 60);
+
 /// The history database and the media folder beside it.
 pub struct Store {
     conn: Mutex<Connection>,
@@ -557,6 +562,19 @@ impl Store {
         self.page(conversation, None, newest)
     }
 
+    /// The ids of a conversation's messages, oldest first: where each one is, without
+    /// reading any of their blocks.
+    pub fn message_ids(&self, conversation: &str) -> Result<Vec<i64>, StoreError> {
+        self.conversation(conversation)?;
+        let conn = self.lock();
+        let mut statement = conn
+            .prepare("SELECT id FROM messages WHERE conversation_id = ?1 ORDER BY position ASC")?;
+        let ids = statement
+            .query_map([conversation], |row| row.get(0))?
+            .collect::<Result<_, _>>()?;
+        Ok(ids)
+    }
+
     /// The last `newest` messages (all without a limit) before message `before` (or the
     /// end), oldest first: a window pages back through a long conversation with this.
     pub fn page(
@@ -679,7 +697,7 @@ impl Store {
             orphans
         };
         for media in orphans {
-            if let Err(err) = self.media.remove(&media) {
+            if let Err(err) = self.media.remove_unless_recent(&media, RECENTLY_STORED) {
                 tracing::warn!(hash = %media.hash, error = %err, "a media file could not be removed");
             }
         }

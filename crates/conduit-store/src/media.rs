@@ -198,6 +198,27 @@ impl FileMediaStore {
         }
     }
 
+    /// Deletes the files of `media` as [`Self::remove`] does, unless its file was stored
+    /// (or stored again) within `recent`: the same image attached or returned by a tool
+    /// just now, for a message not saved yet, is the same file. The sweep removes it later
+    /// if nothing uses it. Whether it was removed.
+    pub fn remove_unless_recent(
+        &self,
+        media: &MediaRef,
+        recent: std::time::Duration,
+    ) -> std::io::Result<bool> {
+        let stored_at = match fs::symlink_metadata(self.path_of(media)) {
+            Ok(meta) => meta.modified().ok(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
+        };
+        if stored_at.is_some_and(|at| at.elapsed().is_ok_and(|age| age < recent)) {
+            return Ok(false);
+        }
+        self.remove(media)?;
+        Ok(true)
+    }
+
     /// Deletes the files of `media` (the file and its thumbnail).
     pub fn remove(&self, media: &MediaRef) -> std::io::Result<()> {
         if !is_hash(&media.hash) {

@@ -293,6 +293,22 @@ describe("the saved copy of a live message", () => {
     keepKeys(previous, next);
     expect(next.map((m) => m.key)).toEqual(["m7", "live3"]);
   });
+
+  it("never gives a message a key another message has of its own", async () => {
+    const { keepKeys } = await import("./turn");
+    // "Show earlier messages" in an old conversation: its first call's id repeats in an
+    // earlier message, and the message that held it on screen (m51) is still in the list.
+    const call = (id: string) => ({ type: "tool_call" as const, id, name: "t", arguments: {} });
+    const message = (key: string, id: string) => ({
+      key, id: 0, role: "assistant" as const, status: "complete" as const, blocks: [call(id)], error: null,
+    });
+    const previous = [message("m51", "gemini-call-0")];
+    const next = [message("m1", "gemini-call-0"), message("m51", "gemini-call-0@51.0")];
+    keepKeys(previous, next);
+    const keys = next.map((m) => m.key);
+    expect(new Set(keys).size).toBe(keys.length);
+    expect(keys).toEqual(["m1", "m51"]);
+  });
 });
 
 describe("a call's view mounts only once the host said the call runs", () => {

@@ -111,14 +111,18 @@ export function keepKeys(previous: ViewMessage[], next: ViewMessage[]): void {
     }
   }
   if (keyOfCall.size === 0) return;
+  // A key another message of `next` has of its own is not given away: two messages under
+  // one key make Svelte drop the list's update (old conversations repeat provider call
+  // ids, which the window makes distinct per message, so one can match another's).
+  const own = new Set(next.map((message) => message.key));
   const used = new Set<string>();
   for (const message of next) {
     const call = message.blocks.find((block) => block.type === "tool_call" && keyOfCall.has(block.id));
     const key = call?.type === "tool_call" ? keyOfCall.get(call.id) : undefined;
-    if (key !== undefined && !used.has(key)) {
-      used.add(key);
-      message.key = key;
-    }
+    if (key === undefined || used.has(key)) continue;
+    if (key !== message.key && own.has(key)) continue;
+    used.add(key);
+    message.key = key;
   }
 }
 

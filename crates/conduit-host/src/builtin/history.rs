@@ -439,14 +439,15 @@ impl Tool for ReadConversation {
                 Ok(conversation) => conversation,
                 Err(e) => return store_error(e),
             };
-            // The whole conversation is read so that a message id from elsewhere is
-            // refused rather than compared with this conversation's positions.
-            let all = match store.messages(&args.conversation_id, None) {
-                Ok(all) => all,
+            // Every message's id, so that one from elsewhere is refused rather than
+            // compared with this conversation's positions; only the page's messages are
+            // read whole (the store is shared with the app's turns).
+            let ids = match store.message_ids(&args.conversation_id) {
+                Ok(ids) => ids,
                 Err(e) => return store_error(e),
             };
             let position = |id: i64, which: &str| {
-                all.iter().position(|m| m.id == id).ok_or_else(|| {
+                ids.iter().position(|m| *m == id).ok_or_else(|| {
                     ToolOutput::error(format!(
                         "message {id} ({which}) is not in conversation {:?}",
                         args.conversation_id
@@ -459,16 +460,24 @@ impl Tool for ReadConversation {
                     Err(error) => return error,
                 },
                 (_, Some(after)) => match position(after, "after_message_id") {
-                    Ok(at) => (at + 1, (at + 1 + limit).min(all.len())),
+                    Ok(at) => (at + 1, (at + 1 + limit).min(ids.len())),
                     Err(error) => return error,
                 },
-                (None, None) => (all.len().saturating_sub(limit), all.len()),
+                (None, None) => (ids.len().saturating_sub(limit), ids.len()),
+            };
+            let window = match store.page(
+                &args.conversation_id,
+                ids.get(end).copied(),
+                Some(end.saturating_sub(start)),
+            ) {
+                Ok(window) => window,
+                Err(e) => return store_error(e),
             };
             page(
                 conversation,
-                &all,
+                &ids,
+                &window,
                 start,
-                end,
                 max_chars,
                 args.after_message_id.is_some(),
             )
@@ -477,16 +486,18 @@ impl Tool for ReadConversation {
     }
 }
 
-/// The messages `all[start..end]` as a result, cut to [`READ_BUDGET`]: reading back
-/// (`forward` false) keeps the newest of them, reading forward the oldest.
+/// The messages of `window` (those at `start..` of the conversation whose message ids are
+/// `ids`) as a result, cut to [`READ_BUDGET`]: reading back (`forward` false) keeps the
+/// newest of them, reading forward the oldest.
 fn page(
     conversation: Conversation,
-    all: &[StoredMessage],
+    ids: &[i64],
+    window: &[StoredMessage],
     start: usize,
-    end: usize,
     max_chars: usize,
     forward: bool,
 ) -> ToolOutput {
+    let end = start + window.len();
     let mut views: Vec<MessageView> = Vec::new();
     let mut used = 0usize;
     let (mut first, mut last) = (end, start);
@@ -496,7 +507,7 @@ fn page(
         Box::new((start..end).rev())
     };
     for index in order {
-        let Some(message) = all.get(index) else {
+        let Some(message) = window.get(index - start) else {
             continue;
         };
         let view = message_view(message, max_chars);
@@ -519,12 +530,12 @@ fn page(
     // The ids to page on from here: the first shown message (older ones lie before
     // it) and the last shown (newer ones lie after it).
     let older = if first > 0 {
-        all.get(first).map(|m| m.id)
+        ids.get(first).copied()
     } else {
         None
     };
-    let newer = if last < all.len() {
-        last.checked_sub(1).and_then(|i| all.get(i)).map(|m| m.id)
+    let newer = if last < ids.len() {
+        last.checked_sub(1).and_then(|i| ids.get(i)).copied()
     } else {
         None
     };
@@ -533,7 +544,7 @@ fn page(
             "Conversation {:?} ({}) has no messages in this range ({} messages in all).",
             conversation.title,
             conversation.id,
-            all.len()
+            ids.len()
         )
     } else {
         format!(
@@ -542,7 +553,7 @@ fn page(
             conversation.id,
             first + 1,
             last,
-            all.len()
+            ids.len()
         )
     };
     for view in &views {

@@ -281,11 +281,31 @@ fn deleting_a_conversation_removes_only_media_nothing_else_uses() {
     store
         .add_message(&drop_me, &with(&[&own]), MessageStatus::Complete)
         .unwrap();
+    let attached_again = store.media().put(&png(2, 2, 3), None).unwrap();
+    store
+        .add_message(&drop_me, &with(&[&attached_again]), MessageStatus::Complete)
+        .unwrap();
+    // Stored an hour ago, except the one attached again just now (to a message not sent
+    // yet: it has no other use in the history).
+    let an_hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    for media in [&shared, &own, &attached_again] {
+        std::fs::File::options()
+            .write(true)
+            .open(store.media_path(media))
+            .unwrap()
+            .set_modified(an_hour_ago)
+            .unwrap();
+    }
+    store.media().put(&png(2, 2, 3), None).unwrap();
 
     store.delete(&drop_me).unwrap();
     assert!(store.media_path(&shared).exists());
     assert!(!store.media_path(&own).exists());
     assert!(!store.media().thumbnail_of(&own.hash).exists());
+    assert!(
+        store.media_path(&attached_again).exists(),
+        "left to the sweep"
+    );
     assert!(store.search("x", 10).unwrap().is_empty());
     assert!(matches!(
         store.conversation(&drop_me),
