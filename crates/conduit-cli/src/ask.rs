@@ -50,16 +50,28 @@ impl TerminalAsker {
         })
     }
 
-    /// Asks a yes/no question after `described`, on the terminal, off the async workers.
-    async fn confirm(&self, described: String, prompt: &'static str) -> bool {
+    /// Asks a yes/no question after `described`, on the terminal, off the async workers,
+    /// in the terminal's `turn` (given back with the answer). The read holds the turn
+    /// itself: if the server withdraws its request, the read goes on until a line comes,
+    /// and the REPL's line editor waits for it instead of reading beside it.
+    async fn confirm(
+        &self,
+        turn: TerminalTurn,
+        described: String,
+        prompt: &'static str,
+    ) -> (bool, Option<TerminalTurn>) {
         let asked = tokio::task::spawn_blocking(move || {
             let stdin = std::io::stdin();
             let mut input = stdin.lock();
             let mut output = std::io::stderr();
-            yes(&described, prompt, &mut input, &mut output)
+            (yes(&described, prompt, &mut input, &mut output), turn)
         })
         .await;
-        match asked {
+        let (asked, turn) = match asked {
+            Ok((asked, turn)) => (Ok(asked), Some(turn)),
+            Err(error) => (Err(error), None),
+        };
+        let yes = match asked {
             Ok(Ok(yes)) => yes,
             Ok(Err(error)) => {
                 tracing::warn!(%error, "the terminal could not be asked; rejected");
@@ -69,9 +81,13 @@ impl TerminalAsker {
                 tracing::warn!(%error, "asking on the terminal failed; rejected");
                 false
             }
-        }
+        };
+        (yes, turn)
     }
 }
+
+/// The terminal's turn held (see [`TERMINAL_TURN`]).
+type TerminalTurn = tokio::sync::MutexGuard<'static, ()>;
 
 #[async_trait]
 impl Asker for TerminalAsker {
@@ -83,9 +99,11 @@ impl Asker for TerminalAsker {
     }
 
     async fn elicit(&self, question: Elicitation) -> ElicitationAnswer {
-        // One question at a time, and never while the REPL reads the terminal.
-        let _one_at_a_time = TERMINAL_TURN.lock().await;
+        // One question at a time, and never while the REPL reads the terminal; the read
+        // holds the turn itself (see `confirm`).
+        let turn = TERMINAL_TURN.lock().await;
         let asked = tokio::task::spawn_blocking(move || {
+            let _turn = turn;
             let stdin = std::io::stdin();
             let mut input = stdin.lock();
             let mut output = std::io::stderr();
@@ -122,22 +140,27 @@ impl Asker for TerminalAsker {
         let Some(pick) = self.pick.clone().or_else(|| self.sampler.default_pick()) else {
             return SamplingAnswer::Failed(NO_SAMPLING_PROVIDER.into());
         };
-        // One question at a time, and never while the REPL reads the terminal.
-        let _one_at_a_time = TERMINAL_TURN.lock().await;
-        if !self
-            .confirm(describe_request(&request, &pick), "Run it? [y/N] ")
-            .await
-        {
+        // One question at a time, and never while the REPL reads the terminal; held
+        // from the request's question to its result's.
+        let turn = TERMINAL_TURN.lock().await;
+        let (run, turn) = self
+            .confirm(turn, describe_request(&request, &pick), "Run it? [y/N] ")
+            .await;
+        let Some(turn) = turn.filter(|_| run) else {
             return SamplingAnswer::Rejected;
-        }
+        };
         let result = match self.sampler.run_sampling(&request, &pick).await {
             Ok(result) => result,
             Err(error) => return SamplingAnswer::Failed(error),
         };
-        if self
-            .confirm(describe_result(&result), "Send this to the server? [y/N] ")
-            .await
-        {
+        let (send, _turn) = self
+            .confirm(
+                turn,
+                describe_result(&result),
+                "Send this to the server? [y/N] ",
+            )
+            .await;
+        if send {
             SamplingAnswer::Sampled(result)
         } else {
             SamplingAnswer::Rejected

@@ -64,6 +64,9 @@ struct Terminal {
     requests: std::sync::mpsc::Sender<LineRequest>,
 }
 
+/// The terminal's turn held (see [`crate::terminal::TERMINAL_TURN`]).
+type TerminalTurn = tokio::sync::MutexGuard<'static, ()>;
+
 /// A prompt, whether the line goes into the history, and where the read goes.
 type LineRequest = (String, bool, oneshot::Sender<Result<Read, String>>);
 
@@ -100,7 +103,18 @@ impl Terminal {
     /// Reads one line; `remember` puts it in the history. Waits for a server's question
     /// on the terminal to be answered first (see [`crate::terminal::TERMINAL_TURN`]).
     async fn read(&self, prompt: &str, remember: bool) -> Result<Read, Failure> {
-        let _turn = crate::terminal::TERMINAL_TURN.lock().await;
+        let turn = crate::terminal::TERMINAL_TURN.lock().await;
+        self.read_in_turn(&turn, prompt, remember).await
+    }
+
+    /// [`Self::read`] for a caller that holds the terminal's turn (and printed what the
+    /// question is about within it).
+    async fn read_in_turn(
+        &self,
+        _turn: &TerminalTurn,
+        prompt: &str,
+        remember: bool,
+    ) -> Result<Read, Failure> {
         let (reply, answer) = oneshot::channel();
         self.requests
             .send((prompt.to_owned(), remember, reply))
@@ -338,9 +352,18 @@ impl Session {
         let result = loop {
             tokio::select! {
                 Some(event) = events.recv() => {
+                    // An approval is printed and read in one turn of the terminal: printed
+                    // under a server's question still waiting, its details would invite a
+                    // key meant for the approval into that question.
+                    let turn = match &event {
+                        AgentEvent::ApprovalRequested { .. } => {
+                            Some(crate::terminal::TERMINAL_TURN.lock().await)
+                        }
+                        _ => None,
+                    };
                     printer.event(&event);
-                    if let AgentEvent::ApprovalRequested { call, .. } = &event {
-                        self.ask(call, approval.as_deref(), &cancel).await?;
+                    if let (AgentEvent::ApprovalRequested { call, .. }, Some(turn)) = (&event, turn) {
+                        self.ask(call, approval.as_deref(), &cancel, turn).await?;
                     }
                 }
                 () = interrupts.next() => {
@@ -375,6 +398,7 @@ impl Session {
         call: &ToolCall,
         approval: Option<&WindowApproval>,
         cancel: &CancellationToken,
+        turn: TerminalTurn,
     ) -> Result<(), Failure> {
         let Some(approval) = approval else {
             return Ok(());
@@ -383,7 +407,7 @@ impl Session {
             reset_style();
             let read = self
                 .terminal
-                .read("  allow [o]nce, [a]lways, or [d]eny? ", false)
+                .read_in_turn(&turn, "  allow [o]nce, [a]lways, or [d]eny? ", false)
                 .await?;
             match read {
                 Read::Line(answer) => match answer.trim().to_ascii_lowercase().as_str() {

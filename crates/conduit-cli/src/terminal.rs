@@ -23,9 +23,12 @@ use std::io::{Read, Write};
 
 /// Whose turn it is to read the terminal: the REPL's line editor (its prompt and a tool
 /// call's approval question) and a server's questions (elicitation, sampling) read the
-/// same keys, on different threads. Each reads only while holding this, so a key typed
-/// for one question never answers another (a `y` meant for a server's "Run it?" could
-/// allow a tool call the REPL was asking about at the same moment).
+/// same keys, on different threads. Each prints its question and reads only while holding
+/// this (the blocking read itself holds it, so a question its server withdrew keeps the
+/// turn until its line comes), so a key typed for one question never answers another (a
+/// `y` meant for a server's "Run it?" could allow a tool call the REPL was asking about at
+/// the same moment). A server's question that comes while the REPL waits at its `> `
+/// prompt is asked once the user has entered that line.
 pub static TERMINAL_TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Resets colours and styles (SGR 0). Printed before each question the user answers, so

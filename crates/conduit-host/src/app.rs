@@ -128,18 +128,37 @@ pub struct App {
     unsent: Mutex<UnsentAttachments>,
 }
 
-/// The attachments the window stored that no message has taken yet: by hash, their bytes.
+/// The attachments the window stored that no message has taken yet: by hash, their bytes
+/// and when they were stored.
 #[derive(Default)]
 struct UnsentAttachments {
-    by_hash: HashMap<String, usize>,
+    by_hash: HashMap<String, (usize, std::time::Instant)>,
     bytes: usize,
 }
 
+impl UnsentAttachments {
+    /// Forgets attachments stored longer ago than [`UNSENT_COUNTED_FOR`]: the window does
+    /// not say when the user takes one out of the composer, or a send that failed is given
+    /// up, so they leave the count by time (the sweep removes their files a day later).
+    fn forget_old(&mut self) {
+        let bytes = &mut self.bytes;
+        self.by_hash.retain(|_, (size, stored)| {
+            let keep = stored.elapsed() < UNSENT_COUNTED_FOR;
+            if !keep {
+                *bytes = bytes.saturating_sub(*size);
+            }
+            keep
+        });
+    }
+}
+
 /// The most the window may have stored as attachments and not sent, in bytes and in
-/// number: a page script storing 64 MiB attachments in a loop filled the disk (the sweep
-/// removes unsent ones only after a day). A person attaches a few images before sending.
+/// number, within [`UNSENT_COUNTED_FOR`]: a page script storing 64 MiB attachments in a
+/// loop filled the disk (the sweep removes unsent ones only after a day). A person
+/// attaches a few images before sending.
 const MAX_UNSENT_ATTACHMENT_BYTES: usize = 1024 * 1024 * 1024;
 const MAX_UNSENT_ATTACHMENTS: usize = 200;
+const UNSENT_COUNTED_FOR: std::time::Duration = std::time::Duration::from_secs(60 * 60);
 
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
@@ -174,7 +193,7 @@ pub enum AppError {
     #[error("only images can be attached (PNG, JPEG, GIF, WebP and the like)")]
     NotAnImage,
     #[error(
-        "{count} attachments ({mib} MiB) wait to be sent, the most Conduit keeps: send or remove some first",
+        "{count} attachments ({mib} MiB) were stored in the last hour and not sent, the most Conduit keeps: send the ones you attached, or wait",
         mib = bytes / (1024 * 1024)
     )]
     TooManyUnsent { count: usize, bytes: usize },
@@ -401,7 +420,8 @@ impl App {
             return Err(AppError::NotAnImage);
         }
         {
-            let unsent = self.unsent.lock();
+            let mut unsent = self.unsent.lock();
+            unsent.forget_old();
             if unsent.by_hash.len() >= MAX_UNSENT_ATTACHMENTS
                 || unsent.bytes.saturating_add(bytes.len()) > MAX_UNSENT_ATTACHMENT_BYTES
             {
@@ -417,7 +437,12 @@ impl App {
             .await
             .map_err(|e| conduit_core::media::MediaError::Io(e.to_string()))??;
         let mut unsent = self.unsent.lock();
-        if unsent.by_hash.insert(stored.hash.clone(), size).is_none() {
+        let now = std::time::Instant::now();
+        if unsent
+            .by_hash
+            .insert(stored.hash.clone(), (size, now))
+            .is_none()
+        {
             unsent.bytes = unsent.bytes.saturating_add(size);
         }
         Ok(stored)
@@ -427,7 +452,7 @@ impl App {
     fn sent_attachments(&self, hashes: &[String]) {
         let mut unsent = self.unsent.lock();
         for hash in hashes {
-            if let Some(size) = unsent.by_hash.remove(hash) {
+            if let Some((size, _)) = unsent.by_hash.remove(hash) {
                 unsent.bytes = unsent.bytes.saturating_sub(size);
             }
         }
@@ -1353,7 +1378,7 @@ mod tests {
             ),
             "{error:?}"
         );
-        assert!(error.to_string().contains("wait to be sent"), "{error}");
+        assert!(error.to_string().contains("not sent"), "{error}");
         // A message takes two: two more may be stored.
         let mut message = request("look");
         message.attachments = hashes[..2].to_vec();
@@ -1371,6 +1396,17 @@ mod tests {
                 .await
                 .is_err()
         );
+        // Those stored over an hour ago (taken out of the composer, or given up) no longer
+        // count.
+        let hour_ago = std::time::Instant::now() - UNSENT_COUNTED_FOR;
+        for (_, stored) in app.unsent.lock().by_hash.values_mut().take(3) {
+            *stored = hour_ago;
+        }
+        for n in 3..6 {
+            app.store_attachment(png(MAX_UNSENT_ATTACHMENTS as u32 + n))
+                .await
+                .unwrap();
+        }
         app.shutdown().await;
     }
 

@@ -153,15 +153,10 @@ impl Host {
 
     /// [`Self::sign_in_target`] of an entry that is on. An entry that is off was never
     /// confirmed (adding or importing one asks nothing, as it starts nothing); signing in
-    /// or out reaches its URL and authorization server with the variables it names filled
-    /// in (a client secret `${…}` too), so it waits until the entry is turned on, which
-    /// asks.
+    /// reaches its URL and authorization server with the variables it names filled in (a
+    /// client secret `${…}` too), so it waits until the entry is turned on, which asks.
     fn turned_on_target(&self, server: &str) -> Result<SignInTarget, HostSignInError> {
-        if self
-            .mcp_config()?
-            .server(server)
-            .is_some_and(|entry| entry.disabled)
-        {
+        if self.is_turned_off(server)? {
             return Err(HostSignInError::TurnedOff(server.to_owned()));
         }
         self.sign_in_target(server)
@@ -236,17 +231,31 @@ impl Host {
         self: &Arc<Self>,
         server: &str,
     ) -> Result<Option<String>, HostSignInError> {
-        let target = self.turned_on_target(server)?;
+        let target = self.sign_in_target(server)?;
         let stored = oauth::is_signed_in(&target.url, self.token_vault().as_ref())
             .await
             .map_err(target.failed(server))?;
+        let what = if self.is_turned_off(server)? {
+            "Its sign-in is forgotten here. Its authorization server is not asked to revoke it: the entry is turned off (turn it on and sign out to revoke it)."
+        } else {
+            "Its sign-in is revoked with its authorization server and forgotten here."
+        };
         Ok(stored.then(|| {
             format!(
-                "Sign out of {}?\n{}\n\nIts sign-in is revoked with its authorization server and forgotten here. Its tools stop working until you sign in again in the browser.",
+                "Sign out of {}?\n{}\n\n{what} Its tools stop working until you sign in again in the browser.",
                 crate::window_guard::quoted_cut(server, 80),
                 crate::window_guard::mask_url(&target.url),
             )
         }))
+    }
+
+    /// Whether `server`'s entry is turned off (never confirmed: see
+    /// [`Self::turned_on_target`]).
+    fn is_turned_off(&self, server: &str) -> Result<bool, HostSignInError> {
+        Ok(self
+            .mcp_config()?
+            .server(server)
+            .is_some_and(|entry| entry.disabled))
     }
 
     /// Signs out of `server`: its tokens revoked where the authorization server offers
@@ -256,10 +265,21 @@ impl Host {
         servers: &McpRuntime,
         server: &str,
     ) -> Result<SignedOut, HostSignInError> {
-        let target = self.turned_on_target(server)?;
-        let outcome = oauth::sign_out(&target.url, &target.settings, self.token_vault())
+        let target = self.sign_in_target(server)?;
+        // An entry that is off was never confirmed: revoking would send what it names (a
+        // client secret taken from Conduit's environment) to its authorization server, so
+        // its sign-in is only forgotten here.
+        let outcome = if self.is_turned_off(server)? {
+            oauth::sign_out_here(
+                &target.url,
+                self.token_vault(),
+                "the entry is turned off, so its authorization server was not asked to revoke the tokens",
+            )
             .await
-            .map_err(target.failed(server))?;
+        } else {
+            oauth::sign_out(&target.url, &target.settings, self.token_vault()).await
+        }
+        .map_err(target.failed(server))?;
         let outcome = match outcome {
             SignedOut::RevocationFailed(reason) => {
                 let reason = target.secrets.text(&reason);
@@ -357,7 +377,7 @@ mod tests {
         std::fs::write(
             dir.path().join("mcp_servers.json"),
             br#"{"mcpServers": {"tracker": {"url": "https://mcp.example/api/sk-ak-7f3a9c2e41b8d6f0/mcp"}, "local": {"command": "true"},
-                "copy": {"url": "https://mcp.example/api/sk-ak-7f3a9c2e41b8d6f0/mcp", "disabled": true, "oauth": {"clientId": "c", "clientSecret": "${ANTHROPIC_API_KEY}"}}}}"#,
+                "copy": {"url": "https://mcp.example/api/sk-ak-7f3a9c2e41b8d6f0/mcp", "disabled": true, "oauth": {"clientId": "c", "clientSecret": "${HOME}"}}}}"#,
         )
         .unwrap();
         let host = Arc::new(Host::new(crate::Paths::under_home(
@@ -384,25 +404,30 @@ mod tests {
             assert!(error.to_string().contains(says), "{error}");
         }
         // An entry that is off (added unasked, naming the same URL and a client secret
-        // from Conduit's environment) does not sign out: the revocation would send it.
-        let error = host.sign_out_question("copy").await.unwrap_err();
-        assert!(matches!(error, HostSignInError::TurnedOff(_)), "{error}");
+        // from Conduit's environment, here `HOME`, which every test has) signs out here
+        // only: a revocation would send the secret. (Its revocation endpoint would be this
+        // unreachable example.)
+        let question = host.sign_out_question("copy").await.unwrap().unwrap();
+        assert!(question.contains("is not asked to revoke it"), "{question}");
         let runtime = McpRuntime::start(conduit_mcp::runtime::RuntimeOptions::new(
             dir.path().join("none.json"),
             std::time::Duration::from_secs(5),
         ))
         .await
         .unwrap();
-        let error = host.sign_out_mcp(&runtime, "copy").await.unwrap_err();
-        assert!(matches!(error, HostSignInError::TurnedOff(_)), "{error}");
+        let outcome = host.sign_out_mcp(&runtime, "copy").await.unwrap();
         assert!(
-            oauth::is_signed_in(
+            matches!(&outcome, SignedOut::RevocationFailed(why) if why.contains("turned off")),
+            "{outcome:?}"
+        );
+        assert!(
+            !oauth::is_signed_in(
                 "https://mcp.example/api/sk-ak-7f3a9c2e41b8d6f0/mcp",
                 host.token_vault().as_ref()
             )
             .await
             .unwrap(),
-            "the sign-in is kept"
+            "the sign-in is forgotten"
         );
     }
 }

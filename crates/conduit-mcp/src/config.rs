@@ -573,9 +573,14 @@ fn url_secrets(url: &str) -> Vec<String> {
 
 /// What a `${NAME}` is taken to be when an entry's shape is checked before a write, where
 /// the values do not matter (the runtime fills in the real ones): a URL, so that an entry
-/// whose `url` is a variable (`"${REMOTE_URL}"`, `"${BASE}/mcp"`) is not refused as no URL.
-fn shape_only(_: &str) -> Option<String> {
-    Some("https://variable.invalid".to_owned())
+/// whose `url` is a variable (`"${REMOTE_URL}"`, `"${BASE}/mcp"`) is not refused as no URL,
+/// and for `HOME` (which roots written `~/…` are read against) an absolute folder.
+fn shape_only(name: &str) -> Option<String> {
+    Some(if name == "HOME" {
+        "/home/user".to_owned()
+    } else {
+        "https://variable.invalid".to_owned()
+    })
 }
 
 /// The names of the variables `text` takes values from (`${NAME}`), in order: what

@@ -272,6 +272,9 @@ pub fn expand_template(
         rest = &rest[start + end + 1..];
     }
     out.push_str(rest);
+    if out.len() > MAX_EXPANDED_URI {
+        return Err(too_long());
+    }
     Ok(out)
 }
 
@@ -392,6 +395,10 @@ mod tests {
         let long = json!({"a": "b".repeat(MAX_EXPANDED_URI - 10)});
         let uri = expand_template("x:/{a}", long.as_object().unwrap()).unwrap();
         assert_eq!(uri.len(), MAX_EXPANDED_URI - 7);
+        // What follows the last value counts too.
+        let tail = format!("x:/{{a}}{}", "t".repeat(10));
+        let err = expand_template(&tail, long.as_object().unwrap()).unwrap_err();
+        assert!(err.0.contains("longer than 16 KB"), "{err}");
     }
 
     #[test]

@@ -888,28 +888,7 @@ pub async fn sign_out(
     settings: &SignInSettings,
     vault: Arc<dyn TokenVault>,
 ) -> Result<SignedOut, SignInError> {
-    let key = vault_key(server_url);
-    // Not while a refresh is between reading the tokens and saving new ones (one that takes
-    // longer is not waited for: a refresh that ends after the sign-out cannot save).
-    let held = match tokio::time::timeout(REVOCATION_PATIENCE, hold_sign_in(vault.as_ref(), &key))
-        .await
-    {
-        Ok(Ok(held)) => Some(held),
-        Ok(Err(reason)) => {
-            tracing::warn!(%reason, "signing out without holding off other processes' refreshes");
-            None
-        }
-        Err(_) => None,
-    };
-    let stored = stored(vault.as_ref(), &key)
-        .await
-        .map_err(SignInError::Vault)?;
-    let bound = bound_endpoints(vault.as_ref(), &key)
-        .await
-        .map_err(SignInError::Vault)?;
-    vault.forget(&key).await.map_err(SignInError::Vault)?;
-    drop(held);
-    let Some(stored) = stored else {
+    let Some((stored, bound)) = forget_stored(server_url, vault.as_ref()).await? else {
         return Ok(SignedOut::NothingStored);
     };
     let revoked = tokio::time::timeout(
@@ -926,6 +905,46 @@ pub async fn sign_out(
             REVOCATION_PATIENCE.as_secs()
         )),
     })
+}
+
+/// Signs out of the server at `server_url` here only: its tokens are forgotten and its
+/// authorization server is not asked to revoke them (`why` says why not). Nothing is sent
+/// anywhere.
+pub async fn sign_out_here(
+    server_url: &str,
+    vault: Arc<dyn TokenVault>,
+    why: &str,
+) -> Result<SignedOut, SignInError> {
+    Ok(match forget_stored(server_url, vault.as_ref()).await? {
+        None => SignedOut::NothingStored,
+        Some(_) => SignedOut::RevocationFailed(why.to_owned()),
+    })
+}
+
+/// Forgets the sign-in stored for `server_url`; what was stored, and the endpoints bound
+/// at sign-in (to revoke at).
+async fn forget_stored(
+    server_url: &str,
+    vault: &dyn TokenVault,
+) -> Result<Option<(StoredCredentials, Option<BoundEndpoints>)>, SignInError> {
+    let key = vault_key(server_url);
+    // Not while a refresh is between reading the tokens and saving new ones (one that takes
+    // longer is not waited for: a refresh that ends after the sign-out cannot save).
+    let held = match tokio::time::timeout(REVOCATION_PATIENCE, hold_sign_in(vault, &key)).await {
+        Ok(Ok(held)) => Some(held),
+        Ok(Err(reason)) => {
+            tracing::warn!(%reason, "signing out without holding off other processes' refreshes");
+            None
+        }
+        Err(_) => None,
+    };
+    let stored = stored(vault, &key).await.map_err(SignInError::Vault)?;
+    let bound = bound_endpoints(vault, &key)
+        .await
+        .map_err(SignInError::Vault)?;
+    vault.forget(&key).await.map_err(SignInError::Vault)?;
+    drop(held);
+    Ok(stored.map(|stored| (stored, bound)))
 }
 
 /// How long a revocation may take: the tokens are already forgotten, so a server that

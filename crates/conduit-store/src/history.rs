@@ -583,39 +583,65 @@ impl Store {
         before: Option<i64>,
         newest: Option<usize>,
     ) -> Result<Vec<StoredMessage>, StoreError> {
+        self.window(conversation, before, false, newest)
+    }
+
+    /// The last `newest` messages up to and including message `last`, oldest first: a page
+    /// that ends where a reader saw the conversation end, whatever came after.
+    pub fn page_through(
+        &self,
+        conversation: &str,
+        last: i64,
+        newest: usize,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
+        self.window(conversation, Some(last), true, Some(newest))
+    }
+
+    /// The last `newest` messages before message `bound` (or up to it, `through`; or the
+    /// end), oldest first.
+    fn window(
+        &self,
+        conversation: &str,
+        bound: Option<i64>,
+        through: bool,
+        newest: Option<usize>,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
         self.conversation(conversation)?;
         let conn = self.lock();
         let mut statement = conn.prepare(
             "SELECT id, role, status, input_tokens, output_tokens, error, created_at FROM (
                  SELECT * FROM messages WHERE conversation_id = ?1
-                 AND (?3 IS NULL OR position < (SELECT position FROM messages WHERE id = ?3))
+                 AND (?3 IS NULL OR position < (SELECT position FROM messages WHERE id = ?3) + ?4)
                  ORDER BY position DESC LIMIT ?2
              ) ORDER BY position ASC",
         )?;
         let limit = newest.map(|n| n as i64).unwrap_or(-1);
         let mut messages: Vec<StoredMessage> = statement
-            .query_map(params![conversation, limit, before], |row| {
-                let role: String = row.get(1)?;
-                let status: String = row.get(2)?;
-                let input: Option<i64> = row.get(3)?;
-                let output: Option<i64> = row.get(4)?;
-                Ok(StoredMessage {
-                    id: row.get(0)?,
-                    role: parse_role(&role),
-                    status: MessageStatus::parse(&status),
-                    blocks: Vec::new(),
-                    usage: match (input, output) {
-                        (None, None) => None,
-                        (i, o) => Some(Usage {
-                            input_tokens: i.unwrap_or_default() as u64,
-                            output_tokens: o.unwrap_or_default() as u64,
-                            ..Default::default()
-                        }),
-                    },
-                    error: row.get(5)?,
-                    created_at: row.get(6)?,
-                })
-            })?
+            .query_map(
+                params![conversation, limit, bound, i64::from(through)],
+                |row| {
+                    let role: String = row.get(1)?;
+                    let status: String = row.get(2)?;
+                    let input: Option<i64> = row.get(3)?;
+                    let output: Option<i64> = row.get(4)?;
+                    Ok(StoredMessage {
+                        id: row.get(0)?,
+                        role: parse_role(&role),
+                        status: MessageStatus::parse(&status),
+                        blocks: Vec::new(),
+                        usage: match (input, output) {
+                            (None, None) => None,
+                            (i, o) => Some(Usage {
+                                input_tokens: i.unwrap_or_default() as u64,
+                                output_tokens: o.unwrap_or_default() as u64,
+                                ..Default::default()
+                            }),
+                        },
+                        error: row.get(5)?,
+                        created_at: row.get(6)?,
+                    })
+                },
+            )?
             .collect::<Result<_, _>>()?;
         let mut blocks =
             conn.prepare("SELECT data FROM blocks WHERE message_id = ?1 ORDER BY position")?;

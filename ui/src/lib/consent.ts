@@ -13,6 +13,13 @@ const onScreen = new Set<() => void>();
  *  looked at. */
 const onScreenIfMoved = new Set<() => void>();
 
+/** Whether a consent button is on screen: the chat then keeps its place instead of
+ *  following what streams in below, which would move the button under the cursor and
+ *  keep re-arming it (another call's progress, every 100 ms). */
+export function consentOnScreen(): boolean {
+  return onScreen.size > 0;
+}
+
 /**
  * Every consent button on screen ignores clicks for ARM_MS again: the prompts moved (one
  * appeared or went, or a view entered or left full screen), so what is under the cursor
@@ -26,9 +33,10 @@ export function rearmConsent(): void {
  * Each frame while consent buttons are on screen, those that moved ignore clicks for
  * ARM_MS again: anything above them may change its height at a time a server picks (a
  * view resizing, another call's progress coming and going, a result or a view arriving),
- * and none of it asks first. Those that stayed where they were keep taking clicks: a view
- * that keeps resizing itself (below them, or off screen) cannot keep every consent button
- * disabled.
+ * and none of it asks first. Those that stayed where they were keep taking clicks: what
+ * changes below them (the chat keeps its place while one is on screen: `consentOnScreen`)
+ * or off screen cannot keep them disabled. What moves them every half second from above
+ * can, and that fails safe: Deny (never armed) and Stop still answer.
  */
 let watching: number | undefined;
 function watchPlaces(): void {

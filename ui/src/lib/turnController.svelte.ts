@@ -1,5 +1,6 @@
 // The chat view's state and turn lifecycle, without the view: opening a conversation, paging
 // older messages, a turn from send to its end, stop, approval answers, the retry countdown.
+import { consentOnScreen } from "./consent";
 import type * as Api from "./api";
 import { commandError, errorMessage } from "./api";
 import { storedAttachment, type Attachment } from "./composer";
@@ -356,7 +357,7 @@ export class TurnController {
     this.now = this.#options.clock.now();
     for (const event of events) applyEvent(run.chat, event, this.now);
     this.#tickWhileCounting();
-    if (onScreen && atEnd) void this.#options.scroll.toEnd();
+    if (onScreen && atEnd && !consentOnScreen()) void this.#options.scroll.toEnd();
   }
 
   #end(run: Run, event: Extract<TurnEvent, { type: "ended" }>): void {

@@ -4,6 +4,7 @@
 // (under `node` it compiles the server version, whose state is not reactive).
 import { describe, expect, it, vi, type Mock } from "vitest";
 import { commandError } from "./api";
+import { armedAfter } from "./consent";
 import { PAGE, TurnController, type ChatApi } from "./turnController.svelte";
 import type { AgentEvent, MediaRef, StoredMessage, ToolCall, TurnEvent } from "./types";
 
@@ -405,6 +406,19 @@ describe("a turn in the chat controller", () => {
     t.agent({ type: "text_delta", text: "b" });
     t.runFrames();
     expect(t.scroll.toEnd).toHaveBeenCalledTimes(1);
+    // While a consent button is on screen the chat keeps its place: following what
+    // streams in below would move the button under the cursor and keep re-arming it.
+    const button = document.createElement("button");
+    document.body.append(button);
+    const consent = armedAfter(button);
+    t.agent({ type: "text_delta", text: "c" });
+    t.runFrames();
+    expect(t.scroll.toEnd).toHaveBeenCalledTimes(1);
+    consent?.destroy?.();
+    t.agent({ type: "text_delta", text: "d" });
+    t.runFrames();
+    expect(t.scroll.toEnd).toHaveBeenCalledTimes(2);
+    button.remove();
   });
 
   it("keeps a running turn's live state while another conversation is open", async () => {

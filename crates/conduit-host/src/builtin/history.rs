@@ -465,11 +465,15 @@ impl Tool for ReadConversation {
                 },
                 (None, None) => (ids.len().saturating_sub(limit), ids.len()),
             };
-            let window = match store.page(
-                &args.conversation_id,
-                ids.get(end).copied(),
-                Some(end.saturating_sub(start)),
-            ) {
+            // Bounded by the last message of the page as the ids read it: one added since
+            // (the app's turn, another client) does not shift the page against them.
+            let window = match end.checked_sub(1).and_then(|last| ids.get(last)) {
+                Some(&last) if end > start => {
+                    store.page_through(&args.conversation_id, last, end - start)
+                }
+                _ => Ok(Vec::new()),
+            };
+            let window = match window {
                 Ok(window) => window,
                 Err(e) => return store_error(e),
             };

@@ -1219,7 +1219,11 @@ sleep 30"#;
             Ok(_) => panic!("the handshake failed"),
             Err(error) => error,
         };
-    assert!(error.reason.contains("xxxx"), "{}", &error.reason[..200]);
+    assert!(
+        error.reason.contains("xxxx"),
+        "{}",
+        conduit_core::content::text_start(&error.reason, 200)
+    );
     assert!(
         error.reason.len() < MAX_SERVER_ERROR + 200,
         "{}",

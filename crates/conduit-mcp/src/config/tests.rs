@@ -844,14 +844,15 @@ fn an_entrys_named_secrets_are_hidden_in_answers_and_plain_settings_are_not() {
     assert!(!spec.secrets.text("level debug").contains("debug"));
 }
 
-/// An entry whose URL is a variable (the runtime fills it in) is saved by the text editor
-/// and the form like any other; a URL that is no URL whatever the variables say is still
-/// refused.
+/// An entry whose URL is a variable (the runtime fills it in), or with a root under `~/`,
+/// is saved by the text editor and the form like any other; a URL that is no URL whatever
+/// the variables say is still refused.
 #[test]
 fn an_entry_whose_url_is_a_variable_can_be_saved() {
     let dir = tempfile::tempdir().unwrap();
     let path = write(dir.path(), r#"{"mcpServers": {}}"#);
-    let text = r#"{"mcpServers": {"a": {"url": "${REMOTE_URL}"}, "b": {"url": "${BASE}/mcp"}}}"#;
+    let text = r#"{"mcpServers": {"a": {"url": "${REMOTE_URL}"}, "b": {"url": "${BASE}/mcp"},
+        "c": {"command": "srv", "roots": ["~/code", "/srv/data"]}}}"#;
     check_text(&path, text).unwrap();
     let edit = Edit::Add {
         name: "c".into(),

@@ -674,6 +674,20 @@ fn the_newest_messages_load_alone() {
     assert_eq!(texts(&older), ["message 14", "message 15", "message 16"]);
     let first = store.page(&id, Some(older[0].id - 13), Some(3)).unwrap();
     assert_eq!(texts(&first), ["message 0"]);
+    // A page through the newest message a reader saw ends there, whatever came since.
+    let seen = store.message_ids(&id).unwrap();
+    assert_eq!(seen.len(), 20);
+    store
+        .add_message(
+            &id,
+            &Message::user_text("message 20"),
+            MessageStatus::Complete,
+        )
+        .unwrap();
+    let through = store.page_through(&id, seen[19], 2).unwrap();
+    assert_eq!(texts(&through), ["message 18", "message 19"]);
+    let through = store.page_through(&id, seen[1], 5).unwrap();
+    assert_eq!(texts(&through), ["message 0", "message 1"]);
 }
 
 #[test]
