@@ -163,7 +163,7 @@ pub async fn run(host: Arc<Host>, args: ChatArgs) -> Result<u8, Failure> {
     let sink: EventSink = Arc::new(move |event| sink_printer.event(&event));
     let cancel = CancellationToken::new();
     let on_interrupt = cancel.clone();
-    tokio::spawn(async move {
+    conduit_host::core::task::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
             on_interrupt.cancel();
         }

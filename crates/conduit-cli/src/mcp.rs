@@ -134,7 +134,7 @@ async fn serve(
             serving.token.token
         );
     }
-    tokio::spawn(async move {
+    conduit_host::core::task::spawn(async move {
         let _ = tokio::signal::ctrl_c().await;
         stop.cancel();
     });

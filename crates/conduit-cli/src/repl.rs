@@ -438,7 +438,7 @@ struct Interrupts {
 impl Interrupts {
     fn listen() -> Self {
         let (sender, received) = mpsc::unbounded_channel();
-        tokio::spawn(async move {
+        conduit_host::core::task::spawn(async move {
             while tokio::signal::ctrl_c().await.is_ok() {
                 if sender.send(()).is_err() {
                     break;

@@ -13,6 +13,7 @@
 //! - [`backoff`]: the exponential wait before trying again (provider retries, MCP restarts).
 //! - [`text`]: the characters that hide or reorder text (what untrusted text may not carry
 //!   unseen).
+//! - [`task`]: background tasks spawned boxed (one task type for all of them).
 
 pub mod agent;
 pub mod approval;
@@ -21,6 +22,7 @@ pub mod content;
 pub mod images;
 pub mod media;
 pub mod provider;
+pub mod task;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod text;

@@ -590,7 +590,7 @@ impl App {
         };
         let app = self.clone();
         let turn_id = turn.clone();
-        tokio::spawn(async move {
+        conduit_core::task::spawn(async move {
             // The turn runs in its own task so that even a panic in it ends the turn
             // for the window instead of leaving it waiting.
             let host_app = app.clone();

@@ -786,6 +786,9 @@ struct SessionExpiry {
 /// without end. Past it the server counts as gone, as when its pipe closes.
 const MAX_SENDS_IN_FLIGHT: usize = 1024;
 
+/// How long Stop waits for the cancel notification to be written before the call ends.
+const CANCEL_NOTICE_PATIENCE: Duration = Duration::from_secs(1);
+
 /// A message to a server's stdin not written within this long means the server stopped
 /// reading: its connection ends. Otherwise a call's write (and rmcp's cancel notification
 /// after a timeout, which it awaits) would wait for ever, and neither the call's timeout
@@ -943,7 +946,7 @@ where
 {
     let spill = swept_spill(server);
     let (pumped, pump_end) = tokio::io::duplex(64 * 1024);
-    tokio::spawn(spill::pump(
+    conduit_core::task::spawn(spill::pump(
         stdout,
         pump_end,
         spill.clone(),
@@ -965,7 +968,7 @@ where
 fn swept_spill(server: &str) -> Arc<Spill> {
     let spill = Arc::new(Spill::new(server));
     let weak = Arc::downgrade(&spill);
-    tokio::spawn(async move {
+    conduit_core::task::spawn(async move {
         loop {
             tokio::time::sleep(spill::UNCLAIMED / 2).await;
             match weak.upgrade() {
@@ -1294,7 +1297,7 @@ impl Connection {
                     .is_some_and(|tools| tools.list_changed == Some(true))
         });
         if listens {
-            tokio::spawn(listen_for_tool_changes(
+            conduit_core::task::spawn(listen_for_tool_changes(
                 service.peer().clone(),
                 session.shared.clone(),
                 session.ended.clone(),
@@ -1815,12 +1818,12 @@ impl Connection {
         let response = tokio::select! {
             response = handle.await_response() => response,
             () = cancel.cancelled() => {
-                // Told in the background: the call ends now even if the server has stopped
-                // reading (the write waits up to [`PIPE_WRITE_DEADLINE`]).
+                // Told within a moment: the call ends then even if the server has stopped
+                // reading (its write would wait up to [`PIPE_WRITE_DEADLINE`]; what is
+                // queued goes out with the connection's next writes).
                 let reason = Some("the user stopped the call".to_owned());
-                tokio::spawn(async move {
-                    let _ = peer.notify_cancelled(CancelledNotificationParam::new(Some(id), reason)).await;
-                });
+                let notice = peer.notify_cancelled(CancelledNotificationParam::new(Some(id), reason));
+                let _ = tokio::time::timeout(CANCEL_NOTICE_PATIENCE, notice).await;
                 return Err(McpError::Cancelled);
             }
         };
@@ -1996,7 +1999,7 @@ impl ForgetProgress {
     fn later(mut self) {
         if let Some(token) = self.token.take() {
             let shared = self.shared.clone();
-            tokio::spawn(async move {
+            conduit_core::task::spawn(async move {
                 tokio::time::sleep(PROGRESS_GRACE).await;
                 shared.progress.lock().remove(&token);
             });

@@ -207,7 +207,7 @@ impl CappedSessions {
         let handle = self.inner.sessions.write().await.remove(&id);
         self.heard.lock().remove(&id);
         if let Some(handle) = handle {
-            tokio::spawn(async move {
+            conduit_core::task::spawn(async move {
                 let closed = tokio::time::timeout(CLOSE_PATIENCE, handle.close()).await;
                 if closed.is_err() {
                     tracing::info!(

@@ -532,7 +532,7 @@ async fn receive_redirect(
                 let reader = reader.map_err(|closed| SignInError::Other(closed.to_string()))?;
                 let (stream, peer) = accepted.map_err(SignInError::Redirect)?;
                 let arrived = arrived.clone();
-                tokio::spawn(async move {
+                conduit_core::task::spawn(async move {
                     match peer::peer_of(peer, local).await {
                         peer::Peer::OtherUser(uid) => {
                             tracing::warn!(uid, "a sign-in answer came from another user's process; ignored");

@@ -81,7 +81,7 @@ pub fn spawn(
         return Err(std::io::Error::other("the server's pipes were not created"));
     };
     let tail = StderrTail::default();
-    tokio::spawn(keep_tail(stderr, tail.clone(), secrets.clone()));
+    conduit_core::task::spawn(keep_tail(stderr, tail.clone(), secrets.clone()));
     Ok((
         ServerProcess {
             child,

@@ -204,7 +204,7 @@ impl McpRuntime {
             }
         };
         let first = inner.clone();
-        tokio::spawn(async move {
+        conduit_core::task::spawn(async move {
             // A failure is kept in the state and sent as an event.
             let _ = apply_file(&first).await;
             first.applied.send_replace(true);
@@ -459,7 +459,7 @@ async fn apply_file(inner: &Arc<Inner>) -> Result<(), ConfigError> {
     // notification (an HTTP server holding the POST, a stdio server not reading its
     // input) must not hold this change and every later one of the file.
     for connection in told {
-        tokio::spawn(async move {
+        conduit_core::task::spawn(async move {
             let told = tokio::time::timeout(ROOTS_NOTICE_TIMEOUT, connection.roots_changed());
             if told.await.is_err() {
                 tracing::warn!(
@@ -943,7 +943,7 @@ fn watch_file(
         // The receiving task ends with the runtime: then nobody needs to hear it.
         let _ = sender.send(());
     })?;
-    tokio::spawn(async move {
+    conduit_core::task::spawn(async move {
         while receiver.recv().await.is_some() {
             while receiver.try_recv().is_ok() {}
             let Some(inner) = inner.upgrade() else {

@@ -650,7 +650,7 @@ impl ToolServer {
             return;
         };
         let session = self.session.clone();
-        tokio::spawn(async move {
+        conduit_core::task::spawn(async move {
             loop {
                 let received = tokio::select! {
                     received = changes.recv() => received,
@@ -935,7 +935,7 @@ impl ToolServer {
         let (sender, mut received) = tokio::sync::mpsc::unbounded_channel::<Progress>();
         // Progress goes out in order, before the result (the forwarder is awaited).
         let peer = context.peer.clone();
-        let forwarder = tokio::spawn(async move {
+        let forwarder = conduit_core::task::spawn(async move {
             while let Some(progress) = received.recv().await {
                 let Some(token) = progress_token.clone() else {
                     continue;
@@ -993,7 +993,7 @@ impl ToolServer {
                 // The call holds the progress sender until it ends: its progress is no
                 // longer sent, and the answer does not wait for it.
                 forwarder.abort();
-                tokio::spawn(async move {
+                conduit_core::task::spawn(async move {
                     let _ = call.await;
                     tracing::info!(tool = %name, "a cancelled served tool call finished its work");
                     drop(running);

@@ -1099,8 +1099,8 @@ async fn a_server_that_stops_reading_fails_a_timed_out_call_instead_of_holding_i
         .expect("the connection ended");
 }
 
-/// Stop ends a call at once even while the server has stopped reading: the cancel
-/// notification is written in the background.
+/// Stop ends a call within a second even while the server has stopped reading: the cancel
+/// notification is waited for that long at most.
 #[tokio::test(start_paused = true)]
 async fn stop_ends_a_call_at_once_when_the_server_stopped_reading() {
     let connection = deaf_after_first_call(Duration::from_secs(3600)).await;
