@@ -109,9 +109,21 @@ where
             }
         }
     });
-    let asks = Asks::nobody("evil");
+    over_pipes("evil", client_read, client_write, era, call_timeout).await
+}
+
+/// A connection to the server `name` at the other end of these pipes, through the same
+/// pump and transport as a stdio server's, once the handshake in `era` is done.
+async fn over_pipes(
+    name: &str,
+    client_read: tokio::io::DuplexStream,
+    client_write: tokio::io::DuplexStream,
+    era: ProtocolEra,
+    call_timeout: Duration,
+) -> Connection {
+    let asks = Asks::nobody(name);
     let (shared, handler, ended) = Handler::for_session(&asks);
-    let (spill, transport) = pumped("evil", client_read, client_write, &ended);
+    let (spill, transport) = pumped(name, client_read, client_write, &ended);
     let service = handshake(handler, transport, era, Duration::from_secs(10))
         .await
         .unwrap();
@@ -1028,30 +1040,12 @@ async fn deaf_after_first_call(call_timeout: Duration) -> Connection {
         std::future::pending::<()>().await;
         drop((lines, server_write));
     });
-    let asks = Asks::nobody("deaf");
-    let (shared, handler, ended) = Handler::for_session(&asks);
-    let (spill, transport) = pumped("deaf", client_read, client_write, &ended);
-    let service = handshake(
-        handler,
-        transport,
+    over_pipes(
+        "deaf",
+        client_read,
+        client_write,
         ProtocolEra::Initialize,
-        Duration::from_secs(10),
-    )
-    .await
-    .unwrap();
-    Connection::ready(
-        service,
-        Session {
-            asks,
-            process: None,
-            stderr: StderrTail::default(),
-            spill,
-            shared,
-            ended,
-            call_timeout,
-            secrets: Redactor::default(),
-            refused: RefusedRedirects::default(),
-        },
+        call_timeout,
     )
     .await
 }
