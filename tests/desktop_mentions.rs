@@ -93,3 +93,43 @@ async fn a_resource_and_a_prompt_chosen_in_the_composer_reach_the_model() {
     window.shot(&shots.join("02-sent.png")).await;
     window.session.close().await.unwrap();
 }
+
+/// A server listing more resources than the picker takes (10,001 against 10,000): `@`
+/// offers the first ones, and the cut is named beside the picker, muted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resource_list_past_the_cap_is_offered_cut_and_says_so() {
+    let chat = Dialect::OpenAiChat;
+    let llm = ScriptedLlm::start(vec![chat.text(&["Noted."])])
+        .await
+        .unwrap();
+    llm.answer_models(json!({"object": "list", "data": [{"id": "m", "object": "model"}]}));
+    let root = conduit_e2e::workspace_root().join("tests/mcp-servers");
+    let python = root.join(".venv/bin/python");
+    assert!(
+        python.is_file(),
+        "run `make test`: the Python test servers are missing"
+    );
+    let home = conduit_e2e::home_with(
+        &llm,
+        json!({"many": {"command": python, "args": [root.join("fixtures/many_resources.py")],
+            "protocolVersion": "2025-11-25"}}),
+    );
+    let shots = artifacts_dir("desktop-mentions");
+    let window = Window::start(&[("CONDUIT_HOME", home.path())], WAIT).await;
+    window.model_shown("m").await;
+    // The picker lists the ready servers' resources on `@` (waiting for them to start).
+    let message = window.message_box().await;
+    message.send_keys("Read @note").await.unwrap();
+    let note = window
+        .wait(
+            r#"[...document.querySelectorAll('p')].map(p => p.textContent).find(t => t.includes("Conduit offers the first"))"#,
+        )
+        .await;
+    let note = note.as_str().unwrap();
+    assert!(note.contains("many"), "{note}");
+    assert!(note.contains("the first 10000"), "{note}");
+    window
+        .wait(r#"document.querySelector('[role="listbox"]')?.textContent.includes("note 00001")"#)
+        .await;
+    window.shot(&shots.join("03-list-cut.png")).await;
+}
