@@ -103,15 +103,10 @@ async fn a_resource_list_past_the_cap_is_offered_cut_and_says_so() {
         .await
         .unwrap();
     llm.answer_models(json!({"object": "list", "data": [{"id": "m", "object": "model"}]}));
-    let root = conduit_e2e::workspace_root().join("tests/mcp-servers");
-    let python = root.join(".venv/bin/python");
-    assert!(
-        python.is_file(),
-        "run `make test`: the Python test servers are missing"
-    );
+    let (python, script) = conduit_e2e::python_fixture("many_resources.py").unwrap();
     let home = conduit_e2e::home_with(
         &llm,
-        json!({"many": {"command": python, "args": [root.join("fixtures/many_resources.py")],
+        json!({"many": {"command": python, "args": [script],
             "protocolVersion": "2025-11-25"}}),
     );
     let shots = artifacts_dir("desktop-mentions");

@@ -33,16 +33,8 @@ async fn a_new_chat_limited_to_one_server_offers_only_its_tools() {
         .await
         .unwrap();
     llm.answer_models(json!({"object": "list", "data": [{"id": "m", "object": "model"}]}));
-    let root = conduit_e2e::workspace_root().join("tests/mcp-servers");
-    let python = root.join(".venv/bin/python");
-    assert!(
-        python.is_file(),
-        "run `make test`: the Python test servers are missing"
-    );
-    let home = conduit_e2e::home_with(
-        &llm,
-        json!({"dyn": {"command": python, "args": [root.join("fixtures/dynamic_tools.py")]}}),
-    );
+    let (python, script) = conduit_e2e::python_fixture("dynamic_tools.py").unwrap();
+    let home = conduit_e2e::home_with(&llm, json!({"dyn": {"command": python, "args": [script]}}));
     let shots = artifacts_dir("desktop-toolset");
     let window = Window::start(&[("CONDUIT_HOME", home.path())], WAIT).await;
     window.model_shown("m").await;

@@ -299,7 +299,7 @@ impl Spill {
 
     /// Writes `text` aside (into the message's file) unless that would hold more than
     /// the cap.
-    fn hold(&self, text: &str, holding: &mut Holding) -> Hold {
+    fn hold(&self, text: &str, digest: u64, holding: &mut Holding) -> Hold {
         self.sweep(UNCLAIMED);
         {
             let held = self.held.lock();
@@ -307,7 +307,7 @@ impl Spill {
                 return Hold::Full;
             }
         }
-        let held = match write_aside(holding, text, self.digests.hash_one(text)) {
+        let held = match write_aside(holding, text, digest) {
             Ok(held) => held,
             Err(error) => {
                 tracing::warn!(
@@ -337,9 +337,13 @@ impl Spill {
         format!("{}copy:{id}:{bytes}", self.prefix)
     }
 
-    /// The one of `ids` whose string is `text`.
-    fn held_copy_of(&self, text: &str, ids: &[u64]) -> Option<u64> {
-        let digest = self.digests.hash_one(text);
+    /// `text`'s digest under this spill's own keys.
+    fn digest(&self, text: &str) -> u64 {
+        self.digests.hash_one(text)
+    }
+
+    /// The one of `ids` whose string is `text` (whose digest is `digest`).
+    fn held_copy_of(&self, text: &str, digest: u64, ids: &[u64]) -> Option<u64> {
         let all = self.held.lock();
         ids.iter().copied().find(|id| {
             all.by_id.get(id).is_some_and(|held| {
@@ -514,12 +518,13 @@ impl Parse<'_> {
         if holding.full {
             return Value::Null;
         }
+        let digest = self.spill.digest(text);
         if self.place == Place::Structured
-            && let Some(id) = self.spill.held_copy_of(text, &holding.ids)
+            && let Some(id) = self.spill.held_copy_of(text, digest, &holding.ids)
         {
             return Value::String(self.spill.copy_marker(id, text.len()));
         }
-        match self.spill.hold(text, &mut holding) {
+        match self.spill.hold(text, digest, &mut holding) {
             Hold::Kept(id) => Value::String(self.spill.marker(id)),
             Hold::Full => {
                 holding.full = true;
@@ -1205,7 +1210,8 @@ mod tests {
     #[test]
     fn strings_nobody_claims_are_dropped() {
         let spill = Spill::new("test");
-        let _id = spill.hold(&"x".repeat(LARGE_STRING), &mut Holding::default());
+        let big = "x".repeat(LARGE_STRING);
+        let _id = spill.hold(&big, spill.digest(&big), &mut Holding::default());
         spill.sweep(UNCLAIMED);
         assert_eq!(spill.held.lock().by_id.len(), 1, "still fresh");
         spill.sweep(Duration::ZERO);
@@ -1216,7 +1222,7 @@ mod tests {
     fn text_that_only_looks_like_a_marker_is_left_alone() {
         let spill = Spill::new("test");
         let mut forged = "\u{1}conduit-spill-0000000000000000:0".to_owned();
-        let _held = spill.hold("secret", &mut Holding::default());
+        let _held = spill.hold("secret", spill.digest("secret"), &mut Holding::default());
         spill.claim(&mut forged);
         assert_eq!(forged, "\u{1}conduit-spill-0000000000000000:0");
         let mut copy = "\u{1}conduit-spill-0000000000000000:copy:0:6".to_owned();

@@ -716,6 +716,18 @@ async fn progress_messages_are_cut_to_a_line() {
 /// Writes that never finish: a server that stopped reading its stdin.
 struct Stuck;
 
+/// The transport to a [`Stuck`] server, ending `ended` when it is gone.
+fn stuck(ended: &CancellationToken, write_deadline: Option<Duration>) -> EndSignal<Stuck> {
+    EndSignal {
+        inner: Stuck,
+        ended: ended.clone(),
+        spill: None,
+        in_flight: Arc::default(),
+        session_expired: Arc::default(),
+        write_deadline,
+    }
+}
+
 impl rmcp::transport::Transport<RoleClient> for Stuck {
     type Error = std::io::Error;
 
@@ -742,14 +754,7 @@ impl rmcp::transport::Transport<RoleClient> for Stuck {
 async fn a_server_that_stops_reading_ends_its_connection_instead_of_piling_up_answers() {
     use rmcp::transport::Transport;
     let ended = CancellationToken::new();
-    let mut transport = EndSignal {
-        inner: Stuck,
-        ended: ended.clone(),
-        spill: None,
-        in_flight: Arc::default(),
-        session_expired: Arc::default(),
-        write_deadline: None,
-    };
+    let mut transport = stuck(&ended, None);
     let answer = || -> rmcp::service::TxJsonRpcMessage<RoleClient> {
         serde_json::from_value(json!({"jsonrpc": "2.0", "id": 1, "result": {}})).unwrap()
     };
@@ -1168,14 +1173,7 @@ async fn an_unknown_request_is_answered_without_its_method_name() {
 async fn a_write_that_waits_past_the_deadline_ends_the_connection() {
     use rmcp::transport::Transport;
     let ended = CancellationToken::new();
-    let mut transport = EndSignal {
-        inner: Stuck,
-        ended: ended.clone(),
-        spill: None,
-        in_flight: Arc::default(),
-        session_expired: Arc::default(),
-        write_deadline: Some(PIPE_WRITE_DEADLINE),
-    };
+    let mut transport = stuck(&ended, Some(PIPE_WRITE_DEADLINE));
     let message: rmcp::service::TxJsonRpcMessage<RoleClient> =
         serde_json::from_value(json!({"jsonrpc": "2.0", "id": 1, "result": {}})).unwrap();
     let started = tokio::time::Instant::now();
