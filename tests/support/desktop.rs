@@ -303,8 +303,35 @@ impl Window {
     pub async fn wait(&self, expression: &str) -> Value {
         match self.session.wait_js(expression, self.patience).await {
             Ok(value) => value,
-            Err(err) => panic!("{err:#}"),
+            Err(err) => self.fail(&format!("{err:#}")).await,
         }
+    }
+
+    /// Fails the test with `reason` and what the window shows: its text in the panic
+    /// message and a screenshot under `test-artifacts/failures/`, so a step that fails
+    /// on one machine only (a fresh clone under load) says where the window was.
+    pub async fn fail(&self, reason: &str) -> ! {
+        let text = self
+            .session
+            .js("return document.body.innerText;")
+            .await
+            .ok()
+            .and_then(|text| text.as_str().map(str::to_owned))
+            .unwrap_or_else(|| "(the page's text could not be read)".to_owned());
+        let tail: String = {
+            let chars: Vec<char> = text.chars().collect();
+            chars[chars.len().saturating_sub(4000)..].iter().collect()
+        };
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|since| since.as_millis())
+            .unwrap_or_default();
+        let shot = crate::artifacts_dir("failures").join(format!("{stamp}.png"));
+        let saved = match self.session.screenshot(&shot).await {
+            Ok(()) => format!("screenshot: {}", shot.display()),
+            Err(err) => format!("no screenshot: {err:#}"),
+        };
+        panic!("{reason}\n{saved}\nthe window's text ends with:\n{tail}");
     }
 
     /// Runs `script` (a function body: `return` gives the value).
@@ -350,18 +377,16 @@ impl Window {
 
     /// Clicks the button with this text or accessible name once it can be clicked.
     pub async fn click_button(&self, name: &str) {
-        self.session
-            .click_button(name, self.patience)
-            .await
-            .unwrap_or_else(|err| panic!("button {name:?}: {err:#}"));
+        if let Err(err) = self.session.click_button(name, self.patience).await {
+            self.fail(&format!("button {name:?}: {err:#}")).await;
+        }
     }
 
     /// Clicks the element at `xpath` once it can be clicked.
     pub async fn click_xpath(&self, xpath: &str) {
-        self.session
-            .click_xpath(xpath, self.patience)
-            .await
-            .unwrap_or_else(|err| panic!("{xpath}: {err:#}"));
+        if let Err(err) = self.session.click_xpath(xpath, self.patience).await {
+            self.fail(&format!("{xpath}: {err:#}")).await;
+        }
     }
 
     /// Types `text` into the element with this accessible name.
@@ -430,10 +455,11 @@ impl Window {
                 return value;
             }
             if Instant::now() > deadline {
-                panic!(
+                self.fail(&format!(
                     "never true within {:?} in view {nth}: {script}",
                     self.patience
-                );
+                ))
+                .await;
             }
             tokio::time::sleep(Duration::from_millis(150)).await;
         }
