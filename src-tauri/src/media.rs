@@ -57,6 +57,11 @@ fn parse(path: &str) -> Option<Wanted<'_>> {
     }
 }
 
+/// How many MiB of media files are read at once, over all requests.
+const READ_BUDGET_MIB: u32 = 256;
+static READING: tokio::sync::Semaphore =
+    tokio::sync::Semaphore::const_new(READ_BUDGET_MIB as usize);
+
 pub async fn respond(app: Arc<App>, path: &str) -> Response<Vec<u8>> {
     let host = app.host();
     let found = match parse(path) {
@@ -84,6 +89,18 @@ pub async fn respond(app: Arc<App>, path: &str) -> Response<Vec<u8>> {
     };
     let Some((file, mime)) = found else {
         return status(StatusCode::NOT_FOUND);
+    };
+    // A long output's file can be hundreds of MiB: however many requests a script in the
+    // page makes at once, the files being read weigh at most `READ_BUDGET_MIB` together
+    // (or one file alone, when it is larger).
+    let size = tokio::fs::metadata(&file)
+        .await
+        .map_or(0, |meta| meta.len());
+    let weight = u32::try_from(size.div_ceil(1024 * 1024))
+        .unwrap_or(u32::MAX)
+        .clamp(1, READ_BUDGET_MIB);
+    let Ok(_reading) = READING.acquire_many(weight).await else {
+        return status(StatusCode::SERVICE_UNAVAILABLE);
     };
     match tokio::fs::read(&file).await {
         Ok(bytes) => Response::builder()

@@ -289,16 +289,21 @@ fn inert_markdown(text: &str) -> String {
     out.join("\n")
 }
 
-/// One line of a message outside code: a heading, setext underline or HTML block start
-/// escaped with a backslash, and images written as text.
+/// One line of a message outside code: a heading, setext underline, HTML block start or
+/// indented code fence escaped with a backslash, and images and links written as text.
 fn inert_line(line: &str) -> String {
     let indent = line.len() - line.trim_start_matches(' ').len();
     let rest = &line[indent..];
-    let starts_block = indent <= 3
+    let line = if let Some((fence_char, length)) = fence_of(line) {
+        // An indented fence opens code for a viewer but not here (see `inert_markdown`):
+        // each of its characters escaped, it opens nothing anywhere.
+        let escaped = format!("\\{fence_char}").repeat(length);
+        format!("{}{escaped}{}", &line[..indent], &rest[length..])
+    } else if indent <= 3
         && (rest.starts_with('#')
             || rest.starts_with('<')
-            || (!rest.is_empty() && rest.trim_end().chars().all(|c| c == '=' || c == '-')));
-    let line = if starts_block {
+            || (!rest.is_empty() && rest.trim_end().chars().all(|c| c == '=' || c == '-')))
+    {
         format!("{}\\{rest}", &line[..indent])
     } else {
         line.to_owned()
@@ -306,19 +311,21 @@ fn inert_line(line: &str) -> String {
     escape_html_and_images(&line)
 }
 
-/// `![` as `\![` and every `<` that could start a tag as `\<`: text, not an image or an
-/// element (`<img>`, `<video poster>`, `<svg><image>`, `<iframe>`) a viewer fetches. A
-/// `!` or `<` after an odd run of backslashes is escaped already; after an even one the
-/// backslashes escape each other, so it still needs its own.
+/// `![` as `\![`, every `[` as `\[` and every `<` that could start a tag as `\<`: text,
+/// not an image or an element (`<img>`, `<video poster>`, `<svg><image>`, `<iframe>`) a
+/// viewer fetches, nor a link (`[x](javascript:…)`, `[r]: file:///…`) a click follows.
+/// A `!`, `[` or `<` after an odd run of backslashes is escaped already; after an even one
+/// the backslashes escape each other, so it still needs its own.
 fn escape_html_and_images(line: &str) -> String {
     let mut out = String::with_capacity(line.len());
     let mut rest = line;
-    while let Some(at) = rest.find(['!', '<']) {
+    while let Some(at) = rest.find(['!', '<', '[']) {
         let (before, from) = rest.split_at(at);
         out.push_str(before);
         let backslashes = before.len() - before.trim_end_matches('\\').len();
         let already = backslashes % 2 == 1;
         let opens = from.starts_with("![")
+            || from.starts_with('[')
             || (from.starts_with('<')
                 && from[1..]
                     .chars()
@@ -349,9 +356,11 @@ fn fence_of(line: &str) -> Option<(char, usize)> {
     (n >= 3 && !(c == '`' && rest[n..].contains('`'))).then_some((c, n))
 }
 
-/// Whether a fence line is only the fence (a closing fence has no info string).
+/// Whether a fence line is only the fence (a closing fence has no info string): up to
+/// three spaces, the fence, then only spaces and tabs, as CommonMark reads it (not
+/// `str::trim`, which would take a no-break space after a fence for a closing one).
 fn is_bare_fence(line: &str) -> bool {
-    let rest = line.trim();
+    let rest = line.trim_start_matches(' ').trim_end_matches([' ', '\t']);
     rest.chars()
         .all(|c| c == rest.chars().next().unwrap_or('`'))
 }

@@ -37,6 +37,8 @@ pub enum StoreError {
     DiskFull(#[source] rusqlite::Error),
     #[error("there is no conversation {0:?}")]
     UnknownConversation(String),
+    #[error("a title of {chars} characters is too long: at most {max}")]
+    TitleTooLong { chars: usize, max: usize },
     #[error("the history database failed: {0}")]
     Database(#[source] rusqlite::Error),
     #[error(
@@ -135,11 +137,6 @@ pub struct SearchHit {
     pub created_at: i64,
 }
 
-/// An image no conversation uses any more whose file was stored this recently is left
-/// to the sweep when a conversation is deleted: the same image may have just been
-/// attached to a message not sent yet, or returned by a tool in a turn still running.
-const RECENTLY_STORED: std::time::Duration = std::time::Duration::from_secs(10 * 60);
-
 /// The history database and the media folder beside it.
 pub struct Store {
     conn: Mutex<Connection>,
@@ -147,6 +144,9 @@ pub struct Store {
 }
 
 const TITLE_CHARS: usize = 60;
+
+/// The longest title a user may give a conversation, in characters.
+pub const MAX_TITLE_CHARS: usize = 200;
 
 /// Creates the database file private (0600) before SQLite opens it, and makes an existing
 /// one and its WAL and shared-memory files private: SQLite gives the WAL and SHM files it
@@ -207,6 +207,11 @@ impl Store {
             });
         }
         Self::configure(&conn)?;
+        // The app, `conduit chat` and `conduit mcp serve` share this file. A deferred
+        // transaction that reads and then writes fails at once (SQLITE_BUSY, past the
+        // busy timeout) when another process committed in between; an immediate one takes
+        // the write lock first, waiting for it up to the busy timeout.
+        conn.set_transaction_behavior(rusqlite::TransactionBehavior::Immediate);
         match schema::migrate(&mut conn) {
             Ok(Ok(())) => {}
             Ok(Err(VersionProblem::Newer(found))) => {
@@ -676,9 +681,23 @@ impl Store {
     }
 
     pub fn rename(&self, conversation: &str, title: &str) -> Result<(), StoreError> {
+        // Every list of conversations carries every title: one of megabytes (a script in
+        // the page may send it) would weigh on each refresh. A title is one line.
+        let title: String = title
+            .trim()
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        let chars = title.chars().count();
+        if chars > MAX_TITLE_CHARS {
+            return Err(StoreError::TitleTooLong {
+                chars,
+                max: MAX_TITLE_CHARS,
+            });
+        }
         let changed = self.lock().execute(
             "UPDATE conversations SET title = ?2, title_is_custom = 1 WHERE id = ?1",
-            params![conversation, title.trim()],
+            params![conversation, title],
         )?;
         if changed == 0 {
             return Err(StoreError::UnknownConversation(conversation.to_owned()));
@@ -686,10 +705,14 @@ impl Store {
         Ok(())
     }
 
-    /// Deletes a conversation, and the media files no other message references.
+    /// Deletes a conversation, and the media files no other message references. A file
+    /// stored (or stored again) within the sweep's grace ([`crate::sweep::MEDIA_GRACE`])
+    /// is left to the sweep: the same image may wait for a message not saved yet (an
+    /// attachment while the user writes, a tool's image while its turn runs, here or in
+    /// another process), so only its age can say it is no one's.
     pub fn delete(&self, conversation: &str) -> Result<(), StoreError> {
+        let mut conn = self.lock();
         let orphans: Vec<MediaRef> = {
-            let mut conn = self.lock();
             let tx = conn.transaction()?;
             tx.execute(
                 "DELETE FROM search WHERE conversation_id = ?1",
@@ -722,8 +745,21 @@ impl Store {
             tx.commit()?;
             orphans
         };
+        // Still under the lock, each file is checked again: another process may have
+        // saved a message using it since the commit.
         for media in orphans {
-            if let Err(err) = self.media.remove_unless_recent(&media, RECENTLY_STORED) {
+            let used: bool = conn.query_row(
+                "SELECT EXISTS(SELECT 1 FROM block_media WHERE hash = ?1)",
+                [&media.hash],
+                |row| row.get(0),
+            )?;
+            if used {
+                continue;
+            }
+            if let Err(err) = self
+                .media
+                .remove_unless_recent(&media, crate::sweep::MEDIA_GRACE)
+            {
                 tracing::warn!(hash = %media.hash, error = %err, "a media file could not be removed");
             }
         }

@@ -62,14 +62,18 @@ impl FileMediaStore {
         if !is_hash(hash) {
             return None;
         }
+        // Only regular files, never followed through a link: a link or a pipe planted in
+        // the folder is not a stored file (a pipe would hold its reader forever).
         if thumbnail {
             let thumb = self.thumbnail_of(hash);
-            return thumb.is_file().then_some((thumb, "image/png"));
+            let regular = fs::symlink_metadata(&thumb).is_ok_and(|meta| meta.is_file());
+            return regular.then_some((thumb, "image/png"));
         }
         let prefix = format!("{hash}.");
         fs::read_dir(self.folder_of(hash))
             .ok()?
             .filter_map(Result::ok)
+            .filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_file()))
             .map(|entry| entry.path())
             // `<hash>.<ext>` only: thumbnails are `<hash>.thumb.png` and `<hash>.w<width>.png`.
             .find(|path| {
@@ -723,6 +727,26 @@ mod tests {
             Some("image/png")
         );
         assert_eq!(store.find("../../etc/passwd", false), None);
+        // A link or a pipe planted under a stored name is not served (a pipe would hold
+        // its reader forever, a link would serve another file).
+        let secret = dir.path().join("secret.txt");
+        fs::write(&secret, "not media").unwrap();
+        let planted = "a".repeat(64);
+        let folder = store.folder_of(&planted);
+        fs::create_dir_all(&folder).unwrap();
+        std::os::unix::fs::symlink(&secret, folder.join(format!("{planted}.png"))).unwrap();
+        std::os::unix::fs::symlink(&secret, store.thumbnail_of(&planted)).unwrap();
+        assert_eq!(store.find(&planted, false), None);
+        assert_eq!(store.find(&planted, true), None);
+        let piped = "b".repeat(64);
+        fs::create_dir_all(store.folder_of(&piped)).unwrap();
+        let pipe = store.folder_of(&piped).join(format!("{piped}.png"));
+        let made = std::process::Command::new("mkfifo")
+            .arg(&pipe)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        assert_eq!(store.find(&piped, false), None);
         assert_eq!(store.reference(&first.hash), Some(first.clone()));
         let forged = MediaRef {
             hash: "../../secrets".into(),

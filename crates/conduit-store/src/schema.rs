@@ -86,18 +86,25 @@ pub enum VersionProblem {
     Newer(i64),
 }
 
-/// Brings the schema to [`CURRENT`], each step in its own transaction.
+/// Brings the schema to [`CURRENT`], each step in its own immediate transaction that reads
+/// the version again once it holds the write lock: two processes opening a new file at
+/// once take turns, and the second finds the first's steps done.
 pub fn migrate(conn: &mut Connection) -> Result<Result<(), VersionProblem>, rusqlite::Error> {
-    let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
-    if version > CURRENT {
-        return Ok(Err(VersionProblem::Newer(version)));
-    }
-    for (index, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
-        let tx = conn.transaction()?;
+    loop {
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let version: i64 = tx.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+        if version > CURRENT {
+            return Ok(Err(VersionProblem::Newer(version)));
+        }
+        let Some(sql) = usize::try_from(version)
+            .ok()
+            .and_then(|version| MIGRATIONS.get(version))
+        else {
+            return Ok(Ok(()));
+        };
         tx.execute_batch(sql)?;
-        tx.pragma_update(None, "user_version", index as i64 + 1)?;
+        tx.pragma_update(None, "user_version", version + 1)?;
         tx.commit()?;
-        tracing::info!(version = index + 1, "history database migrated");
+        tracing::info!(version = version + 1, "history database migrated");
     }
-    Ok(Ok(()))
 }
