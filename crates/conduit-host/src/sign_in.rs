@@ -25,6 +25,10 @@ pub enum HostSignInError {
     TurnedOff(String),
     #[error("{server:?} has an Authorization header in its entry: it signs in with that")]
     StaticHeader { server: String },
+    #[error(
+        "{0:?} was deleted, turned off or pointed elsewhere while it signed in: the sign-in was forgotten; sign in again"
+    )]
+    ChangedDuringSignIn(String),
     #[error(transparent)]
     Config(#[from] conduit_mcp::config::ConfigError),
     #[error("signing in to {server:?} failed: {source}")]
@@ -205,7 +209,7 @@ impl Host {
         announce: &(dyn Fn(&str) + Send + Sync),
     ) -> Result<(), HostSignInError> {
         let target = self.turned_on_target(server)?;
-        let challenge = servers.sign_in_challenge(server);
+        let challenge = servers.sign_in_challenge(server, &target.url);
         // The address is shown whole, but it names the server's URL (`resource`), whose
         // keys stay hidden from the window.
         let shown = |url: &str| announce(&target.secrets.values_hidden(url));
@@ -219,6 +223,23 @@ impl Host {
         )
         .await
         .map_err(target.failed(server))?;
+        // The browser may have taken minutes: an entry deleted, turned off or pointed
+        // elsewhere meanwhile must not leave these tokens for whatever names the URL next.
+        let still_named = self
+            .turned_on_target(server)
+            .is_ok_and(|now| now.url == target.url);
+        if !still_named {
+            let forgotten = oauth::sign_out_here(
+                &target.url,
+                self.token_vault(),
+                "the entry changed while its sign-in ran",
+            )
+            .await;
+            if let Err(error) = forgotten {
+                tracing::warn!(server, %error, "a sign-in whose entry changed could not be forgotten");
+            }
+            return Err(HostSignInError::ChangedDuringSignIn(server.to_owned()));
+        }
         tracing::info!(server, "signed in to an MCP server");
         servers.restart_server(server).await;
         Ok(())

@@ -238,14 +238,30 @@ struct BoundEndpoints {
 const BOUND_ENDPOINTS: &str = "conduitEndpoints";
 
 impl BoundEndpoints {
-    fn of(metadata: &AuthorizationMetadata) -> Self {
+    /// The endpoints of `metadata` for a server at `server_url`. Sign-out sends the tokens
+    /// and the client's secret to the revocation endpoint with a client of its own (not
+    /// the sign-in's, which keeps off private addresses): it is kept only on the token
+    /// endpoint's origin, which the sign-in's secrets went to already, and over https (or
+    /// http on this machine for a server on it).
+    fn of(metadata: &AuthorizationMetadata, server_url: &str) -> Self {
+        let origin = |url: &str| reqwest::Url::parse(url).ok().map(|url| url.origin());
+        let revocation = metadata
+            .additional_fields
+            .get("revocation_endpoint")
+            .and_then(Value::as_str)
+            .filter(|revocation| {
+                let kept = origin(revocation).is_some()
+                    && origin(revocation) == origin(&metadata.token_endpoint)
+                    && carries_secrets_safely(revocation, server_url);
+                if !kept {
+                    tracing::warn!("the revocation endpoint is not on the token endpoint's origin over https; sign-out will only forget the tokens here");
+                }
+                kept
+            })
+            .map(str::to_owned);
         Self {
             token: metadata.token_endpoint.clone(),
-            revocation: metadata
-                .additional_fields
-                .get("revocation_endpoint")
-                .and_then(Value::as_str)
-                .map(str::to_owned),
+            revocation,
             resource_metadata: None,
         }
     }
@@ -476,17 +492,33 @@ struct StartPage {
     /// The authorization URL as the `Location` of the redirect: parsed and written out
     /// again, so it holds no line break.
     location: String,
+    /// The `state` the authorization URL carries: only a callback with it ends the wait.
+    state: Option<String>,
 }
 
 impl StartPage {
     fn new(authorization_url: &str) -> Result<Self, SignInError> {
-        let location = reqwest::Url::parse(authorization_url)
-            .map_err(|e| SignInError::Refused(format!("the authorization URL is not a URL: {e}")))?
-            .to_string();
+        let parsed = reqwest::Url::parse(authorization_url).map_err(|e| {
+            SignInError::Refused(format!("the authorization URL is not a URL: {e}"))
+        })?;
         Ok(Self {
             path: format!("{START_PATH_PREFIX}{}", uuid::Uuid::new_v4().simple()),
-            location,
+            state: query_value(parsed.query_pairs(), "state"),
+            location: parsed.to_string(),
         })
+    }
+
+    /// Whether a callback (its request target) answers this sign-in: it carries the
+    /// authorization URL's `state`. Any local process can send `/callback?error=x`; an
+    /// answer for no sign-in, or another one, must not end this one.
+    fn answers(&self, target: &str) -> bool {
+        let Some(expected) = &self.state else {
+            return true;
+        };
+        let query = target.split_once('?').map_or("", |(_, query)| query);
+        let query = query.split('#').next().unwrap_or_default();
+        query_value(url::form_urlencoded::parse(query.as_bytes()), "state").as_ref()
+            == Some(expected)
     }
 
     /// The `303 See Other` that sends the browser on (no cache, no referrer: the
@@ -497,6 +529,16 @@ impl StartPage {
             self.location
         )
     }
+}
+
+/// The value of `name` in a URL's query pairs, the first if it repeats.
+fn query_value<'a>(
+    mut pairs: impl Iterator<Item = (std::borrow::Cow<'a, str>, std::borrow::Cow<'a, str>)>,
+    name: &str,
+) -> Option<String> {
+    pairs
+        .find(|(key, _)| key == name)
+        .map(|(_, value)| value.into_owned())
 }
 
 /// How long one connection to the redirect listener may take to send its request line:
@@ -566,6 +608,15 @@ async fn receive_redirect(
                     let _ = stream
                         .write_all(
                             b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                        )
+                        .await;
+                    continue;
+                }
+                if !start.answers(&target) {
+                    tracing::warn!("an answer for another sign-in came to the sign-in listener; ignored");
+                    let _ = stream
+                        .write_all(
+                            b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
                         )
                         .await;
                     continue;
@@ -686,7 +737,7 @@ pub async fn manager(
         .resolve_metadata_from_challenge(challenge.as_deref())
         .await?;
     let metadata = resolution.metadata;
-    let now = BoundEndpoints::of(&metadata);
+    let now = BoundEndpoints::of(&metadata, server_url);
     match bound {
         // No metadata found (rmcp made up `/token` on the server's origin): the server or
         // its authorization server is down, or hides its metadata. The tokens are neither
@@ -756,7 +807,8 @@ pub async fn sign_in(
     // The metadata the flow uses, read once: the code is exchanged at its token endpoint,
     // and the tokens are bound to it (and to where the challenge said to look).
     let resolution = manager.resolve_metadata_from_challenge(challenge).await?;
-    let mut bound = BoundEndpoints::of(&resolution.metadata);
+    check_endpoints(server_url, &resolution.metadata)?;
+    let mut bound = BoundEndpoints::of(&resolution.metadata, server_url);
     bound.resource_metadata = challenge.and_then(|c| {
         let base = reqwest::Url::parse(server_url).ok()?;
         WWWAuthenticateParams::parse(c, &base)
@@ -809,7 +861,7 @@ pub async fn sign_in(
         .map_err(|(_, error)| error)?;
     let url = session.auth_url.clone();
     // The URL comes from the server's metadata: only a web page is opened.
-    check_page_url(&url)?;
+    check_page_url(&url, server_url)?;
     announce(&url);
     let back = redirect.visit(&url).await?;
     if let Some(refusal) = redirect_error(&back) {
@@ -833,18 +885,66 @@ pub async fn sign_in(
         .map_err(SignInError::Vault)
 }
 
-/// Refuses an authorization URL that is not a web page a browser should open: https, or
-/// http on a loopback host.
-fn check_page_url(url: &str) -> Result<(), SignInError> {
+/// Refuses an authorization URL that is not a web page a browser should open for a
+/// server at `server_url`: https, or http on this machine for a server on it (a remote
+/// server's metadata must not send the browser to a service on the user's machine).
+fn check_page_url(url: &str, server_url: &str) -> Result<(), SignInError> {
     let parsed = reqwest::Url::parse(url)
         .map_err(|e| SignInError::Refused(format!("the authorization URL is not a URL: {e}")))?;
-    let loopback = matches!(parsed.host_str(), Some("localhost" | "127.0.0.1" | "[::1]"));
-    match parsed.scheme() {
-        "https" => Ok(()),
-        "http" if loopback => Ok(()),
-        scheme => Err(SignInError::Refused(format!(
-            "the authorization page must be https (or http on this machine), not {scheme}:"
-        ))),
+    if carries_secrets_safely(url, server_url) {
+        return Ok(());
+    }
+    Err(SignInError::Refused(format!(
+        "the authorization page must be https (or http on this machine, for a server on it), not {}: on {}",
+        parsed.scheme(),
+        parsed.host_str().unwrap_or("no host"),
+    )))
+}
+
+/// Refuses metadata whose endpoints would carry the sign-in's secrets (the code, the PKCE
+/// verifier, a client secret, tokens) in clear: the authorization, token and
+/// registration endpoints must be https, or http on this machine for a server on it.
+fn check_endpoints(server_url: &str, metadata: &AuthorizationMetadata) -> Result<(), SignInError> {
+    let endpoints = [
+        ("authorization", Some(&metadata.authorization_endpoint)),
+        ("token", Some(&metadata.token_endpoint)),
+        ("registration", metadata.registration_endpoint.as_ref()),
+    ];
+    for (what, endpoint) in endpoints {
+        if let Some(endpoint) = endpoint
+            && !carries_secrets_safely(endpoint, server_url)
+        {
+            let host = reqwest::Url::parse(endpoint)
+                .ok()
+                .and_then(|url| url.host_str().map(str::to_owned))
+                .unwrap_or_else(|| "no host".to_owned());
+            return Err(SignInError::Refused(format!(
+                "the authorization server's {what} endpoint (on {host}) is not https: Conduit sends no sign-in in clear (http is taken only on this machine, for a server on it)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `url` may carry a sign-in's secrets for a server at `server_url`: https, or
+/// http to this machine when the server is on this machine too.
+fn carries_secrets_safely(url: &str, server_url: &str) -> bool {
+    let on_this_machine = |url: &reqwest::Url| match url.host() {
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    };
+    let Ok(url) = reqwest::Url::parse(url) else {
+        return false;
+    };
+    match url.scheme() {
+        "https" => true,
+        "http" => {
+            on_this_machine(&url)
+                && reqwest::Url::parse(server_url).is_ok_and(|server| on_this_machine(&server))
+        }
+        _ => false,
     }
 }
 
@@ -981,11 +1081,9 @@ async fn revocation_endpoint(
             .await
             .map_err(|e| e.to_string())?
             .metadata,
+        server_url,
     );
-    let origin = |url: &str| reqwest::Url::parse(url).ok().map(|url| url.origin());
-    Ok(now.revocation.filter(|revocation| {
-        origin(revocation).is_some() && origin(revocation) == origin(&now.token)
-    }))
+    Ok(now.revocation)
 }
 
 async fn revoke(
@@ -1079,22 +1177,96 @@ mod tests {
 
     #[test]
     fn only_web_pages_are_opened_for_sign_in() {
-        for good in [
-            "https://auth.example/authorize?x=1",
-            "http://127.0.0.1:9/authorize",
-            "http://localhost:9/a",
+        let (remote, local) = ("https://mcp.example/mcp", "http://127.0.0.1:8000/mcp");
+        for (good, server) in [
+            ("https://auth.example/authorize?x=1", remote),
+            ("https://auth.example/authorize?x=1", local),
+            ("http://127.0.0.1:9/authorize", local),
+            ("http://localhost:9/a", local),
+            ("http://[::1]:9/a", local),
         ] {
-            assert!(check_page_url(good).is_ok(), "{good}");
+            assert!(check_page_url(good, server).is_ok(), "{good} for {server}");
         }
-        for bad in [
-            "http://auth.example/authorize",
-            "file:///etc/passwd",
-            "javascript:alert(1)",
-            "ms-settings:",
-            "not a url",
+        for (bad, server) in [
+            ("http://auth.example/authorize", remote),
+            ("http://auth.example/authorize", local),
+            // A remote server's metadata must not send the browser to this machine.
+            ("http://127.0.0.1:8888/api/delete?all=1", remote),
+            ("http://localhost:9/a", remote),
+            ("file:///etc/passwd", local),
+            ("javascript:alert(1)", local),
+            ("ms-settings:", local),
+            ("not a url", local),
         ] {
-            assert!(check_page_url(bad).is_err(), "{bad}");
+            assert!(check_page_url(bad, server).is_err(), "{bad} for {server}");
         }
+    }
+
+    fn metadata(endpoints: Value) -> AuthorizationMetadata {
+        serde_json::from_value(endpoints).unwrap()
+    }
+
+    #[test]
+    fn no_endpoint_takes_a_sign_in_in_clear_and_revocation_stays_with_the_token_endpoint() {
+        let remote = "https://mcp.example/mcp";
+        let sound = serde_json::json!({
+            "authorization_endpoint": "https://auth.example/authorize",
+            "token_endpoint": "https://auth.example/token",
+            "registration_endpoint": "https://auth.example/register",
+            "revocation_endpoint": "https://auth.example/revoke",
+        });
+        assert!(check_endpoints(remote, &metadata(sound.clone())).is_ok());
+        assert_eq!(
+            BoundEndpoints::of(&metadata(sound.clone()), remote)
+                .revocation
+                .as_deref(),
+            Some("https://auth.example/revoke")
+        );
+        for field in [
+            "authorization_endpoint",
+            "token_endpoint",
+            "registration_endpoint",
+        ] {
+            let mut clear = sound.clone();
+            clear[field] = Value::from("http://auth.example/x");
+            let refused = check_endpoints(remote, &metadata(clear)).unwrap_err();
+            assert!(refused.to_string().contains("is not https"), "{refused}");
+        }
+        // A server on this machine may use http on it (development, tests).
+        let local = serde_json::json!({
+            "authorization_endpoint": "http://127.0.0.1:9/authorize",
+            "token_endpoint": "http://127.0.0.1:9/token",
+            "revocation_endpoint": "http://127.0.0.1:9/revoke",
+        });
+        assert!(check_endpoints("http://localhost:8000/mcp", &metadata(local.clone())).is_ok());
+        assert!(check_endpoints(remote, &metadata(local)).is_err());
+        // Revocation elsewhere than the token endpoint, or in clear, is not kept: sign-out
+        // then only forgets the tokens.
+        for elsewhere in [
+            "https://169.254.169.254/latest",
+            "https://other.example/revoke",
+            "http://auth.example/revoke",
+            "http://127.0.0.1:9/revoke",
+        ] {
+            let mut moved = sound.clone();
+            moved["revocation_endpoint"] = Value::from(elsewhere);
+            assert_eq!(
+                BoundEndpoints::of(&metadata(moved), remote).revocation,
+                None,
+                "{elsewhere}"
+            );
+        }
+    }
+
+    #[test]
+    fn only_a_callback_with_the_sign_ins_state_answers_it() {
+        let start =
+            StartPage::new("https://auth.example/authorize?client_id=c&state=s%2B1&x=y").unwrap();
+        assert!(start.answers("/callback?code=abc&state=s%2B1"));
+        assert!(start.answers("/callback?state=s+1&code=abc".replace('+', "%2B").as_str()));
+        assert!(!start.answers("/callback?error=access_denied"));
+        assert!(!start.answers("/callback?state=junk&error=x"));
+        assert!(!start.answers("/callback"));
     }
 
     #[test]

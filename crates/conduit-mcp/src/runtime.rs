@@ -354,14 +354,20 @@ impl McpRuntime {
     }
 
     /// The challenge a server that needs sign-in answered with (where its metadata is,
-    /// what scope it wants), for the sign-in to start from.
-    pub fn sign_in_challenge(&self, server: &str) -> Option<String> {
-        self.inner
-            .state
-            .lock()
-            .slots
-            .get(server)
-            .and_then(|slot| slot.running.sign_in_challenge.clone())
+    /// what scope it wants), for a sign-in to `url` to start from: `None` when what runs
+    /// under that name was started for another URL (the entry was re-pointed since, and
+    /// the old server's challenge must not steer the new sign-in).
+    pub fn sign_in_challenge(&self, server: &str, url: &str) -> Option<String> {
+        let state = self.inner.state.lock();
+        let slot = state.slots.get(server)?;
+        match slot.source.running_from() {
+            Some(RunningFrom::Entry(crate::config::Transport::Http { url: started, .. }))
+                if started == url =>
+            {
+                slot.running.sign_in_challenge.clone()
+            }
+            _ => None,
+        }
     }
 
     /// Stops a server and starts it again (the user asked; its entry is unchanged), and
