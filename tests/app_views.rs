@@ -658,8 +658,11 @@ async fn a_view_opens_only_for_a_call_the_host_ran() {
         app.open_view(&asked.id, Some(&started.conversation)).await
     ));
     assert!(
-        app.answer(&started.turn, &asked.id, Decision::AllowOnce)
-            .unwrap()
+        app.answer(&started.turn, &asked.id, Decision::AllowOnce, |_| {
+            unreachable!("Allow once asks nothing more")
+        })
+        .await
+        .unwrap()
     );
     loop {
         match next(&mut events).await {
@@ -811,6 +814,164 @@ async fn a_view_opens_only_for_a_call_the_host_ran() {
     assert!(
         matches!(&refused, ViewLookup::Unavailable { reason } if reason.contains("no longer the one that ran this call")),
         "{refused:?}"
+    );
+    app.shutdown().await;
+}
+
+/// "Always allow" on a call's card is saved only after the host's native question says
+/// yes: a script in the page that answers for the user saves nothing, and the call keeps
+/// waiting for a real answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn always_allow_from_a_card_is_saved_only_after_the_native_question() {
+    let llm = scripted().await;
+    let (home, _) = probe_home(Some(&llm));
+    let app = app_at(home.path());
+    script_call(&llm, "show_probe", json!({"gate": "x"}));
+    let (sender, mut events) = tokio::sync::mpsc::unbounded_channel();
+    let sink: TurnSink = Arc::new(move |event| {
+        let _ = sender.send(event);
+    });
+    let started = app.send(request("Show it."), sink).unwrap();
+    let asked = loop {
+        match next(&mut events).await {
+            TurnEvent::Agent { event } => {
+                if let AgentEvent::ApprovalRequested { call, .. } = *event {
+                    break call;
+                }
+            }
+            TurnEvent::Ended { .. } => panic!("the turn ended without asking"),
+        }
+    };
+    let settings_file = app.host().paths().settings_file.clone();
+    let policy = || {
+        conduit_host::settings::Settings::load(&settings_file)
+            .unwrap()
+            .tool_policy("probe", "show_probe")
+    };
+    let questions = Arc::new(parking_lot::Mutex::new(Vec::<String>::new()));
+    let heard = questions.clone();
+    let declined = app
+        .answer(
+            &started.turn,
+            &asked.id,
+            Decision::AlwaysAllow,
+            move |question| {
+                heard.lock().push(question);
+                false
+            },
+        )
+        .await;
+    assert!(
+        matches!(declined, Err(conduit_host::app::AppError::NotAllowed)),
+        "{declined:?}"
+    );
+    assert_eq!(policy(), ToolPolicy::Ask, "nothing saved");
+    let question = questions.lock()[0].clone();
+    assert!(
+        question.starts_with("Always allow show_probe of server probe?"),
+        "{question}"
+    );
+    // The call still waits: the user's own answer reaches it.
+    let heard = questions.clone();
+    let allowed = app
+        .answer(
+            &started.turn,
+            &asked.id,
+            Decision::AlwaysAllow,
+            move |question| {
+                heard.lock().push(question);
+                true
+            },
+        )
+        .await
+        .unwrap();
+    assert!(allowed);
+    assert_eq!(questions.lock().len(), 2);
+    assert_eq!(policy(), ToolPolicy::Allow);
+    // Answered, the call no longer waits: a second answer asks nothing (the turn may
+    // have ended meanwhile).
+    let late = app
+        .answer(&started.turn, &asked.id, Decision::AlwaysAllow, |_| {
+            unreachable!("no question for a call that no longer waits")
+        })
+        .await;
+    assert!(
+        matches!(
+            late,
+            Ok(false) | Err(conduit_host::app::AppError::NoTurn(_))
+        ),
+        "{late:?}"
+    );
+    while !matches!(next(&mut events).await, TurnEvent::Ended { .. }) {}
+    app.shutdown().await;
+}
+
+/// A view's calls go only to tools its conversation offers: a tool switched off for the
+/// conversation (or its whole server) is refused though Settings allow it, and a deleted
+/// conversation's view calls nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_views_calls_reach_only_the_tools_its_conversation_offers() {
+    let llm = scripted().await;
+    let (home, _) = probe_home(Some(&llm));
+    let app = app_at(home.path());
+    let (conversation, call) = ran_call(&app, &llm, "show_probe", json!({"gate": "x"})).await;
+    let view = ready(&app, &call, Some(&conversation)).await;
+    let never_asked = |question: String| async move { panic!("nothing is asked here: {question}") };
+    let yes = |_: String| async { true };
+    let counted = app
+        .call_from_view(&view.token, "probe_count", json!({}), yes)
+        .await
+        .unwrap();
+    assert_eq!(counted["content"][0]["text"], "counted 1");
+
+    let off = |toolset: conduit_host::toolset::Toolset| {
+        app.set_conversation_toolset(&conversation, &toolset)
+            .unwrap();
+    };
+    off(conduit_host::toolset::Toolset {
+        off_servers: Vec::new(),
+        off_tools: vec![conduit_host::toolset::ToolKey {
+            server: "probe".into(),
+            tool: "probe_count".into(),
+        }],
+    });
+    let refused = app
+        .call_from_view(&view.token, "probe_count", json!({}), never_asked)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, ViewCallError::NotInConversation { .. }),
+        "{refused}"
+    );
+    assert_eq!(
+        refused.to_string(),
+        "probe_count of probe is switched off for this conversation (its tools were chosen for it)"
+    );
+    off(conduit_host::toolset::Toolset {
+        off_servers: vec!["probe".into()],
+        off_tools: Vec::new(),
+    });
+    assert!(matches!(
+        app.call_from_view(&view.token, "probe_count", json!({}), never_asked)
+            .await,
+        Err(ViewCallError::NotInConversation { .. })
+    ));
+    // Everything offered again: the view's call runs.
+    off(conduit_host::toolset::Toolset::default());
+    let counted = app
+        .call_from_view(&view.token, "probe_count", json!({}), yes)
+        .await
+        .unwrap();
+    assert_eq!(counted["content"][0]["text"], "counted 2");
+    // The conversation deleted, its view calls nothing.
+    app.host().store().unwrap().delete(&conversation).unwrap();
+    let refused = app
+        .call_from_view(&view.token, "probe_count", json!({}), never_asked)
+        .await
+        .unwrap_err();
+    assert!(
+        refused.to_string().contains("its tools could not be read"),
+        "{refused}"
     );
     app.shutdown().await;
 }

@@ -221,8 +221,37 @@ async fn approval_answers_exactly_the_call_it_shows() {
     assert_eq!(stale, "false", "a stale answer is refused");
     assert!(fixture.settings().get("mcpServers").is_none());
 
-    // "Always allow" acts on the pending call alone and saves its own tool.
+    // A script answering "Always allow" for the pending call only raises the native
+    // question; cancelled there, nothing is saved and the call keeps waiting.
+    let run_id = run["id"].as_str().unwrap();
+    window
+        .js(&format!(
+            r#"window.__TAURI_INTERNALS__.invoke("answer_approval",
+                 {{ turn: {turn}, callId: {run_id:?}, decision: "always_allow" }})
+                 .then(r => window.__scripted = JSON.stringify(r), e => window.__scripted = "error: " + JSON.stringify(e));
+               return null;"#
+        ))
+        .await;
+    conduit_e2e::native_dialog::answer(conduit_e2e::native_dialog::Answer::Cancel, WAIT)
+        .await
+        .unwrap();
+    let scripted = window.wait("window.__scripted").await;
+    assert!(
+        scripted
+            .as_str()
+            .unwrap()
+            .contains("not allowed in Conduit's question"),
+        "{scripted}"
+    );
+    assert!(fixture.settings().get("mcpServers").is_none());
+    window.tool_state("run", "Waiting for approval").await;
+
+    // "Always allow" acts on the pending call alone and saves its own tool, once the
+    // user confirms it in the native question.
     window.click_button("Always allow this tool").await;
+    conduit_e2e::native_dialog::answer(conduit_e2e::native_dialog::Answer::Press('a'), WAIT)
+        .await
+        .unwrap();
     window.answer_contains("Read and ran.").await;
     window.tool_state("run", "Done").await;
     let settings = fixture.settings();

@@ -147,7 +147,7 @@ async fn a_day_in_the_chat_window() {
     ]);
     window.send("Echo with always").await;
     window.tool_state("echo", "Waiting for approval").await;
-    window.click_button("Always allow this tool").await;
+    window.always_allow().await;
     window.answer_contains("Echoed.").await;
     assert_eq!(
         fixture.settings()["mcpServers"]["everything"]["toolApproval"]["echo"],

@@ -525,7 +525,7 @@ async fn tool_images_at_real_sizes() {
     let window = fixture.open().await;
     window.send("Show me the frame").await;
     // Approval is not what these tests look at: allow the tool once and for all.
-    window.click_button("Always allow this tool").await;
+    window.always_allow().await;
     window
         .answer_contains("That is the 1600 by 1000 frame.")
         .await;
@@ -834,7 +834,7 @@ async fn a_high_density_screen_gets_a_thumbnail_twice_as_wide() {
     let window = fixture.open_with(&[("GDK_SCALE", Path::new("2"))]).await;
     window.send("Show me the large frame").await;
     // Approval is not what these tests look at: allow the tool once and for all.
-    window.click_button("Always allow this tool").await;
+    window.always_allow().await;
     window.answer_contains("The large frame.").await;
     let card = window.card_images(1).await;
     let large = &card[0];

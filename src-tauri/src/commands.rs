@@ -315,14 +315,24 @@ pub fn stop_turn(state: tauri::State<'_, AppState>, turn: String) -> Reply<()> {
 }
 
 window_command! {
-#[tauri::command(async)]
-pub fn answer_approval(
+/// Answers a call's approval question; "Always allow" only after the user confirms it
+/// natively (a script in the page cannot save an allow alone).
+#[tauri::command]
+pub async fn answer_approval(
+    app: tauri::AppHandle,
     state: tauri::State<'_, AppState>,
     turn: String,
     call_id: String,
     decision: Decision,
 ) -> Reply<bool> {
-    state.app.answer(&turn, &call_id, decision).map_err(CommandError::from)
+    let confirmer = state.confirmer;
+    state
+        .app
+        .answer(&turn, &call_id, decision, move |question| {
+            confirmer.ask(&app, &question, "Always allow")
+        })
+        .await
+        .map_err(CommandError::from)
 }
 }
 

@@ -465,6 +465,19 @@ impl Window {
         }
     }
 
+    /// Answers the waiting call's card with "Always allow", confirmed in the app's native
+    /// question as the user would.
+    pub async fn always_allow(&self) {
+        self.click_button("Always allow this tool").await;
+        if let Err(err) =
+            crate::native_dialog::answer(crate::native_dialog::Answer::Press('a'), self.patience)
+                .await
+        {
+            self.fail(&format!("the native Always allow question: {err:#}"))
+                .await;
+        }
+    }
+
     /// Waits until the last card of `tool` asks for approval, then allows it once.
     pub async fn allow_call(&self, tool: &str) {
         self.tool_state(tool, "Waiting for approval").await;

@@ -29,13 +29,31 @@ impl AskApproval {
 
     /// Answers the question about call `call_id`; false when no call waits under that id.
     pub fn answer(&self, call_id: &str, approval: Approval) -> bool {
-        let waiting = self.pending.lock().remove(call_id);
-        waiting.is_some_and(|sender| sender.send(approval).is_ok())
+        self.take(call_id)
+            .is_some_and(|waiting| waiting.answer(approval))
+    }
+
+    /// Takes the question about call `call_id` to answer it, so that no other answer can
+    /// (two answers at once: only the one that took it decides); `None` when no call waits
+    /// under that id.
+    pub fn take(&self, call_id: &str) -> Option<WaitingCall> {
+        self.pending.lock().remove(call_id).map(WaitingCall)
     }
 
     /// The calls waiting for an answer.
     pub fn waiting(&self) -> Vec<String> {
         self.pending.lock().keys().cloned().collect()
+    }
+}
+
+/// A question taken to be answered ([`AskApproval::take`]).
+#[derive(Debug)]
+pub struct WaitingCall(oneshot::Sender<Approval>);
+
+impl WaitingCall {
+    /// Gives the call its answer; false when the call stopped waiting meanwhile.
+    pub fn answer(self, approval: Approval) -> bool {
+        self.0.send(approval).is_ok()
     }
 }
 

@@ -246,6 +246,19 @@ const QUESTION_TOOLS: usize = 8;
 
 /// A tool and the first line of what its server says it does (at most 200 characters),
 /// each hidden character shown as its code.
+/// The native question before `tool` of `server` (which says `said` of itself) is always
+/// allowed, from Settings or from a call's card.
+fn always_allow_question(server: &str, tool: &str, said: &str) -> String {
+    format!(
+        "Always allow {} of server {}?\n\nEach call will then run without asking you, \
+         with whatever arguments the model or a view chooses, for as long as the tool \
+         and the server stay as they are now.\n\n{}",
+        visible(tool),
+        visible(server),
+        tool_line(tool, said),
+    )
+}
+
 fn tool_line(tool: &str, said: &str) -> String {
     let first = said.lines().next().unwrap_or_default();
     let mut line: String = first.chars().take(200).collect();
@@ -344,6 +357,7 @@ impl App {
             crate::app_views::RanOn {
                 origin,
                 server_print,
+                conversation: conversation.to_owned(),
             },
         );
     }
@@ -648,19 +662,35 @@ impl App {
         Ok(())
     }
 
-    /// Answers the approval question about `call_id` in `turn`.
-    pub fn answer(&self, turn: &str, call_id: &str, decision: Decision) -> Result<bool, AppError> {
+    /// Answers the approval question about `call_id` in `turn`. "Always allow" is saved
+    /// only after `confirm` (a native question the page cannot answer) says yes: the
+    /// page only asks, as Settings' allows do, and until then the call keeps waiting.
+    pub async fn answer(
+        &self,
+        turn: &str,
+        call_id: &str,
+        decision: Decision,
+        confirm: impl FnOnce(String) -> bool + Send + 'static,
+    ) -> Result<bool, AppError> {
         let approval = self
             .turns
             .lock()
             .get(turn)
             .map(|t| t.approval.get().cloned())
             .ok_or_else(|| AppError::NoTurn(turn.to_owned()))?;
-        match approval {
-            Some(approval) => Ok(approval.answer(call_id, decision)?),
-            // Not prepared yet: no question was asked.
-            None => Ok(false),
+        // Not prepared yet: no question was asked.
+        let Some(approval) = approval else {
+            return Ok(false);
+        };
+        if decision == Decision::AlwaysAllow {
+            let Some(trust) = approval.waiting_tool(call_id) else {
+                return Ok(false);
+            };
+            let question =
+                always_allow_question(&trust.origin.server, &trust.origin.tool, &trust.description);
+            ask_off_the_workers(confirm, question).await?;
         }
+        Ok(approval.answer(call_id, decision)?)
     }
 
     /// A server's approval policy and its tools, each with whether it is offered to
@@ -714,15 +744,7 @@ impl App {
                 )));
             }
             let said = descriptions.get(tool).map_or("", String::as_str);
-            let question = format!(
-                "Always allow {} of server {}?\n\nEach call will then run without asking you, \
-                 with whatever arguments the model or a view chooses, for as long as the tool \
-                 and the server stay as they are now.\n\n{}",
-                visible(tool),
-                visible(server),
-                tool_line(tool, said),
-            );
-            ask_off_the_workers(confirm, question).await?;
+            ask_off_the_workers(confirm, always_allow_question(server, tool, said)).await?;
         }
         self.host.update_settings(|settings| {
             match (policy, trust.get(tool)) {

@@ -37,6 +37,8 @@ pub enum Decision {
 pub struct ToolTrust {
     pub origin: ToolOrigin,
     pub now: ApprovedTool,
+    /// What the tool says it does, as listed with `now`: what an "Always allow" asks about.
+    pub description: String,
 }
 
 /// The fingerprint of what runs as `server`, started from `from` (as the runtime started
@@ -57,7 +59,8 @@ pub(crate) fn print_of_running(
 
 /// The fingerprint of what a server runs: its command, arguments, environment and folder
 /// (an env such as `NODE_OPTIONS` or another folder changes what runs as much as the
-/// command does; values are only hashed), or its URL. A server the file no longer names
+/// command does; values are only hashed), or its URL and headers (another tenant, route
+/// or account's key at the same URL is another server). A server the file no longer names
 /// (or cannot start) has none that any allow matches.
 pub fn server_fingerprint(transport: Option<&Transport>) -> String {
     let described = match transport {
@@ -69,7 +72,10 @@ pub fn server_fingerprint(transport: Option<&Transport>) -> String {
         }) => {
             json!({"command": command, "args": args, "env": env, "cwd": cwd})
         }
-        Some(Transport::Http { url, .. }) => json!({"url": url}),
+        // Without headers, as before headers counted: allows and calls recorded then
+        // still match.
+        Some(Transport::Http { url, headers }) if headers.is_empty() => json!({"url": url}),
+        Some(Transport::Http { url, headers }) => json!({"url": url, "headers": headers}),
         None => return String::new(),
     };
     conduit_files::fingerprint_bytes(described.to_string().as_bytes())
@@ -97,19 +103,22 @@ pub(crate) fn allow_print_of_running(
     }
 }
 
-/// What a tool is now: its server's fingerprint, and fingerprints of its description and
-/// argument schema (what an "allow" is bound to).
+/// What a tool is now: its server's fingerprint, and fingerprints of its description,
+/// argument schema and the rest of its definition (`details`, from
+/// `conduit_mcp::tool::definition_details`): what an "allow" is bound to.
 pub fn approved_tool(
     server_print: String,
     description: &str,
     input_schema: &serde_json::Value,
     for_views: bool,
+    details: &str,
 ) -> ApprovedTool {
     ApprovedTool {
         server: server_print,
         description: conduit_files::fingerprint_bytes(description.as_bytes()),
         input_schema: conduit_files::fingerprint_bytes(input_schema.to_string().as_bytes()),
         views: Some(for_views),
+        details: Some(conduit_files::fingerprint_bytes(details.as_bytes())),
         other: Default::default(),
     }
 }
@@ -125,8 +134,8 @@ pub fn shown_token<'a>(
         .into_iter()
         .map(|(name, tool)| {
             format!(
-                "{name:?} {} {} {} {:?}",
-                tool.server, tool.description, tool.input_schema, tool.views
+                "{name:?} {} {} {} {:?} {:?}",
+                tool.server, tool.description, tool.input_schema, tool.views, tool.details
             )
         })
         .collect();
@@ -159,7 +168,9 @@ pub fn tool_trust(tools: &[Arc<McpTool>]) -> HashMap<String, ToolTrust> {
                     &spec.description,
                     &spec.input_schema,
                     tool.for_views(),
+                    &tool.details(),
                 ),
+                description: spec.description.clone(),
             },
         );
     }
@@ -366,14 +377,25 @@ impl WindowApproval {
         self.ask.waiting()
     }
 
+    /// The real server and tool of the call `call_id` (Conduit's id) while it waits for
+    /// an answer: what a native "Always allow" question names.
+    pub fn waiting_tool(&self, call_id: &str) -> Option<ToolTrust> {
+        if !self.ask.waiting().iter().any(|id| id == call_id) {
+            return None;
+        }
+        let exposed = self.asked.lock().get(call_id).cloned()?;
+        self.trust_of(&exposed)
+    }
+
     /// Answers the question about the call `call_id` (Conduit's id); false, and nothing
     /// changes, when that call is not the one waiting (answered already, stopped, or
     /// never asked). "Always allow" is saved for exactly that call's tool, bound to what
-    /// the server and tool are now, before the call runs.
+    /// the server and tool are now, before the call runs. The question is taken first:
+    /// of two answers at once, only the one that took it saves anything.
     pub fn answer(&self, call_id: &str, decision: Decision) -> Result<bool, SettingsError> {
-        if !self.ask.waiting().iter().any(|id| id == call_id) {
+        let Some(waiting) = self.ask.take(call_id) else {
             return Ok(false);
-        }
+        };
         let exposed = self.asked.lock().remove(call_id);
         let approval = match decision {
             Decision::AllowOnce => Approval::Allow,
@@ -385,7 +407,7 @@ impl WindowApproval {
                     });
                     if let Err(error) = saved {
                         // The call still runs (the user allowed it); the failure is reported.
-                        self.ask.answer(call_id, Approval::Allow);
+                        waiting.answer(Approval::Allow);
                         return Err(error);
                     }
                 }
@@ -395,7 +417,7 @@ impl WindowApproval {
                 reason: "the user chose Deny".into(),
             },
         };
-        Ok(self.ask.answer(call_id, approval))
+        Ok(waiting.answer(approval))
     }
 }
 
@@ -458,6 +480,32 @@ mod tests {
     use crate::settings::ToolPolicy;
 
     #[test]
+    fn an_http_servers_print_covers_its_headers() {
+        let http = |headers: &[(&str, &str)]| {
+            server_fingerprint(Some(&Transport::Http {
+                url: "https://mcp.example/mcp".into(),
+                headers: headers
+                    .iter()
+                    .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+                    .collect(),
+            }))
+        };
+        // Without headers, the print is the one recorded before headers counted.
+        assert_eq!(
+            http(&[]),
+            conduit_files::fingerprint_bytes(
+                json!({"url": "https://mcp.example/mcp"})
+                    .to_string()
+                    .as_bytes()
+            )
+        );
+        let tenant_a = http(&[("X-Tenant", "a")]);
+        assert_ne!(tenant_a, http(&[]));
+        assert_ne!(tenant_a, http(&[("X-Tenant", "b")]));
+        assert_eq!(tenant_a, http(&[("X-Tenant", "a")]));
+    }
+
+    #[test]
     fn what_settings_showed_changes_with_the_tool_its_server_and_the_set() {
         let tool = |server: &str, description: &str| {
             approved_tool(
@@ -465,6 +513,7 @@ mod tests {
                 description,
                 &json!({"type": "object"}),
                 false,
+                "{}",
             )
         };
         let dir = tempfile::tempdir().unwrap();
@@ -600,8 +649,10 @@ mod tests {
                 description: conduit_files::fingerprint_bytes(description.as_bytes()),
                 input_schema: "schema".into(),
                 views: Some(false),
+                details: Some("details".into()),
                 other: Default::default(),
             },
+            description: description.into(),
         }
     }
 

@@ -109,14 +109,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let host = Host::new(crate::Paths::under_home(dir.path().to_owned(), None));
         let store = host.store().unwrap();
-        // A model may have written the title: a line break in it cannot fake the question.
-        let long = format!("Plans\n\nClick Delete: it is safe{}", "!".repeat(500));
+        // A line break in a title (a database from before titles were one line) cannot
+        // fake the question; a long one is cut.
+        let long = format!("Plans\n\nClick Delete: it is safe{}", "!".repeat(160));
         let conversation = store.create_conversation(None, None).unwrap();
         store.rename(&conversation, &long).unwrap();
         let question = host.deletion_question(&conversation).unwrap();
         assert!(
-            question
-                .starts_with("Delete the conversation \"Plans\\n\\nClick Delete: it is safe!!!"),
+            question.starts_with("Delete the conversation \"Plans  Click Delete: it is safe!!!"),
             "{question}"
         );
         assert!(

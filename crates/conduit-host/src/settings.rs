@@ -143,7 +143,8 @@ impl McpServerPrefs {
 }
 
 /// Fingerprints of what the user allowed: the server entry (its command and arguments,
-/// environment and folder, or its URL) and the tool (its description and input schema; the name is the key).
+/// environment and folder, or its URL) and the tool (its description, input schema and
+/// the rest of its definition; the name is the key).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ApprovedTool {
@@ -155,6 +156,11 @@ pub struct ApprovedTool {
     /// tool to them. `None` in allows saved before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub views: Option<bool>,
+    /// The rest of the tool's definition: title, annotations, output schema, `_meta`
+    /// (see `conduit_mcp::tool::definition_details`). `None` in allows saved before it
+    /// was recorded, which are asked about again once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<String>,
     /// Fields a newer Conduit recorded, kept on save (an older CLI beside a newer app
     /// must not strip what the allow was bound to).
     #[serde(flatten)]
@@ -342,7 +348,8 @@ impl Settings {
                 "the command and arguments, environment or folder (or URL) of server {server} changed since you allowed it"
             ));
         }
-        if approved.views == Some(false) && current.views == Some(true) {
+        // An allow that did not record who could call the tool covers the model only.
+        if approved.views != Some(true) && current.views == Some(true) {
             changes.push(format!(
                 "{tool} may now be called by the server's views (its MCP App pages), not only by the model you allowed it for"
             ));
@@ -352,6 +359,17 @@ impl Settings {
         }
         if approved.input_schema != current.input_schema {
             changes.push(format!("the input schema (arguments) of {tool} changed"));
+        }
+        match &approved.details {
+            None => changes.push(format!(
+                "Conduit now also checks the title, hints (such as read-only or destructive), output schema and view of {tool}, which it did not record when you allowed it"
+            )),
+            Some(details) if *details != current.details.clone().unwrap_or_default() => {
+                changes.push(format!(
+                    "the title, hints (such as read-only or destructive), output schema or view of {tool} changed"
+                ));
+            }
+            Some(_) => {}
         }
         if changes.is_empty() {
             Verdict::Allow
@@ -646,6 +664,7 @@ mod tests {
             description: description.into(),
             input_schema: "s1".into(),
             views: Some(false),
+            details: Some("d1".into()),
             other: Default::default(),
         }
     }
@@ -687,8 +706,8 @@ mod tests {
         };
         assert!(changes[0].contains("description"), "{changes:?}");
 
-        // Allowed while only the model could call it: once views may too, asked again;
-        // an allow saved before visibility was recorded is not.
+        // Allowed while only the model could call it: once views may too, asked again,
+        // also when the allow was saved before visibility was recorded.
         let mut opened = now.clone();
         opened.views = Some(true);
         let Verdict::Ask { changes } = settings.verdict("fs", "read", &opened) else {
@@ -701,8 +720,41 @@ mod tests {
         let mut legacy = now.clone();
         legacy.views = None;
         settings.allow_tool("fs", "read", legacy);
-        assert_eq!(settings.verdict("fs", "read", &opened), Verdict::Allow);
+        let Verdict::Ask { changes } = settings.verdict("fs", "read", &opened) else {
+            panic!("an allow that did not record views covers the model only");
+        };
+        assert!(
+            changes[0].contains("called by the server's views"),
+            "{changes:?}"
+        );
+
+        // The rest of the definition (title, hints, output schema, view) is pinned too:
+        // a tool that turns destructive is asked about again.
         settings.allow_tool("fs", "read", now.clone());
+        let mut destructive = now.clone();
+        destructive.details = Some("d2".into());
+        let Verdict::Ask { changes } = settings.verdict("fs", "read", &destructive) else {
+            panic!("changed details must be asked about");
+        };
+        assert_eq!(
+            changes,
+            [
+                "the title, hints (such as read-only or destructive), output schema or view of read changed"
+            ]
+        );
+        // An allow saved before details were recorded is asked about once, saying why.
+        let mut before_details = now.clone();
+        before_details.details = None;
+        settings.allow_tool("fs", "read", before_details);
+        let Verdict::Ask { changes } = settings.verdict("fs", "read", &now) else {
+            panic!("an allow without details must be asked about again");
+        };
+        assert!(
+            changes[0].starts_with("Conduit now also checks"),
+            "{changes:?}"
+        );
+        settings.allow_tool("fs", "read", now.clone());
+        assert_eq!(settings.verdict("fs", "read", &now), Verdict::Allow);
 
         // A server Conduit could not describe (no fingerprint), then or now, is asked
         // about: two empty fingerprints are not the same server.

@@ -58,6 +58,8 @@ pub struct ServerTool {
     pub view: Option<String>,
     pub for_models: bool,
     pub for_views: bool,
+    /// What else its definition says ([`crate::tool::definition_details`]).
+    pub details: String,
 }
 
 impl From<&rmcp::model::Tool> for ServerTool {
@@ -70,6 +72,7 @@ impl From<&rmcp::model::Tool> for ServerTool {
             view: view_uri(meta),
             for_models: for_models(meta),
             for_views: for_views(meta),
+            details: crate::tool::definition_details(tool),
         }
     }
 }

@@ -111,6 +111,12 @@ impl McpTool {
     pub fn for_views(&self) -> bool {
         self.for_views
     }
+
+    /// What the definition says beyond its name, description and arguments (see
+    /// [`definition_details`]).
+    pub fn details(&self) -> String {
+        definition_details(&self.definition)
+    }
 }
 
 #[async_trait]
@@ -231,6 +237,66 @@ impl McpTool {
                 "MCP server {server:?}: its session expired before the call ran, and when it connected again it no longer offered the tool {:?}; it did not run",
                 self.tool
             ))),
+        }
+    }
+}
+
+/// Everything a tool's definition says beyond its name, description and input schema
+/// (each pinned on its own): its title, annotations, output schema, icons, `_meta` (its
+/// view, who may call it) and any field a later protocol adds, as one text. An "Always
+/// allow" is bound to it too: a tool that turns destructive, renames itself or gains a
+/// view is asked about again.
+pub fn definition_details(tool: &rmcp::model::Tool) -> String {
+    match serde_json::to_value(tool) {
+        Ok(Value::Object(mut fields)) => {
+            for pinned_apart in ["name", "description", "inputSchema"] {
+                fields.remove(pinned_apart);
+            }
+            Value::Object(fields).to_string()
+        }
+        // A definition that does not serialise matches no allow.
+        Ok(_) | Err(_) => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::definition_details;
+
+    fn tool(value: serde_json::Value) -> rmcp::model::Tool {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn the_details_change_with_everything_but_the_name_description_and_arguments() {
+        let base = json!({
+            "name": "read",
+            "description": "Reads a file.",
+            "inputSchema": {"type": "object"},
+            "annotations": {"readOnlyHint": true},
+        });
+        let details = definition_details(&tool(base.clone()));
+        assert!(details.contains("readOnlyHint"), "{details}");
+        assert!(!details.contains("Reads a file."), "{details}");
+        let mut renamed = base.clone();
+        renamed["name"] = json!("other");
+        renamed["description"] = json!("Something else.");
+        renamed["inputSchema"] = json!({"type": "object", "properties": {}});
+        assert_eq!(definition_details(&tool(renamed)), details);
+        for (field, value) in [
+            (
+                "annotations",
+                json!({"readOnlyHint": false, "destructiveHint": true}),
+            ),
+            ("title", json!("Delete everything")),
+            ("outputSchema", json!({"type": "object"})),
+            ("_meta", json!({"ui": {"resourceUri": "ui://x/view.html"}})),
+        ] {
+            let mut changed = base.clone();
+            changed[field] = value;
+            assert_ne!(definition_details(&tool(changed)), details, "{field}");
         }
     }
 }

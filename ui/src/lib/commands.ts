@@ -112,6 +112,10 @@ export function setConversationToolset(conversation: string, toolset: Toolset): 
   return invoke<void>("set_conversation_toolset", { conversation, toolset });
 }
 
+/**
+ * Answers a call's approval question; "Always allow" only after the user confirms it
+ * natively (a script in the page cannot save an allow alone).
+ */
 export function answerApproval(turn: string, callId: string, decision: Decision): Promise<boolean> {
   return invoke<boolean>("answer_approval", { turn, callId, decision });
 }
