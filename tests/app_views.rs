@@ -963,6 +963,43 @@ async fn a_views_calls_reach_only_the_tools_its_conversation_offers() {
         .await
         .unwrap();
     assert_eq!(counted["content"][0]["text"], "counted 2");
+    // Turned down three times, the view asks nothing more until it is opened again.
+    let no = |_: String| async { false };
+    for _ in 0..3 {
+        assert!(matches!(
+            app.call_from_view(&view.token, "probe_count", json!({}), no)
+                .await,
+            Err(ViewCallError::NotAllowed { .. })
+        ));
+    }
+    let quiet = app
+        .call_from_view(&view.token, "probe_count", json!({}), never_asked)
+        .await
+        .unwrap_err();
+    assert!(matches!(quiet, ViewCallError::DeclinedTooOften), "{quiet}");
+    let reopened = ready(&app, &call, Some(&conversation)).await;
+    let counted = app
+        .call_from_view(&reopened.token, "probe_count", json!({}), yes)
+        .await
+        .unwrap();
+    assert_eq!(counted["content"][0]["text"], "counted 3");
+    // A tool only views may call can be always allowed in Settings: its view's calls
+    // then run unasked (before, Settings had no fingerprint of it, so it asked each time).
+    let listed = app.mcp_server_tools("probe").await.unwrap();
+    let shown = &listed
+        .tools
+        .iter()
+        .find(|t| t.tool.name == "probe_count")
+        .unwrap()
+        .shown;
+    app.set_tool_policy("probe", "probe_count", ToolPolicy::Allow, shown, |_| true)
+        .await
+        .unwrap();
+    let counted = app
+        .call_from_view(&reopened.token, "probe_count", json!({}), never_asked)
+        .await
+        .unwrap();
+    assert_eq!(counted["content"][0]["text"], "counted 4");
     // The conversation deleted, its view calls nothing.
     app.host().store().unwrap().delete(&conversation).unwrap();
     let refused = app

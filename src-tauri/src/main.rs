@@ -128,7 +128,10 @@ fn main() -> std::process::ExitCode {
             Ok(())
         })
         // Every command in commands.list, which also feeds the app manifest (build.rs).
-        .invoke_handler(include!(concat!(env!("OUT_DIR"), "/invoke_handler.rs")))
+        .invoke_handler(only_from_app_pages(include!(concat!(
+            env!("OUT_DIR"),
+            "/invoke_handler.rs"
+        ))))
         .build(tauri_context());
     let app = match built {
         Ok(app) => app,
@@ -206,6 +209,34 @@ async fn question_events(app: std::sync::Arc<conduit_host::app::App>, handle: ta
             }
             Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
         }
+    }
+}
+
+/// Wraps the commands' handler so only the app's own pages reach them. Tauri counts a page
+/// of any registered scheme as local, so a window's main frame led to a view's
+/// `mcp-app://` page (only frames may load those, and only the outer sandbox keeps a view
+/// from leading its window there) would hold the window's commands: refused here, by the
+/// address of the page that asks.
+fn only_from_app_pages(
+    commands: impl Fn(tauri::ipc::Invoke<tauri::Wry>) -> bool + Send + Sync + 'static,
+) -> impl Fn(tauri::ipc::Invoke<tauri::Wry>) -> bool + Send + Sync + 'static {
+    move |invoke| {
+        let from_app = invoke
+            .message
+            .webview_ref()
+            .url()
+            .is_ok_and(|url| conduit_host::is_app_page(url.as_str()));
+        if from_app {
+            return commands(invoke);
+        }
+        tracing::warn!(
+            command = invoke.message.command(),
+            "a command from a page that is not the app's was refused"
+        );
+        invoke
+            .resolver
+            .reject("only Conduit's own pages may call its commands");
+        true
     }
 }
 

@@ -271,20 +271,32 @@ impl DesktopSession {
 pub struct Window {
     pub session: DesktopSession,
     patience: Duration,
+    /// The app's `CONDUIT_HOME`, when the test gave one: its log says what the app did.
+    home: Option<PathBuf>,
 }
 
 // A test step: failing loudly is its job, so the test-only lints apply here too.
 #[allow(clippy::unwrap_used, clippy::panic)]
 impl Window {
     pub fn new(session: DesktopSession, patience: Duration) -> Self {
-        Self { session, patience }
+        Self {
+            session,
+            patience,
+            home: None,
+        }
     }
 
     /// Starts the app with `envs` set (e.g. `CONDUIT_HOME`).
     pub async fn start(envs: &[(&str, &Path)], patience: Duration) -> Self {
         let app = app_binary().unwrap_or_else(|err| panic!("{err:#}"));
         match DesktopSession::start(&app, envs).await {
-            Ok(session) => Self::new(session, patience),
+            Ok(session) => Self {
+                home: envs
+                    .iter()
+                    .find(|(name, _)| *name == "CONDUIT_HOME")
+                    .map(|(_, home)| home.to_path_buf()),
+                ..Self::new(session, patience)
+            },
             Err(err) => panic!("{err:#}"),
         }
     }
@@ -331,7 +343,30 @@ impl Window {
             Ok(()) => format!("screenshot: {}", shot.display()),
             Err(err) => format!("no screenshot: {err:#}"),
         };
-        panic!("{reason}\n{saved}\nthe window's text ends with:\n{tail}");
+        // The app's own account of the moment: its log's last lines, and whether it runs
+        // (a window that answers nothing may have ended, or hang).
+        let log = self
+            .home
+            .as_ref()
+            .map(|home| home.join("logs/conduit.log"))
+            .and_then(|file| std::fs::read_to_string(file).ok())
+            .map(|text| {
+                let lines: Vec<&str> = text.lines().collect();
+                lines[lines.len().saturating_sub(40)..].join("\n")
+            })
+            .unwrap_or_else(|| "(no log)".to_owned());
+        let running = Command::new("pgrep")
+            .args(["-f", "conduit-desktop"])
+            .output()
+            .map(|out| {
+                String::from_utf8_lossy(&out.stdout)
+                    .trim()
+                    .replace('\n', " ")
+            })
+            .unwrap_or_default();
+        panic!(
+            "{reason}\n{saved}\nthe window's text ends with:\n{tail}\nconduit-desktop processes: [{running}]\nthe app's log ends with:\n{log}"
+        );
     }
 
     /// Runs `script` (a function body: `return` gives the value).

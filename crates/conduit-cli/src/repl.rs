@@ -502,6 +502,7 @@ impl Printer {
                 call,
                 origin,
                 changes,
+                description,
                 ..
             } => {
                 // The question starts on its own line, in the terminal's plain style.
@@ -518,6 +519,10 @@ impl Printer {
                 );
                 for change in changes {
                     println!("  changed since you allowed it: {}", shown(change));
+                }
+                // What an allow now would be bound to, read before answering.
+                if !changes.is_empty() && !description.is_empty() {
+                    println!("  it says of itself now: {}", shown(description));
                 }
             }
             AgentEvent::ToolCallQueued { id: _ } | AgentEvent::ToolCallRunning { id: _ } => {}

@@ -74,6 +74,10 @@ pub enum AgentEvent {
         origin: Option<ToolOrigin>,
         title: Option<String>,
         annotations: crate::tool::ToolAnnotations,
+        /// What the server says the tool does, as the model was shown it: what an allow
+        /// is bound to, so the user reads it before allowing (above all when it changed).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        description: String,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         changes: Vec<String>,
     },

@@ -106,6 +106,7 @@ impl AskApproval {
             origin,
             title: spec.title.clone(),
             annotations: spec.annotations.clone(),
+            description: spec.description.clone(),
             changes,
         });
         receiver.await.unwrap_or(Approval::Deny {

@@ -207,7 +207,11 @@ const MAX_RESOURCES_IN_MESSAGE: usize = 20;
 const MAX_VIEWS_IN_MESSAGE: usize = 20;
 
 /// What goes with a message, each named once, or why it cannot: more than one message
-/// takes. The same image, resource or view named again goes once.
+/// takes. The same image, resource or view named again goes once. Views are different:
+/// a chat may hold more views that set context than one message takes (an app called
+/// 30 times), and refusing would refuse every message of that chat; the newest
+/// [`MAX_VIEWS_IN_MESSAGE`] go (the page names them oldest first), and more names than
+/// views can be open at once are refused.
 fn bounded_request(mut request: SendRequest) -> Result<SendRequest, AppError> {
     for (count, what, max) in [
         (request.attachments.len(), "images", MAX_IMAGES_IN_MESSAGE),
@@ -219,7 +223,7 @@ fn bounded_request(mut request: SendRequest) -> Result<SendRequest, AppError> {
         (
             request.view_context.len(),
             "views' contexts",
-            MAX_VIEWS_IN_MESSAGE,
+            crate::app_views::MAX_OPEN,
         ),
     ] {
         if count > max {
@@ -238,14 +242,23 @@ fn bounded_request(mut request: SendRequest) -> Result<SendRequest, AppError> {
     once(&mut request.attachments);
     once(&mut request.resources);
     once(&mut request.view_context);
+    let older = request
+        .view_context
+        .len()
+        .saturating_sub(MAX_VIEWS_IN_MESSAGE);
+    if older > 0 {
+        tracing::info!(
+            left_out = older,
+            "the oldest views' contexts were left out of a message"
+        );
+        request.view_context.drain(..older);
+    }
     Ok(request)
 }
 
 /// How many of a server's tools an "allow all" question lists by name.
 const QUESTION_TOOLS: usize = 8;
 
-/// A tool and the first line of what its server says it does (at most 200 characters),
-/// each hidden character shown as its code.
 /// The native question before `tool` of `server` (which says `said` of itself) is always
 /// allowed, from Settings or from a call's card.
 fn always_allow_question(server: &str, tool: &str, said: &str) -> String {
@@ -259,6 +272,8 @@ fn always_allow_question(server: &str, tool: &str, said: &str) -> String {
     )
 }
 
+/// A tool and the first line of what its server says it does (at most 200 characters),
+/// each hidden character shown as its code.
 fn tool_line(tool: &str, said: &str) -> String {
     let first = said.lines().next().unwrap_or_default();
     let mut line: String = first.chars().take(200).collect();
@@ -709,19 +724,14 @@ impl App {
         HashMap<String, crate::settings::ApprovedTool>,
         BTreeMap<String, String>,
     ) {
-        let tools = self
-            .servers()
-            .await
-            .tools(self.host.media.clone(), &|_, _| true);
-        let descriptions = tools
-            .iter()
-            .filter(|tool| tool.server() == server)
-            .map(|tool| {
-                let spec = conduit_core::tool::Tool::spec(tool.as_ref());
-                (tool.tool_name().to_owned(), spec.description.clone())
-            })
-            .collect();
-        (self.host.server_trust(server, &tools), descriptions)
+        let slot = self.servers().await.slot_now(server);
+        let mut trust = HashMap::new();
+        let mut descriptions = BTreeMap::new();
+        for (tool, (now, said)) in crate::approval::listed_trust(slot.as_ref(), server) {
+            descriptions.insert(tool.clone(), said);
+            trust.insert(tool, now);
+        }
+        (trust, descriptions)
     }
 
     /// Sets whether `tool` of `server` runs without asking, never, or after asking; an
@@ -1072,13 +1082,20 @@ mod tests {
             "{err:?}"
         );
         let mut views = request("look");
-        views.view_context = vec!["token".into(); 21];
+        views.view_context = vec!["token".into(); 65];
         let (sink, _events) = collector();
         let err = app.send(views, sink).unwrap_err();
         assert!(
-            err.message.contains("at most 20 views' contexts"),
+            err.message.contains("at most 64 views' contexts"),
             "{err:?}"
         );
+        // A chat with 30 views that set context sends the newest 20 (named last).
+        let mut many = request("look");
+        many.view_context = (0..30).map(|n| format!("view-{n}")).collect();
+        let newest = bounded_request(many).unwrap().view_context;
+        assert_eq!(newest.len(), MAX_VIEWS_IN_MESSAGE);
+        assert_eq!(newest[0], "view-10");
+        assert_eq!(newest[19], "view-29");
         assert!(
             app.host().store().unwrap().list(10).unwrap().is_empty(),
             "nothing saved"

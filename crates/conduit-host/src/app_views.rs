@@ -118,6 +118,10 @@ pub enum ViewCallError {
     #[error("the user did not allow the view to run {tool} of {server}")]
     NotAllowed { server: String, tool: String },
     #[error(
+        "the user turned down {DECLINES_BEFORE_QUIET} of this view's calls: it asks nothing more until it is opened again"
+    )]
+    DeclinedTooOften,
+    #[error(
         "the view asked to run {tool} of {server} with {keys} arguments; at most {MAX_ASKED_KEYS} can be shown to ask you, so it was not run"
     )]
     TooManyArguments {
@@ -238,11 +242,16 @@ struct OpenView {
     /// The conversation whose call the view shows, when known: its calls go only to
     /// tools that conversation offers.
     conversation: Option<String>,
+    /// How many of its calls the user turned down in the native question.
+    declined: u32,
     view: Arc<View>,
     opened: u64,
     /// What the view last asked the model to know (`ui/update-model-context`).
     context: Option<String>,
 }
+
+/// How many of a view's calls the user may turn down before it asks nothing more.
+pub const DECLINES_BEFORE_QUIET: u32 = 3;
 
 /// The most text a view may put in the model's context.
 pub const MAX_CONTEXT: usize = 16 * 1024;
@@ -331,6 +340,7 @@ impl AppViews {
                 tool: tool.to_owned(),
                 server_print,
                 conversation,
+                declined: 0,
                 view,
                 opened,
                 context: None,
@@ -431,6 +441,19 @@ impl AppViews {
     }
 
     /// The server a view's token is bound to, and what that server ran when it opened.
+    /// How many of the calls of the view open under `token` the user turned down; with
+    /// `one_more`, counting one more first.
+    fn declines(&self, token: &str, one_more: bool) -> u32 {
+        let mut open = self.open.lock();
+        let Some(view) = open.get_mut(token) else {
+            return 0;
+        };
+        if one_more {
+            view.declined = view.declined.saturating_add(1);
+        }
+        view.declined
+    }
+
     /// The conversation of the view open under `token`, when known.
     fn conversation_of(&self, token: &str) -> Option<String> {
         self.open.lock().get(token)?.conversation.clone()
@@ -545,6 +568,13 @@ impl App {
         let slot = runtime.slot_now(server);
         let server_print =
             crate::approval::print_of_running(slot.as_ref().and_then(|s| s.from.as_ref()), server);
+        // A server reached over the network is elsewhere: its view may not reach this
+        // machine's services. A command runs here and reaches them anyway.
+        let elsewhere = matches!(
+            slot.as_ref().and_then(|s| s.from.as_ref()),
+            Some(conduit_mcp::runtime::RunningFrom::Entry(conduit_mcp::config::Transport::Http { url, .. }))
+                if !conduit_mcp::config::url_on_this_machine(url)
+        );
         let ready = slot.and_then(|slot| {
             let found = slot
                 .tools
@@ -586,7 +616,10 @@ impl App {
         let view = match cached {
             Some(view) => view,
             None => match apps::read_view(&connection, &uri).await {
-                Ok(view) => {
+                Ok(mut view) => {
+                    if elsewhere {
+                        view.domains.keep_off_this_machine();
+                    }
                     let view = Arc::new(view);
                     self.views()
                         .read
@@ -742,6 +775,12 @@ impl App {
                     tool: tool.to_owned(),
                 });
             }
+            // A view that asks again the moment it is turned down would keep a native
+            // question up (and every other confirmation turned away while it is): after
+            // a few, it asks nothing more until it is opened again.
+            Verdict::Ask { .. } if self.views().declines(token, false) >= DECLINES_BEFORE_QUIET => {
+                return Err(ViewCallError::DeclinedTooOften);
+            }
             Verdict::Ask { changes } => {
                 let mut question = run_question(&server, tool, &arguments).inspect_err(
                     |error| tracing::info!(%error, "a view's tool call was not asked about"),
@@ -750,6 +789,7 @@ impl App {
                     question.push_str(&format!("\n\n{change}"));
                 }
                 if !confirm(question).await {
+                    self.views().declines(token, true);
                     tracing::info!(%server, %tool, "a view's tool call was not allowed");
                     return Err(ViewCallError::NotAllowed {
                         server,

@@ -144,6 +144,34 @@ pub fn shown_token<'a>(
     host.page_fingerprint(lines.join("\n").as_bytes())
 }
 
+/// What each tool `server` lists now is (by the tool's own name), as an allow would bind
+/// it, and what the server says it does: every listed tool, those only its views may call
+/// among them, read in one look with what runs (`slot`). The same fingerprints as
+/// [`tool_trust`] gives a turn's tools.
+pub fn listed_trust(
+    slot: Option<&conduit_mcp::runtime::SlotNow>,
+    server: &str,
+) -> HashMap<String, (ApprovedTool, String)> {
+    let Some(slot) = slot else {
+        return HashMap::new();
+    };
+    let server_print = allow_print_of_running(slot.from.as_ref(), server);
+    slot.tools
+        .iter()
+        .map(conduit_mcp::apps::ServerTool::from)
+        .map(|tool| {
+            let now = approved_tool(
+                server_print.clone(),
+                &tool.description,
+                &tool.input_schema,
+                tool.for_views,
+                &tool.details,
+            );
+            (tool.name, (now, tool.description))
+        })
+        .collect()
+}
+
 /// Each MCP tool's origin and fingerprints, by exposed name; the server's is of what
 /// runs, as the tool was listed ([`allow_print_of_running`]).
 pub fn tool_trust(tools: &[Arc<McpTool>]) -> HashMap<String, ToolTrust> {

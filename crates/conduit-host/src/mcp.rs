@@ -12,7 +12,6 @@ use conduit_mcp::config::{self, ConfigError, Edit, Snapshot};
 use conduit_mcp::elicit::Asker;
 use conduit_mcp::runtime::{McpRuntime, RuntimeOptions};
 use conduit_mcp::servers::{DEFAULT_START_TIMEOUT, ToolInfo};
-use conduit_mcp::tool::McpTool;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
@@ -163,16 +162,15 @@ impl Host {
 
     /// `server`'s tools joined with the settings: whether each is offered to models, the
     /// policy that applies to it, and why an "allow" no longer holds. The one join the
-    /// window's Settings and `conduit mcp tools` both list; `running` is every running
-    /// tool (to know what each is now).
+    /// window's Settings and `conduit mcp tools` both list; `trust` is what each of the
+    /// server's running tools is now ([`crate::approval::listed_trust`]).
     pub fn tool_settings(
         &self,
         server: &str,
         tools: Vec<ToolInfo>,
-        running: &[Arc<McpTool>],
+        trust: &HashMap<String, ApprovedTool>,
     ) -> Result<ServerTools, crate::SettingsError> {
         let settings = self.settings()?;
-        let trust = self.server_trust(server, running);
         let tools = tools
             .into_iter()
             .map(|tool| {
@@ -198,7 +196,7 @@ impl Host {
             policy: settings.server_policy(server),
             sampling: settings.sampling_policy(server),
             tools,
-            shown: crate::approval::shown_token(self, &trust),
+            shown: crate::approval::shown_token(self, trust),
         })
     }
 
@@ -210,21 +208,11 @@ impl Host {
         server: &str,
     ) -> Result<ServerTools, crate::SettingsError> {
         let tools = servers.server_tools(server).unwrap_or_default();
-        let running = servers.tools(self.media.clone(), &|_, _| true);
-        self.tool_settings(server, tools, &running)
-    }
-
-    /// What each of `server`'s running tools is now, by the tool's own name.
-    pub(crate) fn server_trust(
-        &self,
-        server: &str,
-        running: &[Arc<McpTool>],
-    ) -> HashMap<String, ApprovedTool> {
-        crate::approval::tool_trust(running)
-            .into_values()
-            .filter(|trust| trust.origin.server == server)
-            .map(|trust| (trust.origin.tool, trust.now))
-            .collect()
+        let trust = crate::approval::listed_trust(servers.slot_now(server).as_ref(), server)
+            .into_iter()
+            .map(|(tool, (now, _))| (tool, now))
+            .collect();
+        self.tool_settings(server, tools, &trust)
     }
 
     /// Lets a model use `tool` of `server`, or not (kept in settings).
@@ -1670,7 +1658,7 @@ mod tests {
             .tool_settings(
                 "srv",
                 vec![info("loud"), info("quiet"), info("trusted")],
-                &[],
+                &HashMap::new(),
             )
             .unwrap();
         assert_eq!(joined.policy, ToolPolicy::Deny);

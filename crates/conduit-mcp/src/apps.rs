@@ -165,6 +165,34 @@ impl ViewDomains {
         }
     }
 
+    /// Drops the origins on this machine (`localhost`, `127.0.0.1`, any scheme), naming
+    /// them as dropped: the view of a server elsewhere must not reach the user's local
+    /// services (a local model server, a database's web console) or probe their ports.
+    pub fn keep_off_this_machine(&mut self) {
+        let on_this_machine = |origin: &String| {
+            let host = origin.split_once("://").map_or("", |(_, rest)| rest);
+            let host = host.rsplit_once(':').map_or(host, |(host, _)| host);
+            matches!(host, "localhost" | "127.0.0.1")
+        };
+        for list in [
+            &mut self.connect,
+            &mut self.resource,
+            &mut self.frame,
+            &mut self.base_uri,
+        ] {
+            let (local, kept): (Vec<String>, Vec<String>) =
+                list.drain(..).partition(|origin| on_this_machine(origin));
+            *list = kept;
+            // Written as `from_meta` writes what it drops: the declaration as JSON.
+            for origin in local {
+                let declared = Value::from(origin).to_string();
+                if !self.dropped.contains(&declared) {
+                    self.dropped.push(declared);
+                }
+            }
+        }
+    }
+
     /// Whether the view reaches anything beyond itself.
     pub fn third_party(&self) -> bool {
         !(self.connect.is_empty() && self.resource.is_empty() && self.frame.is_empty())
@@ -182,7 +210,10 @@ fn is_origin(entry: &str) -> bool {
         None => (rest, None),
     };
     let bare = host.strip_prefix("*.").unwrap_or(host);
-    let host_ok = !bare.is_empty()
+    // A wildcard under one label (`*.com`) is every site of a top-level domain.
+    let wildcard_ok = bare.len() == host.len() || bare.contains('.');
+    let host_ok = wildcard_ok
+        && !bare.is_empty()
         && bare.split('.').all(|label| {
             !label.is_empty() && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
         });
@@ -470,6 +501,44 @@ mod tests {
             policy.matches(';').count(),
             11,
             "one directive per entry: {policy}"
+        );
+    }
+
+    #[test]
+    fn a_wildcard_under_one_label_is_dropped_and_a_remote_servers_view_stays_off_this_machine() {
+        let mut domains = ViewDomains::from_meta(Some(&json!({
+            "connectDomains": [
+                "https://*.com",
+                "https://*.example.com",
+                "http://localhost:11434",
+                "https://127.0.0.1:8443",
+                "ws://localhost",
+                "https://api.example.com",
+            ],
+            "resourceDomains": ["http://localhost:8080", "https://cdn.example.com"],
+        })));
+        assert_eq!(domains.dropped, ["\"https://*.com\""]);
+        assert_eq!(domains.connect.len(), 5);
+        domains.keep_off_this_machine();
+        assert_eq!(
+            domains.connect,
+            ["https://*.example.com", "https://api.example.com"]
+        );
+        assert_eq!(domains.resource, ["https://cdn.example.com"]);
+        assert_eq!(
+            domains.dropped,
+            [
+                "\"https://*.com\"",
+                "\"http://localhost:11434\"",
+                "\"https://127.0.0.1:8443\"",
+                "\"ws://localhost\"",
+                "\"http://localhost:8080\"",
+            ]
+        );
+        let policy = content_security_policy(&domains);
+        assert!(
+            !policy.contains("localhost") && !policy.contains("127.0.0.1"),
+            "{policy}"
         );
     }
 

@@ -229,6 +229,21 @@ impl Snapshot {
 pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
 
 /// The file's bytes, if it is a regular file of at most [`MAX_FILE_BYTES`].
+/// Whether `url` names this machine: `localhost` or a loopback address. A server there
+/// may reach this machine's services, and use http with them; one elsewhere may not.
+pub fn url_on_this_machine(url: &str) -> bool {
+    match reqwest::Url::parse(url)
+        .ok()
+        .as_ref()
+        .and_then(reqwest::Url::host)
+    {
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    }
+}
+
 pub fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
     conduit_files::read_regular_file(path, MAX_FILE_BYTES)
 }

@@ -44,6 +44,9 @@ pub struct SignInSettings {
     pub scopes: Vec<String>,
     /// An https URL of Conduit's client ID metadata document (`clientMetadataUrl`).
     pub client_metadata_url: Option<String>,
+    /// The authorization server the client was registered with (`issuer`): a sign-in
+    /// goes only there, so the server cannot send the client's id and secret elsewhere.
+    pub issuer: Option<String>,
 }
 
 impl SignInSettings {
@@ -62,10 +65,17 @@ impl SignInSettings {
             }
         };
         for key in object.keys() {
-            if !["clientId", "clientSecret", "scopes", "clientMetadataUrl"].contains(&key.as_str())
+            if ![
+                "clientId",
+                "clientSecret",
+                "scopes",
+                "clientMetadataUrl",
+                "issuer",
+            ]
+            .contains(&key.as_str())
             {
                 return Err(format!(
-                    "oauth.{key} is not a setting Conduit knows (clientId, clientSecret, scopes, clientMetadataUrl)"
+                    "oauth.{key} is not a setting Conduit knows (clientId, clientSecret, scopes, clientMetadataUrl, issuer)"
                 ));
             }
         }
@@ -89,11 +99,18 @@ impl SignInSettings {
         {
             return Err("oauth.clientMetadataUrl must be an https:// URL".into());
         }
+        let issuer = text("issuer")?;
+        if let Some(issuer) = &issuer
+            && reqwest::Url::parse(issuer).is_err()
+        {
+            return Err("oauth.issuer must be the authorization server's issuer URL".into());
+        }
         let settings = Self {
             client_id: text("clientId")?,
             client_secret: text("clientSecret")?,
             scopes,
             client_metadata_url,
+            issuer,
         };
         if settings.client_secret.is_some() && settings.client_id.is_none() {
             return Err("oauth.clientSecret needs oauth.clientId".into());
@@ -808,6 +825,7 @@ pub async fn sign_in(
     // and the tokens are bound to it (and to where the challenge said to look).
     let resolution = manager.resolve_metadata_from_challenge(challenge).await?;
     check_endpoints(server_url, &resolution.metadata)?;
+    check_issuer(settings, &resolution.metadata)?;
     let mut bound = BoundEndpoints::of(&resolution.metadata, server_url);
     bound.resource_metadata = challenge.and_then(|c| {
         let base = reqwest::Url::parse(server_url).ok()?;
@@ -926,24 +944,33 @@ fn check_endpoints(server_url: &str, metadata: &AuthorizationMetadata) -> Result
     Ok(())
 }
 
+/// Refuses a sign-in whose authorization server is not the `issuer` the entry names:
+/// the client's id and secret were registered there, and the server's metadata must not
+/// send them to another.
+fn check_issuer(
+    settings: &SignInSettings,
+    metadata: &AuthorizationMetadata,
+) -> Result<(), SignInError> {
+    let Some(expected) = &settings.issuer else {
+        return Ok(());
+    };
+    let same = |a: &str, b: &str| a.trim_end_matches('/') == b.trim_end_matches('/');
+    match metadata.issuer.as_deref() {
+        Some(found) if same(found, expected) => Ok(()),
+        found => Err(SignInError::Refused(format!(
+            "the server's authorization server is {}, not {expected} (its entry's oauth.issuer): Conduit signs in only there",
+            found.unwrap_or("unnamed")
+        ))),
+    }
+}
+
 /// Whether `url` may carry a sign-in's secrets for a server at `server_url`: https, or
 /// http to this machine when the server is on this machine too.
 fn carries_secrets_safely(url: &str, server_url: &str) -> bool {
-    let on_this_machine = |url: &reqwest::Url| match url.host() {
-        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-        None => false,
-    };
-    let Ok(url) = reqwest::Url::parse(url) else {
-        return false;
-    };
-    match url.scheme() {
-        "https" => true,
-        "http" => {
-            on_this_machine(&url)
-                && reqwest::Url::parse(server_url).is_ok_and(|server| on_this_machine(&server))
-        }
+    use crate::config::url_on_this_machine;
+    match reqwest::Url::parse(url).as_ref().map(reqwest::Url::scheme) {
+        Ok("https") => true,
+        Ok("http") => url_on_this_machine(url) && url_on_this_machine(server_url),
         _ => false,
     }
 }
@@ -1169,6 +1196,7 @@ mod tests {
             (json!({"clientMetadataUrl": "http://x/y"}), "https://"),
             (json!({"scope": "x"}), "oauth.scope is not a setting"),
             (json!({"scopes": ["a b"]}), "without spaces"),
+            (json!({"issuer": "not a url"}), "oauth.issuer must be"),
         ] {
             let err = SignInSettings::from_entry(Some(&bad)).unwrap_err();
             assert!(err.contains(says), "{bad}: {err}");
@@ -1256,6 +1284,37 @@ mod tests {
                 "{elsewhere}"
             );
         }
+    }
+
+    #[test]
+    fn a_sign_in_goes_only_to_the_issuer_its_entry_names() {
+        let metadata = |issuer: &str| {
+            metadata(serde_json::json!({
+                "issuer": issuer,
+                "authorization_endpoint": "https://auth.example/authorize",
+                "token_endpoint": "https://auth.example/token",
+            }))
+        };
+        let pinned = SignInSettings::from_entry(Some(&json!({
+            "clientId": "abc", "clientSecret": "s3", "issuer": "https://auth.example"
+        })))
+        .unwrap();
+        assert!(check_issuer(&pinned, &metadata("https://auth.example/")).is_ok());
+        let refused = check_issuer(&pinned, &metadata("https://evil.example")).unwrap_err();
+        assert!(
+            refused
+                .to_string()
+                .contains("https://evil.example, not https://auth.example"),
+            "{refused}"
+        );
+        // Without `issuer`, any issuer rmcp accepts.
+        assert!(
+            check_issuer(
+                &SignInSettings::default(),
+                &metadata("https://evil.example")
+            )
+            .is_ok()
+        );
     }
 
     #[test]

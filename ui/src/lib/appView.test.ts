@@ -499,4 +499,19 @@ describe("the chat's views", () => {
     expect(await registry.withContext(sending(true))).toBe(true);
     expect(sent).toEqual([["tok1", "tok2"], ["tok1", "tok2"], []]);
   });
+
+  it("names the views' context oldest first, a view that set it again counting as newest", async () => {
+    const registry = new ViewRegistry(api, vi.fn(), vi.fn());
+    const svc = registry.services();
+    svc.contextSet("tok1", { server: "budget", text: "a" });
+    svc.contextSet("tok2", { server: "budget", text: "b" });
+    svc.contextSet("tok1", { server: "budget", text: "c" });
+    let named: string[] = [];
+    await registry.withContext(async (context) => {
+      named = context;
+      return true;
+    });
+    // The host keeps the newest when more views set context than a message takes.
+    expect(named).toEqual(["tok2", "tok1"]);
+  });
 });

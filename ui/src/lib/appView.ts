@@ -488,7 +488,12 @@ export class ViewRegistry {
           this.prompting("view message", true);
           this.asked(this.asking);
         }),
-      contextSet: (token, context) => this.#contextFrom.set(token, context),
+      // Newest last: the host sends the newest contexts when more views set one than a
+      // message takes.
+      contextSet: (token, context) => {
+        this.#contextFrom.delete(token);
+        this.#contextFrom.set(token, context);
+      },
     };
   }
 

@@ -207,7 +207,12 @@ export type AgentEvent = { "type": "turn_started", turn: number, } | { "type": "
  * shows, since the page's JSON numbers lose digits past 2^53 (an id of
  * 9007199254740993 would read as …992 on the card and go to the tool whole).
  */
-arguments_text: string, origin?: ToolOrigin | null, title: string | null, annotations: ToolAnnotations, changes?: Array<string>, } | { "type": "tool_call_denied", id: string, reason: string, } | { "type": "tool_call_queued", id: string, } | { "type": "tool_call_running", id: string, } | { "type": "tool_progress", id: string, progress: Progress, } | { "type": "tool_result", result: ToolResult, duration_ms: number, } | { "type": "usage", usage: Usage, } | { "type": "retrying", attempt: number, delay_ms: number, error: ProviderError, } | { "type": "message_done", message: Message, } | { "type": "turn_limit_reached", limit: number, } | { "type": "cancelled" } | { "type": "finished", reason: StopReason, };
+arguments_text: string, origin?: ToolOrigin | null, title: string | null, annotations: ToolAnnotations, 
+/**
+ * What the server says the tool does, as the model was shown it: what an allow
+ * is bound to, so the user reads it before allowing (above all when it changed).
+ */
+description?: string, changes?: Array<string>, } | { "type": "tool_call_denied", id: string, reason: string, } | { "type": "tool_call_queued", id: string, } | { "type": "tool_call_running", id: string, } | { "type": "tool_progress", id: string, progress: Progress, } | { "type": "tool_result", result: ToolResult, duration_ms: number, } | { "type": "usage", usage: Usage, } | { "type": "retrying", attempt: number, delay_ms: number, error: ProviderError, } | { "type": "message_done", message: Message, } | { "type": "turn_limit_reached", limit: number, } | { "type": "cancelled" } | { "type": "finished", reason: StopReason, };
 
 export type ErrorAction = "open_settings" | "enter_client_id";
 

@@ -44,6 +44,8 @@ export interface Approval {
   origin: ToolOrigin | null;
   title: string | null;
   annotations: ToolAnnotations;
+  /** What the server says the tool does, as the model was shown it. */
+  description: string;
   changes: string[];
 }
 
@@ -292,6 +294,7 @@ export function applyEvent(state: ChatState, event: AgentEvent, now: number): vo
         origin: event.origin ?? event.call.origin ?? null,
         title: event.title ?? null,
         annotations: event.annotations,
+        description: event.description ?? "",
         changes: event.changes ?? [],
       };
       break;
