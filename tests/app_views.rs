@@ -187,6 +187,36 @@ async fn probe_view(app: &Arc<App>, llm: &ScriptedLlm) -> Box<ViewHandle> {
     ready(app, &call, Some(&conversation)).await
 }
 
+/// Starts a turn in which the model calls the probe's `tool`, and waits until the host asks
+/// about the call: the turn, its events from then on, and the call asked about.
+async fn asked_call(
+    app: &Arc<App>,
+    llm: &ScriptedLlm,
+    tool: &str,
+) -> (
+    conduit_host::app::Started,
+    tokio::sync::mpsc::UnboundedReceiver<TurnEvent>,
+    ToolCall,
+) {
+    script_call(llm, tool, json!({"gate": "x"}));
+    let (sender, mut events) = tokio::sync::mpsc::unbounded_channel();
+    let sink: TurnSink = Arc::new(move |event| {
+        let _ = sender.send(event);
+    });
+    let started = app.send(request("Show it."), sink).unwrap();
+    let asked = loop {
+        match next(&mut events).await {
+            TurnEvent::Agent { event } => {
+                if let AgentEvent::ApprovalRequested { call, .. } = *event {
+                    break call;
+                }
+            }
+            TurnEvent::Ended { .. } => panic!("the turn ended without asking"),
+        }
+    };
+    (started, events, asked)
+}
+
 /// A scripted model with nothing queued yet.
 async fn scripted() -> ScriptedLlm {
     ScriptedLlm::start(Vec::new()).await.unwrap()
@@ -638,22 +668,7 @@ async fn a_view_opens_only_for_a_call_the_host_ran() {
 
     // A call waiting for the user's answer has not run: its view opens only once the
     // host lets it run.
-    script_call(&llm, "show_probe", json!({"gate": "x"}));
-    let (sender, mut events) = tokio::sync::mpsc::unbounded_channel();
-    let sink: TurnSink = Arc::new(move |event| {
-        let _ = sender.send(event);
-    });
-    let started = app.send(request("Show it."), sink).unwrap();
-    let asked = loop {
-        match next(&mut events).await {
-            TurnEvent::Agent { event } => {
-                if let AgentEvent::ApprovalRequested { call, .. } = *event {
-                    break call;
-                }
-            }
-            TurnEvent::Ended { .. } => panic!("the turn ended without asking"),
-        }
-    };
+    let (started, mut events, asked) = asked_call(&app, &llm, "show_probe").await;
     assert!(unavailable(
         app.open_view(&asked.id, Some(&started.conversation)).await
     ));
@@ -826,22 +841,7 @@ async fn always_allow_from_a_card_is_saved_only_after_the_native_question() {
     let llm = scripted().await;
     let (home, _) = probe_home(Some(&llm));
     let app = app_at(home.path());
-    script_call(&llm, "show_probe", json!({"gate": "x"}));
-    let (sender, mut events) = tokio::sync::mpsc::unbounded_channel();
-    let sink: TurnSink = Arc::new(move |event| {
-        let _ = sender.send(event);
-    });
-    let started = app.send(request("Show it."), sink).unwrap();
-    let asked = loop {
-        match next(&mut events).await {
-            TurnEvent::Agent { event } => {
-                if let AgentEvent::ApprovalRequested { call, .. } = *event {
-                    break call;
-                }
-            }
-            TurnEvent::Ended { .. } => panic!("the turn ended without asking"),
-        }
-    };
+    let (started, mut events, asked) = asked_call(&app, &llm, "show_probe").await;
     let settings_file = app.host().paths().settings_file.clone();
     let policy = || {
         conduit_host::settings::Settings::load(&settings_file)
