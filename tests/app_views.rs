@@ -916,7 +916,11 @@ async fn a_views_calls_reach_only_the_tools_its_conversation_offers() {
     let app = app_at(home.path());
     let (conversation, call) = ran_call(&app, &llm, "show_probe", json!({"gate": "x"})).await;
     let view = ready(&app, &call, Some(&conversation)).await;
-    let never_asked = |question: String| async move { panic!("nothing is asked here: {question}") };
+    let never_asked = |question: String| async move {
+        panic!("nothing is asked here: {question}");
+        #[allow(unreachable_code)]
+        false
+    };
     let yes = |_: String| async { true };
     let counted = app
         .call_from_view(&view.token, "probe_count", json!({}), yes)
@@ -963,6 +967,15 @@ async fn a_views_calls_reach_only_the_tools_its_conversation_offers() {
         .await
         .unwrap();
     assert_eq!(counted["content"][0]["text"], "counted 2");
+    // A question not shown (another was open) is no one's refusal: it does not count.
+    let busy = |_: String| async { conduit_host::app_views::ViewAnswer::NotAsked };
+    for _ in 0..5 {
+        assert!(matches!(
+            app.call_from_view(&view.token, "probe_count", json!({}), busy)
+                .await,
+            Err(ViewCallError::NotAsked)
+        ));
+    }
     // Turned down three times, the view asks nothing more until it is opened again.
     let no = |_: String| async { false };
     for _ in 0..3 {

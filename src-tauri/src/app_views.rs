@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use conduit_host::app::{App, CommandError};
-use conduit_host::app_views::{ViewCall, ViewCallResult, ViewLookup};
+use conduit_host::app_views::{ViewAnswer, ViewCall, ViewCallResult, ViewLookup};
 use tauri::http::{Response, StatusCode, header};
 
 use crate::bindgen::window_command;
@@ -69,9 +69,16 @@ pub async fn app_view_call_tool(
 ) -> Reply<ViewCallResult> {
     let confirmer = state.confirmer();
     let confirm = |question: String| async move {
-        tauri::async_runtime::spawn_blocking(move || confirmer.ask(&app, &question, "Run"))
-            .await
-            .unwrap_or(false)
+        let asked = tauri::async_runtime::spawn_blocking(move || {
+            confirmer.ask_if_free(&app, &question, "Run")
+        })
+        .await;
+        match asked {
+            Ok(Some(true)) => ViewAnswer::Run,
+            Ok(Some(false)) => ViewAnswer::Refused,
+            // Another question was open, or it could not be asked: no one refused.
+            Ok(None) | Err(_) => ViewAnswer::NotAsked,
+        }
     };
     state
         .app

@@ -47,14 +47,20 @@ impl Confirmer {
     /// thread (the dialog runs there). While one confirmation is open, another is declined
     /// at once (see [`OPEN_CONFIRMATION`]).
     pub fn ask(self, app: &tauri::AppHandle, question: &str, allow: &str) -> bool {
+        self.ask_if_free(app, question, allow).unwrap_or(false)
+    }
+
+    /// As [`Self::ask`], but `None` when the question was not shown because another was
+    /// open: no one said no.
+    pub fn ask_if_free(self, app: &tauri::AppHandle, question: &str, allow: &str) -> Option<bool> {
         match self {
-            Self::Fixed(answer) => answer,
+            Self::Fixed(answer) => Some(answer),
             Self::Dialog => {
                 let Some(_open) = OPEN_CONFIRMATION.try_lock() else {
                     tracing::info!("a confirmation was asked for while another was open; declined");
-                    return false;
+                    return None;
                 };
-                ask_in_dialog(app, question, allow)
+                Some(ask_in_dialog(app, question, allow))
             }
         }
     }

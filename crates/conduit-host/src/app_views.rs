@@ -121,6 +121,8 @@ pub enum ViewCallError {
         "the user turned down {DECLINES_BEFORE_QUIET} of this view's calls: it asks nothing more until it is opened again"
     )]
     DeclinedTooOften,
+    #[error("Conduit was asking another question, so the call was not asked about: try again")]
+    NotAsked,
     #[error(
         "the view asked to run {tool} of {server} with {keys} arguments; at most {MAX_ASKED_KEYS} can be shown to ask you, so it was not run"
     )]
@@ -248,6 +250,22 @@ struct OpenView {
     opened: u64,
     /// What the view last asked the model to know (`ui/update-model-context`).
     context: Option<String>,
+}
+
+/// What came of asking the user about a view's call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ViewAnswer {
+    Run,
+    /// The user said no: counted towards [`DECLINES_BEFORE_QUIET`].
+    Refused,
+    /// The question was not shown (another was open): no one said no.
+    NotAsked,
+}
+
+impl From<bool> for ViewAnswer {
+    fn from(run: bool) -> Self {
+        if run { Self::Run } else { Self::Refused }
+    }
 }
 
 /// How many of a view's calls the user may turn down before it asks nothing more.
@@ -440,7 +458,6 @@ impl AppViews {
         }
     }
 
-    /// The server a view's token is bound to, and what that server ran when it opened.
     /// How many of the calls of the view open under `token` the user turned down; with
     /// `one_more`, counting one more first.
     fn declines(&self, token: &str, one_more: bool) -> u32 {
@@ -459,6 +476,7 @@ impl AppViews {
         self.open.lock().get(token)?.conversation.clone()
     }
 
+    /// The server a view's token is bound to, and what that server ran when it opened.
     fn bound(&self, token: &str) -> Option<(String, String)> {
         self.open
             .lock()
@@ -658,7 +676,7 @@ impl App {
     /// Runs a view's call of `tool`: only a tool of the view's own server that views may
     /// call, decided by the tool's policy in Settings (Allow, Deny, or Ask, when
     /// `confirm` asks the user natively). Answers the result as MCP's JSON.
-    pub async fn call_from_view<F, Fut>(
+    pub async fn call_from_view<F, Fut, A>(
         &self,
         token: &str,
         tool: &str,
@@ -667,7 +685,8 @@ impl App {
     ) -> Result<Value, ViewCallError>
     where
         F: FnOnce(String) -> Fut,
-        Fut: std::future::Future<Output = bool>,
+        Fut: std::future::Future<Output = A>,
+        A: Into<ViewAnswer>,
     {
         let (server, opened_on) = self.views().bound(token).ok_or(ViewCallError::Closed)?;
         let runtime = self.servers().await;
@@ -788,13 +807,17 @@ impl App {
                 for change in changes {
                     question.push_str(&format!("\n\n{change}"));
                 }
-                if !confirm(question).await {
-                    self.views().declines(token, true);
-                    tracing::info!(%server, %tool, "a view's tool call was not allowed");
-                    return Err(ViewCallError::NotAllowed {
-                        server,
-                        tool: tool.to_owned(),
-                    });
+                match confirm(question).await.into() {
+                    ViewAnswer::Run => {}
+                    ViewAnswer::Refused => {
+                        self.views().declines(token, true);
+                        tracing::info!(%server, %tool, "a view's tool call was not allowed");
+                        return Err(ViewCallError::NotAllowed {
+                            server,
+                            tool: tool.to_owned(),
+                        });
+                    }
+                    ViewAnswer::NotAsked => return Err(ViewCallError::NotAsked),
                 }
                 // The question may have stood open for minutes: a view closed meanwhile
                 // calls nothing, and Never run or a switch turned off since stops the call,
@@ -810,7 +833,11 @@ impl App {
                     crate::approval::AllowedBy::Answer,
                 ) {
                     tracing::info!(%server, %tool, "a view's call was refused: its Settings changed while the user was asked");
-                    return Err(failed(format!("{why}; it did not run")));
+                    return Err(ViewCallError::Failed {
+                        server,
+                        tool: tool.to_owned(),
+                        why: format!("{why}; it did not run"),
+                    });
                 }
             }
         }

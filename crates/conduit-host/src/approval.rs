@@ -59,9 +59,11 @@ pub(crate) fn print_of_running(
 
 /// The fingerprint of what a server runs: its command, arguments, environment and folder
 /// (an env such as `NODE_OPTIONS` or another folder changes what runs as much as the
-/// command does; values are only hashed), or its URL and headers (another tenant, route
-/// or account's key at the same URL is another server). A server the file no longer names
-/// (or cannot start) has none that any allow matches.
+/// command does; values are only hashed), or its URL. Not an HTTP entry's headers: their
+/// values are keys that rotate (a `${TOKEN}`), and the same print binds saved calls to
+/// their views; a change of headers from the window is confirmed natively instead
+/// (`window_guard`). A server the file no longer names (or cannot start) has none that
+/// any allow matches.
 pub fn server_fingerprint(transport: Option<&Transport>) -> String {
     let described = match transport {
         Some(Transport::Stdio {
@@ -72,10 +74,7 @@ pub fn server_fingerprint(transport: Option<&Transport>) -> String {
         }) => {
             json!({"command": command, "args": args, "env": env, "cwd": cwd})
         }
-        // Without headers, as before headers counted: allows and calls recorded then
-        // still match.
-        Some(Transport::Http { url, headers }) if headers.is_empty() => json!({"url": url}),
-        Some(Transport::Http { url, headers }) => json!({"url": url, "headers": headers}),
+        Some(Transport::Http { url, .. }) => json!({"url": url}),
         None => return String::new(),
     };
     conduit_files::fingerprint_bytes(described.to_string().as_bytes())
@@ -506,32 +505,6 @@ mod tests {
     use tokio_util::sync::CancellationToken;
 
     use crate::settings::ToolPolicy;
-
-    #[test]
-    fn an_http_servers_print_covers_its_headers() {
-        let http = |headers: &[(&str, &str)]| {
-            server_fingerprint(Some(&Transport::Http {
-                url: "https://mcp.example/mcp".into(),
-                headers: headers
-                    .iter()
-                    .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
-                    .collect(),
-            }))
-        };
-        // Without headers, the print is the one recorded before headers counted.
-        assert_eq!(
-            http(&[]),
-            conduit_files::fingerprint_bytes(
-                json!({"url": "https://mcp.example/mcp"})
-                    .to_string()
-                    .as_bytes()
-            )
-        );
-        let tenant_a = http(&[("X-Tenant", "a")]);
-        assert_ne!(tenant_a, http(&[]));
-        assert_ne!(tenant_a, http(&[("X-Tenant", "b")]));
-        assert_eq!(tenant_a, http(&[("X-Tenant", "a")]));
-    }
 
     #[test]
     fn what_settings_showed_changes_with_the_tool_its_server_and_the_set() {

@@ -129,9 +129,11 @@ impl Host {
         if let Some(store) = self.store.get() {
             return Ok(store.clone());
         }
+        // The host's own media store, shared: the history sees which files this process
+        // stored for messages not saved yet.
         let opened = Arc::new(Store::open(
             &self.paths.database_file,
-            FileMediaStore::new(self.paths.media_dir.clone()),
+            self.media.as_ref().clone(),
         )?);
         let store = self.store.get_or_init(|| opened.clone()).clone();
         // Once per process, when the history first opens (the window lists conversations

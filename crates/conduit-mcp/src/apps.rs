@@ -169,10 +169,18 @@ impl ViewDomains {
     /// them as dropped: the view of a server elsewhere must not reach the user's local
     /// services (a local model server, a database's web console) or probe their ports.
     pub fn keep_off_this_machine(&mut self) {
+        // By address (all of 127/8, 0.0.0.0, any case, `*.localhost`); a public name
+        // that resolves to this machine cannot be told by its name.
         let on_this_machine = |origin: &String| {
             let host = origin.split_once("://").map_or("", |(_, rest)| rest);
             let host = host.rsplit_once(':').map_or(host, |(host, _)| host);
-            matches!(host, "localhost" | "127.0.0.1")
+            let host = host.to_ascii_lowercase();
+            let host = host.trim_end_matches('.');
+            host == "localhost"
+                || host.ends_with(".localhost")
+                || host
+                    .parse::<std::net::Ipv4Addr>()
+                    .is_ok_and(|ip| ip.is_loopback() || ip.is_unspecified())
         };
         for list in [
             &mut self.connect,
@@ -513,12 +521,16 @@ mod tests {
                 "http://localhost:11434",
                 "https://127.0.0.1:8443",
                 "ws://localhost",
+                "https://LOCALHOST:6443",
+                "wss://127.0.0.2:9222",
+                "https://0.0.0.0:8443",
+                "https://api.localhost",
                 "https://api.example.com",
             ],
             "resourceDomains": ["http://localhost:8080", "https://cdn.example.com"],
         })));
         assert_eq!(domains.dropped, ["\"https://*.com\""]);
-        assert_eq!(domains.connect.len(), 5);
+        assert_eq!(domains.connect.len(), 9);
         domains.keep_off_this_machine();
         assert_eq!(
             domains.connect,
@@ -532,6 +544,10 @@ mod tests {
                 "\"http://localhost:11434\"",
                 "\"https://127.0.0.1:8443\"",
                 "\"ws://localhost\"",
+                "\"https://LOCALHOST:6443\"",
+                "\"wss://127.0.0.2:9222\"",
+                "\"https://0.0.0.0:8443\"",
+                "\"https://api.localhost\"",
                 "\"http://localhost:8080\"",
             ]
         );

@@ -228,7 +228,6 @@ impl Snapshot {
 /// read whole on every change and sent, masked, to Settings.
 pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
 
-/// The file's bytes, if it is a regular file of at most [`MAX_FILE_BYTES`].
 /// Whether `url` names this machine: `localhost` or a loopback address. A server there
 /// may reach this machine's services, and use http with them; one elsewhere may not.
 pub fn url_on_this_machine(url: &str) -> bool {
@@ -244,6 +243,7 @@ pub fn url_on_this_machine(url: &str) -> bool {
     }
 }
 
+/// The file's bytes, if it is a regular file of at most [`MAX_FILE_BYTES`].
 pub fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
     conduit_files::read_regular_file(path, MAX_FILE_BYTES)
 }

@@ -1097,7 +1097,14 @@ async fn revocation_endpoint(
     bound: Option<&BoundEndpoints>,
 ) -> Result<Option<String>, String> {
     if let Some(bound) = bound {
-        return Ok(bound.revocation.clone());
+        // Bound before revocation endpoints were checked, one may be anywhere: the same
+        // rule as at sign-in, now.
+        let origin = |url: &str| reqwest::Url::parse(url).ok().map(|url| url.origin());
+        return Ok(bound.revocation.clone().filter(|revocation| {
+            origin(revocation).is_some()
+                && origin(revocation) == origin(&bound.token)
+                && carries_secrets_safely(revocation, server_url)
+        }));
     }
     let manager = AuthorizationManager::new(server_url)
         .await
@@ -1284,6 +1291,31 @@ mod tests {
                 "{elsewhere}"
             );
         }
+    }
+
+    #[tokio::test]
+    async fn a_revocation_endpoint_bound_before_it_was_checked_is_checked_at_sign_out() {
+        let bound = |revocation: &str| BoundEndpoints {
+            token: "https://auth.example/token".into(),
+            revocation: Some(revocation.into()),
+            resource_metadata: None,
+        };
+        let server = "https://mcp.example/mcp";
+        for unsafe_place in [
+            "http://169.254.169.254/latest",
+            "https://other.example/revoke",
+            "http://auth.example/revoke",
+        ] {
+            assert_eq!(
+                revocation_endpoint(server, Some(&bound(unsafe_place))).await,
+                Ok(None),
+                "{unsafe_place}"
+            );
+        }
+        assert_eq!(
+            revocation_endpoint(server, Some(&bound("https://auth.example/revoke"))).await,
+            Ok(Some("https://auth.example/revoke".to_owned()))
+        );
     }
 
     #[test]

@@ -137,6 +137,11 @@ pub struct SearchHit {
     pub created_at: i64,
 }
 
+/// How recently a file must have been stored for a conversation's deletion to leave it,
+/// when this process did not store it: another process may hold it for a message it has
+/// not saved yet.
+const STORED_ELSEWHERE_RECENTLY: std::time::Duration = std::time::Duration::from_secs(10 * 60);
+
 /// The history database and the media folder beside it.
 pub struct Store {
     conn: Mutex<Connection>,
@@ -519,6 +524,8 @@ impl Store {
             params![conversation, now_ms()],
         )?;
         tx.commit()?;
+        self.media
+            .settled(block.media().into_iter().map(|media| media.hash.as_str()));
         Ok(())
     }
 
@@ -686,7 +693,13 @@ impl Store {
         let title: String = title
             .trim()
             .chars()
-            .map(|c| if c.is_control() { ' ' } else { c })
+            .map(|c| {
+                if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') {
+                    ' '
+                } else {
+                    c
+                }
+            })
             .collect();
         let chars = title.chars().count();
         if chars > MAX_TITLE_CHARS {
@@ -706,10 +719,11 @@ impl Store {
     }
 
     /// Deletes a conversation, and the media files no other message references. A file
-    /// stored (or stored again) within the sweep's grace ([`crate::sweep::MEDIA_GRACE`])
-    /// is left to the sweep: the same image may wait for a message not saved yet (an
-    /// attachment while the user writes, a tool's image while its turn runs, here or in
-    /// another process), so only its age can say it is no one's.
+    /// is left to the sweep when the same image may wait for a message not saved yet (an
+    /// attachment while the user writes, a tool's image while its turn runs): when this
+    /// process stored it for such a message (however long ago, within the sweep's day),
+    /// or when it was stored in the last [`STORED_ELSEWHERE_RECENTLY`] (another process,
+    /// `conduit chat`, may be the one waiting).
     pub fn delete(&self, conversation: &str) -> Result<(), StoreError> {
         let mut conn = self.lock();
         let orphans: Vec<MediaRef> = {
@@ -745,8 +759,8 @@ impl Store {
             tx.commit()?;
             orphans
         };
-        // Still under the lock, each file is checked again: another process may have
-        // saved a message using it since the commit.
+        // Each file is checked again: a message using it may have been saved since the
+        // commit (by another process: this one waits on the connection's lock).
         for media in orphans {
             let used: bool = conn.query_row(
                 "SELECT EXISTS(SELECT 1 FROM block_media WHERE hash = ?1)",
@@ -756,9 +770,15 @@ impl Store {
             if used {
                 continue;
             }
+            if self
+                .media
+                .waits_here(&media.hash, crate::sweep::MEDIA_GRACE)
+            {
+                continue;
+            }
             if let Err(err) = self
                 .media
-                .remove_unless_recent(&media, crate::sweep::MEDIA_GRACE)
+                .remove_unless_recent(&media, STORED_ELSEWHERE_RECENTLY)
             {
                 tracing::warn!(hash = %media.hash, error = %err, "a media file could not be removed");
             }

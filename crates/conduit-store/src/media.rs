@@ -2,12 +2,12 @@
 //! checked on the way in: the bytes decide the type, and an image must decode within
 //! [`conduit_core::images`]' limits.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::fs;
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
-use std::time::SystemTime;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Instant, SystemTime};
 
 use conduit_core::content::MediaRef;
 use conduit_core::images::{self, DecodeError};
@@ -17,11 +17,44 @@ use conduit_core::media::{MediaError, MediaStore};
 #[derive(Debug, Clone)]
 pub struct FileMediaStore {
     root: PathBuf,
+    /// Files stored by this process that no saved message uses yet (an attachment while
+    /// the user writes, a tool's image while its turn runs), by hash, with when: deleting
+    /// a conversation leaves them, however long they wait. Shared by the clones of a
+    /// store, so the history's copy sees what the host's stored.
+    waiting: Arc<parking_lot::Mutex<HashMap<String, Instant>>>,
 }
 
 impl FileMediaStore {
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        Self { root: root.into() }
+        Self {
+            root: root.into(),
+            waiting: Arc::default(),
+        }
+    }
+
+    /// Notes that these stored files are used by a saved message now.
+    pub fn settled<'a>(&self, hashes: impl IntoIterator<Item = &'a str>) {
+        let mut waiting = self.waiting.lock();
+        for hash in hashes {
+            waiting.remove(hash);
+        }
+    }
+
+    /// Whether this process stored the file of `hash` within `within` for a message not
+    /// saved yet.
+    pub fn waits_here(&self, hash: &str, within: std::time::Duration) -> bool {
+        self.waiting
+            .lock()
+            .get(hash)
+            .is_some_and(|stored| stored.elapsed() < within)
+    }
+
+    /// Notes that this process just stored the file of `hash` (see `waiting`); entries
+    /// older than a day are dropped on the way, so the map stays small.
+    fn stored_here(&self, hash: &str) {
+        let mut waiting = self.waiting.lock();
+        waiting.retain(|_, stored| stored.elapsed() < crate::sweep::MEDIA_GRACE);
+        waiting.insert(hash.to_owned(), Instant::now());
     }
 
     /// Where the file of `media` lives (it may be missing).
@@ -409,6 +442,7 @@ impl MediaStore for FileMediaStore {
             && self.thumbnail_of(&hash).is_file()
         {
             refresh(&self.path_of(&stored));
+            self.stored_here(&stored.hash);
             return Ok(stored);
         }
         // The decode and the thumbnail made from it, a few at a time in the process.
@@ -443,6 +477,7 @@ impl MediaStore for FileMediaStore {
                 write_atomically(&thumb, &png).map_err(io)?;
             }
         }
+        self.stored_here(&media.hash);
         Ok(media)
     }
 

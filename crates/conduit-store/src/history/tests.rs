@@ -156,8 +156,8 @@ fn the_title_comes_from_the_first_user_text_and_can_be_renamed() {
     assert_eq!(derive_title(&"x".repeat(100)).chars().count(), 60);
     // A title is one line of at most 200 characters; a longer one is refused and the
     // title kept.
-    store.rename(&id, " Two\nlines\t ").unwrap();
-    assert_eq!(store.conversation(&id).unwrap().title, "Two lines");
+    store.rename(&id, " Two\nlines\t\u{2028}here ").unwrap();
+    assert_eq!(store.conversation(&id).unwrap().title, "Two lines  here");
     store.rename(&id, &"é".repeat(MAX_TITLE_CHARS)).unwrap();
     let refused = store.rename(&id, &"x".repeat(5 * 1024 * 1024)).unwrap_err();
     assert_eq!(
@@ -305,8 +305,15 @@ fn deleting_a_conversation_removes_only_media_nothing_else_uses() {
     store
         .add_message(&drop_me, &with(&[&waiting]), MessageStatus::Complete)
         .unwrap();
+    store.media().put(&png(2, 2, 4), None).unwrap();
+    // A photo sent half an hour ago and nothing else: deleting its conversation removes it.
+    let sent = store.media().put(&png(2, 2, 5), None).unwrap();
+    store
+        .add_message(&drop_me, &with(&[&sent]), MessageStatus::Complete)
+        .unwrap();
     // Stored two days ago, except the one attached again just now (to a message not sent
-    // yet: it has no other use in the history) and the waiting one, 30 minutes ago.
+    // yet: it has no other use in the history), and the waiting and sent ones, 30 minutes
+    // ago.
     let set_stored = |media: &MediaRef, ago: u64| {
         std::fs::File::options()
             .write(true)
@@ -319,6 +326,7 @@ fn deleting_a_conversation_removes_only_media_nothing_else_uses() {
         set_stored(media, 2 * 24 * 3600);
     }
     set_stored(&waiting, 30 * 60);
+    set_stored(&sent, 30 * 60);
     store.media().put(&png(2, 2, 3), None).unwrap();
 
     store.delete(&drop_me).unwrap();
@@ -329,7 +337,14 @@ fn deleting_a_conversation_removes_only_media_nothing_else_uses() {
         store.media_path(&attached_again).exists(),
         "left to the sweep"
     );
-    assert!(store.media_path(&waiting).exists(), "left to the sweep");
+    assert!(
+        store.media_path(&waiting).exists(),
+        "this process holds it for a message not saved yet"
+    );
+    assert!(
+        !store.media_path(&sent).exists(),
+        "sent, then deleted with its chat"
+    );
     assert!(store.search("x", 10).unwrap().is_empty());
     assert!(matches!(
         store.conversation(&drop_me),
