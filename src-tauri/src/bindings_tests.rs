@@ -179,6 +179,14 @@ fn generate_types(config: &Config) -> String {
         "\n/** What a secret value reads as in what the window receives (conduit_host::providers::MASKED). */\nexport const MASKED = {:?};\n",
         conduit_host::providers::MASKED
     ));
+    out.push_str(&format!(
+        "\n/** The most UTF-8 bytes of a view's context the host keeps (conduit_host::app_views::MAX_CONTEXT). */\nexport const MAX_VIEW_CONTEXT = {};\n",
+        conduit_host::app_views::MAX_CONTEXT
+    ));
+    out.push_str(&format!(
+        "\n/** The most UTF-8 bytes of a view's message to the model (conduit_host::app_views::MAX_VIEW_MESSAGE). */\nexport const MAX_VIEW_MESSAGE = {};\n",
+        conduit_host::app_views::MAX_VIEW_MESSAGE
+    ));
     for declaration in declarations {
         out.push('\n');
         out.push_str("export ");

@@ -126,15 +126,19 @@ pub async fn delete_conversation(
     state: tauri::State<'_, AppState>,
     conversation: String,
 ) -> Reply<bool> {
-    let asked = conversation.clone();
-    confirmed(
+    let (asked, deleting) = (conversation.clone(), conversation.clone());
+    let deleted = confirmed(
         &app,
         &state,
         "Delete",
         move |host| Ok(Some(host.deletion_question(&asked)?)),
-        move |host| Ok(host.delete_conversation(&conversation)?),
+        move |host| Ok(host.delete_conversation(&deleting)?),
     )
-    .await
+    .await?;
+    if deleted {
+        state.app.views().close_conversation(&conversation);
+    }
+    Ok(deleted)
 }
 }
 

@@ -274,6 +274,10 @@ pub const DECLINES_BEFORE_QUIET: u32 = 3;
 /// The most text a view may put in the model's context.
 pub const MAX_CONTEXT: usize = 16 * 1024;
 
+/// The most text (UTF-8 bytes) a view's message to the model (`ui/message`) may carry:
+/// the consent prompt shows it whole, so the page refuses more before asking.
+pub const MAX_VIEW_MESSAGE: usize = 64 * 1024;
+
 /// How many calls this process ran are remembered for their views (the oldest go first;
 /// a call whose result names a view is found in the history after that).
 pub const MAX_RAN: usize = 1024;
@@ -380,6 +384,18 @@ impl AppViews {
     /// Forgets a view the window unmounted.
     pub fn close(&self, token: &str) {
         self.open.lock().remove(token);
+    }
+
+    /// Closes the views of a deleted conversation and forgets its calls: its views stop
+    /// at once (their tokens serve and call nothing), and none opens again by call id.
+    pub fn close_conversation(&self, conversation: &str) {
+        self.open
+            .lock()
+            .retain(|_, view| view.conversation.as_deref() != Some(conversation));
+        let mut ran = self.ran.lock();
+        ran.origins.retain(|_, on| on.conversation != conversation);
+        let RanCalls { order, origins } = &mut *ran;
+        order.retain(|call| origins.contains_key(call));
     }
 
     /// What `mcp-app://<token>/<path>` is: the proxy (`/`), its script (`/proxy.js`) or
@@ -1182,6 +1198,29 @@ mod tests {
         assert_eq!(views.ran_on("call_last"), Some(origin("last")));
         let ran = views.ran.lock();
         assert_eq!((ran.order.len(), ran.origins.len()), (MAX_RAN, MAX_RAN));
+    }
+
+    #[test]
+    fn deleting_a_conversation_closes_its_views_and_forgets_its_calls() {
+        let views = AppViews::default();
+        let ran = |conversation: &str| RanOn {
+            origin: ToolOrigin {
+                server: "s".into(),
+                tool: "t".into(),
+            },
+            server_print: "print".into(),
+            conversation: conversation.into(),
+        };
+        views.ran("call_a", ran("a"));
+        views.ran("call_b", ran("b"));
+        let of_a = views.remember("s", "t", "print".into(), Some("a".into()), view("<p>a</p>"));
+        let of_b = views.remember("s", "t", "print".into(), Some("b".into()), view("<p>b</p>"));
+        views.close_conversation("a");
+        assert!(views.document(&of_a, "/view").is_none());
+        assert!(views.document(&of_b, "/view").is_some());
+        assert_eq!(views.ran_on("call_a"), None);
+        assert_eq!(views.ran_on("call_b"), Some(ran("b")));
+        assert_eq!(views.ran.lock().order, ["call_b"]);
     }
 
     #[test]

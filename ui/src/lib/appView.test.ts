@@ -137,6 +137,12 @@ describe("a view's session", () => {
 
     await app.updateModelContext({ content: [{ type: "text", text: "Marketing is 30%" }] });
     expect(svc.setContext).toHaveBeenCalledWith("tok1", "Marketing is 30%");
+    // Past the host's bounds, neither asks nor crosses to the host.
+    const huge = "é".repeat(40 * 1024);
+    expect((await app.sendMessage({ role: "user", content: [{ type: "text", text: huge }] })).isError).toBe(true);
+    expect(svc.sendMessage).toHaveBeenCalledTimes(1);
+    await expect(app.updateModelContext({ content: [{ type: "text", text: "x".repeat(16 * 1024 + 1) }] })).rejects.toThrow();
+    expect(svc.setContext).toHaveBeenCalledTimes(1);
     expect(svc.contextSet).toHaveBeenCalledWith("tok1", { server: "budget", text: expect.any(String) });
 
     await app.sendSizeChanged({ width: 500, height: 420.4 });

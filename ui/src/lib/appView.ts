@@ -6,6 +6,7 @@
 
 import type { AppBridge, McpUiHostContext, McpUiDisplayMode } from "@modelcontextprotocol/ext-apps/app-bridge";
 import { errorMessage } from "./api";
+import { MAX_VIEW_CONTEXT, MAX_VIEW_MESSAGE } from "./bindings";
 import { rearmConsent } from "./consent";
 import type { ResultPart, ViewCall, ViewCallResult, ViewHandle } from "./types";
 
@@ -101,6 +102,11 @@ function blocksText(blocks: unknown): string {
       block?.type === "text" && typeof block.text === "string" ? block.text : `[${String(block?.type)} content]`,
     )
     .join("\n");
+}
+
+/** The length of `text` in UTF-8 bytes, as the host counts it. */
+function utf8Bytes(text: string): number {
+  return new TextEncoder().encode(text).length;
 }
 
 /** A deep copy as plain JSON data. */
@@ -212,12 +218,17 @@ export class ViewSession {
     };
     bridge.onmessage = async (params) => {
       const text = blocksText(params.content);
-      const sent = text.trim() ? await this.services.sendMessage(server, text) : false;
+      // Past the bound the user is not asked: the prompt shows a message whole.
+      if (!text.trim() || utf8Bytes(text) > MAX_VIEW_MESSAGE) return { isError: true };
+      const sent = await this.services.sendMessage(server, text);
       return sent ? {} : { isError: true };
     };
     bridge.onupdatemodelcontext = async (params) => {
       let text = blocksText(params.content);
       if (params.structuredContent) text = [text, JSON.stringify(params.structuredContent)].filter(Boolean).join("\n");
+      // The host keeps no more; refused here, a flood of megabytes never crosses to it.
+      if (utf8Bytes(text) > MAX_VIEW_CONTEXT)
+        throw new Error(`a view's context is at most ${MAX_VIEW_CONTEXT} bytes; nothing was kept`);
       await this.services.setContext(token, text);
       this.services.contextSet(token, { server, text });
       return {};

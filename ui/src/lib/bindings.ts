@@ -69,6 +69,12 @@ export const THUMBNAIL_WIDTHS = [256, 512, 1024, 1600, 2400] as const;
 /** What a secret value reads as in what the window receives (conduit_host::providers::MASKED). */
 export const MASKED = "••••••••";
 
+/** The most UTF-8 bytes of a view's context the host keeps (conduit_host::app_views::MAX_CONTEXT). */
+export const MAX_VIEW_CONTEXT = 16384;
+
+/** The most UTF-8 bytes of a view's message to the model (conduit_host::app_views::MAX_VIEW_MESSAGE). */
+export const MAX_VIEW_MESSAGE = 65536;
+
 export type Paths = { 
 /**
  * Database, media and logs.
