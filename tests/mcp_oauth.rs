@@ -474,3 +474,45 @@ async fn tokens_go_only_to_the_endpoints_bound_at_sign_in() {
         "the sign-in was not forgotten"
     );
 }
+
+/// An entry pointed elsewhere while its sign-in waits in the browser: the tokens the
+/// browser's answer brings are forgotten as the sign-in ends, so no entry that names the
+/// old URL later inherits them, and the sign-in says why it failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sign_in_whose_entry_moved_while_the_browser_was_open_is_forgotten() {
+    let tracker = Tracker::start().await;
+    let (home, browser) = (&tracker.home, &tracker.browser);
+    // The browser waits for the user's consent.
+    std::fs::remove_file(browser.join("go")).unwrap();
+    let run = tracker.runner();
+    let login = run(&["mcp", "login", "tracker"]);
+    let opened = browser.join("opened.txt");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !opened.exists() {
+        assert!(Instant::now() < deadline, "the browser was never opened");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Meanwhile the entry is pointed at another server.
+    std::fs::write(
+        home.path().join("mcp_servers.json"),
+        json!({"mcpServers": {"tracker": {"type": "http", "url": "http://127.0.0.1:9/mcp"}}})
+            .to_string(),
+    )
+    .unwrap();
+    conduit_e2e::oauth_server::consent(browser).unwrap();
+    let login = login.await.unwrap();
+    assert!(!login.status.success(), "{}", text(&login.stdout));
+    assert!(
+        text(&login.stderr).contains("pointed elsewhere while it signed in"),
+        "{}",
+        text(&login.stderr)
+    );
+    // The browser's answer did reach the token endpoint; its tokens are not kept.
+    assert_eq!(tracker.auth.count("token:authorization_code"), 1);
+    assert!(
+        conduit_e2e::text_files_under(home.path())
+            .iter()
+            .all(|(_, text)| !text.contains("access-") && !text.contains("mcp-oauth:")),
+        "the moved entry's sign-in was kept"
+    );
+}
