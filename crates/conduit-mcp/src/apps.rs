@@ -169,19 +169,9 @@ impl ViewDomains {
     /// them as dropped: the view of a server elsewhere must not reach the user's local
     /// services (a local model server, a database's web console) or probe their ports.
     pub fn keep_off_this_machine(&mut self) {
-        // By address (all of 127/8, 0.0.0.0, any case, `*.localhost`); a public name
-        // that resolves to this machine cannot be told by its name.
-        let on_this_machine = |origin: &String| {
-            let host = origin.split_once("://").map_or("", |(_, rest)| rest);
-            let host = host.rsplit_once(':').map_or(host, |(host, _)| host);
-            let host = host.to_ascii_lowercase();
-            let host = host.trim_end_matches('.');
-            host == "localhost"
-                || host.ends_with(".localhost")
-                || host
-                    .parse::<std::net::Ipv4Addr>()
-                    .is_ok_and(|ip| ip.is_loopback() || ip.is_unspecified())
-        };
+        // The one rule of what is on this machine; a wildcard's `*.` is no URL host.
+        let on_this_machine =
+            |origin: &String| crate::config::url_on_this_machine(&origin.replacen("*.", "", 1));
         for list in [
             &mut self.connect,
             &mut self.resource,
@@ -525,12 +515,13 @@ mod tests {
                 "wss://127.0.0.2:9222",
                 "https://0.0.0.0:8443",
                 "https://api.localhost",
+                "https://*.dev.localhost",
                 "https://api.example.com",
             ],
             "resourceDomains": ["http://localhost:8080", "https://cdn.example.com"],
         })));
         assert_eq!(domains.dropped, ["\"https://*.com\""]);
-        assert_eq!(domains.connect.len(), 9);
+        assert_eq!(domains.connect.len(), 10);
         domains.keep_off_this_machine();
         assert_eq!(
             domains.connect,
@@ -548,6 +539,7 @@ mod tests {
                 "\"wss://127.0.0.2:9222\"",
                 "\"https://0.0.0.0:8443\"",
                 "\"https://api.localhost\"",
+                "\"https://*.dev.localhost\"",
                 "\"http://localhost:8080\"",
             ]
         );

@@ -228,17 +228,24 @@ impl Snapshot {
 /// read whole on every change and sent, masked, to Settings.
 pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
 
-/// Whether `url` names this machine: `localhost` or a loopback address. A server there
-/// may reach this machine's services, and use http with them; one elsewhere may not.
+/// Whether `url` names this machine: `localhost` and any name under it, a loopback
+/// address (all of 127/8, `::1`) or the unspecified one (`0.0.0.0`, `::`, which reach this
+/// machine too), in any case. A server there may reach this machine's services, and use
+/// http with them; one elsewhere may not. A public name that resolves here cannot be told
+/// by its name.
 pub fn url_on_this_machine(url: &str) -> bool {
     match reqwest::Url::parse(url)
         .ok()
         .as_ref()
         .and_then(reqwest::Url::host)
     {
-        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        Some(url::Host::Domain(name)) => {
+            let name = name.trim_end_matches('.');
+            name.eq_ignore_ascii_case("localhost")
+                || name.to_ascii_lowercase().ends_with(".localhost")
+        }
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback() || ip.is_unspecified(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback() || ip.is_unspecified(),
         None => false,
     }
 }
