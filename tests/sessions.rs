@@ -1,6 +1,7 @@
 //! History through the real `conduit` binary: every turn saved, conversations continued,
 //! listed, searched, exported, renamed and deleted, and a SIGKILL mid-answer that leaves
-//! a sound database and a valid next turn.
+//! a sound database and a valid next turn (the answer seen streaming by another process
+//! until then, interrupted after).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -217,6 +218,12 @@ async fn sigkill_mid_answer_leaves_a_sound_database_and_a_valid_next_turn() {
             break;
         }
     }
+    // Another process reading the history meanwhile sees the answer still streaming: it
+    // is not taken for one a crash left.
+    let list = json_of(&conduit(h, &["sessions", "list", "--json"]));
+    let id = list[0]["id"].as_str().unwrap().to_owned();
+    let shown = json_of(&conduit(h, &["sessions", "show", &id, "--json"]));
+    assert_eq!(shown["messages"][1]["status"], "streaming", "{shown}");
     child.start_kill().unwrap();
     child.wait().await.unwrap();
 
@@ -227,8 +234,7 @@ async fn sigkill_mid_answer_leaves_a_sound_database_and_a_valid_next_turn() {
     assert_eq!(check, "ok");
     drop(db);
 
-    let list = json_of(&conduit(h, &["sessions", "list", "--json"]));
-    let id = list[0]["id"].as_str().unwrap().to_owned();
+    // Killed, it left its lease's file with no lock on it: the next to open marks it.
     let shown = json_of(&conduit(h, &["sessions", "show", &id, "--json"]));
     let answer = &shown["messages"][1];
     assert_eq!(answer["status"], "interrupted");

@@ -1,15 +1,18 @@
 //! Writing the user's files safely: through a temporary file and a rename, with a backup
 //! of what was there, and the file's permissions kept; and fingerprints that tell whether
 //! a file changed since it was read; and following outside edits of them
-//! ([`watch_folder`]).
+//! ([`watch_folder`]); and leases that tell whether another process still runs
+//! ([`Lease`]).
 //!
 //! Place in the crate graph: a leaf with no Conduit dependency; `conduit-mcp` (the
 //! `mcpServers` file) and `conduit-host` (settings, secrets) write through it.
 
 mod held;
+mod lease;
 mod replace;
 
 pub use held::HeldFolder;
+pub use lease::{Lease, lease_held, sweep_leases};
 pub use replace::{BACKUP_GENERATIONS, ReplaceError};
 
 use std::fs;

@@ -146,6 +146,10 @@ const STORED_ELSEWHERE_RECENTLY: std::time::Duration = std::time::Duration::from
 pub struct Store {
     conn: Mutex<Connection>,
     media: FileMediaStore,
+    /// This process's lease among the file's writers, named in the messages it streams;
+    /// `None` when none could be taken (its streaming messages then look left by a crash
+    /// to another process opening the file, as every message did before leases).
+    writer: Option<conduit_files::Lease>,
 }
 
 const TITLE_CHARS: usize = 60;
@@ -173,6 +177,47 @@ fn make_database_private(path: &Path) -> std::io::Result<()> {
         let mut name = path.as_os_str().to_owned();
         name.push(suffix);
         conduit_files::make_private(Path::new(&name))?;
+    }
+    Ok(())
+}
+
+/// The folder of the leases of the processes writing the database at `path`.
+fn writers_dir(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push("-writers");
+    PathBuf::from(name)
+}
+
+/// Marks interrupted the messages left streaming by a process that ended (a crash, a
+/// kill): those whose writer's lease no one holds. A message another running process
+/// (the app, `conduit chat`, `conduit mcp serve`) is streaming stays as it is.
+fn mark_interrupted(conn: &Connection, writers: &Path) -> Result<(), StoreError> {
+    let mut statement =
+        conn.prepare("SELECT DISTINCT writer FROM messages WHERE status = 'streaming'")?;
+    let streaming: Vec<Option<String>> = statement
+        .query_map([], |row| row.get(0))?
+        .collect::<Result<_, _>>()?;
+    let mut interrupted = 0;
+    for writer in streaming {
+        let running = match &writer {
+            None => false,
+            Some(id) => conduit_files::lease_held(writers, id).unwrap_or_else(|error| {
+                tracing::warn!(%error, "a writer's lease could not be read: its streaming messages are taken for interrupted");
+                false
+            }),
+        };
+        if !running {
+            interrupted += conn.execute(
+                "UPDATE messages SET status = 'interrupted' WHERE status = 'streaming' AND writer IS ?1",
+                [&writer],
+            )?;
+        }
+    }
+    if interrupted > 0 {
+        tracing::warn!(
+            interrupted,
+            "messages left streaming by a crash are marked interrupted"
+        );
     }
     Ok(())
 }
@@ -232,19 +277,22 @@ impl Store {
             }
             Err(err) => return Err(err.into()),
         }
-        let interrupted = conn.execute(
-            "UPDATE messages SET status = 'interrupted' WHERE status = 'streaming'",
-            [],
-        )?;
-        if interrupted > 0 {
-            tracing::warn!(
-                interrupted,
-                "messages left streaming by a crash are marked interrupted"
-            );
+        let writers = writers_dir(path);
+        let writer = match conduit_files::Lease::take(&writers) {
+            Ok(lease) => Some(lease),
+            Err(error) => {
+                tracing::warn!(%error, dir = %writers.display(), "no writer's lease: another process opening the history will take this one's streaming messages for interrupted");
+                None
+            }
+        };
+        mark_interrupted(&conn, &writers)?;
+        if let Err(error) = conduit_files::sweep_leases(&writers) {
+            tracing::debug!(%error, "ended writers' leases not swept");
         }
         Ok(Self {
             conn: Mutex::new(conn),
             media,
+            writer,
         })
     }
 
@@ -456,15 +504,20 @@ impl Store {
             |row| row.get(0),
         )?;
         let now = now_ms();
+        let writer = match status {
+            MessageStatus::Streaming => self.writer.as_ref().map(conduit_files::Lease::id),
+            _ => None,
+        };
         tx.execute(
-            "INSERT INTO messages (conversation_id, position, role, status, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5)",
+            "INSERT INTO messages (conversation_id, position, role, status, created_at, writer)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             params![
                 conversation,
                 position,
                 role_name(role),
                 status.as_str(),
-                now
+                now,
+                writer
             ],
         )?;
         let id = tx.last_insert_rowid();

@@ -74,6 +74,12 @@ pub const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (conversation_id, call_id)
     ) WITHOUT ROWID;
     "#,
+    // 4: the lease of the process writing a streaming message, so another process opening
+    // the file tells a message still being written from one a crash left (NULL: unknown,
+    // as for every message written before).
+    r#"
+    ALTER TABLE messages ADD COLUMN writer TEXT;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -170,6 +170,95 @@ fn the_title_comes_from_the_first_user_text_and_can_be_renamed() {
     );
 }
 
+/// The app, `conduit chat` and `conduit mcp serve` share the file: one opening it while
+/// another streams an answer leaves that answer streaming (it used to mark it interrupted,
+/// and show it so, mid-answer); only a writer that ended leaves its message interrupted.
+#[test]
+fn a_message_another_running_process_streams_stays_streaming() {
+    let dir = tempfile::tempdir().unwrap();
+    let writing = open(dir.path());
+    let id = writing.create_conversation(None, None).unwrap();
+    let streamed = writing
+        .begin_message(&id, Role::Assistant, MessageStatus::Streaming)
+        .unwrap();
+    writing
+        .append_block(streamed, &Block::text("Half an answer"))
+        .unwrap();
+    let left = writing
+        .begin_message(&id, Role::Assistant, MessageStatus::Streaming)
+        .unwrap();
+    let status = |store: &Store, message: i64| {
+        store
+            .messages(&id, None)
+            .unwrap()
+            .into_iter()
+            .find(|m| m.id == message)
+            .unwrap()
+            .status
+    };
+
+    let reading = open(dir.path());
+    assert_eq!(status(&reading, streamed), MessageStatus::Streaming);
+    writing
+        .finish_message(streamed, MessageStatus::Complete, None, None)
+        .unwrap();
+    assert_eq!(status(&reading, streamed), MessageStatus::Complete);
+    assert_eq!(status(&reading, left), MessageStatus::Streaming);
+
+    // The writer ends with a message still streaming: the next to open marks it.
+    drop(writing);
+    drop(reading);
+    let after = open(dir.path());
+    assert_eq!(status(&after, left), MessageStatus::Interrupted);
+    assert_eq!(status(&after, streamed), MessageStatus::Complete);
+    // Only this process's own lease is left.
+    let leases: Vec<_> = std::fs::read_dir(dir.path().join("history.db-writers"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name())
+        .collect();
+    assert_eq!(leases.len(), 1, "{leases:?}");
+}
+
+/// A message whose writer the file names wrongly (written before leases, or by hand) is
+/// taken as left by a crash; a writer's name is never read as a path.
+#[test]
+fn a_streaming_message_with_no_known_writer_opens_as_interrupted() {
+    let dir = tempfile::tempdir().unwrap();
+    let id;
+    let messages: Vec<i64>;
+    {
+        let store = open(dir.path());
+        id = store.create_conversation(None, None).unwrap();
+        messages = (0..3)
+            .map(|_| {
+                store
+                    .begin_message(&id, Role::Assistant, MessageStatus::Streaming)
+                    .unwrap()
+            })
+            .collect();
+        let conn = store.lock();
+        for (message, writer) in messages
+            .iter()
+            .zip([None, Some("../../history.db"), Some("")])
+        {
+            conn.execute(
+                "UPDATE messages SET writer = ?2 WHERE id = ?1",
+                params![message, writer],
+            )
+            .unwrap();
+        }
+    }
+    let store = open(dir.path());
+    let statuses: Vec<MessageStatus> = store
+        .messages(&id, None)
+        .unwrap()
+        .into_iter()
+        .map(|m| m.status)
+        .collect();
+    assert_eq!(statuses, vec![MessageStatus::Interrupted; 3]);
+    assert_eq!(store.integrity_check().unwrap(), "ok");
+}
+
 #[test]
 fn messages_left_streaming_by_a_crash_open_as_interrupted_with_a_valid_history() {
     let dir = tempfile::tempdir().unwrap();
