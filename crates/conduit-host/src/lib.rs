@@ -316,6 +316,11 @@ mod tests {
             "tauri://localhost.evil.com/",
             "javascript:alert(1)",
             "file:///etc/passwd",
+            // A view's page: only frames load it, and it must not reach the commands.
+            "mcp-app://localhost/",
+            "mcp-app://view/index.html",
+            "about:blank",
+            "data:text/html,<script>1</script>",
         ] {
             assert!(!is_app_page(refused), "{refused}");
         }
