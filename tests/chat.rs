@@ -604,3 +604,37 @@ async fn readable_output_shows_the_text_and_one_line_per_tool_call() {
     );
     assert_eq!(lines[3], "It said one.");
 }
+
+/// With `--json`, a command refused before any turn (no provider, no model) still ends
+/// with its `error` and `done` lines, and exits 2 for bad usage.
+#[test]
+fn a_refused_json_chat_still_ends_with_done() {
+    let home = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(binary("conduit").unwrap())
+        .args(["chat", "--json", "hi"])
+        .env("CONDUIT_HOME", home.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(lines[0]["type"], "error");
+    assert!(
+        lines[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("say which provider to use"),
+        "{lines:?}"
+    );
+    assert_eq!(lines[1]["type"], "done");
+    assert_eq!(lines[1]["outcome"], "error");
+    assert_eq!(
+        lines[1]["conversation"],
+        Value::Null,
+        "no conversation was started"
+    );
+}

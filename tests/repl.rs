@@ -414,7 +414,7 @@ async fn a_hostile_answer_is_shown_inert_and_the_real_approval_question_starts_p
     // query between them).
     let asked = session
         .transcript
-        .find("  allow [o]nce, [a]lways, or [d]eny?")
+        .find("  test__echo: allow [o]nce, [a]lways, or [d]eny?")
         .unwrap();
     let before = &session.transcript[..asked];
     let reset = before.rfind("\x1b[0m").unwrap();
@@ -501,4 +501,82 @@ async fn conduit_chat_shows_a_hostile_answer_inert_as_text_and_as_json() {
             assert!(stdout.contains("␛[8mDone."), "{stdout:?}");
         }
     }
+}
+
+/// Lines piped into `conduit repl` are messages, never an approval: a call the model makes
+/// is denied without reading a line for it, and no "always" is saved for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn piped_lines_never_answer_an_approval() {
+    let dialect = Dialect::OpenAiChat;
+    let server = ScriptedLlm::start(vec![
+        dialect.turn(
+            &[],
+            &[ScriptedCall::new(
+                "call_1",
+                "test__echo",
+                json!({"text": "piped"}),
+            )],
+        ),
+        dialect.text(&["It was denied."]),
+        dialect.text(&["Second answer."]),
+    ])
+    .await
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let url = dialect.base_url(&server.url());
+    let output = tokio::task::spawn_blocking({
+        let home = home.path().to_owned();
+        move || {
+            let mut child = std::process::Command::new(binary("conduit").unwrap())
+                .args([
+                    "repl",
+                    "--kind",
+                    dialect.kind(),
+                    "--base-url",
+                    &url,
+                    "--api-key-env",
+                    "CONDUIT_TEST_LLM_KEY",
+                    "--model",
+                    "gpt-test",
+                ])
+                .env("CONDUIT_HOME", &home)
+                .env("CONDUIT_TEST_LLM_KEY", KEY)
+                .env("CONDUIT_TEST_TOOLS", "1")
+                .env("CONDUIT_SECRET_STORE", "file")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(b"please echo\nalways\n")
+                .unwrap();
+            child.wait_with_output().unwrap()
+        }
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("denied: a tool call is allowed only by an answer typed at a terminal"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("It was denied."), "{stdout}");
+    // The line after the question was the next message, not its answer.
+    assert!(stdout.contains("Second answer."), "{stdout}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3, "{stdout}");
+    assert!(
+        requests[2].body.to_string().contains("always"),
+        "the piped line went to the model as a message"
+    );
+    let settings = std::fs::read_to_string(home.path().join("settings.json")).unwrap_or_default();
+    assert!(
+        !settings.contains("test__echo") && !settings.contains("echo\""),
+        "{settings}"
+    );
 }

@@ -280,3 +280,61 @@ fn a_history_database_from_a_newer_conduit_is_a_clear_error() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("newer Conduit"));
 }
+
+/// Output that cannot be written: a reader that went away (`conduit sessions list | head
+/// -1`) ends the command quietly, with success; a full disk is an error that says so.
+/// Neither panics, and the turn a `conduit chat` ran is saved either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_to_a_closed_pipe_or_a_full_disk_is_handled() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let run = |args: &[&str], stdout: Stdio| {
+        Command::new(binary("conduit").unwrap())
+            .args(args)
+            .env("CONDUIT_HOME", h)
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap()
+    };
+    let closed = || {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        Stdio::from(writer)
+    };
+    let full = || {
+        Stdio::from(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/full")
+                .unwrap(),
+        )
+    };
+    let out = run(&["sessions", "list"], closed());
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+    let out = run(&["sessions", "list", "--json"], full());
+    assert_eq!(out.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("cannot write the output"), "{said}");
+    assert!(!said.contains("panicked"), "{said}");
+
+    let server = ScriptedLlm::start(vec![Dialect::Anthropic.text(&["Saved anyway."])])
+        .await
+        .unwrap();
+    let url = server.url();
+    let args = chat_args(&url, &["Hello"]);
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = run(&refs, full());
+    assert_eq!(out.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("cannot write the output"), "{said}");
+    let list = json_of(&conduit(h, &["sessions", "list", "--json"]));
+    assert_eq!(list.as_array().unwrap().len(), 1, "the turn was saved");
+}

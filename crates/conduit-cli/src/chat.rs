@@ -125,6 +125,33 @@ pub struct ChatArgs {
 }
 
 pub async fn run(host: Arc<Host>, args: ChatArgs) -> Result<u8, Failure> {
+    let json = args.json;
+    let ran = run_turn(host, args).await;
+    // A program reading the lines gets its `error` and `done` last also when the command
+    // was refused before any turn (bad usage, no provider); not when the output itself
+    // failed.
+    if json
+        && let Err(failure) = &ran
+        && failure
+            .error
+            .downcast_ref::<crate::terminal::OutputFailed>()
+            .is_none()
+    {
+        let message = failure.error.to_string();
+        for line in [
+            json!({"type": "error", "message": message, "error": null}),
+            json!({"type": "done", "outcome": "error", "conversation": null}),
+        ] {
+            let line = serde_json::to_string(&line).unwrap_or_default();
+            if crate::terminal::say!("{}", shown_json(&line)).is_err() {
+                break;
+            }
+        }
+    }
+    ran
+}
+
+async fn run_turn(host: Arc<Host>, args: ChatArgs) -> Result<u8, Failure> {
     let provider = args.with.choice()?;
     let read_timeout = match args.read_timeout {
         Some(s) if s.is_finite() && s > 0.0 && s <= 86_400.0 => Some(Duration::from_secs_f64(s)),
@@ -158,6 +185,7 @@ pub async fn run(host: Arc<Host>, args: ChatArgs) -> Result<u8, Failure> {
         json: args.json,
         denying: matches!(args.approve, Approve::Deny),
         host: host.clone(),
+        output_failed: std::sync::Mutex::new(None),
     });
     let sink_printer = printer.clone();
     let sink: EventSink = Arc::new(move |event| sink_printer.event(&event));
@@ -184,7 +212,7 @@ pub async fn run(host: Arc<Host>, args: ChatArgs) -> Result<u8, Failure> {
         servers.shutdown().await;
         result
     };
-    match run.await {
+    let code = match run.await {
         Ok(done) => match done.outcome {
             Ok(outcome) => Ok(printer.outcome(&outcome, &done.conversation)),
             Err(err) => {
@@ -203,7 +231,12 @@ pub async fn run(host: Arc<Host>, args: ChatArgs) -> Result<u8, Failure> {
             printer.error(&err.to_string(), None, None);
             Ok(EXIT_FAILURE)
         }
+    };
+    // The turn ran and was saved; what it printed did not all arrive.
+    if let Some(error) = printer.output_failed() {
+        return Err(crate::terminal::OutputFailed(error).into());
     }
+    code
 }
 
 /// Prints the agent's events as text for people or as JSON Lines for programs. The
@@ -214,6 +247,9 @@ struct Printer {
     /// `--approve deny` (the default): a denied call says how to let tools run.
     denying: bool,
     host: Arc<Host>,
+    /// The first write to stdout that failed (a closed pipe, a full disk): the run goes on
+    /// (the turn is saved) and the command fails at its end.
+    output_failed: std::sync::Mutex<Option<std::io::Error>>,
 }
 
 impl Printer {
@@ -231,16 +267,14 @@ impl Printer {
             AgentEvent::TextDelta { text } => {
                 // Each piece is shown alone: only a CRLF spans characters, and one split
                 // between pieces merely shows its ␍.
-                let mut out = std::io::stdout().lock();
-                let _ = out.write_all(shown(text).as_bytes());
-                let _ = out.flush();
+                self.write(&shown(text));
             }
             AgentEvent::ToolCallReady { call } => {
-                println!(
-                    "\n→ {} {}",
+                self.write(&format!(
+                    "\n→ {} {}\n",
                     shown(&call.name),
                     shown(&call.arguments.to_string())
-                );
+                ));
             }
             AgentEvent::ToolResult {
                 result,
@@ -261,7 +295,8 @@ impl Printer {
                         self.host.media_path(media).display()
                     ));
                 }
-                println!("{line}");
+                line.push('\n');
+                self.write(&line);
             }
             AgentEvent::ToolCallDenied { reason, .. } => {
                 // Under --approve auto it was Settings that denied it: the flag is no help.
@@ -319,10 +354,29 @@ impl Printer {
 
     fn json_line(&self, value: &Value) {
         let line = serde_json::to_string(value).unwrap_or_default();
+        self.write(&format!("{}\n", shown_json(&line)));
+    }
+
+    /// Writes to stdout, keeping the first failure; nothing more is written after one.
+    fn write(&self, text: &str) {
+        let mut failed = self
+            .output_failed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if failed.is_some() {
+            return;
+        }
         let mut out = std::io::stdout().lock();
-        let _ = out.write_all(shown_json(&line).as_bytes());
-        let _ = out.write_all(b"\n");
-        let _ = out.flush();
+        if let Err(error) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+            *failed = Some(error);
+        }
+    }
+
+    fn output_failed(&self) -> Option<std::io::Error> {
+        self.output_failed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
     }
 
     /// Prints how the run ended and returns the exit code.
@@ -343,7 +397,7 @@ impl Printer {
         if self.json {
             self.json_line(&json!({"type": "done", "outcome": name, "conversation": conversation}));
         } else {
-            println!();
+            self.write("\n");
             eprintln!("conduit: conversation {conversation}");
         }
         if let Some(message) = message {
@@ -359,7 +413,7 @@ impl Printer {
                 &json!({"type": "done", "outcome": "error", "conversation": conversation}),
             );
         } else {
-            println!();
+            self.write("\n");
         }
         eprintln!("conduit: {}", shown(message));
         if let Some(id) = conversation.filter(|_| !self.json) {

@@ -17,6 +17,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use conduit_host::logging::{self, LogOptions};
 use conduit_host::{Host, Paths};
+use terminal::say;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -147,6 +148,16 @@ fn main() -> ExitCode {
     };
     match runtime.block_on(run(cli)) {
         Ok(code) => ExitCode::from(code),
+        // The reader of the output went away (`| head -1`): it has what it wanted.
+        Err(failure)
+            if failure
+                .error
+                .chain()
+                .filter_map(|cause| cause.downcast_ref::<terminal::OutputFailed>())
+                .any(terminal::OutputFailed::reader_left) =>
+        {
+            ExitCode::SUCCESS
+        }
         Err(failure) => {
             // Errors carry providers' and servers' messages.
             eprintln!("conduit: {}", terminal::shown(&said_once(&failure.error)));
@@ -187,7 +198,7 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
 
 fn print_paths(paths: &Paths, json: bool) -> anyhow::Result<()> {
     if json {
-        println!("{}", serde_json::to_string_pretty(paths)?);
+        say!("{}", serde_json::to_string_pretty(paths)?)?;
         return Ok(());
     }
     for (label, path) in [
@@ -196,7 +207,7 @@ fn print_paths(paths: &Paths, json: bool) -> anyhow::Result<()> {
         ("mcpServers file", &paths.mcp_config_file),
         ("log file", &paths.log_file),
     ] {
-        println!("{label:<16} {}", path.display());
+        say!("{label:<16} {}", path.display())?;
     }
     Ok(())
 }

@@ -3,6 +3,7 @@
 //! stderr and their results are outside text: printed through [`shown`] or
 //! [`shown_json`].
 
+use crate::terminal::say;
 use std::io::Write;
 use std::sync::Arc;
 
@@ -85,7 +86,7 @@ pub async fn run(host: Arc<Host>, command: McpCommand) -> Result<u8, Failure> {
             let enabled = matches!(command, McpCommand::EnableTool { .. });
             host.set_mcp_tool_enabled(server, tool, enabled)?;
             let state = if enabled { "offered to" } else { "kept from" };
-            println!("{server}/{tool} is {state} models.");
+            say!("{server}/{tool} is {state} models.")?;
             return Ok(0);
         }
         McpCommand::Serve { http, allow_remote } => {
@@ -118,7 +119,7 @@ async fn serve(
     let serving = host
         .start_mcp_http(addr, allow_remote, stop.clone())
         .await?;
-    println!("Serving MCP at {}", serving.url);
+    say!("Serving MCP at {}", serving.url)?;
     if !addr.ip().is_loopback() {
         eprintln!(
             "Warning: {addr} is reachable from other machines over plain HTTP: the bearer \
@@ -128,11 +129,11 @@ async fn serve(
     }
     if serving.token.created {
         // The only time the token is shown: it is never logged.
-        println!(
+        say!(
             "A bearer token was made for it and kept in the secret store; clients send \
              `Authorization: Bearer <token>`. It is shown only now:\n{}",
             serving.token.token
-        );
+        )?;
     }
     conduit_host::core::task::spawn(async move {
         let _ = tokio::signal::ctrl_c().await;
@@ -155,14 +156,14 @@ async fn run_with(
         McpCommand::List { json } => {
             let statuses = servers.statuses();
             if json {
-                println!("{}", shown_json(&serde_json::to_string_pretty(&statuses)?));
+                say!("{}", shown_json(&serde_json::to_string_pretty(&statuses)?))?;
                 return Ok(0);
             }
             if statuses.is_empty() {
-                println!(
+                say!(
                     "No MCP servers in {}.",
                     host.paths().mcp_config_file.display()
-                );
+                )?;
             }
             for status in statuses {
                 let name = shown(&status.name);
@@ -170,41 +171,41 @@ async fn run_with(
                     ServerState::Ready {
                         details,
                         tool_count,
-                    } => println!(
+                    } => say!(
                         "{:<20} ready     {tool_count} {}  ({} {})",
                         name,
                         if *tool_count == 1 { "tool " } else { "tools" },
                         shown(details.name.as_deref().unwrap_or("?")),
                         shown(details.version.as_deref().unwrap_or(""))
-                    ),
+                    )?,
                     ServerState::Failed {
                         reason,
                         exit_code,
                         stderr_tail,
                     } => {
-                        println!("{:<20} failed    {}", name, shown(reason));
+                        say!("{:<20} failed    {}", name, shown(reason))?;
                         if let Some(code) = exit_code {
-                            println!("{:<20}           exit code {code}", "");
+                            say!("{:<20}           exit code {code}", "")?;
                         }
                         for line in stderr_tail.iter().rev().take(5).rev() {
-                            println!("{:<20}   stderr: {}", "", shown(line));
+                            say!("{:<20}   stderr: {}", "", shown(line))?;
                         }
                     }
                     ServerState::Restarting {
                         attempt, reason, ..
-                    } => println!(
+                    } => say!(
                         "{:<20} restarting (attempt {attempt}): {}",
                         name,
                         shown(reason)
-                    ),
-                    ServerState::Disabled => println!("{:<20} disabled", name),
-                    ServerState::SignInRequired { reason, .. } => println!(
+                    )?,
+                    ServerState::Disabled => say!("{:<20} disabled", name)?,
+                    ServerState::SignInRequired { reason, .. } => say!(
                         "{:<20} sign-in   {}: run `conduit mcp login {}`",
                         name,
                         shown(reason),
                         name
-                    ),
-                    ServerState::Starting => println!("{:<20} starting", name),
+                    )?,
+                    ServerState::Starting => say!("{:<20} starting", name)?,
                 }
             }
         }
@@ -229,17 +230,17 @@ async fn run_with(
                 Some(ServerStatus {
                     state: ServerState::Ready { tool_count, .. },
                     ..
-                }) => println!(
+                }) => say!(
                     "Signed in to {}: ready, {tool_count} tool{}.",
                     shown(&server),
                     if tool_count == 1 { "" } else { "s" }
-                ),
-                Some(status) => println!(
+                )?,
+                Some(status) => say!(
                     "Signed in to {}, but it is not ready: {}",
                     shown(&server),
                     shown_json(&serde_json::to_string(&status.state)?)
-                ),
-                None => println!("Signed in to {}.", shown(&server)),
+                )?,
+                None => say!("Signed in to {}.", shown(&server))?,
             }
         }
         McpCommand::Logout { server } => {
@@ -255,7 +256,7 @@ async fn run_with(
                 ),
             };
             // The failure's reason is the authorization server's.
-            println!("{}", shown(&said));
+            say!("{}", shown(&said))?;
         }
         McpCommand::Tools { server, json } => {
             let names: Vec<String> = match &server {
@@ -291,17 +292,17 @@ async fn run_with(
                 }
             }
             if json {
-                println!("{}", shown_json(&serde_json::to_string_pretty(&listed)?));
+                say!("{}", shown_json(&serde_json::to_string_pretty(&listed)?))?;
             } else {
                 for tool in listed {
                     let description = tool["description"].as_str().unwrap_or_default();
                     let first = description.lines().next().unwrap_or_default();
-                    println!(
+                    say!(
                         "{}/{}  {}",
                         shown(tool["server"].as_str().unwrap_or_default()),
                         shown(tool["name"].as_str().unwrap_or_default()),
                         shown(first)
-                    );
+                    )?;
                 }
             }
         }
@@ -316,7 +317,9 @@ async fn run_with(
             let progress = Arc::new(move |p: conduit_host::core::tool::Progress| {
                 if progress_json {
                     let line = json!({"type": "progress", "progress": p}).to_string();
-                    println!("{}", shown_json(&line));
+                    // A failed write shows again, and fails the command, when the result
+                    // is written.
+                    let _ = say!("{}", shown_json(&line));
                 } else {
                     let total = p.total.map(|t| format!("/{t}")).unwrap_or_default();
                     eprintln!(
@@ -349,12 +352,12 @@ async fn run_with(
                 .resource_templates(None)
                 .await
                 .map_err(anyhow::Error::from)?;
-            println!(
+            say!(
                 "{}",
                 shown_json(&serde_json::to_string_pretty(
                     &json!({"resources": resources.items, "templates": templates.items})
                 )?)
-            );
+            )?;
             note_cut(&resources.cut);
             note_cut(&templates.cut);
         }
@@ -364,7 +367,7 @@ async fn run_with(
                 .read_resource(&uri)
                 .await
                 .map_err(anyhow::Error::from)?;
-            println!("{}", shown_json(&serde_json::to_string_pretty(&read)?));
+            say!("{}", shown_json(&serde_json::to_string_pretty(&read)?))?;
         }
         McpCommand::Prompts { server } => {
             let connection = ready_connection(servers, &server)?;
@@ -372,10 +375,10 @@ async fn run_with(
                 .prompts(None)
                 .await
                 .map_err(anyhow::Error::from)?;
-            println!(
+            say!(
                 "{}",
                 shown_json(&serde_json::to_string_pretty(&prompts.items)?)
-            );
+            )?;
             note_cut(&prompts.cut);
         }
         McpCommand::Prompt { server, name, args } => {
@@ -385,7 +388,7 @@ async fn run_with(
                 .prompt(&name, arguments)
                 .await
                 .map_err(anyhow::Error::from)?;
-            println!("{}", shown_json(&serde_json::to_string_pretty(&prompt)?));
+            say!("{}", shown_json(&serde_json::to_string_pretty(&prompt)?))?;
         }
     }
     Ok(0)
@@ -409,12 +412,14 @@ fn print_output(
                 _ => None,
             })
             .collect();
-        println!(
+        // One line, as the progress lines before it: the output is JSON Lines, the result
+        // last (alone, it is one JSON document too).
+        say!(
             "{}",
-            shown_json(&serde_json::to_string_pretty(
-                &json!({"isError": is_error, "parts": parts, "files": images})
+            shown_json(&serde_json::to_string(
+                &json!({"type": "result", "isError": is_error, "parts": parts, "files": images})
             )?)
-        );
+        )?;
         return Ok(());
     }
     if is_error {
@@ -422,45 +427,45 @@ fn print_output(
     }
     for part in parts {
         match part {
-            ResultPart::Text { text } => println!("{}", shown(text)),
+            ResultPart::Text { text } => say!("{}", shown(text))?,
             ResultPart::Image { media } | ResultPart::Audio { media } => {
-                println!(
+                say!(
                     "{} ({} bytes): {}",
                     shown(&media.mime),
                     media.bytes,
                     host.media_path(media).display()
-                );
+                )?;
             }
             ResultPart::ResourceLink { uri, name, .. } => {
-                println!(
+                say!(
                     "link: {} {}",
                     shown(name.as_deref().unwrap_or("")),
                     shown(uri)
-                );
+                )?;
             }
             ResultPart::Resource {
                 uri, text, mime, ..
             } => {
-                println!(
+                say!(
                     "resource {} ({})",
                     shown(uri),
                     shown(mime.as_deref().unwrap_or("?"))
-                );
+                )?;
                 if let Some(text) = text {
-                    println!("{}", shown(text));
+                    say!("{}", shown(text))?;
                 }
             }
             ResultPart::Structured { value } => {
-                println!("{}", shown_json(&serde_json::to_string_pretty(value)?));
+                say!("{}", shown_json(&serde_json::to_string_pretty(value)?))?;
             }
             ResultPart::View { uri, structured } => {
                 // A terminal shows no view: say there is one, and print what it would get.
-                println!(
+                say!(
                     "[an interactive view ({}) the desktop app shows]",
                     shown(uri)
-                );
+                )?;
                 if let Some(value) = structured {
-                    println!("{}", shown_json(&serde_json::to_string_pretty(value)?));
+                    say!("{}", shown_json(&serde_json::to_string_pretty(value)?))?;
                 }
             }
             ResultPart::LongText { media, .. } => {

@@ -1,5 +1,6 @@
 //! `conduit providers`: list, add, remove, and list a provider's models.
 
+use crate::terminal::say;
 use std::io::BufRead;
 use std::sync::Arc;
 
@@ -97,21 +98,21 @@ pub async fn run(host: Arc<Host>, command: ProvidersCommand) -> Result<u8, Failu
         ProvidersCommand::List { json } => {
             let providers = host.list_providers()?;
             if json {
-                println!("{}", shown_json(&serde_json::to_string_pretty(&providers)?));
+                say!("{}", shown_json(&serde_json::to_string_pretty(&providers)?))?;
             } else if providers.is_empty() {
-                println!("No providers yet: add one with `conduit providers add`.");
+                say!("No providers yet: add one with `conduit providers add`.")?;
             } else {
                 for p in providers {
                     let s = &p.settings;
                     // The settings file can be edited by hand or copied from elsewhere.
-                    println!(
+                    say!(
                         "{:<16} {:<17} {}  model: {}  key: {}",
                         shown(&s.id),
                         s.protocol.name(),
                         shown(&s.base_url),
                         shown(s.default_model.as_deref().unwrap_or("-")),
                         shown(&p.key)
-                    );
+                    )?;
                 }
             }
         }
@@ -127,18 +128,33 @@ pub async fn run(host: Arc<Host>, command: ProvidersCommand) -> Result<u8, Failu
                 headers.insert(name.trim().to_owned(), value.trim().to_owned());
             }
             let mut stdin = std::io::stdin().lock();
+            let typing = (args.api_key_stdin || !args.header_stdin.is_empty())
+                .then(crate::terminal::TypingHidden::start);
+            let hides = typing.as_ref().is_some_and(|t| t.hides());
+            // At a terminal, each line is asked for (what is typed does not show).
+            let mut typed = |what: &str, empty: &str| {
+                if hides {
+                    eprint!("{what} (typing is not shown): ");
+                }
+                let line = stdin_line(&mut stdin, empty);
+                if hides {
+                    eprintln!();
+                }
+                line
+            };
             let key = if args.api_key_stdin {
-                Some(stdin_line(&mut stdin, "--api-key-stdin read an empty key")?)
+                Some(typed("API key", "--api-key-stdin read an empty key")?)
             } else {
                 None
             };
             for name in &args.header_stdin {
-                let value = stdin_line(
-                    &mut stdin,
+                let value = typed(
+                    &format!("{} header", crate::terminal::shown_line(name)),
                     &format!("--header-stdin {name:?} read an empty value"),
                 )?;
                 headers.insert(name.trim().to_owned(), value);
             }
+            drop(typing);
             let settings = ProviderSettings {
                 id: args.id.clone(),
                 protocol: Protocol::from(args.kind),
@@ -153,22 +169,22 @@ pub async fn run(host: Arc<Host>, command: ProvidersCommand) -> Result<u8, Failu
                 other: Default::default(),
             };
             host.add_provider(settings, key.as_deref())?;
-            println!("Added provider {}.", args.id);
+            say!("Added provider {}.", args.id)?;
         }
         ProvidersCommand::Remove { id } => {
             host.remove_provider(&id)?;
-            println!("Removed provider {id}.");
+            say!("Removed provider {id}.")?;
         }
         ProvidersCommand::Models { id, json } => {
             let models = host.provider_models(&id).await?;
             if json {
-                println!("{}", shown_json(&serde_json::to_string_pretty(&models)?));
+                say!("{}", shown_json(&serde_json::to_string_pretty(&models)?))?;
             } else {
                 // The model list is the provider's.
                 for model in models {
                     match model.display_name {
-                        Some(name) => println!("{:<40} {}", shown(&model.id), shown(&name)),
-                        None => println!("{}", shown(&model.id)),
+                        Some(name) => say!("{:<40} {}", shown(&model.id), shown(&name))?,
+                        None => say!("{}", shown(&model.id))?,
                     }
                 }
             }

@@ -19,7 +19,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::chat::ProviderArgs;
-use crate::terminal::{RESET, shown};
+use crate::terminal::{RESET, quoted, shown, shown_line};
 use crate::{Failure, usage_error};
 
 #[derive(Debug, Args)]
@@ -403,12 +403,25 @@ impl Session {
         let Some(approval) = approval else {
             return Ok(());
         };
+        // Only a person at the terminal answers: lines piped in (`printf … | conduit
+        // repl`) are messages, never an approval, and never an "always" saved for good.
+        if !std::io::stdin().is_terminal() {
+            println!("  denied: a tool call is allowed only by an answer typed at a terminal");
+            if let Err(err) = approval.answer(&call.id, Decision::Deny) {
+                eprintln!("conduit: {}", shown(&err.to_string()));
+            }
+            return Ok(());
+        }
+        // The question names the call again: whatever a server printed above it, this
+        // line is Conduit's.
+        let prompt = format!(
+            "  {}: allow [o]nce, [a]lways, or [d]eny? ",
+            shown_line(&call.name)
+        );
         let decision = loop {
             reset_style();
-            let read = self
-                .terminal
-                .read_in_turn(&turn, "  allow [o]nce, [a]lways, or [d]eny? ", false)
-                .await?;
+            crate::terminal::forget_typed_ahead();
+            let read = self.terminal.read_in_turn(&turn, &prompt, false).await?;
             match read {
                 Read::Line(answer) => match answer.trim().to_ascii_lowercase().as_str() {
                     "o" | "once" | "y" | "yes" => break Decision::AllowOnce,
@@ -509,20 +522,23 @@ impl Printer {
                 self.end_line();
                 reset_style();
                 let what = match origin {
-                    Some(origin) => format!("{} of server {}", origin.tool, origin.server),
-                    None => call.name.clone(),
+                    Some(origin) => format!(
+                        "{} of server {}",
+                        shown_line(&origin.tool),
+                        shown_line(&origin.server)
+                    ),
+                    None => shown_line(&call.name),
                 };
                 println!(
-                    "? {} wants to run with {}",
-                    shown(&what),
+                    "? {what} wants to run with {}",
                     shown(&call.arguments.to_string())
                 );
                 for change in changes {
-                    println!("  changed since you allowed it: {}", shown(change));
+                    println!("  changed since you allowed it: {}", shown_line(change));
                 }
                 // What an allow now would be bound to, read before answering.
                 if !changes.is_empty() && !description.is_empty() {
-                    println!("  it says of itself now: {}", shown(description));
+                    print!("  it says of itself now:\n{}", quoted(description));
                 }
             }
             AgentEvent::ToolCallQueued { id: _ } | AgentEvent::ToolCallRunning { id: _ } => {}

@@ -11,7 +11,7 @@ use conduit_host::core::content::{Block, ResultPart};
 use conduit_host::store::export::Format;
 
 use crate::Failure;
-use crate::terminal::{shown, shown_json};
+use crate::terminal::{self, say, shown, shown_json};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum ExportFormat {
@@ -67,20 +67,20 @@ pub fn run(host: Arc<Host>, command: SessionsCommand) -> Result<u8, Failure> {
         SessionsCommand::List { limit, json } => {
             let conversations = host.conversations(limit)?;
             if json {
-                println!(
+                say!(
                     "{}",
                     shown_json(&serde_json::to_string_pretty(&conversations)?)
-                );
+                )?;
             } else if conversations.is_empty() {
-                println!("No conversations yet.");
+                say!("No conversations yet.")?;
             } else {
                 for c in conversations {
-                    println!(
+                    say!(
                         "{}  {:>4} messages  {}",
-                        c.id,
+                        shown(&c.id),
                         c.message_count,
                         shown(&c.title)
-                    );
+                    )?;
                 }
             }
         }
@@ -88,37 +88,37 @@ pub fn run(host: Arc<Host>, command: SessionsCommand) -> Result<u8, Failure> {
             let (conversation, messages) = host.conversation(&id, last)?;
             if json {
                 let value = serde_json::json!({"conversation": conversation, "messages": messages});
-                println!("{}", shown_json(&serde_json::to_string_pretty(&value)?));
+                say!("{}", shown_json(&serde_json::to_string_pretty(&value)?))?;
                 return Ok(0);
             }
-            println!("# {}\n", shown(&conversation.title));
+            say!("# {}\n", shown(&conversation.title))?;
             for message in messages {
                 let status = match message.status {
                     conduit_host::store::MessageStatus::Complete => String::new(),
                     other => format!(" ({})", format!("{other:?}").to_lowercase()),
                 };
-                println!("[{:?}]{status}", message.role);
+                say!("[{:?}]{status}", message.role)?;
                 for block in &message.blocks {
-                    print_block(&host, block);
+                    print_block(&host, block)?;
                 }
                 if let Some(error) = &message.error {
-                    println!("  error: {}", shown(error));
+                    say!("  error: {}", shown(error))?;
                 }
-                println!();
+                say!()?;
             }
         }
         SessionsCommand::Search { query, limit, json } => {
             let hits = host.search(&query, limit)?;
             if json {
-                println!("{}", shown_json(&serde_json::to_string_pretty(&hits)?));
+                say!("{}", shown_json(&serde_json::to_string_pretty(&hits)?))?;
             } else {
                 for hit in hits {
-                    println!(
+                    say!(
                         "{}  {}\n    {}",
-                        hit.conversation_id,
+                        shown(&hit.conversation_id),
                         shown(&hit.title),
                         shown(&hit.snippet)
-                    );
+                    )?;
                 }
             }
         }
@@ -129,55 +129,56 @@ pub fn run(host: Arc<Host>, command: SessionsCommand) -> Result<u8, Failure> {
             };
             let file = host.export_conversation(&id, format, &out)?;
             // The file is named after the title, which a model may have written.
-            println!("{}", shown(&file.display().to_string()));
+            say!("{}", shown(&file.display().to_string()))?;
         }
         SessionsCommand::Rename { id, title } => {
             host.rename_conversation(&id, &title)?;
-            println!("Renamed {id}.");
+            say!("Renamed {id}.")?;
         }
         SessionsCommand::Delete { id } => {
             host.delete_conversation(&id)?;
-            println!("Deleted {id}.");
+            say!("Deleted {id}.")?;
         }
     }
     Ok(0)
 }
 
-fn print_block(host: &Host, block: &Block) {
+fn print_block(host: &Host, block: &Block) -> Result<(), terminal::OutputFailed> {
     match block {
-        Block::Text { text } => println!("{}", shown(text)),
-        Block::Image { media } => println!(
+        Block::Text { text } => say!("{}", shown(text))?,
+        Block::Image { media } => say!(
             "  [image {}: {}]",
             shown(&media.mime),
             image_note(host, media)
-        ),
+        )?,
         Block::Reasoning { text, .. } if !text.is_empty() => {
-            println!("  (reasoning) {}", shown(text))
+            say!("  (reasoning) {}", shown(text))?;
         }
         Block::Reasoning { .. } => {}
-        Block::ToolCall(call) => println!(
+        Block::ToolCall(call) => say!(
             "→ {} {}",
             shown(&call.name),
             shown(&call.arguments.to_string())
-        ),
+        )?,
         Block::ToolResult(result) => {
             let state = if result.is_error { "failed" } else { "done" };
-            println!(
+            say!(
                 "← {} {state}: {}",
                 shown(&result.name),
                 shown(&result.full_text())
-            );
+            )?;
             for part in &result.parts {
                 if let ResultPart::Image { media } = part {
-                    println!(
+                    say!(
                         "  [image {}: {}]",
                         shown(&media.mime),
                         image_note(host, media)
-                    );
+                    )?;
                 }
             }
         }
     }
+    Ok(())
 }
 
 /// The image's file, or a placeholder when the file is gone.
@@ -186,6 +187,7 @@ fn image_note(host: &Host, media: &conduit_host::core::content::MediaRef) -> Str
     if path.exists() {
         path.display().to_string()
     } else {
-        format!("missing file {}", media.hash)
+        // The reference comes from the history file, as its text does.
+        format!("missing file {}", shown(&media.hash))
     }
 }

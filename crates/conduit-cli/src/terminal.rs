@@ -31,6 +31,51 @@ use std::io::{Read, Write};
 /// prompt is asked once the user has entered that line.
 pub static TERMINAL_TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
+/// Writing the command's output failed: its reader went away (`conduit sessions list |
+/// head -1`), or the disk is full (`> /dev/full`). `println!` would panic on both.
+#[derive(Debug)]
+pub struct OutputFailed(pub std::io::Error);
+
+impl std::fmt::Display for OutputFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cannot write the output: {}", self.0)
+    }
+}
+
+impl std::error::Error for OutputFailed {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
+}
+
+impl OutputFailed {
+    /// Whether the reader closed the pipe: not the command's failure, and nothing to say.
+    pub fn reader_left(&self) -> bool {
+        self.0.kind() == std::io::ErrorKind::BrokenPipe
+    }
+}
+
+/// Writes one line of the command's output to stdout, reporting a failed write instead of
+/// panicking as `println!` does.
+pub fn say_line(line: std::fmt::Arguments<'_>) -> Result<(), OutputFailed> {
+    let mut out = std::io::stdout().lock();
+    out.write_fmt(line)
+        .and_then(|()| out.write_all(b"\n"))
+        .and_then(|()| out.flush())
+        .map_err(OutputFailed)
+}
+
+/// `println!` for the command's output, as [`say_line`]: `say!(...)?`.
+macro_rules! say {
+    () => {
+        $crate::terminal::say_line(format_args!(""))
+    };
+    ($($arg:tt)*) => {
+        $crate::terminal::say_line(format_args!($($arg)*))
+    };
+}
+pub(crate) use say;
+
 /// Resets colours and styles (SGR 0). Printed before each question the user answers, so
 /// that nothing printed before it can leave the question invisible or restyled.
 /// (Conduit's own CLI text uses no colour, so the reset undoes nothing of Conduit's.)
@@ -52,6 +97,165 @@ pub fn shown(text: &str) -> Cow<'_, str> {
         push_shown(&mut out, c);
     }
     Cow::Owned(out)
+}
+
+/// The lines typed at the terminal for a server's question, read without a buffer of
+/// Conduit's: std's stdin keeps what a read took beyond the line (a paste of several
+/// lines) for the next question, which must get only what is typed for it. What was
+/// typed before the question is dropped first ([`forget_typed_ahead`]).
+pub fn typed_lines() -> std::io::Result<Box<dyn std::io::BufRead>> {
+    forget_typed_ahead();
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsFd;
+        let stdin = std::fs::File::from(std::io::stdin().as_fd().try_clone_to_owned()?);
+        Ok(Box::new(std::io::BufReader::with_capacity(1, stdin)))
+    }
+    #[cfg(not(unix))]
+    {
+        Ok(Box::new(std::io::stdin().lock()))
+    }
+}
+
+/// While it lives, what is typed at the terminal is not shown (a key typed for
+/// `--api-key-stdin` must not stay on the screen and in its scrollback); dropped, the
+/// terminal is as it was. Does nothing when stdin is not a terminal (a pipe, a file).
+pub struct TypingHidden {
+    #[cfg(unix)]
+    was: Option<rustix::termios::Termios>,
+}
+
+impl TypingHidden {
+    pub fn start() -> Self {
+        #[cfg(unix)]
+        {
+            use std::io::IsTerminal;
+            let stdin = std::io::stdin();
+            if !stdin.is_terminal() {
+                return Self { was: None };
+            }
+            let was = match rustix::termios::tcgetattr(&stdin) {
+                Ok(was) => was,
+                Err(error) => {
+                    tracing::warn!(%error, "the terminal's echo could not be read; typing shows");
+                    return Self { was: None };
+                }
+            };
+            let mut hidden = was.clone();
+            hidden.local_modes.remove(rustix::termios::LocalModes::ECHO);
+            if let Err(error) =
+                rustix::termios::tcsetattr(&stdin, rustix::termios::OptionalActions::Now, &hidden)
+            {
+                tracing::warn!(%error, "the terminal's echo could not be turned off; typing shows");
+                return Self { was: None };
+            }
+            Self { was: Some(was) }
+        }
+        #[cfg(not(unix))]
+        {
+            Self {}
+        }
+    }
+
+    /// Whether typing is hidden now (stdin is a terminal).
+    pub fn hides(&self) -> bool {
+        #[cfg(unix)]
+        {
+            self.was.is_some()
+        }
+        #[cfg(not(unix))]
+        {
+            false
+        }
+    }
+}
+
+impl Drop for TypingHidden {
+    fn drop(&mut self) {
+        #[cfg(unix)]
+        if let Some(was) = &self.was
+            && let Err(error) = rustix::termios::tcsetattr(
+                std::io::stdin(),
+                rustix::termios::OptionalActions::Now,
+                was,
+            )
+        {
+            tracing::warn!(%error, "the terminal's echo could not be turned back on");
+        }
+    }
+}
+
+/// Drops what was typed before a question was asked: a line typed while an answer
+/// streamed (meant as the next message) must not answer the approval question that
+/// follows it. Nothing to drop when stdin is not a terminal.
+pub fn forget_typed_ahead() {
+    #[cfg(unix)]
+    {
+        use std::io::IsTerminal;
+        let stdin = std::io::stdin();
+        if stdin.is_terminal()
+            && let Err(error) =
+                rustix::termios::tcflush(&stdin, rustix::termios::QueueSelector::IFlush)
+        {
+            tracing::debug!(%error, "what was typed ahead could not be dropped");
+        }
+    }
+}
+
+/// Outside text that must stay on one line (a name, a title, a field's label), as
+/// [`shown`] shows it with each line break as `␊`: a server's name or label must not
+/// start a line of its own that looks like Conduit's.
+pub fn shown_line(text: &str) -> String {
+    shown(text).replace('\n', "␊")
+}
+
+/// The most lines of outside text [`quoted`] shows, and characters of each.
+const QUOTED_LINES: usize = 20;
+const QUOTED_LINE_CHARS: usize = 400;
+
+/// Outside text of many lines (a tool's description, a server's message) as [`shown`]
+/// shows it, each line behind a `  │ ` gutter, runs of blank lines as one, at most
+/// [`QUOTED_LINES`] lines of [`QUOTED_LINE_CHARS`] characters: a server's text cannot
+/// push Conduit's question out of sight, nor draw a line that looks like Conduit's own
+/// question right above the prompt.
+pub fn quoted(text: &str) -> String {
+    quoted_within(text, QUOTED_LINES, QUOTED_LINE_CHARS)
+}
+
+/// [`quoted`] with every line whole: for text the user approves word for word (what a
+/// server would send to the user's model).
+pub fn quoted_whole(text: &str) -> String {
+    quoted_within(text, usize::MAX, usize::MAX)
+}
+
+fn quoted_within(text: &str, most_lines: usize, line_chars: usize) -> String {
+    let text = shown(text);
+    let mut lines: Vec<&str> = Vec::new();
+    for line in text.split('\n') {
+        let blank = line.trim().is_empty();
+        if blank && lines.last().is_none_or(|last| last.trim().is_empty()) {
+            continue;
+        }
+        lines.push(line);
+    }
+    while lines.last().is_some_and(|last| last.trim().is_empty()) {
+        lines.pop();
+    }
+    let mut out = String::new();
+    for line in lines.iter().take(most_lines) {
+        out.push_str("  │ ");
+        let mut chars = line.chars();
+        out.extend(chars.by_ref().take(line_chars));
+        let more = chars.count();
+        if more > 0 {
+            let _ = write!(out, "[… {more} more characters]");
+        }
+        out.push('\n');
+    }
+    if lines.len() > most_lines {
+        let _ = writeln!(out, "  │ [… {} more lines]", lines.len() - most_lines);
+    }
+    out
 }
 
 /// JSON text (from serde_json) as it may reach a terminal. serde_json already escapes
@@ -166,6 +370,44 @@ fn push_shown(out: &mut String, c: char) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_name_stays_on_one_line() {
+        assert_eq!(
+            shown_line("evil\n? read of server notes wants\x1b[8m"),
+            "evil␊? read of server notes wants␛[8m"
+        );
+        assert_eq!(shown_line("plain"), "plain");
+    }
+
+    /// A description that pads itself with blank lines and then draws Conduit's question
+    /// shows as one quoted block: the fake question behind the gutter, near the top.
+    #[test]
+    fn quoted_text_keeps_its_gutter_folds_blank_lines_and_is_bounded() {
+        let fake = format!(
+            "Reads notes.{}? read_note of server notes wants to run with {{}}\n",
+            "\n".repeat(80)
+        );
+        assert_eq!(
+            quoted(&fake),
+            "  │ Reads notes.\n  │ \n  │ ? read_note of server notes wants to run with {}\n"
+        );
+        let long = (0..30)
+            .map(|n| format!("line {n}"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let shown = quoted(&long);
+        assert_eq!(shown.lines().count(), QUOTED_LINES + 1);
+        assert!(shown.ends_with("  │ [… 10 more lines]\n"), "{shown}");
+        assert!(
+            shown.lines().all(|line| line.starts_with("  │ ")),
+            "{shown}"
+        );
+        let wide = quoted(&"é".repeat(QUOTED_LINE_CHARS + 5));
+        assert!(wide.ends_with("é[… 5 more characters]\n"), "{wide}");
+        assert_eq!(quoted("\x1b]52;c;eA==\x07"), "  │ ␛]52;c;eA==␇\n");
+        assert_eq!(quoted(""), "");
+    }
 
     #[test]
     fn ordinary_text_emoji_newlines_and_tabs_pass_unchanged() {
