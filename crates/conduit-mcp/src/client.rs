@@ -126,7 +126,14 @@ impl StartError {
                 | Failed::ExpectedInitResult(_)
                 | Failed::ConflictInitResponseId(..)
                 | Failed::UncorrelatedErrorResponse { .. }
-                | Failed::JsonRpcError(_)
+        ) || matches!(
+            error,
+            // A 2026 server's own refusal (it needs a capability Conduit lacks, or a
+            // header did not match) says why; a legacy handshake would only hide that,
+            // and start a stdio server twice.
+            Failed::JsonRpcError(data)
+                if data.code != rmcp::model::ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY
+                    && data.code != rmcp::model::ErrorCode::HEADER_MISMATCH
         );
         let sign_in = SignInNeeded::find(error).or_else(|| {
             error.is_authorization_required().then_some(SignInNeeded {
@@ -1740,11 +1747,14 @@ impl Connection {
                 }
                 let params = serde_json::to_value(&request.params)
                     .map_err(|e| McpError::Other(e.to_string()))?;
+                // The refusal can quote the request (a tool name it offers twice): it goes to
+                // the model, the window and the history cut and with secrets hidden, as a
+                // server's own errors do.
                 self.asks.sample(params).await.map_err(|error| {
-                    McpError::Other(format!(
+                    McpError::Other(self.hidden_and_cut(&format!(
                         "the server's sampling request was not answered: {}",
                         error.message
-                    ))
+                    )))
                 })
             }
             rmcp::model::InputRequest::ListRoots(_) => {

@@ -4,7 +4,7 @@
 //! the conversation's own.
 
 use base64::Engine;
-use conduit_core::content::{Block, Message, Role};
+use conduit_core::content::{Block, Message, Role, text_start};
 use conduit_core::media::MediaStore;
 use rmcp::model::{ContentBlock, GetPromptResult, ReadResourceResult, ResourceContents};
 use serde_json::{Map, Value};
@@ -14,21 +14,47 @@ use serde_json::{Map, Value};
 pub const MAX_ATTACHED_TEXT: usize = 512 * 1024;
 /// The most images one attached resource, or one prompt, may bring into a message.
 pub const MAX_ATTACHED_IMAGES: usize = 20;
+/// The most blocks one attached resource, or one prompt, may bring into a message (each
+/// note of a part left out is one too).
+pub const MAX_ATTACHED_BLOCKS: usize = 1000;
+/// The most of a server's address or type a note about it quotes.
+const QUOTED_CHARS: usize = 200;
 
 /// What one resource or prompt has brought so far, against its caps.
 struct Brought {
     what: String,
     text: usize,
     images: usize,
+    blocks: usize,
 }
 
 impl Brought {
-    fn new(what: impl Into<String>) -> Self {
+    fn new(what: &str) -> Self {
         Self {
-            what: what.into(),
+            what: quoted(what),
             text: 0,
             images: 0,
+            blocks: 0,
         }
+    }
+
+    /// A text block of `text`, counted whole (with the address that heads it) against the
+    /// caps.
+    fn text_block(&mut self, text: String) -> Result<Block, MentionError> {
+        self.block()?;
+        self.text(text.len())?;
+        Ok(Block::text(text))
+    }
+
+    fn block(&mut self) -> Result<(), MentionError> {
+        self.blocks += 1;
+        if self.blocks > MAX_ATTACHED_BLOCKS {
+            return Err(MentionError(format!(
+                "{} has more than {MAX_ATTACHED_BLOCKS} parts, more than a message takes",
+                self.what
+            )));
+        }
+        Ok(())
     }
 
     fn text(&mut self, len: usize) -> Result<(), MentionError> {
@@ -44,6 +70,7 @@ impl Brought {
     }
 
     fn image(&mut self) -> Result<(), MentionError> {
+        self.block()?;
         self.images += 1;
         if self.images > MAX_ATTACHED_IMAGES {
             return Err(MentionError(format!(
@@ -80,14 +107,13 @@ pub fn resource_blocks(
         Some(
             ResourceContents::TextResourceContents { uri, .. }
             | ResourceContents::BlobResourceContents { uri, .. },
-        ) => uri.clone(),
-        _ => "the resource".to_owned(),
+        ) => uri.as_str(),
+        _ => "the resource",
     });
     for contents in read.contents {
         match contents {
             ResourceContents::TextResourceContents { uri, text, .. } => {
-                brought.text(text.len())?;
-                blocks.push(Block::text(format!("Resource {uri}:\n\n{text}")));
+                blocks.push(brought.text_block(format!("Resource {uri}:\n\n{text}"))?);
             }
             ResourceContents::BlobResourceContents {
                 uri,
@@ -98,12 +124,14 @@ pub fn resource_blocks(
                 let mime = mime_type.unwrap_or_else(|| "application/octet-stream".into());
                 if !mime.starts_with("image/") {
                     return Err(MentionError(format!(
-                        "{uri} is {mime}: only text and images go into a message"
+                        "{} is {}: only text and images go into a message",
+                        quoted(&uri),
+                        quoted(&mime)
                     )));
                 }
                 brought.image()?;
                 blocks.push(Block::Image {
-                    media: store_image(media, &blob, &mime, &uri)?,
+                    media: store_image(media, &blob, &mime, &quoted(&uri))?,
                 });
             }
             _ => {
@@ -148,35 +176,35 @@ pub fn prompt_messages(
             rmcp::model::Role::Assistant => Role::Assistant,
         };
         let block = match message.content {
-            ContentBlock::Text(text) => {
-                brought.text(text.text.len())?;
-                Block::text(text.text)
-            }
+            ContentBlock::Text(text) => brought.text_block(text.text)?,
             ContentBlock::Image(image) if role == Role::User => {
                 brought.image()?;
                 Block::Image {
                     media: store_image(media, &image.data, &image.mime_type, "the prompt's image")?,
                 }
             }
-            ContentBlock::Image(_) => {
-                Block::text("[an image the prompt gives the assistant is not kept]")
-            }
+            ContentBlock::Image(_) => brought
+                .text_block("[an image the prompt gives the assistant is not kept]".into())?,
             ContentBlock::Resource(embedded) => match embedded.resource {
                 ResourceContents::TextResourceContents { uri, text, .. } => {
-                    brought.text(text.len())?;
-                    Block::text(format!("Resource {uri}:\n\n{text}"))
+                    brought.text_block(format!("Resource {uri}:\n\n{text}"))?
                 }
-                ResourceContents::BlobResourceContents { uri, mime_type, .. } => {
-                    Block::text(format!(
-                        "[resource {uri} ({}) is not text]",
-                        mime_type.unwrap_or_default()
-                    ))
-                }
-                _ => Block::text("[an embedded resource of a kind Conduit does not know]"),
+                ResourceContents::BlobResourceContents { uri, mime_type, .. } => brought
+                    .text_block(format!(
+                        "[resource {} ({}) is not text]",
+                        quoted(&uri),
+                        quoted(&mime_type.unwrap_or_default())
+                    ))?,
+                _ => brought
+                    .text_block("[an embedded resource of a kind Conduit does not know]".into())?,
             },
-            ContentBlock::ResourceLink(link) => Block::text(format!("[resource {}]", link.uri)),
-            ContentBlock::Audio(_) => Block::text("[audio from the prompt is not kept]"),
-            _ => Block::text("[content of a kind Conduit does not know]"),
+            ContentBlock::ResourceLink(link) => {
+                brought.text_block(format!("[resource {}]", quoted(&link.uri)))?
+            }
+            ContentBlock::Audio(_) => {
+                brought.text_block("[audio from the prompt is not kept]".into())?
+            }
+            _ => brought.text_block("[content of a kind Conduit does not know]".into())?,
         };
         match out.last_mut() {
             Some(last) if last.role == role => last.blocks.push(block),
@@ -190,6 +218,16 @@ pub fn prompt_messages(
         return Err(MentionError("the prompt has no messages".into()));
     }
     Ok(out)
+}
+
+/// A server's address or type as a note quotes it: its start, if it is long.
+fn quoted(text: &str) -> String {
+    let start = text_start(text, QUOTED_CHARS);
+    if start.len() < text.len() {
+        format!("{start}…")
+    } else {
+        start.to_owned()
+    }
 }
 
 /// The names a URI template asks for (`{name}`, `{+name}`, `{#name}`...), in order.
@@ -359,6 +397,46 @@ mod tests {
         let read: ReadResourceResult =
             serde_json::from_value(json!({ "contents": parts })).unwrap();
         assert_eq!(resource_blocks(read, &media).unwrap().len(), 5);
+    }
+
+    /// What a server names counts as what it sends: an address of megabytes heading an
+    /// empty text, links and notes past the caps, an address quoted in an error.
+    #[test]
+    fn a_servers_addresses_and_notes_count_against_the_caps() {
+        let media = MemoryMedia::default();
+        let long_uri = format!("x:/{}", "u".repeat(MAX_ATTACHED_TEXT));
+        let read: ReadResourceResult =
+            serde_json::from_value(json!({"contents": [{"uri": long_uri, "text": ""}]})).unwrap();
+        let err = resource_blocks(read, &media).unwrap_err();
+        assert!(err.0.contains("more than 512 KB"), "{err}");
+        assert!(
+            err.0.len() < 400,
+            "the address is quoted cut: {} bytes",
+            err.0.len()
+        );
+        let read: ReadResourceResult = serde_json::from_value(json!({"contents": [
+            {"uri": long_uri, "mimeType": "application/pdf", "blob": "AAAA"}
+        ]}))
+        .unwrap();
+        let err = resource_blocks(read, &media).unwrap_err();
+        assert!(err.0.len() < 600, "{} bytes", err.0.len());
+
+        let link = |uri: &str| json!({"role": "user", "content": {"type": "resource_link", "uri": uri, "name": "n"}});
+        let prompt: GetPromptResult =
+            serde_json::from_value(json!({ "messages": [link(&long_uri)] })).unwrap();
+        let messages = prompt_messages(prompt, &media).unwrap();
+        assert!(
+            messages[0].text().len() < 300,
+            "{}",
+            messages[0].text().len()
+        );
+        let audio = json!({"role": "user", "content": {"type": "audio", "data": "AAAA", "mimeType": "audio/wav"}});
+        let prompt: GetPromptResult = serde_json::from_value(json!({
+            "messages": vec![audio; MAX_ATTACHED_BLOCKS + 1]
+        }))
+        .unwrap();
+        let err = prompt_messages(prompt, &media).unwrap_err();
+        assert!(err.0.contains("more than 1000 parts"), "{err}");
     }
 
     #[test]

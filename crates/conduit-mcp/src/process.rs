@@ -39,6 +39,10 @@ impl StderrTail {
 /// A running server process.
 pub struct ServerProcess {
     child: Child,
+    /// The server's process group (its pid, as it leads the group), kept from the start:
+    /// once the server itself has ended and been waited for, `Child::id` is gone, yet
+    /// helpers it started (a browser, an `npx` child) may still run in its group.
+    group: Option<u32>,
     pub stderr: StderrTail,
 }
 
@@ -84,6 +88,7 @@ pub fn spawn(
     conduit_core::task::spawn(keep_tail(stderr, tail.clone(), secrets.clone()));
     Ok((
         ServerProcess {
+            group: child.id(),
             child,
             stderr: tail,
         },
@@ -266,7 +271,7 @@ impl ServerProcess {
     fn kill_group(&self, hard: bool) {
         use nix::sys::signal::{Signal, killpg};
         use nix::unistd::Pid;
-        if let Some(pid) = self.child.id() {
+        if let Some(pid) = self.group {
             let signal = if hard {
                 Signal::SIGKILL
             } else {
@@ -291,6 +296,51 @@ impl Drop for ServerProcess {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whether process `pid` is gone (a zombie no one reaped yet counts as gone).
+    #[cfg(target_os = "linux")]
+    fn ended(pid: &str) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+            stat.rsplit_once(") ")
+                .is_some_and(|(_, rest)| rest.starts_with('Z'))
+        })
+    }
+
+    /// A server that started a helper and ends by itself when its stdin closes (as most
+    /// do) was waited for; its helper, in its group, still ends with it.
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_servers_helpers_end_with_it_after_the_server_itself_exited() {
+        use tokio::io::AsyncBufReadExt;
+        let (mut process, stdout, stdin) = spawn(
+            "sh",
+            &[
+                "-c".to_owned(),
+                "sleep 300 & echo $!; cat > /dev/null".to_owned(),
+            ],
+            &BTreeMap::new(),
+            None,
+            &Default::default(),
+        )
+        .unwrap();
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        let helper = lines.next_line().await.unwrap().unwrap();
+        assert!(!ended(&helper), "the helper runs");
+        drop(stdin);
+        process.shutdown(Duration::from_secs(10)).await;
+        assert!(
+            process.exit_status().is_some(),
+            "the server ended by itself"
+        );
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !ended(&helper) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the helper {helper} outlived its server"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
 
     #[tokio::test]
     async fn a_servers_stderr_tail_is_bounded_and_survives_bytes_that_are_not_utf8() {

@@ -51,10 +51,22 @@ pub fn convert(result: CallToolResult, media: &dyn MediaStore) -> ToolOutput {
         }
         fits
     };
+    // The starts of long texts shown beside their files share one budget too: a result of
+    // a thousand long blocks must not carry a thousand previews.
+    let mut previews_left = MODEL_TEXT_LIMIT;
     for block in result.content.into_iter().take(MAX_RESULT_BLOCKS) {
         parts.push(match block {
             ContentBlock::Text(text) if !fits(text.text.len()) => {
-                long_text(media, text.text.as_bytes(), "text/plain")
+                if take_media() {
+                    long_text(
+                        media,
+                        text.text.as_bytes(),
+                        "text/plain",
+                        &mut previews_left,
+                    )
+                } else {
+                    media_note()
+                }
             }
             ContentBlock::Text(text) => ResultPart::Text { text: text.text },
             ContentBlock::Image(_) | ContentBlock::Audio(_) if !take_media() => media_note(),
@@ -89,7 +101,11 @@ pub fn convert(result: CallToolResult, media: &dyn MediaStore) -> ToolOutput {
             },
             ContentBlock::Resource(embedded) => match embedded.resource {
                 ResourceContents::TextResourceContents { text, .. } if !fits(text.len()) => {
-                    long_text(media, text.as_bytes(), "text/plain")
+                    if take_media() {
+                        long_text(media, text.as_bytes(), "text/plain", &mut previews_left)
+                    } else {
+                        media_note()
+                    }
                 }
                 ResourceContents::TextResourceContents { uri, mime_type, .. }
                     if !fits(uri.len() + mime_type.as_ref().map_or(0, String::len)) =>
@@ -148,7 +164,7 @@ pub fn convert(result: CallToolResult, media: &dyn MediaStore) -> ToolOutput {
     if let Some(value) = result.structured_content {
         parts.push(if !fits(conduit_core::content::json_size(&value)) {
             let json = json_without_the_value(value);
-            long_text(media, &json, "application/json")
+            long_text(media, &json, "application/json", &mut previews_left)
         } else {
             ResultPart::Structured { value }
         });
@@ -199,10 +215,17 @@ pub async fn convert_off_thread(
         .map_err(|e| format!("reading the result failed: {e}"))
 }
 
-/// A long text as a stored file and its start; if it cannot be stored, just its start.
-fn long_text(media: &dyn MediaStore, text: &[u8], mime: &str) -> ResultPart {
+/// A long text as a stored file and its start, of at most `previews_left` bytes (taken from
+/// it); if it cannot be stored, just its start.
+fn long_text(
+    media: &dyn MediaStore,
+    text: &[u8],
+    mime: &str,
+    previews_left: &mut usize,
+) -> ResultPart {
     let whole = String::from_utf8_lossy(text);
-    let preview = text_start(&whole, MODEL_TEXT_LIMIT).to_owned();
+    let preview = text_start(&whole, *previews_left).to_owned();
+    *previews_left -= preview.len();
     match media.put(text, Some(mime)) {
         Ok(media) => ResultPart::LongText { preview, media },
         Err(e) => ResultPart::Text {
@@ -343,6 +366,36 @@ mod tests {
         );
         assert!(matches!(&output.parts[3], ResultPart::LongText { .. }));
         assert_eq!(kept.kept().len(), 2);
+    }
+
+    /// A result past the inline budget in many blocks just under the preview's size: the
+    /// previews share one budget and the files count as the result's files.
+    #[test]
+    fn many_long_blocks_share_one_preview_budget_and_the_files_cap() {
+        let block = "p".repeat(MODEL_TEXT_LIMIT);
+        let mut content = vec![ContentBlock::text("q".repeat(LONG_TEXT))];
+        content.extend((0..999).map(|_| ContentBlock::text(block.clone())));
+        let kept = MemoryMedia::default();
+        let output = convert(CallToolResult::success(content), &kept);
+        let previews: usize = output
+            .parts
+            .iter()
+            .map(|part| match part {
+                ResultPart::LongText { preview, .. } => preview.len(),
+                _ => 0,
+            })
+            .sum();
+        assert_eq!(previews, MODEL_TEXT_LIMIT);
+        assert_eq!(kept.kept().len(), MAX_RESULT_MEDIA);
+        let inline: usize = output
+            .parts
+            .iter()
+            .map(|part| match part {
+                ResultPart::Text { text } => text.len(),
+                _ => 0,
+            })
+            .sum();
+        assert!(inline <= LONG_TEXT + 1000 * 200, "{inline}");
     }
 
     #[test]

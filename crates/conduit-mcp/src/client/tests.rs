@@ -1243,3 +1243,32 @@ async fn completions_are_capped_in_number_and_length() {
         1
     );
 }
+
+/// A 2026 server that refuses Conduit's discovery for a reason of its own is not taken
+/// for a confused legacy one (that would start it again with `initialize` and show the
+/// legacy handshake's failure instead of its reason); any other error is.
+#[test]
+fn a_modern_refusal_is_not_retried_with_the_legacy_handshake() {
+    use rmcp::model::{ErrorCode, ErrorData};
+    use rmcp::service::ClientInitializeError;
+    let refused = |code: ErrorCode| {
+        StartError::handshake(&ClientInitializeError::JsonRpcError(ErrorData::new(
+            code,
+            "requires the elicitation capability",
+            None,
+        )))
+    };
+    for modern in [
+        ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
+        ErrorCode::HEADER_MISMATCH,
+    ] {
+        let error = refused(modern);
+        assert!(!error.confused_by_discover, "{modern:?}");
+        assert!(
+            error.reason.contains("requires the elicitation capability"),
+            "{}",
+            error.reason
+        );
+    }
+    assert!(refused(ErrorCode::INTERNAL_ERROR).confused_by_discover);
+}
