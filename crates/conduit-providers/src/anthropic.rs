@@ -30,6 +30,9 @@ pub fn build_request(request: &ModelRequest, images: &PreparedImages) -> Value {
             Role::User | Role::Tool => "user",
         };
         let content = content_blocks(message, images);
+        // The API refuses a message without content: one with nothing to send (an answer
+        // stopped before any visible text) is left out, and the messages around it, of
+        // one role then, join below.
         if content.is_empty() {
             continue;
         }
@@ -76,7 +79,7 @@ fn content_blocks(message: &Message, images: &PreparedImages) -> Vec<Value> {
     let mut out = Vec::new();
     for block in &message.blocks {
         match block {
-            Block::Text { text } if !text.is_empty() => {
+            Block::Text { text } if has_visible_text(text) => {
                 out.push(json!({"type": "text", "text": text}));
             }
             Block::Text { .. } => {}
@@ -118,11 +121,18 @@ fn image_block(hash: &str, images: &PreparedImages) -> Value {
     }
 }
 
+/// Anthropic refuses a text block of whitespace alone ("text content blocks must contain
+/// non-whitespace text") with a 400; as history is replayed, one such block (an answer
+/// stopped after a newline, a tool that printed a blank line) would fail every later turn.
+fn has_visible_text(text: &str) -> bool {
+    !text.trim().is_empty()
+}
+
 /// Anthropic keeps text and images inside the tool result.
 fn tool_result_block(result: &ToolResult, images: &PreparedImages) -> Value {
     let mut content: Vec<Value> = Vec::new();
     let text = result.text();
-    if !text.is_empty() {
+    if has_visible_text(&text) {
         content.push(json!({"type": "text", "text": text}));
     }
     for part in &result.parts {
@@ -134,6 +144,12 @@ fn tool_result_block(result: &ToolResult, images: &PreparedImages) -> Value {
             })),
             _ => {}
         }
+    }
+    // Anthropic refuses an error result without content ("content cannot be empty if
+    // `is_error` is true"), which a failure with no message, or one of whitespace alone,
+    // would otherwise send.
+    if result.is_error && content.is_empty() {
+        content.push(json!({"type": "text", "text": "The tool failed without a message."}));
     }
     let mut block = json!({
         "type": "tool_result",

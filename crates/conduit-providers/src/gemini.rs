@@ -67,11 +67,19 @@ pub fn build_request(request: &ModelRequest, images: &PreparedImages) -> Value {
     body
 }
 
+/// An image as an `inlineData` part, or a text part saying why it was left out.
 fn inline_data(hash: &str, images: &PreparedImages) -> Value {
+    prepared_image(hash, images).unwrap_or_else(|note| json!({"text": note}))
+}
+
+/// An image as an `inlineData` part, or the note saying why it cannot be sent.
+fn prepared_image(hash: &str, images: &PreparedImages) -> Result<Value, String> {
     match images.get(hash) {
-        Some(Ok(image)) => json!({"inlineData": {"mimeType": image.mime, "data": image.base64}}),
-        Some(Err(reason)) => json!({"text": images::omitted_note(reason)}),
-        None => json!({"text": images::omitted_note("it was not loaded")}),
+        Some(Ok(image)) => {
+            Ok(json!({"inlineData": {"mimeType": image.mime, "data": image.base64}}))
+        }
+        Some(Err(reason)) => Err(images::omitted_note(reason)),
+        None => Err(images::omitted_note("it was not loaded")),
     }
 }
 
@@ -117,28 +125,32 @@ fn function_responses(
     request: &ModelRequest,
     images: &PreparedImages,
 ) -> Vec<Value> {
+    let nest = request.capabilities.images_in_tool_results;
+    let vision = nest || request.capabilities.vision;
     let mut parts = Vec::new();
     let mut trailing = Vec::new();
     for result in message.tool_results() {
-        let nested: Vec<Value> = result
-            .images()
-            .map(|media| inline_data(&media.hash, images))
-            .collect();
+        let fate = if vision {
+            result_images(result, images)
+        } else {
+            ResultImages::NotTaken {
+                count: result.images().count(),
+            }
+        };
         let mut response = json!({
             "name": result.name,
-            "response": response_object(
-                result,
-                request.capabilities.images_in_tool_results || request.capabilities.vision,
-            ),
+            "response": response_object(result, &fate),
         });
         if !result.wire_id().starts_with(LOCAL_ID_PREFIX) {
             response["id"] = json!(result.wire_id());
         }
-        if !nested.is_empty() {
-            if request.capabilities.images_in_tool_results {
-                response["parts"] = json!(nested);
-            } else if request.capabilities.vision {
-                trailing.extend(nested);
+        if let ResultImages::Sent { attached, .. } = fate
+            && !attached.is_empty()
+        {
+            if nest {
+                response["parts"] = json!(attached);
+            } else {
+                trailing.extend(attached);
             }
         }
         parts.push(json!({"functionResponse": response}));
@@ -147,22 +159,54 @@ fn function_responses(
     parts
 }
 
+/// What becomes of a tool result's images in the request.
+enum ResultImages {
+    /// The model takes no images: all of them are left out.
+    NotTaken { count: usize },
+    /// The prepared ones go as `inlineData` parts; each of the others is a note in the
+    /// response text, since `functionResponse.parts` takes nothing but data (Gemini 3
+    /// answers a text part there with a 400, on every later turn too).
+    Sent {
+        attached: Vec<Value>,
+        omitted: Vec<String>,
+    },
+}
+
+fn result_images(result: &ToolResult, images: &PreparedImages) -> ResultImages {
+    let mut attached = Vec::new();
+    let mut omitted = Vec::new();
+    for media in result.images() {
+        match prepared_image(&media.hash, images) {
+            Ok(part) => attached.push(part),
+            Err(note) => omitted.push(note),
+        }
+    }
+    ResultImages::Sent { attached, omitted }
+}
+
 /// The result's text for `functionResponse.response`, saying what became of its images:
-/// a model that takes no images is told they were left out, not that they are there.
-fn response_object(result: &ToolResult, vision: bool) -> Value {
+/// the model is told of those attached, and of each left out, not that all are there.
+fn response_object(result: &ToolResult, images: &ResultImages) -> Value {
     let mut text = result.text();
-    let images = result.images().count();
     let audio = result
         .parts
         .iter()
         .filter(|p| matches!(p, ResultPart::Audio { .. }))
         .count();
-    if images > 0 && vision {
-        text.push_str(&format!("\n[{images} image(s) attached]"));
-    } else if images > 0 {
-        text.push_str(&format!(
-            "\n[{images} image(s) omitted: this model does not take images]"
-        ));
+    match images {
+        ResultImages::NotTaken { count: 0 } => {}
+        ResultImages::NotTaken { count } => text.push_str(&format!(
+            "\n[{count} image(s) omitted: this model does not take images]"
+        )),
+        ResultImages::Sent { attached, omitted } => {
+            if !attached.is_empty() {
+                text.push_str(&format!("\n[{} image(s) attached]", attached.len()));
+            }
+            for note in omitted {
+                text.push('\n');
+                text.push_str(note);
+            }
+        }
     }
     if audio > 0 {
         text.push_str(&format!("\n[{audio} audio clip(s) omitted]"));

@@ -4,7 +4,6 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::collections::btree_map::Entry;
 
 use conduit_core::content::{Block, Message, ResultPart, Role};
 use conduit_core::provider::{
@@ -303,15 +302,32 @@ fn name_too_long() -> ProviderError {
 #[derive(Debug, Default)]
 struct PendingCall {
     id: String,
+    /// False when the server sent no id and Conduit made one up: a later piece that does
+    /// bring an id is then no sign of another call.
+    id_was_sent: bool,
     name: String,
     arguments: String,
+}
+
+impl PendingCall {
+    /// Whether a piece sent under `id` at this call's index continues it. Ollama, SGLang,
+    /// dynamo and LiteLLM send every parallel call at index 0, each under its own id, so
+    /// another id there starts another call.
+    fn continues_with(&self, id: Option<&str>) -> bool {
+        match id {
+            Some(id) => !self.id_was_sent || id == self.id,
+            None => true,
+        }
+    }
 }
 
 /// Decodes the Chat Completions stream: `choices[0].delta` chunks, tool call deltas
 /// assembled by index, a usage chunk, then `data: [DONE]`.
 #[derive(Debug, Default)]
 pub struct Decoder {
-    calls: BTreeMap<u64, PendingCall>,
+    /// The calls of each index in the order they started: one per index from servers
+    /// that number their calls, several at index 0 from those that do not.
+    calls: BTreeMap<u64, Vec<PendingCall>>,
     finish: Option<StopReason>,
     usage: Option<Usage>,
     done: bool,
@@ -321,6 +337,7 @@ impl Decoder {
     fn flush_calls(&mut self) -> Vec<ProviderEvent> {
         std::mem::take(&mut self.calls)
             .into_values()
+            .flatten()
             .map(|call| ProviderEvent::ToolCallDone {
                 arguments: parse_arguments(&call.arguments),
                 id: call.id,
@@ -370,9 +387,14 @@ impl Decoder {
             (None, None) => latest.unwrap_or(0),
         };
         let id = call.id.filter(|s| !s.is_empty());
-        let pending = match self.calls.entry(index) {
-            Entry::Occupied(entry) => {
-                let pending = entry.into_mut();
+        let arguments = arguments.filter(|s| !s.is_empty());
+        let calls = self.calls.entry(index).or_default();
+        // The id a call started under stays its id: later pieces only add arguments.
+        let call_id = match calls
+            .last_mut()
+            .filter(|pending| pending.continues_with(id.as_deref()))
+        {
+            Some(pending) => {
                 // Some servers send a name in pieces, others repeat it whole in every
                 // piece; neither makes a name longer than any tool's.
                 if let Some(name) = name.filter(|name| *name != pending.name) {
@@ -381,9 +403,12 @@ impl Decoder {
                     }
                     pending.name.push_str(&name);
                 }
-                pending
+                if let Some(arguments) = &arguments {
+                    pending.arguments.push_str(arguments);
+                }
+                pending.id.clone()
             }
-            Entry::Vacant(entry) => {
+            None => {
                 let Some(name) = name else {
                     return Err(decode::missing(
                         PROTOCOL,
@@ -394,24 +419,25 @@ impl Decoder {
                 if name.len() > MAX_TOOL_NAME_BYTES {
                     return Err(name_too_long());
                 }
+                let id_was_sent = id.is_some();
                 // Some servers send no id: make one that is stable in the history.
-                let id = id.clone().unwrap_or_else(|| format!("call_{index}"));
+                let id = id.unwrap_or_else(|| format!("call_{index}"));
                 out.push(ProviderEvent::ToolCallStarted {
                     id: id.clone(),
                     name: name.clone(),
                 });
-                entry.insert(PendingCall {
-                    id,
+                calls.push(PendingCall {
+                    id: id.clone(),
+                    id_was_sent,
                     name,
-                    arguments: String::new(),
-                })
+                    arguments: arguments.clone().unwrap_or_default(),
+                });
+                id
             }
         };
-        // The id a call started under stays its id: later pieces only add arguments.
-        if let Some(arguments) = arguments.filter(|s| !s.is_empty()) {
-            pending.arguments.push_str(&arguments);
+        if let Some(arguments) = arguments {
             out.push(ProviderEvent::ToolCallDelta {
-                id: pending.id.clone(),
+                id: call_id,
                 arguments,
             });
         }

@@ -114,8 +114,22 @@ fn image_part(hash: &str, images: &PreparedImages) -> Value {
     }
 }
 
+/// Whether a block of an assistant message is sent as a `message` or `function_call`
+/// item, the items a reasoning item must be followed by.
+fn is_output_item(block: &Block) -> bool {
+    match block {
+        Block::Text { text } => !text.is_empty(),
+        Block::ToolCall(_) => true,
+        _ => false,
+    }
+}
+
 fn assistant_items(message: &Message, input: &mut Vec<Value>) {
-    for block in &message.blocks {
+    // The API refuses reasoning with nothing after it ("Item 'rs_…' of type 'reasoning'
+    // was provided without its required following item"), which an answer stopped or cut
+    // off by max_output_tokens after its reasoning ends with: such reasoning is left out.
+    let last_output = message.blocks.iter().rposition(is_output_item);
+    for (position, block) in message.blocks.iter().enumerate() {
         match block {
             Block::Reasoning {
                 text,
@@ -123,7 +137,9 @@ fn assistant_items(message: &Message, input: &mut Vec<Value>) {
                 id: Some(id),
                 protocol,
                 ..
-            } if protocol.as_deref() == Some(PROTOCOL) => {
+            } if protocol.as_deref() == Some(PROTOCOL)
+                && last_output.is_some_and(|last| position < last) =>
+            {
                 let summary: Vec<Value> = if text.is_empty() {
                     Vec::new()
                 } else {

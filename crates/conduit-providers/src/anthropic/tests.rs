@@ -422,3 +422,73 @@ fn blocks_that_never_close_cannot_hold_the_answer_without_end() {
         );
     }
 }
+
+#[test]
+fn whitespace_only_text_is_never_sent_and_leaves_no_empty_message() {
+    let call = |id: &str, command: &str| {
+        Block::ToolCall(ToolCall {
+            id: id.into(),
+            name: "shell__run".into(),
+            arguments: json!({"command": command}),
+            signature: None,
+            invalid_arguments: None,
+            wire_id: None,
+            origin: None,
+        })
+    };
+    let result = |id: &str, is_error: bool, text: &str| {
+        Block::ToolResult(ToolResult {
+            call_id: id.into(),
+            wire_id: None,
+            name: "shell__run".into(),
+            is_error,
+            parts: vec![ResultPart::Text { text: text.into() }],
+        })
+    };
+    let req = request(vec![
+        Message::user_text("Summarise the build log"),
+        // Stopped after the model's first newlines: nothing visible was said.
+        Message {
+            role: Role::Assistant,
+            blocks: vec![Block::text("\n\n")],
+        },
+        Message::user_text("Run the tests first"),
+        Message {
+            role: Role::Assistant,
+            blocks: vec![
+                Block::text(" \n"),
+                call("toolu_01A", "cargo test"),
+                call("toolu_01B", "false"),
+            ],
+        },
+        Message {
+            role: Role::Tool,
+            blocks: vec![
+                result("toolu_01A", false, "\n"),
+                result("toolu_01B", true, "  \n\t"),
+            ],
+        },
+        Message::user_text("Thanks"),
+    ]);
+    let body = build_request(&req, &PreparedImages::new());
+    assert_eq!(
+        body["messages"],
+        json!([
+            {"role": "user", "content": [
+                {"type": "text", "text": "Summarise the build log"},
+                {"type": "text", "text": "Run the tests first"}
+            ]},
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "toolu_01A", "name": "shell__run", "input": {"command": "cargo test"}},
+                {"type": "tool_use", "id": "toolu_01B", "name": "shell__run", "input": {"command": "false"}}
+            ]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_01A", "content": []},
+                {"type": "tool_result", "tool_use_id": "toolu_01B", "is_error": true, "content": [
+                    {"type": "text", "text": "The tool failed without a message."}
+                ]},
+                {"type": "text", "text": "Thanks"}
+            ]}
+        ])
+    );
+}

@@ -309,3 +309,85 @@ fn usage_counts_past_u64_do_not_overflow() {
         .unwrap();
     assert_eq!(usage.output_tokens, u64::MAX);
 }
+
+#[test]
+fn gemini_3_nests_only_prepared_images_and_notes_the_others_in_the_result() {
+    let call = |id: &str| {
+        Block::ToolCall(ToolCall {
+            id: id.into(),
+            name: "figma__frame".into(),
+            arguments: json!({"id": 7}),
+            signature: Some("CiQB0e2Kb8".into()),
+            invalid_arguments: None,
+            wire_id: None,
+            origin: None,
+        })
+    };
+    let result = |id: &str, parts: Vec<ResultPart>| {
+        Block::ToolResult(ToolResult {
+            call_id: id.into(),
+            wire_id: None,
+            name: "figma__frame".into(),
+            is_error: false,
+            parts,
+        })
+    };
+    let image = |hash: &str| ResultPart::Image { media: media(hash) };
+    let mut req = request(vec![
+        Message::user_text("Show frames 7 and 8"),
+        Message {
+            role: Role::Assistant,
+            blocks: vec![call("abc1"), call("abc2")],
+        },
+        Message {
+            role: Role::Tool,
+            blocks: vec![
+                result(
+                    "abc1",
+                    vec![
+                        ResultPart::Text {
+                            text: "frame 7".into(),
+                        },
+                        image("img1"),
+                        image("gone"),
+                    ],
+                ),
+                result("abc2", vec![image("gone")]),
+            ],
+        },
+    ]);
+    req.model = "gemini-3-pro-preview".into();
+    let mut prepared = images();
+    prepared.insert(
+        "gone".into(),
+        Err(conduit_core::media::MediaError::Missing {
+            hash: "gone".into(),
+        }
+        .into()),
+    );
+    let body = build_request(&req, &prepared);
+    assert_eq!(
+        body["contents"][2],
+        json!({"role": "user", "parts": [
+            {"functionResponse": {"id": "abc1", "name": "figma__frame",
+                "response": {"result": "frame 7\n[1 image(s) attached]\n[An image was omitted: the media file gone is missing]"},
+                "parts": [{"inlineData": {"mimeType": "image/png", "data": "iVBOR=="}}]}},
+            {"functionResponse": {"id": "abc2", "name": "figma__frame",
+                "response": {"result": "[An image was omitted: the media file gone is missing]"}}}
+        ]})
+    );
+
+    // Earlier models get the prepared images after the responses, and the same notes.
+    req.capabilities.images_in_tool_results = false;
+    let body = build_request(&req, &prepared);
+    let parts = body["contents"][2]["parts"].as_array().unwrap();
+    assert_eq!(parts.len(), 3, "{parts:?}");
+    assert_eq!(
+        parts[0]["functionResponse"]["response"]["result"],
+        "frame 7\n[1 image(s) attached]\n[An image was omitted: the media file gone is missing]"
+    );
+    assert_eq!(
+        parts[2],
+        json!({"inlineData": {"mimeType": "image/png", "data": "iVBOR=="}})
+    );
+}

@@ -372,3 +372,100 @@ fn openai_itself_gets_max_completion_tokens_and_compatible_servers_max_tokens() 
         assert_eq!(body(compatible), (Some(json!(256)), None), "{compatible}");
     }
 }
+
+/// The finished calls of a replayed stream, as (id, name, arguments).
+fn finished_calls(sse: &str) -> Vec<(String, String, serde_json::Value)> {
+    replay(&mut Decoder::default(), sse)
+        .into_iter()
+        .filter_map(|event| match event.unwrap() {
+            ProviderEvent::ToolCallDone {
+                id,
+                name,
+                arguments,
+                ..
+            } => Some((id, name, arguments.unwrap())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn parallel_calls_ollama_sends_all_at_index_0_stay_separate_calls() {
+    // Ollama 0.20 (ollama#15457): each parallel call comes whole at index 0 under its own id.
+    let sse = r#"data: {"id":"chatcmpl-458","object":"chat.completion.chunk","created":1775031220,"model":"qwen3:8b","system_fingerprint":"fp_ollama","choices":[{"index":0,"delta":{"role":"assistant","content":"","tool_calls":[{"id":"call_a","index":0,"type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},"finish_reason":null}]}
+
+data: {"id":"chatcmpl-458","object":"chat.completion.chunk","created":1775031220,"model":"qwen3:8b","system_fingerprint":"fp_ollama","choices":[{"index":0,"delta":{"role":"assistant","content":"","tool_calls":[{"id":"call_b","index":0,"type":"function","function":{"name":"get_time","arguments":"{\"timezone\":\"Europe/Paris\"}"}}]},"finish_reason":null}]}
+
+data: {"id":"chatcmpl-458","object":"chat.completion.chunk","created":1775031221,"model":"qwen3:8b","system_fingerprint":"fp_ollama","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":"tool_calls"}]}
+
+data: {"id":"chatcmpl-458","object":"chat.completion.chunk","created":1775031221,"model":"qwen3:8b","system_fingerprint":"fp_ollama","choices":[],"usage":{"prompt_tokens":182,"completion_tokens":41,"total_tokens":223}}
+
+data: [DONE]
+
+"#;
+    assert_eq!(
+        finished_calls(sse),
+        [
+            (
+                "call_a".to_owned(),
+                "get_weather".to_owned(),
+                json!({"city": "Paris"})
+            ),
+            (
+                "call_b".to_owned(),
+                "get_time".to_owned(),
+                json!({"timezone": "Europe/Paris"})
+            ),
+        ]
+    );
+}
+
+#[test]
+fn pieces_after_a_new_id_at_a_taken_index_continue_the_new_call() {
+    // SGLang and LiteLLM stream arguments in pieces, every call at index 0: the pieces
+    // without an id belong to the call started last there.
+    let sse = r#"data: {"id":"9f1c","object":"chat.completion.chunk","created":1775031300,"model":"Qwen/Qwen3-8B","choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"id":"call_a","index":0,"type":"function","function":{"name":"read_file","arguments":""}}]},"finish_reason":null}]}
+
+data: {"id":"9f1c","object":"chat.completion.chunk","created":1775031300,"model":"Qwen/Qwen3-8B","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"path\": "}}]},"finish_reason":null}]}
+
+data: {"id":"9f1c","object":"chat.completion.chunk","created":1775031300,"model":"Qwen/Qwen3-8B","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"a.txt\"}"}}]},"finish_reason":null}]}
+
+data: {"id":"9f1c","object":"chat.completion.chunk","created":1775031300,"model":"Qwen/Qwen3-8B","choices":[{"index":0,"delta":{"tool_calls":[{"id":"call_b","index":0,"type":"function","function":{"name":"read_file","arguments":""}}]},"finish_reason":null}]}
+
+data: {"id":"9f1c","object":"chat.completion.chunk","created":1775031300,"model":"Qwen/Qwen3-8B","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_b","function":{"arguments":"{\"path\": "}}]},"finish_reason":null}]}
+
+data: {"id":"9f1c","object":"chat.completion.chunk","created":1775031300,"model":"Qwen/Qwen3-8B","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"b.txt\"}"}}]},"finish_reason":null}]}
+
+data: {"id":"9f1c","object":"chat.completion.chunk","created":1775031301,"model":"Qwen/Qwen3-8B","choices":[{"index":0,"delta":{"content":null},"finish_reason":"tool_calls"}]}
+
+data: [DONE]
+
+"#;
+    let events: Vec<_> = replay(&mut Decoder::default(), sse)
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    let started: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            ProviderEvent::ToolCallStarted { id, .. } => Some(id.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(started, ["call_a", "call_b"]);
+    assert_eq!(
+        finished_calls(sse),
+        [
+            (
+                "call_a".to_owned(),
+                "read_file".to_owned(),
+                json!({"path": "a.txt"})
+            ),
+            (
+                "call_b".to_owned(),
+                "read_file".to_owned(),
+                json!({"path": "b.txt"})
+            ),
+        ]
+    );
+}

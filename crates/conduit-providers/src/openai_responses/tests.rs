@@ -275,3 +275,45 @@ fn calls_without_item_ids_keep_their_own_arguments() {
     );
     assert!(decoder.calls.is_empty());
 }
+
+#[test]
+fn reasoning_with_nothing_after_it_is_not_replayed() {
+    let reasoning = |id: &str, summary: &str| Block::Reasoning {
+        text: summary.into(),
+        signature: None,
+        encrypted: Some(format!("gAAAAB-{id}")),
+        id: Some(id.into()),
+        protocol: Some(PROTOCOL.into()),
+    };
+    let req = request(vec![
+        Message::user_text("How many r's are in strawberry?"),
+        // Stop was pressed once the reasoning had finished, before any answer.
+        Message {
+            role: Role::Assistant,
+            blocks: vec![reasoning("rs_1", "Counting letters.")],
+        },
+        Message::user_text("Just the number, please."),
+        // The answer, then more reasoning cut off by max_output_tokens.
+        Message {
+            role: Role::Assistant,
+            blocks: vec![
+                reasoning("rs_2", "Count again."),
+                Block::text("3"),
+                reasoning("rs_3", ""),
+            ],
+        },
+        Message::user_text("Thanks"),
+    ]);
+    let body = build_request(&req, &PreparedImages::new());
+    assert_eq!(
+        body["input"],
+        json!([
+            {"role": "user", "content": [{"type": "input_text", "text": "How many r's are in strawberry?"}]},
+            {"role": "user", "content": [{"type": "input_text", "text": "Just the number, please."}]},
+            {"type": "reasoning", "id": "rs_2", "encrypted_content": "gAAAAB-rs_2",
+             "summary": [{"type": "summary_text", "text": "Count again."}]},
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "3"}]},
+            {"role": "user", "content": [{"type": "input_text", "text": "Thanks"}]}
+        ])
+    );
+}
