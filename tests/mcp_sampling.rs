@@ -435,49 +435,71 @@ async fn without_a_sampler_sampling_is_not_declared() {
     servers.shutdown().await;
 }
 
-/// Runs `conduit mcp call everything trigger-sampling-request` with `home`, on a terminal
-/// (`script` gives it one) fed `typed`, or without one.
-fn cli_sampling(home: &Path, typed: &str, terminal: bool) -> (bool, String) {
+/// Runs `conduit mcp call everything trigger-sampling-request` with `home`: on a
+/// pseudo-terminal (`tests/support/pty_driver.py`), answering each question once it is
+/// shown, as a person does (what is typed before a question is dropped), or without a
+/// terminal.
+fn cli_sampling(home: &Path, answers: &[(&str, &str)], terminal: bool) -> (bool, String) {
     let conduit = conduit_e2e::binary("conduit").unwrap();
-    let command = format!(
-        "{} mcp call everything trigger-sampling-request --args '{{\"prompt\":\"from the terminal\",\"maxTokens\":30}}'",
-        conduit.display()
-    );
-    let mut child = if terminal {
-        assert!(
-            Path::new("/usr/bin/script").is_file(),
-            "util-linux `script` is needed to give the CLI a terminal"
+    let args = [
+        "mcp",
+        "call",
+        "everything",
+        "trigger-sampling-request",
+        "--args",
+        r#"{"prompt":"from the terminal","maxTokens":30}"#,
+    ];
+    if !terminal {
+        let out = std::process::Command::new(conduit)
+            .args(args)
+            .env("CONDUIT_HOME", home)
+            .env("CONDUIT_SECRET_STORE", "file")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        return (
+            out.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
         );
-        let mut script = std::process::Command::new("/usr/bin/script");
-        script.args(["-qec", &command, "/dev/null"]);
-        script
-    } else {
-        let mut shell = std::process::Command::new("sh");
-        shell.args(["-c", &command]);
-        shell
-    };
-    let mut child = child
-        .env("CONDUIT_HOME", home)
-        .env("CONDUIT_SECRET_STORE", "file")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    {
-        use std::io::Write;
-        let mut input = child.stdin.take().unwrap();
-        input.write_all(typed.as_bytes()).unwrap();
     }
-    let out = child.wait_with_output().unwrap();
-    (
+    let mut argv = vec![conduit.display().to_string()];
+    argv.extend(args.iter().map(|arg| (*arg).to_owned()));
+    let steps: Vec<serde_json::Value> = answers
+        .iter()
+        .flat_map(|(question, answer)| {
+            [
+                json!({"expect": question, "timeout": 60}),
+                json!({"send": format!("{answer}\r")}),
+            ]
+        })
+        .collect();
+    let script = json!({
+        "argv": argv,
+        "env": {"CONDUIT_HOME": home, "CONDUIT_SECRET_STORE": "file"},
+        "steps": steps,
+        "exit_timeout": 60,
+    });
+    let file = home.join("pty_script.json");
+    std::fs::write(&file, script.to_string()).unwrap();
+    let driver = conduit_e2e::workspace_root().join("tests/support/pty_driver.py");
+    let out = std::process::Command::new("python3")
+        .arg(driver)
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
         out.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
+        "driver: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let transcript = report["transcript"].as_str().unwrap_or_default().to_owned();
+    assert_eq!(report["failure"], serde_json::Value::Null, "{transcript}");
+    (report["code"] == 0, transcript)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -497,13 +519,15 @@ async fn the_cli_asks_on_a_terminal_and_offers_nothing_without_one() {
     )
     .unwrap();
     let home_path = home.path().to_owned();
-    let run = |typed: &'static str, terminal: bool| {
+    let run = |answers: &'static [(&'static str, &'static str)], terminal: bool| {
         let home = home_path.clone();
-        tokio::task::spawn_blocking(move || cli_sampling(&home, typed, terminal))
+        tokio::task::spawn_blocking(move || cli_sampling(&home, answers, terminal))
     };
+    const RUN_IT: &str = "Run it for \"everything\"? [y/N]";
+    const SEND_IT: &str = "Send this to \"everything\"? [y/N]";
 
     // A no: nothing runs, the server hears the user-rejected error.
-    let (_, shown) = run("n\n", true).await.unwrap();
+    let (_, shown) = run(&[(RUN_IT, "n")], true).await.unwrap();
     assert!(
         shown.contains("\"everything\" asks to run a model (at most 30 tokens) on scripted / m"),
         "{shown}"
@@ -513,17 +537,17 @@ async fn the_cli_asks_on_a_terminal_and_offers_nothing_without_one() {
     assert!(llm.requests().is_empty(), "nothing ran");
 
     // Yes to run, yes to send: the scripted model's answer reaches the server.
-    let (ok, shown) = run("y\ny\n", true).await.unwrap();
+    let (ok, shown) = run(&[(RUN_IT, "y"), (SEND_IT, "y")], true).await.unwrap();
     assert!(ok, "{shown}");
     assert!(
-        shown.contains("The model m answered:\r\n  Terminal answer."),
+        shown.contains("The model m answered:\r\n  │ Terminal answer."),
         "{shown}"
     );
     assert!(shown.contains("\"text\": \"Terminal answer.\""), "{shown}");
     assert_eq!(llm.requests().len(), 1);
 
     // Without a terminal sampling is not declared, so the server has no such tool.
-    let (ok, shown) = run("y\ny\n", false).await.unwrap();
+    let (ok, shown) = run(&[], false).await.unwrap();
     assert!(!ok, "{shown}");
     assert!(shown.contains("trigger-sampling-request"), "{shown}");
     assert_eq!(llm.requests().len(), 1);

@@ -1527,13 +1527,39 @@ impl Connection {
         .await
     }
 
+    /// Reads a resource; a 2026-07-28 server may ask the user (or the user's model) first,
+    /// in rounds as a tool call's (a view's page behind a sign-in question).
     pub async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult, McpError> {
-        let mut result = self
-            .answered(
-                self.peer
-                    .read_resource(ReadResourceRequestParams::new(uri.to_owned())),
-            )
-            .await?;
+        let mut params = ReadResourceRequestParams::new(uri.to_owned());
+        let mut state_only_rounds = 0u32;
+        let not_stopped = CancellationToken::new();
+        let mut rounds = 0;
+        let mut result = loop {
+            rounds += 1;
+            if rounds > MAX_INPUT_ROUNDS {
+                return Err(McpError::Other(format!(
+                    "the server still wanted more after {MAX_INPUT_ROUNDS} rounds"
+                )));
+            }
+            match self
+                .answered(self.peer.read_resource_once(params.clone()))
+                .await?
+            {
+                rmcp::model::ReadResourceResponse::Complete(result) => break result,
+                rmcp::model::ReadResourceResponse::InputRequired(asked) => {
+                    let (state, responses) = self
+                        .answer_round(asked, &mut state_only_rounds, None, &not_stopped)
+                        .await?;
+                    params.request_state = state;
+                    params.input_responses = responses;
+                }
+                _ => {
+                    return Err(McpError::Other(
+                        "the server answered resources/read with something else".into(),
+                    ));
+                }
+            }
+        };
         if self.spill.holds_any() || !self.secrets.is_empty() {
             // Claiming reads the held strings back from disk: not on an async worker.
             let spill = self.spill.clone();
@@ -1596,11 +1622,33 @@ impl Connection {
         name: &str,
         arguments: JsonObject,
     ) -> Result<GetPromptResult, McpError> {
-        self.answered(
-            self.peer
-                .get_prompt(GetPromptRequestParams::new(name.to_owned()).with_arguments(arguments)),
-        )
-        .await
+        let mut params = GetPromptRequestParams::new(name.to_owned()).with_arguments(arguments);
+        let mut state_only_rounds = 0u32;
+        let not_stopped = CancellationToken::new();
+        for _ in 0..MAX_INPUT_ROUNDS {
+            match self
+                .answered(self.peer.get_prompt_once(params.clone()))
+                .await?
+            {
+                rmcp::model::GetPromptResponse::Complete(result) => return Ok(result),
+                // A 2026-07-28 server may ask the user first, in rounds as a tool call's.
+                rmcp::model::GetPromptResponse::InputRequired(asked) => {
+                    let (state, responses) = self
+                        .answer_round(asked, &mut state_only_rounds, None, &not_stopped)
+                        .await?;
+                    params.request_state = state;
+                    params.input_responses = responses;
+                }
+                _ => {
+                    return Err(McpError::Other(
+                        "the server answered prompts/get with something else".into(),
+                    ));
+                }
+            }
+        }
+        Err(McpError::Other(format!(
+            "the server still wanted more after {MAX_INPUT_ROUNDS} rounds"
+        )))
     }
 
     /// A request other than a tool call (a page of a list, a resource read, a prompt, a
@@ -1674,43 +1722,11 @@ impl Connection {
                 // 2026-07-28 (SEP-2322): the server needs another round; its state goes back
                 // byte for byte, in a new request with its own id.
                 ServerResult::InputRequiredResult(asked) => {
-                    let requests = asked.input_requests.unwrap_or_default();
-                    if requests.is_empty() && asked.request_state.is_none() {
-                        return Err(McpError::Other(
-                            "the server asked for another round without saying for what".into(),
-                        ));
-                    }
-                    // Each is a question to the user or a model run on their key, one
-                    // after another: a real round asks for one or two.
-                    if requests.len() > MAX_INPUTS_PER_ROUND {
-                        return Err(McpError::Other(format!(
-                            "the server asked for {} inputs in one round; Conduit answers at most {MAX_INPUTS_PER_ROUND}",
-                            requests.len()
-                        )));
-                    }
-                    let mut responses = rmcp::model::InputResponses::new();
-                    for (key, request) in requests {
-                        let asked = Instant::now();
-                        let answer = tokio::select! {
-                            answer = self.input_response(request) => answer?,
-                            () = cancel.cancelled() => return Err(McpError::Cancelled),
-                            () = self.ended.cancelled() => return Err(McpError::Closed),
-                        };
-                        budget.not_counting(asked.elapsed());
-                        responses.insert(key, answer);
-                    }
-                    if responses.is_empty() {
-                        // A server that only hands its state back is polled, gently.
-                        let pause = 50u64.saturating_mul(1 << state_only_rounds.min(3)).min(250);
-                        state_only_rounds += 1;
-                        tokio::select! {
-                            () = tokio::time::sleep(Duration::from_millis(pause)) => {}
-                            () = cancel.cancelled() => return Err(McpError::Cancelled),
-                        }
-                    }
-                    // The state goes back exactly as it came, or not at all.
-                    params.request_state = asked.request_state;
-                    params.input_responses = (!responses.is_empty()).then_some(responses);
+                    let (state, responses) = self
+                        .answer_round(asked, &mut state_only_rounds, Some(&mut budget), &cancel)
+                        .await?;
+                    params.request_state = state;
+                    params.input_responses = responses;
                 }
                 _ => {
                     return Err(McpError::Other(
@@ -1722,6 +1738,62 @@ impl Connection {
         Err(McpError::Other(format!(
             "the server still wanted more after {MAX_INPUT_ROUNDS} rounds"
         )))
+    }
+
+    /// Answers a 2026-07-28 server's `input_required` round (SEP-2322) for a tool call, a
+    /// resource read or a prompt: each of its input requests in turn, and the state it
+    /// hands back; what goes into the next round's request (`request_state`,
+    /// `input_responses`). The user's time answering does not count against `budget`.
+    async fn answer_round(
+        &self,
+        asked: rmcp::model::InputRequiredResult,
+        state_only_rounds: &mut u32,
+        mut budget: Option<&mut CallBudget>,
+        cancel: &CancellationToken,
+    ) -> Result<(Option<String>, Option<rmcp::model::InputResponses>), McpError> {
+        let requests = asked.input_requests.unwrap_or_default();
+        if requests.is_empty() && asked.request_state.is_none() {
+            return Err(McpError::Other(
+                "the server asked for another round without saying for what".into(),
+            ));
+        }
+        // Each is a question to the user or a model run on their key, one after another:
+        // a real round asks for one or two.
+        if requests.len() > MAX_INPUTS_PER_ROUND {
+            return Err(McpError::Other(format!(
+                "the server asked for {} inputs in one round; Conduit answers at most {MAX_INPUTS_PER_ROUND}",
+                requests.len()
+            )));
+        }
+        let mut responses = rmcp::model::InputResponses::new();
+        for (key, request) in requests {
+            let asked = Instant::now();
+            let answer = tokio::select! {
+                answer = self.input_response(request) => answer?,
+                () = cancel.cancelled() => return Err(McpError::Cancelled),
+                () = self.ended.cancelled() => return Err(McpError::Closed),
+            };
+            if let Some(budget) = budget.as_deref_mut() {
+                budget.not_counting(asked.elapsed());
+            }
+            responses.insert(key, answer);
+        }
+        if responses.is_empty() {
+            // A server that only hands its state back is polled, gently.
+            let pause = 50u64
+                .saturating_mul(1 << (*state_only_rounds).min(3))
+                .min(250);
+            *state_only_rounds += 1;
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(pause)) => {}
+                () = cancel.cancelled() => return Err(McpError::Cancelled),
+            }
+        }
+        // The state goes back exactly as it came, or not at all.
+        Ok((
+            asked.request_state,
+            (!responses.is_empty()).then_some(responses),
+        ))
     }
 
     /// The answer to one of a server's input requests (2026-07-28), given by the same

@@ -68,6 +68,8 @@ struct Holding {
     full: bool,
     /// Array elements and object entries parsed so far ([`MAX_VALUES`]).
     values: usize,
+    /// Bytes of the strings and keys built as they are, not held ([`MAX_PLAIN_TEXT`]).
+    plain_text: usize,
 }
 
 /// At most this many array elements and object entries in one large message. Its big
@@ -75,6 +77,32 @@ struct Holding {
 /// more each (and parsed again by rmcp): a line of 256 MiB of `0,` would be 130 million
 /// of them, gigabytes. A message past it is dropped as malformed.
 const MAX_VALUES: usize = 1_000_000;
+
+/// At most this many bytes of strings and keys in one large message outside the places
+/// whose big strings are held (a result's content and structured content): a
+/// notification's message, an error's text, a tool's description, a sampling request's
+/// text. Those are built whole and parsed again by rmcp, at about twelve times their size:
+/// a 250 MB progress message would take gigabytes. Twice the largest request Conduit
+/// takes from a server (a sampling request, 8 MiB); a message past it is dropped as
+/// malformed.
+const MAX_PLAIN_TEXT: usize = 16 * 1024 * 1024;
+
+/// Counts `bytes` more of text built as it is in the message being parsed, failing past
+/// [`MAX_PLAIN_TEXT`].
+fn count_plain_text<E: serde::de::Error>(
+    holding: &RefCell<Holding>,
+    bytes: usize,
+) -> Result<(), E> {
+    let mut holding = holding.borrow_mut();
+    holding.plain_text = holding.plain_text.saturating_add(bytes);
+    if holding.plain_text > MAX_PLAIN_TEXT {
+        return Err(E::custom(format!(
+            "more than {} MiB of text outside a result's content",
+            MAX_PLAIN_TEXT / (1024 * 1024)
+        )));
+    }
+    Ok(())
+}
 
 /// Counts one more element or entry of the message being parsed, failing past
 /// [`MAX_VALUES`].
@@ -507,9 +535,13 @@ impl Parse<'_> {
         }
     }
 
+    /// Whether `text` here is held aside rather than built.
+    fn holds(self, text: &str) -> bool {
+        matches!(self.place, Place::Big | Place::Structured) && text.len() >= LARGE_STRING
+    }
+
     fn string(self, text: &str) -> Value {
-        let holds = matches!(self.place, Place::Big | Place::Structured);
-        if !holds || text.len() < LARGE_STRING {
+        if !self.holds(text) {
             return Value::String(text.to_owned());
         }
         let mut holding = self.holding.borrow_mut();
@@ -578,7 +610,10 @@ impl<'de> Visitor<'de> for Parse<'_> {
         Ok(serde_json::Number::from_f64(value).map_or(Value::Null, Value::Number))
     }
 
-    fn visit_str<E>(self, value: &str) -> Result<Value, E> {
+    fn visit_str<E: serde::de::Error>(self, value: &str) -> Result<Value, E> {
+        if !self.holds(value) {
+            count_plain_text::<E>(self.holding, value.len())?;
+        }
         Ok(self.string(value))
     }
 
@@ -608,6 +643,7 @@ impl<'de> Visitor<'de> for Parse<'_> {
         let mut object = serde_json::Map::new();
         while let Some(key) = map.next_key::<String>()? {
             count_value::<A::Error>(self.holding)?;
+            count_plain_text::<A::Error>(self.holding, key.len())?;
             if self.place == Place::Message && key == "id" {
                 let id = map.next_value_seed(self.at(Place::Plain))?;
                 self.holding.borrow_mut().id = Some(id.clone());
@@ -1166,6 +1202,52 @@ mod tests {
         assert_eq!(passed[3]["id"], 99);
         assert_eq!(passed[3]["error"]["message"], "the answer was dropped");
         assert!(spill.held.lock().by_id.is_empty(), "nothing left held");
+    }
+
+    /// A large message whose text outside a result's content is past the cap (a progress
+    /// message of megabytes, an awaited error's text, a key) is dropped, not built whole
+    /// for rmcp to parse again; an awaited one fails its request saying why. Text inside
+    /// a result's content is held aside as before, and the next line still passes.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_large_message_with_too_much_text_outside_a_result_is_dropped() {
+        let spill = Arc::new(Spill::new("test"));
+        spill.asked(&RequestId::Number(3), true);
+        let huge = "m".repeat(MAX_PLAIN_TEXT + 1);
+        let input = format!(
+            "{}
+{}
+{}
+after
+",
+            json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                   "params": {"progressToken": 1, "progress": 1, "message": huge}}),
+            json!({"jsonrpc": "2.0", "id": 3, "error": {"code": -1, "message": huge}}),
+            format_args!(r#"{{"jsonrpc":"2.0","method":"x","params":{{"{huge}":1}}}}"#),
+        );
+        let mut out = Vec::new();
+        pump(
+            std::io::Cursor::new(input.into_bytes()),
+            &mut out,
+            spill.clone(),
+            32 * LARGE_LINE,
+        )
+        .await;
+        let lines: Vec<&[u8]> = out.split(|b| *b == b'\n').collect();
+        assert_eq!(
+            lines.len(),
+            3,
+            "the awaited error's answer, after, and the end"
+        );
+        let answer: Value = serde_json::from_slice(lines[0]).unwrap();
+        assert_eq!(answer["id"], 3);
+        let reason = spill
+            .own_error(answer["error"]["message"].as_str().unwrap())
+            .unwrap();
+        assert!(
+            reason.contains("more than 16 MiB of text outside a result's content"),
+            "{reason}"
+        );
+        assert_eq!(lines[1], b"after");
     }
 
     /// A large message of many small values (a notification whose data is a long array

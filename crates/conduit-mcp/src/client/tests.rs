@@ -1272,3 +1272,57 @@ fn a_modern_refusal_is_not_retried_with_the_legacy_handshake() {
     }
     assert!(refused(ErrorCode::INTERNAL_ERROR).confused_by_discover);
 }
+
+/// A 2026-07-28 server may answer a resource read or a prompt with an `input_required`
+/// round too (the spec allows it for `tools/call`, `prompts/get` and `resources/read`):
+/// its state goes back in the next request, and the answer after it is the read's.
+/// Before, rmcp's `read_resource` took such an answer for an unexpected response.
+#[tokio::test]
+async fn a_resource_read_and_a_prompt_go_through_input_required_rounds() {
+    let seen = Arc::new(parking_lot::Mutex::new(Vec::<Value>::new()));
+    let connection = scripted_in(
+        ProtocolEra::Stateless,
+        {
+            let seen = seen.clone();
+            move |request| {
+                let method = request["method"].as_str().unwrap_or_default();
+                if method != "resources/read" && method != "prompts/get" {
+                    return vec![];
+                }
+                seen.lock().push(request["params"].clone());
+                if request["params"]["requestState"] != "after-the-question" {
+                    return vec![answer(
+                        request,
+                        json!({"resultType": "input_required", "requestState": "after-the-question"}),
+                    )];
+                }
+                if method == "resources/read" {
+                    vec![answer(
+                        request,
+                        json!({"contents": [{"uri": "ui://v/app.html", "text": "<p>view</p>"}]}),
+                    )]
+                } else {
+                    vec![answer(
+                        request,
+                        json!({"messages": [{"role": "user", "content": {"type": "text", "text": "Go"}}]}),
+                    )]
+                }
+            }
+        },
+        Duration::from_secs(5),
+    )
+    .await;
+    let read = connection.read_resource("ui://v/app.html").await.unwrap();
+    let rmcp::model::ResourceContents::TextResourceContents { text, .. } = &read.contents[0] else {
+        panic!("{read:?}")
+    };
+    assert_eq!(text, "<p>view</p>");
+    let prompt = connection.prompt("go", JsonObject::new()).await.unwrap();
+    assert_eq!(prompt.messages.len(), 1);
+    let seen = seen.lock();
+    assert_eq!(seen.len(), 4, "{seen:?}");
+    assert_eq!(seen[1]["requestState"], "after-the-question");
+    assert_eq!(seen[1]["uri"], "ui://v/app.html");
+    assert_eq!(seen[3]["requestState"], "after-the-question");
+    assert_eq!(seen[3]["name"], "go");
+}
