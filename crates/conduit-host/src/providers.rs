@@ -316,7 +316,7 @@ fn new_headers_entry(id: &str) -> String {
 
 /// A provider as the settings form sends it. The key, if typed, goes to the secret store
 /// and is never sent back; `None` keeps the stored one.
-#[derive(Debug, Clone, serde::Deserialize, ts_rs::TS)]
+#[derive(Clone, serde::Deserialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub struct ProviderInput {
     pub id: String,
@@ -331,6 +331,21 @@ pub struct ProviderInput {
     /// Set by the Add form: a provider with this id must not exist yet.
     #[serde(default)]
     pub is_new: bool,
+}
+
+/// Names the key and the headers without their values: an input logged with `?` (a
+/// command traced with its arguments) must not write a key into the log.
+impl std::fmt::Debug for ProviderInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderInput")
+            .field("id", &self.id)
+            .field("protocol", &self.protocol)
+            .field("default_model", &self.default_model)
+            .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .field("api_key", &self.api_key.as_ref().map(|_| "••••"))
+            .field("is_new", &self.is_new)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Host {

@@ -557,41 +557,7 @@ fn secret_named(variables: &std::collections::BTreeMap<String, String>) -> Vec<S
         .collect()
 }
 
-/// Whether a URL's path segment looks like a key, as some services put one there
-/// (`https://mcp.example/api/sk-ak-…/sse`, a UUID that is the credential): at least 16
-/// characters with both letters and digits, and no `${NAME}`. The one rule for what the
-/// settings window masks in a URL and what errors and logs hide; a segment masked that was
-/// no key only stays hidden until the user shows the file's secrets.
-pub fn is_secret_path_segment(segment: &str) -> bool {
-    segment.chars().count() >= 16
-        && !segment.contains("${")
-        && segment.chars().any(|c| c.is_ascii_digit())
-        && segment.chars().any(|c| c.is_ascii_alphabetic())
-}
-
-/// The parts of a URL that can hold a key: its user name, password, query (whole and
-/// each value) and path segments that look like keys, so they are hidden wherever the
-/// URL is quoted in part.
-fn url_secrets(url: &str) -> Vec<String> {
-    let Ok(parsed) = reqwest::Url::parse(url) else {
-        return Vec::new();
-    };
-    let mut secrets = vec![parsed.username().to_owned()];
-    secrets.extend(parsed.password().map(str::to_owned));
-    secrets.extend(
-        parsed
-            .path_segments()
-            .into_iter()
-            .flatten()
-            .filter(|segment| is_secret_path_segment(segment))
-            .map(str::to_owned),
-    );
-    if let Some(query) = parsed.query() {
-        secrets.push(query.to_owned());
-        secrets.extend(parsed.query_pairs().map(|(_, value)| value.into_owned()));
-    }
-    secrets
-}
+pub use conduit_net::{is_secret_path_segment, url_secrets};
 
 /// What a `${NAME}` is taken to be when an entry's shape is checked before a write, where
 /// the values do not matter (the runtime fills in the real ones): a URL, so that an entry

@@ -1,5 +1,6 @@
-//! What every HTTP client of the process shares: one TLS context, and the rule that a
-//! redirect is followed only within the origin the request started at.
+//! What every HTTP client of the process shares: one TLS context, the rule that a
+//! redirect is followed only within the origin the request started at, and where in a URL
+//! a key may travel ([`url_secrets`]), for MCP servers' and providers' errors alike.
 //!
 //! Each reqwest client built the usual way makes its own TLS context and reads the
 //! system's CA store into it: about 0.9 MB and 60 ms of CPU per client here, for every MCP
@@ -73,6 +74,42 @@ where
         let error = refuse(refusal);
         attempt.error(error)
     })
+}
+
+/// Whether a URL's path segment looks like a key, as some services put one there
+/// (`https://mcp.example/api/sk-ak-…/sse`, a UUID that is the credential): at least 16
+/// characters with both letters and digits, and no `${NAME}`. The one rule for what the
+/// settings window masks in a URL and what errors and logs hide; a segment masked that was
+/// no key only stays hidden until the user shows the file's secrets.
+pub fn is_secret_path_segment(segment: &str) -> bool {
+    segment.chars().count() >= 16
+        && !segment.contains("${")
+        && segment.chars().any(|c| c.is_ascii_digit())
+        && segment.chars().any(|c| c.is_ascii_alphabetic())
+}
+
+/// The parts of a URL that can hold a key: its user name, password, query (whole and
+/// each value) and path segments that look like keys, so they are hidden wherever the
+/// URL is quoted in part.
+pub fn url_secrets(url: &str) -> Vec<String> {
+    let Ok(parsed) = reqwest::Url::parse(url) else {
+        return Vec::new();
+    };
+    let mut secrets = vec![parsed.username().to_owned()];
+    secrets.extend(parsed.password().map(str::to_owned));
+    secrets.extend(
+        parsed
+            .path_segments()
+            .into_iter()
+            .flatten()
+            .filter(|segment| is_secret_path_segment(segment))
+            .map(str::to_owned),
+    );
+    if let Some(query) = parsed.query() {
+        secrets.push(query.to_owned());
+        secrets.extend(parsed.query_pairs().map(|(_, value)| value.into_owned()));
+    }
+    secrets
 }
 
 #[cfg(test)]

@@ -28,7 +28,7 @@ pub fn build_request(request: &ModelRequest, images: &PreparedImages) -> Value {
     for message in &request.messages {
         let (role, parts) = match message.role {
             Role::User => ("user", user_parts(message, images)),
-            Role::Assistant => ("model", model_parts(message)),
+            Role::Assistant => ("model", model_parts(message, &request.model)),
             Role::Tool => ("user", function_responses(message, request, images)),
         };
         if parts.is_empty() {
@@ -95,7 +95,21 @@ fn user_parts(message: &Message, images: &PreparedImages) -> Vec<Value> {
         .collect()
 }
 
-fn model_parts(message: &Message) -> Vec<Value> {
+/// What Gemini 3 takes in place of a call's thought signature when there is none to send
+/// back (a call another provider's model made, a sampling request's calls): Google's
+/// documented way past its check, which otherwise refuses the whole history with a 400
+/// ("Function call is missing a thought_signature") on every later turn.
+const NO_SIGNATURE: &str = "skip_thought_signature_validator";
+
+fn model_parts(message: &Message, model: &str) -> Vec<Value> {
+    // Gemini 3 wants a signature on the first call of each of its answers (parallel
+    // calls after it carry none); a real one is never replaced.
+    let needs_signature = model.starts_with("gemini-3")
+        && !message
+            .blocks
+            .iter()
+            .any(|block| matches!(block, Block::ToolCall(call) if call.signature.is_some()));
+    let mut first_call = true;
     message
         .blocks
         .iter()
@@ -110,7 +124,10 @@ fn model_parts(message: &Message) -> Vec<Value> {
                 // Gemini 3 rejects a replayed call without the signature it gave.
                 if let Some(signature) = &call.signature {
                     part["thoughtSignature"] = json!(signature);
+                } else if needs_signature && first_call {
+                    part["thoughtSignature"] = json!(NO_SIGNATURE);
                 }
+                first_call = false;
                 Some(part)
             }
             _ => None,

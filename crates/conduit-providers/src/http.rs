@@ -260,12 +260,17 @@ impl HttpClient {
 
     fn headers(&self, protocol_headers: &[(&str, String)]) -> Result<HeaderMap, ProviderError> {
         let mut map = HeaderMap::new();
+        // Every extra header may carry a gateway's key (`Helicone-Auth`,
+        // `cf-aig-authorization`): all are marked sensitive, as the known key headers are.
         let extra = self
             .settings
             .extra_headers
             .iter()
-            .map(|(k, v)| (k.as_str(), v.clone()));
-        for (name, value) in protocol_headers.iter().cloned().chain(extra) {
+            .map(|(k, v)| (k.as_str(), v.clone(), true));
+        let protocol = protocol_headers
+            .iter()
+            .map(|(name, value)| (*name, value.clone(), false));
+        for (name, value, is_extra) in protocol.chain(extra) {
             let name = HeaderName::try_from(name).map_err(|_| {
                 ProviderError::new(
                     ProviderErrorKind::Input,
@@ -278,7 +283,7 @@ impl HttpClient {
                     format!("the value of header {name} is not valid"),
                 )
             })?;
-            if is_secret_header(name.as_str()) {
+            if is_extra || is_secret_header(name.as_str()) {
                 value.set_sensitive(true);
             }
             map.insert(name, value);
@@ -286,15 +291,18 @@ impl HttpClient {
         Ok(map)
     }
 
-    /// The values of a request's headers that carry credentials: the secret headers' and
-    /// every extra header's (a gateway's key may go in any header).
-    fn secrets_of(&self, protocol_headers: &[(&str, String)]) -> SentSecrets {
+    /// What of a request to `url` carries credentials: the secret headers' values, every
+    /// extra header's (a gateway's key may go in any header), and the URL's user name,
+    /// password, query values and path segments that look like keys (a gateway's
+    /// `https://gw.example/v1/sk-…/`, which a 404 quoting its path would repeat).
+    fn secrets_of(&self, url: &str, protocol_headers: &[(&str, String)]) -> SentSecrets {
         let secret = protocol_headers
             .iter()
             .filter(|(name, _)| is_secret_header(&name.to_ascii_lowercase()))
             .map(|(_, value)| value.as_str());
         let extra = self.settings.extra_headers.iter().map(|(_, v)| v.as_str());
-        SentSecrets::new(secret.chain(extra))
+        let in_url = conduit_net::url_secrets(url);
+        SentSecrets::new(secret.chain(extra).chain(in_url.iter().map(String::as_str)))
     }
 
     /// GETs JSON (model lists), with the same error mapping and retries.
@@ -303,7 +311,7 @@ impl HttpClient {
         url: &str,
         headers: &[(&str, String)],
     ) -> Result<Value, ProviderError> {
-        let secrets = self.secrets_of(headers);
+        let secrets = self.secrets_of(url, headers);
         self.get_json_with(url, headers)
             .await
             .map_err(|err| secrets.hidden_in(err))
@@ -351,8 +359,21 @@ impl HttpClient {
         let read_timeout = self.settings.read_timeout;
         let body = read_capped(response, self.limits.whole_body, read_timeout).await;
         match body.end {
-            End::Whole => serde_json::from_slice::<Value>(&body.bytes)
-                .map_err(|e| ProviderError::new(ProviderErrorKind::Protocol, e.to_string())),
+            End::Whole => {
+                // Parsed values take 70 bytes and more each: 8 MiB of `[0],[0],…` (a model
+                // list) would take hundreds of megabytes.
+                let limit = conduit_core::agent::MAX_RESPONSE_VALUES;
+                if json_values_in(&body.bytes) > limit {
+                    return Err(ProviderError::new(
+                        ProviderErrorKind::Protocol,
+                        format!(
+                            "the answer has more than {limit} JSON values; Conduit did not read it"
+                        ),
+                    ));
+                }
+                serde_json::from_slice::<Value>(&body.bytes)
+                    .map_err(|e| ProviderError::new(ProviderErrorKind::Protocol, e.to_string()))
+            }
             End::Cut => Err(ProviderError::new(
                 ProviderErrorKind::Protocol,
                 format!(
@@ -386,7 +407,7 @@ impl HttpClient {
     ) -> Result<EventStream, ProviderError> {
         // A provider (or a gateway before it) that quotes the key it was sent in an error
         // does not get it into the log, the history, the window or a sampling server.
-        let secrets = self.secrets_of(headers);
+        let secrets = self.secrets_of(&url, headers);
         let headers = self.headers(headers)?;
         let client = self.client.clone();
         let settings = self.settings.clone();
@@ -575,7 +596,10 @@ fn whole_answer(
     status: u16,
     body: bytes::Bytes,
 ) -> Result<bytes::Bytes, ProviderError> {
-    let document = serde_json::from_slice::<Value>(&body).ok();
+    // Read only when its values are within the count a stream's event is held to.
+    let document = (json_values_in(&body) <= conduit_core::agent::MAX_RESPONSE_VALUES)
+        .then(|| serde_json::from_slice::<Value>(&body).ok())
+        .flatten();
     if content_type.starts_with("application/json") && document.is_none() {
         return Ok(body);
     }
@@ -1002,6 +1026,12 @@ fn is_secret_header(name: &str) -> bool {
         name,
         "authorization" | "x-api-key" | "x-goog-api-key" | "api-key"
     )
+}
+
+/// At most how many JSON values `bytes` holds ([`crate::decode::json_values_at_most`]);
+/// none when it is not text (it is then no JSON either).
+fn json_values_in(bytes: &[u8]) -> usize {
+    std::str::from_utf8(bytes).map_or(0, crate::decode::json_values_at_most)
 }
 
 /// Parses a tool call's accumulated argument text; empty text means no arguments.

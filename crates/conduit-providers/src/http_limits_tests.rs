@@ -309,6 +309,27 @@ async fn an_endless_model_list_fails_at_the_cap() {
     assert!(err.message.len() < 1000, "{}", err.message.len());
 }
 
+/// A model list within the size cap made of more tiny values than a stream's event may
+/// hold is refused before it is parsed (it would take hundreds of megabytes as values).
+#[tokio::test]
+async fn a_model_list_of_too_many_tiny_values_is_refused_unparsed() {
+    let limit = conduit_core::agent::MAX_RESPONSE_VALUES;
+    let tiny = format!("[{}]", vec!["[0]"; limit].join(","));
+    let tiny: &'static str = Box::leak(tiny.into_boxed_str());
+    let url = serve(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json",
+        Body::Once(tiny.as_bytes().to_vec()),
+    )
+    .await;
+    let client = client(Duration::from_secs(10));
+    let err = client.get_json(&url, &[]).await.unwrap_err();
+    assert_eq!(err.kind, ProviderErrorKind::Protocol);
+    assert_eq!(
+        err.message,
+        format!("the answer has more than {limit} JSON values; Conduit did not read it")
+    );
+}
+
 #[tokio::test]
 async fn a_model_list_that_never_starts_or_ends_fails_within_the_read_timeout() {
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
@@ -478,4 +499,71 @@ async fn a_key_the_provider_quotes_back_is_hidden_in_its_error() {
     .await;
     let err = client.get_json(&url, &headers).await.unwrap_err();
     assert!(!err.message.contains(key), "{}", err.message);
+}
+
+/// A gateway whose key is in its base URL (a path segment, a query value) and that quotes
+/// the path it was asked for in its 404, as OpenAI's "Invalid URL (POST /v1/…)" does,
+/// does not get the key into the error.
+#[tokio::test]
+async fn a_key_in_the_url_the_provider_quotes_back_is_hidden_in_its_error() {
+    let in_path = "sk-ak-0123456789abcdefXYZ";
+    let in_query = "q-secret-5555aaaa";
+    let client = HttpClient::new(HttpSettings {
+        retry: RetryPolicy {
+            max_retries: 0,
+            ..RetryPolicy::default()
+        },
+        ..HttpSettings::default()
+    })
+    .unwrap();
+    let quoted = format!(
+        r#"{{"error": {{"message": "Invalid URL (POST /v1/{in_path}/chat/completions?key={in_query})"}}}}"#
+    );
+    let quoted: &'static str = Box::leak(quoted.into_boxed_str());
+    let base = serve(
+        "HTTP/1.1 404 Not Found\r\ncontent-type: application/json",
+        Body::Once(quoted.as_bytes().to_vec()),
+    )
+    .await;
+    let url = format!("{base}/v1/{in_path}/chat/completions?key={in_query}");
+    let mut events = client
+        .stream(url, &[], serde_json::json!({}), Echo)
+        .unwrap();
+    let mut err = None;
+    while let Some(item) = events.next().await {
+        if let Err(e) = item {
+            err = Some(e);
+            break;
+        }
+    }
+    let err = err.expect("the turn failed");
+    assert!(err.message.contains("Invalid URL"), "{}", err.message);
+    assert!(
+        !err.message.contains(in_path) && !err.message.contains(in_query),
+        "{}",
+        err.message
+    );
+}
+
+/// A configuration printed with `?` shows its base URL without what may be a key in it.
+#[test]
+fn a_configurations_debug_shows_no_key_of_its_base_url() {
+    let config = crate::ProviderConfig {
+        protocol: crate::Protocol::OpenAiChat,
+        base_url:
+            "https://bob:pw-0123456789abc@gw.example/v1/sk-ak-0123456789abcdef?key=q-5555aaaa"
+                .into(),
+        api_key: Some("sk-real".into()),
+        http: HttpSettings::default(),
+    };
+    let shown = format!("{config:?}");
+    for secret in [
+        "pw-0123456789abc",
+        "sk-ak-0123456789abcdef",
+        "q-5555aaaa",
+        "sk-real",
+    ] {
+        assert!(!shown.contains(secret), "{secret} in {shown}");
+    }
+    assert!(shown.contains("gw.example/v1/"), "{shown}");
 }

@@ -79,11 +79,22 @@ impl std::fmt::Debug for ProviderConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ProviderConfig")
             .field("protocol", &self.protocol)
-            .field("base_url", &self.base_url)
+            // A base URL can hold a key too (its user name, query, a key-like segment).
+            .field("base_url", &secrets_masked(&self.base_url))
             .field("api_key", &self.api_key.as_ref().map(|_| "••••"))
             .field("http", &self.http)
             .finish()
     }
+}
+
+/// `url` with every part of it that may carry a key masked ([`conduit_net::url_secrets`]).
+fn secrets_masked(url: &str) -> String {
+    let mut secrets = conduit_net::url_secrets(url);
+    secrets.retain(|secret| !secret.is_empty());
+    secrets.sort_by_key(|secret| std::cmp::Reverse(secret.len()));
+    secrets.iter().fold(url.to_owned(), |url, secret| {
+        url.replace(secret.as_str(), "••••")
+    })
 }
 
 /// Builds the provider a configuration describes.

@@ -391,3 +391,59 @@ fn gemini_3_nests_only_prepared_images_and_notes_the_others_in_the_result() {
         json!({"inlineData": {"mimeType": "image/png", "data": "iVBOR=="}})
     );
 }
+
+/// A conversation whose calls carry no signature (another provider's model made them, or
+/// a server's sampling request did) replayed to Gemini 3: the first call of each answer
+/// gets Google's documented stand-in, which Gemini 3 would otherwise refuse with a 400 on
+/// every later turn; a real signature is never replaced, and other models get none.
+#[test]
+fn gemini_3_gets_a_stand_in_signature_for_calls_that_have_none() {
+    let call = |id: &str, signature: Option<&str>| {
+        Block::ToolCall(ToolCall {
+            id: id.into(),
+            name: "lookup".into(),
+            arguments: json!({}),
+            signature: signature.map(str::to_owned),
+            invalid_arguments: None,
+            wire_id: None,
+            origin: None,
+        })
+    };
+    let answer = |blocks: Vec<Block>| Message {
+        role: Role::Assistant,
+        blocks,
+    };
+    let mut req = request(vec![
+        Message::user_text("Look it up"),
+        answer(vec![
+            Block::text("Looking."),
+            call("toolu_1", None),
+            call("toolu_2", None),
+        ]),
+        Message::user_text("Again"),
+        answer(vec![call("c3", Some("CiQB0e2Kb8")), call("c4", None)]),
+    ]);
+    req.model = "gemini-3-flash-preview".into();
+    let body = build_request(&req, &PreparedImages::default());
+    let signatures = |content: usize| -> Vec<Option<String>> {
+        body["contents"][content]["parts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|part| part.get("functionCall").is_some())
+            .map(|part| part["thoughtSignature"].as_str().map(str::to_owned))
+            .collect()
+    };
+    assert_eq!(
+        signatures(1),
+        [Some("skip_thought_signature_validator".into()), None]
+    );
+    assert_eq!(signatures(3), [Some("CiQB0e2Kb8".into()), None]);
+    req.model = "gemini-2.5-flash".into();
+    let body = build_request(&req, &PreparedImages::default());
+    assert!(
+        !body
+            .to_string()
+            .contains("skip_thought_signature_validator")
+    );
+}
