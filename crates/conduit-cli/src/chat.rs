@@ -40,7 +40,8 @@ impl From<Kind> for Protocol {
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Approve {
-    /// Run every tool call.
+    /// Run every tool call Settings allow (one set to Never run, or switched off, is
+    /// still refused).
     Auto,
     /// Refuse every tool call; the model is told so.
     Deny,
@@ -137,7 +138,8 @@ pub async fn run(host: Arc<Host>, args: ChatArgs) -> Result<u8, Failure> {
             .downcast_ref::<crate::terminal::OutputFailed>()
             .is_none()
     {
-        let message = failure.error.to_string();
+        // As stderr says it: the error and its causes, each once.
+        let message = crate::said_once(&failure.error);
         for line in [
             json!({"type": "error", "message": message, "error": null}),
             json!({"type": "done", "outcome": "error", "conversation": null}),

@@ -115,7 +115,7 @@ fn usage_error(message: impl Into<String>) -> Failure {
 /// cause's (`server "x": the server closed the connection`) or quotes it in brackets
 /// (`the disk is full (…)`) does not repeat it. A cause that only happens to appear
 /// inside other words is still said.
-fn said_once(error: &anyhow::Error) -> String {
+pub(crate) fn said_once(error: &anyhow::Error) -> String {
     let mut text = String::new();
     for cause in error.chain() {
         let part = cause.to_string();

@@ -473,7 +473,9 @@ fn print_output(
                 let mut file = std::fs::File::open(host.media_path(media))?;
                 let mut out = std::io::stdout().lock();
                 copy_shown(&mut file, &mut out)?;
-                out.write_all(b"\n")?;
+                out.write_all(b"\n")
+                    .and_then(|()| out.flush())
+                    .map_err(crate::terminal::OutputFailed)?;
             }
         }
     }

@@ -418,9 +418,11 @@ impl Session {
             "  {}: allow [o]nce, [a]lways, or [d]eny? ",
             shown_line(&call.name)
         );
+        // Once, before the question is first shown: an answer typed after "Answer o, a
+        // or d." is the user's.
+        crate::terminal::forget_typed_ahead();
         let decision = loop {
             reset_style();
-            crate::terminal::forget_typed_ahead();
             let read = self.terminal.read_in_turn(&turn, &prompt, false).await?;
             match read {
                 Read::Line(answer) => match answer.trim().to_ascii_lowercase().as_str() {

@@ -188,16 +188,24 @@ impl Drop for TypingHidden {
 /// Drops what was typed before a question was asked: a line typed while an answer
 /// streamed (meant as the next message) must not answer the approval question that
 /// follows it. Nothing to drop when stdin is not a terminal.
+/// The user is told when something was dropped. (On Unix; elsewhere nothing is dropped.)
 pub fn forget_typed_ahead() {
     #[cfg(unix)]
     {
         use std::io::IsTerminal;
         let stdin = std::io::stdin();
-        if stdin.is_terminal()
-            && let Err(error) =
-                rustix::termios::tcflush(&stdin, rustix::termios::QueueSelector::IFlush)
-        {
-            tracing::debug!(%error, "what was typed ahead could not be dropped");
+        if !stdin.is_terminal() {
+            return;
+        }
+        let waiting = rustix::io::ioctl_fionread(&stdin).unwrap_or(0);
+        match rustix::termios::tcflush(&stdin, rustix::termios::QueueSelector::IFlush) {
+            Ok(()) if waiting > 0 => {
+                eprintln!("  (what was typed before this question was dropped: answer it now)");
+            }
+            Ok(()) => {}
+            Err(error) => {
+                tracing::debug!(%error, "what was typed ahead could not be dropped");
+            }
         }
     }
 }
@@ -281,19 +289,23 @@ pub fn shown_json(json: &str) -> Cow<'_, str> {
 /// Copies `input` to `output` as [`shown`] shows it, a piece at a time (a long tool
 /// output is not held whole). Bytes that are not UTF-8 become U+FFFD, as a lossy
 /// decoding would; a character or CRLF split between reads is put back together.
-pub fn copy_shown(input: &mut dyn Read, output: &mut dyn Write) -> std::io::Result<()> {
+/// A failed write is an [`OutputFailed`] (the reader went away, the disk is full), a
+/// failed read the file's own error.
+pub fn copy_shown(input: &mut dyn Read, output: &mut dyn Write) -> anyhow::Result<()> {
     let mut buffer = vec![0u8; 64 * 1024];
     let mut pending = Vec::new();
     loop {
         let read = match input.read(&mut buffer) {
             Ok(read) => read,
             Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(error) => return Err(error),
+            Err(error) => return Err(error.into()),
         };
         let end = read == 0;
         pending.extend_from_slice(&buffer[..read]);
         let text = decode(&mut pending, end);
-        output.write_all(shown(&text).as_bytes())?;
+        output
+            .write_all(shown(&text).as_bytes())
+            .map_err(OutputFailed)?;
         if end {
             return Ok(());
         }
@@ -370,6 +382,29 @@ fn push_shown(out: &mut String, c: char) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A long output copied to a reader that went away (`conduit mcp call … | head -1`)
+    /// fails as the output's failure, which ends the command quietly.
+    #[test]
+    fn a_failed_write_while_copying_is_the_outputs_failure() {
+        struct Closed;
+        impl Write for Closed {
+            fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+                Err(std::io::ErrorKind::BrokenPipe.into())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let error = copy_shown(&mut &b"a long output"[..], &mut Closed).unwrap_err();
+        assert!(
+            error
+                .chain()
+                .filter_map(|cause| cause.downcast_ref::<OutputFailed>())
+                .any(OutputFailed::reader_left),
+            "{error:?}"
+        );
+    }
 
     #[test]
     fn a_name_stays_on_one_line() {

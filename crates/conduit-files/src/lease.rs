@@ -108,30 +108,45 @@ pub fn lease_held(dir: &Path, id: &str) -> io::Result<bool> {
 }
 
 /// Removes the leases in `dir` whose processes ended without removing them, and files left
-/// half-taken more than a minute ago. A missing folder has none.
-pub fn sweep_leases(dir: &Path) -> io::Result<()> {
+/// half-taken more than a minute ago; never `own` (this process's lease: where the file
+/// system lends `flock` the process-wide POSIX locks, as NFS does, this process's own
+/// check would succeed, and closing it would drop its lock). A missing folder has none.
+/// One file that cannot be checked does not stop the others: the first error is reported.
+pub fn sweep_leases(dir: &Path, own: Option<&Lease>) -> io::Result<()> {
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(()),
         Err(error) => return Err(error),
     };
+    let mut first_error = None;
     for entry in entries {
-        let entry = entry?;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if let Some(id) = name.strip_suffix(LEASE_SUFFIX) {
+        if let Err(error) = sweep_entry(dir, entry, own) {
+            first_error.get_or_insert(error);
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+fn sweep_entry(dir: &Path, entry: io::Result<fs::DirEntry>, own: Option<&Lease>) -> io::Result<()> {
+    let entry = entry?;
+    let name = entry.file_name();
+    let Some(name) = name.to_str() else {
+        return Ok(());
+    };
+    if let Some(id) = name.strip_suffix(LEASE_SUFFIX) {
+        if own.is_none_or(|own| own.id() != id) {
             lease_held(dir, id)?;
-        } else if name.ends_with(TAKING_SUFFIX) {
-            let age = entry
-                .metadata()?
-                .modified()?
-                .elapsed()
-                .unwrap_or(Duration::ZERO);
-            if age > TAKING_GRACE {
-                match fs::remove_file(entry.path()) {
-                    Err(error) if error.kind() != io::ErrorKind::NotFound => return Err(error),
-                    _ => {}
-                }
+        }
+    } else if name.ends_with(TAKING_SUFFIX) {
+        let age = entry
+            .metadata()?
+            .modified()?
+            .elapsed()
+            .unwrap_or(Duration::ZERO);
+        if age > TAKING_GRACE {
+            match fs::remove_file(entry.path()) {
+                Err(error) if error.kind() != io::ErrorKind::NotFound => return Err(error),
+                _ => {}
             }
         }
     }
@@ -155,7 +170,7 @@ mod tests {
         let other = Lease::take(&leases).unwrap();
         assert_ne!(lease.id(), other.id());
         assert!(lease_held(&leases, lease.id()).unwrap());
-        sweep_leases(&leases).unwrap();
+        sweep_leases(&leases, Some(&other)).unwrap();
         assert!(lease_held(&leases, lease.id()).unwrap(), "a sweep keeps it");
         let id = lease.id().to_owned();
         drop(lease);
@@ -176,7 +191,7 @@ mod tests {
         fs::write(&path, copy).unwrap();
         let stale = "a".repeat(ID_CHARS);
         fs::write(dir.path().join(format!("{stale}{LEASE_SUFFIX}")), "").unwrap();
-        sweep_leases(dir.path()).unwrap();
+        sweep_leases(dir.path(), None).unwrap();
         assert!(!path.exists());
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
         assert!(!lease_held(dir.path(), &id).unwrap());
@@ -194,6 +209,6 @@ mod tests {
         }
         assert_eq!(fs::read_to_string(&outside).unwrap(), "keep");
         assert!(!lease_held(&dir.path().join("missing"), &"a".repeat(ID_CHARS)).unwrap());
-        sweep_leases(&dir.path().join("missing")).unwrap();
+        sweep_leases(&dir.path().join("missing"), None).unwrap();
     }
 }

@@ -624,6 +624,7 @@ impl Host {
                     },
                     extra_headers: Vec::new(),
                     clients: Some(self.http_clients.clone()),
+                    url_secrets: Vec::new(),
                 },
             };
             let media: Arc<dyn MediaStore> = self.media.clone();

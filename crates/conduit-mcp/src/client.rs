@@ -1530,36 +1530,22 @@ impl Connection {
     /// Reads a resource; a 2026-07-28 server may ask the user (or the user's model) first,
     /// in rounds as a tool call's (a view's page behind a sign-in question).
     pub async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult, McpError> {
-        let mut params = ReadResourceRequestParams::new(uri.to_owned());
-        let mut state_only_rounds = 0u32;
-        let not_stopped = CancellationToken::new();
-        let mut rounds = 0;
-        let mut result = loop {
-            rounds += 1;
-            if rounds > MAX_INPUT_ROUNDS {
-                return Err(McpError::Other(format!(
-                    "the server still wanted more after {MAX_INPUT_ROUNDS} rounds"
-                )));
-            }
-            match self
-                .answered(self.peer.read_resource_once(params.clone()))
-                .await?
-            {
-                rmcp::model::ReadResourceResponse::Complete(result) => break result,
-                rmcp::model::ReadResourceResponse::InputRequired(asked) => {
-                    let (state, responses) = self
-                        .answer_round(asked, &mut state_only_rounds, None, &not_stopped)
-                        .await?;
-                    params.request_state = state;
-                    params.input_responses = responses;
+        let mut result = self
+            .in_rounds(|state, responses| {
+                let mut params = ReadResourceRequestParams::new(uri.to_owned());
+                params.request_state = state;
+                params.input_responses = responses;
+                async move {
+                    match self.answered(self.peer.read_resource_once(params)).await? {
+                        rmcp::model::ReadResourceResponse::Complete(result) => Ok(Ok(result)),
+                        rmcp::model::ReadResourceResponse::InputRequired(asked) => Ok(Err(asked)),
+                        _ => Err(McpError::Other(
+                            "the server answered resources/read with something else".into(),
+                        )),
+                    }
                 }
-                _ => {
-                    return Err(McpError::Other(
-                        "the server answered resources/read with something else".into(),
-                    ));
-                }
-            }
-        };
+            })
+            .await?;
         if self.spill.holds_any() || !self.secrets.is_empty() {
             // Claiming reads the held strings back from disk: not on an async worker.
             let spill = self.spill.clone();
@@ -1622,27 +1608,56 @@ impl Connection {
         name: &str,
         arguments: JsonObject,
     ) -> Result<GetPromptResult, McpError> {
-        let mut params = GetPromptRequestParams::new(name.to_owned()).with_arguments(arguments);
+        // A 2026-07-28 server may ask the user first, in rounds as a tool call's.
+        self.in_rounds(|state, responses| {
+            let mut params =
+                GetPromptRequestParams::new(name.to_owned()).with_arguments(arguments.clone());
+            params.request_state = state;
+            params.input_responses = responses;
+            async move {
+                match self.answered(self.peer.get_prompt_once(params)).await? {
+                    rmcp::model::GetPromptResponse::Complete(result) => Ok(Ok(result)),
+                    rmcp::model::GetPromptResponse::InputRequired(asked) => Ok(Err(asked)),
+                    _ => Err(McpError::Other(
+                        "the server answered prompts/get with something else".into(),
+                    )),
+                }
+            }
+        })
+        .await
+    }
+
+    /// A request that a 2026-07-28 server may answer with `input_required` rounds (a
+    /// resource read, a prompt): `send` sends one round with the state and answers the
+    /// last one asked for, and gives its result or the next round's question. The rounds
+    /// together get at most [`MAX_CALL_TIME`] of the server's time, as a tool call's do.
+    async fn in_rounds<T, Round>(
+        &self,
+        mut send: impl FnMut(Option<String>, Option<rmcp::model::InputResponses>) -> Round,
+    ) -> Result<T, McpError>
+    where
+        Round: Future<Output = Result<Result<T, rmcp::model::InputRequiredResult>, McpError>>,
+    {
+        let mut budget = CallBudget::new(self.max_call_time);
         let mut state_only_rounds = 0u32;
+        let (mut state, mut responses) = (None, None);
+        // Nothing stops a read or a prompt but the connection's end and the caps.
         let not_stopped = CancellationToken::new();
         for _ in 0..MAX_INPUT_ROUNDS {
-            match self
-                .answered(self.peer.get_prompt_once(params.clone()))
-                .await?
-            {
-                rmcp::model::GetPromptResponse::Complete(result) => return Ok(result),
-                // A 2026-07-28 server may ask the user first, in rounds as a tool call's.
-                rmcp::model::GetPromptResponse::InputRequired(asked) => {
-                    let (state, responses) = self
-                        .answer_round(asked, &mut state_only_rounds, None, &not_stopped)
+            if budget.left().is_none() {
+                return Err(McpError::Timeout(self.max_call_time));
+            }
+            match send(state.take(), responses.take()).await? {
+                Ok(result) => return Ok(result),
+                Err(asked) => {
+                    (state, responses) = self
+                        .answer_round(
+                            asked,
+                            &mut state_only_rounds,
+                            Some(&mut budget),
+                            &not_stopped,
+                        )
                         .await?;
-                    params.request_state = state;
-                    params.input_responses = responses;
-                }
-                _ => {
-                    return Err(McpError::Other(
-                        "the server answered prompts/get with something else".into(),
-                    ));
                 }
             }
         }

@@ -253,18 +253,48 @@ impl ServerProcess {
     /// Waits up to `grace` for the process to end by itself, then ends its whole group:
     /// SIGTERM, and SIGKILL if it is still there a moment later.
     pub async fn shutdown(&mut self, grace: Duration) {
-        if tokio::time::timeout(grace, self.child.wait()).await.is_ok() {
-            self.kill_group(false);
-            return;
-        }
-        self.kill_group(false);
-        if tokio::time::timeout(Duration::from_millis(500), self.child.wait())
+        if tokio::time::timeout(grace, self.child.wait())
             .await
             .is_err()
         {
-            self.kill_group(true);
-            let _ = self.child.wait().await;
+            self.kill_group(false);
+            if tokio::time::timeout(Duration::from_millis(500), self.child.wait())
+                .await
+                .is_err()
+            {
+                self.kill_group(true);
+                let _ = self.child.wait().await;
+            }
         }
+        self.end_group().await;
+    }
+
+    /// Ends what is left of the server's group once the server has ended: SIGTERM, a
+    /// moment for its helpers to go, then SIGKILL. The group's id is then forgotten: once
+    /// the group is empty its number may be reused by another process's group.
+    async fn end_group(&mut self) {
+        self.kill_group(false);
+        for _ in 0..4 {
+            if !self.group_alive() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        self.kill_group(true);
+        self.group = None;
+    }
+
+    /// Whether any process of the server's group is still there.
+    #[cfg(unix)]
+    fn group_alive(&self) -> bool {
+        self.group.is_some_and(|pid| {
+            nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid as i32), None).is_ok()
+        })
+    }
+
+    #[cfg(not(unix))]
+    fn group_alive(&self) -> bool {
+        false
     }
 
     #[cfg(unix)]

@@ -78,27 +78,30 @@ struct Holding {
 /// of them, gigabytes. A message past it is dropped as malformed.
 const MAX_VALUES: usize = 1_000_000;
 
-/// At most this many bytes of strings and keys in one large message outside the places
-/// whose big strings are held (a result's content and structured content): a
-/// notification's message, an error's text, a tool's description, a sampling request's
-/// text. Those are built whole and parsed again by rmcp, at about twelve times their size:
-/// a 250 MB progress message would take gigabytes. Twice the largest request Conduit
-/// takes from a server (a sampling request, 8 MiB); a message past it is dropped as
-/// malformed.
+/// At most this many bytes of strings and keys in one large message outside any result
+/// (a notification's message, a request's params, an error's text). They are built whole
+/// and parsed again by rmcp, at about twelve times their size: a 250 MB progress message
+/// took gigabytes. Twice the largest request Conduit takes from a server (a sampling
+/// request, 8 MiB); a message past it is dropped as malformed.
 const MAX_PLAIN_TEXT: usize = 16 * 1024 * 1024;
+/// The same for a result's text outside its content and structured content (a listing's
+/// names, descriptions and schemas): the most one listing may bring
+/// ([`crate::paging::MAX_LIST_BYTES`]), so no listing that passed before is refused.
+const MAX_RESULT_TEXT: usize = crate::paging::MAX_LIST_BYTES;
 
 /// Counts `bytes` more of text built as it is in the message being parsed, failing past
-/// [`MAX_PLAIN_TEXT`].
+/// `cap`.
 fn count_plain_text<E: serde::de::Error>(
     holding: &RefCell<Holding>,
     bytes: usize,
+    cap: usize,
 ) -> Result<(), E> {
     let mut holding = holding.borrow_mut();
     holding.plain_text = holding.plain_text.saturating_add(bytes);
-    if holding.plain_text > MAX_PLAIN_TEXT {
+    if holding.plain_text > cap {
         return Err(E::custom(format!(
             "more than {} MiB of text outside a result's content",
-            MAX_PLAIN_TEXT / (1024 * 1024)
+            cap / (1024 * 1024)
         )));
     }
     Ok(())
@@ -491,7 +494,11 @@ enum Place {
     Big,
     /// Anywhere in `result.structuredContent`.
     Structured,
-    /// Anywhere else: built as it is (its elements still counted).
+    /// Anywhere else in `result` (a listing's tools, a prompt's messages): built as it is,
+    /// its text held to [`MAX_RESULT_TEXT`].
+    InResult,
+    /// Anywhere else (a notification's or a request's params, an error): built as it is,
+    /// its text held to [`MAX_PLAIN_TEXT`].
     Plain,
 }
 
@@ -522,6 +529,7 @@ impl Parse<'_> {
                 Place::Big
             }
             (Place::Item, "resource") => Place::Resource,
+            (Place::Result | Place::InResult, _) => Place::InResult,
             _ => Place::Plain,
         }
     }
@@ -531,7 +539,24 @@ impl Parse<'_> {
         match self.place {
             Place::Items => Place::Item,
             Place::Structured => Place::Structured,
+            Place::InResult => Place::InResult,
             _ => Place::Plain,
+        }
+    }
+
+    /// The most text built as it is that a message may have with a string or key here:
+    /// `None` where the big strings of a result's content are held aside, or counted by
+    /// their values ([`MAX_VALUES`]) when small.
+    fn text_cap(self) -> Option<usize> {
+        match self.place {
+            Place::Message | Place::Plain => Some(MAX_PLAIN_TEXT),
+            Place::InResult => Some(MAX_RESULT_TEXT),
+            Place::Result
+            | Place::Items
+            | Place::Item
+            | Place::Resource
+            | Place::Big
+            | Place::Structured => None,
         }
     }
 
@@ -611,8 +636,8 @@ impl<'de> Visitor<'de> for Parse<'_> {
     }
 
     fn visit_str<E: serde::de::Error>(self, value: &str) -> Result<Value, E> {
-        if !self.holds(value) {
-            count_plain_text::<E>(self.holding, value.len())?;
+        if let Some(cap) = self.text_cap() {
+            count_plain_text::<E>(self.holding, value.len(), cap)?;
         }
         Ok(self.string(value))
     }
@@ -643,7 +668,9 @@ impl<'de> Visitor<'de> for Parse<'_> {
         let mut object = serde_json::Map::new();
         while let Some(key) = map.next_key::<String>()? {
             count_value::<A::Error>(self.holding)?;
-            count_plain_text::<A::Error>(self.holding, key.len())?;
+            if let Some(cap) = self.text_cap() {
+                count_plain_text::<A::Error>(self.holding, key.len(), cap)?;
+            }
             if self.place == Place::Message && key == "id" {
                 let id = map.next_value_seed(self.at(Place::Plain))?;
                 self.holding.borrow_mut().id = Some(id.clone());
@@ -1248,6 +1275,27 @@ after
             "{reason}"
         );
         assert_eq!(lines[1], b"after");
+
+        // A result's content of many strings each under the size held aside is not
+        // counted against it (its values are): 300 blocks of 60 KB pass.
+        spill.asked(&RequestId::Number(4), true);
+        let blocks: Vec<Value> = (0..300)
+            .map(|_| json!({"type": "text", "text": "c".repeat(60 * 1024)}))
+            .collect();
+        let input = format!(
+            "{}\n",
+            json!({"jsonrpc": "2.0", "id": 4, "result": {"content": blocks}})
+        );
+        let mut out = Vec::new();
+        pump(
+            std::io::Cursor::new(input.into_bytes()),
+            &mut out,
+            spill.clone(),
+            32 * LARGE_LINE,
+        )
+        .await;
+        let answer: Value = serde_json::from_slice(out.trim_ascii_end()).unwrap();
+        assert_eq!(answer["result"]["content"].as_array().unwrap().len(), 300);
     }
 
     /// A large message of many small values (a notification whose data is a long array

@@ -101,10 +101,20 @@ fn user_parts(message: &Message, images: &PreparedImages) -> Vec<Value> {
 /// ("Function call is missing a thought_signature") on every later turn.
 const NO_SIGNATURE: &str = "skip_thought_signature_validator";
 
+/// Whether `model` is a Gemini 3 model (also as `models/gemini-3…`, as the API names
+/// it): the one rule for what Gemini 3 takes (images in function responses) and wants
+/// (thought signatures).
+pub fn is_gemini_3(model: &str) -> bool {
+    model
+        .strip_prefix("models/")
+        .unwrap_or(model)
+        .starts_with("gemini-3")
+}
+
 fn model_parts(message: &Message, model: &str) -> Vec<Value> {
     // Gemini 3 wants a signature on the first call of each of its answers (parallel
     // calls after it carry none); a real one is never replaced.
-    let needs_signature = model.starts_with("gemini-3")
+    let needs_signature = is_gemini_3(model)
         && !message
             .blocks
             .iter()

@@ -99,6 +99,11 @@ pub struct HttpSettings {
     /// The clients to share with the other providers of the same owner; none: a client of
     /// its own.
     pub clients: Option<HttpClients>,
+    /// The parts of the provider's base URL that may be a key (user name, password, query
+    /// values, key-like path segments: [`conduit_net::url_secrets`]), hidden in the errors
+    /// its answers quote; [`crate::build`] fills them in. Only the base URL's: the paths
+    /// Conduit adds (`models/gemini-2.5-flash:streamGenerateContent`) are no key.
+    pub url_secrets: Vec<String>,
 }
 
 /// Names the extra headers without their values (a gateway's key may be one).
@@ -129,6 +134,7 @@ impl Default for HttpSettings {
             retry: RetryPolicy::default(),
             extra_headers: Vec::new(),
             clients: None,
+            url_secrets: Vec::new(),
         }
     }
 }
@@ -291,18 +297,18 @@ impl HttpClient {
         Ok(map)
     }
 
-    /// What of a request to `url` carries credentials: the secret headers' values, every
-    /// extra header's (a gateway's key may go in any header), and the URL's user name,
-    /// password, query values and path segments that look like keys (a gateway's
-    /// `https://gw.example/v1/sk-…/`, which a 404 quoting its path would repeat).
-    fn secrets_of(&self, url: &str, protocol_headers: &[(&str, String)]) -> SentSecrets {
+    /// What of a request carries credentials: the secret headers' values, every extra
+    /// header's (a gateway's key may go in any header), and the base URL's parts that may
+    /// be a key (a gateway's `https://gw.example/v1/sk-…/`, which a 404 quoting its path
+    /// would repeat).
+    fn secrets_of(&self, protocol_headers: &[(&str, String)]) -> SentSecrets {
         let secret = protocol_headers
             .iter()
             .filter(|(name, _)| is_secret_header(&name.to_ascii_lowercase()))
             .map(|(_, value)| value.as_str());
         let extra = self.settings.extra_headers.iter().map(|(_, v)| v.as_str());
-        let in_url = conduit_net::url_secrets(url);
-        SentSecrets::new(secret.chain(extra).chain(in_url.iter().map(String::as_str)))
+        let in_url = self.settings.url_secrets.iter().map(String::as_str);
+        SentSecrets::new(secret.chain(extra).chain(in_url))
     }
 
     /// GETs JSON (model lists), with the same error mapping and retries.
@@ -311,7 +317,7 @@ impl HttpClient {
         url: &str,
         headers: &[(&str, String)],
     ) -> Result<Value, ProviderError> {
-        let secrets = self.secrets_of(url, headers);
+        let secrets = self.secrets_of(headers);
         self.get_json_with(url, headers)
             .await
             .map_err(|err| secrets.hidden_in(err))
@@ -407,7 +413,7 @@ impl HttpClient {
     ) -> Result<EventStream, ProviderError> {
         // A provider (or a gateway before it) that quotes the key it was sent in an error
         // does not get it into the log, the history, the window or a sampling server.
-        let secrets = self.secrets_of(&url, headers);
+        let secrets = self.secrets_of(headers);
         let headers = self.headers(headers)?;
         let client = self.client.clone();
         let settings = self.settings.clone();

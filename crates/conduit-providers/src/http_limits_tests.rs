@@ -508,14 +508,6 @@ async fn a_key_the_provider_quotes_back_is_hidden_in_its_error() {
 async fn a_key_in_the_url_the_provider_quotes_back_is_hidden_in_its_error() {
     let in_path = "sk-ak-0123456789abcdefXYZ";
     let in_query = "q-secret-5555aaaa";
-    let client = HttpClient::new(HttpSettings {
-        retry: RetryPolicy {
-            max_retries: 0,
-            ..RetryPolicy::default()
-        },
-        ..HttpSettings::default()
-    })
-    .unwrap();
     let quoted = format!(
         r#"{{"error": {{"message": "Invalid URL (POST /v1/{in_path}/chat/completions?key={in_query})"}}}}"#
     );
@@ -525,6 +517,17 @@ async fn a_key_in_the_url_the_provider_quotes_back_is_hidden_in_its_error() {
         Body::Once(quoted.as_bytes().to_vec()),
     )
     .await;
+    let base_url = format!("{base}/v1/{in_path}/?key={in_query}");
+    let client = HttpClient::new(HttpSettings {
+        retry: RetryPolicy {
+            max_retries: 0,
+            ..RetryPolicy::default()
+        },
+        // What `crate::build` fills in from the provider's base URL.
+        url_secrets: conduit_net::url_secrets(&base_url),
+        ..HttpSettings::default()
+    })
+    .unwrap();
     let url = format!("{base}/v1/{in_path}/chat/completions?key={in_query}");
     let mut events = client
         .stream(url, &[], serde_json::json!({}), Echo)

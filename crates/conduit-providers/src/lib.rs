@@ -87,10 +87,11 @@ impl std::fmt::Debug for ProviderConfig {
     }
 }
 
-/// `url` with every part of it that may carry a key masked ([`conduit_net::url_secrets`]).
+/// `url` with every part of it that may carry a key masked ([`conduit_net::url_secrets`];
+/// parts too short to be a key, a `?page=1`, are left as they are).
 fn secrets_masked(url: &str) -> String {
     let mut secrets = conduit_net::url_secrets(url);
-    secrets.retain(|secret| !secret.is_empty());
+    secrets.retain(|secret| secret.chars().count() >= 8);
     secrets.sort_by_key(|secret| std::cmp::Reverse(secret.len()));
     secrets.iter().fold(url.to_owned(), |url, secret| {
         url.replace(secret.as_str(), "••••")
@@ -102,7 +103,9 @@ pub fn build(
     config: ProviderConfig,
     media: Arc<dyn MediaStore>,
 ) -> Result<Arc<dyn Provider>, ProviderError> {
-    let http = HttpClient::new(config.http)?;
+    let mut settings = config.http;
+    settings.url_secrets = conduit_net::url_secrets(&config.base_url);
+    let http = HttpClient::new(settings)?;
     let (base, key) = (config.base_url.as_str(), config.api_key);
     Ok(match config.protocol {
         Protocol::Anthropic => Arc::new(WireProvider::<anthropic::Anthropic>::new(
@@ -158,7 +161,7 @@ pub fn default_capabilities(
         // Chat Completions' tool messages are text; images follow in a user message.
         Protocol::OpenAiChat => false,
         // Gemini 3 takes images inside function responses; earlier models do not.
-        Protocol::Gemini => model.starts_with("gemini-3"),
+        Protocol::Gemini => gemini::is_gemini_3(model),
     };
     conduit_core::provider::ModelCapabilities {
         images_in_tool_results,

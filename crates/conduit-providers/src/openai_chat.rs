@@ -310,13 +310,15 @@ struct PendingCall {
 }
 
 impl PendingCall {
-    /// Whether a piece sent under `id` at this call's index continues it. Ollama, SGLang,
-    /// dynamo and LiteLLM send every parallel call at index 0, each under its own id, so
-    /// another id there starts another call.
-    fn continues_with(&self, id: Option<&str>) -> bool {
+    /// Whether a piece sent under `id` (naming a tool, or not) at this call's index
+    /// continues it. Ollama, SGLang, dynamo and LiteLLM send every parallel call at index
+    /// 0, each under its own id and with its name, so another id with a name starts another
+    /// call; a piece with no name continues the call whatever its id (some servers send a
+    /// new id with every piece).
+    fn continues_with(&self, id: Option<&str>, names_a_tool: bool) -> bool {
         match id {
-            Some(id) => !self.id_was_sent || id == self.id,
-            None => true,
+            Some(id) if names_a_tool => !self.id_was_sent || id == self.id,
+            _ => true,
         }
     }
 }
@@ -392,7 +394,7 @@ impl Decoder {
         // The id a call started under stays its id: later pieces only add arguments.
         let call_id = match calls
             .last_mut()
-            .filter(|pending| pending.continues_with(id.as_deref()))
+            .filter(|pending| pending.continues_with(id.as_deref(), name.is_some()))
         {
             Some(pending) => {
                 // Some servers send a name in pieces, others repeat it whole in every

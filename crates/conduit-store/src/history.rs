@@ -286,7 +286,7 @@ impl Store {
             }
         };
         mark_interrupted(&conn, &writers)?;
-        if let Err(error) = conduit_files::sweep_leases(&writers) {
+        if let Err(error) = conduit_files::sweep_leases(&writers, writer.as_ref()) {
             tracing::debug!(%error, "ended writers' leases not swept");
         }
         Ok(Self {

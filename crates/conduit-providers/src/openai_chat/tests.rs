@@ -469,3 +469,28 @@ data: [DONE]
         ]
     );
 }
+
+/// A server that sends a new id with every piece of one call, the name only in the
+/// first: the pieces are still one call (a new id starts a call only with a name).
+#[test]
+fn pieces_under_new_ids_without_a_name_continue_the_call() {
+    let sse = r#"data: {"id":"c1","object":"chat.completion.chunk","created":1775031300,"model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"id":"t-1","index":0,"type":"function","function":{"name":"read_file","arguments":""}}]},"finish_reason":null}]}
+
+data: {"id":"c1","object":"chat.completion.chunk","created":1775031300,"model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"id":"t-2","index":0,"function":{"arguments":"{\"path\": "}}]},"finish_reason":null}]}
+
+data: {"id":"c1","object":"chat.completion.chunk","created":1775031300,"model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"id":"t-3","index":0,"function":{"arguments":"\"a.txt\"}"}}]},"finish_reason":null}]}
+
+data: {"id":"c1","object":"chat.completion.chunk","created":1775031301,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}
+
+data: [DONE]
+
+"#;
+    assert_eq!(
+        finished_calls(sse),
+        [(
+            "t-1".to_owned(),
+            "read_file".to_owned(),
+            json!({"path": "a.txt"})
+        )]
+    );
+}
