@@ -188,7 +188,8 @@ impl Drop for TypingHidden {
 /// Drops what was typed before a question was asked: a line typed while an answer
 /// streamed (meant as the next message) must not answer the approval question that
 /// follows it. Nothing to drop when stdin is not a terminal.
-/// The user is told when something was dropped. (On Unix; elsewhere nothing is dropped.)
+/// The user is told when a whole line was dropped (a terminal counts only whole lines as
+/// waiting: a half-typed one goes without a word). On Unix; elsewhere nothing is dropped.
 pub fn forget_typed_ahead() {
     #[cfg(unix)]
     {

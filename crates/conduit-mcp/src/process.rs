@@ -280,7 +280,9 @@ impl ServerProcess {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        self.kill_group(true);
+        if self.group_alive() {
+            self.kill_group(true);
+        }
         self.group = None;
     }
 

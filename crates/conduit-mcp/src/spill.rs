@@ -68,8 +68,10 @@ struct Holding {
     full: bool,
     /// Array elements and object entries parsed so far ([`MAX_VALUES`]).
     values: usize,
-    /// Bytes of the strings and keys built as they are, not held ([`MAX_PLAIN_TEXT`]).
-    plain_text: usize,
+    /// Bytes of the strings and keys built as they are (not held), outside any result
+    /// ([`MAX_PLAIN_TEXT`]) and in one ([`MAX_RESULT_TEXT`]).
+    text_outside_result: usize,
+    text_in_result: usize,
 }
 
 /// At most this many array elements and object entries in one large message. Its big
@@ -84,23 +86,42 @@ const MAX_VALUES: usize = 1_000_000;
 /// took gigabytes. Twice the largest request Conduit takes from a server (a sampling
 /// request, 8 MiB); a message past it is dropped as malformed.
 const MAX_PLAIN_TEXT: usize = 16 * 1024 * 1024;
-/// The same for a result's text outside its content and structured content (a listing's
-/// names, descriptions and schemas): the most one listing may bring
+/// The same for a result's strings and keys that are not held aside: a listing's names,
+/// descriptions and schemas, a content item's fields, small text blocks, structured
+/// content's small strings and its keys. The most one listing may bring
 /// ([`crate::paging::MAX_LIST_BYTES`]), so no listing that passed before is refused.
 const MAX_RESULT_TEXT: usize = crate::paging::MAX_LIST_BYTES;
 
-/// Counts `bytes` more of text built as it is in the message being parsed, failing past
-/// `cap`.
-fn count_plain_text<E: serde::de::Error>(
+/// Counts `bytes` more of text built as it is at `place` in the message being parsed,
+/// failing past its cap.
+fn count_text<E: serde::de::Error>(
     holding: &RefCell<Holding>,
+    place: Place,
     bytes: usize,
-    cap: usize,
 ) -> Result<(), E> {
     let mut holding = holding.borrow_mut();
-    holding.plain_text = holding.plain_text.saturating_add(bytes);
-    if holding.plain_text > cap {
+    let (counted, cap, what) = match place {
+        Place::Message | Place::Plain => (
+            &mut holding.text_outside_result,
+            MAX_PLAIN_TEXT,
+            "outside a result",
+        ),
+        Place::Result
+        | Place::Items
+        | Place::Item
+        | Place::Resource
+        | Place::Big
+        | Place::Structured
+        | Place::InResult => (
+            &mut holding.text_in_result,
+            MAX_RESULT_TEXT,
+            "in a result that is not held aside",
+        ),
+    };
+    *counted = counted.saturating_add(bytes);
+    if *counted > cap {
         return Err(E::custom(format!(
-            "more than {} MiB of text outside a result's content",
+            "more than {} MiB of text {what}",
             cap / (1024 * 1024)
         )));
     }
@@ -529,7 +550,7 @@ impl Parse<'_> {
                 Place::Big
             }
             (Place::Item, "resource") => Place::Resource,
-            (Place::Result | Place::InResult, _) => Place::InResult,
+            (Place::Result | Place::InResult | Place::Item | Place::Resource, _) => Place::InResult,
             _ => Place::Plain,
         }
     }
@@ -541,22 +562,6 @@ impl Parse<'_> {
             Place::Structured => Place::Structured,
             Place::InResult => Place::InResult,
             _ => Place::Plain,
-        }
-    }
-
-    /// The most text built as it is that a message may have with a string or key here:
-    /// `None` where the big strings of a result's content are held aside, or counted by
-    /// their values ([`MAX_VALUES`]) when small.
-    fn text_cap(self) -> Option<usize> {
-        match self.place {
-            Place::Message | Place::Plain => Some(MAX_PLAIN_TEXT),
-            Place::InResult => Some(MAX_RESULT_TEXT),
-            Place::Result
-            | Place::Items
-            | Place::Item
-            | Place::Resource
-            | Place::Big
-            | Place::Structured => None,
         }
     }
 
@@ -636,8 +641,9 @@ impl<'de> Visitor<'de> for Parse<'_> {
     }
 
     fn visit_str<E: serde::de::Error>(self, value: &str) -> Result<Value, E> {
-        if let Some(cap) = self.text_cap() {
-            count_plain_text::<E>(self.holding, value.len(), cap)?;
+        // A big string of a result's content is held aside, on disk (`MAX_HELD`).
+        if !self.holds(value) {
+            count_text::<E>(self.holding, self.place, value.len())?;
         }
         Ok(self.string(value))
     }
@@ -668,9 +674,8 @@ impl<'de> Visitor<'de> for Parse<'_> {
         let mut object = serde_json::Map::new();
         while let Some(key) = map.next_key::<String>()? {
             count_value::<A::Error>(self.holding)?;
-            if let Some(cap) = self.text_cap() {
-                count_plain_text::<A::Error>(self.holding, key.len(), cap)?;
-            }
+            // Keys are never held aside: each counts where its value sits.
+            count_text::<A::Error>(self.holding, self.under_key(&key), key.len())?;
             if self.place == Place::Message && key == "id" {
                 let id = map.next_value_seed(self.at(Place::Plain))?;
                 self.holding.borrow_mut().id = Some(id.clone());
@@ -1271,7 +1276,7 @@ after
             .own_error(answer["error"]["message"].as_str().unwrap())
             .unwrap();
         assert!(
-            reason.contains("more than 16 MiB of text outside a result's content"),
+            reason.contains("more than 16 MiB of text outside a result"),
             "{reason}"
         );
         assert_eq!(lines[1], b"after");
@@ -1296,6 +1301,30 @@ after
         .await;
         let answer: Value = serde_json::from_slice(out.trim_ascii_end()).unwrap();
         assert_eq!(answer["result"]["content"].as_array().unwrap().len(), 300);
+
+        // A listing of 20 MiB of descriptions, its `id` and `jsonrpc` written after its
+        // `result` (as some SDKs order them), is within the list cap and passes.
+        spill.asked(&RequestId::Number(5), false);
+        let tools: Vec<Value> = (0..320)
+            .map(|n| {
+                json!({"name": format!("t{n}"), "description": "d".repeat(64 * 1024),
+                       "inputSchema": {"type": "object"}})
+            })
+            .collect();
+        let input = format!(
+            "{{\"result\":{},\"id\":5,\"jsonrpc\":\"2.0\"}}\n",
+            json!({ "tools": tools })
+        );
+        let mut out = Vec::new();
+        pump(
+            std::io::Cursor::new(input.into_bytes()),
+            &mut out,
+            spill.clone(),
+            32 * LARGE_LINE,
+        )
+        .await;
+        let answer: Value = serde_json::from_slice(out.trim_ascii_end()).unwrap();
+        assert_eq!(answer["result"]["tools"].as_array().unwrap().len(), 320);
     }
 
     /// A large message of many small values (a notification whose data is a long array

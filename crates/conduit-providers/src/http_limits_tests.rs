@@ -553,15 +553,15 @@ async fn a_key_in_the_url_the_provider_quotes_back_is_hidden_in_its_error() {
 fn a_configurations_debug_shows_no_key_of_its_base_url() {
     let config = crate::ProviderConfig {
         protocol: crate::Protocol::OpenAiChat,
-        base_url:
-            "https://bob:pw-0123456789abc@gw.example/v1/sk-ak-0123456789abcdef?key=q-5555aaaa"
-                .into(),
+        base_url: "https://bob:hunter2@gw.example/v1/sk-ak-0123456789abcdef?key=q-5555aaaa&page=1"
+            .into(),
         api_key: Some("sk-real".into()),
         http: HttpSettings::default(),
     };
     let shown = format!("{config:?}");
     for secret in [
-        "pw-0123456789abc",
+        "hunter2",
+        "bob",
         "sk-ak-0123456789abcdef",
         "q-5555aaaa",
         "sk-real",
@@ -569,4 +569,36 @@ fn a_configurations_debug_shows_no_key_of_its_base_url() {
         assert!(!shown.contains(secret), "{secret} in {shown}");
     }
     assert!(shown.contains("gw.example/v1/"), "{shown}");
+}
+
+/// A provider built from its configuration hides its base URL's key in what its answers
+/// quote: `build` hands the base URL's secrets to its client.
+#[tokio::test]
+async fn a_built_provider_hides_its_base_urls_key_in_a_quoted_error() {
+    let in_path = "sk-ak-9876543210fedcbaXYZ";
+    let quoted = format!(r#"{{"error": {{"message": "Invalid URL (GET /v1/{in_path}/models)"}}}}"#);
+    let quoted: &'static str = Box::leak(quoted.into_boxed_str());
+    let base = serve(
+        "HTTP/1.1 404 Not Found\r\ncontent-type: application/json",
+        Body::Once(quoted.as_bytes().to_vec()),
+    )
+    .await;
+    let config = crate::ProviderConfig {
+        protocol: crate::Protocol::OpenAiChat,
+        base_url: format!("{}/v1/{in_path}", base.trim_end_matches('/')),
+        api_key: None,
+        http: HttpSettings {
+            retry: RetryPolicy {
+                max_retries: 0,
+                ..RetryPolicy::default()
+            },
+            ..HttpSettings::default()
+        },
+    };
+    let media: std::sync::Arc<dyn conduit_core::media::MediaStore> =
+        std::sync::Arc::new(conduit_core::testing::MemoryMedia::default());
+    let provider = crate::build(config, media).unwrap();
+    let err = provider.list_models().await.unwrap_err();
+    assert!(err.message.contains("Invalid URL"), "{}", err.message);
+    assert!(!err.message.contains(in_path), "{}", err.message);
 }

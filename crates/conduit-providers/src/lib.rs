@@ -87,11 +87,23 @@ impl std::fmt::Debug for ProviderConfig {
     }
 }
 
-/// `url` with every part of it that may carry a key masked ([`conduit_net::url_secrets`];
-/// parts too short to be a key, a `?page=1`, are left as they are).
+/// `url` with every part of it that may carry a key masked ([`conduit_net::url_secrets`]):
+/// its user name and password however short; a query value or path segment shorter than a
+/// key (a `?page=1`) is left as it is.
 fn secrets_masked(url: &str) -> String {
+    let userinfo: Vec<String> = reqwest::Url::parse(url)
+        .map(|parsed| {
+            [Some(parsed.username()), parsed.password()]
+                .into_iter()
+                .flatten()
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
     let mut secrets = conduit_net::url_secrets(url);
-    secrets.retain(|secret| secret.chars().count() >= 8);
+    secrets.retain(|secret| {
+        !secret.is_empty() && (secret.chars().count() >= 8 || userinfo.contains(secret))
+    });
     secrets.sort_by_key(|secret| std::cmp::Reverse(secret.len()));
     secrets.iter().fold(url.to_owned(), |url, secret| {
         url.replace(secret.as_str(), "••••")
