@@ -139,16 +139,15 @@ pub async fn run(host: Arc<Host>, args: ChatArgs) -> Result<u8, Failure> {
             .is_none()
     {
         // As stderr says it: the error and its causes, each once.
-        let message = crate::said_once(&failure.error);
-        for line in [
-            json!({"type": "error", "message": message, "error": null}),
-            json!({"type": "done", "outcome": "error", "conversation": null}),
-        ] {
-            let line = serde_json::to_string(&line).unwrap_or_default();
-            if crate::terminal::say!("{}", shown_json(&line)).is_err() {
-                break;
-            }
-        }
+        // The same lines a failed turn ends with, its conversation none. (A write that
+        // fails here changes nothing: the command fails already, saying why on stderr.)
+        let message = serde_json::Value::String(crate::said_once(&failure.error));
+        let _ = crate::terminal::say!(
+            "{}\n{{\"type\":\"done\",\"outcome\":\"error\",\"conversation\":null}}",
+            shown_json(&format!(
+                "{{\"type\":\"error\",\"message\":{message},\"error\":null}}"
+            ))
+        );
     }
     ran
 }

@@ -1530,22 +1530,19 @@ impl Connection {
     /// Reads a resource; a 2026-07-28 server may ask the user (or the user's model) first,
     /// in rounds as a tool call's (a view's page behind a sign-in question).
     pub async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult, McpError> {
-        let mut result = self
-            .in_rounds(|state, responses| {
+        let answer = self
+            .in_rounds(&|state, responses| {
                 let mut params = ReadResourceRequestParams::new(uri.to_owned());
                 params.request_state = state;
                 params.input_responses = responses;
-                async move {
-                    match self.answered(self.peer.read_resource_once(params)).await? {
-                        rmcp::model::ReadResourceResponse::Complete(result) => Ok(Ok(result)),
-                        rmcp::model::ReadResourceResponse::InputRequired(asked) => Ok(Err(asked)),
-                        _ => Err(McpError::Other(
-                            "the server answered resources/read with something else".into(),
-                        )),
-                    }
-                }
+                ClientRequest::ReadResourceRequest(rmcp::model::ReadResourceRequest::new(params))
             })
             .await?;
+        let ServerResult::ReadResourceResult(mut result) = answer else {
+            return Err(McpError::Other(
+                "the server answered resources/read with something else".into(),
+            ));
+        };
         if self.spill.holds_any() || !self.secrets.is_empty() {
             // Claiming reads the held strings back from disk: not on an async worker.
             let spill = self.spill.clone();
@@ -1609,35 +1606,34 @@ impl Connection {
         arguments: JsonObject,
     ) -> Result<GetPromptResult, McpError> {
         // A 2026-07-28 server may ask the user first, in rounds as a tool call's.
-        self.in_rounds(|state, responses| {
-            let mut params =
-                GetPromptRequestParams::new(name.to_owned()).with_arguments(arguments.clone());
-            params.request_state = state;
-            params.input_responses = responses;
-            async move {
-                match self.answered(self.peer.get_prompt_once(params)).await? {
-                    rmcp::model::GetPromptResponse::Complete(result) => Ok(Ok(result)),
-                    rmcp::model::GetPromptResponse::InputRequired(asked) => Ok(Err(asked)),
-                    _ => Err(McpError::Other(
-                        "the server answered prompts/get with something else".into(),
-                    )),
-                }
-            }
-        })
-        .await
+        let answer = self
+            .in_rounds(&|state, responses| {
+                let mut params =
+                    GetPromptRequestParams::new(name.to_owned()).with_arguments(arguments.clone());
+                params.request_state = state;
+                params.input_responses = responses;
+                ClientRequest::GetPromptRequest(rmcp::model::GetPromptRequest::new(params))
+            })
+            .await?;
+        match answer {
+            ServerResult::GetPromptResult(result) => Ok(result),
+            _ => Err(McpError::Other(
+                "the server answered prompts/get with something else".into(),
+            )),
+        }
     }
 
     /// A request that a 2026-07-28 server may answer with `input_required` rounds (a
-    /// resource read, a prompt): `send` sends one round with the state and answers the
-    /// last one asked for, and gives its result or the next round's question. The rounds
-    /// together get at most [`MAX_CALL_TIME`] of the server's time, as a tool call's do.
-    async fn in_rounds<T, Round>(
+    /// resource read, a prompt): `request` makes one round's request from the state and
+    /// the answers the last round asked for, and the server's final answer is given back.
+    /// The rounds together get at most [`MAX_CALL_TIME`] of the server's time, as a tool
+    /// call's do. (Not generic: one copy serves every kind of request.)
+    async fn in_rounds(
         &self,
-        mut send: impl FnMut(Option<String>, Option<rmcp::model::InputResponses>) -> Round,
-    ) -> Result<T, McpError>
-    where
-        Round: Future<Output = Result<Result<T, rmcp::model::InputRequiredResult>, McpError>>,
-    {
+        request: &(
+             dyn Fn(Option<String>, Option<rmcp::model::InputResponses>) -> ClientRequest + Sync
+         ),
+    ) -> Result<ServerResult, McpError> {
         let mut budget = CallBudget::new(self.max_call_time);
         let mut state_only_rounds = 0u32;
         let (mut state, mut responses) = (None, None);
@@ -1647,18 +1643,14 @@ impl Connection {
             if budget.left().is_none() {
                 return Err(McpError::Timeout(self.max_call_time));
             }
-            match send(state.take(), responses.take()).await? {
-                Ok(result) => return Ok(result),
-                Err(asked) => {
+            let round = request(state.take(), responses.take());
+            match self.answered(self.peer.send_request(round)).await? {
+                ServerResult::InputRequiredResult(asked) => {
                     (state, responses) = self
-                        .answer_round(
-                            asked,
-                            &mut state_only_rounds,
-                            Some(&mut budget),
-                            &not_stopped,
-                        )
+                        .answer_round(asked, &mut state_only_rounds, &mut budget, &not_stopped)
                         .await?;
                 }
+                answer => return Ok(answer),
             }
         }
         Err(McpError::Other(format!(
@@ -1738,7 +1730,7 @@ impl Connection {
                 // byte for byte, in a new request with its own id.
                 ServerResult::InputRequiredResult(asked) => {
                     let (state, responses) = self
-                        .answer_round(asked, &mut state_only_rounds, Some(&mut budget), &cancel)
+                        .answer_round(asked, &mut state_only_rounds, &mut budget, &cancel)
                         .await?;
                     params.request_state = state;
                     params.input_responses = responses;
@@ -1763,7 +1755,7 @@ impl Connection {
         &self,
         asked: rmcp::model::InputRequiredResult,
         state_only_rounds: &mut u32,
-        mut budget: Option<&mut CallBudget>,
+        budget: &mut CallBudget,
         cancel: &CancellationToken,
     ) -> Result<(Option<String>, Option<rmcp::model::InputResponses>), McpError> {
         let requests = asked.input_requests.unwrap_or_default();
@@ -1788,9 +1780,7 @@ impl Connection {
                 () = cancel.cancelled() => return Err(McpError::Cancelled),
                 () = self.ended.cancelled() => return Err(McpError::Closed),
             };
-            if let Some(budget) = budget.as_deref_mut() {
-                budget.not_counting(asked.elapsed());
-            }
+            budget.not_counting(asked.elapsed());
             responses.insert(key, answer);
         }
         if responses.is_empty() {

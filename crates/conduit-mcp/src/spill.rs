@@ -99,6 +99,12 @@ fn count_text<E: serde::de::Error>(
     place: Place,
     bytes: usize,
 ) -> Result<(), E> {
+    text_past_its_cap(holding, place, bytes).map_or(Ok(()), |why| Err(E::custom(why)))
+}
+
+/// [`count_text`]'s count, the same for every deserializer: why the message is refused
+/// once the text is past its cap.
+fn text_past_its_cap(holding: &RefCell<Holding>, place: Place, bytes: usize) -> Option<String> {
     let mut holding = holding.borrow_mut();
     let (counted, cap, what) = match place {
         Place::Message | Place::Plain => (
@@ -119,13 +125,7 @@ fn count_text<E: serde::de::Error>(
         ),
     };
     *counted = counted.saturating_add(bytes);
-    if *counted > cap {
-        return Err(E::custom(format!(
-            "more than {} MiB of text {what}",
-            cap / (1024 * 1024)
-        )));
-    }
-    Ok(())
+    (*counted > cap).then(|| format!("more than {} MiB of text {what}", cap / (1024 * 1024)))
 }
 
 /// Counts one more element or entry of the message being parsed, failing past

@@ -87,27 +87,13 @@ impl std::fmt::Debug for ProviderConfig {
     }
 }
 
-/// `url` with every part of it that may carry a key masked ([`conduit_net::url_secrets`]):
-/// its user name and password however short; a query value or path segment shorter than a
-/// key (a `?page=1`) is left as it is.
+/// A base URL as a log may show it: its origin alone (the user name, password, path and
+/// query may each hold a key).
 fn secrets_masked(url: &str) -> String {
-    let userinfo: Vec<String> = reqwest::Url::parse(url)
-        .map(|parsed| {
-            [Some(parsed.username()), parsed.password()]
-                .into_iter()
-                .flatten()
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default();
-    let mut secrets = conduit_net::url_secrets(url);
-    secrets.retain(|secret| {
-        !secret.is_empty() && (secret.chars().count() >= 8 || userinfo.contains(secret))
-    });
-    secrets.sort_by_key(|secret| std::cmp::Reverse(secret.len()));
-    secrets.iter().fold(url.to_owned(), |url, secret| {
-        url.replace(secret.as_str(), "••••")
-    })
+    match reqwest::Url::parse(url) {
+        Ok(parsed) => format!("{}/…", parsed.origin().ascii_serialization()),
+        Err(_) => "(not a URL)".to_owned(),
+    }
 }
 
 /// Builds the provider a configuration describes.
