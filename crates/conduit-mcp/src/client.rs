@@ -2146,7 +2146,7 @@ fn hidden_and_cut(secrets: &Redactor, text: &str) -> String {
 }
 
 /// A server's `text` cut to at most `limit` bytes at a character boundary, saying so.
-fn server_words(text: &str, limit: usize) -> String {
+pub(crate) fn server_words(text: &str, limit: usize) -> String {
     if text.len() <= limit {
         return text.to_owned();
     }

@@ -4,7 +4,7 @@
 //! the conversation's own.
 
 use base64::Engine;
-use conduit_core::content::{Block, Message, Role, text_start};
+use conduit_core::content::{Block, Message, Role};
 use conduit_core::media::MediaStore;
 use rmcp::model::{ContentBlock, GetPromptResult, ReadResourceResult, ResourceContents};
 use serde_json::{Map, Value};
@@ -220,14 +220,9 @@ pub fn prompt_messages(
     Ok(out)
 }
 
-/// A server's address or type as a note quotes it: its start, if it is long.
+/// A server's address or type as a note quotes it: its start, if it is long, saying so.
 fn quoted(text: &str) -> String {
-    let start = text_start(text, QUOTED_CHARS);
-    if start.len() < text.len() {
-        format!("{start}…")
-    } else {
-        start.to_owned()
-    }
+    crate::client::server_words(text, QUOTED_CHARS)
 }
 
 /// The names a URI template asks for (`{name}`, `{+name}`, `{#name}`...), in order.

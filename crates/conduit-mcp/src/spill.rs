@@ -1236,6 +1236,19 @@ mod tests {
         assert!(spill.held.lock().by_id.is_empty(), "nothing left held");
     }
 
+    /// What the pump passes on of `input`, lines of up to 32 MiB.
+    async fn pumped(spill: &Arc<Spill>, input: String) -> Vec<u8> {
+        let mut out = Vec::new();
+        pump(
+            std::io::Cursor::new(input.into_bytes()),
+            &mut out,
+            spill.clone(),
+            32 * LARGE_LINE,
+        )
+        .await;
+        out
+    }
+
     /// A large message whose text outside a result's content is past the cap (a progress
     /// message of megabytes, an awaited error's text, a key) is dropped, not built whole
     /// for rmcp to parse again; an awaited one fails its request saying why. Text inside
@@ -1256,14 +1269,7 @@ after
             json!({"jsonrpc": "2.0", "id": 3, "error": {"code": -1, "message": huge}}),
             format_args!(r#"{{"jsonrpc":"2.0","method":"x","params":{{"{huge}":1}}}}"#),
         );
-        let mut out = Vec::new();
-        pump(
-            std::io::Cursor::new(input.into_bytes()),
-            &mut out,
-            spill.clone(),
-            32 * LARGE_LINE,
-        )
-        .await;
+        let out = pumped(&spill, input).await;
         let lines: Vec<&[u8]> = out.split(|b| *b == b'\n').collect();
         assert_eq!(
             lines.len(),
@@ -1291,14 +1297,7 @@ after
             "{}\n",
             json!({"jsonrpc": "2.0", "id": 4, "result": {"content": blocks}})
         );
-        let mut out = Vec::new();
-        pump(
-            std::io::Cursor::new(input.into_bytes()),
-            &mut out,
-            spill.clone(),
-            32 * LARGE_LINE,
-        )
-        .await;
+        let out = pumped(&spill, input).await;
         let answer: Value = serde_json::from_slice(out.trim_ascii_end()).unwrap();
         assert_eq!(answer["result"]["content"].as_array().unwrap().len(), 300);
 
@@ -1315,14 +1314,7 @@ after
             "{{\"result\":{},\"id\":5,\"jsonrpc\":\"2.0\"}}\n",
             json!({ "tools": tools })
         );
-        let mut out = Vec::new();
-        pump(
-            std::io::Cursor::new(input.into_bytes()),
-            &mut out,
-            spill.clone(),
-            32 * LARGE_LINE,
-        )
-        .await;
+        let out = pumped(&spill, input).await;
         let answer: Value = serde_json::from_slice(out.trim_ascii_end()).unwrap();
         assert_eq!(answer["result"]["tools"].as_array().unwrap().len(), 320);
     }
