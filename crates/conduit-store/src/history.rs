@@ -181,6 +181,10 @@ fn make_database_private(path: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// How long opening the history waits for another process opening it (a migration of a
+/// large file takes a while; a process that hangs holding the turn must not hang this one).
+const OPENING_PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// The folder of the leases of the processes writing the database at `path`.
 fn writers_dir(path: &Path) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
@@ -243,6 +247,16 @@ impl Store {
             path: path.display().to_string(),
             source,
         })?;
+        // Processes opening the file take turns until it is checked, migrated and its
+        // left-over answers marked: two opening a new file at once had one fail while the
+        // other created its search table ("vtable constructor failed: search").
+        let _opening =
+            conduit_files::lock_beside_within(path, OPENING_PATIENCE).map_err(|source| {
+                StoreError::Io {
+                    path: path.display().to_string(),
+                    source,
+                }
+            })?;
         let mut conn = match Self::connect(path) {
             Ok(conn) => conn,
             Err(err) if is_corruption(&err) => return Err(move_aside(path, err)),
