@@ -338,3 +338,90 @@ async fn output_to_a_closed_pipe_or_a_full_disk_is_handled() {
     let list = json_of(&conduit(h, &["sessions", "list", "--json"]));
     assert_eq!(list.as_array().unwrap().len(), 1, "the turn was saved");
 }
+
+/// A conversation continued on another model or another provider: the first model's
+/// reasoning (its signature, its encrypted content) goes back to that model alone, as any
+/// other refuses it ("invalid signature") on every later turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reasoning_goes_back_only_to_the_provider_and_model_that_made_it() {
+    for dialect in [Dialect::Anthropic, Dialect::OpenAiResponses] {
+        let first = ScriptedLlm::start(vec![
+            dialect.reasoned_text("Pondering barnacles", "opaque-from-first", &["One."]),
+            dialect.text(&["Two."]),
+            dialect.text(&["Four."]),
+        ])
+        .await
+        .unwrap();
+        let other = ScriptedLlm::start(vec![dialect.text(&["Three."])])
+            .await
+            .unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let turn = |server: &ScriptedLlm, model: &str, conversation: Option<&str>| {
+            let base_url = dialect.base_url(&server.url());
+            let mut args = vec![
+                "chat",
+                "--kind",
+                dialect.kind(),
+                "--base-url",
+                &base_url,
+                "--model",
+                model,
+                "--json",
+            ];
+            if let Some(id) = conversation {
+                args.extend(["--conversation", id]);
+            }
+            args.push("Tell me about barnacles");
+            let out = conduit(home.path(), &args);
+            assert!(
+                out.status.success(),
+                "{dialect:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let done: Value =
+                serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap())
+                    .unwrap();
+            done["conversation"].as_str().unwrap().to_owned()
+        };
+        let id = turn(&first, "model-a", None);
+        let shown = json_of(&conduit(home.path(), &["sessions", "show", &id, "--json"]));
+        assert_eq!(
+            shown["messages"][1]["blocks"][0]["producer"],
+            format!("{}/model-a", dialect.base_url(&first.url())),
+            "{dialect:?}: {shown}"
+        );
+
+        turn(&first, "model-b", Some(&id));
+        turn(&other, "model-a", Some(&id));
+        turn(&first, "model-a", Some(&id));
+
+        let sent = first.requests();
+        assert_eq!(sent.len(), 3, "{dialect:?}");
+        let other_sent = other.requests();
+        assert_eq!(other_sent.len(), 1, "{dialect:?}");
+        for (what, request) in [
+            ("another model", &sent[1]),
+            ("another provider", &other_sent[0]),
+        ] {
+            let body = request.body.to_string();
+            assert!(body.contains("One."), "{dialect:?}, {what}: {body}");
+            assert!(
+                !body.contains("opaque-from-first") && !body.contains("Pondering"),
+                "{dialect:?}, {what} got the first model's reasoning: {body}"
+            );
+        }
+        let back = sent[2].body.to_string();
+        let replayed = match dialect {
+            Dialect::Anthropic => {
+                json!({"type": "thinking", "thinking": "Pondering barnacles", "signature": "opaque-from-first"})
+            }
+            _ => {
+                json!({"type": "reasoning", "id": "rs_test", "encrypted_content": "opaque-from-first", "summary": [{"type": "summary_text", "text": "Pondering barnacles"}]})
+            }
+        };
+        assert!(
+            back.contains(&replayed.to_string()),
+            "{dialect:?}: the model that made it gets its reasoning back: {back}"
+        );
+    }
+}

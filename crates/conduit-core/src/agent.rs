@@ -13,8 +13,8 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::content::{
-    Block, Message, Role, ToolCall, ToolOrigin, ToolResult, new_call_id, repair_history,
-    unique_wire_id, wire_ids_of,
+    Block, Message, Role, ToolCall, ToolOrigin, ToolResult, new_call_id, producer, repair_history,
+    replayable_to, unique_wire_id, wire_ids_of,
 };
 use crate::provider::{
     ModelCapabilities, ModelRequest, Provider, ProviderError, ProviderErrorKind, ProviderEvent,
@@ -180,6 +180,11 @@ pub const DEFAULT_MAX_TURNS: u32 = 25;
 #[derive(Debug, Clone)]
 pub struct AgentOptions {
     pub model: String,
+    /// The user's name for the provider configuration the model runs on: reasoning is
+    /// stamped with it and the model, and goes back only to them
+    /// ([`crate::content::replayable_to`]). `None`: reasoning goes back to any provider
+    /// of the same protocol.
+    pub provider: Option<String>,
     pub system: Option<String>,
     pub capabilities: ModelCapabilities,
     pub max_output_tokens: Option<u32>,
@@ -193,6 +198,7 @@ impl AgentOptions {
     pub fn new(model: impl Into<String>) -> Self {
         Self {
             model: model.into(),
+            provider: None,
             system: None,
             capabilities: ModelCapabilities::default(),
             max_output_tokens: None,
@@ -457,10 +463,15 @@ impl Agent {
         events: &EventSink,
         cancel: &CancellationToken,
     ) -> Result<(Message, TurnEnding), ProviderError> {
+        let producer = self
+            .options
+            .provider
+            .as_deref()
+            .map(|provider| producer(provider, &self.options.model));
         let request = ModelRequest {
             model: self.options.model.clone(),
             system: self.options.system.clone(),
-            messages: history.clone(),
+            messages: replayable_to(history, producer.as_deref()),
             tools: if self.options.capabilities.tool_calling {
                 self.tools.specs()
             } else {
@@ -471,6 +482,7 @@ impl Agent {
         };
         let mut builder = MessageBuilder::new(
             self.provider.protocol(),
+            producer,
             self.tools.clone(),
             wire_ids_of(history),
         );
@@ -795,6 +807,8 @@ enum TurnEnding {
 /// wire only.
 struct MessageBuilder {
     protocol: &'static str,
+    /// What reasoning is stamped with ([`producer`]), when the provider is known.
+    producer: Option<String>,
     blocks: Vec<Block>,
     /// Blocks before this index were reported complete.
     reported: usize,
@@ -810,9 +824,15 @@ struct MessageBuilder {
 }
 
 impl MessageBuilder {
-    fn new(protocol: &'static str, tools: ToolRegistry, wire_ids: HashSet<String>) -> Self {
+    fn new(
+        protocol: &'static str,
+        producer: Option<String>,
+        tools: ToolRegistry,
+        wire_ids: HashSet<String>,
+    ) -> Self {
         Self {
             protocol,
+            producer,
             blocks: Vec::new(),
             reported: 0,
             tools,
@@ -990,6 +1010,7 @@ impl MessageBuilder {
             encrypted: None,
             id: None,
             protocol: Some(self.protocol.to_owned()),
+            producer: self.producer.clone(),
         }
     }
 

@@ -55,6 +55,12 @@ pub enum Block {
         /// The protocol that produced it; replay goes only to the same protocol.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         protocol: Option<String>,
+        /// The provider configuration and model that produced it (`provider/model`; see
+        /// [`producer`]): its signature and encrypted content are valid only there (an
+        /// OpenAI organisation's encrypted reasoning is refused by Azure). `None` in
+        /// conversations saved before it existed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        producer: Option<String>,
     },
     ToolCall(ToolCall),
     ToolResult(ToolResult),
@@ -429,6 +435,39 @@ impl Message {
     }
 }
 
+/// The name reasoning is stamped with: the user's name for the provider configuration and
+/// the model, which together say where its signature and encrypted content are valid.
+pub fn producer(provider: &str, model: &str) -> String {
+    format!("{provider}/{model}")
+}
+
+/// `messages` as they go to `producer`: reasoning another provider or model produced (or
+/// a conversation saved before reasoning was stamped) is left out, as its signature or
+/// encrypted content would be refused there ("invalid signature" on every later turn).
+/// Every message goes as it is when the producer is not known.
+pub fn replayable_to(messages: &[Message], producer: Option<&str>) -> Vec<Message> {
+    let Some(producer) = producer else {
+        return messages.to_vec();
+    };
+    messages
+        .iter()
+        .map(|message| Message {
+            role: message.role,
+            blocks: message
+                .blocks
+                .iter()
+                .filter(|block| match block {
+                    Block::Reasoning {
+                        producer: made_by, ..
+                    } => made_by.as_deref() == Some(producer),
+                    _ => true,
+                })
+                .cloned()
+                .collect(),
+        })
+        .collect()
+}
+
 /// Makes a history valid for every provider: each tool call gets a result, in a `Tool`
 /// message right after its assistant message. Calls without one (a crash, a stop) get
 /// an error result saying the call was interrupted.
@@ -531,6 +570,40 @@ mod tests {
     }
 
     #[test]
+    fn reasoning_goes_back_only_to_its_producer() {
+        let reasoning = |producer: Option<&str>| Block::Reasoning {
+            text: "hmm".into(),
+            signature: Some("sig".into()),
+            encrypted: None,
+            id: None,
+            protocol: Some("anthropic".into()),
+            producer: producer.map(str::to_owned),
+        };
+        let messages = vec![
+            Message::user_text("hi"),
+            Message {
+                role: Role::Assistant,
+                blocks: vec![
+                    reasoning(Some("work/claude-a")),
+                    reasoning(Some("work/claude-b")),
+                    reasoning(None),
+                    Block::text("answer"),
+                ],
+            },
+        ];
+        let to_a = replayable_to(&messages, Some(&producer("work", "claude-a")));
+        assert_eq!(to_a[0], messages[0]);
+        assert_eq!(
+            to_a[1].blocks,
+            [reasoning(Some("work/claude-a")), Block::text("answer")],
+            "another model's, and unstamped reasoning, are left out"
+        );
+        let to_other = replayable_to(&messages, Some("home/claude-a"));
+        assert_eq!(to_other[1].blocks, [Block::text("answer")]);
+        assert_eq!(replayable_to(&messages, None), messages);
+    }
+
+    #[test]
     fn blocks_serialise_with_a_type_tag() {
         let message = Message {
             role: Role::Assistant,
@@ -569,6 +642,7 @@ mod tests {
                     encrypted: None,
                     id: None,
                     protocol: Some("anthropic".into()),
+                    producer: None,
                 },
                 Block::ToolResult(ToolResult {
                     call_id: "c1".into(),

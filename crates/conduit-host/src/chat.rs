@@ -277,6 +277,7 @@ impl Host {
         };
         let tools = self.tool_registry(mcp_tools);
         let mut options = AgentOptions::new(model.clone());
+        options.provider = Some(provider_label(&request.provider));
         options.capabilities = conduit_providers::default_capabilities(protocol, &model);
         options.system = request.system;
         options.max_turns = request.max_turns;

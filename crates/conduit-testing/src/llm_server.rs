@@ -311,6 +311,60 @@ impl Dialect {
         )
     }
 
+    /// An answer that reasons first: Anthropic's thinking block with `opaque` as its
+    /// signature, or an OpenAI Responses reasoning item with `opaque` as its encrypted
+    /// content; then the text pieces. (Chat Completions and Gemini: the text alone, as
+    /// Conduit replays no reasoning to them.)
+    pub fn reasoned_text(self, reasoning: &str, opaque: &str, pieces: &[&str]) -> Reply {
+        let mut events = self.turn_events(pieces, &[], true);
+        let reasoning_events = match self {
+            Dialect::Anthropic => {
+                // The text block follows at index 1.
+                for event in &mut events {
+                    *event = event.replace("\"index\":0", "\"index\":1");
+                }
+                vec![
+                    event(
+                        "content_block_start",
+                        json!({"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}}),
+                    ),
+                    event(
+                        "content_block_delta",
+                        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": reasoning}}),
+                    ),
+                    event(
+                        "content_block_delta",
+                        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": opaque}}),
+                    ),
+                    event(
+                        "content_block_stop",
+                        json!({"type": "content_block_stop", "index": 0}),
+                    ),
+                ]
+            }
+            Dialect::OpenAiResponses => vec![
+                event(
+                    "response.output_item.added",
+                    json!({"type": "response.output_item.added", "output_index": 0, "item": {"id": "rs_test", "type": "reasoning", "summary": []}}),
+                ),
+                event(
+                    "response.reasoning_summary_text.delta",
+                    json!({"type": "response.reasoning_summary_text.delta", "item_id": "rs_test", "output_index": 0, "summary_index": 0, "delta": reasoning}),
+                ),
+                event(
+                    "response.output_item.done",
+                    json!({"type": "response.output_item.done", "output_index": 0, "item": {"id": "rs_test", "type": "reasoning", "summary": [{"type": "summary_text", "text": reasoning}], "encrypted_content": opaque}}),
+                ),
+            ],
+            Dialect::OpenAiChat | Dialect::Gemini => Vec::new(),
+        };
+        // After the response's first event (`message_start`, `response.created`).
+        let rest = events.split_off(1.min(events.len()));
+        events.extend(reasoning_events);
+        events.extend(rest);
+        Reply::Stream(events.into_iter().map(Chunk::Send).collect())
+    }
+
     /// Text pieces, then the service's error event, as it sends one mid-answer.
     pub fn error_mid_stream(self, pieces: &[&str], message: &str) -> Reply {
         let mut chunks: Vec<Chunk> = self

@@ -177,7 +177,14 @@ id?: string | null,
 /**
  * The protocol that produced it; replay goes only to the same protocol.
  */
-protocol?: string | null, } | { "type": "tool_call" } & ToolCall | { "type": "tool_result" } & ToolResult;
+protocol?: string | null, 
+/**
+ * The provider configuration and model that produced it (`provider/model`; see
+ * [`producer`]): its signature and encrypted content are valid only there (an
+ * OpenAI organisation's encrypted reasoning is refused by Azure). `None` in
+ * conversations saved before it existed.
+ */
+producer?: string | null, } | { "type": "tool_call" } & ToolCall | { "type": "tool_result" } & ToolResult;
 
 export type Role = "user" | "assistant" | "tool";
 

@@ -530,6 +530,7 @@ async fn reasoning_is_kept_with_its_signature_for_replay() {
             encrypted: None,
             id: None,
             protocol: Some("scripted".into()),
+            producer: None,
         }
     );
 }

@@ -517,6 +517,7 @@ async fn read_conversation_shows_tool_calls_results_and_images() {
                         encrypted: None,
                         id: None,
                         protocol: None,
+                        producer: None,
                     },
                     Block::ToolCall(call_block),
                 ],

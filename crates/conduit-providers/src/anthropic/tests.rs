@@ -228,6 +228,7 @@ fn the_request_keeps_images_inside_tool_results_and_replays_thinking() {
                     encrypted: None,
                     id: None,
                     protocol: Some("anthropic".into()),
+                    producer: None,
                 },
                 Block::Reasoning {
                     text: "from another provider".into(),
@@ -235,6 +236,7 @@ fn the_request_keeps_images_inside_tool_results_and_replays_thinking() {
                     encrypted: Some("enc".into()),
                     id: Some("rs_1".into()),
                     protocol: Some("openai-responses".into()),
+                    producer: None,
                 },
                 Block::text("Let me zoom."),
                 Block::ToolCall(ToolCall {

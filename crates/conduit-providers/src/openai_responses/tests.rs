@@ -124,6 +124,7 @@ fn the_request_uses_flat_tools_function_call_items_and_image_outputs() {
                     encrypted: Some("gAAAAB-enc".into()),
                     id: Some("rs_1".into()),
                     protocol: Some(PROTOCOL.into()),
+                    producer: None,
                 },
                 Block::ToolCall(ToolCall {
                     id: "call_1".into(),
@@ -284,6 +285,7 @@ fn reasoning_with_nothing_after_it_is_not_replayed() {
         encrypted: Some(format!("gAAAAB-{id}")),
         id: Some(id.into()),
         protocol: Some(PROTOCOL.into()),
+        producer: None,
     };
     let req = request(vec![
         Message::user_text("How many r's are in strawberry?"),

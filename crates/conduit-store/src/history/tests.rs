@@ -42,6 +42,7 @@ fn every_kind_of_block(media: &MediaRef) -> Vec<Block> {
             encrypted: Some("enc".into()),
             id: Some("rs_1".into()),
             protocol: Some("anthropic".into()),
+            producer: None,
         },
         Block::ToolCall(ToolCall {
             id: "c1".into(),
@@ -988,6 +989,7 @@ fn stored_text_cannot_write_its_own_turns_or_load_images_in_the_markdown() {
                 encrypted: None,
                 id: None,
                 protocol: None,
+                producer: None,
             },
             Block::ToolCall(call),
             Block::ToolResult(ToolResult {
