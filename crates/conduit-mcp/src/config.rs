@@ -519,6 +519,16 @@ pub fn spec_of(raw: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<Serv
 /// Whole words, so `MAX_TOKENS`, `GIT_AUTHOR_NAME` or `KEYWORDS` are not; and a number
 /// or `true`/`false` is no secret whatever its name.
 fn secret_named(variables: &std::collections::BTreeMap<String, String>) -> Vec<String> {
+    variables
+        .iter()
+        .filter(|(name, value)| is_secret_variable(name, value))
+        .map(|(_, value)| value.clone())
+        .collect()
+}
+
+/// Whether a variable's (or header's) value is a secret by its name, as
+/// [`secret_named`] decides: what a question the user answers shows only by name.
+pub fn is_secret_variable(name: &str, value: &str) -> bool {
     const WORDS: [&str; 15] = [
         "KEY",
         "APIKEY",
@@ -550,11 +560,7 @@ fn secret_named(variables: &std::collections::BTreeMap<String, String>) -> Vec<S
             || value.eq_ignore_ascii_case("true")
             || value.eq_ignore_ascii_case("false")
     };
-    variables
-        .iter()
-        .filter(|(name, value)| named(name) && !plain(value))
-        .map(|(_, value)| value.clone())
-        .collect()
+    named(name) && !plain(value)
 }
 
 pub use conduit_net::{is_secret_path_segment, url_secrets};

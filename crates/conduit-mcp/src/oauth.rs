@@ -732,6 +732,7 @@ pub async fn manager(
     server_url: &str,
     vault: Arc<dyn TokenVault>,
 ) -> Result<(AuthorizationManager, bool), SignInError> {
+    check_server_url(server_url)?;
     let key = vault_key(server_url);
     let mut manager = AuthorizationManager::new(server_url).await?;
     manager.set_credential_store(VaultCredentials {
@@ -815,6 +816,7 @@ pub async fn sign_in(
     authorize: &dyn Authorize,
     announce: &(dyn Fn(&str) + Send + Sync),
 ) -> Result<(), SignInError> {
+    check_server_url(server_url)?;
     let mut manager = AuthorizationManager::new(server_url).await?;
     manager.set_credential_store(VaultCredentials {
         vault: vault.clone(),
@@ -917,6 +919,18 @@ fn check_page_url(url: &str, server_url: &str) -> Result<(), SignInError> {
         parsed.scheme(),
         parsed.host_str().unwrap_or("no host"),
     )))
+}
+
+/// Refuses to sign in to, or send tokens to, a server reached over plain http on another
+/// machine: its every request would carry the bearer token in clear (RFC 6750 §5.3),
+/// however well the sign-in itself was protected.
+fn check_server_url(server_url: &str) -> Result<(), SignInError> {
+    if carries_secrets_safely(server_url, server_url) {
+        return Ok(());
+    }
+    Err(SignInError::Refused(
+        "the server's address is not https: Conduit sends no sign-in in clear, and every request would carry its token (http is taken only on this machine); use its https address".into(),
+    ))
 }
 
 /// Refuses metadata whose endpoints would carry the sign-in's secrets (the code, the PKCE
@@ -1588,6 +1602,45 @@ mod tests {
         let redirect = sign_in.prepare().await.unwrap();
         let err = redirect.visit("https://auth.example/a").await.unwrap_err();
         assert!(matches!(err, SignInError::TimedOut(_)), "{err}");
+    }
+
+    /// A server reached over plain http on another machine would get the token in clear
+    /// on every request: no sign-in to it, and no stored token sent to it.
+    #[tokio::test]
+    async fn no_token_goes_to_a_server_over_plain_http_on_another_machine() {
+        let vault = Arc::new(MemoryTokens::default());
+        let url = "http://mcp.example.com/mcp";
+        let refused = sign_in(
+            url,
+            &SignInSettings::default(),
+            None,
+            vault.clone(),
+            &BrowserSignIn::new(Arc::new(|_: &str| panic!("no browser is opened"))),
+            &|_: &str| panic!("no page is announced"),
+        )
+        .await
+        .unwrap_err();
+        assert!(matches!(refused, SignInError::Refused(_)), "{refused}");
+        assert!(refused.to_string().contains("not https"), "{refused}");
+        let key = vault_key(url);
+        VaultCredentials {
+            vault: vault.clone(),
+            key,
+            may_create: true,
+        }
+        .save(StoredCredentials::new(
+            "client".into(),
+            None,
+            Vec::new(),
+            None,
+        ))
+        .await
+        .unwrap();
+        let refused = manager(url, vault.clone()).await.map(|_| ()).unwrap_err();
+        assert!(refused.to_string().contains("not https"), "{refused}");
+        // On this machine, http is taken.
+        assert!(check_server_url("http://127.0.0.1:8080/mcp").is_ok());
+        assert!(check_server_url("https://mcp.example.com/mcp").is_ok());
     }
 
     #[tokio::test]
