@@ -34,7 +34,7 @@ use crate::config::{ProtocolEra, ServerSpec, Transport};
 use crate::elicit::{
     self, Asker, Elicitation, ElicitationAnswer, ElicitationKind, ElicitationOffer,
 };
-use crate::listen_stream::{LISTEN_STREAM_WAIT, ListenStream, WatchedClient};
+use crate::listen_stream::{LISTEN_STREAM_WAIT, ListenStream, MaybeSignedIn, WatchedClient};
 use crate::oauth::{self, TokenVault};
 use crate::paging::{ListDeadline, ListError, Listed, Listing, Pager};
 use crate::process::{self, ServerProcess, StderrTail};
@@ -1215,7 +1215,10 @@ impl Connection {
                                     StartError::plain(format!("its sign-in could not be used: {e}"))
                                 })?;
                         let client = WatchedClient::new(
-                            AuthClient::new(http_client(&refused)?, manager),
+                            MaybeSignedIn::SignedIn(AuthClient::new(
+                                http_client(&refused)?,
+                                manager,
+                            )),
                             listen_stream.clone(),
                             spill.clone(),
                         );
@@ -1233,7 +1236,7 @@ impl Connection {
                     }
                     None => {
                         let client = WatchedClient::new(
-                            http_client(&refused)?,
+                            MaybeSignedIn::Plain(http_client(&refused)?),
                             listen_stream.clone(),
                             spill.clone(),
                         );

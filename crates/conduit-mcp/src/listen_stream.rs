@@ -272,6 +272,157 @@ where
     }
 }
 
+/// A connection's HTTP client, signed in or not. One type for both: each client type is
+/// another copy of rmcp's HTTP worker and session loop in the binary (~100 KB).
+#[derive(Clone)]
+pub enum MaybeSignedIn {
+    Plain(reqwest::Client),
+    SignedIn(rmcp::transport::AuthClient<reqwest::Client>),
+}
+
+impl StreamableHttpClient for MaybeSignedIn {
+    type Error = reqwest::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        match self {
+            Self::Plain(client) => {
+                client
+                    .post_message(uri, message, session_id, auth_header, custom_headers)
+                    .await
+            }
+            Self::SignedIn(client) => {
+                client
+                    .post_message(uri, message, session_id, auth_header, custom_headers)
+                    .await
+            }
+        }
+    }
+
+    async fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        match self {
+            Self::Plain(client) => {
+                client
+                    .post_message_with_max_sse_event_size(
+                        uri,
+                        message,
+                        session_id,
+                        auth_header,
+                        custom_headers,
+                        max_sse_event_size,
+                    )
+                    .await
+            }
+            Self::SignedIn(client) => {
+                client
+                    .post_message_with_max_sse_event_size(
+                        uri,
+                        message,
+                        session_id,
+                        auth_header,
+                        custom_headers,
+                        max_sse_event_size,
+                    )
+                    .await
+            }
+        }
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<(), StreamableHttpError<Self::Error>> {
+        match self {
+            Self::Plain(client) => {
+                client
+                    .delete_session(uri, session_id, auth_header, custom_headers)
+                    .await
+            }
+            Self::SignedIn(client) => {
+                client
+                    .delete_session(uri, session_id, auth_header, custom_headers)
+                    .await
+            }
+        }
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<BoxedSseResponse, StreamableHttpError<Self::Error>> {
+        match self {
+            Self::Plain(client) => {
+                client
+                    .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
+                    .await
+            }
+            Self::SignedIn(client) => {
+                client
+                    .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
+                    .await
+            }
+        }
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<BoxedSseResponse, StreamableHttpError<Self::Error>> {
+        match self {
+            Self::Plain(client) => {
+                client
+                    .get_stream_with_max_sse_event_size(
+                        uri,
+                        session_id,
+                        last_event_id,
+                        auth_header,
+                        custom_headers,
+                        max_sse_event_size,
+                    )
+                    .await
+            }
+            Self::SignedIn(client) => {
+                client
+                    .get_stream_with_max_sse_event_size(
+                        uri,
+                        session_id,
+                        last_event_id,
+                        auth_header,
+                        custom_headers,
+                        max_sse_event_size,
+                    )
+                    .await
+            }
+        }
+    }
+}
+
 /// The id of a request the client sends; none for what is not a request.
 fn request_id(message: &ClientJsonRpcMessage) -> Option<RequestId> {
     match message {
