@@ -20,4 +20,8 @@ pub trait MediaStore: Send + Sync {
     fn put(&self, bytes: &[u8], declared_mime: Option<&str>) -> Result<MediaRef, MediaError>;
 
     fn load(&self, media: &MediaRef) -> Result<Vec<u8>, MediaError>;
+
+    /// What is stored under `hash` (its type, size and an image's dimensions), without
+    /// reading its bytes; `None` when nothing is.
+    fn reference(&self, hash: &str) -> Option<MediaRef>;
 }

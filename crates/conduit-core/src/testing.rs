@@ -125,6 +125,14 @@ impl MemoryMedia {
 }
 
 impl MediaStore for MemoryMedia {
+    fn reference(&self, hash: &str) -> Option<MediaRef> {
+        self.kept
+            .lock()
+            .iter()
+            .find(|(kept, _)| kept.hash == hash)
+            .map(|(kept, _)| kept.clone())
+    }
+
     fn put(&self, bytes: &[u8], declared_mime: Option<&str>) -> Result<MediaRef, MediaError> {
         let mut kept = self.kept.lock();
         let media = MediaRef {

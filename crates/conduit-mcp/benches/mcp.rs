@@ -163,6 +163,9 @@ impl MediaStore for Files {
             hash: media.hash.clone(),
         })
     }
+    fn reference(&self, _hash: &str) -> Option<MediaRef> {
+        None
+    }
 }
 
 fn status_kib(field: &str) -> u64 {

@@ -431,6 +431,10 @@ fn source_text(error: &DecodeError) -> String {
 }
 
 impl MediaStore for FileMediaStore {
+    fn reference(&self, hash: &str) -> Option<MediaRef> {
+        FileMediaStore::reference(self, hash)
+    }
+
     fn put(&self, bytes: &[u8], declared_mime: Option<&str>) -> Result<MediaRef, MediaError> {
         let hash = sha256_hex(bytes);
         // The same image again (a result repeating one, a server sending it in a loop):
@@ -520,6 +524,18 @@ impl ScratchMediaStore {
 }
 
 impl MediaStore for ScratchMediaStore {
+    /// What it holds under `hash` (a chart just made for an outside client), else what
+    /// the media folder does.
+    fn reference(&self, hash: &str) -> Option<MediaRef> {
+        let held = {
+            let kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+            kept.iter()
+                .find(|(held, _)| held.hash == hash)
+                .map(|(held, _)| held.clone())
+        };
+        held.or_else(|| self.files.reference(hash))
+    }
+
     fn put(&self, bytes: &[u8], declared_mime: Option<&str>) -> Result<MediaRef, MediaError> {
         if bytes.len() > self.capacity {
             return Err(MediaError::Invalid(format!(

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use conduit_core::content::ResultPart;
+use conduit_core::media::MediaStore;
 use conduit_core::tool::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
-use conduit_store::FileMediaStore;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -15,7 +15,10 @@ use super::{blocking, spec};
 /// `get_image`: the stored image with a given hash.
 pub struct GetImage {
     spec: ToolSpec,
-    media: Arc<FileMediaStore>,
+    /// Where the images it returns are: the media folder for Conduit's own agent; for
+    /// outside clients, the served media (what they were sent lately, a chart
+    /// `render_chart` made for them, in memory) and then the folder.
+    media: Arc<dyn MediaStore>,
 }
 
 #[derive(Deserialize)]
@@ -33,7 +36,7 @@ fn is_media_hash(text: &str) -> bool {
 }
 
 impl GetImage {
-    pub fn new(media: Arc<FileMediaStore>) -> Self {
+    pub fn new(media: Arc<dyn MediaStore>) -> Self {
         Self {
             spec: Self::spec(),
             media,

@@ -64,7 +64,7 @@ const ENTRIES: [Entry; 7] = [
     },
     Entry {
         spec: images::GetImage::spec,
-        make: |host, _| Arc::new(images::GetImage::new(host.media.clone())),
+        make: |_, made| Arc::new(images::GetImage::new(made)),
     },
 ];
 

@@ -1321,6 +1321,55 @@ async fn get_image_returns_a_stored_image_by_hash() {
     );
 }
 
+/// An outside client (`conduit mcp serve`) gets a chart `render_chart` made for it back
+/// by its hash, as `get_image` promises: the chart is held in the served media, not the
+/// media folder.
+#[tokio::test]
+async fn an_outside_client_gets_back_the_chart_render_chart_made_for_it() {
+    let (_dir, host) = host();
+    let served = enabled_builtin_tools(&host).unwrap();
+    let served_tool = |name: &str| {
+        served
+            .iter()
+            .find(|tool| tool.spec().name == name)
+            .unwrap()
+            .clone()
+    };
+    let chart = call(
+        served_tool("render_chart").as_ref(),
+        json!({"kind": "bar", "labels": ["a", "b"], "series": [{"y": [1, 2]}]}),
+    )
+    .await;
+    let Some(ResultPart::Image { media }) = chart
+        .parts
+        .iter()
+        .find(|part| matches!(part, ResultPart::Image { .. }))
+    else {
+        panic!("no chart: {chart:?}")
+    };
+    assert!(host.media.reference(&media.hash).is_none(), "not on disk");
+    let output = call(
+        served_tool("get_image").as_ref(),
+        json!({"hash": media.hash}),
+    )
+    .await;
+    assert!(!output.is_error, "{}", text(&output));
+    assert_eq!(
+        output.parts[1],
+        ResultPart::Image {
+            media: media.clone()
+        }
+    );
+    // An image in the media folder is found too.
+    let stored = host.media.put(&png(30, 20, 99), None).unwrap();
+    let output = call(
+        served_tool("get_image").as_ref(),
+        json!({"hash": stored.hash}),
+    )
+    .await;
+    assert!(!output.is_error, "{}", text(&output));
+}
+
 #[tokio::test]
 async fn get_image_refuses_anything_but_a_stored_image_hash() {
     let (_dir, host) = host();
