@@ -176,7 +176,7 @@ impl Host {
         let bound = listener
             .local_addr()
             .map_err(|e| ServedError::Io(e.to_string()))?;
-        let url = format!("http://{bound}{}", conduit_mcp::http::MCP_PATH);
+        let url = served_url(bound);
         tracing::info!(%url, "serving MCP over HTTP");
         let task = tokio::spawn(conduit_mcp::http::serve_http(
             server,
@@ -685,9 +685,37 @@ impl Catalog for HostCatalog {
     }
 }
 
+/// The URL a client reaches the endpoint bound at `bound` by. A wildcard bind (0.0.0.0,
+/// `::`) is no address to connect to, and its Host is refused (only loopback names are
+/// taken there): the URL names loopback.
+fn served_url(bound: SocketAddr) -> String {
+    let shown = match bound.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => {
+            SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, bound.port()))
+        }
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => {
+            SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, bound.port()))
+        }
+        _ => bound,
+    };
+    format!("http://{shown}{}", conduit_mcp::http::MCP_PATH)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wildcard_bind_is_reached_at_loopback() {
+        for (bound, url) in [
+            ("0.0.0.0:8765", "http://127.0.0.1:8765/mcp"),
+            ("[::]:8765", "http://[::1]:8765/mcp"),
+            ("127.0.0.1:9000", "http://127.0.0.1:9000/mcp"),
+            ("192.168.1.5:9000", "http://192.168.1.5:9000/mcp"),
+        ] {
+            assert_eq!(served_url(bound.parse().unwrap()), url);
+        }
+    }
 
     /// A host in a temporary home, and its history.
     fn temp_host() -> (tempfile::TempDir, Arc<Host>, Arc<conduit_store::Store>) {
