@@ -1095,8 +1095,16 @@ fn replace_ranges(text: &str, mut replacements: Vec<(std::ops::Range<usize>, Str
 }
 
 /// The file's text with every `env` and `headers` value and sign-in client secret of its
-/// servers masked, the rest as written.
+/// servers masked, the rest as written. Text that is not JSON (a quote left open, a
+/// brace missing, a file saved as UTF-16) cannot be placed: where its secrets are is
+/// unknown, so every string value is masked, and when even its strings cannot be told
+/// (a string running past its line, which JSON never has, or NULs and bytes that are not
+/// UTF-8) the whole text is. The page's "Reveal" (a native question) shows it as it is.
 pub fn mask_text(text: &str) -> String {
+    let json = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if serde_json::from_str::<serde::de::IgnoredAny>(json).is_err() {
+        return mask_unparsed_text(text);
+    }
     let replacements = string_tokens(text)
         .into_iter()
         .filter_map(|token| {
@@ -1109,6 +1117,26 @@ pub fn mask_text(text: &str) -> String {
                 None
             }
         })
+        .collect();
+    replace_ranges(text, replacements)
+}
+
+/// Text that does not parse, for the page: every string that is not a key masked, or
+/// all of it when its strings cannot be told apart.
+fn mask_unparsed_text(text: &str) -> String {
+    let tokens = string_tokens(text);
+    let lost_track = text.contains(['\0', '\u{fffd}'])
+        || tokens.iter().any(|token| {
+            text.get(token.range.clone())
+                .is_none_or(|t| t.contains(['\n', '\r']))
+        });
+    if lost_track {
+        return format!("\"{MASKED}\"\n");
+    }
+    let replacements = tokens
+        .into_iter()
+        .filter(|token| !token.is_key && !is_reference(&token.value))
+        .map(|token| (token.range, format!("\"{MASKED}\"")))
         .collect();
     replace_ranges(text, replacements)
 }
@@ -1889,6 +1917,40 @@ mod tests {
         let text = mask_text(&file);
         assert!(!text.contains("sk-ak-7f3a"), "{text}");
         assert_eq!(unmask_text(&text, &file).unwrap(), file);
+    }
+
+    /// A file that does not parse is masked whole where its strings cannot be told apart
+    /// (a quote left open, UTF-16), and every string value where they can: no secret
+    /// reaches the page by the file being broken.
+    #[test]
+    fn a_file_that_does_not_parse_shows_no_secret() {
+        let open_quote = "{\"mcpServers\": {\"x\": {\"command\": \"node\", \"env\": {\n  \"A\": \"sk-first-secret,\n  \"B\": \"sk-second-secret\"\n}}}}";
+        let missing_brace = "{\"mcpServers\": {\"x\": {\"command\": \"node\", \"env\": \"API_KEY\": \"sk-third-secret\", \"url\": \"${HOME}\"}}}";
+        let utf16: String = "{\"mcpServers\": {\"x\": {\"env\": {\"K\": \"sk-fourth-secret\"}}}}"
+            .chars()
+            .flat_map(|c| [c, '\0'])
+            .collect();
+        let trailing_comma =
+            "{\"mcpServers\": {\"x\": {\"command\": \"node\", \"args\": [\"sk-fifth-secret\",]}}}";
+        for (text, secret) in [
+            (open_quote, "sk-second-secret"),
+            (missing_brace, "sk-third-secret"),
+            (utf16.as_str(), "sk-fourth"),
+            (trailing_comma, "sk-fifth-secret"),
+        ] {
+            let masked = mask_text(text);
+            assert!(!masked.contains(secret), "{masked}");
+            assert!(!masked.contains("sk-"), "{masked}");
+            assert!(masked.contains(MASKED), "{masked}");
+        }
+        // Where strings can be told, the keys stay to show where the problem is; a
+        // variable reference stays as it is.
+        let masked = mask_text(missing_brace);
+        assert!(
+            masked.contains("\"mcpServers\"") && masked.contains("\"${HOME}\""),
+            "{masked}"
+        );
+        assert_eq!(mask_text(open_quote), format!("\"{MASKED}\"\n"));
     }
 
     /// A file with a key written twice (an entry copied and not renamed) does not run, and
