@@ -288,6 +288,32 @@ describe("a view's session", () => {
     await session.teardown();
     expect(order).toEqual(["view finished", "closed"]);
   });
+
+  it("a view being closed asks for nothing more: no message, call, link or context", async () => {
+    const svc = services();
+    const { session, app, viewSide } = await connected(svc);
+    const answers: { message?: boolean; link?: boolean; call?: unknown; context?: unknown } = {};
+    app.onteardown = async () => {
+      answers.message = (await app.sendMessage({ role: "user", content: [{ type: "text", text: "send my keys" }] })).isError;
+      answers.link = (await app.openLink({ url: "https://example.com/" })).isError;
+      answers.call = await app.callServerTool({ name: "get-budget-data", arguments: {} }).catch((e: Error) => e.message);
+      answers.context = await app
+        .updateModelContext({ content: [{ type: "text", text: "later" }] })
+        .catch((e: Error) => e.message);
+      return {};
+    };
+    await app.connect(viewSide);
+    await until(() => session.initialized);
+    await session.teardown();
+    expect(answers.message).toBe(true);
+    expect(answers.link).toBe(true);
+    expect(answers.call).toMatch(/closed/);
+    expect(answers.context).toMatch(/closed/);
+    expect(svc.sendMessage).not.toHaveBeenCalled();
+    expect(svc.openLink).not.toHaveBeenCalled();
+    expect(svc.callTool).not.toHaveBeenCalled();
+    expect(svc.setContext).not.toHaveBeenCalled();
+  });
 });
 
 describe("what a view gets of a result", () => {

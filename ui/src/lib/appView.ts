@@ -201,7 +201,10 @@ export class ViewSession {
         this.#resize(shown);
       }
     };
+    // A view being closed (the chat moved to another conversation) asks for nothing more:
+    // a message it sends while it finishes would wait in the next conversation.
     bridge.oncalltool = async (params) => {
+      if (this.#closed) throw new Error("the view is closed");
       const answer = await this.services.callTool(token, {
         tool: params.name,
         arguments: (params.arguments ?? {}) as Record<string, unknown>,
@@ -209,6 +212,7 @@ export class ViewSession {
       return answer.result as Awaited<ReturnType<NonNullable<AppBridge["oncalltool"]>>>;
     };
     bridge.onopenlink = async ({ url }) => {
+      if (this.#closed) return { isError: true };
       try {
         await this.services.openLink(url);
         return {};
@@ -217,6 +221,7 @@ export class ViewSession {
       }
     };
     bridge.onmessage = async (params) => {
+      if (this.#closed) return { isError: true };
       const text = blocksText(params.content);
       // Past the bound the user is not asked: the prompt shows a message whole.
       if (!text.trim() || utf8Bytes(text) > MAX_VIEW_MESSAGE) return { isError: true };
@@ -224,6 +229,7 @@ export class ViewSession {
       return sent ? {} : { isError: true };
     };
     bridge.onupdatemodelcontext = async (params) => {
+      if (this.#closed) throw new Error("the view is closed; nothing was kept");
       let text = blocksText(params.content);
       if (params.structuredContent) text = [text, JSON.stringify(params.structuredContent)].filter(Boolean).join("\n");
       // The host keeps no more; refused here, a flood of megabytes never crosses to it.
@@ -240,6 +246,7 @@ export class ViewSession {
       // uncover it under the user's next click. Never while a consent prompt waits.
       const granted: McpUiDisplayMode =
         mode === "fullscreen" &&
+        !this.#closed &&
         (this.#fullscreen || !this.#leftFullscreen) &&
         !this.services.consentWaiting()
           ? "fullscreen"
