@@ -387,6 +387,51 @@ async fn without_registration_the_user_is_asked_for_a_client_id_and_a_given_one_
     assert_eq!(auth.count("token:authorization_code"), 1);
 }
 
+/// A confidential client (`oauth.clientId` and `oauth.clientSecret` in the entry) proves
+/// itself with its secret on the refresh too, not only when the code is exchanged: before,
+/// every refresh failed with `invalid_client` once the first token expired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confidential_client_refreshes_with_its_secret() {
+    use conduit_e2e::oauth_server::{CONFIDENTIAL_CLIENT, CONFIDENTIAL_SECRET};
+    let tracker = Tracker::behind(false).await;
+    let (auth, home) = (&tracker.auth, &tracker.home);
+    let run = tracker.runner();
+    std::fs::write(
+        home.path().join("mcp_servers.json"),
+        json!({"mcpServers": {"tracker": {"type": "http", "url": auth.mcp_url(),
+            "oauth": {"clientId": CONFIDENTIAL_CLIENT, "clientSecret": CONFIDENTIAL_SECRET}}}})
+        .to_string(),
+    )
+    .unwrap();
+    let login = run(&["mcp", "login", "tracker"]).await.unwrap();
+    assert!(
+        text(&login.stdout).contains("Signed in to tracker: ready"),
+        "{}{}",
+        text(&login.stdout),
+        text(&login.stderr)
+    );
+    let until = Instant::now() + UNTIL_REFRESH_DUE;
+    while Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let sum = run(&[
+        "mcp",
+        "call",
+        "tracker",
+        "get-sum",
+        "--args",
+        r#"{"a": 20, "b": 22}"#,
+        "--json",
+    ])
+    .await
+    .unwrap();
+    assert!(sum.status.success(), "{}", text(&sum.stderr));
+    assert!(text(&sum.stdout).contains("42"), "{}", text(&sum.stdout));
+    assert_eq!(auth.count("token:refresh_token"), 1, "{:?}", auth.log());
+    assert_eq!(auth.count("token:invalid_client"), 0, "{:?}", auth.log());
+    assert_eq!(auth.count("authorize"), 1, "no second sign-in");
+}
+
 /// A server whose metadata later names other endpoints (as a hostile server would, to be
 /// sent the refresh token, or the tokens at sign-out) gets nothing: the tokens go only to
 /// the endpoints the sign-in used. A moved token endpoint forgets the sign-in; a moved

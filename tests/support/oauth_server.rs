@@ -6,7 +6,7 @@
 //! redirects with the code (the user pressing "Allow"), PKCE S256 checked at the token
 //! endpoint, refresh tokens (rotated), and revocation (RFC 7009). Every step is recorded.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -31,6 +31,11 @@ pub const UNTIL_REFRESH_DUE: Duration = Duration::from_millis(2100);
 pub const SCOPE: &str = "mcp:tools";
 /// The client id registered beforehand with a server that offers no registration.
 pub const PREREGISTERED_CLIENT: &str = "conduit-preregistered";
+/// A confidential client registered beforehand (with any server): the token endpoint
+/// takes its codes and refresh tokens only with [`CONFIDENTIAL_SECRET`] (HTTP Basic or
+/// the form), and answers `invalid_client` without.
+pub const CONFIDENTIAL_CLIENT: &str = "conduit-confidential";
+pub const CONFIDENTIAL_SECRET: &str = "confidential-s3cret";
 
 struct Code {
     client_id: String,
@@ -44,7 +49,8 @@ struct Issued {
     clients: HashMap<String, Vec<String>>,
     codes: HashMap<String, Code>,
     access: HashMap<String, Instant>,
-    refresh: HashSet<String>,
+    /// Each live refresh token and the client it was issued to.
+    refresh: HashMap<String, String>,
     counter: u64,
 }
 
@@ -321,7 +327,8 @@ async fn authorize(
     let field = |name: &str| query.get(name).cloned().unwrap_or_default();
     let (client_id, redirect_uri) = (field("client_id"), field("redirect_uri"));
     let loopback = redirect_uri.starts_with("http://127.0.0.1:");
-    let known = (client_id == PREREGISTERED_CLIENT && loopback)
+    let known = ([PREREGISTERED_CLIENT, CONFIDENTIAL_CLIENT].contains(&client_id.as_str())
+        && loopback)
         || state
             .issued
             .lock()
@@ -381,14 +388,14 @@ async fn authorize(
         .unwrap_or_default()
 }
 
-fn tokens(state: &AuthState) -> Value {
+fn tokens(state: &AuthState, client_id: String) -> Value {
     let access = state.next("access");
     let refresh = state.next("refresh");
     let mut issued = state.issued.lock().unwrap_or_else(|e| e.into_inner());
     issued
         .access
         .insert(access.clone(), Instant::now() + state.token_lifetime);
-    issued.refresh.insert(refresh.clone());
+    issued.refresh.insert(refresh.clone(), client_id);
     json!({
         "access_token": access,
         "token_type": "Bearer",
@@ -398,9 +405,45 @@ fn tokens(state: &AuthState) -> Value {
     })
 }
 
-async fn token(State(state): State<Arc<AuthState>>, body: Bytes) -> Response {
+/// The client a token request comes from, as HTTP Basic (RFC 6749 §2.3.1) or the form
+/// names it, and whether it proved itself: the confidential client only with its secret.
+fn client_of(headers: &HeaderMap, form: &HashMap<String, String>) -> (String, bool) {
+    let basic = headers
+        .get("authorization")
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Basic "))
+        .and_then(|encoded| {
+            base64::engine::general_purpose::STANDARD
+                .decode(encoded)
+                .ok()
+        })
+        .and_then(|decoded| String::from_utf8(decoded).ok())
+        .and_then(|pair| {
+            pair.split_once(':')
+                .map(|(id, secret)| (id.to_owned(), Some(secret.to_owned())))
+        });
+    let (id, secret) = basic.unwrap_or_else(|| {
+        (
+            form.get("client_id").cloned().unwrap_or_default(),
+            form.get("client_secret").cloned(),
+        )
+    });
+    let proven = id != CONFIDENTIAL_CLIENT || secret.as_deref() == Some(CONFIDENTIAL_SECRET);
+    (id, proven)
+}
+
+async fn token(State(state): State<Arc<AuthState>>, headers: HeaderMap, body: Bytes) -> Response {
     let form: HashMap<String, String> = url_form(&body);
     let field = |name: &str| form.get(name).cloned().unwrap_or_default();
+    let (client_id, proven) = client_of(&headers, &form);
+    if !proven {
+        state.note("token:invalid_client");
+        return oauth_error(
+            StatusCode::UNAUTHORIZED,
+            "invalid_client",
+            "the client's secret is missing or wrong",
+        );
+    }
     match field("grant_type").as_str() {
         "authorization_code" => {
             let Some(code) = state
@@ -416,7 +459,7 @@ async fn token(State(state): State<Arc<AuthState>>, body: Bytes) -> Response {
             let computed = base64::engine::general_purpose::URL_SAFE_NO_PAD
                 .encode(sha2::Sha256::digest(verifier.as_bytes()));
             if computed != code.challenge
-                || code.client_id != field("client_id")
+                || code.client_id != client_id
                 || code.redirect_uri != field("redirect_uri")
             {
                 return oauth_error(
@@ -433,16 +476,16 @@ async fn token(State(state): State<Arc<AuthState>>, body: Bytes) -> Response {
                 );
             }
             state.note("token:authorization_code");
-            axum::Json(tokens(&state)).into_response()
+            axum::Json(tokens(&state, client_id)).into_response()
         }
         "refresh_token" => {
-            let known = state
+            let issued_to = state
                 .issued
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .refresh
                 .remove(&field("refresh_token"));
-            if !known {
+            if issued_to.as_deref() != Some(client_id.as_str()) {
                 state.note("token:refresh_token:unknown");
                 return oauth_error(
                     StatusCode::BAD_REQUEST,
@@ -456,7 +499,7 @@ async fn token(State(state): State<Arc<AuthState>>, body: Bytes) -> Response {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner());
             tokio::time::sleep(delay).await;
-            axum::Json(tokens(&state)).into_response()
+            axum::Json(tokens(&state, client_id)).into_response()
         }
         other => oauth_error(
             StatusCode::BAD_REQUEST,

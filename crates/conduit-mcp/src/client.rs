@@ -1207,13 +1207,15 @@ impl Connection {
                 };
                 let service = match vault {
                     Some(vault) => {
-                        let (manager, _signed_in) =
-                            tokio::time::timeout_at(deadline, oauth::manager(url, vault))
-                                .await
-                                .map_err(|_| sign_in_late())?
-                                .map_err(|e| {
-                                    StartError::plain(format!("its sign-in could not be used: {e}"))
-                                })?;
+                        let (manager, _signed_in) = tokio::time::timeout_at(
+                            deadline,
+                            oauth::manager(url, &spec.oauth, vault),
+                        )
+                        .await
+                        .map_err(|_| sign_in_late())?
+                        .map_err(|e| {
+                            StartError::plain(format!("its sign-in could not be used: {e}"))
+                        })?;
                         let client = WatchedClient::new(
                             MaybeSignedIn::SignedIn(AuthClient::new(
                                 http_client(&refused)?,

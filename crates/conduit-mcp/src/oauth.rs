@@ -728,8 +728,13 @@ impl RedirectWait for HeadlessRedirect {
 /// sign-in used ([`BoundEndpoints`]); otherwise they are forgotten and the user signs in
 /// again. A sign-in stored before endpoints were bound is bound to what the metadata names
 /// now.
+///
+/// A confidential client (the entry's `oauth.clientId` with its `clientSecret`, the client
+/// the tokens were issued to) proves itself with its secret when the tokens are refreshed,
+/// as at sign-in: rmcp keeps no secret with the tokens, and refreshed without it.
 pub async fn manager(
     server_url: &str,
+    settings: &SignInSettings,
     vault: Arc<dyn TokenVault>,
 ) -> Result<(AuthorizationManager, bool), SignInError> {
     check_server_url(server_url)?;
@@ -793,6 +798,15 @@ pub async fn manager(
     }
     manager.set_metadata(metadata);
     let signed_in = manager.initialize_from_store().await?;
+    if signed_in
+        && let (Some(id), Some(secret)) = (&settings.client_id, &settings.client_secret)
+        && manager.get_credentials().await?.0 == *id
+    {
+        manager.configure_client(
+            rmcp::transport::auth::OAuthClientConfig::new(id.clone(), server_url)
+                .with_client_secret(secret.clone()),
+        )?;
+    }
     Ok((manager, signed_in))
 }
 
@@ -1636,7 +1650,10 @@ mod tests {
         ))
         .await
         .unwrap();
-        let refused = manager(url, vault.clone()).await.map(|_| ()).unwrap_err();
+        let refused = manager(url, &SignInSettings::default(), vault.clone())
+            .await
+            .map(|_| ())
+            .unwrap_err();
         assert!(refused.to_string().contains("not https"), "{refused}");
         // On this machine, http is taken.
         assert!(check_server_url("http://127.0.0.1:8080/mcp").is_ok());
