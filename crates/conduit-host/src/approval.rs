@@ -206,9 +206,10 @@ pub fn tool_trust(tools: &[Arc<McpTool>]) -> HashMap<String, ToolTrust> {
 
 impl crate::Host {
     /// Drops a removed server's tool preferences, its "allow"s among them, so a server
-    /// added later under the same name starts from "ask". A failure is logged: the
-    /// server is gone already, and its stale allows no longer match a new server's
-    /// fingerprint anyway.
+    /// added later under the same name starts from "ask". A failure (the settings file
+    /// read-only or unreadable) is logged, not returned: the server is gone already. Its
+    /// allows then stay, and hold again only for the very same command, arguments and
+    /// environment added back under that name.
     pub fn forget_server_policies(&self, server: &str) {
         let file = &self.paths().settings_file;
         let forgotten = Settings::update(file, |settings| {

@@ -421,6 +421,7 @@ impl Host {
         // provider that moves is stored only after settings name the new server.
         let (mut new_entry, mut old_entry) = (None, None);
         let mut key_after = None;
+        let mut old_key = None;
         let outcome = self.update_settings(|settings| {
             let saved_url = settings
                 .providers
@@ -468,6 +469,10 @@ impl Host {
                                 header: name,
                                 store: self.secrets().describe(),
                             });
+                        } else {
+                            // A header renamed, or one that was never stored: no value
+                            // stands behind the mask.
+                            return Err(masked_without_value(&name).into());
                         }
                     }
                     // Every value goes to the secret store, those an earlier Conduit or the
@@ -492,7 +497,9 @@ impl Host {
                     }
                     if moved {
                         // The old server's key goes now; a new one once settings name the
-                        // new server (never while they still name the old).
+                        // new server (never while they still name the old). Kept to be
+                        // put back if the settings cannot be written.
+                        old_key = self.secrets().get(&secret_name)?;
                         self.secrets().delete(&secret_name)?;
                         tracing::info!(provider = %input.id, "provider moved to another server: its stored key was removed");
                         key_after = key.map(str::to_owned);
@@ -501,6 +508,16 @@ impl Host {
                     }
                     Ok("provider updated")
                 }
+                None if input.headers.values().any(|value| value == MASKED) => Err(
+                    masked_without_value(
+                        input
+                            .headers
+                            .iter()
+                            .find(|(_, value)| *value == MASKED)
+                            .map_or("", |(name, _)| name.as_str()),
+                    )
+                    .into(),
+                ),
                 None => self
                     .add_provider_to(
                         settings,
@@ -527,6 +544,11 @@ impl Host {
             Ok(outcome) => outcome,
             Err(error) => {
                 self.drop_headers_entry(&id, new_entry.as_deref());
+                if let Some(key) = old_key
+                    && let Err(put_back) = self.secrets().set(&provider_secret_name(&id), &key)
+                {
+                    tracing::error!(provider = %id, error = %put_back, "the provider's key could not be put back after its settings were not written");
+                }
                 return Err(error);
             }
         };
@@ -537,6 +559,15 @@ impl Host {
         tracing::info!(provider = %id, "{outcome}");
         Ok(())
     }
+}
+
+/// A header sent back masked where no stored value stands behind the mask (renamed, or
+/// its provider gone meanwhile): saved as it is, the mask itself would go out as the
+/// header's value.
+fn masked_without_value(header: &str) -> SettingsError {
+    SettingsError::Invalid(format!(
+        "the header {header:?} holds the hidden value {MASKED:?}, but no value is stored under that name: type its value again"
+    ))
 }
 
 /// A model server answering on this machine, offered on first run.
@@ -874,6 +905,32 @@ mod tests {
             config.http.extra_headers,
             [("Authorization".to_owned(), "Bearer tok-123".to_owned())]
         );
+        // A mask with no value behind it (the header renamed in the form, or its provider
+        // removed meanwhile so the save adds it) is refused, saying why: never stored as
+        // the value, never dropped without a word.
+        let mut renamed = input(false, "http://127.0.0.1:1/v1");
+        renamed.headers.insert("X-Auth".into(), MASKED.into());
+        let mut re_added = input(true, "http://127.0.0.1:1/v1");
+        re_added.id = "gone".into();
+        re_added
+            .headers
+            .insert("X-Gateway-Token".into(), MASKED.into());
+        for refused in [renamed, re_added] {
+            let error = host.save_provider(refused).unwrap_err().to_string();
+            assert!(error.contains("type its value again"), "{error}");
+        }
+        assert!(
+            host.settings()
+                .unwrap()
+                .providers
+                .iter()
+                .all(|p| p.id != "gone")
+        );
+        let (config, _) = host.saved_provider_config("local").unwrap();
+        assert_eq!(
+            config.http.extra_headers,
+            [("Authorization".to_owned(), "Bearer tok-123".to_owned())]
+        );
         // An edit keeps fields it does not manage.
         let file = dir.path().join("settings.json");
         let mut raw: serde_json::Value =
@@ -887,6 +944,36 @@ mod tests {
         assert_eq!(saved.providers[0].other["futureField"], 7);
         let bad = host.save_provider(input(false, "ftp://nope"));
         assert!(bad.is_err());
+    }
+
+    /// A provider moved to another server whose settings cannot be written (read-only)
+    /// stays as it was, its key included: the key taken from it is put back.
+    #[cfg(unix)]
+    #[test]
+    fn a_move_whose_settings_cannot_be_written_keeps_the_providers_key() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let host = Host::new(crate::Paths::under_home(dir.path().to_owned(), None));
+        let input = |url: &str, key: Option<&str>, is_new: bool| ProviderInput {
+            id: "p".into(),
+            protocol: Protocol::OpenAiChat,
+            base_url: url.into(),
+            default_model: Some("m".into()),
+            headers: BTreeMap::new(),
+            api_key: key.map(str::to_owned),
+            is_new,
+        };
+        host.save_provider(input("https://a.example/v1", Some("sk-kept"), true))
+            .unwrap();
+        let file = dir.path().join("settings.json");
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o400)).unwrap();
+        let refused = host
+            .save_provider(input("https://b.example/v1", Some("sk-new"), false))
+            .unwrap_err();
+        assert!(refused.to_string().contains("read-only"), "{refused}");
+        let (config, _) = host.saved_provider_config("p").unwrap();
+        assert_eq!(config.base_url, "https://a.example/v1");
+        assert_eq!(config.api_key.as_deref(), Some("sk-kept"));
     }
 
     #[test]

@@ -36,6 +36,10 @@ pub enum SettingsError {
         path: String,
         source: std::io::Error,
     },
+    #[error(
+        "{path} was changed by another program while Conduit saved a change to it: that change was kept, and Conduit's was not saved (try again)"
+    )]
+    ChangedMeanwhile { path: String },
     #[error("cannot lock {path} for a change: {source}")]
     Lock {
         path: String,
@@ -220,13 +224,25 @@ fn lock_across_processes(path: &Path) -> Result<File, SettingsError> {
     })
 }
 
+/// The most of the settings file Conduit reads (a real one is a few KiB).
+const MAX_SETTINGS_BYTES: u64 = 8 * 1024 * 1024;
+
 impl Settings {
     /// Reads `path`; a missing file is empty settings. A file that does not parse is an
     /// error naming line and column, and is never overwritten by Conduit.
     pub fn load(path: &Path) -> Result<Self, SettingsError> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
+        Ok(Self::read(path)?.0)
+    }
+
+    /// The settings in `path` and the fingerprint of the bytes they were read from (`None`:
+    /// no file). A byte order mark (an editor on Windows writes one) is skipped; only a
+    /// regular file is read, of at most [`MAX_SETTINGS_BYTES`].
+    fn read(path: &Path) -> Result<(Self, Option<String>), SettingsError> {
+        let bytes = match files::read_regular_file(path, MAX_SETTINGS_BYTES) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok((Self::default(), None));
+            }
             Err(source) => {
                 return Err(SettingsError::Read {
                     path: path.display().to_string(),
@@ -234,12 +250,14 @@ impl Settings {
                 });
             }
         };
-        serde_json::from_str(&text).map_err(|e| SettingsError::Parse {
+        let text = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&bytes);
+        let settings = serde_json::from_slice(text).map_err(|e| SettingsError::Parse {
             path: path.display().to_string(),
             line: e.line(),
             column: e.column(),
             message: conduit_files::json_error_message(&e),
-        })
+        })?;
+        Ok((settings, Some(files::fingerprint_bytes(&bytes))))
     }
 
     /// The only way to change the settings file: reads it, lets `change` edit it, and
@@ -257,18 +275,20 @@ impl Settings {
         let in_process = update_lock_of(path);
         let _in_process = in_process.lock();
         let _across_processes = lock_across_processes(path)?;
-        let before = Self::load(path)?;
+        let (before, read) = Self::read(path)?;
         let mut settings = before.clone();
         let value = change(&mut settings)?;
         if settings != before {
-            settings.save(path)?;
+            settings.save(path, read.as_deref())?;
         }
         Ok(value)
     }
 
-    /// Writes the settings atomically, keeping a backup of the previous file. Only
-    /// [`Settings::update`] calls it, under its locks.
-    fn save(&self, path: &Path) -> Result<(), SettingsError> {
+    /// Writes the settings atomically, keeping a backup of the previous file, if the file
+    /// is still the one read (`read`, its fingerprint): the lock is Conduit's, and an
+    /// editor's save while a change waited (on the keychain's unlock prompt, say) is kept,
+    /// not overwritten. Only [`Settings::update`] calls it, under its locks.
+    fn save(&self, path: &Path, read: Option<&str>) -> Result<(), SettingsError> {
         let write_error = |source| SettingsError::Write {
             path: path.display().to_string(),
             source,
@@ -276,7 +296,12 @@ impl Settings {
         let mut text = serde_json::to_string_pretty(self)
             .map_err(|e| write_error(std::io::Error::other(e)))?;
         text.push('\n');
-        files::write_atomically(path, text.as_bytes(), 0o600).map_err(write_error)
+        files::replace_if_unchanged(path, text.as_bytes(), 0o600, read).map_err(|e| match e {
+            files::ReplaceError::Changed => SettingsError::ChangedMeanwhile {
+                path: path.display().to_string(),
+            },
+            files::ReplaceError::Io(source) => write_error(source),
+        })
     }
 
     /// Whether a model may be offered `tool` of `server`.
@@ -557,9 +582,9 @@ mod tests {
                 "mcpServers": {"s": {"approved": {"t": {"server": "a", "description": "b", "inputSchema": "c", "views": false, "boundTo": "x"}}}}}"#,
         )
         .unwrap();
-        let mut settings = Settings::load(&path).unwrap();
+        let (mut settings, read) = Settings::read(&path).unwrap();
         settings.add_provider(provider("ollama")).unwrap();
-        settings.save(&path).unwrap();
+        settings.save(&path, read.as_deref()).unwrap();
         let saved: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         assert_eq!(saved["theme"], "dark");
         assert_eq!(saved["providers"][0]["futureField"], 3);
@@ -921,5 +946,55 @@ mod tests {
             std::fs::read_to_string(&path).unwrap(),
             "{ \"providers\": [] }"
         );
+    }
+
+    /// An editor's save while a change waits (the keychain's unlock prompt, say) is kept:
+    /// Conduit's change is refused, saying so, and a retry applies to the edited file.
+    #[test]
+    fn a_hand_edit_made_while_a_change_waits_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("settings.json");
+        std::fs::write(&path, "{\"providers\": []}").unwrap();
+        let hand_edit = "{\"providers\": [], \"mine\": 1}";
+        let refused = Settings::update(&path, |settings| {
+            std::fs::write(&path, hand_edit).unwrap();
+            settings.other.insert("conduits".into(), Value::from(2));
+            Ok::<_, SettingsError>(())
+        })
+        .unwrap_err();
+        assert!(
+            matches!(refused, SettingsError::ChangedMeanwhile { .. }),
+            "{refused}"
+        );
+        assert!(refused.to_string().contains("try again"), "{refused}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), hand_edit);
+        Settings::update(&path, |settings| {
+            settings.other.insert("conduits".into(), Value::from(2));
+            Ok::<_, SettingsError>(())
+        })
+        .unwrap();
+        let saved = Settings::load(&path).unwrap();
+        assert_eq!(saved.other.get("mine"), Some(&Value::from(1)));
+        assert_eq!(saved.other.get("conduits"), Some(&Value::from(2)));
+    }
+
+    /// A file an editor saved with a byte order mark reads, and takes changes.
+    #[test]
+    fn a_file_with_a_byte_order_mark_reads_and_takes_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("settings.json");
+        std::fs::write(&path, "\u{feff}{\"providers\": [], \"mine\": 1}").unwrap();
+        assert_eq!(
+            Settings::load(&path).unwrap().other.get("mine"),
+            Some(&Value::from(1))
+        );
+        Settings::update(&path, |settings| {
+            settings.other.insert("conduits".into(), Value::from(2));
+            Ok::<_, SettingsError>(())
+        })
+        .unwrap();
+        let saved = Settings::load(&path).unwrap();
+        assert_eq!(saved.other.get("mine"), Some(&Value::from(1)));
+        assert_eq!(saved.other.get("conduits"), Some(&Value::from(2)));
     }
 }
