@@ -318,6 +318,19 @@ async fn a_views_calls_reach_only_its_own_app_tools_under_their_policy() {
         .call_from_view("not-a-token", "probe_count", json!({}), answer(true))
         .await;
     assert!(matches!(closed, Err(ViewCallError::Closed)), "{closed:?}");
+    let flood = "x".repeat(conduit_host::app_views::MAX_VIEW_ARGUMENTS);
+    let too_large = app
+        .call_from_view(
+            &view.token,
+            "probe_count",
+            json!({"text": flood}),
+            answer(true),
+        )
+        .await;
+    assert!(
+        matches!(too_large, Err(ViewCallError::TooLarge)),
+        "{too_large:?}"
+    );
     assert_eq!(asked.load(Ordering::SeqCst), 2);
 
     // A tool switched off in Settings is refused without asking.

@@ -187,6 +187,10 @@ fn generate_types(config: &Config) -> String {
         "\n/** The most UTF-8 bytes of a view's message to the model (conduit_host::app_views::MAX_VIEW_MESSAGE). */\nexport const MAX_VIEW_MESSAGE = {};\n",
         conduit_host::app_views::MAX_VIEW_MESSAGE
     ));
+    out.push_str(&format!(
+        "\n/** The most UTF-8 bytes of a view's tool call's arguments as JSON (conduit_host::app_views::MAX_VIEW_ARGUMENTS). */\nexport const MAX_VIEW_ARGUMENTS = {};\n",
+        conduit_host::app_views::MAX_VIEW_ARGUMENTS
+    ));
     for declaration in declarations {
         out.push('\n');
         out.push_str("export ");

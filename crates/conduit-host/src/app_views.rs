@@ -95,6 +95,8 @@ pub struct ViewDocument {
 pub enum ViewCallError {
     #[error("this view is closed")]
     Closed,
+    #[error("a view's call may carry at most {MAX_VIEW_ARGUMENTS} bytes of arguments")]
+    TooLarge,
     #[error("the MCP server {0:?} is not running")]
     ServerGone(String),
     /// The entry under the view's server name runs something else now (another command,
@@ -277,6 +279,11 @@ pub const MAX_CONTEXT: usize = 16 * 1024;
 /// The most text (UTF-8 bytes) a view's message to the model (`ui/message`) may carry:
 /// the consent prompt shows it whole, so the page refuses more before asking.
 pub const MAX_VIEW_MESSAGE: usize = 64 * 1024;
+
+/// The most a view's tool call's arguments may take as JSON (UTF-8 bytes): a form's
+/// fields, an edited document; a view sending hundreds of megabytes, several calls at
+/// once, would take the memory of both processes. The page refuses more before it sends.
+pub const MAX_VIEW_ARGUMENTS: usize = 4 * 1024 * 1024;
 
 /// How many calls this process ran are remembered for their views (the oldest go first;
 /// a call whose result names a view is found in the history after that).
@@ -705,6 +712,9 @@ impl App {
         A: Into<ViewAnswer>,
     {
         let (server, opened_on) = self.views().bound(token).ok_or(ViewCallError::Closed)?;
+        if conduit_core::content::json_size(&arguments) > MAX_VIEW_ARGUMENTS {
+            return Err(ViewCallError::TooLarge);
+        }
         let runtime = self.servers().await;
         // What runs under the view's server name now, against what ran when it opened (an
         // empty fingerprint matches nothing); the connection and tools are read with it.

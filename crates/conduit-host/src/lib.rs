@@ -225,6 +225,14 @@ pub fn link_question(lead: &str, url: &str) -> String {
 /// more recipients); never `file:`, `javascript:` or an app's own scheme, and nothing
 /// with spaces or control characters that could hide part of it.
 pub fn external_url(url: &str) -> Result<&str, String> {
+    /// Longer than any link browsers agree to carry: the confirmation shows the link whole.
+    const MAX_LINK_BYTES: usize = 8 * 1024;
+    if url.len() > MAX_LINK_BYTES {
+        return Err(format!(
+            "Conduit opens no link longer than {MAX_LINK_BYTES} bytes (this one has {})",
+            url.len()
+        ));
+    }
     let refuse = || {
         Err(format!(
             "Conduit opens only web links and plain mail links, not {url:?}"
@@ -356,6 +364,14 @@ mod tests {
             "/etc",
         ] {
             assert!(external_url(refused).is_err(), "{refused}");
+        }
+        {
+            let long = format!("https://example.com/{}", "a".repeat(9000));
+            let refused = external_url(&long).unwrap_err();
+            assert!(
+                refused.contains("longer than") && refused.len() < 200,
+                "{refused}"
+            );
         }
         let host = Host::new(Paths::under_home(PathBuf::from("/h"), None));
         assert_eq!(host.folder("logs"), Some(PathBuf::from("/h/logs")));

@@ -5,6 +5,7 @@ import { App } from "@modelcontextprotocol/ext-apps";
 import { InMemoryTransport } from "@modelcontextprotocol/client";
 import { describe, expect, it, vi } from "vitest";
 import { armedAfter } from "./consent";
+import { MAX_VIEW_ARGUMENTS } from "./bindings";
 import {
   MAX_HEIGHT,
   ViewRegistry,
@@ -261,6 +262,15 @@ describe("a view's session", () => {
     await app.connect(viewSide);
     expect((await app.openLink({ url: "https://example.com/" })).isError).toBe(true);
     expect((await app.sendMessage({ role: "user", content: [{ type: "text", text: "hi" }] })).isError).toBe(true);
+  });
+
+  it("a view's call with arguments past the bound never reaches the host", async () => {
+    const svc = services();
+    const { app, viewSide } = await connected(svc);
+    await app.connect(viewSide);
+    const flood = "x".repeat(MAX_VIEW_ARGUMENTS);
+    await expect(app.callServerTool({ name: "get-budget-data", arguments: { flood } })).rejects.toThrow(/at most/);
+    expect(svc.callTool).not.toHaveBeenCalled();
   });
 
   it("a failed tool call reaches the view as an error", async () => {

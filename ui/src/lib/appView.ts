@@ -6,7 +6,7 @@
 
 import type { AppBridge, McpUiHostContext, McpUiDisplayMode } from "@modelcontextprotocol/ext-apps/app-bridge";
 import { errorMessage } from "./api";
-import { MAX_VIEW_CONTEXT, MAX_VIEW_MESSAGE } from "./bindings";
+import { MAX_VIEW_ARGUMENTS, MAX_VIEW_CONTEXT, MAX_VIEW_MESSAGE } from "./bindings";
 import { rearmConsent } from "./consent";
 import type { ResultPart, ViewCall, ViewCallResult, ViewHandle } from "./types";
 
@@ -205,6 +205,9 @@ export class ViewSession {
     // a message it sends while it finishes would wait in the next conversation.
     bridge.oncalltool = async (params) => {
       if (this.#closed) throw new Error("the view is closed");
+      // Refused here, a flood of megabytes never crosses to the host (which refuses it too).
+      if (utf8Bytes(JSON.stringify(params.arguments ?? {})) > MAX_VIEW_ARGUMENTS)
+        throw new Error(`a view's call may carry at most ${MAX_VIEW_ARGUMENTS} bytes of arguments`);
       const answer = await this.services.callTool(token, {
         tool: params.name,
         arguments: (params.arguments ?? {}) as Record<string, unknown>,

@@ -75,6 +75,9 @@ export const MAX_VIEW_CONTEXT = 16384;
 /** The most UTF-8 bytes of a view's message to the model (conduit_host::app_views::MAX_VIEW_MESSAGE). */
 export const MAX_VIEW_MESSAGE = 65536;
 
+/** The most UTF-8 bytes of a view's tool call's arguments as JSON (conduit_host::app_views::MAX_VIEW_ARGUMENTS). */
+export const MAX_VIEW_ARGUMENTS = 4194304;
+
 export type Paths = { 
 /**
  * Database, media and logs.
