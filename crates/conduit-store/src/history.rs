@@ -150,9 +150,15 @@ pub struct Store {
     /// `None` when none could be taken (its streaming messages then look left by a crash
     /// to another process opening the file, as every message did before leases).
     writer: Option<conduit_files::Lease>,
+    /// The database file: a corrupt one moved aside beside it holds back the media sweep.
+    pub(crate) path: PathBuf,
 }
 
 const TITLE_CHARS: usize = 60;
+
+/// How many search rows are read for each hit asked for: a message matches in several
+/// rows when several of its blocks do.
+const ROWS_PER_HIT: usize = 8;
 
 /// The longest title a user may give a conversation, in characters.
 pub const MAX_TITLE_CHARS: usize = 200;
@@ -307,6 +313,7 @@ impl Store {
             conn: Mutex::new(conn),
             media,
             writer,
+            path: path.to_owned(),
         })
     }
 
@@ -875,7 +882,11 @@ impl Store {
              JOIN conversations c ON c.id = s.conversation_id
              ORDER BY s.rowid DESC",
         )?;
-        let rows = statement.query_map(params![fts_query, limit as i64], |row| {
+        // A message has a row per text block or tool result (three parallel calls' results,
+        // two pieces of an answer): one hit per message, its newest row; rows are read past
+        // the limit so that enough messages remain.
+        let rows_read = limit.saturating_mul(ROWS_PER_HIT) as i64;
+        let rows = statement.query_map(params![fts_query, rows_read], |row| {
             Ok(SearchHit {
                 conversation_id: row.get(0)?,
                 title: row.get(1)?,
@@ -884,7 +895,18 @@ impl Store {
                 created_at: row.get(4)?,
             })
         })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        let mut seen = std::collections::HashSet::new();
+        let mut hits = Vec::new();
+        for hit in rows {
+            let hit = hit?;
+            if seen.insert(hit.message_id) {
+                hits.push(hit);
+                if hits.len() == limit {
+                    break;
+                }
+            }
+        }
+        Ok(hits)
     }
 
     /// Checks the database file, as after a crash.
@@ -919,10 +941,13 @@ fn is_corruption(err: &rusqlite::Error) -> bool {
     )
 }
 
+/// What a corrupt database moved aside is named after: `history.db.corrupt-<ms>`.
+pub(crate) const MOVED_ASIDE: &str = ".corrupt-";
+
 /// Moves a corrupt database (and its WAL files) aside, never deleting or rewriting it.
 fn move_aside(path: &Path, reason: rusqlite::Error) -> StoreError {
     let mut aside = path.as_os_str().to_owned();
-    aside.push(format!(".corrupt-{}", now_ms()));
+    aside.push(format!("{MOVED_ASIDE}{}", now_ms()));
     let aside = PathBuf::from(aside);
     let moved = std::fs::rename(path, &aside);
     for suffix in ["-wal", "-shm"] {

@@ -40,6 +40,13 @@ impl Store {
     /// removed is logged and the sweep goes on; a database error ends it (what was not
     /// reached stays). A missing folder holds nothing to sweep.
     pub fn sweep_media(&self, grace: Duration) -> Result<MediaSweep, StoreError> {
+        // The media of a corrupt database moved aside would all read as unreferenced by
+        // the new, empty one: nothing is swept while one is kept beside it, so it can be
+        // mended (`sqlite3 .recover`) and put back with its images.
+        if let Some(aside) = self.database_moved_aside() {
+            tracing::info!(kept = %aside.display(), "the media folder is not swept while a corrupt history database is kept beside the history");
+            return Ok(MediaSweep::default());
+        }
         let now = SystemTime::now();
         let files = self
             .media()
@@ -70,6 +77,22 @@ impl Store {
             }
         }
         Ok(sweep)
+    }
+
+    /// A corrupt database moved aside beside this one (see `history::move_aside`).
+    fn database_moved_aside(&self) -> Option<std::path::PathBuf> {
+        let name = self.path.file_name()?.to_str()?;
+        let prefix = format!("{name}{}", crate::history::MOVED_ASIDE);
+        std::fs::read_dir(self.path.parent()?)
+            .ok()?
+            .filter_map(Result::ok)
+            .find(|entry| {
+                entry
+                    .file_name()
+                    .to_str()
+                    .is_some_and(|n| n.starts_with(&prefix))
+            })
+            .map(|entry| entry.path())
     }
 
     /// Removes the files of one hash if it is still unreferenced and old.

@@ -358,6 +358,42 @@ fn search_finds_text_and_tool_results_newest_first_with_snippets() {
     assert!(store.search("   ", 10).unwrap().is_empty());
 }
 
+/// A message whose blocks match in several places (three parallel calls' results) is one
+/// hit, not three with one id (the window lists hits by message, and refused the list).
+#[test]
+fn a_message_matching_in_several_blocks_is_one_hit() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let conversation = store.create_conversation(None, None).unwrap();
+    let result = |n: u32| {
+        Block::ToolResult(ToolResult {
+            call_id: format!("c{n}"),
+            wire_id: None,
+            name: "web__search".into(),
+            is_error: false,
+            parts: vec![ResultPart::Text {
+                text: format!("Result {n} about barnacles."),
+            }],
+        })
+    };
+    for _ in 0..3 {
+        store
+            .add_message(
+                &conversation,
+                &Message {
+                    role: Role::Tool,
+                    blocks: (0..3).map(result).collect(),
+                },
+                MessageStatus::Complete,
+            )
+            .unwrap();
+    }
+    let hits = store.search("barnacles", 10).unwrap();
+    let ids: std::collections::HashSet<i64> = hits.iter().map(|hit| hit.message_id).collect();
+    assert_eq!((hits.len(), ids.len()), (3, 3), "{hits:?}");
+    assert_eq!(store.search("barnacles", 2).unwrap().len(), 2);
+}
+
 #[test]
 fn deleting_a_conversation_removes_only_media_nothing_else_uses() {
     let dir = tempfile::tempdir().unwrap();

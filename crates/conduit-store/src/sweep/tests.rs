@@ -314,3 +314,33 @@ fn a_time_in_the_future_is_new() {
     assert!(!is_old(now, now - DAY / 2, MEDIA_GRACE));
     assert!(is_old(now, now - DAY * 2, MEDIA_GRACE));
 }
+
+/// A corrupt history is moved aside and a new, empty one made: the media its messages
+/// referenced would all read as unreferenced. Nothing is swept while it is kept beside
+/// the history; once the user removes it, the sweep goes on.
+#[test]
+fn nothing_is_swept_while_a_corrupt_history_is_kept_beside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let media = store.media().put(&png(600, 40, 1), None).unwrap();
+    let files = age_all(&store, &media.hash, 2);
+    drop(store);
+    let database = dir.path().join("history.db");
+    std::fs::write(&database, b"this is not a database, it was corrupted").unwrap();
+    let opened = Store::open(&database, FileMediaStore::new(dir.path().join("media")));
+    let Err(StoreError::Corrupt { moved_to, .. }) = opened else {
+        panic!("not refused as corrupt")
+    };
+    let store = open(dir.path());
+
+    assert_eq!(
+        store.sweep_media(MEDIA_GRACE).unwrap(),
+        MediaSweep::default()
+    );
+    for path in &files {
+        assert!(path.exists(), "{} was removed", path.display());
+    }
+
+    std::fs::remove_file(&moved_to).unwrap();
+    assert_eq!(store.sweep_media(MEDIA_GRACE).unwrap().files, files.len());
+}
