@@ -434,6 +434,12 @@ impl Agent {
                     });
                     return Ok(Outcome::Finished(reason));
                 }
+                // The answer ended as the user stopped: its calls are answered as
+                // interrupted, none started.
+                TurnEnding::Stopped(_) if cancel.is_cancelled() => {
+                    self.finish_interrupted(history, &events);
+                    return Ok(Outcome::Cancelled);
+                }
                 TurnEnding::Stopped(_) => {}
             }
             let results = self.run_tools(&calls, &events, &cancel).await;
@@ -491,9 +497,11 @@ impl Agent {
             () = cancel.cancelled() => return Ok((Message { role: Role::Assistant, blocks: vec![] }, TurnEnding::Cancelled)),
         };
         let ending = loop {
+            // Biased: what streams in as the user stops is not taken.
             let next = tokio::select! {
-                next = stream.next() => next,
+                biased;
                 () = cancel.cancelled() => break TurnEnding::Cancelled,
+                next = stream.next() => next,
             };
             match next {
                 None => {
@@ -602,9 +610,11 @@ impl Agent {
         let Some(tool) = self.tools.get(&call.name) else {
             return ToolResult::error(call, format!("There is no tool named {:?}.", call.name));
         };
+        // Biased: an allow that comes as the user stops does not start the call.
         let approval = tokio::select! {
-            approval = self.approver.decide(call, tool.spec()) => approval,
+            biased;
             () = cancel.cancelled() => return ToolResult::error(call, "The user stopped the turn before the call was approved."),
+            approval = self.approver.decide(call, tool.spec()) => approval,
         };
         if let Approval::Deny { reason } = approval {
             events(AgentEvent::ToolCallDenied {
@@ -629,15 +639,21 @@ impl Agent {
                         Err(closed) => return ToolResult::error(call, format!("The call could not start: {closed}.")),
                     },
                 };
-                // The wait for a place may have been long: Settings are read again, as
-                // for a call that waited for its server. Refused, it ends as a call that
-                // could not run (as it reads once saved), not as the user's denial.
-                if let Err(reason) = self.approver.still_allowed(&call.id, &tool.spec().name) {
-                    return ToolResult::error(call, format!("This call was not run: {reason}."));
-                }
                 place
             }
         };
+        // A question may have stood open for minutes, and the wait for a place been long:
+        // Settings are read again, as for a call that waited for its server (a tool set to
+        // Never run or switched off meanwhile does not run). Refused, it ends as a call
+        // that could not run (as it reads once saved), not as the user's denial.
+        if let Err(reason) = self.approver.still_allowed(&call.id, &tool.spec().name) {
+            return ToolResult::error(call, format!("This call was not run: {reason}."));
+        }
+        // Nothing is sent once the user stopped: the grace a running call gets to end its
+        // work would otherwise be the call's start.
+        if cancel.is_cancelled() {
+            return ToolResult::error(call, "The user stopped the turn before the call started.");
+        }
         events(AgentEvent::ToolCallRunning {
             id: call.id.clone(),
         });

@@ -240,8 +240,21 @@ struct Shared {
     /// while rmcp is still handing the call back): replayed when the sink comes.
     early: Mutex<HashMap<ProgressToken, Vec<Progress>>>,
     tools_changed: tokio::sync::Notify,
+    /// How many times the server said its tools changed (`notifications/tools/list_changed`):
+    /// a call of a tool listed before the last one checks its definition first.
+    tool_changes: std::sync::atomic::AtomicU64,
     /// Set when the session ended because the HTTP server let it expire.
     session_expired: Arc<SessionExpiry>,
+}
+
+impl Shared {
+    /// The server said its tools changed: counted, and the runtime told to list them
+    /// again (a stored permit: a change while nobody waits is not lost).
+    fn tool_changed(&self) {
+        self.tool_changes
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.tools_changed.notify_one();
+    }
 }
 
 /// The client side of a session: routes progress to calls, notes tool list changes,
@@ -584,8 +597,7 @@ impl ClientHandler for Handler {
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        // A stored permit: a change while nobody waits is not lost.
-        self.shared.tools_changed.notify_one();
+        self.shared.tool_changed();
     }
 }
 
@@ -1413,6 +1425,14 @@ impl Connection {
             .load(std::sync::atomic::Ordering::SeqCst)
     }
 
+    /// How many times the server has said its tools changed: a tool listed when it was
+    /// less may not be what the server has now.
+    pub fn tool_changes(&self) -> u64 {
+        self.shared
+            .tool_changes
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// Makes the next [`Connection::tools_changed`] resolve at once: the list is stale.
     pub fn mark_tools_changed(&self) {
         self.shared.tools_changed.notify_one();
@@ -1877,6 +1897,10 @@ impl Connection {
         progress: &ProgressSink,
         cancel: &CancellationToken,
     ) -> Result<ServerResult, McpError> {
+        // Stopped before it was sent: nothing goes to the server.
+        if cancel.is_cancelled() {
+            return Err(McpError::Cancelled);
+        }
         let options = PeerRequestOptions::with_timeout(self.call_timeout.min(time_left))
             .reset_timeout_on_progress()
             .with_max_total_timeout(time_left);
@@ -1987,7 +2011,7 @@ async fn listen_for_tool_changes(
                 match next {
                     Ok(Some(ServerNotification::ToolListChangedNotification(_))) => {
                         failures = 0;
-                        shared.tools_changed.notify_one();
+                        shared.tool_changed();
                     }
                     Ok(Some(_)) => {}
                     Ok(None) => break,

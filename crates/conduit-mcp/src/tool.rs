@@ -31,6 +31,9 @@ pub struct McpTool {
     reconnect: Option<Reconnect>,
     /// What ran as the server when the tool was listed for the turn (`None`: unknown).
     from: Option<RunningFrom>,
+    /// How many tool changes the server had said when the tool was taken for the turn: a
+    /// call after another checks the definition the server has now.
+    changes_when_listed: u64,
 }
 
 impl McpTool {
@@ -69,13 +72,14 @@ impl McpTool {
             spec,
             server: server.to_owned(),
             tool: tool.name.to_string(),
-            connection,
             media,
             view: crate::apps::view_uri(tool.meta.as_deref()),
             for_views: crate::apps::for_views(tool.meta.as_deref()),
             definition: tool.clone(),
             reconnect: None,
             from: None,
+            changes_when_listed: connection.tool_changes(),
+            connection,
         }
     }
 
@@ -155,11 +159,17 @@ impl Tool for McpTool {
                 (self.connected_again(reconnect, &context).await?, None)
             }
             // Kept only while a second send may be needed (HTTP servers).
-            Some(reconnect) => (
-                self.connection.clone(),
-                Some((reconnect, arguments.clone())),
-            ),
-            None => (self.connection.clone(), None),
+            Some(reconnect) => {
+                self.unchanged_since_listed().await?;
+                (
+                    self.connection.clone(),
+                    Some((reconnect, arguments.clone())),
+                )
+            }
+            None => {
+                self.unchanged_since_listed().await?;
+                (self.connection.clone(), None)
+            }
         };
         let called = connection
             .call_tool(
@@ -200,6 +210,31 @@ impl Tool for McpTool {
 }
 
 impl McpTool {
+    /// Refuses the call when the server said its tools changed since this one was taken
+    /// for the turn and its definition is not the one the model was shown and the call
+    /// approved under (a description, a schema, hints changed: a "rug pull" within a run).
+    /// The server's list is asked for only after such a change.
+    async fn unchanged_since_listed(&self) -> Result<(), ToolError> {
+        if self.connection.tool_changes() == self.changes_when_listed {
+            return Ok(());
+        }
+        let (server, tool) = (&self.server, &self.tool);
+        let listed = self.connection.tools().await.map_err(|err| {
+            ToolError(format!(
+                "MCP server {server:?} said its tools changed, and listing them again failed ({err}); the call did not run"
+            ))
+        })?;
+        match listed.iter().find(|now| now.name == self.definition.name) {
+            Some(now) if *now == self.definition => Ok(()),
+            Some(_) => Err(ToolError(format!(
+                "MCP server {server:?} changed its tool {tool:?} since you were shown it; the call did not run. Its new definition is offered from the next message on"
+            ))),
+            None => Err(ToolError(format!(
+                "MCP server {server:?} no longer offers the tool {tool:?}; the call did not run"
+            ))),
+        }
+    }
+
     /// After the session expired (the server answered 404, so the call did not run): the
     /// server's new connection, once it is ready and lists this tool exactly as the model
     /// was shown it, and the approver still allows the call as Settings are now. A changed

@@ -1387,7 +1387,8 @@ impl Tool for AsksAgain {
     }
 }
 
-/// Allows every call, then refuses each one asked about again, noting what it was asked.
+/// Allows every call, and its check just before it starts; then refuses it when it is
+/// asked about again (from inside the call), noting every question.
 #[derive(Default)]
 struct TakesItBack(Mutex<Vec<(String, String)>>);
 
@@ -1397,11 +1398,14 @@ impl Approver for TakesItBack {
         Approval::Allow
     }
     fn still_allowed(&self, call_id: &str, exposed_name: &str) -> Result<(), String> {
-        self.0
-            .lock()
-            .unwrap()
-            .push((call_id.to_owned(), exposed_name.to_owned()));
-        Err("taken back while it waited".into())
+        let mut asked = self.0.lock().unwrap();
+        let again = asked.iter().any(|(id, _)| id == call_id);
+        asked.push((call_id.to_owned(), exposed_name.to_owned()));
+        if again {
+            Err("taken back while it waited".into())
+        } else {
+            Ok(())
+        }
     }
 }
 
@@ -1435,17 +1439,23 @@ async fn a_call_asks_the_turns_approver_again_about_itself() {
             _ => None,
         })
         .collect();
+    // Before it started, and from inside it.
     assert_eq!(
         *approver.0.lock().unwrap(),
-        [(running[0].clone(), "again".to_owned())]
+        [
+            (running[0].clone(), "again".to_owned()),
+            (running[0].clone(), "again".to_owned())
+        ]
     );
     assert_ne!(running[0], "c1", "Conduit's own id, not the provider's");
 }
 
-/// A call that waited for a free place is asked about again before it starts: Settings
-/// may have changed meanwhile. The calls that found a place at once are not.
+/// Every call is asked about again just before it starts, by Conduit's own id: Settings
+/// may have changed while its question stood open or it waited for a free place (a tool
+/// set to Never run or switched off meanwhile does not run); the calls that waited, after
+/// their wait.
 #[tokio::test]
-async fn a_call_that_waited_for_a_place_is_asked_about_again() {
+async fn every_call_is_asked_about_again_just_before_it_starts() {
     let calls = 10;
     let mut registry = ToolRegistry::new();
     registry.register(Arc::new(InFlight {
@@ -1467,9 +1477,7 @@ async fn a_call_that_waited_for_a_place_is_asked_about_again() {
     } = run_agent(&agent).await;
     assert_eq!(outcome, Ok(Outcome::Finished(StopReason::EndTurn)));
     let results = results_of(&history[2]);
-    let refused: Vec<_> = results.iter().filter(|(_, error, _)| *error).collect();
-    assert_eq!(refused.len(), calls - 8, "{results:?}");
-    // The refused calls are the queued ones, and none of them ran.
+    assert!(results.iter().all(|(_, error, _)| !*error), "{results:?}");
     let ids = |wanted: fn(&AgentEvent) -> Option<&String>| -> Vec<String> {
         events.iter().filter_map(wanted).cloned().collect()
     };
@@ -1477,28 +1485,69 @@ async fn a_call_that_waited_for_a_place_is_asked_about_again() {
         AgentEvent::ToolCallQueued { id } => Some(id),
         _ => None,
     });
-    let running = ids(|event| match event {
+    let mut running = ids(|event| match event {
         AgentEvent::ToolCallRunning { id } => Some(id),
         _ => None,
     });
     assert_eq!(queued.len(), calls - 8);
-    assert_eq!(running.len(), 8);
-    assert!(queued.iter().all(|id| !running.contains(id)));
-    let mut asked_again: Vec<String> = approver
+    assert_eq!(running.len(), calls);
+    let mut asked: Vec<String> = approver
         .0
         .lock()
         .unwrap()
         .iter()
         .map(|(id, _)| id.clone())
         .collect();
-    let mut queued_sorted = queued.clone();
-    asked_again.sort();
-    queued_sorted.sort();
-    assert_eq!(asked_again, queued_sorted);
+    asked.sort();
+    running.sort();
+    assert_eq!(asked, running, "each call once, by its own id");
+}
+
+/// A call refused when it is asked about again just before it starts never runs: it
+/// ends as a call that could not run, not as the user's denial.
+#[tokio::test]
+async fn a_call_refused_just_before_it_starts_never_runs() {
+    struct Revoked;
+    #[async_trait]
+    impl Approver for Revoked {
+        async fn decide(&self, _call: &ToolCall, _spec: &ToolSpec) -> Approval {
+            Approval::Allow
+        }
+        fn still_allowed(&self, _call_id: &str, _exposed_name: &str) -> Result<(), String> {
+            Err("it was set to Never run while its question stood open".into())
+        }
+    }
+    let most = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut registry = ToolRegistry::new();
+    registry.register(Arc::new(InFlight {
+        spec: spec("count"),
+        now: Arc::default(),
+        most: most.clone(),
+    }));
+    let agent = Agent::new(
+        many_calls(3, "count"),
+        registry,
+        Arc::new(Revoked),
+        AgentOptions::new("m"),
+    );
+    let Run {
+        history, events, ..
+    } = run_agent(&agent).await;
+    let results = results_of(&history[2]);
     assert!(
-        refused
+        results
             .iter()
-            .all(|(_, _, text)| text.contains("not run: taken back while it waited")),
-        "{refused:?}"
+            .all(|(_, error, text)| *error && text.contains("not run: it was set to Never run")),
+        "{results:?}"
+    );
+    assert_eq!(
+        most.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "none ran"
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|event| matches!(event, AgentEvent::ToolCallRunning { .. }))
     );
 }
