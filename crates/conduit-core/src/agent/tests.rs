@@ -1551,3 +1551,77 @@ async fn a_call_refused_just_before_it_starts_never_runs() {
             .any(|event| matches!(event, AgentEvent::ToolCallRunning { .. }))
     );
 }
+
+/// The user's Stop and an allow come at the same moment (an "Always allow" answers at
+/// once; a click on Allow as Stop is pressed): the call never starts, so nothing reaches
+/// the server. Before, either could win, and the grace a running call gets to end its
+/// work was the call's first poll: the server got the call, then its cancel.
+#[tokio::test]
+async fn a_stop_that_comes_with_the_allow_starts_nothing() {
+    struct StopsAsItAllows(CancellationToken);
+    #[async_trait]
+    impl Approver for StopsAsItAllows {
+        async fn decide(&self, _call: &ToolCall, _spec: &ToolSpec) -> Approval {
+            self.0.cancel();
+            Approval::Allow
+        }
+    }
+    for _ in 0..50 {
+        let cancel = CancellationToken::new();
+        let ran = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut registry = ToolRegistry::new();
+        registry.register(Arc::new(InFlight {
+            spec: spec("count"),
+            now: Arc::default(),
+            most: ran.clone(),
+        }));
+        let agent = Agent::new(
+            many_calls(3, "count"),
+            registry,
+            Arc::new(StopsAsItAllows(cancel.clone())),
+            AgentOptions::new("m"),
+        );
+        let mut history = vec![Message::user_text("hello")];
+        let outcome = agent.run(&mut history, Arc::new(|_| {}), cancel).await;
+        assert_eq!(outcome, Ok(Outcome::Cancelled));
+        assert_eq!(
+            ran.load(std::sync::atomic::Ordering::SeqCst),
+            0,
+            "a call ran"
+        );
+    }
+}
+
+/// An answer whose end streams in as the user stops: its calls are answered as
+/// interrupted, and none starts.
+#[tokio::test]
+async fn calls_of_an_answer_ending_as_the_user_stops_never_start() {
+    let ran = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut registry = ToolRegistry::new();
+    registry.register(Arc::new(InFlight {
+        spec: spec("count"),
+        now: Arc::default(),
+        most: ran.clone(),
+    }));
+    let agent = Agent::new(
+        many_calls(2, "count"),
+        registry,
+        Arc::new(FixedApproval(Approval::Allow)),
+        AgentOptions::new("m"),
+    );
+    // The stop comes as the answer is complete, before its calls start.
+    let cancel = CancellationToken::new();
+    let stopper = cancel.clone();
+    let sink: EventSink = Arc::new(move |event| {
+        if matches!(event, AgentEvent::MessageDone { .. }) {
+            stopper.cancel();
+        }
+    });
+    let mut history = vec![Message::user_text("hello")];
+    let outcome = agent.run(&mut history, sink, cancel).await;
+    assert_eq!(outcome, Ok(Outcome::Cancelled));
+    assert_eq!(ran.load(std::sync::atomic::Ordering::SeqCst), 0);
+    let results = results_of(&history[2]);
+    assert_eq!(results.len(), 2);
+    assert!(results.iter().all(|(_, error, _)| *error), "{results:?}");
+}
