@@ -836,8 +836,17 @@ impl App {
             );
             ask_off_the_workers(confirm, question).await?;
         }
+        // The allow is for the server the file names now.
+        let runs = self.host.print_in_file(server);
+        if policy == crate::settings::ToolPolicy::Allow && runs.is_empty() {
+            return Err(crate::SettingsError::Invalid(format!(
+                "server {} is not in the mcpServers file as a server that can start, so its requests cannot be allowed",
+                visible(server)
+            ))
+            .into());
+        }
         self.host.update_settings(|settings| {
-            settings.set_sampling_policy(server, policy);
+            settings.set_sampling_policy(server, policy, &runs);
             Ok::<_, crate::SettingsError>(())
         })?;
         Ok(())

@@ -194,7 +194,7 @@ impl Host {
             .collect();
         Ok(ServerTools {
             policy: settings.server_policy(server),
-            sampling: settings.sampling_policy(server),
+            sampling: settings.sampling_policy(server, &self.print_in_file(server)),
             tools,
             shown: crate::approval::shown_token(self, trust),
         })
@@ -420,6 +420,23 @@ impl Host {
     }
 
     /// The `mcpServers` file's bytes, `None` when there is no file yet.
+    /// The fingerprint of what the `mcpServers` file says `server` runs now
+    /// ([`crate::approval::server_fingerprint`]); empty when the file cannot be read or
+    /// names no such server that can start, which no allow matches.
+    pub(crate) fn print_in_file(&self, server: &str) -> String {
+        let Ok(Some(bytes)) = self.mcp_file_bytes() else {
+            return String::new();
+        };
+        let env = |name: &str| std::env::var(name).ok();
+        let Ok(snapshot) = config::snapshot_of(&self.paths.mcp_config_file, &bytes, &env) else {
+            return String::new();
+        };
+        match snapshot.server(server).map(|entry| &entry.spec) {
+            Some(Ok(spec)) => crate::approval::server_fingerprint(Some(&spec.transport)),
+            _ => String::new(),
+        }
+    }
+
     fn mcp_file_bytes(&self) -> Result<Option<Vec<u8>>, ConfigError> {
         let path = &self.paths.mcp_config_file;
         match conduit_mcp::config::read_file(path) {

@@ -141,7 +141,7 @@ pub async fn settle_without_asking(
 impl Sampler for Host {
     fn sampling_policy(&self, server: &str) -> ToolPolicy {
         match self.settings() {
-            Ok(settings) => settings.sampling_policy(server),
+            Ok(settings) => settings.sampling_policy(server, &self.print_in_file(server)),
             Err(error) => {
                 // Settings that cannot be read allow nothing without asking.
                 tracing::warn!(%error, "settings unreadable; sampling asks");
@@ -388,6 +388,45 @@ mod tests {
 
     fn request(params: serde_json::Value) -> SamplingRequest {
         SamplingRequest::from_wire("weather", &params).unwrap()
+    }
+
+    /// "Allow" for a server's sampling holds for the server it was given to: the same
+    /// name running another command (an entry edited in the file, by hand or not) is
+    /// asked about again, and a server the file no longer names too.
+    #[test]
+    fn a_sampling_allow_holds_only_for_the_server_it_was_given_to() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = Host::new(crate::Paths::under_home(dir.path().to_owned(), None));
+        let file = &host.paths().mcp_config_file;
+        let write = |command: &str| {
+            std::fs::write(
+                file,
+                json!({"mcpServers": {"research": {"command": command, "args": ["serve"]}}})
+                    .to_string(),
+            )
+            .unwrap();
+        };
+        write("research-server");
+        let runs = host.print_in_file("research");
+        assert!(!runs.is_empty());
+        host.update_settings(|settings| {
+            settings.set_sampling_policy("research", ToolPolicy::Allow, &runs);
+            Ok::<_, crate::SettingsError>(())
+        })
+        .unwrap();
+        assert_eq!(
+            Sampler::sampling_policy(&host, "research"),
+            ToolPolicy::Allow
+        );
+        write("something-else");
+        assert_eq!(Sampler::sampling_policy(&host, "research"), ToolPolicy::Ask);
+        write("research-server");
+        assert_eq!(
+            Sampler::sampling_policy(&host, "research"),
+            ToolPolicy::Allow
+        );
+        std::fs::write(file, r#"{"mcpServers": {}}"#).unwrap();
+        assert_eq!(Sampler::sampling_policy(&host, "research"), ToolPolicy::Ask);
     }
 
     #[test]

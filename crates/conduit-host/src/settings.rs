@@ -131,6 +131,11 @@ pub struct McpServerPrefs {
     /// default), run without asking, or refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sampling: Option<ToolPolicy>,
+    /// What the server ran (its fingerprint, as its file entry said) when its sampling was
+    /// set to Allow: the allow holds for that server only, not for whatever later runs
+    /// under the name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampling_allowed_for: Option<String>,
     #[serde(flatten)]
     pub other: Map<String, Value>,
 }
@@ -142,6 +147,7 @@ impl McpServerPrefs {
             && self.approval.is_none()
             && self.approved.is_empty()
             && self.sampling.is_none()
+            && self.sampling_allowed_for.is_none()
             && self.other.is_empty()
     }
 }
@@ -222,6 +228,17 @@ fn lock_across_processes(path: &Path) -> Result<File, SettingsError> {
         path: path.display().to_string(),
         source,
     })
+}
+
+/// A server's or tool's name for a question: hidden characters shown as their codes, cut
+/// at 80 characters.
+fn shown_name(name: &str) -> String {
+    let cut = conduit_core::content::text_start(name, 80);
+    let mut shown = conduit_core::text::visible(cut);
+    if cut.len() < name.len() {
+        shown.push('…');
+    }
+    shown
 }
 
 /// The most of the settings file Conduit reads (a real one is a few KiB).
@@ -343,16 +360,19 @@ impl Settings {
             ToolPolicy::Ask => return Verdict::Ask { changes: vec![] },
             ToolPolicy::Allow => {}
         }
+        // The names as a person reads them in the question: a server chose them, and a
+        // line break or a direction override in one would pass for Conduit's own words.
+        let (shown_server, shown_tool) = (shown_name(server), shown_name(tool));
         let prefs = self.mcp_servers.get(server);
         let own_allow = prefs.and_then(|p| p.tool_approval.get(tool)) == Some(&ToolPolicy::Allow);
         let Some(approved) = prefs.and_then(|p| p.approved.get(tool)) else {
             let why = if own_allow {
                 format!(
-                    "Conduit has no record of which {tool} of {server} you allowed (it was switched off since, or the record is gone), so it asks again"
+                    "Conduit has no record of which {shown_tool} of {shown_server} you allowed (it was switched off since, or the record is gone), so it asks again"
                 )
             } else {
                 format!(
-                    "{tool} is new, or was switched off, since you allowed all of {server}'s tools"
+                    "{shown_tool} is new, or was switched off, since you allowed all of {shown_server}'s tools"
                 )
             };
             return Verdict::Ask { changes: vec![why] };
@@ -362,36 +382,38 @@ impl Settings {
         // read, or does not name it): it matches nothing, not even another empty one.
         if current.server.is_empty() {
             changes.push(format!(
-                "Conduit cannot read what server {server} runs from the mcpServers file now, so it cannot tell whether it is the one you allowed"
+                "Conduit cannot read what server {shown_server} runs from the mcpServers file now, so it cannot tell whether it is the one you allowed"
             ));
         } else if approved.server.is_empty() {
             changes.push(format!(
-                "Conduit could not read what server {server} ran when you allowed {tool}, so it cannot tell whether it changed"
+                "Conduit could not read what server {shown_server} ran when you allowed {shown_tool}, so it cannot tell whether it changed"
             ));
         } else if approved.server != current.server {
             changes.push(format!(
-                "the command and arguments, environment or folder (or URL) of server {server} changed since you allowed it"
+                "the command and arguments, environment or folder (or URL) of server {shown_server} changed since you allowed it"
             ));
         }
         // An allow that did not record who could call the tool covers the model only.
         if approved.views != Some(true) && current.views == Some(true) {
             changes.push(format!(
-                "{tool} may now be called by the server's views (its MCP App pages), not only by the model you allowed it for"
+                "{shown_tool} may now be called by the server's views (its MCP App pages), not only by the model you allowed it for"
             ));
         }
         if approved.description != current.description {
-            changes.push(format!("the description of {tool} changed"));
+            changes.push(format!("the description of {shown_tool} changed"));
         }
         if approved.input_schema != current.input_schema {
-            changes.push(format!("the input schema (arguments) of {tool} changed"));
+            changes.push(format!(
+                "the input schema (arguments) of {shown_tool} changed"
+            ));
         }
         match &approved.details {
             None => changes.push(format!(
-                "Conduit now also checks the title, hints (such as read-only or destructive), output schema and view of {tool}, which it did not record when you allowed it"
+                "Conduit now also checks the title, hints (such as read-only or destructive), output schema and view of {shown_tool}, which it did not record when you allowed it"
             )),
             Some(details) if *details != current.details.clone().unwrap_or_default() => {
                 changes.push(format!(
-                    "the title, hints (such as read-only or destructive), output schema or view of {tool} changed"
+                    "the title, hints (such as read-only or destructive), output schema or view of {shown_tool} changed"
                 ));
             }
             Some(_) => {}
@@ -423,19 +445,31 @@ impl Settings {
         self.mcp_servers.remove(server).is_some()
     }
 
-    /// What happens to `server`'s sampling requests (ask unless set).
-    pub fn sampling_policy(&self, server: &str) -> ToolPolicy {
-        self.mcp_servers
-            .get(server)
-            .and_then(|prefs| prefs.sampling)
-            .unwrap_or_default()
+    /// What happens to `server`'s sampling requests (ask unless set), the server running
+    /// what `runs_now` fingerprints: an allow holds only for the server it was given to
+    /// (an entry whose command, arguments, environment or URL changed since is asked
+    /// about again; an empty fingerprint matches nothing).
+    pub fn sampling_policy(&self, server: &str, runs_now: &str) -> ToolPolicy {
+        let Some(prefs) = self.mcp_servers.get(server) else {
+            return ToolPolicy::default();
+        };
+        match prefs.sampling {
+            Some(ToolPolicy::Allow)
+                if runs_now.is_empty()
+                    || prefs.sampling_allowed_for.as_deref() != Some(runs_now) =>
+            {
+                ToolPolicy::Ask
+            }
+            policy => policy.unwrap_or_default(),
+        }
     }
 
-    /// Sets what happens to `server`'s sampling requests; ask is the default and is not
-    /// written.
-    pub fn set_sampling_policy(&mut self, server: &str, policy: ToolPolicy) {
+    /// Sets what happens to `server`'s sampling requests, an allow for the server `runs`
+    /// fingerprints; ask is the default and is not written.
+    pub fn set_sampling_policy(&mut self, server: &str, policy: ToolPolicy, runs: &str) {
         let prefs = self.mcp_servers.entry(server.to_owned()).or_default();
         prefs.sampling = (policy != ToolPolicy::Ask).then_some(policy);
+        prefs.sampling_allowed_for = (policy == ToolPolicy::Allow).then(|| runs.to_owned());
         if prefs.is_empty() {
             self.mcp_servers.remove(server);
         }
@@ -633,20 +667,28 @@ mod tests {
     #[test]
     fn sampling_is_asked_about_per_server_until_the_user_says_otherwise() {
         let mut settings = Settings::default();
-        assert_eq!(settings.sampling_policy("everything"), ToolPolicy::Ask);
-        settings.set_sampling_policy("everything", ToolPolicy::Allow);
-        settings.set_sampling_policy("other", ToolPolicy::Deny);
+        assert_eq!(
+            settings.sampling_policy("everything", "p1"),
+            ToolPolicy::Ask
+        );
+        settings.set_sampling_policy("everything", ToolPolicy::Allow, "p1");
+        settings.set_sampling_policy("other", ToolPolicy::Deny, "p2");
         let json = serde_json::to_value(&settings).unwrap();
         assert_eq!(json["mcpServers"]["everything"]["sampling"], "allow");
         let back: Settings = serde_json::from_value(json).unwrap();
-        assert_eq!(back.sampling_policy("everything"), ToolPolicy::Allow);
-        assert_eq!(back.sampling_policy("other"), ToolPolicy::Deny);
+        assert_eq!(back.sampling_policy("everything", "p1"), ToolPolicy::Allow);
+        assert_eq!(back.sampling_policy("other", "p2"), ToolPolicy::Deny);
+        // The allow is for the server it was given to: another command, arguments or URL
+        // under the name (or one that cannot be told) is asked about; a refusal stands.
+        assert_eq!(back.sampling_policy("everything", "p9"), ToolPolicy::Ask);
+        assert_eq!(back.sampling_policy("everything", ""), ToolPolicy::Ask);
+        assert_eq!(back.sampling_policy("other", "p9"), ToolPolicy::Deny);
         // A server's tool policy is not its sampling policy, nor the other way round.
         assert_eq!(back.server_policy("everything"), ToolPolicy::Ask);
         settings.set_server_policy("third", ToolPolicy::Allow);
-        assert_eq!(settings.sampling_policy("third"), ToolPolicy::Ask);
-        settings.set_sampling_policy("everything", ToolPolicy::Ask);
-        settings.set_sampling_policy("other", ToolPolicy::Ask);
+        assert_eq!(settings.sampling_policy("third", "p3"), ToolPolicy::Ask);
+        settings.set_sampling_policy("everything", ToolPolicy::Ask, "p1");
+        settings.set_sampling_policy("other", ToolPolicy::Ask, "p2");
         assert_eq!(settings.mcp_servers.keys().collect::<Vec<_>>(), ["third"]);
     }
 
