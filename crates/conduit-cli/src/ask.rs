@@ -10,6 +10,7 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use conduit_host::asks::{ANSWER_WAIT, WAITING_PER_SERVER};
 use conduit_host::mcp_client::elicit::{
     Asker, Elicitation, ElicitationAnswer, ElicitationKind, ElicitationOffer, FieldInput, FormField,
 };
@@ -30,6 +31,31 @@ pub struct TerminalAsker {
     pick: Option<ModelPick>,
     /// Each server's sampling requests here now, asked or not.
     sampling_slots: SamplingSlots,
+    /// How many of each server's questions are here now (asked, or waiting for the
+    /// terminal): past [`WAITING_PER_SERVER`] the next are cancelled unseen, as in the
+    /// window, so a server asking in a loop queues no endless prompts.
+    waiting: std::sync::Mutex<std::collections::HashMap<String, usize>>,
+}
+
+/// A server's question's place among its waiting ones, given back when dropped.
+struct WaitingPlace<'a> {
+    waiting: &'a std::sync::Mutex<std::collections::HashMap<String, usize>>,
+    server: String,
+}
+
+impl Drop for WaitingPlace<'_> {
+    fn drop(&mut self) {
+        let mut waiting = self
+            .waiting
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(count) = waiting.get_mut(&self.server) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                waiting.remove(&self.server);
+            }
+        }
+    }
 }
 
 impl TerminalAsker {
@@ -46,7 +72,26 @@ impl TerminalAsker {
                 sampler,
                 pick,
                 sampling_slots: SamplingSlots::default(),
+                waiting: Default::default(),
             }) as Arc<dyn Asker>
+        })
+    }
+
+    /// A place for one of `server`'s questions; `None` when it has
+    /// [`WAITING_PER_SERVER`] here already.
+    fn waiting_place(&self, server: &str) -> Option<WaitingPlace<'_>> {
+        let mut waiting = self
+            .waiting
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let count = waiting.entry(server.to_owned()).or_default();
+        if *count >= WAITING_PER_SERVER {
+            return None;
+        }
+        *count += 1;
+        Some(WaitingPlace {
+            waiting: &self.waiting,
+            server: server.to_owned(),
         })
     }
 
@@ -99,9 +144,17 @@ impl Asker for TerminalAsker {
     }
 
     async fn elicit(&self, question: Elicitation) -> ElicitationAnswer {
+        let Some(_place) = self.waiting_place(&question.server) else {
+            tracing::info!(server = %question.server, "a server's question was cancelled unseen: it has {WAITING_PER_SERVER} waiting already");
+            return ElicitationAnswer::Cancel;
+        };
         // One question at a time, and never while the REPL reads the terminal; the read
-        // holds the turn itself (see `confirm`).
-        let turn = TERMINAL_TURN.lock().await;
+        // holds the turn itself (see `confirm`). One that waits for its turn longer than a
+        // question may wait in the window is cancelled unseen.
+        let Ok(turn) = tokio::time::timeout(ANSWER_WAIT, TERMINAL_TURN.lock()).await else {
+            tracing::info!(server = %question.server, "a server's question waited too long for the terminal and was cancelled unseen");
+            return ElicitationAnswer::Cancel;
+        };
         let asked = tokio::task::spawn_blocking(move || {
             let _turn = turn;
             let mut output = std::io::stderr();
@@ -523,6 +576,28 @@ mod tests {
         let mut output = Vec::new();
         let answer = ask(question, &mut input, &mut output).unwrap();
         (answer, String::from_utf8(output).unwrap())
+    }
+
+    /// A server asking in a loop has at most three questions here; the next are
+    /// cancelled unseen, and a place comes back when one is answered.
+    #[test]
+    fn a_server_has_at_most_three_questions_waiting() {
+        let dir = tempfile::tempdir().unwrap();
+        let host =
+            conduit_host::Host::new(conduit_host::Paths::under_home(dir.path().to_owned(), None));
+        let asker = TerminalAsker {
+            sampler: Arc::new(host),
+            pick: None,
+            sampling_slots: SamplingSlots::default(),
+            waiting: Default::default(),
+        };
+        let places: Vec<_> = (0..WAITING_PER_SERVER)
+            .map(|_| asker.waiting_place("flood").unwrap())
+            .collect();
+        assert!(asker.waiting_place("flood").is_none());
+        assert!(asker.waiting_place("other").is_some(), "each server apart");
+        drop(places);
+        assert!(asker.waiting_place("flood").is_some());
     }
 
     #[test]
