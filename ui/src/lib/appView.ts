@@ -201,10 +201,11 @@ export class ViewSession {
         this.#resize(shown);
       }
     };
-    // A view being closed (the chat moved to another conversation) asks for nothing more:
-    // a message it sends while it finishes would wait in the next conversation.
+    // A view being closed (the chat moved to another conversation) asks the user for
+    // nothing more: a message, a link or context it sends while it finishes would wait in
+    // the next conversation. Its calls of its own server's tools still go (saving its
+    // state as it finishes), under their approval, until the host closes it.
     bridge.oncalltool = async (params) => {
-      if (this.#closed) throw new Error("the view is closed");
       // Refused here, a flood of megabytes never crosses to the host (which refuses it too).
       if (utf8Bytes(JSON.stringify(params.arguments ?? {})) > MAX_VIEW_ARGUMENTS)
         throw new Error(`a view's call may carry at most ${MAX_VIEW_ARGUMENTS} bytes of arguments`);

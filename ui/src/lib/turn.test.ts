@@ -119,6 +119,15 @@ describe("stored messages", () => {
     expect(state.calls.c1?.result?.call_id).toBe("c1");
   });
 
+  it("show a call no result was saved for as interrupted, not done (the app closed while it ran)", () => {
+    const messages: StoredMessage[] = [
+      { id: 1, role: "assistant", status: "complete", error: null, usage: null, createdAt: 0, blocks: [{ type: "tool_call", ...call }] },
+    ];
+    const state = fromStored(messages);
+    expect(state.calls.c1?.state).toBe("interrupted");
+    expect(state.calls.c1?.result).toBeNull();
+  });
+
   it("open with a provider's call ids named like Object.prototype's members, as the window freezes it", () => {
     // Conversations saved before Conduit gave calls its own ids carry the provider's.
     const ids = ["toString", "constructor", "__proto__", "hasOwnProperty"];

@@ -156,6 +156,9 @@ export function fromStored(messages: StoredMessage[]): ChatState {
       }
     }
   }
+  // A call no result was saved for never finished here: the app was closed or crashed
+  // while it ran (its batch's results are saved together). It did not end "done".
+  for (const call of calls.values()) if (call.result === null && call.state === "done") call.state = "interrupted";
   state.calls = Object.fromEntries(calls);
   return state;
 }
