@@ -143,6 +143,21 @@ fn media_folder(dir: &Path) -> std::io::Result<conduit_files::HeldFolder> {
     })
 }
 
+/// A relative path as a Markdown link's destination: a byte other than letters, digits,
+/// `-._~` and `/` percent-encoded, so a file name the user chose with spaces or brackets
+/// ("Q3 plans (1).md") still makes a link a viewer follows.
+fn link_destination(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for byte in path.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~/".contains(&byte) {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
 fn markdown(
     title: &str,
     messages: &[StoredMessage],
@@ -150,8 +165,8 @@ fn markdown(
 ) -> String {
     let link =
         |kind: &str, media: &MediaRef| match files.get(&media.hash).and_then(|f| f.as_deref()) {
-            Some(path) if kind == "image" => format!("![image]({path})"),
-            Some(path) => format!("[{kind}]({path})"),
+            Some(path) if kind == "image" => format!("![image]({})", link_destination(path)),
+            Some(path) => format!("[{kind}]({})", link_destination(path)),
             None => format!(
                 "*[{kind} {} missing]*",
                 media.hash.get(..12).unwrap_or(&media.hash)

@@ -1003,7 +1003,7 @@ fn block_kind(block: &Block) -> &'static str {
 fn searchable_text(block: &Block) -> String {
     match block {
         Block::Text { text } => text.clone(),
-        Block::ToolResult(result) => result.text(),
+        Block::ToolResult(result) => result.searchable_text(),
         _ => String::new(),
     }
 }

@@ -358,6 +358,34 @@ fn search_finds_text_and_tool_results_newest_first_with_snippets() {
     assert!(store.search("   ", 10).unwrap().is_empty());
 }
 
+/// A long tool output (kept in the message up to 1 MiB) is found by its end too, and the
+/// note the model gets about a cut is not what a search finds.
+#[test]
+fn a_long_tool_output_is_found_whole_and_the_cut_note_is_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let conversation = store.create_conversation(None, None).unwrap();
+    let long = format!("{} periwinkle", "filler ".repeat(30_000));
+    store
+        .add_message(
+            &conversation,
+            &Message {
+                role: Role::Tool,
+                blocks: vec![Block::ToolResult(ToolResult {
+                    call_id: "c".into(),
+                    wire_id: None,
+                    name: "fs__read".into(),
+                    is_error: false,
+                    parts: vec![ResultPart::Text { text: long }],
+                })],
+            },
+            MessageStatus::Complete,
+        )
+        .unwrap();
+    assert_eq!(store.search("periwinkle", 10).unwrap().len(), 1);
+    assert!(store.search("whole", 10).unwrap().is_empty());
+}
+
 /// A message whose blocks match in several places (three parallel calls' results) is one
 /// hit, not three with one id (the window lists hits by message, and refused the list).
 #[test]
@@ -543,6 +571,24 @@ fn export_writes_markdown_and_json_with_images_beside() {
     assert_eq!(
         std::fs::read(out.path().join(&image_link)).unwrap(),
         png(5, 5, 3)
+    );
+
+    // A name the user chose with spaces and brackets still makes a link to the image.
+    let named = out.path().join("Q3 plans (1).md");
+    export_as(&store, &id, Format::Markdown, &named).unwrap();
+    let text = std::fs::read_to_string(&named).unwrap();
+    assert!(
+        text.contains(&format!(
+            "![image](Q3%20plans%20%281%29-media/{}.png)",
+            media.hash
+        )),
+        "{text}"
+    );
+    assert!(
+        out.path()
+            .join("Q3 plans (1)-media")
+            .join(format!("{}.png", media.hash))
+            .is_file()
     );
 
     let json_file = export(&store, &id, Format::Json, out.path()).unwrap();
