@@ -155,6 +155,11 @@ impl PreparedTurn {
             .run(&mut self.history, recorder.sink(events), run_cancel)
             .await;
         if let Some(err) = recorder.take_failure() {
+            // The answer is not left "streaming" (its process's lease is held, so nothing
+            // would mark it until the app closed): once more, it is marked as failed.
+            if let Err(again) = recorder.failed(&format!("saving the answer failed: {err}")) {
+                tracing::warn!(error = %again, "the answer whose saving failed could not be marked as failed either");
+            }
             return Err(ChatError::Store(err));
         }
         if let Err(err) = &outcome {

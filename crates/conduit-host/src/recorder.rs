@@ -204,6 +204,14 @@ mod tests {
         let messages = store.messages(&id, None).unwrap();
         assert_eq!(messages[0].blocks, [Block::text("first")]);
         assert_eq!(messages[1].blocks, [Block::text("a short block")]);
+        // Marked as failed once more (what the turn does): not left "streaming". The cap
+        // is lifted as the user frees space.
+        store.limit_pages(1_000_000).unwrap();
+        recorder
+            .failed(&format!("saving the answer failed: {failure}"))
+            .unwrap();
+        let messages = store.messages(&id, None).unwrap();
+        assert_eq!(messages[1].status, MessageStatus::Error);
     }
 
     #[test]
