@@ -67,6 +67,8 @@ export interface TurnControllerOptions {
  * every tool image drawn in the window.
  */
 export const PAGE = 50;
+/** The most messages the host gives in one load (`load_messages` clamps to it). */
+export const MOST_LOADED = 500;
 
 /** One turn, from send to its `ended` event. */
 interface Run {
@@ -189,6 +191,9 @@ export class TurnController {
     const restorePlace = this.#options.scroll.keepPlace();
     try {
       const older = await this.#options.api.loadMessages(id, first, PAGE);
+      // Another conversation opened meanwhile (or this one reloaded): the page is not
+      // put above what shows now.
+      if (this.#opened !== id || this.#stored[0]?.id !== first) return;
       this.#show([...older, ...this.#stored], older.length === PAGE);
       await restorePlace();
     } catch (e) {
@@ -324,7 +329,11 @@ export class TurnController {
    * keeps what is loaded, with room for the turn's new messages, so nothing moves under them.
    */
   async #refresh(id: string): Promise<void> {
-    const count = this.#options.scroll.atEnd() ? PAGE : Math.max(PAGE, this.#stored.length + 4);
+    // The host gives at most MOST_LOADED at once: asking for more, a full answer would
+    // read as the conversation's start, and older messages could not be loaded again.
+    const count = this.#options.scroll.atEnd()
+      ? PAGE
+      : Math.min(MOST_LOADED, Math.max(PAGE, this.#stored.length + 4));
     try {
       const loaded = await this.#options.api.loadMessages(id, null, count);
       if (this.#showing !== id) return;

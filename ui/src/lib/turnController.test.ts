@@ -5,7 +5,7 @@
 import { describe, expect, it, vi, type Mock } from "vitest";
 import { commandError } from "./api";
 import { armedAfter } from "./consent";
-import { PAGE, TurnController, type ChatApi } from "./turnController.svelte";
+import { MOST_LOADED, PAGE, TurnController, type ChatApi } from "./turnController.svelte";
 import type { AgentEvent, MediaRef, StoredMessage, ToolCall, TurnEvent } from "./types";
 
 type FakeApi = { [Name in keyof ChatApi]: Mock<ChatApi[Name]> };
@@ -578,6 +578,43 @@ describe("a turn in the chat controller", () => {
     await t.controller.loadOlder();
     expect(t.api.loadMessages).toHaveBeenLastCalledWith("c1", 104, PAGE);
     expect(t.controller.chat.messages[0]?.id).toBe(54);
+  });
+
+  it("puts a page of older messages only above the conversation it was asked for", async () => {
+    const t = setup();
+    const page = (from: number, length: number) =>
+      Array.from({ length }, (_, i) => stored(from + i, "user", `m${from + i}`));
+    t.api.loadMessages.mockResolvedValueOnce(page(100, PAGE));
+    await t.controller.open("c1");
+    const slow = deferred<StoredMessage[]>();
+    t.api.loadMessages.mockReturnValueOnce(slow.promise).mockResolvedValueOnce([stored(900, "user", "In B")]);
+    const older = t.controller.loadOlder();
+    await t.controller.open("c2");
+    slow.resolve(page(50, PAGE));
+    await older;
+    expect(shown(t.controller)).toEqual(["user/complete: In B"]);
+  });
+
+  it("asks for at most what the host gives at once after a turn, and can still page back", async () => {
+    const t = setup();
+    const page = (from: number, length: number) =>
+      Array.from({ length }, (_, i) => stored(from + i, "user", `m${from + i}`));
+    t.api.loadMessages.mockResolvedValueOnce(page(1000, PAGE));
+    await t.controller.open("c1");
+    // The reader paged back ten times: 550 messages are in the window.
+    for (let n = 1; n <= 10; n++) {
+      t.api.loadMessages.mockResolvedValueOnce(page(1000 - n * PAGE, PAGE));
+      await t.controller.loadOlder();
+    }
+    expect(t.controller.chat.messages).toHaveLength(11 * PAGE);
+    t.acceptTurns({ conversation: "c1", turn: "t1" });
+    await t.controller.send(choice, "More", []);
+    t.scroll.atEnd.mockReturnValue(false);
+    t.api.loadMessages.mockResolvedValueOnce(page(554, MOST_LOADED));
+    t.emit({ type: "ended", status: "complete" });
+    await vi.waitFor(() => expect(t.controller.chat.messages[0]?.id).toBe(554));
+    expect(t.api.loadMessages).toHaveBeenLastCalledWith("c1", null, MOST_LOADED);
+    expect(t.controller.hasOlder).toBe(true);
   });
 
   it("opens a link through the host and shows a refusal", async () => {
