@@ -413,14 +413,17 @@ pub async fn answer_question(
         (QuestionReply::Accept { .. }, Some(url)) => Some(url),
         _ => None,
     };
-    let Some(url) = accepted_url else {
+    let Some((server, url)) = accepted_url else {
         return asker.answer(&id, reply).map_err(CommandError::from);
     };
     let confirmer = state.confirmer;
     blocking(move || {
         let url = conduit_host::external_url(&url).map_err(CommandError::message)?.to_owned();
         let question = conduit_host::link_question(
-            "An MCP server asks you to open this page in your browser:",
+            &format!(
+                "The MCP server {} asks you to open this page in your browser:",
+                conduit_host::window_guard::quoted_cut(&conduit_host::core::text::visible(&server), 80)
+            ),
             &url,
         );
         if !confirmer.ask(&app, &question, "Open") {

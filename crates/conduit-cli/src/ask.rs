@@ -258,8 +258,9 @@ pub fn describe_request(request: &SamplingRequest, pick: &ModelPick) -> String {
             shown_line(&request.model_hints.join(", "))
         );
     }
+    // Every word that goes to the model is shown whole: the user approves it all.
     if let Some(system) = &request.system_prompt {
-        out += &format!("System prompt:\n{}", quoted(system));
+        out += &format!("System prompt:\n{}", quoted_whole(system));
     }
     for message in &request.messages {
         let role = match message.role {
@@ -271,12 +272,23 @@ pub fn describe_request(request: &SamplingRequest, pick: &ModelPick) -> String {
         }
     }
     for tool in &request.tools {
+        let schema =
+            serde_json::to_string_pretty(&tool.input_schema).unwrap_or_else(|e| e.to_string());
         out += &format!(
-            "Tool offered: {}\n{}",
+            "Tool offered: {}\n{}Its input schema, which the model reads too:\n{}",
             shown_line(&tool.name),
-            tool.description.as_deref().map(quoted).unwrap_or_default()
+            tool.description
+                .as_deref()
+                .map(quoted_whole)
+                .unwrap_or_default(),
+            quoted_whole(&schema)
         );
     }
+    let characters = conduit_host::core::content::json_size(request);
+    out += &format!(
+        "In all about {characters} characters go to the model (about {} tokens), besides any images or audio.\n",
+        characters.div_ceil(4)
+    );
     out
 }
 
@@ -332,6 +344,9 @@ pub fn ask(
                 "It wants you to open this page:\n  {}",
                 shown_line(url)
             )?;
+            if let Some(host) = conduit_host::where_it_opens(url) {
+                writeln!(output, "It opens {}.", shown_line(&host))?;
+            }
             let prompt = format!("Open {server:?}'s page in your browser? [y/N/c to cancel] ");
             match line(input, output, &prompt)? {
                 None => Ok(ElicitationAnswer::Cancel),
@@ -800,6 +815,24 @@ mod tests {
         assert!(shown.contains("https://pay.example/␛[8m"), "{shown:?}");
         assert!(
             shown.contains("\n\x1b[0mOpen \"pay\"'s page in your browser? [y/N/c to cancel] "),
+            "{shown:?}"
+        );
+    }
+
+    /// The page's address is shown with where it really leads, as in the window: a user
+    /// name before the host does not pass for the host.
+    #[test]
+    fn a_page_is_shown_with_where_it_leads() {
+        let q = Elicitation {
+            server: "pay".into(),
+            message: "Sign in".into(),
+            kind: ElicitationKind::Url {
+                url: "https://accounts.google.com@evil.example/login".into(),
+            },
+        };
+        let (_, shown) = run(&q, "n\n");
+        assert!(
+            shown.contains("It opens evil.example (the address names a user before this host)."),
             "{shown:?}"
         );
     }

@@ -278,6 +278,16 @@ impl ToolResult {
             .join("\n")
     }
 
+    /// The text of every part whole (a long output's preview, whose file is not read),
+    /// without the notes the model gets about what was cut: what a search of the history
+    /// finds. [`ToolResult::text`] stops at the model's limit.
+    pub fn searchable_text(&self) -> String {
+        self.text_pieces()
+            .map(|(piece, _)| piece)
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
     /// Each part as the text a text-only protocol carries (media parts give none), with
     /// how many bytes of it are not in the piece (a long text's rest).
     fn text_pieces(&self) -> impl Iterator<Item = (std::borrow::Cow<'_, str>, usize)> {

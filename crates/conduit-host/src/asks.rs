@@ -460,9 +460,11 @@ impl WindowAsker {
     }
 
     /// The URL a waiting URL question would open, for the native confirmation.
-    pub fn url_of(&self, id: &str) -> Option<String> {
-        match &self.waiting.lock().get(id)?.question.elicitation.kind {
-            ElicitationKind::Url { url } => Some(url.clone()),
+    pub fn url_of(&self, id: &str) -> Option<(String, String)> {
+        let waiting = self.waiting.lock();
+        let elicitation = &waiting.get(id)?.question.elicitation;
+        match &elicitation.kind {
+            ElicitationKind::Url { url } => Some((elicitation.server.clone(), url.clone())),
             ElicitationKind::Form { .. } => None,
         }
     }
@@ -703,8 +705,11 @@ mod tests {
         };
         let question = until_asked(&asker).await;
         assert_eq!(
-            asker.url_of(&question.id).as_deref(),
-            Some("https://pay.example/c?id=1")
+            asker.url_of(&question.id),
+            Some((
+                question.elicitation.server.clone(),
+                "https://pay.example/c?id=1".to_owned()
+            ))
         );
         let smuggled = asker.answer(
             &question.id,

@@ -211,13 +211,16 @@ impl Host {
 /// link, and for a web link where it leads as a URL parser reads it, saying when it names
 /// a user before the host (`https://trusted.example@evil.example/` opens evil.example).
 pub fn link_question(lead: &str, url: &str) -> String {
-    if url.to_ascii_lowercase().starts_with("mailto:") {
-        return format!("{lead}\n\n{url}");
+    match where_it_opens(url) {
+        Some(host) => format!("{lead}\n\n{url}\n\nIt opens {host}."),
+        None => format!("{lead}\n\n{url}"),
     }
-    format!(
-        "{lead}\n\n{url}\n\nIt opens {}.",
-        window_guard::host_of(url)
-    )
+}
+
+/// Where a web link leads as a URL parser reads it, saying when it names a user before
+/// the host; `None` for a mail link. What every question about opening a link shows.
+pub fn where_it_opens(url: &str) -> Option<String> {
+    (!url.to_ascii_lowercase().starts_with("mailto:")).then(|| window_guard::host_of(url))
 }
 
 /// A link from a message that may open in the system browser: `http`/`https` with a host,

@@ -635,7 +635,11 @@ impl Host {
         let mut new = old.clone();
         for edit in &edits {
             match edit {
-                Edit::Add { name, .. } if name == crate::builtin::BUILTIN_SERVER => {
+                // In any case: a server named "Conduit" would ask its questions under
+                // Conduit's own name.
+                Edit::Add { name, .. }
+                    if name.eq_ignore_ascii_case(crate::builtin::BUILTIN_SERVER) =>
+                {
                     return Err(McpEditError::ReservedName(name.clone()));
                 }
                 Edit::Add { name, entry } | Edit::Update { name, entry } => {
@@ -990,6 +994,21 @@ mod tests {
         assert!(
             !dir.path().join("mcp_servers.json").exists(),
             "nothing written"
+        );
+        // In any case: its questions would come under Conduit's own name.
+        let refused = host
+            .edit_mcp_file(
+                None,
+                Edit::Add {
+                    name: "Conduit".into(),
+                    entry: json!({"command": "evil"}),
+                },
+                &YES,
+            )
+            .unwrap_err();
+        assert!(
+            matches!(refused, McpEditError::ReservedName(_)),
+            "{refused}"
         );
     }
 

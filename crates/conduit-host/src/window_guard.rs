@@ -293,7 +293,7 @@ pub fn launches_to_confirm(old: &Map<String, Value>, new: &Map<String, Value>) -
 /// `text` for a native question: quoted (it could hold a line break or a comma of its
 /// own, or come from a model) and cut at `most` characters, so a page cannot push what
 /// follows off the dialog behind a long one.
-pub(crate) fn quoted_cut(text: &str, most: usize) -> String {
+pub fn quoted_cut(text: &str, most: usize) -> String {
     let mut cut: String = text.chars().take(most).collect();
     if cut.len() < text.len() {
         cut.push('…');

@@ -400,8 +400,8 @@ impl Asks {
             message,
             kind,
         };
-        if let Err(why) = question.check_size() {
-            tracing::warn!(server = %self.server, %why, "a server's question is too large to show; declined");
+        if let Err(why) = question.check() {
+            tracing::warn!(server = %self.server, %why, "a server's question cannot be shown; declined");
             return ElicitResult::new(ElicitationAction::Decline);
         }
         let fields = match &question.kind {

@@ -65,9 +65,12 @@ pub struct FormField {
 }
 
 impl Elicitation {
-    /// Whether the question's message and page address are within their caps (a form's
-    /// fields are capped as they are read, by [`form_fields`]); else why not.
-    pub fn check_size(&self) -> Result<(), String> {
+    /// Whether the question may be shown: its message and page address within their caps
+    /// (a form's fields are capped as they are read, by [`form_fields`]), and a page one
+    /// the user's browser reaches safely: https, or http on this machine (a sign-in or a
+    /// payment page over plain http elsewhere can be read and changed on the way). Else
+    /// why not.
+    pub fn check(&self) -> Result<(), String> {
         if self.message.len() > MAX_QUESTION_MESSAGE_BYTES {
             return Err(format!(
                 "the question's message is larger than {} KiB",
@@ -79,7 +82,18 @@ impl Elicitation {
                 "the question's page address is larger than {} KiB",
                 MAX_QUESTION_URL_BYTES / 1024
             )),
-            ElicitationKind::Url { .. } | ElicitationKind::Form { .. } => Ok(()),
+            ElicitationKind::Url { url } => match reqwest::Url::parse(url) {
+                Ok(page) if page.scheme() == "https" => Ok(()),
+                Ok(page) if page.scheme() == "http" && crate::config::url_on_this_machine(url) => {
+                    Ok(())
+                }
+                Ok(page) => Err(format!(
+                    "the question's page is not https ({}:); Conduit opens a server's page only over https (http only on this machine)",
+                    crate::client::server_words(page.scheme(), 20)
+                )),
+                Err(error) => Err(format!("the question's page address is not a URL: {error}")),
+            },
+            ElicitationKind::Form { .. } => Ok(()),
         }
     }
 }
@@ -592,7 +606,7 @@ mod tests {
     }
 
     #[test]
-    fn a_question_with_a_huge_message_or_address_is_refused() {
+    fn a_question_with_a_huge_message_or_address_or_a_page_not_over_https_is_refused() {
         let question = |message: String, kind: ElicitationKind| Elicitation {
             server: "s".into(),
             message,
@@ -603,12 +617,14 @@ mod tests {
         };
         let page = |url: String| ElicitationKind::Url { url };
         let near_cap = "x".repeat(MAX_QUESTION_MESSAGE_BYTES);
-        assert_eq!(question(near_cap.clone(), form()).check_size(), Ok(()));
+        assert_eq!(question(near_cap.clone(), form()).check(), Ok(()));
         let address = format!(
             "https://pay.example/?{}",
             "a".repeat(MAX_QUESTION_URL_BYTES - 30)
         );
-        assert_eq!(question("Pay".into(), page(address)).check_size(), Ok(()));
+        assert_eq!(question("Pay".into(), page(address)).check(), Ok(()));
+        let local = page("http://127.0.0.1:8080/authorize".into());
+        assert_eq!(question("Sign in".into(), local).check(), Ok(()));
         for (asked, why) in [
             (
                 question(format!("{near_cap}x"), form()),
@@ -628,8 +644,24 @@ mod tests {
                 ),
                 "page address is larger than 16 KiB",
             ),
+            (
+                question("Sign in".into(), page("http://sso-login.example/".into())),
+                "not https (http:)",
+            ),
+            (
+                question("Write".into(), page("mailto:boss@example.com".into())),
+                "not https (mailto:)",
+            ),
+            (
+                question("Run".into(), page("vscode://open".into())),
+                "not https",
+            ),
+            (
+                question("Oops".into(), page("not a url".into())),
+                "not a URL",
+            ),
         ] {
-            let refused = asked.check_size().unwrap_err();
+            let refused = asked.check().unwrap_err();
             assert!(refused.contains(why), "{why}: {refused}");
         }
     }

@@ -67,6 +67,11 @@ fn mib(bytes: usize) -> usize {
     bytes / (1024 * 1024)
 }
 
+/// The most model hints a request keeps, and the most bytes of each: the window shows
+/// them as the names of models the server prefers.
+const MAX_MODEL_HINTS: usize = 10;
+const MAX_MODEL_HINT_BYTES: usize = 100;
+
 /// A server's request to run a model, as the user sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
@@ -318,6 +323,16 @@ impl SamplingRequest {
         if wire.max_tokens == 0 {
             return Err("maxTokens must be at least 1".into());
         }
+        // The spec's three values; anything else would be the server's words in the
+        // window's sentence about what it asked for.
+        if let Some(context) = &wire.include_context
+            && !["none", "thisServer", "allServers"].contains(&context.as_str())
+        {
+            return Err(format!(
+                "includeContext must be none, thisServer or allServers, not {:?}",
+                crate::client::server_words(context, 80)
+            ));
+        }
         let messages = wire
             .messages
             .iter()
@@ -360,7 +375,17 @@ impl SamplingRequest {
             model_hints: preferences
                 .as_ref()
                 .and_then(|p| p.hints.as_ref())
-                .map(|hints| hints.iter().filter_map(|h| h.name.clone()).collect())
+                .map(|hints| {
+                    // Shown to the user as names of models: a few, each short.
+                    hints
+                        .iter()
+                        .filter_map(|h| h.name.as_deref())
+                        .take(MAX_MODEL_HINTS)
+                        .map(|name| {
+                            conduit_core::content::text_start(name, MAX_MODEL_HINT_BYTES).to_owned()
+                        })
+                        .collect()
+                })
                 .unwrap_or_default(),
             cost_priority: preferences.as_ref().and_then(|p| p.cost_priority),
             speed_priority: preferences.as_ref().and_then(|p| p.speed_priority),
@@ -671,7 +696,29 @@ mod tests {
     }
 
     #[test]
+    fn model_hints_are_a_few_short_names() {
+        let mut request = full_request();
+        request["modelPreferences"]["hints"] = json!(
+            (0..20)
+                .map(|_| json!({"name": "m".repeat(500)}))
+                .collect::<Vec<_>>()
+        );
+        let request = SamplingRequest::from_wire("s", &request).unwrap();
+        assert_eq!(request.model_hints.len(), MAX_MODEL_HINTS);
+        assert!(
+            request
+                .model_hints
+                .iter()
+                .all(|hint| hint.len() == MAX_MODEL_HINT_BYTES)
+        );
+    }
+
+    #[test]
     fn a_request_that_breaks_the_rules_is_refused_saying_why() {
+        let odd_context = |r: &mut Value| {
+            r["includeContext"] =
+                json!("thisServer); Conduit checked this request: nothing of yours is sent (")
+        };
         let with = |change: &dyn Fn(&mut Value)| {
             let mut request = full_request();
             change(&mut request);
@@ -713,6 +760,7 @@ mod tests {
                 "toolChoice",
                 with(&|r| r["toolChoice"] = json!({"mode": "sometimes"})),
             ),
+            ("includeContext must be", with(&odd_context)),
         ] {
             assert!(refused.contains(why), "{why}: {refused}");
         }

@@ -74,7 +74,7 @@ describe("a server's sampling request in the chat", () => {
     expect(screen.getByText("Answer in one sentence.")).toBeTruthy();
     expect(screen.getAllByText("forecast").length).toBeGreaterThan(0);
     expect(screen.getByText(/Tools offered to the model/).textContent).toContain("forecast (The forecast)");
-    expect(screen.getByText(/models like claude-sonnet/)).toBeTruthy();
+    expect(screen.getByText(/models like “claude-sonnet”/)).toBeTruthy();
     // The tools' input schemas (the model reads them as instructions too) and the size
     // of what goes to the model are shown.
     expect(screen.getByLabelText("Input schema of forecast").textContent).toBe("{}");

@@ -8,6 +8,19 @@
 import type { FieldInput, FormField, Question, QuestionReply } from "./bindings";
 import { uniqueBy } from "./unique";
 
+/** Words in a field's name, title or description that ask for a secret. */
+const SECRET_WORDS =
+  /pass(word|phrase|code)?|\bpin\b|api[\s_-]?key|secret|token|credential|private[\s_-]?key|card[\s_-]?(number|no)|cvv|cvc|\bssn\b|social security|seed phrase|recovery phrase/i;
+
+/**
+ * Whether a server's field asks for a secret (a password, a key, a card number). The spec
+ * forbids servers to ask for these in a form; one that does is phishing in Conduit's
+ * window, so the field is flagged as the server's, not Conduit's.
+ */
+export function asksForSecret(field: FormField): boolean {
+  return [field.name, field.title ?? "", field.description ?? ""].some((text) => SECRET_WORDS.test(text));
+}
+
 /** What a field holds while the user edits it. */
 export type Entry = string | boolean | string[];
 

@@ -92,7 +92,7 @@ describe("a sampling request as the chat shows it", () => {
   });
 
   it("says the server's preferences and why the model stopped", () => {
-    expect(preferences(request)).toBe("models like claude, gpt; cost 25%; intelligence 90%");
+    expect(preferences(request)).toBe("models like “claude”, “gpt”; cost 25%; intelligence 90%");
     expect(preferences({ ...request, modelHints: [], costPriority: null, intelligencePriority: null })).toBeNull();
     expect(stopText("toolUse")).toBe("asks for a tool");
     expect(stopText({ other: "refusal" })).toBe("refusal");

@@ -1,6 +1,7 @@
 // A server's sampling request in the chat: how each piece of it reads, and which provider
 // and model the picker starts on. The host decides what runs; this only shapes the view.
 import { samplingImageUrl } from "./api";
+import { visible } from "./visibleText";
 import type { ModelPick, SamplingContent, SamplingRequest, SamplingStop } from "./bindings";
 import type { DrawnImage } from "./imageView";
 import type { ModelChoice, ModelGroup } from "./types";
@@ -72,7 +73,9 @@ export function requestCharacters(request: SamplingRequest): number {
 /** What the server prefers, in words (hints and priorities), or null when it said nothing. */
 export function preferences(request: SamplingRequest): string | null {
   const parts: string[] = [];
-  if (request.modelHints.length > 0) parts.push(`models like ${request.modelHints.join(", ")}`);
+  // The server's words: quoted, their hidden characters shown.
+  if (request.modelHints.length > 0)
+    parts.push(`models like ${request.modelHints.map((hint) => `“${visible(hint)}”`).join(", ")}`);
   const priority = (name: string, value: number | null): void => {
     if (value !== null) parts.push(`${name} ${Math.round(value * 100)}%`);
   };
