@@ -387,7 +387,7 @@ async fn reasoning_goes_back_only_to_the_provider_and_model_that_made_it() {
         let shown = json_of(&conduit(home.path(), &["sessions", "show", &id, "--json"]));
         assert_eq!(
             shown["messages"][1]["blocks"][0]["producer"],
-            format!("{}/model-a", dialect.base_url(&first.url())),
+            format!("{} {}/model-a", dialect.base_url(&first.url()), first.url()),
             "{dialect:?}: {shown}"
         );
 

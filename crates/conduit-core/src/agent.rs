@@ -180,8 +180,9 @@ pub const DEFAULT_MAX_TURNS: u32 = 25;
 #[derive(Debug, Clone)]
 pub struct AgentOptions {
     pub model: String,
-    /// The user's name for the provider configuration the model runs on: reasoning is
-    /// stamped with it and the model, and goes back only to them
+    /// The user's name for the provider configuration the model runs on, and where it is
+    /// (its base URL's origin): reasoning is stamped with it and the model, and goes back
+    /// only to them
     /// ([`crate::content::replayable_to`]). `None`: reasoning goes back to any provider
     /// of the same protocol.
     pub provider: Option<String>,

@@ -43,6 +43,11 @@ pub fn hides(c: char) -> bool {
         )
 }
 
+/// The longest link Conduit opens in the browser or shows in a question about opening
+/// one (a message's, a view's, a server's page): past any link browsers agree to carry,
+/// and the question shows the link whole.
+pub const MAX_LINK_BYTES: usize = 8 * 1024;
+
 /// How a character that [`hides`] is shown to a person: its code, `\u{202e}`.
 pub fn code_of(c: char) -> String {
     format!("\\u{{{:x}}}", u32::from(c))

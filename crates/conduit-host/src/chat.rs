@@ -157,7 +157,9 @@ impl PreparedTurn {
         if let Some(err) = recorder.take_failure() {
             // The answer is not left "streaming" (its process's lease is held, so nothing
             // would mark it until the app closed): once more, it is marked as failed.
-            if let Err(again) = recorder.failed(&format!("saving the answer failed: {err}")) {
+            if let Err(again) =
+                recorder.failed_in_flight(&format!("saving the answer failed: {err}"))
+            {
                 tracing::warn!(error = %again, "the answer whose saving failed could not be marked as failed either");
             }
             return Err(ChatError::Store(err));
@@ -240,6 +242,7 @@ impl Host {
             return Err(ChatError::PromptEndsWithAssistant);
         }
         let protocol = config.protocol;
+        let origin = conduit_providers::origin_of(&config.base_url);
         let provider = self.model_provider(&request.provider, config, &model)?;
 
         let conversation = match &request.conversation {
@@ -282,7 +285,12 @@ impl Host {
         };
         let tools = self.tool_registry(mcp_tools);
         let mut options = AgentOptions::new(model.clone());
-        options.provider = Some(provider_label(&request.provider));
+        // The provider's name and where it is: a provider moved to another server under
+        // the same name (OpenAI to Azure) is another producer of reasoning.
+        options.provider = Some(match origin {
+            Some(origin) => format!("{} {origin}", provider_label(&request.provider)),
+            None => provider_label(&request.provider),
+        });
         options.capabilities = conduit_providers::default_capabilities(protocol, &model);
         options.system = request.system;
         options.max_turns = request.max_turns;

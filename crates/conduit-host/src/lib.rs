@@ -228,8 +228,7 @@ pub fn where_it_opens(url: &str) -> Option<String> {
 /// more recipients); never `file:`, `javascript:` or an app's own scheme, and nothing
 /// with spaces or control characters that could hide part of it.
 pub fn external_url(url: &str) -> Result<&str, String> {
-    /// Longer than any link browsers agree to carry: the confirmation shows the link whole.
-    const MAX_LINK_BYTES: usize = 8 * 1024;
+    use conduit_core::text::MAX_LINK_BYTES;
     if url.len() > MAX_LINK_BYTES {
         return Err(format!(
             "Conduit opens no link longer than {MAX_LINK_BYTES} bytes (this one has {})",

@@ -419,7 +419,6 @@ impl Host {
         self.read_mcp_file(false)
     }
 
-    /// The `mcpServers` file's bytes, `None` when there is no file yet.
     /// The fingerprint of what the `mcpServers` file says `server` runs now
     /// ([`crate::approval::server_fingerprint`]); empty when the file cannot be read or
     /// names no such server that can start, which no allow matches.
@@ -437,6 +436,7 @@ impl Host {
         }
     }
 
+    /// The `mcpServers` file's bytes, `None` when there is no file yet.
     fn mcp_file_bytes(&self) -> Result<Option<Vec<u8>>, ConfigError> {
         let path = &self.paths.mcp_config_file;
         match conduit_mcp::config::read_file(path) {
@@ -635,13 +635,6 @@ impl Host {
         let mut new = old.clone();
         for edit in &edits {
             match edit {
-                // In any case: a server named "Conduit" would ask its questions under
-                // Conduit's own name.
-                Edit::Add { name, .. }
-                    if name.eq_ignore_ascii_case(crate::builtin::BUILTIN_SERVER) =>
-                {
-                    return Err(McpEditError::ReservedName(name.clone()));
-                }
                 Edit::Add { name, entry } | Edit::Update { name, entry } => {
                     new.insert(name.clone(), entry.clone());
                 }
@@ -692,6 +685,14 @@ impl Host {
         file_losses: Vec<Loss>,
         confirm: Confirm<'_>,
     ) -> Result<(), McpEditError> {
+        // The name of Conduit's own tools, in any case (a server named "Conduit" would ask
+        // its questions under Conduit's name), is no new entry's: by the form, the raw
+        // editor or an import alike.
+        if let Some(taken) = new.keys().find(|name| {
+            name.eq_ignore_ascii_case(crate::builtin::BUILTIN_SERVER) && !old.contains_key(*name)
+        }) {
+            return Err(McpEditError::ReservedName(taken.clone()));
+        }
         let launches = crate::window_guard::launches_to_confirm(old, new);
         let mut losses = crate::window_guard::losses_to_confirm(old, new);
         losses.extend(file_losses);
@@ -995,21 +996,23 @@ mod tests {
             !dir.path().join("mcp_servers.json").exists(),
             "nothing written"
         );
-        // In any case: its questions would come under Conduit's own name.
-        let refused = host
-            .edit_mcp_file(
-                None,
-                Edit::Add {
-                    name: "Conduit".into(),
-                    entry: json!({"command": "evil"}),
-                },
-                &YES,
-            )
-            .unwrap_err();
-        assert!(
-            matches!(refused, McpEditError::ReservedName(_)),
-            "{refused}"
-        );
+        // In any case, and in the raw editor too: its questions would come under Conduit's
+        // own name.
+        for edit in [
+            Edit::Add {
+                name: "Conduit".into(),
+                entry: json!({"command": "evil"}),
+            },
+            Edit::Replace {
+                text: r#"{"mcpServers": {"CONDUIT": {"command": "evil"}}}"#.into(),
+            },
+        ] {
+            let refused = host.edit_mcp_file(None, edit, &YES).unwrap_err();
+            assert!(
+                matches!(refused, McpEditError::ReservedName(_)),
+                "{refused}"
+            );
+        }
     }
 
     #[test]

@@ -156,6 +156,18 @@ impl Recorder {
         }
     }
 
+    /// After a failed write: marks the answer still being written, if one is, as failed
+    /// with `error` (never an earlier one, saved complete).
+    pub fn failed_in_flight(&self, error: &str) -> Result<(), StoreError> {
+        let streaming = self.state.lock().streaming.take();
+        match streaming {
+            Some((id, _)) => self
+                .store
+                .finish_message(id, MessageStatus::Error, None, Some(error)),
+            None => Ok(()),
+        }
+    }
+
     /// The write that failed, if one did.
     pub fn take_failure(&self) -> Option<StoreError> {
         self.state.lock().failure.take()
@@ -208,10 +220,49 @@ mod tests {
         // is lifted as the user frees space.
         store.limit_pages(1_000_000).unwrap();
         recorder
-            .failed(&format!("saving the answer failed: {failure}"))
+            .failed_in_flight(&format!("saving the answer failed: {failure}"))
             .unwrap();
         let messages = store.messages(&id, None).unwrap();
         assert_eq!(messages[1].status, MessageStatus::Error);
+    }
+
+    /// A tool message that does not fit leaves the answer before it complete (it was), and
+    /// itself interrupted, not "streaming".
+    #[test]
+    fn a_tool_message_that_cannot_be_saved_marks_nothing_saved_before_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(dir.path());
+        let id = store.create_conversation(None, None).unwrap();
+        let stop = CancellationToken::new();
+        let recorder = Recorder::new(store.clone(), id.clone(), stop, HashMap::new());
+        let sink = recorder.sink(Arc::new(|_| {}));
+        sink(AgentEvent::TurnStarted { turn: 1 });
+        sink(AgentEvent::MessageDone {
+            message: Message {
+                role: Role::Assistant,
+                blocks: vec![Block::text("I will look it up.")],
+            },
+        });
+        store.limit_pages(1).unwrap();
+        sink(AgentEvent::MessageDone {
+            message: Message {
+                role: Role::Tool,
+                blocks: vec![Block::text("x".repeat(500_000))],
+            },
+        });
+        let failure = recorder.take_failure().unwrap();
+        store.limit_pages(1_000_000).unwrap();
+        recorder
+            .failed_in_flight(&format!("saving the answer failed: {failure}"))
+            .unwrap();
+        let messages = store.messages(&id, None).unwrap();
+        assert_eq!(messages[0].status, MessageStatus::Complete);
+        assert!(
+            messages
+                .iter()
+                .all(|m| m.status != MessageStatus::Streaming),
+            "{messages:?}"
+        );
     }
 
     #[test]

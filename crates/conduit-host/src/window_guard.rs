@@ -35,7 +35,7 @@ pub enum Launch {
         /// changes what runs as much as the command does, and the page shows every value
         /// masked.
         env: Vec<(String, Option<String>)>,
-        /// The variables among `env_keys` whose values the file already held for this
+        /// The variables among `env` whose values the file already held for this
         /// server and that go along to what now runs (its arguments or folder changed).
         kept_values: Vec<String>,
         cwd: Option<String>,
@@ -1133,9 +1133,20 @@ fn mask_unparsed_text(text: &str) -> String {
     if lost_track {
         return format!("\"{MASKED}\"\n");
     }
+    // A key is a string a colon follows: in a broken file the tokenizer's idea of where
+    // keys are can be wrong (`{"API_KEY" "sk-…"}`, a colon left out, reads the value as a
+    // key), and a value read as a key must not pass unmasked.
+    let followed_by_colon = |end: usize| {
+        text.get(end..)
+            .and_then(|rest| rest.trim_start().chars().next())
+            == Some(':')
+    };
     let replacements = tokens
         .into_iter()
-        .filter(|token| !token.is_key && !is_reference(&token.value))
+        .filter(|token| {
+            let key = token.is_key && followed_by_colon(token.range.end);
+            !key && !is_reference(&token.value)
+        })
         .map(|token| (token.range, format!("\"{MASKED}\"")))
         .collect();
     replace_ranges(text, replacements)
@@ -1930,6 +1941,7 @@ mod tests {
             .chars()
             .flat_map(|c| [c, '\0'])
             .collect();
+        let colon_left_out = "{\"mcpServers\":{\"x\":{\"command\":\"node\",\"env\":{\"API_KEY\" \"sk-sixth-secret\"}}}}";
         let trailing_comma =
             "{\"mcpServers\": {\"x\": {\"command\": \"node\", \"args\": [\"sk-fifth-secret\",]}}}";
         for (text, secret) in [
@@ -1937,6 +1949,7 @@ mod tests {
             (missing_brace, "sk-third-secret"),
             (utf16.as_str(), "sk-fourth"),
             (trailing_comma, "sk-fifth-secret"),
+            (colon_left_out, "sk-sixth-secret"),
         ] {
             let masked = mask_text(text);
             assert!(!masked.contains(secret), "{masked}");

@@ -20,9 +20,10 @@ use serde_json::{Map, Value};
 /// paragraph; this is pages of text.
 pub const MAX_QUESTION_MESSAGE_BYTES: usize = 64 * 1024;
 
-/// The longest page address a URL question carries, in bytes: a sign-in page's, with its
-/// state and challenge, is well under 2 KiB, and many web servers refuse past 8 KiB.
-pub const MAX_QUESTION_URL_BYTES: usize = 16 * 1024;
+/// The longest page address a URL question carries, in bytes: the longest link Conduit
+/// opens (a sign-in page's, with its state and challenge, is well under 2 KiB), so a page
+/// shown can be opened.
+pub const MAX_QUESTION_URL_BYTES: usize = conduit_core::text::MAX_LINK_BYTES;
 
 /// The most fields a form has: a real one asks a handful of things.
 pub const MAX_FORM_FIELDS: usize = 100;
@@ -642,7 +643,7 @@ mod tests {
                         "a".repeat(MAX_QUESTION_URL_BYTES)
                     )),
                 ),
-                "page address is larger than 16 KiB",
+                "page address is larger than 8 KiB",
             ),
             (
                 question("Sign in".into(), page("http://sso-login.example/".into())),

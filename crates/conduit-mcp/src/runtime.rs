@@ -542,6 +542,7 @@ fn install(inner: &Arc<Inner>, name: String, source: Source) -> oneshot::Receive
         state: ServerState::Starting,
         connection: None,
         tools: Vec::new(),
+        tools_listed_at: 0,
         sign_in_challenge: None,
     };
     let mut state = inner.state.lock();
@@ -870,6 +871,7 @@ async fn follow(
                 // What is said during the listing sets off the next one; what was said
                 // while waiting is in this one.
                 connection.take_tools_changed();
+                let listed_at = connection.tool_changes();
                 last_listing = Some(tokio::time::Instant::now());
                 // A server that never answers must not hold its supervisor (and with it
                 // every later change of the file, and the app's exit).
@@ -896,6 +898,7 @@ async fn follow(
                         *tool_count = tools.len();
                     }
                     slot.tools = tools;
+                    slot.tools_listed_at = listed_at;
                 });
             }
         }

@@ -158,6 +158,10 @@ pub(crate) struct Running {
     pub(crate) state: ServerState,
     pub(crate) connection: Option<Arc<Connection>>,
     pub(crate) tools: Vec<rmcp::model::Tool>,
+    /// How many tool changes the server had said when `tools` was asked for
+    /// ([`Connection::tool_changes`]): a call of a tool listed before a later one checks
+    /// the definition first.
+    pub(crate) tools_listed_at: u64,
     /// The challenge of a server that needs sign-in, for the sign-in to start from.
     pub(crate) sign_in_challenge: Option<String>,
 }
@@ -178,6 +182,7 @@ impl Running {
             },
             connection: None,
             tools: Vec::new(),
+            tools_listed_at: 0,
             sign_in_challenge: None,
         }
     }
@@ -230,7 +235,8 @@ pub(crate) fn tools_of<'a>(
                     connection.clone(),
                     media.clone(),
                 )
-                .running_from(from.clone());
+                .running_from(from.clone())
+                .listed_at(running.tools_listed_at);
                 if let Some(reconnect) = &reconnect {
                     made = made.reconnecting_by(reconnect.clone());
                 }
@@ -278,6 +284,7 @@ pub(crate) async fn start_one(
             state: ServerState::Disabled,
             connection: None,
             tools: Vec::new(),
+            tools_listed_at: 0,
             sign_in_challenge: None,
         };
     }
@@ -320,6 +327,7 @@ async fn list_tools(
                     },
                     connection: None,
                     tools: Vec::new(),
+                    tools_listed_at: 0,
                     sign_in_challenge: need.challenge,
                 };
             }
@@ -327,6 +335,7 @@ async fn list_tools(
             return failed(err.reason, err.exit_code, err.stderr_tail);
         }
     };
+    let listed_at = connection.tool_changes();
     match tokio::time::timeout(timeout, connection.tools()).await {
         Ok(Ok(tools)) => {
             tracing::info!(server = %name, tools = tools.len(), "MCP server ready");
@@ -338,6 +347,7 @@ async fn list_tools(
                 },
                 connection: Some(connection),
                 tools,
+                tools_listed_at: listed_at,
                 sign_in_challenge: None,
             }
         }
@@ -364,6 +374,7 @@ async fn list_tools(
                 },
                 connection: None,
                 tools: Vec::new(),
+                tools_listed_at: 0,
                 sign_in_challenge: need.challenge,
             }
         }

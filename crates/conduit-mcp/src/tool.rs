@@ -31,8 +31,10 @@ pub struct McpTool {
     reconnect: Option<Reconnect>,
     /// What ran as the server when the tool was listed for the turn (`None`: unknown).
     from: Option<RunningFrom>,
-    /// How many tool changes the server had said when the tool was taken for the turn: a
-    /// call after another checks the definition the server has now.
+    /// How many tool changes the server had said when the list this tool comes from was
+    /// asked for: a call after a later one checks the definition the server has now. The
+    /// list's own count, not the connection's when the turn took the tool: a change said
+    /// while the list was being asked for again is after this definition.
     changes_when_listed: u64,
 }
 
@@ -78,7 +80,7 @@ impl McpTool {
             definition: tool.clone(),
             reconnect: None,
             from: None,
-            changes_when_listed: connection.tool_changes(),
+            changes_when_listed: 0,
             connection,
         }
     }
@@ -86,6 +88,13 @@ impl McpTool {
     /// Notes what runs as the server, as the runtime read it with the tool list.
     pub fn running_from(mut self, from: Option<RunningFrom>) -> Self {
         self.from = from;
+        self
+    }
+
+    /// How many tool changes the server had said when the list this tool comes from was
+    /// asked for ([`Connection::tool_changes`]); 0 (every change after) when not known.
+    pub fn listed_at(mut self, changes: u64) -> Self {
+        self.changes_when_listed = changes;
         self
     }
 

@@ -87,12 +87,20 @@ impl std::fmt::Debug for ProviderConfig {
     }
 }
 
+/// A URL's origin (`https://api.openai.com`): where it is, without what may hold a key
+/// (the user name, password, path and query); `None` when it is not a URL.
+pub fn origin_of(url: &str) -> Option<String> {
+    reqwest::Url::parse(url)
+        .ok()
+        .map(|parsed| parsed.origin().ascii_serialization())
+}
+
 /// A base URL as a log may show it: its origin alone (the user name, password, path and
 /// query may each hold a key).
 fn secrets_masked(url: &str) -> String {
-    match reqwest::Url::parse(url) {
-        Ok(parsed) => format!("{}/…", parsed.origin().ascii_serialization()),
-        Err(_) => "(not a URL)".to_owned(),
+    match origin_of(url) {
+        Some(origin) => format!("{origin}/…"),
+        None => "(not a URL)".to_owned(),
     }
 }
 

@@ -160,6 +160,9 @@ const TITLE_CHARS: usize = 60;
 /// rows when several of its blocks do.
 const ROWS_PER_HIT: usize = 8;
 
+/// The most search rows one search reads to find its hits.
+const MAX_SEARCH_ROWS: usize = 100_000;
+
 /// The longest title a user may give a conversation, in characters.
 pub const MAX_TITLE_CHARS: usize = 200;
 
@@ -632,10 +635,20 @@ impl Store {
         status: MessageStatus,
     ) -> Result<i64, StoreError> {
         let id = self.begin_message(conversation, message.role, MessageStatus::Streaming)?;
-        for block in &message.blocks {
-            self.append_block(id, block)?;
+        let written = message
+            .blocks
+            .iter()
+            .try_for_each(|block| self.append_block(id, block))
+            .and_then(|()| self.finish_message(id, status, None, None));
+        if let Err(error) = written {
+            // Not left "streaming" under this process's lease (nothing would mark it while
+            // the process runs): what was written of it shows as interrupted, if the store
+            // takes that much now.
+            if let Err(again) = self.finish_message(id, MessageStatus::Interrupted, None, None) {
+                tracing::warn!(error = %again, "a message whose saving failed could not be marked interrupted");
+            }
+            return Err(error);
         }
-        self.finish_message(id, status, None, None)?;
         Ok(id)
     }
 
@@ -833,6 +846,12 @@ impl Store {
             tx.commit()?;
             orphans
         };
+        // Files a corrupt history moved aside may reference stay while it is kept (see
+        // `Store::sweep_media`).
+        if let Some(aside) = self.database_moved_aside() {
+            tracing::info!(kept = %aside.display(), "a deleted conversation's media files stay while a corrupt history database is kept beside the history");
+            return Ok(());
+        }
         // Each file is checked again: a message using it may have been saved since the
         // commit (by another process: this one waits on the connection's lock).
         for media in orphans {
@@ -882,31 +901,39 @@ impl Store {
              JOIN conversations c ON c.id = s.conversation_id
              ORDER BY s.rowid DESC",
         )?;
-        // A message has a row per text block or tool result (three parallel calls' results,
-        // two pieces of an answer): one hit per message, its newest row; rows are read past
-        // the limit so that enough messages remain.
-        let rows_read = limit.saturating_mul(ROWS_PER_HIT) as i64;
-        let rows = statement.query_map(params![fts_query, rows_read], |row| {
-            Ok(SearchHit {
-                conversation_id: row.get(0)?,
-                title: row.get(1)?,
-                message_id: row.get(2)?,
-                snippet: row.get(3)?,
-                created_at: row.get(4)?,
-            })
-        })?;
-        let mut seen = std::collections::HashSet::new();
-        let mut hits = Vec::new();
-        for hit in rows {
-            let hit = hit?;
-            if seen.insert(hit.message_id) {
-                hits.push(hit);
-                if hits.len() == limit {
-                    break;
+        // A message has a row per text block or tool result (a turn's parallel calls'
+        // results, pieces of an answer): one hit per message, its newest row. Rows are read
+        // past the limit, and more when a few messages took them all (a batch of a hundred
+        // matching results), up to `MAX_SEARCH_ROWS`.
+        let mut rows_read = limit.saturating_mul(ROWS_PER_HIT);
+        loop {
+            let rows = statement.query_map(params![fts_query, rows_read as i64], |row| {
+                Ok(SearchHit {
+                    conversation_id: row.get(0)?,
+                    title: row.get(1)?,
+                    message_id: row.get(2)?,
+                    snippet: row.get(3)?,
+                    created_at: row.get(4)?,
+                })
+            })?;
+            let mut seen = std::collections::HashSet::new();
+            let mut hits = Vec::new();
+            let mut read = 0;
+            for hit in rows {
+                let hit = hit?;
+                read += 1;
+                if seen.insert(hit.message_id) {
+                    hits.push(hit);
+                    if hits.len() == limit {
+                        return Ok(hits);
+                    }
                 }
             }
+            if read < rows_read || rows_read >= MAX_SEARCH_ROWS {
+                return Ok(hits);
+            }
+            rows_read = rows_read.saturating_mul(ROWS_PER_HIT).min(MAX_SEARCH_ROWS);
         }
-        Ok(hits)
     }
 
     /// Checks the database file, as after a crash.

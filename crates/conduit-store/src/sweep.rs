@@ -79,8 +79,9 @@ impl Store {
         Ok(sweep)
     }
 
-    /// A corrupt database moved aside beside this one (see `history::move_aside`).
-    fn database_moved_aside(&self) -> Option<std::path::PathBuf> {
+    /// A corrupt database moved aside beside this one (see `history::move_aside`): while
+    /// it is kept, no media file is removed, as its messages may reference any.
+    pub(crate) fn database_moved_aside(&self) -> Option<std::path::PathBuf> {
         let name = self.path.file_name()?.to_str()?;
         let prefix = format!("{name}{}", crate::history::MOVED_ASIDE);
         std::fs::read_dir(self.path.parent()?)

@@ -69,7 +69,15 @@ describe("a hostile server's form", () => {
       field("auth", null, "your personal access token"),
     ])
       expect(asksForSecret(asking), asking.name).toBe(true);
-    for (const plain of [field("city"), field("name", "Your name"), field("keyword", "Keywords")])
+    expect(asksForSecret(field("github_token"))).toBe(true);
+    for (const plain of [
+      field("city"),
+      field("name", "Your name"),
+      field("keyword", "Keywords"),
+      field("passengers", "Passengers"),
+      field("max_tokens", "Max tokens"),
+      field("widget", "Spinner", "Pass/fail, by compass bearing"),
+    ])
       expect(asksForSecret(plain), plain.name).toBe(false);
   });
 

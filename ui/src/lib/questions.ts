@@ -9,8 +9,10 @@ import type { FieldInput, FormField, Question, QuestionReply } from "./bindings"
 import { uniqueBy } from "./unique";
 
 /** Words in a field's name, title or description that ask for a secret. */
+// Whole words, an underscore or a dash counting as a break (`github_token`), so that
+// "passengers", "Max tokens" or "Spinner" are not.
 const SECRET_WORDS =
-  /pass(word|phrase|code)?|\bpin\b|api[\s_-]?key|secret|token|credential|private[\s_-]?key|card[\s_-]?(number|no)|cvv|cvc|\bssn\b|social security|seed phrase|recovery phrase/i;
+  /(?<![a-z])(pass(word|phrase|code)|pin|api[\s_-]?key|secret|token|credentials?|private[\s_-]?key|card[\s_-]?(number|no)|cvv|cvc|ssn|social security|seed phrase|recovery phrase)(?![a-z])/i;
 
 /**
  * Whether a server's field asks for a secret (a password, a key, a card number). The spec

@@ -326,7 +326,9 @@ export class TurnController {
   /**
    * Reloads a conversation after its turn ended. A reader at the newest message gets the
    * newest PAGE (the window moves on and drops what went out of it); one reading further up
-   * keeps what is loaded, with room for the turn's new messages, so nothing moves under them.
+   * keeps what is loaded, with room for the turn's new messages, so nothing moves under them
+   * (up to the MOST_LOADED the host gives at once: a reader further back keeps that many of
+   * the newest, and pages back again from there).
    */
   async #refresh(id: string): Promise<void> {
     // The host gives at most MOST_LOADED at once: asking for more, a full answer would

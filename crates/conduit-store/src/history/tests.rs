@@ -420,6 +420,19 @@ fn a_message_matching_in_several_blocks_is_one_hit() {
     let ids: std::collections::HashSet<i64> = hits.iter().map(|hit| hit.message_id).collect();
     assert_eq!((hits.len(), ids.len()), (3, 3), "{hits:?}");
     assert_eq!(store.search("barnacles", 2).unwrap().len(), 2);
+    // A batch of a hundred matching results, the newest message: the older ones are still
+    // found.
+    store
+        .add_message(
+            &conversation,
+            &Message {
+                role: Role::Tool,
+                blocks: (0..100).map(result).collect(),
+            },
+            MessageStatus::Complete,
+        )
+        .unwrap();
+    assert_eq!(store.search("barnacles", 10).unwrap().len(), 4);
 }
 
 #[test]

@@ -341,6 +341,22 @@ fn nothing_is_swept_while_a_corrupt_history_is_kept_beside_it() {
         assert!(path.exists(), "{} was removed", path.display());
     }
 
+    // Nor by deleting a new conversation that used the same image.
+    let again = store.media().put(&png(600, 40, 1), None).unwrap();
+    let conversation = store.create_conversation(None, None).unwrap();
+    store
+        .add_message(
+            &conversation,
+            &image_message(&again),
+            MessageStatus::Complete,
+        )
+        .unwrap();
+    age_all(&store, &again.hash, 2);
+    store.delete(&conversation).unwrap();
+    for path in &files {
+        assert!(path.exists(), "{} was removed", path.display());
+    }
+
     std::fs::remove_file(&moved_to).unwrap();
     assert_eq!(store.sweep_media(MEDIA_GRACE).unwrap().files, files.len());
 }
