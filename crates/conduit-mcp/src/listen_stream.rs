@@ -280,6 +280,16 @@ pub enum MaybeSignedIn {
     SignedIn(rmcp::transport::AuthClient<reqwest::Client>),
 }
 
+/// `$call` on whichever client `$self` holds, named `$client`: one body for both arms.
+macro_rules! on_either {
+    ($self:ident, $client:ident => $call:expr) => {
+        match $self {
+            MaybeSignedIn::Plain($client) => $call,
+            MaybeSignedIn::SignedIn($client) => $call,
+        }
+    };
+}
+
 impl StreamableHttpClient for MaybeSignedIn {
     type Error = reqwest::Error;
 
@@ -291,18 +301,11 @@ impl StreamableHttpClient for MaybeSignedIn {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        match self {
-            Self::Plain(client) => {
-                client
-                    .post_message(uri, message, session_id, auth_header, custom_headers)
-                    .await
-            }
-            Self::SignedIn(client) => {
-                client
-                    .post_message(uri, message, session_id, auth_header, custom_headers)
-                    .await
-            }
-        }
+        on_either!(self, client => {
+            client
+                .post_message(uri, message, session_id, auth_header, custom_headers)
+                .await
+        })
     }
 
     async fn post_message_with_max_sse_event_size(
@@ -314,32 +317,18 @@ impl StreamableHttpClient for MaybeSignedIn {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        match self {
-            Self::Plain(client) => {
-                client
-                    .post_message_with_max_sse_event_size(
-                        uri,
-                        message,
-                        session_id,
-                        auth_header,
-                        custom_headers,
-                        max_sse_event_size,
-                    )
-                    .await
-            }
-            Self::SignedIn(client) => {
-                client
-                    .post_message_with_max_sse_event_size(
-                        uri,
-                        message,
-                        session_id,
-                        auth_header,
-                        custom_headers,
-                        max_sse_event_size,
-                    )
-                    .await
-            }
-        }
+        on_either!(self, client => {
+            client
+                .post_message_with_max_sse_event_size(
+                    uri,
+                    message,
+                    session_id,
+                    auth_header,
+                    custom_headers,
+                    max_sse_event_size,
+                )
+                .await
+        })
     }
 
     async fn delete_session(
@@ -349,18 +338,11 @@ impl StreamableHttpClient for MaybeSignedIn {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), StreamableHttpError<Self::Error>> {
-        match self {
-            Self::Plain(client) => {
-                client
-                    .delete_session(uri, session_id, auth_header, custom_headers)
-                    .await
-            }
-            Self::SignedIn(client) => {
-                client
-                    .delete_session(uri, session_id, auth_header, custom_headers)
-                    .await
-            }
-        }
+        on_either!(self, client => {
+            client
+                .delete_session(uri, session_id, auth_header, custom_headers)
+                .await
+        })
     }
 
     async fn get_stream(
@@ -371,18 +353,11 @@ impl StreamableHttpClient for MaybeSignedIn {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<BoxedSseResponse, StreamableHttpError<Self::Error>> {
-        match self {
-            Self::Plain(client) => {
-                client
-                    .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
-                    .await
-            }
-            Self::SignedIn(client) => {
-                client
-                    .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
-                    .await
-            }
-        }
+        on_either!(self, client => {
+            client
+                .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
+                .await
+        })
     }
 
     async fn get_stream_with_max_sse_event_size(
@@ -394,32 +369,18 @@ impl StreamableHttpClient for MaybeSignedIn {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<BoxedSseResponse, StreamableHttpError<Self::Error>> {
-        match self {
-            Self::Plain(client) => {
-                client
-                    .get_stream_with_max_sse_event_size(
-                        uri,
-                        session_id,
-                        last_event_id,
-                        auth_header,
-                        custom_headers,
-                        max_sse_event_size,
-                    )
-                    .await
-            }
-            Self::SignedIn(client) => {
-                client
-                    .get_stream_with_max_sse_event_size(
-                        uri,
-                        session_id,
-                        last_event_id,
-                        auth_header,
-                        custom_headers,
-                        max_sse_event_size,
-                    )
-                    .await
-            }
-        }
+        on_either!(self, client => {
+            client
+                .get_stream_with_max_sse_event_size(
+                    uri,
+                    session_id,
+                    last_event_id,
+                    auth_header,
+                    custom_headers,
+                    max_sse_event_size,
+                )
+                .await
+        })
     }
 }
 
