@@ -34,7 +34,7 @@ const MAX_RESTARTS: u32 = 5;
 /// How long telling a server its roots changed may take.
 const ROOTS_NOTICE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a server may take to list its tools again after saying they changed.
-const RELIST_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const RELIST_TIMEOUT: Duration = Duration::from_secs(30);
 /// The least time between two listings a server's changes set off: a server saying its
 /// tools changed in a loop (each listing up to 100 pages, and the window told each time)
 /// gets one listing a second, the changes said meanwhile taken in by it.

@@ -169,14 +169,14 @@ impl Tool for McpTool {
             }
             // Kept only while a second send may be needed (HTTP servers).
             Some(reconnect) => {
-                self.unchanged_since_listed().await?;
+                self.unchanged_since_listed(&context).await?;
                 (
                     self.connection.clone(),
                     Some((reconnect, arguments.clone())),
                 )
             }
             None => {
-                self.unchanged_since_listed().await?;
+                self.unchanged_since_listed(&context).await?;
                 (self.connection.clone(), None)
             }
         };
@@ -223,16 +223,32 @@ impl McpTool {
     /// for the turn and its definition is not the one the model was shown and the call
     /// approved under (a description, a schema, hints changed: a "rug pull" within a run).
     /// The server's list is asked for only after such a change.
-    async fn unchanged_since_listed(&self) -> Result<(), ToolError> {
+    /// A server that does not answer the listing holds the call no longer than the
+    /// runtime waits for one ([`crate::runtime::RELIST_TIMEOUT`]), and a stop ends it.
+    async fn unchanged_since_listed(&self, context: &ToolContext) -> Result<(), ToolError> {
         if self.connection.tool_changes() == self.changes_when_listed {
             return Ok(());
         }
         let (server, tool) = (&self.server, &self.tool);
-        let listed = self.connection.tools().await.map_err(|err| {
+        let failed = |why: String| {
             ToolError(format!(
-                "MCP server {server:?} said its tools changed, and listing them again failed ({err}); the call did not run"
+                "MCP server {server:?} said its tools changed, and listing them again {why}; the call did not run"
             ))
-        })?;
+        };
+        let listed = tokio::select! {
+            listed = tokio::time::timeout(crate::runtime::RELIST_TIMEOUT, self.connection.tools()) => listed,
+            () = context.cancel.cancelled() => return Err(failed("was stopped".into())),
+        };
+        let listed = match listed {
+            Ok(Ok(listed)) => listed,
+            Ok(Err(err)) => return Err(failed(format!("failed ({err})"))),
+            Err(_) => {
+                return Err(failed(format!(
+                    "took longer than {} s",
+                    crate::runtime::RELIST_TIMEOUT.as_secs()
+                )));
+            }
+        };
         match listed.iter().find(|now| now.name == self.definition.name) {
             Some(now) if *now == self.definition => Ok(()),
             Some(_) => Err(ToolError(format!(
