@@ -826,6 +826,16 @@ impl App {
         policy: crate::settings::ToolPolicy,
         confirm: impl FnOnce(String) -> bool + Send + 'static,
     ) -> Result<(), AppError> {
+        // The allow is for the server the file names now; one it names as no server that
+        // can start is refused before the user is asked.
+        let runs = self.host.print_in_file(server);
+        if policy == crate::settings::ToolPolicy::Allow && runs.is_empty() {
+            return Err(crate::SettingsError::Invalid(format!(
+                "server {} is not in the mcpServers file as a server that can start, so its requests cannot be allowed",
+                visible(server)
+            ))
+            .into());
+        }
         if policy == crate::settings::ToolPolicy::Allow {
             let question = format!(
                 "Let server {} run your model without asking?\n\nWhenever it asks, Conduit \
@@ -835,15 +845,6 @@ impl App {
                 visible(server)
             );
             ask_off_the_workers(confirm, question).await?;
-        }
-        // The allow is for the server the file names now.
-        let runs = self.host.print_in_file(server);
-        if policy == crate::settings::ToolPolicy::Allow && runs.is_empty() {
-            return Err(crate::SettingsError::Invalid(format!(
-                "server {} is not in the mcpServers file as a server that can start, so its requests cannot be allowed",
-                visible(server)
-            ))
-            .into());
         }
         self.host.update_settings(|settings| {
             settings.set_sampling_policy(server, policy, &runs);
@@ -990,6 +991,50 @@ mod tests {
             dir.to_owned(),
             None,
         ))))
+    }
+
+    /// Sampling "Allow" is for a server the file names: one it does not is refused
+    /// before the user is asked; one it does is asked about, then bound to what it runs.
+    #[tokio::test]
+    async fn a_sampling_allow_is_asked_for_a_server_the_file_names_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let app = app(
+            dir.path(),
+            json!({"id": "local", "protocol": "openai-chat", "baseUrl": "http://127.0.0.1:1/v1"}),
+        );
+        let asked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = asked.clone();
+        let yes = move |_: String| {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            true
+        };
+        let refused = app
+            .set_sampling_policy("ghost", crate::settings::ToolPolicy::Allow, yes.clone())
+            .await
+            .unwrap_err();
+        assert!(
+            refused.to_string().contains("not in the mcpServers file"),
+            "{refused}"
+        );
+        assert_eq!(
+            asked.load(std::sync::atomic::Ordering::SeqCst),
+            0,
+            "not asked"
+        );
+        std::fs::write(
+            &app.host().paths().mcp_config_file,
+            r#"{"mcpServers": {"research": {"command": "research-server"}}}"#,
+        )
+        .unwrap();
+        app.set_sampling_policy("research", crate::settings::ToolPolicy::Allow, yes)
+            .await
+            .unwrap();
+        assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 1);
+        let settings = app.host().settings().unwrap();
+        assert_eq!(
+            settings.sampling_policy("research", &app.host().print_in_file("research")),
+            crate::settings::ToolPolicy::Allow
+        );
     }
 
     fn request(text: &str) -> SendRequest {
