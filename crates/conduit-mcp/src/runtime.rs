@@ -1008,17 +1008,25 @@ mod tests {
         }
     }
 
+    /// A test server served in process until its client goes.
+    fn serve_in_process<S: rmcp::ServerHandler + Clone>(
+        server: &S,
+        transport: tokio::io::DuplexStream,
+    ) -> futures::future::BoxFuture<'static, ()> {
+        let server = server.clone();
+        Box::pin(async move {
+            if let Ok(running) = server.serve(transport).await {
+                let _ = running.waiting().await;
+            }
+        })
+    }
+
     impl InProcessServer for HintedServer {
         fn serve(
             &self,
             transport: tokio::io::DuplexStream,
         ) -> futures::future::BoxFuture<'static, ()> {
-            let server = self.clone();
-            Box::pin(async move {
-                if let Ok(running) = server.serve(transport).await {
-                    let _ = running.waiting().await;
-                }
-            })
+            serve_in_process(self, transport)
         }
     }
 
@@ -1101,12 +1109,7 @@ mod tests {
             &self,
             transport: tokio::io::DuplexStream,
         ) -> futures::future::BoxFuture<'static, ()> {
-            let server = self.clone();
-            Box::pin(async move {
-                if let Ok(running) = server.serve(transport).await {
-                    let _ = running.waiting().await;
-                }
-            })
+            serve_in_process(self, transport)
         }
     }
 
