@@ -439,7 +439,7 @@ async fn without_a_sampler_sampling_is_not_declared() {
 /// pseudo-terminal (`tests/support/pty_driver.py`), answering each question once it is
 /// shown, as a person does (what is typed before a question is dropped), or without a
 /// terminal.
-fn cli_sampling(home: &Path, answers: &[(&str, &str)], terminal: bool) -> (bool, String) {
+async fn cli_sampling(home: &Path, answers: &[(&str, &str)], terminal: bool) -> (bool, String) {
     let conduit = conduit_e2e::binary("conduit").unwrap();
     let args = [
         "mcp",
@@ -450,12 +450,13 @@ fn cli_sampling(home: &Path, answers: &[(&str, &str)], terminal: bool) -> (bool,
         r#"{"prompt":"from the terminal","maxTokens":30}"#,
     ];
     if !terminal {
-        let out = std::process::Command::new(conduit)
+        let out = tokio::process::Command::new(conduit)
             .args(args)
             .env("CONDUIT_HOME", home)
             .env("CONDUIT_SECRET_STORE", "file")
             .stdin(std::process::Stdio::null())
             .output()
+            .await
             .unwrap();
         return (
             out.status.success(),
@@ -477,29 +478,10 @@ fn cli_sampling(home: &Path, answers: &[(&str, &str)], terminal: bool) -> (bool,
             ]
         })
         .collect();
-    let script = json!({
-        "argv": argv,
-        "env": {"CONDUIT_HOME": home, "CONDUIT_SECRET_STORE": "file"},
-        "steps": steps,
-        "exit_timeout": 60,
-    });
-    let file = home.join("pty_script.json");
-    std::fs::write(&file, script.to_string()).unwrap();
-    let driver = conduit_e2e::workspace_root().join("tests/support/pty_driver.py");
-    let out = std::process::Command::new("python3")
-        .arg(driver)
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "driver: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let transcript = report["transcript"].as_str().unwrap_or_default().to_owned();
-    assert_eq!(report["failure"], serde_json::Value::Null, "{transcript}");
-    (report["code"] == 0, transcript)
+    let env = json!({"CONDUIT_HOME": home, "CONDUIT_SECRET_STORE": "file"});
+    let run = conduit_e2e::cli::on_terminal(home, &argv, env, steps, 60).await;
+    assert_eq!(run.failure, None, "{}", run.transcript);
+    (run.code == Some(0), run.transcript)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -518,16 +500,14 @@ async fn the_cli_asks_on_a_terminal_and_offers_nothing_without_one() {
         llm.provider_settings().to_string(),
     )
     .unwrap();
-    let home_path = home.path().to_owned();
     let run = |answers: &'static [(&'static str, &'static str)], terminal: bool| {
-        let home = home_path.clone();
-        tokio::task::spawn_blocking(move || cli_sampling(&home, answers, terminal))
+        cli_sampling(home.path(), answers, terminal)
     };
     const RUN_IT: &str = "Run it for \"everything\"? [y/N]";
     const SEND_IT: &str = "Send this to \"everything\"? [y/N]";
 
     // A no: nothing runs, the server hears the user-rejected error.
-    let (_, shown) = run(&[(RUN_IT, "n")], true).await.unwrap();
+    let (_, shown) = run(&[(RUN_IT, "n")], true).await;
     assert!(
         shown.contains("\"everything\" asks to run a model (at most 30 tokens) on scripted / m"),
         "{shown}"
@@ -537,7 +517,7 @@ async fn the_cli_asks_on_a_terminal_and_offers_nothing_without_one() {
     assert!(llm.requests().is_empty(), "nothing ran");
 
     // Yes to run, yes to send: the scripted model's answer reaches the server.
-    let (ok, shown) = run(&[(RUN_IT, "y"), (SEND_IT, "y")], true).await.unwrap();
+    let (ok, shown) = run(&[(RUN_IT, "y"), (SEND_IT, "y")], true).await;
     assert!(ok, "{shown}");
     assert!(
         shown.contains("The model m answered:\r\n  │ Terminal answer."),
@@ -547,7 +527,7 @@ async fn the_cli_asks_on_a_terminal_and_offers_nothing_without_one() {
     assert_eq!(llm.requests().len(), 1);
 
     // Without a terminal sampling is not declared, so the server has no such tool.
-    let (ok, shown) = run(&[], false).await.unwrap();
+    let (ok, shown) = run(&[], false).await;
     assert!(!ok, "{shown}");
     assert!(shown.contains("trigger-sampling-request"), "{shown}");
     assert_eq!(llm.requests().len(), 1);

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use conduit_e2e::cli::{conduit, text};
+use conduit_e2e::cli::{conduit, on_terminal, text};
 use conduit_e2e::llm_server::{Dialect, Reply, ScriptedLlm};
 use serde_json::{Value, json};
 
@@ -214,4 +214,60 @@ fn a_broken_settings_file_is_reported_with_line_and_column_and_left_alone() {
         std::fs::read_to_string(home.path().join("settings.json")).unwrap(),
         broken
     );
+}
+
+/// `providers add --api-key-stdin` at a terminal: the key typed is not shown, and the
+/// terminal shows typing again afterwards, also when Ctrl-C ends the command half-way
+/// through the key (SIGINT used to end it with echo still off, so the shell the user went
+/// back to showed nothing they typed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_typed_at_a_terminal_is_hidden_and_ctrl_c_gives_the_terminal_back() {
+    let home = tempfile::tempdir().unwrap();
+    let argv: Vec<String> = [
+        conduit_e2e::binary("conduit")
+            .unwrap()
+            .display()
+            .to_string(),
+        "providers".into(),
+        "add".into(),
+        "typed".into(),
+        "--kind".into(),
+        "openai-chat".into(),
+        "--base-url".into(),
+        "http://127.0.0.1:9/v1".into(),
+        "--api-key-stdin".into(),
+    ]
+    .into();
+    let env = json!({"CONDUIT_HOME": home.path(), "CONDUIT_SECRET_STORE": "file"});
+    let asked = json!({"expect": "API key (typing is not shown): ", "timeout": 30});
+
+    // Half a key, then Ctrl-C: the command ends as interrupted, nothing is saved, and
+    // the terminal shows typing again.
+    let steps = vec![
+        asked.clone(),
+        json!({"send": &SECRET[..8]}),
+        json!({"key": "ctrl-c"}),
+    ];
+    let run = on_terminal(home.path(), &argv, env.clone(), steps, 30).await;
+    assert_eq!(run.failure, None, "{}", run.transcript);
+    assert_eq!(run.code, Some(130), "{}", run.transcript);
+    assert!(
+        run.echo,
+        "the terminal was left hiding typing: {}",
+        run.transcript
+    );
+    assert!(!run.transcript.contains(&SECRET[..8]), "{}", run.transcript);
+    assert!(!home.path().join("settings.json").exists());
+
+    // The whole key and Enter: saved, never shown, and the terminal as it was.
+    let steps = vec![asked, json!({"send": format!("{SECRET}\r")})];
+    let run = on_terminal(home.path(), &argv, env, steps, 30).await;
+    assert_eq!(run.failure, None, "{}", run.transcript);
+    assert_eq!(run.code, Some(0), "{}", run.transcript);
+    assert!(run.echo, "{}", run.transcript);
+    assert!(!run.transcript.contains(SECRET), "{}", run.transcript);
+    let mut holders = Vec::new();
+    find_secret(home.path(), &mut holders);
+    holders.retain(|path| path.file_name() != Some("pty_script.json".as_ref()));
+    assert_eq!(holders, [home.path().join("secrets.json")]);
 }

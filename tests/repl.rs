@@ -11,7 +11,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use conduit_e2e::binary;
-use conduit_e2e::cli::conduit;
+use conduit_e2e::cli::{TerminalRun, conduit, on_terminal};
 use conduit_e2e::llm_server::{Dialect, ScriptedCall, ScriptedLlm};
 use serde_json::{Value, json};
 
@@ -31,60 +31,36 @@ fn key(name: &str) -> Value {
     json!({"key": name})
 }
 
-struct Session {
-    transcript: String,
-    code: Option<i64>,
-    failure: Option<String>,
+/// Runs `conduit repl` against `server` on a pseudo-terminal through `steps`.
+async fn repl(server: &ScriptedLlm, home: &Path, steps: Vec<Value>) -> TerminalRun {
+    on_terminal(home, &repl_argv(server), repl_env(home), steps, 30).await
 }
 
-/// Runs `conduit repl` against `server` on a pseudo-terminal through `steps`.
-async fn repl(server: &ScriptedLlm, home: &Path, steps: Vec<Value>) -> Session {
+/// The command line of `conduit repl` against `server`.
+fn repl_argv(server: &ScriptedLlm) -> Vec<String> {
     let dialect = Dialect::OpenAiChat;
-    let script = json!({
-        "argv": [
-            binary("conduit").unwrap(),
-            "repl",
-            "--kind", dialect.kind(),
-            "--base-url", dialect.base_url(&server.url()),
-            "--api-key-env", "CONDUIT_TEST_LLM_KEY",
-            "--model", "gpt-test",
-        ],
-        "env": {
-            "CONDUIT_HOME": home,
-            "CONDUIT_TEST_LLM_KEY": KEY,
-            "CONDUIT_TEST_TOOLS": "1",
-            "CONDUIT_SECRET_STORE": "file",
-        },
-        "steps": steps,
-        "exit_timeout": 30,
-    });
-    let file = home.join("pty_script.json");
-    std::fs::write(&file, script.to_string()).unwrap();
-    let driver = conduit_e2e::workspace_root().join("tests/support/pty_driver.py");
-    let output = tokio::time::timeout(
-        Duration::from_secs(180),
-        tokio::process::Command::new("python3")
-            .arg(driver)
-            .arg(&file)
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("the pty driver finished")
-    .unwrap();
-    assert!(
-        output.status.success(),
-        "driver: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
-    // Shown with --nocapture: what the terminal showed.
-    eprintln!("{}", report["transcript"].as_str().unwrap_or_default());
-    Session {
-        transcript: report["transcript"].as_str().unwrap().to_owned(),
-        code: report["code"].as_i64(),
-        failure: report["failure"].as_str().map(str::to_owned),
-    }
+    vec![
+        binary("conduit").unwrap().display().to_string(),
+        "repl".into(),
+        "--kind".into(),
+        dialect.kind().into(),
+        "--base-url".into(),
+        dialect.base_url(&server.url()),
+        "--api-key-env".into(),
+        "CONDUIT_TEST_LLM_KEY".into(),
+        "--model".into(),
+        "gpt-test".into(),
+    ]
+}
+
+/// The environment of `conduit repl` with `home`.
+fn repl_env(home: &Path) -> Value {
+    json!({
+        "CONDUIT_HOME": home,
+        "CONDUIT_TEST_LLM_KEY": KEY,
+        "CONDUIT_TEST_TOOLS": "1",
+        "CONDUIT_SECRET_STORE": "file",
+    })
 }
 
 /// The saved messages of the only conversation in `home`, newest last.
@@ -579,4 +555,64 @@ async fn piped_lines_never_answer_an_approval() {
         !settings.contains("test__echo") && !settings.contains("echo\""),
         "{settings}"
     );
+}
+
+/// The REPL's output goes to a pipe whose reader leaves in the middle of an answer
+/// (`conduit repl | less`, and `less` quit): the REPL ends quietly, as a command whose
+/// reader left does, with the answer so far saved. It used to panic at its next line
+/// (`println!` on a closed pipe).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_repl_ends_quietly_when_its_output_is_closed_mid_answer() {
+    let dialect = Dialect::OpenAiChat;
+    let server = ScriptedLlm::start(vec![dialect.stall_after(&["Partial ", "answer"])])
+        .await
+        .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    // The reader takes the output until the answer has begun, then closes it; it says
+    // on the terminal when the prompt came and when it left; it ignores Ctrl-C, which the terminal sends to the whole group.
+    let reader = r#"
+import os, signal, sys, time
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+seen = b""
+def read_until(text):
+    global seen
+    while text not in seen:
+        chunk = os.read(0, 4096)
+        if not chunk:
+            sys.exit("the output ended before " + repr(text))
+        seen += chunk
+read_until(b"> ")
+sys.stderr.write("PROMPT-SHOWN\n")
+sys.stderr.flush()
+read_until(b"Partial")
+os.close(0)
+sys.stderr.write("READER-GONE\n")
+sys.stderr.flush()
+time.sleep(2)
+"#;
+    let mut argv: Vec<String> = vec![
+        "bash".into(),
+        "-c".into(),
+        r#"set -o pipefail; "$@" | python3 -c "$READER""#.into(),
+        "bash".into(),
+    ];
+    argv.extend(repl_argv(&server));
+    let mut env = repl_env(home.path());
+    env["READER"] = json!(reader);
+    let steps = vec![
+        // The prompt is drawn on the pipe, so the reader says when it came.
+        expect("PROMPT-SHOWN"),
+        send("say something long"),
+        expect("READER-GONE"),
+        key("ctrl-c"),
+    ];
+    let run = on_terminal(home.path(), &argv, env, steps, 30).await;
+    assert_eq!(run.failure, None, "{}", run.transcript);
+    assert_eq!(run.code, Some(0), "{}", run.transcript);
+    assert!(!run.transcript.contains("panicked"), "{}", run.transcript);
+    assert!(run.echo, "{}", run.transcript);
+    let saved = saved_conversations(home.path());
+    assert_eq!(saved.len(), 1, "{}", run.transcript);
+    let text = saved[0].to_string();
+    assert!(text.contains("Partial answer"), "{text}");
 }

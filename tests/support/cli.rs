@@ -79,3 +79,58 @@ impl ChatRun {
         self.events.last().expect("some events")
     }
 }
+
+/// What a program run on a pseudo-terminal did (`tests/support/pty_driver.py`).
+pub struct TerminalRun {
+    /// Everything the terminal showed.
+    pub transcript: String,
+    /// The exit code, or `None` when it had to be killed.
+    pub code: Option<i64>,
+    /// The first step whose text did not come in time.
+    pub failure: Option<String>,
+    /// Whether the terminal showed what is typed once the program had ended.
+    pub echo: bool,
+}
+
+/// Runs `argv` with `env` on a pseudo-terminal, as a person at a terminal would, through
+/// `steps` (`{"expect": TEXT, "timeout": S}`, `{"send": TEXT}`, `{"key": "ctrl-c"}`);
+/// the script is written in `dir`. The transcript is printed (seen with `--nocapture`).
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+pub async fn on_terminal(
+    dir: &Path,
+    argv: &[String],
+    env: Value,
+    steps: Vec<Value>,
+    exit_timeout_s: u64,
+) -> TerminalRun {
+    let script = serde_json::json!({
+        "argv": argv,
+        "env": env,
+        "steps": steps,
+        "exit_timeout": exit_timeout_s,
+    });
+    let file = dir.join("pty_script.json");
+    std::fs::write(&file, script.to_string()).unwrap();
+    let driver = crate::workspace_root().join("tests/support/pty_driver.py");
+    let output = tokio::time::timeout(
+        std::time::Duration::from_secs(180),
+        tokio::process::Command::new("python3")
+            .arg(driver)
+            .arg(&file)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the pty driver finished")
+    .unwrap();
+    assert!(output.status.success(), "driver: {}", text(&output.stderr));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let transcript = report["transcript"].as_str().unwrap().to_owned();
+    eprintln!("{transcript}");
+    TerminalRun {
+        transcript,
+        code: report["code"].as_i64(),
+        failure: report["failure"].as_str().map(str::to_owned),
+        echo: report["echo"].as_bool().unwrap(),
+    }
+}

@@ -3,8 +3,9 @@ terminal would: wait for text (bounded), type a line, press Ctrl-C or Ctrl-D.
 
 Usage: pty_driver.py SCRIPT.json. The script: {"argv": [...], "env": {...},
 "steps": [{"expect": TEXT, "timeout": S} | {"send": TEXT} | {"key": "ctrl-c"|"ctrl-d"}],
-"exit_timeout": S}. Prints one JSON object: the whole transcript, the exit code, and
-the first failure (a step whose text did not come in time), or null.
+"exit_timeout": S}. Prints one JSON object: the whole transcript, the exit code, the
+first failure (a step whose text did not come in time) or null, and whether the terminal
+shows what is typed once the program has ended.
 """
 
 import json
@@ -95,10 +96,13 @@ def main():
     drain_until = time.monotonic() + 2
     while not closed and time.monotonic() < drain_until:
         pump(0.2)
+    # The terminal's settings as the program left them (Linux answers for the other end).
+    echo = bool(termios.tcgetattr(master)[3] & termios.ECHO)
     print(json.dumps({
         "transcript": transcript.decode("utf-8", "replace"),
         "code": code,
         "failure": failure,
+        "echo": echo,
     }))
 
 

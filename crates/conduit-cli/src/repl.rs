@@ -19,7 +19,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::chat::ProviderArgs;
-use crate::terminal::{RESET, quoted, shown, shown_line};
+use crate::terminal::{OutputFailed, RESET, quoted, say, shown, shown_line};
 use crate::{Failure, usage_error};
 
 #[derive(Debug, Args)]
@@ -68,7 +68,7 @@ struct Terminal {
 type TerminalTurn = tokio::sync::MutexGuard<'static, ()>;
 
 /// A prompt, whether the line goes into the history, and where the read goes.
-type LineRequest = (String, bool, oneshot::Sender<Result<Read, String>>);
+type LineRequest = (String, bool, oneshot::Sender<Result<Read, ReadlineError>>);
 
 impl Terminal {
     fn start(history_file: PathBuf) -> Result<Self, Failure> {
@@ -92,7 +92,7 @@ impl Terminal {
                         }
                         Err(ReadlineError::Interrupted) => Ok(Read::Interrupted),
                         Err(ReadlineError::Eof) => Ok(Read::Eof),
-                        Err(err) => Err(err.to_string()),
+                        Err(err) => Err(err),
                     };
                     let _ = reply.send(read);
                 }
@@ -122,7 +122,13 @@ impl Terminal {
         let read = answer
             .await
             .map_err(|_| anyhow::anyhow!("the terminal reader stopped"))?;
-        read.map_err(|err| anyhow::anyhow!("cannot read the terminal: {err}").into())
+        read.map_err(|err| match err {
+            // The line editor shows what is typed on stdout, which was closed.
+            ReadlineError::Io(err) if err.kind() == std::io::ErrorKind::BrokenPipe => {
+                OutputFailed(err).into()
+            }
+            err => anyhow::anyhow!("cannot read the terminal: {err}").into(),
+        })
     }
 }
 
@@ -186,9 +192,9 @@ pub async fn run(host: Arc<Host>, args: ReplArgs) -> Result<u8, Failure> {
         system: args.system,
         max_turns: args.max_turns,
     };
-    println!("Conduit REPL. /help for commands, Ctrl-D to leave.");
+    say!("Conduit REPL. /help for commands, Ctrl-D to leave.")?;
     if let Some(id) = &session.conversation {
-        println!("Continuing conversation {id}.");
+        say!("Continuing conversation {id}.")?;
     }
     let result = session.run(interrupts).await;
     session.servers.shutdown().await;
@@ -226,57 +232,57 @@ impl Session {
             .map_or((command, ""), |(n, r)| (n, r.trim()));
         match name {
             "exit" | "quit" => return Ok(false),
-            "help" => println!("{HELP}"),
+            "help" => say!("{HELP}")?,
             "new" => {
                 self.conversation = None;
                 self.attachments.clear();
-                println!("New conversation.");
+                say!("New conversation.")?;
             }
             "model" if rest.is_empty() => match &self.model {
-                Some(model) => println!("Model: {model}"),
-                None => println!("Model: the provider's default"),
+                Some(model) => say!("Model: {model}")?,
+                None => say!("Model: the provider's default")?,
             },
             "model" => {
                 self.model = Some(rest.to_owned());
-                println!("Model: {rest} (from the next message on)");
+                say!("Model: {rest} (from the next message on)")?;
             }
             "tools" => match self.host.offered_tools(&self.servers) {
-                Ok(tools) if tools.is_empty() => println!("No tools are offered."),
+                Ok(tools) if tools.is_empty() => say!("No tools are offered.")?,
                 Ok(tools) => {
                     for tool in tools {
                         let about = tool.description.lines().next().unwrap_or_default();
-                        println!("  {:<32} {}", shown(&tool.name), shown(about));
+                        say!("  {:<32} {}", shown(&tool.name), shown(about))?;
                     }
                 }
                 Err(err) => eprintln!("conduit: {}", shown(&err.to_string())),
             },
             "history" => self.history()?,
-            "attach" if rest.is_empty() => println!("Usage: /attach PATH"),
+            "attach" if rest.is_empty() => say!("Usage: /attach PATH")?,
             "attach" => {
                 let path = PathBuf::from(rest);
                 match std::fs::metadata(&path) {
                     Ok(meta) if meta.is_file() => {
-                        println!("Attached {} (sent with your next message).", path.display());
+                        say!("Attached {} (sent with your next message).", path.display())?;
                         self.attachments.push(path);
                     }
                     Ok(_) => eprintln!("conduit: {} is not a file", path.display()),
                     Err(err) => eprintln!("conduit: cannot attach {}: {err}", path.display()),
                 }
             }
-            other => println!("Unknown command /{other}. /help lists them."),
+            other => say!("Unknown command /{other}. /help lists them.")?,
         }
         Ok(true)
     }
 
     fn history(&self) -> Result<(), Failure> {
         let Some(id) = &self.conversation else {
-            println!("Nothing yet: this conversation starts with your next message.");
+            say!("Nothing yet: this conversation starts with your next message.")?;
             return Ok(());
         };
         let (conversation, messages) = self.host.conversation(id, None)?;
         // Everything saved is outside text: titles and answers were written by models,
         // results by tools.
-        println!("# {} ({id})", shown(&conversation.title));
+        say!("# {} ({id})", shown(&conversation.title))?;
         for message in messages {
             let who = match message.role {
                 Role::User => "you",
@@ -285,26 +291,26 @@ impl Session {
             };
             for block in &message.blocks {
                 match block {
-                    Block::Text { text } => println!("{who}: {}", shown(text)),
-                    Block::Image { media } => println!("{who}: [image {}]", shown(&media.mime)),
+                    Block::Text { text } => say!("{who}: {}", shown(text))?,
+                    Block::Image { media } => say!("{who}: [image {}]", shown(&media.mime))?,
                     Block::Reasoning { .. } => {}
-                    Block::ToolCall(call) => println!(
+                    Block::ToolCall(call) => say!(
                         "{who}: → {} {}",
                         shown(&call.name),
                         shown(&call.arguments.to_string())
-                    ),
+                    )?,
                     Block::ToolResult(result) => {
                         let state = if result.is_error { "failed" } else { "done" };
-                        println!(
+                        say!(
                             "{who}: ← {} {state}: {}",
                             shown(&result.name),
                             shown(&first_line(&result.text()))
-                        );
+                        )?;
                     }
                 }
             }
             if let Some(error) = &message.error {
-                println!("{who}: (error) {}", shown(error));
+                say!("{who}: (error) {}", shown(error))?;
             }
         }
         Ok(())
@@ -361,9 +367,20 @@ impl Session {
                         }
                         _ => None,
                     };
-                    printer.event(&event);
-                    if let (AgentEvent::ApprovalRequested { call, .. }, Some(turn)) = (&event, turn) {
-                        self.ask(call, approval.as_deref(), &cancel, turn).await?;
+                    let mut printed = printer.event(&event).map_err(Failure::from);
+                    if let (Ok(()), AgentEvent::ApprovalRequested { call, .. }, Some(turn)) =
+                        (&printed, &event, turn)
+                    {
+                        printed = self.ask(call, approval.as_deref(), &cancel, turn).await;
+                    }
+                    // The terminal cannot show the turn (its output was closed): it stops,
+                    // saved as interrupted, and the REPL ends.
+                    if let Err(failure) = printed {
+                        cancel.cancel();
+                        if let Err(err) = running.await {
+                            tracing::warn!(error = %err, "the stopped turn failed");
+                        }
+                        return Err(failure);
                     }
                 }
                 () = interrupts.next() => {
@@ -373,15 +390,15 @@ impl Session {
             }
         };
         while let Ok(event) = events.try_recv() {
-            printer.event(&event);
+            printer.event(&event)?;
         }
-        printer.end_line();
+        printer.end_line()?;
         match result {
             Ok(Ok(done)) => match done.outcome {
                 Ok(Outcome::Finished(_)) => {}
-                Ok(Outcome::Cancelled) => println!("(stopped; the answer so far was kept)"),
+                Ok(Outcome::Cancelled) => say!("(stopped; the answer so far was kept)")?,
                 Ok(Outcome::TurnLimit) => {
-                    println!("(stopped: the model kept calling tools past the turn limit)")
+                    say!("(stopped: the model kept calling tools past the turn limit)")?
                 }
                 Err(err) => eprintln!("conduit: {}", shown(&err.to_string())),
             },
@@ -406,7 +423,7 @@ impl Session {
         // Only a person at the terminal answers: lines piped in (`printf … | conduit
         // repl`) are messages, never an approval, and never an "always" saved for good.
         if !std::io::stdin().is_terminal() {
-            println!("  denied: a tool call is allowed only by an answer typed at a terminal");
+            say!("  denied: a tool call is allowed only by an answer typed at a terminal")?;
             if let Err(err) = approval.answer(&call.id, Decision::Deny) {
                 eprintln!("conduit: {}", shown(&err.to_string()));
             }
@@ -429,7 +446,7 @@ impl Session {
                     "o" | "once" | "y" | "yes" => break Decision::AllowOnce,
                     "a" | "always" => break Decision::AlwaysAllow,
                     "d" | "deny" | "n" | "no" => break Decision::Deny,
-                    _ => println!("  Answer o, a or d."),
+                    _ => say!("  Answer o, a or d.")?,
                 },
                 Read::Interrupted => {
                     cancel.cancel();
@@ -495,23 +512,24 @@ struct Printer {
 }
 
 impl Printer {
-    fn event(&mut self, event: &AgentEvent) {
+    fn event(&mut self, event: &AgentEvent) -> Result<(), OutputFailed> {
         match event {
             AgentEvent::TextDelta { text } => {
                 // Each piece is shown alone: only a CRLF spans characters, and one split
                 // between pieces merely shows its ␍.
                 let mut out = std::io::stdout().lock();
-                let _ = out.write_all(shown(text).as_bytes());
-                let _ = out.flush();
+                out.write_all(shown(text).as_bytes())
+                    .and_then(|()| out.flush())
+                    .map_err(OutputFailed)?;
                 self.mid_line = !text.ends_with('\n');
             }
             AgentEvent::ToolCallReady { call } => {
-                self.end_line();
-                println!(
+                self.end_line()?;
+                say!(
                     "→ {} {}",
                     shown(&call.name),
                     shown(&call.arguments.to_string())
-                );
+                )?;
             }
             AgentEvent::ApprovalRequested {
                 call,
@@ -521,7 +539,7 @@ impl Printer {
                 ..
             } => {
                 // The question starts on its own line, in the terminal's plain style.
-                self.end_line();
+                self.end_line()?;
                 reset_style();
                 let what = match origin {
                     Some(origin) => format!(
@@ -531,28 +549,32 @@ impl Printer {
                     ),
                     None => shown_line(&call.name),
                 };
-                println!(
+                say!(
                     "? {what} wants to run with {}",
                     shown(&call.arguments.to_string())
-                );
+                )?;
                 for change in changes {
-                    println!("  changed since you allowed it: {}", shown_line(change));
+                    say!("  changed since you allowed it: {}", shown_line(change))?;
                 }
                 // What an allow now would be bound to, read before answering.
                 if !changes.is_empty() && !description.is_empty() {
-                    print!("  it says of itself now:\n{}", quoted(description));
+                    let quoted = quoted(description);
+                    say!(
+                        "  it says of itself now:\n{}",
+                        quoted.trim_end_matches('\n')
+                    )?;
                 }
             }
             AgentEvent::ToolCallQueued { id: _ } | AgentEvent::ToolCallRunning { id: _ } => {}
             AgentEvent::ToolCallDenied { reason, .. } => {
-                self.end_line();
-                println!("✗ denied: {}", shown(reason));
+                self.end_line()?;
+                say!("✗ denied: {}", shown(reason))?;
             }
             AgentEvent::ToolResult {
                 result,
                 duration_ms,
             } => {
-                self.end_line();
+                self.end_line()?;
                 let state = if result.is_error { "failed" } else { "done" };
                 let text = result.text();
                 let first = first_line(&text);
@@ -569,14 +591,14 @@ impl Printer {
                 if images > 0 {
                     line.push_str(&format!(" (+{images} image(s))"));
                 }
-                println!("{line}");
+                say!("{line}")?;
             }
             AgentEvent::Retrying {
                 attempt,
                 delay_ms,
                 error,
             } => {
-                self.end_line();
+                self.end_line()?;
                 eprintln!(
                     "conduit: {}; retrying in {:.1} s (attempt {attempt})",
                     shown(&error.to_string()),
@@ -585,13 +607,15 @@ impl Printer {
             }
             _ => {}
         }
+        Ok(())
     }
 
-    fn end_line(&mut self) {
+    fn end_line(&mut self) -> Result<(), OutputFailed> {
         if self.mid_line {
-            println!();
+            say!()?;
             self.mid_line = false;
         }
+        Ok(())
     }
 }
 

@@ -120,26 +120,42 @@ pub fn typed_lines() -> std::io::Result<Box<dyn std::io::BufRead>> {
 /// While it lives, what is typed at the terminal is not shown (a key typed for
 /// `--api-key-stdin` must not stay on the screen and in its scrollback); dropped, the
 /// terminal is as it was. Does nothing when stdin is not a terminal (a pipe, a file).
+///
+/// Ctrl-C while typing is hidden ends the command as Ctrl-C does (exit code 130), with
+/// the terminal as it was: by default SIGINT ends the process without running `Drop`,
+/// which left the shell the user returns to showing nothing they type.
 pub struct TypingHidden {
     #[cfg(unix)]
-    was: Option<rustix::termios::Termios>,
+    was: std::sync::Arc<std::sync::Mutex<Option<rustix::termios::Termios>>>,
 }
+
+/// The exit code of a command ended by Ctrl-C, as shells report a SIGINT (128 + 2).
+#[cfg(unix)]
+const INTERRUPTED_EXIT: i32 = 130;
 
 impl TypingHidden {
     pub fn start() -> Self {
         #[cfg(unix)]
         {
             use std::io::IsTerminal;
+            let not_hidden = || Self {
+                was: std::sync::Arc::default(),
+            };
             let stdin = std::io::stdin();
             if !stdin.is_terminal() {
-                return Self { was: None };
+                return not_hidden();
             }
             let was = match rustix::termios::tcgetattr(&stdin) {
                 Ok(was) => was,
                 Err(error) => {
                     tracing::warn!(%error, "the terminal's echo could not be read; typing shows");
-                    return Self { was: None };
+                    return not_hidden();
                 }
+            };
+            // Listening before echo goes off: a Ctrl-C typed the moment it is off must
+            // find the terminal's settings to put back.
+            let Some(interrupts) = Self::interrupts() else {
+                return not_hidden();
             };
             let mut hidden = was.clone();
             hidden.local_modes.remove(rustix::termios::LocalModes::ECHO);
@@ -147,9 +163,21 @@ impl TypingHidden {
                 rustix::termios::tcsetattr(&stdin, rustix::termios::OptionalActions::Now, &hidden)
             {
                 tracing::warn!(%error, "the terminal's echo could not be turned off; typing shows");
-                return Self { was: None };
+                return not_hidden();
             }
-            Self { was: Some(was) }
+            let was = std::sync::Arc::new(std::sync::Mutex::new(Some(was)));
+            let restore = was.clone();
+            let mut interrupts = interrupts;
+            // Stays for the rest of the process: SIGINT's default action does not come
+            // back once a handler is installed, so a later Ctrl-C still ends the command.
+            tokio::spawn(async move {
+                if interrupts.recv().await.is_some() {
+                    put_back(&restore);
+                    eprintln!();
+                    std::process::exit(INTERRUPTED_EXIT);
+                }
+            });
+            Self { was }
         }
         #[cfg(not(unix))]
         {
@@ -157,11 +185,28 @@ impl TypingHidden {
         }
     }
 
+    /// Ctrl-C from now on, or `None` (typing then shows) outside a runtime or when the
+    /// signal cannot be listened to.
+    #[cfg(unix)]
+    fn interrupts() -> Option<tokio::signal::unix::Signal> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            tracing::warn!("no runtime to catch Ctrl-C while typing is hidden; typing shows");
+            return None;
+        }
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()) {
+            Ok(interrupts) => Some(interrupts),
+            Err(error) => {
+                tracing::warn!(%error, "Ctrl-C cannot be caught while typing is hidden; typing shows");
+                None
+            }
+        }
+    }
+
     /// Whether typing is hidden now (stdin is a terminal).
     pub fn hides(&self) -> bool {
         #[cfg(unix)]
         {
-            self.was.is_some()
+            self.was.lock().is_ok_and(|was| was.is_some())
         }
         #[cfg(not(unix))]
         {
@@ -170,18 +215,29 @@ impl TypingHidden {
     }
 }
 
+/// Puts the terminal's settings in `was` back, once (the other caller finds `None`).
+#[cfg(unix)]
+fn put_back(was: &std::sync::Mutex<Option<rustix::termios::Termios>>) {
+    let taken = match was.lock() {
+        Ok(mut was) => was.take(),
+        // Only this function holds the lock, and it cannot panic while holding it.
+        Err(poisoned) => poisoned.into_inner().take(),
+    };
+    if let Some(was) = taken
+        && let Err(error) = rustix::termios::tcsetattr(
+            std::io::stdin(),
+            rustix::termios::OptionalActions::Now,
+            &was,
+        )
+    {
+        tracing::warn!(%error, "the terminal's echo could not be turned back on");
+    }
+}
+
 impl Drop for TypingHidden {
     fn drop(&mut self) {
         #[cfg(unix)]
-        if let Some(was) = &self.was
-            && let Err(error) = rustix::termios::tcsetattr(
-                std::io::stdin(),
-                rustix::termios::OptionalActions::Now,
-                was,
-            )
-        {
-            tracing::warn!(%error, "the terminal's echo could not be turned back on");
-        }
+        put_back(&self.was);
     }
 }
 
