@@ -319,6 +319,52 @@ impl SessionManager for CappedSessions {
 /// session there can be.
 pub const MAX_CONNECTIONS: usize = 2 * MAX_SESSIONS;
 
+/// How long a client has to send a request's headers, counted from when the server
+/// starts waiting for them (a new connection, or a kept-alive one after its last
+/// response). Past it the connection closes and frees its place: a local process that
+/// opened [`MAX_CONNECTIONS`] connections and sent a byte now and then would otherwise
+/// hold every place for good, and no client could reach the endpoint. A response being
+/// streamed (an SSE stream) waits for no header and is not cut.
+pub const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Serves `router` over HTTP/1.1 on `listener` until `stop` is cancelled: at most `most`
+/// connections at once ([`CappedListener`]), each given `header_timeout` to send a
+/// request's headers. Once stopped, every connection ends ([`HeldConnection`]) and this
+/// returns when all have. (axum's own `serve` sets hyper no timer, so hyper's header
+/// timeout never ran there.)
+pub async fn serve_capped(
+    listener: TcpListener,
+    most: usize,
+    header_timeout: std::time::Duration,
+    router: axum::Router,
+    stop: CancellationToken,
+) {
+    let mut listener = CappedListener::new(listener, most, stop.clone());
+    let connections = tokio_util::task::TaskTracker::new();
+    loop {
+        let (connection, _address) = tokio::select! {
+            biased;
+            () = stop.cancelled() => break,
+            accepted = axum::serve::Listener::accept(&mut listener) => accepted,
+        };
+        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        connections.spawn(async move {
+            let mut http1 = hyper::server::conn::http1::Builder::new();
+            http1
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(header_timeout);
+            let io = hyper_util::rt::TokioIo::new(connection);
+            // A client that left, sent no headers in time or spoke no HTTP: its
+            // connection is over, and the endpoint goes on.
+            if let Err(error) = http1.serve_connection(io, service).await {
+                tracing::debug!(%error, "a served connection ended");
+            }
+        });
+    }
+    connections.close();
+    connections.wait().await;
+}
+
 /// A TCP listener that holds at most a number of accepted connections: past it, it accepts
 /// no more until one closes, and the next wait in the kernel's backlog, holding nothing of
 /// the process.
@@ -534,13 +580,8 @@ pub async fn serve_http(
         .layer(axum::middleware::from_fn(move |request, next| {
             require_token(token.clone(), request, next)
         }));
-    axum::serve(
-        CappedListener::new(listener, MAX_CONNECTIONS, stop.clone()),
-        router,
-    )
-    .with_graceful_shutdown(async move { stop.cancelled_owned().await })
-    .await
-    .map_err(|e| ServeError(e.to_string()))
+    serve_capped(listener, MAX_CONNECTIONS, HEADER_READ_TIMEOUT, router, stop).await;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -619,14 +660,13 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         let router = axum::Router::new().route("/", axum::routing::get(|| async { "here" }));
-        let serving = tokio::spawn(async move {
-            axum::serve(
-                CappedListener::new(listener, 3, CancellationToken::new()),
-                router,
-            )
-            .await
-            .unwrap();
-        });
+        let serving = tokio::spawn(serve_capped(
+            listener,
+            3,
+            HEADER_READ_TIMEOUT,
+            router,
+            CancellationToken::new(),
+        ));
         // Three connections that never finish their request hold every place.
         let mut idle = Vec::new();
         for _ in 0..3 {
@@ -659,6 +699,69 @@ mod tests {
         serving.abort();
     }
 
+    /// A client that sends a request's headers a byte now and then (slowloris) holds its
+    /// place only until the header timeout: then its connection closes, and a client
+    /// waiting for a place is served. Before, every place could be held for good.
+    #[tokio::test]
+    async fn a_connection_that_never_finishes_its_headers_is_closed_and_its_place_freed() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let router = axum::Router::new().route("/", axum::routing::get(|| async { "here" }));
+        let timeout = std::time::Duration::from_millis(500);
+        let serving = tokio::spawn(serve_capped(
+            listener,
+            1,
+            timeout,
+            router,
+            CancellationToken::new(),
+        ));
+        let mut slow = tokio::net::TcpStream::connect(address).await.unwrap();
+        slow.write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            .await
+            .unwrap();
+        let ask = tokio::spawn(async move {
+            let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+            stream
+                .write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+                .await
+                .unwrap();
+            let mut answer = String::new();
+            stream.read_to_string(&mut answer).await.unwrap();
+            answer
+        });
+        // A byte now and then, as such a client sends, until the server closes on it (a
+        // bound on a hang, not a speed: the timeout is half a second).
+        let mut closed = false;
+        for _ in 0..100 {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            let mut byte = [0u8; 1];
+            match tokio::time::timeout(std::time::Duration::from_millis(1), slow.read(&mut byte))
+                .await
+            {
+                Ok(Ok(0)) | Ok(Err(_)) => {
+                    closed = true;
+                    break;
+                }
+                Ok(Ok(_)) | Err(_) => {}
+            }
+            if slow.write_all(b"X").await.is_err() {
+                closed = true;
+                break;
+            }
+        }
+        assert!(closed, "the slow client's connection was never closed");
+        let answer = tokio::time::timeout(std::time::Duration::from_secs(10), ask)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            answer.starts_with("HTTP/1.1 200") && answer.ends_with("here"),
+            "{answer}"
+        );
+        serving.abort();
+    }
+
     /// A client holding half a request, or a stream it does not read, does not keep the
     /// server running after a stop (hyper closes only idle connections on a graceful
     /// shutdown, and axum waits for every one).
@@ -676,14 +779,13 @@ mod tests {
             axum::body::Body::from_stream(chunks)
         };
         let router = axum::Router::new().route("/", axum::routing::get(endless));
-        let serving = tokio::spawn({
-            let stop = stop.clone();
-            async move {
-                axum::serve(CappedListener::new(listener, 8, stop.clone()), router)
-                    .with_graceful_shutdown(async move { stop.cancelled_owned().await })
-                    .await
-            }
-        });
+        let serving = tokio::spawn(serve_capped(
+            listener,
+            8,
+            HEADER_READ_TIMEOUT,
+            router,
+            stop.clone(),
+        ));
         let mut half = tokio::net::TcpStream::connect(address).await.unwrap();
         half.write_all(b"G").await.unwrap();
         let mut unread = tokio::net::TcpStream::connect(address).await.unwrap();
@@ -701,7 +803,7 @@ mod tests {
             ended.is_ok(),
             "the server is still waiting for its connections"
         );
-        ended.unwrap().unwrap().unwrap();
+        ended.unwrap().unwrap();
         drop((half, unread));
     }
 
