@@ -583,12 +583,27 @@ impl ClientHandler for Handler {
 
     /// A request Conduit does not know is answered "method not found" without its method
     /// name: rmcp's default echoes the name, which a server can make hundreds of MiB long
-    /// (and rmcp logs each such answer).
+    /// (and rmcp logs each such answer). A request of the server's too large to read
+    /// reaches here as the spill's stand-in, and is answered "invalid request", saying
+    /// which and why.
     async fn on_custom_request(
         &self,
-        _request: rmcp::model::CustomRequest,
+        request: rmcp::model::CustomRequest,
         _context: rmcp::service::RequestContext<RoleClient>,
     ) -> Result<rmcp::model::CustomResult, rmcp::ErrorData> {
+        if request.method == crate::spill::UNREADABLE_REQUEST {
+            let params = request.params.unwrap_or_default();
+            let said = |key: &str| params.get(key).and_then(|v| v.as_str()).unwrap_or("?");
+            let mib = params.get("mib").and_then(|v| v.as_u64()).unwrap_or(0);
+            return Err(rmcp::ErrorData::invalid_request(
+                format!(
+                    "Conduit could not read this request ({}, {mib} MiB) and did not run it: {}",
+                    said("method"),
+                    said("reason")
+                ),
+                None,
+            ));
+        }
         Err(rmcp::ErrorData::new(
             rmcp::model::ErrorCode::METHOD_NOT_FOUND,
             "method not found",

@@ -53,6 +53,15 @@ const MAX_ASKED: usize = 4096;
 /// The JSON-RPC code of the error that stands in for an answer past [`MAX_HELD`].
 const DROPPED_CODE: i64 = -32603;
 
+/// The method of the small request that stands in for a server's request too large to
+/// read: rmcp hands it to the client's handler, which answers the server's `id` with an
+/// error naming the method and the reason, instead of leaving the server waiting for an
+/// answer that would never come (`client::Handler::on_custom_request`).
+pub(crate) const UNREADABLE_REQUEST: &str = "conduit/unreadable-request";
+
+/// The longest method name of a message kept to name it in such an answer.
+const MAX_METHOD_NAME: usize = 256;
+
 /// The unlinked temporary file the big strings of one message are written to, one after
 /// another; its space is freed when the last string held in it is claimed or dropped.
 type SharedFile = Arc<Mutex<File>>;
@@ -65,6 +74,9 @@ struct Holding {
     ids: Vec<u64>,
     file: Option<(SharedFile, u64)>,
     id: Option<Value>,
+    /// The message's `method` once read (cut to [`MAX_METHOD_NAME`]): a request or a
+    /// notification, not an answer.
+    method: Option<String>,
     full: bool,
     /// Array elements and object entries parsed so far ([`MAX_VALUES`]).
     values: usize,
@@ -682,6 +694,18 @@ impl<'de> Visitor<'de> for Parse<'_> {
                 object.insert(key, id);
                 continue;
             }
+            if self.place == Place::Message && key == "method" {
+                let method = map.next_value_seed(self.at(Place::Plain))?;
+                let mut name: String = method.as_str().unwrap_or("?").to_owned();
+                if name.len() > MAX_METHOD_NAME {
+                    let cut = name.floor_char_boundary(MAX_METHOD_NAME);
+                    name.truncate(cut);
+                    name.push('…');
+                }
+                self.holding.borrow_mut().method = Some(name);
+                object.insert(key, method);
+                continue;
+            }
             if key == "result" && self.answers_nothing_awaited() {
                 // Dropped after parsing anyway: its strings are skipped, not written aside.
                 map.next_value::<serde::de::IgnoredAny>()?;
@@ -893,6 +917,9 @@ fn parse_whole(spill: &Spill, data: &[u8]) -> (Option<Vec<u8>>, Option<Value>) {
 /// A large message that did not parse (not JSON, too long, too many values) is dropped.
 /// When its `id` was read and names a request Conduit awaits, rmcp gets an error for that
 /// request in its place, so the call fails saying why instead of waiting out its time.
+/// When it is the server's own request (its `method` and `id` were read), rmcp gets a
+/// small [`UNREADABLE_REQUEST`] with the same `id` in its place, so the server is answered
+/// with an error rather than never.
 fn unreadable(
     spill: &Spill,
     holding: &Holding,
@@ -906,6 +933,21 @@ fn unreadable(
         "a large server message was dropped: {error}"
     );
     let id = holding.id.as_ref()?;
+    if let Some(method) = &holding.method {
+        let stand_in = serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": id,
+            "method": UNREADABLE_REQUEST,
+            "params": {
+                "method": method,
+                "mib": bytes / (1024 * 1024),
+                "reason": error.to_string(),
+            },
+        });
+        let mut line = serde_json::to_vec(&stand_in).unwrap_or_default();
+        line.push(b'\n');
+        return Some(line);
+    }
     spill.take_answer(Some(id))?;
     let error = serde_json::json!({
         "jsonrpc": "2.0",
@@ -1317,6 +1359,56 @@ after
         let out = pumped(&spill, input).await;
         let answer: Value = serde_json::from_slice(out.trim_ascii_end()).unwrap();
         assert_eq!(answer["result"]["tools"].as_array().unwrap().len(), 320);
+    }
+
+    /// A server's own request too large to read (a sampling request of too many values
+    /// here) becomes a small stand-in with the same `id`, which the client answers with an
+    /// error, instead of vanishing and leaving the server waiting for good. Its `id` is
+    /// the server's, not an answer to Conduit's request of the same number.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_server_request_too_large_to_read_stands_in_as_one_to_answer() {
+        let spill = Arc::new(Spill::new("test"));
+        spill.asked(&RequestId::Number(5), true);
+        let zeros = vec!["0"; MAX_VALUES + 1].join(",");
+        let long_method = "m".repeat(1000);
+        let input = format!(
+            "{}\n{}\n",
+            format_args!(
+                r#"{{"jsonrpc":"2.0","id":5,"method":"sampling/createMessage","params":{{"messages":[{zeros}]}}}}"#
+            ),
+            format_args!(
+                r#"{{"jsonrpc":"2.0","id":"x","method":"{long_method}","params":{{"data":[{zeros}]}}}}"#
+            ),
+        );
+        let mut out = Vec::new();
+        pump(
+            std::io::Cursor::new(input.into_bytes()),
+            &mut out,
+            spill.clone(),
+            16 * LARGE_LINE,
+        )
+        .await;
+        let lines: Vec<Value> = out
+            .trim_ascii_end()
+            .split(|b| *b == b'\n')
+            .map(|line| serde_json::from_slice(line).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0]["id"], 5);
+        assert_eq!(lines[0]["method"], UNREADABLE_REQUEST);
+        assert_eq!(lines[0]["params"]["method"], "sampling/createMessage");
+        assert_eq!(lines[0]["params"]["mib"], 1);
+        let reason = lines[0]["params"]["reason"].as_str().unwrap();
+        assert!(
+            reason.contains(&format!("more than {MAX_VALUES} values")),
+            "{reason}"
+        );
+        // The method's name is cut.
+        assert_eq!(lines[1]["id"], "x");
+        let method = lines[1]["params"]["method"].as_str().unwrap();
+        assert_eq!(method, format!("{}…", "m".repeat(MAX_METHOD_NAME)));
+        // Conduit's own request 5 still waits for its answer.
+        assert!(spill.awaits(&json!(5)));
     }
 
     /// A large message of many small values (a notification whose data is a long array

@@ -468,6 +468,57 @@ async fn answers_to_requests_never_sent_are_not_held() {
     connection.shutdown().await;
 }
 
+/// A server's request too large to read (a sampling request of two million values) is
+/// answered with an error naming it, not dropped without a word: the server used to
+/// wait for good. Here the server passes the error it got back as its tool's result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_request_too_large_to_read_is_answered_with_an_error() {
+    let call_id = Arc::new(parking_lot::Mutex::new(Value::Null));
+    let zeros = vec!["0"; 2_000_000].join(",");
+    let connection = scripted(
+        move |message| {
+            if message["method"] == "tools/call" {
+                *call_id.lock() = message["id"].clone();
+                return vec![Reply {
+                    after: Duration::ZERO,
+                    line: format!(
+                        r#"{{"jsonrpc":"2.0","id":"ask-1","method":"sampling/createMessage","params":{{"messages":[{zeros}],"maxTokens":5}}}}"#
+                    ),
+                }];
+            }
+            if message["id"] == "ask-1" {
+                let said = message.to_string();
+                return vec![answer(
+                    &json!({"id": call_id.lock().clone()}),
+                    json!({"content": [{"type": "text", "text": said}]}),
+                )];
+            }
+            Vec::new()
+        },
+        Duration::from_secs(60),
+    )
+    .await;
+    let result = connection
+        .call_tool(
+            "asks",
+            JsonObject::new(),
+            no_progress(),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    let said: Value = serde_json::from_str(&result.content[0].as_text().unwrap().text).unwrap();
+    assert_eq!(said["error"]["code"], -32600, "{said}");
+    let message = said["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "Conduit could not read this request (sampling/createMessage, 3 MiB) and did not run it: "
+        ) && message.contains("values"),
+        "{message}"
+    );
+    connection.shutdown().await;
+}
+
 /// An answer that comes after its call timed out is not held either.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_answer_is_not_held() {
