@@ -696,10 +696,9 @@ impl<'de> Visitor<'de> for Parse<'_> {
             }
             if self.place == Place::Message && key == "method" {
                 let method = map.next_value_seed(self.at(Place::Plain))?;
-                let mut name: String = method.as_str().unwrap_or("?").to_owned();
-                if name.len() > MAX_METHOD_NAME {
-                    let cut = name.floor_char_boundary(MAX_METHOD_NAME);
-                    name.truncate(cut);
+                let whole = method.as_str().unwrap_or("?");
+                let mut name = conduit_core::content::text_start(whole, MAX_METHOD_NAME).to_owned();
+                if name.len() < whole.len() {
                     name.push('…');
                 }
                 self.holding.borrow_mut().method = Some(name);
