@@ -1,7 +1,8 @@
 //! A server that asks back, in the real app under Xvfb: the Python SDK server's `ask_name`
-//! (a 2026-07-28 input_required round) shows its form in the chat naming the server; the
-//! name typed there reaches the server and its greeting the model; a second time the
-//! user declines and the model hears "decline".
+//! (a 2026-07-28 input_required round) shows its form in the chat naming the server, its
+//! field asking for a token flagged as the server's; the name typed there reaches the
+//! server and its greeting the model; a second time the user declines and the model
+//! hears "decline".
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -71,6 +72,24 @@ async fn a_servers_form_is_answered_and_declined_in_the_chat() {
         .js(r#"return document.querySelector('section[data-question] input[name="age"]').value;"#)
         .await;
     assert_eq!(age, "30", "the default is filled in");
+    // The field asking for a token is flagged as the server's, naming it; the others
+    // are not.
+    let flagged = window
+        .js(
+            r#"return [...document.querySelectorAll('section[data-question] label')]
+                .filter((label) => label.querySelector('[role="note"][aria-label="Asks for a secret"]'))
+                .map((label) => label.textContent.replace(/\s+/g, " ").trim());"#,
+        )
+        .await;
+    let flagged = flagged.as_array().unwrap();
+    assert_eq!(flagged.len(), 1, "{flagged:?}");
+    let flagged = flagged[0].as_str().unwrap();
+    assert!(
+        flagged.starts_with("Your API token")
+            && flagged.contains("This asks for a secret.")
+            && flagged.contains("dyn receives what you type."),
+        "{flagged}"
+    );
     window
         .session
         .client
