@@ -1,9 +1,9 @@
 //! `conduit repl` on a pseudo-terminal (python3's pty module drives it, as a person
 //! types): a tool call approved inline, `/history`, `/new`, `/attach`, `/tools`,
 //! `/model`, Ctrl-C stopping an answer with what it said kept, Ctrl-D and Ctrl-C at the
-//! prompt leaving, a model without native tools calling one as text, and a hostile
-//! answer's terminal controls shown as marks, not obeyed (in `conduit chat` and
-//! `conduit sessions show` too).
+//! prompt leaving, a model without native tools calling one as text, a hostile answer's
+//! terminal controls shown as marks, not obeyed (in `conduit chat` and `conduit sessions
+//! show` too), and output closed mid-answer ending the REPL quietly.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
