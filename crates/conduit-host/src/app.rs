@@ -106,6 +106,8 @@ pub use crate::mcp::{ServerTools, ToolSetting};
 pub type TurnSink = Arc<dyn Fn(TurnEvent) + Send + Sync>;
 
 struct Turn {
+    /// The conversation it runs in: one turn at a time in each.
+    conversation: String,
     cancel: CancellationToken,
     /// Set once the turn is prepared (its tools known); answers before that find no
     /// question.
@@ -170,6 +172,10 @@ pub enum AppError {
     Settings(#[from] crate::SettingsError),
     #[error("no turn {0} is running")]
     NoTurn(String),
+    #[error(
+        "an answer is still being written in this conversation: wait for it, or stop it, before sending another message"
+    )]
+    TurnRunning,
     #[error("the message is empty: type something or attach an image")]
     EmptyMessage,
     #[error("the attached image {0} is not in the media store; attach it again")]
@@ -597,13 +603,24 @@ impl App {
             })
         };
         let approval = Arc::new(std::sync::OnceLock::new());
-        self.turns.lock().insert(
-            turn.clone(),
-            Turn {
-                cancel: cancel.clone(),
-                approval: approval.clone(),
-            },
-        );
+        {
+            // Checked and taken under one lock: two messages sent at once (a double
+            // Enter, a view's message while the model answers) would otherwise both run,
+            // their answers interleaved in one conversation and each model reading the
+            // other's half-written turn.
+            let mut turns = self.turns.lock();
+            if turns.values().any(|t| t.conversation == conversation) {
+                return Err(AppError::TurnRunning);
+            }
+            turns.insert(
+                turn.clone(),
+                Turn {
+                    conversation: conversation.clone(),
+                    cancel: cancel.clone(),
+                    approval: approval.clone(),
+                },
+            );
+        }
         let chat = ChatRequest {
             conversation: Some(conversation.clone()),
             provider: ProviderChoice::Saved(request.provider),
@@ -1211,6 +1228,69 @@ mod tests {
             .unwrap();
         let answer = saved.last().unwrap();
         assert_eq!(answer.status, conduit_store::MessageStatus::Interrupted);
+        app.shutdown().await;
+    }
+
+    /// A second message to a conversation whose answer is still being written is refused
+    /// before anything is saved (two sent at once would both run, interleaved); another
+    /// conversation's turn still starts, and once the first ends the next message goes.
+    #[tokio::test]
+    async fn a_conversation_runs_one_turn_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let dialect = Dialect::OpenAiChat;
+        let server = ScriptedLlm::start(vec![
+            dialect.stall_after(&["Hel"]),
+            dialect.stall_after(&["Hel"]),
+            dialect.stall_after(&["Hel"]),
+        ])
+        .await
+        .unwrap();
+        let url = dialect.base_url(&server.url());
+        let app = app(
+            dir.path(),
+            json!({"id": "local", "protocol": "openai-chat", "baseUrl": url, "defaultModel": "m"}),
+        );
+        let (sink, mut events) = collector();
+        let started = app.send(request("Tell a long story"), sink).unwrap();
+        until_first_text(&mut events).await;
+        let messages = |app: &App| {
+            app.host()
+                .store()
+                .unwrap()
+                .messages(&started.conversation, None)
+                .unwrap()
+                .len()
+        };
+        let before = messages(&app);
+        let again = SendRequest {
+            conversation: Some(started.conversation.clone()),
+            ..request("And another")
+        };
+        let (second_sink, _second_events) = collector();
+        let refused = app.send(again.clone(), second_sink.clone()).unwrap_err();
+        assert!(
+            refused
+                .message
+                .contains("still being written in this conversation"),
+            "{refused:?}"
+        );
+        assert_eq!(messages(&app), before, "nothing of the second was saved");
+        // Another conversation is not held up.
+        let (other_sink, mut other_events) = collector();
+        let other = app.send(request("Elsewhere"), other_sink).unwrap();
+        assert_ne!(other.conversation, started.conversation);
+        until_first_text(&mut other_events).await;
+        app.stop(&other.turn).unwrap();
+        until_ended(&mut other_events).await;
+
+        app.stop(&started.turn).unwrap();
+        until_ended(&mut events).await;
+        let (third_sink, mut third_events) = collector();
+        let third = app.send(again, third_sink).unwrap();
+        assert_eq!(third.conversation, started.conversation);
+        until_first_text(&mut third_events).await;
+        app.stop(&third.turn).unwrap();
+        until_ended(&mut third_events).await;
         app.shutdown().await;
     }
 

@@ -95,6 +95,9 @@ export class TurnController {
   draftText = $state("");
   draftFiles = $state<Attachment[]>([]);
   now = $state(0);
+  /** A message is on its way (its images being stored, the host not yet answering): no
+   *  second one goes until it has started or been refused. */
+  sending = $state(false);
 
   readonly #options: TurnControllerOptions;
   /** Stops the once-a-second tick; it runs only while a retry counts down, so an idle
@@ -111,6 +114,12 @@ export class TurnController {
   #showing: string | null = null;
   /** Counts opens, so a slow load that a newer open overtook is dropped. */
   #opens = 0;
+  /** The open whose messages are still loading, if any: a message sent meanwhile waits
+   *  for it, so it goes into the state of the conversation it was sent in. */
+  #opening: Promise<void> | null = null;
+  /** Counts sends, so a reload or a page of older messages that started before a send
+   *  does not replace the state the new turn streams into. */
+  #sends = 0;
 
   constructor(options: TurnControllerOptions) {
     this.#options = options;
@@ -172,13 +181,21 @@ export class TurnController {
       this.hasOlder = false;
       return;
     }
+    const loading = this.#options.api.loadMessages(id, null, PAGE).then(
+      (loaded) => {
+        if (request !== this.#opens) return;
+        this.#show(loaded, loaded.length === PAGE);
+        return this.#options.scroll.toEnd();
+      },
+      (e: unknown) => {
+        if (request === this.#opens) this.error = { message: errorMessage(e) };
+      },
+    );
+    this.#opening = loading;
     try {
-      const loaded = await this.#options.api.loadMessages(id, null, PAGE);
-      if (request !== this.#opens) return;
-      this.#show(loaded, loaded.length === PAGE);
-      await this.#options.scroll.toEnd();
-    } catch (e) {
-      if (request === this.#opens) this.error = { message: errorMessage(e) };
+      await loading;
+    } finally {
+      if (this.#opening === loading) this.#opening = null;
     }
   }
 
@@ -186,14 +203,15 @@ export class TurnController {
   async loadOlder(): Promise<void> {
     const id = this.#opened;
     const first = this.#stored[0]?.id;
-    if (!id || first === undefined || this.#loadingOlder || !this.hasOlder || this.busy) return;
+    if (!id || first === undefined || this.#loadingOlder || !this.hasOlder || this.busy || this.sending) return;
     this.#loadingOlder = true;
+    const sends = this.#sends;
     const restorePlace = this.#options.scroll.keepPlace();
     try {
       const older = await this.#options.api.loadMessages(id, first, PAGE);
-      // Another conversation opened meanwhile (or this one reloaded): the page is not
-      // put above what shows now.
-      if (this.#opened !== id || this.#stored[0]?.id !== first) return;
+      // Another conversation opened meanwhile (or this one reloaded, or a message was
+      // sent into it): the page is not put above what shows now.
+      if (this.#opened !== id || this.#stored[0]?.id !== first || this.#sends !== sends) return;
       this.#show([...older, ...this.#stored], older.length === PAGE);
       await restorePlace();
     } catch (e) {
@@ -217,8 +235,39 @@ export class TurnController {
     viewContext: string[] = [],
   ): Promise<boolean> {
     if (!choice) return false;
+    if (this.sending || this.busy) {
+      // One message at a time (the host refuses a second into a conversation whose answer
+      // is being written); the composer's Send waits, so this is a view's message.
+      this.error = { message: "A message is already on its way: wait for the answer, or stop it, before sending another." };
+      return false;
+    }
+    this.sending = true;
+    this.#sends += 1;
+    try {
+      return await this.#send(choice, text, files, toolset, mentions, viewContext);
+    } finally {
+      this.sending = false;
+    }
+  }
+
+  async #send(
+    choice: ModelChoice,
+    text: string,
+    files: Attachment[],
+    toolset: Toolset | null,
+    mentions: Mentioned | null,
+    viewContext: string[],
+  ): Promise<boolean> {
     const { api, scroll } = this.#options;
     this.error = null;
+    // The conversation the message was sent in; its messages, if still loading, first.
+    const conversation = this.#opened;
+    if (this.#opening) await this.#opening;
+    if (this.#opened !== conversation) {
+      this.#giveBack(text, files);
+      return false;
+    }
+    const chat = this.chat;
     let attachments: MediaRef[];
     try {
       attachments = await Promise.all(files.map((file) => storedAttachment(file, (f) => api.storeAttachment(f))));
@@ -232,9 +281,10 @@ export class TurnController {
       ...(text ? [{ type: "text" as const, text }] : []),
       ...attachments.map((media) => ({ type: "image" as const, media })),
     ];
-    // The turn's state is the one on screen now; it keeps it if the user looks elsewhere.
+    // The turn's state is the one on screen when it was sent; it keeps it if the user
+    // looks elsewhere (also while its images are stored).
     const run: Run = {
-      chat: this.chat,
+      chat,
       text,
       conversation: null,
       ended: false,
@@ -246,7 +296,7 @@ export class TurnController {
     try {
       const started = await api.sendMessage(
         {
-          conversation: this.#opened,
+          conversation,
           text,
           attachments: attachments.map((media) => media.hash),
           provider: choice.provider,
@@ -266,7 +316,7 @@ export class TurnController {
       const onScreen = this.chat === run.chat;
       if (onScreen) this.#showing = started.conversation;
       if (run.ended && onScreen) void this.#refresh(started.conversation).then(() => scroll.toEnd());
-      if (started.conversation !== this.#opened) this.#options.onConversationStarted(started.conversation);
+      if (started.conversation !== conversation) this.#options.onConversationStarted(started.conversation);
       this.#options.onChanged();
       return true;
     } catch (e) {
@@ -310,9 +360,12 @@ export class TurnController {
     this.error = null;
   }
 
+  /** Puts a message that was not sent back into the composer, before whatever the user
+   *  typed or attached since (which is kept). */
   #giveBack(text: string, files: Attachment[]): void {
-    this.draftText = text;
-    this.draftFiles = files;
+    const typed = this.draftText;
+    this.draftText = typed.trim() === "" ? text : text === "" ? typed : `${text}\n\n${typed}`;
+    this.draftFiles = [...files, ...this.draftFiles];
   }
 
   #show(stored: StoredMessage[], hasOlder: boolean): void {
@@ -336,9 +389,12 @@ export class TurnController {
     const count = this.#options.scroll.atEnd()
       ? PAGE
       : Math.min(MOST_LOADED, Math.max(PAGE, this.#stored.length + 4));
+    const sends = this.#sends;
     try {
       const loaded = await this.#options.api.loadMessages(id, null, count);
-      if (this.#showing !== id) return;
+      // Another conversation shows, or a message was sent meanwhile: its turn streams into
+      // the state on screen, which this must not replace.
+      if (this.#showing !== id || this.#sends !== sends) return;
       this.#show(loaded, loaded.length === count);
     } catch (e) {
       this.error = { message: errorMessage(e) };

@@ -178,6 +178,90 @@ describe("a turn in the chat controller", () => {
     expect(t.controller.draftFiles).toEqual([file]);
   });
 
+  it("sends one message at a time: a second while the first's image is stored is refused, saying why", async () => {
+    const t = setup();
+    t.acceptTurns();
+    const storing = deferred<MediaRef>();
+    t.api.storeAttachment.mockReturnValueOnce(storing.promise);
+    const file = new File(["png"], "frame.png", { type: "image/png" });
+    await t.controller.open(null);
+    const first = t.controller.send(choice, "With a frame", [file]);
+    expect(t.controller.sending).toBe(true);
+    // A view's message (the composer's Send waits while `sending`).
+    expect(await t.controller.send(choice, "From a view", [])).toBe(false);
+    expect(t.controller.error?.message).toBe(
+      "A message is already on its way: wait for the answer, or stop it, before sending another.",
+    );
+    storing.resolve({ hash: "f1", mime: "image/png", bytes: 3 });
+    expect(await first).toBe(true);
+    expect(t.controller.sending).toBe(false);
+    expect(t.api.sendMessage).toHaveBeenCalledTimes(1);
+    expect(t.api.sendMessage.mock.calls[0]?.[0].text).toBe("With a frame");
+    // And none while its answer is written.
+    expect(await t.controller.send(choice, "Too soon", [])).toBe(false);
+    expect(t.api.sendMessage).toHaveBeenCalledTimes(1);
+  });
+
+  it("sends into the conversation open when Send was pressed, once its messages have loaded", async () => {
+    const t = setup();
+    t.acceptTurns({ conversation: "c2", turn: "t1" });
+    const loading = deferred<StoredMessage[]>();
+    t.api.loadMessages.mockReturnValueOnce(loading.promise);
+    const opened = t.controller.open("c2");
+    const sent = t.controller.send(choice, "Into c2", []);
+    loading.resolve([stored(7, "user", "Earlier in c2")]);
+    await opened;
+    expect(await sent).toBe(true);
+    expect(t.api.sendMessage.mock.calls[0]?.[0].conversation).toBe("c2");
+    expect(shown(t.controller)).toEqual(["user/complete: Earlier in c2", "user/complete: Into c2"]);
+  });
+
+  it("keeps a message whose image is stored while the user opens another conversation in its own", async () => {
+    const t = setup();
+    t.acceptTurns();
+    t.api.loadMessages.mockResolvedValueOnce([stored(1, "user", "In c1")]);
+    await t.controller.open("c1");
+    const storing = deferred<MediaRef>();
+    t.api.storeAttachment.mockReturnValueOnce(storing.promise);
+    const sent = t.controller.send(choice, "For c1", [new File(["png"], "a.png", { type: "image/png" })]);
+    t.api.loadMessages.mockResolvedValueOnce([stored(9, "user", "In c2")]);
+    await t.controller.open("c2");
+    storing.resolve({ hash: "a1", mime: "image/png", bytes: 3 });
+    expect(await sent).toBe(true);
+    expect(t.api.sendMessage.mock.calls[0]?.[0].conversation).toBe("c1");
+    expect(shown(t.controller)).toEqual(["user/complete: In c2"]);
+  });
+
+  it("does not let a reload that started before a send replace the new turn's state", async () => {
+    const t = setup();
+    t.acceptTurns();
+    await t.controller.open(null);
+    await t.controller.send(choice, "First", []);
+    const reload = deferred<StoredMessage[]>();
+    t.api.loadMessages.mockReturnValueOnce(reload.promise);
+    t.emit({ type: "ended", status: "complete" });
+    // The next message goes before the reload of the first turn comes back.
+    await t.controller.send(choice, "Second", []);
+    reload.resolve([stored(1, "user", "First"), stored(2, "assistant", "One")]);
+    await reload.promise;
+    await Promise.resolve();
+    t.agent({ type: "text_delta", text: "Two" });
+    t.runFrames();
+    expect(shown(t.controller)).toEqual(["user/complete: First", "user/complete: Second", "assistant/streaming: Two"]);
+  });
+
+  it("gives a refused message back before what was typed since, keeping it", async () => {
+    const t = setup();
+    const refused = deferred<never>();
+    t.api.sendMessage.mockReturnValueOnce(refused.promise);
+    await t.controller.open(null);
+    const sent = t.controller.send(choice, "Refused one", []);
+    t.controller.draftText = "typed meanwhile";
+    refused.resolve(Promise.reject(new Error("no key")) as never);
+    expect(await sent).toBe(false);
+    expect(t.controller.draftText).toBe("Refused one\n\ntyped meanwhile");
+  });
+
   it("sends nothing without a model", async () => {
     const t = setup();
     await t.controller.send(null, "Hello", []);
