@@ -638,3 +638,56 @@ fn a_refused_json_chat_still_ends_with_done() {
         "no conversation was started"
     );
 }
+
+/// OpenAI refuses Responses' `include` of encrypted reasoning for a model that does not
+/// reason (gpt-4o, gpt-4.1, gpt-5-chat): a 400 "Encrypted content is not supported with
+/// this model" (`param: include`), as observed. The request goes again without it, and so
+/// does the next request of the same run (after a tool call), without being refused first.
+/// Before, every turn with such a model failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_refusing_encrypted_reasoning_is_asked_again_without_it() {
+    let dialect = Dialect::OpenAiResponses;
+    let refused = Reply::Error {
+        status: 400,
+        headers: vec![("content-type".into(), "application/json".into())],
+        body: json!({"error": {
+            "message": "Encrypted content is not supported with this model.",
+            "type": "invalid_request_error",
+            "param": "include",
+            "code": null
+        }})
+        .to_string(),
+    };
+    let replies = vec![
+        refused,
+        dialect.turn(
+            &["Let me echo."],
+            &[ScriptedCall::new(
+                "call_1",
+                "test__echo",
+                json!({"text": "one"}),
+            )],
+        ),
+        dialect.text(&["Echoed."]),
+    ];
+    let (run, requests, _home) = chat(dialect, replies, &["--approve", "auto"]).await;
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_eq!(run.text(), "Let me echo.Echoed.");
+    assert_eq!(requests.len(), 3);
+    assert_eq!(
+        requests[0].body["include"],
+        json!(["reasoning.encrypted_content"])
+    );
+    assert!(
+        requests[1].body.get("include").is_none(),
+        "{}",
+        requests[1].body
+    );
+    assert!(
+        requests[2].body.get("include").is_none(),
+        "{}",
+        requests[2].body
+    );
+    assert_eq!(requests[1].body["input"], requests[0].body["input"]);
+    assert!(run.of_type("error").is_empty(), "{:?}", run.events);
+}

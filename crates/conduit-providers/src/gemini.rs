@@ -410,9 +410,19 @@ impl StreamDecoder for Decoder {
                     _ => format!("{LOCAL_ID_PREFIX}{}", self.calls),
                 };
                 self.calls += 1;
+                // Arguments are an object, as every other protocol's decoder checks: a
+                // call saved with an array would be sent back on every later turn, and
+                // Gemini (a Struct) and Anthropic (`input`) refuse the whole request.
                 let arguments = match call.args {
-                    None | Some(Value::Null) => Value::Object(Default::default()),
-                    Some(args) => args,
+                    None | Some(Value::Null) => Ok(Value::Object(Default::default())),
+                    Some(args @ Value::Object(_)) => Ok(args),
+                    Some(other) => Err(conduit_core::provider::InvalidArguments {
+                        raw: other.to_string(),
+                        error: format!(
+                            "expected a JSON object, got {}",
+                            crate::http::json_kind(&other)
+                        ),
+                    }),
                 };
                 out.push(ProviderEvent::ToolCallStarted {
                     id: id.clone(),
@@ -421,7 +431,7 @@ impl StreamDecoder for Decoder {
                 out.push(ProviderEvent::ToolCallDone {
                     id,
                     name: call.name,
-                    arguments: Ok(arguments),
+                    arguments,
                     signature: part.thought_signature,
                 });
             } else if let Some(text) = part.text.filter(|t| !t.is_empty()) {

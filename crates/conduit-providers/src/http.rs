@@ -1065,7 +1065,7 @@ pub fn parse_arguments(raw: &str) -> Result<Value, conduit_core::provider::Inval
     }
 }
 
-fn json_kind(value: &Value) -> &'static str {
+pub(crate) fn json_kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

@@ -115,6 +115,26 @@ fn assistant_message(message: &Message) -> Option<Value> {
     });
     if !calls.is_empty() {
         out["tool_calls"] = json!(calls);
+        // The reasoning that led to the calls goes back with them: DeepSeek's thinking
+        // mode refuses the request carrying their results without it (a 400), and Kimi
+        // and GLM take it the same way. Only this protocol's, from this provider and
+        // model (`replayable_to` left out the rest); a message without calls goes
+        // without (DeepSeek's reasoner refuses it there).
+        let reasoning: String = message
+            .blocks
+            .iter()
+            .filter_map(|block| match block {
+                Block::Reasoning { text, protocol, .. }
+                    if protocol.as_deref() == Some(PROTOCOL) =>
+                {
+                    Some(text.as_str())
+                }
+                _ => None,
+            })
+            .collect();
+        if !reasoning.is_empty() {
+            out["reasoning_content"] = json!(reasoning);
+        }
     }
     Some(out)
 }

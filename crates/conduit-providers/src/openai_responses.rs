@@ -423,6 +423,22 @@ impl Wire for OpenAiResponses {
         build_request(request, images)
     }
 
+    /// Encrypted reasoning is asked for so that a reasoning model's reasoning goes back
+    /// with its calls (`store: false`); a model that does not reason (gpt-4o, gpt-4.1,
+    /// gpt-5-chat) refuses the request with it: "Encrypted content is not supported with
+    /// this model" (`param: include`).
+    fn drop_optional(body: &mut Value) -> bool {
+        body.as_object_mut()
+            .and_then(|body| body.remove("include"))
+            .is_some()
+    }
+
+    fn refuses_optional(error: &ProviderError) -> bool {
+        let message = error.message.to_ascii_lowercase();
+        error.kind == ProviderErrorKind::InvalidRequest
+            && (message.contains("encrypted content") || message.contains("encrypted_content"))
+    }
+
     fn parse_models(body: &Value) -> Vec<ModelInfo> {
         openai_chat::parse_models(body)
     }

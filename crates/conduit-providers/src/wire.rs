@@ -1,12 +1,17 @@
 //! What differs between protocols (paths, auth headers, conversions, decoder, image
 //! limits) as one trait, and the one provider that drives any of them over HTTP.
 
+use std::collections::HashSet;
 use std::marker::PhantomData;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use async_trait::async_trait;
 use conduit_core::media::MediaStore;
-use conduit_core::provider::{EventStream, ModelInfo, ModelRequest, Provider, ProviderError};
+use conduit_core::provider::{
+    EventStream, ModelInfo, ModelRequest, Provider, ProviderError, ProviderEvent,
+};
+use futures::StreamExt;
+use parking_lot::Mutex;
 use serde_json::Value;
 
 use crate::http::{HttpClient, StreamDecoder};
@@ -27,7 +32,22 @@ pub trait Wire: Send + Sync + 'static {
     /// names its own way); most take the protocol's body as it is.
     fn for_service(_base_url: &str, _body: &mut Value) {}
     fn parse_models(body: &Value) -> Vec<ModelInfo>;
+    /// Takes out of `body` what some models refuse and the request can do without
+    /// (Responses' `include` of encrypted reasoning, which only reasoning models take);
+    /// whether there was any.
+    fn drop_optional(_body: &mut Value) -> bool {
+        false
+    }
+    /// Whether `error` is a model's refusal of what [`Wire::drop_optional`] takes out.
+    fn refuses_optional(_error: &ProviderError) -> bool {
+        false
+    }
 }
+
+/// The servers' models (base URL and model) that refused a request's optional part this
+/// session: their later requests go without it at once, instead of being refused first.
+/// Kept in memory only, as the models that refuse tools are.
+static REFUSED_OPTIONAL: LazyLock<Mutex<HashSet<String>>> = LazyLock::new(Mutex::default);
 
 /// `Authorization: Bearer <key>`, as OpenAI and compatible servers take it.
 pub fn bearer(api_key: Option<&str>) -> Vec<(&'static str, String)> {
@@ -74,7 +94,46 @@ impl<W: Wire> Provider for WireProvider<W> {
         W::for_service(&self.base_url, &mut body);
         let url = W::stream_url(&self.base_url, &request.model);
         let headers = W::auth_headers(self.api_key.as_deref());
-        self.http.stream(url, &headers, body, W::Decoder::default())
+        let model = format!("{}\n{}", self.base_url, request.model);
+        if REFUSED_OPTIONAL.lock().contains(&model) {
+            W::drop_optional(&mut body);
+            return self.http.stream(url, &headers, body, W::Decoder::default());
+        }
+        let mut without = body.clone();
+        if !W::drop_optional(&mut without) {
+            return self.http.stream(url, &headers, body, W::Decoder::default());
+        }
+        // Refused before any answer (a 400): the same request goes again without it.
+        let mut first = self
+            .http
+            .stream(url.clone(), &headers, body, W::Decoder::default())?;
+        let http = self.http.clone();
+        Ok(async_stream::stream! {
+            let mut answered = false;
+            while let Some(item) = first.next().await {
+                match item {
+                    Err(error) if !answered && W::refuses_optional(&error) => {
+                        tracing::info!(%error, "the model refused an optional part of the request: sent again without it, and from now on this session");
+                        REFUSED_OPTIONAL.lock().insert(model);
+                        match http.stream(url, &headers, without, W::Decoder::default()) {
+                            Ok(mut again) => {
+                                while let Some(item) = again.next().await {
+                                    yield item;
+                                }
+                            }
+                            Err(error) => yield Err(error),
+                        }
+                        return;
+                    }
+                    Ok(event @ ProviderEvent::Retrying { .. }) => yield Ok(event),
+                    other => {
+                        answered = true;
+                        yield other;
+                    }
+                }
+            }
+        }
+        .boxed())
     }
 
     async fn list_models(&self) -> Result<Vec<ModelInfo>, ProviderError> {

@@ -34,6 +34,28 @@ data: {"candidates": [{"content": {"parts": [{"text": " sky is blue."}],"role": 
     );
 }
 
+/// Arguments that are not an object (an array here) make the call's arguments invalid,
+/// saying what came, as the other protocols' decoders do; a missing `args` is `{}`.
+#[test]
+fn function_call_arguments_that_are_not_an_object_are_invalid() {
+    let sse = r#"data: {"candidates":[{"content":{"parts":[{"functionCall":{"name":"fs__read","args":[1]}},{"functionCall":{"name":"fs__list"}}]},"finishReason":"STOP"}]}
+
+"#;
+    let arguments: Vec<_> = replay(&mut Decoder::default(), sse)
+        .into_iter()
+        .map(Result::unwrap)
+        .filter_map(|e| match e {
+            ProviderEvent::ToolCallDone { arguments, .. } => Some(arguments),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(arguments.len(), 2);
+    let invalid = arguments[0].clone().unwrap_err();
+    assert_eq!(invalid.raw, "[1]");
+    assert_eq!(invalid.error, "expected a JSON object, got an array");
+    assert_eq!(arguments[1], Ok(json!({})));
+}
+
 #[test]
 fn function_calls_keep_ids_and_thought_signatures() {
     let sse = r#"data: {"candidates": [{"content": {"parts": [{"text": "checking", "thought": true}, {"functionCall": {"id": "abc1", "name": "get_weather", "args": {"location": "Paris"}}, "thoughtSignature": "CiQB0e2Kb8"}, {"functionCall": {"name": "get_time", "args": {}}}],"role": "model"},"finishReason": "STOP","index": 0}]}

@@ -205,6 +205,42 @@ fn tool_images_follow_all_tool_messages_in_one_user_message() {
     assert_eq!(body["stream"], json!(true));
 }
 
+/// DeepSeek's thinking mode wants the reasoning that led to tool calls sent back with
+/// them (its request carrying their results is refused without it); a message without
+/// calls, and another protocol's reasoning, go without.
+#[test]
+fn the_reasoning_behind_tool_calls_goes_back_with_them() {
+    let reasoning = |text: &str, protocol: &str| Block::Reasoning {
+        text: text.into(),
+        signature: None,
+        encrypted: None,
+        id: None,
+        protocol: Some(protocol.into()),
+        producer: None,
+    };
+    let mut messages = turn_with_image_results();
+    messages[1]
+        .blocks
+        .insert(0, reasoning("I should plot ", PROTOCOL));
+    messages[1].blocks.insert(1, reasoning("both.", PROTOCOL));
+    messages[1]
+        .blocks
+        .insert(2, reasoning("other", "anthropic"));
+    messages.push(Message {
+        role: Role::Assistant,
+        blocks: vec![
+            reasoning("Done thinking.", PROTOCOL),
+            Block::text("Plotted."),
+        ],
+    });
+    let body = build_request(&request(messages), &prepared());
+    let sent = body["messages"].as_array().unwrap();
+    assert_eq!(sent[1]["reasoning_content"], "I should plot both.");
+    let last = sent.last().unwrap();
+    assert_eq!(last["content"], "Plotted.");
+    assert!(last.get("reasoning_content").is_none(), "{last}");
+}
+
 #[test]
 fn a_model_without_vision_gets_a_note_instead_of_images() {
     let mut req = request(turn_with_image_results());
