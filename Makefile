@@ -27,8 +27,16 @@ setup: ## Install what `make run` needs and is missing
 setup-test: ## Install what `make test` needs and is missing
 	scripts/setup.sh test
 
-ui: ## Build the web UI into ui/dist (the app embeds it)
+ui: ui/dist/index.html ## Build the web UI into ui/dist (the app embeds it)
+
+# Built again only when a source changed: a new ui/dist makes Tauri's build script embed
+# it again, which recompiles the debug app and relinks the release one (minutes). The
+# folders are listed too, so a file added or removed counts as a change.
+UI_SOURCES := $(shell find ui/src -print 2>/dev/null) $(wildcard ui/public ui/index.html \
+	ui/package.json ui/package-lock.json ui/vite.config.ts ui/svelte.config.js ui/tsconfig*.json)
+ui/dist/index.html: $(UI_SOURCES)
 	cd ui && npm run build --silent
+	touch $@
 
 run: setup build ## Build and start the desktop app
 	"$(CARGO_TARGET_DIR)/debug/conduit-desktop"

@@ -13,6 +13,20 @@ die() { printf 'setup: %s\n' "$*" >&2; exit 1; }
 # Prerequisites these commands cannot install for you.
 command -v cargo >/dev/null ||
   die "Rust is missing: install it with: curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh"
+# The workspace's rust-version: Debian's and Ubuntu's own cargo packages are older.
+rust_wanted=$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' "$root/Cargo.toml" | head -n 1)
+rust_have=$(rustc --version | sed -n 's/^rustc \([0-9][0-9.]*\).*/\1/p')
+if [ -n "$rust_wanted" ] && [ "$(printf '%s\n%s\n' "$rust_wanted" "$rust_have" | sort -V | head -n 1)" != "$rust_wanted" ]; then
+  die "Rust $rust_have is older than the $rust_wanted Conduit needs: update it (rustup update stable), or install it with rustup instead of the system package"
+fi
+# `make test` checks formatting and lints: a minimal rustup profile has neither.
+for component in rustfmt clippy; do
+  if ! cargo "${component/rustfmt/fmt}" --version >/dev/null 2>&1; then
+    command -v rustup >/dev/null || die "cargo $component is missing: install it with your Rust (rustup component add $component)"
+    say "installing the Rust component $component"
+    rustup component add "$component"
+  fi
+done
 command -v node >/dev/null && command -v npm >/dev/null ||
   die "Node.js 20.19 or newer is missing: install it from https://nodejs.org or your package manager (e.g. NodeSource's nodejs package)"
 node -e 'const [a,b]=process.versions.node.split(".").map(Number); process.exit(a>20||(a===20&&b>=19)?0:1)' ||
@@ -20,7 +34,8 @@ node -e 'const [a,b]=process.versions.node.split(".").map(Number); process.exit(
 
 packages=(build-essential pkg-config curl file libwebkit2gtk-4.1-dev libxdo-dev libssl-dev librsvg2-dev)
 if [ "$mode" = test ]; then
-  packages+=(xvfb xauth webkit2gtk-driver python3 python3-venv xdotool x11-utils)
+  # procps: the tests end and look for processes with kill, pgrep and pkill.
+  packages+=(xvfb xauth webkit2gtk-driver python3 python3-venv xdotool x11-utils procps)
 fi
 if command -v dpkg-query >/dev/null; then
   missing=()
@@ -34,8 +49,10 @@ if command -v dpkg-query >/dev/null; then
       command -v sudo >/dev/null || die "run as root or install sudo to install: ${missing[*]}"
       sudo=(sudo)
     fi
-    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+    # A freshly booted machine's unattended upgrades hold apt's locks for a while.
+    apt=(apt-get -o DPkg::Lock::Timeout=600 -o Acquire::Retries=3)
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive "${apt[@]}" update -qq
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y -qq --no-install-recommends "${missing[@]}"
   fi
 else
   say "not a Debian/Ubuntu system: make sure these (or your system's equivalents) are installed: ${packages[*]}"
@@ -70,8 +87,11 @@ say "fetching Rust crates"
 (cd "$root" && cargo fetch --locked --quiet)
 
 if [ "$mode" = test ]; then
+  # Read whole before it is searched: `grep -q` leaving a pipe early can fail cargo's
+  # write, which pipefail would take for a missing tauri-driver (minutes of rebuilding).
+  installed=$(cargo install --list)
   if ! command -v tauri-driver >/dev/null ||
-     ! cargo install --list | grep -q "^tauri-driver v$tauri_driver_version:"; then
+     ! grep -q "^tauri-driver v$tauri_driver_version:" <<<"$installed"; then
     say "installing tauri-driver $tauri_driver_version"
     cargo install tauri-driver --locked --version "$tauri_driver_version" --quiet
   fi
