@@ -47,7 +47,7 @@ pub enum DecodeError {
 pub enum PreviewError {
     #[error(transparent)]
     Decode(#[from] DecodeError),
-    #[error("the image could not be written as a PNG")]
+    #[error("the image could not be written")]
     Encode(#[source] ImageError),
 }
 
@@ -209,6 +209,47 @@ pub fn preview_png(bytes: &[u8], max_width: u32, max_height: u32) -> Result<Vec<
     Ok(png)
 }
 
+/// JPEG quality of a photo turned upright: high, as the photo was the user's.
+const UPRIGHT_JPEG_QUALITY: u8 = 92;
+
+/// The image in `bytes` turned upright, when its Exif orientation says the pixels are
+/// stored rotated or mirrored (a phone's portrait photo is stored on its side with a tag
+/// saying so): re-encoded without the tag, a JPEG as a JPEG, any other format as a PNG.
+/// The window sizes an image by its stored pixels and a provider may ignore the tag (or
+/// get a resized copy without it), so the photo would show squashed and reach the model
+/// on its side. `Ok(None)` when nothing needs turning, or the bytes are no image this
+/// reads (the media store then judges them as they came, with its own error).
+pub fn upright(bytes: &[u8]) -> Result<Option<Vec<u8>>, PreviewError> {
+    use image::ImageDecoder;
+    use image::metadata::Orientation;
+    let Ok(format) = image::guess_format(bytes) else {
+        return Ok(None);
+    };
+    let orientation = match ImageReader::with_format(Cursor::new(bytes), format)
+        .into_decoder()
+        .and_then(|mut decoder| decoder.orientation())
+    {
+        Ok(Orientation::NoTransforms) | Err(_) => return Ok(None),
+        Ok(orientation) => orientation,
+    };
+    let _turn = decode_turn();
+    let (format, mut image) = decode(bytes)?;
+    image.apply_orientation(orientation);
+    let mut out = Vec::new();
+    if format == ImageFormat::Jpeg {
+        let encoder =
+            image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, UPRIGHT_JPEG_QUALITY);
+        DynamicImage::ImageRgb8(image.into_rgb8())
+            .write_with_encoder(encoder)
+            .map_err(PreviewError::Encode)?;
+    } else {
+        image
+            .write_to(&mut Cursor::new(&mut out), ImageFormat::Png)
+            .map_err(PreviewError::Encode)?;
+    }
+    Ok(Some(out))
+}
+
 /// The side of a checkerboard square, and its two greys: mid-tones, so that both white
 /// and black stand out on them.
 const CHECKER_SIDE: u32 = 8;
@@ -241,7 +282,7 @@ fn halvings(source_width: u32, source_height: u32, width: u32, height: u32) -> u
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::zero_png;
+    use crate::testing::{jpeg_with_orientation, zero_png};
     use std::time::{Duration, Instant};
 
     /// No more than [`DECODES_AT_ONCE`] turns are out at once: the next waits for one to
@@ -374,6 +415,31 @@ mod tests {
         assert!(matches!(err, DecodeError::TooMuchMemory(_)), "{err:?}");
         assert!(err.to_string().contains("256 MiB"), "{err}");
         assert!(std::error::Error::source(&err).is_some());
+    }
+
+    #[test]
+    fn a_photo_stored_on_its_side_is_turned_upright_and_an_upright_one_is_left_alone() {
+        let sideways = jpeg_with_orientation(1600, 1000, 6);
+        let turned = upright(&sideways).unwrap().expect("turned");
+        let (format, image) = decode(&turned).unwrap();
+        assert_eq!(format, ImageFormat::Jpeg);
+        assert_eq!((image.width(), image.height()), (1000, 1600));
+        // Turned clockwise: the left (red) half is now on top.
+        let rgb = image.to_rgb8();
+        let top = rgb.get_pixel(500, 100);
+        let bottom = rgb.get_pixel(500, 1500);
+        assert!(top[0] > 200 && top[2] < 60, "{top:?}");
+        assert!(bottom[2] > 200 && bottom[0] < 60, "{bottom:?}");
+        // No tag left to turn it again.
+        assert!(upright(&turned).unwrap().is_none());
+
+        assert!(
+            upright(&jpeg_with_orientation(40, 20, 1))
+                .unwrap()
+                .is_none()
+        );
+        assert!(upright(&zero_png(40, 20)).unwrap().is_none());
+        assert!(upright(b"not an image").unwrap().is_none());
     }
 
     #[test]

@@ -270,3 +270,36 @@ fn png_chunk(png: &mut Vec<u8>, kind: &[u8; 4], data: &[u8]) {
     }
     png.extend_from_slice(&(!crc).to_be_bytes());
 }
+
+/// A JPEG whose pixels are `width` × `height`, with an Exif APP1 segment saying
+/// `orientation` (6: turn 90° clockwise to show it, as a phone's portrait photo).
+pub fn jpeg_with_orientation(width: u32, height: u32, orientation: u16) -> Vec<u8> {
+    let mut jpeg = Vec::new();
+    let pixels = image::RgbImage::from_fn(width, height, |x, _| {
+        // The left half red, the right half blue: which side ends up where tells the turn.
+        if x < width / 2 {
+            image::Rgb([255, 0, 0])
+        } else {
+            image::Rgb([0, 0, 255])
+        }
+    });
+    image::DynamicImage::ImageRgb8(pixels)
+        .write_to(
+            &mut std::io::Cursor::new(&mut jpeg),
+            image::ImageFormat::Jpeg,
+        )
+        .expect("an RGB image encodes as a JPEG");
+    // Little-endian TIFF: header, one IFD with one SHORT entry (0x0112), no next IFD.
+    let mut tiff = b"II*\0\x08\0\0\0\x01\0\x12\x01\x03\0\x01\0\0\0".to_vec();
+    tiff.extend_from_slice(&orientation.to_le_bytes());
+    tiff.extend_from_slice(&[0, 0, 0, 0, 0, 0]);
+    let mut app1 = b"Exif\0\0".to_vec();
+    app1.extend_from_slice(&tiff);
+    let length = u16::try_from(app1.len() + 2).expect("a short segment");
+    let mut out = jpeg[..2].to_vec(); // SOI
+    out.extend_from_slice(&[0xFF, 0xE1]);
+    out.extend_from_slice(&length.to_be_bytes());
+    out.extend_from_slice(&app1);
+    out.extend_from_slice(&jpeg[2..]);
+    out
+}

@@ -468,7 +468,7 @@ impl App {
         }
         let size = bytes.len();
         let media = self.host.media.clone();
-        let stored = tokio::task::spawn_blocking(move || media.put(&bytes, None))
+        let stored = tokio::task::spawn_blocking(move || media.put(&crate::upright(bytes), None))
             .await
             .map_err(|e| conduit_core::media::MediaError::Io(e.to_string()))??;
         let mut unsent = self.unsent.lock();
@@ -1446,6 +1446,26 @@ mod tests {
                 }
             })
             .collect()
+    }
+
+    /// A phone's portrait photo is stored on its side with an Exif tag saying so: the
+    /// attachment is stored upright (the window sizes it by its pixels, and a provider may
+    /// ignore the tag), and an upright one is stored as it came.
+    #[tokio::test]
+    async fn a_photo_attached_on_its_side_is_stored_upright() {
+        let dir = tempfile::tempdir().unwrap();
+        let app = app(
+            dir.path(),
+            json!({"id": "local", "protocol": "openai-chat"}),
+        );
+        let sideways = conduit_core::testing::jpeg_with_orientation(1600, 1000, 6);
+        let stored = app.store_attachment(sideways).await.unwrap();
+        assert_eq!((stored.width, stored.height), (Some(1000), Some(1600)));
+        assert_eq!(stored.mime, "image/jpeg");
+        let upright = conduit_core::testing::jpeg_with_orientation(1600, 1000, 1);
+        let stored = app.store_attachment(upright.clone()).await.unwrap();
+        assert_eq!((stored.width, stored.height), (Some(1600), Some(1000)));
+        assert_eq!(stored.bytes, upright.len() as u64);
     }
 
     #[tokio::test]

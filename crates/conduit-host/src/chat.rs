@@ -396,10 +396,11 @@ impl Host {
                 .await
                 .map_err(|e| attachment_error(e.into()))?;
             let media = self.media.clone();
-            let stored = tokio::task::spawn_blocking(move || media.put(&bytes, None))
-                .await
-                .map_err(|e| attachment_error(e.into()))?
-                .map_err(|e: MediaError| attachment_error(e.into()))?;
+            let stored =
+                tokio::task::spawn_blocking(move || media.put(&crate::upright(bytes), None))
+                    .await
+                    .map_err(|e| attachment_error(e.into()))?
+                    .map_err(|e: MediaError| attachment_error(e.into()))?;
             blocks.push(Block::Image { media: stored });
         }
         if blocks.is_empty() {
