@@ -82,6 +82,10 @@ interface Run {
   /** Events waiting for the next frame. */
   pending: AgentEvent[];
   scheduled: boolean;
+  /** Its conversation's stored messages, and whether older ones exist, as they were when
+   *  it was sent: put back when the user returns to it while it runs. */
+  stored: StoredMessage[];
+  hasOlder: boolean;
 }
 
 export class TurnController {
@@ -170,6 +174,8 @@ export class TurnController {
     const running = this.#running;
     if (id !== null && running && id === running.conversation) {
       this.chat = running.chat;
+      this.#stored = running.stored;
+      this.hasOlder = running.hasOlder;
       this.now = this.#options.clock.now();
       this.#tickWhileCounting();
       await this.#options.scroll.toEnd();
@@ -290,6 +296,8 @@ export class TurnController {
       ended: false,
       pending: [],
       scheduled: false,
+      stored: this.#stored,
+      hasOlder: this.hasOlder,
     };
     run.chat.messages.push(pendingUserMessage(blocks));
     await scroll.toEnd();

@@ -532,6 +532,23 @@ describe("a turn in the chat controller", () => {
     expect(t.controller.chat.calls.k1?.state).toBe("approval");
   });
 
+  it("puts back whether older messages exist when the user returns to the running turn", async () => {
+    const t = setup();
+    t.acceptTurns();
+    // A short conversation: nothing older to load.
+    t.api.loadMessages.mockResolvedValueOnce([stored(1, "user", "Short")]);
+    await t.controller.open("c1");
+    expect(t.controller.hasOlder).toBe(false);
+    await t.controller.send(choice, "More", []);
+    // A long one, opened while the turn runs: it has older messages.
+    const page = Array.from({ length: PAGE }, (_, i) => stored(100 + i, "user", `m${i}`));
+    t.api.loadMessages.mockResolvedValueOnce(page);
+    await t.controller.open("c2");
+    expect(t.controller.hasOlder).toBe(true);
+    await t.controller.open("c1");
+    expect(t.controller.hasOlder).toBe(false);
+  });
+
   it("does not touch the screen when a turn ends while another conversation shows", async () => {
     const t = setup();
     t.acceptTurns();
