@@ -31,4 +31,15 @@ describe("Composer", () => {
     expect(onSend).not.toHaveBeenCalled();
     expect((screen.getByRole("button", { name: "Send" }) as HTMLButtonElement).disabled).toBe(true);
   });
+
+  it("keeps the text and sends nothing while a message is on its way", async () => {
+    const onSend = vi.fn();
+    render(Composer, { disabled: false, waiting: true, onSend });
+    const box = screen.getByRole("textbox", { name: "Message" }) as HTMLTextAreaElement;
+    await fireEvent.input(box, { target: { value: "second message" } });
+    await fireEvent.keyDown(box, { key: "Enter" });
+    expect(onSend).not.toHaveBeenCalled();
+    expect(box.value).toBe("second message");
+    expect((screen.getByRole("button", { name: "Send" }) as HTMLButtonElement).disabled).toBe(true);
+  });
 });

@@ -1,13 +1,16 @@
 import { describe, expect, it } from "vitest";
 import {
+  ARROW_PAN,
   MAX_SCALE,
   clampScroll,
   fitScale,
   layout,
+  panKey,
   shownSize,
   stepIndex,
   stepScale,
   thumbnailWidth,
+  trappedTab,
   zoomAround,
 } from "./imageView";
 
@@ -106,5 +109,33 @@ describe("viewer math", () => {
     expect(stepIndex(2, 1, 3)).toBe(0);
     expect(stepIndex(0, -1, 3)).toBe(2);
     expect(stepIndex(0, 1, 0)).toBe(0);
+  });
+});
+
+describe("the viewer's keyboard", () => {
+  const view = { width: 1200, height: 800 };
+
+  it("pans a tall screenshot by arrows, pages and its ends; Left and Right step images when there are several", () => {
+    expect(panKey("ArrowDown", view, true)).toEqual({ x: 0, y: ARROW_PAN });
+    expect(panKey("ArrowUp", view, true)).toEqual({ x: 0, y: -ARROW_PAN });
+    expect(panKey("PageDown", view, true)).toEqual({ x: 0, y: 720 });
+    expect(panKey(" ", view, true)).toEqual({ x: 0, y: 720 });
+    expect(panKey("PageUp", view, true)).toEqual({ x: 0, y: -720 });
+    expect(panKey("Home", view, true)).toEqual({ x: 0, y: -Infinity });
+    expect(panKey("End", view, true)).toEqual({ x: 0, y: Infinity });
+    expect(panKey("ArrowRight", view, true)).toBeNull();
+    expect(panKey("ArrowRight", view, false)).toEqual({ x: ARROW_PAN, y: 0 });
+    expect(panKey("ArrowLeft", view, false)).toEqual({ x: -ARROW_PAN, y: 0 });
+    expect(panKey("a", view, false)).toBeNull();
+  });
+
+  it("keeps Tab inside the viewer: past the last control to the first, back past the first to the last", () => {
+    expect(trappedTab(4, 5, false)).toBe(0);
+    expect(trappedTab(2, 5, false)).toBeNull();
+    expect(trappedTab(-1, 5, false)).toBe(0);
+    expect(trappedTab(0, 5, true)).toBe(4);
+    expect(trappedTab(-1, 5, true)).toBe(4);
+    expect(trappedTab(3, 5, true)).toBeNull();
+    expect(trappedTab(-1, 0, false)).toBeNull();
   });
 });

@@ -128,3 +128,49 @@ export function stepIndex(index: number, step: 1 | -1, count: number): number {
   if (count <= 0) return 0;
   return (((index + step) % count) + count) % count;
 }
+
+/** How far one arrow key pans a zoomed image, in pixels. */
+export const ARROW_PAN = 80;
+
+/**
+ * How far a key pans the image area of `viewport` size, or null when the key does not pan:
+ * Up and Down (and Left and Right, when they do not step between images) by a little,
+ * Page Up and Page Down by most of the view (a tall screenshot read from the keyboard),
+ * Home and End to the top and the bottom.
+ */
+export function panKey(key: string, viewport: Size, arrowsStep: boolean): Point | null {
+  const page = Math.max(ARROW_PAN, viewport.height * 0.9);
+  switch (key) {
+    case "ArrowUp":
+      return { x: 0, y: -ARROW_PAN };
+    case "ArrowDown":
+      return { x: 0, y: ARROW_PAN };
+    case "ArrowLeft":
+      return arrowsStep ? null : { x: -ARROW_PAN, y: 0 };
+    case "ArrowRight":
+      return arrowsStep ? null : { x: ARROW_PAN, y: 0 };
+    case "PageUp":
+      return { x: 0, y: -page };
+    case "PageDown":
+    case " ":
+      return { x: 0, y: page };
+    case "Home":
+      return { x: 0, y: -Infinity };
+    case "End":
+      return { x: 0, y: Infinity };
+    default:
+      return null;
+  }
+}
+
+/**
+ * Where Tab moves the focus inside a modal dialog of `count` focusable controls: from the
+ * last to the first (from the first to the last going back), so it never leaves the
+ * dialog for the page behind it. `at` is the focused control's place, -1 for none of them
+ * (the dialog itself). Null: the browser's own move stays within the dialog.
+ */
+export function trappedTab(at: number, count: number, backwards: boolean): number | null {
+  if (count === 0) return null;
+  if (backwards) return at <= 0 ? count - 1 : null;
+  return at === count - 1 || at === -1 ? 0 : null;
+}
