@@ -97,7 +97,7 @@ bench-soak: setup-test bench-release ## 1,000 turns with a tool image each in on
 release: setup ui ## Release build of the app and the CLI (what the package ships)
 	$(CARGO) build --locked --workspace --release --bin conduit --bin conduit-desktop
 
-setup-package: setup-test
+setup-package: setup
 	packaging/setup.sh
 
 # The Tauri CLI looks for the app crate where it finds tauri.conf.json: TAURI_APP_PATH points
@@ -113,7 +113,7 @@ package: setup-package release ## Build dist/conduit_<version>_amd64.deb (the ap
 	cp "$(CARGO_TARGET_DIR)/release/bundle/deb/Conduit_$(VERSION)_amd64.deb" "$(DEB)"
 	@echo "package: $(DEB)"
 
-package-test: package ## Unpack the .deb, check its files, control data and desktop entry, start the unpacked app under Xvfb
+package-test: setup-test package ## Unpack the .deb, check its files, control data and desktop entry, start the unpacked app under Xvfb
 	CONDUIT_DEB="$(DEB)" $(XVFB) $(CARGO) test --locked --workspace --test package_deb -- --ignored --nocapture
 
 package-install-test: package ## Install the .deb with apt-get on this machine, run it, remove it (needs root or sudo)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what `make package` and its test need beyond `make setup-test`: the Tauri
+# Installs what `make package` and its test need beyond `make setup`: the Tauri
 # bundler's command line (prebuilt, from npm, pinned by packaging/package-lock.json to the
 # app's Tauri version) and desktop-file-validate (Debian's desktop-file-utils).
 set -euo pipefail
@@ -25,6 +25,8 @@ if [ ${#missing[@]} -gt 0 ]; then
     command -v sudo >/dev/null || { echo "setup: run as root or install sudo to install: ${missing[*]}" >&2; exit 1; }
     sudo=(sudo)
   fi
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # A freshly booted machine's unattended upgrades hold apt's locks for a while.
+  apt=(apt-get -o DPkg::Lock::Timeout=600 -o Acquire::Retries=3)
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive "${apt[@]}" update -qq
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y -qq --no-install-recommends "${missing[@]}"
 fi

@@ -73,13 +73,17 @@ if [ "$mode" = test ]; then
   npm_install "$root/tests/mcp-servers"
   venv="$root/tests/mcp-servers/.venv"
   lock="$root/tests/mcp-servers/requirements.lock"
-  if [ ! -f "$venv/.conduit-lock-stamp" ] || ! cmp -s "$lock" "$venv/.conduit-lock-stamp"; then
+  # The stamp is the lock file and the Python that made the venv: a venv outlives no
+  # Python upgrade (its interpreter link breaks).
+  stamp_text=$(cat "$lock"; python3 --version 2>&1 || true)
+  if [ ! -f "$venv/.conduit-lock-stamp" ] || [ "$(cat "$venv/.conduit-lock-stamp")" != "$stamp_text" ] ||
+     ! "$venv/bin/python" -c 'pass' 2>/dev/null; then
     command -v python3 >/dev/null || die "python3 is missing: install it (Debian: apt-get install python3 python3-venv)"
     say "installing Python MCP servers for the tests (pip)"
     rm -rf "$venv"
     python3 -m venv "$venv" || die "python3 -m venv failed: install python3-venv"
     "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps -r "$lock"
-    cp "$lock" "$venv/.conduit-lock-stamp"
+    printf '%s' "$stamp_text" > "$venv/.conduit-lock-stamp"
   fi
 fi
 
