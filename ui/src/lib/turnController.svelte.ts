@@ -274,6 +274,8 @@ export class TurnController {
       return false;
     }
     const chat = this.chat;
+    const stored = this.#stored;
+    const hasOlder = this.hasOlder;
     let attachments: MediaRef[];
     try {
       attachments = await Promise.all(files.map((file) => storedAttachment(file, (f) => api.storeAttachment(f))));
@@ -296,8 +298,8 @@ export class TurnController {
       ended: false,
       pending: [],
       scheduled: false,
-      stored: this.#stored,
-      hasOlder: this.hasOlder,
+      stored,
+      hasOlder,
     };
     run.chat.messages.push(pendingUserMessage(blocks));
     await scroll.toEnd();

@@ -224,12 +224,19 @@ describe("a turn in the chat controller", () => {
     const storing = deferred<MediaRef>();
     t.api.storeAttachment.mockReturnValueOnce(storing.promise);
     const sent = t.controller.send(choice, "For c1", [new File(["png"], "a.png", { type: "image/png" })]);
-    t.api.loadMessages.mockResolvedValueOnce([stored(9, "user", "In c2")]);
+    // A long conversation: older messages to load.
+    const page = Array.from({ length: PAGE }, (_, i) => stored(100 + i, "user", `In c2 ${i}`));
+    t.api.loadMessages.mockResolvedValueOnce(page);
     await t.controller.open("c2");
     storing.resolve({ hash: "a1", mime: "image/png", bytes: 3 });
     expect(await sent).toBe(true);
     expect(t.api.sendMessage.mock.calls[0]?.[0].conversation).toBe("c1");
-    expect(shown(t.controller)).toEqual(["user/complete: In c2"]);
+    expect(shown(t.controller)[0]).toBe("user/complete: In c2 0");
+    expect(t.controller.hasOlder).toBe(true);
+    // Back in c1 while its turn runs: its own messages, and nothing older to load.
+    await t.controller.open("c1");
+    expect(shown(t.controller)).toEqual(["user/complete: In c1", "user/complete: For c1 [image]"]);
+    expect(t.controller.hasOlder).toBe(false);
   });
 
   it("does not let a reload that started before a send replace the new turn's state", async () => {
