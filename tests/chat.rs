@@ -691,3 +691,54 @@ async fn a_model_refusing_encrypted_reasoning_is_asked_again_without_it() {
     assert_eq!(requests[1].body["input"], requests[0].body["input"]);
     assert!(run.of_type("error").is_empty(), "{:?}", run.events);
 }
+
+/// Chat Completions sends the reasoning behind tool calls back with them as
+/// `reasoning_content` (DeepSeek's thinking mode refuses the results without it); Groq,
+/// which streams reasoning as `reasoning`, refuses the field with a 400 (as observed:
+/// "property 'reasoning_content' is unsupported"). The request goes again without it, and
+/// the run goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reasoning_sent_back_with_calls_is_left_out_for_a_server_that_refuses_it() {
+    let dialect = Dialect::OpenAiChat;
+    let sse = |data: Value| format!("data: {data}\n\n");
+    let reasoned_call = Reply::Stream(
+        [
+            sse(json!({"choices": [{"index": 0, "delta": {"role": "assistant", "reasoning": "I should echo it."}, "finish_reason": null}]})),
+            sse(json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_g1", "type": "function", "function": {"name": "test__echo", "arguments": "{\"text\":\"one\"}"}}]}, "finish_reason": null}]})),
+            sse(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})),
+            "data: [DONE]\n\n".to_owned(),
+        ]
+        .into_iter()
+        .map(conduit_e2e::llm_server::Chunk::Send)
+        .collect(),
+    );
+    let refused = Reply::Error {
+        status: 400,
+        headers: vec![("content-type".into(), "application/json".into())],
+        body: json!({"error": {
+            "message": "'messages.1' : for 'role:assistant' the following must be satisfied[('messages.1' : property 'reasoning_content' is unsupported)]",
+            "type": "invalid_request_error"
+        }})
+        .to_string(),
+    };
+    let replies = vec![reasoned_call, refused, dialect.text(&["Echoed."])];
+    let (run, requests, _home) = chat(dialect, replies, &["--approve", "auto"]).await;
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_eq!(run.text(), "Echoed.");
+    assert_eq!(requests.len(), 3);
+    let assistant = |request: &Recorded| {
+        request.body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["role"] == "assistant")
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(
+        assistant(&requests[1])["reasoning_content"],
+        "I should echo it."
+    );
+    assert!(assistant(&requests[2]).get("reasoning_content").is_none());
+    assert_eq!(assistant(&requests[2])["tool_calls"][0]["id"], "call_g1");
+}

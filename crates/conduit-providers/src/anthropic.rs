@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use crate::decode;
 use crate::http::{StreamDecoder, parse_arguments};
 use crate::images::{self, PreparedImages};
-use crate::wire::Wire;
+use crate::wire::{ANTHROPIC_CALL_IDS, Wire, sent_call_id};
 
 pub const PROTOCOL: &str = "anthropic";
 pub const API_VERSION: &str = "2023-06-01";
@@ -100,7 +100,7 @@ fn content_blocks(message: &Message, images: &PreparedImages) -> Vec<Value> {
             Block::Reasoning { .. } => {}
             Block::ToolCall(call) => out.push(json!({
                 "type": "tool_use",
-                "id": call.wire_id(),
+                "id": sent_call_id(call.wire_id(), ANTHROPIC_CALL_IDS),
                 "name": call.name,
                 "input": call.arguments,
             })),
@@ -153,7 +153,7 @@ fn tool_result_block(result: &ToolResult, images: &PreparedImages) -> Value {
     }
     let mut block = json!({
         "type": "tool_result",
-        "tool_use_id": result.wire_id(),
+        "tool_use_id": sent_call_id(result.wire_id(), ANTHROPIC_CALL_IDS),
         "content": content,
     });
     if result.is_error {
@@ -299,6 +299,14 @@ impl StreamDecoder for Decoder {
                 index,
                 content_block,
             } => {
+                // A block opened again before it stopped would replace it, and a tool call
+                // in it would be started and never done (lost from the saved answer).
+                if self.blocks.contains_key(&index) {
+                    return Err(ProviderError::new(
+                        ProviderErrorKind::Protocol,
+                        format!("{PROTOCOL} opened content block {index} again before it stopped"),
+                    ));
+                }
                 if self.blocks.len() >= MAX_OPEN_BLOCKS {
                     return Err(ProviderError::new(
                         ProviderErrorKind::Protocol,
@@ -389,6 +397,18 @@ impl StreamDecoder for Decoder {
                 out.push(ProviderEvent::Usage(self.usage));
             }
             Event::MessageStop => {
+                // An answer cut at its token limit says so, and keeps that.
+                if self.stop != Some(StopReason::MaxTokens)
+                    && self
+                        .blocks
+                        .values()
+                        .any(|block| matches!(block, OpenBlock::ToolUse { .. }))
+                {
+                    return Err(ProviderError::new(
+                        ProviderErrorKind::Protocol,
+                        format!("{PROTOCOL} ended the answer with a tool call still open"),
+                    ));
+                }
                 self.done = true;
                 out.push(ProviderEvent::Stop(
                     self.stop.take().unwrap_or(StopReason::EndTurn),

@@ -16,8 +16,8 @@ use serde_json::{Value, json};
 use crate::decode;
 use crate::http::{StreamDecoder, parse_arguments};
 use crate::images::{self, PreparedImages};
-use crate::wire::Wire;
 use crate::wire::bearer;
+use crate::wire::{OPENAI_CALL_IDS, Wire, sent_call_id};
 
 pub const PROTOCOL: &str = "openai-chat";
 
@@ -100,7 +100,7 @@ fn assistant_message(message: &Message) -> Option<Value> {
         .tool_calls()
         .map(|call| {
             json!({
-                "id": call.wire_id(),
+                "id": sent_call_id(call.wire_id(), OPENAI_CALL_IDS),
                 "type": "function",
                 "function": {"name": call.name, "arguments": call.arguments.to_string()},
             })
@@ -119,7 +119,8 @@ fn assistant_message(message: &Message) -> Option<Value> {
         // mode refuses the request carrying their results without it (a 400), and Kimi
         // and GLM take it the same way. Only this protocol's, from this provider and
         // model (`replayable_to` left out the rest); a message without calls goes
-        // without (DeepSeek's reasoner refuses it there).
+        // without (DeepSeek's reasoner refuses it there). A server that refuses the
+        // field (Groq) gets the request again without it (`Wire::refuses_optional`).
         let reasoning: String = message
             .blocks
             .iter()
@@ -174,7 +175,7 @@ fn tool_messages(
         if result.is_error && !content.starts_with("Error") {
             content = format!("Error: {content}");
         }
-        out.push(json!({"role": "tool", "tool_call_id": result.wire_id(), "content": content}));
+        out.push(json!({"role": "tool", "tool_call_id": sent_call_id(result.wire_id(), OPENAI_CALL_IDS), "content": content}));
     }
     if !held_images.is_empty() {
         let mut parts =
@@ -590,6 +591,45 @@ impl Wire for OpenAiChat {
     fn parse_models(body: &Value) -> Vec<ModelInfo> {
         parse_models(body)
     }
+
+    fn has_optional(body: &Value) -> bool {
+        messages_of(body).any(|message| message.get("reasoning_content").is_some())
+    }
+
+    fn drop_optional(body: &mut Value) {
+        if let Some(messages) = body.get_mut("messages").and_then(Value::as_array_mut) {
+            for message in messages.iter_mut().filter_map(Value::as_object_mut) {
+                message.remove("reasoning_content");
+            }
+        }
+    }
+
+    /// Groq answers 400 "property 'reasoning_content' is unsupported" for reasoning it
+    /// streamed itself (as `reasoning`); others say "unknown", "unrecognized" or "extra".
+    fn refuses_optional(error: &ProviderError) -> bool {
+        let message = error.message.to_ascii_lowercase();
+        error.kind == ProviderErrorKind::InvalidRequest
+            && message.contains("reasoning_content")
+            && [
+                "unsupported",
+                "not supported",
+                "unknown",
+                "unrecognized",
+                "extra",
+                "not permitted",
+                "not allowed",
+            ]
+            .iter()
+            .any(|word| message.contains(word))
+    }
+}
+
+/// The messages of a request body.
+fn messages_of(body: &Value) -> impl Iterator<Item = &Value> {
+    body.get("messages")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
 }
 
 /// OpenAI's own service (and Azure OpenAI's and Foundry's hosts) takes the output cap as

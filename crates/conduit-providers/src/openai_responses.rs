@@ -15,8 +15,8 @@ use crate::decode;
 use crate::http::{StreamDecoder, parse_arguments};
 use crate::images::{self, PreparedImages};
 use crate::openai_chat;
-use crate::wire::Wire;
 use crate::wire::bearer;
+use crate::wire::{OPENAI_CALL_IDS, Wire, sent_call_id};
 
 pub const PROTOCOL: &str = "openai-responses";
 
@@ -56,7 +56,7 @@ pub fn build_request(request: &ModelRequest, images: &PreparedImages) -> Value {
                     }
                     input.push(json!({
                         "type": "function_call_output",
-                        "call_id": result.wire_id(),
+                        "call_id": sent_call_id(result.wire_id(), OPENAI_CALL_IDS),
                         "output": output,
                     }));
                 }
@@ -159,7 +159,7 @@ fn assistant_items(message: &Message, input: &mut Vec<Value>) {
             })),
             Block::ToolCall(call) => input.push(json!({
                 "type": "function_call",
-                "call_id": call.wire_id(),
+                "call_id": sent_call_id(call.wire_id(), OPENAI_CALL_IDS),
                 "name": call.name,
                 "arguments": call.arguments.to_string(),
             })),
@@ -297,13 +297,19 @@ impl StreamDecoder for Decoder {
                         id, call_id, name, ..
                     },
             } => {
+                // An item without an id of its own is found by its call id: two such
+                // items must not share one place and trade arguments.
+                let key = id.unwrap_or_else(|| call_id.clone());
+                if self.calls.contains_key(&key) {
+                    return Err(ProviderError::new(
+                        ProviderErrorKind::Protocol,
+                        format!("{PROTOCOL} added the call item {key} again before it was done"),
+                    ));
+                }
                 out.push(ProviderEvent::ToolCallStarted {
                     id: call_id.clone(),
                     name,
                 });
-                // An item without an id of its own is found by its call id: two such
-                // items must not share one place and trade arguments.
-                let key = id.unwrap_or_else(|| call_id.clone());
                 let call = PendingCall {
                     call_id,
                     arguments: String::new(),
@@ -355,6 +361,14 @@ impl StreamDecoder for Decoder {
                 Item::Other => {}
             },
             Event::Completed { response } | Event::Incomplete { response } => {
+                // A call started and never done would be lost from the saved answer while
+                // it read as complete (a response cut short says so, and keeps that).
+                if response.status == "completed" && !self.calls.is_empty() {
+                    return Err(ProviderError::new(
+                        ProviderErrorKind::Protocol,
+                        format!("{PROTOCOL} ended the response with a call item still open"),
+                    ));
+                }
                 out.push(ProviderEvent::Usage(
                     response.usage.map(usage).unwrap_or_default(),
                 ));
@@ -427,16 +441,24 @@ impl Wire for OpenAiResponses {
     /// with its calls (`store: false`); a model that does not reason (gpt-4o, gpt-4.1,
     /// gpt-5-chat) refuses the request with it: "Encrypted content is not supported with
     /// this model" (`param: include`).
-    fn drop_optional(body: &mut Value) -> bool {
-        body.as_object_mut()
-            .and_then(|body| body.remove("include"))
-            .is_some()
+    fn has_optional(body: &Value) -> bool {
+        body.get("include").is_some()
     }
 
+    fn drop_optional(body: &mut Value) {
+        if let Some(body) = body.as_object_mut() {
+            body.remove("include");
+        }
+    }
+
+    /// Only that refusal: "The encrypted content … could not be verified" (reasoning from
+    /// another organisation) is another error, which dropping `include` does not mend.
     fn refuses_optional(error: &ProviderError) -> bool {
-        let message = error.message.to_ascii_lowercase();
         error.kind == ProviderErrorKind::InvalidRequest
-            && (message.contains("encrypted content") || message.contains("encrypted_content"))
+            && error
+                .message
+                .to_ascii_lowercase()
+                .contains("encrypted content is not supported")
     }
 
     fn parse_models(body: &Value) -> Vec<ModelInfo> {

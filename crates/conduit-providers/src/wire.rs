@@ -32,12 +32,14 @@ pub trait Wire: Send + Sync + 'static {
     /// names its own way); most take the protocol's body as it is.
     fn for_service(_base_url: &str, _body: &mut Value) {}
     fn parse_models(body: &Value) -> Vec<ModelInfo>;
-    /// Takes out of `body` what some models refuse and the request can do without
-    /// (Responses' `include` of encrypted reasoning, which only reasoning models take);
-    /// whether there was any.
-    fn drop_optional(_body: &mut Value) -> bool {
+    /// Whether `body` holds what some models refuse and the request can do without
+    /// (Responses' `include` of encrypted reasoning, which only reasoning models take;
+    /// Chat Completions' `reasoning_content` sent back, which Groq refuses).
+    fn has_optional(_body: &Value) -> bool {
         false
     }
+    /// Takes that out of `body`.
+    fn drop_optional(_body: &mut Value) {}
     /// Whether `error` is a model's refusal of what [`Wire::drop_optional`] takes out.
     fn refuses_optional(_error: &ProviderError) -> bool {
         false
@@ -48,6 +50,48 @@ pub trait Wire: Send + Sync + 'static {
 /// session: their later requests go without it at once, instead of being refused first.
 /// Kept in memory only, as the models that refuse tools are.
 static REFUSED_OPTIONAL: LazyLock<Mutex<HashSet<String>>> = LazyLock::new(Mutex::default);
+
+/// What call ids a protocol takes. A call's id goes back to the provider it came from, but
+/// a conversation may move to another provider, whose rules it may break: Kimi's
+/// `functions.get_weather:0` is refused by Anthropic (`^[a-zA-Z0-9_-]+$`), vLLM's
+/// `chatcmpl-tool-` and 32 hex digits (46 characters) by OpenAI (at most 40).
+#[derive(Debug, Clone, Copy)]
+pub struct CallIds {
+    pub max_len: usize,
+    /// Only ASCII letters, digits, `_` and `-`.
+    pub word_chars_only: bool,
+}
+
+/// Anthropic's `tool_use.id` (its own are `toolu_` and 24 characters).
+pub const ANTHROPIC_CALL_IDS: CallIds = CallIds {
+    max_len: 64,
+    word_chars_only: true,
+};
+
+/// OpenAI's `tool_calls[].id` and `call_id`.
+pub const OPENAI_CALL_IDS: CallIds = CallIds {
+    max_len: conduit_core::content::MAX_MADE_WIRE_ID_LEN,
+    word_chars_only: false,
+};
+
+/// `id` as a call's id goes to a protocol with `rules`: as it is when it fits them, else
+/// `call_` and a hash of it (29 characters). The same id always gives the same one, so a
+/// call and its result still pair, and two ids give two.
+pub fn sent_call_id(id: &str, rules: CallIds) -> std::borrow::Cow<'_, str> {
+    let fits = !id.is_empty()
+        && id.len() <= rules.max_len
+        && (!rules.word_chars_only
+            || id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'));
+    if fits {
+        return std::borrow::Cow::Borrowed(id);
+    }
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(id.as_bytes());
+    let hex: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
+    std::borrow::Cow::Owned(format!("call_{hex}"))
+}
 
 /// `Authorization: Bearer <key>`, as OpenAI and compatible servers take it.
 pub fn bearer(api_key: Option<&str>) -> Vec<(&'static str, String)> {
@@ -90,20 +134,25 @@ impl<W: Wire> Provider for WireProvider<W> {
 
     async fn stream(&self, request: ModelRequest) -> Result<EventStream, ProviderError> {
         let images = crate::prepare_images(&request, &self.media, W::IMAGE_LIMITS).await?;
-        let mut body = W::build_request(&request, &images);
-        W::for_service(&self.base_url, &mut body);
+        let base_url = self.base_url.clone();
+        let build = move |request: &ModelRequest, images: &PreparedImages, optional: bool| {
+            let mut body = W::build_request(request, images);
+            W::for_service(&base_url, &mut body);
+            if !optional {
+                W::drop_optional(&mut body);
+            }
+            body
+        };
         let url = W::stream_url(&self.base_url, &request.model);
         let headers = W::auth_headers(self.api_key.as_deref());
         let model = format!("{}\n{}", self.base_url, request.model);
-        if REFUSED_OPTIONAL.lock().contains(&model) {
-            W::drop_optional(&mut body);
+        let refused_before = REFUSED_OPTIONAL.lock().contains(&model);
+        let body = build(&request, &images, !refused_before);
+        if refused_before || !W::has_optional(&body) {
             return self.http.stream(url, &headers, body, W::Decoder::default());
         }
-        let mut without = body.clone();
-        if !W::drop_optional(&mut without) {
-            return self.http.stream(url, &headers, body, W::Decoder::default());
-        }
-        // Refused before any answer (a 400): the same request goes again without it.
+        // Refused before any answer (a 400): the same request goes again without it. The
+        // body is built again then, not kept twice (it holds the images).
         let mut first = self
             .http
             .stream(url.clone(), &headers, body, W::Decoder::default())?;
@@ -115,6 +164,7 @@ impl<W: Wire> Provider for WireProvider<W> {
                     Err(error) if !answered && W::refuses_optional(&error) => {
                         tracing::info!(%error, "the model refused an optional part of the request: sent again without it, and from now on this session");
                         REFUSED_OPTIONAL.lock().insert(model);
+                        let without = build(&request, &images, false);
                         match http.stream(url, &headers, without, W::Decoder::default()) {
                             Ok(mut again) => {
                                 while let Some(item) = again.next().await {

@@ -184,6 +184,34 @@ fn a_stream_cut_before_message_stop_is_an_error() {
     assert_eq!(err.kind, ProviderErrorKind::Connection);
 }
 
+/// A block opened again before it stopped, or an answer ending with a tool call still
+/// open, is a protocol error: the call was started and would never be done, lost from the
+/// saved answer while the stream read as complete.
+#[test]
+fn a_tool_call_reopened_or_left_open_fails_the_answer() {
+    let reopened = r#"data: {"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"a","name":"f","input":{}}}
+
+data: {"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"b","name":"g","input":{}}}
+
+"#;
+    let err = first_protocol_error(&mut Decoder::default(), reopened);
+    assert_eq!(
+        err.message,
+        "anthropic opened content block 0 again before it stopped"
+    );
+
+    let left_open = r#"data: {"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"a","name":"f","input":{}}}
+
+data: {"type":"message_stop"}
+
+"#;
+    let err = first_protocol_error(&mut Decoder::default(), left_open);
+    assert_eq!(
+        err.message,
+        "anthropic ended the answer with a tool call still open"
+    );
+}
+
 #[test]
 fn invalid_tool_json_is_a_typed_error_not_a_panic() {
     let sse = r#"data: {"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t1","name":"f","input":{}}}

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::*;
 use crate::images::PreparedImage;
-use crate::test_support::{media, replay, request};
+use crate::test_support::{first_protocol_error, media, replay, request};
 
 const TOOL_STREAM: &str = r#"event: response.created
 data: {"type":"response.created","sequence_number":0,"response":{"id":"resp_1","object":"response","status":"in_progress","output":[]}}
@@ -275,6 +275,45 @@ fn calls_without_item_ids_keep_their_own_arguments() {
         ]
     );
     assert!(decoder.calls.is_empty());
+}
+
+/// A call item added twice under one key, or a completed response with a call still
+/// open, fails the answer: the calls would trade arguments, or one would be lost from the
+/// saved answer while it read as complete. A response cut short (incomplete) says so.
+#[test]
+fn a_call_item_added_twice_or_left_open_fails_the_answer() {
+    let event = |value: serde_json::Value| format!("data: {value}\n\n");
+    let added = event(
+        json!({"type":"response.output_item.added","item":{"type":"function_call","id":"fc_1","call_id":"call_a","name":"echo","arguments":""}}),
+    );
+    let twice = [added.clone(), added.clone()].concat();
+    let err = first_protocol_error(&mut Decoder::default(), &twice);
+    assert_eq!(
+        err.message,
+        "openai-responses added the call item fc_1 again before it was done"
+    );
+
+    let completed =
+        event(json!({"type":"response.completed","response":{"status":"completed","usage":null}}));
+    let left_open = [added.clone(), completed].concat();
+    let err = first_protocol_error(&mut Decoder::default(), &left_open);
+    assert_eq!(
+        err.message,
+        "openai-responses ended the response with a call item still open"
+    );
+
+    let incomplete = event(
+        json!({"type":"response.incomplete","response":{"status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"usage":null}}),
+    );
+    let cut_short = [added, incomplete].concat();
+    let events: Vec<_> = replay(&mut Decoder::default(), &cut_short)
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        events.last(),
+        Some(&ProviderEvent::Stop(StopReason::MaxTokens))
+    );
 }
 
 #[test]
