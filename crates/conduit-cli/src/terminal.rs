@@ -154,22 +154,15 @@ impl TypingHidden {
             };
             // Listening before echo goes off: a Ctrl-C typed the moment it is off must
             // find the terminal's settings to put back.
-            let Some(interrupts) = Self::interrupts() else {
+            let Some(mut interrupts) = Self::interrupts() else {
                 return not_hidden();
             };
-            let mut hidden = was.clone();
-            hidden.local_modes.remove(rustix::termios::LocalModes::ECHO);
-            if let Err(error) =
-                rustix::termios::tcsetattr(&stdin, rustix::termios::OptionalActions::Now, &hidden)
-            {
-                tracing::warn!(%error, "the terminal's echo could not be turned off; typing shows");
-                return not_hidden();
-            }
-            let was = std::sync::Arc::new(std::sync::Mutex::new(Some(was)));
-            let restore = was.clone();
-            let mut interrupts = interrupts;
-            // Stays for the rest of the process: SIGINT's default action does not come
-            // back once a handler is installed, so a later Ctrl-C still ends the command.
+            let hiding: std::sync::Arc<std::sync::Mutex<Option<rustix::termios::Termios>>> =
+                std::sync::Arc::default();
+            let restore = hiding.clone();
+            // Stays for the rest of the process, hidden or not: SIGINT's default action
+            // does not come back once a handler is installed, so a later Ctrl-C must still
+            // end the command here.
             tokio::spawn(async move {
                 if interrupts.recv().await.is_some() {
                     put_back(&restore);
@@ -177,7 +170,21 @@ impl TypingHidden {
                     std::process::exit(INTERRUPTED_EXIT);
                 }
             });
-            Self { was }
+            let mut hidden = was.clone();
+            hidden.local_modes.remove(rustix::termios::LocalModes::ECHO);
+            // Held before echo goes off, so a Ctrl-C that comes between finds it.
+            if let Ok(mut slot) = hiding.lock() {
+                *slot = Some(was);
+            }
+            if let Err(error) =
+                rustix::termios::tcsetattr(&stdin, rustix::termios::OptionalActions::Now, &hidden)
+            {
+                tracing::warn!(%error, "the terminal's echo could not be turned off; typing shows");
+                if let Ok(mut slot) = hiding.lock() {
+                    *slot = None;
+                }
+            }
+            Self { was: hiding }
         }
         #[cfg(not(unix))]
         {

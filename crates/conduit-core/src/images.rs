@@ -214,37 +214,53 @@ const UPRIGHT_JPEG_QUALITY: u8 = 92;
 
 /// The image in `bytes` turned upright, when its Exif orientation says the pixels are
 /// stored rotated or mirrored (a phone's portrait photo is stored on its side with a tag
-/// saying so): re-encoded without the tag, a JPEG as a JPEG, any other format as a PNG.
-/// The window sizes an image by its stored pixels and a provider may ignore the tag (or
-/// get a resized copy without it), so the photo would show squashed and reach the model
-/// on its side. `Ok(None)` when nothing needs turning, or the bytes are no image this
-/// reads (the media store then judges them as they came, with its own error).
+/// saying so): re-encoded without the tag, as a JPEG (its colour profile kept: an iPhone's
+/// Display P3 would shift otherwise), or as a PNG when it has transparency. The window
+/// sizes an image by its stored pixels and a provider may ignore the tag (or get a resized
+/// copy without it), so the photo would show squashed and reach the model on its side.
+/// `Ok(None)` when nothing needs turning, or the bytes are no image this reads (the media
+/// store then judges them as they came, with its own error).
 pub fn upright(bytes: &[u8]) -> Result<Option<Vec<u8>>, PreviewError> {
-    use image::ImageDecoder;
     use image::metadata::Orientation;
+    use image::{ImageDecoder, ImageEncoder};
     let Ok(format) = image::guess_format(bytes) else {
         return Ok(None);
     };
-    let orientation = match ImageReader::with_format(Cursor::new(bytes), format)
-        .into_decoder()
-        .and_then(|mut decoder| decoder.orientation())
-    {
+    let Ok(mut decoder) = ImageReader::with_format(Cursor::new(bytes), format).into_decoder()
+    else {
+        return Ok(None);
+    };
+    let orientation = match decoder.orientation() {
         Ok(Orientation::NoTransforms) | Err(_) => return Ok(None),
         Ok(orientation) => orientation,
     };
+    // A profile that does not read is left out: the colours shift a little, nothing more.
+    let profile = decoder.icc_profile().ok().flatten();
+    drop(decoder);
     let _turn = decode_turn();
-    let (format, mut image) = decode(bytes)?;
+    let (_, mut image) = decode(bytes)?;
     image.apply_orientation(orientation);
     let mut out = Vec::new();
-    if format == ImageFormat::Jpeg {
-        let encoder =
-            image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, UPRIGHT_JPEG_QUALITY);
-        DynamicImage::ImageRgb8(image.into_rgb8())
-            .write_with_encoder(encoder)
-            .map_err(PreviewError::Encode)?;
-    } else {
+    if image.color().has_alpha() {
         image
             .write_to(&mut Cursor::new(&mut out), ImageFormat::Png)
+            .map_err(PreviewError::Encode)?;
+    } else {
+        let mut encoder =
+            image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, UPRIGHT_JPEG_QUALITY);
+        if let Some(profile) = profile
+            && let Err(error) = encoder.set_icc_profile(profile)
+        {
+            tracing::debug!(%error, "the photo's colour profile was left out");
+        }
+        let rgb = image.into_rgb8();
+        encoder
+            .write_image(
+                rgb.as_raw(),
+                rgb.width(),
+                rgb.height(),
+                image::ExtendedColorType::Rgb8,
+            )
             .map_err(PreviewError::Encode)?;
     }
     Ok(Some(out))

@@ -466,11 +466,12 @@ impl App {
                 });
             }
         }
-        let size = bytes.len();
         let media = self.host.media.clone();
         let stored = tokio::task::spawn_blocking(move || media.put(&crate::upright(bytes), None))
             .await
             .map_err(|e| conduit_core::media::MediaError::Io(e.to_string()))??;
+        // What was stored counts (a photo turned upright is stored anew).
+        let size = usize::try_from(stored.bytes).unwrap_or(usize::MAX);
         let mut unsent = self.unsent.lock();
         let now = std::time::Instant::now();
         if unsent

@@ -297,14 +297,21 @@ const APP_PAGE_ORIGINS: [&str; 2] = ["http://tauri.localhost", "https://tauri.lo
 #[cfg(not(any(windows, target_os = "android")))]
 const APP_PAGE_ORIGINS: [&str; 1] = ["tauri://localhost"];
 
-/// The secret store's name for a provider's API key.
 /// An image the user attached, turned upright when it was stored on its side with an Exif
 /// tag saying so (a phone's portrait photo; [`conduit_core::images::upright`]): the window
-/// and every provider then see it as it was taken. Bytes that cannot be turned are stored
-/// as they came, and the store judges them.
+/// and every provider then see it as it was taken. Bytes that cannot be turned, or whose
+/// turned copy would be over the attachment cap ([`app::ATTACHMENT_MAX_BYTES`]), are
+/// stored as they came, and the store judges them.
 pub(crate) fn upright(bytes: Vec<u8>) -> Vec<u8> {
     match conduit_core::images::upright(&bytes) {
-        Ok(Some(turned)) => turned,
+        Ok(Some(turned)) if turned.len() <= app::ATTACHMENT_MAX_BYTES => turned,
+        Ok(Some(turned)) => {
+            tracing::warn!(
+                bytes = turned.len(),
+                "an attached photo turned upright would be over the attachment cap; it is kept as it came"
+            );
+            bytes
+        }
         Ok(None) => bytes,
         Err(error) => {
             tracing::warn!(%error, "an attached photo could not be turned upright; it is kept as it came");
@@ -313,6 +320,7 @@ pub(crate) fn upright(bytes: Vec<u8>) -> Vec<u8> {
     }
 }
 
+/// The secret store's name for a provider's API key.
 fn provider_secret_name(provider_id: &str) -> String {
     format!("provider:{provider_id}")
 }

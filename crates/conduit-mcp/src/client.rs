@@ -593,7 +593,14 @@ impl ClientHandler for Handler {
     ) -> Result<rmcp::model::CustomResult, rmcp::ErrorData> {
         if request.method == crate::spill::UNREADABLE_REQUEST {
             let params = request.params.unwrap_or_default();
-            let said = |key: &str| params.get(key).and_then(|v| v.as_str()).unwrap_or("?");
+            // A server may send this method itself: what it says is cut, as a method name
+            // would be in "method not found".
+            let said = |key: &str| {
+                conduit_core::content::text_start(
+                    params.get(key).and_then(|v| v.as_str()).unwrap_or("?"),
+                    512,
+                )
+            };
             let mib = params.get("mib").and_then(|v| v.as_u64()).unwrap_or(0);
             return Err(rmcp::ErrorData::invalid_request(
                 format!(
