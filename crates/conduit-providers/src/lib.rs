@@ -104,6 +104,49 @@ fn secrets_masked(url: &str) -> String {
     }
 }
 
+/// `first`, unless it fails before any answer with an error `refused` picks (a model's
+/// refusal of part of the request, which comes before any output): then the stream
+/// `instead` makes, given that error. Retries `first` announces pass through meanwhile.
+/// Text tool-calling (a model that takes no tools) and a request's optional part (a model
+/// that refuses it) fall back this one way.
+pub(crate) fn instead_if_refused<Instead, Made>(
+    mut first: conduit_core::provider::EventStream,
+    refused: impl Fn(&ProviderError) -> bool + Send + 'static,
+    instead: Instead,
+) -> conduit_core::provider::EventStream
+where
+    Instead: FnOnce(ProviderError) -> Made + Send + 'static,
+    Made: std::future::Future<Output = Result<conduit_core::provider::EventStream, ProviderError>>
+        + Send,
+{
+    use conduit_core::provider::ProviderEvent;
+    use futures::StreamExt;
+    async_stream::stream! {
+        let mut answered = false;
+        while let Some(item) = first.next().await {
+            match item {
+                Err(error) if !answered && refused(&error) => {
+                    match instead(error).await {
+                        Ok(mut again) => {
+                            while let Some(item) = again.next().await {
+                                yield item;
+                            }
+                        }
+                        Err(error) => yield Err(error),
+                    }
+                    return;
+                }
+                Ok(event @ ProviderEvent::Retrying { .. }) => yield Ok(event),
+                other => {
+                    answered = true;
+                    yield other;
+                }
+            }
+        }
+    }
+    .boxed()
+}
+
 /// Builds the provider a configuration describes.
 pub fn build(
     config: ProviderConfig,

@@ -144,38 +144,21 @@ impl TextTools {
 /// The native stream, unless its answer is a refusal of tools (it comes before any
 /// output): then the same request in text mode.
 fn fall_back_on_refusal(
-    mut native: EventStream,
+    native: EventStream,
     inner: Arc<dyn Provider>,
     request: ModelRequest,
     memory: Arc<ToolModeMemory>,
     key: String,
 ) -> EventStream {
-    async_stream::stream! {
-        let mut answered = false;
-        while let Some(item) = native.next().await {
-            match item {
-                Err(err) if !answered && err.kind == ProviderErrorKind::ToolsUnsupported => {
-                    tracing::info!(error = %err, "the model refused native tools: text tool-calling from now on this session");
-                    memory.remember(key);
-                    match text_stream(&inner, request).await {
-                        Ok(mut text) => {
-                            while let Some(item) = text.next().await {
-                                yield item;
-                            }
-                        }
-                        Err(err) => yield Err(err),
-                    }
-                    return;
-                }
-                Ok(event @ ProviderEvent::Retrying { .. }) => yield Ok(event),
-                other => {
-                    answered = true;
-                    yield other;
-                }
-            }
-        }
-    }
-    .boxed()
+    crate::instead_if_refused(
+        native,
+        |err| err.kind == ProviderErrorKind::ToolsUnsupported,
+        move |err| async move {
+            tracing::info!(error = %err, "the model refused native tools: text tool-calling from now on this session");
+            memory.remember(key);
+            text_stream(&inner, request).await
+        },
+    )
 }
 
 /// Sends `request` with its tools in the system prompt and reads calls from the text.

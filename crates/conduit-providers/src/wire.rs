@@ -7,10 +7,7 @@ use std::sync::{Arc, LazyLock};
 
 use async_trait::async_trait;
 use conduit_core::media::MediaStore;
-use conduit_core::provider::{
-    EventStream, ModelInfo, ModelRequest, Provider, ProviderError, ProviderEvent,
-};
-use futures::StreamExt;
+use conduit_core::provider::{EventStream, ModelInfo, ModelRequest, Provider, ProviderError};
 use parking_lot::Mutex;
 use serde_json::Value;
 
@@ -153,37 +150,24 @@ impl<W: Wire> Provider for WireProvider<W> {
         }
         // Refused before any answer (a 400): the same request goes again without it. The
         // body is built again then, not kept twice (it holds the images).
-        let mut first = self
+        let first = self
             .http
             .stream(url.clone(), &headers, body, W::Decoder::default())?;
         let http = self.http.clone();
-        Ok(async_stream::stream! {
-            let mut answered = false;
-            while let Some(item) = first.next().await {
-                match item {
-                    Err(error) if !answered && W::refuses_optional(&error) => {
-                        tracing::info!(%error, "the model refused an optional part of the request: sent again without it, and from now on this session");
-                        REFUSED_OPTIONAL.lock().insert(model);
-                        let without = build(&request, &images, false);
-                        match http.stream(url, &headers, without, W::Decoder::default()) {
-                            Ok(mut again) => {
-                                while let Some(item) = again.next().await {
-                                    yield item;
-                                }
-                            }
-                            Err(error) => yield Err(error),
-                        }
-                        return;
-                    }
-                    Ok(event @ ProviderEvent::Retrying { .. }) => yield Ok(event),
-                    other => {
-                        answered = true;
-                        yield other;
-                    }
-                }
-            }
-        }
-        .boxed())
+        Ok(crate::instead_if_refused(
+            first,
+            W::refuses_optional,
+            move |error| async move {
+                tracing::info!(%error, "the model refused an optional part of the request: sent again without it, and from now on this session");
+                REFUSED_OPTIONAL.lock().insert(model);
+                http.stream(
+                    url,
+                    &headers,
+                    build(&request, &images, false),
+                    W::Decoder::default(),
+                )
+            },
+        ))
     }
 
     async fn list_models(&self) -> Result<Vec<ModelInfo>, ProviderError> {
