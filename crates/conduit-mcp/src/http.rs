@@ -654,9 +654,34 @@ mod tests {
         );
     }
 
+    /// A whole request for `/` on a new connection, and everything answered to it.
+    async fn served_here(address: SocketAddr) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+        stream
+            .write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.unwrap();
+        answer
+    }
+
+    /// `asked` ends (within a bound on a hang) with the test router's "here".
+    async fn assert_served_here(asked: tokio::task::JoinHandle<String>) {
+        let answer = tokio::time::timeout(std::time::Duration::from_secs(10), asked)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            answer.starts_with("HTTP/1.1 200") && answer.ends_with("here"),
+            "{answer}"
+        );
+    }
+
     #[tokio::test]
     async fn connections_past_the_cap_wait_until_one_closes() {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        use tokio::io::AsyncWriteExt;
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         let router = axum::Router::new().route("/", axum::routing::get(|| async { "here" }));
@@ -674,28 +699,11 @@ mod tests {
             stream.write_all(b"GET / HTTP/1.1\r\nX: ").await.unwrap();
             idle.push(stream);
         }
-        let ask = || async move {
-            let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
-            stream
-                .write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-                .await
-                .unwrap();
-            let mut answer = String::new();
-            stream.read_to_string(&mut answer).await.unwrap();
-            answer
-        };
-        let waiting = tokio::spawn(ask());
+        let waiting = tokio::spawn(served_here(address));
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
         assert!(!waiting.is_finished(), "a fourth connection is not served");
         drop(idle.pop());
-        let answer = tokio::time::timeout(std::time::Duration::from_secs(10), waiting)
-            .await
-            .unwrap()
-            .unwrap();
-        assert!(
-            answer.starts_with("HTTP/1.1 200") && answer.ends_with("here"),
-            "{answer}"
-        );
+        assert_served_here(waiting).await;
         serving.abort();
     }
 
@@ -720,16 +728,7 @@ mod tests {
         slow.write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
             .await
             .unwrap();
-        let ask = tokio::spawn(async move {
-            let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
-            stream
-                .write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-                .await
-                .unwrap();
-            let mut answer = String::new();
-            stream.read_to_string(&mut answer).await.unwrap();
-            answer
-        });
+        let ask = tokio::spawn(served_here(address));
         // A byte now and then, as such a client sends, until the server closes on it (a
         // bound on a hang, not a speed: the timeout is half a second).
         let mut closed = false;
@@ -751,14 +750,7 @@ mod tests {
             }
         }
         assert!(closed, "the slow client's connection was never closed");
-        let answer = tokio::time::timeout(std::time::Duration::from_secs(10), ask)
-            .await
-            .unwrap()
-            .unwrap();
-        assert!(
-            answer.starts_with("HTTP/1.1 200") && answer.ends_with("here"),
-            "{answer}"
-        );
+        assert_served_here(ask).await;
         serving.abort();
     }
 
