@@ -309,7 +309,9 @@ async fn a_page_script_cannot_start_programs_read_secrets_or_open_links_unseen()
         )
         .await;
     assert_eq!(reply.ok, Some(json!(false)), "{}", reply.raw);
-    let listed = main.invoke("list_conversations", json!({})).await;
+    let listed = main
+        .invoke("list_conversations", json!({"count": 500}))
+        .await;
     assert_eq!(listed.ok.unwrap()[0]["id"], json!(kept));
     // The user's own click on the sidebar's button raises the same question; Delete.
     session
@@ -332,7 +334,9 @@ async fn a_page_script_cannot_start_programs_read_secrets_or_open_links_unseen()
         )
         .await
         .unwrap();
-    let listed = main.invoke("list_conversations", json!({})).await;
+    let listed = main
+        .invoke("list_conversations", json!({"count": 500}))
+        .await;
     assert_eq!(listed.ok, Some(json!([])), "{}", listed.raw);
 
     // Settings open in their own window, with their own capability.

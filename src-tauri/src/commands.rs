@@ -74,11 +74,23 @@ pub fn app_info(state: tauri::State<'_, AppState>) -> Reply<AppInfo> {
 }
 
 window_command! {
+/// The `count` most recently updated conversations (the sidebar asks for 500 more each
+/// time it shows older ones), at most 20,000.
 #[tauri::command(async)]
-pub fn list_conversations(state: tauri::State<'_, AppState>) -> Reply<Vec<Conversation>> {
-    state.host().conversations(500).map_err(CommandError::from)
+pub fn list_conversations(
+    state: tauri::State<'_, AppState>,
+    count: usize,
+) -> Reply<Vec<Conversation>> {
+    state
+        .host()
+        .conversations(count.clamp(1, MOST_CONVERSATIONS_LISTED))
+        .map_err(CommandError::from)
 }
 }
+
+/// The most conversations listed at once: a page script asking for more is given these,
+/// and older ones are reached through search.
+pub const MOST_CONVERSATIONS_LISTED: usize = 20_000;
 
 window_command! {
 #[tauri::command(async)]

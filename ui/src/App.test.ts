@@ -66,6 +66,14 @@ describe("App", () => {
     expect(screen.getByRole("textbox", { name: "Message" })).toBeTruthy();
   });
 
+  it("asks for the newest 500 conversations, and offers older ones when the list came back full", async () => {
+    backend(() => Promise.resolve(info));
+    render(App);
+    await vi.waitFor(() => expect(api.listConversations).toHaveBeenCalledWith(500));
+    // An empty list: nothing older to offer.
+    expect(screen.queryByRole("button", { name: "Show older conversations" })).toBeNull();
+  });
+
   it("opens settings in their own window: the chat window only asks for it", async () => {
     backend(() => Promise.resolve(info));
     render(App);

@@ -17,8 +17,12 @@ export function nextWindowEvents(after: number): Promise<EventBatch> {
   return invoke<EventBatch>("next_window_events", { after });
 }
 
-export function listConversations(): Promise<Array<Conversation>> {
-  return invoke<Array<Conversation>>("list_conversations");
+/**
+ * The `count` most recently updated conversations (the sidebar asks for 500 more each
+ * time it shows older ones), at most 20,000.
+ */
+export function listConversations(count: number): Promise<Array<Conversation>> {
+  return invoke<Array<Conversation>>("list_conversations", { count });
 }
 
 export function searchHistory(query: string): Promise<Array<SearchHit>> {
