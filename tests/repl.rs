@@ -3,7 +3,8 @@
 //! `/model`, Ctrl-C stopping an answer with what it said kept, Ctrl-D and Ctrl-C at the
 //! prompt leaving, a model without native tools calling one as text, a hostile answer's
 //! terminal controls shown as marks, not obeyed (in `conduit chat` and `conduit sessions
-//! show` too), and output closed mid-answer ending the REPL quietly.
+//! show` too), output closed mid-answer ending the REPL quietly, and `--approve auto`
+//! and `deny` asking nothing.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -615,4 +616,62 @@ time.sleep(2)
     assert_eq!(saved.len(), 1, "{}", run.transcript);
     let text = saved[0].to_string();
     assert!(text.contains("Partial answer"), "{text}");
+}
+
+/// `--approve auto` runs a call Settings allow without asking; `--approve deny` refuses
+/// every call, and the model is told so; neither asks at the terminal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approve_auto_runs_calls_unasked_and_deny_refuses_them() {
+    let dialect = Dialect::OpenAiChat;
+    for (approve, shown) in [("auto", "← test__echo done"), ("deny", "✗ denied")] {
+        let server = ScriptedLlm::start(vec![
+            dialect.turn(
+                &["Let me echo."],
+                &[ScriptedCall::new(
+                    "call_1",
+                    "test__echo",
+                    json!({"text": "unasked"}),
+                )],
+            ),
+            dialect.text(&["Over."]),
+        ])
+        .await
+        .unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let mut argv = repl_argv(&server);
+        argv.extend(["--approve".to_owned(), approve.to_owned()]);
+        let steps = vec![
+            expect("Conduit REPL"),
+            expect("> "),
+            send("please echo"),
+            expect(shown),
+            expect("Over."),
+            expect("> "),
+            key("ctrl-d"),
+        ];
+        let run = on_terminal(home.path(), &argv, repl_env(home.path()), steps, 30).await;
+        assert_eq!(run.failure, None, "{approve}: {}", run.transcript);
+        assert_eq!(run.code, Some(0), "{approve}: {}", run.transcript);
+        assert!(
+            !run.transcript.contains("allow [o]nce"),
+            "{approve}: {}",
+            run.transcript
+        );
+        // What the model was told of the call.
+        let second = server.requests()[1].body.clone();
+        let told = second["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["role"] == "tool")
+            .map(|m| m["content"].to_string())
+            .unwrap();
+        match approve {
+            "auto" => assert_eq!(told, "\"unasked\"", "{second}"),
+            _ => assert!(
+                told.contains("denied") && !told.contains("unasked"),
+                "{told}"
+            ),
+        }
+    }
 }

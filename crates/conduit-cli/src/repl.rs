@@ -36,6 +36,21 @@ pub struct ReplArgs {
     /// A system prompt.
     #[arg(long)]
     system: Option<String>,
+    /// What to do with tool calls: ask at the terminal under Settings' per-tool policy
+    /// (the window's way), run every call Settings allow, or refuse every call.
+    #[arg(long, value_enum, default_value = "ask")]
+    approve: ReplApprove,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum ReplApprove {
+    /// Ask about each call that Settings do not already allow or refuse.
+    Ask,
+    /// Run every tool call Settings allow (one set to Never run, or switched off, is
+    /// still refused), without asking.
+    Auto,
+    /// Refuse every tool call; the model is told so.
+    Deny,
 }
 
 const HELP: &str = "\
@@ -158,6 +173,7 @@ struct Session {
     attachments: Vec<PathBuf>,
     system: Option<String>,
     max_turns: u32,
+    approve: ReplApprove,
 }
 
 pub async fn run(host: Arc<Host>, args: ReplArgs) -> Result<u8, Failure> {
@@ -191,6 +207,7 @@ pub async fn run(host: Arc<Host>, args: ReplArgs) -> Result<u8, Failure> {
         attachments: Vec::new(),
         system: args.system,
         max_turns: args.max_turns,
+        approve: args.approve,
     };
     say!("Conduit REPL. /help for commands, Ctrl-D to leave.")?;
     if let Some(id) = &session.conversation {
@@ -333,7 +350,11 @@ impl Session {
                 .cloned()
                 .map(Attachment::File)
                 .collect(),
-            approval: ApprovalMode::Window(sink.clone()),
+            approval: match self.approve {
+                ReplApprove::Ask => ApprovalMode::Window(sink.clone()),
+                ReplApprove::Auto => ApprovalMode::Auto,
+                ReplApprove::Deny => ApprovalMode::Deny,
+            },
             max_turns: self.max_turns,
             system: self.system.clone(),
             read_timeout: None,
