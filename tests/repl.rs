@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use conduit_e2e::binary;
 use conduit_e2e::cli::{TerminalRun, conduit, on_terminal};
-use conduit_e2e::llm_server::{Dialect, ScriptedCall, ScriptedLlm};
+use conduit_e2e::llm_server::{Dialect, Reply, ScriptedCall, ScriptedLlm};
 use serde_json::{Value, json};
 
 const KEY: &str = "sk-test-key-1234";
@@ -30,6 +30,22 @@ fn send(line: &str) -> Value {
 }
 fn key(name: &str) -> Value {
     json!({"key": name})
+}
+
+/// A model turn calling `test__echo` with `text` after saying `before`, then the answer
+/// `after`: the script most of these tests run.
+fn echo_then(dialect: Dialect, before: &[&str], text: &str, after: &[&str]) -> Vec<Reply> {
+    vec![
+        dialect.turn(
+            before,
+            &[ScriptedCall::new(
+                "call_1",
+                "test__echo",
+                json!({"text": text}),
+            )],
+        ),
+        dialect.text(after),
+    ]
 }
 
 /// Runs `conduit repl` against `server` on a pseudo-terminal through `steps`.
@@ -82,19 +98,16 @@ fn saved_conversations(home: &Path) -> Vec<Value> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_call_approved_inline_then_new_then_ctrl_c_keeps_the_partial_answer() {
     let dialect = Dialect::OpenAiChat;
-    let server = ScriptedLlm::start(vec![
-        dialect.turn(
-            &["Let me echo."],
-            &[ScriptedCall::new(
-                "call_1",
-                "test__echo",
-                json!({"text": "pty hello"}),
-            )],
-        ),
-        dialect.text(&["Echoed ", "it."]),
-        dialect.text(&["A fresh ", "start."]),
-        dialect.stall_after(&["Partial ", "answer"]),
-    ])
+    let server = ScriptedLlm::start(
+        [
+            echo_then(dialect, &["Let me echo."], "pty hello", &["Echoed ", "it."]),
+            vec![
+                dialect.text(&["A fresh ", "start."]),
+                dialect.stall_after(&["Partial ", "answer"]),
+            ],
+        ]
+        .concat(),
+    )
     .await
     .unwrap();
     let home = tempfile::tempdir().unwrap();
@@ -175,19 +188,9 @@ async fn attach_then_a_denied_call_is_not_run_and_ctrl_c_at_the_prompt_leaves() 
         base64::Engine::decode(&base64::engine::general_purpose::STANDARD, PNG_BASE64).unwrap(),
     )
     .unwrap();
-    let server = ScriptedLlm::start(vec![
-        dialect.turn(
-            &[],
-            &[ScriptedCall::new(
-                "call_1",
-                "test__echo",
-                json!({"text": "never"}),
-            )],
-        ),
-        dialect.text(&["Understood."]),
-    ])
-    .await
-    .unwrap();
+    let server = ScriptedLlm::start(echo_then(dialect, &[], "never", &["Understood."]))
+        .await
+        .unwrap();
     let home = tempfile::tempdir().unwrap();
     let session = repl(
         &server,
@@ -345,19 +348,9 @@ fn obeyed(output: &str) -> Vec<&'static str> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hostile_answer_is_shown_inert_and_the_real_approval_question_starts_plain() {
     let dialect = Dialect::OpenAiChat;
-    let server = ScriptedLlm::start(vec![
-        dialect.turn(
-            &HOSTILE,
-            &[ScriptedCall::new(
-                "call_1",
-                "test__echo",
-                json!({"text": "\x1b[8mquiet"}),
-            )],
-        ),
-        dialect.text(&["Done."]),
-    ])
-    .await
-    .unwrap();
+    let server = ScriptedLlm::start(echo_then(dialect, &HOSTILE, "\x1b[8mquiet", &["Done."]))
+        .await
+        .unwrap();
     let home = tempfile::tempdir().unwrap();
     let session = repl(
         &server,
@@ -416,17 +409,12 @@ async fn a_hostile_answer_is_shown_inert_and_the_real_approval_question_starts_p
 async fn conduit_chat_shows_a_hostile_answer_inert_as_text_and_as_json() {
     let dialect = Dialect::OpenAiChat;
     for json_lines in [false, true] {
-        let server = ScriptedLlm::start(vec![
-            dialect.turn(
-                &HOSTILE,
-                &[ScriptedCall::new(
-                    "call_1",
-                    "test__echo",
-                    json!({"text": "\x1b]52;c;eA==\x07"}),
-                )],
-            ),
-            dialect.text(&["\x1b[8mDone."]),
-        ])
+        let server = ScriptedLlm::start(echo_then(
+            dialect,
+            &HOSTILE,
+            "\x1b]52;c;eA==\x07",
+            &["\x1b[8mDone."],
+        ))
         .await
         .unwrap();
         let home = tempfile::tempdir().unwrap();
@@ -485,18 +473,13 @@ async fn conduit_chat_shows_a_hostile_answer_inert_as_text_and_as_json() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn piped_lines_never_answer_an_approval() {
     let dialect = Dialect::OpenAiChat;
-    let server = ScriptedLlm::start(vec![
-        dialect.turn(
-            &[],
-            &[ScriptedCall::new(
-                "call_1",
-                "test__echo",
-                json!({"text": "piped"}),
-            )],
-        ),
-        dialect.text(&["It was denied."]),
-        dialect.text(&["Second answer."]),
-    ])
+    let server = ScriptedLlm::start(
+        [
+            echo_then(dialect, &[], "piped", &["It was denied."]),
+            vec![dialect.text(&["Second answer."])],
+        ]
+        .concat(),
+    )
     .await
     .unwrap();
     let home = tempfile::tempdir().unwrap();
@@ -624,19 +607,10 @@ time.sleep(2)
 async fn approve_auto_runs_calls_unasked_and_deny_refuses_them() {
     let dialect = Dialect::OpenAiChat;
     for (approve, shown) in [("auto", "← test__echo done"), ("deny", "✗ denied")] {
-        let server = ScriptedLlm::start(vec![
-            dialect.turn(
-                &["Let me echo."],
-                &[ScriptedCall::new(
-                    "call_1",
-                    "test__echo",
-                    json!({"text": "unasked"}),
-                )],
-            ),
-            dialect.text(&["Over."]),
-        ])
-        .await
-        .unwrap();
+        let server =
+            ScriptedLlm::start(echo_then(dialect, &["Let me echo."], "unasked", &["Over."]))
+                .await
+                .unwrap();
         let home = tempfile::tempdir().unwrap();
         let mut argv = repl_argv(&server);
         argv.extend(["--approve".to_owned(), approve.to_owned()]);
