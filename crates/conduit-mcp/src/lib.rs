@@ -31,6 +31,7 @@ pub mod client;
 pub mod config;
 pub mod conformance;
 pub mod elicit;
+mod envelope;
 pub mod http;
 mod listen_stream;
 pub mod mention;

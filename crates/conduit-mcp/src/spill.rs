@@ -36,6 +36,8 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio_util::io::SyncIoBridge;
 
+use crate::envelope::Envelope;
+
 /// Lines at least this long are parsed by the pump; shorter ones pass through untouched.
 const LARGE_LINE: usize = 1024 * 1024;
 /// Strings at least this long in a large line's result are moved aside.
@@ -696,12 +698,8 @@ impl<'de> Visitor<'de> for Parse<'_> {
             }
             if self.place == Place::Message && key == "method" {
                 let method = map.next_value_seed(self.at(Place::Plain))?;
-                let whole = method.as_str().unwrap_or("?");
-                let mut name = conduit_core::content::text_start(whole, MAX_METHOD_NAME).to_owned();
-                if name.len() < whole.len() {
-                    name.push('…');
-                }
-                self.holding.borrow_mut().method = Some(name);
+                self.holding.borrow_mut().method =
+                    Some(method_name(method.as_str().unwrap_or("?")));
                 object.insert(key, method);
                 continue;
             }
@@ -804,6 +802,7 @@ fn parse_large<R: AsyncRead + Unpin>(
         inner: SyncIoBridge::new_with_handle(reader, runtime),
         max: max_line,
         ended: false,
+        envelope: Envelope::of(&start),
     };
     let holding = RefCell::new(Holding::default());
     let parsed = {
@@ -823,7 +822,7 @@ fn parse_large<R: AsyncRead + Unpin>(
     let holding = holding.into_inner();
     let out = match parsed {
         Ok(message) => settle(spill, message, &holding, rest.read),
-        Err(error) => unreadable(spill, &holding, &error, rest.read),
+        Err(error) => unreadable(spill, &holding, &rest.envelope, &error, rest.read),
     };
     (rest.inner.into_inner(), out)
 }
@@ -906,22 +905,30 @@ fn parse_whole(spill: &Spill, data: &[u8]) -> (Option<Vec<u8>>, Option<Value>) {
     let holding = RefCell::new(Holding::default());
     let parsed = parse_message(serde_json::Deserializer::from_slice(data), spill, &holding);
     let holding = holding.into_inner();
-    let passed = match parsed {
-        Ok(message) => settle(spill, message, &holding, data.len()),
-        Err(error) => unreadable(spill, &holding, &error, data.len()),
-    };
-    (passed, holding.id)
+    match parsed {
+        Ok(message) => {
+            let passed = settle(spill, message, &holding, data.len());
+            (passed, holding.id)
+        }
+        Err(error) => {
+            let envelope = Envelope::of(data);
+            let passed = unreadable(spill, &holding, &envelope, &error, data.len());
+            (passed, holding.id.or_else(|| envelope.id()))
+        }
+    }
 }
 
 /// A large message that did not parse (not JSON, too long, too many values) is dropped.
-/// When its `id` was read and names a request Conduit awaits, rmcp gets an error for that
-/// request in its place, so the call fails saying why instead of waiting out its time.
-/// When it is the server's own request (its `method` and `id` were read), rmcp gets a
-/// small [`UNREADABLE_REQUEST`] with the same `id` in its place, so the server is answered
-/// with an error rather than never.
+/// When its `id` names a request Conduit awaits, rmcp gets an error for that request in
+/// its place, so the call fails saying why instead of waiting out its time. When it is
+/// the server's own request (it has a `method` and an `id`), rmcp gets a small
+/// [`UNREADABLE_REQUEST`] with the same `id` in its place, so the server is answered
+/// with an error rather than never. The two are the parse's when it read them, else the
+/// `envelope`'s, which finds them wherever they were written (after the part that failed).
 fn unreadable(
     spill: &Spill,
     holding: &Holding,
+    envelope: &Envelope,
     error: &serde_json::Error,
     bytes: usize,
 ) -> Option<Vec<u8>> {
@@ -931,8 +938,12 @@ fn unreadable(
         bytes,
         "a large server message was dropped: {error}"
     );
-    let id = holding.id.as_ref()?;
-    if let Some(method) = &holding.method {
+    let id = holding.id.clone().or_else(|| envelope.id())?;
+    let method = holding
+        .method
+        .clone()
+        .or_else(|| envelope.method().map(|whole| method_name(&whole)));
+    if let Some(method) = &method {
         let stand_in = serde_json::json!({
             "jsonrpc": "2.0",
             "id": id,
@@ -947,7 +958,7 @@ fn unreadable(
         line.push(b'\n');
         return Some(line);
     }
-    spill.take_answer(Some(id))?;
+    spill.take_answer(Some(&id))?;
     let error = serde_json::json!({
         "jsonrpc": "2.0",
         "id": id,
@@ -1019,13 +1030,23 @@ fn settle(spill: &Spill, message: Value, holding: &Holding, bytes: usize) -> Opt
     }
 }
 
+/// A message's method as named in an answer: cut to [`MAX_METHOD_NAME`].
+fn method_name(whole: &str) -> String {
+    let mut name = conduit_core::content::text_start(whole, MAX_METHOD_NAME).to_owned();
+    if name.len() < whole.len() {
+        name.push('…');
+    }
+    name
+}
+
 /// Reads up to (and consumes) the next newline, then reports end of input; fails once
-/// the line is over `max` bytes.
+/// the line is over `max` bytes. Every byte read goes through `envelope` too.
 struct UntilNewline<B> {
     inner: B,
     read: usize,
     max: usize,
     ended: bool,
+    envelope: Envelope,
 }
 
 impl<B: BufRead> Read for UntilNewline<B> {
@@ -1042,6 +1063,7 @@ impl<B: BufRead> Read for UntilNewline<B> {
         let end = newline.unwrap_or(available.len());
         let n = end.min(out.len());
         out[..n].copy_from_slice(&available[..n]);
+        self.envelope.feed(&available[..n]);
         let at_newline = newline == Some(n);
         self.inner.consume(n + usize::from(at_newline));
         self.ended = at_newline;
@@ -1408,6 +1430,73 @@ after
         assert_eq!(method, format!("{}…", "m".repeat(MAX_METHOD_NAME)));
         // Conduit's own request 5 still waits for its answer.
         assert!(spill.awaits(&json!(5)));
+    }
+
+    /// The TypeScript SDK writes a request's `id` after its `params` and an answer's after
+    /// its `result`: a message of that order that fails to parse (too many values, too
+    /// long a line) is still answered, the server's request with the stand-in, Conduit's
+    /// call with an error, though the parse stopped before reaching either.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_message_too_large_to_read_is_named_by_an_id_written_after_its_body() {
+        let spill = Arc::new(Spill::new("test"));
+        spill.asked(&RequestId::Number(3), true);
+        let zeros = vec!["0"; MAX_VALUES + 1].join(",");
+        let long = "x".repeat(3 * LARGE_LINE);
+        let input = format!(
+            "{}\n{}\n{}\n",
+            format_args!(
+                r#"{{"method":"sampling/createMessage","params":{{"messages":[{zeros}]}},"jsonrpc":"2.0","id":"ts-1"}}"#
+            ),
+            format_args!(
+                r#"{{"method":"elicitation/create","params":{{"message":"{long}"}},"jsonrpc":"2.0","id":9}}"#
+            ),
+            format_args!(
+                r#"{{"result":{{"structuredContent":{{"rows":[{zeros}]}}}},"jsonrpc":"2.0","id":3}}"#
+            ),
+        );
+        let mut out = Vec::new();
+        pump(
+            std::io::Cursor::new(input.into_bytes()),
+            &mut out,
+            spill.clone(),
+            2 * LARGE_LINE,
+        )
+        .await;
+        let lines: Vec<Value> = out
+            .trim_ascii_end()
+            .split(|b| *b == b'\n')
+            .map(|line| serde_json::from_slice(line).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert_eq!(lines[0]["id"], "ts-1");
+        assert_eq!(lines[0]["method"], UNREADABLE_REQUEST);
+        assert_eq!(lines[0]["params"]["method"], "sampling/createMessage");
+        assert_eq!(lines[1]["id"], 9);
+        assert_eq!(lines[1]["method"], UNREADABLE_REQUEST);
+        assert_eq!(lines[1]["params"]["method"], "elicitation/create");
+        assert_eq!(lines[1]["params"]["mib"], 3);
+        let reason = lines[1]["params"]["reason"].as_str().unwrap();
+        assert!(reason.contains("over"), "{reason}");
+        // Conduit's call 3 fails now, saying why, instead of waiting out its time.
+        assert_eq!(lines[2]["id"], 3);
+        let message = lines[2]["error"]["message"].as_str().unwrap();
+        assert!(spill.own_error(message).is_some(), "{message}");
+        assert!(!spill.awaits(&json!(3)));
+    }
+
+    /// The same for an HTTP server's event: its message's `id` written last still names it.
+    #[test]
+    fn an_event_too_large_to_read_is_named_by_an_id_written_last() {
+        let spill = Spill::new("test");
+        let zeros = vec!["0"; MAX_VALUES + 1].join(",");
+        let data = format!(
+            r#"{{"method":"sampling/createMessage","params":{{"messages":[{zeros}]}},"jsonrpc":"2.0","id":4}}"#
+        );
+        let (passed, id) = parse_whole(&spill, data.as_bytes());
+        assert_eq!(id, Some(json!(4)));
+        let stand_in: Value = serde_json::from_slice(&passed.unwrap()).unwrap();
+        assert_eq!(stand_in["method"], UNREADABLE_REQUEST);
+        assert_eq!(stand_in["id"], 4);
     }
 
     /// A large message of many small values (a notification whose data is a long array
