@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use serde_json::{Map, Value};
 
@@ -982,23 +983,50 @@ pub fn unmask_entry(server: &str, entry: Value, old: Option<&Value>) -> Result<V
     Ok(entry)
 }
 
+/// How many levels of a string's path are kept: the places masking reads are at most
+/// `[mcpServers, server, section, key]`.
+const KEPT_PATH: usize = 4;
+
 /// A string in JSON text: where its literal is, its value, and the object keys leading
-/// to it (array items count as `[]`).
+/// to it (array items count as `[]`), the first [`KEPT_PATH`] of `depth`.
 #[derive(Debug, Clone)]
 struct StringToken {
     range: std::ops::Range<usize>,
     value: String,
-    path: Vec<String>,
+    path: Vec<Rc<str>>,
+    depth: usize,
     is_key: bool,
 }
 
-/// Every string of `text` with its path. Tolerant: text that does not parse still yields
-/// its strings, so a broken file is masked too.
-fn string_tokens(text: &str) -> Vec<StringToken> {
+impl StringToken {
+    /// The path when it is exactly `levels` deep.
+    fn path_of_depth(&self, levels: usize) -> Option<&[Rc<str>]> {
+        (self.depth == levels).then_some(self.path.as_slice())
+    }
+
+    /// The path as an error names it.
+    fn place(&self) -> String {
+        let mut place = self.path.join(".");
+        if self.depth > self.path.len() {
+            place.push_str(".…");
+        }
+        place
+    }
+}
+
+/// Every string of `text` with its path that `keep` keeps. Tolerant: text that does not parse still yields
+/// its strings, so a broken file is masked too. A key is shared by the paths under it,
+/// and only their first levels are kept: a file of 200,000 strings under a 400 KB key
+/// (under the size cap) once took tens of gigabytes here, each path a copy of the key.
+fn string_tokens(text: &str, keep: fn(&StringToken) -> bool) -> Vec<StringToken> {
     enum Frame {
-        Object { key: Option<String>, want_key: bool },
+        Object {
+            key: Option<Rc<str>>,
+            want_key: bool,
+        },
         Array,
     }
+    let item: Rc<str> = Rc::from("[]");
     let bytes = text.as_bytes();
     let mut stack: Vec<Frame> = Vec::new();
     let mut tokens = Vec::new();
@@ -1035,22 +1063,25 @@ fn string_tokens(text: &str) -> Vec<StringToken> {
                 let value = serde_json::from_str::<String>(literal)
                     .unwrap_or_else(|_| literal.trim_matches('"').to_owned());
                 let is_key = matches!(stack.last(), Some(Frame::Object { want_key: true, .. }));
-                let path = stack
-                    .iter()
-                    .filter_map(|frame| match frame {
-                        Frame::Object { key, .. } => key.clone(),
-                        Frame::Array => Some("[]".to_owned()),
-                    })
-                    .collect();
+                let levels = stack.iter().filter_map(|frame| match frame {
+                    Frame::Object { key, .. } => key.clone(),
+                    Frame::Array => Some(item.clone()),
+                });
+                let path: Vec<Rc<str>> = levels.clone().take(KEPT_PATH).collect();
+                let depth = path.len() + levels.skip(KEPT_PATH).count();
                 if is_key && let Some(Frame::Object { key, .. }) = stack.last_mut() {
-                    *key = Some(value.clone());
+                    *key = Some(Rc::from(value.as_str()));
                 }
-                tokens.push(StringToken {
+                let token = StringToken {
                     range: start..end,
                     value,
                     path,
+                    depth,
                     is_key,
-                });
+                };
+                if keep(&token) {
+                    tokens.push(token);
+                }
             }
             _ => {}
         }
@@ -1061,8 +1092,10 @@ fn string_tokens(text: &str) -> Vec<StringToken> {
 
 /// `[mcpServers, server]` and the key `url`: a server's URL.
 fn url_place(token: &StringToken) -> Option<&str> {
-    match token.path.as_slice() {
-        [root, server, key] if !token.is_key && root == SERVERS && key == "url" => Some(server),
+    match token.path_of_depth(3)? {
+        [root, server, key] if !token.is_key && &**root == SERVERS && &**key == "url" => {
+            Some(&**server)
+        }
         _ => None,
     }
 }
@@ -1075,11 +1108,11 @@ fn json_literal(value: &str) -> String {
 /// `[mcpServers, server, env|headers, key]` or `[mcpServers, server, oauth,
 /// clientSecret]`: a secret value's place.
 fn secret_place(token: &StringToken) -> Option<(&str, &str, &str)> {
-    match token.path.as_slice() {
+    match token.path_of_depth(4)? {
         [root, server, section, key]
-            if !token.is_key && root == SERVERS && is_secret(section, key) =>
+            if !token.is_key && &**root == SERVERS && is_secret(section, key) =>
         {
-            Some((server, section, key))
+            Some((&**server, &**section, &**key))
         }
         _ => None,
     }
@@ -1105,26 +1138,28 @@ pub fn mask_text(text: &str) -> String {
     if serde_json::from_str::<serde::de::IgnoredAny>(json).is_err() {
         return mask_unparsed_text(text);
     }
-    let replacements = string_tokens(text)
-        .into_iter()
-        .filter_map(|token| {
-            if secret_place(&token).is_some() && !is_reference(&token.value) {
-                Some((token.range, format!("\"{MASKED}\"")))
-            } else if url_place(&token).is_some() {
-                let masked = mask_url(&token.value);
-                (masked != token.value).then(|| (token.range, json_literal(&masked)))
-            } else {
-                None
-            }
-        })
-        .collect();
+    let replacements = string_tokens(text, |token| {
+        secret_place(token).is_some() || url_place(token).is_some()
+    })
+    .into_iter()
+    .filter_map(|token| {
+        if secret_place(&token).is_some() && !is_reference(&token.value) {
+            Some((token.range, format!("\"{MASKED}\"")))
+        } else if url_place(&token).is_some() {
+            let masked = mask_url(&token.value);
+            (masked != token.value).then(|| (token.range, json_literal(&masked)))
+        } else {
+            None
+        }
+    })
+    .collect();
     replace_ranges(text, replacements)
 }
 
 /// Text that does not parse, for the page: every string that is not a key masked, or
 /// all of it when its strings cannot be told apart.
 fn mask_unparsed_text(text: &str) -> String {
-    let tokens = string_tokens(text);
+    let tokens = string_tokens(text, |_| true);
     let lost_track = text.contains(['\0', '\u{fffd}'])
         || tokens.iter().any(|token| {
             text.get(token.range.clone())
@@ -1165,7 +1200,7 @@ pub fn unmask_text(new: &str, old: &str) -> Result<String, MaskError> {
     // The URLs each server has in the old text: a server written twice with two URLs
     // has no one URL whose parts a mask stands for.
     let mut old_urls: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
-    for token in string_tokens(old) {
+    for token in string_tokens(old, |token| url_place(token).is_some()) {
         if let Some(server) = url_place(&token) {
             old_urls
                 .entry(server.to_owned())
@@ -1175,16 +1210,16 @@ pub fn unmask_text(new: &str, old: &str) -> Result<String, MaskError> {
     }
     // URLs first: each masked part takes the stored one, or the text is refused.
     let mut url_replacements = Vec::new();
-    for token in string_tokens(new) {
+    for token in string_tokens(new, |token| url_place(token).is_some()) {
         if let Some(server) = url_place(&token)
             && token.value.contains(MASKED)
         {
             if old_urls.get(server).is_some_and(|urls| urls.len() > 1) {
                 return Err(MaskError::TwoValues {
-                    place: token.path.join("."),
+                    place: token.place(),
                 });
             }
-            let url = unmask_url(&token.value, stored_url(server), &token.path.join("."))?;
+            let url = unmask_url(&token.value, stored_url(server), &token.place())?;
             url_replacements.push((token.range, json_literal(&url)));
         }
     }
@@ -1198,7 +1233,7 @@ pub fn unmask_text(new: &str, old: &str) -> Result<String, MaskError> {
     // keeps neither: which one a mask stood for cannot be told.
     let mut stored: BTreeMap<(String, String, String), Option<std::ops::Range<usize>>> =
         BTreeMap::new();
-    for token in string_tokens(old) {
+    for token in string_tokens(old, |token| secret_place(token).is_some()) {
         let Some((server, section, key)) = secret_place(&token) else {
             continue;
         };
@@ -1217,14 +1252,14 @@ pub fn unmask_text(new: &str, old: &str) -> Result<String, MaskError> {
             .or_insert(Some(token.range));
     }
     let mut replacements = Vec::new();
-    for token in string_tokens(new) {
+    for token in string_tokens(new, |token| token.value == MASKED) {
         if token.value != MASKED || url_place(&token).is_some() {
             continue;
         }
         let kept = secret_place(&token).and_then(|(server, section, key)| {
             stored.get(&(server.to_owned(), section.to_owned(), key.to_owned()))
         });
-        let place = || token.path.join(".");
+        let place = || token.place();
         match kept {
             Some(Some(range)) => match old.get(range.clone()) {
                 Some(literal) => replacements.push((token.range.clone(), literal.to_owned())),
@@ -2085,6 +2120,51 @@ mod tests {
         // A file that does not parse is masked too.
         let broken = "{\"mcpServers\": {\"a\": {\"env\": {\"K\": \"s3cret\"}, }";
         assert!(!mask_text(broken).contains("s3cret"));
+    }
+
+    /// A file within the size cap of many strings under one long key (an entry switched
+    /// off, so nothing asked about it when it was imported): each string's path shares
+    /// the key and keeps only the levels masking reads, so masking it costs about its
+    /// size, not the key's size for every string (tens of gigabytes before). A string
+    /// deep in an entry is never taken for a secret at the place its first levels name.
+    #[test]
+    fn masking_a_file_of_many_strings_under_a_long_key_shares_the_key() {
+        let key = "k".repeat(64 * 1024);
+        let strings = vec!["\"\""; 20_000].join(",");
+        let text = format!(
+            r#"{{"mcpServers": {{"{key}": {{"disabled": true, "command": "x", "args": [{strings}], "env": {{"TOKEN": "s3cret", "deep": {{"TOKEN": ["n0t"]}}}}}}}}}}"#
+        );
+        let tokens = string_tokens(&text, |_| true);
+        let under_key: Vec<_> = tokens.iter().filter(|t| t.depth >= 3).collect();
+        assert!(under_key.len() > 20_000);
+        assert!(
+            under_key
+                .iter()
+                .all(|t| Rc::ptr_eq(&t.path[1], &under_key[0].path[1]))
+        );
+        let deep = tokens.iter().find(|t| t.value == "n0t").unwrap();
+        assert_eq!((deep.depth, deep.path.len()), (6, KEPT_PATH));
+        assert!(deep.place().ends_with(".env.deep.…"), "{}", deep.place());
+        assert_eq!(secret_place(deep), None);
+
+        let masked = mask_text(&text);
+        assert!(!masked.contains("s3cret") && masked.contains("n0t"));
+        assert_eq!(unmask_text(&masked, &text).unwrap(), text);
+    }
+
+    /// The raw editor's text past the file's size cap is refused before anything is
+    /// built from it.
+    #[test]
+    fn text_for_the_file_past_its_cap_is_refused_unread() {
+        let text = format!(
+            r#"{{"mcpServers": {{}}, "pad": "{}"}}"#,
+            "x".repeat(conduit_mcp::config::MAX_FILE_BYTES as usize)
+        );
+        let error = conduit_mcp::config::document_of_text(&text).unwrap_err();
+        assert!(
+            matches!(error, conduit_mcp::config::ConfigError::TooLarge { .. }),
+            "{error}"
+        );
     }
 
     #[cfg(unix)]

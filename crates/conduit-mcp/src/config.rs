@@ -630,7 +630,9 @@ pub fn expand(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String
 /// order mark skipped, a key written twice refused, `mcpServers` an object): what the host
 /// decides about a text must be what will run from it.
 pub fn document_of_text(text: &str) -> Result<Value, ConfigError> {
-    parse(Path::new("the text"), text.as_bytes())
+    let path = Path::new("the text");
+    fits(path, text)?;
+    parse(path, text.as_bytes())
 }
 
 /// Refuses a text for the file that Conduit would not read back (past [`MAX_FILE_BYTES`]):
