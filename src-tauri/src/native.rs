@@ -158,25 +158,43 @@ fn show_gtk_confirmation(question: &str, allow: &str, answer: std::sync::mpsc::S
 }
 
 /// Elsewhere the plugin's dialog; an allowing answer within [`ALLOW_DELAY`] of asking
-/// counts as Cancel, as the button cannot be held there.
+/// counts as Cancel, as the button cannot be held there. Cancel is the dialog's first
+/// button, which macOS and Windows make the default: Return (the Enter of a message
+/// being typed when the dialog came up) cancels, as on Linux. Only the allow button's
+/// own answer allows; a dialog closed any other way cancels.
 #[cfg(not(target_os = "linux"))]
 fn ask_in_dialog(app: &tauri::AppHandle, question: &str, allow: &str) -> bool {
     let asked = std::time::Instant::now();
-    let allowed = app
+    let allow = mnemonic(allow);
+    let answer = app
         .dialog()
         .message(question)
         .title(CONFIRM_TITLE)
         .kind(MessageDialogKind::Warning)
         .buttons(MessageDialogButtons::OkCancelCustom(
-            mnemonic(allow),
             "Cancel".to_owned(),
+            allow.clone(),
         ))
-        .blocking_show();
+        .blocking_show_with_result();
+    let allowed = answered_with(&answer, &allow);
     if allowed && asked.elapsed() < ALLOW_DELAY {
         tracing::info!("a confirmation was allowed before it could be read; taken as Cancel");
         return false;
     }
     allowed
+}
+
+/// Whether a dialog's answer is the button labelled `allow`: the plugin names a pressed
+/// button by its label, except those it knows ("Ok", "Yes", "Cancel", "No").
+#[cfg(any(test, not(target_os = "linux")))]
+fn answered_with(answer: &tauri_plugin_dialog::MessageDialogResult, allow: &str) -> bool {
+    use tauri_plugin_dialog::MessageDialogResult;
+    match answer {
+        MessageDialogResult::Custom(label) => label == allow,
+        MessageDialogResult::Ok => allow == "Ok",
+        MessageDialogResult::Yes => allow == "Yes",
+        MessageDialogResult::Cancel | MessageDialogResult::No => false,
+    }
 }
 
 /// The one native confirmation open at a time, held while it shows. Dialogs are shown
@@ -264,7 +282,29 @@ pub fn open_settings(app: &tauri::AppHandle) -> tauri::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::OPEN_CONFIRMATION;
+    use super::{OPEN_CONFIRMATION, answered_with};
+    use tauri_plugin_dialog::MessageDialogResult;
+
+    /// Only the allow button's own answer allows: Cancel (the default button), a dialog
+    /// closed, or an "Ok" the plugin reports for another reason does not.
+    #[test]
+    fn only_the_allow_buttons_answer_allows() {
+        assert!(answered_with(
+            &MessageDialogResult::Custom("Delete".into()),
+            "Delete"
+        ));
+        for answer in [
+            MessageDialogResult::Custom("Cancel".into()),
+            MessageDialogResult::Custom("Delete ".into()),
+            MessageDialogResult::Cancel,
+            MessageDialogResult::No,
+            MessageDialogResult::Ok,
+            MessageDialogResult::Yes,
+        ] {
+            assert!(!answered_with(&answer, "Delete"), "{answer:?}");
+        }
+        assert!(answered_with(&MessageDialogResult::Yes, "Yes"));
+    }
 
     #[test]
     fn a_second_confirmation_is_declined_while_one_is_open_and_taken_after() {

@@ -500,7 +500,7 @@ pub fn confirmation_text(launches: &[Launch], losses: &[Loss]) -> String {
                     text.push_str("with the environment variables:\n");
                     for (key, value) in env {
                         let shown = match value {
-                            Some(value) => format!("={}", quoted_cut(value, 200)),
+                            Some(value) => format!("={value:?}"),
                             None => {
                                 " (its value not shown: the name says it is a secret)".to_owned()
                             }
@@ -556,20 +556,17 @@ pub fn confirmation_text(launches: &[Launch], losses: &[Loss]) -> String {
                 }
                 if let Some(metadata) = client_metadata_url {
                     text.push_str(&format!(
-                        "naming Conduit at sign-in by the client metadata at {}\n",
-                        quoted_cut(metadata, 200)
+                        "naming Conduit at sign-in by the client metadata at {metadata:?}\n"
                     ));
                 }
                 if let Some(issuer) = issuer {
                     text.push_str(&format!(
-                        "signing in only at the authorization server {}\n",
-                        quoted_cut(issuer, 200)
+                        "signing in only at the authorization server {issuer:?}\n"
                     ));
                 }
                 if let Some(dropped) = dropped_issuer {
                     text.push_str(&format!(
-                        "no longer holding its sign-in to the authorization server {}: any the server names is trusted\n",
-                        quoted_cut(dropped, 200)
+                        "no longer holding its sign-in to the authorization server {dropped:?}: any the server names is trusted\n"
                     ));
                 }
                 offered_roots(&mut text, roots);
@@ -589,7 +586,7 @@ fn offered_roots(text: &mut String, roots: &[String]) {
             "offering it these folders to work in (roots): {}\n",
             roots
                 .iter()
-                .map(|root| quoted_cut(root, 200))
+                .map(|root| format!("{root:?}"))
                 .collect::<Vec<_>>()
                 .join(", ")
         ));
@@ -1710,6 +1707,22 @@ mod tests {
         );
         assert!(!text.contains("no longer holding"), "{text}");
         assert_eq!(launches_to_confirm(&old, &old.clone()), vec![]);
+
+        // What runs is shown whole, however long: harmless flags padding a value or a
+        // folder put what matters past any cut.
+        let padding = "--max-old-space-size=4096 ".repeat(12);
+        let mut padded = old.clone();
+        padded["files"]["env"] =
+            json!({"NODE_OPTIONS": format!("{padding}--import=data:text/javascript,evil()")});
+        padded["files"]["roots"] =
+            json!([format!("/home/u/projects{}/../../..", "/.".repeat(150))]);
+        let text = confirmation_text(&launches_to_confirm(&old, &padded), &[]);
+        assert!(
+            text.contains("--import=data:text/javascript,evil()\"\n"),
+            "{text}"
+        );
+        assert!(text.contains("/../../..\""), "{text}");
+        assert!(!text.contains('…'), "{text}");
     }
 
     #[test]
