@@ -245,6 +245,9 @@ struct Shared {
     tool_changes: std::sync::atomic::AtomicU64,
     /// Set when the session ended because the HTTP server let it expire.
     session_expired: Arc<SessionExpiry>,
+    /// The server runs here (stdio, in process) or its URL names this machine: only then
+    /// may its questions send the browser to an http page on this machine.
+    on_this_machine: bool,
 }
 
 impl Shared {
@@ -370,7 +373,11 @@ impl Asks {
 
     /// Asks the user what the server wants; a question that cannot be shown is declined
     /// and said in the log.
-    async fn elicit(&self, request: ElicitRequestParams) -> ElicitResult {
+    async fn elicit(
+        &self,
+        request: ElicitRequestParams,
+        server_on_this_machine: bool,
+    ) -> ElicitResult {
         let Some(asker) = &self.asker else {
             return ElicitResult::new(ElicitationAction::Decline);
         };
@@ -400,7 +407,7 @@ impl Asks {
             message,
             kind,
         };
-        if let Err(why) = question.check() {
+        if let Err(why) = question.check(server_on_this_machine) {
             tracing::warn!(server = %self.server, %why, "a server's question cannot be shown; declined");
             return ElicitResult::new(ElicitationAction::Decline);
         }
@@ -430,8 +437,11 @@ impl Asks {
 
 impl Handler {
     /// A new session's shared state, its handler, and the token its end cancels.
-    fn for_session(asks: &Asks) -> (Arc<Shared>, Self, CancellationToken) {
-        let shared = Arc::new(Shared::default());
+    fn for_session(asks: &Asks, on_this_machine: bool) -> (Arc<Shared>, Self, CancellationToken) {
+        let shared = Arc::new(Shared {
+            on_this_machine,
+            ..Shared::default()
+        });
         let handler = Self {
             shared: shared.clone(),
             asks: asks.clone(),
@@ -495,7 +505,7 @@ impl ClientHandler for Handler {
         // A question the server withdraws, or whose session ends, leaves the user's
         // screen at once (dropping the wait takes it away).
         Ok(tokio::select! {
-            answer = self.asks.elicit(request) => answer,
+            answer = self.asks.elicit(request, self.shared.on_this_machine) => answer,
             () = context.ct.cancelled() => ElicitResult::new(ElicitationAction::Cancel),
         })
     }
@@ -1087,7 +1097,7 @@ impl Connection {
         start_timeout: Duration,
         asks: Asks,
     ) -> Result<Self, StartError> {
-        let (shared, handler, ended) = Handler::for_session(&asks);
+        let (shared, handler, ended) = Handler::for_session(&asks, true);
         let (client_end, server_end) = tokio::io::duplex(IN_PROCESS_BUFFER);
         tokio::spawn(server.serve(server_end));
         let (read, write) = tokio::io::split(client_end);
@@ -1118,7 +1128,11 @@ impl Connection {
         start_timeout: Duration,
         asks: Asks,
     ) -> Result<Self, StartError> {
-        let (shared, handler, ended) = Handler::for_session(&asks);
+        let on_this_machine = match &spec.transport {
+            Transport::Stdio { .. } => true,
+            Transport::Http { url, .. } => crate::config::url_on_this_machine(url.as_str()),
+        };
+        let (shared, handler, ended) = Handler::for_session(&asks, on_this_machine);
         let call_timeout = spec.timeout.unwrap_or(DEFAULT_CALL_TIMEOUT);
         match &spec.transport {
             Transport::Stdio {
@@ -1862,7 +1876,10 @@ impl Connection {
         };
         match request {
             rmcp::model::InputRequest::Elicitation(request) => {
-                let answer = self.asks.elicit(request.params).await;
+                let answer = self
+                    .asks
+                    .elicit(request.params, self.shared.on_this_machine)
+                    .await;
                 serde_json::to_value(answer).map_err(|e| McpError::Other(e.to_string()))
             }
             rmcp::model::InputRequest::CreateMessage(request) => {

@@ -69,9 +69,12 @@ impl Elicitation {
     /// Whether the question may be shown: its message and page address within their caps
     /// (a form's fields are capped as they are read, by [`form_fields`]), and a page one
     /// the user's browser reaches safely: https, or http on this machine (a sign-in or a
-    /// payment page over plain http elsewhere can be read and changed on the way). Else
-    /// why not.
-    pub fn check(&self) -> Result<(), String> {
+    /// payment page over plain http elsewhere can be read and changed on the way), and
+    /// that only when the server asking is on this machine too (`server_on_this_machine`:
+    /// it runs here or its URL names this machine). A remote server must not send the
+    /// browser to a service on the user's machine (a local admin page's "shut down"
+    /// address), the rule sign-in pages follow. Else why not.
+    pub fn check(&self, server_on_this_machine: bool) -> Result<(), String> {
         if self.message.len() > MAX_QUESTION_MESSAGE_BYTES {
             return Err(format!(
                 "the question's message is larger than {} KiB",
@@ -85,8 +88,15 @@ impl Elicitation {
             )),
             ElicitationKind::Url { url } => match reqwest::Url::parse(url) {
                 Ok(page) if page.scheme() == "https" => Ok(()),
-                Ok(page) if page.scheme() == "http" && crate::config::url_on_this_machine(url) => {
+                Ok(page)
+                    if page.scheme() == "http"
+                        && crate::config::url_on_this_machine(url)
+                        && server_on_this_machine =>
+                {
                     Ok(())
+                }
+                Ok(page) if page.scheme() == "http" && crate::config::url_on_this_machine(url) => {
+                    Err("the question's page is on this machine over http, and the server asking is not; Conduit opens such a page only for a server that is on this machine too".to_owned())
                 }
                 Ok(page) => Err(format!(
                     "the question's page is not https ({}:); Conduit opens a server's page only over https (http only on this machine)",
@@ -618,14 +628,21 @@ mod tests {
         };
         let page = |url: String| ElicitationKind::Url { url };
         let near_cap = "x".repeat(MAX_QUESTION_MESSAGE_BYTES);
-        assert_eq!(question(near_cap.clone(), form()).check(), Ok(()));
+        assert_eq!(question(near_cap.clone(), form()).check(false), Ok(()));
         let address = format!(
             "https://pay.example/?{}",
             "a".repeat(MAX_QUESTION_URL_BYTES - 30)
         );
-        assert_eq!(question("Pay".into(), page(address)).check(), Ok(()));
-        let local = page("http://127.0.0.1:8080/authorize".into());
-        assert_eq!(question("Sign in".into(), local).check(), Ok(()));
+        assert_eq!(question("Pay".into(), page(address)).check(false), Ok(()));
+        let local = || page("http://127.0.0.1:8080/authorize".into());
+        assert_eq!(question("Sign in".into(), local()).check(true), Ok(()));
+        // A remote server's page on this machine is refused.
+        let refused = question("Sign in".into(), local())
+            .check(false)
+            .unwrap_err();
+        assert!(refused.contains("the server asking is not"), "{refused}");
+        let admin = page("http://localhost:8384/rest/system/shutdown".into());
+        assert!(question("Go".into(), admin).check(false).is_err());
         for (asked, why) in [
             (
                 question(format!("{near_cap}x"), form()),
@@ -662,7 +679,7 @@ mod tests {
                 "not a URL",
             ),
         ] {
-            let refused = asked.check().unwrap_err();
+            let refused = asked.check(true).unwrap_err();
             assert!(refused.contains(why), "{why}: {refused}");
         }
     }

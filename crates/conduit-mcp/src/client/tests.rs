@@ -122,7 +122,7 @@ async fn over_pipes(
     call_timeout: Duration,
 ) -> Connection {
     let asks = Asks::nobody(name);
-    let (shared, handler, ended) = Handler::for_session(&asks);
+    let (shared, handler, ended) = Handler::for_session(&asks, true);
     let (spill, transport) = pumped(name, client_read, client_write, &ended);
     let service = handshake(handler, transport, era, Duration::from_secs(10))
         .await
@@ -650,13 +650,18 @@ async fn a_question_too_large_to_show_is_declined_before_any_frontend_holds_it()
         json!({"mode": "url", "message": huge, "url": "https://pay.example/", "elicitationId": "1"}),
         json!({"mode": "url", "message": "Pay", "elicitationId": "2",
                "url": format!("https://pay.example/?{}", "a".repeat(elicit::MAX_QUESTION_URL_BYTES))}),
+        // A remote server's page on this machine.
+        json!({"mode": "url", "message": "Go", "elicitationId": "3",
+               "url": "http://127.0.0.1:8384/rest/system/shutdown"}),
     ] {
-        let answer = asks.elicit(serde_json::from_value(hostile).unwrap()).await;
+        let answer = asks
+            .elicit(serde_json::from_value(hostile).unwrap(), false)
+            .await;
         assert_eq!(answer.action, ElicitationAction::Decline);
     }
     assert_eq!(frontend.0.load(Ordering::SeqCst), 0, "nothing reached it");
     let answer = asks
-        .elicit(serde_json::from_value(form("OK?")).unwrap())
+        .elicit(serde_json::from_value(form("OK?")).unwrap(), false)
         .await;
     assert_eq!(
         answer.action,
