@@ -1469,6 +1469,17 @@ impl Connection {
             .load(std::sync::atomic::Ordering::SeqCst)
     }
 
+    /// Counts a change of the server's tools that Conduit found itself (a listing asked
+    /// for when the cache hint ran out differs from the last), as a `list_changed` notice
+    /// counts, without asking for another listing: a tool taken for a turn before it is
+    /// checked against the server's list before it is called. The count after it.
+    pub fn count_tool_change(&self) -> u64 {
+        self.shared
+            .tool_changes
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+            + 1
+    }
+
     /// Makes the next [`Connection::tools_changed`] resolve at once: the list is stale.
     pub fn mark_tools_changed(&self) {
         self.shared.tools_changed.notify_one();

@@ -250,7 +250,13 @@ impl McpTool {
             }
         };
         match listed.iter().find(|now| now.name == self.definition.name) {
-            Some(now) if *now == self.definition => Ok(()),
+            // The listing may have been slow: Settings are read again, as for a new call
+            // (the tool switched off or set to Never run meanwhile).
+            Some(now) if *now == self.definition => context.still_allowed().map_err(|why| {
+                ToolError(format!(
+                    "MCP server {server:?} said its tools changed, and while they were listed again {why}; the call did not run"
+                ))
+            }),
             Some(_) => Err(ToolError(format!(
                 "MCP server {server:?} changed its tool {tool:?} since you were shown it; the call did not run. Its new definition is offered from the next message on"
             ))),
