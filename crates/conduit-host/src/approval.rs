@@ -210,7 +210,14 @@ impl crate::Host {
     /// read-only or unreadable) is logged, not returned: the server is gone already. Its
     /// allows then stay, and hold again only for the very same command, arguments and
     /// environment added back under that name.
+    ///
+    /// A file entry named `conduit` never ran as itself (the name is Conduit's own tools'),
+    /// and the preferences kept under that name are the built-in tools' (switched off,
+    /// Never run, shared with outside clients): removing or renaming the entry keeps them.
     pub fn forget_server_policies(&self, server: &str) {
+        if server == crate::builtin::BUILTIN_SERVER {
+            return;
+        }
         let file = &self.paths().settings_file;
         let forgotten = Settings::update(file, |settings| {
             settings.forget_server(server);

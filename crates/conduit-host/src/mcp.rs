@@ -1015,6 +1015,43 @@ mod tests {
         }
     }
 
+    /// A file entry named `conduit` (Conduit's own "use in other apps" entry pasted from
+    /// another app's file) never runs; removing it, or renaming it as the runtime asks,
+    /// keeps the built-in tools' preferences, which are kept under that name.
+    #[test]
+    fn removing_a_file_entry_named_conduit_keeps_the_built_in_tools_preferences() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = host(dir.path());
+        let file = dir.path().join("mcp_servers.json");
+        let pasted =
+            r#"{"mcpServers": {"conduit": {"command": "conduit", "args": ["mcp", "serve"]}}}"#;
+        let switched_off = |host: &Host| {
+            !crate::settings::Settings::load(&host.paths().settings_file)
+                .unwrap()
+                .tool_enabled(crate::builtin::BUILTIN_SERVER, "read_conversation")
+        };
+        for edit in [
+            Edit::Remove {
+                name: crate::builtin::BUILTIN_SERVER.into(),
+            },
+            Edit::Replace {
+                text: pasted.replace("\"conduit\": {", "\"conduit-elsewhere\": {"),
+            },
+        ] {
+            std::fs::write(&file, pasted).unwrap();
+            assert!(
+                host.set_builtin_tool_enabled("read_conversation", false)
+                    .is_ok()
+            );
+            assert!(switched_off(&host));
+            let version = host.mcp_file().unwrap().version;
+            host.edit_mcp_file(version, edit, &YES).unwrap();
+            let servers = crate::window_guard::servers_of(&std::fs::read_to_string(&file).unwrap());
+            assert!(!servers.contains_key("conduit"), "{servers:?}");
+            assert!(switched_off(&host), "the built-in tool came back on");
+        }
+    }
+
     #[test]
     fn the_version_the_window_holds_tests_no_guess_of_a_masked_secret() {
         let dir = tempfile::tempdir().unwrap();
