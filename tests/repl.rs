@@ -120,6 +120,8 @@ async fn a_tool_call_approved_inline_then_new_then_ctrl_c_keeps_the_partial_answ
             send("please echo"),
             expect("Let me echo."),
             expect("? test__echo wants to run with {\"text\":\"pty hello\"}"),
+            // What an "always" would be bound to is shown the first time too.
+            expect("  it says of itself:\r\n  │ Echo the text back."),
             expect("allow [o]nce, [a]lways, or [d]eny?"),
             send("o"),
             expect("← test__echo done"),

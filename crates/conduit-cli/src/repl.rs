@@ -46,8 +46,9 @@ pub struct ReplArgs {
 enum ReplApprove {
     /// Ask about each call that Settings do not already allow or refuse.
     Ask,
-    /// Run every tool call Settings allow (one set to Never run, or switched off, is
-    /// still refused), without asking.
+    /// Run every tool call Settings do not refuse, without asking: tools set to Ask and
+    /// tools changed since you allowed them too (one set to Never run, or switched off,
+    /// is still refused).
     Auto,
     /// Refuse every tool call; the model is told so.
     Deny,
@@ -577,11 +578,14 @@ impl Printer {
                 for change in changes {
                     say!("  changed since you allowed it: {}", shown_line(change))?;
                 }
-                // What an allow now would be bound to, read before answering.
-                if !changes.is_empty() && !description.is_empty() {
+                // What an allow now would be bound to, read before answering: the first
+                // time too ("always" pins it; a description may carry instructions to
+                // the model).
+                if !description.is_empty() {
                     let quoted = quoted(description);
+                    let now = if changes.is_empty() { "" } else { " now" };
                     say!(
-                        "  it says of itself now:\n{}",
+                        "  it says of itself{now}:\n{}",
                         quoted.trim_end_matches('\n')
                     )?;
                 }
