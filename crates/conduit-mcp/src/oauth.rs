@@ -760,6 +760,11 @@ pub async fn manager(
         .resolve_metadata_from_challenge(challenge.as_deref())
         .await?;
     let metadata = resolution.metadata;
+    // The rules a sign-in is held to, for tokens stored before they were checked at
+    // sign-in (or before endpoints were bound at all): nothing goes to a token endpoint
+    // in clear, nor to an authorization server other than the one the entry pins.
+    check_endpoints(server_url, &metadata)?;
+    check_issuer(settings, &metadata)?;
     let now = BoundEndpoints::of(&metadata, server_url);
     match bound {
         // No metadata found (rmcp made up `/token` on the server's origin): the server or
@@ -1658,6 +1663,70 @@ mod tests {
         // On this machine, http is taken.
         assert!(check_server_url("http://127.0.0.1:8080/mcp").is_ok());
         assert!(check_server_url("https://mcp.example.com/mcp").is_ok());
+    }
+
+    /// A sign-in stored before endpoints were bound and checked (an older Conduit): its
+    /// refresh token is not sent to a token endpoint in clear on another machine, nor to
+    /// an authorization server other than the one the entry pins.
+    #[tokio::test]
+    async fn an_older_sign_in_is_held_to_the_rules_of_a_new_one() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let origin = format!("http://{}", listener.local_addr().unwrap());
+        let metadata = Arc::new(parking_lot::Mutex::new(serde_json::json!({
+            "issuer": origin,
+            "authorization_endpoint": format!("{origin}/authorize"),
+            "token_endpoint": "http://auth.example.com/token",
+            "response_types_supported": ["code"],
+            "code_challenge_methods_supported": ["S256"],
+        })));
+        let served = metadata.clone();
+        let resource = serde_json::json!({
+            "resource": format!("{origin}/mcp"),
+            "authorization_servers": [origin],
+        });
+        let app = axum::Router::new()
+            .route(
+                "/.well-known/oauth-protected-resource/mcp",
+                axum::routing::get(move || async move { axum::Json(resource) }),
+            )
+            .route(
+                "/.well-known/oauth-authorization-server",
+                axum::routing::get(move || {
+                    let served = served.lock().clone();
+                    async move { axum::Json(served) }
+                }),
+            );
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let url = format!("{origin}/mcp");
+        let vault = Arc::new(MemoryTokens::default());
+        let old_sign_in = serde_json::json!({
+            "client_id": "client",
+            "token_response": {"access_token": "a", "token_type": "bearer",
+                               "refresh_token": "refresh-0", "expires_in": 1},
+            "granted_scopes": [],
+            "token_received_at": 0,
+        });
+        vault
+            .save(&vault_key(&url), &old_sign_in.to_string())
+            .await
+            .unwrap();
+        let refused = manager(&url, &SignInSettings::default(), vault.clone())
+            .await
+            .map(|_| ())
+            .unwrap_err();
+        assert!(matches!(refused, SignInError::Refused(_)), "{refused}");
+        assert!(refused.to_string().contains("token endpoint"), "{refused}");
+        metadata.lock()["token_endpoint"] = "https://auth.example.com/token".into();
+        let pinned = SignInSettings {
+            issuer: Some("https://login.work.example".into()),
+            ..SignInSettings::default()
+        };
+        let refused = manager(&url, &pinned, vault.clone())
+            .await
+            .map(|_| ())
+            .unwrap_err();
+        assert!(matches!(refused, SignInError::Refused(_)), "{refused}");
+        assert!(refused.to_string().contains("oauth.issuer"), "{refused}");
     }
 
     #[tokio::test]
