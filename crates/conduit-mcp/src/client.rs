@@ -172,6 +172,17 @@ pub enum McpError {
     Server(String),
     #[error("{0}")]
     Other(String),
+    /// The HTTP server answered the request with a rate limit (429) or a failure (5xx)
+    /// instead of an answer; the connection goes on.
+    #[error("{}", refused_words(*.status, .retry_after.as_deref()))]
+    Refused {
+        status: u16,
+        retry_after: Option<String>,
+    },
+    /// Sending the request failed (the server could not be reached, or answered with
+    /// something that is not MCP); the connection goes on.
+    #[error("sending the request failed: {0}")]
+    Send(String),
     /// The server refused the call for want of sign-in (401) or of scope (403).
     #[error("{}", if .0.more_scope { "the server needs more access than you granted: sign in to it again" } else { "the server needs you to sign in again" })]
     SignIn(SignInNeeded),
@@ -196,12 +207,58 @@ impl From<ServiceError> for McpError {
             return McpError::SessionExpired;
         }
         match err {
-            ServiceError::TransportClosed | ServiceError::TransportSend(_) => McpError::Closed,
+            ServiceError::TransportSend(sent) => match http_status(&sent) {
+                Some(refused) => McpError::Refused {
+                    status: refused.status,
+                    retry_after: refused.retry_after.clone(),
+                },
+                None => McpError::Send(sent.error.to_string()),
+            },
+            ServiceError::TransportClosed => McpError::Closed,
             ServiceError::Timeout { timeout } => McpError::Timeout(timeout),
             ServiceError::Cancelled { .. } => McpError::Cancelled,
             ServiceError::McpError(data) => McpError::Server(data.message.to_string()),
             other => McpError::Other(other.to_string()),
         }
+    }
+}
+
+/// The HTTP status a send failed with (rmcp keeps 429 and 5xx), if any.
+fn http_status<'e>(
+    error: &'e (dyn std::error::Error + 'static),
+) -> Option<&'e rmcp::transport::streamable_http_client::HttpStatusError> {
+    use rmcp::transport::streamable_http_client::{HttpStatusError, StreamableHttpError};
+    let mut current = Some(error);
+    while let Some(error) = current {
+        if let Some(status) = error.downcast_ref::<HttpStatusError>() {
+            return Some(status);
+        }
+        // The variant is transparent: its source is not the status but the status's.
+        if let Some(StreamableHttpError::HttpStatus(status)) =
+            error.downcast_ref::<StreamableHttpError<reqwest::Error>>()
+        {
+            return Some(status);
+        }
+        current = error.source();
+    }
+    None
+}
+
+/// What a refusal by HTTP status says: a rate limit did not run the request; a server
+/// failure may have come after it ran.
+fn refused_words(status: u16, retry_after: Option<&str>) -> String {
+    if status == 429 {
+        let wait = retry_after
+            .map(|after| {
+                format!(
+                    ", asking to wait {} before trying again",
+                    server_words(after, 40)
+                )
+            })
+            .unwrap_or_default();
+        format!("the server is busy (HTTP 429{wait}); the request did not run")
+    } else {
+        format!("the server failed with HTTP {status} instead of answering")
     }
 }
 
@@ -1433,6 +1490,7 @@ impl Connection {
                 None => McpError::Server(self.hidden_and_cut(&message)),
             },
             McpError::Other(message) => McpError::Other(self.hidden_and_cut(&message)),
+            McpError::Send(message) => McpError::Send(self.hidden_and_cut(&message)),
             other => other,
         }
     }
