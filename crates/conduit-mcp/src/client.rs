@@ -305,6 +305,12 @@ struct Shared {
     /// The server runs here (stdio, in process) or its URL names this machine: only then
     /// may its questions send the browser to an http page on this machine.
     on_this_machine: bool,
+    /// The entry sends its own `Authorization` header: a refusal is not a sign-in request.
+    own_authorization: bool,
+    /// A request on the running session refused for want of sign-in (401) or of scope
+    /// (403), for the runtime to act on ([`Connection::sign_in_refused`]).
+    sign_in_refusal: Mutex<Option<SignInNeeded>>,
+    sign_in_refused: tokio::sync::Notify,
 }
 
 impl Shared {
@@ -494,9 +500,14 @@ impl Asks {
 
 impl Handler {
     /// A new session's shared state, its handler, and the token its end cancels.
-    fn for_session(asks: &Asks, on_this_machine: bool) -> (Arc<Shared>, Self, CancellationToken) {
+    fn for_session(
+        asks: &Asks,
+        on_this_machine: bool,
+        own_authorization: bool,
+    ) -> (Arc<Shared>, Self, CancellationToken) {
         let shared = Arc::new(Shared {
             on_this_machine,
+            own_authorization,
             ..Shared::default()
         });
         let handler = Self {
@@ -1154,7 +1165,7 @@ impl Connection {
         start_timeout: Duration,
         asks: Asks,
     ) -> Result<Self, StartError> {
-        let (shared, handler, ended) = Handler::for_session(&asks, true);
+        let (shared, handler, ended) = Handler::for_session(&asks, true, false);
         let (client_end, server_end) = tokio::io::duplex(IN_PROCESS_BUFFER);
         tokio::spawn(server.serve(server_end));
         let (read, write) = tokio::io::split(client_end);
@@ -1189,7 +1200,8 @@ impl Connection {
             Transport::Stdio { .. } => true,
             Transport::Http { url, .. } => crate::config::url_on_this_machine(url.as_str()),
         };
-        let (shared, handler, ended) = Handler::for_session(&asks, on_this_machine);
+        let (shared, handler, ended) =
+            Handler::for_session(&asks, on_this_machine, spec.sends_its_own_authorization());
         let call_timeout = spec.timeout.unwrap_or(DEFAULT_CALL_TIMEOUT);
         match &spec.transport {
             Transport::Stdio {
@@ -1484,6 +1496,13 @@ impl Connection {
             return McpError::Other(self.secrets.text(&refusal.to_string()));
         }
         match McpError::from(error) {
+            McpError::SignIn(need) => {
+                if !self.shared.own_authorization {
+                    *self.shared.sign_in_refusal.lock() = Some(need.clone());
+                    self.shared.sign_in_refused.notify_one();
+                }
+                McpError::SignIn(need)
+            }
             McpError::Server(message) => match self.spill.own_error(&message) {
                 // The pump's own error in place of an answer it dropped: Conduit's words.
                 Some(reason) => McpError::Other(reason.to_owned()),
@@ -1497,6 +1516,18 @@ impl Connection {
 
     pub fn is_closed(&self) -> bool {
         self.ended.is_cancelled() || self.peer.is_transport_closed()
+    }
+
+    /// Waits until a request on this session is refused for want of sign-in (401: its
+    /// tokens no longer do) or of scope (403 `insufficient_scope`), and gives what the
+    /// server said. Never for an entry that sends its own `Authorization` header.
+    pub async fn sign_in_refused(&self) -> SignInNeeded {
+        loop {
+            if let Some(need) = self.shared.sign_in_refusal.lock().take() {
+                return need;
+            }
+            self.shared.sign_in_refused.notified().await;
+        }
     }
 
     /// Resolves once the session has ended: the server exited or closed the connection,

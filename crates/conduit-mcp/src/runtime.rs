@@ -836,8 +836,9 @@ async fn supervise(
 }
 
 /// Follows a ready server until it ends: lists its tools again each time it says they
-/// changed, and when the last list's cache hint (`ttlMs`) runs out. Returns why it ended
-/// and its stderr tail, or `None` when it was stopped.
+/// changed, and when the last list's cache hint (`ttlMs`) runs out; notes a request
+/// refused for want of sign-in or scope. Returns why it ended and its stderr tail, or
+/// `None` when it was stopped or now waits for the user to sign in.
 async fn follow(
     inner: &Weak<Inner>,
     name: &str,
@@ -859,6 +860,30 @@ async fn follow(
             () = stale => {
                 tracing::debug!(server = %name, "the tool list's cache hint ran out; listing again");
                 connection.mark_tools_changed();
+            }
+            need = connection.sign_in_refused() => {
+                let inner = inner.upgrade()?;
+                if need.more_scope {
+                    // Signed in with too little for one request: the server goes on for
+                    // the rest, and signing in again asks for what it said it wants
+                    // besides what was granted (`sign_in_challenge`).
+                    tracing::info!(server = %name, "a request needed more access than was granted");
+                    update(&inner, name, stop, |slot| slot.sign_in_challenge = need.challenge);
+                    continue;
+                }
+                // Its tokens no longer do (revoked, expired past refreshing): every request
+                // would fail, so it waits for the user as a start refused for sign-in does.
+                tracing::info!(server = %name, "MCP server needs sign-in again");
+                update(&inner, name, stop, |slot| {
+                    slot.connection = None;
+                    slot.tools.clear();
+                    slot.state = ServerState::SignInRequired {
+                        reason: crate::client::McpError::SignIn(need.clone()).to_string(),
+                        more_scope: false,
+                    };
+                    slot.sign_in_challenge = need.challenge;
+                });
+                return None;
             }
             () = connection.tools_changed() => {
                 if let Some(last) = last_listing {

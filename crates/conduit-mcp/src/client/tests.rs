@@ -122,7 +122,7 @@ async fn over_pipes(
     call_timeout: Duration,
 ) -> Connection {
     let asks = Asks::nobody(name);
-    let (shared, handler, ended) = Handler::for_session(&asks, true);
+    let (shared, handler, ended) = Handler::for_session(&asks, true, false);
     let (spill, transport) = pumped(name, client_read, client_write, &ended);
     let service = handshake(handler, transport, era, Duration::from_secs(10))
         .await
