@@ -1293,8 +1293,12 @@ pub fn known_local_server(local: &crate::providers::LocalProvider) -> Result<(),
     }
 }
 
-/// Largest config file Conduit imports from.
+/// Largest config file Conduit reads whole to import from.
 pub const IMPORT_MAX_BYTES: u64 = 1024 * 1024;
+/// Largest config file Conduit imports from: one past [`IMPORT_MAX_BYTES`] is read as it
+/// streams, only its servers kept (`config::import_excerpt`): Claude Code's
+/// `~/.claude.json` keeps each project's history beside them, often tens of megabytes.
+pub const IMPORT_MAX_STREAMED: u64 = 512 * 1024 * 1024;
 
 /// Another app's MCP config file at a place the host knows; the window names it by id.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, ts_rs::TS)]
@@ -1347,8 +1351,12 @@ pub enum ImportFileError {
     Missing { path: String },
     #[error("{path} is not a regular file (a folder, device or pipe); pick a config file")]
     NotAFile { path: String },
-    #[error("{path} is larger than 1 MiB; Conduit imports only config files")]
+    #[error(
+        "{path} is larger than 512 MiB, or its servers alone are larger than 1 MiB; Conduit imports only config files"
+    )]
     TooLarge { path: String },
+    #[error("{path} does not read as JSON: {message}")]
+    NotJson { path: String, message: String },
     #[error("{path} is not UTF-8 text")]
     NotText { path: String },
     #[error("{path} could not be read: {source}")]
@@ -1360,7 +1368,8 @@ pub enum ImportFileError {
 }
 
 /// The text of a config file to import from: a regular file (a symlink counts as its
-/// target) of at most 1 MiB. Folders, devices and pipes are refused before they are
+/// target) of at most 1 MiB, or of a larger one (up to [`IMPORT_MAX_STREAMED`]) the
+/// places of its servers alone. Folders, devices and pipes are refused before they are
 /// opened; the file is opened without waiting and what was opened is checked again, so
 /// one swapped in between never blocks the read.
 pub fn read_import_file(path: &Path) -> Result<String, ImportFileError> {
@@ -1374,7 +1383,7 @@ pub fn read_import_file(path: &Path) -> Result<String, ImportFileError> {
             Err(ImportFileError::NotAFile {
                 path: shown.clone(),
             })
-        } else if metadata.len() > IMPORT_MAX_BYTES {
+        } else if metadata.len() > IMPORT_MAX_STREAMED {
             Err(ImportFileError::TooLarge {
                 path: shown.clone(),
             })
@@ -1403,7 +1412,26 @@ pub fn read_import_file(path: &Path) -> Result<String, ImportFileError> {
     }
     let file = options.open(path).map_err(io)?;
     // The file may have been swapped since: check what was opened.
-    check(&file.metadata().map_err(io)?)?;
+    let opened = file.metadata().map_err(io)?;
+    check(&opened)?;
+    if opened.len() > IMPORT_MAX_BYTES {
+        let streamed = std::io::BufReader::new(file.take(IMPORT_MAX_STREAMED));
+        let excerpt = conduit_mcp::config::import_excerpt(streamed).map_err(|error| {
+            ImportFileError::NotJson {
+                path: shown.clone(),
+                message: format!(
+                    "{} (line {}, column {})",
+                    conduit_files::json_error_message(&error),
+                    error.line(),
+                    error.column()
+                ),
+            }
+        })?;
+        if excerpt.len() as u64 > IMPORT_MAX_BYTES {
+            return Err(ImportFileError::TooLarge { path: shown });
+        }
+        return Ok(excerpt);
+    }
     let mut bytes = Vec::new();
     file.take(IMPORT_MAX_BYTES + 1)
         .read_to_end(&mut bytes)
@@ -2195,8 +2223,32 @@ mod tests {
             "a symlink counts as its target"
         );
 
+        // Past a mebibyte only the places of its servers are read (Claude Code's file of
+        // project histories); what is not JSON says where, servers of more than a
+        // mebibyte are refused.
         let big = dir.path().join("big.json");
         std::fs::write(&big, vec![b' '; (IMPORT_MAX_BYTES + 1) as usize]).unwrap();
+        let refused = read_import_file(&big).unwrap_err();
+        assert!(
+            matches!(refused, ImportFileError::NotJson { .. }),
+            "{refused}"
+        );
+        assert!(refused.to_string().contains("line 1"), "{refused}");
+        let history = format!(
+            r#"{{"numStartups": 1, "projects": {{"/home/u/site": {{"history": ["{}"], "mcpServers": {{"db": {{"command": "db-mcp", "x": 1.10}}}}}}}}, "mcpServers": {{"web": {{"url": "https://x.example/mcp"}}}}}}"#,
+            "h".repeat(IMPORT_MAX_BYTES as usize * 2)
+        );
+        std::fs::write(&big, history).unwrap();
+        let excerpt = read_import_file(&big).unwrap();
+        assert_eq!(
+            excerpt,
+            r#"{"mcpServers":{"web": {"url": "https://x.example/mcp"}},"projects":{"/home/u/site":{"mcpServers":{"db": {"command": "db-mcp", "x": 1.10}}}}}"#
+        );
+        let servers = format!(
+            r#"{{"history": [], "mcpServers": {{"a": {{"command": "{}"}}}}}}"#,
+            "a".repeat(IMPORT_MAX_BYTES as usize * 2)
+        );
+        std::fs::write(&big, servers).unwrap();
         assert!(matches!(
             read_import_file(&big),
             Err(ImportFileError::TooLarge { .. })

@@ -672,7 +672,10 @@ pub struct ImportCandidate {
 }
 
 /// The servers in another app's MCP config: Claude Desktop's and Cursor's `mcpServers`,
-/// VS Code's `servers` (`mcp.json`) or `mcp.servers` (`settings.json`).
+/// VS Code's `servers` (`mcp.json`) or `mcp.servers` (`settings.json`), and Claude Code's
+/// servers of each project (`projects.<folder>.mcpServers` in `~/.claude.json`, besides
+/// its own `mcpServers`). A project's server whose name another server has is offered as
+/// `name (folder)`, the folder's last part, or its whole path when that is taken too.
 ///
 /// A server named twice in it is an error naming it (JSON keeps the last, so one would be
 /// left out without a word), and a leading byte order mark (Notepad's) is skipped.
@@ -685,33 +688,148 @@ pub fn import_candidates(path: &Path, text: &str) -> Result<Vec<ImportCandidate>
             message: conduit_files::json_error_message(&e),
         })?;
     let places: [&[&str]; 3] = [&[SERVERS], &["servers"], &["mcp", "servers"]];
-    let (servers, place) = places
+    let found = places.into_iter().find_map(|place| {
+        let found = place
+            .iter()
+            .try_fold(&document, |value, key| value.get(key))?;
+        Some((found.as_object()?, place))
+    });
+    let projects: Vec<(&String, &Map<String, Value>)> = document
+        .get(CLAUDE_CODE_PROJECTS)
+        .and_then(Value::as_object)
         .into_iter()
-        .find_map(|place| {
-            let found = place
-                .iter()
-                .try_fold(&document, |value, key| value.get(key))?;
-            Some((found.as_object()?, place))
-        })
-        .ok_or_else(|| ConfigError::Shape {
+        .flatten()
+        .filter_map(|(folder, project)| Some((folder, project.get(SERVERS)?.as_object()?)))
+        .collect();
+    if found.is_none() && projects.is_empty() {
+        return Err(ConfigError::Shape {
             path: path.display().to_string(),
-        })?;
+        });
+    }
     let env = |name: &str| std::env::var(name).ok().or(Some(String::new()));
-    let inexact = numbers::inexact_in_entries(text, place);
-    Ok(servers
-        .iter()
-        .map(|(name, entry)| ImportCandidate {
-            name: name.clone(),
+    let candidate = |name: String,
+                     entry: &Value,
+                     inexact: &std::collections::HashMap<String, String>,
+                     key: &str| {
+        ImportCandidate {
             entry: entry.clone(),
             problem: spec_of(entry, &env).err().or_else(|| {
-                inexact.get(name).map(|number| {
+                inexact.get(key).map(|number| {
                     format!(
                         "its entry holds the number {number}, which Conduit would write as another number (past 64 bits, or a decimal a double does not hold exactly): copy it by hand"
                     )
                 })
             }),
+            name,
+        }
+    };
+    let mut candidates = Vec::new();
+    if let Some((servers, place)) = found {
+        let inexact = numbers::inexact_in_entries(text, place);
+        for (name, entry) in servers {
+            candidates.push(candidate(name.clone(), entry, &inexact, name));
+        }
+    }
+    for (folder, servers) in projects {
+        let inexact =
+            numbers::inexact_in_entries(text, &[CLAUDE_CODE_PROJECTS, folder.as_str(), SERVERS]);
+        let last_part = Path::new(folder).file_name().map_or_else(
+            || folder.clone(),
+            |name| name.to_string_lossy().into_owned(),
+        );
+        for (name, entry) in servers {
+            let taken = |wanted: &str| {
+                candidates
+                    .iter()
+                    .any(|c: &ImportCandidate| c.name == wanted)
+            };
+            let shown = [
+                name.clone(),
+                format!("{name} ({last_part})"),
+                format!("{name} ({folder})"),
+            ]
+            .into_iter()
+            .find(|wanted| !taken(wanted));
+            // Two entries of one project with one name are refused as written twice.
+            let Some(shown) = shown else { continue };
+            candidates.push(candidate(shown, entry, &inexact, name));
+        }
+    }
+    Ok(candidates)
+}
+
+/// Where Claude Code keeps each project's settings, its servers among them.
+const CLAUDE_CODE_PROJECTS: &str = "projects";
+
+/// The places of servers in a config file too large to read whole (Claude Code's
+/// `~/.claude.json` holds each project's history and often grows to tens of megabytes):
+/// the file is read as it streams, everything but those places skipped unbuilt, and a
+/// small text of just them is given back for [`import_candidates`], each entry exactly as
+/// written. A byte order mark is skipped.
+pub fn import_excerpt(reader: impl std::io::BufRead) -> Result<String, serde_json::Error> {
+    use serde_json::value::RawValue;
+    #[derive(serde::Deserialize)]
+    struct Section {
+        servers: Option<Box<RawValue>>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Project {
+        #[serde(rename = "mcpServers")]
+        mcp_servers: Option<Box<RawValue>>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Places {
+        #[serde(rename = "mcpServers")]
+        mcp_servers: Option<Box<RawValue>>,
+        servers: Option<Box<RawValue>>,
+        mcp: Option<Section>,
+        projects: Option<std::collections::BTreeMap<String, Project>>,
+    }
+    let mut reader = reader;
+    if reader
+        .fill_buf()
+        .map_err(serde_json::Error::io)?
+        .starts_with(b"\xEF\xBB\xBF")
+    {
+        reader.consume(3);
+    }
+    let places: Places = serde_json::from_reader(reader)?;
+    let mut text = String::from("{");
+    let mut field = |name: &str, value: &str| {
+        if text.len() > 1 {
+            text.push(',');
+        }
+        text.push_str(&Value::String(name.to_owned()).to_string());
+        text.push(':');
+        text.push_str(value);
+    };
+    if let Some(servers) = &places.mcp_servers {
+        field(SERVERS, servers.get());
+    }
+    if let Some(servers) = &places.servers {
+        field("servers", servers.get());
+    }
+    if let Some(servers) = places.mcp.as_ref().and_then(|mcp| mcp.servers.as_ref()) {
+        field("mcp", &format!("{{\"servers\":{}}}", servers.get()));
+    }
+    let projects: Vec<String> = places
+        .projects
+        .iter()
+        .flatten()
+        .filter_map(|(folder, project)| {
+            let servers = project.mcp_servers.as_ref()?;
+            Some(format!(
+                "{}:{{\"mcpServers\":{}}}",
+                Value::String(folder.clone()),
+                servers.get()
+            ))
         })
-        .collect())
+        .collect();
+    if !projects.is_empty() {
+        field(CLAUDE_CODE_PROJECTS, &format!("{{{}}}", projects.join(",")));
+    }
+    text.push('}');
+    Ok(text)
 }
 
 /// A change to the file (the settings window sends these as they are).

@@ -625,6 +625,39 @@ fn servers_import_from_claude_desktop_cursor_and_vs_code_files() {
         refused.to_string().contains("\"github\" is written twice"),
         "{refused}"
     );
+    // Claude Code's file: its own servers and each project's; a project's server whose
+    // name is taken is offered under its folder's name, or its whole path.
+    let claude_code = r#"{"mcpServers": {"github": {"command": "gh-mcp"}},
+        "projects": {
+            "/home/u/site": {"history": [], "mcpServers": {
+                "github": {"command": "gh-mcp", "args": ["--repo", "site"]},
+                "db": {"command": "db-mcp", "x-id": 18446744073709551617}}},
+            "/srv/site": {"mcpServers": {"github": {"command": "gh-enterprise"}}},
+            "/home/u/empty": {"allowedTools": []}}}"#;
+    let found = import_candidates(path, claude_code).unwrap();
+    let names: Vec<&str> = found.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["github", "github (site)", "db", "github (/srv/site)"]
+    );
+    assert_eq!(found[1].entry["args"][1], "site");
+    assert_eq!(found[3].entry["command"], "gh-enterprise");
+    assert!(
+        found[2]
+            .problem
+            .as_deref()
+            .unwrap()
+            .contains("18446744073709551617")
+    );
+    // Projects alone are enough; a project's server written twice is refused.
+    let only = r#"{"projects": {"/p": {"mcpServers": {"a": {"command": "x"}}}}}"#;
+    assert_eq!(import_candidates(path, only).unwrap()[0].name, "a");
+    let twice =
+        r#"{"projects": {"/p": {"mcpServers": {"a": {"command": "x"}, "a": {"command": "y"}}}}}"#;
+    assert!(import_candidates(path, twice).is_err());
+    // The excerpt of a large file reads the same.
+    let excerpt = import_excerpt(std::io::Cursor::new(format!("\u{feff}{claude_code}"))).unwrap();
+    assert_eq!(import_candidates(path, &excerpt).unwrap(), found);
     // Notepad's byte order mark is skipped, here and in Conduit's own file.
     let marked = "\u{feff}{\"mcpServers\": {\"a\": {\"command\": \"x\"}}}";
     assert_eq!(import_candidates(path, marked).unwrap()[0].name, "a");
