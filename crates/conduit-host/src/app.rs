@@ -723,7 +723,32 @@ impl App {
                 always_allow_question(&trust.origin.server, &trust.origin.tool, &trust.description);
             ask_off_the_workers(confirm, question).await?;
         }
-        Ok(approval.answer(call_id, decision)?)
+        // An "always" is saved in Settings, whose lock may be held for long: off the workers.
+        let call_id = call_id.to_owned();
+        let answered = tokio::task::spawn_blocking(move || approval.answer(&call_id, decision))
+            .await
+            .map_err(|error| {
+                crate::SettingsError::Invalid(format!("the answer could not be given: {error}"))
+            })?;
+        Ok(answered?)
+    }
+
+    /// [`Host::update_settings`] off the async workers: it waits for the settings' lock,
+    /// which another change may hold while the keychain asks to be unlocked (saving a
+    /// provider), or another Conduit process holds; two such waits on the workers would
+    /// stop every stream, server and window event of the app until then.
+    async fn update_settings_off_the_workers<T: Send + 'static>(
+        &self,
+        change: impl FnOnce(&mut crate::settings::Settings) -> Result<T, crate::SettingsError>
+        + Send
+        + 'static,
+    ) -> Result<T, crate::SettingsError> {
+        let host = self.host.clone();
+        tokio::task::spawn_blocking(move || host.update_settings(change))
+            .await
+            .map_err(|error| {
+                crate::SettingsError::Invalid(format!("the settings could not be changed: {error}"))
+            })?
     }
 
     /// A server's approval policy and its tools, each with whether it is offered to
@@ -774,17 +799,19 @@ impl App {
             let said = descriptions.get(tool).map_or("", String::as_str);
             ask_off_the_workers(confirm, always_allow_question(server, tool, said)).await?;
         }
-        self.host.update_settings(|settings| {
-            match (policy, trust.get(tool)) {
+        let (server, tool) = (server.to_owned(), tool.to_owned());
+        self.update_settings_off_the_workers(move |settings| {
+            match (policy, trust.get(&tool)) {
                 (crate::settings::ToolPolicy::Allow, Some(now)) => {
-                    settings.allow_tool(server, tool, now.clone());
+                    settings.allow_tool(&server, &tool, now.clone());
                 }
                 // A tool that is not running cannot be fingerprinted: its allow is asked
                 // about once when it is first called.
-                _ => settings.set_tool_policy(server, tool, policy),
+                _ => settings.set_tool_policy(&server, &tool, policy),
             }
-            Ok::<_, crate::SettingsError>(())
-        })?;
+            Ok(())
+        })
+        .await?;
         Ok(())
     }
 
@@ -825,14 +852,16 @@ impl App {
             );
             ask_off_the_workers(confirm, question).await?;
         }
-        self.host.update_settings(|settings| {
+        let server = server.to_owned();
+        self.update_settings_off_the_workers(move |settings| {
             if policy == crate::settings::ToolPolicy::Allow {
-                settings.allow_server(server, trust.into_iter().collect());
+                settings.allow_server(&server, trust.into_iter().collect());
             } else {
-                settings.set_server_policy(server, policy);
+                settings.set_server_policy(&server, policy);
             }
-            Ok::<_, crate::SettingsError>(())
-        })?;
+            Ok(())
+        })
+        .await?;
         Ok(())
     }
 
@@ -864,10 +893,12 @@ impl App {
             );
             ask_off_the_workers(confirm, question).await?;
         }
-        self.host.update_settings(|settings| {
-            settings.set_sampling_policy(server, policy, &runs);
-            Ok::<_, crate::SettingsError>(())
-        })?;
+        let server = server.to_owned();
+        self.update_settings_off_the_workers(move |settings| {
+            settings.set_sampling_policy(&server, policy, &runs);
+            Ok(())
+        })
+        .await?;
         Ok(())
     }
 
@@ -1052,6 +1083,49 @@ mod tests {
         assert_eq!(
             settings.sampling_policy("research", &app.host().print_in_file("research")),
             crate::settings::ToolPolicy::Allow
+        );
+    }
+
+    /// A policy change waits for the settings' lock (held here as a provider's save holds
+    /// it while the keychain asks to be unlocked) off the async workers: on a runtime of
+    /// one thread, other tasks still run meanwhile, and the change is made once the lock
+    /// is let go.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_policy_change_waits_for_the_settings_lock_off_the_workers() {
+        let dir = tempfile::tempdir().unwrap();
+        let app = app(
+            dir.path(),
+            json!({"id": "local", "protocol": "openai-chat", "baseUrl": "http://127.0.0.1:1/v1"}),
+        );
+        let (held, holding) = std::sync::mpsc::channel();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let file = app.host().paths().settings_file.clone();
+        let holder = std::thread::spawn(move || {
+            crate::settings::Settings::update(&file, |_| {
+                held.send(()).unwrap();
+                // Let go in any case after a while, so a regression fails, not hangs.
+                let _ = released.recv_timeout(std::time::Duration::from_secs(5));
+                Ok::<_, crate::SettingsError>(())
+            })
+        });
+        holding.recv().unwrap();
+        let changing = tokio::spawn({
+            let app = app.clone();
+            async move {
+                app.set_sampling_policy("research", crate::settings::ToolPolicy::Deny, |_| true)
+                    .await
+            }
+        });
+        // This task runs on the one thread while the change waits.
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert!(!changing.is_finished(), "the change waits for the lock");
+        release.send(()).unwrap();
+        holder.join().unwrap().unwrap();
+        changing.await.unwrap().unwrap();
+        let settings = app.host().settings().unwrap();
+        assert_eq!(
+            settings.sampling_policy("research", &app.host().print_in_file("research")),
+            crate::settings::ToolPolicy::Deny
         );
     }
 

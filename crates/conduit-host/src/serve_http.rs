@@ -182,13 +182,22 @@ impl HttpEndpoint {
             enabled,
             address: addr.to_string(),
         };
-        self.host.update_settings(|settings| {
-            settings.other.insert(
-                "serveHttp".into(),
-                serde_json::to_value(&setting).unwrap_or_default(),
-            );
-            Ok::<_, SettingsError>(())
-        })?;
+        // Off the async workers: the settings' lock may be held for long (another
+        // change waiting on the keychain, another Conduit process).
+        let host = self.host.clone();
+        tokio::task::spawn_blocking(move || {
+            host.update_settings(|settings| {
+                settings.other.insert(
+                    "serveHttp".into(),
+                    serde_json::to_value(&setting).unwrap_or_default(),
+                );
+                Ok::<_, SettingsError>(())
+            })
+        })
+        .await
+        .map_err(|error| {
+            SettingsError::Invalid(format!("the settings could not be changed: {error}"))
+        })??;
         Ok(self.apply().await)
     }
 
