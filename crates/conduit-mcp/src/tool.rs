@@ -226,7 +226,19 @@ impl McpTool {
     /// A server that does not answer the listing holds the call no longer than the
     /// runtime waits for one ([`crate::runtime::RELIST_TIMEOUT`]), and a stop ends it.
     async fn unchanged_since_listed(&self, context: &ToolContext) -> Result<(), ToolError> {
-        if self.connection.tool_changes() == self.changes_when_listed {
+        self.unchanged_on(&self.connection, self.changes_when_listed, context)
+            .await
+    }
+
+    /// [`McpTool::unchanged_since_listed`] on `connection`, whose tools the call's were
+    /// compared with when its change count was `listed_at`.
+    async fn unchanged_on(
+        &self,
+        connection: &Connection,
+        listed_at: u64,
+        context: &ToolContext,
+    ) -> Result<(), ToolError> {
+        if connection.tool_changes() == listed_at {
             return Ok(());
         }
         let (server, tool) = (&self.server, &self.tool);
@@ -236,7 +248,7 @@ impl McpTool {
             ))
         };
         let listed = tokio::select! {
-            listed = tokio::time::timeout(crate::runtime::RELIST_TIMEOUT, self.connection.tools()) => listed,
+            listed = tokio::time::timeout(crate::runtime::RELIST_TIMEOUT, connection.tools()) => listed,
             () = context.cancel.cancelled() => return Err(failed("was stopped".into())),
         };
         let listed = match listed {
@@ -285,8 +297,14 @@ impl McpTool {
                 ))
             })?;
         match tools.iter().find(|tool| tool.name == self.definition.name) {
-            // The wait may have been long: Settings are read again, as for a new call.
-            Some(now) if *now == self.definition => match context.still_allowed() {
+            // The wait may have been long: Settings are read again, as for a new call; and
+            // a change the new session said since it listed the tools (its count starts
+            // at 0) is checked as on the old one.
+            Some(now) if *now == self.definition => match self
+                .unchanged_on(&connection, 0, context)
+                .await
+                .map(|()| context.still_allowed())?
+            {
                 Ok(()) => {
                     tracing::info!(server = %server, tool = %self.tool, "the session expired before the call ran; it goes on the new session, the tool unchanged");
                     Ok(connection)
