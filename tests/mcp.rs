@@ -739,9 +739,41 @@ fn mcp_server_time_from_pypi_answers() {
     );
 }
 
+/// A server asked for by name that is not ready says why and fails, not `[]` with exit 0
+/// as if it had no tools.
+#[test]
+fn the_tools_of_a_server_that_is_not_ready_are_an_error_saying_why() {
+    let setup = Setup::new(json!({"off": {"command": "never-run", "disabled": true}}));
+    let listed = setup.conduit(&["mcp", "tools", "off", "--json"]);
+    assert_eq!(listed.status.code(), Some(1), "{}", stderr(&listed));
+    assert!(
+        stderr(&listed).contains("switched off"),
+        "{}",
+        stderr(&listed)
+    );
+    assert!(listed.stdout.is_empty());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_disabled_tool_is_not_offered_to_the_model() {
     let setup = Setup::new(json!({"everything": everything()}));
+    // Names no server can have are refused, nothing kept: the name a model sees, a
+    // server not in the file, a built-in tool Conduit does not have.
+    for (args, said) in [
+        (
+            ["everything", "everything__echo"],
+            "name the tool as its server lists it: \"echo\"",
+        ),
+        (["evrything", "echo"], "no server named \"evrything\""),
+        (
+            ["conduit", "read_conversations"],
+            "no built-in tool \"read_conversations\"",
+        ),
+    ] {
+        let refused = setup.conduit(&["mcp", "disable-tool", args[0], args[1]]);
+        assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+        assert!(stderr(&refused).contains(said), "{}", stderr(&refused));
+    }
     let off = setup.conduit(&["mcp", "disable-tool", "everything", "echo"]);
     assert!(off.status.success(), "{}", stderr(&off));
     let listed = json_out(&setup.conduit(&["mcp", "tools", "everything", "--json"]));

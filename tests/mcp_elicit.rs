@@ -252,3 +252,42 @@ async fn a_question_whose_server_dies_leaves_the_window() {
         servers.shutdown().await;
     }
 }
+
+/// `conduit chat` at a terminal, a server's question on it, and Ctrl-C: the turn stops
+/// and the process ends (130) without a line typed at the question nobody waits for any
+/// more. It waited for one, its read of the terminal still running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_at_a_servers_question_on_the_terminal_ends_the_chat() {
+    use conduit_e2e::llm_server::{Dialect, ScriptedCall, ScriptedLlm};
+    let chat = Dialect::OpenAiChat;
+    let llm = ScriptedLlm::start(vec![chat.turn(
+        &[],
+        &[ScriptedCall::new("call_1", "dyn__ask_name", json!({}))],
+    )])
+    .await
+    .unwrap();
+    let (python, script) = conduit_e2e::python_fixture("dynamic_tools.py").unwrap();
+    let home = conduit_e2e::home_with(&llm, json!({"dyn": {"command": python, "args": [script]}}));
+    let argv: Vec<String> = [
+        conduit_e2e::binary("conduit")
+            .unwrap()
+            .display()
+            .to_string(),
+        "chat".into(),
+        "--provider".into(),
+        "scripted".into(),
+        "--approve".into(),
+        "auto".into(),
+        "Greet me".into(),
+    ]
+    .into();
+    let env = json!({"CONDUIT_HOME": home.path(), "CONDUIT_SECRET_STORE": "file"});
+    let steps = vec![
+        json!({"expect": "The MCP server \"dyn\" asks:", "timeout": 60}),
+        json!({"expect": "Who are you?", "timeout": 10}),
+        json!({"key": "ctrl-c"}),
+    ];
+    let run = conduit_e2e::cli::on_terminal(home.path(), &argv, env, steps, 15).await;
+    assert_eq!(run.failure, None, "{}", run.transcript);
+    assert_eq!(run.code, Some(130), "{}", run.transcript);
+}

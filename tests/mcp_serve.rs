@@ -551,7 +551,7 @@ async fn the_http_endpoint_keeps_a_bounded_number_of_sessions() {
 async fn a_public_address_needs_an_explicit_flag() {
     let home = tempfile::tempdir().unwrap();
     let out = conduit_command(home.path())
-        .args(["mcp", "serve", "--http", "0.0.0.0:0"])
+        .args(["mcp", "serve", "--http", "192.0.2.1:0"])
         .output()
         .await
         .unwrap();
@@ -559,6 +559,19 @@ async fn a_public_address_needs_an_explicit_flag() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("not a loopback address") && stderr.contains("--allow-remote"),
+        "{stderr}"
+    );
+    // A wildcard address even with the flag: other machines' requests would name an
+    // address Conduit cannot know to accept, each refused while it said it was reachable.
+    let out = conduit_command(home.path())
+        .args(["mcp", "serve", "--http", "0.0.0.0:8765", "--allow-remote"])
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("every address of this machine") && stderr.contains("192.168.1.5:8765"),
         "{stderr}"
     );
     // Nothing was made: no token for an endpoint that never ran.

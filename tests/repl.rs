@@ -184,6 +184,8 @@ async fn a_tool_call_approved_inline_then_new_then_ctrl_c_keeps_the_partial_answ
 async fn attach_then_a_denied_call_is_not_run_and_ctrl_c_at_the_prompt_leaves() {
     let dialect = Dialect::OpenAiChat;
     let files = tempfile::tempdir().unwrap();
+    let notes = files.path().join("notes.txt");
+    std::fs::write(&notes, "not an image").unwrap();
     let png = files.path().join("tiny.png");
     std::fs::write(
         &png,
@@ -207,6 +209,15 @@ async fn attach_then_a_denied_call_is_not_run_and_ctrl_c_at_the_prompt_leaves() 
             expect("> "),
             send("/attach /no/such/file.png"),
             expect("cannot attach /no/such/file.png"),
+            expect("> "),
+            // A file that is no image is refused when the message goes, and dropped, so
+            // the next message is not refused for it again.
+            send(&format!("/attach {}", notes.display())),
+            expect("(sent with your next message)"),
+            expect("> "),
+            send("hi"),
+            expect("cannot attach"),
+            expect("the attached images were dropped"),
             expect("> "),
             send(&format!("/attach {}", png.display())),
             expect("(sent with your next message)"),

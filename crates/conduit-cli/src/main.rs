@@ -146,7 +146,13 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli)) {
+    let outcome = runtime.block_on(run(cli));
+    // Not waited for: a terminal read of a server's question (`spawn_blocking`) that
+    // nobody waits for any more (the server gave up, the turn ended or was stopped) goes
+    // on until a line comes, and dropping the runtime would wait for it, the answer
+    // already given and Ctrl-C already taken by the turn.
+    runtime.shutdown_background();
+    match outcome {
         Ok(code) => ExitCode::from(code),
         // The reader of the output went away (`| head -1`): it has what it wanted.
         Err(failure)

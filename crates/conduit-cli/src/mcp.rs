@@ -84,6 +84,9 @@ pub async fn run(host: Arc<Host>, command: McpCommand) -> Result<u8, Failure> {
     match &command {
         McpCommand::EnableTool { server, tool } | McpCommand::DisableTool { server, tool } => {
             let enabled = matches!(command, McpCommand::EnableTool { .. });
+            if let Err(refused) = host.check_tool_named(server, tool) {
+                return Err(usage_error(refused.to_string()));
+            }
             host.set_mcp_tool_enabled(server, tool, enabled)?;
             let state = if enabled { "offered to" } else { "kept from" };
             say!("{server}/{tool} is {state} models.")?;
@@ -270,14 +273,28 @@ async fn run_with(
                         "there is no server named {name:?}"
                     )));
                 };
-                // A server asked for by name that did not start says why, rather than
-                // listing nothing as if it had no tools.
-                if server.is_some()
-                    && let ServerState::Failed { reason, .. } = &status.state
-                {
-                    return Err(Failure::from(anyhow::anyhow!(
-                        "{name} did not start: {reason}"
-                    )));
+                // A server asked for by name that is not ready says why, rather than
+                // listing nothing as if it had no tools (`[]` with exit 0 for a script).
+                if server.is_some() {
+                    let why = match &status.state {
+                        ServerState::Ready { .. } => None,
+                        ServerState::Failed { reason, .. } => {
+                            Some(format!("{name} did not start: {reason}"))
+                        }
+                        ServerState::SignInRequired { .. } => Some(format!(
+                            "{name} asks you to sign in first: run `conduit mcp login {name}`"
+                        )),
+                        ServerState::Disabled => Some(format!(
+                            "{name} is switched off in the mcpServers file (\"disabled\": true)"
+                        )),
+                        ServerState::Restarting { reason, .. } => {
+                            Some(format!("{name} stopped and is starting again: {reason}"))
+                        }
+                        ServerState::Starting => Some(format!("{name} did not finish starting")),
+                    };
+                    if let Some(why) = why {
+                        return Err(Failure::from(anyhow::anyhow!("{}", shown(&why))));
+                    }
                 }
                 // Whether each tool is offered and its policy are the host's answer.
                 for setting in host.server_tool_settings(servers, &name)?.tools {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use clap::Args;
 use conduit_host::Host;
 use conduit_host::approval::{Decision, WindowApproval};
-use conduit_host::chat::{ApprovalMode, Attachment, ChatRequest, ProviderChoice};
+use conduit_host::chat::{ApprovalMode, Attachment, ChatError, ChatRequest, ProviderChoice};
 use conduit_host::core::agent::{AgentEvent, EventSink, Outcome};
 use conduit_host::core::content::{Block, ResultPart, Role, ToolCall};
 use conduit_host::mcp_client::runtime::McpRuntime;
@@ -364,9 +364,16 @@ impl Session {
         };
         let turn = match self.host.prepare_turn(request, &self.servers).await {
             Ok(turn) => turn,
-            // Nothing was sent or saved: say why and keep the session.
+            // Nothing was sent or saved: say why and keep the session. An image that
+            // cannot be sent is dropped, or every later message would fail on it.
             Err(err) => {
                 eprintln!("conduit: {}", shown(&err.to_string()));
+                if matches!(err, ChatError::Attachment { .. }) && !self.attachments.is_empty() {
+                    self.attachments.clear();
+                    eprintln!(
+                        "conduit: the attached images were dropped; /attach again to send one"
+                    );
+                }
                 return Ok(());
             }
         };

@@ -40,8 +40,9 @@ pub enum SessionsCommand {
     /// Full-text search over messages and tool results, newest first.
     Search {
         query: String,
-        #[arg(long, default_value_t = 20)]
-        limit: usize,
+        /// At most this many hits (1 to 1000).
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u16).range(1..=1000))]
+        limit: u16,
         #[arg(long)]
         json: bool,
     },
@@ -108,7 +109,10 @@ pub fn run(host: Arc<Host>, command: SessionsCommand) -> Result<u8, Failure> {
             }
         }
         SessionsCommand::Search { query, limit, json } => {
-            let hits = host.search(&query, limit)?;
+            let mut hits = host.search(&query, usize::from(limit))?;
+            for hit in &mut hits {
+                hit.snippet = hit.snippet_bracketed();
+            }
             if json {
                 say!("{}", shown_json(&serde_json::to_string_pretty(&hits)?))?;
             } else {
@@ -117,7 +121,7 @@ pub fn run(host: Arc<Host>, command: SessionsCommand) -> Result<u8, Failure> {
                         "{}  {}\n    {}",
                         shown(&hit.conversation_id),
                         shown(&hit.title),
-                        shown(&hit.snippet)
+                        shown(&hit.snippet_bracketed())
                     )?;
                 }
             }

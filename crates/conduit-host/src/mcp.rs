@@ -215,6 +215,43 @@ impl Host {
         self.tool_settings(server, tools, &trust)
     }
 
+    /// Refuses a tool named by hand (`conduit mcp disable-tool`) that no server can have:
+    /// a server not in the mcpServers file, a built-in tool Conduit does not have, or a
+    /// name as a model sees it (`server__tool`), which the server does not list. Without
+    /// this, a typo was "kept from models" while the tool meant stayed offered. Another
+    /// tool name of a file server is taken as it is: its server may not be running to ask.
+    pub fn check_tool_named(&self, server: &str, tool: &str) -> Result<(), crate::SettingsError> {
+        let refused = |why: String| Err(crate::SettingsError::Invalid(why));
+        if server == crate::builtin::BUILTIN_SERVER {
+            let names = crate::builtin::builtin_tool_names();
+            if !names.iter().any(|name| name == tool) {
+                return refused(format!(
+                    "Conduit has no built-in tool {tool:?} (it has {})",
+                    names.join(", ")
+                ));
+            }
+            return Ok(());
+        }
+        let env = |name: &str| std::env::var(name).ok();
+        let in_file = match self.mcp_file_bytes() {
+            Ok(Some(bytes)) => config::snapshot_of(&self.paths.mcp_config_file, &bytes, &env)
+                .map(|snapshot| snapshot.server(server).is_some())
+                .unwrap_or(false),
+            _ => false,
+        };
+        if !in_file {
+            return refused(format!(
+                "there is no server named {server:?} in the mcpServers file"
+            ));
+        }
+        if let Some(own) = tool.strip_prefix(&format!("{server}__")) {
+            return refused(format!(
+                "{tool:?} is the name a model sees; name the tool as its server lists it: {own:?}"
+            ));
+        }
+        Ok(())
+    }
+
     /// Lets a model use `tool` of `server`, or not (kept in settings).
     pub fn set_mcp_tool_enabled(
         &self,

@@ -75,6 +75,12 @@ impl Host {
         });
         if added.is_err() {
             self.drop_headers_entry(&id, new_entry.as_deref());
+            // The key this call stored for a provider the settings do not name would be
+            // the next provider of that id's (`add_provider_to` stores it only once the
+            // id was found free).
+            if api_key.is_some() && !self.names_provider(&id) {
+                self.drop_key_of_unnamed(&id);
+            }
         }
         added?;
         tracing::info!(provider = %id, "provider added");
@@ -103,10 +109,30 @@ impl Host {
             self.store_headers(&id, entry, &headers)?;
             *new_entry = Some(entry.clone());
         }
-        if let Some(key) = api_key {
-            self.secrets().set(&provider_secret_name(&id), key)?;
+        match api_key {
+            Some(key) => self.secrets().set(&provider_secret_name(&id), key)?,
+            // A key left under this id (a provider removed while its key could not be
+            // deleted, or removed from settings by hand) is not this new provider's: it
+            // would be sent to whatever server this one names.
+            None => self.secrets().delete(&provider_secret_name(&id))?,
         }
         Ok(())
+    }
+
+    /// Whether the settings (as on disk now) name provider `id`; unreadable settings
+    /// count as naming it, so nothing of it is dropped on a guess.
+    fn names_provider(&self, id: &str) -> bool {
+        self.settings()
+            .map(|settings| settings.providers.iter().any(|p| p.id == id))
+            .unwrap_or(true)
+    }
+
+    /// Deletes the stored key of provider `id`, which no provider in settings is; a
+    /// failure is logged (the next add without a key deletes it again).
+    fn drop_key_of_unnamed(&self, id: &str) {
+        if let Err(error) = self.secrets().delete(&provider_secret_name(id)) {
+            tracing::warn!(provider = %id, %error, "a key no provider names stays in the secret store");
+        }
     }
 
     /// Writes `headers` (provider `id`'s values) to the secret store's `entry`.
@@ -186,10 +212,13 @@ impl Host {
         ))
     }
 
-    /// Removes a provider and its stored key.
+    /// Removes a provider and its stored key: the key first, so a key that cannot be
+    /// deleted (the keychain refused) leaves the provider there to remove again, not a
+    /// key under an id the next provider of that name would be given.
     pub fn remove_provider(&self, id: &str) -> Result<(), ProvidersError> {
-        let removed = self.update_settings(|settings| settings.remove_provider(id))?;
+        self.settings()?.provider(id)?;
         self.secrets().delete(&provider_secret_name(id))?;
+        let removed = self.update_settings(|settings| settings.remove_provider(id))?;
         self.drop_headers_entry(id, removed.headers_secret.as_deref());
         tracing::info!(provider = %id, "provider removed");
         Ok(())
@@ -1265,6 +1294,56 @@ mod tests {
             Box::new(crate::secrets::FileSecrets::new(home.join("secrets.json")));
         assert!(host.secrets.set(file_store).is_ok());
         host
+    }
+
+    /// A key left under a provider's id (its removal could not delete it, or settings
+    /// were edited by hand) is never the key of the next provider of that id: added
+    /// without a key, it has none, whatever server it names.
+    #[test]
+    fn a_provider_added_without_a_key_never_inherits_one_left_under_its_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = host_with_file_secrets(dir.path());
+        host.secrets()
+            .set(&crate::provider_secret_name("x"), "sk-old")
+            .unwrap();
+        let provider = |url: &str| ProviderSettings {
+            id: "x".into(),
+            protocol: Protocol::OpenAiChat,
+            base_url: url.into(),
+            default_model: None,
+            headers: Default::default(),
+            stored_headers: Vec::new(),
+            headers_secret: None,
+            api_key_env: None,
+            tool_mode: None,
+            model_tool_modes: Default::default(),
+            other: Default::default(),
+        };
+        host.add_provider(provider("http://other-host.example/v1"), None)
+            .unwrap();
+        let (config, _) = host.saved_provider_config("x").unwrap();
+        assert_eq!(config.api_key, None);
+
+        // Removed: its key goes first. Added again with a key, then refused as a
+        // duplicate: the first one's key stays.
+        host.remove_provider("x").unwrap();
+        host.add_provider(provider("https://api.example/v1"), Some("sk-new"))
+            .unwrap();
+        assert!(
+            host.add_provider(provider("https://evil.example/v1"), Some("sk-evil"))
+                .is_err()
+        );
+        let (config, _) = host.saved_provider_config("x").unwrap();
+        assert_eq!(config.api_key.as_deref(), Some("sk-new"));
+        host.remove_provider("x").unwrap();
+        assert_eq!(
+            host.secrets()
+                .get(&crate::provider_secret_name("x"))
+                .unwrap(),
+            None
+        );
+        // An unknown provider is an error, and nothing is deleted.
+        assert!(host.remove_provider("x").is_err());
     }
 
     #[tokio::test]

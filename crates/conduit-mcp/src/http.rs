@@ -47,11 +47,21 @@ pub enum BindError {
         "{0} is not a loopback address: other machines could reach it; pass --allow-remote to serve there anyway"
     )]
     NotLoopback(SocketAddr),
+    #[error(
+        "{0} is every address of this machine: other machines name one of them, which Conduit cannot know to accept; serve on the address of the interface they reach (such as 192.168.1.5:{port})",
+        port = .0.port()
+    )]
+    Wildcard(SocketAddr),
 }
 
-/// Refuses a non-loopback address unless `allow_remote` says otherwise.
+/// Refuses a non-loopback address unless `allow_remote` says otherwise, and a wildcard
+/// address (`0.0.0.0`, `::`) always: its requests name the machine's own address in
+/// `Host`, which is not among the names accepted ([`allowed_hosts`]), so every request
+/// from another machine would be refused while Conduit said it was reachable.
 pub fn check_bind(addr: SocketAddr, allow_remote: bool) -> Result<(), BindError> {
-    if addr.ip().is_loopback() || allow_remote {
+    if addr.ip().is_unspecified() {
+        Err(BindError::Wildcard(addr))
+    } else if addr.ip().is_loopback() || allow_remote {
         Ok(())
     } else {
         Err(BindError::NotLoopback(addr))
@@ -591,7 +601,7 @@ mod tests {
     #[test]
     fn only_loopback_unless_allowed() {
         let local: SocketAddr = "127.0.0.1:8080".parse().unwrap();
-        let public: SocketAddr = "0.0.0.0:8080".parse().unwrap();
+        let public: SocketAddr = "192.0.2.1:8080".parse().unwrap();
         assert!(check_bind(local, false).is_ok());
         assert!(check_bind("[::1]:1".parse().unwrap(), false).is_ok());
         assert!(matches!(
@@ -599,6 +609,11 @@ mod tests {
             Err(BindError::NotLoopback(_))
         ));
         assert!(check_bind(public, true).is_ok());
+        for wildcard in ["0.0.0.0:8765", "[::]:8765"] {
+            let refused = check_bind(wildcard.parse().unwrap(), true).unwrap_err();
+            assert!(matches!(refused, BindError::Wildcard(_)), "{refused}");
+            assert!(refused.to_string().contains(":8765"), "{refused}");
+        }
     }
 
     #[test]

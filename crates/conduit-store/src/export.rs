@@ -28,12 +28,14 @@ impl Format {
 }
 
 /// The file name an export of conversation `id` gets by default: its title as a slug and
-/// the start of its id.
+/// the end of its id. Not the start: ids are UUIDv7, whose first 8 digits are the time
+/// and stay the same for a minute, so two conversations of one title started within it
+/// (a script's loop) were exported to one file, the second replacing the first.
 pub fn default_file_name(title: &str, id: &str, format: Format) -> String {
     format!(
         "{}-{}.{}",
         slug(title),
-        id.get(..8).unwrap_or(id),
+        id.get(id.len().saturating_sub(8)..).unwrap_or(id),
         format.extension()
     )
 }

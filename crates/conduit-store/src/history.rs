@@ -126,7 +126,8 @@ pub struct StoredMessage {
     pub created_at: i64,
 }
 
-/// One search result: where, and the matching text with the match in `[` `]`.
+/// One search result: where, and the matching text with each match between
+/// [`MATCH_START`] and [`MATCH_END`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub struct SearchHit {
@@ -135,6 +136,21 @@ pub struct SearchHit {
     pub message_id: i64,
     pub snippet: String,
     pub created_at: i64,
+}
+
+/// What opens and closes a match in a snippet: characters of Unicode's private use area,
+/// taken out of text as it is indexed, so a bracket the text has (`data[0]`, a Markdown
+/// link, JSON) is never taken for a match, as `[` `]` were.
+pub const MATCH_START: char = '\u{E000}';
+pub const MATCH_END: char = '\u{E001}';
+
+impl SearchHit {
+    /// The snippet with each match in `[` `]`, for a terminal or a model.
+    pub fn snippet_bracketed(&self) -> String {
+        self.snippet
+            .replace(MATCH_START, "[")
+            .replace(MATCH_END, "]")
+    }
 }
 
 /// How recently a file must have been stored for a conversation's deletion to leave it,
@@ -573,7 +589,7 @@ impl Store {
             "INSERT INTO blocks (message_id, position, kind, data) VALUES (?1, ?2, ?3, ?4)",
             params![message_id, position, block_kind(block), data],
         )?;
-        let text = searchable_text(block);
+        let text = searchable_text(block).replace([MATCH_START, MATCH_END], "");
         if !text.is_empty() {
             tx.execute(
                 "INSERT INTO search (text, message_id, conversation_id) VALUES (?1, ?2, ?3)",
@@ -882,7 +898,8 @@ impl Store {
     /// Full-text search over messages and tool results, newest first, with snippets.
     pub fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>, StoreError> {
         let fts_query = fts_query(query);
-        if fts_query.is_empty() {
+        // No hits asked for (`--limit 0`): the loop below would read no rows forever.
+        if fts_query.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
         let conn = self.lock();
@@ -893,7 +910,7 @@ impl Store {
             "SELECT s.conversation_id, c.title, s.message_id, s.snip, m.created_at
              FROM (
                  SELECT rowid, conversation_id, message_id,
-                        snippet(search, 0, '[', ']', '…', 12) AS snip
+                        snippet(search, 0, char(57344), char(57345), '…', 12) AS snip
                  FROM search WHERE search MATCH ?1
                  ORDER BY rowid DESC LIMIT ?2
              ) s
@@ -905,7 +922,7 @@ impl Store {
         // results, pieces of an answer): one hit per message, its newest row. Rows are read
         // past the limit, and more when a few messages took them all (a batch of a hundred
         // matching results), up to `MAX_SEARCH_ROWS`.
-        let mut rows_read = limit.saturating_mul(ROWS_PER_HIT);
+        let mut rows_read = limit.saturating_mul(ROWS_PER_HIT).min(MAX_SEARCH_ROWS);
         loop {
             let rows = statement.query_map(params![fts_query, rows_read as i64], |row| {
                 Ok(SearchHit {

@@ -1,4 +1,6 @@
-// Search snippets from the store mark each match as `[match]`; this splits them for <mark>.
+// Search snippets from the store mark each match between U+E000 and U+E001 (private-use
+// characters taken out of text as it is indexed, so a bracket the text has is never a
+// match); this splits them for <mark>.
 
 export interface SnippetPart {
   text: string;
@@ -7,7 +9,7 @@ export interface SnippetPart {
 
 export function snippetParts(snippet: string): SnippetPart[] {
   const parts: SnippetPart[] = [];
-  const pattern = /\[([^\]]*)\]/g;
+  const pattern = /\uE000([^\uE001]*)\uE001/g;
   let last = 0;
   for (const found of snippet.matchAll(pattern)) {
     const at = found.index ?? 0;

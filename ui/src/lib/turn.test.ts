@@ -1,6 +1,5 @@
 import { describe, expect, it } from "vitest";
 import { withFrozenPrototype } from "./frozenPrototype";
-import { snippetParts } from "./snippet";
 import {
   applyEvent,
   awaitingApproval,
@@ -274,17 +273,6 @@ describe("conversations saved with the provider's repeating ids", () => {
       return part?.type === "text" ? part.text : null;
     });
     expect(texts).toEqual(["contents of a.txt", "contents of b.txt"]);
-  });
-});
-
-describe("labels and snippets", () => {
-  it("split a snippet at its [match] marks", () => {
-    expect(snippetParts("a [b] c [d]")).toEqual([
-      { text: "a ", match: false },
-      { text: "b", match: true },
-      { text: " c ", match: false },
-      { text: "d", match: true },
-    ]);
   });
 });
 

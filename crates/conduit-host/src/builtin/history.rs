@@ -225,7 +225,10 @@ impl Tool for SearchHistory {
                 for hit in &hits {
                     text.push_str(&format!(
                         "\n- {} (conversation {}, message {}): {}",
-                        hit.title, hit.conversation_id, hit.message_id, hit.snippet
+                        hit.title,
+                        hit.conversation_id,
+                        hit.message_id,
+                        hit.snippet_bracketed()
                     ));
                 }
                 text
@@ -233,11 +236,11 @@ impl Tool for SearchHistory {
             let hits = hits
                 .into_iter()
                 .map(|hit| Hit {
+                    snippet: hit.snippet_bracketed(),
                     created_at: rfc3339(hit.created_at),
                     conversation_id: hit.conversation_id,
                     title: hit.title,
                     message_id: hit.message_id,
-                    snippet: hit.snippet,
                 })
                 .collect();
             structured(text, SearchResult { query, hits })

@@ -346,16 +346,76 @@ fn search_finds_text_and_tool_results_newest_first_with_snippets() {
     let hits = store.search("crabs", 10).unwrap();
     assert_eq!(hits.len(), 2);
     assert_eq!(hits[0].conversation_id, new, "newest first");
-    assert!(hits[0].snippet.contains("[crabs]"), "{}", hits[0].snippet);
     assert!(
-        hits[1].snippet.contains("hermit [crabs]"),
+        hits[0].snippet_bracketed().contains("[crabs]"),
+        "{}",
+        hits[0].snippet
+    );
+    assert!(
+        hits[1].snippet_bracketed().contains("hermit [crabs]"),
         "{}",
         hits[1].snippet
+    );
+    assert!(
+        hits[0].snippet.contains("\u{E000}crabs\u{E001}"),
+        "{}",
+        hits[0].snippet
     );
     // Prefixes match; odd characters are text, not query syntax.
     assert_eq!(store.search("arthro", 10).unwrap().len(), 1);
     assert!(store.search("crabs: \"-OR", 10).unwrap().is_empty());
     assert!(store.search("   ", 10).unwrap().is_empty());
+    // A bracket the text has is not a match; a marker a text has cannot fake one.
+    let brackets = store.create_conversation(None, None).unwrap();
+    store
+        .add_message(
+            &brackets,
+            &Message::user_text("see data[0] then \u{E000}fake\u{E001} periwinkles"),
+            MessageStatus::Complete,
+        )
+        .unwrap();
+    let hit = &store.search("periwinkles", 10).unwrap()[0];
+    assert_eq!(
+        hit.snippet.matches('\u{E000}').count(),
+        1,
+        "{}",
+        hit.snippet
+    );
+    assert!(
+        hit.snippet_bracketed()
+            .contains("data[0] then fake [periwinkles]"),
+        "{}",
+        hit.snippet_bracketed()
+    );
+    // No hits asked for is none, at once (it read no rows forever).
+    assert!(store.search("crabs", 0).unwrap().is_empty());
+}
+
+/// Two conversations of one title started within a minute (a script's loop) export to
+/// two files: the name's id part is the random end of the id, not its time.
+#[test]
+fn two_conversations_of_one_title_export_to_two_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let ids: Vec<String> = (0..2)
+        .map(|_| {
+            let id = store.create_conversation(None, None).unwrap();
+            store.rename(&id, "Summarize this PDF").unwrap();
+            store
+                .add_message(&id, &Message::user_text("hi"), MessageStatus::Complete)
+                .unwrap();
+            id
+        })
+        .collect();
+    let out = tempfile::tempdir().unwrap();
+    let files: Vec<_> = ids
+        .iter()
+        .map(|id| {
+            crate::export::export(&store, id, crate::export::Format::Markdown, out.path()).unwrap()
+        })
+        .collect();
+    assert_ne!(files[0], files[1]);
+    assert!(files.iter().all(|file| file.is_file()));
 }
 
 /// A long tool output (kept in the message up to 1 MiB) is found by its end too, and the
@@ -579,7 +639,11 @@ fn export_writes_markdown_and_json_with_images_beside() {
     assert!(text.contains("## You\n\nDraw a red square"));
     assert!(text.contains("**Tool call** `srv__tool`"));
     assert!(text.contains("a result about crabs"));
-    let image_link = format!("draw-a-red-square-{}-media/{}.png", &id[..8], media.hash);
+    let image_link = format!(
+        "draw-a-red-square-{}-media/{}.png",
+        &id[id.len() - 8..],
+        media.hash
+    );
     assert!(text.contains(&format!("![image]({image_link})")), "{text}");
     assert_eq!(
         std::fs::read(out.path().join(&image_link)).unwrap(),
@@ -737,7 +801,9 @@ fn export_carries_the_image_the_audio_and_the_long_output_beside_it() {
     let out = tempfile::tempdir().unwrap();
     let md = export(&store, &id, Format::Markdown, out.path()).unwrap();
     let text = std::fs::read_to_string(&md).unwrap();
-    let folder = out.path().join(format!("say-it-{}-media", &id[..8]));
+    let folder = out
+        .path()
+        .join(format!("say-it-{}-media", &id[id.len() - 8..]));
     for (media, bytes) in [
         (&image, png(4, 4, 7)),
         (&audio, wav.clone()),
