@@ -7,6 +7,9 @@ use conduit_store::{Conversation, SearchHit, StoreError, StoredMessage};
 
 use crate::Host;
 
+/// At most this many conversations found by their title head a search's hits.
+const TITLE_HITS: usize = 10;
+
 /// A millisecond timestamp as the user's local date and time.
 fn local_time(ms: i64) -> String {
     jiff::Timestamp::from_millisecond(ms)
@@ -44,7 +47,13 @@ impl Host {
     }
 
     pub fn search(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>, StoreError> {
-        self.store()?.search(query, limit)
+        // Conversations whose title matches first (a renamed one is found by its new
+        // title), at most a few, then the messages that match.
+        let store = self.store()?;
+        let mut hits = store.search_titles(query, limit.min(TITLE_HITS))?;
+        hits.extend(store.search(query, limit)?);
+        hits.truncate(limit);
+        Ok(hits)
     }
 
     pub fn rename_conversation(&self, id: &str, title: &str) -> Result<(), StoreError> {

@@ -953,6 +953,45 @@ impl Store {
         }
     }
 
+    /// Conversations whose title holds every word of `query` (any case, for ASCII
+    /// letters), most recently updated first: a renamed conversation is found by its
+    /// title, which the message index does not hold. Each hit's snippet is its title with
+    /// the words marked, and its `message_id` is negative (the conversation's row, not a
+    /// message: no message is the match).
+    pub fn search_titles(&self, query: &str, limit: usize) -> Result<Vec<SearchHit>, StoreError> {
+        let words: Vec<&str> = query.split_whitespace().take(MAX_TITLE_WORDS).collect();
+        if words.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let like = |word: &str| {
+            let escaped = word
+                .replace('\\', "\\\\")
+                .replace('%', "\\%")
+                .replace('_', "\\_");
+            format!("%{escaped}%")
+        };
+        let conditions = vec!["title LIKE ? ESCAPE '\\'"; words.len()].join(" AND ");
+        let sql = format!(
+            "SELECT rowid, id, title, updated_at FROM conversations WHERE {conditions}
+             ORDER BY updated_at DESC LIMIT {}",
+            limit.min(MAX_SEARCH_ROWS)
+        );
+        let conn = self.lock();
+        let mut statement = conn.prepare(&sql)?;
+        let patterns: Vec<String> = words.iter().map(|word| like(word)).collect();
+        let rows = statement.query_map(rusqlite::params_from_iter(patterns.iter()), |row| {
+            let title: String = row.get(2)?;
+            Ok(SearchHit {
+                message_id: -row.get::<_, i64>(0)?,
+                conversation_id: row.get(1)?,
+                snippet: marked(&title, &words),
+                title,
+                created_at: row.get(3)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<Vec<_>, _>>()?)
+    }
+
     /// Checks the database file, as after a crash.
     pub fn integrity_check(&self) -> Result<String, StoreError> {
         Ok(self
@@ -1070,6 +1109,55 @@ pub fn derive_title(text: &str) -> String {
 
 /// A user's words as an FTS5 query: each word quoted (so `-`, `:` or quotes are text),
 /// all words required, the last one as a prefix.
+/// At most this many words of a query are matched against titles.
+const MAX_TITLE_WORDS: usize = 16;
+
+/// `text` with each place one of `words` occurs (any case, for ASCII letters) between
+/// [`MATCH_START`] and [`MATCH_END`], overlapping places as one.
+fn marked(text: &str, words: &[&str]) -> String {
+    let lower = text.to_ascii_lowercase();
+    let mut ranges: Vec<(usize, usize)> = Vec::new();
+    for word in words {
+        let word = word.to_ascii_lowercase();
+        if word.is_empty() {
+            continue;
+        }
+        let mut from = 0;
+        while let Some(at) = lower.get(from..).and_then(|rest| rest.find(&word)) {
+            ranges.push((from + at, from + at + word.len()));
+            from += at + word.len();
+        }
+    }
+    ranges.sort_unstable();
+    let mut out = String::with_capacity(text.len() + 2 * ranges.len());
+    let mut last = 0;
+    let mut open: Option<(usize, usize)> = None;
+    for (start, end) in ranges {
+        match &mut open {
+            Some((_, open_end)) if start <= *open_end => *open_end = (*open_end).max(end),
+            _ => {
+                if let Some((open_start, open_end)) = open.take() {
+                    out.push_str(text.get(last..open_start).unwrap_or_default());
+                    out.push(MATCH_START);
+                    out.push_str(text.get(open_start..open_end).unwrap_or_default());
+                    out.push(MATCH_END);
+                    last = open_end;
+                }
+                open = Some((start, end));
+            }
+        }
+    }
+    if let Some((open_start, open_end)) = open {
+        out.push_str(text.get(last..open_start).unwrap_or_default());
+        out.push(MATCH_START);
+        out.push_str(text.get(open_start..open_end).unwrap_or_default());
+        out.push(MATCH_END);
+        last = open_end;
+    }
+    out.push_str(text.get(last..).unwrap_or_default());
+    out
+}
+
 fn fts_query(query: &str) -> String {
     let words: Vec<String> = query
         .split_whitespace()

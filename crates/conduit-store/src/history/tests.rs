@@ -391,6 +391,30 @@ fn search_finds_text_and_tool_results_newest_first_with_snippets() {
     assert!(store.search("crabs", 0).unwrap().is_empty());
 }
 
+/// A renamed conversation is found by its title, which no message holds: every word,
+/// any case, marked in the snippet; `%` and `_` are text, not patterns.
+#[test]
+fn conversations_are_found_by_their_title() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let tax = store.create_conversation(None, None).unwrap();
+    store.rename(&tax, "Tax 2024: 100% done").unwrap();
+    let other = store.create_conversation(None, None).unwrap();
+    store.rename(&other, "Taxis in Oslo").unwrap();
+    let hits = store.search_titles("tax 20", 10).unwrap();
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert_eq!(hits[0].conversation_id, tax);
+    assert_eq!(hits[0].snippet_bracketed(), "[Tax] [20]24: 100% done");
+    assert!(hits[0].message_id < 0);
+    assert_eq!(store.search_titles("TAX", 10).unwrap().len(), 2);
+    assert_eq!(store.search_titles("100%", 10).unwrap().len(), 1);
+    assert!(store.search_titles("%", 10).unwrap().len() == 1);
+    assert!(store.search_titles("_", 10).unwrap().is_empty());
+    assert!(store.search_titles("  ", 10).unwrap().is_empty());
+    assert!(store.search_titles("tax", 0).unwrap().is_empty());
+    assert_eq!(marked("aaa", &["a", "aa"]), "\u{E000}aaa\u{E001}");
+}
+
 /// Two conversations of one title started within a minute (a script's loop) export to
 /// two files: the name's id part is the random end of the id, not its time.
 #[test]
