@@ -324,7 +324,11 @@ impl Store {
                 None
             }
         };
-        mark_interrupted(&conn, &writers)?;
+        // Not a reason to refuse the history: a write lock another process holds, or a
+        // full disk, leaves the marks for the next open (the messages show as they were).
+        if let Err(error) = mark_interrupted(&conn, &writers) {
+            tracing::warn!(%error, "messages left streaming could not be marked interrupted; the next open tries again");
+        }
         if let Err(error) = conduit_files::sweep_leases(&writers, writer.as_ref()) {
             tracing::debug!(%error, "ended writers' leases not swept");
         }

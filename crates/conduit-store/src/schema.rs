@@ -96,6 +96,13 @@ pub enum VersionProblem {
 /// the version again once it holds the write lock: two processes opening a new file at
 /// once take turns, and the second finds the first's steps done.
 pub fn migrate(conn: &mut Connection) -> Result<Result<(), VersionProblem>, rusqlite::Error> {
+    // A file already current is only read: taking the write lock to find that out made
+    // every open wait for another process's write (up to the busy timeout, then fail,
+    // the whole history unavailable).
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+    if version == CURRENT {
+        return Ok(Ok(()));
+    }
     loop {
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let version: i64 = tx.query_row("PRAGMA user_version", [], |row| row.get(0))?;

@@ -391,6 +391,27 @@ fn search_finds_text_and_tool_results_newest_first_with_snippets() {
     assert!(store.search("crabs", 0).unwrap().is_empty());
 }
 
+/// A history already current opens while another process holds the write lock (a long
+/// write of its own): opening only reads. It waited out the busy timeout and failed,
+/// the whole history unavailable.
+#[test]
+fn a_current_history_opens_while_another_process_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = {
+        let store = open(dir.path());
+        let id = store.create_conversation(None, None).unwrap();
+        store
+            .add_message(&id, &Message::user_text("kept"), MessageStatus::Complete)
+            .unwrap();
+        id
+    };
+    let writer = rusqlite::Connection::open(dir.path().join("history.db")).unwrap();
+    writer.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let store = open(dir.path());
+    assert_eq!(store.messages(&id, None).unwrap().len(), 1);
+    writer.execute_batch("COMMIT").unwrap();
+}
+
 /// A renamed conversation is found by its title, which no message holds: every word,
 /// any case, marked in the snippet; `%` and `_` are text, not patterns.
 #[test]
