@@ -662,3 +662,57 @@ async fn approve_auto_runs_calls_unasked_and_deny_refuses_them() {
         }
     }
 }
+
+/// A server slow to start (here one that never answers): Ctrl-C while the servers start
+/// ends `conduit repl` and `conduit chat` there (130), and the chat sends and saves
+/// nothing. The REPL dropped the Ctrl-C and opened after the start timeout; the chat made
+/// its conversation anyway.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_while_the_servers_start_ends_the_command() {
+    let server = ScriptedLlm::start(vec![Dialect::OpenAiChat.text(&["never asked"])])
+        .await
+        .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    // The server says it started on the terminal itself (it shares it), then never
+    // answers: the sign that the command waits for it, its Ctrl-C handler in place.
+    std::fs::write(
+        home.path().join("mcp_servers.json"),
+        json!({"mcpServers": {"slow": {"command": "sh",
+            "args": ["-c", "echo slow-server-started > /dev/tty; exec sleep 60"]}}})
+        .to_string(),
+    )
+    .unwrap();
+    let mut env = repl_env(home.path());
+    env["CONDUIT_MCP_START_TIMEOUT"] = json!("60");
+    let steps = vec![expect("slow-server-started"), key("ctrl-c")];
+    let run = on_terminal(
+        home.path(),
+        &repl_argv(&server),
+        env.clone(),
+        steps.clone(),
+        10,
+    )
+    .await;
+    assert_eq!(run.failure, None, "{}", run.transcript);
+    assert_eq!(run.code, Some(130), "{}", run.transcript);
+    assert!(
+        run.transcript
+            .contains("stopped while the MCP servers started"),
+        "{}",
+        run.transcript
+    );
+
+    let mut chat = repl_argv(&server);
+    chat[1] = "chat".into();
+    chat.push("hello".into());
+    let run = on_terminal(home.path(), &chat, env, steps, 10).await;
+    assert_eq!(run.failure, None, "{}", run.transcript);
+    assert_eq!(run.code, Some(130), "{}", run.transcript);
+    assert!(server.requests().is_empty(), "nothing was sent");
+    let listed = conduit(home.path(), &["sessions", "list", "--json"], None);
+    assert_eq!(
+        serde_json::from_slice::<Value>(&listed.stdout).unwrap(),
+        json!([]),
+        "nothing was saved"
+    );
+}

@@ -198,13 +198,25 @@ async fn run_turn(host: Arc<Host>, args: ChatArgs) -> Result<u8, Failure> {
         }
     });
 
+    // Servers may take their start timeout: a Ctrl-C meanwhile ends the command before
+    // anything is sent or saved (it was taken, then a conversation was made anyway).
+    let started = tokio::select! {
+        servers = host.start_mcp(crate::ask::TerminalAsker::if_interactive(
+            host.clone(),
+            sampling_pick,
+        )) => Some(servers),
+        () = cancel.cancelled() => None,
+    };
+    let Some(started) = started else {
+        printer.error(
+            "stopped while the MCP servers started; nothing was sent or saved",
+            None,
+            None,
+        );
+        return Ok(EXIT_INTERRUPTED);
+    };
     let run = async {
-        let servers = host
-            .start_mcp(crate::ask::TerminalAsker::if_interactive(
-                host.clone(),
-                sampling_pick,
-            ))
-            .await?;
+        let servers = started?;
         let turn = host.prepare_turn(request, &servers).await;
         let result = match turn {
             Ok(turn) => turn.run(sink, cancel).await,

@@ -188,15 +188,21 @@ pub async fn run(host: Arc<Host>, args: ReplArgs) -> Result<u8, Failure> {
     }
     // Stops the answer in flight; installed before anything runs, so a Ctrl-C during a
     // turn never kills the process and loses the answer.
-    let interrupts = Interrupts::listen();
+    let mut interrupts = Interrupts::listen();
     // A server's sampling request runs on the session's provider and model.
     let sampling_pick = args.with.sampling_pick();
-    let servers = host
-        .start_mcp(crate::ask::TerminalAsker::if_interactive(
+    // Servers may take their start timeout (30 s, more for a slow `npx`): a Ctrl-C
+    // meanwhile ends the REPL there, as at the prompt, rather than being dropped.
+    let servers = tokio::select! {
+        servers = host.start_mcp(crate::ask::TerminalAsker::if_interactive(
             host.clone(),
             sampling_pick,
-        ))
-        .await?;
+        )) => servers?,
+        () = interrupts.next() => {
+            eprintln!("conduit: stopped while the MCP servers started");
+            return Ok(crate::EXIT_INTERRUPTED);
+        }
+    };
     let terminal = Terminal::start(host.info().paths.data_dir.join("repl_history"))?;
     let mut session = Session {
         host,
