@@ -599,6 +599,10 @@ impl Store {
                 "INSERT INTO search (text, message_id, conversation_id) VALUES (?1, ?2, ?3)",
                 params![text, message_id, conversation],
             )?;
+            tx.execute(
+                "INSERT INTO search_rows (row, conversation_id) VALUES (?1, ?2)",
+                params![tx.last_insert_rowid(), conversation],
+            )?;
         }
         for media in block.media() {
             tx.execute(
@@ -835,8 +839,14 @@ impl Store {
         let mut conn = self.lock();
         let orphans: Vec<MediaRef> = {
             let tx = conn.transaction()?;
+            // By the indexed rows: `search`'s own conversation column is read row by row.
             tx.execute(
-                "DELETE FROM search WHERE conversation_id = ?1",
+                "DELETE FROM search WHERE rowid IN
+                 (SELECT row FROM search_rows WHERE conversation_id = ?1)",
+                [conversation],
+            )?;
+            tx.execute(
+                "DELETE FROM search_rows WHERE conversation_id = ?1",
                 [conversation],
             )?;
             let deleted = tx.execute("DELETE FROM conversations WHERE id = ?1", [conversation])?;

@@ -80,6 +80,17 @@ pub const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE messages ADD COLUMN writer TEXT;
     "#,
+    // 5: which conversation each search row belongs to, indexed: the index's own column
+    // is UNINDEXED (FTS5 filters on it by reading every row, text and all), so deleting a
+    // conversation read the whole history's index while holding every lock.
+    r#"
+    CREATE TABLE search_rows (
+        row INTEGER PRIMARY KEY,
+        conversation_id TEXT NOT NULL
+    );
+    CREATE INDEX search_rows_by_conversation ON search_rows(conversation_id);
+    INSERT INTO search_rows (row, conversation_id) SELECT rowid, conversation_id FROM search;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -912,6 +912,67 @@ fn a_corrupt_database_is_moved_aside_untouched() {
     assert!(store.list(10).unwrap().is_empty());
 }
 
+/// A conversation's search rows are found by an index when it is deleted, not by
+/// reading every row of the whole history's index; a history saved before that index
+/// (version 4) has its rows indexed by the migration, and deleting one of its
+/// conversations leaves the others found.
+#[test]
+fn deleting_a_conversation_finds_its_search_rows_by_an_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.db");
+    let (kept, gone) = {
+        let store = open(dir.path());
+        let mut ids = Vec::new();
+        for word in ["periwinkle", "periwinkle"] {
+            let id = store.create_conversation(None, None).unwrap();
+            store
+                .add_message(&id, &Message::user_text(word), MessageStatus::Complete)
+                .unwrap();
+            ids.push(id);
+        }
+        // Back to version 4: the rows the new table would hold are dropped with it.
+        store
+            .lock()
+            .execute_batch("DROP TABLE search_rows; PRAGMA user_version = 4;")
+            .unwrap();
+        (ids[0].clone(), ids[1].clone())
+    };
+    let store = Store::open(&path, FileMediaStore::new(dir.path().join("media"))).unwrap();
+    let indexed: i64 = store
+        .lock()
+        .query_row("SELECT count(*) FROM search_rows", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(indexed, 2, "the migration indexed the rows already there");
+    let plan: Vec<String> = {
+        let conn = store.lock();
+        let mut statement = conn
+            .prepare(
+                "EXPLAIN QUERY PLAN DELETE FROM search WHERE rowid IN
+                 (SELECT row FROM search_rows WHERE conversation_id = 'x')",
+            )
+            .unwrap();
+        statement
+            .query_map([], |row| row.get::<_, String>(3))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    assert!(
+        plan.iter()
+            .any(|step| step.contains("search_rows_by_conversation")),
+        "{plan:?}"
+    );
+    store.delete(&gone).unwrap();
+    let hits = store.search("periwinkle", 10).unwrap();
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].conversation_id, kept);
+    let left: i64 = store
+        .lock()
+        .query_row("SELECT count(*) FROM search_rows", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(left, 1);
+}
+
 #[test]
 fn migrations_run_from_an_empty_file_and_again_do_nothing() {
     let dir = tempfile::tempdir().unwrap();
