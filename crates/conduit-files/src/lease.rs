@@ -107,6 +107,27 @@ pub fn lease_held(dir: &Path, id: &str) -> io::Result<bool> {
     }
 }
 
+/// Whether any lease in `dir` is held by a running process (this one's included, if it
+/// holds one there): a missing folder has none. A lease found not held is removed.
+pub fn any_lease_held(dir: &Path) -> io::Result<bool> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(error) => return Err(error),
+    };
+    for entry in entries {
+        let name = entry?.file_name();
+        if let Some(id) = name
+            .to_str()
+            .and_then(|name| name.strip_suffix(LEASE_SUFFIX))
+            && lease_held(dir, id)?
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
 /// Removes the leases in `dir` whose processes ended without removing them, and files left
 /// half-taken more than a minute ago; never `own` (this process's lease: where the file
 /// system lends `flock` the process-wide POSIX locks, as NFS does, this process's own

@@ -12,7 +12,7 @@ mod lease;
 mod replace;
 
 pub use held::HeldFolder;
-pub use lease::{Lease, lease_held, sweep_leases};
+pub use lease::{Lease, any_lease_held, lease_held, sweep_leases};
 pub use replace::{BACKUP_GENERATIONS, ReplaceError};
 
 use std::fs;

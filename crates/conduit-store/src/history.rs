@@ -51,6 +51,16 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    /// Corrupt, and another Conduit process has it open: moved aside, that process would
+    /// go on writing into the moved file, and remove the new one's journal as it ends.
+    #[error(
+        "the history database {path} is damaged ({reason}), and another Conduit process has it open (a window, `conduit mcp serve`, another command): close them all, then start again to have it moved aside and a new one made"
+    )]
+    CorruptInUse {
+        path: String,
+        #[source]
+        reason: rusqlite::Error,
+    },
     #[error("cannot encode a message as JSON: {0}")]
     Encode(#[source] serde_json::Error),
     #[error("cannot write {path}: {source}")]
@@ -1043,6 +1053,21 @@ pub(crate) const MOVED_ASIDE: &str = ".corrupt-";
 
 /// Moves a corrupt database (and its WAL files) aside, never deleting or rewriting it.
 fn move_aside(path: &Path, reason: rusqlite::Error) -> StoreError {
+    // Not while another process has it open (each holds a writer's lease for as long
+    // as it has the history open; this one takes its own only after the checks).
+    match conduit_files::any_lease_held(&writers_dir(path)) {
+        Ok(true) => {
+            tracing::error!(%reason, "the history database is damaged and another Conduit process has it open; left in place");
+            return StoreError::CorruptInUse {
+                path: path.display().to_string(),
+                reason,
+            };
+        }
+        Ok(false) => {}
+        Err(error) => {
+            tracing::warn!(%error, "whether another process has the history open could not be read; moving it aside");
+        }
+    }
     let mut aside = path.as_os_str().to_owned();
     aside.push(format!("{MOVED_ASIDE}{}", now_ms()));
     let aside = PathBuf::from(aside);

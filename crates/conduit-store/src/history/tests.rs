@@ -910,6 +910,26 @@ fn a_corrupt_database_is_moved_aside_untouched() {
     // The next start makes a new database.
     let store = Store::open(&path, FileMediaStore::new(dir.path().join("media"))).unwrap();
     assert!(store.list(10).unwrap().is_empty());
+
+    // Damaged while another process has it open (its writer's lease held): left where
+    // it is, saying why; moved aside once that process is gone.
+    drop(store);
+    let other = conduit_files::Lease::take(&writers_dir(&path)).unwrap();
+    std::fs::write(&path, &garbage).unwrap();
+    for suffix in ["-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+    let err = Store::open(&path, FileMediaStore::new(dir.path().join("media")))
+        .err()
+        .unwrap();
+    assert!(matches!(err, StoreError::CorruptInUse { .. }), "{err}");
+    assert!(err.to_string().contains("another Conduit process"), "{err}");
+    assert_eq!(std::fs::read(&path).unwrap(), garbage, "left in place");
+    drop(other);
+    let err = Store::open(&path, FileMediaStore::new(dir.path().join("media")))
+        .err()
+        .unwrap();
+    assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
 }
 
 /// A conversation's search rows are found by an index when it is deleted, not by
