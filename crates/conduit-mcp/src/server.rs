@@ -474,7 +474,8 @@ fn refuse_past_answer_size(what: &str, size: u64) -> Result<(), ErrorData> {
     if size <= MAX_SERVED_MEDIA_BYTES {
         return Ok(());
     }
-    Err(ErrorData::invalid_request(
+    // An internal error: the request was well formed, the answer is what cannot go.
+    Err(ErrorData::internal_error(
         format!(
             "{what} is {:.1} MiB, more than the {} MiB this server sends in one answer",
             size as f64 / (1024.0 * 1024.0),
@@ -629,11 +630,14 @@ impl ToolServer {
             .serve(rmcp::transport::stdio())
             .await
             .map_err(|e| ServeError(e.to_string()))?;
-        running
-            .waiting()
-            .await
-            .map(|_| ())
-            .map_err(|e| ServeError(e.to_string()))
+        match running.waiting().await {
+            // The session's task failed (a panic in it): not a session that ended well.
+            Ok(rmcp::service::QuitReason::JoinError(error)) => Err(ServeError(format!(
+                "the session ended with a failure: {error}"
+            ))),
+            Ok(_) => Ok(()),
+            Err(error) => Err(ServeError(error.to_string())),
+        }
     }
 
     /// Forwards the catalog's changes to one client until it goes away (noticed at the
@@ -2066,6 +2070,8 @@ mod tests {
     fn an_answer_past_the_served_size_is_refused_saying_how_large_it_is() {
         assert!(super::refuse_past_answer_size("the prompt", MAX_SERVED_MEDIA_BYTES).is_ok());
         let refused = super::refuse_past_answer_size("the prompt", 40 * 1024 * 1024).unwrap_err();
+        // Not "invalid request": the client's request was sound.
+        assert_eq!(refused.code, rmcp::model::ErrorCode::INTERNAL_ERROR);
         assert!(
             refused
                 .message
