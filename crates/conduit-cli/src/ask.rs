@@ -193,8 +193,13 @@ impl Asker for TerminalAsker {
             return SamplingAnswer::Failed(NO_SAMPLING_PROVIDER.into());
         };
         // One question at a time, and never while the REPL reads the terminal; held
-        // from the request's question to its result's.
-        let turn = TERMINAL_TURN.lock().await;
+        // from the request's question to its result's. One that waits for its turn
+        // longer than a question may wait in the window is rejected unseen, as a
+        // question is cancelled (the REPL idle at its prompt holds the terminal).
+        let Ok(turn) = tokio::time::timeout(ANSWER_WAIT, TERMINAL_TURN.lock()).await else {
+            tracing::info!(server = %request.server, "a sampling request waited too long for the terminal and was rejected unseen");
+            return SamplingAnswer::Rejected;
+        };
         let (run, turn) = self
             .confirm(
                 turn,
