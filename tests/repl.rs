@@ -674,14 +674,33 @@ async fn ctrl_c_while_the_servers_start_ends_the_command() {
         .unwrap();
     let home = tempfile::tempdir().unwrap();
     // The server says it started on the terminal itself (it shares it), then never
-    // answers: the sign that the command waits for it, its Ctrl-C handler in place.
+    // answers: the sign that the command waits for it, its Ctrl-C handler in place. Its
+    // own child (as `npx` starts `node`) is not killed with the shell by the parent's
+    // death: only with the server's process group, as the server is dropped.
+    let marker = format!("600.{}", std::process::id());
     std::fs::write(
         home.path().join("mcp_servers.json"),
         json!({"mcpServers": {"slow": {"command": "sh",
-            "args": ["-c", "echo slow-server-started > /dev/tty; exec sleep 60"]}}})
+            "args": ["-c", format!("echo slow-server-started > /dev/tty; sleep {marker} & wait")]}}})
         .to_string(),
     )
     .unwrap();
+    let left_behind = || {
+        let found = std::process::Command::new("pgrep")
+            .args(["-f", &format!("sleep {marker}")])
+            .output()
+            .unwrap();
+        !found.stdout.is_empty()
+    };
+    let gone = || async {
+        for _ in 0..50 {
+            if !left_behind() {
+                return true;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        false
+    };
     let mut env = repl_env(home.path());
     env["CONDUIT_MCP_START_TIMEOUT"] = json!("60");
     let steps = vec![expect("slow-server-started"), key("ctrl-c")];
@@ -701,6 +720,7 @@ async fn ctrl_c_while_the_servers_start_ends_the_command() {
         "{}",
         run.transcript
     );
+    assert!(gone().await, "the server's child outlived conduit repl");
 
     let mut chat = repl_argv(&server);
     chat[1] = "chat".into();
@@ -709,6 +729,7 @@ async fn ctrl_c_while_the_servers_start_ends_the_command() {
     assert_eq!(run.failure, None, "{}", run.transcript);
     assert_eq!(run.code, Some(130), "{}", run.transcript);
     assert!(server.requests().is_empty(), "nothing was sent");
+    assert!(gone().await, "the server's child outlived conduit chat");
     let listed = conduit(home.path(), &["sessions", "list", "--json"], None);
     assert_eq!(
         serde_json::from_slice::<Value>(&listed.stdout).unwrap(),

@@ -185,20 +185,28 @@ pub async fn detect_local_providers(
 window_command! {
 /// Saves a local model server the window found as a provider (no key; its first model
 /// is the default).
-#[tauri::command(async)]
-pub fn add_local_provider(
+#[tauri::command]
+pub async fn add_local_provider(
     app: tauri::AppHandle,
     webview: tauri::Webview,
     state: tauri::State<'_, AppState>,
     provider: LocalProvider,
 ) -> Reply<()> {
     // Settings may add one any time; any other window (the chat window's first-run panel)
-    // only before a provider is set up.
-    if webview.label() == crate::native::SETTINGS_LABEL {
-        state.host().add_local_provider(provider)?;
-    } else {
-        state.host().add_local_provider_on_first_run(provider)?;
-    }
+    // only before a provider is set up. Off the workers: the settings' lock and the
+    // secret store may keep it waiting.
+    let from_settings = webview.label() == crate::native::SETTINGS_LABEL;
+    let engine = state.app.clone();
+    blocking(move || {
+        let host = engine.host();
+        if from_settings {
+            host.add_local_provider(provider)?;
+        } else {
+            host.add_local_provider_on_first_run(provider)?;
+        }
+        Ok(())
+    })
+    .await?;
     providers_changed(&app);
     Ok(())
 }
@@ -734,13 +742,21 @@ pub async fn pick_mcp_import_file(
 
 window_command! {
 /// The servers of a known or picked config file, their secret values masked.
-#[tauri::command(async)]
-pub fn mcp_import_candidates(
+#[tauri::command]
+pub async fn mcp_import_candidates(
     state: tauri::State<'_, AppState>,
     source: ImportSource,
 ) -> Reply<Vec<ImportCandidate>> {
     let path = state.import_path(&source)?;
-    state.host().mcp_import_candidates(&path).map_err(CommandError::from)
+    // Off the workers: a large file (Claude Code's, tens of megabytes) is read through.
+    let engine = state.app.clone();
+    blocking(move || {
+        engine
+            .host()
+            .mcp_import_candidates(&path)
+            .map_err(CommandError::from)
+    })
+    .await
 }
 }
 
@@ -924,17 +940,23 @@ pub async fn mcp_signed_in(state: tauri::State<'_, AppState>, server: String) ->
 }
 
 window_command! {
-#[tauri::command(async)]
-pub fn set_tool_enabled(
+#[tauri::command]
+pub async fn set_tool_enabled(
     state: tauri::State<'_, AppState>,
     server: String,
     tool: String,
     enabled: bool,
 ) -> Reply<()> {
-    state
-        .host()
-        .set_mcp_tool_enabled(&server, &tool, enabled)
-        .map_err(CommandError::from)
+    // Off the workers: the settings' lock may be held for long (a provider's save at
+    // the keychain's prompt, another Conduit process).
+    let engine = state.app.clone();
+    blocking(move || {
+        engine
+            .host()
+            .set_mcp_tool_enabled(&server, &tool, enabled)
+            .map_err(CommandError::from)
+    })
+    .await
 }
 }
 

@@ -87,6 +87,8 @@ const EXIT_FAILURE: u8 = 1;
 const EXIT_USAGE: u8 = 2;
 /// Exit code when the user stopped the run (Ctrl-C), as shells report SIGINT.
 const EXIT_INTERRUPTED: u8 = 130;
+/// How long the end of a command waits for the runtime's work to stop (see `main`).
+const EXIT_PATIENCE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// A failure with the exit code it should produce.
 #[derive(Debug)]
@@ -147,11 +149,14 @@ fn main() -> ExitCode {
         }
     };
     let outcome = runtime.block_on(run(cli));
-    // Not waited for: a terminal read of a server's question (`spawn_blocking`) that
-    // nobody waits for any more (the server gave up, the turn ended or was stopped) goes
-    // on until a line comes, and dropping the runtime would wait for it, the answer
-    // already given and Ctrl-C already taken by the turn.
-    runtime.shutdown_background();
+    // Waited for a moment only: a terminal read of a server's question
+    // (`spawn_blocking`) that nobody waits for any more (the server gave up, the turn
+    // ended or was stopped) goes on until a line comes, and dropping the runtime would
+    // wait for it, the answer already given and Ctrl-C already taken by the turn. The
+    // moment lets the workers drop their tasks first: a server process a task still
+    // holds (one starting when Ctrl-C came) is killed with its process group as it is
+    // dropped, and must not outlive `conduit`.
+    runtime.shutdown_timeout(EXIT_PATIENCE);
     match outcome {
         Ok(code) => ExitCode::from(code),
         // The reader of the output went away (`| head -1`): it has what it wanted.

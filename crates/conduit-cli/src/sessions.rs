@@ -37,7 +37,8 @@ pub enum SessionsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Full-text search over messages and tool results, newest first.
+    /// Search: conversations whose title holds every word (at most 10, their `messageId`
+    /// negative in --json), then messages and tool results, newest first.
     Search {
         query: String,
         /// At most this many hits (1 to 1000).

@@ -733,24 +733,6 @@ impl App {
         Ok(answered?)
     }
 
-    /// [`Host::update_settings`] off the async workers: it waits for the settings' lock,
-    /// which another change may hold while the keychain asks to be unlocked (saving a
-    /// provider), or another Conduit process holds; two such waits on the workers would
-    /// stop every stream, server and window event of the app until then.
-    async fn update_settings_off_the_workers<T: Send + 'static>(
-        &self,
-        change: impl FnOnce(&mut crate::settings::Settings) -> Result<T, crate::SettingsError>
-        + Send
-        + 'static,
-    ) -> Result<T, crate::SettingsError> {
-        let host = self.host.clone();
-        tokio::task::spawn_blocking(move || host.update_settings(change))
-            .await
-            .map_err(|error| {
-                crate::SettingsError::Invalid(format!("the settings could not be changed: {error}"))
-            })?
-    }
-
     /// A server's approval policy and its tools, each with whether it is offered to
     /// models and the policy that applies to it.
     pub async fn mcp_server_tools(&self, server: &str) -> Result<ServerTools, AppError> {
@@ -800,18 +782,19 @@ impl App {
             ask_off_the_workers(confirm, always_allow_question(server, tool, said)).await?;
         }
         let (server, tool) = (server.to_owned(), tool.to_owned());
-        self.update_settings_off_the_workers(move |settings| {
-            match (policy, trust.get(&tool)) {
-                (crate::settings::ToolPolicy::Allow, Some(now)) => {
-                    settings.allow_tool(&server, &tool, now.clone());
+        self.host
+            .update_settings_off_the_workers(move |settings| {
+                match (policy, trust.get(&tool)) {
+                    (crate::settings::ToolPolicy::Allow, Some(now)) => {
+                        settings.allow_tool(&server, &tool, now.clone());
+                    }
+                    // A tool that is not running cannot be fingerprinted: its allow is asked
+                    // about once when it is first called.
+                    _ => settings.set_tool_policy(&server, &tool, policy),
                 }
-                // A tool that is not running cannot be fingerprinted: its allow is asked
-                // about once when it is first called.
-                _ => settings.set_tool_policy(&server, &tool, policy),
-            }
-            Ok(())
-        })
-        .await?;
+                Ok(())
+            })
+            .await?;
         Ok(())
     }
 
@@ -853,15 +836,16 @@ impl App {
             ask_off_the_workers(confirm, question).await?;
         }
         let server = server.to_owned();
-        self.update_settings_off_the_workers(move |settings| {
-            if policy == crate::settings::ToolPolicy::Allow {
-                settings.allow_server(&server, trust.into_iter().collect());
-            } else {
-                settings.set_server_policy(&server, policy);
-            }
-            Ok(())
-        })
-        .await?;
+        self.host
+            .update_settings_off_the_workers(move |settings| {
+                if policy == crate::settings::ToolPolicy::Allow {
+                    settings.allow_server(&server, trust.into_iter().collect());
+                } else {
+                    settings.set_server_policy(&server, policy);
+                }
+                Ok(())
+            })
+            .await?;
         Ok(())
     }
 
@@ -894,11 +878,12 @@ impl App {
             ask_off_the_workers(confirm, question).await?;
         }
         let server = server.to_owned();
-        self.update_settings_off_the_workers(move |settings| {
-            settings.set_sampling_policy(&server, policy, &runs);
-            Ok(())
-        })
-        .await?;
+        self.host
+            .update_settings_off_the_workers(move |settings| {
+                settings.set_sampling_policy(&server, policy, &runs);
+                Ok(())
+            })
+            .await?;
         Ok(())
     }
 

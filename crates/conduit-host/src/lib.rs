@@ -196,6 +196,22 @@ impl Host {
     }
 
     /// Changes the settings file through [`Settings::update`], the only way to change it.
+    /// [`Host::update_settings`] off the async workers, for async callers: it waits for
+    /// the settings' lock, which another change may hold while the keychain asks to be
+    /// unlocked (saving a provider), or another Conduit process holds; two such waits on
+    /// the workers would stop every stream, server and window event of the app.
+    pub async fn update_settings_off_the_workers<T: Send + 'static>(
+        self: &Arc<Self>,
+        change: impl FnOnce(&mut Settings) -> Result<T, SettingsError> + Send + 'static,
+    ) -> Result<T, SettingsError> {
+        let host = self.clone();
+        tokio::task::spawn_blocking(move || host.update_settings(change))
+            .await
+            .map_err(|error| {
+                SettingsError::Invalid(format!("the settings could not be changed: {error}"))
+            })?
+    }
+
     pub fn update_settings<T, E>(
         &self,
         change: impl FnOnce(&mut Settings) -> Result<T, E>,

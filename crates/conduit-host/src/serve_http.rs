@@ -184,20 +184,15 @@ impl HttpEndpoint {
         };
         // Off the async workers: the settings' lock may be held for long (another
         // change waiting on the keychain, another Conduit process).
-        let host = self.host.clone();
-        tokio::task::spawn_blocking(move || {
-            host.update_settings(|settings| {
+        self.host
+            .update_settings_off_the_workers(move |settings| {
                 settings.other.insert(
                     "serveHttp".into(),
                     serde_json::to_value(&setting).unwrap_or_default(),
                 );
-                Ok::<_, SettingsError>(())
+                Ok(())
             })
-        })
-        .await
-        .map_err(|error| {
-            SettingsError::Invalid(format!("the settings could not be changed: {error}"))
-        })??;
+            .await?;
         Ok(self.apply().await)
     }
 

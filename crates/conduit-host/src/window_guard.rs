@@ -1016,31 +1016,39 @@ impl StringToken {
 /// and only their first levels are kept: a file of 200,000 strings under a 400 KB key
 /// (under the size cap) once took tens of gigabytes here, each path a copy of the key.
 fn string_tokens(text: &str, keep: fn(&StringToken) -> bool) -> Vec<StringToken> {
+    /// A level of nesting; an object's key, once read, is on `path` until its `,`.
     enum Frame {
-        Object {
-            key: Option<Rc<str>>,
-            want_key: bool,
-        },
+        Object { has_key: bool, want_key: bool },
         Array,
     }
     let item: Rc<str> = Rc::from("[]");
     let bytes = text.as_bytes();
     let mut stack: Vec<Frame> = Vec::new();
+    // The keys (and `[]`s) leading to the next byte: kept beside the frames, so a
+    // string's path and depth cost the same however deep a broken file nests.
+    let mut path: Vec<Rc<str>> = Vec::new();
     let mut tokens = Vec::new();
     let mut i = 0;
     while i < bytes.len() {
         match bytes[i] {
             b'{' => stack.push(Frame::Object {
-                key: None,
+                has_key: false,
                 want_key: true,
             }),
-            b'[' => stack.push(Frame::Array),
+            b'[' => {
+                stack.push(Frame::Array);
+                path.push(item.clone());
+            }
             b'}' | b']' => {
-                stack.pop();
+                if let Some(Frame::Array | Frame::Object { has_key: true, .. }) = stack.pop() {
+                    path.pop();
+                }
             }
             b',' => {
-                if let Some(Frame::Object { key, want_key }) = stack.last_mut() {
-                    *key = None;
+                if let Some(Frame::Object { has_key, want_key }) = stack.last_mut() {
+                    if std::mem::take(has_key) {
+                        path.pop();
+                    }
                     *want_key = true;
                 }
             }
@@ -1060,22 +1068,20 @@ fn string_tokens(text: &str, keep: fn(&StringToken) -> bool) -> Vec<StringToken>
                 let value = serde_json::from_str::<String>(literal)
                     .unwrap_or_else(|_| literal.trim_matches('"').to_owned());
                 let is_key = matches!(stack.last(), Some(Frame::Object { want_key: true, .. }));
-                let levels = stack.iter().filter_map(|frame| match frame {
-                    Frame::Object { key, .. } => key.clone(),
-                    Frame::Array => Some(item.clone()),
-                });
-                let path: Vec<Rc<str>> = levels.clone().take(KEPT_PATH).collect();
-                let depth = path.len() + levels.skip(KEPT_PATH).count();
-                if is_key && let Some(Frame::Object { key, .. }) = stack.last_mut() {
-                    *key = Some(Rc::from(value.as_str()));
-                }
                 let token = StringToken {
                     range: start..end,
-                    value,
-                    path,
-                    depth,
+                    path: path.iter().take(KEPT_PATH).cloned().collect(),
+                    depth: path.len(),
                     is_key,
+                    value,
                 };
+                if is_key && let Some(Frame::Object { has_key, .. }) = stack.last_mut() {
+                    // A second key before a `,` (a broken file) takes the first's place.
+                    if std::mem::replace(has_key, true) {
+                        path.pop();
+                    }
+                    path.push(Rc::from(token.value.as_str()));
+                }
                 if keep(&token) {
                     tokens.push(token);
                 }
@@ -2191,6 +2197,24 @@ mod tests {
         let masked = mask_text(&text);
         assert!(!masked.contains("s3cret") && masked.contains("n0t"));
         assert_eq!(unmask_text(&masked, &text).unwrap(), text);
+    }
+
+    /// A file that does not parse, nested deeper than any parse allows: each string's
+    /// path and depth are read off the keys kept beside the frames (counting the whole
+    /// stack for each string was quadratic in the nesting), and its strings are masked.
+    #[test]
+    fn a_broken_file_nested_deep_is_masked_string_by_string() {
+        let text = format!(
+            "{}{}{{\"env\": {{\"K\": \"s3cret\"",
+            "[".repeat(200_000),
+            "\"x\",".repeat(50_000)
+        );
+        let tokens = string_tokens(&text, |_| true);
+        assert_eq!(tokens.len(), 50_003);
+        assert_eq!(tokens[0].depth, 200_000);
+        let secret = tokens.last().unwrap();
+        assert_eq!((secret.value.as_str(), secret.depth), ("s3cret", 200_002));
+        assert!(!mask_text(&text).contains("s3cret"));
     }
 
     /// The raw editor's text past the file's size cap is refused before anything is

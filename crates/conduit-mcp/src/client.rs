@@ -179,9 +179,12 @@ pub enum McpError {
         status: u16,
         retry_after: Option<String>,
     },
-    /// Sending the request failed (the server could not be reached, or answered with
-    /// something that is not MCP); the connection goes on.
-    #[error("sending the request failed: {0}")]
+    /// The server could not be reached (no connection was made): the request did not run.
+    #[error("the server could not be reached, so the request did not run: {0}")]
+    Unreachable(String),
+    /// Sending the request, or reading its answer, failed after it may have reached the
+    /// server (a timeout, a reset, an answer that is not MCP); the connection goes on.
+    #[error("the request failed on its way ({0}); it may have run")]
     Send(String),
     /// The server refused the call for want of sign-in (401) or of scope (403).
     #[error("{}", if .0.more_scope { "the server needs more access than you granted: sign in to it again" } else { "the server needs you to sign in again" })]
@@ -212,6 +215,7 @@ impl From<ServiceError> for McpError {
                     status: refused.status,
                     retry_after: refused.retry_after.clone(),
                 },
+                None if never_connected(&sent) => McpError::Unreachable(sent.error.to_string()),
                 None => McpError::Send(sent.error.to_string()),
             },
             ServiceError::TransportClosed => McpError::Closed,
@@ -242,6 +246,25 @@ fn http_status<'e>(
         current = error.source();
     }
     None
+}
+
+/// Whether a send failed before any connection to the server was made (refused, no
+/// route, a name that does not resolve): only then is it sure the request did not run.
+fn never_connected(error: &(dyn std::error::Error + 'static)) -> bool {
+    use rmcp::transport::streamable_http_client::StreamableHttpError;
+    let mut current = Some(error);
+    while let Some(error) = current {
+        if let Some(StreamableHttpError::Client(client)) =
+            error.downcast_ref::<StreamableHttpError<reqwest::Error>>()
+        {
+            return client.is_connect();
+        }
+        if let Some(client) = error.downcast_ref::<reqwest::Error>() {
+            return client.is_connect();
+        }
+        current = error.source();
+    }
+    false
 }
 
 /// What a refusal by HTTP status says: a rate limit did not run the request; a server
@@ -1510,6 +1533,7 @@ impl Connection {
             },
             McpError::Other(message) => McpError::Other(self.hidden_and_cut(&message)),
             McpError::Send(message) => McpError::Send(self.hidden_and_cut(&message)),
+            McpError::Unreachable(message) => McpError::Unreachable(self.hidden_and_cut(&message)),
             other => other,
         }
     }

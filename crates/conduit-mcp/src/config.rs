@@ -777,13 +777,43 @@ pub fn import_excerpt(reader: impl std::io::BufRead) -> Result<String, serde_jso
         #[serde(rename = "mcpServers")]
         mcp_servers: Option<Box<RawValue>>,
     }
+    /// The projects in the order the file has them, a folder written twice refused (as
+    /// [`import_candidates`] reads a file read whole: the same names for the same file).
+    struct Projects(Vec<(String, Project)>);
+    impl<'de> serde::Deserialize<'de> for Projects {
+        fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            struct Visit;
+            impl<'de> serde::de::Visitor<'de> for Visit {
+                type Value = Projects;
+                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                    f.write_str("an object of projects")
+                }
+                fn visit_map<A: serde::de::MapAccess<'de>>(
+                    self,
+                    mut map: A,
+                ) -> Result<Projects, A::Error> {
+                    let mut projects: Vec<(String, Project)> = Vec::new();
+                    while let Some(folder) = map.next_key::<String>()? {
+                        if projects.iter().any(|(seen, _)| *seen == folder) {
+                            return Err(serde::de::Error::custom(format!(
+                                "the project {folder:?} is written twice"
+                            )));
+                        }
+                        projects.push((folder, map.next_value()?));
+                    }
+                    Ok(Projects(projects))
+                }
+            }
+            deserializer.deserialize_map(Visit)
+        }
+    }
     #[derive(serde::Deserialize)]
     struct Places {
         #[serde(rename = "mcpServers")]
         mcp_servers: Option<Box<RawValue>>,
         servers: Option<Box<RawValue>>,
         mcp: Option<Section>,
-        projects: Option<std::collections::BTreeMap<String, Project>>,
+        projects: Option<Projects>,
     }
     let mut reader = reader;
     if reader
@@ -815,7 +845,7 @@ pub fn import_excerpt(reader: impl std::io::BufRead) -> Result<String, serde_jso
     let projects: Vec<String> = places
         .projects
         .iter()
-        .flatten()
+        .flat_map(|projects| projects.0.iter())
         .filter_map(|(folder, project)| {
             let servers = project.mcp_servers.as_ref()?;
             Some(format!(

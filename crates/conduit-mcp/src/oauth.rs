@@ -762,9 +762,13 @@ pub async fn manager(
     let metadata = resolution.metadata;
     // The rules a sign-in is held to, for tokens stored before they were checked at
     // sign-in (or before endpoints were bound at all): nothing goes to a token endpoint
-    // in clear, nor to an authorization server other than the one the entry pins.
-    check_endpoints(server_url, &metadata)?;
-    check_issuer(settings, &metadata)?;
+    // in clear, nor to an authorization server other than the one the entry pins. Only
+    // for metadata found: without it (an outage) nothing is sent anyway, and the
+    // branches below say the sign-in is kept for when it can be read.
+    if resolution.source.is_discovered() {
+        check_endpoints(server_url, &metadata)?;
+        check_issuer(settings, &metadata)?;
+    }
     let now = BoundEndpoints::of(&metadata, server_url);
     match bound {
         // No metadata found (rmcp made up `/token` on the server's origin): the server or

@@ -655,9 +655,22 @@ fn servers_import_from_claude_desktop_cursor_and_vs_code_files() {
     let twice =
         r#"{"projects": {"/p": {"mcpServers": {"a": {"command": "x"}, "a": {"command": "y"}}}}}"#;
     assert!(import_candidates(path, twice).is_err());
-    // The excerpt of a large file reads the same.
+    // The excerpt of a large file reads the same, its projects in the file's order (not
+    // sorted: which one keeps a taken name must not depend on the file's size).
     let excerpt = import_excerpt(std::io::Cursor::new(format!("\u{feff}{claude_code}"))).unwrap();
     assert_eq!(import_candidates(path, &excerpt).unwrap(), found);
+    let unsorted = r#"{"projects": {"/z": {"mcpServers": {"a": {"command": "z"}}},
+        "/b": {"mcpServers": {"a": {"command": "b"}}}}}"#;
+    let whole = import_candidates(path, unsorted).unwrap();
+    assert_eq!(whole[0].entry["command"], "z");
+    let excerpt = import_excerpt(std::io::Cursor::new(unsorted)).unwrap();
+    assert_eq!(import_candidates(path, &excerpt).unwrap(), whole);
+    let folder_twice = r#"{"projects": {"/p": {}, "/p": {"mcpServers": {}}}}"#;
+    let refused = import_excerpt(std::io::Cursor::new(folder_twice)).unwrap_err();
+    assert!(
+        refused.to_string().contains("\"/p\" is written twice"),
+        "{refused}"
+    );
     // Notepad's byte order mark is skipped, here and in Conduit's own file.
     let marked = "\u{feff}{\"mcpServers\": {\"a\": {\"command\": \"x\"}}}";
     assert_eq!(import_candidates(path, marked).unwrap()[0].name, "a");
