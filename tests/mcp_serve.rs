@@ -550,26 +550,27 @@ async fn the_http_endpoint_keeps_a_bounded_number_of_sessions() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_public_address_needs_an_explicit_flag() {
     let home = tempfile::tempdir().unwrap();
-    let out = conduit_command(home.path())
-        .args(["mcp", "serve", "--http", "192.0.2.1:0"])
-        .output()
-        .await
-        .unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let refused = |args: &'static [&'static str]| {
+        let home = home.path().to_owned();
+        async move {
+            let out = conduit_command(&home)
+                .args(["mcp", "serve", "--http"])
+                .args(args)
+                .output()
+                .await
+                .unwrap();
+            assert!(!out.status.success());
+            String::from_utf8_lossy(&out.stderr).into_owned()
+        }
+    };
+    let stderr = refused(&["192.0.2.1:0"]).await;
     assert!(
         stderr.contains("not a loopback address") && stderr.contains("--allow-remote"),
         "{stderr}"
     );
     // A wildcard address even with the flag: other machines' requests would name an
     // address Conduit cannot know to accept, each refused while it said it was reachable.
-    let out = conduit_command(home.path())
-        .args(["mcp", "serve", "--http", "0.0.0.0:8765", "--allow-remote"])
-        .output()
-        .await
-        .unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = refused(&["0.0.0.0:8765", "--allow-remote"]).await;
     assert!(
         stderr.contains("every address of this machine") && stderr.contains("192.168.1.5:8765"),
         "{stderr}"

@@ -625,19 +625,12 @@ impl Host {
         // at its own address, spoken to as the host probed it.
         crate::window_guard::known_local_server(&local).map_err(ProvidersError::NotLocal)?;
         self.add_provider(
-            ProviderSettings {
-                id: local.id,
-                protocol: Protocol::OpenAiChat,
-                base_url: local.base_url,
-                default_model: local.models.into_iter().next(),
-                headers: Default::default(),
-                stored_headers: Vec::new(),
-                headers_secret: None,
-                api_key_env: None,
-                tool_mode: None,
-                model_tool_modes: Default::default(),
-                other: Default::default(),
-            },
+            ProviderSettings::plain(
+                local.id,
+                Protocol::OpenAiChat,
+                local.base_url,
+                local.models.into_iter().next(),
+            ),
             None,
         )
     }
@@ -1306,19 +1299,8 @@ mod tests {
         host.secrets()
             .set(&crate::provider_secret_name("x"), "sk-old")
             .unwrap();
-        let provider = |url: &str| ProviderSettings {
-            id: "x".into(),
-            protocol: Protocol::OpenAiChat,
-            base_url: url.into(),
-            default_model: None,
-            headers: Default::default(),
-            stored_headers: Vec::new(),
-            headers_secret: None,
-            api_key_env: None,
-            tool_mode: None,
-            model_tool_modes: Default::default(),
-            other: Default::default(),
-        };
+        let provider =
+            |url: &str| ProviderSettings::plain("x".into(), Protocol::OpenAiChat, url.into(), None);
         host.add_provider(provider("http://other-host.example/v1"), None)
             .unwrap();
         let (config, _) = host.saved_provider_config("x").unwrap();

@@ -98,6 +98,28 @@ pub struct ProviderSettings {
 }
 
 impl ProviderSettings {
+    /// A provider with no headers, key variable or tool modes of its own.
+    pub fn plain(
+        id: String,
+        protocol: Protocol,
+        base_url: String,
+        default_model: Option<String>,
+    ) -> Self {
+        Self {
+            id,
+            protocol,
+            base_url,
+            default_model,
+            headers: Default::default(),
+            stored_headers: Vec::new(),
+            headers_secret: None,
+            api_key_env: None,
+            tool_mode: None,
+            model_tool_modes: Default::default(),
+            other: Default::default(),
+        }
+    }
+
     /// How `model` gets its tools: its own mode, else the provider's, else `auto`.
     pub fn tool_mode_of(&self, model: &str) -> ToolMode {
         self.model_tool_modes
