@@ -1382,3 +1382,52 @@ async fn a_resource_read_and_a_prompt_go_through_input_required_rounds() {
     assert_eq!(seen[3]["requestState"], "after-the-question");
     assert_eq!(seen[3]["name"], "go");
 }
+
+/// A send that failed is told by what failed: a connection never made did not run the
+/// request; a 429 did not either; anything after the request may have reached the server
+/// (a reset, an answer that is not MCP) may have run.
+#[tokio::test]
+async fn a_failed_send_says_whether_the_request_may_have_run() {
+    use rmcp::transport::streamable_http_client::{HttpStatusError, StreamableHttpError};
+    let sent = |error: StreamableHttpError<reqwest::Error>| {
+        McpError::from(ServiceError::TransportSend(
+            rmcp::transport::DynamicTransportError::from_parts(
+                "streamable-http",
+                std::any::TypeId::of::<()>(),
+                Box::new(error),
+            ),
+        ))
+    };
+    // Nothing listens on port 1 of loopback: the connection is refused.
+    let refused = reqwest::Client::new()
+        .get("http://127.0.0.1:1/mcp")
+        .send()
+        .await
+        .unwrap_err();
+    assert!(refused.is_connect(), "{refused}");
+    let unreachable = sent(StreamableHttpError::Client(refused));
+    assert!(
+        matches!(unreachable, McpError::Unreachable(_)),
+        "{unreachable}"
+    );
+    assert!(
+        unreachable.to_string().contains("did not run"),
+        "{unreachable}"
+    );
+
+    let busy = sent(StreamableHttpError::HttpStatus(HttpStatusError::new(
+        429,
+        Some("7".into()),
+    )));
+    assert!(
+        matches!(busy, McpError::Refused { status: 429, .. }),
+        "{busy}"
+    );
+    assert!(busy.to_string().contains("wait 7") && busy.to_string().contains("did not run"));
+
+    let garbled = sent(StreamableHttpError::UnexpectedServerResponse(
+        "HTTP 400: no".into(),
+    ));
+    assert!(matches!(garbled, McpError::Send(_)), "{garbled}");
+    assert!(garbled.to_string().contains("may have run"), "{garbled}");
+}
