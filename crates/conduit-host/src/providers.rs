@@ -551,17 +551,13 @@ impl Host {
                     .add_provider_to(
                         settings,
                         ProviderSettings {
-                        id: input.id,
-                        protocol: input.protocol,
-                        base_url: input.base_url,
-                        default_model,
-                        headers: input.headers,
-                        stored_headers: Vec::new(),
-                        headers_secret: None,
-                        api_key_env: None,
-                        tool_mode: None,
-                        model_tool_modes: Default::default(),
-                        other: Default::default(),
+                            headers: input.headers,
+                            ..ProviderSettings::plain(
+                                input.id,
+                                input.protocol,
+                                input.base_url,
+                                default_model,
+                            )
                         },
                         key,
                         &mut new_entry,

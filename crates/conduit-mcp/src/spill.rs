@@ -1401,19 +1401,7 @@ after
                 r#"{{"jsonrpc":"2.0","id":"x","method":"{long_method}","params":{{"data":[{zeros}]}}}}"#
             ),
         );
-        let mut out = Vec::new();
-        pump(
-            std::io::Cursor::new(input.into_bytes()),
-            &mut out,
-            spill.clone(),
-            16 * LARGE_LINE,
-        )
-        .await;
-        let lines: Vec<Value> = out
-            .trim_ascii_end()
-            .split(|b| *b == b'\n')
-            .map(|line| serde_json::from_slice(line).unwrap())
-            .collect();
+        let lines = pumped_lines_within(&spill, input, 16 * LARGE_LINE).await;
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[0]["id"], 5);
         assert_eq!(lines[0]["method"], UNREADABLE_REQUEST);
@@ -1454,19 +1442,7 @@ after
                 r#"{{"result":{{"structuredContent":{{"rows":[{zeros}]}}}},"jsonrpc":"2.0","id":3}}"#
             ),
         );
-        let mut out = Vec::new();
-        pump(
-            std::io::Cursor::new(input.into_bytes()),
-            &mut out,
-            spill.clone(),
-            2 * LARGE_LINE,
-        )
-        .await;
-        let lines: Vec<Value> = out
-            .trim_ascii_end()
-            .split(|b| *b == b'\n')
-            .map(|line| serde_json::from_slice(line).unwrap())
-            .collect();
+        let lines = pumped_lines_within(&spill, input, 2 * LARGE_LINE).await;
         assert_eq!(lines.len(), 3, "{lines:?}");
         assert_eq!(lines[0]["id"], "ts-1");
         assert_eq!(lines[0]["method"], UNREADABLE_REQUEST);
@@ -1571,12 +1547,18 @@ after
     }
 
     async fn pumped_lines(spill: &Arc<Spill>, input: String) -> Vec<Value> {
+        pumped_lines_within(spill, input, usize::MAX).await
+    }
+
+    /// What rmcp gets of `input` through the pump, line by line, lines capped at
+    /// `max_line` bytes.
+    async fn pumped_lines_within(spill: &Arc<Spill>, input: String, max_line: usize) -> Vec<Value> {
         let mut out = Vec::new();
         pump(
             std::io::Cursor::new(input.into_bytes()),
             &mut out,
             spill.clone(),
-            usize::MAX,
+            max_line,
         )
         .await;
         out.split(|b| *b == b'\n')
