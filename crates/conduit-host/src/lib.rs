@@ -137,10 +137,10 @@ impl Host {
         )?);
         let store = self.store.get_or_init(|| opened.clone()).clone();
         // Once per process, when the history first opens (the window lists conversations
-        // at start): media no message references (attachments never sent) is removed on
-        // a thread of its own.
+        // at start), on a thread of its own: the whole file is checked for damage, and
+        // media no message references (attachments never sent) is removed.
         if Arc::ptr_eq(&store, &opened) {
-            store.sweep_media_in_background();
+            store.upkeep_in_background();
         }
         Ok(store)
     }

@@ -221,6 +221,28 @@ fn make_database_private(path: &Path) -> std::io::Result<()> {
 const OPENING_PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The folder of the leases of the processes writing the database at `path`.
+/// Beside the database, written when a check of the whole file ([`Store::check_whole`])
+/// found it damaged, with what the check said: the next open checks the whole file before
+/// using it, and moves it aside if it is still damaged.
+pub(crate) fn damage_mark(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".damaged");
+    PathBuf::from(name)
+}
+
+/// `PRAGMA quick_check`: every page of the file read, its structure checked. `Err` with
+/// SQLite's `SQLITE_CORRUPT` when it is damaged, saying where.
+fn quick_check(conn: &Connection) -> Result<(), rusqlite::Error> {
+    let check: String = conn.query_row("PRAGMA quick_check", [], |row| row.get(0))?;
+    if check != "ok" {
+        return Err(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CORRUPT),
+            Some(check),
+        ));
+    }
+    Ok(())
+}
+
 fn writers_dir(path: &Path) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push("-writers");
@@ -352,18 +374,50 @@ impl Store {
 
     /// Opens the file and checks it without writing anything: a corrupt file or one from
     /// a newer Conduit stays byte for byte as it was.
+    ///
+    /// Only the file's header and schema are read here; the whole file is checked only
+    /// when a check in the background found it damaged (`damage_mark`). Checking the
+    /// whole file at every open held up every start and every `conduit` command: 0.56 s
+    /// for a history of 110,000 messages (83 MB), linear in its size ("History" in
+    /// ARCHITECTURE.md).
     fn connect(path: &Path) -> Result<Connection, rusqlite::Error> {
         let conn = Connection::open(path)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
-        // Reading the schema fails at once on a file that is not a database.
-        let check: String = conn.query_row("PRAGMA quick_check", [], |row| row.get(0))?;
-        if check != "ok" {
-            return Err(rusqlite::Error::SqliteFailure(
-                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CORRUPT),
-                Some(check),
-            ));
+        // Reading the schema fails at once on a file that is not a database, or whose
+        // header or schema is damaged.
+        conn.query_row("SELECT count(*) FROM sqlite_schema", [], |row| {
+            row.get::<_, i64>(0)
+        })?;
+        let mark = damage_mark(path);
+        if mark.exists() {
+            quick_check(&conn)?;
+            if let Err(error) = std::fs::remove_file(&mark) {
+                tracing::warn!(%error, mark = %mark.display(), "the history database checks whole again, but the mark of its damage could not be removed");
+            }
         }
         Ok(conn)
+    }
+
+    /// Checks the whole file (`PRAGMA quick_check`: every page read) on a connection of
+    /// its own, leaving the store's free: a window goes on reading and writing its
+    /// history meanwhile. Damage found is written beside the file (`damage_mark`), and
+    /// the next open moves the file aside if it is still damaged; `Some` says what the
+    /// check found.
+    pub fn check_whole(&self) -> Result<Option<String>, StoreError> {
+        let conn = Connection::open(&self.path)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        let found = match quick_check(&conn) {
+            Ok(()) => return Ok(None),
+            Err(err) if is_corruption(&err) => err.to_string(),
+            Err(err) => return Err(err.into()),
+        };
+        let mark = damage_mark(&self.path);
+        std::fs::write(&mark, &found).map_err(|source| StoreError::Io {
+            path: mark.display().to_string(),
+            source,
+        })?;
+        tracing::error!(%found, "the history database is damaged: the next start moves it aside and makes a new one");
+        Ok(Some(found))
     }
 
     fn configure(conn: &Connection) -> Result<(), rusqlite::Error> {
@@ -607,7 +661,7 @@ impl Store {
         if !text.is_empty() {
             tx.execute(
                 "INSERT INTO search (text, message_id, conversation_id) VALUES (?1, ?2, ?3)",
-                params![text, message_id, conversation],
+                params![crate::words::spaced(&text), message_id, conversation],
             )?;
             tx.execute(
                 "INSERT INTO search_rows (row, conversation_id) VALUES (?1, ?2)",
@@ -926,6 +980,13 @@ impl Store {
         if fts_query.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
+        // A snippet's length is counted in tokens, and a Chinese or Japanese token is one
+        // character: twelve of them are too little to read the match in.
+        let snippet_tokens = if query.chars().any(crate::words::is_unspaced) {
+            32
+        } else {
+            12
+        };
         let conn = self.lock();
         // Rows enter the index in the order messages are written, so the newest match
         // has the highest rowid: FTS5 walks rowids backwards and stops at the limit,
@@ -934,7 +995,7 @@ impl Store {
             "SELECT s.conversation_id, c.title, s.message_id, s.snip, m.created_at
              FROM (
                  SELECT rowid, conversation_id, message_id,
-                        snippet(search, 0, char(57344), char(57345), '…', 12) AS snip
+                        snippet(search, 0, char(57344), char(57345), '…', ?3) AS snip
                  FROM search WHERE search MATCH ?1
                  ORDER BY rowid DESC LIMIT ?2
              ) s
@@ -948,15 +1009,18 @@ impl Store {
         // matching results), up to `MAX_SEARCH_ROWS`.
         let mut rows_read = limit.saturating_mul(ROWS_PER_HIT).min(MAX_SEARCH_ROWS);
         loop {
-            let rows = statement.query_map(params![fts_query, rows_read as i64], |row| {
-                Ok(SearchHit {
-                    conversation_id: row.get(0)?,
-                    title: row.get(1)?,
-                    message_id: row.get(2)?,
-                    snippet: row.get(3)?,
-                    created_at: row.get(4)?,
-                })
-            })?;
+            let rows = statement.query_map(
+                params![fts_query, rows_read as i64, snippet_tokens],
+                |row| {
+                    Ok(SearchHit {
+                        conversation_id: row.get(0)?,
+                        title: row.get(1)?,
+                        message_id: row.get(2)?,
+                        snippet: crate::words::unspaced(row.get(3)?),
+                        created_at: row.get(4)?,
+                    })
+                },
+            )?;
             let mut seen = std::collections::HashSet::new();
             let mut hits = Vec::new();
             let mut read = 0;
@@ -1072,7 +1136,8 @@ fn move_aside(path: &Path, reason: rusqlite::Error) -> StoreError {
     aside.push(format!("{MOVED_ASIDE}{}", now_ms()));
     let aside = PathBuf::from(aside);
     let moved = std::fs::rename(path, &aside);
-    for suffix in ["-wal", "-shm"] {
+    // The mark of damage found in the background goes with it, saying what was found.
+    for suffix in ["-wal", "-shm", ".damaged"] {
         let mut from = path.as_os_str().to_owned();
         from.push(suffix);
         let mut to = aside.as_os_str().to_owned();
@@ -1197,10 +1262,13 @@ fn marked(text: &str, words: &[&str]) -> String {
     out
 }
 
+/// A user's words as an FTS5 query: each a quoted phrase, so its characters are text and
+/// not query syntax (a run of Chinese or Japanese a phrase of its characters,
+/// `crate::words`), the last one matched as a prefix too.
 fn fts_query(query: &str) -> String {
     let words: Vec<String> = query
         .split_whitespace()
-        .map(|w| format!("\"{}\"", w.replace('"', "\"\"")))
+        .map(|w| format!("\"{}\"", crate::words::spaced(w).replace('"', "\"\"")))
         .collect();
     match words.split_last() {
         Some((last, rest)) => {

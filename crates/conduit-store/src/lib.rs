@@ -6,6 +6,8 @@
 //! - [`media`]: files stored once by content hash, their type decided by their bytes,
 //!   with thumbnails.
 //! - [`export`]: a conversation as Markdown or JSON, images beside the file.
+//! - `words`: how text is cut into words for search (Chinese and Japanese a character
+//!   at a time).
 //! - [`sweep`]: media files no stored message references removed after a grace period.
 
 pub mod export;
@@ -13,6 +15,7 @@ pub mod history;
 pub mod media;
 mod schema;
 pub mod sweep;
+mod words;
 
 pub use history::{Conversation, MessageStatus, SearchHit, Store, StoreError, StoredMessage};
 pub use media::{FileMediaStore, ScratchMediaStore};

@@ -1,11 +1,27 @@
 //! The history database's schema and its migrations, versioned by `PRAGMA user_version`.
 
-use rusqlite::Connection;
+use rusqlite::{Connection, Transaction};
+
+/// One step of the schema: SQL, or code for what SQL alone cannot do.
+pub enum Migration {
+    Sql(&'static str),
+    Code(fn(&Transaction<'_>) -> rusqlite::Result<()>),
+}
+
+impl Migration {
+    pub fn apply(&self, tx: &Transaction<'_>) -> rusqlite::Result<()> {
+        match self {
+            Migration::Sql(sql) => tx.execute_batch(sql),
+            Migration::Code(step) => step(tx),
+        }
+    }
+}
 
 /// Each entry moves the schema from version `index` to `index + 1`.
-pub const MIGRATIONS: &[&str] = &[
+pub const MIGRATIONS: &[Migration] = &[
     // 1: conversations, messages as ordered blocks, media references, full-text search.
-    r#"
+    Migration::Sql(
+        r#"
     CREATE TABLE conversations (
         id TEXT PRIMARY KEY,
         title TEXT NOT NULL,
@@ -60,13 +76,17 @@ pub const MIGRATIONS: &[&str] = &[
         tokenize = 'unicode61 remove_diacritics 2'
     );
     "#,
+    ),
     // 2: the tools a conversation may use (JSON; NULL: every enabled tool).
-    r#"
+    Migration::Sql(
+        r#"
     ALTER TABLE conversations ADD COLUMN toolset TEXT;
     "#,
+    ),
     // 3: what ran each MCP call (the fingerprint of its server's entry), apart from the
     // messages the window reads: a saved call's view opens only from that same server.
-    r#"
+    Migration::Sql(
+        r#"
     CREATE TABLE call_servers (
         conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
         call_id TEXT NOT NULL,
@@ -74,16 +94,20 @@ pub const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (conversation_id, call_id)
     ) WITHOUT ROWID;
     "#,
+    ),
     // 4: the lease of the process writing a streaming message, so another process opening
     // the file tells a message still being written from one a crash left (NULL: unknown,
     // as for every message written before).
-    r#"
+    Migration::Sql(
+        r#"
     ALTER TABLE messages ADD COLUMN writer TEXT;
     "#,
+    ),
     // 5: which conversation each search row belongs to, indexed: the index's own column
     // is UNINDEXED (FTS5 filters on it by reading every row, text and all), so deleting a
     // conversation read the whole history's index while holding every lock.
-    r#"
+    Migration::Sql(
+        r#"
     CREATE TABLE search_rows (
         row INTEGER PRIMARY KEY,
         conversation_id TEXT NOT NULL
@@ -91,7 +115,42 @@ pub const MIGRATIONS: &[&str] = &[
     CREATE INDEX search_rows_by_conversation ON search_rows(conversation_id);
     INSERT INTO search_rows (row, conversation_id) SELECT rowid, conversation_id FROM search;
     "#,
+    ),
+    // 6: text in scripts written without spaces indexed a character at a time
+    // (`crate::words`): a search for a Chinese or Japanese word inside a sentence found
+    // nothing.
+    Migration::Code(space_unspaced_scripts),
 ];
+
+/// Indexes again every search row holding text of a script written without spaces, as
+/// [`crate::words::spaced`] cuts it. The rows' ids stay (`search_rows` names them). The
+/// rows are found first by id only, so a history of such text is not held in memory.
+fn space_unspaced_scripts(tx: &Transaction<'_>) -> rusqlite::Result<()> {
+    let mut rows = Vec::new();
+    {
+        let mut statement = tx.prepare("SELECT rowid, text FROM search")?;
+        let mut found = statement.query([])?;
+        while let Some(row) = found.next()? {
+            let text = row.get_ref(1)?.as_str().unwrap_or_default();
+            if text.chars().any(crate::words::is_unspaced) {
+                rows.push(row.get::<_, i64>(0)?);
+            }
+        }
+    }
+    let mut read = tx.prepare("SELECT text FROM search WHERE rowid = ?1")?;
+    let mut write = tx.prepare("UPDATE search SET text = ?1 WHERE rowid = ?2")?;
+    for row in &rows {
+        let text: String = read.query_row([row], |found| found.get(0))?;
+        write.execute(rusqlite::params![crate::words::spaced(&text), row])?;
+    }
+    if !rows.is_empty() {
+        tracing::info!(
+            rows = rows.len(),
+            "search rows of unspaced scripts indexed again"
+        );
+    }
+    Ok(())
+}
 
 /// The schema version this build writes.
 pub const CURRENT: i64 = MIGRATIONS.len() as i64;
@@ -120,13 +179,13 @@ pub fn migrate(conn: &mut Connection) -> Result<Result<(), VersionProblem>, rusq
         if version > CURRENT {
             return Ok(Err(VersionProblem::Newer(version)));
         }
-        let Some(sql) = usize::try_from(version)
+        let Some(step) = usize::try_from(version)
             .ok()
             .and_then(|version| MIGRATIONS.get(version))
         else {
             return Ok(Ok(()));
         };
-        tx.execute_batch(sql)?;
+        step.apply(&tx)?;
         tx.pragma_update(None, "user_version", version + 1)?;
         tx.commit()?;
         tracing::info!(version = version + 1, "history database migrated");

@@ -150,14 +150,28 @@ impl Store {
         Ok(())
     }
 
-    /// Sweeps the media folder ([`Store::sweep_media`] with [`MEDIA_GRACE`]) once, on a
-    /// thread of its own: it reads the whole folder, which must neither hold up the
-    /// window nor take an async worker. What it removed is logged.
-    pub fn sweep_media_in_background(self: &Arc<Self>) {
+    /// Once per process, on a thread of its own (they read the whole file and the whole
+    /// folder, which must neither hold up the window nor take an async worker): checks
+    /// the whole database ([`Store::check_whole`]), then sweeps the media folder
+    /// ([`Store::sweep_media`] with [`MEDIA_GRACE`]) unless the database was found
+    /// damaged (its references may not all read). What each did is logged.
+    pub fn upkeep_in_background(self: &Arc<Self>) {
         let store = Arc::clone(self);
         let spawned = std::thread::Builder::new()
-            .name("conduit-media-sweep".into())
+            .name("conduit-history-upkeep".into())
             .spawn(move || {
+                let started = Instant::now();
+                match store.check_whole() {
+                    Ok(None) => tracing::info!(
+                        elapsed_ms = started.elapsed().as_millis() as u64,
+                        "the history database checks whole"
+                    ),
+                    // Logged as it was found, with what the next start does.
+                    Ok(Some(_)) => return,
+                    Err(error) => {
+                        tracing::warn!(%error, "the history database could not be checked whole");
+                    }
+                }
                 let started = Instant::now();
                 match store.sweep_media(MEDIA_GRACE) {
                     Ok(sweep) => tracing::info!(
@@ -173,7 +187,7 @@ impl Store {
                 }
             });
         if let Err(error) = spawned {
-            tracing::warn!(%error, "the media sweep could not start");
+            tracing::warn!(%error, "the history's upkeep (its check, the media sweep) could not start");
         }
     }
 }

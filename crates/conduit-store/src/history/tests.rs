@@ -391,6 +391,88 @@ fn search_finds_text_and_tool_results_newest_first_with_snippets() {
     assert!(store.search("crabs", 0).unwrap().is_empty());
 }
 
+/// A word inside a Chinese, Japanese or Korean sentence is found, as a reader's find
+/// finds it (the index held each sentence as one word, so only its first words matched);
+/// the snippet shows the text as written, the match marked.
+#[test]
+fn words_inside_chinese_japanese_and_korean_text_are_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let id = store.create_conversation(None, None).unwrap();
+    for text in [
+        "我们明天去北京看长城，然后回上海。",
+        "昨日は東京タワーに行きました",
+        "서울에서 만나요",
+        "The build uses v2版本 of the parser",
+    ] {
+        store
+            .add_message(&id, &Message::user_text(text), MessageStatus::Complete)
+            .unwrap();
+    }
+    let found = |query: &str| -> Vec<String> {
+        store
+            .search(query, 10)
+            .unwrap()
+            .into_iter()
+            .map(|hit| hit.snippet_bracketed())
+            .collect()
+    };
+    assert_eq!(found("长城"), ["我们明天去北京看[长城]，然后回上海。"]);
+    assert_eq!(found("タワー"), ["昨日は東京[タワー]に行きました"]);
+    assert_eq!(found("東京 行き"), ["昨日は[東京]タワーに[行き]ました"]);
+    assert_eq!(found("서울"), ["[서울]에서 만나요"]);
+    assert_eq!(
+        found("版本 parser"),
+        ["The build uses v2[版本] of the [parser]"]
+    );
+    // Characters of the word apart, or in another order, are not the word.
+    assert!(found("京北").is_empty());
+    assert!(found("北长城").is_empty());
+    // A word typed in part is found as the user types it.
+    assert_eq!(found("长"), ["我们明天去北京看[长]城，然后回上海。"]);
+}
+
+/// A history saved before text was cut a character at a time (version 5) has its rows
+/// of Chinese or Japanese indexed again by the migration, each row keeping its id.
+#[test]
+fn a_version_5_history_finds_words_inside_chinese_text_once_migrated() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.db");
+    let id = {
+        let store = open(dir.path());
+        let id = store.create_conversation(None, None).unwrap();
+        for text in ["我们明天去北京看长城", "plain words only"] {
+            store
+                .add_message(&id, &Message::user_text(text), MessageStatus::Complete)
+                .unwrap();
+        }
+        // Back to version 5: the rows as that version wrote them.
+        store
+            .lock()
+            .execute_batch(
+                "UPDATE search SET text = replace(text, char(8203), '');
+                 PRAGMA user_version = 5;",
+            )
+            .unwrap();
+        assert!(store.search("长城", 10).unwrap().is_empty());
+        id
+    };
+    let store = Store::open(&path, FileMediaStore::new(dir.path().join("media"))).unwrap();
+    let hits = store.search("长城", 10).unwrap();
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert_eq!(hits[0].snippet_bracketed(), "我们明天去北京看[长城]");
+    assert_eq!(store.search("plain", 10).unwrap().len(), 1);
+    store.delete(&id).unwrap();
+    let left: i64 = store
+        .lock()
+        .query_row("SELECT count(*) FROM search", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(
+        left, 0,
+        "the rows kept their ids, so search_rows still names them"
+    );
+}
+
 /// A history already current opens while another process holds the write lock (a long
 /// write of its own): opening only reads. It waited out the busy timeout and failed,
 /// the whole history unavailable.
@@ -932,6 +1014,60 @@ fn a_corrupt_database_is_moved_aside_untouched() {
     assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
 }
 
+/// Damage deep in the file (a page of old messages) does not hold up an open, which reads
+/// only the header and schema; the check of the whole file, in the background, finds it
+/// and marks it, the next open checks again and moves the file aside with the mark, and
+/// the open after that makes a new history. A history found whole again loses its mark.
+#[test]
+fn damage_deep_in_the_file_is_found_by_the_whole_check_and_moved_aside_at_the_next_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.db");
+    let media = || FileMediaStore::new(dir.path().join("media"));
+    {
+        let store = open(dir.path());
+        let id = store.create_conversation(None, None).unwrap();
+        for n in 0..400 {
+            let text = format!("message {n}: {}", "words of an old answer ".repeat(40));
+            store
+                .add_message(&id, &Message::user_text(text), MessageStatus::Complete)
+                .unwrap();
+        }
+        assert_eq!(store.check_whole().unwrap(), None);
+    }
+    // The last connection's close wrote the journal into the file.
+    assert!(!dir.path().join("history.db-wal").exists());
+    let mut bytes = std::fs::read(&path).unwrap();
+    let page = 4096;
+    let pages = bytes.len() / page;
+    assert!(pages > 100, "{pages} pages");
+    let middle = pages / 2 * page;
+    bytes[middle..middle + 64].fill(0xA5);
+    std::fs::write(&path, &bytes).unwrap();
+
+    let store = Store::open(&path, media()).unwrap();
+    assert!(!damage_mark(&path).exists());
+    let found = store.check_whole().unwrap().expect("the damage is found");
+    assert_eq!(std::fs::read_to_string(damage_mark(&path)).unwrap(), found);
+    drop(store);
+
+    let err = Store::open(&path, media()).err().unwrap();
+    let StoreError::Corrupt { moved_to, .. } = &err else {
+        panic!("expected corrupt, got {err}");
+    };
+    assert_eq!(std::fs::read(moved_to).unwrap(), bytes, "moved untouched");
+    assert!(std::fs::read_to_string(format!("{moved_to}.damaged")).is_ok());
+    assert!(!damage_mark(&path).exists());
+    let store = Store::open(&path, media()).unwrap();
+    assert!(store.list(10).unwrap().is_empty());
+
+    // A mark a history no longer deserves (a check interrupted, a file put back whole).
+    drop(store);
+    std::fs::write(damage_mark(&path), "an old finding").unwrap();
+    let store = Store::open(&path, media()).unwrap();
+    assert!(!damage_mark(&path).exists());
+    assert_eq!(store.check_whole().unwrap(), None);
+}
+
 /// A conversation's search rows are found by an index when it is deleted, not by
 /// reading every row of the whole history's index; a history saved before that index
 /// (version 4) has its rows indexed by the migration, and deleting one of its
@@ -1001,8 +1137,8 @@ fn migrations_run_from_an_empty_file_and_again_do_nothing() {
         // Every earlier version is reachable by running the migrations up to it.
         let mut conn = Connection::open(dir.path().join(format!("v{version}.db"))).unwrap();
         let tx = conn.transaction().unwrap();
-        for sql in &schema::MIGRATIONS[..version as usize] {
-            tx.execute_batch(sql).unwrap();
+        for step in &schema::MIGRATIONS[..version as usize] {
+            step.apply(&tx).unwrap();
         }
         tx.pragma_update(None, "user_version", version).unwrap();
         tx.commit().unwrap();
