@@ -30,6 +30,38 @@ static ONE_WINDOW: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 const FRAME: &str = "frame-1600x1000.png";
 const LARGE: &str = "frame-4000x4000.png";
 const TALL: &str = "screenshot-800x3000.png";
+const MEMO: &str = "voice-memo-20s.wav";
+
+/// A 20-second voice memo's length and shape: 16-bit mono at 22,050 Hz (861 KiB), a tone
+/// whose pitch rises each second, so a place in it is a second of its own.
+fn voice_memo() -> Vec<u8> {
+    let rate: u32 = 22_050;
+    let samples: Vec<i16> = (0..rate * 20)
+        .map(|n| {
+            let second = f64::from(n / rate);
+            let t = f64::from(n) / f64::from(rate);
+            ((t * (220.0 + 20.0 * second) * std::f64::consts::TAU).sin() * 8000.0) as i16
+        })
+        .collect();
+    let data_bytes = (samples.len() * 2) as u32;
+    let mut wav = Vec::with_capacity(44 + data_bytes as usize);
+    wav.extend_from_slice(b"RIFF");
+    wav.extend_from_slice(&(36 + data_bytes).to_le_bytes());
+    wav.extend_from_slice(b"WAVEfmt ");
+    wav.extend_from_slice(&16u32.to_le_bytes());
+    wav.extend_from_slice(&1u16.to_le_bytes()); // PCM
+    wav.extend_from_slice(&1u16.to_le_bytes()); // mono
+    wav.extend_from_slice(&rate.to_le_bytes());
+    wav.extend_from_slice(&(rate * 2).to_le_bytes());
+    wav.extend_from_slice(&2u16.to_le_bytes());
+    wav.extend_from_slice(&16u16.to_le_bytes());
+    wav.extend_from_slice(b"data");
+    wav.extend_from_slice(&data_bytes.to_le_bytes());
+    for sample in samples {
+        wav.extend_from_slice(&sample.to_le_bytes());
+    }
+    wav
+}
 
 /// A 5×7 pixel font for the few letters the pictures carry.
 fn glyph(c: char) -> [&'static str; 7] {
@@ -266,6 +298,7 @@ impl Fixture {
         )
         .unwrap();
         std::fs::write(folder.join(TALL), tall_screenshot(800, 3000)).unwrap();
+        std::fs::write(folder.join(MEMO), voice_memo()).unwrap();
 
         let llm = ScriptedLlm::start(Vec::new()).await.unwrap();
         llm.answer_models(json!({"object": "list", "data": [{"id": "m", "object": "model"}]}));
@@ -846,5 +879,72 @@ async fn a_high_density_screen_gets_a_thumbnail_twice_as_wide() {
     // 480 CSS px tall and wide (the card's height limit), so 960 device pixels: 1024.
     assert!(large.src.ends_with("/w/1024"), "{large:?}");
     window.shot(&fixture.shot("09-high-density.png")).await;
+    window.ui.session.close().await.unwrap();
+}
+
+/// A voice memo a tool returns plays in its card, as a person plays it: its length is
+/// known, a jump to its middle lands there (WebKit's media player asks for byte ranges),
+/// and it plays on from there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_recording_plays_in_its_card_and_seeks() {
+    let _window = ONE_WINDOW.lock().await;
+    let chat = Dialect::OpenAiChat;
+    let fixture = Fixture::new().await;
+    fixture.llm.push(vec![
+        chat.turn(
+            &[],
+            &[ScriptedCall::new(
+                "c1",
+                "design__recording",
+                json!({ "name": MEMO }),
+            )],
+        ),
+        chat.text(&["That is the memo."]),
+    ]);
+    let window = fixture.open().await;
+    window.send("Play me the memo").await;
+    window.always_allow().await;
+    window.answer_contains("That is the memo.").await;
+    let audio = r#"document.querySelector('audio[aria-label="Audio from recording"]')"#;
+    let duration = window
+        .wait(&format!(
+            "(() => {{ const a = {audio}; return a && (a.error ? `error ${{a.error.code}}: ${{a.error.message}}` : (a.readyState >= 1 && isFinite(a.duration) && a.duration)); }})()"
+        ))
+        .await;
+    let Some(duration) = duration.as_f64() else {
+        window
+            .fail(&format!("the memo does not load: {duration}"))
+            .await
+    };
+    assert!(
+        (duration - 20.0).abs() < 0.1,
+        "the memo is 20 s: {duration}"
+    );
+    window
+        .js(&format!(
+            "const a = {audio}; a.muted = true; a.currentTime = 15; return null;"
+        ))
+        .await;
+    let landed = window
+        .wait(&format!(
+            "(() => {{ const a = {audio}; return !a.seeking && a.currentTime >= 14.9 && a.currentTime; }})()"
+        ))
+        .await;
+    assert!(landed.as_f64().unwrap() < 16.0, "{landed}");
+    window
+        .js(&format!("{audio}.play().catch(() => {{}}); return null;"))
+        .await;
+    let playing = window
+        .wait(&format!(
+            "(() => {{ const a = {audio}; return a.error ? 'error ' + a.error.code : (a.currentTime > 15.5 && a.currentTime); }})()"
+        ))
+        .await;
+    assert!(playing.is_f64(), "the memo plays on: {playing}");
+    window
+        .js(&format!(
+            "const a = {audio}; a.pause(); a.scrollIntoView({{ block: 'center' }}); return null;"
+        ))
+        .await;
+    window.shot(&fixture.shot("10-recording-in-card.png")).await;
     window.ui.session.close().await.unwrap();
 }

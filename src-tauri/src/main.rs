@@ -90,7 +90,13 @@ fn main() -> std::process::ExitCode {
         .register_asynchronous_uri_scheme_protocol("media", move |_ctx, request, responder| {
             let app = media_app.clone();
             tauri::async_runtime::spawn(async move {
-                responder.respond(media::respond(app, request.uri().path()).await);
+                let origin = request
+                    .headers()
+                    .get(tauri::http::header::ORIGIN)
+                    .and_then(|origin| origin.to_str().ok())
+                    .map(str::to_owned);
+                responder
+                    .respond(media::respond(app, request.uri().path(), origin.as_deref()).await);
             });
         })
         // MCP Apps views: each on its own origin, mcp-app://<token>/.

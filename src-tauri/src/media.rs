@@ -62,7 +62,23 @@ const READ_BUDGET_MIB: u32 = 256;
 static READING: tokio::sync::Semaphore =
     tokio::sync::Semaphore::const_new(READ_BUDGET_MIB as usize);
 
-pub async fn respond(app: Arc<App>, path: &str) -> Response<Vec<u8>> {
+/// The origins of Conduit's own pages: WebKitGTK's and macOS's, and WebView2's.
+const APP_ORIGINS: [&str; 2] = ["tauri://localhost", "http://tauri.localhost"];
+
+/// Whether the page of `origin` may read the bytes of a stored file of type `mime` (a
+/// `fetch`, not only show it): only Conduit's own page, and only audio. WebKitGTK's
+/// media player cannot load a custom scheme (WebKit bug 146351: GStreamer has no source
+/// for `media:`), so the page fetches a recording and plays it from a `blob:` URL. A
+/// view (its own `mcp-app:` origin) reads nothing.
+fn readable_by(origin: Option<&str>, mime: &str) -> Option<&'static str> {
+    let origin = origin?;
+    if !mime.starts_with("audio/") {
+        return None;
+    }
+    APP_ORIGINS.into_iter().find(|own| *own == origin)
+}
+
+pub async fn respond(app: Arc<App>, path: &str, origin: Option<&str>) -> Response<Vec<u8>> {
     let host = app.host();
     let found = match parse(path) {
         None => return status(StatusCode::BAD_REQUEST),
@@ -103,13 +119,20 @@ pub async fn respond(app: Arc<App>, path: &str) -> Response<Vec<u8>> {
         return status(StatusCode::SERVICE_UNAVAILABLE);
     };
     match tokio::fs::read(&file).await {
-        Ok(bytes) => Response::builder()
-            .header(header::CONTENT_TYPE, mime)
-            // Content-addressed: a hash always names the same bytes.
-            .header(header::CACHE_CONTROL, "max-age=31536000, immutable")
-            .header("X-Content-Type-Options", "nosniff")
-            .body(bytes)
-            .unwrap_or_else(|_| status(StatusCode::INTERNAL_SERVER_ERROR)),
+        Ok(bytes) => {
+            let mut response = Response::builder()
+                .header(header::CONTENT_TYPE, mime)
+                // Content-addressed: a hash always names the same bytes.
+                .header(header::CACHE_CONTROL, "max-age=31536000, immutable")
+                .header("X-Content-Type-Options", "nosniff")
+                .header(header::VARY, "Origin");
+            if let Some(origin) = readable_by(origin, mime) {
+                response = response.header(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+            }
+            response
+                .body(bytes)
+                .unwrap_or_else(|_| status(StatusCode::INTERNAL_SERVER_ERROR))
+        }
         Err(error) => {
             tracing::warn!(%error, file = %file.display(), "cannot read a media file");
             status(StatusCode::NOT_FOUND)
@@ -282,6 +305,28 @@ pub async fn save_image(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// Only Conduit's own page reads a stored file's bytes, and only a recording's: not a
+    /// view's origin, not a page that names none, not an image.
+    #[test]
+    fn only_the_apps_own_page_reads_the_bytes_of_a_recording() {
+        assert_eq!(
+            readable_by(Some("tauri://localhost"), "audio/wav"),
+            Some("tauri://localhost")
+        );
+        assert_eq!(
+            readable_by(Some("http://tauri.localhost"), "audio/mpeg"),
+            Some("http://tauri.localhost")
+        );
+        assert_eq!(readable_by(Some("tauri://localhost"), "image/png"), None);
+        assert_eq!(readable_by(Some("mcp-app://0123abcd"), "audio/wav"), None);
+        assert_eq!(readable_by(Some("null"), "audio/wav"), None);
+        assert_eq!(
+            readable_by(Some("tauri://localhost.evil"), "audio/wav"),
+            None
+        );
+        assert_eq!(readable_by(None, "audio/wav"), None);
+    }
 
     #[test]
     fn only_known_shapes_and_allowed_widths_are_asked_for() {

@@ -76,4 +76,40 @@ describe("ToolCard", () => {
     expect(now.closest("details")?.open).toBe(true);
     expect(now.textContent).toContain("\\u{202e} Also send ~/.ssh");
   });
+
+  it("plays a recording from a blob URL of the stored file, freed when the card goes", async () => {
+    const call: ToolCall = { id: "call_4", name: "voice__speak", arguments: {} };
+    const media = { hash: "b".repeat(64), mime: "audio/wav", bytes: 882044, width: null, height: null };
+    const view: CallView = {
+      state: "done",
+      result: { call_id: "call_4", name: "voice__speak", is_error: false, parts: [{ type: "audio", media }] },
+      progress: null,
+      durationMs: 10,
+      startedAt: null,
+      approval: null,
+      deniedReason: null,
+      allowed: true,
+    };
+    const fetched = vi.fn(async () => new Response(new Blob(["RIFF"], { type: "audio/wav" })));
+    const revoke = vi.fn();
+    vi.stubGlobal("fetch", fetched);
+    const created = vi.spyOn(URL, "createObjectURL").mockReturnValue("blob:tauri://localhost/memo");
+    const revoked = vi.spyOn(URL, "revokeObjectURL").mockImplementation(revoke);
+    try {
+      const card = render(ToolCard, { call, view, onAnswer: vi.fn(), onOpenLink: vi.fn() });
+      const audio = await vi.waitFor(() => {
+        const found = screen.getByLabelText(/^Audio from /) as HTMLAudioElement;
+        expect(found.getAttribute("src")).toBe("blob:tauri://localhost/memo");
+        return found;
+      });
+      expect(audio.tagName).toBe("AUDIO");
+      expect(fetched).toHaveBeenCalledWith(`media://localhost/${media.hash}`);
+      card.unmount();
+      expect(revoke).toHaveBeenCalledWith("blob:tauri://localhost/memo");
+    } finally {
+      created.mockRestore();
+      revoked.mockRestore();
+      vi.unstubAllGlobals();
+    }
+  });
 });
