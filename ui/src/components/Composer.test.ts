@@ -1,6 +1,13 @@
 import { fireEvent, render, screen } from "@testing-library/svelte";
 import { describe, expect, it, vi } from "vitest";
+import * as api from "../lib/api";
+import type { ApiMock } from "../lib/apiMock";
 import Composer from "./Composer.svelte";
+
+vi.mock("../lib/api", async (importOriginal) =>
+  (await import("../lib/apiMock")).mockedApi(importOriginal),
+);
+const mocked = api as unknown as ApiMock;
 
 describe("Composer", () => {
   it("sends the trimmed text on Enter and clears it", async () => {
@@ -41,5 +48,25 @@ describe("Composer", () => {
     expect(onSend).not.toHaveBeenCalled();
     expect(box.value).toBe("second message");
     expect((screen.getByRole("button", { name: "Send" }) as HTMLButtonElement).disabled).toBe(true);
+  });
+
+  it("says why a pasted image was not attached, and nothing when the clipboard held none", async () => {
+    render(Composer, { disabled: false, onSend: vi.fn() });
+    const box = screen.getByRole("textbox", { name: "Message" });
+    // WebKitGTK gives the page a paste of no type: the host reads the clipboard.
+    const paste = () => fireEvent.paste(box, { clipboardData: { types: [], items: [], files: [] } });
+    mocked.clipboardImage.mockRejectedValueOnce({ message: "no image on the clipboard: not an image" });
+    await paste();
+    await vi.waitFor(() => expect(mocked.clipboardImage).toHaveBeenCalledTimes(1));
+    expect(screen.queryByRole("alert")).toBeNull();
+    mocked.clipboardImage.mockRejectedValueOnce({ message: "the image is too large: 9000×9000 pixels" });
+    await paste();
+    await vi.waitFor(() =>
+      expect(screen.getByRole("alert").textContent).toContain(
+        "The pasted image was not attached: the image is too large: 9000×9000 pixels",
+      ),
+    );
+    await fireEvent.click(screen.getByRole("button", { name: "Dismiss" }));
+    expect(screen.queryByRole("alert")).toBeNull();
   });
 });

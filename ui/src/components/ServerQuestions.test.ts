@@ -8,11 +8,20 @@ import ServerQuestions from "./ServerQuestions.svelte";
 vi.mock("../lib/api", async (importOriginal) =>
   (await import("../lib/apiMock")).mockedApi(importOriginal),
 );
-// The host's window events are not pulled here: no host answers.
-vi.mock("../lib/windowEvents", () => ({ onWindowEvent: () => () => {} }));
+// The host's window events are not pulled here: a test calls the handlers itself.
+const events = vi.hoisted(() => ({ handlers: [] as Array<() => void> }));
+vi.mock("../lib/windowEvents", () => ({
+  onWindowEvent: (notice: string, handler: () => void) => {
+    if (notice === "mcpQuestions") events.handlers.push(handler);
+    return () => {};
+  },
+}));
 const api = apiModule as unknown as ApiMock;
 
-afterEach(() => resetApi(api));
+afterEach(() => {
+  resetApi(api);
+  events.handlers.length = 0;
+});
 
 /** The consent button once it takes clicks (lib/consent: 500 ms after it showed). */
 async function armed(element: HTMLElement): Promise<HTMLElement> {
@@ -168,5 +177,30 @@ describe("a server's questions in the chat", () => {
       ["pick", "a"],
       ["many", ["x"]],
     ]);
+  });
+});
+
+describe("when the questions cannot be listed, or a listing comes late", () => {
+  it("says so instead of showing nothing, and clears it once they list", async () => {
+    api.mcpQuestions.mockRejectedValueOnce({ message: "the engine did not answer" });
+    render(ServerQuestions, {});
+    const problem = await screen.findByLabelText("Server questions problem");
+    expect(problem.textContent).toContain("The servers' questions could not be listed: the engine did not answer");
+    api.mcpQuestions.mockResolvedValue([form]);
+    events.handlers.forEach((handler) => handler());
+    await screen.findByText("Which repository?");
+    expect(screen.queryByLabelText("Server questions problem")).toBeNull();
+  });
+
+  it("does not show an answered question again from a listing an answer's reload overtook", async () => {
+    let answerSlow: (questions: Question[]) => void = () => {};
+    api.mcpQuestions.mockReturnValueOnce(new Promise((resolve) => (answerSlow = resolve)));
+    api.mcpQuestions.mockResolvedValueOnce([]);
+    render(ServerQuestions, {});
+    events.handlers.forEach((handler) => handler());
+    await waitFor(() => expect(api.mcpQuestions).toHaveBeenCalledTimes(2));
+    answerSlow([form]);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(screen.queryByText("Which repository?")).toBeNull();
   });
 });

@@ -104,6 +104,12 @@ describe("ToolCard", () => {
       });
       expect(audio.tagName).toBe("AUDIO");
       expect(fetched).toHaveBeenCalledWith(`media://localhost/${media.hash}`);
+      // A turn's end reloads the conversation: equal media, new objects. The recording
+      // (perhaps playing) is neither freed nor read again.
+      await card.rerender({ view: structuredClone(view) });
+      expect(fetched).toHaveBeenCalledTimes(1);
+      expect(revoke).not.toHaveBeenCalled();
+      expect(screen.getByLabelText(/^Audio from /).getAttribute("src")).toBe("blob:tauri://localhost/memo");
       card.unmount();
       expect(revoke).toHaveBeenCalledWith("blob:tauri://localhost/memo");
     } finally {

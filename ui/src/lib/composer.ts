@@ -49,3 +49,13 @@ export function imageFiles(source: FileSource | null | undefined): File[] {
 export function pastesNothing(data: Pick<DataTransfer, "types"> | null | undefined): boolean {
   return !!data && data.types.length === 0;
 }
+
+/** How the host's `clipboard_image` starts its refusal when the clipboard holds no image
+ *  (`ClipboardError::Read` in src-tauri/src/media.rs): a paste of nothing, said nowhere. */
+const NO_IMAGE_ON_THE_CLIPBOARD = "no image on the clipboard";
+
+/** What to tell the user when the host could not attach the clipboard's image; null when
+ *  the clipboard simply held none. */
+export function pasteProblem(message: string): string | null {
+  return message.startsWith(NO_IMAGE_ON_THE_CLIPBOARD) ? null : `The pasted image was not attached: ${message}`;
+}

@@ -209,7 +209,10 @@ export class TurnController {
   async loadOlder(): Promise<void> {
     const id = this.#opened;
     const first = this.#stored[0]?.id;
-    if (!id || first === undefined || this.#loadingOlder || !this.hasOlder || this.busy || this.sending) return;
+    // Not in the conversation a turn streams into (its saved messages change under it);
+    // another conversation pages back while that turn runs.
+    const streamingHere = this.busy && (this.#running === null || this.#running.chat === this.chat);
+    if (!id || first === undefined || this.#loadingOlder || !this.hasOlder || streamingHere || this.sending) return;
     this.#loadingOlder = true;
     const sends = this.#sends;
     const restorePlace = this.#options.scroll.keepPlace();

@@ -657,6 +657,28 @@ describe("a turn in the chat controller", () => {
     expect(t.controller.error).toEqual({ message: "database is locked" });
   });
 
+  it("pages back in another conversation while a turn runs in the first", async () => {
+    const t = setup();
+    const page = Array.from({ length: PAGE }, (_, i) => stored(100 + i, "user", `m${100 + i}`));
+    t.api.loadMessages.mockResolvedValueOnce(page);
+    await t.controller.open("c1");
+    t.acceptTurns({ conversation: "c1", turn: "t1" });
+    await t.controller.send(choice, "Long job", []);
+    expect(t.controller.busy).toBe(true);
+    t.api.loadMessages.mockResolvedValueOnce(page);
+    await t.controller.open("c2");
+    t.api.loadMessages.mockResolvedValueOnce([stored(99, "user", "m99")]);
+    await t.controller.loadOlder();
+    expect(t.api.loadMessages).toHaveBeenLastCalledWith("c2", 100, PAGE);
+    expect(t.controller.chat.messages[0]?.id).toBe(99);
+    // Back in the running conversation: still not.
+    await t.controller.open("c1");
+    expect(t.controller.hasOlder).toBe(true);
+    const calls = t.api.loadMessages.mock.calls.length;
+    await t.controller.loadOlder();
+    expect(t.api.loadMessages.mock.calls.length).toBe(calls);
+  });
+
   it("keeps only the newest page of a long conversation once a turn ends at the newest message", async () => {
     const t = setup();
     const page = (from: number, length: number) =>
