@@ -223,9 +223,22 @@ impl ProviderError {
                 "the model has no native tool calling (set its \"toolMode\" to \"text\" or \"auto\" in the provider's settings)"
             }
         };
-        match self.status {
+        let said = match self.status {
             Some(status) => format!("{what} (HTTP {status}): {}", self.message),
             None => format!("{what}: {}", self.message),
+        };
+        // A wait longer than a retry waits ends the turn at once: say when to come back.
+        match self.retry_after {
+            Some(after) if after.as_secs() >= 120 => {
+                format!(
+                    "{said} (it asks to wait {} min)",
+                    after.as_secs().div_ceil(60)
+                )
+            }
+            Some(after) if after.as_secs() > 0 => {
+                format!("{said} (it asks to wait {} s)", after.as_secs())
+            }
+            _ => said,
         }
     }
 }
@@ -276,6 +289,15 @@ mod tests {
         assert!(text.contains("invalid x-api-key"), "{text}");
         assert!(!err.is_retryable());
         assert!(ProviderError::new(ProviderErrorKind::RateLimited, "slow down").is_retryable());
+        let mut later = ProviderError::new(ProviderErrorKind::RateLimited, "daily limit");
+        later.status = Some(429);
+        later.retry_after = Some(Duration::from_secs(3600));
+        assert_eq!(
+            later.to_string(),
+            "the provider's rate limit was hit (HTTP 429): daily limit (it asks to wait 60 min)"
+        );
+        later.retry_after = Some(Duration::from_secs(90));
+        assert!(later.to_string().ends_with("(it asks to wait 90 s)"));
     }
 
     #[test]

@@ -250,7 +250,7 @@ pub fn stop_reason(reason: &str) -> StopReason {
         "max_tokens" | "model_context_window_exceeded" => StopReason::MaxTokens,
         "refusal" => StopReason::Refusal,
         // `pause_turn` and reasons added later, in the provider's words.
-        other => StopReason::Other(other.to_owned()),
+        other => StopReason::Other(crate::error_body::code_excerpt(other)),
     }
 }
 
@@ -503,12 +503,12 @@ impl Wire for Anthropic {
         headers
     }
 
-    fn stream_url(base_url: &str, _model: &str) -> String {
-        format!("{base_url}/v1/messages")
+    fn stream_path(_model: &str) -> String {
+        "/v1/messages".to_owned()
     }
 
-    fn models_url(base_url: &str) -> String {
-        format!("{base_url}/v1/models?limit=1000")
+    fn models_path() -> String {
+        "/v1/models?limit=1000".to_owned()
     }
 
     fn build_request(request: &ModelRequest, images: &PreparedImages) -> Value {

@@ -195,6 +195,18 @@ fn excerpt(text: &str) -> String {
     shorten(text, EXCERPT_CHARS)
 }
 
+/// A provider's own message put in an error or a note, kept to what such messages are
+/// (a sentence or two): a hostile one must not be megabytes where it is logged and shown.
+pub(crate) fn message_excerpt(text: &str) -> String {
+    shorten(text, MESSAGE_CHARS)
+}
+
+/// A provider's code or reason word (a finish reason it added later), kept to a word's
+/// length.
+pub(crate) fn code_excerpt(text: &str) -> String {
+    shorten(text, CODE_CHARS)
+}
+
 /// `text` on one line with runs of white space as one space, at most `max` characters
 /// (and `…` when cut). Copies no more than `max` characters of a long word, so a
 /// megabyte-long message costs no megabyte copy.

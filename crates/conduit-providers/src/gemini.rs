@@ -326,7 +326,7 @@ pub fn stop_reason(reason: &str) -> StopReason {
         | "BLOCKLIST"
         | "SPII" => StopReason::Refusal,
         // FINISH_REASON_UNSPECIFIED and reasons added later, in the provider's words.
-        other => StopReason::Other(other.to_owned()),
+        other => StopReason::Other(crate::error_body::code_excerpt(other)),
     }
 }
 
@@ -344,10 +344,11 @@ pub struct Decoder {
 
 /// Why Gemini stopped an answer: its own finish message, or what the reason means.
 fn cut_off_message(reason: &str, finish_message: Option<&str>) -> String {
+    let reason = crate::error_body::code_excerpt(reason);
     if let Some(message) = finish_message.filter(|m| !m.trim().is_empty()) {
-        return format!("{reason}: {message}");
+        return format!("{reason}: {}", crate::error_body::message_excerpt(message));
     }
-    let meaning = match reason {
+    let meaning = match reason.as_str() {
         "SAFETY" | "IMAGE_SAFETY" => "the answer was blocked for safety reasons",
         "RECITATION" | "IMAGE_RECITATION" => {
             "the answer was stopped because it recited protected material"
@@ -393,11 +394,14 @@ impl StreamDecoder for Decoder {
         {
             let said = feedback
                 .block_reason_message
-                .map(|message| format!(" ({message})"))
+                .map(|message| format!(" ({})", crate::error_body::message_excerpt(&message)))
                 .unwrap_or_default();
             return Err(ProviderError::new(
                 ProviderErrorKind::InvalidRequest,
-                format!("the prompt was blocked: {reason}{said}"),
+                format!(
+                    "the prompt was blocked: {}{said}",
+                    crate::error_body::code_excerpt(&reason)
+                ),
             ));
         }
         let Some(candidate) = chunk.candidates.into_iter().next() else {
@@ -524,12 +528,12 @@ impl Wire for Gemini {
             .unwrap_or_default()
     }
 
-    fn stream_url(base_url: &str, model: &str) -> String {
-        format!("{base_url}/v1beta/models/{model}:streamGenerateContent?alt=sse")
+    fn stream_path(model: &str) -> String {
+        format!("/v1beta/models/{model}:streamGenerateContent?alt=sse")
     }
 
-    fn models_url(base_url: &str) -> String {
-        format!("{base_url}/v1beta/models?pageSize=1000")
+    fn models_path() -> String {
+        "/v1beta/models?pageSize=1000".to_owned()
     }
 
     fn build_request(request: &ModelRequest, images: &PreparedImages) -> Value {

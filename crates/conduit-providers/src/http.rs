@@ -70,6 +70,15 @@ impl<'a> Retrier<'a> {
         if !err.is_retryable() || self.attempt >= self.policy.max_retries {
             return None;
         }
+        // The provider said when it will take the request again, and that is past the
+        // longest wait: retries sooner only fail again (a `retry-after: 3600` had the user
+        // watch three minutes of retries before the same failure).
+        if err
+            .retry_after
+            .is_some_and(|after| after > self.policy.max_delay)
+        {
+            return None;
+        }
         let delay = self.policy.delay(self.attempt + 1, err.retry_after);
         if self.started.elapsed() + delay > self.policy.max_total {
             return None;
@@ -912,6 +921,10 @@ pub fn status_error(status: u16, body: &str, retry_after: Option<Duration>) -> P
     let message = error_message(body);
     let kind = if kind == ProviderErrorKind::InvalidRequest && refuses_tools(&message) {
         ProviderErrorKind::ToolsUnsupported
+    } else if kind == ProviderErrorKind::RateLimited && is_out_of_credit(body) {
+        // OpenAI answers an account out of credit with a 429: no wait makes it work, so it
+        // is not retried (four retries over minutes, then the same failure).
+        ProviderErrorKind::InvalidRequest
     } else {
         kind
     };
@@ -921,6 +934,14 @@ pub fn status_error(status: u16, body: &str, retry_after: Option<Duration>) -> P
         message,
         retry_after,
     }
+}
+
+/// Whether an error body is OpenAI's `insufficient_quota` (an account out of credit).
+fn is_out_of_credit(body: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|value| crate::error_body::details(&value))
+        .is_some_and(|details| details.code.as_deref() == Some("insufficient_quota"))
 }
 
 /// Whether a refused request's message says the model takes no tools: Ollama answers
@@ -1240,6 +1261,21 @@ mod tests {
 
         let auth = ProviderError::new(ProviderErrorKind::Authentication, "bad key");
         assert_eq!(Retrier::new(&policy).next_delay(&auth), None);
+
+        // Asked to come back later than the longest wait: not retried at all.
+        let mut an_hour = busy.clone();
+        an_hour.retry_after = Some(Duration::from_secs(3600));
+        assert_eq!(Retrier::new(&policy).next_delay(&an_hour), None);
+        // An account out of credit is no rate limit.
+        let quota = r#"{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}"#;
+        let out_of_credit = status_error(429, quota, None);
+        assert_eq!(out_of_credit.kind, ProviderErrorKind::InvalidRequest);
+        assert!(
+            out_of_credit
+                .message
+                .contains("exceeded your current quota")
+        );
+        assert_eq!(Retrier::new(&policy).next_delay(&out_of_credit), None);
     }
 
     #[test]

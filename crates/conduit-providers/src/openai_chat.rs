@@ -305,7 +305,7 @@ pub fn stop_reason(reason: &str) -> StopReason {
         "length" => StopReason::MaxTokens,
         "content_filter" => StopReason::Refusal,
         // OpenRouter's `error` and reasons added later, in the provider's words.
-        other => StopReason::Other(other.to_owned()),
+        other => StopReason::Other(crate::error_body::code_excerpt(other)),
     }
 }
 
@@ -502,13 +502,15 @@ impl StreamDecoder for Decoder {
             return Ok(out);
         };
         let delta = choice.delta;
-        for text in [delta.reasoning_content, delta.reasoning]
-            .into_iter()
-            .flatten()
-        {
-            if !text.is_empty() {
-                out.push(ProviderEvent::ReasoningDelta(text));
-            }
+        // DeepSeek and vLLM write `reasoning_content`, Ollama and OpenRouter `reasoning`;
+        // some servers (mlx-vlm) write the same text under both, which showed twice and
+        // went back twice. One of them, `reasoning_content` first.
+        let reasoning = delta
+            .reasoning_content
+            .filter(|text| !text.is_empty())
+            .or(delta.reasoning.filter(|text| !text.is_empty()));
+        if let Some(text) = reasoning {
+            out.push(ProviderEvent::ReasoningDelta(text));
         }
         if let Some(text) = delta
             .content
@@ -572,12 +574,12 @@ impl Wire for OpenAiChat {
         bearer(api_key)
     }
 
-    fn stream_url(base_url: &str, _model: &str) -> String {
-        format!("{base_url}/chat/completions")
+    fn stream_path(_model: &str) -> String {
+        "/chat/completions".to_owned()
     }
 
-    fn models_url(base_url: &str) -> String {
-        format!("{base_url}/models")
+    fn models_path() -> String {
+        "/models".to_owned()
     }
 
     fn build_request(request: &ModelRequest, images: &PreparedImages) -> Value {

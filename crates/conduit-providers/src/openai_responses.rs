@@ -260,7 +260,7 @@ pub fn stop_reason(reason: &str) -> StopReason {
         "max_output_tokens" => StopReason::MaxTokens,
         "content_filter" => StopReason::Refusal,
         // A reason added later, in the provider's words.
-        other => StopReason::Other(other.to_owned()),
+        other => StopReason::Other(crate::error_body::code_excerpt(other)),
     }
 }
 
@@ -425,12 +425,12 @@ impl Wire for OpenAiResponses {
         bearer(api_key)
     }
 
-    fn stream_url(base_url: &str, _model: &str) -> String {
-        format!("{base_url}/responses")
+    fn stream_path(_model: &str) -> String {
+        "/responses".to_owned()
     }
 
-    fn models_url(base_url: &str) -> String {
-        format!("{base_url}/models")
+    fn models_path() -> String {
+        "/models".to_owned()
     }
 
     fn build_request(request: &ModelRequest, images: &PreparedImages) -> Value {

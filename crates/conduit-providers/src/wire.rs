@@ -22,8 +22,10 @@ pub trait Wire: Send + Sync + 'static {
     type Decoder: StreamDecoder + Default;
 
     fn auth_headers(api_key: Option<&str>) -> Vec<(&'static str, String)>;
-    fn stream_url(base_url: &str, model: &str) -> String;
-    fn models_url(base_url: &str) -> String;
+    /// The path (and query) of the streaming request, after the base URL's path.
+    fn stream_path(model: &str) -> String;
+    /// The path (and query) of the model listing, after the base URL's path.
+    fn models_path() -> String;
     fn build_request(request: &ModelRequest, images: &PreparedImages) -> Value;
     /// What one service at `base_url` wants different in a request body (a field it
     /// names its own way); most take the protocol's body as it is.
@@ -97,6 +99,34 @@ pub fn bearer(api_key: Option<&str>) -> Vec<(&'static str, String)> {
         .unwrap_or_default()
 }
 
+/// `path` (with its own query, if any) after the path of `base_url`, and the base's query
+/// kept after it: a gateway's `https://gw.example/v1?key=K` or Azure's
+/// `…/deployments/x?api-version=…` put the path inside the query when appended to
+/// (`…/v1?key=K/chat/completions`: the request went to `/v1`, the key read
+/// `K/chat/completions`). A fragment is dropped: it never goes to a server.
+pub(crate) fn joined(base_url: &str, path: &str) -> String {
+    let base = base_url.split('#').next().unwrap_or_default();
+    let (base_path, base_query) = match base.split_once('?') {
+        Some((before, query)) => (before, Some(query)),
+        None => (base, None),
+    };
+    let (path, path_query) = match path.split_once('?') {
+        Some((before, query)) => (before, Some(query)),
+        None => (path, None),
+    };
+    let mut url = format!("{}{path}", base_path.trim_end_matches('/'));
+    let queries: Vec<&str> = [base_query, path_query]
+        .into_iter()
+        .flatten()
+        .filter(|query| !query.is_empty())
+        .collect();
+    if !queries.is_empty() {
+        url.push('?');
+        url.push_str(&queries.join("&"));
+    }
+    url
+}
+
 /// A provider speaking protocol `W` at a base URL.
 pub struct WireProvider<W: Wire> {
     http: HttpClient,
@@ -115,7 +145,7 @@ impl<W: Wire> WireProvider<W> {
     ) -> Self {
         Self {
             http,
-            base_url: base_url.trim_end_matches('/').to_owned(),
+            base_url: base_url.to_owned(),
             api_key,
             media,
             wire: PhantomData,
@@ -140,7 +170,7 @@ impl<W: Wire> Provider for WireProvider<W> {
             }
             body
         };
-        let url = W::stream_url(&self.base_url, &request.model);
+        let url = joined(&self.base_url, &W::stream_path(&request.model));
         let headers = W::auth_headers(self.api_key.as_deref());
         let model = format!("{}\n{}", self.base_url, request.model);
         let refused_before = REFUSED_OPTIONAL.lock().contains(&model);
@@ -174,8 +204,149 @@ impl<W: Wire> Provider for WireProvider<W> {
         let headers = W::auth_headers(self.api_key.as_deref());
         let body = self
             .http
-            .get_json(&W::models_url(&self.base_url), &headers)
+            .get_json(&joined(&self.base_url, &W::models_path()), &headers)
             .await?;
         Ok(W::parse_models(&body))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::sync::Arc;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    #[test]
+    fn a_path_goes_after_the_base_path_and_the_bases_query_stays_a_query() {
+        assert_eq!(
+            joined("https://api.example/v1", "/chat/completions"),
+            "https://api.example/v1/chat/completions"
+        );
+        assert_eq!(
+            joined("https://api.example/v1/", "/models"),
+            "https://api.example/v1/models"
+        );
+        assert_eq!(
+            joined("https://gw.example/v1?key=K", "/chat/completions"),
+            "https://gw.example/v1/chat/completions?key=K"
+        );
+        assert_eq!(
+            joined(
+                "https://x.openai.azure.com/openai/deployments/d/?api-version=2024-10-21",
+                "/chat/completions"
+            ),
+            "https://x.openai.azure.com/openai/deployments/d/chat/completions?api-version=2024-10-21"
+        );
+        assert_eq!(
+            joined(
+                "https://gw.example?key=K#frag",
+                "/v1beta/models/m:streamGenerateContent?alt=sse"
+            ),
+            "https://gw.example/v1beta/models/m:streamGenerateContent?key=K&alt=sse"
+        );
+        assert_eq!(
+            joined("https://api.example?", "/v1/models?limit=1000"),
+            "https://api.example/v1/models?limit=1000"
+        );
+    }
+
+    /// Each protocol's requests reach the path they name, with the key a gateway's base
+    /// URL carries in its query still a query parameter.
+    #[tokio::test]
+    async fn every_protocol_keeps_a_base_urls_query_after_its_path() {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::new(parking_lot::Mutex::new(Vec::<String>::new()));
+        let record = seen.clone();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let record = record.clone();
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match socket.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let line = String::from_utf8_lossy(&head)
+                        .lines()
+                        .next()
+                        .unwrap_or_default()
+                        .to_owned();
+                    record.lock().push(line);
+                    let _ = socket
+                        .write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                        .await;
+                });
+            }
+        });
+        let media: Arc<dyn conduit_core::media::MediaStore> =
+            Arc::new(conduit_core::testing::MemoryMedia::default());
+        let cases = [
+            (
+                crate::Protocol::OpenAiChat,
+                "/v1/chat/completions?key=K",
+                "/v1/models?key=K",
+            ),
+            (
+                crate::Protocol::OpenAiResponses,
+                "/v1/responses?key=K",
+                "/v1/models?key=K",
+            ),
+            (
+                crate::Protocol::Anthropic,
+                "/v1/v1/messages?key=K",
+                "/v1/v1/models?key=K&limit=1000",
+            ),
+            (
+                crate::Protocol::Gemini,
+                "/v1/v1beta/models/m:streamGenerateContent?key=K&alt=sse",
+                "/v1/v1beta/models?key=K&pageSize=1000",
+            ),
+        ];
+        for (protocol, stream, models) in cases {
+            seen.lock().clear();
+            let config = crate::ProviderConfig {
+                protocol,
+                base_url: format!("http://127.0.0.1:{port}/v1?key=K"),
+                api_key: None,
+                http: crate::http::HttpSettings {
+                    retry: crate::http::RetryPolicy {
+                        max_retries: 0,
+                        ..crate::http::RetryPolicy::default()
+                    },
+                    ..crate::http::HttpSettings::default()
+                },
+            };
+            let provider = crate::build(config, media.clone()).unwrap();
+            assert!(provider.list_models().await.is_err());
+            let mut request =
+                crate::test_support::request(vec![conduit_core::content::Message::user_text("hi")]);
+            request.model = "m".into();
+            if let Ok(mut events) = provider.stream(request).await {
+                use futures::StreamExt as _;
+                while let Some(event) = events.next().await {
+                    if event.is_err() {
+                        break;
+                    }
+                }
+            }
+            let seen = seen.lock().clone();
+            assert_eq!(
+                seen,
+                [
+                    format!("GET {models} HTTP/1.1"),
+                    format!("POST {stream} HTTP/1.1")
+                ],
+                "{protocol:?}"
+            );
+        }
     }
 }

@@ -304,6 +304,43 @@ fn an_answer_the_service_cuts_off_is_an_error_in_its_words_after_its_text() {
     );
 }
 
+/// A hostile service's finish message, block message and reason words are kept to what
+/// such words are: the error is logged, stored and shown.
+#[test]
+fn a_huge_finish_or_block_message_is_cut_to_a_messages_length() {
+    let huge = "blocked ".repeat(200_000);
+    let reason = "R".repeat(10_000);
+    let cut = format!(
+        "data: {{\"candidates\": [{{\"content\": {{}},\"finishReason\": \"SAFETY\",\"finishMessage\": \"{huge}\",\"index\": 0}}]}}\n\n"
+    );
+    let err = replay(&mut Decoder::default(), &cut)[0]
+        .clone()
+        .unwrap_err();
+    assert!(
+        err.message.starts_with("SAFETY: blocked blocked"),
+        "{}",
+        &err.message[..40]
+    );
+    assert!(err.message.chars().count() < 2_100, "{}", err.message.len());
+    let blocked = format!(
+        "data: {{\"promptFeedback\": {{\"blockReason\": \"{reason}\",\"blockReasonMessage\": \"{huge}\"}}}}\n\n"
+    );
+    let err = replay(&mut Decoder::default(), &blocked)[0]
+        .clone()
+        .unwrap_err();
+    assert!(err.message.chars().count() < 2_200, "{}", err.message.len());
+    let other = format!(
+        "data: {{\"candidates\": [{{\"content\": {{\"parts\": [{{\"text\": \"Hi\"}}]}},\"finishReason\": \"{reason}\",\"index\": 0}}]}}\n\n"
+    );
+    let events = replay(&mut Decoder::default(), &other);
+    let err = events[1].clone().unwrap_err();
+    assert!(err.message.chars().count() < 200, "{}", err.message.len());
+    let StopReason::Other(word) = stop_reason(&reason) else {
+        panic!("an unknown reason is the service's word");
+    };
+    assert!(word.chars().count() <= 101, "{}", word.len());
+}
+
 #[test]
 fn an_error_body_sent_as_an_array_gives_its_message() {
     let body = "[{\n  \"error\": {\n    \"code\": 429,\n    \"message\": \"Resource has been exhausted (e.g. check quota).\",\n    \"status\": \"RESOURCE_EXHAUSTED\"\n  }\n}\n]";

@@ -106,6 +106,30 @@ fn deepseek_reasoning_content_streams_as_reasoning() {
     );
 }
 
+/// Ollama's `reasoning` streams as reasoning; a server writing the same text under both
+/// names (mlx-vlm) shows it once.
+#[test]
+fn reasoning_under_either_name_or_both_streams_once() {
+    let sse = "data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning\":\"Let me \"},\"finish_reason\":null}]}\n\n\
+               data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"think\",\"reasoning\":\"think\"},\"finish_reason\":null}]}\n\n\
+               data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"\",\"reasoning\":\".\"},\"finish_reason\":null}]}\n\n\
+               data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Yes\"},\"finish_reason\":\"stop\"}]}\n\n";
+    let events: Vec<_> = replay(&mut Decoder::default(), sse)
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        events,
+        [
+            ProviderEvent::ReasoningDelta("Let me ".into()),
+            ProviderEvent::ReasoningDelta("think".into()),
+            ProviderEvent::ReasoningDelta(".".into()),
+            ProviderEvent::TextDelta("Yes".into()),
+            ProviderEvent::Stop(StopReason::EndTurn),
+        ]
+    );
+}
+
 #[test]
 fn an_error_chunk_mid_stream_and_a_cut_stream_are_errors() {
     let sse = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":null}]}\n\ndata: {\"error\":{\"message\":\"The server had an error while processing your request.\",\"type\":\"server_error\"}}\n\n";
