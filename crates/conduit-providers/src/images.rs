@@ -18,21 +18,34 @@ pub struct ImageLimits {
     /// every 3): Anthropic measures its 5 MB there, so an image of 4 MB is refused.
     pub max_encoded_bytes: usize,
     pub accepted: &'static [&'static str],
+    /// The most images one request carries, and their most bytes as base64 together: a
+    /// long conversation of screenshots passed the service's limit on a request and
+    /// every later turn was refused. The newest are sent; older ones are left out, the
+    /// model told so.
+    pub max_request_images: usize,
+    pub max_request_encoded_bytes: usize,
 }
 
 /// Anthropic: larger images are scaled down by the service anyway; 5 MB per image as
 /// base64 ("image exceeds 5 MB maximum: 6275800 bytes > 5242880 bytes" for 4.7 MB).
+/// A request carries at most 100 images and 32 MB in all (24 MiB of images leaves room
+/// for the conversation's text).
 pub const ANTHROPIC: ImageLimits = ImageLimits {
     max_long_edge: 1568,
     max_encoded_bytes: 5 * 1024 * 1024,
     accepted: &["image/jpeg", "image/png", "image/gif", "image/webp"],
+    max_request_images: 100,
+    max_request_encoded_bytes: 24 * 1024 * 1024,
 };
 
-/// OpenAI (Chat Completions and Responses) and compatible servers.
+/// OpenAI (Chat Completions and Responses) and compatible servers: at most 500 images
+/// and 50 MB of payload a request.
 pub const OPENAI: ImageLimits = ImageLimits {
     max_long_edge: 2048,
     max_encoded_bytes: 20 * 1024 * 1024,
     accepted: &["image/jpeg", "image/png", "image/gif", "image/webp"],
+    max_request_images: 500,
+    max_request_encoded_bytes: 40 * 1024 * 1024,
 };
 
 /// Gemini: inline data up to 20 MB per request.
@@ -40,6 +53,8 @@ pub const GEMINI: ImageLimits = ImageLimits {
     max_long_edge: 3072,
     max_encoded_bytes: 15 * 1024 * 1024,
     accepted: &["image/jpeg", "image/png", "image/webp"],
+    max_request_images: 1000,
+    max_request_encoded_bytes: 16 * 1024 * 1024,
 };
 
 /// An image ready to embed: its type and base64 bytes.
@@ -76,6 +91,10 @@ pub enum ImageError {
         "the image is still {size} bytes as base64 after downscaling; the provider takes at most {max}"
     )]
     TooLarge { size: usize, max: usize },
+    #[error(
+        "an older image, left out so the request stays within what the provider takes in one request ({images} images, {megabytes} MB of images); newer images were sent"
+    )]
+    LeftOut { images: usize, megabytes: usize },
 }
 
 /// The media a request references, in order of first use.
@@ -104,23 +123,78 @@ pub fn referenced_images(messages: &[Message]) -> Vec<MediaRef> {
     seen
 }
 
-/// Loads and prepares every image `messages` reference. CPU-heavy: call it off the
-/// async runtime's worker threads.
+/// How many times each image is embedded in a request (once per place it is used).
+fn uses(messages: &[Message]) -> HashMap<String, usize> {
+    let mut uses = HashMap::<String, usize>::new();
+    for message in messages {
+        for block in &message.blocks {
+            match block {
+                Block::Image { media } => *uses.entry(media.hash.clone()).or_default() += 1,
+                Block::ToolResult(result) => {
+                    for part in &result.parts {
+                        if let ResultPart::Image { media } = part {
+                            *uses.entry(media.hash.clone()).or_default() += 1;
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    uses
+}
+
+/// Loads and prepares every image `messages` reference, newest first, within the
+/// request's budget ([`ImageLimits::max_request_images`] and
+/// [`ImageLimits::max_request_encoded_bytes`]): past it, older images are left out
+/// (not even loaded), and the model gets a note in their place. CPU-heavy: call it off
+/// the async runtime's worker threads.
 pub fn prepare_all(
     messages: &[Message],
     media: &dyn MediaStore,
     limits: &ImageLimits,
 ) -> PreparedImages {
-    referenced_images(messages)
-        .into_iter()
-        .map(|reference| {
-            let prepared = media
-                .load(&reference)
-                .map_err(ImageError::from)
-                .and_then(|bytes| prepare(&bytes, limits));
-            (reference.hash, prepared)
-        })
-        .collect()
+    let uses = uses(messages);
+    let mut images = 0usize;
+    let mut bytes = 0usize;
+    let mut full = false;
+    let mut prepared = PreparedImages::new();
+    for reference in referenced_images(messages).into_iter().rev() {
+        let times = uses.get(&reference.hash).copied().unwrap_or(1).max(1);
+        if full {
+            prepared.insert(reference.hash, Err(left_out(limits)));
+            continue;
+        }
+        let image = media
+            .load(&reference)
+            .map_err(ImageError::from)
+            .and_then(|loaded| prepare(&loaded, limits));
+        let image = match image {
+            Ok(image) => {
+                let size = image.base64.len().saturating_mul(times);
+                if images + times > limits.max_request_images
+                    || bytes.saturating_add(size) > limits.max_request_encoded_bytes
+                {
+                    full = true;
+                    Err(left_out(limits))
+                } else {
+                    images += times;
+                    bytes += size;
+                    Ok(image)
+                }
+            }
+            Err(error) => Err(error),
+        };
+        prepared.insert(reference.hash, image);
+    }
+    prepared
+}
+
+fn left_out(limits: &ImageLimits) -> ImageError {
+    ImageError::LeftOut {
+        images: limits.max_request_images,
+        megabytes: limits.max_request_encoded_bytes / (1024 * 1024),
+    }
 }
 
 /// Makes `bytes` acceptable to a provider with `limits`, or says why it cannot be.
@@ -265,7 +339,73 @@ pub(crate) mod tests {
             max_long_edge: 4096,
             max_encoded_bytes: 300_000,
             accepted: ANTHROPIC.accepted,
+            max_request_images: 100,
+            max_request_encoded_bytes: 24 * 1024 * 1024,
         }
+    }
+
+    /// A long conversation of screenshots: the newest go, within the request's count and
+    /// bytes; older ones are left out, not even loaded, and the model is told why. An
+    /// image used twice counts twice.
+    #[test]
+    fn a_request_carries_its_newest_images_within_its_budget() {
+        use conduit_core::media::MediaStore as _;
+        let store = conduit_core::testing::MemoryMedia::default();
+        let shots: Vec<MediaRef> = (0..6)
+            .map(|n| {
+                store
+                    .put(&noisy_png(100 + n, 100), Some("image/png"))
+                    .unwrap()
+            })
+            .collect();
+        let each = base64_len(noisy_png(100, 100).len());
+        let mut messages: Vec<Message> = shots
+            .iter()
+            .map(|media| Message {
+                role: conduit_core::content::Role::User,
+                blocks: vec![Block::Image {
+                    media: media.clone(),
+                }],
+            })
+            .collect();
+        let limits = ImageLimits {
+            max_request_images: 4,
+            max_request_encoded_bytes: each * 10,
+            ..small_limits()
+        };
+        let prepared = prepare_all(&messages, &store, &limits);
+        let sent: Vec<bool> = shots
+            .iter()
+            .map(|media| prepared[&media.hash].is_ok())
+            .collect();
+        assert_eq!(sent, [false, false, true, true, true, true], "by count");
+        let Err(reason) = &prepared[&shots[0].hash] else {
+            unreachable!()
+        };
+        assert!(
+            omitted_note(reason).contains("an older image, left out"),
+            "{reason}"
+        );
+        // By bytes: room for three of them.
+        let by_bytes = ImageLimits {
+            max_request_images: 100,
+            max_request_encoded_bytes: each * 3 + each / 2,
+            ..small_limits()
+        };
+        let prepared = prepare_all(&messages, &store, &by_bytes);
+        let sent: Vec<bool> = shots
+            .iter()
+            .map(|media| prepared[&media.hash].is_ok())
+            .collect();
+        assert_eq!(sent, [false, false, false, true, true, true], "by bytes");
+        // The newest image shown again: it takes two of the four places.
+        messages.push(messages[5].clone());
+        let prepared = prepare_all(&messages, &store, &limits);
+        let sent: Vec<bool> = shots
+            .iter()
+            .map(|media| prepared[&media.hash].is_ok())
+            .collect();
+        assert_eq!(sent, [false, false, false, true, true, true], "used twice");
     }
 
     #[test]

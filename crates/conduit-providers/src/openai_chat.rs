@@ -220,6 +220,8 @@ struct Delta {
     /// DeepSeek and several local servers stream reasoning beside the content.
     reasoning_content: Option<String>,
     reasoning: Option<String>,
+    /// The model declining, in its words: shown as its answer.
+    refusal: Option<String>,
     tool_calls: Option<Vec<ToolCallDelta>>,
 }
 
@@ -519,6 +521,9 @@ impl StreamDecoder for Decoder {
         {
             out.push(ProviderEvent::TextDelta(text));
         }
+        if let Some(text) = delta.refusal.filter(|t| !t.is_empty()) {
+            out.push(ProviderEvent::TextDelta(text));
+        }
         for call in delta.tool_calls.into_iter().flatten() {
             self.tool_call(call, data, &mut out)?;
         }
@@ -640,23 +645,67 @@ fn messages_of(body: &Value) -> impl Iterator<Item = &Value> {
 /// which a server's sampling request always sets. Compatible servers (Ollama, vLLM,
 /// LM Studio) read `max_tokens`, so it stays for them.
 pub fn for_service(base_url: &str, body: &mut Value) {
-    let openai = reqwest::Url::parse(base_url)
+    let host = reqwest::Url::parse(base_url)
         .ok()
-        .and_then(|url| url.host_str().map(str::to_ascii_lowercase))
-        .is_some_and(|host| {
-            host == "api.openai.com"
-                || [
-                    ".openai.azure.com",
-                    ".cognitiveservices.azure.com",
-                    ".services.ai.azure.com",
-                ]
-                .iter()
-                .any(|azure| host.ends_with(azure))
-        });
+        .and_then(|url| url.host_str().map(str::to_ascii_lowercase));
+    if host.as_deref() == Some("api.mistral.ai") {
+        mistral_call_ids(body);
+    }
+    let openai = host.is_some_and(|host| {
+        host == "api.openai.com"
+            || [
+                ".openai.azure.com",
+                ".cognitiveservices.azure.com",
+                ".services.ai.azure.com",
+            ]
+            .iter()
+            .any(|azure| host.ends_with(azure))
+    });
     if let Some(body) = body.as_object_mut().filter(|_| openai)
         && let Some(max) = body.remove("max_tokens")
     {
         body.insert("max_completion_tokens".into(), max);
+    }
+}
+
+/// Mistral's API refuses any call id that is not 9 ASCII letters and digits ("Tool call
+/// id was … but must be a-z, A-Z, 0-9, with a length of 9"): a conversation that
+/// moved from another provider, a text-mode call's id, or an id made for a repeated one
+/// failed every later turn. Each other id is sent as 9 characters of its hash, so a call
+/// and its result still pair; Mistral's own ids go as they are.
+fn mistral_call_ids(body: &mut Value) {
+    fn fitted(id: &str) -> Option<String> {
+        if id.len() == 9 && id.bytes().all(|b| b.is_ascii_alphanumeric()) {
+            return None;
+        }
+        use sha2::Digest;
+        const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+        let digest = sha2::Sha256::digest(id.as_bytes());
+        Some(
+            digest[..9]
+                .iter()
+                .map(|b| char::from(ALPHABET[usize::from(*b) % ALPHABET.len()]))
+                .collect(),
+        )
+    }
+    let Some(messages) = body.get_mut("messages").and_then(Value::as_array_mut) else {
+        return;
+    };
+    for message in messages {
+        if let Some(calls) = message.get_mut("tool_calls").and_then(Value::as_array_mut) {
+            for call in calls {
+                if let Some(id) = call.get("id").and_then(Value::as_str).and_then(fitted) {
+                    call["id"] = Value::String(id);
+                }
+            }
+        }
+        if let Some(id) = message
+            .get("tool_call_id")
+            .and_then(Value::as_str)
+            .and_then(fitted)
+        {
+            message["tool_call_id"] = Value::String(id);
+        }
     }
 }
 

@@ -54,6 +54,13 @@ pub fn build_request(request: &ModelRequest, images: &PreparedImages) -> Value {
                             _ => {}
                         }
                     }
+                    // An empty result is an empty string: the service documents the
+                    // output as a string or a non-empty list of parts.
+                    let output = if output.is_empty() {
+                        json!("")
+                    } else {
+                        Value::Array(output)
+                    };
                     input.push(json!({
                         "type": "function_call_output",
                         "call_id": sent_call_id(result.wire_id(), OPENAI_CALL_IDS),
@@ -175,6 +182,10 @@ fn assistant_items(message: &Message, input: &mut Vec<Value>) {
 enum Event {
     #[serde(rename = "response.output_text.delta")]
     OutputTextDelta { delta: String },
+    /// The model declining, in its words: shown as its answer (dropped, the refusal read
+    /// as an empty answer that ended normally).
+    #[serde(rename = "response.refusal.delta")]
+    RefusalDelta { delta: String },
     #[serde(rename = "response.reasoning_summary_text.delta")]
     ReasoningSummaryDelta { delta: String },
     #[serde(rename = "response.reasoning_text.delta")]
@@ -287,7 +298,9 @@ impl StreamDecoder for Decoder {
     ) -> Result<Vec<ProviderEvent>, ProviderError> {
         let mut out = Vec::new();
         match decode::event::<Event>(PROTOCOL, data)? {
-            Event::OutputTextDelta { delta } => out.push(ProviderEvent::TextDelta(delta)),
+            Event::OutputTextDelta { delta } | Event::RefusalDelta { delta } => {
+                out.push(ProviderEvent::TextDelta(delta))
+            }
             Event::ReasoningSummaryDelta { delta } | Event::ReasoningTextDelta { delta } => {
                 out.push(ProviderEvent::ReasoningDelta(delta));
             }

@@ -106,6 +106,23 @@ fn deepseek_reasoning_content_streams_as_reasoning() {
     );
 }
 
+/// A refusal streams as the answer, not as an empty one.
+#[test]
+fn a_refusal_streams_as_the_answer() {
+    let sse = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":null,\"refusal\":\"I can't help with that.\"},\"finish_reason\":null}]}\n\ndata: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n";
+    let events: Vec<_> = replay(&mut Decoder::default(), sse)
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        events,
+        [
+            ProviderEvent::TextDelta("I can't help with that.".into()),
+            ProviderEvent::Stop(StopReason::EndTurn),
+        ]
+    );
+}
+
 /// Ollama's `reasoning` streams as reasoning; a server writing the same text under both
 /// names (mlx-vlm) shows it once.
 #[test]
@@ -400,6 +417,61 @@ fn a_name_repeated_in_every_piece_is_one_name_and_an_endless_one_is_an_error() {
             "openai-chat sent a tool name longer than 256 bytes"
         );
     }
+}
+
+/// Mistral takes only 9 letters and digits as a call id: another provider's ids, a
+/// text-mode call's, are sent as 9 of their hash (a call and its result alike); its own
+/// go as they are, and other services get every id unchanged.
+#[test]
+fn mistral_gets_call_ids_of_nine_letters_and_digits() {
+    let call = |id: &str| ToolCall {
+        id: id.into(),
+        name: "files__read".into(),
+        arguments: json!({"path": "a"}),
+        signature: None,
+        invalid_arguments: None,
+        wire_id: None,
+        origin: None,
+    };
+    let result = |id: &str| ToolResult {
+        call_id: id.into(),
+        wire_id: None,
+        name: "files__read".into(),
+        is_error: false,
+        parts: vec![ResultPart::Text { text: "ok".into() }],
+    };
+    let req = request(vec![
+        Message::user_text("read a, twice"),
+        Message {
+            role: Role::Assistant,
+            blocks: vec![
+                Block::ToolCall(call("toolu_01A09q90qw90lq917835lq9")),
+                Block::ToolCall(call("Ab3dE6gH9")),
+            ],
+        },
+        Message {
+            role: Role::Tool,
+            blocks: vec![
+                Block::ToolResult(result("toolu_01A09q90qw90lq917835lq9")),
+                Block::ToolResult(result("Ab3dE6gH9")),
+            ],
+        },
+    ]);
+    let mut body = build_request(&req, &PreparedImages::new());
+    for_service("https://api.mistral.ai/v1", &mut body);
+    let calls = body["messages"][1]["tool_calls"].as_array().unwrap();
+    let made = calls[0]["id"].as_str().unwrap();
+    assert_eq!(made.len(), 9);
+    assert!(made.bytes().all(|b| b.is_ascii_alphanumeric()), "{made}");
+    assert_eq!(calls[1]["id"], "Ab3dE6gH9");
+    assert_eq!(body["messages"][2]["tool_call_id"], made);
+    assert_eq!(body["messages"][3]["tool_call_id"], "Ab3dE6gH9");
+    let mut elsewhere = build_request(&req, &PreparedImages::new());
+    for_service("https://openrouter.ai/api/v1", &mut elsewhere);
+    assert_eq!(
+        elsewhere["messages"][1]["tool_calls"][0]["id"],
+        "toolu_01A09q90qw90lq917835lq9"
+    );
 }
 
 #[test]

@@ -101,6 +101,46 @@ fn text_deltas_and_failures() {
     assert_eq!(err.message, "ERR_SOMETHING: Something went wrong");
 }
 
+/// A refusal streams as the answer, not as nothing; an empty tool result goes as an
+/// empty string (the output is a string or a non-empty list).
+#[test]
+fn a_refusal_is_the_answer_and_an_empty_result_is_an_empty_string() {
+    let sse = "event: response.refusal.delta\ndata: {\"type\":\"response.refusal.delta\",\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":0,\"delta\":\"I can't help with that.\"}\n\n";
+    let events = replay(&mut Decoder::default(), sse);
+    assert_eq!(
+        events[0],
+        Ok(ProviderEvent::TextDelta("I can't help with that.".into()))
+    );
+    let req = request(vec![
+        Message::user_text("Clear it"),
+        Message {
+            role: Role::Assistant,
+            blocks: vec![Block::ToolCall(ToolCall {
+                id: "call_1".into(),
+                name: "cache__clear".into(),
+                arguments: json!({}),
+                signature: None,
+                invalid_arguments: None,
+                wire_id: None,
+                origin: None,
+            })],
+        },
+        Message {
+            role: Role::Tool,
+            blocks: vec![Block::ToolResult(ToolResult {
+                call_id: "call_1".into(),
+                wire_id: None,
+                name: "cache__clear".into(),
+                is_error: false,
+                parts: vec![],
+            })],
+        },
+    ]);
+    let body = build_request(&req, &PreparedImages::new());
+    assert_eq!(body["input"][2]["type"], "function_call_output");
+    assert_eq!(body["input"][2]["output"], "");
+}
+
 #[test]
 fn an_incomplete_response_stops_for_max_tokens() {
     let sse = "event: response.incomplete\ndata: {\"type\":\"response.incomplete\",\"response\":{\"status\":\"incomplete\",\"incomplete_details\":{\"reason\":\"max_output_tokens\"},\"usage\":{\"input_tokens\":1,\"output_tokens\":2}}}\n\n";
