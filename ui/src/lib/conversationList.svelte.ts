@@ -23,9 +23,16 @@ export class ConversationList {
     return this.conversations.length >= this.#count;
   }
 
+  /** Counts listings: one that a newer listing overtook (a turn's start and end, a
+   *  rename, a deletion each list again) is dropped, so a deleted conversation is not
+   *  listed again, nor a new one hidden, by an older answer coming last. */
+  #reads = 0;
+
   /** Lists them again (a conversation started, renamed or deleted); a refusal is thrown. */
   async refresh(): Promise<void> {
-    this.conversations = await this.#list(this.#count);
+    const read = ++this.#reads;
+    const listed = await this.#list(this.#count);
+    if (read === this.#reads) this.conversations = listed;
   }
 
   /** Lists a page more of older ones. */

@@ -35,4 +35,18 @@ describe("the sidebar's conversation list", () => {
     expect(conversations.conversations.map((c) => c.id)).toEqual(["c1"]);
     expect(conversations.hasOlder).toBe(false);
   });
+
+  it("keeps the newest listing when an older one answers last", async () => {
+    let answerOld: (value: Conversation[]) => void = () => {};
+    const list = vi.fn<(count: number) => Promise<Conversation[]>>();
+    list.mockImplementationOnce(() => new Promise((resolve) => (answerOld = resolve)));
+    list.mockResolvedValueOnce([conversation(2)]);
+    const conversations = new ConversationList(list, 3);
+    const slow = conversations.refresh();
+    await conversations.refresh();
+    // The older listing still had a conversation deleted since.
+    answerOld([conversation(2), conversation(1)]);
+    await slow;
+    expect(conversations.conversations.map((c) => c.id)).toEqual(["c2"]);
+  });
 });

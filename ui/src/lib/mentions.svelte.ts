@@ -186,7 +186,11 @@ export class MentionController {
         : { kind: "prompt" as const, name: offer.item.name };
     try {
       const values = await this.api.completeMention(offer.item.server, target, argument, value);
-      if (this.filling === filling) filling.suggestions.set(argument, unique(values));
+      // Only for what the argument still holds: suggestions for "a" that come after those
+      // for "ab" are not shown over them.
+      if (this.filling === filling && filling.values.get(argument) === value) {
+        filling.suggestions.set(argument, unique(values));
+      }
     } catch {
       // No suggestions: the server offers no completion for it.
     }

@@ -98,6 +98,16 @@ describe("MentionController", () => {
     await mentions.complete("city", "Ly");
     expect(api.completeMention).toHaveBeenCalledWith("ev", { kind: "prompt", name: "args-prompt" }, "city", "Ly");
     expect(mentions.filling?.suggestions.get("city")).toEqual(["Engineering"]);
+    // Suggestions for what was typed before come after those for what is typed now:
+    // not shown over them.
+    let answerOld: (values: string[]) => void = () => {};
+    api.completeMention.mockImplementationOnce(() => new Promise((resolve) => (answerOld = resolve)));
+    const old = mentions.complete("city", "L");
+    api.completeMention.mockResolvedValueOnce(["Lyon"]);
+    await mentions.complete("city", "Lyo");
+    answerOld(["London", "Lyon"]);
+    await old;
+    expect(mentions.filling?.suggestions.get("city")).toEqual(["Lyon"]);
     mentions.filling!.values.set("city", "Lyon");
     expect(mentions.confirm()).toBe(true);
     expect(mentions.prompt?.mention).toEqual({ server: "ev", name: "args-prompt", arguments: { city: "Lyon", state: "" } });

@@ -48,11 +48,17 @@ export class ToolsetController {
   #draft: Toolset = empty();
   /** Counts reads, so an answer a newer read overtook is dropped. */
   #reads = 0;
+  /** Changes run one at a time, each on what the one before left: two quick switches
+   *  each built on the same old set, and the second undid the first. */
+  #changes: Promise<void> = Promise.resolve();
 
   constructor(private readonly api: ToolsetApi) {}
 
   /** Shows a conversation's tools (null: a new chat starts with every tool again). */
   async show(conversation: string | null): Promise<void> {
+    // Another conversation's choices are not this one's: nothing is shown (or changed
+    // from them) until this one's come.
+    if (conversation !== this.#conversation) this.choices = null;
     this.#conversation = conversation;
     if (conversation === null) this.#draft = empty();
     await this.refresh();
@@ -89,12 +95,25 @@ export class ToolsetController {
     await this.#change((toolset) => withTool(toolset, server, tool, on));
   }
 
-  async #change(edit: (toolset: Toolset) => Toolset): Promise<void> {
-    const current = this.#conversation === null ? this.#draft : (this.choices?.toolset ?? empty());
-    const next = edit(current);
+  #change(edit: (toolset: Toolset) => Toolset): Promise<void> {
+    const run = this.#changes.then(() => this.#apply(edit));
+    this.#changes = run.catch(() => {});
+    return run;
+  }
+
+  async #apply(edit: (toolset: Toolset) => Toolset): Promise<void> {
+    const conversation = this.#conversation;
+    if (conversation === null) {
+      this.#draft = edit(this.#draft);
+      await this.refresh();
+      return;
+    }
+    // The host's set for this conversation, as the last refresh read it (after the
+    // change before this one).
+    const current = this.choices?.toolset;
+    if (!current) return;
     try {
-      if (this.#conversation === null) this.#draft = next;
-      else await this.api.setConversationToolset(this.#conversation, next);
+      await this.api.setConversationToolset(conversation, edit(current));
     } catch (e) {
       this.error = errorMessage(e);
       return;

@@ -78,6 +78,41 @@ describe("ToolsetController", () => {
   });
 });
 
+describe("quick changes", () => {
+  it("keep every switch: each change starts from what the one before left", async () => {
+    const { api, panel } = setup();
+    // The host keeps each conversation's set.
+    const kept = new Map<string, Toolset>();
+    api.toolChoices.mockImplementation((conversation) =>
+      Promise.resolve(choices(kept.get(conversation ?? "") ?? { offServers: [], offTools: [] })),
+    );
+    api.setConversationToolset.mockImplementation(async (conversation, toolset) => {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      kept.set(conversation, toolset);
+    });
+    await panel.show("c1");
+    await Promise.all([panel.setServer("fs", false), panel.setServer("gh", false), panel.setTool("web", "fetch", false)]);
+    expect(kept.get("c1")).toEqual({ offServers: ["fs", "gh"], offTools: [{ server: "web", tool: "fetch" }] });
+    expect(panel.choices?.toolset).toEqual(kept.get("c1"));
+  });
+
+  it("never write one conversation's set into another opened meanwhile", async () => {
+    const { api, panel } = setup();
+    api.toolChoices.mockResolvedValueOnce(choices({ offServers: ["fs"], offTools: [] }));
+    await panel.show("c1");
+    let answerC2: (value: ToolChoices) => void = () => {};
+    api.toolChoices.mockImplementationOnce(() => new Promise((resolve) => (answerC2 = resolve)));
+    const opening = panel.show("c2");
+    expect(panel.choices).toBeNull();
+    await panel.setServer("gh", false);
+    expect(api.setConversationToolset).not.toHaveBeenCalled();
+    answerC2(choices({ offServers: [], offTools: [] }));
+    await opening;
+    await panel.setServer("gh", false);
+    expect(api.setConversationToolset).toHaveBeenCalledWith("c2", { offServers: ["gh"], offTools: [] });
+  });
+});
+
 describe("a server listing a tool twice", () => {
   const tool = (name: string, tokens: number) => ({ name, title: null, on: true, tokens });
   const listed: ToolChoices = {
