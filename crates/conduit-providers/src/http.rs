@@ -472,6 +472,13 @@ impl HttpClient {
                     settings.read_timeout,
                     limits,
                 ),
+                Answer::Mislabelled(first, response) => decode_sse_limited(
+                    futures::stream::once(async move { Ok::<_, reqwest::Error>(first) })
+                        .chain(response.bytes_stream()),
+                    decoder,
+                    settings.read_timeout,
+                    limits,
+                ),
                 Answer::Read(body) => decode_sse_limited(
                     futures::stream::iter([Ok::<_, std::io::Error>(body)]),
                     decoder,
@@ -495,6 +502,9 @@ impl HttpClient {
 enum Answer {
     /// An event stream, still to be read.
     Stream(reqwest::Response),
+    /// An event stream labelled as JSON (its first bytes are an event's): read as it
+    /// comes, its first piece already read.
+    Mislabelled(bytes::Bytes, reqwest::Response),
     /// An event stream labelled as JSON, read whole.
     Read(bytes::Bytes),
     /// A page or a JSON document where the event stream should be: a proxy's or
@@ -520,8 +530,38 @@ async fn not_a_stream(
         return Answer::Stream(response);
     }
     let status = response.status().as_u16();
+    let mut response = response;
+    // Events under a JSON label (a proxy's, a server's) are streamed as they come: read
+    // whole, a long answer showed nothing until it ended, and failed after the read
+    // timeout. The first piece tells: an event starts with a field name or a comment.
+    let first = if is_json {
+        match tokio::time::timeout(read_timeout, response.chunk()).await {
+            Ok(Ok(Some(first))) if starts_like_events(&first) => {
+                return Answer::Mislabelled(first, response);
+            }
+            Ok(Ok(Some(first))) => first.to_vec(),
+            Ok(Ok(None)) => Vec::new(),
+            Ok(Err(err)) => {
+                return Answer::Failed(ProviderError::new(
+                    ProviderErrorKind::Connection,
+                    format!("the answer broke: {}", describe_reqwest(err)),
+                ));
+            }
+            Err(_) => {
+                return Answer::Failed(ProviderError::new(
+                    ProviderErrorKind::Connection,
+                    format!(
+                        "the answer did not arrive within {} s",
+                        read_timeout.as_secs()
+                    ),
+                ));
+            }
+        }
+    } else {
+        Vec::new()
+    };
     // Read whole, but never longer than a stream may stay silent nor past the cap.
-    let body = read_capped(response, limits.whole_body, read_timeout).await;
+    let body = read_capped_after(first, response, limits.whole_body, read_timeout).await;
     match body.end {
         End::Whole => match whole_answer(&content_type, status, body.bytes.into()) {
             Ok(events) => Answer::Read(events),
@@ -572,9 +612,37 @@ enum End {
 
 /// Reads `response`'s body: at most `cap` bytes, and no longer than `limit` in all (a body
 /// that trickles a byte at a time must not hold the turn either).
-async fn read_capped(mut response: reqwest::Response, cap: usize, limit: Duration) -> Capped {
+async fn read_capped(response: reqwest::Response, cap: usize, limit: Duration) -> Capped {
+    read_capped_after(Vec::new(), response, cap, limit).await
+}
+
+/// Whether a body's first bytes are an event stream's: `data:`, `event:`, `id:`,
+/// `retry:` or a `:` comment, after any blank lines.
+fn starts_like_events(first: &[u8]) -> bool {
+    let start = first
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .map_or(&[][..], |at| &first[at..]);
+    [&b"data:"[..], b"event:", b"id:", b"retry:", b":"]
+        .iter()
+        .any(|field| start.starts_with(field))
+}
+
+/// [`read_capped`] with `bytes` already read (counted against the cap).
+async fn read_capped_after(
+    mut bytes: Vec<u8>,
+    mut response: reqwest::Response,
+    cap: usize,
+    limit: Duration,
+) -> Capped {
     let deadline = tokio::time::Instant::now() + limit;
-    let mut bytes = Vec::new();
+    if bytes.len() > cap {
+        bytes.truncate(cap);
+        return Capped {
+            bytes,
+            end: End::Cut,
+        };
+    }
     let end = loop {
         match tokio::time::timeout_at(deadline, response.chunk()).await {
             Err(_) => break End::Late,

@@ -309,6 +309,29 @@ async fn an_endless_model_list_fails_at_the_cap() {
     assert!(err.message.len() < 1000, "{}", err.message.len());
 }
 
+/// Events under a JSON label (a proxy's) are streamed as they come: read whole, a long
+/// answer showed nothing until it ended, and failed after the read timeout.
+#[tokio::test]
+async fn events_labelled_json_stream_as_they_come() {
+    let url = serve(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json",
+        Body::Hang(b"\ndata: first words\n\n".to_vec()),
+    )
+    .await;
+    let client = client(Duration::from_millis(1500));
+    let mut events = client
+        .stream(url, &[], serde_json::json!({}), Echo)
+        .unwrap();
+    let first = events.next().await.unwrap().unwrap();
+    assert_eq!(first, ProviderEvent::TextDelta("first words".into()));
+    // Then the silence is a stall, as for any stream.
+    let err = events.next().await.unwrap().unwrap_err();
+    assert_eq!(err.kind, ProviderErrorKind::Stalled, "{}", err.message);
+    assert!(starts_like_events(b": keep-alive\n"));
+    assert!(!starts_like_events(b"{\"data\": 1}"));
+    assert!(!starts_like_events(b"   "));
+}
+
 /// A model list within the size cap made of more tiny values than a stream's event may
 /// hold is refused before it is parsed (it would take hundreds of megabytes as values).
 #[tokio::test]
