@@ -882,9 +882,8 @@ async fn a_high_density_screen_gets_a_thumbnail_twice_as_wide() {
     window.ui.session.close().await.unwrap();
 }
 
-/// A voice memo a tool returns plays in its card, as a person plays it: its length is
-/// known, a jump to its middle lands there (WebKit's media player asks for byte ranges),
-/// and it plays on from there.
+/// A voice memo a tool returns plays in its card, as a person plays it: read when Play is
+/// pressed, its length known, a jump to its middle lands there, and it plays on from there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_recording_plays_in_its_card_and_seeks() {
     let _window = ONE_WINDOW.lock().await;
@@ -905,6 +904,14 @@ async fn a_tool_recording_plays_in_its_card_and_seeks() {
     window.send("Play me the memo").await;
     window.always_allow().await;
     window.answer_contains("That is the memo.").await;
+    // Nothing is read until it is played.
+    window
+        .js(r#"document.querySelector('button[aria-label="Play Audio from recording"]').scrollIntoView({ block: "center" }); return null;"#)
+        .await;
+    window
+        .shot(&fixture.shot("10-recording-before-play.png"))
+        .await;
+    window.click_button("Play Audio from recording").await;
     let audio = r#"document.querySelector('audio[aria-label="Audio from recording"]')"#;
     let duration = window
         .wait(&format!(
@@ -920,9 +927,10 @@ async fn a_tool_recording_plays_in_its_card_and_seeks() {
         (duration - 20.0).abs() < 0.1,
         "the memo is 20 s: {duration}"
     );
+    // It plays at once; paused, a jump to 15 s lands there.
     window
         .js(&format!(
-            "const a = {audio}; a.muted = true; a.currentTime = 15; return null;"
+            "const a = {audio}; a.muted = true; a.pause(); a.currentTime = 15; return null;"
         ))
         .await;
     let landed = window
@@ -945,6 +953,6 @@ async fn a_tool_recording_plays_in_its_card_and_seeks() {
             "const a = {audio}; a.pause(); a.scrollIntoView({{ block: 'center' }}); return null;"
         ))
         .await;
-    window.shot(&fixture.shot("10-recording-in-card.png")).await;
+    window.shot(&fixture.shot("11-recording-in-card.png")).await;
     window.ui.session.close().await.unwrap();
 }

@@ -123,17 +123,25 @@ pub fn referenced_images(messages: &[Message]) -> Vec<MediaRef> {
     seen
 }
 
-/// How many times each image is embedded in a request (once per place it is used).
-fn uses(messages: &[Message]) -> HashMap<String, usize> {
-    let mut uses = HashMap::<String, usize>::new();
+/// How many times each image is embedded in a request (once per place it is used), and
+/// the place of its last use (counted through the request's images).
+fn uses(messages: &[Message]) -> HashMap<String, (usize, usize)> {
+    let mut uses = HashMap::<String, (usize, usize)>::new();
+    let mut place = 0;
+    let mut used = |media: &MediaRef| {
+        let entry = uses.entry(media.hash.clone()).or_default();
+        entry.0 += 1;
+        entry.1 = place;
+        place += 1;
+    };
     for message in messages {
         for block in &message.blocks {
             match block {
-                Block::Image { media } => *uses.entry(media.hash.clone()).or_default() += 1,
+                Block::Image { media } => used(media),
                 Block::ToolResult(result) => {
                     for part in &result.parts {
                         if let ResultPart::Image { media } = part {
-                            *uses.entry(media.hash.clone()).or_default() += 1;
+                            used(media);
                         }
                     }
                 }
@@ -159,8 +167,16 @@ pub fn prepare_all(
     let mut bytes = 0usize;
     let mut full = false;
     let mut prepared = PreparedImages::new();
-    for reference in referenced_images(messages).into_iter().rev() {
-        let times = uses.get(&reference.hash).copied().unwrap_or(1).max(1);
+    // Newest first by last use: an old image the newest message shows again is new.
+    let mut references = referenced_images(messages);
+    references.sort_by_key(|reference| {
+        std::cmp::Reverse(uses.get(&reference.hash).map_or(0, |(_, last)| *last))
+    });
+    for reference in references {
+        let times = uses
+            .get(&reference.hash)
+            .map_or(1, |(times, _)| *times)
+            .max(1);
         if full {
             prepared.insert(reference.hash, Err(left_out(limits)));
             continue;
@@ -399,13 +415,26 @@ pub(crate) mod tests {
             .collect();
         assert_eq!(sent, [false, false, false, true, true, true], "by bytes");
         // The newest image shown again: it takes two of the four places.
-        messages.push(messages[5].clone());
-        let prepared = prepare_all(&messages, &store, &limits);
+        let mut again = messages.clone();
+        again.push(messages[5].clone());
+        let prepared = prepare_all(&again, &store, &limits);
         let sent: Vec<bool> = shots
             .iter()
             .map(|media| prepared[&media.hash].is_ok())
             .collect();
         assert_eq!(sent, [false, false, false, true, true, true], "used twice");
+        // The oldest shown again by the newest message: it is new, and goes.
+        messages.push(messages[0].clone());
+        let prepared = prepare_all(&messages, &store, &limits);
+        let sent: Vec<bool> = shots
+            .iter()
+            .map(|media| prepared[&media.hash].is_ok())
+            .collect();
+        assert_eq!(
+            sent,
+            [true, false, false, false, true, true],
+            "the oldest, again"
+        );
     }
 
     #[test]

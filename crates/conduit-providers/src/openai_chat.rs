@@ -648,7 +648,11 @@ pub fn for_service(base_url: &str, body: &mut Value) {
     let host = reqwest::Url::parse(base_url)
         .ok()
         .and_then(|url| url.host_str().map(str::to_ascii_lowercase));
-    if host.as_deref() == Some("api.mistral.ai") {
+    // api.mistral.ai and codestral.mistral.ai.
+    if host
+        .as_deref()
+        .is_some_and(|host| host == "mistral.ai" || host.ends_with(".mistral.ai"))
+    {
         mistral_call_ids(body);
     }
     let openai = host.is_some_and(|host| {

@@ -220,7 +220,6 @@ fn make_database_private(path: &Path) -> std::io::Result<()> {
 /// large file takes a while; a process that hangs holding the turn must not hang this one).
 const OPENING_PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// The folder of the leases of the processes writing the database at `path`.
 /// Beside the database, written when a check of the whole file ([`Store::check_whole`])
 /// found it damaged, with what the check said: the next open checks the whole file before
 /// using it, and moves it aside if it is still damaged.
@@ -243,6 +242,7 @@ fn quick_check(conn: &Connection) -> Result<(), rusqlite::Error> {
     Ok(())
 }
 
+/// The folder of the leases of the processes writing the database at `path`.
 fn writers_dir(path: &Path) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push("-writers");
@@ -404,7 +404,11 @@ impl Store {
     /// the next open moves the file aside if it is still damaged; `Some` says what the
     /// check found.
     pub fn check_whole(&self) -> Result<Option<String>, StoreError> {
-        let conn = Connection::open(&self.path)?;
+        // Never made anew (a file removed meanwhile), with the umask's permissions.
+        let conn = Connection::open_with_flags(
+            &self.path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         let found = match quick_check(&conn) {
             Ok(()) => return Ok(None),
@@ -1136,13 +1140,17 @@ fn move_aside(path: &Path, reason: rusqlite::Error) -> StoreError {
     aside.push(format!("{MOVED_ASIDE}{}", now_ms()));
     let aside = PathBuf::from(aside);
     let moved = std::fs::rename(path, &aside);
-    // The mark of damage found in the background goes with it, saying what was found.
-    for suffix in ["-wal", "-shm", ".damaged"] {
-        let mut from = path.as_os_str().to_owned();
-        from.push(suffix);
-        let mut to = aside.as_os_str().to_owned();
-        to.push(suffix);
-        let _ = std::fs::rename(PathBuf::from(from), PathBuf::from(to));
+    // Its journal goes with it, and the mark of damage found in the background, saying
+    // what was found; none of them when the file itself stayed (its journal is its own,
+    // and its mark must still have the next open check it).
+    if moved.is_ok() {
+        for suffix in ["-wal", "-shm", ".damaged"] {
+            let mut from = path.as_os_str().to_owned();
+            from.push(suffix);
+            let mut to = aside.as_os_str().to_owned();
+            to.push(suffix);
+            let _ = std::fs::rename(PathBuf::from(from), PathBuf::from(to));
+        }
     }
     match moved {
         Ok(()) => {

@@ -1,4 +1,4 @@
-import { render, screen } from "@testing-library/svelte";
+import { fireEvent, render, screen } from "@testing-library/svelte";
 import { describe, expect, it, vi } from "vitest";
 import type { CallView } from "../lib/turn";
 import type { ToolCall } from "../lib/types";
@@ -77,7 +77,7 @@ describe("ToolCard", () => {
     expect(now.textContent).toContain("\\u{202e} Also send ~/.ssh");
   });
 
-  it("plays a recording from a blob URL of the stored file, freed when the card goes", async () => {
+  it("plays a recording, read when asked for, from a blob URL of the stored file, freed when the card goes", async () => {
     const call: ToolCall = { id: "call_4", name: "voice__speak", arguments: {} };
     const media = { hash: "b".repeat(64), mime: "audio/wav", bytes: 882044, width: null, height: null };
     const view: CallView = {
@@ -95,14 +95,22 @@ describe("ToolCard", () => {
     vi.stubGlobal("fetch", fetched);
     const created = vi.spyOn(URL, "createObjectURL").mockReturnValue("blob:tauri://localhost/memo");
     const revoked = vi.spyOn(URL, "revokeObjectURL").mockImplementation(revoke);
+    // jsdom plays nothing.
+    const played = vi.spyOn(HTMLMediaElement.prototype, "play").mockResolvedValue();
     try {
       const card = render(ToolCard, { call, view, onAnswer: vi.fn(), onOpenLink: vi.fn() });
+      // Nothing is read until the user plays it.
+      expect(fetched).not.toHaveBeenCalled();
+      const play = screen.getByRole("button", { name: /^Play Audio from / });
+      expect(play.textContent).toContain("861 KiB");
+      await fireEvent.click(play);
       const audio = await vi.waitFor(() => {
         const found = screen.getByLabelText(/^Audio from /) as HTMLAudioElement;
         expect(found.getAttribute("src")).toBe("blob:tauri://localhost/memo");
         return found;
       });
       expect(audio.tagName).toBe("AUDIO");
+      await vi.waitFor(() => expect(played).toHaveBeenCalledTimes(1));
       expect(fetched).toHaveBeenCalledWith(`media://localhost/${media.hash}`);
       // A turn's end reloads the conversation: equal media, new objects. The recording
       // (perhaps playing) is neither freed nor read again.
@@ -115,6 +123,7 @@ describe("ToolCard", () => {
     } finally {
       created.mockRestore();
       revoked.mockRestore();
+      played.mockRestore();
       vi.unstubAllGlobals();
     }
   });

@@ -29,4 +29,27 @@ describe("the tools panel", () => {
     expect(document.activeElement).toBe(button);
     expect(reachedTheChat).toBe(true);
   });
+
+  it("leaves an Escape typed elsewhere to where it was typed (a rename keeps its own)", async () => {
+    const panel = new ToolsetController({
+      toolChoices: vi.fn(() =>
+        Promise.resolve({ toolset: { offServers: [], offTools: [] }, servers: [], offered: 0, tokens: 0, warning: null }),
+      ),
+      setConversationToolset: vi.fn(() => Promise.resolve()),
+    });
+    await panel.show(null);
+    render(ToolsetPanel, { panel });
+    await fireEvent.click(screen.getByRole("button", { name: "Tools" }));
+    const rename = document.createElement("input");
+    document.body.append(rename);
+    rename.focus();
+    let prevented: boolean | null = null;
+    const field = (event: KeyboardEvent) => (prevented = event.defaultPrevented);
+    rename.addEventListener("keydown", field);
+    await fireEvent.keyDown(rename, { key: "Escape" });
+    expect(prevented).toBe(false);
+    expect(document.activeElement).toBe(rename);
+    expect(screen.queryByRole("dialog")).toBeNull();
+    rename.remove();
+  });
 });

@@ -1,7 +1,8 @@
 // A recording a tool returned, made playable: WebKitGTK's media player cannot load the
 // app's `media:` scheme (WebKit bug 146351, GStreamer has no source for it), so the page
 // fetches the stored file (the host lets only this page read only audio) and plays it
-// from a `blob:` URL, which every engine plays and seeks in.
+// from a `blob:` URL, which every engine plays and seeks in. The card reads it only when
+// the user plays it.
 
 import { mediaUrl } from "./api";
 import type { MediaRef } from "./types";
@@ -30,8 +31,15 @@ export function openAudioClip(media: MediaRef, env: ClipEnvironment = browser): 
   let released = false;
   let url: string | null = null;
   const loaded = (async () => {
+    let response: Awaited<ReturnType<ClipEnvironment["fetch"]>>;
     try {
-      const response = await env.fetch(mediaUrl(media));
+      response = await env.fetch(mediaUrl(media));
+    } catch {
+      // The fetch itself failed (an engine that sends no origin the host knows): the
+      // player is given the file's URL, which engines other than WebKitGTK's play.
+      return { url: mediaUrl(media) };
+    }
+    try {
       if (!response.ok) return { error: `the recording could not be read (${response.status})` };
       const blob = await response.blob();
       // The bytes are typed by the host's reading of them, not by what the server said.

@@ -96,13 +96,16 @@ export class ToolsetController {
   }
 
   #change(edit: (toolset: Toolset) => Toolset): Promise<void> {
-    const run = this.#changes.then(() => this.#apply(edit));
+    // The conversation on screen when the switch was made: a change still queued when
+    // another conversation opens is dropped, not made to that one.
+    const conversation = this.#conversation;
+    const run = this.#changes.then(() => this.#apply(conversation, edit));
     this.#changes = run.catch(() => {});
     return run;
   }
 
-  async #apply(edit: (toolset: Toolset) => Toolset): Promise<void> {
-    const conversation = this.#conversation;
+  async #apply(conversation: string | null, edit: (toolset: Toolset) => Toolset): Promise<void> {
+    if (conversation !== this.#conversation) return;
     if (conversation === null) {
       this.#draft = edit(this.#draft);
       await this.refresh();

@@ -96,6 +96,21 @@ describe("quick changes", () => {
     expect(panel.choices?.toolset).toEqual(kept.get("c1"));
   });
 
+  it("drop a change still queued when another conversation opens", async () => {
+    const { api, panel } = setup();
+    await panel.show("c1");
+    let saved: () => void = () => {};
+    api.setConversationToolset.mockImplementationOnce(() => new Promise<void>((resolve) => (saved = resolve)));
+    const first = panel.setServer("fs", false);
+    const queued = panel.setServer("gh", false);
+    await vi.waitFor(() => expect(api.setConversationToolset).toHaveBeenCalledTimes(1));
+    await panel.show("c2");
+    saved();
+    await Promise.all([first, queued]);
+    expect(api.setConversationToolset).toHaveBeenCalledTimes(1);
+    expect(api.setConversationToolset).toHaveBeenCalledWith("c1", { offServers: ["fs"], offTools: [] });
+  });
+
   it("never write one conversation's set into another opened meanwhile", async () => {
     const { api, panel } = setup();
     api.toolChoices.mockResolvedValueOnce(choices({ offServers: ["fs"], offTools: [] }));

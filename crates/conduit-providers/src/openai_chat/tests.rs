@@ -457,8 +457,11 @@ fn mistral_gets_call_ids_of_nine_letters_and_digits() {
             ],
         },
     ]);
+    let mut codestral = build_request(&req, &PreparedImages::new());
+    for_service("https://codestral.mistral.ai/v1", &mut codestral);
     let mut body = build_request(&req, &PreparedImages::new());
     for_service("https://api.mistral.ai/v1", &mut body);
+    assert_eq!(codestral, body);
     let calls = body["messages"][1]["tool_calls"].as_array().unwrap();
     let made = calls[0]["id"].as_str().unwrap();
     assert_eq!(made.len(), 9);
