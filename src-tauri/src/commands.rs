@@ -446,9 +446,19 @@ pub async fn answer_question(
             ),
             &url,
         );
-        if !confirmer.ask(&app, &question, "Open") {
-            asker.answer(&id, QuestionReply::Decline)?;
-            return Err(CommandError::message("the page was not opened"));
+        match confirmer.ask_if_free(&app, &question, "Open") {
+            Some(true) => {}
+            Some(false) => {
+                asker.answer(&id, QuestionReply::Decline)?;
+                return Err(CommandError::message("the page was not opened"));
+            }
+            // Another confirmation was open: the user said nothing, so the server hears
+            // nothing and the question waits to be answered again.
+            None => {
+                return Err(CommandError::message(
+                    "another confirmation is open: answer it, then open the page again",
+                ));
+            }
         }
         asker.answer(&id, reply)?;
         Ok(open::that_detached(&url)?)

@@ -421,6 +421,65 @@ fn label(field: &FormField) -> &str {
     field.title.as_deref().unwrap_or(&field.name)
 }
 
+/// Whether `text` is what the spec's string `format` names (`email`, `uri`, `date`,
+/// `date-time`); a format it does not name takes any text.
+fn fits_format(text: &str, format: &str) -> bool {
+    let digits =
+        |part: &str, count: usize| part.len() == count && part.bytes().all(|b| b.is_ascii_digit());
+    // `YYYY-MM-DD`, the month and day in range.
+    let date = |text: &str| {
+        let mut parts = text.split('-');
+        let (Some(year), Some(month), Some(day), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return false;
+        };
+        digits(year, 4)
+            && digits(month, 2)
+            && digits(day, 2)
+            && (1..=12).contains(&month.parse::<u8>().unwrap_or(0))
+            && (1..=31).contains(&day.parse::<u8>().unwrap_or(0))
+    };
+    match format {
+        "email" => text.split_once('@').is_some_and(|(local, domain)| {
+            !local.is_empty()
+                && domain.contains('.')
+                && !domain.starts_with('.')
+                && !domain.ends_with('.')
+                && !domain.contains('@')
+                && !text.chars().any(char::is_whitespace)
+        }),
+        "uri" => !text.chars().any(char::is_whitespace) && url::Url::parse(text).is_ok(),
+        "date" => date(text),
+        // RFC 3339: `2026-11-30T06:46:38Z`, `…38.5+01:00`.
+        "date-time" => text
+            .split_once(['T', 't'])
+            .is_some_and(|(day, time)| {
+                let zone_at = time.rfind(['Z', 'z', '+', '-']).unwrap_or(time.len());
+                let (clock, zone) = time.split_at(zone_at);
+                let clock = clock.split_once('.').map_or(clock, |(whole, fraction)| {
+                    if !fraction.is_empty() && fraction.bytes().all(|b| b.is_ascii_digit()) {
+                        whole
+                    } else {
+                        ""
+                    }
+                });
+                let mut hms = clock.split(':');
+                let zone_fits = matches!(zone, "Z" | "z")
+                    || zone.get(1..).is_some_and(|offset| {
+                        offset.split_once(':').is_some_and(|(h, m)| digits(h, 2) && digits(m, 2))
+                    });
+                date(day)
+                    && zone_fits
+                    && matches!(
+                        (hms.next(), hms.next(), hms.next(), hms.next()),
+                        (Some(h), Some(m), Some(sec), None) if digits(h, 2) && digits(m, 2) && digits(sec, 2)
+                    )
+            }),
+        _ => true,
+    }
+}
+
 fn check_value(field: &FormField, value: &Value) -> Result<(), String> {
     let among = |options: &[ChoiceOption], chosen: &str| {
         if options.iter().any(|o| o.value == chosen) {
@@ -433,9 +492,16 @@ fn check_value(field: &FormField, value: &Value) -> Result<(), String> {
         FieldInput::Text {
             min_length,
             max_length,
+            format,
             ..
         } => {
             let text = value.as_str().ok_or("must be text")?;
+            if !text.is_empty()
+                && let Some(format) = format.as_deref()
+                && !fits_format(text, format)
+            {
+                return Err(format!("is not a valid {format}"));
+            }
             let length = text.chars().count() as u64;
             if min_length.is_some_and(|min| length < min) {
                 return Err(format!(
@@ -478,8 +544,12 @@ fn check_value(field: &FormField, value: &Value) -> Result<(), String> {
             ..
         } => {
             let chosen = value.as_array().ok_or("must be a list")?;
-            for item in chosen {
+            for (at, item) in chosen.iter().enumerate() {
                 among(options, item.as_str().ok_or("must be a list of text")?)?;
+                // Each option once: `["a","a"]` met a `minItems` of 2.
+                if chosen[..at].contains(item) {
+                    return Err("names a choice twice".into());
+                }
             }
             let n = chosen.len() as u64;
             if min_items.is_some_and(|min| n < min) || max_items.is_some_and(|max| n > max) {
@@ -565,10 +635,72 @@ mod tests {
             ),
             (json!({"name": "Bo", "age": 3, "ok": "yes"}), "yes or no"),
             (json!({"name": "Bo", "age": 3, "extra": 1}), "no field"),
+            (json!({"name": "Bo", "age": 3, "tags": ["a", "a"]}), "twice"),
+            (
+                json!({"name": "Bo", "age": 3, "email": "not an address"}),
+                "valid email",
+            ),
         ] {
             let refused = answer(bad.clone()).unwrap_err();
             assert!(refused.contains(why), "{bad}: {refused}");
         }
+        assert!(answer(json!({"name": "Bo", "age": 3, "email": "bo@example.org"})).is_ok());
+    }
+
+    /// The spec's four string formats, as every frontend's answer is checked (the
+    /// window's inputs, the terminal's typed text).
+    #[test]
+    fn text_in_a_format_is_checked_against_it() {
+        for (format, good, bad) in [
+            (
+                "email",
+                &["a@b.io", "first.last+tag@mail.example.org"][..],
+                &["a@b", "@b.io", "a b@c.io", "a@.io", "a@b.io.", "a@b@c.io"][..],
+            ),
+            (
+                "uri",
+                &[
+                    "https://example.org/a?b=c",
+                    "mailto:a@b.io",
+                    "urn:isbn:0451450523",
+                ],
+                &["example.org", "/relative/path", "https://exa mple.org"],
+            ),
+            (
+                "date",
+                &["2026-11-30", "2024-02-29"],
+                &[
+                    "2026-13-01",
+                    "2026-11-32",
+                    "26-11-30",
+                    "2026/11/30",
+                    "2026-11-30T00:00",
+                ],
+            ),
+            (
+                "date-time",
+                &[
+                    "2026-11-30T06:46:38Z",
+                    "2026-11-30T06:46:38.125+01:00",
+                    "2026-11-30t06:46:38-05:30",
+                ],
+                &[
+                    "2026-11-30",
+                    "2026-11-30T06:46Z",
+                    "2026-11-30T06:46:38",
+                    "2026-11-30T06:46:38.Z",
+                    "2026-11-30 06:46:38Z",
+                ],
+            ),
+        ] {
+            for text in good {
+                assert!(fits_format(text, format), "{format}: {text}");
+            }
+            for text in bad {
+                assert!(!fits_format(text, format), "{format}: {text}");
+            }
+        }
+        assert!(fits_format("anything at all", "color"));
     }
 
     #[test]

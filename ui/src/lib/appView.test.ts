@@ -264,6 +264,19 @@ describe("a view's session", () => {
     expect((await app.sendMessage({ role: "user", content: [{ type: "text", text: "hi" }] })).isError).toBe(true);
   });
 
+  it("stops asking about a view's links once the user turned down three", async () => {
+    const svc = services({
+      openLink: vi.fn(async () => Promise.reject(new Error("the link was not opened"))),
+    });
+    const { app, viewSide } = await connected(svc);
+    await app.connect(viewSide);
+    for (let asked = 0; asked < 10; asked++) {
+      expect((await app.openLink({ url: "https://example.com/" })).isError).toBe(true);
+    }
+    // The native dialog blocks the whole app: a view asking again at every Cancel held it.
+    expect(svc.openLink).toHaveBeenCalledTimes(3);
+  });
+
   it("a view's call with arguments past the bound never reaches the host", async () => {
     const svc = services();
     const { app, viewSide } = await connected(svc);

@@ -127,6 +127,10 @@ function loadBridge(): Promise<BridgeModule> {
   return bridgeModule;
 }
 
+/** How many of a view's links the user may turn down before it asks no more (until it
+ *  is opened again), as for its tool calls (the host's DECLINES_BEFORE_QUIET). */
+export const LINKS_BEFORE_QUIET = 3;
+
 /** The host's side of one view. */
 export class ViewSession {
   #bridge: AppBridge | null = null;
@@ -134,6 +138,10 @@ export class ViewSession {
   #delivered: { input: boolean; result: boolean } = { input: false, result: false };
   #call: ViewCallData;
   #closed = false;
+  /** Links of this view the user turned down (or could not be asked about): past
+   *  LINKS_BEFORE_QUIET it asks no more. The native dialog blocks the whole app, and a
+   *  view that asked again on every Cancel kept the user from ever reaching the chat. */
+  #linksRefused = 0;
   /** Why the call ended without a result, once it did. */
   #cancelled: string | null = null;
   #cancelSent = false;
@@ -216,11 +224,12 @@ export class ViewSession {
       return answer.result as Awaited<ReturnType<NonNullable<AppBridge["oncalltool"]>>>;
     };
     bridge.onopenlink = async ({ url }) => {
-      if (this.#closed) return { isError: true };
+      if (this.#closed || this.#linksRefused >= LINKS_BEFORE_QUIET) return { isError: true };
       try {
         await this.services.openLink(url);
         return {};
       } catch {
+        this.#linksRefused += 1;
         return { isError: true };
       }
     };
