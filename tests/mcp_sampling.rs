@@ -321,6 +321,34 @@ async fn a_python_server_samples_with_tools_in_both_eras() {
     }
 }
 
+/// A request's real-size images reach the model, and leave nothing in the media folder:
+/// stored there, no message ever referenced them, and a server sending distinct images
+/// filled the disk for a day before the sweep.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sampling_requests_images_reach_the_model_and_leave_no_files() {
+    let setup = setup(
+        json!({"py": python_server("2025-11-25", json!({}))}),
+        vec![Dialect::OpenAiChat.text(&["They match."])],
+    )
+    .await;
+    let running = call(&setup.servers, "py", "compare_frames", json!({}));
+    let question = asked(&setup.asker).await;
+    approve(&setup.asker, &question).await;
+    running.await.unwrap().unwrap();
+    let sent = serde_json::to_string(&setup.llm.requests()[0].body).unwrap();
+    assert_eq!(
+        sent.matches("data:image/png;base64,").count(),
+        2,
+        "both images went to the model"
+    );
+    let media = setup._home.path().join("media");
+    let files: Vec<_> = std::fs::read_dir(&media)
+        .map(|entries| entries.flatten().map(|entry| entry.path()).collect())
+        .unwrap_or_default();
+    assert!(files.is_empty(), "{files:?}");
+    setup.servers.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_provider_in_text_tool_mode_gets_a_sampling_requests_tools_as_text() {
     let setup = setup_with(

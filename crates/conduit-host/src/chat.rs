@@ -426,6 +426,17 @@ impl Host {
         config: ProviderConfig,
         model: &str,
     ) -> Result<Arc<dyn conduit_core::provider::Provider>, ChatError> {
+        self.model_provider_with(choice, config, model, self.media.clone())
+    }
+
+    /// [`Host::model_provider`] reading its images from `media` (a sampling run's own).
+    pub(crate) fn model_provider_with(
+        &self,
+        choice: &ProviderChoice,
+        config: ProviderConfig,
+        model: &str,
+        media: Arc<dyn conduit_core::media::MediaStore>,
+    ) -> Result<Arc<dyn conduit_core::provider::Provider>, ChatError> {
         let tool_mode = match choice {
             ProviderChoice::Saved(id) => self
                 .settings()
@@ -436,7 +447,7 @@ impl Host {
             ProviderChoice::Explicit { .. } => ToolMode::Auto,
         };
         Ok(TextTools::wrap(
-            conduit_providers::build(config, self.media.clone())?,
+            conduit_providers::build(config, media)?,
             tool_mode,
             self.tool_modes.clone(),
             provider_label(choice),

@@ -177,13 +177,20 @@ impl Sampler for Host {
             )
         })?;
         let protocol = config.protocol;
-        let media: Arc<dyn MediaStore> = self.media.clone();
+        // The request's images are held in memory for this run only: stored in the media
+        // folder, no message ever referenced them, so a server sending distinct images
+        // kept the disk filling for a day before the sweep.
+        let media: Arc<dyn MediaStore> = Arc::new(conduit_store::ScratchMediaStore::new(
+            conduit_store::FileMediaStore::new(self.paths.media_dir.clone()),
+            SAMPLING_MEDIA_BYTES,
+        ));
         // Built as a turn's is: a provider in text tool mode gets the tools as text.
         let provider = self
-            .model_provider(
+            .model_provider_with(
                 &crate::chat::ProviderChoice::Saved(pick.provider.clone()),
                 config,
                 &model,
+                media.clone(),
             )
             .map_err(|e| e.to_string())?;
         let request = request.clone();
@@ -218,6 +225,10 @@ impl Sampler for Host {
         gather(model, events, used_ids).await
     }
 }
+
+/// The most bytes of images one sampling run holds in memory: a request is at most 8 MiB
+/// of JSON, so its images, decoded from base64, are at most 6 MiB.
+const SAMPLING_MEDIA_BYTES: usize = 8 * 1024 * 1024;
 
 /// The request's messages in the conversation model. Images are stored like attachments;
 /// a user message of tool results becomes a tool message (as every protocol wants it).
