@@ -3,16 +3,21 @@ import { describe, expect, it, vi } from "vitest";
 import { ToolsetController } from "../lib/toolset.svelte";
 import ToolsetPanel from "./ToolsetPanel.svelte";
 
+/** The panel of a new chat with no tools, on screen. */
+async function shown(): Promise<void> {
+  const panel = new ToolsetController({
+    toolChoices: vi.fn(() =>
+      Promise.resolve({ toolset: { offServers: [], offTools: [] }, servers: [], offered: 0, tokens: 0, warning: null }),
+    ),
+    setConversationToolset: vi.fn(() => Promise.resolve()),
+  });
+  await panel.show(null);
+  render(ToolsetPanel, { panel });
+}
+
 describe("the tools panel", () => {
   it("closes on Escape, focus back on its button, and the Escape goes no further", async () => {
-    const panel = new ToolsetController({
-      toolChoices: vi.fn(() =>
-        Promise.resolve({ toolset: { offServers: [], offTools: [] }, servers: [], offered: 0, tokens: 0, warning: null }),
-      ),
-      setConversationToolset: vi.fn(() => Promise.resolve()),
-    });
-    await panel.show(null);
-    render(ToolsetPanel, { panel });
+    await shown();
     const button = screen.getByRole("button", { name: "Tools" });
     await fireEvent.click(button);
     expect(screen.getByRole("dialog", { name: "Tools for this conversation" })).toBeTruthy();
@@ -31,14 +36,7 @@ describe("the tools panel", () => {
   });
 
   it("leaves an Escape typed elsewhere to where it was typed (a rename keeps its own)", async () => {
-    const panel = new ToolsetController({
-      toolChoices: vi.fn(() =>
-        Promise.resolve({ toolset: { offServers: [], offTools: [] }, servers: [], offered: 0, tokens: 0, warning: null }),
-      ),
-      setConversationToolset: vi.fn(() => Promise.resolve()),
-    });
-    await panel.show(null);
-    render(ToolsetPanel, { panel });
+    await shown();
     await fireEvent.click(screen.getByRole("button", { name: "Tools" }));
     const rename = document.createElement("input");
     document.body.append(rename);
