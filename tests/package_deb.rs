@@ -97,6 +97,11 @@ fn control_data_names_the_package_its_version_and_dependencies() {
         "libssl3",
         "libdbus-1-3",
         "tzdata",
+        // A tool's recording plays through WebKit's GStreamer: WAV and MP3 are parsed by
+        // plugins-good, decoded and sent to the sound card by plugins-base (declared, not
+        // left to what WebKit's own package happens to depend on).
+        "gstreamer1.0-plugins-base",
+        "gstreamer1.0-plugins-good",
         // The binaries' packed relocations need glibc 2.36 (build-support/relr.rs).
         "libc6 (>= 2.36)",
     ] {
@@ -150,6 +155,18 @@ async fn the_unpacked_package_has_its_files_and_starts() {
             "{} is not a PNG",
             png.display()
         );
+    }
+    // Each icon is as wide as its folder says (`256x256@2` is 512 pixels): a 256-pixel
+    // icon under `@2` showed blurred on high-density screens.
+    for folder in std::fs::read_dir(&icons).unwrap().flatten() {
+        let name = folder.file_name().to_string_lossy().into_owned();
+        let (size, scale) = name.split_once('@').unwrap_or((&name, "1"));
+        let width: u32 = size.split('x').next().unwrap().parse().unwrap();
+        let scale: u32 = scale.parse().unwrap();
+        let png = folder.path().join("apps").join(format!("{icon}.png"));
+        let bytes = std::fs::read(&png).unwrap_or_else(|e| panic!("{}: {e}", png.display()));
+        let actual = u32::from_be_bytes(bytes[16..20].try_into().unwrap());
+        assert_eq!(actual, width * scale, "{}", png.display());
     }
 
     // The unpacked CLI runs and says its version.

@@ -156,7 +156,7 @@ impl Host {
     /// unused, logged. A name settings gave that is not such an entry (written by hand:
     /// another secret) is left alone.
     fn drop_headers_entry(&self, id: &str, entry: Option<&str>) {
-        if let Some(entry) = entry.filter(|entry| entry.starts_with(&header_entry_prefix(id)))
+        if let Some(entry) = entry.filter(|entry| is_headers_entry_of(id, entry))
             && let Err(error) = self.secrets().delete(entry)
         {
             tracing::warn!(%error, "header values no provider names stay in the secret store");
@@ -176,7 +176,7 @@ impl Host {
         let entry = saved
             .headers_secret
             .as_deref()
-            .filter(|entry| entry.starts_with(&header_entry_prefix(&saved.id)));
+            .filter(|entry| is_headers_entry_of(&saved.id, entry));
         if !saved.stored_headers.is_empty()
             && let Some(entry) = entry
             && let Some(text) = self.secrets().get(entry)?
@@ -334,6 +334,15 @@ fn header_entry_prefix(id: &str) -> String {
     format!("provider-headers:{id}:")
 }
 
+/// Whether `entry` names one of provider `id`'s entries of header values: its prefix and
+/// a random id, nothing more. A prefix alone let provider `a` borrow (and delete) the
+/// values of provider `a:b` through a hand-written `provider-headers:a:b:<id>`.
+fn is_headers_entry_of(id: &str, entry: &str) -> bool {
+    entry
+        .strip_prefix(&header_entry_prefix(id))
+        .is_some_and(|rest| rest.len() == 32 && rest.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
 /// A new entry name for provider `id`'s header values.
 fn new_headers_entry(id: &str) -> String {
     format!(
@@ -471,9 +480,11 @@ impl Host {
                     if !(input.base_url.starts_with("http://")
                         || input.base_url.starts_with("https://"))
                     {
+                        // Masked: the URL was restored with the stored secrets the
+                        // window never had (a hand-written `HTTPS://user:token@…`).
                         return Err(SettingsError::Invalid(format!(
                             "the base URL {:?} must start with http:// or https://",
-                            input.base_url
+                            crate::window_guard::mask_url(&input.base_url)
                         ))
                         .into());
                     }
@@ -531,10 +542,10 @@ impl Host {
                         old_key = self.secrets().get(&secret_name)?;
                         self.secrets().delete(&secret_name)?;
                         tracing::info!(provider = %input.id, "provider moved to another server: its stored key was removed");
-                        key_after = key.map(str::to_owned);
-                    } else if let Some(key) = key {
-                        self.secrets().set(&secret_name, key)?;
                     }
+                    // Stored once the settings are written: a save that fails (another
+                    // program changed the file meanwhile) keeps the old key.
+                    key_after = key.map(str::to_owned);
                     Ok("provider updated")
                 }
                 None if input.headers.values().any(|value| value == MASKED) => Err(
@@ -1191,6 +1202,23 @@ mod tests {
         host.remove_provider("p").unwrap();
         let left: Vec<String> = entries().into_iter().map(|(name, _)| name).collect();
         assert_eq!(left, [orphaned]);
+
+        // Another provider's entry that starts like this one's (provider `p:q`'s) is
+        // not this one's.
+        let id = "0123456789abcdef0123456789abcdef";
+        assert!(is_headers_entry_of(
+            "p",
+            &format!("provider-headers:p:{id}")
+        ));
+        assert!(!is_headers_entry_of(
+            "p",
+            &format!("provider-headers:p:q:{id}")
+        ));
+        assert!(!is_headers_entry_of("p", "provider-headers:p:"));
+        assert!(!is_headers_entry_of(
+            "p",
+            &format!("provider-headers:p:{id}0")
+        ));
     }
 
     /// The secret store's entry that settings name for provider `id`'s header values.
@@ -1322,6 +1350,38 @@ mod tests {
         );
         // An unknown provider is an error, and nothing is deleted.
         assert!(host.remove_provider("x").is_err());
+    }
+
+    /// A base URL written by hand with its scheme in capitals and a token in it: the
+    /// window gets it masked, and a save of it back is refused without the token in the
+    /// error (the check ran on the URL restored with its secrets, and printed it whole).
+    #[test]
+    fn a_refused_base_url_is_named_masked() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = host_with_file_secrets(dir.path());
+        let secret_url = "HTTPS://team:tok-0123456789abcdef@proxy.example/v1";
+        std::fs::write(
+            &host.paths().settings_file,
+            serde_json::json!({"providers": [{"id": "p", "protocol": "openai-chat", "baseUrl": secret_url}]})
+                .to_string(),
+        )
+        .unwrap();
+        let shown = host.list_providers().unwrap()[0].settings.base_url.clone();
+        assert!(!shown.contains("tok-0123456789abcdef"), "{shown}");
+        let refused = host
+            .save_provider(ProviderInput {
+                id: "p".into(),
+                protocol: Protocol::OpenAiChat,
+                base_url: shown,
+                default_model: None,
+                headers: Default::default(),
+                api_key: None,
+                is_new: false,
+            })
+            .unwrap_err()
+            .to_string();
+        assert!(refused.contains("must start with"), "{refused}");
+        assert!(!refused.contains("tok-0123456789abcdef"), "{refused}");
     }
 
     #[tokio::test]

@@ -40,10 +40,10 @@ pub fn open(file: PathBuf) -> Box<dyn SecretStore> {
     let choice = std::env::var(STORE_ENV).unwrap_or_default();
     match choice.as_str() {
         "file" => Box::new(FileSecrets::new(file)),
-        "keychain" => Box::new(KeychainSecrets),
+        "keychain" => Box::new(KeychainSecrets::beside(file)),
         _ => {
             if KeychainSecrets::answers() {
-                Box::new(KeychainSecrets)
+                Box::new(KeychainSecrets::beside(file))
             } else {
                 tracing::info!(file = %file.display(), "no keychain answers; secrets go to a private file");
                 Box::new(FileSecrets::new(file))
@@ -53,9 +53,29 @@ pub fn open(file: PathBuf) -> Box<dyn SecretStore> {
 }
 
 /// The OS keychain (Secret Service on Linux, Keychain on macOS, Credential Manager on Windows).
-pub struct KeychainSecrets;
+pub struct KeychainSecrets {
+    /// The private file a process without a keychain (the CLI over SSH, from cron) keeps
+    /// its secrets in: a delete reaches it too. Deleted from the keychain alone, a key
+    /// the file held went on to the next provider of that id where the file is read.
+    file: FileSecrets,
+}
 
 impl KeychainSecrets {
+    fn beside(file: PathBuf) -> Self {
+        Self {
+            file: FileSecrets::new(file),
+        }
+    }
+
+    /// Deletes `name` from the private file, when there is one (none is made).
+    fn delete_left_in_file(&self, name: &str) -> Result<(), SecretError> {
+        if self.file.path.exists() {
+            self.file.delete(name)
+        } else {
+            Ok(())
+        }
+    }
+
     fn entry(name: &str) -> Result<keyring::Entry, SecretError> {
         keyring::Entry::new(KEYRING_SERVICE, name).map_err(SecretError::Keychain)
     }
@@ -84,9 +104,10 @@ impl SecretStore for KeychainSecrets {
 
     fn delete(&self, name: &str) -> Result<(), SecretError> {
         match Self::entry(name)?.delete_credential() {
-            Ok(()) | Err(keyring::Error::NoEntry) => Ok(()),
-            Err(e) => Err(SecretError::Keychain(e)),
+            Ok(()) | Err(keyring::Error::NoEntry) => {}
+            Err(e) => return Err(SecretError::Keychain(e)),
         }
+        self.delete_left_in_file(name)
     }
 
     fn describe(&self) -> String {
@@ -176,6 +197,30 @@ impl SecretStore for FileSecrets {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    /// A key the CLI kept in the file (no keychain over SSH) is deleted by the app's
+    /// delete too, which used to reach the keychain alone: the next provider of that id
+    /// got it wherever the file is read.
+    /// (The keychain's own delete needs a keychain, which tests do not have; a mock one
+    /// would be the whole process's.)
+    #[test]
+    fn a_keychain_delete_reaches_the_file_a_process_without_one_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("secrets.json");
+        FileSecrets::new(path.clone())
+            .set("provider:work", "sk-set-over-ssh")
+            .unwrap();
+        KeychainSecrets::beside(path.clone())
+            .delete_left_in_file("provider:work")
+            .unwrap();
+        assert_eq!(FileSecrets::new(path).get("provider:work").unwrap(), None);
+        // No file: nothing to delete, and none made.
+        let absent = dir.path().join("absent.json");
+        KeychainSecrets::beside(absent.clone())
+            .delete_left_in_file("x")
+            .unwrap();
+        assert!(!absent.exists());
+    }
 
     #[test]
     fn the_file_store_keeps_secrets_private() {

@@ -266,6 +266,33 @@ fn shown_name(name: &str) -> String {
 /// The most of the settings file Conduit reads (a real one is a few KiB).
 const MAX_SETTINGS_BYTES: u64 = 8 * 1024 * 1024;
 
+/// A settings error's message with the values it quotes left out: serde quotes the value
+/// of a wrong type (`invalid type: string "Authorization: Bearer sk-…", expected a map`),
+/// and the message goes to the window and the log.
+fn values_hidden(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut quoted = false;
+    let mut escaped = false;
+    for c in message.chars() {
+        // serde quotes as Rust's `{:?}` does: `\"` is inside the value.
+        if quoted && (escaped || c == '\\') {
+            escaped = !escaped && c == '\\';
+            continue;
+        }
+        if c == '"' {
+            if quoted {
+                out.push_str("…\"");
+            } else {
+                out.push('"');
+            }
+            quoted = !quoted;
+        } else if !quoted {
+            out.push(c);
+        }
+    }
+    out
+}
+
 impl Settings {
     /// Reads `path`; a missing file is empty settings. A file that does not parse is an
     /// error naming line and column, and is never overwritten by Conduit.
@@ -294,7 +321,11 @@ impl Settings {
             path: path.display().to_string(),
             line: e.line(),
             column: e.column(),
-            message: conduit_files::json_error_message(&e),
+            message: if e.classify() == serde_json::error::Category::Data {
+                values_hidden(&conduit_files::json_error_message(&e))
+            } else {
+                conduit_files::json_error_message(&e)
+            },
         })?;
         Ok((settings, Some(files::fingerprint_bytes(&bytes))))
     }
@@ -552,7 +583,7 @@ impl Settings {
         {
             return Err(SettingsError::Invalid(format!(
                 "the base URL {:?} must start with http:// or https://",
-                provider.base_url
+                crate::window_guard::mask_url(&provider.base_url)
             )));
         }
         if self.providers.iter().any(|p| p.id == provider.id) {
@@ -670,6 +701,18 @@ mod tests {
             "{err}"
         );
         assert_eq!(std::fs::read_to_string(&path).unwrap(), broken);
+
+        // A value of the wrong type is not quoted: it may be a token.
+        let wrong = r#"{"providers": [{"id": "p", "protocol": "openai-chat", "baseUrl": "https://x/v1", "headers": "Authorization: Bearer sk-live-0123456789"}]}"#;
+        std::fs::write(&path, wrong).unwrap();
+        let err = Settings::load(&path).unwrap_err().to_string();
+        assert!(!err.contains("sk-live-0123456789"), "{err}");
+        assert!(err.contains("invalid type: string"), "{err}");
+        assert_eq!(values_hidden(r#"a "b" c "d""#), r#"a "…" c "…""#);
+        assert_eq!(
+            values_hidden(r#"string "x\"y\\", expected a map"#),
+            r#"string "…", expected a map"#
+        );
     }
 
     #[test]

@@ -466,13 +466,9 @@ impl HttpClient {
                 }
             };
             let mut events = match not_a_stream(response, settings.read_timeout, limits).await {
-                Answer::Stream(response) => decode_sse_limited(
-                    response.bytes_stream(),
-                    decoder,
-                    settings.read_timeout,
-                    limits,
-                ),
-                Answer::Mislabelled(first, response) => decode_sse_limited(
+                // One stream type for both (each is a decoding pipeline per protocol in
+                // the binary): an event stream is one whose first piece is still to come.
+                Answer::Stream(first, response) => decode_sse_limited(
                     futures::stream::once(async move { Ok::<_, reqwest::Error>(first) })
                         .chain(response.bytes_stream()),
                     decoder,
@@ -500,11 +496,9 @@ impl HttpClient {
 
 /// What a successful answer turned out to be.
 enum Answer {
-    /// An event stream, still to be read.
-    Stream(reqwest::Response),
-    /// An event stream labelled as JSON (its first bytes are an event's): read as it
-    /// comes, its first piece already read.
-    Mislabelled(bytes::Bytes, reqwest::Response),
+    /// An event stream, still to be read after what was read of it (nothing, or the first
+    /// piece of one labelled as JSON, whose first bytes are an event's).
+    Stream(bytes::Bytes, reqwest::Response),
     /// An event stream labelled as JSON, read whole.
     Read(bytes::Bytes),
     /// A page or a JSON document where the event stream should be: a proxy's or
@@ -527,7 +521,7 @@ async fn not_a_stream(
         .to_ascii_lowercase();
     let is_json = content_type.starts_with("application/json");
     if !is_json && !content_type.starts_with("text/html") {
-        return Answer::Stream(response);
+        return Answer::Stream(bytes::Bytes::new(), response);
     }
     let status = response.status().as_u16();
     let mut response = response;
@@ -537,7 +531,7 @@ async fn not_a_stream(
     let first = if is_json {
         match tokio::time::timeout(read_timeout, response.chunk()).await {
             Ok(Ok(Some(first))) if starts_like_events(&first) => {
-                return Answer::Mislabelled(first, response);
+                return Answer::Stream(first, response);
             }
             Ok(Ok(Some(first))) => first.to_vec(),
             Ok(Ok(None)) => Vec::new(),
