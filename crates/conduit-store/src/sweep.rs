@@ -14,6 +14,10 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::history::{Store, StoreError};
 
+/// How long after the history opens its upkeep (the whole-file check, the media sweep)
+/// starts.
+pub const UPKEEP_DELAY: Duration = Duration::from_secs(20);
+
 /// How old an unreferenced media file must be before the sweep removes it. A file is
 /// unreferenced while it waits for its message: an attachment while the user writes, a
 /// tool's image while its turn runs, in this process or in another one (the `conduit`
@@ -150,16 +154,26 @@ impl Store {
         Ok(())
     }
 
-    /// Once per process, on a thread of its own (they read the whole file and the whole
+    /// Once per process, some seconds after the history opened ([`UPKEEP_DELAY`]), on a
+    /// thread of its own (they read the whole file and the whole
     /// folder, which must neither hold up the window nor take an async worker): checks
     /// the whole database ([`Store::check_whole`]), then sweeps the media folder
     /// ([`Store::sweep_media`] with [`MEDIA_GRACE`]) unless the database was found
     /// damaged (its references may not all read). What each did is logged.
     pub fn upkeep_in_background(self: &Arc<Self>) {
-        let store = Arc::clone(self);
+        // Held weakly while it waits: a store dropped meanwhile (a command that ended)
+        // gets no upkeep, and keeps no lease open for it.
+        let store = Arc::downgrade(self);
         let spawned = std::thread::Builder::new()
             .name("conduit-history-upkeep".into())
             .spawn(move || {
+                // After the start has settled: reading a history of gigabytes competed
+                // with the window's start for the disk and the cores, and a `conduit`
+                // command of a few seconds ends before it, its reading wasted.
+                std::thread::sleep(UPKEEP_DELAY);
+                let Some(store) = store.upgrade() else {
+                    return;
+                };
                 let started = Instant::now();
                 match store.check_whole() {
                     Ok(None) => tracing::info!(
