@@ -389,6 +389,51 @@ async fn a_views_calls_reach_only_its_own_app_tools_under_their_policy() {
     app.shutdown().await;
 }
 
+/// A view's call still running when the view closes stops with it (the server hears a
+/// cancellation), instead of running on to the call's cap for a view nobody sees.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_views_call_stops_when_the_view_closes() {
+    let llm = scripted().await;
+    let (home, reports) = probe_home(Some(&llm));
+    let app = app_at(home.path());
+    let view = probe_view(&app, &llm).await;
+    let calling = {
+        let (app, token) = (app.clone(), view.token.clone());
+        tokio::spawn(async move {
+            app.call_from_view(&token, "probe_wait", json!({"seconds": 600}), |_| async {
+                true
+            })
+            .await
+        })
+    };
+    let reported = |what: &str| {
+        std::fs::read_to_string(&reports)
+            .unwrap_or_default()
+            .contains(&format!(r#""what": "{what}""#))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !reported("waiting") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the call never started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    app.views().close(&view.token);
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(60), calling)
+        .await
+        .expect("the call ended when its view closed")
+        .unwrap();
+    assert!(ended.is_err(), "{ended:?}");
+    while !reported("cancelled") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server never heard the cancellation"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn app_only_tools_never_reach_a_model_and_a_views_context_goes_with_the_next_message() {
     let chat = Dialect::OpenAiChat;

@@ -252,6 +252,9 @@ struct OpenView {
     opened: u64,
     /// What the view last asked the model to know (`ui/update-model-context`).
     context: Option<String>,
+    /// Cancelled when the view closes (unmounted, its conversation deleted, pushed out by
+    /// newer views): its calls stop with it instead of running on to their cap.
+    stop: CancellationToken,
 }
 
 /// What came of asking the user about a view's call.
@@ -359,8 +362,9 @@ impl AppViews {
                 .iter()
                 .min_by_key(|(_, v)| v.opened)
                 .map(|(token, _)| token.clone())
+            && let Some(gone) = open.remove(&oldest)
         {
-            open.remove(&oldest);
+            gone.stop.cancel();
         }
         open.insert(
             token.clone(),
@@ -373,6 +377,7 @@ impl AppViews {
                 view,
                 opened,
                 context: None,
+                stop: CancellationToken::new(),
             },
         );
         token
@@ -388,17 +393,29 @@ impl AppViews {
         self.open.lock().contains_key(token)
     }
 
-    /// Forgets a view the window unmounted.
+    /// Forgets a view the window unmounted; its calls still running stop.
     pub fn close(&self, token: &str) {
-        self.open.lock().remove(token);
+        if let Some(gone) = self.open.lock().remove(token) {
+            gone.stop.cancel();
+        }
+    }
+
+    /// The token cancelled when the view of `token` closes; `None` when it is not open.
+    fn stop_of(&self, token: &str) -> Option<CancellationToken> {
+        self.open.lock().get(token).map(|view| view.stop.clone())
     }
 
     /// Closes the views of a deleted conversation and forgets its calls: its views stop
-    /// at once (their tokens serve and call nothing), and none opens again by call id.
+    /// at once (their tokens serve and call nothing, their calls running stop), and none
+    /// opens again by call id.
     pub fn close_conversation(&self, conversation: &str) {
-        self.open
-            .lock()
-            .retain(|_, view| view.conversation.as_deref() != Some(conversation));
+        self.open.lock().retain(|_, view| {
+            let keep = view.conversation.as_deref() != Some(conversation);
+            if !keep {
+                view.stop.cancel();
+            }
+            keep
+        });
         let mut ran = self.ran.lock();
         ran.origins.retain(|_, on| on.conversation != conversation);
         let RanCalls { order, origins } = &mut *ran;
@@ -868,10 +885,11 @@ impl App {
             }
         }
         tracing::info!(%server, %tool, "a view calls a tool");
+        let stop = self.views().stop_of(token).ok_or(ViewCallError::Closed)?;
         // Kept only while a second send may be needed (HTTP servers).
         let again = reconnect.map(|reconnect| (reconnect, arguments.clone()));
         let called = match (
-            apps::call_for_view(&connection, tool, arguments).await,
+            apps::call_for_view(&connection, tool, arguments, stop.clone()).await,
             again,
         ) {
             // A 404 for the session: the call did not run. It goes on the new session
@@ -913,7 +931,7 @@ impl App {
                     tracing::info!(%server, %tool, "a view's call was refused: its Settings changed while its server connected again");
                     return Err(failed(format!("{why}; it did not run")));
                 }
-                apps::call_for_view(&connection, tool, arguments).await
+                apps::call_for_view(&connection, tool, arguments, stop).await
             }
             (called, _) => called,
         };

@@ -79,11 +79,13 @@ impl From<&rmcp::model::Tool> for ServerTool {
 
 /// Calls `tool` for a view and answers what the view gets: the result as MCP's JSON
 /// (`content`, `structuredContent`, `isError`), without `_meta` (for neither the view
-/// nor the model). A failure is the error the view's request gets.
+/// nor the model). A failure is the error the view's request gets. `stop` is the view's:
+/// cancelled when it closes, so its calls do not run on to their cap.
 pub async fn call_for_view(
     connection: &Connection,
     tool: &str,
     arguments: Value,
+    stop: tokio_util::sync::CancellationToken,
 ) -> Result<Value, McpError> {
     let arguments = match arguments {
         Value::Object(map) => map,
@@ -96,12 +98,7 @@ pub async fn call_for_view(
     };
     let progress: conduit_core::tool::ProgressSink = std::sync::Arc::new(|_| {});
     let result = connection
-        .call_tool(
-            tool,
-            arguments,
-            progress,
-            tokio_util::sync::CancellationToken::new(),
-        )
+        .call_tool(tool, arguments, progress, stop)
         .await?;
     let mut json = serde_json::to_value(&result).map_err(|e| McpError::Other(e.to_string()))?;
     if let Some(object) = json.as_object_mut() {
