@@ -459,7 +459,10 @@ impl Host {
         // provider that moves is stored only after settings name the new server.
         let (mut new_entry, mut old_entry) = (None, None);
         let mut key_after = None;
+        // The key stored before this save, to be put back if the settings cannot be
+        // written, and whether this save stored a new one in its place meanwhile.
         let mut old_key = None;
+        let mut replaced_key = false;
         let outcome = self.update_settings(|settings| {
             let saved_url = settings
                 .providers
@@ -542,10 +545,15 @@ impl Host {
                         old_key = self.secrets().get(&secret_name)?;
                         self.secrets().delete(&secret_name)?;
                         tracing::info!(provider = %input.id, "provider moved to another server: its stored key was removed");
+                        key_after = key.map(str::to_owned);
+                    } else if let Some(key) = key {
+                        // Stored now (a keychain that refuses leaves the provider as it
+                        // was), and put back as it was if the settings write fails (another
+                        // program changed the file meanwhile).
+                        old_key = self.secrets().get(&secret_name)?;
+                        self.secrets().set(&secret_name, key)?;
+                        replaced_key = true;
                     }
-                    // Stored once the settings are written: a save that fails (another
-                    // program changed the file meanwhile) keeps the old key.
-                    key_after = key.map(str::to_owned);
                     Ok("provider updated")
                 }
                 None if input.headers.values().any(|value| value == MASKED) => Err(
@@ -580,9 +588,13 @@ impl Host {
             Ok(outcome) => outcome,
             Err(error) => {
                 self.drop_headers_entry(&id, new_entry.as_deref());
-                if let Some(key) = old_key
-                    && let Err(put_back) = self.secrets().set(&provider_secret_name(&id), &key)
-                {
+                let name = provider_secret_name(&id);
+                let put_back = match old_key {
+                    Some(key) => self.secrets().set(&name, &key),
+                    None if replaced_key => self.secrets().delete(&name),
+                    None => Ok(()),
+                };
+                if let Err(put_back) = put_back {
                     tracing::error!(provider = %id, error = %put_back, "the provider's key could not be put back after its settings were not written");
                 }
                 return Err(error);
@@ -1311,6 +1323,88 @@ mod tests {
             Box::new(crate::secrets::FileSecrets::new(home.join("secrets.json")));
         assert!(host.secrets.set(file_store).is_ok());
         host
+    }
+
+    /// A secret store whose first `set` is answered while an editor saves the settings
+    /// file (the keychain's unlock prompt stood open meanwhile).
+    struct EditedDuringPrompt {
+        file: crate::secrets::FileSecrets,
+        settings: std::path::PathBuf,
+        edited: std::sync::atomic::AtomicBool,
+    }
+
+    impl crate::secrets::SecretStore for EditedDuringPrompt {
+        fn get(&self, name: &str) -> Result<Option<String>, crate::secrets::SecretError> {
+            self.file.get(name)
+        }
+        fn set(&self, name: &str, value: &str) -> Result<(), crate::secrets::SecretError> {
+            if !self.edited.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                let text = std::fs::read_to_string(&self.settings).unwrap();
+                std::fs::write(&self.settings, text.replace('}', ", \"mine\": 1}")).unwrap();
+            }
+            self.file.set(name, value)
+        }
+        fn delete(&self, name: &str) -> Result<(), crate::secrets::SecretError> {
+            self.file.delete(name)
+        }
+        fn describe(&self) -> String {
+            self.file.describe()
+        }
+    }
+
+    /// A new key for the same server, whose save is refused because an editor saved the
+    /// settings meanwhile, leaves the old key in place (and a provider that had none, none).
+    #[test]
+    fn a_refused_save_keeps_the_key_the_provider_had() {
+        for old in [Some("sk-old"), None] {
+            let dir = tempfile::tempdir().unwrap();
+            let host = Host::new(crate::Paths::under_home(dir.path().to_owned(), None));
+            let settings = host.paths().settings_file.clone();
+            std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+            std::fs::write(
+                &settings,
+                serde_json::json!({"providers": [{"id": "p", "protocol": "openai-chat", "baseUrl": "https://api.example/v1"}]})
+                    .to_string(),
+            )
+            .unwrap();
+            let file = crate::secrets::FileSecrets::new(dir.path().join("secrets.json"));
+            if let Some(old) = old {
+                crate::secrets::SecretStore::set(&file, &crate::provider_secret_name("p"), old)
+                    .unwrap();
+            }
+            let store: Box<dyn crate::secrets::SecretStore> = Box::new(EditedDuringPrompt {
+                file,
+                settings: settings.clone(),
+                edited: Default::default(),
+            });
+            assert!(host.secrets.set(store).is_ok());
+            let refused = host.save_provider(ProviderInput {
+                id: "p".into(),
+                protocol: Protocol::OpenAiChat,
+                base_url: "https://api.example/v1".into(),
+                // Something besides the key changes: the settings are written.
+                default_model: Some("m2".into()),
+                headers: Default::default(),
+                api_key: Some("sk-new".into()),
+                is_new: false,
+            });
+            assert!(
+                matches!(
+                    refused,
+                    Err(ProvidersError::Settings(
+                        SettingsError::ChangedMeanwhile { .. }
+                    ))
+                ),
+                "{refused:?}"
+            );
+            assert_eq!(
+                host.secrets()
+                    .get(&crate::provider_secret_name("p"))
+                    .unwrap()
+                    .as_deref(),
+                old
+            );
+        }
     }
 
     /// A key left under a provider's id (its removal could not delete it, or settings

@@ -1,5 +1,5 @@
 //! A server's sampling request run on one of the user's providers: the request into the
-//! conversation model (images stored like attachments, tool uses and results as calls and
+//! conversation model (images held in memory for the run, tool uses and results as calls and
 //! results), one model response streamed and gathered into the answer the server gets.
 //! Tools offered in the request are never run here: the model's tool uses go back to the
 //! server, which runs them. Whether a request runs at all is the frontend's decision (see
@@ -230,7 +230,7 @@ impl Sampler for Host {
 /// of JSON, so its images, decoded from base64, are at most 6 MiB.
 const SAMPLING_MEDIA_BYTES: usize = 8 * 1024 * 1024;
 
-/// The request's messages in the conversation model. Images are stored like attachments;
+/// The request's messages in the conversation model. Images go to `media` (the run's own);
 /// a user message of tool results becomes a tool message (as every protocol wants it).
 pub fn model_messages(
     request: &SamplingRequest,

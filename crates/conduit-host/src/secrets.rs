@@ -67,13 +67,15 @@ impl KeychainSecrets {
         }
     }
 
-    /// Deletes `name` from the private file, when there is one (none is made).
+    /// Deletes `name` from the private file, when there is one (none is made). A file
+    /// that does not read hands no key to anyone: logged, and the delete stands.
     fn delete_left_in_file(&self, name: &str) -> Result<(), SecretError> {
-        if self.file.path.exists() {
-            self.file.delete(name)
-        } else {
-            Ok(())
+        if self.file.path.exists()
+            && let Err(error) = self.file.delete(name)
+        {
+            tracing::warn!(%error, "a secret deleted from the keychain could not be deleted from the private file too");
         }
+        Ok(())
     }
 
     fn entry(name: &str) -> Result<keyring::Entry, SecretError> {
@@ -213,7 +215,12 @@ mod tests {
         KeychainSecrets::beside(path.clone())
             .delete_left_in_file("provider:work")
             .unwrap();
-        assert_eq!(FileSecrets::new(path).get("provider:work").unwrap(), None);
+        assert_eq!(FileSecrets::new(path.clone()).get("provider:work").unwrap(), None);
+        // A file that does not read: the delete stands.
+        std::fs::write(&path, "not json").unwrap();
+        KeychainSecrets::beside(path.clone())
+            .delete_left_in_file("provider:work")
+            .unwrap();
         // No file: nothing to delete, and none made.
         let absent = dir.path().join("absent.json");
         KeychainSecrets::beside(absent.clone())
