@@ -633,6 +633,14 @@ impl App {
             Some(conduit_mcp::runtime::RunningFrom::Entry(conduit_mcp::config::Transport::Http { url, .. }))
                 if !conduit_mcp::config::url_on_this_machine(url)
         );
+        // Beyond the local network too: its view may not reach the network's devices
+        // either (a router's console, a NAS). A server on the network may.
+        let beyond_the_network = matches!(
+            slot.as_ref().and_then(|s| s.from.as_ref()),
+            Some(conduit_mcp::runtime::RunningFrom::Entry(conduit_mcp::config::Transport::Http { url, .. }))
+                if !conduit_mcp::config::url_on_this_machine(url)
+                    && !conduit_mcp::config::url_on_local_network(url)
+        );
         let ready = slot.and_then(|slot| {
             let found = slot
                 .tools
@@ -676,7 +684,7 @@ impl App {
             None => match apps::read_view(&connection, &uri).await {
                 Ok(mut view) => {
                     if elsewhere {
-                        view.domains.keep_off_this_machine();
+                        view.domains.keep_off_this_machine(beyond_the_network);
                     }
                     let view = Arc::new(view);
                     self.views()

@@ -215,7 +215,10 @@ mod tests {
         KeychainSecrets::beside(path.clone())
             .delete_left_in_file("provider:work")
             .unwrap();
-        assert_eq!(FileSecrets::new(path.clone()).get("provider:work").unwrap(), None);
+        assert_eq!(
+            FileSecrets::new(path.clone()).get("provider:work").unwrap(),
+            None
+        );
         // A file that does not read: the delete stands.
         std::fs::write(&path, "not json").unwrap();
         KeychainSecrets::beside(path.clone())

@@ -162,13 +162,18 @@ impl ViewDomains {
         }
     }
 
-    /// Drops the origins on this machine (`localhost`, `127.0.0.1`, any scheme), naming
+    /// Drops the origins on this machine (`localhost`, `127.0.0.1`, any scheme), and with
+    /// `and_its_network` those on the local network (`192.168.1.1`, `nas.local`), naming
     /// them as dropped: the view of a server elsewhere must not reach the user's local
-    /// services (a local model server, a database's web console) or probe their ports.
-    pub fn keep_off_this_machine(&mut self) {
+    /// services (a local model server, a database's web console, a router's) or probe
+    /// their ports.
+    pub fn keep_off_this_machine(&mut self, and_its_network: bool) {
         // The one rule of what is on this machine; a wildcard's `*.` is no URL host.
-        let on_this_machine =
-            |origin: &String| crate::config::url_on_this_machine(&origin.replacen("*.", "", 1));
+        let on_this_machine = |origin: &String| {
+            let origin = origin.replacen("*.", "", 1);
+            crate::config::url_on_this_machine(&origin)
+                || (and_its_network && crate::config::url_on_local_network(&origin))
+        };
         for list in [
             &mut self.connect,
             &mut self.resource,
@@ -519,7 +524,7 @@ mod tests {
         })));
         assert_eq!(domains.dropped, ["\"https://*.com\""]);
         assert_eq!(domains.connect.len(), 10);
-        domains.keep_off_this_machine();
+        domains.keep_off_this_machine(true);
         assert_eq!(
             domains.connect,
             ["https://*.example.com", "https://api.example.com"]
@@ -545,6 +550,47 @@ mod tests {
             !policy.contains("localhost") && !policy.contains("127.0.0.1"),
             "{policy}"
         );
+    }
+
+    /// A view of a server beyond the local network reaches none of its devices (a
+    /// router's console, a NAS, a printer); one of a server on that network may.
+    #[test]
+    fn a_view_from_beyond_the_local_network_reaches_none_of_it() {
+        let declared = || {
+            ViewDomains::from_meta(Some(&json!({
+                "connectDomains": [
+                    "https://192.168.1.1",
+                    "https://10.0.0.5:8443",
+                    "https://172.20.0.2",
+                    "https://100.100.1.1",
+                    "https://169.254.169.254",
+                    "https://nas.local",
+                    "https://router.lan",
+                    "https://printer",
+                    "https://svc.home.arpa",
+                    "https://api.example.com",
+                    "https://172.32.0.1",
+                ],
+            })))
+        };
+        let mut far = declared();
+        far.keep_off_this_machine(true);
+        assert_eq!(
+            far.connect,
+            ["https://api.example.com", "https://172.32.0.1"]
+        );
+        assert_eq!(far.dropped.len(), 9, "{:?}", far.dropped);
+        let mut near = declared();
+        near.keep_off_this_machine(false);
+        assert_eq!(near.connect.len(), 11);
+        for (url, local) in [
+            ("https://[fd12::1]/", true),
+            ("https://[fe80::1]/", true),
+            ("https://[2001:db8::1]/", false),
+            ("https://example.com./", false),
+        ] {
+            assert_eq!(crate::config::url_on_local_network(url), local, "{url}");
+        }
     }
 
     #[test]

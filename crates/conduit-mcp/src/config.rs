@@ -250,6 +250,35 @@ pub fn url_on_this_machine(url: &str) -> bool {
     }
 }
 
+/// Whether `url` names the local network: a private, shared (100.64/10) or link-local
+/// IPv4 address, a unique-local or link-local IPv6 one, or a name only a local resolver
+/// answers (one label, or under `.local`, `.lan`, `.internal`, `.home.arpa`,
+/// `.localdomain`). A router's or a NAS's console, a printer.
+pub fn url_on_local_network(url: &str) -> bool {
+    match reqwest::Url::parse(url)
+        .ok()
+        .as_ref()
+        .and_then(reqwest::Url::host)
+    {
+        Some(url::Host::Domain(name)) => {
+            let name = name.trim_end_matches('.').to_ascii_lowercase();
+            !name.contains('.')
+                || [".local", ".lan", ".internal", ".home.arpa", ".localdomain"]
+                    .iter()
+                    .any(|suffix| name.ends_with(suffix))
+        }
+        Some(url::Host::Ipv4(ip)) => {
+            let [a, b, ..] = ip.octets();
+            ip.is_private() || ip.is_link_local() || (a == 100 && (64..128).contains(&b))
+        }
+        Some(url::Host::Ipv6(ip)) => {
+            let first = ip.segments()[0];
+            (first & 0xfe00) == 0xfc00 || (first & 0xffc0) == 0xfe80
+        }
+        None => false,
+    }
+}
+
 /// The file's bytes, if it is a regular file of at most [`MAX_FILE_BYTES`].
 pub fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
     conduit_files::read_regular_file(path, MAX_FILE_BYTES)
