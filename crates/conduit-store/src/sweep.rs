@@ -154,12 +154,12 @@ impl Store {
         Ok(())
     }
 
-    /// Once per process, some seconds after the history opened ([`UPKEEP_DELAY`]), on a
-    /// thread of its own (they read the whole file and the whole
-    /// folder, which must neither hold up the window nor take an async worker): checks
-    /// the whole database ([`Store::check_whole`]), then sweeps the media folder
-    /// ([`Store::sweep_media`] with [`MEDIA_GRACE`]) unless the database was found
-    /// damaged (its references may not all read). What each did is logged.
+    /// Once per process, [`UPKEEP_DELAY`] after the history opened, on a thread of its
+    /// own (they read the whole file and the whole folder, which must neither hold up the
+    /// window nor take an async worker): checks the whole database
+    /// ([`Store::check_whole`]), then sweeps the media folder ([`Store::sweep_media`] with
+    /// [`MEDIA_GRACE`]) unless the database was found damaged (its references may not all
+    /// read). What each did is logged.
     pub fn upkeep_in_background(self: &Arc<Self>) {
         // Held weakly while it waits: a store dropped meanwhile (a command that ended)
         // gets no upkeep, and keeps no lease open for it.
