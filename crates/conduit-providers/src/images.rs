@@ -97,22 +97,16 @@ pub enum ImageError {
     LeftOut { images: usize, megabytes: usize },
 }
 
-/// The media a request references, in order of first use.
-pub fn referenced_images(messages: &[Message]) -> Vec<MediaRef> {
-    let mut seen = Vec::<MediaRef>::new();
-    let mut add = |media: &MediaRef| {
-        if !seen.iter().any(|m| m.hash == media.hash) {
-            seen.push(media.clone());
-        }
-    };
+/// Calls `visit` with every image `messages` embed, in order, once per place it is used.
+fn each_image(messages: &[Message], mut visit: impl FnMut(&MediaRef)) {
     for message in messages {
         for block in &message.blocks {
             match block {
-                Block::Image { media } => add(media),
+                Block::Image { media } => visit(media),
                 Block::ToolResult(result) => {
                     for part in &result.parts {
                         if let ResultPart::Image { media } = part {
-                            add(media);
+                            visit(media);
                         }
                     }
                 }
@@ -120,6 +114,16 @@ pub fn referenced_images(messages: &[Message]) -> Vec<MediaRef> {
             }
         }
     }
+}
+
+/// The media a request references, in order of first use.
+pub fn referenced_images(messages: &[Message]) -> Vec<MediaRef> {
+    let mut seen = Vec::<MediaRef>::new();
+    each_image(messages, |media| {
+        if !seen.iter().any(|m| m.hash == media.hash) {
+            seen.push(media.clone());
+        }
+    });
     seen
 }
 
@@ -128,27 +132,12 @@ pub fn referenced_images(messages: &[Message]) -> Vec<MediaRef> {
 fn uses(messages: &[Message]) -> HashMap<String, (usize, usize)> {
     let mut uses = HashMap::<String, (usize, usize)>::new();
     let mut place = 0;
-    let mut used = |media: &MediaRef| {
+    each_image(messages, |media| {
         let entry = uses.entry(media.hash.clone()).or_default();
         entry.0 += 1;
         entry.1 = place;
         place += 1;
-    };
-    for message in messages {
-        for block in &message.blocks {
-            match block {
-                Block::Image { media } => used(media),
-                Block::ToolResult(result) => {
-                    for part in &result.parts {
-                        if let ResultPart::Image { media } = part {
-                            used(media);
-                        }
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
+    });
     uses
 }
 
