@@ -400,10 +400,15 @@ pub async fn open_external(
     let confirmer = state.confirmer;
     blocking(move || {
         let question = conduit_host::link_question("Open this link in your browser?", &url);
-        if !confirmer.ask(&app, &question, "Open") {
-            return Err(CommandError::message("the link was not opened"));
+        match confirmer.ask_if_free(&app, &question, "Open") {
+            Some(true) => Ok(open::that_detached(&url)?),
+            Some(false) => Err(CommandError::message("the link was not opened")),
+            // Nobody said no (a view counts the user's refusals, not these): the words
+            // `OTHER_CONFIRMATION_OPEN` in ui/src/lib/appView.ts.
+            None => Err(CommandError::message(
+                "another confirmation is open: answer it, then open the link again",
+            )),
         }
-        Ok(open::that_detached(&url)?)
     })
     .await
 }

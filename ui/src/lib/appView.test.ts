@@ -277,6 +277,20 @@ describe("a view's session", () => {
     expect(svc.openLink).toHaveBeenCalledTimes(3);
   });
 
+  it("does not count a link the dialog could not show as refused", async () => {
+    const svc = services({
+      openLink: vi.fn(async () =>
+        Promise.reject({ message: "another confirmation is open: answer it, then open the link again" }),
+      ),
+    });
+    const { app, viewSide } = await connected(svc);
+    await app.connect(viewSide);
+    for (let asked = 0; asked < 5; asked++) {
+      expect((await app.openLink({ url: "https://example.com/" })).isError).toBe(true);
+    }
+    expect(svc.openLink).toHaveBeenCalledTimes(5);
+  });
+
   it("a view's call with arguments past the bound never reaches the host", async () => {
     const svc = services();
     const { app, viewSide } = await connected(svc);

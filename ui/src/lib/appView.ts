@@ -131,6 +131,10 @@ function loadBridge(): Promise<BridgeModule> {
  *  is opened again), as for its tool calls (the host's DECLINES_BEFORE_QUIET). */
 export const LINKS_BEFORE_QUIET = 3;
 
+/** How the host's `open_external` starts its refusal when the link was not asked about
+ *  because another native confirmation was open (src-tauri/src/commands.rs). */
+const OTHER_CONFIRMATION_OPEN = "another confirmation is open";
+
 /** The host's side of one view. */
 export class ViewSession {
   #bridge: AppBridge | null = null;
@@ -228,8 +232,9 @@ export class ViewSession {
       try {
         await this.services.openLink(url);
         return {};
-      } catch {
-        this.#linksRefused += 1;
+      } catch (e) {
+        // A link the dialog could not show (another confirmation was open) is no refusal.
+        if (!errorMessage(e).startsWith(OTHER_CONFIRMATION_OPEN)) this.#linksRefused += 1;
         return { isError: true };
       }
     };
