@@ -628,19 +628,18 @@ impl App {
             crate::approval::print_of_running(slot.as_ref().and_then(|s| s.from.as_ref()), server);
         // A server reached over the network is elsewhere: its view may not reach this
         // machine's services. A command runs here and reaches them anyway.
-        let elsewhere = matches!(
-            slot.as_ref().and_then(|s| s.from.as_ref()),
-            Some(conduit_mcp::runtime::RunningFrom::Entry(conduit_mcp::config::Transport::Http { url, .. }))
-                if !conduit_mcp::config::url_on_this_machine(url)
-        );
+        let reached_at = match slot.as_ref().and_then(|s| s.from.as_ref()) {
+            Some(conduit_mcp::runtime::RunningFrom::Entry(
+                conduit_mcp::config::Transport::Http { url, .. },
+            )) => Some(url.as_str()),
+            _ => None,
+        };
+        let elsewhere =
+            reached_at.is_some_and(|url| !conduit_mcp::config::url_on_this_machine(url));
         // Beyond the local network too: its view may not reach the network's devices
         // either (a router's console, a NAS). A server on the network may.
-        let beyond_the_network = matches!(
-            slot.as_ref().and_then(|s| s.from.as_ref()),
-            Some(conduit_mcp::runtime::RunningFrom::Entry(conduit_mcp::config::Transport::Http { url, .. }))
-                if !conduit_mcp::config::url_on_this_machine(url)
-                    && !conduit_mcp::config::url_on_local_network(url)
-        );
+        let beyond_the_network = elsewhere
+            && reached_at.is_some_and(|url| !conduit_mcp::config::url_on_local_network(url));
         let ready = slot.and_then(|slot| {
             let found = slot
                 .tools
