@@ -737,3 +737,54 @@ async fn ctrl_c_while_the_servers_start_ends_the_command() {
         "nothing was saved"
     );
 }
+
+/// A history damaged deep inside opens for `conduit repl` (an open reads only its header
+/// and schema); the check of the whole file, 20 s later, finds it and the REPL says so on
+/// stderr, with the file and what the next start does, and goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_repl_says_when_the_history_is_found_damaged_while_it_runs() {
+    let dialect = Dialect::OpenAiChat;
+    let server = ScriptedLlm::start(vec![dialect.text(&["First answer."])])
+        .await
+        .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    conduit_e2e::history_damaged_deep_inside(home.path(), "Notes worth keeping");
+    let argv = repl_argv(&server);
+    let said = tokio::task::spawn_blocking({
+        let home = home.path().to_owned();
+        move || {
+            use std::io::{BufRead, Write};
+            let mut child = std::process::Command::new(&argv[0])
+                .args(&argv[1..])
+                .env("CONDUIT_HOME", &home)
+                .env("CONDUIT_TEST_LLM_KEY", KEY)
+                .env("CONDUIT_SECRET_STORE", "file")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut stdin = child.stdin.take().unwrap();
+            stdin.write_all(b"hello\n").unwrap();
+            // Until the line comes or the REPL ends (its stderr closes).
+            let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+            let said = stderr
+                .by_ref()
+                .map_while(Result::ok)
+                .find(|line| line.contains("is damaged"));
+            drop(stdin);
+            let rest: Vec<String> = stderr.map_while(Result::ok).collect();
+            let status = child.wait().unwrap();
+            (said, (status, rest))
+        }
+    })
+    .await
+    .unwrap();
+    let (said, (status, rest)) = said;
+    let said = said.expect("the REPL never said the history is damaged");
+    let file = home.path().join("history.db");
+    assert!(said.contains(&file.display().to_string()), "{said}");
+    assert!(said.contains("the next start moves it aside"), "{said}");
+    assert!(status.success(), "{status:?}: {rest:?}");
+    assert_eq!(server.requests().len(), 1, "the message went on meanwhile");
+}

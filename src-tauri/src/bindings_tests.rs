@@ -37,7 +37,7 @@ use conduit_host::serve_http::ServeHttpStatus;
 use conduit_host::served::ServeSnippets;
 use conduit_host::settings::ToolPolicy;
 use conduit_host::store::export::Format as ExportFormat;
-use conduit_host::store::{Conversation, MessageStatus, SearchHit, StoredMessage};
+use conduit_host::store::{Conversation, HistoryDamage, MessageStatus, SearchHit, StoredMessage};
 use conduit_host::toolset::{ToolChoices, ToolKey, Toolset, ToolsetServer, ToolsetTool};
 use conduit_host::{AppInfo, Paths};
 use ts_rs::{Config, TS};
@@ -82,6 +82,7 @@ fn generate_types(config: &Config) -> String {
         StoredMessage::decl(config),
         Conversation::decl(config),
         SearchHit::decl(config),
+        HistoryDamage::decl(config),
         ToolAnnotations::decl(config),
         Progress::decl(config),
         Usage::decl(config),

@@ -20,7 +20,7 @@ use conduit_host::serve_http::ServeHttpStatus;
 use conduit_host::served::ServeSnippets;
 use conduit_host::settings::ToolPolicy;
 use conduit_host::store::export::Format as ExportFormat;
-use conduit_host::store::{Conversation, SearchHit, StoredMessage};
+use conduit_host::store::{Conversation, HistoryDamage, SearchHit, StoredMessage};
 use conduit_host::toolset::{ToolChoices, Toolset};
 use conduit_host::window_events::{EventBatch, PULL_WAIT, WindowEvent, WindowMailboxes};
 use conduit_host::{AppInfo, Host};
@@ -70,6 +70,15 @@ window_command! {
 #[tauri::command]
 pub fn app_info(state: tauri::State<'_, AppState>) -> Reply<AppInfo> {
     Ok(state.host().info())
+}
+}
+
+window_command! {
+/// Damage the check of the whole history found while the app has it open, if any: the
+/// file stays in use until the next start moves it aside and begins a new one.
+#[tauri::command]
+pub fn history_damage(state: tauri::State<'_, AppState>) -> Reply<Option<HistoryDamage>> {
+    Ok(state.host().history_damage().borrow().clone())
 }
 }
 

@@ -125,6 +125,7 @@ fn main() -> std::process::ExitCode {
             let handle = handle.handle().clone();
             cache_only_what_is_shown(&handle);
             tauri::async_runtime::spawn(question_events(app.clone(), handle.clone()));
+            tauri::async_runtime::spawn(history_events(app.clone(), handle.clone()));
             // Serve MCP over HTTP if the settings say so.
             let serving = app.clone();
             tauri::async_runtime::spawn(async move {
@@ -200,6 +201,17 @@ async fn mcp_events(app: std::sync::Arc<conduit_host::app::App>, handle: tauri::
             }
             Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
         }
+    }
+}
+
+/// Tells the chat window when the check of the whole history finds it damaged
+/// (`HistoryDamaged`: it asks what was found).
+async fn history_events(app: std::sync::Arc<conduit_host::app::App>, handle: tauri::AppHandle) {
+    use conduit_host::window_events::WindowEvent;
+    let mut damage = app.host().history_damage();
+    // Found once per process at most; a closed sender is the app ending.
+    if damage.wait_for(Option::is_some).await.is_ok() {
+        events::tell(&handle, "main", WindowEvent::HistoryDamaged);
     }
 }
 

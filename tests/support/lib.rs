@@ -268,6 +268,37 @@ pub fn home_with(llm: &llm_server::ScriptedLlm, servers: serde_json::Value) -> t
     home
 }
 
+/// A history in `home` of one conversation titled `title`, 400 long messages, closed (its
+/// journal written into the file), then a page in the middle of it overwritten: an open
+/// reads only the header and schema, so it opens; the check of the whole file, 20 s
+/// later, finds the damage. The damaged file's bytes.
+#[allow(clippy::unwrap_used)]
+pub fn history_damaged_deep_inside(home: &std::path::Path, title: &str) -> Vec<u8> {
+    use conduit_store::{FileMediaStore, MessageStatus, Store};
+    let database = home.join("history.db");
+    {
+        let store = Store::open(&database, FileMediaStore::new(home.join("media"))).unwrap();
+        let id = store.create_conversation(None, None).unwrap();
+        for n in 0..400 {
+            let text = format!("message {n}: {}", "words of an old answer ".repeat(40));
+            store
+                .add_message(
+                    &id,
+                    &conduit_host::core::content::Message::user_text(text),
+                    MessageStatus::Complete,
+                )
+                .unwrap();
+        }
+        store.rename(&id, title).unwrap();
+    }
+    let mut bytes = std::fs::read(&database).unwrap();
+    let page = 4096;
+    let middle = bytes.len() / page / 2 * page;
+    bytes[middle..middle + 64].fill(0xA5);
+    std::fs::write(&database, &bytes).unwrap();
+    bytes
+}
+
 /// Sends `request` through the window's engine and waits (at most a minute) for the turn
 /// to end without an error; the conversation it was saved in.
 #[allow(clippy::panic)]

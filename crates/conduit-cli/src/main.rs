@@ -193,6 +193,7 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
     // Only the command's name: its arguments can hold header values and prompts.
     tracing::debug!(command = cli.command.name(), "conduit started");
     let host = Arc::new(Host::new(paths));
+    tokio::spawn(tell_of_history_damage(host.history_damage()));
 
     match cli.command {
         Command::Paths { json } => {
@@ -204,6 +205,24 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
         Command::Providers { command } => providers::run(host, command).await,
         Command::Sessions { command } => sessions::run(host, command),
         Command::Mcp { command } => mcp::run(host, command).await,
+    }
+}
+
+/// Says on stderr when the check of the whole history, 20 s after a command opened it
+/// (`conduit repl`, `conduit mcp serve` run that long), finds it damaged: the file is used
+/// until the command ends, and the next start moves it aside.
+async fn tell_of_history_damage(
+    mut damage: tokio::sync::watch::Receiver<Option<conduit_host::store::HistoryDamage>>,
+) {
+    let Ok(found) = damage.wait_for(Option::is_some).await else {
+        return;
+    };
+    if let Some(found) = found.as_ref() {
+        eprintln!(
+            "conduit: the history file {} is damaged ({}): the next start moves it aside (kept, not deleted) and begins a new one; export what you want to keep first (conduit sessions export)",
+            terminal::shown(&found.file),
+            terminal::shown_line(&found.found)
+        );
     }
 }
 

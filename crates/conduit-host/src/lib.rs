@@ -90,6 +90,9 @@ pub struct Host {
     /// `mcpServers` file's version, what Settings showed of tools): random per process, so
     /// a script in the page can compare them but test no guess of a secret against them.
     page_key: [u8; 32],
+    /// Damage the check of the whole history found while this process has it open
+    /// (`None` until then): frontends follow it to tell the user.
+    history_damage: tokio::sync::watch::Sender<Option<conduit_store::HistoryDamage>>,
 }
 
 /// 244 random bits (two version-4 UUIDs, from the system's random source) in 32 bytes.
@@ -116,6 +119,7 @@ impl Host {
             tool_modes: Default::default(),
             http_clients: Default::default(),
             page_key: random_key(),
+            history_damage: tokio::sync::watch::Sender::new(None),
         }
     }
 
@@ -140,9 +144,21 @@ impl Host {
         // at start), on a thread of its own: the whole file is checked for damage, and
         // media no message references (attachments never sent) is removed.
         if Arc::ptr_eq(&store, &opened) {
-            store.upkeep_in_background();
+            let damage = self.history_damage.clone();
+            store.upkeep_in_background(conduit_store::sweep::UPKEEP_DELAY, move |found| {
+                damage.send_replace(Some(found));
+            });
         }
         Ok(store)
+    }
+
+    /// Damage found in the history while this process has it open, followed: `None`
+    /// until the check in the background finds some (it runs once, 20 s after the
+    /// history opens). The file stays in use until the next start moves it aside.
+    pub fn history_damage(
+        &self,
+    ) -> tokio::sync::watch::Receiver<Option<conduit_store::HistoryDamage>> {
+        self.history_damage.subscribe()
     }
 
     fn secrets(&self) -> &dyn secrets::SecretStore {

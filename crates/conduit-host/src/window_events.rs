@@ -25,6 +25,9 @@ pub enum WindowEvent {
     ProvidersChanged,
     /// A server's question arrived or left: the window asks for the open ones.
     McpQuestions,
+    /// The check of the whole history found it damaged: the window asks what was found
+    /// (`history_damage`).
+    HistoryDamaged,
     /// The next message of a stream a command opened (a turn's events, a sign-in's URL),
     /// in the order they were sent.
     #[serde(rename_all = "camelCase")]
@@ -43,7 +46,7 @@ impl WindowEvent {
     fn is_notice(&self) -> bool {
         matches!(
             self,
-            Self::McpServers | Self::ProvidersChanged | Self::McpQuestions
+            Self::McpServers | Self::ProvidersChanged | Self::McpQuestions | Self::HistoryDamaged
         )
     }
 }

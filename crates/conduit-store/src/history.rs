@@ -26,7 +26,7 @@ pub enum StoreError {
         known: i64,
     },
     #[error(
-        "the history database was corrupt ({reason}); it was moved to {moved_to} untouched, and a new one will be made on the next start"
+        "the history database was corrupt ({reason}); it was moved to {moved_to} untouched, and a new, empty history begins in its place"
     )]
     Corrupt {
         #[source]

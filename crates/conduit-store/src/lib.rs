@@ -19,4 +19,4 @@ mod words;
 
 pub use history::{Conversation, MessageStatus, SearchHit, Store, StoreError, StoredMessage};
 pub use media::{FileMediaStore, ScratchMediaStore};
-pub use sweep::{MEDIA_GRACE, MediaSweep};
+pub use sweep::{HistoryDamage, MEDIA_GRACE, MediaSweep};

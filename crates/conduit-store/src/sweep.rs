@@ -154,13 +154,19 @@ impl Store {
         Ok(())
     }
 
-    /// Once per process, [`UPKEEP_DELAY`] after the history opened, on a thread of its
+    /// Once per process, `after` the history opened ([`UPKEEP_DELAY`]), on a thread of its
     /// own (they read the whole file and the whole folder, which must neither hold up the
     /// window nor take an async worker): checks the whole database
     /// ([`Store::check_whole`]), then sweeps the media folder ([`Store::sweep_media`] with
     /// [`MEDIA_GRACE`]) unless the database was found damaged (its references may not all
-    /// read). What each did is logged.
-    pub fn upkeep_in_background(self: &Arc<Self>) {
+    /// read). What each did is logged, and damage found is handed to `on_damage` with
+    /// what the check said (the window shows it: until the next start the history is
+    /// still read and written, and the user may want to export from it first).
+    pub fn upkeep_in_background(
+        self: &Arc<Self>,
+        after: Duration,
+        on_damage: impl FnOnce(HistoryDamage) + Send + 'static,
+    ) {
         // Held weakly while it waits: a store dropped meanwhile (a command that ended)
         // gets no upkeep, and keeps no lease open for it.
         let store = Arc::downgrade(self);
@@ -170,7 +176,7 @@ impl Store {
                 // After the start has settled: reading a history of gigabytes competed
                 // with the window's start for the disk and the cores, and a `conduit`
                 // command of a few seconds ends before it, its reading wasted.
-                std::thread::sleep(UPKEEP_DELAY);
+                std::thread::sleep(after);
                 let Some(store) = store.upgrade() else {
                     return;
                 };
@@ -181,7 +187,13 @@ impl Store {
                         "the history database checks whole"
                     ),
                     // Logged as it was found, with what the next start does.
-                    Ok(Some(_)) => return,
+                    Ok(Some(found)) => {
+                        on_damage(HistoryDamage {
+                            found,
+                            file: store.path.display().to_string(),
+                        });
+                        return;
+                    }
                     Err(error) => {
                         tracing::warn!(%error, "the history database could not be checked whole");
                     }
@@ -204,6 +216,17 @@ impl Store {
             tracing::warn!(%error, "the history's upkeep (its check, the media sweep) could not start");
         }
     }
+}
+
+/// Damage the check of the whole history found while it was open: the next start moves
+/// the file aside (kept, never deleted) and begins a new one.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, ts_rs::TS)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryDamage {
+    /// What SQLite's check said, as it said it.
+    pub found: String,
+    /// The damaged file.
+    pub file: String,
 }
 
 /// Whether a file modified at `modified` is older than `grace`. A time in the future (a

@@ -6,6 +6,7 @@ export type CommandName =
   | "app_info"
   | "next_window_events"
   | "list_conversations"
+  | "history_damage"
   | "search_history"
   | "load_messages"
   | "rename_conversation"
@@ -200,6 +201,16 @@ export type StoredMessage = { id: number, role: Role, status: MessageStatus, blo
 export type Conversation = { id: string, title: string, provider: string | null, model: string | null, createdAt: number, updatedAt: number, messageCount: number, };
 
 export type SearchHit = { conversationId: string, title: string, messageId: number, snippet: string, createdAt: number, };
+
+export type HistoryDamage = { 
+/**
+ * What SQLite's check said, as it said it.
+ */
+found: string, 
+/**
+ * The damaged file.
+ */
+file: string, };
 
 export type ToolAnnotations = { readOnlyHint?: boolean | null, destructiveHint?: boolean | null, idempotentHint?: boolean | null, openWorldHint?: boolean | null, };
 
@@ -627,7 +638,7 @@ export type PromptMention = { server: string, name: string, arguments: Record<st
 
 export type CompletionTarget = { "kind": "template", uriTemplate: string, } | { "kind": "prompt", name: string, };
 
-export type WindowEvent = { "kind": "mcpServers" } | { "kind": "providersChanged" } | { "kind": "mcpQuestions" } | { "kind": "stream", stream: number, message: unknown, } | { "kind": "streamEnded", stream: number, };
+export type WindowEvent = { "kind": "mcpServers" } | { "kind": "providersChanged" } | { "kind": "mcpQuestions" } | { "kind": "historyDamaged" } | { "kind": "stream", stream: number, message: unknown, } | { "kind": "streamEnded", stream: number, };
 
 export type EventBatch = { events: Array<WindowEvent>, 
 /**

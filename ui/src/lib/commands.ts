@@ -1,7 +1,7 @@
 // Generated from the Rust commands (window_command! in src-tauri) by src-tauri/src/bindings_tests.rs: do not edit.
 // Regenerate with `UPDATE_BINDINGS=1 cargo test --workspace bindings`.
 import { invoke } from "@tauri-apps/api/core";
-import type { AppInfo, MediaRef, StoredMessage, Conversation, SearchHit, TurnEvent, Started, SendRequest, ProviderSummary, LocalProvider, ProviderInput, McpOverview, Decision, TextProblem, McpFile, Edit, ImportFile, Folder, ImportSource, ImportPick, ImportCandidate, ToolPolicy, ServerTools, Question, QuestionReply, SamplingQuestion, SamplingReply, ViewLookup, ViewCall, ViewCallResult, ServeSnippets, ServeHttpStatus, SignedOut, Toolset, ToolChoices, Format, Mentionables, CompletionTarget, EventBatch } from "./bindings";
+import type { AppInfo, MediaRef, StoredMessage, Conversation, SearchHit, HistoryDamage, TurnEvent, Started, SendRequest, ProviderSummary, LocalProvider, ProviderInput, McpOverview, Decision, TextProblem, McpFile, Edit, ImportFile, Folder, ImportSource, ImportPick, ImportCandidate, ToolPolicy, ServerTools, Question, QuestionReply, SamplingQuestion, SamplingReply, ViewLookup, ViewCall, ViewCallResult, ServeSnippets, ServeHttpStatus, SignedOut, Toolset, ToolChoices, Format, Mentionables, CompletionTarget, EventBatch } from "./bindings";
 import { forgetStreams, openStream } from "./windowEvents";
 
 /** The app's version and where its data lives. */
@@ -23,6 +23,14 @@ export function nextWindowEvents(after: number): Promise<EventBatch> {
  */
 export function listConversations(count: number): Promise<Array<Conversation>> {
   return invoke<Array<Conversation>>("list_conversations", { count });
+}
+
+/**
+ * Damage the check of the whole history found while the app has it open, if any: the
+ * file stays in use until the next start moves it aside and begins a new one.
+ */
+export function historyDamage(): Promise<HistoryDamage | null> {
+  return invoke<HistoryDamage | null>("history_damage");
 }
 
 export function searchHistory(query: string): Promise<Array<SearchHit>> {

@@ -18,6 +18,34 @@ fn open(dir: &Path) -> Store {
 }
 
 /// A solid PNG of `width` × `height` (also for the media sweep's tests).
+/// A history of 400 long messages, checked whole and closed (its journal written into
+/// the file), then a page in the middle of it overwritten: an open reads only the header
+/// and schema, so it opens; the whole check finds the damage. The damaged bytes.
+pub(crate) fn damaged_deep_inside(dir: &Path) -> Vec<u8> {
+    {
+        let store = open(dir);
+        let id = store.create_conversation(None, None).unwrap();
+        for n in 0..400 {
+            let text = format!("message {n}: {}", "words of an old answer ".repeat(40));
+            store
+                .add_message(&id, &Message::user_text(text), MessageStatus::Complete)
+                .unwrap();
+        }
+        assert_eq!(store.check_whole().unwrap(), None);
+    }
+    // The last connection's close wrote the journal into the file.
+    assert!(!dir.join("history.db-wal").exists());
+    let path = dir.join("history.db");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let page = 4096;
+    let pages = bytes.len() / page;
+    assert!(pages > 100, "{pages} pages");
+    let middle = pages / 2 * page;
+    bytes[middle..middle + 64].fill(0xA5);
+    std::fs::write(&path, &bytes).unwrap();
+    bytes
+}
+
 pub(crate) fn png(width: u32, height: u32, shade: u8) -> Vec<u8> {
     let mut out = Vec::new();
     image::DynamicImage::ImageRgb8(image::RgbImage::from_pixel(
@@ -1023,26 +1051,7 @@ fn damage_deep_in_the_file_is_found_by_the_whole_check_and_moved_aside_at_the_ne
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("history.db");
     let media = || FileMediaStore::new(dir.path().join("media"));
-    {
-        let store = open(dir.path());
-        let id = store.create_conversation(None, None).unwrap();
-        for n in 0..400 {
-            let text = format!("message {n}: {}", "words of an old answer ".repeat(40));
-            store
-                .add_message(&id, &Message::user_text(text), MessageStatus::Complete)
-                .unwrap();
-        }
-        assert_eq!(store.check_whole().unwrap(), None);
-    }
-    // The last connection's close wrote the journal into the file.
-    assert!(!dir.path().join("history.db-wal").exists());
-    let mut bytes = std::fs::read(&path).unwrap();
-    let page = 4096;
-    let pages = bytes.len() / page;
-    assert!(pages > 100, "{pages} pages");
-    let middle = pages / 2 * page;
-    bytes[middle..middle + 64].fill(0xA5);
-    std::fs::write(&path, &bytes).unwrap();
+    let bytes = damaged_deep_inside(dir.path());
 
     let store = Store::open(&path, media()).unwrap();
     assert!(!damage_mark(&path).exists());

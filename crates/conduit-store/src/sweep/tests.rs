@@ -7,7 +7,7 @@ use conduit_core::media::MediaStore;
 
 use super::*;
 use crate::history::MessageStatus;
-use crate::history::tests::png;
+use crate::history::tests::{damaged_deep_inside, png};
 use crate::media::FileMediaStore;
 
 const DAY: Duration = Duration::from_secs(24 * 60 * 60);
@@ -359,4 +359,56 @@ fn nothing_is_swept_while_a_corrupt_history_is_kept_beside_it() {
 
     std::fs::remove_file(&moved_to).unwrap();
     assert_eq!(store.sweep_media(MEDIA_GRACE).unwrap().files, files.len());
+}
+
+/// The upkeep hands the damage it found to its caller (the window shows it), with what
+/// the check said and which file, and then sweeps nothing.
+#[test]
+fn the_upkeep_hands_damage_over_and_sweeps_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    damaged_deep_inside(dir.path());
+    let store = open(dir.path());
+    let media = store.media().put(&png(600, 40, 1), None).unwrap();
+    let files = age_all(&store, &media.hash, 2);
+
+    let (found, damage) = std::sync::mpsc::channel();
+    store.upkeep_in_background(Duration::ZERO, move |damage| {
+        found.send(damage).unwrap();
+    });
+    let damage = damage.recv_timeout(Duration::from_secs(60)).unwrap();
+
+    assert!(!damage.found.is_empty());
+    assert_eq!(
+        std::fs::read_to_string(crate::history::damage_mark(&dir.path().join("history.db")))
+            .unwrap(),
+        damage.found
+    );
+    assert_eq!(
+        damage.file,
+        dir.path().join("history.db").display().to_string()
+    );
+    for path in &files {
+        assert!(path.exists(), "{} was swept", path.display());
+    }
+}
+
+/// A whole history is swept, and nothing is handed over.
+#[test]
+fn the_upkeep_of_a_whole_history_sweeps_and_hands_nothing_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let media = store.media().put(&png(600, 40, 1), None).unwrap();
+    let files = age_all(&store, &media.hash, 2);
+
+    let (found, damage) = std::sync::mpsc::channel();
+    store.upkeep_in_background(Duration::ZERO, move |damage| {
+        found.send(damage).unwrap();
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while files.iter().any(|path| path.exists()) {
+        assert!(Instant::now() < deadline, "never swept");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The thread ended without handing anything over (its sender dropped unused).
+    assert!(damage.recv().is_err());
 }
