@@ -995,3 +995,23 @@ async fn a_call_under_a_hashed_name_names_its_real_server_and_tool() {
     assert_eq!(result["result"]["is_error"], false, "{result}");
     setup.assert_no_leftovers();
 }
+
+/// A legacy server that ends at any first message but `initialize` (servers built on
+/// older rmcp do) is started again with `initialize` after Conduit's `server/discover`
+/// probe ended it, and its tools work.
+#[test]
+fn a_legacy_server_that_ends_at_the_discovery_probe_is_started_again_with_initialize() {
+    let (python, script) = conduit_e2e::python_fixture("initialize_only.py").unwrap();
+    let setup = Setup::new(json!({"legacy": {"command": python, "args": [script, "MARKER"]}}));
+    let out = json_out(&setup.conduit(&[
+        "mcp",
+        "call",
+        "legacy",
+        "echo",
+        "--args",
+        r#"{"text": "still here"}"#,
+        "--json",
+    ]));
+    assert_eq!(out["parts"][0]["text"], "echo: still here", "{out}");
+    setup.assert_no_leftovers();
+}

@@ -857,9 +857,11 @@ impl App {
         policy: crate::settings::ToolPolicy,
         confirm: impl FnOnce(String) -> bool + Send + 'static,
     ) -> Result<(), AppError> {
-        // The allow is for the server the file names now; one it names as no server that
-        // can start is refused before the user is asked.
-        let runs = self.host.print_in_file(server);
+        // The allow is for what the server runs now (the entry the runtime applied), and
+        // a request holds it only when sent by a session started from that; a name the
+        // file gives no server that can start is refused before the user is asked.
+        let running = self.servers().await.running_from(server);
+        let runs = crate::approval::allow_print_of_running(running.as_ref(), server);
         if policy == crate::settings::ToolPolicy::Allow && runs.is_empty() {
             return Err(crate::SettingsError::Invalid(format!(
                 "server {} is not in the mcpServers file as a server that can start, so its requests cannot be allowed",
@@ -1042,6 +1044,12 @@ mod tests {
             counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             true
         };
+        // Before the runtime first reads it (the first policy change starts the runtime).
+        std::fs::write(
+            &app.host().paths().mcp_config_file,
+            r#"{"mcpServers": {"research": {"command": "research-server"}}}"#,
+        )
+        .unwrap();
         let refused = app
             .set_sampling_policy("ghost", crate::settings::ToolPolicy::Allow, yes.clone())
             .await
@@ -1055,11 +1063,6 @@ mod tests {
             0,
             "not asked"
         );
-        std::fs::write(
-            &app.host().paths().mcp_config_file,
-            r#"{"mcpServers": {"research": {"command": "research-server"}}}"#,
-        )
-        .unwrap();
         app.set_sampling_policy("research", crate::settings::ToolPolicy::Allow, yes)
             .await
             .unwrap();

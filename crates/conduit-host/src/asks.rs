@@ -741,7 +741,7 @@ mod tests {
 
     #[async_trait]
     impl Sampler for FakeSampler {
-        fn sampling_policy(&self, _server: &str) -> ToolPolicy {
+        fn sampling_policy(&self, _request: &SamplingRequest) -> ToolPolicy {
             self.policy
         }
 

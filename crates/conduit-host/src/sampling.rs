@@ -37,8 +37,9 @@ pub struct ModelPick {
 /// What a frontend needs to decide and run sampling requests; the host is one.
 #[async_trait]
 pub trait Sampler: Send + Sync {
-    /// The server's sampling policy from settings (ask by default).
-    fn sampling_policy(&self, server: &str) -> ToolPolicy;
+    /// The policy for `request`'s server from settings (ask by default): an allow holds
+    /// only for a request from a session started from what the allow was given to.
+    fn sampling_policy(&self, request: &SamplingRequest) -> ToolPolicy;
 
     /// The provider and model used when the user picked none: the first saved provider
     /// with a default model (the window's own default).
@@ -121,7 +122,7 @@ pub async fn settle_without_asking(
     request: &SamplingRequest,
     pick: Option<ModelPick>,
 ) -> Option<SamplingAnswer> {
-    match sampler.sampling_policy(&request.server) {
+    match sampler.sampling_policy(request) {
         ToolPolicy::Deny => {
             tracing::info!(server = %request.server, "a sampling request was refused by the server's policy");
             Some(SamplingAnswer::Rejected)
@@ -139,9 +140,13 @@ pub async fn settle_without_asking(
 
 #[async_trait]
 impl Sampler for Host {
-    fn sampling_policy(&self, server: &str) -> ToolPolicy {
+    fn sampling_policy(&self, request: &SamplingRequest) -> ToolPolicy {
+        // What the asking session runs, not what the file says by now: a `conduit repl`
+        // started before an edit runs the old entry, and an edit waits to be applied.
+        let runs =
+            crate::approval::allow_print_of_running(request.running.as_ref(), &request.server);
         match self.settings() {
-            Ok(settings) => settings.sampling_policy(server, &self.print_in_file(server)),
+            Ok(settings) => settings.sampling_policy(&request.server, &runs),
             Err(error) => {
                 // Settings that cannot be read allow nothing without asking.
                 tracing::warn!(%error, "settings unreadable; sampling asks");
@@ -401,43 +406,68 @@ mod tests {
         SamplingRequest::from_wire("weather", &params).unwrap()
     }
 
-    /// "Allow" for a server's sampling holds for the server it was given to: the same
-    /// name running another command (an entry edited in the file, by hand or not) is
-    /// asked about again, and a server the file no longer names too.
+    /// "Allow" for a server's sampling holds for what the server ran when it was given:
+    /// a request from a session started from another command under the name (a `conduit
+    /// repl` started before the entry was edited, or a session still running while an
+    /// edit waits to be applied) is asked about, whatever the file says by then, and so
+    /// is a request from no known session.
     #[test]
-    fn a_sampling_allow_holds_only_for_the_server_it_was_given_to() {
+    fn a_sampling_allow_holds_only_for_what_the_asking_session_runs() {
+        use conduit_mcp::config::Transport;
+        use conduit_mcp::runtime::RunningFrom;
         let dir = tempfile::tempdir().unwrap();
         let host = Host::new(crate::Paths::under_home(dir.path().to_owned(), None));
-        let file = &host.paths().mcp_config_file;
-        let write = |command: &str| {
-            std::fs::write(
-                file,
-                json!({"mcpServers": {"research": {"command": command, "args": ["serve"]}}})
-                    .to_string(),
-            )
-            .unwrap();
+        let stdio = |command: &str| {
+            RunningFrom::Entry(Transport::Stdio {
+                command: command.into(),
+                args: vec!["serve".into()],
+                env: Default::default(),
+                cwd: None,
+            })
         };
-        write("research-server");
-        let runs = host.print_in_file("research");
+        let allowed = stdio("research-server");
+        let runs = crate::approval::allow_print_of_running(Some(&allowed), "research");
         assert!(!runs.is_empty());
         host.update_settings(|settings| {
             settings.set_sampling_policy("research", ToolPolicy::Allow, &runs);
             Ok::<_, crate::SettingsError>(())
         })
         .unwrap();
+        let from = |running: Option<RunningFrom>| {
+            let mut request = SamplingRequest::from_wire(
+                "research",
+                &json!({"messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}], "maxTokens": 10}),
+            )
+            .unwrap();
+            request.running = running;
+            request
+        };
+        // The file names the allowed command: its session is let through, the old one is not.
+        std::fs::write(
+            &host.paths().mcp_config_file,
+            json!({"mcpServers": {"research": {"command": "research-server", "args": ["serve"]}}})
+                .to_string(),
+        )
+        .unwrap();
         assert_eq!(
-            Sampler::sampling_policy(&host, "research"),
+            Sampler::sampling_policy(&host, &from(Some(allowed.clone()))),
             ToolPolicy::Allow
         );
-        write("something-else");
-        assert_eq!(Sampler::sampling_policy(&host, "research"), ToolPolicy::Ask);
-        write("research-server");
         assert_eq!(
-            Sampler::sampling_policy(&host, "research"),
+            Sampler::sampling_policy(&host, &from(Some(stdio("old-server")))),
+            ToolPolicy::Ask
+        );
+        assert_eq!(
+            Sampler::sampling_policy(&host, &from(None)),
+            ToolPolicy::Ask
+        );
+        // Another process's session of the allowed command still holds it after the file
+        // moved on: what runs is what was allowed.
+        std::fs::write(&host.paths().mcp_config_file, r#"{"mcpServers": {}}"#).unwrap();
+        assert_eq!(
+            Sampler::sampling_policy(&host, &from(Some(allowed))),
             ToolPolicy::Allow
         );
-        std::fs::write(file, r#"{"mcpServers": {}}"#).unwrap();
-        assert_eq!(Sampler::sampling_policy(&host, "research"), ToolPolicy::Ask);
     }
 
     #[test]

@@ -334,6 +334,27 @@ struct Shared {
     /// (403), for the runtime to act on ([`Connection::sign_in_refused`]).
     sign_in_refusal: Mutex<Option<SignInNeeded>>,
     sign_in_refused: tokio::sync::Notify,
+    /// How many of the server's questions (a form, a page, a sampling request) wait for
+    /// the user: a call's idle timeout does not run meanwhile, as the server waits on them.
+    asking: tokio::sync::watch::Sender<usize>,
+}
+
+/// One of the server's questions waiting for the user, counted in [`Shared::asking`].
+struct Asking<'a>(&'a Shared);
+
+impl<'a> Asking<'a> {
+    fn begin(shared: &'a Shared) -> Self {
+        shared.asking.send_modify(|open| *open += 1);
+        Self(shared)
+    }
+}
+
+impl Drop for Asking<'_> {
+    fn drop(&mut self) {
+        self.0
+            .asking
+            .send_modify(|open| *open = open.saturating_sub(1));
+    }
 }
 
 impl Shared {
@@ -364,6 +385,9 @@ pub struct Asks {
     /// server that asks for one fails to start saying so.
     pub tokens: Option<Arc<dyn TokenVault>>,
     pub roots: Roots,
+    /// What this session's server was started from: its sampling requests carry it, so
+    /// an allow is judged by what runs, not by what the file says by then.
+    pub running: Option<crate::runtime::RunningFrom>,
 }
 
 /// The folders a server is offered as roots, shared with whoever may change them while
@@ -407,6 +431,7 @@ impl Asks {
             asker: None,
             tokens: None,
             roots: Roots::default(),
+            running: None,
         }
     }
 
@@ -435,10 +460,11 @@ impl Asks {
                 None,
             ));
         };
-        let request = sampling::SamplingRequest::from_wire(&self.server, &params).map_err(|why| {
+        let mut request = sampling::SamplingRequest::from_wire(&self.server, &params).map_err(|why| {
             tracing::warn!(server = %self.server, %why, "a server's sampling request is malformed; refused");
             rmcp::ErrorData::invalid_params(why, None)
         })?;
+        request.running = self.running.clone();
         match asker.sample(request).await {
             SamplingAnswer::Sampled(message) => Ok(message.to_wire()),
             SamplingAnswer::Rejected => Err(rmcp::ErrorData::new(
@@ -593,6 +619,7 @@ impl ClientHandler for Handler {
         request: ElicitRequestParams,
         context: rmcp::service::RequestContext<RoleClient>,
     ) -> Result<ElicitResult, rmcp::ErrorData> {
+        let _asking = Asking::begin(&self.shared);
         // A question the server withdraws, or whose session ends, leaves the user's
         // screen at once (dropping the wait takes it away).
         Ok(tokio::select! {
@@ -611,6 +638,7 @@ impl ClientHandler for Handler {
     ) -> Result<rmcp::model::CreateMessageResult, rmcp::ErrorData> {
         let params = serde_json::to_value(&params)
             .map_err(|e| rmcp::ErrorData::invalid_params(e.to_string(), None))?;
+        let _asking = Asking::begin(&self.shared);
         // A request the server withdraws, or whose session ends, leaves the screen.
         let answer = tokio::select! {
             answer = self.asks.sample(params) => answer?,
@@ -1233,15 +1261,20 @@ impl Connection {
                 env,
                 cwd,
             } => {
+                // Found as the user's shell finds it, also when Conduit started from a
+                // desktop menu: the shell is asked once, off the async workers (it may
+                // take up to 3 s, and every server starting meanwhile waits for it).
+                let path = tokio::task::spawn_blocking(crate::shell_path::login_path)
+                    .await
+                    .unwrap_or_else(|_| std::env::var_os("PATH").unwrap_or_default());
                 let (mut process, stdout, stdin) =
-                    process::spawn(command, args, env, cwd.as_ref(), &spec.secrets).map_err(
-                        |e| {
+                    process::spawn(command, args, env, cwd.as_ref(), &spec.secrets, &path)
+                        .map_err(|e| {
                             StartError::plain(format!(
                                 "could not start {command:?}: {}",
                                 spawn_message(command, &e)
                             ))
-                        },
-                    )?;
+                        })?;
                 let stderr = process.stderr.clone();
                 let (spill, transport) = pumped(&asks.server, stdout, stdin, &ended);
                 let started = tokio::time::timeout(
@@ -1250,6 +1283,7 @@ impl Connection {
                 )
                 .await;
                 let mut confused_by_discover = false;
+                let mut closed_in_handshake = false;
                 let reason = match started {
                     Ok(Ok(service)) => {
                         return Ok(Self::ready(
@@ -1270,6 +1304,11 @@ impl Connection {
                     }
                     Ok(Err(err)) => {
                         confused_by_discover = StartError::handshake(&err).confused_by_discover;
+                        closed_in_handshake = matches!(
+                            err,
+                            rmcp::service::ClientInitializeError::ConnectionClosed(_)
+                                | rmcp::service::ClientInitializeError::TransportError { .. }
+                        );
                         err.to_string()
                     }
                     Err(_) => format!("it did not finish starting within {start_timeout:?}"),
@@ -1287,8 +1326,13 @@ impl Connection {
                     reason,
                     exit_code: exit.and_then(|s| s.code()),
                     stderr_tail: stderr.lines(),
-                    // A server that exited was not merely confused.
-                    confused_by_discover: confused_by_discover && exit.is_none(),
+                    // A server that exited after a bad answer was not merely confused;
+                    // one that exited (or closed its output) without answering may be a
+                    // legacy server that ends at any first message but `initialize` (older
+                    // rmcp servers do): the spec's backward compatibility starts it again
+                    // with `initialize` (only when the era was found out, `connect`).
+                    confused_by_discover: (confused_by_discover && exit.is_none())
+                        || closed_in_handshake,
                     sign_in: None,
                 })
             }
@@ -2064,9 +2108,12 @@ impl Connection {
         if cancel.is_cancelled() {
             return Err(McpError::Cancelled);
         }
-        let options = PeerRequestOptions::with_timeout(self.call_timeout.min(time_left))
-            .reset_timeout_on_progress()
-            .with_max_total_timeout(time_left);
+        // rmcp keeps the whole call's cap; the idle timeout is kept here, so it can wait
+        // while the server's own questions wait for the user (it blocks on their
+        // answers and sends no progress meanwhile): a form filled in over a minute
+        // timed the call out under it.
+        let idle = self.call_timeout.min(time_left);
+        let options = PeerRequestOptions::no_options().with_max_total_timeout(time_left);
         let handle = match self.peer.send_request_with_option(request, options).await {
             Ok(handle) => handle,
             // Never handed over: the connection had ended, here by the session's expiry.
@@ -2076,6 +2123,15 @@ impl Connection {
             Err(error) => return Err(self.hide(error)),
         };
         let token = handle.progress_token.clone();
+        // Each progress of this call sets its idle timeout running again.
+        let (progressed, mut progress_seen) = tokio::sync::watch::channel(());
+        let progress: ProgressSink = {
+            let progress = progress.clone();
+            Arc::new(move |step| {
+                progressed.send_replace(());
+                progress(step);
+            })
+        };
         let early = {
             let mut sinks = self.shared.progress.lock();
             sinks.insert(token.clone(), progress.clone());
@@ -2094,16 +2150,37 @@ impl Connection {
             spill: self.spill.clone(),
             id: id.clone(),
         };
-        let response = tokio::select! {
-            response = handle.await_response() => response,
-            () = cancel.cancelled() => {
-                // Told within a moment: the call ends then even if the server has stopped
-                // reading (its write would wait up to [`PIPE_WRITE_DEADLINE`]; what is
-                // queued goes out with the connection's next writes).
-                let reason = Some("the user stopped the call".to_owned());
-                let notice = peer.notify_cancelled(CancelledNotificationParam::new(Some(id), reason));
-                let _ = tokio::time::timeout(CANCEL_NOTICE_PATIENCE, notice).await;
-                return Err(McpError::Cancelled);
+        let mut asking = self.shared.asking.subscribe();
+        let mut idle_ends = tokio::time::Instant::now() + idle;
+        let response = handle.await_response();
+        tokio::pin!(response);
+        let response = loop {
+            let waiting_on_user = *asking.borrow_and_update() > 0;
+            tokio::select! {
+                biased;
+                response = &mut response => break response,
+                () = cancel.cancelled() => {
+                    // Told within a moment: the call ends then even if the server has
+                    // stopped reading (its write would wait up to [`PIPE_WRITE_DEADLINE`];
+                    // what is queued goes out with the connection's next writes).
+                    let reason = Some("the user stopped the call".to_owned());
+                    let notice = peer.notify_cancelled(CancelledNotificationParam::new(Some(id), reason));
+                    let _ = tokio::time::timeout(CANCEL_NOTICE_PATIENCE, notice).await;
+                    return Err(McpError::Cancelled);
+                }
+                Ok(()) = progress_seen.changed() => {
+                    idle_ends = tokio::time::Instant::now() + idle;
+                }
+                // A question opened or answered: the idle time starts again after it.
+                Ok(()) = asking.changed() => {
+                    idle_ends = tokio::time::Instant::now() + idle;
+                }
+                () = tokio::time::sleep_until(idle_ends), if !waiting_on_user => {
+                    let reason = Some("the request timed out".to_owned());
+                    let notice = peer.notify_cancelled(CancelledNotificationParam::new(Some(id), reason));
+                    let _ = tokio::time::timeout(CANCEL_NOTICE_PATIENCE, notice).await;
+                    return Err(self.hide(ServiceError::Timeout { timeout: idle }));
+                }
             }
         };
         // rmcp hands each notification to its own task, so progress sent just before

@@ -48,23 +48,23 @@ pub struct ServerProcess {
 
 /// Starts `command`: stdin/stdout piped for MCP, stderr collected (with `secrets`
 /// hidden in each line before it is cut), own process group.
+/// `path` is where commands are found (`shell_path::login_path`).
 pub fn spawn(
     command: &str,
     args: &[String],
     env: &BTreeMap<String, String>,
     cwd: Option<&PathBuf>,
     secrets: &crate::redact::Redactor,
+    path: &std::ffi::OsString,
 ) -> std::io::Result<(ServerProcess, ChildStdout, ChildStdin)> {
-    // Found as the login shell finds it, also when Conduit started from a desktop menu.
-    let path = crate::shell_path::login_path();
     let program =
-        crate::shell_path::resolve(command, &path).unwrap_or_else(|| PathBuf::from(command));
+        crate::shell_path::resolve(command, path).unwrap_or_else(|| PathBuf::from(command));
     let mut cmd = Command::new(program);
     // Not Conduit's whole environment: it holds provider keys the server has no use for.
     cmd.args(args)
         .env_clear()
         .envs(inherited_environment(std::env::vars_os()))
-        .env("PATH", &path)
+        .env("PATH", path)
         .envs(env)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -353,6 +353,7 @@ mod tests {
             &BTreeMap::new(),
             None,
             &Default::default(),
+            &std::env::var_os("PATH").unwrap_or_default(),
         )
         .unwrap();
         let mut lines = tokio::io::BufReader::new(stdout).lines();

@@ -94,6 +94,11 @@ pub struct SamplingRequest {
     pub include_context: Option<String>,
     pub temperature: Option<f32>,
     pub stop_sequences: Vec<String>,
+    /// What the asking server was started from (its session's), never shown: an allow
+    /// given to the server holds only for what it ran then.
+    #[serde(skip)]
+    #[ts(skip)]
+    pub running: Option<crate::runtime::RunningFrom>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ts_rs::TS)]
@@ -394,6 +399,7 @@ impl SamplingRequest {
             include_context: wire.include_context,
             temperature: wire.temperature,
             stop_sequences: wire.stop_sequences.unwrap_or_default(),
+            running: None,
         };
         let tools_size = json_size(&request.tools);
         if tools_size > MAX_SAMPLING_TOOLS_BYTES {

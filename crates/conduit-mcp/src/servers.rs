@@ -267,6 +267,7 @@ pub(crate) async fn start_one(
         asker,
         tokens,
         roots,
+        running: source.running_from(),
     };
     let entry = match source {
         Source::File(entry) => entry,

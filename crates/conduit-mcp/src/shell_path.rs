@@ -6,14 +6,15 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-/// The PATH of the user's login shell, asked once (bounded to 3 s), merged after the
-/// process's own PATH; the process's PATH alone when the shell cannot be asked.
+/// The PATH of the user's shell, asked once (bounded to 3 s; a blocking call: async code
+/// asks from `spawn_blocking`), with the folders only the process's own PATH has before
+/// it; the process's PATH alone when the shell cannot be asked.
 pub fn login_path() -> OsString {
     static PATH: OnceLock<OsString> = OnceLock::new();
     PATH.get_or_init(|| {
         let own = std::env::var_os("PATH").unwrap_or_default();
         match shell_path() {
-            Some(shell) => merge(&own, &shell),
+            Some(shell) => own_extras_first(&own, &shell),
             None => own,
         }
     })
@@ -43,20 +44,26 @@ fn is_executable(path: &Path) -> bool {
     }
 }
 
-/// Asks `$SHELL -l -c` for its PATH, between markers so profile chatter is ignored.
+/// Asks `$SHELL -i -l -c` for its PATH, between markers so profile chatter is ignored:
+/// interactive too, as a terminal's shell is, since nvm, fnm, volta and pyenv put their
+/// PATH lines in `~/.bashrc` (which returns early when not interactive) or `~/.zshrc`
+/// (which a login shell that is not interactive never reads). Its input is empty, so a
+/// profile that asks something reads the end at once.
 fn shell_path() -> Option<OsString> {
     let shell = std::env::var_os("SHELL").filter(|s| !s.is_empty())?;
-    let mut child = std::process::Command::new(shell)
+    let mut command = std::process::Command::new(shell);
+    command
         .args([
+            "-i",
             "-l",
             "-c",
             "printf '__CONDUIT_PATH__%s__CONDUIT_PATH__' \"$PATH\"",
         ])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .ok()?;
+        .stderr(std::process::Stdio::null());
+    without_terminal(&mut command);
+    let mut child = command.spawn().ok()?;
     let deadline = std::time::Instant::now() + Duration::from_secs(3);
     loop {
         match child.try_wait() {
@@ -65,6 +72,7 @@ fn shell_path() -> Option<OsString> {
                 std::thread::sleep(Duration::from_millis(20));
             }
             _ => {
+                end_session(&child);
                 let _ = child.kill();
                 let _ = child.wait();
                 return None;
@@ -77,15 +85,55 @@ fn shell_path() -> Option<OsString> {
     (!inner.is_empty()).then(|| OsString::from(inner))
 }
 
-/// `first`'s entries, then `second`'s that `first` lacks.
-fn merge(first: &OsString, second: &OsString) -> OsString {
-    let mut dirs: Vec<PathBuf> = std::env::split_paths(first).collect();
-    for dir in std::env::split_paths(second) {
+/// The shell in a session of its own, with no controlling terminal: an interactive shell
+/// (zsh above all) opens `/dev/tty` and takes the terminal's foreground for its job
+/// control, which would stop `conduit repl` reading the terminal it runs in.
+#[cfg(unix)]
+#[allow(unsafe_code)]
+fn without_terminal(command: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the child between fork and exec; it only calls
+    // setsid(2), which is async-signal-safe, and allocates nothing.
+    unsafe {
+        command.pre_exec(|| {
+            nix::unistd::setsid()
+                .map(|_| ())
+                .map_err(std::io::Error::from)
+        });
+    }
+}
+
+#[cfg(not(unix))]
+fn without_terminal(_command: &mut std::process::Command) {}
+
+/// Ends the shell's session (what its profile started too) when it took too long.
+#[cfg(unix)]
+fn end_session(child: &std::process::Child) {
+    if let Ok(pid) = i32::try_from(child.id()) {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+#[cfg(not(unix))]
+fn end_session(_child: &std::process::Child) {}
+
+/// The folders of `own` that `shell` lacks (a virtualenv or a tool's folder the terminal
+/// that started Conduit added), then `shell`'s in its order: started from a desktop menu,
+/// whose PATH is the system's alone, a command is found where the user's terminal finds
+/// it (nvm's `node` before `/usr/bin/node`).
+fn own_extras_first(own: &OsString, shell: &OsString) -> OsString {
+    let shell_dirs: Vec<PathBuf> = std::env::split_paths(shell).collect();
+    let extras = std::env::split_paths(own).filter(|dir| !shell_dirs.contains(dir));
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for dir in extras.chain(shell_dirs.iter().cloned()) {
         if !dirs.contains(&dir) {
             dirs.push(dir);
         }
     }
-    std::env::join_paths(dirs).unwrap_or_else(|_| first.clone())
+    std::env::join_paths(dirs).unwrap_or_else(|_| own.clone())
 }
 
 #[cfg(test)]
@@ -93,9 +141,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn paths_merge_without_repeats_keeping_the_first_order() {
-        let merged = merge(&OsString::from("/a:/b"), &OsString::from("/b:/c"));
-        assert_eq!(merged, OsString::from("/a:/b:/c"));
+    fn the_own_paths_extras_come_first_then_the_shells_order_without_repeats() {
+        // Started from a terminal with a virtualenv: its folder first, then the shell's.
+        let merged = own_extras_first(
+            &OsString::from("/venv/bin:/usr/bin:/home/u/.nvm/bin:/venv/bin"),
+            &OsString::from("/home/u/.nvm/bin:/usr/bin:/bin"),
+        );
+        assert_eq!(
+            merged,
+            OsString::from("/venv/bin:/home/u/.nvm/bin:/usr/bin:/bin")
+        );
+        // Started from a desktop menu: the system's PATH only, so the shell's order.
+        let merged = own_extras_first(
+            &OsString::from("/usr/local/bin:/usr/bin:/bin"),
+            &OsString::from("/home/u/.nvm/bin:/usr/local/bin:/usr/bin:/bin"),
+        );
+        assert_eq!(
+            merged,
+            OsString::from("/home/u/.nvm/bin:/usr/local/bin:/usr/bin:/bin")
+        );
     }
 
     #[cfg(unix)]
@@ -120,7 +184,7 @@ mod tests {
         let fake_shell = dir.path().join("fake-shell");
         std::fs::write(
             &fake_shell,
-            "#!/bin/sh\necho 'profile chatter'\nPATH=\"/opt/from-profile/bin:$PATH\" exec /bin/sh -c \"$3\"\n",
+            "#!/bin/sh\n[ \"$1 $2 $3\" = '-i -l -c' ] || exit 9\necho 'profile chatter'\nPATH=\"/opt/from-profile/bin:$PATH\" exec /bin/sh -c \"$4\"\n",
         )
         .unwrap();
         use std::os::unix::fs::PermissionsExt;

@@ -72,6 +72,19 @@ async fn scripted_in<F>(era: ProtocolEra, script: F, call_timeout: Duration) -> 
 where
     F: Fn(&Value) -> Vec<Reply> + Send + Sync + 'static,
 {
+    scripted_asking(Asks::nobody("evil"), era, script, call_timeout).await
+}
+
+/// [`scripted_in`], the server's questions going to `asks`.
+async fn scripted_asking<F>(
+    asks: Asks,
+    era: ProtocolEra,
+    script: F,
+    call_timeout: Duration,
+) -> Connection
+where
+    F: Fn(&Value) -> Vec<Reply> + Send + Sync + 'static,
+{
     let (client_read, server_write) = tokio::io::duplex(1 << 20);
     let (server_read, client_write) = tokio::io::duplex(1 << 20);
     let server_write = Arc::new(tokio::sync::Mutex::new(server_write));
@@ -109,7 +122,7 @@ where
             }
         }
     });
-    over_pipes("evil", client_read, client_write, era, call_timeout).await
+    over_pipes_asking(asks, client_read, client_write, era, call_timeout).await
 }
 
 /// A connection to the server `name` at the other end of these pipes, through the same
@@ -121,7 +134,26 @@ async fn over_pipes(
     era: ProtocolEra,
     call_timeout: Duration,
 ) -> Connection {
-    let asks = Asks::nobody(name);
+    over_pipes_asking(
+        Asks::nobody(name),
+        client_read,
+        client_write,
+        era,
+        call_timeout,
+    )
+    .await
+}
+
+/// [`over_pipes`], the server's questions going to `asks`.
+async fn over_pipes_asking(
+    asks: Asks,
+    client_read: tokio::io::DuplexStream,
+    client_write: tokio::io::DuplexStream,
+    era: ProtocolEra,
+    call_timeout: Duration,
+) -> Connection {
+    let name = asks.server.clone();
+    let name = name.as_str();
     let (shared, handler, ended) = Handler::for_session(&asks, true, false);
     let (spill, transport) = pumped(name, client_read, client_write, &ended);
     let service = handshake(handler, transport, era, Duration::from_secs(10))
@@ -1119,9 +1151,9 @@ fn pipe_filling_arguments() -> JsonObject {
 }
 
 /// A server that stopped reading its stdin cannot hold a call past its timeout for ever:
-/// rmcp awaits writing the cancel notification after the timeout, and the write waits
-/// behind the stuck one, so the connection ends once a write has waited
-/// [`PIPE_WRITE_DEADLINE`], and the call fails.
+/// the call fails at its timeout (the cancel notification, queued behind the stuck write,
+/// is waited for a moment only), and the connection ends once a write has waited
+/// [`PIPE_WRITE_DEADLINE`].
 #[tokio::test(start_paused = true)]
 async fn a_server_that_stops_reading_fails_a_timed_out_call_instead_of_holding_it() {
     let connection = deaf_after_first_call(Duration::from_secs(5)).await;
@@ -1149,9 +1181,12 @@ async fn a_server_that_stops_reading_fails_a_timed_out_call_instead_of_holding_i
         "the call fails instead of hanging: {stuck:?}"
     );
     assert!(started.elapsed() <= PIPE_WRITE_DEADLINE + Duration::from_secs(10));
-    tokio::time::timeout(Duration::from_secs(1), connection.ended())
-        .await
-        .expect("the connection ended");
+    tokio::time::timeout_at(
+        started + PIPE_WRITE_DEADLINE + Duration::from_secs(10),
+        connection.ended(),
+    )
+    .await
+    .expect("the connection ended");
 }
 
 /// Stop ends a call within a second even while the server has stopped reading: the cancel
@@ -1430,4 +1465,86 @@ async fn a_failed_send_says_whether_the_request_may_have_run() {
     ));
     assert!(matches!(garbled, McpError::Send(_)), "{garbled}");
     assert!(garbled.to_string().contains("may have run"), "{garbled}");
+}
+
+/// A frontend whose user takes `pause` to fill in each form, then accepts it.
+struct SlowUser {
+    pause: Duration,
+}
+
+#[async_trait::async_trait]
+impl Asker for SlowUser {
+    fn offers(&self) -> ElicitationOffer {
+        ElicitationOffer {
+            form: true,
+            url: false,
+        }
+    }
+
+    async fn elicit(&self, _question: Elicitation) -> ElicitationAnswer {
+        tokio::time::sleep(self.pause).await;
+        let mut values = serde_json::Map::new();
+        values.insert("ok".into(), json!(true));
+        ElicitationAnswer::Accept(values)
+    }
+}
+
+/// A legacy server that asks the user something in the middle of a tool call (a form)
+/// waits on the answer, sending nothing: the call's idle timeout does not run while the
+/// question is open, so a user slower than it does not time the call out. Once the
+/// answer is in, it runs again: a server silent past it after that still times out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_calls_idle_timeout_waits_while_the_servers_question_is_open() {
+    let call_timeout = Duration::from_secs(1);
+    let run = |then_silent: bool| async move {
+        let asks = Asks::new(
+            "evil",
+            Some(Arc::new(SlowUser {
+                pause: call_timeout * 3,
+            })),
+        );
+        let call: Arc<parking_lot::Mutex<Value>> = Arc::default();
+        let connection = scripted_asking(
+            asks,
+            ProtocolEra::Initialize,
+            move |message| {
+                if message["method"] == "tools/call" {
+                    *call.lock() = message["id"].clone();
+                    return vec![now(json!({
+                        "jsonrpc": "2.0", "id": "form-1", "method": "elicitation/create",
+                        "params": {"mode": "form", "message": "Go on?",
+                                   "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}}}
+                    }))];
+                }
+                if message["id"] == "form-1" && !then_silent {
+                    let accepted = message["result"]["action"] == "accept";
+                    return vec![answer(
+                        &json!({"id": call.lock().clone()}),
+                        json!({"content": [{"type": "text", "text": format!("accepted: {accepted}")}]}),
+                    )];
+                }
+                Vec::new()
+            },
+            call_timeout,
+        )
+        .await;
+        let result = connection
+            .call_tool(
+                "t",
+                JsonObject::new(),
+                no_progress(),
+                CancellationToken::new(),
+            )
+            .await;
+        connection.shutdown().await;
+        result
+    };
+    let result = run(false).await.unwrap();
+    assert!(
+        format!("{result:?}").contains("accepted: true"),
+        "{result:?}"
+    );
+
+    let silent = run(true).await.unwrap_err();
+    assert!(matches!(silent, McpError::Timeout(_)), "{silent:?}");
 }
