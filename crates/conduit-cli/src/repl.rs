@@ -464,6 +464,16 @@ impl Session {
             }
             return Ok(());
         }
+        // An always for a tool the server's views may call covers their calls in the
+        // window too (the allow is bound to who may call it): said before it is given.
+        let views_too = approval
+            .waiting_tool(&call.id)
+            .is_some_and(|tool| tool.now.views == Some(true));
+        if views_too {
+            say!(
+                "  its server's views (MCP App pages in the window) may call it too: [a]lways lets their calls run unasked as well"
+            )?;
+        }
         // The question names the call again: whatever a server printed above it, this
         // line is Conduit's.
         let prompt = format!(
