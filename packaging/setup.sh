@@ -14,19 +14,6 @@ if [ ! -f "$stamp" ] || ! cmp -s "$here/package-lock.json" "$stamp"; then
   cp "$here/package-lock.json" "$stamp"
 fi
 
-missing=()
-for pkg in desktop-file-utils; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  say "installing Debian packages: ${missing[*]}"
-  sudo=()
-  if [ "$(id -u)" -ne 0 ]; then
-    command -v sudo >/dev/null || { echo "setup: run as root or install sudo to install: ${missing[*]}" >&2; exit 1; }
-    sudo=(sudo)
-  fi
-  # A freshly booted machine's unattended upgrades hold apt's locks for a while.
-  apt=(apt-get -o DPkg::Lock::Timeout=600 -o Acquire::Retries=3)
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive "${apt[@]}" update -qq
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y -qq --no-install-recommends "${missing[@]}"
+if command -v dpkg-query >/dev/null; then
+  "$here/../scripts/apt-install.sh" desktop-file-utils
 fi

@@ -35,25 +35,12 @@ node -e 'const [a,b]=process.versions.node.split(".").map(Number); process.exit(
 packages=(build-essential pkg-config curl file libwebkit2gtk-4.1-dev libxdo-dev libssl-dev librsvg2-dev)
 if [ "$mode" = test ]; then
   # procps: the tests end and look for processes with kill, pgrep and pkill.
-  packages+=(xvfb xauth webkit2gtk-driver python3 python3-venv xdotool x11-utils procps)
+  # desktop-file-utils: the package test validates the desktop entry; installed now,
+  # with the rest, not after half an hour of tests when sudo asks for its password again.
+  packages+=(xvfb xauth webkit2gtk-driver python3 python3-venv xdotool x11-utils procps desktop-file-utils)
 fi
 if command -v dpkg-query >/dev/null; then
-  missing=()
-  for pkg in "${packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
-  done
-  if [ ${#missing[@]} -gt 0 ]; then
-    say "installing Debian packages: ${missing[*]}"
-    sudo=()
-    if [ "$(id -u)" -ne 0 ]; then
-      command -v sudo >/dev/null || die "run as root or install sudo to install: ${missing[*]}"
-      sudo=(sudo)
-    fi
-    # A freshly booted machine's unattended upgrades hold apt's locks for a while.
-    apt=(apt-get -o DPkg::Lock::Timeout=600 -o Acquire::Retries=3)
-    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive "${apt[@]}" update -qq
-    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y -qq --no-install-recommends "${missing[@]}"
-  fi
+  "$root/scripts/apt-install.sh" "${packages[@]}"
 else
   say "not a Debian/Ubuntu system: make sure these (or your system's equivalents) are installed: ${packages[*]}"
 fi
@@ -69,6 +56,8 @@ npm_install() {
 }
 npm_install "$root/ui"
 if [ "$mode" = test ]; then
+  # `make test` ends by building and testing the package: its bundler now, not later.
+  "$root/packaging/setup.sh"
   # Real MCP servers for the tests, pinned by their lock files.
   npm_install "$root/tests/mcp-servers"
   venv="$root/tests/mcp-servers/.venv"
@@ -97,6 +86,8 @@ if [ "$mode" = test ]; then
   if ! command -v tauri-driver >/dev/null ||
      ! grep -q "^tauri-driver v$tauri_driver_version:" <<<"$installed"; then
     say "installing tauri-driver $tauri_driver_version"
-    cargo install tauri-driver --locked --version "$tauri_driver_version" --quiet
+    # Built in a folder of its own, not the workspace's (CARGO_TARGET_DIR, which the
+    # Makefile exports): cargo install removes its own folder when it is done.
+    env -u CARGO_TARGET_DIR cargo install tauri-driver --locked --version "$tauri_driver_version" --quiet
   fi
 fi

@@ -37,6 +37,9 @@ pub fn app_binary() -> anyhow::Result<PathBuf> {
 pub struct DesktopSession {
     pub client: Client,
     driver: Child,
+    /// WebKit's storage and cache (`XDG_DATA_HOME`, `XDG_CACHE_HOME`), which
+    /// `CONDUIT_HOME` does not move: a test never reads nor writes the user's.
+    _web_storage: tempfile::TempDir,
 }
 
 impl DesktopSession {
@@ -73,6 +76,7 @@ impl DesktopSession {
         let driver_bin = std::env::var_os(DRIVER_BIN_ENV).unwrap_or_else(|| "tauri-driver".into());
         let port = free_port()?;
         let native_port = free_port()?;
+        let web_storage = tempfile::tempdir().context("no folder for WebKit's storage")?;
         let mut command = Command::new(&driver_bin);
         command
             .args([
@@ -82,7 +86,12 @@ impl DesktopSession {
                 &native_port.to_string(),
             ])
             .stdin(Stdio::null())
-            .process_group(0);
+            .process_group(0)
+            // Never the user's keychain (a desktop session's D-Bus reaches through the
+            // drivers): a test that means the keychain says so in `envs`.
+            .env("CONDUIT_SECRET_STORE", "file")
+            .env("XDG_DATA_HOME", web_storage.path().join("data"))
+            .env("XDG_CACHE_HOME", web_storage.path().join("cache"));
         for (name, value) in envs {
             command.env(name, value);
         }
@@ -133,7 +142,11 @@ impl DesktopSession {
             }
         };
         let driver = guard.0.take().context("driver handle lost")?;
-        Ok(Self { client, driver })
+        Ok(Self {
+            client,
+            driver,
+            _web_storage: web_storage,
+        })
     }
 
     /// Waits until the element found by `css` shows text that `accept` takes, and returns it.
