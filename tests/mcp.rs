@@ -1015,3 +1015,77 @@ fn a_legacy_server_that_ends_at_the_discovery_probe_is_started_again_with_initia
     assert_eq!(out["parts"][0]["text"], "echo: still here", "{out}");
     setup.assert_no_leftovers();
 }
+
+/// A server of MCP's legacy HTTP+SSE transport (2024-11-05; the Python SDK's `sse`) is
+/// reached: an entry that says `"type": "sse"` opens its event stream first; an entry
+/// with only the URL tries Streamable HTTP, whose POST the server refuses (405), then
+/// the event stream. An entry that says `"type": "sse"` of a Streamable HTTP server
+/// (server-everything) still reaches it, when its URL serves no legacy stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legacy_sse_server_is_reached_by_its_type_or_when_it_refuses_streamable_http() {
+    let (python, script) = conduit_e2e::python_fixture("legacy_sse.py").unwrap();
+    let (_legacy, port) = conduit_e2e::serving_on_a_free_port("legacy_sse.py", |port| {
+        let mut command = tokio::process::Command::new(&python);
+        command.arg(&script).arg(port.to_string());
+        command
+    })
+    .await
+    .unwrap();
+    let (_everything, everything_port) = everything_over_http().await;
+    let sse = format!("http://127.0.0.1:{port}/sse");
+    let setup = Setup::new(json!({
+        "typed": {"type": "sse", "url": sse},
+        "untyped": {"url": sse},
+        "mislabelled": {"type": "sse", "url": format!("http://127.0.0.1:{everything_port}/mcp")}
+    }));
+    let home = setup.path().to_owned();
+    let (typed, untyped, mislabelled) = tokio::task::spawn_blocking(move || {
+        let run = |args: &[&str]| {
+            Command::new(binary("conduit").unwrap())
+                .args(args)
+                .env("CONDUIT_HOME", &home)
+                .env_remove("CONDUIT_MCP_CONFIG")
+                .env("CONDUIT_MCP_START_TIMEOUT", "20")
+                .output()
+                .unwrap()
+        };
+        let echo = |server: &str| {
+            run(&[
+                "mcp",
+                "call",
+                server,
+                "echo",
+                "--args",
+                r#"{"text": "over sse"}"#,
+                "--json",
+            ])
+        };
+        (
+            echo("typed"),
+            echo("untyped"),
+            run(&[
+                "mcp",
+                "call",
+                "mislabelled",
+                "get-sum",
+                "--args",
+                r#"{"a": 2, "b": 3}"#,
+                "--json",
+            ]),
+        )
+    })
+    .await
+    .unwrap();
+    for out in [&typed, &untyped] {
+        let out = json_out(out);
+        assert_eq!(out["parts"][0]["text"], "echo: over sse", "{out}");
+    }
+    let mislabelled = json_out(&mislabelled);
+    assert!(
+        mislabelled["parts"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains('5'),
+        "{mislabelled}"
+    );
+}

@@ -674,6 +674,7 @@ async fn a_call_that_times_out_sends_cancelled_while_the_server_runs_on() {
         },
         timeout: Some(Duration::from_secs(1)),
         secrets: Default::default(),
+        legacy_sse: false,
         era: Default::default(),
         oauth: Default::default(),
         roots: None,

@@ -109,20 +109,35 @@ pub fn python_fixture(script: &str) -> anyhow::Result<(PathBuf, PathBuf)> {
 /// kernel's socket tables say; otherwise it is started again on another port, a few
 /// times at most.
 pub async fn everything_over_http() -> anyhow::Result<(tokio::process::Child, u16)> {
+    let server = npm_server("server-everything")?;
+    serving_on_a_free_port("server-everything", |port| {
+        let mut command = tokio::process::Command::new("node");
+        command
+            .arg(&server)
+            .arg("streamableHttp")
+            .env("PORT", port.to_string());
+        command
+    })
+    .await
+}
+
+/// The server `command` starts on a free port it is given, once it alone listens there
+/// (within 20 s), as [`everything_over_http`] says; killed when the child is dropped.
+pub async fn serving_on_a_free_port(
+    name: &str,
+    command: impl Fn(u16) -> tokio::process::Command,
+) -> anyhow::Result<(tokio::process::Child, u16)> {
     let mut attempt = 1;
     loop {
         let port = free_port()?;
-        let mut child = tokio::process::Command::new("node")
-            .arg(npm_server("server-everything")?)
-            .arg("streamableHttp")
-            .env("PORT", port.to_string())
+        let mut child = command(port)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .kill_on_drop(true)
             .spawn()?;
         let pid = child
             .id()
-            .ok_or_else(|| anyhow::anyhow!("server-everything ended at once"))?;
+            .ok_or_else(|| anyhow::anyhow!("{name} ended at once"))?;
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
         let trouble = loop {
             if let Some(status) = child.try_wait()? {
@@ -132,16 +147,16 @@ pub async fn everything_over_http() -> anyhow::Result<(tokio::process::Child, u1
                 Some(true) => return Ok((child, port)),
                 Some(false) => break "another process listens there too".to_owned(),
                 None if std::time::Instant::now() > deadline => {
-                    anyhow::bail!("server-everything did not listen on {port} within 20 s")
+                    anyhow::bail!("{name} did not listen on {port} within 20 s")
                 }
                 None => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
             }
         };
         child.kill().await?;
         if attempt == 3 {
-            anyhow::bail!("server-everything could not have port {port} to itself: {trouble}");
+            anyhow::bail!("{name} could not have port {port} to itself: {trouble}");
         }
-        eprintln!("server-everything on port {port}: {trouble}; trying another port");
+        eprintln!("{name} on port {port}: {trouble}; trying another port");
         attempt += 1;
     }
 }

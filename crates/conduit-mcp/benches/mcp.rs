@@ -55,6 +55,7 @@ fn stdio(command: &str, args: Vec<String>) -> ServerSpec {
         },
         timeout: None,
         secrets: Default::default(),
+        legacy_sse: false,
         era: Default::default(),
         oauth: Default::default(),
         roots: None,

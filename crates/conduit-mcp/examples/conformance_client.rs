@@ -52,6 +52,7 @@ async fn main() {
         },
         timeout: Some(Duration::from_secs(20)),
         secrets: Default::default(),
+        legacy_sse: false,
         era: Default::default(),
         oauth,
         roots: None,

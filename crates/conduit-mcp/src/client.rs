@@ -9,6 +9,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::legacy_sse::{LegacySse, LegacySseError};
 use crate::redact::Redactor;
 use conduit_core::tool::{Progress, ProgressSink};
 use rmcp::model::{
@@ -144,13 +145,33 @@ impl StartError {
         let reason = match &sign_in {
             Some(need) if need.more_scope => "it needs more access: sign in again".to_owned(),
             Some(_) => "it needs you to sign in".to_owned(),
-            None => error.to_string(),
+            None => handshake_words(error),
         };
         Self {
             confused_by_discover: confused && sign_in.is_none(),
             sign_in,
             ..Self::plain(reason)
         }
+    }
+}
+
+/// What a failed handshake says: when discovery and the legacy handshake both failed,
+/// what each failed with (rmcp says only that both did), once when they agree.
+fn handshake_words(error: &rmcp::service::ClientInitializeError) -> String {
+    match error {
+        rmcp::service::ClientInitializeError::LegacyFallbackFailed { discover, fallback } => {
+            let (discover, fallback) = (handshake_words(discover), handshake_words(fallback));
+            if discover == fallback {
+                discover
+            } else {
+                format!("{discover}; initialize then failed too: {fallback}")
+            }
+        }
+        // rmcp names the transport's Rust type: what failed is its error, and when.
+        rmcp::service::ClientInitializeError::TransportError { error, context } => {
+            format!("{} ({context})", error.error)
+        }
+        other => other.to_string(),
     }
 }
 
@@ -923,6 +944,40 @@ where
     .map_err(|e| StartError::handshake(&e))
 }
 
+/// An HTTP entry's `headers`, their values marked sensitive (kept out of reqwest's Debug).
+fn entry_headers(
+    headers: &std::collections::BTreeMap<String, String>,
+) -> Result<reqwest::header::HeaderMap, StartError> {
+    let mut map = reqwest::header::HeaderMap::new();
+    for (name, value) in headers {
+        let name = reqwest::header::HeaderName::try_from(name.as_str())
+            .map_err(|_| StartError::plain(format!("bad header name {name:?}")))?;
+        let mut value = reqwest::header::HeaderValue::try_from(value.as_str())
+            .map_err(|_| StartError::plain(format!("bad value for header {name}")))?;
+        value.set_sensitive(true);
+        map.insert(name, value);
+    }
+    Ok(map)
+}
+
+/// How reaching a server over the legacy HTTP+SSE transport failed.
+enum LegacyStart {
+    /// Its URL serves no legacy event stream (refused, another content type, no
+    /// `endpoint` event): it may be a Streamable HTTP server.
+    NoEventStream(String),
+    Failed(StartError),
+}
+
+/// Whether a Streamable HTTP start failed as a server of the legacy HTTP+SSE transport
+/// fails it: its first POST answered 400, 404 or 405 (the spec's backward compatibility
+/// then tries a GET for the legacy event stream).
+fn refused_as_legacy(error: &StartError) -> bool {
+    error.sign_in.is_none()
+        && ["HTTP 400", "HTTP 404", "HTTP 405"]
+            .iter()
+            .any(|status| error.reason.contains(status))
+}
+
 /// A transport that says when it is gone: rmcp's session task owns the transport and
 /// drops it when the session ends for any reason (end of stream, a failed send, a close),
 /// so its drop is the moment the connection ended.
@@ -1185,6 +1240,17 @@ impl Connection {
         asks: Asks,
     ) -> Result<Self, StartError> {
         crate::redact::keep_out_of_logs(&spec.secrets);
+        let http = matches!(spec.transport, Transport::Http { .. });
+        // An entry that says `"type": "sse"` is reached over the legacy transport first.
+        if http && spec.legacy_sse {
+            match Self::start_legacy_sse(spec, start_timeout, asks.clone()).await {
+                Ok(connection) => return Ok(connection),
+                Err(LegacyStart::Failed(err)) => return Err(Self::said_safely(spec, err)),
+                Err(LegacyStart::NoEventStream(why)) => {
+                    tracing::info!(reason = %hidden_and_cut(&spec.secrets, &why), "the server's URL serves no legacy event stream; trying Streamable HTTP");
+                }
+            }
+        }
         let started = match Self::start(spec, start_timeout, asks.clone()).await {
             // A legacy server that answers an unknown method oddly instead of with an
             // error: once more, with the handshake it knows.
@@ -1196,17 +1262,99 @@ impl Connection {
                 };
                 Self::start(&legacy, start_timeout, asks).await
             }
+            // A server of the legacy HTTP+SSE transport refuses the first POST: its GET
+            // stream is tried; if it serves none either, the first failure is what is said.
+            Err(err) if http && !spec.legacy_sse && refused_as_legacy(&err) => {
+                match Self::start_legacy_sse(spec, start_timeout, asks).await {
+                    Ok(connection) => Ok(connection),
+                    Err(LegacyStart::Failed(legacy)) => Err(legacy),
+                    Err(LegacyStart::NoEventStream(_)) => Err(err),
+                }
+            }
             started => started,
         };
-        // The reason holds what the server answered (rmcp's errors quote it whole), so it
-        // is cut as a failed call's error is: it is logged, kept and sent to each window.
-        started.map_err(|err| StartError {
+        started.map_err(|err| Self::said_safely(spec, err))
+    }
+
+    /// A start's error as it may be shown: the reason holds what the server answered
+    /// (rmcp's errors quote it whole), so it is cut as a failed call's error is, with the
+    /// entry's secrets hidden: it is logged, kept and sent to each window.
+    fn said_safely(spec: &ServerSpec, err: StartError) -> StartError {
+        StartError {
             reason: hidden_and_cut(&spec.secrets, &err.reason),
             exit_code: err.exit_code,
             stderr_tail: spec.secrets.lines(err.stderr_tail),
             confused_by_discover: false,
             sign_in: err.sign_in,
-        })
+        }
+    }
+
+    /// Reaches an HTTP entry's server over MCP's legacy HTTP+SSE transport (2024-11-05):
+    /// its event stream at the URL, messages posted where the stream's `endpoint` event
+    /// says (on the same origin only), the handshake with `initialize`. No sign-in: a
+    /// server that wants one is reached over Streamable HTTP.
+    async fn start_legacy_sse(
+        spec: &ServerSpec,
+        start_timeout: Duration,
+        asks: Asks,
+    ) -> Result<Self, LegacyStart> {
+        let Transport::Http { url, headers } = &spec.transport else {
+            return Err(LegacyStart::NoEventStream("not an HTTP entry".into()));
+        };
+        let deadline = tokio::time::Instant::now() + start_timeout;
+        let parsed = reqwest::Url::parse(url).map_err(|e| {
+            LegacyStart::Failed(StartError::plain(format!("its url does not parse: {e}")))
+        })?;
+        let refused = RefusedRedirects::default();
+        let client = http_client(&refused).map_err(LegacyStart::Failed)?;
+        let headers = entry_headers(headers).map_err(LegacyStart::Failed)?;
+        let opened = tokio::time::timeout_at(deadline, LegacySse::open(client, &parsed, headers))
+            .await
+            .map_err(|_| {
+                LegacyStart::Failed(StartError::plain(format!(
+                    "it did not finish starting within {start_timeout:?}"
+                )))
+            })?;
+        let stream = match opened {
+            Ok(stream) => stream,
+            Err(
+                why @ (LegacySseError::Refused(_)
+                | LegacySseError::NotEventStream(_)
+                | LegacySseError::NoEndpoint),
+            ) => return Err(LegacyStart::NoEventStream(why.to_string())),
+            Err(why) => {
+                return Err(LegacyStart::Failed(
+                    refused.explain(StartError::plain(why.to_string())),
+                ));
+            }
+        };
+        let (shared, handler, ended) = Handler::for_session(
+            &asks,
+            crate::config::url_on_this_machine(url),
+            spec.sends_its_own_authorization(),
+        );
+        let transport = EndSignal {
+            inner: stream,
+            ended: ended.clone(),
+            spill: None,
+            in_flight: Arc::default(),
+            session_expired: shared.session_expired.clone(),
+            write_deadline: None,
+        };
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        // The transport of the 2024-11-05 era: its servers know `initialize` only.
+        let service = handshake(handler, transport, ProtocolEra::Initialize, left)
+            .await
+            .map_err(|e| LegacyStart::Failed(refused.explain(e)))?;
+        let call_timeout = spec.timeout.unwrap_or(DEFAULT_CALL_TIMEOUT);
+        Ok(Self::ready(
+            service,
+            Session {
+                refused,
+                ..Session::without_process(asks, shared, ended, call_timeout, spec.secrets.clone())
+            },
+        )
+        .await)
     }
 
     /// Starts a session with a server Conduit runs itself, over an in-memory transport:
@@ -1337,15 +1485,10 @@ impl Connection {
                 })
             }
             Transport::Http { url, headers } => {
-                let mut custom = HashMap::new();
-                for (name, value) in headers {
-                    let name = reqwest::header::HeaderName::try_from(name.as_str())
-                        .map_err(|_| StartError::plain(format!("bad header name {name:?}")))?;
-                    let mut value = reqwest::header::HeaderValue::try_from(value.as_str())
-                        .map_err(|_| StartError::plain(format!("bad value for header {name}")))?;
-                    value.set_sensitive(true);
-                    custom.insert(name, value);
-                }
+                let custom: HashMap<_, _> = entry_headers(headers)?
+                    .into_iter()
+                    .filter_map(|(name, value)| Some((name?, value)))
+                    .collect();
                 // The same cap as stdio: rmcp's default (16 MiB) would drop larger outputs.
                 let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
                     .custom_headers(custom)

@@ -141,6 +141,10 @@ pub struct ServerSpec {
     /// Hides what must not leave the crate: the `${VAR}` values, header values and the
     /// URL's query and user info.
     pub secrets: crate::redact::Redactor,
+    /// The entry says `"type": "sse"`: the server is reached first over MCP's legacy
+    /// HTTP+SSE transport (2024-11-05), then over Streamable HTTP if it serves no
+    /// event stream. Any other HTTP entry tries them the other way round.
+    pub legacy_sse: bool,
 }
 
 impl ServerSpec {
@@ -441,7 +445,8 @@ pub fn spec_of(raw: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<Serv
         None | Some(Value::Null) => None,
         Some(roots) => Some(crate::sampling::roots_of(roots, home.as_deref())?),
     };
-    let kind = match object.get("type").and_then(Value::as_str) {
+    let transport_type = object.get("type").and_then(Value::as_str);
+    let kind = match transport_type {
         None => None,
         Some(name) => Some(
             TransportKind::of_type(name)
@@ -538,6 +543,7 @@ pub fn spec_of(raw: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<Serv
         oauth,
         roots,
         secrets: crate::redact::Redactor::new(secrets).with_named_secrets(named),
+        legacy_sse: matches!(transport_type, Some("sse")),
     })
 }
 

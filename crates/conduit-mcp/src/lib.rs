@@ -33,6 +33,7 @@ pub mod conformance;
 pub mod elicit;
 mod envelope;
 pub mod http;
+mod legacy_sse;
 mod listen_stream;
 pub mod mention;
 pub mod naming;

@@ -1293,6 +1293,7 @@ sleep 30"#;
         },
         timeout: None,
         secrets: Default::default(),
+        legacy_sse: false,
         era: ProtocolEra::Initialize,
         oauth: Default::default(),
         roots: None,

@@ -81,6 +81,7 @@ fn claude_desktop_files_read_with_each_server_checked_alone() {
                 "1".to_owned(),
                 "/home/u/bin".to_owned()
             ]),
+            legacy_sse: false,
         })
     );
     let remote = snapshot.server("remote").unwrap().spec.clone().unwrap();
