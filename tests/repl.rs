@@ -788,3 +788,49 @@ async fn the_repl_says_when_the_history_is_found_damaged_while_it_runs() {
     assert!(status.success(), "{status:?}: {rest:?}");
     assert_eq!(server.requests().len(), 1, "the message went on meanwhile");
 }
+
+/// A tool the server's views (MCP App pages) may call too: the question says so before
+/// an "always" is given, as that allow covers their calls in the window as well.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_always_for_a_tool_views_may_call_says_so_first() {
+    let dialect = Dialect::OpenAiChat;
+    let server = ScriptedLlm::start(vec![
+        dialect.turn(
+            &[],
+            &[ScriptedCall::new(
+                "call_view",
+                "probe__show_probe",
+                json!({"gate": "open"}),
+            )],
+        ),
+        dialect.text(&["Denied, fine."]),
+    ])
+    .await
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let (python, script) = conduit_e2e::python_fixture("app_probe.py").unwrap();
+    std::fs::write(
+        home.path().join("mcp_servers.json"),
+        json!({"mcpServers": {"probe": {"command": python,
+            "args": [script, home.path().join("reports.jsonl")]}}})
+        .to_string(),
+    )
+    .unwrap();
+    let session = repl(
+        &server,
+        home.path(),
+        vec![
+            expect("> "),
+            send("show the probe"),
+            expect("? show_probe of server probe wants to run"),
+            expect("its server's views (MCP App pages in the window) may call it too"),
+            expect("allow [o]nce, [a]lways, or [d]eny?"),
+            send("d"),
+            expect("Denied, fine."),
+            expect("> "),
+            key("ctrl-d"),
+        ],
+    )
+    .await;
+    assert_eq!(session.failure, None, "{}", session.transcript);
+}
