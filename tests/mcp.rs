@@ -1020,7 +1020,8 @@ fn a_legacy_server_that_ends_at_the_discovery_probe_is_started_again_with_initia
 /// reached: an entry that says `"type": "sse"` opens its event stream first; an entry
 /// with only the URL tries Streamable HTTP, whose POST the server refuses (405), then
 /// the event stream. An entry that says `"type": "sse"` of a Streamable HTTP server
-/// (server-everything) still reaches it, when its URL serves no legacy stream.
+/// still reaches it, when its URL serves no legacy stream: server-everything refuses the
+/// GET, and a stateless Python server answers it with a stream that names no endpoint.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_legacy_sse_server_is_reached_by_its_type_or_when_it_refuses_streamable_http() {
     let (python, script) = conduit_e2e::python_fixture("legacy_sse.py").unwrap();
@@ -1032,14 +1033,23 @@ async fn a_legacy_sse_server_is_reached_by_its_type_or_when_it_refuses_streamabl
     .await
     .unwrap();
     let (_everything, everything_port) = everything_over_http().await;
+    let (_stateless, stateless_port) =
+        conduit_e2e::serving_on_a_free_port("legacy_sse.py stateless", |port| {
+            let mut command = tokio::process::Command::new(&python);
+            command.arg(&script).arg(port.to_string()).arg("stateless");
+            command
+        })
+        .await
+        .unwrap();
     let sse = format!("http://127.0.0.1:{port}/sse");
     let setup = Setup::new(json!({
         "typed": {"type": "sse", "url": sse},
         "untyped": {"url": sse},
-        "mislabelled": {"type": "sse", "url": format!("http://127.0.0.1:{everything_port}/mcp")}
+        "mislabelled": {"type": "sse", "url": format!("http://127.0.0.1:{everything_port}/mcp")},
+        "stateless": {"type": "sse", "url": format!("http://127.0.0.1:{stateless_port}/mcp")}
     }));
     let home = setup.path().to_owned();
-    let (typed, untyped, mislabelled) = tokio::task::spawn_blocking(move || {
+    let (typed, untyped, stateless, mislabelled) = tokio::task::spawn_blocking(move || {
         let run = |args: &[&str]| {
             Command::new(binary("conduit").unwrap())
                 .args(args)
@@ -1063,6 +1073,7 @@ async fn a_legacy_sse_server_is_reached_by_its_type_or_when_it_refuses_streamabl
         (
             echo("typed"),
             echo("untyped"),
+            echo("stateless"),
             run(&[
                 "mcp",
                 "call",
@@ -1076,7 +1087,7 @@ async fn a_legacy_sse_server_is_reached_by_its_type_or_when_it_refuses_streamabl
     })
     .await
     .unwrap();
-    for out in [&typed, &untyped] {
+    for out in [&typed, &untyped, &stateless] {
         let out = json_out(out);
         assert_eq!(out["parts"][0]["text"], "echo: over sse", "{out}");
     }

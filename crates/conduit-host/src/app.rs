@@ -864,7 +864,7 @@ impl App {
         let runs = crate::approval::allow_print_of_running(running.as_ref(), server);
         if policy == crate::settings::ToolPolicy::Allow && runs.is_empty() {
             return Err(crate::SettingsError::Invalid(format!(
-                "server {} is not in the mcpServers file as a server that can start, so its requests cannot be allowed",
+                "server {} is not running from the mcpServers file (not in it as a server that can start, or not applied yet), so its requests cannot be allowed",
                 visible(server)
             ))
             .into());
@@ -1055,7 +1055,9 @@ mod tests {
             .await
             .unwrap_err();
         assert!(
-            refused.to_string().contains("not in the mcpServers file"),
+            refused
+                .to_string()
+                .contains("not running from the mcpServers file"),
             "{refused}"
         );
         assert_eq!(

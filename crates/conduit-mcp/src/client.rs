@@ -9,7 +9,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::legacy_sse::{LegacySse, LegacySseError};
+use crate::legacy_sse::{self, LegacySseError};
 use crate::redact::Redactor;
 use conduit_core::tool::{Progress, ProgressSink};
 use rmcp::model::{
@@ -63,6 +63,9 @@ pub struct StartError {
     confused_by_discover: bool,
     /// The server wants the user to sign in (it answered 401, or 403 for more scope).
     pub sign_in: Option<SignInNeeded>,
+    /// Its Streamable HTTP handshake was refused as a legacy HTTP+SSE server refuses it
+    /// ([`posted_and_refused`]): its event stream is worth a try.
+    legacy_hint: bool,
 }
 
 /// A server that needs the user to sign in (again), and what it said.
@@ -115,6 +118,7 @@ impl StartError {
             stderr_tail: Vec::new(),
             confused_by_discover: false,
             sign_in: None,
+            legacy_hint: false,
         }
     }
 
@@ -149,6 +153,7 @@ impl StartError {
         };
         Self {
             confused_by_discover: confused && sign_in.is_none(),
+            legacy_hint: sign_in.is_none() && posted_and_refused(error),
             sign_in,
             ..Self::plain(reason)
         }
@@ -357,7 +362,9 @@ struct Shared {
     sign_in_refused: tokio::sync::Notify,
     /// How many of the server's questions (a form, a page, a sampling request) wait for
     /// the user: a call's idle timeout does not run meanwhile, as the server waits on them.
-    asking: tokio::sync::watch::Sender<usize>,
+    asking: std::sync::atomic::AtomicUsize,
+    /// When the last of them was answered: the idle time starts again from there.
+    asked_until: Mutex<Option<tokio::time::Instant>>,
 }
 
 /// One of the server's questions waiting for the user, counted in [`Shared::asking`].
@@ -365,16 +372,19 @@ struct Asking<'a>(&'a Shared);
 
 impl<'a> Asking<'a> {
     fn begin(shared: &'a Shared) -> Self {
-        shared.asking.send_modify(|open| *open += 1);
+        shared
+            .asking
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Self(shared)
     }
 }
 
 impl Drop for Asking<'_> {
     fn drop(&mut self) {
+        *self.0.asked_until.lock() = Some(tokio::time::Instant::now());
         self.0
             .asking
-            .send_modify(|open| *open = open.saturating_sub(1));
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
     }
 }
 
@@ -968,14 +978,25 @@ enum LegacyStart {
     Failed(StartError),
 }
 
-/// Whether a Streamable HTTP start failed as a server of the legacy HTTP+SSE transport
-/// fails it: its first POST answered 400, 404 or 405 (the spec's backward compatibility
-/// then tries a GET for the legacy event stream).
-fn refused_as_legacy(error: &StartError) -> bool {
-    error.sign_in.is_none()
-        && ["HTTP 400", "HTTP 404", "HTTP 405"]
-            .iter()
-            .any(|status| error.reason.contains(status))
+/// Whether a Streamable HTTP handshake failed as a server of the legacy HTTP+SSE
+/// transport fails it: its POST answered 400, 404 or 405 (the spec's backward
+/// compatibility then tries a GET for the legacy event stream). Read from rmcp's own
+/// words for an unexpected answer, which start with the status, not from anything the
+/// server wrote (a JSON-RPC error's message, a session that expired).
+fn posted_and_refused(error: &rmcp::service::ClientInitializeError) -> bool {
+    use rmcp::service::ClientInitializeError as Failed;
+    match error {
+        Failed::LegacyFallbackFailed { discover, fallback } => {
+            posted_and_refused(discover) || posted_and_refused(fallback)
+        }
+        Failed::TransportError { error, .. } => {
+            let said = error.error.to_string();
+            ["400", "404", "405"].iter().any(|status| {
+                said.starts_with(&format!("unexpected server response: HTTP {status} "))
+            })
+        }
+        _ => false,
+    }
 }
 
 /// A transport that says when it is gone: rmcp's session task owns the transport and
@@ -1264,7 +1285,7 @@ impl Connection {
             }
             // A server of the legacy HTTP+SSE transport refuses the first POST: its GET
             // stream is tried; if it serves none either, the first failure is what is said.
-            Err(err) if http && !spec.legacy_sse && refused_as_legacy(&err) => {
+            Err(err) if http && !spec.legacy_sse && err.legacy_hint => {
                 match Self::start_legacy_sse(spec, start_timeout, asks).await {
                     Ok(connection) => Ok(connection),
                     Err(LegacyStart::Failed(legacy)) => Err(legacy),
@@ -1286,6 +1307,7 @@ impl Connection {
             stderr_tail: spec.secrets.lines(err.stderr_tail),
             confused_by_discover: false,
             sign_in: err.sign_in,
+            legacy_hint: false,
         }
     }
 
@@ -1308,19 +1330,20 @@ impl Connection {
         let refused = RefusedRedirects::default();
         let client = http_client(&refused).map_err(LegacyStart::Failed)?;
         let headers = entry_headers(headers).map_err(LegacyStart::Failed)?;
-        let opened = tokio::time::timeout_at(deadline, LegacySse::open(client, &parsed, headers))
+        // No event stream in time is no legacy stream: the Streamable HTTP attempt that
+        // may follow has its own start time.
+        let opened = tokio::time::timeout_at(deadline, legacy_sse::open(client, &parsed, headers))
             .await
             .map_err(|_| {
-                LegacyStart::Failed(StartError::plain(format!(
-                    "it did not finish starting within {start_timeout:?}"
-                )))
+                LegacyStart::NoEventStream(format!("it named no endpoint within {start_timeout:?}"))
             })?;
         let stream = match opened {
             Ok(stream) => stream,
             Err(
                 why @ (LegacySseError::Refused(_)
                 | LegacySseError::NotEventStream(_)
-                | LegacySseError::NoEndpoint),
+                | LegacySseError::NoEndpoint
+                | LegacySseError::EndpointLate(_)),
             ) => return Err(LegacyStart::NoEventStream(why.to_string())),
             Err(why) => {
                 return Err(LegacyStart::Failed(
@@ -1333,13 +1356,16 @@ impl Connection {
             crate::config::url_on_this_machine(url),
             spec.sends_its_own_authorization(),
         );
+        // JSON lines, as to a server in this process (`connect_in_process`): one
+        // transport type for both.
+        let (read, write) = tokio::io::split(stream);
         let transport = EndSignal {
-            inner: stream,
+            inner: AsyncRwTransport::new(read, write).with_max_line_length(MAX_STDIO_MESSAGE),
             ended: ended.clone(),
             spill: None,
             in_flight: Arc::default(),
-            session_expired: shared.session_expired.clone(),
-            write_deadline: None,
+            session_expired: Arc::default(),
+            write_deadline: Some(PIPE_WRITE_DEADLINE),
         };
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         // The transport of the 2024-11-05 era: its servers know `initialize` only.
@@ -1451,13 +1477,14 @@ impl Connection {
                         .await);
                     }
                     Ok(Err(err)) => {
-                        confused_by_discover = StartError::handshake(&err).confused_by_discover;
+                        let said = StartError::handshake(&err);
+                        confused_by_discover = said.confused_by_discover;
                         closed_in_handshake = matches!(
                             err,
                             rmcp::service::ClientInitializeError::ConnectionClosed(_)
                                 | rmcp::service::ClientInitializeError::TransportError { .. }
                         );
-                        err.to_string()
+                        said.reason
                     }
                     Err(_) => format!("it did not finish starting within {start_timeout:?}"),
                 };
@@ -1465,6 +1492,14 @@ impl Connection {
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 let exit = process.exit_status();
                 process.shutdown(Duration::ZERO).await;
+                // A legacy server that ended at the probe says it wanted `initialize`
+                // (rmcp's servers: "expected initialize request"); one that ended at once
+                // for its own reasons (an import error, a missing key) is not started twice.
+                let wanted_initialize = exit.is_none()
+                    || stderr
+                        .lines()
+                        .iter()
+                        .any(|line| line.to_ascii_lowercase().contains("initializ"));
                 // When it exited, its exit and stderr say why; rmcp's broken pipe does not.
                 let reason = match exit {
                     Some(status) => format!("it exited ({status}) before it was ready"),
@@ -1480,8 +1515,9 @@ impl Connection {
                     // rmcp servers do): the spec's backward compatibility starts it again
                     // with `initialize` (only when the era was found out, `connect`).
                     confused_by_discover: (confused_by_discover && exit.is_none())
-                        || closed_in_handshake,
+                        || (closed_in_handshake && wanted_initialize),
                     sign_in: None,
+                    legacy_hint: false,
                 })
             }
             Transport::Http { url, headers } => {
@@ -2011,13 +2047,18 @@ impl Connection {
         let (mut state, mut responses) = (None, None);
         // Nothing stops a read or a prompt but the connection's end and the caps.
         let not_stopped = CancellationToken::new();
-        for _ in 0..MAX_INPUT_ROUNDS {
+        let mut asking_rounds = 0u32;
+        loop {
             if budget.left().is_none() {
                 return Err(McpError::Timeout(self.max_call_time));
             }
             let round = request(state.take(), responses.take());
             match self.answered(self.peer.send_request(round)).await? {
                 ServerResult::InputRequiredResult(asked) => {
+                    // Every round counts here: nothing but the caps stops a read or a
+                    // prompt (no Stop reaches it), so a server only handing its state
+                    // back gets 16 rounds, not the call's half hour.
+                    count_asking_round(&mut asking_rounds, true)?;
                     (state, responses) = self
                         .answer_round(asked, &mut state_only_rounds, &mut budget, &not_stopped)
                         .await?;
@@ -2025,9 +2066,6 @@ impl Connection {
                 answer => return Ok(answer),
             }
         }
-        Err(McpError::Other(format!(
-            "the server still wanted more after {MAX_INPUT_ROUNDS} rounds"
-        )))
     }
 
     /// A request other than a tool call (a page of a list, a resource read, a prompt, a
@@ -2056,8 +2094,9 @@ impl Connection {
     ) -> Result<CallToolResult, McpError> {
         let mut params = CallToolRequestParams::new(name.to_owned()).with_arguments(arguments);
         let mut state_only_rounds = 0u32;
+        let mut asking_rounds = 0u32;
         let mut budget = CallBudget::new(self.max_call_time);
-        for round in 0..MAX_INPUT_ROUNDS {
+        for round in 0u64.. {
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
             let Some(left) = budget.left() else {
                 return Err(McpError::Timeout(self.max_call_time));
@@ -2101,6 +2140,13 @@ impl Connection {
                 // 2026-07-28 (SEP-2322): the server needs another round; its state goes back
                 // byte for byte, in a new request with its own id.
                 ServerResult::InputRequiredResult(asked) => {
+                    // Counted before anything is asked: the user never answers a round
+                    // whose answers would not be sent.
+                    let asks = asked
+                        .input_requests
+                        .as_ref()
+                        .is_some_and(|requests| !requests.is_empty());
+                    count_asking_round(&mut asking_rounds, asks)?;
                     let (state, responses) = self
                         .answer_round(asked, &mut state_only_rounds, &mut budget, &cancel)
                         .await?;
@@ -2114,9 +2160,8 @@ impl Connection {
                 }
             }
         }
-        Err(McpError::Other(format!(
-            "the server still wanted more after {MAX_INPUT_ROUNDS} rounds"
-        )))
+        // The rounds are counted above; a call cannot take 2^64 of them.
+        Err(McpError::Other("the call took too many rounds".into()))
     }
 
     /// Answers a 2026-07-28 server's `input_required` round (SEP-2322) for a tool call, a
@@ -2156,10 +2201,12 @@ impl Connection {
             responses.insert(key, answer);
         }
         if responses.is_empty() {
-            // A server that only hands its state back is polled, gently.
+            // A server that only hands its state back is still waiting (on the user's
+            // page in a browser, say): it is polled, more slowly each time, for as long
+            // as the call's cap and the user allow.
             let pause = 50u64
-                .saturating_mul(1 << (*state_only_rounds).min(3))
-                .min(250);
+                .saturating_mul(1 << (*state_only_rounds).min(6))
+                .min(STATE_POLL_MAX_MS);
             *state_only_rounds += 1;
             tokio::select! {
                 () = tokio::time::sleep(Duration::from_millis(pause)) => {}
@@ -2267,11 +2314,11 @@ impl Connection {
         };
         let token = handle.progress_token.clone();
         // Each progress of this call sets its idle timeout running again.
-        let (progressed, mut progress_seen) = tokio::sync::watch::channel(());
+        let heard = Arc::new(Mutex::new(tokio::time::Instant::now()));
         let progress: ProgressSink = {
-            let progress = progress.clone();
+            let (progress, heard) = (progress.clone(), heard.clone());
             Arc::new(move |step| {
-                progressed.send_replace(());
+                *heard.lock() = tokio::time::Instant::now();
                 progress(step);
             })
         };
@@ -2293,12 +2340,10 @@ impl Connection {
             spill: self.spill.clone(),
             id: id.clone(),
         };
-        let mut asking = self.shared.asking.subscribe();
         let mut idle_ends = tokio::time::Instant::now() + idle;
         let response = handle.await_response();
         tokio::pin!(response);
         let response = loop {
-            let waiting_on_user = *asking.borrow_and_update() > 0;
             tokio::select! {
                 biased;
                 response = &mut response => break response,
@@ -2311,14 +2356,21 @@ impl Connection {
                     let _ = tokio::time::timeout(CANCEL_NOTICE_PATIENCE, notice).await;
                     return Err(McpError::Cancelled);
                 }
-                Ok(()) = progress_seen.changed() => {
-                    idle_ends = tokio::time::Instant::now() + idle;
-                }
-                // A question opened or answered: the idle time starts again after it.
-                Ok(()) = asking.changed() => {
-                    idle_ends = tokio::time::Instant::now() + idle;
-                }
-                () = tokio::time::sleep_until(idle_ends), if !waiting_on_user => {
+                () = tokio::time::sleep_until(idle_ends) => {
+                    // Progress since, or a question open or answered since: the idle
+                    // time runs from the last of them, and not while one is open.
+                    let now = tokio::time::Instant::now();
+                    if self.shared.asking.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+                        idle_ends = now + idle;
+                        continue;
+                    }
+                    let progressed = *heard.lock();
+                    let answered = *self.shared.asked_until.lock();
+                    let heard = answered.map_or(progressed, |answered| answered.max(progressed));
+                    if heard + idle > now {
+                        idle_ends = heard + idle;
+                        continue;
+                    }
                     let reason = Some("the request timed out".to_owned());
                     let notice = peer.notify_cancelled(CancelledNotificationParam::new(Some(id), reason));
                     let _ = tokio::time::timeout(CANCEL_NOTICE_PATIENCE, notice).await;
@@ -2431,8 +2483,27 @@ const LISTEN_BACKOFF: conduit_core::backoff::Backoff =
     conduit_core::backoff::Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
 const LISTEN_ATTEMPTS: u32 = 8;
 
-/// How many rounds one tool call may take when the server asks for more (2026-07-28).
+/// How many rounds of one call may ask the user (or the model) something when the
+/// server asks for more (2026-07-28). A round that only hands the server's state back
+/// (it is still waiting, on a page the user opened, say) is not counted: the call's cap
+/// and the user's Stop bound those.
 const MAX_INPUT_ROUNDS: u32 = 16;
+/// The longest pause before a state-only round is sent back (50 ms, doubling).
+const STATE_POLL_MAX_MS: u64 = 2_000;
+
+/// Counts a round about to be answered that asks something (`asks`); an error, before
+/// anything is asked, once [`MAX_INPUT_ROUNDS`] were.
+fn count_asking_round(asking_rounds: &mut u32, asks: bool) -> Result<(), McpError> {
+    if asks {
+        if *asking_rounds >= MAX_INPUT_ROUNDS {
+            return Err(McpError::Other(format!(
+                "the server still wanted more after {MAX_INPUT_ROUNDS} rounds"
+            )));
+        }
+        *asking_rounds += 1;
+    }
+    Ok(())
+}
 /// The most input requests (questions, sampling, roots) one round of a call may carry.
 const MAX_INPUTS_PER_ROUND: usize = 8;
 

@@ -48,40 +48,74 @@ fn is_executable(path: &Path) -> bool {
 /// interactive too, as a terminal's shell is, since nvm, fnm, volta and pyenv put their
 /// PATH lines in `~/.bashrc` (which returns early when not interactive) or `~/.zshrc`
 /// (which a login shell that is not interactive never reads). Its input is empty, so a
-/// profile that asks something reads the end at once.
+/// profile that asks something reads the end at once. An interactive profile that never
+/// gets to the command (`exec tmux`, `exec zsh` in `~/.bashrc`) or takes too long is
+/// asked again as a login shell only, as before.
 fn shell_path() -> Option<OsString> {
     let shell = std::env::var_os("SHELL").filter(|s| !s.is_empty())?;
+    path_of_shell(&shell)
+}
+
+/// [`shell_path`] of the shell `shell`.
+fn path_of_shell(shell: &std::ffi::OsStr) -> Option<OsString> {
+    ask_shell(shell, &["-i", "-l", "-c"]).or_else(|| ask_shell(shell, &["-l", "-c"]))
+}
+
+/// How long the shell has to say its PATH.
+const SHELL_PATIENCE: Duration = Duration::from_secs(3);
+
+const MARKER: &str = "__CONDUIT_PATH__";
+
+/// `shell flags 'printf …'`'s PATH, read as it comes: the answer is taken once both
+/// markers are in, within [`SHELL_PATIENCE`], even when something the profile started in
+/// the background keeps the output open; what is still running then is ended.
+fn ask_shell(shell: &std::ffi::OsStr, flags: &[&str]) -> Option<OsString> {
     let mut command = std::process::Command::new(shell);
     command
-        .args([
-            "-i",
-            "-l",
-            "-c",
-            "printf '__CONDUIT_PATH__%s__CONDUIT_PATH__' \"$PATH\"",
-        ])
+        .args(flags)
+        .arg(format!("printf '{MARKER}%s{MARKER}' \"$PATH\""))
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null());
     without_terminal(&mut command);
     let mut child = command.spawn().ok()?;
-    let deadline = std::time::Instant::now() + Duration::from_secs(3);
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => break,
-            Ok(None) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(20));
+    let mut stdout = child.stdout.take()?;
+    // Reads until the second marker or the end; left to finish by itself when the
+    // output stays open past the patience (its pipe ends with the last writer).
+    let reader = std::thread::Builder::new()
+        .name("conduit-shell-path".into())
+        .spawn(move || {
+            let mut out = Vec::new();
+            let mut chunk = [0u8; 4096];
+            loop {
+                match std::io::Read::read(&mut stdout, &mut chunk) {
+                    Ok(0) | Err(_) => break,
+                    Ok(read) => out.extend_from_slice(&chunk[..read]),
+                }
+                if String::from_utf8_lossy(&out).matches(MARKER).count() >= 2 {
+                    break;
+                }
             }
-            _ => {
-                end_session(&child);
-                let _ = child.kill();
-                let _ = child.wait();
-                return None;
-            }
+            out
+        })
+        .ok();
+    let deadline = std::time::Instant::now() + SHELL_PATIENCE;
+    let out = reader.and_then(|reader| {
+        while !reader.is_finished() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
         }
+        reader.is_finished().then(|| reader.join().ok()).flatten()
+    });
+    if !matches!(child.try_wait(), Ok(Some(_))) {
+        end_session(&child);
+        let _ = child.kill();
     }
-    let mut out = String::new();
-    std::io::Read::read_to_string(&mut child.stdout.take()?, &mut out).ok()?;
-    let inner = out.split("__CONDUIT_PATH__").nth(1)?;
+    let _ = child.wait();
+    let out = String::from_utf8_lossy(&out?).into_owned();
+    let mut parts = out.split(MARKER);
+    let inner = parts.nth(1)?;
+    // Both markers: a cut answer is no answer.
+    parts.next()?;
     (!inner.is_empty()).then(|| OsString::from(inner))
 }
 
@@ -197,6 +231,47 @@ mod tests {
         let path = path.unwrap();
         assert!(
             path.to_string_lossy().starts_with("/opt/from-profile/bin:"),
+            "{path:?}"
+        );
+    }
+
+    /// A fake shell at `dir/name` running `script` (sh).
+    #[cfg(unix)]
+    fn fake_shell(dir: &Path, name: &str, script: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let shell = dir.join(name);
+        std::fs::write(&shell, format!("#!/bin/sh\n{script}")).unwrap();
+        std::fs::set_permissions(&shell, std::fs::Permissions::from_mode(0o755)).unwrap();
+        shell
+    }
+
+    /// An interactive profile that never gets to the command (`exec tmux` in
+    /// `~/.bashrc`, here a long sleep) is asked again as a login shell only; one that
+    /// leaves a job in the background holding the output open is answered all the same,
+    /// within the patience.
+    #[cfg(unix)]
+    #[test]
+    fn a_profile_that_never_runs_the_command_or_holds_the_output_still_answers() {
+        let dir = tempfile::tempdir().unwrap();
+        let execs_away = fake_shell(
+            dir.path(),
+            "execs-away",
+            "if [ \"$1\" = -i ]; then exec sleep 30; fi\nPATH=\"/opt/login/bin:$PATH\" exec /bin/sh -c \"$3\"\n",
+        );
+        let path = path_of_shell(execs_away.as_os_str()).unwrap();
+        assert!(
+            path.to_string_lossy().starts_with("/opt/login/bin:"),
+            "{path:?}"
+        );
+
+        let holds = fake_shell(
+            dir.path(),
+            "holds-output",
+            "sleep 30 &\nPATH=\"/opt/interactive/bin:$PATH\" exec /bin/sh -c \"$4\"\n",
+        );
+        let path = path_of_shell(holds.as_os_str()).unwrap();
+        assert!(
+            path.to_string_lossy().starts_with("/opt/interactive/bin:"),
             "{path:?}"
         );
     }

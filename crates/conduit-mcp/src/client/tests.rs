@@ -1549,3 +1549,50 @@ async fn a_calls_idle_timeout_waits_while_the_servers_question_is_open() {
     let silent = run(true).await.unwrap_err();
     assert!(matches!(silent, McpError::Timeout(_)), "{silent:?}");
 }
+
+/// A 2026 server that hands only its state back is still waiting (on a page the user
+/// opened in a browser, say): it is polled, more slowly each time, past the 16 rounds
+/// that ask something, until it answers. Before, the 16th such round failed the call
+/// about 3 s after the user was sent to the page.
+#[tokio::test(start_paused = true)]
+async fn a_server_still_waiting_is_polled_past_the_rounds_that_ask() {
+    let rounds = Arc::new(AtomicUsize::new(0));
+    let counted = rounds.clone();
+    let connection = scripted_in(
+        ProtocolEra::Stateless,
+        move |request| {
+            if request["method"] != "tools/call" {
+                return vec![];
+            }
+            let round = counted.fetch_add(1, Ordering::SeqCst);
+            let result = if round < 30 {
+                json!({"resultType": "input_required", "requestState": format!("waiting-{round}")})
+            } else {
+                json!({"content": [{"type": "text", "text": "signed in"}]})
+            };
+            vec![answer(request, result)]
+        },
+        Duration::from_secs(10),
+    )
+    .await;
+    let started = tokio::time::Instant::now();
+    let result = connection
+        .call_tool(
+            "sign_in",
+            JsonObject::new(),
+            no_progress(),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert!(format!("{result:?}").contains("signed in"), "{result:?}");
+    assert_eq!(rounds.load(Ordering::SeqCst), 31);
+    // Polled at most every 2 s once it had waited a while: 30 pauses of 50 ms doubling
+    // to 2 s.
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+    connection.shutdown().await;
+}
