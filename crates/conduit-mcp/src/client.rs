@@ -954,6 +954,30 @@ where
     .map_err(|e| StartError::handshake(&e))
 }
 
+/// A session's transport over JSON lines on an in-memory stream: to a server in this
+/// process, and to a legacy HTTP+SSE server through its bridge. One type for both, so
+/// the binaries hold one copy of rmcp's session loop for them.
+fn json_lines(
+    stream: tokio::io::DuplexStream,
+    ended: &CancellationToken,
+) -> EndSignal<
+    AsyncRwTransport<
+        RoleClient,
+        tokio::io::ReadHalf<tokio::io::DuplexStream>,
+        tokio::io::WriteHalf<tokio::io::DuplexStream>,
+    >,
+> {
+    let (read, write) = tokio::io::split(stream);
+    EndSignal {
+        inner: AsyncRwTransport::new(read, write).with_max_line_length(MAX_STDIO_MESSAGE),
+        ended: ended.clone(),
+        spill: None,
+        in_flight: Arc::default(),
+        session_expired: Arc::default(),
+        write_deadline: Some(PIPE_WRITE_DEADLINE),
+    }
+}
+
 /// An HTTP entry's `headers`, their values marked sensitive (kept out of reqwest's Debug).
 fn entry_headers(
     headers: &std::collections::BTreeMap<String, String>,
@@ -1356,17 +1380,8 @@ impl Connection {
             crate::config::url_on_this_machine(url),
             spec.sends_its_own_authorization(),
         );
-        // JSON lines, as to a server in this process (`connect_in_process`): one
-        // transport type for both.
-        let (read, write) = tokio::io::split(stream);
-        let transport = EndSignal {
-            inner: AsyncRwTransport::new(read, write).with_max_line_length(MAX_STDIO_MESSAGE),
-            ended: ended.clone(),
-            spill: None,
-            in_flight: Arc::default(),
-            session_expired: Arc::default(),
-            write_deadline: Some(PIPE_WRITE_DEADLINE),
-        };
+        // JSON lines, as to a server in this process: one transport type for both.
+        let transport = json_lines(stream, &ended);
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         // The transport of the 2024-11-05 era: its servers know `initialize` only.
         let service = handshake(handler, transport, ProtocolEra::Initialize, left)
@@ -1393,15 +1408,7 @@ impl Connection {
         let (shared, handler, ended) = Handler::for_session(&asks, true, false);
         let (client_end, server_end) = tokio::io::duplex(IN_PROCESS_BUFFER);
         tokio::spawn(server.serve(server_end));
-        let (read, write) = tokio::io::split(client_end);
-        let transport = EndSignal {
-            inner: AsyncRwTransport::new(read, write).with_max_line_length(MAX_STDIO_MESSAGE),
-            ended: ended.clone(),
-            spill: None,
-            in_flight: Arc::default(),
-            session_expired: Arc::default(),
-            write_deadline: Some(PIPE_WRITE_DEADLINE),
-        };
+        let transport = json_lines(client_end, &ended);
         let service = handshake(handler, transport, ProtocolEra::Auto, start_timeout).await?;
         Ok(Self::ready(
             service,

@@ -361,6 +361,15 @@ fn nothing_is_swept_while_a_corrupt_history_is_kept_beside_it() {
     assert_eq!(store.sweep_media(MEDIA_GRACE).unwrap().files, files.len());
 }
 
+/// The upkeep started at once; what it hands over comes on the receiver.
+fn upkeep_now(store: &Arc<Store>) -> std::sync::mpsc::Receiver<crate::HistoryDamage> {
+    let (found, damage) = std::sync::mpsc::channel();
+    store.upkeep_in_background(Duration::ZERO, move |damage| {
+        found.send(damage).unwrap();
+    });
+    damage
+}
+
 /// The upkeep hands the damage it found to its caller (the window shows it), with what
 /// the check said and which file, and then sweeps nothing.
 #[test]
@@ -371,10 +380,7 @@ fn the_upkeep_hands_damage_over_and_sweeps_nothing() {
     let media = store.media().put(&png(600, 40, 1), None).unwrap();
     let files = age_all(&store, &media.hash, 2);
 
-    let (found, damage) = std::sync::mpsc::channel();
-    store.upkeep_in_background(Duration::ZERO, move |damage| {
-        found.send(damage).unwrap();
-    });
+    let damage = upkeep_now(&store);
     let damage = damage.recv_timeout(Duration::from_secs(60)).unwrap();
 
     assert!(!damage.found.is_empty());
@@ -400,10 +406,7 @@ fn the_upkeep_of_a_whole_history_sweeps_and_hands_nothing_over() {
     let media = store.media().put(&png(600, 40, 1), None).unwrap();
     let files = age_all(&store, &media.hash, 2);
 
-    let (found, damage) = std::sync::mpsc::channel();
-    store.upkeep_in_background(Duration::ZERO, move |damage| {
-        found.send(damage).unwrap();
-    });
+    let damage = upkeep_now(&store);
     let deadline = Instant::now() + Duration::from_secs(60);
     while files.iter().any(|path| path.exists()) {
         assert!(Instant::now() < deadline, "never swept");
