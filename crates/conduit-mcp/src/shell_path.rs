@@ -213,22 +213,15 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn the_login_shell_is_asked_for_its_path() {
-        // A shell whose profile adds a folder the process's PATH lacks.
+        // A shell whose profile adds a folder the process's PATH lacks, asked directly:
+        // no test sets the process's SHELL, which other threads may read.
         let dir = tempfile::tempdir().unwrap();
-        let fake_shell = dir.path().join("fake-shell");
-        std::fs::write(
-            &fake_shell,
-            "#!/bin/sh\n[ \"$1 $2 $3\" = '-i -l -c' ] || exit 9\necho 'profile chatter'\nPATH=\"/opt/from-profile/bin:$PATH\" exec /bin/sh -c \"$4\"\n",
-        )
-        .unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&fake_shell, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let saved = std::env::var_os("SHELL");
-        // SAFETY of the test: no other test in this crate reads SHELL.
-        unsafe_set_shell(Some(fake_shell.as_os_str()));
-        let path = shell_path();
-        unsafe_set_shell(saved.as_deref());
-        let path = path.unwrap();
+        let shell = fake_shell(
+            dir.path(),
+            "fake-shell",
+            "[ \"$1 $2 $3\" = '-i -l -c' ] || exit 9\necho 'profile chatter'\nPATH=\"/opt/from-profile/bin:$PATH\" exec /bin/sh -c \"$4\"\n",
+        );
+        let path = path_of_shell(shell.as_os_str()).unwrap();
         assert!(
             path.to_string_lossy().starts_with("/opt/from-profile/bin:"),
             "{path:?}"
@@ -274,17 +267,5 @@ mod tests {
             path.to_string_lossy().starts_with("/opt/interactive/bin:"),
             "{path:?}"
         );
-    }
-
-    #[allow(unsafe_code)]
-    fn unsafe_set_shell(value: Option<&std::ffi::OsStr>) {
-        // SAFETY: set_var is unsafe in edition 2024 because other threads may read the
-        // environment; this test's crate reads SHELL nowhere else.
-        unsafe {
-            match value {
-                Some(v) => std::env::set_var("SHELL", v),
-                None => std::env::remove_var("SHELL"),
-            }
-        }
     }
 }
