@@ -131,6 +131,28 @@ async fn the_unpacked_package_has_its_files_and_starts() {
     let cli = root.path().join("usr/bin/conduit");
     assert_executable(&app);
     assert_executable(&cli);
+    // Neither ships the test fixtures, nor reads the variables that switch them on: the
+    // end-to-end test tools, the conformance suite's fixtures.
+    for binary in [&app, &cli] {
+        for fixture in [
+            "CONDUIT_TEST_TOOLS",
+            "test__echo",
+            "CONDUIT_MCP_CONFORMANCE",
+            "test_simple_text",
+        ] {
+            let found = Command::new("grep")
+                .args(["-q", "-a", "-F", fixture])
+                .arg(binary)
+                .status()
+                .unwrap();
+            assert_eq!(
+                found.code(),
+                Some(1),
+                "{} holds {fixture:?}",
+                binary.display()
+            );
+        }
+    }
 
     // The desktop entry: valid, starting the app, with an icon that ships.
     let entry_file = root.path().join("usr/share/applications/Conduit.desktop");

@@ -331,11 +331,13 @@ impl Host {
         Ok(servers.tools(self.media.clone(), &allow))
     }
 
-    /// A turn's tools: the MCP tools, and the test tools when they are switched on. The
-    /// test tools go in first, so an MCP tool exposed under the same name (a server
-    /// named `test` with a tool `echo`) is the one that runs, as its approval names it.
+    /// A turn's tools: the MCP tools, and the test tools when they are switched on (test
+    /// builds only). The test tools go in first, so an MCP tool exposed under the same
+    /// name (a server named `test` with a tool `echo`) is the one that runs, as its
+    /// approval names it.
     fn tool_registry(&self, mcp_tools: Vec<Arc<McpTool>>) -> ToolRegistry {
         let mut tools = ToolRegistry::new();
+        #[cfg(any(test, feature = "test-fixtures"))]
         if crate::test_tools::enabled() {
             crate::test_tools::register(&mut tools, self.media.clone());
         }

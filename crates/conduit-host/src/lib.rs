@@ -24,6 +24,7 @@ pub mod served;
 pub mod sessions;
 pub mod settings;
 pub mod sign_in;
+#[cfg(any(test, feature = "test-fixtures"))]
 pub mod test_tools;
 pub mod toolset;
 pub mod window_error;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use conduit_core::content::MediaRef;
 use conduit_core::media::MediaStore;
-use conduit_core::tool::{Tool, ToolRegistry};
+use conduit_core::tool::Tool;
 use conduit_mcp::server::{
     Catalog, CatalogChange, CatalogError, CompletionTarget, PromptArgumentInfo, PromptBody,
     PromptContent, PromptInfo, PromptRole, ResourceBody, ResourceData, ResourceInfo,
@@ -28,7 +28,8 @@ use crate::secrets::SecretError;
 pub const TOKEN_SECRET: &str = "mcp-serve-token";
 
 /// Environment variable that serves the MCP conformance suite's fixtures instead of
-/// Conduit's own catalog (`1`); for the conformance tests only, never a normal run.
+/// Conduit's own catalog (`1`); read by test builds only (the `test-fixtures` feature).
+#[cfg(any(test, feature = "test-fixtures"))]
 pub const CONFORMANCE_ENV: &str = "CONDUIT_MCP_CONFORMANCE";
 
 const CONVERSATION_PREFIX: &str = "conduit://conversation/";
@@ -41,7 +42,8 @@ const CONTINUE: &str = "continue_conversation";
 
 /// Who a catalog serves: Conduit's own agent (in process: every built-in tool, the
 /// agent offers the enabled ones like any server's), or other MCP clients (only the
-/// enabled ones, and the end-to-end test tools when `CONDUIT_TEST_TOOLS=1`).
+/// enabled ones, and in test builds the end-to-end test tools when
+/// `CONDUIT_TEST_TOOLS=1`).
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Audience {
     OwnAgent,
@@ -49,16 +51,18 @@ enum Audience {
 }
 
 /// The tools Conduit serves to other clients, read afresh (a switch in Settings holds
-/// at once): the enabled built-in tools, and the end-to-end test tools when
-/// `CONDUIT_TEST_TOOLS=1`.
+/// at once): the enabled built-in tools, and in test builds the end-to-end test tools
+/// when `CONDUIT_TEST_TOOLS=1`.
 fn tools_for_clients(host: &Arc<Host>) -> Vec<Arc<dyn Tool>> {
+    #[cfg_attr(not(any(test, feature = "test-fixtures")), expect(unused_mut))]
     let mut tools = crate::builtin::enabled_builtin_tools(host).unwrap_or_else(|error| {
         // Serving nothing is the safe reading of settings that cannot be read.
         tracing::warn!(%error, "the settings could not be read: no built-in tool is served");
         Vec::new()
     });
+    #[cfg(any(test, feature = "test-fixtures"))]
     if crate::test_tools::enabled() {
-        let mut registry = ToolRegistry::new();
+        let mut registry = conduit_core::tool::ToolRegistry::new();
         let media: Arc<dyn MediaStore> = host.media.clone();
         crate::test_tools::register(&mut registry, media);
         for spec in registry.specs() {
@@ -128,21 +132,20 @@ impl std::fmt::Debug for ServeToken {
 }
 
 impl Host {
-    /// The MCP server of what Conduit serves to other clients (the conformance fixtures
-    /// instead when [`CONFORMANCE_ENV`] is `1`). A built-in tool switched on or off in
-    /// Settings (another process, maybe) reaches connected clients as a list change.
+    /// The MCP server of what Conduit serves to other clients (in test builds, the
+    /// conformance fixtures instead when `CONFORMANCE_ENV` is `1`). A built-in tool
+    /// switched on or off in Settings (another process, maybe) reaches connected clients
+    /// as a list change.
     pub fn tool_server(self: &Arc<Self>) -> Result<ToolServer, ServedError> {
         // What the tools make for clients is read from memory, what the history holds
         // from the media folder.
         let media: Arc<dyn MediaStore> = self.served_media.clone();
-        let catalog: Arc<dyn Catalog> =
-            if std::env::var(CONFORMANCE_ENV).is_ok_and(|value| value == "1") {
-                Arc::new(conduit_mcp::conformance::ConformanceCatalog::new(
-                    media.as_ref(),
-                )?)
-            } else {
-                HostCatalog::new(self.clone(), Audience::Clients)
-            };
+        #[cfg(any(test, feature = "test-fixtures"))]
+        if std::env::var(CONFORMANCE_ENV).is_ok_and(|value| value == "1") {
+            let catalog = conduit_mcp::conformance::ConformanceCatalog::new(media.as_ref())?;
+            return Ok(ToolServer::new(Arc::new(catalog), media));
+        }
+        let catalog: Arc<dyn Catalog> = HostCatalog::new(self.clone(), Audience::Clients);
         Ok(ToolServer::new(catalog, media))
     }
 

@@ -29,6 +29,7 @@
 pub mod apps;
 pub mod client;
 pub mod config;
+#[cfg(any(test, feature = "conformance-fixtures"))]
 pub mod conformance;
 pub mod elicit;
 mod envelope;
