@@ -614,6 +614,56 @@ time.sleep(2)
     assert!(text.contains("Partial answer"), "{text}");
 }
 
+/// The REPL's stderr goes to a pipe nobody reads any more (`conduit repl 2>&1 | head`,
+/// `head` done): its notices cannot be written, and it goes on with the conversation and
+/// ends as usual. It used to end with a Rust panic's exit code (101) at its first notice
+/// (`eprintln!` on a closed pipe).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_repl_goes_on_when_its_stderr_is_closed() {
+    let dialect = Dialect::OpenAiChat;
+    let server = ScriptedLlm::start(vec![dialect.text(&["Still ", "here."])])
+        .await
+        .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let argv = repl_argv(&server);
+    let output = tokio::task::spawn_blocking({
+        let home = home.path().to_owned();
+        move || {
+            let mut child = std::process::Command::new(&argv[0])
+                .args(&argv[1..])
+                .env("CONDUIT_HOME", &home)
+                .env("CONDUIT_TEST_LLM_KEY", KEY)
+                .env("CONDUIT_SECRET_STORE", "file")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            // The reader of its stderr leaves before anything is written there.
+            drop(child.stderr.take());
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(b"/attach /no/such/file.png\nare you there?\n")
+                .unwrap();
+            child.wait_with_output().unwrap()
+        }
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("Still here."), "{stdout}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1, "{stdout}");
+    assert!(
+        requests[0].body.to_string().contains("are you there?"),
+        "{stdout}"
+    );
+}
+
 /// `--approve auto` runs a call Settings allow without asking; `--approve deny` refuses
 /// every call, and the model is told so; neither asks at the terminal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

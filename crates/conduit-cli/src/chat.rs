@@ -14,6 +14,7 @@ use conduit_host::core::content::ResultPart;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::terminal::tell;
 use crate::terminal::{shown, shown_json};
 use crate::{EXIT_FAILURE, EXIT_INTERRUPTED, Failure, usage_error};
 
@@ -318,14 +319,14 @@ impl Printer {
                 } else {
                     ""
                 };
-                eprintln!("conduit: tool call denied: {}{hint}", shown(reason));
+                tell!("conduit: tool call denied: {}{hint}", shown(reason));
             }
             AgentEvent::Retrying {
                 attempt,
                 delay_ms,
                 error,
             } => {
-                eprintln!(
+                tell!(
                     "conduit: {}; retrying in {:.1} s (attempt {attempt})",
                     shown(&error.to_string()),
                     *delay_ms as f64 / 1000.0
@@ -411,10 +412,10 @@ impl Printer {
             self.json_line(&json!({"type": "done", "outcome": name, "conversation": conversation}));
         } else {
             self.write("\n");
-            eprintln!("conduit: conversation {conversation}");
+            tell!("conduit: conversation {conversation}");
         }
         if let Some(message) = message {
-            eprintln!("conduit: {message}");
+            tell!("conduit: {message}");
         }
         code
     }
@@ -428,9 +429,9 @@ impl Printer {
         } else {
             self.write("\n");
         }
-        eprintln!("conduit: {}", shown(message));
+        tell!("conduit: {}", shown(message));
         if let Some(id) = conversation.filter(|_| !self.json) {
-            eprintln!("conduit: conversation {id}");
+            tell!("conduit: conversation {id}");
         }
     }
 }

@@ -18,6 +18,7 @@ use clap::{Parser, Subcommand};
 use conduit_host::logging::{self, LogOptions};
 use conduit_host::{Host, Paths};
 use terminal::say;
+use terminal::tell;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -144,7 +145,7 @@ fn main() -> ExitCode {
     {
         Ok(runtime) => runtime,
         Err(err) => {
-            eprintln!("conduit: cannot start: {err}");
+            tell!("conduit: cannot start: {err}");
             return ExitCode::FAILURE;
         }
     };
@@ -171,7 +172,7 @@ fn main() -> ExitCode {
         }
         Err(failure) => {
             // Errors carry providers' and servers' messages.
-            eprintln!("conduit: {}", terminal::shown(&said_once(&failure.error)));
+            tell!("conduit: {}", terminal::shown(&said_once(&failure.error)));
             ExitCode::from(failure.code)
         }
     }
@@ -218,7 +219,7 @@ async fn tell_of_history_damage(
         return;
     };
     if let Some(found) = found.as_ref() {
-        eprintln!(
+        tell!(
             "conduit: the history file {} is damaged ({}): the next start moves it aside (kept, not deleted) and begins a new one; export what you want to keep first (conduit sessions export)",
             terminal::shown(&found.file),
             terminal::shown_line(&found.found)

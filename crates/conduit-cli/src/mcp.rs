@@ -4,6 +4,7 @@
 //! [`shown_json`].
 
 use crate::terminal::say;
+use crate::terminal::tell;
 use std::io::Write;
 use std::sync::Arc;
 
@@ -124,7 +125,7 @@ async fn serve(
         .await?;
     say!("Serving MCP at {}", serving.url)?;
     if !addr.ip().is_loopback() {
-        eprintln!(
+        tell!(
             "Warning: {addr} is reachable from other machines over plain HTTP: the bearer \
              token and every answer (conversations and files, if shared) cross the network \
              unencrypted. Put a TLS proxy in front of it beyond a network you trust."
@@ -221,7 +222,7 @@ async fn run_with(
             }));
             // The authorization page's address is the authorization server's.
             let announce = |url: &str| {
-                eprintln!(
+                tell!(
                     "Sign in to {} in your browser; if it does not open, visit:\n{}",
                     shown(&server),
                     shown(url)
@@ -339,7 +340,7 @@ async fn run_with(
                     let _ = say!("{}", shown_json(&line));
                 } else {
                     let total = p.total.map(|t| format!("/{t}")).unwrap_or_default();
-                    eprintln!(
+                    tell!(
                         "progress {}{total} {}",
                         p.progress,
                         shown(&p.message.unwrap_or_default())
@@ -440,7 +441,7 @@ fn print_output(
         return Ok(());
     }
     if is_error {
-        eprintln!("conduit: the tool reported an error");
+        tell!("conduit: the tool reported an error");
     }
     for part in parts {
         match part {
@@ -502,6 +503,6 @@ fn print_output(
 /// Says on stderr that a list was cut (its first items were printed).
 fn note_cut(cut: &Option<conduit_host::mcp_client::paging::ListCut>) {
     if let Some(cut) = cut {
-        eprintln!("note: {cut}");
+        tell!("note: {cut}");
     }
 }

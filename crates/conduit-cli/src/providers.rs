@@ -1,6 +1,7 @@
 //! `conduit providers`: list, add, remove, and list a provider's models.
 
 use crate::terminal::say;
+use crate::terminal::{tell, tell_part};
 use std::io::BufRead;
 use std::sync::Arc;
 
@@ -134,11 +135,11 @@ pub async fn run(host: Arc<Host>, command: ProvidersCommand) -> Result<u8, Failu
             // At a terminal, each line is asked for (what is typed does not show).
             let mut typed = |what: &str, empty: &str| {
                 if hides {
-                    eprint!("{what} (typing is not shown): ");
+                    tell_part!("{what} (typing is not shown): ");
                 }
                 let line = stdin_line(&mut stdin, empty);
                 if hides {
-                    eprintln!();
+                    tell!();
                 }
                 line
             };

@@ -19,6 +19,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::chat::ProviderArgs;
+use crate::terminal::tell;
 use crate::terminal::{OutputFailed, RESET, quoted, say, shown, shown_line};
 use crate::{Failure, usage_error};
 
@@ -199,7 +200,7 @@ pub async fn run(host: Arc<Host>, args: ReplArgs) -> Result<u8, Failure> {
             sampling_pick,
         )) => servers?,
         () = interrupts.next() => {
-            eprintln!("conduit: stopped while the MCP servers started");
+            tell!("conduit: stopped while the MCP servers started");
             return Ok(crate::EXIT_INTERRUPTED);
         }
     };
@@ -223,7 +224,7 @@ pub async fn run(host: Arc<Host>, args: ReplArgs) -> Result<u8, Failure> {
     let result = session.run(interrupts).await;
     session.servers.shutdown().await;
     if let Some(id) = &session.conversation {
-        eprintln!("conduit: conversation {id}");
+        tell!("conduit: conversation {id}");
     }
     result
 }
@@ -278,7 +279,7 @@ impl Session {
                         say!("  {:<32} {}", shown(&tool.name), shown(about))?;
                     }
                 }
-                Err(err) => eprintln!("conduit: {}", shown(&err.to_string())),
+                Err(err) => tell!("conduit: {}", shown(&err.to_string())),
             },
             "history" => self.history()?,
             "attach" if rest.is_empty() => say!("Usage: /attach PATH")?,
@@ -289,8 +290,8 @@ impl Session {
                         say!("Attached {} (sent with your next message).", path.display())?;
                         self.attachments.push(path);
                     }
-                    Ok(_) => eprintln!("conduit: {} is not a file", path.display()),
-                    Err(err) => eprintln!("conduit: cannot attach {}: {err}", path.display()),
+                    Ok(_) => tell!("conduit: {} is not a file", path.display()),
+                    Err(err) => tell!("conduit: cannot attach {}: {err}", path.display()),
                 }
             }
             other => say!("Unknown command /{other}. /help lists them.")?,
@@ -373,12 +374,10 @@ impl Session {
             // Nothing was sent or saved: say why and keep the session. An image that
             // cannot be sent is dropped, or every later message would fail on it.
             Err(err) => {
-                eprintln!("conduit: {}", shown(&err.to_string()));
+                tell!("conduit: {}", shown(&err.to_string()));
                 if matches!(err, ChatError::Attachment { .. }) && !self.attachments.is_empty() {
                     self.attachments.clear();
-                    eprintln!(
-                        "conduit: the attached images were dropped; /attach again to send one"
-                    );
+                    tell!("conduit: the attached images were dropped; /attach again to send one");
                 }
                 return Ok(());
             }
@@ -435,10 +434,10 @@ impl Session {
                 Ok(Outcome::TurnLimit) => {
                     say!("(stopped: the model kept calling tools past the turn limit)")?
                 }
-                Err(err) => eprintln!("conduit: {}", shown(&err.to_string())),
+                Err(err) => tell!("conduit: {}", shown(&err.to_string())),
             },
-            Ok(Err(err)) => eprintln!("conduit: {}", shown(&err.to_string())),
-            Err(err) => eprintln!("conduit: the turn failed: {err}"),
+            Ok(Err(err)) => tell!("conduit: {}", shown(&err.to_string())),
+            Err(err) => tell!("conduit: the turn failed: {err}"),
         }
         Ok(())
     }
@@ -460,7 +459,7 @@ impl Session {
         if !std::io::stdin().is_terminal() {
             say!("  denied: a tool call is allowed only by an answer typed at a terminal")?;
             if let Err(err) = approval.answer(&call.id, Decision::Deny) {
-                eprintln!("conduit: {}", shown(&err.to_string()));
+                tell!("conduit: {}", shown(&err.to_string()));
             }
             return Ok(());
         }
@@ -501,7 +500,7 @@ impl Session {
             }
         };
         if let Err(err) = approval.answer(&call.id, decision) {
-            eprintln!("conduit: {}", shown(&err.to_string()));
+            tell!("conduit: {}", shown(&err.to_string()));
         }
         Ok(())
     }
@@ -647,7 +646,7 @@ impl Printer {
                 error,
             } => {
                 self.end_line()?;
-                eprintln!(
+                tell!(
                     "conduit: {}; retrying in {:.1} s (attempt {attempt})",
                     shown(&error.to_string()),
                     *delay_ms as f64 / 1000.0

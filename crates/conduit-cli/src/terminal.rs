@@ -76,6 +76,40 @@ macro_rules! say {
 }
 pub(crate) use say;
 
+/// Writes what the command says about itself (its notices, errors, questions) to stderr,
+/// as `eprint!` does but without its panic when stderr is gone (its reader closed the
+/// pipe: `conduit repl 2>&1 | head`), which ended the command with a Rust panic's exit
+/// code. A line nobody can read is noted in the log and the command goes on.
+pub fn tell_stderr(text: std::fmt::Arguments<'_>, end: &str) {
+    let mut err = std::io::stderr().lock();
+    let written = err
+        .write_fmt(text)
+        .and_then(|()| err.write_all(end.as_bytes()))
+        .and_then(|()| err.flush());
+    if let Err(error) = written {
+        tracing::debug!(%error, "a notice could not be written to stderr");
+    }
+}
+
+/// `eprintln!` without the panic, as [`tell_stderr`].
+macro_rules! tell {
+    () => {
+        $crate::terminal::tell_stderr(format_args!(""), "\n")
+    };
+    ($($arg:tt)*) => {
+        $crate::terminal::tell_stderr(format_args!($($arg)*), "\n")
+    };
+}
+pub(crate) use tell;
+
+/// `eprint!` without the panic (a question's prompt, its answer on the same line).
+macro_rules! tell_part {
+    ($($arg:tt)*) => {
+        $crate::terminal::tell_stderr(format_args!($($arg)*), "")
+    };
+}
+pub(crate) use tell_part;
+
 /// Resets colours and styles (SGR 0). Printed before each question the user answers, so
 /// that nothing printed before it can leave the question invisible or restyled.
 /// (Conduit's own CLI text uses no colour, so the reset undoes nothing of Conduit's.)
@@ -166,7 +200,7 @@ impl TypingHidden {
             tokio::spawn(async move {
                 if interrupts.recv().await.is_some() {
                     put_back(&restore);
-                    eprintln!();
+                    tell!();
                     std::process::exit(INTERRUPTED_EXIT);
                 }
             });
@@ -264,7 +298,9 @@ pub fn forget_typed_ahead() {
         let waiting = rustix::io::ioctl_fionread(&stdin).unwrap_or(0);
         match rustix::termios::tcflush(&stdin, rustix::termios::QueueSelector::IFlush) {
             Ok(()) if waiting > 0 => {
-                eprintln!("  (what was typed before this question was dropped: answer it now)");
+                crate::terminal::tell!(
+                    "  (what was typed before this question was dropped: answer it now)"
+                );
             }
             Ok(()) => {}
             Err(error) => {
