@@ -954,28 +954,19 @@ where
     .map_err(|e| StartError::handshake(&e))
 }
 
-/// A session's transport over JSON lines on an in-memory stream: to a server in this
-/// process, and to a legacy HTTP+SSE server through its bridge. One type for both, so
-/// the binaries hold one copy of rmcp's session loop for them.
-fn json_lines(
-    stream: tokio::io::DuplexStream,
-    ended: &CancellationToken,
-) -> EndSignal<
-    AsyncRwTransport<
-        RoleClient,
-        tokio::io::ReadHalf<tokio::io::DuplexStream>,
-        tokio::io::WriteHalf<tokio::io::DuplexStream>,
-    >,
-> {
-    let (read, write) = tokio::io::split(stream);
-    EndSignal {
-        inner: AsyncRwTransport::new(read, write).with_max_line_length(MAX_STDIO_MESSAGE),
-        ended: ended.clone(),
-        spill: None,
-        in_flight: Arc::default(),
-        session_expired: Arc::default(),
-        write_deadline: Some(PIPE_WRITE_DEADLINE),
-    }
+/// What a session over JSON lines on an in-memory stream is started with, besides the
+/// stream: see [`Connection::start_over_json_lines`].
+struct JsonLinesStart {
+    /// The handshake's era: a legacy HTTP+SSE server knows `initialize` only.
+    era: ProtocolEra,
+    /// Whether the server runs on this machine (its own process, or a loopback URL).
+    on_this_machine: bool,
+    /// Whether the entry sends its own `Authorization` header.
+    own_authorization: bool,
+    call_timeout: Duration,
+    secrets: Redactor,
+    /// The redirects refused on the way (a legacy server's), to explain a failed start.
+    refused: RefusedRedirects,
 }
 
 /// An HTTP entry's `headers`, their values marked sensitive (kept out of reqwest's Debug).
@@ -1375,27 +1366,20 @@ impl Connection {
                 ));
             }
         };
-        let (shared, handler, ended) = Handler::for_session(
-            &asks,
-            crate::config::url_on_this_machine(url),
-            spec.sends_its_own_authorization(),
-        );
-        // JSON lines, as to a server in this process: one transport type for both.
-        let transport = json_lines(stream, &ended);
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        // The transport of the 2024-11-05 era: its servers know `initialize` only.
-        let service = handshake(handler, transport, ProtocolEra::Initialize, left)
+        let start = JsonLinesStart {
+            // The transport of the 2024-11-05 era: its servers know `initialize` only.
+            era: ProtocolEra::Initialize,
+            on_this_machine: crate::config::url_on_this_machine(url),
+            own_authorization: spec.sends_its_own_authorization(),
+            call_timeout: spec.timeout.unwrap_or(DEFAULT_CALL_TIMEOUT),
+            secrets: spec.secrets.clone(),
+            refused,
+        };
+        // JSON lines, as to a server in this process: one start for both.
+        Self::start_over_json_lines(stream, asks, start, left)
             .await
-            .map_err(|e| LegacyStart::Failed(refused.explain(e)))?;
-        let call_timeout = spec.timeout.unwrap_or(DEFAULT_CALL_TIMEOUT);
-        Ok(Self::ready(
-            service,
-            Session {
-                refused,
-                ..Session::without_process(asks, shared, ended, call_timeout, spec.secrets.clone())
-            },
-        )
-        .await)
+            .map_err(LegacyStart::Failed)
     }
 
     /// Starts a session with a server Conduit runs itself, over an in-memory transport:
@@ -1405,20 +1389,51 @@ impl Connection {
         start_timeout: Duration,
         asks: Asks,
     ) -> Result<Self, StartError> {
-        let (shared, handler, ended) = Handler::for_session(&asks, true, false);
         let (client_end, server_end) = tokio::io::duplex(IN_PROCESS_BUFFER);
         tokio::spawn(server.serve(server_end));
-        let transport = json_lines(client_end, &ended);
-        let service = handshake(handler, transport, ProtocolEra::Auto, start_timeout).await?;
+        let start = JsonLinesStart {
+            era: ProtocolEra::Auto,
+            on_this_machine: true,
+            own_authorization: false,
+            call_timeout: DEFAULT_CALL_TIMEOUT,
+            secrets: Redactor::default(),
+            refused: RefusedRedirects::default(),
+        };
+        Self::start_over_json_lines(client_end, asks, start, start_timeout).await
+    }
+
+    /// Starts a session over JSON lines on an in-memory stream: to a server in this
+    /// process, and to a legacy HTTP+SSE server through its bridge. One transport type
+    /// and one start for both, so the binaries hold one copy of rmcp's session loop and
+    /// of the start's future for them.
+    async fn start_over_json_lines(
+        stream: tokio::io::DuplexStream,
+        asks: Asks,
+        start: JsonLinesStart,
+        start_timeout: Duration,
+    ) -> Result<Self, StartError> {
+        let (shared, handler, ended) =
+            Handler::for_session(&asks, start.on_this_machine, start.own_authorization);
+        let (read, write) = tokio::io::split(stream);
+        let transport = EndSignal {
+            inner: AsyncRwTransport::new(read, write).with_max_line_length(MAX_STDIO_MESSAGE),
+            ended: ended.clone(),
+            spill: None,
+            in_flight: Arc::default(),
+            session_expired: Arc::default(),
+            write_deadline: Some(PIPE_WRITE_DEADLINE),
+        };
+        let service = handshake(handler, transport, start.era, start_timeout)
+            .await
+            .map_err(|e| start.refused.explain(e))?;
+        let session =
+            Session::without_process(asks, shared, ended, start.call_timeout, start.secrets);
         Ok(Self::ready(
             service,
-            Session::without_process(
-                asks,
-                shared,
-                ended,
-                DEFAULT_CALL_TIMEOUT,
-                Redactor::default(),
-            ),
+            Session {
+                refused: start.refused,
+                ..session
+            },
         )
         .await)
     }
