@@ -2,7 +2,9 @@
 //! (a 2026-07-28 input_required round) shows its form in the chat naming the server, its
 //! field asking for a token flagged as the server's; the name typed there reaches the
 //! server and its greeting the model; a second time the user declines and the model
-//! hears "decline".
+//! hears "decline". A tool whose server needs a step in the browser first (-32042): the
+//! page is put to the user in the chat, the call waits (saying so) while they finish it
+//! in the browser, and then runs.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -130,5 +132,105 @@ async fn a_servers_form_is_answered_and_declined_in_the_chat() {
         tool_result_sent(&llm)
     );
     window.shot(&shots.join("02-declined.png")).await;
+    window.session.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_in_the_browser_is_opened_then_the_call_runs_once_it_is_done() {
+    let chat = Dialect::OpenAiChat;
+    let llm = ScriptedLlm::start(vec![
+        chat.turn(
+            &[],
+            &[ScriptedCall::new(
+                "call_1",
+                "steps__read_calendar",
+                json!({}),
+            )],
+        ),
+        chat.text(&["You have three meetings."]),
+    ])
+    .await
+    .unwrap();
+    llm.answer_models(json!({"object": "list", "data": [{"id": "m", "object": "model"}]}));
+    let (python, script) = conduit_e2e::python_fixture("url_steps.py").unwrap();
+    let (_server, port) = conduit_e2e::serving_on_a_free_port("url_steps.py", |port| {
+        let mut command = tokio::process::Command::new(&python);
+        command.arg(&script).arg(port.to_string());
+        command
+    })
+    .await
+    .unwrap();
+    let home = conduit_e2e::home_with(
+        &llm,
+        json!({"steps": {"url": format!("http://127.0.0.1:{port}/mcp"), "protocolVersion": "2025-11-25"}}),
+    );
+    // The browser notes the page it is given and goes there only once told to (the user
+    // finishing the step).
+    let browser = conduit_e2e::oauth_server::browser_dir(home.path(), false).unwrap();
+    let path = conduit_e2e::oauth_server::path_with(&browser);
+    let shots = artifacts_dir("desktop-elicit");
+    let window = Window::start(
+        &[
+            ("CONDUIT_HOME", home.path()),
+            ("PATH", std::path::Path::new(&path)),
+            ("CONDUIT_TEST_CONFIRM", std::path::Path::new("yes")),
+        ],
+        WAIT,
+    )
+    .await;
+    window.model_shown("m").await;
+
+    window.send("What is on my calendar today?").await;
+    window
+        .tool_state("read_calendar", "Waiting for approval")
+        .await;
+    window.click_button("Allow once").await;
+    // The server answered -32042: its page is put to the user in the chat.
+    let asked = window
+        .wait(
+            r#"document.querySelector('section[data-question]')?.textContent.replace(/\s+/g, " ")"#,
+        )
+        .await;
+    let asked = asked.as_str().unwrap();
+    let page = format!("http://127.0.0.1:{port}/consent?id=calendar-1");
+    assert!(asked.contains("The MCP server steps asks:"), "{asked}");
+    assert!(
+        asked.contains("Connect your calendar to Conduit"),
+        "{asked}"
+    );
+    assert!(asked.contains(&page), "{asked}");
+    window.shot(&shots.join("03-browser-step.png")).await;
+    window.click_button("Open in browser").await;
+    // The page went to the browser; the call waits, saying for what.
+    let opened = browser.join("opened.txt");
+    let deadline = std::time::Instant::now() + WAIT;
+    while std::fs::read_to_string(&opened).unwrap_or_default().trim() != page {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the page was not opened"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let waiting = window
+        .wait(
+            r#"(() => { const t = document.querySelector('[aria-label="Tool progress"]')?.parentElement?.textContent ?? "";
+                       return t.includes("Waiting for you to finish in your browser") ? t : null; })()"#,
+        )
+        .await;
+    assert!(waiting.is_string(), "{waiting}");
+    window.tool_state("read_calendar", "Running").await;
+    window
+        .shot(&shots.join("04-waiting-for-the-browser.png"))
+        .await;
+    // The user finishes in the browser: the server says so, and the call runs.
+    conduit_e2e::oauth_server::consent(&browser).unwrap();
+    window.answer_contains("You have three meetings.").await;
+    window.tool_state("read_calendar", "Done").await;
+    assert!(
+        tool_result_sent(&llm).contains("3 meetings today (run 1)"),
+        "{}",
+        tool_result_sent(&llm)
+    );
+    window.shot(&shots.join("05-browser-step-done.png")).await;
     window.session.close().await.unwrap();
 }

@@ -291,3 +291,229 @@ async fn ctrl_c_at_a_servers_question_on_the_terminal_ends_the_chat() {
     assert_eq!(run.failure, None, "{}", run.transcript);
     assert_eq!(run.code, Some(130), "{}", run.transcript);
 }
+
+/// Opens each page it is asked to, as a user in the browser would: it says yes, and
+/// `after` that the page is visited (the step finished), or never when `visits` is off.
+struct Browser {
+    visits: bool,
+    answer: ElicitationAnswer,
+    after: Duration,
+    asked: Mutex<Vec<Elicitation>>,
+}
+
+#[async_trait]
+impl Asker for Browser {
+    fn offers(&self) -> ElicitationOffer {
+        ElicitationOffer {
+            form: false,
+            url: true,
+        }
+    }
+
+    async fn elicit(&self, question: Elicitation) -> ElicitationAnswer {
+        if let (ElicitationKind::Url { url }, true) = (&question.kind, self.visits) {
+            let (url, after) = (url.clone(), self.after);
+            tokio::spawn(async move {
+                tokio::time::sleep(after).await;
+                reqwest::get(url).await.unwrap().error_for_status().unwrap();
+            });
+        }
+        self.asked.lock().push(question);
+        self.answer.clone()
+    }
+}
+
+/// The URL-step server (`url_steps.py`) on a free port, `quiet` or not, and a runtime
+/// reaching it in `era` with `browser` as its asker.
+async fn url_steps_server(
+    quiet: bool,
+    era: Option<&str>,
+    browser: Arc<Browser>,
+) -> (McpRuntime, tokio::process::Child, u16, tempfile::TempDir) {
+    let (python, script) = conduit_e2e::python_fixture("url_steps.py").unwrap();
+    let (child, port) = conduit_e2e::serving_on_a_free_port("url_steps.py", |port| {
+        let mut command = tokio::process::Command::new(&python);
+        command.arg(&script).arg(port.to_string());
+        if quiet {
+            command.arg("quiet");
+        }
+        command
+    })
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("mcp_servers.json");
+    std::fs::write(
+        &file,
+        json!({"mcpServers": {"steps": {"url": format!("http://127.0.0.1:{port}/mcp"),
+                                         "protocolVersion": era}}})
+        .to_string(),
+    )
+    .unwrap();
+    let runtime =
+        McpRuntime::start(RuntimeOptions::new(&file, Duration::from_secs(20)).with_asker(browser))
+            .await
+            .unwrap();
+    (runtime, child, port, dir)
+}
+
+/// A call of `tool` on the URL-step server: its text, `Err` for an error; and what the
+/// call reported as progress.
+async fn call_steps(runtime: &McpRuntime, tool: &str) -> (Result<String, String>, Vec<String>) {
+    let connection = runtime.connection("steps").unwrap();
+    let said = Arc::new(Mutex::new(Vec::new()));
+    let progress: conduit_core::tool::ProgressSink = {
+        let said = said.clone();
+        Arc::new(move |step: conduit_core::tool::Progress| {
+            said.lock().push(step.message.unwrap_or_default());
+        })
+    };
+    let result = tokio::time::timeout(
+        Duration::from_secs(60),
+        connection.call_tool(
+            tool,
+            serde_json::Map::new(),
+            progress,
+            CancellationToken::new(),
+        ),
+    )
+    .await
+    .expect("the call ended");
+    let said = said.lock().clone();
+    let result = match result {
+        Err(error) => Err(error.to_string()),
+        Ok(result) => {
+            let text = serde_json::to_value(&result.content).unwrap()[0]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            if result.is_error == Some(true) {
+                Err(text)
+            } else {
+                Ok(text)
+            }
+        }
+    };
+    (result, said)
+}
+
+async fn runs_of(port: u16) -> String {
+    reqwest::get(format!("http://127.0.0.1:{port}/runs"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+/// A tool whose server needs a step in the browser first (-32042, 2025-11-25): the page
+/// is put to the user once, the call waits while they finish there, and runs once when
+/// the server says the step is done; a server that does not say is asked again after a
+/// pause, and in the 2026-07-28 era as well.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_needs_a_step_in_the_browser_runs_once_the_user_finished_it() {
+    for (quiet, era) in [
+        (false, Some("2025-11-25")),
+        (true, Some("2025-11-25")),
+        (true, None),
+    ] {
+        let browser = Arc::new(Browser {
+            visits: true,
+            answer: ElicitationAnswer::Accept(serde_json::Map::new()),
+            after: Duration::from_millis(2500),
+            asked: Mutex::new(Vec::new()),
+        });
+        let (servers, _child, port, _dir) = url_steps_server(quiet, era, browser.clone()).await;
+        let started = std::time::Instant::now();
+        let (result, progress) = call_steps(&servers, "read_calendar").await;
+        let took = started.elapsed();
+        assert_eq!(
+            result,
+            Ok("3 meetings today (run 1)".to_owned()),
+            "{quiet} {era:?}"
+        );
+        assert_eq!(runs_of(port).await, "1");
+        // Asked once, though the call went to the server more than once.
+        let asked = browser.asked.lock().clone();
+        assert_eq!(asked.len(), 1, "{quiet} {era:?}: {asked:?}");
+        assert_eq!(asked[0].server, "steps");
+        assert_eq!(asked[0].message, "Connect your calendar to Conduit");
+        assert_eq!(
+            asked[0].kind,
+            ElicitationKind::Url {
+                url: format!("http://127.0.0.1:{port}/consent?id=calendar-1")
+            }
+        );
+        assert_eq!(
+            progress,
+            vec!["Waiting for you to finish in your browser".to_owned()]
+        );
+        // It waited for the user's 2.5 s in the browser, and (told) not much longer.
+        assert!(took >= Duration::from_millis(2500), "{took:?}");
+        if !quiet {
+            assert!(took < Duration::from_secs(4), "{took:?}");
+        }
+        servers.shutdown().await;
+    }
+}
+
+/// A page the user does not open, a frontend that cannot show pages, and a server that
+/// names more pages than a call may send the user to: each ends the call, which did not
+/// run, saying why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_in_the_browser_not_taken_ends_the_call_unrun() {
+    let declined = Arc::new(Browser {
+        visits: false,
+        answer: ElicitationAnswer::Decline,
+        after: Duration::ZERO,
+        asked: Mutex::new(Vec::new()),
+    });
+    let (servers, _child, port, _dir) =
+        url_steps_server(false, Some("2025-11-25"), declined.clone()).await;
+    let (result, _) = call_steps(&servers, "read_calendar").await;
+    let error = result.unwrap_err();
+    assert!(error.contains("its page was not opened"), "{error}");
+    assert!(
+        error.contains("(Connect your calendar to Conduit, on 127.0.0.1)"),
+        "{error}"
+    );
+    assert!(error.contains("the call did not run"), "{error}");
+    assert_eq!(declined.asked.lock().len(), 1);
+    // Four pages at once: more than a call may ask for, and none is put to the user.
+    let (result, _) = call_steps(&servers, "many_steps").await;
+    let error = result.unwrap_err();
+    assert!(error.contains("more than 3 pages"), "{error}");
+    assert_eq!(declined.asked.lock().len(), 1);
+    assert_eq!(runs_of(port).await, "0");
+    servers.shutdown().await;
+
+    // A runtime whose frontend shows no pages (`conduit chat` piped, say).
+    let (python, script) = conduit_e2e::python_fixture("url_steps.py").unwrap();
+    let (_child, port) = conduit_e2e::serving_on_a_free_port("url_steps.py", |port| {
+        let mut command = tokio::process::Command::new(&python);
+        command.arg(&script).arg(port.to_string());
+        command
+    })
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("mcp_servers.json");
+    std::fs::write(
+        &file,
+        json!({"mcpServers": {"steps": {"url": format!("http://127.0.0.1:{port}/mcp")}}})
+            .to_string(),
+    )
+    .unwrap();
+    let servers = McpRuntime::start(RuntimeOptions::new(&file, Duration::from_secs(20)))
+        .await
+        .unwrap();
+    let (result, _) = call_steps(&servers, "read_calendar").await;
+    let error = result.unwrap_err();
+    assert!(error.contains("which Conduit cannot show here"), "{error}");
+    assert!(
+        error.contains("(Connect your calendar to Conduit, on 127.0.0.1)"),
+        "{error}"
+    );
+    assert_eq!(runs_of(port).await, "0");
+    servers.shutdown().await;
+}

@@ -218,6 +218,34 @@ pub enum McpError {
     /// A paged list that would not end, or outgrew what Conduit takes.
     #[error(transparent)]
     List(#[from] ListError),
+    /// The server needs the user to finish steps on its web pages before it runs the
+    /// request (`URLElicitationRequiredError`, -32042, 2025-11-25): a tool call asks the
+    /// user to open them and calls again ([`Connection::call_tool`]).
+    #[error("the server needs you to finish a step in your browser first: {message}")]
+    UrlRequired {
+        message: String,
+        /// Each a URL-mode elicitation (`mode: "url"`), as the error's data names them.
+        steps: Vec<ElicitRequestParams>,
+    },
+}
+
+/// The JSON-RPC error code of `URLElicitationRequiredError` (2025-11-25).
+const URL_ELICITATION_REQUIRED: i32 = -32042;
+
+/// The web pages a `URLElicitationRequiredError`'s data names (`elicitations`, each a
+/// URL-mode elicitation), or `None` when it names none or one is not a URL elicitation:
+/// the error is then said as the server's error it is.
+fn url_steps(data: Option<&serde_json::Value>) -> Option<Vec<ElicitRequestParams>> {
+    let listed = data?.get("elicitations")?.as_array()?;
+    let steps = listed
+        .iter()
+        .map(|step| {
+            serde_json::from_value::<ElicitRequestParams>(step.clone())
+                .ok()
+                .filter(|step| matches!(step, ElicitRequestParams::UrlElicitationParams { .. }))
+        })
+        .collect::<Option<Vec<_>>>()?;
+    (!steps.is_empty()).then_some(steps)
 }
 
 impl From<ServiceError> for McpError {
@@ -247,6 +275,15 @@ impl From<ServiceError> for McpError {
             ServiceError::TransportClosed => McpError::Closed,
             ServiceError::Timeout { timeout } => McpError::Timeout(timeout),
             ServiceError::Cancelled { .. } => McpError::Cancelled,
+            ServiceError::McpError(data) if data.code.0 == URL_ELICITATION_REQUIRED => {
+                match url_steps(data.data.as_ref()) {
+                    Some(steps) => McpError::UrlRequired {
+                        message: data.message.to_string(),
+                        steps,
+                    },
+                    None => McpError::Server(data.message.to_string()),
+                }
+            }
             ServiceError::McpError(data) => McpError::Server(data.message.to_string()),
             other => McpError::Other(other.to_string()),
         }
@@ -365,7 +402,16 @@ struct Shared {
     asking: std::sync::atomic::AtomicUsize,
     /// When the last of them was answered: the idle time starts again from there.
     asked_until: Mutex<Option<tokio::time::Instant>>,
+    /// The latest elicitation ids the server said were completed
+    /// (`notifications/elicitation/complete`), at most [`KEPT_COMPLETIONS`]: a call
+    /// waiting on a step in the browser calls again at once ([`Connection::call_tool`]).
+    /// Only a hint to call sooner: an id decides nothing else.
+    completed_elicitations: Mutex<std::collections::VecDeque<String>>,
+    elicitation_completed: tokio::sync::Notify,
 }
+
+/// How many completed elicitation ids a session keeps.
+const KEPT_COMPLETIONS: usize = 32;
 
 /// One of the server's questions waiting for the user, counted in [`Shared::asking`].
 struct Asking<'a>(&'a Shared);
@@ -389,6 +435,27 @@ impl Drop for Asking<'_> {
 }
 
 impl Shared {
+    /// The server said a step in the browser is done: noted, and each call waiting on
+    /// one woken.
+    fn elicitation_done(&self, id: &str) {
+        {
+            let mut done = self.completed_elicitations.lock();
+            if done.len() == KEPT_COMPLETIONS {
+                done.pop_front();
+            }
+            done.push_back(conduit_core::content::text_start(id, MAX_ELICITATION_ID).to_owned());
+        }
+        self.elicitation_completed.notify_waiters();
+    }
+
+    /// Whether the server said one of `ids` is done (each is forgotten once seen).
+    fn any_elicitation_done(&self, ids: &[String]) -> bool {
+        let mut done = self.completed_elicitations.lock();
+        let before = done.len();
+        done.retain(|id| !ids.contains(id));
+        done.len() != before
+    }
+
     /// The server said its tools changed: counted, and the runtime told to list them
     /// again (a stored permit: a change while nobody waits is not lost).
     fn tool_changed(&self) {
@@ -780,6 +847,27 @@ impl ClientHandler for Handler {
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.shared.tool_changed();
+    }
+
+    /// `notifications/elicitation/complete` (2025-11-25; rmcp does not model it): a step
+    /// the server sent the user to in the browser is done. Other unknown notifications
+    /// are ignored, as rmcp's default does.
+    async fn on_custom_notification(
+        &self,
+        notification: rmcp::model::CustomNotification,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if notification.method != "notifications/elicitation/complete" {
+            return;
+        }
+        let id = notification
+            .params
+            .as_ref()
+            .and_then(|params| params.get("elicitationId"))
+            .and_then(serde_json::Value::as_str);
+        if let Some(id) = id {
+            self.shared.elicitation_done(id);
+        }
     }
 }
 
@@ -1779,6 +1867,10 @@ impl Connection {
             McpError::Other(message) => McpError::Other(self.hidden_and_cut(&message)),
             McpError::Send(message) => McpError::Send(self.hidden_and_cut(&message)),
             McpError::Unreachable(message) => McpError::Unreachable(self.hidden_and_cut(&message)),
+            McpError::UrlRequired { message, steps } => McpError::UrlRequired {
+                message: self.hidden_and_cut(&message),
+                steps,
+            },
             other => other,
         }
     }
@@ -2118,7 +2210,10 @@ impl Connection {
         let mut state_only_rounds = 0u32;
         let mut asking_rounds = 0u32;
         let mut budget = CallBudget::new(self.max_call_time);
-        for round in 0u64.. {
+        // Whether the server began the call in an earlier round (it asked for input).
+        let mut began = false;
+        let mut url_steps = UrlStepsOfCall::default();
+        loop {
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
             let Some(left) = budget.left() else {
                 return Err(McpError::Timeout(self.max_call_time));
@@ -2126,7 +2221,7 @@ impl Connection {
             let answer = match self.call_round(request, left, &progress, &cancel).await {
                 // Only this round is known not to have run: the server began the call in
                 // an earlier one, so the call is not one to send again.
-                Err(McpError::SessionExpired) if round > 0 => {
+                Err(McpError::SessionExpired) if began => {
                     return Err(McpError::Other(
                         "the server's session expired after it began the call (it had asked for more input); the call may have run in part, so Conduit does not send it again".into(),
                     ));
@@ -2134,6 +2229,13 @@ impl Connection {
                 // The whole call's cap, not this round's share of it, is what ran out.
                 Err(McpError::Timeout(_)) if budget.left().is_none() => {
                     return Err(McpError::Timeout(self.max_call_time));
+                }
+                // The server needs the user on its web pages first, and did not run the
+                // call: it goes again once they are done.
+                Err(McpError::UrlRequired { message, steps }) => {
+                    self.finish_url_steps(&message, steps, &mut url_steps, &progress, &cancel)
+                        .await?;
+                    continue;
                 }
                 answer => answer?,
             };
@@ -2169,6 +2271,7 @@ impl Connection {
                         .as_ref()
                         .is_some_and(|requests| !requests.is_empty());
                     count_asking_round(&mut asking_rounds, asks)?;
+                    began = true;
                     let (state, responses) = self
                         .answer_round(asked, &mut state_only_rounds, &mut budget, &cancel)
                         .await?;
@@ -2182,8 +2285,96 @@ impl Connection {
                 }
             }
         }
-        // The rounds are counted above; a call cannot take 2^64 of them.
-        Err(McpError::Other("the call took too many rounds".into()))
+    }
+
+    /// The steps in the browser a server needs before it runs a call (-32042,
+    /// `URLElicitationRequiredError`). Each page not yet put to the user in this call is
+    /// asked about as the server's own URL question is (the same checks: an `http` page
+    /// only from a server on this machine), at most [`MAX_URL_STEPS`] in a call. Then the
+    /// call waits until the server says a step is done (`notifications/elicitation/complete`)
+    /// or a pause passes (a server need not say), before it goes again; the pauses
+    /// lengthen, and after [`URL_STEP_WAIT`] the call ends. A page not opened ends it too.
+    /// The call did not run in any of these cases, so the model is told so.
+    async fn finish_url_steps(
+        &self,
+        message: &str,
+        steps: Vec<ElicitRequestParams>,
+        call: &mut UrlStepsOfCall,
+        progress: &ProgressSink,
+        cancel: &CancellationToken,
+    ) -> Result<(), McpError> {
+        // What the steps are for, in the server's words (else the error's) and where, for
+        // the model and the user when the call ends unrun.
+        let about = self.hidden_and_cut(&url_steps_words(message, &steps));
+        let new: Vec<_> = steps
+            .into_iter()
+            .filter(|step| !call.asked.contains(&url_step_key(step)))
+            .collect();
+        if call.asked.len() + new.len() > MAX_URL_STEPS {
+            return Err(McpError::Other(format!(
+                "the server sent you to more than {MAX_URL_STEPS} pages in the browser for one call; Conduit stopped there, and the call did not run"
+            )));
+        }
+        if !new.is_empty() && !self.asks.offer().url {
+            return Err(McpError::Other(format!(
+                "the server needs you to finish a step in your browser first ({about}), which Conduit cannot show here; the call did not run"
+            )));
+        }
+        for step in new {
+            call.asked.push(url_step_key(&step));
+            if let ElicitRequestParams::UrlElicitationParams { elicitation_id, .. } = &step
+                && !elicitation_id.is_empty()
+            {
+                call.ids.push(
+                    conduit_core::content::text_start(elicitation_id, MAX_ELICITATION_ID)
+                        .to_owned(),
+                );
+            }
+            let answer = tokio::select! {
+                answer = self.asks.elicit(step, self.shared.on_this_machine) => answer,
+                () = cancel.cancelled() => return Err(McpError::Cancelled),
+                () = self.ended.cancelled() => return Err(McpError::Closed),
+            };
+            if !matches!(answer.action, ElicitationAction::Accept) {
+                return Err(McpError::Other(format!(
+                    "the server needs you to finish a step in your browser first ({about}); its page was not opened, so the call did not run"
+                )));
+            }
+            // The wait runs from the last page the user opened.
+            call.waiting_since = Some(tokio::time::Instant::now());
+        }
+        let since = *call
+            .waiting_since
+            .get_or_insert_with(tokio::time::Instant::now);
+        if since.elapsed() >= URL_STEP_WAIT {
+            return Err(McpError::Other(format!(
+                "the server still needs you to finish the step in your browser ({about}) after {} minutes; the call did not run: call it again once the step is done",
+                URL_STEP_WAIT.as_secs() / 60
+            )));
+        }
+        if call.waits == 0 {
+            progress(Progress {
+                progress: 0.0,
+                total: None,
+                message: Some("Waiting for you to finish in your browser".into()),
+            });
+        }
+        let pause = Duration::from_secs(2u64 << call.waits.min(4)).min(URL_STEP_POLL_MAX);
+        call.waits += 1;
+        let completed = self.shared.elicitation_completed.notified();
+        tokio::pin!(completed);
+        completed.as_mut().enable();
+        if !self.shared.any_elicitation_done(&call.ids) {
+            tokio::select! {
+                () = &mut completed => {
+                    self.shared.any_elicitation_done(&call.ids);
+                }
+                () = tokio::time::sleep(pause) => {}
+                () = cancel.cancelled() => return Err(McpError::Cancelled),
+                () = self.ended.cancelled() => return Err(McpError::Closed),
+            }
+        }
+        Ok(())
     }
 
     /// Answers a 2026-07-28 server's `input_required` round (SEP-2322) for a tool call, a
@@ -2528,6 +2719,77 @@ fn count_asking_round(asking_rounds: &mut u32, asks: bool) -> Result<(), McpErro
 }
 /// The most input requests (questions, sampling, roots) one round of a call may carry.
 const MAX_INPUTS_PER_ROUND: usize = 8;
+
+/// The most pages in the browser one tool call may send the user to (-32042): a real
+/// server needs one or two (a sign-in to a third party, a consent); more is a server
+/// asking over and over.
+const MAX_URL_STEPS: usize = 3;
+/// How long a call waits for the user to finish its steps in the browser, from the last
+/// page opened; the user can stop it before.
+const URL_STEP_WAIT: Duration = Duration::from_secs(10 * 60);
+/// The longest pause before a call waiting on a step in the browser goes again, for a
+/// server that does not say when a step is done.
+const URL_STEP_POLL_MAX: Duration = Duration::from_secs(30);
+/// The longest elicitation id kept: ids only wake a waiting call sooner.
+const MAX_ELICITATION_ID: usize = 256;
+
+/// What one tool call has asked of the user in the browser (-32042).
+#[derive(Default)]
+struct UrlStepsOfCall {
+    /// Each page put to the user, by its elicitation id (its URL where it has none).
+    asked: Vec<String>,
+    /// The elicitation ids whose completion the call waits for.
+    ids: Vec<String>,
+    /// How many times the call has waited (the pauses lengthen).
+    waits: u32,
+    /// Since when the call has waited on the user.
+    waiting_since: Option<tokio::time::Instant>,
+}
+
+/// What the steps in the browser are for, as the server says (each message cut short) and
+/// on which site; the error's own message when the steps say nothing. The page's whole
+/// address is left out: only the user's browser is sent there, once they agree.
+fn url_steps_words(message: &str, steps: &[ElicitRequestParams]) -> String {
+    let words: Vec<String> = steps
+        .iter()
+        .filter_map(|step| match step {
+            ElicitRequestParams::UrlElicitationParams { message, url, .. } => {
+                let said = conduit_core::content::text_start(message.trim(), 200);
+                let site = reqwest::Url::parse(url)
+                    .ok()
+                    .and_then(|url| url.host_str().map(str::to_owned))
+                    .unwrap_or_else(|| "an address that does not parse".to_owned());
+                Some(if said.is_empty() {
+                    format!("a page on {site}")
+                } else {
+                    format!("{said}, on {site}")
+                })
+            }
+            _ => None,
+        })
+        .collect();
+    if words.is_empty() {
+        message.to_owned()
+    } else {
+        words.join("; ")
+    }
+}
+
+/// How a step in the browser is told apart within a call: its elicitation id, or its URL
+/// where it has none (2026-07-28 dropped the id).
+fn url_step_key(step: &ElicitRequestParams) -> String {
+    match step {
+        ElicitRequestParams::UrlElicitationParams {
+            elicitation_id,
+            url,
+            ..
+        } if elicitation_id.is_empty() => format!("url:{url}"),
+        ElicitRequestParams::UrlElicitationParams { elicitation_id, .. } => {
+            format!("id:{elicitation_id}")
+        }
+        _ => String::new(),
+    }
+}
 
 /// The server's share of one tool call's time, over all its rounds: a 2026-07-28 server
 /// that keeps asking for another round must not stretch a call past its cap round by

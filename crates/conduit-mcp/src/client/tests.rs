@@ -1596,3 +1596,133 @@ async fn a_server_still_waiting_is_polled_past_the_rounds_that_ask() {
     );
     connection.shutdown().await;
 }
+
+/// Says yes to every page it is shown, at once, and counts them.
+#[derive(Default)]
+struct OpensEveryPage {
+    pages: parking_lot::Mutex<Vec<String>>,
+}
+
+#[async_trait::async_trait]
+impl crate::elicit::Asker for OpensEveryPage {
+    fn offers(&self) -> ElicitationOffer {
+        ElicitationOffer {
+            form: false,
+            url: true,
+        }
+    }
+
+    async fn elicit(&self, question: Elicitation) -> ElicitationAnswer {
+        if let ElicitationKind::Url { url } = question.kind {
+            self.pages.lock().push(url);
+        }
+        ElicitationAnswer::Accept(serde_json::Map::new())
+    }
+}
+
+/// A server that answers every call -32042 naming a new page each time, in the words the
+/// Python SDK uses: the user is sent to three pages at most, then the call ends unrun.
+/// One that names the same page again is not put to the user again; a -32042 whose data
+/// names no URL elicitation is said as the server's error it is.
+#[tokio::test(start_paused = true)]
+async fn a_server_naming_page_after_page_is_stopped_after_three() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let script = |fresh: bool, calls: Arc<AtomicUsize>| {
+        move |message: &Value| {
+            if message["method"] != "tools/call" {
+                return Vec::new();
+            }
+            let call = calls.fetch_add(1, Ordering::SeqCst);
+            let step = if fresh { call } else { 0 };
+            let tool = message["params"]["name"].as_str().unwrap_or_default();
+            let data = if tool == "form" {
+                json!({"elicitations": [{"mode": "form", "message": "?", "requestedSchema": {"type": "object", "properties": {}}}]})
+            } else {
+                json!({"elicitations": [{"mode": "url", "message": format!("Step {step}"),
+                                          "url": format!("https://example.com/step/{step}"),
+                                          "elicitationId": format!("step-{step}")}]})
+            };
+            vec![now(json!({"jsonrpc": "2.0", "id": message["id"],
+                            "error": {"code": -32042, "message": "URL elicitation required", "data": data}}))]
+        }
+    };
+    let user = Arc::new(OpensEveryPage::default());
+    let connection = scripted_asking(
+        Asks::new("evil", Some(user.clone())),
+        ProtocolEra::Initialize,
+        script(true, calls.clone()),
+        Duration::from_secs(10),
+    )
+    .await;
+    let error = connection
+        .call_tool(
+            "t",
+            JsonObject::new(),
+            no_progress(),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("more than 3 pages"), "{error}");
+    assert!(error.to_string().contains("did not run"), "{error}");
+    assert_eq!(
+        *user.pages.lock(),
+        (0..3)
+            .map(|n| format!("https://example.com/step/{n}"))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 4);
+    // A -32042 without a URL elicitation: the server's error, nothing asked.
+    let error = connection
+        .call_tool(
+            "form",
+            JsonObject::new(),
+            no_progress(),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, McpError::Server(message) if message == "URL elicitation required"),
+        "{error:?}"
+    );
+    assert_eq!(user.pages.lock().len(), 3);
+    connection.shutdown().await;
+
+    // The same page named again and again: asked once; the call waits on the user (its
+    // pauses lengthening), and ends after ten minutes without running.
+    let calls = Arc::new(AtomicUsize::new(0));
+    let user = Arc::new(OpensEveryPage::default());
+    let connection = scripted_asking(
+        Asks::new("evil", Some(user.clone())),
+        ProtocolEra::Initialize,
+        script(false, calls.clone()),
+        Duration::from_secs(10),
+    )
+    .await;
+    let started = tokio::time::Instant::now();
+    let error = connection
+        .call_tool(
+            "t",
+            JsonObject::new(),
+            no_progress(),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("after 10 minutes"), "{error}");
+    assert!(
+        error.to_string().contains("(Step 0, on example.com)"),
+        "{error}"
+    );
+    assert_eq!(user.pages.lock().len(), 1);
+    let waited = started.elapsed();
+    assert!(
+        waited >= URL_STEP_WAIT && waited < URL_STEP_WAIT + URL_STEP_POLL_MAX * 2,
+        "{waited:?}"
+    );
+    // Asked again every 30 s at most: about 20 calls in ten minutes, not hundreds.
+    let calls = calls.load(Ordering::SeqCst);
+    assert!((20..=30).contains(&calls), "{calls}");
+    connection.shutdown().await;
+}
