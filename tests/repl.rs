@@ -884,3 +884,80 @@ async fn an_always_for_a_tool_views_may_call_says_so_first() {
     .await;
     assert_eq!(session.failure, None, "{}", session.transcript);
 }
+
+/// A tool whose server needs a step in the browser first (-32042) from the REPL: the page
+/// is asked about on the terminal, opens in the browser on a yes, the REPL says the call
+/// waits for the user there, and the call runs once the step is done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_in_the_browser_is_asked_on_the_terminal_and_the_wait_is_said() {
+    let dialect = Dialect::OpenAiChat;
+    let server = ScriptedLlm::start(vec![
+        dialect.turn(
+            &[],
+            &[ScriptedCall::new(
+                "call_1",
+                "steps__read_calendar",
+                json!({}),
+            )],
+        ),
+        dialect.text(&["You have three meetings."]),
+    ])
+    .await
+    .unwrap();
+    let (python, script) = conduit_e2e::python_fixture("url_steps.py").unwrap();
+    let (_steps, port) = conduit_e2e::serving_on_a_free_port("url_steps.py", |port| {
+        let mut command = tokio::process::Command::new(&python);
+        command.arg(&script).arg(port.to_string());
+        command
+    })
+    .await
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("mcp_servers.json"),
+        json!({"mcpServers": {"steps": {"url": format!("http://127.0.0.1:{port}/mcp"),
+                                         "protocolVersion": "2025-11-25"}}})
+        .to_string(),
+    )
+    .unwrap();
+    // The browser goes to each page it is given at once (the user finishing the step).
+    let browser = conduit_e2e::oauth_server::browser_dir(home.path(), true).unwrap();
+    let mut env = repl_env(home.path());
+    env["PATH"] = json!(
+        conduit_e2e::oauth_server::path_with(&browser)
+            .to_string_lossy()
+            .into_owned()
+    );
+    let page = format!("http://127.0.0.1:{port}/consent?id=calendar-1");
+    let steps = vec![
+        expect("> "),
+        send("what is on my calendar?"),
+        expect("? read_calendar of server steps wants to run"),
+        expect("allow [o]nce, [a]lways, or [d]eny?"),
+        send("o"),
+        expect("Connect your calendar to Conduit"),
+        expect(&page),
+        expect("[y/N/c to cancel] "),
+        send("y"),
+        expect("  … Waiting for you to finish in your browser"),
+        expect("← steps__read_calendar done"),
+        expect(": 3 meetings today (run 1)"),
+        expect("You have three meetings."),
+        expect("> "),
+        key("ctrl-d"),
+    ];
+    let run = on_terminal(home.path(), &repl_argv(&server), env, steps, 60).await;
+    assert_eq!(run.failure, None, "{}", run.transcript);
+    assert_eq!(run.code, Some(0), "{}", run.transcript);
+    let opened = std::fs::read_to_string(browser.join("opened.txt")).unwrap();
+    assert_eq!(opened.trim(), page);
+    // Said once, though the server was asked again.
+    assert_eq!(
+        run.transcript
+            .matches("Waiting for you to finish in your browser")
+            .count(),
+        1,
+        "{}",
+        run.transcript
+    );
+}

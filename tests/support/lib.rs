@@ -43,12 +43,14 @@ pub fn target_profile_dir() -> anyhow::Result<PathBuf> {
         .ok_or_else(|| anyhow::anyhow!("cannot find the target folder from {}", exe.display()))
 }
 
-/// A workspace binary built beside the tests (`cargo build --workspace` builds them).
+/// A workspace binary built beside the tests (`cargo build --workspace --all-targets`
+/// builds them with the test fixtures the tests use; without `--all-targets` they are
+/// built as they ship, without them).
 pub fn binary(name: &str) -> anyhow::Result<PathBuf> {
     let path = target_profile_dir()?.join(name);
     if !path.is_file() {
         anyhow::bail!(
-            "{} is not built: run `cargo build --workspace` (make test does) first",
+            "{} is not built: run `cargo build --workspace --all-targets` (make test does) first",
             path.display()
         );
     }

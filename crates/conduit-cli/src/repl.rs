@@ -553,6 +553,9 @@ fn reset_style() {
 struct Printer {
     /// The cursor is after answer text (not at a line start).
     mid_line: bool,
+    /// The last progress message printed: a server that repeats it (with each step of
+    /// its count) is not printed again.
+    last_progress: Option<String>,
 }
 
 impl Printer {
@@ -613,6 +616,19 @@ impl Printer {
                 }
             }
             AgentEvent::ToolCallQueued { id: _ } | AgentEvent::ToolCallRunning { id: _ } => {}
+            // What a running call says it is doing ("Waiting for you to finish in your
+            // browser"), each new message once; a bare count is not printed.
+            AgentEvent::ToolProgress { progress, .. } => {
+                let Some(message) = progress.message.as_deref().map(str::trim) else {
+                    return Ok(());
+                };
+                if message.is_empty() || self.last_progress.as_deref() == Some(message) {
+                    return Ok(());
+                }
+                self.last_progress = Some(message.to_owned());
+                self.end_line()?;
+                say!("  … {}", shown(&first_line(message)))?;
+            }
             AgentEvent::ToolCallDenied { reason, .. } => {
                 self.end_line()?;
                 say!("✗ denied: {}", shown(reason))?;

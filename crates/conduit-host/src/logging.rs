@@ -101,7 +101,12 @@ pub fn init(paths: &Paths, options: LogOptions) -> Result<LogGuard, LoggingError
         .map_err(|_| LoggingError::AlreadyInitialised)?;
     if let Some(problem) = bad_filter {
         tracing::warn!("{LOG_FILTER_ENV} was not used: {problem}; the log uses {DEFAULT_FILTER:?}");
-        eprintln!("conduit: {LOG_FILTER_ENV} was not used: {problem}");
+        // Not `eprintln!`, which panics when stderr is gone (a closed pipe); the log
+        // above holds the same words.
+        let _ = io::Write::write_fmt(
+            &mut io::stderr(),
+            format_args!("conduit: {LOG_FILTER_ENV} was not used: {problem}\n"),
+        );
     }
     Ok(LogGuard { _file: guard })
 }

@@ -29,7 +29,7 @@ pub const TOKEN_SECRET: &str = "mcp-serve-token";
 
 /// Environment variable that serves the MCP conformance suite's fixtures instead of
 /// Conduit's own catalog (`1`); read by test builds only (the `test-fixtures` feature).
-#[cfg(any(test, feature = "test-fixtures"))]
+#[cfg(feature = "test-fixtures")]
 pub const CONFORMANCE_ENV: &str = "CONDUIT_MCP_CONFORMANCE";
 
 const CONVERSATION_PREFIX: &str = "conduit://conversation/";
@@ -140,7 +140,7 @@ impl Host {
         // What the tools make for clients is read from memory, what the history holds
         // from the media folder.
         let media: Arc<dyn MediaStore> = self.served_media.clone();
-        #[cfg(any(test, feature = "test-fixtures"))]
+        #[cfg(feature = "test-fixtures")]
         if std::env::var(CONFORMANCE_ENV).is_ok_and(|value| value == "1") {
             let catalog = conduit_mcp::conformance::ConformanceCatalog::new(media.as_ref())?;
             return Ok(ToolServer::new(Arc::new(catalog), media));

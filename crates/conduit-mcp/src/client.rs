@@ -404,8 +404,8 @@ struct Shared {
     asked_until: Mutex<Option<tokio::time::Instant>>,
     /// The latest elicitation ids the server said were completed
     /// (`notifications/elicitation/complete`), at most [`KEPT_COMPLETIONS`]: a call
-    /// waiting on a step in the browser calls again at once ([`Connection::call_tool`]).
-    /// Only a hint to call sooner: an id decides nothing else.
+    /// waiting on one of its own steps in the browser calls again sooner
+    /// ([`Connection::call_tool`]). Only a hint: an id decides nothing else.
     completed_elicitations: Mutex<std::collections::VecDeque<String>>,
     elicitation_completed: tokio::sync::Notify,
 }
@@ -448,12 +448,14 @@ impl Shared {
         self.elicitation_completed.notify_waiters();
     }
 
-    /// Whether the server said one of `ids` is done (each is forgotten once seen).
-    fn any_elicitation_done(&self, ids: &[String]) -> bool {
-        let mut done = self.completed_elicitations.lock();
-        let before = done.len();
-        done.retain(|id| !ids.contains(id));
-        done.len() != before
+    /// One of `ids` the server said is done and `seen` does not hold yet, if any. Nothing
+    /// is taken away: calls waiting on the same step each see it.
+    fn elicitation_newly_done(&self, ids: &[String], seen: &[String]) -> Option<String> {
+        self.completed_elicitations
+            .lock()
+            .iter()
+            .find(|id| ids.contains(id) && !seen.contains(id))
+            .cloned()
     }
 
     /// The server said its tools changed: counted, and the runtime told to list them
@@ -2221,11 +2223,7 @@ impl Connection {
             let answer = match self.call_round(request, left, &progress, &cancel).await {
                 // Only this round is known not to have run: the server began the call in
                 // an earlier one, so the call is not one to send again.
-                Err(McpError::SessionExpired) if began => {
-                    return Err(McpError::Other(
-                        "the server's session expired after it began the call (it had asked for more input); the call may have run in part, so Conduit does not send it again".into(),
-                    ));
-                }
+                Err(McpError::SessionExpired) if began => return Err(expired_after_it_began()),
                 // The whole call's cap, not this round's share of it, is what ran out.
                 Err(McpError::Timeout(_)) if budget.left().is_none() => {
                     return Err(McpError::Timeout(self.max_call_time));
@@ -2233,8 +2231,22 @@ impl Connection {
                 // The server needs the user on its web pages first, and did not run the
                 // call: it goes again once they are done.
                 Err(McpError::UrlRequired { message, steps }) => {
-                    self.finish_url_steps(&message, steps, &mut url_steps, &progress, &cancel)
-                        .await?;
+                    let finished = self
+                        .finish_url_steps(
+                            &message,
+                            steps,
+                            &mut url_steps,
+                            &progress,
+                            &mut budget,
+                            &cancel,
+                        )
+                        .await;
+                    match finished {
+                        Err(McpError::SessionExpired) if began => {
+                            return Err(expired_after_it_began());
+                        }
+                        finished => finished?,
+                    }
                     continue;
                 }
                 answer => answer?,
@@ -2301,15 +2313,21 @@ impl Connection {
         steps: Vec<ElicitRequestParams>,
         call: &mut UrlStepsOfCall,
         progress: &ProgressSink,
+        budget: &mut CallBudget,
         cancel: &CancellationToken,
     ) -> Result<(), McpError> {
         // What the steps are for, in the server's words (else the error's) and where, for
         // the model and the user when the call ends unrun.
         let about = self.hidden_and_cut(&url_steps_words(message, &steps));
-        let new: Vec<_> = steps
-            .into_iter()
-            .filter(|step| !call.asked.contains(&url_step_key(step)))
-            .collect();
+        // Each page once: one named twice in the error, or again in a later round, is not
+        // put to the user again.
+        let mut new: Vec<ElicitRequestParams> = Vec::new();
+        for step in steps {
+            let key = url_step_key(&step);
+            if !call.asked.contains(&key) && !new.iter().any(|n| url_step_key(n) == key) {
+                new.push(step);
+            }
+        }
         if call.asked.len() + new.len() > MAX_URL_STEPS {
             return Err(McpError::Other(format!(
                 "the server sent you to more than {MAX_URL_STEPS} pages in the browser for one call; Conduit stopped there, and the call did not run"
@@ -2330,11 +2348,14 @@ impl Connection {
                         .to_owned(),
                 );
             }
+            let asked_at = Instant::now();
             let answer = tokio::select! {
                 answer = self.asks.elicit(step, self.shared.on_this_machine) => answer,
                 () = cancel.cancelled() => return Err(McpError::Cancelled),
-                () = self.ended.cancelled() => return Err(McpError::Closed),
+                () = self.ended.cancelled() => return Err(self.ended_unrun()),
             };
+            // The user's time answering is not the server's.
+            budget.not_counting(asked_at.elapsed());
             if !matches!(answer.action, ElicitationAction::Accept) {
                 return Err(McpError::Other(format!(
                     "the server needs you to finish a step in your browser first ({about}); its page was not opened, so the call did not run"
@@ -2359,22 +2380,51 @@ impl Connection {
                 message: Some("Waiting for you to finish in your browser".into()),
             });
         }
-        let pause = Duration::from_secs(2u64 << call.waits.min(4)).min(URL_STEP_POLL_MAX);
+        // The pause, within what the call has left (the next round then says the cap ran
+        // out); a completion of one of this call's own steps, each heeded once, ends it
+        // early but not before [`URL_STEP_POLL_MIN`]: a server repeating its notices
+        // cannot make the call go again and again at once.
+        let left = budget.left().unwrap_or_default();
+        let now = tokio::time::Instant::now();
+        let pause_ends = now
+            + Duration::from_secs(2u64 << call.waits.min(4))
+                .min(URL_STEP_POLL_MAX)
+                .min(left);
+        let earliest = now + URL_STEP_POLL_MIN.min(left);
         call.waits += 1;
-        let completed = self.shared.elicitation_completed.notified();
-        tokio::pin!(completed);
-        completed.as_mut().enable();
-        if !self.shared.any_elicitation_done(&call.ids) {
-            tokio::select! {
-                () = &mut completed => {
-                    self.shared.any_elicitation_done(&call.ids);
+        loop {
+            let completed = self.shared.elicitation_completed.notified();
+            tokio::pin!(completed);
+            completed.as_mut().enable();
+            if let Some(id) = self.shared.elicitation_newly_done(&call.ids, &call.seen) {
+                call.seen.push(id);
+                tokio::select! {
+                    () = tokio::time::sleep_until(earliest) => return Ok(()),
+                    () = cancel.cancelled() => return Err(McpError::Cancelled),
+                    () = self.ended.cancelled() => return Err(self.ended_unrun()),
                 }
-                () = tokio::time::sleep(pause) => {}
+            }
+            tokio::select! {
+                // Some step completed: this call's, or another's (then it waits on).
+                () = &mut completed => {}
+                () = tokio::time::sleep_until(pause_ends) => return Ok(()),
                 () = cancel.cancelled() => return Err(McpError::Cancelled),
-                () = self.ended.cancelled() => return Err(McpError::Closed),
+                () = self.ended.cancelled() => return Err(self.ended_unrun()),
             }
         }
-        Ok(())
+    }
+
+    /// The error of a call whose session ended while it waited on the user in the browser:
+    /// no round of it ran (each answered -32042), so an expiry is said as one (the call
+    /// goes again on the new session) and any other end says the call did not run.
+    fn ended_unrun(&self) -> McpError {
+        if self.ended_by_expiry() {
+            McpError::SessionExpired
+        } else {
+            McpError::Other(
+                "the connection to the server ended while the call waited for your step in the browser; the call did not run".into(),
+            )
+        }
     }
 
     /// Answers a 2026-07-28 server's `input_required` round (SEP-2322) for a tool call, a
@@ -2720,6 +2770,13 @@ fn count_asking_round(asking_rounds: &mut u32, asks: bool) -> Result<(), McpErro
 /// The most input requests (questions, sampling, roots) one round of a call may carry.
 const MAX_INPUTS_PER_ROUND: usize = 8;
 
+/// A call's session expired after the server began the call in an earlier round.
+fn expired_after_it_began() -> McpError {
+    McpError::Other(
+        "the server's session expired after it began the call (it had asked for more input); the call may have run in part, so Conduit does not send it again".into(),
+    )
+}
+
 /// The most pages in the browser one tool call may send the user to (-32042): a real
 /// server needs one or two (a sign-in to a third party, a consent); more is a server
 /// asking over and over.
@@ -2730,6 +2787,9 @@ const URL_STEP_WAIT: Duration = Duration::from_secs(10 * 60);
 /// The longest pause before a call waiting on a step in the browser goes again, for a
 /// server that does not say when a step is done.
 const URL_STEP_POLL_MAX: Duration = Duration::from_secs(30);
+/// The shortest pause before a call waiting on a step in the browser goes again, even
+/// when the server says the step is done.
+const URL_STEP_POLL_MIN: Duration = Duration::from_secs(1);
 /// The longest elicitation id kept: ids only wake a waiting call sooner.
 const MAX_ELICITATION_ID: usize = 256;
 
@@ -2740,6 +2800,9 @@ struct UrlStepsOfCall {
     asked: Vec<String>,
     /// The elicitation ids whose completion the call waits for.
     ids: Vec<String>,
+    /// Those whose completion the call has already acted on: a notice repeated for one
+    /// does not make the call go again early.
+    seen: Vec<String>,
     /// How many times the call has waited (the pauses lengthen).
     waits: u32,
     /// Since when the call has waited on the user.

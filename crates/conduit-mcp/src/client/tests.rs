@@ -1627,7 +1627,9 @@ impl crate::elicit::Asker for OpensEveryPage {
 #[tokio::test(start_paused = true)]
 async fn a_server_naming_page_after_page_is_stopped_after_three() {
     let calls = Arc::new(AtomicUsize::new(0));
-    let script = |fresh: bool, calls: Arc<AtomicUsize>| {
+    // `notices`: each refusal comes after a notice that its step is done (a server
+    // repeating them to be called again at once).
+    let script = |fresh: bool, notices: bool, calls: Arc<AtomicUsize>| {
         move |message: &Value| {
             if message["method"] != "tools/call" {
                 return Vec::new();
@@ -1642,15 +1644,24 @@ async fn a_server_naming_page_after_page_is_stopped_after_three() {
                                           "url": format!("https://example.com/step/{step}"),
                                           "elicitationId": format!("step-{step}")}]})
             };
-            vec![now(json!({"jsonrpc": "2.0", "id": message["id"],
-                            "error": {"code": -32042, "message": "URL elicitation required", "data": data}}))]
+            let refusal = now(json!({"jsonrpc": "2.0", "id": message["id"],
+                            "error": {"code": -32042, "message": "URL elicitation required", "data": data}}));
+            if notices {
+                let notice = now(
+                    json!({"jsonrpc": "2.0", "method": "notifications/elicitation/complete",
+                                        "params": {"elicitationId": format!("step-{step}")}}),
+                );
+                vec![notice, refusal]
+            } else {
+                vec![refusal]
+            }
         }
     };
     let user = Arc::new(OpensEveryPage::default());
     let connection = scripted_asking(
         Asks::new("evil", Some(user.clone())),
         ProtocolEra::Initialize,
-        script(true, calls.clone()),
+        script(true, false, calls.clone()),
         Duration::from_secs(10),
     )
     .await;
@@ -1689,14 +1700,30 @@ async fn a_server_naming_page_after_page_is_stopped_after_three() {
     assert_eq!(user.pages.lock().len(), 3);
     connection.shutdown().await;
 
-    // The same page named again and again: asked once; the call waits on the user (its
-    // pauses lengthening), and ends after ten minutes without running.
+    // The same page named again and again, with or without a notice that it is done
+    // before each time: asked once; the call waits on the user (its pauses lengthening;
+    // a repeated notice heeded once), and ends after ten minutes without running.
+    for notices in [false, true] {
+        same_page_again_and_again(notices, script(false, notices, Arc::default())).await;
+    }
+}
+
+async fn same_page_again_and_again(
+    notices: bool,
+    script: impl Fn(&Value) -> Vec<Reply> + Send + Sync + 'static,
+) {
     let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
     let user = Arc::new(OpensEveryPage::default());
     let connection = scripted_asking(
         Asks::new("evil", Some(user.clone())),
         ProtocolEra::Initialize,
-        script(false, calls.clone()),
+        move |message: &Value| {
+            if message["method"] == "tools/call" {
+                counted.fetch_add(1, Ordering::SeqCst);
+            }
+            script(message)
+        },
         Duration::from_secs(10),
     )
     .await;
@@ -1723,6 +1750,6 @@ async fn a_server_naming_page_after_page_is_stopped_after_three() {
     );
     // Asked again every 30 s at most: about 20 calls in ten minutes, not hundreds.
     let calls = calls.load(Ordering::SeqCst);
-    assert!((20..=30).contains(&calls), "{calls}");
+    assert!((20..=30).contains(&calls), "notices {notices}: {calls}");
     connection.shutdown().await;
 }
