@@ -152,14 +152,9 @@ async fn a_step_in_the_browser_is_opened_then_the_call_runs_once_it_is_done() {
     .await
     .unwrap();
     llm.answer_models(json!({"object": "list", "data": [{"id": "m", "object": "model"}]}));
-    let (python, script) = conduit_e2e::python_fixture("url_steps.py").unwrap();
-    let (_server, port) = conduit_e2e::serving_on_a_free_port("url_steps.py", |port| {
-        let mut command = tokio::process::Command::new(&python);
-        command.arg(&script).arg(port.to_string());
-        command
-    })
-    .await
-    .unwrap();
+    let (_server, port) = conduit_e2e::python_server_on_a_free_port("url_steps.py", &[])
+        .await
+        .unwrap();
     let home = conduit_e2e::home_with(
         &llm,
         json!({"steps": {"url": format!("http://127.0.0.1:{port}/mcp"), "protocolVersion": "2025-11-25"}}),

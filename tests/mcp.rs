@@ -1024,23 +1024,14 @@ fn a_legacy_server_that_ends_at_the_discovery_probe_is_started_again_with_initia
 /// GET, and a stateless Python server answers it with a stream that names no endpoint.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_legacy_sse_server_is_reached_by_its_type_or_when_it_refuses_streamable_http() {
-    let (python, script) = conduit_e2e::python_fixture("legacy_sse.py").unwrap();
-    let (_legacy, port) = conduit_e2e::serving_on_a_free_port("legacy_sse.py", |port| {
-        let mut command = tokio::process::Command::new(&python);
-        command.arg(&script).arg(port.to_string());
-        command
-    })
-    .await
-    .unwrap();
-    let (_everything, everything_port) = everything_over_http().await;
-    let (_stateless, stateless_port) =
-        conduit_e2e::serving_on_a_free_port("legacy_sse.py stateless", |port| {
-            let mut command = tokio::process::Command::new(&python);
-            command.arg(&script).arg(port.to_string()).arg("stateless");
-            command
-        })
+    let (_legacy, port) = conduit_e2e::python_server_on_a_free_port("legacy_sse.py", &[])
         .await
         .unwrap();
+    let (_everything, everything_port) = everything_over_http().await;
+    let (_stateless, stateless_port) =
+        conduit_e2e::python_server_on_a_free_port("legacy_sse.py", &["stateless"])
+            .await
+            .unwrap();
     let sse = format!("http://127.0.0.1:{port}/sse");
     let setup = Setup::new(json!({
         "typed": {"type": "sse", "url": sse},

@@ -330,17 +330,10 @@ async fn url_steps_server(
     era: Option<&str>,
     browser: Arc<Browser>,
 ) -> (McpRuntime, tokio::process::Child, u16, tempfile::TempDir) {
-    let (python, script) = conduit_e2e::python_fixture("url_steps.py").unwrap();
-    let (child, port) = conduit_e2e::serving_on_a_free_port("url_steps.py", |port| {
-        let mut command = tokio::process::Command::new(&python);
-        command.arg(&script).arg(port.to_string());
-        if quiet {
-            command.arg("quiet");
-        }
-        command
-    })
-    .await
-    .unwrap();
+    let args: &[&str] = if quiet { &["quiet"] } else { &[] };
+    let (child, port) = conduit_e2e::python_server_on_a_free_port("url_steps.py", args)
+        .await
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("mcp_servers.json");
     std::fs::write(
@@ -488,14 +481,9 @@ async fn a_step_in_the_browser_not_taken_ends_the_call_unrun() {
     servers.shutdown().await;
 
     // A runtime whose frontend shows no pages (`conduit chat` piped, say).
-    let (python, script) = conduit_e2e::python_fixture("url_steps.py").unwrap();
-    let (_child, port) = conduit_e2e::serving_on_a_free_port("url_steps.py", |port| {
-        let mut command = tokio::process::Command::new(&python);
-        command.arg(&script).arg(port.to_string());
-        command
-    })
-    .await
-    .unwrap();
+    let (_child, port) = conduit_e2e::python_server_on_a_free_port("url_steps.py", &[])
+        .await
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("mcp_servers.json");
     std::fs::write(

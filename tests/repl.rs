@@ -70,6 +70,20 @@ fn repl_argv(server: &ScriptedLlm) -> Vec<String> {
     ]
 }
 
+/// `conduit repl` as `argv` says, in `home`, its standard streams piped (not a terminal).
+fn piped_repl(argv: &[String], home: &Path) -> std::process::Command {
+    let mut command = std::process::Command::new(&argv[0]);
+    command
+        .args(&argv[1..])
+        .env("CONDUIT_HOME", home)
+        .env("CONDUIT_TEST_LLM_KEY", KEY)
+        .env("CONDUIT_SECRET_STORE", "file")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    command
+}
+
 /// The environment of `conduit repl` with `home`.
 fn repl_env(home: &Path) -> Value {
     json!({
@@ -629,16 +643,7 @@ async fn the_repl_goes_on_when_its_stderr_is_closed() {
     let output = tokio::task::spawn_blocking({
         let home = home.path().to_owned();
         move || {
-            let mut child = std::process::Command::new(&argv[0])
-                .args(&argv[1..])
-                .env("CONDUIT_HOME", &home)
-                .env("CONDUIT_TEST_LLM_KEY", KEY)
-                .env("CONDUIT_SECRET_STORE", "file")
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap();
+            let mut child = piped_repl(&argv, &home).spawn().unwrap();
             // The reader of its stderr leaves before anything is written there.
             drop(child.stderr.take());
             use std::io::Write;
@@ -804,14 +809,8 @@ async fn the_repl_says_when_the_history_is_found_damaged_while_it_runs() {
         let home = home.path().to_owned();
         move || {
             use std::io::{BufRead, Write};
-            let mut child = std::process::Command::new(&argv[0])
-                .args(&argv[1..])
-                .env("CONDUIT_HOME", &home)
-                .env("CONDUIT_TEST_LLM_KEY", KEY)
-                .env("CONDUIT_SECRET_STORE", "file")
-                .stdin(std::process::Stdio::piped())
+            let mut child = piped_repl(&argv, &home)
                 .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::piped())
                 .spawn()
                 .unwrap();
             let mut stdin = child.stdin.take().unwrap();
@@ -904,14 +903,9 @@ async fn a_step_in_the_browser_is_asked_on_the_terminal_and_the_wait_is_said() {
     ])
     .await
     .unwrap();
-    let (python, script) = conduit_e2e::python_fixture("url_steps.py").unwrap();
-    let (_steps, port) = conduit_e2e::serving_on_a_free_port("url_steps.py", |port| {
-        let mut command = tokio::process::Command::new(&python);
-        command.arg(&script).arg(port.to_string());
-        command
-    })
-    .await
-    .unwrap();
+    let (_steps, port) = conduit_e2e::python_server_on_a_free_port("url_steps.py", &[])
+        .await
+        .unwrap();
     let home = tempfile::tempdir().unwrap();
     std::fs::write(
         home.path().join("mcp_servers.json"),

@@ -103,6 +103,22 @@ pub fn python_fixture(script: &str) -> anyhow::Result<(PathBuf, PathBuf)> {
     Ok((python, root.join("fixtures").join(script)))
 }
 
+/// A Python fixture server (`tests/mcp-servers/fixtures/<script>`) given a free port and
+/// then `args`, once it alone listens there (as [`serving_on_a_free_port`] says); killed
+/// when the child is dropped.
+pub async fn python_server_on_a_free_port(
+    script: &str,
+    args: &[&str],
+) -> anyhow::Result<(tokio::process::Child, u16)> {
+    let (python, path) = python_fixture(script)?;
+    serving_on_a_free_port(script, |port| {
+        let mut command = tokio::process::Command::new(&python);
+        command.arg(&path).arg(port.to_string()).args(args);
+        command
+    })
+    .await
+}
+
 /// server-everything over streamable HTTP on a free port, once it listens (within 20 s);
 /// killed when the child is dropped. The port is picked free and then handed to the
 /// server, so another process can take it in between: node then either exits or listens
