@@ -234,11 +234,14 @@ const URL_ELICITATION_REQUIRED: i32 = -32042;
 
 /// The web pages a `URLElicitationRequiredError`'s data names (`elicitations`, each a
 /// URL-mode elicitation), or `None` when it names none or one is not a URL elicitation:
-/// the error is then said as the server's error it is.
+/// the error is then said as the server's error it is. Only the first
+/// [`MAX_URL_STEPS`] + 1 are read: a call sends the user to [`MAX_URL_STEPS`] pages at
+/// most, so a list of more distinct pages is refused, however long.
 fn url_steps(data: Option<&serde_json::Value>) -> Option<Vec<ElicitRequestParams>> {
     let listed = data?.get("elicitations")?.as_array()?;
     let steps = listed
         .iter()
+        .take(MAX_URL_STEPS + 1)
         .map(|step| {
             serde_json::from_value::<ElicitRequestParams>(step.clone())
                 .ok()
@@ -2815,6 +2818,7 @@ struct UrlStepsOfCall {
 fn url_steps_words(message: &str, steps: &[ElicitRequestParams]) -> String {
     let words: Vec<String> = steps
         .iter()
+        .take(MAX_URL_STEPS)
         .filter_map(|step| match step {
             ElicitRequestParams::UrlElicitationParams { message, url, .. } => {
                 let said = conduit_core::content::text_start(message.trim(), 200);
