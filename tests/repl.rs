@@ -579,7 +579,9 @@ async fn the_repl_ends_quietly_when_its_output_is_closed_mid_answer() {
         .await
         .unwrap();
     let home = tempfile::tempdir().unwrap();
-    // The reader takes the output until the answer has begun, then closes it; it says
+    // The reader takes the output until the answer so far has come (the model then
+    // stalls: the Ctrl-C below must not come before its second piece is in, which on a
+    // loaded machine it did), then closes it; it says
     // on the terminal when the prompt came and when it left; it ignores Ctrl-C, which the terminal sends to the whole group.
     let reader = r#"
 import os, signal, sys, time
@@ -595,7 +597,7 @@ def read_until(text):
 read_until(b"> ")
 sys.stderr.write("PROMPT-SHOWN\n")
 sys.stderr.flush()
-read_until(b"Partial")
+read_until(b"Partial answer")
 os.close(0)
 sys.stderr.write("READER-GONE\n")
 sys.stderr.flush()
