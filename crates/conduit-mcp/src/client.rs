@@ -451,13 +451,15 @@ impl Shared {
         self.elicitation_completed.notify_waiters();
     }
 
-    /// One of `ids` the server said is done and `seen` does not hold yet, if any. Nothing
-    /// is taken away: calls waiting on the same step each see it.
-    fn elicitation_newly_done(&self, ids: &[String], seen: &[String]) -> Option<String> {
+    /// One of the call's steps the server said is done and the call has not acted on
+    /// yet, if any. Nothing is taken away: calls waiting on the same step each see it.
+    fn elicitation_newly_done(&self, call: &UrlStepsOfCall) -> Option<String> {
         self.completed_elicitations
             .lock()
             .iter()
-            .find(|id| ids.contains(id) && !seen.contains(id))
+            .find(|id| {
+                call.asked.contains(&UrlStepKey::Id(id.to_string())) && !call.seen.contains(id)
+            })
             .cloned()
     }
 
@@ -2343,14 +2345,6 @@ impl Connection {
         }
         for step in new {
             call.asked.push(url_step_key(&step));
-            if let ElicitRequestParams::UrlElicitationParams { elicitation_id, .. } = &step
-                && !elicitation_id.is_empty()
-            {
-                call.ids.push(
-                    conduit_core::content::text_start(elicitation_id, MAX_ELICITATION_ID)
-                        .to_owned(),
-                );
-            }
             let asked_at = Instant::now();
             let answer = tokio::select! {
                 answer = self.asks.elicit(step, self.shared.on_this_machine) => answer,
@@ -2399,7 +2393,7 @@ impl Connection {
             let completed = self.shared.elicitation_completed.notified();
             tokio::pin!(completed);
             completed.as_mut().enable();
-            if let Some(id) = self.shared.elicitation_newly_done(&call.ids, &call.seen) {
+            if let Some(id) = self.shared.elicitation_newly_done(call) {
                 call.seen.push(id);
                 tokio::select! {
                     () = tokio::time::sleep_until(earliest) => return Ok(()),
@@ -2799,10 +2793,8 @@ const MAX_ELICITATION_ID: usize = 256;
 /// What one tool call has asked of the user in the browser (-32042).
 #[derive(Default)]
 struct UrlStepsOfCall {
-    /// Each page put to the user, by its elicitation id (its URL where it has none).
-    asked: Vec<String>,
-    /// The elicitation ids whose completion the call waits for.
-    ids: Vec<String>,
+    /// Each page put to the user: the call waits for the completion of those with an id.
+    asked: Vec<UrlStepKey>,
     /// Those whose completion the call has already acted on: a notice repeated for one
     /// does not make the call go again early.
     seen: Vec<String>,
@@ -2842,19 +2834,26 @@ fn url_steps_words(message: &str, steps: &[ElicitRequestParams]) -> String {
     }
 }
 
-/// How a step in the browser is told apart within a call: its elicitation id, or its URL
-/// where it has none (2026-07-28 dropped the id).
-fn url_step_key(step: &ElicitRequestParams) -> String {
+/// How a step in the browser is told apart within a call: its elicitation id (cut as a
+/// completion notice's is), or its URL where it has none (2026-07-28 dropped the id).
+#[derive(Debug, PartialEq, Eq)]
+enum UrlStepKey {
+    Id(String),
+    Url(String),
+}
+
+fn url_step_key(step: &ElicitRequestParams) -> UrlStepKey {
     match step {
         ElicitRequestParams::UrlElicitationParams {
             elicitation_id,
             url,
             ..
-        } if elicitation_id.is_empty() => format!("url:{url}"),
-        ElicitRequestParams::UrlElicitationParams { elicitation_id, .. } => {
-            format!("id:{elicitation_id}")
-        }
-        _ => String::new(),
+        } if elicitation_id.is_empty() => UrlStepKey::Url(url.clone()),
+        ElicitRequestParams::UrlElicitationParams { elicitation_id, .. } => UrlStepKey::Id(
+            conduit_core::content::text_start(elicitation_id, MAX_ELICITATION_ID).to_owned(),
+        ),
+        // `url_steps` keeps URL elicitations only.
+        _ => UrlStepKey::Url(String::new()),
     }
 }
 
