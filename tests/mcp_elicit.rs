@@ -450,6 +450,99 @@ async fn a_call_that_needs_a_step_in_the_browser_runs_once_the_user_finished_it(
     }
 }
 
+/// A resource read and a prompt whose server needs a step in the browser first (-32042):
+/// each puts its own page to the user once, waits while they finish there, and then gets
+/// what it asked for; told by the server or not, in both eras. A page not opened ends the
+/// request, saying it did not run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_or_a_prompt_that_needs_a_step_in_the_browser_goes_on_once_it_is_done() {
+    for (quiet, era) in [(false, Some("2025-11-25")), (true, None)] {
+        let browser = Arc::new(Browser {
+            visits: true,
+            answer: ElicitationAnswer::Accept(serde_json::Map::new()),
+            after: Duration::from_millis(1500),
+            asked: Mutex::new(Vec::new()),
+        });
+        let (servers, _child, port, _dir) = url_steps_server(quiet, era, browser.clone()).await;
+        let connection = servers.connection("steps").unwrap();
+        let read = tokio::time::timeout(
+            Duration::from_secs(60),
+            connection.read_resource("calendar://day/monday"),
+        )
+        .await
+        .expect("the read ended")
+        .unwrap();
+        assert_eq!(
+            serde_json::to_value(&read.contents).unwrap()[0]["text"],
+            "Meetings on monday: standup at 9",
+            "{quiet} {era:?}"
+        );
+        let prompt = tokio::time::timeout(
+            Duration::from_secs(60),
+            connection.prompt("plan_day", serde_json::Map::new()),
+        )
+        .await
+        .expect("the prompt ended")
+        .unwrap();
+        assert_eq!(
+            serde_json::to_value(&prompt.messages).unwrap()[0]["content"]["text"],
+            "Plan my day around the standup at 9",
+            "{quiet} {era:?}"
+        );
+        // Each asked once, its own page.
+        let asked: Vec<(String, ElicitationKind)> = browser
+            .asked
+            .lock()
+            .iter()
+            .map(|question| (question.message.clone(), question.kind.clone()))
+            .collect();
+        let page = |step: &str| ElicitationKind::Url {
+            url: format!("http://127.0.0.1:{port}/consent?id={step}"),
+        };
+        assert_eq!(
+            asked,
+            vec![
+                (
+                    "Connect your calendar files to Conduit".to_owned(),
+                    page("files-1")
+                ),
+                ("Connect your notes to Conduit".to_owned(), page("notes-1")),
+            ],
+            "{quiet} {era:?}"
+        );
+        servers.shutdown().await;
+    }
+
+    let declined = Arc::new(Browser {
+        visits: false,
+        answer: ElicitationAnswer::Decline,
+        after: Duration::ZERO,
+        asked: Mutex::new(Vec::new()),
+    });
+    let (servers, _child, _port, _dir) =
+        url_steps_server(false, Some("2025-11-25"), declined.clone()).await;
+    let connection = servers.connection("steps").unwrap();
+    let error = connection
+        .read_resource("calendar://day/monday")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("its page was not opened"), "{error}");
+    assert!(
+        error.contains("(Connect your calendar files to Conduit, on 127.0.0.1)"),
+        "{error}"
+    );
+    assert!(error.contains("the request did not run"), "{error}");
+    let error = connection
+        .prompt("plan_day", serde_json::Map::new())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("the request did not run"), "{error}");
+    assert_eq!(declined.asked.lock().len(), 2);
+    servers.shutdown().await;
+}
+
 /// A page the user does not open, a frontend that cannot show pages, and a server that
 /// names more pages than a call may send the user to: each ends the call, which did not
 /// run, saying why.

@@ -219,8 +219,9 @@ pub enum McpError {
     #[error(transparent)]
     List(#[from] ListError),
     /// The server needs the user to finish steps on its web pages before it runs the
-    /// request (`URLElicitationRequiredError`, -32042, 2025-11-25): a tool call asks the
-    /// user to open them and calls again ([`Connection::call_tool`]).
+    /// request (`URLElicitationRequiredError`, -32042, 2025-11-25): a tool call, a resource
+    /// read or a prompt asks the user to open them and goes again
+    /// ([`Connection::finish_url_steps`]).
     #[error("the server needs you to finish a step in your browser first: {message}")]
     UrlRequired {
         message: String,
@@ -2156,7 +2157,9 @@ impl Connection {
     /// resource read, a prompt): `request` makes one round's request from the state and
     /// the answers the last round asked for, and the server's final answer is given back.
     /// The rounds together get at most [`MAX_CALL_TIME`] of the server's time, as a tool
-    /// call's do. (Not generic: one copy serves every kind of request.)
+    /// call's do. A server that needs the user on its web pages first (-32042) is asked
+    /// again once they are done, as a tool call's server is ([`Connection::finish_url_steps`]).
+    /// (Not generic: one copy serves every kind of request.)
     async fn in_rounds(
         &self,
         request: &(
@@ -2169,12 +2172,31 @@ impl Connection {
         // Nothing stops a read or a prompt but the connection's end and the caps.
         let not_stopped = CancellationToken::new();
         let mut asking_rounds = 0u32;
+        let mut url_steps = UrlStepsOfCall::new(Unrun::Request);
+        // Nobody watches a read's or a prompt's progress: the page the user was asked to
+        // open is what they wait on.
+        let unwatched: ProgressSink = Arc::new(|_| {});
         loop {
             if budget.left().is_none() {
                 return Err(McpError::Timeout(self.max_call_time));
             }
             let round = request(state.take(), responses.take());
-            match self.answered(self.peer.send_request(round)).await? {
+            let answer = match self.answered(self.peer.send_request(round)).await {
+                Err(McpError::UrlRequired { message, steps }) => {
+                    self.finish_url_steps(
+                        &message,
+                        steps,
+                        &mut url_steps,
+                        &unwatched,
+                        &mut budget,
+                        &not_stopped,
+                    )
+                    .await?;
+                    continue;
+                }
+                answer => answer?,
+            };
+            match answer {
                 ServerResult::InputRequiredResult(asked) => {
                     // Every round counts here: nothing but the caps stops a read or a
                     // prompt (no Stop reaches it), so a server only handing its state
@@ -2219,7 +2241,7 @@ impl Connection {
         let mut budget = CallBudget::new(self.max_call_time);
         // Whether the server began the call in an earlier round (it asked for input).
         let mut began = false;
-        let mut url_steps = UrlStepsOfCall::default();
+        let mut url_steps = UrlStepsOfCall::new(Unrun::Call);
         loop {
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
             let Some(left) = budget.left() else {
@@ -2324,6 +2346,7 @@ impl Connection {
         // What the steps are for, in the server's words (else the error's) and where, for
         // the model and the user when the call ends unrun.
         let about = self.hidden_and_cut(&url_steps_words(message, &steps));
+        let unrun = call.unrun;
         // Each page once: one named twice in the error, or again in a later round, is not
         // put to the user again.
         let mut new: Vec<ElicitRequestParams> = Vec::new();
@@ -2335,12 +2358,14 @@ impl Connection {
         }
         if call.asked.len() + new.len() > MAX_URL_STEPS {
             return Err(McpError::Other(format!(
-                "the server sent you to more than {MAX_URL_STEPS} pages in the browser for one call; Conduit stopped there, and the call did not run"
+                "the server sent you to more than {MAX_URL_STEPS} pages in the browser for one {what}; Conduit stopped there, and the {what} did not run",
+                what = unrun.noun()
             )));
         }
         if !new.is_empty() && !self.asks.offer().url {
             return Err(McpError::Other(format!(
-                "the server needs you to finish a step in your browser first ({about}), which Conduit cannot show here; the call did not run"
+                "the server needs you to finish a step in your browser first ({about}), which Conduit cannot show here; the {} did not run",
+                unrun.noun()
             )));
         }
         for step in new {
@@ -2349,13 +2374,14 @@ impl Connection {
             let answer = tokio::select! {
                 answer = self.asks.elicit(step, self.shared.on_this_machine) => answer,
                 () = cancel.cancelled() => return Err(McpError::Cancelled),
-                () = self.ended.cancelled() => return Err(self.ended_unrun()),
+                () = self.ended.cancelled() => return Err(self.ended_unrun(unrun)),
             };
             // The user's time answering is not the server's.
             budget.not_counting(asked_at.elapsed());
             if !matches!(answer.action, ElicitationAction::Accept) {
                 return Err(McpError::Other(format!(
-                    "the server needs you to finish a step in your browser first ({about}); its page was not opened, so the call did not run"
+                    "the server needs you to finish a step in your browser first ({about}); its page was not opened, so the {} did not run",
+                    unrun.noun()
                 )));
             }
             // The wait runs from the last page the user opened.
@@ -2366,8 +2392,10 @@ impl Connection {
             .get_or_insert_with(tokio::time::Instant::now);
         if since.elapsed() >= URL_STEP_WAIT {
             return Err(McpError::Other(format!(
-                "the server still needs you to finish the step in your browser ({about}) after {} minutes; the call did not run: call it again once the step is done",
-                URL_STEP_WAIT.as_secs() / 60
+                "the server still needs you to finish the step in your browser ({about}) after {} minutes; the {what} did not run: {again} once the step is done",
+                URL_STEP_WAIT.as_secs() / 60,
+                what = unrun.noun(),
+                again = unrun.again()
             )));
         }
         if call.waits == 0 {
@@ -2398,7 +2426,7 @@ impl Connection {
                 tokio::select! {
                     () = tokio::time::sleep_until(earliest) => return Ok(()),
                     () = cancel.cancelled() => return Err(McpError::Cancelled),
-                    () = self.ended.cancelled() => return Err(self.ended_unrun()),
+                    () = self.ended.cancelled() => return Err(self.ended_unrun(unrun)),
                 }
             }
             tokio::select! {
@@ -2406,7 +2434,7 @@ impl Connection {
                 () = &mut completed => {}
                 () = tokio::time::sleep_until(pause_ends) => return Ok(()),
                 () = cancel.cancelled() => return Err(McpError::Cancelled),
-                () = self.ended.cancelled() => return Err(self.ended_unrun()),
+                () = self.ended.cancelled() => return Err(self.ended_unrun(unrun)),
             }
         }
     }
@@ -2414,13 +2442,14 @@ impl Connection {
     /// The error of a call whose session ended while it waited on the user in the browser:
     /// no round of it ran (each answered -32042), so an expiry is said as one (the call
     /// goes again on the new session) and any other end says the call did not run.
-    fn ended_unrun(&self) -> McpError {
+    fn ended_unrun(&self, unrun: Unrun) -> McpError {
         if self.ended_by_expiry() {
             McpError::SessionExpired
         } else {
-            McpError::Other(
-                "the connection to the server ended while the call waited for your step in the browser; the call did not run".into(),
-            )
+            McpError::Other(format!(
+                "the connection to the server ended while the {what} waited for your step in the browser; the {what} did not run",
+                what = unrun.noun()
+            ))
         }
     }
 
@@ -2790,9 +2819,36 @@ const URL_STEP_POLL_MIN: Duration = Duration::from_secs(1);
 /// The longest elicitation id kept: ids only wake a waiting call sooner.
 const MAX_ELICITATION_ID: usize = 256;
 
-/// What one tool call has asked of the user in the browser (-32042).
-#[derive(Default)]
+/// What waits on the user's steps in the browser, as an error that ends it says it.
+#[derive(Debug, Clone, Copy)]
+enum Unrun {
+    /// A tool call (the model is told, and may call again).
+    Call,
+    /// A resource read or a prompt (the user, or a view, asked for it).
+    Request,
+}
+
+impl Unrun {
+    fn noun(self) -> &'static str {
+        match self {
+            Unrun::Call => "call",
+            Unrun::Request => "request",
+        }
+    }
+
+    fn again(self) -> &'static str {
+        match self {
+            Unrun::Call => "call it again",
+            Unrun::Request => "try again",
+        }
+    }
+}
+
+/// What one tool call, resource read or prompt has asked of the user in the browser
+/// (-32042).
 struct UrlStepsOfCall {
+    /// What it is, as its errors say.
+    unrun: Unrun,
     /// Each page put to the user: the call waits for the completion of those with an id.
     asked: Vec<UrlStepKey>,
     /// Those whose completion the call has already acted on: a notice repeated for one
@@ -2802,6 +2858,18 @@ struct UrlStepsOfCall {
     waits: u32,
     /// Since when the call has waited on the user.
     waiting_since: Option<tokio::time::Instant>,
+}
+
+impl UrlStepsOfCall {
+    fn new(unrun: Unrun) -> Self {
+        UrlStepsOfCall {
+            unrun,
+            asked: Vec::new(),
+            seen: Vec::new(),
+            waits: 0,
+            waiting_since: None,
+        }
+    }
 }
 
 /// What the steps in the browser are for, as the server says (each message cut short) and
