@@ -196,18 +196,32 @@ struct MessageStart {
     usage: Option<WireUsage>,
 }
 
+/// A block as it starts. Anthropic starts each empty (`"input":{}`, `"text":""`) and
+/// streams its content in deltas; a proxy that turns a whole reply into events may put all
+/// of it here and send no delta.
 #[derive(Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum ContentBlock {
     ToolUse {
         id: String,
         name: String,
+        #[serde(default)]
+        input: Option<Value>,
     },
-    Thinking,
+    Text {
+        #[serde(default)]
+        text: String,
+    },
+    Thinking {
+        #[serde(default)]
+        thinking: String,
+        #[serde(default)]
+        signature: String,
+    },
     RedactedThinking {
         data: String,
     },
-    /// `text`, and server tool blocks, whose content is not streamed as Conduit's own.
+    /// Server tool blocks, whose content is not streamed as Conduit's own.
     #[serde(other)]
     Other,
 }
@@ -267,6 +281,8 @@ enum OpenBlock {
         id: String,
         name: String,
         json: String,
+        /// The arguments the start carried, as JSON text: used when no delta follows.
+        start_json: String,
     },
 }
 
@@ -316,18 +332,44 @@ impl StreamDecoder for Decoder {
                     ));
                 }
                 let open = match content_block {
-                    ContentBlock::ToolUse { id, name } => {
+                    ContentBlock::ToolUse { id, name, input } => {
                         out.push(ProviderEvent::ToolCallStarted {
                             id: id.clone(),
                             name: name.clone(),
                         });
+                        // Held until the block stops, where the core cannot count it yet.
+                        let start_json = match input {
+                            Some(Value::Object(input)) if !input.is_empty() => {
+                                Value::Object(input).to_string()
+                            }
+                            _ => String::new(),
+                        };
+                        self.hold(start_json.len())?;
                         OpenBlock::ToolUse {
                             id,
                             name,
                             json: String::new(),
+                            start_json,
                         }
                     }
-                    ContentBlock::Thinking => OpenBlock::Thinking { signature: None },
+                    ContentBlock::Text { text } => {
+                        if !text.is_empty() {
+                            out.push(ProviderEvent::TextDelta(text));
+                        }
+                        OpenBlock::Text
+                    }
+                    ContentBlock::Thinking {
+                        thinking,
+                        signature,
+                    } => {
+                        if !thinking.is_empty() {
+                            out.push(ProviderEvent::ReasoningDelta(thinking));
+                        }
+                        self.hold(signature.len())?;
+                        OpenBlock::Thinking {
+                            signature: (!signature.is_empty()).then_some(signature),
+                        }
+                    }
                     ContentBlock::RedactedThinking { data } => {
                         self.hold(data.len())?;
                         OpenBlock::Redacted { data }
@@ -367,11 +409,23 @@ impl StreamDecoder for Decoder {
                 }
             }
             Event::ContentBlockStop { index } => match self.blocks.remove(&index) {
-                Some(OpenBlock::ToolUse { id, name, json }) => {
+                Some(OpenBlock::ToolUse {
+                    id,
+                    name,
+                    json,
+                    start_json,
+                }) => {
+                    // Deltas, when any came, are the arguments (Anthropic's start holds
+                    // `{}`); else what the start held.
+                    let arguments = if json.trim().is_empty() {
+                        &start_json
+                    } else {
+                        &json
+                    };
                     out.push(ProviderEvent::ToolCallDone {
                         id,
                         name,
-                        arguments: parse_arguments(&json),
+                        arguments: parse_arguments(arguments),
                         signature: None,
                     });
                 }
@@ -414,7 +468,7 @@ impl StreamDecoder for Decoder {
                     self.stop.take().unwrap_or(StopReason::EndTurn),
                 ));
             }
-            // Mid-answer errors are not retried: output already streamed.
+            // Retried by the client only while none of the answer went out.
             Event::Error => return Err(decode::stream_error_in(data)),
             Event::Unknown => {} // ping and event types added later
         }

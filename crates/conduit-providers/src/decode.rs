@@ -48,12 +48,44 @@ pub(crate) fn event<'a, T: Deserialize<'a>>(
     })
 }
 
-/// A failure the service reported in the middle of an answer, in its words.
+/// A failure the service reported in the middle of an answer, in its words. An overload, a
+/// rate limit or a server failure is typed as the same failure sent as an HTTP status
+/// would be: sent before any of the answer, it is retried as that status is.
 pub(crate) fn stream_error(value: &Value, data: &str) -> ProviderError {
-    ProviderError::new(
-        ProviderErrorKind::Stream,
-        error_body::event_message(value, data),
-    )
+    let kind = error_body::details(value)
+        .and_then(|details| details.code)
+        .map_or(ProviderErrorKind::Stream, |code| stream_error_kind(&code));
+    let mut err = ProviderError::new(kind, error_body::event_message(value, data));
+    err.retry_after = error_body::retry_delay(value);
+    err
+}
+
+/// What an error event's code or type says failed. Codes not listed (a refused request, a
+/// content filter) stay a stream error, which is not retried.
+fn stream_error_kind(code: &str) -> ProviderErrorKind {
+    match code {
+        // Anthropic's error types, its statuses 429, 500, 504 and 529 sent in the stream.
+        "rate_limit_error" => ProviderErrorKind::RateLimited,
+        "api_error" | "timeout_error" => ProviderErrorKind::Server,
+        "overloaded_error" => ProviderErrorKind::Overloaded,
+        // OpenAI: the Responses error codes (`response.failed`), and the types its `error`
+        // events carry (`too_many_requests`, `service_unavailable_error`); OpenRouter
+        // writes `server_error` in the chunk that ends a failed answer.
+        "rate_limit_exceeded" | "too_many_requests" => ProviderErrorKind::RateLimited,
+        "server_error" => ProviderErrorKind::Server,
+        "service_unavailable_error" => ProviderErrorKind::Overloaded,
+        // Gemini's statuses, the names of google.rpc.Code for 429, 500, 503 and 504.
+        "RESOURCE_EXHAUSTED" => ProviderErrorKind::RateLimited,
+        "INTERNAL" | "DEADLINE_EXCEEDED" => ProviderErrorKind::Server,
+        "UNAVAILABLE" => ProviderErrorKind::Overloaded,
+        // An HTTP status as the code (OpenRouter's `"code": 502`).
+        other => match other.parse::<u16>() {
+            Ok(429) => ProviderErrorKind::RateLimited,
+            Ok(503 | 529) => ProviderErrorKind::Overloaded,
+            Ok(500..=599) => ProviderErrorKind::Server,
+            _ => ProviderErrorKind::Stream,
+        },
+    }
 }
 
 /// The same, for an event decoded as typed: read once more as JSON for its details.

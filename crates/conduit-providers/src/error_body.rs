@@ -120,11 +120,43 @@ fn from_object(error: &Value) -> Option<ErrorDetails> {
     }
     match message {
         Some(message) => Some(ErrorDetails { code, message }),
+        // The code stays: it is what tells an overload from a refusal.
         None => code.map(|code| ErrorDetails {
             message: format!("{code} (no message given)"),
-            code: None,
+            code: Some(code),
         }),
     }
+}
+
+/// How long an error body or event asks to wait, from Google's `RetryInfo` detail
+/// (`{"error": {"details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo",
+/// "retryDelay": "47s"}]}}`), which Gemini sends with a 429 instead of a `retry-after`
+/// header. The delay is a protobuf Duration in JSON: seconds with up to nine fractional
+/// digits and an `s` (`"47s"`, `"0.5s"`, `"1.250s"`).
+pub fn retry_delay(value: &Value) -> Option<std::time::Duration> {
+    if let Value::Array(items) = value {
+        return items.iter().find_map(retry_delay);
+    }
+    value
+        .pointer("/error/details")?
+        .as_array()?
+        .iter()
+        .filter_map(|detail| detail.get("retryDelay")?.as_str())
+        .find_map(|delay| {
+            let seconds = delay.trim().strip_suffix('s')?;
+            // Digits and one point only: `inf` or `1e9` is no Duration.
+            let mut parts = seconds.splitn(2, '.');
+            let whole = parts.next().unwrap_or_default();
+            let fraction = parts.next().unwrap_or("0");
+            let digits = |text: &str| !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
+            if !digits(whole) || !digits(fraction) {
+                return None;
+            }
+            seconds
+                .parse::<f64>()
+                .ok()
+                .map(crate::http::seconds_to_wait)
+        })
 }
 
 /// The message of an HTTP error body: the provider's message from a known shape, else a
@@ -333,6 +365,35 @@ mod tests {
         assert!(shown.ends_with('…'));
         assert_eq!(body_message(" \n"), "no details given");
         assert_eq!(body_message("upstream timed out"), "upstream timed out");
+    }
+
+    #[test]
+    fn a_retry_delay_is_read_from_googles_retry_info() {
+        let delay = |sent: &str| {
+            let body = format!(
+                r#"{{"error":{{"code":429,"message":"Resource has been exhausted (e.g. check quota).","status":"RESOURCE_EXHAUSTED","details":[{{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"{sent}"}}]}}}}"#
+            );
+            retry_delay(&serde_json::from_str(&body).unwrap())
+        };
+        use std::time::Duration;
+        assert_eq!(delay("47s"), Some(Duration::from_secs(47)));
+        assert_eq!(delay("0.5s"), Some(Duration::from_millis(500)));
+        assert_eq!(delay("1.250s"), Some(Duration::from_millis(1250)));
+        // Not a protobuf Duration: no wait read.
+        for text in ["47", "-1s", "infs", "1e3s", "s", "1.s"] {
+            assert_eq!(delay(text), None, "{text}");
+        }
+        // Gemini's body as a JSON array, and a body without the detail.
+        let array: Value = serde_json::from_str(
+            r#"[{"error":{"code":429,"message":"Resource has been exhausted (e.g. check quota).","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"12s"}]}}]"#,
+        )
+        .unwrap();
+        assert_eq!(retry_delay(&array), Some(Duration::from_secs(12)));
+        let without: Value = serde_json::from_str(
+            r#"{"error":{"code":503,"message":"The model is overloaded.","status":"UNAVAILABLE"}}"#,
+        )
+        .unwrap();
+        assert_eq!(retry_delay(&without), None);
     }
 
     #[test]

@@ -528,7 +528,10 @@ impl Wire for Gemini {
             .unwrap_or_default()
     }
 
+    /// Google's documentation writes a model as its resource name, `models/gemini-…`,
+    /// which the path already holds: taken as it is, it made `/models/models/…`, a 404.
     fn stream_path(model: &str) -> String {
+        let model = model.strip_prefix("models/").unwrap_or(model);
         format!("/v1beta/models/{model}:streamGenerateContent?alt=sse")
     }
 

@@ -410,15 +410,18 @@ impl HttpClient {
         }
     }
 
-    /// POSTs `body` and streams the SSE answer through `decoder`. Failures before the
-    /// answer starts are retried (each retry is a `Retrying` event); once it streams, an
-    /// error ends the stream.
-    pub fn stream(
+    /// POSTs `body` and streams the SSE answer through a decoder `new_decoder` makes for
+    /// each attempt. Failures before the answer starts are retried (each retry is a
+    /// `Retrying` event): an error status, and an error the stream reports before any of
+    /// the answer (Anthropic sends an overload as an `error` event after `message_start`,
+    /// its documented form of a 529). Once any of the answer went out, an error ends the
+    /// stream: the caller has shown it, and a second answer would not continue it.
+    pub fn stream<D: StreamDecoder>(
         &self,
         url: String,
         headers: &[(&str, String)],
         body: Value,
-        decoder: impl StreamDecoder,
+        new_decoder: impl Fn() -> D + Send + 'static,
     ) -> Result<EventStream, ProviderError> {
         // A provider (or a gateway before it) that quotes the key it was sent in an error
         // does not get it into the log, the history, the window or a sampling server.
@@ -429,65 +432,87 @@ impl HttpClient {
         let limits = self.limits;
         let stream = async_stream::stream! {
             let mut retrier = Retrier::new(&settings.retry);
-            let response = loop {
-                let sent = tokio::time::timeout(
-                    settings.answer_start_timeout,
-                    client
-                        .post(&url)
-                        .headers(headers.clone())
-                        .header("accept", "text/event-stream")
-                        .json(&body)
-                        .send(),
-                )
-                .await;
-                let Ok(sent) = sent else {
-                    yield Err(ProviderError::new(
-                        ProviderErrorKind::Stalled,
-                        format!(
-                            "the provider did not start answering within {} s",
-                            settings.answer_start_timeout.as_secs_f32()
+            loop {
+                // One attempt, to its end or to the failure that may be retried.
+                let err = 'attempt: {
+                    let sent = tokio::time::timeout(
+                        settings.answer_start_timeout,
+                        client
+                            .post(&url)
+                            .headers(headers.clone())
+                            .header("accept", "text/event-stream")
+                            .json(&body)
+                            .send(),
+                    )
+                    .await;
+                    let Ok(sent) = sent else {
+                        yield Err(ProviderError::new(
+                            ProviderErrorKind::Stalled,
+                            format!(
+                                "the provider did not start answering within {} s",
+                                settings.answer_start_timeout.as_secs_f32()
+                            ),
+                        ));
+                        return;
+                    };
+                    let response = match check(sent, limits, settings.read_timeout).await {
+                        Ok(response) => response,
+                        Err(err) => break 'attempt secrets.hidden_in(err),
+                    };
+                    let mut events = match not_a_stream(response, settings.read_timeout, limits).await {
+                        // One stream type for both (each is a decoding pipeline per
+                        // protocol in the binary): an event stream is one whose first
+                        // piece is still to come.
+                        Answer::Stream(first, response) => decode_sse_limited(
+                            futures::stream::once(async move { Ok::<_, reqwest::Error>(first) })
+                                .chain(response.bytes_stream()),
+                            new_decoder(),
+                            settings.read_timeout,
+                            limits,
                         ),
-                    ));
-                    return;
-                };
-                match check(sent, limits, settings.read_timeout).await.map_err(|err| secrets.hidden_in(err)) {
-                    Ok(response) => break response,
-                    Err(err) => match retrier.next_delay(&err) {
-                        Some((attempt, delay)) => {
-                            tracing::warn!(attempt, ?delay, error = %err, "retrying the provider request");
-                            yield Ok(ProviderEvent::Retrying { attempt, delay, error: err });
-                            tokio::time::sleep(delay).await;
-                        }
-                        None => {
-                            yield Err(err);
+                        Answer::Read(body) => decode_sse_limited(
+                            futures::stream::iter([Ok::<_, std::io::Error>(body)]),
+                            new_decoder(),
+                            settings.read_timeout,
+                            limits,
+                        ),
+                        Answer::Failed(err) => {
+                            yield Err(secrets.hidden_in(err));
                             return;
                         }
-                    },
-                }
-            };
-            let mut events = match not_a_stream(response, settings.read_timeout, limits).await {
-                // One stream type for both (each is a decoding pipeline per protocol in
-                // the binary): an event stream is one whose first piece is still to come.
-                Answer::Stream(first, response) => decode_sse_limited(
-                    futures::stream::once(async move { Ok::<_, reqwest::Error>(first) })
-                        .chain(response.bytes_stream()),
-                    decoder,
-                    settings.read_timeout,
-                    limits,
-                ),
-                Answer::Read(body) => decode_sse_limited(
-                    futures::stream::iter([Ok::<_, std::io::Error>(body)]),
-                    decoder,
-                    settings.read_timeout,
-                    limits,
-                ),
-                Answer::Failed(err) => {
-                    yield Err(secrets.hidden_in(err));
+                    };
+                    // Token counts (Anthropic's `message_start`) are no part of the
+                    // answer: the next attempt's replace them.
+                    let mut answered = false;
+                    while let Some(item) = events.next().await {
+                        match item {
+                            Ok(event) => {
+                                answered |= !matches!(
+                                    event,
+                                    ProviderEvent::Usage(_) | ProviderEvent::Retrying { .. }
+                                );
+                                yield Ok(event);
+                            }
+                            Err(err) if !answered => break 'attempt secrets.hidden_in(err),
+                            Err(err) => {
+                                yield Err(secrets.hidden_in(err));
+                                return;
+                            }
+                        }
+                    }
                     return;
+                };
+                match retrier.next_delay(&err) {
+                    Some((attempt, delay)) => {
+                        tracing::warn!(attempt, ?delay, error = %err, "retrying the provider request");
+                        yield Ok(ProviderEvent::Retrying { attempt, delay, error: err });
+                        tokio::time::sleep(delay).await;
+                    }
+                    None => {
+                        yield Err(err);
+                        return;
+                    }
                 }
-            };
-            while let Some(item) = events.next().await {
-                yield item.map_err(|err| secrets.hidden_in(err));
             }
         };
         Ok(stream.boxed())
@@ -928,11 +953,14 @@ async fn check(
     }
     let retry_after = retry_after(response.headers(), SystemTime::now());
     let body = read_capped(response, limits.error_body, read_timeout).await;
-    let mut err = status_error(
-        status.as_u16(),
-        &String::from_utf8_lossy(&body.bytes),
-        retry_after,
-    );
+    let text = String::from_utf8_lossy(&body.bytes);
+    // Gemini says how long to wait in its body, not in a header.
+    let retry_after = retry_after.or_else(|| {
+        serde_json::from_str::<Value>(&text)
+            .ok()
+            .and_then(|value| crate::error_body::retry_delay(&value))
+    });
+    let mut err = status_error(status.as_u16(), &text, retry_after);
     match body.end {
         End::Whole => {}
         End::Cut => err.message.push_str(&format!(
@@ -977,7 +1005,10 @@ pub fn status_error(status: u16, body: &str, retry_after: Option<Duration>) -> P
         413 => ProviderErrorKind::RequestTooLarge,
         429 => ProviderErrorKind::RateLimited,
         503 | 529 => ProviderErrorKind::Overloaded,
-        500..=599 => ProviderErrorKind::Server,
+        // A request that timed out (408) or met a conflicting one (409, a lock on the
+        // provider's side) may go through as it is the next time: the official SDKs retry
+        // both.
+        408 | 409 | 500..=599 => ProviderErrorKind::Server,
         _ => ProviderErrorKind::InvalidRequest,
     };
     let message = error_message(body);
@@ -1027,15 +1058,7 @@ const LONGEST_RETRY_AFTER: Duration = Duration::from_secs(24 * 60 * 60);
 /// as an HTTP date.
 pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    // A wait longer than a day (`inf`, `1e30` included) is read as a day, which the retry
-    // policy caps again; a negative one or NaN is none.
-    let wait = |seconds: f64| {
-        if seconds.is_nan() {
-            return Duration::ZERO;
-        }
-        Duration::try_from_secs_f64(seconds.clamp(0.0, LONGEST_RETRY_AFTER.as_secs_f64()))
-            .unwrap_or(LONGEST_RETRY_AFTER)
-    };
+    let wait = seconds_to_wait;
     if let Some(ms) = text("retry-after-ms").and_then(|v| v.trim().parse::<f64>().ok()) {
         return Some(wait(ms / 1000.0));
     }
@@ -1049,6 +1072,17 @@ pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
             .unwrap_or(Duration::ZERO)
             .min(LONGEST_RETRY_AFTER),
     )
+}
+
+/// A wait the provider asked for, in seconds, as a duration. A wait longer than a day
+/// (`inf`, `1e30` included) is read as a day, which the retry policy caps again; a negative
+/// one or NaN is none.
+pub(crate) fn seconds_to_wait(seconds: f64) -> Duration {
+    if seconds.is_nan() {
+        return Duration::ZERO;
+    }
+    Duration::try_from_secs_f64(seconds.clamp(0.0, LONGEST_RETRY_AFTER.as_secs_f64()))
+        .unwrap_or(LONGEST_RETRY_AFTER)
 }
 
 /// Credentials a request sent, to be hidden in what comes back about it.
@@ -1186,9 +1220,14 @@ mod tests {
             (413, ProviderErrorKind::RequestTooLarge),
             (500, ProviderErrorKind::Server),
             (529, ProviderErrorKind::Overloaded),
+            (408, ProviderErrorKind::Server),
+            (409, ProviderErrorKind::Server),
         ] {
             assert_eq!(status_error(status, "", None).kind, kind, "{status}");
         }
+        // A request timeout and a conflict go again, as the official SDKs send them again.
+        assert!(status_error(408, "", None).is_retryable());
+        assert!(status_error(409, "", None).is_retryable());
         assert_eq!(status_error(500, "", None).message, "no details given");
         assert_eq!(
             status_error(502, "<html>bad gateway</html>", None).message,
@@ -1446,3 +1485,7 @@ mod tests {
 #[cfg(test)]
 #[path = "http_limits_tests.rs"]
 mod limits_tests;
+
+#[cfg(test)]
+#[path = "stream_retry_tests.rs"]
+mod stream_retry_tests;

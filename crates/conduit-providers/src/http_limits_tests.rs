@@ -100,7 +100,7 @@ impl StreamDecoder for Echo {
 /// The first error of a turn against `url`.
 async fn turn_error(client: &HttpClient, url: &str) -> ProviderError {
     let mut events = client
-        .stream(url.to_owned(), &[], serde_json::json!({}), Echo)
+        .stream(url.to_owned(), &[], serde_json::json!({}), || Echo)
         .unwrap();
     while let Some(item) = events.next().await {
         if let Err(err) = item {
@@ -198,7 +198,7 @@ async fn an_event_that_never_ends_fails_at_the_cap() {
         ..Limits::default()
     });
     let mut events = client
-        .stream(url, &[], serde_json::json!({}), Echo)
+        .stream(url, &[], serde_json::json!({}), || Echo)
         .unwrap();
     let started = Instant::now();
     let first = events.next().await.unwrap().unwrap();
@@ -320,7 +320,7 @@ async fn events_labelled_json_stream_as_they_come() {
     .await;
     let client = client(Duration::from_millis(1500));
     let mut events = client
-        .stream(url, &[], serde_json::json!({}), Echo)
+        .stream(url, &[], serde_json::json!({}), || Echo)
         .unwrap();
     let first = events.next().await.unwrap().unwrap();
     assert_eq!(first, ProviderEvent::TextDelta("first words".into()));
@@ -498,7 +498,7 @@ async fn a_key_the_provider_quotes_back_is_hidden_in_its_error() {
     ] {
         let url = serve(head, Body::Once(quoted.as_bytes().to_vec())).await;
         let mut events = client
-            .stream(url, &headers, serde_json::json!({}), Echo)
+            .stream(url, &headers, serde_json::json!({}), || Echo)
             .unwrap();
         let mut err = None;
         while let Some(item) = events.next().await {
@@ -553,7 +553,7 @@ async fn a_key_in_the_url_the_provider_quotes_back_is_hidden_in_its_error() {
     .unwrap();
     let url = format!("{base}/v1/{in_path}/chat/completions?key={in_query}");
     let mut events = client
-        .stream(url, &[], serde_json::json!({}), Echo)
+        .stream(url, &[], serde_json::json!({}), || Echo)
         .unwrap();
     let mut err = None;
     while let Some(item) = events.next().await {

@@ -186,8 +186,14 @@ enum Event {
     /// as an empty answer that ended normally).
     #[serde(rename = "response.refusal.delta")]
     RefusalDelta { delta: String },
+    /// `summary_index` numbers the parts of one reasoning item's summary, each a
+    /// paragraph with its own heading.
     #[serde(rename = "response.reasoning_summary_text.delta")]
-    ReasoningSummaryDelta { delta: String },
+    ReasoningSummaryDelta {
+        delta: String,
+        item_id: Option<String>,
+        summary_index: Option<u64>,
+    },
     #[serde(rename = "response.reasoning_text.delta")]
     ReasoningTextDelta { delta: String },
     #[serde(rename = "response.output_item.added")]
@@ -286,6 +292,8 @@ struct PendingCall {
 pub struct Decoder {
     /// Function calls in progress, by output item id.
     calls: BTreeMap<String, PendingCall>,
+    /// The reasoning item and summary part the last summary text belonged to.
+    summary_part: Option<(Option<String>, u64)>,
     saw_call: bool,
     done: bool,
 }
@@ -301,7 +309,23 @@ impl StreamDecoder for Decoder {
             Event::OutputTextDelta { delta } | Event::RefusalDelta { delta } => {
                 out.push(ProviderEvent::TextDelta(delta))
             }
-            Event::ReasoningSummaryDelta { delta } | Event::ReasoningTextDelta { delta } => {
+            Event::ReasoningSummaryDelta {
+                delta,
+                item_id,
+                summary_index,
+            } => {
+                // A later part of a summary starts a paragraph of its own: its heading ran
+                // on from the last sentence of the part before.
+                let part = (item_id, summary_index.unwrap_or_default());
+                let starts_part = part.1 > 0 && self.summary_part.as_ref() != Some(&part);
+                self.summary_part = Some(part);
+                out.push(ProviderEvent::ReasoningDelta(if starts_part {
+                    format!("\n\n{delta}")
+                } else {
+                    delta
+                }));
+            }
+            Event::ReasoningTextDelta { delta } => {
                 out.push(ProviderEvent::ReasoningDelta(delta));
             }
             Event::OutputItemAdded {

@@ -176,13 +176,13 @@ impl<W: Wire> Provider for WireProvider<W> {
         let refused_before = REFUSED_OPTIONAL.lock().contains(&model);
         let body = build(&request, &images, !refused_before);
         if refused_before || !W::has_optional(&body) {
-            return self.http.stream(url, &headers, body, W::Decoder::default());
+            return self.http.stream(url, &headers, body, W::Decoder::default);
         }
         // Refused before any answer (a 400): the same request goes again without it. The
         // body is built again then, not kept twice (it holds the images).
         let first = self
             .http
-            .stream(url.clone(), &headers, body, W::Decoder::default())?;
+            .stream(url.clone(), &headers, body, W::Decoder::default)?;
         let http = self.http.clone();
         Ok(crate::instead_if_refused(
             first,
@@ -194,7 +194,7 @@ impl<W: Wire> Provider for WireProvider<W> {
                     url,
                     &headers,
                     build(&request, &images, false),
-                    W::Decoder::default(),
+                    W::Decoder::default,
                 )
             },
         ))

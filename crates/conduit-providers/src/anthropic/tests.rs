@@ -172,7 +172,7 @@ fn an_error_event_mid_stream_carries_the_providers_message() {
     let events = replay(&mut Decoder::default(), sse);
     assert_eq!(events[0], Ok(ProviderEvent::TextDelta("Hi".into())));
     let err = events[1].clone().unwrap_err();
-    assert_eq!(err.kind, ProviderErrorKind::Stream);
+    assert_eq!(err.kind, ProviderErrorKind::Overloaded);
     assert_eq!(err.message, "overloaded_error: Overloaded");
 }
 
@@ -395,7 +395,7 @@ fn error_events_and_bodies_in_the_services_shapes() {
     let sse = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"claude\",\"usage\":{\"input_tokens\":3,\"output_tokens\":1}}}\n\nevent: error\ndata: {\"type\":\"error\",\"error\":{\"details\":null,\"type\":\"api_error\",\"message\":\"Internal server error\"},\"request_id\":\"req_011CSHoEeqs5C35K2UUqR7Fy\"}\n\n";
     let events = replay(&mut Decoder::default(), sse);
     let err = events.last().unwrap().clone().unwrap_err();
-    assert_eq!(err.kind, ProviderErrorKind::Stream);
+    assert_eq!(err.kind, ProviderErrorKind::Server);
     assert_eq!(err.message, "api_error: Internal server error");
 
     let no_message =
@@ -403,6 +403,7 @@ fn error_events_and_bodies_in_the_services_shapes() {
     let err = replay(&mut Decoder::default(), no_message)[0]
         .clone()
         .unwrap_err();
+    assert_eq!(err.kind, ProviderErrorKind::Overloaded);
     assert_eq!(err.message, "overloaded_error (no message given)");
 
     let body = r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"},"request_id":"req_1"}"#;
@@ -520,5 +521,144 @@ fn whitespace_only_text_is_never_sent_and_leaves_no_empty_message() {
                 {"type": "text", "text": "Thanks"}
             ]}
         ])
+    );
+}
+
+/// A proxy that turns a whole (non-streamed) reply into events puts each block's content
+/// in its start and sends no delta: the text, the reasoning with its signature and the
+/// call's arguments are kept, not lost (a tool run with `{}`).
+#[test]
+fn a_whole_reply_sent_in_block_starts_keeps_its_content() {
+    let sse = r#"event: message_start
+data: {"type":"message_start","message":{"id":"msg_01","type":"message","role":"assistant","content":[],"model":"claude-sonnet-4-5","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":410,"output_tokens":0}}}
+
+event: content_block_start
+data: {"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"The user wants a.txt read.","signature":"EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds"}}
+
+event: content_block_stop
+data: {"type":"content_block_stop","index":0}
+
+event: content_block_start
+data: {"type":"content_block_start","index":1,"content_block":{"type":"text","text":"I'll read the file."}}
+
+event: content_block_stop
+data: {"type":"content_block_stop","index":1}
+
+event: content_block_start
+data: {"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"t1","name":"read_file","input":{"path":"a.txt"}}}
+
+event: content_block_stop
+data: {"type":"content_block_stop","index":2}
+
+event: message_delta
+data: {"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":74}}
+
+event: message_stop
+data: {"type":"message_stop"}
+
+"#;
+    let events: Vec<_> = replay(&mut Decoder::default(), sse)
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    let usage = |output_tokens| {
+        ProviderEvent::Usage(Usage {
+            input_tokens: 410,
+            output_tokens,
+            ..Usage::default()
+        })
+    };
+    assert_eq!(
+        events,
+        [
+            usage(0),
+            ProviderEvent::ReasoningDelta("The user wants a.txt read.".into()),
+            ProviderEvent::ReasoningDone {
+                signature: Some("EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds".into()),
+                encrypted: None,
+                id: None,
+            },
+            ProviderEvent::TextDelta("I'll read the file.".into()),
+            ProviderEvent::ToolCallStarted {
+                id: "t1".into(),
+                name: "read_file".into(),
+            },
+            ProviderEvent::ToolCallDone {
+                id: "t1".into(),
+                name: "read_file".into(),
+                arguments: Ok(json!({"path": "a.txt"})),
+                signature: None,
+            },
+            usage(74),
+            ProviderEvent::Stop(StopReason::ToolUse),
+        ]
+    );
+}
+
+/// Anthropic's own starts are empty (`"input":{}`, `"text":""`, `"thinking":""`) and
+/// the content follows in deltas: no event comes from the start, and a call with no
+/// arguments (one empty `input_json_delta`) still has `{}`.
+#[test]
+fn anthropics_empty_block_starts_add_nothing() {
+    let sse = r#"event: content_block_start
+data: {"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"Just list it."}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds"}}
+
+event: content_block_stop
+data: {"type":"content_block_stop","index":0}
+
+event: content_block_start
+data: {"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}
+
+event: content_block_stop
+data: {"type":"content_block_stop","index":1}
+
+event: content_block_start
+data: {"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"toolu_01A","name":"list_files","input":{}}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":""}}
+
+event: content_block_stop
+data: {"type":"content_block_stop","index":2}
+
+event: message_stop
+data: {"type":"message_stop"}
+
+"#;
+    let events: Vec<_> = replay(&mut Decoder::default(), sse)
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        events,
+        [
+            ProviderEvent::ReasoningDelta("Just list it.".into()),
+            ProviderEvent::ReasoningDone {
+                signature: Some("EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds".into()),
+                encrypted: None,
+                id: None,
+            },
+            ProviderEvent::ToolCallStarted {
+                id: "toolu_01A".into(),
+                name: "list_files".into(),
+            },
+            ProviderEvent::ToolCallDelta {
+                id: "toolu_01A".into(),
+                arguments: String::new(),
+            },
+            ProviderEvent::ToolCallDone {
+                id: "toolu_01A".into(),
+                name: "list_files".into(),
+                arguments: Ok(json!({})),
+                signature: None,
+            },
+            ProviderEvent::Stop(StopReason::EndTurn),
+        ]
     );
 }

@@ -105,7 +105,7 @@ fn function_calls_keep_ids_and_thought_signatures() {
 fn errors_and_cut_streams() {
     let sse = "data: {\"error\": {\"code\": 500, \"message\": \"An internal error has occurred.\", \"status\": \"INTERNAL\"}}\n\n";
     let err = replay(&mut Decoder::default(), sse)[0].clone().unwrap_err();
-    assert_eq!(err.kind, ProviderErrorKind::Stream);
+    assert_eq!(err.kind, ProviderErrorKind::Server);
     assert_eq!(err.message, "INTERNAL: An internal error has occurred.");
 
     let cut = "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"The\"}],\"role\": \"model\"},\"index\": 0}]}\n\n";
@@ -505,4 +505,13 @@ fn gemini_3_gets_a_stand_in_signature_for_calls_that_have_none() {
             .to_string()
             .contains("skip_thought_signature_validator")
     );
+}
+
+/// Google's documentation writes a model as `models/gemini-2.5-flash`; the path holds
+/// `models/` once either way.
+#[test]
+fn a_model_written_as_its_resource_name_is_sent_once_under_models() {
+    let path = "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse";
+    assert_eq!(Gemini::stream_path("models/gemini-2.5-flash"), path);
+    assert_eq!(Gemini::stream_path("gemini-2.5-flash"), path);
 }

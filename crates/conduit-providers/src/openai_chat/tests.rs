@@ -152,7 +152,7 @@ fn an_error_chunk_mid_stream_and_a_cut_stream_are_errors() {
     let sse = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":null}]}\n\ndata: {\"error\":{\"message\":\"The server had an error while processing your request.\",\"type\":\"server_error\"}}\n\n";
     let events = replay(&mut Decoder::default(), sse);
     let err = events[1].clone().unwrap_err();
-    assert_eq!(err.kind, ProviderErrorKind::Stream);
+    assert_eq!(err.kind, ProviderErrorKind::Server);
     assert_eq!(
         err.message,
         "server_error: The server had an error while processing your request."
@@ -321,8 +321,10 @@ fn compatible_servers_error_chunks_read_in_their_words() {
     let openrouter = "data: {\"id\":\"gen-1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":null}]}\n\ndata: {\"id\":\"gen-1\",\"object\":\"chat.completion.chunk\",\"error\":{\"code\":502,\"message\":\"Provider returned error\",\"metadata\":{\"raw\":\"upstream connect error or disconnect/reset before headers\",\"provider_name\":\"Example\"}},\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\"},\"finish_reason\":\"error\"}]}\n\n";
     let events = replay(&mut Decoder::default(), openrouter);
     assert_eq!(events[0], Ok(ProviderEvent::TextDelta("Hi".into())));
+    let err = events[1].clone().unwrap_err();
+    assert_eq!(err.kind, ProviderErrorKind::Server);
     assert_eq!(
-        events[1].clone().unwrap_err().message,
+        err.message,
         "502: Provider returned error: upstream connect error or disconnect/reset before headers"
     );
     // Ollama.

@@ -90,7 +90,8 @@ fn text_deltas_and_failures() {
     let events = replay(&mut Decoder::default(), sse);
     assert_eq!(events[0], Ok(ProviderEvent::TextDelta("Hi".into())));
     let err = events[1].clone().unwrap_err();
-    assert_eq!(err.kind, ProviderErrorKind::Stream);
+    // A server failure, as its status would be; after text the client does not retry it.
+    assert_eq!(err.kind, ProviderErrorKind::Server);
     assert_eq!(
         err.message,
         "server_error: The model failed to generate a response."
@@ -98,6 +99,7 @@ fn text_deltas_and_failures() {
 
     let sse = "event: error\ndata: {\"type\":\"error\",\"code\":\"ERR_SOMETHING\",\"message\":\"Something went wrong\",\"param\":null,\"sequence_number\":1}\n\n";
     let err = replay(&mut Decoder::default(), sse)[0].clone().unwrap_err();
+    assert_eq!(err.kind, ProviderErrorKind::Stream);
     assert_eq!(err.message, "ERR_SOMETHING: Something went wrong");
 }
 
@@ -244,13 +246,14 @@ fn an_error_event_nested_as_the_service_sends_it_gives_its_message() {
     let events = replay(&mut Decoder::default(), sse);
     assert_eq!(events[0], Ok(ProviderEvent::TextDelta("Hi".into())));
     let err = events[1].clone().unwrap_err();
-    assert_eq!(err.kind, ProviderErrorKind::Stream);
+    assert_eq!(err.kind, ProviderErrorKind::RateLimited);
     assert_eq!(err.message, "too_many_requests: Too Many Requests");
 
     let null_code = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"service_unavailable_error\",\"code\":null,\"message\":\"Unable to verify model access right now. Please retry.\",\"param\":null},\"sequence_number\":2}\n\n";
     let err = replay(&mut Decoder::default(), null_code)[0]
         .clone()
         .unwrap_err();
+    assert_eq!(err.kind, ProviderErrorKind::Overloaded);
     assert_eq!(
         err.message,
         "service_unavailable_error: Unable to verify model access right now. Please retry."
@@ -397,4 +400,66 @@ fn reasoning_with_nothing_after_it_is_not_replayed() {
             {"role": "user", "content": [{"type": "input_text", "text": "Thanks"}]}
         ])
     );
+}
+
+/// A summary of two parts (each a paragraph under its own heading) reads as two
+/// paragraphs, not the second heading run on from the first part's last sentence.
+#[test]
+fn the_parts_of_a_reasoning_summary_are_paragraphs_of_their_own() {
+    let sse = r#"event: response.output_item.added
+data: {"type":"response.output_item.added","sequence_number":2,"output_index":0,"item":{"id":"rs_6806bfca0b2481918a5748308061a2600d3ce51bdffd5476","type":"reasoning","summary":[]}}
+
+event: response.reasoning_summary_part.added
+data: {"type":"response.reasoning_summary_part.added","item_id":"rs_6806bfca0b2481918a5748308061a2600d3ce51bdffd5476","output_index":0,"summary_index":0,"part":{"type":"summary_text","text":""},"sequence_number":3}
+
+event: response.reasoning_summary_text.delta
+data: {"type":"response.reasoning_summary_text.delta","item_id":"rs_6806bfca0b2481918a5748308061a2600d3ce51bdffd5476","output_index":0,"summary_index":0,"delta":"**Responding to a greeting**\n\nThe user just said, \"Hello!\"","sequence_number":4}
+
+event: response.reasoning_summary_text.delta
+data: {"type":"response.reasoning_summary_text.delta","item_id":"rs_6806bfca0b2481918a5748308061a2600d3ce51bdffd5476","output_index":0,"summary_index":0,"delta":" So, it seems I should engage.","sequence_number":5}
+
+event: response.reasoning_summary_text.done
+data: {"type":"response.reasoning_summary_text.done","item_id":"rs_6806bfca0b2481918a5748308061a2600d3ce51bdffd5476","output_index":0,"summary_index":0,"text":"**Responding to a greeting**\n\nThe user just said, \"Hello!\" So, it seems I should engage.","sequence_number":6}
+
+event: response.reasoning_summary_part.done
+data: {"type":"response.reasoning_summary_part.done","item_id":"rs_6806bfca0b2481918a5748308061a2600d3ce51bdffd5476","output_index":0,"summary_index":0,"part":{"type":"summary_text","text":"**Responding to a greeting**\n\nThe user just said, \"Hello!\" So, it seems I should engage."},"sequence_number":7}
+
+event: response.reasoning_summary_part.added
+data: {"type":"response.reasoning_summary_part.added","item_id":"rs_6806bfca0b2481918a5748308061a2600d3ce51bdffd5476","output_index":0,"summary_index":1,"part":{"type":"summary_text","text":""},"sequence_number":8}
+
+event: response.reasoning_summary_text.delta
+data: {"type":"response.reasoning_summary_text.delta","item_id":"rs_6806bfca0b2481918a5748308061a2600d3ce51bdffd5476","output_index":0,"summary_index":1,"delta":"**Offering help**","sequence_number":9}
+
+event: response.reasoning_summary_text.delta
+data: {"type":"response.reasoning_summary_text.delta","item_id":"rs_6806bfca0b2481918a5748308061a2600d3ce51bdffd5476","output_index":0,"summary_index":1,"delta":"\n\nI will ask how I can help.","sequence_number":10}
+
+event: response.output_item.done
+data: {"type":"response.output_item.done","sequence_number":11,"output_index":0,"item":{"id":"rs_6806bfca0b2481918a5748308061a2600d3ce51bdffd5476","type":"reasoning","encrypted_content":"gAAAAB-enc","summary":[{"type":"summary_text","text":"**Responding to a greeting**\n\nThe user just said, \"Hello!\" So, it seems I should engage."},{"type":"summary_text","text":"**Offering help**\n\nI will ask how I can help."}]}}
+
+event: response.completed
+data: {"type":"response.completed","sequence_number":12,"response":{"id":"resp_1","status":"completed","usage":{"input_tokens":8,"input_tokens_details":{"cached_tokens":0},"output_tokens":40,"output_tokens_details":{"reasoning_tokens":32},"total_tokens":48}}}
+
+"#;
+    let events = replay(&mut Decoder::default(), sse);
+    let reasoning: String = events
+        .iter()
+        .filter_map(|event| match event {
+            Ok(ProviderEvent::ReasoningDelta(text)) => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        reasoning,
+        "**Responding to a greeting**\n\nThe user just said, \"Hello!\" So, it seems I should engage.\n\n**Offering help**\n\nI will ask how I can help."
+    );
+    assert_eq!(
+        events[4],
+        Ok(ProviderEvent::ReasoningDone {
+            signature: None,
+            encrypted: Some("gAAAAB-enc".into()),
+            id: Some("rs_6806bfca0b2481918a5748308061a2600d3ce51bdffd5476".into()),
+        })
+    );
+    assert_eq!(events.len(), 7);
+    assert_eq!(events[6], Ok(ProviderEvent::Stop(StopReason::EndTurn)));
 }
