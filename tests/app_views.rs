@@ -434,6 +434,86 @@ async fn a_views_call_stops_when_the_view_closes() {
     }
 }
 
+/// A view firing calls by the dozen has four running at once, and the rest turned away;
+/// a result larger than a view is given is refused, not carried into the window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_view_has_a_few_calls_at_once_and_no_result_larger_than_it_is_given() {
+    let llm = scripted().await;
+    let (home, reports) = probe_home(Some(&llm));
+    let app = app_at(home.path());
+    let view = probe_view(&app, &llm).await;
+    let calling: Vec<_> = (0..conduit_host::app_views::MAX_VIEW_CALLS)
+        .map(|_| {
+            let (app, token) = (app.clone(), view.token.clone());
+            tokio::spawn(async move {
+                app.call_from_view(&token, "probe_wait", json!({"seconds": 600}), |_| async {
+                    true
+                })
+                .await
+            })
+        })
+        .collect();
+    let waiting = || {
+        std::fs::read_to_string(&reports)
+            .unwrap_or_default()
+            .matches(r#""what": "waiting""#)
+            .count()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while waiting() < conduit_host::app_views::MAX_VIEW_CALLS {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the calls never started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let one_more = app
+        .call_from_view(&view.token, "probe_count", json!({}), |_| async { true })
+        .await;
+    assert!(
+        matches!(
+            one_more,
+            Err(conduit_host::app_views::ViewCallError::TooManyAtOnce)
+        ),
+        "{one_more:?}"
+    );
+    app.views().close(&view.token);
+    for call in calling {
+        let ended = tokio::time::timeout(std::time::Duration::from_secs(60), call)
+            .await
+            .expect("the call ended when its view closed")
+            .unwrap();
+        assert!(ended.is_err(), "{ended:?}");
+    }
+
+    // A view opened again calls again; 9 MiB of text is more than it is given.
+    let view = probe_view(&app, &llm).await;
+    let big = app
+        .call_from_view(
+            &view.token,
+            "probe_big",
+            json!({"megabytes": 9}),
+            |_| async { true },
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(big.contains("a view is given at most 8388608"), "{big}");
+    let fits = app
+        .call_from_view(
+            &view.token,
+            "probe_big",
+            json!({"megabytes": 2}),
+            |_| async { true },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        fits["content"][0]["text"].as_str().map(str::len),
+        Some(2 * 1024 * 1024)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn app_only_tools_never_reach_a_model_and_a_views_context_goes_with_the_next_message() {
     let chat = Dialect::OpenAiChat;

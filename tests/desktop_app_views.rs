@@ -440,6 +440,21 @@ async fn the_ext_apps_examples_from_npm_render_and_call_their_own_tools() {
     .await;
     let answer = window.wait_in_view(0, "return window.contextAnswer;").await;
     assert!(answer.as_str().unwrap().contains("\"result\""), "{answer}");
+    // The user sees it waiting above the composer before it goes, naming the view.
+    let waiting = window
+        .wait(r#"document.querySelector('[aria-label="View context for your next message"]')?.textContent"#)
+        .await;
+    assert!(
+        waiting
+            .as_str()
+            .unwrap()
+            .contains("what the view from react told the model"),
+        "{waiting}"
+    );
+    window
+        .js(r#"document.querySelector('[aria-label="View context for your next message"] summary').click(); return null;"#)
+        .await;
+    window.shot(&shots.join("06a-view-context.png")).await;
 
     // Its message becomes the user's next turn only after the user agrees, and the
     // question shows the context that goes with it.
@@ -491,6 +506,10 @@ async fn the_ext_apps_examples_from_npm_render_and_call_their_own_tools() {
     window.shot(&shots.join("06b-view-message.png")).await;
     window.click_button("Send").await;
     window.answer_contains("Got the view's message.").await;
+    // It went with the message: nothing waits any more.
+    window
+        .wait(r#"document.querySelector('[aria-label="View context for your next message"]') === null"#)
+        .await;
     let sent = llm.requests()[2].body["messages"].to_string();
     assert!(sent.contains("This is message text."), "{sent}");
     // Sent quoted under the one header the host writes.

@@ -90,6 +90,28 @@ pub async fn app_view_call_tool(
 }
 
 window_command! {
+/// Opens a link a view asks for (`ui/open-link`) in the system browser, after a native
+/// confirmation that names the view's server and shows the whole URL.
+#[tauri::command]
+pub async fn app_view_open_link(
+    app: tauri::AppHandle,
+    state: tauri::State<'_, AppState>,
+    token: String,
+    url: String,
+) -> Reply<()> {
+    let url = conduit_host::external_url(&url)
+        .map_err(CommandError::message)?
+        .to_owned();
+    let question = state
+        .app
+        .views()
+        .link_question(&token, &url)
+        .ok_or_else(|| CommandError::message("this view is closed"))?;
+    crate::commands::open_after_asking(app, state.confirmer(), question, url).await
+}
+}
+
+window_command! {
 /// Keeps what a view wants the model to know (`ui/update-model-context`) for the next
 /// message that names the view.
 #[tauri::command]

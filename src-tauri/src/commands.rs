@@ -343,7 +343,8 @@ pub fn set_conversation_toolset(
 window_command! {
 #[tauri::command(async)]
 pub fn stop_turn(state: tauri::State<'_, AppState>, turn: String) -> Reply<()> {
-    state.app.stop(&turn).map_err(CommandError::from)
+    state.app.stop(&turn);
+    Ok(())
 }
 }
 
@@ -406,9 +407,20 @@ pub async fn open_external(
     let url = conduit_host::external_url(&url)
         .map_err(CommandError::message)?
         .to_owned();
-    let confirmer = state.confirmer;
+    let question = conduit_host::link_question("Open this link in your browser?", &url);
+    open_after_asking(app, state.confirmer, question, url).await
+}
+}
+
+/// Opens `url` (checked by `external_url`) in the system browser once the user said yes to
+/// `question` in a native confirmation.
+pub(crate) async fn open_after_asking(
+    app: tauri::AppHandle,
+    confirmer: crate::native::Confirmer,
+    question: String,
+    url: String,
+) -> Reply<()> {
     blocking(move || {
-        let question = conduit_host::link_question("Open this link in your browser?", &url);
         match confirmer.ask_if_free(&app, &question, "Open") {
             Some(true) => Ok(open::that_detached(&url)?),
             Some(false) => Err(CommandError::message("the link was not opened")),
@@ -420,7 +432,6 @@ pub async fn open_external(
         }
     })
     .await
-}
 }
 
 window_command! {

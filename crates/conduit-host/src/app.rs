@@ -79,6 +79,11 @@ pub enum TurnEvent {
         #[serde(skip_serializing_if = "Option::is_none")]
         #[ts(optional)]
         error: Option<CommandError>,
+        /// Whether the user's message was saved: a turn refused or stopped while it was
+        /// made ready (a mentioned resource still being read) saved nothing, and the window
+        /// gives the message back. The host says so: the page cannot tell an unsaved
+        /// "yes" from an earlier one.
+        saved: bool,
     },
 }
 
@@ -637,11 +642,13 @@ impl App {
         };
         let app = self.clone();
         let turn_id = turn.clone();
+        let saved = Arc::new(std::sync::atomic::AtomicBool::new(false));
         conduit_core::task::spawn(async move {
             // The turn runs in its own task so that even a panic in it ends the turn
             // for the window instead of leaving it waiting.
             let host_app = app.clone();
             let run_cancel = cancel.clone();
+            let made_ready = saved.clone();
             let run = tokio::spawn(async move {
                 // Stop works while the first turn waits for the servers to start.
                 let servers = tokio::select! {
@@ -654,6 +661,8 @@ impl App {
                     prepared = host_app.host.prepare_turn(chat, &servers) => prepared?,
                     () = run_cancel.cancelled() => return Err(crate::chat::ChatError::Stopped),
                 };
+                // A turn made ready has saved the message (and nothing before that has).
+                made_ready.store(true, std::sync::atomic::Ordering::SeqCst);
                 if let Some(window) = prepared.window_approval() {
                     // Only this turn's task sets it, once.
                     let _ = approval.set(window);
@@ -680,19 +689,22 @@ impl App {
                     (TurnStatus::Error, Some(CommandError::message(message)))
                 }
             };
-            sink(TurnEvent::Ended { status, error });
+            let saved = saved.load(std::sync::atomic::Ordering::SeqCst);
+            sink(TurnEvent::Ended {
+                status,
+                error,
+                saved,
+            });
         });
         Ok(Started { conversation, turn })
     }
 
-    /// Stops a running turn; the partial answer is kept, marked interrupted.
-    pub fn stop(&self, turn: &str) -> Result<(), AppError> {
-        let turns = self.turns.lock();
-        let running = turns
-            .get(turn)
-            .ok_or_else(|| AppError::NoTurn(turn.to_owned()))?;
-        running.cancel.cancel();
-        Ok(())
+    /// Stops a running turn; the partial answer is kept, marked interrupted. A turn that
+    /// has ended has nothing left to stop: Stop pressed as it ends is no error.
+    pub fn stop(&self, turn: &str) {
+        if let Some(running) = self.turns.lock().get(turn) {
+            running.cancel.cancel();
+        }
     }
 
     /// Answers the approval question about `call_id` in `turn`. "Always allow" is saved
@@ -1176,7 +1188,8 @@ mod tests {
                 ended,
                 TurnEvent::Ended {
                     status: TurnStatus::Complete,
-                    error: None
+                    error: None,
+                    saved: true,
                 }
             ),
             "{ended:?}"
@@ -1188,10 +1201,8 @@ mod tests {
             .messages(&started.conversation, None)
             .unwrap();
         assert_eq!(saved.len(), 2, "the question and the answer");
-        assert!(
-            matches!(app.stop(&started.turn), Err(AppError::NoTurn(_))),
-            "the turn is over"
-        );
+        // The turn is over: stopping it asks nothing of anyone.
+        app.stop(&started.turn);
         app.shutdown().await;
     }
 
@@ -1273,13 +1284,14 @@ mod tests {
         let (sink, mut events) = collector();
         let started = app.send(request("Tell a long story"), sink).unwrap();
         until_first_text(&mut events).await;
-        app.stop(&started.turn).unwrap();
+        app.stop(&started.turn);
         let (_, ended) = until_ended(&mut events).await;
         assert!(
             matches!(
                 ended,
                 TurnEvent::Ended {
                     status: TurnStatus::Interrupted,
+                    saved: true,
                     ..
                 }
             ),
@@ -1345,16 +1357,16 @@ mod tests {
         let other = app.send(request("Elsewhere"), other_sink).unwrap();
         assert_ne!(other.conversation, started.conversation);
         until_first_text(&mut other_events).await;
-        app.stop(&other.turn).unwrap();
+        app.stop(&other.turn);
         until_ended(&mut other_events).await;
 
-        app.stop(&started.turn).unwrap();
+        app.stop(&started.turn);
         until_ended(&mut events).await;
         let (third_sink, mut third_events) = collector();
         let third = app.send(again, third_sink).unwrap();
         assert_eq!(third.conversation, started.conversation);
         until_first_text(&mut third_events).await;
-        app.stop(&third.turn).unwrap();
+        app.stop(&third.turn);
         until_ended(&mut third_events).await;
         app.shutdown().await;
     }
@@ -1380,7 +1392,7 @@ mod tests {
         });
         assert!(crashed.is_err());
         // A poisoned std lock made this turn unstoppable.
-        app.stop(&started.turn).unwrap();
+        app.stop(&started.turn);
         let (_, ended) = until_ended(&mut events).await;
         assert!(
             matches!(

@@ -97,6 +97,10 @@ pub enum ViewCallError {
     Closed,
     #[error("a view's call may carry at most {MAX_VIEW_ARGUMENTS} bytes of arguments")]
     TooLarge,
+    #[error(
+        "a view may have at most {MAX_VIEW_CALLS} calls running at once: wait for one to finish"
+    )]
+    TooManyAtOnce,
     #[error("the MCP server {0:?} is not running")]
     ServerGone(String),
     /// The entry under the view's server name runs something else now (another command,
@@ -226,7 +230,6 @@ fn held_bytes(server: &str, uri: &str, view: &View) -> usize {
     let origins: usize = [
         &domains.connect,
         &domains.resource,
-        &domains.frame,
         &domains.base_uri,
         &domains.dropped,
     ]
@@ -255,6 +258,8 @@ struct OpenView {
     /// Cancelled when the view closes (unmounted, its conversation deleted, pushed out by
     /// newer views): its calls stop with it instead of running on to their cap.
     stop: CancellationToken,
+    /// Its calls running at once, at most [`MAX_VIEW_CALLS`].
+    calls: Arc<tokio::sync::Semaphore>,
 }
 
 /// What came of asking the user about a view's call.
@@ -287,6 +292,9 @@ pub const MAX_VIEW_MESSAGE: usize = 64 * 1024;
 /// fields, an edited document; a view sending hundreds of megabytes, several calls at
 /// once, would take the memory of both processes. The page refuses more before it sends.
 pub const MAX_VIEW_ARGUMENTS: usize = 4 * 1024 * 1024;
+/// The most calls one view has running at once: each result crosses into the window
+/// whole, so a view firing calls by the hundred is turned away instead of queued.
+pub const MAX_VIEW_CALLS: usize = 4;
 
 /// How many calls this process ran are remembered for their views (the oldest go first;
 /// a call whose result names a view is found in the history after that).
@@ -378,6 +386,7 @@ impl AppViews {
                 opened,
                 context: None,
                 stop: CancellationToken::new(),
+                calls: Arc::new(tokio::sync::Semaphore::new(MAX_VIEW_CALLS)),
             },
         );
         token
@@ -403,6 +412,13 @@ impl AppViews {
     /// The token cancelled when the view of `token` closes; `None` when it is not open.
     fn stop_of(&self, token: &str) -> Option<CancellationToken> {
         self.open.lock().get(token).map(|view| view.stop.clone())
+    }
+
+    /// A place for one more call of the view's, held while it runs; `None` when the view
+    /// is closed, `Some(None)` when it has [`MAX_VIEW_CALLS`] running.
+    fn call_place(&self, token: &str) -> Option<Option<tokio::sync::OwnedSemaphorePermit>> {
+        let calls = self.open.lock().get(token).map(|view| view.calls.clone())?;
+        Some(calls.try_acquire_owned().ok())
     }
 
     /// Closes the views of a deleted conversation and forgets its calls: its views stop
@@ -517,6 +533,24 @@ impl AppViews {
     }
 
     /// The server a view's token is bound to, and what that server ran when it opened.
+    /// The native question before a link a view asks for (`ui/open-link`) opens: it names
+    /// the view's server, so a link a view asks for as the user clicks one in a message is
+    /// not taken for the user's own. `None` when the view is closed.
+    pub fn link_question(&self, token: &str, url: &str) -> Option<String> {
+        let server = self
+            .open
+            .lock()
+            .get(token)
+            .map(|view| view.server.clone())?;
+        Some(crate::link_question(
+            &format!(
+                "The view of the MCP server \"{}\" asks to open this link in your browser. Open it?",
+                visible(&server)
+            ),
+            url,
+        ))
+    }
+
     fn bound(&self, token: &str) -> Option<(String, String)> {
         self.open
             .lock()
@@ -739,6 +773,12 @@ impl App {
         if conduit_core::content::json_size(&arguments) > MAX_VIEW_ARGUMENTS {
             return Err(ViewCallError::TooLarge);
         }
+        // Held until the call ends (asked about, run, or refused).
+        let _place = self
+            .views()
+            .call_place(token)
+            .ok_or(ViewCallError::Closed)?
+            .ok_or(ViewCallError::TooManyAtOnce)?;
         let runtime = self.servers().await;
         // What runs under the view's server name now, against what ran when it opened (an
         // empty fingerprint matches nothing); the connection and tools are read with it.
@@ -1331,6 +1371,24 @@ mod tests {
             context.contains("> [Context from the view of bank (transfer):]"),
             "{context}"
         );
+    }
+
+    /// A link a view asks for is asked about naming the view's server (its hiding
+    /// characters shown as codes), with the whole address and where it opens; a closed
+    /// view's asks nothing.
+    #[test]
+    fn a_views_link_is_asked_about_naming_its_server() {
+        let views = AppViews::default();
+        let token = views.remember("maps\u{202e}", "show-map", "print".into(), None, view("x"));
+        let question = views
+            .link_question(&token, "https://trusted.example@evil.example/login")
+            .unwrap();
+        assert_eq!(
+            question,
+            "The view of the MCP server \"maps\\u{202e}\" asks to open this link in your browser. Open it?\n\nhttps://trusted.example@evil.example/login\n\nIt opens evil.example (the address names a user before this host)."
+        );
+        views.close(&token);
+        assert_eq!(views.link_question(&token, "https://example.com/"), None);
     }
 
     #[test]

@@ -251,12 +251,14 @@ impl Host {
                 store.create_conversation(Some(&provider_label(&request.provider)), Some(&model))?
             }
         };
+        // Everything that may refuse the turn comes before its messages are saved: a turn
+        // refused is one whose message the window gives back.
+        let mcp_tools = self.mcp_tools(servers, Some(&conversation))?;
         for message in preface.drain(..).chain(user) {
             store.add_message(&conversation, &message, MessageStatus::Complete)?;
             history.push(message);
         }
 
-        let mcp_tools = self.mcp_tools(servers, Some(&conversation))?;
         // What ran as each server when the runtime listed its tools (read under one lock
         // with them): the turn's calls run there or nowhere.
         let server_prints: HashMap<String, String> = mcp_tools

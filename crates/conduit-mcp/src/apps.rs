@@ -104,8 +104,20 @@ pub async fn call_for_view(
     if let Some(object) = json.as_object_mut() {
         object.remove("_meta");
     }
+    // A view's result crosses into the window whole (and is copied there twice more): one
+    // larger than a view could show is refused rather than carried.
+    let size = conduit_core::content::json_size(&json);
+    if size > MAX_VIEW_RESULT {
+        return Err(McpError::Other(format!(
+            "its result is {size} bytes; a view is given at most {MAX_VIEW_RESULT}"
+        )));
+    }
     Ok(json)
 }
+
+/// The largest tool result (as MCP's JSON) a view is given: as large as the largest view
+/// ([`MAX_VIEW_BYTES`]) and a few images.
+pub const MAX_VIEW_RESULT: usize = 8 * 1024 * 1024;
 
 /// The origins a view declares it reaches (`_meta.ui.csp`), each checked: an entry that
 /// is not a plain `scheme://host[:port]` origin (with at most a leading `*.` in the
@@ -118,8 +130,6 @@ pub struct ViewDomains {
     pub connect: Vec<String>,
     /// Scripts, styles, images, fonts and media.
     pub resource: Vec<String>,
-    /// Frames the view may embed.
-    pub frame: Vec<String>,
     /// Allowed `<base href>` targets.
     pub base_uri: Vec<String>,
     /// The entries dropped as unsafe or malformed, to say so.
@@ -127,8 +137,11 @@ pub struct ViewDomains {
 }
 
 impl ViewDomains {
-    /// Reads `_meta.ui.csp` (`connectDomains`, `resourceDomains`, `frameDomains`,
-    /// `baseUriDomains`).
+    /// Reads `_meta.ui.csp` (`connectDomains`, `resourceDomains`, `baseUriDomains`).
+    /// `frameDomains` is dropped whole: the window's navigation guard, which WebKitGTK asks
+    /// about every frame's navigation, lets a frame load only the app's pages and open
+    /// views, so a page the view embeds from elsewhere could never load, and its header
+    /// would name an origin it does not reach (`frame-src` stays `'none'`).
     pub fn from_meta(csp: Option<&Value>) -> Self {
         let mut domains = Self::default();
         let Some(csp) = csp.and_then(Value::as_object) else {
@@ -147,16 +160,22 @@ impl ViewDomains {
             }
             kept
         };
-        let (connect, resource, frame, base_uri) = (
+        let (connect, resource, base_uri) = (
             take("connectDomains"),
             take("resourceDomains"),
-            take("frameDomains"),
             take("baseUriDomains"),
         );
+        for entry in csp
+            .get("frameDomains")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            domains.dropped.push(entry.to_string());
+        }
         Self {
             connect,
             resource,
-            frame,
             base_uri,
             dropped: domains.dropped,
         }
@@ -174,12 +193,7 @@ impl ViewDomains {
             crate::config::url_on_this_machine(&origin)
                 || (and_its_network && crate::config::url_on_local_network(&origin))
         };
-        for list in [
-            &mut self.connect,
-            &mut self.resource,
-            &mut self.frame,
-            &mut self.base_uri,
-        ] {
+        for list in [&mut self.connect, &mut self.resource, &mut self.base_uri] {
             let (local, kept): (Vec<String>, Vec<String>) =
                 list.drain(..).partition(|origin| on_this_machine(origin));
             *list = kept;
@@ -195,7 +209,7 @@ impl ViewDomains {
 
     /// Whether the view reaches anything beyond itself.
     pub fn third_party(&self) -> bool {
-        !(self.connect.is_empty() && self.resource.is_empty() && self.frame.is_empty())
+        !(self.connect.is_empty() && self.resource.is_empty())
     }
 }
 
@@ -404,7 +418,7 @@ pub fn content_security_policy(domains: &ViewDomains) -> String {
         format!("media-src {}", with("'self' data: blob:", resource)),
         format!("worker-src {}", with("'self' blob:", resource)),
         format!("connect-src {}", or_none(&domains.connect)),
-        format!("frame-src {}", or_none(&domains.frame)),
+        "frame-src 'none'".to_owned(),
         format!("base-uri {}", or_none(&domains.base_uri)),
         "object-src 'none'".to_owned(),
         "form-action 'none'".to_owned(),
@@ -473,15 +487,22 @@ mod tests {
                 "http://*.127.0.0.1",
                 7
             ],
-            "frameDomains": ["https://www.youtube.com/embed"],
+            "frameDomains": ["https://www.youtube.com/embed", "https://www.youtube.com"],
         })));
         assert_eq!(domains.connect, ["https://api.example.com"]);
         assert_eq!(
             domains.resource,
             ["https://*.tile.openstreetmap.org", "http://localhost:8080"]
         );
-        assert!(domains.frame.is_empty());
-        assert_eq!(domains.dropped.len(), 12, "{:?}", domains.dropped);
+        // Even a plain origin: no frame of a view loads a page from elsewhere.
+        assert!(
+            domains
+                .dropped
+                .contains(&r#""https://www.youtube.com""#.to_owned()),
+            "{:?}",
+            domains.dropped
+        );
+        assert_eq!(domains.dropped.len(), 13, "{:?}", domains.dropped);
         assert!(domains.third_party());
         let policy = content_security_policy(&domains);
         assert!(policy.contains("connect-src https://api.example.com;"));

@@ -14,7 +14,8 @@ import type { ResultPart, ViewCall, ViewCallResult, ViewHandle } from "./types";
 export interface ViewServices {
   callTool(token: string, call: ViewCall): Promise<ViewCallResult>;
   /** Opens a link through the app's link policy (the user confirms natively). */
-  openLink(url: string): Promise<void>;
+  /** Opens a link the view `token` asks for, after a native question naming its server. */
+  openLink(token: string, url: string): Promise<void>;
   setContext(token: string, text: string): Promise<void>;
   close(token: string): Promise<void>;
   /** Adds the text as the user's next message if the user agrees; whether it was sent. */
@@ -230,7 +231,7 @@ export class ViewSession {
     bridge.onopenlink = async ({ url }) => {
       if (this.#closed || this.#linksRefused >= LINKS_BEFORE_QUIET) return { isError: true };
       try {
-        await this.services.openLink(url);
+        await this.services.openLink(token, url);
         return {};
       } catch (e) {
         // A link the dialog could not show (another confirmation was open) is no refusal.
@@ -264,6 +265,7 @@ export class ViewSession {
       // uncover it under the user's next click. Never while a consent prompt waits.
       const granted: McpUiDisplayMode =
         mode === "fullscreen" &&
+        this.fullscreenOffered &&
         !this.#closed &&
         (this.#fullscreen || !this.#leftFullscreen) &&
         !this.services.consentWaiting()
@@ -300,7 +302,8 @@ export class ViewSession {
   /** The user pressed the frame's full screen button; the mode the frame is now in (full
    *  screen is refused while a consent prompt waits in the chat). */
   userChose(mode: "inline" | "fullscreen"): "inline" | "fullscreen" {
-    const granted = mode === "fullscreen" && this.services.consentWaiting() ? "inline" : mode;
+    const granted =
+      mode === "fullscreen" && (this.services.consentWaiting() || !this.fullscreenOffered) ? "inline" : mode;
     this.#show(granted);
     return granted;
   }
@@ -327,6 +330,14 @@ export class ViewSession {
 
   get fullscreen(): boolean {
     return this.#fullscreen;
+  }
+
+  /** Whether the view may be shown full screen: not when it said which modes it supports
+   *  (`availableDisplayModes`, at initialization) and full screen is not one (a view
+   *  that says nothing is taken to fit any). */
+  get fullscreenOffered(): boolean {
+    const modes = this.#bridge?.getAppCapabilities()?.availableDisplayModes;
+    return modes === undefined || modes.includes("fullscreen");
   }
 
   /** Puts the frame in `mode` and tells the view. */
@@ -394,6 +405,11 @@ export interface ViewContext {
   text: string;
 }
 
+/** A view's context waiting to go with the next message, shown above the composer. */
+export interface PendingContext extends ViewContext {
+  token: string;
+}
+
 /** A message a view asks to send as the user, waiting for the user's answer. */
 export interface ViewMessageAsk {
   server: string;
@@ -420,6 +436,9 @@ export class ViewRegistry {
   #contextInFlight = new Map<string, number>();
   /** Set while a view's message waits for the user's consent. */
   asking: ViewMessageAsk | null = null;
+  /** Told what view context waits to go with the next message whenever that changes: the
+   *  user sees it before it goes, and may take it out. */
+  onContext: ((pending: PendingContext[]) => void) | null = null;
   /** The kinds of consent prompt waiting in the chat. */
   #prompts = new Set<ConsentPrompt>();
 
@@ -429,7 +448,7 @@ export class ViewRegistry {
       closeAppView(token: string): Promise<void>;
       appViewCallTool(token: string, call: ViewCall): Promise<ViewCallResult>;
       setAppViewContext(token: string, text: string): Promise<void>;
-      openExternal(url: string): Promise<void>;
+      appViewOpenLink(token: string, url: string): Promise<void>;
     },
     /** Sends text as the user's message with the context of the views named; whether
      *  the turn started. */
@@ -470,7 +489,7 @@ export class ViewRegistry {
     return {
       consentWaiting: () => this.prompted,
       callTool: (token, call) => this.api.appViewCallTool(token, call),
-      openLink: (url) => this.api.openExternal(url),
+      openLink: (token, url) => this.api.appViewOpenLink(token, url),
       setContext: (token, text) => {
         this.#contextInFlight.set(token, (this.#contextInFlight.get(token) ?? 0) + 1);
         const sending = (this.#contextSending.get(token) ?? Promise.resolve())
@@ -484,6 +503,7 @@ export class ViewRegistry {
         this.#contextFrom.delete(token);
         this.#contextSending.delete(token);
         this.#contextInFlight.delete(token);
+        this.#contextChanged();
         return this.api.closeAppView(token);
       },
       sendMessage: (server, text) =>
@@ -529,8 +549,19 @@ export class ViewRegistry {
       contextSet: (token, context) => {
         this.#contextFrom.delete(token);
         this.#contextFrom.set(token, context);
+        this.#contextChanged();
       },
     };
+  }
+
+  /** The user took a view's context out of the next message: it does not go (the view
+   *  may set new context, which then waits again). */
+  dropContext(token: string): void {
+    if (this.#contextFrom.delete(token)) this.#contextChanged();
+  }
+
+  #contextChanged(): void {
+    this.onContext?.([...this.#contextFrom].map(([token, context]) => ({ token, ...context })));
   }
 
   add(session: ViewSession): void {
@@ -556,10 +587,13 @@ export class ViewRegistry {
       this.#contextFrom.delete(token);
       return context === undefined ? [] : [[token, context] as const];
     });
+    if (taken.length > 0) this.#contextChanged();
     const started = await send(taken.map(([token]) => token));
     // A view that set newer context meanwhile keeps it.
-    if (!started)
+    if (!started && taken.length > 0) {
       for (const [token, context] of taken) if (!this.#contextFrom.has(token)) this.#contextFrom.set(token, context);
+      this.#contextChanged();
+    }
     return started;
   }
 

@@ -60,6 +60,7 @@ export type CommandName =
   | "close_app_view"
   | "app_view_call_tool"
   | "set_app_view_context"
+  | "app_view_open_link"
   | "copy_image"
   | "save_image"
   | "clipboard_image";
@@ -259,7 +260,14 @@ export type TurnEvent = { "type": "agent",
 /**
  * Boxed: an agent event is much larger than `Ended`.
  */
-event: AgentEvent, } | { "type": "ended", status: TurnStatus, error?: CommandError, };
+event: AgentEvent, } | { "type": "ended", status: TurnStatus, error?: CommandError, 
+/**
+ * Whether the user's message was saved: a turn refused or stopped while it was
+ * made ready (a mentioned resource still being read) saved nothing, and the window
+ * gives the message back. The host says so: the page cannot tell an unsaved
+ * "yes" from an earlier one.
+ */
+saved: boolean, };
 
 export type Started = { conversation: string, turn: string, };
 
@@ -521,10 +529,6 @@ connect: Array<string>,
  * Scripts, styles, images, fonts and media.
  */
 resource: Array<string>, 
-/**
- * Frames the view may embed.
- */
-frame: Array<string>, 
 /**
  * Allowed `<base href>` targets.
  */

@@ -378,6 +378,14 @@ export function setAppViewContext(token: string, text: string): Promise<void> {
   return invoke<void>("set_app_view_context", { token, text });
 }
 
+/**
+ * Opens a link a view asks for (`ui/open-link`) in the system browser, after a native
+ * confirmation that names the view's server and shows the whole URL.
+ */
+export function appViewOpenLink(token: string, url: string): Promise<void> {
+  return invoke<void>("app_view_open_link", { token, url });
+}
+
 /** Puts a stored image on the system clipboard (as pixels; the system offers it as PNG). */
 export function copyImage(hash: string): Promise<void> {
   return invoke<void>("copy_image", { hash });

@@ -56,8 +56,12 @@ export interface TurnControllerOptions {
   scroll: ChatScroll;
   /** The conversation list may have changed (a turn started or ended). */
   onChanged: () => void;
-  /** A turn started a conversation other than the one opened (a new chat got its id). */
+  /** A turn started a conversation other than the one opened (a new chat got its id),
+   *  while it still shows: a user who went elsewhere is not pulled back. */
   onConversationStarted: (id: string) => void;
+  /** A message that was never saved gives back the resources and prompt it took (the
+   *  object `send` was given). */
+  onMentionsBack?: (mentions: Mentioned) => void;
 }
 
 /**
@@ -74,8 +78,13 @@ export const MOST_LOADED = 500;
 interface Run {
   /** The state its events go to, on screen or not. */
   chat: ChatState;
-  /** What was typed: a turn that fails before the message is saved gives it back. */
+  /** What was typed, attached and mentioned: a turn that ends before the message is
+   *  saved gives them back. */
   text: string;
+  attachments: MediaRef[];
+  mentions: Mentioned | null;
+  /** The key of the message as shown until the stored one replaces it. */
+  messageKey: string;
   /** Its conversation, once send_message answered (null if it ended before that). */
   conversation: string | null;
   ended: boolean;
@@ -124,6 +133,12 @@ export class TurnController {
   /** Counts sends, so a reload or a page of older messages that started before a send
    *  does not replace the state the new turn streams into. */
   #sends = 0;
+  /** A turn that ended, its message never saved, while another conversation showed: its
+   *  message and error come back when its conversation shows again. */
+  #unsent: { run: Run; error: CommandError | null } | null = null;
+  /** The approval questions answered and not yet moved on by the host (by turn and call):
+   *  a second click sends nothing. */
+  answering = $state<string[]>([]);
 
   constructor(options: TurnControllerOptions) {
     this.#options = options;
@@ -152,6 +167,12 @@ export class TurnController {
 
   get busy(): boolean {
     return this.turn !== null;
+  }
+
+  /** Whether the running turn is the conversation on screen's: its "Answering…", its
+   *  Stop and Escape are there, not in another conversation opened meanwhile. */
+  get answeringHere(): boolean {
+    return this.busy && (this.#running === null || this.#running.chat === this.chat);
   }
 
   /** The provider's retry (a 429): why, and the whole seconds left; null when none. */
@@ -191,6 +212,7 @@ export class TurnController {
       (loaded) => {
         if (request !== this.#opens) return;
         this.#show(loaded, loaded.length === PAGE);
+        if (this.#unsent?.run.conversation === id) this.#restoreUnsent();
         return this.#options.scroll.toEnd();
       },
       (e: unknown) => {
@@ -211,8 +233,7 @@ export class TurnController {
     const first = this.#stored[0]?.id;
     // Not in the conversation a turn streams into (its saved messages change under it);
     // another conversation pages back while that turn runs.
-    const streamingHere = this.busy && (this.#running === null || this.#running.chat === this.chat);
-    if (!id || first === undefined || this.#loadingOlder || !this.hasOlder || streamingHere || this.sending) return;
+    if (!id || first === undefined || this.#loadingOlder || !this.hasOlder || this.answeringHere || this.sending) return;
     this.#loadingOlder = true;
     const sends = this.#sends;
     const restorePlace = this.#options.scroll.keepPlace();
@@ -243,7 +264,11 @@ export class TurnController {
     mentions: Mentioned | null = null,
     viewContext: string[] = [],
   ): Promise<boolean> {
-    if (!choice) return false;
+    if (!choice) {
+      this.error = { message: "Pick a model for this message first: the list beside Send has the models of your providers." };
+      this.#giveBack(text, files);
+      return false;
+    }
     if (this.sending || this.busy) {
       // One message at a time (the host refuses a second into a conversation whose answer
       // is being written); the composer's Send waits, so this is a view's message.
@@ -294,9 +319,13 @@ export class TurnController {
     ];
     // The turn's state is the one on screen when it was sent; it keeps it if the user
     // looks elsewhere (also while its images are stored).
+    const message = pendingUserMessage(blocks);
     const run: Run = {
       chat,
       text,
+      attachments,
+      mentions,
+      messageKey: message.key,
       conversation: null,
       ended: false,
       pending: [],
@@ -304,7 +333,7 @@ export class TurnController {
       stored,
       hasOlder,
     };
-    run.chat.messages.push(pendingUserMessage(blocks));
+    run.chat.messages.push(message);
     await scroll.toEnd();
     try {
       const started = await api.sendMessage(
@@ -321,15 +350,17 @@ export class TurnController {
         },
         (event) => this.#receive(run, event),
       );
+      run.conversation = started.conversation;
       if (!run.ended) {
         this.turn = started.turn;
-        run.conversation = started.conversation;
         this.#running = run;
       }
       const onScreen = this.chat === run.chat;
       if (onScreen) this.#showing = started.conversation;
       if (run.ended && onScreen) void this.#refresh(started.conversation).then(() => scroll.toEnd());
-      if (started.conversation !== conversation) this.#options.onConversationStarted(started.conversation);
+      // A user who opened another conversation meanwhile stays there: the new one is in
+      // the list (onChanged), and opening it shows the running turn.
+      if (started.conversation !== conversation && onScreen) this.#options.onConversationStarted(started.conversation);
       this.#options.onChanged();
       return true;
     } catch (e) {
@@ -341,23 +372,42 @@ export class TurnController {
     }
   }
 
-  /** Asks the host to stop the running turn; false when there is none. */
+  /** Asks the host to stop the turn running in the conversation on screen; false when
+   *  there is none (one running in another conversation is stopped from there). */
   stop(): boolean {
     const turn = this.turn;
-    if (!turn) return false;
+    if (!turn || !this.answeringHere) return false;
     void this.#options.api.stopTurn(turn).catch((e: unknown) => (this.error = { message: errorMessage(e) }));
     return true;
   }
 
+  /** Answers the approval question about `callId`, once: until the host moves the call on
+   *  (its next event), another click on its buttons sends nothing. */
   answer(callId: string, decision: Decision): void {
     const turn = this.turn;
     if (!turn) return;
+    const key = `${turn}\u0000${callId}`;
+    if (this.answering.includes(key)) return;
+    this.answering = [...this.answering, key];
+    const done = () => (this.answering = this.answering.filter((k) => k !== key));
     this.#options.api
       .answerApproval(turn, callId, decision)
       .then((waiting) => {
-        if (!waiting) this.error = { message: "That tool call is no longer waiting for an answer." };
+        if (!waiting) {
+          done();
+          this.error = { message: "That tool call is no longer waiting for an answer." };
+        }
       })
-      .catch((e: unknown) => (this.error = { message: errorMessage(e) }));
+      .catch((e: unknown) => {
+        // Not answered: its buttons work again.
+        done();
+        this.error = { message: errorMessage(e) };
+      });
+  }
+
+  /** Whether the approval question about `callId` was answered and waits for the host. */
+  answered(callId: string): boolean {
+    return this.turn !== null && this.answering.includes(`${this.turn}\u0000${callId}`);
   }
 
   openLink(url: string): void {
@@ -446,21 +496,31 @@ export class TurnController {
     const finished = run.conversation;
     if (this.#running === run) this.#running = null;
     this.turn = null;
+    this.answering = [];
     this.#options.onChanged();
+    if (!event.saved) {
+      // Refused or stopped before its message was saved (a mentioned resource still
+      // being read): the message goes back, now or when its conversation shows again.
+      this.#unsent = { run, error: event.error ?? null };
+      if (this.chat === run.chat) this.#restoreUnsent();
+      return;
+    }
     if (this.chat !== run.chat) return;
     if (event.error) this.error = event.error;
     if (!finished) return; // ended before send_message answered: send() refreshes
-    void this.#refresh(finished).then(() => {
-      // A turn that failed, or was stopped, before the message was saved (a mentioned
-      // resource still being read) gives the text back.
-      const saved = this.#stored.some(
-        (m) => m.role === "user" && m.blocks.some((b) => b.type === "text" && b.text === run.text),
-      );
-      const unsent = event.status === "error" || event.status === "interrupted";
-      if (unsent && run.text && !saved && this.draftText === "") {
-        this.draftText = run.text;
-      }
-      return this.#options.scroll.toEnd();
-    });
+    void this.#refresh(finished).then(() => this.#options.scroll.toEnd());
+  }
+
+  /** Gives back the message of a turn that saved nothing, with its error: its text before
+   *  what was typed since, its images and mentions; it leaves the page. */
+  #restoreUnsent(): void {
+    const unsent = this.#unsent;
+    if (!unsent) return;
+    this.#unsent = null;
+    const { run, error } = unsent;
+    run.chat.messages = run.chat.messages.filter((m) => m.key !== run.messageKey);
+    if (error) this.error = error;
+    this.#giveBack(run.text, run.attachments);
+    if (run.mentions) this.#options.onMentionsBack?.(run.mentions);
   }
 }

@@ -27,7 +27,7 @@ function deferred<T>() {
   return { promise, resolve };
 }
 
-function setup() {
+function setup(extra: { onMentionsBack?: (mentions: unknown) => void } = {}) {
   const api: FakeApi = {
     loadMessages: vi.fn<ChatApi["loadMessages"]>(refuse("loadMessages")),
     sendMessage: vi.fn<ChatApi["sendMessage"]>(refuse("sendMessage")),
@@ -60,6 +60,7 @@ function setup() {
     scroll,
     onChanged,
     onConversationStarted,
+    ...extra,
   });
   /** The channel of the turn `send` starts; the host answers `started` (the default: c1, t1). */
   let emit: (event: TurnEvent) => void = () => {
@@ -129,7 +130,7 @@ describe("a turn in the chat controller", () => {
     const saved = [stored(1, "user", "Hello"), stored(2, "assistant", "Hi there")];
     t.api.loadMessages.mockResolvedValue(saved);
     t.agent({ type: "message_done", message: { role: "assistant", blocks: [{ type: "text", text: "Hi there" }] } });
-    t.emit({ type: "ended", status: "complete" });
+    t.emit({ type: "ended", status: "complete", saved: true });
     expect(t.controller.turn).toBeNull();
     expect(t.controller.busy).toBe(false);
     expect(t.onChanged).toHaveBeenCalledTimes(2);
@@ -246,7 +247,7 @@ describe("a turn in the chat controller", () => {
     await t.controller.send(choice, "First", []);
     const reload = deferred<StoredMessage[]>();
     t.api.loadMessages.mockReturnValueOnce(reload.promise);
-    t.emit({ type: "ended", status: "complete" });
+    t.emit({ type: "ended", status: "complete", saved: true });
     // The next message goes before the reload of the first turn comes back.
     await t.controller.send(choice, "Second", []);
     reload.resolve([stored(1, "user", "First"), stored(2, "assistant", "One")]);
@@ -269,11 +270,15 @@ describe("a turn in the chat controller", () => {
     expect(t.controller.draftText).toBe("Refused one\n\ntyped meanwhile");
   });
 
-  it("sends nothing without a model", async () => {
+  it("sends nothing without a model, says so and gives the message back", async () => {
     const t = setup();
-    await t.controller.send(null, "Hello", []);
+    const image: MediaRef = { hash: "a".repeat(64), mime: "image/png", width: 1600, height: 1000, bytes: 2_400_000 };
+    expect(await t.controller.send(null, "Hello", [image])).toBe(false);
     expect(t.api.sendMessage).not.toHaveBeenCalled();
     expect(t.controller.chat.messages).toEqual([]);
+    expect(t.controller.error?.message).toMatch(/Pick a model/);
+    expect(t.controller.draftText).toBe("Hello");
+    expect(t.controller.draftFiles).toEqual([image]);
   });
 
   it("stops on request and keeps the partial answer, marked stopped", async () => {
@@ -290,7 +295,7 @@ describe("a turn in the chat controller", () => {
     const reload = deferred<StoredMessage[]>();
     t.api.loadMessages.mockReturnValue(reload.promise);
     t.agent({ type: "cancelled" });
-    t.emit({ type: "ended", status: "interrupted" });
+    t.emit({ type: "ended", status: "interrupted", saved: true });
     // Before the store answers, the stop shows on the live state.
     expect(shown(t.controller)).toEqual(["user/complete: Tell me a story", "assistant/interrupted: Once upon"]);
     reload.resolve([stored(1, "user", "Tell me a story"), stored(2, "assistant", "Once upon", "interrupted")]);
@@ -302,6 +307,81 @@ describe("a turn in the chat controller", () => {
     // With no turn running there is nothing to stop (Escape stays the page's).
     expect(t.controller.stop()).toBe(false);
     expect(t.api.stopTurn).toHaveBeenCalledTimes(1);
+  });
+
+  it("gives back the text, images and mentions of a turn that saved nothing, though the same words were sent before", async () => {
+    const onMentionsBack = vi.fn();
+    const t = setup({ onMentionsBack });
+    t.acceptTurns();
+    t.api.loadMessages.mockResolvedValueOnce([stored(1, "user", "yes"), stored(2, "assistant", "Done.")]);
+    await t.controller.open("c1");
+    const image: MediaRef = { hash: "b".repeat(64), mime: "image/png", width: 1600, height: 1000, bytes: 2_400_000 };
+    const mentions = { resources: [], prompt: null, labels: ["@report"] };
+    await t.controller.send(choice, "yes", [image], null, mentions);
+    t.controller.draftText = "typed meanwhile";
+    // Stopped while the mentioned resource was read: the host says nothing was saved.
+    t.emit({ type: "ended", status: "interrupted", saved: false });
+    expect(t.controller.draftText).toBe("yes\n\ntyped meanwhile");
+    expect(t.controller.draftFiles).toEqual([image]);
+    expect(onMentionsBack).toHaveBeenCalledWith(mentions);
+    // The message shown while it was sent leaves; the earlier "yes" stays.
+    expect(shown(t.controller)).toEqual(["user/complete: yes", "assistant/complete: Done."]);
+  });
+
+  it("keeps a message that was not saved for its conversation, and gives it back there", async () => {
+    const t = setup();
+    t.acceptTurns();
+    t.api.loadMessages.mockResolvedValueOnce([stored(1, "user", "Earlier")]);
+    await t.controller.open("c1");
+    await t.controller.send(choice, "Summarise @report", []);
+    t.api.loadMessages.mockResolvedValueOnce([stored(9, "user", "Another chat")]);
+    await t.controller.open("c2");
+    t.emit({ type: "ended", status: "error", error: { message: "the server did not answer" }, saved: false });
+    // Nothing lands in the other conversation.
+    expect(t.controller.error).toBeNull();
+    expect(t.controller.draftText).toBe("");
+    t.api.loadMessages.mockResolvedValueOnce([stored(1, "user", "Earlier")]);
+    await t.controller.open("c1");
+    expect(t.controller.error?.message).toBe("the server did not answer");
+    expect(t.controller.draftText).toBe("Summarise @report");
+    expect(shown(t.controller)).toEqual(["user/complete: Earlier"]);
+    // Once.
+    t.api.loadMessages.mockResolvedValueOnce([stored(1, "user", "Earlier")]);
+    await t.controller.open("c1");
+    expect(t.controller.draftText).toBe("Summarise @report");
+  });
+
+  it("answers in its own conversation only: another one opened meanwhile neither shows nor stops it", async () => {
+    const t = setup();
+    t.acceptTurns();
+    await t.controller.send(choice, "Start", []);
+    expect(t.controller.answeringHere).toBe(true);
+    t.api.loadMessages.mockResolvedValue([stored(9, "user", "Another chat")]);
+    await t.controller.open("c2");
+    expect(t.controller.busy).toBe(true);
+    expect(t.controller.answeringHere).toBe(false);
+    // Escape (or Stop) there stops nothing.
+    expect(t.controller.stop()).toBe(false);
+    expect(t.api.stopTurn).not.toHaveBeenCalled();
+    await t.controller.open("c1");
+    expect(t.controller.answeringHere).toBe(true);
+    t.api.stopTurn.mockResolvedValue(undefined);
+    expect(t.controller.stop()).toBe(true);
+  });
+
+  it("does not pull the user back to a new chat they left before it started", async () => {
+    const t = setup();
+    const started = deferred<{ conversation: string; turn: string }>();
+    t.api.sendMessage.mockReturnValue(started.promise);
+    await t.controller.open(null);
+    const sending = t.controller.send(choice, "New topic", []);
+    t.api.loadMessages.mockResolvedValue([stored(9, "user", "Another chat")]);
+    await t.controller.open("c2");
+    started.resolve({ conversation: "c-new", turn: "t1" });
+    expect(await sending).toBe(true);
+    expect(t.onConversationStarted).not.toHaveBeenCalled();
+    expect(t.onChanged).toHaveBeenCalled();
+    expect(t.controller.showing).toBe("c2");
   });
 
   it("shows a stop that the host refused", async () => {
@@ -329,13 +409,29 @@ describe("a turn in the chat controller", () => {
     t.api.answerApproval.mockResolvedValueOnce(true);
     t.controller.answer("k1", "allow_once");
     expect(t.api.answerApproval).toHaveBeenCalledWith("t1", "k1", "allow_once");
+    expect(t.controller.answered("k1")).toBe(true);
+    // A second click (a double click) before the host moved the call on sends nothing, and
+    // shows no error.
+    t.controller.answer("k1", "deny");
+    expect(t.api.answerApproval).toHaveBeenCalledTimes(1);
+    await Promise.resolve();
+    expect(t.controller.error).toBeNull();
 
+    // A call that no longer waits says so, and its buttons work again.
     t.api.answerApproval.mockResolvedValueOnce(false);
-    t.controller.answer("k1", "always_allow");
-    expect(t.api.answerApproval).toHaveBeenLastCalledWith("t1", "k1", "always_allow");
+    t.controller.answer("k2", "always_allow");
+    expect(t.api.answerApproval).toHaveBeenLastCalledWith("t1", "k2", "always_allow");
     await vi.waitFor(() =>
       expect(t.controller.error?.message).toBe("That tool call is no longer waiting for an answer."),
     );
+    expect(t.controller.answered("k2")).toBe(false);
+    // So does an answer that failed (the "always" not confirmed): it can be given again.
+    t.api.answerApproval.mockRejectedValueOnce(new Error("not confirmed"));
+    t.controller.answer("k3", "always_allow");
+    await vi.waitFor(() => expect(t.controller.error?.message).toBe("not confirmed"));
+    t.api.answerApproval.mockResolvedValueOnce(true);
+    t.controller.answer("k3", "allow_once");
+    expect(t.api.answerApproval).toHaveBeenLastCalledWith("t1", "k3", "allow_once");
   });
 
   it("answers nothing when no turn runs", () => {
@@ -379,12 +475,12 @@ describe("a turn in the chat controller", () => {
     const t = setup();
     t.acceptTurns();
     await t.controller.send(choice, "Hello", []);
-    t.agent({ type: "turn_started", turn: 1 });
     t.api.loadMessages.mockResolvedValue([]);
     t.emit({
       type: "ended",
       status: "error",
       error: { message: "the provider answered 500: internal error" },
+      saved: false,
     });
     expect(t.controller.error).toEqual({ message: "the provider answered 500: internal error" });
     expect(t.controller.busy).toBe(false);
@@ -397,7 +493,7 @@ describe("a turn in the chat controller", () => {
     t.acceptTurns();
     await t.controller.send(choice, "Read the report", []);
     t.api.loadMessages.mockResolvedValue([]);
-    t.emit({ type: "ended", status: "interrupted" });
+    t.emit({ type: "ended", status: "interrupted", saved: false });
     await vi.waitFor(() => expect(t.controller.draftText).toBe("Read the report"));
     expect(t.controller.busy).toBe(false);
   });
@@ -407,7 +503,7 @@ describe("a turn in the chat controller", () => {
     t.acceptTurns();
     await t.controller.send(choice, "Hello", []);
     t.api.loadMessages.mockResolvedValue([stored(1, "user", "Hello"), stored(2, "assistant", "", "error")]);
-    t.emit({ type: "ended", status: "error", error: { message: "the provider stalled", action: "open_settings" } });
+    t.emit({ type: "ended", status: "error", error: { message: "the provider stalled", action: "open_settings" }, saved: true });
     await vi.waitFor(() => expect(t.controller.chat.messages[0]?.id).toBe(1));
     expect(t.controller.error?.action).toBe("open_settings");
     expect(t.controller.draftText).toBe("");
@@ -478,7 +574,7 @@ describe("a turn in the chat controller", () => {
 
     // The end applies what waits at once; the frame that comes after finds nothing.
     t.api.loadMessages.mockReturnValue(new Promise(() => {}));
-    t.emit({ type: "ended", status: "complete" });
+    t.emit({ type: "ended", status: "complete", saved: true });
     expect(shown(t.controller)[1]).toBe("assistant/streaming: one two three four");
     t.runFrames();
     expect(shown(t.controller)[1]).toBe("assistant/streaming: one two three four");
@@ -563,7 +659,7 @@ describe("a turn in the chat controller", () => {
     t.api.loadMessages.mockResolvedValue([stored(9, "user", "Another chat")]);
     await t.controller.open("c2");
     t.api.loadMessages.mockClear();
-    t.emit({ type: "ended", status: "error", error: { message: "boom" } });
+    t.emit({ type: "ended", status: "error", error: { message: "boom" }, saved: true });
     expect(t.controller.error).toBeNull();
     expect(t.controller.busy).toBe(false);
     expect(t.api.loadMessages).not.toHaveBeenCalled();
@@ -573,7 +669,7 @@ describe("a turn in the chat controller", () => {
   it("reloads a turn that ended before the host answered, and runs nothing afterwards", async () => {
     const t = setup();
     t.api.sendMessage.mockImplementation((_request, onEvent) => {
-      onEvent({ type: "ended", status: "complete" });
+      onEvent({ type: "ended", status: "complete", saved: true });
       return Promise.resolve({ conversation: "c1", turn: "t1" });
     });
     t.api.loadMessages.mockResolvedValue([stored(1, "user", "Quick")]);
@@ -648,7 +744,7 @@ describe("a turn in the chat controller", () => {
     t.scroll.atEnd.mockReturnValue(false);
     const reloaded = Array.from({ length: PAGE + 4 }, (_, i) => stored(100 + i, "user", `m${100 + i}`));
     t.api.loadMessages.mockResolvedValueOnce(reloaded);
-    t.emit({ type: "ended", status: "complete" });
+    t.emit({ type: "ended", status: "complete", saved: true });
     await vi.waitFor(() => expect(t.controller.chat.messages).toHaveLength(PAGE + 4));
     expect(t.api.loadMessages).toHaveBeenLastCalledWith("c1", null, PAGE + 4);
     expect(t.controller.hasOlder).toBe(true);
@@ -696,7 +792,7 @@ describe("a turn in the chat controller", () => {
     await t.controller.send(choice, "More", []);
     const oldState = t.controller.chat;
     t.api.loadMessages.mockResolvedValueOnce(page(104, PAGE));
-    t.emit({ type: "ended", status: "complete" });
+    t.emit({ type: "ended", status: "complete", saved: true });
     await vi.waitFor(() => expect(t.controller.chat.messages[0]?.id).toBe(104));
     expect(t.api.loadMessages).toHaveBeenLastCalledWith("c1", null, PAGE);
     expect(t.controller.chat.messages).toHaveLength(PAGE);
@@ -741,7 +837,7 @@ describe("a turn in the chat controller", () => {
     await t.controller.send(choice, "More", []);
     t.scroll.atEnd.mockReturnValue(false);
     t.api.loadMessages.mockResolvedValueOnce(page(554, MOST_LOADED));
-    t.emit({ type: "ended", status: "complete" });
+    t.emit({ type: "ended", status: "complete", saved: true });
     await vi.waitFor(() => expect(t.controller.chat.messages[0]?.id).toBe(554));
     expect(t.api.loadMessages).toHaveBeenLastCalledWith("c1", null, MOST_LOADED);
     expect(t.controller.hasOlder).toBe(true);
