@@ -229,6 +229,72 @@ async fn a_crashed_server_is_restarted() {
     live.shutdown().await;
 }
 
+/// A first start that only ran out of time (a first `npx` downloading, a `docker run`
+/// pulling) or found no server at its URL (the network not up yet at login) is tried
+/// again with the restarts' backoff, and the server is ready once it comes; one that
+/// exits is not tried again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_start_that_ran_out_of_time_or_found_no_server_is_tried_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let mark = dir.path().join("downloaded");
+    let everything = npm_server("server-everything").unwrap();
+    // Slow the first time only, as npx is while it downloads its package.
+    let slow_first = format!(
+        "if [ -e '{mark}' ]; then exec node '{everything}' stdio; else touch '{mark}'; exec sleep 60; fi",
+        mark = mark.display(),
+        everything = everything.display()
+    );
+    let port = conduit_e2e::free_port().unwrap();
+    let file = dir.path().join("mcp_servers.json");
+    write(
+        &file,
+        json!({
+            "slow": {"command": "sh", "args": ["-c", slow_first]},
+            "later": {"url": format!("http://127.0.0.1:{port}/mcp")},
+            "exits": {"command": "sh", "args": ["-c", "exit 3"]},
+        }),
+    );
+    let live = McpRuntime::watch(RuntimeOptions::new(&file, Duration::from_secs(3))).await;
+    let status = |name: &str| {
+        live.statuses()
+            .into_iter()
+            .find(|s| s.name == name)
+            .map(|s| serde_json::to_value(&s).unwrap())
+            .unwrap()
+    };
+    // The first starts settled: each slow or unreachable one is starting again.
+    let slow = status("slow");
+    assert_eq!(slow["state"], "restarting", "{slow}");
+    assert!(
+        slow["reason"]
+            .as_str()
+            .unwrap()
+            .contains("did not finish starting"),
+        "{slow}"
+    );
+    let later = status("later");
+    assert_eq!(later["state"], "restarting", "{later}");
+    assert_eq!(status("exits")["state"], "failed");
+
+    // The server at the URL comes up; both are ready on a later try.
+    let _server = tokio::process::Command::new("node")
+        .arg(&everything)
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    wait_until("both are ready", Duration::from_secs(60), || {
+        state_of(&live, "slow") == "ready" && state_of(&live, "later") == "ready"
+    })
+    .await;
+    assert!(live.connection("slow").is_some());
+    assert_eq!(status("exits")["state"], "failed");
+    live.shutdown().await;
+}
+
 /// A media store for tests.
 fn media() -> std::sync::Arc<dyn MediaStore> {
     conduit_core::testing::MemoryMedia::new()

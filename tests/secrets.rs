@@ -569,13 +569,15 @@ async fn no_expanded_variable_or_url_query_reaches_errors_states_or_the_log() {
     task.abort();
     let statuses: serde_json::Value =
         serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout} {stderr}"));
-    // Every server of the file failed, and each says why (Conduit's own is ready).
+    // Every server of the file failed, and each says why (Conduit's own is ready); one
+    // that could not be reached is starting again.
     for status in statuses.as_array().unwrap() {
         if status["name"] == "conduit" {
             assert_eq!(status["state"], "ready", "{status}");
             continue;
         }
-        assert_eq!(status["state"], "failed", "{status}");
+        let state = status["state"].as_str().unwrap();
+        assert!(state == "failed" || state == "restarting", "{status}");
     }
     assert!(
         stdout.contains("cannot use token"),

@@ -66,6 +66,10 @@ pub struct StartError {
     /// Its Streamable HTTP handshake was refused as a legacy HTTP+SSE server refuses it
     /// ([`posted_and_refused`]): its event stream is worth a try.
     legacy_hint: bool,
+    /// It may start when tried again: it did not finish starting in time (a first `npx`
+    /// or `uvx` downloading, a `docker run` pulling its image) or could not be reached (the
+    /// app opened before the network was up). One that exited or refused has no such hope.
+    pub worth_retrying: bool,
 }
 
 /// A server that needs the user to sign in (again), and what it said.
@@ -119,6 +123,17 @@ impl StartError {
             confused_by_discover: false,
             sign_in: None,
             legacy_hint: false,
+            worth_retrying: false,
+        }
+    }
+
+    /// A start that did not finish within `start_timeout`: worth another try.
+    fn timed_out(start_timeout: Duration) -> Self {
+        Self {
+            worth_retrying: true,
+            ..Self::plain(format!(
+                "it did not finish starting within {start_timeout:?}"
+            ))
         }
     }
 
@@ -154,9 +169,23 @@ impl StartError {
         Self {
             confused_by_discover: confused && sign_in.is_none(),
             legacy_hint: sign_in.is_none() && posted_and_refused(error),
+            worth_retrying: sign_in.is_none() && handshake_never_connected(error),
             sign_in,
             ..Self::plain(reason)
         }
+    }
+}
+
+/// Whether a handshake failed for want of a connection (nothing listened at the URL, no
+/// network): the transport's error is inside rmcp's, not its source.
+fn handshake_never_connected(error: &rmcp::service::ClientInitializeError) -> bool {
+    use rmcp::service::ClientInitializeError as Failed;
+    match error {
+        Failed::TransportError { error, .. } => never_connected(error),
+        Failed::LegacyFallbackFailed { discover, fallback } => {
+            handshake_never_connected(discover) || handshake_never_connected(fallback)
+        }
+        other => never_connected(other),
     }
 }
 
@@ -1042,11 +1071,7 @@ where
         handler.serve_with_lifecycle(transport, lifecycle(era)),
     )
     .await
-    .map_err(|_| {
-        StartError::plain(format!(
-            "it did not finish starting within {start_timeout:?}"
-        ))
-    })?
+    .map_err(|_| StartError::timed_out(start_timeout))?
     .map_err(|e| StartError::handshake(&e))
 }
 
@@ -1419,6 +1444,7 @@ impl Connection {
             confused_by_discover: false,
             sign_in: err.sign_in,
             legacy_hint: false,
+            worth_retrying: err.worth_retrying,
         }
     }
 
@@ -1576,6 +1602,7 @@ impl Connection {
                 .await;
                 let mut confused_by_discover = false;
                 let mut closed_in_handshake = false;
+                let mut timed_out = false;
                 let reason = match started {
                     Ok(Ok(service)) => {
                         return Ok(Self::ready(
@@ -1604,7 +1631,10 @@ impl Connection {
                         );
                         said.reason
                     }
-                    Err(_) => format!("it did not finish starting within {start_timeout:?}"),
+                    Err(_) => {
+                        timed_out = true;
+                        StartError::timed_out(start_timeout).reason
+                    }
                 };
                 // Give a crashing server a moment to finish writing stderr and exit.
                 tokio::time::sleep(Duration::from_millis(200)).await;
@@ -1636,6 +1666,8 @@ impl Connection {
                         || (closed_in_handshake && wanted_initialize),
                     sign_in: None,
                     legacy_hint: false,
+                    // Still running when its time was up: slow, not broken.
+                    worth_retrying: timed_out && exit.is_none(),
                 })
             }
             Transport::Http { url, headers } => {

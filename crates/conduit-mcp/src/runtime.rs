@@ -544,6 +544,7 @@ fn install(inner: &Arc<Inner>, name: String, source: Source) -> oneshot::Receive
         tools: Vec::new(),
         tools_listed_at: 0,
         sign_in_challenge: None,
+        worth_retrying: false,
     };
     let mut state = inner.state.lock();
     // Checked under the lock shutdown takes the slots under: none is left behind.
@@ -709,7 +710,9 @@ fn update(inner: &Inner, name: &str, stop: &CancellationToken, change: impl FnOn
 
 /// One server's whole life: start, follow its tools until it ends, restart after an
 /// unexpected end with backoff, give up after [`MAX_RESTARTS`] failed restarts in a row.
-/// A first start that fails is not retried: the entry needs the user's attention.
+/// A first start that fails is not retried (the entry needs the user's attention), unless
+/// it only ran out of time or could not reach the server: a first `npx` downloading its
+/// package, a `docker run` pulling its image, the network not up yet at login.
 async fn supervise(
     inner: Weak<Inner>,
     name: String,
@@ -736,11 +739,29 @@ async fn supervise(
     // backs off).
     let mut expired = false;
     loop {
-        let running = tokio::select! {
+        let mut running = tokio::select! {
             running = start_one(&name, &source, start_timeout, asker.clone(), tokens.clone(), roots.clone()) => running,
             () = stop.cancelled() => return,
         };
         let connection = running.connection.clone();
+        let first_start_worth_retrying = running.worth_retrying && last_end.is_none();
+        let first_failure = match &running.state {
+            ServerState::Failed {
+                reason,
+                stderr_tail,
+                ..
+            } if first_start_worth_retrying => Some((reason.clone(), stderr_tail.clone())),
+            _ => None,
+        };
+        if let Some((reason, stderr_tail)) = &first_failure {
+            // Shown as starting again from the first, before anyone waiting is told the
+            // start settled.
+            running.state = ServerState::Restarting {
+                attempt: 1,
+                reason: reason.clone(),
+                stderr_tail: stderr_tail.clone(),
+            };
+        }
         let started_at = Instant::now();
         let Some(inner_now) = inner.upgrade() else {
             return;
@@ -793,7 +814,13 @@ async fn supervise(
                 expired = connection.ended_by_expiry();
                 end
             }
-            None if last_end.is_none() => return,
+            None if last_end.is_none() => match first_failure {
+                Some(failure) => {
+                    tracing::info!(server = %name, reason = %failure.0, "MCP server's first start may succeed later; trying again");
+                    failure
+                }
+                None => return,
+            },
             None => last_end.clone().unwrap_or_default(),
         };
         restarts += 1;

@@ -164,6 +164,8 @@ pub(crate) struct Running {
     pub(crate) tools_listed_at: u64,
     /// The challenge of a server that needs sign-in, for the sign-in to start from.
     pub(crate) sign_in_challenge: Option<String>,
+    /// A failed start that may succeed when tried again ([`StartError::worth_retrying`]).
+    pub(crate) worth_retrying: bool,
 }
 
 impl Running {
@@ -184,6 +186,7 @@ impl Running {
             tools: Vec::new(),
             tools_listed_at: 0,
             sign_in_challenge: None,
+            worth_retrying: false,
         }
     }
 
@@ -287,6 +290,7 @@ pub(crate) async fn start_one(
             tools: Vec::new(),
             tools_listed_at: 0,
             sign_in_challenge: None,
+            worth_retrying: false,
         };
     }
     let spec = match &entry.spec {
@@ -330,10 +334,14 @@ async fn list_tools(
                     tools: Vec::new(),
                     tools_listed_at: 0,
                     sign_in_challenge: need.challenge,
+                    worth_retrying: false,
                 };
             }
             tracing::warn!(server = %name, error = %err, "MCP server failed to start");
-            return failed(err.reason, err.exit_code, err.stderr_tail);
+            return Running {
+                worth_retrying: err.worth_retrying,
+                ..failed(err.reason, err.exit_code, err.stderr_tail)
+            };
         }
     };
     let listed_at = connection.tool_changes();
@@ -350,6 +358,7 @@ async fn list_tools(
                 tools,
                 tools_listed_at: listed_at,
                 sign_in_challenge: None,
+                worth_retrying: false,
             }
         }
         // Signing in would not help: the entry's own header is refused (as the handshake
@@ -377,6 +386,7 @@ async fn list_tools(
                 tools: Vec::new(),
                 tools_listed_at: 0,
                 sign_in_challenge: need.challenge,
+                worth_retrying: false,
             }
         }
         Ok(Err(err)) => {
