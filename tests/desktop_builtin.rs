@@ -62,7 +62,7 @@ async fn a_models_chart_shows_in_the_chat_and_settings_list_the_built_in_tools()
     );
 
     // Settings list Conduit's own tools and how other apps start it.
-    window.session.open_settings_window(WAIT).await.unwrap();
+    let chat_window = window.session.open_settings_window(WAIT).await.unwrap();
     window
         .wait(r#"document.querySelector('[role="tab"]')"#)
         .await;
@@ -148,5 +148,30 @@ async fn a_models_chart_shows_in_the_chat_and_settings_list_the_built_in_tools()
         .js(r#"document.querySelector('[aria-label="Serve over HTTP"]').scrollIntoView(); return null;"#)
         .await;
     window.shot(&shots.join("03-serving-over-http.png")).await;
+
+    // The theme chosen in Settings (a window of its own) reaches the chat window at once.
+    window
+        .js(r#"[...document.querySelectorAll('[role="tab"]')].find(t => t.textContent.includes("General")).click(); return null;"#)
+        .await;
+    window
+        .wait(r#"document.querySelector('select[aria-label="Theme"]')"#)
+        .await;
+    window
+        .js(r#"const s = document.querySelector('select[aria-label="Theme"]'); s.value = "dark";
+               s.dispatchEvent(new Event('change', {bubbles: true})); return null;"#)
+        .await;
+    window
+        .wait("document.documentElement.classList.contains('dark')")
+        .await;
+    window
+        .session
+        .client
+        .switch_to_window(chat_window)
+        .await
+        .unwrap();
+    window
+        .wait("document.documentElement.classList.contains('dark')")
+        .await;
+    window.shot(&shots.join("04-dark-from-settings.png")).await;
     window.session.close().await.unwrap();
 }

@@ -23,8 +23,13 @@ export function setTheme(theme: Theme): void {
   applyTheme(theme);
 }
 
-/** Applies the saved theme and follows the system's changes while it is "system". */
+/** Applies the saved theme and follows the system's changes while it is "system", and
+ *  the choice made in another window (Settings is a window of its own: the storage event
+ *  tells the chat window). */
 export function startTheme(): void {
   applyTheme(savedTheme());
   query()?.addEventListener("change", () => applyTheme(savedTheme()));
+  window.addEventListener("storage", (event) => {
+    if (event.key === KEY || event.key === null) applyTheme(savedTheme());
+  });
 }
