@@ -570,6 +570,26 @@ describe("McpSettings", () => {
     expect(select.value).toBe("ask");
   });
 
+  it("shows the server-wide approval in force again when a change of it is refused", async () => {
+    const backend = setup([server("files", { command: "npx" })]);
+    backend.overview = { configError: null, servers: [{ name: "files", state: "ready", details: { name: null, version: null, protocolVersion: "2025-06-18", instructions: null, tools: true, resources: false, prompts: false, completions: false }, tool_count: 1 }] };
+    backend.tools = [
+      { name: "send", title: null, description: "Sends a note", readOnly: false, destructive: false, inputSchema: { type: "object" }, enabled: true, policy: "ask", shown: "v1" },
+    ];
+    render(McpSettings);
+    const row = await serverRow("files");
+    await waitFor(() => expect(within(row).getByLabelText("Server state").textContent).toBe("Ready"));
+    await fireEvent.click(within(row).getByRole("button", { name: "Tools" }));
+    const all = (await within(row).findByLabelText("Approval for all tools of files")) as HTMLSelectElement;
+    expect(all.value).toBe("ask");
+    // The user cancels the native question: the host refuses, and the policy stays "ask".
+    api.setServerPolicy.mockRejectedValueOnce({ message: "the change was not confirmed" });
+    await fireEvent.change(all, { target: { value: "allow" } });
+    expect(api.setServerPolicy).toHaveBeenCalledWith("files", "allow", "all-as-listed");
+    expect((await within(row).findByRole("alert")).textContent).toContain("not confirmed");
+    await waitFor(() => expect(all.value).toBe("ask"));
+  });
+
   it("sets what happens when a server asks to run a model, and goes back when refused", async () => {
     const backend = setup([server("files", { command: "npx" })]);
     backend.overview = { configError: null, servers: [{ name: "files", state: "ready", details: { name: null, version: null, protocolVersion: "2025-11-25", instructions: null, tools: true, resources: false, prompts: false, completions: false }, tool_count: 0 }] };
