@@ -157,8 +157,10 @@ async fn a_models_chart_shows_in_the_chat_and_settings_list_the_built_in_tools()
         .wait(r#"document.querySelector('select[aria-label="Theme"]')"#)
         .await;
     window
-        .js(r#"const s = document.querySelector('select[aria-label="Theme"]'); s.value = "dark";
-               s.dispatchEvent(new Event('change', {bubbles: true})); return null;"#)
+        .js(
+            r#"const s = document.querySelector('select[aria-label="Theme"]'); s.value = "dark";
+               s.dispatchEvent(new Event('change', {bubbles: true})); return null;"#,
+        )
         .await;
     window
         .wait("document.documentElement.classList.contains('dark')")

@@ -423,6 +423,25 @@ pub enum McpEditError {
     ReservedName(String),
 }
 
+/// Another app's servers with the one named as Conduit's own server marked as not to be
+/// imported: it is most likely Conduit itself, as Settings' snippet told that app to run
+/// it (offered checked, it made the whole import fail on the reserved name).
+fn reserved_marked(mut candidates: Vec<config::ImportCandidate>) -> Vec<config::ImportCandidate> {
+    for candidate in &mut candidates {
+        if candidate.problem.is_none()
+            && candidate
+                .name
+                .eq_ignore_ascii_case(crate::builtin::BUILTIN_SERVER)
+        {
+            candidate.problem = Some(format!(
+                "{:?} is the name of Conduit's own tools: this entry most likely starts Conduit itself",
+                candidate.name
+            ));
+        }
+    }
+    candidates
+}
+
 /// Asks the user, outside the page, to confirm what the host shows; `true` is a yes.
 pub type Confirm<'a> = &'a (dyn Fn(&str) -> bool + Sync);
 
@@ -795,7 +814,7 @@ impl Host {
         file: &std::path::Path,
     ) -> Result<Vec<config::ImportCandidate>, McpEditError> {
         let text = crate::window_guard::read_import_file(file)?;
-        Ok(config::import_candidates(file, &text)?
+        Ok(reserved_marked(config::import_candidates(file, &text)?)
             .into_iter()
             .map(|mut candidate| {
                 candidate.entry = crate::window_guard::mask_entry(&candidate.entry);
@@ -815,7 +834,7 @@ impl Host {
     ) -> Result<McpFile, McpEditError> {
         let version = self.version_from_window(&version)?;
         let text = crate::window_guard::read_import_file(file)?;
-        let candidates = config::import_candidates(file, &text)?;
+        let candidates = reserved_marked(config::import_candidates(file, &text)?);
         let (snapshot, old) = self.snapshot_at(&version)?;
         let mut edits = Vec::new();
         for pick in picks {
@@ -1629,6 +1648,27 @@ mod tests {
         .unwrap();
         let candidates = host.mcp_import_candidates(&other).unwrap();
         assert_eq!(candidates[0].entry["env"]["TOKEN"], MASKED);
+        assert_eq!(candidates[0].problem, None);
+        // Conduit itself, as Settings' snippet has other apps run it, is not offered.
+        let with_conduit = dir.path().join("claude-with-conduit.json");
+        std::fs::write(
+            &with_conduit,
+            r#"{"mcpServers": {"Conduit": {"command": "conduit", "args": ["mcp", "serve"]}, "gh": {"command": "gh-mcp"}}}"#,
+        )
+        .unwrap();
+        let offered = host.mcp_import_candidates(&with_conduit).unwrap();
+        let conduit = offered.iter().find(|c| c.name == "Conduit").unwrap();
+        assert!(
+            conduit
+                .problem
+                .as_deref()
+                .is_some_and(|p| p.contains("starts Conduit itself")),
+            "{conduit:?}"
+        );
+        assert_eq!(
+            offered.iter().find(|c| c.name == "gh").unwrap().problem,
+            None
+        );
         let pick = || {
             vec![ImportPick {
                 name: "gh".into(),
