@@ -669,10 +669,12 @@ pub async fn edit_mcp_file(
     let confirmer = state.confirmer;
     blocking(move || {
         let confirm = |question: &str| confirmer.ask(&app, question, "Allow");
-        engine
+        let written = engine
             .host()
             .edit_mcp_file(version, edit, &confirm)
-            .map_err(CommandError::from)
+            .map_err(CommandError::from)?;
+        engine.apply_mcp_file_soon();
+        Ok(written)
     })
     .await
 }
@@ -811,10 +813,12 @@ pub async fn import_mcp_servers(
     let confirmer = state.confirmer;
     blocking(move || {
         let confirm = |question: &str| confirmer.ask(&app, question, "Allow");
-        engine
+        let written = engine
             .host()
             .import_mcp_servers(version, &path, picks, &confirm)
-            .map_err(CommandError::from)
+            .map_err(CommandError::from)?;
+        engine.apply_mcp_file_soon();
+        Ok(written)
     })
     .await
 }

@@ -407,6 +407,19 @@ impl App {
             .clone()
     }
 
+    /// Applies the `mcpServers` file in the background after the app wrote it. The file's
+    /// watcher does so too, but it may not be running (the system's inotify watches used
+    /// up), and an edit from Settings must not depend on it; entries that did not change
+    /// are left running, so a second apply restarts nothing.
+    pub fn apply_mcp_file_soon(&self) {
+        let servers = self.runtime();
+        conduit_core::task::spawn(async move {
+            if let Err(error) = servers.reload().await {
+                tracing::warn!(%error, "the mcpServers file written from Settings could not be applied");
+            }
+        });
+    }
+
     /// Conduit's HTTP endpoint for other MCP clients.
     pub fn http(&self) -> &crate::serve_http::HttpEndpoint {
         &self.http
