@@ -182,6 +182,12 @@ async fn a_crashed_server_is_restarted() {
     let mut events = live.subscribe();
     let before = pids(&tag);
     assert_eq!(before.len(), 1);
+    // A turn took its tools before the crash.
+    let taken = live
+        .tools(media(), &|_, _| true)
+        .into_iter()
+        .find(|tool| tool.tool_name() == "get-sum")
+        .unwrap();
 
     Command::new("kill")
         .args(["-KILL", &before[0].to_string()])
@@ -226,6 +232,10 @@ async fn a_crashed_server_is_restarted() {
         .await
         .unwrap();
     assert!(format!("{:?}", result.content).contains('3'));
+    // The turn's tool, taken on the connection that ended, goes to the new process (its
+    // definition unchanged) instead of failing as "closed, may have run".
+    let output = sum_20_and_22(taken).await.unwrap();
+    assert!(format!("{output:?}").contains("42"), "{output:?}");
     live.shutdown().await;
 }
 

@@ -1944,6 +1944,12 @@ impl Connection {
 
     /// Whether the session ended because the HTTP server let it expire (a 404): nothing
     /// failed, so the runtime connects again at once.
+    /// Whether the connection has ended (the server exited, closed its output, or its
+    /// session expired): nothing sent on it reaches the server.
+    pub fn has_ended(&self) -> bool {
+        self.ended.is_cancelled()
+    }
+
     pub fn ended_by_expiry(&self) -> bool {
         self.shared
             .session_expired
@@ -2630,6 +2636,13 @@ impl Connection {
             // Never handed over: the connection had ended, here by the session's expiry.
             Err(ServiceError::TransportClosed) if self.ended_by_expiry() => {
                 return Err(McpError::SessionExpired);
+            }
+            // Never handed over either: said as not run, not as a connection that closed
+            // while the server may have run the call.
+            Err(ServiceError::TransportClosed) => {
+                return Err(McpError::Other(
+                    "the connection to the server had ended, so the request was not sent; it did not run".into(),
+                ));
             }
             Err(error) => return Err(self.hide(error)),
         };

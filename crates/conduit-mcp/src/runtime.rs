@@ -325,8 +325,8 @@ impl McpRuntime {
         })
     }
 
-    /// How a call of `server` (an HTTP server's) finds it again after its session
-    /// expired: this slot's reconnection only. `None` for other servers.
+    /// How a call of `server` finds it again after its session expired or it was started
+    /// again: this slot's reconnection only. `None` for Conduit's own server.
     pub fn reconnect_of(&self, server: &str) -> Option<Reconnect> {
         let state = self.inner.state.lock();
         Reconnect::of(&self.inner, server, state.slots.get(server)?)
@@ -591,13 +591,10 @@ pub struct Reconnect {
 }
 
 impl Reconnect {
-    /// For `slot` when it runs an HTTP server (only those have sessions that expire).
+    /// For `slot` when it runs a server of the file: an HTTP server's session may expire,
+    /// and any of them may stop and be started again (a stdio server that crashed).
     fn of(inner: &Arc<Inner>, server: &str, slot: &Slot) -> Option<Self> {
-        matches!(
-            slot.source.running_from(),
-            Some(RunningFrom::Entry(crate::config::Transport::Http { .. }))
-        )
-        .then(|| Self {
+        matches!(slot.source.running_from(), Some(RunningFrom::Entry(_))).then(|| Self {
             inner: Arc::downgrade(inner),
             server: server.to_owned(),
             replaced: slot.stop.clone(),

@@ -163,8 +163,10 @@ impl Tool for McpTool {
         };
         let (connection, again) = match &self.reconnect {
             // The session expired since the turn took its tools (a re-listing or another
-            // call met the 404): nothing is sent on the ended connection.
-            Some(reconnect) if self.connection.ended_by_expiry() => {
+            // call met the 404), or a server on this machine stopped (crashed, or stopped
+            // reading) and the runtime starts it again: nothing is sent on the ended
+            // connection, and the call goes to the new one for the tool as shown.
+            Some(reconnect) if self.connection.ended_by_expiry() || self.connection.has_ended() => {
                 (self.connected_again(reconnect, &context).await?, None)
             }
             // Kept only while a second send may be needed (HTTP servers).
@@ -288,14 +290,16 @@ impl McpTool {
         context: &ToolContext,
     ) -> Result<Arc<Connection>, ToolError> {
         let server = &self.server;
+        // What happened to the connection the turn took the tool on.
+        let before = if self.connection.ended_by_expiry() {
+            "its session expired before the call ran"
+        } else {
+            "it stopped and was started again before the call ran"
+        };
         let (connection, tools) = reconnect
             .connected_again(Some(&self.connection), &context.cancel)
             .await
-            .map_err(|why| {
-                ToolError(format!(
-                    "MCP server {server:?}: its session expired before the call ran, and {why}"
-                ))
-            })?;
+            .map_err(|why| ToolError(format!("MCP server {server:?}: {before}, and {why}")))?;
         match tools.iter().find(|tool| tool.name == self.definition.name) {
             // The wait may have been long: Settings are read again, as for a new call; and
             // a change the new session said since it listed the tools (its count starts
@@ -306,19 +310,19 @@ impl McpTool {
                 .map(|()| context.still_allowed())?
             {
                 Ok(()) => {
-                    tracing::info!(server = %server, tool = %self.tool, "the session expired before the call ran; it goes on the new session, the tool unchanged");
+                    tracing::info!(server = %server, tool = %self.tool, %before, "the call goes on the new connection, the tool unchanged");
                     Ok(connection)
                 }
                 Err(why) => Err(ToolError(format!(
-                    "MCP server {server:?}: its session expired before the call ran, and when it connected again {why}; it did not run"
+                    "MCP server {server:?}: {before}, and when it connected again {why}; it did not run"
                 ))),
             },
             Some(_) => Err(ToolError(format!(
-                "MCP server {server:?}: its session expired before the call ran, and when it connected again its tool {:?} was no longer the one you were shown; it did not run. Its new definition is offered from the next message on",
+                "MCP server {server:?}: {before}, and when it connected again its tool {:?} was no longer the one you were shown; it did not run. Its new definition is offered from the next message on",
                 self.tool
             ))),
             None => Err(ToolError(format!(
-                "MCP server {server:?}: its session expired before the call ran, and when it connected again it no longer offered the tool {:?}; it did not run",
+                "MCP server {server:?}: {before}, and when it connected again it no longer offered the tool {:?}; it did not run",
                 self.tool
             ))),
         }
