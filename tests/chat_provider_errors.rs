@@ -111,3 +111,63 @@ async fn a_json_error_sent_with_status_200_instead_of_a_stream_shows_its_message
         );
     }
 }
+
+/// `--read-timeout` ("fail when the provider sends nothing for this many seconds") holds
+/// before the answer starts too: a server that takes the connection and never answers
+/// fails the run as stalled, instead of holding it for the default 10 minutes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_that_never_starts_answering_fails_after_the_read_timeout() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // Takes each connection and keeps it, saying nothing.
+    let held = tokio::spawn(async move {
+        let mut kept = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            kept.push(socket);
+        }
+    });
+    let home = tempfile::tempdir().unwrap();
+    let base_url = format!("http://127.0.0.1:{port}/v1");
+    let run = |json: bool| {
+        let mut args = vec![
+            "chat",
+            "--kind",
+            "openai-chat",
+            "--base-url",
+            &base_url,
+            "--model",
+            "m",
+            "--read-timeout",
+            "1",
+        ];
+        if json {
+            args.push("--json");
+        }
+        args.push("Hello there");
+        tokio::time::timeout(
+            Duration::from_secs(120),
+            tokio::process::Command::new(binary("conduit").unwrap())
+                .args(args)
+                .env("CONDUIT_HOME", home.path())
+                .env("CONDUIT_SECRET_STORE", "file")
+                .stdin(Stdio::null())
+                .kill_on_drop(true)
+                .output(),
+        )
+    };
+    let output = run(true)
+        .await
+        .expect("the run ended after its read timeout, not the default 10 minutes")
+        .unwrap();
+    let chat = ChatRun::of(&output);
+    assert_eq!(chat.code, Some(1), "{}", chat.stderr);
+    let error = chat.of_type("error")[0].clone();
+    assert_eq!(error["error"]["kind"], "stalled", "{error}");
+    assert!(chat.stderr.contains("within 1 s"), "{}", chat.stderr);
+    // As text, an answer that never began leaves stdout empty (`> answer.txt`), the
+    // error on stderr.
+    let output = run(false).await.expect("the run ended").unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(output.stdout.is_empty(), "{:?}", output.stdout);
+    held.abort();
+}

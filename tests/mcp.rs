@@ -409,6 +409,40 @@ fn a_syntax_error_in_the_file_is_reported_and_the_file_left_alone() {
     assert_eq!(std::fs::read_to_string(&path).unwrap(), broken);
 }
 
+/// A file named with --mcp-config or CONDUIT_MCP_CONFIG that is not there (a typo) is
+/// said; the default file not there yet is not.
+#[test]
+fn a_named_mcp_servers_file_that_is_missing_is_said() {
+    let home = tempfile::tempdir().unwrap();
+    let missing = home.path().join("typo/mcp.json");
+    let run = |args: &[&str], env: Option<&Path>| {
+        let mut command = Command::new(binary("conduit").unwrap());
+        command
+            .args(args)
+            .env("CONDUIT_HOME", home.path())
+            .env_remove("CONDUIT_MCP_CONFIG");
+        if let Some(file) = env {
+            command.env("CONDUIT_MCP_CONFIG", file);
+        }
+        command.output().unwrap()
+    };
+    let flag = missing.to_str().unwrap();
+    for out in [
+        run(&["--mcp-config", flag, "mcp", "list"], None),
+        run(&["mcp", "list"], Some(&missing)),
+    ] {
+        assert!(out.status.success(), "{}", stderr(&out));
+        let said = stderr(&out);
+        assert!(
+            said.contains("does not exist; no MCP servers are started from it")
+                && said.contains("typo/mcp.json"),
+            "{said}"
+        );
+    }
+    let out = run(&["mcp", "list"], None);
+    assert!(!stderr(&out).contains("does not exist"), "{}", stderr(&out));
+}
+
 #[test]
 fn garbage_on_stdout_before_the_protocol_is_tolerated() {
     let script = format!(

@@ -189,6 +189,62 @@ fn a_header_read_from_stdin_must_be_there_or_nothing_is_saved() {
     assert!(out.status.success(), "{}", text(&out.stderr));
 }
 
+/// A header a request could not send (a space in its name, a line break in its value) is
+/// refused when the provider is added, saving nothing: saved, it failed every message.
+#[test]
+fn a_header_no_request_could_send_is_refused_when_added() {
+    let home = tempfile::tempdir().unwrap();
+    let add = |header: &str| {
+        conduit(
+            home.path(),
+            &[
+                "providers",
+                "add",
+                "gw",
+                "--kind",
+                "anthropic",
+                "--base-url",
+                "http://127.0.0.1:9",
+                "--model",
+                "m",
+                "--header",
+                header,
+            ],
+            None,
+        )
+    };
+    let out = add("Bad Name: v");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("bad header name \"Bad Name\""),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!home.path().join("settings.json").exists());
+    let out = add("X-Ok: fine");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // A saved provider uses its own key: another named for the run is refused, not
+    // ignored.
+    let out = conduit(
+        home.path(),
+        &[
+            "chat",
+            "--provider",
+            "gw",
+            "--api-key-env",
+            "OTHER_KEY",
+            "hi",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("cannot be used with '--api-key-env"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
 #[test]
 fn a_broken_settings_file_is_reported_with_line_and_column_and_left_alone() {
     let home = tempfile::tempdir().unwrap();

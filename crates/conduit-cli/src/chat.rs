@@ -52,8 +52,8 @@ enum Approve {
 /// command line (`conduit chat` and `conduit repl` take the same flags).
 #[derive(Debug, Args)]
 pub struct ProviderArgs {
-    /// A provider from settings (see `conduit providers list`).
-    #[arg(long, conflicts_with_all = ["kind", "base_url"])]
+    /// A provider from settings (see `conduit providers list`); its saved key is used.
+    #[arg(long, conflicts_with_all = ["kind", "base_url", "api_key_env"])]
     pub(crate) provider: Option<String>,
     /// The protocol of a provider given on the command line.
     #[arg(long, value_enum, requires = "base_url")]
@@ -61,7 +61,8 @@ pub struct ProviderArgs {
     /// The service root, e.g. https://api.anthropic.com or http://localhost:11434/v1.
     #[arg(long, requires = "kind")]
     base_url: Option<String>,
-    /// The environment variable holding the API key.
+    /// The environment variable holding the API key (with --kind and --base-url; a saved
+    /// provider uses its own key).
     #[arg(long, value_name = "VAR")]
     api_key_env: Option<String>,
     /// The model; default: the provider's default model.
@@ -122,8 +123,9 @@ pub struct ChatArgs {
     /// Print JSON Lines events instead of text.
     #[arg(long)]
     json: bool,
-    /// The message.
-    prompt: String,
+    /// The message (may be left out when --attach gives an image).
+    #[arg(required_unless_present = "attach")]
+    prompt: Option<String>,
 }
 
 pub async fn run(host: Arc<Host>, args: ChatArgs) -> Result<u8, Failure> {
@@ -170,7 +172,7 @@ async fn run_turn(host: Arc<Host>, args: ChatArgs) -> Result<u8, Failure> {
         conversation: args.conversation,
         provider,
         model: args.with.model,
-        prompt: args.prompt,
+        prompt: args.prompt.unwrap_or_default(),
         attachments: args.attach.into_iter().map(Attachment::File).collect(),
         approval: match args.approve {
             Approve::Auto => ApprovalMode::Auto,
@@ -188,6 +190,7 @@ async fn run_turn(host: Arc<Host>, args: ChatArgs) -> Result<u8, Failure> {
         denying: matches!(args.approve, Approve::Deny),
         host: host.clone(),
         output_failed: std::sync::Mutex::new(None),
+        mid_line: std::sync::atomic::AtomicBool::new(false),
     });
     let sink_printer = printer.clone();
     let sink: EventSink = Arc::new(move |event| sink_printer.event(&event));
@@ -264,6 +267,9 @@ struct Printer {
     /// The first write to stdout that failed (a closed pipe, a full disk): the run goes on
     /// (the turn is saved) and the command fails at its end.
     output_failed: std::sync::Mutex<Option<std::io::Error>>,
+    /// Whether the text written last ended mid-line: an error then starts a line of its
+    /// own, and an answer that never began leaves stdout empty (`> answer.txt`).
+    mid_line: std::sync::atomic::AtomicBool,
 }
 
 impl Printer {
@@ -384,6 +390,10 @@ impl Printer {
         if let Err(error) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
             *failed = Some(error);
         }
+        if let Some(last) = text.chars().last() {
+            self.mid_line
+                .store(last != '\n', std::sync::atomic::Ordering::Relaxed);
+        }
     }
 
     fn output_failed(&self) -> Option<std::io::Error> {
@@ -426,7 +436,7 @@ impl Printer {
             self.json_line(
                 &json!({"type": "done", "outcome": "error", "conversation": conversation}),
             );
-        } else {
+        } else if self.mid_line.load(std::sync::atomic::Ordering::Relaxed) {
             self.write("\n");
         }
         tell!("conduit: {}", shown(message));

@@ -56,7 +56,8 @@ enum Command {
         #[command(subcommand)]
         command: providers::ProvidersCommand,
     },
-    /// MCP servers from the mcpServers file: list, tools, call, resources, prompts.
+    /// MCP servers from the mcpServers file: list, tools, call, resources, prompts, sign-in,
+    /// and serving Conduit's own tools to other apps.
     Mcp {
         #[command(subcommand)]
         command: mcp::McpCommand,
@@ -180,8 +181,18 @@ fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> Result<u8, Failure> {
     let mut paths = Paths::from_env()?;
+    // A file the user named that is not there is most likely a typo: said, as the run
+    // goes on without its servers (the default file may well not exist yet).
+    let named = cli.mcp_config.is_some()
+        || std::env::var_os(conduit_host::paths::MCP_CONFIG_ENV).is_some_and(|v| !v.is_empty());
     if let Some(file) = cli.mcp_config {
         paths = paths.with_mcp_config_file(file);
+    }
+    if named && !paths.mcp_config_file.exists() {
+        tell!(
+            "conduit: the mcpServers file {} does not exist; no MCP servers are started from it",
+            terminal::shown(&paths.mcp_config_file.display().to_string())
+        );
     }
     let stderr_level = match cli.verbose {
         0 => None,

@@ -34,13 +34,15 @@ pub enum McpCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Call a tool; images in the result are saved and their paths printed.
+    /// Call a tool; images in the result are saved and their paths printed. Arguments go
+    /// in --args: `conduit mcp call files read_file --args '{"path": "a.txt"}'`.
     Call {
         server: String,
         tool: String,
         /// The arguments as a JSON object.
         #[arg(long, default_value = "{}")]
         args: String,
+        /// Print the result as JSON.
         #[arg(long)]
         json: bool,
     },

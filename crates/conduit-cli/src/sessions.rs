@@ -55,13 +55,10 @@ pub enum SessionsCommand {
         #[arg(long, value_name = "DIR", default_value = ".")]
         out: PathBuf,
     },
-    Rename {
-        id: String,
-        title: String,
-    },
-    Delete {
-        id: String,
-    },
+    /// Give a conversation another title.
+    Rename { id: String, title: String },
+    /// Delete a conversation.
+    Delete { id: String },
 }
 
 pub fn run(host: Arc<Host>, command: SessionsCommand) -> Result<u8, Failure> {

@@ -371,9 +371,11 @@ impl Host {
             ProviderChoice::Saved(id) => self.saved_provider_config(id)?,
         };
         if let Some(timeout) = request.read_timeout {
+            // "Nothing for this long" holds before the answer starts too: a provider that
+            // takes the connection and never answers waited the default 10 minutes (a
+            // script's `--read-timeout 2` hung its CI job).
             config.http.read_timeout = timeout;
-            // A longer silence allowed mid-answer is allowed before it starts as well.
-            config.http.answer_start_timeout = config.http.answer_start_timeout.max(timeout);
+            config.http.answer_start_timeout = timeout;
         }
         Ok((config, default_model))
     }

@@ -61,6 +61,15 @@ pub struct ProviderSummary {
     pub key: String,
 }
 
+/// Refuses headers a request could not send (`Bad Name`, a value with a line break): saved,
+/// they made every message to the provider fail.
+fn headers_sendable(headers: &BTreeMap<String, String>) -> Result<(), ProvidersError> {
+    for (name, value) in headers {
+        conduit_providers::checked_header(name, value.clone())?;
+    }
+    Ok(())
+}
+
 impl Host {
     /// Adds a provider; `api_key`, if given, goes to the secret store.
     pub fn add_provider(
@@ -99,6 +108,7 @@ impl Host {
     ) -> Result<(), ProvidersError> {
         let id = provider.id.clone();
         let headers = std::mem::take(&mut provider.headers);
+        headers_sendable(&headers)?;
         let entry = (!headers.is_empty()).then(|| new_headers_entry(&id));
         settings.add_provider(ProviderSettings {
             stored_headers: headers.keys().cloned().collect(),
@@ -453,6 +463,15 @@ impl Host {
     /// Adds the provider, or updates the one with its id (fields Conduit does not know are
     /// kept, and a named key variable too unless a key is typed or the provider moves).
     pub fn save_provider(&self, mut input: ProviderInput) -> Result<(), ProvidersError> {
+        // A masked value stands for the stored one, which was checked when it was saved.
+        headers_sendable(
+            &input
+                .headers
+                .iter()
+                .filter(|(_, value)| value.as_str() != MASKED)
+                .map(|(name, value)| (name.clone(), value.clone()))
+                .collect(),
+        )?;
         let id = input.id.clone();
         // The entry this save wrote the header values to, and the one it replaces: the new
         // goes if the settings write fails, the old once it succeeded. A key typed for a

@@ -286,18 +286,7 @@ impl HttpClient {
             .iter()
             .map(|(name, value)| (*name, value.clone(), false));
         for (name, value, is_extra) in protocol.chain(extra) {
-            let name = HeaderName::try_from(name).map_err(|_| {
-                ProviderError::new(
-                    ProviderErrorKind::Input,
-                    format!("bad header name {name:?}"),
-                )
-            })?;
-            let mut value = HeaderValue::try_from(value).map_err(|_| {
-                ProviderError::new(
-                    ProviderErrorKind::Input,
-                    format!("the value of header {name} is not valid"),
-                )
-            })?;
+            let (name, mut value) = checked_header(name, value)?;
             if is_extra || is_secret_header(name.as_str()) {
                 value.set_sensitive(true);
             }
@@ -1083,6 +1072,29 @@ pub(crate) fn seconds_to_wait(seconds: f64) -> Duration {
     }
     Duration::try_from_secs_f64(seconds.clamp(0.0, LONGEST_RETRY_AFTER.as_secs_f64()))
         .unwrap_or(LONGEST_RETRY_AFTER)
+}
+
+/// A header as a request sends it, or which of its name and value HTTP does not allow (a
+/// space or colon in the name, a line break in the value); the value is never quoted.
+/// Checked when a provider is saved too, so a bad one is refused there and not at every
+/// message.
+pub fn checked_header(
+    name: &str,
+    value: String,
+) -> Result<(HeaderName, HeaderValue), ProviderError> {
+    let name = HeaderName::try_from(name).map_err(|_| {
+        ProviderError::new(
+            ProviderErrorKind::Input,
+            format!("bad header name {name:?}"),
+        )
+    })?;
+    let value = HeaderValue::try_from(value).map_err(|_| {
+        ProviderError::new(
+            ProviderErrorKind::Input,
+            format!("the value of header {name} is not valid"),
+        )
+    })?;
+    Ok((name, value))
 }
 
 /// Credentials a request sent, to be hidden in what comes back about it.

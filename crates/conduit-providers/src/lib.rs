@@ -24,7 +24,7 @@ use conduit_core::media::MediaStore;
 use conduit_core::provider::{ModelRequest, Provider, ProviderError, ProviderErrorKind};
 use serde::{Deserialize, Serialize};
 
-pub use http::{HttpClient, HttpSettings, RetryPolicy};
+pub use http::{HttpClient, HttpSettings, RetryPolicy, checked_header};
 use wire::WireProvider;
 
 /// A wire protocol, as users name it in settings and on the command line.
