@@ -570,6 +570,22 @@ describe("McpSettings", () => {
     expect(select.value).toBe("ask");
   });
 
+  it("keeps an open form: no Edit replaces it until it is saved or cancelled", async () => {
+    setup([server("files", { command: "npx" }), server("time", { command: "uvx" })]);
+    render(McpSettings);
+    await fireEvent.click(within(await serverRow("files")).getByRole("button", { name: "Edit" }));
+    const form = screen.getByRole("form", { name: "Server form" });
+    await fireEvent.input(within(form).getByLabelText("Command"), { target: { value: "bunx-typed" } });
+    for (const name of ["files", "time"]) {
+      const edit = within(await serverRow(name)).getByRole("button", { name: "Edit" }) as HTMLButtonElement;
+      expect(edit.disabled).toBe(true);
+    }
+    expect((within(form).getByLabelText("Command") as HTMLInputElement).value).toBe("bunx-typed");
+    await fireEvent.click(within(form).getByRole("button", { name: "Cancel" }));
+    const edit = within(await serverRow("time")).getByRole("button", { name: "Edit" }) as HTMLButtonElement;
+    expect(edit.disabled).toBe(false);
+  });
+
   it("shows the server-wide approval in force again when a change of it is refused", async () => {
     const backend = setup([server("files", { command: "npx" })]);
     backend.overview = { configError: null, servers: [{ name: "files", state: "ready", details: { name: null, version: null, protocolVersion: "2025-06-18", instructions: null, tools: true, resources: false, prompts: false, completions: false }, tool_count: 1 }] };

@@ -55,6 +55,25 @@ describe("Providers settings", () => {
     expect(screen.getByLabelText("Key status").textContent).toContain("••••");
   });
 
+  it("keeps a provider being edited: another Edit or Add waits until it is saved or cancelled", async () => {
+    const other: ProviderSummary = { ...saved, id: "openai", protocol: "openai-responses", baseUrl: "https://api.openai.com/v1" };
+    api.listProviders.mockResolvedValue([saved, other]);
+    api.detectLocalProviders.mockResolvedValue([]);
+    render(ProvidersSettings);
+    const claude = await screen.findByLabelText("Provider claude");
+    await fireEvent.click(within(claude).getByRole("button", { name: "Edit" }));
+    await fireEvent.input(screen.getByLabelText("API key"), { target: { value: "sk-typed-not-saved" } });
+    const openai = screen.getByLabelText("Provider openai");
+    const edit = within(openai).getByRole("button", { name: "Edit" }) as HTMLButtonElement;
+    const add = screen.getByRole("button", { name: "Add provider" }) as HTMLButtonElement;
+    expect(edit.disabled).toBe(true);
+    expect(add.disabled).toBe(true);
+    // What was typed is still there.
+    expect((screen.getByLabelText("API key") as HTMLInputElement).value).toBe("sk-typed-not-saved");
+    await fireEvent.click(screen.getByRole("button", { name: "Cancel" }));
+    expect(edit.disabled).toBe(false);
+  });
+
   it("asks the host to remove a provider, which confirms it natively", async () => {
     const listed: ProviderSummary[] = [saved];
     api.listProviders.mockImplementation(() => Promise.resolve([...listed]));
