@@ -291,7 +291,7 @@ async fn run_with(
                             "{name} is switched off in the mcpServers file (\"disabled\": true)"
                         )),
                         ServerState::Restarting { reason, .. } => {
-                            Some(format!("{name} stopped and is starting again: {reason}"))
+                            Some(format!("{name} is starting again: {reason}"))
                         }
                         ServerState::Starting => Some(format!("{name} did not finish starting")),
                     };

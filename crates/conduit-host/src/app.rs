@@ -1214,8 +1214,11 @@ mod tests {
             .messages(&started.conversation, None)
             .unwrap();
         assert_eq!(saved.len(), 2, "the question and the answer");
-        // The turn is over: stopping it asks nothing of anyone.
+        // The turn is over and gone: stopping it (Stop pressed as it ended) is no error
+        // and leaves nothing behind.
+        assert!(!app.turns.lock().contains_key(&started.turn));
         app.stop(&started.turn);
+        assert!(app.turns.lock().is_empty());
         app.shutdown().await;
     }
 

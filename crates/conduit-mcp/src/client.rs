@@ -1580,8 +1580,9 @@ impl Connection {
                 cwd,
             } => {
                 // Found as the user's shell finds it, also when Conduit started from a
-                // desktop menu: the shell is asked once, off the async workers (it may
-                // take up to 3 s, and every server starting meanwhile waits for it).
+                // desktop menu: the shell is asked off the async workers, once (again
+                // after a minute when it was too slow; each asking may take up to 6 s,
+                // and every server starting meanwhile waits for it).
                 let path = tokio::task::spawn_blocking(crate::shell_path::login_path)
                     .await
                     .unwrap_or_else(|_| std::env::var_os("PATH").unwrap_or_default());
@@ -1942,14 +1943,14 @@ impl Connection {
         self.shared.tools_changed.notified().await;
     }
 
-    /// Whether the session ended because the HTTP server let it expire (a 404): nothing
-    /// failed, so the runtime connects again at once.
     /// Whether the connection has ended (the server exited, closed its output, or its
     /// session expired): nothing sent on it reaches the server.
     pub fn has_ended(&self) -> bool {
         self.ended.is_cancelled()
     }
 
+    /// Whether the session ended because the HTTP server let it expire (a 404): nothing
+    /// failed, so the runtime connects again at once.
     pub fn ended_by_expiry(&self) -> bool {
         self.shared
             .session_expired

@@ -985,7 +985,8 @@ pub struct SlotNow {
     pub connection: Option<Arc<Connection>>,
     /// The tools it listed on that connection (none when it is not ready).
     pub tools: Vec<rmcp::model::Tool>,
-    /// How a call finds this slot again after its session expires (HTTP servers).
+    /// How a call finds this slot again after its session expires or it is started again
+    /// (every server of the file).
     pub reconnect: Option<Reconnect>,
     /// It stopped unexpectedly (or its session expired) and is connecting again.
     pub restarting: bool,

@@ -3,22 +3,62 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
-/// The PATH of the user's shell, asked once (bounded to 3 s; a blocking call: async code
-/// asks from `spawn_blocking`), with the folders only the process's own PATH has before
-/// it; the process's PATH alone when the shell cannot be asked.
+/// The PATH of the user's shell (bounded to 3 s; a blocking call: async code asks from
+/// `spawn_blocking`), with the folders only the process's own PATH has before it; the
+/// process's PATH alone when the shell cannot be asked. Asked once, unless the
+/// interactive shell took too long (a profile loading nvm or conda on cold caches, at the
+/// first start after login): what was found without it is used for
+/// [`PROVISIONAL_FOR`], and then the shell is asked again, rather than missing `npx` until
+/// the app restarts; after [`SLOW_ASKS`] answers too slow in a row the last stands. Callers
+/// meanwhile wait for the one asking.
 pub fn login_path() -> OsString {
-    static PATH: OnceLock<OsString> = OnceLock::new();
-    PATH.get_or_init(|| {
-        let own = std::env::var_os("PATH").unwrap_or_default();
-        match shell_path() {
-            Some(shell) => own_extras_first(&own, &shell),
-            None => own,
-        }
-    })
-    .clone()
+    static PATH: Mutex<Option<Found>> = Mutex::new(None);
+    let mut found = PATH
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(found) = found.as_ref()
+        && found
+            .provisional_since
+            .is_none_or(|since| since.elapsed() < PROVISIONAL_FOR)
+    {
+        return found.path.clone();
+    }
+    let slow_before = found.as_ref().map_or(0, |found| found.slow_asks);
+    let own = std::env::var_os("PATH").unwrap_or_default();
+    let (shell, too_slow) = match std::env::var_os("SHELL").filter(|s| !s.is_empty()) {
+        Some(shell) => path_of_shell(&shell),
+        None => (None, false),
+    };
+    let path = match shell {
+        Some(shell) => own_extras_first(&own, &shell),
+        None => own,
+    };
+    let slow_asks = if too_slow { slow_before + 1 } else { 0 };
+    *found = Some(Found {
+        path: path.clone(),
+        provisional_since: (too_slow && slow_asks < SLOW_ASKS).then(Instant::now),
+        slow_asks,
+    });
+    path
+}
+
+/// How many times in a row the interactive shell may be too slow before its fallback
+/// stands for good (a profile that always hangs costs a few seconds a minute no longer).
+const SLOW_ASKS: u32 = 3;
+
+/// How long a PATH found without the interactive shell's answer is used before the shell
+/// is asked again.
+const PROVISIONAL_FOR: Duration = Duration::from_secs(60);
+
+/// The PATH found, and since when it stands in for the interactive shell's answer.
+struct Found {
+    path: OsString,
+    provisional_since: Option<Instant>,
+    /// How many times in a row the interactive shell was too slow.
+    slow_asks: u32,
 }
 
 /// `command` as given when it has a slash; otherwise its full path on `path`, if found.
@@ -44,21 +84,40 @@ fn is_executable(path: &Path) -> bool {
     }
 }
 
-/// Asks `$SHELL -i -l -c` for its PATH, between markers so profile chatter is ignored:
-/// interactive too, as a terminal's shell is, since nvm, fnm, volta and pyenv put their
-/// PATH lines in `~/.bashrc` (which returns early when not interactive) or `~/.zshrc`
-/// (which a login shell that is not interactive never reads). Its input is empty, so a
-/// profile that asks something reads the end at once. An interactive profile that never
-/// gets to the command (`exec tmux`, `exec zsh` in `~/.bashrc`) or takes too long is
-/// asked again as a login shell only, as before.
-fn shell_path() -> Option<OsString> {
-    let shell = std::env::var_os("SHELL").filter(|s| !s.is_empty())?;
-    path_of_shell(&shell)
+/// The PATH `shell -i -l -c` (the user's `$SHELL`) says, between markers so profile
+/// chatter is ignored: interactive too, as a terminal's shell is, since nvm, fnm, volta and
+/// pyenv put their PATH lines in `~/.bashrc` (which returns early when not interactive) or
+/// `~/.zshrc` (which a login shell that is not interactive never reads). Its input is
+/// empty, so a profile that asks something reads the end at once. An interactive profile
+/// that never gets to the command (`exec tmux`, `exec zsh` in `~/.bashrc`) or takes too
+/// long is asked again as a login shell only.
+///
+/// Also says whether the interactive shell ran out of time (rather than ending without an
+/// answer): then another try may get its answer.
+fn path_of_shell(shell: &std::ffi::OsStr) -> (Option<OsString>, bool) {
+    match ask_shell(shell, &["-i", "-l", "-c"]) {
+        Asked::Path(path) => (Some(path), false),
+        Asked::TooSlow => (ask_shell(shell, &["-l", "-c"]).path(), true),
+        Asked::Nothing => (ask_shell(shell, &["-l", "-c"]).path(), false),
+    }
 }
 
-/// [`shell_path`] of the shell `shell`.
-fn path_of_shell(shell: &std::ffi::OsStr) -> Option<OsString> {
-    ask_shell(shell, &["-i", "-l", "-c"]).or_else(|| ask_shell(shell, &["-l", "-c"]))
+/// What a shell said when asked for its PATH.
+enum Asked {
+    Path(OsString),
+    /// It ended, or its answer was cut or empty.
+    Nothing,
+    /// It had not answered within [`SHELL_PATIENCE`].
+    TooSlow,
+}
+
+impl Asked {
+    fn path(self) -> Option<OsString> {
+        match self {
+            Asked::Path(path) => Some(path),
+            Asked::Nothing | Asked::TooSlow => None,
+        }
+    }
 }
 
 /// How long the shell has to say its PATH.
@@ -69,7 +128,7 @@ const MARKER: &str = "__CONDUIT_PATH__";
 /// `shell flags 'printf …'`'s PATH, read as it comes: the answer is taken once both
 /// markers are in, within [`SHELL_PATIENCE`], even when something the profile started in
 /// the background keeps the output open; what is still running then is ended.
-fn ask_shell(shell: &std::ffi::OsStr, flags: &[&str]) -> Option<OsString> {
+fn ask_shell(shell: &std::ffi::OsStr, flags: &[&str]) -> Asked {
     let mut command = std::process::Command::new(shell);
     command
         .args(flags)
@@ -78,8 +137,12 @@ fn ask_shell(shell: &std::ffi::OsStr, flags: &[&str]) -> Option<OsString> {
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null());
     without_terminal(&mut command);
-    let mut child = command.spawn().ok()?;
-    let mut stdout = child.stdout.take()?;
+    let Ok(mut child) = command.spawn() else {
+        return Asked::Nothing;
+    };
+    let Some(mut stdout) = child.stdout.take() else {
+        return Asked::Nothing;
+    };
     // Reads until the second marker or the end; left to finish by itself when the
     // output stays open past the patience (its pipe ends with the last writer).
     let reader = std::thread::Builder::new()
@@ -100,10 +163,12 @@ fn ask_shell(shell: &std::ffi::OsStr, flags: &[&str]) -> Option<OsString> {
         })
         .ok();
     let deadline = std::time::Instant::now() + SHELL_PATIENCE;
+    let mut too_slow = false;
     let out = reader.and_then(|reader| {
         while !reader.is_finished() && std::time::Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
         }
+        too_slow = !reader.is_finished();
         reader.is_finished().then(|| reader.join().ok()).flatten()
     });
     if !matches!(child.try_wait(), Ok(Some(_))) {
@@ -111,12 +176,19 @@ fn ask_shell(shell: &std::ffi::OsStr, flags: &[&str]) -> Option<OsString> {
         let _ = child.kill();
     }
     let _ = child.wait();
-    let out = String::from_utf8_lossy(&out?).into_owned();
+    if too_slow {
+        return Asked::TooSlow;
+    }
+    let Some(out) = out else {
+        return Asked::Nothing;
+    };
+    let out = String::from_utf8_lossy(&out).into_owned();
     let mut parts = out.split(MARKER);
-    let inner = parts.nth(1)?;
     // Both markers: a cut answer is no answer.
-    parts.next()?;
-    (!inner.is_empty()).then(|| OsString::from(inner))
+    match (parts.nth(1), parts.next()) {
+        (Some(inner), Some(_)) if !inner.is_empty() => Asked::Path(OsString::from(inner)),
+        _ => Asked::Nothing,
+    }
 }
 
 /// The shell in a session of its own, with no controlling terminal: an interactive shell
@@ -221,7 +293,7 @@ mod tests {
             "fake-shell",
             "[ \"$1 $2 $3\" = '-i -l -c' ] || exit 9\necho 'profile chatter'\nPATH=\"/opt/from-profile/bin:$PATH\" exec /bin/sh -c \"$4\"\n",
         );
-        let path = path_of_shell(shell.as_os_str()).unwrap();
+        let path = path_of_shell(shell.as_os_str()).0.unwrap();
         assert!(
             path.to_string_lossy().starts_with("/opt/from-profile/bin:"),
             "{path:?}"
@@ -251,7 +323,10 @@ mod tests {
             "execs-away",
             "if [ \"$1\" = -i ]; then exec sleep 30; fi\nPATH=\"/opt/login/bin:$PATH\" exec /bin/sh -c \"$3\"\n",
         );
-        let path = path_of_shell(execs_away.as_os_str()).unwrap();
+        let (path, too_slow) = path_of_shell(execs_away.as_os_str());
+        let path = path.unwrap();
+        // It ran out of time: the answer found without it stands in for a while.
+        assert!(too_slow);
         assert!(
             path.to_string_lossy().starts_with("/opt/login/bin:"),
             "{path:?}"
@@ -262,7 +337,7 @@ mod tests {
             "holds-output",
             "sleep 30 &\nPATH=\"/opt/interactive/bin:$PATH\" exec /bin/sh -c \"$4\"\n",
         );
-        let path = path_of_shell(holds.as_os_str()).unwrap();
+        let path = path_of_shell(holds.as_os_str()).0.unwrap();
         assert!(
             path.to_string_lossy().starts_with("/opt/interactive/bin:"),
             "{path:?}"

@@ -27,7 +27,8 @@ pub struct McpTool {
     /// The definition as the server listed it, which the model was shown and the call
     /// approved under: a call sent again on a new session needs the same one there.
     definition: rmcp::model::Tool,
-    /// How to find the server again when its HTTP session expires (HTTP servers only).
+    /// How to find the server again when its HTTP session expires or it was started again
+    /// (every server of the file; not Conduit's own).
     reconnect: Option<Reconnect>,
     /// What ran as the server when the tool was listed for the turn (`None`: unknown).
     from: Option<RunningFrom>,
@@ -169,7 +170,7 @@ impl Tool for McpTool {
             Some(reconnect) if self.connection.ended_by_expiry() || self.connection.has_ended() => {
                 (self.connected_again(reconnect, &context).await?, None)
             }
-            // Kept only while a second send may be needed (HTTP servers).
+            // Kept while a second send may be needed (a session that expires mid-call).
             Some(reconnect) => {
                 self.unchanged_since_listed(&context).await?;
                 (
@@ -294,7 +295,7 @@ impl McpTool {
         let before = if self.connection.ended_by_expiry() {
             "its session expired before the call ran"
         } else {
-            "it stopped and was started again before the call ran"
+            "it stopped before the call ran"
         };
         let (connection, tools) = reconnect
             .connected_again(Some(&self.connection), &context.cancel)

@@ -259,10 +259,13 @@ export class MentionController {
     return taken;
   }
 
-  /** Puts back what a message took along, when it could not be sent. */
+  /** Puts back what a message took along, when it could not be sent, before what was
+   *  chosen since (which is kept, as the composer keeps what was typed since). */
   restore(taken: Taken): void {
-    this.attached = taken.chosen;
-    this.prompt = taken.promptChosen;
+    const key = (chosen: Chosen): string => JSON.stringify(chosen.mention);
+    const back = new Set(taken.chosen.map(key));
+    this.attached = [...taken.chosen, ...this.attached.filter((chosen) => !back.has(key(chosen)))];
+    this.prompt = this.prompt ?? taken.promptChosen;
   }
 }
 

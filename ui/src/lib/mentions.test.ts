@@ -127,8 +127,16 @@ describe("MentionController", () => {
     ]);
     expect(taken.labels).toEqual(["@ev: Dynamic Text (7)"]);
     expect(mentions.any).toBe(false);
+    // Chosen meanwhile (the message came back later): kept, after what comes back.
+    mentions.typed("@Dyn", 4);
+    mentions.choose(template, "@Dyn");
+    mentions.filling!.values.set("resourceId", "8");
+    expect(mentions.confirm()).toBe(true);
     mentions.restore(taken);
-    expect(mentions.attached).toHaveLength(1);
+    expect(mentions.attached.map((a) => a.label)).toEqual(["ev: Dynamic Text (7)", "ev: Dynamic Text (8)"]);
+    // Given back twice, it is there once.
+    mentions.restore(taken);
+    expect(mentions.attached).toHaveLength(2);
   });
 
   it("says which servers could not list what they offer", async () => {

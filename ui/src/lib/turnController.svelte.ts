@@ -133,9 +133,9 @@ export class TurnController {
   /** Counts sends, so a reload or a page of older messages that started before a send
    *  does not replace the state the new turn streams into. */
   #sends = 0;
-  /** A turn that ended, its message never saved, while another conversation showed: its
-   *  message and error come back when its conversation shows again. */
-  #unsent: { run: Run; error: CommandError | null } | null = null;
+  /** Turns that ended, their messages never saved, while another conversation showed:
+   *  each message and error come back when its conversation shows again. */
+  #unsent: { run: Run; error: CommandError | null }[] = [];
   /** The approval questions answered and not yet moved on by the host (by turn and call):
    *  a second click sends nothing. */
   answering = $state<string[]>([]);
@@ -212,7 +212,7 @@ export class TurnController {
       (loaded) => {
         if (request !== this.#opens) return;
         this.#show(loaded, loaded.length === PAGE);
-        if (this.#unsent?.run.conversation === id) this.#restoreUnsent();
+        for (const unsent of this.#unsent.filter((u) => u.run.conversation === id)) this.#restoreUnsent(unsent);
         return this.#options.scroll.toEnd();
       },
       (e: unknown) => {
@@ -501,8 +501,9 @@ export class TurnController {
     if (!event.saved) {
       // Refused or stopped before its message was saved (a mentioned resource still
       // being read): the message goes back, now or when its conversation shows again.
-      this.#unsent = { run, error: event.error ?? null };
-      if (this.chat === run.chat) this.#restoreUnsent();
+      const unsent = { run, error: event.error ?? null };
+      this.#unsent.push(unsent);
+      if (this.chat === run.chat) this.#restoreUnsent(unsent);
       return;
     }
     if (this.chat !== run.chat) return;
@@ -513,10 +514,8 @@ export class TurnController {
 
   /** Gives back the message of a turn that saved nothing, with its error: its text before
    *  what was typed since, its images and mentions; it leaves the page. */
-  #restoreUnsent(): void {
-    const unsent = this.#unsent;
-    if (!unsent) return;
-    this.#unsent = null;
+  #restoreUnsent(unsent: { run: Run; error: CommandError | null }): void {
+    this.#unsent = this.#unsent.filter((u) => u !== unsent);
     const { run, error } = unsent;
     run.chat.messages = run.chat.messages.filter((m) => m.key !== run.messageKey);
     if (error) this.error = error;

@@ -351,6 +351,28 @@ describe("a turn in the chat controller", () => {
     expect(t.controller.draftText).toBe("Summarise @report");
   });
 
+  it("keeps each unsaved message for its own conversation, however many there are", async () => {
+    const t = setup();
+    t.acceptTurns({ conversation: "c1", turn: "t1" });
+    t.api.loadMessages.mockResolvedValue([]);
+    await t.controller.open("c1");
+    await t.controller.send(choice, "First", []);
+    await t.controller.open("c2");
+    t.emit({ type: "ended", status: "error", error: { message: "one" }, saved: false });
+    t.acceptTurns({ conversation: "c2", turn: "t2" });
+    await t.controller.send(choice, "Second", []);
+    await t.controller.open("c3");
+    t.emit({ type: "ended", status: "error", error: { message: "two" }, saved: false });
+    expect(t.controller.draftText).toBe("");
+    await t.controller.open("c1");
+    expect(t.controller.draftText).toBe("First");
+    expect(t.controller.error?.message).toBe("one");
+    t.controller.draftText = "";
+    await t.controller.open("c2");
+    expect(t.controller.draftText).toBe("Second");
+    expect(t.controller.error?.message).toBe("two");
+  });
+
   it("answers in its own conversation only: another one opened meanwhile neither shows nor stops it", async () => {
     const t = setup();
     t.acceptTurns();
