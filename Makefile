@@ -8,7 +8,7 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/conduit-target
 export CARGO_TERM_COLOR ?= $(if $(CI),never,auto)
 CARGO := cargo
 # The desktop end-to-end tests (the real app in a real window).
-DESKTOP_TESTS := desktop desktop_chat desktop_chat_window desktop_settings desktop_webview desktop_secrets desktop_approval desktop_images desktop_elicit desktop_sampling desktop_builtin desktop_oauth desktop_toolset desktop_export desktop_mentions desktop_app_views
+DESKTOP_TESTS := desktop desktop_chat desktop_chat_window desktop_settings desktop_webview desktop_secrets desktop_approval desktop_images desktop_elicit desktop_sampling desktop_builtin desktop_oauth desktop_toolset desktop_export desktop_mentions desktop_app_views desktop_quit
 # The version every crate shares (the package's version).
 VERSION := $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' Cargo.toml | head -n 1)
 # Where `make package` leaves the .deb.

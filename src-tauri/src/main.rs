@@ -131,6 +131,7 @@ fn main() -> std::process::ExitCode {
             tauri::async_runtime::spawn(async move {
                 serving.http().apply().await;
             });
+            tauri::async_runtime::spawn(ended_by_the_system(handle.clone()));
             tauri::async_runtime::spawn(mcp_events(app, handle));
             Ok(())
         })
@@ -158,6 +159,35 @@ fn main() -> std::process::ExitCode {
     // Turns and servers ended on Exit above: nothing left to wait for.
     runtime.shutdown_background();
     std::process::ExitCode::SUCCESS
+}
+
+/// Ends the app as its own Quit does when the system asks it to end (SIGTERM at logout or
+/// shutdown, `kill`; SIGHUP when its terminal closes): the Exit event ends turns and the
+/// MCP servers' process groups. Without it the process died at once, and what a server
+/// started (`npx`'s node, `uvx`'s python) outlived it: only the direct child hears of its
+/// parent's death.
+async fn ended_by_the_system(handle: tauri::AppHandle) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (terminate, hangup) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::hangup()),
+        );
+        let (Ok(mut terminate), Ok(mut hangup)) = (terminate, hangup) else {
+            tracing::warn!(
+                "the system's requests to end cannot be heard; servers may outlive a kill"
+            );
+            return;
+        };
+        tokio::select! {
+            _ = terminate.recv() => tracing::info!("asked to end (SIGTERM)"),
+            _ = hangup.recv() => tracing::info!("asked to end (SIGHUP)"),
+        }
+        handle.exit(0);
+    }
+    #[cfg(not(unix))]
+    drop(handle);
 }
 
 /// WebKit's default cache model (a web browser's) keeps resources no page uses any more, tool

@@ -1,6 +1,6 @@
 //! stdio server processes: each in its own process group, its stderr kept as a tail for
 //! the user, killed with its whole group on shutdown, and on Linux killed by the kernel
-//! when Conduit dies, so no server is ever left orphaned.
+//! when Conduit dies (the server itself: a child it started outlives a SIGKILL).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
