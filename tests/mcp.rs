@@ -409,6 +409,30 @@ fn a_syntax_error_in_the_file_is_reported_and_the_file_left_alone() {
     assert_eq!(std::fs::read_to_string(&path).unwrap(), broken);
 }
 
+/// Arguments that are not JSON are refused before any server starts: a typo does not cost
+/// a server's whole start.
+#[test]
+fn arguments_that_are_not_json_are_refused_before_any_server_starts() {
+    let started = tempfile::tempdir().unwrap();
+    let mark = started.path().join("started");
+    let setup = Setup::new(json!({
+        "slow": {"command": "sh", "args": ["-c", format!("touch '{}'; exec sleep 30", mark.display()), "MARKER"]}
+    }));
+    for args in [
+        &["mcp", "call", "slow", "echo", "--args", "{bad"][..],
+        &["mcp", "prompt", "slow", "p", "--args", "[1,"][..],
+    ] {
+        let out = setup.conduit(args);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("--args is not JSON"),
+            "{}",
+            stderr(&out)
+        );
+    }
+    assert!(!mark.exists(), "no server was started");
+}
+
 /// A file named with --mcp-config or CONDUIT_MCP_CONFIG that is not there (a typo) is
 /// said; the default file not there yet is not.
 #[test]

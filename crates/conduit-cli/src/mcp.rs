@@ -98,6 +98,11 @@ pub async fn run(host: Arc<Host>, command: McpCommand) -> Result<u8, Failure> {
         McpCommand::Serve { http, allow_remote } => {
             return serve(&host, *http, *allow_remote).await;
         }
+        // Arguments that are not JSON are said before any server starts (which may take
+        // the whole start timeout).
+        McpCommand::Call { args, .. } | McpCommand::Prompt { args, .. } => {
+            parse_args(args)?;
+        }
         _ => {}
     }
     let servers = host
