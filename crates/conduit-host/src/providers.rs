@@ -63,7 +63,9 @@ pub struct ProviderSummary {
 
 /// Refuses headers a request could not send (`Bad Name`, a value with a line break): saved,
 /// they made every message to the provider fail.
-fn headers_sendable(headers: &BTreeMap<String, String>) -> Result<(), ProvidersError> {
+fn headers_sendable<'a>(
+    headers: impl IntoIterator<Item = (&'a String, &'a String)>,
+) -> Result<(), ProvidersError> {
     for (name, value) in headers {
         conduit_providers::checked_header(name, value.clone())?;
     }
@@ -464,14 +466,7 @@ impl Host {
     /// kept, and a named key variable too unless a key is typed or the provider moves).
     pub fn save_provider(&self, mut input: ProviderInput) -> Result<(), ProvidersError> {
         // A masked value stands for the stored one, which was checked when it was saved.
-        headers_sendable(
-            &input
-                .headers
-                .iter()
-                .filter(|(_, value)| value.as_str() != MASKED)
-                .map(|(name, value)| (name.clone(), value.clone()))
-                .collect(),
-        )?;
+        headers_sendable(input.headers.iter().filter(|(_, value)| *value != MASKED))?;
         let id = input.id.clone();
         // The entry this save wrote the header values to, and the one it replaces: the new
         // goes if the settings write fails, the old once it succeeded. A key typed for a

@@ -78,11 +78,14 @@ fn stream_error_kind(code: &str) -> ProviderErrorKind {
         "RESOURCE_EXHAUSTED" => ProviderErrorKind::RateLimited,
         "INTERNAL" | "DEADLINE_EXCEEDED" => ProviderErrorKind::Server,
         "UNAVAILABLE" => ProviderErrorKind::Overloaded,
-        // An HTTP status as the code (OpenRouter's `"code": 502`).
-        other => match other.parse::<u16>() {
-            Ok(429) => ProviderErrorKind::RateLimited,
-            Ok(503 | 529) => ProviderErrorKind::Overloaded,
-            Ok(500..=599) => ProviderErrorKind::Server,
+        // An HTTP status as the code (OpenRouter's `"code": 502`): what that status says
+        // of an overload, a rate limit or a server failure, as the names above.
+        other => match other.parse::<u16>().map(crate::http::status_kind) {
+            Ok(
+                kind @ (ProviderErrorKind::RateLimited
+                | ProviderErrorKind::Overloaded
+                | ProviderErrorKind::Server),
+            ) => kind,
             _ => ProviderErrorKind::Stream,
         },
     }

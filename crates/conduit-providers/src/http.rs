@@ -988,18 +988,7 @@ fn describe_reqwest(e: reqwest::Error) -> String {
 
 /// Maps an HTTP error status and body to a typed error carrying the provider's message.
 pub fn status_error(status: u16, body: &str, retry_after: Option<Duration>) -> ProviderError {
-    let kind = match status {
-        401 | 403 => ProviderErrorKind::Authentication,
-        404 => ProviderErrorKind::NotFound,
-        413 => ProviderErrorKind::RequestTooLarge,
-        429 => ProviderErrorKind::RateLimited,
-        503 | 529 => ProviderErrorKind::Overloaded,
-        // A request that timed out (408) or met a conflicting one (409, a lock on the
-        // provider's side) may go through as it is the next time: the official SDKs retry
-        // both.
-        408 | 409 | 500..=599 => ProviderErrorKind::Server,
-        _ => ProviderErrorKind::InvalidRequest,
-    };
+    let kind = status_kind(status);
     let message = error_message(body);
     let kind = if kind == ProviderErrorKind::InvalidRequest && refuses_tools(&message) {
         ProviderErrorKind::ToolsUnsupported
@@ -1072,6 +1061,23 @@ pub(crate) fn seconds_to_wait(seconds: f64) -> Duration {
     }
     Duration::try_from_secs_f64(seconds.clamp(0.0, LONGEST_RETRY_AFTER.as_secs_f64()))
         .unwrap_or(LONGEST_RETRY_AFTER)
+}
+
+/// What failed, by the HTTP status it was answered with (or that an error event names as
+/// its code, as OpenRouter's `"code": 502` mid-stream).
+pub(crate) fn status_kind(status: u16) -> ProviderErrorKind {
+    match status {
+        401 | 403 => ProviderErrorKind::Authentication,
+        404 => ProviderErrorKind::NotFound,
+        413 => ProviderErrorKind::RequestTooLarge,
+        429 => ProviderErrorKind::RateLimited,
+        503 | 529 => ProviderErrorKind::Overloaded,
+        // A request that timed out (408) or met a conflicting one (409, a lock on the
+        // provider's side) may go through as it is the next time: the official SDKs retry
+        // both.
+        408 | 409 | 500..=599 => ProviderErrorKind::Server,
+        _ => ProviderErrorKind::InvalidRequest,
+    }
 }
 
 /// A header as a request sends it, or which of its name and value HTTP does not allow (a
