@@ -820,3 +820,62 @@ async fn quitting_while_a_server_starts_leaves_no_process() {
     assert!(servers.reload().await.is_ok());
     assert!(servers.statuses().is_empty(), "{:?}", servers.statuses());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edit_or_a_restart_while_a_server_hangs_in_its_start_applies_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let tag = format!(
+        "{}-hangs",
+        dir.path()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .replace('.', "")
+    );
+    let file = dir.path().join("mcp_servers.json");
+    // "hangs" never answers the handshake: it is starting for the whole start timeout
+    // (a minute here), as a wrong command waiting for input or a dead URL's host is.
+    let hangs = json!({"command": "python3",
+                       "args": ["-c", "import time; time.sleep(120)", "stdio", &tag]});
+    write(
+        &file,
+        json!({"hangs": hangs.clone(), "works": entry("edit-works", &[])}),
+    );
+    let servers =
+        McpRuntime::watch_in_background(RuntimeOptions::new(&file, Duration::from_secs(60)));
+    wait_until("the hanging server runs", Duration::from_secs(10), || {
+        pids(&tag).len() == 1
+    })
+    .await;
+    wait_until("the other server is ready", Duration::from_secs(20), || {
+        state_of(&servers, "works") == "ready"
+    })
+    .await;
+    assert_eq!(state_of(&servers, "hangs"), "starting");
+
+    // A Restart of another server does not wait for the hanging start.
+    tokio::time::timeout(Duration::from_secs(20), servers.restart_server("works"))
+        .await
+        .expect("the restart waited for another server's start");
+    assert_eq!(state_of(&servers, "works"), "ready");
+    assert_eq!(state_of(&servers, "hangs"), "starting");
+
+    // The user fixes the hanging entry: it is stopped and the fixed one starts at once,
+    // not after the start timeout.
+    write(
+        &file,
+        json!({"hangs": entry("edit-fixed", &[]), "works": entry("edit-works", &[])}),
+    );
+    tokio::time::timeout(Duration::from_secs(20), servers.reload())
+        .await
+        .expect("the edit waited for the hanging start")
+        .unwrap();
+    assert_eq!(state_of(&servers, "hangs"), "ready");
+    wait_until(
+        "the hanging process is gone",
+        Duration::from_secs(5),
+        || pids(&tag).is_empty(),
+    )
+    .await;
+    servers.shutdown().await;
+}

@@ -373,22 +373,26 @@ impl McpRuntime {
     /// Stops a server and starts it again (the user asked; its entry is unchanged), and
     /// waits until it is ready or failed.
     pub async fn restart_server(&self, server: &str) {
-        let _change = self.inner.changes.lock().await;
-        if self.inner.closing.is_cancelled() {
-            return;
-        }
-        let Some(source) = self
-            .inner
-            .state
-            .lock()
-            .slots
-            .get(server)
-            .map(|slot| slot.source.clone())
-        else {
-            return;
+        let settled = {
+            let _change = self.inner.changes.lock().await;
+            if self.inner.closing.is_cancelled() {
+                return;
+            }
+            let Some(source) = self
+                .inner
+                .state
+                .lock()
+                .slots
+                .get(server)
+                .map(|slot| slot.source.clone())
+            else {
+                return;
+            };
+            stop_slots(&self.inner, &[server.to_owned()]).await;
+            install(&self.inner, server.to_owned(), source)
         };
-        stop_slots(&self.inner, &[server.to_owned()]).await;
-        let settled = install(&self.inner, server.to_owned(), source);
+        // Waited for without the change lock: a start that hangs (until its timeout)
+        // must not hold the next edit of the file or the next Restart.
         let _ = settled.await;
     }
 
@@ -408,9 +412,29 @@ impl McpRuntime {
 
 /// Reads the file and brings the servers in line with it (and with Conduit's own).
 async fn apply_file(inner: &Arc<Inner>) -> Result<(), ConfigError> {
-    let _change = inner.changes.lock().await;
+    let settling = {
+        let _change = inner.changes.lock().await;
+        match change_to_file(inner).await? {
+            Some(settling) => settling,
+            None => return Ok(()),
+        }
+    };
+    // Waited for without the change lock, as a Restart's start is: an edit that fixes a
+    // server hanging in its start (a wrong command, an unreachable URL) stops it at
+    // once instead of after the start timeout. A start stopped so ends its wait here.
+    futures::future::join_all(settling).await;
+    let _ = inner.events.send(LiveEvent::ConfigApplied);
+    Ok(())
+}
+
+/// Under the change lock: reads the file, stops the servers whose entry went or
+/// changed and installs the new ones; `None` when the runtime is closing. Returns
+/// the new servers' first starts to wait for.
+async fn change_to_file(
+    inner: &Arc<Inner>,
+) -> Result<Option<Vec<oneshot::Receiver<()>>>, ConfigError> {
     if inner.closing.is_cancelled() {
-        return Ok(());
+        return Ok(None);
     }
     let snapshot = match config::read(&inner.options.file) {
         Ok(snapshot) => snapshot,
@@ -506,9 +530,7 @@ async fn apply_file(inner: &Arc<Inner>) -> Result<(), ConfigError> {
             .map(|(name, source)| install(inner, name, source))
             .collect()
     };
-    futures::future::join_all(settling).await;
-    let _ = inner.events.send(LiveEvent::ConfigApplied);
-    Ok(())
+    Ok(Some(settling))
 }
 
 /// Removes the slots named, cancelling their supervisors, and waits until each has
