@@ -212,6 +212,7 @@ async fn asked_call(
                 }
             }
             TurnEvent::Ended { .. } => panic!("the turn ended without asking"),
+            TurnEvent::ServersStarting { .. } => {}
         }
     };
     (started, events, asked)
@@ -825,6 +826,7 @@ async fn a_view_opens_only_for_a_call_the_host_ran() {
                 }
             }
             TurnEvent::Ended { .. } => panic!("the turn ended before the call ran"),
+            TurnEvent::ServersStarting { .. } => {}
         }
     }
     let running = ready(&app, &asked.id, None).await;

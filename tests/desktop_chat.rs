@@ -333,3 +333,52 @@ async fn a_day_in_the_chat_window() {
     window.shot(&fixture.shot("10-always-allowed.png")).await;
     window.session.close().await.unwrap();
 }
+
+/// A message sent while a server is still starting (a first `npx` download, here one that
+/// never answers) says what it waits for; "Answer without it" begins the answer at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_sent_while_a_server_starts_says_so_and_can_go_without_it() {
+    let chat = Dialect::OpenAiChat;
+    let fixture = Fixture::new().await;
+    let tag = format!(
+        "{}-notes",
+        fixture
+            .home
+            .path()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .replace('.', "")
+    );
+    let servers = json!({"mcpServers": {"notes": {
+        "command": "sh",
+        "args": ["-c", "exec sleep 600", &tag]
+    }}});
+    std::fs::write(
+        fixture.home.path().join("mcp_servers.json"),
+        servers.to_string(),
+    )
+    .unwrap();
+    fixture
+        .llm
+        .push(vec![chat.text(&["Hello without the notes."])]);
+    let window = fixture.open().await;
+    window.send("Read my notes").await;
+    window
+        .wait(r#"document.querySelector('[aria-label="Servers starting"]')?.textContent.includes("Waiting for notes to start")"#)
+        .await;
+    window
+        .shot(&fixture.shot("11-waiting-for-a-server.png"))
+        .await;
+    assert!(
+        fixture.llm.requests().is_empty(),
+        "the model was asked before the server settled"
+    );
+    window.click_button("Answer without it").await;
+    window.answer_contains("Hello without the notes.").await;
+    let notice = window
+        .js(r#"return document.querySelectorAll('[aria-label="Servers starting"]').length;"#)
+        .await;
+    assert_eq!(notice, 0, "the notice went once the answer began");
+    window.session.close().await.unwrap();
+}

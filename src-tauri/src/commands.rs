@@ -349,6 +349,15 @@ pub fn stop_turn(state: tauri::State<'_, AppState>, turn: String) -> Reply<()> {
 }
 
 window_command! {
+/// A turn waiting for servers to start begins without them; it only takes tools away.
+#[tauri::command(async)]
+pub fn answer_without_waiting(state: tauri::State<'_, AppState>, turn: String) -> Reply<()> {
+    state.app.answer_without_waiting(&turn);
+    Ok(())
+}
+}
+
+window_command! {
 /// Answers a call's approval question; "Always allow" only after the user confirms it
 /// natively (a script in the page cannot save an allow alone).
 #[tauri::command]

@@ -70,6 +70,10 @@ pub struct Started {
 #[derive(Debug, Clone, Serialize, ts_rs::TS)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum TurnEvent {
+    /// The servers whose start the turn waits for before it begins, so that their tools
+    /// are offered (a first `npx` downloading its package): sent as the set changes, and
+    /// empty once it no longer waits. [`App::answer_without_waiting`] ends the wait.
+    ServersStarting { servers: Vec<String> },
     Agent {
         /// Boxed: an agent event is much larger than `Ended`.
         event: Box<AgentEvent>,
@@ -114,6 +118,8 @@ struct Turn {
     /// The conversation it runs in: one turn at a time in each.
     conversation: String,
     cancel: CancellationToken,
+    /// Cancelled when the user wants the answer without the servers still starting.
+    without_waiting: CancellationToken,
     /// Set once the turn is prepared (its tools known); answers before that find no
     /// question.
     approval: Arc<std::sync::OnceLock<Arc<WindowApproval>>>,
@@ -594,6 +600,7 @@ impl App {
         };
         let turn = uuid::Uuid::now_v7().to_string();
         let cancel = CancellationToken::new();
+        let without_waiting = CancellationToken::new();
         let conversation_of_calls = conversation.clone();
         let agent_sink: EventSink = {
             let sink = sink.clone();
@@ -636,6 +643,7 @@ impl App {
                 Turn {
                     conversation: conversation.clone(),
                     cancel: cancel.clone(),
+                    without_waiting: without_waiting.clone(),
                     approval: approval.clone(),
                 },
             );
@@ -655,7 +663,9 @@ impl App {
         };
         let app = self.clone();
         let turn_id = turn.clone();
+        let conversation_of_turn = conversation.clone();
         let saved = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let waiting_sink = sink.clone();
         conduit_core::task::spawn(async move {
             // The turn runs in its own task so that even a panic in it ends the turn
             // for the window instead of leaving it waiting.
@@ -663,11 +673,27 @@ impl App {
             let run_cancel = cancel.clone();
             let made_ready = saved.clone();
             let run = tokio::spawn(async move {
-                // Stop works while the first turn waits for the servers to start.
-                let servers = tokio::select! {
-                    servers = host_app.servers() => servers,
+                // A server still starting (the app just opened, an entry just added) has
+                // no tools yet: the turn waits for it, saying so, unless the user wants
+                // the answer without it, or stops. A server this conversation switched
+                // off is not waited for.
+                let servers = host_app.runtime();
+                let off = host_app.servers_switched_off(&conversation_of_turn, &servers);
+                let waited = servers.until_started(
+                    |server| off.iter().any(|off| off == server),
+                    |starting| {
+                        waiting_sink(TurnEvent::ServersStarting {
+                            servers: starting.to_vec(),
+                        });
+                    },
+                );
+                tokio::select! {
+                    () = waited => {}
+                    () = without_waiting.cancelled() => {
+                        waiting_sink(TurnEvent::ServersStarting { servers: Vec::new() });
+                    }
                     () = run_cancel.cancelled() => return Err(crate::chat::ChatError::Stopped),
-                };
+                }
                 // And while the turn is made ready: a mentioned resource or prompt is read
                 // from its server, which may never answer.
                 let prepared = tokio::select! {
@@ -710,6 +736,27 @@ impl App {
             });
         });
         Ok(Started { conversation, turn })
+    }
+
+    /// A running turn that waits for servers to start begins at once with the tools of
+    /// those ready. A turn past its wait, or ended, has nothing to skip.
+    pub fn answer_without_waiting(&self, turn: &str) {
+        if let Some(running) = self.turns.lock().get(turn) {
+            running.without_waiting.cancel();
+        }
+    }
+
+    /// The servers `conversation` switched off, which its turns do not wait for (all,
+    /// when its choice cannot be read: it then offers no tool); none when the store
+    /// fails (waiting is the safe side of that).
+    fn servers_switched_off(&self, conversation: &str, servers: &McpRuntime) -> Vec<String> {
+        match self.host.conversation_toolset(conversation, servers) {
+            Ok(kept) => kept.toolset.off_servers,
+            Err(error) => {
+                tracing::warn!(%error, "a conversation's toolset could not be read; its turn waits for every server");
+                Vec::new()
+            }
+        }
     }
 
     /// Stops a running turn; the partial answer is kept, marked interrupted. A turn that
@@ -1179,6 +1226,7 @@ mod tests {
                         text.push_str(piece);
                     }
                 }
+                TurnEvent::ServersStarting { .. } => {}
                 TurnEvent::Ended { .. } => return (text, event),
             }
         }
@@ -1522,6 +1570,105 @@ mod tests {
                 .is_err_and(|e| e.kind() == std::io::ErrorKind::WouldBlock),
             "the server's URL was never reached"
         );
+    }
+
+    /// The next event that is not the agent's.
+    async fn next_turn_event(events: &mut mpsc::UnboundedReceiver<TurnEvent>) -> TurnEvent {
+        loop {
+            let event = tokio::time::timeout(Duration::from_secs(30), events.recv())
+                .await
+                .unwrap()
+                .unwrap();
+            if !matches!(event, TurnEvent::Agent { .. }) {
+                return event;
+            }
+        }
+    }
+
+    /// A turn sent while servers start waits for them, naming them; it begins when they
+    /// settled (one failed here), or at once when the user wants the answer without them,
+    /// and never waits for a server its conversation switched off.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_turn_waits_for_the_servers_starting_naming_them_unless_told_not_to() {
+        let dir = tempfile::tempdir().unwrap();
+        let dialect = Dialect::OpenAiChat;
+        let server = ScriptedLlm::start(vec![dialect.text(&["Hello"]), dialect.text(&["Again"])])
+            .await
+            .unwrap();
+        let url = dialect.base_url(&server.url());
+        let app = app(
+            dir.path(),
+            json!({"id": "local", "protocol": "openai-chat", "baseUrl": url, "defaultModel": "m"}),
+        );
+        // "hangs" never answers the handshake (starting for the whole start timeout, as
+        // a first npx download is for a while); "fails" exits after a second.
+        std::fs::write(
+            &app.host().paths().mcp_config_file,
+            json!({"mcpServers": {
+                "hangs": {"command": "sh", "args": ["-c", "exec sleep 120"]},
+                "fails": {"command": "sh", "args": ["-c", "sleep 1; exit 3"]},
+                "later": {"command": "sh", "args": ["-c", "exec sleep 120"], "disabled": true},
+            }})
+            .to_string(),
+        )
+        .unwrap();
+
+        let (sink, mut events) = collector();
+        let started = app.send(request("Say hello"), sink).unwrap();
+        let TurnEvent::ServersStarting { servers } = next_turn_event(&mut events).await else {
+            panic!("the turn did not say what it waits for");
+        };
+        assert_eq!(servers, ["hangs", "fails"]);
+        // "fails" settles by itself; "hangs" is still waited for.
+        let TurnEvent::ServersStarting { servers } = next_turn_event(&mut events).await else {
+            panic!("the turn did not say what it still waits for");
+        };
+        assert_eq!(servers, ["hangs"]);
+        app.answer_without_waiting(&started.turn);
+        let TurnEvent::ServersStarting { servers } = next_turn_event(&mut events).await else {
+            panic!("the turn did not say it no longer waits");
+        };
+        assert!(servers.is_empty());
+        let (text, ended) = until_ended(&mut events).await;
+        assert_eq!(text, "Hello");
+        assert!(
+            matches!(
+                ended,
+                TurnEvent::Ended {
+                    status: TurnStatus::Complete,
+                    saved: true,
+                    ..
+                }
+            ),
+            "{ended:?}"
+        );
+
+        // A conversation that switched "hangs" off does not wait for it at all.
+        app.host()
+            .set_conversation_toolset(
+                &started.conversation,
+                &crate::toolset::Toolset {
+                    off_servers: vec!["hangs".into()],
+                    off_tools: Vec::new(),
+                },
+            )
+            .unwrap();
+        let (sink, mut events) = collector();
+        let mut again = request("Say hello");
+        again.conversation = Some(started.conversation.clone());
+        app.send(again, sink).unwrap();
+        let ended = next_turn_event(&mut events).await;
+        assert!(
+            matches!(
+                ended,
+                TurnEvent::Ended {
+                    status: TurnStatus::Complete,
+                    ..
+                }
+            ),
+            "it waited: {ended:?}"
+        );
+        app.shutdown().await;
     }
 
     /// Every file under `dir` (none when it does not exist).

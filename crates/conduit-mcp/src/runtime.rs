@@ -41,6 +41,8 @@ pub(crate) const RELIST_TIMEOUT: Duration = Duration::from_secs(30);
 const RELIST_GAP: Duration = Duration::from_secs(1);
 /// How long a server whose connection ended may take to be seen exiting.
 const EXIT_PATIENCE: Duration = Duration::from_millis(500);
+/// How long a turn waits for starting servers before it says it waits for them.
+const FIRST_WAITING_WORD: Duration = Duration::from_millis(300);
 /// Edits arriving within this window apply once.
 const DEBOUNCE: Duration = Duration::from_millis(150);
 
@@ -146,6 +148,9 @@ struct Inner {
     closing: CancellationToken,
     /// Set once the file was first applied (ready or failed, every server).
     applied: tokio::sync::watch::Sender<bool>,
+    /// Set once the file was first read and its servers put in place (starting), or
+    /// found unreadable.
+    read: tokio::sync::watch::Sender<bool>,
 }
 
 impl Inner {
@@ -158,6 +163,7 @@ impl Inner {
             changes: tokio::sync::Mutex::new(()),
             closing: CancellationToken::new(),
             applied: tokio::sync::watch::channel(false).0,
+            read: tokio::sync::watch::channel(false).0,
         })
     }
 }
@@ -222,6 +228,67 @@ impl McpRuntime {
         tokio::select! {
             _ = applied.wait_for(|done| *done) => {}
             () = self.inner.closing.cancelled() => {}
+        }
+    }
+
+    /// Waits until no server is in a start (each is ready, failed, signed out or waiting
+    /// to start again), those `skip` names aside, or the runtime is closing. `waiting`
+    /// hears the names still starting, in the file's order, each time they change: first
+    /// when any is, last with none. Unlike [`McpRuntime::until_applied`] this follows the
+    /// servers as they are now: one added since the first start is waited for too.
+    pub async fn until_started(
+        &self,
+        skip: impl Fn(&str) -> bool,
+        mut waiting: impl FnMut(&[String]),
+    ) {
+        // Subscribed before the state is read: no change between the two is missed.
+        let mut events = self.inner.events.subscribe();
+        let mut read = self.inner.read.subscribe();
+        tokio::select! {
+            _ = read.wait_for(|read| *read) => {}
+            () = self.inner.closing.cancelled() => return,
+        }
+        let mut told: Option<Vec<String>> = None;
+        // Starts that settle at once (Conduit's own server, a command not found) are not
+        // worth a word: the first one goes after a moment.
+        let first_word = tokio::time::Instant::now() + FIRST_WAITING_WORD;
+        loop {
+            let starting: Vec<String> = {
+                let state = self.inner.state.lock();
+                state
+                    .order
+                    .iter()
+                    .filter(|name| !skip(name))
+                    .filter(|name| {
+                        state
+                            .slots
+                            .get(*name)
+                            .is_some_and(|slot| matches!(slot.running.state, ServerState::Starting))
+                    })
+                    .cloned()
+                    .collect()
+            };
+            let quiet = told.is_none() && tokio::time::Instant::now() < first_word;
+            if !quiet
+                && told.as_ref() != Some(&starting)
+                && (told.is_some() || !starting.is_empty())
+            {
+                waiting(&starting);
+                told = Some(starting.clone());
+            }
+            if starting.is_empty() {
+                return;
+            }
+            tokio::select! {
+                () = tokio::time::sleep_until(first_word), if quiet => {}
+                received = events.recv() => {
+                    // Missed events (lagged) only mean the state is read again.
+                    if let Err(broadcast::error::RecvError::Closed) = received {
+                        return;
+                    }
+                }
+                () = self.inner.closing.cancelled() => return,
+            }
         }
     }
 
@@ -414,7 +481,9 @@ impl McpRuntime {
 async fn apply_file(inner: &Arc<Inner>) -> Result<(), ConfigError> {
     let settling = {
         let _change = inner.changes.lock().await;
-        match change_to_file(inner).await? {
+        let changed = change_to_file(inner).await;
+        inner.read.send_replace(true);
+        match changed? {
             Some(settling) => settling,
             None => return Ok(()),
         }
@@ -559,9 +628,15 @@ async fn stop_slots(inner: &Inner, names: &[String]) {
 fn install(inner: &Arc<Inner>, name: String, source: Source) -> oneshot::Receiver<()> {
     let (settled, settled_receiver) = oneshot::channel();
     let stop = CancellationToken::new();
+    // An entry that is off starts nothing: never shown (or waited for) as starting.
+    let off = matches!(&source, Source::File(entry) if entry.disabled);
     let starting = Running {
         name: name.clone(),
-        state: ServerState::Starting,
+        state: if off {
+            ServerState::Disabled
+        } else {
+            ServerState::Starting
+        },
         connection: None,
         tools: Vec::new(),
         tools_listed_at: 0,

@@ -18,6 +18,7 @@ export type CommandName =
   | "add_local_provider"
   | "send_message"
   | "stop_turn"
+  | "answer_without_waiting"
   | "tool_choices"
   | "mentionables"
   | "complete_mention"
@@ -256,7 +257,7 @@ action?: ErrorAction, };
 
 export type TurnStatus = "complete" | "interrupted" | "error";
 
-export type TurnEvent = { "type": "agent", 
+export type TurnEvent = { "type": "servers_starting", servers: Array<string>, } | { "type": "agent", 
 /**
  * Boxed: an agent event is much larger than `Ended`.
  */

@@ -98,6 +98,11 @@ export function stopTurn(turn: string): Promise<void> {
   return invoke<void>("stop_turn", { turn });
 }
 
+/** A turn waiting for servers to start begins without them; it only takes tools away. */
+export function answerWithoutWaiting(turn: string): Promise<void> {
+  return invoke<void>("answer_without_waiting", { turn });
+}
+
 /**
  * What a toolset offers among the ready servers' tools: `toolset` as the window holds it
  * for a new chat, else the conversation's own.

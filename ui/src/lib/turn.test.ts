@@ -10,6 +10,7 @@ import {
   mayShowView,
   pendingApproval,
   pendingUserMessage,
+  startingNotice,
 } from "./turn";
 import type { StoredMessage, ToolCall } from "./types";
 
@@ -356,5 +357,15 @@ describe("a call's view mounts only once the host said the call runs", () => {
     expect(mayShowView(other, state.calls.c2)).toBe(false);
     // A call with no server behind it never has a view.
     expect(mayShowView({ ...call, origin: undefined }, state.calls.c1)).toBe(false);
+  });
+});
+
+describe("the notice of servers starting", () => {
+  it("names one server or several, with their hidden characters marked", () => {
+    expect(startingNotice(["filesystem"])).toBe("Waiting for filesystem to start, so that the model can use its tools…");
+    expect(startingNotice(["filesystem", "github", "notion"])).toBe(
+      "Waiting for filesystem, github, and notion to start, so that the model can use their tools…",
+    );
+    expect(startingNotice(["evil\u202Eeman"])).not.toContain("\u202E");
   });
 });

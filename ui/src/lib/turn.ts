@@ -1,5 +1,6 @@
 // How a conversation looks while a turn streams: the agent's events folded into messages
 // and per-call states. Pure functions, so the rules are tested without a window.
+import { visible } from "./visibleText";
 import type {
   AgentEvent,
   Block,
@@ -71,10 +72,13 @@ export interface ChatState {
   calls: Record<string, CallView>;
   /** Set while the provider is being retried: why, and until when. */
   retry: { message: string; until: number } | null;
+  /** The servers the turn waits for to start before it begins (their tools are offered
+   *  once they are up); empty when it waits for none. */
+  starting: string[];
 }
 
 export function emptyState(): ChatState {
-  return { messages: [], calls: {}, retry: null };
+  return { messages: [], calls: {}, retry: null, starting: [] };
 }
 
 /**
@@ -413,4 +417,14 @@ export function pendingApproval(block: ToolCall, view: CallView | undefined): Ap
 export function callLabel(call: ToolCall, origin?: ToolOrigin | null): { server: string | null; tool: string } {
   const known = origin ?? call.origin;
   return known ? { server: known.server, tool: known.tool } : { server: null, tool: call.name };
+}
+
+/** What the chat says while a turn waits for `servers` to start (each name as it shows,
+ *  hidden characters marked). */
+export function startingNotice(servers: string[]): string {
+  const names = new Intl.ListFormat("en", { style: "long", type: "conjunction" }).format(
+    servers.map((name) => visible(name)),
+  );
+  const whose = servers.length === 1 ? "its" : "their";
+  return `Waiting for ${names} to start, so that the model can use ${whose} tools…`;
 }

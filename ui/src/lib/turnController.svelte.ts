@@ -29,7 +29,7 @@ export interface Mentioned {
 /** The commands the chat view uses, typed by api.ts (tests give typed mocks). */
 export type ChatApi = Pick<
   typeof Api,
-  "loadMessages" | "sendMessage" | "stopTurn" | "answerApproval" | "storeAttachment" | "openExternal"
+  "loadMessages" | "sendMessage" | "stopTurn" | "answerWithoutWaiting" | "answerApproval" | "storeAttachment" | "openExternal"
 >;
 
 /** The message list's scroll position, which only the page knows. */
@@ -381,6 +381,20 @@ export class TurnController {
     return true;
   }
 
+  /** The servers the turn on screen waits for to start (none when it does not wait). */
+  get startingServers(): string[] {
+    return this.answeringHere ? this.chat.starting : [];
+  }
+
+  /** Asks the host to begin the turn on screen without the servers still starting. */
+  answerWithoutWaiting(): void {
+    const turn = this.turn;
+    if (!turn || !this.answeringHere) return;
+    void this.#options.api
+      .answerWithoutWaiting(turn)
+      .catch((e: unknown) => (this.error = { message: errorMessage(e) }));
+  }
+
   /** Answers the approval question about `callId`, once: until the host moves the call on
    *  (its next event), another click on its buttons sends nothing. */
   answer(callId: string, decision: Decision): void {
@@ -475,6 +489,10 @@ export class TurnController {
       }
       return;
     }
+    if (event.type === "servers_starting") {
+      run.chat.starting = event.servers;
+      return;
+    }
     this.#end(run, event);
   }
 
@@ -493,6 +511,7 @@ export class TurnController {
   #end(run: Run, event: Extract<TurnEvent, { type: "ended" }>): void {
     this.#flush(run);
     run.ended = true;
+    run.chat.starting = [];
     const finished = run.conversation;
     if (this.#running === run) this.#running = null;
     this.turn = null;

@@ -32,6 +32,7 @@ function setup(extra: { onMentionsBack?: (mentions: unknown) => void } = {}) {
     loadMessages: vi.fn<ChatApi["loadMessages"]>(refuse("loadMessages")),
     sendMessage: vi.fn<ChatApi["sendMessage"]>(refuse("sendMessage")),
     stopTurn: vi.fn<ChatApi["stopTurn"]>(refuse("stopTurn")),
+    answerWithoutWaiting: vi.fn<ChatApi["answerWithoutWaiting"]>(refuse("answerWithoutWaiting")),
     answerApproval: vi.fn<ChatApi["answerApproval"]>(refuse("answerApproval")),
     storeAttachment: vi.fn<ChatApi["storeAttachment"]>(refuse("storeAttachment")),
     openExternal: vi.fn<ChatApi["openExternal"]>(refuse("openExternal")),
@@ -389,6 +390,46 @@ describe("a turn in the chat controller", () => {
     expect(t.controller.answeringHere).toBe(true);
     t.api.stopTurn.mockResolvedValue(undefined);
     expect(t.controller.stop()).toBe(true);
+  });
+
+  it("says which servers the turn waits for, in its own conversation, and can go on without them", async () => {
+    const t = setup();
+    t.acceptTurns();
+    await t.controller.send(choice, "Read my notes", []);
+    expect(t.controller.startingServers).toEqual([]);
+    t.emit({ type: "servers_starting", servers: ["filesystem", "github"] });
+    expect(t.controller.startingServers).toEqual(["filesystem", "github"]);
+    t.emit({ type: "servers_starting", servers: ["github"] });
+    expect(t.controller.startingServers).toEqual(["github"]);
+
+    // Not shown in another conversation, nor skipped from there.
+    t.api.loadMessages.mockResolvedValue([stored(9, "user", "Another chat")]);
+    await t.controller.open("c2");
+    expect(t.controller.startingServers).toEqual([]);
+    t.controller.answerWithoutWaiting();
+    expect(t.api.answerWithoutWaiting).not.toHaveBeenCalled();
+
+    await t.controller.open("c1");
+    expect(t.controller.startingServers).toEqual(["github"]);
+    t.api.answerWithoutWaiting.mockResolvedValue(undefined);
+    t.controller.answerWithoutWaiting();
+    expect(t.api.answerWithoutWaiting).toHaveBeenCalledWith("t1");
+    t.emit({ type: "servers_starting", servers: [] });
+    expect(t.controller.startingServers).toEqual([]);
+  });
+
+  it("stops showing the wait when the turn ends, and says a refused skip", async () => {
+    const t = setup();
+    t.acceptTurns();
+    await t.controller.send(choice, "Read my notes", []);
+    t.emit({ type: "servers_starting", servers: ["filesystem"] });
+    t.api.answerWithoutWaiting.mockRejectedValue(new Error("the host is gone"));
+    t.controller.answerWithoutWaiting();
+    await vi.waitFor(() => expect(t.controller.error?.message).toContain("the host is gone"));
+    t.api.loadMessages.mockResolvedValue([]);
+    t.emit({ type: "ended", status: "interrupted", saved: false });
+    expect(t.controller.startingServers).toEqual([]);
+    expect(t.controller.chat.starting).toEqual([]);
   });
 
   it("does not pull the user back to a new chat they left before it started", async () => {
