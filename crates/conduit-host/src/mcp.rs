@@ -1487,7 +1487,7 @@ mod tests {
     }
 
     #[test]
-    fn numbers_the_page_rounded_are_written_back_as_stored_and_inexact_ones_refuse_the_edit() {
+    fn numbers_the_page_rounded_are_written_back_as_stored_and_long_ones_kept_as_written() {
         let dir = tempfile::tempdir().unwrap();
         let host = host(dir.path());
         let file = dir.path().join("mcp_servers.json");
@@ -1519,39 +1519,38 @@ mod tests {
         assert_eq!(fs["x-limit"], json!(6), "a change is a change: {written}");
         assert_eq!(fs["disabled"], json!(true));
 
-        // A number past 64 bits cannot be written back exactly: refused, unasked.
+        // A number past 64 bits is kept as written: the edit is made in the file's text
+        // (before, it could not be written back exactly and the edit was refused).
         let text =
             r#"{"mcpServers": {"fs": {"command": "fs-mcp", "x-build": 18446744073709551617}}}"#;
         std::fs::write(&file, text).unwrap();
         let shown = host.mcp_file().unwrap();
         let asked = Asked::new();
-        let refused = host.edit_mcp_file(
+        host.edit_mcp_file(
             shown.version,
             Edit::SetDisabled {
                 name: "fs".into(),
                 disabled: true,
             },
             &asked.no(),
-        );
-        let message = refused.unwrap_err().to_string();
-        assert!(
-            message.contains("18446744073709551617") && message.contains("nothing was written"),
-            "{message}"
-        );
-        assert!(asked.questions().is_empty());
-        assert_eq!(std::fs::read_to_string(&file).unwrap(), text);
+        )
+        .unwrap();
+        assert!(asked.questions().is_empty(), "switching off asks nothing");
+        let now = std::fs::read_to_string(&file).unwrap();
+        assert!(now.contains(r#""x-build": 18446744073709551617"#), "{now}");
+        assert!(now.contains(r#""disabled": true"#), "{now}");
         // An edit that changes nothing writes nothing and is no error.
         let shown = host.mcp_file().unwrap();
         host.edit_mcp_file(
             shown.version,
             Edit::SetDisabled {
                 name: "fs".into(),
-                disabled: false,
+                disabled: true,
             },
             &asked.no(),
         )
         .unwrap();
-        assert_eq!(std::fs::read_to_string(&file).unwrap(), text);
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), now);
     }
 
     #[test]

@@ -202,6 +202,9 @@ pub struct Snapshot {
     pub path: PathBuf,
     pub servers: Vec<ServerEntry>,
     document: Value,
+    /// The file's text, without a byte order mark: edits are made in it, so what they do
+    /// not change keeps the user's layout. `None` when the file does not exist.
+    text: Option<String>,
     /// `None` when the file does not exist.
     fingerprint: Option<String>,
     /// The numbers in the file that writing `document` back would change, as written and
@@ -305,6 +308,7 @@ pub fn read_with(
                 path: path.to_owned(),
                 servers: Vec::new(),
                 document: Value::Object(Map::new()),
+                text: None,
                 fingerprint: None,
                 inexact_numbers: Vec::new(),
             });
@@ -326,6 +330,10 @@ pub fn snapshot_of(
         path: path.to_owned(),
         servers,
         document,
+        // It parsed, so it is UTF-8.
+        text: std::str::from_utf8(without_bom(bytes))
+            .ok()
+            .map(str::to_owned),
         fingerprint: Some(conduit_files::fingerprint_bytes(bytes)),
         inexact_numbers: std::str::from_utf8(without_bom(bytes))
             .map(numbers::inexact)
@@ -337,6 +345,11 @@ pub fn snapshot_of(
 /// and JSON parsers refuse it at line 1, column 1, where the raw editor cannot show it.
 fn without_bom(bytes: &[u8]) -> &[u8] {
     bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes)
+}
+
+/// [`without_bom`] for text.
+fn without_bom_text(text: &str) -> &str {
+    text.strip_prefix('\u{FEFF}').unwrap_or(text)
 }
 
 fn parse(path: &Path, bytes: &[u8]) -> Result<Value, ConfigError> {
@@ -939,8 +952,9 @@ pub fn check_edit(path: &Path, edit: &Edit) -> Result<(), ConfigError> {
 
 /// Refuses `edits` on the file `snapshot` read when what they would write could not be
 /// read back as written: larger than [`MAX_FILE_BYTES`], or changing a number in it (see
-/// [`numbers::inexact`]: the document is written whole, and an integer past 64 bits is
-/// held as a double). Edits that change nothing write nothing and pass, as do edits that
+/// [`numbers::inexact`]: an integer past 64 bits is held as a double, which matters where
+/// the edits rewrite it or the file's layout cannot be kept and the document is written
+/// whole). Edits that change nothing write nothing and pass, as do edits that
 /// take such a number out (the entry holding it removed). Callers that ask the user check
 /// it first; [`apply_all`] refuses the same.
 pub fn check_writable(snapshot: &Snapshot, edits: &[Edit]) -> Result<(), ConfigError> {
@@ -948,7 +962,12 @@ pub fn check_writable(snapshot: &Snapshot, edits: &[Edit]) -> Result<(), ConfigE
         return Ok(());
     };
     fits(&snapshot.path, &text)?;
-    kept_exactly(snapshot, &inexact_numbers(snapshot, edits), &document)
+    kept_exactly(
+        snapshot,
+        &inexact_numbers(snapshot, edits),
+        &document,
+        &text,
+    )
 }
 
 /// The numbers the document `edits` start from would hold approximately: those of the
@@ -964,16 +983,19 @@ fn inexact_numbers(snapshot: &Snapshot, edits: &[Edit]) -> Vec<(String, serde_js
     }
 }
 
-/// Refuses `document` if it still holds one of the `inexact` numbers as read.
+/// Refuses `document`, to be written as `text`, if it still holds one of the `inexact`
+/// numbers as read while `text` no longer spells it as written: the number would change.
+/// Text the edits left as the file had it (see [`planned`]) keeps such numbers exactly.
 fn kept_exactly(
     snapshot: &Snapshot,
     inexact: &[(String, serde_json::Number)],
     document: &Value,
+    text: &str,
 ) -> Result<(), ConfigError> {
-    match inexact
-        .iter()
-        .find(|(_, read)| numbers::holds(document, read))
-    {
+    let still_written = numbers::inexact(text);
+    match inexact.iter().find(|(written, read)| {
+        numbers::holds(document, read) && !still_written.iter().any(|(kept, _)| kept == written)
+    }) {
         Some((written, _)) => Err(ConfigError::InexactNumber {
             path: snapshot.path.display().to_string(),
             number: written.clone(),
@@ -984,13 +1006,30 @@ fn kept_exactly(
 
 /// The text `edits` would write over the file `snapshot` read, and its document, checked;
 /// `None` when they change nothing (a server switched to the state it has, a form saved
-/// as it was): a write would take a backup's place and rewrite the file's own formatting
-/// for nothing. Compared as written, so a new order of the same keys is a change.
+/// as it was): a write would take a backup's place for nothing.
+///
+/// The edits are made in the file's own text ([`layout::edited`]), so everything they do
+/// not change stays as the user laid it out; that text is used only when it reads back as
+/// exactly the document they make, and otherwise (or with no file yet) the document is
+/// written whole, pretty-printed.
 fn planned(snapshot: &Snapshot, edits: Vec<Edit>) -> Result<Option<(String, Value)>, ConfigError> {
     let path = &snapshot.path;
+    let laid_out = snapshot
+        .text
+        .as_deref()
+        .and_then(|original| layout::edited(original, &edits));
     let mut document = snapshot.document.clone();
     for edit in edits {
         apply_to(path, &mut document, edit)?;
+    }
+    if let Some(text) = laid_out {
+        if parse(path, text.as_bytes()).is_ok_and(|read| read == document) {
+            let unchanged = snapshot.text.as_deref() == Some(text.as_str());
+            return Ok((!unchanged).then_some((text, document)));
+        }
+        tracing::warn!(
+            "an edit of the mcpServers file could not keep its layout; it is written whole"
+        );
     }
     let pretty = |document: &Value| {
         serde_json::to_string_pretty(document)
@@ -998,6 +1037,7 @@ fn planned(snapshot: &Snapshot, edits: Vec<Edit>) -> Result<Option<(String, Valu
             .map_err(|e| ConfigError::write(path, std::io::Error::other(e)))
     };
     let text = pretty(&document)?;
+    // Compared as written, so a new order of the same keys is a change.
     Ok((text != pretty(&snapshot.document)?).then_some((text, document)))
 }
 
@@ -1022,7 +1062,7 @@ pub fn apply_all(snapshot: &Snapshot, edits: Vec<Edit>) -> Result<Snapshot, Conf
         return read(path);
     };
     fits(path, &text)?;
-    kept_exactly(snapshot, &inexact, &document)?;
+    kept_exactly(snapshot, &inexact, &document, &text)?;
     // The file is checked again as it is swapped out: an editor's save since the check
     // above is kept, and this write refused.
     write_if_unchanged(path, &text, snapshot.version())?;
@@ -1123,6 +1163,7 @@ fn servers_mut<'a>(
         })
 }
 
+mod layout;
 mod numbers;
 mod unique;
 

@@ -355,79 +355,90 @@ fn an_edit_that_changes_nothing_writes_nothing() {
             },
         )
         .unwrap();
-        apply(
-            &read(&path).unwrap(),
-            Edit::Replace {
-                text: mine.replace(' ', "\n"),
-            },
-        )
-        .unwrap();
+        apply(&read(&path).unwrap(), Edit::Replace { text: mine.into() }).unwrap();
     }
     assert_eq!(std::fs::read_to_string(&path).unwrap(), mine);
     assert!(!dir.path().join("mcp_servers.json.bak").exists());
+    // The raw editor's text is written as typed, its layout too.
+    let typed = mine.replace(' ', "\n");
+    apply(
+        &read(&path).unwrap(),
+        Edit::Replace {
+            text: typed.clone(),
+        },
+    )
+    .unwrap();
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), typed);
 }
 
 #[test]
-fn a_number_a_write_would_change_refuses_the_edit_and_keeps_the_file() {
+fn a_number_past_what_a_double_holds_is_kept_as_written() {
     let dir = tempfile::tempdir().unwrap();
     let mine = r#"{"mcpServers": {"fs": {"command": "npx", "x-build": 18446744073709551616, "x-ratio": 0.1}}, "x-seed": 12345678901234567890123}"#;
     let path = write(dir.path(), mine);
     let snapshot = read(&path).unwrap();
+    // Switched off, and the form saved with another command: the edits are made in the
+    // text, so the numbers stay as written (the document holds them as doubles).
     let disable = Edit::SetDisabled {
         name: "fs".into(),
         disabled: true,
     };
-    assert!(
-        matches!(
-            check_writable(&snapshot, std::slice::from_ref(&disable)),
-            Err(ConfigError::InexactNumber { ref number, .. }) if number == "18446744073709551616"
-        ),
-        "checked before anyone is asked"
-    );
-    let error = apply(&snapshot, disable).unwrap_err();
-    assert!(
-        error
-            .to_string()
-            .contains("holds the number 18446744073709551616, which a change made here would write back as another number"),
-        "{error}"
-    );
-    assert!(error.to_string().contains("nothing was written"), "{error}");
-    // What would change nothing is no write and no error.
+    check_writable(&snapshot, std::slice::from_ref(&disable)).unwrap();
+    apply(&snapshot, disable).unwrap();
+    let snapshot = read(&path).unwrap();
+    let mut entry = snapshot.document["mcpServers"]["fs"].clone();
+    entry["command"] = json!("uvx");
     apply(
-        &read(&path).unwrap(),
-        Edit::SetDisabled {
+        &snapshot,
+        Edit::Update {
             name: "fs".into(),
-            disabled: false,
+            entry,
         },
     )
     .unwrap();
-    assert_eq!(std::fs::read_to_string(&path).unwrap(), mine);
-    assert!(!dir.path().join("mcp_servers.json.bak").exists());
-
-    // A whole new text is judged on its own numbers: an exact one is written, one that
-    // would change is refused.
-    let exact = r#"{"mcpServers": {"fs": {"command": "npx", "x-build": 18446744073709551615}}}"#;
-    apply(&read(&path).unwrap(), Edit::Replace { text: exact.into() }).unwrap();
-    let written: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    assert_eq!(
-        written["mcpServers"]["fs"]["x-build"],
-        json!(18446744073709551615u64)
+    // (A field added to an object on one line spreads it over lines, as the CST does.)
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.starts_with(r#"{"mcpServers": {"fs": {"#), "{text}");
+    assert!(
+        text.contains(r#""x-build": 18446744073709551616,"#),
+        "{text}"
     );
-    let error = apply(
-        &read(&path).unwrap(),
-        Edit::Replace {
-            text: r#"{"mcpServers": {}, "x": 1.00000000000000000001}"#.into(),
-        },
+    assert!(
+        text.ends_with(r#"}}, "x-seed": 12345678901234567890123}"#),
+        "{text}"
+    );
+    let document: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(document["mcpServers"]["fs"]["command"], json!("uvx"));
+    assert_eq!(document["mcpServers"]["fs"]["disabled"], json!(true));
+
+    // A whole new text is written as typed, such numbers too.
+    let typed = r#"{"mcpServers": {}, "x": 1.00000000000000000001}"#;
+    apply(&read(&path).unwrap(), Edit::Replace { text: typed.into() }).unwrap();
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), typed);
+
+    // Written whole (the layout could not be kept), the document would change such a
+    // number: refused, saying which.
+    let snapshot = read(&path).unwrap();
+    let whole = serde_json::to_string_pretty(&snapshot.document).unwrap();
+    let error = kept_exactly(
+        &snapshot,
+        &snapshot.inexact_numbers,
+        &snapshot.document,
+        &whole,
     )
     .unwrap_err();
     assert!(
         matches!(error, ConfigError::InexactNumber { ref number, .. } if number == "1.00000000000000000001"),
         "{error}"
     );
-    let now: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    assert_eq!(now, written);
+    assert!(
+        error
+            .to_string()
+            .contains("which a change made here would write back as another number"),
+        "{error}"
+    );
 
-    // Removing the entry that holds such a number loses nothing of it: allowed.
+    // Removing the entry that holds such a number loses nothing of it.
     let two = r#"{"mcpServers": {"keep": {"command": "a"}, "big": {"command": "b", "x": 18446744073709551616}}}"#;
     std::fs::write(&path, two).unwrap();
     let snapshot = read(&path).unwrap();
@@ -438,7 +449,116 @@ fn a_number_a_write_would_change_refuses_the_edit_and_keeps_the_file() {
     assert_eq!(now, json!({"mcpServers": {"keep": {"command": "a"}}}));
 }
 
-/// An editor's save between the read and the write is kept and the write refused.
+/// A file laid out by hand keeps its layout through every kind of edit Settings makes:
+/// only what changed is written differently.
+#[test]
+fn edits_keep_the_files_own_layout() {
+    let dir = tempfile::tempdir().unwrap();
+    let mine = "{\n\t\"mcpServers\": {\n\t\t\"fs\": { \"command\": \"npx\", \"args\": [\"-y\", \"@modelcontextprotocol/server-filesystem\", \"/home/me\"] },\n\n\t\t\"github\": {\n\t\t\t\"command\": \"docker\",\n\t\t\t\"args\": [\"run\", \"-i\", \"ghcr.io/github/github-mcp-server\"],\n\t\t\t\"env\": { \"GITHUB_TOKEN\": \"${GITHUB_TOKEN}\" }\n\t\t}\n\t},\n\t\"x-mine\": \"caf\\u00e9\"\n}\n";
+    let path = write(dir.path(), mine);
+
+    let edit = |edit: Edit| {
+        apply(&read(&path).unwrap(), edit).unwrap();
+        std::fs::read_to_string(&path).unwrap()
+    };
+    // Switched off and on again: the file is as it was.
+    let off = edit(Edit::SetDisabled {
+        name: "github".into(),
+        disabled: true,
+    });
+    assert!(
+        off.contains(
+            "\"env\": { \"GITHUB_TOKEN\": \"${GITHUB_TOKEN}\" },\n\t\t\t\"disabled\": true\n"
+        ),
+        "{off}"
+    );
+    let on = edit(Edit::SetDisabled {
+        name: "github".into(),
+        disabled: false,
+    });
+    assert_eq!(on, mine);
+
+    // A form changes one argument and adds a variable: the rest of the entry, and the
+    // other entries, are as they were; the escaped "é" stays escaped.
+    let mut github = read(&path).unwrap().document["mcpServers"]["github"].clone();
+    github["args"][2] = json!("ghcr.io/github/github-mcp-server:v1");
+    github["env"]["GITHUB_HOST"] = json!("github.example.com");
+    let updated = edit(Edit::Update {
+        name: "github".into(),
+        entry: github,
+    });
+    assert!(updated.starts_with("{\n\t\"mcpServers\": {\n\t\t\"fs\": { \"command\": \"npx\", \"args\": [\"-y\", \"@modelcontextprotocol/server-filesystem\", \"/home/me\"] },\n\n\t\t\"github\": {\n\t\t\t\"command\": \"docker\",\n"), "{updated}");
+    assert!(
+        updated.contains("ghcr.io/github/github-mcp-server:v1"),
+        "{updated}"
+    );
+    assert!(
+        updated.contains("\"GITHUB_HOST\": \"github.example.com\""),
+        "{updated}"
+    );
+    assert!(
+        updated.ends_with("\t\"x-mine\": \"caf\\u00e9\"\n}\n"),
+        "{updated}"
+    );
+
+    // Added and removed: the others keep their layout.
+    let added = edit(Edit::Add {
+        name: "time".into(),
+        entry: json!({"command": "uvx", "args": ["mcp-server-time"]}),
+    });
+    assert!(added.contains("\"time\""), "{added}");
+    let removed = edit(Edit::Remove {
+        name: "time".into(),
+    });
+    assert_eq!(removed, updated);
+    let removed = edit(Edit::Remove { name: "fs".into() });
+    assert!(removed.starts_with("{\n\t\"mcpServers\": {\n"), "{removed}");
+    assert!(
+        removed.contains("\t\t\"github\": {\n\t\t\t\"command\": \"docker\",\n"),
+        "{removed}"
+    );
+
+    // Every step read back as the document the edits make.
+    let document: Value = serde_json::from_str(&removed).unwrap();
+    assert_eq!(document["mcpServers"].as_object().unwrap().len(), 1);
+    assert_eq!(document["x-mine"], json!("café"));
+}
+
+/// A file that had no servers yet, or was empty of them, gets them, laid out.
+#[test]
+fn servers_added_to_a_file_without_any_are_laid_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "{\"theme\": \"dark\"}\n");
+    apply(
+        &read(&path).unwrap(),
+        Edit::Add {
+            name: "fs".into(),
+            entry: json!({"command": "npx", "args": ["-y", "x"]}),
+        },
+    )
+    .unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let document: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        document,
+        json!({"theme": "dark", "mcpServers": {"fs": {"command": "npx", "args": ["-y", "x"]}}})
+    );
+    // And a file that does not exist yet is written pretty.
+    let new = dir.path().join("new.json");
+    apply(
+        &read(&new).unwrap(),
+        Edit::Add {
+            name: "fs".into(),
+            entry: json!({"command": "npx"}),
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&new).unwrap(),
+        "{\n  \"mcpServers\": {\n    \"fs\": {\n      \"command\": \"npx\"\n    }\n  }\n}\n"
+    );
+}
+
 #[test]
 fn a_file_saved_elsewhere_since_it_was_read_is_kept_and_the_edit_refused() {
     let dir = tempfile::tempdir().unwrap();
