@@ -983,9 +983,11 @@ fn inexact_numbers(snapshot: &Snapshot, edits: &[Edit]) -> Vec<(String, serde_js
     }
 }
 
-/// Refuses `document`, to be written as `text`, if it still holds one of the `inexact`
-/// numbers as read while `text` no longer spells it as written: the number would change.
-/// Text the edits left as the file had it (see [`planned`]) keeps such numbers exactly.
+/// Refuses `document`, to be written as `text`, if it holds one of the `inexact` numbers
+/// as read in more places than `text` still spells such a number as it was written: at
+/// least one of them would change. Counted, not looked for: with the same number in two
+/// places, one rewritten must not pass because the other is kept. Text the edits left as
+/// the file had it (see [`planned`]) keeps such numbers exactly.
 fn kept_exactly(
     snapshot: &Snapshot,
     inexact: &[(String, serde_json::Number)],
@@ -993,8 +995,14 @@ fn kept_exactly(
     text: &str,
 ) -> Result<(), ConfigError> {
     let still_written = numbers::inexact(text);
-    match inexact.iter().find(|(written, read)| {
-        numbers::holds(document, read) && !still_written.iter().any(|(kept, _)| kept == written)
+    match inexact.iter().find(|(_, read)| {
+        let kept = still_written
+            .iter()
+            .filter(|(spelled, kept)| {
+                kept == read && inexact.iter().any(|(written, _)| written == spelled)
+            })
+            .count();
+        numbers::times_held(document, read) > kept
     }) {
         Some((written, _)) => Err(ConfigError::InexactNumber {
             path: snapshot.path.display().to_string(),
@@ -1023,7 +1031,17 @@ fn planned(snapshot: &Snapshot, edits: Vec<Edit>) -> Result<Option<(String, Valu
         apply_to(path, &mut document, edit)?;
     }
     if let Some(text) = laid_out {
-        if parse(path, text.as_bytes()).is_ok_and(|read| read == document) {
+        // Equal maps may differ in order; the servers' order is the order they show in.
+        let servers_in_order = |document: &Value| {
+            document
+                .get(SERVERS)
+                .and_then(Value::as_object)
+                .map(|servers| servers.keys().cloned().collect::<Vec<_>>())
+        };
+        let same = |read: Value| {
+            servers_in_order(&read) == servers_in_order(&document) && read == document
+        };
+        if parse(path, text.as_bytes()).is_ok_and(same) {
             let unchanged = snapshot.text.as_deref() == Some(text.as_str());
             return Ok((!unchanged).then_some((text, document)));
         }

@@ -151,6 +151,9 @@ struct Inner {
     /// Set once the file was first read and its servers put in place (starting), or
     /// found unreadable.
     read: tokio::sync::watch::Sender<bool>,
+    /// Changes of the file under way (waiting for the change lock, or stopping and
+    /// installing): a server being replaced has no slot for a moment.
+    changing: tokio::sync::watch::Sender<usize>,
 }
 
 impl Inner {
@@ -164,6 +167,7 @@ impl Inner {
             closing: CancellationToken::new(),
             applied: tokio::sync::watch::channel(false).0,
             read: tokio::sync::watch::channel(false).0,
+            changing: tokio::sync::watch::channel(0).0,
         })
     }
 }
@@ -221,8 +225,8 @@ impl McpRuntime {
         }
     }
 
-    /// Waits until the file was first applied (every server ready or failed), or the
-    /// runtime is shutting down.
+    /// Waits until the file was first applied (every server then in it ready, failed or
+    /// replaced by a later change), or the runtime is shutting down.
     pub async fn until_applied(&self) {
         let mut applied = self.inner.applied.subscribe();
         tokio::select! {
@@ -232,10 +236,11 @@ impl McpRuntime {
     }
 
     /// Waits until no server is in a start (each is ready, failed, signed out or waiting
-    /// to start again), those `skip` names aside, or the runtime is closing. `waiting`
-    /// hears the names still starting, in the file's order, each time they change: first
-    /// when any is, last with none. Unlike [`McpRuntime::until_applied`] this follows the
-    /// servers as they are now: one added since the first start is waited for too.
+    /// to start again) and no change of the file is under way, those `skip` names aside,
+    /// or the runtime is closing. `waiting` hears the names still starting, in the file's
+    /// order, each time they change: first when any is, last with none. Unlike
+    /// [`McpRuntime::until_applied`] this follows the servers as they are now: one added
+    /// or changed since the first start is waited for too.
     pub async fn until_started(
         &self,
         skip: impl Fn(&str) -> bool,
@@ -243,6 +248,7 @@ impl McpRuntime {
     ) {
         // Subscribed before the state is read: no change between the two is missed.
         let mut events = self.inner.events.subscribe();
+        let mut changing = self.inner.changing.subscribe();
         let mut read = self.inner.read.subscribe();
         tokio::select! {
             _ = read.wait_for(|read| *read) => {}
@@ -253,6 +259,7 @@ impl McpRuntime {
         // worth a word: the first one goes after a moment.
         let first_word = tokio::time::Instant::now() + FIRST_WAITING_WORD;
         loop {
+            let under_way = *changing.borrow_and_update() > 0;
             let starting: Vec<String> = {
                 let state = self.inner.state.lock();
                 state
@@ -260,10 +267,12 @@ impl McpRuntime {
                     .iter()
                     .filter(|name| !skip(name))
                     .filter(|name| {
-                        state
-                            .slots
-                            .get(*name)
-                            .is_some_and(|slot| matches!(slot.running.state, ServerState::Starting))
+                        // A supervisor that ended (it panicked) leaves its slot starting
+                        // for good: not waited for.
+                        state.slots.get(*name).is_some_and(|slot| {
+                            matches!(slot.running.state, ServerState::Starting)
+                                && slot.supervisor.as_ref().is_some_and(|s| !s.is_finished())
+                        })
                     })
                     .cloned()
                     .collect()
@@ -276,11 +285,14 @@ impl McpRuntime {
                 waiting(&starting);
                 told = Some(starting.clone());
             }
-            if starting.is_empty() {
+            if starting.is_empty() && !under_way {
                 return;
             }
             tokio::select! {
                 () = tokio::time::sleep_until(first_word), if quiet => {}
+                // A supervisor's end sends no event: looked at again now and then.
+                () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                _ = changing.changed() => {}
                 received = events.recv() => {
                     // Missed events (lagged) only mean the state is read again.
                     if let Err(broadcast::error::RecvError::Closed) = received {
@@ -441,6 +453,8 @@ impl McpRuntime {
     /// waits until it is ready or failed.
     pub async fn restart_server(&self, server: &str) {
         let settled = {
+            // The server has no slot between its stop and its new start.
+            let _under_way = UnderWay::new(&self.inner, false);
             let _change = self.inner.changes.lock().await;
             if self.inner.closing.is_cancelled() {
                 return;
@@ -480,13 +494,14 @@ impl McpRuntime {
 /// Reads the file and brings the servers in line with it (and with Conduit's own).
 async fn apply_file(inner: &Arc<Inner>) -> Result<(), ConfigError> {
     let settling = {
+        // Counted from before the lock: a turn sent while this change waits for another
+        // waits for it too. Uncounted, and the file marked read, even if the change panics.
+        let _under_way = UnderWay::new(inner, true);
         let _change = inner.changes.lock().await;
-        let changed = change_to_file(inner).await;
-        inner.read.send_replace(true);
-        match changed? {
-            Some(settling) => settling,
-            None => return Ok(()),
-        }
+        change_to_file(inner).await?
+    };
+    let Some(settling) = settling else {
+        return Ok(());
     };
     // Waited for without the change lock, as a Restart's start is: an edit that fixes a
     // server hanging in its start (a wrong command, an unreachable URL) stops it at
@@ -494,6 +509,34 @@ async fn apply_file(inner: &Arc<Inner>) -> Result<(), ConfigError> {
     futures::future::join_all(settling).await;
     let _ = inner.events.send(LiveEvent::ConfigApplied);
     Ok(())
+}
+
+/// A change of the servers under way ([`Inner::changing`]): an apply of the file (whose
+/// end marks the file read) or a Restart.
+struct UnderWay<'a> {
+    inner: &'a Inner,
+    reads_the_file: bool,
+}
+
+impl<'a> UnderWay<'a> {
+    fn new(inner: &'a Inner, reads_the_file: bool) -> Self {
+        inner.changing.send_modify(|count| *count += 1);
+        Self {
+            inner,
+            reads_the_file,
+        }
+    }
+}
+
+impl Drop for UnderWay<'_> {
+    fn drop(&mut self) {
+        if self.reads_the_file {
+            self.inner.read.send_replace(true);
+        }
+        self.inner
+            .changing
+            .send_modify(|count| *count = count.saturating_sub(1));
+    }
 }
 
 /// Under the change lock: reads the file, stops the servers whose entry went or
@@ -623,7 +666,8 @@ async fn stop_slots(inner: &Inner, names: &[String]) {
     }
 }
 
-/// Puts a new slot for `name` in place (state `starting`) with its supervisor; the
+/// Puts a new slot for `name` in place (state `starting`, or `disabled` for an entry
+/// that is off) with its supervisor; the
 /// receiver resolves when the first start is over, ready or failed.
 fn install(inner: &Arc<Inner>, name: String, source: Source) -> oneshot::Receiver<()> {
     let (settled, settled_receiver) = oneshot::channel();

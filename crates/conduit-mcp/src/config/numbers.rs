@@ -44,13 +44,13 @@ pub fn inexact_in_entries(text: &str, servers: &[&str]) -> HashMap<String, Strin
     found
 }
 
-/// Whether `value` holds the number `number` anywhere.
-pub fn holds(value: &serde_json::Value, number: &serde_json::Number) -> bool {
+/// In how many places `value` holds the number `number`.
+pub fn times_held(value: &serde_json::Value, number: &serde_json::Number) -> usize {
     match value {
-        serde_json::Value::Number(held) => held == number,
-        serde_json::Value::Array(items) => items.iter().any(|item| holds(item, number)),
-        serde_json::Value::Object(map) => map.values().any(|item| holds(item, number)),
-        _ => false,
+        serde_json::Value::Number(held) => usize::from(held == number),
+        serde_json::Value::Array(items) => items.iter().map(|item| times_held(item, number)).sum(),
+        serde_json::Value::Object(map) => map.values().map(|item| times_held(item, number)).sum(),
+        _ => 0,
     }
 }
 

@@ -438,6 +438,27 @@ fn a_number_past_what_a_double_holds_is_kept_as_written() {
         "{error}"
     );
 
+    // The same number in two places, one rewritten by an edit (a list a form changed):
+    // refused, though the other place still spells it.
+    let twice = r#"{"mcpServers": {"a": {"command": "a", "x": 18446744073709551617}, "b": {"command": "b", "x-list": [18446744073709551617, 1]}}}"#;
+    std::fs::write(&path, twice).unwrap();
+    let snapshot = read(&path).unwrap();
+    let mut b = snapshot.document["mcpServers"]["b"].clone();
+    b["x-list"][1] = json!(2);
+    let error = apply(
+        &snapshot,
+        Edit::Update {
+            name: "b".into(),
+            entry: b,
+        },
+    )
+    .unwrap_err();
+    assert!(
+        matches!(error, ConfigError::InexactNumber { ref number, .. } if number == "18446744073709551617"),
+        "{error}"
+    );
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), twice);
+
     // Removing the entry that holds such a number loses nothing of it.
     let two = r#"{"mcpServers": {"keep": {"command": "a"}, "big": {"command": "b", "x": 18446744073709551616}}}"#;
     std::fs::write(&path, two).unwrap();
@@ -537,11 +558,23 @@ fn servers_added_to_a_file_without_any_are_laid_out() {
         },
     )
     .unwrap();
-    let text = std::fs::read_to_string(&path).unwrap();
-    let document: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(
-        document,
-        json!({"theme": "dark", "mcpServers": {"fs": {"command": "npx", "args": ["-y", "x"]}}})
+        std::fs::read_to_string(&path).unwrap(),
+        "{\n  \"theme\": \"dark\",\n  \"mcpServers\": {\n    \"fs\": {\n      \"command\": \"npx\",\n      \"args\": [\"-y\", \"x\"]\n    }\n  }\n}\n"
+    );
+    // One whose servers are an empty object, on Windows' line ends: kept.
+    std::fs::write(&path, "{\r\n    \"mcpServers\": {}\r\n}\r\n").unwrap();
+    apply(
+        &read(&path).unwrap(),
+        Edit::Add {
+            name: "fs".into(),
+            entry: json!({"command": "npx"}),
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "{\r\n    \"mcpServers\": {\r\n        \"fs\": {\r\n            \"command\": \"npx\"\r\n        }\r\n    }\r\n}\r\n"
     );
     // And a file that does not exist yet is written pretty.
     let new = dir.path().join("new.json");
