@@ -65,6 +65,7 @@ fn request(text: &str) -> SendRequest {
         resources: Vec::new(),
         prompt: None,
         view_context: Vec::new(),
+        again: false,
     }
 }
 

@@ -171,3 +171,35 @@ async fn a_provider_that_never_starts_answering_fails_after_the_read_timeout() {
     assert!(output.stdout.is_empty(), "{:?}", output.stdout);
     held.abort();
 }
+
+/// An answer the model's output limit cut off ends with exit 0 (it is the answer there
+/// is), and says so: before, nothing told it from a whole one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_cut_off_at_the_output_limit_is_said() {
+    use conduit_e2e::llm_server::Chunk;
+    let dialect = Dialect::OpenAiChat;
+    let Reply::Stream(chunks) = dialect.text(&["Once upon a time"]) else {
+        unreachable!("a text answer is a stream")
+    };
+    let cut = Reply::Stream(
+        chunks
+            .into_iter()
+            .map(|chunk| match chunk {
+                Chunk::Send(text) => Chunk::Send(
+                    text.replace(r#""finish_reason":"stop""#, r#""finish_reason":"length""#),
+                ),
+                other => other,
+            })
+            .collect(),
+    );
+    let run = chat(dialect, vec![cut]).await;
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_eq!(run.text(), "Once upon a time");
+    assert!(
+        run.stderr.contains(
+            "the answer was cut off: it reached the most the model may write in one answer"
+        ),
+        "{}",
+        run.stderr
+    );
+}

@@ -382,3 +382,77 @@ async fn a_message_sent_while_a_server_starts_says_so_and_can_go_without_it() {
     assert_eq!(notice, 0, "the notice went once the answer began");
     window.session.close().await.unwrap();
 }
+
+/// A turn that fails mid-answer offers "Try again", which answers the same message again
+/// (the failed answer stays, marked); an answer cut off at the output limit says so; a
+/// message's Copy takes its text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_turn_is_tried_again_and_a_cut_off_answer_says_so() {
+    use conduit_e2e::llm_server::{Chunk, Reply};
+    let chat = Dialect::OpenAiChat;
+    let fixture = Fixture::new().await;
+    std::fs::write(fixture.home.path().join("mcp_servers.json"), "{}").unwrap();
+    let story =
+        "Once upon a time, a lighthouse keeper kept a log of every ship that passed. ".repeat(12);
+    let Reply::Stream(chunks) = chat.text(&[&story]) else {
+        unreachable!("a text answer is a stream")
+    };
+    let cut_off = Reply::Stream(
+        chunks
+            .into_iter()
+            .map(|chunk| match chunk {
+                Chunk::Send(text) => Chunk::Send(
+                    text.replace(r#""finish_reason":"stop""#, r#""finish_reason":"length""#),
+                ),
+                other => other,
+            })
+            .collect(),
+    );
+    fixture.llm.push(vec![
+        chat.error_mid_stream(
+            &["The lighthouse "],
+            "The upstream model crashed (ref 7f3a).",
+        ),
+        chat.text(&["The lighthouse stood on the northern cape."]),
+        cut_off,
+    ]);
+    let window = fixture.open().await;
+    window.send("Where was the lighthouse?").await;
+    window
+        .wait(r#"document.querySelector('[role="alert"]')?.textContent.includes("The upstream model crashed")"#)
+        .await;
+    window.shot(&fixture.shot("12-failed-try-again.png")).await;
+    window.click_button("Try again").await;
+    window
+        .answer_contains("The lighthouse stood on the northern cape.")
+        .await;
+    // The failed attempt stays above, marked; the model read the question once, without it.
+    let failed = window
+        .js(r#"return [...document.querySelectorAll('[aria-label="Message state"]')].map(e => e.textContent.trim());"#)
+        .await;
+    let failed = failed.as_array().unwrap();
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    let failed = failed[0].as_str().unwrap();
+    assert!(
+        failed.starts_with("Failed: ") && failed.contains("The upstream model crashed (ref 7f3a)."),
+        "{failed}"
+    );
+    let second = fixture.llm.requests()[1].body.to_string();
+    assert_eq!(
+        second.matches("Where was the lighthouse?").count(),
+        1,
+        "{second}"
+    );
+    assert!(!second.contains("The lighthouse \""), "{second}");
+
+    window.send("Tell me its story").await;
+    window
+        .wait(r#"document.querySelector('[aria-label="How the answer ended"]')?.textContent.includes("The answer was cut off")"#)
+        .await;
+    window.shot(&fixture.shot("13-cut-off.png")).await;
+    window.click_button("Copy message").await;
+    window
+        .wait(r#"[...document.querySelectorAll('[aria-label="Copy message"]')].some(b => b.textContent.startsWith("Cop") && b.textContent !== "Copy")"#)
+        .await;
+    window.session.close().await.unwrap();
+}

@@ -44,6 +44,7 @@ fn request(text: &str) -> SendRequest {
         resources: Vec::new(),
         prompt: None,
         view_context: Vec::new(),
+        again: false,
     }
 }
 
@@ -217,6 +218,7 @@ async fn a_mentioned_resource_that_never_comes_can_be_stopped_and_times_out() {
                 status,
                 error,
                 saved,
+                ..
             }) = events.recv().await
             {
                 return (status, error, saved);

@@ -42,6 +42,7 @@ async fn run_turn(
             resources: Vec::new(),
             prompt: None,
             view_context: Vec::new(),
+            again: false,
         },
     )
     .await

@@ -227,11 +227,15 @@ window_command! {
 /// app's runtime.
 #[tauri::command]
 pub async fn send_message(
+    app: tauri::AppHandle,
     state: tauri::State<'_, AppState>,
     request: SendRequest,
     on_event: EventStream<TurnEvent>,
 ) -> Reply<Started> {
     let sink = Arc::new(move |event: TurnEvent| {
+        if crate::native::wants_the_user(&event) {
+            crate::native::ask_attention(&app);
+        }
         if let Err(error) = on_event.send(event) {
             tracing::debug!(%error, "the window no longer listens to this turn");
         }

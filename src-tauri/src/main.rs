@@ -250,10 +250,20 @@ async fn history_events(app: std::sync::Arc<conduit_host::app::App>, handle: tau
 async fn question_events(app: std::sync::Arc<conduit_host::app::App>, handle: tauri::AppHandle) {
     use conduit_host::window_events::WindowEvent;
     let mut changes = app.asker().subscribe();
+    let waiting = |app: &conduit_host::app::App| {
+        app.asker().questions().len() + app.asker().sampling_requests().len()
+    };
+    let mut before = waiting(&app);
     loop {
         match changes.recv().await {
             Ok(()) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
                 events::tell(&handle, "main", WindowEvent::McpQuestions);
+                // A new question draws the user to the window; one answered does not.
+                let now = waiting(&app);
+                if now > before {
+                    native::ask_attention(&handle);
+                }
+                before = now;
             }
             Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
         }

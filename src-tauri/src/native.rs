@@ -280,6 +280,38 @@ pub fn open_settings(app: &tauri::AppHandle) -> tauri::Result<()> {
     Ok(())
 }
 
+/// Draws the user to the chat window when it is not the focused one (its taskbar entry is
+/// marked, as the desktop shows urgency): a tool call waits for approval, a server asks,
+/// an answer ended. Host-side only: the page cannot ask for it.
+pub fn ask_attention(app: &tauri::AppHandle) {
+    let Some(window) = app.get_webview_window("main") else {
+        return;
+    };
+    match window.is_focused() {
+        Ok(true) => {}
+        Ok(false) => {
+            let asked =
+                window.request_user_attention(Some(tauri::UserAttentionType::Informational));
+            if let Err(error) = asked {
+                tracing::debug!(%error, "the desktop was not asked to mark the window");
+            }
+        }
+        Err(error) => tracing::debug!(%error, "whether the window has focus is unknown"),
+    }
+}
+
+/// Whether a turn's event is one the user should come back for: a call waiting for their
+/// approval, or the turn's end.
+pub fn wants_the_user(event: &conduit_host::app::TurnEvent) -> bool {
+    use conduit_host::app::TurnEvent;
+    use conduit_host::core::agent::AgentEvent;
+    match event {
+        TurnEvent::Agent { event } => matches!(**event, AgentEvent::ApprovalRequested { .. }),
+        TurnEvent::Ended { .. } => true,
+        TurnEvent::ServersStarting { .. } => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::{OPEN_CONFIRMATION, answered_with};
@@ -319,5 +351,26 @@ mod tests {
             OPEN_CONFIRMATION.try_lock().is_some(),
             "the next one once it is answered"
         );
+    }
+
+    #[test]
+    fn the_user_is_drawn_back_for_an_approval_or_the_end_only() {
+        use conduit_host::app::{TurnEvent, TurnStatus};
+        use conduit_host::core::agent::AgentEvent;
+        let ended = TurnEvent::Ended {
+            status: TurnStatus::Complete,
+            error: None,
+            saved: true,
+            notice: None,
+        };
+        assert!(super::wants_the_user(&ended));
+        let text = TurnEvent::Agent {
+            event: Box::new(AgentEvent::TextDelta { text: "Hi".into() }),
+        };
+        assert!(!super::wants_the_user(&text));
+        let starting = TurnEvent::ServersStarting {
+            servers: vec!["fs".into()],
+        };
+        assert!(!super::wants_the_user(&starting));
     }
 }

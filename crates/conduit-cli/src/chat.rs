@@ -183,6 +183,7 @@ async fn run_turn(host: Arc<Host>, args: ChatArgs) -> Result<u8, Failure> {
         read_timeout,
         resources: Vec::new(),
         prompt_use: None,
+        again: false,
     };
 
     let printer = Arc::new(Printer {
@@ -406,7 +407,8 @@ impl Printer {
     /// Prints how the run ended and returns the exit code.
     fn outcome(&self, outcome: &Outcome, conversation: &str) -> u8 {
         let (name, code, message) = match outcome {
-            Outcome::Finished(_) => ("finished", 0, None),
+            // Said, not failed: the answer so far is what the model gave.
+            Outcome::Finished(_) => ("finished", 0, outcome.cut_short()),
             Outcome::TurnLimit => (
                 "turn_limit",
                 EXIT_FAILURE,

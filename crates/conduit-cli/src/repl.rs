@@ -368,6 +368,7 @@ impl Session {
             read_timeout: None,
             resources: Vec::new(),
             prompt_use: None,
+            again: false,
         };
         let turn = match self.host.prepare_turn(request, &self.servers).await {
             Ok(turn) => turn,
@@ -429,7 +430,11 @@ impl Session {
         printer.end_line()?;
         match result {
             Ok(Ok(done)) => match done.outcome {
-                Ok(Outcome::Finished(_)) => {}
+                Ok(finished @ Outcome::Finished(_)) => {
+                    if let Some(short) = finished.cut_short() {
+                        say!("({short})")?
+                    }
+                }
                 Ok(Outcome::Cancelled) => say!("(stopped; the answer so far was kept)")?,
                 Ok(Outcome::TurnLimit) => {
                     say!("(stopped: the model kept calling tools past the turn limit)")?

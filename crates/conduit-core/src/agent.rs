@@ -172,6 +172,21 @@ pub enum Outcome {
     Cancelled,
 }
 
+impl Outcome {
+    /// Why an answer that finished is not all the model meant to say: cut off at its
+    /// output limit, or refused. `None` when it ended as the model meant (or was stopped,
+    /// or ran into the turn limit, which each frontend words with its own setting).
+    pub fn cut_short(&self) -> Option<&'static str> {
+        match self {
+            Outcome::Finished(StopReason::MaxTokens) => Some(
+                "the answer was cut off: it reached the most the model may write in one answer (its output token limit)",
+            ),
+            Outcome::Finished(StopReason::Refusal) => Some("the model refused to answer"),
+            Outcome::Finished(_) | Outcome::TurnLimit | Outcome::Cancelled => None,
+        }
+    }
+}
+
 /// Model requests per run unless the caller says otherwise: the one default the agent,
 /// the host's window turns and the CLI's `--max-turns` share.
 pub const DEFAULT_MAX_TURNS: u32 = 25;

@@ -56,6 +56,11 @@ pub struct SendRequest {
     #[serde(default)]
     #[ts(as = "Option<Vec<String>>", optional)]
     pub view_context: Vec<String>,
+    /// Answers the conversation's last message again with no new one (after a turn that
+    /// failed); nothing else may come with it.
+    #[serde(default)]
+    #[ts(as = "Option<bool>", optional)]
+    pub again: bool,
 }
 
 /// A turn that started: where it is saved, and its id for stop and approval answers.
@@ -88,6 +93,11 @@ pub enum TurnEvent {
         /// gives the message back. The host says so: the page cannot tell an unsaved
         /// "yes" from an earlier one.
         saved: bool,
+        /// Why a complete turn's answer is not all it could be: cut off at the model's
+        /// output limit, refused, or stopped at the most requests one message may make.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        notice: Option<String>,
     },
 }
 
@@ -110,6 +120,21 @@ pub struct McpOverview {
 }
 
 pub use crate::mcp::{ServerTools, ToolSetting};
+
+/// What the window says of a turn that ended complete but short of a whole answer.
+fn notice_of(outcome: &conduit_core::agent::Outcome) -> Option<String> {
+    if *outcome == conduit_core::agent::Outcome::TurnLimit {
+        return Some(format!(
+            "The model stopped after {} requests in a row, the most one message may make. Send another message to let it go on.",
+            conduit_core::agent::DEFAULT_MAX_TURNS
+        ));
+    }
+    outcome.cut_short().map(|short| {
+        let mut words = short.chars();
+        let first = words.next().map(|c| c.to_uppercase().to_string());
+        format!("{}{}.", first.unwrap_or_default(), words.as_str())
+    })
+}
 
 /// Where a turn's events go.
 pub type TurnSink = Arc<dyn Fn(TurnEvent) + Send + Sync>;
@@ -540,11 +565,17 @@ impl App {
         request: SendRequest,
         sink: TurnSink,
     ) -> Result<Started, CommandError> {
-        if request.text.trim().is_empty()
+        let nothing_sent = request.text.trim().is_empty()
             && request.attachments.is_empty()
             && request.resources.is_empty()
             && request.prompt.is_none()
-        {
+            && request.view_context.is_empty();
+        if request.again && (!nothing_sent || request.conversation.is_none()) {
+            return Err(CommandError::message(
+                "Answering again sends no new message, and needs the conversation to answer.",
+            ));
+        }
+        if nothing_sent && !request.again {
             return Err(CommandError::from(AppError::EmptyMessage));
         }
         self.host
@@ -660,6 +691,7 @@ impl App {
             read_timeout: None,
             resources: request.resources,
             prompt_use: request.prompt,
+            again: request.again,
         };
         let app = self.clone();
         let turn_id = turn.clone();
@@ -710,10 +742,14 @@ impl App {
             });
             let result = run.await;
             app.turns.lock().remove(&turn_id);
+            let mut notice = None;
             let (status, error) = match result {
                 Ok(Ok(done)) => match done.outcome {
                     Ok(_) if cancel.is_cancelled() => (TurnStatus::Interrupted, None),
-                    Ok(_) => (TurnStatus::Complete, None),
+                    Ok(outcome) => {
+                        notice = notice_of(&outcome);
+                        (TurnStatus::Complete, None)
+                    }
                     Err(error) => (TurnStatus::Error, Some(CommandError::from_provider(&error))),
                 },
                 Ok(Err(crate::chat::ChatError::Stopped)) => (TurnStatus::Interrupted, None),
@@ -733,6 +769,7 @@ impl App {
                 status,
                 error,
                 saved,
+                notice,
             });
         });
         Ok(Started { conversation, turn })
@@ -1071,6 +1108,7 @@ impl App {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use conduit_core::content::Role;
     use conduit_testing::llm_server::{Dialect, ScriptedLlm};
     use serde_json::json;
     use std::time::Duration;
@@ -1202,6 +1240,7 @@ mod tests {
             resources: Vec::new(),
             prompt: None,
             view_context: Vec::new(),
+            again: false,
         }
     }
 
@@ -1251,6 +1290,7 @@ mod tests {
                     status: TurnStatus::Complete,
                     error: None,
                     saved: true,
+                    notice: None,
                 }
             ),
             "{ended:?}"
@@ -1572,6 +1612,168 @@ mod tests {
         );
     }
 
+    /// An answer the model's output limit cut off, or one it refused, ends complete with a
+    /// notice saying so (it ended as if whole before).
+    #[tokio::test]
+    async fn an_answer_cut_off_at_the_output_limit_says_so() {
+        use conduit_testing::llm_server::{Chunk, Reply};
+        let dir = tempfile::tempdir().unwrap();
+        let dialect = Dialect::OpenAiChat;
+        let ending = |finish: &str| {
+            let Reply::Stream(chunks) = dialect.text(&["Once upon a time"]) else {
+                unreachable!("a text answer is a stream")
+            };
+            Reply::Stream(
+                chunks
+                    .into_iter()
+                    .map(|chunk| match chunk {
+                        Chunk::Send(text) => Chunk::Send(text.replace(
+                            r#""finish_reason":"stop""#,
+                            &format!(r#""finish_reason":"{finish}""#),
+                        )),
+                        other => other,
+                    })
+                    .collect(),
+            )
+        };
+        let server = ScriptedLlm::start(vec![ending("length"), ending("stop")])
+            .await
+            .unwrap();
+        let url = dialect.base_url(&server.url());
+        let app = app(
+            dir.path(),
+            json!({"id": "local", "protocol": "openai-chat", "baseUrl": url, "defaultModel": "m"}),
+        );
+        let (sink, mut events) = collector();
+        app.send(request("Tell me a long story"), sink).unwrap();
+        let (text, ended) = until_ended(&mut events).await;
+        assert_eq!(text, "Once upon a time");
+        let TurnEvent::Ended {
+            status: TurnStatus::Complete,
+            notice: Some(notice),
+            ..
+        } = ended
+        else {
+            panic!("no notice: {ended:?}");
+        };
+        assert_eq!(
+            notice,
+            "The answer was cut off: it reached the most the model may write in one answer (its output token limit)."
+        );
+        // An answer that ended as the model meant says nothing more.
+        let (sink, mut events) = collector();
+        app.send(request("Again"), sink).unwrap();
+        let (_, ended) = until_ended(&mut events).await;
+        assert!(
+            matches!(
+                ended,
+                TurnEvent::Ended {
+                    status: TurnStatus::Complete,
+                    notice: None,
+                    ..
+                }
+            ),
+            "{ended:?}"
+        );
+    }
+
+    /// A turn that failed mid-answer is answered again with no new message: the failed
+    /// answer stays in the conversation, marked, and the model reads the user's message
+    /// without it. A conversation whose last answer is whole has nothing to answer again.
+    #[tokio::test]
+    async fn a_failed_turn_is_answered_again_without_a_new_message() {
+        let dir = tempfile::tempdir().unwrap();
+        let dialect = Dialect::OpenAiChat;
+        let server = ScriptedLlm::start(vec![
+            dialect.error_mid_stream(&["Partial "], "the upstream model crashed"),
+            dialect.text(&["A whole answer."]),
+        ])
+        .await
+        .unwrap();
+        let url = dialect.base_url(&server.url());
+        let app = app(
+            dir.path(),
+            json!({"id": "local", "protocol": "openai-chat", "baseUrl": url, "defaultModel": "m"}),
+        );
+        let (sink, mut events) = collector();
+        let started = app.send(request("Tell me something"), sink).unwrap();
+        let (_, ended) = until_ended(&mut events).await;
+        assert!(
+            matches!(
+                ended,
+                TurnEvent::Ended {
+                    status: TurnStatus::Error,
+                    saved: true,
+                    ..
+                }
+            ),
+            "{ended:?}"
+        );
+
+        let mut again = request("");
+        again.conversation = Some(started.conversation.clone());
+        again.again = true;
+        let (sink, mut events) = collector();
+        app.send(again.clone(), sink).unwrap();
+        let (text, ended) = until_ended(&mut events).await;
+        assert_eq!(text, "A whole answer.");
+        assert!(
+            matches!(
+                ended,
+                TurnEvent::Ended {
+                    status: TurnStatus::Complete,
+                    ..
+                }
+            ),
+            "{ended:?}"
+        );
+        // The model read the user's message once, without the failed answer.
+        let body = server.requests()[1].body.to_string();
+        assert_eq!(body.matches("Tell me something").count(), 1, "{body}");
+        assert!(!body.contains("Partial"), "{body}");
+        // Both answers are kept, the failed one marked.
+        let stored = app
+            .host()
+            .store()
+            .unwrap()
+            .messages(&started.conversation, None)
+            .unwrap();
+        let shown: Vec<(Role, conduit_store::MessageStatus)> =
+            stored.iter().map(|m| (m.role, m.status)).collect();
+        assert_eq!(
+            shown,
+            [
+                (Role::User, conduit_store::MessageStatus::Complete),
+                (Role::Assistant, conduit_store::MessageStatus::Error),
+                (Role::Assistant, conduit_store::MessageStatus::Complete),
+            ]
+        );
+
+        // Nothing to answer again now; and answering again sends nothing new.
+        let (sink, mut events) = collector();
+        app.send(again.clone(), sink).unwrap();
+        let (_, ended) = until_ended(&mut events).await;
+        let TurnEvent::Ended {
+            status: TurnStatus::Error,
+            error: Some(error),
+            saved: false,
+            ..
+        } = ended
+        else {
+            panic!("{ended:?}");
+        };
+        assert!(
+            error.message.contains("nothing to answer again"),
+            "{}",
+            error.message
+        );
+        let mut with_text = again;
+        with_text.text = "more".into();
+        let (sink, _events) = collector();
+        assert!(app.send(with_text, sink).is_err());
+        assert_eq!(server.requests().len(), 2);
+    }
+
     /// The next event that is not the agent's.
     async fn next_turn_event(events: &mut mpsc::UnboundedReceiver<TurnEvent>) -> TurnEvent {
         loop {
@@ -1592,9 +1794,13 @@ mod tests {
     async fn a_turn_waits_for_the_servers_starting_naming_them_unless_told_not_to() {
         let dir = tempfile::tempdir().unwrap();
         let dialect = Dialect::OpenAiChat;
-        let server = ScriptedLlm::start(vec![dialect.text(&["Hello"]), dialect.text(&["Again"])])
-            .await
-            .unwrap();
+        let server = ScriptedLlm::start(vec![
+            dialect.text(&["Hello"]),
+            dialect.text(&["Again"]),
+            dialect.text(&["Third"]),
+        ])
+        .await
+        .unwrap();
         let url = dialect.base_url(&server.url());
         let app = app(
             dir.path(),
@@ -1668,6 +1874,48 @@ mod tests {
             ),
             "it waited: {ended:?}"
         );
+
+        // A server starting again (Restart) that settles by itself ends the wait with no
+        // one pressing anything.
+        let servers = app.runtime();
+        let restarting = servers.clone();
+        let restart = tokio::spawn(async move { restarting.restart_server("fails").await });
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !servers.statuses().iter().any(|s| {
+            s.name == "fails" && matches!(s.state, conduit_mcp::servers::ServerState::Starting)
+        }) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the restart never began"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let (sink, mut events) = collector();
+        let mut third = request("Say hello");
+        third.conversation = Some(started.conversation.clone());
+        app.send(third, sink).unwrap();
+        let TurnEvent::ServersStarting { servers: waited } = next_turn_event(&mut events).await
+        else {
+            panic!("the turn did not wait for the server starting again");
+        };
+        assert_eq!(waited, ["fails"]);
+        let TurnEvent::ServersStarting { servers: waited } = next_turn_event(&mut events).await
+        else {
+            panic!("the turn did not say it stopped waiting");
+        };
+        assert!(waited.is_empty());
+        let ended = next_turn_event(&mut events).await;
+        assert!(
+            matches!(
+                ended,
+                TurnEvent::Ended {
+                    status: TurnStatus::Complete,
+                    ..
+                }
+            ),
+            "{ended:?}"
+        );
+        restart.await.unwrap();
         app.shutdown().await;
     }
 

@@ -77,6 +77,9 @@ pub struct ChatRequest {
     pub resources: Vec<crate::mentions::ResourceMention>,
     /// A server's prompt whose messages go into the conversation before the message.
     pub prompt_use: Option<crate::mentions::PromptMention>,
+    /// Answers the conversation's last message again, with no new one (after a turn that
+    /// failed); the prompt, attachments, resources and prompt use are then empty.
+    pub again: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -97,6 +100,10 @@ pub enum ChatError {
     EmptyMessage,
     #[error("the prompt ends with the assistant's words: add a message of your own")]
     PromptEndsWithAssistant,
+    #[error(
+        "there is nothing to answer again: the conversation's last answer is whole; send a new message"
+    )]
+    NothingToAnswerAgain,
     #[error(transparent)]
     Mention(#[from] crate::mentions::MentionHostError),
     #[error("the turn was stopped before it started")]
@@ -216,6 +223,13 @@ impl Host {
             Some(id) => store.history(id)?,
             None => Vec::new(),
         };
+        if request.again {
+            let conversation = request
+                .conversation
+                .as_deref()
+                .ok_or(ChatError::NothingToAnswerAgain)?;
+            answer_again(&store, conversation, &mut history)?;
+        }
         // A prompt's messages come first; the typed message (with its attachments and
         // resources) follows, unless there is none and the prompt ends with the user.
         let mut preface = match &request.prompt_use {
@@ -226,17 +240,21 @@ impl Host {
         for mention in &request.resources {
             resource_blocks.extend(self.mention_blocks(servers, mention).await?);
         }
-        let user = match self.user_message(&request).await {
-            Ok(mut user) => {
-                user.blocks.extend(resource_blocks);
-                Some(user)
+        let user = if request.again {
+            None
+        } else {
+            match self.user_message(&request).await {
+                Ok(mut user) => {
+                    user.blocks.extend(resource_blocks);
+                    Some(user)
+                }
+                Err(ChatError::EmptyMessage) if !resource_blocks.is_empty() => Some(Message {
+                    role: Role::User,
+                    blocks: resource_blocks,
+                }),
+                Err(ChatError::EmptyMessage) if !preface.is_empty() => None,
+                Err(error) => return Err(error),
             }
-            Err(ChatError::EmptyMessage) if !resource_blocks.is_empty() => Some(Message {
-                role: Role::User,
-                blocks: resource_blocks,
-            }),
-            Err(ChatError::EmptyMessage) if !preface.is_empty() => None,
-            Err(error) => return Err(error),
         };
         if user.is_none() && preface.last().is_some_and(|m| m.role != Role::User) {
             return Err(ChatError::PromptEndsWithAssistant);
@@ -468,6 +486,37 @@ fn provider_label(choice: &ProviderChoice) -> String {
     match choice {
         ProviderChoice::Saved(id) => id.clone(),
         ProviderChoice::Explicit { base_url, .. } => crate::window_guard::mask_url(base_url),
+    }
+}
+
+/// Makes `history` end where the conversation's last message can be answered again: a
+/// last answer that failed or was stopped, with no call in it, is left out of what the
+/// model reads (it stays in the conversation, marked); what is left must end with the
+/// user's message or tool results, else there is nothing to answer again.
+fn answer_again(
+    store: &conduit_store::Store,
+    conversation: &str,
+    history: &mut Vec<Message>,
+) -> Result<(), ChatError> {
+    let last_stored = store
+        .messages(conversation, None)?
+        .into_iter()
+        .rev()
+        .find(|message| !message.blocks.is_empty());
+    let failed_answer = last_stored.is_some_and(|message| {
+        message.role == Role::Assistant
+            && message.status != conduit_store::MessageStatus::Complete
+            && !message
+                .blocks
+                .iter()
+                .any(|block| matches!(block, conduit_core::content::Block::ToolCall(_)))
+    });
+    if failed_answer && history.last().is_some_and(|m| m.role == Role::Assistant) {
+        history.pop();
+    }
+    match history.last() {
+        Some(message) if message.role != Role::Assistant => Ok(()),
+        _ => Err(ChatError::NothingToAnswerAgain),
     }
 }
 

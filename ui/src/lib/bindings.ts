@@ -268,7 +268,12 @@ event: AgentEvent, } | { "type": "ended", status: TurnStatus, error?: CommandErr
  * gives the message back. The host says so: the page cannot tell an unsaved
  * "yes" from an earlier one.
  */
-saved: boolean, };
+saved: boolean, 
+/**
+ * Why a complete turn's answer is not all it could be: cut off at the model's
+ * output limit, refused, or stopped at the most requests one message may make.
+ */
+notice?: string, };
 
 export type Started = { conversation: string, turn: string, };
 
@@ -307,7 +312,12 @@ prompt?: PromptMention,
  * Tokens of the views whose context (`ui/update-model-context`) goes with this
  * message; the host holds the context itself.
  */
-viewContext?: Array<string>, };
+viewContext?: Array<string>, 
+/**
+ * Answers the conversation's last message again with no new one (after a turn that
+ * failed); nothing else may come with it.
+ */
+again?: boolean, };
 
 export type ProviderSummary = { 
 /**

@@ -11,6 +11,7 @@ import {
   pendingApproval,
   pendingUserMessage,
   startingNotice,
+  copiedText,
 } from "./turn";
 import type { StoredMessage, ToolCall } from "./types";
 
@@ -367,5 +368,29 @@ describe("the notice of servers starting", () => {
       "Waiting for filesystem, github, and notion to start, so that the model can use their tools…",
     );
     expect(startingNotice(["evil\u202Eeman"])).not.toContain("\u202E");
+  });
+});
+
+describe("what Copy takes of a message", () => {
+  it("takes its text blocks as written, a blank line between, and marks hidden characters", () => {
+    const message = {
+      key: "m1",
+      id: 1,
+      role: "assistant" as const,
+      status: "complete" as const,
+      error: null,
+      blocks: [
+        { type: "reasoning" as const, text: "thinking" },
+        { type: "text" as const, text: "Run this:\n\n```sh\nls -la\n```" },
+        { type: "tool_call" as const, id: "c1", name: "fs__read", arguments: {} },
+        { type: "text" as const, text: "  " },
+        { type: "text" as const, text: "Then rm \u202Eevil" },
+      ],
+    };
+    const copied = copiedText(message);
+    expect(copied.startsWith("Run this:\n\n```sh\nls -la\n```\n\nThen rm ")).toBe(true);
+    expect(copied).not.toContain("\u202E");
+    expect(copied).not.toContain("thinking");
+    expect(copiedText({ ...message, blocks: [{ type: "text" as const, text: "" }] })).toBe("");
   });
 });

@@ -428,3 +428,13 @@ export function startingNotice(servers: string[]): string {
   const whose = servers.length === 1 ? "its" : "their";
   return `Waiting for ${names} to start, so that the model can use ${whose} tools…`;
 }
+
+/** What "Copy" puts on the clipboard for a message: its text blocks as written (Markdown),
+ *  a blank line between them, with what hides or rearranges text shown as its code, as on
+ *  screen (a bidi override must not carry a hidden command into a terminal). Empty when
+ *  it has no text. */
+export function copiedText(message: ViewMessage): string {
+  return message.blocks
+    .flatMap((block) => (block.type === "text" && block.text.trim() !== "" ? [visible(block.text, { keepLines: true })] : []))
+    .join("\n\n");
+}

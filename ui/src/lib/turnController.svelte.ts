@@ -102,6 +102,12 @@ export class TurnController {
   chat = $state<ChatState>(emptyState());
   hasOlder = $state(false);
   error = $state<CommandError | null>(null);
+  /** Why the last answer on screen is not all it could be (cut off, refused, the most
+   *  requests one message may make); null when it is whole. */
+  notice = $state<string | null>(null);
+  /** The conversation whose last turn failed after its message was saved, while it shows:
+   *  "Try again" answers it again without a new message. */
+  #failed = $state<string | null>(null);
   /** The running turn's id, once the host gave it. */
   turn = $state<string | null>(null);
   /** The composer's text and files: a message that could not be sent comes back here. */
@@ -191,6 +197,8 @@ export class TurnController {
     this.#opened = id;
     this.#showing = id;
     this.error = null;
+    this.notice = null;
+    this.#failed = null;
     // The running turn's conversation shows its live state, approval questions included.
     const running = this.#running;
     if (id !== null && running && id === running.conversation) {
@@ -291,9 +299,13 @@ export class TurnController {
     toolset: Toolset | null,
     mentions: Mentioned | null,
     viewContext: string[],
+    /** The conversation whose last message is answered again (no new message). */
+    again: string | null = null,
   ): Promise<boolean> {
     const { api, scroll } = this.#options;
     this.error = null;
+    this.notice = null;
+    this.#failed = null;
     // The conversation the message was sent in; its messages, if still loading, first.
     const conversation = this.#opened;
     if (this.#opening) await this.#opening;
@@ -333,12 +345,13 @@ export class TurnController {
       stored,
       hasOlder,
     };
-    run.chat.messages.push(message);
+    // Answering again sends no message: none shows.
+    if (again === null) run.chat.messages.push(message);
     await scroll.toEnd();
     try {
       const started = await api.sendMessage(
         {
-          conversation,
+          conversation: again ?? conversation,
           text,
           attachments: attachments.map((media) => media.hash),
           provider: choice.provider,
@@ -347,6 +360,7 @@ export class TurnController {
           ...(mentions && mentions.resources.length > 0 ? { resources: mentions.resources } : {}),
           ...(mentions?.prompt ? { prompt: mentions.prompt } : {}),
           ...(viewContext.length > 0 ? { viewContext } : {}),
+          ...(again !== null ? { again: true } : {}),
         },
         (event) => this.#receive(run, event),
       );
@@ -366,6 +380,11 @@ export class TurnController {
     } catch (e) {
       // Refused before anything was saved: the message goes back into the composer.
       this.error = commandError(e);
+      if (again !== null) {
+        // Refused before it started: it can be tried once more.
+        this.#failed = again;
+        return false;
+      }
       run.chat.messages.pop();
       this.#giveBack(text, files);
       return false;
@@ -435,6 +454,35 @@ export class TurnController {
 
   dismissError(): void {
     this.error = null;
+    this.#failed = null;
+  }
+
+  /** Whether the conversation on screen can answer its last message again: its last turn
+   *  failed after saving it, and nothing runs. */
+  get canTryAgain(): boolean {
+    return !this.busy && !this.sending && this.#failed !== null && this.#failed === this.#showing;
+  }
+
+  /** Answers the conversation's last message again, with the model picked now, after a
+   *  turn that failed: nothing new is sent, and what the failed turn kept stays above. */
+  async tryAgain(choice: ModelChoice | null): Promise<boolean> {
+    if (!this.canTryAgain) return false;
+    if (!choice) {
+      this.error = { message: "Pick a model first: the list beside Send has the models of your providers." };
+      return false;
+    }
+    const failed = this.#failed;
+    this.sending = true;
+    this.#sends += 1;
+    try {
+      return await this.#send(choice, "", [], null, null, [], failed);
+    } finally {
+      this.sending = false;
+    }
+  }
+
+  dismissNotice(): void {
+    this.notice = null;
   }
 
   /** Puts a message that was not sent back into the composer, before whatever the user
@@ -527,6 +575,8 @@ export class TurnController {
     }
     if (this.chat !== run.chat) return;
     if (event.error) this.error = event.error;
+    if (event.notice) this.notice = event.notice;
+    if (event.status === "error" && finished) this.#failed = finished;
     if (!finished) return; // ended before send_message answered: send() refreshes
     void this.#refresh(finished).then(() => this.#options.scroll.toEnd());
   }

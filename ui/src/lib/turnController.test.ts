@@ -432,6 +432,82 @@ describe("a turn in the chat controller", () => {
     expect(t.controller.chat.starting).toEqual([]);
   });
 
+  it("says why a complete answer is short, until the next message or conversation", async () => {
+    const t = setup();
+    t.acceptTurns();
+    await t.controller.send(choice, "Tell me a long story", []);
+    t.api.loadMessages.mockResolvedValue([stored(1, "user", "Tell me a long story"), stored(2, "assistant", "Once")]);
+    t.emit({ type: "ended", status: "complete", saved: true, notice: "The answer was cut off." });
+    expect(t.controller.notice).toBe("The answer was cut off.");
+    expect(t.controller.error).toBeNull();
+    t.controller.dismissNotice();
+    expect(t.controller.notice).toBeNull();
+
+    await t.controller.send(choice, "Go on", []);
+    t.emit({ type: "ended", status: "complete", saved: true, notice: "The model stopped after 25 requests in a row." });
+    expect(t.controller.notice).toContain("25 requests");
+    await t.controller.send(choice, "And again", []);
+    expect(t.controller.notice).toBeNull();
+    t.emit({ type: "ended", status: "complete", saved: true });
+    expect(t.controller.notice).toBeNull();
+    await t.controller.send(choice, "Once more", []);
+    t.emit({ type: "ended", status: "complete", saved: true, notice: "The model refused to answer." });
+    expect(t.controller.notice).toBe("The model refused to answer.");
+    await t.controller.open("c2");
+    expect(t.controller.notice).toBeNull();
+  });
+
+  it("answers a failed turn again with no new message, in its own conversation only", async () => {
+    const t = setup();
+    t.acceptTurns();
+    await t.controller.send(choice, "Tell me something", []);
+    expect(t.controller.canTryAgain).toBe(false);
+    t.api.loadMessages.mockResolvedValue([stored(1, "user", "Tell me something")]);
+    t.emit({ type: "ended", status: "error", error: { message: "the upstream model crashed" }, saved: true });
+    expect(t.controller.canTryAgain).toBe(true);
+
+    // Not from another conversation.
+    t.api.loadMessages.mockResolvedValue([stored(9, "user", "Another chat")]);
+    await t.controller.open("c2");
+    expect(t.controller.canTryAgain).toBe(false);
+    expect(await t.controller.tryAgain(choice)).toBe(false);
+    expect(t.api.sendMessage).toHaveBeenCalledTimes(1);
+
+    // Back in its conversation a new failure offers it again; trying sends no message.
+    t.api.loadMessages.mockResolvedValue([stored(1, "user", "Tell me something")]);
+    await t.controller.open("c1");
+    expect(t.controller.canTryAgain).toBe(false);
+    t.acceptTurns();
+    await t.controller.send(choice, "Once more", []);
+    t.emit({ type: "ended", status: "error", error: { message: "overloaded" }, saved: true });
+    expect(t.controller.canTryAgain).toBe(true);
+    const before = t.controller.chat.messages.length;
+    expect(await t.controller.tryAgain(choice)).toBe(true);
+    expect(t.api.sendMessage).toHaveBeenLastCalledWith(
+      { conversation: "c1", text: "", attachments: [], provider: "claude", model: "claude-sonnet", again: true },
+      expect.any(Function),
+    );
+    expect(t.controller.chat.messages.length).toBe(before);
+    expect(t.controller.canTryAgain).toBe(false);
+    expect(t.controller.error).toBeNull();
+    t.emit({ type: "ended", status: "complete", saved: true });
+    expect(t.controller.canTryAgain).toBe(false);
+  });
+
+  it("keeps the composer as it is when answering again is refused", async () => {
+    const t = setup();
+    t.acceptTurns();
+    await t.controller.send(choice, "Tell me something", []);
+    t.api.loadMessages.mockResolvedValue([stored(1, "user", "Tell me something")]);
+    t.emit({ type: "ended", status: "error", error: { message: "crashed" }, saved: true });
+    t.controller.draftText = "typed since";
+    t.api.sendMessage.mockRejectedValue({ message: "the provider is gone" });
+    expect(await t.controller.tryAgain(choice)).toBe(false);
+    expect(t.controller.draftText).toBe("typed since");
+    expect(t.controller.error?.message).toBe("the provider is gone");
+    expect(t.controller.canTryAgain).toBe(true);
+  });
+
   it("does not pull the user back to a new chat they left before it started", async () => {
     const t = setup();
     const started = deferred<{ conversation: string; turn: string }>();
