@@ -363,6 +363,8 @@ async fn a_message_sent_while_a_server_starts_says_so_and_can_go_without_it() {
         .llm
         .push(vec![chat.text(&["Hello without the notes."])]);
     let window = fixture.open().await;
+    // Another program's window has the focus, as when the user went on with other work.
+    let _other = another_window_focused().await;
     window.send("Read my notes").await;
     window
         .wait(r#"document.querySelector('[aria-label="Servers starting"]')?.textContent.includes("Waiting for notes to start")"#)
@@ -380,6 +382,19 @@ async fn a_message_sent_while_a_server_starts_says_so_and_can_go_without_it() {
         .js(r#"return document.querySelectorAll('[aria-label="Servers starting"]').length;"#)
         .await;
     assert_eq!(notice, 0, "the notice went once the answer began");
+    // The answer ended while the user was elsewhere: the taskbar marks Conduit's window.
+    let deadline = std::time::Instant::now() + WAIT;
+    // (Any window: xmessage, the only other one, never asks.)
+    while !x_windows_named(None)
+        .iter()
+        .any(|id| xprop(id, "WM_HINTS").contains("urgency hint bit is set"))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the window was not marked"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     window.session.close().await.unwrap();
 }
 
@@ -455,4 +470,52 @@ async fn a_failed_turn_is_tried_again_and_a_cut_off_answer_says_so() {
         .wait(r#"[...document.querySelectorAll('[aria-label="Copy message"]')].some(b => b.textContent.startsWith("Cop") && b.textContent !== "Copy")"#)
         .await;
     window.session.close().await.unwrap();
+}
+
+/// The X window ids with a name on this display: all, or those whose WM_NAME is `name`.
+fn x_windows_named(name: Option<&str>) -> Vec<String> {
+    let found = std::process::Command::new("xdotool")
+        .args(["search", "--name", "."])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&found.stdout)
+        .lines()
+        .filter(|id| name.is_none_or(|name| xprop(id, "WM_NAME").contains(&format!("\"{name}\""))))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// What `xprop` says of window `id`'s `property`.
+fn xprop(id: &str, property: &str) -> String {
+    let said = std::process::Command::new("xprop")
+        .args(["-id", id, property])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&said.stdout).into_owned()
+}
+
+/// Opens another program's window (xmessage) and gives it the focus; it closes when the
+/// returned child is dropped.
+async fn another_window_focused() -> tokio::process::Child {
+    let other = tokio::process::Command::new("xmessage")
+        .args(["-geometry", "+600+600", "another program"])
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        if let Some(id) = x_windows_named(Some("xmessage")).first() {
+            let focused = std::process::Command::new("xdotool")
+                .args(["windowfocus", "--sync", id])
+                .status()
+                .unwrap();
+            assert!(focused.success());
+            return other;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "xmessage never showed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
