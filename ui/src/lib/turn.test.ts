@@ -12,6 +12,7 @@ import {
   pendingUserMessage,
   startingNotice,
   copiedText,
+  usageLine,
 } from "./turn";
 import type { StoredMessage, ToolCall } from "./types";
 
@@ -392,5 +393,19 @@ describe("what Copy takes of a message", () => {
     expect(copied).not.toContain("\u202E");
     expect(copied).not.toContain("thinking");
     expect(copiedText({ ...message, blocks: [{ type: "text" as const, text: "" }] })).toBe("");
+  });
+});
+
+describe("a message's token footer", () => {
+  it("says what the request read and wrote, cached and reasoning tokens when there are any", () => {
+    expect(usageLine({ inputTokens: 12345, outputTokens: 678, cacheReadTokens: 0, reasoningTokens: 0 })).toBe(
+      "12,345 tokens in · 678 out",
+    );
+    expect(usageLine({ inputTokens: 2000, outputTokens: 50, cacheReadTokens: 1500, reasoningTokens: 30 })).toBe(
+      "2,000 tokens in (1,500 cached) · 50 out (30 reasoning)",
+    );
+    expect(usageLine({ inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, reasoningTokens: 0 })).toBeNull();
+    expect(usageLine(null)).toBeNull();
+    expect(usageLine(undefined)).toBeNull();
   });
 });

@@ -12,6 +12,7 @@ import type {
   ToolCall,
   ToolOrigin,
   ToolResult,
+  Usage,
 } from "./types";
 
 /** A message on screen: stored (with an id) or still streaming. */
@@ -22,6 +23,8 @@ export interface ViewMessage {
   status: MessageStatus;
   blocks: Block[];
   error: string | null;
+  /** What the model request that wrote it counted (stored assistant messages). */
+  usage?: Usage | null;
 }
 
 export type CallState =
@@ -143,6 +146,7 @@ export function fromStored(messages: StoredMessage[]): ChatState {
     status: message.status,
     blocks: message.blocks,
     error: message.error,
+    usage: message.usage,
   }));
   // A Map while it is built, then own properties: assigning a key such as `toString` to a
   // plain object throws where Object.prototype is frozen (tauri.conf.json freezePrototype).
@@ -437,4 +441,14 @@ export function copiedText(message: ViewMessage): string {
   return message.blocks
     .flatMap((block) => (block.type === "text" && block.text.trim() !== "" ? [visible(block.text, { keepLines: true })] : []))
     .join("\n\n");
+}
+
+/** The tokens a model request read and wrote, as a message's footer says them; null when
+ *  the provider counted none. */
+export function usageLine(usage: Usage | null | undefined): string | null {
+  if (!usage || (usage.inputTokens === 0 && usage.outputTokens === 0)) return null;
+  const count = (n: number) => n.toLocaleString("en");
+  const cached = usage.cacheReadTokens > 0 ? ` (${count(usage.cacheReadTokens)} cached)` : "";
+  const reasoning = usage.reasoningTokens > 0 ? ` (${count(usage.reasoningTokens)} reasoning)` : "";
+  return `${count(usage.inputTokens)} tokens in${cached} · ${count(usage.outputTokens)} out${reasoning}`;
 }
