@@ -467,7 +467,7 @@ async fn a_failed_turn_is_tried_again_and_a_cut_off_answer_says_so() {
     window.shot(&fixture.shot("13-cut-off.png")).await;
     window.click_button("Copy message").await;
     window
-        .wait(r#"[...document.querySelectorAll('[aria-label="Copy message"]')].some(b => b.textContent.startsWith("Cop") && b.textContent !== "Copy")"#)
+        .wait(r#"[...document.querySelectorAll('[aria-label="Copy message"]')].some(b => b.textContent === "Copied")"#)
         .await;
     window.session.close().await.unwrap();
 }

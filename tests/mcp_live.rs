@@ -883,3 +883,55 @@ async fn an_edit_or_a_restart_while_a_server_hangs_in_its_start_applies_at_once(
     .await;
     servers.shutdown().await;
 }
+
+/// What a server says on the side reaches Settings: its stderr lines and the MCP log
+/// messages it sends, with the entry's secrets hidden in both; a server that does not
+/// run has none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_servers_stderr_and_log_messages_are_kept_with_its_secrets_hidden() {
+    let dir = tempfile::tempdir().unwrap();
+    let (python, script) = conduit_e2e::python_fixture("noisy.py").unwrap();
+    let file = dir.path().join("mcp_servers.json");
+    let token = "sk-live-0123456789abcdefABCDEF";
+    write(
+        &file,
+        // Pinned to 2025-11-25: on 2026-07-28 log messages come only to a request that
+        // asks for them, and Conduit asks for none.
+        json!({"noisy": {"command": python, "args": [script], "env": {"NOISY_TOKEN": token},
+                         "protocolVersion": "2025-11-25"}}),
+    );
+    let live = start(&file).await;
+    assert_eq!(state_of(&live, "noisy"), "ready");
+    let connection = live.connection("noisy").unwrap();
+    connection
+        .call_tool(
+            "work",
+            serde_json::Map::new(),
+            std::sync::Arc::new(|_| {}),
+            tokio_util::sync::CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    // The notifications come before the call's answer; stderr is read on its own.
+    wait_until("the stderr line is read", Duration::from_secs(10), || {
+        live.output("noisy")
+            .is_some_and(|o| o.stderr.iter().any(|l| l.contains("working on it")))
+    })
+    .await;
+    let output = live.output("noisy").unwrap();
+    assert!(
+        output.stderr.iter().any(|l| l == "noisy: starting"),
+        "{output:?}"
+    );
+    assert_eq!(output.log_messages[0], "info: working on it", "{output:?}");
+    assert!(
+        output.log_messages[1].starts_with("warning auth: used token "),
+        "{output:?}"
+    );
+    assert!(
+        !format!("{output:?}").contains(token),
+        "the entry's secret showed: {output:?}"
+    );
+    assert!(live.output("absent").is_none());
+    live.shutdown().await;
+}

@@ -26,7 +26,7 @@ use conduit_host::mcp_client::sampling::{
     SampledMessage, SamplingContent, SamplingMessage, SamplingRequest, SamplingRole, SamplingStop,
     SamplingTool, ToolChoice,
 };
-use conduit_host::mcp_client::servers::{ServerState, ServerStatus};
+use conduit_host::mcp_client::servers::{ServerOutput, ServerState, ServerStatus};
 use conduit_host::mentions::{
     CompletionTarget, Mentionables, PromptArgumentChoice, PromptChoice, PromptMention,
     ResourceChoice, ResourceMention, TemplateChoice,
@@ -102,6 +102,7 @@ fn generate_types(config: &Config) -> String {
         ServerDetails::decl(config),
         ServerState::decl(config),
         ServerStatus::decl(config),
+        ServerOutput::decl(config),
         McpOverview::decl(config),
         Decision::decl(config),
         TextProblem::decl(config),

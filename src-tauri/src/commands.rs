@@ -838,6 +838,17 @@ pub async fn import_mcp_servers(
 }
 
 window_command! {
+/// What a server wrote to stderr and sent as log messages lately, for Settings' Log.
+#[tauri::command(async)]
+pub fn mcp_server_output(
+    state: tauri::State<'_, AppState>,
+    server: String,
+) -> Reply<conduit_host::mcp_client::servers::ServerOutput> {
+    Ok(state.app.mcp_server_output(&server))
+}
+}
+
+window_command! {
 #[tauri::command]
 pub async fn mcp_server_tools(
     state: tauri::State<'_, AppState>,

@@ -106,6 +106,9 @@ fn main() -> std::process::ExitCode {
         // Settings belong to the chat window: they close with it. A closed window's
         // events are forgotten.
         .on_window_event(|window, event| {
+            if window.label() == "main" && matches!(event, tauri::WindowEvent::Focused(true)) {
+                native::attention_given(window);
+            }
             if matches!(event, tauri::WindowEvent::Destroyed)
                 && let Some(state) = window.try_state::<commands::AppState>()
             {

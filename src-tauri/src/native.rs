@@ -284,30 +284,46 @@ pub fn open_settings(app: &tauri::AppHandle) -> tauri::Result<()> {
 /// marked, as the desktop shows urgency): a tool call waits for approval, a server asks,
 /// an answer ended. Host-side only: the page cannot ask for it.
 pub fn ask_attention(app: &tauri::AppHandle) {
-    let Some(window) = app.get_webview_window("main") else {
-        return;
-    };
-    match window.is_focused() {
-        Ok(true) => {}
-        Ok(false) => {
-            let asked =
-                window.request_user_attention(Some(tauri::UserAttentionType::Informational));
-            if let Err(error) = asked {
-                tracing::debug!(%error, "the desktop was not asked to mark the window");
+    let handle = app.clone();
+    // On the main thread, where the window's state is read without a round trip: a turn's
+    // task must never wait for it (at quit the main thread waits for the tasks).
+    let posted = app.run_on_main_thread(move || {
+        let Some(window) = handle.get_webview_window("main") else {
+            return;
+        };
+        match window.is_focused() {
+            Ok(true) => {}
+            Ok(false) => {
+                let asked =
+                    window.request_user_attention(Some(tauri::UserAttentionType::Informational));
+                if let Err(error) = asked {
+                    tracing::debug!(%error, "the desktop was not asked to mark the window");
+                }
             }
+            Err(error) => tracing::debug!(%error, "whether the window has focus is unknown"),
         }
-        Err(error) => tracing::debug!(%error, "whether the window has focus is unknown"),
+    });
+    if let Err(error) = posted {
+        tracing::debug!(%error, "the window's attention could not be asked for");
+    }
+}
+
+/// Takes the mark away once the user is back (not every desktop does it by itself).
+pub fn attention_given(window: &tauri::Window) {
+    if let Err(error) = window.request_user_attention(None) {
+        tracing::debug!(%error, "the window's mark could not be taken away");
     }
 }
 
 /// Whether a turn's event is one the user should come back for: a call waiting for their
-/// approval, or the turn's end.
+/// approval, or the end of a turn that saved its message (a refusal before that, which a
+/// script in the page could repeat at will, marks nothing).
 pub fn wants_the_user(event: &conduit_host::app::TurnEvent) -> bool {
     use conduit_host::app::TurnEvent;
     use conduit_host::core::agent::AgentEvent;
     match event {
         TurnEvent::Agent { event } => matches!(**event, AgentEvent::ApprovalRequested { .. }),
-        TurnEvent::Ended { .. } => true,
+        TurnEvent::Ended { saved, .. } => *saved,
         TurnEvent::ServersStarting { .. } => false,
     }
 }

@@ -568,9 +568,10 @@ impl App {
         let nothing_sent = request.text.trim().is_empty()
             && request.attachments.is_empty()
             && request.resources.is_empty()
-            && request.prompt.is_none()
-            && request.view_context.is_empty();
-        if request.again && (!nothing_sent || request.conversation.is_none()) {
+            && request.prompt.is_none();
+        if request.again
+            && (!nothing_sent || !request.view_context.is_empty() || request.conversation.is_none())
+        {
             return Err(CommandError::message(
                 "Answering again sends no new message, and needs the conversation to answer.",
             ));
@@ -840,6 +841,12 @@ impl App {
                 crate::SettingsError::Invalid(format!("the answer could not be given: {error}"))
             })?;
         Ok(answered?)
+    }
+
+    /// What `server` wrote to stderr and sent as log messages lately (secrets hidden);
+    /// empty for a server that does not run (off, or not started yet).
+    pub fn mcp_server_output(&self, server: &str) -> conduit_mcp::servers::ServerOutput {
+        self.runtime().output(server).unwrap_or_default()
     }
 
     /// A server's approval policy and its tools, each with whether it is offered to
@@ -1686,7 +1693,9 @@ mod tests {
         let dialect = Dialect::OpenAiChat;
         let server = ScriptedLlm::start(vec![
             dialect.error_mid_stream(&["Partial "], "the upstream model crashed"),
+            dialect.error_mid_stream(&["Partial again "], "the upstream model crashed again"),
             dialect.text(&["A whole answer."]),
+            dialect.text(&["And then it ended."]),
         ])
         .await
         .unwrap();
@@ -1713,6 +1722,21 @@ mod tests {
         let mut again = request("");
         again.conversation = Some(started.conversation.clone());
         again.again = true;
+        // Failed again: and answered again after that.
+        let (sink, mut events) = collector();
+        app.send(again.clone(), sink).unwrap();
+        let (_, ended) = until_ended(&mut events).await;
+        assert!(
+            matches!(
+                ended,
+                TurnEvent::Ended {
+                    status: TurnStatus::Error,
+                    saved: true,
+                    ..
+                }
+            ),
+            "{ended:?}"
+        );
         let (sink, mut events) = collector();
         app.send(again.clone(), sink).unwrap();
         let (text, ended) = until_ended(&mut events).await;
@@ -1727,10 +1751,12 @@ mod tests {
             ),
             "{ended:?}"
         );
-        // The model read the user's message once, without the failed answer.
-        let body = server.requests()[1].body.to_string();
-        assert_eq!(body.matches("Tell me something").count(), 1, "{body}");
-        assert!(!body.contains("Partial"), "{body}");
+        // The model read the user's message once, without the failed answers.
+        for attempt in [1, 2] {
+            let body = server.requests()[attempt].body.to_string();
+            assert_eq!(body.matches("Tell me something").count(), 1, "{body}");
+            assert!(!body.contains("Partial"), "{body}");
+        }
         // Both answers are kept, the failed one marked.
         let stored = app
             .host()
@@ -1745,9 +1771,21 @@ mod tests {
             [
                 (Role::User, conduit_store::MessageStatus::Complete),
                 (Role::Assistant, conduit_store::MessageStatus::Error),
+                (Role::Assistant, conduit_store::MessageStatus::Error),
                 (Role::Assistant, conduit_store::MessageStatus::Complete),
             ]
         );
+        // Nor in the turns after: the question once, answered once.
+        let mut next = request("And then?");
+        next.conversation = Some(started.conversation.clone());
+        let (sink, mut events) = collector();
+        app.send(next, sink).unwrap();
+        let (text, _) = until_ended(&mut events).await;
+        assert_eq!(text, "And then it ended.");
+        let body = server.requests()[3].body.to_string();
+        assert!(!body.contains("Partial"), "{body}");
+        assert_eq!(body.matches("Tell me something").count(), 1, "{body}");
+        assert_eq!(body.matches("A whole answer.").count(), 1, "{body}");
 
         // Nothing to answer again now; and answering again sends nothing new.
         let (sink, mut events) = collector();
@@ -1771,7 +1809,7 @@ mod tests {
         with_text.text = "more".into();
         let (sink, _events) = collector();
         assert!(app.send(with_text, sink).is_err());
-        assert_eq!(server.requests().len(), 2);
+        assert_eq!(server.requests().len(), 4);
     }
 
     /// The next event that is not the agent's.

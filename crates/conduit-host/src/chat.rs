@@ -503,9 +503,13 @@ fn answer_again(
         .into_iter()
         .rev()
         .find(|message| !message.blocks.is_empty());
+    // Not one still streaming: another run (`conduit chat -c`) may be writing it.
     let failed_answer = last_stored.is_some_and(|message| {
         message.role == Role::Assistant
-            && message.status != conduit_store::MessageStatus::Complete
+            && matches!(
+                message.status,
+                conduit_store::MessageStatus::Error | conduit_store::MessageStatus::Interrupted
+            )
             && !message
                 .blocks
                 .iter()

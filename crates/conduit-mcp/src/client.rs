@@ -441,6 +441,8 @@ struct Shared {
     /// ([`Connection::call_tool`]). Only a hint: an id decides nothing else.
     completed_elicitations: Mutex<std::collections::VecDeque<String>>,
     elicitation_completed: tokio::sync::Notify,
+    /// The last log messages the server sent (`notifications/message`), for Settings.
+    log_messages: StderrTail,
 }
 
 /// How many completed elicitation ids a session keeps.
@@ -799,6 +801,26 @@ impl ClientHandler for Handler {
         }
         serde_json::from_value(self.asks.roots.to_wire())
             .map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))
+    }
+
+    // MCP logging is deprecated from 2026-07-28 (SEP-2577); servers on 2025-11-25 and
+    // earlier still send it, and their developers read it in Settings.
+    #[allow(deprecated)]
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let level = format!("{:?}", params.level).to_lowercase();
+        let data = match &params.data {
+            serde_json::Value::String(text) => text.clone(),
+            other => other.to_string(),
+        };
+        let line = match &params.logger {
+            Some(logger) => format!("{level} {logger}: {data}"),
+            None => format!("{level}: {data}"),
+        };
+        self.shared.log_messages.push_cut(line);
     }
 
     async fn on_progress(
@@ -1874,6 +1896,11 @@ impl Connection {
     /// The last lines the server wrote to stderr, its secrets hidden.
     pub fn stderr_tail(&self) -> Vec<String> {
         self.secrets.lines(self.stderr.lines())
+    }
+
+    /// The last log messages the server sent on this session, its secrets hidden.
+    pub fn log_messages(&self) -> Vec<String> {
+        self.secrets.lines(self.shared.log_messages.lines())
     }
 
     /// A server's `text` with its secrets hidden, cut to [`MAX_SERVER_ERROR`]. Secrets are

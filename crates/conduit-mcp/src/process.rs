@@ -23,6 +23,20 @@ const STDERR_LINE_BYTES: usize = 4096;
 pub struct StderrTail(Arc<Mutex<VecDeque<String>>>);
 
 impl StderrTail {
+    /// Keeps `line`, cut at [`STDERR_LINE_BYTES`] (on a character's edge), the oldest
+    /// going once [`STDERR_LINES`] are kept.
+    pub(crate) fn push_cut(&self, mut line: String) {
+        if line.len() > STDERR_LINE_BYTES {
+            let mut end = STDERR_LINE_BYTES;
+            while !line.is_char_boundary(end) {
+                end -= 1;
+            }
+            line.truncate(end);
+            line.push_str(" […]");
+        }
+        self.push(line);
+    }
+
     fn push(&self, line: String) {
         let mut lines = self.0.lock();
         if lines.len() == STDERR_LINES {

@@ -348,6 +348,29 @@ impl McpRuntime {
             .and_then(|slot| slot.running.connection.clone())
     }
 
+    /// What `server` said on the side ([`ServerOutput`]): from its running session, or,
+    /// when it failed or starts again, the stderr lines its last end left; `None` when
+    /// no server runs under that name.
+    pub fn output(&self, server: &str) -> Option<crate::servers::ServerOutput> {
+        let state = self.inner.state.lock();
+        let slot = state.slots.get(server)?;
+        if let Some(connection) = &slot.running.connection {
+            return Some(crate::servers::ServerOutput {
+                stderr: connection.stderr_tail(),
+                log_messages: connection.log_messages(),
+            });
+        }
+        let stderr = match &slot.running.state {
+            ServerState::Failed { stderr_tail, .. }
+            | ServerState::Restarting { stderr_tail, .. } => stderr_tail.clone(),
+            _ => Vec::new(),
+        };
+        Some(crate::servers::ServerOutput {
+            stderr,
+            log_messages: Vec::new(),
+        })
+    }
+
     /// The ready servers' tools that `allow(server, tool)` lets through, under names
     /// unique across them.
     pub fn tools(

@@ -56,6 +56,15 @@ pub struct ServerStatus {
     pub state: ServerState,
 }
 
+/// What a server said on the side, as Settings shows it: the last lines it wrote to
+/// stderr (stdio servers) and the last log messages it sent over MCP, secrets hidden.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, ts_rs::TS)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerOutput {
+    pub stderr: Vec<String>,
+    pub log_messages: Vec<String>,
+}
+
 /// A server's tool as a settings screen lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]

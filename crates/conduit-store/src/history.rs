@@ -851,13 +851,37 @@ impl Store {
         Ok(messages)
     }
 
-    /// The conversation as a history to send to a model: every tool call answered.
+    /// The conversation as a history to send to a model: every tool call answered, and
+    /// an answer that failed or was stopped left out when another answer followed it (the
+    /// user had it answered again): it stays stored and shown, but the model reads the
+    /// question once, answered once.
     pub fn history(&self, conversation: &str) -> Result<Vec<Message>, StoreError> {
-        let mut history: Vec<Message> = self
+        let stored: Vec<StoredMessage> = self
             .messages(conversation, None)?
             .into_iter()
             .filter(|m| !m.blocks.is_empty())
-            .map(|m| Message {
+            .collect();
+        let answered_again = |at: usize| {
+            let message = &stored[at];
+            message.role == Role::Assistant
+                && matches!(
+                    message.status,
+                    MessageStatus::Error | MessageStatus::Interrupted
+                )
+                && !message
+                    .blocks
+                    .iter()
+                    .any(|block| matches!(block, Block::ToolCall(_)))
+                && stored
+                    .get(at + 1)
+                    .is_some_and(|next| next.role == Role::Assistant)
+        };
+        let keep: Vec<bool> = (0..stored.len()).map(|at| !answered_again(at)).collect();
+        let mut history: Vec<Message> = stored
+            .into_iter()
+            .zip(keep)
+            .filter(|(_, keep)| *keep)
+            .map(|(m, _)| Message {
                 role: m.role,
                 blocks: m.blocks,
             })

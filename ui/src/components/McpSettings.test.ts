@@ -205,6 +205,38 @@ describe("McpSettings", () => {
     expect(names).toEqual(["Server files", "Server broken", "Server new", "Server off", "Server bad"]);
   });
 
+  it("shows what a server wrote to stderr and sent as log messages, hidden characters marked", async () => {
+    const backend = setup([server("files", { command: "npx" }), server("quiet", { command: "srv" })]);
+    backend.overview = {
+      configError: null,
+      servers: [
+        { name: "files", state: "ready", details: { name: null, version: null, protocolVersion: "2025-11-25", instructions: null, tools: true, resources: false, prompts: false, completions: false }, tool_count: 3 },
+      ],
+    };
+    api.mcpServerOutput.mockImplementation((name) =>
+      Promise.resolve(
+        name === "files"
+          ? { stderr: ["files: listening", "evil\u202Eline"], logMessages: ["info: indexed 3 folders"] }
+          : { stderr: [], logMessages: [] },
+      ),
+    );
+    render(McpSettings);
+    const files = await serverRow("files");
+    await fireEvent.click(within(files).getByRole("button", { name: "Output" }));
+    const stderr = await within(files).findByLabelText("Standard error");
+    expect(stderr.textContent).toContain("files: listening");
+    expect(stderr.textContent).not.toContain("\u202E");
+    expect(within(files).getByLabelText("Log messages").textContent).toBe("info: indexed 3 folders");
+    expect(api.mcpServerOutput).toHaveBeenCalledWith("files");
+
+    const quiet = await serverRow("quiet");
+    await fireEvent.click(within(quiet).getByRole("button", { name: "Output" }));
+    expect(await within(quiet).findByText(/Nothing yet/)).toBeTruthy();
+    api.mcpServerOutput.mockResolvedValueOnce({ stderr: ["late line"], logMessages: [] });
+    await fireEvent.click(within(quiet).getByRole("button", { name: "Refresh" }));
+    expect((await within(quiet).findByLabelText("Standard error")).textContent).toBe("late line");
+  });
+
   it("adds a stdio server from the form, based on the loaded version", async () => {
     setup([]);
     render(McpSettings);

@@ -43,6 +43,7 @@ export type CommandName =
   | "mcp_import_candidates"
   | "import_mcp_servers"
   | "mcp_server_tools"
+  | "mcp_server_output"
   | "restart_mcp_server"
   | "mcp_sign_in"
   | "mcp_sign_out"
@@ -368,6 +369,8 @@ export type ServerStatus = { name: string, } & ({ "state": "starting" } | { "sta
  * Signed in, but the server wants more access than was granted.
  */
 more_scope: boolean, });
+
+export type ServerOutput = { stderr: Array<string>, logMessages: Array<string>, };
 
 export type McpOverview = { servers: Array<ServerStatus>, configError: string | null, };
 

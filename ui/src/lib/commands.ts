@@ -1,7 +1,7 @@
 // Generated from the Rust commands (window_command! in src-tauri) by src-tauri/src/bindings_tests.rs: do not edit.
 // Regenerate with `UPDATE_BINDINGS=1 cargo test --workspace bindings`.
 import { invoke } from "@tauri-apps/api/core";
-import type { AppInfo, MediaRef, StoredMessage, Conversation, SearchHit, HistoryDamage, TurnEvent, Started, SendRequest, ProviderSummary, LocalProvider, ProviderInput, McpOverview, Decision, TextProblem, McpFile, Edit, ImportFile, Folder, ImportSource, ImportPick, ImportCandidate, ToolPolicy, ServerTools, Question, QuestionReply, SamplingQuestion, SamplingReply, ViewLookup, ViewCall, ViewCallResult, ServeSnippets, ServeHttpStatus, SignedOut, Toolset, ToolChoices, Format, Mentionables, CompletionTarget, EventBatch } from "./bindings";
+import type { AppInfo, MediaRef, StoredMessage, Conversation, SearchHit, HistoryDamage, TurnEvent, Started, SendRequest, ProviderSummary, LocalProvider, ProviderInput, ServerOutput, McpOverview, Decision, TextProblem, McpFile, Edit, ImportFile, Folder, ImportSource, ImportPick, ImportCandidate, ToolPolicy, ServerTools, Question, QuestionReply, SamplingQuestion, SamplingReply, ViewLookup, ViewCall, ViewCallResult, ServeSnippets, ServeHttpStatus, SignedOut, Toolset, ToolChoices, Format, Mentionables, CompletionTarget, EventBatch } from "./bindings";
 import { forgetStreams, openStream } from "./windowEvents";
 
 /** The app's version and where its data lives. */
@@ -256,6 +256,11 @@ export function importMcpServers(version: string | null, source: ImportSource, p
 
 export function mcpServerTools(server: string): Promise<ServerTools> {
   return invoke<ServerTools>("mcp_server_tools", { server });
+}
+
+/** What a server wrote to stderr and sent as log messages lately, for Settings' Log. */
+export function mcpServerOutput(server: string): Promise<ServerOutput> {
+  return invoke<ServerOutput>("mcp_server_output", { server });
 }
 
 export function restartMcpServer(server: string): Promise<void> {

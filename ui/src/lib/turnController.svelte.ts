@@ -95,6 +95,10 @@ interface Run {
    *  it was sent: put back when the user returns to it while it runs. */
   stored: StoredMessage[];
   hasOlder: boolean;
+  /** The conversation it answers again (no message of its own), if it does. */
+  again: string | null;
+  /** It ended failed after saving its message. */
+  failed: boolean;
 }
 
 export class TurnController {
@@ -344,6 +348,8 @@ export class TurnController {
       scheduled: false,
       stored,
       hasOlder,
+      again,
+      failed: false,
     };
     // Answering again sends no message: none shows.
     if (again === null) run.chat.messages.push(message);
@@ -371,6 +377,8 @@ export class TurnController {
       }
       const onScreen = this.chat === run.chat;
       if (onScreen) this.#showing = started.conversation;
+      // It failed before the host said where it runs: Try again is offered now.
+      if (run.ended && run.failed && onScreen) this.#failed = started.conversation;
       if (run.ended && onScreen) void this.#refresh(started.conversation).then(() => scroll.toEnd());
       // A user who opened another conversation meanwhile stays there: the new one is in
       // the list (onChanged), and opening it shows the running turn.
@@ -565,6 +573,14 @@ export class TurnController {
     this.turn = null;
     this.answering = [];
     this.#options.onChanged();
+    if (!event.saved && run.again !== null) {
+      // Answering again was refused or stopped before it began: nothing to give back, and
+      // it can be tried once more.
+      if (this.chat !== run.chat) return;
+      if (event.error) this.error = event.error;
+      this.#failed = run.again;
+      return;
+    }
     if (!event.saved) {
       // Refused or stopped before its message was saved (a mentioned resource still
       // being read): the message goes back, now or when its conversation shows again.
@@ -576,7 +592,8 @@ export class TurnController {
     if (this.chat !== run.chat) return;
     if (event.error) this.error = event.error;
     if (event.notice) this.notice = event.notice;
-    if (event.status === "error" && finished) this.#failed = finished;
+    run.failed = event.status === "error";
+    if (run.failed && finished) this.#failed = finished;
     if (!finished) return; // ended before send_message answered: send() refreshes
     void this.#refresh(finished).then(() => this.#options.scroll.toEnd());
   }

@@ -494,6 +494,30 @@ describe("a turn in the chat controller", () => {
     expect(t.controller.canTryAgain).toBe(false);
   });
 
+  it("offers Try again once more when answering again stopped before it began", async () => {
+    const t = setup();
+    t.acceptTurns();
+    await t.controller.send(choice, "Tell me something", []);
+    t.api.loadMessages.mockResolvedValue([stored(1, "user", "Tell me something")]);
+    t.emit({ type: "ended", status: "error", error: { message: "crashed" }, saved: true });
+    expect(await t.controller.tryAgain(choice)).toBe(true);
+    expect(t.controller.canTryAgain).toBe(false);
+    t.emit({ type: "ended", status: "interrupted", saved: false });
+    expect(t.controller.canTryAgain).toBe(true);
+    expect(t.controller.draftText).toBe("");
+  });
+
+  it("offers Try again for a turn that failed before the host said where it runs", async () => {
+    const t = setup();
+    t.api.sendMessage.mockImplementation((_request, onEvent) => {
+      onEvent({ type: "ended", status: "error", error: { message: "crashed at once" }, saved: true });
+      return Promise.resolve({ conversation: "c1", turn: "t1" });
+    });
+    t.api.loadMessages.mockResolvedValue([stored(1, "user", "Tell me something")]);
+    await t.controller.send(choice, "Tell me something", []);
+    expect(t.controller.canTryAgain).toBe(true);
+  });
+
   it("keeps the composer as it is when answering again is refused", async () => {
     const t = setup();
     t.acceptTurns();
