@@ -297,6 +297,15 @@ async fn settings_manage_providers_and_the_mcp_servers_file() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     server_state(&window, "everything", "Ready").await;
+    // Its output: what the running server wrote to stderr (server-everything says it
+    // started there).
+    window
+        .click_xpath("//li[@aria-label='Server everything']//button[normalize-space()='Output']")
+        .await;
+    window
+        .wait(r#"document.querySelector('[aria-label="Output of everything"] [aria-label="Standard error"]')?.textContent.length > 0"#)
+        .await;
+    window.shot(&shots.join("04b-server-output.png")).await;
 
     // Broken JSON in the raw editor: the error names line and column; the file stays.
     let before = std::fs::read(&mcp_file).unwrap();
