@@ -432,6 +432,16 @@ async fn a_failed_turn_is_tried_again_and_a_cut_off_answer_says_so() {
         cut_off,
     ]);
     let window = fixture.open().await;
+    // The new chat's instructions, set before its first message.
+    window.click_button("Instructions").await;
+    window
+        .type_into("Instructions text", "Answer like a lighthouse keeper.")
+        .await;
+    window.shot(&fixture.shot("14-instructions.png")).await;
+    window.click_button("Save").await;
+    window
+        .wait(r#"document.querySelector('[aria-label="Instructions"]')?.textContent.includes("Instructions on")"#)
+        .await;
     window.send("Where was the lighthouse?").await;
     window
         .wait(r#"document.querySelector('[role="alert"]')?.textContent.includes("The upstream model crashed")"#)
@@ -452,7 +462,17 @@ async fn a_failed_turn_is_tried_again_and_a_cut_off_answer_says_so() {
         failed.starts_with("Failed: ") && failed.contains("The upstream model crashed (ref 7f3a)."),
         "{failed}"
     );
+    let first = &fixture.llm.requests()[0].body;
+    assert_eq!(first["messages"][0]["role"], "system", "{first}");
+    assert_eq!(
+        first["messages"][0]["content"],
+        "Answer like a lighthouse keeper."
+    );
     let second = fixture.llm.requests()[1].body.to_string();
+    assert!(
+        second.contains("Answer like a lighthouse keeper."),
+        "{second}"
+    );
     assert_eq!(
         second.matches("Where was the lighthouse?").count(),
         1,

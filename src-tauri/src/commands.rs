@@ -353,6 +353,35 @@ pub fn stop_turn(state: tauri::State<'_, AppState>, turn: String) -> Reply<()> {
 }
 
 window_command! {
+/// A conversation's instructions to the model (empty: none).
+#[tauri::command(async)]
+pub fn conversation_instructions(
+    state: tauri::State<'_, AppState>,
+    conversation: String,
+) -> Reply<String> {
+    state
+        .app
+        .conversation_instructions(&conversation)
+        .map_err(CommandError::from)
+}
+}
+
+window_command! {
+/// Keeps a conversation's instructions to the model for its next turns.
+#[tauri::command(async)]
+pub fn set_conversation_instructions(
+    state: tauri::State<'_, AppState>,
+    conversation: String,
+    instructions: String,
+) -> Reply<()> {
+    state
+        .app
+        .set_conversation_instructions(&conversation, &instructions)
+        .map_err(CommandError::from)
+}
+}
+
+window_command! {
 /// A turn waiting for servers to start begins without them; it only takes tools away.
 #[tauri::command(async)]
 pub fn answer_without_waiting(state: tauri::State<'_, AppState>, turn: String) -> Reply<()> {

@@ -61,6 +61,11 @@ pub struct SendRequest {
     #[serde(default)]
     #[ts(as = "Option<bool>", optional)]
     pub again: bool,
+    /// For a new conversation: its instructions to the model (kept with it). A continued
+    /// conversation keeps its own; this is then ignored.
+    #[serde(default)]
+    #[ts(optional)]
+    pub instructions: Option<String>,
 }
 
 /// A turn that started: where it is saved, and its id for stop and approval answers.
@@ -120,6 +125,27 @@ pub struct McpOverview {
 }
 
 pub use crate::mcp::{ServerTools, ToolSetting};
+
+/// The most characters a conversation's instructions may have: a long system prompt is
+/// sent with every request of every turn.
+pub const MAX_INSTRUCTIONS: usize = 20_000;
+
+/// Keeps `instructions` as `conversation`'s (blank: none), refused past
+/// [`MAX_INSTRUCTIONS`] characters.
+fn set_instructions(
+    store: &conduit_store::Store,
+    conversation: &str,
+    instructions: &str,
+) -> Result<(), AppError> {
+    let count = instructions.chars().count();
+    if count > MAX_INSTRUCTIONS {
+        return Err(AppError::TooLongInstructions(count));
+    }
+    let kept = Some(instructions.trim()).filter(|text| !text.is_empty());
+    // Kept as written (only blank text is none): leading spaces may be meant.
+    store.set_instructions(conversation, kept.map(|_| instructions))?;
+    Ok(())
+}
 
 /// What the window says of a turn that ended complete but short of a whole answer.
 fn notice_of(outcome: &conduit_core::agent::Outcome) -> Option<String> {
@@ -212,6 +238,10 @@ pub enum AppError {
         "an answer is still being written in this conversation: wait for it, or stop it, before sending another message"
     )]
     TurnRunning,
+    #[error(
+        "the instructions are {0} characters long; at most {MAX_INSTRUCTIONS} are kept (they go with every request)"
+    )]
+    TooLongInstructions(usize),
     #[error("the message is empty: type something or attach an image")]
     EmptyMessage,
     #[error("the attached image {0} is not in the media store; attach it again")]
@@ -624,6 +654,9 @@ impl App {
             None => {
                 let id =
                     store.create_conversation(Some(&request.provider), request.model.as_deref())?;
+                if let Some(instructions) = &request.instructions {
+                    set_instructions(&store, &id, instructions)?;
+                }
                 if let Some(toolset) = &request.toolset {
                     self.host.set_conversation_toolset(&id, toolset)?;
                 }
@@ -688,7 +721,7 @@ impl App {
             attachments: attachments.into_iter().map(Attachment::Stored).collect(),
             approval: ApprovalMode::Window(agent_sink.clone()),
             max_turns: conduit_core::agent::DEFAULT_MAX_TURNS,
-            system: None,
+            system: store.instructions(&conversation)?,
             read_timeout: None,
             resources: request.resources,
             prompt_use: request.prompt,
@@ -1050,6 +1083,25 @@ impl App {
     }
 
     /// Keeps the tools a saved conversation may use; its next turn offers only those.
+    /// A conversation's instructions to the model (its system prompt); empty: none.
+    pub fn conversation_instructions(&self, conversation: &str) -> Result<String, AppError> {
+        Ok(self
+            .host
+            .store()?
+            .instructions(conversation)?
+            .unwrap_or_default())
+    }
+
+    /// Keeps a conversation's instructions to the model, for its next turns; empty or
+    /// blank text: none. At most [`MAX_INSTRUCTIONS`] characters.
+    pub fn set_conversation_instructions(
+        &self,
+        conversation: &str,
+        instructions: &str,
+    ) -> Result<(), AppError> {
+        set_instructions(&*self.host.store()?, conversation, instructions)
+    }
+
     pub fn set_conversation_toolset(
         &self,
         conversation: &str,
@@ -1248,6 +1300,7 @@ mod tests {
             prompt: None,
             view_context: Vec::new(),
             again: false,
+            instructions: None,
         }
     }
 
@@ -1810,6 +1863,80 @@ mod tests {
         let (sink, _events) = collector();
         assert!(app.send(with_text, sink).is_err());
         assert_eq!(server.requests().len(), 4);
+    }
+
+    /// A conversation's instructions go to the model as its system prompt in every turn:
+    /// a new chat's with its first message, changed ones from the next turn; blank text is
+    /// none, and too long is refused with the limit.
+    #[tokio::test]
+    async fn a_conversations_instructions_are_its_system_prompt() {
+        let dir = tempfile::tempdir().unwrap();
+        let dialect = Dialect::OpenAiChat;
+        let server = ScriptedLlm::start(vec![
+            dialect.text(&["Ahoy."]),
+            dialect.text(&["Bonjour."]),
+            dialect.text(&["Hello."]),
+        ])
+        .await
+        .unwrap();
+        let url = dialect.base_url(&server.url());
+        let app = app(
+            dir.path(),
+            json!({"id": "local", "protocol": "openai-chat", "baseUrl": url, "defaultModel": "m"}),
+        );
+        let mut first = request("Greet me");
+        first.instructions = Some("Answer like a pirate.".into());
+        let (sink, mut events) = collector();
+        let started = app.send(first, sink).unwrap();
+        until_ended(&mut events).await;
+        let body = &server.requests()[0].body;
+        assert_eq!(body["messages"][0]["role"], "system", "{body}");
+        assert_eq!(
+            body["messages"][0]["content"], "Answer like a pirate.",
+            "{body}"
+        );
+        assert_eq!(
+            app.conversation_instructions(&started.conversation)
+                .unwrap(),
+            "Answer like a pirate."
+        );
+
+        app.set_conversation_instructions(&started.conversation, "Answer in French.")
+            .unwrap();
+        let mut second = request("Greet me again");
+        second.conversation = Some(started.conversation.clone());
+        // Ignored for a conversation that has its own.
+        second.instructions = Some("Answer in German.".into());
+        let (sink, mut events) = collector();
+        app.send(second, sink).unwrap();
+        until_ended(&mut events).await;
+        let body = server.requests()[1].body.to_string();
+        assert!(body.contains("Answer in French."), "{body}");
+        assert!(
+            !body.contains("pirate") && !body.contains("German"),
+            "{body}"
+        );
+
+        app.set_conversation_instructions(&started.conversation, "  \n ")
+            .unwrap();
+        assert_eq!(
+            app.conversation_instructions(&started.conversation)
+                .unwrap(),
+            ""
+        );
+        let mut third = request("Once more");
+        third.conversation = Some(started.conversation.clone());
+        let (sink, mut events) = collector();
+        app.send(third, sink).unwrap();
+        until_ended(&mut events).await;
+        assert_ne!(server.requests()[2].body["messages"][0]["role"], "system");
+
+        let long = "x".repeat(MAX_INSTRUCTIONS + 1);
+        let error = app
+            .set_conversation_instructions(&started.conversation, &long)
+            .unwrap_err();
+        assert!(error.to_string().contains("at most 20000"), "{error}");
+        assert!(app.set_conversation_instructions("no-such", "hi").is_err());
     }
 
     /// The next event that is not the agent's.

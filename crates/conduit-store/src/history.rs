@@ -485,6 +485,34 @@ impl Store {
         Ok(())
     }
 
+    /// A conversation's instructions to the model (its system prompt); `None`: none.
+    pub fn instructions(&self, conversation: &str) -> Result<Option<String>, StoreError> {
+        self.lock()
+            .query_row(
+                "SELECT instructions FROM conversations WHERE id = ?1",
+                [conversation],
+                |row| row.get::<_, Option<String>>(0),
+            )
+            .optional()?
+            .ok_or_else(|| StoreError::UnknownConversation(conversation.to_owned()))
+    }
+
+    /// Keeps a conversation's instructions to the model (`None`: none).
+    pub fn set_instructions(
+        &self,
+        conversation: &str,
+        instructions: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let changed = self.lock().execute(
+            "UPDATE conversations SET instructions = ?2 WHERE id = ?1",
+            params![conversation, instructions],
+        )?;
+        if changed == 0 {
+            return Err(StoreError::UnknownConversation(conversation.to_owned()));
+        }
+        Ok(())
+    }
+
     pub fn conversation(&self, id: &str) -> Result<Conversation, StoreError> {
         let conn = self.lock();
         conn.query_row(

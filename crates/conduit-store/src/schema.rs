@@ -120,6 +120,12 @@ pub const MIGRATIONS: &[Migration] = &[
     // (`crate::words`): a search for a Chinese or Japanese word inside a sentence found
     // nothing.
     Migration::Code(space_unspaced_scripts),
+    // 7: a conversation's instructions to the model (its system prompt; NULL: none).
+    Migration::Sql(
+        r#"
+    ALTER TABLE conversations ADD COLUMN instructions TEXT;
+    "#,
+    ),
 ];
 
 /// Indexes again every search row holding text of a script written without spaces, as

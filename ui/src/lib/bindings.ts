@@ -23,6 +23,8 @@ export type CommandName =
   | "mentionables"
   | "complete_mention"
   | "set_conversation_toolset"
+  | "conversation_instructions"
+  | "set_conversation_instructions"
   | "answer_approval"
   | "mcp_questions"
   | "answer_question"
@@ -318,7 +320,12 @@ viewContext?: Array<string>,
  * Answers the conversation's last message again with no new one (after a turn that
  * failed); nothing else may come with it.
  */
-again?: boolean, };
+again?: boolean, 
+/**
+ * For a new conversation: its instructions to the model (kept with it). A continued
+ * conversation keeps its own; this is then ignored.
+ */
+instructions?: string, };
 
 export type ProviderSummary = { 
 /**

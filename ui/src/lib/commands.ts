@@ -129,6 +129,16 @@ export function setConversationToolset(conversation: string, toolset: Toolset): 
   return invoke<void>("set_conversation_toolset", { conversation, toolset });
 }
 
+/** A conversation's instructions to the model (empty: none). */
+export function conversationInstructions(conversation: string): Promise<string> {
+  return invoke<string>("conversation_instructions", { conversation });
+}
+
+/** Keeps a conversation's instructions to the model for its next turns. */
+export function setConversationInstructions(conversation: string, instructions: string): Promise<void> {
+  return invoke<void>("set_conversation_instructions", { conversation, instructions });
+}
+
 /**
  * Answers a call's approval question; "Always allow" only after the user confirms it
  * natively (a script in the page cannot save an allow alone).

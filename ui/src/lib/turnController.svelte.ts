@@ -275,6 +275,7 @@ export class TurnController {
     toolset: Toolset | null = null,
     mentions: Mentioned | null = null,
     viewContext: string[] = [],
+    instructions: string | null = null,
   ): Promise<boolean> {
     if (!choice) {
       this.error = { message: "Pick a model for this message first: the list beside Send has the models of your providers." };
@@ -290,7 +291,7 @@ export class TurnController {
     this.sending = true;
     this.#sends += 1;
     try {
-      return await this.#send(choice, text, files, toolset, mentions, viewContext);
+      return await this.#send(choice, text, files, toolset, mentions, viewContext, instructions);
     } finally {
       this.sending = false;
     }
@@ -303,6 +304,8 @@ export class TurnController {
     toolset: Toolset | null,
     mentions: Mentioned | null,
     viewContext: string[],
+    /** A new chat's instructions to the model, kept with it. */
+    instructions: string | null,
     /** The conversation whose last message is answered again (no new message). */
     again: string | null = null,
   ): Promise<boolean> {
@@ -363,6 +366,7 @@ export class TurnController {
           provider: choice.provider,
           model: choice.model,
           ...(toolset ? { toolset } : {}),
+          ...(instructions !== null && conversation === null ? { instructions } : {}),
           ...(mentions && mentions.resources.length > 0 ? { resources: mentions.resources } : {}),
           ...(mentions?.prompt ? { prompt: mentions.prompt } : {}),
           ...(viewContext.length > 0 ? { viewContext } : {}),
@@ -483,7 +487,7 @@ export class TurnController {
     this.sending = true;
     this.#sends += 1;
     try {
-      return await this.#send(choice, "", [], null, null, [], failed);
+      return await this.#send(choice, "", [], null, null, [], null, failed);
     } finally {
       this.sending = false;
     }

@@ -532,6 +532,22 @@ describe("a turn in the chat controller", () => {
     expect(t.controller.canTryAgain).toBe(true);
   });
 
+  it("sends a new chat's instructions with its first message only", async () => {
+    const t = setup();
+    t.acceptTurns();
+    await t.controller.open(null);
+    await t.controller.send(choice, "Hello", [], null, null, [], "Answer like a pirate.");
+    expect(t.api.sendMessage).toHaveBeenLastCalledWith(
+      expect.objectContaining({ conversation: null, instructions: "Answer like a pirate." }),
+      expect.any(Function),
+    );
+    t.api.loadMessages.mockResolvedValue([stored(1, "user", "Hello")]);
+    t.emit({ type: "ended", status: "complete", saved: true });
+    await t.controller.open("c1");
+    await t.controller.send(choice, "Again", [], null, null, [], "ignored");
+    expect(t.api.sendMessage.mock.lastCall?.[0]).not.toHaveProperty("instructions");
+  });
+
   it("does not pull the user back to a new chat they left before it started", async () => {
     const t = setup();
     const started = deferred<{ conversation: string; turn: string }>();
