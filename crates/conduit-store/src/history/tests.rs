@@ -479,6 +479,7 @@ fn a_version_5_history_finds_words_inside_chinese_text_once_migrated() {
             .lock()
             .execute_batch(
                 "UPDATE search SET text = replace(text, char(8203), '');
+                 ALTER TABLE conversations DROP COLUMN instructions;
                  PRAGMA user_version = 5;",
             )
             .unwrap();
@@ -1098,7 +1099,11 @@ fn deleting_a_conversation_finds_its_search_rows_by_an_index() {
         // Back to version 4: the rows the new table would hold are dropped with it.
         store
             .lock()
-            .execute_batch("DROP TABLE search_rows; PRAGMA user_version = 4;")
+            .execute_batch(
+                "DROP TABLE search_rows;
+                 ALTER TABLE conversations DROP COLUMN instructions;
+                 PRAGMA user_version = 4;",
+            )
             .unwrap();
         (ids[0].clone(), ids[1].clone())
     };
