@@ -440,7 +440,7 @@ async fn a_failed_turn_is_tried_again_and_a_cut_off_answer_says_so() {
     window.shot(&fixture.shot("14-instructions.png")).await;
     window.click_button("Save").await;
     window
-        .wait(r#"document.querySelector('[aria-label="Instructions"]')?.textContent.includes("Instructions on")"#)
+        .wait(r#"[...document.querySelectorAll('button[aria-haspopup="dialog"]')].some(b => b.textContent.trim() === "Instructions on")"#)
         .await;
     window.send("Where was the lighthouse?").await;
     window

@@ -18,9 +18,11 @@ const TURNS: usize = 30;
 /// The stored messages a conversation keeps in the page (the UI's PAGE).
 const KEPT: usize = 50;
 
-/// The texts of the messages in the page, oldest first.
+/// The texts of the messages in the page, oldest first (without their Copy and tokens).
 const SHOWN: &str = r#"return [...document.querySelectorAll('[role="log"] [role="article"]')]
-    .map(m => m.textContent.trim());"#;
+    .map(m => { const c = m.cloneNode(true);
+                c.querySelectorAll('[data-message-footer]').forEach(f => f.remove());
+                return c.textContent.trim(); });"#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_conversation_keeps_its_newest_messages_in_the_page() {

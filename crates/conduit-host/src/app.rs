@@ -302,6 +302,13 @@ fn bounded_request(mut request: SendRequest) -> Result<SendRequest, AppError> {
             return Err(AppError::TooManyInMessage { what, max });
         }
     }
+    // Refused before a new conversation is made for them.
+    if let Some(instructions) = &request.instructions {
+        let count = instructions.chars().count();
+        if count > MAX_INSTRUCTIONS {
+            return Err(AppError::TooLongInstructions(count));
+        }
+    }
     fn once<T: PartialEq>(items: &mut Vec<T>) {
         let mut kept: Vec<T> = Vec::with_capacity(items.len());
         for item in items.drain(..) {
@@ -721,7 +728,8 @@ impl App {
             attachments: attachments.into_iter().map(Attachment::Stored).collect(),
             approval: ApprovalMode::Window(agent_sink.clone()),
             max_turns: conduit_core::agent::DEFAULT_MAX_TURNS,
-            system: store.instructions(&conversation)?,
+            // The conversation's instructions (`prepare_turn` reads them).
+            system: None,
             read_timeout: None,
             resources: request.resources,
             prompt_use: request.prompt,

@@ -312,7 +312,12 @@ impl Host {
             None => provider_label(&request.provider),
         });
         options.capabilities = conduit_providers::default_capabilities(protocol, &model);
-        options.system = request.system;
+        // This run's own system prompt (the CLI's `--system`), else the conversation's
+        // instructions: a conversation continued from the CLI keeps them.
+        options.system = match request.system {
+            Some(system) => Some(system),
+            None => store.instructions(&conversation)?,
+        };
         options.max_turns = request.max_turns;
         Ok(PreparedTurn {
             agent: Agent::new(provider, tools, approver, options),

@@ -445,6 +445,10 @@ struct Shared {
     log_messages: StderrTail,
 }
 
+/// How much of a log message is kept before its secrets are hidden: room for a secret
+/// across the shown cut ([`process::SHOWN_LINE_BYTES`]).
+const RAW_LOG_LINE_BYTES: usize = 16 * 1024;
+
 /// How many completed elicitation ids a session keeps.
 const KEPT_COMPLETIONS: usize = 32;
 
@@ -820,7 +824,9 @@ impl ClientHandler for Handler {
             Some(logger) => format!("{level} {logger}: {data}"),
             None => format!("{level}: {data}"),
         };
-        self.shared.log_messages.push_cut(line);
+        // Kept longer than shown: secrets are hidden when the lines are read, and one that
+        // runs across the cut would no longer be found whole.
+        self.shared.log_messages.push_cut(line, RAW_LOG_LINE_BYTES);
     }
 
     async fn on_progress(
@@ -1898,9 +1904,20 @@ impl Connection {
         self.secrets.lines(self.stderr.lines())
     }
 
-    /// The last log messages the server sent on this session, its secrets hidden.
+    /// The last log messages the server sent on this session, its secrets and any bearer
+    /// token hidden (a server logging the request it got would show the user's sign-in),
+    /// each cut after the hiding.
     pub fn log_messages(&self) -> Vec<String> {
-        self.secrets.lines(self.shared.log_messages.lines())
+        self.secrets
+            .lines(self.shared.log_messages.lines())
+            .into_iter()
+            .map(|line| {
+                process::cut_line(
+                    crate::redact::without_bearer_tokens(&line),
+                    process::SHOWN_LINE_BYTES,
+                )
+            })
+            .collect()
     }
 
     /// A server's `text` with its secrets hidden, cut to [`MAX_SERVER_ERROR`]. Secrets are

@@ -23,18 +23,10 @@ const STDERR_LINE_BYTES: usize = 4096;
 pub struct StderrTail(Arc<Mutex<VecDeque<String>>>);
 
 impl StderrTail {
-    /// Keeps `line`, cut at [`STDERR_LINE_BYTES`] (on a character's edge), the oldest
-    /// going once [`STDERR_LINES`] are kept.
-    pub(crate) fn push_cut(&self, mut line: String) {
-        if line.len() > STDERR_LINE_BYTES {
-            let mut end = STDERR_LINE_BYTES;
-            while !line.is_char_boundary(end) {
-                end -= 1;
-            }
-            line.truncate(end);
-            line.push_str(" […]");
-        }
-        self.push(line);
+    /// Keeps `line` cut at `limit` bytes ([`cut_line`]), the oldest going once
+    /// [`STDERR_LINES`] are kept.
+    pub(crate) fn push_cut(&self, line: String, limit: usize) {
+        self.push(cut_line(line, limit));
     }
 
     fn push(&self, line: String) {
@@ -49,6 +41,22 @@ impl StderrTail {
         self.0.lock().iter().cloned().collect()
     }
 }
+
+/// `line` cut at `limit` bytes, on a character's edge, marked when cut.
+pub(crate) fn cut_line(mut line: String, limit: usize) -> String {
+    if line.len() > limit {
+        let mut end = limit;
+        while !line.is_char_boundary(end) {
+            end -= 1;
+        }
+        line.truncate(end);
+        line.push_str(" […]");
+    }
+    line
+}
+
+/// How much of a stderr or log line is shown.
+pub(crate) const SHOWN_LINE_BYTES: usize = STDERR_LINE_BYTES;
 
 /// A running server process.
 pub struct ServerProcess {

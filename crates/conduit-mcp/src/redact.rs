@@ -319,6 +319,28 @@ fn url_start(text: &str) -> Option<(usize, usize)> {
     None
 }
 
+/// `text` with the token after each `Bearer ` (any case) masked: a server that logs the
+/// request it got shows the user's sign-in, which is in no entry for the [`Redactor`].
+pub fn without_bearer_tokens(text: &str) -> String {
+    const WORD: &str = "bearer ";
+    let lower = text.to_ascii_lowercase();
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    while let Some(found) = lower[at..].find(WORD) {
+        let token_start = at + found + WORD.len();
+        out.push_str(&text[at..token_start]);
+        let token_len = text[token_start..]
+            .find(|c: char| c.is_whitespace() || c == '"' || c == '\'' || c == ',')
+            .unwrap_or(text.len() - token_start);
+        if token_len > 0 {
+            out.push_str(MASK);
+        }
+        at = token_start + token_len;
+    }
+    out.push_str(&text[at..]);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -395,5 +417,28 @@ mod tests {
             format!("tokens {MASK} and {MASK}, DEBUG=1")
         );
         assert_eq!(format!("{redactor:?}"), "Redactor(2 values, 0 in answers)");
+    }
+
+    #[test]
+    fn a_bearer_token_in_a_log_line_is_masked() {
+        assert_eq!(
+            super::without_bearer_tokens(
+                r#"got headers {"authorization": "Bearer eyJhbGciOi.x.y", "x": 1}"#
+            ),
+            r#"got headers {"authorization": "Bearer ••••", "x": 1}"#
+        );
+        assert_eq!(
+            super::without_bearer_tokens("AUTHORIZATION: bearer abc123 then BEARER def"),
+            "AUTHORIZATION: bearer •••• then BEARER ••••"
+        );
+        assert_eq!(
+            super::without_bearer_tokens("no token here"),
+            "no token here"
+        );
+        assert_eq!(
+            super::without_bearer_tokens("ends with Bearer "),
+            "ends with Bearer "
+        );
+        assert_eq!(super::without_bearer_tokens("Bearer é€"), "Bearer ••••");
     }
 }

@@ -352,15 +352,19 @@ impl McpRuntime {
     /// when it failed or starts again, the stderr lines its last end left; `None` when
     /// no server runs under that name.
     pub fn output(&self, server: &str) -> Option<crate::servers::ServerOutput> {
-        let state = self.inner.state.lock();
-        let slot = state.slots.get(server)?;
-        if let Some(connection) = &slot.running.connection {
+        let (connection, state) = {
+            let state = self.inner.state.lock();
+            let slot = state.slots.get(server)?;
+            (slot.running.connection.clone(), slot.running.state.clone())
+        };
+        // The lines are hidden and cut outside the runtime's lock.
+        if let Some(connection) = connection {
             return Some(crate::servers::ServerOutput {
                 stderr: connection.stderr_tail(),
                 log_messages: connection.log_messages(),
             });
         }
-        let stderr = match &slot.running.state {
+        let stderr = match &state {
             ServerState::Failed { stderr_tail, .. }
             | ServerState::Restarting { stderr_tail, .. } => stderr_tail.clone(),
             _ => Vec::new(),

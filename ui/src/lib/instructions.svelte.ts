@@ -29,11 +29,11 @@ export class InstructionsController {
     const read = ++this.#reads;
     this.#conversation = conversation;
     this.error = null;
-    if (conversation === null) {
-      this.text = "";
-      this.saved = "";
-      return;
-    }
+    // Nothing of the conversation shown before stays meanwhile (or if the read fails):
+    // a Save must never write it into this one.
+    this.text = "";
+    this.saved = "";
+    if (conversation === null) return;
     try {
       const kept = await this.api.conversationInstructions(conversation);
       if (read !== this.#reads) return;

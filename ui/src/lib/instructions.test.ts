@@ -37,6 +37,14 @@ describe("a conversation's instructions", () => {
     await first;
     expect(panel.text).toBe("Answer in French.");
     expect(panel.forNewChat()).toBeNull();
+    // A read that fails leaves nothing of the conversation shown before.
+    api.conversationInstructions.mockRejectedValueOnce(new Error("gone"));
+    await panel.show("c3");
+    expect(panel.text).toBe("");
+    expect(panel.active).toBe(false);
+    expect(panel.error).toContain("gone");
+    api.conversationInstructions.mockResolvedValueOnce("Answer in French.");
+    await panel.show("c2");
 
     api.setConversationInstructions.mockResolvedValue(undefined);
     panel.text = "Answer in German.";
