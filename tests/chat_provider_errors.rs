@@ -176,30 +176,16 @@ async fn a_provider_that_never_starts_answering_fails_after_the_read_timeout() {
 /// is), and says so: before, nothing told it from a whole one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_cut_off_at_the_output_limit_is_said() {
-    use conduit_e2e::llm_server::Chunk;
-    let dialect = Dialect::OpenAiChat;
-    let Reply::Stream(chunks) = dialect.text(&["Once upon a time"]) else {
-        unreachable!("a text answer is a stream")
-    };
-    let cut = Reply::Stream(
-        chunks
-            .into_iter()
-            .map(|chunk| match chunk {
-                Chunk::Send(text) => Chunk::Send(
-                    text.replace(r#""finish_reason":"stop""#, r#""finish_reason":"length""#),
-                ),
-                other => other,
-            })
-            .collect(),
-    );
-    let run = chat(dialect, vec![cut]).await;
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
-    assert_eq!(run.text(), "Once upon a time");
-    assert!(
-        run.stderr.contains(
-            "the answer was cut off: it reached the most the model may write in one answer"
-        ),
-        "{}",
-        run.stderr
-    );
+    for dialect in Dialect::ALL {
+        let run = chat(dialect, vec![dialect.cut_off(&["Once upon a time"])]).await;
+        assert_eq!(run.code, Some(0), "{dialect:?}: {}", run.stderr);
+        assert_eq!(run.text(), "Once upon a time", "{dialect:?}");
+        assert!(
+            run.stderr.contains(
+                "the answer was cut off: it reached the most the model may write in one answer"
+            ),
+            "{dialect:?}: {}",
+            run.stderr
+        );
+    }
 }

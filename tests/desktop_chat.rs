@@ -403,26 +403,12 @@ async fn a_message_sent_while_a_server_starts_says_so_and_can_go_without_it() {
 /// message's Copy takes its text.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_turn_is_tried_again_and_a_cut_off_answer_says_so() {
-    use conduit_e2e::llm_server::{Chunk, Reply};
     let chat = Dialect::OpenAiChat;
     let fixture = Fixture::new().await;
     std::fs::write(fixture.home.path().join("mcp_servers.json"), "{}").unwrap();
     let story =
         "Once upon a time, a lighthouse keeper kept a log of every ship that passed. ".repeat(12);
-    let Reply::Stream(chunks) = chat.text(&[&story]) else {
-        unreachable!("a text answer is a stream")
-    };
-    let cut_off = Reply::Stream(
-        chunks
-            .into_iter()
-            .map(|chunk| match chunk {
-                Chunk::Send(text) => Chunk::Send(
-                    text.replace(r#""finish_reason":"stop""#, r#""finish_reason":"length""#),
-                ),
-                other => other,
-            })
-            .collect(),
-    );
+    let cut_off = chat.cut_off(&[&story]);
     fixture.llm.push(vec![
         chat.error_mid_stream(
             &["The lighthouse "],

@@ -1684,29 +1684,14 @@ mod tests {
     /// notice saying so (it ended as if whole before).
     #[tokio::test]
     async fn an_answer_cut_off_at_the_output_limit_says_so() {
-        use conduit_testing::llm_server::{Chunk, Reply};
         let dir = tempfile::tempdir().unwrap();
         let dialect = Dialect::OpenAiChat;
-        let ending = |finish: &str| {
-            let Reply::Stream(chunks) = dialect.text(&["Once upon a time"]) else {
-                unreachable!("a text answer is a stream")
-            };
-            Reply::Stream(
-                chunks
-                    .into_iter()
-                    .map(|chunk| match chunk {
-                        Chunk::Send(text) => Chunk::Send(text.replace(
-                            r#""finish_reason":"stop""#,
-                            &format!(r#""finish_reason":"{finish}""#),
-                        )),
-                        other => other,
-                    })
-                    .collect(),
-            )
-        };
-        let server = ScriptedLlm::start(vec![ending("length"), ending("stop")])
-            .await
-            .unwrap();
+        let server = ScriptedLlm::start(vec![
+            dialect.cut_off(&["Once upon a time"]),
+            dialect.text(&["Once upon a time"]),
+        ])
+        .await
+        .unwrap();
         let url = dialect.base_url(&server.url());
         let app = app(
             dir.path(),

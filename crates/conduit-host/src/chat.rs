@@ -508,18 +508,7 @@ fn answer_again(
         .into_iter()
         .rev()
         .find(|message| !message.blocks.is_empty());
-    // Not one still streaming: another run (`conduit chat -c`) may be writing it.
-    let failed_answer = last_stored.is_some_and(|message| {
-        message.role == Role::Assistant
-            && matches!(
-                message.status,
-                conduit_store::MessageStatus::Error | conduit_store::MessageStatus::Interrupted
-            )
-            && !message
-                .blocks
-                .iter()
-                .any(|block| matches!(block, conduit_core::content::Block::ToolCall(_)))
-    });
+    let failed_answer = last_stored.is_some_and(|message| message.is_failed_answer());
     if failed_answer && history.last().is_some_and(|m| m.role == Role::Assistant) {
         history.pop();
     }

@@ -136,6 +136,23 @@ pub struct StoredMessage {
     pub created_at: i64,
 }
 
+impl StoredMessage {
+    /// An answer that failed or was stopped with no call in it: one the user may have
+    /// answered again (Try again), which the model then no longer reads. Not one still
+    /// streaming: another run may be writing it.
+    pub fn is_failed_answer(&self) -> bool {
+        self.role == Role::Assistant
+            && matches!(
+                self.status,
+                MessageStatus::Error | MessageStatus::Interrupted
+            )
+            && !self
+                .blocks
+                .iter()
+                .any(|block| matches!(block, Block::ToolCall(_)))
+    }
+}
+
 /// One search result: where, and the matching text with each match between
 /// [`MATCH_START`] and [`MATCH_END`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ts_rs::TS)]
@@ -890,16 +907,7 @@ impl Store {
             .filter(|m| !m.blocks.is_empty())
             .collect();
         let answered_again = |at: usize| {
-            let message = &stored[at];
-            message.role == Role::Assistant
-                && matches!(
-                    message.status,
-                    MessageStatus::Error | MessageStatus::Interrupted
-                )
-                && !message
-                    .blocks
-                    .iter()
-                    .any(|block| matches!(block, Block::ToolCall(_)))
+            stored[at].is_failed_answer()
                 && stored
                     .get(at + 1)
                     .is_some_and(|next| next.role == Role::Assistant)

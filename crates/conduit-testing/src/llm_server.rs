@@ -301,6 +301,38 @@ impl Dialect {
         self.turn(pieces, &[])
     }
 
+    /// An answer streamed as these text pieces and cut off at the model's output limit,
+    /// ending as each protocol says so (`length`, `max_tokens`, `MAX_TOKENS`, an
+    /// incomplete response for `max_output_tokens`).
+    pub fn cut_off(self, pieces: &[&str]) -> Reply {
+        let endings: &[(&str, &str)] = match self {
+            Dialect::OpenAiChat => &[(r#""finish_reason":"stop""#, r#""finish_reason":"length""#)],
+            Dialect::Anthropic => &[(
+                r#""stop_reason":"end_turn""#,
+                r#""stop_reason":"max_tokens""#,
+            )],
+            Dialect::Gemini => &[(r#""finishReason":"STOP""#, r#""finishReason":"MAX_TOKENS""#)],
+            Dialect::OpenAiResponses => &[
+                ("event: response.completed", "event: response.incomplete"),
+                (
+                    r#""type":"response.completed","response":{"id":"resp_test","status":"completed""#,
+                    r#""type":"response.incomplete","response":{"id":"resp_test","status":"incomplete","incomplete_details":{"reason":"max_output_tokens"}"#,
+                ),
+            ],
+        };
+        let chunks = self
+            .turn_events(pieces, &[], true)
+            .into_iter()
+            .map(|mut chunk| {
+                for (from, to) in endings {
+                    chunk = chunk.replace(from, to);
+                }
+                Chunk::Send(chunk)
+            })
+            .collect();
+        Reply::Stream(chunks)
+    }
+
     /// Text, then tool calls, as one model turn.
     pub fn turn(self, pieces: &[&str], calls: &[ScriptedCall]) -> Reply {
         Reply::Stream(
