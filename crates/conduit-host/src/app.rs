@@ -1194,6 +1194,21 @@ mod tests {
         (dialect.base_url(&server.url()), server)
     }
 
+    /// An app whose provider is a Chat Completions server answering `replies` in turn;
+    /// the server runs while the returned one lives.
+    async fn app_answering(
+        dir: &std::path::Path,
+        replies: Vec<conduit_testing::llm_server::Reply>,
+    ) -> (Arc<App>, ScriptedLlm) {
+        let server = ScriptedLlm::start(replies).await.unwrap();
+        let url = Dialect::OpenAiChat.base_url(&server.url());
+        let app = app(
+            dir,
+            json!({"id": "local", "protocol": "openai-chat", "baseUrl": url, "defaultModel": "m"}),
+        );
+        (app, server)
+    }
+
     fn app(dir: &std::path::Path, provider: serde_json::Value) -> Arc<App> {
         std::fs::write(
             dir.join("settings.json"),
@@ -1487,18 +1502,15 @@ mod tests {
     async fn a_conversation_runs_one_turn_at_a_time() {
         let dir = tempfile::tempdir().unwrap();
         let dialect = Dialect::OpenAiChat;
-        let server = ScriptedLlm::start(vec![
-            dialect.stall_after(&["Hel"]),
-            dialect.stall_after(&["Hel"]),
-            dialect.stall_after(&["Hel"]),
-        ])
-        .await
-        .unwrap();
-        let url = dialect.base_url(&server.url());
-        let app = app(
+        let (app, _server) = app_answering(
             dir.path(),
-            json!({"id": "local", "protocol": "openai-chat", "baseUrl": url, "defaultModel": "m"}),
-        );
+            vec![
+                dialect.stall_after(&["Hel"]),
+                dialect.stall_after(&["Hel"]),
+                dialect.stall_after(&["Hel"]),
+            ],
+        )
+        .await;
         let (sink, mut events) = collector();
         let started = app.send(request("Tell a long story"), sink).unwrap();
         until_first_text(&mut events).await;
@@ -1686,17 +1698,14 @@ mod tests {
     async fn an_answer_cut_off_at_the_output_limit_says_so() {
         let dir = tempfile::tempdir().unwrap();
         let dialect = Dialect::OpenAiChat;
-        let server = ScriptedLlm::start(vec![
-            dialect.cut_off(&["Once upon a time"]),
-            dialect.text(&["Once upon a time"]),
-        ])
-        .await
-        .unwrap();
-        let url = dialect.base_url(&server.url());
-        let app = app(
+        let (app, _server) = app_answering(
             dir.path(),
-            json!({"id": "local", "protocol": "openai-chat", "baseUrl": url, "defaultModel": "m"}),
-        );
+            vec![
+                dialect.cut_off(&["Once upon a time"]),
+                dialect.text(&["Once upon a time"]),
+            ],
+        )
+        .await;
         let (sink, mut events) = collector();
         app.send(request("Tell me a long story"), sink).unwrap();
         let (text, ended) = until_ended(&mut events).await;
@@ -1737,19 +1746,16 @@ mod tests {
     async fn a_failed_turn_is_answered_again_without_a_new_message() {
         let dir = tempfile::tempdir().unwrap();
         let dialect = Dialect::OpenAiChat;
-        let server = ScriptedLlm::start(vec![
-            dialect.error_mid_stream(&["Partial "], "the upstream model crashed"),
-            dialect.error_mid_stream(&["Partial again "], "the upstream model crashed again"),
-            dialect.text(&["A whole answer."]),
-            dialect.text(&["And then it ended."]),
-        ])
-        .await
-        .unwrap();
-        let url = dialect.base_url(&server.url());
-        let app = app(
+        let (app, server) = app_answering(
             dir.path(),
-            json!({"id": "local", "protocol": "openai-chat", "baseUrl": url, "defaultModel": "m"}),
-        );
+            vec![
+                dialect.error_mid_stream(&["Partial "], "the upstream model crashed"),
+                dialect.error_mid_stream(&["Partial again "], "the upstream model crashed again"),
+                dialect.text(&["A whole answer."]),
+                dialect.text(&["And then it ended."]),
+            ],
+        )
+        .await;
         let (sink, mut events) = collector();
         let started = app.send(request("Tell me something"), sink).unwrap();
         let (_, ended) = until_ended(&mut events).await;
@@ -1865,18 +1871,15 @@ mod tests {
     async fn a_conversations_instructions_are_its_system_prompt() {
         let dir = tempfile::tempdir().unwrap();
         let dialect = Dialect::OpenAiChat;
-        let server = ScriptedLlm::start(vec![
-            dialect.text(&["Ahoy."]),
-            dialect.text(&["Bonjour."]),
-            dialect.text(&["Hello."]),
-        ])
-        .await
-        .unwrap();
-        let url = dialect.base_url(&server.url());
-        let app = app(
+        let (app, server) = app_answering(
             dir.path(),
-            json!({"id": "local", "protocol": "openai-chat", "baseUrl": url, "defaultModel": "m"}),
-        );
+            vec![
+                dialect.text(&["Ahoy."]),
+                dialect.text(&["Bonjour."]),
+                dialect.text(&["Hello."]),
+            ],
+        )
+        .await;
         let mut first = request("Greet me");
         first.instructions = Some("Answer like a pirate.".into());
         let (sink, mut events) = collector();
@@ -1952,18 +1955,15 @@ mod tests {
     async fn a_turn_waits_for_the_servers_starting_naming_them_unless_told_not_to() {
         let dir = tempfile::tempdir().unwrap();
         let dialect = Dialect::OpenAiChat;
-        let server = ScriptedLlm::start(vec![
-            dialect.text(&["Hello"]),
-            dialect.text(&["Again"]),
-            dialect.text(&["Third"]),
-        ])
-        .await
-        .unwrap();
-        let url = dialect.base_url(&server.url());
-        let app = app(
+        let (app, _server) = app_answering(
             dir.path(),
-            json!({"id": "local", "protocol": "openai-chat", "baseUrl": url, "defaultModel": "m"}),
-        );
+            vec![
+                dialect.text(&["Hello"]),
+                dialect.text(&["Again"]),
+                dialect.text(&["Third"]),
+            ],
+        )
+        .await;
         // "hangs" never answers the handshake (starting for the whole start timeout, as
         // a first npx download is for a while); "fails" exits after a second.
         std::fs::write(
