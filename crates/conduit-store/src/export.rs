@@ -62,6 +62,7 @@ pub fn export_as(
     file: &Path,
 ) -> Result<PathBuf, StoreError> {
     let conversation = store.conversation(id)?;
+    let instructions = store.instructions(id)?;
     let messages = store.messages(id, None)?;
     let out_dir = file.parent().unwrap_or(Path::new("."));
     let stem = file
@@ -104,10 +105,16 @@ pub fn export_as(
     }
 
     let text = match format {
-        Format::Markdown => markdown(&conversation.title, &messages, &files),
+        Format::Markdown => markdown(
+            &conversation.title,
+            instructions.as_deref(),
+            &messages,
+            &files,
+        ),
         Format::Json => {
             let value = json!({
                 "conversation": conversation,
+                "instructions": instructions,
                 "messages": messages,
                 "media": files,
             });
@@ -162,6 +169,7 @@ fn link_destination(path: &str) -> String {
 
 fn markdown(
     title: &str,
+    instructions: Option<&str>,
     messages: &[StoredMessage],
     files: &BTreeMap<String, Option<String>>,
 ) -> String {
@@ -174,7 +182,7 @@ fn markdown(
                 media.hash.get(..12).unwrap_or(&media.hash)
             ),
         };
-    markdown_with(title, messages, &link)
+    markdown_with(title, instructions, messages, &link)
 }
 
 /// Conversation `id` as Markdown, each referenced media written by `link(kind, media)`
@@ -185,16 +193,31 @@ pub fn conversation_markdown(
     link: &dyn Fn(&str, &MediaRef) -> String,
 ) -> Result<String, StoreError> {
     let conversation = store.conversation(id)?;
+    let instructions = store.instructions(id)?;
     let messages = store.messages(id, None)?;
-    Ok(markdown_with(&conversation.title, &messages, link))
+    Ok(markdown_with(
+        &conversation.title,
+        instructions.as_deref(),
+        &messages,
+        link,
+    ))
 }
 
+/// The Markdown of a conversation: its title, the instructions it gives the model (its
+/// system prompt, which shaped every answer), then its messages.
 fn markdown_with(
     title: &str,
+    instructions: Option<&str>,
     messages: &[StoredMessage],
     link: &dyn Fn(&str, &MediaRef) -> String,
 ) -> String {
     let mut out = format!("# {}\n", escape_html_and_images(&one_line(title)));
+    if let Some(instructions) = instructions.filter(|text| !text.trim().is_empty()) {
+        out.push_str(&format!(
+            "\n## Instructions\n\n{}\n\n",
+            inert_markdown(instructions)
+        ));
+    }
     for message in messages {
         let who = match message.role {
             Role::User => "You",

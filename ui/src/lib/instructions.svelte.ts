@@ -79,9 +79,10 @@ export class InstructionsController {
     }
   }
 
-  /** The held instructions a new chat's first message takes along (null: none, or not a
-   *  new chat). */
+  /** The instructions a new chat's first message takes along: what the panel holds,
+   *  saved or only typed (a user who typed them and sent meant them; the host refuses
+   *  too many characters, and the message comes back). Null when blank, or not a new chat. */
   forNewChat(): string | null {
-    return this.#conversation === null && this.active ? this.saved : null;
+    return this.#conversation === null && this.text.trim() !== "" ? this.text : null;
   }
 }

@@ -20,8 +20,12 @@ describe("a conversation's instructions", () => {
     expect(api.setConversationInstructions).not.toHaveBeenCalled();
     expect(panel.active).toBe(true);
     expect(panel.forNewChat()).toBe("Answer like a pirate.");
-    // Blank is none.
+    // Typed and not saved, they go too.
+    panel.text = "Answer like a parrot.";
+    expect(panel.forNewChat()).toBe("Answer like a parrot.");
+    // Blank is none, saved or not.
     panel.text = "   ";
+    expect(panel.forNewChat()).toBeNull();
     await panel.save();
     expect(panel.forNewChat()).toBeNull();
   });

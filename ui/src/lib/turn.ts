@@ -433,6 +433,18 @@ export function startingNotice(servers: string[]): string {
   return `Waiting for ${names} to start, so that the model can use ${whose} tools…`;
 }
 
+/** Whether a conversation's stored messages (oldest first) end without an answer that
+ *  finished: "failed" when its last answer failed, "unanswered" when its last message has
+ *  none at all (the turn failed before the model wrote a word, was stopped before it
+ *  began, or the app closed meanwhile); null when the last answer finished or was stopped
+ *  by the user, or there are no messages. */
+export function lastAnswer(messages: StoredMessage[]): "failed" | "unanswered" | null {
+  const last = messages.at(-1);
+  if (!last) return null;
+  if (last.role !== "assistant") return "unanswered";
+  return last.status === "error" ? "failed" : null;
+}
+
 /** What "Copy" puts on the clipboard for a message: its text blocks as written (Markdown),
  *  a blank line between them, with what hides or rearranges text shown as its code, as on
  *  screen (a bidi override must not carry a hidden command into a terminal). Empty when

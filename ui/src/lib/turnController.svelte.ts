@@ -4,7 +4,7 @@ import { consentOnScreen } from "./consent";
 import type * as Api from "./api";
 import { commandError, errorMessage } from "./api";
 import { storedAttachment, type Attachment } from "./composer";
-import { applyEvent, emptyState, fromStored, keepKeys, pendingUserMessage, type ChatState } from "./turn";
+import { applyEvent, emptyState, fromStored, keepKeys, lastAnswer, pendingUserMessage, type ChatState } from "./turn";
 import type {
   AgentEvent,
   Block,
@@ -112,6 +112,11 @@ export class TurnController {
   /** The conversation whose last turn failed after its message was saved, while it shows:
    *  "Try again" answers it again without a new message. */
   #failed = $state<string | null>(null);
+  /** How the stored messages on screen end: an answer that failed, or a message with none. */
+  #lastAnswer = $state<"failed" | "unanswered" | null>(null);
+  /** Why answers that ended while another conversation showed are not all they could be,
+   *  by conversation: said when it shows again. */
+  #noticesAway = new Map<string, string>();
   /** The running turn's id, once the host gave it. */
   turn = $state<string | null>(null);
   /** The composer's text and files: a message that could not be sent comes back here. */
@@ -203,6 +208,11 @@ export class TurnController {
     this.error = null;
     this.notice = null;
     this.#failed = null;
+    this.#lastAnswer = null;
+    if (id !== null) {
+      this.notice = this.#noticesAway.get(id) ?? null;
+      this.#noticesAway.delete(id);
+    }
     // The running turn's conversation shows its live state, approval questions included.
     const running = this.#running;
     if (id !== null && running && id === running.conversation) {
@@ -493,6 +503,13 @@ export class TurnController {
     }
   }
 
+  /** What the chat says of a last answer that can be tried again when no error says it
+   *  (the conversation was opened after its turn ended); null when there is none. */
+  get unansweredNotice(): string | null {
+    if (!this.canTryAgain || this.error) return null;
+    return this.#lastAnswer === "unanswered" ? "The last message has no answer." : "The last answer did not finish.";
+  }
+
   dismissNotice(): void {
     this.notice = null;
   }
@@ -507,6 +524,10 @@ export class TurnController {
 
   #show(stored: StoredMessage[], hasOlder: boolean): void {
     this.#stored = stored;
+    // A conversation whose last answer failed, or whose last message has none, can be
+    // answered again, however long ago that was (also after a restart).
+    this.#lastAnswer = lastAnswer(stored);
+    this.#failed = this.#lastAnswer !== null ? this.#showing : null;
     const next = fromStored(stored);
     keepKeys(this.chat.messages, next.messages);
     this.chat = next;
@@ -593,7 +614,12 @@ export class TurnController {
       if (this.chat === run.chat) this.#restoreUnsent(unsent);
       return;
     }
-    if (this.chat !== run.chat) return;
+    if (this.chat !== run.chat) {
+      // Its failed answer shows when the conversation does (from what was stored); why
+      // it was cut short is said then.
+      if (event.notice && finished) this.#noticesAway.set(finished, event.notice);
+      return;
+    }
     if (event.error) this.error = event.error;
     if (event.notice) this.notice = event.notice;
     run.failed = event.status === "error";

@@ -466,15 +466,16 @@ describe("a turn in the chat controller", () => {
     t.emit({ type: "ended", status: "error", error: { message: "the upstream model crashed" }, saved: true });
     expect(t.controller.canTryAgain).toBe(true);
 
-    // Not from another conversation.
-    t.api.loadMessages.mockResolvedValue([stored(9, "user", "Another chat")]);
+    // Not from another conversation, whose last answer finished.
+    t.api.loadMessages.mockResolvedValue([stored(9, "user", "Another chat"), stored(10, "assistant", "Hello")]);
     await t.controller.open("c2");
     expect(t.controller.canTryAgain).toBe(false);
+    expect(t.controller.unansweredNotice).toBeNull();
     expect(await t.controller.tryAgain(choice)).toBe(false);
     expect(t.api.sendMessage).toHaveBeenCalledTimes(1);
 
     // Back in its conversation a new failure offers it again; trying sends no message.
-    t.api.loadMessages.mockResolvedValue([stored(1, "user", "Tell me something")]);
+    t.api.loadMessages.mockResolvedValue([stored(1, "user", "Tell me something"), stored(2, "assistant", "Half", "complete")]);
     await t.controller.open("c1");
     expect(t.controller.canTryAgain).toBe(false);
     t.acceptTurns();
@@ -492,6 +493,61 @@ describe("a turn in the chat controller", () => {
     expect(t.controller.error).toBeNull();
     t.emit({ type: "ended", status: "complete", saved: true });
     expect(t.controller.canTryAgain).toBe(false);
+  });
+
+  it("offers Try again in a conversation opened after its answer failed, and says why an answer ended short there", async () => {
+    const t = setup();
+    t.acceptTurns();
+    await t.controller.send(choice, "Tell me something", []);
+    // Another conversation shows when the turn fails, and again when a second one is cut off.
+    t.api.loadMessages.mockResolvedValue([stored(9, "user", "Another chat"), stored(10, "assistant", "Hello")]);
+    await t.controller.open("c2");
+    t.emit({ type: "ended", status: "error", error: { message: "the upstream model crashed" }, saved: true });
+    expect(t.controller.error).toBeNull();
+    expect(t.controller.canTryAgain).toBe(false);
+
+    t.api.loadMessages.mockResolvedValue([stored(1, "user", "Tell me something"), stored(2, "assistant", "Hal", "error")]);
+    await t.controller.open("c1");
+    expect(t.controller.canTryAgain).toBe(true);
+    expect(t.controller.unansweredNotice).toBe("The last answer did not finish.");
+    expect(await t.controller.tryAgain(choice)).toBe(true);
+    expect(t.api.sendMessage).toHaveBeenLastCalledWith(expect.objectContaining({ conversation: "c1", text: "", again: true }), expect.any(Function));
+    expect(t.controller.unansweredNotice).toBeNull();
+
+    t.api.loadMessages.mockResolvedValue([stored(9, "user", "Another chat"), stored(10, "assistant", "Hello")]);
+    await t.controller.open("c2");
+    t.emit({ type: "ended", status: "complete", saved: true, notice: "The answer was cut off." });
+    expect(t.controller.notice).toBeNull();
+    t.api.loadMessages.mockResolvedValue([stored(1, "user", "Tell me something"), stored(3, "assistant", "Cut")]);
+    await t.controller.open("c1");
+    expect(t.controller.notice).toBe("The answer was cut off.");
+    expect(t.controller.canTryAgain).toBe(false);
+    // Said once.
+    await t.controller.open("c2");
+    await t.controller.open("c1");
+    expect(t.controller.notice).toBeNull();
+  });
+
+  it("offers Try again for a conversation whose last message has no answer, and none while a turn runs", async () => {
+    const t = setup();
+    t.api.loadMessages.mockResolvedValue([stored(1, "user", "Tell me something")]);
+    await t.controller.open("c1");
+    expect(t.controller.unansweredNotice).toBe("The last message has no answer.");
+    // An answer the user stopped is not offered again; one that failed is.
+    t.api.loadMessages.mockResolvedValue([stored(1, "user", "Tell me something"), stored(2, "assistant", "Hal", "interrupted")]);
+    await t.controller.open("c2");
+    expect(t.controller.canTryAgain).toBe(false);
+    t.api.loadMessages.mockResolvedValue([]);
+    await t.controller.open("c3");
+    expect(t.controller.canTryAgain).toBe(false);
+    // While a turn runs in another conversation, none.
+    t.acceptTurns({ conversation: "c4", turn: "t4" });
+    await t.controller.open(null);
+    await t.controller.send(choice, "Elsewhere", []);
+    t.api.loadMessages.mockResolvedValue([stored(1, "user", "Tell me something")]);
+    await t.controller.open("c1");
+    expect(t.controller.canTryAgain).toBe(false);
+    expect(t.controller.unansweredNotice).toBeNull();
   });
 
   it("offers Try again once more when answering again stopped before it began", async () => {

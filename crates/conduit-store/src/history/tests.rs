@@ -1636,3 +1636,43 @@ fn a_write_waits_for_another_process_committing_instead_of_failing() {
     let messages = writer.join().unwrap().unwrap();
     assert_eq!(messages.len(), 1);
 }
+
+/// A conversation's instructions shaped every answer in it: an export carries them, in
+/// the Markdown as their own section (unable to start a turn of their own) and in the JSON
+/// as a field; one without any has neither.
+#[test]
+fn an_export_carries_the_conversations_instructions() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let id = store.create_conversation(None, None).unwrap();
+    store
+        .add_message(&id, &Message::user_text("Ahoy"), MessageStatus::Complete)
+        .unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let plain = std::fs::read_to_string(export(&store, &id, Format::Markdown, out.path()).unwrap())
+        .unwrap();
+    assert!(!plain.contains("## Instructions"), "{plain}");
+
+    store
+        .set_instructions(&id, Some("Answer like a pirate.\n## You\n\nobey"))
+        .unwrap();
+    let text = std::fs::read_to_string(export(&store, &id, Format::Markdown, out.path()).unwrap())
+        .unwrap();
+    assert!(
+        text.starts_with("# Ahoy\n\n## Instructions\n\nAnswer like a pirate.\n"),
+        "{text}"
+    );
+    assert_eq!(
+        top_headings(&text),
+        ["# Ahoy", "## Instructions", "## You"],
+        "{text}"
+    );
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(export(&store, &id, Format::Json, out.path()).unwrap()).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        json["instructions"],
+        "Answer like a pirate.\n## You\n\nobey"
+    );
+}
