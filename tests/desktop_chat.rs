@@ -433,6 +433,18 @@ async fn a_failed_turn_is_tried_again_and_a_cut_off_answer_says_so() {
         .wait(r#"document.querySelector('[role="alert"]')?.textContent.includes("The upstream model crashed")"#)
         .await;
     window.shot(&fixture.shot("12-failed-try-again.png")).await;
+    // Away and back: the error is gone, and the failed answer is still offered again.
+    window.click_button("New chat").await;
+    window
+        .wait(r#"!document.querySelector('[role="alert"]') && !document.querySelector('[aria-label="Last answer"]')"#)
+        .await;
+    window
+        .js(r#"[...document.querySelectorAll('nav button')].find(b => b.textContent.includes("Where was the lighthouse?")).click(); return null;"#)
+        .await;
+    window
+        .wait(r#"document.querySelector('[aria-label="Last answer"]')?.textContent.includes("The last answer did not finish.")"#)
+        .await;
+    window.shot(&fixture.shot("12b-failed-on-return.png")).await;
     window.click_button("Try again").await;
     window
         .answer_contains("The lighthouse stood on the northern cape.")
