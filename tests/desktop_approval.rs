@@ -170,7 +170,7 @@ async fn approval_answers_exactly_the_call_it_shows() {
     );
     assert_eq!(run["tool"], "run");
     assert_eq!(run["server"], "sh");
-    assert_eq!(run["controls"], 3, "{cards:?}");
+    assert_eq!(run["controls"], 4, "{cards:?}");
     assert_eq!(
         window
             .js(r#"return document.querySelectorAll('[aria-label="Approve tool call"]').length;"#)
@@ -410,6 +410,73 @@ async fn approval_answers_exactly_the_call_it_shows() {
     assert_eq!(
         fixture.settings()["mcpServers"]["sh"]["toolApproval"]["run"],
         "allow"
+    );
+    window.session.close().await.unwrap();
+}
+
+/// "Allow in this conversation": the tool's next call there runs unasked, nothing is
+/// saved in Settings, the tools panel lists it, and "Ask again" there takes it back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_allowed_in_this_conversation_runs_unasked_there_until_taken_back() {
+    let gemini = Dialect::Gemini;
+    let fixture = Fixture::new().await;
+    fixture.llm.push(vec![
+        gemini.turn(
+            &[],
+            &[no_id_call("fs__read_file", json!({"path": "notes.txt"}))],
+        ),
+        gemini.turn(
+            &[],
+            &[no_id_call("fs__read_file", json!({"path": "todo.txt"}))],
+        ),
+        gemini.text(&["Read both."]),
+        gemini.turn(
+            &[],
+            &[no_id_call("fs__read_file", json!({"path": "diary.txt"}))],
+        ),
+        gemini.text(&["Not read."]),
+    ]);
+    let window = fixture.open().await;
+    window.send("Read my notes and my list").await;
+    window.tool_state("read_file", "Waiting for approval").await;
+    window.click_button("Allow in this conversation").await;
+    window.answer_contains("Read both.").await;
+    let done = cards(&window).await;
+    assert_eq!(done.len(), 2, "{done:?}");
+    assert!(done.iter().all(|card| card["state"] == "done"), "{done:?}");
+    assert!(fixture.settings().get("mcpServers").is_none());
+
+    window.click_button("Tools").await;
+    let listed = window
+        .wait(r#"document.querySelector('[aria-label="Allowed in this conversation"]')?.textContent.replace(/\s+/g, " ")"#)
+        .await;
+    assert!(
+        listed.as_str().unwrap().contains("read_file of fs"),
+        "{listed}"
+    );
+    window
+        .shot(&fixture.shot("06-allowed-in-conversation.png"))
+        .await;
+    window.click_button("Ask again").await;
+    window
+        .wait(r#"!document.querySelector('[aria-label="Allowed in this conversation"]')"#)
+        .await;
+    window.click_button("Tools").await;
+
+    window.send("Now my diary").await;
+    window
+        .wait(r#"document.querySelectorAll('article[data-state="approval"]').length === 1"#)
+        .await;
+    window.click_button("Deny").await;
+    window.answer_contains("Not read.").await;
+    let requests = fixture.llm.requests();
+    assert_eq!(requests.len(), 5);
+    assert!(
+        requests[2]
+            .body
+            .to_string()
+            .contains("contents of todo.txt"),
+        "the second call ran unasked"
     );
     window.session.close().await.unwrap();
 }

@@ -109,6 +109,84 @@ fn saved_conversations(home: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// "c" allows the tool for the rest of the conversation: its next call there runs
+/// unasked; a new conversation asks again, and nothing was saved for good. (A real MCP
+/// server: the allow is bound to what its tool is.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_allowed_in_this_conversation_runs_unasked_there_and_is_asked_about_in_the_next() {
+    let dialect = Dialect::OpenAiChat;
+    let read = |before: &str, path: &str, after: &str| {
+        vec![
+            dialect.turn(
+                &[before],
+                &[ScriptedCall::new(
+                    "call_1",
+                    "fs__read_file",
+                    json!({"path": path}),
+                )],
+            ),
+            dialect.text(&[after]),
+        ]
+    };
+    let server = ScriptedLlm::start(
+        [
+            read("First.", "/notes/one.md", "Read one."),
+            read("Second.", "/notes/two.md", "Read two."),
+            read("Third.", "/notes/three.md", "Not read."),
+        ]
+        .concat(),
+    )
+    .await
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let (python, script) = conduit_e2e::python_fixture("approval_tools.py").unwrap();
+    std::fs::write(
+        home.path().join("mcp_servers.json"),
+        json!({"mcpServers": {"fs": {"command": python, "args": [script]}}}).to_string(),
+    )
+    .unwrap();
+    let session = repl(
+        &server,
+        home.path(),
+        vec![
+            expect("> "),
+            send("read one"),
+            expect("allow [o]nce, in this [c]onversation, [a]lways, or [d]eny?"),
+            send("c"),
+            expect("← fs__read_file done"),
+            expect("Read one."),
+            expect("> "),
+            send("read two"),
+            expect("Second."),
+            expect("← fs__read_file done"),
+            expect("contents of /notes/two.md"),
+            expect("Read two."),
+            expect("> "),
+            send("/new"),
+            expect("New conversation."),
+            expect("> "),
+            send("read three"),
+            expect("allow [o]nce, in this [c]onversation, [a]lways, or [d]eny?"),
+            send("d"),
+            expect("denied"),
+            expect("Not read."),
+            expect("> "),
+            key("ctrl-d"),
+        ],
+    )
+    .await;
+    assert_eq!(session.failure, None, "{}", session.transcript);
+    assert_eq!(session.code, Some(0), "{}", session.transcript);
+    assert_eq!(
+        session.transcript.matches("wants to run with").count(),
+        2,
+        "{}",
+        session.transcript
+    );
+    let settings = std::fs::read_to_string(home.path().join("settings.json")).unwrap_or_default();
+    assert!(!settings.contains("read_file"), "{settings}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_call_approved_inline_then_new_then_ctrl_c_keeps_the_partial_answer() {
     let dialect = Dialect::OpenAiChat;
@@ -136,7 +214,7 @@ async fn a_tool_call_approved_inline_then_new_then_ctrl_c_keeps_the_partial_answ
             expect("? test__echo wants to run with {\"text\":\"pty hello\"}"),
             // What an "always" would be bound to is shown the first time too.
             expect("  it says of itself:\r\n  │ Echo the text back."),
-            expect("allow [o]nce, [a]lways, or [d]eny?"),
+            expect("allow [o]nce, in this [c]onversation, [a]lways, or [d]eny?"),
             send("o"),
             expect("← test__echo done"),
             expect(": pty hello"),
@@ -237,9 +315,9 @@ async fn attach_then_a_denied_call_is_not_run_and_ctrl_c_at_the_prompt_leaves() 
             expect("(sent with your next message)"),
             expect("> "),
             send("echo please"),
-            expect("allow [o]nce, [a]lways, or [d]eny?"),
+            expect("allow [o]nce, in this [c]onversation, [a]lways, or [d]eny?"),
             send("maybe"),
-            expect("Answer o, a or d."),
+            expect("Answer o, c, a or d."),
             send("d"),
             expect("denied"),
             expect("Understood."),
@@ -294,7 +372,7 @@ async fn a_model_without_native_tools_calls_one_as_text_approved_inline_and_a_st
             send("echo via text"),
             expect("Checking."),
             expect("? test__echo wants to run with {\"text\":\"via text\"}"),
-            expect("allow [o]nce, [a]lways, or [d]eny?"),
+            expect("allow [o]nce, in this [c]onversation, [a]lways, or [d]eny?"),
             send("a"),
             expect("← test__echo done"),
             expect("Done via text."),
@@ -388,7 +466,7 @@ async fn a_hostile_answer_is_shown_inert_and_the_real_approval_question_starts_p
             expect(HOSTILE_SHOWN),
             // The real question: after a style reset, on a line of its own.
             expect("\n\x1b[0m? test__echo wants to run with {\"text\":\"\\u001b[8mquiet\"}"),
-            expect("allow [o]nce, [a]lways, or [d]eny?"),
+            expect("allow [o]nce, in this [c]onversation, [a]lways, or [d]eny?"),
             send("d"),
             expect("Done."),
             expect("> "),
@@ -411,7 +489,7 @@ async fn a_hostile_answer_is_shown_inert_and_the_real_approval_question_starts_p
     // query between them).
     let asked = session
         .transcript
-        .find("  test__echo: allow [o]nce, [a]lways, or [d]eny?")
+        .find("  test__echo: allow [o]nce, in this [c]onversation, [a]lways, or [d]eny?")
         .unwrap();
     let before = &session.transcript[..asked];
     let reset = before.rfind("\x1b[0m").unwrap();
@@ -875,7 +953,7 @@ async fn an_always_for_a_tool_views_may_call_says_so_first() {
             send("show the probe"),
             expect("? show_probe of server probe wants to run"),
             expect("its server's views (MCP App pages in the window) may call it too"),
-            expect("allow [o]nce, [a]lways, or [d]eny?"),
+            expect("allow [o]nce, in this [c]onversation, [a]lways, or [d]eny?"),
             send("d"),
             expect("Denied, fine."),
             expect("> "),
@@ -929,7 +1007,7 @@ async fn a_step_in_the_browser_is_asked_on_the_terminal_and_the_wait_is_said() {
         expect("> "),
         send("what is on my calendar?"),
         expect("? read_calendar of server steps wants to run"),
-        expect("allow [o]nce, [a]lways, or [d]eny?"),
+        expect("allow [o]nce, in this [c]onversation, [a]lways, or [d]eny?"),
         send("o"),
         expect("Connect your calendar to Conduit"),
         expect(&page),

@@ -7,7 +7,7 @@ use conduit_host::app::{
     CommandError, ErrorAction, McpOverview, SendRequest, ServerTools, Started, ToolSetting,
     TurnEvent, TurnStatus,
 };
-use conduit_host::approval::Decision;
+use conduit_host::approval::{ConversationAllow, Decision};
 use conduit_host::asks::{Question, QuestionReply, SamplingQuestion, SamplingReply, SamplingState};
 use conduit_host::core::agent::AgentEvent;
 use conduit_host::core::content::{
@@ -105,6 +105,7 @@ fn generate_types(config: &Config) -> String {
         ServerOutput::decl(config),
         McpOverview::decl(config),
         Decision::decl(config),
+        ConversationAllow::decl(config),
         TextProblem::decl(config),
         TransportKind::decl(config),
         McpFileServer::decl(config),

@@ -382,6 +382,32 @@ pub fn set_conversation_instructions(
 }
 
 window_command! {
+/// The tools allowed in a conversation until Conduit quits.
+#[tauri::command(async)]
+pub fn conversation_allows(
+    state: tauri::State<'_, AppState>,
+    conversation: String,
+) -> Reply<Vec<conduit_host::approval::ConversationAllow>> {
+    Ok(state.app.conversation_allows(&conversation))
+}
+}
+
+window_command! {
+/// Takes back a tool's allow in a conversation; it only takes a permission away.
+#[tauri::command(async)]
+pub fn revoke_conversation_allow(
+    state: tauri::State<'_, AppState>,
+    conversation: String,
+    server: String,
+    tool: String,
+) -> Reply<bool> {
+    Ok(state
+        .app
+        .revoke_conversation_allow(&conversation, &server, &tool))
+}
+}
+
+window_command! {
 /// A turn waiting for servers to start begins without them; it only takes tools away.
 #[tauri::command(async)]
 pub fn answer_without_waiting(state: tauri::State<'_, AppState>, turn: String) -> Reply<()> {

@@ -481,7 +481,7 @@ impl Session {
         // The question names the call again: whatever a server printed above it, this
         // line is Conduit's.
         let prompt = format!(
-            "  {}: allow [o]nce, [a]lways, or [d]eny? ",
+            "  {}: allow [o]nce, in this [c]onversation, [a]lways, or [d]eny? ",
             shown_line(&call.name)
         );
         // Once, before the question is first shown: an answer typed after "Answer o, a
@@ -493,9 +493,10 @@ impl Session {
             match read {
                 Read::Line(answer) => match answer.trim().to_ascii_lowercase().as_str() {
                     "o" | "once" | "y" | "yes" => break Decision::AllowOnce,
+                    "c" | "conversation" => break Decision::AllowInConversation,
                     "a" | "always" => break Decision::AlwaysAllow,
                     "d" | "deny" | "n" | "no" => break Decision::Deny,
-                    _ => say!("  Answer o, a or d.")?,
+                    _ => say!("  Answer o, c, a or d.")?,
                 },
                 Read::Interrupted => {
                     cancel.cancel();

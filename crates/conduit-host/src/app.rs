@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::Host;
-use crate::approval::{Decision, WindowApproval};
+use crate::approval::{ConversationAllow, Decision, WindowApproval};
 use crate::chat::{ApprovalMode, Attachment, ChatRequest, ProviderChoice};
 use crate::mcp::{ServerState, ServerStatus};
 
@@ -1090,7 +1090,6 @@ impl App {
             .await
     }
 
-    /// Keeps the tools a saved conversation may use; its next turn offers only those.
     /// A conversation's instructions to the model (its system prompt); empty: none.
     pub fn conversation_instructions(&self, conversation: &str) -> Result<String, AppError> {
         Ok(self
@@ -1110,6 +1109,21 @@ impl App {
         set_instructions(&*self.host.store()?, conversation, instructions)
     }
 
+    /// The tools allowed in `conversation` ("Allow in this conversation") until Conduit
+    /// quits.
+    pub fn conversation_allows(&self, conversation: &str) -> Vec<ConversationAllow> {
+        self.host.conversation_allows().listed(conversation)
+    }
+
+    /// Takes back the allow of `tool` of `server` in `conversation`: its next call asks
+    /// again. Whether there was one. It only takes a permission away.
+    pub fn revoke_conversation_allow(&self, conversation: &str, server: &str, tool: &str) -> bool {
+        self.host
+            .conversation_allows()
+            .revoke(conversation, server, tool)
+    }
+
+    /// Keeps the tools a saved conversation may use; its next turn offers only those.
     pub fn set_conversation_toolset(
         &self,
         conversation: &str,

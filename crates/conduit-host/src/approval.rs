@@ -2,7 +2,8 @@
 //! ask by default), the window's question for the rest, and "Always allow" kept in
 //! settings, bound to fingerprints of the server entry and the tool it was given to, so
 //! it holds across restarts, can be revoked in Settings, and is asked again when the
-//! server or the tool changed.
+//! server or the tool changed. "Allow in this conversation" is bound the same way, kept
+//! in memory for one conversation until the process ends.
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -27,8 +28,98 @@ use crate::settings::{ApprovedTool, Settings, SettingsError, Verdict};
 #[serde(rename_all = "snake_case")]
 pub enum Decision {
     AllowOnce,
+    /// This call, and the tool's later calls in the same conversation while it is what
+    /// it is now, until Conduit quits.
+    AllowInConversation,
     AlwaysAllow,
     Deny,
+}
+
+/// A tool allowed in one conversation: which, and what it and its server were then.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct AllowedHere {
+    server: String,
+    tool: String,
+    now: ApprovedTool,
+}
+
+/// A tool allowed in a conversation, as the window lists it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, ts_rs::TS)]
+pub struct ConversationAllow {
+    pub server: String,
+    pub tool: String,
+}
+
+/// The tools the user allowed for one conversation ("Allow in this conversation"), kept
+/// in memory only: they end when the process does, and hold only while the tool and its
+/// server are exactly what they were when allowed (a changed description, schema, command
+/// or environment asks again, as an "Always allow" does).
+#[derive(Debug, Default)]
+pub struct ConversationAllows {
+    allowed: Mutex<HashMap<String, Vec<AllowedHere>>>,
+}
+
+impl ConversationAllows {
+    fn allow(&self, conversation: &str, trust: &ToolTrust) {
+        let here = AllowedHere {
+            server: trust.origin.server.clone(),
+            tool: trust.origin.tool.clone(),
+            now: trust.now.clone(),
+        };
+        let mut allowed = self.allowed.lock();
+        let list = allowed.entry(conversation.to_owned()).or_default();
+        // One allow per tool: the newest binds it to what it is now.
+        list.retain(|kept| kept.server != here.server || kept.tool != here.tool);
+        list.push(here);
+    }
+
+    /// Whether `trust`'s tool is allowed in `conversation` as it is now.
+    fn allows(&self, conversation: &str, trust: &ToolTrust) -> bool {
+        self.allowed.lock().get(conversation).is_some_and(|list| {
+            list.iter().any(|kept| {
+                kept.server == trust.origin.server
+                    && kept.tool == trust.origin.tool
+                    && kept.now == trust.now
+            })
+        })
+    }
+
+    /// The tools allowed in `conversation`, in the order they were allowed.
+    pub fn listed(&self, conversation: &str) -> Vec<ConversationAllow> {
+        self.allowed
+            .lock()
+            .get(conversation)
+            .map(|list| {
+                list.iter()
+                    .map(|kept| ConversationAllow {
+                        server: kept.server.clone(),
+                        tool: kept.tool.clone(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Takes back the allow of `tool` of `server` in `conversation`: its next call asks
+    /// again. Whether there was one.
+    pub fn revoke(&self, conversation: &str, server: &str, tool: &str) -> bool {
+        let mut allowed = self.allowed.lock();
+        let Some(list) = allowed.get_mut(conversation) else {
+            return false;
+        };
+        let before = list.len();
+        list.retain(|kept| kept.server != server || kept.tool != tool);
+        let revoked = list.len() != before;
+        if list.is_empty() {
+            allowed.remove(conversation);
+        }
+        revoked
+    }
+
+    /// Forgets a deleted conversation's allows.
+    pub fn forget(&self, conversation: &str) {
+        self.allowed.lock().remove(conversation);
+    }
 }
 
 /// What the host knows about an exposed tool name: the real server and tool behind it,
@@ -378,6 +469,10 @@ pub struct WindowApproval {
     /// Calls the user allowed by answering (Conduit's call ids, unique per host): their
     /// answer stands if Settings would ask when the call is checked again.
     answered: Mutex<HashSet<String>>,
+    /// The conversation the turn answers, and the tools allowed in it: consulted before
+    /// asking, and where "Allow in this conversation" is kept. None: no such scope (the
+    /// answer then allows the call once).
+    here: Option<(Arc<ConversationAllows>, String)>,
 }
 
 impl std::fmt::Debug for WindowApproval {
@@ -400,6 +495,26 @@ impl WindowApproval {
             trust,
             asked: Mutex::new(HashMap::new()),
             answered: Mutex::new(HashSet::new()),
+            here: None,
+        })
+    }
+
+    /// As [`WindowApproval::new`], for a turn of `conversation`: what the user allowed
+    /// in it (`allows`) runs unasked while the tool is what it was.
+    pub fn in_conversation(
+        events: EventSink,
+        settings_file: PathBuf,
+        trust: HashMap<String, ToolTrust>,
+        allows: Arc<ConversationAllows>,
+        conversation: String,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            ask: AskApproval::new(events),
+            settings_file,
+            trust,
+            asked: Mutex::new(HashMap::new()),
+            answered: Mutex::new(HashSet::new()),
+            here: Some((allows, conversation)),
         })
     }
 
@@ -434,6 +549,18 @@ impl WindowApproval {
         let exposed = self.asked.lock().remove(call_id);
         let approval = match decision {
             Decision::AllowOnce => Approval::Allow,
+            Decision::AllowInConversation => {
+                let trust = exposed.as_deref().and_then(|e| self.trust_of(e));
+                if let (Some(trust), Some((allows, conversation))) = (trust, &self.here) {
+                    allows.allow(conversation, &trust);
+                    // The same tool's other calls waiting now are covered too: the answer
+                    // was for every call of it here.
+                    let answered = waiting.answer(Approval::Allow);
+                    self.allow_waiting_calls_of(&trust);
+                    return Ok(answered);
+                }
+                Approval::Allow
+            }
             Decision::AlwaysAllow => {
                 if let Some(trust) = exposed.as_deref().and_then(|e| self.trust_of(e)) {
                     let saved = Settings::update(&self.settings_file, |settings| {
@@ -456,6 +583,25 @@ impl WindowApproval {
     }
 }
 
+impl WindowApproval {
+    /// Allows every call still waiting whose tool is `trust`'s, as it is now.
+    fn allow_waiting_calls_of(&self, trust: &ToolTrust) {
+        for call_id in self.ask.waiting() {
+            let exposed = self.asked.lock().get(&call_id).cloned();
+            let same = exposed
+                .and_then(|exposed| self.trust_of(&exposed))
+                .is_some_and(|other| other.origin == trust.origin && other.now == trust.now);
+            if !same {
+                continue;
+            }
+            if let Some(waiting) = self.ask.take(&call_id) {
+                self.asked.lock().remove(&call_id);
+                waiting.answer(Approval::Allow);
+            }
+        }
+    }
+}
+
 #[async_trait]
 impl Approver for WindowApproval {
     async fn decide(&self, call: &ToolCall, spec: &ToolSpec) -> Approval {
@@ -474,6 +620,13 @@ impl Approver for WindowApproval {
                     };
                 }
                 Verdict::Ask { changes: why } => changes = why,
+            }
+            // Allowed in this conversation, as it is now: as if the user answered again.
+            if let Some((allows, conversation)) = &self.here
+                && allows.allows(conversation, trust)
+            {
+                self.answered.lock().insert(call.id.clone());
+                return Approval::Allow;
             }
         }
         self.asked.lock().insert(call.id.clone(), spec.name.clone());
@@ -694,6 +847,146 @@ mod tests {
         })
         .await
         .unwrap();
+    }
+
+    /// "Allow in this conversation": the tool's later calls there run unasked, in this
+    /// turn and the next, while it and its server are as they were; nothing is saved;
+    /// another conversation, a changed tool, a taken-back allow and Never run in Settings
+    /// each stop it.
+    #[tokio::test]
+    async fn allow_in_this_conversation_holds_there_only_while_the_tool_is_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("settings.json");
+        let (events, asked) = asking();
+        let allows = Arc::new(ConversationAllows::default());
+        let turn = |conversation: &str, command: &str| {
+            WindowApproval::in_conversation(
+                events.clone(),
+                file.clone(),
+                HashMap::from([(
+                    "srv__echo".to_owned(),
+                    trust("srv", "echo", command, "echoes"),
+                )]),
+                allows.clone(),
+                conversation.to_owned(),
+            )
+        };
+        let decide_later = |approval: &Arc<WindowApproval>, id: &str| {
+            let approval = approval.clone();
+            let id = id.to_owned();
+            tokio::spawn(async move {
+                approval
+                    .decide(&call(&id, "srv__echo"), &spec("srv__echo"))
+                    .await
+            })
+        };
+
+        let first = turn("conv-a", "node");
+        let waiting = decide_later(&first, "c1");
+        until_asked(&asked, 1).await;
+        assert!(first.answer("c1", Decision::AllowInConversation).unwrap());
+        assert_eq!(waiting.await.unwrap(), Approval::Allow);
+        assert!(!file.exists(), "nothing is saved in Settings");
+        assert_eq!(
+            allows.listed("conv-a"),
+            [ConversationAllow {
+                server: "srv".into(),
+                tool: "echo".into()
+            }]
+        );
+        // The same turn and the next one in that conversation: unasked, and the call
+        // counts as answered (Settings that would ask do not stop it once it waited).
+        let again = first
+            .decide(&call("c2", "srv__echo"), &spec("srv__echo"))
+            .await;
+        assert_eq!(again, Approval::Allow);
+        assert_eq!(first.still_allowed("c2", "srv__echo"), Ok(()));
+        let next = turn("conv-a", "node");
+        assert_eq!(
+            next.decide(&call("c3", "srv__echo"), &spec("srv__echo"))
+                .await,
+            Approval::Allow
+        );
+        assert_eq!(asked.lock().len(), 1);
+
+        // Another conversation asks.
+        let other = turn("conv-b", "node");
+        let waiting = decide_later(&other, "c4");
+        until_asked(&asked, 2).await;
+        assert!(other.answer("c4", Decision::Deny).unwrap());
+        assert!(matches!(waiting.await.unwrap(), Approval::Deny { .. }));
+
+        // The server's command changed: asked again in the same conversation.
+        let changed = turn("conv-a", "/tmp/evil");
+        let waiting = decide_later(&changed, "c5");
+        until_asked(&asked, 3).await;
+        assert_eq!(asked.lock()[2].0, "c5");
+        assert!(changed.answer("c5", Decision::Deny).unwrap());
+        assert!(matches!(waiting.await.unwrap(), Approval::Deny { .. }));
+
+        // Never run in Settings wins over it.
+        Settings::update(&file, |settings| {
+            settings.set_tool_policy("srv", "echo", ToolPolicy::Deny);
+            Ok::<_, SettingsError>(())
+        })
+        .unwrap();
+        let denied = turn("conv-a", "node");
+        assert!(matches!(
+            denied
+                .decide(&call("c6", "srv__echo"), &spec("srv__echo"))
+                .await,
+            Approval::Deny { .. }
+        ));
+        Settings::update(&file, |settings| {
+            settings.set_tool_policy("srv", "echo", ToolPolicy::Ask);
+            Ok::<_, SettingsError>(())
+        })
+        .unwrap();
+
+        // Taken back: asked again.
+        assert!(allows.revoke("conv-a", "srv", "echo"));
+        assert!(!allows.revoke("conv-a", "srv", "echo"));
+        assert!(allows.listed("conv-a").is_empty());
+        let revoked = turn("conv-a", "node");
+        let waiting = decide_later(&revoked, "c7");
+        until_asked(&asked, 4).await;
+        assert!(revoked.answer("c7", Decision::AllowOnce).unwrap());
+        assert_eq!(waiting.await.unwrap(), Approval::Allow);
+        assert!(allows.listed("conv-a").is_empty(), "once is not kept");
+
+        // A turn without a conversation's scope allows the call once.
+        let unscoped = WindowApproval::new(
+            events.clone(),
+            file.clone(),
+            HashMap::from([(
+                "srv__echo".to_owned(),
+                trust("srv", "echo", "node", "echoes"),
+            )]),
+        );
+        let waiting = decide_later(&unscoped, "c8");
+        until_asked(&asked, 5).await;
+        assert!(
+            unscoped
+                .answer("c8", Decision::AllowInConversation)
+                .unwrap()
+        );
+        assert_eq!(waiting.await.unwrap(), Approval::Allow);
+        assert!(allows.listed("conv-a").is_empty());
+
+        // Two calls of the tool waiting at once (one response's): the answer to one
+        // covers the other, which counts as answered.
+        let both = turn("conv-c", "node");
+        let (one, two) = (decide_later(&both, "c9"), decide_later(&both, "c10"));
+        until_asked(&asked, 7).await;
+        assert!(both.answer("c9", Decision::AllowInConversation).unwrap());
+        assert_eq!(one.await.unwrap(), Approval::Allow);
+        assert_eq!(two.await.unwrap(), Approval::Allow);
+        assert!(both.waiting().is_empty());
+        assert_eq!(both.still_allowed("c10", "srv__echo"), Ok(()));
+        assert!(
+            !both.answer("c10", Decision::Deny).unwrap(),
+            "answered already"
+        );
     }
 
     #[tokio::test]

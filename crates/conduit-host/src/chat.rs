@@ -298,7 +298,13 @@ impl Host {
             ApprovalMode::Window(events) => {
                 // What each tool and its server are now, which an "allow" must still match.
                 let trust = crate::approval::tool_trust(&mcp_tools);
-                let window = WindowApproval::new(events, self.paths.settings_file.clone(), trust);
+                let window = WindowApproval::in_conversation(
+                    events,
+                    self.paths.settings_file.clone(),
+                    trust,
+                    self.conversation_allows.clone(),
+                    conversation.clone(),
+                );
                 window_approval = Some(window.clone());
                 window
             }

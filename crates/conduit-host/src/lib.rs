@@ -94,6 +94,8 @@ pub struct Host {
     /// Damage the check of the whole history found while this process has it open
     /// (`None` until then): frontends follow it to tell the user.
     history_damage: tokio::sync::watch::Sender<Option<conduit_store::HistoryDamage>>,
+    /// The tools the user allowed for one conversation, until this process ends.
+    conversation_allows: Arc<approval::ConversationAllows>,
 }
 
 /// 244 random bits (two version-4 UUIDs, from the system's random source) in 32 bytes.
@@ -121,7 +123,15 @@ impl Host {
             http_clients: Default::default(),
             page_key: random_key(),
             history_damage: tokio::sync::watch::Sender::new(None),
+            conversation_allows: Default::default(),
         }
+    }
+
+    /// The tools allowed for one conversation until this process ends ("Allow in this
+    /// conversation"): what a turn's approver consults, and what the window lists and
+    /// takes back.
+    pub fn conversation_allows(&self) -> &approval::ConversationAllows {
+        &self.conversation_allows
     }
 
     /// A fingerprint of `bytes` the window may hold (see `page_key`).

@@ -80,7 +80,9 @@ impl Host {
     }
 
     pub fn delete_conversation(&self, id: &str) -> Result<(), StoreError> {
-        self.store()?.delete(id)
+        self.store()?.delete(id)?;
+        self.conversation_allows().forget(id);
+        Ok(())
     }
 
     pub fn export_conversation(

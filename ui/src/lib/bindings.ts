@@ -25,6 +25,8 @@ export type CommandName =
   | "set_conversation_toolset"
   | "conversation_instructions"
   | "set_conversation_instructions"
+  | "conversation_allows"
+  | "revoke_conversation_allow"
   | "answer_approval"
   | "mcp_questions"
   | "answer_question"
@@ -381,7 +383,9 @@ export type ServerOutput = { stderr: Array<string>, logMessages: Array<string>, 
 
 export type McpOverview = { servers: Array<ServerStatus>, configError: string | null, };
 
-export type Decision = "allow_once" | "always_allow" | "deny";
+export type Decision = "allow_once" | "allow_in_conversation" | "always_allow" | "deny";
+
+export type ConversationAllow = { server: string, tool: string, };
 
 export type TextProblem = { message: string, line: number | null, column: number | null, };
 

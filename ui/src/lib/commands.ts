@@ -1,7 +1,7 @@
 // Generated from the Rust commands (window_command! in src-tauri) by src-tauri/src/bindings_tests.rs: do not edit.
 // Regenerate with `UPDATE_BINDINGS=1 cargo test --workspace bindings`.
 import { invoke } from "@tauri-apps/api/core";
-import type { AppInfo, MediaRef, StoredMessage, Conversation, SearchHit, HistoryDamage, TurnEvent, Started, SendRequest, ProviderSummary, LocalProvider, ProviderInput, ServerOutput, McpOverview, Decision, TextProblem, McpFile, Edit, ImportFile, Folder, ImportSource, ImportPick, ImportCandidate, ToolPolicy, ServerTools, Question, QuestionReply, SamplingQuestion, SamplingReply, ViewLookup, ViewCall, ViewCallResult, ServeSnippets, ServeHttpStatus, SignedOut, Toolset, ToolChoices, Format, Mentionables, CompletionTarget, EventBatch } from "./bindings";
+import type { AppInfo, MediaRef, StoredMessage, Conversation, SearchHit, HistoryDamage, TurnEvent, Started, SendRequest, ProviderSummary, LocalProvider, ProviderInput, ServerOutput, McpOverview, Decision, ConversationAllow, TextProblem, McpFile, Edit, ImportFile, Folder, ImportSource, ImportPick, ImportCandidate, ToolPolicy, ServerTools, Question, QuestionReply, SamplingQuestion, SamplingReply, ViewLookup, ViewCall, ViewCallResult, ServeSnippets, ServeHttpStatus, SignedOut, Toolset, ToolChoices, Format, Mentionables, CompletionTarget, EventBatch } from "./bindings";
 import { forgetStreams, openStream } from "./windowEvents";
 
 /** The app's version and where its data lives. */
@@ -137,6 +137,16 @@ export function conversationInstructions(conversation: string): Promise<string> 
 /** Keeps a conversation's instructions to the model for its next turns. */
 export function setConversationInstructions(conversation: string, instructions: string): Promise<void> {
   return invoke<void>("set_conversation_instructions", { conversation, instructions });
+}
+
+/** The tools allowed in a conversation until Conduit quits. */
+export function conversationAllows(conversation: string): Promise<Array<ConversationAllow>> {
+  return invoke<Array<ConversationAllow>>("conversation_allows", { conversation });
+}
+
+/** Takes back a tool's allow in a conversation; it only takes a permission away. */
+export function revokeConversationAllow(conversation: string, server: string, tool: string): Promise<boolean> {
+  return invoke<boolean>("revoke_conversation_allow", { conversation, server, tool });
 }
 
 /**

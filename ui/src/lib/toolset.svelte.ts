@@ -4,11 +4,14 @@
 // computes.
 import type * as Api from "./api";
 import { errorMessage } from "./api";
-import type { ToolChoices, Toolset } from "./types";
+import type { ConversationAllow, ToolChoices, Toolset } from "./types";
 import { uniqueBy } from "./unique";
 
 /** The commands the panel uses, typed by api.ts (tests give typed mocks). */
-export type ToolsetApi = Pick<typeof Api, "toolChoices" | "setConversationToolset">;
+export type ToolsetApi = Pick<
+  typeof Api,
+  "toolChoices" | "setConversationToolset" | "conversationAllows" | "revokeConversationAllow"
+>;
 
 function empty(): Toolset {
   return { offServers: [], offTools: [] };
@@ -42,6 +45,9 @@ export function distinctChoices(choices: ToolChoices): ToolChoices {
 export class ToolsetController {
   choices = $state<ToolChoices | null>(null);
   error = $state<string | null>(null);
+  /** The tools allowed in the conversation shown until Conduit quits ("Allow in this
+   *  conversation"), as the host read them when the panel last opened. */
+  allowed = $state<ConversationAllow[]>([]);
   /** The conversation whose tools are shown (null: a new chat). */
   #conversation: string | null = null;
   /** A new chat's choice, until its first message takes it along. */
@@ -58,7 +64,10 @@ export class ToolsetController {
   async show(conversation: string | null): Promise<void> {
     // Another conversation's choices are not this one's: nothing is shown (or changed
     // from them) until this one's come.
-    if (conversation !== this.#conversation) this.choices = null;
+    if (conversation !== this.#conversation) {
+      this.choices = null;
+      this.allowed = [];
+    }
     this.#conversation = conversation;
     if (conversation === null) this.#draft = empty();
     await this.refresh();
@@ -78,6 +87,34 @@ export class ToolsetController {
     } catch (e) {
       if (read === this.#reads) this.error = errorMessage(e);
     }
+  }
+
+  /** Reads again which tools are allowed in the conversation shown (none in a new chat):
+   *  an answer in its turns may have added one since. */
+  async refreshAllowed(): Promise<void> {
+    const conversation = this.#conversation;
+    if (conversation === null) {
+      this.allowed = [];
+      return;
+    }
+    try {
+      const allowed = await this.api.conversationAllows(conversation);
+      if (conversation === this.#conversation) this.allowed = allowed;
+    } catch (e) {
+      if (conversation === this.#conversation) this.error = errorMessage(e);
+    }
+  }
+
+  /** Takes back a tool's allow in the conversation shown: its next call asks again. */
+  async revoke(server: string, tool: string): Promise<void> {
+    const conversation = this.#conversation;
+    if (conversation === null) return;
+    try {
+      await this.api.revokeConversationAllow(conversation, server, tool);
+    } catch (e) {
+      this.error = errorMessage(e);
+    }
+    await this.refreshAllowed();
   }
 
   /** What a new chat's first message takes along (null: every tool, or a saved chat). */

@@ -13,6 +13,8 @@ function setup() {
   const api: FakeApi = {
     toolChoices: vi.fn((_conversation, toolset) => Promise.resolve(choices(toolset ?? { offServers: [], offTools: [] }))),
     setConversationToolset: vi.fn(() => Promise.resolve()),
+    conversationAllows: vi.fn<ToolsetApi["conversationAllows"]>(() => Promise.resolve([])),
+    revokeConversationAllow: vi.fn<ToolsetApi["revokeConversationAllow"]>(() => Promise.resolve(true)),
   };
   return { api, panel: new ToolsetController(api) };
 }
@@ -32,6 +34,41 @@ describe("toolset edits", () => {
 });
 
 describe("ToolsetController", () => {
+  it("lists the tools allowed in the conversation shown and takes one back", async () => {
+    const { api, panel } = setup();
+    await panel.show(null);
+    await panel.refreshAllowed();
+    expect(api.conversationAllows).not.toHaveBeenCalled();
+    expect(panel.allowed).toEqual([]);
+
+    await panel.show("c1");
+    api.conversationAllows.mockResolvedValueOnce([{ server: "fs", tool: "read_file" }, { server: "gh", tool: "search" }]);
+    await panel.refreshAllowed();
+    expect(api.conversationAllows).toHaveBeenLastCalledWith("c1");
+    expect(panel.allowed).toHaveLength(2);
+
+    api.conversationAllows.mockResolvedValueOnce([{ server: "gh", tool: "search" }]);
+    await panel.revoke("fs", "read_file");
+    expect(api.revokeConversationAllow).toHaveBeenCalledWith("c1", "fs", "read_file");
+    expect(panel.allowed).toEqual([{ server: "gh", tool: "search" }]);
+
+    // Another conversation's list is not this one's, also when its read answers late.
+    let answer!: (allowed: { server: string; tool: string }[]) => void;
+    api.conversationAllows.mockReturnValueOnce(new Promise((done) => (answer = done)));
+    const late = panel.refreshAllowed();
+    await panel.show("c2");
+    expect(panel.allowed).toEqual([]);
+    answer([{ server: "fs", tool: "read_file" }]);
+    await late;
+    expect(panel.allowed).toEqual([]);
+
+    // A refusal is said, and the list read again.
+    await panel.show("c1");
+    api.revokeConversationAllow.mockRejectedValueOnce(new Error("no such conversation"));
+    await panel.revoke("gh", "search");
+    expect(panel.error).toContain("no such conversation");
+  });
+
   it("holds a new chat's choice and hands it to the first message only", async () => {
     const { api, panel } = setup();
     await panel.show(null);
