@@ -66,6 +66,7 @@ fn request(text: &str) -> SendRequest {
         prompt: None,
         view_context: Vec::new(),
         again: false,
+        replace_answer: false,
         instructions: None,
     }
 }

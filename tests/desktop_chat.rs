@@ -416,6 +416,7 @@ async fn a_failed_turn_is_tried_again_and_a_cut_off_answer_says_so() {
         ),
         chat.text(&["The lighthouse stood on the northern cape."]),
         cut_off,
+        chat.text(&["A keeper, a log, and ships that passed."]),
     ]);
     let window = fixture.open().await;
     // The new chat's instructions, set before its first message.
@@ -487,6 +488,27 @@ async fn a_failed_turn_is_tried_again_and_a_cut_off_answer_says_so() {
     window
         .wait(r#"[...document.querySelectorAll('[aria-label="Copy message"]')].some(b => b.textContent === "Copied")"#)
         .await;
+    // Answer again: the cut-off story folds away, kept; the model reads the question
+    // without it.
+    window.click_button("Answer again").await;
+    window
+        .answer_contains("A keeper, a log, and ships that passed.")
+        .await;
+    let folded = window
+        .wait(r#"(() => { const d = document.querySelector('details[aria-label="Replaced answer"]');
+                     return d && !d.open && d.textContent.includes("lighthouse keeper kept a log") ? "folded" : null; })()"#)
+        .await;
+    assert_eq!(folded, "folded");
+    window.shot(&fixture.shot("15-answer-again.png")).await;
+    window
+        .js(r#"document.querySelector('details[aria-label="Replaced answer"]').open = true; return null;"#)
+        .await;
+    window
+        .shot(&fixture.shot("15b-replaced-answer-open.png"))
+        .await;
+    let last = fixture.llm.requests().last().unwrap().body.to_string();
+    assert!(!last.contains("kept a log of every ship"), "{last}");
+    assert_eq!(last.matches("Tell me its story").count(), 1, "{last}");
     window.session.close().await.unwrap();
 }
 

@@ -43,6 +43,7 @@ async fn run_turn(
             prompt: None,
             view_context: Vec::new(),
             again: false,
+            replace_answer: false,
             instructions: None,
         },
     )

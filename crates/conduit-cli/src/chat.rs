@@ -184,6 +184,7 @@ async fn run_turn(host: Arc<Host>, args: ChatArgs) -> Result<u8, Failure> {
         resources: Vec::new(),
         prompt_use: None,
         again: false,
+        replace_answer: false,
     };
 
     let printer = Arc::new(Printer {

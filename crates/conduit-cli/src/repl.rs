@@ -369,6 +369,7 @@ impl Session {
             resources: Vec::new(),
             prompt_use: None,
             again: false,
+            replace_answer: false,
         };
         let turn = match self.host.prepare_turn(request, &self.servers).await {
             Ok(turn) => turn,
@@ -459,6 +460,12 @@ impl Session {
         let Some(approval) = approval else {
             return Ok(());
         };
+        // A call answered before its question came up (an "in this [c]onversation"
+        // answer covers its tool's other calls waiting then) is not asked about.
+        if !approval.waiting().contains(&call.id) {
+            say!("  (allowed: its tool is allowed in this conversation)")?;
+            return Ok(());
+        }
         // Only a person at the terminal answers: lines piped in (`printf … | conduit
         // repl`) are messages, never an approval, and never an "always" saved for good.
         if !std::io::stdin().is_terminal() {
@@ -484,8 +491,8 @@ impl Session {
             "  {}: allow [o]nce, in this [c]onversation, [a]lways, or [d]eny? ",
             shown_line(&call.name)
         );
-        // Once, before the question is first shown: an answer typed after "Answer o, a
-        // or d." is the user's.
+        // Once, before the question is first shown: an answer typed after "Answer o, c,
+        // a or d." is the user's.
         crate::terminal::forget_typed_ahead();
         let decision = loop {
             reset_style();

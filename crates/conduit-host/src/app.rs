@@ -61,6 +61,11 @@ pub struct SendRequest {
     #[serde(default)]
     #[ts(as = "Option<bool>", optional)]
     pub again: bool,
+    /// With `again`: the last user message is answered anew, whatever answered it before
+    /// ("Answer again"); that answer is kept, marked replaced.
+    #[serde(default)]
+    #[ts(as = "Option<bool>", optional)]
+    pub replace_answer: bool,
     /// For a new conversation: its instructions to the model (kept with it). A continued
     /// conversation keeps its own; this is then ignored.
     #[serde(default)]
@@ -613,6 +618,11 @@ impl App {
                 "Answering again sends no new message, and needs the conversation to answer.",
             ));
         }
+        if request.replace_answer && !request.again {
+            return Err(CommandError::message(
+                "Only an answer given again replaces the one before.",
+            ));
+        }
         if nothing_sent && !request.again {
             return Err(CommandError::from(AppError::EmptyMessage));
         }
@@ -734,6 +744,7 @@ impl App {
             resources: request.resources,
             prompt_use: request.prompt,
             again: request.again,
+            replace_answer: request.replace_answer,
         };
         let app = self.clone();
         let turn_id = turn.clone();
@@ -1337,6 +1348,7 @@ mod tests {
             prompt: None,
             view_context: Vec::new(),
             again: false,
+            replace_answer: false,
             instructions: None,
         }
     }
@@ -1876,6 +1888,82 @@ mod tests {
         let (sink, _events) = collector();
         assert!(app.send(with_text, sink).is_err());
         assert_eq!(server.requests().len(), 4);
+    }
+
+    /// "Answer again" writes a whole last answer anew, with the model picked now: the old
+    /// one stays, marked replaced, and no model reads it again, in that turn or later.
+    #[tokio::test]
+    async fn a_whole_answer_is_written_again_and_the_old_one_kept_but_never_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let dialect = Dialect::OpenAiChat;
+        let (app, server) = app_answering(
+            dir.path(),
+            vec![
+                dialect.text(&["Red, surely."]),
+                dialect.text(&["Blue, on second thought."]),
+                dialect.text(&["Because the sky is."]),
+            ],
+        )
+        .await;
+        let (sink, mut events) = collector();
+        let started = app.send(request("Name a colour"), sink).unwrap();
+        until_ended(&mut events).await;
+
+        // Only with `again`, which sends nothing new.
+        let mut replace = request("");
+        replace.conversation = Some(started.conversation.clone());
+        replace.replace_answer = true;
+        let (sink, _events) = collector();
+        assert!(app.send(replace.clone(), sink).is_err());
+
+        replace.again = true;
+        let (sink, mut events) = collector();
+        app.send(replace, sink).unwrap();
+        let (text, ended) = until_ended(&mut events).await;
+        assert_eq!(text, "Blue, on second thought.");
+        assert!(
+            matches!(
+                ended,
+                TurnEvent::Ended {
+                    status: TurnStatus::Complete,
+                    saved: true,
+                    ..
+                }
+            ),
+            "{ended:?}"
+        );
+        let body = server.requests()[1].body.to_string();
+        assert_eq!(body.matches("Name a colour").count(), 1, "{body}");
+        assert!(!body.contains("Red"), "{body}");
+        let stored = app
+            .host()
+            .store()
+            .unwrap()
+            .messages(&started.conversation, None)
+            .unwrap();
+        let shown: Vec<(Role, conduit_store::MessageStatus)> =
+            stored.iter().map(|m| (m.role, m.status)).collect();
+        assert_eq!(
+            shown,
+            [
+                (Role::User, conduit_store::MessageStatus::Complete),
+                (Role::Assistant, conduit_store::MessageStatus::Replaced),
+                (Role::Assistant, conduit_store::MessageStatus::Complete),
+            ]
+        );
+
+        let mut next = request("Why?");
+        next.conversation = Some(started.conversation.clone());
+        let (sink, mut events) = collector();
+        app.send(next, sink).unwrap();
+        until_ended(&mut events).await;
+        let body = server.requests()[2].body.to_string();
+        assert!(!body.contains("Red"), "{body}");
+        assert_eq!(
+            body.matches("Blue, on second thought.").count(),
+            1,
+            "{body}"
+        );
     }
 
     /// A conversation's instructions go to the model as its system prompt in every turn:

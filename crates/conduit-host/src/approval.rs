@@ -61,6 +61,11 @@ pub struct ConversationAllows {
 
 impl ConversationAllows {
     fn allow(&self, conversation: &str, trust: &ToolTrust) {
+        // Nothing known runs as the server (no entry, or not Conduit's own): an empty
+        // print matches no allow, in Settings or here.
+        if trust.now.server.is_empty() {
+            return;
+        }
         let here = AllowedHere {
             server: trust.origin.server.clone(),
             tool: trust.origin.tool.clone(),
@@ -75,6 +80,9 @@ impl ConversationAllows {
 
     /// Whether `trust`'s tool is allowed in `conversation` as it is now.
     fn allows(&self, conversation: &str, trust: &ToolTrust) -> bool {
+        if trust.now.server.is_empty() {
+            return false;
+        }
         self.allowed.lock().get(conversation).is_some_and(|list| {
             list.iter().any(|kept| {
                 kept.server == trust.origin.server
@@ -119,6 +127,16 @@ impl ConversationAllows {
     /// Forgets a deleted conversation's allows.
     pub fn forget(&self, conversation: &str) {
         self.allowed.lock().remove(conversation);
+    }
+
+    /// Forgets a removed server's allows in every conversation: one added later under
+    /// the same name starts from "ask".
+    pub fn forget_server(&self, server: &str) {
+        let mut allowed = self.allowed.lock();
+        for list in allowed.values_mut() {
+            list.retain(|kept| kept.server != server);
+        }
+        allowed.retain(|_, list| !list.is_empty());
     }
 }
 
@@ -309,6 +327,7 @@ impl crate::Host {
         if server == crate::builtin::BUILTIN_SERVER {
             return;
         }
+        self.conversation_allows().forget_server(server);
         let file = &self.paths().settings_file;
         let forgotten = Settings::update(file, |settings| {
             settings.forget_server(server);
@@ -330,7 +349,17 @@ pub fn verdict_now(
     tool: &str,
     now: &ApprovedTool,
 ) -> Verdict {
-    match Settings::load(settings_file) {
+    verdict_of(&Settings::load(settings_file), server, tool, now)
+}
+
+/// [`verdict_now`] by settings already read (or not: `loaded` says why).
+fn verdict_of(
+    loaded: &Result<Settings, SettingsError>,
+    server: &str,
+    tool: &str,
+    now: &ApprovedTool,
+) -> Verdict {
+    match loaded {
         Ok(settings) if !settings.tool_enabled(server, tool) => Verdict::Deny,
         Ok(settings) => settings.verdict(server, tool, now),
         Err(error) => Verdict::Ask {
@@ -350,6 +379,9 @@ pub enum AllowedBy {
     /// `--approve auto`: as an answer, but settings that cannot be read stop it, as they
     /// stop a call under the flag before it is allowed.
     AutoFlag,
+    /// An "Allow in this conversation" given earlier: as the flag (settings that cannot
+    /// be read stop it; no Never run can be told apart then).
+    Conversation,
 }
 
 /// Whether a call of `tool` of `server` (now as `now`) allowed before a wait may still be
@@ -469,6 +501,9 @@ pub struct WindowApproval {
     /// Calls the user allowed by answering (Conduit's call ids, unique per host): their
     /// answer stands if Settings would ask when the call is checked again.
     answered: Mutex<HashSet<String>>,
+    /// Calls that ran unasked under an "Allow in this conversation": checked again before
+    /// they are sent, so an allow taken back meanwhile stops them.
+    by_conversation: Mutex<HashSet<String>>,
     /// The conversation the turn answers, and the tools allowed in it: consulted before
     /// asking, and where "Allow in this conversation" is kept. None: no such scope (the
     /// answer then allows the call once).
@@ -495,6 +530,7 @@ impl WindowApproval {
             trust,
             asked: Mutex::new(HashMap::new()),
             answered: Mutex::new(HashSet::new()),
+            by_conversation: Mutex::new(HashSet::new()),
             here: None,
         })
     }
@@ -514,6 +550,7 @@ impl WindowApproval {
             trust,
             asked: Mutex::new(HashMap::new()),
             answered: Mutex::new(HashSet::new()),
+            by_conversation: Mutex::new(HashSet::new()),
             here: Some((allows, conversation)),
         })
     }
@@ -552,12 +589,15 @@ impl WindowApproval {
             Decision::AllowInConversation => {
                 let trust = exposed.as_deref().and_then(|e| self.trust_of(e));
                 if let (Some(trust), Some((allows, conversation))) = (trust, &self.here) {
+                    // Kept only if the call still waited for it (not stopped meanwhile).
+                    if !waiting.answer(Approval::Allow) {
+                        return Ok(false);
+                    }
                     allows.allow(conversation, &trust);
                     // The same tool's other calls waiting now are covered too: the answer
                     // was for every call of it here.
-                    let answered = waiting.answer(Approval::Allow);
                     self.allow_waiting_calls_of(&trust);
-                    return Ok(answered);
+                    return Ok(true);
                 }
                 Approval::Allow
             }
@@ -609,7 +649,8 @@ impl Approver for WindowApproval {
         let mut changes = Vec::new();
         if let Some(trust) = &trust {
             let (server, tool) = (&trust.origin.server, &trust.origin.tool);
-            let verdict = verdict_now(&self.settings_file, server, tool, &trust.now);
+            let loaded = Settings::load(&self.settings_file);
+            let verdict = verdict_of(&loaded, server, tool, &trust.now);
             match verdict {
                 Verdict::Allow => return Approval::Allow,
                 Verdict::Deny => {
@@ -621,11 +662,13 @@ impl Approver for WindowApproval {
                 }
                 Verdict::Ask { changes: why } => changes = why,
             }
-            // Allowed in this conversation, as it is now: as if the user answered again.
+            // Allowed in this conversation, as it is now, and Settings read (unread, a
+            // Never run could not be told apart): runs unasked, checked again before sent.
             if let Some((allows, conversation)) = &self.here
+                && loaded.is_ok()
                 && allows.allows(conversation, trust)
             {
-                self.answered.lock().insert(call.id.clone());
+                self.by_conversation.lock().insert(call.id.clone());
                 return Approval::Allow;
             }
         }
@@ -645,6 +688,24 @@ impl Approver for WindowApproval {
             return Ok(());
         };
         let (server, tool) = (&trust.origin.server, &trust.origin.tool);
+        if self.by_conversation.lock().contains(call_id) {
+            let still_here = self
+                .here
+                .as_ref()
+                .is_some_and(|(allows, conversation)| allows.allows(conversation, &trust));
+            if !still_here {
+                return Err(format!(
+                    "{tool} of {server} is no longer allowed in this conversation (taken back while the call waited)"
+                ));
+            }
+            return still_allowed_now(
+                &self.settings_file,
+                server,
+                tool,
+                &trust.now,
+                AllowedBy::Conversation,
+            );
+        }
         let allowed = if self.answered.lock().contains(call_id) {
             AllowedBy::Answer
         } else {
@@ -987,6 +1048,86 @@ mod tests {
             !both.answer("c10", Decision::Deny).unwrap(),
             "answered already"
         );
+    }
+
+    /// What stops a call an "Allow in this conversation" let through: settings that
+    /// cannot be read (asked instead: a Never run could not be told apart), the allow
+    /// taken back while the call waited to be sent, the server removed; and a server
+    /// nothing known runs as is never allowed this way.
+    #[tokio::test]
+    async fn an_allow_in_this_conversation_yields_to_unread_settings_a_revoke_and_a_removal() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("settings.json");
+        let (events, asked) = asking();
+        let allows = Arc::new(ConversationAllows::default());
+        let echo = trust("srv", "echo", "node", "echoes");
+        let turn = |trust: ToolTrust| {
+            WindowApproval::in_conversation(
+                events.clone(),
+                file.clone(),
+                HashMap::from([("srv__echo".to_owned(), trust)]),
+                allows.clone(),
+                "conv".to_owned(),
+            )
+        };
+        allows.allow("conv", &echo);
+
+        // Unreadable settings: asked, not run.
+        std::fs::write(&file, "{ not json").unwrap();
+        let unread = turn(echo.clone());
+        let waiting = {
+            let unread = unread.clone();
+            tokio::spawn(async move {
+                unread
+                    .decide(&call("c1", "srv__echo"), &spec("srv__echo"))
+                    .await
+            })
+        };
+        until_asked(&asked, 1).await;
+        assert!(unread.answer("c1", Decision::Deny).unwrap());
+        assert!(matches!(waiting.await.unwrap(), Approval::Deny { .. }));
+        std::fs::remove_file(&file).unwrap();
+
+        // Let through, then taken back before it was sent: stopped.
+        let revoked = turn(echo.clone());
+        assert_eq!(
+            revoked
+                .decide(&call("c2", "srv__echo"), &spec("srv__echo"))
+                .await,
+            Approval::Allow
+        );
+        assert!(allows.revoke("conv", "srv", "echo"));
+        let stopped = revoked.still_allowed("c2", "srv__echo").unwrap_err();
+        assert!(stopped.contains("no longer allowed"), "{stopped}");
+
+        // Let through, then the settings became unreadable before it was sent: stopped.
+        allows.allow("conv", &echo);
+        let later = turn(echo.clone());
+        assert_eq!(
+            later
+                .decide(&call("c3", "srv__echo"), &spec("srv__echo"))
+                .await,
+            Approval::Allow
+        );
+        std::fs::write(&file, "{ not json").unwrap();
+        assert!(later.still_allowed("c3", "srv__echo").is_err());
+        std::fs::remove_file(&file).unwrap();
+
+        // A removed server's allows go in every conversation.
+        allows.allow("other", &echo);
+        let host = crate::Host::new(crate::Paths::under_home(dir.path().to_owned(), None));
+        host.conversation_allows().allow("conv", &echo);
+        host.forget_server_policies("srv");
+        assert!(host.conversation_allows().listed("conv").is_empty());
+        allows.forget_server("srv");
+        assert!(allows.listed("conv").is_empty() && allows.listed("other").is_empty());
+
+        // Nothing known runs as the server: no allow is kept for it.
+        let mut unknown = echo.clone();
+        unknown.now.server = String::new();
+        allows.allow("conv", &unknown);
+        assert!(allows.listed("conv").is_empty());
+        assert!(!allows.allows("conv", &unknown));
     }
 
     #[tokio::test]

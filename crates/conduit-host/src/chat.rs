@@ -80,6 +80,9 @@ pub struct ChatRequest {
     /// Answers the conversation's last message again, with no new one (after a turn that
     /// failed); the prompt, attachments, resources and prompt use are then empty.
     pub again: bool,
+    /// With `again`: answers the last user message anew, whatever answered it before
+    /// (whole or not), which is kept, marked replaced, and never read by the model again.
+    pub replace_answer: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -228,7 +231,17 @@ impl Host {
                 .conversation
                 .as_deref()
                 .ok_or(ChatError::NothingToAnswerAgain)?;
-            answer_again(&store, conversation, &mut history)?;
+            if request.replace_answer {
+                // What the model reads ends with that message; the store marks the rest
+                // once nothing can refuse the turn any more.
+                let last_user = history
+                    .iter()
+                    .rposition(|message| message.role == Role::User)
+                    .ok_or(ChatError::NothingToAnswerAgain)?;
+                history.truncate(last_user + 1);
+            } else {
+                answer_again(&store, conversation, &mut history)?;
+            }
         }
         // A prompt's messages come first; the typed message (with its attachments and
         // resources) follows, unless there is none and the prompt ends with the user.
@@ -272,6 +285,9 @@ impl Host {
         // Everything that may refuse the turn comes before its messages are saved: a turn
         // refused is one whose message the window gives back.
         let mcp_tools = self.mcp_tools(servers, Some(&conversation))?;
+        if request.again && request.replace_answer {
+            store.replace_answer(&conversation)?;
+        }
         for message in preface.drain(..).chain(user) {
             store.add_message(&conversation, &message, MessageStatus::Complete)?;
             history.push(message);

@@ -186,21 +186,19 @@ fn markdown(
 }
 
 /// Conversation `id` as Markdown, each referenced media written by `link(kind, media)`
-/// (e.g. as a URI another program can read it at).
+/// (e.g. as a URI another program can read it at), for another model to read: its
+/// messages, not its instructions.
 pub fn conversation_markdown(
     store: &Store,
     id: &str,
     link: &dyn Fn(&str, &MediaRef) -> String,
 ) -> Result<String, StoreError> {
     let conversation = store.conversation(id)?;
-    let instructions = store.instructions(id)?;
     let messages = store.messages(id, None)?;
-    Ok(markdown_with(
-        &conversation.title,
-        instructions.as_deref(),
-        &messages,
-        link,
-    ))
+    // Without the conversation's instructions: this Markdown goes to other models (Conduit's
+    // own tools and prompts, outside MCP clients), which must not read one conversation's
+    // system prompt as orders of their own. An export carries them.
+    Ok(markdown_with(&conversation.title, None, &messages, link))
 }
 
 /// The Markdown of a conversation: its title, the instructions it gives the model (its

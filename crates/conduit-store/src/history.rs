@@ -88,6 +88,9 @@ pub enum MessageStatus {
     Streaming,
     Interrupted,
     Error,
+    /// An answer the user had written again ("Answer again"): kept and shown, never read
+    /// by the model again.
+    Replaced,
 }
 
 impl MessageStatus {
@@ -97,6 +100,7 @@ impl MessageStatus {
             MessageStatus::Streaming => "streaming",
             MessageStatus::Interrupted => "interrupted",
             MessageStatus::Error => "error",
+            MessageStatus::Replaced => "replaced",
         }
     }
 
@@ -105,6 +109,7 @@ impl MessageStatus {
             "complete" => MessageStatus::Complete,
             "streaming" => MessageStatus::Streaming,
             "error" => MessageStatus::Error,
+            "replaced" => MessageStatus::Replaced,
             _ => MessageStatus::Interrupted,
         }
     }
@@ -904,7 +909,7 @@ impl Store {
         let stored: Vec<StoredMessage> = self
             .messages(conversation, None)?
             .into_iter()
-            .filter(|m| !m.blocks.is_empty())
+            .filter(|m| !m.blocks.is_empty() && m.status != MessageStatus::Replaced)
             .collect();
         let answered_again = |at: usize| {
             stored[at].is_failed_answer()
@@ -924,6 +929,24 @@ impl Store {
             .collect();
         repair_history(&mut history);
         Ok(history)
+    }
+
+    /// Marks what answered the conversation's last user message (every message after it)
+    /// as replaced: kept and shown, left out of what the model reads from now on, so the
+    /// message can be answered anew. How many messages it marked.
+    pub fn replace_answer(&self, conversation: &str) -> Result<usize, StoreError> {
+        let changed = self.lock().execute(
+            "UPDATE messages SET status = ?2
+             WHERE conversation_id = ?1 AND status <> ?2 AND position > (
+                 SELECT MAX(position) FROM messages WHERE conversation_id = ?1 AND role = ?3
+             )",
+            params![
+                conversation,
+                MessageStatus::Replaced.as_str(),
+                role_name(Role::User)
+            ],
+        )?;
+        Ok(changed)
     }
 
     pub fn rename(&self, conversation: &str, title: &str) -> Result<(), StoreError> {

@@ -45,6 +45,29 @@ describe("ToolCard", () => {
     expect(screen.getByLabelText("Tool name").textContent).toBe("re\\u{202e}ad");
   });
 
+  it("answers with each of its four buttons, once they are armed", async () => {
+    vi.useFakeTimers();
+    try {
+      const call: ToolCall = { id: "call_9", name: "fs__read_file", arguments: { path: "notes.txt" } };
+      const onAnswer = vi.fn();
+      render(ToolCard, { call, view: asked(call, { server: "fs", tool: "read_file" }, null), onAnswer, onOpenLink: vi.fn() });
+      const buttons = ["Allow once", "Allow in this conversation", "Always allow this tool", "Deny"];
+      expect(screen.getAllByRole("button").filter((b) => buttons.includes(b.textContent?.trim() ?? ""))).toHaveLength(4);
+      // A click before they are armed is dropped.
+      await fireEvent.click(screen.getByRole("button", { name: "Allow in this conversation" }));
+      expect(onAnswer).not.toHaveBeenCalled();
+      vi.advanceTimersByTime(1000);
+      await fireEvent.click(screen.getByRole("button", { name: "Allow in this conversation" }));
+      expect(onAnswer).toHaveBeenCalledWith("call_9", "allow_in_conversation");
+      await fireEvent.click(screen.getByRole("button", { name: "Allow once" }));
+      expect(onAnswer).toHaveBeenLastCalledWith("call_9", "allow_once");
+      await fireEvent.click(screen.getByRole("button", { name: "Deny" }));
+      expect(onAnswer).toHaveBeenLastCalledWith("call_9", "deny");
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
   it("shows the arguments as the host wrote them: an integer past 2^53 keeps every digit", () => {
     // What the page's JSON.parse made of {"id": 9007199254740993}: one less.
     const call: ToolCall = { id: "call_2", name: "chat__delete", arguments: { id: 9007199254740992 } };

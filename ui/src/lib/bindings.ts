@@ -201,7 +201,7 @@ export type Role = "user" | "assistant" | "tool";
 
 export type Message = { role: Role, blocks: Array<Block>, };
 
-export type MessageStatus = "complete" | "streaming" | "interrupted" | "error";
+export type MessageStatus = "complete" | "streaming" | "interrupted" | "error" | "replaced";
 
 export type StoredMessage = { id: number, role: Role, status: MessageStatus, blocks: Array<Block>, usage: Usage | null, error: string | null, createdAt: number, };
 
@@ -323,6 +323,11 @@ viewContext?: Array<string>,
  * failed); nothing else may come with it.
  */
 again?: boolean, 
+/**
+ * With `again`: the last user message is answered anew, whatever answered it before
+ * ("Answer again"); that answer is kept, marked replaced.
+ */
+replaceAnswer?: boolean, 
 /**
  * For a new conversation: its instructions to the model (kept with it). A continued
  * conversation keeps its own; this is then ignored.

@@ -44,8 +44,10 @@ export class InstructionsController {
     }
   }
 
+  /** Whether instructions apply: a saved conversation's as kept, a new chat's as typed
+   *  (its first message takes them along, saved or not). */
   get active(): boolean {
-    return this.saved.trim() !== "";
+    return (this.#conversation === null ? this.text : this.saved).trim() !== "";
   }
 
   get changed(): boolean {

@@ -112,7 +112,7 @@ export class ToolsetController {
     try {
       await this.api.revokeConversationAllow(conversation, server, tool);
     } catch (e) {
-      this.error = errorMessage(e);
+      if (conversation === this.#conversation) this.error = errorMessage(e);
     }
     await this.refreshAllowed();
   }

@@ -12,6 +12,10 @@ import {
   pendingUserMessage,
   startingNotice,
   copiedText,
+  lastAnswer,
+  listed,
+  markReplaced,
+  mayAnswerAgain,
   usageLine,
 } from "./turn";
 import type { StoredMessage, ToolCall } from "./types";
@@ -407,5 +411,62 @@ describe("a message's token footer", () => {
     expect(usageLine({ inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, reasoningTokens: 0 })).toBeNull();
     expect(usageLine(null)).toBeNull();
     expect(usageLine(undefined)).toBeNull();
+  });
+});
+
+describe("how a conversation's stored messages end", () => {
+  const message = (id: number, role: StoredMessage["role"], status: StoredMessage["status"] = "complete"): StoredMessage => ({
+    id,
+    role,
+    status,
+    blocks: [{ type: "text", text: `message ${id}` }],
+    usage: null,
+    error: null,
+    createdAt: 0,
+  });
+
+  it("offers what can be tried again, and not what finished or the user stopped", () => {
+    expect(lastAnswer([])).toBeNull();
+    expect(lastAnswer([message(1, "user")])).toBe("unanswered");
+    expect(lastAnswer([message(1, "user"), message(2, "assistant")])).toBeNull();
+    expect(lastAnswer([message(1, "user"), message(2, "assistant", "error")])).toBe("failed");
+    expect(lastAnswer([message(1, "user"), message(2, "assistant", "interrupted")])).toBeNull();
+    // Ended after its tool results: failed there, or met the turn limit.
+    expect(lastAnswer([message(1, "user"), message(2, "assistant"), message(3, "tool")])).toBe("unfinished");
+    // Stopped during its calls (their results saved as interrupted): the user's choice.
+    expect(lastAnswer([message(1, "user"), message(2, "assistant", "interrupted"), message(3, "tool")])).toBeNull();
+    // An answer replaced by another is not what the conversation ends with.
+    expect(lastAnswer([message(1, "user"), message(2, "assistant", "error"), message(3, "assistant", "replaced")])).toBe("failed");
+    expect(lastAnswer([message(1, "user"), message(2, "assistant", "replaced")])).toBe("unanswered");
+  });
+
+  it("offers Answer again for a last answer that finished or was stopped, after a message of the user's", () => {
+    expect(mayAnswerAgain([])).toBe(false);
+    expect(mayAnswerAgain([message(1, "user")])).toBe(false);
+    expect(mayAnswerAgain([message(1, "user"), message(2, "assistant")])).toBe(true);
+    expect(mayAnswerAgain([message(1, "user"), message(2, "assistant", "interrupted")])).toBe(true);
+    expect(mayAnswerAgain([message(1, "user"), message(2, "assistant", "error")])).toBe(false);
+    expect(mayAnswerAgain([message(1, "user"), message(2, "assistant"), message(3, "tool")])).toBe(false);
+    expect(mayAnswerAgain([message(1, "user"), message(2, "assistant", "replaced"), message(3, "assistant")])).toBe(true);
+    // A conversation of the assistant's alone (a prompt's) has nothing to answer.
+    expect(mayAnswerAgain([message(1, "assistant")])).toBe(false);
+  });
+
+  it("folds a replaced answer's messages together where they were, and marks what an answer again replaces", () => {
+    const view = (id: number, role: StoredMessage["role"], status: StoredMessage["status"] = "complete") => ({
+      key: `m${id}`,
+      id,
+      role,
+      status,
+      blocks: [],
+      error: null,
+    });
+    const messages = [view(1, "user"), view(2, "assistant", "replaced"), view(3, "assistant", "replaced"), view(4, "assistant"), view(5, "user"), view(6, "assistant", "replaced")];
+    const items = listed(messages);
+    expect(items.map((item) => (item.kind === "message" ? item.message.id : item.messages.map((m) => m.id)))).toEqual([1, [2, 3], 4, 5, [6]]);
+
+    const live = [view(1, "user"), view(2, "assistant"), view(3, "user"), view(4, "assistant"), view(5, "tool"), view(6, "assistant", "interrupted")];
+    markReplaced(live);
+    expect(live.map((m) => m.status)).toEqual(["complete", "complete", "complete", "replaced", "replaced", "replaced"]);
   });
 });

@@ -434,15 +434,55 @@ export function startingNotice(servers: string[]): string {
 }
 
 /** Whether a conversation's stored messages (oldest first) end without an answer that
- *  finished: "failed" when its last answer failed, "unanswered" when its last message has
- *  none at all (the turn failed before the model wrote a word, was stopped before it
- *  began, or the app closed meanwhile); null when the last answer finished or was stopped
- *  by the user, or there are no messages. */
-export function lastAnswer(messages: StoredMessage[]): "failed" | "unanswered" | null {
-  const last = messages.at(-1);
+ *  finished, which "Try again" can give: "failed" when the last answer failed;
+ *  "unanswered" when the last message has none at all (the turn failed before the model
+ *  wrote a word, or the app closed meanwhile); "unfinished" when the answer stopped after
+ *  its tool results (it failed there, or met the most requests a message may make).
+ *  Null when the last answer finished, the user stopped it, or there are no messages. */
+export function lastAnswer(messages: StoredMessage[]): "failed" | "unanswered" | "unfinished" | null {
+  const shown = messages.filter((message) => message.status !== "replaced");
+  const last = shown.at(-1);
   if (!last) return null;
-  if (last.role !== "assistant") return "unanswered";
+  if (last.role === "user") return "unanswered";
+  if (last.role === "tool") {
+    // Stopped during its calls: the answer before the results was stopped, and so was
+    // the turn; the user chose that.
+    const answer = shown.at(-2);
+    return answer?.role === "assistant" && answer.status === "interrupted" ? null : "unfinished";
+  }
   return last.status === "error" ? "failed" : null;
+}
+
+/** Whether "Answer again" can write the last answer anew: it finished, or the user
+ *  stopped it (a failed one offers Try again instead). */
+export function mayAnswerAgain(messages: StoredMessage[]): boolean {
+  const shown = messages.filter((message) => message.status !== "replaced");
+  const last = shown.at(-1);
+  return last !== undefined && last.role === "assistant" && (last.status === "complete" || last.status === "interrupted") && shown.some((m) => m.role === "user");
+}
+
+/** The messages as the chat lists them: each on its own, except that the messages of an
+ *  answer written again since ("replaced") go together, folded, where they were. */
+export type ListedItem = { kind: "message"; message: ViewMessage } | { kind: "replaced"; key: string; messages: ViewMessage[] };
+
+export function listed(messages: ViewMessage[]): ListedItem[] {
+  const items: ListedItem[] = [];
+  for (const message of messages) {
+    const last = items.at(-1);
+    if (message.status !== "replaced") items.push({ kind: "message", message });
+    else if (last?.kind === "replaced") last.messages.push(message);
+    else items.push({ kind: "replaced", key: `replaced-${message.key}`, messages: [message] });
+  }
+  return items;
+}
+
+/** Marks, on screen, the messages after the last user message as replaced: what an
+ *  "Answer again" replaces, as the host marks it. */
+export function markReplaced(messages: ViewMessage[]): void {
+  for (const message of [...messages].reverse()) {
+    if (message.role === "user") return;
+    message.status = "replaced";
+  }
 }
 
 /** What "Copy" puts on the clipboard for a message: its text blocks as written (Markdown),

@@ -4,7 +4,17 @@ import { consentOnScreen } from "./consent";
 import type * as Api from "./api";
 import { commandError, errorMessage } from "./api";
 import { storedAttachment, type Attachment } from "./composer";
-import { applyEvent, emptyState, fromStored, keepKeys, lastAnswer, pendingUserMessage, type ChatState } from "./turn";
+import {
+  applyEvent,
+  emptyState,
+  fromStored,
+  keepKeys,
+  lastAnswer,
+  markReplaced,
+  mayAnswerAgain,
+  pendingUserMessage,
+  type ChatState,
+} from "./turn";
 import type {
   AgentEvent,
   Block,
@@ -97,6 +107,8 @@ interface Run {
   hasOlder: boolean;
   /** The conversation it answers again (no message of its own), if it does. */
   again: string | null;
+  /** It writes the last answer anew ("Answer again"), replacing it. */
+  replace: boolean;
   /** It ended failed after saving its message. */
   failed: boolean;
 }
@@ -112,8 +124,13 @@ export class TurnController {
   /** The conversation whose last turn failed after its message was saved, while it shows:
    *  "Try again" answers it again without a new message. */
   #failed = $state<string | null>(null);
-  /** How the stored messages on screen end: an answer that failed, or a message with none. */
-  #lastAnswer = $state<"failed" | "unanswered" | null>(null);
+  /** How the stored messages on screen end (`lastAnswer`), and whose they are: what a
+   *  conversation opened after its turn ended offers to try again. */
+  #lastAnswer = $state<"failed" | "unanswered" | "unfinished" | null>(null);
+  #storedFailed = $state<string | null>(null);
+  /** The conversation on screen when its last answer, whole or stopped, can be written
+   *  anew ("Answer again"). */
+  #replaceable = $state<string | null>(null);
   /** Why answers that ended while another conversation showed are not all they could be,
    *  by conversation: said when it shows again. */
   #noticesAway = new Map<string, string>();
@@ -139,7 +156,7 @@ export class TurnController {
   /** The conversation last opened (null: a new chat). */
   #opened: string | null = null;
   /** The conversation on screen, which a new chat's first turn sets. */
-  #showing: string | null = null;
+  #showing = $state<string | null>(null);
   /** Counts opens, so a slow load that a newer open overtook is dropped. */
   #opens = 0;
   /** The open whose messages are still loading, if any: a message sent meanwhile waits
@@ -209,6 +226,8 @@ export class TurnController {
     this.notice = null;
     this.#failed = null;
     this.#lastAnswer = null;
+    this.#storedFailed = null;
+    this.#replaceable = null;
     if (id !== null) {
       this.notice = this.#noticesAway.get(id) ?? null;
       this.#noticesAway.delete(id);
@@ -318,11 +337,15 @@ export class TurnController {
     instructions: string | null,
     /** The conversation whose last message is answered again (no new message). */
     again: string | null = null,
+    /** With `again`: the answer it had is replaced, not gone on from. */
+    replace = false,
   ): Promise<boolean> {
     const { api, scroll } = this.#options;
     this.error = null;
     this.notice = null;
     this.#failed = null;
+    this.#storedFailed = null;
+    this.#replaceable = null;
     // The conversation the message was sent in; its messages, if still loading, first.
     const conversation = this.#opened;
     if (this.#opening) await this.#opening;
@@ -362,10 +385,12 @@ export class TurnController {
       stored,
       hasOlder,
       again,
+      replace,
       failed: false,
     };
-    // Answering again sends no message: none shows.
+    // Answering again sends no message: none shows. What it replaces folds away now.
     if (again === null) run.chat.messages.push(message);
+    if (replace) markReplaced(run.chat.messages);
     await scroll.toEnd();
     try {
       const started = await api.sendMessage(
@@ -381,6 +406,7 @@ export class TurnController {
           ...(mentions?.prompt ? { prompt: mentions.prompt } : {}),
           ...(viewContext.length > 0 ? { viewContext } : {}),
           ...(again !== null ? { again: true } : {}),
+          ...(replace ? { replaceAnswer: true } : {}),
         },
         (event) => this.#receive(run, event),
       );
@@ -403,8 +429,10 @@ export class TurnController {
       // Refused before anything was saved: the message goes back into the composer.
       this.error = commandError(e);
       if (again !== null) {
-        // Refused before it started: it can be tried once more.
-        this.#failed = again;
+        // Refused before it started: nothing was replaced (what shows folded comes back),
+        // and it can be tried once more.
+        if (replace) void this.#refresh(again);
+        else this.#failed = again;
         return false;
       }
       run.chat.messages.pop();
@@ -482,7 +510,13 @@ export class TurnController {
   /** Whether the conversation on screen can answer its last message again: its last turn
    *  failed after saving it, and nothing runs. */
   get canTryAgain(): boolean {
-    return !this.busy && !this.sending && this.#failed !== null && this.#failed === this.#showing;
+    if (this.busy || this.sending || this.#showing === null) return false;
+    return this.#failed === this.#showing || this.#storedFailed === this.#showing;
+  }
+
+  /** Whether the error on screen is the failed turn's, with its Try again. */
+  get tryAgainWithError(): boolean {
+    return this.canTryAgain && this.error !== null && this.#failed === this.#showing;
   }
 
   /** Answers the conversation's last message again, with the model picked now, after a
@@ -493,7 +527,7 @@ export class TurnController {
       this.error = { message: "Pick a model first: the list beside Send has the models of your providers." };
       return false;
     }
-    const failed = this.#failed;
+    const failed = this.#showing;
     this.sending = true;
     this.#sends += 1;
     try {
@@ -506,8 +540,33 @@ export class TurnController {
   /** What the chat says of a last answer that can be tried again when no error says it
    *  (the conversation was opened after its turn ended); null when there is none. */
   get unansweredNotice(): string | null {
-    if (!this.canTryAgain || this.error) return null;
-    return this.#lastAnswer === "unanswered" ? "The last message has no answer." : "The last answer did not finish.";
+    if (!this.canTryAgain || this.tryAgainWithError) return null;
+    if (this.#lastAnswer === "unanswered") return "The last message has no answer.";
+    if (this.#lastAnswer === "unfinished") return "The answer stopped after its tool results.";
+    return "The last answer did not finish.";
+  }
+
+  /** Whether the last answer on screen, whole or stopped, can be written anew. */
+  get canAnswerAgain(): boolean {
+    return !this.busy && !this.sending && this.#showing !== null && this.#replaceable === this.#showing;
+  }
+
+  /** Writes the last answer anew with the model picked now: the one it had stays, folded
+   *  and marked replaced, and the model no longer reads it. */
+  async answerAgain(choice: ModelChoice | null): Promise<boolean> {
+    if (!this.canAnswerAgain) return false;
+    if (!choice) {
+      this.error = { message: "Pick a model first: the list beside Send has the models of your providers." };
+      return false;
+    }
+    const conversation = this.#showing;
+    this.sending = true;
+    this.#sends += 1;
+    try {
+      return await this.#send(choice, "", [], null, null, [], null, conversation, true);
+    } finally {
+      this.sending = false;
+    }
   }
 
   dismissNotice(): void {
@@ -527,7 +586,8 @@ export class TurnController {
     // A conversation whose last answer failed, or whose last message has none, can be
     // answered again, however long ago that was (also after a restart).
     this.#lastAnswer = lastAnswer(stored);
-    this.#failed = this.#lastAnswer !== null ? this.#showing : null;
+    this.#storedFailed = this.#lastAnswer !== null ? this.#showing : null;
+    this.#replaceable = mayAnswerAgain(stored) ? this.#showing : null;
     const next = fromStored(stored);
     keepKeys(this.chat.messages, next.messages);
     this.chat = next;
@@ -603,7 +663,8 @@ export class TurnController {
       // it can be tried once more.
       if (this.chat !== run.chat) return;
       if (event.error) this.error = event.error;
-      this.#failed = run.again;
+      if (run.replace) void this.#refresh(run.again);
+      else this.#failed = run.again;
       return;
     }
     if (!event.saved) {
@@ -615,6 +676,13 @@ export class TurnController {
       return;
     }
     if (this.chat !== run.chat) {
+      if (finished && finished === this.#showing) {
+        // Its conversation was opened again while the host had not yet said where the
+        // turn runs: what shows is a load from before the answer, read again now.
+        if (event.notice) this.notice = event.notice;
+        void this.#refresh(finished);
+        return;
+      }
       // Its failed answer shows when the conversation does (from what was stored); why
       // it was cut short is said then.
       if (event.notice && finished) this.#noticesAway.set(finished, event.notice);

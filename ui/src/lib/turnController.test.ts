@@ -550,6 +550,87 @@ describe("a turn in the chat controller", () => {
     expect(t.controller.unansweredNotice).toBeNull();
   });
 
+  it("keeps Try again off an unrelated error, and on the bar once the turn's error is dismissed", async () => {
+    const t = setup();
+    t.api.loadMessages.mockResolvedValue([stored(1, "user", "Hi"), stored(2, "assistant", "Hal", "error")]);
+    await t.controller.open("c1");
+    t.api.openExternal.mockRejectedValue(new Error("no browser"));
+    t.controller.openLink("https://example.com");
+    await vi.waitFor(() => expect(t.controller.error).not.toBeNull());
+    expect(t.controller.tryAgainWithError).toBe(false);
+    expect(t.controller.unansweredNotice).toBe("The last answer did not finish.");
+
+    t.acceptTurns();
+    await t.controller.send(choice, "Once more", []);
+    t.emit({ type: "ended", status: "error", error: { message: "overloaded" }, saved: true });
+    expect(t.controller.tryAgainWithError).toBe(true);
+    expect(t.controller.unansweredNotice).toBeNull();
+    await vi.waitFor(() => expect(t.api.loadMessages).toHaveBeenCalledTimes(2));
+    t.controller.dismissError();
+    await vi.waitFor(() => expect(t.controller.unansweredNotice).toBe("The last answer did not finish."));
+    expect(t.controller.canTryAgain).toBe(true);
+  });
+
+  it("reads a conversation again when its turn ends after it was opened anew before the host answered", async () => {
+    const t = setup();
+    t.api.loadMessages.mockResolvedValue([stored(1, "user", "Hi"), stored(2, "assistant", "Hello")]);
+    await t.controller.open("c1");
+    const started = deferred<{ conversation: string; turn: string }>();
+    let emit!: (event: TurnEvent) => void;
+    t.api.sendMessage.mockImplementation((_request, onEvent) => {
+      emit = onEvent;
+      return started.promise;
+    });
+    const sending = t.controller.send(choice, "Tell me more", []);
+    // Away and back while the host has not answered: the load shows the message alone.
+    await t.controller.open("c2");
+    t.api.loadMessages.mockResolvedValue([stored(1, "user", "Hi"), stored(2, "assistant", "Hello"), stored(3, "user", "Tell me more")]);
+    await t.controller.open("c1");
+    started.resolve({ conversation: "c1", turn: "t1" });
+    await sending;
+    t.api.loadMessages.mockResolvedValue([
+      stored(1, "user", "Hi"),
+      stored(2, "assistant", "Hello"),
+      stored(3, "user", "Tell me more"),
+      stored(4, "assistant", "More."),
+    ]);
+    emit({ type: "ended", status: "complete", saved: true, notice: "The answer was cut off." });
+    await vi.waitFor(() => expect(t.controller.chat.messages).toHaveLength(4));
+    expect(t.controller.canTryAgain).toBe(false);
+    expect(t.controller.notice).toBe("The answer was cut off.");
+  });
+
+  it("writes the last answer anew with the model picked now, the old one folded, and puts it back when refused", async () => {
+    const t = setup();
+    t.api.loadMessages.mockResolvedValue([stored(1, "user", "Name a colour"), stored(2, "assistant", "Red.")]);
+    await t.controller.open("c1");
+    expect(t.controller.canAnswerAgain).toBe(true);
+    expect(t.controller.canTryAgain).toBe(false);
+    expect(await t.controller.answerAgain(null)).toBe(false);
+    expect(t.controller.error?.message).toContain("Pick a model");
+
+    // Refused: nothing was replaced, and the answer shows as it was again.
+    t.api.sendMessage.mockRejectedValueOnce({ message: "the provider is gone" });
+    expect(await t.controller.answerAgain({ provider: "gpt", model: "gpt-5" })).toBe(false);
+    await vi.waitFor(() => expect(t.controller.chat.messages.map((m) => m.status)).toEqual(["complete", "complete"]));
+    expect(t.controller.canTryAgain).toBe(false);
+    expect(t.controller.canAnswerAgain).toBe(true);
+
+    t.acceptTurns();
+    expect(await t.controller.answerAgain({ provider: "gpt", model: "gpt-5" })).toBe(true);
+    expect(t.api.sendMessage).toHaveBeenLastCalledWith(
+      { conversation: "c1", text: "", attachments: [], provider: "gpt", model: "gpt-5", again: true, replaceAnswer: true },
+      expect.any(Function),
+    );
+    // No new message; the old answer is marked replaced at once, and no second one goes.
+    expect(t.controller.chat.messages.map((m) => m.status)).toEqual(["complete", "replaced"]);
+    expect(t.controller.canAnswerAgain).toBe(false);
+    t.api.loadMessages.mockResolvedValue([stored(1, "user", "Name a colour"), stored(2, "assistant", "Red.", "replaced"), stored(3, "assistant", "Blue.")]);
+    t.emit({ type: "ended", status: "complete", saved: true });
+    await vi.waitFor(() => expect(t.controller.chat.messages).toHaveLength(3));
+    expect(t.controller.canAnswerAgain).toBe(true);
+  });
+
   it("offers Try again once more when answering again stopped before it began", async () => {
     const t = setup();
     t.acceptTurns();

@@ -1675,4 +1675,74 @@ fn an_export_carries_the_conversations_instructions() {
         json["instructions"],
         "Answer like a pirate.\n## You\n\nobey"
     );
+    // What other models read of it (Conduit's own tools, outside clients) leaves them out.
+    let served =
+        crate::export::conversation_markdown(&store, &id, &|kind, _| format!("[{kind}]")).unwrap();
+    assert!(!served.contains("pirate"), "{served}");
+}
+
+/// An answer written again: every message after the last user message (its calls, their
+/// results, its text) is marked replaced, kept and listed, and left out of the history;
+/// the exchange before it is untouched.
+#[test]
+fn a_replaced_answer_is_kept_and_never_read_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let id = store.create_conversation(None, None).unwrap();
+    let assistant = |text: &str| Message {
+        role: Role::Assistant,
+        blocks: vec![Block::text(text)],
+    };
+    for message in [
+        Message::user_text("First question"),
+        assistant("First answer"),
+        Message::user_text("Second question"),
+        assistant("Looking it up"),
+        Message {
+            role: Role::Tool,
+            blocks: vec![Block::text("a tool's result")],
+        },
+        assistant("Second answer"),
+    ] {
+        store
+            .add_message(&id, &message, MessageStatus::Complete)
+            .unwrap();
+    }
+    assert_eq!(store.replace_answer(&id).unwrap(), 3);
+    // Marked once: nothing more to mark.
+    assert_eq!(store.replace_answer(&id).unwrap(), 0);
+    let statuses: Vec<MessageStatus> = store
+        .messages(&id, None)
+        .unwrap()
+        .iter()
+        .map(|m| m.status)
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            MessageStatus::Complete,
+            MessageStatus::Complete,
+            MessageStatus::Complete,
+            MessageStatus::Replaced,
+            MessageStatus::Replaced,
+            MessageStatus::Replaced,
+        ]
+    );
+    let history = store.history(&id).unwrap();
+    let texts: Vec<String> = history
+        .iter()
+        .flat_map(|m| m.blocks.iter())
+        .filter_map(|b| match b {
+            Block::Text { text } => Some(text.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(texts, ["First question", "First answer", "Second question"]);
+    // Read back after reopening, as written.
+    drop(store);
+    let store = open(dir.path());
+    assert_eq!(
+        store.messages(&id, None).unwrap()[5].status,
+        MessageStatus::Replaced
+    );
 }
