@@ -67,6 +67,7 @@ fn request(text: &str) -> SendRequest {
         view_context: Vec::new(),
         again: false,
         replace_answer: false,
+        replace_message: false,
         instructions: None,
     }
 }

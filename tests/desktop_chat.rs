@@ -417,6 +417,7 @@ async fn a_failed_turn_is_tried_again_and_a_cut_off_answer_says_so() {
         chat.text(&["The lighthouse stood on the northern cape."]),
         cut_off,
         chat.text(&["A keeper, a log, and ships that passed."]),
+        chat.text(&["Briefly: a keeper."]),
     ]);
     let window = fixture.open().await;
     // The new chat's instructions, set before its first message.
@@ -509,6 +510,30 @@ async fn a_failed_turn_is_tried_again_and_a_cut_off_answer_says_so() {
     let last = fixture.llm.requests().last().unwrap().body.to_string();
     assert!(!last.contains("kept a log of every ship"), "{last}");
     assert_eq!(last.matches("Tell me its story").count(), 1, "{last}");
+
+    // Edit: the last message comes back to the composer; what is sent takes its place,
+    // and its answers', which fold away, kept.
+    window.click_button("Edit message").await;
+    window
+        .wait(r#"document.querySelector('[aria-label="Editing"]') !== null"#)
+        .await;
+    let draft = window
+        .js("return document.querySelector('textarea').value;")
+        .await;
+    assert_eq!(draft, "Tell me its story");
+    window.shot(&fixture.shot("16-editing.png")).await;
+    window.send(" briefly").await;
+    window.answer_contains("Briefly: a keeper.").await;
+    window
+        .wait(r#"[...document.querySelectorAll('details[aria-label="Replaced answer"]')].some(d => d.textContent.includes("An earlier version of your message"))"#)
+        .await;
+    window.shot(&fixture.shot("17-edited.png")).await;
+    let last = fixture.llm.requests().last().unwrap().body.to_string();
+    assert!(last.contains("Tell me its story briefly"), "{last}");
+    assert!(
+        !last.contains("A keeper, a log") && !last.contains("\"Tell me its story\""),
+        "{last}"
+    );
     window.session.close().await.unwrap();
 }
 

@@ -44,6 +44,7 @@ async fn run_turn(
             view_context: Vec::new(),
             again: false,
             replace_answer: false,
+            replace_message: false,
             instructions: None,
         },
     )

@@ -139,6 +139,21 @@ pub fn rename_conversation(
 }
 
 window_command! {
+/// Pins a conversation to the top of the list, or unpins it.
+#[tauri::command(async)]
+pub fn pin_conversation(
+    state: tauri::State<'_, AppState>,
+    conversation: String,
+    pinned: bool,
+) -> Reply<()> {
+    state
+        .host()
+        .pin_conversation(&conversation, pinned)
+        .map_err(CommandError::from)
+}
+}
+
+window_command! {
 /// Deletes a conversation after the user confirmed it natively (a page script cannot
 /// delete history alone); `false` when the user kept it.
 #[tauri::command]

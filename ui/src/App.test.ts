@@ -82,6 +82,12 @@ describe("App", () => {
     expect(api.openSettings).toHaveBeenCalled();
     expect(screen.queryByRole("tab", { name: "General" })).toBeNull();
     expect(screen.getByRole("region", { name: "Chat" })).toBeTruthy();
+    // Ctrl+, too, as in other desktop apps.
+    api.openSettings.mockClear();
+    await fireEvent.keyDown(window, { key: ",", ctrlKey: true });
+    expect(api.openSettings).toHaveBeenCalledTimes(1);
+    await fireEvent.keyDown(window, { key: "," });
+    expect(api.openSettings).toHaveBeenCalledTimes(1);
   });
 
   it("the settings window shows settings with the paths from the backend, and no chat", async () => {

@@ -185,6 +185,7 @@ async fn run_turn(host: Arc<Host>, args: ChatArgs) -> Result<u8, Failure> {
         prompt_use: None,
         again: false,
         replace_answer: false,
+        replace_message: false,
     };
 
     let printer = Arc::new(Printer {

@@ -314,6 +314,13 @@ impl Session {
                 Role::Assistant => "model",
                 Role::Tool => "tools",
             };
+            // Replaced in the window (an answer written again, a message changed): said
+            // so, as the model no longer reads it.
+            let who = if message.status == conduit_host::store::MessageStatus::Replaced {
+                format!("{who} (replaced)")
+            } else {
+                who.to_owned()
+            };
             for block in &message.blocks {
                 match block {
                     Block::Text { text } => say!("{who}: {}", shown(text))?,
@@ -370,6 +377,7 @@ impl Session {
             prompt_use: None,
             again: false,
             replace_answer: false,
+            replace_message: false,
         };
         let turn = match self.host.prepare_turn(request, &self.servers).await {
             Ok(turn) => turn,
@@ -463,7 +471,10 @@ impl Session {
         // A call answered before its question came up (an "in this [c]onversation"
         // answer covers its tool's other calls waiting then) is not asked about.
         if !approval.waiting().contains(&call.id) {
-            say!("  (allowed: its tool is allowed in this conversation)")?;
+            // Stopped meanwhile (Ctrl-C): nothing to say.
+            if !cancel.is_cancelled() {
+                say!("  (allowed: its tool is allowed in this conversation)")?;
+            }
             return Ok(());
         }
         // Only a person at the terminal answers: lines piped in (`printf … | conduit

@@ -74,8 +74,10 @@ pub fn run(host: Arc<Host>, command: SessionsCommand) -> Result<u8, Failure> {
                 say!("No conversations yet.")?;
             } else {
                 for c in conversations {
+                    // Pinned ones come first, as in the window's list, and say so.
+                    let pinned = if c.pinned { "[pinned] " } else { "" };
                     say!(
-                        "{}  {:>4} messages  {}",
+                        "{}  {:>4} messages  {pinned}{}",
                         shown(&c.id),
                         c.message_count,
                         shown(&c.title)

@@ -66,6 +66,11 @@ pub struct SendRequest {
     #[serde(default)]
     #[ts(as = "Option<bool>", optional)]
     pub replace_answer: bool,
+    /// This message takes the place of the conversation's last message of the user's
+    /// and its answer ("Edit"), which are kept, marked replaced.
+    #[serde(default)]
+    #[ts(as = "Option<bool>", optional)]
+    pub replace_message: bool,
     /// For a new conversation: its instructions to the model (kept with it). A continued
     /// conversation keeps its own; this is then ignored.
     #[serde(default)]
@@ -623,6 +628,11 @@ impl App {
                 "Only an answer given again replaces the one before.",
             ));
         }
+        if request.replace_message && (request.again || request.conversation.is_none()) {
+            return Err(CommandError::message(
+                "A changed message replaces one of a saved conversation, and is a new message.",
+            ));
+        }
         if nothing_sent && !request.again {
             return Err(CommandError::from(AppError::EmptyMessage));
         }
@@ -745,6 +755,7 @@ impl App {
             prompt_use: request.prompt,
             again: request.again,
             replace_answer: request.replace_answer,
+            replace_message: request.replace_message,
         };
         let app = self.clone();
         let turn_id = turn.clone();
@@ -1349,6 +1360,7 @@ mod tests {
             view_context: Vec::new(),
             again: false,
             replace_answer: false,
+            replace_message: false,
             instructions: None,
         }
     }
@@ -1963,6 +1975,77 @@ mod tests {
             body.matches("Blue, on second thought.").count(),
             1,
             "{body}"
+        );
+    }
+
+    /// "Edit": a changed message takes the place of the last one and its answer, both kept,
+    /// marked replaced, and never read by the model again.
+    #[tokio::test]
+    async fn a_changed_message_takes_the_place_of_the_last_one_and_its_answer() {
+        let dir = tempfile::tempdir().unwrap();
+        let dialect = Dialect::OpenAiChat;
+        let (app, server) = app_answering(
+            dir.path(),
+            vec![
+                dialect.text(&["Paris."]),
+                dialect.text(&["Red, surely."]),
+                dialect.text(&["An apple."]),
+            ],
+        )
+        .await;
+        let (sink, mut events) = collector();
+        let started = app.send(request("Capital of France?"), sink).unwrap();
+        until_ended(&mut events).await;
+        let mut next = request("Name a colour");
+        next.conversation = Some(started.conversation.clone());
+        let (sink, mut events) = collector();
+        app.send(next, sink).unwrap();
+        until_ended(&mut events).await;
+
+        // Only a new message of a saved conversation.
+        let mut edit = request("Name a fruit");
+        edit.replace_message = true;
+        let (sink, _events) = collector();
+        assert!(app.send(edit.clone(), sink).is_err());
+        edit.conversation = Some(started.conversation.clone());
+        let mut again = edit.clone();
+        again.again = true;
+        again.text = String::new();
+        let (sink, _events) = collector();
+        assert!(app.send(again, sink).is_err());
+
+        let (sink, mut events) = collector();
+        app.send(edit, sink).unwrap();
+        let (text, _) = until_ended(&mut events).await;
+        assert_eq!(text, "An apple.");
+        let body = server.requests()[2].body.to_string();
+        assert!(
+            body.contains("Name a fruit") && body.contains("Paris."),
+            "{body}"
+        );
+        assert!(
+            !body.contains("Name a colour") && !body.contains("Red"),
+            "{body}"
+        );
+        let stored = app
+            .host()
+            .store()
+            .unwrap()
+            .messages(&started.conversation, None)
+            .unwrap();
+        let shown: Vec<(Role, conduit_store::MessageStatus)> =
+            stored.iter().map(|m| (m.role, m.status)).collect();
+        use conduit_store::MessageStatus::{Complete, Replaced};
+        assert_eq!(
+            shown,
+            [
+                (Role::User, Complete),
+                (Role::Assistant, Complete),
+                (Role::User, Replaced),
+                (Role::Assistant, Replaced),
+                (Role::User, Complete),
+                (Role::Assistant, Complete),
+            ]
         );
     }
 

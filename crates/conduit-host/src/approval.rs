@@ -587,7 +587,12 @@ impl WindowApproval {
         let approval = match decision {
             Decision::AllowOnce => Approval::Allow,
             Decision::AllowInConversation => {
-                let trust = exposed.as_deref().and_then(|e| self.trust_of(e));
+                // A server nothing known runs as (an empty print) gets no allow that lasts:
+                // the answer allows this call once.
+                let trust = exposed
+                    .as_deref()
+                    .and_then(|e| self.trust_of(e))
+                    .filter(|trust| !trust.now.server.is_empty());
                 if let (Some(trust), Some((allows, conversation))) = (trust, &self.here) {
                     // Kept only if the call still waited for it (not stopped meanwhile).
                     if !waiting.answer(Approval::Allow) {
@@ -636,6 +641,9 @@ impl WindowApproval {
             }
             if let Some(waiting) = self.ask.take(&call_id) {
                 self.asked.lock().remove(&call_id);
+                // Let through by the allow, not answered one by one: a revoke before it is
+                // sent stops it.
+                self.by_conversation.lock().insert(call_id.clone());
                 waiting.answer(Approval::Allow);
             }
         }
@@ -676,7 +684,7 @@ impl Approver for WindowApproval {
         let origin = trust.map(|t| t.origin);
         let approval = self.ask.ask(call, spec, origin, changes).await;
         self.asked.lock().remove(&call.id);
-        if approval == Approval::Allow {
+        if approval == Approval::Allow && !self.by_conversation.lock().contains(&call.id) {
             self.answered.lock().insert(call.id.clone());
         }
         approval
@@ -1044,6 +1052,11 @@ mod tests {
         assert_eq!(two.await.unwrap(), Approval::Allow);
         assert!(both.waiting().is_empty());
         assert_eq!(both.still_allowed("c10", "srv__echo"), Ok(()));
+        // The call the user answered stands; the one the allow let through is checked
+        // again, so a revoke before it is sent stops it.
+        assert!(allows.revoke("conv-c", "srv", "echo"));
+        assert!(both.still_allowed("c10", "srv__echo").is_err());
+        assert_eq!(both.still_allowed("c9", "srv__echo"), Ok(()));
         assert!(
             !both.answer("c10", Decision::Deny).unwrap(),
             "answered already"
@@ -1128,6 +1141,24 @@ mod tests {
         allows.allow("conv", &unknown);
         assert!(allows.listed("conv").is_empty());
         assert!(!allows.allows("conv", &unknown));
+        // So the answer allows that call once, and covers no other waiting call.
+        let once = turn(unknown);
+        let decide_later = |id: &str| {
+            let once = once.clone();
+            let id = id.to_owned();
+            tokio::spawn(async move {
+                once.decide(&call(&id, "srv__echo"), &spec("srv__echo"))
+                    .await
+            })
+        };
+        let (first, second) = (decide_later("c4"), decide_later("c5"));
+        until_asked(&asked, 3).await;
+        assert!(once.answer("c4", Decision::AllowInConversation).unwrap());
+        assert_eq!(first.await.unwrap(), Approval::Allow);
+        assert_eq!(once.waiting(), ["c5"]);
+        assert!(once.answer("c5", Decision::Deny).unwrap());
+        assert!(matches!(second.await.unwrap(), Approval::Deny { .. }));
+        assert!(allows.listed("conv").is_empty());
     }
 
     #[tokio::test]

@@ -83,6 +83,9 @@ pub struct ChatRequest {
     /// With `again`: answers the last user message anew, whatever answered it before
     /// (whole or not), which is kept, marked replaced, and never read by the model again.
     pub replace_answer: bool,
+    /// The message takes the place of the conversation's last user message and whatever
+    /// answered it, kept and marked replaced ("Edit").
+    pub replace_message: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -107,6 +110,10 @@ pub enum ChatError {
         "there is nothing to answer again: the conversation's last answer is whole; send a new message"
     )]
     NothingToAnswerAgain,
+    #[error(
+        "there is no message of yours in this conversation to answer again or change: send a new one"
+    )]
+    NothingToReplace,
     #[error(transparent)]
     Mention(#[from] crate::mentions::MentionHostError),
     #[error("the turn was stopped before it started")]
@@ -226,6 +233,15 @@ impl Host {
             Some(id) => store.history(id)?,
             None => Vec::new(),
         };
+        if request.replace_message {
+            // What the model reads ends before that message; the store marks it and its
+            // answer once nothing can refuse the turn any more.
+            let last_user = history
+                .iter()
+                .rposition(|message| message.role == Role::User)
+                .ok_or(ChatError::NothingToReplace)?;
+            history.truncate(last_user);
+        }
         if request.again {
             let conversation = request
                 .conversation
@@ -237,7 +253,7 @@ impl Host {
                 let last_user = history
                     .iter()
                     .rposition(|message| message.role == Role::User)
-                    .ok_or(ChatError::NothingToAnswerAgain)?;
+                    .ok_or(ChatError::NothingToReplace)?;
                 history.truncate(last_user + 1);
             } else {
                 answer_again(&store, conversation, &mut history)?;
@@ -285,8 +301,18 @@ impl Host {
         // Everything that may refuse the turn comes before its messages are saved: a turn
         // refused is one whose message the window gives back.
         let mcp_tools = self.mcp_tools(servers, Some(&conversation))?;
+        // This run's own system prompt (the CLI's `--system`), else the conversation's
+        // instructions: a conversation continued from the CLI keeps them. Read before
+        // anything is saved or marked, since a failed read refuses the turn.
+        let system = match request.system.clone() {
+            Some(system) => Some(system),
+            None => store.instructions(&conversation)?,
+        };
         if request.again && request.replace_answer {
             store.replace_answer(&conversation)?;
+        }
+        if request.replace_message {
+            store.replace_last_message(&conversation)?;
         }
         for message in preface.drain(..).chain(user) {
             store.add_message(&conversation, &message, MessageStatus::Complete)?;
@@ -334,12 +360,7 @@ impl Host {
             None => provider_label(&request.provider),
         });
         options.capabilities = conduit_providers::default_capabilities(protocol, &model);
-        // This run's own system prompt (the CLI's `--system`), else the conversation's
-        // instructions: a conversation continued from the CLI keeps them.
-        options.system = match request.system {
-            Some(system) => Some(system),
-            None => store.instructions(&conversation)?,
-        };
+        options.system = system;
         options.max_turns = request.max_turns;
         Ok(PreparedTurn {
             agent: Agent::new(provider, tools, approver, options),

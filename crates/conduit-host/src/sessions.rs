@@ -60,6 +60,11 @@ impl Host {
         self.store()?.rename(id, title)
     }
 
+    /// Pins a conversation to the top of the list, or unpins it.
+    pub fn pin_conversation(&self, id: &str, pinned: bool) -> Result<(), StoreError> {
+        self.store()?.set_pinned(id, pinned)
+    }
+
     /// What the user answers natively before a window deletes conversation `id`: its
     /// title (quoted and cut: a model may have written it) and what goes with it. An
     /// unknown id is an error, so nothing is asked about a conversation that is not there.

@@ -187,14 +187,20 @@ fn markdown(
 
 /// Conversation `id` as Markdown, each referenced media written by `link(kind, media)`
 /// (e.g. as a URI another program can read it at), for another model to read: its
-/// messages, not its instructions.
+/// messages as the model reads them (not its instructions, nor what was replaced).
 pub fn conversation_markdown(
     store: &Store,
     id: &str,
     link: &dyn Fn(&str, &MediaRef) -> String,
 ) -> Result<String, StoreError> {
     let conversation = store.conversation(id)?;
-    let messages = store.messages(id, None)?;
+    // Without what was replaced (an answer written again, a message changed): no model
+    // reads those again. An export keeps them, marked.
+    let messages: Vec<StoredMessage> = store
+        .messages(id, None)?
+        .into_iter()
+        .filter(|message| message.status != crate::history::MessageStatus::Replaced)
+        .collect();
     // Without the conversation's instructions: this Markdown goes to other models (Conduit's
     // own tools and prompts, outside MCP clients), which must not read one conversation's
     // system prompt as orders of their own. An export carries them.

@@ -126,6 +126,8 @@ pub struct Conversation {
     pub created_at: i64,
     pub updated_at: i64,
     pub message_count: i64,
+    /// Pinned to the top of the list by the user.
+    pub pinned: bool,
 }
 
 /// A stored message with its status and usage.
@@ -539,7 +541,7 @@ impl Store {
         let conn = self.lock();
         conn.query_row(
             "SELECT c.id, c.title, c.provider, c.model, c.created_at, c.updated_at,
-                    (SELECT count(*) FROM messages m WHERE m.conversation_id = c.id)
+                    (SELECT count(*) FROM messages m WHERE m.conversation_id = c.id), c.pinned
              FROM conversations c WHERE c.id = ?1",
             [id],
             row_to_conversation,
@@ -633,8 +635,8 @@ impl Store {
         let conn = self.lock();
         let mut statement = conn.prepare(
             "SELECT c.id, c.title, c.provider, c.model, c.created_at, c.updated_at,
-                    (SELECT count(*) FROM messages m WHERE m.conversation_id = c.id)
-             FROM conversations c ORDER BY c.updated_at DESC, c.id DESC LIMIT ?1",
+                    (SELECT count(*) FROM messages m WHERE m.conversation_id = c.id), c.pinned
+             FROM conversations c ORDER BY c.pinned DESC, c.updated_at DESC, c.id DESC LIMIT ?1",
         )?;
         let rows = statement.query_map([limit as i64], row_to_conversation)?;
         Ok(rows.collect::<Result<_, _>>()?)
@@ -935,18 +937,51 @@ impl Store {
     /// as replaced: kept and shown, left out of what the model reads from now on, so the
     /// message can be answered anew. How many messages it marked.
     pub fn replace_answer(&self, conversation: &str) -> Result<usize, StoreError> {
+        self.replace_from_last_user(conversation, ">")
+    }
+
+    /// Marks the conversation's last user message and what answered it as replaced: a
+    /// changed message goes in its place. How many messages it marked.
+    pub fn replace_last_message(&self, conversation: &str) -> Result<usize, StoreError> {
+        self.replace_from_last_user(conversation, ">=")
+    }
+
+    /// Marks the messages after (`>`) or from (`>=`) the last user message not replaced
+    /// already as replaced; not one still being written (another process answers there,
+    /// and finishes it as it is).
+    fn replace_from_last_user(
+        &self,
+        conversation: &str,
+        from: &'static str,
+    ) -> Result<usize, StoreError> {
         let changed = self.lock().execute(
-            "UPDATE messages SET status = ?2
-             WHERE conversation_id = ?1 AND status <> ?2 AND position > (
-                 SELECT MAX(position) FROM messages WHERE conversation_id = ?1 AND role = ?3
-             )",
+            &format!(
+                "UPDATE messages SET status = ?2
+                 WHERE conversation_id = ?1 AND status <> ?2 AND status <> ?4 AND position {from} (
+                     SELECT MAX(position) FROM messages
+                     WHERE conversation_id = ?1 AND role = ?3 AND status <> ?2
+                 )"
+            ),
             params![
                 conversation,
                 MessageStatus::Replaced.as_str(),
-                role_name(Role::User)
+                role_name(Role::User),
+                MessageStatus::Streaming.as_str()
             ],
         )?;
         Ok(changed)
+    }
+
+    /// Pins a conversation to the top of the list, or unpins it.
+    pub fn set_pinned(&self, conversation: &str, pinned: bool) -> Result<(), StoreError> {
+        let changed = self.lock().execute(
+            "UPDATE conversations SET pinned = ?2 WHERE id = ?1",
+            params![conversation, pinned],
+        )?;
+        if changed == 0 {
+            return Err(StoreError::UnknownConversation(conversation.to_owned()));
+        }
+        Ok(())
     }
 
     pub fn rename(&self, conversation: &str, title: &str) -> Result<(), StoreError> {
@@ -1189,6 +1224,7 @@ fn row_to_conversation(row: &rusqlite::Row<'_>) -> rusqlite::Result<Conversation
         created_at: row.get(4)?,
         updated_at: row.get(5)?,
         message_count: row.get(6)?,
+        pinned: row.get(7)?,
     })
 }
 

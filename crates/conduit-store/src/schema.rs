@@ -126,6 +126,12 @@ pub const MIGRATIONS: &[Migration] = &[
     ALTER TABLE conversations ADD COLUMN instructions TEXT;
     "#,
     ),
+    // 8: conversations the user pinned to the top of the list.
+    Migration::Sql(
+        r#"
+    ALTER TABLE conversations ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;
+    "#,
+    ),
 ];
 
 /// Indexes again every search row holding text of a script written without spaces, as

@@ -98,6 +98,40 @@ describe("ChatView", () => {
     await waitFor(() => expect(allow.disabled).toBe(false));
   });
 
+  it("shows the Last answer bar on a conversation opened from a new chat, then Answer again and Edit on a whole one", async () => {
+    const message = (id: number, role: "user" | "assistant", text: string, status: "complete" | "error") => ({
+      id, role, status, error: status === "error" ? "the model crashed" : null, usage: null, createdAt: 0, blocks: [{ type: "text" as const, text }],
+    });
+    api.loadMessages.mockImplementation((conversation) =>
+      Promise.resolve(
+        conversation === "c1"
+          ? [message(1, "user", "Where?", "complete"), message(2, "assistant", "The", "error")]
+          : [message(3, "user", "Name a colour", "complete"), message(4, "assistant", "Red.", "complete")],
+      ),
+    );
+    api.sendMessage.mockResolvedValue({ conversation: "c2", turn: "t1" });
+    const view = render(ChatView, props());
+    // From a new chat (nothing on screen), the failed conversation: the bar comes.
+    await view.rerender({ conversationId: "c1", title: "Where?" });
+    const bar = await screen.findByRole("status", { name: "Last answer" });
+    expect(bar.textContent).toContain("The last answer did not finish.");
+    expect(screen.queryByRole("button", { name: "Answer again" })).toBeNull();
+
+    await view.rerender({ conversationId: "c2", title: "Colours" });
+    await screen.findByRole("button", { name: "Answer again" });
+    expect(screen.queryByRole("status", { name: "Last answer" })).toBeNull();
+    await fireEvent.click(screen.getByRole("button", { name: "Edit message" }));
+    await screen.findByRole("status", { name: "Editing" });
+    const box = screen.getByRole("textbox", { name: "Message" }) as HTMLTextAreaElement;
+    await waitFor(() => expect(box.value).toBe("Name a colour"));
+    await fireEvent.input(box, { target: { value: "Name a fruit" } });
+    await fireEvent.keyDown(box, { key: "Enter" });
+    await waitFor(() =>
+      expect(api.sendMessage).toHaveBeenCalledWith(expect.objectContaining({ conversation: "c2", text: "Name a fruit", replaceMessage: true }), expect.any(Function)),
+    );
+    await screen.findByText("An earlier version of your message, changed below");
+  });
+
   it("stops a running turn on Escape, but not while a dialog is open", async () => {
     api.sendMessage.mockResolvedValue({ conversation: "c1", turn: "t1" });
     api.stopTurn.mockResolvedValue(undefined);

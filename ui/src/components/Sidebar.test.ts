@@ -4,7 +4,7 @@ import Sidebar from "./Sidebar.svelte";
 
 const props = {
   version: "1.0.0",
-  conversations: [{ id: "c1", title: "Q3 plans", provider: null, model: null, createdAt: 1, updatedAt: 1, messageCount: 2 }],
+  conversations: [{ id: "c1", title: "Q3 plans", provider: null, model: null, createdAt: 1, updatedAt: 1, messageCount: 2, pinned: false }],
   activeConversation: null,
   onNewChat: () => {},
   onOpenSettings: () => {},
@@ -22,6 +22,19 @@ describe("Sidebar", () => {
     shown.unmount();
     render(Sidebar, { ...props, olderConversations: false, onShowOlder });
     expect(screen.queryByRole("button", { name: "Show older conversations" })).toBeNull();
+  });
+
+  it("pins a conversation, and shows a pinned one's pin to unpin it", async () => {
+    const onPin = vi.fn();
+    const shown = render(Sidebar, { ...props, onPin });
+    await fireEvent.click(screen.getByRole("button", { name: "Pin Q3 plans" }));
+    expect(onPin).toHaveBeenCalledWith("c1", true);
+    shown.unmount();
+    render(Sidebar, { ...props, onPin, conversations: props.conversations.map((c) => ({ ...c, pinned: true })) });
+    const unpin = screen.getByRole("button", { name: "Unpin Q3 plans" });
+    expect(unpin.className).not.toContain("opacity-0");
+    await fireEvent.click(unpin);
+    expect(onPin).toHaveBeenLastCalledWith("c1", false);
   });
 
   it("opens the rename field with the keyboard in it, the title selected", async () => {

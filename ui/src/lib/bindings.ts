@@ -10,6 +10,7 @@ export type CommandName =
   | "search_history"
   | "load_messages"
   | "rename_conversation"
+  | "pin_conversation"
   | "delete_conversation"
   | "export_conversation"
   | "list_providers"
@@ -205,7 +206,11 @@ export type MessageStatus = "complete" | "streaming" | "interrupted" | "error" |
 
 export type StoredMessage = { id: number, role: Role, status: MessageStatus, blocks: Array<Block>, usage: Usage | null, error: string | null, createdAt: number, };
 
-export type Conversation = { id: string, title: string, provider: string | null, model: string | null, createdAt: number, updatedAt: number, messageCount: number, };
+export type Conversation = { id: string, title: string, provider: string | null, model: string | null, createdAt: number, updatedAt: number, messageCount: number, 
+/**
+ * Pinned to the top of the list by the user.
+ */
+pinned: boolean, };
 
 export type SearchHit = { conversationId: string, title: string, messageId: number, snippet: string, createdAt: number, };
 
@@ -328,6 +333,11 @@ again?: boolean,
  * ("Answer again"); that answer is kept, marked replaced.
  */
 replaceAnswer?: boolean, 
+/**
+ * This message takes the place of the conversation's last message of the user's
+ * and its answer ("Edit"), which are kept, marked replaced.
+ */
+replaceMessage?: boolean, 
 /**
  * For a new conversation: its instructions to the model (kept with it). A continued
  * conversation keeps its own; this is then ignored.

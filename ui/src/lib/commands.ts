@@ -46,6 +46,11 @@ export function renameConversation(conversation: string, title: string): Promise
   return invoke<void>("rename_conversation", { conversation, title });
 }
 
+/** Pins a conversation to the top of the list, or unpins it. */
+export function pinConversation(conversation: string, pinned: boolean): Promise<void> {
+  return invoke<void>("pin_conversation", { conversation, pinned });
+}
+
 /**
  * Deletes a conversation after the user confirmed it natively (a page script cannot
  * delete history alone); `false` when the user kept it.

@@ -3,7 +3,7 @@ import { ConversationList } from "./conversationList.svelte";
 import type { Conversation } from "./types";
 
 function conversation(i: number): Conversation {
-  return { id: `c${i}`, title: `Chat ${i}`, provider: null, model: null, createdAt: i, updatedAt: i, messageCount: 2 };
+  return { id: `c${i}`, title: `Chat ${i}`, provider: null, model: null, createdAt: i, updatedAt: i, messageCount: 2, pinned: false };
 }
 
 describe("the sidebar's conversation list", () => {

@@ -18,7 +18,7 @@ export class InstructionsController {
   saved = $state("");
   error = $state<string | null>(null);
   /** The conversation shown (null: a new chat). */
-  #conversation: string | null = null;
+  #conversation = $state<string | null>(null);
   /** Counts reads, so an answer a newer read overtook is dropped. */
   #reads = 0;
 

@@ -12,6 +12,7 @@ import {
   pendingUserMessage,
   startingNotice,
   copiedText,
+  editableMessage,
   lastAnswer,
   listed,
   markReplaced,
@@ -447,6 +448,10 @@ describe("how a conversation's stored messages end", () => {
     expect(mayAnswerAgain([message(1, "user"), message(2, "assistant", "interrupted")])).toBe(true);
     expect(mayAnswerAgain([message(1, "user"), message(2, "assistant", "error")])).toBe(false);
     expect(mayAnswerAgain([message(1, "user"), message(2, "assistant"), message(3, "tool")])).toBe(false);
+    // Stopped during its calls: Try again is not offered, Answer again is.
+    const stopped = [message(1, "user"), message(2, "assistant", "interrupted"), message(3, "tool")];
+    expect(lastAnswer(stopped)).toBeNull();
+    expect(mayAnswerAgain(stopped)).toBe(true);
     expect(mayAnswerAgain([message(1, "user"), message(2, "assistant", "replaced"), message(3, "assistant")])).toBe(true);
     // A conversation of the assistant's alone (a prompt's) has nothing to answer.
     expect(mayAnswerAgain([message(1, "assistant")])).toBe(false);
@@ -468,5 +473,23 @@ describe("how a conversation's stored messages end", () => {
     const live = [view(1, "user"), view(2, "assistant"), view(3, "user"), view(4, "assistant"), view(5, "tool"), view(6, "assistant", "interrupted")];
     markReplaced(live);
     expect(live.map((m) => m.status)).toEqual(["complete", "complete", "complete", "replaced", "replaced", "replaced"]);
+  });
+
+  it("gives back the last message of the user's as written, with its images, and marks it replaced with its answer", () => {
+    const image = { hash: "a".repeat(64), mime: "image/png", bytes: 10, width: 1, height: 1 } as unknown as import("./types").MediaRef;
+    const user = (id: number, blocks: StoredMessage["blocks"], status: StoredMessage["status"] = "complete"): StoredMessage => ({
+      id, role: "user", status, blocks, usage: null, error: null, createdAt: 0,
+    });
+    expect(editableMessage([])).toBeNull();
+    expect(editableMessage([user(1, [{ type: "text", text: "Hi" }, { type: "image", media: image }]), message(2, "assistant")])).toEqual({ id: 1, text: "Hi", images: [image] });
+    // The last not replaced.
+    expect(editableMessage([user(1, [{ type: "text", text: "Old" }]), user(3, [{ type: "text", text: "Gone" }], "replaced")])?.id).toBe(1);
+    // A resource's text beside the typed text: the composer cannot hold it.
+    expect(editableMessage([user(1, [{ type: "text", text: "@notes" }, { type: "text", text: "contents" }])])).toBeNull();
+
+    const view = (id: number, role: StoredMessage["role"], status: StoredMessage["status"] = "complete") => ({ key: `m${id}`, id, role, status, blocks: [], error: null });
+    const live = [view(1, "user"), view(2, "assistant"), view(3, "user"), view(4, "assistant", "replaced"), view(5, "assistant")];
+    markReplaced(live, true);
+    expect(live.map((m) => m.status)).toEqual(["complete", "complete", "replaced", "replaced", "replaced"]);
   });
 });

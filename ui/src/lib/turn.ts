@@ -4,6 +4,7 @@ import { visible } from "./visibleText";
 import type {
   AgentEvent,
   Block,
+  MediaRef,
   MessageStatus,
   Progress,
   Role,
@@ -457,8 +458,29 @@ export function lastAnswer(messages: StoredMessage[]): "failed" | "unanswered" |
  *  stopped it (a failed one offers Try again instead). */
 export function mayAnswerAgain(messages: StoredMessage[]): boolean {
   const shown = messages.filter((message) => message.status !== "replaced");
-  const last = shown.at(-1);
-  return last !== undefined && last.role === "assistant" && (last.status === "complete" || last.status === "interrupted") && shown.some((m) => m.role === "user");
+  if (!shown.some((m) => m.role === "user")) return false;
+  let last = shown.at(-1);
+  // Stopped during its calls: the results saved after the stopped answer.
+  if (last?.role === "tool" && shown.at(-2)?.status === "interrupted") last = shown.at(-2);
+  return last !== undefined && last.role === "assistant" && (last.status === "complete" || last.status === "interrupted");
+}
+
+/** The last message of the user's, if "Edit" can give it back to the composer as it was
+ *  written: its text and images (one with resources or a view's context attached, which
+ *  the composer cannot hold, is not offered). */
+export function editableMessage(messages: StoredMessage[]): { id: number; text: string; images: MediaRef[] } | null {
+  let last: StoredMessage | undefined;
+  for (const message of messages) if (message.role === "user" && message.status !== "replaced") last = message;
+  if (!last) return null;
+  const texts: string[] = [];
+  const images: MediaRef[] = [];
+  for (const block of last.blocks) {
+    if (block.type === "text") texts.push(block.text);
+    else if (block.type === "image") images.push(block.media);
+    else return null;
+  }
+  if (texts.length > 1) return null;
+  return { id: last.id, text: texts[0] ?? "", images };
 }
 
 /** The messages as the chat lists them: each on its own, except that the messages of an
@@ -476,11 +498,16 @@ export function listed(messages: ViewMessage[]): ListedItem[] {
   return items;
 }
 
-/** Marks, on screen, the messages after the last user message as replaced: what an
- *  "Answer again" replaces, as the host marks it. */
-export function markReplaced(messages: ViewMessage[]): void {
+/** Marks, on screen, the messages after the last user message as replaced (with that
+ *  message too, `withTheMessage`): what an "Answer again" (an "Edit") replaces, as the
+ *  host marks it. */
+export function markReplaced(messages: ViewMessage[], withTheMessage = false): void {
   for (const message of [...messages].reverse()) {
-    if (message.role === "user") return;
+    if (message.status === "replaced") continue;
+    if (message.role === "user") {
+      if (withTheMessage) message.status = "replaced";
+      return;
+    }
     message.status = "replaced";
   }
 }

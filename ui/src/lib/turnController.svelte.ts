@@ -6,6 +6,7 @@ import { commandError, errorMessage } from "./api";
 import { storedAttachment, type Attachment } from "./composer";
 import {
   applyEvent,
+  editableMessage,
   emptyState,
   fromStored,
   keepKeys,
@@ -131,6 +132,11 @@ export class TurnController {
   /** The conversation on screen when its last answer, whole or stopped, can be written
    *  anew ("Answer again"). */
   #replaceable = $state<string | null>(null);
+  /** The last message of the user's on screen that "Edit" can give back, and whose it is. */
+  #editable = $state<{ conversation: string; id: number; text: string; images: MediaRef[] } | null>(null);
+  /** The conversation whose last message of the user's is being changed: the next message
+   *  sent there takes its place. */
+  editing = $state<string | null>(null);
   /** Why answers that ended while another conversation showed are not all they could be,
    *  by conversation: said when it shows again. */
   #noticesAway = new Map<string, string>();
@@ -228,6 +234,8 @@ export class TurnController {
     this.#lastAnswer = null;
     this.#storedFailed = null;
     this.#replaceable = null;
+    this.#editable = null;
+    this.editing = null;
     if (id !== null) {
       this.notice = this.#noticesAway.get(id) ?? null;
       this.#noticesAway.delete(id);
@@ -252,6 +260,15 @@ export class TurnController {
     const loading = this.#options.api.loadMessages(id, null, PAGE).then(
       (loaded) => {
         if (request !== this.#opens) return;
+        // Its turn started meanwhile (the host answered while this loaded): the turn's
+        // live state shows, not a load from before it.
+        const started = this.#running;
+        if (started && started.conversation === id) {
+          this.chat = started.chat;
+          this.#stored = started.stored;
+          this.hasOlder = started.hasOlder;
+          return this.#options.scroll.toEnd();
+        }
         this.#show(loaded, loaded.length === PAGE);
         for (const unsent of this.#unsent.filter((u) => u.run.conversation === id)) this.#restoreUnsent(unsent);
         return this.#options.scroll.toEnd();
@@ -319,8 +336,12 @@ export class TurnController {
     }
     this.sending = true;
     this.#sends += 1;
+    // Sent while a message of this conversation is being changed: it takes its place.
+    const replacing = this.editing !== null && this.editing === this.#opened;
     try {
-      return await this.#send(choice, text, files, toolset, mentions, viewContext, instructions);
+      const started = await this.#send(choice, text, files, toolset, mentions, viewContext, instructions, null, false, replacing);
+      if (started && replacing) this.editing = null;
+      return started;
     } finally {
       this.sending = false;
     }
@@ -339,13 +360,15 @@ export class TurnController {
     again: string | null = null,
     /** With `again`: the answer it had is replaced, not gone on from. */
     replace = false,
+    /** The message takes the place of the last of the user's and its answer ("Edit"). */
+    replaceMessage = false,
   ): Promise<boolean> {
     const { api, scroll } = this.#options;
     this.error = null;
     this.notice = null;
     this.#failed = null;
-    this.#storedFailed = null;
-    this.#replaceable = null;
+    // What the stored messages offer (Try again, Answer again) stays: a refused message
+    // changes none of them, and while the turn runs nothing is offered anyway.
     // The conversation the message was sent in; its messages, if still loading, first.
     const conversation = this.#opened;
     if (this.#opening) await this.#opening;
@@ -389,8 +412,8 @@ export class TurnController {
       failed: false,
     };
     // Answering again sends no message: none shows. What it replaces folds away now.
+    if (replace || replaceMessage) markReplaced(run.chat.messages, replaceMessage);
     if (again === null) run.chat.messages.push(message);
-    if (replace) markReplaced(run.chat.messages);
     await scroll.toEnd();
     try {
       const started = await api.sendMessage(
@@ -407,6 +430,7 @@ export class TurnController {
           ...(viewContext.length > 0 ? { viewContext } : {}),
           ...(again !== null ? { again: true } : {}),
           ...(replace ? { replaceAnswer: true } : {}),
+          ...(replaceMessage ? { replaceMessage: true } : {}),
         },
         (event) => this.#receive(run, event),
       );
@@ -415,7 +439,17 @@ export class TurnController {
         this.turn = started.turn;
         this.#running = run;
       }
-      const onScreen = this.chat === run.chat;
+      let onScreen = this.chat === run.chat;
+      if (!onScreen && started.conversation === this.#showing) {
+        // Its conversation was opened again before the host said where the turn runs:
+        // it shows the turn (its Stop and questions), or, ended already, what was saved.
+        if (!run.ended) {
+          this.chat = run.chat;
+          this.#stored = run.stored;
+          this.hasOlder = run.hasOlder;
+          onScreen = true;
+        } else void this.#refresh(started.conversation);
+      }
       if (onScreen) this.#showing = started.conversation;
       // It failed before the host said where it runs: Try again is offered now.
       if (run.ended && run.failed && onScreen) this.#failed = started.conversation;
@@ -437,6 +471,8 @@ export class TurnController {
       }
       run.chat.messages.pop();
       this.#giveBack(text, files);
+      // Nothing was replaced: what folded away shows as it was again.
+      if (replaceMessage && conversation !== null) void this.#refresh(conversation);
       return false;
     }
   }
@@ -569,6 +605,29 @@ export class TurnController {
     }
   }
 
+  /** The id of the message of the user's that "Edit" can give back (null: none now). */
+  get editableId(): number | null {
+    if (this.busy || this.sending || this.editing !== null) return null;
+    const editable = this.#editable;
+    return editable !== null && editable.conversation === this.#showing ? editable.id : null;
+  }
+
+  /** Gives the last message of the user's back to the composer, before whatever was typed
+   *  there (which is kept), to be changed: the next message sent here takes its place and
+   *  its answer's (both kept, folded). */
+  edit(): void {
+    const editable = this.#editable;
+    if (this.editableId === null || editable === null) return;
+    this.#giveBack(editable.text, editable.images);
+    this.editing = editable.conversation;
+  }
+
+  /** Stops changing the message: the next one sent is a new message (the composer keeps
+   *  what it holds). */
+  cancelEdit(): void {
+    this.editing = null;
+  }
+
   dismissNotice(): void {
     this.notice = null;
   }
@@ -588,6 +647,8 @@ export class TurnController {
     this.#lastAnswer = lastAnswer(stored);
     this.#storedFailed = this.#lastAnswer !== null ? this.#showing : null;
     this.#replaceable = mayAnswerAgain(stored) ? this.#showing : null;
+    const editable = editableMessage(stored);
+    this.#editable = editable && this.#showing !== null ? { conversation: this.#showing, ...editable } : null;
     const next = fromStored(stored);
     keepKeys(this.chat.messages, next.messages);
     this.chat = next;
@@ -690,6 +751,10 @@ export class TurnController {
     }
     if (event.error) this.error = event.error;
     if (event.notice) this.notice = event.notice;
+    // What the stored messages offered is read again with them (the refresh below).
+    this.#storedFailed = null;
+    this.#replaceable = null;
+    this.#editable = null;
     run.failed = event.status === "error";
     if (run.failed && finished) this.#failed = finished;
     if (!finished) return; // ended before send_message answered: send() refreshes

@@ -616,6 +616,11 @@ describe("a turn in the chat controller", () => {
     expect(t.controller.canTryAgain).toBe(false);
     expect(t.controller.canAnswerAgain).toBe(true);
 
+    // A message the host refuses changes nothing of what the conversation offers.
+    t.api.sendMessage.mockRejectedValueOnce({ message: "no key for gpt" });
+    expect(await t.controller.send(choice, "Another", [])).toBe(false);
+    expect(t.controller.canAnswerAgain).toBe(true);
+
     t.acceptTurns();
     expect(await t.controller.answerAgain({ provider: "gpt", model: "gpt-5" })).toBe(true);
     expect(t.api.sendMessage).toHaveBeenLastCalledWith(
@@ -629,6 +634,49 @@ describe("a turn in the chat controller", () => {
     t.emit({ type: "ended", status: "complete", saved: true });
     await vi.waitFor(() => expect(t.controller.chat.messages).toHaveLength(3));
     expect(t.controller.canAnswerAgain).toBe(true);
+  });
+
+  it("changes the last message: given back before what was typed, sent in its place, put back when refused", async () => {
+    const t = setup();
+    t.api.loadMessages.mockResolvedValue([stored(1, "user", "Name a colour"), stored(2, "assistant", "Red.")]);
+    await t.controller.open("c1");
+    expect(t.controller.editableId).toBe(1);
+    t.controller.draftText = "typed meanwhile";
+    t.controller.edit();
+    expect(t.controller.editing).toBe("c1");
+    expect(t.controller.draftText).toBe("Name a colour\n\ntyped meanwhile");
+    expect(t.controller.editableId).toBeNull();
+    // Cancelled: the composer keeps its text, and the next message is a new one.
+    t.controller.cancelEdit();
+    expect(t.controller.editing).toBeNull();
+    t.controller.edit();
+
+    // Refused: nothing was replaced; the message comes back and it is still a change.
+    t.api.sendMessage.mockRejectedValueOnce({ message: "the provider is gone" });
+    expect(await t.controller.send(choice, "Name a fruit", [])).toBe(false);
+    expect(t.api.sendMessage).toHaveBeenLastCalledWith(expect.objectContaining({ conversation: "c1", text: "Name a fruit", replaceMessage: true }), expect.any(Function));
+    await vi.waitFor(() => expect(t.controller.chat.messages.map((m) => m.status)).toEqual(["complete", "complete"]));
+    expect(t.controller.editing).toBe("c1");
+
+    t.acceptTurns();
+    expect(await t.controller.send(choice, "Name a fruit", [])).toBe(true);
+    expect(t.controller.editing).toBeNull();
+    expect(t.controller.chat.messages.map((m) => [m.role, m.status])).toEqual([
+      ["user", "replaced"],
+      ["assistant", "replaced"],
+      ["user", "complete"],
+    ]);
+    t.emit({ type: "ended", status: "complete", saved: true });
+
+    // Another conversation opened stops a change.
+    t.api.loadMessages.mockResolvedValue([stored(1, "user", "Name a colour"), stored(2, "assistant", "Red.")]);
+    await t.controller.open("c1");
+    t.controller.edit();
+    await t.controller.open("c2");
+    expect(t.controller.editing).toBeNull();
+    t.acceptTurns({ conversation: "c2", turn: "t2" });
+    await t.controller.send(choice, "Hello", []);
+    expect(t.api.sendMessage).toHaveBeenLastCalledWith(expect.not.objectContaining({ replaceMessage: true }), expect.any(Function));
   });
 
   it("offers Try again once more when answering again stopped before it began", async () => {

@@ -480,6 +480,7 @@ fn a_version_5_history_finds_words_inside_chinese_text_once_migrated() {
             .execute_batch(
                 "UPDATE search SET text = replace(text, char(8203), '');
                  ALTER TABLE conversations DROP COLUMN instructions;
+                 ALTER TABLE conversations DROP COLUMN pinned;
                  PRAGMA user_version = 5;",
             )
             .unwrap();
@@ -1102,6 +1103,7 @@ fn deleting_a_conversation_finds_its_search_rows_by_an_index() {
             .execute_batch(
                 "DROP TABLE search_rows;
                  ALTER TABLE conversations DROP COLUMN instructions;
+                 ALTER TABLE conversations DROP COLUMN pinned;
                  PRAGMA user_version = 4;",
             )
             .unwrap();
@@ -1738,6 +1740,19 @@ fn a_replaced_answer_is_kept_and_never_read_again() {
         })
         .collect();
     assert_eq!(texts, ["First question", "First answer", "Second question"]);
+    // A changed message: the question and what is left of its answer go, the
+    // conversation's last message now the one before.
+    assert_eq!(store.replace_last_message(&id).unwrap(), 1);
+    let history = store.history(&id).unwrap();
+    assert_eq!(history.len(), 2, "{history:?}");
+    assert_eq!(
+        store.messages(&id, None).unwrap()[2].status,
+        MessageStatus::Replaced
+    );
+    // The next one goes back to the first question, which is no longer replaced by anything after it.
+    assert_eq!(store.replace_last_message(&id).unwrap(), 2);
+    assert!(store.history(&id).unwrap().is_empty());
+    assert_eq!(store.replace_last_message(&id).unwrap(), 0);
     // Read back after reopening, as written.
     drop(store);
     let store = open(dir.path());
@@ -1745,4 +1760,56 @@ fn a_replaced_answer_is_kept_and_never_read_again() {
         store.messages(&id, None).unwrap()[5].status,
         MessageStatus::Replaced
     );
+}
+
+/// A pinned conversation heads the list whatever its age, kept across a reopen; unpinned
+/// it goes back to its place; an unknown one is refused. A file of version 7 gains the
+/// column with every conversation unpinned.
+#[test]
+fn pinned_conversations_head_the_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.db");
+    let (old, new) = {
+        let store = open(dir.path());
+        let old = store.create_conversation(None, None).unwrap();
+        store
+            .add_message(&old, &Message::user_text("old"), MessageStatus::Complete)
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let new = store.create_conversation(None, None).unwrap();
+        store
+            .add_message(&new, &Message::user_text("new"), MessageStatus::Complete)
+            .unwrap();
+        // Back to version 7.
+        store
+            .lock()
+            .execute_batch(
+                "ALTER TABLE conversations DROP COLUMN pinned;
+                 PRAGMA user_version = 7;",
+            )
+            .unwrap();
+        (old, new)
+    };
+    let store = Store::open(&path, FileMediaStore::new(dir.path().join("media"))).unwrap();
+    let listed = |store: &Store| -> Vec<(String, bool)> {
+        store
+            .list(10)
+            .unwrap()
+            .into_iter()
+            .map(|c| (c.id, c.pinned))
+            .collect()
+    };
+    assert_eq!(listed(&store), [(new.clone(), false), (old.clone(), false)]);
+    store.set_pinned(&old, true).unwrap();
+    assert_eq!(listed(&store), [(old.clone(), true), (new.clone(), false)]);
+    assert!(store.conversation(&old).unwrap().pinned);
+    drop(store);
+    let store = Store::open(&path, FileMediaStore::new(dir.path().join("media"))).unwrap();
+    assert_eq!(listed(&store)[0], (old.clone(), true));
+    store.set_pinned(&old, false).unwrap();
+    assert_eq!(listed(&store), [(new, false), (old, false)]);
+    assert!(matches!(
+        store.set_pinned("no-such", true),
+        Err(StoreError::UnknownConversation(_))
+    ));
 }
