@@ -418,6 +418,7 @@ async fn a_failed_turn_is_tried_again_and_a_cut_off_answer_says_so() {
         cut_off,
         chat.text(&["A keeper, a log, and ships that passed."]),
         chat.text(&["Briefly: a keeper."]),
+        chat.text(&["Hello again."]),
     ]);
     let window = fixture.open().await;
     // The new chat's instructions, set before its first message.
@@ -534,6 +535,31 @@ async fn a_failed_turn_is_tried_again_and_a_cut_off_answer_says_so() {
         !last.contains("A keeper, a log") && !last.contains("\"Tell me its story\""),
         "{last}"
     );
+
+    // Pinned, the older conversation heads the list above a newer one.
+    window.click_button("New chat").await;
+    window.send("A second chat").await;
+    window.answer_contains("Hello again.").await;
+    let order = r#"[...document.querySelectorAll('ul[aria-label="Conversation list"] li')].map(li => li.querySelector('button').textContent.trim()).join(" | ")"#;
+    let before = window
+        .wait(&format!(
+            "(() => {{ const o = {order}; return o.startsWith('A second chat') ? o : null; }})()"
+        ))
+        .await;
+    assert!(
+        before
+            .as_str()
+            .unwrap()
+            .ends_with("Where was the lighthouse?"),
+        "{before}"
+    );
+    window.click_button("Pin Where was the lighthouse?").await;
+    window
+        .wait(&format!(
+            "({order}).startsWith('Where was the lighthouse?')"
+        ))
+        .await;
+    window.shot(&fixture.shot("18-pinned.png")).await;
     window.session.close().await.unwrap();
 }
 
