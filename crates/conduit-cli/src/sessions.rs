@@ -21,7 +21,7 @@ pub enum ExportFormat {
 
 #[derive(Debug, Subcommand)]
 pub enum SessionsCommand {
-    /// Conversations, most recent first.
+    /// Conversations: pinned ones first, then the most recent.
     List {
         #[arg(long, default_value_t = 50)]
         limit: usize,

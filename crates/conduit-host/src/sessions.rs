@@ -22,8 +22,9 @@ fn local_time(ms: i64) -> String {
 }
 
 impl Host {
+    /// The user's list of conversations: pinned ones first, then the most recent.
     pub fn conversations(&self, limit: usize) -> Result<Vec<Conversation>, StoreError> {
-        self.store()?.list(limit)
+        self.store()?.list_pinned_first(limit)
     }
 
     /// A conversation and its messages (`newest` keeps only the last N).

@@ -197,6 +197,9 @@ fn main() {
         .unwrap()
         .execute_batch(
             "UPDATE search SET text = replace(text, char(8203), '') WHERE text GLOB '*[一-鿿]*';
+             ALTER TABLE conversations DROP COLUMN instructions;
+             ALTER TABLE conversations DROP COLUMN pinned;
+             DROP INDEX conversations_by_pin;
              PRAGMA user_version = 5;",
         )
         .unwrap();

@@ -632,12 +632,24 @@ impl Store {
 
     /// Conversations, most recently updated first.
     pub fn list(&self, limit: usize) -> Result<Vec<Conversation>, StoreError> {
+        self.list_by(limit, "c.updated_at DESC, c.id DESC")
+    }
+
+    /// The conversations as the user's list shows them: the pinned ones first, then the
+    /// rest, each most recently changed first. ([`Store::list`], by recency alone, is what
+    /// models and outside clients get: a pin is the user's, not theirs.)
+    pub fn list_pinned_first(&self, limit: usize) -> Result<Vec<Conversation>, StoreError> {
+        self.list_by(limit, "c.pinned DESC, c.updated_at DESC, c.id DESC")
+    }
+
+    /// The first `limit` conversations in `order` (an index serves each order used).
+    fn list_by(&self, limit: usize, order: &'static str) -> Result<Vec<Conversation>, StoreError> {
         let conn = self.lock();
-        let mut statement = conn.prepare(
+        let mut statement = conn.prepare(&format!(
             "SELECT c.id, c.title, c.provider, c.model, c.created_at, c.updated_at,
                     (SELECT count(*) FROM messages m WHERE m.conversation_id = c.id), c.pinned
-             FROM conversations c ORDER BY c.pinned DESC, c.updated_at DESC, c.id DESC LIMIT ?1",
-        )?;
+             FROM conversations c ORDER BY {order} LIMIT ?1"
+        ))?;
         let rows = statement.query_map([limit as i64], row_to_conversation)?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
@@ -947,8 +959,9 @@ impl Store {
     }
 
     /// Marks the messages after (`>`) or from (`>=`) the last user message not replaced
-    /// already as replaced; not one still being written (another process answers there,
-    /// and finishes it as it is).
+    /// already as replaced; none while one of them is still being written (another
+    /// process answers there: replacing the question without its answer would leave the
+    /// model an answer to nothing).
     fn replace_from_last_user(
         &self,
         conversation: &str,
@@ -956,11 +969,17 @@ impl Store {
     ) -> Result<usize, StoreError> {
         let changed = self.lock().execute(
             &format!(
-                "UPDATE messages SET status = ?2
-                 WHERE conversation_id = ?1 AND status <> ?2 AND status <> ?4 AND position {from} (
-                     SELECT MAX(position) FROM messages
+                "WITH last_user AS (
+                     SELECT MAX(position) AS at FROM messages
                      WHERE conversation_id = ?1 AND role = ?3 AND status <> ?2
-                 )"
+                 )
+                 UPDATE messages SET status = ?2
+                 WHERE conversation_id = ?1 AND status <> ?2
+                   AND position {from} (SELECT at FROM last_user)
+                   AND NOT EXISTS (
+                       SELECT 1 FROM messages WHERE conversation_id = ?1 AND status = ?4
+                       AND position {from} (SELECT at FROM last_user)
+                   )"
             ),
             params![
                 conversation,

@@ -130,6 +130,7 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration::Sql(
         r#"
     ALTER TABLE conversations ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX conversations_by_pin ON conversations(pinned DESC, updated_at DESC, id DESC);
     "#,
     ),
 ];

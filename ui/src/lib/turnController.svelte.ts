@@ -110,6 +110,8 @@ interface Run {
   again: string | null;
   /** It writes the last answer anew ("Answer again"), replacing it. */
   replace: boolean;
+  /** The conversation whose last message of the user's its message replaces ("Edit"). */
+  replaceMessage: string | null;
   /** It ended failed after saving its message. */
   failed: boolean;
 }
@@ -322,6 +324,9 @@ export class TurnController {
     mentions: Mentioned | null = null,
     viewContext: string[] = [],
     instructions: string | null = null,
+    /** Sent from the composer: while a message of this conversation is being changed, it
+     *  takes its place. A view's message never does. */
+    fromComposer = false,
   ): Promise<boolean> {
     if (!choice) {
       this.error = { message: "Pick a model for this message first: the list beside Send has the models of your providers." };
@@ -336,12 +341,11 @@ export class TurnController {
     }
     this.sending = true;
     this.#sends += 1;
-    // Sent while a message of this conversation is being changed: it takes its place.
-    const replacing = this.editing !== null && this.editing === this.#opened;
+    // Sent while a message of this conversation is being changed: it takes its place
+    // (the change ends once the host saved it, in `#end`).
+    const replacing = fromComposer && this.editing !== null && this.editing === this.#opened;
     try {
-      const started = await this.#send(choice, text, files, toolset, mentions, viewContext, instructions, null, false, replacing);
-      if (started && replacing) this.editing = null;
-      return started;
+      return await this.#send(choice, text, files, toolset, mentions, viewContext, instructions, null, false, replacing);
     } finally {
       this.sending = false;
     }
@@ -409,6 +413,7 @@ export class TurnController {
       hasOlder,
       again,
       replace,
+      replaceMessage: replaceMessage ? conversation : null,
       failed: false,
     };
     // Answering again sends no message: none shows. What it replaces folds away now.
@@ -734,8 +739,17 @@ export class TurnController {
       const unsent = { run, error: event.error ?? null };
       this.#unsent.push(unsent);
       if (this.chat === run.chat) this.#restoreUnsent(unsent);
+      // A change refused: nothing was replaced (what folded shows again), and the
+      // message is still being changed.
+      const changed = run.replaceMessage;
+      if (changed !== null && this.#showing === changed) {
+        this.editing = changed;
+        void this.#refresh(changed);
+      }
       return;
     }
+    // A change saved: it took the place of the message.
+    if (run.replaceMessage !== null && this.editing === run.replaceMessage) this.editing = null;
     if (this.chat !== run.chat) {
       if (finished && finished === this.#showing) {
         // Its conversation was opened again while the host had not yet said where the

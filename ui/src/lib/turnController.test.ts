@@ -652,21 +652,38 @@ describe("a turn in the chat controller", () => {
     t.controller.edit();
 
     // Refused: nothing was replaced; the message comes back and it is still a change.
+    const fromComposer = (text: string) => t.controller.send(choice, text, [], null, null, [], null, true);
     t.api.sendMessage.mockRejectedValueOnce({ message: "the provider is gone" });
-    expect(await t.controller.send(choice, "Name a fruit", [])).toBe(false);
+    expect(await fromComposer("Name a fruit")).toBe(false);
     expect(t.api.sendMessage).toHaveBeenLastCalledWith(expect.objectContaining({ conversation: "c1", text: "Name a fruit", replaceMessage: true }), expect.any(Function));
     await vi.waitFor(() => expect(t.controller.chat.messages.map((m) => m.status)).toEqual(["complete", "complete"]));
     expect(t.controller.editing).toBe("c1");
 
+    // A view's message while the change is made is a new message, never the change.
     t.acceptTurns();
-    expect(await t.controller.send(choice, "Name a fruit", [])).toBe(true);
-    expect(t.controller.editing).toBeNull();
+    expect(await t.controller.send(choice, "From a view", [])).toBe(true);
+    expect(t.api.sendMessage).toHaveBeenLastCalledWith(expect.not.objectContaining({ replaceMessage: true }), expect.any(Function));
+    t.emit({ type: "ended", status: "complete", saved: true });
+    expect(t.controller.editing).toBe("c1");
+    t.api.loadMessages.mockResolvedValue([stored(1, "user", "Name a colour"), stored(2, "assistant", "Red.")]);
+    await t.controller.open("c1");
+    t.controller.edit();
+
+    // Taken, then refused by the host before it saved anything: the fold opens again and
+    // the change goes on.
+    expect(await fromComposer("Name a fruit")).toBe(true);
+    t.emit({ type: "ended", status: "error", error: { message: "stopped while servers started" }, saved: false });
+    expect(t.controller.editing).toBe("c1");
+    await vi.waitFor(() => expect(t.controller.chat.messages.map((m) => m.status)).toEqual(["complete", "complete"]));
+
+    expect(await fromComposer("Name a fruit")).toBe(true);
     expect(t.controller.chat.messages.map((m) => [m.role, m.status])).toEqual([
       ["user", "replaced"],
       ["assistant", "replaced"],
       ["user", "complete"],
     ]);
     t.emit({ type: "ended", status: "complete", saved: true });
+    expect(t.controller.editing).toBeNull();
 
     // Another conversation opened stops a change.
     t.api.loadMessages.mockResolvedValue([stored(1, "user", "Name a colour"), stored(2, "assistant", "Red.")]);
@@ -675,7 +692,7 @@ describe("a turn in the chat controller", () => {
     await t.controller.open("c2");
     expect(t.controller.editing).toBeNull();
     t.acceptTurns({ conversation: "c2", turn: "t2" });
-    await t.controller.send(choice, "Hello", []);
+    await fromComposer("Hello");
     expect(t.api.sendMessage).toHaveBeenLastCalledWith(expect.not.objectContaining({ replaceMessage: true }), expect.any(Function));
   });
 

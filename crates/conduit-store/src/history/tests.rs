@@ -480,6 +480,7 @@ fn a_version_5_history_finds_words_inside_chinese_text_once_migrated() {
             .execute_batch(
                 "UPDATE search SET text = replace(text, char(8203), '');
                  ALTER TABLE conversations DROP COLUMN instructions;
+                 DROP INDEX conversations_by_pin;
                  ALTER TABLE conversations DROP COLUMN pinned;
                  PRAGMA user_version = 5;",
             )
@@ -1103,6 +1104,7 @@ fn deleting_a_conversation_finds_its_search_rows_by_an_index() {
             .execute_batch(
                 "DROP TABLE search_rows;
                  ALTER TABLE conversations DROP COLUMN instructions;
+                 DROP INDEX conversations_by_pin;
                  ALTER TABLE conversations DROP COLUMN pinned;
                  PRAGMA user_version = 4;",
             )
@@ -1710,7 +1712,19 @@ fn a_replaced_answer_is_kept_and_never_read_again() {
             .add_message(&id, &message, MessageStatus::Complete)
             .unwrap();
     }
-    assert_eq!(store.replace_answer(&id).unwrap(), 3);
+    // While an answer is still being written there (another process), nothing is marked.
+    let streaming = store
+        .begin_message(&id, Role::Assistant, MessageStatus::Streaming)
+        .unwrap();
+    store
+        .append_block(streaming, &Block::text("A late answer"))
+        .unwrap();
+    assert_eq!(store.replace_answer(&id).unwrap(), 0);
+    assert_eq!(store.replace_last_message(&id).unwrap(), 0);
+    store
+        .finish_message(streaming, MessageStatus::Complete, None, None)
+        .unwrap();
+    assert_eq!(store.replace_answer(&id).unwrap(), 4);
     // Marked once: nothing more to mark.
     assert_eq!(store.replace_answer(&id).unwrap(), 0);
     let statuses: Vec<MessageStatus> = store
@@ -1725,6 +1739,7 @@ fn a_replaced_answer_is_kept_and_never_read_again() {
             MessageStatus::Complete,
             MessageStatus::Complete,
             MessageStatus::Complete,
+            MessageStatus::Replaced,
             MessageStatus::Replaced,
             MessageStatus::Replaced,
             MessageStatus::Replaced,
@@ -1784,7 +1799,8 @@ fn pinned_conversations_head_the_list() {
         store
             .lock()
             .execute_batch(
-                "ALTER TABLE conversations DROP COLUMN pinned;
+                "DROP INDEX conversations_by_pin;
+                 ALTER TABLE conversations DROP COLUMN pinned;
                  PRAGMA user_version = 7;",
             )
             .unwrap();
@@ -1793,7 +1809,7 @@ fn pinned_conversations_head_the_list() {
     let store = Store::open(&path, FileMediaStore::new(dir.path().join("media"))).unwrap();
     let listed = |store: &Store| -> Vec<(String, bool)> {
         store
-            .list(10)
+            .list_pinned_first(10)
             .unwrap()
             .into_iter()
             .map(|c| (c.id, c.pinned))
@@ -1802,6 +1818,18 @@ fn pinned_conversations_head_the_list() {
     assert_eq!(listed(&store), [(new.clone(), false), (old.clone(), false)]);
     store.set_pinned(&old, true).unwrap();
     assert_eq!(listed(&store), [(old.clone(), true), (new.clone(), false)]);
+    // What models and outside clients list stays by recency: a pin is the user's.
+    assert_eq!(store.list(10).unwrap()[0].id, new);
+    // The pinned-first order is served by its index, not a sort of every conversation.
+    let plan: String = store
+        .lock()
+        .query_row(
+            "EXPLAIN QUERY PLAN SELECT c.id FROM conversations c ORDER BY c.pinned DESC, c.updated_at DESC, c.id DESC LIMIT 5",
+            [],
+            |row| row.get(3),
+        )
+        .unwrap();
+    assert!(plan.contains("conversations_by_pin"), "{plan}");
     assert!(store.conversation(&old).unwrap().pinned);
     drop(store);
     let store = Store::open(&path, FileMediaStore::new(dir.path().join("media"))).unwrap();
