@@ -1230,6 +1230,21 @@ mod tests {
         (dialect.base_url(&server.url()), server)
     }
 
+    /// Each stored message of `conversation`: who wrote it and how far it got.
+    fn roles_and_statuses(
+        app: &App,
+        conversation: &str,
+    ) -> Vec<(Role, conduit_store::MessageStatus)> {
+        app.host()
+            .store()
+            .unwrap()
+            .messages(conversation, None)
+            .unwrap()
+            .iter()
+            .map(|m| (m.role, m.status))
+            .collect()
+    }
+
     /// An app whose provider is a Chat Completions server answering `replies` in turn;
     /// the server runs while the returned one lives.
     async fn app_answering(
@@ -1848,14 +1863,7 @@ mod tests {
             assert!(!body.contains("Partial"), "{body}");
         }
         // Both answers are kept, the failed one marked.
-        let stored = app
-            .host()
-            .store()
-            .unwrap()
-            .messages(&started.conversation, None)
-            .unwrap();
-        let shown: Vec<(Role, conduit_store::MessageStatus)> =
-            stored.iter().map(|m| (m.role, m.status)).collect();
+        let shown = roles_and_statuses(&app, &started.conversation);
         assert_eq!(
             shown,
             [
@@ -1947,14 +1955,7 @@ mod tests {
         let body = server.requests()[1].body.to_string();
         assert_eq!(body.matches("Name a colour").count(), 1, "{body}");
         assert!(!body.contains("Red"), "{body}");
-        let stored = app
-            .host()
-            .store()
-            .unwrap()
-            .messages(&started.conversation, None)
-            .unwrap();
-        let shown: Vec<(Role, conduit_store::MessageStatus)> =
-            stored.iter().map(|m| (m.role, m.status)).collect();
+        let shown = roles_and_statuses(&app, &started.conversation);
         assert_eq!(
             shown,
             [
@@ -2027,14 +2028,7 @@ mod tests {
             !body.contains("Name a colour") && !body.contains("Red"),
             "{body}"
         );
-        let stored = app
-            .host()
-            .store()
-            .unwrap()
-            .messages(&started.conversation, None)
-            .unwrap();
-        let shown: Vec<(Role, conduit_store::MessageStatus)> =
-            stored.iter().map(|m| (m.role, m.status)).collect();
+        let shown = roles_and_statuses(&app, &started.conversation);
         use conduit_store::MessageStatus::{Complete, Replaced};
         assert_eq!(
             shown,

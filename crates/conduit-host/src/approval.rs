@@ -908,6 +908,16 @@ mod tests {
         (events, asked)
     }
 
+    /// Decides a call of `tool` with id `id` on another task: it waits there for an answer.
+    fn decide_in_background(
+        approval: &Arc<WindowApproval>,
+        id: &str,
+        tool: &str,
+    ) -> tokio::task::JoinHandle<Approval> {
+        let (approval, id, tool) = (approval.clone(), id.to_owned(), tool.to_owned());
+        tokio::spawn(async move { approval.decide(&call(&id, &tool), &spec(&tool)).await })
+    }
+
     async fn until_asked(asked: &Asked, count: usize) {
         tokio::time::timeout(std::time::Duration::from_secs(10), async {
             while asked.lock().len() < count {
@@ -941,13 +951,7 @@ mod tests {
             )
         };
         let decide_later = |approval: &Arc<WindowApproval>, id: &str| {
-            let approval = approval.clone();
-            let id = id.to_owned();
-            tokio::spawn(async move {
-                approval
-                    .decide(&call(&id, "srv__echo"), &spec("srv__echo"))
-                    .await
-            })
+            decide_in_background(approval, id, "srv__echo")
         };
 
         let first = turn("conv-a", "node");
@@ -1088,14 +1092,7 @@ mod tests {
         // Unreadable settings: asked, not run.
         std::fs::write(&file, "{ not json").unwrap();
         let unread = turn(echo.clone());
-        let waiting = {
-            let unread = unread.clone();
-            tokio::spawn(async move {
-                unread
-                    .decide(&call("c1", "srv__echo"), &spec("srv__echo"))
-                    .await
-            })
-        };
+        let waiting = decide_in_background(&unread, "c1", "srv__echo");
         until_asked(&asked, 1).await;
         assert!(unread.answer("c1", Decision::Deny).unwrap());
         assert!(matches!(waiting.await.unwrap(), Approval::Deny { .. }));
@@ -1143,15 +1140,10 @@ mod tests {
         assert!(!allows.allows("conv", &unknown));
         // So the answer allows that call once, and covers no other waiting call.
         let once = turn(unknown);
-        let decide_later = |id: &str| {
-            let once = once.clone();
-            let id = id.to_owned();
-            tokio::spawn(async move {
-                once.decide(&call(&id, "srv__echo"), &spec("srv__echo"))
-                    .await
-            })
-        };
-        let (first, second) = (decide_later("c4"), decide_later("c5"));
+        let (first, second) = (
+            decide_in_background(&once, "c4", "srv__echo"),
+            decide_in_background(&once, "c5", "srv__echo"),
+        );
         until_asked(&asked, 3).await;
         assert!(once.answer("c4", Decision::AllowInConversation).unwrap());
         assert_eq!(first.await.unwrap(), Approval::Allow);

@@ -562,17 +562,22 @@ export class TurnController {
 
   /** Answers the conversation's last message again, with the model picked now, after a
    *  turn that failed: nothing new is sent, and what the failed turn kept stays above. */
-  async tryAgain(choice: ModelChoice | null): Promise<boolean> {
-    if (!this.canTryAgain) return false;
+  tryAgain(choice: ModelChoice | null): Promise<boolean> {
+    return this.canTryAgain ? this.#answerAgain(choice, false) : Promise.resolve(false);
+  }
+
+  /** Answers the conversation on screen's last message again with `choice`, going on
+   *  from what it has (`replace` false) or writing its answer anew. */
+  async #answerAgain(choice: ModelChoice | null, replace: boolean): Promise<boolean> {
     if (!choice) {
       this.error = { message: "Pick a model first: the list beside Send has the models of your providers." };
       return false;
     }
-    const failed = this.#showing;
+    const conversation = this.#showing;
     this.sending = true;
     this.#sends += 1;
     try {
-      return await this.#send(choice, "", [], null, null, [], null, failed);
+      return await this.#send(choice, "", [], null, null, [], null, conversation, replace);
     } finally {
       this.sending = false;
     }
@@ -594,20 +599,8 @@ export class TurnController {
 
   /** Writes the last answer anew with the model picked now: the one it had stays, folded
    *  and marked replaced, and the model no longer reads it. */
-  async answerAgain(choice: ModelChoice | null): Promise<boolean> {
-    if (!this.canAnswerAgain) return false;
-    if (!choice) {
-      this.error = { message: "Pick a model first: the list beside Send has the models of your providers." };
-      return false;
-    }
-    const conversation = this.#showing;
-    this.sending = true;
-    this.#sends += 1;
-    try {
-      return await this.#send(choice, "", [], null, null, [], null, conversation, true);
-    } finally {
-      this.sending = false;
-    }
+  answerAgain(choice: ModelChoice | null): Promise<boolean> {
+    return this.canAnswerAgain ? this.#answerAgain(choice, true) : Promise.resolve(false);
   }
 
   /** The id of the message of the user's that "Edit" can give back (null: none now). */
