@@ -524,15 +524,7 @@ impl WindowApproval {
         settings_file: PathBuf,
         trust: HashMap<String, ToolTrust>,
     ) -> Arc<Self> {
-        Arc::new(Self {
-            ask: AskApproval::new(events),
-            settings_file,
-            trust,
-            asked: Mutex::new(HashMap::new()),
-            answered: Mutex::new(HashSet::new()),
-            by_conversation: Mutex::new(HashSet::new()),
-            here: None,
-        })
+        Self::with_scope(events, settings_file, trust, None)
     }
 
     /// As [`WindowApproval::new`], for a turn of `conversation`: what the user allowed
@@ -544,6 +536,15 @@ impl WindowApproval {
         allows: Arc<ConversationAllows>,
         conversation: String,
     ) -> Arc<Self> {
+        Self::with_scope(events, settings_file, trust, Some((allows, conversation)))
+    }
+
+    fn with_scope(
+        events: EventSink,
+        settings_file: PathBuf,
+        trust: HashMap<String, ToolTrust>,
+        here: Option<(Arc<ConversationAllows>, String)>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             ask: AskApproval::new(events),
             settings_file,
@@ -551,7 +552,7 @@ impl WindowApproval {
             asked: Mutex::new(HashMap::new()),
             answered: Mutex::new(HashSet::new()),
             by_conversation: Mutex::new(HashSet::new()),
-            here: Some((allows, conversation)),
+            here,
         })
     }
 
