@@ -59,6 +59,7 @@ fn request(text: &str) -> SendRequest {
         conversation: None,
         text: text.into(),
         attachments: Vec::new(),
+        files: Vec::new(),
         provider: "scripted".into(),
         model: None,
         toolset: None,

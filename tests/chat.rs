@@ -546,6 +546,57 @@ async fn bad_usage_exits_with_2() {
     assert!(String::from_utf8_lossy(&no_model.stderr).contains("--model"));
 }
 
+/// `--attach` with a text file (a realistic source file, 400 lines) sends its text headed
+/// by its name in every protocol; a binary file that is no image is refused saying what
+/// Conduit takes, before anything is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_text_file_attached_reaches_every_protocol_and_a_binary_one_is_refused() {
+    let files = tempfile::tempdir().unwrap();
+    let source: String = (0..400)
+        .map(|n| format!("fn step_{n}(x: u64) -> u64 {{ x.wrapping_mul({n}) + 1 }}\n"))
+        .collect();
+    let path = files.path().join("steps.rs");
+    std::fs::write(&path, &source).unwrap();
+    for dialect in Dialect::ALL {
+        let (run, requests, _home) = chat(
+            dialect,
+            vec![dialect.text(&["Read."])],
+            &["--attach", path.to_str().unwrap()],
+        )
+        .await;
+        assert_eq!(run.code, Some(0), "{dialect:?}: {}", run.stderr);
+        let body = requests[0].body.to_string();
+        let headed = serde_json::to_string(&format!("File steps.rs:\n\n{source}")).unwrap();
+        assert!(
+            body.contains(headed.trim_matches('"')),
+            "{dialect:?}: {body:.600}"
+        );
+        assert!(body.contains("Hello there"), "{dialect:?}");
+    }
+
+    let blob = files.path().join("model.bin");
+    std::fs::write(&blob, [0u8, 159, 146, 150, 255, 1, 2]).unwrap();
+    let server = ScriptedLlm::start(vec![]).await.unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let output = command(
+        Dialect::OpenAiChat,
+        &server,
+        home.path(),
+        &["--attach", blob.to_str().unwrap()],
+        "look",
+    )
+    .output()
+    .await
+    .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("cannot attach") && stderr.contains("model.bin is not a text file"),
+        "{stderr}"
+    );
+    assert!(server.requests().is_empty(), "nothing was sent");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_corrupt_attachment_is_refused_clearly() {
     let home = tempfile::tempdir().unwrap();

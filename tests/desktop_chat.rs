@@ -161,7 +161,7 @@ async fn a_day_in_the_chat_window() {
     let picker = window
         .session
         .client
-        .find(Locator::Css(r#"input[aria-label="Image files"]"#))
+        .find(Locator::Css(r#"input[aria-label="Files to attach"]"#))
         .await
         .unwrap();
     picker
@@ -181,6 +181,43 @@ async fn a_day_in_the_chat_window() {
         asked.contains("image_url") && asked.contains("What is in this picture?"),
         "{asked:.400}"
     );
+
+    // A text file attached with the same picker (a 601-line CSV) goes to the model as
+    // text headed by its name, and shows in the message as the file, its text on request.
+    let csv: String = std::iter::once("day,city,temp\n".to_owned())
+        .chain((0..600).map(|n| format!("2026-11-{:02},Oslo,{}\n", n % 30 + 1, n % 17)))
+        .collect();
+    let sheet = fixture.home.path().join("weather.csv");
+    std::fs::write(&sheet, &csv).unwrap();
+    fixture.llm.push(vec![chat.text(&["Oslo was cold."])]);
+    window
+        .session
+        .client
+        .find(Locator::Css(r#"input[aria-label="Files to attach"]"#))
+        .await
+        .unwrap()
+        .send_keys(&sheet.display().to_string())
+        .await
+        .unwrap();
+    window
+        .wait(r#"document.querySelector('[aria-label="Attachments"]')?.textContent.includes("weather.csv")"#)
+        .await;
+    window.send("How cold was it?").await;
+    window.answer_contains("Oslo was cold.").await;
+    let asked = fixture.llm.requests().last().unwrap().body.to_string();
+    let headed =
+        serde_json::to_string(&format!("How cold was it?\n\nFile weather.csv:\n\n{csv}")).unwrap();
+    assert!(asked.contains(headed.trim_matches('"')), "{asked:.600}");
+    window
+        .wait(r#"document.querySelector('[aria-label="Attached file weather.csv"]')?.textContent.includes("601 lines")"#)
+        .await;
+    window
+        .js(r#"document.querySelector('[aria-label="Attached file weather.csv"] summary').click(); return null;"#)
+        .await;
+    window
+        .wait(r#"document.querySelector('[aria-label="Attached file weather.csv"] [data-file-text]')?.textContent.includes("2026-11-30,Oslo,")"#)
+        .await;
+    window.shot(&fixture.shot("03b-text-file.png")).await;
 
     // XSS in model text and in tool output renders as inert text.
     let tricky = format!("Here:\n\n{XSS}");

@@ -38,6 +38,7 @@ fn request(text: &str) -> SendRequest {
         conversation: None,
         text: text.into(),
         attachments: Vec::new(),
+        files: Vec::new(),
         provider: "local".into(),
         model: None,
         toolset: None,

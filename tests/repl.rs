@@ -302,8 +302,9 @@ async fn a_tool_call_approved_inline_then_new_then_ctrl_c_keeps_the_partial_answ
 async fn attach_then_a_denied_call_is_not_run_and_ctrl_c_at_the_prompt_leaves() {
     let dialect = Dialect::OpenAiChat;
     let files = tempfile::tempdir().unwrap();
-    let notes = files.path().join("notes.txt");
-    std::fs::write(&notes, "not an image").unwrap();
+    // Neither an image nor text.
+    let notes = files.path().join("notes.bin");
+    std::fs::write(&notes, [0x00, 0x9f, 0x92, 0x96, 0xff]).unwrap();
     let png = files.path().join("tiny.png");
     std::fs::write(
         &png,
@@ -328,14 +329,15 @@ async fn attach_then_a_denied_call_is_not_run_and_ctrl_c_at_the_prompt_leaves() 
             send("/attach /no/such/file.png"),
             expect("cannot attach /no/such/file.png"),
             expect("> "),
-            // A file that is no image is refused when the message goes, and dropped, so
+            // A file that is neither an image nor text is refused when the message goes, and dropped, so
             // the next message is not refused for it again.
             send(&format!("/attach {}", notes.display())),
             expect("(sent with your next message)"),
             expect("> "),
             send("hi"),
             expect("cannot attach"),
-            expect("the attached images were dropped"),
+            expect("notes.bin is not a text file"),
+            expect("the attached files were dropped"),
             expect("> "),
             send(&format!("/attach {}", png.display())),
             expect("(sent with your next message)"),

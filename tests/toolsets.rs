@@ -36,6 +36,7 @@ async fn run_turn(
             conversation,
             text: "Hello".into(),
             attachments: Vec::new(),
+            files: Vec::new(),
             provider: "local".into(),
             model: None,
             toolset,

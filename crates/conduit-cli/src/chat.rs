@@ -105,8 +105,9 @@ pub struct ChatArgs {
     /// Continue a saved conversation (see `conduit sessions list`).
     #[arg(long, value_name = "ID")]
     conversation: Option<String>,
-    /// An image to send with the message (repeatable).
-    #[arg(long, value_name = "IMAGE")]
+    /// An image or a text file (code, notes, CSV, JSON; up to 512 KiB) to send with the
+    /// message (repeatable).
+    #[arg(long, value_name = "FILE")]
     attach: Vec<PathBuf>,
     /// What to do with tool calls: there is no window to ask in.
     #[arg(long, value_enum, default_value = "deny")]
@@ -123,7 +124,7 @@ pub struct ChatArgs {
     /// Print JSON Lines events instead of text.
     #[arg(long)]
     json: bool,
-    /// The message (may be left out when --attach gives an image).
+    /// The message (may be left out when --attach gives a file).
     #[arg(required_unless_present = "attach")]
     prompt: Option<String>,
 }

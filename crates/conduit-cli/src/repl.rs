@@ -61,7 +61,7 @@ Commands:
   /tools          the tools the model is offered
   /new            start a new conversation
   /history        this conversation's messages
-  /attach PATH    send an image with your next message
+  /attach PATH    send an image or a text file with your next message
   /exit           leave (Ctrl-D does too)
 Ctrl-C stops an answer and keeps what it said so far; at the prompt it leaves.";
 
@@ -325,6 +325,9 @@ impl Session {
                 match block {
                     Block::Text { text } => say!("{who}: {}", shown(text))?,
                     Block::Image { media } => say!("{who}: [image {}]", shown(&media.mime))?,
+                    Block::File { name, text } => {
+                        say!("{who}: [{}]", crate::terminal::file_note(name, text))?
+                    }
                     Block::Reasoning { .. } => {}
                     Block::ToolCall(call) => say!(
                         "{who}: → {} {}",
@@ -387,7 +390,7 @@ impl Session {
                 tell!("conduit: {}", shown(&err.to_string()));
                 if matches!(err, ChatError::Attachment { .. }) && !self.attachments.is_empty() {
                     self.attachments.clear();
-                    tell!("conduit: the attached images were dropped; /attach again to send one");
+                    tell!("conduit: the attached files were dropped; /attach again to send one");
                 }
                 return Ok(());
             }

@@ -155,6 +155,7 @@ fn print_block(host: &Host, block: &Block) -> Result<(), terminal::OutputFailed>
             shown(&media.mime),
             image_note(host, media)
         )?,
+        Block::File { name, text } => say!("  [{}]", crate::terminal::file_note(name, text))?,
         Block::Reasoning { text, .. } if !text.is_empty() => {
             say!("  (reasoning) {}", shown(text))?;
         }

@@ -317,6 +317,14 @@ pub fn shown_line(text: &str) -> String {
     shown(text).replace('\n', "␊")
 }
 
+/// An attached file as the terminal names it instead of printing its text: `file plan.md,
+/// 12 lines`.
+pub fn file_note(name: &str, text: &str) -> String {
+    let lines = text.lines().count();
+    let unit = if lines == 1 { "line" } else { "lines" };
+    format!("file {}, {lines} {unit}", shown_line(name))
+}
+
 /// The most lines of outside text [`quoted`] shows, and characters of each.
 const QUOTED_LINES: usize = 20;
 const QUOTED_LINE_CHARS: usize = 400;
@@ -482,6 +490,13 @@ fn push_shown(out: &mut String, c: char) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_attached_file_is_named_with_its_lines_on_one_line() {
+        assert_eq!(file_note("plan.md", "a\nb\nc\n"), "file plan.md, 3 lines");
+        assert_eq!(file_note("one.txt", "x"), "file one.txt, 1 line");
+        assert_eq!(file_note("a\nb\u{1b}.txt", "x"), "file a␊b␛.txt, 1 line");
+    }
 
     /// A long output copied to a reader that went away (`conduit mcp call … | head -1`)
     /// fails as the output's failure, which ends the command quietly.

@@ -40,6 +40,13 @@ pub enum Block {
     Image {
         media: MediaRef,
     },
+    /// A text file the user attached (code, notes, a CSV): its name, without folders, and
+    /// its text, checked by [`crate::attached`]. Models read it as its text headed by its
+    /// name ([`file_for_model`]); the window shows it as the file.
+    File {
+        name: String,
+        text: String,
+    },
     /// The model's reasoning, with what its provider needs to accept it back.
     Reasoning {
         text: String,
@@ -78,9 +85,17 @@ impl Block {
         match self {
             Self::Image { media } => vec![media],
             Self::ToolResult(result) => result.parts.iter().filter_map(ResultPart::media).collect(),
-            Self::Text { .. } | Self::Reasoning { .. } | Self::ToolCall(_) => Vec::new(),
+            Self::Text { .. } | Self::File { .. } | Self::Reasoning { .. } | Self::ToolCall(_) => {
+                Vec::new()
+            }
         }
     }
+}
+
+/// An attached file as every model reads it: its name, then its text. The same heading as
+/// a server's resource ("Resource {uri}:"), so that models read both alike.
+pub fn file_for_model(name: &str, text: &str) -> String {
+    format!("File {name}:\n\n{text}")
 }
 
 /// A model's request to run a tool.
@@ -430,6 +445,32 @@ impl Message {
             .join("")
     }
 
+    /// The text blocks and the attached files as one text, for a protocol that takes a
+    /// user's message as a string: text blocks joined as [`Message::text`] joins them,
+    /// each file apart from what is around it by a blank line ([`file_for_model`]).
+    pub fn text_with_files(&self) -> String {
+        let mut pieces: Vec<String> = Vec::new();
+        let mut text_open = false;
+        for block in &self.blocks {
+            match block {
+                Block::Text { text } => match pieces.last_mut() {
+                    Some(last) if text_open => last.push_str(text),
+                    _ => {
+                        pieces.push(text.clone());
+                        text_open = true;
+                    }
+                },
+                Block::File { name, text } => {
+                    pieces.push(file_for_model(name, text));
+                    text_open = false;
+                }
+                _ => {}
+            }
+        }
+        pieces.retain(|piece| !piece.is_empty());
+        pieces.join("\n\n")
+    }
+
     pub fn tool_calls(&self) -> impl Iterator<Item = &ToolCall> {
         self.blocks.iter().filter_map(|block| match block {
             Block::ToolCall(call) => Some(call),
@@ -611,6 +652,42 @@ mod tests {
         let to_other = replayable_to(&messages, Some("home/claude-a"));
         assert_eq!(to_other[1].blocks, [Block::text("answer")]);
         assert_eq!(replayable_to(&messages, None), messages);
+    }
+
+    #[test]
+    fn a_message_with_files_reads_as_one_text_with_each_file_apart() {
+        let file = |name: &str, text: &str| Block::File {
+            name: name.into(),
+            text: text.into(),
+        };
+        let message = Message {
+            role: Role::User,
+            blocks: vec![
+                Block::text("@notes "),
+                Block::text("compare these"),
+                file("a.txt", "one"),
+                file("b.csv", "x,y\n"),
+            ],
+        };
+        assert_eq!(
+            message.text_with_files(),
+            "@notes compare these\n\nFile a.txt:\n\none\n\nFile b.csv:\n\nx,y\n"
+        );
+        assert_eq!(
+            message.text(),
+            "@notes compare these",
+            "text alone leaves files out"
+        );
+        let only_a_file = Message {
+            role: Role::User,
+            blocks: vec![file("a.txt", "one")],
+        };
+        assert_eq!(only_a_file.text_with_files(), "File a.txt:\n\none");
+        let stored = serde_json::to_value(&only_a_file.blocks[0]).unwrap();
+        assert_eq!(
+            stored,
+            serde_json::json!({"type": "file", "name": "a.txt", "text": "one"})
+        );
     }
 
     #[test]

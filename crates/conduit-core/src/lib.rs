@@ -4,6 +4,7 @@
 //! `conduit-store` build on it; it names no wire format, no database and no window.
 //!
 //! - [`content`]: messages as lists of blocks (text, image, reasoning, tool call, tool result).
+//! - [`attached`]: the one check of a text file attached to a message (its name and text).
 //! - [`media`]: the store that blocks reference media through.
 //! - [`images`]: the one bounded decode and shrink of an image (its size and memory limits).
 //! - [`tool`]: the [`tool::Tool`] trait and the registry the loop looks tools up in.
@@ -17,6 +18,7 @@
 
 pub mod agent;
 pub mod approval;
+pub mod attached;
 pub mod backoff;
 pub mod content;
 pub mod images;

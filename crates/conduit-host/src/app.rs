@@ -34,6 +34,11 @@ pub struct SendRequest {
     /// references are rebuilt from the store, never taken from the window.
     #[serde(default)]
     pub attachments: Vec<String>,
+    /// Text files the window read for the message (picked or dropped); the host checks
+    /// each ([`conduit_core::attached`]) before anything is saved.
+    #[serde(default)]
+    #[ts(as = "Option<Vec<AttachedFile>>", optional)]
+    pub files: Vec<AttachedFile>,
     /// A provider id from settings.
     pub provider: String,
     /// `None` uses the provider's default model.
@@ -76,6 +81,13 @@ pub struct SendRequest {
     #[serde(default)]
     #[ts(optional)]
     pub instructions: Option<String>,
+}
+
+/// A text file the window read: the name it was picked or dropped under, and its text.
+#[derive(Debug, Clone, PartialEq, Deserialize, ts_rs::TS)]
+pub struct AttachedFile {
+    pub name: String,
+    pub text: String,
 }
 
 /// A turn that started: where it is saved, and its id for stop and approval answers.
@@ -252,7 +264,7 @@ pub enum AppError {
         "the instructions are {0} characters long; at most {MAX_INSTRUCTIONS} are kept (they go with every request)"
     )]
     TooLongInstructions(usize),
-    #[error("the message is empty: type something or attach an image")]
+    #[error("the message is empty: type something or attach a file")]
     EmptyMessage,
     #[error("the attached image {0} is not in the media store; attach it again")]
     UnknownAttachment(String),
@@ -274,6 +286,8 @@ pub enum AppError {
     TooManyInMessage { what: &'static str, max: usize },
     #[error("only images can be attached (PNG, JPEG, GIF, WebP and the like)")]
     NotAnImage,
+    #[error(transparent)]
+    File(#[from] conduit_core::attached::AttachedFileError),
     #[error(
         "{count} attachments ({mib} MiB) were stored in the last hour and not sent, the most Conduit keeps: send the ones you attached, or wait",
         mib = bytes / (1024 * 1024)
@@ -281,10 +295,11 @@ pub enum AppError {
     TooManyUnsent { count: usize, bytes: usize },
 }
 
-/// The most images, resources and views' contexts that go with one message. Each is read
+/// The most images, text files, resources and views' contexts that go with one message. Each is read
 /// and copied into the message (a resource up to 512 KB of text): the page asks, and a
 /// script there could ask for one resource a hundred thousand times.
 const MAX_IMAGES_IN_MESSAGE: usize = 20;
+const MAX_FILES_IN_MESSAGE: usize = 20;
 const MAX_RESOURCES_IN_MESSAGE: usize = 20;
 const MAX_VIEWS_IN_MESSAGE: usize = 20;
 
@@ -297,6 +312,7 @@ const MAX_VIEWS_IN_MESSAGE: usize = 20;
 fn bounded_request(mut request: SendRequest) -> Result<SendRequest, AppError> {
     for (count, what, max) in [
         (request.attachments.len(), "images", MAX_IMAGES_IN_MESSAGE),
+        (request.files.len(), "files", MAX_FILES_IN_MESSAGE),
         (
             request.resources.len(),
             "resources",
@@ -329,6 +345,7 @@ fn bounded_request(mut request: SendRequest) -> Result<SendRequest, AppError> {
         *items = kept;
     }
     once(&mut request.attachments);
+    once(&mut request.files);
     once(&mut request.resources);
     once(&mut request.view_context);
     let older = request
@@ -614,6 +631,7 @@ impl App {
     ) -> Result<Started, CommandError> {
         let nothing_sent = request.text.trim().is_empty()
             && request.attachments.is_empty()
+            && request.files.is_empty()
             && request.resources.is_empty()
             && request.prompt.is_none();
         if request.again
@@ -670,6 +688,14 @@ impl App {
                     .media
                     .reference(hash)
                     .ok_or_else(|| AppError::UnknownAttachment(hash.clone()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        // Checked before a new conversation is made for them: a refused file loses nothing.
+        let files = request
+            .files
+            .iter()
+            .map(|file| {
+                conduit_core::attached::file_block(&file.name, file.text.clone().into_bytes())
             })
             .collect::<Result<Vec<_>, _>>()?;
         let store = self.host.store()?;
@@ -745,7 +771,11 @@ impl App {
             provider: ProviderChoice::Saved(request.provider),
             model: request.model,
             prompt: request.text,
-            attachments: attachments.into_iter().map(Attachment::Stored).collect(),
+            attachments: attachments
+                .into_iter()
+                .map(Attachment::Stored)
+                .chain(files.into_iter().map(Attachment::Text))
+                .collect(),
             approval: ApprovalMode::Window(agent_sink.clone()),
             max_turns: conduit_core::agent::DEFAULT_MAX_TURNS,
             // The conversation's instructions (`prepare_turn` reads them).
@@ -1211,7 +1241,7 @@ impl App {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use conduit_core::content::Role;
+    use conduit_core::content::{Block, Role};
     use conduit_testing::llm_server::{Dialect, ScriptedLlm};
     use serde_json::json;
     use std::time::Duration;
@@ -1367,6 +1397,7 @@ mod tests {
             conversation: None,
             text: text.into(),
             attachments: Vec::new(),
+            files: Vec::new(),
             provider: "local".into(),
             model: None,
             toolset: None,
@@ -1443,6 +1474,73 @@ mod tests {
         assert!(!app.turns.lock().contains_key(&started.turn));
         app.stop(&started.turn);
         assert!(app.turns.lock().is_empty());
+        app.shutdown().await;
+    }
+
+    /// Text files the window read go with the message, checked again here; one that is no
+    /// text, empty, too long or nameless, or one too many, is refused before anything is
+    /// saved (no conversation is made for it). A file alone is a message, and names it.
+    #[tokio::test]
+    async fn text_files_go_with_the_message_and_bad_ones_are_refused_before_anything_is_saved() {
+        let dir = tempfile::tempdir().unwrap();
+        let (app, server) =
+            app_answering(dir.path(), vec![Dialect::OpenAiChat.text(&["Read it."])]).await;
+        let file = |name: &str, text: &str| AttachedFile {
+            name: name.into(),
+            text: text.into(),
+        };
+        let too_long = "x".repeat(conduit_core::attached::MAX_FILE_TEXT + 1);
+        for (files, says) in [
+            (
+                vec![file("blob.bin", "a\0b")],
+                "blob.bin is not a text file",
+            ),
+            (vec![file("empty.txt", "")], "empty.txt is empty"),
+            (
+                vec![file("huge.log", &too_long)],
+                "huge.log holds 513 KiB of text",
+            ),
+            (vec![file("notes/", "x")], "an attached file needs a name"),
+            (
+                (0..21).map(|n| file(&format!("{n}.txt"), "x")).collect(),
+                "a message takes at most 20 files",
+            ),
+        ] {
+            let mut bad = request("");
+            bad.files = files;
+            let (sink, _events) = collector();
+            let err = app.send(bad, sink).unwrap_err();
+            assert!(err.message.contains(says), "{says}: {err:?}");
+        }
+        let store = app.host().store().unwrap();
+        assert!(store.list(10).unwrap().is_empty(), "nothing saved");
+        assert!(server.requests().is_empty(), "nothing sent");
+
+        let csv = "city,temp\nOslo,4\nLima,19\n";
+        let mut sent = request("");
+        sent.files = vec![file("/home/ada/weather.csv", csv); 2];
+        let (sink, mut events) = collector();
+        let started = app.send(sent, sink).unwrap();
+        let (text, _) = until_ended(&mut events).await;
+        assert_eq!(text, "Read it.");
+        let saved = store.messages(&started.conversation, None).unwrap();
+        assert_eq!(
+            saved[0].blocks,
+            [Block::File {
+                name: "weather.csv".into(),
+                text: csv.into()
+            }],
+            "once, without its folders"
+        );
+        assert_eq!(
+            store.conversation(&started.conversation).unwrap().title,
+            "weather.csv"
+        );
+        let asked = &server.requests()[0].body["messages"];
+        assert_eq!(
+            asked[asked.as_array().unwrap().len() - 1],
+            json!({"role": "user", "content": format!("File weather.csv:\n\n{csv}")})
+        );
         app.shutdown().await;
     }
 
@@ -2041,6 +2139,34 @@ mod tests {
                 (Role::Assistant, Complete),
             ]
         );
+        let store = app.host().store().unwrap();
+        let title = |id: &str| store.conversation(id).unwrap().title;
+        assert_eq!(title(&started.conversation), "Capital of France?");
+
+        // The first message changed: the conversation is named after the change, unless
+        // the user named it.
+        server.push(vec![
+            dialect.text(&["Hi."]),
+            dialect.text(&["Hey."]),
+            dialect.text(&["Yo."]),
+        ]);
+        let (sink, mut events) = collector();
+        let first = app.send(request("Helo"), sink).unwrap();
+        until_ended(&mut events).await;
+        assert_eq!(title(&first.conversation), "Helo");
+        let mut fixed = request("Hello there");
+        fixed.conversation = Some(first.conversation.clone());
+        fixed.replace_message = true;
+        let (sink, mut events) = collector();
+        app.send(fixed.clone(), sink).unwrap();
+        until_ended(&mut events).await;
+        assert_eq!(title(&first.conversation), "Hello there");
+        store.rename(&first.conversation, "Greetings").unwrap();
+        fixed.text = "Hello again".into();
+        let (sink, mut events) = collector();
+        app.send(fixed, sink).unwrap();
+        until_ended(&mut events).await;
+        assert_eq!(title(&first.conversation), "Greetings");
     }
 
     /// A conversation's instructions go to the model as its system prompt in every turn:

@@ -53,10 +53,12 @@ pub enum ApprovalMode {
 /// Something the user attaches to a message.
 #[derive(Debug, Clone)]
 pub enum Attachment {
-    /// A file to read and store (the bytes decide its type).
+    /// A file to read: an image is stored, text is attached as a file (the bytes decide).
     File(PathBuf),
     /// Media already in the store (the window uploads before sending).
     Stored(MediaRef),
+    /// A text file the window read, checked by [`conduit_core::attached`] ([`Block::File`]).
+    Text(Block),
 }
 
 /// What a frontend asks for.
@@ -459,6 +461,10 @@ impl Host {
                     });
                     continue;
                 }
+                Attachment::Text(file) => {
+                    blocks.push(file.clone());
+                    continue;
+                }
                 Attachment::File(path) => path,
             };
             let attachment_error =
@@ -469,6 +475,17 @@ impl Host {
             let bytes = tokio::fs::read(path)
                 .await
                 .map_err(|e| attachment_error(e.into()))?;
+            if image::guess_format(&bytes).is_err() {
+                // Not an image: text (code, notes, a CSV), or refused saying what it takes.
+                let name = path
+                    .file_name()
+                    .unwrap_or(path.as_os_str())
+                    .to_string_lossy();
+                let file = conduit_core::attached::file_block(&name, bytes)
+                    .map_err(|e| attachment_error(e.into()))?;
+                blocks.push(file);
+                continue;
+            }
             let media = self.media.clone();
             let stored =
                 tokio::task::spawn_blocking(move || media.put(&crate::upright(bytes), None))

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use conduit_core::agent::MAX_RESPONSE_BYTES;
-use conduit_core::content::{Block, Message, ResultPart, Role, ToolResult};
+use conduit_core::content::{Block, Message, ResultPart, Role, ToolResult, file_for_model};
 use conduit_core::provider::{
     ModelInfo, ModelRequest, ProviderError, ProviderErrorKind, ProviderEvent, StopReason, Usage,
 };
@@ -83,6 +83,9 @@ fn content_blocks(message: &Message, images: &PreparedImages) -> Vec<Value> {
                 out.push(json!({"type": "text", "text": text}));
             }
             Block::Text { .. } => {}
+            Block::File { name, text } => {
+                out.push(json!({"type": "text", "text": file_for_model(name, text)}));
+            }
             Block::Image { media } => out.push(image_block(&media.hash, images)),
             Block::Reasoning {
                 text,

@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-use conduit_core::content::{Block, Message, ResultPart, Role, ToolResult};
+use conduit_core::content::{Block, Message, ResultPart, Role, ToolResult, file_for_model};
 use conduit_core::provider::{
     ModelInfo, ModelRequest, ProviderError, ProviderErrorKind, ProviderEvent, StopReason, Usage,
 };
@@ -89,6 +89,7 @@ fn user_parts(message: &Message, images: &PreparedImages) -> Vec<Value> {
         .iter()
         .filter_map(|block| match block {
             Block::Text { text } if !text.is_empty() => Some(json!({"text": text})),
+            Block::File { name, text } => Some(json!({"text": file_for_model(name, text)})),
             Block::Image { media } => Some(inline_data(&media.hash, images)),
             _ => None,
         })

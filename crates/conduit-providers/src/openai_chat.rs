@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use conduit_core::content::{Block, Message, ResultPart, Role};
+use conduit_core::content::{Block, Message, ResultPart, Role, file_for_model};
 use conduit_core::provider::{
     ModelInfo, ModelRequest, ProviderError, ProviderErrorKind, ProviderEvent, StopReason, Usage,
 };
@@ -72,13 +72,16 @@ fn user_message(message: &Message, images: &PreparedImages) -> Value {
         .iter()
         .any(|b| matches!(b, Block::Image { .. }));
     if !has_images {
-        return json!({"role": "user", "content": message.text()});
+        return json!({"role": "user", "content": message.text_with_files()});
     }
     let parts: Vec<Value> = message
         .blocks
         .iter()
         .filter_map(|block| match block {
             Block::Text { text } => Some(json!({"type": "text", "text": text})),
+            Block::File { name, text } => {
+                Some(json!({"type": "text", "text": file_for_model(name, text)}))
+            }
             Block::Image { media } => Some(image_part(&media.hash, images)),
             _ => None,
         })

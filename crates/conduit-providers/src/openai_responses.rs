@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use conduit_core::content::{Block, Message, ResultPart, Role};
+use conduit_core::content::{Block, Message, ResultPart, Role, file_for_model};
 use conduit_core::provider::{
     ModelInfo, ModelRequest, ProviderError, ProviderErrorKind, ProviderEvent, StopReason, Usage,
 };
@@ -107,6 +107,10 @@ fn user_content(message: &Message, images: &PreparedImages) -> Vec<Value> {
         .iter()
         .filter_map(|block| match block {
             Block::Text { text } => Some(json!({"type": "input_text", "text": text})),
+            Block::File { name, text } => Some(json!({
+                "type": "input_text",
+                "text": file_for_model(name, text),
+            })),
             Block::Image { media } => Some(image_part(&media.hash, images)),
             _ => None,
         })

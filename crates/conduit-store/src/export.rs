@@ -235,6 +235,11 @@ fn markdown_with(
                 Block::Image { media } => {
                     out.push_str(&format!("{}\n\n", link("image", media)));
                 }
+                Block::File { name, text } => out.push_str(&format!(
+                    "**File** {}\n\n{}\n\n",
+                    inline_code(name),
+                    fenced("", text)
+                )),
                 Block::Reasoning { text, .. } if !text.is_empty() => {
                     for line in line_ending_normalised(text).lines() {
                         out.push_str(&format!("> {}\n", inert_line(line)));

@@ -478,8 +478,8 @@ impl Store {
         let now = now_ms();
         self.lock().execute(
             "INSERT INTO conversations (id, title, provider, model, created_at, updated_at)
-             VALUES (?1, 'New chat', ?2, ?3, ?4, ?4)",
-            params![id, provider, model, now],
+             VALUES (?1, ?5, ?2, ?3, ?4, ?4)",
+            params![id, provider, model, now, NEW_TITLE],
         )?;
         Ok(id)
     }
@@ -746,10 +746,13 @@ impl Store {
                 params![message_id, media.hash],
             )?;
         }
-        if let (Block::Text { text }, "user") = (block, role.as_str()) {
+        // A message of only a file is named after the file.
+        if let (Block::Text { text } | Block::File { name: text, .. }, "user") =
+            (block, role.as_str())
+        {
             tx.execute(
-                "UPDATE conversations SET title = ?2 WHERE id = ?1 AND title_is_custom = 0 AND title = 'New chat'",
-                params![conversation, derive_title(text)],
+                "UPDATE conversations SET title = ?2 WHERE id = ?1 AND title_is_custom = 0 AND title = ?3",
+                params![conversation, derive_title(text), NEW_TITLE],
             )?;
         }
         tx.execute(
@@ -953,9 +956,27 @@ impl Store {
     }
 
     /// Marks the conversation's last user message and what answered it as replaced: a
-    /// changed message goes in its place. How many messages it marked.
+    /// changed message goes in its place. How many messages it marked. When that was the
+    /// conversation's first message, a title made from it goes too (the changed message
+    /// names the conversation as it is saved); a title the user gave stays.
     pub fn replace_last_message(&self, conversation: &str) -> Result<usize, StoreError> {
-        self.replace_from_last_user(conversation, ">=")
+        let marked = self.replace_from_last_user(conversation, ">=")?;
+        if marked > 0 {
+            self.lock().execute(
+                "UPDATE conversations SET title = ?4
+                 WHERE id = ?1 AND title_is_custom = 0 AND NOT EXISTS (
+                     SELECT 1 FROM messages
+                     WHERE conversation_id = ?1 AND role = ?2 AND status <> ?3
+                 )",
+                params![
+                    conversation,
+                    role_name(Role::User),
+                    MessageStatus::Replaced.as_str(),
+                    NEW_TITLE
+                ],
+            )?;
+        }
+        Ok(marked)
     }
 
     /// Marks the messages after (`>`) or from (`>=`) the last user message not replaced
@@ -1326,20 +1347,26 @@ fn block_kind(block: &Block) -> &'static str {
     match block {
         Block::Text { .. } => "text",
         Block::Image { .. } => "image",
+        Block::File { .. } => "file",
         Block::Reasoning { .. } => "reasoning",
         Block::ToolCall(_) => "tool_call",
         Block::ToolResult(_) => "tool_result",
     }
 }
 
-/// The text a search should find in a block: message text and tool results.
+/// The text a search should find in a block: message text, attached files (their names
+/// too) and tool results.
 fn searchable_text(block: &Block) -> String {
     match block {
         Block::Text { text } => text.clone(),
+        Block::File { name, text } => format!("{name}\n{text}"),
         Block::ToolResult(result) => result.searchable_text(),
         _ => String::new(),
     }
 }
+
+/// The title of a conversation its first message has not named yet.
+pub const NEW_TITLE: &str = "New chat";
 
 /// A conversation's title from its first user text: one line, at most 60 characters.
 pub fn derive_title(text: &str) -> String {
@@ -1347,7 +1374,7 @@ pub fn derive_title(text: &str) -> String {
         .lines()
         .map(str::trim)
         .find(|l| !l.is_empty())
-        .unwrap_or("New chat");
+        .unwrap_or(NEW_TITLE);
     if line.chars().count() <= TITLE_CHARS {
         return line.to_owned();
     }

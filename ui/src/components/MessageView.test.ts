@@ -41,4 +41,26 @@ describe("MessageView", () => {
     expect(failed?.textContent).toBe("this <b>breaks the renderer</b>");
     expect(container.querySelector("b")).toBeNull();
   });
+
+  it("shows an attached file by its name and size, and its text, as text, only when opened", async () => {
+    const text = "<script>window.__x = 1</script>\n" + "row\n".repeat(299);
+    const message: ViewMessage = {
+      key: "u1",
+      id: 1,
+      role: "user",
+      status: "complete",
+      blocks: [{ type: "text", text: "Read this" }, { type: "file", name: "page.html", text }],
+      error: null,
+    };
+    const { container } = render(MessageView, props(message));
+    const card = screen.getByLabelText("Attached file page.html");
+    expect(card.querySelector("[data-file-name]")?.textContent).toBe("page.html");
+    expect(card.textContent).toContain("300 lines · 1.2 KB");
+    expect(container.querySelector("[data-file-text]")).toBeNull();
+    card.querySelector("summary")?.click();
+    await vi.waitFor(() => expect(container.querySelector("[data-file-text]")?.textContent).toBe(text));
+    expect(container.querySelector("script")).toBeNull();
+    // Copy takes the typed text, not the file.
+    expect(screen.getByLabelText("Copy message")).toBeTruthy();
+  });
 });

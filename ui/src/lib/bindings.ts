@@ -173,7 +173,7 @@ wire_id?: string | null,
  */
 name: string, is_error: boolean, parts: Array<ResultPart>, };
 
-export type Block = { "type": "text", text: string, } | { "type": "image", media: MediaRef, } | { "type": "reasoning", text: string, 
+export type Block = { "type": "text", text: string, } | { "type": "image", media: MediaRef, } | { "type": "file", name: string, text: string, } | { "type": "reasoning", text: string, 
 /**
  * Anthropic's thinking signature.
  */
@@ -287,6 +287,8 @@ notice?: string, };
 
 export type Started = { conversation: string, turn: string, };
 
+export type AttachedFile = { name: string, text: string, };
+
 export type SendRequest = { 
 /**
  * Continue this conversation; `None` starts a new one.
@@ -297,6 +299,11 @@ conversation: string | null, text: string,
  * references are rebuilt from the store, never taken from the window.
  */
 attachments: Array<string>, 
+/**
+ * Text files the window read for the message (picked or dropped); the host checks
+ * each ([`conduit_core::attached`]) before anything is saved.
+ */
+files?: Array<AttachedFile>, 
 /**
  * A provider id from settings.
  */

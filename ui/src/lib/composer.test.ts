@@ -1,5 +1,16 @@
 import { describe, expect, it } from "vitest";
-import { attachmentName, imageFiles, pastesNothing, shouldSend, storedAttachment } from "./composer";
+import {
+  MAX_FILE_TEXT,
+  attachedAgain,
+  attachmentName,
+  bytesOf,
+  droppedFiles,
+  fileSummary,
+  imageFiles,
+  pastesNothing,
+  preparedAttachment,
+  shouldSend,
+} from "./composer";
 import type { MediaRef } from "./types";
 
 describe("shouldSend", () => {
@@ -37,6 +48,11 @@ describe("imageFiles", () => {
   it("takes nothing from nothing", () => {
     expect(imageFiles(null)).toEqual([]);
   });
+
+  it("takes every file of a drop, text ones too", () => {
+    expect(droppedFiles({ files: [png, text, untyped] as unknown as FileList })).toEqual([png, text, untyped]);
+    expect(droppedFiles(null)).toEqual([]);
+  });
 });
 
 describe("pastesNothing", () => {
@@ -48,13 +64,52 @@ describe("pastesNothing", () => {
 });
 
 describe("attachments", () => {
-  it("stores a file, keeps an image the host stored, and names both", async () => {
-    const media: MediaRef = { hash: "a".repeat(64), mime: "image/png", bytes: 1 };
+  const media: MediaRef = { hash: "a".repeat(64), mime: "image/png", bytes: 1 };
+  const stored: string[] = [];
+  const store = (f: File) => {
+    stored.push(f.name);
+    return Promise.resolve({ ...media, hash: f.name });
+  };
+
+  it("stores an image file, keeps an image the host stored, and names both", async () => {
     const file = new File([new Uint8Array([1])], "cat.png", { type: "image/png" });
-    const store = (f: File) => Promise.resolve({ ...media, hash: f.name });
-    expect((await storedAttachment(file, store)).hash).toBe("cat.png");
-    expect(await storedAttachment(media, store)).toBe(media);
+    expect(await preparedAttachment(file, store)).toEqual({ type: "image", media: { ...media, hash: "cat.png" } });
+    expect(await preparedAttachment(media, store)).toEqual({ type: "image", media });
     expect(attachmentName(file)).toBe("cat.png");
     expect(attachmentName(media)).toBe("pasted image");
+  });
+
+  it("reads a text file, of any type or none, without its byte order mark", async () => {
+    stored.length = 0;
+    const csv = new File(["\uFEFFcity,temp\nOslo,4\n"], "weather.csv", { type: "text/csv" });
+    expect(await preparedAttachment(csv, store)).toEqual({ type: "file", file: { name: "weather.csv", text: "city,temp\nOslo,4\n" } });
+    const makefile = new File(["all:\n\tcargo build\n"], "Makefile", { type: "" });
+    expect(await preparedAttachment(makefile, store)).toEqual({ type: "file", file: { name: "Makefile", text: "all:\n\tcargo build\n" } });
+    expect(stored).toEqual([]);
+  });
+
+  it("refuses binary and too large files of a known type, and lets the host judge an untyped one", async () => {
+    stored.length = 0;
+    const pdf = new File([new Uint8Array([0x25, 0x50, 0x44, 0x46, 0xff, 0xfe, 0x00])], "paper.pdf", { type: "application/pdf" });
+    await expect(preparedAttachment(pdf, store)).rejects.toThrow("paper.pdf is not a text file: attach images");
+    const huge = new File(["x".repeat(MAX_FILE_TEXT + 1)], "huge.log", { type: "text/plain" });
+    await expect(preparedAttachment(huge, store)).rejects.toThrow("huge.log is larger than 512 KiB");
+    const withNul = new File(["a\u0000b"], "nul.txt", { type: "text/plain" });
+    await expect(preparedAttachment(withNul, store)).rejects.toThrow("nul.txt is not a text file");
+    // WebKitGTK gives a pasted image no type: stored, the host decides by its bytes.
+    const untypedImage = new File([new Uint8Array([0x89, 0x50, 0x4e, 0x47, 0xff])], "", { type: "" });
+    expect((await preparedAttachment(untypedImage, store)).type).toBe("image");
+    expect(stored).toEqual([""]);
+  });
+
+  it("gives a stored file back as a file, and sums it up", async () => {
+    const again = attachedAgain({ name: "plan.md", text: "# Plan\n- ship\n" });
+    expect(again.name).toBe("plan.md");
+    expect(new TextDecoder().decode(await bytesOf(again))).toBe("# Plan\n- ship\n");
+    expect(fileSummary("# Plan\n- ship\n")).toBe("2 lines · 14 bytes");
+    expect(fileSummary("one line, no end")).toBe("1 line · 16 bytes");
+    expect(fileSummary("a\r\nb\r\nc")).toBe("3 lines · 7 bytes");
+    expect(fileSummary("x".repeat(4100) + "\n")).toBe("1 line · 4.1 KB");
+    expect(fileSummary("é\n".repeat(1500))).toBe("1,500 lines · 4.5 KB");
   });
 });

@@ -1,9 +1,10 @@
 // Keyboard rules of the message composer, and what it holds as attachments.
-import type { MediaRef } from "./types";
+import type { AttachedFile, MediaRef } from "./types";
 
 /**
- * An attachment: a file the page read (picked, dropped, pasted) that is stored when the
- * message is sent, or an image the host already stored (a paste it read from the clipboard).
+ * An attachment: a file the page read (picked, dropped, pasted) that is stored or read
+ * when the message is sent, or an image the host already stored (a paste it read from the
+ * clipboard).
  */
 export type Attachment = File | MediaRef;
 
@@ -12,12 +13,68 @@ export function attachmentName(attachment: Attachment): string {
   return attachment instanceof File && attachment.name ? attachment.name : "pasted image";
 }
 
-/** The stored image for an attachment: a file is stored with `store`, a stored one kept. */
-export function storedAttachment(
+/** The most text one attached file carries (`conduit_core::attached::MAX_FILE_TEXT`): a
+ *  larger file is not read into the page. */
+export const MAX_FILE_TEXT = 512 * 1024;
+
+/** What an attachment goes as: an image the host stored, or a text file's name and text
+ *  (which the host checks again). */
+export type Prepared = { type: "image"; media: MediaRef } | { type: "file"; file: AttachedFile };
+
+/**
+ * An attachment made ready to send. An image file is stored with `store`; any other file
+ * is read as UTF-8 text; a file that is neither and has no type is stored too, so that the
+ * host decides by its bytes (WebKitGTK gives a pasted image no type) and says what it takes.
+ */
+export async function preparedAttachment(
   attachment: Attachment,
   store: (file: File) => Promise<MediaRef>,
-): Promise<MediaRef> {
-  return attachment instanceof File ? store(attachment) : Promise.resolve(attachment);
+): Promise<Prepared> {
+  if (!(attachment instanceof File)) return { type: "image", media: attachment };
+  if (attachment.type.startsWith("image/")) return { type: "image", media: await store(attachment) };
+  if (attachment.size <= MAX_FILE_TEXT) {
+    const text = utf8Text(await bytesOf(attachment));
+    if (text !== null) return { type: "file", file: { name: attachment.name, text } };
+  }
+  if (attachment.type === "") return { type: "image", media: await store(attachment) };
+  throw new Error(
+    attachment.size > MAX_FILE_TEXT
+      ? `${attachment.name} is larger than ${MAX_FILE_TEXT / 1024} KiB, the most Conduit attaches from a text file`
+      : `${attachment.name} is not a text file: attach images (PNG, JPEG, GIF, WebP) or text (code, Markdown, CSV, JSON, logs)`,
+  );
+}
+
+/** A file's bytes, read with a FileReader (what every webview has). */
+export function bytesOf(file: Blob): Promise<ArrayBuffer> {
+  return new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onload = () => (reader.result instanceof ArrayBuffer ? resolve(reader.result) : reject(new Error("the file could not be read")));
+    reader.onerror = () => reject(reader.error ?? new Error("the file could not be read"));
+    reader.readAsArrayBuffer(file);
+  });
+}
+
+/** `bytes` as text when they are UTF-8 (a byte order mark dropped) with no NUL; else null. */
+function utf8Text(bytes: ArrayBuffer): string | null {
+  try {
+    const text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+    return text.includes("\u0000") ? null : text;
+  } catch {
+    return null;
+  }
+}
+
+/** How big an attached text file is, as its card says: `120 lines · 4.1 KB`. */
+export function fileSummary(text: string): string {
+  const lines = text === "" ? 0 : text.split(/\r\n|\r|\n/).length - (/(\r\n|\r|\n)$/.test(text) ? 1 : 0);
+  const bytes = new TextEncoder().encode(text).length;
+  const size = bytes < 1000 ? `${bytes} bytes` : `${(bytes / 1000).toFixed(1)} KB`;
+  return `${lines.toLocaleString("en")} ${lines === 1 ? "line" : "lines"} · ${size}`;
+}
+
+/** A text file of a stored message back as a file the composer holds (Edit). */
+export function attachedAgain(file: AttachedFile): File {
+  return new File([file.text], file.name, { type: "text/plain" });
 }
 
 type KeyLike = Pick<KeyboardEvent, "key" | "shiftKey" | "isComposing">;
@@ -30,19 +87,25 @@ export function shouldSend(event: KeyLike): boolean {
 type FileSource = { files: FileList | null } & { items?: ArrayLike<Pick<DataTransferItem, "kind" | "getAsFile">> };
 
 /**
- * The image files in a paste or a drop. Some webviews (WebKitGTK) list a pasted image only
- * among the items, not the files; a file without a type goes too: the host decides by its bytes.
+ * The files in a paste or a drop. Some webviews (WebKitGTK) list a pasted image only among
+ * the items, not the files.
+ */
+export function droppedFiles(source: FileSource | null | undefined): File[] {
+  if (!source) return [];
+  const files = Array.from(source.files ?? []);
+  if (files.length > 0 || !source.items) return files;
+  return Array.from(source.items)
+    .filter((item) => item.kind === "file")
+    .map((item) => item.getAsFile())
+    .filter((file): file is File => file !== null);
+}
+
+/**
+ * The image files in a paste: a file without a type goes too (the host decides by its
+ * bytes). Text pasted is typed text, not a file.
  */
 export function imageFiles(source: FileSource | null | undefined): File[] {
-  if (!source) return [];
-  let files = Array.from(source.files ?? []);
-  if (files.length === 0 && source.items) {
-    files = Array.from(source.items)
-      .filter((item) => item.kind === "file")
-      .map((item) => item.getAsFile())
-      .filter((file): file is File => file !== null);
-  }
-  return files.filter((file) => file.type === "" || file.type.startsWith("image/"));
+  return droppedFiles(source).filter((file) => file.type === "" || file.type.startsWith("image/"));
 }
 
 /** A paste that carries no data the page can read (no type at all): WebKitGTK's image paste. */

@@ -481,7 +481,12 @@ describe("how a conversation's stored messages end", () => {
       id, role: "user", status, blocks, usage: null, error: null, createdAt: 0,
     });
     expect(editableMessage([])).toBeNull();
-    expect(editableMessage([user(1, [{ type: "text", text: "Hi" }, { type: "image", media: image }]), message(2, "assistant")])).toEqual({ id: 1, text: "Hi", images: [image] });
+    expect(editableMessage([user(1, [{ type: "text", text: "Hi" }, { type: "image", media: image }]), message(2, "assistant")])).toEqual({ id: 1, text: "Hi", attachments: [image] });
+    // A text file comes back as a file the composer holds.
+    const withFile = editableMessage([user(1, [{ type: "text", text: "Sum up" }, { type: "file", name: "plan.md", text: "# Plan" }])]);
+    expect(withFile?.text).toBe("Sum up");
+    const [file] = withFile?.attachments ?? [];
+    expect(file instanceof File && file.name).toBe("plan.md");
     // The last not replaced.
     expect(editableMessage([user(1, [{ type: "text", text: "Old" }]), user(3, [{ type: "text", text: "Gone" }], "replaced")])?.id).toBe(1);
     // A resource's text beside the typed text: the composer cannot hold it.

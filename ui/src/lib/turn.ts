@@ -1,5 +1,6 @@
 // How a conversation looks while a turn streams: the agent's events folded into messages
 // and per-call states. Pure functions, so the rules are tested without a window.
+import { attachedAgain, type Attachment } from "./composer";
 import { visible } from "./visibleText";
 import type {
   AgentEvent,
@@ -466,21 +467,22 @@ export function mayAnswerAgain(messages: StoredMessage[]): boolean {
 }
 
 /** The last message of the user's, if "Edit" can give it back to the composer as it was
- *  written: its text and images (one with resources or a view's context attached, which
+ *  written: its text, images and text files (one with resources or a view's context attached, which
  *  the composer cannot hold, is not offered). */
-export function editableMessage(messages: StoredMessage[]): { id: number; text: string; images: MediaRef[] } | null {
+export function editableMessage(messages: StoredMessage[]): { id: number; text: string; attachments: Attachment[] } | null {
   let last: StoredMessage | undefined;
   for (const message of messages) if (message.role === "user" && message.status !== "replaced") last = message;
   if (!last) return null;
   const texts: string[] = [];
-  const images: MediaRef[] = [];
+  const attachments: Attachment[] = [];
   for (const block of last.blocks) {
     if (block.type === "text") texts.push(block.text);
-    else if (block.type === "image") images.push(block.media);
+    else if (block.type === "image") attachments.push(block.media);
+    else if (block.type === "file") attachments.push(attachedAgain(block));
     else return null;
   }
   if (texts.length > 1) return null;
-  return { id: last.id, text: texts[0] ?? "", images };
+  return { id: last.id, text: texts[0] ?? "", attachments };
 }
 
 /** The messages as the chat lists them: each on its own, except that the messages of an

@@ -3,7 +3,7 @@
 import { consentOnScreen } from "./consent";
 import type * as Api from "./api";
 import { commandError, errorMessage } from "./api";
-import { storedAttachment, type Attachment } from "./composer";
+import { attachedAgain, preparedAttachment, type Attachment, type Prepared } from "./composer";
 import {
   applyEvent,
   editableMessage,
@@ -92,7 +92,8 @@ interface Run {
   /** What was typed, attached and mentioned: a turn that ends before the message is
    *  saved gives them back. */
   text: string;
-  attachments: MediaRef[];
+  /** Images as stored, text files as the files they were read from. */
+  attachments: Attachment[];
   mentions: Mentioned | null;
   /** The key of the message as shown until the stored one replaces it. */
   messageKey: string;
@@ -135,7 +136,7 @@ export class TurnController {
    *  anew ("Answer again"). */
   #replaceable = $state<string | null>(null);
   /** The last message of the user's on screen that "Edit" can give back, and whose it is. */
-  #editable = $state<{ conversation: string; id: number; text: string; images: MediaRef[] } | null>(null);
+  #editable = $state<{ conversation: string; id: number; text: string; attachments: Attachment[] } | null>(null);
   /** The conversation whose last message of the user's is being changed: the next message
    *  sent there takes its place. */
   editing = $state<string | null>(null);
@@ -383,19 +384,24 @@ export class TurnController {
     const chat = this.chat;
     const stored = this.#stored;
     const hasOlder = this.hasOlder;
-    let attachments: MediaRef[];
+    let prepared: Prepared[];
     try {
-      attachments = await Promise.all(files.map((file) => storedAttachment(file, (f) => api.storeAttachment(f))));
+      prepared = await Promise.all(files.map((file) => preparedAttachment(file, (f) => api.storeAttachment(f))));
     } catch (e) {
-      this.error = { message: `The image could not be attached: ${errorMessage(e)}` };
+      this.error = { message: `The file could not be attached: ${errorMessage(e)}` };
       this.#giveBack(text, files);
       return false;
     }
+    const images = prepared.flatMap((item) => (item.type === "image" ? [item.media] : []));
+    const textFiles = prepared.flatMap((item) => (item.type === "file" ? [item.file] : []));
+    // The host's order: the text, the images, then the files.
     const blocks: Block[] = [
       ...(mentions?.labels ?? []).map((label) => ({ type: "text" as const, text: label })),
       ...(text ? [{ type: "text" as const, text }] : []),
-      ...attachments.map((media) => ({ type: "image" as const, media })),
+      ...images.map((media) => ({ type: "image" as const, media })),
+      ...textFiles.map((file) => ({ type: "file" as const, ...file })),
     ];
+    const attachments = prepared.map((item) => (item.type === "image" ? item.media : attachedAgain(item.file)));
     // The turn's state is the one on screen when it was sent; it keeps it if the user
     // looks elsewhere (also while its images are stored).
     const message = pendingUserMessage(blocks);
@@ -425,7 +431,8 @@ export class TurnController {
         {
           conversation: again ?? conversation,
           text,
-          attachments: attachments.map((media) => media.hash),
+          attachments: images.map((media) => media.hash),
+          ...(textFiles.length > 0 ? { files: textFiles } : {}),
           provider: choice.provider,
           model: choice.model,
           ...(toolset ? { toolset } : {}),
@@ -616,7 +623,7 @@ export class TurnController {
   edit(): void {
     const editable = this.#editable;
     if (this.editableId === null || editable === null) return;
-    this.#giveBack(editable.text, editable.images);
+    this.#giveBack(editable.text, editable.attachments);
     this.editing = editable.conversation;
   }
 

@@ -172,12 +172,41 @@ describe("a turn in the chat controller", () => {
     t.api.storeAttachment.mockRejectedValue(new Error("the image is larger than 20 MB"));
     await t.controller.send(choice, "Look", [file]);
 
-    expect(t.controller.error?.message).toBe("The image could not be attached: the image is larger than 20 MB");
+    expect(t.controller.error?.message).toBe("The file could not be attached: the image is larger than 20 MB");
     expect(t.controller.error?.action).toBeUndefined();
     expect(t.api.sendMessage).not.toHaveBeenCalled();
     expect(t.controller.chat.messages).toEqual([]);
     expect(t.controller.draftText).toBe("Look");
     expect(t.controller.draftFiles).toEqual([file]);
+  });
+
+  it("sends a text file's name and text beside the images, shows it at once, and gives it back when refused", async () => {
+    const t = setup();
+    const csv = new File(["city,temp\nOslo,4\n"], "weather.csv", { type: "text/csv" });
+    const png = new File(["png"], "pixel.png", { type: "image/png" });
+    t.api.storeAttachment.mockResolvedValue({ hash: "ab12", mime: "image/png", bytes: 3 });
+    let shownWhileSending: unknown[] = [];
+    t.api.sendMessage.mockImplementation(() => {
+      shownWhileSending = t.controller.chat.messages.flatMap((m) => m.blocks.map((b) => b.type));
+      return Promise.reject(new Error("the model is busy"));
+    });
+    await t.controller.open(null);
+    await t.controller.send(choice, "Compare", [csv, png]);
+
+    const request = t.api.sendMessage.mock.calls[0]?.[0];
+    expect(request?.attachments).toEqual(["ab12"]);
+    expect(request?.files).toEqual([{ name: "weather.csv", text: "city,temp\nOslo,4\n" }]);
+    expect(shownWhileSending).toEqual(["text", "image", "file"]);
+    expect(t.controller.draftFiles).toEqual([csv, png]);
+
+    // A file that is no text never leaves the page.
+    t.api.sendMessage.mockClear();
+    const binary = new File([new Uint8Array([0, 0xff, 0xfe])], "model.bin", { type: "application/octet-stream" });
+    t.controller.draftFiles = [];
+    await t.controller.send(choice, "Read", [binary]);
+    expect(t.api.sendMessage).not.toHaveBeenCalled();
+    expect(t.controller.error?.message).toContain("The file could not be attached: model.bin is not a text file");
+    expect(t.controller.draftFiles).toEqual([binary]);
   });
 
   it("sends one message at a time: a second while the first's image is stored is refused, saying why", async () => {

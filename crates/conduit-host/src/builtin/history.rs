@@ -592,6 +592,9 @@ fn message_view(message: &StoredMessage, max_chars: usize) -> MessageView {
     for block in &message.blocks {
         match block {
             Block::Text { text } => pieces.push(text.clone()),
+            Block::File { name, text } => {
+                pieces.push(conduit_core::content::file_for_model(name, text))
+            }
             Block::Image { media } => {
                 images.push(media.hash.clone());
                 pieces.push(format!("[image {}]", media.hash));

@@ -1841,3 +1841,45 @@ fn pinned_conversations_head_the_list() {
         Err(StoreError::UnknownConversation(_))
     ));
 }
+
+/// A message of only a text file is named after the file, found by the file's words and
+/// name, and exported with the file fenced so that no line of it leaves its turn.
+#[test]
+fn an_attached_file_names_its_conversation_is_found_and_is_exported_fenced() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let id = store.create_conversation(None, None).unwrap();
+    let text = "# Quarterly plan\n\n```\n## You\n\nleak it\n```\nMigrate the zeppelin fleet\n";
+    store
+        .add_message(
+            &id,
+            &Message {
+                role: Role::User,
+                blocks: vec![Block::File {
+                    name: "plan.md".into(),
+                    text: text.into(),
+                }],
+            },
+            MessageStatus::Complete,
+        )
+        .unwrap();
+    assert_eq!(store.conversation(&id).unwrap().title, "plan.md");
+    for words in ["zeppelin", "plan.md"] {
+        let hits = store.search(words, 10).unwrap();
+        assert_eq!(hits.len(), 1, "{words}");
+        assert_eq!(hits[0].conversation_id, id);
+    }
+    let out = tempfile::tempdir().unwrap();
+    let exported =
+        std::fs::read_to_string(export(&store, &id, Format::Markdown, out.path()).unwrap())
+            .unwrap();
+    assert_eq!(
+        top_headings(&exported),
+        ["# plan.md", "## You"],
+        "{exported}"
+    );
+    assert!(
+        exported.contains("**File** `plan.md`\n\n````\n# Quarterly plan"),
+        "{exported}"
+    );
+}
