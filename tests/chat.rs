@@ -573,6 +573,19 @@ async fn a_text_file_attached_reaches_every_protocol_and_a_binary_one_is_refused
         );
         assert!(body.contains("Hello there"), "{dialect:?}");
     }
+    // Text that starts as an image format does ("BM" is a BMP's signature) is text.
+    let cars = files.path().join("cars.csv");
+    std::fs::write(&cars, "BMW,320i,2019\nAudi,A4,2020\n").unwrap();
+    let dialect = Dialect::OpenAiChat;
+    let (run, requests, _home) = chat(
+        dialect,
+        vec![dialect.text(&["Two cars."])],
+        &["--attach", cars.to_str().unwrap()],
+    )
+    .await;
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let body = requests[0].body.to_string();
+    assert!(body.contains(r"File cars.csv:\n\nBMW,320i"), "{body:.600}");
 
     let blob = files.path().join("model.bin");
     std::fs::write(&blob, [0u8, 159, 146, 150, 255, 1, 2]).unwrap();

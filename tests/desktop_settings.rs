@@ -83,11 +83,41 @@ async fn settings_manage_providers_and_the_mcp_servers_file() {
     .unwrap();
     let marker = format!("MARKER-{}", std::process::id());
     let everything = npm_server("server-everything").unwrap();
+    // This run's `npx` runs a package pinned in tests/mcp-servers (no test reaches the
+    // registry), so that a server from the catalog starts as the catalog writes it.
+    let shims = tempfile::tempdir().unwrap();
+    let packages = npm_server("server-filesystem")
+        .unwrap()
+        .ancestors()
+        .nth(4)
+        .unwrap()
+        .to_owned();
+    let npx = shims.path().join("npx");
+    std::fs::write(
+        &npx,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = \"-y\" ]; then shift; fi\npackage=$1\nshift\nexec node \"{}/$package/dist/index.js\" \"$@\"\n",
+            packages.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &npx,
+        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755),
+    )
+    .unwrap();
+    let path = std::env::join_paths(std::iter::once(shims.path().to_owned()).chain(
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
+    ))
+    .unwrap();
+    let documents = tempfile::tempdir().unwrap();
+    std::fs::write(documents.path().join("notes.txt"), "Buy milk.\n").unwrap();
 
     let window = Window::start(
         &[
             ("CONDUIT_HOME", home.path()),
             ("CONDUIT_SECRET_STORE", Path::new("file")),
+            ("PATH", Path::new(&path)),
         ],
         WAIT,
     )
@@ -406,6 +436,70 @@ async fn settings_manage_providers_and_the_mcp_servers_file() {
     assert_eq!(on_disk["mcpServers"]["files"]["command"], "node");
     assert_eq!(on_disk["globalShortcut"], "Ctrl+Space");
     window.shot(&shots.join("08-imported.png")).await;
+
+    // A well-known server from the catalog: the form comes filled in and says what to
+    // change; changed and saved, it starts as the catalog wrote it.
+    window
+        .js(r#"document.querySelector('[aria-label="Well-known servers"]').scrollIntoView(); return null;"#)
+        .await;
+    window.shot(&shots.join("08a-catalog.png")).await;
+    window.click_button("Add Filesystem").await;
+    window
+        .wait(r#"document.querySelector('[aria-label="Server name"]')?.value === "filesystem""#)
+        .await;
+    let filled = window
+        .js(r#"return [...document.querySelectorAll('form[aria-label="Server form"] input')].map(i => i.value);"#)
+        .await;
+    assert_eq!(
+        filled,
+        json!([
+            "filesystem",
+            "npx",
+            "-y",
+            "@modelcontextprotocol/server-filesystem",
+            "~/Documents",
+            ""
+        ]),
+        "name, command, arguments, working folder"
+    );
+    window
+        .wait(r#"document.querySelector('[data-fill-in]')?.textContent.includes("Change ~/Documents")"#)
+        .await;
+    window.shot(&shots.join("08b-catalog-form.png")).await;
+    window
+        .js(r#"const i = document.querySelector('[aria-label="Argument 3"]'); i.value = ""; i.dispatchEvent(new Event('input', {bubbles: true})); return null;"#)
+        .await;
+    window
+        .type_into("Argument 3", &documents.path().display().to_string())
+        .await;
+    window
+        .click_xpath("//form[@aria-label='Server form']//button[@type='submit']")
+        .await;
+    allow_in_native_dialog().await;
+    server_state(&window, "filesystem", "Ready").await;
+    let on_disk: Value =
+        serde_json::from_str(&std::fs::read_to_string(&mcp_file).unwrap()).unwrap();
+    assert_eq!(
+        on_disk["mcpServers"]["filesystem"],
+        json!({"command": "npx", "args": [
+            "-y",
+            "@modelcontextprotocol/server-filesystem",
+            documents.path().display().to_string()
+        ]})
+    );
+    window
+        .click_xpath("//li[@aria-label='Server filesystem']//button[normalize-space()='Tools']")
+        .await;
+    window
+        .wait(r#"document.querySelector('tr[aria-label="Tool list_allowed_directories"]')"#)
+        .await;
+    window
+        .wait(r#"[...document.querySelectorAll('[aria-label="Well-known servers"] li')].find(li => li.textContent.includes("Filesystem"))?.textContent.includes("In your file")"#)
+        .await;
+    window
+        .js(r#"document.querySelector('[aria-label="Well-known servers"]').scrollIntoView(); return null;"#)
+        .await;
+    window.shot(&shots.join("08c-catalog-added.png")).await;
 
     // Deleting loses what an entry holds: the host asks natively (the page has no dialog
     // of its own that a script could answer). Kept first, then deleted.

@@ -1,7 +1,8 @@
 //! The one check of a text file attached to a message: its name and its text.
 //!
 //! The window reads the file the user picked or dropped, the CLI reads a path; both hand
-//! the name and the bytes here, and only what passes becomes a [`Block::File`].
+//! the name and the bytes here, and only what passes ([`CheckedFile`]) becomes a
+//! [`Block::File`] of a message.
 
 use crate::content::Block;
 use crate::text;
@@ -33,12 +34,13 @@ pub enum AttachedFileError {
     TooLong { name: String, kib: usize },
 }
 
-/// The name a file is attached under: the last part of `raw` (a path from the CLI, or a
-/// name the page gives, which may carry folders either way), with characters that would
-/// hide or reorder it shown as their codes (`report\u{202e}txt.exe` must not read as
-/// `reportexe.txt`).
+/// The name a file is attached under: what follows the last `/` of `raw` (the CLI gives a
+/// path's last part and a browser a name without folders, but the page may send any
+/// text), with characters that would hide or reorder it shown as their codes
+/// (`report\u{202e}txt.exe` must not read as `reportexe.txt`). A name it gave is given
+/// again unchanged: Edit sends a stored file back under its stored name.
 pub fn file_name(raw: &str) -> Result<String, AttachedFileError> {
-    let last = raw.rsplit(['/', '\\']).next().unwrap_or(raw).trim();
+    let last = raw.rsplit('/').next().unwrap_or(raw).trim();
     if last.is_empty() || last == "." || last == ".." {
         return Err(AttachedFileError::NoName);
     }
@@ -51,10 +53,38 @@ pub fn file_name(raw: &str) -> Result<String, AttachedFileError> {
     Ok(shown)
 }
 
-/// A file attached as text: `bytes` must be UTF-8 text (a byte order mark is dropped),
-/// not empty, with no NUL (binary formats that happen to decode, such as UTF-16 ASCII),
-/// and at most [`MAX_FILE_TEXT`].
-pub fn file_block(raw_name: &str, bytes: Vec<u8>) -> Result<Block, AttachedFileError> {
+/// Whether `bytes` are text as Conduit attaches it: UTF-8 with no NUL (binary formats that
+/// happen to decode, such as UTF-16 of ASCII, carry NULs). No image format the media store
+/// takes is: PNG, JPEG, GIF and WebP all carry bytes UTF-8 refuses, or NULs.
+pub fn is_text(bytes: &[u8]) -> bool {
+    std::str::from_utf8(bytes).is_ok_and(|text| !text.contains('\0'))
+}
+
+/// A text file that passed [`check_file`]; only this module makes one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckedFile {
+    name: String,
+    text: String,
+}
+
+impl CheckedFile {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl From<CheckedFile> for Block {
+    fn from(file: CheckedFile) -> Self {
+        Block::File {
+            name: file.name,
+            text: file.text,
+        }
+    }
+}
+
+/// A file attached as text: `bytes` must be text ([`is_text`]; a byte order mark is
+/// dropped), not empty, and at most [`MAX_FILE_TEXT`].
+pub fn check_file(raw_name: &str, bytes: Vec<u8>) -> Result<CheckedFile, AttachedFileError> {
     let name = file_name(raw_name)?;
     if bytes.len() > MAX_FILE_TEXT {
         return Err(AttachedFileError::TooLong {
@@ -62,19 +92,19 @@ pub fn file_block(raw_name: &str, bytes: Vec<u8>) -> Result<Block, AttachedFileE
             kib: bytes.len().div_ceil(1024),
         });
     }
+    if !is_text(&bytes) {
+        return Err(AttachedFileError::NotText { name });
+    }
     let Ok(mut text) = String::from_utf8(bytes) else {
         return Err(AttachedFileError::NotText { name });
     };
     if text.starts_with('\u{feff}') {
         text.drain(..'\u{feff}'.len_utf8());
     }
-    if text.contains('\0') {
-        return Err(AttachedFileError::NotText { name });
-    }
     if text.is_empty() {
         return Err(AttachedFileError::Empty { name });
     }
-    Ok(Block::File { name, text })
+    Ok(CheckedFile { name, text })
 }
 
 #[cfg(test)]
@@ -82,7 +112,7 @@ mod tests {
     use super::*;
 
     fn attached(name: &str, bytes: &[u8]) -> Result<Block, AttachedFileError> {
-        file_block(name, bytes.to_vec())
+        check_file(name, bytes.to_vec()).map(Block::from)
     }
 
     #[test]
@@ -98,7 +128,7 @@ mod tests {
             })
         );
         assert_eq!(
-            attached(r"C:\Users\ada\data.csv", b"a,b\n1,2\n"),
+            attached("/tmp/data.csv", b"a,b\n1,2\n"),
             Ok(Block::File {
                 name: "data.csv".into(),
                 text: "a,b\n1,2\n".into()
@@ -142,7 +172,7 @@ mod tests {
                 .to_string(),
             "dump.log holds 513 KiB of text; the most Conduit attaches from one file is 512 KiB"
         );
-        for nameless in ["", "  ", "folder/", "..", r"a\."] {
+        for nameless in ["", "  ", "folder/", "..", "a/."] {
             assert_eq!(
                 attached(nameless, b"x"),
                 Err(AttachedFileError::NoName),
@@ -150,17 +180,35 @@ mod tests {
             );
         }
         let long_name = format!("{}.txt", "n".repeat(MAX_FILE_NAME));
-        assert!(matches!(
-            attached(&long_name, b"x"),
-            Err(AttachedFileError::LongName { .. })
-        ));
+        assert_eq!(
+            attached(&long_name, b"x").unwrap_err().to_string(),
+            format!("the file name {}… is longer than 255 bytes", "n".repeat(40))
+        );
     }
 
     #[test]
-    fn a_name_that_would_hide_or_reorder_itself_shows_its_codes() {
-        let Ok(Block::File { name, .. }) = attached("report\u{202e}txt.exe", b"x") else {
-            panic!("a text file with a strange name is still a text file");
-        };
-        assert_eq!(name, r"report\u{202e}txt.exe");
+    fn a_name_that_would_hide_or_reorder_itself_shows_its_codes_and_stays_so() {
+        for (raw, shown) in [
+            ("report\u{202e}txt.exe", r"report\u{202e}txt.exe"),
+            ("two\nlines.txt", r"two\u{a}lines.txt"),
+            (r"back\slash.txt", r"back\slash.txt"),
+        ] {
+            let name = file_name(raw).unwrap();
+            assert_eq!(name, shown);
+            // Edit sends a stored file back under the name it was stored under.
+            assert_eq!(file_name(&name).unwrap(), name, "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn text_is_utf8_without_nul_and_no_image_format_is() {
+        assert!(
+            is_text(b"BMW,320i\nP1 notes\n"),
+            "text that starts like BMP or PBM"
+        );
+        assert!(!is_text(&[0x89, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a]));
+        assert!(!is_text(&[0xff, 0xd8, 0xff, 0xe0]));
+        assert!(!is_text(b"GIF89a\x01\x00\x01\x00\x00"));
+        assert!(!is_text(b"RIFF\x1a\x00\x00\x00WEBPVP8 "));
     }
 }

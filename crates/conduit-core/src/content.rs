@@ -92,10 +92,16 @@ impl Block {
     }
 }
 
-/// An attached file as every model reads it: its name, then its text. The same heading as
-/// a server's resource ("Resource {uri}:"), so that models read both alike.
+/// Text attached to a user's message as every model reads it: what it is and its name,
+/// then the text (`Resource file:///notes.md:`, `File plan.md:`), so that models read a
+/// server's resource and a file alike.
+pub fn headed(kind: &str, name: &str, text: &str) -> String {
+    format!("{kind} {name}:\n\n{text}")
+}
+
+/// An attached file as every model reads it ([`headed`]).
 pub fn file_for_model(name: &str, text: &str) -> String {
-    format!("File {name}:\n\n{text}")
+    headed("File", name, text)
 }
 
 /// A model's request to run a tool.

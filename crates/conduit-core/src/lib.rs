@@ -3,7 +3,8 @@
 //! Place in the crate graph: the root. `conduit-providers`, `conduit-mcp` and
 //! `conduit-store` build on it; it names no wire format, no database and no window.
 //!
-//! - [`content`]: messages as lists of blocks (text, image, reasoning, tool call, tool result).
+//! - [`content`]: messages as lists of blocks (text, image, attached file, reasoning, tool
+//!   call, tool result).
 //! - [`attached`]: the one check of a text file attached to a message (its name and text).
 //! - [`media`]: the store that blocks reference media through.
 //! - [`images`]: the one bounded decode and shrink of an image (its size and memory limits).

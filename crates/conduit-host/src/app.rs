@@ -284,7 +284,9 @@ pub enum AppError {
     NotAllowed,
     #[error("a message takes at most {max} {what}")]
     TooManyInMessage { what: &'static str, max: usize },
-    #[error("only images can be attached (PNG, JPEG, GIF, WebP and the like)")]
+    #[error(
+        "the file is neither an image (PNG, JPEG, GIF, WebP and the like) nor UTF-8 text (code, Markdown, CSV, JSON, logs)"
+    )]
     NotAnImage,
     #[error(transparent)]
     File(#[from] conduit_core::attached::AttachedFileError),
@@ -345,7 +347,6 @@ fn bounded_request(mut request: SendRequest) -> Result<SendRequest, AppError> {
         *items = kept;
     }
     once(&mut request.attachments);
-    once(&mut request.files);
     once(&mut request.resources);
     once(&mut request.view_context);
     let older = request
@@ -691,13 +692,14 @@ impl App {
             })
             .collect::<Result<Vec<_>, _>>()?;
         // Checked before a new conversation is made for them: a refused file loses nothing.
-        let files = request
-            .files
-            .iter()
-            .map(|file| {
-                conduit_core::attached::file_block(&file.name, file.text.clone().into_bytes())
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        // The same file named twice goes once (as checked: `/a/x.csv` is `x.csv`).
+        let mut files: Vec<conduit_core::attached::CheckedFile> = Vec::new();
+        for file in request.files {
+            let checked = conduit_core::attached::check_file(&file.name, file.text.into_bytes())?;
+            if !files.contains(&checked) {
+                files.push(checked);
+            }
+        }
         let store = self.host.store()?;
         let conversation = match request.conversation {
             Some(id) => {

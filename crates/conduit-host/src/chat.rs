@@ -57,8 +57,8 @@ pub enum Attachment {
     File(PathBuf),
     /// Media already in the store (the window uploads before sending).
     Stored(MediaRef),
-    /// A text file the window read, checked by [`conduit_core::attached`] ([`Block::File`]).
-    Text(Block),
+    /// A text file the window read, checked by [`conduit_core::attached`].
+    Text(conduit_core::attached::CheckedFile),
 }
 
 /// What a frontend asks for.
@@ -462,7 +462,7 @@ impl Host {
                     continue;
                 }
                 Attachment::Text(file) => {
-                    blocks.push(file.clone());
+                    blocks.push(file.clone().into());
                     continue;
                 }
                 Attachment::File(path) => path,
@@ -475,15 +475,16 @@ impl Host {
             let bytes = tokio::fs::read(path)
                 .await
                 .map_err(|e| attachment_error(e.into()))?;
-            if image::guess_format(&bytes).is_err() {
-                // Not an image: text (code, notes, a CSV), or refused saying what it takes.
+            // Text (code, notes, a CSV: one may start "BMW," as a BMP starts "BM"), else
+            // an image; what is neither is refused as no text, saying what Conduit takes.
+            if conduit_core::attached::is_text(&bytes) || image::guess_format(&bytes).is_err() {
                 let name = path
                     .file_name()
                     .unwrap_or(path.as_os_str())
                     .to_string_lossy();
-                let file = conduit_core::attached::file_block(&name, bytes)
+                let file = conduit_core::attached::check_file(&name, bytes)
                     .map_err(|e| attachment_error(e.into()))?;
-                blocks.push(file);
+                blocks.push(file.into());
                 continue;
             }
             let media = self.media.clone();

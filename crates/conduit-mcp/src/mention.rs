@@ -4,14 +4,15 @@
 //! the conversation's own.
 
 use base64::Engine;
-use conduit_core::content::{Block, Message, Role};
+use conduit_core::content::{Block, Message, Role, headed};
 use conduit_core::media::MediaStore;
 use rmcp::model::{ContentBlock, GetPromptResult, ReadResourceResult, ResourceContents};
 use serde_json::{Map, Value};
 
 /// The most text one attached resource, or one prompt, may bring into a message (all its
-/// contents together: a server may split a resource into any number of parts).
-pub const MAX_ATTACHED_TEXT: usize = 512 * 1024;
+/// contents together: a server may split a resource into any number of parts): as much as
+/// one attached file.
+pub const MAX_ATTACHED_TEXT: usize = conduit_core::attached::MAX_FILE_TEXT;
 /// The most images one attached resource, or one prompt, may bring into a message.
 pub const MAX_ATTACHED_IMAGES: usize = 20;
 /// The most blocks one attached resource, or one prompt, may bring into a message (each
@@ -113,7 +114,7 @@ pub fn resource_blocks(
     for contents in read.contents {
         match contents {
             ResourceContents::TextResourceContents { uri, text, .. } => {
-                blocks.push(brought.text_block(format!("Resource {uri}:\n\n{text}"))?);
+                blocks.push(brought.text_block(headed("Resource", &uri, &text))?);
             }
             ResourceContents::BlobResourceContents {
                 uri,
@@ -187,7 +188,7 @@ pub fn prompt_messages(
                 .text_block("[an image the prompt gives the assistant is not kept]".into())?,
             ContentBlock::Resource(embedded) => match embedded.resource {
                 ResourceContents::TextResourceContents { uri, text, .. } => {
-                    brought.text_block(format!("Resource {uri}:\n\n{text}"))?
+                    brought.text_block(headed("Resource", &uri, &text))?
                 }
                 ResourceContents::BlobResourceContents { uri, mime_type, .. } => brought
                     .text_block(format!(

@@ -268,6 +268,43 @@ describe("McpSettings", () => {
     expect(screen.queryByRole("form", { name: "Server form" })).toBeNull();
   });
 
+  it("adds a well-known server from the catalog: the form is filled in, said what to change, and saved as shown", async () => {
+    setup([server("filesystem", { command: "npx", args: ["-y", "@modelcontextprotocol/server-filesystem", "/srv"] })]);
+    render(McpSettings);
+    const catalog = await screen.findByRole("list", { name: "Well-known servers" });
+    const filesystem = within(catalog).getByRole("button", { name: "Add Filesystem" }).closest("li");
+    expect(filesystem?.textContent).toContain("In your file");
+    expect(filesystem?.textContent).toContain("Needs Node.js (npx).");
+    await fireEvent.click(within(catalog).getByRole("button", { name: "Add Filesystem" }));
+    const form = screen.getByRole("form", { name: "Server form" });
+    expect(within(form).getByRole("heading").textContent).toBe("Add Filesystem");
+    expect(form.querySelector("[data-fill-in]")?.textContent).toContain("Change ~/Documents to the folders it may use");
+    expect((within(form).getByLabelText("Server name") as HTMLInputElement).value).toBe("filesystem-2");
+    expect((within(form).getByLabelText("Command") as HTMLInputElement).value).toBe("npx");
+    // One form at a time: the catalog waits while it is open.
+    expect(within(catalog).getByRole("button", { name: "Add Memory" })).toHaveProperty("disabled", true);
+    await fireEvent.input(within(form).getByLabelText("Argument 3"), { target: { value: "~/Projects" } });
+    await fireEvent.click(within(form).getByRole("button", { name: "Save" }));
+
+    await waitFor(() =>
+      expect(api.editMcpFile).toHaveBeenCalledWith("v1", {
+        kind: "add",
+        name: "filesystem-2",
+        entry: { command: "npx", args: ["-y", "@modelcontextprotocol/server-filesystem", "~/Projects"] },
+      }),
+    );
+    await serverRow("filesystem-2");
+    expect(screen.queryByRole("form", { name: "Server form" })).toBeNull();
+
+    // A remote one fills in its address and header.
+    await fireEvent.click(within(catalog).getByRole("button", { name: "Add GitHub" }));
+    const remote = screen.getByRole("form", { name: "Server form" });
+    expect((within(remote).getByLabelText("Transport") as HTMLSelectElement).value).toBe("http");
+    expect((within(remote).getByLabelText("URL") as HTMLInputElement).value).toBe("https://api.githubcopilot.com/mcp/");
+    await fireEvent.click(within(remote).getByRole("button", { name: "Cancel" }));
+    expect(api.editMcpFile).toHaveBeenCalledTimes(1);
+  });
+
   it("keeps the form and what was typed when the backend refuses the server", async () => {
     setup([server("time", { command: "uvx" })]);
     render(McpSettings);

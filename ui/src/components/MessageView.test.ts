@@ -1,6 +1,6 @@
 import { render, screen } from "@testing-library/svelte";
 import { describe, expect, it, vi } from "vitest";
-import type { ViewMessage } from "../lib/turn";
+import { copiedText, type ViewMessage } from "../lib/turn";
 import MessageView from "./MessageView.svelte";
 
 vi.mock("../lib/api", async (importOriginal) =>
@@ -55,12 +55,13 @@ describe("MessageView", () => {
     const { container } = render(MessageView, props(message));
     const card = screen.getByLabelText("Attached file page.html");
     expect(card.querySelector("[data-file-name]")?.textContent).toBe("page.html");
-    expect(card.textContent).toContain("300 lines · 1.2 KB");
+    expect(card.textContent).toContain("300 lines · 1.2 KiB");
     expect(container.querySelector("[data-file-text]")).toBeNull();
     card.querySelector("summary")?.click();
     await vi.waitFor(() => expect(container.querySelector("[data-file-text]")?.textContent).toBe(text));
     expect(container.querySelector("script")).toBeNull();
     // Copy takes the typed text, not the file.
     expect(screen.getByLabelText("Copy message")).toBeTruthy();
+    expect(copiedText(message)).toBe("Read this");
   });
 });

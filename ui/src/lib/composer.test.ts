@@ -93,13 +93,20 @@ describe("attachments", () => {
     const pdf = new File([new Uint8Array([0x25, 0x50, 0x44, 0x46, 0xff, 0xfe, 0x00])], "paper.pdf", { type: "application/pdf" });
     await expect(preparedAttachment(pdf, store)).rejects.toThrow("paper.pdf is not a text file: attach images");
     const huge = new File(["x".repeat(MAX_FILE_TEXT + 1)], "huge.log", { type: "text/plain" });
-    await expect(preparedAttachment(huge, store)).rejects.toThrow("huge.log is larger than 512 KiB");
+    await expect(preparedAttachment(huge, store)).rejects.toThrow("huge.log holds more than 512 KiB of text");
+    // A large binary file is no text, however large; its name shows what hides in it.
+    const bigPdf = new File([new Uint8Array(MAX_FILE_TEXT + 10).fill(0xff)], "paper\u202e.pdf", { type: "application/pdf" });
+    await expect(preparedAttachment(bigPdf, store)).rejects.toThrow("paper\\u{202e}.pdf is not a text file");
     const withNul = new File(["a\u0000b"], "nul.txt", { type: "text/plain" });
     await expect(preparedAttachment(withNul, store)).rejects.toThrow("nul.txt is not a text file");
     // WebKitGTK gives a pasted image no type: stored, the host decides by its bytes.
     const untypedImage = new File([new Uint8Array([0x89, 0x50, 0x4e, 0x47, 0xff])], "", { type: "" });
     expect((await preparedAttachment(untypedImage, store)).type).toBe("image");
     expect(stored).toEqual([""]);
+    // A large file with no type that is no text goes to the host too, which says what it takes.
+    const untypedBig = new File([new Uint8Array(MAX_FILE_TEXT + 10)], "dump", { type: "" });
+    expect((await preparedAttachment(untypedBig, store)).type).toBe("image");
+    expect(stored).toEqual(["", "dump"]);
   });
 
   it("gives a stored file back as a file, and sums it up", async () => {
@@ -109,7 +116,9 @@ describe("attachments", () => {
     expect(fileSummary("# Plan\n- ship\n")).toBe("2 lines · 14 bytes");
     expect(fileSummary("one line, no end")).toBe("1 line · 16 bytes");
     expect(fileSummary("a\r\nb\r\nc")).toBe("3 lines · 7 bytes");
-    expect(fileSummary("x".repeat(4100) + "\n")).toBe("1 line · 4.1 KB");
-    expect(fileSummary("é\n".repeat(1500))).toBe("1,500 lines · 4.5 KB");
+    expect(fileSummary("a\rb")).toBe("1 line · 3 bytes");
+    expect(fileSummary("x".repeat(4100) + "\n")).toBe("1 line · 4.0 KiB");
+    expect(fileSummary("é\n".repeat(1500))).toBe("1,500 lines · 4.4 KiB");
+    expect(fileSummary("x".repeat(MAX_FILE_TEXT))).toBe("1 line · 512.0 KiB");
   });
 });

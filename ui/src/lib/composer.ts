@@ -1,5 +1,9 @@
 // Keyboard rules of the message composer, and what it holds as attachments.
+import { MAX_FILE_TEXT } from "./attachedLimits";
 import type { AttachedFile, MediaRef } from "./types";
+import { visible } from "./visibleText";
+
+export { MAX_FILE_TEXT };
 
 /**
  * An attachment: a file the page read (picked, dropped, pasted) that is stored or read
@@ -8,14 +12,10 @@ import type { AttachedFile, MediaRef } from "./types";
  */
 export type Attachment = File | MediaRef;
 
-/** The attachment's name as the composer lists it. */
+/** The attachment's name as the composer lists it, hidden characters shown as codes. */
 export function attachmentName(attachment: Attachment): string {
-  return attachment instanceof File && attachment.name ? attachment.name : "pasted image";
+  return attachment instanceof File && attachment.name ? visible(attachment.name) : "pasted image";
 }
-
-/** The most text one attached file carries (`conduit_core::attached::MAX_FILE_TEXT`): a
- *  larger file is not read into the page. */
-export const MAX_FILE_TEXT = 512 * 1024;
 
 /** What an attachment goes as: an image the host stored, or a text file's name and text
  *  (which the host checks again). */
@@ -32,15 +32,16 @@ export async function preparedAttachment(
 ): Promise<Prepared> {
   if (!(attachment instanceof File)) return { type: "image", media: attachment };
   if (attachment.type.startsWith("image/")) return { type: "image", media: await store(attachment) };
-  if (attachment.size <= MAX_FILE_TEXT) {
-    const text = utf8Text(await bytesOf(attachment));
-    if (text !== null) return { type: "file", file: { name: attachment.name, text } };
-  }
+  const large = attachment.size > MAX_FILE_TEXT;
+  // A file too large to attach is not read whole: its start tells text from not.
+  const text = utf8Text(await bytesOf(large ? attachment.slice(0, 4096) : attachment), !large);
+  if (text !== null && !large) return { type: "file", file: { name: attachment.name, text } };
   if (attachment.type === "") return { type: "image", media: await store(attachment) };
+  const name = visible(attachment.name);
   throw new Error(
-    attachment.size > MAX_FILE_TEXT
-      ? `${attachment.name} is larger than ${MAX_FILE_TEXT / 1024} KiB, the most Conduit attaches from a text file`
-      : `${attachment.name} is not a text file: attach images (PNG, JPEG, GIF, WebP) or text (code, Markdown, CSV, JSON, logs)`,
+    text !== null
+      ? `${name} holds more than ${MAX_FILE_TEXT / 1024} KiB of text, the most Conduit attaches from one file`
+      : `${name} is not a text file: attach images (PNG, JPEG, GIF, WebP) or text (code, Markdown, CSV, JSON, logs)`,
   );
 }
 
@@ -54,21 +55,24 @@ export function bytesOf(file: Blob): Promise<ArrayBuffer> {
   });
 }
 
-/** `bytes` as text when they are UTF-8 (a byte order mark dropped) with no NUL; else null. */
-function utf8Text(bytes: ArrayBuffer): string | null {
+/** `bytes` as text when they are UTF-8 (a byte order mark dropped) with no NUL; else null.
+ *  Not `whole`: the start of a file, which may end inside a character. */
+function utf8Text(bytes: ArrayBuffer, whole: boolean): string | null {
   try {
-    const text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+    const text = new TextDecoder("utf-8", { fatal: true }).decode(bytes, { stream: !whole });
     return text.includes("\u0000") ? null : text;
   } catch {
     return null;
   }
 }
 
-/** How big an attached text file is, as its card says: `120 lines · 4.1 KB`. */
+/** How big an attached text file is, as its card says: `120 lines · 4.1 KiB`. Lines are
+ *  counted as the host counts them (Rust's `str::lines`: a line ends at `\n`). */
 export function fileSummary(text: string): string {
-  const lines = text === "" ? 0 : text.split(/\r\n|\r|\n/).length - (/(\r\n|\r|\n)$/.test(text) ? 1 : 0);
+  const breaks = text.split("\n").length - 1;
+  const lines = text === "" ? 0 : text.endsWith("\n") ? breaks : breaks + 1;
   const bytes = new TextEncoder().encode(text).length;
-  const size = bytes < 1000 ? `${bytes} bytes` : `${(bytes / 1000).toFixed(1)} KB`;
+  const size = bytes < 1024 ? `${bytes} bytes` : `${(bytes / 1024).toFixed(1)} KiB`;
   return `${lines.toLocaleString("en")} ${lines === 1 ? "line" : "lines"} · ${size}`;
 }
 

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { bytesOf } from "./composer";
 import { withFrozenPrototype } from "./frozenPrototype";
 import {
   applyEvent,
@@ -475,7 +476,7 @@ describe("how a conversation's stored messages end", () => {
     expect(live.map((m) => m.status)).toEqual(["complete", "complete", "complete", "replaced", "replaced", "replaced"]);
   });
 
-  it("gives back the last message of the user's as written, with its images, and marks it replaced with its answer", () => {
+  it("gives back the last message of the user's as written, with its images and files, and marks it replaced with its answer", async () => {
     const image = { hash: "a".repeat(64), mime: "image/png", bytes: 10, width: 1, height: 1 } as unknown as import("./types").MediaRef;
     const user = (id: number, blocks: StoredMessage["blocks"], status: StoredMessage["status"] = "complete"): StoredMessage => ({
       id, role: "user", status, blocks, usage: null, error: null, createdAt: 0,
@@ -483,10 +484,14 @@ describe("how a conversation's stored messages end", () => {
     expect(editableMessage([])).toBeNull();
     expect(editableMessage([user(1, [{ type: "text", text: "Hi" }, { type: "image", media: image }]), message(2, "assistant")])).toEqual({ id: 1, text: "Hi", attachments: [image] });
     // A text file comes back as a file the composer holds.
-    const withFile = editableMessage([user(1, [{ type: "text", text: "Sum up" }, { type: "file", name: "plan.md", text: "# Plan" }])]);
+    const withFile = editableMessage([
+      user(1, [{ type: "text", text: "Sum up" }, { type: "file", name: "plan\\u{202e}.md", text: "# Plan\r\n" }]),
+    ]);
     expect(withFile?.text).toBe("Sum up");
     const [file] = withFile?.attachments ?? [];
-    expect(file instanceof File && file.name).toBe("plan.md");
+    if (!(file instanceof File)) throw new Error("the file comes back as a file");
+    expect(file.name).toBe("plan\\u{202e}.md");
+    expect(new TextDecoder().decode(await bytesOf(file))).toBe("# Plan\r\n");
     // The last not replaced.
     expect(editableMessage([user(1, [{ type: "text", text: "Old" }]), user(3, [{ type: "text", text: "Gone" }], "replaced")])?.id).toBe(1);
     // A resource's text beside the typed text: the composer cannot hold it.
