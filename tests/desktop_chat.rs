@@ -367,6 +367,9 @@ async fn a_day_in_the_chat_window() {
         .js(r#"return document.querySelectorAll('[aria-label="Approve tool call"]').length;"#)
         .await;
     assert_eq!(asked, 0, "Always allow held across the restart");
+    window
+        .wait(r#"[...document.querySelectorAll('[aria-label="How it was allowed"]')].some(p => p.textContent.includes("Ran without asking: always allowed in Settings"))"#)
+        .await;
     window.shot(&fixture.shot("10-always-allowed.png")).await;
     window.session.close().await.unwrap();
 }

@@ -96,7 +96,8 @@ async fn settings_manage_providers_and_the_mcp_servers_file() {
     std::fs::write(
         &npx,
         format!(
-            "#!/bin/sh\nif [ \"$1\" = \"-y\" ]; then shift; fi\npackage=$1\nshift\nexec node \"{}/$package/dist/index.js\" \"$@\"\n",
+            "#!/bin/sh\ntouch \"{}\"\nif [ \"$1\" = \"-y\" ]; then shift; fi\npackage=$1\nshift\nexec node \"{}/$package/dist/index.js\" \"$@\"\n",
+            shims.path().join("ran").display(),
             packages.display()
         ),
     )
@@ -118,6 +119,8 @@ async fn settings_manage_providers_and_the_mcp_servers_file() {
             ("CONDUIT_HOME", home.path()),
             ("CONDUIT_SECRET_STORE", Path::new("file")),
             ("PATH", Path::new(&path)),
+            // The PATH as given: a login shell's (nvm's, volta's) could find the real npx.
+            ("SHELL", Path::new("")),
         ],
         WAIT,
     )
@@ -442,6 +445,14 @@ async fn settings_manage_providers_and_the_mcp_servers_file() {
     window
         .js(r#"document.querySelector('[aria-label="Well-known servers"]').scrollIntoView(); return null;"#)
         .await;
+    let marked = window
+        .js(r#"return [...document.querySelectorAll('[aria-label="Well-known servers"] li')].filter(li => li.textContent.includes("In your file")).length;"#)
+        .await;
+    assert_eq!(
+        marked,
+        json!(0),
+        "nothing of the catalog is in the file yet"
+    );
     window.shot(&shots.join("08a-catalog.png")).await;
     window.click_button("Add Filesystem").await;
     window
@@ -477,6 +488,10 @@ async fn settings_manage_providers_and_the_mcp_servers_file() {
         .await;
     allow_in_native_dialog().await;
     server_state(&window, "filesystem", "Ready").await;
+    assert!(
+        shims.path().join("ran").exists(),
+        "the stand-in npx ran, not the registry's"
+    );
     let on_disk: Value =
         serde_json::from_str(&std::fs::read_to_string(&mcp_file).unwrap()).unwrap();
     assert_eq!(

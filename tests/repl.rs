@@ -171,6 +171,7 @@ async fn a_tool_allowed_in_this_conversation_runs_unasked_there_and_is_asked_abo
             expect("> "),
             send("read two"),
             expect("Second."),
+            expect("✓ runs without asking: allowed in this conversation"),
             expect("← fs__read_file done"),
             expect("contents of /notes/two.md"),
             expect("Read two."),

@@ -9,7 +9,7 @@ use conduit_host::app::{
 };
 use conduit_host::approval::{ConversationAllow, Decision};
 use conduit_host::asks::{Question, QuestionReply, SamplingQuestion, SamplingReply, SamplingState};
-use conduit_host::core::agent::AgentEvent;
+use conduit_host::core::agent::{AgentEvent, StandingAllow};
 use conduit_host::core::content::{
     Block, MediaRef, Message, ResultPart, Role, ToolCall, ToolOrigin, ToolResult,
 };
@@ -89,6 +89,7 @@ fn generate_types(config: &Config) -> String {
         StopReason::decl(config),
         ProviderErrorKind::decl(config),
         ProviderError::decl(config),
+        StandingAllow::decl(config),
         AgentEvent::decl(config),
         ErrorAction::decl(config),
         CommandError::decl(config),

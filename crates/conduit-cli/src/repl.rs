@@ -11,7 +11,7 @@ use clap::Args;
 use conduit_host::Host;
 use conduit_host::approval::{Decision, WindowApproval};
 use conduit_host::chat::{ApprovalMode, Attachment, ChatError, ChatRequest, ProviderChoice};
-use conduit_host::core::agent::{AgentEvent, EventSink, Outcome};
+use conduit_host::core::agent::{AgentEvent, EventSink, Outcome, StandingAllow};
 use conduit_host::core::content::{Block, ResultPart, Role, ToolCall};
 use conduit_host::mcp_client::runtime::McpRuntime;
 use rustyline::error::ReadlineError;
@@ -659,6 +659,15 @@ impl Printer {
             AgentEvent::ToolCallDenied { reason, .. } => {
                 self.end_line()?;
                 say!("✗ denied: {}", shown(reason))?;
+            }
+            AgentEvent::ToolCallAllowed { by, .. } => {
+                self.end_line()?;
+                let by = match by {
+                    StandingAllow::Settings => "always allowed in Settings",
+                    StandingAllow::Conversation => "allowed in this conversation",
+                    StandingAllow::Auto => "--approve auto",
+                };
+                say!("  ✓ runs without asking: {by}")?;
             }
             AgentEvent::ToolResult {
                 result,

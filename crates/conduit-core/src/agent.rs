@@ -85,6 +85,12 @@ pub enum AgentEvent {
         id: String,
         reason: String,
     },
+    /// The call runs without a question because an allow stands (Settings' "always", the
+    /// user's "in this conversation", `--approve auto`): the card says which.
+    ToolCallAllowed {
+        id: String,
+        by: StandingAllow,
+    },
     /// The call was allowed (its approval question, if any, is answered) and waits for one
     /// of the [`MAX_RUNNING_TOOL_CALLS`] places; `ToolCallRunning` follows, or its result
     /// when the turn was stopped or Settings no longer allow it once a place is free.
@@ -133,8 +139,25 @@ pub type EventSink = Arc<dyn Fn(AgentEvent) + Send + Sync>;
 /// The answer to "may this tool call run?".
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Approval {
+    /// The user's answer to this call's question, or a fixed policy.
     Allow,
-    Deny { reason: String },
+    /// Allowed with no question by an allow that stands, which the call's card names.
+    Standing(StandingAllow),
+    Deny {
+        reason: String,
+    },
+}
+
+/// An allow that lets calls run without a question.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
+#[serde(rename_all = "snake_case")]
+pub enum StandingAllow {
+    /// Settings allow the tool, or its server, always.
+    Settings,
+    /// The user allowed the tool in this conversation.
+    Conversation,
+    /// `--approve auto` runs what Settings do not deny.
+    Auto,
 }
 
 /// Decides whether each tool call may run: a fixed policy, a per-tool setting, or a
@@ -632,12 +655,22 @@ impl Agent {
             () = cancel.cancelled() => return ToolResult::error(call, "The user stopped the turn before the call was approved."),
             approval = self.approver.decide(call, tool.spec()) => approval,
         };
-        if let Approval::Deny { reason } = approval {
-            events(AgentEvent::ToolCallDenied {
+        match approval {
+            Approval::Deny { reason } => {
+                events(AgentEvent::ToolCallDenied {
+                    id: call.id.clone(),
+                    reason: reason.clone(),
+                });
+                return ToolResult::error(
+                    call,
+                    format!("The user denied this tool call: {reason}"),
+                );
+            }
+            Approval::Standing(by) => events(AgentEvent::ToolCallAllowed {
                 id: call.id.clone(),
-                reason: reason.clone(),
-            });
-            return ToolResult::error(call, format!("The user denied this tool call: {reason}"));
+                by,
+            }),
+            Approval::Allow => {}
         }
         let _place = match places.try_acquire() {
             Ok(place) => place,

@@ -86,18 +86,19 @@ impl From<CheckedFile> for Block {
 /// dropped), not empty, and at most [`MAX_FILE_TEXT`].
 pub fn check_file(raw_name: &str, bytes: Vec<u8>) -> Result<CheckedFile, AttachedFileError> {
     let name = file_name(raw_name)?;
-    if bytes.len() > MAX_FILE_TEXT {
-        return Err(AttachedFileError::TooLong {
-            name,
-            kib: bytes.len().div_ceil(1024),
-        });
-    }
+    // Text first: a large PDF is no text, not too much of it.
     if !is_text(&bytes) {
         return Err(AttachedFileError::NotText { name });
     }
     let Ok(mut text) = String::from_utf8(bytes) else {
         return Err(AttachedFileError::NotText { name });
     };
+    if text.len() > MAX_FILE_TEXT {
+        return Err(AttachedFileError::TooLong {
+            name,
+            kib: text.len().div_ceil(1024),
+        });
+    }
     if text.starts_with('\u{feff}') {
         text.drain(..'\u{feff}'.len_utf8());
     }
@@ -171,6 +172,14 @@ mod tests {
                 .unwrap_err()
                 .to_string(),
             "dump.log holds 513 KiB of text; the most Conduit attaches from one file is 512 KiB"
+        );
+        // A large binary file is no text, not too much of it.
+        let large_binary = vec![0xffu8; MAX_FILE_TEXT + 1];
+        assert_eq!(
+            attached("paper.pdf", &large_binary),
+            Err(AttachedFileError::NotText {
+                name: "paper.pdf".into()
+            })
         );
         for nameless in ["", "  ", "folder/", "..", "a/."] {
             assert_eq!(

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use async_trait::async_trait;
-use conduit_core::agent::{Approval, Approver, EventSink};
+use conduit_core::agent::{Approval, Approver, EventSink, StandingAllow};
 use conduit_core::approval::AskApproval;
 use conduit_core::content::{ToolCall, ToolOrigin};
 use conduit_core::tool::{Tool, ToolSpec};
@@ -450,7 +450,7 @@ impl AutoApproval {
 impl Approver for AutoApproval {
     async fn decide(&self, _call: &ToolCall, spec: &ToolSpec) -> Approval {
         let Some(trust) = self.trust.get(&spec.name) else {
-            return Approval::Allow;
+            return Approval::Standing(StandingAllow::Auto);
         };
         let (server, tool) = (&trust.origin.server, &trust.origin.tool);
         match Settings::load(&self.settings_file) {
@@ -463,7 +463,8 @@ impl Approver for AutoApproval {
                         "{tool} of {server} is set to Never run in Settings (--approve auto runs what Settings do not deny)"
                     ),
                 },
-                Verdict::Allow | Verdict::Ask { .. } => Approval::Allow,
+                Verdict::Allow => Approval::Standing(StandingAllow::Settings),
+                Verdict::Ask { .. } => Approval::Standing(StandingAllow::Auto),
             },
             Err(error) => Approval::Deny {
                 reason: format!(
@@ -661,7 +662,7 @@ impl Approver for WindowApproval {
             let loaded = Settings::load(&self.settings_file);
             let verdict = verdict_of(&loaded, server, tool, &trust.now);
             match verdict {
-                Verdict::Allow => return Approval::Allow,
+                Verdict::Allow => return Approval::Standing(StandingAllow::Settings),
                 Verdict::Deny => {
                     return Approval::Deny {
                         reason: format!(
@@ -678,7 +679,7 @@ impl Approver for WindowApproval {
                 && allows.allows(conversation, trust)
             {
                 self.by_conversation.lock().insert(call.id.clone());
-                return Approval::Allow;
+                return Approval::Standing(StandingAllow::Conversation);
             }
         }
         self.asked.lock().insert(call.id.clone(), spec.name.clone());
@@ -973,13 +974,13 @@ mod tests {
         let again = first
             .decide(&call("c2", "srv__echo"), &spec("srv__echo"))
             .await;
-        assert_eq!(again, Approval::Allow);
+        assert_eq!(again, Approval::Standing(StandingAllow::Conversation));
         assert_eq!(first.still_allowed("c2", "srv__echo"), Ok(()));
         let next = turn("conv-a", "node");
         assert_eq!(
             next.decide(&call("c3", "srv__echo"), &spec("srv__echo"))
                 .await,
-            Approval::Allow
+            Approval::Standing(StandingAllow::Conversation)
         );
         assert_eq!(asked.lock().len(), 1);
 
@@ -1105,7 +1106,7 @@ mod tests {
             revoked
                 .decide(&call("c2", "srv__echo"), &spec("srv__echo"))
                 .await,
-            Approval::Allow
+            Approval::Standing(StandingAllow::Conversation)
         );
         assert!(allows.revoke("conv", "srv", "echo"));
         let stopped = revoked.still_allowed("c2", "srv__echo").unwrap_err();
@@ -1118,7 +1119,7 @@ mod tests {
             later
                 .decide(&call("c3", "srv__echo"), &spec("srv__echo"))
                 .await,
-            Approval::Allow
+            Approval::Standing(StandingAllow::Conversation)
         );
         std::fs::write(&file, "{ not json").unwrap();
         assert!(later.still_allowed("c3", "srv__echo").is_err());
@@ -1199,7 +1200,7 @@ mod tests {
         let second = approval
             .decide(&call("c2", "srv__echo"), &spec("srv__echo"))
             .await;
-        assert_eq!(second, Approval::Allow);
+        assert_eq!(second, Approval::Standing(StandingAllow::Settings));
         assert_eq!(asked.lock().len(), 1, "asked only the first time");
         assert!(!approval.answer("nobody", Decision::Deny).unwrap());
 
@@ -1311,7 +1312,7 @@ mod tests {
         let by_settings = approval
             .decide(&call("c1", "srv__echo"), &spec("srv__echo"))
             .await;
-        assert_eq!(by_settings, Approval::Allow);
+        assert_eq!(by_settings, Approval::Standing(StandingAllow::Settings));
         assert_eq!(approval.still_allowed("c1", "srv__echo"), Ok(()));
         set(ToolPolicy::Ask);
         let taken_back = approval.still_allowed("c1", "srv__echo").unwrap_err();
@@ -1444,12 +1445,12 @@ mod tests {
         };
         assert!(reason.contains("Never run"), "{reason}");
         let decided = auto.decide(&call("c2", "srv__ls"), &spec("srv__ls")).await;
-        assert_eq!(decided, Approval::Allow);
+        assert_eq!(decided, Approval::Standing(StandingAllow::Auto));
         // Conduit's own tools (no MCP origin) run as before.
         let decided = auto
             .decide(&call("c3", "read_text"), &spec("read_text"))
             .await;
-        assert_eq!(decided, Approval::Allow);
+        assert_eq!(decided, Approval::Standing(StandingAllow::Auto));
 
         std::fs::write(&file, "{ not json").unwrap();
         let decided = auto.decide(&call("c4", "srv__ls"), &spec("srv__ls")).await;

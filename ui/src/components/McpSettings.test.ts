@@ -301,6 +301,8 @@ describe("McpSettings", () => {
     const remote = screen.getByRole("form", { name: "Server form" });
     expect((within(remote).getByLabelText("Transport") as HTMLSelectElement).value).toBe("http");
     expect((within(remote).getByLabelText("URL") as HTMLInputElement).value).toBe("https://api.githubcopilot.com/mcp/");
+    expect((within(remote).getByLabelText("Header name 1") as HTMLInputElement).value).toBe("Authorization");
+    expect((within(remote).getByLabelText("Header value 1") as HTMLInputElement).value).toBe("Bearer ${GITHUB_PERSONAL_ACCESS_TOKEN}");
     await fireEvent.click(within(remote).getByRole("button", { name: "Cancel" }));
     expect(api.editMcpFile).toHaveBeenCalledTimes(1);
   });

@@ -18,6 +18,7 @@ function asked(call: ToolCall, origin: { server: string; tool: string }, title: 
     startedAt: null,
     approval: { call, argumentsText: JSON.stringify(call.arguments, null, 2), origin, title, annotations: {}, description: "", changes: [] },
     deniedReason: null,
+    allowedBy: null,
     allowed: false,
   };
 }
@@ -68,6 +69,33 @@ describe("ToolCard", () => {
     }
   });
 
+  it("says which standing allow let a call run without asking, and nothing for one the user answered", () => {
+    const call: ToolCall = { id: "call_9", name: "files__read", arguments: {} };
+    const ran = (allowedBy: CallView["allowedBy"]): CallView => ({
+      state: "running",
+      result: null,
+      progress: null,
+      durationMs: null,
+      startedAt: null,
+      approval: null,
+      deniedReason: null,
+      allowedBy,
+      allowed: true,
+    });
+    const card = render(ToolCard, { call, view: ran("conversation"), onAnswer: vi.fn(), onOpenLink: vi.fn() });
+    expect(screen.getByLabelText("How it was allowed").textContent?.trim()).toBe(
+      "Ran without asking: allowed in this conversation",
+    );
+    card.unmount();
+    const always = render(ToolCard, { call, view: ran("settings"), onAnswer: vi.fn(), onOpenLink: vi.fn() });
+    expect(screen.getByLabelText("How it was allowed").textContent?.trim()).toBe(
+      "Ran without asking: always allowed in Settings",
+    );
+    always.unmount();
+    render(ToolCard, { call, view: ran(null), onAnswer: vi.fn(), onOpenLink: vi.fn() });
+    expect(screen.queryByLabelText("How it was allowed")).toBeNull();
+  });
+
   it("shows the arguments as the host wrote them: an integer past 2^53 keeps every digit", () => {
     // What the page's JSON.parse made of {"id": 9007199254740993}: one less.
     const call: ToolCall = { id: "call_2", name: "chat__delete", arguments: { id: 9007199254740992 } };
@@ -111,6 +139,7 @@ describe("ToolCard", () => {
       startedAt: null,
       approval: null,
       deniedReason: null,
+      allowedBy: null,
       allowed: true,
     };
     const fetched = vi.fn(async () => new Response(new Blob(["RIFF"], { type: "audio/wav" })));

@@ -103,6 +103,10 @@ describe("attachments", () => {
     const untypedImage = new File([new Uint8Array([0x89, 0x50, 0x4e, 0x47, 0xff])], "", { type: "" });
     expect((await preparedAttachment(untypedImage, store)).type).toBe("image");
     expect(stored).toEqual([""]);
+    // A large text file with no type (a Makefile) is too much text, not an image.
+    const bigMakefile = new File(["all:\n".repeat(MAX_FILE_TEXT)], "Makefile", { type: "" });
+    await expect(preparedAttachment(bigMakefile, store)).rejects.toThrow("Makefile holds more than 512 KiB of text");
+    expect(stored).toEqual([""]);
     // A large file with no type that is no text goes to the host too, which says what it takes.
     const untypedBig = new File([new Uint8Array(MAX_FILE_TEXT + 10)], "dump", { type: "" });
     expect((await preparedAttachment(untypedBig, store)).type).toBe("image");

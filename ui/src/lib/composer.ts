@@ -35,13 +35,14 @@ export async function preparedAttachment(
   const large = attachment.size > MAX_FILE_TEXT;
   // A file too large to attach is not read whole: its start tells text from not.
   const text = utf8Text(await bytesOf(large ? attachment.slice(0, 4096) : attachment), !large);
-  if (text !== null && !large) return { type: "file", file: { name: attachment.name, text } };
-  if (attachment.type === "") return { type: "image", media: await store(attachment) };
   const name = visible(attachment.name);
+  if (text !== null) {
+    if (!large) return { type: "file", file: { name: attachment.name, text } };
+    throw new Error(`${name} holds more than ${MAX_FILE_TEXT / 1024} KiB of text, the most Conduit attaches from one file`);
+  }
+  if (attachment.type === "") return { type: "image", media: await store(attachment) };
   throw new Error(
-    text !== null
-      ? `${name} holds more than ${MAX_FILE_TEXT / 1024} KiB of text, the most Conduit attaches from one file`
-      : `${name} is not a text file: attach images (PNG, JPEG, GIF, WebP) or text (code, Markdown, CSV, JSON, logs)`,
+    `${name} is not a text file: attach images (PNG, JPEG, GIF, WebP) or text (code, Markdown, CSV, JSON, logs)`,
   );
 }
 

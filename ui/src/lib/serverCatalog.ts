@@ -61,16 +61,17 @@ export const CATALOG: readonly CatalogServer[] = [
     title: "Git",
     summary: "Reads and changes Git repositories: status, diffs, log, branches and commits.",
     needs: UV,
-    fillIn: "To keep it to one repository, add the arguments --repository and the repository's full path.",
+    fillIn: "Change /path/to/repository to the full path of the repository it may use (without it, it may use any repository on this computer).",
     marker: "mcp-server-git",
-    fields: stdio("uvx", ["mcp-server-git"]),
+    fields: stdio("uvx", ["mcp-server-git", "--repository", "/path/to/repository"]),
   },
   {
     name: "memory",
     title: "Memory",
     summary: "A knowledge graph of people, things and facts the model keeps across conversations.",
     needs: NODE,
-    fillIn: null,
+    fillIn:
+      "It keeps the graph in npx's copy of the package, which an update replaces: add the variable MEMORY_FILE_PATH with a file's full path to keep it there.",
     marker: "@modelcontextprotocol/server-memory",
     fields: stdio("npx", ["-y", "@modelcontextprotocol/server-memory"]),
   },
@@ -107,7 +108,7 @@ export const CATALOG: readonly CatalogServer[] = [
     summary: "GitHub's own remote server: repositories, issues, pull requests and code search.",
     needs: null,
     fillIn:
-      "Make a GitHub personal access token and set GITHUB_PERSONAL_ACCESS_TOKEN in Conduit's environment, or put the token in place of ${GITHUB_PERSONAL_ACCESS_TOKEN}.",
+      "Make a GitHub personal access token, then change the Authorization header's value to Bearer and the token (Show reveals the value), or set GITHUB_PERSONAL_ACCESS_TOKEN in the environment Conduit starts in.",
     marker: "https://api.githubcopilot.com/mcp/",
     fields: http("https://api.githubcopilot.com/mcp/", { Authorization: "Bearer ${GITHUB_PERSONAL_ACCESS_TOKEN}" }),
   },
@@ -131,19 +132,39 @@ export function catalogName(server: Pick<CatalogServer, "name">, taken: readonly
   }
 }
 
-/** Whether an entry of the file runs `server` already: it names its package, or its URL. */
+/** A URL without its trailing slashes, as two spellings of one address compare. */
+function address(url: string): string {
+  return url.trim().replace(/\/+$/, "");
+}
+
+/** Whether an entry of the file runs `server` already: it names its package (any version:
+ *  `PKG@1.2`, `PKG==1.2`, as an argument or the command), or its URL. */
 export function inFile(server: Pick<CatalogServer, "marker">, servers: readonly McpFileServer[]): boolean {
+  const { marker } = server;
+  const names = (word: unknown): boolean =>
+    typeof word === "string" && (word === marker || word.startsWith(`${marker}@`) || word.startsWith(`${marker}==`));
   return servers.some((entry) => {
-    const { args, url } = entry.entry as { args?: unknown; url?: unknown };
-    if (typeof url === "string") return url.trim() === server.marker;
-    return (
-      Array.isArray(args) &&
-      args.some((arg) => typeof arg === "string" && (arg === server.marker || arg.startsWith(`${server.marker}@`)))
-    );
+    const { command, args, url } = entry.entry as { command?: unknown; args?: unknown; url?: unknown };
+    if (typeof url === "string") return address(url) === address(marker);
+    return names(command) || (Array.isArray(args) && args.some(names));
   });
 }
 
-/** The form's fields for `server`, a copy the form may change. */
-export function catalogFields(server: CatalogServer): ServerFields {
-  return structuredClone(server.fields);
+/** The server form filled in from the catalog. */
+export interface ServerPreset {
+  name: string;
+  title: string;
+  fields: ServerFields;
+  fillIn: string | null;
+}
+
+/** `server` as the form opens it: under a name the file's `servers` do not have yet, its
+ *  fields a copy the form may change. */
+export function presetOf(server: CatalogServer, servers: readonly McpFileServer[]): ServerPreset {
+  return {
+    name: catalogName(server, servers.map((s) => s.name)),
+    title: server.title,
+    fields: structuredClone(server.fields),
+    fillIn: server.fillIn,
+  };
 }

@@ -18,6 +18,8 @@ import {
   listed,
   markReplaced,
   mayAnswerAgain,
+  keepAllowedBy,
+  standingAllowText,
   usageLine,
 } from "./turn";
 import type { StoredMessage, ToolCall } from "./types";
@@ -35,6 +37,7 @@ describe("a turn's events", () => {
     applyEvent(state, { type: "tool_call_ready", call }, 100);
     applyEvent(state, { type: "approval_requested", call, arguments_text: JSON.stringify(call.arguments, null, 2), title: null, annotations: { readOnlyHint: true } }, 100);
     expect(state.calls.c1?.state).toBe("approval");
+    expect(state.calls.c1?.allowedBy).toBeNull();
     applyEvent(state, { type: "tool_progress", id: "c1", progress: { progress: 1, total: 2 } }, 150);
     expect(state.calls.c1?.state).toBe("running");
     applyEvent(
@@ -61,6 +64,26 @@ describe("a turn's events", () => {
     applyEvent(state, { type: "tool_call_running", id: "c1" }, 10);
     expect(state.calls.c1?.state).toBe("running");
     expect(pendingApproval(call, state.calls.c1)).toBeNull();
+  });
+
+  it("keep the standing allow a call ran by, as the host names it", () => {
+    const state = emptyState();
+    applyEvent(state, { type: "tool_call_ready", call }, 0);
+    applyEvent(state, { type: "tool_call_allowed", id: "c1", by: "conversation" }, 0);
+    applyEvent(state, { type: "tool_call_running", id: "c1" }, 1);
+    expect(state.calls.c1?.allowedBy).toBe("conversation");
+    expect(state.calls.c1?.state).toBe("running");
+    expect(standingAllowText("settings")).toBe("Ran without asking: always allowed in Settings");
+    expect(standingAllowText("auto")).toBe("Ran without asking: --approve auto");
+    // Read back from the store once the turn ended, the card still says it.
+    const stored = fromStored([
+      { id: 1, role: "assistant", status: "complete", blocks: [{ type: "tool_call", ...call }], usage: null, error: null, createdAt: 0 },
+    ]);
+    keepAllowedBy(state, stored);
+    expect(stored.calls.c1?.allowedBy).toBe("conversation");
+    const elsewhere = fromStored([]);
+    keepAllowedBy(state, elsewhere);
+    expect(elsewhere.calls).toEqual({});
   });
 
   it("show an allowed call waiting for a place without its controls, and never as running", () => {

@@ -9,6 +9,7 @@ import type {
   MessageStatus,
   Progress,
   Role,
+  StandingAllow,
   StoredMessage,
   ToolAnnotations,
   ToolCall,
@@ -69,6 +70,31 @@ export interface CallView {
    * call's view mount and get its arguments: a call stopped before that never ran.
    */
   allowed: boolean;
+  /** The allow that let it run without a question, as the host said; null when the user
+   *  was asked (or the conversation was loaded: this is not stored). */
+  allowedBy: StandingAllow | null;
+}
+
+/** Carries what the host said of the calls on screen (the allow that let each run
+ *  unasked, which is not stored) into the same calls read back from the store. Call ids
+ *  are Conduit's own, unique beyond one conversation. */
+export function keepAllowedBy(previous: ChatState, next: ChatState): void {
+  for (const [id, call] of Object.entries(next.calls)) {
+    const before = callOf(previous.calls, id);
+    if (before?.allowedBy) call.allowedBy = before.allowedBy;
+  }
+}
+
+/** What a call's card says about the allow that let it run unasked. */
+export function standingAllowText(by: StandingAllow): string {
+  switch (by) {
+    case "settings":
+      return "Ran without asking: always allowed in Settings";
+    case "conversation":
+      return "Ran without asking: allowed in this conversation";
+    case "auto":
+      return "Ran without asking: --approve auto";
+  }
 }
 
 export interface ChatState {
@@ -105,6 +131,7 @@ function newCall(state: CallState): CallView {
     approval: null,
     deniedReason: null,
     allowed: false,
+    allowedBy: null,
   };
 }
 
@@ -317,6 +344,10 @@ export function applyEvent(state: ChatState, event: AgentEvent, now: number): vo
       call.state = "denied";
       call.approval = null;
       call.deniedReason = event.reason;
+      break;
+    }
+    case "tool_call_allowed": {
+      callView(state, event.id).allowedBy = event.by;
       break;
     }
     case "tool_call_queued": {

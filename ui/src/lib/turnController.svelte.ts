@@ -9,6 +9,7 @@ import {
   editableMessage,
   emptyState,
   fromStored,
+  keepAllowedBy,
   keepKeys,
   lastAnswer,
   markReplaced,
@@ -656,6 +657,7 @@ export class TurnController {
     this.#editable = editable && this.#showing !== null ? { conversation: this.#showing, ...editable } : null;
     const next = fromStored(stored);
     keepKeys(this.chat.messages, next.messages);
+    keepAllowedBy(this.chat, next);
     this.chat = next;
     this.hasOlder = hasOlder;
   }

@@ -385,6 +385,58 @@ async fn a_denied_call_gets_a_denied_result_and_the_model_answers() {
     );
 }
 
+/// A call a standing allow lets run says so before it runs, and runs; one the user
+/// answered (a plain allow) says nothing of the kind.
+#[tokio::test]
+async fn a_standing_allow_is_said_before_the_call_runs() {
+    let script = || {
+        ScriptedProvider::new(vec![
+            vec![
+                call("c1", "echo", json!({"text": "x"})),
+                stop(StopReason::ToolUse),
+            ],
+            vec![text("Done."), stop(StopReason::EndTurn)],
+        ])
+    };
+    let standing = run_with(
+        script(),
+        vec![Arc::new(Echo(spec("echo")))],
+        Approval::Standing(StandingAllow::Conversation),
+        AgentOptions::new("m"),
+        CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(standing.outcome, Ok(Outcome::Finished(StopReason::EndTurn)));
+    let results = results_of(&standing.history[2]);
+    assert!(!results[0].1, "it ran: {results:?}");
+    let said = standing
+        .events
+        .iter()
+        .position(|e| {
+            matches!(
+                e,
+                AgentEvent::ToolCallAllowed {
+                    by: StandingAllow::Conversation,
+                    ..
+                }
+            )
+        })
+        .expect("the standing allow is said");
+    let running = standing
+        .events
+        .iter()
+        .position(|e| matches!(e, AgentEvent::ToolCallRunning { .. }))
+        .expect("the call runs");
+    assert!(said < running);
+    let answered = run(script(), vec![Arc::new(Echo(spec("echo")))]).await;
+    assert!(
+        !answered
+            .events
+            .iter()
+            .any(|e| matches!(e, AgentEvent::ToolCallAllowed { .. }))
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_tool_that_hangs_times_out_and_is_cancelled() {
     let provider = ScriptedProvider::new(vec![
