@@ -162,6 +162,13 @@ async fn text_then_two_parallel_tool_calls_then_the_answer() {
         texts.sort();
         assert_eq!(texts, ["one", "two"], "{dialect:?}");
         assert_eq!(run.of_type("turn_started").len(), 2);
+        // Each call says which allow let it run unasked.
+        let allowed = run.of_type("tool_call_allowed");
+        assert_eq!(allowed.len(), 2, "{dialect:?}");
+        assert!(
+            allowed.iter().all(|event| event["by"] == "auto"),
+            "{dialect:?}: {allowed:?}"
+        );
 
         // The second request carries both calls and both results, in the protocol's form.
         assert_eq!(requests.len(), 2, "{dialect:?}");

@@ -445,13 +445,17 @@ async fn a_tool_allowed_in_this_conversation_runs_unasked_there_until_taken_back
     assert_eq!(done.len(), 2, "{done:?}");
     assert!(done.iter().all(|card| card["state"] == "done"), "{done:?}");
     assert!(fixture.settings().get("mcpServers").is_none());
-    // The card of the call that ran unasked says why; the one asked about says nothing.
+    // The card of the call that ran unasked says why, also once the turn's messages are
+    // read back (Answer again comes from them); the one asked about says nothing.
+    window
+        .wait(r#"[...document.querySelectorAll('button')].some(b => b.textContent.trim() === "Answer again")"#)
+        .await;
     let said = window
         .js(r#"return [...document.querySelectorAll('[aria-label="How it was allowed"]')].map(p => p.textContent.trim());"#)
         .await;
     assert_eq!(
         said,
-        json!(["Ran without asking: allowed in this conversation"])
+        json!(["Allowed without asking: allowed in this conversation"])
     );
 
     window.click_button("Tools").await;

@@ -368,7 +368,7 @@ async fn a_day_in_the_chat_window() {
         .await;
     assert_eq!(asked, 0, "Always allow held across the restart");
     window
-        .wait(r#"[...document.querySelectorAll('[aria-label="How it was allowed"]')].some(p => p.textContent.includes("Ran without asking: always allowed in Settings"))"#)
+        .wait(r#"[...document.querySelectorAll('[aria-label="How it was allowed"]')].some(p => p.textContent.includes("Allowed without asking: always allowed in Settings"))"#)
         .await;
     window.shot(&fixture.shot("10-always-allowed.png")).await;
     window.session.close().await.unwrap();

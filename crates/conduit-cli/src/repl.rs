@@ -472,12 +472,9 @@ impl Session {
             return Ok(());
         };
         // A call answered before its question came up (an "in this [c]onversation"
-        // answer covers its tool's other calls waiting then) is not asked about.
+        // answer covers its tool's other calls waiting then) is not asked about: the
+        // agent says which allow let it (`ToolCallAllowed`).
         if !approval.waiting().contains(&call.id) {
-            // Stopped meanwhile (Ctrl-C): nothing to say.
-            if !cancel.is_cancelled() {
-                say!("  (allowed: its tool is allowed in this conversation)")?;
-            }
             return Ok(());
         }
         // Only a person at the terminal answers: lines piped in (`printf … | conduit

@@ -644,9 +644,9 @@ impl WindowApproval {
             if let Some(waiting) = self.ask.take(&call_id) {
                 self.asked.lock().remove(&call_id);
                 // Let through by the allow, not answered one by one: a revoke before it is
-                // sent stops it.
+                // sent stops it, and its card says which allow let it.
                 self.by_conversation.lock().insert(call_id.clone());
-                waiting.answer(Approval::Allow);
+                waiting.answer(Approval::Standing(StandingAllow::Conversation));
             }
         }
     }
@@ -1055,7 +1055,11 @@ mod tests {
         until_asked(&asked, 7).await;
         assert!(both.answer("c9", Decision::AllowInConversation).unwrap());
         assert_eq!(one.await.unwrap(), Approval::Allow);
-        assert_eq!(two.await.unwrap(), Approval::Allow);
+        assert_eq!(
+            two.await.unwrap(),
+            Approval::Standing(StandingAllow::Conversation),
+            "its card says which allow let it"
+        );
         assert!(both.waiting().is_empty());
         assert_eq!(both.still_allowed("c10", "srv__echo"), Ok(()));
         // The call the user answered stands; the one the allow let through is checked
@@ -1434,6 +1438,7 @@ mod tests {
     #[tokio::test]
     async fn auto_approval_still_denies_what_settings_set_to_never_run() {
         let (_dir, file) = settings_denying_rm();
+        let ls_now = trust("srv", "ls", "node", "lists").now;
         let trust = HashMap::from([
             ("srv__rm".to_owned(), trust("srv", "rm", "node", "removes")),
             ("srv__ls".to_owned(), trust("srv", "ls", "node", "lists")),
@@ -1451,6 +1456,14 @@ mod tests {
             .decide(&call("c3", "read_text"), &spec("read_text"))
             .await;
         assert_eq!(decided, Approval::Standing(StandingAllow::Auto));
+        // A tool Settings allow always runs by that allow, and says so.
+        Settings::update(&file, |settings| {
+            settings.allow_tool("srv", "ls", ls_now);
+            Ok::<_, SettingsError>(())
+        })
+        .unwrap();
+        let decided = auto.decide(&call("c5", "srv__ls"), &spec("srv__ls")).await;
+        assert_eq!(decided, Approval::Standing(StandingAllow::Settings));
 
         std::fs::write(&file, "{ not json").unwrap();
         let decided = auto.decide(&call("c4", "srv__ls"), &spec("srv__ls")).await;

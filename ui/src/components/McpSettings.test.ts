@@ -305,6 +305,22 @@ describe("McpSettings", () => {
     expect((within(remote).getByLabelText("Header value 1") as HTMLInputElement).value).toBe("Bearer ${GITHUB_PERSONAL_ACCESS_TOKEN}");
     await fireEvent.click(within(remote).getByRole("button", { name: "Cancel" }));
     expect(api.editMcpFile).toHaveBeenCalledTimes(1);
+
+    // Git names a repository that is not there: the form does not save it unchanged.
+    await fireEvent.click(within(catalog).getByRole("button", { name: "Add Git" }));
+    const git = screen.getByRole("form", { name: "Server form" });
+    await fireEvent.click(within(git).getByRole("button", { name: "Save" }));
+    expect(within(git).getByRole("alert").textContent).toContain("Change /path/to/repository");
+    expect(api.editMcpFile).toHaveBeenCalledTimes(1);
+    await fireEvent.input(within(git).getByLabelText("Argument 3"), { target: { value: "/home/ada/app" } });
+    await fireEvent.click(within(git).getByRole("button", { name: "Save" }));
+    await waitFor(() =>
+      expect(api.editMcpFile).toHaveBeenLastCalledWith("v2", {
+        kind: "add",
+        name: "git",
+        entry: { command: "uvx", args: ["mcp-server-git", "--repository", "/home/ada/app"] },
+      }),
+    );
   });
 
   it("keeps the form and what was typed when the backend refuses the server", async () => {

@@ -84,12 +84,12 @@ describe("ToolCard", () => {
     });
     const card = render(ToolCard, { call, view: ran("conversation"), onAnswer: vi.fn(), onOpenLink: vi.fn() });
     expect(screen.getByLabelText("How it was allowed").textContent?.trim()).toBe(
-      "Ran without asking: allowed in this conversation",
+      "Allowed without asking: allowed in this conversation",
     );
     card.unmount();
     const always = render(ToolCard, { call, view: ran("settings"), onAnswer: vi.fn(), onOpenLink: vi.fn() });
     expect(screen.getByLabelText("How it was allowed").textContent?.trim()).toBe(
-      "Ran without asking: always allowed in Settings",
+      "Allowed without asking: always allowed in Settings",
     );
     always.unmount();
     render(ToolCard, { call, view: ran(null), onAnswer: vi.fn(), onOpenLink: vi.fn() });

@@ -15,6 +15,8 @@ export interface CatalogServer {
   needs: string | null;
   /** What to fill in or change before saving; null when it runs as it is. */
   fillIn: string | null;
+  /** An argument that must be changed before the form saves (it names nothing real). */
+  placeholder?: string;
   /** What tells that the file has it already: its package, or its URL. */
   marker: string;
   fields: ServerFields;
@@ -63,6 +65,7 @@ export const CATALOG: readonly CatalogServer[] = [
     needs: UV,
     fillIn: "Change /path/to/repository to the full path of the repository it may use (without it, it may use any repository on this computer).",
     marker: "mcp-server-git",
+    placeholder: "/path/to/repository",
     fields: stdio("uvx", ["mcp-server-git", "--repository", "/path/to/repository"]),
   },
   {
@@ -156,6 +159,15 @@ export interface ServerPreset {
   title: string;
   fields: ServerFields;
   fillIn: string | null;
+  placeholder: string | null;
+}
+
+/** Why the form cannot save `fields` as they are: an argument still the preset's
+ *  placeholder; null when nothing keeps it. */
+export function presetProblem(preset: ServerPreset, fields: ServerFields): string | null {
+  const { placeholder } = preset;
+  if (placeholder === null || !fields.args.some((row) => row.value.trim() === placeholder)) return null;
+  return preset.fillIn ?? `Change ${placeholder}.`;
 }
 
 /** `server` as the form opens it: under a name the file's `servers` do not have yet, its
@@ -166,5 +178,6 @@ export function presetOf(server: CatalogServer, servers: readonly McpFileServer[
     title: server.title,
     fields: structuredClone(server.fields),
     fillIn: server.fillIn,
+    placeholder: server.placeholder ?? null,
   };
 }

@@ -73,8 +73,8 @@ describe("a turn's events", () => {
     applyEvent(state, { type: "tool_call_running", id: "c1" }, 1);
     expect(state.calls.c1?.allowedBy).toBe("conversation");
     expect(state.calls.c1?.state).toBe("running");
-    expect(standingAllowText("settings")).toBe("Ran without asking: always allowed in Settings");
-    expect(standingAllowText("auto")).toBe("Ran without asking: --approve auto");
+    expect(standingAllowText("settings")).toBe("Allowed without asking: always allowed in Settings");
+    expect(standingAllowText("auto")).toBe("Allowed without asking: --approve auto");
     // Read back from the store once the turn ended, the card still says it.
     const stored = fromStored([
       { id: 1, role: "assistant", status: "complete", blocks: [{ type: "tool_call", ...call }], usage: null, error: null, createdAt: 0 },

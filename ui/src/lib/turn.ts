@@ -89,11 +89,11 @@ export function keepAllowedBy(previous: ChatState, next: ChatState): void {
 export function standingAllowText(by: StandingAllow): string {
   switch (by) {
     case "settings":
-      return "Ran without asking: always allowed in Settings";
+      return "Allowed without asking: always allowed in Settings";
     case "conversation":
-      return "Ran without asking: allowed in this conversation";
+      return "Allowed without asking: allowed in this conversation";
     case "auto":
-      return "Ran without asking: --approve auto";
+      return "Allowed without asking: --approve auto";
   }
 }
 
