@@ -596,50 +596,42 @@ async fn a_text_file_attached_reaches_every_protocol_and_a_binary_one_is_refused
 
     let blob = files.path().join("model.bin");
     std::fs::write(&blob, [0u8, 159, 146, 150, 255, 1, 2]).unwrap();
-    let server = ScriptedLlm::start(vec![]).await.unwrap();
-    let home = tempfile::tempdir().unwrap();
-    let output = command(
-        Dialect::OpenAiChat,
-        &server,
-        home.path(),
-        &["--attach", blob.to_str().unwrap()],
-        "look",
-    )
-    .output()
-    .await
-    .unwrap();
-    assert_eq!(output.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = refused_attachment(Dialect::OpenAiChat, &blob).await;
     assert!(
         stderr.contains("cannot attach") && stderr.contains("model.bin is not a text file"),
         "{stderr}"
     );
-    assert!(server.requests().is_empty(), "nothing was sent");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_corrupt_attachment_is_refused_clearly() {
+/// `conduit chat --attach path`, which must fail before anything is sent: its stderr.
+async fn refused_attachment(dialect: Dialect, path: &Path) -> String {
     let home = tempfile::tempdir().unwrap();
-    let bad = home.path().join("broken.png");
-    std::fs::write(&bad, b"\x89PNG\r\n\x1a\nnot really").unwrap();
     let server = ScriptedLlm::start(vec![]).await.unwrap();
     let output = command(
-        Dialect::Anthropic,
+        dialect,
         &server,
         home.path(),
-        &["--attach", bad.to_str().unwrap()],
+        &["--attach", path.to_str().unwrap()],
         "look",
     )
     .output()
     .await
     .unwrap();
     assert_eq!(output.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(server.requests().is_empty(), "nothing was sent");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_attachment_is_refused_clearly() {
+    let files = tempfile::tempdir().unwrap();
+    let bad = files.path().join("broken.png");
+    std::fs::write(&bad, b"\x89PNG\r\n\x1a\nnot really").unwrap();
+    let stderr = refused_attachment(Dialect::Anthropic, &bad).await;
     assert!(
         stderr.contains("cannot attach") && stderr.contains("broken.png"),
         "{stderr}"
     );
-    assert!(server.requests().is_empty(), "nothing was sent");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

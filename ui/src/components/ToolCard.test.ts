@@ -1,6 +1,6 @@
 import { fireEvent, render, screen } from "@testing-library/svelte";
 import { describe, expect, it, vi } from "vitest";
-import type { CallView } from "../lib/turn";
+import { newCall, type CallView } from "../lib/turn";
 import type { ToolCall } from "../lib/types";
 import ToolCard from "./ToolCard.svelte";
 
@@ -71,17 +71,7 @@ describe("ToolCard", () => {
 
   it("says which standing allow let a call run without asking, and nothing for one the user answered", () => {
     const call: ToolCall = { id: "call_9", name: "files__read", arguments: {} };
-    const ran = (allowedBy: CallView["allowedBy"]): CallView => ({
-      state: "running",
-      result: null,
-      progress: null,
-      durationMs: null,
-      startedAt: null,
-      approval: null,
-      deniedReason: null,
-      allowedBy,
-      allowed: true,
-    });
+    const ran = (allowedBy: CallView["allowedBy"]): CallView => ({ ...newCall("running"), allowedBy, allowed: true });
     const card = render(ToolCard, { call, view: ran("conversation"), onAnswer: vi.fn(), onOpenLink: vi.fn() });
     expect(screen.getByLabelText("How it was allowed").textContent?.trim()).toBe(
       "Allowed without asking: allowed in this conversation",

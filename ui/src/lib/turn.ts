@@ -121,7 +121,8 @@ export function callOf(calls: Record<string, CallView>, id: string): CallView | 
   return Object.hasOwn(calls, id) ? calls[id] : undefined;
 }
 
-function newCall(state: CallState): CallView {
+/** A call's view before the host said anything of it but its state. */
+export function newCall(state: CallState): CallView {
   return {
     state,
     result: null,
