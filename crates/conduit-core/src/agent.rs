@@ -85,8 +85,9 @@ pub enum AgentEvent {
         id: String,
         reason: String,
     },
-    /// The call runs without a question because an allow stands (Settings' "always", the
-    /// user's "in this conversation", `--approve auto`): the card says which.
+    /// The call is let through without a question because an allow stands (Settings'
+    /// "always", the user's "in this conversation", `--approve auto`): the card says which.
+    /// Settings are still read again before it starts, and a stop still keeps it back.
     ToolCallAllowed {
         id: String,
         by: StandingAllow,
