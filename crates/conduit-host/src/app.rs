@@ -1413,12 +1413,29 @@ mod tests {
         }
     }
 
+    /// A message in a conversation saved already.
+    fn request_in(conversation: &str, text: &str) -> SendRequest {
+        SendRequest {
+            conversation: Some(conversation.to_owned()),
+            ..request(text)
+        }
+    }
+
     fn collector() -> (TurnSink, mpsc::UnboundedReceiver<TurnEvent>) {
         let (sender, receiver) = mpsc::unbounded_channel();
         let sink: TurnSink = Arc::new(move |event| {
             let _ = sender.send(event);
         });
         (sink, receiver)
+    }
+
+    /// Sends `request` and waits for its turn to end: where it went, the text the model
+    /// streamed, and how it ended.
+    async fn answered(app: &Arc<App>, request: SendRequest) -> (Started, String, TurnEvent) {
+        let (sink, mut events) = collector();
+        let started = app.send(request, sink).unwrap();
+        let (text, ended) = until_ended(&mut events).await;
+        (started, text, ended)
     }
 
     async fn until_ended(events: &mut mpsc::UnboundedReceiver<TurnEvent>) -> (String, TurnEvent) {
@@ -1448,9 +1465,7 @@ mod tests {
             dir.path(),
             json!({"id": "local", "protocol": "openai-chat", "baseUrl": url, "defaultModel": "m"}),
         );
-        let (sink, mut events) = collector();
-        let started = app.send(request("Say hello"), sink).unwrap();
-        let (text, ended) = until_ended(&mut events).await;
+        let (started, text, ended) = answered(&app, request("Say hello")).await;
         assert_eq!(text, "Hello");
         assert!(
             matches!(
@@ -1521,9 +1536,7 @@ mod tests {
         let csv = "city,temp\nOslo,4\nLima,19\n";
         let mut sent = request("");
         sent.files = vec![file("/home/ada/weather.csv", csv); 2];
-        let (sink, mut events) = collector();
-        let started = app.send(sent, sink).unwrap();
-        let (text, _) = until_ended(&mut events).await;
+        let (started, text, _) = answered(&app, sent).await;
         assert_eq!(text, "Read it.");
         let saved = store.messages(&started.conversation, None).unwrap();
         assert_eq!(
@@ -1859,9 +1872,7 @@ mod tests {
             ],
         )
         .await;
-        let (sink, mut events) = collector();
-        app.send(request("Tell me a long story"), sink).unwrap();
-        let (text, ended) = until_ended(&mut events).await;
+        let (_, text, ended) = answered(&app, request("Tell me a long story")).await;
         assert_eq!(text, "Once upon a time");
         let TurnEvent::Ended {
             status: TurnStatus::Complete,
@@ -1876,9 +1887,7 @@ mod tests {
             "The answer was cut off: it reached the most the model may write in one answer (its output token limit)."
         );
         // An answer that ended as the model meant says nothing more.
-        let (sink, mut events) = collector();
-        app.send(request("Again"), sink).unwrap();
-        let (_, ended) = until_ended(&mut events).await;
+        let (_, _, ended) = answered(&app, request("Again")).await;
         assert!(
             matches!(
                 ended,
@@ -1909,9 +1918,7 @@ mod tests {
             ],
         )
         .await;
-        let (sink, mut events) = collector();
-        let started = app.send(request("Tell me something"), sink).unwrap();
-        let (_, ended) = until_ended(&mut events).await;
+        let (started, _, ended) = answered(&app, request("Tell me something")).await;
         assert!(
             matches!(
                 ended,
@@ -1924,13 +1931,10 @@ mod tests {
             "{ended:?}"
         );
 
-        let mut again = request("");
-        again.conversation = Some(started.conversation.clone());
+        let mut again = request_in(&started.conversation, "");
         again.again = true;
         // Failed again: and answered again after that.
-        let (sink, mut events) = collector();
-        app.send(again.clone(), sink).unwrap();
-        let (_, ended) = until_ended(&mut events).await;
+        let (_, _, ended) = answered(&app, again.clone()).await;
         assert!(
             matches!(
                 ended,
@@ -1942,9 +1946,7 @@ mod tests {
             ),
             "{ended:?}"
         );
-        let (sink, mut events) = collector();
-        app.send(again.clone(), sink).unwrap();
-        let (text, ended) = until_ended(&mut events).await;
+        let (_, text, ended) = answered(&app, again.clone()).await;
         assert_eq!(text, "A whole answer.");
         assert!(
             matches!(
@@ -1974,11 +1976,8 @@ mod tests {
             ]
         );
         // Nor in the turns after: the question once, answered once.
-        let mut next = request("And then?");
-        next.conversation = Some(started.conversation.clone());
-        let (sink, mut events) = collector();
-        app.send(next, sink).unwrap();
-        let (text, _) = until_ended(&mut events).await;
+        let next = request_in(&started.conversation, "And then?");
+        let (_, text, _) = answered(&app, next).await;
         assert_eq!(text, "And then it ended.");
         let body = server.requests()[3].body.to_string();
         assert!(!body.contains("Partial"), "{body}");
@@ -1986,9 +1985,7 @@ mod tests {
         assert_eq!(body.matches("A whole answer.").count(), 1, "{body}");
 
         // Nothing to answer again now; and answering again sends nothing new.
-        let (sink, mut events) = collector();
-        app.send(again.clone(), sink).unwrap();
-        let (_, ended) = until_ended(&mut events).await;
+        let (_, _, ended) = answered(&app, again.clone()).await;
         let TurnEvent::Ended {
             status: TurnStatus::Error,
             error: Some(error),
@@ -2025,21 +2022,16 @@ mod tests {
             ],
         )
         .await;
-        let (sink, mut events) = collector();
-        let started = app.send(request("Name a colour"), sink).unwrap();
-        until_ended(&mut events).await;
+        let started = answered(&app, request("Name a colour")).await.0;
 
         // Only with `again`, which sends nothing new.
-        let mut replace = request("");
-        replace.conversation = Some(started.conversation.clone());
+        let mut replace = request_in(&started.conversation, "");
         replace.replace_answer = true;
         let (sink, _events) = collector();
         assert!(app.send(replace.clone(), sink).is_err());
 
         replace.again = true;
-        let (sink, mut events) = collector();
-        app.send(replace, sink).unwrap();
-        let (text, ended) = until_ended(&mut events).await;
+        let (_, text, ended) = answered(&app, replace).await;
         assert_eq!(text, "Blue, on second thought.");
         assert!(
             matches!(
@@ -2065,11 +2057,8 @@ mod tests {
             ]
         );
 
-        let mut next = request("Why?");
-        next.conversation = Some(started.conversation.clone());
-        let (sink, mut events) = collector();
-        app.send(next, sink).unwrap();
-        until_ended(&mut events).await;
+        let next = request_in(&started.conversation, "Why?");
+        answered(&app, next).await;
         let body = server.requests()[2].body.to_string();
         assert!(!body.contains("Red"), "{body}");
         assert_eq!(
@@ -2094,14 +2083,9 @@ mod tests {
             ],
         )
         .await;
-        let (sink, mut events) = collector();
-        let started = app.send(request("Capital of France?"), sink).unwrap();
-        until_ended(&mut events).await;
-        let mut next = request("Name a colour");
-        next.conversation = Some(started.conversation.clone());
-        let (sink, mut events) = collector();
-        app.send(next, sink).unwrap();
-        until_ended(&mut events).await;
+        let started = answered(&app, request("Capital of France?")).await.0;
+        let next = request_in(&started.conversation, "Name a colour");
+        answered(&app, next).await;
 
         // Only a new message of a saved conversation.
         let mut edit = request("Name a fruit");
@@ -2115,9 +2099,7 @@ mod tests {
         let (sink, _events) = collector();
         assert!(app.send(again, sink).is_err());
 
-        let (sink, mut events) = collector();
-        app.send(edit, sink).unwrap();
-        let (text, _) = until_ended(&mut events).await;
+        let (_, text, _) = answered(&app, edit).await;
         assert_eq!(text, "An apple.");
         let body = server.requests()[2].body.to_string();
         assert!(
@@ -2152,22 +2134,15 @@ mod tests {
             dialect.text(&["Hey."]),
             dialect.text(&["Yo."]),
         ]);
-        let (sink, mut events) = collector();
-        let first = app.send(request("Helo"), sink).unwrap();
-        until_ended(&mut events).await;
+        let first = answered(&app, request("Helo")).await.0;
         assert_eq!(title(&first.conversation), "Helo");
-        let mut fixed = request("Hello there");
-        fixed.conversation = Some(first.conversation.clone());
+        let mut fixed = request_in(&first.conversation, "Hello there");
         fixed.replace_message = true;
-        let (sink, mut events) = collector();
-        app.send(fixed.clone(), sink).unwrap();
-        until_ended(&mut events).await;
+        answered(&app, fixed.clone()).await;
         assert_eq!(title(&first.conversation), "Hello there");
         store.rename(&first.conversation, "Greetings").unwrap();
         fixed.text = "Hello again".into();
-        let (sink, mut events) = collector();
-        app.send(fixed, sink).unwrap();
-        until_ended(&mut events).await;
+        answered(&app, fixed).await;
         assert_eq!(title(&first.conversation), "Greetings");
     }
 
@@ -2189,9 +2164,7 @@ mod tests {
         .await;
         let mut first = request("Greet me");
         first.instructions = Some("Answer like a pirate.".into());
-        let (sink, mut events) = collector();
-        let started = app.send(first, sink).unwrap();
-        until_ended(&mut events).await;
+        let started = answered(&app, first).await.0;
         let body = &server.requests()[0].body;
         assert_eq!(body["messages"][0]["role"], "system", "{body}");
         assert_eq!(
@@ -2206,13 +2179,10 @@ mod tests {
 
         app.set_conversation_instructions(&started.conversation, "Answer in French.")
             .unwrap();
-        let mut second = request("Greet me again");
-        second.conversation = Some(started.conversation.clone());
+        let mut second = request_in(&started.conversation, "Greet me again");
         // Ignored for a conversation that has its own.
         second.instructions = Some("Answer in German.".into());
-        let (sink, mut events) = collector();
-        app.send(second, sink).unwrap();
-        until_ended(&mut events).await;
+        answered(&app, second).await;
         let body = server.requests()[1].body.to_string();
         assert!(body.contains("Answer in French."), "{body}");
         assert!(
@@ -2227,11 +2197,8 @@ mod tests {
                 .unwrap(),
             ""
         );
-        let mut third = request("Once more");
-        third.conversation = Some(started.conversation.clone());
-        let (sink, mut events) = collector();
-        app.send(third, sink).unwrap();
-        until_ended(&mut events).await;
+        let third = request_in(&started.conversation, "Once more");
+        answered(&app, third).await;
         assert_ne!(server.requests()[2].body["messages"][0]["role"], "system");
 
         let long = "x".repeat(MAX_INSTRUCTIONS + 1);
@@ -2325,8 +2292,7 @@ mod tests {
             )
             .unwrap();
         let (sink, mut events) = collector();
-        let mut again = request("Say hello");
-        again.conversation = Some(started.conversation.clone());
+        let again = request_in(&started.conversation, "Say hello");
         app.send(again, sink).unwrap();
         let ended = next_turn_event(&mut events).await;
         assert!(
@@ -2356,8 +2322,7 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         let (sink, mut events) = collector();
-        let mut third = request("Say hello");
-        third.conversation = Some(started.conversation.clone());
+        let third = request_in(&started.conversation, "Say hello");
         app.send(third, sink).unwrap();
         let TurnEvent::ServersStarting { servers: waited } = next_turn_event(&mut events).await
         else {
@@ -2528,9 +2493,7 @@ mod tests {
         // A message takes two: two more may be stored.
         let mut message = request("look");
         message.attachments = hashes[..2].to_vec();
-        let (sink, mut events) = collector();
-        app.send(message, sink).unwrap();
-        until_ended(&mut events).await;
+        answered(&app, message).await;
         app.store_attachment(png(MAX_UNSENT_ATTACHMENTS as u32 + 1))
             .await
             .unwrap();

@@ -46,7 +46,7 @@ export async function preparedAttachment(
   );
 }
 
-/** A file's bytes, read with a FileReader (what every webview has). */
+/** A file's bytes, read with a FileReader: the jsdom the tests run in has no `Blob.arrayBuffer`. */
 export function bytesOf(file: Blob): Promise<ArrayBuffer> {
   return new Promise((resolve, reject) => {
     const reader = new FileReader();
