@@ -119,11 +119,23 @@ impl DesktopSession {
         };
         let mut attempt = 1;
         let client = loop {
-            match ClientBuilder::new(HttpConnector::new())
-                .capabilities(capabilities.clone())
-                .connect(&format!("http://127.0.0.1:{port}"))
-                .await
-            {
+            // WebKitWebDriver gives each app it starts a port for its inspector; two started
+            // at once can be given the same one, and then the session request is never
+            // answered (seen on a fresh clone's package test: "Failed to start remote
+            // inspector server … Address already in use"). Such a start is made again.
+            let opened = tokio::time::timeout(
+                SESSION_PATIENCE,
+                ClientBuilder::new(HttpConnector::new())
+                    .capabilities(capabilities.clone())
+                    .connect(&format!("http://127.0.0.1:{port}")),
+            )
+            .await
+            .map_err(|_| {
+                anyhow::Error::new(DriverPortLost(format!(
+                    "the session request was not answered within {SESSION_PATIENCE:?}"
+                )))
+            })?;
+            match opened {
                 Ok(client) => break client,
                 Err(error) if attempt < SESSION_ATTEMPTS && Instant::now() < deadline => {
                     eprintln!(
@@ -586,6 +598,8 @@ fn stop_process_group(child: &mut Child) {
 
 /// How long tauri-driver and WebKitWebDriver may take to start on a cold machine.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a session request may wait for the app to open its window.
+const SESSION_PATIENCE: Duration = Duration::from_secs(90);
 /// Session requests tried before the failure is reported.
 const SESSION_ATTEMPTS: u32 = 3;
 /// Starts of both drivers tried when WebKitWebDriver exits at once (its port taken).
@@ -697,7 +711,8 @@ async fn wait_for_native_driver(
     }
 }
 
-/// A driver could not have the port picked for it: another process took it first.
+/// A driver, or the app it started, could not have the port picked for it: another
+/// process took it first.
 #[derive(Debug)]
 struct DriverPortLost(String);
 
