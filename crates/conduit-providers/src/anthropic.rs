@@ -72,7 +72,46 @@ pub fn build_request(request: &ModelRequest, images: &PreparedImages) -> Value {
             })
             .collect();
     }
+    mark_cache_breakpoints(&mut body);
     body
+}
+
+/// Anthropic caches a prompt's prefix only up to a block marked `cache_control`, and
+/// bills a cached read at a tenth of the input price. A turn that runs tools sends the
+/// whole conversation again after every call (up to 25 requests for one message), so
+/// two marks are set: on the last tool definition (tools open every request and change
+/// least, so a new conversation with the same servers reads them from the cache) and on
+/// the last block of the last message (the next request of this turn, or the next
+/// message within the cache's five minutes, reads everything before it). A prefix under
+/// the model's minimum (1,024 to 4,096 tokens) is not cached and costs nothing more.
+fn mark_cache_breakpoints(body: &mut Value) {
+    let ephemeral = json!({"type": "ephemeral"});
+    // `get_mut`, not indexing: an index on a missing key would add it as null.
+    if let Some(last_tool) = body
+        .get_mut("tools")
+        .and_then(Value::as_array_mut)
+        .and_then(|tools| tools.last_mut())
+    {
+        last_tool["cache_control"] = ephemeral.clone();
+    }
+    let last_block = body
+        .get_mut("messages")
+        .and_then(Value::as_array_mut)
+        .and_then(|messages| messages.last_mut())
+        .and_then(|message| message.get_mut("content"))
+        .and_then(Value::as_array_mut)
+        // Thinking blocks cannot carry the mark; the block before them can.
+        .and_then(|blocks| {
+            blocks.iter_mut().rev().find(|block| {
+                !matches!(
+                    block["type"].as_str(),
+                    Some("thinking" | "redacted_thinking")
+                )
+            })
+        });
+    if let Some(block) = last_block {
+        block["cache_control"] = ephemeral;
+    }
 }
 
 fn content_blocks(message: &Message, images: &PreparedImages) -> Vec<Value> {
@@ -257,6 +296,25 @@ struct WireUsage {
     input_tokens: Option<u64>,
     output_tokens: Option<u64>,
     cache_read_input_tokens: Option<u64>,
+    cache_creation_input_tokens: Option<u64>,
+}
+
+/// The parts of a prompt's count Anthropic reports apart: its `input_tokens` leaves out
+/// what was read from or written to the cache, where the other protocols count the whole
+/// prompt and name the cached part within it.
+#[derive(Debug, Default, Clone, Copy)]
+struct PromptCount {
+    uncached: u64,
+    cache_read: u64,
+    cache_written: u64,
+}
+
+impl PromptCount {
+    fn whole(&self) -> u64 {
+        self.uncached
+            .saturating_add(self.cache_read)
+            .saturating_add(self.cache_written)
+    }
 }
 
 /// What a Messages `stop_reason` means.
@@ -298,6 +356,7 @@ pub struct Decoder {
     /// they close, where the core's count of the response cannot see them yet.
     held: usize,
     usage: Usage,
+    prompt: PromptCount,
     stop: Option<StopReason>,
     done: bool,
 }
@@ -515,14 +574,19 @@ impl Decoder {
     fn read_usage(&mut self, usage: Option<WireUsage>) {
         let Some(usage) = usage else { return };
         if let Some(n) = usage.input_tokens {
-            self.usage.input_tokens = n;
+            self.prompt.uncached = n;
+        }
+        if let Some(n) = usage.cache_read_input_tokens {
+            self.prompt.cache_read = n;
+        }
+        if let Some(n) = usage.cache_creation_input_tokens {
+            self.prompt.cache_written = n;
         }
         if let Some(n) = usage.output_tokens {
             self.usage.output_tokens = n;
         }
-        if let Some(n) = usage.cache_read_input_tokens {
-            self.usage.cache_read_tokens = n;
-        }
+        self.usage.input_tokens = self.prompt.whole();
+        self.usage.cache_read_tokens = self.prompt.cache_read;
     }
 }
 

@@ -51,7 +51,7 @@ fn an_attached_file_goes_to_every_protocol_as_text_headed_by_its_name() {
         first_message(&anthropic, "messages"),
         json!({"role": "user", "content": [
             {"type": "text", "text": "Summarise this"},
-            {"type": "text", "text": HEADED}
+            {"type": "text", "text": HEADED, "cache_control": {"type": "ephemeral"}}
         ]})
     );
     let gemini = gemini::build_request(&request(message(false)), &prepared());

@@ -345,13 +345,14 @@ fn the_request_keeps_images_inside_tool_results_and_replays_thinking() {
                         {"type": "text", "text": "frame 7"},
                         {"type": "text", "text": "[An image was omitted: the media file img2 is missing]"}
                     ]},
-                    {"type": "text", "text": "And now?"}
+                    {"type": "text", "text": "And now?", "cache_control": {"type": "ephemeral"}}
                 ]}
             ],
             "tools": [{
                 "name": "figma__frame",
                 "description": "Render a frame",
-                "input_schema": {"type": "object", "properties": {"id": {"type": "integer"}}}
+                "input_schema": {"type": "object", "properties": {"id": {"type": "integer"}}},
+                "cache_control": {"type": "ephemeral"}
             }]
         })
     );
@@ -374,7 +375,7 @@ fn error_results_are_flagged() {
     let body = build_request(&req, &PreparedImages::new());
     assert_eq!(
         body["messages"][0]["content"][0],
-        json!({"type": "tool_result", "tool_use_id": "t", "is_error": true, "content": [{"type": "text", "text": "boom"}]})
+        json!({"type": "tool_result", "tool_use_id": "t", "is_error": true, "content": [{"type": "text", "text": "boom"}], "cache_control": {"type": "ephemeral"}})
     );
 }
 
@@ -518,7 +519,7 @@ fn whitespace_only_text_is_never_sent_and_leaves_no_empty_message() {
                 {"type": "tool_result", "tool_use_id": "toolu_01B", "is_error": true, "content": [
                     {"type": "text", "text": "The tool failed without a message."}
                 ]},
-                {"type": "text", "text": "Thanks"}
+                {"type": "text", "text": "Thanks", "cache_control": {"type": "ephemeral"}}
             ]}
         ])
     );
@@ -661,4 +662,99 @@ data: {"type":"message_stop"}
             ProviderEvent::Stop(StopReason::EndTurn),
         ]
     );
+}
+
+/// A turn that runs tools sends the conversation again after each call: the last tool
+/// definition and the last block before the answer are marked for the prompt cache, and
+/// a trailing thinking block (which cannot carry the mark) passes it to the block before.
+#[test]
+fn the_tools_and_the_conversation_so_far_are_marked_for_the_prompt_cache() {
+    let tool = |name: &str| ToolSpec {
+        name: name.into(),
+        title: None,
+        description: format!("{name} a file"),
+        input_schema: json!({"type": "object"}),
+        output_schema: None,
+        annotations: Default::default(),
+    };
+    let mut req = request(vec![
+        Message::user_text("Read the notes"),
+        Message {
+            role: Role::Assistant,
+            blocks: vec![
+                Block::text("Reading."),
+                Block::Reasoning {
+                    text: "then summarise".into(),
+                    signature: Some("sig".into()),
+                    encrypted: None,
+                    id: None,
+                    protocol: Some("anthropic".into()),
+                    producer: None,
+                },
+            ],
+        },
+    ]);
+    req.tools = vec![tool("files__read"), tool("files__write")];
+    let body = build_request(&req, &PreparedImages::new());
+    let ephemeral = json!({"type": "ephemeral"});
+    assert_eq!(body["tools"][0].get("cache_control"), None);
+    assert_eq!(body["tools"][1]["cache_control"], ephemeral);
+    assert_eq!(body["messages"][0]["content"][0].get("cache_control"), None);
+    assert_eq!(
+        body["messages"][1]["content"],
+        json!([
+            {"type": "text", "text": "Reading.", "cache_control": {"type": "ephemeral"}},
+            {"type": "thinking", "thinking": "then summarise", "signature": "sig"}
+        ])
+    );
+    // Without tools only the conversation is marked; with no messages, nothing.
+    req.tools.clear();
+    let body = build_request(&req, &PreparedImages::new());
+    assert_eq!(body.get("tools"), None);
+    assert_eq!(
+        body["messages"][1]["content"][0]["cache_control"],
+        ephemeral
+    );
+    let empty = build_request(&request(Vec::new()), &PreparedImages::new());
+    assert_eq!(empty["messages"], json!([]));
+}
+
+/// Anthropic's `input_tokens` leaves out the prompt read from and written to the cache
+/// (its documented usage fields); Conduit counts the whole prompt, as the other
+/// protocols do, and names the part read from the cache.
+#[test]
+fn a_cached_prompt_is_counted_whole_with_its_cached_part() {
+    let stream = r#"event: message_start
+data: {"type":"message_start","message":{"id":"msg_01","type":"message","role":"assistant","content":[],"model":"claude-sonnet-4-5","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":12,"cache_creation_input_tokens":1830,"cache_read_input_tokens":24410,"output_tokens":1}}}
+
+event: content_block_start
+data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Done."}}
+
+event: content_block_stop
+data: {"type":"content_block_stop","index":0}
+
+event: message_delta
+data: {"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":6}}
+
+event: message_stop
+data: {"type":"message_stop"}
+
+"#;
+    let usages: Vec<Usage> = replay(&mut Decoder::default(), stream)
+        .into_iter()
+        .filter_map(|event| match event {
+            Ok(ProviderEvent::Usage(usage)) => Some(usage),
+            _ => None,
+        })
+        .collect();
+    let whole = |output_tokens| Usage {
+        input_tokens: 12 + 1830 + 24410,
+        output_tokens,
+        cache_read_tokens: 24410,
+        reasoning_tokens: 0,
+    };
+    assert_eq!(usages, [whole(1), whole(6)]);
 }
