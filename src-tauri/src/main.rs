@@ -15,10 +15,12 @@ mod events;
 mod malloc;
 mod media;
 mod native;
+mod window_place;
 
 use tauri::Manager;
 
 use conduit_host::logging::{self, LogOptions};
+use conduit_host::single_instance::{self, Claim};
 use conduit_host::{Host, Paths};
 
 /// Worker threads of the app's async runtime (Tauri's default is one per core). The app
@@ -26,6 +28,10 @@ use conduit_host::{Host, Paths};
 /// runs on the runtime's blocking pool, so more workers would add threads and their memory
 /// arenas and nothing else.
 const RUNTIME_WORKERS: usize = 2;
+
+/// How long a second start waits for the running app to answer, or to end and leave it
+/// the data folder (a quit followed at once by a start).
+const INSTANCE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
 
 fn main() -> std::process::ExitCode {
     let malloc_configured = malloc::configure();
@@ -44,6 +50,22 @@ fn main() -> std::process::ExitCode {
         }
     };
     tracing::info!(version = conduit_host::VERSION, "desktop app starting");
+    let instance = match single_instance::claim(&paths.data_dir, INSTANCE_PATIENCE) {
+        Ok(Claim::First(first)) => std::sync::Arc::new(first),
+        Ok(Claim::Shown) => {
+            tracing::info!("Conduit was already running: its window was brought forward");
+            eprintln!(
+                "conduit-desktop: Conduit is already running; its window was brought forward"
+            );
+            return std::process::ExitCode::SUCCESS;
+        }
+        Err(err) => {
+            tracing::error!(error = %err, "the data folder is held by another app");
+            eprintln!("conduit-desktop: {err}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let place = std::sync::Arc::new(window_place::KeptPlace::new(&paths.data_dir));
     if !malloc_configured {
         tracing::warn!("glibc refused a malloc setting: its own stays (memory may creep up)");
     }
@@ -70,6 +92,8 @@ fn main() -> std::process::ExitCode {
     // load only the pages of the MCP Apps views the host opened (WebKitGTK asks about
     // frames' navigations here too).
     let guard_views = state.app.clone();
+    let (following, restoring, keeping) = (place.clone(), place.clone(), place);
+    let (serving_instance, ending_instance) = (instance.clone(), instance);
     let navigation_guard = tauri::plugin::Builder::<tauri::Wry>::new("navigation-guard")
         .on_navigation(move |_, url| {
             let allowed = conduit_host::is_app_page(url.as_str())
@@ -105,7 +129,10 @@ fn main() -> std::process::ExitCode {
         })
         // Settings belong to the chat window: they close with it. A closed window's
         // events are forgotten.
-        .on_window_event(|window, event| {
+        .on_window_event(move |window, event| {
+            if window.label() == "main" {
+                following.follow(window, event);
+            }
             if window.label() == "main" && matches!(event, tauri::WindowEvent::Focused(true)) {
                 native::attention_given(window);
             }
@@ -126,6 +153,9 @@ fn main() -> std::process::ExitCode {
         })
         .setup(move |handle| {
             let handle = handle.handle().clone();
+            restoring.restore(&handle);
+            let showing = handle.clone();
+            serving_instance.serve(move || window_place::bring_forward(&showing));
             cache_only_what_is_shown(&handle);
             tauri::async_runtime::spawn(question_events(app.clone(), handle.clone()));
             tauri::async_runtime::spawn(history_events(app.clone(), handle.clone()));
@@ -152,8 +182,11 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    app.run(|handle, event| {
+    app.run(move |handle, event| {
         if let tauri::RunEvent::Exit = event {
+            // A start from now on waits for this app to end and takes its place.
+            ending_instance.ending();
+            keeping.keep();
             // No server outlives the app: end turns and servers before exiting.
             let state = handle.state::<commands::AppState>();
             tauri::async_runtime::block_on(state.app.shutdown());

@@ -24,12 +24,14 @@ pub mod served;
 pub mod sessions;
 pub mod settings;
 pub mod sign_in;
+pub mod single_instance;
 #[cfg(any(test, feature = "test-fixtures"))]
 pub mod test_tools;
 pub mod toolset;
 pub mod window_error;
 pub mod window_events;
 pub mod window_guard;
+pub mod window_state;
 
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
