@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use base64::Engine;
 use conduit_e2e::binary;
-use conduit_e2e::cli::ChatRun;
+use conduit_e2e::cli::{ChatRun, conduit};
 use conduit_e2e::llm_server::{Dialect, Recorded, Reply, ScriptedCall, ScriptedLlm};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -806,4 +806,88 @@ async fn reasoning_sent_back_with_calls_is_left_out_for_a_server_that_refuses_it
     );
     assert!(assistant(&requests[2]).get("reasoning_content").is_none());
     assert_eq!(assistant(&requests[2])["tool_calls"][0]["id"], "call_g1");
+}
+
+/// Each service's words for a prompt past the model's context, as it sends them.
+fn context_refusal(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Anthropic => "prompt is too long: 208310 tokens > 200000 maximum",
+        Dialect::OpenAiChat => {
+            "This model's maximum context length is 128000 tokens. However, your messages resulted in 130412 tokens. Please reduce the length of the messages."
+        }
+        Dialect::OpenAiResponses => {
+            "Your input exceeds the context window of this model. Please adjust your input and try again."
+        }
+        Dialect::Gemini => {
+            "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576)."
+        }
+    }
+}
+
+/// A conversation continued after a 300 KB log was attached: each protocol's refusal of
+/// its length is met by asking again with the log cut to its start, `--json` says so,
+/// and the saved conversation keeps the whole log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_past_the_context_is_asked_again_shorter_in_every_protocol() {
+    let files = tempfile::tempdir().unwrap();
+    let log = files.path().join("build.log");
+    std::fs::write(
+        &log,
+        "2026-12-01T03:00:00Z ERROR no space left on device\n".repeat(6_000),
+    )
+    .unwrap();
+    for dialect in Dialect::ALL {
+        let server = ScriptedLlm::start(vec![
+            dialect.text(&["The disk is full."]),
+            dialect.http_error(400, context_refusal(dialect), None),
+            dialect.text(&["Still full."]),
+        ])
+        .await
+        .unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let run = |extra: Vec<String>, prompt: &'static str| {
+            let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+            let mut cmd = command(dialect, &server, home.path(), &extra, prompt);
+            async move {
+                let output = tokio::time::timeout(Duration::from_secs(60), cmd.output())
+                    .await
+                    .expect("conduit chat finished")
+                    .unwrap();
+                ChatRun::of(&output)
+            }
+        };
+        let first = run(
+            vec!["--attach".into(), log.display().to_string()],
+            "Why did the build fail?",
+        )
+        .await;
+        assert_eq!(first.code, Some(0), "{dialect:?}: {}", first.stderr);
+        let conversation = first.last()["conversation"].as_str().unwrap().to_owned();
+        let second = run(vec!["--conversation".into(), conversation], "And now?").await;
+        assert_eq!(second.code, Some(0), "{dialect:?}: {}", second.stderr);
+        assert_eq!(second.text(), "Still full.");
+        assert_eq!(
+            second.of_type("context_shortened")[0]["fit"],
+            "older_outputs_cut"
+        );
+        let sizes: Vec<usize> = server
+            .requests()
+            .iter()
+            .filter(|r| r.method == "POST")
+            .map(|r| r.body.to_string().len())
+            .collect();
+        assert_eq!(sizes.len(), 3, "{dialect:?}");
+        assert!(
+            sizes[1] > 300_000 && sizes[2] < 20_000,
+            "{dialect:?}: {sizes:?}"
+        );
+        let conversation = first.last()["conversation"].as_str().unwrap();
+        let shown = conduit(home.path(), &["sessions", "show", conversation], None);
+        assert!(shown.status.success());
+        assert!(
+            String::from_utf8_lossy(&shown.stdout).contains("[file build.log, 6000 lines]"),
+            "{dialect:?}: the saved log is whole: {}",
+            String::from_utf8_lossy(&shown.stdout)
+        );
+    }
 }

@@ -219,6 +219,35 @@ async fn a_day_in_the_chat_window() {
         .await;
     window.shot(&fixture.shot("03b-text-file.png")).await;
 
+    // The model's context is smaller than the conversation now: it is asked again with
+    // the CSV cut to its start, the window says so, and the message keeps the whole file.
+    fixture.llm.push(vec![
+        chat.http_error(
+            400,
+            "This model's maximum context length is 8192 tokens. However, your messages resulted in 9120 tokens. Please reduce the length of the messages.",
+            None,
+        ),
+        chat.text(&["Colder still in December."]),
+    ]);
+    window.send("And in December?").await;
+    window.answer_contains("Colder still in December.").await;
+    window
+        .wait(r#"document.querySelector('[aria-label="How the answer ended"]')?.textContent.includes("earlier tool outputs and files were cut to their start for the model")"#)
+        .await;
+    let asked = fixture.llm.requests().last().unwrap().body.to_string();
+    // 2,000 bytes of the CSV's 14 KB: about a hundred of its 600 rows.
+    assert!(
+        asked.contains("more bytes were left out for the model")
+            && asked.matches(",Oslo,").count() < 150,
+        "{asked:.600}"
+    );
+    window
+        .wait(r#"document.querySelector('[aria-label="Attached file weather.csv"] [data-file-text]')?.textContent.includes("2026-11-30,Oslo,")"#)
+        .await;
+    window
+        .shot(&fixture.shot("03c-context-shortened.png"))
+        .await;
+
     // XSS in model text and in tool output renders as inert text.
     let tricky = format!("Here:\n\n{XSS}");
     fixture.llm.push(vec![

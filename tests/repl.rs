@@ -1066,3 +1066,49 @@ async fn a_step_in_the_browser_is_asked_on_the_terminal_and_the_wait_is_said() {
         run.transcript
     );
 }
+
+/// A conversation grown past the model's context (a 300 KB log attached earlier): the
+/// REPL says the model read a shorter one, and the answer comes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_past_the_models_context_is_answered_shorter_and_said_so() {
+    let dialect = Dialect::OpenAiChat;
+    let server = ScriptedLlm::start(vec![
+        dialect.text(&["The disk is full."]),
+        dialect.http_error(
+            400,
+            "This model's maximum context length is 128000 tokens. However, your messages resulted in 130412 tokens. Please reduce the length of the messages.",
+            None,
+        ),
+        dialect.text(&["Still full."]),
+    ])
+    .await
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let log = home.path().join("build.log");
+    std::fs::write(
+        &log,
+        "2026-12-01T03:00:00Z ERROR no space left on device\n".repeat(6_000),
+    )
+    .unwrap();
+    let session = repl(
+        &server,
+        home.path(),
+        vec![
+            expect("> "),
+            send(&format!("/attach {}", log.display())),
+            expect("(sent with your next message)"),
+            expect("> "),
+            send("Why did the build fail?"),
+            expect("The disk is full."),
+            expect("> "),
+            send("And now?"),
+            expect("conduit: the conversation is longer than the model's context: earlier tool outputs and files were cut to their start for the model (they are kept whole here)"),
+            expect("Still full."),
+            expect("> "),
+            key("ctrl-d"),
+        ],
+    )
+    .await;
+    assert_eq!(session.failure, None, "{}", session.transcript);
+    assert_eq!(session.code, Some(0), "{}", session.transcript);
+}

@@ -13,6 +13,7 @@ use conduit_host::core::agent::{AgentEvent, StandingAllow};
 use conduit_host::core::content::{
     Block, MediaRef, Message, ResultPart, Role, ToolCall, ToolOrigin, ToolResult,
 };
+use conduit_host::core::context_fit::ContextFit;
 use conduit_host::core::provider::{ProviderError, ProviderErrorKind, StopReason, Usage};
 use conduit_host::core::tool::{Progress, ToolAnnotations};
 use conduit_host::mcp::{ImportFile, ImportPick, McpFile, McpFileServer, TextProblem};
@@ -90,6 +91,7 @@ fn generate_types(config: &Config) -> String {
         ProviderErrorKind::decl(config),
         ProviderError::decl(config),
         StandingAllow::decl(config),
+        ContextFit::decl(config),
         AgentEvent::decl(config),
         ErrorAction::decl(config),
         CommandError::decl(config),

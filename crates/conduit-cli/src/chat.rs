@@ -342,6 +342,7 @@ impl Printer {
                     *delay_ms as f64 / 1000.0
                 );
             }
+            AgentEvent::ContextShortened { fit } => tell!("conduit: {}", fit.describe()),
             _ => {}
         }
     }

@@ -701,6 +701,10 @@ impl Printer {
                     *delay_ms as f64 / 1000.0
                 );
             }
+            AgentEvent::ContextShortened { fit } => {
+                self.end_line()?;
+                tell!("conduit: {}", fit.describe());
+            }
             _ => {}
         }
         Ok(())

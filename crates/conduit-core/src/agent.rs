@@ -16,6 +16,7 @@ use crate::content::{
     Block, Message, Role, ToolCall, ToolOrigin, ToolResult, new_call_id, producer, repair_history,
     replayable_to, unique_wire_id, wire_ids_of,
 };
+use crate::context_fit::{self, ContextFit};
 use crate::provider::{
     ModelCapabilities, ModelRequest, Provider, ProviderError, ProviderErrorKind, ProviderEvent,
     StopReason, Usage,
@@ -122,6 +123,11 @@ pub enum AgentEvent {
     MessageDone {
         message: Message,
     },
+    /// The model's context is smaller than the conversation: this request, and the rest
+    /// of the turn's, leave out what `fit` says (the stored conversation stays whole).
+    ContextShortened {
+        fit: ContextFit,
+    },
     /// The loop hit its turn limit with tool calls still coming.
     TurnLimitReached {
         limit: u32,
@@ -132,6 +138,16 @@ pub enum AgentEvent {
     Finished {
         reason: StopReason,
     },
+}
+
+/// Steps `fit` one shorter and says so: false when it is as short as it goes.
+fn shorten(fit: &mut ContextFit, events: &EventSink) -> bool {
+    let Some(shorter) = fit.shorter() else {
+        return false;
+    };
+    *fit = shorter;
+    events(AgentEvent::ContextShortened { fit: shorter });
+    true
 }
 
 /// Where the loop sends its events.
@@ -452,9 +468,12 @@ impl Agent {
         cancel: CancellationToken,
     ) -> Result<Outcome, ProviderError> {
         repair_history(history);
+        // Once a request had to be shortened, the turn's later ones (longer still) start
+        // there, not with a refusal each.
+        let mut fit = ContextFit::Whole;
         for turn in 1..=self.options.max_turns {
             events(AgentEvent::TurnStarted { turn });
-            let streamed = self.stream_turn(history, &events, &cancel).await;
+            let streamed = self.stream_turn(history, &mut fit, &events, &cancel).await;
             let (message, ending) = match streamed {
                 Ok(done) => done,
                 Err(err) => {
@@ -502,10 +521,13 @@ impl Agent {
         Ok(Outcome::TurnLimit)
     }
 
-    /// Streams one model response into an assistant message appended to `history`.
+    /// Streams one model response into an assistant message appended to `history`. A
+    /// request the provider finds longer than the model's context is asked again shorter
+    /// (`fit`, kept for the turn's later requests) until the shortest has been refused.
     async fn stream_turn(
         &self,
         history: &mut Vec<Message>,
+        fit: &mut ContextFit,
         events: &EventSink,
         cancel: &CancellationToken,
     ) -> Result<(Message, TurnEnding), ProviderError> {
@@ -514,10 +536,11 @@ impl Agent {
             .provider
             .as_deref()
             .map(|provider| producer(provider, &self.options.model));
-        let request = ModelRequest {
+        let replayable = replayable_to(history, producer.as_deref());
+        let request = |fit: ContextFit| ModelRequest {
             model: self.options.model.clone(),
             system: self.options.system.clone(),
-            messages: replayable_to(history, producer.as_deref()),
+            messages: context_fit::fitted(&replayable, fit),
             tools: if self.options.capabilities.tool_calling {
                 self.tools.specs()
             } else {
@@ -528,43 +551,59 @@ impl Agent {
         };
         let mut builder = MessageBuilder::new(
             self.provider.protocol(),
-            producer,
+            producer.clone(),
             self.tools.clone(),
             wire_ids_of(history),
         );
-        let mut stream = tokio::select! {
-            stream = self.provider.stream(request) => stream?,
-            () = cancel.cancelled() => return Ok((Message { role: Role::Assistant, blocks: vec![] }, TurnEnding::Cancelled)),
-        };
-        let ending = loop {
-            // Biased: what streams in as the user stops is not taken.
-            let next = tokio::select! {
-                biased;
-                () = cancel.cancelled() => break TurnEnding::Cancelled,
-                next = stream.next() => next,
+        // A refusal of the request's length comes before anything streams: as the
+        // stream's opening error, or as its first item (after any retries of it).
+        let ending = 'request: loop {
+            let opened = tokio::select! {
+                stream = self.provider.stream(request(*fit)) => stream,
+                () = cancel.cancelled() => return Ok((Message { role: Role::Assistant, blocks: vec![] }, TurnEnding::Cancelled)),
             };
-            match next {
-                None => {
-                    break TurnEnding::Stopped(StopReason::Other(
-                        "the stream ended without a stop reason".into(),
-                    ));
-                }
-                Some(Err(err)) => {
-                    self.keep_partial(history, builder, events);
-                    return Err(err);
-                }
-                Some(Ok(ProviderEvent::Stop(reason))) => break TurnEnding::Stopped(reason),
-                Some(Ok(event)) => {
-                    let applied = builder.apply(event);
-                    for out in applied {
-                        events(out);
+            let mut stream = match opened {
+                Ok(stream) => stream,
+                Err(err) if err.wants_shorter_request() && shorten(fit, events) => continue,
+                Err(err) => return Err(err),
+            };
+            let mut streamed = false;
+            break loop {
+                // Biased: what streams in as the user stops is not taken.
+                let next = tokio::select! {
+                    biased;
+                    () = cancel.cancelled() => break TurnEnding::Cancelled,
+                    next = stream.next() => next,
+                };
+                match next {
+                    None => {
+                        break TurnEnding::Stopped(StopReason::Other(
+                            "the stream ended without a stop reason".into(),
+                        ));
                     }
-                    if let Some(err) = builder.over_limit() {
+                    Some(Err(err))
+                        if !streamed && err.wants_shorter_request() && shorten(fit, events) =>
+                    {
+                        continue 'request;
+                    }
+                    Some(Err(err)) => {
                         self.keep_partial(history, builder, events);
                         return Err(err);
                     }
+                    Some(Ok(ProviderEvent::Stop(reason))) => break TurnEnding::Stopped(reason),
+                    Some(Ok(event)) => {
+                        streamed |= !matches!(event, ProviderEvent::Retrying { .. });
+                        let applied = builder.apply(event);
+                        for out in applied {
+                            events(out);
+                        }
+                        if let Some(err) = builder.over_limit() {
+                            self.keep_partial(history, builder, events);
+                            return Err(err);
+                        }
+                    }
                 }
-            }
+            };
         };
         let message = builder.finish();
         if !message.blocks.is_empty() || matches!(ending, TurnEnding::Stopped(_)) {

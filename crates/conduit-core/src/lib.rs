@@ -22,6 +22,7 @@ pub mod approval;
 pub mod attached;
 pub mod backoff;
 pub mod content;
+pub mod context_fit;
 pub mod images;
 pub mod media;
 pub mod provider;

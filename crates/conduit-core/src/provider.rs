@@ -162,6 +162,10 @@ pub enum ProviderErrorKind {
     /// The service refused a request with tools: the model has no native tool calling
     /// (Ollama's HTTP 400 "... does not support tools"). Text tool-calling answers it.
     ToolsUnsupported,
+    /// The request is longer than the model's context window (Anthropic's "prompt is too
+    /// long", OpenAI's `context_length_exceeded`, Gemini's "input token count exceeds"):
+    /// the loop asks again with the conversation shortened (`context_fit`).
+    ContextTooLong,
 }
 
 /// A provider's failure, with the provider's own message.
@@ -192,6 +196,15 @@ impl ProviderError {
         }
     }
 
+    /// Whether a shorter request may work: the model's context, or the provider's limit
+    /// on a request's size (images), was exceeded.
+    pub fn wants_shorter_request(&self) -> bool {
+        matches!(
+            self.kind,
+            ProviderErrorKind::ContextTooLong | ProviderErrorKind::RequestTooLarge
+        )
+    }
+
     /// Whether trying the same request again may work.
     pub fn is_retryable(&self) -> bool {
         matches!(
@@ -219,6 +232,9 @@ impl ProviderError {
             ProviderErrorKind::Stream => "the provider reported an error mid-answer",
             ProviderErrorKind::Protocol => "the provider sent something unexpected",
             ProviderErrorKind::Input => "cannot prepare the request",
+            ProviderErrorKind::ContextTooLong => {
+                "the conversation is longer than the model's context (start a new chat, or pick a model with a larger context)"
+            }
             ProviderErrorKind::ToolsUnsupported => {
                 "the model has no native tool calling (set its \"toolMode\" to \"text\" or \"auto\" in the provider's settings)"
             }

@@ -10,6 +10,7 @@ use parking_lot::Mutex;
 
 use conduit_core::agent::{AgentEvent, EventSink};
 use conduit_core::content::{MediaRef, ToolOrigin};
+use conduit_core::context_fit::ContextFit;
 use conduit_core::media::MediaStore;
 use conduit_core::text::visible;
 use conduit_mcp::runtime::McpRuntime;
@@ -177,11 +178,24 @@ fn notice_of(outcome: &conduit_core::agent::Outcome) -> Option<String> {
             conduit_core::agent::DEFAULT_MAX_TURNS
         ));
     }
-    outcome.cut_short().map(|short| {
-        let mut words = short.chars();
-        let first = words.next().map(|c| c.to_uppercase().to_string());
-        format!("{}{}.", first.unwrap_or_default(), words.as_str())
-    })
+    outcome.cut_short().map(sentence)
+}
+
+/// The turn's notice with what its requests left out to fit the model's context, if
+/// they had to: the answer read less than the conversation holds, and the user is told.
+fn joined_notices(notice: Option<String>, fitted: Option<ContextFit>) -> Option<String> {
+    let fitted = fitted.map(|fit| sentence(fit.describe()));
+    match (notice, fitted) {
+        (Some(notice), Some(fitted)) => Some(format!("{notice} {fitted}")),
+        (notice, fitted) => notice.or(fitted),
+    }
+}
+
+/// `words` with a capital first letter and a full stop.
+fn sentence(words: &str) -> String {
+    let mut chars = words.chars();
+    let first = chars.next().map(|c| c.to_uppercase().to_string());
+    format!("{}{}.", first.unwrap_or_default(), chars.as_str())
 }
 
 /// Where a turn's events go.
@@ -722,14 +736,18 @@ impl App {
         let cancel = CancellationToken::new();
         let without_waiting = CancellationToken::new();
         let conversation_of_calls = conversation.clone();
+        // How short the turn's requests had to be made, said when it ends.
+        let fitted = Arc::new(Mutex::new(None::<ContextFit>));
         let agent_sink: EventSink = {
             let sink = sink.clone();
+            let fitted = fitted.clone();
             let app = Arc::downgrade(self);
             // The server and tool of each complete call, until the host lets it run: then
             // its view may open (`open_view`).
             let ready = Mutex::new(HashMap::<String, ToolOrigin>::new());
             Arc::new(move |event| {
                 match &event {
+                    AgentEvent::ContextShortened { fit } => *fitted.lock() = Some(*fit),
                     AgentEvent::ToolCallReady { call } => {
                         if let Some(origin) = &call.origin {
                             ready.lock().insert(call.id.clone(), origin.clone());
@@ -843,7 +861,7 @@ impl App {
                 Ok(Ok(done)) => match done.outcome {
                     Ok(_) if cancel.is_cancelled() => (TurnStatus::Interrupted, None),
                     Ok(outcome) => {
-                        notice = notice_of(&outcome);
+                        notice = joined_notices(notice_of(&outcome), *fitted.lock());
                         (TurnStatus::Complete, None)
                     }
                     Err(error) => (TurnStatus::Error, Some(CommandError::from_provider(&error))),
@@ -1856,6 +1874,72 @@ mod tests {
                 .is_err_and(|e| e.kind() == std::io::ErrorKind::WouldBlock),
             "the server's URL was never reached"
         );
+    }
+
+    /// A conversation grown past the model's context (a 300 KB log attached earlier) is
+    /// answered from a shorter request, the window is told what the model did not read,
+    /// and the stored conversation keeps the whole log.
+    #[tokio::test]
+    async fn a_conversation_past_the_models_context_is_answered_shorter_and_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let dialect = Dialect::OpenAiChat;
+        let (app, server) = app_answering(
+            dir.path(),
+            vec![
+                dialect.text(&["The build ran out of disk."]),
+                dialect.http_error(
+                    400,
+                    "This model's maximum context length is 128000 tokens. However, your messages resulted in 130412 tokens. Please reduce the length of the messages.",
+                    None,
+                ),
+                dialect.text(&["Still the disk."]),
+            ],
+        )
+        .await;
+        let log = "2026-12-01T03:00:00Z ERROR no space left on device\n".repeat(6_000);
+        let mut first = request("Why did the build fail?");
+        first.files = vec![AttachedFile {
+            name: "build.log".into(),
+            text: log.clone(),
+        }];
+        let (started, _, _) = answered(&app, first).await;
+        let (_, text, ended) = answered(&app, request_in(&started.conversation, "And now?")).await;
+        assert_eq!(text, "Still the disk.", "{ended:?}");
+        let TurnEvent::Ended {
+            status: TurnStatus::Complete,
+            notice: Some(notice),
+            ..
+        } = ended
+        else {
+            panic!("no notice: {ended:?}");
+        };
+        assert_eq!(
+            notice,
+            "The conversation is longer than the model's context: earlier tool outputs and files were cut to their start for the model (they are kept whole here)."
+        );
+        let sent: Vec<String> = server
+            .requests()
+            .iter()
+            .filter(|r| r.method == "POST")
+            .map(|r| r.body["messages"].to_string())
+            .collect();
+        assert_eq!(sent.len(), 3);
+        assert!(sent[1].len() > 300_000, "the refused request had it all");
+        assert!(sent[2].len() < 10_000, "{}", sent[2].len());
+        assert!(sent[2].contains("more bytes were left out for the model"));
+        assert!(sent[2].contains("And now?"));
+        let saved = app
+            .host()
+            .store()
+            .unwrap()
+            .messages(&started.conversation, None)
+            .unwrap();
+        let kept = saved[0]
+            .blocks
+            .iter()
+            .any(|block| matches!(block, Block::File { text, .. } if *text == log));
+        assert!(kept, "the stored message keeps the whole log");
+        app.shutdown().await;
     }
 
     /// An answer the model's output limit cut off, or one it refused, ends complete with a

@@ -992,6 +992,12 @@ pub fn status_error(status: u16, body: &str, retry_after: Option<Duration>) -> P
     let message = error_message(body);
     let kind = if kind == ProviderErrorKind::InvalidRequest && refuses_tools(&message) {
         ProviderErrorKind::ToolsUnsupported
+    } else if matches!(
+        kind,
+        ProviderErrorKind::InvalidRequest | ProviderErrorKind::RequestTooLarge
+    ) && exceeds_context(body, &message)
+    {
+        ProviderErrorKind::ContextTooLong
     } else if kind == ProviderErrorKind::RateLimited && is_out_of_credit(body) {
         // OpenAI answers an account out of credit with a 429: no wait makes it work, so it
         // is not retried (four retries over minutes, then the same failure).
@@ -1013,6 +1019,32 @@ fn is_out_of_credit(body: &str) -> bool {
         .ok()
         .and_then(|value| crate::error_body::details(&value))
         .is_some_and(|details| details.code.as_deref() == Some("insufficient_quota"))
+}
+
+/// Whether a refused request says it is longer than the model's context, in the words of
+/// each service: OpenAI's `context_length_exceeded` code (Chat Completions and Responses),
+/// llama.cpp's `exceed_context_size_error` type, Anthropic's "prompt is too long: 208310
+/// tokens > 200000 maximum", OpenAI-style servers' (vLLM, Mistral, LM Studio) "maximum
+/// context length", Responses' "exceeds the context window", Gemini's "The input token
+/// count (1200000) exceeds the maximum number of tokens allowed (1048576)".
+fn exceeds_context(body: &str, message: &str) -> bool {
+    let details = serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|value| crate::error_body::details(&value));
+    let coded = details.is_some_and(|details| {
+        matches!(
+            details.code.as_deref(),
+            Some("context_length_exceeded" | "exceed_context_size_error")
+        )
+    });
+    let message = message.to_ascii_lowercase();
+    coded
+        || message.contains("prompt is too long")
+        || message.contains("maximum context length")
+        || message.contains("exceeds the context window")
+        || message.contains("exceeds the available context size")
+        || (message.contains("input token count") && message.contains("exceeds the maximum"))
+        || (message.contains("context length") && message.contains("exceed"))
 }
 
 /// Whether a refused request's message says the model takes no tools: Ollama answers
@@ -1214,6 +1246,82 @@ pub(crate) fn json_kind(value: &Value) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each service's refusal of a prompt longer than the model's context, as it sends
+    /// it, reads as `ContextTooLong`; other refusals that mention tokens do not.
+    #[test]
+    fn a_prompt_longer_than_the_context_is_told_apart_in_every_services_words() {
+        let too_long = [
+            // Anthropic.
+            (
+                400,
+                r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 208310 tokens > 200000 maximum"},"request_id":"req_011CSHoEeqs5C35K2UUqR7Fy"}"#,
+            ),
+            // OpenAI Chat Completions.
+            (
+                400,
+                r#"{"error":{"message":"This model's maximum context length is 128000 tokens. However, your messages resulted in 130412 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#,
+            ),
+            // OpenAI Responses.
+            (
+                400,
+                r#"{"error":{"message":"Your input exceeds the context window of this model. Please adjust your input and try again.","type":"invalid_request_error","param":"input","code":"context_length_exceeded"}}"#,
+            ),
+            // Gemini.
+            (
+                400,
+                r#"{"error":{"code":400,"message":"The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).","status":"INVALID_ARGUMENT"}}"#,
+            ),
+            // llama.cpp's server.
+            (
+                400,
+                r#"{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":9000,"n_ctx":8192}}"#,
+            ),
+            // vLLM (no code).
+            (
+                400,
+                r#"{"object":"error","message":"This model's maximum context length is 32768 tokens. However, you requested 40112 tokens (39088 in the messages, 1024 in the completion). Please reduce the length of the messages or completion.","type":"BadRequestError","param":null,"code":400}"#,
+            ),
+            // A proxy's 413 for the same reason.
+            (
+                413,
+                r#"{"error":{"message":"context length exceeded","type":"invalid_request_error"}}"#,
+            ),
+        ];
+        for (status, body) in too_long {
+            assert_eq!(
+                status_error(status, body, None).kind,
+                ProviderErrorKind::ContextTooLong,
+                "{body}"
+            );
+        }
+        let other = [
+            (
+                400,
+                r#"{"error":{"message":"max_tokens: 100000 > 64000, which is the maximum allowed number of output tokens for claude-sonnet","type":"invalid_request_error"}}"#,
+            ),
+            (
+                413,
+                r#"{"type":"error","error":{"type":"request_too_large","message":"Request exceeds the maximum allowed number of bytes."}}"#,
+            ),
+            (
+                429,
+                r#"{"error":{"message":"Request too large for gpt-4o: Limit 30000, Requested 130412. The input or output tokens must be reduced in order to run successfully.","type":"tokens","code":"rate_limit_exceeded"}}"#,
+            ),
+        ];
+        let kinds: Vec<_> = other
+            .iter()
+            .map(|(status, body)| status_error(*status, body, None).kind)
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ProviderErrorKind::InvalidRequest,
+                ProviderErrorKind::RequestTooLarge,
+                ProviderErrorKind::RateLimited
+            ]
+        );
+    }
 
     #[test]
     fn statuses_map_to_kinds_with_the_providers_message() {

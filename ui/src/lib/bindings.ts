@@ -232,7 +232,7 @@ export type Usage = { inputTokens: number, outputTokens: number, cacheReadTokens
 
 export type StopReason = "end_turn" | "tool_use" | "max_tokens" | "refusal" | { "other": string };
 
-export type ProviderErrorKind = "invalid_request" | "authentication" | "not_found" | "request_too_large" | "rate_limited" | "server" | "overloaded" | "connection" | "stalled" | "stream" | "protocol" | "input" | "tools_unsupported";
+export type ProviderErrorKind = "invalid_request" | "authentication" | "not_found" | "request_too_large" | "rate_limited" | "server" | "overloaded" | "connection" | "stalled" | "stream" | "protocol" | "input" | "tools_unsupported" | "context_too_long";
 
 export type ProviderError = { kind: ProviderErrorKind, status?: number | null, message: string, 
 /**
@@ -241,6 +241,8 @@ export type ProviderError = { kind: ProviderErrorKind, status?: number | null, m
 retry_after?: number, };
 
 export type StandingAllow = "settings" | "conversation" | "auto";
+
+export type ContextFit = "whole" | "older_outputs_cut" | "older_outputs_left_out" | "last_message_only";
 
 export type AgentEvent = { "type": "turn_started", turn: number, } | { "type": "text_delta", text: string, } | { "type": "reasoning_delta", text: string, } | { "type": "tool_call_started", id: string, name: string, origin?: ToolOrigin | null, } | { "type": "tool_call_delta", id: string, arguments: string, } | { "type": "block_done", index: number, block: Block, } | { "type": "tool_call_ready", call: ToolCall, } | { "type": "approval_requested", call: ToolCall, 
 /**
@@ -253,7 +255,7 @@ arguments_text: string, origin?: ToolOrigin | null, title: string | null, annota
  * What the server says the tool does, as the model was shown it: what an allow
  * is bound to, so the user reads it before allowing (above all when it changed).
  */
-description?: string, changes?: Array<string>, } | { "type": "tool_call_denied", id: string, reason: string, } | { "type": "tool_call_allowed", id: string, by: StandingAllow, } | { "type": "tool_call_queued", id: string, } | { "type": "tool_call_running", id: string, } | { "type": "tool_progress", id: string, progress: Progress, } | { "type": "tool_result", result: ToolResult, duration_ms: number, } | { "type": "usage", usage: Usage, } | { "type": "retrying", attempt: number, delay_ms: number, error: ProviderError, } | { "type": "message_done", message: Message, } | { "type": "turn_limit_reached", limit: number, } | { "type": "cancelled" } | { "type": "finished", reason: StopReason, };
+description?: string, changes?: Array<string>, } | { "type": "tool_call_denied", id: string, reason: string, } | { "type": "tool_call_allowed", id: string, by: StandingAllow, } | { "type": "tool_call_queued", id: string, } | { "type": "tool_call_running", id: string, } | { "type": "tool_progress", id: string, progress: Progress, } | { "type": "tool_result", result: ToolResult, duration_ms: number, } | { "type": "usage", usage: Usage, } | { "type": "retrying", attempt: number, delay_ms: number, error: ProviderError, } | { "type": "message_done", message: Message, } | { "type": "context_shortened", fit: ContextFit, } | { "type": "turn_limit_reached", limit: number, } | { "type": "cancelled" } | { "type": "finished", reason: StopReason, };
 
 export type ErrorAction = "open_settings" | "enter_client_id";
 

@@ -1677,3 +1677,170 @@ async fn calls_of_an_answer_ending_as_the_user_stops_never_start() {
     assert_eq!(results.len(), 2);
     assert!(results.iter().all(|(_, error, _)| *error), "{results:?}");
 }
+
+/// A model whose context holds `limit` bytes of messages: a longer request is refused as
+/// the services refuse it (before any answer streams), a shorter one is answered by the
+/// script. Records each request's size.
+struct SmallContext {
+    limit: usize,
+    inner: Arc<ScriptedProvider>,
+    sizes: Mutex<Vec<usize>>,
+}
+
+#[async_trait]
+impl Provider for SmallContext {
+    fn protocol(&self) -> &'static str {
+        "scripted"
+    }
+
+    async fn stream(
+        &self,
+        request: ModelRequest,
+    ) -> Result<crate::provider::EventStream, ProviderError> {
+        let size = serde_json::to_string(&request.messages).unwrap().len();
+        self.sizes.lock().unwrap().push(size);
+        if size > self.limit {
+            return Err(ProviderError {
+                kind: ProviderErrorKind::ContextTooLong,
+                status: Some(400),
+                message: format!("prompt is too long: {size} > {} maximum", self.limit),
+                retry_after: None,
+            });
+        }
+        self.inner.stream(request).await
+    }
+
+    async fn list_models(&self) -> Result<Vec<crate::provider::ModelInfo>, ProviderError> {
+        Ok(vec![])
+    }
+}
+
+/// Earlier in the conversation a tool returned a 60 KB log; now the user asks again.
+fn long_conversation() -> Vec<Message> {
+    vec![
+        Message::user_text("Read the build log"),
+        Message {
+            role: Role::Assistant,
+            blocks: vec![Block::ToolCall(ToolCall {
+                id: "c0".into(),
+                name: "echo".into(),
+                arguments: json!({}),
+                signature: None,
+                invalid_arguments: None,
+                wire_id: None,
+                origin: None,
+            })],
+        },
+        Message {
+            role: Role::Tool,
+            blocks: vec![Block::ToolResult(ToolResult {
+                call_id: "c0".into(),
+                wire_id: None,
+                name: "echo".into(),
+                is_error: false,
+                parts: vec![crate::content::ResultPart::Text {
+                    text: "ERROR disk full on /var\n".repeat(2_500),
+                }],
+            })],
+        },
+        Message {
+            role: Role::Assistant,
+            blocks: vec![Block::text("The disk was full.")],
+        },
+        Message::user_text("Check the disk again"),
+    ]
+}
+
+async fn run_in_small_context(limit: usize, scripts: Vec<Script>) -> (Run, Vec<usize>) {
+    let provider = Arc::new(SmallContext {
+        limit,
+        inner: ScriptedProvider::new(scripts),
+        sizes: Mutex::new(Vec::new()),
+    });
+    let mut registry = ToolRegistry::new();
+    registry.register(Echo::named("echo"));
+    let agent = Agent::new(
+        provider.clone(),
+        registry,
+        Arc::new(FixedApproval(Approval::Allow)),
+        AgentOptions::new("m"),
+    );
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink_seen = seen.clone();
+    let sink: EventSink = Arc::new(move |event| sink_seen.lock().unwrap().push(event));
+    let mut history = long_conversation();
+    let outcome = agent
+        .run(&mut history, sink, CancellationToken::new())
+        .await;
+    let events = seen.lock().unwrap().clone();
+    let sizes = provider.sizes.lock().unwrap().clone();
+    (
+        Run {
+            outcome,
+            history,
+            events,
+        },
+        sizes,
+    )
+}
+
+fn shortenings(events: &[AgentEvent]) -> Vec<ContextFit> {
+    events
+        .iter()
+        .filter_map(|event| match event {
+            AgentEvent::ContextShortened { fit } => Some(*fit),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_conversation_longer_than_the_context_is_sent_shorter_and_kept_whole() {
+    let (run, sizes) = run_in_small_context(
+        20_000,
+        vec![
+            vec![
+                call("c1", "echo", json!({"df": "-h"})),
+                stop(StopReason::ToolUse),
+            ],
+            vec![text("42 GB free now."), stop(StopReason::EndTurn)],
+        ],
+    )
+    .await;
+    assert_eq!(run.outcome, Ok(Outcome::Finished(StopReason::EndTurn)));
+    // Refused whole, answered with the older output cut; the turn's next request starts
+    // there instead of being refused again.
+    assert_eq!(sizes.len(), 3, "{sizes:?}");
+    assert!(
+        sizes[0] > 60_000 && sizes[1] < 20_000 && sizes[2] < 20_000,
+        "{sizes:?}"
+    );
+    assert_eq!(shortenings(&run.events), [ContextFit::OlderOutputsCut]);
+    // What is kept (and saved) is the whole conversation with the new answer.
+    assert_eq!(run.history[..5], long_conversation()[..]);
+    assert_eq!(run.history.last().unwrap().text(), "42 GB free now.");
+}
+
+#[tokio::test]
+async fn a_turn_too_long_even_alone_fails_saying_so_after_each_shorter_try() {
+    let (run, sizes) = run_in_small_context(40, vec![]).await;
+    let error = run.outcome.unwrap_err();
+    assert_eq!(error.kind, ProviderErrorKind::ContextTooLong);
+    assert!(
+        error
+            .to_string()
+            .contains("the conversation is longer than the model's context"),
+        "{error}"
+    );
+    assert_eq!(
+        shortenings(&run.events),
+        [
+            ContextFit::OlderOutputsCut,
+            ContextFit::OlderOutputsLeftOut,
+            ContextFit::LastMessageOnly
+        ]
+    );
+    assert_eq!(sizes.len(), 4);
+    assert!(sizes.windows(2).all(|pair| pair[1] < pair[0]), "{sizes:?}");
+    assert_eq!(run.history, long_conversation());
+}
