@@ -207,6 +207,7 @@ async fn a_second_start_shows_the_running_window_and_a_restart_opens_it_where_it
         .await;
     let again = app_pid(home.path()).expect("the app runs again");
     let found = windows_of(again);
+    assert!(!found.is_empty(), "the window shows again");
     let geometry = Command::new("xdotool")
         .args(["getwindowgeometry", &found[0]])
         .output()

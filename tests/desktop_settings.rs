@@ -63,7 +63,8 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
         let path = entry.path();
         if path.is_dir() {
             out.extend(files_under(&path));
-        } else {
+        } else if path.is_file() {
+            // Not the running window's socket, which cannot be read.
             out.push(path);
         }
     }

@@ -93,7 +93,8 @@ fn main() -> std::process::ExitCode {
     // frames' navigations here too).
     let guard_views = state.app.clone();
     let (following, restoring, keeping) = (place.clone(), place.clone(), place);
-    let (serving_instance, ending_instance) = (instance.clone(), instance);
+    let (serving_instance, closing_instance, ending_instance) =
+        (instance.clone(), instance.clone(), instance);
     let navigation_guard = tauri::plugin::Builder::<tauri::Wry>::new("navigation-guard")
         .on_navigation(move |_, url| {
             let allowed = conduit_host::is_app_page(url.as_str())
@@ -132,6 +133,10 @@ fn main() -> std::process::ExitCode {
         .on_window_event(move |window, event| {
             if window.label() == "main" {
                 following.follow(window, event);
+                // The app ends with its chat window: a start from now on takes its place.
+                if matches!(event, tauri::WindowEvent::Destroyed) {
+                    closing_instance.ending();
+                }
             }
             if window.label() == "main" && matches!(event, tauri::WindowEvent::Focused(true)) {
                 native::attention_given(window);
@@ -183,13 +188,17 @@ fn main() -> std::process::ExitCode {
         }
     };
     app.run(move |handle, event| {
-        if let tauri::RunEvent::Exit = event {
+        if let tauri::RunEvent::ExitRequested { .. } = event {
             // A start from now on waits for this app to end and takes its place.
+            ending_instance.ending();
+        }
+        if let tauri::RunEvent::Exit = event {
             ending_instance.ending();
             keeping.keep();
             // No server outlives the app: end turns and servers before exiting.
             let state = handle.state::<commands::AppState>();
             tauri::async_runtime::block_on(state.app.shutdown());
+            ending_instance.ended();
         }
     });
     // Turns and servers ended on Exit above: nothing left to wait for.

@@ -10,6 +10,10 @@ use tauri::{Manager, PhysicalPosition, PhysicalSize};
 pub struct KeptPlace {
     file: PathBuf,
     latest: Mutex<Option<WindowPlace>>,
+    /// What GTK's `inner_size` counts beyond the size `set_size` takes: with client-side
+    /// decorations (GNOME on Wayland) the title bar and shadow. Taken off what is kept, or
+    /// the window would grow by it at every start.
+    decorations: Mutex<PhysicalSize<u32>>,
 }
 
 impl KeptPlace {
@@ -17,31 +21,45 @@ impl KeptPlace {
         Self {
             file: data_dir.join(FILE),
             latest: Mutex::new(None),
+            decorations: Mutex::new(PhysicalSize::new(0, 0)),
         }
     }
 
-    /// Puts the chat window where it was left, if that is still on a monitor; its size
-    /// alone otherwise. Start-up, before the page has drawn anything.
+    /// Puts the chat window where it was left, if that is still on a monitor (its size
+    /// alone otherwise, no larger than the largest monitor). Start-up, before the page
+    /// has drawn anything.
     pub fn restore(&self, app: &tauri::AppHandle) {
-        let (Some(window), Some(kept)) = (
-            app.get_webview_window("main"),
-            WindowPlace::load(&self.file),
-        ) else {
+        let Some(window) = app.get_webview_window("main") else {
+            return;
+        };
+        self.measure_decorations(app, &window);
+        let Some(kept) = WindowPlace::load(&self.file) else {
             return;
         };
         *self.latest.lock() = Some(kept);
-        let monitors: Vec<Area> = window
-            .available_monitors()
-            .unwrap_or_default()
+        let monitors: Vec<Area> = match window.available_monitors() {
+            Ok(monitors) => monitors
+                .iter()
+                .map(|monitor| Area {
+                    x: monitor.position().x,
+                    y: monitor.position().y,
+                    width: monitor.size().width,
+                    height: monitor.size().height,
+                })
+                .collect(),
+            Err(error) => {
+                tracing::warn!(%error, "the monitors could not be listed: the desktop places the window");
+                Vec::new()
+            }
+        };
+        let (width, height) = monitors
             .iter()
-            .map(|monitor| Area {
-                x: monitor.position().x,
-                y: monitor.position().y,
-                width: monitor.size().width,
-                height: monitor.size().height,
-            })
-            .collect();
-        let sized = window.set_size(PhysicalSize::new(kept.width, kept.height));
+            .map(|m| (m.width, m.height))
+            .max()
+            .map_or((kept.width, kept.height), |(w, h)| {
+                (kept.width.min(w), kept.height.min(h))
+            });
+        let sized = window.set_size(PhysicalSize::new(width, height));
         let placed = if kept.is_reachable_on(&monitors) {
             window.set_position(PhysicalPosition::new(kept.x, kept.y))
         } else {
@@ -56,6 +74,23 @@ impl KeptPlace {
         if let Err(error) = sized.and(placed).and(maximized) {
             tracing::warn!(%error, "the window could not be put where it was left");
         }
+    }
+
+    /// The window opened at the size the configuration gives: what its inner size says
+    /// beyond that is decoration.
+    fn measure_decorations(&self, app: &tauri::AppHandle, window: &tauri::WebviewWindow) {
+        let Some(config) = app.config().app.windows.iter().find(|w| w.label == "main") else {
+            return;
+        };
+        let (Ok(scale), Ok(reported)) = (window.scale_factor(), window.inner_size()) else {
+            return;
+        };
+        let asked: PhysicalSize<u32> =
+            tauri::LogicalSize::new(config.width, config.height).to_physical(scale);
+        *self.decorations.lock() = PhysicalSize::new(
+            reported.width.saturating_sub(asked.width),
+            reported.height.saturating_sub(asked.height),
+        );
     }
 
     /// Follows the chat window's moves and resizes. A maximized window keeps the size and
@@ -83,11 +118,12 @@ impl KeptPlace {
         let (Ok(position), Ok(size)) = (window.outer_position(), window.inner_size()) else {
             return;
         };
+        let decorations = *self.decorations.lock();
         *latest = Some(WindowPlace {
             x: position.x,
             y: position.y,
-            width: size.width,
-            height: size.height,
+            width: size.width.saturating_sub(decorations.width),
+            height: size.height.saturating_sub(decorations.height),
             maximized: false,
         });
     }
@@ -103,28 +139,38 @@ impl KeptPlace {
     }
 }
 
-/// Brings the chat window forward for a second start: false when the app is ending (no
-/// chat window, or its event loop gone). Called on the single-instance thread; the
-/// window is shown on the main thread.
+/// How long a second start's answer waits for the main thread to bring the window
+/// forward.
+const SHOW_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Brings the chat window forward for a second start: true once it was, on the main
+/// thread; false when there is no chat window, the event loop is gone (the app is
+/// ending), or the main thread did not do it within [`SHOW_PATIENCE`]. Called on the
+/// single-instance thread, never on the main one.
 pub fn bring_forward(app: &tauri::AppHandle) -> bool {
     let handle = app.clone();
+    let (done, outcome) = std::sync::mpsc::channel();
     let posted = app.run_on_main_thread(move || {
-        let Some(window) = handle.get_webview_window("main") else {
-            return;
+        let shown = match handle.get_webview_window("main") {
+            Some(window) => match window
+                .unminimize()
+                .and(window.show())
+                .and(window.set_focus())
+            {
+                Ok(()) => true,
+                Err(error) => {
+                    tracing::warn!(%error, "the window could not be brought forward");
+                    false
+                }
+            },
+            None => false,
         };
-        let shown = window
-            .unminimize()
-            .and(window.show())
-            .and(window.set_focus());
-        if let Err(error) = shown {
-            tracing::warn!(%error, "the window could not be brought forward");
-        }
+        // The caller may have stopped waiting.
+        let _ = done.send(shown);
     });
-    match posted {
-        Ok(()) => app.get_webview_window("main").is_some(),
-        Err(error) => {
-            tracing::debug!(%error, "a second start came while the app was ending");
-            false
-        }
+    if let Err(error) = posted {
+        tracing::debug!(%error, "a second start came while the app was ending");
+        return false;
     }
+    outcome.recv_timeout(SHOW_PATIENCE).unwrap_or(false)
 }

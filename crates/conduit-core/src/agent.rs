@@ -140,9 +140,10 @@ pub enum AgentEvent {
     },
 }
 
-/// Steps `fit` one shorter and says so: false when it is as short as it goes.
-fn shorten(fit: &mut ContextFit, events: &EventSink) -> bool {
-    let Some(shorter) = fit.shorter() else {
+/// Steps `fit` to the next step that sends `messages` shorter, and says so: false when
+/// none does.
+fn shorten(fit: &mut ContextFit, messages: &[Message], events: &EventSink) -> bool {
+    let Some(shorter) = fit.shorter_for(messages) else {
         return false;
     };
     *fit = shorter;
@@ -564,7 +565,9 @@ impl Agent {
             };
             let mut stream = match opened {
                 Ok(stream) => stream,
-                Err(err) if err.wants_shorter_request() && shorten(fit, events) => continue,
+                Err(err) if err.wants_shorter_request() && shorten(fit, &replayable, events) => {
+                    continue;
+                }
                 Err(err) => return Err(err),
             };
             let mut streamed = false;
@@ -582,7 +585,9 @@ impl Agent {
                         ));
                     }
                     Some(Err(err))
-                        if !streamed && err.wants_shorter_request() && shorten(fit, events) =>
+                        if !streamed
+                            && err.wants_shorter_request()
+                            && shorten(fit, &replayable, events) =>
                     {
                         continue 'request;
                     }
@@ -592,7 +597,11 @@ impl Agent {
                     }
                     Some(Ok(ProviderEvent::Stop(reason))) => break TurnEnding::Stopped(reason),
                     Some(Ok(event)) => {
-                        streamed |= !matches!(event, ProviderEvent::Retrying { .. });
+                        // Retries and usage counts come before an answer's content does.
+                        streamed |= !matches!(
+                            event,
+                            ProviderEvent::Retrying { .. } | ProviderEvent::Usage(_)
+                        );
                         let applied = builder.apply(event);
                         for out in applied {
                             events(out);

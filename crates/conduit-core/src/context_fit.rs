@@ -13,20 +13,21 @@ use crate::content::{Block, Message, ResultPart, Role, ToolResult, cut_for_model
 /// boundary): enough for the model to recall what the call returned.
 pub const KEPT_OF_OLDER_OUTPUT: usize = 2_000;
 
-/// How much of the conversation a request leaves out, step by step.
+/// How much of the conversation a request leaves out, step by step. "Earlier outputs" are
+/// the results of every tool call but the newest ones (what the model asked for last,
+/// which it needs now); "earlier files and images" are those before the user's last
+/// message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "snake_case")]
 pub enum ContextFit {
     /// Everything, as stored.
     Whole,
-    /// Tool outputs, files and images before the user's last message are cut to their
-    /// start (images left out), each with a note saying so.
+    /// Earlier outputs and files cut to their start (images left out), each with a note.
     OlderOutputsCut,
-    /// Those outputs, files and images are left out, each with a note.
+    /// Earlier outputs, files and images left out, each with a note naming its size.
     OlderOutputsLeftOut,
-    /// Only the user's last message and what followed it are sent, its earlier tool
-    /// outputs (all but the newest) cut to their start; a note says how many messages
-    /// were left out.
+    /// Only the user's last message and what followed it, earlier outputs left out; a
+    /// note says how many messages were left out.
     LastMessageOnly,
 }
 
@@ -41,6 +42,21 @@ impl ContextFit {
         }
     }
 
+    /// The next step that sends `messages` shorter than this one does: a step that would
+    /// send the same request (no earlier outputs to cut, no earlier messages) is passed
+    /// over, so the provider is not asked the same thing again.
+    pub fn shorter_for(self, messages: &[Message]) -> Option<Self> {
+        let now = fitted(messages, self);
+        let mut next = self.shorter();
+        while let Some(step) = next {
+            if fitted(messages, step) != now {
+                return Some(step);
+            }
+            next = step.shorter();
+        }
+        None
+    }
+
     /// What the user is told the request left out.
     pub fn describe(self) -> &'static str {
         match self {
@@ -52,70 +68,69 @@ impl ContextFit {
                 "the conversation is longer than the model's context: earlier tool outputs and files were left out for the model (they are kept whole here)"
             }
             Self::LastMessageOnly => {
-                "the conversation is longer than the model's context: the model read only your last message and what followed it (the conversation is kept whole here)"
+                "the conversation is longer than the model's context: the model read only your last message and what followed it, without earlier tool outputs (the conversation is kept whole here)"
             }
         }
     }
 }
 
-/// `messages` as a request at `fit` sends them. The user's last message and what
-/// followed it (the turn running now) are kept, but for `LastMessageOnly`'s cut of the
-/// turn's earlier outputs; a history with no user message is sent whole.
+/// `messages` as a request at `fit` sends them. The newest tool outputs of the turn
+/// running now are always whole.
 pub fn fitted(messages: &[Message], fit: ContextFit) -> Vec<Message> {
-    let Some(last_user) = messages.iter().rposition(|m| m.role == Role::User) else {
+    if fit == ContextFit::Whole {
         return messages.to_vec();
-    };
-    let (older, current) = messages.split_at(last_user);
-    match fit {
-        ContextFit::Whole => messages.to_vec(),
-        ContextFit::OlderOutputsCut | ContextFit::OlderOutputsLeftOut => older
-            .iter()
-            .map(|message| shortened(message, fit))
-            .chain(current.iter().cloned())
-            .collect(),
-        ContextFit::LastMessageOnly => {
-            let newest_outputs = current.iter().rposition(|m| m.role == Role::Tool);
-            let mut kept: Vec<Message> = current
-                .iter()
-                .enumerate()
-                .map(|(index, message)| {
-                    if message.role == Role::Tool && Some(index) != newest_outputs {
-                        shortened(message, ContextFit::OlderOutputsCut)
-                    } else {
-                        message.clone()
-                    }
-                })
-                .collect();
-            if !older.is_empty()
-                && let Some(first) = kept.first_mut()
-            {
-                first.blocks.insert(
-                    0,
-                    Block::text(format!(
-                        "[The {} earlier messages of this conversation were left out to fit the model's context.]",
-                        older.len()
-                    )),
-                );
-            }
-            kept
-        }
     }
+    let last_user = messages
+        .iter()
+        .rposition(|m| m.role == Role::User)
+        .unwrap_or(0);
+    // The outputs the model asked for last in this turn; a turn that has none yet keeps
+    // no earlier turn's output whole.
+    let newest_outputs = messages
+        .iter()
+        .rposition(|m| m.role == Role::Tool)
+        .filter(|&index| index > last_user);
+    let left_out = fit >= ContextFit::OlderOutputsLeftOut;
+    let shortened = messages.iter().enumerate().map(|(index, message)| {
+        let earlier_outputs = Some(index) != newest_outputs;
+        let earlier_attachments = index < last_user;
+        shortened(message, earlier_outputs, earlier_attachments, left_out)
+    });
+    if fit < ContextFit::LastMessageOnly {
+        return shortened.collect();
+    }
+    let mut kept: Vec<Message> = shortened.skip(last_user).collect();
+    if last_user > 0
+        && let Some(first) = kept.first_mut()
+    {
+        let note = match last_user {
+            1 => "[The earlier message of this conversation was left out to fit the model's context.]".to_owned(),
+            n => format!("[The {n} earlier messages of this conversation were left out to fit the model's context.]"),
+        };
+        first.blocks.insert(0, Block::text(note));
+    }
+    kept
 }
 
-/// One older message with its outputs, files and images cut or left out.
-fn shortened(message: &Message, fit: ContextFit) -> Message {
-    let left_out = fit >= ContextFit::OlderOutputsLeftOut;
+/// One message with its earlier outputs, and its files and images when it is before the
+/// user's last message, cut (or `left_out`).
+fn shortened(
+    message: &Message,
+    earlier_outputs: bool,
+    earlier_attachments: bool,
+    left_out: bool,
+) -> Message {
     let blocks = message
         .blocks
         .iter()
         .map(|block| match block {
-            Block::ToolResult(result) => Block::ToolResult(ToolResult {
+            Block::ToolResult(result) if earlier_outputs => Block::ToolResult(ToolResult {
                 parts: vec![ResultPart::Text {
                     text: result_for_model(result, left_out),
                 }],
                 ..result.clone()
             }),
-            Block::File { name, text } => Block::File {
+            Block::File { name, text } if earlier_attachments => Block::File {
                 name: name.clone(),
                 text: if left_out {
                     format!(
@@ -126,7 +141,7 @@ fn shortened(message: &Message, fit: ContextFit) -> Message {
                     cut_for_model(text.clone(), KEPT_OF_OLDER_OUTPUT)
                 },
             },
-            Block::Image { .. } => {
+            Block::Image { .. } if earlier_attachments => {
                 Block::text("[An image was left out to fit the model's context.]")
             }
             other => other.clone(),
@@ -138,21 +153,42 @@ fn shortened(message: &Message, fit: ContextFit) -> Message {
     }
 }
 
-/// An older result as one text part: its start (with its images counted), or a note.
+/// The size of a result's output as the tool gave it, in bytes (a long output kept as a
+/// file counts whole; images and audio count apart).
+fn output_bytes(result: &ToolResult) -> u64 {
+    result
+        .parts
+        .iter()
+        .map(|part| match part {
+            ResultPart::Text { text } => text.len() as u64,
+            ResultPart::Structured { value } => value.to_string().len() as u64,
+            ResultPart::Resource {
+                text: Some(text), ..
+            } => text.len() as u64,
+            ResultPart::LongText { media, .. } => media.bytes,
+            _ => 0,
+        })
+        .sum()
+}
+
+/// An earlier result as one text part: its start (with its images counted), or a note.
 fn result_for_model(result: &ToolResult, left_out: bool) -> String {
-    let text = result.text();
-    if left_out {
-        return format!(
-            "[The output of this earlier call ({} bytes) was left out to fit the model's context.]",
-            text.len()
-        );
-    }
-    let mut kept = cut_for_model(text, KEPT_OF_OLDER_OUTPUT);
     let media = result
         .parts
         .iter()
         .filter(|part| matches!(part, ResultPart::Image { .. } | ResultPart::Audio { .. }))
         .count();
+    if left_out {
+        let images = match media {
+            0 => String::new(),
+            n => format!(" and {n} image or audio part(s)"),
+        };
+        return format!(
+            "[The output of this earlier call ({} bytes{images}) was left out to fit the model's context.]",
+            output_bytes(result)
+        );
+    }
+    let mut kept = cut_for_model(result.text(), KEPT_OF_OLDER_OUTPUT);
     if media > 0 {
         kept.push_str(&format!(
             "\n[{media} image or audio part(s) of this earlier output were left out to fit the model's context.]"
@@ -254,7 +290,7 @@ mod tests {
     }
 
     #[test]
-    fn first_the_older_outputs_are_cut_to_their_start_and_the_turn_running_now_is_whole() {
+    fn first_the_earlier_outputs_are_cut_to_their_start_and_the_newest_are_whole() {
         let messages = conversation();
         let fit = fitted(&messages, ContextFit::OlderOutputsCut);
         assert_eq!(fit.len(), messages.len());
@@ -274,18 +310,24 @@ mod tests {
             fit[0].blocks[2],
             Block::text("[An image was left out to fit the model's context.]")
         );
-        // The user's last message and everything after it, as stored.
-        assert_eq!(fit[4..], messages[4..]);
-        // Calls keep their results, so every protocol still takes the history.
-        assert_eq!(fit[1], messages[1]);
+        // This turn's earlier output is cut too; its newest, the messages and the calls
+        // are as stored (every call keeps its result, so every protocol takes it).
+        assert!(result_text(&fit[6]).len() < 2_400);
+        for same in [1, 3, 4, 5, 7, 8] {
+            assert_eq!(fit[same], messages[same], "message {same}");
+        }
     }
 
     #[test]
-    fn then_the_older_outputs_are_left_out_with_a_note_naming_their_size() {
+    fn then_the_earlier_outputs_are_left_out_with_a_note_naming_their_size() {
         let messages = conversation();
         let fit = fitted(&messages, ContextFit::OlderOutputsLeftOut);
         assert_eq!(
             result_text(&fit[2]),
+            "[The output of this earlier call (60000 bytes and 1 image or audio part(s)) was left out to fit the model's context.]"
+        );
+        assert_eq!(
+            result_text(&fit[6]),
             "[The output of this earlier call (60000 bytes) was left out to fit the model's context.]"
         );
         match &fit[0].blocks[1] {
@@ -295,8 +337,7 @@ mod tests {
             ),
             other => panic!("{other:?}"),
         }
-        assert_eq!(fit[3], messages[3]);
-        assert_eq!(fit[4..], messages[4..]);
+        assert_eq!(fit[8], messages[8]);
     }
 
     #[test]
@@ -314,10 +355,54 @@ mod tests {
                 Block::text("Clean it and check again"),
             ]
         );
-        // The turn's earlier output is cut; its newest is whole.
-        assert!(result_text(&fit[2]).len() < 2_400);
+        assert!(result_text(&fit[2]).starts_with("[The output of this earlier call"));
         assert_eq!(fit[4], messages[8]);
         assert_eq!(ContextFit::LastMessageOnly.shorter(), None);
+    }
+
+    /// A step that would send the same request is passed over: a first message whose one
+    /// tool output is the newest has nothing earlier to cut, only to leave out.
+    #[test]
+    fn a_step_that_changes_nothing_is_passed_over() {
+        let one_turn = vec![
+            Message::user_text("Read the log"),
+            assistant(vec![call("c1")]),
+            output("c1", &"x".repeat(90_000), false),
+        ];
+        assert_eq!(ContextFit::Whole.shorter_for(&one_turn), None);
+        let two_calls = [
+            one_turn.clone(),
+            vec![assistant(vec![call("c2")]), output("c2", "small", false)],
+        ]
+        .concat();
+        assert_eq!(
+            ContextFit::Whole.shorter_for(&two_calls),
+            Some(ContextFit::OlderOutputsCut)
+        );
+        assert_eq!(
+            ContextFit::OlderOutputsLeftOut.shorter_for(&two_calls),
+            None,
+            "one user message: nothing earlier to leave out"
+        );
+        let messages = conversation();
+        assert_eq!(
+            ContextFit::OlderOutputsLeftOut.shorter_for(&messages),
+            Some(ContextFit::LastMessageOnly)
+        );
+        let one = vec![
+            Message::user_text("Hello"),
+            assistant(vec![Block::text("Hi")]),
+        ];
+        let note = fitted(
+            &[one.clone(), vec![Message::user_text("Again")]].concat(),
+            ContextFit::LastMessageOnly,
+        );
+        assert_eq!(
+            note[0].blocks[0],
+            Block::text(
+                "[The 2 earlier messages of this conversation were left out to fit the model's context.]"
+            )
+        );
     }
 
     #[test]

@@ -878,6 +878,10 @@ impl App {
                     (TurnStatus::Error, Some(CommandError::message(message)))
                 }
             };
+            // What the model did not read is said however the turn ended.
+            if status != TurnStatus::Complete {
+                notice = joined_notices(notice, *fitted.lock());
+            }
             let saved = saved.load(std::sync::atomic::Ordering::SeqCst);
             sink(TurnEvent::Ended {
                 status,

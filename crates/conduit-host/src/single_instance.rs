@@ -10,7 +10,7 @@
 //! elsewhere the lock alone keeps a second app out.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -66,6 +66,7 @@ pub enum Claim {
 #[derive(Debug)]
 pub struct FirstInstance {
     _lock: File,
+    socket: PathBuf,
     #[cfg(unix)]
     listener: parking_lot::Mutex<Option<std::os::unix::net::UnixListener>>,
     ending: Arc<AtomicBool>,
@@ -85,15 +86,23 @@ pub fn claim(data_dir: &Path, patience: Duration) -> Result<Claim, InstanceError
     let lock = open_lock(&lock_path).map_err(lock_error)?;
     let socket = data_dir.join(SOCKET_FILE);
     let until = Instant::now() + patience;
+    let mut said_waiting = false;
     loop {
         match lock.try_lock() {
             Ok(()) => return Ok(Claim::First(FirstInstance::listen(lock, &socket))),
             Err(std::fs::TryLockError::Error(source)) => return Err(lock_error(source)),
             Err(std::fs::TryLockError::WouldBlock) => {}
         }
-        match ask_to_show(&socket) {
+        let left = until
+            .saturating_duration_since(Instant::now())
+            .clamp(RETRY_EVERY, ANSWER_PATIENCE);
+        match ask_to_show(&socket, left) {
             Ok(true) => return Ok(Claim::Shown),
-            Ok(false) => tracing::info!("the running app is ending: waiting to take its place"),
+            Ok(false) if !said_waiting => {
+                said_waiting = true;
+                tracing::info!("the running app is ending: waiting to take its place");
+            }
+            Ok(false) => {}
             Err(error) => tracing::debug!(%error, "the running app did not answer yet"),
         }
         if Instant::now() >= until {
@@ -139,15 +148,17 @@ impl FirstInstance {
         };
         Self {
             _lock: lock,
+            socket: socket.to_owned(),
             listener: parking_lot::Mutex::new(listener),
             ending: Arc::new(AtomicBool::new(false)),
         }
     }
 
     #[cfg(not(unix))]
-    fn listen(lock: File, _socket: &Path) -> Self {
+    fn listen(lock: File, socket: &Path) -> Self {
         Self {
             _lock: lock,
+            socket: socket.to_owned(),
             ending: Arc::new(AtomicBool::new(false)),
         }
     }
@@ -165,7 +176,12 @@ impl FirstInstance {
                     for stream in listener.incoming() {
                         match stream {
                             Ok(stream) => answer(stream, &ending, &show),
-                            Err(error) => tracing::debug!(%error, "a second start's call failed"),
+                            Err(error) => {
+                                // Out of descriptors, say: the call stays queued, so wait
+                                // before taking it again rather than spin.
+                                tracing::debug!(%error, "a second start's call failed");
+                                std::thread::sleep(RETRY_EVERY);
+                            }
                         }
                     }
                 });
@@ -181,39 +197,78 @@ impl FirstInstance {
     pub fn ending(&self) {
         self.ending.store(true, Ordering::SeqCst);
     }
+
+    /// Removes the socket as the app ends (the lock is still held, so it is this app's;
+    /// a start waiting meanwhile takes the lock once the process is gone).
+    pub fn ended(&self) {
+        self.ending();
+        if let Err(error) = std::fs::remove_file(&self.socket)
+            && error.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::debug!(%error, "the instance socket was left behind");
+        }
+    }
 }
 
+/// One caller's line and the answer. The whole line must come within
+/// [`ANSWER_PATIENCE`] (a caller sending a byte at a time cannot hold the socket), and a
+/// `show` that panics answers `ending` and leaves the socket answering the next one.
 #[cfg(unix)]
 fn answer(stream: std::os::unix::net::UnixStream, ending: &AtomicBool, show: &dyn Fn() -> bool) {
-    if stream.set_read_timeout(Some(ANSWER_PATIENCE)).is_err() {
-        return;
-    }
-    let mut line = String::new();
-    let mut reader = BufReader::new((&stream).take(MAX_LINE));
-    if reader.read_line(&mut line).is_err() || line.trim_end() != SHOW {
+    let deadline = Instant::now() + ANSWER_PATIENCE;
+    let is_show = line_within(&stream, deadline).is_ok_and(|line| line == SHOW);
+    if !is_show {
         tracing::debug!("a call on the instance socket that was not Conduit's was ignored");
         return;
     }
-    let reply = if !ending.load(Ordering::SeqCst) && show() {
-        SHOWN
-    } else {
-        ENDING
-    };
+    let shown = !ending.load(Ordering::SeqCst)
+        && std::panic::catch_unwind(std::panic::AssertUnwindSafe(show)).unwrap_or_else(|_| {
+            tracing::error!("bringing the window forward failed");
+            false
+        });
+    let reply = if shown { SHOWN } else { ENDING };
     if let Err(error) = (&stream).write_all(format!("{reply}\n").as_bytes()) {
         tracing::debug!(%error, "a second start left before its answer");
     }
 }
 
-/// Asks the running app to show its window: true when it did, false when it is ending.
+/// A line of at most [`MAX_LINE`] bytes, without its newline, read by `deadline`.
 #[cfg(unix)]
-fn ask_to_show(socket: &Path) -> std::io::Result<bool> {
-    let mut stream = std::os::unix::net::UnixStream::connect(socket)?;
-    stream.set_read_timeout(Some(ANSWER_PATIENCE))?;
-    stream.set_write_timeout(Some(ANSWER_PATIENCE))?;
-    stream.write_all(format!("{SHOW}\n").as_bytes())?;
-    let mut line = String::new();
-    BufReader::new((&stream).take(MAX_LINE)).read_line(&mut line)?;
-    match line.trim_end() {
+fn line_within(
+    stream: &std::os::unix::net::UnixStream,
+    deadline: Instant,
+) -> std::io::Result<String> {
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || line.len() as u64 >= MAX_LINE {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "no whole line in time",
+            ));
+        }
+        stream.set_read_timeout(Some(left))?;
+        match (&*stream).read(&mut byte)? {
+            // Closed: what came is the line.
+            0 => break,
+            _ if byte[0] == b'\n' => break,
+            _ => line.push(byte[0]),
+        }
+    }
+    String::from_utf8(line)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "the line is not text"))
+}
+
+/// Asks the running app to show its window, waiting up to `patience` for its answer: true
+/// when it did, false when it is ending.
+#[cfg(unix)]
+fn ask_to_show(socket: &Path, patience: Duration) -> std::io::Result<bool> {
+    let stream = std::os::unix::net::UnixStream::connect(socket)?;
+    stream.set_write_timeout(Some(patience))?;
+    (&stream).write_all(format!("{SHOW}\n").as_bytes())?;
+    let line = line_within(&stream, Instant::now() + patience)?;
+    match line.as_str() {
         SHOWN => Ok(true),
         // Closed without a word: the app ended while it was asked.
         ENDING | "" => Ok(false),
@@ -225,7 +280,7 @@ fn ask_to_show(socket: &Path) -> std::io::Result<bool> {
 }
 
 #[cfg(not(unix))]
-fn ask_to_show(_socket: &Path) -> std::io::Result<bool> {
+fn ask_to_show(_socket: &Path, _patience: Duration) -> std::io::Result<bool> {
     Err(std::io::Error::new(
         std::io::ErrorKind::Unsupported,
         "a running app cannot be asked to show its window on this system",
@@ -246,16 +301,22 @@ mod tests {
         }
     }
 
+    /// A `show` that counts its calls and answers `answer`.
+    fn counted(answer: bool) -> (Arc<AtomicUsize>, impl Fn() -> bool + Send + 'static) {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let counter = calls.clone();
+        (calls, move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+            answer
+        })
+    }
+
     #[test]
     fn a_second_start_asks_the_first_to_show_its_window_and_ends() {
         let dir = tempfile::tempdir().unwrap();
         let running = first(dir.path());
-        let shown = Arc::new(AtomicUsize::new(0));
-        let counter = shown.clone();
-        running.serve(move || {
-            counter.fetch_add(1, Ordering::SeqCst);
-            true
-        });
+        let (shown, show) = counted(true);
+        running.serve(show);
         for _ in 0..2 {
             assert!(matches!(
                 claim(dir.path(), Duration::from_secs(10)).unwrap(),
@@ -278,13 +339,44 @@ mod tests {
     fn a_start_while_the_first_ends_waits_and_takes_its_place() {
         let dir = tempfile::tempdir().unwrap();
         let running = first(dir.path());
-        running.serve(|| panic!("an ending app shows no window"));
+        let (shown, show) = counted(true);
+        running.serve(show);
         running.ending();
         let folder = dir.path().to_owned();
         let second = std::thread::spawn(move || claim(&folder, Duration::from_secs(20)));
         std::thread::sleep(Duration::from_millis(300));
+        // The app's last step: its socket goes, then the process (and the lock).
+        running.ended();
+        assert!(!dir.path().join(SOCKET_FILE).exists());
+        std::thread::sleep(Duration::from_millis(300));
         drop(running);
         assert!(matches!(second.join().unwrap().unwrap(), Claim::First(_)));
+        assert_eq!(
+            shown.load(Ordering::SeqCst),
+            0,
+            "an ending app shows nothing"
+        );
+    }
+
+    /// A window that could not be brought forward (the app closing it) is answered as
+    /// ending, and so is a `show` that panics; the socket answers the next start after.
+    #[test]
+    fn a_window_not_brought_forward_is_not_called_shown() {
+        let dir = tempfile::tempdir().unwrap();
+        let running = first(dir.path());
+        let calls = Arc::new(AtomicUsize::new(0));
+        let counter = calls.clone();
+        running.serve(move || match counter.fetch_add(1, Ordering::SeqCst) {
+            0 => false,
+            1 => panic!("the window is gone"),
+            _ => true,
+        });
+        let socket = dir.path().join(SOCKET_FILE);
+        let patience = Duration::from_secs(5);
+        assert!(!ask_to_show(&socket, patience).unwrap());
+        assert!(!ask_to_show(&socket, patience).unwrap());
+        assert!(ask_to_show(&socket, patience).unwrap());
+        assert_eq!(calls.load(Ordering::SeqCst), 3);
     }
 
     #[test]
@@ -292,26 +384,43 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         // Holds the lock and never serves: a hung app, or one starting too slowly.
         let _running = first(dir.path());
+        let started = Instant::now();
         let error = claim(dir.path(), Duration::from_millis(300)).unwrap_err();
         let message = error.to_string();
         assert!(
             message.contains("already running") && message.contains(LOCK_FILE),
             "{message}"
         );
+        // The wait for an answer is cut to the patience left, not five seconds more.
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
     }
 
+    /// Other words get no answer and `show` is not run; a caller that sends its line a
+    /// byte at a time is cut off at the line's deadline, and the next start is answered.
     #[cfg(unix)]
     #[test]
-    fn a_stale_socket_is_replaced_and_other_words_get_no_answer() {
+    fn a_stale_socket_is_replaced_and_only_a_whole_show_line_is_answered() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join(SOCKET_FILE), b"left by a crash").unwrap();
         let running = first(dir.path());
-        running.serve(|| panic!("only `show` shows the window"));
-        let mut stream =
-            std::os::unix::net::UnixStream::connect(dir.path().join(SOCKET_FILE)).unwrap();
+        let (shown, show) = counted(true);
+        running.serve(show);
+        let socket = dir.path().join(SOCKET_FILE);
+        let mut stream = std::os::unix::net::UnixStream::connect(&socket).unwrap();
         stream.write_all(b"run rm -rf ~\n").unwrap();
         let mut reply = String::new();
-        BufReader::new(&stream).read_line(&mut reply).unwrap();
+        stream.read_to_string(&mut reply).unwrap();
         assert_eq!(reply, "");
+        assert_eq!(shown.load(Ordering::SeqCst), 0);
+
+        let mut slow = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+        slow.write_all(b"sh").unwrap();
+        assert!(ask_to_show(&socket, Duration::from_secs(10)).unwrap());
+        assert_eq!(shown.load(Ordering::SeqCst), 1);
+        drop(slow);
     }
 }

@@ -79,11 +79,14 @@ pub fn build_request(request: &ModelRequest, images: &PreparedImages) -> Value {
 /// Anthropic caches a prompt's prefix only up to a block marked `cache_control`, and
 /// bills a cached read at a tenth of the input price. A turn that runs tools sends the
 /// whole conversation again after every call (up to 25 requests for one message), so
-/// two marks are set: on the last tool definition (tools open every request and change
-/// least, so a new conversation with the same servers reads them from the cache) and on
-/// the last block of the last message (the next request of this turn, or the next
-/// message within the cache's five minutes, reads everything before it). A prefix under
-/// the model's minimum (1,024 to 4,096 tokens) is not cached and costs nothing more.
+/// three of the four marks the API allows are set: on the last tool definition (tools
+/// open every request and change least, so a new conversation with the same servers
+/// reads them from the cache), on the last block (the next request of this turn, or the
+/// next message within the cache's five minutes, reads everything before it), and on the
+/// last block before the model's latest answer, where the previous request ended: the
+/// service looks back only 20 blocks for an earlier mark, and a step of many parallel
+/// calls adds more. A prefix under the model's minimum (1,024 to 4,096 tokens) is not
+/// cached and costs nothing more.
 fn mark_cache_breakpoints(body: &mut Value) {
     let ephemeral = json!({"type": "ephemeral"});
     // `get_mut`, not indexing: an index on a missing key would add it as null.
@@ -94,24 +97,37 @@ fn mark_cache_breakpoints(body: &mut Value) {
     {
         last_tool["cache_control"] = ephemeral.clone();
     }
-    let last_block = body
-        .get_mut("messages")
-        .and_then(Value::as_array_mut)
-        .and_then(|messages| messages.last_mut())
-        .and_then(|message| message.get_mut("content"))
-        .and_then(Value::as_array_mut)
-        // Thinking blocks cannot carry the mark; the block before them can.
-        .and_then(|blocks| {
-            blocks.iter_mut().rev().find(|block| {
-                !matches!(
-                    block["type"].as_str(),
-                    Some("thinking" | "redacted_thinking")
-                )
-            })
-        });
-    if let Some(block) = last_block {
-        block["cache_control"] = ephemeral;
+    let Some(messages) = body.get_mut("messages").and_then(Value::as_array_mut) else {
+        return;
+    };
+    let latest_answer = messages
+        .iter()
+        .rposition(|message| message["role"] == "assistant");
+    let previous_end = latest_answer
+        .and_then(|answer| answer.checked_sub(1))
+        .filter(|&end| end + 1 < messages.len());
+    let last = messages.len().checked_sub(1);
+    for index in [previous_end, last].into_iter().flatten() {
+        if let Some(block) = messages
+            .get_mut(index)
+            .and_then(|message| message.get_mut("content"))
+            .and_then(Value::as_array_mut)
+            .and_then(|blocks| last_cacheable(blocks))
+        {
+            block["cache_control"] = ephemeral.clone();
+        }
     }
+}
+
+/// The last block that may carry a cache mark: thinking blocks cannot, the block before
+/// them can.
+fn last_cacheable(blocks: &mut [Value]) -> Option<&mut Value> {
+    blocks.iter_mut().rev().find(|block| {
+        !matches!(
+            block["type"].as_str(),
+            Some("thinking" | "redacted_thinking")
+        )
+    })
 }
 
 fn content_blocks(message: &Message, images: &PreparedImages) -> Vec<Value> {

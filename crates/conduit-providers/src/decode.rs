@@ -74,6 +74,11 @@ fn stream_error_kind(code: &str) -> ProviderErrorKind {
         "rate_limit_exceeded" | "too_many_requests" => ProviderErrorKind::RateLimited,
         "server_error" => ProviderErrorKind::Server,
         "service_unavailable_error" => ProviderErrorKind::Overloaded,
+        // OpenAI Responses' `response.failed` for a prompt past the model's context, and
+        // llama.cpp's type for it: the agent asks again shorter.
+        "context_length_exceeded" | "exceed_context_size_error" => {
+            ProviderErrorKind::ContextTooLong
+        }
         // Gemini's statuses, the names of google.rpc.Code for 429, 500, 503 and 504.
         "RESOURCE_EXHAUSTED" => ProviderErrorKind::RateLimited,
         "INTERNAL" | "DEADLINE_EXCEEDED" => ProviderErrorKind::Server,

@@ -1022,7 +1022,8 @@ fn is_out_of_credit(body: &str) -> bool {
 }
 
 /// Whether a refused request says it is longer than the model's context, in the words of
-/// each service: OpenAI's `context_length_exceeded` code (Chat Completions and Responses),
+/// each service (a refusal for the requested output's length reads so too: a shorter
+/// prompt leaves it room): OpenAI's `context_length_exceeded` code (Chat Completions and Responses),
 /// llama.cpp's `exceed_context_size_error` type, Anthropic's "prompt is too long: 208310
 /// tokens > 200000 maximum", OpenAI-style servers' (vLLM, Mistral, LM Studio) "maximum
 /// context length", Responses' "exceeds the context window", Gemini's "The input token
@@ -1045,6 +1046,9 @@ fn exceeds_context(body: &str, message: &str) -> bool {
         || message.contains("exceeds the available context size")
         || (message.contains("input token count") && message.contains("exceeds the maximum"))
         || (message.contains("context length") && message.contains("exceed"))
+        // Anthropic, when the prompt and `max_tokens` together pass the window: "input
+        // length and `max_tokens` exceed context limit: 178959 + 64000 > 200000".
+        || message.contains("exceed context limit")
 }
 
 /// Whether a refused request's message says the model takes no tools: Ollama answers

@@ -1844,3 +1844,66 @@ async fn a_turn_too_long_even_alone_fails_saying_so_after_each_shorter_try() {
     assert!(sizes.windows(2).all(|pair| pair[1] < pair[0]), "{sizes:?}");
     assert_eq!(run.history, long_conversation());
 }
+
+fn too_long() -> ProviderError {
+    ProviderError {
+        kind: ProviderErrorKind::ContextTooLong,
+        status: Some(400),
+        message: "prompt is too long: 208310 tokens > 200000 maximum".into(),
+        retry_after: None,
+    }
+}
+
+/// The refusal as the stream's first item (after a retry and a usage count, as the HTTP
+/// layer yields it) is asked again shorter; after the answer's content began, it is not.
+#[tokio::test]
+async fn a_refusal_in_the_stream_before_any_content_is_asked_again_shorter() {
+    let busy = ProviderError::new(ProviderErrorKind::Overloaded, "busy");
+    let provider = ScriptedProvider::new(vec![
+        vec![
+            Ok(ProviderEvent::Retrying {
+                attempt: 1,
+                delay: Duration::ZERO,
+                error: busy,
+            }),
+            Ok(ProviderEvent::Usage(Usage::default())),
+            Err(too_long()),
+        ],
+        vec![text("Shorter worked."), stop(StopReason::EndTurn)],
+        vec![text("Partly"), Err(too_long())],
+    ]);
+    let agent = Agent::new(
+        provider.clone(),
+        ToolRegistry::new(),
+        Arc::new(FixedApproval(Approval::Allow)),
+        AgentOptions::new("m"),
+    );
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let seen = events.clone();
+    let sink: EventSink = Arc::new(move |event| seen.lock().unwrap().push(event));
+    let mut history = long_conversation();
+    let outcome = agent
+        .run(&mut history, sink.clone(), CancellationToken::new())
+        .await;
+    assert_eq!(outcome, Ok(Outcome::Finished(StopReason::EndTurn)));
+    assert_eq!(
+        shortenings(&events.lock().unwrap()),
+        [ContextFit::OlderOutputsCut]
+    );
+    let sizes: Vec<usize> = provider
+        .requests()
+        .iter()
+        .map(|r| serde_json::to_string(&r.messages).unwrap().len())
+        .collect();
+    assert!(sizes[0] > 60_000 && sizes[1] < 10_000, "{sizes:?}");
+
+    // The next message: the answer began, so the refusal ends it (kept as it was).
+    events.lock().unwrap().clear();
+    history.push(Message::user_text("And now?"));
+    let outcome = agent
+        .run(&mut history, sink, CancellationToken::new())
+        .await;
+    assert_eq!(outcome.unwrap_err().kind, ProviderErrorKind::ContextTooLong);
+    assert!(shortenings(&events.lock().unwrap()).is_empty());
+    assert_eq!(provider.requests().len(), 3);
+}

@@ -333,7 +333,7 @@ fn the_request_keeps_images_inside_tool_results_and_replays_thinking() {
             "messages": [
                 {"role": "user", "content": [
                     {"type": "text", "text": "What is in this?"},
-                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAA="}}
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAA="}, "cache_control": {"type": "ephemeral"}}
                 ]},
                 {"role": "assistant", "content": [
                     {"type": "thinking", "thinking": "look at it", "signature": "sig"},
@@ -508,7 +508,7 @@ fn whitespace_only_text_is_never_sent_and_leaves_no_empty_message() {
         json!([
             {"role": "user", "content": [
                 {"type": "text", "text": "Summarise the build log"},
-                {"type": "text", "text": "Run the tests first"}
+                {"type": "text", "text": "Run the tests first", "cache_control": {"type": "ephemeral"}}
             ]},
             {"role": "assistant", "content": [
                 {"type": "tool_use", "id": "toolu_01A", "name": "shell__run", "input": {"command": "cargo test"}},
@@ -665,8 +665,9 @@ data: {"type":"message_stop"}
 }
 
 /// A turn that runs tools sends the conversation again after each call: the last tool
-/// definition and the last block before the answer are marked for the prompt cache, and
-/// a trailing thinking block (which cannot carry the mark) passes it to the block before.
+/// definition, the last block, and the last block before the model's latest answer are
+/// marked for the prompt cache; a trailing thinking block (which cannot carry the mark)
+/// passes it to the block before.
 #[test]
 fn the_tools_and_the_conversation_so_far_are_marked_for_the_prompt_cache() {
     let tool = |name: &str| ToolSpec {
@@ -699,7 +700,11 @@ fn the_tools_and_the_conversation_so_far_are_marked_for_the_prompt_cache() {
     let ephemeral = json!({"type": "ephemeral"});
     assert_eq!(body["tools"][0].get("cache_control"), None);
     assert_eq!(body["tools"][1]["cache_control"], ephemeral);
-    assert_eq!(body["messages"][0]["content"][0].get("cache_control"), None);
+    // Where the previous request ended, before the model's latest answer.
+    assert_eq!(
+        body["messages"][0]["content"][0]["cache_control"],
+        ephemeral
+    );
     assert_eq!(
         body["messages"][1]["content"],
         json!([
@@ -757,4 +762,65 @@ data: {"type":"message_stop"}
         reasoning_tokens: 0,
     };
     assert_eq!(usages, [whole(1), whole(6)]);
+}
+
+/// A step of many parallel calls puts the previous request's end more than 20 blocks
+/// back: it keeps a mark of its own, so the service finds the cached prefix.
+#[test]
+fn the_previous_requests_end_keeps_a_mark_past_twenty_blocks() {
+    let calls: Vec<Block> = (0..12)
+        .map(|n| {
+            Block::ToolCall(ToolCall {
+                id: format!("toolu_{n}"),
+                name: "files__read".into(),
+                arguments: json!({"n": n}),
+                signature: None,
+                invalid_arguments: None,
+                wire_id: None,
+                origin: None,
+            })
+        })
+        .collect();
+    let results: Vec<Block> = (0..12)
+        .map(|n| {
+            Block::ToolResult(ToolResult {
+                call_id: format!("toolu_{n}"),
+                wire_id: None,
+                name: "files__read".into(),
+                is_error: false,
+                parts: vec![ResultPart::Text {
+                    text: format!("file {n}"),
+                }],
+            })
+        })
+        .collect();
+    let req = request(vec![
+        Message::user_text("Read all twelve files"),
+        Message {
+            role: Role::Assistant,
+            blocks: calls,
+        },
+        Message {
+            role: Role::Tool,
+            blocks: results,
+        },
+    ]);
+    let body = build_request(&req, &PreparedImages::new());
+    let marked: Vec<(usize, usize)> = body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .flat_map(|(m, message)| {
+            message["content"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .enumerate()
+                .filter(|(_, block)| block.get("cache_control").is_some())
+                .map(move |(b, _)| (m, b))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(marked, [(0, 0), (2, 11)]);
 }

@@ -101,6 +101,11 @@ fn text_deltas_and_failures() {
     let err = replay(&mut Decoder::default(), sse)[0].clone().unwrap_err();
     assert_eq!(err.kind, ProviderErrorKind::Stream);
     assert_eq!(err.message, "ERR_SOMETHING: Something went wrong");
+    // A prompt past the model's context, failed in the stream: the agent asks again
+    // shorter.
+    let sse = "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"status\":\"failed\",\"error\":{\"code\":\"context_length_exceeded\",\"message\":\"Your input exceeds the context window of this model. Please adjust your input and try again.\"}}}\n\n";
+    let err = replay(&mut Decoder::default(), sse)[0].clone().unwrap_err();
+    assert_eq!(err.kind, ProviderErrorKind::ContextTooLong);
 }
 
 /// A refusal streams as the answer, not as nothing; an empty tool result goes as an
