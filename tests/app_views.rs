@@ -70,6 +70,7 @@ fn request(text: &str) -> SendRequest {
         replace_answer: false,
         replace_message: false,
         instructions: None,
+        reasoning: None,
     }
 }
 

@@ -891,3 +891,49 @@ async fn a_conversation_past_the_context_is_asked_again_shorter_in_every_protoco
         );
     }
 }
+
+/// `--thinking` asks each protocol for thinking in its own field; a level it does not
+/// know is a usage error before anything is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thinking_asked_on_the_command_line_reaches_every_protocol() {
+    for dialect in Dialect::ALL {
+        let (run, requests, _home) = chat(
+            dialect,
+            vec![dialect.text(&["Planned."])],
+            &["--thinking", "medium"],
+        )
+        .await;
+        assert_eq!(run.code, Some(0), "{dialect:?}: {}", run.stderr);
+        let body = &requests[0].body;
+        match dialect {
+            Dialect::Anthropic => assert_eq!(
+                body["thinking"],
+                json!({"type": "enabled", "budget_tokens": 8192}),
+                "{body}"
+            ),
+            Dialect::OpenAiResponses => assert_eq!(
+                body["reasoning"],
+                json!({"effort": "medium", "summary": "auto"}),
+                "{body}"
+            ),
+            Dialect::OpenAiChat => assert_eq!(body["reasoning_effort"], "medium", "{body}"),
+            Dialect::Gemini => assert_eq!(
+                body["generationConfig"]["thinkingConfig"]["thinkingBudget"], 8192,
+                "{body}"
+            ),
+        }
+    }
+    let (run, requests, _home) = chat(
+        Dialect::Anthropic,
+        vec![Dialect::Anthropic.text(&["unused"])],
+        &["--thinking", "max"],
+    )
+    .await;
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("\"max\" is not a thinking level"),
+        "{}",
+        run.stderr
+    );
+    assert!(requests.is_empty());
+}

@@ -248,6 +248,37 @@ async fn a_day_in_the_chat_window() {
         .shot(&fixture.shot("03c-context-shortened.png"))
         .await;
 
+    // Thinking picked beside the model goes with the message, in the protocol's field;
+    // Default asks for none again.
+    fixture.llm.push(vec![
+        chat.text(&["Thought it over: colder."]),
+        chat.text(&["Plainly: colder."]),
+    ]);
+    window.choose("Thinking", "high").await;
+    window
+        .wait(r#"document.querySelector('[aria-label="Thinking"]').value === "high""#)
+        .await;
+    window.send("Think it over").await;
+    window.answer_contains("Thought it over: colder.").await;
+    assert_eq!(
+        fixture.llm.requests().last().unwrap().body["reasoning_effort"],
+        "high"
+    );
+    window.shot(&fixture.shot("03d-thinking-high.png")).await;
+    window.choose("Thinking", "").await;
+    window.send("Plainly?").await;
+    window.answer_contains("Plainly: colder.").await;
+    assert_eq!(
+        fixture
+            .llm
+            .requests()
+            .last()
+            .unwrap()
+            .body
+            .get("reasoning_effort"),
+        None
+    );
+
     // XSS in model text and in tool output renders as inert text.
     let tricky = format!("Here:\n\n{XSS}");
     fixture.llm.push(vec![

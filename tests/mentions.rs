@@ -49,6 +49,7 @@ fn request(text: &str) -> SendRequest {
         replace_answer: false,
         replace_message: false,
         instructions: None,
+        reasoning: None,
     }
 }
 

@@ -47,6 +47,7 @@ async fn run_turn(
             replace_answer: false,
             replace_message: false,
             instructions: None,
+            reasoning: None,
         },
     )
     .await

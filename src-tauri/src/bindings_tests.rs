@@ -14,7 +14,9 @@ use conduit_host::core::content::{
     Block, MediaRef, Message, ResultPart, Role, ToolCall, ToolOrigin, ToolResult,
 };
 use conduit_host::core::context_fit::ContextFit;
-use conduit_host::core::provider::{ProviderError, ProviderErrorKind, StopReason, Usage};
+use conduit_host::core::provider::{
+    ProviderError, ProviderErrorKind, ReasoningEffort, StopReason, Usage,
+};
 use conduit_host::core::tool::{Progress, ToolAnnotations};
 use conduit_host::mcp::{ImportFile, ImportPick, McpFile, McpFileServer, TextProblem};
 use conduit_host::mcp_client::client::ServerDetails;
@@ -92,6 +94,7 @@ fn generate_types(config: &Config) -> String {
         ProviderError::decl(config),
         StandingAllow::decl(config),
         ContextFit::decl(config),
+        ReasoningEffort::decl(config),
         AgentEvent::decl(config),
         ErrorAction::decl(config),
         CommandError::decl(config),

@@ -11,6 +11,7 @@ use conduit_host::Protocol;
 use conduit_host::chat::{ApprovalMode, Attachment, ChatError, ChatRequest, ProviderChoice};
 use conduit_host::core::agent::{AgentEvent, EventSink, Outcome};
 use conduit_host::core::content::ResultPart;
+use conduit_host::core::provider::ReasoningEffort;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -68,6 +69,10 @@ pub struct ProviderArgs {
     /// The model; default: the provider's default model.
     #[arg(long)]
     pub(crate) model: Option<String>,
+    /// Ask the model to think before it answers: low, medium or high (Anthropic's and
+    /// Gemini's thinking budget, OpenAI's reasoning effort); default: the model's own.
+    #[arg(long, value_name = "LEVEL", value_parser = clap::value_parser!(ReasoningEffort))]
+    pub(crate) thinking: Option<ReasoningEffort>,
 }
 
 impl ProviderArgs {
@@ -181,6 +186,7 @@ async fn run_turn(host: Arc<Host>, args: ChatArgs) -> Result<u8, Failure> {
         },
         max_turns: args.max_turns,
         system: args.system,
+        reasoning: args.with.thinking,
         read_timeout,
         resources: Vec::new(),
         prompt_use: None,

@@ -22,6 +22,7 @@ use crate::chat::ProviderArgs;
 use crate::terminal::tell;
 use crate::terminal::{OutputFailed, RESET, quoted, say, shown, shown_line};
 use crate::{Failure, usage_error};
+use conduit_host::core::provider::ReasoningEffort;
 
 #[derive(Debug, Args)]
 pub struct ReplArgs {
@@ -174,6 +175,7 @@ struct Session {
     conversation: Option<String>,
     attachments: Vec<PathBuf>,
     system: Option<String>,
+    reasoning: Option<ReasoningEffort>,
     max_turns: u32,
     approve: ReplApprove,
 }
@@ -214,6 +216,7 @@ pub async fn run(host: Arc<Host>, args: ReplArgs) -> Result<u8, Failure> {
         conversation: args.conversation,
         attachments: Vec::new(),
         system: args.system,
+        reasoning: args.with.thinking,
         max_turns: args.max_turns,
         approve: args.approve,
     };
@@ -375,6 +378,7 @@ impl Session {
             },
             max_turns: self.max_turns,
             system: self.system.clone(),
+            reasoning: self.reasoning,
             read_timeout: None,
             resources: Vec::new(),
             prompt_use: None,

@@ -245,6 +245,8 @@ pub struct AgentOptions {
     pub system: Option<String>,
     pub capabilities: ModelCapabilities,
     pub max_output_tokens: Option<u32>,
+    /// Thinking asked of the model; `None` leaves it at its default.
+    pub reasoning: Option<crate::provider::ReasoningEffort>,
     /// Model requests per run; the default is [`DEFAULT_MAX_TURNS`].
     pub max_turns: u32,
     /// How long one tool call may take.
@@ -259,6 +261,7 @@ impl AgentOptions {
             system: None,
             capabilities: ModelCapabilities::default(),
             max_output_tokens: None,
+            reasoning: None,
             max_turns: DEFAULT_MAX_TURNS,
             tool_timeout: Duration::from_secs(60),
         }
@@ -549,6 +552,7 @@ impl Agent {
             },
             max_output_tokens: self.options.max_output_tokens,
             capabilities: self.options.capabilities.clone(),
+            reasoning: self.options.reasoning,
         };
         let mut builder = MessageBuilder::new(
             self.provider.protocol(),

@@ -46,6 +46,55 @@ pub struct ModelInfo {
     pub display_name: Option<String>,
 }
 
+/// How much the model is asked to think before it answers ("Thinking" in the window,
+/// `--thinking` on the command line). Each protocol says it its own way: Anthropic's and
+/// Gemini's thinking budgets ([`ReasoningEffort::budget_tokens`]), OpenAI's reasoning
+/// effort. Not asking leaves each model at its own default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasoningEffort {
+    Low,
+    Medium,
+    High,
+}
+
+impl ReasoningEffort {
+    /// The word OpenAI's `reasoning.effort` and `reasoning_effort` take.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Low => "low",
+            Self::Medium => "medium",
+            Self::High => "high",
+        }
+    }
+
+    /// The tokens a thinking budget gets (Anthropic's `budget_tokens`, at least 1,024;
+    /// Gemini's `thinkingBudget`). High stays under Claude Opus 4's 32,000-token output
+    /// limit with room for the answer.
+    pub fn budget_tokens(self) -> u32 {
+        match self {
+            Self::Low => 2_048,
+            Self::Medium => 8_192,
+            Self::High => 16_384,
+        }
+    }
+}
+
+impl std::str::FromStr for ReasoningEffort {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "low" => Ok(Self::Low),
+            "medium" => Ok(Self::Medium),
+            "high" => Ok(Self::High),
+            other => Err(format!(
+                "{other:?} is not a thinking level: use low, medium or high"
+            )),
+        }
+    }
+}
+
 /// One request to a model.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelRequest {
@@ -55,6 +104,8 @@ pub struct ModelRequest {
     pub tools: Vec<ToolSpec>,
     pub max_output_tokens: Option<u32>,
     pub capabilities: ModelCapabilities,
+    /// Thinking asked for; `None` leaves the model at its default.
+    pub reasoning: Option<ReasoningEffort>,
 }
 
 /// Token counts of one model response.

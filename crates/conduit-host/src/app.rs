@@ -82,6 +82,11 @@ pub struct SendRequest {
     #[serde(default)]
     #[ts(optional)]
     pub instructions: Option<String>,
+    /// How much the model is asked to think ("Thinking" beside the model picker);
+    /// `None` leaves it at its default.
+    #[serde(default)]
+    #[ts(optional)]
+    pub reasoning: Option<conduit_core::provider::ReasoningEffort>,
 }
 
 /// A text file the window read: the name it was picked or dropped under, and its text.
@@ -800,6 +805,7 @@ impl App {
             max_turns: conduit_core::agent::DEFAULT_MAX_TURNS,
             // The conversation's instructions (`prepare_turn` reads them).
             system: None,
+            reasoning: request.reasoning,
             read_timeout: None,
             resources: request.resources,
             prompt_use: request.prompt,
@@ -1432,6 +1438,7 @@ mod tests {
             replace_answer: false,
             replace_message: false,
             instructions: None,
+            reasoning: None,
         }
     }
 

@@ -73,6 +73,8 @@ pub struct ChatRequest {
     pub approval: ApprovalMode,
     pub max_turns: u32,
     pub system: Option<String>,
+    /// Thinking asked of the model; `None` leaves it at its default.
+    pub reasoning: Option<conduit_core::provider::ReasoningEffort>,
     /// Overrides the provider's read timeout (a stream silent this long fails).
     pub read_timeout: Option<Duration>,
     /// Servers' resources attached to the message (read by the host when the turn starts).
@@ -363,6 +365,7 @@ impl Host {
         });
         options.capabilities = conduit_providers::default_capabilities(protocol, &model);
         options.system = system;
+        options.reasoning = request.reasoning;
         options.max_turns = request.max_turns;
         Ok(PreparedTurn {
             agent: Agent::new(provider, tools, approver, options),

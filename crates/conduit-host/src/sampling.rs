@@ -220,6 +220,8 @@ impl Sampler for Host {
             tools,
             max_output_tokens: Some(max_tokens),
             capabilities: conduit_providers::default_capabilities(protocol, &model),
+            // A server's request asks for no thinking: it counts within its `maxTokens`.
+            reasoning: None,
         };
         tracing::info!(provider = %pick.provider, %model, "a server's sampling request runs");
         let used_ids = conduit_core::content::wire_ids_of(&model_request.messages);

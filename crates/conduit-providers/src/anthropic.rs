@@ -56,6 +56,13 @@ pub fn build_request(request: &ModelRequest, images: &PreparedImages) -> Value {
         "stream": true,
         "messages": messages,
     });
+    if let Some(effort) = request.reasoning {
+        // The budget counts within `max_tokens`, which must be larger: room is kept for
+        // the answer after the thinking.
+        let budget = effort.budget_tokens();
+        body["thinking"] = json!({"type": "enabled", "budget_tokens": budget});
+        body["max_tokens"] = json!(max_tokens.max(budget.saturating_add(DEFAULT_MAX_TOKENS)));
+    }
     if let Some(system) = request.system.as_deref().filter(|s| !s.is_empty()) {
         body["system"] = json!(system);
     }

@@ -42,6 +42,7 @@ fn request(wire_id: Option<&str>) -> ModelRequest {
         tools: vec![],
         max_output_tokens: None,
         capabilities: ModelCapabilities::default(),
+        reasoning: None,
     }
 }
 

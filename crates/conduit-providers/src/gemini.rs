@@ -64,6 +64,11 @@ pub fn build_request(request: &ModelRequest, images: &PreparedImages) -> Value {
     if let Some(max) = request.max_output_tokens {
         body["generationConfig"] = json!({"maxOutputTokens": max});
     }
+    if let Some(effort) = request.reasoning {
+        // Thoughts come back as parts marked `thought`, shown as the model's thinking.
+        body["generationConfig"]["thinkingConfig"] =
+            json!({"thinkingBudget": effort.budget_tokens(), "includeThoughts": true});
+    }
     body
 }
 

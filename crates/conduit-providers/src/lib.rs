@@ -201,6 +201,9 @@ mod attached_files_tests;
 mod call_ids_tests;
 
 #[cfg(test)]
+mod thinking_tests;
+
+#[cfg(test)]
 mod wire_fields_tests;
 
 /// What Conduit assumes a model can do when nothing says otherwise.

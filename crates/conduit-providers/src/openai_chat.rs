@@ -47,6 +47,9 @@ pub fn build_request(request: &ModelRequest, images: &PreparedImages) -> Value {
     if let Some(max) = request.max_output_tokens {
         body["max_tokens"] = json!(max);
     }
+    if let Some(effort) = request.reasoning {
+        body["reasoning_effort"] = json!(effort.as_str());
+    }
     if !request.tools.is_empty() {
         body["tools"] = request
             .tools

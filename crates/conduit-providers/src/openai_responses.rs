@@ -83,6 +83,10 @@ pub fn build_request(request: &ModelRequest, images: &PreparedImages) -> Value {
     if let Some(max) = request.max_output_tokens {
         body["max_output_tokens"] = json!(max);
     }
+    if let Some(effort) = request.reasoning {
+        // A summary of the reasoning streams as the model's thinking.
+        body["reasoning"] = json!({"effort": effort.as_str(), "summary": "auto"});
+    }
     if !request.tools.is_empty() {
         body["tools"] = request
             .tools

@@ -61,6 +61,7 @@ pub fn request(messages: Vec<Message>) -> ModelRequest {
         tools: vec![],
         max_output_tokens: None,
         capabilities: ModelCapabilities::default(),
+        reasoning: None,
     }
 }
 

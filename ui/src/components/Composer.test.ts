@@ -10,6 +10,25 @@ vi.mock("../lib/api", async (importOriginal) =>
 const mocked = api as unknown as ApiMock;
 
 describe("Composer", () => {
+  it("offers the thinking levels beside the model and says which one is picked", async () => {
+    const onThink = vi.fn();
+    render(Composer, {
+      disabled: false,
+      onSend: vi.fn(),
+      groups: [{ provider: "claude", models: ["claude-sonnet"] }],
+      choice: { provider: "claude", model: "claude-sonnet" },
+      thinking: "medium",
+      onThink,
+    });
+    const list = screen.getByRole("combobox", { name: "Thinking" }) as HTMLSelectElement;
+    expect([...list.options].map((o) => o.textContent)).toEqual(["Default", "Low", "Medium", "High"]);
+    expect(list.value).toBe("medium");
+    await fireEvent.change(list, { target: { value: "high" } });
+    expect(onThink).toHaveBeenLastCalledWith("high");
+    await fireEvent.change(list, { target: { value: "" } });
+    expect(onThink).toHaveBeenLastCalledWith(null);
+  });
+
   it("sends the trimmed text on Enter and clears it", async () => {
     const onSend = vi.fn();
     render(Composer, { disabled: false, onSend });

@@ -244,6 +244,8 @@ export type StandingAllow = "settings" | "conversation" | "auto";
 
 export type ContextFit = "whole" | "older_outputs_cut" | "older_outputs_left_out" | "last_message_only";
 
+export type ReasoningEffort = "low" | "medium" | "high";
+
 export type AgentEvent = { "type": "turn_started", turn: number, } | { "type": "text_delta", text: string, } | { "type": "reasoning_delta", text: string, } | { "type": "tool_call_started", id: string, name: string, origin?: ToolOrigin | null, } | { "type": "tool_call_delta", id: string, arguments: string, } | { "type": "block_done", index: number, block: Block, } | { "type": "tool_call_ready", call: ToolCall, } | { "type": "approval_requested", call: ToolCall, 
 /**
  * The arguments exactly as the tool gets them, as indented JSON: what the window
@@ -353,7 +355,12 @@ replaceMessage?: boolean,
  * For a new conversation: its instructions to the model (kept with it). A continued
  * conversation keeps its own; this is then ignored.
  */
-instructions?: string, };
+instructions?: string, 
+/**
+ * How much the model is asked to think ("Thinking" beside the model picker);
+ * `None` leaves it at its default.
+ */
+reasoning?: ReasoningEffort, };
 
 export type ProviderSummary = { 
 /**

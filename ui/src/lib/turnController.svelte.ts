@@ -436,6 +436,7 @@ export class TurnController {
           ...(textFiles.length > 0 ? { files: textFiles } : {}),
           provider: choice.provider,
           model: choice.model,
+          ...(choice.thinking ? { reasoning: choice.thinking } : {}),
           ...(toolset ? { toolset } : {}),
           ...(instructions !== null && conversation === null ? { instructions } : {}),
           ...(mentions && mentions.resources.length > 0 ? { resources: mentions.resources } : {}),

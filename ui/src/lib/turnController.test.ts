@@ -107,6 +107,21 @@ function shown(controller: TurnController): string[] {
 }
 
 describe("a turn in the chat controller", () => {
+  it("asks for the thinking picked with the model, and for none when it is the model's default", async () => {
+    const t = setup();
+    t.acceptTurns();
+    await t.controller.open(null);
+    await t.controller.send({ ...choice, thinking: "high" }, "Plan it", []);
+    expect(t.api.sendMessage.mock.calls[0]?.[0]).toEqual({
+      conversation: null,
+      text: "Plan it",
+      attachments: [],
+      provider: "claude",
+      model: "claude-sonnet",
+      reasoning: "high",
+    });
+  });
+
   it("streams an answer: sends, shows the message at once, applies events, reloads when it ends", async () => {
     const t = setup();
     t.acceptTurns();

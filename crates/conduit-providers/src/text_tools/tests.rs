@@ -227,6 +227,7 @@ fn request(messages: Vec<Message>) -> ModelRequest {
         tools: vec![tool_spec("echo")],
         max_output_tokens: None,
         capabilities: ModelCapabilities::default(),
+        reasoning: None,
     }
 }
 
