@@ -572,7 +572,7 @@ impl Agent {
                 Err(err) if err.wants_shorter_request() && shorten(fit, &replayable, events) => {
                     continue;
                 }
-                Err(err) => return Err(err),
+                Err(err) => return Err(self.said_with_thinking(err)),
             };
             let mut streamed = false;
             break loop {
@@ -597,7 +597,11 @@ impl Agent {
                     }
                     Some(Err(err)) => {
                         self.keep_partial(history, builder, events);
-                        return Err(err);
+                        return Err(if streamed {
+                            err
+                        } else {
+                            self.said_with_thinking(err)
+                        });
                     }
                     Some(Ok(ProviderEvent::Stop(reason))) => break TurnEnding::Stopped(reason),
                     Some(Ok(event)) => {
@@ -626,6 +630,20 @@ impl Agent {
             });
         }
         Ok((message, ending))
+    }
+
+    /// A refused request that asked the model to think says so: a model that cannot
+    /// think refuses it in words that do not name the Thinking the user picked.
+    fn said_with_thinking(&self, mut err: ProviderError) -> ProviderError {
+        if let Some(effort) = self.options.reasoning
+            && err.kind == ProviderErrorKind::InvalidRequest
+        {
+            err.message.push_str(&format!(
+                " (the message asked the model to think ({}): a model that does not think may refuse that; set Thinking to Default)",
+                effort.as_str()
+            ));
+        }
+        err
     }
 
     /// Keeps what streamed before a failure, so the user's partial answer is not lost.

@@ -1422,6 +1422,18 @@ mod tests {
         );
     }
 
+    /// The notice of a turn that ended complete; a test fails on any other end.
+    fn completed_notice(ended: TurnEvent) -> String {
+        match ended {
+            TurnEvent::Ended {
+                status: TurnStatus::Complete,
+                notice: Some(notice),
+                ..
+            } => notice,
+            other => panic!("no notice: {other:?}"),
+        }
+    }
+
     fn request(text: &str) -> SendRequest {
         SendRequest {
             conversation: None,
@@ -1916,16 +1928,8 @@ mod tests {
         let (started, _, _) = answered(&app, first).await;
         let (_, text, ended) = answered(&app, request_in(&started.conversation, "And now?")).await;
         assert_eq!(text, "Still the disk.", "{ended:?}");
-        let TurnEvent::Ended {
-            status: TurnStatus::Complete,
-            notice: Some(notice),
-            ..
-        } = ended
-        else {
-            panic!("no notice: {ended:?}");
-        };
         assert_eq!(
-            notice,
+            completed_notice(ended),
             "The conversation is longer than the model's context: earlier tool outputs and files were cut to their start for the model (they are kept whole here)."
         );
         let sent: Vec<String> = server
@@ -1969,16 +1973,8 @@ mod tests {
         .await;
         let (_, text, ended) = answered(&app, request("Tell me a long story")).await;
         assert_eq!(text, "Once upon a time");
-        let TurnEvent::Ended {
-            status: TurnStatus::Complete,
-            notice: Some(notice),
-            ..
-        } = ended
-        else {
-            panic!("no notice: {ended:?}");
-        };
         assert_eq!(
-            notice,
+            completed_notice(ended),
             "The answer was cut off: it reached the most the model may write in one answer (its output token limit)."
         );
         // An answer that ended as the model meant says nothing more.

@@ -56,12 +56,18 @@ pub fn build_request(request: &ModelRequest, images: &PreparedImages) -> Value {
         "stream": true,
         "messages": messages,
     });
-    if let Some(effort) = request.reasoning {
-        // The budget counts within `max_tokens`, which must be larger: room is kept for
-        // the answer after the thinking.
+    if let Some(effort) = request.reasoning
+        && may_think(&body)
+    {
+        // Thinking counts within `max_tokens`: room is kept for the answer after it.
         let budget = effort.budget_tokens();
-        body["thinking"] = json!({"type": "enabled", "budget_tokens": budget});
         body["max_tokens"] = json!(max_tokens.max(budget.saturating_add(DEFAULT_MAX_TOKENS)));
+        if thinks_adaptively(&request.model) {
+            body["thinking"] = json!({"type": "adaptive"});
+            body["output_config"] = json!({"effort": effort.as_str()});
+        } else {
+            body["thinking"] = json!({"type": "enabled", "budget_tokens": budget});
+        }
     }
     if let Some(system) = request.system.as_deref().filter(|s| !s.is_empty()) {
         body["system"] = json!(system);
@@ -81,6 +87,55 @@ pub fn build_request(request: &ModelRequest, images: &PreparedImages) -> Value {
     }
     mark_cache_breakpoints(&mut body);
     body
+}
+
+/// Whether a Claude model takes adaptive thinking (`thinking: {type: adaptive}` with
+/// `output_config.effort`): Claude 4.6 and later, where the fixed budget is deprecated
+/// (and refused from Opus 4.7 on). Read from the model's version in its id
+/// (`claude-sonnet-4-6`, `claude-opus-4-1-20250805`, `claude-3-7-sonnet-20250219`, a
+/// Bedrock `us.anthropic.claude-sonnet-4-5-20250929-v1:0`); a name with no version
+/// (a new family, a proxy's alias) is taken as a new model.
+pub fn thinks_adaptively(model: &str) -> bool {
+    let lower = model.to_ascii_lowercase();
+    let mut tokens = lower.split(|c: char| !c.is_ascii_alphanumeric());
+    if !tokens.any(|token| token == "claude") {
+        return true;
+    }
+    let version: Vec<u32> = tokens
+        .take_while(|token| !(token.len() > 2 && token.bytes().all(|b| b.is_ascii_digit())))
+        .filter(|token| token.len() <= 2)
+        .filter_map(|token| token.parse().ok())
+        .take(2)
+        .collect();
+    match version.as_slice() {
+        [] => true,
+        [major] => *major > 4,
+        [major, minor, ..] => (*major, *minor) >= (4, 6),
+    }
+}
+
+/// Whether thinking may be asked in this request: a tool loop's last answer that was
+/// written without thinking (before Thinking was picked, by another model, or cut off)
+/// cannot be continued with it ("a final `assistant` message must start with a thinking
+/// block"), so that one request goes without.
+fn may_think(body: &Value) -> bool {
+    let Some(messages) = body["messages"].as_array() else {
+        return true;
+    };
+    let ends_in_results = messages.last().is_some_and(|last| {
+        last["content"]
+            .as_array()
+            .is_some_and(|blocks| blocks.iter().any(|b| b["type"] == "tool_result"))
+    });
+    if !ends_in_results {
+        return true;
+    }
+    messages
+        .iter()
+        .rev()
+        .find(|message| message["role"] == "assistant")
+        .and_then(|answer| answer["content"][0]["type"].as_str())
+        .is_none_or(|first| matches!(first, "thinking" | "redacted_thinking"))
 }
 
 /// Anthropic caches a prompt's prefix only up to a block marked `cache_control`, and

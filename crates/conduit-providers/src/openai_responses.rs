@@ -487,23 +487,29 @@ impl Wire for OpenAiResponses {
     /// gpt-5-chat) refuses the request with it: "Encrypted content is not supported with
     /// this model" (`param: include`).
     fn has_optional(body: &Value) -> bool {
-        body.get("include").is_some()
+        body.get("include").is_some() || body["reasoning"].get("summary").is_some()
     }
 
+    /// Also the reasoning's summary (Thinking picked), which an organisation OpenAI has
+    /// not verified may not have: "Your organization must be verified to generate
+    /// reasoning summaries" (`param: reasoning.summary`). The effort stays.
     fn drop_optional(body: &mut Value) {
         if let Some(body) = body.as_object_mut() {
             body.remove("include");
+            if let Some(reasoning) = body.get_mut("reasoning").and_then(Value::as_object_mut) {
+                reasoning.remove("summary");
+            }
         }
     }
 
-    /// Only that refusal: "The encrypted content … could not be verified" (reasoning from
-    /// another organisation) is another error, which dropping `include` does not mend.
+    /// Only those refusals: "The encrypted content … could not be verified" (reasoning
+    /// from another organisation) is another error, which dropping `include` does not
+    /// mend.
     fn refuses_optional(error: &ProviderError) -> bool {
+        let message = error.message.to_ascii_lowercase();
         error.kind == ProviderErrorKind::InvalidRequest
-            && error
-                .message
-                .to_ascii_lowercase()
-                .contains("encrypted content is not supported")
+            && (message.contains("encrypted content is not supported")
+                || message.contains("verified to generate reasoning summar"))
     }
 
     fn parse_models(body: &Value) -> Vec<ModelInfo> {

@@ -1,12 +1,13 @@
 //! The thinking asked for reaches every protocol in the field its API documents, and a
 //! request that asks for none carries none of them.
 
-use conduit_core::content::Message;
-use conduit_core::provider::ReasoningEffort;
+use conduit_core::content::{Block, Message, ResultPart, Role, ToolCall, ToolResult};
+use conduit_core::provider::{ProviderError, ProviderErrorKind, ReasoningEffort};
 use serde_json::{Value, json};
 
 use crate::images::PreparedImages;
 use crate::test_support::request;
+use crate::wire::Wire;
 use crate::{anthropic, gemini, openai_chat, openai_responses};
 
 fn bodies(reasoning: Option<ReasoningEffort>) -> [Value; 4] {
@@ -24,10 +25,9 @@ fn bodies(reasoning: Option<ReasoningEffort>) -> [Value; 4] {
 #[test]
 fn thinking_goes_to_each_protocol_in_its_own_field() {
     let [anthropic, responses, chat, gemini] = bodies(Some(ReasoningEffort::High));
-    assert_eq!(
-        anthropic["thinking"],
-        json!({"type": "enabled", "budget_tokens": 16384})
-    );
+    // `test-model` has no Claude version: taken as a new model, which thinks adaptively.
+    assert_eq!(anthropic["thinking"], json!({"type": "adaptive"}));
+    assert_eq!(anthropic["output_config"], json!({"effort": "high"}));
     // The budget counts within max_tokens, which keeps room for the answer.
     assert_eq!(anthropic["max_tokens"], 16384 + 8192);
     assert_eq!(
@@ -41,7 +41,7 @@ fn thinking_goes_to_each_protocol_in_its_own_field() {
     );
 
     let [anthropic, responses, chat, gemini] = bodies(Some(ReasoningEffort::Low));
-    assert_eq!(anthropic["thinking"]["budget_tokens"], 2048);
+    assert_eq!(anthropic["output_config"]["effort"], "low");
     assert_eq!(responses["reasoning"]["effort"], "low");
     assert_eq!(chat["reasoning_effort"], "low");
     assert_eq!(
@@ -74,4 +74,109 @@ fn a_level_is_read_from_its_word_only() {
         refused,
         "\"max\" is not a thinking level: use low, medium or high"
     );
+}
+
+/// Claude 4.6 and later think adaptively (the fixed budget is deprecated there and
+/// refused from Opus 4.7 on); older models take the budget.
+#[test]
+fn each_claude_is_asked_to_think_in_the_form_it_takes() {
+    for (model, adaptive) in [
+        ("claude-sonnet-4-6", true),
+        ("claude-opus-4-7", true),
+        ("anthropic.claude-opus-4-6-v1", true),
+        ("claude-mythos-preview", true),
+        ("claude-sonnet-5", true),
+        ("my-proxy-alias", true),
+        ("claude-sonnet-4-5-20250929", false),
+        ("us.anthropic.claude-sonnet-4-5-20250929-v1:0", false),
+        ("claude-opus-4-1-20250805", false),
+        ("claude-opus-4-20250514", false),
+        ("claude-haiku-4-5", false),
+        ("claude-3-7-sonnet-20250219", false),
+        ("claude-3-7-sonnet-latest", false),
+    ] {
+        assert_eq!(anthropic::thinks_adaptively(model), adaptive, "{model}");
+    }
+    let mut asked = request(vec![Message::user_text("Plan the migration")]);
+    asked.model = "claude-3-7-sonnet-20250219".into();
+    asked.reasoning = Some(ReasoningEffort::High);
+    let body = anthropic::build_request(&asked, &PreparedImages::new());
+    assert_eq!(
+        body["thinking"],
+        json!({"type": "enabled", "budget_tokens": 16384})
+    );
+    assert_eq!(body.get("output_config"), None);
+    assert_eq!(body["max_tokens"], 16384 + 8192);
+}
+
+/// A tool loop whose last answer was written without thinking (Thinking picked after it
+/// failed, then *Try again*) cannot be continued with thinking: that request goes
+/// without; one whose answer began with its thinking keeps it.
+#[test]
+fn a_tool_loop_answered_without_thinking_goes_on_without_it() {
+    let loop_of = |answer_starts_thinking: bool| {
+        let mut blocks = Vec::new();
+        if answer_starts_thinking {
+            blocks.push(Block::Reasoning {
+                text: "read it first".into(),
+                signature: Some("sig".into()),
+                encrypted: None,
+                id: None,
+                protocol: Some("anthropic".into()),
+                producer: None,
+            });
+        }
+        blocks.push(Block::ToolCall(ToolCall {
+            id: "toolu_1".into(),
+            name: "files__read".into(),
+            arguments: json!({}),
+            signature: None,
+            invalid_arguments: None,
+            wire_id: None,
+            origin: None,
+        }));
+        let mut asked = request(vec![
+            Message::user_text("Read the plan"),
+            Message {
+                role: Role::Assistant,
+                blocks,
+            },
+            Message {
+                role: Role::Tool,
+                blocks: vec![Block::ToolResult(ToolResult {
+                    call_id: "toolu_1".into(),
+                    wire_id: None,
+                    name: "files__read".into(),
+                    is_error: false,
+                    parts: vec![ResultPart::Text {
+                        text: "the plan".into(),
+                    }],
+                })],
+            },
+        ]);
+        asked.reasoning = Some(ReasoningEffort::Medium);
+        anthropic::build_request(&asked, &PreparedImages::new())
+    };
+    assert_eq!(loop_of(false).get("thinking"), None);
+    assert_eq!(loop_of(true)["thinking"], json!({"type": "adaptive"}));
+}
+
+/// An organisation OpenAI has not verified may not have reasoning summaries: the request
+/// goes again without the summary (and without encrypted reasoning), keeping the effort.
+#[test]
+fn a_refused_reasoning_summary_is_dropped_and_the_effort_kept() {
+    use openai_responses::OpenAiResponses as Responses;
+    let [_, mut responses, _, _] = bodies(Some(ReasoningEffort::Medium));
+    assert!(Responses::has_optional(&responses));
+    let refusal = ProviderError {
+        kind: ProviderErrorKind::InvalidRequest,
+        status: Some(400),
+        message: "Your organization must be verified to generate reasoning summaries. Please go to: https://platform.openai.com/settings/organization/general and click on Verify Organization.".into(),
+        retry_after: None,
+    };
+    assert!(Responses::refuses_optional(&refusal));
+    Responses::drop_optional(&mut responses);
+    assert_eq!(responses["reasoning"], json!({"effort": "medium"}));
+    assert_eq!(responses.get("include"), None);
+    assert!(!Responses::has_optional(&responses));
 }

@@ -1907,3 +1907,36 @@ async fn a_refusal_in_the_stream_before_any_content_is_asked_again_shorter() {
     assert!(shortenings(&events.lock().unwrap()).is_empty());
     assert_eq!(provider.requests().len(), 3);
 }
+
+/// A request refused while it asked the model to think names the Thinking picked; one
+/// that asked for none is told as the provider put it.
+#[tokio::test]
+async fn a_refusal_of_a_request_asking_to_think_names_the_thinking() {
+    let refused = || {
+        vec![Err(ProviderError {
+            kind: ProviderErrorKind::InvalidRequest,
+            status: Some(400),
+            message: "Unsupported parameter: 'reasoning_effort'".into(),
+            retry_after: None,
+        })]
+    };
+    for reasoning in [Some(crate::provider::ReasoningEffort::High), None] {
+        let mut options = AgentOptions::new("m");
+        options.reasoning = reasoning;
+        let run = run_with(
+            ScriptedProvider::new(vec![refused()]),
+            vec![],
+            Approval::Allow,
+            options,
+            CancellationToken::new(),
+        )
+        .await;
+        let message = run.outcome.unwrap_err().message;
+        assert_eq!(
+            message.contains("the message asked the model to think (high)"),
+            reasoning.is_some(),
+            "{message}"
+        );
+        assert!(message.starts_with("Unsupported parameter"), "{message}");
+    }
+}
