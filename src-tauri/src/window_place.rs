@@ -109,12 +109,12 @@ impl KeptPlace {
             return;
         }
         let mut latest = self.latest.lock();
-        if maximized {
-            if let Some(place) = latest.as_mut() {
-                place.maximized = true;
-            }
+        if maximized && let Some(place) = latest.as_mut() {
+            place.maximized = true;
             return;
         }
+        // Maximized before any other move: the maximized place is all there is to return
+        // to, and the window opens maximized again.
         let (Ok(position), Ok(size)) = (window.outer_position(), window.inner_size()) else {
             return;
         };
@@ -124,7 +124,7 @@ impl KeptPlace {
             y: position.y,
             width: size.width.saturating_sub(decorations.width),
             height: size.height.saturating_sub(decorations.height),
-            maximized: false,
+            maximized,
         });
     }
 

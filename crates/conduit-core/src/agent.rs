@@ -632,14 +632,22 @@ impl Agent {
         Ok((message, ending))
     }
 
-    /// A refused request that asked the model to think says so: a model that cannot
-    /// think refuses it in words that do not name the Thinking the user picked.
+    /// A refused request that asked the model to think, in words about thinking or
+    /// reasoning, names the level picked: a model that cannot think refuses it without
+    /// naming the Thinking the user chose.
     fn said_with_thinking(&self, mut err: ProviderError) -> ProviderError {
+        let about_thinking = {
+            let message = err.message.to_ascii_lowercase();
+            ["think", "reasoning", "effort", "budget"]
+                .iter()
+                .any(|word| message.contains(word))
+        };
         if let Some(effort) = self.options.reasoning
             && err.kind == ProviderErrorKind::InvalidRequest
+            && about_thinking
         {
             err.message.push_str(&format!(
-                " (the message asked the model to think ({}): a model that does not think may refuse that; set Thinking to Default)",
+                " (the message asked the model to think ({}): a model that does not think refuses that; pick Thinking: Default, or leave out --thinking)",
                 effort.as_str()
             ));
         }

@@ -47,9 +47,8 @@ pub struct ModelInfo {
 }
 
 /// How much the model is asked to think before it answers ("Thinking" in the window,
-/// `--thinking` on the command line). Each protocol says it its own way: Anthropic's and
-/// Gemini's thinking budgets ([`ReasoningEffort::budget_tokens`]), OpenAI's reasoning
-/// effort. Not asking leaves each model at its own default.
+/// `--thinking` on the command line). Each protocol says it its own way (an effort, a
+/// budget of tokens); not asking leaves each model at its own default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "snake_case")]
 pub enum ReasoningEffort {
@@ -65,17 +64,6 @@ impl ReasoningEffort {
             Self::Low => "low",
             Self::Medium => "medium",
             Self::High => "high",
-        }
-    }
-
-    /// The tokens a thinking budget gets (Anthropic's `budget_tokens`, at least 1,024;
-    /// Gemini's `thinkingBudget`). High stays under Claude Opus 4's 32,000-token output
-    /// limit with room for the answer.
-    pub fn budget_tokens(self) -> u32 {
-        match self {
-            Self::Low => 2_048,
-            Self::Medium => 8_192,
-            Self::High => 16_384,
         }
     }
 }

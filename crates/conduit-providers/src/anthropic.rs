@@ -56,18 +56,23 @@ pub fn build_request(request: &ModelRequest, images: &PreparedImages) -> Value {
         "stream": true,
         "messages": messages,
     });
+    let adaptive = thinks_adaptively(&request.model);
+    // Adaptive thinking may skip a step's thinking, so any answer may go on with it; a
+    // fixed budget cannot go on from an answer that began without.
     if let Some(effort) = request.reasoning
-        && may_think(&body)
+        && (adaptive || may_think(&body))
     {
         // Thinking counts within `max_tokens`: room is kept for the answer after it.
-        let budget = effort.budget_tokens();
+        let budget = crate::thinking_budget(effort);
         body["max_tokens"] = json!(max_tokens.max(budget.saturating_add(DEFAULT_MAX_TOKENS)));
-        if thinks_adaptively(&request.model) {
+        if adaptive {
             body["thinking"] = json!({"type": "adaptive"});
             body["output_config"] = json!({"effort": effort.as_str()});
         } else {
             body["thinking"] = json!({"type": "enabled", "budget_tokens": budget});
         }
+    } else {
+        without_trailing_thinking(&mut body);
     }
     if let Some(system) = request.system.as_deref().filter(|s| !s.is_empty()) {
         body["system"] = json!(system);
@@ -93,13 +98,14 @@ pub fn build_request(request: &ModelRequest, images: &PreparedImages) -> Value {
 /// `output_config.effort`): Claude 4.6 and later, where the fixed budget is deprecated
 /// (and refused from Opus 4.7 on). Read from the model's version in its id
 /// (`claude-sonnet-4-6`, `claude-opus-4-1-20250805`, `claude-3-7-sonnet-20250219`, a
-/// Bedrock `us.anthropic.claude-sonnet-4-5-20250929-v1:0`); a name with no version
-/// (a new family, a proxy's alias) is taken as a new model.
+/// Bedrock `us.anthropic.claude-sonnet-4-5-20250929-v1:0`); a Claude with no version
+/// (a new family) is taken as new. A model not named Claude (DeepSeek's, Kimi's, GLM's
+/// Anthropic-style endpoints) gets the budget, the form those document.
 pub fn thinks_adaptively(model: &str) -> bool {
     let lower = model.to_ascii_lowercase();
     let mut tokens = lower.split(|c: char| !c.is_ascii_alphanumeric());
     if !tokens.any(|token| token == "claude") {
-        return true;
+        return false;
     }
     let version: Vec<u32> = tokens
         .take_while(|token| !(token.len() > 2 && token.bytes().all(|b| b.is_ascii_digit())))
@@ -122,12 +128,7 @@ fn may_think(body: &Value) -> bool {
     let Some(messages) = body["messages"].as_array() else {
         return true;
     };
-    let ends_in_results = messages.last().is_some_and(|last| {
-        last["content"]
-            .as_array()
-            .is_some_and(|blocks| blocks.iter().any(|b| b["type"] == "tool_result"))
-    });
-    if !ends_in_results {
+    if !ends_in_results(body) {
         return true;
     }
     messages
@@ -136,6 +137,41 @@ fn may_think(body: &Value) -> bool {
         .find(|message| message["role"] == "assistant")
         .and_then(|answer| answer["content"][0]["type"].as_str())
         .is_none_or(|first| matches!(first, "thinking" | "redacted_thinking"))
+}
+
+/// A request that asks no thinking cannot go on from a tool loop's answer that began
+/// with thinking ("When thinking is disabled, an `assistant` message in the final
+/// position cannot contain `thinking`"): Thinking set back to Default before *Try
+/// again*. That answer's thinking is left out of this request.
+fn without_trailing_thinking(body: &mut Value) {
+    if may_think(body) && ends_in_results(body) {
+        let answer = body["messages"].as_array_mut().and_then(|messages| {
+            messages
+                .iter_mut()
+                .rev()
+                .find(|message| message["role"] == "assistant")
+        });
+        if let Some(blocks) = answer.and_then(|a| a["content"].as_array_mut()) {
+            blocks.retain(|block| {
+                !matches!(
+                    block["type"].as_str(),
+                    Some("thinking" | "redacted_thinking")
+                )
+            });
+        }
+    }
+}
+
+/// Whether the request's last message carries tool results: a tool loop goes on.
+fn ends_in_results(body: &Value) -> bool {
+    body["messages"]
+        .as_array()
+        .and_then(|messages| messages.last())
+        .is_some_and(|last| {
+            last["content"]
+                .as_array()
+                .is_some_and(|blocks| blocks.iter().any(|b| b["type"] == "tool_result"))
+        })
 }
 
 /// Anthropic caches a prompt's prefix only up to a block marked `cache_control`, and

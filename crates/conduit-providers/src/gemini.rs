@@ -67,7 +67,7 @@ pub fn build_request(request: &ModelRequest, images: &PreparedImages) -> Value {
     if let Some(effort) = request.reasoning {
         // Thoughts come back as parts marked `thought`, shown as the model's thinking.
         body["generationConfig"]["thinkingConfig"] =
-            json!({"thinkingBudget": effort.budget_tokens(), "includeThoughts": true});
+            json!({"thinkingBudget": crate::thinking_budget(effort), "includeThoughts": true});
     }
     body
 }

@@ -206,6 +206,19 @@ mod thinking_tests;
 #[cfg(test)]
 mod wire_fields_tests;
 
+/// The tokens a thinking budget gets for a level (Anthropic's `budget_tokens`, at least
+/// 1,024; Gemini's `thinkingBudget`, within 2.5 Pro's 128-32,768 and Flash's 0-24,576).
+/// High, with the 8,192 kept for the answer, stays under Claude Opus 4's 32,000-token
+/// output limit.
+pub fn thinking_budget(effort: conduit_core::provider::ReasoningEffort) -> u32 {
+    use conduit_core::provider::ReasoningEffort;
+    match effort {
+        ReasoningEffort::Low => 2_048,
+        ReasoningEffort::Medium => 8_192,
+        ReasoningEffort::High => 16_384,
+    }
+}
+
 /// What Conduit assumes a model can do when nothing says otherwise.
 pub fn default_capabilities(
     protocol: Protocol,

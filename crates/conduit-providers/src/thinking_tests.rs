@@ -25,9 +25,12 @@ fn bodies(reasoning: Option<ReasoningEffort>) -> [Value; 4] {
 #[test]
 fn thinking_goes_to_each_protocol_in_its_own_field() {
     let [anthropic, responses, chat, gemini] = bodies(Some(ReasoningEffort::High));
-    // `test-model` has no Claude version: taken as a new model, which thinks adaptively.
-    assert_eq!(anthropic["thinking"], json!({"type": "adaptive"}));
-    assert_eq!(anthropic["output_config"], json!({"effort": "high"}));
+    // `test-model` is not named Claude: the budget, as Anthropic-style endpoints take it.
+    assert_eq!(
+        anthropic["thinking"],
+        json!({"type": "enabled", "budget_tokens": 16384})
+    );
+    assert_eq!(anthropic.get("output_config"), None);
     // The budget counts within max_tokens, which keeps room for the answer.
     assert_eq!(anthropic["max_tokens"], 16384 + 8192);
     assert_eq!(
@@ -41,7 +44,7 @@ fn thinking_goes_to_each_protocol_in_its_own_field() {
     );
 
     let [anthropic, responses, chat, gemini] = bodies(Some(ReasoningEffort::Low));
-    assert_eq!(anthropic["output_config"]["effort"], "low");
+    assert_eq!(anthropic["thinking"]["budget_tokens"], 2048);
     assert_eq!(responses["reasoning"]["effort"], "low");
     assert_eq!(chat["reasoning_effort"], "low");
     assert_eq!(
@@ -86,7 +89,9 @@ fn each_claude_is_asked_to_think_in_the_form_it_takes() {
         ("anthropic.claude-opus-4-6-v1", true),
         ("claude-mythos-preview", true),
         ("claude-sonnet-5", true),
-        ("my-proxy-alias", true),
+        ("claude-next", true),
+        ("deepseek-chat", false),
+        ("my-proxy-alias", false),
         ("claude-sonnet-4-5-20250929", false),
         ("us.anthropic.claude-sonnet-4-5-20250929-v1:0", false),
         ("claude-opus-4-1-20250805", false),
@@ -109,56 +114,106 @@ fn each_claude_is_asked_to_think_in_the_form_it_takes() {
     assert_eq!(body["max_tokens"], 16384 + 8192);
 }
 
-/// A tool loop whose last answer was written without thinking (Thinking picked after it
-/// failed, then *Try again*) cannot be continued with thinking: that request goes
-/// without; one whose answer began with its thinking keeps it.
+/// A tool loop (the model's answer, then its tools' results) as a request asks it.
+fn tool_loop(
+    model: &str,
+    answer_starts_thinking: bool,
+    reasoning: Option<ReasoningEffort>,
+) -> Value {
+    let mut blocks = Vec::new();
+    if answer_starts_thinking {
+        blocks.push(Block::Reasoning {
+            text: "read it first".into(),
+            signature: Some("sig".into()),
+            encrypted: None,
+            id: None,
+            protocol: Some("anthropic".into()),
+            producer: None,
+        });
+    }
+    blocks.push(Block::ToolCall(ToolCall {
+        id: "toolu_1".into(),
+        name: "files__read".into(),
+        arguments: json!({}),
+        signature: None,
+        invalid_arguments: None,
+        wire_id: None,
+        origin: None,
+    }));
+    let mut asked = request(vec![
+        Message::user_text("Read the plan"),
+        Message {
+            role: Role::Assistant,
+            blocks,
+        },
+        Message {
+            role: Role::Tool,
+            blocks: vec![Block::ToolResult(ToolResult {
+                call_id: "toolu_1".into(),
+                wire_id: None,
+                name: "files__read".into(),
+                is_error: false,
+                parts: vec![ResultPart::Text {
+                    text: "the plan".into(),
+                }],
+            })],
+        },
+    ]);
+    asked.model = model.into();
+    asked.reasoning = reasoning;
+    anthropic::build_request(&asked, &PreparedImages::new())
+}
+
+/// With a fixed budget, a tool loop whose last answer was written without thinking
+/// (Thinking picked after it failed, then *Try again*) goes on without it; one whose
+/// answer began with its thinking keeps it. Adaptive thinking may skip a step, so it
+/// goes on either way.
 #[test]
-fn a_tool_loop_answered_without_thinking_goes_on_without_it() {
-    let loop_of = |answer_starts_thinking: bool| {
-        let mut blocks = Vec::new();
-        if answer_starts_thinking {
-            blocks.push(Block::Reasoning {
-                text: "read it first".into(),
-                signature: Some("sig".into()),
-                encrypted: None,
-                id: None,
-                protocol: Some("anthropic".into()),
-                producer: None,
-            });
-        }
-        blocks.push(Block::ToolCall(ToolCall {
-            id: "toolu_1".into(),
-            name: "files__read".into(),
-            arguments: json!({}),
-            signature: None,
-            invalid_arguments: None,
-            wire_id: None,
-            origin: None,
-        }));
-        let mut asked = request(vec![
-            Message::user_text("Read the plan"),
-            Message {
-                role: Role::Assistant,
-                blocks,
-            },
-            Message {
-                role: Role::Tool,
-                blocks: vec![Block::ToolResult(ToolResult {
-                    call_id: "toolu_1".into(),
-                    wire_id: None,
-                    name: "files__read".into(),
-                    is_error: false,
-                    parts: vec![ResultPart::Text {
-                        text: "the plan".into(),
-                    }],
-                })],
-            },
-        ]);
-        asked.reasoning = Some(ReasoningEffort::Medium);
-        anthropic::build_request(&asked, &PreparedImages::new())
-    };
-    assert_eq!(loop_of(false).get("thinking"), None);
-    assert_eq!(loop_of(true)["thinking"], json!({"type": "adaptive"}));
+fn a_tool_loop_answered_without_thinking_goes_on_as_the_api_allows() {
+    let older = "claude-sonnet-4-5-20250929";
+    let medium = Some(ReasoningEffort::Medium);
+    assert_eq!(tool_loop(older, false, medium).get("thinking"), None);
+    assert_eq!(
+        tool_loop(older, true, medium)["thinking"]["type"],
+        "enabled"
+    );
+    assert_eq!(
+        tool_loop("claude-sonnet-4-6", false, medium)["thinking"],
+        json!({"type": "adaptive"})
+    );
+}
+
+/// Thinking set back to Default before *Try again*: the loop's answer that began with
+/// its thinking goes without it, as a request that asks none must.
+#[test]
+fn a_tool_loop_asked_without_thinking_leaves_the_answers_thinking_out() {
+    let body = tool_loop("claude-sonnet-4-6", true, None);
+    assert_eq!(body.get("thinking"), None);
+    assert_eq!(
+        body["messages"][1]["content"][0]["type"], "tool_use",
+        "{body}"
+    );
+    // Thinking earlier in the conversation, not at its end, is sent as it was.
+    let mut asked = request(vec![
+        Message {
+            role: Role::Assistant,
+            blocks: vec![
+                Block::Reasoning {
+                    text: "hm".into(),
+                    signature: Some("sig".into()),
+                    encrypted: None,
+                    id: None,
+                    protocol: Some("anthropic".into()),
+                    producer: None,
+                },
+                Block::text("Done."),
+            ],
+        },
+        Message::user_text("Thanks"),
+    ]);
+    asked.model = "claude-sonnet-4-6".into();
+    let body = anthropic::build_request(&asked, &PreparedImages::new());
+    assert_eq!(body["messages"][0]["content"][0]["type"], "thinking");
 }
 
 /// An organisation OpenAI has not verified may not have reasoning summaries: the request

@@ -1908,8 +1908,9 @@ async fn a_refusal_in_the_stream_before_any_content_is_asked_again_shorter() {
     assert_eq!(provider.requests().len(), 3);
 }
 
-/// A request refused while it asked the model to think names the Thinking picked; one
-/// that asked for none is told as the provider put it.
+/// A request refused for its thinking while it asked the model to think names the
+/// Thinking picked; one that asked for none, or refused for another reason, is told as
+/// the provider put it.
 #[tokio::test]
 async fn a_refusal_of_a_request_asking_to_think_names_the_thinking() {
     let refused = || {
@@ -1939,4 +1940,24 @@ async fn a_refusal_of_a_request_asking_to_think_names_the_thinking() {
         );
         assert!(message.starts_with("Unsupported parameter"), "{message}");
     }
+    let mut options = AgentOptions::new("m");
+    options.reasoning = Some(crate::provider::ReasoningEffort::Low);
+    let other = vec![Err(ProviderError {
+        kind: ProviderErrorKind::InvalidRequest,
+        status: Some(400),
+        message: "tools.0.input_schema: JSON schema is invalid".into(),
+        retry_after: None,
+    })];
+    let run = run_with(
+        ScriptedProvider::new(vec![other]),
+        vec![],
+        Approval::Allow,
+        options,
+        CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(
+        run.outcome.unwrap_err().message,
+        "tools.0.input_schema: JSON schema is invalid"
+    );
 }

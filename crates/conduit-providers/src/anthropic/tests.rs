@@ -297,6 +297,9 @@ fn the_request_keeps_images_inside_tool_results_and_replays_thinking() {
         },
         Message::user_text("And now?"),
     ]);
+    // Thinking asked (adaptive, Claude 4.6): the loop's answer keeps its signed thinking.
+    req.model = "claude-sonnet-4-6".into();
+    req.reasoning = Some(conduit_core::provider::ReasoningEffort::Medium);
     req.system = Some("Be brief.".into());
     req.tools = vec![ToolSpec {
         name: "figma__frame".into(),
@@ -326,9 +329,11 @@ fn the_request_keeps_images_inside_tool_results_and_replays_thinking() {
     assert_eq!(
         body,
         json!({
-            "model": "test-model",
-            "max_tokens": 8192,
+            "model": "claude-sonnet-4-6",
+            "max_tokens": 8192 + 8192,
             "stream": true,
+            "thinking": {"type": "adaptive"},
+            "output_config": {"effort": "medium"},
             "system": "Be brief.",
             "messages": [
                 {"role": "user", "content": [
