@@ -58,7 +58,7 @@ pub enum ReasoningEffort {
 }
 
 impl ReasoningEffort {
-    /// The word OpenAI's `reasoning.effort` and `reasoning_effort` take.
+    /// The level's name, as `--thinking` and the window's storage write it.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Low => "low",

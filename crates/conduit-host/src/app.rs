@@ -867,7 +867,7 @@ impl App {
                 Ok(Ok(done)) => match done.outcome {
                     Ok(_) if cancel.is_cancelled() => (TurnStatus::Interrupted, None),
                     Ok(outcome) => {
-                        notice = joined_notices(notice_of(&outcome), *fitted.lock());
+                        notice = notice_of(&outcome);
                         (TurnStatus::Complete, None)
                     }
                     Err(error) => (TurnStatus::Error, Some(CommandError::from_provider(&error))),
@@ -885,9 +885,7 @@ impl App {
                 }
             };
             // What the model did not read is said however the turn ended.
-            if status != TurnStatus::Complete {
-                notice = joined_notices(notice, *fitted.lock());
-            }
+            let notice = joined_notices(notice, *fitted.lock());
             let saved = saved.load(std::sync::atomic::Ordering::SeqCst);
             sink(TurnEvent::Ended {
                 status,

@@ -74,9 +74,9 @@ fn stream_error_kind(code: &str) -> ProviderErrorKind {
         "rate_limit_exceeded" | "too_many_requests" => ProviderErrorKind::RateLimited,
         "server_error" => ProviderErrorKind::Server,
         "service_unavailable_error" => ProviderErrorKind::Overloaded,
-        // OpenAI Responses' `response.failed` for a prompt past the model's context, and
-        // llama.cpp's type for it: the agent asks again shorter.
-        "context_length_exceeded" | "exceed_context_size_error" => {
+        // A prompt past the model's context (OpenAI Responses' `response.failed`,
+        // llama.cpp): the agent asks again shorter.
+        code if error_body::CONTEXT_TOO_LONG_CODES.contains(&code) => {
             ProviderErrorKind::ContextTooLong
         }
         // Gemini's statuses, the names of google.rpc.Code for 429, 500, 503 and 504.

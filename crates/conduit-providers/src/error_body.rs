@@ -25,6 +25,11 @@ const MESSAGE_CHARS: usize = 2000;
 /// How much of an error code is kept: real ones are a word (`rate_limit_exceeded`).
 const CODE_CHARS: usize = 100;
 
+/// The codes (or types) services give a prompt longer than the model's context:
+/// OpenAI's, in a body and in a Responses stream, and llama.cpp's.
+pub const CONTEXT_TOO_LONG_CODES: [&str; 2] =
+    ["context_length_exceeded", "exceed_context_size_error"];
+
 /// A provider's error, as it put it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ErrorDetails {

@@ -1033,10 +1033,9 @@ fn exceeds_context(body: &str, message: &str) -> bool {
         .ok()
         .and_then(|value| crate::error_body::details(&value));
     let coded = details.is_some_and(|details| {
-        matches!(
-            details.code.as_deref(),
-            Some("context_length_exceeded" | "exceed_context_size_error")
-        )
+        details
+            .code
+            .is_some_and(|code| crate::error_body::CONTEXT_TOO_LONG_CODES.contains(&code.as_str()))
     });
     let message = message.to_ascii_lowercase();
     coded

@@ -10,8 +10,7 @@ export const THINKING_LEVELS: readonly ReasoningEffort[] = ["low", "medium", "hi
 
 /** The level kept, or null (the model's default) when none or an unknown one is. */
 export function savedThinking(storage: Pick<Storage, "getItem">): ReasoningEffort | null {
-  const saved = storage.getItem(KEY);
-  return THINKING_LEVELS.find((level) => level === saved) ?? null;
+  return thinkingOf(storage.getItem(KEY) ?? "");
 }
 
 /** Keeps `level` (null: the model's default) for the next start. */
