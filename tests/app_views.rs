@@ -60,6 +60,7 @@ fn request(text: &str) -> SendRequest {
         text: text.into(),
         attachments: Vec::new(),
         files: Vec::new(),
+        documents: Vec::new(),
         provider: "scripted".into(),
         model: None,
         toolset: None,

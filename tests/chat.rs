@@ -603,6 +603,62 @@ async fn a_text_file_attached_reaches_every_protocol_and_a_binary_one_is_refused
     );
 }
 
+/// `--attach` with a PDF (a 40-page paper of 1.2 MB) sends it whole in every protocol's
+/// documented form, under its name; one over 32 MiB is refused before anything is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pdf_attached_reaches_every_protocol_whole_and_a_huge_one_is_refused() {
+    use base64::Engine;
+    let files = tempfile::tempdir().unwrap();
+    let paper = conduit_core::testing::pdf(40, 1_200_000);
+    let path = files.path().join("attention.pdf");
+    std::fs::write(&path, &paper).unwrap();
+    let data = base64::engine::general_purpose::STANDARD.encode(&paper);
+    for dialect in Dialect::ALL {
+        let (run, requests, _home) = chat(
+            dialect,
+            vec![dialect.text(&["Read."])],
+            &["--attach", path.to_str().unwrap()],
+        )
+        .await;
+        assert_eq!(run.code, Some(0), "{dialect:?}: {}", run.stderr);
+        let body = requests[0].body.to_string();
+        assert!(body.contains(&data), "{dialect:?}: the PDF whole");
+        let named = match dialect {
+            Dialect::Anthropic => {
+                r#"{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"JVBERi0x"#
+            }
+            Dialect::OpenAiResponses => {
+                r#"{"type":"input_file","filename":"attention.pdf","file_data":"data:application/pdf;base64,JVBERi0x"#
+            }
+            Dialect::OpenAiChat => {
+                r#"{"type":"file","file":{"filename":"attention.pdf","file_data":"data:application/pdf;base64,JVBERi0x"#
+            }
+            Dialect::Gemini => {
+                r#"{"text":"PDF attention.pdf:"},{"inlineData":{"mimeType":"application/pdf","data":"JVBERi0x"#
+            }
+        };
+        assert!(
+            body.contains(named),
+            "{dialect:?}: {}",
+            &body[..600.min(body.len())]
+        );
+        if dialect == Dialect::Anthropic {
+            assert!(body.contains(r#""title":"attention.pdf""#));
+        }
+    }
+
+    let mut huge = conduit_core::testing::pdf(1, 0);
+    huge.resize(33 * 1024 * 1024, b' ');
+    let scan = files.path().join("scan.pdf");
+    std::fs::write(&scan, &huge).unwrap();
+    let stderr = refused_attachment(Dialect::Anthropic, &scan).await;
+    assert!(
+        stderr.contains("cannot attach")
+            && stderr.contains("scan.pdf is 33 MiB; the largest PDF Conduit attaches is 32 MiB"),
+        "{stderr}"
+    );
+}
+
 /// `conduit chat --attach path`, which must fail before anything is sent: its stderr.
 async fn refused_attachment(dialect: Dialect, path: &Path) -> String {
     let home = tempfile::tempdir().unwrap();

@@ -39,6 +39,7 @@ fn request(text: &str) -> SendRequest {
         text: text.into(),
         attachments: Vec::new(),
         files: Vec::new(),
+        documents: Vec::new(),
         provider: "local".into(),
         model: None,
         toolset: None,

@@ -37,6 +37,7 @@ async fn run_turn(
             text: "Hello".into(),
             attachments: Vec::new(),
             files: Vec::new(),
+            documents: Vec::new(),
             provider: "local".into(),
             model: None,
             toolset,

@@ -4,8 +4,8 @@
 //! stale; `UPDATE_BINDINGS=1 cargo test --workspace bindings` rewrites them.
 
 use conduit_host::app::{
-    AttachedFile, CommandError, ErrorAction, McpOverview, SendRequest, ServerTools, Started,
-    ToolSetting, TurnEvent, TurnStatus,
+    AttachedDocument, AttachedFile, CommandError, ErrorAction, McpOverview, SendRequest,
+    ServerTools, Started, ToolSetting, TurnEvent, TurnStatus,
 };
 use conduit_host::approval::{ConversationAllow, Decision};
 use conduit_host::asks::{Question, QuestionReply, SamplingQuestion, SamplingReply, SamplingState};
@@ -102,6 +102,7 @@ fn generate_types(config: &Config) -> String {
         TurnEvent::decl(config),
         Started::decl(config),
         AttachedFile::decl(config),
+        AttachedDocument::decl(config),
         SendRequest::decl(config),
         ProviderSummary::decl(config),
         LocalProvider::decl(config),

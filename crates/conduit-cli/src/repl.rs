@@ -331,6 +331,10 @@ impl Session {
                     Block::File { name, text } => {
                         say!("{who}: [{}]", crate::terminal::file_note(name, text))?
                     }
+                    Block::Document { name, media } => say!(
+                        "{who}: [{}]",
+                        crate::terminal::document_note(name, media.bytes)
+                    )?,
                     Block::Reasoning { .. } => {}
                     Block::ToolCall(call) => say!(
                         "{who}: → {} {}",

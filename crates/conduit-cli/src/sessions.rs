@@ -156,6 +156,11 @@ fn print_block(host: &Host, block: &Block) -> Result<(), terminal::OutputFailed>
             image_note(host, media)
         )?,
         Block::File { name, text } => say!("  [{}]", crate::terminal::file_note(name, text))?,
+        Block::Document { name, media } => say!(
+            "  [{}: {}]",
+            crate::terminal::document_note(name, media.bytes),
+            image_note(host, media)
+        )?,
         Block::Reasoning { text, .. } if !text.is_empty() => {
             say!("  (reasoning) {}", shown(text))?;
         }

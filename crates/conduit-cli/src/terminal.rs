@@ -325,6 +325,11 @@ pub fn file_note(name: &str, text: &str) -> String {
     format!("file {}, {lines} {unit}", shown_line(name))
 }
 
+/// How an attached PDF is named on a line: `PDF NAME, N KB`.
+pub fn document_note(name: &str, bytes: u64) -> String {
+    format!("PDF {}, {} KB", shown_line(name), bytes.div_ceil(1000))
+}
+
 /// The most lines of outside text [`quoted`] shows, and characters of each.
 const QUOTED_LINES: usize = 20;
 const QUOTED_LINE_CHARS: usize = 400;

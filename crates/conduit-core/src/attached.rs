@@ -1,11 +1,20 @@
-//! The one check of a text file attached to a message: its name and its text.
+//! The one check of a file attached to a message: a text file's name and text, a PDF's
+//! name and bytes.
 //!
 //! The window reads the file the user picked or dropped, the CLI reads a path; both hand
-//! the name and the bytes here, and only what passes ([`CheckedFile`]) becomes a
-//! [`Block::File`] of a message.
+//! the name and the bytes here, and only what passes ([`CheckedFile`], [`is_pdf`] with
+//! [`check_document`]) becomes a [`Block::File`] or [`Block::Document`] of a message.
 
-use crate::content::Block;
+use crate::content::{Block, MediaRef};
 use crate::text;
+
+/// The most bytes one attached PDF may have (32 MiB): Anthropic takes 32 MB in a whole
+/// request and OpenAI 50 MB in a file; the provider's own limit on a request's files is
+/// applied when it is sent.
+pub const MAX_DOCUMENT_BYTES: u64 = 32 * 1024 * 1024;
+
+/// The type a PDF is stored under.
+pub const PDF_MIME: &str = "application/pdf";
 
 /// The most text one attached file carries (512 KiB): as much as a server's resource, and
 /// about 130,000 tokens, more than most models read in one message.
@@ -22,9 +31,16 @@ pub enum AttachedFileError {
     #[error("the file name {shown}… is longer than {MAX_FILE_NAME} bytes")]
     LongName { shown: String },
     #[error(
-        "{name} is not a text file: attach images (PNG, JPEG, GIF, WebP) or text (code, Markdown, CSV, JSON, logs)"
+        "{name} is not a text file: attach images (PNG, JPEG, GIF, WebP), PDFs or text (code, Markdown, CSV, JSON, logs)"
     )]
     NotText { name: String },
+    #[error("{name} is not a PDF: it does not start as one (%PDF-)")]
+    NotPdf { name: String },
+    #[error(
+        "{name} is {mib} MiB; the largest PDF Conduit attaches is {max} MiB",
+        max = MAX_DOCUMENT_BYTES / (1024 * 1024)
+    )]
+    LargeDocument { name: String, mib: u64 },
     #[error("{name} is empty")]
     Empty { name: String },
     #[error(
@@ -58,6 +74,29 @@ pub fn file_name(raw: &str) -> Result<String, AttachedFileError> {
 /// takes is: PNG, JPEG, GIF and WebP all carry bytes UTF-8 refuses, or NULs.
 pub fn is_text(bytes: &[u8]) -> bool {
     std::str::from_utf8(bytes).is_ok_and(|text| !text.contains('\0'))
+}
+
+/// Whether `bytes` are a PDF: they start with its header (`%PDF-`), as every PDF a
+/// provider reads does.
+pub fn is_pdf(bytes: &[u8]) -> bool {
+    bytes.starts_with(b"%PDF-")
+}
+
+/// A stored PDF attached under `raw_name` ([`file_name`]): `media` must have been stored
+/// as a PDF (the store decides the type from the bytes) and be at most
+/// [`MAX_DOCUMENT_BYTES`].
+pub fn check_document(raw_name: &str, media: MediaRef) -> Result<Block, AttachedFileError> {
+    let name = file_name(raw_name)?;
+    if media.mime != PDF_MIME {
+        return Err(AttachedFileError::NotPdf { name });
+    }
+    if media.bytes > MAX_DOCUMENT_BYTES {
+        return Err(AttachedFileError::LargeDocument {
+            name,
+            mib: media.bytes.div_ceil(1024 * 1024),
+        });
+    }
+    Ok(Block::Document { name, media })
 }
 
 /// A text file that passed [`check_file`]; only this module makes one.
@@ -137,6 +176,56 @@ mod tests {
         );
         let exactly_the_most = "x".repeat(MAX_FILE_TEXT);
         assert!(attached("big.txt", exactly_the_most.as_bytes()).is_ok());
+    }
+
+    fn stored(mime: &str, bytes: u64) -> MediaRef {
+        MediaRef {
+            hash: "a".repeat(64),
+            mime: mime.into(),
+            bytes,
+            width: None,
+            height: None,
+        }
+    }
+
+    #[test]
+    fn a_pdf_is_attached_under_its_last_name_and_anything_else_is_refused_saying_why() {
+        assert!(is_pdf(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj"));
+        assert!(!is_pdf(b"PDF-1.7"));
+        assert!(!is_pdf(b"\x89PNG\r\n\x1a\n"));
+        let paper = stored(PDF_MIME, 2_400_000);
+        assert_eq!(
+            check_document("/home/ada/papers/attention.pdf", paper.clone()),
+            Ok(Block::Document {
+                name: "attention.pdf".into(),
+                media: paper.clone()
+            })
+        );
+        let at_most = stored(PDF_MIME, MAX_DOCUMENT_BYTES);
+        assert!(check_document("big.pdf", at_most).is_ok());
+        let error =
+            check_document("scan.pdf", stored(PDF_MIME, MAX_DOCUMENT_BYTES + 1)).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "scan.pdf is 33 MiB; the largest PDF Conduit attaches is 32 MiB"
+        );
+        let error = check_document("logo.pdf", stored("image/png", 900)).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "logo.pdf is not a PDF: it does not start as one (%PDF-)"
+        );
+        assert_eq!(
+            check_document("", paper.clone()),
+            Err(AttachedFileError::NoName)
+        );
+        assert_eq!(
+            check_document("report\u{202e}fdp.exe", paper),
+            Ok(Block::Document {
+                name: "report\\u{202e}fdp.exe".into(),
+                media: stored(PDF_MIME, 2_400_000)
+            }),
+            "a name that would read reversed is shown with its code"
+        );
     }
 
     #[test]

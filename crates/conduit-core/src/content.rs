@@ -47,6 +47,13 @@ pub enum Block {
         name: String,
         text: String,
     },
+    /// A PDF the user attached: its name, without folders, and the stored file, checked by
+    /// [`crate::attached::check_document`]. Models that read PDFs get the file itself
+    /// (pages as text and images); the window shows it as the file.
+    Document {
+        name: String,
+        media: MediaRef,
+    },
     /// The model's reasoning, with what its provider needs to accept it back.
     Reasoning {
         text: String,
@@ -83,7 +90,7 @@ impl Block {
     /// (media copied out) share.
     pub fn media(&self) -> Vec<&MediaRef> {
         match self {
-            Self::Image { media } => vec![media],
+            Self::Image { media } | Self::Document { media, .. } => vec![media],
             Self::ToolResult(result) => result.parts.iter().filter_map(ResultPart::media).collect(),
             Self::Text { .. } | Self::File { .. } | Self::Reasoning { .. } | Self::ToolCall(_) => {
                 Vec::new()
@@ -102,6 +109,14 @@ pub fn headed(kind: &str, name: &str, text: &str) -> String {
 /// An attached file as every model reads it ([`headed`]).
 pub fn file_for_model(name: &str, text: &str) -> String {
     headed("File", name, text)
+}
+
+/// What a model reads in place of an attached PDF it is not given, and why (`reason`).
+pub fn document_not_read(name: &str, media: &MediaRef, reason: &str) -> String {
+    format!(
+        "[The PDF {name} ({} KB) is attached to this message but was not sent: {reason}.]",
+        media.bytes.div_ceil(1000)
+    )
 }
 
 /// A model's request to run a tool.
@@ -468,6 +483,10 @@ impl Message {
                 },
                 Block::File { name, text } => {
                     pieces.push(file_for_model(name, text));
+                    text_open = false;
+                }
+                Block::Document { name, media } => {
+                    pieces.push(document_not_read(name, media, "this model reads text only"));
                     text_open = false;
                 }
                 _ => {}

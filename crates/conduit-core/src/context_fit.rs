@@ -144,6 +144,13 @@ fn shortened(
             Block::Image { .. } if earlier_attachments => {
                 Block::text("[An image was left out to fit the model's context.]")
             }
+            Block::Document { name, media } if earlier_attachments => {
+                Block::text(crate::content::document_not_read(
+                    name,
+                    media,
+                    "it was left out to fit the model's context",
+                ))
+            }
             other => other.clone(),
         })
         .collect();
@@ -263,6 +270,10 @@ mod tests {
                     Block::Image {
                         media: media("screenshot"),
                     },
+                    Block::Document {
+                        name: "manual.pdf".into(),
+                        media: media("manual"),
+                    },
                 ],
             },
             assistant(vec![call("c1")]),
@@ -309,6 +320,12 @@ mod tests {
         assert_eq!(
             fit[0].blocks[2],
             Block::text("[An image was left out to fit the model's context.]")
+        );
+        assert_eq!(
+            fit[0].blocks[3],
+            Block::text(
+                "[The PDF manual.pdf (2400 KB) is attached to this message but was not sent: it was left out to fit the model's context.]"
+            )
         );
         // This turn's earlier output is cut too; its newest, the messages and the calls
         // are as stored (every call keeps its result, so every protocol takes it).

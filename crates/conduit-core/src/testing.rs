@@ -303,3 +303,74 @@ pub fn jpeg_with_orientation(width: u32, height: u32, orientation: u16) -> Vec<u
     out.extend_from_slice(&jpeg[2..]);
     out
 }
+
+/// A PDF of `pages` pages of text, padded with an incompressible-looking stream to at
+/// least `at_least` bytes (a scanned paper is megabytes): its objects, cross-reference
+/// table and trailer are well formed, so a reader opens it.
+pub fn pdf(pages: usize, at_least: usize) -> Vec<u8> {
+    let mut out = b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n".to_vec();
+    let mut offsets = Vec::new();
+    let mut object = |out: &mut Vec<u8>, body: &[u8]| {
+        offsets.push(out.len());
+        out.extend_from_slice(format!("{} 0 obj\n", offsets.len()).as_bytes());
+        out.extend_from_slice(body);
+        out.extend_from_slice(b"\nendobj\n");
+    };
+    let kids: Vec<String> = (0..pages)
+        .map(|page| format!("{} 0 R", 4 + 2 * page))
+        .collect();
+    object(&mut out, b"<< /Type /Catalog /Pages 2 0 R >>");
+    object(
+        &mut out,
+        format!(
+            "<< /Type /Pages /Kids [{}] /Count {pages} >>",
+            kids.join(" ")
+        )
+        .as_bytes(),
+    );
+    object(
+        &mut out,
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    );
+    for page in 0..pages {
+        let text = format!(
+            "BT /F1 18 Tf 72 720 Td (Page {} of the paper) Tj ET",
+            page + 1
+        );
+        object(
+            &mut out,
+            format!(
+                "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents {} 0 R >>",
+                5 + 2 * page
+            )
+            .as_bytes(),
+        );
+        object(
+            &mut out,
+            format!("<< /Length {} >>\nstream\n{text}\nendstream", text.len()).as_bytes(),
+        );
+    }
+    let padding = at_least.saturating_sub(out.len());
+    let noise: Vec<u8> = (0..padding)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let mut padded = format!("<< /Length {} >>\nstream\n", noise.len()).into_bytes();
+    padded.extend_from_slice(&noise);
+    padded.extend_from_slice(b"\nendstream");
+    object(&mut out, &padded);
+    let table = out.len();
+    out.extend_from_slice(
+        format!("xref\n0 {}\n0000000000 65535 f \n", offsets.len() + 1).as_bytes(),
+    );
+    for offset in &offsets {
+        out.extend_from_slice(format!("{offset:010} 00000 n \n").as_bytes());
+    }
+    out.extend_from_slice(
+        format!(
+            "trailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{table}\n%%EOF\n",
+            offsets.len() + 1
+        )
+        .as_bytes(),
+    );
+    out
+}

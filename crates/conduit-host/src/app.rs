@@ -40,6 +40,12 @@ pub struct SendRequest {
     #[serde(default)]
     #[ts(as = "Option<Vec<AttachedFile>>", optional)]
     pub files: Vec<AttachedFile>,
+    /// PDFs stored beforehand with [`App::store_attachment`], by hash, with the names
+    /// they were picked or dropped under; checked by
+    /// [`conduit_core::attached::check_document`] before anything is saved.
+    #[serde(default)]
+    #[ts(as = "Option<Vec<AttachedDocument>>", optional)]
+    pub documents: Vec<AttachedDocument>,
     /// A provider id from settings.
     pub provider: String,
     /// `None` uses the provider's default model.
@@ -94,6 +100,14 @@ pub struct SendRequest {
 pub struct AttachedFile {
     pub name: String,
     pub text: String,
+}
+
+/// A PDF the window stored for a message: its hash in the media store and the name it
+/// was picked or dropped under.
+#[derive(Debug, Clone, PartialEq, Deserialize, ts_rs::TS)]
+pub struct AttachedDocument {
+    pub hash: String,
+    pub name: String,
 }
 
 /// A turn that started: where it is saved, and its id for stop and approval answers.
@@ -285,8 +299,10 @@ pub enum AppError {
     TooLongInstructions(usize),
     #[error("the message is empty: type something or attach a file")]
     EmptyMessage,
-    #[error("the attached image {0} is not in the media store; attach it again")]
+    #[error("the attachment {0} is not in the media store; attach it again")]
     UnknownAttachment(String),
+    #[error("the attachment {0} is not an image; attach it again")]
+    AttachmentNotAnImage(String),
     #[error(
         "the attachment is {mib:.1} MiB; the most Conduit takes is {max} MiB",
         mib = *bytes as f64 / (1024.0 * 1024.0),
@@ -304,7 +320,7 @@ pub enum AppError {
     #[error("a message takes at most {max} {what}")]
     TooManyInMessage { what: &'static str, max: usize },
     #[error(
-        "the file is neither an image (PNG, JPEG, GIF, WebP and the like) nor UTF-8 text (code, Markdown, CSV, JSON, logs)"
+        "the file is neither an image (PNG, JPEG, GIF, WebP and the like), a PDF, nor UTF-8 text (code, Markdown, CSV, JSON, logs)"
     )]
     NotAnImage,
     #[error(transparent)]
@@ -334,6 +350,7 @@ fn bounded_request(mut request: SendRequest) -> Result<SendRequest, AppError> {
     for (count, what, max) in [
         (request.attachments.len(), "images", MAX_IMAGES_IN_MESSAGE),
         (request.files.len(), "files", MAX_FILES_IN_MESSAGE),
+        (request.documents.len(), "PDFs", MAX_FILES_IN_MESSAGE),
         (
             request.resources.len(),
             "resources",
@@ -366,6 +383,7 @@ fn bounded_request(mut request: SendRequest) -> Result<SendRequest, AppError> {
         *items = kept;
     }
     once(&mut request.attachments);
+    once(&mut request.documents);
     once(&mut request.resources);
     once(&mut request.view_context);
     let older = request
@@ -583,9 +601,18 @@ impl App {
     pub async fn store_attachment(&self, bytes: Vec<u8>) -> Result<MediaRef, AppError> {
         attachment_fits(bytes.len())?;
         // The store takes audio too (a tool's), by its first bytes and without a decode:
-        // an attachment must be an image.
-        if image::guess_format(&bytes).is_err() {
+        // an attachment must be an image or a PDF.
+        let is_pdf = conduit_core::attached::is_pdf(&bytes);
+        if image::guess_format(&bytes).is_err() && !is_pdf {
             return Err(AppError::NotAnImage);
+        }
+        if is_pdf && bytes.len() as u64 > conduit_core::attached::MAX_DOCUMENT_BYTES {
+            return Err(AppError::File(
+                conduit_core::attached::AttachedFileError::LargeDocument {
+                    name: "The PDF".into(),
+                    mib: (bytes.len() as u64).div_ceil(1024 * 1024),
+                },
+            ));
         }
         {
             let mut unsent = self.unsent.lock();
@@ -651,6 +678,7 @@ impl App {
     ) -> Result<Started, CommandError> {
         let nothing_sent = request.text.trim().is_empty()
             && request.attachments.is_empty()
+            && request.documents.is_empty()
             && request.files.is_empty()
             && request.resources.is_empty()
             && request.prompt.is_none();
@@ -687,7 +715,17 @@ impl App {
                 format!("{}\n\n{context}", request.text)
             };
         }
-        let attachments = request.attachments.clone();
+        let attachments: Vec<String> = request
+            .attachments
+            .iter()
+            .cloned()
+            .chain(
+                request
+                    .documents
+                    .iter()
+                    .map(|document| document.hash.clone()),
+            )
+            .collect();
         let started = self.start_turn(request, sink).map_err(CommandError::from)?;
         self.sent_attachments(&attachments);
         // Used once, and only by a turn that started: a refused send loses nothing.
@@ -704,12 +742,34 @@ impl App {
             .attachments
             .iter()
             .map(|hash| {
-                self.host
+                let media = self
+                    .host
                     .media
                     .reference(hash)
-                    .ok_or_else(|| AppError::UnknownAttachment(hash.clone()))
+                    .ok_or_else(|| AppError::UnknownAttachment(hash.clone()))?;
+                // A PDF (or a tool's audio) named as an image would go to the model as one.
+                if !media.mime.starts_with("image/") {
+                    return Err(AppError::AttachmentNotAnImage(hash.clone()));
+                }
+                Ok(media)
             })
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<Vec<_>, AppError>>()?;
+        // Checked before a new conversation is made for them, as files are.
+        let documents = request
+            .documents
+            .iter()
+            .map(|document| {
+                let media = self
+                    .host
+                    .media
+                    .reference(&document.hash)
+                    .ok_or_else(|| AppError::UnknownAttachment(document.hash.clone()))?;
+                Ok(conduit_core::attached::check_document(
+                    &document.name,
+                    media,
+                )?)
+            })
+            .collect::<Result<Vec<_>, AppError>>()?;
         // Checked before a new conversation is made for them: a refused file loses nothing.
         // The same file named twice goes once (as checked: `/a/x.csv` is `x.csv`).
         let mut files: Vec<conduit_core::attached::CheckedFile> = Vec::new();
@@ -799,6 +859,7 @@ impl App {
             attachments: attachments
                 .into_iter()
                 .map(Attachment::Stored)
+                .chain(documents.into_iter().map(Attachment::Document))
                 .chain(files.into_iter().map(Attachment::Text))
                 .collect(),
             approval: ApprovalMode::Window(agent_sink.clone()),
@@ -1438,6 +1499,7 @@ mod tests {
             text: text.into(),
             attachments: Vec::new(),
             files: Vec::new(),
+            documents: Vec::new(),
             provider: "local".into(),
             model: None,
             toolset: None,
@@ -1594,6 +1656,111 @@ mod tests {
         assert_eq!(
             asked[asked.as_array().unwrap().len() - 1],
             json!({"role": "user", "content": format!("File weather.csv:\n\n{csv}")})
+        );
+        app.shutdown().await;
+    }
+
+    /// A PDF the window stored goes with the message under its name and reaches the
+    /// model whole; a hash the page names as a PDF that is no PDF, a PDF named as an
+    /// image, a forged hash, a nameless one and one too many are refused before anything
+    /// is saved; a PDF over 32 MiB is not stored.
+    #[tokio::test]
+    async fn a_stored_pdf_goes_with_the_message_and_forged_ones_are_refused_before_anything_is_saved()
+     {
+        let dir = tempfile::tempdir().unwrap();
+        let (app, server) = app_answering(
+            dir.path(),
+            vec![Dialect::OpenAiChat.text(&["It is about attention."])],
+        )
+        .await;
+        let paper = conduit_core::testing::pdf(15, 1_200_000);
+        let stored = app.store_attachment(paper.clone()).await.unwrap();
+        assert_eq!(stored.mime, "application/pdf");
+        let mut frame = Vec::new();
+        image::DynamicImage::new_rgb8(1600, 1000)
+            .write_to(
+                &mut std::io::Cursor::new(&mut frame),
+                image::ImageFormat::Png,
+            )
+            .unwrap();
+        let image = app.store_attachment(frame).await.unwrap();
+        let document = |hash: &str, name: &str| AttachedDocument {
+            hash: hash.into(),
+            name: name.into(),
+        };
+        for (documents, images, says) in [
+            (
+                vec![document(&image.hash, "frame.pdf")],
+                vec![],
+                "frame.pdf is not a PDF",
+            ),
+            (vec![], vec![stored.hash.clone()], "is not an image"),
+            (
+                vec![document(&"0".repeat(64), "x.pdf")],
+                vec![],
+                "is not in the media store",
+            ),
+            (
+                vec![document(&stored.hash, "papers/")],
+                vec![],
+                "an attached file needs a name",
+            ),
+            (
+                (0..21)
+                    .map(|n| document(&format!("{n:064}"), "x.pdf"))
+                    .collect(),
+                vec![],
+                "a message takes at most 20 PDFs",
+            ),
+        ] {
+            let mut bad = request("");
+            bad.documents = documents;
+            bad.attachments = images;
+            let (sink, _events) = collector();
+            let err = app.send(bad, sink).unwrap_err();
+            assert!(err.message.contains(says), "{says}: {err:?}");
+        }
+        let store = app.host().store().unwrap();
+        assert!(store.list(10).unwrap().is_empty(), "nothing saved");
+        assert!(server.requests().is_empty(), "nothing sent");
+
+        let mut sent = request("What does it claim?");
+        sent.documents = vec![document(&stored.hash, "/home/ada/attention.pdf"); 2];
+        let (started, text, _) = answered(&app, sent).await;
+        assert_eq!(text, "It is about attention.");
+        let saved = store.messages(&started.conversation, None).unwrap();
+        assert_eq!(
+            saved[0].blocks,
+            [
+                Block::text("What does it claim?"),
+                Block::Document {
+                    name: "attention.pdf".into(),
+                    media: stored.clone()
+                }
+            ],
+            "once, without its folders"
+        );
+        let asked = &server.requests()[0].body["messages"];
+        let last = &asked[asked.as_array().unwrap().len() - 1];
+        use base64::Engine;
+        assert_eq!(
+            last["content"][1],
+            json!({"type": "file", "file": {
+                "filename": "attention.pdf",
+                "file_data": format!("data:application/pdf;base64,{}", base64::engine::general_purpose::STANDARD.encode(&paper)),
+            }})
+        );
+
+        // Over 32 MiB: refused by its size, nothing stored.
+        let mut huge = conduit_core::testing::pdf(1, 0);
+        huge.resize(
+            conduit_core::attached::MAX_DOCUMENT_BYTES as usize + 1,
+            b' ',
+        );
+        let error = app.store_attachment(huge).await.unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "The PDF is 33 MiB; the largest PDF Conduit attaches is 32 MiB"
         );
         app.shutdown().await;
     }

@@ -59,6 +59,9 @@ pub enum Attachment {
     Stored(MediaRef),
     /// A text file the window read, checked by [`conduit_core::attached`].
     Text(conduit_core::attached::CheckedFile),
+    /// A PDF the window stored, checked by [`conduit_core::attached::check_document`]
+    /// (a [`Block::Document`]).
+    Document(Block),
 }
 
 /// What a frontend asks for.
@@ -468,6 +471,10 @@ impl Host {
                     blocks.push(file.clone().into());
                     continue;
                 }
+                Attachment::Document(document) => {
+                    blocks.push(document.clone());
+                    continue;
+                }
                 Attachment::File(path) => path,
             };
             let attachment_error =
@@ -478,13 +485,36 @@ impl Host {
             let bytes = tokio::fs::read(path)
                 .await
                 .map_err(|e| attachment_error(e.into()))?;
+            let name = path
+                .file_name()
+                .unwrap_or(path.as_os_str())
+                .to_string_lossy()
+                .into_owned();
+            // A PDF first: one may be all ASCII, and so read as text.
+            if conduit_core::attached::is_pdf(&bytes) {
+                let size = bytes.len() as u64;
+                if size > conduit_core::attached::MAX_DOCUMENT_BYTES {
+                    return Err(attachment_error(
+                        conduit_core::attached::AttachedFileError::LargeDocument {
+                            name,
+                            mib: size.div_ceil(1024 * 1024),
+                        }
+                        .into(),
+                    ));
+                }
+                let media = self.media.clone();
+                let stored = tokio::task::spawn_blocking(move || media.put(&bytes, None))
+                    .await
+                    .map_err(|e| attachment_error(e.into()))?
+                    .map_err(|e: MediaError| attachment_error(e.into()))?;
+                let document = conduit_core::attached::check_document(&name, stored)
+                    .map_err(|e| attachment_error(e.into()))?;
+                blocks.push(document);
+                continue;
+            }
             // Text (code, notes, a CSV: one may start "BMW," as a BMP starts "BM"), else
             // an image; what is neither is refused as no text, saying what Conduit takes.
             if conduit_core::attached::is_text(&bytes) || image::guess_format(&bytes).is_err() {
-                let name = path
-                    .file_name()
-                    .unwrap_or(path.as_os_str())
-                    .to_string_lossy();
                 let file = conduit_core::attached::check_file(&name, bytes)
                     .map_err(|e| attachment_error(e.into()))?;
                 blocks.push(file.into());

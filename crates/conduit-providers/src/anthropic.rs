@@ -240,6 +240,16 @@ fn content_blocks(message: &Message, images: &PreparedImages) -> Vec<Value> {
                 out.push(json!({"type": "text", "text": file_for_model(name, text)}));
             }
             Block::Image { media } => out.push(image_block(&media.hash, images)),
+            Block::Document { name, media } => {
+                out.push(match images::document_or_note(name, media, images) {
+                    Ok(document) => json!({
+                        "type": "document",
+                        "source": {"type": "base64", "media_type": document.mime, "data": document.base64},
+                        "title": name,
+                    }),
+                    Err(note) => json!({"type": "text", "text": note}),
+                });
+            }
             Block::Reasoning {
                 text,
                 signature,

@@ -89,16 +89,28 @@ fn prepared_image(hash: &str, images: &PreparedImages) -> Result<Value, String> 
 }
 
 fn user_parts(message: &Message, images: &PreparedImages) -> Vec<Value> {
-    message
-        .blocks
-        .iter()
-        .filter_map(|block| match block {
-            Block::Text { text } if !text.is_empty() => Some(json!({"text": text})),
-            Block::File { name, text } => Some(json!({"text": file_for_model(name, text)})),
-            Block::Image { media } => Some(inline_data(&media.hash, images)),
-            _ => None,
-        })
-        .collect()
+    let mut parts = Vec::new();
+    for block in &message.blocks {
+        match block {
+            Block::Text { text } if !text.is_empty() => parts.push(json!({"text": text})),
+            Block::File { name, text } => parts.push(json!({"text": file_for_model(name, text)})),
+            Block::Image { media } => parts.push(inline_data(&media.hash, images)),
+            // A part has no name: the PDF's goes in a text part before it, as a file's.
+            Block::Document { name, media } => {
+                match images::document_or_note(name, media, images) {
+                    Ok(document) => {
+                        parts.push(json!({"text": format!("PDF {name}:")}));
+                        parts.push(
+                            json!({"inlineData": {"mimeType": document.mime, "data": document.base64}}),
+                        );
+                    }
+                    Err(note) => parts.push(json!({"text": note})),
+                }
+            }
+            _ => {}
+        }
+    }
+    parts
 }
 
 /// What Gemini 3 takes in place of a call's thought signature when there is none to send

@@ -1,6 +1,7 @@
-//! Images on their way to a provider: the bytes decide the type, and anything a provider
-//! would refuse (type, long edge, size) is downscaled and re-encoded first, decoded and
-//! shrunk within the limits of [`conduit_core::images`].
+//! Images and attached PDFs on their way to a provider: the bytes decide the type, and
+//! an image a provider would refuse (type, long edge, size) is downscaled and re-encoded
+//! first, decoded and shrunk within the limits of [`conduit_core::images`]; a PDF goes
+//! as it is, within the request's budget.
 
 use std::collections::HashMap;
 use std::io::Cursor;
@@ -92,17 +93,57 @@ pub enum ImageError {
     )]
     TooLarge { size: usize, max: usize },
     #[error(
-        "an older image, left out so the request stays within what the provider takes in one request ({images} images, {megabytes} MB of images); newer images were sent"
+        "an older image, left out so the request stays within what the provider takes in one request ({images} images, {megabytes} MB of images and PDFs); newer images were sent"
     )]
     LeftOut { images: usize, megabytes: usize },
+    #[error("the stored file is not a PDF")]
+    NotPdf,
+    /// The model's server refused the request that carried the PDF.
+    #[error("the model's server refused the request with it ({message})")]
+    Refused { message: String },
+    /// An earlier request of this session was refused with its PDFs.
+    #[error("earlier in this session the model's server refused requests that carried PDFs")]
+    RefusedEarlier,
 }
 
-/// Calls `visit` with every image `messages` embed, in order, once per place it is used.
+/// Why a PDF was not sent, as the model reads it after "was not sent: ".
+pub fn document_reason(error: &ImageError) -> String {
+    match error {
+        ImageError::TooLarge { size, max } => format!(
+            "it is {} MB as base64, more than the {} MB of files this provider takes in one request",
+            size.div_ceil(1_000_000),
+            max / 1_000_000
+        ),
+        ImageError::LeftOut { megabytes, .. } => format!(
+            "it is older, and was left out so the request stays within the {megabytes} MB of images and PDFs the provider takes in one request; newer ones were sent"
+        ),
+        other => other.to_string(),
+    }
+}
+
+/// The prepared PDF attached as `media`, or the note the model reads in its place
+/// ([`conduit_core::content::document_not_read`]).
+pub fn document_or_note<'a>(
+    name: &str,
+    media: &MediaRef,
+    images: &'a PreparedImages,
+) -> Result<&'a PreparedImage, String> {
+    match images.get(&media.hash) {
+        Some(Ok(document)) if document.mime == conduit_core::attached::PDF_MIME => Ok(document),
+        Some(Ok(_)) => Err(document_reason(&ImageError::NotPdf)),
+        Some(Err(error)) => Err(document_reason(error)),
+        None => Err("it was not loaded".to_owned()),
+    }
+    .map_err(|reason| conduit_core::content::document_not_read(name, media, &reason))
+}
+
+/// Calls `visit` with every image and PDF `messages` embed, in order, once per place it
+/// is used.
 fn each_image(messages: &[Message], mut visit: impl FnMut(&MediaRef)) {
     for message in messages {
         for block in &message.blocks {
             match block {
-                Block::Image { media } => visit(media),
+                Block::Image { media } | Block::Document { media, .. } => visit(media),
                 Block::ToolResult(result) => {
                     for part in &result.parts {
                         if let ResultPart::Image { media } = part {
@@ -170,10 +211,17 @@ pub fn prepare_all(
             prepared.insert(reference.hash, Err(left_out(limits)));
             continue;
         }
+        let is_document = reference.mime == conduit_core::attached::PDF_MIME;
         let image = media
             .load(&reference)
             .map_err(ImageError::from)
-            .and_then(|loaded| prepare(&loaded, limits));
+            .and_then(|loaded| {
+                if is_document {
+                    prepare_document(&loaded, limits)
+                } else {
+                    prepare(&loaded, limits)
+                }
+            });
         let image = match image {
             Ok(image) => {
                 let size = image.base64.len().saturating_mul(times);
@@ -251,6 +299,25 @@ pub fn prepare(bytes: &[u8], limits: &ImageLimits) -> Result<PreparedImage, Imag
     Ok(PreparedImage {
         mime: "image/jpeg",
         base64: base64::engine::general_purpose::STANDARD.encode(jpeg),
+    })
+}
+
+/// A PDF as it goes to a provider: whole, as base64, when it is one and fits in what the
+/// provider takes of images and files in one request.
+pub fn prepare_document(bytes: &[u8], limits: &ImageLimits) -> Result<PreparedImage, ImageError> {
+    if !conduit_core::attached::is_pdf(bytes) {
+        return Err(ImageError::NotPdf);
+    }
+    let size = base64_len(bytes.len());
+    if size > limits.max_request_encoded_bytes {
+        return Err(ImageError::TooLarge {
+            size,
+            max: limits.max_request_encoded_bytes,
+        });
+    }
+    Ok(PreparedImage {
+        mime: conduit_core::attached::PDF_MIME,
+        base64: base64::engine::general_purpose::STANDARD.encode(bytes),
     })
 }
 

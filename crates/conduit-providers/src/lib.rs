@@ -195,6 +195,9 @@ async fn prepare_images(
 mod test_support;
 
 #[cfg(test)]
+mod attached_documents_tests;
+
+#[cfg(test)]
 mod attached_files_tests;
 
 #[cfg(test)]

@@ -73,7 +73,7 @@ fn user_message(message: &Message, images: &PreparedImages) -> Value {
     let has_images = message
         .blocks
         .iter()
-        .any(|b| matches!(b, Block::Image { .. }));
+        .any(|b| matches!(b, Block::Image { .. } | Block::Document { .. }));
     if !has_images {
         return json!({"role": "user", "content": message.text_with_files()});
     }
@@ -86,6 +86,17 @@ fn user_message(message: &Message, images: &PreparedImages) -> Value {
                 Some(json!({"type": "text", "text": file_for_model(name, text)}))
             }
             Block::Image { media } => Some(image_part(&media.hash, images)),
+            // OpenAI's form; a compatible server that refuses it gets the request again
+            // with a note in its place (`WireProvider::stream`).
+            Block::Document { name, media } => {
+                Some(match images::document_or_note(name, media, images) {
+                    Ok(document) => json!({
+                        "type": "file",
+                        "file": {"filename": name, "file_data": document.data_url()},
+                    }),
+                    Err(note) => json!({"type": "text", "text": note}),
+                })
+            }
             _ => None,
         })
         .collect();

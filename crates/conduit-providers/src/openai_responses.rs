@@ -116,6 +116,16 @@ fn user_content(message: &Message, images: &PreparedImages) -> Vec<Value> {
                 "text": file_for_model(name, text),
             })),
             Block::Image { media } => Some(image_part(&media.hash, images)),
+            Block::Document { name, media } => {
+                Some(match images::document_or_note(name, media, images) {
+                    Ok(document) => json!({
+                        "type": "input_file",
+                        "filename": name,
+                        "file_data": document.data_url(),
+                    }),
+                    Err(note) => json!({"type": "input_text", "text": note}),
+                })
+            }
             _ => None,
         })
         .collect()

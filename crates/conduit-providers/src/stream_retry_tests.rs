@@ -3,63 +3,13 @@
 //! retried, one after it is not.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use conduit_core::content::Message;
 use conduit_core::provider::StopReason;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::*;
-
-/// A loopback server answering its n-th request with `answers[n]` (the last one again
-/// after), each a whole HTTP/1.1 head without its blank line and a body, then closing.
-/// Counts the requests it read.
-async fn serve_in_turn(answers: Vec<(&'static str, String)>) -> (String, Arc<AtomicUsize>) {
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
-        .await
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    let requests = Arc::new(AtomicUsize::new(0));
-    let counted = requests.clone();
-    tokio::spawn(async move {
-        while let Ok((mut socket, _)) = listener.accept().await {
-            // The whole request, head and body, so closing after the answer resets nothing.
-            let mut seen = Vec::new();
-            let mut buf = [0u8; 8192];
-            let head_end = loop {
-                if let Some(at) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
-                    break at + 4;
-                }
-                match socket.read(&mut buf).await {
-                    Ok(0) | Err(_) => break 0,
-                    Ok(n) => seen.extend_from_slice(&buf[..n]),
-                }
-            };
-            if head_end == 0 {
-                continue;
-            }
-            let head = String::from_utf8_lossy(&seen[..head_end]).to_ascii_lowercase();
-            let length: usize = head
-                .lines()
-                .find_map(|line| line.strip_prefix("content-length:"))
-                .and_then(|n| n.trim().parse().ok())
-                .unwrap_or(0);
-            while seen.len() < head_end + length {
-                match socket.read(&mut buf).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => seen.extend_from_slice(&buf[..n]),
-                }
-            }
-            let n = counted.fetch_add(1, Ordering::SeqCst);
-            let (head, body) = &answers[n.min(answers.len() - 1)];
-            let answer = format!("{head}\r\nconnection: close\r\n\r\n{body}");
-            let _ = socket.write_all(answer.as_bytes()).await;
-            let _ = socket.shutdown().await;
-        }
-    });
-    (format!("http://{addr}"), requests)
-}
+use crate::test_support::serve_in_turn;
 
 const EVENT_STREAM: &str = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream";
 
@@ -170,7 +120,7 @@ async fn an_overload_sent_before_the_answer_is_retried_and_the_next_answer_arriv
             ProviderEvent::Stop(StopReason::EndTurn),
         ]
     );
-    assert_eq!(requests.load(Ordering::SeqCst), 2);
+    assert_eq!(requests.count(), 2);
 }
 
 #[tokio::test]
@@ -202,7 +152,7 @@ data: {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta"
             )),
         ]
     );
-    assert_eq!(requests.load(Ordering::SeqCst), 1);
+    assert_eq!(requests.count(), 1);
 }
 
 /// The official SDKs retry a request timeout and a conflict; both go again here too.
@@ -250,7 +200,7 @@ async fn a_request_timeout_and_a_conflict_are_retried() {
         Some(&ProviderEvent::Stop(StopReason::EndTurn))
     );
     assert!(events.contains(&ProviderEvent::TextDelta("Hello".into())));
-    assert_eq!(requests.load(Ordering::SeqCst), 3);
+    assert_eq!(requests.count(), 3);
 }
 
 /// Gemini's 429 says how long to wait in its body (a `RetryInfo` detail), with no
@@ -321,7 +271,7 @@ async fn geminis_retry_delay_in_a_429_body_is_the_wait() {
         err.to_string(),
         "the provider's rate limit was hit (HTTP 429): You exceeded your current quota, please check your plan and billing details. (it asks to wait 47 s)"
     );
-    assert_eq!(requests.load(Ordering::SeqCst), 1);
+    assert_eq!(requests.count(), 1);
     // With the default longest wait (a minute), the retry waits the 47 s asked for.
     assert_eq!(
         Retrier::new(&RetryPolicy::default()).next_delay(&err),

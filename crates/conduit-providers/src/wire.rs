@@ -7,7 +7,9 @@ use std::sync::{Arc, LazyLock};
 
 use async_trait::async_trait;
 use conduit_core::media::MediaStore;
-use conduit_core::provider::{EventStream, ModelInfo, ModelRequest, Provider, ProviderError};
+use conduit_core::provider::{
+    EventStream, ModelInfo, ModelRequest, Provider, ProviderError, ProviderErrorKind,
+};
 use parking_lot::Mutex;
 use serde_json::Value;
 
@@ -49,6 +51,39 @@ pub trait Wire: Send + Sync + 'static {
 /// session: their later requests go without it at once, instead of being refused first.
 /// Kept in memory only, as the models that refuse tools are.
 static REFUSED_OPTIONAL: LazyLock<Mutex<HashSet<String>>> = LazyLock::new(Mutex::default);
+
+/// The servers' models that answered only once a request's PDFs were left out this
+/// session (a compatible server that takes no `file` parts, a PDF past a model's page
+/// limit): their later requests leave the PDFs out at once.
+static REFUSED_DOCUMENTS: LazyLock<Mutex<HashSet<String>>> = LazyLock::new(Mutex::default);
+
+/// The most of a refusal's message the model reads in place of a PDF.
+const REFUSAL_SHOWN: usize = 300;
+
+/// The hashes of the PDFs `images` holds ready to send.
+fn sendable_documents(images: &PreparedImages) -> Vec<String> {
+    images
+        .iter()
+        .filter(|(_, prepared)| {
+            prepared
+                .as_ref()
+                .is_ok_and(|p| p.mime == conduit_core::attached::PDF_MIME)
+        })
+        .map(|(hash, _)| hash.clone())
+        .collect()
+}
+
+/// `images` with each of `documents` replaced by why it was not sent.
+fn without_documents(
+    mut images: PreparedImages,
+    documents: &[String],
+    why: impl Fn() -> crate::images::ImageError,
+) -> PreparedImages {
+    for hash in documents {
+        images.insert(hash.clone(), Err(why()));
+    }
+    images
+}
 
 /// What call ids a protocol takes. A call's id goes back to the provider it came from, but
 /// a conversation may move to another provider, whose rules it may break: Kimi's
@@ -159,8 +194,88 @@ impl<W: Wire> Provider for WireProvider<W> {
         W::PROTOCOL
     }
 
+    /// A request that carries PDFs and is refused before any answer (a 400 or a 413) is
+    /// sent again with a note in place of each: a compatible server may take no PDF,
+    /// and a model refuses one past its page limit. If the request then goes through,
+    /// this model gets its PDFs left out for the rest of the session.
     async fn stream(&self, request: ModelRequest) -> Result<EventStream, ProviderError> {
         let images = crate::prepare_images(&request, &self.media, W::IMAGE_LIMITS).await?;
+        let documents = sendable_documents(&images);
+        if documents.is_empty() {
+            return self.stream_prepared(request, images);
+        }
+        let model = format!("{}\n{}", self.base_url, request.model);
+        if REFUSED_DOCUMENTS.lock().contains(&model) {
+            let images = without_documents(images, &documents, || {
+                crate::images::ImageError::RefusedEarlier
+            });
+            return self.stream_prepared(request, images);
+        }
+        let first = self.stream_prepared(request.clone(), images)?;
+        let again = Self {
+            http: self.http.clone(),
+            base_url: self.base_url.clone(),
+            api_key: self.api_key.clone(),
+            media: self.media.clone(),
+            wire: PhantomData,
+        };
+        Ok(crate::instead_if_refused(
+            first,
+            |error| {
+                matches!(
+                    error.kind,
+                    ProviderErrorKind::InvalidRequest | ProviderErrorKind::RequestTooLarge
+                )
+            },
+            move |error| async move {
+                tracing::info!(%error, "a request with PDFs was refused: sent again with them left out");
+                let message = conduit_core::content::text_start(&error.message, REFUSAL_SHOWN);
+                // Prepared again rather than kept: what was prepared went with the
+                // first request, and a refusal is rare.
+                let images = crate::prepare_images(&request, &again.media, W::IMAGE_LIMITS).await?;
+                let images =
+                    without_documents(images, &documents, || crate::images::ImageError::Refused {
+                        message: message.to_owned(),
+                    });
+                let stream = again.stream_prepared(request, images)?;
+                Ok(noted_when_answered(stream, model))
+            },
+        ))
+    }
+
+    async fn list_models(&self) -> Result<Vec<ModelInfo>, ProviderError> {
+        let headers = W::auth_headers(self.api_key.as_deref());
+        let body = self
+            .http
+            .get_json(&joined(&self.base_url, &W::models_path()), &headers)
+            .await?;
+        Ok(W::parse_models(&body))
+    }
+}
+
+/// `stream`, noting `model` in [`REFUSED_DOCUMENTS`] once it answers.
+fn noted_when_answered(mut stream: EventStream, model: String) -> EventStream {
+    use futures::StreamExt;
+    Box::pin(async_stream::stream! {
+        let mut noted = false;
+        while let Some(item) = stream.next().await {
+            if !noted && matches!(item, Ok(ref event) if !matches!(event, conduit_core::provider::ProviderEvent::Retrying { .. })) {
+                REFUSED_DOCUMENTS.lock().insert(model.clone());
+                noted = true;
+            }
+            yield item;
+        }
+    })
+}
+
+impl<W: Wire> WireProvider<W> {
+    /// Sends `request` with its images and PDFs prepared; a request refused for its
+    /// optional part ([`Wire::drop_optional`]) is sent again without it.
+    fn stream_prepared(
+        &self,
+        request: ModelRequest,
+        images: PreparedImages,
+    ) -> Result<EventStream, ProviderError> {
         let base_url = self.base_url.clone();
         let build = move |request: &ModelRequest, images: &PreparedImages, optional: bool| {
             let mut body = W::build_request(request, images);
@@ -198,15 +313,6 @@ impl<W: Wire> Provider for WireProvider<W> {
                 )
             },
         ))
-    }
-
-    async fn list_models(&self) -> Result<Vec<ModelInfo>, ProviderError> {
-        let headers = W::auth_headers(self.api_key.as_deref());
-        let body = self
-            .http
-            .get_json(&joined(&self.base_url, &W::models_path()), &headers)
-            .await?;
-        Ok(W::parse_models(&body))
     }
 }
 

@@ -240,6 +240,11 @@ fn markdown_with(
                     inline_code(name),
                     fenced("", text)
                 )),
+                Block::Document { name, media } => out.push_str(&format!(
+                    "**PDF** {} {}\n\n",
+                    inline_code(name),
+                    link("PDF", media)
+                )),
                 Block::Reasoning { text, .. } if !text.is_empty() => {
                     for line in line_ending_normalised(text).lines() {
                         out.push_str(&format!("> {}\n", inert_line(line)));

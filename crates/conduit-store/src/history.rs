@@ -747,8 +747,12 @@ impl Store {
             )?;
         }
         // A message of only a file is named after the file.
-        if let (Block::Text { text } | Block::File { name: text, .. }, "user") =
-            (block, role.as_str())
+        if let (
+            Block::Text { text }
+            | Block::File { name: text, .. }
+            | Block::Document { name: text, .. },
+            "user",
+        ) = (block, role.as_str())
         {
             tx.execute(
                 "UPDATE conversations SET title = ?2 WHERE id = ?1 AND title_is_custom = 0 AND title = ?3",
@@ -1348,6 +1352,7 @@ fn block_kind(block: &Block) -> &'static str {
         Block::Text { .. } => "text",
         Block::Image { .. } => "image",
         Block::File { .. } => "file",
+        Block::Document { .. } => "document",
         Block::Reasoning { .. } => "reasoning",
         Block::ToolCall(_) => "tool_call",
         Block::ToolResult(_) => "tool_result",
@@ -1360,6 +1365,7 @@ fn searchable_text(block: &Block) -> String {
     match block {
         Block::Text { text } => text.clone(),
         Block::File { name, text } => format!("{name}\n{text}"),
+        Block::Document { name, .. } => name.clone(),
         Block::ToolResult(result) => result.searchable_text(),
         _ => String::new(),
     }

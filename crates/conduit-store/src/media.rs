@@ -606,9 +606,12 @@ fn identify(
     if let Some(audio) = audio_mime(bytes) {
         return Ok((audio.to_owned(), None));
     }
+    if conduit_core::attached::is_pdf(bytes) {
+        return Ok((conduit_core::attached::PDF_MIME.to_owned(), None));
+    }
     let declared = declared_mime.unwrap_or("unknown");
     Err(MediaError::Invalid(format!(
-        "the bytes are no image or audio format Conduit knows (declared as {declared})"
+        "the bytes are no image, audio or PDF format Conduit knows (declared as {declared})"
     )))
 }
 
@@ -642,7 +645,7 @@ fn is_hash(text: &str) -> bool {
 }
 
 /// Content types by extension, as the store writes them; anything else is opaque bytes.
-const TYPES: [(&str, &str); 10] = [
+const TYPES: [(&str, &str); 11] = [
     ("image/png", "png"),
     ("image/jpeg", "jpg"),
     ("image/gif", "gif"),
@@ -653,6 +656,7 @@ const TYPES: [(&str, &str); 10] = [
     ("audio/mpeg", "mp3"),
     ("text/plain", "txt"),
     ("application/json", "json"),
+    ("application/pdf", "pdf"),
 ];
 
 fn mime_of_extension(extension: &str) -> &'static str {
@@ -859,6 +863,24 @@ mod tests {
         let media = store.put(&wav, Some("audio/x-wav")).unwrap();
         assert_eq!(media.mime, "audio/wav");
         assert_eq!(media.width, None);
+    }
+
+    #[test]
+    fn a_pdf_is_recognised_by_its_header_stored_whole_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileMediaStore::new(dir.path());
+        let paper = conduit_core::testing::pdf(12, 1_500_000);
+        let media = store.put(&paper, None).unwrap();
+        assert_eq!(media.mime, "application/pdf");
+        assert_eq!((media.bytes, media.width), (paper.len() as u64, None));
+        assert!(store.path_of(&media).to_string_lossy().ends_with(".pdf"));
+        assert_eq!(store.load(&media).unwrap(), paper);
+        assert_eq!(store.reference(&media.hash), Some(media.clone()));
+        // Not a PDF however it is declared.
+        let err = store
+            .put(b"<html>PDF</html>", Some("application/pdf"))
+            .unwrap_err();
+        assert!(err.to_string().contains("no image, audio or PDF"), "{err}");
     }
 
     #[test]

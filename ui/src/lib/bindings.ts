@@ -173,7 +173,7 @@ wire_id?: string | null,
  */
 name: string, is_error: boolean, parts: Array<ResultPart>, };
 
-export type Block = { "type": "text", text: string, } | { "type": "image", media: MediaRef, } | { "type": "file", name: string, text: string, } | { "type": "reasoning", text: string, 
+export type Block = { "type": "text", text: string, } | { "type": "image", media: MediaRef, } | { "type": "file", name: string, text: string, } | { "type": "document", name: string, media: MediaRef, } | { "type": "reasoning", text: string, 
 /**
  * Anthropic's thinking signature.
  */
@@ -295,6 +295,8 @@ export type Started = { conversation: string, turn: string, };
 
 export type AttachedFile = { name: string, text: string, };
 
+export type AttachedDocument = { hash: string, name: string, };
+
 export type SendRequest = { 
 /**
  * Continue this conversation; `None` starts a new one.
@@ -310,6 +312,12 @@ attachments: Array<string>,
  * each ([`conduit_core::attached`]) before anything is saved.
  */
 files?: Array<AttachedFile>, 
+/**
+ * PDFs stored beforehand with [`App::store_attachment`], by hash, with the names
+ * they were picked or dropped under; checked by
+ * [`conduit_core::attached::check_document`] before anything is saved.
+ */
+documents?: Array<AttachedDocument>, 
 /**
  * A provider id from settings.
  */

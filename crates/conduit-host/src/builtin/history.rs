@@ -599,6 +599,10 @@ fn message_view(message: &StoredMessage, max_chars: usize) -> MessageView {
                 images.push(media.hash.clone());
                 pieces.push(format!("[image {}]", media.hash));
             }
+            Block::Document { name, media } => pieces.push(format!(
+                "[PDF {name}, {} KB, not read here]",
+                media.bytes.div_ceil(1000)
+            )),
             // Reasoning is the model's scratch work, not part of the conversation.
             Block::Reasoning { .. } => {}
             Block::ToolCall(call) => {
