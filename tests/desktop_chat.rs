@@ -279,6 +279,49 @@ async fn a_day_in_the_chat_window() {
         None
     );
 
+    // A PDF attached with the same picker (a 40-page paper of 1.2 MB) goes to the model
+    // whole, as Chat Completions' file part under its name, and shows in the message as
+    // the PDF with its size.
+    let paper = conduit_core::testing::pdf(40, 1_200_000);
+    let paper_path = fixture
+        .home
+        .path()
+        .join("Attention Is All You Need (2017).pdf");
+    std::fs::write(&paper_path, &paper).unwrap();
+    fixture
+        .llm
+        .push(vec![chat.text(&["It introduces the Transformer."])]);
+    window
+        .session
+        .client
+        .find(Locator::Css(r#"input[aria-label="Files to attach"]"#))
+        .await
+        .unwrap()
+        .send_keys(&paper_path.display().to_string())
+        .await
+        .unwrap();
+    window
+        .wait(r#"document.querySelector('[aria-label="Attachments"]')?.textContent.includes("Attention Is All You Need (2017).pdf")"#)
+        .await;
+    window.send("What does this paper introduce?").await;
+    window
+        .answer_contains("It introduces the Transformer.")
+        .await;
+    let asked = fixture.llm.requests().last().unwrap().body.clone();
+    let sent = asked["messages"].as_array().unwrap().last().unwrap()["content"].clone();
+    use base64::Engine;
+    assert_eq!(
+        sent[1],
+        json!({"type": "file", "file": {
+            "filename": "Attention Is All You Need (2017).pdf",
+            "file_data": format!("data:application/pdf;base64,{}", base64::engine::general_purpose::STANDARD.encode(&paper)),
+        }})
+    );
+    window
+        .wait(r#"document.querySelector('[aria-label="Attached PDF Attention Is All You Need (2017).pdf"] [data-document-size]')?.textContent === "PDF · 1.2 MB""#)
+        .await;
+    window.shot(&fixture.shot("03e-pdf.png")).await;
+
     // XSS in model text and in tool output renders as inert text.
     let tricky = format!("Here:\n\n{XSS}");
     fixture.llm.push(vec![

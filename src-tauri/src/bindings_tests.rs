@@ -412,16 +412,19 @@ fn bindings_hiding_characters_ts_is_generated_from_the_hosts_list() {
     check_generated("../ui/src/lib/hidingCharacters.ts", &generated);
 }
 
-/// ui/src/lib/attachedLimits.ts: how much text one attached file may carry, so that the
-/// page reads no more of a file than the host takes.
+/// ui/src/lib/attachedLimits.ts: how much text one attached file may carry, and how large
+/// a PDF may be, so that the page reads and stores no more than the host takes.
 #[test]
 fn bindings_attached_limits_ts_is_generated_from_core() {
     let generated = format!(
         "// Generated from conduit_core::attached by src-tauri/src/bindings_tests.rs: do not edit.\n\
          // Regenerate with `UPDATE_BINDINGS=1 cargo test --workspace bindings`.\n\n\
          /** The most text one attached file carries, in bytes. */\n\
-         export const MAX_FILE_TEXT = {};\n",
-        conduit_host::core::attached::MAX_FILE_TEXT
+         export const MAX_FILE_TEXT = {};\n\n\
+         /** The most bytes one attached PDF may have. */\n\
+         export const MAX_DOCUMENT_BYTES = {};\n",
+        conduit_host::core::attached::MAX_FILE_TEXT,
+        conduit_host::core::attached::MAX_DOCUMENT_BYTES
     );
     check_generated("../ui/src/lib/attachedLimits.ts", &generated);
 }

@@ -123,9 +123,14 @@ pub fn resource_blocks(
                 ..
             } => {
                 let mime = mime_type.unwrap_or_else(|| "application/octet-stream".into());
+                if mime == conduit_core::attached::PDF_MIME {
+                    brought.image()?;
+                    blocks.push(stored_document(media, &blob, &uri)?);
+                    continue;
+                }
                 if !mime.starts_with("image/") {
                     return Err(MentionError(format!(
-                        "{} is {}: only text and images go into a message",
+                        "{} is {}: only text, images and PDFs go into a message",
                         quoted(&uri),
                         quoted(&mime)
                     )));
@@ -146,6 +151,40 @@ pub fn resource_blocks(
         return Err(MentionError("the resource is empty".into()));
     }
     Ok(blocks)
+}
+
+/// A resource's PDF stored and attached under the last part of its URI (a server's
+/// `drive://files/Q3 report.pdf` is `Q3 report.pdf`), as the user's own PDF is checked.
+fn stored_document(media: &dyn MediaStore, base64: &str, uri: &str) -> Result<Block, MentionError> {
+    let what = quoted(uri);
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(base64.trim())
+        .map_err(|e| MentionError(format!("{what}: the PDF is not valid base64: {e}")))?;
+    if !conduit_core::attached::is_pdf(&bytes) {
+        return Err(MentionError(format!(
+            "{what} is declared a PDF but does not start as one"
+        )));
+    }
+    let size = bytes.len() as u64;
+    if size > conduit_core::attached::MAX_DOCUMENT_BYTES {
+        return Err(MentionError(format!(
+            "{what} is {} MiB; the largest PDF Conduit attaches is {} MiB",
+            size.div_ceil(1024 * 1024),
+            conduit_core::attached::MAX_DOCUMENT_BYTES / (1024 * 1024)
+        )));
+    }
+    let stored = media
+        .put(&bytes, Some(conduit_core::attached::PDF_MIME))
+        .map_err(|e| MentionError(format!("{what}: the PDF cannot be used: {e}")))?;
+    let path = uri.split(['?', '#']).next().unwrap_or(uri);
+    let last = path
+        .trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .unwrap_or(path);
+    let name = percent_encoding::percent_decode_str(last).decode_utf8_lossy();
+    conduit_core::attached::check_document(&name, stored)
+        .map_err(|e| MentionError(format!("{what}: {e}")))
 }
 
 /// Stores an image; the store checks the bytes (the declared type is a hint).
@@ -343,6 +382,47 @@ mod tests {
         assert!(matches!(&blocks[1], Block::Image { media } if media.mime == "image/png"));
     }
 
+    /// A server's PDF (a drive's report) is stored and attached under its URI's last part,
+    /// decoded; one too large is refused saying so.
+    #[test]
+    fn a_pdf_resource_is_attached_under_its_name() {
+        let media = MemoryMedia::default();
+        let paper = conduit_core::testing::pdf(8, 400_000);
+        let read: ReadResourceResult = serde_json::from_value(json!({"contents": [{
+            "uri": "drive://files/Q3%20report.pdf?rev=4",
+            "mimeType": "application/pdf",
+            "blob": base64::engine::general_purpose::STANDARD.encode(&paper),
+        }]}))
+        .unwrap();
+        let blocks = resource_blocks(read, &media).unwrap();
+        match &blocks[..] {
+            [
+                Block::Document {
+                    name,
+                    media: stored,
+                },
+            ] => {
+                assert_eq!(name, "Q3 report.pdf");
+                assert_eq!(media.load(stored).unwrap(), paper);
+            }
+            other => panic!("{other:?}"),
+        }
+        let mut huge = conduit_core::testing::pdf(1, 0);
+        huge.resize(33 * 1024 * 1024, b' ');
+        let read: ReadResourceResult = serde_json::from_value(json!({"contents": [{
+            "uri": "drive://files/scan.pdf",
+            "mimeType": "application/pdf",
+            "blob": base64::engine::general_purpose::STANDARD.encode(&huge),
+        }]}))
+        .unwrap();
+        let err = resource_blocks(read, &media).unwrap_err();
+        assert!(
+            err.0
+                .ends_with("is 33 MiB; the largest PDF Conduit attaches is 32 MiB"),
+            "{err}"
+        );
+    }
+
     #[test]
     fn binary_too_long_broken_and_empty_resources_are_refused_saying_why() {
         let media = MemoryMedia::default();
@@ -351,8 +431,12 @@ mod tests {
         };
         for (contents, says) in [
             (
+                json!([{"uri": "x:/a.zip", "mimeType": "application/zip", "blob": "AAAA"}]),
+                "x:/a.zip is application/zip: only text, images and PDFs go into a message",
+            ),
+            (
                 json!([{"uri": "x:/a.pdf", "mimeType": "application/pdf", "blob": "AAAA"}]),
-                "application/pdf",
+                "x:/a.pdf is declared a PDF but does not start as one",
             ),
             (
                 json!([{"uri": "x:/big", "text": "a".repeat(MAX_ATTACHED_TEXT + 1)}]),

@@ -3,3 +3,6 @@
 
 /** The most text one attached file carries, in bytes. */
 export const MAX_FILE_TEXT = 524288;
+
+/** The most bytes one attached PDF may have. */
+export const MAX_DOCUMENT_BYTES = 33554432;

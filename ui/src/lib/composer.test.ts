@@ -1,9 +1,11 @@
 import { describe, expect, it } from "vitest";
 import {
+  MAX_DOCUMENT_BYTES,
   MAX_FILE_TEXT,
   attachedAgain,
   attachmentName,
   bytesOf,
+  documentSummary,
   droppedFiles,
   fileSummary,
   imageFiles,
@@ -124,5 +126,42 @@ describe("attachments", () => {
     expect(fileSummary("x".repeat(4100) + "\n")).toBe("1 line · 4.0 KiB");
     expect(fileSummary("é\n".repeat(1500))).toBe("1,500 lines · 4.4 KiB");
     expect(fileSummary("x".repeat(MAX_FILE_TEXT))).toBe("1 line · 512.0 KiB");
+  });
+
+  it("stores a PDF by its first bytes, whatever its type or name, and gives a stored one back", async () => {
+    const kept: File[] = [];
+    const pdfStore = (f: File) => {
+      kept.push(f);
+      return Promise.resolve({ hash: "b".repeat(64), mime: "application/pdf", bytes: f.size });
+    };
+    const body = "%PDF-1.7\n1 0 obj << /Type /Catalog >> endobj\n" + "x".repeat(2_400_000);
+    const paper = new File([body], "attention.pdf", { type: "application/pdf" });
+    const stored = { hash: "b".repeat(64), mime: "application/pdf", bytes: paper.size };
+    // All ASCII, so it would read as text: its header makes it a PDF.
+    expect(await preparedAttachment(paper, pdfStore)).toEqual({ type: "document", document: { name: "attention.pdf", media: stored } });
+    const untyped = new File([body], "download", { type: "" });
+    expect(await preparedAttachment(untyped, pdfStore)).toEqual({ type: "document", document: { name: "download", media: stored } });
+    expect(kept).toEqual([paper, untyped]);
+    const again = { name: "attention.pdf", media: stored };
+    expect(await preparedAttachment(again, pdfStore)).toEqual({ type: "document", document: again });
+    expect(attachmentName(again)).toBe("attention.pdf");
+    expect(attachmentName({ name: "a\u202etxt.pdf", media: stored })).toBe("a\\u{202e}txt.pdf");
+    expect(kept).toHaveLength(2);
+    expect(documentSummary(stored)).toBe("PDF · 2.4 MB");
+    expect(documentSummary({ ...stored, bytes: 181_000 })).toBe("PDF · 181 KB");
+    expect(documentSummary({ ...stored, bytes: 12 })).toBe("PDF · 1 KB");
+  });
+
+  it("refuses a PDF over the host's limit before storing it, and one the host did not store as a PDF", async () => {
+    const kept: File[] = [];
+    const imageStore = (f: File) => {
+      kept.push(f);
+      return Promise.resolve(media);
+    };
+    const huge = new File([new TextEncoder().encode("%PDF-1.4\n"), new Uint8Array(MAX_DOCUMENT_BYTES)], "scan.pdf", { type: "application/pdf" });
+    await expect(preparedAttachment(huge, imageStore)).rejects.toThrow("scan.pdf is 33 MiB; the largest PDF Conduit attaches is 32 MiB");
+    expect(kept).toEqual([]);
+    const odd = new File(["%PDF-1.4\n"], "odd.pdf", { type: "application/pdf" });
+    await expect(preparedAttachment(odd, imageStore)).rejects.toThrow("odd.pdf was not stored as a PDF");
   });
 });

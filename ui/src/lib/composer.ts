@@ -1,48 +1,75 @@
 // Keyboard rules of the message composer, and what it holds as attachments.
-import { MAX_FILE_TEXT } from "./attachedLimits";
+import { MAX_DOCUMENT_BYTES, MAX_FILE_TEXT } from "./attachedLimits";
 import type { AttachedFile, MediaRef } from "./types";
 import { visible } from "./visibleText";
 
-export { MAX_FILE_TEXT };
+export { MAX_DOCUMENT_BYTES, MAX_FILE_TEXT };
+
+/** A PDF the host stored, under the name it was attached with (Edit gives it back). */
+export type StoredDocument = { name: string; media: MediaRef };
 
 /**
  * An attachment: a file the page read (picked, dropped, pasted) that is stored or read
- * when the message is sent, or an image the host already stored (a paste it read from the
- * clipboard).
+ * when the message is sent, an image the host already stored (a paste it read from the
+ * clipboard), or a stored PDF given back by Edit.
  */
-export type Attachment = File | MediaRef;
+export type Attachment = File | MediaRef | StoredDocument;
+
+function isStoredDocument(attachment: Attachment): attachment is StoredDocument {
+  return !(attachment instanceof File) && "media" in attachment;
+}
 
 /** The attachment's name as the composer lists it, hidden characters shown as codes. */
 export function attachmentName(attachment: Attachment): string {
+  if (isStoredDocument(attachment)) return visible(attachment.name);
   return attachment instanceof File && attachment.name ? visible(attachment.name) : "pasted image";
 }
 
-/** What an attachment goes as: an image the host stored, or a text file's name and text
- *  (which the host checks again). */
-export type Prepared = { type: "image"; media: MediaRef } | { type: "file"; file: AttachedFile };
+/** What an attachment goes as: an image or a PDF the host stored, or a text file's name
+ *  and text (which the host checks again). */
+export type Prepared =
+  | { type: "image"; media: MediaRef }
+  | { type: "document"; document: StoredDocument }
+  | { type: "file"; file: AttachedFile };
+
+/** The first bytes of every PDF. */
+const PDF_HEADER = "%PDF-";
 
 /**
- * An attachment made ready to send. An image file is stored with `store`; any other file
- * is read as UTF-8 text; a file that is neither and has no type is stored too, so that the
- * host decides by its bytes (WebKitGTK gives a pasted image no type) and says what it takes.
+ * An attachment made ready to send. An image file is stored with `store`; a PDF (by its
+ * first bytes: one may be all ASCII, so read as text) is stored too; any other file is
+ * read as UTF-8 text; a file that is none of these and has no type is stored too, so that
+ * the host decides by its bytes (WebKitGTK gives a pasted image no type) and says what it
+ * takes.
  */
 export async function preparedAttachment(
   attachment: Attachment,
   store: (file: File) => Promise<MediaRef>,
 ): Promise<Prepared> {
+  if (isStoredDocument(attachment)) return { type: "document", document: attachment };
   if (!(attachment instanceof File)) return { type: "image", media: attachment };
   if (attachment.type.startsWith("image/")) return { type: "image", media: await store(attachment) };
+  const name = visible(attachment.name);
+  const head = new TextDecoder("latin1").decode(await bytesOf(attachment.slice(0, PDF_HEADER.length)));
+  if (head === PDF_HEADER) {
+    if (attachment.size > MAX_DOCUMENT_BYTES) {
+      const mib = Math.ceil(attachment.size / (1024 * 1024));
+      throw new Error(`${name} is ${mib} MiB; the largest PDF Conduit attaches is ${MAX_DOCUMENT_BYTES / (1024 * 1024)} MiB`);
+    }
+    const media = await store(attachment);
+    if (media.mime !== "application/pdf") throw new Error(`${name} was not stored as a PDF`);
+    return { type: "document", document: { name: attachment.name, media } };
+  }
   const large = attachment.size > MAX_FILE_TEXT;
   // A file too large to attach is not read whole: its start tells text from not.
   const text = utf8Text(await bytesOf(large ? attachment.slice(0, 4096) : attachment), !large);
-  const name = visible(attachment.name);
   if (text !== null) {
     if (!large) return { type: "file", file: { name: attachment.name, text } };
     throw new Error(`${name} holds more than ${MAX_FILE_TEXT / 1024} KiB of text, the most Conduit attaches from one file`);
   }
   if (attachment.type === "") return { type: "image", media: await store(attachment) };
   throw new Error(
-    `${name} is not a text file: attach images (PNG, JPEG, GIF, WebP) or text (code, Markdown, CSV, JSON, logs)`,
+    `${name} is not a text file: attach images (PNG, JPEG, GIF, WebP), PDFs or text (code, Markdown, CSV, JSON, logs)`,
   );
 }
 
@@ -75,6 +102,12 @@ export function fileSummary(text: string): string {
   const bytes = new TextEncoder().encode(text).length;
   const size = bytes < 1024 ? `${bytes} bytes` : `${(bytes / 1024).toFixed(1)} KiB`;
   return `${lines.toLocaleString("en")} ${lines === 1 ? "line" : "lines"} · ${size}`;
+}
+
+/** How big an attached PDF is, as its card says: `PDF · 2.4 MB`. */
+export function documentSummary(media: MediaRef): string {
+  const size = media.bytes < 1_000_000 ? `${Math.max(1, Math.round(media.bytes / 1000))} KB` : `${(media.bytes / 1_000_000).toFixed(1)} MB`;
+  return `PDF · ${size}`;
 }
 
 /** A text file of a stored message back as a file the composer holds (Edit). */

@@ -515,6 +515,13 @@ describe("how a conversation's stored messages end", () => {
     if (!(file instanceof File)) throw new Error("the file comes back as a file");
     expect(file.name).toBe("plan\\u{202e}.md");
     expect(new TextDecoder().decode(await bytesOf(file))).toBe("# Plan\r\n");
+    // A PDF comes back as the stored PDF under its name.
+    const pdf = { hash: "b".repeat(64), mime: "application/pdf", bytes: 2_400_000 };
+    expect(editableMessage([user(1, [{ type: "text", text: "Sum up" }, { type: "document", name: "attention.pdf", media: pdf }])])).toEqual({
+      id: 1,
+      text: "Sum up",
+      attachments: [{ name: "attention.pdf", media: pdf }],
+    });
     // The last not replaced.
     expect(editableMessage([user(1, [{ type: "text", text: "Old" }]), user(3, [{ type: "text", text: "Gone" }], "replaced")])?.id).toBe(1);
     // A resource's text beside the typed text: the composer cannot hold it.

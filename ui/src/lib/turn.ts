@@ -499,7 +499,7 @@ export function mayAnswerAgain(messages: StoredMessage[]): boolean {
 }
 
 /** The last message of the user's, if "Edit" can give it back to the composer as it was
- *  written: its text, images and text files (one with resources or a view's context attached, which
+ *  written: its text, images, PDFs and text files (one with resources or a view's context attached, which
  *  the composer cannot hold, is not offered). */
 export function editableMessage(messages: StoredMessage[]): { id: number; text: string; attachments: Attachment[] } | null {
   let last: StoredMessage | undefined;
@@ -510,6 +510,7 @@ export function editableMessage(messages: StoredMessage[]): { id: number; text: 
   for (const block of last.blocks) {
     if (block.type === "text") texts.push(block.text);
     else if (block.type === "image") attachments.push(block.media);
+    else if (block.type === "document") attachments.push({ name: block.name, media: block.media });
     else if (block.type === "file") attachments.push(attachedAgain(block));
     else return null;
   }

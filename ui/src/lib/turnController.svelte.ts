@@ -394,15 +394,19 @@ export class TurnController {
       return false;
     }
     const images = prepared.flatMap((item) => (item.type === "image" ? [item.media] : []));
+    const documents = prepared.flatMap((item) => (item.type === "document" ? [item.document] : []));
     const textFiles = prepared.flatMap((item) => (item.type === "file" ? [item.file] : []));
-    // The host's order: the text, the images, then the files.
+    // The host's order: the text, the images, the PDFs, then the files.
     const blocks: Block[] = [
       ...(mentions?.labels ?? []).map((label) => ({ type: "text" as const, text: label })),
       ...(text ? [{ type: "text" as const, text }] : []),
       ...images.map((media) => ({ type: "image" as const, media })),
+      ...documents.map((document) => ({ type: "document" as const, ...document })),
       ...textFiles.map((file) => ({ type: "file" as const, ...file })),
     ];
-    const attachments = prepared.map((item) => (item.type === "image" ? item.media : attachedAgain(item.file)));
+    const attachments = prepared.map((item) =>
+      item.type === "image" ? item.media : item.type === "document" ? item.document : attachedAgain(item.file),
+    );
     // The turn's state is the one on screen when it was sent; it keeps it if the user
     // looks elsewhere (also while its images are stored).
     const message = pendingUserMessage(blocks);
@@ -433,6 +437,7 @@ export class TurnController {
           conversation: again ?? conversation,
           text,
           attachments: images.map((media) => media.hash),
+          ...(documents.length > 0 ? { documents: documents.map(({ name, media }) => ({ name, hash: media.hash })) } : {}),
           ...(textFiles.length > 0 ? { files: textFiles } : {}),
           provider: choice.provider,
           model: choice.model,

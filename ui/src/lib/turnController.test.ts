@@ -224,6 +224,30 @@ describe("a turn in the chat controller", () => {
     expect(t.controller.draftFiles).toEqual([binary]);
   });
 
+  it("sends a PDF by hash and name after the images, shows it at once, and gives it back when refused", async () => {
+    const t = setup();
+    const paper = new File(["%PDF-1.7\n" + "x".repeat(200_000)], "attention.pdf", { type: "application/pdf" });
+    const png = new File(["png"], "pixel.png", { type: "image/png" });
+    const pdfMedia = { hash: "cd34", mime: "application/pdf", bytes: paper.size };
+    t.api.storeAttachment.mockImplementation((file: Blob) =>
+      Promise.resolve(file === paper ? pdfMedia : { hash: "ab12", mime: "image/png", bytes: 3 }),
+    );
+    let shownWhileSending: unknown[] = [];
+    t.api.sendMessage.mockImplementation(() => {
+      shownWhileSending = t.controller.chat.messages.flatMap((m) => m.blocks.map((b) => b.type));
+      return Promise.reject(new Error("the model is busy"));
+    });
+    await t.controller.open(null);
+    await t.controller.send(choice, "Summarise", [paper, png]);
+
+    const request = t.api.sendMessage.mock.calls[0]?.[0];
+    expect(request?.attachments).toEqual(["ab12"]);
+    expect(request?.documents).toEqual([{ name: "attention.pdf", hash: "cd34" }]);
+    expect(request?.files).toBeUndefined();
+    expect(shownWhileSending).toEqual(["text", "image", "document"]);
+    expect(t.controller.draftFiles).toEqual([paper, png]);
+  });
+
   it("sends one message at a time: a second while the first's image is stored is refused, saying why", async () => {
     const t = setup();
     t.acceptTurns();

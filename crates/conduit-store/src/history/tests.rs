@@ -1883,3 +1883,65 @@ fn an_attached_file_names_its_conversation_is_found_and_is_exported_fenced() {
         "{exported}"
     );
 }
+
+/// A message of only a PDF is named after it and found by its name; the export copies the
+/// PDF beside it and links it; the PDF is the conversation's media, kept while it is
+/// and removed with it.
+#[test]
+fn an_attached_pdf_names_its_conversation_is_exported_beside_it_and_goes_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let paper = conduit_core::testing::pdf(30, 900_000);
+    let media = store.media().put(&paper, None).unwrap();
+    let id = store.create_conversation(None, None).unwrap();
+    store
+        .add_message(
+            &id,
+            &Message {
+                role: Role::User,
+                blocks: vec![Block::Document {
+                    name: "zeppelin fleet review.pdf".into(),
+                    media: media.clone(),
+                }],
+            },
+            MessageStatus::Complete,
+        )
+        .unwrap();
+    assert_eq!(
+        store.conversation(&id).unwrap().title,
+        "zeppelin fleet review.pdf"
+    );
+    assert_eq!(store.search("zeppelin", 10).unwrap().len(), 1);
+    assert_eq!(
+        store.messages(&id, None).unwrap()[0].blocks,
+        [Block::Document {
+            name: "zeppelin fleet review.pdf".into(),
+            media: media.clone()
+        }]
+    );
+
+    let out = tempfile::tempdir().unwrap();
+    let file = export(&store, &id, Format::Markdown, out.path()).unwrap();
+    let exported = std::fs::read_to_string(&file).unwrap();
+    let link = exported
+        .lines()
+        .find(|line| line.starts_with("**PDF** `zeppelin fleet review.pdf` [PDF]("))
+        .unwrap_or_else(|| panic!("{exported}"));
+    let target = link
+        .rsplit_once("](")
+        .map(|(_, rest)| rest.trim_end_matches(')'))
+        .unwrap();
+    assert!(target.ends_with(".pdf"), "{target}");
+    let copied = file.parent().unwrap().join(target.replace("%20", " "));
+    assert_eq!(std::fs::read(&copied).unwrap(), paper);
+
+    // Sent half an hour ago (a file stored a moment ago may be waiting for a message).
+    std::fs::File::options()
+        .write(true)
+        .open(store.media_path(&media))
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(30 * 60))
+        .unwrap();
+    store.delete(&id).unwrap();
+    assert!(!store.media_path(&media).exists(), "removed with it");
+}
