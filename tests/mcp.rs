@@ -645,6 +645,62 @@ async fn a_model_calls_get_tiny_image_and_the_image_reaches_the_next_request() {
     setup.assert_no_leftovers();
 }
 
+/// A PDF a real MCP server (the Python SDK's) returns as an embedded resource is stored,
+/// and reaches the next request whole, inside the tool result, under its name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pdf_a_server_returns_reaches_the_next_request_inside_the_result() {
+    let folder = tempfile::tempdir().unwrap();
+    let report = conduit_core::testing::pdf(24, 800_000);
+    std::fs::write(folder.path().join("q3-report.pdf"), &report).unwrap();
+    let (python, script) = conduit_e2e::python_fixture("design_frames.py").unwrap();
+    let setup = Setup::new(json!({"reports": {
+        "command": python,
+        "args": [script, folder.path(), "MARKER"],
+    }}));
+    let dialect = Dialect::Anthropic;
+    let server = ScriptedLlm::start(vec![
+        dialect.turn(
+            &[],
+            &[ScriptedCall::new(
+                "toolu_pdf",
+                "reports__document",
+                json!({"name": "q3-report.pdf"}),
+            )],
+        ),
+        dialect.text(&["Revenue grew 12%."]),
+    ])
+    .await
+    .unwrap();
+    let url = server.url();
+    let out = setup.conduit(&[
+        "chat",
+        "--kind",
+        "anthropic",
+        "--base-url",
+        &url,
+        "--model",
+        "claude-test",
+        "--approve",
+        "auto",
+        "Sum up the Q3 report",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Revenue grew 12%."));
+    let requests = server.requests();
+    let result = &requests[1].body["messages"][2]["content"][0];
+    assert_eq!(result["type"], "tool_result");
+    let document = result["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "document")
+        .unwrap_or_else(|| panic!("{result:.600}"));
+    assert_eq!(document["title"], "q3-report.pdf");
+    assert_eq!(document["source"]["media_type"], "application/pdf");
+    assert_eq!(document["source"]["data"], base64_of(&report));
+    setup.assert_no_leftovers();
+}
+
 fn base64_of(bytes: &[u8]) -> String {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD.encode(bytes)

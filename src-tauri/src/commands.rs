@@ -1131,15 +1131,41 @@ pub fn open_folder(state: tauri::State<'_, AppState>, folder: Folder) -> Reply<(
 }
 
 window_command! {
-/// Opens a stored file (a long tool output kept whole) in the system's app for its type.
-#[tauri::command(async)]
-pub fn open_media(state: tauri::State<'_, AppState>, media: MediaRef) -> Reply<()> {
+/// Opens a stored file (a long tool output kept whole, an attached PDF) in the system's
+/// app for its type. A PDF the user did not attach (a tool's) opens only after a native
+/// confirmation: a script in the page could otherwise open a server's PDF in the
+/// system's viewer without a click.
+#[tauri::command]
+pub async fn open_media(
+    app: tauri::AppHandle,
+    state: tauri::State<'_, AppState>,
+    media: MediaRef,
+) -> Reply<()> {
     let hash = media.hash;
-    let (path, _) = state
+    let (path, mime) = state
         .host()
         .media_file(&hash, false)
         .ok_or_else(|| CommandError::message(format!("no stored file {hash:?}")))?;
-    Ok(open::that_detached(&path)?)
+    let asks = mime == conduit_host::core::attached::PDF_MIME
+        && !state
+            .host()
+            .store()
+            .and_then(|store| store.attached_by_user(&hash))
+            .map_err(|e| CommandError::message(e.to_string()))?;
+    let confirmer = state.confirmer;
+    blocking(move || {
+        if asks
+            && !confirmer.ask(
+                &app,
+                "Open this PDF from a tool's result in your PDF viewer?",
+                "Open",
+            )
+        {
+            return Err(CommandError::message("the PDF was not opened"));
+        }
+        Ok(open::that_detached(&path)?)
+    })
+    .await
 }
 }
 

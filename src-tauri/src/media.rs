@@ -1,5 +1,5 @@
 //! Stored media in the window: the `media:` URL scheme serves images, audio and long outputs
-//! from the media store as files by hash (`media://localhost/<hash>`, `.../<hash>/thumb` for
+//! (never a PDF: it opens in the system's viewer) from the media store as files by hash (`media://localhost/<hash>`, `.../<hash>/thumb` for
 //! the small thumbnail, `.../<hash>/w/<width>` for an image sized to one of the allowed
 //! widths), never as base64 through IPC; a waiting sampling request's images, drawn anew
 //! as PNGs, small for the review (`.../sampling/<request id>/<n>`) or whole for the viewer
@@ -78,6 +78,13 @@ fn readable_by(origin: Option<&str>, mime: &str) -> Option<&'static str> {
     APP_ORIGINS.into_iter().find(|own| *own == origin)
 }
 
+/// Whether a stored file of type `mime` is served to the window at all. Not a PDF: the
+/// window shows one as its name and size, and a page's script framing one would hand a
+/// server's PDF to the webview's own viewer.
+fn served_to_the_window(mime: &str) -> bool {
+    mime != conduit_host::core::attached::PDF_MIME
+}
+
 pub async fn respond(app: Arc<App>, path: &str, origin: Option<&str>) -> Response<Vec<u8>> {
     let host = app.host();
     let found = match parse(path) {
@@ -106,6 +113,9 @@ pub async fn respond(app: Arc<App>, path: &str, origin: Option<&str>) -> Respons
     let Some((file, mime)) = found else {
         return status(StatusCode::NOT_FOUND);
     };
+    if !served_to_the_window(mime) {
+        return status(StatusCode::FORBIDDEN);
+    }
     // A long output's file can be hundreds of MiB: however many requests a script in the
     // page makes at once, the files being read weigh at most `READ_BUDGET_MIB` together
     // (or one file alone, when it is larger).
@@ -326,6 +336,14 @@ mod tests {
             None
         );
         assert_eq!(readable_by(None, "audio/wav"), None);
+    }
+
+    #[test]
+    fn a_pdf_is_never_served_to_the_window() {
+        assert!(!served_to_the_window("application/pdf"));
+        for shown in ["image/png", "audio/wav", "text/plain", "application/json"] {
+            assert!(served_to_the_window(shown), "{shown}");
+        }
     }
 
     #[test]

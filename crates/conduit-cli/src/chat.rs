@@ -110,8 +110,8 @@ pub struct ChatArgs {
     /// Continue a saved conversation (see `conduit sessions list`).
     #[arg(long, value_name = "ID")]
     conversation: Option<String>,
-    /// An image or a text file (code, notes, CSV, JSON; up to 512 KiB) to send with the
-    /// message (repeatable).
+    /// An image, a PDF (up to 32 MiB) or a text file (code, notes, CSV, JSON; up to
+    /// 512 KiB) to send with the message (repeatable).
     #[arg(long, value_name = "FILE")]
     attach: Vec<PathBuf>,
     /// What to do with tool calls: there is no window to ask in.

@@ -62,7 +62,7 @@ Commands:
   /tools          the tools the model is offered
   /new            start a new conversation
   /history        this conversation's messages
-  /attach PATH    send an image or a text file with your next message
+  /attach PATH    send an image, a PDF or a text file with your next message
   /exit           leave (Ctrl-D does too)
 Ctrl-C stops an answer and keeps what it said so far; at the prompt it leaves.";
 

@@ -82,10 +82,37 @@ pub fn is_pdf(bytes: &[u8]) -> bool {
     bytes.starts_with(b"%PDF-")
 }
 
+/// Whether a declared type is a PDF's (`application/pdf`, in any case, with parameters).
+pub fn is_pdf_mime(declared: &str) -> bool {
+    declared
+        .split(';')
+        .next()
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case(PDF_MIME))
+}
+
+/// A stored PDF that passed [`check_document`]; only this module makes one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckedDocument {
+    name: String,
+    media: MediaRef,
+}
+
+impl From<CheckedDocument> for Block {
+    fn from(document: CheckedDocument) -> Self {
+        Block::Document {
+            name: document.name,
+            media: document.media,
+        }
+    }
+}
+
 /// A stored PDF attached under `raw_name` ([`file_name`]): `media` must have been stored
 /// as a PDF (the store decides the type from the bytes) and be at most
 /// [`MAX_DOCUMENT_BYTES`].
-pub fn check_document(raw_name: &str, media: MediaRef) -> Result<Block, AttachedFileError> {
+pub fn check_document(
+    raw_name: &str,
+    media: MediaRef,
+) -> Result<CheckedDocument, AttachedFileError> {
     let name = file_name(raw_name)?;
     if media.mime != PDF_MIME {
         return Err(AttachedFileError::NotPdf { name });
@@ -96,7 +123,7 @@ pub fn check_document(raw_name: &str, media: MediaRef) -> Result<Block, Attached
             mib: media.bytes.div_ceil(1024 * 1024),
         });
     }
-    Ok(Block::Document { name, media })
+    Ok(CheckedDocument { name, media })
 }
 
 /// A text file that passed [`check_file`]; only this module makes one.
@@ -193,9 +220,11 @@ mod tests {
         assert!(is_pdf(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj"));
         assert!(!is_pdf(b"PDF-1.7"));
         assert!(!is_pdf(b"\x89PNG\r\n\x1a\n"));
+        assert!(is_pdf_mime("application/pdf") && is_pdf_mime(" Application/PDF ; x=1"));
+        assert!(!is_pdf_mime("application/pdfx") && !is_pdf_mime("image/png"));
         let paper = stored(PDF_MIME, 2_400_000);
         assert_eq!(
-            check_document("/home/ada/papers/attention.pdf", paper.clone()),
+            check_document("/home/ada/papers/attention.pdf", paper.clone()).map(Block::from),
             Ok(Block::Document {
                 name: "attention.pdf".into(),
                 media: paper.clone()
@@ -219,7 +248,7 @@ mod tests {
             Err(AttachedFileError::NoName)
         );
         assert_eq!(
-            check_document("report\u{202e}fdp.exe", paper),
+            check_document("report\u{202e}fdp.exe", paper).map(Block::from),
             Ok(Block::Document {
                 name: "report\\u{202e}fdp.exe".into(),
                 media: stored(PDF_MIME, 2_400_000)

@@ -365,6 +365,28 @@ impl ToolResult {
             _ => None,
         })
     }
+
+    /// The PDFs among the embedded resources, in order, each with the name its URI ends
+    /// in (`drive://files/q3.pdf?rev=2` is `q3.pdf`).
+    pub fn documents(&self) -> impl Iterator<Item = (&str, &MediaRef)> {
+        self.parts.iter().filter_map(|part| match part {
+            ResultPart::Resource {
+                uri,
+                media: Some(media),
+                ..
+            } if media.mime == crate::attached::PDF_MIME => Some((resource_name(uri), media)),
+            _ => None,
+        })
+    }
+}
+
+/// The last part of a resource's URI's path, or the whole URI when it has none.
+pub fn resource_name(uri: &str) -> &str {
+    let path = uri.split(['?', '#']).next().unwrap_or(uri);
+    match path.trim_end_matches('/').rsplit('/').next() {
+        Some(last) if !last.is_empty() => last,
+        _ => uri,
+    }
 }
 
 /// One piece of a tool's result.
@@ -677,6 +699,38 @@ mod tests {
         let to_other = replayable_to(&messages, Some("home/claude-a"));
         assert_eq!(to_other[1].blocks, [Block::text("answer")]);
         assert_eq!(replayable_to(&messages, None), messages);
+    }
+
+    #[test]
+    fn a_results_pdfs_are_its_pdf_resources_named_by_their_uris_last_part() {
+        let media = |mime: &str| MediaRef {
+            hash: "a".repeat(64),
+            mime: mime.into(),
+            bytes: 250_000,
+            width: None,
+            height: None,
+        };
+        let resource = |uri: &str, mime: &str| ResultPart::Resource {
+            uri: uri.into(),
+            mime: Some(mime.into()),
+            text: None,
+            media: Some(media(mime)),
+        };
+        let result = ToolResult {
+            call_id: "c".into(),
+            wire_id: None,
+            name: "export".into(),
+            is_error: false,
+            parts: vec![
+                resource("drive://files/q3.pdf?rev=2#page=4", "application/pdf"),
+                resource("drive://files/chart.png", "image/png"),
+                resource("file:///reports/", "application/pdf"),
+            ],
+        };
+        let names: Vec<&str> = result.documents().map(|(name, _)| name).collect();
+        assert_eq!(names, ["q3.pdf", "reports"]);
+        assert_eq!(resource_name("x:report.pdf"), "x:report.pdf");
+        assert_eq!(resource_name("///"), "///");
     }
 
     #[test]

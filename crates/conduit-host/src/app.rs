@@ -595,9 +595,10 @@ impl App {
         }
     }
 
-    /// Stores an image the user attached (pasted, dropped or picked); the bytes decide
-    /// its type, and one over [`ATTACHMENT_MAX_BYTES`], or that does not decode within
-    /// [`conduit_core::images`]' limits, is refused.
+    /// Stores an image or a PDF the user attached (pasted, dropped or picked); the bytes
+    /// decide its type, and one over [`ATTACHMENT_MAX_BYTES`] (a PDF over
+    /// [`conduit_core::attached::MAX_DOCUMENT_BYTES`]), or an image that does not decode
+    /// within [`conduit_core::images`]' limits, is refused.
     pub async fn store_attachment(&self, bytes: Vec<u8>) -> Result<MediaRef, AppError> {
         attachment_fits(bytes.len())?;
         // The store takes audio too (a tool's), by its first bytes and without a decode:
@@ -627,9 +628,16 @@ impl App {
             }
         }
         let media = self.host.media.clone();
-        let stored = tokio::task::spawn_blocking(move || media.put(&crate::upright(bytes), None))
-            .await
-            .map_err(|e| conduit_core::media::MediaError::Io(e.to_string()))??;
+        let declared = is_pdf.then_some(conduit_core::attached::PDF_MIME);
+        let stored = tokio::task::spawn_blocking(move || {
+            if is_pdf {
+                media.put(&bytes, declared)
+            } else {
+                media.put(&crate::upright(bytes), None)
+            }
+        })
+        .await
+        .map_err(|e| conduit_core::media::MediaError::Io(e.to_string()))??;
         // What was stored counts (a photo turned upright is stored anew).
         let size = usize::try_from(stored.bytes).unwrap_or(usize::MAX);
         let mut unsent = self.unsent.lock();

@@ -59,9 +59,8 @@ pub enum Attachment {
     Stored(MediaRef),
     /// A text file the window read, checked by [`conduit_core::attached`].
     Text(conduit_core::attached::CheckedFile),
-    /// A PDF the window stored, checked by [`conduit_core::attached::check_document`]
-    /// (a [`Block::Document`]).
-    Document(Block),
+    /// A PDF the window stored, checked by [`conduit_core::attached::check_document`].
+    Document(conduit_core::attached::CheckedDocument),
 }
 
 /// What a frontend asks for.
@@ -472,7 +471,7 @@ impl Host {
                     continue;
                 }
                 Attachment::Document(document) => {
-                    blocks.push(document.clone());
+                    blocks.push(document.clone().into());
                     continue;
                 }
                 Attachment::File(path) => path,
@@ -503,13 +502,15 @@ impl Host {
                     ));
                 }
                 let media = self.media.clone();
-                let stored = tokio::task::spawn_blocking(move || media.put(&bytes, None))
-                    .await
-                    .map_err(|e| attachment_error(e.into()))?
-                    .map_err(|e: MediaError| attachment_error(e.into()))?;
+                let stored = tokio::task::spawn_blocking(move || {
+                    media.put(&bytes, Some(conduit_core::attached::PDF_MIME))
+                })
+                .await
+                .map_err(|e| attachment_error(e.into()))?
+                .map_err(|e: MediaError| attachment_error(e.into()))?;
                 let document = conduit_core::attached::check_document(&name, stored)
                     .map_err(|e| attachment_error(e.into()))?;
-                blocks.push(document);
+                blocks.push(document.into());
                 continue;
             }
             // Text (code, notes, a CSV: one may start "BMW," as a BMP starts "BM"), else

@@ -257,6 +257,13 @@ pub fn model_messages(
                     let stored = media
                         .put(data, Some(mime_type))
                         .map_err(|e| format!("message {}: the image is not usable: {e}", i + 1))?;
+                    if !stored.mime.starts_with("image/") {
+                        return Err(format!(
+                            "message {}: the image's bytes are {}",
+                            i + 1,
+                            stored.mime
+                        ));
+                    }
                     Block::Image { media: stored }
                 }
                 SamplingContent::Audio { .. } => {

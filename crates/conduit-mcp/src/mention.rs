@@ -1,5 +1,6 @@
 //! A server's resources and prompts as message content: a resource the user attaches (its
-//! text, or its image stored as media; other binary content is refused, naming its type),
+//! text, or its image or PDF stored as media; other binary content is refused, naming its
+//! type),
 //! a resource template filled in (RFC 6570 simple expansion), and a prompt's messages as
 //! the conversation's own.
 
@@ -75,7 +76,7 @@ impl Brought {
         self.images += 1;
         if self.images > MAX_ATTACHED_IMAGES {
             return Err(MentionError(format!(
-                "{} has more than {MAX_ATTACHED_IMAGES} images, more than a message takes",
+                "{} has more than {MAX_ATTACHED_IMAGES} images and PDFs, more than a message takes",
                 self.what
             )));
         }
@@ -98,7 +99,8 @@ pub enum Completed<'a> {
 pub struct MentionError(pub String);
 
 /// The blocks a read resource becomes in the user's message: each text content as text
-/// headed by its URI, each image stored as media.
+/// headed by its URI, each image stored as media, each PDF stored and attached under its
+/// URI's last part.
 pub fn resource_blocks(
     read: ReadResourceResult,
     media: &dyn MediaStore,
@@ -123,7 +125,7 @@ pub fn resource_blocks(
                 ..
             } => {
                 let mime = mime_type.unwrap_or_else(|| "application/octet-stream".into());
-                if mime == conduit_core::attached::PDF_MIME {
+                if conduit_core::attached::is_pdf_mime(&mime) {
                     brought.image()?;
                     blocks.push(stored_document(media, &blob, &uri)?);
                     continue;
@@ -184,6 +186,7 @@ fn stored_document(media: &dyn MediaStore, base64: &str, uri: &str) -> Result<Bl
         .unwrap_or(path);
     let name = percent_encoding::percent_decode_str(last).decode_utf8_lossy();
     conduit_core::attached::check_document(&name, stored)
+        .map(Block::from)
         .map_err(|e| MentionError(format!("{what}: {e}")))
 }
 

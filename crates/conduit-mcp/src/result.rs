@@ -70,14 +70,18 @@ pub fn convert(result: CallToolResult, media: &dyn MediaStore) -> ToolOutput {
             }
             ContentBlock::Text(text) => ResultPart::Text { text: text.text },
             ContentBlock::Image(_) | ContentBlock::Audio(_) if !take_media() => media_note(),
-            ContentBlock::Image(image) => match store(media, &image.data, &image.mime_type) {
-                Ok(media) => ResultPart::Image { media },
-                Err(note) => ResultPart::Text { text: note },
-            },
-            ContentBlock::Audio(audio) => match store(media, &audio.data, &audio.mime_type) {
-                Ok(media) => ResultPart::Audio { media },
-                Err(note) => ResultPart::Text { text: note },
-            },
+            ContentBlock::Image(image) => {
+                match store_as(media, &image.data, &image.mime_type, "image/") {
+                    Ok(media) => ResultPart::Image { media },
+                    Err(note) => ResultPart::Text { text: note },
+                }
+            }
+            ContentBlock::Audio(audio) => {
+                match store_as(media, &audio.data, &audio.mime_type, "audio/") {
+                    Ok(media) => ResultPart::Audio { media },
+                    Err(note) => ResultPart::Text { text: note },
+                }
+            }
             // A link is names and an address: one longer than a result's inline text
             // is not a link anyone reads.
             ContentBlock::ResourceLink(link)
@@ -282,6 +286,25 @@ fn store(
     media
         .put(&bytes, Some(declared))
         .map_err(|e| format!("[{quoted} content omitted: {e}]"))
+}
+
+/// [`store`], for content that must be of one kind (`image/` or `audio/`): bytes of
+/// another (a PDF, an image called audio) are not kept as that content.
+fn store_as(
+    media: &dyn MediaStore,
+    base64_data: &str,
+    declared: &str,
+    kind: &str,
+) -> Result<conduit_core::content::MediaRef, String> {
+    let stored = store(media, base64_data, declared)?;
+    if stored.mime.starts_with(kind) {
+        return Ok(stored);
+    }
+    Err(format!(
+        "[{} content omitted: the bytes are {}]",
+        text_start(declared, QUOTED_MIME),
+        stored.mime
+    ))
 }
 
 #[cfg(test)]

@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 
 use conduit_core::agent::MAX_RESPONSE_BYTES;
-use conduit_core::content::{Block, Message, ResultPart, Role, ToolResult, file_for_model};
+use conduit_core::content::{
+    Block, MediaRef, Message, ResultPart, Role, ToolResult, file_for_model,
+};
 use conduit_core::provider::{
     ModelInfo, ModelRequest, ProviderError, ProviderErrorKind, ProviderEvent, StopReason, Usage,
 };
@@ -240,16 +242,7 @@ fn content_blocks(message: &Message, images: &PreparedImages) -> Vec<Value> {
                 out.push(json!({"type": "text", "text": file_for_model(name, text)}));
             }
             Block::Image { media } => out.push(image_block(&media.hash, images)),
-            Block::Document { name, media } => {
-                out.push(match images::document_or_note(name, media, images) {
-                    Ok(document) => json!({
-                        "type": "document",
-                        "source": {"type": "base64", "media_type": document.mime, "data": document.base64},
-                        "title": name,
-                    }),
-                    Err(note) => json!({"type": "text", "text": note}),
-                });
-            }
+            Block::Document { name, media } => out.push(document_block(name, media, images)),
             Block::Reasoning {
                 text,
                 signature,
@@ -287,6 +280,18 @@ fn image_block(hash: &str, images: &PreparedImages) -> Value {
     }
 }
 
+/// A PDF as a `document` block under its name, or the note the model reads instead.
+fn document_block(name: &str, media: &MediaRef, images: &PreparedImages) -> Value {
+    match images::document_or_note(name, media, images) {
+        Ok(document) => json!({
+            "type": "document",
+            "source": {"type": "base64", "media_type": document.mime, "data": document.base64},
+            "title": name,
+        }),
+        Err(note) => json!({"type": "text", "text": note}),
+    }
+}
+
 /// Anthropic refuses a text block of whitespace alone ("text content blocks must contain
 /// non-whitespace text") with a 400; as history is replayed, one such block (an answer
 /// stopped after a newline, a tool that printed a blank line) would fail every later turn.
@@ -310,6 +315,9 @@ fn tool_result_block(result: &ToolResult, images: &PreparedImages) -> Value {
             })),
             _ => {}
         }
+    }
+    for (name, media) in result.documents() {
+        content.push(document_block(name, media, images));
     }
     // Anthropic refuses an error result without content ("content cannot be empty if
     // `is_error` is true"), which a failure with no message, or one of whitespace alone,

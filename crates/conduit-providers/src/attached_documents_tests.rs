@@ -39,7 +39,7 @@ fn prepared(
     media: &MemoryMedia,
     limits: &images::ImageLimits,
 ) -> PreparedImages {
-    images::prepare_all(messages, media, limits)
+    images::prepare_all(messages, media, limits, &|_| None)
 }
 
 fn base64(bytes: &[u8]) -> String {
@@ -122,7 +122,7 @@ fn a_pdf_past_the_providers_request_budget_is_a_note_naming_its_size() {
     );
     assert_eq!(
         body["contents"][0]["parts"][1],
-        json!({"text": format!("[The PDF attention.pdf ({kb} KB) is attached to this message but was not sent: it is 19 MB as base64, more than the 16 MB of files this provider takes in one request.]")})
+        json!({"text": format!("[The PDF attention.pdf ({kb} KB) is attached to this message but was not sent: it is 18.7 MB as base64, more than the 16.8 MB of files this provider takes in one request.]")})
     );
     let body = openai_chat::build_request(
         &request(messages.clone()),
@@ -230,18 +230,93 @@ async fn a_server_that_refuses_pdfs_gets_a_note_and_the_session_remembers() {
     assert_eq!(
         second_part(&served.body(2))["text"],
         format!(
-            "[The PDF attention.pdf ({kb} KB) is attached to this message but was not sent: earlier in this session the model's server refused requests that carried PDFs.]"
+            "[The PDF attention.pdf ({kb} KB) is attached to this message but was not sent: earlier in this session the model's server refused the request that carried it.]"
         )
+    );
+
+    // Another PDF is tried again: one the model could not read does not stop the next.
+    let (other, _) = stored_paper(&media, 120_000);
+    let events: Vec<_> = provider
+        .stream(request(other))
+        .await
+        .unwrap()
+        .collect()
+        .await;
+    assert!(events.iter().all(Result::is_ok), "{events:?}");
+    assert_eq!(served.count(), 4);
+    assert_eq!(second_part(&served.body(3))["type"], "file");
+}
+
+/// Anthropic answers a request past its size with a 413: the request goes again with the
+/// PDF as a note, so the conversation goes on.
+#[tokio::test]
+async fn a_request_too_large_with_its_pdf_goes_again_without_it() {
+    let too_large = "HTTP/1.1 413 Payload Too Large\r\ncontent-type: application/json";
+    let (url, served) = serve_in_turn(vec![
+        (too_large, json!({"type": "error", "error": {"type": "request_too_large", "message": "Request exceeds the maximum allowed number of bytes."}}).to_string()),
+        (EVENT_STREAM, format!(
+            "event: message_start\ndata: {}\n\nevent: content_block_start\ndata: {}\n\nevent: content_block_delta\ndata: {}\n\nevent: message_stop\ndata: {{\"type\": \"message_stop\"}}\n\n",
+            json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "content": [], "model": "claude-sonnet-4-6", "usage": {"input_tokens": 10, "output_tokens": 1}}}),
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "The file was too large to read."}}),
+        )),
+    ])
+    .await;
+    let media = MemoryMedia::new();
+    let (messages, _) = stored_paper(&media, 400_000);
+    let config = crate::ProviderConfig {
+        protocol: crate::Protocol::Anthropic,
+        base_url: url,
+        api_key: Some("sk-ant-test-0123456789".into()),
+        http: crate::http::HttpSettings::default(),
+    };
+    let provider = crate::build(config, media.clone()).unwrap();
+    let events: Vec<_> = provider
+        .stream(request(messages))
+        .await
+        .unwrap()
+        .collect()
+        .await;
+    assert_eq!(texts(&events), "The file was too large to read.");
+    assert_eq!(served.count(), 2);
+    assert_eq!(
+        served.body(0)["messages"][0]["content"][1]["type"],
+        "document"
+    );
+    let note = served.body(1)["messages"][0]["content"][1]["text"].clone();
+    assert!(
+        note.as_str().unwrap().ends_with("was not sent: the model's server refused the request with it (Request exceeds the maximum allowed number of bytes.).]"),
+        "{note}"
     );
 }
 
-/// A request refused for something else (a bad key) is refused again without the PDF:
+/// Bytes of a PDF named as an image (a server's forged content) are never sent as a
+/// PDF, and cost no request: the image is a note.
+#[test]
+fn a_pdf_named_as_an_image_is_no_image_and_no_pdf() {
+    let media = MemoryMedia::default();
+    let forged = media
+        .put(&conduit_core::testing::pdf(2, 5_000), Some("image/png"))
+        .unwrap();
+    let messages = vec![Message {
+        role: Role::User,
+        blocks: vec![Block::Image { media: forged }],
+    }];
+    let prepared = prepared(&messages, &media, &images::ANTHROPIC);
+    assert!(crate::wire::sendable_documents(&prepared).is_empty());
+    let body = anthropic::build_request(&request(messages), &prepared);
+    assert_eq!(
+        body["messages"][0]["content"][0]["text"],
+        "[An image was omitted: the file is not an image in a known format]"
+    );
+}
+
+/// A request refused for something else (a model not pulled) is refused again without the PDF:
 /// that refusal is the error, and the model is not marked as refusing PDFs.
 #[tokio::test]
 async fn a_refusal_the_pdf_did_not_cause_is_the_error_and_changes_nothing_after() {
-    let unauthorized = "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json";
     let (url, served) = serve_in_turn(vec![(
-        unauthorized,
+        BAD_REQUEST,
         json!({"error": {"message": "model 'qwen3:8b' not found, try pulling it first"}})
             .to_string(),
     )])
@@ -269,4 +344,120 @@ async fn a_refusal_the_pdf_did_not_cause_is_the_error_and_changes_nothing_after(
         .collect()
         .await;
     assert_eq!(second_part(&served.body(2))["type"], "file", "still sent");
+}
+
+/// A tool's result embedding a PDF (a drive server's report): in the result for
+/// Anthropic, Responses and Gemini, in the user message after the results for Chat
+/// Completions (tool messages carry text only), each named by its URI's last part.
+#[test]
+fn a_pdf_a_tool_returns_reaches_every_protocol_under_its_name() {
+    use conduit_core::content::{ResultPart, ToolCall, ToolResult};
+    let media = MemoryMedia::default();
+    let report = conduit_core::testing::pdf(6, 250_000);
+    let stored = media.put(&report, Some("application/pdf")).unwrap();
+    let data = base64(&report);
+    let call = ToolCall {
+        id: "c1".into(),
+        wire_id: Some("call_1".into()),
+        name: "drive__export".into(),
+        arguments: json!({"file": "q3"}),
+        signature: None,
+        invalid_arguments: None,
+        origin: None,
+    };
+    let messages = vec![
+        Message::user_text("Export the Q3 report and sum it up"),
+        Message {
+            role: Role::Assistant,
+            blocks: vec![Block::ToolCall(call.clone())],
+        },
+        Message {
+            role: Role::Tool,
+            blocks: vec![Block::ToolResult(ToolResult {
+                call_id: call.id.clone(),
+                wire_id: call.wire_id.clone(),
+                name: call.name.clone(),
+                is_error: false,
+                parts: vec![
+                    ResultPart::Text {
+                        text: "Exported.".into(),
+                    },
+                    ResultPart::Resource {
+                        uri: "drive://files/q3.pdf?rev=2".into(),
+                        mime: Some("application/pdf".into()),
+                        text: None,
+                        media: Some(stored),
+                    },
+                ],
+            })],
+        },
+    ];
+    let asked = request(messages.clone());
+
+    let body = anthropic::build_request(&asked, &prepared(&messages, &media, &images::ANTHROPIC));
+    let result = &body["messages"][2]["content"][0];
+    assert_eq!(result["type"], "tool_result");
+    assert_eq!(
+        result["content"][1],
+        json!({"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": data}, "title": "q3.pdf"})
+    );
+
+    let body =
+        openai_responses::build_request(&asked, &prepared(&messages, &media, &images::OPENAI));
+    let output = body["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|item| item["type"] == "function_call_output")
+        .unwrap()["output"]
+        .clone();
+    assert_eq!(
+        output[1],
+        json!({"type": "input_file", "filename": "q3.pdf", "file_data": format!("data:application/pdf;base64,{data}")})
+    );
+
+    let body = openai_chat::build_request(&asked, &prepared(&messages, &media, &images::OPENAI));
+    let sent = body["messages"].as_array().unwrap();
+    let tool = sent.iter().find(|m| m["role"] == "tool").unwrap();
+    assert!(
+        tool["content"]
+            .as_str()
+            .unwrap()
+            .ends_with("[1 PDF(s) from this result follow in the next message]"),
+        "{tool}"
+    );
+    assert_eq!(
+        sent.last().unwrap()["content"],
+        json!([
+            {"type": "text", "text": "Images and PDFs returned by the tool calls above:"},
+            {"type": "file", "file": {"filename": "q3.pdf", "file_data": format!("data:application/pdf;base64,{data}")}}
+        ])
+    );
+
+    let body = gemini::build_request(&asked, &prepared(&messages, &media, &images::GEMINI));
+    let response = &body["contents"][2]["parts"][0]["functionResponse"];
+    assert_eq!(
+        response["parts"],
+        json!([{"inlineData": {"mimeType": "application/pdf", "data": data}}])
+    );
+    assert!(
+        response["response"]
+            .to_string()
+            .contains("[1 PDF(s) attached]"),
+        "{response}"
+    );
+
+    // A model that takes no images gets neither the PDF nor a broken request.
+    let mut blind = asked.clone();
+    blind.capabilities.vision = false;
+    blind.capabilities.images_in_tool_results = false;
+    let body = openai_chat::build_request(&blind, &prepared(&messages, &media, &images::OPENAI));
+    let sent = body["messages"].as_array().unwrap();
+    assert_eq!(sent.last().unwrap()["role"], "tool");
+    assert!(
+        sent.last().unwrap()["content"]
+            .as_str()
+            .unwrap()
+            .ends_with("[1 PDF(s) omitted: this model does not take images or PDFs]")
+    );
 }

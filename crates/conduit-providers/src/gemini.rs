@@ -180,6 +180,7 @@ fn function_responses(
         } else {
             ResultImages::NotTaken {
                 count: result.images().count(),
+                documents: result.documents().count(),
             }
         };
         let mut response = json!({
@@ -206,13 +207,16 @@ fn function_responses(
 
 /// What becomes of a tool result's images in the request.
 enum ResultImages {
-    /// The model takes no images: all of them are left out.
-    NotTaken { count: usize },
-    /// The prepared ones go as `inlineData` parts; each of the others is a note in the
-    /// response text, since `functionResponse.parts` takes nothing but data (Gemini 3
-    /// answers a text part there with a 400, on every later turn too).
+    /// The model takes no images: all of them, and its PDFs, are left out.
+    NotTaken { count: usize, documents: usize },
+    /// The prepared ones (images, then PDFs) go as `inlineData` parts; each of the
+    /// others is a note in the response text, since `functionResponse.parts` takes
+    /// nothing but data (Gemini 3 answers a text part there with a 400, on every later
+    /// turn too).
     Sent {
         attached: Vec<Value>,
+        /// How many of `attached` are PDFs.
+        documents: usize,
         omitted: Vec<String>,
     },
 }
@@ -226,7 +230,23 @@ fn result_images(result: &ToolResult, images: &PreparedImages) -> ResultImages {
             Err(note) => omitted.push(note),
         }
     }
-    ResultImages::Sent { attached, omitted }
+    let mut documents = 0;
+    for (name, media) in result.documents() {
+        match images::document_or_note(name, media, images) {
+            Ok(document) => {
+                documents += 1;
+                attached.push(
+                    json!({"inlineData": {"mimeType": document.mime, "data": document.base64}}),
+                );
+            }
+            Err(note) => omitted.push(note),
+        }
+    }
+    ResultImages::Sent {
+        attached,
+        documents,
+        omitted,
+    }
 }
 
 /// The result's text for `functionResponse.response`, saying what became of its images:
@@ -239,13 +259,29 @@ fn response_object(result: &ToolResult, images: &ResultImages) -> Value {
         .filter(|p| matches!(p, ResultPart::Audio { .. }))
         .count();
     match images {
-        ResultImages::NotTaken { count: 0 } => {}
-        ResultImages::NotTaken { count } => text.push_str(&format!(
-            "\n[{count} image(s) omitted: this model does not take images]"
-        )),
-        ResultImages::Sent { attached, omitted } => {
-            if !attached.is_empty() {
-                text.push_str(&format!("\n[{} image(s) attached]", attached.len()));
+        ResultImages::NotTaken { count, documents } => {
+            if *count > 0 {
+                text.push_str(&format!(
+                    "\n[{count} image(s) omitted: this model does not take images]"
+                ));
+            }
+            if *documents > 0 {
+                text.push_str(&format!(
+                    "\n[{documents} PDF(s) omitted: this model does not take images or PDFs]"
+                ));
+            }
+        }
+        ResultImages::Sent {
+            attached,
+            documents,
+            omitted,
+        } => {
+            let pictures = attached.len() - documents;
+            if pictures > 0 {
+                text.push_str(&format!("\n[{pictures} image(s) attached]"));
+            }
+            if *documents > 0 {
+                text.push_str(&format!("\n[{documents} PDF(s) attached]"));
             }
             for note in omitted {
                 text.push('\n');

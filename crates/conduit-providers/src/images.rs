@@ -102,7 +102,7 @@ pub enum ImageError {
     #[error("the model's server refused the request with it ({message})")]
     Refused { message: String },
     /// An earlier request of this session was refused with its PDFs.
-    #[error("earlier in this session the model's server refused requests that carried PDFs")]
+    #[error("earlier in this session the model's server refused the request that carried it")]
     RefusedEarlier,
 }
 
@@ -110,15 +110,18 @@ pub enum ImageError {
 pub fn document_reason(error: &ImageError) -> String {
     match error {
         ImageError::TooLarge { size, max } => format!(
-            "it is {} MB as base64, more than the {} MB of files this provider takes in one request",
-            size.div_ceil(1_000_000),
-            max / 1_000_000
+            "it is {} as base64, more than the {} of files this provider takes in one request",
+            megabytes(*size),
+            megabytes(*max)
         ),
-        ImageError::LeftOut { megabytes, .. } => format!(
-            "it is older, and was left out so the request stays within the {megabytes} MB of images and PDFs the provider takes in one request; newer ones were sent"
-        ),
+        ImageError::LeftOut { .. } => "it is older, and was left out so the request stays within what the provider takes of images and PDFs in one request; newer ones were sent".to_owned(),
         other => other.to_string(),
     }
+}
+
+/// `bytes` in megabytes as people read file sizes (1,000,000 bytes, one decimal).
+fn megabytes(bytes: usize) -> String {
+    format!("{:.1} MB", bytes as f64 / 1_000_000.0)
 }
 
 /// The prepared PDF attached as `media`, or the note the model reads in its place
@@ -128,7 +131,7 @@ pub fn document_or_note<'a>(
     media: &MediaRef,
     images: &'a PreparedImages,
 ) -> Result<&'a PreparedImage, String> {
-    match images.get(&media.hash) {
+    match images.get(&document_key(&media.hash)) {
         Some(Ok(document)) if document.mime == conduit_core::attached::PDF_MIME => Ok(document),
         Some(Ok(_)) => Err(document_reason(&ImageError::NotPdf)),
         Some(Err(error)) => Err(document_reason(error)),
@@ -137,18 +140,36 @@ pub fn document_or_note<'a>(
     .map_err(|reason| conduit_core::content::document_not_read(name, media, &reason))
 }
 
+/// What a reference is embedded as: the same stored file may be named as an image in
+/// one place and as a PDF in another (a server's forged bytes), and each is prepared and
+/// looked up as what it is named as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Image,
+    Document,
+}
+
+/// Where a PDF is kept among the prepared images: apart from any image of the same hash.
+pub fn document_key(hash: &str) -> String {
+    format!("pdf:{hash}")
+}
+
 /// Calls `visit` with every image and PDF `messages` embed, in order, once per place it
 /// is used.
-fn each_image(messages: &[Message], mut visit: impl FnMut(&MediaRef)) {
+fn each_image(messages: &[Message], mut visit: impl FnMut(&MediaRef, Kind)) {
     for message in messages {
         for block in &message.blocks {
             match block {
-                Block::Image { media } | Block::Document { media, .. } => visit(media),
+                Block::Image { media } => visit(media, Kind::Image),
+                Block::Document { media, .. } => visit(media, Kind::Document),
                 Block::ToolResult(result) => {
                     for part in &result.parts {
                         if let ResultPart::Image { media } = part {
-                            visit(media);
+                            visit(media, Kind::Image);
                         }
+                    }
+                    for (_, media) in result.documents() {
+                        visit(media, Kind::Document);
                     }
                 }
                 _ => {}
@@ -157,24 +178,39 @@ fn each_image(messages: &[Message], mut visit: impl FnMut(&MediaRef)) {
     }
 }
 
-/// The media a request references, in order of first use.
+/// The key a reference is prepared under.
+fn key(media: &MediaRef, kind: Kind) -> String {
+    match kind {
+        Kind::Image => media.hash.clone(),
+        Kind::Document => document_key(&media.hash),
+    }
+}
+
+/// The media a request references (images and PDFs), in order of first use.
 pub fn referenced_images(messages: &[Message]) -> Vec<MediaRef> {
-    let mut seen = Vec::<MediaRef>::new();
-    each_image(messages, |media| {
-        if !seen.iter().any(|m| m.hash == media.hash) {
-            seen.push(media.clone());
+    referenced(messages)
+        .into_iter()
+        .map(|(media, _)| media)
+        .collect()
+}
+
+fn referenced(messages: &[Message]) -> Vec<(MediaRef, Kind)> {
+    let mut seen = Vec::<(MediaRef, Kind)>::new();
+    each_image(messages, |media, kind| {
+        if !seen.iter().any(|(m, k)| m.hash == media.hash && *k == kind) {
+            seen.push((media.clone(), kind));
         }
     });
     seen
 }
 
-/// How many times each image is embedded in a request (once per place it is used), and
-/// the place of its last use (counted through the request's images).
+/// How many times each image or PDF is embedded in a request (once per place it is
+/// used), and the place of its last use (counted through the request's images).
 fn uses(messages: &[Message]) -> HashMap<String, (usize, usize)> {
     let mut uses = HashMap::<String, (usize, usize)>::new();
     let mut place = 0;
-    each_image(messages, |media| {
-        let entry = uses.entry(media.hash.clone()).or_default();
+    each_image(messages, |media, kind| {
+        let entry = uses.entry(key(media, kind)).or_default();
         entry.0 += 1;
         entry.1 = place;
         place += 1;
@@ -182,15 +218,17 @@ fn uses(messages: &[Message]) -> HashMap<String, (usize, usize)> {
     uses
 }
 
-/// Loads and prepares every image `messages` reference, newest first, within the
-/// request's budget ([`ImageLimits::max_request_images`] and
-/// [`ImageLimits::max_request_encoded_bytes`]): past it, older images are left out
-/// (not even loaded), and the model gets a note in their place. CPU-heavy: call it off
-/// the async runtime's worker threads.
+/// Loads and prepares every image and PDF `messages` reference, newest first, within
+/// the request's budget ([`ImageLimits::max_request_images`] and
+/// [`ImageLimits::max_request_encoded_bytes`]): past it, older ones are left out (not
+/// even loaded), and the model gets a note in their place. A PDF for which
+/// `left_out_document` gives a reason is neither loaded nor counted. CPU-heavy: call it
+/// off the async runtime's worker threads.
 pub fn prepare_all(
     messages: &[Message],
     media: &dyn MediaStore,
     limits: &ImageLimits,
+    left_out_document: &dyn Fn(&str) -> Option<ImageError>,
 ) -> PreparedImages {
     let uses = uses(messages);
     let mut images = 0usize;
@@ -198,30 +236,34 @@ pub fn prepare_all(
     let mut full = false;
     let mut prepared = PreparedImages::new();
     // Newest first by last use: an old image the newest message shows again is new.
-    let mut references = referenced_images(messages);
-    references.sort_by_key(|reference| {
-        std::cmp::Reverse(uses.get(&reference.hash).map_or(0, |(_, last)| *last))
+    let mut references = referenced(messages);
+    references.sort_by_key(|(reference, kind)| {
+        std::cmp::Reverse(
+            uses.get(&key(reference, *kind))
+                .map_or(0, |(_, last)| *last),
+        )
     });
-    for reference in references {
-        let times = uses
-            .get(&reference.hash)
-            .map_or(1, |(times, _)| *times)
-            .max(1);
-        if full {
-            prepared.insert(reference.hash, Err(left_out(limits)));
+    for (reference, kind) in references {
+        let key = key(&reference, kind);
+        if kind == Kind::Document
+            && let Some(reason) = left_out_document(&reference.hash)
+        {
+            prepared.insert(key, Err(reason));
             continue;
         }
-        let is_document = reference.mime == conduit_core::attached::PDF_MIME;
-        let image = media
-            .load(&reference)
-            .map_err(ImageError::from)
-            .and_then(|loaded| {
-                if is_document {
-                    prepare_document(&loaded, limits)
-                } else {
-                    prepare(&loaded, limits)
-                }
-            });
+        let times = uses.get(&key).map_or(1, |(times, _)| *times).max(1);
+        if full {
+            prepared.insert(key, Err(left_out(limits)));
+            continue;
+        }
+        let image =
+            media
+                .load(&reference)
+                .map_err(ImageError::from)
+                .and_then(|loaded| match kind {
+                    Kind::Document => prepare_document(&loaded, limits),
+                    Kind::Image => prepare(&loaded, limits),
+                });
         let image = match image {
             Ok(image) => {
                 let size = image.base64.len().saturating_mul(times);
@@ -238,7 +280,7 @@ pub fn prepare_all(
             }
             Err(error) => Err(error),
         };
-        prepared.insert(reference.hash, image);
+        prepared.insert(key, image);
     }
     prepared
 }
@@ -445,7 +487,7 @@ pub(crate) mod tests {
             max_request_encoded_bytes: each * 10,
             ..small_limits()
         };
-        let prepared = prepare_all(&messages, &store, &limits);
+        let prepared = prepare_all(&messages, &store, &limits, &|_| None);
         let sent: Vec<bool> = shots
             .iter()
             .map(|media| prepared[&media.hash].is_ok())
@@ -464,7 +506,7 @@ pub(crate) mod tests {
             max_request_encoded_bytes: each * 3 + each / 2,
             ..small_limits()
         };
-        let prepared = prepare_all(&messages, &store, &by_bytes);
+        let prepared = prepare_all(&messages, &store, &by_bytes, &|_| None);
         let sent: Vec<bool> = shots
             .iter()
             .map(|media| prepared[&media.hash].is_ok())
@@ -473,7 +515,7 @@ pub(crate) mod tests {
         // The newest image shown again: it takes two of the four places.
         let mut again = messages.clone();
         again.push(messages[5].clone());
-        let prepared = prepare_all(&again, &store, &limits);
+        let prepared = prepare_all(&again, &store, &limits, &|_| None);
         let sent: Vec<bool> = shots
             .iter()
             .map(|media| prepared[&media.hash].is_ok())
@@ -481,7 +523,7 @@ pub(crate) mod tests {
         assert_eq!(sent, [false, false, false, true, true, true], "used twice");
         // The oldest shown again by the newest message: it is new, and goes.
         messages.push(messages[0].clone());
-        let prepared = prepare_all(&messages, &store, &limits);
+        let prepared = prepare_all(&messages, &store, &limits, &|_| None);
         let sent: Vec<bool> = shots
             .iter()
             .map(|media| prepared[&media.hash].is_ok())

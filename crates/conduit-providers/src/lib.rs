@@ -170,25 +170,29 @@ pub fn build(
     })
 }
 
-/// Loads and prepares a request's images off the async workers.
+/// Loads and prepares a request's images and PDFs off the async workers; a PDF for which
+/// `left_out_document` gives a reason is neither loaded nor sent ([`images::prepare_all`]).
 async fn prepare_images(
     request: &ModelRequest,
     media: &Arc<dyn MediaStore>,
     limits: images::ImageLimits,
+    left_out_document: impl Fn(&str) -> Option<images::ImageError> + Send + 'static,
 ) -> Result<images::PreparedImages, ProviderError> {
     if images::referenced_images(&request.messages).is_empty() {
         return Ok(Default::default());
     }
     let messages = request.messages.clone();
     let media = media.clone();
-    tokio::task::spawn_blocking(move || images::prepare_all(&messages, media.as_ref(), &limits))
-        .await
-        .map_err(|e| {
-            ProviderError::new(
-                ProviderErrorKind::Input,
-                format!("preparing images failed: {e}"),
-            )
-        })
+    tokio::task::spawn_blocking(move || {
+        images::prepare_all(&messages, media.as_ref(), &limits, &left_out_document)
+    })
+    .await
+    .map_err(|e| {
+        ProviderError::new(
+            ProviderErrorKind::Input,
+            format!("preparing images failed: {e}"),
+        )
+    })
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use conduit_core::content::{Block, Message, ResultPart, Role, file_for_model};
+use conduit_core::content::{Block, MediaRef, Message, ResultPart, Role, file_for_model};
 use conduit_core::provider::{
     ModelInfo, ModelRequest, ProviderError, ProviderErrorKind, ProviderEvent, StopReason, Usage,
 };
@@ -88,19 +88,22 @@ fn user_message(message: &Message, images: &PreparedImages) -> Value {
             Block::Image { media } => Some(image_part(&media.hash, images)),
             // OpenAI's form; a compatible server that refuses it gets the request again
             // with a note in its place (`WireProvider::stream`).
-            Block::Document { name, media } => {
-                Some(match images::document_or_note(name, media, images) {
-                    Ok(document) => json!({
-                        "type": "file",
-                        "file": {"filename": name, "file_data": document.data_url()},
-                    }),
-                    Err(note) => json!({"type": "text", "text": note}),
-                })
-            }
+            Block::Document { name, media } => Some(file_part(name, media, images)),
             _ => None,
         })
         .collect();
     json!({"role": "user", "content": parts})
+}
+
+/// A PDF as a `file` part under its name, or the note the model reads instead.
+fn file_part(name: &str, media: &MediaRef, images: &PreparedImages) -> Value {
+    match images::document_or_note(name, media, images) {
+        Ok(document) => json!({
+            "type": "file",
+            "file": {"filename": name, "file_data": document.data_url()},
+        }),
+        Err(note) => json!({"type": "text", "text": note}),
+    }
 }
 
 fn image_part(hash: &str, images: &PreparedImages) -> Value {
@@ -167,6 +170,7 @@ fn tool_messages(
     out: &mut Vec<Value>,
 ) {
     let mut held_images: Vec<Value> = Vec::new();
+    let mut held_documents = false;
     for result in message.tool_results() {
         let mut content = result.text();
         let image_count = result.images().count();
@@ -178,6 +182,21 @@ fn tool_messages(
                 format!("[{image_count} image(s) from this result follow in the next message]")
             } else {
                 format!("[{image_count} image(s) omitted: this model does not take images]")
+            };
+            content = join_lines(&content, &note);
+        }
+        let document_count = result.documents().count();
+        if document_count > 0 {
+            let note = if request.capabilities.vision {
+                held_documents = true;
+                for (name, media) in result.documents() {
+                    held_images.push(file_part(name, media, images));
+                }
+                format!("[{document_count} PDF(s) from this result follow in the next message]")
+            } else {
+                format!(
+                    "[{document_count} PDF(s) omitted: this model does not take images or PDFs]"
+                )
             };
             content = join_lines(&content, &note);
         }
@@ -195,8 +214,12 @@ fn tool_messages(
         out.push(json!({"role": "tool", "tool_call_id": sent_call_id(result.wire_id(), OPENAI_CALL_IDS), "content": content}));
     }
     if !held_images.is_empty() {
-        let mut parts =
-            vec![json!({"type": "text", "text": "Images returned by the tool calls above:"})];
+        let returned = if held_documents {
+            "Images and PDFs returned by the tool calls above:"
+        } else {
+            "Images returned by the tool calls above:"
+        };
+        let mut parts = vec![json!({"type": "text", "text": returned})];
         parts.extend(held_images);
         out.push(json!({"role": "user", "content": parts}));
     }

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use conduit_core::content::{Block, Message, ResultPart, Role, file_for_model};
+use conduit_core::content::{Block, MediaRef, Message, ResultPart, Role, file_for_model};
 use conduit_core::provider::{
     ModelInfo, ModelRequest, ProviderError, ProviderErrorKind, ProviderEvent, StopReason, Usage,
 };
@@ -53,6 +53,9 @@ pub fn build_request(request: &ModelRequest, images: &PreparedImages) -> Value {
                             })),
                             _ => {}
                         }
+                    }
+                    for (name, media) in result.documents() {
+                        output.push(file_part(name, media, images));
                     }
                     // An empty result is an empty string: the service documents the
                     // output as a string or a non-empty list of parts.
@@ -116,19 +119,22 @@ fn user_content(message: &Message, images: &PreparedImages) -> Vec<Value> {
                 "text": file_for_model(name, text),
             })),
             Block::Image { media } => Some(image_part(&media.hash, images)),
-            Block::Document { name, media } => {
-                Some(match images::document_or_note(name, media, images) {
-                    Ok(document) => json!({
-                        "type": "input_file",
-                        "filename": name,
-                        "file_data": document.data_url(),
-                    }),
-                    Err(note) => json!({"type": "input_text", "text": note}),
-                })
-            }
+            Block::Document { name, media } => Some(file_part(name, media, images)),
             _ => None,
         })
         .collect()
+}
+
+/// A PDF as an `input_file` part under its name, or the note the model reads instead.
+fn file_part(name: &str, media: &MediaRef, images: &PreparedImages) -> Value {
+    match images::document_or_note(name, media, images) {
+        Ok(document) => json!({
+            "type": "input_file",
+            "filename": name,
+            "file_data": document.data_url(),
+        }),
+        Err(note) => json!({"type": "input_text", "text": note}),
+    }
 }
 
 fn image_part(hash: &str, images: &PreparedImages) -> Value {

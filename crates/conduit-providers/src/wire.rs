@@ -52,37 +52,35 @@ pub trait Wire: Send + Sync + 'static {
 /// Kept in memory only, as the models that refuse tools are.
 static REFUSED_OPTIONAL: LazyLock<Mutex<HashSet<String>>> = LazyLock::new(Mutex::default);
 
-/// The servers' models that answered only once a request's PDFs were left out this
-/// session (a compatible server that takes no `file` parts, a PDF past a model's page
-/// limit): their later requests leave the PDFs out at once.
+/// The PDFs each server's model answered without, once a request that carried them was
+/// refused, this session (`base URL\nmodel\nhash`): a compatible server that takes no
+/// `file` parts, a PDF past a model's page limit. Later requests leave those PDFs out at
+/// once; another PDF is tried again, so one PDF the model could not read does not stop
+/// it reading the next.
 static REFUSED_DOCUMENTS: LazyLock<Mutex<HashSet<String>>> = LazyLock::new(Mutex::default);
 
 /// The most of a refusal's message the model reads in place of a PDF.
 const REFUSAL_SHOWN: usize = 300;
 
-/// The hashes of the PDFs `images` holds ready to send.
-fn sendable_documents(images: &PreparedImages) -> Vec<String> {
-    images
-        .iter()
-        .filter(|(_, prepared)| {
-            prepared
-                .as_ref()
-                .is_ok_and(|p| p.mime == conduit_core::attached::PDF_MIME)
-        })
-        .map(|(hash, _)| hash.clone())
-        .collect()
+fn refusal_key(model: &str, hash: &str) -> String {
+    format!("{model}\n{hash}")
 }
 
-/// `images` with each of `documents` replaced by why it was not sent.
-fn without_documents(
-    mut images: PreparedImages,
-    documents: &[String],
-    why: impl Fn() -> crate::images::ImageError,
-) -> PreparedImages {
-    for hash in documents {
-        images.insert(hash.clone(), Err(why()));
-    }
+/// Why the PDF `hash` goes to `model` as a note: it was refused earlier this session.
+fn refused_earlier(model: &str, hash: &str) -> Option<crate::images::ImageError> {
+    REFUSED_DOCUMENTS
+        .lock()
+        .contains(&refusal_key(model, hash))
+        .then_some(crate::images::ImageError::RefusedEarlier)
+}
+
+/// The hashes of the PDFs `images` holds ready to send.
+pub(crate) fn sendable_documents(images: &PreparedImages) -> HashSet<String> {
     images
+        .iter()
+        .filter(|(_, prepared)| prepared.is_ok())
+        .filter_map(|(key, _)| key.strip_prefix("pdf:").map(str::to_owned))
+        .collect()
 }
 
 /// What call ids a protocol takes. A call's id goes back to the provider it came from, but
@@ -197,18 +195,16 @@ impl<W: Wire> Provider for WireProvider<W> {
     /// A request that carries PDFs and is refused before any answer (a 400 or a 413) is
     /// sent again with a note in place of each: a compatible server may take no PDF,
     /// and a model refuses one past its page limit. If the request then goes through,
-    /// this model gets its PDFs left out for the rest of the session.
+    /// this model gets those PDFs as notes for the rest of the session.
     async fn stream(&self, request: ModelRequest) -> Result<EventStream, ProviderError> {
-        let images = crate::prepare_images(&request, &self.media, W::IMAGE_LIMITS).await?;
+        let model = format!("{}\n{}", self.base_url, request.model);
+        let asked = model.clone();
+        let images = crate::prepare_images(&request, &self.media, W::IMAGE_LIMITS, move |hash| {
+            refused_earlier(&asked, hash)
+        })
+        .await?;
         let documents = sendable_documents(&images);
         if documents.is_empty() {
-            return self.stream_prepared(request, images);
-        }
-        let model = format!("{}\n{}", self.base_url, request.model);
-        if REFUSED_DOCUMENTS.lock().contains(&model) {
-            let images = without_documents(images, &documents, || {
-                crate::images::ImageError::RefusedEarlier
-            });
             return self.stream_prepared(request, images);
         }
         let first = self.stream_prepared(request.clone(), images)?;
@@ -229,16 +225,27 @@ impl<W: Wire> Provider for WireProvider<W> {
             },
             move |error| async move {
                 tracing::info!(%error, "a request with PDFs was refused: sent again with them left out");
-                let message = conduit_core::content::text_start(&error.message, REFUSAL_SHOWN);
-                // Prepared again rather than kept: what was prepared went with the
-                // first request, and a refusal is rare.
-                let images = crate::prepare_images(&request, &again.media, W::IMAGE_LIMITS).await?;
+                let message =
+                    conduit_core::content::text_start(&error.message, REFUSAL_SHOWN).to_owned();
+                let asked = model.clone();
+                let sent = documents.clone();
                 let images =
-                    without_documents(images, &documents, || crate::images::ImageError::Refused {
-                        message: message.to_owned(),
-                    });
+                    crate::prepare_images(&request, &again.media, W::IMAGE_LIMITS, move |hash| {
+                        if sent.contains(hash) {
+                            Some(crate::images::ImageError::Refused {
+                                message: message.clone(),
+                            })
+                        } else {
+                            refused_earlier(&asked, hash)
+                        }
+                    })
+                    .await?;
                 let stream = again.stream_prepared(request, images)?;
-                Ok(noted_when_answered(stream, model))
+                let keys = documents
+                    .iter()
+                    .map(|hash| refusal_key(&model, hash))
+                    .collect();
+                Ok(noted_when_answered(stream, keys))
             },
         ))
     }
@@ -253,15 +260,17 @@ impl<W: Wire> Provider for WireProvider<W> {
     }
 }
 
-/// `stream`, noting `model` in [`REFUSED_DOCUMENTS`] once it answers.
-fn noted_when_answered(mut stream: EventStream, model: String) -> EventStream {
+/// `stream`, noting `keys` in [`REFUSED_DOCUMENTS`] once it answers (a refusal of its
+/// own says the PDFs were not the cause).
+fn noted_when_answered(mut stream: EventStream, keys: Vec<String>) -> EventStream {
+    use conduit_core::provider::ProviderEvent;
     use futures::StreamExt;
     Box::pin(async_stream::stream! {
-        let mut noted = false;
+        let mut keys = Some(keys);
         while let Some(item) = stream.next().await {
-            if !noted && matches!(item, Ok(ref event) if !matches!(event, conduit_core::provider::ProviderEvent::Retrying { .. })) {
-                REFUSED_DOCUMENTS.lock().insert(model.clone());
-                noted = true;
+            let answered = matches!(&item, Ok(event) if !matches!(event, ProviderEvent::Retrying { .. }));
+            if answered && let Some(keys) = keys.take() {
+                REFUSED_DOCUMENTS.lock().extend(keys);
             }
             yield item;
         }

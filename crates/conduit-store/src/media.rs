@@ -606,7 +606,12 @@ fn identify(
     if let Some(audio) = audio_mime(bytes) {
         return Ok((audio.to_owned(), None));
     }
-    if conduit_core::attached::is_pdf(bytes) {
+    // A PDF only where one is asked for (an attachment, a server's PDF resource): an
+    // image or audio a server declares must not be stored as a PDF and reach a model or
+    // a viewer as one.
+    if declared_mime.is_some_and(conduit_core::attached::is_pdf_mime)
+        && conduit_core::attached::is_pdf(bytes)
+    {
         return Ok((conduit_core::attached::PDF_MIME.to_owned(), None));
     }
     let declared = declared_mime.unwrap_or("unknown");
@@ -870,7 +875,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = FileMediaStore::new(dir.path());
         let paper = conduit_core::testing::pdf(12, 1_500_000);
-        let media = store.put(&paper, None).unwrap();
+        // Only where a PDF is asked for: declared as an image, or not at all, it is none.
+        for declared in [None, Some("image/png")] {
+            let err = store.put(&paper, declared).unwrap_err();
+            assert!(err.to_string().contains("no image, audio or PDF"), "{err}");
+        }
+        let media = store
+            .put(&paper, Some("Application/PDF; version=1.7"))
+            .unwrap();
         assert_eq!(media.mime, "application/pdf");
         assert_eq!((media.bytes, media.width), (paper.len() as u64, None));
         assert!(store.path_of(&media).to_string_lossy().ends_with(".pdf"));

@@ -378,7 +378,12 @@ export function openFolder(folder: Folder): Promise<void> {
   return invoke<void>("open_folder", { folder });
 }
 
-/** Opens a stored file (a long tool output kept whole) in the system's app for its type. */
+/**
+ * Opens a stored file (a long tool output kept whole, an attached PDF) in the system's
+ * app for its type. A PDF the user did not attach (a tool's) opens only after a native
+ * confirmation: a script in the page could otherwise open a server's PDF in the
+ * system's viewer without a click.
+ */
 export function openMedia(media: MediaRef): Promise<void> {
   return invoke<void>("open_media", { media });
 }

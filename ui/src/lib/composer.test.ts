@@ -7,8 +7,9 @@ import {
   bytesOf,
   documentSummary,
   droppedFiles,
+  resourceName,
   fileSummary,
-  imageFiles,
+  pastedFiles,
   pastesNothing,
   preparedAttachment,
   shouldSend,
@@ -30,13 +31,14 @@ describe("shouldSend", () => {
   });
 });
 
-describe("imageFiles", () => {
+describe("pastedFiles", () => {
   const png = new File([new Uint8Array([0x89, 0x50])], "a.png", { type: "image/png" });
   const text = new File(["hi"], "a.txt", { type: "text/plain" });
   const untyped = new File([new Uint8Array([1])], "blob", { type: "" });
 
-  it("takes the images among the files", () => {
-    expect(imageFiles({ files: [png, text, untyped] as unknown as FileList })).toEqual([png, untyped]);
+  it("takes the images and PDFs among the files", () => {
+    const pdf = new File(["%PDF-1.7"], "paper.pdf", { type: "application/pdf" });
+    expect(pastedFiles({ files: [png, text, untyped, pdf] as unknown as FileList })).toEqual([png, untyped, pdf]);
   });
 
   it("falls back to file items when the files list is empty", () => {
@@ -44,11 +46,11 @@ describe("imageFiles", () => {
       { kind: "string", getAsFile: () => null },
       { kind: "file", getAsFile: () => png },
     ];
-    expect(imageFiles({ files: [] as unknown as FileList, items })).toEqual([png]);
+    expect(pastedFiles({ files: [] as unknown as FileList, items })).toEqual([png]);
   });
 
   it("takes nothing from nothing", () => {
-    expect(imageFiles(null)).toEqual([]);
+    expect(pastedFiles(null)).toEqual([]);
   });
 
   it("takes every file of a drop, text ones too", () => {
@@ -141,15 +143,21 @@ describe("attachments", () => {
     expect(await preparedAttachment(paper, pdfStore)).toEqual({ type: "document", document: { name: "attention.pdf", media: stored } });
     const untyped = new File([body], "download", { type: "" });
     expect(await preparedAttachment(untyped, pdfStore)).toEqual({ type: "document", document: { name: "download", media: stored } });
-    expect(kept).toEqual([paper, untyped]);
+    // Named as an image, its bytes say PDF.
+    const misnamed = new File([body], "scan.png", { type: "image/png" });
+    expect((await preparedAttachment(misnamed, pdfStore)).type).toBe("document");
+    expect(kept).toEqual([paper, untyped, misnamed]);
     const again = { name: "attention.pdf", media: stored };
     expect(await preparedAttachment(again, pdfStore)).toEqual({ type: "document", document: again });
     expect(attachmentName(again)).toBe("attention.pdf");
     expect(attachmentName({ name: "a\u202etxt.pdf", media: stored })).toBe("a\\u{202e}txt.pdf");
-    expect(kept).toHaveLength(2);
+    expect(kept).toHaveLength(3);
     expect(documentSummary(stored)).toBe("PDF · 2.4 MB");
     expect(documentSummary({ ...stored, bytes: 181_000 })).toBe("PDF · 181 KB");
     expect(documentSummary({ ...stored, bytes: 12 })).toBe("PDF · 1 KB");
+    expect(resourceName("drive://files/q3.pdf?rev=2#p4")).toBe("q3.pdf");
+    expect(resourceName("file:///reports/")).toBe("reports");
+    expect(resourceName("x:report.pdf")).toBe("x:report.pdf");
   });
 
   it("refuses a PDF over the host's limit before storing it, and one the host did not store as a PDF", async () => {

@@ -48,8 +48,8 @@ export async function preparedAttachment(
 ): Promise<Prepared> {
   if (isStoredDocument(attachment)) return { type: "document", document: attachment };
   if (!(attachment instanceof File)) return { type: "image", media: attachment };
-  if (attachment.type.startsWith("image/")) return { type: "image", media: await store(attachment) };
   const name = visible(attachment.name);
+  // Its bytes first: a PDF may come with an image's type, or none.
   const head = new TextDecoder("latin1").decode(await bytesOf(attachment.slice(0, PDF_HEADER.length)));
   if (head === PDF_HEADER) {
     if (attachment.size > MAX_DOCUMENT_BYTES) {
@@ -60,6 +60,7 @@ export async function preparedAttachment(
     if (media.mime !== "application/pdf") throw new Error(`${name} was not stored as a PDF`);
     return { type: "document", document: { name: attachment.name, media } };
   }
+  if (attachment.type.startsWith("image/")) return { type: "image", media: await store(attachment) };
   const large = attachment.size > MAX_FILE_TEXT;
   // A file too large to attach is not read whole: its start tells text from not.
   const text = utf8Text(await bytesOf(large ? attachment.slice(0, 4096) : attachment), !large);
@@ -104,6 +105,14 @@ export function fileSummary(text: string): string {
   return `${lines.toLocaleString("en")} ${lines === 1 ? "line" : "lines"} · ${size}`;
 }
 
+/** The name a resource's PDF goes under: its URI's last path part (`drive://files/q3.pdf?rev=2`
+ *  is `q3.pdf`), as the host names it for the model (`core::content::resource_name`). */
+export function resourceName(uri: string): string {
+  const path = uri.split(/[?#]/)[0] ?? uri;
+  const last = path.replace(/\/+$/, "").split("/").pop();
+  return last ? last : uri;
+}
+
 /** How big an attached PDF is, as its card says: `PDF · 2.4 MB`. */
 export function documentSummary(media: MediaRef): string {
   const size = media.bytes < 1_000_000 ? `${Math.max(1, Math.round(media.bytes / 1000))} KB` : `${(media.bytes / 1_000_000).toFixed(1)} MB`;
@@ -139,11 +148,11 @@ export function droppedFiles(source: FileSource | null | undefined): File[] {
 }
 
 /**
- * The image files in a paste: a file without a type goes too (the host decides by its
- * bytes). Text pasted is typed text, not a file.
+ * The files in a paste that attach: images and PDFs, and a file without a type (the host
+ * decides by its bytes). Text pasted is typed text, not a file.
  */
-export function imageFiles(source: FileSource | null | undefined): File[] {
-  return droppedFiles(source).filter((file) => file.type === "" || file.type.startsWith("image/"));
+export function pastedFiles(source: FileSource | null | undefined): File[] {
+  return droppedFiles(source).filter((file) => file.type === "" || file.type.startsWith("image/") || file.type === "application/pdf");
 }
 
 /** A paste that carries no data the page can read (no type at all): WebKitGTK's image paste. */

@@ -137,6 +137,19 @@ fn result_blocks(result: &ToolResult, vision: bool) -> Vec<Block> {
             _ => {}
         }
     }
+    for (name, media) in result.documents() {
+        if vision {
+            text.push_str(&format!("\n[PDF {name}: attached after this result]"));
+            images.push(Block::Document {
+                name: name.to_owned(),
+                media: media.clone(),
+            });
+        } else {
+            text.push_str(&format!(
+                "\n[a PDF, {name}, that this model cannot be shown]"
+            ));
+        }
+    }
     text.push_str("\n</tool_result>");
     let mut blocks = vec![Block::text(text)];
     blocks.extend(images);
