@@ -322,6 +322,32 @@ async fn a_day_in_the_chat_window() {
         .await;
     window.shot(&fixture.shot("03e-pdf.png")).await;
 
+    // Formulas in an answer are drawn (KaTeX's MathML, which the webview renders), in
+    // the line and apart; a price stays a price.
+    fixture.llm.push(vec![chat.text(&[
+        "The roots of $ax^2 + bx + c = 0$ are\n\n$$\nx = \\frac{-b \\pm \\sqrt{b^2 - 4ac}}{2a}\n$$\n\n",
+        "and \\(\\sum_{k=1}^{n} k = \\frac{n(n+1)}{2}\\). The book costs $5 and the pen $3.",
+    ])]);
+    window.send("Solve the quadratic").await;
+    window
+        .answer_contains("The book costs $5 and the pen $3.")
+        .await;
+    let drawn = window
+        .js(r#"const answer = [...document.querySelectorAll('[aria-label="Assistant message"]')].pop();
+               return {
+                 inline: answer.querySelectorAll('math:not([display="block"])').length,
+                 apart: answer.querySelectorAll('math[display="block"]').length,
+                 width: Math.round(answer.querySelector('math[display="block"]').getBoundingClientRect().width),
+               };"#)
+        .await;
+    assert_eq!(drawn["inline"], 2, "{drawn}");
+    assert_eq!(drawn["apart"], 1, "{drawn}");
+    assert!(
+        drawn["width"].as_u64().unwrap() > 100,
+        "drawn, not collapsed: {drawn}"
+    );
+    window.shot(&fixture.shot("03f-math.png")).await;
+
     // XSS in model text and in tool output renders as inert text.
     let tricky = format!("Here:\n\n{XSS}");
     fixture.llm.push(vec![

@@ -169,7 +169,7 @@ async fn resources_and_prompts_reach_the_model() {
     }];
     let refused = run_turn(&app, binary).await.unwrap();
     assert!(
-        refused.contains("only text and images go into a message"),
+        refused.contains("only text, images and PDFs go into a message"),
         "{refused}"
     );
     assert_eq!(llm.requests().len(), 2, "the model was not asked");

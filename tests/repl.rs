@@ -1,6 +1,6 @@
 //! `conduit repl` on a pseudo-terminal (python3's pty module drives it, as a person
 //! types): a tool call approved inline, `/history`, `/new`, `/attach`, `/tools`,
-//! `/model`, Ctrl-C stopping an answer with what it said kept, Ctrl-D and Ctrl-C at the
+//! `/model`, `/thinking`, Ctrl-C stopping an answer with what it said kept, Ctrl-D and Ctrl-C at the
 //! prompt leaving, a model without native tools calling one as text, a hostile answer's
 //! terminal controls shown as marks, not obeyed (in `conduit chat` and `conduit sessions
 //! show` too), output closed mid-answer ending the REPL quietly, and `--approve auto`
@@ -329,6 +329,15 @@ async fn attach_then_a_denied_call_is_not_run_and_ctrl_c_at_the_prompt_leaves() 
             send("/model"),
             expect("Model: gpt-test"),
             expect("> "),
+            send("/thinking"),
+            expect("Thinking: the model's default"),
+            expect("> "),
+            send("/thinking lots"),
+            expect("\"lots\" is not a thinking level: use low, medium or high; or default"),
+            expect("> "),
+            send("/thinking high"),
+            expect("Thinking: high (from the next message on)"),
+            expect("> "),
             send("/attach /no/such/file.png"),
             expect("cannot attach /no/such/file.png"),
             expect("> "),
@@ -372,6 +381,12 @@ async fn attach_then_a_denied_call_is_not_run_and_ctrl_c_at_the_prompt_leaves() 
     );
     let second = requests[1].body.to_string();
     assert!(second.contains("denied"), "{second}");
+    for asked in &requests {
+        assert_eq!(
+            asked.body["reasoning_effort"], "high",
+            "/thinking high holds"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

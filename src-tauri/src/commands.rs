@@ -1131,10 +1131,10 @@ pub fn open_folder(state: tauri::State<'_, AppState>, folder: Folder) -> Reply<(
 }
 
 window_command! {
-/// Opens a stored file (a long tool output kept whole, an attached PDF) in the system's
-/// app for its type. A PDF the user did not attach (a tool's) opens only after a native
-/// confirmation: a script in the page could otherwise open a server's PDF in the
-/// system's viewer without a click.
+/// Opens a stored file (a long tool output kept whole, a PDF) in the system's app for its
+/// type. A PDF opens only after a native confirmation: the page names the file by hash,
+/// and a script there could otherwise open a server's PDF in the system's viewer without
+/// a click (a hash it named in a message of its own counts for nothing).
 #[tauri::command]
 pub async fn open_media(
     app: tauri::AppHandle,
@@ -1146,22 +1146,22 @@ pub async fn open_media(
         .host()
         .media_file(&hash, false)
         .ok_or_else(|| CommandError::message(format!("no stored file {hash:?}")))?;
-    let asks = mime == conduit_host::core::attached::PDF_MIME
-        && !state
-            .host()
-            .store()
-            .and_then(|store| store.attached_by_user(&hash))
-            .map_err(|e| CommandError::message(e.to_string()))?;
+    let question = (mime == conduit_host::core::attached::PDF_MIME).then(|| {
+        let megabytes = std::fs::metadata(&path).map_or(0.0, |meta| meta.len() as f64 / 1e6);
+        format!("Open this PDF ({megabytes:.1} MB) in your PDF viewer?")
+    });
     let confirmer = state.confirmer;
     blocking(move || {
-        if asks
-            && !confirmer.ask(
-                &app,
-                "Open this PDF from a tool's result in your PDF viewer?",
-                "Open",
-            )
-        {
-            return Err(CommandError::message("the PDF was not opened"));
+        if let Some(question) = question {
+            match confirmer.ask_if_free(&app, &question, "Open") {
+                Some(true) => {}
+                Some(false) => return Err(CommandError::message("the PDF was not opened")),
+                None => {
+                    return Err(CommandError::message(
+                        "another question is open: answer it, then open the PDF again",
+                    ));
+                }
+            }
         }
         Ok(open::that_detached(&path)?)
     })

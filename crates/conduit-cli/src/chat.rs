@@ -349,6 +349,10 @@ impl Printer {
                 );
             }
             AgentEvent::ContextShortened { fit } => tell!("conduit: {}", fit.describe()),
+            // A PDF's name may be a server's.
+            AgentEvent::LeftOut { what } => {
+                tell!("conduit: {}", crate::terminal::shown_line(what))
+            }
             _ => {}
         }
     }

@@ -59,6 +59,8 @@ enum ReplApprove {
 const HELP: &str = "\
 Commands:
   /model [NAME]   show the model, or use NAME from the next message on
+  /thinking [LEVEL]  show how much the model is asked to think, or ask for
+                  low, medium, high or default from the next message on
   /tools          the tools the model is offered
   /new            start a new conversation
   /history        this conversation's messages
@@ -274,6 +276,22 @@ impl Session {
                 self.model = Some(rest.to_owned());
                 say!("Model: {rest} (from the next message on)")?;
             }
+            "thinking" if rest.is_empty() => say!(
+                "Thinking: {}",
+                self.reasoning
+                    .map_or("the model's default", ReasoningEffort::as_str)
+            )?,
+            "thinking" if rest == "default" => {
+                self.reasoning = None;
+                say!("Thinking: the model's default (from the next message on)")?;
+            }
+            "thinking" => match rest.parse::<ReasoningEffort>() {
+                Ok(level) => {
+                    self.reasoning = Some(level);
+                    say!("Thinking: {} (from the next message on)", level.as_str())?;
+                }
+                Err(error) => say!("{}; or default", shown(&error))?,
+            },
             "tools" => match self.host.offered_tools(&self.servers) {
                 Ok(tools) if tools.is_empty() => say!("No tools are offered.")?,
                 Ok(tools) => {
@@ -712,6 +730,11 @@ impl Printer {
             AgentEvent::ContextShortened { fit } => {
                 self.end_line()?;
                 tell!("conduit: {}", fit.describe());
+            }
+            // A PDF's name may be a server's.
+            AgentEvent::LeftOut { what } => {
+                self.end_line()?;
+                tell!("conduit: {}", shown_line(what));
             }
             _ => {}
         }

@@ -119,6 +119,11 @@ pub enum AgentEvent {
         delay_ms: u64,
         error: ProviderError,
     },
+    /// Something of a request did not reach the model as asked (a PDF its server
+    /// refused): said to the user when the turn ends.
+    LeftOut {
+        what: String,
+    },
     /// A message is complete and part of the history (save it now).
     MessageDone {
         message: Message,
@@ -608,7 +613,9 @@ impl Agent {
                         // Retries and usage counts come before an answer's content does.
                         streamed |= !matches!(
                             event,
-                            ProviderEvent::Retrying { .. } | ProviderEvent::Usage(_)
+                            ProviderEvent::Retrying { .. }
+                                | ProviderEvent::Usage(_)
+                                | ProviderEvent::LeftOut(_)
                         );
                         let applied = builder.apply(event);
                         for out in applied {
@@ -1133,6 +1140,7 @@ impl MessageBuilder {
                 out.push(AgentEvent::ToolCallReady { call });
             }
             ProviderEvent::Usage(usage) => out.push(AgentEvent::Usage { usage }),
+            ProviderEvent::LeftOut(what) => out.push(AgentEvent::LeftOut { what }),
             ProviderEvent::Retrying {
                 attempt,
                 delay,

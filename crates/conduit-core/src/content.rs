@@ -114,7 +114,7 @@ pub fn file_for_model(name: &str, text: &str) -> String {
 /// What a model reads in place of an attached PDF it is not given, and why (`reason`).
 pub fn document_not_read(name: &str, media: &MediaRef, reason: &str) -> String {
     format!(
-        "[The PDF {name} ({} KB) is attached to this message but was not sent: {reason}.]",
+        "[The PDF {name} ({} KB) was not sent: {reason}.]",
         media.bytes.div_ceil(1000)
     )
 }
@@ -367,17 +367,28 @@ impl ToolResult {
     }
 
     /// The PDFs among the embedded resources, in order, each with the name its URI ends
-    /// in (`drive://files/q3.pdf?rev=2` is `q3.pdf`).
-    pub fn documents(&self) -> impl Iterator<Item = (&str, &MediaRef)> {
+    /// in ([`resource_document_name`]: `drive://files/Q3%20report.pdf?rev=2` is
+    /// `Q3 report.pdf`).
+    pub fn documents(&self) -> impl Iterator<Item = (String, &MediaRef)> {
         self.parts.iter().filter_map(|part| match part {
             ResultPart::Resource {
                 uri,
                 media: Some(media),
                 ..
-            } if media.mime == crate::attached::PDF_MIME => Some((resource_name(uri), media)),
+            } if media.mime == crate::attached::PDF_MIME => {
+                Some((resource_document_name(uri), media))
+            }
             _ => None,
         })
     }
+}
+
+/// The name a server's PDF goes under: its URI's last path part, percent-decoded, as an
+/// attached file's name is kept ([`crate::attached::file_name`]: what hides or reorders
+/// text shown as codes, at most 255 bytes), or `document.pdf` when that leaves none.
+pub fn resource_document_name(uri: &str) -> String {
+    let decoded = percent_encoding::percent_decode_str(resource_name(uri)).decode_utf8_lossy();
+    crate::attached::file_name(&decoded).unwrap_or_else(|_| "document.pdf".to_owned())
 }
 
 /// The last part of a resource's URI's path, or the whole URI when it has none.
@@ -727,8 +738,13 @@ mod tests {
                 resource("file:///reports/", "application/pdf"),
             ],
         };
-        let names: Vec<&str> = result.documents().map(|(name, _)| name).collect();
+        let names: Vec<String> = result.documents().map(|(name, _)| name).collect();
         assert_eq!(names, ["q3.pdf", "reports"]);
+        assert_eq!(
+            resource_document_name("drive://f/Q3%20report%E2%80%AE.pdf"),
+            "Q3 report\\u{202e}.pdf"
+        );
+        assert_eq!(resource_document_name("drive://f/%2e%2e"), "document.pdf");
         assert_eq!(resource_name("x:report.pdf"), "x:report.pdf");
         assert_eq!(resource_name("///"), "///");
     }

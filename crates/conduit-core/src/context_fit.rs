@@ -185,10 +185,15 @@ fn result_for_model(result: &ToolResult, left_out: bool) -> String {
         .iter()
         .filter(|part| matches!(part, ResultPart::Image { .. } | ResultPart::Audio { .. }))
         .count();
+    let documents = result.documents().count();
     if left_out {
         let images = match media {
             0 => String::new(),
             n => format!(" and {n} image or audio part(s)"),
+        };
+        let images = match documents {
+            0 => images,
+            n => format!("{images} and {n} PDF(s)"),
         };
         return format!(
             "[The output of this earlier call ({} bytes{images}) was left out to fit the model's context.]",
@@ -199,6 +204,11 @@ fn result_for_model(result: &ToolResult, left_out: bool) -> String {
     if media > 0 {
         kept.push_str(&format!(
             "\n[{media} image or audio part(s) of this earlier output were left out to fit the model's context.]"
+        ));
+    }
+    if documents > 0 {
+        kept.push_str(&format!(
+            "\n[{documents} PDF(s) of this earlier output were left out to fit the model's context.]"
         ));
     }
     kept
@@ -324,7 +334,7 @@ mod tests {
         assert_eq!(
             fit[0].blocks[3],
             Block::text(
-                "[The PDF manual.pdf (2400 KB) is attached to this message but was not sent: it was left out to fit the model's context.]"
+                "[The PDF manual.pdf (2400 KB) was not sent: it was left out to fit the model's context.]"
             )
         );
         // This turn's earlier output is cut too; its newest, the messages and the calls

@@ -164,6 +164,9 @@ pub enum ProviderEvent {
         signature: Option<String>,
     },
     Usage(Usage),
+    /// Something of the request did not reach the model as asked, which the user should
+    /// know (a PDF the model's server refused, sent again as a note); no content.
+    LeftOut(String),
     /// The request failed in a way worth trying again; the client waits `delay` first.
     Retrying {
         attempt: u32,

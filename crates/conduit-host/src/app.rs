@@ -202,12 +202,18 @@ fn notice_of(outcome: &conduit_core::agent::Outcome) -> Option<String> {
 
 /// The turn's notice with what its requests left out to fit the model's context, if
 /// they had to: the answer read less than the conversation holds, and the user is told.
-fn joined_notices(notice: Option<String>, fitted: Option<ContextFit>) -> Option<String> {
+fn joined_notices(
+    notice: Option<String>,
+    fitted: Option<ContextFit>,
+    left_out: &[String],
+) -> Option<String> {
     let fitted = fitted.map(|fit| sentence(fit.describe()));
-    match (notice, fitted) {
-        (Some(notice), Some(fitted)) => Some(format!("{notice} {fitted}")),
-        (notice, fitted) => notice.or(fitted),
-    }
+    let parts: Vec<String> = notice
+        .into_iter()
+        .chain(fitted)
+        .chain(left_out.iter().cloned())
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(" "))
 }
 
 /// `words` with a capital first letter and a full stop.
@@ -809,11 +815,14 @@ impl App {
         let cancel = CancellationToken::new();
         let without_waiting = CancellationToken::new();
         let conversation_of_calls = conversation.clone();
-        // How short the turn's requests had to be made, said when it ends.
+        // How short the turn's requests had to be made, and what else did not reach the
+        // model (each said once), said when it ends.
         let fitted = Arc::new(Mutex::new(None::<ContextFit>));
+        let left_out = Arc::new(Mutex::new(Vec::<String>::new()));
         let agent_sink: EventSink = {
             let sink = sink.clone();
             let fitted = fitted.clone();
+            let left_out = left_out.clone();
             let app = Arc::downgrade(self);
             // The server and tool of each complete call, until the host lets it run: then
             // its view may open (`open_view`).
@@ -821,6 +830,12 @@ impl App {
             Arc::new(move |event| {
                 match &event {
                     AgentEvent::ContextShortened { fit } => *fitted.lock() = Some(*fit),
+                    AgentEvent::LeftOut { what } => {
+                        let mut said = left_out.lock();
+                        if !said.contains(what) {
+                            said.push(what.clone());
+                        }
+                    }
                     AgentEvent::ToolCallReady { call } => {
                         if let Some(origin) = &call.origin {
                             ready.lock().insert(call.id.clone(), origin.clone());
@@ -954,7 +969,7 @@ impl App {
                 }
             };
             // What the model did not read is said however the turn ended.
-            let notice = joined_notices(notice, *fitted.lock());
+            let notice = joined_notices(notice, *fitted.lock(), &left_out.lock());
             let saved = saved.load(std::sync::atomic::Ordering::SeqCst);
             sink(TurnEvent::Ended {
                 status,
@@ -1757,6 +1772,37 @@ mod tests {
                 "filename": "attention.pdf",
                 "file_data": format!("data:application/pdf;base64,{}", base64::engine::general_purpose::STANDARD.encode(&paper)),
             }})
+        );
+
+        // A server that takes no PDF (Ollama's answer to a `file` part): answered again
+        // with a note in its place, and the turn's end says so.
+        server.push(vec![
+            Dialect::OpenAiChat.http_error(400, "invalid message format", None),
+            Dialect::OpenAiChat.text(&["I cannot read that file."]),
+        ]);
+        let scan = app
+            .store_attachment(conduit_core::testing::pdf(3, 200_000))
+            .await
+            .unwrap();
+        let mut refused = request("And this one?");
+        refused.conversation = Some(started.conversation.clone());
+        refused.documents = vec![document(&scan.hash, "scan.pdf")];
+        let (_, text, ended) = answered(&app, refused).await;
+        assert_eq!(text, "I cannot read that file.");
+        let TurnEvent::Ended { notice, status, .. } = ended else {
+            panic!("{ended:?}")
+        };
+        assert_eq!(status, TurnStatus::Complete);
+        assert_eq!(
+            notice.as_deref(),
+            Some(
+                "The model's server refused the request with scan.pdf (invalid message format): it was sent again without it, and the model was told."
+            )
+        );
+        let asked = server.requests().last().unwrap().body.to_string();
+        assert!(
+            asked.contains("[The PDF scan.pdf (") && !asked.contains("\"filename\":\"scan.pdf\""),
+            "{asked:.600}"
         );
 
         // Over 32 MiB: refused by its size, nothing stored.

@@ -155,8 +155,8 @@ pub fn resource_blocks(
     Ok(blocks)
 }
 
-/// A resource's PDF stored and attached under the last part of its URI (a server's
-/// `drive://files/Q3 report.pdf` is `Q3 report.pdf`), as the user's own PDF is checked.
+/// A resource's PDF stored and attached under the last part of its URI
+/// ([`conduit_core::content::resource_document_name`]), as the user's own PDF is checked.
 fn stored_document(media: &dyn MediaStore, base64: &str, uri: &str) -> Result<Block, MentionError> {
     let what = quoted(uri);
     let bytes = base64::engine::general_purpose::STANDARD
@@ -178,13 +178,7 @@ fn stored_document(media: &dyn MediaStore, base64: &str, uri: &str) -> Result<Bl
     let stored = media
         .put(&bytes, Some(conduit_core::attached::PDF_MIME))
         .map_err(|e| MentionError(format!("{what}: the PDF cannot be used: {e}")))?;
-    let path = uri.split(['?', '#']).next().unwrap_or(uri);
-    let last = path
-        .trim_end_matches('/')
-        .rsplit('/')
-        .next()
-        .unwrap_or(path);
-    let name = percent_encoding::percent_decode_str(last).decode_utf8_lossy();
+    let name = conduit_core::content::resource_document_name(uri);
     conduit_core::attached::check_document(&name, stored)
         .map(Block::from)
         .map_err(|e| MentionError(format!("{what}: {e}")))

@@ -317,7 +317,7 @@ fn tool_result_block(result: &ToolResult, images: &PreparedImages) -> Value {
         }
     }
     for (name, media) in result.documents() {
-        content.push(document_block(name, media, images));
+        content.push(document_block(&name, media, images));
     }
     // Anthropic refuses an error result without content ("content cannot be empty if
     // `is_error` is true"), which a failure with no message, or one of whitespace alone,

@@ -122,7 +122,7 @@ fn a_pdf_past_the_providers_request_budget_is_a_note_naming_its_size() {
     );
     assert_eq!(
         body["contents"][0]["parts"][1],
-        json!({"text": format!("[The PDF attention.pdf ({kb} KB) is attached to this message but was not sent: it is 18.7 MB as base64, more than the 16.8 MB of files this provider takes in one request.]")})
+        json!({"text": format!("[The PDF attention.pdf ({kb} KB) was not sent: it is 18.7 MB as base64, more than the 16.8 MB of files this provider takes in one request.]")})
     );
     let body = openai_chat::build_request(
         &request(messages.clone()),
@@ -151,7 +151,7 @@ fn a_stored_file_that_is_no_pdf_is_a_note() {
     );
     assert_eq!(
         body["messages"][0]["content"][0]["text"],
-        "[The PDF page.pdf (1 KB) is attached to this message but was not sent: the stored file is not a PDF.]"
+        "[The PDF page.pdf (1 KB) was not sent: the stored file is not a PDF.]"
     );
 }
 
@@ -186,6 +186,19 @@ fn texts(events: &[Result<ProviderEvent, conduit_core::provider::ProviderError>]
         .collect()
 }
 
+/// What the stream said did not reach the model.
+fn left_out(
+    events: &[Result<ProviderEvent, conduit_core::provider::ProviderError>],
+) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|event| match event {
+            Ok(ProviderEvent::LeftOut(what)) => Some(what.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 fn second_part(body: &Value) -> Value {
     body["messages"][0]["content"][1].clone()
 }
@@ -212,11 +225,17 @@ async fn a_server_that_refuses_pdfs_gets_a_note_and_the_session_remembers() {
         .await;
     assert_eq!(texts(&events), "I cannot see the PDF.");
     assert!(events.iter().all(Result::is_ok), "{events:?}");
+    assert_eq!(
+        left_out(&events),
+        [
+            "The model's server refused the request with attention.pdf (invalid message format): it was sent again without it, and the model was told."
+        ]
+    );
     assert_eq!(served.count(), 2);
     assert_eq!(second_part(&served.body(0))["type"], "file");
     assert_eq!(
         second_part(&served.body(1)),
-        json!({"type": "text", "text": format!("[The PDF attention.pdf ({kb} KB) is attached to this message but was not sent: the model's server refused the request with it (invalid message format).]")})
+        json!({"type": "text", "text": format!("[The PDF attention.pdf ({kb} KB) was not sent: the model's server refused the request with it (invalid message format).]")})
     );
 
     let events: Vec<_> = provider
@@ -226,11 +245,17 @@ async fn a_server_that_refuses_pdfs_gets_a_note_and_the_session_remembers() {
         .collect()
         .await;
     assert_eq!(texts(&events), "I cannot see the PDF.");
+    assert_eq!(
+        left_out(&events),
+        [
+            "attention.pdf went to the model as a note: its server refused it earlier in this session."
+        ]
+    );
     assert_eq!(served.count(), 3, "sent once, without the PDF");
     assert_eq!(
         second_part(&served.body(2))["text"],
         format!(
-            "[The PDF attention.pdf ({kb} KB) is attached to this message but was not sent: earlier in this session the model's server refused the request that carried it.]"
+            "[The PDF attention.pdf ({kb} KB) was not sent: earlier in this session the model's server refused the request that carried it.]"
         )
     );
 
@@ -337,6 +362,10 @@ async fn a_refusal_the_pdf_did_not_cause_is_the_error_and_changes_nothing_after(
     assert_eq!(error.kind, ProviderErrorKind::InvalidRequest);
     assert!(error.message.contains("not found"), "{}", error.message);
     assert_eq!(served.count(), 2);
+    assert!(
+        left_out(&events).is_empty(),
+        "nothing was left out in the end"
+    );
     let _: Vec<_> = provider
         .stream(request(messages))
         .await
@@ -459,5 +488,64 @@ fn a_pdf_a_tool_returns_reaches_every_protocol_under_its_name() {
             .as_str()
             .unwrap()
             .ends_with("[1 PDF(s) omitted: this model does not take images or PDFs]")
+    );
+}
+
+/// A PDF the model read before stays when a request with a new one is refused: only the
+/// new one (past the model's page limit, say) becomes a note, and only it is remembered.
+#[tokio::test]
+async fn a_refusal_suspects_the_new_pdf_not_one_the_model_read_before() {
+    let (url, served) = serve_in_turn(vec![
+        (EVENT_STREAM, chat_answer("Read the first.")),
+        (
+            BAD_REQUEST,
+            json!({"error": {"message": "A maximum of 100 PDF pages may be provided."}})
+                .to_string(),
+        ),
+        (EVENT_STREAM, chat_answer("Read the first again.")),
+    ])
+    .await;
+    let media = MemoryMedia::new();
+    let (mut messages, _) = stored_paper(&media, 150_000);
+    let provider = chat_provider(&url, media.clone());
+    let _: Vec<_> = provider
+        .stream(request(messages.clone()))
+        .await
+        .unwrap()
+        .collect()
+        .await;
+    let thick = media
+        .put(
+            &conduit_core::testing::pdf(140, 200_000),
+            Some("application/pdf"),
+        )
+        .unwrap();
+    messages[0].blocks.push(Block::Document {
+        name: "thesis.pdf".into(),
+        media: thick,
+    });
+    let events: Vec<_> = provider
+        .stream(request(messages))
+        .await
+        .unwrap()
+        .collect()
+        .await;
+    assert_eq!(texts(&events), "Read the first again.");
+    assert_eq!(
+        left_out(&events),
+        [
+            "The model's server refused the request with thesis.pdf (A maximum of 100 PDF pages may be provided.): it was sent again without it, and the model was told."
+        ]
+    );
+    let retried = served.body(2)["messages"][0]["content"].clone();
+    assert_eq!(
+        retried[1]["type"], "file",
+        "the PDF read before stays: {retried:.300}"
+    );
+    assert!(
+        retried[2]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("[The PDF thesis.pdf (")
     );
 }

@@ -232,7 +232,7 @@ fn result_images(result: &ToolResult, images: &PreparedImages) -> ResultImages {
     }
     let mut documents = 0;
     for (name, media) in result.documents() {
-        match images::document_or_note(name, media, images) {
+        match images::document_or_note(&name, media, images) {
             Ok(document) => {
                 documents += 1;
                 attached.push(

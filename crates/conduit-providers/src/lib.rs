@@ -123,24 +123,33 @@ where
     use futures::StreamExt;
     async_stream::stream! {
         let mut answered = false;
+        let mut refusal = None;
         while let Some(item) = first.next().await {
             match item {
                 Err(error) if !answered && refused(&error) => {
-                    match instead(error).await {
-                        Ok(mut again) => {
-                            while let Some(item) = again.next().await {
-                                yield item;
-                            }
-                        }
-                        Err(error) => yield Err(error),
-                    }
-                    return;
+                    refusal = Some(error);
+                    break;
                 }
-                Ok(event @ ProviderEvent::Retrying { .. }) => yield Ok(event),
+                Ok(event @ (ProviderEvent::Retrying { .. } | ProviderEvent::LeftOut(_))) => {
+                    yield Ok(event)
+                }
                 other => {
                     answered = true;
                     yield other;
                 }
+            }
+        }
+        // What the first request holds (its images and PDFs as base64) goes before the
+        // second is made.
+        drop(first);
+        if let Some(error) = refusal {
+            match instead(error).await {
+                Ok(mut again) => {
+                    while let Some(item) = again.next().await {
+                        yield item;
+                    }
+                }
+                Err(error) => yield Err(error),
             }
         }
     }

@@ -190,7 +190,7 @@ fn tool_messages(
             let note = if request.capabilities.vision {
                 held_documents = true;
                 for (name, media) in result.documents() {
-                    held_images.push(file_part(name, media, images));
+                    held_images.push(file_part(&name, media, images));
                 }
                 format!("[{document_count} PDF(s) from this result follow in the next message]")
             } else {

@@ -55,7 +55,7 @@ pub fn build_request(request: &ModelRequest, images: &PreparedImages) -> Value {
                         }
                     }
                     for (name, media) in result.documents() {
-                        output.push(file_part(name, media, images));
+                        output.push(file_part(&name, media, images));
                     }
                     // An empty result is an empty string: the service documents the
                     // output as a string or a non-empty list of parts.

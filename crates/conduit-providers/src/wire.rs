@@ -8,7 +8,7 @@ use std::sync::{Arc, LazyLock};
 use async_trait::async_trait;
 use conduit_core::media::MediaStore;
 use conduit_core::provider::{
-    EventStream, ModelInfo, ModelRequest, Provider, ProviderError, ProviderErrorKind,
+    EventStream, ModelInfo, ModelRequest, Provider, ProviderError, ProviderErrorKind, ProviderEvent,
 };
 use parking_lot::Mutex;
 use serde_json::Value;
@@ -58,6 +58,11 @@ static REFUSED_OPTIONAL: LazyLock<Mutex<HashSet<String>>> = LazyLock::new(Mutex:
 /// once; another PDF is tried again, so one PDF the model could not read does not stop
 /// it reading the next.
 static REFUSED_DOCUMENTS: LazyLock<Mutex<HashSet<String>>> = LazyLock::new(Mutex::default);
+
+/// The PDFs each server's model answered a request with, this session (same keys): when
+/// a later request is refused, the PDFs new to it are the ones suspected, and those the
+/// model read before stay.
+static READ_DOCUMENTS: LazyLock<Mutex<HashSet<String>>> = LazyLock::new(Mutex::default);
 
 /// The most of a refusal's message the model reads in place of a PDF.
 const REFUSAL_SHOWN: usize = 300;
@@ -192,10 +197,11 @@ impl<W: Wire> Provider for WireProvider<W> {
         W::PROTOCOL
     }
 
-    /// A request that carries PDFs and is refused before any answer (a 400 or a 413) is
-    /// sent again with a note in place of each: a compatible server may take no PDF,
-    /// and a model refuses one past its page limit. If the request then goes through,
-    /// this model gets those PDFs as notes for the rest of the session.
+    /// A request that carries PDFs and is refused as it is before any answer (a 4xx: a
+    /// 400, a 413) is sent again with a note in place of each PDF the model has not read
+    /// before (of each, when it read them all): a compatible server may take no PDF, and
+    /// a model refuses one past its page limit. If the request then goes through, this
+    /// model gets those PDFs as notes for the rest of the session.
     async fn stream(&self, request: ModelRequest) -> Result<EventStream, ProviderError> {
         let model = format!("{}\n{}", self.base_url, request.model);
         let asked = model.clone();
@@ -204,10 +210,28 @@ impl<W: Wire> Provider for WireProvider<W> {
         })
         .await?;
         let documents = sendable_documents(&images);
+        let earlier = refused_documents(&images);
+        let said_earlier = (!earlier.is_empty()).then(|| {
+            format!(
+                "{} went to the model as a note: its server refused it earlier in this session.",
+                document_names(&request.messages, &earlier)
+            )
+        });
         if documents.is_empty() {
-            return self.stream_prepared(request, images);
+            let stream = self.stream_prepared(request, images)?;
+            return Ok(with_left_out(stream, said_earlier));
         }
-        let first = self.stream_prepared(request.clone(), images)?;
+        let sent_keys: Vec<String> = documents
+            .iter()
+            .map(|hash| refusal_key(&model, hash))
+            .collect();
+        let first = noted_when_answered(
+            self.stream_prepared(request.clone(), images)?,
+            &READ_DOCUMENTS,
+            sent_keys,
+            None,
+        );
+        let first = with_left_out(first, said_earlier);
         let again = Self {
             http: self.http.clone(),
             base_url: self.base_url.clone(),
@@ -227,25 +251,58 @@ impl<W: Wire> Provider for WireProvider<W> {
                 tracing::info!(%error, "a request with PDFs was refused: sent again with them left out");
                 let message =
                     conduit_core::content::text_start(&error.message, REFUSAL_SHOWN).to_owned();
+                // The PDFs new to this model are suspected; when it read them all before,
+                // all of them.
+                let suspects: HashSet<String> = {
+                    let read = READ_DOCUMENTS.lock();
+                    let new: HashSet<String> = documents
+                        .iter()
+                        .filter(|hash| !read.contains(&refusal_key(&model, hash)))
+                        .cloned()
+                        .collect();
+                    if new.is_empty() {
+                        documents.clone()
+                    } else {
+                        new
+                    }
+                };
                 let asked = model.clone();
-                let sent = documents.clone();
+                let left_out = suspects.clone();
+                // A PDF the first request did not carry (past the request's budget) is not
+                // sent now either: it might be refused in turn, with nothing left to try.
+                let carried = documents.clone();
                 let images =
                     crate::prepare_images(&request, &again.media, W::IMAGE_LIMITS, move |hash| {
-                        if sent.contains(hash) {
+                        if left_out.contains(hash) {
                             Some(crate::images::ImageError::Refused {
                                 message: message.clone(),
                             })
+                        } else if !carried.contains(hash) {
+                            Some(
+                                refused_earlier(&asked, hash)
+                                    .unwrap_or(crate::images::ImageError::NotRetried),
+                            )
                         } else {
-                            refused_earlier(&asked, hash)
+                            None
                         }
                     })
                     .await?;
+                let said = format!(
+                    "The model's server refused the request with {} ({}): it was sent again without it, and the model was told.",
+                    document_names(&request.messages, &suspects),
+                    conduit_core::content::text_start(&error.message, REFUSAL_SHOWN)
+                );
                 let stream = again.stream_prepared(request, images)?;
-                let keys = documents
+                let keys = suspects
                     .iter()
                     .map(|hash| refusal_key(&model, hash))
                     .collect();
-                Ok(noted_when_answered(stream, keys))
+                Ok(noted_when_answered(
+                    stream,
+                    &REFUSED_DOCUMENTS,
+                    keys,
+                    Some(said),
+                ))
             },
         ))
     }
@@ -260,21 +317,82 @@ impl<W: Wire> Provider for WireProvider<W> {
     }
 }
 
-/// `stream`, noting `keys` in [`REFUSED_DOCUMENTS`] once it answers (a refusal of its
-/// own says the PDFs were not the cause).
-fn noted_when_answered(mut stream: EventStream, keys: Vec<String>) -> EventStream {
-    use conduit_core::provider::ProviderEvent;
+/// `stream`, noting `keys` in `set` once it answers, and saying `said` then (a refusal
+/// of its own notes nothing).
+fn noted_when_answered(
+    mut stream: EventStream,
+    set: &'static LazyLock<Mutex<HashSet<String>>>,
+    keys: Vec<String>,
+    said: Option<String>,
+) -> EventStream {
     use futures::StreamExt;
     Box::pin(async_stream::stream! {
-        let mut keys = Some(keys);
+        let mut noting = Some((keys, said));
         while let Some(item) = stream.next().await {
-            let answered = matches!(&item, Ok(event) if !matches!(event, ProviderEvent::Retrying { .. }));
-            if answered && let Some(keys) = keys.take() {
-                REFUSED_DOCUMENTS.lock().extend(keys);
+            let answered = matches!(
+                &item,
+                Ok(event) if !matches!(event, ProviderEvent::Retrying { .. } | ProviderEvent::LeftOut(_))
+            );
+            if answered && let Some((keys, said)) = noting.take() {
+                set.lock().extend(keys);
+                if let Some(said) = said {
+                    yield Ok(ProviderEvent::LeftOut(said));
+                }
             }
             yield item;
         }
     })
+}
+
+/// `stream` after `said`, when there is something to say.
+fn with_left_out(stream: EventStream, said: Option<String>) -> EventStream {
+    use futures::StreamExt;
+    match said {
+        Some(said) => futures::stream::once(async move { Ok(ProviderEvent::LeftOut(said)) })
+            .chain(stream)
+            .boxed(),
+        None => stream,
+    }
+}
+
+/// The hashes of the PDFs `images` leaves out because their server refused them before.
+fn refused_documents(images: &PreparedImages) -> HashSet<String> {
+    images
+        .iter()
+        .filter(|(_, prepared)| matches!(prepared, Err(crate::images::ImageError::RefusedEarlier)))
+        .filter_map(|(key, _)| key.strip_prefix("pdf:").map(str::to_owned))
+        .collect()
+}
+
+/// The names the PDFs `hashes` go under in `messages`, sorted, each once: `a.pdf`,
+/// `a.pdf and b.pdf`, `a.pdf, b.pdf and c.pdf`.
+fn document_names(messages: &[conduit_core::content::Message], hashes: &HashSet<String>) -> String {
+    use conduit_core::content::Block;
+    let mut names = std::collections::BTreeSet::new();
+    for message in messages {
+        for block in &message.blocks {
+            match block {
+                Block::Document { name, media } if hashes.contains(&media.hash) => {
+                    names.insert(conduit_core::text::visible(name));
+                }
+                // A server's name for its PDF, as `documents` keeps it.
+                Block::ToolResult(result) => {
+                    for (name, media) in result.documents() {
+                        if hashes.contains(&media.hash) {
+                            names.insert(name);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let names: Vec<String> = names.into_iter().collect();
+    match names.split_last() {
+        None => "a PDF".to_owned(),
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+    }
 }
 
 impl<W: Wire> WireProvider<W> {

@@ -630,20 +630,6 @@ impl Store {
             .optional()?)
     }
 
-    /// Whether the stored file `hash` is a PDF a user's message attached (picked, dropped or
-    /// mentioned by the user), as opposed to one only a tool's result carries.
-    pub fn attached_by_user(&self, hash: &str) -> Result<bool, StoreError> {
-        Ok(self.lock().query_row(
-            "SELECT EXISTS(SELECT 1 FROM block_media bm
-               JOIN messages m ON m.id = bm.message_id
-               JOIN blocks b ON b.message_id = bm.message_id
-             WHERE bm.hash = ?1 AND m.role = 'user' AND b.kind = 'document'
-               AND json_extract(b.data, '$.media.hash') = ?1)",
-            [hash],
-            |row| row.get(0),
-        )?)
-    }
-
     /// Conversations, most recently updated first.
     pub fn list(&self, limit: usize) -> Result<Vec<Conversation>, StoreError> {
         self.list_by(limit, "c.updated_at DESC, c.id DESC")

@@ -379,10 +379,10 @@ export function openFolder(folder: Folder): Promise<void> {
 }
 
 /**
- * Opens a stored file (a long tool output kept whole, an attached PDF) in the system's
- * app for its type. A PDF the user did not attach (a tool's) opens only after a native
- * confirmation: a script in the page could otherwise open a server's PDF in the
- * system's viewer without a click.
+ * Opens a stored file (a long tool output kept whole, a PDF) in the system's app for its
+ * type. A PDF opens only after a native confirmation: the page names the file by hash,
+ * and a script there could otherwise open a server's PDF in the system's viewer without
+ * a click (a hash it named in a message of its own counts for nothing).
  */
 export function openMedia(media: MediaRef): Promise<void> {
   return invoke<void>("open_media", { media });

@@ -156,6 +156,8 @@ describe("attachments", () => {
     expect(documentSummary({ ...stored, bytes: 181_000 })).toBe("PDF · 181 KB");
     expect(documentSummary({ ...stored, bytes: 12 })).toBe("PDF · 1 KB");
     expect(resourceName("drive://files/q3.pdf?rev=2#p4")).toBe("q3.pdf");
+    expect(resourceName("drive://files/Q3%20report.pdf")).toBe("Q3 report.pdf");
+    expect(resourceName("drive://files/100%.pdf")).toBe("100%.pdf");
     expect(resourceName("file:///reports/")).toBe("reports");
     expect(resourceName("x:report.pdf")).toBe("x:report.pdf");
   });

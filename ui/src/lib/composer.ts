@@ -105,12 +105,18 @@ export function fileSummary(text: string): string {
   return `${lines.toLocaleString("en")} ${lines === 1 ? "line" : "lines"} · ${size}`;
 }
 
-/** The name a resource's PDF goes under: its URI's last path part (`drive://files/q3.pdf?rev=2`
- *  is `q3.pdf`), as the host names it for the model (`core::content::resource_name`). */
+/** The name a resource's PDF goes under: its URI's last path part, decoded
+ *  (`drive://files/Q3%20report.pdf?rev=2` is `Q3 report.pdf`), as the host names it for the
+ *  model (`core::content::resource_document_name`; the card shows hidden characters). */
 export function resourceName(uri: string): string {
   const path = uri.split(/[?#]/)[0] ?? uri;
   const last = path.replace(/\/+$/, "").split("/").pop();
-  return last ? last : uri;
+  if (!last) return uri;
+  try {
+    return decodeURIComponent(last);
+  } catch {
+    return last;
+  }
 }
 
 /** How big an attached PDF is, as its card says: `PDF · 2.4 MB`. */

@@ -19,6 +19,8 @@ import typescript from "highlight.js/lib/languages/typescript";
 import xml from "highlight.js/lib/languages/xml";
 import yaml from "highlight.js/lib/languages/yaml";
 import { Marked, Tokenizer, type Tokens } from "marked";
+import { escapeHtml } from "./escapeHtml";
+import { MATHML_ATTRIBUTES, MATHML_TAGS, mathExtension } from "./math";
 import { visible } from "./visibleText";
 
 // The core build keeps the bundle small; each definition also brings its aliases
@@ -29,14 +31,7 @@ const languages = {
 };
 for (const [name, language] of Object.entries(languages)) hljs.registerLanguage(name, language);
 
-export function escapeHtml(text: string): string {
-  return text
-    .replace(/&/g, "&amp;")
-    .replace(/</g, "&lt;")
-    .replace(/>/g, "&gt;")
-    .replace(/"/g, "&quot;")
-    .replace(/'/g, "&#39;");
-}
+export { escapeHtml };
 
 /**
  * The longest code (in UTF-16 units) that is highlighted. highlight.js runs on the page's only
@@ -114,6 +109,7 @@ const marked = new Marked({
     checkbox: ({ checked }) => (checked ? "☑ " : "☐ "),
   },
 });
+marked.use(mathExtension);
 
 // A private instance, so these hooks and settings don't leak into any other DOMPurify user.
 const purifier = DOMPurify(window);
@@ -129,18 +125,18 @@ purifier.addHook("afterSanitizeAttributes", (node) => {
 });
 
 // An allowlist of what the renderer above emits: anything else (script, iframe, img, svg, form, ...)
-// can only come from an escaping bug, and is dropped.
+// can only come from an escaping bug, and is dropped. Formulas add KaTeX's MathML (math.ts).
 const purifyConfig = {
   ALLOWED_TAGS: [
     "a", "blockquote", "br", "button", "code", "del", "div", "em", "h1", "h2", "h3", "h4", "h5",
     "h6", "hr", "li", "ol", "p", "pre", "span", "strong", "table", "tbody", "td", "th", "thead",
-    "tr", "ul",
+    "tr", "ul", ...MATHML_TAGS,
   ],
-  ALLOWED_ATTR: ["align", "aria-label", "class", "href", "start", "title", "type"],
+  ALLOWED_ATTR: ["align", "aria-label", "class", "href", "start", "title", "type", ...MATHML_ATTRIBUTES],
   ALLOW_DATA_ATTR: false,
   // DOMPurify tests every attribute not marked URI-safe against ALLOWED_URI_REGEXP; marking these
   // leaves href as the only one it applies to.
-  ADD_URI_SAFE_ATTR: ["align", "start", "type"],
+  ADD_URI_SAFE_ATTR: ["align", "start", "type", ...MATHML_ATTRIBUTES],
   ALLOWED_URI_REGEXP: /^(?:https?|mailto):/i,
 };
 

@@ -141,7 +141,7 @@ fn result_blocks(result: &ToolResult, vision: bool) -> Vec<Block> {
         if vision {
             text.push_str(&format!("\n[PDF {name}: attached after this result]"));
             images.push(Block::Document {
-                name: name.to_owned(),
+                name: name.clone(),
                 media: media.clone(),
             });
         } else {

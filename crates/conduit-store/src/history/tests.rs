@@ -1912,37 +1912,7 @@ fn an_attached_pdf_names_its_conversation_is_exported_beside_it_and_goes_with_it
         "zeppelin fleet review.pdf"
     );
     assert_eq!(store.search("zeppelin", 10).unwrap().len(), 1);
-    assert!(store.attached_by_user(&media.hash).unwrap());
-    // A tool's PDF is no attachment of the user's.
-    let report = store
-        .media()
-        .put(
-            &conduit_core::testing::pdf(2, 10_000),
-            Some("application/pdf"),
-        )
-        .unwrap();
-    store
-        .add_message(
-            &id,
-            &Message {
-                role: Role::Tool,
-                blocks: vec![Block::ToolResult(ToolResult {
-                    call_id: "c".into(),
-                    wire_id: None,
-                    name: "export".into(),
-                    is_error: false,
-                    parts: vec![ResultPart::Resource {
-                        uri: "reports://q3.pdf".into(),
-                        mime: Some("application/pdf".into()),
-                        text: None,
-                        media: Some(report.clone()),
-                    }],
-                })],
-            },
-            MessageStatus::Complete,
-        )
-        .unwrap();
-    assert!(!store.attached_by_user(&report.hash).unwrap());
+
     assert_eq!(
         store.messages(&id, None).unwrap()[0].blocks,
         [Block::Document {
