@@ -201,6 +201,7 @@ async fn run_turn(host: Arc<Host>, args: ChatArgs) -> Result<u8, Failure> {
         host: host.clone(),
         output_failed: std::sync::Mutex::new(None),
         mid_line: std::sync::atomic::AtomicBool::new(false),
+        left_out: std::sync::Mutex::default(),
     });
     let sink_printer = printer.clone();
     let sink: EventSink = Arc::new(move |event| sink_printer.event(&event));
@@ -280,6 +281,9 @@ struct Printer {
     /// Whether the text written last ended mid-line: an error then starts a line of its
     /// own, and an answer that never began leaves stdout empty (`> answer.txt`).
     mid_line: std::sync::atomic::AtomicBool,
+    /// What the run said did not reach the model: each said once (a tool loop's every
+    /// request says it again).
+    left_out: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 impl Printer {
@@ -351,7 +355,13 @@ impl Printer {
             AgentEvent::ContextShortened { fit } => tell!("conduit: {}", fit.describe()),
             // A PDF's name may be a server's.
             AgentEvent::LeftOut { what } => {
-                tell!("conduit: {}", crate::terminal::shown_line(what))
+                let new = self
+                    .left_out
+                    .lock()
+                    .is_ok_and(|mut said| said.insert(what.clone()));
+                if new {
+                    tell!("conduit: {}", crate::terminal::shown_line(what))
+                }
             }
             _ => {}
         }

@@ -606,6 +606,9 @@ struct Printer {
     /// The last progress message printed: a server that repeats it (with each step of
     /// its count) is not printed again.
     last_progress: Option<String>,
+    /// What the turn said did not reach the model: each said once (a tool loop's every
+    /// request says it again).
+    left_out: std::collections::HashSet<String>,
 }
 
 impl Printer {
@@ -732,7 +735,7 @@ impl Printer {
                 tell!("conduit: {}", fit.describe());
             }
             // A PDF's name may be a server's.
-            AgentEvent::LeftOut { what } => {
+            AgentEvent::LeftOut { what } if self.left_out.insert(what.clone()) => {
                 self.end_line()?;
                 tell!("conduit: {}", shown_line(what));
             }

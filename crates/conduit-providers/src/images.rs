@@ -101,6 +101,9 @@ pub enum ImageError {
     /// The model's server refused the request that carried the PDF.
     #[error("the model's server refused the request with it ({message})")]
     Refused { message: String },
+    /// Why it was not sent the first time, for the request sent again after a refusal.
+    #[error("{0}")]
+    AsBefore(String),
     /// Not carried by a request that was refused, so not tried in the one sent again.
     #[error("it was left out of the request sent again after the model's server refused one")]
     NotRetried,

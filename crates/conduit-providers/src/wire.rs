@@ -1,7 +1,7 @@
 //! What differs between protocols (paths, auth headers, conversions, decoder, image
 //! limits) as one trait, and the one provider that drives any of them over HTTP.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::marker::PhantomData;
 use std::sync::{Arc, LazyLock};
 
@@ -201,110 +201,18 @@ impl<W: Wire> Provider for WireProvider<W> {
     /// 400, a 413) is sent again with a note in place of each PDF the model has not read
     /// before (of each, when it read them all): a compatible server may take no PDF, and
     /// a model refuses one past its page limit. If the request then goes through, this
-    /// model gets those PDFs as notes for the rest of the session.
+    /// model gets those PDFs as notes for the rest of the session ([`stream_with_pdfs`]).
     async fn stream(&self, request: ModelRequest) -> Result<EventStream, ProviderError> {
-        let model = format!("{}\n{}", self.base_url, request.model);
-        let asked = model.clone();
-        let images = crate::prepare_images(&request, &self.media, W::IMAGE_LIMITS, move |hash| {
-            refused_earlier(&asked, hash)
-        })
-        .await?;
-        let documents = sendable_documents(&images);
-        let earlier = refused_documents(&images);
-        let said_earlier = (!earlier.is_empty()).then(|| {
-            format!(
-                "{} went to the model as a note: its server refused it earlier in this session.",
-                document_names(&request.messages, &earlier)
-            )
-        });
-        if documents.is_empty() {
-            let stream = self.stream_prepared(request, images)?;
-            return Ok(with_left_out(stream, said_earlier));
-        }
-        let sent_keys: Vec<String> = documents
-            .iter()
-            .map(|hash| refusal_key(&model, hash))
-            .collect();
-        let first = noted_when_answered(
-            self.stream_prepared(request.clone(), images)?,
-            &READ_DOCUMENTS,
-            sent_keys,
-            None,
-        );
-        let first = with_left_out(first, said_earlier);
-        let again = Self {
+        let provider = Self {
             http: self.http.clone(),
             base_url: self.base_url.clone(),
             api_key: self.api_key.clone(),
             media: self.media.clone(),
             wire: PhantomData,
         };
-        Ok(crate::instead_if_refused(
-            first,
-            |error| {
-                matches!(
-                    error.kind,
-                    ProviderErrorKind::InvalidRequest | ProviderErrorKind::RequestTooLarge
-                )
-            },
-            move |error| async move {
-                tracing::info!(%error, "a request with PDFs was refused: sent again with them left out");
-                let message =
-                    conduit_core::content::text_start(&error.message, REFUSAL_SHOWN).to_owned();
-                // The PDFs new to this model are suspected; when it read them all before,
-                // all of them.
-                let suspects: HashSet<String> = {
-                    let read = READ_DOCUMENTS.lock();
-                    let new: HashSet<String> = documents
-                        .iter()
-                        .filter(|hash| !read.contains(&refusal_key(&model, hash)))
-                        .cloned()
-                        .collect();
-                    if new.is_empty() {
-                        documents.clone()
-                    } else {
-                        new
-                    }
-                };
-                let asked = model.clone();
-                let left_out = suspects.clone();
-                // A PDF the first request did not carry (past the request's budget) is not
-                // sent now either: it might be refused in turn, with nothing left to try.
-                let carried = documents.clone();
-                let images =
-                    crate::prepare_images(&request, &again.media, W::IMAGE_LIMITS, move |hash| {
-                        if left_out.contains(hash) {
-                            Some(crate::images::ImageError::Refused {
-                                message: message.clone(),
-                            })
-                        } else if !carried.contains(hash) {
-                            Some(
-                                refused_earlier(&asked, hash)
-                                    .unwrap_or(crate::images::ImageError::NotRetried),
-                            )
-                        } else {
-                            None
-                        }
-                    })
-                    .await?;
-                let said = format!(
-                    "The model's server refused the request with {} ({}): it was sent again without it, and the model was told.",
-                    document_names(&request.messages, &suspects),
-                    conduit_core::content::text_start(&error.message, REFUSAL_SHOWN)
-                );
-                let stream = again.stream_prepared(request, images)?;
-                let keys = suspects
-                    .iter()
-                    .map(|hash| refusal_key(&model, hash))
-                    .collect();
-                Ok(noted_when_answered(
-                    stream,
-                    &REFUSED_DOCUMENTS,
-                    keys,
-                    Some(said),
-                ))
-            },
-        ))
+        let send: Sender =
+            Arc::new(move |request, images| provider.stream_prepared(request, images));
+        stream_with_pdfs(request, &self.base_url, &self.media, W::IMAGE_LIMITS, send).await
     }
 
     async fn list_models(&self) -> Result<Vec<ModelInfo>, ProviderError> {
@@ -315,6 +223,127 @@ impl<W: Wire> Provider for WireProvider<W> {
             .await?;
         Ok(W::parse_models(&body))
     }
+}
+
+/// Sends a request with its images and PDFs prepared (a protocol's
+/// `WireProvider::stream_prepared`).
+type Sender =
+    Arc<dyn Fn(ModelRequest, PreparedImages) -> Result<EventStream, ProviderError> + Send + Sync>;
+
+/// [`WireProvider::stream`] for every protocol, once: the PDFs' fallback is not
+/// written four times into the binaries.
+async fn stream_with_pdfs(
+    request: ModelRequest,
+    base_url: &str,
+    media: &Arc<dyn MediaStore>,
+    limits: ImageLimits,
+    send: Sender,
+) -> Result<EventStream, ProviderError> {
+    let model = format!("{}\n{}", base_url, request.model);
+    let asked = model.clone();
+    let images = crate::prepare_images(&request, media, limits, move |hash| {
+        refused_earlier(&asked, hash)
+    })
+    .await?;
+    let documents = sendable_documents(&images);
+    let earlier = refused_documents(&images);
+    let said_earlier = (!earlier.is_empty()).then(|| {
+        format!(
+            "{} went to the model as a note: its server refused it earlier in this session.",
+            document_names(&request.messages, &earlier)
+        )
+    });
+    if documents.is_empty() {
+        let stream = send(request, images)?;
+        return Ok(with_left_out(stream, said_earlier));
+    }
+    // Why the PDFs the first request leaves out are left out: the same, if it is sent
+    // again.
+    let first_reasons: HashMap<String, String> = images
+        .iter()
+        .filter_map(|(key, prepared)| {
+            let hash = key.strip_prefix("pdf:")?;
+            let error = prepared.as_ref().err()?;
+            Some((hash.to_owned(), crate::images::document_reason(error)))
+        })
+        .collect();
+    let sent_keys: Vec<String> = documents
+        .iter()
+        .map(|hash| refusal_key(&model, hash))
+        .collect();
+    let first = noted_when_answered(
+        send(request.clone(), images)?,
+        &READ_DOCUMENTS,
+        sent_keys,
+        None,
+    );
+    let first = with_left_out(first, said_earlier);
+    let media = media.clone();
+    Ok(crate::instead_if_refused(
+        first,
+        |error| {
+            matches!(
+                error.kind,
+                ProviderErrorKind::InvalidRequest | ProviderErrorKind::RequestTooLarge
+            )
+        },
+        move |error| async move {
+            tracing::info!(%error, "a request with PDFs was refused: sent again with them left out");
+            let message =
+                conduit_core::content::text_start(&error.message, REFUSAL_SHOWN).to_owned();
+            // The PDFs new to this model are suspected; when it read them all before,
+            // all of them.
+            let suspects: HashSet<String> = {
+                let read = READ_DOCUMENTS.lock();
+                let new: HashSet<String> = documents
+                    .iter()
+                    .filter(|hash| !read.contains(&refusal_key(&model, hash)))
+                    .cloned()
+                    .collect();
+                if new.is_empty() {
+                    documents.clone()
+                } else {
+                    new
+                }
+            };
+            let left_out = suspects.clone();
+            // A PDF the first request did not carry (past the request's budget) is not
+            // sent now either: it might be refused in turn, with nothing left to try.
+            let carried = documents.clone();
+            let images = crate::prepare_images(&request, &media, limits, move |hash| {
+                if left_out.contains(hash) {
+                    Some(crate::images::ImageError::Refused {
+                        message: message.clone(),
+                    })
+                } else if !carried.contains(hash) {
+                    Some(match first_reasons.get(hash) {
+                        Some(reason) => crate::images::ImageError::AsBefore(reason.clone()),
+                        None => crate::images::ImageError::NotRetried,
+                    })
+                } else {
+                    None
+                }
+            })
+            .await?;
+            let said = format!(
+                "The model's server refused the request with {} ({}): it was sent again without {}, and the model was told.",
+                document_names(&request.messages, &suspects),
+                conduit_core::content::text_start(&error.message, REFUSAL_SHOWN),
+                if suspects.len() == 1 { "it" } else { "them" }
+            );
+            let stream = send(request, images)?;
+            let keys = suspects
+                .iter()
+                .map(|hash| refusal_key(&model, hash))
+                .collect();
+            Ok(noted_when_answered(
+                stream,
+                &REFUSED_DOCUMENTS,
+                keys,
+                Some(said),
+            ))
+        },
+    ))
 }
 
 /// `stream`, noting `keys` in `set` once it answers, and saying `said` then (a refusal
@@ -331,7 +360,11 @@ fn noted_when_answered(
         while let Some(item) = stream.next().await {
             let answered = matches!(
                 &item,
-                Ok(event) if !matches!(event, ProviderEvent::Retrying { .. } | ProviderEvent::LeftOut(_))
+                // Token counts (Anthropic's `message_start`) come before a refusal too.
+                Ok(event) if !matches!(
+                    event,
+                    ProviderEvent::Retrying { .. } | ProviderEvent::LeftOut(_) | ProviderEvent::Usage(_)
+                )
             );
             if answered && let Some((keys, said)) = noting.take() {
                 set.lock().extend(keys);

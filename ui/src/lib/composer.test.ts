@@ -160,6 +160,10 @@ describe("attachments", () => {
     expect(resourceName("drive://files/100%.pdf")).toBe("100%.pdf");
     expect(resourceName("file:///reports/")).toBe("reports");
     expect(resourceName("x:report.pdf")).toBe("x:report.pdf");
+    expect(resourceName("drive://f/%2e%2e")).toBe("document.pdf");
+    expect(resourceName("///")).toBe("document.pdf");
+    expect(resourceName("drive://f/a%2Fb.pdf")).toBe("b.pdf");
+    expect(resourceName(`drive://f/${"x".repeat(300)}.pdf`)).toBe("document.pdf");
   });
 
   it("refuses a PDF over the host's limit before storing it, and one the host did not store as a PDF", async () => {

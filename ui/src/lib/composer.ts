@@ -105,18 +105,22 @@ export function fileSummary(text: string): string {
   return `${lines.toLocaleString("en")} ${lines === 1 ? "line" : "lines"} · ${size}`;
 }
 
-/** The name a resource's PDF goes under: its URI's last path part, decoded
- *  (`drive://files/Q3%20report.pdf?rev=2` is `Q3 report.pdf`), as the host names it for the
- *  model (`core::content::resource_document_name`; the card shows hidden characters). */
+/** The name a resource's PDF goes under, as the host names it for the model and its notes
+ *  (`core::content::resource_document_name`): its URI's last path part, decoded, kept as a
+ *  file name is (its last part, not empty, `.` or `..`, at most 255 bytes once what hides
+ *  characters is shown as codes), else `document.pdf`. */
 export function resourceName(uri: string): string {
   const path = uri.split(/[?#]/)[0] ?? uri;
-  const last = path.replace(/\/+$/, "").split("/").pop();
-  if (!last) return uri;
+  const last = path.replace(/\/+$/, "").split("/").pop() || uri;
+  let decoded: string;
   try {
-    return decodeURIComponent(last);
+    decoded = decodeURIComponent(last);
   } catch {
-    return last;
+    decoded = last;
   }
+  const name = (decoded.split("/").pop() ?? "").trim();
+  const fits = name !== "" && name !== "." && name !== ".." && new TextEncoder().encode(visible(name)).length <= 255;
+  return fits ? name : "document.pdf";
 }
 
 /** How big an attached PDF is, as its card says: `PDF · 2.4 MB`. */

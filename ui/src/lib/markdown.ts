@@ -20,7 +20,7 @@ import xml from "highlight.js/lib/languages/xml";
 import yaml from "highlight.js/lib/languages/yaml";
 import { Marked, Tokenizer, type Tokens } from "marked";
 import { escapeHtml } from "./escapeHtml";
-import { MATHML_ATTRIBUTES, MATHML_TAGS, mathExtension } from "./math";
+import { MATHML_ATTRIBUTES, MATHML_TAGS, mathExtension, startMathRender } from "./math";
 import { visible } from "./visibleText";
 
 // The core build keeps the bundle small; each definition also brings its aliases
@@ -103,7 +103,9 @@ const marked = new Marked({
       block ? `<p class="raw-html">${escapeHtml(text)}</p>` : escapeHtml(text),
     // A remote image would be fetched as soon as it renders, telling a third party the chat is open.
     image({ text, tokens }) {
-      return escapeHtml(tokens ? this.parser.parseInline(tokens, this.parser.textRenderer) : text);
+      // A formula in the alt text would come back drawn, as markup: the text is shown as written.
+      const plain = tokens && !tokens.some((token) => token.type === "inlineMath");
+      return escapeHtml(plain ? this.parser.parseInline(tokens, this.parser.textRenderer) : text);
     },
     // Task lists would otherwise need <input>, which the sanitizer drops.
     checkbox: ({ checked }) => (checked ? "☑ " : "☐ "),
@@ -113,6 +115,17 @@ marked.use(mathExtension);
 
 // A private instance, so these hooks and settings don't leak into any other DOMPurify user.
 const purifier = DOMPurify(window);
+
+const MATHML = "http://www.w3.org/1998/Math/MathML";
+const HTML_ATTRIBUTES = new Set(["align", "aria-label", "class", "href", "start", "title", "type"]);
+const MATH_ATTRIBUTES = new Set(MATHML_ATTRIBUTES);
+
+// Each namespace its own attributes: no `href` on a MathML element (WebKit would make it a
+// link the hook below never sees), no MathML attribute on an HTML one.
+purifier.addHook("uponSanitizeAttribute", (node, data) => {
+  const allowed = node.namespaceURI === MATHML ? MATH_ATTRIBUTES : HTML_ATTRIBUTES;
+  if (!allowed.has(data.attrName)) data.keepAttr = false;
+});
 
 purifier.addHook("afterSanitizeAttributes", (node) => {
   if (node.tagName !== "A") return;
@@ -132,7 +145,7 @@ const purifyConfig = {
     "h6", "hr", "li", "ol", "p", "pre", "span", "strong", "table", "tbody", "td", "th", "thead",
     "tr", "ul", ...MATHML_TAGS,
   ],
-  ALLOWED_ATTR: ["align", "aria-label", "class", "href", "start", "title", "type", ...MATHML_ATTRIBUTES],
+  ALLOWED_ATTR: [...HTML_ATTRIBUTES, ...MATHML_ATTRIBUTES],
   ALLOW_DATA_ATTR: false,
   // DOMPurify tests every attribute not marked URI-safe against ALLOWED_URI_REGEXP; marking these
   // leaves href as the only one it applies to.
@@ -192,6 +205,7 @@ export function renderMarkdown(text: string): string {
   if (nestsTooDeep(text)) return plainText(text);
   rendering.emphasis = 0;
   rendering.highlighted = 0;
+  startMathRender();
   try {
     const html = marked.parse(text, { async: false });
     return purifier.sanitize(html, purifyConfig);

@@ -73,4 +73,39 @@ describe("math in replies", () => {
     expect(html.match(/<math/g)).toHaveLength(600);
     expect(renderMarkdown(answer)).toBe(html);
   });
+
+  it("draws a formula on lines of its own right after a line of text, in a list too", () => {
+    const html = renderMarkdown("The energy is:\n$$\nE = mc^2\n$$\nwhere c is light's speed.");
+    expect(html).toContain('display="block"');
+    expect(html).toContain("The energy is:");
+    expect(html).toContain("where c is light");
+    const listed = renderMarkdown("1. First:\n   $$\n   a^2\n   $$\n2. Second");
+    expect(listed).toContain('display="block"');
+    expect(listed).toContain("Second");
+  });
+
+  it("never lets an unclosed $$ swallow what follows", () => {
+    const html = renderMarkdown("$$\nx = 1\n\n## Next\n\n```\ncode\n```\n\n$$\n");
+    expect(html).toContain("<h2>Next</h2>");
+    expect(html).toContain("code");
+  });
+
+  it("keeps emphasis outside formulas, and an image's alt text as written", () => {
+    const html = renderMarkdown("*the optimum $x^*$ here*");
+    expect(html).toMatch(/^<p><em>the optimum <span class="katex"><math>.*<\/math><\/span> here<\/em><\/p>/);
+    const image = renderMarkdown("![plot of $y = x^2$](https://example.com/p.png)");
+    expect(image).not.toContain("<math");
+    expect(image).toContain("plot of $y = x^2$");
+  });
+
+  it("leaves escaped brackets as brackets", () => {
+    expect(renderMarkdown("As shown \\[1\\] and \\[2, 3\\].")).not.toContain("<math");
+  });
+
+  it("stops finding formulas past the render's budget instead of freezing the window", () => {
+    const line = "$1".repeat(30_000);
+    const html = renderMarkdown(`${line}\n\nThen $x^2$.`);
+    expect(html).toContain("$1$1$1");
+  });
 });
+
