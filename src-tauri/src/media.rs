@@ -1,7 +1,8 @@
 //! Stored media in the window: the `media:` URL scheme serves images, audio and long outputs
-//! (never a PDF: it opens in the system's viewer) from the media store as files by hash (`media://localhost/<hash>`, `.../<hash>/thumb` for
-//! the small thumbnail, `.../<hash>/w/<width>` for an image sized to one of the allowed
-//! widths), never as base64 through IPC; a waiting sampling request's images, drawn anew
+//! (never a PDF: it opens in the system's viewer) from the media store as files by hash
+//! (`media://localhost/<hash>`, `.../<hash>/thumb` for the small thumbnail,
+//! `.../<hash>/w/<width>` for an image sized to one of the allowed widths), never as
+//! base64 through IPC; a waiting sampling request's images, drawn anew
 //! as PNGs, small for the review (`.../sampling/<request id>/<n>`) or whole for the viewer
 //! (`.../sampling/<request id>/<n>/whole`); and the commands that copy a stored image to the
 //! clipboard or save it through a native save dialog. The page only names a hash; the host

@@ -58,14 +58,14 @@ enum ReplApprove {
 
 const HELP: &str = "\
 Commands:
-  /model [NAME]   show the model, or use NAME from the next message on
-  /thinking [LEVEL]  show how much the model is asked to think, or ask for
-                  low, medium, high or default from the next message on
-  /tools          the tools the model is offered
-  /new            start a new conversation
-  /history        this conversation's messages
-  /attach PATH    send an image, a PDF or a text file with your next message
-  /exit           leave (Ctrl-D does too)
+  /model [NAME]       show the model, or use NAME from the next message on
+  /thinking [LEVEL]   show how much the model is asked to think, or ask for
+                      low, medium, high or default from the next message on
+  /tools              the tools the model is offered
+  /new                start a new conversation
+  /history            this conversation's messages
+  /attach PATH        send an image, a PDF or a text file with your next message
+  /exit               leave (Ctrl-D does too)
 Ctrl-C stops an answer and keeps what it said so far; at the prompt it leaves.";
 
 /// What one read of the terminal gave.

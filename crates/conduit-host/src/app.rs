@@ -201,7 +201,8 @@ fn notice_of(outcome: &conduit_core::agent::Outcome) -> Option<String> {
 }
 
 /// The turn's notice with what its requests left out to fit the model's context, if
-/// they had to: the answer read less than the conversation holds, and the user is told.
+/// they had to, and what else did not reach the model (a PDF its server refused): the
+/// answer read less than the conversation holds, and the user is told.
 fn joined_notices(
     notice: Option<String>,
     fitted: Option<ContextFit>,
@@ -606,20 +607,23 @@ impl App {
     /// [`conduit_core::attached::MAX_DOCUMENT_BYTES`]), or an image that does not decode
     /// within [`conduit_core::images`]' limits, is refused.
     pub async fn store_attachment(&self, bytes: Vec<u8>) -> Result<MediaRef, AppError> {
-        attachment_fits(bytes.len())?;
-        // The store takes audio too (a tool's), by its first bytes and without a decode:
-        // an attachment must be an image or a PDF.
-        let is_pdf = conduit_core::attached::is_pdf(&bytes);
-        if image::guess_format(&bytes).is_err() && !is_pdf {
-            return Err(AppError::NotAnImage);
-        }
-        if is_pdf && bytes.len() as u64 > conduit_core::attached::MAX_DOCUMENT_BYTES {
+        // A PDF's own limit first: one of 70 MiB is told the 32 MiB it may have.
+        if conduit_core::attached::is_pdf(&bytes)
+            && bytes.len() as u64 > conduit_core::attached::MAX_DOCUMENT_BYTES
+        {
             return Err(AppError::File(
                 conduit_core::attached::AttachedFileError::LargeDocument {
                     name: "The PDF".into(),
                     mib: (bytes.len() as u64).div_ceil(1024 * 1024),
                 },
             ));
+        }
+        attachment_fits(bytes.len())?;
+        // The store takes audio too (a tool's), by its first bytes and without a decode:
+        // an attachment must be an image or a PDF.
+        let is_pdf = conduit_core::attached::is_pdf(&bytes);
+        if image::guess_format(&bytes).is_err() && !is_pdf {
+            return Err(AppError::NotAnImage);
         }
         {
             let mut unsent = self.unsent.lock();

@@ -592,6 +592,11 @@ impl Catalog for HostCatalog {
             let Some((path, mime)) = self.host.media_file(hash, false) else {
                 return Err(CatalogError::NotFound(uri.to_owned()));
             };
+            // The switch shares the images and outputs of tools; the user's own PDFs (their
+            // papers, their contracts) are not among them.
+            if mime == conduit_core::attached::PDF_MIME {
+                return Err(CatalogError::NotFound(uri.to_owned()));
+            }
             let failed =
                 |e: std::io::Error| CatalogError::Failed(format!("reading {uri} failed: {e}"));
             let size = tokio::fs::metadata(&path).await.map_err(failed)?.len();
@@ -814,6 +819,25 @@ mod tests {
             .await
             .unwrap();
         assert!(matches!(&read[0].data, ResourceData::Binary(bytes) if *bytes == png));
+    }
+
+    /// The user's PDFs are their documents, not a tool's output: a client reading the
+    /// media the switch shares never gets one.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_users_pdf_is_never_served_to_a_client() {
+        let (_dir, host, _store) = temp_host();
+        let paper = conduit_core::media::MediaStore::put(
+            host.media.as_ref(),
+            &conduit_core::testing::pdf(3, 50_000),
+            Some("application/pdf"),
+        )
+        .unwrap();
+        let clients = HostCatalog::new(host.clone(), Audience::Clients);
+        let refused = clients
+            .read_resource(&format!("{MEDIA_PREFIX}{}", paper.hash))
+            .await
+            .unwrap_err();
+        assert!(matches!(refused, CatalogError::NotFound(_)), "{refused}");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -194,9 +194,17 @@ fn store_image(
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(base64.trim())
         .map_err(|e| MentionError(format!("{what}: the image is not valid base64: {e}")))?;
-    media
+    let stored = media
         .put(&bytes, Some(mime))
-        .map_err(|e| MentionError(format!("{what}: the image cannot be used: {e}")))
+        .map_err(|e| MentionError(format!("{what}: the image cannot be used: {e}")))?;
+    // A declared type may say PDF (or audio): what goes in as an image is an image.
+    if !stored.mime.starts_with("image/") {
+        return Err(MentionError(format!(
+            "{what}: the image's bytes are {}",
+            stored.mime
+        )));
+    }
+    Ok(stored)
 }
 
 /// A prompt's messages as the conversation's own: text, images (stored), embedded text

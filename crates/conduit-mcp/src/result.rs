@@ -144,7 +144,7 @@ pub fn convert(result: CallToolResult, media: &dyn MediaStore) -> ToolOutput {
                         uri,
                         mime: mime_type,
                         text: None,
-                        // Images and audio are kept; other binary content is described.
+                        // Images, audio and PDFs are kept; other binary content is described.
                         media: store(media, &blob, &declared).ok(),
                     }
                 }

@@ -186,6 +186,19 @@ fn texts(events: &[Result<ProviderEvent, conduit_core::provider::ProviderError>]
         .collect()
 }
 
+/// Everything `provider` streams for a request of `messages`.
+async fn streamed(
+    provider: &Arc<dyn conduit_core::provider::Provider>,
+    messages: Vec<Message>,
+) -> Vec<Result<ProviderEvent, conduit_core::provider::ProviderError>> {
+    provider
+        .stream(request(messages))
+        .await
+        .unwrap()
+        .collect()
+        .await
+}
+
 /// What the stream said did not reach the model.
 fn left_out(
     events: &[Result<ProviderEvent, conduit_core::provider::ProviderError>],
@@ -217,12 +230,7 @@ async fn a_server_that_refuses_pdfs_gets_a_note_and_the_session_remembers() {
     let (messages, bytes) = stored_paper(&media, 300_000);
     let kb = bytes.len().div_ceil(1000);
     let provider = chat_provider(&url, media.clone());
-    let events: Vec<_> = provider
-        .stream(request(messages.clone()))
-        .await
-        .unwrap()
-        .collect()
-        .await;
+    let events = streamed(&provider, messages.clone()).await;
     assert_eq!(texts(&events), "I cannot see the PDF.");
     assert!(events.iter().all(Result::is_ok), "{events:?}");
     assert_eq!(
@@ -238,12 +246,7 @@ async fn a_server_that_refuses_pdfs_gets_a_note_and_the_session_remembers() {
         json!({"type": "text", "text": format!("[The PDF attention.pdf ({kb} KB) was not sent: the model's server refused the request with it (invalid message format).]")})
     );
 
-    let events: Vec<_> = provider
-        .stream(request(messages))
-        .await
-        .unwrap()
-        .collect()
-        .await;
+    let events = streamed(&provider, messages).await;
     assert_eq!(texts(&events), "I cannot see the PDF.");
     assert_eq!(
         left_out(&events),
@@ -261,12 +264,7 @@ async fn a_server_that_refuses_pdfs_gets_a_note_and_the_session_remembers() {
 
     // Another PDF is tried again: one the model could not read does not stop the next.
     let (other, _) = stored_paper(&media, 120_000);
-    let events: Vec<_> = provider
-        .stream(request(other))
-        .await
-        .unwrap()
-        .collect()
-        .await;
+    let events = streamed(&provider, other).await;
     assert!(events.iter().all(Result::is_ok), "{events:?}");
     assert_eq!(served.count(), 4);
     assert_eq!(second_part(&served.body(3))["type"], "file");
@@ -296,12 +294,7 @@ async fn a_request_too_large_with_its_pdf_goes_again_without_it() {
         http: crate::http::HttpSettings::default(),
     };
     let provider = crate::build(config, media.clone()).unwrap();
-    let events: Vec<_> = provider
-        .stream(request(messages))
-        .await
-        .unwrap()
-        .collect()
-        .await;
+    let events = streamed(&provider, messages).await;
     assert_eq!(texts(&events), "The file was too large to read.");
     assert_eq!(served.count(), 2);
     assert_eq!(
@@ -349,12 +342,7 @@ async fn a_refusal_the_pdf_did_not_cause_is_the_error_and_changes_nothing_after(
     let media = MemoryMedia::new();
     let (messages, _) = stored_paper(&media, 300_000);
     let provider = chat_provider(&url, media.clone());
-    let events: Vec<_> = provider
-        .stream(request(messages.clone()))
-        .await
-        .unwrap()
-        .collect()
-        .await;
+    let events = streamed(&provider, messages.clone()).await;
     let error = events
         .iter()
         .find_map(|event| event.as_ref().err())
@@ -366,12 +354,7 @@ async fn a_refusal_the_pdf_did_not_cause_is_the_error_and_changes_nothing_after(
         left_out(&events).is_empty(),
         "nothing was left out in the end"
     );
-    let _: Vec<_> = provider
-        .stream(request(messages))
-        .await
-        .unwrap()
-        .collect()
-        .await;
+    let _ = streamed(&provider, messages).await;
     assert_eq!(second_part(&served.body(2))["type"], "file", "still sent");
 }
 
@@ -508,12 +491,7 @@ async fn a_refusal_suspects_the_new_pdf_not_one_the_model_read_before() {
     let media = MemoryMedia::new();
     let (mut messages, _) = stored_paper(&media, 150_000);
     let provider = chat_provider(&url, media.clone());
-    let _: Vec<_> = provider
-        .stream(request(messages.clone()))
-        .await
-        .unwrap()
-        .collect()
-        .await;
+    let _ = streamed(&provider, messages.clone()).await;
     let thick = media
         .put(
             &conduit_core::testing::pdf(140, 200_000),
@@ -524,12 +502,7 @@ async fn a_refusal_suspects_the_new_pdf_not_one_the_model_read_before() {
         name: "thesis.pdf".into(),
         media: thick,
     });
-    let events: Vec<_> = provider
-        .stream(request(messages))
-        .await
-        .unwrap()
-        .collect()
-        .await;
+    let events = streamed(&provider, messages).await;
     assert_eq!(texts(&events), "Read the first again.");
     assert_eq!(
         left_out(&events),

@@ -130,7 +130,12 @@ where
                     refusal = Some(error);
                     break;
                 }
-                Ok(event @ (ProviderEvent::Retrying { .. } | ProviderEvent::LeftOut(_))) => {
+                // Token counts (Anthropic's `message_start`) come before a refusal too.
+                Ok(
+                    event @ (ProviderEvent::Retrying { .. }
+                    | ProviderEvent::LeftOut(_)
+                    | ProviderEvent::Usage(_)),
+                ) => {
                     yield Ok(event)
                 }
                 other => {
@@ -190,7 +195,24 @@ async fn prepare_images(
     if images::referenced_images(&request.messages).is_empty() {
         return Ok(Default::default());
     }
-    let messages = request.messages.clone();
+    let mut messages = request.messages.clone();
+    if !request.capabilities.vision {
+        // A model that takes no images gets a tool's PDFs as notes (each builder says so):
+        // they are not loaded, counted, or taken for sent when a request is refused.
+        for message in &mut messages {
+            for block in &mut message.blocks {
+                if let conduit_core::content::Block::ToolResult(result) = block {
+                    result.parts.retain(|part| {
+                        !matches!(
+                            part,
+                            conduit_core::content::ResultPart::Resource { media: Some(media), .. }
+                                if media.mime == conduit_core::attached::PDF_MIME
+                        )
+                    });
+                }
+            }
+        }
+    }
     let media = media.clone();
     tokio::task::spawn_blocking(move || {
         images::prepare_all(&messages, media.as_ref(), &limits, &left_out_document)

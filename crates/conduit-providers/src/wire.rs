@@ -246,13 +246,41 @@ async fn stream_with_pdfs(
     })
     .await?;
     let documents = sendable_documents(&images);
-    let earlier = refused_documents(&images);
-    let said_earlier = (!earlier.is_empty()).then(|| {
-        format!(
-            "{} went to the model as a note: its server refused it earlier in this session.",
-            document_names(&request.messages, &earlier)
-        )
-    });
+    // Said of this turn's PDFs only (the newest message's, its tools' results): a PDF
+    // of an earlier message was said when it was new.
+    let recent = recent_documents(&request.messages);
+    let earlier: HashSet<String> = refused_documents(&images)
+        .intersection(&recent)
+        .cloned()
+        .collect();
+    let too_large: HashSet<String> = recent
+        .iter()
+        .filter(|hash| {
+            matches!(
+                images.get(&crate::images::document_key(hash)),
+                Some(Err(crate::images::ImageError::TooLarge { .. }
+                    | crate::images::ImageError::LeftOut { .. }))
+            )
+        })
+        .cloned()
+        .collect();
+    let said_earlier = [
+        (!earlier.is_empty()).then(|| {
+            format!(
+                "{} went to the model as a note: its server refused it earlier in this session.",
+                document_names(&request.messages, &earlier)
+            )
+        }),
+        (!too_large.is_empty()).then(|| {
+            format!(
+                "{} went to the model as a note: it does not fit in what this provider takes in one request.",
+                document_names(&request.messages, &too_large)
+            )
+        }),
+    ]
+    .into_iter()
+    .flatten()
+    .reduce(|first, second| format!("{first} {second}"));
     if documents.is_empty() {
         let stream = send(request, images)?;
         return Ok(with_left_out(stream, said_earlier));
@@ -386,6 +414,30 @@ fn with_left_out(stream: EventStream, said: Option<String>) -> EventStream {
             .boxed(),
         None => stream,
     }
+}
+
+/// The PDFs of the newest user message and of what follows it (the turn's tool results).
+fn recent_documents(messages: &[conduit_core::content::Message]) -> HashSet<String> {
+    use conduit_core::content::{Block, Role};
+    let from = messages
+        .iter()
+        .rposition(|message| message.role == Role::User)
+        .unwrap_or(0);
+    let mut recent = HashSet::new();
+    for message in &messages[from..] {
+        for block in &message.blocks {
+            match block {
+                Block::Document { media, .. } => {
+                    recent.insert(media.hash.clone());
+                }
+                Block::ToolResult(result) => {
+                    recent.extend(result.documents().map(|(_, media)| media.hash.clone()));
+                }
+                _ => {}
+            }
+        }
+    }
+    recent
 }
 
 /// The hashes of the PDFs `images` leaves out because their server refused them before.

@@ -154,6 +154,7 @@ describe("attachments", () => {
     expect(kept).toHaveLength(3);
     expect(documentSummary(stored)).toBe("PDF · 2.4 MB");
     expect(documentSummary({ ...stored, bytes: 181_000 })).toBe("PDF · 181 KB");
+    expect(documentSummary({ ...stored, bytes: 181_200 })).toBe("PDF · 182 KB");
     expect(documentSummary({ ...stored, bytes: 12 })).toBe("PDF · 1 KB");
     expect(resourceName("drive://files/q3.pdf?rev=2#p4")).toBe("q3.pdf");
     expect(resourceName("drive://files/Q3%20report.pdf")).toBe("Q3 report.pdf");
@@ -163,6 +164,8 @@ describe("attachments", () => {
     expect(resourceName("drive://f/%2e%2e")).toBe("document.pdf");
     expect(resourceName("///")).toBe("document.pdf");
     expect(resourceName("drive://f/a%2Fb.pdf")).toBe("b.pdf");
+    expect(resourceName("drive://f/Q3%20report%ZZ.pdf")).toBe("Q3 report%ZZ.pdf");
+    expect(resourceName("drive://f/caf%C3%A9.pdf")).toBe("café.pdf");
     expect(resourceName(`drive://f/${"x".repeat(300)}.pdf`)).toBe("document.pdf");
   });
 

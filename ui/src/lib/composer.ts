@@ -112,20 +112,35 @@ export function fileSummary(text: string): string {
 export function resourceName(uri: string): string {
   const path = uri.split(/[?#]/)[0] ?? uri;
   const last = path.replace(/\/+$/, "").split("/").pop() || uri;
-  let decoded: string;
-  try {
-    decoded = decodeURIComponent(last);
-  } catch {
-    decoded = last;
-  }
-  const name = (decoded.split("/").pop() ?? "").trim();
+  const name = (percentDecoded(last).split("/").pop() ?? "").trim();
   const fits = name !== "" && name !== "." && name !== ".." && new TextEncoder().encode(visible(name)).length <= 255;
   return fits ? name : "document.pdf";
 }
 
+/** `text` with each `%XX` decoded as a byte, the bytes read as UTF-8 (what is no UTF-8 as
+ *  U+FFFD), as the host's `percent_decode_str(…).decode_utf8_lossy()` reads it: a bad
+ *  escape (`%ZZ`) stays as written. */
+function percentDecoded(text: string): string {
+  const encoder = new TextEncoder();
+  const bytes: number[] = [];
+  for (let at = 0; at < text.length; ) {
+    const hex = text.slice(at + 1, at + 3);
+    if (text[at] === "%" && /^[0-9a-fA-F]{2}$/.test(hex)) {
+      bytes.push(Number.parseInt(hex, 16));
+      at += 3;
+    } else {
+      const character = String.fromCodePoint(text.codePointAt(at) ?? 0xfffd);
+      bytes.push(...encoder.encode(character));
+      at += character.length;
+    }
+  }
+  return new TextDecoder().decode(new Uint8Array(bytes));
+}
+
 /** How big an attached PDF is, as its card says: `PDF · 2.4 MB`. */
 export function documentSummary(media: MediaRef): string {
-  const size = media.bytes < 1_000_000 ? `${Math.max(1, Math.round(media.bytes / 1000))} KB` : `${(media.bytes / 1_000_000).toFixed(1)} MB`;
+  // Kilobytes rounded up, as the host counts them in its notes.
+  const size = media.bytes < 1_000_000 ? `${Math.max(1, Math.ceil(media.bytes / 1000))} KB` : `${(media.bytes / 1_000_000).toFixed(1)} MB`;
   return `PDF · ${size}`;
 }
 

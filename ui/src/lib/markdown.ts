@@ -90,6 +90,11 @@ function renderCode({ text: written, lang }: Tokens.Code): string {
   );
 }
 
+/** Whether `tokens`, or any token inside them, is a formula. */
+function holdsFormula(tokens: Tokens.Generic[]): boolean {
+  return tokens.some((token) => token.type === "inlineMath" || (Array.isArray(token.tokens) && holdsFormula(token.tokens)));
+}
+
 const marked = new Marked({
   gfm: true,
   tokenizer: {
@@ -104,7 +109,7 @@ const marked = new Marked({
     // A remote image would be fetched as soon as it renders, telling a third party the chat is open.
     image({ text, tokens }) {
       // A formula in the alt text would come back drawn, as markup: the text is shown as written.
-      const plain = tokens && !tokens.some((token) => token.type === "inlineMath");
+      const plain = tokens && !holdsFormula(tokens);
       return escapeHtml(plain ? this.parser.parseInline(tokens, this.parser.textRenderer) : text);
     },
     // Task lists would otherwise need <input>, which the sanitizer drops.

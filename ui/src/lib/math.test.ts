@@ -96,6 +96,7 @@ describe("math in replies", () => {
     const image = renderMarkdown("![plot of $y = x^2$](https://example.com/p.png)");
     expect(image).not.toContain("<math");
     expect(image).toContain("plot of $y = x^2$");
+    expect(renderMarkdown("![*the $x$ axis*](https://example.com/p.png)")).not.toContain("<math");
   });
 
   it("leaves escaped brackets as brackets", () => {
