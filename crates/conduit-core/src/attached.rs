@@ -82,6 +82,19 @@ pub fn is_pdf(bytes: &[u8]) -> bool {
     bytes.starts_with(b"%PDF-")
 }
 
+/// Whether a PDF of `bytes` bytes may be attached (at most [`MAX_DOCUMENT_BYTES`]), said
+/// under `name`: the one limit before it is stored (the window, `--attach`, a server's
+/// resource) and after ([`check_document`]).
+pub fn document_fits(name: &str, bytes: u64) -> Result<(), AttachedFileError> {
+    if bytes > MAX_DOCUMENT_BYTES {
+        return Err(AttachedFileError::LargeDocument {
+            name: name.to_owned(),
+            mib: bytes.div_ceil(1024 * 1024),
+        });
+    }
+    Ok(())
+}
+
 /// Whether a declared type is a PDF's (`application/pdf`, in any case, with parameters).
 pub fn is_pdf_mime(declared: &str) -> bool {
     declared
@@ -117,12 +130,7 @@ pub fn check_document(
     if media.mime != PDF_MIME {
         return Err(AttachedFileError::NotPdf { name });
     }
-    if media.bytes > MAX_DOCUMENT_BYTES {
-        return Err(AttachedFileError::LargeDocument {
-            name,
-            mib: media.bytes.div_ceil(1024 * 1024),
-        });
-    }
+    document_fits(&name, media.bytes)?;
     Ok(CheckedDocument { name, media })
 }
 

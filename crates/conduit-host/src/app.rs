@@ -608,15 +608,8 @@ impl App {
     /// within [`conduit_core::images`]' limits, is refused.
     pub async fn store_attachment(&self, bytes: Vec<u8>) -> Result<MediaRef, AppError> {
         // A PDF's own limit first: one of 70 MiB is told the 32 MiB it may have.
-        if conduit_core::attached::is_pdf(&bytes)
-            && bytes.len() as u64 > conduit_core::attached::MAX_DOCUMENT_BYTES
-        {
-            return Err(AppError::File(
-                conduit_core::attached::AttachedFileError::LargeDocument {
-                    name: "The PDF".into(),
-                    mib: (bytes.len() as u64).div_ceil(1024 * 1024),
-                },
-            ));
+        if conduit_core::attached::is_pdf(&bytes) {
+            conduit_core::attached::document_fits("The PDF", bytes.len() as u64)?;
         }
         attachment_fits(bytes.len())?;
         // The store takes audio too (a tool's), by its first bytes and without a decode:

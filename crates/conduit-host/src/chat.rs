@@ -491,16 +491,8 @@ impl Host {
                 .into_owned();
             // A PDF first: one may be all ASCII, and so read as text.
             if conduit_core::attached::is_pdf(&bytes) {
-                let size = bytes.len() as u64;
-                if size > conduit_core::attached::MAX_DOCUMENT_BYTES {
-                    return Err(attachment_error(
-                        conduit_core::attached::AttachedFileError::LargeDocument {
-                            name,
-                            mib: size.div_ceil(1024 * 1024),
-                        }
-                        .into(),
-                    ));
-                }
+                conduit_core::attached::document_fits(&name, bytes.len() as u64)
+                    .map_err(|e| attachment_error(e.into()))?;
                 let media = self.media.clone();
                 let stored = tokio::task::spawn_blocking(move || {
                     media.put(&bytes, Some(conduit_core::attached::PDF_MIME))

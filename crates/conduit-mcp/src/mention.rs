@@ -167,14 +167,8 @@ fn stored_document(media: &dyn MediaStore, base64: &str, uri: &str) -> Result<Bl
             "{what} is declared a PDF but does not start as one"
         )));
     }
-    let size = bytes.len() as u64;
-    if size > conduit_core::attached::MAX_DOCUMENT_BYTES {
-        return Err(MentionError(format!(
-            "{what} is {} MiB; the largest PDF Conduit attaches is {} MiB",
-            size.div_ceil(1024 * 1024),
-            conduit_core::attached::MAX_DOCUMENT_BYTES / (1024 * 1024)
-        )));
-    }
+    conduit_core::attached::document_fits(&what, bytes.len() as u64)
+        .map_err(|e| MentionError(e.to_string()))?;
     let stored = media
         .put(&bytes, Some(conduit_core::attached::PDF_MIME))
         .map_err(|e| MentionError(format!("{what}: the PDF cannot be used: {e}")))?;
